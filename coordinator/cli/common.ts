@@ -1,0 +1,45 @@
+// Shared CLI plumbing: one readable line and a non-zero exit for refused input, never a stack
+// trace for a user mistake. Exit 1 = a file failed verification; exit 2 = usage or input error.
+import { DetsimError } from '../formats/errors.js';
+
+/** Ends a command with an exit code and one line on stderr. */
+export class ExitError extends Error {
+  constructor(readonly exitCode: number, message: string) {
+    super(message);
+  }
+}
+
+export function formatError(e: DetsimError): string {
+  return `detsim: [${e.reason}] ${e.message}`;
+}
+
+/** Wrap a command action: DetsimError → exit 2 (or `refusalExit`), ExitError → its code. */
+export function action<A extends unknown[]>(fn: (...args: A) => Promise<void> | void, refusalExit = 2): (...args: A) => Promise<void> {
+  return async (...args: A) => {
+    try {
+      await fn(...args);
+    } catch (e) {
+      if (e instanceof ExitError) {
+        if (e.message) process.stderr.write(`${e.message}\n`);
+        process.exitCode = e.exitCode;
+        return;
+      }
+      if (e instanceof DetsimError) {
+        process.stderr.write(`${formatError(e)}\n`);
+        process.exitCode = refusalExit;
+        return;
+      }
+      const err = e as NodeJS.ErrnoException;
+      if (err && typeof err.code === 'string' && typeof err.path === 'string') {
+        process.stderr.write(`detsim: cannot access ${err.path}: ${err.code}\n`);
+        process.exitCode = 2;
+        return;
+      }
+      throw e;
+    }
+  };
+}
+
+export function writeStdout(text: string): void {
+  process.stdout.write(text.endsWith('\n') ? text : `${text}\n`);
+}

@@ -1,0 +1,26 @@
+#!/usr/bin/env node
+// The `detsim` command line: wires each command module into one program. Commands live in
+// their own files under cli/; this file only assembles them and reports usage errors.
+import { Command, CommanderError } from 'commander';
+import { registerSeed } from './seed-command.js';
+
+const program = new Command();
+program
+  .name('detsim')
+  .description('Deterministic multi-agent simulation coordinator: seeded lockstep runs, FLYSESS1 checkpoints, DIFF=0 replay.')
+  .version('0.1.0')
+  .showHelpAfterError(false)
+  .exitOverride();
+
+registerSeed(program);
+
+try {
+  await program.parseAsync(process.argv);
+} catch (e) {
+  if (e instanceof CommanderError) {
+    // commander already printed its message; usage errors exit 2, help/version exit 0.
+    process.exitCode = e.exitCode === 0 ? 0 : 2;
+  } else {
+    throw e;
+  }
+}

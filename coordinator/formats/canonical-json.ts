@@ -1,0 +1,311 @@
+// RFC 8785 (JCS) canonical JSON: a writer and a strict parser, plus SHA-256 digests over the bytes.
+// Not a general JSON library: the parser refuses duplicate keys, invalid UTF-8, lone surrogates,
+// raw control characters, trailing data and integer literals beyond ±(2^53−1).
+import { createHash } from 'node:crypto';
+import { DetsimError } from './errors.js';
+
+export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue };
+
+const utf8Decoder = new TextDecoder('utf-8', { fatal: true });
+const utf8Encoder = new TextEncoder();
+
+/** ECMAScript Number::toString, which RFC 8785 adopts for numbers; -0 prints as 0. */
+export function serializeNumber(n: number): string {
+  if (!Number.isFinite(n)) throw new DetsimError('struct_non_finite_number', `cannot serialize ${n} as JSON`);
+  return String(n);
+}
+
+function serializeString(s: string, path: string): string {
+  if (!s.isWellFormed()) throw new DetsimError('struct_invalid_json', `lone surrogate in a string at ${path}`, path);
+  return JSON.stringify(s); // JSON.stringify's escaping is exactly the RFC 8785 escaping.
+}
+
+function write(value: unknown, path: string, out: string[]): void {
+  if (value === null) return void out.push('null');
+  switch (typeof value) {
+    case 'boolean':
+      return void out.push(value ? 'true' : 'false');
+    case 'number':
+      if (!Number.isFinite(value)) throw new DetsimError('struct_non_finite_number', `${value} at ${path} is not a finite number`, path);
+      return void out.push(String(value));
+    case 'string':
+      return void out.push(serializeString(value, path));
+    case 'object':
+      break;
+    default:
+      throw new DetsimError('struct_unsupported_value', `${typeof value} at ${path} cannot be written as JSON`, path);
+  }
+  if (Array.isArray(value)) {
+    out.push('[');
+    for (let i = 0; i < value.length; i++) {
+      if (i > 0) out.push(',');
+      write(value[i], `${path}[${i}]`, out);
+    }
+    return void out.push(']');
+  }
+  if (ArrayBuffer.isView(value) || value instanceof Map || value instanceof Set || value instanceof Date) {
+    throw new DetsimError('struct_unsupported_value', `${value.constructor.name} at ${path} cannot be written as JSON`, path);
+  }
+  // Default sort compares UTF-16 code units, which is exactly RFC 8785's key order.
+  const keys = Object.keys(value as object).sort();
+  out.push('{');
+  let first = true;
+  for (const key of keys) {
+    const v = (value as Record<string, unknown>)[key];
+    if (v === undefined) throw new DetsimError('struct_unsupported_value', `undefined at ${path}.${key}: use null for an absent value`, `${path}.${key}`);
+    if (!first) out.push(',');
+    first = false;
+    out.push(serializeString(key, path), ':');
+    write(v, `${path}.${key}`, out);
+  }
+  out.push('}');
+}
+
+/** The RFC 8785 canonical text of a JSON value. */
+export function canonicalize(value: unknown): string {
+  const out: string[] = [];
+  write(value, '$', out);
+  return out.join('');
+}
+
+/** The canonical UTF-8 bytes of a JSON value. */
+export function canonicalBytes(value: unknown): Buffer {
+  return Buffer.from(canonicalize(value), 'utf8');
+}
+
+export function sha256Hex(bytes: Uint8Array | string): string {
+  return createHash('sha256').update(bytes).digest('hex');
+}
+
+/** Lowercase hex SHA-256 of the canonical bytes: the `Digest` of a JSON value. */
+export function canonicalDigest(value: unknown): string {
+  return sha256Hex(canonicalBytes(value));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Strict parser
+
+const MAX_DEPTH = 512;
+
+class Parser {
+  private pos = 0;
+  constructor(private readonly text: string) {}
+
+  fail(message: string, reason: 'struct_invalid_json' | 'struct_duplicate_key' | 'struct_unsafe_integer' = 'struct_invalid_json'): never {
+    throw new DetsimError(reason, `${message} at offset ${this.pos}`);
+  }
+
+  parseDocument(): JsonValue {
+    this.skipWhitespace();
+    const value = this.parseValue(0);
+    this.skipWhitespace();
+    if (this.pos !== this.text.length) this.fail('trailing data after the JSON value');
+    return value;
+  }
+
+  private skipWhitespace(): void {
+    const t = this.text;
+    while (this.pos < t.length) {
+      const c = t.charCodeAt(this.pos);
+      if (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) this.pos++;
+      else break;
+    }
+  }
+
+  private parseValue(depth: number): JsonValue {
+    if (depth > MAX_DEPTH) this.fail(`nesting deeper than ${MAX_DEPTH}`);
+    const c = this.text.charCodeAt(this.pos);
+    if (c === 0x7b) return this.parseObject(depth);
+    if (c === 0x5b) return this.parseArray(depth);
+    if (c === 0x22) return this.parseString();
+    if (c === 0x2d || (c >= 0x30 && c <= 0x39)) return this.parseNumber();
+    if (this.text.startsWith('true', this.pos)) return (this.pos += 4), true;
+    if (this.text.startsWith('false', this.pos)) return (this.pos += 5), false;
+    if (this.text.startsWith('null', this.pos)) return (this.pos += 4), null;
+    if (this.pos >= this.text.length) this.fail('unexpected end of input');
+    return this.fail(`unexpected character ${JSON.stringify(this.text[this.pos])}`);
+  }
+
+  private expect(ch: string): void {
+    if (this.text[this.pos] !== ch) {
+      if (this.pos >= this.text.length) this.fail(`unexpected end of input, expected '${ch}'`);
+      this.fail(`expected '${ch}'`);
+    }
+    this.pos++;
+  }
+
+  private parseObject(depth: number): JsonValue {
+    this.pos++;
+    const obj: Record<string, JsonValue> = Object.create(null);
+    const seen = new Set<string>();
+    this.skipWhitespace();
+    if (this.text[this.pos] === '}') {
+      this.pos++;
+      return Object.assign({}, obj);
+    }
+    for (;;) {
+      this.skipWhitespace();
+      if (this.text.charCodeAt(this.pos) !== 0x22) this.fail('expected a string key');
+      const keyStart = this.pos;
+      const key = this.parseString();
+      if (seen.has(key)) {
+        this.pos = keyStart;
+        this.fail(`duplicate key ${JSON.stringify(key)}`, 'struct_duplicate_key');
+      }
+      seen.add(key);
+      this.skipWhitespace();
+      this.expect(':');
+      this.skipWhitespace();
+      obj[key] = this.parseValue(depth + 1);
+      this.skipWhitespace();
+      if (this.text[this.pos] === ',') {
+        this.pos++;
+        continue;
+      }
+      this.expect('}');
+      break;
+    }
+    // A plain object (with a prototype) so callers can use it normally; keys were checked unique.
+    const out: Record<string, JsonValue> = {};
+    for (const k of Object.keys(obj)) {
+      Object.defineProperty(out, k, { value: obj[k], enumerable: true, writable: true, configurable: true });
+    }
+    return out;
+  }
+
+  private parseArray(depth: number): JsonValue {
+    this.pos++;
+    const arr: JsonValue[] = [];
+    this.skipWhitespace();
+    if (this.text[this.pos] === ']') {
+      this.pos++;
+      return arr;
+    }
+    for (;;) {
+      this.skipWhitespace();
+      arr.push(this.parseValue(depth + 1));
+      this.skipWhitespace();
+      if (this.text[this.pos] === ',') {
+        this.pos++;
+        continue;
+      }
+      this.expect(']');
+      return arr;
+    }
+  }
+
+  private parseString(): string {
+    const t = this.text;
+    this.pos++; // opening quote
+    let out = '';
+    let runStart = this.pos;
+    for (;;) {
+      if (this.pos >= t.length) this.fail('unterminated string');
+      const c = t.charCodeAt(this.pos);
+      if (c === 0x22) {
+        out += t.slice(runStart, this.pos);
+        this.pos++;
+        break;
+      }
+      if (c < 0x20) this.fail('raw control character in a string');
+      if (c === 0x5c) {
+        out += t.slice(runStart, this.pos);
+        out += this.parseEscape();
+        runStart = this.pos;
+        continue;
+      }
+      this.pos++;
+    }
+    if (!out.isWellFormed()) this.fail('lone surrogate in a string');
+    return out;
+  }
+
+  private parseEscape(): string {
+    const e = this.text[this.pos + 1];
+    this.pos += 2;
+    switch (e) {
+      case '"': return '"';
+      case '\\': return '\\';
+      case '/': return '/';
+      case 'b': return '\b';
+      case 'f': return '\f';
+      case 'n': return '\n';
+      case 'r': return '\r';
+      case 't': return '\t';
+      case 'u': {
+        const hex = this.text.slice(this.pos, this.pos + 4);
+        if (!/^[0-9a-fA-F]{4}$/.test(hex)) this.fail('bad \\u escape');
+        this.pos += 4;
+        return String.fromCharCode(parseInt(hex, 16));
+      }
+      default:
+        this.pos -= 2;
+        return this.fail('bad escape');
+    }
+  }
+
+  private parseNumber(): number {
+    const t = this.text;
+    const start = this.pos;
+    if (t[this.pos] === '-') this.pos++;
+    if (t[this.pos] === '0') this.pos++;
+    else if (/[1-9]/.test(t[this.pos] ?? '')) while (/[0-9]/.test(t[this.pos] ?? '')) this.pos++;
+    else this.fail('bad number');
+    let integral = true;
+    if (t[this.pos] === '.') {
+      integral = false;
+      this.pos++;
+      if (!/[0-9]/.test(t[this.pos] ?? '')) this.fail('bad number: digits must follow the point');
+      while (/[0-9]/.test(t[this.pos] ?? '')) this.pos++;
+    }
+    if (t[this.pos] === 'e' || t[this.pos] === 'E') {
+      integral = false;
+      this.pos++;
+      if (t[this.pos] === '+' || t[this.pos] === '-') this.pos++;
+      if (!/[0-9]/.test(t[this.pos] ?? '')) this.fail('bad number: digits must follow the exponent');
+      while (/[0-9]/.test(t[this.pos] ?? '')) this.pos++;
+    }
+    const literal = t.slice(start, this.pos);
+    const n = Number(literal);
+    if (!Number.isFinite(n)) {
+      this.pos = start;
+      this.fail(`number ${literal} is out of range`);
+    }
+    if (integral && !Number.isSafeInteger(n)) {
+      this.pos = start;
+      this.fail(`integer ${literal} is beyond ±(2^53−1); write counters as U64 strings`, 'struct_unsafe_integer');
+    }
+    return n;
+  }
+}
+
+/** Decode UTF-8 strictly (no BOM skipping, no replacement characters). */
+export function decodeUtf8Strict(bytes: Uint8Array): string {
+  try {
+    const text = utf8Decoder.decode(bytes);
+    // TextDecoder drops a leading BOM silently; JSON text must not carry one.
+    if (bytes.length >= 3 && bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf) {
+      throw new DetsimError('struct_invalid_json', 'a byte-order mark is not allowed in JSON text');
+    }
+    return text;
+  } catch (e) {
+    if (e instanceof DetsimError) throw e;
+    throw new DetsimError('struct_invalid_utf8', 'input is not valid UTF-8');
+  }
+}
+
+/** Parse JSON strictly from text or UTF-8 bytes. */
+export function parseStrict(input: string | Uint8Array): JsonValue {
+  const text = typeof input === 'string' ? input : decodeUtf8Strict(input);
+  return new Parser(text).parseDocument();
+}
+
+/** Parse, and require the bytes to be already canonical (re-serialising gives the same bytes). */
+export function parseCanonical(bytes: Uint8Array): JsonValue {
+  const value = parseStrict(bytes);
+  const again = utf8Encoder.encode(canonicalize(value));
+  if (!Buffer.from(again).equals(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength))) {
+    throw new DetsimError('struct_not_canonical', 'JSON is not in RFC 8785 canonical form');
+  }
+  return value;
+}

@@ -1,0 +1,79 @@
+// The published table of stable reason codes: every refusal of input names one (specs/diff0-replay.md).
+// This is the registry only; the checks that produce the codes live beside the formats they guard.
+// A code never contains a time, pid or random value, and the same input always yields the same code.
+
+export type Layer = 'L1' | 'L2' | 'L3' | 'L4' | 'L5' | 'L6' | 'L7' | 'L8';
+export type Action = 'allow' | 'advise' | 'block';
+
+export const LAYER_NAMES: Record<Layer, string> = {
+  L1: 'structure',
+  L2: 'size',
+  L3: 'danger',
+  L4: 'permission',
+  L5: 'identity',
+  L6: 'metadata',
+  L7: 'audit',
+  L8: 'consistency',
+};
+
+interface ReasonInfo {
+  readonly layer: Layer;
+  readonly summary: string;
+}
+
+/** Every reason code detsim can emit. Add new codes here; never rename or reuse one. */
+export const REASONS = {
+  // L1 structure: the input is not of the expected form.
+  struct_invalid_json: { layer: 'L1', summary: 'text is not strict JSON (syntax, trailing data, raw control character, lone surrogate)' },
+  struct_invalid_utf8: { layer: 'L1', summary: 'bytes are not valid UTF-8' },
+  struct_duplicate_key: { layer: 'L1', summary: 'an object repeats a key' },
+  struct_non_finite_number: { layer: 'L1', summary: 'NaN or Infinity where JSON needs a finite number' },
+  struct_unsafe_integer: { layer: 'L1', summary: 'an integer literal beyond ±(2^53−1); counters are U64 strings' },
+  struct_not_canonical: { layer: 'L1', summary: 'JSON is valid but not in RFC 8785 canonical form' },
+  struct_unsupported_value: { layer: 'L1', summary: 'a value JSON cannot carry (undefined, bigint, function, symbol)' },
+  struct_invalid_id: { layer: 'L1', summary: 'not an Id (^[a-z0-9][a-z0-9._-]{0,63}$)' },
+  struct_invalid_u64: { layer: 'L1', summary: 'not a U64 decimal string' },
+  struct_invalid_digest: { layer: 'L1', summary: 'not 64 lowercase hex characters' },
+  struct_invalid_rational: { layer: 'L1', summary: 'not a reduced RationalNs with a positive denominator' },
+  struct_invalid_scope: { layer: 'L1', summary: 'not a Scope {sessionId, epoch, step}' },
+  struct_invalid_field: { layer: 'L1', summary: 'a field has the wrong type or value' },
+  struct_missing_field: { layer: 'L1', summary: 'a required field is absent' },
+  struct_unknown_field: { layer: 'L1', summary: 'a field that the schema does not define' },
+  struct_duplicate_agent_id: { layer: 'L1', summary: 'a composition repeats an agent id' },
+  struct_rational_overflow: { layer: 'L1', summary: 'rational arithmetic left the U64 range' },
+  struct_envelope_magic: { layer: 'L1', summary: 'envelope check 1: not a FLYSESS1 file (wrong magic, version, header or reserved bytes)' },
+  struct_envelope_legacy_format: { layer: 'L1', summary: 'envelope check 1: a FLYSIM01 legacy file, not FLYSESS1' },
+  struct_envelope_manifest: { layer: 'L1', summary: 'envelope check 3: manifest outside its area, not strict JSON, or not canonical' },
+  struct_envelope_table: { layer: 'L1', summary: 'envelope check 4: payload table misplaced or outside the payload area' },
+  struct_envelope_entry: { layer: 'L1', summary: 'envelope check 5: a table entry has a bad name, offset or extent' },
+  struct_envelope_padding: { layer: 'L1', summary: 'envelope check 6: bytes between the last payload and the footer' },
+  struct_envelope_manifest_fields: { layer: 'L1', summary: 'envelope check 7: a required manifest field is missing or wrong' },
+  struct_legacy_envelope: { layer: 'L1', summary: 'a FLYSIM01 legacy file is malformed' },
+  struct_seed_all_zero: { layer: 'L1', summary: 'seed derivation found only zero lanes after four rounds' },
+  // L2 size
+  size_envelope_too_short: { layer: 'L2', summary: 'envelope check 1: fewer than 80 bytes' },
+  size_payload_count_over_64: { layer: 'L2', summary: 'more than 64 payloads in one envelope' },
+  size_agents_over_60: { layer: 'L2', summary: 'more than 60 agents in one composition (envelope v1 bound)' },
+  size_message_too_large: { layer: 'L2', summary: 'a message exceeds the negotiated size limit' },
+  // L5 identity
+  ident_seed_collision: { layer: 'L5', summary: 'two different agent ids derived the same i32 seed (warning)' },
+  ident_seed_mismatch: { layer: 'L5', summary: 'a seed differs from the one recorded for the agent' },
+  // L7 audit: digests and recorded facts disagree with the bytes
+  audit_envelope_length: { layer: 'L7', summary: 'envelope check 2: footer fileBytes differs from the actual length, or footer magic missing' },
+  audit_envelope_digest: { layer: 'L7', summary: 'envelope check 2: the footer digest does not match the contents' },
+  audit_payload_digest_mismatch: { layer: 'L7', summary: 'envelope check 5: a payload does not match its digest' },
+  audit_manifest_payloads_mismatch: { layer: 'L7', summary: 'envelope check 7: manifest payloads differ from the table' },
+  audit_legacy_crc: { layer: 'L7', summary: 'a FLYSIM01 file fails its CRC32' },
+} as const satisfies Record<string, ReasonInfo>;
+
+export type ReasonCode = keyof typeof REASONS;
+
+export interface Decision {
+  readonly action: Action;
+  readonly layer: Layer;
+  readonly reason: ReasonCode;
+}
+
+export function layerOf(reason: ReasonCode): Layer {
+  return REASONS[reason].layer;
+}

@@ -1,0 +1,12 @@
+// The library API of detsim, importable from the package root ('detsim').
+// Formats (canonical JSON, scalars, seeds, envelopes) first; runs and stores as they land.
+export { canonicalize, canonicalBytes, canonicalDigest, parseStrict, parseCanonical, serializeNumber, sha256Hex } from './formats/canonical-json.js';
+export type { JsonValue } from './formats/canonical-json.js';
+export { DetsimError, isDetsimError } from './formats/errors.js';
+export { REASONS, LAYER_NAMES } from './formats/reasons.js';
+export type { ReasonCode, Layer, Action, Decision } from './formats/reasons.js';
+export { RationalNs, readId, readU64, readDigest, readScope, readRequestId, isId, isU64, U64_MAX } from './formats/scalars.js';
+export type { Id, U64, Digest, Scope, RationalNsJson } from './formats/scalars.js';
+export { deriveSeed, deriveSeeds, seedMaterial, SEED_ALGORITHM, SEED_PREFIX } from './formats/seed.js';
+export type { DerivedSeeds, DerivedSeed, SeedCollision } from './formats/seed.js';
+export { Xorshift32 } from './formats/xorshift.js';

@@ -1,0 +1,102 @@
+// seed-derivation-v1 against the published reference vectors (fixtures/reference/seed-vectors.json)
+// and the Xorshift32 kernel vector.
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { deriveSeed, deriveSeeds, seedMaterial } from '../../coordinator/formats/seed.js';
+import { Xorshift32 } from '../../coordinator/formats/xorshift.js';
+import { DetsimError } from '../../coordinator/formats/errors.js';
+
+interface SeedVectors {
+  prefix: string;
+  vectors: { masterSeed: string; agentId: string; material: string; materialDigest: string; seed: number }[];
+  composition: { masterSeed: string; agentIds: string[]; seeds: number[] };
+  invalid: { masterSeed: string; agentId?: string; agentIds?: string[]; reason: string }[];
+}
+const fixture = JSON.parse(readFileSync(new URL('../../fixtures/reference/seed-vectors.json', import.meta.url), 'utf8')) as SeedVectors;
+
+describe('seed-derivation-v1 reference vectors', () => {
+  it('has all 20 vectors', () => expect(fixture.vectors).toHaveLength(20));
+  for (const v of fixture.vectors) {
+    it(`master ${v.masterSeed} agent ${v.agentId} → ${v.seed}`, () => {
+      const material = seedMaterial(v.masterSeed, v.agentId);
+      expect(material.toString('utf8')).toBe(v.material);
+      expect(createHash('sha256').update(material).digest('hex')).toBe(v.materialDigest);
+      expect(deriveSeed(v.masterSeed, v.agentId)).toBe(v.seed);
+    });
+  }
+  it('reproduces the composition in order', () => {
+    const c = fixture.composition;
+    const derived = deriveSeeds(c.masterSeed, c.agentIds);
+    expect(derived.seeds.map((s) => s.seed)).toEqual(c.seeds);
+    expect(derived.seeds.map((s) => s.agentId)).toEqual(c.agentIds);
+    expect(derived.collisions).toEqual([]);
+  });
+  it('refuses the three invalid inputs', () => {
+    expect(fixture.invalid).toHaveLength(3);
+    for (const bad of fixture.invalid) {
+      const call = bad.agentIds ? () => deriveSeeds(bad.masterSeed, bad.agentIds!) : () => deriveSeed(bad.masterSeed, bad.agentId!);
+      expect(call, bad.reason).toThrow(DetsimError);
+    }
+    expect(() => deriveSeeds('0', ['fly-a', 'fly-a'])).toThrow(/repeated/);
+  });
+});
+
+describe('seed-derivation-v1 edge cases', () => {
+  it('refuses non-canonical master seeds rather than normalising them', () => {
+    for (const m of ['01', '', '-1', '+1', '1.0', '1e3', ' 1', '18446744073709551616', '0x10']) {
+      expect(() => deriveSeed(m, 'fly-a'), m).toThrow(/masterSeed/);
+    }
+    expect(deriveSeed('18446744073709551615', 'fly-a')).toBe(-125244523);
+  });
+
+  it('skips zero lanes and rehashes with "1\\n" when all eight lanes are zero', () => {
+    const calls: string[] = [];
+    const digest = (material: Buffer): Uint8Array => {
+      calls.push(material.toString('utf8'));
+      if (calls.length === 1) return new Uint8Array(32); // all lanes zero
+      const d = new Uint8Array(32);
+      d[12] = 0x80; // lanes 0-2 zero, lane 3 = 0x80000000
+      return d;
+    };
+    expect(deriveSeed('7', 'fly-a', digest)).toBe(-2147483648);
+    expect(calls).toEqual(['flybrain/seed-derivation-v1\n7\nfly-a\n', 'flybrain/seed-derivation-v1\n7\nfly-a\n1\n']);
+  });
+
+  it('fails after four all-zero rounds, never a fallback seed', () => {
+    const seen: string[] = [];
+    const zero = (m: Buffer) => (seen.push(m.toString('utf8').split('\n').slice(3).join('|')), new Uint8Array(32));
+    expect(() => deriveSeed('7', 'fly-a', zero)).toThrow(/zero lanes/);
+    expect(seen).toEqual(['', '1|', '2|', '3|']);
+  });
+
+  it('warns naming both ids when two different ids collide', () => {
+    const constant = () => Uint8Array.from({ length: 32 }, (_, i) => (i === 3 ? 5 : 0));
+    const derived = deriveSeeds('1', ['ant', 'bee', 'cat'], constant);
+    expect(derived.collisions).toEqual([
+      { seed: 5, agentIds: ['ant', 'bee'] },
+      { seed: 5, agentIds: ['ant', 'cat'] },
+    ]);
+  });
+});
+
+describe('Xorshift32', () => {
+  it('seed 22222 gives the reference sequence', () => {
+    const rng = new Xorshift32(22222);
+    expect([rng.nextUint(), rng.nextUint(), rng.nextUint(), rng.nextUint()]).toEqual([1374414818, 2413927497, 829730269, 1025812730]);
+  });
+  it('keeps its state as a signed i32 and resumes from it', () => {
+    const a = new Xorshift32(-184946063);
+    for (let i = 0; i < 10; i++) a.nextUint();
+    expect(Number.isInteger(a.state) && a.state >= -(2 ** 31) && a.state < 2 ** 31).toBe(true);
+    const b = new Xorshift32(a.state);
+    expect(b.nextUint()).toBe(a.nextUint());
+  });
+  it('nextF64 is in [0,1)', () => {
+    const rng = new Xorshift32(1);
+    for (let i = 0; i < 1000; i++) {
+      const x = rng.nextF64();
+      expect(x >= 0 && x < 1).toBe(true);
+    }
+  });
+});
