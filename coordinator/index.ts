@@ -10,3 +10,5 @@ export type { Id, U64, Digest, Scope, RationalNsJson } from './formats/scalars.j
 export { deriveSeed, deriveSeeds, seedMaterial, SEED_ALGORITHM, SEED_PREFIX } from './formats/seed.js';
 export type { DerivedSeeds, DerivedSeed, SeedCollision } from './formats/seed.js';
 export { Xorshift32 } from './formats/xorshift.js';
+export { encodeEnvelope, encodeEnvelopeParts, decodeEnvelope, align8, ENVELOPE_MAGIC, ENVELOPE_FOOTER_MAGIC, ENVELOPE_VERSION, LEGACY_MAGIC, HEADER_BYTES, TABLE_ENTRY_BYTES, FOOTER_BYTES, MAX_PAYLOADS, REQUIRED_MANIFEST_FIELDS } from './formats/envelope.js';
+export type { EnvelopeManifest, EnvelopePayloadRef, EnvelopePayloadInput, EnvelopeEntry, EnvelopeLayout, EncodedEnvelopeParts, DecodedEnvelope, DecodedPayload } from './formats/envelope.js';

@@ -1,0 +1,431 @@
+// The FLYSESS1 checkpoint envelope (specs/checkpoint-envelope-v1.md): a byte-exact writer and a
+// reader that applies the spec's seven checks in order and names the one that failed.
+// Not the store: no files, no fsync, no rename here (the store writes the parts this returns).
+import { createHash, type Hash } from 'node:crypto';
+import { canonicalBytes, canonicalize, parseCanonical, type JsonValue } from './canonical-json.js';
+import { DetsimError } from './errors.js';
+import type { ReasonCode } from './reasons.js';
+import { isId, RationalNs, readDigest, readId, readObject, readScope, type Digest, type Id, type RationalNsJson, type Scope, type U64 } from './scalars.js';
+
+export const ENVELOPE_MAGIC = 'FLYSESS1';
+export const ENVELOPE_FOOTER_MAGIC = 'FLYSESSF';
+export const LEGACY_MAGIC = 'FLYSIM01';
+export const ENVELOPE_VERSION = 1;
+export const HEADER_BYTES = 32;
+export const TABLE_ENTRY_BYTES = 112;
+export const FOOTER_BYTES = 48;
+export const MIN_ENVELOPE_BYTES = HEADER_BYTES + FOOTER_BYTES;
+export const MAX_PAYLOADS = 64;
+export const MAX_AGENTS = 60;
+const NAME_BYTES = 64;
+const U32_MAX = 0xffffffff;
+
+/** The top-level manifest fields check 7 requires (and the only ones it allows). */
+export const REQUIRED_MANIFEST_FIELDS = [
+  'envelopeVersion', 'checkpointId', 'sourceScope', 'episodeId', 'worldTime', 'schedulerId', 'compositionDigest',
+  'portMap', 'compatibility', 'agents', 'coordinator', 'environment', 'helperState', 'payloads',
+] as const;
+
+type JsonObject = { [key: string]: JsonValue };
+
+/** One payload as the manifest lists it (mirrors the table). */
+export interface EnvelopePayloadRef {
+  name: Id;
+  byteLength: U64;
+  digest: Digest;
+}
+
+/** The checkpoint manifest. Nested shapes beyond those check 7 reads are left to their owners. */
+export interface EnvelopeManifest {
+  envelopeVersion: 1;
+  checkpointId: Id;
+  sourceScope: Scope;
+  episodeId: Id;
+  worldTime: RationalNsJson;
+  schedulerId: Id;
+  compositionDigest: Digest;
+  portMap: JsonValue[];
+  compatibility: JsonObject;
+  agents: JsonObject[];
+  coordinator: JsonObject;
+  environment: JsonObject;
+  helperState: JsonValue[];
+  payloads: EnvelopePayloadRef[];
+}
+
+export interface EnvelopePayloadInput {
+  name: string;
+  bytes: Uint8Array;
+}
+
+export interface EnvelopeEntry {
+  name: Id;
+  offset: number;
+  byteLength: number;
+  digest: Digest;
+}
+
+export interface EnvelopeLayout {
+  headerBytes: number;
+  manifestOffset: number;
+  manifestBytes: number;
+  tableOffset: number;
+  tableEntryBytes: number;
+  entries: EnvelopeEntry[];
+  footerOffset: number;
+  footerBytes: number;
+  totalBytes: number;
+}
+
+export interface EncodedEnvelopeParts {
+  /** Buffers to write in this order; payload parts are the caller's bytes (not copied). */
+  parts: Uint8Array[];
+  byteLength: number;
+  /** SHA-256 (hex) of the whole file, footer included: what `sha256sum` prints. */
+  envelopeDigest: Digest;
+  manifest: EnvelopeManifest;
+  layout: EnvelopeLayout;
+}
+
+export interface DecodedPayload {
+  name: Id;
+  /** A view into the input bytes, not a copy. */
+  bytes: Uint8Array;
+  digest: Digest;
+}
+
+export interface DecodedEnvelope {
+  manifest: EnvelopeManifest;
+  payloads: DecodedPayload[];
+  layout: EnvelopeLayout;
+  /** SHA-256 (hex) of the whole file, footer included. */
+  envelopeDigest: Digest;
+}
+
+export function align8(n: number): number {
+  return Math.ceil(n / 8) * 8;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shared between writer and reader
+
+/** Refusal for one of the seven checks: the message starts with `check N (what): `. */
+function refuse(check: number, what: string, reason: ReasonCode, detail: string, field?: string): never {
+  throw new DetsimError(reason, `check ${check} (${what}): ${detail}`, field);
+}
+
+/** Run a scalar reader inside a check, re-labelling its refusal with the check. */
+function within<T>(check: number, what: string, reason: ReasonCode, fn: () => T): T {
+  try {
+    return fn();
+  } catch (e) {
+    if (e instanceof DetsimError) refuse(check, what, reason, `${e.message} [${e.reason}]`, e.field);
+    throw e;
+  }
+}
+
+function entryLabel(i: number, name?: string): string {
+  return name === undefined ? `entry ${i}` : `entry ${i} ${JSON.stringify(name)}`;
+}
+
+/** Check 7: the required fields, their scalar shapes and `payloads` equal to the table. */
+function checkManifestFields(value: JsonValue, entries: readonly EnvelopePayloadRef[]): EnvelopeManifest {
+  const what = 'manifest fields';
+  const r: ReasonCode = 'struct_envelope_manifest_fields';
+  const m = within(7, what, r, () => readObject(value, 'manifest')) as JsonObject;
+  for (const key of REQUIRED_MANIFEST_FIELDS) {
+    if (!Object.hasOwn(m, key)) refuse(7, what, r, `manifest.${key} is missing`, `manifest.${key}`);
+  }
+  for (const key of Object.keys(m).sort()) {
+    if (!(REQUIRED_MANIFEST_FIELDS as readonly string[]).includes(key)) {
+      refuse(7, what, r, `manifest.${key} is not a field of envelope version 1`, `manifest.${key}`);
+    }
+  }
+  if (m.envelopeVersion !== ENVELOPE_VERSION) refuse(7, what, r, `manifest.envelopeVersion is ${canonicalize(m.envelopeVersion)}, not 1`, 'manifest.envelopeVersion');
+  within(7, what, r, () => {
+    readId(m.checkpointId, 'manifest.checkpointId');
+    readScope(m.sourceScope, 'manifest.sourceScope');
+    readId(m.episodeId, 'manifest.episodeId');
+    RationalNs.read(m.worldTime, 'manifest.worldTime');
+    readId(m.schedulerId, 'manifest.schedulerId');
+    readDigest(m.compositionDigest, 'manifest.compositionDigest');
+    for (const key of ['compatibility', 'coordinator', 'environment'] as const) readObject(m[key], `manifest.${key}`);
+  });
+  for (const key of ['portMap', 'agents', 'helperState', 'payloads'] as const) {
+    if (!Array.isArray(m[key])) refuse(7, what, r, `manifest.${key} is not an array`, `manifest.${key}`);
+  }
+  const agents = m.agents as JsonValue[];
+  if (agents.length > MAX_AGENTS) refuse(7, what, 'size_agents_over_60', `manifest.agents has ${agents.length} agents, more than ${MAX_AGENTS}`, 'manifest.agents');
+  agents.forEach((a, i) => within(7, what, r, () => readObject(a, `manifest.agents[${i}]`)));
+  checkPayloadList(m.payloads as JsonValue[], entries);
+  return m as unknown as EnvelopeManifest;
+}
+
+function checkPayloadList(listed: JsonValue[], entries: readonly EnvelopePayloadRef[]): void {
+  const what = 'manifest payloads';
+  const r: ReasonCode = 'audit_manifest_payloads_mismatch';
+  if (listed.length !== entries.length) {
+    refuse(7, what, r, `manifest.payloads lists ${listed.length} payloads, the table has ${entries.length}`, 'manifest.payloads');
+  }
+  entries.forEach((entry, i) => {
+    const got = listed[i];
+    if (canonicalize(got) !== canonicalize(entry)) {
+      refuse(7, what, r, `manifest.payloads[${i}] is ${canonicalize(got)}, the table ${entryLabel(i, entry.name)} is ${canonicalize(entry)}`, `manifest.payloads[${i}]`);
+    }
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Writer
+
+function payloadRefs(payloads: readonly EnvelopePayloadInput[]): EnvelopePayloadRef[] {
+  if (payloads.length > MAX_PAYLOADS) {
+    throw new DetsimError('size_payload_count_over_64', `${payloads.length} payloads, at most ${MAX_PAYLOADS} fit one envelope`, 'payloads');
+  }
+  const seen = new Set<string>();
+  return payloads.map((p, i) => {
+    const name = readId(p.name, `payloads[${i}].name`);
+    if (seen.has(name)) throw new DetsimError('struct_envelope_entry', `payloads[${i}].name ${JSON.stringify(name)} repeats an earlier payload name`, `payloads[${i}].name`);
+    seen.add(name);
+    if (!(p.bytes instanceof Uint8Array)) throw new DetsimError('struct_invalid_field', `payloads[${i}].bytes is not a Uint8Array`, `payloads[${i}].bytes`);
+    return { name, byteLength: String(p.bytes.byteLength), digest: createHash('sha256').update(p.bytes).digest('hex') };
+  });
+}
+
+/** The manifest with `payloads` computed; a caller-given `payloads` must equal the computed one. */
+function completeManifest(manifest: object, refs: EnvelopePayloadRef[]): JsonObject {
+  const given = within(7, 'manifest fields', 'struct_envelope_manifest_fields', () => readObject(manifest, 'manifest'));
+  if (Object.hasOwn(given, 'payloads') && canonicalize(given.payloads) !== canonicalize(refs)) {
+    throw new DetsimError('audit_manifest_payloads_mismatch', `manifest.payloads ${canonicalize(given.payloads)} differs from the payloads given ${canonicalize(refs)}`, 'manifest.payloads');
+  }
+  return { ...(given as JsonObject), payloads: refs as unknown as JsonValue };
+}
+
+function writeU64(buf: Buffer, offset: number, value: number): void {
+  buf.writeBigUInt64LE(BigInt(value), offset);
+}
+
+/** Lay out and encode an envelope as a list of buffers to write in order (no big concatenation). */
+export function encodeEnvelopeParts(manifest: object, payloads: readonly EnvelopePayloadInput[]): EncodedEnvelopeParts {
+  const refs = payloadRefs(payloads);
+  const full = completeManifest(manifest, refs);
+  // The writer refuses what the reader would refuse.
+  const checked = checkManifestFields(full, refs);
+  const manifestBytes = canonicalBytes(full);
+  if (manifestBytes.length > U32_MAX) throw new DetsimError('size_message_too_large', `manifest is ${manifestBytes.length} bytes, more than a u32 can hold`, 'manifest');
+
+  const tableOffset = align8(HEADER_BYTES + manifestBytes.length);
+  const tableEnd = tableOffset + TABLE_ENTRY_BYTES * payloads.length;
+  const entries: EnvelopeEntry[] = [];
+  let end = tableEnd;
+  refs.forEach((ref, i) => {
+    const offset = align8(end);
+    const byteLength = payloads[i]!.bytes.byteLength;
+    entries.push({ name: ref.name, offset, byteLength, digest: ref.digest });
+    end = offset + byteLength;
+  });
+  const footerOffset = end;
+  const totalBytes = footerOffset + FOOTER_BYTES;
+
+  // Header, manifest, zero padding and table in one small buffer.
+  const head = Buffer.alloc(tableEnd);
+  head.write(ENVELOPE_MAGIC, 0, 'ascii');
+  head.writeUInt32LE(ENVELOPE_VERSION, 8);
+  head.writeUInt32LE(HEADER_BYTES, 12);
+  head.writeUInt32LE(manifestBytes.length, 16);
+  head.writeUInt32LE(payloads.length, 20);
+  head.writeUInt32LE(tableOffset, 24);
+  manifestBytes.copy(head, HEADER_BYTES);
+  entries.forEach((e, i) => {
+    const at = tableOffset + i * TABLE_ENTRY_BYTES;
+    head.write(e.name, at, 'ascii');
+    writeU64(head, at + 64, e.offset);
+    writeU64(head, at + 72, e.byteLength);
+    Buffer.from(e.digest, 'hex').copy(head, at + 80);
+  });
+
+  const parts: Uint8Array[] = [head];
+  const hash = createHash('sha256').update(head);
+  let at = tableEnd;
+  entries.forEach((e, i) => {
+    if (e.offset > at) {
+      const pad = Buffer.alloc(e.offset - at);
+      parts.push(pad);
+      hash.update(pad);
+    }
+    const bytes = payloads[i]!.bytes;
+    parts.push(bytes);
+    hash.update(bytes);
+    at = e.offset + e.byteLength;
+  });
+  const footer = Buffer.alloc(FOOTER_BYTES);
+  writeU64(footer, 0, totalBytes);
+  hash.copy().digest().copy(footer, 8);
+  footer.write(ENVELOPE_FOOTER_MAGIC, 40, 'ascii');
+  parts.push(footer);
+  const envelopeDigest = hash.update(footer).digest('hex');
+
+  const layout: EnvelopeLayout = {
+    headerBytes: HEADER_BYTES,
+    manifestOffset: HEADER_BYTES,
+    manifestBytes: manifestBytes.length,
+    tableOffset,
+    tableEntryBytes: TABLE_ENTRY_BYTES,
+    entries,
+    footerOffset,
+    footerBytes: FOOTER_BYTES,
+    totalBytes,
+  };
+  return { parts, byteLength: totalBytes, envelopeDigest, manifest: checked, layout };
+}
+
+/** Encode an envelope into one buffer (small envelopes; the store writes the parts instead). */
+export function encodeEnvelope(manifest: object, payloads: readonly EnvelopePayloadInput[]): Buffer {
+  const { parts, byteLength } = encodeEnvelopeParts(manifest, payloads);
+  return Buffer.concat(parts, byteLength);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reader
+
+function asBuffer(bytes: Uint8Array): Buffer {
+  return Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+}
+
+function isZero(buf: Buffer, start: number, end: number): boolean {
+  for (let i = start; i < end; i++) if (buf[i] !== 0) return false;
+  return true;
+}
+
+/** Check 1: length, magic, version, headerBytes, reserved. */
+function checkHeader(buf: Buffer): { manifestBytes: number; payloadCount: number; tableOffset: number } {
+  if (buf.length >= 8 && buf.toString('latin1', 0, 8) === LEGACY_MAGIC) {
+    refuse(1, 'magic', 'struct_envelope_legacy_format', `this is the legacy FLYSIM01 format, not a FLYSESS1 envelope (read it with the FLYSIM01 reader)`, 'magic');
+  }
+  if (buf.length < MIN_ENVELOPE_BYTES) refuse(1, 'length', 'size_envelope_too_short', `${buf.length} bytes, a FLYSESS1 envelope has at least ${MIN_ENVELOPE_BYTES}`, 'length');
+  if (buf.toString('latin1', 0, 8) !== ENVELOPE_MAGIC) {
+    refuse(1, 'magic', 'struct_envelope_magic', `magic is ${JSON.stringify(buf.toString('latin1', 0, 8))}, not "FLYSESS1"`, 'magic');
+  }
+  const version = buf.readUInt32LE(8);
+  if (version !== ENVELOPE_VERSION) refuse(1, 'version', 'struct_envelope_magic', `envelopeVersion ${version} is not supported (only 1)`, 'envelopeVersion');
+  const headerBytes = buf.readUInt32LE(12);
+  if (headerBytes !== HEADER_BYTES) refuse(1, 'header size', 'struct_envelope_magic', `headerBytes is ${headerBytes}, not ${HEADER_BYTES}`, 'headerBytes');
+  const reserved = buf.readUInt32LE(28);
+  if (reserved !== 0) refuse(1, 'reserved', 'struct_envelope_magic', `reserved header field is ${reserved}, not 0`, 'reserved');
+  return { manifestBytes: buf.readUInt32LE(16), payloadCount: buf.readUInt32LE(20), tableOffset: buf.readUInt32LE(24) };
+}
+
+/** Check 2: footer magic, fileBytes, prefix digest. Returns the hash state after the prefix. */
+function checkFooter(buf: Buffer): { footerOffset: number; prefixHash: Hash } {
+  const footerOffset = buf.length - FOOTER_BYTES;
+  const magic = buf.toString('latin1', buf.length - 8);
+  if (magic !== ENVELOPE_FOOTER_MAGIC) {
+    refuse(2, 'footer magic', 'audit_envelope_length', `footer magic is ${JSON.stringify(magic)}, not "FLYSESSF" (truncated or not an envelope)`, 'footer.magic');
+  }
+  const fileBytes = buf.readBigUInt64LE(footerOffset);
+  if (fileBytes !== BigInt(buf.length)) {
+    refuse(2, 'file length', 'audit_envelope_length', `footer says the file is ${fileBytes} bytes, it is ${buf.length}`, 'footer.fileBytes');
+  }
+  const prefixHash = createHash('sha256').update(buf.subarray(0, footerOffset));
+  const actual = prefixHash.copy().digest();
+  const recorded = buf.subarray(footerOffset + 8, footerOffset + 40);
+  if (!actual.equals(recorded)) {
+    refuse(2, 'footer digest', 'audit_envelope_digest', `SHA-256 of the first ${footerOffset} bytes is ${actual.toString('hex')}, the footer records ${recorded.toString('hex')}`, 'footer.digest');
+  }
+  return { footerOffset, prefixHash };
+}
+
+/** Check 3: manifest inside the payload area, strict JSON, already canonical, an object. */
+function checkManifest(buf: Buffer, manifestBytes: number, footerOffset: number): JsonValue {
+  if (HEADER_BYTES + manifestBytes > footerOffset) {
+    refuse(3, 'manifest', 'struct_envelope_manifest', `manifest of ${manifestBytes} bytes at offset ${HEADER_BYTES} runs past the payload area (ends at ${footerOffset})`, 'manifestBytes');
+  }
+  const value = within(3, 'manifest', 'struct_envelope_manifest', () => parseCanonical(buf.subarray(HEADER_BYTES, HEADER_BYTES + manifestBytes)));
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) refuse(3, 'manifest', 'struct_envelope_manifest', 'manifest is not a JSON object', 'manifest');
+  return value;
+}
+
+/** Check 4: table at its laid-out position (zero padding before it), inside the area, ≤ 64 entries. */
+function checkTable(buf: Buffer, manifestBytes: number, payloadCount: number, tableOffset: number, footerOffset: number): number {
+  const expected = align8(HEADER_BYTES + manifestBytes);
+  if (tableOffset !== expected) refuse(4, 'payload table', 'struct_envelope_table', `tableOffset is ${tableOffset}, the layout puts it at ${expected}`, 'tableOffset');
+  const tableEnd = tableOffset + TABLE_ENTRY_BYTES * payloadCount;
+  if (tableEnd > footerOffset) {
+    refuse(4, 'payload table', 'struct_envelope_table', `${payloadCount} entries of ${TABLE_ENTRY_BYTES} bytes at ${tableOffset} run past the payload area (ends at ${footerOffset})`, 'payloadCount');
+  }
+  if (payloadCount > MAX_PAYLOADS) refuse(4, 'payload table', 'size_payload_count_over_64', `payloadCount is ${payloadCount}, at most ${MAX_PAYLOADS}`, 'payloadCount');
+  if (!isZero(buf, HEADER_BYTES + manifestBytes, tableOffset)) refuse(4, 'payload table', 'struct_envelope_table', 'padding between the manifest and the table is not zero', 'tableOffset');
+  return tableEnd;
+}
+
+/** Check 5, one entry: name, NUL padding, uniqueness, offset, extent, digest. */
+function checkEntry(buf: Buffer, i: number, at: number, prevEnd: number, footerOffset: number, seen: Set<string>): EnvelopeEntry {
+  const expectedOffset = align8(prevEnd);
+  const what = 'payload entry';
+  const nameField = buf.subarray(at, at + NAME_BYTES);
+  const nul = nameField.indexOf(0);
+  const nameLen = nul === -1 ? NAME_BYTES : nul;
+  const name = nameField.toString('latin1', 0, nameLen);
+  if (!isId(name)) refuse(5, what, 'struct_envelope_entry', `${entryLabel(i)}: name ${JSON.stringify(name)} is not an Id`, `table[${i}].name`);
+  const label = entryLabel(i, name);
+  if (!isZero(nameField, nameLen, NAME_BYTES)) refuse(5, what, 'struct_envelope_entry', `${label}: bytes after the name's NUL are not all NUL`, `table[${i}].name`);
+  if (seen.has(name)) refuse(5, what, 'struct_envelope_entry', `${label}: the name repeats an earlier entry`, `table[${i}].name`);
+  seen.add(name);
+  const offset = buf.readBigUInt64LE(at + 64);
+  if (offset !== BigInt(expectedOffset)) refuse(5, what, 'struct_envelope_entry', `${label}: offset ${offset} is not the aligned end of the previous payload (${expectedOffset})`, `table[${i}].offset`);
+  if (!isZero(buf, prevEnd, expectedOffset)) refuse(5, what, 'struct_envelope_entry', `${label}: padding before the payload is not zero`, `table[${i}].offset`);
+  const length = buf.readBigUInt64LE(at + 72);
+  if (offset + length > BigInt(footerOffset)) {
+    refuse(5, what, 'struct_envelope_entry', `${label}: ${length} bytes at ${offset} run past the payload area (ends at ${footerOffset})`, `table[${i}].byteLength`);
+  }
+  const byteLength = Number(length);
+  const recorded = buf.subarray(at + 80, at + 112);
+  const actual = createHash('sha256').update(buf.subarray(expectedOffset, expectedOffset + byteLength)).digest();
+  if (!actual.equals(recorded)) {
+    refuse(5, what, 'audit_payload_digest_mismatch', `${label}: payload SHA-256 is ${actual.toString('hex')}, the table records ${recorded.toString('hex')}`, `table[${i}].digest`);
+  }
+  return { name, offset: expectedOffset, byteLength, digest: actual.toString('hex') };
+}
+
+/** Check 5 over all entries (with zero padding between payloads) and check 6 after the last. */
+function checkEntries(buf: Buffer, payloadCount: number, tableOffset: number, tableEnd: number, footerOffset: number): EnvelopeEntry[] {
+  const entries: EnvelopeEntry[] = [];
+  const seen = new Set<string>();
+  let end = tableEnd;
+  for (let i = 0; i < payloadCount; i++) {
+    const entry = checkEntry(buf, i, tableOffset + i * TABLE_ENTRY_BYTES, end, footerOffset, seen);
+    entries.push(entry);
+    end = entry.offset + entry.byteLength;
+  }
+  if (end !== footerOffset) refuse(6, 'trailing padding', 'struct_envelope_padding', `${footerOffset - end} bytes between the end of the last payload (${end}) and the footer (${footerOffset})`, 'footer');
+  return entries;
+}
+
+/** Decode and verify a FLYSESS1 envelope; refuses with the first failing check, in spec order. */
+export function decodeEnvelope(bytes: Uint8Array): DecodedEnvelope {
+  const buf = asBuffer(bytes);
+  const header = checkHeader(buf);
+  const { footerOffset, prefixHash } = checkFooter(buf);
+  const manifestValue = checkManifest(buf, header.manifestBytes, footerOffset);
+  const tableEnd = checkTable(buf, header.manifestBytes, header.payloadCount, header.tableOffset, footerOffset);
+  const entries = checkEntries(buf, header.payloadCount, header.tableOffset, tableEnd, footerOffset);
+  const refs = entries.map((e) => ({ name: e.name, byteLength: String(e.byteLength), digest: e.digest }));
+  const manifest = checkManifestFields(manifestValue, refs);
+  const envelopeDigest = prefixHash.update(buf.subarray(footerOffset)).digest('hex');
+  return {
+    manifest,
+    payloads: entries.map((e) => ({ name: e.name, bytes: buf.subarray(e.offset, e.offset + e.byteLength), digest: e.digest })),
+    layout: {
+      headerBytes: HEADER_BYTES,
+      manifestOffset: HEADER_BYTES,
+      manifestBytes: header.manifestBytes,
+      tableOffset: header.tableOffset,
+      tableEntryBytes: TABLE_ENTRY_BYTES,
+      entries,
+      footerOffset,
+      footerBytes: FOOTER_BYTES,
+      totalBytes: buf.length,
+    },
+    envelopeDigest,
+  };
+}
