@@ -50,6 +50,7 @@ export const REASONS = {
   struct_envelope_manifest_fields: { layer: 'L1', summary: 'envelope check 7: a required manifest field is missing or wrong' },
   struct_legacy_envelope: { layer: 'L1', summary: 'a FLYSIM01 legacy file is malformed' },
   struct_seed_all_zero: { layer: 'L1', summary: 'seed derivation found only zero lanes after four rounds' },
+  struct_unknown_model: { layer: 'L1', summary: 'a run config names a model that is neither built in nor an existing module path' },
   // L2 size
   size_envelope_too_short: { layer: 'L2', summary: 'envelope check 1: fewer than 80 bytes' },
   size_payload_count_over_64: { layer: 'L2', summary: 'more than 64 payloads in one envelope' },
@@ -64,6 +65,7 @@ export const REASONS = {
   audit_payload_digest_mismatch: { layer: 'L7', summary: 'envelope check 5: a payload does not match its digest' },
   audit_manifest_payloads_mismatch: { layer: 'L7', summary: 'envelope check 7: manifest payloads differ from the table' },
   audit_legacy_crc: { layer: 'L7', summary: 'a FLYSIM01 file fails its CRC32' },
+  audit_trace_mismatch: { layer: 'L7', summary: 'an epoch rebase met a trace field that is not in its epoch-derived form' },
 } as const satisfies Record<string, ReasonInfo>;
 
 export type ReasonCode = keyof typeof REASONS;

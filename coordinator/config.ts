@@ -1,0 +1,307 @@
+// Run configuration: read a YAML or JSON file, validate it (zod), and resolve it into a RunPlan
+// (every agent id, port, seed and worker assignment). Refusals name the field and a reason code.
+// NOT the run itself (run.ts) and not process handling (launcher.ts): nothing here starts anything.
+import { existsSync, readFileSync } from 'node:fs';
+import { dirname, isAbsolute, resolve } from 'node:path';
+import { parse as parseYaml } from 'yaml';
+import { z } from 'zod';
+import { parseStrict } from './formats/canonical-json.js';
+import { DetsimError } from './formats/errors.js';
+import type { ReasonCode } from './formats/reasons.js';
+import { RationalNs, isId, isU64, type Id, type U64 } from './formats/scalars.js';
+import { deriveSeed, deriveSeeds, SEED_ALGORITHM, type SeedCollision } from './formats/seed.js';
+
+/** The envelope v1 bound: a checkpoint holds at most 60 agents. */
+export const MAX_AGENTS = 60;
+export const BUILTIN_AGENT_MODELS = ['walker', 'lif'] as const;
+export const BUILTIN_ENVIRONMENT_MODELS = ['forage'] as const;
+export const DEFAULT_DEADLINES = { startupMs: 15_000, stepMs: 5_000, captureMs: 30_000 } as const;
+
+// ---------------------------------------------------------------------------------------------
+// Schema. Every object is strict: an unknown (e.g. misspelled) field is refused, never ignored.
+
+const reason = (r: ReasonCode) => ({ params: { reason: r } });
+const IdSchema = z.string().refine(isId, { message: 'is not an Id (1-64 of a-z 0-9 . _ -, starting with a letter or digit)', ...reason('struct_invalid_id') });
+const U64Schema = z.string().refine(isU64, { message: 'is not a U64 (a decimal string, "0" or no leading zero, at most 18446744073709551615)', ...reason('struct_invalid_u64') });
+const ParamsSchema = z.record(z.string(), z.unknown());
+const PositiveInt = z.number().int().positive();
+
+/** A world step duration: exact RationalNs, a decimal ns string, or "N/D" ns. */
+const WorldStepSchema = z.union([
+  z.strictObject({ numerator: U64Schema, denominator: U64Schema }),
+  z.string().regex(/^[1-9][0-9]*(\/[1-9][0-9]*)?$/, 'is not "<ns>" or "<num>/<den>" nanoseconds'),
+]);
+
+const ModelSchema = z.string().min(1);
+
+const ExplicitAgentSchema = z.strictObject({
+  id: IdSchema,
+  model: ModelSchema,
+  params: ParamsSchema.optional(),
+  port: IdSchema.optional(),
+});
+
+const AgentGroupSchema = z.strictObject({
+  count: PositiveInt,
+  prefix: z.string().regex(/^[a-z0-9][a-z0-9._-]{0,40}$/, 'is not an Id prefix (a-z 0-9 . _ -, starting with a letter or digit)'),
+  model: ModelSchema,
+  params: ParamsSchema.optional(),
+  /** Port ids are `<portPrefix><n>` (default: the agent id itself). */
+  portPrefix: z.string().regex(/^[a-z0-9][a-z0-9._-]{0,40}$/).optional(),
+});
+
+const TopSchema = z.strictObject({
+  sessionId: IdSchema,
+  masterSeed: U64Schema,
+  steps: z.number().int().nonnegative(),
+  stepHz: PositiveInt.optional(),
+  worldStepNs: WorldStepSchema.optional(),
+  environment: z.strictObject({ id: IdSchema, model: ModelSchema, params: ParamsSchema.optional() }),
+  agents: z.union([z.array(z.unknown()).min(1), z.record(z.string(), z.unknown())]),
+  workers: z
+    .strictObject({
+      agentsPerWorker: PositiveInt.optional(),
+      transport: z.enum(['unix', 'tcp']).optional(),
+    })
+    .optional(),
+  deadlines: z
+    .strictObject({
+      startupMs: PositiveInt.optional(),
+      stepMs: PositiveInt.optional(),
+      captureMs: PositiveInt.optional(),
+    })
+    .optional(),
+});
+
+export type RunConfigInput = z.infer<typeof TopSchema>;
+
+// ---------------------------------------------------------------------------------------------
+// The resolved plan: everything a run needs, with no defaults left implicit.
+
+export type Transport = 'unix' | 'tcp';
+
+export interface PlannedAgent {
+  agentId: Id;
+  portId: Id;
+  model: string;
+  params: Record<string, unknown>;
+  seed: number;
+  workerId: Id;
+}
+
+export interface PlannedWorker {
+  workerId: Id;
+  role: 'agent' | 'environment';
+  /** Agents hosted, in port order (empty for the environment). */
+  agentIds: Id[];
+}
+
+export interface RunPlan {
+  sessionId: Id;
+  masterSeed: U64;
+  seedAlgorithm: typeof SEED_ALGORITHM;
+  steps: number;
+  stepDuration: RationalNs;
+  environment: { environmentId: Id; model: string; params: Record<string, unknown>; seed: number; workerId: Id };
+  /** In port order (the declaration order of the config). */
+  agents: PlannedAgent[];
+  workers: PlannedWorker[];
+  agentsPerWorker: number;
+  transport: Transport;
+  deadlines: { startupMs: number; stepMs: number; captureMs: number };
+  seedCollisions: SeedCollision[];
+  /** Directory that relative model paths were resolved against. */
+  baseDir: string;
+}
+
+export const ENVIRONMENT_WORKER_ID = 'worker-env';
+
+// ---------------------------------------------------------------------------------------------
+
+function pathText(path: readonly PropertyKey[]): string {
+  let out = '';
+  for (const p of path) out += typeof p === 'number' ? `[${p}]` : out === '' ? String(p) : `.${String(p)}`;
+  return out === '' ? '(top level)' : out;
+}
+
+function joinPath(prefix: string, path: readonly PropertyKey[]): string {
+  const rest = pathText(path);
+  if (rest === '(top level)') return prefix;
+  return rest.startsWith('[') ? `${prefix}${rest}` : `${prefix}.${rest}`;
+}
+
+/** The first zod issue as a DetsimError naming the field path. */
+function refusal(error: z.ZodError, prefix: string): DetsimError {
+  const issue = error.issues[0]!;
+  const at = (path: readonly PropertyKey[]) => (prefix ? joinPath(prefix, path) : pathText(path));
+  if (issue.code === 'unrecognized_keys') {
+    const key = issue.keys[0]!;
+    const field = at([...issue.path, key]);
+    return new DetsimError('struct_unknown_field', `${field}: unknown field ${JSON.stringify(key)}`, field);
+  }
+  const field = at(issue.path);
+  if (issue.code === 'invalid_type' && (issue as { input?: unknown }).input === undefined && /received undefined/.test(issue.message)) {
+    return new DetsimError('struct_missing_field', `${field}: required field is missing`, field);
+  }
+  const r = (issue as { params?: { reason?: ReasonCode } }).params?.reason ?? 'struct_invalid_field';
+  return new DetsimError(r, `${field}: ${issue.message}`, field);
+}
+
+function check<T>(schema: z.ZodType<T>, value: unknown, prefix: string): T {
+  const r = schema.safeParse(value);
+  if (!r.success) throw refusal(r.error, prefix);
+  return r.data;
+}
+
+/** Parse config text: JSON (strict: duplicate keys refused) when it looks like JSON, else YAML. */
+export function parseConfigText(text: string, source: string): unknown {
+  const trimmed = text.trimStart();
+  if (trimmed.startsWith('{')) {
+    try {
+      return parseStrict(text);
+    } catch (e) {
+      if (e instanceof DetsimError) throw new DetsimError(e.reason, `${source}: ${e.message}`, e.field);
+      throw e;
+    }
+  }
+  try {
+    return parseYaml(text, { uniqueKeys: true, strict: true, prettyErrors: false });
+  } catch (e) {
+    const msg = (e as Error).message.split('\n')[0];
+    throw new DetsimError('struct_invalid_field', `${source}: not valid YAML: ${msg}`, '(file)');
+  }
+}
+
+/** Read and resolve a config file; relative model paths resolve against the file's directory. */
+export function loadConfig(file: string): RunPlan {
+  const text = readFileSync(file, 'utf8');
+  return resolveConfig(parseConfigText(text, file), { baseDir: dirname(resolve(file)) });
+}
+
+function isModelPath(model: string): boolean {
+  return model.startsWith('./') || model.startsWith('../') || isAbsolute(model) || model.startsWith('file:');
+}
+
+/** A built-in model name stays as is; a module path becomes absolute and must exist. */
+function resolveModel(model: string, builtins: readonly string[], field: string, baseDir: string): string {
+  if (builtins.includes(model)) return model;
+  if (isModelPath(model)) {
+    const path = model.startsWith('file:') ? new URL(model).pathname : resolve(baseDir, model);
+    if (!existsSync(path)) throw new DetsimError('struct_unknown_model', `${field}: model module ${JSON.stringify(model)} does not exist (${path})`, field);
+    return path;
+  }
+  throw new DetsimError('struct_unknown_model', `${field}: unknown model ${JSON.stringify(model)} (built-in: ${builtins.join(', ')}; or a module path starting with ./ or /)`, field);
+}
+
+function resolveStepDuration(cfg: RunConfigInput): RationalNs {
+  if (cfg.stepHz !== undefined && cfg.worldStepNs !== undefined) {
+    throw new DetsimError('struct_invalid_field', 'worldStepNs: give either stepHz or worldStepNs, not both', 'worldStepNs');
+  }
+  if (cfg.worldStepNs !== undefined) {
+    const w = cfg.worldStepNs;
+    const [n, d] = typeof w === 'string' ? (w.includes('/') ? w.split('/') : [w, '1']) : [w.numerator, w.denominator];
+    const r = RationalNs.of(BigInt(n!), BigInt(d!), 'worldStepNs');
+    if (r.isZero()) throw new DetsimError('struct_invalid_rational', 'worldStepNs: a duration must be non-zero', 'worldStepNs');
+    return r;
+  }
+  return RationalNs.of(1_000_000_000n, BigInt(cfg.stepHz ?? 60), 'stepHz');
+}
+
+interface ExpandedAgent {
+  agentId: Id;
+  portId: Id;
+  model: string;
+  params: Record<string, unknown>;
+  field: string;
+}
+
+function expandAgents(raw: unknown, baseDir: string): ExpandedAgent[] {
+  const entries = Array.isArray(raw) ? raw : [raw];
+  const out: ExpandedAgent[] = [];
+  entries.forEach((entry, i) => {
+    const field = Array.isArray(raw) ? `agents[${i}]` : 'agents';
+    if (typeof entry === 'object' && entry !== null && 'count' in entry) {
+      const g = check(AgentGroupSchema, entry, field);
+      if (out.length + g.count > MAX_AGENTS) {
+        throw new DetsimError('size_agents_over_60', `${field}.count: more than ${MAX_AGENTS} agents in one composition (envelope v1 bound)`, `${field}.count`);
+      }
+      const model = resolveModel(g.model, BUILTIN_AGENT_MODELS, `${field}.model`, baseDir);
+      // Zero-padded indexes keep id order equal to declaration order.
+      const width = String(g.count - 1).length;
+      for (let n = 0; n < g.count; n++) {
+        const suffix = String(n).padStart(width, '0');
+        const agentId = `${g.prefix}${suffix}`;
+        if (!isId(agentId)) throw new DetsimError('struct_invalid_id', `${field}.prefix: ${JSON.stringify(agentId)} is not an Id`, `${field}.prefix`);
+        out.push({ agentId, portId: g.portPrefix ? `${g.portPrefix}${suffix}` : agentId, model, params: g.params ?? {}, field: `${field}.prefix` });
+      }
+    } else {
+      const a = check(ExplicitAgentSchema, entry, field);
+      const model = resolveModel(a.model, BUILTIN_AGENT_MODELS, `${field}.model`, baseDir);
+      out.push({ agentId: a.id, portId: a.port ?? a.id, model, params: a.params ?? {}, field: `${field}.id` });
+    }
+  });
+  if (out.length > MAX_AGENTS) {
+    throw new DetsimError('size_agents_over_60', `agents: ${out.length} agents, more than ${MAX_AGENTS} in one composition (envelope v1 bound)`, 'agents');
+  }
+  return out;
+}
+
+function refuseDuplicates(agents: ExpandedAgent[]): void {
+  const ids = new Map<string, string>();
+  const ports = new Map<string, string>();
+  for (const a of agents) {
+    const prev = ids.get(a.agentId);
+    if (prev !== undefined) {
+      throw new DetsimError('struct_duplicate_agent_id', `${a.field}: agent id ${JSON.stringify(a.agentId)} is repeated (first at ${prev}); equal ids would share a seed`, a.field);
+    }
+    ids.set(a.agentId, a.field);
+    const prevPort = ports.get(a.portId);
+    if (prevPort !== undefined) {
+      throw new DetsimError('struct_invalid_field', `${a.field}: port ${JSON.stringify(a.portId)} is repeated (first at ${prevPort})`, a.field);
+    }
+    ports.set(a.portId, a.field);
+  }
+}
+
+/** Validate a parsed config object and resolve it into a RunPlan. Throws DetsimError. */
+export function resolveConfig(value: unknown, opts: { baseDir?: string } = {}): RunPlan {
+  const baseDir = opts.baseDir ?? process.cwd();
+  const cfg = check(TopSchema, value, '');
+  const stepDuration = resolveStepDuration(cfg);
+  const envModel = resolveModel(cfg.environment.model, BUILTIN_ENVIRONMENT_MODELS, 'environment.model', baseDir);
+  const agents = expandAgents(cfg.agents, baseDir);
+  refuseDuplicates(agents);
+  if (agents.some((a) => a.agentId === cfg.environment.id)) {
+    throw new DetsimError('struct_duplicate_agent_id', `environment.id: ${JSON.stringify(cfg.environment.id)} is also an agent id`, 'environment.id');
+  }
+  const derived = deriveSeeds(cfg.masterSeed, agents.map((a) => a.agentId));
+  const envSeed = deriveSeed(cfg.masterSeed, cfg.environment.id);
+  const collisions = [...derived.collisions];
+  for (const s of derived.seeds) {
+    if (s.seed === envSeed) collisions.push({ seed: envSeed, agentIds: [cfg.environment.id, s.agentId] });
+  }
+  const agentsPerWorker = cfg.workers?.agentsPerWorker ?? 4;
+  const workers: PlannedWorker[] = [{ workerId: ENVIRONMENT_WORKER_ID, role: 'environment', agentIds: [] }];
+  const planned: PlannedAgent[] = agents.map((a, i) => {
+    const w = Math.floor(i / agentsPerWorker);
+    const workerId = `worker-${w}`;
+    if (workers.length <= w + 1) workers.push({ workerId, role: 'agent', agentIds: [] });
+    workers[w + 1]!.agentIds.push(a.agentId);
+    return { agentId: a.agentId, portId: a.portId, model: a.model, params: a.params, seed: derived.seeds[i]!.seed, workerId };
+  });
+  return {
+    sessionId: cfg.sessionId,
+    masterSeed: derived.masterSeed,
+    seedAlgorithm: SEED_ALGORITHM,
+    steps: cfg.steps,
+    stepDuration,
+    environment: { environmentId: cfg.environment.id, model: envModel, params: cfg.environment.params ?? {}, seed: envSeed, workerId: ENVIRONMENT_WORKER_ID },
+    agents: planned,
+    workers,
+    agentsPerWorker,
+    transport: cfg.workers?.transport ?? 'unix',
+    deadlines: { ...DEFAULT_DEADLINES, ...cfg.deadlines },
+    seedCollisions: collisions,
+    baseDir,
+  };
+}
