@@ -12,3 +12,5 @@ export type { DerivedSeeds, DerivedSeed, SeedCollision } from './formats/seed.js
 export { Xorshift32 } from './formats/xorshift.js';
 export { encodeEnvelope, encodeEnvelopeParts, decodeEnvelope, align8, ENVELOPE_MAGIC, ENVELOPE_FOOTER_MAGIC, ENVELOPE_VERSION, LEGACY_MAGIC, HEADER_BYTES, TABLE_ENTRY_BYTES, FOOTER_BYTES, MAX_PAYLOADS, REQUIRED_MANIFEST_FIELDS } from './formats/envelope.js';
 export type { EnvelopeManifest, EnvelopePayloadRef, EnvelopePayloadInput, EnvelopeEntry, EnvelopeLayout, EncodedEnvelopeParts, DecodedEnvelope, DecodedPayload } from './formats/envelope.js';
+export { CONTRACT_DIGEST, PROTO_PATH, DEFAULT_MAX_MESSAGE_BYTES, channelOptions, parseAddress, workerServiceDefinition, METHODS, ERROR_CODES, readRequest, readReply, ProtocolRefusal, MAX_CHUNK_BYTES, encodeFrames, FrameAssembler, FrameWriter, WorkerClient, WorkerCallError, HelloRefusedError, startWorkerServer, CAPABILITIES } from './protocol/index.js';
+export type { Request as WorkerRequest, Reply as WorkerReply, ErrorCode, Mutation, Method, CallOptions, CallReply, CallFailureKind, ConnectOptions, HelloExpectation, ProcessExitInfo } from './protocol/index.js';

@@ -1,0 +1,143 @@
+// TypeScript shapes of every params/result body documented in proto/detsim/v1/worker.proto.
+// Types only (what both sides agree the JSON looks like); validation lives with each consumer.
+import type { Digest, Id, RationalNsJson, Scope, U64 } from '../formats/scalars.js';
+
+export type Role = 'agent' | 'environment';
+export type JsonObject = Record<string, unknown>;
+
+export const CAPABILITIES = {
+  agentStep: 'agent-step-v1',
+  worldStep: 'world-step-v1',
+  checkpoint: 'checkpoint-v1',
+} as const;
+
+export interface HelloParams {
+  sessionId: Id;
+  expectedWorkerId: Id;
+  role: Role;
+  supportedMajors: number[];
+  contractDigest: Digest;
+}
+export interface HelloResult {
+  selectedMajor: 1;
+  selectedMinor: 0;
+  workerId: Id;
+  incarnationId: Id;
+  role: Role;
+  runtime: string;
+  buildDigest: Digest;
+  contractDigest: Digest;
+  capabilities: Id[];
+  limits: { maxAgents: number; maxMessageBytes: number; workerThreads: number };
+}
+
+export type WorkerState =
+  | 'uninitialized' | 'ready' | 'preparing' | 'prepared' | 'advancing' | 'committing' | 'capturing'
+  | 'staged-restore' | 'restoring' | 'failed' | 'stopping';
+export type StatusParams = Record<string, never>;
+export interface StatusResult {
+  state: WorkerState;
+  currentScope: Scope | null;
+  lastCompletedRequestId: string | null;
+  progressCounter: U64;
+}
+export interface AcknowledgeParams { requestIds: string[] }
+export interface AcknowledgeResult { acknowledged: number }
+export interface ShutdownParams { reason: Id }
+export interface ShutdownResult { stopping: true }
+
+export interface PortBinding { portId: Id; agentId: Id }
+export interface EnvironmentInitializeParams {
+  environmentId: Id;
+  model: string;
+  params: JsonObject;
+  seed: number;
+  stepDuration: RationalNsJson;
+  ports: PortBinding[];
+}
+export interface AgentObservation { agentId: Id; observation: JsonObject }
+export interface EnvironmentInitializeResult {
+  environmentId: Id;
+  modelVersion: string;
+  profileDigest: Digest;
+  boundary: '0';
+  observations: AgentObservation[];
+}
+export interface PortAction { portId: Id; agentId: Id; action: JsonObject }
+export interface EnvironmentAdvanceParams { batchId: Id; actions: PortAction[] }
+export interface RewardEvent { agentId: Id; eventId: Id; ruleId: Id; value: number }
+export interface EnvironmentAdvanceResult {
+  batchId: Id;
+  appliedFromStep: U64;
+  nextStep: U64;
+  appliedControlsDigest: Digest;
+  observations: AgentObservation[];
+  rewards: RewardEvent[];
+  eventIds: Id[];
+  worldDigest: Digest;
+}
+
+export interface AgentInitializeEntry {
+  agentId: Id;
+  model: string;
+  params: JsonObject;
+  seed: number;
+  stepDuration: RationalNsJson;
+  observation: JsonObject;
+}
+export interface AgentInitializeParams { agents: AgentInitializeEntry[] }
+export interface AgentInitializeResultEntry {
+  agentId: Id;
+  modelVersion: string;
+  plasticityVersion: string;
+  profileDigest: Digest;
+  datasetDigest: Digest;
+  tickDuration: RationalNsJson;
+  committedStep: '0';
+}
+export interface AgentInitializeResult { agents: AgentInitializeResultEntry[] }
+
+export interface AgentPrepareParams { agents: { agentId: Id }[] }
+export interface PreparedDecision {
+  agentId: Id;
+  ticksAdvanced: U64;
+  brainTicks: U64;
+  remainder: RationalNsJson;
+  decision: JsonObject;
+}
+export interface AgentPrepareResult { agents: PreparedDecision[] }
+
+export interface AgentReward { eventId: Id; ruleId: Id; value: number }
+export interface AgentCommitEntry {
+  agentId: Id;
+  preparedRequestId: string;
+  observation: JsonObject;
+  rewards: AgentReward[];
+}
+export interface AgentCommitParams { agents: AgentCommitEntry[] }
+export interface AgentCommitResult { agents: { agentId: Id; committedStep: U64 }[] }
+
+export interface PayloadRef { digest: Digest; byteLength: U64 }
+export interface CaptureParams { checkpointId: Id; agentId: Id | null }
+export interface CaptureResult {
+  checkpointId: Id;
+  agentId: Id | null;
+  boundary: U64;
+  compatibilityDigest: Digest;
+  payload: PayloadRef;
+}
+export interface StageRestoreParams {
+  checkpointId: Id;
+  agentId: Id | null;
+  sourceScope: Scope;
+  compatibilityDigest: Digest;
+  payload: PayloadRef;
+}
+export interface StageRestoreResult { checkpointId: Id; agentId: Id | null; restoreToken: Id }
+export interface ActivateRestoreParams { restoreToken: Id; agentId: Id | null }
+export interface ActivateRestoreResult {
+  checkpointId: Id;
+  agentId: Id | null;
+  committedStep: U64;
+  observation: JsonObject | null;
+}

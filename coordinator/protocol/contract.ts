@@ -1,0 +1,88 @@
+// The worker protocol contract as loaded at run time: the proto file, its digest (CONTRACT_DIGEST),
+// the gRPC service definition, channel options (explicit size limits, no retries) and addresses.
+// Not the envelopes (envelope.ts) nor the frame codec (frames.ts); no stream logic lives here.
+import { existsSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { dirname, isAbsolute, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import * as grpc from '@grpc/grpc-js';
+import * as protoLoader from '@grpc/proto-loader';
+import { sha256Hex } from '../formats/canonical-json.js';
+import { DetsimError } from '../formats/errors.js';
+
+export const PROTO_RELATIVE_PATH = 'proto/detsim/v1/worker.proto';
+export const DEFAULT_MAX_MESSAGE_BYTES = 8 * 1024 * 1024;
+export const PROTOCOL_MAJOR = 1;
+export const PROTOCOL_MINOR = 0;
+/** Unix socket paths must stay below this many bytes (sun_path is ~108 with the terminator). */
+export const MAX_SOCKET_PATH_BYTES = 100;
+
+/** Walk up from this module to the package root: works from TS source (tsx/vitest) and dist/. */
+export function findPackageRoot(start = dirname(fileURLToPath(import.meta.url))): string {
+  let dir = start;
+  for (;;) {
+    if (existsSync(join(dir, PROTO_RELATIVE_PATH)) && existsSync(join(dir, 'package.json'))) return dir;
+    const parent = dirname(dir);
+    if (parent === dir) throw new Error(`cannot find ${PROTO_RELATIVE_PATH} above ${start}`);
+    dir = parent;
+  }
+}
+
+export const PROTO_PATH = join(findPackageRoot(), PROTO_RELATIVE_PATH);
+/** SHA-256 of the proto file's bytes: what Worker.Hello negotiates. */
+export const CONTRACT_DIGEST: string = sha256Hex(readFileSync(PROTO_PATH));
+
+/** One frame on the stream: either a body (canonical JSON envelope) or a chunk of the attachment. */
+export interface Frame {
+  body?: Buffer | Uint8Array;
+  chunk?: Buffer | Uint8Array;
+}
+
+let cachedService: grpc.ServiceDefinition | undefined;
+
+/** The detsim.v1.Worker service definition, loaded with @grpc/proto-loader (cached). */
+export function workerServiceDefinition(): grpc.ServiceDefinition {
+  if (!cachedService) {
+    const pkg = protoLoader.loadSync(PROTO_PATH, { keepCase: true, defaults: false, longs: String, enums: String });
+    cachedService = pkg['detsim.v1.Worker'] as grpc.ServiceDefinition;
+    if (!cachedService || !('Session' in cachedService)) throw new Error(`${PROTO_PATH} does not define detsim.v1.Worker.Session`);
+  }
+  return cachedService;
+}
+
+/** Channel/server options used on both ends: explicit size limits, retries off, keepalive off. */
+export function channelOptions(maxMessageBytes = DEFAULT_MAX_MESSAGE_BYTES): grpc.ChannelOptions {
+  return {
+    'grpc.max_receive_message_length': maxMessageBytes,
+    'grpc.max_send_message_length': maxMessageBytes,
+    'grpc.enable_retries': 0,
+  };
+}
+
+export type ListenAddress = { kind: 'unix'; path: string; target: string } | { kind: 'tcp'; host: string; port: number; target: string };
+
+/** Parse `unix:/abs/path` or `host:port`; refuse relative or over-long socket paths up front. */
+export function parseAddress(text: string, field = 'listen'): ListenAddress {
+  if (text.startsWith('unix:')) {
+    const path = text.slice('unix:'.length);
+    if (!isAbsolute(path)) throw new DetsimError('struct_invalid_field', `${field}: unix socket path ${JSON.stringify(path)} must be absolute (unix:/abs/path)`, field);
+    if (Buffer.byteLength(path) >= MAX_SOCKET_PATH_BYTES) {
+      throw new DetsimError('struct_invalid_field', `${field}: unix socket path is ${Buffer.byteLength(path)} bytes; it must be under ${MAX_SOCKET_PATH_BYTES}`, field);
+    }
+    return { kind: 'unix', path, target: `unix:${path}` };
+  }
+  const m = /^(.+):([0-9]{1,5})$/.exec(text);
+  const port = m ? Number(m[2]) : NaN;
+  if (!m || !(port >= 0 && port <= 65535)) {
+    throw new DetsimError('struct_invalid_field', `${field}: ${JSON.stringify(text)} is neither unix:/abs/path nor host:port`, field);
+  }
+  return { kind: 'tcp', host: m[1]!, port, target: `${m[1]}:${port}` };
+}
+
+/** Remove a stale socket file before bind (a leftover file fails bind with a misleading EADDRINUSE). */
+export function removeStaleSocket(path: string): void {
+  try {
+    if (statSync(path).isSocket()) rmSync(path, { force: true });
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
+  }
+}

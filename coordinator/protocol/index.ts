@@ -1,0 +1,9 @@
+// The worker protocol module shared by the coordinator and the workers: contract (proto, digest,
+// options, addresses), envelopes, bodies, frame codec, the client and the server transport.
+// Re-exports only; no logic lives here.
+export * from './contract.js';
+export * from './envelope.js';
+export * from './bodies.js';
+export * from './frames.js';
+export * from './client.js';
+export * from './server.js';
