@@ -212,6 +212,9 @@ export function encodeEnvelopeParts(manifest: object, payloads: readonly Envelop
   // The writer refuses what the reader would refuse.
   const checked = checkManifestFields(full, refs);
   const manifestBytes = canonicalBytes(full);
+  // The writer accepts any finite double, the reader refuses integer literals beyond 2^53-1: check
+  // here so that nothing is written that check 3 would refuse.
+  within(3, 'manifest', 'struct_envelope_manifest', () => parseCanonical(manifestBytes));
   if (manifestBytes.length > U32_MAX) throw new DetsimError('size_message_too_large', `manifest is ${manifestBytes.length} bytes, more than a u32 can hold`, 'manifest');
 
   const tableOffset = align8(HEADER_BYTES + manifestBytes.length);

@@ -1,0 +1,439 @@
+// FLYSESS1: the reference fixture reproduced byte for byte, every layout offset, the six published
+// corruptions, one refusal per sub-check (built by an independent raw writer), and property tests.
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { canonicalize } from '../../coordinator/formats/canonical-json.js';
+import { decodeEnvelope, encodeEnvelope, encodeEnvelopeParts, type EnvelopePayloadInput } from '../../coordinator/formats/envelope.js';
+import { DetsimError } from '../../coordinator/formats/errors.js';
+import type { ReasonCode } from '../../coordinator/formats/reasons.js';
+import { rawEnvelope, reseal, type RawOptions, type RawPayload } from './envelope-raw.js';
+
+interface Fixture {
+  manifest: Record<string, unknown>;
+  payloads: { name: string; base64: string }[];
+  envelope: { base64: string; byteLength: number; layout: Record<string, unknown> & { entries: Record<string, unknown>[] } };
+  corruption: { name: string; offset: number; reason: string }[];
+}
+const fixture = JSON.parse(readFileSync(new URL('../../fixtures/reference/checkpoint-envelope.json', import.meta.url), 'utf8')) as Fixture;
+const reference = Buffer.from(fixture.envelope.base64, 'base64');
+const fixturePayloads = (): EnvelopePayloadInput[] => fixture.payloads.map((p) => ({ name: p.name, bytes: Buffer.from(p.base64, 'base64') }));
+const sha256 = (b: Uint8Array): string => createHash('sha256').update(b).digest('hex');
+
+/** The DetsimError a decode throws (fails the test if it throws anything else or nothing). */
+function refusal(bytes: Uint8Array): DetsimError {
+  try {
+    decodeEnvelope(bytes);
+  } catch (e) {
+    if (e instanceof DetsimError) return e;
+    throw new Error(`decodeEnvelope threw a non-DetsimError: ${String(e)}`);
+  }
+  throw new Error('decodeEnvelope accepted the bytes');
+}
+
+function expectRefused(bytes: Uint8Array, check: number, reason: ReasonCode, text?: RegExp): DetsimError {
+  const e = refusal(bytes);
+  expect(e.message).toMatch(new RegExp(`^check ${check} \\(`));
+  expect(e.reason).toBe(reason);
+  if (text) expect(e.message).toMatch(text);
+  return e;
+}
+
+// A manifest (without payloads) that check 7 accepts: the fixture's.
+const { payloads: _omit, ...baseManifest } = fixture.manifest;
+const refsOf = (ps: { name: string; bytes: Uint8Array }[]) => ps.map((p) => ({ name: p.name, byteLength: String(p.bytes.length), digest: sha256(p.bytes) }));
+const manifestText = (ps: { name: string; bytes: Uint8Array }[], extra: Record<string, unknown> = {}): Buffer =>
+  Buffer.from(canonicalize({ ...baseManifest, ...extra, payloads: refsOf(ps) }), 'utf8');
+
+const P = (name: string, text: string, over: Partial<RawPayload> = {}): RawPayload => ({ name, bytes: Buffer.from(text), ...over });
+const twoPayloads = (): RawPayload[] => [P('world', 'abc'), P('agent-fly-a', 'hello world')];
+function raw(ps: RawPayload[] = twoPayloads(), o: RawOptions = {}, extra: Record<string, unknown> = {}): Buffer {
+  return rawEnvelope(manifestText(ps, extra), ps, o);
+}
+
+describe('FLYSESS1 reference fixture', () => {
+  it('encodeEnvelope reproduces the fixture byte for byte', () => {
+    const out = encodeEnvelope(fixture.manifest, fixturePayloads());
+    expect(out.length).toBe(fixture.envelope.byteLength);
+    expect(out.equals(reference)).toBe(true);
+  });
+
+  it('computes manifest.payloads when the caller omits it (same bytes)', () => {
+    expect(encodeEnvelope(baseManifest, fixturePayloads()).equals(reference)).toBe(true);
+  });
+
+  it('encodeEnvelopeParts: parts concatenate to the fixture, payloads are not copied, digest is the whole file', () => {
+    const payloads = fixturePayloads();
+    const enc = encodeEnvelopeParts(baseManifest, payloads);
+    expect(Buffer.concat(enc.parts).equals(reference)).toBe(true);
+    expect(enc.byteLength).toBe(reference.length);
+    expect(enc.envelopeDigest).toBe(sha256(reference));
+    for (const p of payloads) expect(enc.parts).toContain(p.bytes);
+  });
+
+  it('the independent raw writer also reproduces the fixture (so raw-built cases are meaningful)', () => {
+    const ps = fixturePayloads().map((p) => ({ name: p.name, bytes: Buffer.from(p.bytes) }));
+    expect(rawEnvelope(Buffer.from(canonicalize(fixture.manifest)), ps).equals(reference)).toBe(true);
+  });
+
+  it('decodes every layout offset, length and digest the fixture lists', () => {
+    const d = decodeEnvelope(reference);
+    const want = fixture.envelope.layout;
+    for (const key of ['headerBytes', 'manifestOffset', 'manifestBytes', 'tableOffset', 'tableEntryBytes', 'footerOffset', 'footerBytes', 'totalBytes']) {
+      expect(d.layout[key as keyof typeof d.layout], key).toBe(Number(want[key]));
+    }
+    expect(d.layout.entries).toHaveLength(want.entries.length);
+    want.entries.forEach((e, i) => {
+      expect(d.layout.entries[i]).toEqual({ name: e.name, offset: Number(e.offset), byteLength: Number(e.byteLength), digest: e.digest });
+    });
+  });
+
+  it('decodes the manifest, payload bytes (as views, not copies) and the whole-file digest', () => {
+    const input = new Uint8Array(reference); // a plain Uint8Array, not a Buffer
+    const d = decodeEnvelope(input);
+    expect(d.manifest).toEqual(fixture.manifest);
+    expect(d.envelopeDigest).toBe(sha256(reference));
+    d.payloads.forEach((p, i) => {
+      const want = fixture.payloads[i]!;
+      expect(p.name).toBe(want.name);
+      expect(Buffer.from(p.bytes).toString('base64')).toBe(want.base64);
+      expect(p.digest).toBe(sha256(p.bytes));
+      expect(p.bytes.buffer).toBe(input.buffer);
+    });
+  });
+
+  const expectedCheck: Record<number, [number, ReasonCode]> = {
+    0: [1, 'struct_envelope_magic'],
+    8: [1, 'struct_envelope_magic'],
+    32: [2, 'audit_envelope_digest'],
+    2696: [2, 'audit_envelope_digest'],
+    2840: [2, 'audit_envelope_digest'],
+    2872: [2, 'audit_envelope_length'],
+  };
+  it('lists exactly six corruptions', () => expect(fixture.corruption).toHaveLength(6));
+  for (const c of fixture.corruption) {
+    it(`refuses ${c.name} (offset ${c.offset}: ${c.reason})`, () => {
+      const bad = Buffer.from(reference);
+      bad[c.offset]! ^= 0x01;
+      const [check, reason] = expectedCheck[c.offset]!;
+      expectRefused(bad, check, reason);
+    });
+  }
+
+  it('a flipped manifest byte with a re-sealed footer is caught by check 3', () => {
+    const bad = Buffer.from(reference);
+    bad[32]! ^= 0x01; // '{' becomes 'z'
+    expectRefused(reseal(bad), 3, 'struct_envelope_manifest');
+  });
+
+  it('a flipped payload byte with a re-sealed footer is caught by check 5 naming the entry', () => {
+    const bad = Buffer.from(reference);
+    bad[2696]! ^= 0x01;
+    expectRefused(reseal(bad), 5, 'audit_payload_digest_mismatch', /entry 0 "agent-fly-a"/);
+  });
+});
+
+describe('decodeEnvelope: one refusal per check', () => {
+  it('accepts the raw-built baseline (so each case below breaks one thing)', () => {
+    const d = decodeEnvelope(raw());
+    expect(d.payloads.map((p) => Buffer.from(p.bytes).toString())).toEqual(['abc', 'hello world']);
+  });
+
+  describe('check 1 (header)', () => {
+    it('refuses fewer than 80 bytes', () => {
+      const short = Buffer.alloc(79);
+      short.write('FLYSESS1');
+      expectRefused(short, 1, 'size_envelope_too_short', /79 bytes/);
+    });
+    it('refuses an empty input', () => expectRefused(new Uint8Array(0), 1, 'size_envelope_too_short'));
+    it('names a FLYSIM01 file as the legacy format, even a short one', () => {
+      const legacy = Buffer.concat([Buffer.from('FLYSIM01'), Buffer.alloc(200)]);
+      expectRefused(legacy, 1, 'struct_envelope_legacy_format', /legacy FLYSIM01 format/);
+      expectRefused(Buffer.from('FLYSIM01\x02\x00\x00\x00{}'), 1, 'struct_envelope_legacy_format');
+    });
+    it('refuses random bytes at the magic', () => expectRefused(Buffer.alloc(200, 0x41), 1, 'struct_envelope_magic', /magic/));
+    it('refuses version 2', () => expectRefused(raw(undefined, { version: 2 }), 1, 'struct_envelope_magic', /envelopeVersion 2 is not supported/));
+    it('refuses headerBytes 40', () => expectRefused(raw(undefined, { headerBytes: 40 }), 1, 'struct_envelope_magic', /headerBytes/));
+    it('refuses a non-zero reserved field', () => expectRefused(raw(undefined, { reserved: 1 }), 1, 'struct_envelope_magic', /reserved/));
+  });
+
+  describe('check 2 (footer)', () => {
+    it('refuses a truncated file (footer magic gone)', () => expectRefused(raw().subarray(0, -1), 2, 'audit_envelope_length', /footer magic/));
+    it('refuses an extended file', () => expectRefused(Buffer.concat([raw(), Buffer.alloc(8)]), 2, 'audit_envelope_length'));
+    it('refuses a footer whose fileBytes disagrees with the length', () => {
+      const good = raw();
+      const bad = Buffer.concat([good, good.subarray(-48)]); // a valid-looking footer at the new end
+      expectRefused(bad, 2, 'audit_envelope_length', /file length/);
+    });
+    it('refuses a wrong prefix digest', () => {
+      const bad = raw();
+      bad[bad.length - 40]! ^= 0x80;
+      expectRefused(bad, 2, 'audit_envelope_digest', /footer digest/);
+    });
+  });
+
+  describe('check 3 (manifest)', () => {
+    it('refuses a manifest length past the payload area (without allocating it)', () => {
+      expectRefused(raw(undefined, { manifestBytes: 0xffffffff }), 3, 'struct_envelope_manifest', /past the payload area/);
+    });
+    it('refuses a manifest that is valid JSON but not canonical', () => {
+      const ps = twoPayloads();
+      const pretty = Buffer.from(JSON.stringify(JSON.parse(manifestText(ps).toString()), null, 1));
+      expectRefused(rawEnvelope(pretty, ps), 3, 'struct_envelope_manifest', /struct_not_canonical/);
+    });
+    it('refuses a duplicate key inside the manifest', () => {
+      const ps = twoPayloads();
+      const text = manifestText(ps).toString().replace('{"agents":', '{"agents":[],"agents":');
+      expectRefused(rawEnvelope(Buffer.from(text), ps), 3, 'struct_envelope_manifest', /struct_duplicate_key/);
+    });
+    it('refuses invalid UTF-8 in the manifest', () => {
+      const ps = twoPayloads();
+      const bytes = manifestText(ps);
+      const at = bytes.indexOf('demo');
+      bytes[at] = 0xff;
+      expectRefused(rawEnvelope(bytes, ps), 3, 'struct_envelope_manifest', /struct_invalid_utf8/);
+    });
+    it('refuses a manifest that is not an object', () => expectRefused(rawEnvelope(Buffer.from('[]'), []), 3, 'struct_envelope_manifest', /not a JSON object/));
+  });
+
+  describe('check 4 (payload table)', () => {
+    it('refuses a tableOffset away from its laid-out position', () => {
+      const ps = twoPayloads();
+      const m = manifestText(ps);
+      expectRefused(rawEnvelope(m, ps, { tableOffset: ((32 + m.length + 7) & ~7) + 8 }), 4, 'struct_envelope_table', /tableOffset/);
+    });
+    it('refuses a table that runs past the payload area (huge payloadCount, nothing allocated)', () => {
+      expectRefused(raw([], { payloadCount: 0xffffffff }), 4, 'struct_envelope_table', /past the payload area/);
+    });
+    it('refuses 65 payloads', () => {
+      const ps = Array.from({ length: 65 }, (_, i) => P(`p${i}`, ''));
+      expectRefused(raw(ps), 4, 'size_payload_count_over_64', /65/);
+    });
+    it('refuses non-zero padding between manifest and table', () => {
+      const ps = twoPayloads();
+      const m = manifestText(ps);
+      expect(m.length % 8).not.toBe(0); // there is a gap to corrupt
+      expectRefused(rawEnvelope(m, ps, { tablePadByte: 1 }), 4, 'struct_envelope_table', /padding/);
+    });
+  });
+
+  describe('check 5 (payload entries)', () => {
+    it('refuses a name that is not an Id', () => {
+      const ps = [P('world', 'abc'), P('Agent', 'x')];
+      expectRefused(raw(ps), 5, 'struct_envelope_entry', /entry 1: name "Agent" is not an Id/);
+    });
+    it('refuses bytes after the name NUL', () => {
+      const ps = [P('world', 'abc', { nameField: Buffer.from('world\0x') })];
+      expectRefused(raw(ps), 5, 'struct_envelope_entry', /entry 0 "world".*after the name's NUL/);
+    });
+    it('refuses a repeated name', () => {
+      expectRefused(raw([P('world', 'a'), P('world', 'b')]), 5, 'struct_envelope_entry', /entry 1 "world".*repeats/);
+    });
+    it('refuses an offset that is not the aligned end of the previous payload', () => {
+      const ps = twoPayloads();
+      const m = manifestText(ps);
+      const first = (32 + m.length + 7 & ~7) + 2 * 112;
+      ps[1]!.offset = BigInt(first + 8 + 8); // correct would be align8(first + 3) = first + 8
+      expectRefused(rawEnvelope(m, ps), 5, 'struct_envelope_entry', /entry 1 "agent-fly-a": offset/);
+    });
+    it('refuses a byteLength past the payload area (u64 max, nothing allocated)', () => {
+      const ps = [P('world', 'abc', { byteLength: 0xffffffffffffffffn })];
+      expectRefused(raw(ps), 5, 'struct_envelope_entry', /entry 0 "world".*past the payload area/);
+    });
+    it('refuses a payload whose digest does not match', () => {
+      const ps = [P('world', 'abc'), P('agent-fly-a', 'hi', { digest: Buffer.alloc(32, 7) })];
+      expectRefused(raw(ps), 5, 'audit_payload_digest_mismatch', /entry 1 "agent-fly-a"/);
+    });
+    it('refuses non-zero padding before a payload', () => {
+      expectRefused(raw(undefined, { payloadPadByte: 9 }), 5, 'struct_envelope_entry', /entry 1 "agent-fly-a": padding/);
+    });
+  });
+
+  describe('check 6 (no padding after the last payload)', () => {
+    it('refuses bytes between the last payload and the footer', () => {
+      expectRefused(raw(undefined, { trailing: Buffer.alloc(5) }), 6, 'struct_envelope_padding', /5 bytes/);
+    });
+  });
+
+  describe('check 7 (manifest fields)', () => {
+    it('refuses a missing required field', () => {
+      const ps = twoPayloads();
+      const m: Record<string, unknown> = { ...baseManifest, payloads: refsOf(ps) };
+      delete m.helperState;
+      expectRefused(rawEnvelope(Buffer.from(canonicalize(m)), ps), 7, 'struct_envelope_manifest_fields', /manifest\.helperState is missing/);
+    });
+    it('refuses an unknown top-level field', () => expectRefused(raw(undefined, {}, { extra: 1 }), 7, 'struct_envelope_manifest_fields', /manifest\.extra/));
+    it('refuses envelopeVersion 2 in the manifest', () => expectRefused(raw(undefined, {}, { envelopeVersion: 2 }), 7, 'struct_envelope_manifest_fields', /envelopeVersion/));
+    it('refuses a checkpointId that is not an Id', () => expectRefused(raw(undefined, {}, { checkpointId: 'Ckpt 1' }), 7, 'struct_envelope_manifest_fields', /manifest\.checkpointId/));
+    it('refuses an unreduced worldTime', () => {
+      expectRefused(raw(undefined, {}, { worldTime: { numerator: '2', denominator: '4' } }), 7, 'struct_envelope_manifest_fields', /manifest\.worldTime/);
+    });
+    it('refuses a bad sourceScope step', () => {
+      expectRefused(raw(undefined, {}, { sourceScope: { sessionId: 'demo', epoch: 'e1', step: 42 } }), 7, 'struct_envelope_manifest_fields', /sourceScope\.step/);
+    });
+    it('refuses more than 60 agents', () => {
+      const agents = Array.from({ length: 61 }, (_, i) => ({ agentId: `a${i}` }));
+      expectRefused(raw(undefined, {}, { agents }), 7, 'size_agents_over_60');
+    });
+    it('refuses manifest payloads that differ from the table', () => {
+      const ps = twoPayloads();
+      const refs = refsOf(ps);
+      refs[1]!.byteLength = '12';
+      const m = Buffer.from(canonicalize({ ...baseManifest, payloads: refs }));
+      expectRefused(rawEnvelope(m, ps), 7, 'audit_manifest_payloads_mismatch', /manifest\.payloads\[1\].*entry 1 "agent-fly-a"/);
+    });
+    it('refuses manifest payloads listing fewer entries than the table', () => {
+      const ps = twoPayloads();
+      const m = Buffer.from(canonicalize({ ...baseManifest, payloads: refsOf(ps).slice(0, 1) }));
+      expectRefused(rawEnvelope(m, ps), 7, 'audit_manifest_payloads_mismatch', /lists 1 payloads, the table has 2/);
+    });
+  });
+
+  describe('order of the checks', () => {
+    it('reports check 3 before check 5 when both fail', () => {
+      const ps = [P('world', 'abc', { digest: Buffer.alloc(32) })];
+      const pretty = Buffer.from(JSON.stringify(JSON.parse(manifestText(ps).toString()), null, 1));
+      expectRefused(rawEnvelope(pretty, ps), 3, 'struct_envelope_manifest');
+    });
+    it('reports check 5 before check 7 when both fail', () => {
+      const ps = [P('world', 'abc', { digest: Buffer.alloc(32) })];
+      expectRefused(raw(ps, {}, { extra: true }), 5, 'audit_payload_digest_mismatch');
+    });
+    it('reports check 1 before check 2 when both fail', () => expectRefused(raw(undefined, { version: 9 }).subarray(0, -3), 1, 'struct_envelope_magic'));
+  });
+});
+
+describe('encodeEnvelope refusals', () => {
+  const enc = (m: object, ps: EnvelopePayloadInput[]): DetsimError => {
+    try {
+      encodeEnvelope(m, ps);
+    } catch (e) {
+      if (e instanceof DetsimError) return e;
+      throw e;
+    }
+    throw new Error('encodeEnvelope accepted');
+  };
+  const bytes = (s: string): Uint8Array => Buffer.from(s);
+  it('refuses manifest.payloads that differ from the payloads', () => {
+    const m = { ...baseManifest, payloads: [{ name: 'world', byteLength: '4', digest: sha256(bytes('abc')) }] };
+    expect(enc(m, [{ name: 'world', bytes: bytes('abc') }]).reason).toBe('audit_manifest_payloads_mismatch');
+  });
+  it('refuses 65 payloads', () => {
+    const ps = Array.from({ length: 65 }, (_, i) => ({ name: `p${i}`, bytes: new Uint8Array(0) }));
+    expect(enc(baseManifest, ps).reason).toBe('size_payload_count_over_64');
+  });
+  it('refuses a payload name that is not an Id', () => {
+    const e = enc(baseManifest, [{ name: 'World', bytes: bytes('x') }]);
+    expect(e.reason).toBe('struct_invalid_id');
+    expect(e.message).toMatch(/payloads\[0\]\.name/);
+  });
+  it('refuses a repeated payload name', () => {
+    expect(enc(baseManifest, [{ name: 'w', bytes: bytes('x') }, { name: 'w', bytes: bytes('y') }]).reason).toBe('struct_envelope_entry');
+  });
+  it('refuses a manifest the reader would refuse (missing field)', () => {
+    const { episodeId: _e, ...m } = baseManifest;
+    expect(enc(m, []).message).toMatch(/check 7 .*episodeId is missing/);
+  });
+  it('refuses a manifest whose canonical text the reader would refuse (integer beyond 2^53)', () => {
+    const agents = [{ agentId: 'fly-a', brainTicks: 2 ** 60 }];
+    const e = enc({ ...baseManifest, agents }, []);
+    expect(e.reason).toBe('struct_envelope_manifest');
+  });
+  it('refuses a manifest that is not an object', () => expect(enc([] as unknown as object, []).reason).toBe('struct_envelope_manifest_fields'));
+  it('encodes zero payloads and a 64-character name', () => {
+    const empty = decodeEnvelope(encodeEnvelope(baseManifest, []));
+    expect(empty.layout.footerOffset).toBe(empty.layout.tableOffset);
+    const long = 'a'.repeat(64);
+    const d = decodeEnvelope(encodeEnvelope(baseManifest, [{ name: long, bytes: bytes('z') }]));
+    expect(d.payloads[0]!.name).toBe(long);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// Property tests (modest run counts: CI has 2 cores)
+
+const idArb = fc.stringMatching(/^[a-z0-9][a-z0-9._-]{0,63}$/);
+const u64Arb = fc.bigInt({ min: 0n, max: 18446744073709551615n }).map(String);
+const digestArb = fc.uint8Array({ minLength: 32, maxLength: 32 }).map((b) => Buffer.from(b).toString('hex'));
+// JSON the strict parser round-trips: safe integers, finite non-integral doubles, well-formed strings.
+const leaf = fc.oneof(
+  fc.constant(null),
+  fc.boolean(),
+  fc.integer({ min: -(2 ** 53 - 1), max: 2 ** 53 - 1 }),
+  fc.double({ noNaN: true, noDefaultInfinity: true, min: -1e15, max: 1e15 }).filter((x) => !Number.isInteger(x)),
+  fc.string({ unit: 'grapheme', maxLength: 12 }),
+);
+const { json } = fc.letrec((tie) => ({
+  json: fc.oneof({ depthSize: 'small', maxDepth: 3 }, leaf, fc.array(tie('json'), { maxLength: 4 }), fc.dictionary(fc.string({ maxLength: 6 }), tie('json'), { maxKeys: 4 })),
+}));
+const objArb = fc.dictionary(fc.string({ maxLength: 8 }), json, { maxKeys: 4 });
+const rationalArb = fc.tuple(fc.bigInt({ min: 0n, max: 10n ** 18n }), fc.bigInt({ min: 1n, max: 10n ** 18n })).map(([n, d]) => {
+  const g = ((a: bigint, b: bigint): bigint => {
+    while (b) [a, b] = [b, a % b];
+    return a;
+  })(n, d);
+  return { numerator: String(n / g), denominator: String(d / g) };
+});
+const manifestArb = fc.record({
+  envelopeVersion: fc.constant(1),
+  checkpointId: idArb,
+  sourceScope: fc.record({ sessionId: idArb, epoch: idArb, step: u64Arb }),
+  episodeId: idArb,
+  worldTime: rationalArb,
+  schedulerId: idArb,
+  compositionDigest: digestArb,
+  portMap: fc.array(fc.record({ portId: idArb, agentId: idArb }), { maxLength: 3 }),
+  compatibility: objArb,
+  agents: fc.array(objArb, { maxLength: 3 }),
+  coordinator: objArb,
+  environment: objArb,
+  helperState: fc.array(idArb, { maxLength: 3 }),
+});
+const payloadsArb = fc.uniqueArray(fc.record({ name: idArb, bytes: fc.uint8Array({ maxLength: 40 }) }), { selector: (p) => p.name, maxLength: 6 });
+const envelopeArb = fc.tuple(manifestArb, payloadsArb).map(([m, ps]) => ({ m, ps, bytes: encodeEnvelope(m, ps) }));
+
+describe('FLYSESS1 properties', () => {
+  it('random valid manifests and payloads round-trip (and re-encode to the same bytes)', () => {
+    fc.assert(
+      fc.property(manifestArb, payloadsArb, (m, ps) => {
+        const bytes = encodeEnvelope(m, ps);
+        const d = decodeEnvelope(bytes);
+        expect(canonicalize(d.manifest)).toBe(canonicalize({ ...m, payloads: refsOf(ps) }));
+        expect(d.payloads.map((p) => [p.name, Buffer.from(p.bytes).toString('hex')])).toEqual(ps.map((p) => [p.name, Buffer.from(p.bytes).toString('hex')]));
+        expect(encodeEnvelope(d.manifest, d.payloads).equals(bytes)).toBe(true);
+        expect(d.envelopeDigest).toBe(sha256(bytes));
+      }),
+      { numRuns: 150 },
+    );
+  });
+
+  it('any single-byte flip is refused with a DetsimError', () => {
+    fc.assert(
+      fc.property(envelopeArb, fc.nat(), fc.integer({ min: 1, max: 255 }), ({ bytes }, at, x) => {
+        const bad = Buffer.from(bytes);
+        bad[at % bad.length]! ^= x;
+        expect(refusal(bad)).toBeInstanceOf(DetsimError);
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('any truncation is refused with a DetsimError', () => {
+    fc.assert(
+      fc.property(envelopeArb, fc.nat(), ({ bytes }, n) => {
+        expect(refusal(bytes.subarray(0, n % bytes.length))).toBeInstanceOf(DetsimError);
+      }),
+      { numRuns: 200 },
+    );
+  });
+
+  it('any extension is refused with a DetsimError', () => {
+    fc.assert(
+      fc.property(envelopeArb, fc.uint8Array({ minLength: 1, maxLength: 100 }), ({ bytes }, tail) => {
+        expect(refusal(Buffer.concat([bytes, tail]))).toBeInstanceOf(DetsimError);
+      }),
+      { numRuns: 200 },
+    );
+  });
+});
