@@ -3,6 +3,9 @@
 // their own files under cli/; this file only assembles them and reports usage errors.
 import { Command, CommanderError } from 'commander';
 import { registerSeed } from './seed-command.js';
+import { registerFields } from './fields-command.js';
+import { registerReasons } from './reasons-command.js';
+import { registerRun } from './run-command.js';
 
 const program = new Command();
 program
@@ -13,6 +16,9 @@ program
   .exitOverride();
 
 registerSeed(program);
+registerFields(program);
+registerReasons(program);
+registerRun(program);
 
 try {
   await program.parseAsync(process.argv);

@@ -1,0 +1,114 @@
+// `detsim run <config>`: load and check the config, run the session with a progress display on
+// stderr, and print the run directory and behaviour digest on stdout. Only argument handling and
+// display live here; the run itself is run.ts (runSession).
+import cliProgress from 'cli-progress';
+import type { Command } from 'commander';
+import { loadConfig } from '../config.js';
+import { canonicalize } from '../formats/canonical-json.js';
+import { DetsimError } from '../formats/errors.js';
+import { DISPATCH_MODES, type Dispatch } from '../lockstep.js';
+import { isRunFailure } from '../run-failure.js';
+import { runSession, type RunProgress } from '../run.js';
+import { action, ExitError, writeStdout } from './common.js';
+
+interface RunCommandOptions {
+  steps?: string;
+  out?: string;
+  dispatch?: string;
+  json?: boolean;
+}
+
+/** Exit codes: 0 done, 1 the run failed (a worker died, stalled or misbehaved), 2 bad input, 130 interrupted. */
+export const RUN_FAILED_EXIT = 1;
+export const INTERRUPTED_EXIT = 130;
+
+function readSteps(text: string | undefined): number | undefined {
+  if (text === undefined) return undefined;
+  if (!/^(0|[1-9][0-9]{0,8})$/.test(text)) throw new DetsimError('struct_invalid_field', `--steps: ${JSON.stringify(text)} is not a whole number of steps`, '--steps');
+  return Number(text);
+}
+
+function readDispatch(text: string | undefined): Dispatch | undefined {
+  if (text === undefined) return undefined;
+  if (!(DISPATCH_MODES as readonly string[]).includes(text)) {
+    throw new DetsimError('struct_invalid_field', `--dispatch: ${JSON.stringify(text)} is not one of ${DISPATCH_MODES.join(', ')}`, '--dispatch');
+  }
+  return text as Dispatch;
+}
+
+function formatEta(seconds: number): string {
+  if (!Number.isFinite(seconds)) return '?';
+  if (seconds < 60) return `${Math.round(seconds)}s`;
+  return `${Math.floor(seconds / 60)}m${String(Math.round(seconds % 60)).padStart(2, '0')}s`;
+}
+
+/** A cli-progress bar on a TTY; plain lines (at most one a second, plus the last) otherwise. */
+function progressDisplay(): { update: (p: RunProgress) => void; stop: () => void } {
+  if (process.stderr.isTTY) {
+    const bar = new cliProgress.SingleBar(
+      { format: 'step {value}/{total} [{bar}] {rate} steps/s ETA {eta_formatted}', stream: process.stderr, hideCursor: true, etaBuffer: 50 },
+      cliProgress.Presets.shades_classic,
+    );
+    let started = false;
+    return {
+      update: (p) => {
+        const rate = p.elapsedMs > 0 ? ((p.step * 1000) / p.elapsedMs).toFixed(1) : '-';
+        if (!started) {
+          bar.start(p.steps, p.step, { rate });
+          started = true;
+        } else bar.update(p.step, { rate });
+      },
+      stop: () => {
+        if (started) bar.stop();
+      },
+    };
+  }
+  let last = 0;
+  return {
+    update: (p) => {
+      const now = Date.now();
+      if (p.step !== p.steps && p.step !== 0 && now - last < 1000) return;
+      last = now;
+      const rate = p.elapsedMs > 0 ? (p.step * 1000) / p.elapsedMs : 0;
+      const eta = rate > 0 ? (p.steps - p.step) / rate : Infinity;
+      process.stderr.write(`step ${p.step}/${p.steps}  ${rate.toFixed(1)} steps/s  ETA ${formatEta(eta)}\n`);
+    },
+    stop: () => undefined,
+  };
+}
+
+export function registerRun(program: Command): void {
+  program
+    .command('run')
+    .description('run a session from a config (YAML or JSON) in lockstep and write runs/<session>-<n>/')
+    .argument('<config>', 'run configuration file (.yaml, .yml or .json)')
+    .option('--steps <n>', 'number of steps (overrides the config)')
+    .option('--out <dir>', 'parent directory of the run directory (default: runs)')
+    .option('--dispatch <mode>', `order of worker messages within a phase: ${DISPATCH_MODES.join(' | ')} (default concurrent)`)
+    .option('--json', 'print one canonical JSON object {behaviourDigest, runDir, steps} instead of two lines')
+    .action(
+      action(async (configPath: string, opts: RunCommandOptions) => {
+        const steps = readSteps(opts.steps);
+        const dispatch = readDispatch(opts.dispatch);
+        // Every check on the config happens here, before any process starts.
+        const plan = loadConfig(configPath);
+        const progress = progressDisplay();
+        try {
+          const result = await runSession(plan, { outDir: opts.out, steps, dispatch, onProgress: progress.update, handleSignals: true });
+          progress.stop();
+          if (opts.json) writeStdout(canonicalize(result));
+          else {
+            writeStdout(`run directory    ${result.runDir}`);
+            writeStdout(`behaviour digest ${result.behaviourDigest}`);
+          }
+        } catch (e) {
+          progress.stop();
+          if (isRunFailure(e)) {
+            const where = e.runDir ? `\ndetsim: run directory ${e.runDir}` : '';
+            throw new ExitError(e.kind === 'aborted' ? INTERRUPTED_EXIT : RUN_FAILED_EXIT, `detsim: run failed: ${e.message}${where}`);
+          }
+          throw e;
+        }
+      }),
+    );
+}

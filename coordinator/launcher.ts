@@ -1,0 +1,306 @@
+// The local launcher: spawns one environment worker and the agent workers of a RunPlan on short
+// Unix sockets (or TCP), waits for each ready line, connects a WorkerClient and says Hello; shuts
+// them all down on completion, failure or abort, and never leaves an orphan process. NOT the step loop.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import type { Logger } from 'pino';
+import type { PlannedWorker, RunPlan } from './config.js';
+import type { Id } from './formats/scalars.js';
+import { CONTRACT_DIGEST, HelloRefusedError, METHODS, WorkerCallError, WorkerClient, describeExit, type HelloResult, type ProcessExitInfo } from './protocol/index.js';
+import { RunFailure, type RunPhase } from './run-failure.js';
+
+/** How to start one worker process: the command and its arguments before the worker flags. */
+export interface WorkerCommand {
+  command: string;
+  args: string[];
+}
+
+export interface LaunchOptions {
+  logger: Logger;
+  signal?: AbortSignal;
+  /** Test hook: replace the command for some workers (e.g. one that never becomes ready). */
+  commandFor?: (worker: PlannedWorker) => WorkerCommand | undefined;
+}
+
+const here = dirname(fileURLToPath(import.meta.url));
+const fromSource = import.meta.url.endsWith('.ts');
+
+/**
+ * The default worker command: `node <pkg>/dist/workers/main.js` from compiled code, or
+ * `node --import tsx <pkg>/workers/main.ts` when the coordinator itself runs from TS source.
+ */
+export function defaultWorkerCommand(): WorkerCommand {
+  if (fromSource) {
+    const root = resolve(here, '..');
+    return { command: process.execPath, args: ['--import', import.meta.resolve('tsx'), join(root, 'workers', 'main.ts')] };
+  }
+  const root = resolve(here, '..', '..');
+  return { command: process.execPath, args: [join(root, 'dist', 'workers', 'main.js')] };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Last-resort orphan guard: whatever happens to the run, live children die with the coordinator.
+
+const liveChildren = new Set<ChildProcess>();
+let exitGuardInstalled = false;
+
+function guardChild(child: ChildProcess): void {
+  if (!exitGuardInstalled) {
+    exitGuardInstalled = true;
+    process.on('exit', () => {
+      for (const c of liveChildren) {
+        try {
+          c.kill('SIGKILL');
+        } catch {
+          // already gone
+        }
+      }
+    });
+  }
+  liveChildren.add(child);
+  child.once('exit', () => liveChildren.delete(child));
+}
+
+/** One spawned worker process: its ready line, exit, and the tail of its stderr for diagnosis. */
+export class WorkerProcess {
+  readonly child: ChildProcess;
+  readonly exited: Promise<ProcessExitInfo>;
+  exitInfo: ProcessExitInfo | undefined;
+  private readonly stderrTail: string[] = [];
+  private readyLine: Promise<{ listen: string; pid: number }>;
+
+  constructor(
+    readonly plan: PlannedWorker,
+    cmd: WorkerCommand,
+    listen: string,
+    private readonly logger: Logger,
+  ) {
+    const args = [...cmd.args, '--listen', listen, '--role', plan.role, '--worker-id', plan.workerId];
+    // stdin stays a pipe: a worker can treat its end as "the coordinator is gone".
+    this.child = spawn(cmd.command, args, { stdio: ['pipe', 'pipe', 'pipe'] });
+    guardChild(this.child);
+    this.exited = new Promise((res) => {
+      this.child.once('exit', (code, signal) => {
+        this.exitInfo = { code, signal };
+        logger.info({ workerId: plan.workerId, code, signal }, 'worker exited');
+        res(this.exitInfo);
+      });
+      this.child.once('error', (e) => {
+        logger.error({ workerId: plan.workerId, err: e.message }, 'worker spawn error');
+        if (!this.exitInfo) {
+          this.exitInfo = { code: -1, signal: null };
+          res(this.exitInfo);
+        }
+      });
+    });
+    this.child.stdin?.on('error', () => undefined);
+    createInterface({ input: this.child.stderr! }).on('line', (line) => {
+      this.stderrTail.push(line);
+      if (this.stderrTail.length > 20) this.stderrTail.shift();
+      logger.warn({ workerId: plan.workerId, stderr: line }, 'worker stderr');
+    });
+    const lines = createInterface({ input: this.child.stdout! });
+    this.readyLine = new Promise((res) => {
+      let seen = false;
+      lines.on('line', (line) => {
+        if (!seen) {
+          try {
+            const msg = JSON.parse(line) as { ready?: unknown; listen?: unknown; pid?: unknown };
+            if (msg.ready === true && typeof msg.listen === 'string') {
+              seen = true;
+              return res({ listen: msg.listen, pid: typeof msg.pid === 'number' ? msg.pid : this.child.pid ?? -1 });
+            }
+          } catch {
+            // not the ready line
+          }
+        }
+        logger.info({ workerId: plan.workerId, stdout: line }, 'worker stdout');
+      });
+    });
+  }
+
+  get pid(): number {
+    return this.child.pid ?? -1;
+  }
+
+  get alive(): boolean {
+    return this.exitInfo === undefined;
+  }
+
+  lastStderr(): string {
+    const t = this.stderrTail.filter((l) => l.trim() !== '').slice(-3).join(' | ');
+    return t ? `; last stderr: ${t}` : '';
+  }
+
+  /** Resolve with the announced address once the ready line arrives; fail on exit, deadline or abort. */
+  async ready(deadlineMs: number, signal?: AbortSignal): Promise<string> {
+    let timer: NodeJS.Timeout | undefined;
+    let onAbort: (() => void) | undefined;
+    const ctx = { workerId: this.plan.workerId, agentIds: this.plan.agentIds, step: null, phase: 'startup' as RunPhase };
+    try {
+      return await Promise.race([
+        this.readyLine.then((r) => r.listen),
+        this.exited.then((info) => {
+          throw new RunFailure('never-ready', `its process exited before it was ready (${describeExit(info)})${this.lastStderr()}`, ctx);
+        }),
+        new Promise<never>((_, rej) => {
+          timer = setTimeout(() => rej(new RunFailure('never-ready', `no ready line within the start-up deadline of ${deadlineMs} ms${this.lastStderr()}`, ctx)), deadlineMs);
+        }),
+        new Promise<never>((_, rej) => {
+          onAbort = () => rej(new RunFailure('aborted', 'the run was interrupted', ctx));
+          if (signal?.aborted) onAbort();
+          signal?.addEventListener('abort', onAbort, { once: true });
+        }),
+      ]);
+    } finally {
+      if (timer) clearTimeout(timer);
+      if (onAbort) signal?.removeEventListener('abort', onAbort);
+    }
+  }
+
+  kill(sig: NodeJS.Signals = 'SIGKILL'): void {
+    if (this.alive) {
+      try {
+        this.child.kill(sig);
+      } catch {
+        // already gone
+      }
+    }
+  }
+}
+
+export interface LaunchedWorker {
+  plan: PlannedWorker;
+  process: WorkerProcess;
+  client: WorkerClient;
+  hello: HelloResult;
+  listen: string;
+}
+
+/** The live worker processes of one run, connected and introduced. */
+export class Fleet {
+  private stopping: Promise<void> | undefined;
+
+  constructor(
+    readonly environment: LaunchedWorker,
+    /** Agent workers in plan order (worker-0, worker-1, …). */
+    readonly agents: LaunchedWorker[],
+    private readonly processes: WorkerProcess[],
+    private readonly socketDir: string | undefined,
+    private readonly logger: Logger,
+  ) {}
+
+  all(): LaunchedWorker[] {
+    return [this.environment, ...this.agents];
+  }
+
+  pids(): { workerId: Id; pid: number }[] {
+    return this.processes.map((p) => ({ workerId: p.plan.workerId, pid: p.pid }));
+  }
+
+  /** Ask every live worker to stop, wait briefly, then SIGKILL whatever is left. Idempotent. */
+  shutdown(reason: Id = 'run-complete', graceMs = 2_000): Promise<void> {
+    this.stopping ??= shutdownProcesses(this.processes, this.all(), reason, graceMs, this.socketDir, this.logger);
+    return this.stopping;
+  }
+}
+
+async function shutdownProcesses(processes: WorkerProcess[], connected: LaunchedWorker[], reason: Id, graceMs: number, socketDir: string | undefined, logger: Logger): Promise<void> {
+  await Promise.all(
+    connected.map(async (w) => {
+      if (!w.process.alive) return;
+      try {
+        await w.client.call(METHODS.shutdown, null, { reason }, { deadlineMs: graceMs });
+      } catch {
+        // a stalled or dead worker is killed below
+      }
+    }),
+  );
+  for (const w of connected) w.client.close();
+  await killAll(processes, graceMs);
+  if (socketDir) rmSync(socketDir, { recursive: true, force: true });
+  logger.info({ reason }, 'workers stopped');
+}
+
+/** Wait up to graceMs for the processes to exit, then SIGKILL the rest and wait for their exit. */
+async function killAll(processes: WorkerProcess[], graceMs: number): Promise<void> {
+  const live = processes.filter((p) => p.alive);
+  if (live.length === 0) return;
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([Promise.all(live.map((p) => p.exited)), new Promise((r) => (timer = setTimeout(r, graceMs)))]);
+  if (timer) clearTimeout(timer);
+  for (const p of processes) p.kill('SIGKILL');
+  await Promise.all(processes.map((p) => p.exited));
+}
+
+function listenAddress(plan: RunPlan, socketDir: string | undefined, index: number): string {
+  if (plan.transport === 'tcp') return '127.0.0.1:0';
+  return `unix:${join(socketDir!, `w${index}.sock`)}`;
+}
+
+/** Translate a client failure into a RunFailure naming the worker, its agents, step and phase. */
+export function callFailure(e: unknown, w: { plan: PlannedWorker; process: WorkerProcess }, step: string | null, phase: RunPhase, deadlineMs?: number): RunFailure {
+  const ctx = { workerId: w.plan.workerId, agentIds: w.plan.agentIds, step, phase };
+  if (e instanceof RunFailure) return e;
+  if (e instanceof HelloRefusedError) return new RunFailure('identity', e.message, ctx);
+  if (e instanceof WorkerCallError) {
+    const exit = w.process.exitInfo;
+    if (e.kind === 'process-exited' || (exit && e.kind !== 'deadline')) {
+      return new RunFailure('worker-exited', `process ${w.process.pid} exited (${exit ? describeExit(exit) : 'unknown'})${w.process.lastStderr()}`, ctx);
+    }
+    if (e.kind === 'deadline') return new RunFailure('deadline', `no reply within the ${phase === 'hello' ? 'start-up' : 'step'} deadline${deadlineMs ? ` of ${deadlineMs} ms` : ''} (${e.method ?? 'call'} ${e.requestId ?? ''})`.trim(), ctx);
+    if (e.kind === 'never-connected') return new RunFailure('never-ready', e.message, ctx);
+    if (e.kind === 'stream-ended' || e.kind === 'closed') return new RunFailure('stream-ended', e.message, ctx);
+    return new RunFailure('protocol', e.message, ctx);
+  }
+  return new RunFailure('protocol', e instanceof Error ? e.message : String(e), ctx);
+}
+
+/**
+ * Spawn, await readiness, connect and Hello every worker of the plan. On any failure every
+ * process already started is stopped before the RunFailure is thrown.
+ */
+export async function launchFleet(plan: RunPlan, opts: LaunchOptions): Promise<Fleet> {
+  const { logger } = opts;
+  const socketDir = plan.transport === 'unix' ? mkdtempSync('/tmp/ds-') : undefined;
+  const base = defaultWorkerCommand();
+  const processes = plan.workers.map((w, i) => new WorkerProcess(w, opts.commandFor?.(w) ?? base, listenAddress(plan, socketDir, i), logger));
+  logger.info({ workers: processes.map((p) => ({ workerId: p.plan.workerId, pid: p.pid, agents: p.plan.agentIds })) }, 'workers spawned');
+  const connected: LaunchedWorker[] = [];
+  const startedAt = Date.now();
+  const attempts = processes.map(async (proc) => {
+    const listen = await proc.ready(plan.deadlines.startupMs, opts.signal);
+    const remaining = Math.max(1, plan.deadlines.startupMs - (Date.now() - startedAt));
+    let client: WorkerClient;
+    try {
+      client = await WorkerClient.connect(listen, { processExit: proc.exited, label: proc.plan.workerId, connectTimeoutMs: remaining });
+    } catch (e) {
+      throw callFailure(e, { plan: proc.plan, process: proc }, null, 'startup');
+    }
+    const w = { plan: proc.plan, process: proc, client, listen, hello: undefined as unknown as HelloResult };
+    connected.push(w);
+    try {
+      w.hello = await client.hello({ sessionId: plan.sessionId, workerId: proc.plan.workerId, role: proc.plan.role, contractDigest: CONTRACT_DIGEST, deadlineMs: remaining });
+    } catch (e) {
+      throw callFailure(e, w, null, 'hello', remaining);
+    }
+    logger.info({ workerId: proc.plan.workerId, pid: proc.pid, listen, hello: w.hello }, 'worker ready');
+    return w as LaunchedWorker;
+  });
+  try {
+    const launched = await Promise.all(attempts);
+    return new Fleet(launched[0]!, launched.slice(1), processes, socketDir, logger);
+  } catch (e) {
+    // The first failure is the cause; kill everyone, let the other attempts settle, then clean up.
+    logger.error({ err: (e as Error).message }, 'launch failed');
+    for (const p of processes) p.kill('SIGKILL');
+    await Promise.allSettled(attempts);
+    for (const w of connected) w.client.close();
+    await killAll(processes, 0);
+    if (socketDir) rmSync(socketDir, { recursive: true, force: true });
+    throw e;
+  }
+}

@@ -1,0 +1,402 @@
+// Lockstep-v1 (reference §4): the coordinator's step loop over a launched fleet. Initialize the
+// environment and agents, then per step: Prepare all → one Environment.Advance in port order →
+// evaluate once → Commit all → boundary k+1, producing one TransitionTrace. A failure anywhere
+// fails the epoch: the next step never starts on a half-commit. NOT process handling, NOT files.
+import type { Logger } from 'pino';
+import type { RunPlan } from './config.js';
+import { canonicalDigest, type JsonValue } from './formats/canonical-json.js';
+import { DetsimError } from './formats/errors.js';
+import { RationalNs, isId, readDigest, readU64, type Digest, type Id, type Scope } from './formats/scalars.js';
+import { callFailure, type Fleet, type LaunchedWorker } from './launcher.js';
+import {
+  METHODS,
+  WorkerCallError,
+  type AgentCommitResult,
+  type AgentInitializeResult,
+  type AgentInitializeResultEntry,
+  type AgentPrepareResult,
+  type EnvironmentAdvanceResult,
+  type EnvironmentInitializeResult,
+  type JsonObject,
+  type PreparedDecision,
+} from './protocol/index.js';
+import { RunFailure, type RunPhase } from './run-failure.js';
+import { batchIdFor, type TraceAgent, type TraceReward, type TransitionTrace } from './trace.js';
+
+/** The order in which one phase's worker messages are sent. Traces must not depend on it. */
+export type Dispatch = 'sequential' | 'concurrent' | 'reversed';
+export const DISPATCH_MODES: readonly Dispatch[] = ['sequential', 'concurrent', 'reversed'];
+
+export type LockstepState = 'starting' | 'ready' | 'preparing' | 'applying' | 'observing' | 'committing' | 'failed';
+
+export interface LockstepHooks {
+  /** Called before each phase's messages go out (tests use it to kill or stall a worker mid-step). */
+  beforePhase?: (step: bigint, phase: RunPhase) => void | Promise<void>;
+}
+
+export interface LockstepOptions {
+  dispatch: Dispatch;
+  /** Epoch id of this timeline (e1, e2, …). */
+  epoch: Id;
+  /** process.hrtime.bigint() at run start: wallTimeNs is measured from here. */
+  startedAt: bigint;
+  logger: Logger;
+  signal?: AbortSignal;
+  hooks?: LockstepHooks;
+}
+
+/** What initialization established about every participant (recorded in run.json). */
+export interface Identities {
+  environment: { environmentId: Id; modelVersion: string; profileDigest: Digest };
+  /** By agent id. */
+  agents: Map<Id, AgentInitializeResultEntry>;
+}
+
+interface Reply<T> {
+  worker: LaunchedWorker;
+  requestId: string;
+  result: T;
+}
+
+export function epochId(n: number): Id {
+  return `e${n}`;
+}
+
+const byString = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+
+export class Lockstep {
+  state: LockstepState = 'starting';
+  /** The committed boundary k: the next step to run is k. */
+  boundary = 0n;
+  identities: Identities | undefined;
+  /** The current observation of every agent (installed at the last committed boundary). */
+  private observations = new Map<Id, JsonObject>();
+  private readonly agentWorker = new Map<Id, LaunchedWorker>();
+
+  constructor(
+    readonly plan: RunPlan,
+    readonly fleet: Fleet,
+    private readonly opts: LockstepOptions,
+  ) {
+    for (const w of fleet.agents) for (const id of w.plan.agentIds) this.agentWorker.set(id, w);
+  }
+
+  get epoch(): Id {
+    return this.opts.epoch;
+  }
+
+  private scope(step: bigint): Scope {
+    return { sessionId: this.plan.sessionId, epoch: this.opts.epoch, step: step.toString() };
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Initialization: Environment.Initialize → initial observations → Agent.Initialize (batched).
+
+  async initialize(): Promise<Identities> {
+    const { plan } = this;
+    const scope = this.scope(0n);
+    const deadline = Math.max(plan.deadlines.stepMs, plan.deadlines.startupMs);
+    const env = await this.call<EnvironmentInitializeResult>(this.fleet.environment, METHODS.environmentInitialize, scope, {
+      environmentId: plan.environment.environmentId,
+      model: plan.environment.model,
+      params: plan.environment.params,
+      seed: plan.environment.seed,
+      stepDuration: plan.stepDuration.toJSON(),
+      ports: plan.agents.map((a) => ({ portId: a.portId, agentId: a.agentId })),
+    }, 'environment-initialize', deadline);
+    const ctxEnv = this.ctx(this.fleet.environment, 'environment-initialize', 0n);
+    const r = env.result;
+    this.expect(r.environmentId === plan.environment.environmentId, `environmentId is ${JSON.stringify(r.environmentId)}`, ctxEnv);
+    this.expect(r.boundary === '0', `boundary is ${JSON.stringify(r.boundary)}, expected "0"`, ctxEnv);
+    this.checkDigest(r.profileDigest, 'profileDigest', ctxEnv);
+    this.observations = this.readObservations(r.observations, ctxEnv);
+
+    const replies = await this.dispatch(this.fleet.agents, 'agent-initialize', 0n, (w) =>
+      this.call<AgentInitializeResult>(w, METHODS.agentInitialize, scope, {
+        agents: w.plan.agentIds.map((id) => {
+          const a = plan.agents.find((p) => p.agentId === id)!;
+          return { agentId: id, model: a.model, params: a.params, seed: a.seed, stepDuration: plan.stepDuration.toJSON(), observation: this.observations.get(id)! };
+        }),
+      }, 'agent-initialize', deadline),
+    );
+    const agents = new Map<Id, AgentInitializeResultEntry>();
+    for (const rep of replies) {
+      const ctx = this.ctx(rep.worker, 'agent-initialize', 0n);
+      for (const entry of this.entriesFor(rep.worker, rep.result.agents, ctx)) {
+        this.expect(entry.committedStep === '0', `${entry.agentId}: committedStep is ${JSON.stringify(entry.committedStep)}, expected "0"`, ctx);
+        this.checkDigest(entry.profileDigest, `${entry.agentId}.profileDigest`, ctx);
+        RationalNs.readDuration(entry.tickDuration, `${entry.agentId}.tickDuration`);
+        agents.set(entry.agentId, entry);
+      }
+    }
+    this.identities = { environment: { environmentId: r.environmentId, modelVersion: r.modelVersion, profileDigest: r.profileDigest }, agents };
+    this.state = 'ready';
+    this.boundary = 0n;
+    return this.identities;
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // One lockstep transition k → k+1.
+
+  async step(): Promise<TransitionTrace> {
+    if (this.state !== 'ready') throw new Error(`lockstep: step() in state ${this.state}`);
+    const k = this.boundary;
+    try {
+      return await this.transition(k);
+    } catch (e) {
+      this.state = 'failed';
+      throw e;
+    }
+  }
+
+  private async transition(k: bigint): Promise<TransitionTrace> {
+    const { plan } = this;
+    const scope = this.scope(k);
+    const deadline = plan.deadlines.stepMs;
+
+    // Phase A: Prepare every agent (one message per worker); results ordered by agent id.
+    this.state = 'preparing';
+    const prepareOrder: Id[] = [];
+    const prepared = await this.dispatch(this.fleet.agents, 'prepare', k, async (w) => {
+      const rep = await this.call<AgentPrepareResult>(w, METHODS.agentPrepare, scope, { agents: w.plan.agentIds.map((agentId) => ({ agentId })) }, 'prepare', deadline);
+      prepareOrder.push(w.plan.workerId);
+      return rep;
+    });
+    const decisions = new Map<Id, { d: PreparedDecision; requestId: string }>();
+    for (const rep of prepared) {
+      const ctx = this.ctx(rep.worker, 'prepare', k);
+      for (const d of this.entriesFor(rep.worker, rep.result.agents, ctx)) {
+        readU64(d.ticksAdvanced, `${d.agentId}.ticksAdvanced`);
+        readU64(d.brainTicks, `${d.agentId}.brainTicks`);
+        RationalNs.read(d.remainder, `${d.agentId}.remainder`);
+        this.expect(isObject(d.decision), `${d.agentId}: decision is not an object`, ctx);
+        decisions.set(d.agentId, { d, requestId: rep.requestId });
+      }
+    }
+
+    // Phase B: the action batch in port order; exactly one Environment.Advance.
+    this.state = 'applying';
+    const actions = plan.agents.map((a) => ({ portId: a.portId, agentId: a.agentId, action: decisions.get(a.agentId)!.d.decision }));
+    const controlDigest = canonicalDigest(actions);
+    const batchId = batchIdFor(this.opts.epoch, k);
+    await this.opts.hooks?.beforePhase?.(k, 'advance');
+    const adv = await this.call<EnvironmentAdvanceResult>(this.fleet.environment, METHODS.environmentAdvance, scope, { batchId, actions }, 'advance', deadline);
+
+    // Phase C: check the transition and evaluate it exactly once.
+    this.state = 'observing';
+    const next = (k + 1n).toString();
+    const envCtx = this.ctx(this.fleet.environment, 'advance', k);
+    const a = adv.result;
+    this.expect(a.batchId === batchId, `batchId is ${JSON.stringify(a.batchId)}, expected ${JSON.stringify(batchId)}`, envCtx);
+    this.expect(a.appliedFromStep === k.toString(), `appliedFromStep is ${JSON.stringify(a.appliedFromStep)}, expected "${k}"`, envCtx);
+    this.expect(a.nextStep === next, `nextStep is ${JSON.stringify(a.nextStep)}, expected "${next}"`, envCtx);
+    this.checkDigest(a.appliedControlsDigest, 'appliedControlsDigest', envCtx);
+    this.checkDigest(a.worldDigest, 'worldDigest', envCtx);
+    const observations = this.readObservations(a.observations, envCtx);
+    const evaluation = this.evaluate(a, envCtx);
+
+    // Phase D: Commit every agent; only when all succeed does the boundary move.
+    this.state = 'committing';
+    const commitOrder: Id[] = [];
+    const committed = await this.dispatch(this.fleet.agents, 'commit', k, async (w) => {
+      const rep = await this.call<AgentCommitResult>(w, METHODS.agentCommit, scope, {
+        agents: w.plan.agentIds.map((agentId) => ({
+          agentId,
+          preparedRequestId: decisions.get(agentId)!.requestId,
+          observation: observations.get(agentId)!,
+          rewards: evaluation.byAgent.get(agentId) ?? [],
+        })),
+      }, 'commit', deadline);
+      commitOrder.push(w.plan.workerId);
+      return rep;
+    });
+    const commitRequestIds: { agentId: Id; requestId: string }[] = [];
+    for (const rep of committed) {
+      const ctx = this.ctx(rep.worker, 'commit', k);
+      for (const c of this.entriesFor(rep.worker, rep.result.agents, ctx)) {
+        this.expect(c.committedStep === next, `${c.agentId}: committedStep is ${JSON.stringify(c.committedStep)}, expected "${next}"`, ctx);
+        commitRequestIds.push({ agentId: c.agentId, requestId: rep.requestId });
+      }
+    }
+
+    this.observations = observations;
+    this.boundary = k + 1n;
+    this.state = 'ready';
+
+    const agents: TraceAgent[] = [...decisions.values()]
+      .map(({ d }) => ({
+        agentId: d.agentId,
+        profileDigest: this.identities!.agents.get(d.agentId)!.profileDigest,
+        ticksAdvanced: d.ticksAdvanced,
+        brainTicks: d.brainTicks,
+        remainder: d.remainder,
+        decision: d.decision as JsonValue,
+        decisionDigest: canonicalDigest(d.decision),
+        committedStep: next,
+      }))
+      .sort((x, y) => byString(x.agentId, y.agentId));
+    return {
+      behaviour: {
+        scope,
+        agents,
+        batchId,
+        controlDigest,
+        acknowledgedBoundary: next,
+        observationDigest: canonicalDigest(a.observations),
+        worldDigest: a.worldDigest,
+        rewards: evaluation.rewards,
+        eventIds: [...a.eventIds],
+        publishedBoundary: next,
+      },
+      operational: {
+        wallTimeNs: (process.hrtime.bigint() - this.opts.startedAt).toString(),
+        prepareRequestIds: [...decisions.entries()].map(([agentId, v]) => ({ agentId, requestId: v.requestId })).sort((x, y) => byString(x.agentId, y.agentId)),
+        commitRequestIds: commitRequestIds.sort((x, y) => byString(x.agentId, y.agentId)),
+        advanceRequestId: adv.requestId,
+        completionOrder: { prepare: prepareOrder, commit: commitOrder },
+        pids: this.fleet.pids(),
+      },
+    };
+  }
+
+  /** Evaluate the environment's rewards and events once: validated, grouped per agent. */
+  private evaluate(a: EnvironmentAdvanceResult, ctx: ReturnType<Lockstep['ctx']>): { rewards: TraceReward[]; byAgent: Map<Id, { eventId: Id; ruleId: Id; value: number }[]> } {
+    this.expect(Array.isArray(a.eventIds) && a.eventIds.every(isId), 'eventIds is not a list of Ids', ctx);
+    this.expect(new Set(a.eventIds).size === a.eventIds.length, 'eventIds repeats an id', ctx);
+    this.expect(Array.isArray(a.rewards), 'rewards is not a list', ctx);
+    const byAgent = new Map<Id, { eventId: Id; ruleId: Id; value: number }[]>();
+    const rewards: TraceReward[] = [];
+    for (const r of a.rewards) {
+      this.expect(this.agentWorker.has(r.agentId), `a reward names unknown agent ${JSON.stringify(r.agentId)}`, ctx);
+      this.expect(isId(r.eventId) && isId(r.ruleId), `a reward for ${r.agentId} has a bad eventId or ruleId`, ctx);
+      this.expect(typeof r.value === 'number' && Number.isFinite(r.value), `a reward for ${r.agentId} has a non-finite value`, ctx);
+      const list = byAgent.get(r.agentId) ?? [];
+      list.push({ eventId: r.eventId, ruleId: r.ruleId, value: r.value });
+      byAgent.set(r.agentId, list);
+      rewards.push({ agentId: r.agentId, eventId: r.eventId, ruleId: r.ruleId, value: r.value });
+    }
+    rewards.sort((x, y) => byString(x.agentId, y.agentId) || byString(x.eventId, y.eventId) || byString(x.ruleId, y.ruleId));
+    return { rewards, byAgent };
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Dispatch and calls.
+
+  /**
+   * Send one message per worker in the configured order and collect every reply, returned in
+   * worker order whatever the completion order. The first failure in worker order is thrown
+   * after the in-flight calls settled, so no reply is left unobserved.
+   */
+  private async dispatch<T>(workers: LaunchedWorker[], phase: RunPhase, step: bigint, send: (w: LaunchedWorker) => Promise<Reply<T>>): Promise<Reply<T>[]> {
+    await this.opts.hooks?.beforePhase?.(step, phase);
+    const mode = this.opts.dispatch;
+    if (mode === 'concurrent') {
+      const settled = await Promise.allSettled(workers.map((w) => send(w)));
+      const failed = settled.find((s) => s.status === 'rejected');
+      if (failed) throw (failed as PromiseRejectedResult).reason;
+      return settled.map((s) => (s as PromiseFulfilledResult<Reply<T>>).value);
+    }
+    const order = mode === 'reversed' ? [...workers].reverse() : workers;
+    const byWorker = new Map<Id, Reply<T>>();
+    for (const w of order) byWorker.set(w.plan.workerId, await send(w));
+    return workers.map((w) => byWorker.get(w.plan.workerId)!);
+  }
+
+  /** One request to one worker; an error reply, transport failure, deadline or abort → RunFailure. */
+  private async call<T>(w: LaunchedWorker, method: string, scope: Scope, params: Record<string, unknown>, phase: RunPhase, deadlineMs: number): Promise<Reply<T>> {
+    const ctx = this.ctx(w, phase, BigInt(scope.step));
+    let requestId: string | undefined;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const rep = await this.withAbort(w.client.call(method, scope, params, requestId ? { deadlineMs, requestId } : { deadlineMs }), ctx);
+        const reply = rep.reply;
+        if (reply.type === 'error') {
+          throw new RunFailure('error-reply', `${method} ${rep.requestId}: ${reply.error.code}: ${reply.error.message} (mutation ${reply.error.mutation})`, ctx);
+        }
+        this.expect(reply.workerId === w.plan.workerId, `reply from worker ${JSON.stringify(reply.workerId)}`, ctx);
+        this.expect(sameScope(reply.scope, scope), `reply scope ${JSON.stringify(reply.scope)} differs from the request's`, ctx);
+        return { worker: w, requestId: rep.requestId, result: reply.result as T };
+      } catch (e) {
+        // A reply lost in transport: re-send the same request id and body once; the worker's
+        // idempotency cache answers without executing again (reference §3.6 uncertain call).
+        if (e instanceof WorkerCallError && e.kind === 'reply-dropped' && attempt === 0 && e.requestId) {
+          this.opts.logger.warn({ workerId: w.plan.workerId, method, requestId: e.requestId }, 'reply dropped; re-sending the same request');
+          requestId = e.requestId;
+          continue;
+        }
+        if (e instanceof DetsimError) throw new RunFailure('protocol', e.message, ctx);
+        throw callFailure(e, w, scope.step, phase, deadlineMs);
+      }
+    }
+  }
+
+  private withAbort<T>(p: Promise<T>, ctx: ReturnType<Lockstep['ctx']>): Promise<T> {
+    const signal = this.opts.signal;
+    if (!signal) return p;
+    if (signal.aborted) return Promise.reject(new RunFailure('aborted', 'the run was interrupted', ctx));
+    return new Promise<T>((res, rej) => {
+      const onAbort = () => rej(new RunFailure('aborted', 'the run was interrupted', ctx));
+      signal.addEventListener('abort', onAbort, { once: true });
+      p.then(
+        (v) => {
+          signal.removeEventListener('abort', onAbort);
+          res(v);
+        },
+        (e) => {
+          signal.removeEventListener('abort', onAbort);
+          rej(e);
+        },
+      );
+    });
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Checks on replies.
+
+  private ctx(w: LaunchedWorker, phase: RunPhase, step: bigint) {
+    return { workerId: w.plan.workerId, agentIds: w.plan.agentIds, step: step.toString(), phase };
+  }
+
+  private expect(cond: boolean, what: string, ctx: ReturnType<Lockstep['ctx']>): asserts cond {
+    if (!cond) throw new RunFailure('protocol', what, ctx);
+  }
+
+  private checkDigest(value: unknown, field: string, ctx: ReturnType<Lockstep['ctx']>): void {
+    try {
+      readDigest(value, field);
+    } catch (e) {
+      throw new RunFailure('protocol', (e as Error).message, ctx);
+    }
+  }
+
+  /** A batched reply must carry exactly the worker's agents, each once. */
+  private entriesFor<E extends { agentId: Id }>(w: LaunchedWorker, entries: E[] | undefined, ctx: ReturnType<Lockstep['ctx']>): E[] {
+    this.expect(Array.isArray(entries), 'reply has no agents list', ctx);
+    const got = entries.map((e) => e.agentId).sort(byString);
+    const want = [...w.plan.agentIds].sort(byString);
+    this.expect(got.length === want.length && got.every((id, i) => id === want[i]), `reply covers agents [${got.join(', ')}], expected [${want.join(', ')}]`, ctx);
+    return entries;
+  }
+
+  /** Observations must cover every agent exactly once. */
+  private readObservations(list: { agentId: Id; observation: JsonObject }[] | undefined, ctx: ReturnType<Lockstep['ctx']>): Map<Id, JsonObject> {
+    this.expect(Array.isArray(list), 'observations is not a list', ctx);
+    const out = new Map<Id, JsonObject>();
+    for (const o of list) {
+      this.expect(this.agentWorker.has(o.agentId), `observation for unknown agent ${JSON.stringify(o.agentId)}`, ctx);
+      this.expect(!out.has(o.agentId), `two observations for ${o.agentId}`, ctx);
+      this.expect(isObject(o.observation), `observation for ${o.agentId} is not an object`, ctx);
+      out.set(o.agentId, o.observation);
+    }
+    this.expect(out.size === this.agentWorker.size, `observations cover ${out.size} of ${this.agentWorker.size} agents`, ctx);
+    return out;
+  }
+}
+
+function isObject(v: unknown): v is JsonObject {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+function sameScope(a: Scope | null, b: Scope): boolean {
+  return a !== null && a.sessionId === b.sessionId && a.epoch === b.epoch && a.step === b.step;
+}

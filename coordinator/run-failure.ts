@@ -1,0 +1,86 @@
+// RunFailure: why a run stopped, naming the worker, its agents, the step and the phase. Kinds keep
+// "never became ready", "no reply within the step deadline" and "the process died" apart.
+// NOT an input refusal (that is DetsimError, exit 2): a RunFailure is a run that went wrong.
+import type { Id } from './formats/scalars.js';
+
+export type RunPhase =
+  | 'startup'
+  | 'hello'
+  | 'environment-initialize'
+  | 'agent-initialize'
+  | 'prepare'
+  | 'advance'
+  | 'evaluate'
+  | 'commit'
+  | 'shutdown';
+
+export type RunFailureKind =
+  /** The process never printed its ready line within the start-up deadline (or died before). */
+  | 'never-ready'
+  /** The worker's process exited (exit code or signal). */
+  | 'worker-exited'
+  /** The worker is alive but did not reply within the deadline. */
+  | 'deadline'
+  /** The stream ended or broke while the process was still alive. */
+  | 'stream-ended'
+  /** The worker answered with an in-band error reply. */
+  | 'error-reply'
+  /** The reply was malformed or contradicted the protocol (wrong batch, step, agents, …). */
+  | 'protocol'
+  /** Hello refused: wrong contract, identity or capability. */
+  | 'identity'
+  /** Stopped from outside (SIGINT/SIGTERM or an abort signal). */
+  | 'aborted';
+
+export interface RunFailureContext {
+  workerId?: Id;
+  agentIds?: readonly Id[];
+  step?: string | null;
+  phase: RunPhase;
+}
+
+export class RunFailure extends Error {
+  readonly kind: RunFailureKind;
+  readonly workerId: Id | undefined;
+  readonly agentIds: readonly Id[];
+  readonly step: string | null;
+  readonly phase: RunPhase;
+  readonly detail: string;
+  /** The run directory whose summary.json records this failure, once written. */
+  runDir: string | undefined;
+
+  constructor(kind: RunFailureKind, detail: string, ctx: RunFailureContext) {
+    super(RunFailure.describe(kind, detail, ctx));
+    this.name = 'RunFailure';
+    this.kind = kind;
+    this.workerId = ctx.workerId;
+    this.agentIds = ctx.agentIds ?? [];
+    this.step = ctx.step ?? null;
+    this.phase = ctx.phase;
+    this.detail = detail;
+  }
+
+  private static describe(kind: RunFailureKind, detail: string, ctx: RunFailureContext): string {
+    const who = ctx.workerId ? `worker ${ctx.workerId}${ctx.agentIds && ctx.agentIds.length > 0 ? ` (agents ${ctx.agentIds.join(', ')})` : ctx.workerId === 'worker-env' ? ' (environment)' : ''}` : 'the run';
+    const where = `${ctx.step !== undefined && ctx.step !== null ? `step ${ctx.step}, ` : ''}phase ${ctx.phase}`;
+    const what: Record<RunFailureKind, string> = {
+      'never-ready': 'never became ready',
+      'worker-exited': 'died',
+      deadline: 'sent no reply within the deadline',
+      'stream-ended': 'lost its stream',
+      'error-reply': 'answered with an error',
+      protocol: 'broke the protocol',
+      identity: 'is not the expected worker',
+      aborted: 'was stopped',
+    };
+    return `${who} ${what[kind]} at ${where}: ${detail}`;
+  }
+
+  toJSON(): Record<string, unknown> {
+    return { kind: this.kind, workerId: this.workerId ?? null, agentIds: [...this.agentIds], step: this.step, phase: this.phase, message: this.message };
+  }
+}
+
+export function isRunFailure(e: unknown): e is RunFailure {
+  return e instanceof RunFailure;
+}

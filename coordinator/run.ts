@@ -1,0 +1,195 @@
+// runSession: one complete lockstep run from a RunPlan to a run directory (run.json, trace.jsonl,
+// run.log, summary.json) and its behaviour digest. The library entry that `detsim run` (and later
+// resume/replay/verify) call. NOT the step protocol (lockstep.ts) nor process handling (launcher.ts).
+import { join, resolve } from 'node:path';
+import { pino, type Logger } from 'pino';
+import { loadConfig, type PlannedWorker, type RunPlan } from './config.js';
+import type { Digest, Id } from './formats/scalars.js';
+import { collisionWarning } from './formats/seed.js';
+import { launchFleet, type Fleet, type WorkerCommand } from './launcher.js';
+import { Lockstep, epochId, type Dispatch, type Identities, type LockstepHooks } from './lockstep.js';
+import { CONTRACT_DIGEST, PROTOCOL_MAJOR, PROTOCOL_MINOR } from './protocol/index.js';
+import { allocateRunDir, RUN_FILES, TraceWriter, writeJsonDurable } from './run-dir.js';
+import { RunFailure } from './run-failure.js';
+import { BehaviourDigest } from './trace.js';
+
+export const RUN_FORMAT = 'detsim-run-v1';
+export const SUMMARY_FORMAT = 'detsim-summary-v1';
+export const DEFAULT_RUNS_DIR = 'runs';
+
+export interface RunProgress {
+  /** Steps completed so far (the committed boundary). */
+  step: number;
+  steps: number;
+  elapsedMs: number;
+}
+
+export interface RunOptions {
+  /** Parent of the run directory (default `runs` in the working directory). */
+  outDir?: string;
+  /** Override the config's step count. */
+  steps?: number;
+  dispatch?: Dispatch;
+  onProgress?: (p: RunProgress) => void;
+  /** Warnings (seed collisions) as one line each; default: stderr. */
+  onWarning?: (line: string) => void;
+  /** Abort the run from outside; workers are stopped and a RunFailure('aborted') is thrown. */
+  signal?: AbortSignal;
+  /** Turn SIGINT/SIGTERM into an abort for the duration of the run (the CLI sets this). */
+  handleSignals?: boolean;
+  /** Test hooks: per-phase callback and worker command override. */
+  hooks?: LockstepHooks & { commandFor?: (w: PlannedWorker) => WorkerCommand | undefined; onLaunched?: (fleet: Fleet) => void };
+  logLevel?: 'debug' | 'info' | 'warn' | 'error';
+}
+
+export interface RunResult {
+  runDir: string;
+  behaviourDigest: Digest;
+  /** Steps completed. */
+  steps: number;
+}
+
+/** The resolved composition recorded in run.json (no physical data: no pids, paths or times). */
+export function runRecord(plan: RunPlan, ids: Identities, fleet: Fleet, steps: number, dispatch: Dispatch, epoch: Id): Record<string, unknown> {
+  const helloOf = (workerId: Id) => fleet.all().find((w) => w.plan.workerId === workerId)!.hello;
+  return {
+    format: RUN_FORMAT,
+    sessionId: plan.sessionId,
+    masterSeed: plan.masterSeed,
+    seedDerivation: plan.seedAlgorithm,
+    steps,
+    stepDuration: plan.stepDuration.toJSON(),
+    epoch,
+    dispatch,
+    protocol: { major: PROTOCOL_MAJOR, minor: PROTOCOL_MINOR, contractDigest: CONTRACT_DIGEST },
+    environment: {
+      environmentId: plan.environment.environmentId,
+      model: plan.environment.model,
+      modelVersion: ids.environment.modelVersion,
+      profileDigest: ids.environment.profileDigest,
+      params: plan.environment.params,
+      seed: plan.environment.seed,
+      workerId: plan.environment.workerId,
+    },
+    agents: plan.agents.map((a) => {
+      const id = ids.agents.get(a.agentId)!;
+      return {
+        agentId: a.agentId,
+        portId: a.portId,
+        model: a.model,
+        modelVersion: id.modelVersion,
+        plasticityVersion: id.plasticityVersion,
+        profileDigest: id.profileDigest,
+        datasetDigest: id.datasetDigest,
+        tickDuration: id.tickDuration,
+        params: a.params,
+        seed: a.seed,
+        workerId: a.workerId,
+      };
+    }),
+    workers: plan.workers.map((w) => {
+      const h = helloOf(w.workerId);
+      return { workerId: w.workerId, role: w.role, agentIds: w.agentIds, runtime: h.runtime, buildDigest: h.buildDigest, capabilities: h.capabilities };
+    }),
+    agentsPerWorker: plan.agentsPerWorker,
+    transport: plan.transport,
+    deadlines: plan.deadlines,
+    seedCollisions: plan.seedCollisions,
+  };
+}
+
+function abortSignalFor(opts: RunOptions): { signal: AbortSignal; release: () => void } {
+  const controller = new AbortController();
+  const onAbort = () => controller.abort();
+  opts.signal?.addEventListener('abort', onAbort, { once: true });
+  if (opts.signal?.aborted) controller.abort();
+  const onSignal = () => controller.abort();
+  if (opts.handleSignals) {
+    process.on('SIGINT', onSignal);
+    process.on('SIGTERM', onSignal);
+  }
+  return {
+    signal: controller.signal,
+    release: () => {
+      opts.signal?.removeEventListener('abort', onAbort);
+      process.off('SIGINT', onSignal);
+      process.off('SIGTERM', onSignal);
+    },
+  };
+}
+
+/**
+ * Run one session: launch the workers, initialize, step to `steps`, write the run directory and
+ * return its behaviour digest. On failure the workers are stopped, summary.json records the
+ * failure, and the RunFailure is thrown.
+ */
+export async function runSession(config: RunPlan | string, opts: RunOptions = {}): Promise<RunResult> {
+  const plan = typeof config === 'string' ? loadConfig(config) : config;
+  const steps = opts.steps ?? plan.steps;
+  const dispatch = opts.dispatch ?? 'concurrent';
+  const warn = opts.onWarning ?? ((l: string) => process.stderr.write(`${l}\n`));
+  for (const c of plan.seedCollisions) warn(collisionWarning(c));
+
+  const runDir = allocateRunDir(opts.outDir ?? DEFAULT_RUNS_DIR, plan.sessionId);
+  const dest = pino.destination({ dest: join(runDir, RUN_FILES.log), sync: true });
+  const logger: Logger = pino({ level: opts.logLevel ?? 'info', base: { sessionId: plan.sessionId } }, dest);
+  const startedAt = process.hrtime.bigint();
+  const startedWall = Date.now();
+  const epoch = epochId(1);
+  const digest = new BehaviourDigest();
+  const traces = new TraceWriter(join(runDir, RUN_FILES.trace));
+  const { signal, release } = abortSignalFor(opts);
+  let fleet: Fleet | undefined;
+  let failure: RunFailure | undefined;
+  logger.info({ runDir, steps, dispatch, agents: plan.agents.length, workers: plan.workers.length }, 'run started');
+
+  try {
+    fleet = await launchFleet(plan, { logger, signal, commandFor: opts.hooks?.commandFor });
+    opts.hooks?.onLaunched?.(fleet);
+    const lockstep = new Lockstep(plan, fleet, { dispatch, epoch, startedAt, logger, signal, hooks: opts.hooks });
+    const ids = await lockstep.initialize();
+    writeJsonDurable(runDir, RUN_FILES.run, runRecord(plan, ids, fleet, steps, dispatch, epoch));
+    logger.info('initialized');
+    opts.onProgress?.({ step: 0, steps, elapsedMs: 0 });
+    for (let k = 0; k < steps; k++) {
+      if (signal.aborted) throw new RunFailure('aborted', 'the run was interrupted', { step: String(k), phase: 'prepare' });
+      const trace = await lockstep.step();
+      traces.append(trace);
+      digest.add(trace.behaviour);
+      logger.debug({ step: k, wallTimeNs: trace.operational.wallTimeNs }, 'step committed');
+      opts.onProgress?.({ step: k + 1, steps, elapsedMs: Date.now() - startedWall });
+    }
+  } catch (e) {
+    failure = e instanceof RunFailure ? e : new RunFailure('protocol', e instanceof Error ? e.message : String(e), { phase: 'startup' });
+    if (signal.aborted && failure.kind !== 'aborted') {
+      // Ctrl-C reaches the workers too; their deaths are a consequence, not the cause.
+      failure = new RunFailure('aborted', `the run was interrupted (${failure.message})`, { step: failure.step, phase: failure.phase });
+    }
+    logger.error({ failure: failure.toJSON() }, 'run failed');
+  } finally {
+    release();
+    await fleet?.shutdown(failure ? 'run-failed' : 'run-complete', failure ? 500 : 2_000);
+    traces.close();
+  }
+
+  const summary = {
+    format: SUMMARY_FORMAT,
+    sessionId: plan.sessionId,
+    status: failure ? (failure.kind === 'aborted' ? 'aborted' : 'failed') : 'completed',
+    stepsPlanned: steps,
+    stepsDone: digest.steps,
+    epoch,
+    behaviourDigest: digest.digest(),
+    behaviourDigestAlgorithm: 'sha256 over canonical(behaviour)+"\\n" per step, in step order',
+    failure: failure ? failure.toJSON() : null,
+    wallTimeMs: Date.now() - startedWall,
+  };
+  writeJsonDurable(runDir, RUN_FILES.summary, summary);
+  logger.info({ summary }, 'run finished');
+  dest.flushSync();
+  if (failure) {
+    failure.runDir = resolve(runDir);
+    throw failure;
+  }
+  return { runDir: resolve(runDir), behaviourDigest: summary.behaviourDigest, steps: digest.steps };
+}
