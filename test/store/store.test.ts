@@ -1,0 +1,348 @@
+// The STATE-01 store on real files: commit sequence results, rotation, strict manifest open,
+// selection (unreferenced files never qualify), verify, explicit gc, and injected ENOSPC/EIO.
+import { existsSync } from 'node:fs';
+import { readdir, readFile, writeFile, copyFile, truncate } from 'node:fs/promises';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { canonicalize, sha256Hex } from '../../coordinator/formats/canonical-json.js';
+import { DetsimError } from '../../coordinator/formats/errors.js';
+import { DurableFs, errnoError, WRITE_SLICE, type FsOp } from '../../coordinator/store/durable-fs.js';
+import { CheckpointStore, StoreCommitError, STORE_MANIFEST_FILE } from '../../coordinator/store/store.js';
+import { makeCheckpoint, removeDir, tempDir } from './helpers.js';
+
+let dir: string;
+beforeEach(async () => {
+  dir = await tempDir('store');
+});
+afterEach(async () => {
+  await removeDir(dir);
+});
+
+async function commitN(store: CheckpointStore, ids: number[]): Promise<void> {
+  for (const n of ids) {
+    const c = makeCheckpoint(`ckpt-${n}`, n);
+    await store.commit(c.identity, c.encoded);
+  }
+}
+
+async function refusal(p: Promise<unknown> | (() => unknown)): Promise<DetsimError> {
+  try {
+    await (typeof p === 'function' ? p() : p);
+  } catch (e) {
+    if (e instanceof DetsimError) return e;
+    throw e;
+  }
+  throw new Error('expected a DetsimError');
+}
+
+async function commitFailure(p: Promise<unknown>): Promise<StoreCommitError> {
+  try {
+    await p;
+  } catch (e) {
+    if (e instanceof StoreCommitError) return e;
+    throw e;
+  }
+  throw new Error('expected a StoreCommitError');
+}
+
+describe('commit and the store manifest', () => {
+  it('writes <id>.flysess and a canonical manifest.json naming it as highWater, no temporaries left', async () => {
+    const store = await CheckpointStore.open(dir);
+    const c = makeCheckpoint('ckpt-1', 2);
+    const result = await store.commit(c.identity, c.encoded);
+    const bytes = await readFile(join(dir, 'ckpt-1.flysess'));
+    expect(sha256Hex(bytes)).toBe(c.encoded.envelopeDigest);
+    const text = await readFile(join(dir, STORE_MANIFEST_FILE), 'utf8');
+    const expected = {
+      generations: [
+        {
+          boundary: '2',
+          byteLength: String(c.encoded.byteLength),
+          checkpointId: 'ckpt-1',
+          compatibilityDigest: c.identity.compatibilityDigest,
+          envelopeDigest: c.encoded.envelopeDigest,
+          episodeId: 'episode-1',
+          epoch: 'e1',
+          file: 'ckpt-1.flysess',
+          sessionId: 'demo',
+        },
+      ],
+      highWater: 'ckpt-1',
+      stateFormatId: 'flysess-1',
+      storeManifestVersion: 1,
+    };
+    expect(text).toBe(canonicalize(expected));
+    expect(result.record).toEqual(expected.generations[0]);
+    expect((await readdir(dir)).sort()).toEqual(['ckpt-1.flysess', 'manifest.json']);
+  });
+
+  it('a missing manifest is an empty store; reopening sees what was committed', async () => {
+    const empty = await CheckpointStore.open(dir);
+    expect(empty.generations()).toEqual([]);
+    expect(empty.highWater()).toBeNull();
+    await commitN(empty, [1, 2]);
+    const again = await CheckpointStore.open(dir);
+    expect(again.highWater()?.checkpointId).toBe('ckpt-2');
+    expect(again.generations().map((g) => g.checkpointId)).toEqual(['ckpt-1', 'ckpt-2']);
+  });
+
+  it('keeps the newest N and unlinks dropped files after the manifest commit', async () => {
+    const store = await CheckpointStore.open(dir, { keep: 3 });
+    await commitN(store, [1, 2, 3, 4, 5]);
+    expect(store.generations().map((g) => g.checkpointId)).toEqual(['ckpt-3', 'ckpt-4', 'ckpt-5']);
+    expect((await readdir(dir)).sort()).toEqual(['ckpt-3.flysess', 'ckpt-4.flysess', 'ckpt-5.flysess', 'manifest.json']);
+  });
+
+  it('highWater is the most recently committed generation, not the highest boundary', async () => {
+    const store = await CheckpointStore.open(dir);
+    await commitN(store, [5]);
+    const older = makeCheckpoint('ckpt-e2-2', 2, { epoch: 'e2' });
+    await store.commit(older.identity, older.encoded);
+    expect(store.highWater()?.checkpointId).toBe('ckpt-e2-2');
+  });
+
+  it('refuses to reuse a listed checkpoint id and leaves the committed file untouched', async () => {
+    const store = await CheckpointStore.open(dir);
+    await commitN(store, [1]);
+    const before = await readFile(join(dir, 'ckpt-1.flysess'));
+    const again = makeCheckpoint('ckpt-1', 9);
+    const e = await commitFailure(store.commit(again.identity, again.encoded));
+    expect(e.reason).toBe('checkpoint_exists');
+    expect((await readFile(join(dir, 'ckpt-1.flysess'))).equals(before)).toBe(true);
+  });
+
+  it('a digest that does not match the bytes fails before the rename and commits nothing', async () => {
+    const store = await CheckpointStore.open(dir);
+    const c = makeCheckpoint('ckpt-1', 1);
+    const e = await commitFailure(store.commit(c.identity, { ...c.encoded, envelopeDigest: sha256Hex('other') }));
+    expect(e.reason).toBe('generation_digest_mismatch');
+    expect(await readdir(dir)).toEqual([]);
+  });
+
+  it('streams a multi-MiB envelope in slices; it reads back and verifies', async () => {
+    const store = await CheckpointStore.open(dir);
+    const c = makeCheckpoint('ckpt-big', 3, { payloadBytes: 3 * WRITE_SLICE + 12345, fill: 0xa5 });
+    const writes: FsOp[] = [];
+    const traced = await CheckpointStore.open(dir, { fs: new DurableFs({ before: (op) => void (op.kind === 'write' && writes.push(op)) }) });
+    await traced.commit(c.identity, c.encoded);
+    expect(writes.length).toBeGreaterThanOrEqual(4);
+    await store.reload();
+    const loaded = await store.load();
+    expect(loaded.envelope.envelopeDigest).toBe(c.encoded.envelopeDigest);
+    expect(loaded.envelope.payloads.find((p) => p.name === 'agent-fly-a')?.bytes.byteLength).toBe(3 * WRITE_SLICE + 12345);
+    expect((await store.verify()).ok).toBe(true);
+  });
+});
+
+describe('opening a store manifest is strict', () => {
+  async function writeManifest(value: unknown): Promise<void> {
+    await writeFile(join(dir, STORE_MANIFEST_FILE), canonicalize(value));
+  }
+  const valid = async () => {
+    const s = await CheckpointStore.open(dir);
+    await commitN(s, [1]);
+    return JSON.parse(await readFile(join(dir, STORE_MANIFEST_FILE), 'utf8'));
+  };
+
+  it('refuses unreadable JSON (not an empty store)', async () => {
+    await writeFile(join(dir, STORE_MANIFEST_FILE), '{"generations":[');
+    const e = await refusal(CheckpointStore.open(dir));
+    expect(e.reason).toBe('struct_invalid_json');
+    expect(e.message).toContain('manifest.json');
+  });
+  it('refuses storeManifestVersion 2', async () => {
+    await writeManifest({ ...(await valid()), storeManifestVersion: 2 });
+    expect((await refusal(CheckpointStore.open(dir))).reason).toBe('struct_store_manifest_version');
+  });
+  it('refuses another stateFormatId', async () => {
+    await writeManifest({ ...(await valid()), stateFormatId: 'flysim-legacy' });
+    expect((await refusal(CheckpointStore.open(dir))).reason).toBe('struct_store_format_id');
+  });
+  it('refuses a highWater that names no listed generation', async () => {
+    await writeManifest({ ...(await valid()), highWater: 'ckpt-9' });
+    const e = await refusal(CheckpointStore.open(dir));
+    expect(e.reason).toBe('struct_store_high_water');
+    expect(e.message).toContain('ckpt-9');
+  });
+  it('refuses a record whose file is not <checkpointId>.flysess', async () => {
+    const m = await valid();
+    m.generations[0].file = '../elsewhere.flysess';
+    await writeManifest(m);
+    const e = await refusal(CheckpointStore.open(dir));
+    expect(e.reason).toBe('struct_store_manifest');
+    expect(e.field).toBe('manifest.generations[0].file');
+  });
+  it('refuses a record with a missing field, naming it', async () => {
+    const m = await valid();
+    delete m.generations[0].envelopeDigest;
+    await writeManifest(m);
+    const e = await refusal(CheckpointStore.open(dir));
+    expect(e.reason).toBe('struct_missing_field');
+    expect(e.field).toBe('manifest.generations[0].envelopeDigest');
+  });
+  it('refuses a non-canonical manifest', async () => {
+    await writeFile(join(dir, STORE_MANIFEST_FILE), JSON.stringify(await valid(), null, 2));
+    expect((await refusal(CheckpointStore.open(dir))).reason).toBe('struct_not_canonical');
+  });
+});
+
+describe('selection, verify and gc', () => {
+  it('select() is the high-water generation; an unreferenced file on disk is never a candidate', async () => {
+    const store = await CheckpointStore.open(dir);
+    expect((await refusal(() => store.select())).reason).toBe('ident_store_empty');
+    await commitN(store, [1]);
+    await copyFile(join(dir, 'ckpt-1.flysess'), join(dir, 'ckpt-7.flysess'));
+    expect(store.select().checkpointId).toBe('ckpt-1');
+    expect(store.select('ckpt-1').checkpointId).toBe('ckpt-1');
+    const e = await refusal(() => store.select('ckpt-7'));
+    expect(e.reason).toBe('ident_checkpoint_unknown');
+    expect(e.message).toContain('never a restore candidate');
+  });
+
+  it('verify() names the generation and the failed check: flipped byte, truncation, missing file, record mismatch', async () => {
+    const store = await CheckpointStore.open(dir, { keep: 4 });
+    await commitN(store, [1, 2, 3, 4]);
+    expect((await store.verify()).ok).toBe(true);
+    const b1 = await readFile(join(dir, 'ckpt-1.flysess'));
+    b1[b1.length - 60] ^= 0xff; // a payload byte
+    await writeFile(join(dir, 'ckpt-1.flysess'), b1);
+    await truncate(join(dir, 'ckpt-2.flysess'), 100);
+    await removeDir(join(dir, 'ckpt-3.flysess'));
+    // ckpt-4: the record claims another epoch than its envelope.
+    const m = JSON.parse(await readFile(join(dir, STORE_MANIFEST_FILE), 'utf8'));
+    m.generations[3].epoch = 'e9';
+    await writeFile(join(dir, STORE_MANIFEST_FILE), canonicalize(m));
+    await store.reload();
+    const report = await store.verify();
+    expect(report.ok).toBe(false);
+    const byId = Object.fromEntries(report.generations.map((g) => [g.checkpointId, g]));
+    expect(byId['ckpt-1']).toMatchObject({ ok: false, check: 'envelope', reason: 'audit_envelope_digest' });
+    expect(byId['ckpt-2']).toMatchObject({ ok: false, check: 'byteLength', reason: 'audit_generation_length' });
+    expect(byId['ckpt-3']).toMatchObject({ ok: false, check: 'file', reason: 'audit_generation_missing' });
+    expect(byId['ckpt-4']).toMatchObject({ ok: false, check: 'record.epoch', reason: 'audit_generation_record' });
+    await expect(store.load('ckpt-1')).rejects.toThrow(/ckpt-1.flysess: envelope/);
+  });
+
+  it('verify() catches a file replaced by another valid envelope of the same length (envelopeDigest)', async () => {
+    const store = await CheckpointStore.open(dir);
+    await commitN(store, [1]);
+    const other = makeCheckpoint('ckpt-1', 1, { fill: 0x33 });
+    await writeFile(join(dir, 'ckpt-1.flysess'), Buffer.concat(other.encoded.parts));
+    const [g] = (await store.verify()).generations;
+    expect(g).toMatchObject({ ok: false, check: 'envelopeDigest', reason: 'audit_generation_digest' });
+  });
+
+  it('commits never clean up; gc() removes temporaries and unreferenced generations explicitly and lists them', async () => {
+    const store = await CheckpointStore.open(dir);
+    await commitN(store, [1, 2]);
+    await writeFile(join(dir, 'tmp-ckpt-3.flysess'), 'half');
+    await copyFile(join(dir, 'ckpt-1.flysess'), join(dir, 'ckpt-9.flysess'));
+    await writeFile(join(dir, 'notes.txt'), 'operator notes');
+    await commitN(store, [4]);
+    await writeFile(join(dir, 'tmp-manifest.json'), '{');
+    expect((await readdir(dir)).length).toBe(8);
+    expect(await store.scan()).toEqual({ unreferenced: ['ckpt-9.flysess'], temporaries: ['tmp-ckpt-3.flysess', 'tmp-manifest.json'] });
+    expect(await store.gc()).toEqual(['ckpt-9.flysess', 'tmp-ckpt-3.flysess', 'tmp-manifest.json']);
+    expect((await readdir(dir)).sort()).toEqual(['ckpt-1.flysess', 'ckpt-2.flysess', 'ckpt-4.flysess', 'manifest.json', 'notes.txt']);
+    expect((await store.verify()).ok).toBe(true);
+  });
+});
+
+describe('write errors injected through the file layer', () => {
+  /** A store whose file layer fails the first operation matching `when`, recording every op. */
+  async function faulty(when: (op: FsOp) => boolean, code: 'ENOSPC' | 'EIO') {
+    const ops: FsOp[] = [];
+    let fired = false;
+    const fs = new DurableFs({
+      before(op) {
+        ops.push(op);
+        if (!fired && when(op)) {
+          fired = true;
+          throw errnoError(code, op);
+        }
+      },
+    });
+    return { store: await CheckpointStore.open(dir, { fs }), ops };
+  }
+
+  async function committedBaseline(): Promise<Buffer> {
+    const s = await CheckpointStore.open(dir);
+    await commitN(s, [1]);
+    return readFile(join(dir, STORE_MANIFEST_FILE));
+  }
+
+  const cases: { name: string; code: 'ENOSPC' | 'EIO'; when: (op: FsOp) => boolean; reason: string; leaves: string[] }[] = [
+    { name: 'ENOSPC on the first generation write', code: 'ENOSPC', when: (op) => op.kind === 'write' && op.path.endsWith('tmp-ckpt-2.flysess'), reason: 'generation_write_failed', leaves: [] },
+    { name: 'ENOSPC mid-file (second slice)', code: 'ENOSPC', when: (op) => op.kind === 'write' && (op.offset ?? 0) > 0, reason: 'generation_write_failed', leaves: [] },
+    { name: 'EIO on the generation fsync', code: 'EIO', when: (op) => op.kind === 'fsync' && op.path.endsWith('tmp-ckpt-2.flysess'), reason: 'generation_write_failed', leaves: [] },
+    { name: 'EIO on the generation rename', code: 'EIO', when: (op) => op.kind === 'rename' && op.path.endsWith('tmp-ckpt-2.flysess'), reason: 'generation_publish_failed', leaves: ['tmp-ckpt-2.flysess'] },
+    { name: 'EIO on the directory fsync after the generation rename', code: 'EIO', when: (op) => op.kind === 'dir-fsync', reason: 'generation_publish_failed', leaves: ['ckpt-2.flysess'] },
+    { name: 'ENOSPC on the manifest temp write', code: 'ENOSPC', when: (op) => op.kind === 'write' && op.path.endsWith('tmp-manifest.json'), reason: 'manifest_write_failed', leaves: ['ckpt-2.flysess'] },
+    { name: 'EIO on the manifest temp fsync', code: 'EIO', when: (op) => op.kind === 'fsync' && op.path.endsWith('tmp-manifest.json'), reason: 'manifest_write_failed', leaves: ['ckpt-2.flysess'] },
+    { name: 'EIO on the manifest rename', code: 'EIO', when: (op) => op.kind === 'rename' && op.path.endsWith('tmp-manifest.json'), reason: 'manifest_rename_failed', leaves: ['ckpt-2.flysess'] },
+  ];
+
+  for (const c of cases) {
+    it(`${c.name}: the commit fails, is not retried on that file, and the last committed generation is untouched`, async () => {
+      const manifestBefore = await committedBaseline();
+      const genBefore = await readFile(join(dir, 'ckpt-1.flysess'));
+      const { store, ops } = await faulty(c.when, c.code);
+      const big = makeCheckpoint('ckpt-2', 2, { payloadBytes: WRITE_SLICE + 10 });
+      const e = await commitFailure(store.commit(big.identity, big.encoded));
+      expect(e.reason).toBe(c.reason);
+      expect(e.message).toContain(c.code);
+      // The failing op is the last write/fsync on its file: never retried, never followed by a manifest rename.
+      const failedAt = ops.findIndex(c.when);
+      const failedPath = ops[failedAt]!.path;
+      const after = ops.slice(failedAt + 1);
+      expect(after.filter((op) => (op.kind === 'write' || op.kind === 'fsync') && op.path === failedPath)).toEqual([]);
+      expect(after.filter((op) => op.kind === 'rename' && op.path.endsWith('tmp-manifest.json'))).toEqual([]);
+      // Disk: the manifest and the last committed generation are byte-identical; nothing else is referenced.
+      expect((await readFile(join(dir, STORE_MANIFEST_FILE))).equals(manifestBefore)).toBe(true);
+      expect((await readFile(join(dir, 'ckpt-1.flysess'))).equals(genBefore)).toBe(true);
+      const names = (await readdir(dir)).sort();
+      expect(names).toEqual(['ckpt-1.flysess', ...c.leaves, 'manifest.json'].sort());
+      expect(store.highWater()?.checkpointId).toBe('ckpt-1');
+      const reopened = await CheckpointStore.open(dir);
+      expect(reopened.highWater()?.checkpointId).toBe('ckpt-1');
+      expect((await reopened.verify()).ok).toBe(true);
+      // The next save writes a fresh temp file and commits.
+      const next = makeCheckpoint('ckpt-3', 3);
+      await reopened.commit(next.identity, next.encoded);
+      expect(reopened.highWater()?.checkpointId).toBe('ckpt-3');
+    });
+  }
+
+  it('EIO on the directory fsync after the manifest rename is reported as uncertain, and nothing is unlinked', async () => {
+    const base = await CheckpointStore.open(dir, { keep: 1 });
+    await commitN(base, [1]);
+    let dirSyncs = 0;
+    const fs = new DurableFs({
+      before(op) {
+        if (op.kind === 'dir-fsync' && ++dirSyncs === 2) throw errnoError('EIO', op);
+      },
+    });
+    const store = await CheckpointStore.open(dir, { keep: 1, fs });
+    const c = makeCheckpoint('ckpt-2', 2);
+    const e = await commitFailure(store.commit(c.identity, c.encoded));
+    expect(e.reason).toBe('manifest_commit_uncertain');
+    // The rotated-out file is kept: if the rename is lost in a power cut, the old manifest still needs it.
+    expect(existsSync(join(dir, 'ckpt-1.flysess'))).toBe(true);
+  });
+
+  it('an unlink failure during rotation is recorded as unrotated, never a lost checkpoint', async () => {
+    const fs = new DurableFs({
+      before(op) {
+        if (op.kind === 'unlink' && op.path.endsWith('ckpt-1.flysess')) throw errnoError('EACCES', op);
+      },
+    });
+    const store = await CheckpointStore.open(dir, { keep: 1, fs });
+    await commitN(store, [1]);
+    const c = makeCheckpoint('ckpt-2', 2);
+    const result = await store.commit(c.identity, c.encoded);
+    expect(result.unrotated).toEqual(['ckpt-1.flysess']);
+    expect(store.unrotated()).toEqual(['ckpt-1.flysess']);
+    expect(store.highWater()?.checkpointId).toBe('ckpt-2');
+    expect((await store.verify()).ok).toBe(true);
+  });
+});
