@@ -8,6 +8,8 @@ export type JsonValue = null | boolean | number | string | JsonValue[] | { [key:
 
 const utf8Decoder = new TextDecoder('utf-8', { fatal: true });
 const utf8Encoder = new TextEncoder();
+/** Deepest nesting the writer and the parser accept (the top-level value is depth 0). */
+const MAX_DEPTH = 512;
 
 /** ECMAScript Number::toString, which RFC 8785 adopts for numbers; -0 prints as 0. */
 export function serializeNumber(n: number): string {
@@ -20,7 +22,9 @@ function serializeString(s: string, path: string): string {
   return JSON.stringify(s); // JSON.stringify's escaping is exactly the RFC 8785 escaping.
 }
 
-function write(value: unknown, path: string, out: string[]): void {
+function write(value: unknown, path: string, out: string[], depth: number): void {
+  // The parser's bound, which also turns a cycle into a refusal instead of a stack overflow.
+  if (depth > MAX_DEPTH) throw new DetsimError('struct_invalid_json', `nesting deeper than ${MAX_DEPTH} (or a cycle) at ${path.slice(0, 60)}...`, '$');
   if (value === null) return void out.push('null');
   switch (typeof value) {
     case 'boolean':
@@ -39,7 +43,7 @@ function write(value: unknown, path: string, out: string[]): void {
     out.push('[');
     for (let i = 0; i < value.length; i++) {
       if (i > 0) out.push(',');
-      write(value[i], `${path}[${i}]`, out);
+      write(value[i], `${path}[${i}]`, out, depth + 1);
     }
     return void out.push(']');
   }
@@ -56,7 +60,7 @@ function write(value: unknown, path: string, out: string[]): void {
     if (!first) out.push(',');
     first = false;
     out.push(serializeString(key, path), ':');
-    write(v, `${path}.${key}`, out);
+    write(v, `${path}.${key}`, out, depth + 1);
   }
   out.push('}');
 }
@@ -64,7 +68,7 @@ function write(value: unknown, path: string, out: string[]): void {
 /** The RFC 8785 canonical text of a JSON value. */
 export function canonicalize(value: unknown): string {
   const out: string[] = [];
-  write(value, '$', out);
+  write(value, '$', out, 0);
   return out.join('');
 }
 
@@ -84,8 +88,6 @@ export function canonicalDigest(value: unknown): string {
 
 // ---------------------------------------------------------------------------------------------
 // Strict parser
-
-const MAX_DEPTH = 512;
 
 class Parser {
   private pos = 0;
