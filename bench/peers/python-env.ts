@@ -3,13 +3,20 @@
 // NOT run by npm install or by the tests' own setup: only the bench calls it. Never invents a peer.
 import { execFile } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
+import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 export const PEERS_DIR = dirname(fileURLToPath(import.meta.url));
 export const VENV_DIR = resolve(PEERS_DIR, '..', '.venv');
 export const REQUIREMENTS = join(PEERS_DIR, 'requirements.txt');
+const REPO_ROOT = resolve(PEERS_DIR, '..', '..');
 const INSTALL_TIMEOUT_MS = 10 * 60_000;
+
+/** A path as the receipt shows it: relative to the repository, so receipts do not name the checkout. */
+export function shown(path: string): string {
+  const rel = relative(REPO_ROOT, path);
+  return rel.startsWith('..') ? path : rel;
+}
 
 /** A peer module's state: the version that imported, or why it is not there. */
 export type ModuleProbe = { version: string } | { unavailable: string };
@@ -93,7 +100,7 @@ export async function probeModules(python: string, modules: readonly string[], p
     const probe = parsed[m] ?? { unavailable: `import ${m}: no answer from the probe` };
     const pin = pins[m.toLowerCase()];
     if ('version' in probe && pin !== undefined && probe.version !== pin) {
-      result[m] = { unavailable: `${m} ${probe.version} is installed in ${VENV_DIR}, the pin is ${pin} (run the full bench to reinstall)` };
+      result[m] = { unavailable: `${m} ${probe.version} is installed in ${shown(VENV_DIR)}, the pin is ${pin} (run the full bench to reinstall)` };
     } else {
       result[m] = probe;
     }
@@ -122,17 +129,17 @@ export async function preparePythonEnv(opts: PrepareOptions): Promise<PythonEnv>
 
   if (opts.quick) {
     if (setup === 'absent') {
-      const why = `${venvDir} is absent and --quick does not install it (the full \`npm run bench -- peers\` creates it)`;
+      const why = `${shown(venvDir)} is absent and --quick does not install it (the full \`npm run bench -- peers\` creates it)`;
       notes.push(why);
       return { python: null, setup, notes, modules: unavailableAll(why) };
     }
-    notes.push(`quick: using the existing ${venvDir} without installing`);
+    notes.push(`quick: using the existing ${shown(venvDir)} without installing`);
     return { python, setup, notes, modules: await probeModules(python, opts.modules, pins) };
   }
 
   if (setup === 'absent') {
     const py3 = opts.python3 ?? 'python3';
-    notes.push(`${py3} -m venv ${venvDir}`);
+    notes.push(`${py3} -m venv ${shown(venvDir)}`);
     const made = await run(py3, ['-m', 'venv', venvDir], 120_000);
     if (!made.ok) {
       const why = `creating the venv failed: ${made.failure}: ${lastLine(made.stderr)}`;
@@ -142,7 +149,7 @@ export async function preparePythonEnv(opts: PrepareOptions): Promise<PythonEnv>
     setup = 'created';
   }
   const pipArgs = ['-m', 'pip', 'install', '--disable-pip-version-check', '--no-input', '-q', '-r', requirements];
-  notes.push(`${python} ${pipArgs.join(' ')}`);
+  notes.push(`${shown(python)} ${pipArgs.map(shown).join(' ')}`);
   const installed = await run(python, pipArgs, INSTALL_TIMEOUT_MS);
   const modules = await probeModules(python, opts.modules, pins);
   if (!installed.ok) {

@@ -1,0 +1,179 @@
+// The peers comparison: detsim beside Gymnasium AsyncVectorEnv (steps/s at N = 1, 4, 16) and
+// beside safetensors (256 MiB save+fsync, load+verify), measured in one process run, with ratios
+// detsim ÷ peer. NOT the harness (bench/run.ts writes the receipt) and never a made-up figure.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { measureDetsimCheckpoint, type DetsimCheckpointFigures, type TimingSummary } from './detsim-checkpoint.js';
+import type { DetsimLockstepFigures, LockstepCase } from './detsim-lockstep.js';
+import { preparePythonEnv, runPeerScript, type ModuleProbe, type PythonEnv } from './python-env.js';
+
+/** A measured figure, or the reason there is none. */
+export type Figure<T> = ({ status: 'measured' } & T) | { status: 'unavailable'; reason: string };
+
+export interface GymFigures {
+  n: number;
+  processes: number;
+  steps: number;
+  warmupSteps: number;
+  seconds: number;
+  envStepsPerSec: number;
+  versions: Record<string, string>;
+}
+
+export interface SafetensorsFigures {
+  stateBytes: number;
+  fileBytes: number;
+  versions: Record<string, string>;
+  save: TimingSummary;
+  loadVerify: TimingSummary;
+}
+
+export interface LockstepRow {
+  n: number;
+  detsim: Figure<DetsimLockstepFigures>;
+  gymnasium: Figure<GymFigures>;
+  /** detsim agent-steps/s ÷ Gymnasium env-steps/s; null when either side is unavailable. */
+  ratio: number | null;
+}
+
+export interface CheckpointRow {
+  operation: 'save+fsync' | 'load+verify';
+  detsimMBps: number | null;
+  safetensorsMBps: number | null;
+  /** detsim MB/s ÷ safetensors MB/s (time ratio inverted: > 1 means detsim is faster). */
+  ratio: number | null;
+}
+
+export interface PeerStatus {
+  peer: 'gymnasium' | 'safetensors';
+  status: 'measured' | 'unavailable';
+  reason?: string;
+}
+
+export interface PeersReport {
+  quick: boolean;
+  python: { setup: PythonEnv['setup']; interpreter: string | null; notes: string[]; modules: Record<string, ModuleProbe> };
+  lockstep: { sizes: number[]; steps: number; warmupSteps: number; agentsPerWorker: number; width: number; height: number; rows: LockstepRow[] };
+  checkpoint: { stateBytes: number; repeats: number; dir: string; detsim: Figure<DetsimCheckpointFigures>; safetensors: Figure<SafetensorsFigures>; rows: CheckpointRow[] };
+  peers: PeerStatus[];
+}
+
+export interface PeersSizes {
+  sizes: number[];
+  steps: number;
+  warmupSteps: number;
+  stateBytes: number;
+  repeats: number;
+}
+
+export const FULL_SIZES: PeersSizes = { sizes: [1, 4, 16], steps: 3000, warmupSteps: 200, stateBytes: 256 * 1024 * 1024, repeats: 3 };
+export const QUICK_SIZES: PeersSizes = { sizes: [1], steps: 40, warmupSteps: 10, stateBytes: 1024 * 1024, repeats: 1 };
+const TORUS = { width: 32, height: 32 };
+/** detsim packs agents into worker processes (4 per process, the config default); Gymnasium runs one process per env. */
+const AGENTS_PER_WORKER = 4;
+
+export interface PeersOptions {
+  quick: boolean;
+  /** The detsim lockstep measurement (runSession); injected so the suite can say why it is missing. */
+  measureDetsimLockstep: (c: LockstepCase) => Promise<DetsimLockstepFigures>;
+  sizes?: PeersSizes;
+  log?: (line: string) => void;
+}
+
+function errorText(e: unknown): string {
+  const text = e instanceof Error ? e.message : String(e);
+  return text.split('\n')[0]!.slice(0, 500);
+}
+
+async function attempt<T>(fn: () => Promise<T>): Promise<Figure<T>> {
+  try {
+    return { status: 'measured', ...(await fn()) };
+  } catch (e) {
+    return { status: 'unavailable', reason: errorText(e) };
+  }
+}
+
+function unavailableReason(modules: Record<string, ModuleProbe>, names: readonly string[]): string | null {
+  for (const n of names) {
+    const p = modules[n];
+    if (!p) return `${n} was not probed`;
+    if ('unavailable' in p) return p.unavailable;
+  }
+  return null;
+}
+
+function ratioOf(a: number | null, b: number | null): number | null {
+  return a === null || b === null || !(b > 0) ? null : a / b;
+}
+
+async function gymFigures(python: string, c: LockstepCase): Promise<GymFigures> {
+  const args = ['--n', String(c.n), '--steps', String(c.steps), '--warmup', String(c.warmupSteps), '--width', String(c.width), '--height', String(c.height)];
+  const r = await runPeerScript(python, 'gym_walk.py', args, 10 * 60_000);
+  if (!r.ok) throw new Error(r.reason);
+  const out = r.value as { versions: Record<string, string>; results: Omit<GymFigures, 'versions'>[] };
+  const row = out.results.find((x) => x.n === c.n);
+  if (!row || !(row.envStepsPerSec > 0)) throw new Error(`gym_walk.py reported no figure for N=${c.n}`);
+  return { ...row, versions: out.versions };
+}
+
+async function safetensorsFigures(python: string, stateBytes: number, dir: string, repeats: number): Promise<SafetensorsFigures> {
+  const r = await runPeerScript(python, 'safetensors_io.py', ['--bytes', String(stateBytes), '--dir', dir, '--repeats', String(repeats)], 10 * 60_000);
+  if (!r.ok) throw new Error(r.reason);
+  const out = r.value as SafetensorsFigures;
+  if (!(out.save?.mbPerSec > 0) || !(out.loadVerify?.mbPerSec > 0)) throw new Error('safetensors_io.py reported no figure');
+  return { stateBytes: out.stateBytes, fileBytes: out.fileBytes, versions: out.versions, save: out.save, loadVerify: out.loadVerify };
+}
+
+function peerStatus(peer: PeerStatus['peer'], figures: readonly Figure<unknown>[]): PeerStatus {
+  const missing = figures.find((f) => f.status === 'unavailable') as { reason: string } | undefined;
+  return missing ? { peer, status: 'unavailable', reason: `peer unavailable: ${missing.reason}` } : { peer, status: 'measured' };
+}
+
+/** Run the whole comparison. Each N runs detsim then its peer back to back, so both see the same machine. */
+export async function runPeers(opts: PeersOptions): Promise<PeersReport> {
+  const sizes = opts.sizes ?? (opts.quick ? QUICK_SIZES : FULL_SIZES);
+  const log = opts.log ?? (() => undefined);
+  const env = await preparePythonEnv({ quick: opts.quick, modules: ['gymnasium', 'numpy', 'safetensors'] });
+  env.notes.forEach((n) => log(`peers: ${n}`));
+  const gymMissing = env.python === null ? env.notes.at(-1) ?? 'no Python environment' : unavailableReason(env.modules, ['gymnasium', 'numpy']);
+  const stMissing = env.python === null ? env.notes.at(-1) ?? 'no Python environment' : unavailableReason(env.modules, ['safetensors', 'numpy']);
+
+  const rows: LockstepRow[] = [];
+  for (const n of sizes.sizes) {
+    const c: LockstepCase = { n, steps: sizes.steps, warmupSteps: sizes.warmupSteps, agentsPerWorker: AGENTS_PER_WORKER, ...TORUS };
+    log(`peers: lockstep N=${n}: detsim walker/forage`);
+    const detsim = await attempt(() => opts.measureDetsimLockstep(c));
+    log(`peers: lockstep N=${n}: gymnasium AsyncVectorEnv`);
+    const gymnasium: Figure<GymFigures> = gymMissing !== null ? { status: 'unavailable', reason: gymMissing } : await attempt(() => gymFigures(env.python!, c));
+    const ratio = ratioOf(detsim.status === 'measured' ? detsim.agentStepsPerSec : null, gymnasium.status === 'measured' ? gymnasium.envStepsPerSec : null);
+    rows.push({ n, detsim, gymnasium, ratio });
+  }
+
+  // Both sides write into one fresh directory on the same filesystem, one after the other.
+  const dir = mkdtempSync(join(tmpdir(), 'detsim-peers-'));
+  let detsimCk: Figure<DetsimCheckpointFigures>;
+  let stCk: Figure<SafetensorsFigures>;
+  try {
+    log(`peers: checkpoint ${sizes.stateBytes} bytes: detsim durable commit + restore`);
+    detsimCk = await attempt(() => measureDetsimCheckpoint({ stateBytes: sizes.stateBytes, dir, repeats: sizes.repeats }));
+    log(`peers: checkpoint ${sizes.stateBytes} bytes: safetensors save_file + fsync, load_file + SHA-256`);
+    stCk = stMissing !== null ? { status: 'unavailable', reason: stMissing } : await attempt(() => safetensorsFigures(env.python!, sizes.stateBytes, dir, sizes.repeats));
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+  const d = detsimCk.status === 'measured' ? detsimCk : null;
+  const s = stCk.status === 'measured' ? stCk : null;
+  const ckRows: CheckpointRow[] = [
+    { operation: 'save+fsync', detsimMBps: d?.save.mbPerSec ?? null, safetensorsMBps: s?.save.mbPerSec ?? null, ratio: null },
+    { operation: 'load+verify', detsimMBps: d?.restoreVerify.mbPerSec ?? null, safetensorsMBps: s?.loadVerify.mbPerSec ?? null, ratio: null },
+  ].map((r) => ({ ...r, ratio: ratioOf(r.detsimMBps, r.safetensorsMBps) }) as CheckpointRow);
+
+  return {
+    quick: opts.quick,
+    python: { setup: env.setup, interpreter: env.python, notes: env.notes, modules: env.modules },
+    lockstep: { sizes: sizes.sizes, steps: sizes.steps, warmupSteps: sizes.warmupSteps, agentsPerWorker: AGENTS_PER_WORKER, ...TORUS, rows },
+    checkpoint: { stateBytes: sizes.stateBytes, repeats: sizes.repeats, dir, detsim: detsimCk, safetensors: stCk, rows: ckRows },
+    peers: [peerStatus('gymnasium', rows.map((r) => r.gymnasium)), peerStatus('safetensors', [stCk])],
+  };
+}
