@@ -3,6 +3,8 @@
 // their own files under cli/; this file only assembles them and reports usage errors.
 import { Command, CommanderError } from 'commander';
 import { registerSeed } from './seed-command.js';
+import { registerFields } from './fields-command.js';
+import { registerReasons } from './reasons-command.js';
 import { registerRun } from './run-command.js';
 
 const program = new Command();
@@ -14,6 +16,8 @@ program
   .exitOverride();
 
 registerSeed(program);
+registerFields(program);
+registerReasons(program);
 registerRun(program);
 
 try {

@@ -1,0 +1,167 @@
+// The field classification table of a run receipt (diff0-replay.md R1): every field of run.json,
+// of each trace step {behaviour, operational} and of summary.json is physical, repro or opaque.
+// This is data plus lookup only; the walk that strips and normalises a receipt is canonical.ts.
+
+export type FieldClass = 'physical' | 'repro' | 'opaque';
+
+/** One row of the table. `path` names a field inside receipt.json: keys joined by '.', '[]' for list elements. */
+export interface FieldRule {
+  readonly path: string;
+  readonly cls: FieldClass;
+  /** Decimals for non-integer numbers below this field (R3); default DEFAULT_PRECISION. */
+  readonly precision?: number;
+  /** The value is free-form model JSON: everything below it has this class and is not listed. */
+  readonly subtree?: boolean;
+  /** For a list of objects: the stable sort key (a path inside each element), or 'as-written' when order is meaning. */
+  readonly order?: string | 'as-written';
+  readonly summary: string;
+}
+
+export const DEFAULT_PRECISION = 9;
+export const RECEIPT_VERSION = 'detsim-receipt-v1';
+
+/** The minimum physical set of the seed spec (§3.2); any field of that name anywhere is physical. */
+export const PHYSICAL_NAMES: readonly string[] = [
+  'ts', 'timestamp', 'elapsed', 'duration', 'started_at', 'finished_at', 'thread_order', 'addr', 'id_runtime', 'pid', 'uptime_s', 'generated_at',
+];
+
+const R = (path: string, summary: string, extra: Partial<FieldRule> = {}): FieldRule => ({ path, cls: 'repro', summary, ...extra });
+const P = (path: string, summary: string, extra: Partial<FieldRule> = {}): FieldRule => ({ path, cls: 'physical', summary, ...extra });
+const O = (path: string, summary: string, extra: Partial<FieldRule> = {}): FieldRule => ({ path, cls: 'opaque', summary, ...extra });
+
+const RECEIPT_ROWS: FieldRule[] = [
+  R('receiptVersion', 'receipt format version'),
+  R('evidence_class', 'simulated | measured | third_party (enum, by value)'),
+  P('measure_source', 'command or file a measured figure came from (null when simulated)'),
+  P('measure_ts', 'when a measured figure was taken (null when simulated)'),
+  P('generated_at', 'when the receipt was written'),
+  P('reproHash', 'derived: this receipt\'s ReproHash (a hash never covers itself)'),
+  P('unknownFields', 'derived: the unclassified fields found (R1)', { subtree: true }),
+  R('run', 'run.json: the resolved composition'),
+  R('steps', 'trace.jsonl: one TransitionTrace per step', { order: 'behaviour.scope.step' }),
+  R('steps[]', 'one TransitionTrace'),
+  R('summary', 'summary.json'),
+  R('finalStateDigests', 'digest of every participant state at the end (null when the run captured none)', { order: 'participantId' }),
+  R('finalStateDigests[]', 'one participant'),
+  R('finalStateDigests[].participantId', 'environment id or agent id'),
+  O('finalStateDigests[].digest', 'SHA-256 of the state payload bytes'),
+];
+
+// run.json — the resolved configuration (written by the coordinator run loop).
+const RUN_ROWS: FieldRule[] = [
+  R('run.sessionId', 'session id'),
+  R('run.masterSeed', 'master seed, U64'),
+  R('run.derivation', 'seed derivation algorithm (seed-derivation-v1)'),
+  R('run.steps', 'number of steps'),
+  R('run.stepDuration', 'world step duration, RationalNs', { subtree: true }),
+  R('run.environment', 'the environment participant'),
+  R('run.environment.environmentId', 'environment id'),
+  R('run.environment.model', 'environment model name'),
+  R('run.environment.params', 'environment model parameters', { subtree: true }),
+  R('run.environment.seed', 'derived environment seed (i32)'),
+  R('run.environment.modelVersion', 'model identity: version'),
+  O('run.environment.profileDigest', 'model identity: profile digest'),
+  R('run.agents', 'the agents', { order: 'agentId' }),
+  R('run.agents[]', 'one agent'),
+  R('run.agents[].agentId', 'agent id'),
+  R('run.agents[].model', 'agent model name'),
+  R('run.agents[].params', 'agent model parameters', { subtree: true }),
+  R('run.agents[].seed', 'derived agent seed (i32)'),
+  R('run.agents[].port', 'environment port the agent drives'),
+  R('run.agents[].modelVersion', 'model identity: version'),
+  R('run.agents[].plasticityVersion', 'model identity: plasticity version'),
+  O('run.agents[].profileDigest', 'model identity: profile digest'),
+  O('run.agents[].datasetDigest', 'model identity: dataset digest'),
+  R('run.agents[].tickDuration', 'agent tick, RationalNs', { subtree: true }),
+  R('run.agents[].worker', 'worker process that hosts the agent (assignment is configuration)'),
+  R('run.workers', 'worker processes', { order: 'workerId' }),
+  R('run.workers[]', 'one worker process'),
+  R('run.workers[].workerId', 'worker id'),
+  R('run.workers[].agents', 'agent ids it hosts'),
+  P('run.workers[].pid', 'operating-system process id'),
+  P('run.workers[].socket', 'Unix socket path or host:port'),
+  P('run.workers[].incarnationId', 'per-process incarnation'),
+  P('run.startedAt', 'wall-clock start'),
+  P('run.finishedAt', 'wall-clock end'),
+  P('run.host', 'machine name'),
+  P('run.detsimVersion', 'detsim build that ran it (not part of behaviour)'),
+];
+
+// trace.jsonl — TransitionTrace {behaviour, operational} (session-protocol.md §5, reference §4.4).
+const TRACE_ROWS: FieldRule[] = [
+  R('steps[].behaviour', 'must be identical across runs'),
+  R('steps[].behaviour.scope', 'Scope {sessionId, epoch, step}'),
+  R('steps[].behaviour.scope.sessionId', 'session id'),
+  R('steps[].behaviour.scope.epoch', 'epoch id'),
+  R('steps[].behaviour.scope.step', 'step k (U64)'),
+  R('steps[].behaviour.agents', 'per-agent step results', { order: 'agentId' }),
+  R('steps[].behaviour.agents[]', 'one agent'),
+  R('steps[].behaviour.agents[].agentId', 'agent id'),
+  O('steps[].behaviour.agents[].profileDigest', 'model profile digest'),
+  R('steps[].behaviour.agents[].ticksAdvanced', 'ticks this step (U64)'),
+  R('steps[].behaviour.agents[].brainTicks', 'ticks since start (U64)'),
+  R('steps[].behaviour.agents[].remainder', 'tick accumulator remainder, RationalNs', { subtree: true }),
+  R('steps[].behaviour.agents[].decision', 'the decision itself (model JSON)', { subtree: true }),
+  O('steps[].behaviour.agents[].decisionDigest', 'digest of the decision'),
+  R('steps[].behaviour.agents[].committedStep', 'k+1 (U64)'),
+  R('steps[].behaviour.batchId', 'batch-<epoch>-<k>'),
+  O('steps[].behaviour.controlDigest', 'digest of the action batch sent to Environment.Advance (port order)'),
+  R('steps[].behaviour.acknowledgedBoundary', 'k+1'),
+  O('steps[].behaviour.observationDigest', 'digest of the observations the environment returned'),
+  O('steps[].behaviour.worldDigest', 'digest of the world state after the step'),
+  R('steps[].behaviour.rewards', 'rewards of the step', { order: 'agentId' }),
+  R('steps[].behaviour.rewards[]', 'one reward {agentId, eventId, ruleId, value}', { subtree: true }),
+  R('steps[].behaviour.eventIds', 'event ids, task order'),
+  R('steps[].behaviour.publishedBoundary', 'must equal acknowledgedBoundary'),
+  P('steps[].operational', 'recorded, never compared'),
+  P('steps[].operational.wallTimeNs', 'monotonic ns since the run started'),
+  P('steps[].operational.prepareRequestIds', 'request ids of Prepare', { subtree: true }),
+  P('steps[].operational.commitRequestIds', 'request ids of Commit', { subtree: true }),
+  P('steps[].operational.advanceRequestId', 'request id of Advance'),
+  P('steps[].operational.completionOrder', 'worker ids in reply arrival order, per phase', { subtree: true }),
+  P('steps[].operational.pids', 'worker process ids', { subtree: true }),
+];
+
+// summary.json
+const SUMMARY_ROWS: FieldRule[] = [
+  R('summary.sessionId', 'session id'),
+  R('summary.steps', 'steps completed'),
+  R('summary.behaviourDigest', 'SHA-256 of the canonical behaviour traces'),
+  R('summary.finalStep', 'last committed boundary'),
+  P('summary.wallTimeNs', 'total wall time'),
+  P('summary.stepsPerSecond', 'throughput', { precision: 3 }),
+  P('summary.runDir', 'where the run was written'),
+  P('summary.startedAt', 'wall-clock start'),
+  P('summary.finishedAt', 'wall-clock end'),
+];
+
+/** The table, in publication order. */
+export const FIELD_TABLE: readonly FieldRule[] = [...RECEIPT_ROWS, ...RUN_ROWS, ...TRACE_ROWS, ...SUMMARY_ROWS];
+
+const byPath = new Map<string, FieldRule>(FIELD_TABLE.map((r) => [r.path, r]));
+
+/** Build a lookup for a table (the default one, or a test's variant). */
+export function fieldLookup(table: readonly FieldRule[] = FIELD_TABLE): (path: string) => FieldRule | undefined {
+  if (table === FIELD_TABLE) return (p) => byPath.get(p);
+  const m = new Map<string, FieldRule>(table.map((r) => [r.path, r]));
+  return (p) => m.get(p);
+}
+
+/** Join a parent pattern and a key (root has the empty pattern). */
+export function childPath(parent: string, key: string): string {
+  return parent === '' ? key : `${parent}.${key}`;
+}
+
+/** The table as text lines: class, precision, path, summary (what `detsim fields` prints). */
+export function formatFieldTable(table: readonly FieldRule[] = FIELD_TABLE): string {
+  const lines = [`# detsim receipt field table (${RECEIPT_VERSION}); unlisted fields are physical and reported`];
+  for (const r of table) {
+    const extra = [r.subtree ? 'subtree' : '', r.order ? `order=${r.order}` : '', r.precision !== undefined ? `precision=${r.precision}` : '']
+      .filter(Boolean)
+      .join(' ');
+    lines.push(`${r.cls.padEnd(8)} ${r.path.padEnd(52)} ${r.summary}${extra ? ` [${extra}]` : ''}`);
+  }
+  lines.push(`# always physical by name: ${PHYSICAL_NAMES.join(', ')}`);
+  lines.push(`# default precision for non-integers: ${DEFAULT_PRECISION} decimals`);
+  return lines.join('\n');
+}

@@ -1,0 +1,137 @@
+// The run receipt: run.json + trace.jsonl + summary.json of one run directory gathered into
+// receipt.json with its evidence class, and its ReproHash. It does not run anything (replay.ts)
+// and does not classify fields itself (fields.ts, canonical.ts).
+import { closeSync, existsSync, fsyncSync, openSync, readFileSync, renameSync, writeSync } from 'node:fs';
+import { join } from 'node:path';
+import { canonicalize, parseStrict, type JsonValue } from '../formats/canonical-json.js';
+import { DetsimError } from '../formats/errors.js';
+import { type UnknownField } from './canonical.js';
+import { RECEIPT_VERSION } from './fields.js';
+import { type Evidence, type HonestyWarning, SIMULATED, honestyWarnings } from './honesty.js';
+import { reproHash } from './reprohash.js';
+
+export const RECEIPT_FILE = 'receipt.json';
+
+export interface FinalStateDigest {
+  participantId: string;
+  digest: string;
+}
+
+export interface Receipt {
+  receiptVersion: string;
+  evidence_class: Evidence['evidence_class'];
+  measure_source: string | null;
+  measure_ts: string | null;
+  generated_at: string | null;
+  run: JsonValue;
+  steps: JsonValue[];
+  summary: JsonValue;
+  finalStateDigests: FinalStateDigest[] | null;
+  /** Derived (physical): the ReproHash of this receipt and the unclassified fields found. */
+  reproHash?: string;
+  unknownFields?: UnknownField[];
+}
+
+export interface RunFiles {
+  run: JsonValue;
+  steps: JsonValue[];
+  summary: JsonValue;
+}
+
+function readJsonFile(path: string, what: string): JsonValue {
+  if (!existsSync(path)) throw new DetsimError('struct_invalid_receipt', `${path}: ${what} is missing`, what);
+  try {
+    return parseStrict(readFileSync(path));
+  } catch (e) {
+    if (e instanceof DetsimError) throw new DetsimError('struct_invalid_receipt', `${path}: ${e.message}`, what);
+    throw e;
+  }
+}
+
+/** Read the three files of a run directory (strict JSON; one trace per line). */
+export function readRunFiles(runDir: string): RunFiles {
+  const run = readJsonFile(join(runDir, 'run.json'), 'run.json');
+  const summary = readJsonFile(join(runDir, 'summary.json'), 'summary.json');
+  const tracePath = join(runDir, 'trace.jsonl');
+  if (!existsSync(tracePath)) throw new DetsimError('struct_invalid_receipt', `${tracePath}: trace.jsonl is missing`, 'trace.jsonl');
+  const steps = readFileSync(tracePath, 'utf8')
+    .split('\n')
+    .filter((l) => l.length > 0)
+    .map((line, i) => {
+      try {
+        return parseStrict(line);
+      } catch (e) {
+        if (e instanceof DetsimError) throw new DetsimError('struct_invalid_receipt', `${tracePath}: line ${i + 1}: ${e.message}`, `trace.jsonl:${i + 1}`);
+        throw e;
+      }
+    });
+  return { run, steps, summary };
+}
+
+/** Final state digests recorded by the run, if it recorded any (summary.finalStateDigests). */
+function finalDigestsOf(summary: JsonValue): FinalStateDigest[] | null {
+  if (summary === null || typeof summary !== 'object' || Array.isArray(summary)) return null;
+  const f = (summary as Record<string, JsonValue>).finalStateDigests;
+  return Array.isArray(f) ? (f as unknown as FinalStateDigest[]) : null;
+}
+
+/** Assemble a receipt (without its derived fields). `generatedAt` is physical. */
+export function buildReceipt(files: RunFiles, evidence: Evidence = SIMULATED, generatedAt: string | null = null): Receipt {
+  return {
+    receiptVersion: RECEIPT_VERSION,
+    evidence_class: evidence.evidence_class,
+    measure_source: evidence.measure_source,
+    measure_ts: evidence.measure_ts,
+    generated_at: generatedAt,
+    run: files.run,
+    steps: files.steps,
+    summary: files.summary,
+    finalStateDigests: finalDigestsOf(files.summary),
+  };
+}
+
+export interface ReceiptResult {
+  readonly reproHash: string;
+  readonly unknownFields: readonly UnknownField[];
+  readonly honesty: readonly HonestyWarning[];
+  readonly receiptPath: string;
+  readonly receipt: Receipt;
+}
+
+/** Write a file durably: temp file, fsync, rename. */
+export function writeFileDurable(path: string, text: string): void {
+  const tmp = `${path}.tmp`;
+  const fd = openSync(tmp, 'w');
+  try {
+    writeSync(fd, text);
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+  renameSync(tmp, path);
+}
+
+/** Hash a receipt and attach its derived fields (the hash never covers itself). */
+export function sealReceipt(receipt: Receipt): { receipt: Receipt; reproHash: string; unknownFields: readonly UnknownField[] } {
+  const { reproHash: _h, unknownFields: _u, ...unsealed } = receipt;
+  const h = reproHash(unsealed);
+  return { receipt: { ...unsealed, reproHash: h.reproHash, unknownFields: [...h.unknownFields] }, reproHash: h.reproHash, unknownFields: h.unknownFields };
+}
+
+/** Build receipt.json for a finished run directory and return its ReproHash. Call after every run. */
+export function writeReceipt(runDir: string, opts: { evidence?: Evidence; generatedAt?: string } = {}): ReceiptResult {
+  const files = readRunFiles(runDir);
+  // generated_at is physical: excluded from the hash, recorded for people.
+  const receipt = buildReceipt(files, opts.evidence ?? SIMULATED, opts.generatedAt ?? new Date().toISOString());
+  const sealed = sealReceipt(receipt);
+  const receiptPath = join(runDir, RECEIPT_FILE);
+  writeFileDurable(receiptPath, `${canonicalize(sealed.receipt)}\n`);
+  return { reproHash: sealed.reproHash, unknownFields: sealed.unknownFields, honesty: honestyWarnings(sealed.receipt), receiptPath, receipt: sealed.receipt };
+}
+
+/** Read receipt.json back (strict). */
+export function readReceipt(path: string): Receipt {
+  const v = readJsonFile(path, RECEIPT_FILE);
+  if (v === null || typeof v !== 'object' || Array.isArray(v)) throw new DetsimError('struct_invalid_receipt', `${path}: not a JSON object`, RECEIPT_FILE);
+  return v as unknown as Receipt;
+}
