@@ -21,8 +21,8 @@ export const DEFAULT_DEADLINES = { startupMs: 15_000, stepMs: 5_000, captureMs: 
 // Schema. Every object is strict: an unknown (e.g. misspelled) field is refused, never ignored.
 
 const reason = (r: ReasonCode) => ({ params: { reason: r } });
-const IdSchema = z.string().refine(isId, { message: 'is not an Id (1-64 of a-z 0-9 . _ -, starting with a letter or digit)', ...reason('struct_invalid_id') });
-const U64Schema = z.string().refine(isU64, { message: 'is not a U64 (a decimal string, "0" or no leading zero, at most 18446744073709551615)', ...reason('struct_invalid_u64') });
+const IdSchema = z.custom<string>(isId, { message: 'is not an Id (1-64 of a-z 0-9 . _ -, starting with a letter or digit)', ...reason('struct_invalid_id') });
+const U64Schema = z.custom<string>(isU64, { message: 'is not a U64 (a decimal string, "0" or no leading zero, at most 18446744073709551615; quote it in YAML)', ...reason('struct_invalid_u64') });
 const ParamsSchema = z.record(z.string(), z.unknown());
 const PositiveInt = z.number().int().positive();
 
@@ -132,7 +132,8 @@ function joinPath(prefix: string, path: readonly PropertyKey[]): string {
 
 /** The first zod issue as a DetsimError naming the field path. */
 function refusal(error: z.ZodError, prefix: string): DetsimError {
-  const issue = error.issues[0]!;
+  // A misspelled field is the likeliest cause of a missing one: report unknown fields first.
+  const issue = error.issues.find((i) => i.code === 'unrecognized_keys') ?? error.issues[0]!;
   const at = (path: readonly PropertyKey[]) => (prefix ? joinPath(prefix, path) : pathText(path));
   if (issue.code === 'unrecognized_keys') {
     const key = issue.keys[0]!;
@@ -140,15 +141,17 @@ function refusal(error: z.ZodError, prefix: string): DetsimError {
     return new DetsimError('struct_unknown_field', `${field}: unknown field ${JSON.stringify(key)}`, field);
   }
   const field = at(issue.path);
-  if (issue.code === 'invalid_type' && (issue as { input?: unknown }).input === undefined && /received undefined/.test(issue.message)) {
+  if (issue.code === 'invalid_type' && (issue as { input?: unknown }).input === undefined) {
     return new DetsimError('struct_missing_field', `${field}: required field is missing`, field);
   }
   const r = (issue as { params?: { reason?: ReasonCode } }).params?.reason ?? 'struct_invalid_field';
-  return new DetsimError(r, `${field}: ${issue.message}`, field);
+  const input = (issue as { input?: unknown }).input;
+  const shown = r === 'struct_invalid_field' || input === undefined ? '' : `${JSON.stringify(input)} `;
+  return new DetsimError(r, `${field}: ${shown}${issue.message}`, field);
 }
 
 function check<T>(schema: z.ZodType<T>, value: unknown, prefix: string): T {
-  const r = schema.safeParse(value);
+  const r = schema.safeParse(value, { reportInput: true });
   if (!r.success) throw refusal(r.error, prefix);
   return r.data;
 }

@@ -1,0 +1,103 @@
+// Run config admission: the examples resolve to the expected plan, and every bad config is
+// refused with a reason code and the field path (before anything starts: resolveConfig is pure).
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { loadConfig, resolveConfig } from '../../coordinator/config.js';
+import { DetsimError } from '../../coordinator/formats/errors.js';
+import { deriveSeed } from '../../coordinator/formats/seed.js';
+
+const base = (): Record<string, unknown> => ({
+  sessionId: 's',
+  masterSeed: '1',
+  steps: 3,
+  environment: { id: 'env', model: 'forage' },
+  agents: { count: 2, prefix: 'a-', model: 'walker' },
+});
+
+function refusal(cfg: Record<string, unknown>): DetsimError {
+  try {
+    resolveConfig(cfg);
+  } catch (e) {
+    if (e instanceof DetsimError) return e;
+    throw e;
+  }
+  throw new Error('config was accepted');
+}
+
+describe('config: examples', () => {
+  it('forage-walkers: 16 walkers in 4 agent workers plus the environment worker, derived seeds', () => {
+    const plan = loadConfig('examples/forage-walkers.yaml');
+    expect(plan.agents.map((a) => a.agentId)).toEqual(Array.from({ length: 16 }, (_, i) => `walker-${String(i).padStart(2, '0')}`));
+    expect(plan.workers.map((w) => [w.workerId, w.role, w.agentIds.length])).toEqual([
+      ['worker-env', 'environment', 0],
+      ['worker-0', 'agent', 4],
+      ['worker-1', 'agent', 4],
+      ['worker-2', 'agent', 4],
+      ['worker-3', 'agent', 4],
+    ]);
+    for (const a of plan.agents) expect(a.seed).toBe(deriveSeed('20261129', a.agentId));
+    expect(plan.environment.seed).toBe(deriveSeed('20261129', 'forage'));
+    expect(plan.stepDuration.toJSON()).toEqual({ numerator: '50000000', denominator: '3' });
+    expect(plan.seedAlgorithm).toBe('seed-derivation-v1');
+  });
+
+  it('lif-pair: two lif agents, one per worker', () => {
+    const plan = loadConfig('examples/lif-pair.yaml');
+    expect(plan.agents.map((a) => [a.agentId, a.model, a.workerId])).toEqual([
+      ['lif-a', 'lif', 'worker-0'],
+      ['lif-b', 'lif', 'worker-1'],
+    ]);
+  });
+
+  it('worldStepNs accepts "N/D" and RationalNs; stepHz and worldStepNs together are refused', () => {
+    expect(resolveConfig({ ...base(), worldStepNs: '50000000/3' }).stepDuration.toString()).toBe('50000000/3');
+    expect(resolveConfig({ ...base(), worldStepNs: { numerator: '1000000', denominator: '1' } }).stepDuration.toString()).toBe('1000000/1');
+    expect(refusal({ ...base(), stepHz: 60, worldStepNs: '1000' }).field).toBe('worldStepNs');
+  });
+
+  it('JSON configs are read strictly (a duplicate key is refused)', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'cfg-'));
+    const file = join(dir, 'c.json');
+    writeFileSync(file, '{"sessionId":"s","sessionId":"t"}');
+    expect(() => loadConfig(file)).toThrow(/duplicate|repeat/i);
+  });
+});
+
+describe('config: bad configs are refused naming the field', () => {
+  const cases: [string, Record<string, unknown>, string, string][] = [
+    ['duplicate agent ids', { agents: [{ id: 'a', model: 'walker' }, { id: 'a', model: 'walker' }] }, 'struct_duplicate_agent_id', 'agents[1].id'],
+    ['an agent id equal to the environment id', { agents: [{ id: 'env', model: 'walker' }] }, 'struct_duplicate_agent_id', 'environment.id'],
+    ['a bad agent id', { agents: [{ id: 'Walker', model: 'walker' }] }, 'struct_invalid_id', 'agents[0].id'],
+    ['a bad session id', { sessionId: 'has space' }, 'struct_invalid_id', 'sessionId'],
+    ['a master seed with a leading zero', { masterSeed: '01' }, 'struct_invalid_u64', 'masterSeed'],
+    ['a master seed as a number', { masterSeed: 42 }, 'struct_invalid_u64', 'masterSeed'],
+    ['a master seed beyond U64', { masterSeed: '18446744073709551616' }, 'struct_invalid_u64', 'masterSeed'],
+    ['an unknown agent model', { agents: [{ id: 'a', model: 'teleporter' }] }, 'struct_unknown_model', 'agents[0].model'],
+    ['an unknown environment model', { environment: { id: 'env', model: 'walker' } }, 'struct_unknown_model', 'environment.model'],
+    ['a model path that does not exist', { agents: [{ id: 'a', model: './no/such/model.ts' }] }, 'struct_unknown_model', 'agents[0].model'],
+    ['an unknown top-level field', { stepz: 10 }, 'struct_unknown_field', 'stepz'],
+    ['an unknown nested field', { environment: { id: 'env', model: 'forage', paramz: {} } }, 'struct_unknown_field', 'environment.paramz'],
+    ['a misspelled agent field', { agents: [{ id: 'a', modle: 'walker' }] }, 'struct_unknown_field', 'agents[0].modle'],
+    ['an unknown worker field', { workers: { agentsPerWorkers: 2 } }, 'struct_unknown_field', 'workers.agentsPerWorkers'],
+    ['61 agents in one group', { agents: { count: 61, prefix: 'a-', model: 'walker' } }, 'size_agents_over_60', 'agents.count'],
+    ['61 agents over two groups', { agents: [{ count: 40, prefix: 'a-', model: 'walker' }, { count: 21, prefix: 'b-', model: 'walker' }] }, 'size_agents_over_60', 'agents[1].count'],
+    ['a missing field', { steps: undefined }, 'struct_missing_field', 'steps'],
+    ['a bad transport', { workers: { transport: 'carrier-pigeon' } }, 'struct_invalid_field', 'workers.transport'],
+    ['a zero deadline', { deadlines: { stepMs: 0 } }, 'struct_invalid_field', 'deadlines.stepMs'],
+  ];
+  for (const [name, patch, reason, field] of cases) {
+    it(name, () => {
+      const e = refusal({ ...base(), ...patch });
+      expect(e.reason).toBe(reason);
+      expect(e.field).toBe(field);
+      expect(e.message.startsWith(`${field}:`)).toBe(true);
+      expect(e.message).not.toContain('\n');
+    });
+  }
+
+  it('exactly 60 agents is accepted', () => {
+    expect(resolveConfig({ ...base(), agents: { count: 60, prefix: 'a-', model: 'walker' } }).agents).toHaveLength(60);
+  });
+});

@@ -1,0 +1,80 @@
+// Trace behaviour digest and EpochRebase: epoch-derived fields are rewritten, anything else that
+// differs is reported with its step and field path, and a malformed epoch-derived field is refused.
+import { describe, expect, it } from 'vitest';
+import { canonicalize, sha256Hex } from '../../coordinator/formats/canonical-json.js';
+import { EpochRebase, behaviourDigest, compareBehaviours, normalizeBehaviour, type TraceBehaviour } from '../../coordinator/trace.js';
+
+const D = (c: string) => c.repeat(64);
+
+function step(epoch: string, k: number, over: Partial<TraceBehaviour> = {}): TraceBehaviour {
+  return {
+    scope: { sessionId: 's', epoch, step: String(k) },
+    agents: [
+      { agentId: 'b', profileDigest: D('1'), ticksAdvanced: '17', brainTicks: String(17 * (k + 1)), remainder: { numerator: '0', denominator: '1' }, decision: { move: 'n' }, decisionDigest: D('2'), committedStep: String(k + 1) },
+      { agentId: 'a', profileDigest: D('1'), ticksAdvanced: '16', brainTicks: String(16 * (k + 1)), remainder: { numerator: '2', denominator: '3' }, decision: { move: 'e' }, decisionDigest: D('3'), committedStep: String(k + 1) },
+    ],
+    batchId: `batch-${epoch}-${k}`,
+    controlDigest: D('4'),
+    acknowledgedBoundary: String(k + 1),
+    observationDigest: D('5'),
+    worldDigest: D('6'),
+    rewards: [{ agentId: 'a', eventId: `eat-${epoch}-${k}`, ruleId: 'food', value: 1 }],
+    eventIds: [`eat-${epoch}-${k}`],
+    publishedBoundary: String(k + 1),
+    ...over,
+  };
+}
+
+describe('behaviour digest', () => {
+  it('is SHA-256 over the canonical normalized behaviour lines, in step order', () => {
+    const steps = [step('e1', 0), step('e1', 1)];
+    const expected = sha256Hex(steps.map((s) => `${canonicalize(normalizeBehaviour(s))}\n`).join(''));
+    expect(behaviourDigest(steps)).toBe(expected);
+    expect(behaviourDigest([steps[1]!, steps[0]!])).not.toBe(expected);
+  });
+
+  it('does not depend on the order agents were listed in', () => {
+    const s = step('e1', 0);
+    expect(behaviourDigest([{ ...s, agents: [...s.agents].reverse() }])).toBe(behaviourDigest([s]));
+  });
+});
+
+describe('EpochRebase', () => {
+  it('rewrites scope.epoch, batchId and epoch-token event ids (also in rewards)', () => {
+    const r = new EpochRebase('e2', 'e1').apply(step('e2', 5));
+    expect(r).toEqual(step('e1', 5));
+  });
+
+  it('leaves an event id without the epoch token alone', () => {
+    const s = step('e2', 1, { eventIds: ['food-e20-1'], rewards: [] });
+    expect(new EpochRebase('e2', 'e1').apply(s).eventIds).toEqual(['food-e20-1']);
+  });
+
+  it('refuses a batch id that is not batch-<epoch>-<step>', () => {
+    expect(() => new EpochRebase('e2', 'e1').apply(step('e2', 3, { batchId: 'batch-e2-4' }))).toThrow(/batchId/);
+  });
+
+  it('a resumed sequence compares equal to the uninterrupted one after the rebase', () => {
+    const uninterrupted = [0, 1, 2, 3].map((k) => step('e1', k));
+    const resumed = [step('e1', 0), step('e1', 1), step('e2', 2), step('e2', 3)];
+    expect(compareBehaviours(uninterrupted, resumed)).toBeNull();
+  });
+
+  it('any other difference fails and names step and field', () => {
+    const uninterrupted = [0, 1, 2].map((k) => step('e1', k));
+    const resumed = [step('e1', 0), step('e2', 1), step('e2', 2, { worldDigest: D('7') })];
+    const d = compareBehaviours(uninterrupted, resumed);
+    expect(d).toMatchObject({ step: '2', path: 'worldDigest', expected: D('6'), actual: D('7') });
+  });
+
+  it('a decision difference names the agent entry', () => {
+    const a = [step('e1', 0)];
+    const b = [step('e1', 0)];
+    b[0]!.agents[0]!.decision = { move: 's' };
+    expect(compareBehaviours(a, b)?.path).toBe('agents[1].decision.move');
+  });
+
+  it('a missing step is a difference', () => {
+    expect(compareBehaviours([step('e1', 0), step('e1', 1)], [step('e1', 0)])?.path).toBe('(steps)');
+  });
+});
