@@ -146,6 +146,9 @@ impl From<String> for Value {
 // ---------------------------------------------------------------------------------------------
 // Writer
 
+/// Deepest nesting the writer and the parser accept (the top-level value is depth 0).
+const MAX_DEPTH: usize = 512;
+
 /// ECMAScript Number::toString, which RFC 8785 adopts; -0 prints as 0. Non-finite is refused.
 pub fn serialize_number(n: f64) -> Result<String> {
     if !n.is_finite() {
@@ -182,7 +185,12 @@ pub fn compare_utf16(a: &str, b: &str) -> Ordering {
     a.encode_utf16().cmp(b.encode_utf16())
 }
 
-fn write(value: &Value, path: &str, out: &mut String) -> Result<()> {
+fn write(value: &Value, path: &str, out: &mut String, depth: usize) -> Result<()> {
+    // The parser's bound: a value the parser could not read back is not written either.
+    if depth > MAX_DEPTH {
+        let shown: String = path.chars().take(60).collect();
+        return Err(DetsimError::at("struct_invalid_json", format!("nesting deeper than {MAX_DEPTH} (or a cycle) at {shown}..."), "$"));
+    }
     match value {
         Value::Null => out.push_str("null"),
         Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
@@ -200,7 +208,7 @@ fn write(value: &Value, path: &str, out: &mut String) -> Result<()> {
                 if i > 0 {
                     out.push(',');
                 }
-                write(item, &format!("{path}[{i}]"), out)?;
+                write(item, &format!("{path}[{i}]"), out, depth + 1)?;
             }
             out.push(']');
         }
@@ -220,7 +228,7 @@ fn write(value: &Value, path: &str, out: &mut String) -> Result<()> {
                 }
                 quote_string(key, out);
                 out.push(':');
-                write(v, &format!("{path}.{key}"), out)?;
+                write(v, &format!("{path}.{key}"), out, depth + 1)?;
             }
             out.push('}');
         }
@@ -231,7 +239,7 @@ fn write(value: &Value, path: &str, out: &mut String) -> Result<()> {
 /// The RFC 8785 canonical text of a value.
 pub fn canonicalize(value: &Value) -> Result<String> {
     let mut out = String::new();
-    write(value, "$", &mut out)?;
+    write(value, "$", &mut out, 0)?;
     Ok(out)
 }
 
@@ -259,8 +267,6 @@ pub fn canonical_digest(value: &Value) -> Result<String> {
 
 // ---------------------------------------------------------------------------------------------
 // Strict parser
-
-const MAX_DEPTH: usize = 512;
 const MAX_SAFE_INTEGER: f64 = 9007199254740991.0;
 
 struct Parser<'a> {
