@@ -1,0 +1,110 @@
+// Divergence diagnosis: when two receipts' ReproHashes differ, name the first diverging step, the
+// field path, both values and the agent — never only "hashes differ". It compares the ReproCore
+// views (canonical.ts), so physical fields can never be blamed. It runs nothing (replay.ts).
+import type { JsonValue } from '../formats/canonical-json.js';
+import { type CanonicalOptions, canonicalSplit } from './canonical.js';
+import { buildReceipt, readRunFiles } from './receipt.js';
+
+export interface Divergence {
+  /** Which part of the ReproCore diverged first. */
+  readonly part: 'composition' | 'step' | 'steps-count' | 'summary' | 'receipt';
+  /** The step (U64 string) where it diverged, for part 'step' / 'steps-count'. */
+  readonly step: string | null;
+  /** Field path in the ReproCore view, list elements named by their key, e.g. `steps[3].behaviour.agents[agentId=a1].decision.move`. */
+  readonly path: string;
+  /** The agent whose field diverged, when the path runs through one. */
+  readonly agentId: string | null;
+  readonly left: JsonValue | '(absent)';
+  readonly right: JsonValue | '(absent)';
+}
+
+type Obj = Record<string, JsonValue>;
+const isObj = (v: unknown): v is Obj => v !== null && typeof v === 'object' && !Array.isArray(v);
+const KEYS = ['agentId', 'viewId', 'participantId', 'workerId'];
+
+interface Found {
+  path: string;
+  agentId: string | null;
+  left: JsonValue | '(absent)';
+  right: JsonValue | '(absent)';
+}
+
+/** How a list element is named in a path: by its key when it has one, else by index. */
+function elementName(a: JsonValue | undefined, b: JsonValue | undefined, i: number): { label: string; agentId: string | null } {
+  for (const k of KEYS) {
+    const va = isObj(a) ? a[k] : undefined;
+    const vb = isObj(b) ? b[k] : undefined;
+    if (typeof va === 'string' && va === vb) return { label: `[${k}=${va}]`, agentId: k === 'agentId' ? va : null };
+  }
+  const aid = isObj(a) && typeof a.agentId === 'string' ? a.agentId : null;
+  return { label: `[${i}]`, agentId: aid };
+}
+
+function firstDiff(a: JsonValue | undefined, b: JsonValue | undefined, path: string, agentId: string | null): Found | null {
+  if (a === undefined || b === undefined) {
+    if (a === b) return null;
+    return { path, agentId, left: a === undefined ? '(absent)' : a, right: b === undefined ? '(absent)' : b };
+  }
+  if (Array.isArray(a) && Array.isArray(b)) {
+    for (let i = 0; i < Math.max(a.length, b.length); i++) {
+      const { label, agentId: aid } = elementName(a[i], b[i], i);
+      const d = firstDiff(a[i], b[i], `${path}${label}`, aid ?? agentId);
+      if (d) return d;
+    }
+    return null;
+  }
+  if (isObj(a) && isObj(b)) {
+    const keys = [...new Set([...Object.keys(a), ...Object.keys(b)])].sort();
+    for (const k of keys) {
+      // Within an agent entry, the agentId is the agent; elsewhere keep the enclosing one.
+      const d = firstDiff(a[k], b[k], path === '' ? k : `${path}.${k}`, agentId);
+      if (d) return d;
+    }
+    return null;
+  }
+  if (a === b) return null;
+  return { path, agentId, left: a, right: b };
+}
+
+function stepOf(s: JsonValue | undefined): string | null {
+  const b = isObj(s) ? s.behaviour : undefined;
+  const scope = isObj(b) ? b.scope : undefined;
+  const step = isObj(scope) ? scope.step : undefined;
+  return typeof step === 'string' || typeof step === 'number' ? String(step) : null;
+}
+
+/** The first divergence between two receipts' ReproCore, or null when their ReproCores are equal. */
+export function diagnose(left: unknown, right: unknown, opts: CanonicalOptions = {}): Divergence | null {
+  const a = canonicalSplit(left, opts).repro;
+  const b = canonicalSplit(right, opts).repro;
+  const A = isObj(a) ? a : {};
+  const B = isObj(b) ? b : {};
+  // Composition first: a different composition explains every later step.
+  const comp = firstDiff(A.run, B.run, 'run', null);
+  if (comp) return { part: 'composition', step: null, ...comp };
+  const sa = Array.isArray(A.steps) ? A.steps : [];
+  const sb = Array.isArray(B.steps) ? B.steps : [];
+  for (let i = 0; i < Math.max(sa.length, sb.length); i++) {
+    if (i >= sa.length || i >= sb.length) {
+      return { part: 'steps-count', step: stepOf(sa[i] ?? sb[i]), path: 'steps.length', agentId: null, left: sa.length, right: sb.length };
+    }
+    const d = firstDiff(sa[i], sb[i], `steps[${i}]`, null);
+    if (d) return { part: 'step', step: stepOf(sa[i]), ...d };
+  }
+  const sum = firstDiff(A.summary, B.summary, 'summary', null);
+  if (sum) return { part: 'summary', step: null, ...sum };
+  const rest = firstDiff({ ...A, run: null, steps: null, summary: null }, { ...B, run: null, steps: null, summary: null }, '', null);
+  return rest ? { part: 'receipt', step: null, ...rest } : null;
+}
+
+/** Diagnose two run directories (their run.json, trace.jsonl and summary.json). */
+export function diagnoseRunDirs(leftDir: string, rightDir: string, opts: CanonicalOptions = {}): Divergence | null {
+  return diagnose(buildReceipt(readRunFiles(leftDir)), buildReceipt(readRunFiles(rightDir)), opts);
+}
+
+/** One line for people: where, which agent, both values. */
+export function describeDivergence(d: Divergence, names: [string, string] = ['run A', 'run B']): string {
+  const where = d.part === 'step' || d.part === 'steps-count' ? `step ${d.step ?? '?'}` : d.part;
+  const agent = d.agentId ? ` (agent ${d.agentId})` : '';
+  return `first divergence at ${where}${agent}: ${d.path}: ${names[0]} ${JSON.stringify(d.left)}, ${names[1]} ${JSON.stringify(d.right)}`;
+}
