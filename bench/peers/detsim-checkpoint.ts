@@ -1,20 +1,20 @@
-// The detsim side of the safetensors comparison: a durable commit of a FLYSESS1 envelope holding
-// the given state (encode + write + fsync + rename + directory fsync), then read + decodeEnvelope
-// (all seven checks, every digest) + a check that the state payload digest is the one saved.
+// The detsim side of the safetensors comparison: a durable CheckpointStore commit of a FLYSESS1
+// envelope holding the given state (encode + the store's whole commit sequence), then the store's
+// load (read + every check) + a check that the state payload digest is the one saved.
 // NOT the checkpoint store's own bench (bench/suites/checkpoint*) and not a peer.
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { open, readFile, rename, rm, stat } from 'node:fs/promises';
+import { rm } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { decodeEnvelope, encodeEnvelopeParts, type EnvelopePayloadInput } from '../../coordinator/formats/envelope.js';
+import { encodeEnvelopeParts, type EnvelopePayloadInput } from '../../coordinator/formats/envelope.js';
 import { Xorshift32 } from '../../coordinator/formats/xorshift.js';
+import { CheckpointStore, generationIdentityOf } from '../../coordinator/store/store.js';
 import { PEERS_DIR } from './python-env.js';
 
 const FIXTURE = resolve(PEERS_DIR, '..', '..', 'fixtures', 'reference', 'checkpoint-envelope.json');
 /** The payload of the fixture's one agent: the bench puts the big state there. */
 const STATE_PAYLOAD = 'agent-fly-a';
-const SLICE = 4 * 1024 * 1024;
 
 export interface TimingSummary {
   samples: number[];
@@ -62,74 +62,47 @@ function groupOf(state: Uint8Array): { manifest: Record<string, unknown>; payloa
   return { manifest, payloads };
 }
 
-async function fsyncDir(dir: string): Promise<void> {
-  const fh = await open(dir, 'r');
-  try {
-    await fh.sync();
-  } finally {
-    await fh.close();
-  }
-}
-
-/** temp file → every part in slices → FileHandle.sync() → rename → directory fsync. */
-async function writeDurably(dir: string, name: string, parts: readonly Uint8Array[]): Promise<void> {
-  const tmp = join(dir, `tmp-${name}`);
-  const fh = await open(tmp, 'w', 0o644);
-  try {
-    let position = 0;
-    for (const part of parts) {
-      for (let at = 0; at < part.byteLength; ) {
-        const { bytesWritten } = await fh.write(part, at, Math.min(SLICE, part.byteLength - at), position);
-        at += bytesWritten;
-        position += bytesWritten;
-      }
-    }
-    await fh.sync();
-  } finally {
-    await fh.close();
-  }
-  await rename(tmp, join(dir, name));
-  await fsyncDir(dir);
-}
-
-/** One durable commit: encoding (with its SHA-256 passes) is inside the timing, as in the store. */
-async function saveOnce(dir: string, name: string, state: Uint8Array): Promise<number> {
+/** One durable commit through the store: encoding (with its SHA-256 passes) is inside the timing. */
+async function saveOnce(store: CheckpointStore, checkpointId: string, state: Uint8Array): Promise<number> {
   const group = groupOf(state);
   const start = performance.now();
-  const { parts } = encodeEnvelopeParts(group.manifest, group.payloads);
-  await writeDurably(dir, name, parts);
+  const encoded = encodeEnvelopeParts({ ...group.manifest, checkpointId }, group.payloads);
+  await store.commit(generationIdentityOf(encoded.manifest), encoded);
   return (performance.now() - start) / 1000;
 }
 
-/** Read the file, run every reader check, and compare the state payload's digest with the saved one. */
-async function restoreOnce(path: string, expected: string): Promise<number> {
+/** The store's load (read, seven checks, envelope digest, record identity) + the state digest check. */
+async function restoreOnce(store: CheckpointStore, checkpointId: string, expected: string): Promise<number> {
   const start = performance.now();
-  const decoded = decodeEnvelope(await readFile(path));
-  const state = decoded.payloads.find((p) => p.name === STATE_PAYLOAD);
+  const loaded = await store.load(checkpointId);
+  const state = loaded.envelope.payloads.find((p) => p.name === STATE_PAYLOAD);
   const seconds = (performance.now() - start) / 1000;
   if (!state || state.digest !== expected) throw new Error(`detsim restore: state payload digest ${state?.digest} != saved ${expected}`);
   return seconds;
 }
 
 export const CHECKPOINT_METHOD =
-  'encodeEnvelopeParts (coordinator/formats/envelope.ts) + temp write + FileHandle.sync + rename + directory fsync, ' +
-  'then readFile + decodeEnvelope (seven checks, prefix and payload SHA-256) — the store\'s manifest commit is not included';
+  'CheckpointStore.commit (coordinator/store: temp write hashed while written, FileHandle.sync, rename, directory fsync, ' +
+  'store manifest temp+fsync+rename+directory fsync, rotation keep=1) of encodeEnvelopeParts output, timed with the encoding; ' +
+  'restore = CheckpointStore.load (readFile, decodeEnvelope seven checks, envelope digest, record identity) + state digest check';
 
 export async function measureDetsimCheckpoint(opts: { stateBytes: number; dir: string; repeats: number }): Promise<DetsimCheckpointFigures> {
   const state = makeState(opts.stateBytes);
   const expected = createHash('sha256').update(state).digest('hex');
-  const name = 'ckpt-1.flysess';
+  const storeDir = join(opts.dir, 'detsim-store');
   const saves: number[] = [];
   const restores: number[] = [];
   let fileBytes = 0;
   try {
-    for (let i = 0; i < opts.repeats; i++) {
-      saves.push(await saveOnce(opts.dir, name, state));
-      restores.push(await restoreOnce(join(opts.dir, name), expected));
+    const store = await CheckpointStore.open(storeDir, { create: true, keep: 1 });
+    for (let i = 1; i <= opts.repeats; i++) {
+      const id = `bench-${i}`;
+      saves.push(await saveOnce(store, id, state));
+      restores.push(await restoreOnce(store, id, expected));
+      fileBytes = Number(store.lookup(id)!.byteLength);
     }
-    fileBytes = (await stat(join(opts.dir, name))).size;
   } finally {
-    await rm(join(opts.dir, name), { force: true });
+    await rm(storeDir, { recursive: true, force: true });
   }
   return {
     method: CHECKPOINT_METHOD,

@@ -1,8 +1,11 @@
 // The detsim side of the Gymnasium comparison: a real `runSession` of N `walker` agents on the
 // `forage` environment (real worker processes, gRPC over Unix sockets), timed from the run's own
 // trace.jsonl step clock after a warm-up, so process start-up is not counted. NOT the lockstep suite.
-import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { resolveConfig } from '../../coordinator/config.js';
+import { runSession } from '../../coordinator/run.js';
 import { parseTraceLines } from '../../coordinator/trace.js';
 
 export interface LockstepCase {
@@ -12,6 +15,7 @@ export interface LockstepCase {
   agentsPerWorker: number;
   width: number;
   height: number;
+  food: number;
 }
 
 export interface DetsimLockstepFigures {
@@ -30,7 +34,7 @@ export function walkerConfig(c: LockstepCase, sessionId: string): Record<string,
     sessionId,
     masterSeed: '42',
     steps: c.warmupSteps + c.steps,
-    environment: { id: 'world', model: 'forage', params: { width: c.width, height: c.height } },
+    environment: { id: 'world', model: 'forage', params: { width: c.width, height: c.height, food: c.food } },
     agents: { count: c.n, prefix: 'walker-', model: 'walker' },
     workers: { agentsPerWorker: c.agentsPerWorker, transport: 'unix' },
   };
@@ -60,4 +64,27 @@ export function rateFromTrace(traceText: string, c: LockstepCase): { seconds: nu
   const seconds = Number(endNs - startNs) / 1e9;
   if (!(seconds > 0)) throw new Error(`trace clock did not advance over the measured steps (${seconds} s)`);
   return { seconds, agentStepsPerSec: (c.n * c.steps) / seconds };
+}
+
+/** One real run (launch, initialize, warm-up + measured steps, shutdown) in a scratch directory. */
+export async function measureDetsimLockstep(c: LockstepCase, log: (line: string) => void = () => undefined): Promise<DetsimLockstepFigures> {
+  const plan = resolveConfig(walkerConfig(c, `peers-n${c.n}`));
+  const outDir = mkdtempSync(join(tmpdir(), 'detsim-peers-run-'));
+  try {
+    const result = await runSession(plan, { outDir, onWarning: log });
+    const trace = findTrace(outDir);
+    if (trace === null) throw new Error(`runSession wrote no trace.jsonl under ${outDir}`);
+    const rate = rateFromTrace(readFileSync(trace, 'utf8'), c);
+    return {
+      n: c.n,
+      agentProcesses: plan.workers.filter((w) => w.role === 'agent').length,
+      steps: c.steps,
+      warmupSteps: c.warmupSteps,
+      seconds: rate.seconds,
+      agentStepsPerSec: rate.agentStepsPerSec,
+      behaviourDigest: result.behaviourDigest,
+    };
+  } finally {
+    rmSync(outDir, { recursive: true, force: true });
+  }
 }

@@ -54,7 +54,7 @@ export interface PeerStatus {
 export interface PeersReport {
   quick: boolean;
   python: { setup: PythonEnv['setup']; interpreter: string | null; notes: string[]; modules: Record<string, ModuleProbe> };
-  lockstep: { sizes: number[]; steps: number; warmupSteps: number; agentsPerWorker: number; width: number; height: number; rows: LockstepRow[] };
+  lockstep: { sizes: number[]; steps: number; warmupSteps: number; agentsPerWorker: number; width: number; height: number; food: number; rows: LockstepRow[] };
   checkpoint: { stateBytes: number; repeats: number; dir: string; detsim: Figure<DetsimCheckpointFigures>; safetensors: Figure<SafetensorsFigures>; rows: CheckpointRow[] };
   peers: PeerStatus[];
 }
@@ -69,7 +69,8 @@ export interface PeersSizes {
 
 export const FULL_SIZES: PeersSizes = { sizes: [1, 4, 16], steps: 3000, warmupSteps: 200, stateBytes: 256 * 1024 * 1024, repeats: 3 };
 export const QUICK_SIZES: PeersSizes = { sizes: [1], steps: 40, warmupSteps: 10, stateBytes: 1024 * 1024, repeats: 1 };
-const TORUS = { width: 32, height: 32 };
+/** The world both sides step: forage-v1 parameters (the Python peer mirrors its rules). */
+const TORUS = { width: 32, height: 32, food: 16 };
 /** detsim packs agents into worker processes (4 per process, the config default); Gymnasium runs one process per env. */
 const AGENTS_PER_WORKER = 4;
 
@@ -108,7 +109,7 @@ function ratioOf(a: number | null, b: number | null): number | null {
 }
 
 async function gymFigures(python: string, c: LockstepCase): Promise<GymFigures> {
-  const args = ['--n', String(c.n), '--steps', String(c.steps), '--warmup', String(c.warmupSteps), '--width', String(c.width), '--height', String(c.height)];
+  const args = ['--n', String(c.n), '--steps', String(c.steps), '--warmup', String(c.warmupSteps), '--width', String(c.width), '--height', String(c.height), '--food', String(c.food)];
   const r = await runPeerScript(python, 'gym_walk.py', args, 10 * 60_000);
   if (!r.ok) throw new Error(r.reason);
   const out = r.value as { versions: Record<string, string>; results: Omit<GymFigures, 'versions'>[] };
