@@ -39,3 +39,5 @@ export {
   parseTraceLines,
 } from './trace.js';
 export type { TransitionTrace, TraceBehaviour, TraceOperational, TraceAgent, TraceReward, TraceDifference } from './trace.js';
+export { decodeLegacyFlysim, encodeLegacyFlysim, legacyMagicOf, LEGACY_FLYSIM_MAGIC, LEGACY_MAGICS } from './formats/legacy-flysim.js';
+export type { DecodedLegacy, LegacyChunk, LegacyLayout, LegacyChunkInput } from './formats/legacy-flysim.js';
