@@ -6,6 +6,8 @@ import { registerSeed } from './seed-command.js';
 import { registerFields } from './fields-command.js';
 import { registerReasons } from './reasons-command.js';
 import { registerRun } from './run-command.js';
+import { registerStore } from './store-command.js';
+import { registerLedger } from './ledger-command.js';
 
 const program = new Command();
 program
@@ -19,6 +21,8 @@ registerSeed(program);
 registerFields(program);
 registerReasons(program);
 registerRun(program);
+registerStore(program);
+registerLedger(program);
 
 try {
   await program.parseAsync(process.argv);

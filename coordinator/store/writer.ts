@@ -211,8 +211,8 @@ export class CheckpointWriter {
     this.queuedBytes += bytes;
     this.counts.queued += 1;
     this.publish(entry, 'queued', {});
+    this.pump(); // an idle writer takes it at once, so its bytes never count as queued
     this.notePeaks();
-    this.pump();
     return this.ticketFor(entry);
   }
 

@@ -204,7 +204,7 @@ describe('selection, verify and gc', () => {
     await commitN(store, [1, 2, 3, 4]);
     expect((await store.verify()).ok).toBe(true);
     const b1 = await readFile(join(dir, 'ckpt-1.flysess'));
-    b1[b1.length - 60] ^= 0xff; // a payload byte
+    b1.writeUInt8(b1.readUInt8(b1.length - 60) ^ 0xff, b1.length - 60); // a payload byte
     await writeFile(join(dir, 'ckpt-1.flysess'), b1);
     await truncate(join(dir, 'ckpt-2.flysess'), 100);
     await removeDir(join(dir, 'ckpt-3.flysess'));

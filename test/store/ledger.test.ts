@@ -1,0 +1,105 @@
+// The run ledger: hash chain from a fixed genesis, fsynced appends in call order, tamper detection
+// (changed, removed, reordered lines, at the start, middle and end) and torn-tail recovery.
+import { createHash } from 'node:crypto';
+import { appendFile, readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { DetsimError } from '../../coordinator/formats/errors.js';
+import { LEDGER_FILE, LEDGER_GENESIS, Ledger, verifyLedger } from '../../coordinator/store/ledger.js';
+import { removeDir, tempDir } from './helpers.js';
+
+let dir: string;
+beforeEach(async () => {
+  dir = await tempDir('ledger');
+});
+afterEach(async () => {
+  await removeDir(dir);
+});
+
+const sha = (s: string | Buffer): string => createHash('sha256').update(s).digest('hex');
+
+async function writeRun(): Promise<void> {
+  const ledger = await Ledger.open(dir);
+  // Issued without awaiting each: appends must keep call order.
+  const all = [
+    ledger.append({ event: 'run', sessionId: 'demo', epoch: 'e1', detail: { steps: '10' } }),
+    ledger.append({ event: 'captured', checkpointId: 'ckpt-2', boundary: '2', epoch: 'e1' }),
+    ledger.append({ event: 'queued', checkpointId: 'ckpt-2', boundary: '2', epoch: 'e1' }),
+    ledger.append({ event: 'committed', checkpointId: 'ckpt-2', boundary: '2', epoch: 'e1', detail: { generation: 'ckpt-2.flysess' } }),
+    ledger.append({ event: 'restored', checkpointId: 'ckpt-2', boundary: '2', epoch: 'e2' }),
+  ];
+  await Promise.all(all);
+}
+
+async function lines(): Promise<string[]> {
+  return (await readFile(join(dir, LEDGER_FILE), 'utf8')).split('\n').slice(0, -1);
+}
+async function setLines(ls: string[]): Promise<void> {
+  await writeFile(join(dir, LEDGER_FILE), ls.map((l) => `${l}\n`).join(''));
+}
+
+describe('ledger.jsonl', () => {
+  it('chains every line to the SHA-256 of the line before; the first links to the fixed genesis', async () => {
+    await writeRun();
+    const ls = await lines();
+    expect(LEDGER_GENESIS).toBe(sha('detsim/ledger-v1/genesis\n'));
+    expect(ls.map((l) => JSON.parse(l).event)).toEqual(['run', 'captured', 'queued', 'committed', 'restored']);
+    expect(JSON.parse(ls[0]!)).toEqual({ event: 'run', sessionId: 'demo', epoch: 'e1', detail: { steps: '10' }, seq: '1', prev: LEDGER_GENESIS });
+    for (let i = 1; i < ls.length; i++) {
+      expect(JSON.parse(ls[i]!).prev).toBe(sha(ls[i - 1]!));
+      expect(JSON.parse(ls[i]!).seq).toBe(String(i + 1));
+    }
+    expect(await verifyLedger(dir)).toMatchObject({ ok: true, lines: 5, beyondHead: 0, tornBytes: 0 });
+  });
+
+  it('re-opening continues the chain', async () => {
+    await writeRun();
+    const again = await Ledger.open(dir);
+    expect(again.length).toBe(5);
+    await again.append({ event: 'failed', checkpointId: 'ckpt-4', boundary: '4', epoch: 'e2', detail: { reason: 'generation_write_failed' } });
+    const ls = await lines();
+    expect(JSON.parse(ls[5]!).prev).toBe(sha(ls[4]!));
+    expect((await verifyLedger(dir)).ok).toBe(true);
+  });
+
+  const tampers: { name: string; edit: (ls: string[]) => string[]; line: number; reason: string }[] = [
+    { name: 'a changed first line', edit: (ls) => [ls[0]!.replace('"steps":"10"', '"steps":"11"'), ...ls.slice(1)], line: 1, reason: 'audit_ledger_chain' },
+    { name: 'a changed middle line', edit: (ls) => ls.map((l, i) => (i === 2 ? l.replace('"ckpt-2"', '"ckpt-3"') : l)), line: 3, reason: 'audit_ledger_chain' },
+    { name: 'a changed last line', edit: (ls) => ls.map((l, i) => (i === 4 ? l.replace('"e2"', '"e9"') : l)), line: 5, reason: 'audit_ledger_chain' },
+    { name: 'a removed middle line', edit: (ls) => ls.filter((_, i) => i !== 2), line: 3, reason: 'audit_ledger_chain' },
+    { name: 'a removed first line', edit: (ls) => ls.slice(1), line: 1, reason: 'audit_ledger_chain' },
+    { name: 'a removed last line', edit: (ls) => ls.slice(0, -1), line: 5, reason: 'audit_ledger_truncated' },
+    { name: 'two reordered lines', edit: (ls) => [ls[0]!, ls[2]!, ls[1]!, ls[3]!, ls[4]!], line: 2, reason: 'audit_ledger_chain' },
+    { name: 'a reordered line with its seq rewritten', edit: (ls) => [ls[0]!, ls[2]!.replace('"seq":"3"', '"seq":"2"'), ls[1]!.replace('"seq":"2"', '"seq":"3"'), ls[3]!, ls[4]!], line: 2, reason: 'audit_ledger_chain' },
+  ];
+  for (const t of tampers) {
+    it(`detects ${t.name}, naming line ${t.line}`, async () => {
+      await writeRun();
+      await setLines(t.edit(await lines()));
+      const result = await verifyLedger(dir);
+      expect(result.ok).toBe(false);
+      expect(result.problem).toMatchObject({ line: t.line, reason: t.reason });
+      expect(result.problem!.message).toContain(`line ${t.line}`);
+      // A tampered ledger is never appended to.
+      await expect(Ledger.open(dir)).rejects.toBeInstanceOf(DetsimError);
+    });
+  }
+
+  it('a line torn by a crash during its append is cut off on re-open and recorded', async () => {
+    await writeRun();
+    await appendFile(join(dir, LEDGER_FILE), '{"boundary":"4","checkpointId":"ck');
+    expect(await verifyLedger(dir)).toMatchObject({ ok: true, lines: 5, tornBytes: 34 });
+    const ledger = await Ledger.open(dir);
+    expect(ledger.length).toBe(6);
+    const ls = await lines();
+    expect(JSON.parse(ls[5]!)).toMatchObject({ event: 'recovered', detail: { tornBytes: '34' }, prev: sha(ls[4]!) });
+    expect(await verifyLedger(dir)).toMatchObject({ ok: true, lines: 6, tornBytes: 0 });
+  });
+
+  it('refuses an unknown event kind and a bad checkpoint id, writing nothing', async () => {
+    const ledger = await Ledger.open(dir);
+    await expect(ledger.append({ event: 'deleted' as 'run' })).rejects.toThrow(/not one of/);
+    await expect(ledger.append({ event: 'captured', checkpointId: 'Bad Id' })).rejects.toThrow(/checkpointId/);
+    await expect(readFile(join(dir, LEDGER_FILE))).rejects.toThrow(/ENOENT/);
+  });
+});
