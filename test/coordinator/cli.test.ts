@@ -1,0 +1,87 @@
+// `detsim run` end to end through the real CLI entry (node --import tsx coordinator/cli/main.ts):
+// a run prints its directory and digest, bad configs are refused with one line and exit 2 before
+// anything is written or started, and Ctrl-C (SIGINT) stops the run leaving no worker alive.
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { parseStrict } from '../../coordinator/formats/canonical-json.js';
+import { isAlive, loggedWorkerPids, readRun, tmpOut } from './helpers.js';
+
+const CLI = ['--import', 'tsx', 'coordinator/cli/main.ts'];
+
+function detsim(args: string[]) {
+  return spawnSync(process.execPath, [...CLI, ...args], { encoding: 'utf8', timeout: 60_000 });
+}
+
+describe('detsim run (CLI)', () => {
+  it('runs an example, shows progress on stderr, prints the run directory and behaviour digest', () => {
+    const out = tmpOut();
+    const r = detsim(['run', 'examples/forage-walkers.yaml', '--steps', '3', '--out', out, '--dispatch', 'reversed']);
+    expect(r.stderr).toMatch(/step 3\/3/);
+    expect(r.status).toBe(0);
+    const [dirLine, digestLine] = r.stdout.trim().split('\n');
+    expect(dirLine).toBe(`run directory    ${join(out, 'forage-walkers-1')}`);
+    const summary = parseStrict(readFileSync(join(out, 'forage-walkers-1', 'summary.json'))) as { behaviourDigest: string };
+    expect(digestLine).toBe(`behaviour digest ${summary.behaviourDigest}`);
+    expect(readRun(join(out, 'forage-walkers-1')).traces).toHaveLength(3);
+  });
+
+  it('--json prints one canonical object', () => {
+    const out = tmpOut();
+    const r = detsim(['run', 'examples/lif-pair.yaml', '--steps', '2', '--out', out, '--json']);
+    expect(r.status).toBe(0);
+    const obj = parseStrict(r.stdout.trim()) as { runDir: string; behaviourDigest: string; steps: number };
+    expect(obj).toMatchObject({ runDir: join(out, 'lif-pair-1'), steps: 2 });
+    expect(obj.behaviourDigest).toMatch(/^[0-9a-f]{64}$/);
+  });
+
+  const bad: [string, string, RegExp][] = [
+    ['unknown field', 'sessionId: s\nmasterSeed: "1"\nsteps: 2\nenvironment: { id: env, model: forage }\nagents: { count: 2, prefix: a-, model: walker }\nworkerz: {}\n', /^detsim: \[struct_unknown_field\] workerz: unknown field "workerz"$/],
+    ['61 agents', 'sessionId: s\nmasterSeed: "1"\nsteps: 2\nenvironment: { id: env, model: forage }\nagents: { count: 61, prefix: a-, model: walker }\n', /^detsim: \[size_agents_over_60\] agents\.count: /],
+    ['bad master seed', 'sessionId: s\nmasterSeed: 12\nsteps: 2\nenvironment: { id: env, model: forage }\nagents: { count: 2, prefix: a-, model: walker }\n', /^detsim: \[struct_invalid_u64\] masterSeed: 12 is not a U64/],
+  ];
+  for (const [name, text, line] of bad) {
+    it(`refuses a bad config (${name}) with one line, exit 2, nothing written`, () => {
+      const dir = tmpOut('detsim-cfg-');
+      const file = join(dir, 'bad.yaml');
+      writeFileSync(file, text);
+      const out = join(dir, 'runs');
+      const r = detsim(['run', file, '--out', out]);
+      expect(r.status).toBe(2);
+      const lines = r.stderr.trim().split('\n');
+      expect(lines).toHaveLength(1);
+      expect(lines[0]).toMatch(line);
+      expect(r.stdout).toBe('');
+      expect(existsSync(out)).toBe(false);
+    });
+  }
+
+  it('refuses a bad --dispatch with exit 2', () => {
+    const r = detsim(['run', 'examples/lif-pair.yaml', '--dispatch', 'random']);
+    expect(r.status).toBe(2);
+    expect(r.stderr.trim()).toMatch(/^detsim: \[struct_invalid_field\] --dispatch: "random" is not one of sequential, concurrent, reversed$/);
+  });
+
+  it('SIGINT stops the run: exit 130, summary says aborted, no worker left alive', async () => {
+    const out = tmpOut();
+    const child = spawn(process.execPath, [...CLI, 'run', 'examples/forage-walkers.yaml', '--steps', '1000000', '--out', out], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stderr = '';
+    await new Promise<void>((res) => {
+      child.stderr!.on('data', (d: Buffer) => {
+        stderr += d.toString();
+        if (/step [1-9][0-9]*\//.test(stderr)) res();
+      });
+    });
+    child.kill('SIGINT');
+    const code = await new Promise<number | null>((res) => child.once('exit', (c) => res(c)));
+    expect(code).toBe(130);
+    expect(stderr).toMatch(/run failed: .*was stopped/);
+    const dir = join(out, 'forage-walkers-1');
+    const { summary, log } = readRun(dir);
+    expect(summary).toMatchObject({ status: 'aborted' });
+    const pids = loggedWorkerPids(log);
+    expect(pids).toHaveLength(5);
+    for (const pid of pids) expect(isAlive(pid)).toBe(false);
+  });
+});

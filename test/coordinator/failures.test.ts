@@ -1,0 +1,121 @@
+// Failures with real processes: a worker SIGKILLed mid-step, a worker that stalls (SIGSTOP), a
+// worker that never becomes ready and one that dies at start-up. Each run stops promptly, names
+// worker, agents, step and phase, records the failure, and leaves no process behind.
+import { describe, expect, it } from 'vitest';
+import { resolveConfig, type RunPlan } from '../../coordinator/config.js';
+import type { Fleet } from '../../coordinator/launcher.js';
+import { RunFailure } from '../../coordinator/run-failure.js';
+import { runSession, type RunOptions } from '../../coordinator/run.js';
+import { childPids, isAlive, readRun, tmpOut } from './helpers.js';
+
+function plan(deadlines: Record<string, number>): RunPlan {
+  return resolveConfig({
+    sessionId: 'faults',
+    masterSeed: '3',
+    steps: 50,
+    stepHz: 60,
+    environment: { id: 'forage', model: 'forage' },
+    agents: { count: 6, prefix: 'w-', model: 'walker' },
+    workers: { agentsPerWorker: 2 },
+    deadlines,
+  });
+}
+
+async function failingRun(p: RunPlan, opts: RunOptions): Promise<RunFailure> {
+  try {
+    await runSession(p, opts);
+  } catch (e) {
+    if (e instanceof RunFailure) return e;
+    throw e;
+  }
+  throw new Error('the run succeeded');
+}
+
+describe('run failures', () => {
+  it('a worker SIGKILLed mid-step: stops within the step deadline, names worker, agents, step and phase, no orphans', async () => {
+    const out = tmpOut();
+    let fleet: Fleet | undefined;
+    let killedAt = 0n;
+    const stepMs = 4_000;
+    const failure = await failingRun(plan({ stepMs }), {
+      outDir: out,
+      hooks: {
+        onLaunched: (f) => (fleet = f),
+        // After step 2's Prepare and Advance, kill worker-1 just before Commit goes out.
+        beforePhase: (step, phase) => {
+          if (step === 2n && phase === 'commit') {
+            killedAt = process.hrtime.bigint();
+            fleet!.agents[1]!.process.kill('SIGKILL');
+          }
+        },
+      },
+    });
+    const elapsedMs = Number(process.hrtime.bigint() - killedAt) / 1e6;
+    expect(failure.kind).toBe('worker-exited');
+    expect(failure.workerId).toBe('worker-1');
+    expect(failure.agentIds).toEqual(['w-2', 'w-3']);
+    expect(failure.step).toBe('2');
+    expect(failure.phase).toBe('commit');
+    expect(failure.message).toMatch(/worker worker-1 \(agents w-2, w-3\) died at step 2, phase commit: .*signal SIGKILL/);
+    expect(elapsedMs).toBeLessThan(stepMs);
+    // Nothing was committed past the failed step: two full steps in the trace, the failure recorded.
+    const r = readRun(failure.runDir!);
+    expect(r.traces).toHaveLength(2);
+    expect(r.summary).toMatchObject({ status: 'failed', stepsDone: 2, failure: { kind: 'worker-exited', workerId: 'worker-1', step: '2', phase: 'commit' } });
+    for (const { pid } of fleet!.pids()) expect(isAlive(pid)).toBe(false);
+    expect(childPids()).toEqual([]);
+  });
+
+  it('a worker that stalls mid-step: "no reply within the step deadline", distinct from a death', async () => {
+    const out = tmpOut();
+    let fleet: Fleet | undefined;
+    const failure = await failingRun(plan({ stepMs: 1_000 }), {
+      outDir: out,
+      hooks: {
+        onLaunched: (f) => (fleet = f),
+        beforePhase: (step, phase) => {
+          if (step === 1n && phase === 'prepare') fleet!.agents[2]!.process.kill('SIGSTOP');
+        },
+      },
+    });
+    expect(failure.kind).toBe('deadline');
+    expect(failure.workerId).toBe('worker-2');
+    expect(failure.agentIds).toEqual(['w-4', 'w-5']);
+    expect(failure.step).toBe('1');
+    expect(failure.phase).toBe('prepare');
+    expect(failure.message).toMatch(/sent no reply within the deadline at step 1, phase prepare: no reply within the step deadline of 1000 ms/);
+    for (const { pid } of fleet!.pids()) expect(isAlive(pid)).toBe(false);
+    expect(childPids()).toEqual([]);
+  });
+
+  it('a worker that never becomes ready is reported as such, and nothing is left running', async () => {
+    const out = tmpOut();
+    const t0 = Date.now();
+    const failure = await failingRun(plan({ startupMs: 2_500 }), {
+      outDir: out,
+      hooks: {
+        // worker-2 is a real process that never prints its ready line.
+        commandFor: (w) => (w.workerId === 'worker-2' ? { command: process.execPath, args: ['-e', 'setInterval(() => {}, 1000)', '--'] } : undefined),
+      },
+    });
+    expect(failure.kind).toBe('never-ready');
+    expect(failure.workerId).toBe('worker-2');
+    expect(failure.phase).toBe('startup');
+    expect(failure.message).toMatch(/worker worker-2 \(agents w-4, w-5\) never became ready at phase startup: no ready line within the start-up deadline of 2500 ms/);
+    expect(Date.now() - t0).toBeLessThan(10_000);
+    expect(readRun(failure.runDir!).summary).toMatchObject({ status: 'failed', stepsDone: 0 });
+    expect(childPids()).toEqual([]);
+  });
+
+  it('a worker that exits during start-up is reported with its exit code', async () => {
+    const out = tmpOut();
+    const failure = await failingRun(plan({ startupMs: 10_000 }), {
+      outDir: out,
+      hooks: { commandFor: (w) => (w.workerId === 'worker-0' ? { command: process.execPath, args: ['-e', 'process.exit(3)', '--'] } : undefined) },
+    });
+    expect(failure.kind).toBe('never-ready');
+    expect(failure.workerId).toBe('worker-0');
+    expect(failure.message).toMatch(/exited before it was ready \(exit code 3\)/);
+    expect(childPids()).toEqual([]);
+  });
+});

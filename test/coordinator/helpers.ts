@@ -1,0 +1,67 @@
+// Shared helpers for the coordinator integration tests: temp run parents, reading a run
+// directory back, and checking that no worker process outlived its run.
+import { existsSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseStrict } from '../../coordinator/formats/canonical-json.js';
+import type { TransitionTrace } from '../../coordinator/trace.js';
+
+export function tmpOut(prefix = 'detsim-run-'): string {
+  return mkdtempSync(join(tmpdir(), prefix));
+}
+
+export interface RunFiles {
+  run: Record<string, unknown>;
+  summary: Record<string, unknown>;
+  traceLines: string[];
+  traces: TransitionTrace[];
+  log: string;
+}
+
+export function readRun(dir: string): RunFiles {
+  const traceLines = readFileSync(join(dir, 'trace.jsonl'), 'utf8').split('\n').filter((l) => l !== '');
+  return {
+    // run.json is written once every participant initialized; a run that failed earlier has none.
+    run: existsSync(join(dir, 'run.json')) ? (parseStrict(readFileSync(join(dir, 'run.json'))) as Record<string, unknown>) : {},
+    summary: parseStrict(readFileSync(join(dir, 'summary.json'))) as Record<string, unknown>,
+    traceLines,
+    traces: traceLines.map((l) => parseStrict(l) as unknown as TransitionTrace),
+    log: readFileSync(join(dir, 'run.log'), 'utf8'),
+  };
+}
+
+export function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** Live (non-zombie) child processes of this process, from /proc. */
+export function childPids(parent = process.pid): number[] {
+  const out: number[] = [];
+  for (const name of readdirSync('/proc')) {
+    if (!/^[0-9]+$/.test(name)) continue;
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
+      // pid (comm) state ppid ...: comm may contain spaces, so split after the last ')'
+      const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      if (Number(rest[1]) === parent && rest[0] !== 'Z') out.push(Number(name));
+    } catch {
+      // the process went away while we looked
+    }
+  }
+  return out;
+}
+
+/** Worker pids recorded in run.log ("workers spawned"). */
+export function loggedWorkerPids(log: string): number[] {
+  for (const line of log.split('\n')) {
+    if (!line.includes('"workers spawned"')) continue;
+    const rec = JSON.parse(line) as { workers: { pid: number }[] };
+    return rec.workers.map((w) => w.pid);
+  }
+  return [];
+}

@@ -1,0 +1,97 @@
+// Lockstep runs end to end with real worker processes over gRPC on Unix sockets: two runs of each
+// example are identical, the three dispatch orders give identical traces, a nondeterministic agent
+// is caught, and the run directory holds what it promises. Few steps each: correctness only.
+import { describe, expect, it } from 'vitest';
+import { loadConfig } from '../../coordinator/config.js';
+import { canonicalize, sha256Hex } from '../../coordinator/formats/canonical-json.js';
+import { runSession } from '../../coordinator/run.js';
+import { compareBehaviours, describeDifference } from '../../coordinator/trace.js';
+import { childPids, readRun, tmpOut } from './helpers.js';
+
+const behaviourLines = (dir: string) => readRun(dir).traces.map((t) => canonicalize(t.behaviour));
+
+describe('lockstep: forage-walkers (16 walkers, 4 agent workers)', () => {
+  const out = tmpOut();
+  const plan = loadConfig('examples/forage-walkers.yaml');
+  let first: Awaited<ReturnType<typeof runSession>>;
+
+  it('runs and writes run.json, trace.jsonl, run.log and summary.json', async () => {
+    first = await runSession(plan, { outDir: out, steps: 4 });
+    expect(first.runDir).toBe(`${out}/forage-walkers-1`);
+    expect(first.steps).toBe(4);
+    const r = readRun(first.runDir);
+    expect(r.traces).toHaveLength(4);
+    expect(r.summary).toMatchObject({ status: 'completed', stepsDone: 4, behaviourDigest: first.behaviourDigest });
+    // The digest is SHA-256 over the canonical behaviour lines in step order (recomputed here).
+    expect(sha256Hex(r.traces.map((t) => `${canonicalize(t.behaviour)}\n`).join(''))).toBe(first.behaviourDigest);
+    expect(r.run).toMatchObject({ sessionId: 'forage-walkers', masterSeed: '20261129', seedDerivation: 'seed-derivation-v1', epoch: 'e1' });
+    const agents = r.run.agents as { agentId: string; seed: number; modelVersion: string }[];
+    expect(agents).toHaveLength(16);
+    expect(agents[0]).toMatchObject({ agentId: 'walker-00', seed: plan.agents[0]!.seed, modelVersion: 'walker-v1' });
+    expect((r.run.environment as { seed: number }).seed).toBe(plan.environment.seed);
+    expect((r.run.protocol as { contractDigest: string }).contractDigest).toMatch(/^[0-9a-f]{64}$/);
+    expect(r.log).toContain('"run finished"');
+    // Per-step structure: scope, batch id, boundaries, agents sorted by id, 60 Hz / 1 ms ticks.
+    const b = r.traces.map((t) => t.behaviour);
+    expect(b.map((x) => x.batchId)).toEqual(['batch-e1-0', 'batch-e1-1', 'batch-e1-2', 'batch-e1-3']);
+    expect(b.map((x) => x.acknowledgedBoundary)).toEqual(['1', '2', '3', '4']);
+    expect(b.map((x) => x.agents[0]!.ticksAdvanced)).toEqual(['16', '17', '17', '16']);
+    expect(b[2]!.agents[0]!.remainder).toEqual({ numerator: '0', denominator: '1' });
+    for (const x of b) expect(x.agents.map((a) => a.agentId)).toEqual([...x.agents.map((a) => a.agentId)].sort());
+    expect(childPids()).toEqual([]);
+  });
+
+  it('a second run gives identical behaviour traces and digest, different operational data', async () => {
+    const second = await runSession(plan, { outDir: out, steps: 4 });
+    expect(second.runDir).toBe(`${out}/forage-walkers-2`);
+    expect(second.behaviourDigest).toBe(first.behaviourDigest);
+    expect(behaviourLines(second.runDir)).toEqual(behaviourLines(first.runDir));
+    const pids = (dir: string) => readRun(dir).traces[0]!.operational.pids.map((p) => p.pid);
+    expect(pids(second.runDir)).not.toEqual(pids(first.runDir));
+  });
+
+  it('sequential, concurrent and reversed dispatch give identical traces', async () => {
+    const digests: string[] = [];
+    const lines: string[][] = [];
+    for (const dispatch of ['sequential', 'concurrent', 'reversed'] as const) {
+      const r = await runSession(plan, { outDir: out, steps: 3, dispatch });
+      digests.push(r.behaviourDigest);
+      lines.push(behaviourLines(r.runDir));
+      const order = readRun(r.runDir).traces[0]!.operational.completionOrder.prepare;
+      if (dispatch === 'sequential') expect(order).toEqual(['worker-0', 'worker-1', 'worker-2', 'worker-3']);
+      if (dispatch === 'reversed') expect(order).toEqual(['worker-3', 'worker-2', 'worker-1', 'worker-0']);
+    }
+    expect(new Set(digests).size).toBe(1);
+    expect(lines[1]).toEqual(lines[0]);
+    expect(lines[2]).toEqual(lines[0]);
+  });
+});
+
+describe('lockstep: lif-pair', () => {
+  it('two runs give identical behaviour traces and digest', async () => {
+    const out = tmpOut();
+    const plan = loadConfig('examples/lif-pair.yaml');
+    const a = await runSession(plan, { outDir: out, steps: 3 });
+    const b = await runSession(plan, { outDir: out, steps: 3 });
+    expect(b.behaviourDigest).toBe(a.behaviourDigest);
+    expect(behaviourLines(b.runDir)).toEqual(behaviourLines(a.runDir));
+    expect(readRun(a.runDir).run.agents).toMatchObject([{ agentId: 'lif-a', modelVersion: 'lif-v1' }, { agentId: 'lif-b', modelVersion: 'lif-v1' }]);
+  });
+});
+
+describe('lockstep: an injected nondeterministic agent', () => {
+  it('makes two runs differ, and the comparison names the step and field', async () => {
+    const out = tmpOut();
+    const plan = loadConfig('test/coordinator/fixtures/pid-walkers.yaml');
+    const a = await runSession(plan, { outDir: out });
+    const b = await runSession(plan, { outDir: out });
+    expect(b.behaviourDigest).not.toBe(a.behaviourDigest);
+    const diff = compareBehaviours(
+      readRun(a.runDir).traces.map((t) => t.behaviour),
+      readRun(b.runDir).traces.map((t) => t.behaviour),
+    );
+    expect(diff).not.toBeNull();
+    expect(diff!.path).toMatch(/^agents\[[01]\]\.decision\.move$/);
+    expect(describeDifference(diff!)).toMatch(/^step [0-9]+: /);
+  });
+});
