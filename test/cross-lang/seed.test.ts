@@ -1,0 +1,58 @@
+// seed-derivation-v1 and Xorshift32 across languages: random master seeds and compositions
+// (valid, malformed, repeated ids) give the same seeds and collisions in TypeScript and Rust, or
+// the same refusal; random seeds give the same Xorshift32 draws. Not the reference vectors.
+import fc from 'fast-check';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { canonicalize } from '../../coordinator/formats/canonical-json.js';
+import { deriveSeeds } from '../../coordinator/formats/seed.js';
+import { Xorshift32 } from '../../coordinator/formats/xorshift.js';
+import { buildRustCli, rustBatch, skipReason, tsOutcome } from './rust-cli.js';
+
+const validId = fc.stringMatching(/^[a-z0-9][a-z0-9._-]{0,63}$/);
+const anyId = fc.oneof({ weight: 6, arbitrary: validId }, { weight: 1, arbitrary: fc.string({ maxLength: 90 }) }, { weight: 1, arbitrary: fc.constantFrom('', 'Fly-A', 'a'.repeat(65), ' fly', 'fly\n') });
+const validMaster = fc.bigInt({ min: 0n, max: 2n ** 64n - 1n }).map(String);
+const anyMaster = fc.oneof(
+  { weight: 6, arbitrary: validMaster },
+  { weight: 1, arbitrary: fc.constantFrom('01', '', '-1', '+1', '1.0', '1e3', ' 1', '18446744073709551616', '0x10', '99999999999999999999') },
+  { weight: 1, arbitrary: fc.string({ maxLength: 100 }) },
+);
+/** A composition, sometimes with an id repeated. */
+const composition = fc.tuple(fc.array(anyId, { minLength: 0, maxLength: 8 }), fc.nat(), fc.boolean()).map(([ids, at, repeat]) =>
+  repeat && ids.length > 0 ? [...ids, ids[at % ids.length]!] : ids,
+);
+
+describe.skipIf(skipReason !== null)('seeds: TypeScript and Rust agree', () => {
+  beforeAll(() => buildRustCli(), 600_000);
+
+  it('random compositions derive the same seeds and collisions, or the same refusal', () => {
+    fc.assert(
+      fc.property(fc.array(fc.tuple(anyMaster, composition), { minLength: 30, maxLength: 60 }), (cases) => {
+        const rust = rustBatch(cases.map(([masterSeed, agentIds]) => ({ op: 'seed', masterSeed, agentIds })));
+        let derived = 0;
+        cases.forEach(([masterSeed, agentIds], i) => {
+          const ts = tsOutcome(() => canonicalize(deriveSeeds(masterSeed, agentIds)));
+          const r = rust[i]!;
+          const got = 'ok' in r ? { ok: canonicalize(r.ok) } : r;
+          expect(got, `${JSON.stringify(masterSeed)} ${JSON.stringify(agentIds)}`).toEqual(ts);
+          if ('ok' in ts) derived++;
+        });
+        expect(derived).toBeGreaterThan(0);
+      }),
+      { numRuns: 20 },
+    );
+  });
+
+  it('Xorshift32 draws the same values from random seeds', () => {
+    fc.assert(
+      fc.property(fc.array(fc.tuple(fc.integer({ min: -(2 ** 31), max: 2 ** 31 - 1 }), fc.integer({ min: 0, max: 40 })), { minLength: 20, maxLength: 40 }), (cases) => {
+        const rust = rustBatch<{ state: number; values: number[] }>(cases.map(([seed, count]) => ({ op: 'xorshift', seed, count })));
+        cases.forEach(([seed, count], i) => {
+          const rng = new Xorshift32(seed);
+          const values = Array.from({ length: count }, () => rng.nextUint());
+          expect(rust[i]).toEqual({ ok: { state: rng.state, values } });
+        });
+      }),
+      { numRuns: 10 },
+    );
+  });
+});
