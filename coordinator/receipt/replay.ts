@@ -1,0 +1,275 @@
+// Replay (diff0-replay.md "Replay and its checks"): run one configuration N ≥ 2 times, each
+// with fresh worker processes (runSession), and check that the ReproHashes agree, that the hash
+// is sensitive (self-check) and that stripping removed physical fields that really differed.
+// It does not render reports (attestation.ts) and knows nothing of goldens (goldens.ts).
+import { canonicalize, type JsonValue } from '../formats/canonical-json.js';
+import { resolveConfig, loadConfig, type RunPlan } from '../config.js';
+import { DetsimError } from '../formats/errors.js';
+import type { Action, Layer, ReasonCode } from '../formats/reasons.js';
+import { REASONS } from '../formats/reasons.js';
+import type { Dispatch } from '../lockstep.js';
+import { runSession, type RunOptions } from '../run.js';
+import { type CanonicalOptions, type UnknownField, canonicalSplit } from './canonical.js';
+import { type Divergence, describeDivergence, diagnose } from './diagnosis.js';
+import type { HonestyWarning } from './honesty.js';
+import { type Receipt, buildReceipt, readRunFiles, writeReceipt } from './receipt.js';
+import { reproHash } from './reprohash.js';
+import { existsSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+
+export type CheckStatus = 'pass' | 'fail' | 'warn';
+
+/** One verdict line: what was checked, the decision, and its evidence (physical detail kept apart). */
+export interface Check {
+  readonly check: string;
+  readonly subject: string;
+  readonly status: CheckStatus;
+  readonly action: Action;
+  readonly layer: Layer;
+  readonly reason: ReasonCode;
+  /** Deterministic facts (hashes, paths in the ReproCore, counts): part of the verdict. */
+  readonly detail: JsonValue;
+}
+
+export function makeCheck(check: string, subject: string, status: CheckStatus, reason: ReasonCode, detail: JsonValue): Check {
+  const action: Action = status === 'pass' ? 'allow' : status === 'warn' ? 'advise' : 'block';
+  return { check, subject, status, action, layer: REASONS[reason].layer as Layer, reason, detail };
+}
+
+export interface ReplayRun {
+  readonly runDir: string;
+  readonly dispatch: Dispatch;
+  readonly reproHash: string;
+  readonly unknownFields: readonly UnknownField[];
+  readonly honesty: readonly HonestyWarning[];
+  readonly receipt: Receipt;
+}
+
+export interface SensitivityProbe {
+  readonly field: string;
+  readonly before: string;
+  readonly after: string;
+}
+
+export interface ReplayReport {
+  readonly subject: string;
+  readonly runs: readonly ReplayRun[];
+  /** The recorded run a run directory replay was compared against (null for a config). */
+  readonly reference: { runDir: string; reproHash: string } | null;
+  readonly stable: boolean;
+  readonly divergence: Divergence | null;
+  readonly sensitivity: readonly SensitivityProbe[];
+  readonly checks: readonly Check[];
+}
+
+export interface ReplayOptions {
+  /** Number of fresh runs, at least 2 (default 2). */
+  readonly runs?: number;
+  /** One mode for every run; by default the runs cycle concurrent, reversed, sequential. */
+  readonly dispatch?: Dispatch;
+  readonly outDir?: string;
+  readonly steps?: number;
+  /** false disables stripping of physical fields (only to prove the physical-diff check fails). */
+  readonly stripPhysical?: boolean;
+  readonly onRun?: (index: number, run: ReplayRun) => void;
+  /** Passed to runSession (test hooks, warnings). */
+  readonly runOptions?: Omit<RunOptions, 'outDir' | 'steps' | 'dispatch'>;
+}
+
+const DEFAULT_CYCLE: readonly Dispatch[] = ['concurrent', 'reversed', 'sequential'];
+
+/** A run directory (has run.json) or a config file. */
+export function isRunDir(path: string): boolean {
+  return existsSync(path) && statSync(path).isDirectory() && existsSync(join(path, 'run.json'));
+}
+
+type Obj = Record<string, unknown>;
+const obj = (v: unknown, field: string): Obj => {
+  if (v === null || typeof v !== 'object' || Array.isArray(v)) throw new DetsimError('struct_invalid_receipt', `run.json: ${field} is not an object`, field);
+  return v as Obj;
+};
+
+/** Rebuild the RunPlan of a recorded run from its run.json, and check the recorded seeds. */
+export function planFromRunRecord(runJson: unknown): RunPlan {
+  const r = obj(runJson, '(top level)');
+  const env = obj(r.environment, 'environment');
+  const agents = (Array.isArray(r.agents) ? r.agents : []).map((a, i) => obj(a, `agents[${i}]`));
+  const sd = obj(r.stepDuration, 'stepDuration');
+  const config = {
+    sessionId: r.sessionId,
+    masterSeed: r.masterSeed,
+    steps: r.steps,
+    worldStepNs: { numerator: sd.numerator, denominator: sd.denominator },
+    environment: { id: env.environmentId, model: env.model, params: env.params ?? {} },
+    agents: agents.map((a) => ({ id: a.agentId, model: a.model, params: a.params ?? {}, port: a.portId })),
+    workers: { agentsPerWorker: r.agentsPerWorker, transport: r.transport },
+    deadlines: r.deadlines,
+  };
+  const plan = resolveConfig(config, { baseDir: process.cwd() });
+  for (const [i, a] of agents.entries()) {
+    const p = plan.agents[i]!;
+    if (p.seed !== a.seed) throw new DetsimError('ident_seed_mismatch', `run.json: agents[${i}].seed ${String(a.seed)} differs from the derived ${p.seed} for ${p.agentId}`, `agents[${i}].seed`);
+  }
+  if (plan.environment.seed !== env.seed) throw new DetsimError('ident_seed_mismatch', `run.json: environment.seed ${String(env.seed)} differs from the derived ${plan.environment.seed}`, 'environment.seed');
+  return plan;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sensitivity self-check: a hash that cannot change proves nothing.
+
+type Path = (string | number)[];
+
+function firstLeaf(v: unknown, path: Path): Path | null {
+  if (typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean') return path;
+  if (Array.isArray(v)) {
+    for (let i = 0; i < v.length; i++) {
+      const p = firstLeaf(v[i], [...path, i]);
+      if (p) return p;
+    }
+  } else if (v !== null && typeof v === 'object') {
+    for (const k of Object.keys(v).sort()) {
+      const p = firstLeaf((v as Obj)[k], [...path, k]);
+      if (p) return p;
+    }
+  }
+  return null;
+}
+
+function getAt(root: unknown, path: Path): unknown {
+  let cur = root as Obj;
+  for (const p of path) cur = (cur as Record<string | number, unknown>)[p] as Obj;
+  return cur;
+}
+
+/** Change one character (or one unit) of the leaf at `path` in a copy of the receipt. */
+export function tamperAt(receipt: unknown, path: Path): unknown {
+  const copy = structuredClone(receipt) as Obj;
+  const parent = getAt(copy, path.slice(0, -1)) as Record<string | number, unknown>;
+  const key = path[path.length - 1]!;
+  const v = parent[key];
+  if (typeof v === 'string') parent[key] = v.length === 0 ? 'x' : `${v.slice(0, -1)}${v.endsWith('x') ? 'y' : 'x'}`;
+  else if (typeof v === 'number') parent[key] = v + 1;
+  else if (typeof v === 'boolean') parent[key] = !v;
+  else parent[key] = 'x';
+  return copy;
+}
+
+/** The ReproCore fields the self-check changes: one agent's decision, the master seed, the last world digest. */
+export function sensitivityTargets(receipt: Receipt): Path[] {
+  const targets: Path[] = [];
+  const steps = Array.isArray(receipt.steps) ? receipt.steps : [];
+  const first = steps[0] as Obj | undefined;
+  const agents = (first?.behaviour as Obj | undefined)?.agents;
+  if (Array.isArray(agents) && agents.length > 0) {
+    const leaf = firstLeaf((agents[0] as Obj).decision, ['steps', 0, 'behaviour', 'agents', 0, 'decision']);
+    targets.push(leaf ?? ['steps', 0, 'behaviour', 'agents', 0, 'decisionDigest']);
+  }
+  targets.push(['run', 'masterSeed']);
+  if (steps.length > 0) targets.push(['steps', steps.length - 1, 'behaviour', 'worldDigest']);
+  return targets;
+}
+
+export function sensitivityProbes(receipt: Receipt, opts: CanonicalOptions = {}): SensitivityProbe[] {
+  const before = reproHash(receipt, opts).reproHash;
+  return sensitivityTargets(receipt).map((path) => ({ field: path.join('.'), before, after: reproHash(tamperAt(receipt, path), opts).reproHash }));
+}
+
+/** Paths (patterns) of the physical leaves that differ between two receipts. */
+export function physicalDifferences(a: Receipt, b: Receipt, opts: CanonicalOptions = {}): string[] {
+  const pa = canonicalSplit(a, opts).physical;
+  const pb = canonicalSplit(b, opts).physical;
+  const out = new Set<string>();
+  const walk = (x: unknown, y: unknown, path: string) => {
+    if (x !== null && y !== null && typeof x === 'object' && typeof y === 'object') {
+      const keys = new Set([...Object.keys(x as object), ...Object.keys(y as object)]);
+      for (const k of keys) walk((x as Obj)[k], (y as Obj)[k], Array.isArray(x) ? `${path}[]` : path ? `${path}.${k}` : k);
+    } else if (canonicalize(x ?? null) !== canonicalize(y ?? null)) out.add(path);
+  };
+  if (pa !== null && pb !== null) walk(pa, pb, '');
+  return [...out].sort();
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/** The replay checks on receipts already made (used by replay() and by tests on fixed receipts). */
+export function replayChecks(subject: string, receipts: readonly Receipt[], reference: Receipt | null, opts: CanonicalOptions = {}): { checks: Check[]; divergence: Divergence | null; sensitivity: SensitivityProbe[]; stable: boolean } {
+  const checks: Check[] = [];
+  const hashes = receipts.map((r) => reproHash(r, opts).reproHash);
+  const all = reference ? [reference, ...receipts] : [...receipts];
+  const allHashes = reference ? [reproHash(reference, opts).reproHash, ...hashes] : hashes;
+  let divergence: Divergence | null = null;
+  const mismatch = allHashes.findIndex((h) => h !== allHashes[0]);
+  const stable = receipts.length >= 2 && mismatch < 0;
+  if (mismatch >= 0) divergence = diagnose(all[0], all[mismatch], opts);
+  checks.push(
+    stable
+      ? makeCheck('replay', subject, 'pass', 'audit_replay_stable', { runs: receipts.length, reproHash: allHashes[0]! })
+      : makeCheck('replay', subject, 'fail', 'audit_repro_hash_mismatch', {
+          runs: receipts.length,
+          reproHashes: allHashes,
+          divergence: divergence ? (divergence as unknown as JsonValue) : null,
+          diagnosis: divergence ? describeDivergence(divergence, ['first run', `run ${mismatch + 1}`]) : receipts.length < 2 ? 'fewer than 2 runs' : 'hashes differ with equal ReproCore views',
+        }),
+  );
+  const sensitivity = receipts[0] ? sensitivityProbes(receipts[0], opts) : [];
+  const insensitive = sensitivity.filter((p) => p.before === p.after);
+  checks.push(
+    sensitivity.length > 0 && insensitive.length === 0
+      ? makeCheck('sensitivity', subject, 'pass', 'audit_sensitivity_ok', { fields: sensitivity.map((p) => p.field) })
+      : makeCheck('sensitivity', subject, 'fail', 'audit_sensitivity_failed', { unchanged: insensitive.map((p) => p.field) }),
+  );
+  const diffs = receipts.length >= 2 ? physicalDifferences(receipts[0]!, receipts[1]!, opts) : [];
+  checks.push(
+    diffs.length > 0
+      ? makeCheck('physical-diff', subject, 'pass', 'audit_physical_diff_ok', { differing: diffs.length })
+      : makeCheck('physical-diff', subject, 'fail', 'audit_no_physical_diff', { differing: 0, stripping: opts.stripPhysical === false ? 'disabled' : 'enabled' }),
+  );
+  const unknown = new Map<string, number>();
+  for (const r of receipts) for (const u of canonicalSplit(r, opts).unknownFields) unknown.set(u.path, (unknown.get(u.path) ?? 0) + u.count);
+  checks.push(
+    unknown.size === 0
+      ? makeCheck('field-table', subject, 'pass', 'meta_field_table_ok', { unknown: 0 })
+      : makeCheck('field-table', subject, 'warn', 'meta_unclassified_field', { unknown: [...unknown.entries()].sort().map(([path, count]) => ({ path, count })) }),
+  );
+  return { checks, divergence, sensitivity, stable };
+}
+
+/** Run a configuration (file, plan or recorded run directory) N ≥ 2 times and check DIFF=0. */
+export async function replay(source: string | RunPlan, opts: ReplayOptions = {}): Promise<ReplayReport> {
+  const n = opts.runs ?? 2;
+  if (!Number.isInteger(n) || n < 2) throw new DetsimError('struct_invalid_field', `--runs: ${n} is not a whole number ≥ 2 (one run cannot show replay)`, '--runs');
+  let plan: RunPlan;
+  let reference: { runDir: string; receipt: Receipt } | null = null;
+  let subject: string;
+  if (typeof source === 'string' && isRunDir(source)) {
+    const files = readRunFiles(source);
+    plan = planFromRunRecord(files.run);
+    // The recorded run's receipt is rebuilt from its files (a receipt.json on disk is not trusted).
+    reference = { runDir: source, receipt: buildReceipt(files) };
+    subject = plan.sessionId;
+  } else {
+    plan = typeof source === 'string' ? loadConfig(source) : source;
+    subject = plan.sessionId;
+  }
+  const strip: CanonicalOptions = { stripPhysical: opts.stripPhysical };
+  const runs: ReplayRun[] = [];
+  for (let i = 0; i < n; i++) {
+    const dispatch = opts.dispatch ?? DEFAULT_CYCLE[i % DEFAULT_CYCLE.length]!;
+    const steps = opts.steps ?? (reference ? plan.steps : undefined);
+    const result = await runSession(plan, { ...opts.runOptions, outDir: opts.outDir, steps, dispatch });
+    const w = writeReceipt(result.runDir);
+    const run: ReplayRun = { runDir: result.runDir, dispatch, reproHash: reproHash(w.receipt, strip).reproHash, unknownFields: w.unknownFields, honesty: w.honesty, receipt: w.receipt };
+    runs.push(run);
+    opts.onRun?.(i, run);
+  }
+  const { checks, divergence, sensitivity, stable } = replayChecks(subject, runs.map((r) => r.receipt), reference?.receipt ?? null, strip);
+  return {
+    subject,
+    runs,
+    reference: reference ? { runDir: reference.runDir, reproHash: reproHash(reference.receipt, strip).reproHash } : null,
+    stable,
+    divergence,
+    sensitivity,
+    checks,
+  };
+}
