@@ -190,7 +190,8 @@ export class Lockstep {
     this.expect(a.batchId === batchId, `batchId is ${JSON.stringify(a.batchId)}, expected ${JSON.stringify(batchId)}`, envCtx);
     this.expect(a.appliedFromStep === k.toString(), `appliedFromStep is ${JSON.stringify(a.appliedFromStep)}, expected "${k}"`, envCtx);
     this.expect(a.nextStep === next, `nextStep is ${JSON.stringify(a.nextStep)}, expected "${next}"`, envCtx);
-    this.checkDigest(a.appliedControlsDigest, 'appliedControlsDigest', envCtx);
+    // The environment echoes the canonical digest of the batch it applied: it must be ours.
+    this.expect(a.appliedControlsDigest === controlDigest, `appliedControlsDigest ${JSON.stringify(a.appliedControlsDigest)} is not the digest of the batch sent (${controlDigest})`, envCtx);
     this.checkDigest(a.worldDigest, 'worldDigest', envCtx);
     const observations = this.readObservations(a.observations, envCtx);
     const evaluation = this.evaluate(a, envCtx);

@@ -1,0 +1,8 @@
+// The registry of bench suites, in the order `npm run bench` runs them by default.
+// Adding a suite: write bench/suites/<name>.ts exporting a BenchSuite, then add one line here.
+import type { BenchSuite } from '../lib/suite.js';
+import { formats } from './formats.js';
+
+export const SUITES: readonly BenchSuite[] = [
+  formats,
+];

@@ -1,0 +1,199 @@
+// Bench suite `lockstep`: agent-steps/s of real lockstep runs (walker agents on forage, real worker
+// processes over gRPC on Unix sockets) for N agents in P processes, beside the transport limit
+// measured in the same run: a raw grpc-js stream echo with the same messages per step. Plus peak
+// RSS. Numbers only; correctness lives in test/coordinator. NOT a test.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import * as grpc from '@grpc/grpc-js';
+import { resolveConfig } from '../../coordinator/config.js';
+import { canonicalBytes } from '../../coordinator/formats/canonical-json.js';
+import { channelOptions, workerServiceDefinition, type Frame } from '../../coordinator/protocol/index.js';
+import { runSession } from '../../coordinator/run.js';
+import { readRunTraces } from './lockstep-read.js';
+
+export interface LockstepRow {
+  agents: number;
+  processes: number;
+  steps: number;
+  agentStepsPerSec: number;
+  stepsPerSec: number;
+  /** The raw echo with the same messages per step: the transport limit in agent-steps/s. */
+  echoAgentStepsPerSec: number;
+  /** echo / lockstep (1.0 = at the transport limit). */
+  slowdown: number;
+  coordinatorPeakRssMiB: number;
+  workersPeakRssMiB: number;
+}
+
+export interface LockstepBenchOptions {
+  agents?: number[];
+  processes?: number[];
+  steps?: number;
+  warmup?: number;
+  log?: (line: string) => void;
+}
+
+const MiB = 1024 * 1024;
+
+function vmHwmBytes(pid: number): number {
+  try {
+    const m = /VmHWM:\s+([0-9]+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return m ? Number(m[1]) * 1024 : 0;
+  } catch {
+    return 0;
+  }
+}
+
+/** One real lockstep run; rate measured from trace wallTimeNs after the warm-up steps. */
+export async function measureLockstep(agents: number, processes: number, steps: number, warmup: number): Promise<{ rate: number; workersRss: number }> {
+  const perWorker = Math.ceil(agents / processes);
+  const side = Math.max(8, Math.ceil(Math.sqrt(agents * 4)));
+  const plan = resolveConfig({
+    sessionId: `bench-${agents}-${processes}`,
+    masterSeed: '1',
+    steps,
+    stepHz: 60,
+    environment: { id: 'forage', model: 'forage', params: { width: side, height: side, food: Math.max(1, agents) } },
+    agents: { count: agents, prefix: 'walker-', model: 'walker' },
+    workers: { agentsPerWorker: perWorker },
+    deadlines: { startupMs: 30_000, stepMs: 10_000 },
+  });
+  const out = mkdtempSync(join(tmpdir(), 'detsim-bench-'));
+  let pids: number[] = [];
+  let workersRss = 0;
+  try {
+    const r = await runSession(plan, {
+      outDir: out,
+      onWarning: () => undefined,
+      hooks: {
+        onLaunched: (f) => (pids = f.pids().map((p) => p.pid)),
+        beforePhase: (step, phase) => {
+          if (step === BigInt(steps - 1) && phase === 'commit') workersRss = pids.reduce((s, p) => s + vmHwmBytes(p), 0);
+        },
+      },
+    });
+    const walls = readRunTraces(r.runDir).map((t) => BigInt(t.operational.wallTimeNs));
+    const ns = Number(walls[steps - 1]! - walls[warmup - 1]!);
+    return { rate: ((steps - warmup) * agents * 1e9) / ns, workersRss };
+  } finally {
+    rmSync(out, { recursive: true, force: true });
+  }
+}
+
+interface EchoPeer {
+  child: ChildProcess;
+  client: grpc.Client;
+  stream: grpc.ClientDuplexStream<Frame, Frame>;
+  waiting: ((f: Frame) => void)[];
+}
+
+async function startEcho(dir: string, i: number): Promise<EchoPeer> {
+  const listen = `unix:${join(dir, `e${i}.sock`)}`;
+  const child = spawn(process.execPath, ['--import', import.meta.resolve('tsx'), new URL('./echo-worker.ts', import.meta.url).pathname, '--listen', listen], { stdio: ['pipe', 'pipe', 'inherit'] });
+  await new Promise<void>((res, rej) => {
+    createInterface({ input: child.stdout! }).once('line', () => res());
+    child.once('exit', (c) => rej(new Error(`echo worker exited ${c}`)));
+  });
+  const Ctor = grpc.makeGenericClientConstructor(workerServiceDefinition(), 'Worker');
+  const client = new Ctor(listen, grpc.credentials.createInsecure(), channelOptions());
+  const stream = (client as unknown as { Session(): grpc.ClientDuplexStream<Frame, Frame> }).Session();
+  const peer: EchoPeer = { child, client, stream, waiting: [] };
+  stream.on('data', (f: Frame) => peer.waiting.shift()?.(f));
+  stream.on('error', () => undefined); // ended by the kill below
+  return peer;
+}
+
+function roundTrip(peer: EchoPeer, body: Buffer): Promise<Frame> {
+  return new Promise((res) => {
+    peer.waiting.push(res);
+    peer.stream.write({ body });
+  });
+}
+
+/** Bodies shaped like the real requests of one step for a worker hosting `ids`. */
+function stepBodies(ids: string[], k: number): { prepare: Buffer; commit: Buffer } {
+  const scope = { sessionId: 'bench', epoch: 'e1', step: String(k) };
+  const prepare = canonicalBytes({ method: 'Agent.Prepare', requestId: `req-${2 * k + 2}`, scope, params: { agents: ids.map((agentId) => ({ agentId })) } });
+  const commit = canonicalBytes({
+    method: 'Agent.Commit',
+    requestId: `req-${2 * k + 3}`,
+    scope,
+    params: { agents: ids.map((agentId) => ({ agentId, preparedRequestId: `req-${2 * k + 2}`, observation: { foodDx: -3, foodDy: 2, score: 1, x: 5, y: 7 }, rewards: [] })) },
+  });
+  return { prepare, commit };
+}
+
+/** The same messages per step as lockstep (P prepares ∥, 1 advance, P commits ∥) over a raw echo. */
+export async function measureEcho(agents: number, processes: number, steps: number, warmup: number): Promise<number> {
+  const dir = mkdtempSync('/tmp/ds-echo-');
+  const peers = await Promise.all(Array.from({ length: processes + 1 }, (_, i) => startEcho(dir, i)));
+  try {
+    const perWorker = Math.ceil(agents / processes);
+    const groups = Array.from({ length: processes }, (_, p) => Array.from({ length: Math.min(perWorker, agents - p * perWorker) }, (_, j) => `walker-${p * perWorker + j}`)).filter((g) => g.length > 0);
+    const all = groups.flat();
+    let t0 = 0n;
+    for (let k = 0; k < steps; k++) {
+      if (k === warmup) t0 = process.hrtime.bigint();
+      const bodies = groups.map((g) => stepBodies(g, k));
+      await Promise.all(groups.map((_, p) => roundTrip(peers[p + 1]!, bodies[p]!.prepare)));
+      const advance = canonicalBytes({ method: 'Environment.Advance', requestId: `req-${k + 2}`, scope: { sessionId: 'bench', epoch: 'e1', step: String(k) }, params: { batchId: `batch-e1-${k}`, actions: all.map((agentId) => ({ agentId, portId: agentId, action: { move: 'north' } })) } });
+      await roundTrip(peers[0]!, advance);
+      await Promise.all(groups.map((_, p) => roundTrip(peers[p + 1]!, bodies[p]!.commit)));
+    }
+    const ns = Number(process.hrtime.bigint() - t0);
+    return ((steps - warmup) * agents * 1e9) / ns;
+  } finally {
+    for (const p of peers) {
+      p.stream.end();
+      p.client.close();
+      p.child.kill('SIGKILL');
+    }
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+export async function benchLockstep(opts: LockstepBenchOptions = {}): Promise<LockstepRow[]> {
+  const agentsList = opts.agents ?? [1, 4, 16, 60];
+  const processList = opts.processes ?? [1, 2, 4, 8];
+  const steps = opts.steps ?? 400;
+  const warmup = opts.warmup ?? 100;
+  const log = opts.log ?? ((l: string) => process.stderr.write(`${l}\n`));
+  const rows: LockstepRow[] = [];
+  for (const agents of agentsList) {
+    for (const processes of processList) {
+      if (processes > agents) continue;
+      const { rate, workersRss } = await measureLockstep(agents, processes, steps, warmup);
+      const echo = await measureEcho(agents, processes, steps, warmup);
+      const row: LockstepRow = {
+        agents,
+        processes,
+        steps,
+        agentStepsPerSec: Math.round(rate),
+        stepsPerSec: Math.round(rate / agents),
+        echoAgentStepsPerSec: Math.round(echo),
+        slowdown: Number((echo / rate).toFixed(2)),
+        coordinatorPeakRssMiB: Math.round(process.resourceUsage().maxRSS / 1024),
+        workersPeakRssMiB: Math.round(workersRss / MiB),
+      };
+      log(`lockstep N=${agents} P=${processes}: ${row.agentStepsPerSec} agent-steps/s (echo ${row.echoAgentStepsPerSec}, ×${row.slowdown})`);
+      rows.push(row);
+    }
+  }
+  return rows;
+}
+
+export function lockstepTable(rows: LockstepRow[]): string {
+  const head = '| agents | processes | agent-steps/s | steps/s | raw echo agent-steps/s | echo ÷ lockstep | coordinator peak RSS MiB | workers peak RSS MiB (sum) |\n| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |';
+  return [head, ...rows.map((r) => `| ${r.agents} | ${r.processes} | ${r.agentStepsPerSec} | ${r.stepsPerSec} | ${r.echoAgentStepsPerSec} | ${r.slowdown} | ${r.coordinatorPeakRssMiB} | ${r.workersPeakRssMiB} |`)].join('\n');
+}
+
+// Direct use: node --import tsx bench/suites/lockstep.ts [N,N,...] [P,P,...]
+if (import.meta.url === `file://${process.argv[1]}`) {
+  const agents = process.argv[2]?.split(',').map(Number);
+  const processes = process.argv[3]?.split(',').map(Number);
+  const rows = await benchLockstep({ agents, processes });
+  process.stdout.write(`${lockstepTable(rows)}\n`);
+}
