@@ -8,6 +8,7 @@ import { registerReasons } from './reasons-command.js';
 import { registerRun } from './run-command.js';
 import { registerStore } from './store-command.js';
 import { registerLedger } from './ledger-command.js';
+import { registerWorker } from './worker-command.js';
 
 const program = new Command();
 program
@@ -23,6 +24,7 @@ registerReasons(program);
 registerRun(program);
 registerStore(program);
 registerLedger(program);
+registerWorker(program);
 
 try {
   await program.parseAsync(process.argv);

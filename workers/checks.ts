@@ -1,0 +1,94 @@
+// Refusal checks shared by the agent and environment hosts: scope/session/epoch/step rules,
+// attachment verification, restore tokens and compatibility digests. Each throws a
+// ProtocolRefusal with the protocol's code; none of them mutates anything.
+import { createHash } from 'node:crypto';
+import { canonicalDigest } from '../coordinator/formats/canonical-json.js';
+import type { Scope } from '../coordinator/formats/scalars.js';
+import { type PayloadRef, ProtocolRefusal, type Request } from '../coordinator/protocol/index.js';
+
+export function requireScope(req: Request): Scope {
+  if (!req.scope) throw new ProtocolRefusal('INVALID_ARGUMENT', `${req.method} needs a scope`);
+  return req.scope;
+}
+
+/** The request's session must be the one this worker was bound to at Hello. */
+export function checkSession(scope: Scope, sessionId: string): void {
+  if (scope.sessionId !== sessionId) {
+    throw new ProtocolRefusal('IDENTITY_MISMATCH', `scope.sessionId ${JSON.stringify(scope.sessionId)} is not this worker's session ${JSON.stringify(sessionId)}`);
+  }
+}
+
+/** Any epoch other than the participant's current one is stale. */
+export function checkEpoch(scope: Scope, current: string, who: string): void {
+  if (scope.epoch !== current) {
+    throw new ProtocolRefusal('STALE_EPOCH', `${who}: scope.epoch ${JSON.stringify(scope.epoch)} is not the current epoch ${JSON.stringify(current)}`);
+  }
+}
+
+/** A step behind the boundary is STALE_STEP, ahead of it FUTURE_STEP. */
+export function checkStep(scope: Scope, boundary: bigint, who: string): bigint {
+  const step = BigInt(scope.step);
+  if (step < boundary) throw new ProtocolRefusal('STALE_STEP', `${who}: scope.step ${step} is behind the boundary ${boundary}`);
+  if (step > boundary) throw new ProtocolRefusal('FUTURE_STEP', `${who}: scope.step ${step} is ahead of the boundary ${boundary}`);
+  return step;
+}
+
+export function sha256(bytes: Uint8Array | string): string {
+  return createHash('sha256').update(bytes).digest('hex');
+}
+
+/** The staged payload must be exactly the referenced bytes: length first, then digest. */
+export function checkAttachment(attachment: Uint8Array | undefined, ref: PayloadRef): void {
+  if (!attachment) throw new ProtocolRefusal('BUFFER_INVALID', 'StageRestore carries no payload attachment');
+  if (String(attachment.byteLength) !== ref.byteLength) {
+    throw new ProtocolRefusal('BUFFER_INVALID', `payload attachment is ${attachment.byteLength} bytes; payload.byteLength says ${ref.byteLength}`);
+  }
+  const digest = sha256(attachment);
+  if (digest !== ref.digest) throw new ProtocolRefusal('BUFFER_INVALID', `payload attachment digest ${digest} differs from payload.digest ${ref.digest}`);
+}
+
+/** `rt-` + 32 hex: bound to checkpoint, scope, payload bytes and this worker incarnation. */
+export function restoreToken(checkpointId: string, scope: Scope, payloadDigest: string, incarnationId: string): string {
+  const text = `detsim/restore-token-v1\n${checkpointId}\n${scope.sessionId}\n${scope.epoch}\n${scope.step}\n${payloadDigest}\n${incarnationId}\n`;
+  return `rt-${sha256(text).slice(0, 32)}`;
+}
+
+export interface AgentCompatibility {
+  agentId: string;
+  profileDigest: string;
+  datasetDigest: string;
+  modelVersion: string;
+  plasticityVersion: string;
+  seed: number;
+}
+
+/** Agent compatibility digest: canonicalDigest({agentId, profileDigest, datasetDigest, modelVersion, plasticityVersion, seed}). */
+export function agentCompatibilityDigest(c: AgentCompatibility): string {
+  return canonicalDigest({ agentId: c.agentId, profileDigest: c.profileDigest, datasetDigest: c.datasetDigest, modelVersion: c.modelVersion, plasticityVersion: c.plasticityVersion, seed: c.seed });
+}
+
+export interface EnvironmentCompatibility {
+  environmentId: string;
+  profileDigest: string;
+  modelVersion: string;
+  seed: number;
+  ports: { portId: string; agentId: string }[];
+}
+
+/** Environment compatibility digest: canonicalDigest({environmentId, modelVersion, ports, profileDigest, seed}). */
+export function environmentCompatibilityDigest(c: EnvironmentCompatibility): string {
+  return canonicalDigest({ environmentId: c.environmentId, profileDigest: c.profileDigest, modelVersion: c.modelVersion, seed: c.seed, ports: c.ports.map((p) => ({ portId: p.portId, agentId: p.agentId })) });
+}
+
+/** Profile digest: canonicalDigest({model, modelVersion, params}) with params as the model resolved them. */
+export function profileDigest(model: string, modelVersion: string, params: Record<string, unknown>): string {
+  return canonicalDigest({ model, modelVersion, params });
+}
+
+/** Name the first recorded identity field that differs from the live/recomputed one. */
+export function firstMismatch(recorded: Record<string, unknown>, live: Record<string, unknown>, order: readonly string[]): string | undefined {
+  for (const f of order) {
+    if (canonicalDigest(recorded[f] ?? null) !== canonicalDigest(live[f] ?? null)) return `${f}: payload has ${JSON.stringify(recorded[f])}, this worker has ${JSON.stringify(live[f])}`;
+  }
+  return undefined;
+}

@@ -1,0 +1,382 @@
+// The environment side of a worker process: one environment model behind Environment.Initialize /
+// Advance and the environment side of State.Capture / StageRestore / ActivateRestore.
+// Not the transport, not Hello/Status, not reward evaluation policy (the model reports rewards).
+import { canonicalDigest } from '../coordinator/formats/canonical-json.js';
+import { DetsimError } from '../coordinator/formats/errors.js';
+import { RationalNs, type Scope, readDigest, readI32, readId, readObject, readScope, readU64, refuseUnknownFields } from '../coordinator/formats/scalars.js';
+import { type PayloadRef, ProtocolRefusal, type Request } from '../coordinator/protocol/index.js';
+import { checkAttachment, checkEpoch, checkSession, checkStep, environmentCompatibilityDigest, firstMismatch, profileDigest, requireScope, restoreToken, sha256 } from './checks.js';
+import type { HostContext, HostReply } from './host-context.js';
+import { callModel, splitStrict } from './model-call.js';
+import { resolveEnvironmentModel } from './models/registry.js';
+import { StepCache, opKey } from './op-cache.js';
+import type { EnvironmentModel, JsonObject, PortAction, PortBinding } from './sdk.js';
+import { decodeState, encodeState } from './state-codec.js';
+
+interface EnvIdentity {
+  environmentId: string;
+  modelSpec: string;
+  model: EnvironmentModel<unknown>;
+  strict: boolean;
+  params: JsonObject;
+  seed: number;
+  stepDuration: RationalNs;
+  ports: PortBinding[];
+  modelVersion: string;
+  profileDigest: string;
+  compatibilityDigest: string;
+}
+
+interface EnvTimeline {
+  state: unknown;
+  epoch: string;
+  boundary: bigint;
+}
+
+interface EnvSlot extends EnvIdentity, EnvTimeline {
+  failed: boolean;
+  initDigest: string;
+  initResult: JsonObject;
+}
+
+interface Staged {
+  token: string;
+  checkpointId: string;
+  scope: Scope;
+  identity: EnvIdentity;
+  timeline: EnvTimeline;
+}
+
+const PAYLOAD_VERSION = 1;
+
+function invalid(e: unknown): never {
+  if (e instanceof DetsimError) throw new ProtocolRefusal('INVALID_ARGUMENT', e.message);
+  throw e;
+}
+
+function readPorts(value: unknown, field: string): PortBinding[] {
+  if (!Array.isArray(value) || value.length === 0) throw new ProtocolRefusal('INVALID_ARGUMENT', `${field} must be a non-empty list`);
+  const ports = new Set<string>();
+  const agents = new Set<string>();
+  return value.map((raw, i) => {
+    const p = readObject(raw, `${field}[${i}]`);
+    refuseUnknownFields(p, ['portId', 'agentId'], `${field}[${i}]`);
+    const portId = readId(p.portId, `${field}[${i}].portId`);
+    const agentId = readId(p.agentId, `${field}[${i}].agentId`);
+    if (ports.has(portId)) throw new ProtocolRefusal('INVALID_ARGUMENT', `${field}: port ${portId} appears twice`);
+    if (agents.has(agentId)) throw new ProtocolRefusal('INVALID_ARGUMENT', `${field}: agent ${agentId} is bound to two ports`);
+    ports.add(portId);
+    agents.add(agentId);
+    return { portId, agentId };
+  });
+}
+
+function byAgentId(observations: Record<string, JsonObject>): { agentId: string; observation: JsonObject }[] {
+  return Object.keys(observations)
+    .sort()
+    .map((agentId) => ({ agentId, observation: observations[agentId]! }));
+}
+
+export class EnvironmentHost {
+  private env: EnvSlot | undefined;
+  private staged: Staged | undefined;
+  private readonly usedTokens = new Set<string>();
+  private readonly cache = new StepCache<JsonObject>();
+
+  constructor(private readonly ctx: HostContext) {}
+
+  get state(): 'uninitialized' | 'ready' | 'staged-restore' | 'failed' {
+    if (this.env?.failed) return 'failed';
+    if (this.staged) return 'staged-restore';
+    return this.env ? 'ready' : 'uninitialized';
+  }
+
+  get currentEpoch(): string | undefined {
+    return this.env?.epoch;
+  }
+
+  get boundary(): bigint | undefined {
+    return this.env?.boundary;
+  }
+
+  // ---- Environment.Initialize -----------------------------------------------------------------
+
+  async initialize(req: Request): Promise<HostReply> {
+    const scope = requireScope(req);
+    checkSession(scope, this.ctx.sessionId);
+    if (scope.step !== '0') throw new ProtocolRefusal('INVALID_ARGUMENT', `Environment.Initialize: scope.step must be "0", not ${JSON.stringify(scope.step)}`);
+    const digest = canonicalDigest({ method: req.method, scope, params: req.params });
+    if (this.env) {
+      if (this.env.initDigest === digest && this.env.epoch === scope.epoch) return { result: this.env.initResult };
+      throw new ProtocolRefusal('CONFLICT', 'Environment.Initialize: the environment is already initialized with a different request');
+    }
+    let environmentId: string, modelSpec: string, rawParams: JsonObject, seed: number, stepDuration: RationalNs, ports: PortBinding[];
+    try {
+      const p = req.params;
+      refuseUnknownFields(p, ['environmentId', 'model', 'params', 'seed', 'stepDuration', 'ports'], 'params');
+      environmentId = readId(p.environmentId, 'params.environmentId');
+      if (typeof p.model !== 'string' || p.model.length === 0) throw new ProtocolRefusal('INVALID_ARGUMENT', 'params.model must be a model name or module path');
+      modelSpec = p.model;
+      rawParams = readObject(p.params, 'params.params');
+      seed = readI32(p.seed, 'params.seed');
+      stepDuration = RationalNs.readDuration(p.stepDuration, 'params.stepDuration');
+      ports = readPorts(p.ports, 'params.ports');
+    } catch (e) {
+      return invalid(e);
+    }
+    const identity = await this.identityFor(environmentId, modelSpec, rawParams, seed, stepDuration, ports, 'params');
+    const state = callModel(identity.strict, `environment ${environmentId}`, 'initialize', 'none', () =>
+      identity.model.initialize({ environmentId, seed, params: identity.params, ports, stepDuration: stepDuration.toJSON() }),
+    );
+    const observations = callModel(identity.strict, `environment ${environmentId}`, 'observe', 'none', () => identity.model.observe(state));
+    const initResult: JsonObject = { environmentId, modelVersion: identity.modelVersion, profileDigest: identity.profileDigest, boundary: '0', observations: byAgentId(observations) };
+    this.env = { ...identity, state, epoch: scope.epoch, boundary: 0n, failed: false, initDigest: digest, initResult };
+    this.ctx.progress(req.requestId);
+    return { result: initResult };
+  }
+
+  private async identityFor(environmentId: string, modelSpec: string, rawParams: JsonObject, seed: number, stepDuration: RationalNs, ports: PortBinding[], field: string): Promise<EnvIdentity> {
+    let model: EnvironmentModel<unknown>, builtin: boolean;
+    try {
+      ({ model, builtin } = await resolveEnvironmentModel(modelSpec));
+    } catch (err) {
+      throw new ProtocolRefusal('INVALID_ARGUMENT', `${field}.model: ${(err as Error).message}`);
+    }
+    const split = splitStrict(rawParams, `${field}.params`);
+    const strict = split.strict ?? (builtin ? true : this.ctx.strictUserModels);
+    let params: JsonObject;
+    try {
+      params = model.resolveParams ? model.resolveParams(split.params) : split.params;
+    } catch (err) {
+      throw new ProtocolRefusal('INVALID_ARGUMENT', `${field}.${(err as Error).message}`);
+    }
+    const modelVersion = model.modelVersion;
+    const profile = profileDigest(modelSpec, modelVersion, params);
+    const compatibilityDigest = environmentCompatibilityDigest({ environmentId, profileDigest: profile, modelVersion, seed, ports });
+    return { environmentId, modelSpec, model, strict, params, seed, stepDuration, ports, modelVersion, profileDigest: profile, compatibilityDigest };
+  }
+
+  private live(): EnvSlot {
+    if (!this.env) throw new ProtocolRefusal('INVALID_PHASE', 'the environment is not initialized');
+    if (this.env.failed) throw new ProtocolRefusal('INVALID_PHASE', 'the environment failed earlier and must be restored');
+    return this.env;
+  }
+
+  // ---- Environment.Advance --------------------------------------------------------------------
+
+  advance(req: Request): HostReply {
+    const scope = requireScope(req);
+    checkSession(scope, this.ctx.sessionId);
+    const env = this.live();
+    checkEpoch(scope, env.epoch, `environment ${env.environmentId}`);
+    const key = opKey(scope, req.method, null);
+    const digest = canonicalDigest({ method: req.method, scope, params: req.params });
+    const hit = this.cache.get(key);
+    if (hit) {
+      if (hit.digest !== digest) throw new ProtocolRefusal('CONFLICT', `Environment.Advance for step ${scope.step} was already answered for a different body`);
+      return { result: hit.result };
+    }
+    const step = checkStep(scope, env.boundary, `environment ${env.environmentId}`);
+    let batchId: string;
+    const actions: PortAction[] = [];
+    try {
+      refuseUnknownFields(req.params, ['batchId', 'actions'], 'params');
+      batchId = readId(req.params.batchId, 'params.batchId');
+      const list = req.params.actions;
+      if (!Array.isArray(list) || list.length !== env.ports.length) {
+        throw new ProtocolRefusal('INVALID_ARGUMENT', `params.actions must hold one action per port (${env.ports.length}), in port order`);
+      }
+      for (const [i, raw] of list.entries()) {
+        const a = readObject(raw, `params.actions[${i}]`);
+        refuseUnknownFields(a, ['portId', 'agentId', 'action'], `params.actions[${i}]`);
+        const port = env.ports[i]!;
+        if (a.portId !== port.portId || a.agentId !== port.agentId) {
+          throw new ProtocolRefusal('INVALID_ARGUMENT', `params.actions[${i}] is ${JSON.stringify(a.portId)}/${JSON.stringify(a.agentId)}; port order expects ${port.portId}/${port.agentId}`);
+        }
+        const action = readObject(a.action, `params.actions[${i}].action`);
+        const bad = env.model.checkAction?.(action, port.portId);
+        if (bad) throw new ProtocolRefusal('INVALID_ARGUMENT', bad);
+        actions.push({ portId: port.portId, agentId: port.agentId, action });
+      }
+    } catch (e) {
+      return invalid(e);
+    }
+    const who = `environment ${env.environmentId}`;
+    let outcome, observations, world;
+    try {
+      outcome = callModel(env.strict, who, 'advance', 'unknown', () => env.model.advance(env.state, { step, actions }));
+      observations = callModel(env.strict, who, 'observe', 'unknown', () => env.model.observe(env.state));
+      world = callModel(env.strict, who, 'digest', 'unknown', () => env.model.digest(env.state));
+    } catch (e) {
+      env.failed = true;
+      throw e;
+    }
+    env.boundary = step + 1n;
+    const result: JsonObject = {
+      batchId,
+      appliedFromStep: step.toString(),
+      nextStep: env.boundary.toString(),
+      appliedControlsDigest: canonicalDigest(req.params.actions),
+      observations: byAgentId(observations),
+      rewards: outcome.rewards,
+      eventIds: outcome.eventIds,
+      worldDigest: canonicalDigest(world),
+    };
+    this.cache.put(key, step, { digest, result });
+    if (env.boundary >= 2n) this.cache.evictBefore(env.boundary - 2n);
+    this.ctx.progress(req.requestId);
+    return { result };
+  }
+
+  // ---- State.Capture --------------------------------------------------------------------------
+
+  capture(req: Request): HostReply {
+    const scope = requireScope(req);
+    checkSession(scope, this.ctx.sessionId);
+    let checkpointId: string;
+    try {
+      refuseUnknownFields(req.params, ['checkpointId', 'agentId'], 'params');
+      checkpointId = readId(req.params.checkpointId, 'params.checkpointId');
+      if (req.params.agentId !== null) throw new ProtocolRefusal('INVALID_ARGUMENT', 'params.agentId must be null: this worker hosts the environment');
+    } catch (e) {
+      return invalid(e);
+    }
+    const env = this.live();
+    checkEpoch(scope, env.epoch, `environment ${env.environmentId}`);
+    const boundary = checkStep(scope, env.boundary, `environment ${env.environmentId}`);
+    const modelState = callModel(env.strict, `environment ${env.environmentId}`, 'capture', 'none', () => env.model.capture(env.state));
+    const payload = {
+      payloadVersion: PAYLOAD_VERSION,
+      kind: 'environment',
+      environmentId: env.environmentId,
+      checkpointId,
+      sourceScope: scope,
+      committedStep: boundary.toString(),
+      model: env.modelSpec,
+      params: env.params,
+      strict: env.strict,
+      seed: env.seed,
+      stepDuration: env.stepDuration.toJSON(),
+      ports: env.ports,
+      modelVersion: env.modelVersion,
+      profileDigest: env.profileDigest,
+      state: modelState,
+    };
+    let bytes: Buffer;
+    try {
+      bytes = encodeState(payload);
+    } catch (e) {
+      throw new ProtocolRefusal('BACKEND_FAILURE', `environment ${env.environmentId}: capture state cannot be encoded: ${(e as Error).message}`, 'none');
+    }
+    return {
+      result: { checkpointId, agentId: null, boundary: boundary.toString(), compatibilityDigest: env.compatibilityDigest, payload: { digest: sha256(bytes), byteLength: String(bytes.byteLength) } },
+      attachment: bytes,
+    };
+  }
+
+  // ---- State.StageRestore ---------------------------------------------------------------------
+
+  async stageRestore(req: Request, attachment: Uint8Array | undefined): Promise<HostReply> {
+    const scope = requireScope(req);
+    checkSession(scope, this.ctx.sessionId);
+    let checkpointId: string, sourceScope: Scope, compatibilityDigest: string, ref: PayloadRef;
+    try {
+      refuseUnknownFields(req.params, ['checkpointId', 'agentId', 'sourceScope', 'compatibilityDigest', 'payload'], 'params');
+      checkpointId = readId(req.params.checkpointId, 'params.checkpointId');
+      if (req.params.agentId !== null) throw new ProtocolRefusal('INVALID_ARGUMENT', 'params.agentId must be null: this worker hosts the environment');
+      sourceScope = readScope(req.params.sourceScope, 'params.sourceScope');
+      compatibilityDigest = readDigest(req.params.compatibilityDigest, 'params.compatibilityDigest');
+      const p = readObject(req.params.payload, 'params.payload');
+      refuseUnknownFields(p, ['digest', 'byteLength'], 'params.payload');
+      ref = { digest: readDigest(p.digest, 'params.payload.digest'), byteLength: readU64(p.byteLength, 'params.payload.byteLength') };
+    } catch (e) {
+      return invalid(e);
+    }
+    if (sourceScope.sessionId !== scope.sessionId) throw new ProtocolRefusal('IDENTITY_MISMATCH', `params.sourceScope.sessionId ${sourceScope.sessionId} is not this session ${scope.sessionId}`);
+    if (sourceScope.step !== scope.step) throw new ProtocolRefusal('INVALID_ARGUMENT', `scope.step ${scope.step} must equal params.sourceScope.step ${sourceScope.step}`);
+    const live = this.env;
+    if (live && scope.epoch === live.epoch) throw new ProtocolRefusal('STALE_EPOCH', `environment: the restore epoch ${scope.epoch} must be new (it is the current epoch)`);
+    if (this.staged) throw new ProtocolRefusal('CONFLICT', 'the environment already has a staged restore');
+    checkAttachment(attachment, ref);
+    const payload = this.readPayload(attachment!, checkpointId, sourceScope);
+    let identity: EnvIdentity;
+    if (live) {
+      const seed = payload.seed as number;
+      identity = { ...live, seed, compatibilityDigest: environmentCompatibilityDigest({ ...live, seed }) };
+    } else {
+      let ports: PortBinding[], stepDuration: RationalNs;
+      try {
+        ports = readPorts(payload.ports, 'payload.ports');
+        stepDuration = RationalNs.readDuration(payload.stepDuration, 'payload.stepDuration');
+      } catch (e) {
+        throw new ProtocolRefusal('INCOMPATIBLE_STATE', `environment: ${(e as Error).message}`);
+      }
+      identity = await this.identityFor(payload.environmentId as string, payload.model as string, payload.params as JsonObject, payload.seed as number, stepDuration, ports, 'payload');
+      if (typeof payload.strict === 'boolean') identity.strict = payload.strict;
+    }
+    const mismatch = firstMismatch(payload, identity as unknown as Record<string, unknown>, ['environmentId', 'modelVersion', 'profileDigest', 'ports']);
+    if (mismatch) throw new ProtocolRefusal('INCOMPATIBLE_STATE', `environment: ${mismatch}`);
+    if (identity.compatibilityDigest !== compatibilityDigest) {
+      throw new ProtocolRefusal('INCOMPATIBLE_STATE', `environment: compatibilityDigest ${compatibilityDigest} differs from the recomputed ${identity.compatibilityDigest} (seed ${identity.seed})`);
+    }
+    const state = callModel(identity.strict, `environment ${identity.environmentId}`, 'restore', 'none', () =>
+      identity.model.restore(payload.state, { environmentId: identity.environmentId, seed: identity.seed, params: identity.params, ports: identity.ports, stepDuration: identity.stepDuration.toJSON() }),
+    );
+    const token = restoreToken(checkpointId, scope, ref.digest, this.ctx.incarnationId);
+    this.staged = { token, checkpointId, scope, identity, timeline: { state, epoch: scope.epoch, boundary: BigInt(scope.step) } };
+    return { result: { checkpointId, agentId: null, restoreToken: token } };
+  }
+
+  private readPayload(bytes: Uint8Array, checkpointId: string, sourceScope: Scope): JsonObject {
+    let payload: JsonObject;
+    try {
+      payload = readObject(decodeState(bytes), 'payload');
+    } catch (e) {
+      throw new ProtocolRefusal('INCOMPATIBLE_STATE', `environment: payload is not a state payload: ${(e as Error).message}`);
+    }
+    const expect = (field: string, ok: boolean, what: string): void => {
+      if (!ok) throw new ProtocolRefusal('INCOMPATIBLE_STATE', `environment: payload ${field} ${what}`);
+    };
+    expect('payloadVersion', payload.payloadVersion === PAYLOAD_VERSION, `must be ${PAYLOAD_VERSION}`);
+    expect('kind', payload.kind === 'environment', 'must be "environment"');
+    expect('checkpointId', payload.checkpointId === checkpointId, `is ${JSON.stringify(payload.checkpointId)}, not ${checkpointId}`);
+    expect('sourceScope', canonicalDigest(payload.sourceScope ?? null) === canonicalDigest(sourceScope), 'differs from params.sourceScope');
+    expect('committedStep', payload.committedStep === sourceScope.step, `is ${JSON.stringify(payload.committedStep)}, not ${sourceScope.step}`);
+    expect('environmentId', typeof payload.environmentId === 'string', 'must be a string');
+    expect('model', typeof payload.model === 'string', 'must be a string');
+    expect('params', typeof payload.params === 'object' && payload.params !== null, 'must be an object');
+    expect('seed', typeof payload.seed === 'number' && Number.isInteger(payload.seed), 'must be an i32');
+    return payload;
+  }
+
+  // ---- State.ActivateRestore ------------------------------------------------------------------
+
+  activateRestore(req: Request): HostReply {
+    const scope = requireScope(req);
+    checkSession(scope, this.ctx.sessionId);
+    let token: string;
+    try {
+      refuseUnknownFields(req.params, ['restoreToken', 'agentId'], 'params');
+      token = readId(req.params.restoreToken, 'params.restoreToken');
+      if (req.params.agentId !== null) throw new ProtocolRefusal('INVALID_ARGUMENT', 'params.agentId must be null: this worker hosts the environment');
+    } catch (e) {
+      return invalid(e);
+    }
+    if (this.usedTokens.has(token)) throw new ProtocolRefusal('CONFLICT', `environment: restore token ${token} was already activated`);
+    const staged = this.staged;
+    if (!staged) throw new ProtocolRefusal('INVALID_PHASE', 'environment: nothing is staged to activate');
+    if (staged.token !== token) throw new ProtocolRefusal('IDENTITY_MISMATCH', `environment: restore token ${token} is not the staged one (the staged restore is kept)`);
+    if (staged.scope.epoch !== scope.epoch || staged.scope.step !== scope.step) {
+      throw new ProtocolRefusal('IDENTITY_MISMATCH', `environment: scope ${scope.epoch}/${scope.step} differs from the staged ${staged.scope.epoch}/${staged.scope.step}`);
+    }
+    const id = staged.identity;
+    const observations = callModel(id.strict, `environment ${id.environmentId}`, 'observe', 'none', () => id.model.observe(staged.timeline.state));
+    const old = this.env;
+    this.env = { ...id, ...staged.timeline, failed: false, initDigest: old?.initDigest ?? '', initResult: old?.initResult ?? {} };
+    this.staged = undefined;
+    this.usedTokens.add(token);
+    this.cache.evictAgent(null);
+    this.ctx.progress(req.requestId);
+    return { result: { checkpointId: staged.checkpointId, agentId: null, committedStep: scope.step, observation: { observations: byAgentId(observations) } } };
+  }
+}

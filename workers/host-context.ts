@@ -1,0 +1,18 @@
+// What a participant host (agent or environment) needs from the runtime: identity, the bound
+// session, the progress counter and the strict-mode default. An interface only; runtime.ts owns it.
+
+export interface HostContext {
+  readonly workerId: string;
+  readonly incarnationId: string;
+  /** The session bound at Hello. */
+  readonly sessionId: string;
+  /** Strict mode for user models unless their params say otherwise (built-ins default to strict). */
+  readonly strictUserModels: boolean;
+  /** Record real progress: bumps progressCounter and lastCompletedRequestId. */
+  progress(requestId: string): void;
+}
+
+export interface HostReply {
+  result: Record<string, unknown>;
+  attachment?: Uint8Array;
+}

@@ -1,0 +1,45 @@
+#!/usr/bin/env node
+// Worker process entry: `node workers/main.js --listen unix:/path|host:port --role agent|environment
+// --worker-id <Id> [--session <Id>] [--strict] [--max-message-bytes N] [--no-parent-watch]`.
+// Argument parsing only; everything else is workers/process.ts.
+import { parseArgs } from 'node:util';
+import { DetsimError } from '../coordinator/formats/errors.js';
+import { readWorkerOptions, runWorkerProcess } from './process.js';
+
+try {
+  const { values } = parseArgs({
+    options: {
+      listen: { type: 'string' },
+      role: { type: 'string' },
+      'worker-id': { type: 'string' },
+      session: { type: 'string' },
+      strict: { type: 'boolean' },
+      'max-message-bytes': { type: 'string' },
+      'no-parent-watch': { type: 'boolean' },
+    },
+    strict: true,
+    allowPositionals: false,
+  });
+  const options = readWorkerOptions({
+    listen: values.listen,
+    role: values.role,
+    workerId: values['worker-id'],
+    session: values.session,
+    strict: values.strict === true,
+    maxMessageBytes: values['max-message-bytes'],
+    parentWatch: values['no-parent-watch'] !== true,
+  });
+  await runWorkerProcess(options);
+} catch (e) {
+  if (e instanceof DetsimError) {
+    process.stderr.write(`detsim: [${e.reason}] ${e.message}\n`);
+    process.exit(2);
+  }
+  const err = e as NodeJS.ErrnoException;
+  if (err && typeof err.code === 'string' && err.code.startsWith('ERR_PARSE_ARGS')) {
+    process.stderr.write(`detsim worker: ${err.message}\n`);
+    process.exit(2);
+  }
+  process.stderr.write(`detsim worker: cannot start: ${(e as Error).message}\n`);
+  process.exit(1);
+}

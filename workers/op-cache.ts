@@ -1,0 +1,77 @@
+// Idempotency tables of the worker (reference §3.6). StepCache: per-entry results of step
+// mutations keyed by the operation key, kept for the current and previous step. LifecycleCache:
+// whole replies of lifecycle calls kept until Worker.Acknowledge. No execution logic here.
+import type { Scope } from '../coordinator/formats/scalars.js';
+
+export interface StepEntry<T> {
+  /** Canonical digest of {method, scope, params-entry}. */
+  digest: string;
+  result: T;
+}
+
+/** The operation key minus the constant parts (session and worker are fixed per process). */
+export function opKey(scope: Scope, method: string, agentId: string | null): string {
+  return `${scope.sessionId}\u0000${scope.epoch}\u0000${scope.step}\u0000${method}\u0000${agentId ?? ''}`;
+}
+
+export class StepCache<T> {
+  private readonly entries = new Map<string, { step: bigint; entry: StepEntry<T> }>();
+
+  get(key: string): StepEntry<T> | undefined {
+    return this.entries.get(key)?.entry;
+  }
+
+  put(key: string, step: bigint, entry: StepEntry<T>): void {
+    this.entries.set(key, { step, entry });
+  }
+
+  /** Keep only results of steps >= minStep (the current and the previous step). */
+  evictBefore(minStep: bigint): void {
+    for (const [key, v] of this.entries) if (v.step < minStep) this.entries.delete(key);
+  }
+
+  /** Drop everything keyed to this agent (after a restore installs a new timeline). */
+  evictAgent(agentId: string | null): void {
+    const suffix = `\u0000${agentId ?? ''}`;
+    for (const key of this.entries.keys()) if (key.endsWith(suffix)) this.entries.delete(key);
+  }
+
+  get size(): number {
+    return this.entries.size;
+  }
+}
+
+export interface LifecycleReply {
+  digest: string;
+  result: Record<string, unknown>;
+  attachment?: Uint8Array;
+}
+
+/** Lifecycle replies by request id, held until acknowledged; at LIMIT outstanding, new ones are BUSY. */
+export class LifecycleCache {
+  static readonly LIMIT = 16;
+  private readonly replies = new Map<string, LifecycleReply>();
+
+  get(requestId: string): LifecycleReply | undefined {
+    return this.replies.get(requestId);
+  }
+
+  put(requestId: string, reply: LifecycleReply): void {
+    this.replies.set(requestId, reply);
+  }
+
+  get full(): boolean {
+    return this.replies.size >= LifecycleCache.LIMIT;
+  }
+
+  get size(): number {
+    return this.replies.size;
+  }
+
+  /** Release acknowledged replies; unknown ids are ignored. Returns how many were released. */
+  acknowledge(requestIds: readonly string[]): number {
+    let n = 0;
+    for (const id of requestIds) if (this.replies.delete(id)) n++;
+    return n;
+  }
+}

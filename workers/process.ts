@@ -1,0 +1,110 @@
+// A worker process: validates its options, binds the gRPC server, prints the one ready line,
+// feeds requests through the runtime one at a time (replies in request order) and exits on
+// Shutdown, SIGTERM/SIGINT, or when its parent goes away. Not the protocol semantics (runtime.ts).
+import { fstatSync } from 'node:fs';
+import { DetsimError } from '../coordinator/formats/errors.js';
+import { isId } from '../coordinator/formats/scalars.js';
+import { DEFAULT_MAX_MESSAGE_BYTES, type Role, type StartedServer, parseAddress, startWorkerServer } from '../coordinator/protocol/index.js';
+import { WorkerRuntime } from './runtime.js';
+
+export interface WorkerProcessOptions {
+  listen: string;
+  role: Role;
+  workerId: string;
+  sessionId?: string;
+  strict?: boolean;
+  maxMessageBytes?: number;
+  /** Exit when the parent process goes away (stdin pipe closes, or the parent pid changes). Default true. */
+  parentWatch?: boolean;
+}
+
+export interface RawWorkerOptions {
+  listen?: unknown;
+  role?: unknown;
+  workerId?: unknown;
+  session?: unknown;
+  strict?: unknown;
+  maxMessageBytes?: unknown;
+  parentWatch?: unknown;
+}
+
+/** Validate CLI options; a refusal names the flag. */
+export function readWorkerOptions(raw: RawWorkerOptions): WorkerProcessOptions {
+  if (typeof raw.listen !== 'string') throw new DetsimError('struct_missing_field', '--listen unix:/abs/path|host:port is required', '--listen');
+  parseAddress(raw.listen, '--listen');
+  if (raw.role !== 'agent' && raw.role !== 'environment') throw new DetsimError('struct_invalid_field', `--role must be agent or environment, not ${JSON.stringify(raw.role ?? null)}`, '--role');
+  if (!isId(raw.workerId)) throw new DetsimError('struct_invalid_id', `--worker-id ${JSON.stringify(raw.workerId ?? null)} is not an Id`, '--worker-id');
+  if (raw.session !== undefined && !isId(raw.session)) throw new DetsimError('struct_invalid_id', `--session ${JSON.stringify(raw.session)} is not an Id`, '--session');
+  let maxMessageBytes = DEFAULT_MAX_MESSAGE_BYTES;
+  if (raw.maxMessageBytes !== undefined) {
+    maxMessageBytes = Number(raw.maxMessageBytes);
+    if (!Number.isInteger(maxMessageBytes) || maxMessageBytes < 2 * 1024 * 1024 || maxMessageBytes > 1024 * 1024 * 1024) {
+      throw new DetsimError('struct_invalid_field', '--max-message-bytes must be an integer from 2 MiB to 1 GiB (chunks are 1 MiB)', '--max-message-bytes');
+    }
+  }
+  const out: WorkerProcessOptions = { listen: raw.listen, role: raw.role, workerId: raw.workerId, strict: raw.strict === true, maxMessageBytes, parentWatch: raw.parentWatch !== false };
+  if (typeof raw.session === 'string') out.sessionId = raw.session;
+  return out;
+}
+
+/** Run until shutdown; resolves once the server is listening and the ready line is printed. */
+export async function runWorkerProcess(options: WorkerProcessOptions): Promise<{ server: StartedServer; runtime: WorkerRuntime }> {
+  const runtimeOptions: ConstructorParameters<typeof WorkerRuntime>[0] = { role: options.role, workerId: options.workerId, strict: options.strict ?? false, maxMessageBytes: options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES };
+  if (options.sessionId) runtimeOptions.sessionId = options.sessionId;
+  const runtime = new WorkerRuntime(runtimeOptions);
+  let chain: Promise<void> = Promise.resolve();
+  let server: StartedServer | undefined;
+  let exiting = false;
+  const exit = (code: number): void => {
+    if (exiting) return;
+    exiting = true;
+    const done = (): never => process.exit(code);
+    if (server) void server.close().then(done, done);
+    else done();
+  };
+  server = await startWorkerServer(
+    options.listen,
+    {
+      onMessage(message, connection) {
+        // One request at a time, replies in request order (the protocol's correlation rule).
+        chain = chain.then(async () => {
+          const out = await runtime.handle(message.body, message.attachment);
+          await connection.send(out.body, out.attachment);
+          if (out.stop) setImmediate(() => exit(0));
+        }).catch((e: unknown) => {
+          process.stderr.write(`detsim worker ${options.workerId}: reply failed: ${(e as Error).message}\n`);
+        });
+      },
+      onProtocolError(why) {
+        process.stderr.write(`detsim worker ${options.workerId}: framing error, stream ended: ${why}\n`);
+      },
+    },
+    options.maxMessageBytes,
+  );
+  process.once('SIGTERM', () => exit(0));
+  process.once('SIGINT', () => exit(0));
+  if (options.parentWatch !== false) watchParent(() => exit(0));
+  process.stdout.write(`${JSON.stringify({ ready: true, listen: server.listen, pid: process.pid })}\n`);
+  return { server, runtime };
+}
+
+/** Orphan guard: leave when stdin (a pipe from the launcher) closes or the parent pid changes. */
+function watchParent(onGone: () => void): void {
+  let stdinIsPipe = false;
+  try {
+    const st = fstatSync(0);
+    stdinIsPipe = st.isFIFO() || st.isSocket();
+  } catch {
+    stdinIsPipe = false;
+  }
+  if (stdinIsPipe) {
+    process.stdin.on('end', onGone);
+    process.stdin.on('error', onGone);
+    process.stdin.resume();
+  }
+  const parent = process.ppid;
+  const timer = setInterval(() => {
+    if (process.ppid !== parent) onGone();
+  }, 1000);
+  timer.unref();
+}

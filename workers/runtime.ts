@@ -1,0 +1,283 @@
+// The worker runtime: turns one request message into exactly one reply. It owns Worker.Hello /
+// Status / Acknowledge / Shutdown, session binding, the lifecycle reply cache and the mapping of
+// refusals to error replies, and dispatches the rest to the agent or environment host.
+// Not the transport (coordinator/protocol/server.ts) and not the process (workers/process.ts).
+import { randomBytes } from 'node:crypto';
+import { canonicalBytes, canonicalDigest, parseStrict } from '../coordinator/formats/canonical-json.js';
+import { DetsimError } from '../coordinator/formats/errors.js';
+import { readDigest, readId, readRequestId, refuseUnknownFields } from '../coordinator/formats/scalars.js';
+import {
+  CAPABILITIES, CONTRACT_DIGEST, DEFAULT_MAX_MESSAGE_BYTES, type ErrorBody, METHODS, PROTOCOL_MAJOR, PROTOCOL_MINOR, ProtocolRefusal,
+  type Request, type Role, readRequest,
+} from '../coordinator/protocol/index.js';
+import { AgentHost } from './agent-host.js';
+import { sha256 } from './checks.js';
+import { EnvironmentHost } from './environment-host.js';
+import type { HostContext, HostReply } from './host-context.js';
+import { LifecycleCache } from './op-cache.js';
+
+export interface RuntimeOptions {
+  role: Role;
+  workerId: string;
+  /** Bind to this session up front (Hello must then name it). */
+  sessionId?: string;
+  /** Strict mode for user models by default. */
+  strict?: boolean;
+  maxMessageBytes?: number;
+  /** Override the incarnation id (tests); normally random per process start. */
+  incarnationId?: string;
+}
+
+export interface RuntimeOutcome {
+  body: Buffer;
+  attachment?: Uint8Array;
+  /** The process should stop after this reply is sent. */
+  stop?: boolean;
+}
+
+const LIFECYCLE = new Set<string>([METHODS.agentInitialize, METHODS.environmentInitialize, METHODS.capture, METHODS.stageRestore, METHODS.activateRestore]);
+export const MAX_AGENTS_PER_WORKER = 64;
+export const RUNTIME_NAME = `detsim-ts/${process.version}`;
+/** Identifies this implementation of the contract (not the build bytes: there is no build step to hash). */
+export const BUILD_DIGEST = canonicalDigest({ implementation: 'detsim-ts-worker', version: '0.1.0', contractDigest: CONTRACT_DIGEST });
+
+export class WorkerRuntime implements HostContext {
+  readonly workerId: string;
+  readonly incarnationId: string;
+  readonly role: Role;
+  readonly strictUserModels: boolean;
+  private boundSession: string | undefined;
+  private helloDone = false;
+  private progressCounter = 0n;
+  private lastCompletedRequestId: string | null = null;
+  private stopping = false;
+  private readonly lifecycle = new LifecycleCache();
+  private readonly maxMessageBytes: number;
+  readonly agents: AgentHost | undefined;
+  readonly environment: EnvironmentHost | undefined;
+
+  constructor(options: RuntimeOptions) {
+    this.role = options.role;
+    this.workerId = options.workerId;
+    this.boundSession = options.sessionId;
+    this.strictUserModels = options.strict ?? false;
+    this.maxMessageBytes = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
+    this.incarnationId = options.incarnationId ?? `inc-${randomBytes(8).toString('hex')}`;
+    if (options.role === 'agent') this.agents = new AgentHost(this);
+    else this.environment = new EnvironmentHost(this);
+  }
+
+  get sessionId(): string {
+    return this.boundSession ?? '';
+  }
+
+  progress(requestId: string): void {
+    this.progressCounter++;
+    this.lastCompletedRequestId = requestId;
+  }
+
+  /** Handle one request message; always produces exactly one reply. */
+  async handle(body: Buffer, attachment: Uint8Array | undefined): Promise<RuntimeOutcome> {
+    let req: Request;
+    try {
+      req = readRequest(parseStrict(body));
+    } catch (e) {
+      return { body: this.errorEnvelope(salvageRequestId(body), null, { code: 'INVALID_ARGUMENT', message: `malformed request: ${(e as Error).message}`, mutation: 'none' }) };
+    }
+    try {
+      const reply = await this.dispatch(req, attachment);
+      const out: RuntimeOutcome = { body: this.resultEnvelope(req, reply.result) };
+      if (reply.attachment) out.attachment = reply.attachment;
+      if (req.method === METHODS.shutdown) out.stop = true;
+      return out;
+    } catch (e) {
+      return { body: this.errorEnvelope(req.requestId, req.scope, toErrorBody(e)) };
+    }
+  }
+
+  private async dispatch(req: Request, attachment: Uint8Array | undefined): Promise<HostReply> {
+    switch (req.method) {
+      case METHODS.hello:
+        return this.hello(req);
+      case METHODS.status:
+        return this.status(req);
+      case METHODS.shutdown:
+        return this.shutdown(req);
+      case METHODS.acknowledge:
+        return this.acknowledge(req);
+    }
+    if (!this.helloDone) throw new ProtocolRefusal('INVALID_PHASE', `${req.method} before Worker.Hello`);
+    if (this.stopping) throw new ProtocolRefusal('INVALID_PHASE', 'the worker is stopping');
+    if (!LIFECYCLE.has(req.method)) return this.route(req, attachment);
+    // Lifecycle replies are kept until acknowledged: the same id and body replays the reply.
+    const digest = canonicalDigest({ method: req.method, scope: req.scope, params: req.params, attachment: attachment ? sha256(attachment) : null });
+    const cached = this.lifecycle.get(req.requestId);
+    if (cached) {
+      if (cached.digest !== digest) throw new ProtocolRefusal('CONFLICT', `${req.requestId} was already used for a different ${req.method} request`);
+      return cached.attachment ? { result: cached.result, attachment: cached.attachment } : { result: cached.result };
+    }
+    if (this.lifecycle.full) {
+      throw new ProtocolRefusal('BUSY', `${LifecycleCache.LIMIT} lifecycle replies await Worker.Acknowledge; acknowledge them first`);
+    }
+    const reply = await this.route(req, attachment);
+    this.lifecycle.put(req.requestId, reply.attachment ? { digest, result: reply.result, attachment: reply.attachment } : { digest, result: reply.result });
+    return reply;
+  }
+
+  private route(req: Request, attachment: Uint8Array | undefined): HostReply | Promise<HostReply> {
+    const a = this.agents;
+    const env = this.environment;
+    switch (req.method) {
+      case METHODS.agentInitialize:
+      case METHODS.agentPrepare:
+      case METHODS.agentCommit:
+        if (!a) throw new ProtocolRefusal('UNSUPPORTED', `${req.method}: this worker hosts the environment`);
+        if (req.method === METHODS.agentInitialize) return a.initialize(req);
+        return req.method === METHODS.agentPrepare ? a.prepare(req) : a.commit(req);
+      case METHODS.environmentInitialize:
+      case METHODS.environmentAdvance:
+        if (!env) throw new ProtocolRefusal('UNSUPPORTED', `${req.method}: this worker hosts agents`);
+        return req.method === METHODS.environmentInitialize ? env.initialize(req) : env.advance(req);
+      case METHODS.capture:
+        return a ? a.capture(req) : env!.capture(req);
+      case METHODS.stageRestore:
+        return a ? a.stageRestore(req, attachment) : env!.stageRestore(req, attachment);
+      case METHODS.activateRestore:
+        return a ? a.activateRestore(req) : env!.activateRestore(req);
+      default:
+        throw new ProtocolRefusal('UNSUPPORTED', `unknown method ${JSON.stringify(req.method)}`);
+    }
+  }
+
+  // ---- Worker.* -------------------------------------------------------------------------------
+
+  private hello(req: Request): HostReply {
+    if (req.scope !== null) throw new ProtocolRefusal('INVALID_ARGUMENT', 'Worker.Hello takes scope null');
+    const p = req.params;
+    let sessionId: string, expectedWorkerId: string, contractDigest: string;
+    try {
+      refuseUnknownFields(p, ['sessionId', 'expectedWorkerId', 'role', 'supportedMajors', 'contractDigest'], 'params');
+      sessionId = readId(p.sessionId, 'params.sessionId');
+      expectedWorkerId = readId(p.expectedWorkerId, 'params.expectedWorkerId');
+      contractDigest = readDigest(p.contractDigest, 'params.contractDigest');
+    } catch (e) {
+      throw asInvalid(e);
+    }
+    if (!Array.isArray(p.supportedMajors) || !p.supportedMajors.every((m) => Number.isInteger(m))) {
+      throw new ProtocolRefusal('INVALID_ARGUMENT', 'params.supportedMajors must be a list of integers');
+    }
+    if (contractDigest !== CONTRACT_DIGEST) {
+      throw new ProtocolRefusal('IDENTITY_MISMATCH', `contractDigest: the caller has ${contractDigest}, this worker speaks ${CONTRACT_DIGEST}`);
+    }
+    if (expectedWorkerId !== this.workerId) {
+      throw new ProtocolRefusal('IDENTITY_MISMATCH', `workerId: the caller expects ${expectedWorkerId}, this worker is ${this.workerId}`);
+    }
+    if (p.role !== 'agent' && p.role !== 'environment') throw new ProtocolRefusal('UNSUPPORTED', `role: ${JSON.stringify(p.role)} is not a worker role`);
+    if (p.role !== this.role) throw new ProtocolRefusal('UNSUPPORTED', `role: the caller asks for ${p.role}, this worker runs as ${this.role}`);
+    if (!p.supportedMajors.includes(PROTOCOL_MAJOR)) {
+      throw new ProtocolRefusal('UNSUPPORTED', `supportedMajors: ${JSON.stringify(p.supportedMajors)} does not include ${PROTOCOL_MAJOR}`);
+    }
+    if (this.boundSession !== undefined && this.boundSession !== sessionId) {
+      throw new ProtocolRefusal('IDENTITY_MISMATCH', `sessionId: the caller has ${sessionId}, this worker is bound to ${this.boundSession}`);
+    }
+    this.boundSession = sessionId;
+    this.helloDone = true;
+    return {
+      result: {
+        selectedMajor: PROTOCOL_MAJOR,
+        selectedMinor: PROTOCOL_MINOR,
+        workerId: this.workerId,
+        incarnationId: this.incarnationId,
+        role: this.role,
+        runtime: RUNTIME_NAME,
+        buildDigest: BUILD_DIGEST,
+        contractDigest: CONTRACT_DIGEST,
+        capabilities: [this.role === 'agent' ? CAPABILITIES.agentStep : CAPABILITIES.worldStep, CAPABILITIES.checkpoint].sort(),
+        limits: { maxAgents: this.role === 'agent' ? MAX_AGENTS_PER_WORKER : 0, maxMessageBytes: this.maxMessageBytes, workerThreads: 1 },
+      },
+    };
+  }
+
+  private status(req: Request): HostReply {
+    try {
+      refuseUnknownFields(req.params, [], 'params');
+    } catch (e) {
+      throw asInvalid(e);
+    }
+    const host = this.agents ?? this.environment!;
+    const epoch = host.currentEpoch;
+    const boundary = host.boundary;
+    const currentScope = this.boundSession && epoch !== undefined && boundary !== undefined ? { sessionId: this.boundSession, epoch, step: boundary.toString() } : null;
+    return {
+      result: {
+        state: this.stopping ? 'stopping' : host.state,
+        currentScope,
+        lastCompletedRequestId: this.lastCompletedRequestId,
+        progressCounter: this.progressCounter.toString(),
+      },
+    };
+  }
+
+  private acknowledge(req: Request): HostReply {
+    const ids = req.params.requestIds;
+    try {
+      refuseUnknownFields(req.params, ['requestIds'], 'params');
+      if (!Array.isArray(ids) || ids.length < 1 || ids.length > 16) throw new ProtocolRefusal('INVALID_ARGUMENT', 'params.requestIds must hold 1..16 request ids');
+      ids.forEach((id, i) => readRequestId(id, `params.requestIds[${i}]`));
+    } catch (e) {
+      throw asInvalid(e);
+    }
+    return { result: { acknowledged: this.lifecycle.acknowledge(ids as string[]) } };
+  }
+
+  private shutdown(req: Request): HostReply {
+    try {
+      refuseUnknownFields(req.params, ['reason'], 'params');
+      readId(req.params.reason, 'params.reason');
+    } catch (e) {
+      throw asInvalid(e);
+    }
+    this.stopping = true;
+    return { result: { stopping: true } };
+  }
+
+  // ---- envelopes ------------------------------------------------------------------------------
+
+  private resultEnvelope(req: Request, result: Record<string, unknown>): Buffer {
+    return canonicalBytes({ type: 'result', requestId: req.requestId, workerId: this.workerId, incarnationId: this.incarnationId, scope: req.scope, result });
+  }
+
+  private errorEnvelope(requestId: string, scope: Request['scope'], error: ErrorBody): Buffer {
+    return canonicalBytes({ type: 'error', requestId, workerId: this.workerId, incarnationId: this.incarnationId, scope, error });
+  }
+
+  /** For the process: the message size limit in force. */
+  get limits(): { maxMessageBytes: number } {
+    return { maxMessageBytes: this.maxMessageBytes };
+  }
+}
+
+function asInvalid(e: unknown): unknown {
+  return e instanceof DetsimError ? new ProtocolRefusal('INVALID_ARGUMENT', e.message) : e;
+}
+
+function toErrorBody(e: unknown): ErrorBody {
+  if (e instanceof ProtocolRefusal) return e.body;
+  if (e instanceof DetsimError) return { code: 'INVALID_ARGUMENT', message: e.message, mutation: 'none' };
+  const msg = e instanceof Error ? e.message : String(e);
+  return { code: 'INTERNAL', message: `internal error: ${msg}`, mutation: 'unknown' };
+}
+
+/** Best effort: the request id of an unreadable request, so the reply still correlates. */
+function salvageRequestId(body: Buffer): string {
+  const m = /"requestId":"(req-(?:0|[1-9][0-9]{0,19}))"/.exec(body.toString('utf8', 0, Math.min(body.length, 4096)));
+  if (m) {
+    try {
+      return readRequestId(m[1], 'requestId');
+    } catch {
+      // fall through
+    }
+  }
+  return 'req-0';
+}
+

@@ -1,0 +1,191 @@
+// The detsim worker SDK ('detsim/sdk'): how a researcher writes an agent or environment model as
+// a module. A model is plain callbacks over its own state; the runtime owns ticks, idempotency,
+// epochs, capture payloads and the wire. Not the runtime itself (workers/runtime.ts).
+import { createHash } from 'node:crypto';
+import type { RationalNsJson } from '../coordinator/formats/scalars.js';
+import type { StateValue } from './state-codec.js';
+
+export { Xorshift32 } from '../coordinator/formats/xorshift.js';
+export { StrictModeViolation } from './strict.js';
+export type { StateValue } from './state-codec.js';
+export type { RationalNsJson } from '../coordinator/formats/scalars.js';
+
+export type JsonObject = Record<string, unknown>;
+
+/** Dataset digest of a model without a dataset: SHA-256 of the text `detsim/no-dataset-v1`. */
+export const NO_DATASET_DIGEST = createHash('sha256').update('detsim/no-dataset-v1').digest('hex');
+/** Default tick: 1 ms. */
+export const ONE_MS: RationalNsJson = { numerator: '1000000', denominator: '1' };
+
+export interface AgentInitContext {
+  agentId: string;
+  /** The agent's derived i32 seed. */
+  seed: number;
+  /** The model's params from the config (the runtime's own `strict` flag removed). */
+  params: JsonObject;
+  /** The observation at boundary 0. */
+  observation: JsonObject;
+}
+
+export interface AgentPrepareContext {
+  agentId: string;
+  /** The step k being prepared. */
+  step: bigint;
+  /** Ticks to run now, from the exact accumulator (e.g. 16, 17, 17 for 60 Hz with 1 ms ticks). */
+  ticks: number;
+  /** The observation committed at boundary k. */
+  observation: JsonObject;
+}
+
+export interface AgentReward {
+  eventId: string;
+  ruleId: string;
+  value: number;
+}
+
+export interface AgentCommitContext {
+  agentId: string;
+  /** The step k just applied; the agent is now at boundary k + 1. */
+  step: bigint;
+  /** The observation at boundary k + 1 (the runtime keeps it and passes it to the next prepare). */
+  observation: JsonObject;
+  rewards: AgentReward[];
+}
+
+/**
+ * An agent model. Callbacks must be deterministic functions of (state, context): no clock, no
+ * Math.random, no unsorted iteration. `prepare` runs the ticks and returns the decision; `commit`
+ * takes rewards without ticking; `capture` returns plain data (typed arrays as Uint8Array views),
+ * `restore` rebuilds the state from exactly that data.
+ */
+export interface AgentModel<S = unknown> {
+  kind: 'agent';
+  modelVersion: string;
+  /** Default 'none-v1'. */
+  plasticityVersion?: string;
+  /** Default NO_DATASET_DIGEST. */
+  datasetDigest?: string;
+  /** Tick duration in ns; default 1 ms. */
+  tickDuration?: RationalNsJson;
+  /** Validate params and fill defaults; the result is what the profile digest covers. Default: params as given. */
+  resolveParams?(params: JsonObject): JsonObject;
+  initialize(ctx: AgentInitContext): S;
+  prepare(state: S, ctx: AgentPrepareContext): JsonObject;
+  commit(state: S, ctx: AgentCommitContext): void;
+  capture(state: S): StateValue;
+  restore(data: unknown, ctx: AgentInitContext): S;
+}
+
+export interface PortBinding {
+  portId: string;
+  agentId: string;
+}
+
+export interface EnvironmentInitContext {
+  environmentId: string;
+  seed: number;
+  params: JsonObject;
+  /** Ports in their configured order: the order actions are applied. */
+  ports: PortBinding[];
+  stepDuration: RationalNsJson;
+}
+
+export interface PortAction {
+  portId: string;
+  agentId: string;
+  action: JsonObject;
+}
+
+export interface EnvironmentReward {
+  agentId: string;
+  eventId: string;
+  ruleId: string;
+  value: number;
+}
+
+export interface EnvironmentAdvanceContext {
+  /** The step k being applied (world goes from boundary k to k + 1). */
+  step: bigint;
+  /** One action per port, in port order. */
+  actions: PortAction[];
+}
+
+export interface AdvanceOutcome {
+  rewards: EnvironmentReward[];
+  /** Event ids in the order they happened (unique within the step). */
+  eventIds: string[];
+}
+
+/**
+ * An environment model. `advance` applies all actions for one step and reports rewards/events;
+ * `observe` returns every agent's observation at the current boundary; `digest` returns a JSON
+ * value whose canonical SHA-256 is the worldDigest (keep it small and complete).
+ */
+export interface EnvironmentModel<S = unknown> {
+  kind: 'environment';
+  modelVersion: string;
+  resolveParams?(params: JsonObject): JsonObject;
+  initialize(ctx: EnvironmentInitContext): S;
+  /** Refuse a malformed action before anything mutates: return a message naming the field, or undefined. */
+  checkAction?(action: JsonObject, portId: string): string | undefined;
+  advance(state: S, ctx: EnvironmentAdvanceContext): AdvanceOutcome;
+  observe(state: S): Record<string, JsonObject>;
+  digest(state: S): unknown;
+  capture(state: S): StateValue;
+  restore(data: unknown, ctx: EnvironmentInitContext): S;
+}
+
+export type Model = AgentModel<never> | EnvironmentModel<never>;
+
+/** Identity helpers that give a model module its type (and a kind tag the loader checks). */
+export function defineAgentModel<S>(model: Omit<AgentModel<S>, 'kind'>): AgentModel<S> {
+  return { kind: 'agent', ...model };
+}
+
+export function defineEnvironmentModel<S>(model: Omit<EnvironmentModel<S>, 'kind'>): EnvironmentModel<S> {
+  return { kind: 'environment', ...model };
+}
+
+/** A little-endian byte view of a Float64Array (no copy): what capture() should return. */
+export function bytesOf(array: ArrayBufferView): Uint8Array {
+  return new Uint8Array(array.buffer, array.byteOffset, array.byteLength);
+}
+
+/** Copy bytes (possibly unaligned) into a new Float64Array. */
+export function f64FromBytes(bytes: Uint8Array): Float64Array {
+  if (bytes.byteLength % 8 !== 0) throw new Error(`${bytes.byteLength} bytes is not a whole number of f64`);
+  const out = new Float64Array(bytes.byteLength / 8);
+  new Uint8Array(out.buffer).set(bytes);
+  return out;
+}
+
+/** Copy bytes (possibly unaligned) into a new Float32Array. */
+export function f32FromBytes(bytes: Uint8Array): Float32Array {
+  if (bytes.byteLength % 4 !== 0) throw new Error(`${bytes.byteLength} bytes is not a whole number of f32`);
+  const out = new Float32Array(bytes.byteLength / 4);
+  new Uint8Array(out.buffer).set(bytes);
+  return out;
+}
+
+/** Read an integer param with a default and bounds; throws naming the param. */
+export function intParam(params: JsonObject, name: string, dflt: number, min: number, max: number): number {
+  const v = params[name] ?? dflt;
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) {
+    throw new Error(`params.${name}: ${JSON.stringify(v)} must be an integer in [${min}, ${max}]`);
+  }
+  return v;
+}
+
+/** Refuse params the model does not define (a misspelled param fails, it never defaults silently). */
+export function onlyParams(params: JsonObject, allowed: readonly string[]): void {
+  for (const key of Object.keys(params).sort()) {
+    if (!allowed.includes(key)) throw new Error(`params: unknown field ${JSON.stringify(key)} (allowed: ${allowed.join(', ') || 'none'})`);
+  }
+}
+
+/** Seed 0 would lock Xorshift32 at 0 forever: the built-in models substitute this constant. */
+export const ZERO_SEED_SUBSTITUTE = 0x2545f491;
+
+export function rngSeed(seed: number): number {
+  return seed === 0 ? ZERO_SEED_SUBSTITUTE : seed | 0;
+}
