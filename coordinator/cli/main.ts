@@ -5,6 +5,7 @@ import { Command, CommanderError } from 'commander';
 import { registerSeed } from './seed-command.js';
 import { registerFields } from './fields-command.js';
 import { registerReasons } from './reasons-command.js';
+import { registerReplay } from './replay-command.js';
 import { registerRun } from './run-command.js';
 import { registerStore } from './store-command.js';
 import { registerLedger } from './ledger-command.js';
@@ -21,6 +22,7 @@ program
 registerSeed(program);
 registerFields(program);
 registerReasons(program);
+registerReplay(program);
 registerRun(program);
 registerStore(program);
 registerLedger(program);

@@ -11,7 +11,7 @@ import type { Dispatch } from '../lockstep.js';
 import { runSession, type RunOptions } from '../run.js';
 import { type CanonicalOptions, type UnknownField, canonicalSplit } from './canonical.js';
 import { type Divergence, describeDivergence, diagnose } from './diagnosis.js';
-import type { HonestyWarning } from './honesty.js';
+import { type HonestyWarning, honestyWarnings } from './honesty.js';
 import { type Receipt, buildReceipt, readRunFiles, writeReceipt } from './receipt.js';
 import { reproHash } from './reprohash.js';
 import { existsSync, statSync } from 'node:fs';
@@ -230,6 +230,12 @@ export function replayChecks(subject: string, receipts: readonly Receipt[], refe
     unknown.size === 0
       ? makeCheck('field-table', subject, 'pass', 'meta_field_table_ok', { unknown: 0 })
       : makeCheck('field-table', subject, 'warn', 'meta_unclassified_field', { unknown: [...unknown.entries()].sort().map(([path, count]) => ({ path, count })) }),
+  );
+  const honesty = receipts.flatMap((r, i) => honestyWarnings(r, `run ${i + 1} receipt`));
+  checks.push(
+    honesty.length === 0
+      ? makeCheck('honesty', subject, 'pass', 'hon_evidence_ok', { receipts: receipts.length })
+      : makeCheck('honesty', subject, 'warn', honesty[0]!.reason, { warnings: honesty.map((h) => ({ check: h.check, reason: h.reason, message: h.message })) }),
   );
   return { checks, divergence, sensitivity, stable };
 }

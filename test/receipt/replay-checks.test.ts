@@ -11,7 +11,7 @@ const statusOf = (checks: { check: string; status: string }[]) => Object.fromEnt
 describe('replay checks', () => {
   it('two runs whose ReproCore agrees and whose physical fields differ: all green', () => {
     const r = replayChecks('s1', [sampleReceipt(), sampleReceipt({ wall: '5555', pid: 31, order: ['worker-1', 'worker-0'] })], null);
-    expect(statusOf(r.checks)).toEqual({ replay: 'pass', sensitivity: 'pass', 'physical-diff': 'pass', 'field-table': 'pass' });
+    expect(statusOf(r.checks)).toEqual({ replay: 'pass', sensitivity: 'pass', 'physical-diff': 'pass', 'field-table': 'pass', honesty: 'pass' });
     expect(r.stable).toBe(true);
     for (const c of r.checks) expect(c.reason.length).toBeGreaterThan(0);
   });
