@@ -41,3 +41,12 @@ export {
 export type { TransitionTrace, TraceBehaviour, TraceOperational, TraceAgent, TraceReward, TraceDifference } from './trace.js';
 export { decodeLegacyFlysim, encodeLegacyFlysim, legacyMagicOf, LEGACY_FLYSIM_MAGIC, LEGACY_MAGICS } from './formats/legacy-flysim.js';
 export type { DecodedLegacy, LegacyChunk, LegacyLayout, LegacyChunkInput } from './formats/legacy-flysim.js';
+// Checkpoints: the STATE-01 store, the async writer queue, the run ledger (issue 4).
+export { CheckpointStore, StoreCommitError, generationIdentityOf, parseStoreManifest, loadGeneration, generationFile, generationTemp, STATE_FORMAT_ID, STORE_MANIFEST_VERSION, STORE_MANIFEST_FILE, STORE_MANIFEST_TMP, GENERATION_SUFFIX, DEFAULT_KEEP_GENERATIONS, EMPTY_STORE_MANIFEST } from './store/store.js';
+export type { GenerationRecord, StoreManifest, GenerationIdentity, EnvelopeBytes, CommitOptions, CommitResult, CommitFailureReason, GenerationCheck, StoreVerifyReport, LoadedGeneration, StoreScan, StoreOptions } from './store/store.js';
+export { CheckpointWriter, Reservation, WriterBusyError, DEFAULT_WRITER_CAPACITY, DEFAULT_MAX_QUEUED_BYTES } from './store/writer.js';
+export type { SaveOutcome, FailureReason, WriterEvent, WriterStats, WriterConfig, SaveJob, SaveTicket, DurableMark } from './store/writer.js';
+export { Ledger, verifyLedger, verifyLedgerBytes, ledgerEventOfWriter, LEDGER_FILE, LEDGER_HEAD_FILE, LEDGER_GENESIS, LEDGER_EVENTS, LEDGER_VERSION } from './store/ledger.js';
+export type { LedgerEventKind, LedgerEventInput, LedgerLine, LedgerProblem, LedgerVerifyResult } from './store/ledger.js';
+export { DurableFs, errnoError, COMMIT_STEPS, WRITE_SLICE } from './store/durable-fs.js';
+export type { CommitStep, FsHooks, FsOp, FsOpKind, ByteParts, WrittenFile } from './store/durable-fs.js';
