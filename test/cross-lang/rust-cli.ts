@@ -48,9 +48,23 @@ export interface Refusal {
 
 export type Outcome<T> = { ok: T } | { error: Refusal };
 
+const UNSAFE_MARK = '\u0000unsafe-number:';
+
+/**
+ * JSON text for the Rust side. An integer beyond 2^53−1 is written in exponent form (the same
+ * double), since detsim's strict parser refuses integer literals that large by design; the
+ * writer under test still sees the same value, which is what these tests compare.
+ */
+export function transportJson(value: unknown): string {
+  const text = JSON.stringify(value, (_key, v: unknown) =>
+    typeof v === 'number' && Number.isInteger(v) && !Number.isSafeInteger(v) ? `${UNSAFE_MARK}${v.toExponential()}` : v,
+  );
+  return text.replace(/"\\u0000unsafe-number:([^"]+)"/g, '$1');
+}
+
 /** Run `detsim-formats batch` on requests; results come back in request order. */
 export function rustBatch<T = unknown>(requests: object[]): Outcome<T>[] {
-  const r = spawnSync(rustCliPath, ['batch'], { input: JSON.stringify(requests), maxBuffer: 512 << 20 });
+  const r = spawnSync(rustCliPath, ['batch'], { input: transportJson(requests), maxBuffer: 512 << 20 });
   if (r.status !== 0) throw new Error(`detsim-formats batch exited ${r.status}: ${r.stderr.toString('utf8')}`);
   const out = JSON.parse(r.stdout.toString('utf8')) as Outcome<T>[];
   if (out.length !== requests.length) throw new Error(`detsim-formats batch returned ${out.length} results for ${requests.length} requests`);
