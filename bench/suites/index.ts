@@ -2,7 +2,9 @@
 // Adding a suite: write bench/suites/<name>.ts exporting a BenchSuite, then add one line here.
 import type { BenchSuite } from '../lib/suite.js';
 import { formats } from './formats.js';
+import { checkpointStore } from './checkpoint-store.js';
 
 export const SUITES: readonly BenchSuite[] = [
   formats,
+  checkpointStore,
 ];

@@ -17,59 +17,83 @@ export function serializeNumber(n: number): string {
   return String(n);
 }
 
-function serializeString(s: string, path: string): string {
-  if (!s.isWellFormed()) throw new DetsimError('struct_invalid_json', `lone surrogate in a string at ${path}`, path);
+// The writer keeps the path to the current value as a stack of keys and indices and only renders
+// it for an error message: building a path string per value made canonicalize several times slower.
+type PathStack = (string | number)[];
+
+function renderPath(stack: PathStack, extra?: string | number): string {
+  let path = '$';
+  for (const seg of extra === undefined ? stack : [...stack, extra]) path += typeof seg === 'number' ? `[${seg}]` : `.${seg}`;
+  return path.length > 200 ? `${path.slice(0, 197)}...` : path;
+}
+
+function serializeString(s: string, stack: PathStack): string {
+  if (!s.isWellFormed()) {
+    const path = renderPath(stack);
+    throw new DetsimError('struct_invalid_json', `lone surrogate in a string at ${path}`, path);
+  }
   return JSON.stringify(s); // JSON.stringify's escaping is exactly the RFC 8785 escaping.
 }
 
-function write(value: unknown, path: string, out: string[], depth: number): void {
+function write(value: unknown, stack: PathStack): string {
   // The parser's bound, which also turns a cycle into a refusal instead of a stack overflow.
-  if (depth > MAX_DEPTH) throw new DetsimError('struct_invalid_json', `nesting deeper than ${MAX_DEPTH} (or a cycle) at ${path.slice(0, 60)}...`, '$');
-  if (value === null) return void out.push('null');
+  if (stack.length > MAX_DEPTH) throw new DetsimError('struct_invalid_json', `nesting deeper than ${MAX_DEPTH} (or a cycle) at ${renderPath(stack)}`, '$');
+  if (value === null) return 'null';
   switch (typeof value) {
     case 'boolean':
-      return void out.push(value ? 'true' : 'false');
+      return value ? 'true' : 'false';
     case 'number':
-      if (!Number.isFinite(value)) throw new DetsimError('struct_non_finite_number', `${value} at ${path} is not a finite number`, path);
-      return void out.push(String(value));
+      if (!Number.isFinite(value)) {
+        const path = renderPath(stack);
+        throw new DetsimError('struct_non_finite_number', `${value} at ${path} is not a finite number`, path);
+      }
+      return String(value);
     case 'string':
-      return void out.push(serializeString(value, path));
+      return serializeString(value, stack);
     case 'object':
       break;
-    default:
+    default: {
+      const path = renderPath(stack);
       throw new DetsimError('struct_unsupported_value', `${typeof value} at ${path} cannot be written as JSON`, path);
+    }
   }
   if (Array.isArray(value)) {
-    out.push('[');
+    let out = '[';
     for (let i = 0; i < value.length; i++) {
-      if (i > 0) out.push(',');
-      write(value[i], `${path}[${i}]`, out, depth + 1);
+      if (i > 0) out += ',';
+      stack.push(i);
+      out += write(value[i], stack);
+      stack.pop();
     }
-    return void out.push(']');
+    return `${out}]`;
   }
   if (ArrayBuffer.isView(value) || value instanceof Map || value instanceof Set || value instanceof Date) {
+    const path = renderPath(stack);
     throw new DetsimError('struct_unsupported_value', `${value.constructor.name} at ${path} cannot be written as JSON`, path);
   }
   // Default sort compares UTF-16 code units, which is exactly RFC 8785's key order.
   const keys = Object.keys(value as object).sort();
-  out.push('{');
-  let first = true;
-  for (const key of keys) {
+  let out = '{';
+  for (let i = 0; i < keys.length; i++) {
+    const key = keys[i]!;
     const v = (value as Record<string, unknown>)[key];
-    if (v === undefined) throw new DetsimError('struct_unsupported_value', `undefined at ${path}.${key}: use null for an absent value`, `${path}.${key}`);
-    if (!first) out.push(',');
-    first = false;
-    out.push(serializeString(key, path), ':');
-    write(v, `${path}.${key}`, out, depth + 1);
+    if (v === undefined) {
+      const path = renderPath(stack, key);
+      throw new DetsimError('struct_unsupported_value', `undefined at ${path}: use null for an absent value`, path);
+    }
+    if (i > 0) out += ',';
+    out += serializeString(key, stack);
+    out += ':';
+    stack.push(key);
+    out += write(v, stack);
+    stack.pop();
   }
-  out.push('}');
+  return `${out}}`;
 }
 
 /** The RFC 8785 canonical text of a JSON value. */
 export function canonicalize(value: unknown): string {
-  const out: string[] = [];
-  write(value, '$', out, 0);
-  return out.join('');
+  return write(value, []);
 }
 
 /** The canonical UTF-8 bytes of a JSON value. */

@@ -1,0 +1,157 @@
+// Suite `checkpoint-store`: the STATE-01 durable commit of a 256 MiB FLYSESS1 envelope beside raw
+// write+fsync of the same bytes, and restore (read + all checks) beside raw read + one SHA-256,
+// interleaved in the same run. NOT a correctness test (test/store/ is): only rates and gaps.
+import { createHash } from 'node:crypto';
+import { open, readFile, unlink } from 'node:fs/promises';
+import { join } from 'node:path';
+import { encodeEnvelopeParts } from '../../coordinator/formats/envelope.js';
+import { sha256Hex } from '../../coordinator/formats/canonical-json.js';
+import { Xorshift32 } from '../../coordinator/formats/xorshift.js';
+import { CheckpointStore, generationIdentityOf } from '../../coordinator/store/store.js';
+import { withLimit, type BenchSuite, type Figure } from '../lib/suite.js';
+
+const MiB = 1024 * 1024;
+const MB = 1e6;
+
+/** Deterministic incompressible-looking bytes: one Xorshift32 MiB, tiled with a varying first word. */
+function filler(bytes: number, seed: number): Buffer {
+  const rng = new Xorshift32(seed);
+  const block = Buffer.alloc(MiB);
+  for (let i = 0; i < MiB; i += 4) block.writeUInt32LE(rng.nextUint(), i);
+  const out = Buffer.allocUnsafe(bytes);
+  for (let at = 0; at < bytes; at += MiB) {
+    block.copy(out, at, 0, Math.min(MiB, bytes - at));
+    if (at + 4 <= bytes) out.writeUInt32LE(rng.nextUint(), at);
+  }
+  return out;
+}
+
+function checkpoint(checkpointId: string, payloads: Buffer[]) {
+  const D = (s: string): string => sha256Hex(s);
+  const agents = payloads.map((_, i) => ({ agentId: `fly-${i}`, profileDigest: D(`profile-${i}`), seed: i + 1, brainTicks: '1000', payload: `agent-fly-${i}` }));
+  const manifest = {
+    envelopeVersion: 1,
+    checkpointId,
+    sourceScope: { sessionId: 'bench', epoch: 'e1', step: '1000' },
+    episodeId: 'episode-1',
+    worldTime: { numerator: '1000000000', denominator: '1' },
+    schedulerId: 'lockstep-v1',
+    compositionDigest: D('composition'),
+    portMap: agents.map((a, i) => ({ portId: `port-${i}`, agentId: a.agentId })),
+    compatibility: { backendDigest: D('b'), contentDigest: D('c'), patchDigest: D('p'), controllerDigest: D('ctl'), parserDigest: D('parser'), stateFormatId: 'flysess-1' },
+    agents,
+    coordinator: {},
+    environment: { workerId: 'env', payload: 'world' },
+    helperState: [],
+  };
+  const encoded = encodeEnvelopeParts(manifest, [{ name: 'world', bytes: Buffer.from('world') }, ...payloads.map((bytes, i) => ({ name: `agent-fly-${i}`, bytes }))]);
+  return { identity: generationIdentityOf(encoded.manifest), encoded };
+}
+
+/** The floor for a durable commit: write the same parts to a fresh file, FileHandle.sync(), close. */
+async function rawWriteSync(path: string, parts: readonly Uint8Array[]): Promise<void> {
+  const fh = await open(path, 'w');
+  try {
+    let pos = 0;
+    for (const p of parts) {
+      let at = 0;
+      while (at < p.byteLength) {
+        const { bytesWritten } = await fh.write(p, at, p.byteLength - at, pos + at);
+        at += bytesWritten;
+      }
+      pos += p.byteLength;
+    }
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+}
+
+/** The longest gap between event-loop turns while `work` runs: what a step loop would feel. */
+async function longestGapMs<T>(work: () => Promise<T>): Promise<{ result: T; gapMs: number }> {
+  let last = performance.now();
+  let gap = 0;
+  let running = true;
+  const tick = (): void => {
+    const now = performance.now();
+    gap = Math.max(gap, now - last);
+    last = now;
+    if (running) setImmediate(tick);
+  };
+  setImmediate(tick);
+  const result = await work();
+  running = false;
+  return { result, gapMs: gap };
+}
+
+const median = (xs: number[]): number => {
+  const s = [...xs].sort((a, b) => a - b);
+  const mid = Math.floor(s.length / 2);
+  return s.length % 2 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
+};
+
+export const checkpointStore: BenchSuite = {
+  name: 'checkpoint-store',
+  description: 'STATE-01 durable commit of a 256 MiB envelope vs raw write+fsync of the same bytes; restore (read + FLYSESS1 checks + record) vs raw read + SHA-256',
+  async run(ctx) {
+    const totalMiB = ctx.quick ? 32 : 256;
+    const reps = ctx.quick ? 2 : 5;
+    const agentCount = 4;
+    ctx.log(`checkpoint-store: building a ${totalMiB} MiB envelope (${agentCount} agent payloads)`);
+    const payloads = Array.from({ length: agentCount }, (_, i) => filler((totalMiB * MiB) / agentCount, 0x1000 + i));
+    const dir = join(ctx.tmpDir, 'checkpoint-store');
+    const store = await CheckpointStore.open(dir, { create: true, keep: 1 });
+    const rawPath = join(ctx.tmpDir, 'raw-write.bin');
+
+    const commitS: number[] = [];
+    const rawS: number[] = [];
+    const gaps: number[] = [];
+    let bytes = 0;
+    let lastId = '';
+    for (let r = 0; r < reps; r++) {
+      const c = checkpoint(`ckpt-${r + 1}`, payloads);
+      bytes = c.encoded.byteLength;
+      // Interleave the floor and the store so drift on a shared machine hits both alike.
+      ctx.log(`checkpoint-store: rep ${r + 1}/${reps}: raw write+fsync, then durable commit`);
+      let t = performance.now();
+      await rawWriteSync(rawPath, c.encoded.parts);
+      rawS.push((performance.now() - t) / 1000);
+      await unlink(rawPath);
+      t = performance.now();
+      const { gapMs } = await longestGapMs(() => store.commit(c.identity, c.encoded));
+      commitS.push((performance.now() - t) / 1000);
+      gaps.push(gapMs);
+      lastId = c.identity.checkpointId;
+    }
+
+    const loadS: number[] = [];
+    const rawReadS: number[] = [];
+    const genPath = join(dir, `${lastId}.flysess`);
+    for (let r = 0; r < reps; r++) {
+      ctx.log(`checkpoint-store: rep ${r + 1}/${reps}: raw read + SHA-256, then restore read + verify`);
+      let t = performance.now();
+      const raw = await readFile(genPath);
+      createHash('sha256').update(raw).digest('hex');
+      rawReadS.push((performance.now() - t) / 1000);
+      t = performance.now();
+      const loaded = await store.load(lastId);
+      loadS.push((performance.now() - t) / 1000);
+      if (loaded.envelope.payloads.length !== agentCount + 1) throw new Error('restore read back the wrong envelope');
+    }
+
+    const mb = bytes / MB;
+    const figures: Figure[] = [
+      withLimit(
+        { id: 'commit.durable', name: `durable commit of a ${totalMiB} MiB envelope (temp, hash while writing, fsync, rename, dir fsync, manifest commit)`, value: mb / median(commitS), unit: 'MB/s', higherIsBetter: true, samples: reps, note: 'target ≥ 0.85 of the limit' },
+        { name: 'raw write + fsync of the same bytes', value: mb / median(rawS) },
+      ),
+      withLimit(
+        { id: 'restore.verify', name: `restore read of the ${totalMiB} MiB generation (readFile, seven FLYSESS1 checks, envelope digest, record)`, value: mb / median(loadS), unit: 'MB/s', higherIsBetter: true, samples: reps, note: 'target ≥ 0.70 of the limit' },
+        { name: 'raw readFile + one SHA-256 of the same bytes', value: mb / median(rawReadS) },
+      ),
+      withLimit({ id: 'commit.loop-gap', name: 'longest event-loop gap during a durable commit (what a step loop waits at most)', value: Math.max(...gaps), unit: 'ms', higherIsBetter: false, samples: reps }, null),
+    ];
+    await store.gc();
+    return { figures, details: { envelopeBytes: bytes, reps, commitSeconds: commitS, rawWriteSeconds: rawS, loadSeconds: loadS, rawReadSeconds: rawReadS } };
+  },
+};
