@@ -1,0 +1,79 @@
+// Test harness: spawn a real worker process (`node --import tsx workers/main.ts`) on a short
+// Unix socket, wait for its ready line, connect a WorkerClient wired to its exit, and say Hello.
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import type { Scope } from '../../coordinator/formats/scalars.js';
+import { type CallReply, type ProcessExitInfo, type Reply, type Role, WorkerClient } from '../../coordinator/protocol/index.js';
+
+export const REPO_ROOT = resolve(fileURLToPath(new URL('../..', import.meta.url)));
+export const SESSION = 's1';
+/** 60 Hz world step: 50000000/3 ns. */
+export const STEP_60HZ = { numerator: '50000000', denominator: '3' };
+
+export interface SpawnedWorker {
+  proc: ChildProcess;
+  listen: string;
+  client: WorkerClient;
+  exited: Promise<ProcessExitInfo>;
+  readyLine: string;
+  stop(): Promise<void>;
+}
+
+const dirs: string[] = [];
+const live = new Set<SpawnedWorker>();
+
+export async function spawnWorker(role: Role, workerId: string, extra: string[] = [], hello = true): Promise<SpawnedWorker> {
+  const dir = mkdtempSync(join(tmpdir(), 'dsw-'));
+  dirs.push(dir);
+  const listen = `unix:${join(dir, 'w.sock')}`;
+  const proc = spawn(process.execPath, ['--import', 'tsx', 'workers/main.ts', '--listen', listen, '--role', role, '--worker-id', workerId, ...extra], {
+    cwd: REPO_ROOT,
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  let stderr = '';
+  proc.stderr!.on('data', (d: Buffer) => { stderr += d.toString(); });
+  const exited = new Promise<ProcessExitInfo>((res) => proc.once('exit', (code, signal) => res({ code, signal })));
+  const readyLine = await new Promise<string>((res, rej) => {
+    const rl = createInterface({ input: proc.stdout! });
+    rl.once('line', res);
+    void exited.then((i) => rej(new Error(`worker exited before ready (${i.code}/${i.signal}): ${stderr}`)));
+  });
+  const client = await WorkerClient.connect(listen, { processExit: exited, label: workerId });
+  const w: SpawnedWorker = {
+    proc, listen, client, exited, readyLine,
+    async stop() {
+      live.delete(w);
+      client.close();
+      if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL');
+      await exited;
+    },
+  };
+  live.add(w);
+  if (hello) await client.hello({ sessionId: SESSION, workerId, role });
+  return w;
+}
+
+export async function stopAll(): Promise<void> {
+  await Promise.all([...live].map((w) => w.stop()));
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+}
+
+export function scope(step: number | bigint, epoch = 'e1'): Scope {
+  return { sessionId: SESSION, epoch, step: String(step) };
+}
+
+/** The result body of a reply, failing the test with the error if it is an error reply. */
+export function resultOf<T = Record<string, unknown>>(r: CallReply | Reply): T {
+  const reply = 'reply' in r ? r.reply : r;
+  if (reply.type !== 'result') throw new Error(`expected a result, got ${reply.error.code}: ${reply.error.message}`);
+  return reply.result as T;
+}
+
+export function errorOf(r: CallReply): { code: string; message: string; mutation: string } {
+  if (r.reply.type !== 'error') throw new Error(`expected an error reply, got result ${JSON.stringify(r.reply.result)}`);
+  return r.reply.error;
+}
