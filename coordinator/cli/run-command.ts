@@ -9,6 +9,7 @@ import { DetsimError } from '../formats/errors.js';
 import { DISPATCH_MODES, type Dispatch } from '../lockstep.js';
 import { isRunFailure } from '../run-failure.js';
 import { runSession, type RunProgress } from '../run.js';
+import { receiptWarnings, writeReceipt } from '../receipt/receipt.js';
 import { action, ExitError, writeStdout } from './common.js';
 
 interface RunCommandOptions {
@@ -96,10 +97,14 @@ export function registerRun(program: Command): void {
         try {
           const result = await runSession(plan, { outDir: opts.out, steps, dispatch, onProgress: progress.update, handleSignals: true });
           progress.stop();
-          if (opts.json) writeStdout(canonicalize(result));
+          // DIFF=0 receipt (coordinator/receipt): receipt.json in the run directory, its ReproHash printed.
+          const receipt = writeReceipt(result.runDir);
+          for (const w of receiptWarnings(receipt)) process.stderr.write(`${w}\n`);
+          if (opts.json) writeStdout(canonicalize({ ...result, reproHash: receipt.reproHash }));
           else {
             writeStdout(`run directory    ${result.runDir}`);
             writeStdout(`behaviour digest ${result.behaviourDigest}`);
+            writeStdout(`repro hash       ${receipt.reproHash}`);
           }
         } catch (e) {
           progress.stop();

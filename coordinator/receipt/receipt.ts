@@ -129,6 +129,14 @@ export function writeReceipt(runDir: string, opts: { evidence?: Evidence; genera
   return { reproHash: sealed.reproHash, unknownFields: sealed.unknownFields, honesty: honestyWarnings(sealed.receipt), receiptPath, receipt: sealed.receipt };
 }
 
+/** One line per unclassified field or honesty warning of a written receipt (for stderr). */
+export function receiptWarnings(r: Pick<ReceiptResult, 'unknownFields' | 'honesty'>): string[] {
+  return [
+    ...r.unknownFields.map((u) => `detsim: [meta_unclassified_field] receipt field ${u.path} (${u.count}×) is not in the classification table: treated as physical`),
+    ...r.honesty.map((h) => `detsim: [${h.reason}] ${h.check}: ${h.message}`),
+  ];
+}
+
 /** Read receipt.json back (strict). */
 export function readReceipt(path: string): Receipt {
   const v = readJsonFile(path, RECEIPT_FILE);
