@@ -3,6 +3,7 @@
 // their own files under cli/; this file only assembles them and reports usage errors.
 import { Command, CommanderError } from 'commander';
 import { registerSeed } from './seed-command.js';
+import { registerEnvelope } from './envelope-command.js';
 import { registerFields } from './fields-command.js';
 import { registerReasons } from './reasons-command.js';
 import { registerReplay } from './replay-command.js';
@@ -20,6 +21,7 @@ program
   .exitOverride();
 
 registerSeed(program);
+registerEnvelope(program);
 registerFields(program);
 registerReasons(program);
 registerReplay(program);
