@@ -1,0 +1,233 @@
+// Unit checks of the worker building blocks without processes: the tick accumulator (60 Hz and
+// Game Boy cadences against a closed-form oracle), the deterministic state codec, and the three
+// reference models against independent re-implementations written from their RULES comments
+// (what the Rust port will follow), so code and documentation cannot drift apart.
+import { describe, expect, it } from 'vitest';
+import { RationalNs } from '../../coordinator/formats/scalars.js';
+import { forage } from '../../workers/models/forage.js';
+import { lif } from '../../workers/models/lif.js';
+import { walker } from '../../workers/models/walker.js';
+import { decodeState, encodeState } from '../../workers/state-codec.js';
+import { TickClock } from '../../workers/tick-clock.js';
+
+const MS = RationalNs.of(1_000_000n, 1n);
+
+/** Independent Xorshift32 from reference §8 (not the project's class). */
+function xs(seed: number): () => number {
+  let s = seed | 0;
+  return () => {
+    s ^= s << 13;
+    s ^= s >>> 17;
+    s ^= s << 5;
+    return s >>> 0;
+  };
+}
+
+describe('TickClock', () => {
+  it('60 Hz world with 1 ms ticks: 16, 17, 17, total 50, remainder 0', () => {
+    const c = new TickClock(RationalNs.of(50_000_000n, 3n), MS);
+    expect([c.advance(), c.advance(), c.advance()]).toEqual([16n, 17n, 17n]);
+    expect(c.brainTicks).toBe(50n);
+    expect(c.remainder.toJSON()).toEqual({ numerator: '0', denominator: '1' });
+  });
+
+  it('matches floor((k+1)·S/T) − floor(k·S/T) for the Game Boy cadence over 1000 steps', () => {
+    const S = { n: 8_572_265_625n, d: 512n };
+    const c = new TickClock(RationalNs.of(S.n, S.d), MS);
+    const T = 1_000_000n;
+    const fl = (k: bigint): bigint => (k * S.n) / (S.d * T);
+    const got: bigint[] = [];
+    const want: bigint[] = [];
+    for (let k = 0n; k < 1000n; k++) {
+      got.push(c.advance());
+      want.push(fl(k + 1n) - fl(k));
+    }
+    expect(got.slice(0, 4)).toEqual([16n, 17n, 17n, 16n]);
+    expect(got).toEqual(want);
+    // remainder = 1000·S − ticks·T, exactly
+    const rem = RationalNs.of(1000n * S.n, S.d).sub(RationalNs.of(c.brainTicks * T, 1n));
+    expect(c.remainder.equals(rem)).toBe(true);
+  });
+
+  it('resumes from a captured remainder and brainTicks exactly', () => {
+    const a = new TickClock(RationalNs.of(50_000_000n, 3n), MS);
+    a.advance();
+    const b = new TickClock(RationalNs.of(50_000_000n, 3n), MS, a.remainder, a.brainTicks);
+    for (let i = 0; i < 10; i++) expect(b.advance()).toBe(a.advance());
+    expect(b.brainTicks).toBe(a.brainTicks);
+  });
+});
+
+describe('state codec', () => {
+  it('encodes independent of key insertion order (including integer-like keys)', () => {
+    const x = encodeState({ b: 1, a: { '10': 1, z: [1.5, 'q'], '2': null }, c: new Uint8Array([1, 2, 3]) });
+    const y = encodeState({ c: new Uint8Array([1, 2, 3]), a: { z: [1.5, 'q'], '2': null, '10': 1 }, b: 1 });
+    expect(x.equals(y)).toBe(true);
+    const back = decodeState(x) as { a: Record<string, unknown>; c: Uint8Array };
+    expect(Object.keys(back)).toEqual(['a', 'b', 'c']);
+    expect([...back.c]).toEqual([1, 2, 3]);
+    expect(back.a.z).toEqual([1.5, 'q']);
+  });
+
+  it('refuses typed arrays other than Uint8Array and non-finite numbers', () => {
+    expect(() => encodeState({ m: new Float64Array(2) })).toThrow(/Float64Array must be passed as a Uint8Array view/);
+    expect(() => encodeState({ v: NaN })).toThrow(/finite/);
+    expect(() => encodeState({ d: new Date(0) })).toThrow(/plain data/);
+  });
+});
+
+function obsAt(k: number): Record<string, unknown> {
+  if (k % 11 === 5) return { x: 0, y: 0 }; // no food offset
+  return { x: k % 9, y: k % 4, foodDx: ((k * 7) % 9) - 4, foodDy: ((k * 5) % 7) - 3 };
+}
+
+describe('walker follows its RULES', () => {
+  it('matches an independent implementation over 2000 steps', () => {
+    const seed = -123456789;
+    const explore = 5;
+    const s = walker.initialize({ agentId: 'w', seed, params: { explore }, observation: {} });
+    const next = xs(seed);
+    const dirs = ['north', 'east', 'south', 'west'];
+    for (let k = 0; k < 2000; k++) {
+      const o = obsAt(k);
+      const r = next();
+      let move: string;
+      const hasFood = typeof o.foodDx === 'number' && typeof o.foodDy === 'number';
+      const dx = o.foodDx as number;
+      const dy = o.foodDy as number;
+      if (!hasFood || r % explore === 0) move = dirs[(r >>> 3) % 4]!;
+      else if (dx === 0 && dy === 0) move = 'stay';
+      else if (Math.abs(dx) >= Math.abs(dy)) move = dx > 0 ? 'east' : 'west';
+      else move = dy > 0 ? 'south' : 'north';
+      expect(walker.prepare(s, { agentId: 'w', step: BigInt(k), ticks: 16, observation: o })).toEqual({ move });
+    }
+  });
+});
+
+describe('lif follows its RULES', () => {
+  it('matches an independent implementation (construction, kicks, sweep, readout)', () => {
+    const n = 37;
+    const seed = 777;
+    const s = lif.initialize({ agentId: 'l', seed, params: { neurons: n }, observation: {} });
+    const next = xs(seed);
+    const base: number[] = [];
+    for (let i = 0; i < n; i++) base.push(Math.fround((next() / 4294967296) * 0.06));
+    const mem: number[] = new Array<number>(n).fill(0);
+    const dirs = ['north', 'east', 'south', 'west'];
+    const ticks = [16, 17, 17];
+    for (let k = 0; k < 30; k++) {
+      const o = obsAt(k);
+      const d = [0, 0, 0, 0];
+      if (typeof o.foodDx === 'number' && typeof o.foodDy === 'number') {
+        d[0] = o.foodDy < 0 ? 0.05 : 0;
+        d[1] = o.foodDx > 0 ? 0.05 : 0;
+        d[2] = o.foodDy > 0 ? 0.05 : 0;
+        d[3] = o.foodDx < 0 ? 0.05 : 0;
+      }
+      const spikes = [0, 0, 0, 0];
+      const T = ticks[k % 3]!;
+      for (let t = 0; t < T; t++) {
+        for (let q = 0; q < 300; q++) {
+          const j = next() % n;
+          mem[j] = mem[j]! + 0.42;
+        }
+        for (let i = 0; i < n; i++) {
+          let m = mem[i]! * 0.9 + base[i]! + d[i & 3]!;
+          if (m >= 1.0) {
+            spikes[i & 3]!++;
+            m = 0;
+          }
+          mem[i] = m;
+        }
+      }
+      let best = 0;
+      for (let q = 1; q < 4; q++) if (spikes[q]! > spikes[best]!) best = q;
+      const want = { move: spikes[best] === 0 ? 'stay' : dirs[best], spikes };
+      expect(lif.prepare(s, { agentId: 'l', step: BigInt(k), ticks: T, observation: o })).toEqual(want);
+    }
+  });
+
+  it('capture → restore continues identically', () => {
+    const a = lif.initialize({ agentId: 'l', seed: 9, params: { neurons: 50 }, observation: {} });
+    lif.prepare(a, { agentId: 'l', step: 0n, ticks: 16, observation: obsAt(0) });
+    const bytes = encodeState(lif.capture(a));
+    const b = lif.restore(decodeState(bytes), { agentId: 'l', seed: 9, params: { neurons: 50 }, observation: {} });
+    for (let k = 1; k < 10; k++) {
+      expect(lif.prepare(b, { agentId: 'l', step: BigInt(k), ticks: 17, observation: obsAt(k) })).toEqual(lif.prepare(a, { agentId: 'l', step: BigInt(k), ticks: 17, observation: obsAt(k) }));
+    }
+  });
+});
+
+describe('forage follows its RULES', () => {
+  it('matches an independent implementation over 200 steps (placement, moves, eating, respawn, observations)', () => {
+    const W = 9;
+    const H = 6;
+    const F = 5;
+    const seed = 31337;
+    const ports = [{ portId: 'p0', agentId: 'z' }, { portId: 'p1', agentId: 'a' }, { portId: 'p2', agentId: 'm' }];
+    const s = forage.initialize({ environmentId: 'w', seed, params: { width: W, height: H, food: F }, ports, stepDuration: { numerator: '1', denominator: '1' } });
+    // independent model
+    const next = xs(seed);
+    const ag = ports.map((p) => ({ id: p.agentId, x: next() % W, y: next() % H, score: 0 }));
+    const food = new Set<number>();
+    const place = (ex: number): void => {
+      let c = next() % (W * H);
+      while (food.has(c) || c === ex) c = (c + 1) % (W * H);
+      food.add(c);
+    };
+    for (let f = 0; f < F; f++) place(-1);
+    const wrap = (d: number, size: number): number => {
+      const m = ((d % size) + size) % size;
+      return m > Math.floor(size / 2) ? m - size : m;
+    };
+    const observe = (): Record<string, unknown> => {
+      const out: Record<string, unknown> = {};
+      for (const a of ag) {
+        let best = Infinity;
+        let bx = 0;
+        let by = 0;
+        for (const c of [...food].sort((p, q) => p - q)) {
+          const dx = wrap((c % W) - a.x, W);
+          const dy = wrap(Math.floor(c / W) - a.y, H);
+          if (Math.abs(dx) + Math.abs(dy) < best) {
+            best = Math.abs(dx) + Math.abs(dy);
+            bx = dx;
+            by = dy;
+          }
+        }
+        out[a.id] = { x: a.x, y: a.y, foodDx: bx, foodDy: by, score: a.score };
+      }
+      return out;
+    };
+    expect(forage.observe(s)).toEqual(observe());
+    const D: Record<string, [number, number]> = { stay: [0, 0], north: [0, -1], east: [1, 0], south: [0, 1], west: [-1, 0] };
+    const names = Object.keys(D);
+    for (let k = 0; k < 200; k++) {
+      // mostly greedy toward the observed food (so eating and respawn happen), sometimes scripted
+      const seen = observe() as Record<string, { foodDx: number; foodDy: number }>;
+      const actions = ports.map((p, i) => {
+        const o = seen[p.agentId]!;
+        const greedy = o.foodDx > 0 ? 'east' : o.foodDx < 0 ? 'west' : o.foodDy > 0 ? 'south' : o.foodDy < 0 ? 'north' : 'stay';
+        return { ...p, action: { move: (k + i) % 4 === 0 ? names[(k * 3 + i * 2) % 5]! : greedy } };
+      });
+      const got = forage.advance(s, { step: BigInt(k), actions });
+      const rewards: unknown[] = [];
+      actions.forEach((act, i) => {
+        const a = ag[i]!;
+        const [dx, dy] = D[act.action.move]!;
+        a.x = (a.x + dx + W) % W;
+        a.y = (a.y + dy + H) % H;
+        const c = a.y * W + a.x;
+        if (food.has(c)) {
+          food.delete(c);
+          a.score++;
+          rewards.push({ agentId: a.id, eventId: `eat-${k}-${a.id}`, ruleId: 'eat', value: 1 });
+          place(c);
+        }
+      });
+      expect(got.rewards).toEqual(rewards);
+      expect(forage.observe(s)).toEqual(observe());
+    }
+    expect(ag.reduce((t, a) => t + a.score, 0)).toBeGreaterThan(20);
+  });
+});

@@ -1,0 +1,55 @@
+// Strict mode with a real worker process and a user model module: Math.random, Date.now and
+// new Date() inside a model callback fail the call, naming the agent and the call; without the
+// flag the same model runs. Plus the guard's unit behaviour (globals restored, explicit dates ok).
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { METHODS } from '../../coordinator/protocol/index.js';
+import { runGuarded, StrictModeViolation } from '../../workers/strict.js';
+import { REPO_ROOT, STEP_60HZ, errorOf, resultOf, scope, spawnWorker, stopAll } from './harness.js';
+
+afterAll(stopAll);
+
+const MODEL = join(REPO_ROOT, 'test/workers/fixtures/nondeterministic-agent.ts');
+const agent = (agentId: string, call: string, strict?: boolean) => ({
+  agentId, model: MODEL, params: strict === undefined ? { call } : { call, strict }, seed: 1, stepDuration: STEP_60HZ, observation: {},
+});
+
+describe('strict mode', () => {
+  it('fails a user model that calls Math.random / Date.now / new Date() when strict: true, naming agent and call', async () => {
+    const w = await spawnWorker('agent', 'w-strict');
+    const agents = [agent('u-date', 'date', true), agent('u-free', 'random'), agent('u-now', 'now', true), agent('u-rand', 'random', true), agent('u-ok', 'none', true)];
+    resultOf(await w.client.call(METHODS.agentInitialize, scope(0), { agents }));
+    const one = async (agentId: string) => w.client.call(METHODS.agentPrepare, scope(0), { agents: [{ agentId }] });
+    for (const [id, call] of [['u-rand', 'Math.random()'], ['u-now', 'Date.now()'], ['u-date', 'new Date()']] as const) {
+      const e = errorOf(await one(id));
+      expect(e.code).toBe('BACKEND_FAILURE');
+      expect(e.message).toContain(`agent ${id}`);
+      expect(e.message).toContain(call);
+    }
+    // opt-in only: the same model without the flag runs, and explicit dates are fine under strict
+    expect(resultOf<{ agents: unknown[] }>(await one('u-free')).agents).toHaveLength(1);
+    expect(resultOf<{ agents: unknown[] }>(await one('u-ok')).agents).toHaveLength(1);
+    await w.stop();
+  });
+
+  it('--strict makes strict the default for user models', async () => {
+    const w = await spawnWorker('agent', 'w-strict2', ['--strict']);
+    resultOf(await w.client.call(METHODS.agentInitialize, scope(0), { agents: [agent('u-rand', 'random')] }));
+    const e = errorOf(await w.client.call(METHODS.agentPrepare, scope(0), { agents: [{ agentId: 'u-rand' }] }));
+    expect(e.message).toMatch(/agent u-rand called Math\.random\(\)/);
+    await w.stop();
+  });
+
+  it('restores the real globals after a guarded call, even when it throws', () => {
+    const random = Math.random;
+    const RealDate = Date;
+    expect(() => runGuarded(true, 'agent x', 'prepare', () => Math.random())).toThrow(StrictModeViolation);
+    expect(() => runGuarded(true, 'agent x', 'prepare', () => Date())).toThrow(/agent x called Date\(\)/);
+    expect(runGuarded(true, 'agent x', 'prepare', () => new Date(5).getTime())).toBe(5);
+    expect(runGuarded(true, 'agent x', 'prepare', () => new Date(0) instanceof RealDate)).toBe(true);
+    expect(Math.random).toBe(random);
+    expect(Date).toBe(RealDate);
+    expect(typeof Date.now()).toBe('number');
+    expect(runGuarded(false, 'agent x', 'prepare', () => typeof Math.random())).toBe('number');
+  });
+});
