@@ -27,7 +27,12 @@ function renderPath(stack: PathStack, extra?: string | number): string {
   return path.length > 200 ? `${path.slice(0, 197)}...` : path;
 }
 
+// Characters that need escaping, or may be half of a surrogate pair: without any, the string
+// prints as itself in quotes (the common case, several times faster than JSON.stringify).
+const NEEDS_CARE = /["\\\u0000-\u001f\ud800-\udfff]/;
+
 function serializeString(s: string, stack: PathStack): string {
+  if (!NEEDS_CARE.test(s)) return `"${s}"`;
   if (!s.isWellFormed()) {
     const path = renderPath(stack);
     throw new DetsimError('struct_invalid_json', `lone surrogate in a string at ${path}`, path);
@@ -35,21 +40,21 @@ function serializeString(s: string, stack: PathStack): string {
   return JSON.stringify(s); // JSON.stringify's escaping is exactly the RFC 8785 escaping.
 }
 
-function write(value: unknown, stack: PathStack): string {
+function write(value: unknown, stack: PathStack, out: string[]): void {
   // The parser's bound, which also turns a cycle into a refusal instead of a stack overflow.
   if (stack.length > MAX_DEPTH) throw new DetsimError('struct_invalid_json', `nesting deeper than ${MAX_DEPTH} (or a cycle) at ${renderPath(stack)}`, '$');
-  if (value === null) return 'null';
+  if (value === null) return void out.push('null');
   switch (typeof value) {
     case 'boolean':
-      return value ? 'true' : 'false';
+      return void out.push(value ? 'true' : 'false');
     case 'number':
       if (!Number.isFinite(value)) {
         const path = renderPath(stack);
         throw new DetsimError('struct_non_finite_number', `${value} at ${path} is not a finite number`, path);
       }
-      return String(value);
+      return void out.push(String(value));
     case 'string':
-      return serializeString(value, stack);
+      return void out.push(serializeString(value, stack));
     case 'object':
       break;
     default: {
@@ -58,22 +63,23 @@ function write(value: unknown, stack: PathStack): string {
     }
   }
   if (Array.isArray(value)) {
-    let out = '[';
+    out.push('[');
     for (let i = 0; i < value.length; i++) {
-      if (i > 0) out += ',';
+      if (i > 0) out.push(',');
       stack.push(i);
-      out += write(value[i], stack);
+      write(value[i], stack, out);
       stack.pop();
     }
-    return `${out}]`;
+    return void out.push(']');
   }
   if (ArrayBuffer.isView(value) || value instanceof Map || value instanceof Set || value instanceof Date) {
     const path = renderPath(stack);
     throw new DetsimError('struct_unsupported_value', `${value.constructor.name} at ${path} cannot be written as JSON`, path);
   }
   // Default sort compares UTF-16 code units, which is exactly RFC 8785's key order.
-  const keys = Object.keys(value as object).sort();
-  let out = '{';
+  const keys = Object.keys(value as object);
+  if (keys.length > 1) keys.sort();
+  out.push('{');
   for (let i = 0; i < keys.length; i++) {
     const key = keys[i]!;
     const v = (value as Record<string, unknown>)[key];
@@ -81,19 +87,19 @@ function write(value: unknown, stack: PathStack): string {
       const path = renderPath(stack, key);
       throw new DetsimError('struct_unsupported_value', `undefined at ${path}: use null for an absent value`, path);
     }
-    if (i > 0) out += ',';
-    out += serializeString(key, stack);
-    out += ':';
+    out.push(i > 0 ? `,${serializeString(key, stack)}:` : `${serializeString(key, stack)}:`);
     stack.push(key);
-    out += write(v, stack);
+    write(v, stack, out);
     stack.pop();
   }
-  return `${out}}`;
+  out.push('}');
 }
 
 /** The RFC 8785 canonical text of a JSON value. */
 export function canonicalize(value: unknown): string {
-  return write(value, []);
+  const out: string[] = [];
+  write(value, [], out);
+  return out.join('');
 }
 
 /** The canonical UTF-8 bytes of a JSON value. */
