@@ -1,7 +1,7 @@
 // The detsim side of the Gymnasium comparison: a real `runSession` of N `walker` agents on the
 // `forage` environment (real worker processes, gRPC over Unix sockets), timed from the run's own
 // trace.jsonl step clock after a warm-up, so process start-up is not counted. NOT the lockstep suite.
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { resolveConfig } from '../../coordinator/config.js';
@@ -34,20 +34,13 @@ export function walkerConfig(c: LockstepCase, sessionId: string): Record<string,
     sessionId,
     masterSeed: '42',
     steps: c.warmupSteps + c.steps,
+    stepHz: 60,
     environment: { id: 'world', model: 'forage', params: { width: c.width, height: c.height, food: c.food } },
     agents: { count: c.n, prefix: 'walker-', model: 'walker' },
     workers: { agentsPerWorker: c.agentsPerWorker, transport: 'unix' },
+    // The machine is shared: generous deadlines so a busy neighbour slows the run, not fails it.
+    deadlines: { startupMs: 60_000, stepMs: 20_000 },
   };
-}
-
-/** Find the trace.jsonl a run wrote under outDir (the run directory's name is the runner's business). */
-export function findTrace(outDir: string): string | null {
-  if (existsSync(join(outDir, 'trace.jsonl'))) return join(outDir, 'trace.jsonl');
-  for (const entry of readdirSync(outDir).sort()) {
-    const p = join(outDir, entry, 'trace.jsonl');
-    if (statSync(join(outDir, entry)).isDirectory() && existsSync(p)) return p;
-  }
-  return null;
 }
 
 /**
@@ -67,14 +60,12 @@ export function rateFromTrace(traceText: string, c: LockstepCase): { seconds: nu
 }
 
 /** One real run (launch, initialize, warm-up + measured steps, shutdown) in a scratch directory. */
-export async function measureDetsimLockstep(c: LockstepCase, log: (line: string) => void = () => undefined): Promise<DetsimLockstepFigures> {
+export async function measureDetsimLockstep(c: LockstepCase, scratch: string = tmpdir(), log: (line: string) => void = () => undefined): Promise<DetsimLockstepFigures> {
   const plan = resolveConfig(walkerConfig(c, `peers-n${c.n}`));
-  const outDir = mkdtempSync(join(tmpdir(), 'detsim-peers-run-'));
+  const outDir = mkdtempSync(join(scratch, 'peers-run-'));
   try {
     const result = await runSession(plan, { outDir, onWarning: log });
-    const trace = findTrace(outDir);
-    if (trace === null) throw new Error(`runSession wrote no trace.jsonl under ${outDir}`);
-    const rate = rateFromTrace(readFileSync(trace, 'utf8'), c);
+    const rate = rateFromTrace(readFileSync(join(result.runDir, 'trace.jsonl'), 'utf8'), c);
     return {
       n: c.n,
       agentProcesses: plan.workers.filter((w) => w.role === 'agent').length,

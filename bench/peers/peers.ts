@@ -2,10 +2,10 @@
 // beside safetensors (256 MiB save+fsync, load+verify), measured in one process run, with ratios
 // detsim ÷ peer. NOT the harness (bench/run.ts writes the receipt) and never a made-up figure.
 import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { measureDetsimCheckpoint, type DetsimCheckpointFigures, type TimingSummary } from './detsim-checkpoint.js';
-import type { DetsimLockstepFigures, LockstepCase } from './detsim-lockstep.js';
+import { measureDetsimLockstep, type DetsimLockstepFigures, type LockstepCase } from './detsim-lockstep.js';
 import { preparePythonEnv, runPeerScript, type ModuleProbe, type PythonEnv } from './python-env.js';
 
 /** A measured figure, or the reason there is none. */
@@ -53,6 +53,8 @@ export interface PeerStatus {
 
 export interface PeersReport {
   quick: boolean;
+  /** 1/5/15-minute load averages before and after: the machine is shared, so say how busy it was. */
+  loadAverage: { before: number[]; after: number[] };
   python: { setup: PythonEnv['setup']; interpreter: string | null; notes: string[]; modules: Record<string, ModuleProbe> };
   lockstep: { sizes: number[]; steps: number; warmupSteps: number; agentsPerWorker: number; width: number; height: number; food: number; rows: LockstepRow[] };
   checkpoint: { stateBytes: number; repeats: number; dir: string; detsim: Figure<DetsimCheckpointFigures>; safetensors: Figure<SafetensorsFigures>; rows: CheckpointRow[] };
@@ -76,8 +78,10 @@ const AGENTS_PER_WORKER = 4;
 
 export interface PeersOptions {
   quick: boolean;
-  /** The detsim lockstep measurement (runSession); injected so the suite can say why it is missing. */
-  measureDetsimLockstep: (c: LockstepCase) => Promise<DetsimLockstepFigures>;
+  /** Scratch parent directory (the harness's tmpDir); default the OS temp directory. */
+  scratch?: string;
+  /** The detsim lockstep measurement; default a real runSession (detsim-lockstep.ts). */
+  measureDetsimLockstep?: (c: LockstepCase) => Promise<DetsimLockstepFigures>;
   sizes?: PeersSizes;
   log?: (line: string) => void;
 }
@@ -135,6 +139,9 @@ function peerStatus(peer: PeerStatus['peer'], figures: readonly Figure<unknown>[
 export async function runPeers(opts: PeersOptions): Promise<PeersReport> {
   const sizes = opts.sizes ?? (opts.quick ? QUICK_SIZES : FULL_SIZES);
   const log = opts.log ?? (() => undefined);
+  const scratch = opts.scratch ?? tmpdir();
+  const detsimLockstep = opts.measureDetsimLockstep ?? ((c: LockstepCase) => measureDetsimLockstep(c, scratch, log));
+  const loadBefore = loadavg();
   const env = await preparePythonEnv({ quick: opts.quick, modules: ['gymnasium', 'numpy', 'safetensors'] });
   env.notes.forEach((n) => log(`peers: ${n}`));
   const gymMissing = env.python === null ? env.notes.at(-1) ?? 'no Python environment' : unavailableReason(env.modules, ['gymnasium', 'numpy']);
@@ -144,7 +151,7 @@ export async function runPeers(opts: PeersOptions): Promise<PeersReport> {
   for (const n of sizes.sizes) {
     const c: LockstepCase = { n, steps: sizes.steps, warmupSteps: sizes.warmupSteps, agentsPerWorker: AGENTS_PER_WORKER, ...TORUS };
     log(`peers: lockstep N=${n}: detsim walker/forage`);
-    const detsim = await attempt(() => opts.measureDetsimLockstep(c));
+    const detsim = await attempt(() => detsimLockstep(c));
     log(`peers: lockstep N=${n}: gymnasium AsyncVectorEnv`);
     const gymnasium: Figure<GymFigures> = gymMissing !== null ? { status: 'unavailable', reason: gymMissing } : await attempt(() => gymFigures(env.python!, c));
     const ratio = ratioOf(detsim.status === 'measured' ? detsim.agentStepsPerSec : null, gymnasium.status === 'measured' ? gymnasium.envStepsPerSec : null);
@@ -152,7 +159,7 @@ export async function runPeers(opts: PeersOptions): Promise<PeersReport> {
   }
 
   // Both sides write into one fresh directory on the same filesystem, one after the other.
-  const dir = mkdtempSync(join(tmpdir(), 'detsim-peers-'));
+  const dir = mkdtempSync(join(scratch, 'peers-checkpoint-'));
   let detsimCk: Figure<DetsimCheckpointFigures>;
   let stCk: Figure<SafetensorsFigures>;
   try {
@@ -172,6 +179,7 @@ export async function runPeers(opts: PeersOptions): Promise<PeersReport> {
 
   return {
     quick: opts.quick,
+    loadAverage: { before: loadBefore, after: loadavg() },
     python: { setup: env.setup, interpreter: env.python, notes: env.notes, modules: env.modules },
     lockstep: { sizes: sizes.sizes, steps: sizes.steps, warmupSteps: sizes.warmupSteps, agentsPerWorker: AGENTS_PER_WORKER, ...TORUS, rows },
     checkpoint: { stateBytes: sizes.stateBytes, repeats: sizes.repeats, dir, detsim: detsimCk, safetensors: stCk, rows: ckRows },

@@ -7,7 +7,8 @@ import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 export const PEERS_DIR = dirname(fileURLToPath(import.meta.url));
-export const VENV_DIR = resolve(PEERS_DIR, '..', '.venv');
+/** bench/.venv; DETSIM_PEERS_VENV points elsewhere (the tests use it to stand for a machine without the peers). */
+export const VENV_DIR = process.env.DETSIM_PEERS_VENV ? resolve(process.env.DETSIM_PEERS_VENV) : resolve(PEERS_DIR, '..', '.venv');
 export const REQUIREMENTS = join(PEERS_DIR, 'requirements.txt');
 const REPO_ROOT = resolve(PEERS_DIR, '..', '..');
 const INSTALL_TIMEOUT_MS = 10 * 60_000;

@@ -3,8 +3,10 @@
 import type { BenchSuite } from '../lib/suite.js';
 import { formats } from './formats.js';
 import { checkpointStore } from './checkpoint-store.js';
+import { peers } from './peers.js';
 
 export const SUITES: readonly BenchSuite[] = [
   formats,
   checkpointStore,
+  peers,
 ];
