@@ -64,8 +64,8 @@ export interface ByteParts {
 
 export interface WrittenFile {
   readonly byteLength: number;
-  /** Lowercase hex SHA-256 of exactly the bytes handed to write(). */
-  readonly sha256: string;
+  /** Lowercase hex SHA-256 of exactly the bytes handed to write(); null when hashing was not asked for. */
+  readonly sha256: string | null;
 }
 
 /** Labels the steps of one durable replace; 'other' files (the ledger head) report no commit steps. */
@@ -92,8 +92,8 @@ export class DurableFs {
    * On any failure the temp file is abandoned (closed, best-effort unlinked) and never written
    * again; the caller must not publish anything that refers to it. Hashes the bytes as it writes.
    */
-  async writeTemp(path: string, data: ByteParts, kind: ReplaceKind, checkpointId: string): Promise<WrittenFile> {
-    return this.writeSynced(path, data, kind, checkpointId);
+  async writeTemp(path: string, data: ByteParts, kind: ReplaceKind, checkpointId: string, options: { hash?: boolean } = {}): Promise<WrittenFile> {
+    return this.writeSynced(path, data, kind, checkpointId, options.hash ?? true);
   }
 
   /** Step 3-4 of a durable replace: rename the synced temp file to its final name, fsync the dir. */
@@ -109,43 +109,45 @@ export class DurableFs {
     await this.unlink(path).catch(() => undefined);
   }
 
-  /** Write a fresh file (truncating a stale one of the same name) and fsync it. */
-  private async writeSynced(path: string, data: ByteParts, kind: ReplaceKind, checkpointId: string): Promise<WrittenFile> {
+  /**
+   * Write a fresh file (truncating a stale one of the same name) and fsync it. The SHA-256 of the
+   * bytes runs beside the I/O, a slice per event-loop turn: writes go to the thread pool while the
+   * main thread hashes, and the hash finishes during the fsync instead of before it.
+   */
+  private async writeSynced(path: string, data: ByteParts, kind: ReplaceKind, checkpointId: string, hash: boolean): Promise<WrittenFile> {
     this.check({ kind: 'open', path });
     const fh = await open(path, fsConstants.O_WRONLY | fsConstants.O_CREAT | fsConstants.O_TRUNC, 0o644);
     let ok = false;
+    const slices = sliceParts(data.parts);
+    const hashing = hash ? new SliceHasher(slices) : null;
     try {
       if (kind === 'generation') await this.step('generation-temp-opened', checkpointId);
-      const hash = createHash('sha256');
-      const byteLength = await this.writeParts(fh, path, data.parts, hash, kind === 'generation' ? checkpointId : null);
+      const byteLength = await this.writeSlices(fh, path, slices, kind === 'generation' ? checkpointId : null);
       await this.kindStep(kind, 'generation-temp-written', 'manifest-temp-written', checkpointId);
       this.check({ kind: 'fsync', path });
       await fh.sync();
+      const sha256 = hashing ? await hashing.done : null;
       await this.kindStep(kind, 'generation-temp-synced', 'manifest-temp-synced', checkpointId);
       ok = true;
-      return { byteLength, sha256: hash.digest('hex') };
+      return { byteLength, sha256 };
     } finally {
+      hashing?.cancel();
       await fh.close().catch(() => undefined);
       // A failed write or fsync leaves the file in an unknown state: abandon it, never retry on it.
       if (!ok) await this.unlink(path).catch(() => undefined);
     }
   }
 
-  /** Issue each slice's write, hash the slice while the write runs on the thread pool, then await. */
-  private async writeParts(fh: FileHandle, path: string, parts: readonly Uint8Array[], hash: Hash, partialStepFor: string | null): Promise<number> {
+  /** Write the slices in order, one thread-pool write each, so the event loop turns between them. */
+  private async writeSlices(fh: FileHandle, path: string, slices: readonly Uint8Array[], partialStepFor: string | null): Promise<number> {
     let offset = 0;
-    for (const part of parts) {
-      for (let at = 0; at < part.byteLength; at += WRITE_SLICE) {
-        const slice = part.subarray(at, Math.min(part.byteLength, at + WRITE_SLICE));
-        this.check({ kind: 'write', path, offset });
-        const pending = writeAll(fh, slice, offset);
-        hash.update(slice);
-        await pending;
-        offset += slice.byteLength;
-        if (partialStepFor !== null) {
-          await this.step('generation-temp-partial', partialStepFor);
-          partialStepFor = null;
-        }
+    for (const slice of slices) {
+      this.check({ kind: 'write', path, offset });
+      await writeAll(fh, slice, offset);
+      offset += slice.byteLength;
+      if (partialStepFor !== null) {
+        await this.step('generation-temp-partial', partialStepFor);
+        partialStepFor = null;
       }
     }
     return offset;
@@ -200,6 +202,40 @@ export class DurableFs {
     } finally {
       await fh.close();
     }
+  }
+}
+
+/** The parts cut into views of at most WRITE_SLICE bytes (no copies). */
+function sliceParts(parts: readonly Uint8Array[]): Uint8Array[] {
+  const slices: Uint8Array[] = [];
+  for (const part of parts) {
+    for (let at = 0; at < part.byteLength; at += WRITE_SLICE) slices.push(part.subarray(at, Math.min(part.byteLength, at + WRITE_SLICE)));
+  }
+  return slices;
+}
+
+/** SHA-256 over the slices, one slice per event-loop turn, so a step loop never waits long. */
+class SliceHasher {
+  private cancelled = false;
+  readonly done: Promise<string>;
+
+  constructor(slices: readonly Uint8Array[]) {
+    this.done = this.run(slices);
+    this.done.catch(() => undefined);
+  }
+
+  private async run(slices: readonly Uint8Array[]): Promise<string> {
+    const hash: Hash = createHash('sha256');
+    for (const slice of slices) {
+      await new Promise<void>((r) => setImmediate(r));
+      if (this.cancelled) return '';
+      hash.update(slice);
+    }
+    return hash.digest('hex');
+  }
+
+  cancel(): void {
+    this.cancelled = true;
   }
 }
 

@@ -50,7 +50,12 @@ export interface GenerationIdentity {
 /** An encoded envelope as the store takes it: parts written in order (encodeEnvelopeParts output fits). */
 export interface EnvelopeBytes extends ByteParts {
   readonly byteLength: number;
-  /** If given, the bytes written must hash to it or the commit fails before the rename. */
+  /**
+   * SHA-256 of the whole envelope computed over these very buffers (encodeEnvelopeParts does). When
+   * given, the store records it without hashing the bytes a third time, unless the store was opened
+   * with `rehash: true`, which hashes while writing and fails a mismatch before the rename. When
+   * absent, the store always hashes while writing. The buffers must not change until the commit ends.
+   */
   readonly envelopeDigest?: Digest;
 }
 
@@ -213,6 +218,8 @@ export interface StoreOptions {
   readonly fs?: DurableFs;
   /** Create the directory if it does not exist (default false: a missing directory is an error). */
   readonly create?: boolean;
+  /** Hash every generation while writing it even when the envelope brings its digest (default false). */
+  readonly rehash?: boolean;
 }
 
 class Mutex {
@@ -238,6 +245,7 @@ export class CheckpointStore {
     readonly keep: number,
     readonly fs: DurableFs,
     manifest: StoreManifest,
+    readonly rehash: boolean,
   ) {
     this.manifest = manifest;
   }
@@ -250,7 +258,7 @@ export class CheckpointStore {
     if (options.create) await ensureDir(dir, fs);
     const info = await stat(dir);
     if (!info.isDirectory()) throw new DetsimError('struct_invalid_field', `${dir} is not a directory`, 'dir');
-    return new CheckpointStore(dir, keep, fs, await readManifestFile(dir));
+    return new CheckpointStore(dir, keep, fs, await readManifestFile(dir), options.rehash ?? false);
   }
 
   /** The committed manifest as last read or written by this process. */
@@ -328,10 +336,19 @@ export class CheckpointStore {
   /** Generation steps 1-4; the temp file is abandoned on any failure or mismatch. */
   private async writeGeneration(identity: GenerationIdentity, envelope: EnvelopeBytes): Promise<GenerationRecord> {
     const id = identity.checkpointId;
+    // Validate everything the record needs before a byte is written.
+    const fields = {
+      boundary: readU64(identity.boundary, 'boundary'),
+      compatibilityDigest: readDigest(identity.compatibilityDigest, 'compatibilityDigest'),
+      episodeId: readId(identity.episodeId, 'episodeId'),
+      epoch: readId(identity.epoch, 'epoch'),
+      sessionId: readId(identity.sessionId, 'sessionId'),
+    };
+    const given = envelope.envelopeDigest === undefined ? undefined : readDigest(envelope.envelopeDigest, 'envelopeDigest');
     const tmpPath = join(this.dir, generationTemp(id));
     let written;
     try {
-      written = await this.fs.writeTemp(tmpPath, envelope, 'generation', id);
+      written = await this.fs.writeTemp(tmpPath, envelope, 'generation', id, { hash: this.rehash || given === undefined });
     } catch (e) {
       throw new StoreCommitError('generation_write_failed', `writing ${generationTemp(id)} failed: ${describeError(e)}; the file is abandoned, nothing committed`, id);
     }
@@ -339,26 +356,16 @@ export class CheckpointStore {
       await this.fs.abandon(tmpPath);
       throw new StoreCommitError('generation_length_mismatch', `${generationTemp(id)}: wrote ${written.byteLength} bytes, the envelope says ${envelope.byteLength}`, id);
     }
-    if (envelope.envelopeDigest !== undefined && written.sha256 !== envelope.envelopeDigest) {
+    if (given !== undefined && written.sha256 !== null && written.sha256 !== given) {
       await this.fs.abandon(tmpPath);
-      throw new StoreCommitError('generation_digest_mismatch', `${generationTemp(id)}: bytes written hash to ${written.sha256}, the envelope says ${envelope.envelopeDigest}`, id);
+      throw new StoreCommitError('generation_digest_mismatch', `${generationTemp(id)}: bytes written hash to ${written.sha256}, the envelope says ${given}`, id);
     }
     try {
       await this.fs.publish(this.dir, generationTemp(id), generationFile(id), 'generation', id);
     } catch (e) {
       throw new StoreCommitError('generation_publish_failed', `publishing ${generationFile(id)} failed: ${describeError(e)}; nothing committed`, id);
     }
-    return {
-      boundary: readU64(identity.boundary, 'boundary'),
-      byteLength: String(written.byteLength),
-      checkpointId: id,
-      compatibilityDigest: readDigest(identity.compatibilityDigest, 'compatibilityDigest'),
-      envelopeDigest: written.sha256,
-      episodeId: readId(identity.episodeId, 'episodeId'),
-      epoch: readId(identity.epoch, 'epoch'),
-      file: generationFile(id),
-      sessionId: readId(identity.sessionId, 'sessionId'),
-    };
+    return { ...fields, byteLength: String(written.byteLength), checkpointId: id, envelopeDigest: written.sha256 ?? given!, file: generationFile(id) };
   }
 
   /** §6.3: append, set highWater, drop the oldest list entries beyond `keep`. */

@@ -111,11 +111,34 @@ describe('commit and the store manifest', () => {
     expect((await readFile(join(dir, 'ckpt-1.flysess'))).equals(before)).toBe(true);
   });
 
-  it('a digest that does not match the bytes fails before the rename and commits nothing', async () => {
-    const store = await CheckpointStore.open(dir);
+  it('with rehash, a digest that does not match the bytes fails before the rename and commits nothing', async () => {
+    const store = await CheckpointStore.open(dir, { rehash: true });
     const c = makeCheckpoint('ckpt-1', 1);
     const e = await commitFailure(store.commit(c.identity, { ...c.encoded, envelopeDigest: sha256Hex('other') }));
     expect(e.reason).toBe('generation_digest_mismatch');
+    expect(await readdir(dir)).toEqual([]);
+  });
+
+  it('without a given digest the store hashes while writing; a given digest is recorded as is and verify() checks it', async () => {
+    const store = await CheckpointStore.open(dir);
+    const c = makeCheckpoint('ckpt-1', 1);
+    const { envelopeDigest: _omit, ...noDigest } = c.encoded;
+    const r1 = await store.commit(c.identity, noDigest);
+    expect(r1.record.envelopeDigest).toBe(sha256Hex(await readFile(join(dir, 'ckpt-1.flysess'))));
+    // A caller that lies about the digest gets a generation that never passes verification.
+    const c2 = makeCheckpoint('ckpt-2', 2);
+    await store.commit(c2.identity, { ...c2.encoded, envelopeDigest: sha256Hex('other') });
+    const report = await store.verify();
+    expect(report.generations.map((g) => [g.checkpointId, g.ok, g.check ?? null])).toEqual([
+      ['ckpt-1', true, null],
+      ['ckpt-2', false, 'envelopeDigest'],
+    ]);
+  });
+
+  it('refuses an invalid record field before writing anything', async () => {
+    const store = await CheckpointStore.open(dir);
+    const c = makeCheckpoint('ckpt-1', 1);
+    await expect(store.commit({ ...c.identity, boundary: '-1' }, c.encoded)).rejects.toMatchObject({ reason: 'struct_invalid_u64' });
     expect(await readdir(dir)).toEqual([]);
   });
 
@@ -123,7 +146,7 @@ describe('commit and the store manifest', () => {
     const store = await CheckpointStore.open(dir);
     const c = makeCheckpoint('ckpt-big', 3, { payloadBytes: 3 * WRITE_SLICE + 12345, fill: 0xa5 });
     const writes: FsOp[] = [];
-    const traced = await CheckpointStore.open(dir, { fs: new DurableFs({ before: (op) => void (op.kind === 'write' && writes.push(op)) }) });
+    const traced = await CheckpointStore.open(dir, { rehash: true, fs: new DurableFs({ before: (op) => void (op.kind === 'write' && writes.push(op)) }) });
     await traced.commit(c.identity, c.encoded);
     expect(writes.length).toBeGreaterThanOrEqual(4);
     await store.reload();

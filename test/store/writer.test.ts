@@ -226,7 +226,7 @@ describe('queue rules', () => {
   });
 
   it('steps go on while a multi-MiB checkpoint is hashed and written', async () => {
-    const store = await CheckpointStore.open(dir);
+    const store = await CheckpointStore.open(dir, { rehash: true });
     const writer = new CheckpointWriter(store);
     const c = makeCheckpoint('ckpt-big', 1, { payloadBytes: 4 * WRITE_SLICE });
     const loop = stepLoop();
