@@ -104,6 +104,9 @@ export const REASONS = {
   audit_physical_diff_ok: { layer: 'L8', summary: 'the stripped physical fields of the runs differ: stripping does work' },
   audit_no_physical_diff: { layer: 'L8', summary: 'the stripped physical fields of the runs are identical or empty: stripping proves nothing' },
   audit_run_failed: { layer: 'L8', summary: 'a replay run did not complete' },
+  audit_golden_marked: { layer: 'L7', summary: 'every commit that changes fixtures/golden/ carries [golden] in its subject' },
+  audit_canonical_ok: { layer: 'L8', summary: 'reordering lists and float jitter below the precision leave the ReproHash unchanged (R2, R3)' },
+  audit_canonical_failed: { layer: 'L8', summary: 'reordering lists or float jitter below the precision changed the ReproHash (R2, R3 broken)' },
 } as const satisfies Record<string, ReasonInfo>;
 
 export type ReasonCode = keyof typeof REASONS;

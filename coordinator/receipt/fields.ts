@@ -169,3 +169,23 @@ export function formatFieldTable(table: readonly FieldRule[] = FIELD_TABLE): str
   lines.push(`# default precision for non-integers: ${DEFAULT_PRECISION} decimals`);
   return lines.join('\n');
 }
+
+/** Problems that make a table unusable: duplicate paths, orphan rows, a repro row with a physical name. Empty = valid. */
+export function validateFieldTable(table: readonly FieldRule[]): string[] {
+  const problems: string[] = [];
+  if (table.length === 0) return ['the classification table is empty'];
+  const paths = new Set<string>();
+  for (const r of table) {
+    if (paths.has(r.path)) problems.push(`${r.path}: listed twice`);
+    paths.add(r.path);
+    if (!['physical', 'repro', 'opaque'].includes(r.cls)) problems.push(`${r.path}: class ${JSON.stringify(r.cls)} is not physical, repro or opaque`);
+    const name = r.path.split('.').pop()!.replace(/\[\]$/, '');
+    if (r.cls !== 'physical' && PHYSICAL_NAMES.includes(name)) problems.push(`${r.path}: ${name} must be physical (seed spec §3.2)`);
+    if (r.precision !== undefined && !(Number.isInteger(r.precision) && r.precision >= 0 && r.precision <= 20)) problems.push(`${r.path}: precision ${r.precision} is not 0..20`);
+  }
+  for (const p of paths) {
+    const parent = p.endsWith('[]') ? p.slice(0, -2) : p.includes('.') ? p.slice(0, p.lastIndexOf('.')) : null;
+    if (parent !== null && !paths.has(parent)) problems.push(`${p}: its parent ${parent} is not in the table`);
+  }
+  return problems;
+}

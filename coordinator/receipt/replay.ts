@@ -10,6 +10,7 @@ import { REASONS } from '../formats/reasons.js';
 import type { Dispatch } from '../lockstep.js';
 import { runSession, type RunOptions } from '../run.js';
 import { type CanonicalOptions, type UnknownField, canonicalSplit } from './canonical.js';
+import type { FieldRule } from './fields.js';
 import { type Divergence, describeDivergence, diagnose } from './diagnosis.js';
 import { type HonestyWarning, honestyWarnings } from './honesty.js';
 import { type Receipt, buildReceipt, readRunFiles, writeReceipt } from './receipt.js';
@@ -29,11 +30,13 @@ export interface Check {
   readonly reason: ReasonCode;
   /** Deterministic facts (hashes, paths in the ReproCore, counts): part of the verdict. */
   readonly detail: JsonValue;
+  /** Facts that differ every time (run directories, differing physical fields): never in the verdict. */
+  readonly physical: JsonValue;
 }
 
-export function makeCheck(check: string, subject: string, status: CheckStatus, reason: ReasonCode, detail: JsonValue): Check {
+export function makeCheck(check: string, subject: string, status: CheckStatus, reason: ReasonCode, detail: JsonValue, physical: JsonValue = null): Check {
   const action: Action = status === 'pass' ? 'allow' : status === 'warn' ? 'advise' : 'block';
-  return { check, subject, status, action, layer: REASONS[reason].layer as Layer, reason, detail };
+  return { check, subject, status, action, layer: REASONS[reason].layer as Layer, reason, detail, physical };
 }
 
 export interface ReplayRun {
@@ -71,6 +74,8 @@ export interface ReplayOptions {
   readonly steps?: number;
   /** false disables stripping of physical fields (only to prove the physical-diff check fails). */
   readonly stripPhysical?: boolean;
+  /** Another classification table (to check a table change); the published one by default. */
+  readonly table?: readonly FieldRule[];
   readonly onRun?: (index: number, run: ReplayRun) => void;
   /** Passed to runSession (test hooks, warnings). */
   readonly runOptions?: Omit<RunOptions, 'outDir' | 'steps' | 'dispatch'>;
@@ -221,8 +226,8 @@ export function replayChecks(subject: string, receipts: readonly Receipt[], refe
   const diffs = receipts.length >= 2 ? physicalDifferences(receipts[0]!, receipts[1]!, opts) : [];
   checks.push(
     diffs.length > 0
-      ? makeCheck('physical-diff', subject, 'pass', 'audit_physical_diff_ok', { differing: diffs.length })
-      : makeCheck('physical-diff', subject, 'fail', 'audit_no_physical_diff', { differing: 0, stripping: opts.stripPhysical === false ? 'disabled' : 'enabled' }),
+      ? makeCheck('physical-diff', subject, 'pass', 'audit_physical_diff_ok', { stripping: 'enabled' }, { differing: diffs })
+      : makeCheck('physical-diff', subject, 'fail', 'audit_no_physical_diff', { stripping: opts.stripPhysical === false ? 'disabled' : 'enabled' }, { differing: [] }),
   );
   const unknown = new Map<string, number>();
   for (const r of receipts) for (const u of canonicalSplit(r, opts).unknownFields) unknown.set(u.path, (unknown.get(u.path) ?? 0) + u.count);
@@ -257,14 +262,15 @@ export async function replay(source: string | RunPlan, opts: ReplayOptions = {})
     plan = typeof source === 'string' ? loadConfig(source) : source;
     subject = plan.sessionId;
   }
-  const strip: CanonicalOptions = { stripPhysical: opts.stripPhysical };
+  const strip: CanonicalOptions = { stripPhysical: opts.stripPhysical, table: opts.table };
   const runs: ReplayRun[] = [];
   for (let i = 0; i < n; i++) {
     const dispatch = opts.dispatch ?? DEFAULT_CYCLE[i % DEFAULT_CYCLE.length]!;
     const steps = opts.steps ?? (reference ? plan.steps : undefined);
     const result = await runSession(plan, { ...opts.runOptions, outDir: opts.outDir, steps, dispatch });
     const w = writeReceipt(result.runDir);
-    const run: ReplayRun = { runDir: result.runDir, dispatch, reproHash: reproHash(w.receipt, strip).reproHash, unknownFields: w.unknownFields, honesty: w.honesty, receipt: w.receipt };
+    const h = reproHash(w.receipt, strip);
+    const run: ReplayRun = { runDir: result.runDir, dispatch, reproHash: h.reproHash, unknownFields: h.unknownFields, honesty: w.honesty, receipt: w.receipt };
     runs.push(run);
     opts.onRun?.(i, run);
   }

@@ -1,0 +1,81 @@
+// `detsim verify [--config FILE…] [--out DIR]`: the single CI entry for DIFF=0 — replay,
+// goldens, sensitivity, field table, honesty — writing attestation.md/.jsonl. Argument handling
+// and display only; the checks are coordinator/receipt/verify.ts. Exit 0 green, 1 red, 2 yellow.
+import { readFileSync } from 'node:fs';
+import type { Command } from 'commander';
+import { parseStrict } from '../formats/canonical-json.js';
+import { DetsimError } from '../formats/errors.js';
+import type { FieldRule } from '../receipt/fields.js';
+import { isRunFailure } from '../run-failure.js';
+import { verify } from '../receipt/verify.js';
+import { action, ExitError, writeStdout } from './common.js';
+
+interface VerifyCommandOptions {
+  config?: string[];
+  out?: string;
+  runsDir?: string;
+  goldenDir?: string;
+  runs?: string;
+  steps?: string;
+  updateGoldens?: boolean;
+  fieldTable?: string;
+  goldenMarker?: boolean;
+}
+
+function readWhole(text: string | undefined, field: string, min: number): number | undefined {
+  if (text === undefined) return undefined;
+  if (!/^(0|[1-9][0-9]{0,8})$/.test(text) || Number(text) < min) throw new DetsimError('struct_invalid_field', `${field}: ${JSON.stringify(text)} is not a whole number ≥ ${min}`, field);
+  return Number(text);
+}
+
+/** A table file: the `fields` array of `detsim fields --json`, or the whole object. */
+function readTable(file: string): FieldRule[] {
+  const v = parseStrict(readFileSync(file)) as unknown;
+  const rows = Array.isArray(v) ? v : (v as { fields?: unknown }).fields;
+  if (!Array.isArray(rows)) throw new DetsimError('struct_invalid_field', `--field-table: ${file} holds no list of fields`, '--field-table');
+  return rows as FieldRule[];
+}
+
+export function registerVerify(program: Command): void {
+  program
+    .command('verify')
+    .description('the single DIFF=0 entry: replay, goldens, sensitivity, field table and honesty checks; writes attestation.md/.jsonl (exit 0 green, 1 red, 2 yellow)')
+    .option('--config <file...>', 'configurations to verify (default: every examples/*.yaml)')
+    .option('--out <dir>', 'directory for attestation.md and attestation.jsonl', 'reports')
+    .option('--runs-dir <dir>', 'parent directory of the replay run directories', 'runs/verify')
+    .option('--golden-dir <dir>', 'directory of golden ReproHashes', 'fixtures/golden')
+    .option('--runs <n>', 'fresh runs per configuration (≥ 2)', '2')
+    .option('--steps <n>', 'steps for configurations without a golden value (default: the config)')
+    .option('--update-goldens', 'write golden values for configurations whose runs agree (commit them with [golden])')
+    .option('--field-table <file>', 'check against another classification table (JSON, as `detsim fields --json`)')
+    .option('--no-golden-marker', 'skip the [golden] commit-marker guard')
+    .action(
+      action(async (opts: VerifyCommandOptions) => {
+        const table = opts.fieldTable ? readTable(opts.fieldTable) : undefined;
+        let result;
+        try {
+          result = await verify({
+            configs: opts.config,
+            outDir: opts.out,
+            runsDir: opts.runsDir,
+            goldenDir: opts.goldenDir,
+            runs: readWhole(opts.runs, '--runs', 2),
+            steps: readWhole(opts.steps, '--steps', 0),
+            updateGoldens: opts.updateGoldens,
+            table,
+            goldenMarker: opts.goldenMarker,
+            onProgress: (l) => process.stderr.write(`${l}\n`),
+          });
+        } catch (e) {
+          if (isRunFailure(e)) throw new ExitError(1, `detsim: [audit_run_failed] a verify run failed: ${e.message}`);
+          throw e;
+        }
+        const a = result.attestation;
+        for (const c of a.checks) if (c.status !== 'pass') writeStdout(`${c.status.toUpperCase()} ${c.subject} ${c.check} [${c.reason}] ${JSON.stringify(c.detail)}`);
+        writeStdout(`grade ${a.grade}, verdict ${a.verdict}, ${a.checks.length} checks (${a.checks.filter((c) => c.status === 'pass').length} pass)`);
+        writeStdout(`verdict_hash ${a.verdict_hash}`);
+        writeStdout(`report ${result.files.md} ${result.files.jsonl}`);
+        if (a.exitCode !== 0) throw new ExitError(a.exitCode, '');
+      }),
+    );
+}

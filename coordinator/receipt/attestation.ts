@@ -1,0 +1,182 @@
+// The self-attestation report (diff0-replay.md "Attestation"): grades a list of checks
+// (full / sampled / incompatible), derives the verdict and exit code (0 green, 1 red, 2 yellow),
+// maps the checks onto the D1–D10 checklist, hashes the verdict (ts_build and every physical
+// field left out) and renders attestation.md and attestation.jsonl. It runs no check itself.
+import { join } from 'node:path';
+import { mkdirSync } from 'node:fs';
+import { canonicalize, sha256Hex, type JsonValue } from '../formats/canonical-json.js';
+import { REASONS } from '../formats/reasons.js';
+import { writeFileDurable } from './receipt.js';
+import type { Check, CheckStatus } from './replay.js';
+
+export type Grade = 'full' | 'sampled' | 'incompatible';
+export type Verdict = 'green' | 'yellow' | 'red';
+
+export interface ChecklistItem {
+  readonly id: string;
+  readonly title: string;
+  readonly status: CheckStatus;
+  /** The check names that carry the evidence in this report. */
+  readonly checks: readonly string[];
+  /** The tests (test/receipt/*.test.ts) named after the item. */
+  readonly tests: string;
+}
+
+export interface Attestation {
+  readonly attestationVersion: string;
+  readonly grade: Grade;
+  readonly verdict: Verdict;
+  readonly exitCode: 0 | 1 | 2;
+  readonly checks: readonly Check[];
+  readonly checklist: readonly ChecklistItem[];
+  readonly evidence_class: 'simulated';
+  /** SHA-256 of the canonical verdict fields (never ts_build, never a physical field). */
+  readonly verdict_hash: string;
+  /** When the report was built: physical, outside the hash. */
+  readonly ts_build: string;
+}
+
+export const ATTESTATION_VERSION = 'detsim-attestation-v1';
+
+/** Failing any of these means no determinism claim at all. */
+const INCOMPATIBLE_ON_FAIL = ['replay', 'sensitivity', 'table', 'canonical'];
+
+export function verdictOf(checks: readonly Check[]): { verdict: Verdict; exitCode: 0 | 1 | 2 } {
+  if (checks.some((c) => c.status === 'fail')) return { verdict: 'red', exitCode: 1 };
+  if (checks.some((c) => c.status === 'warn')) return { verdict: 'yellow', exitCode: 2 };
+  return { verdict: 'green', exitCode: 0 };
+}
+
+/**
+ * full: every configuration replays, hits its golden, passes sensitivity and physical diff, and no
+ * check fails; incompatible: an unstable hash, a broken table or canonical form, or a failed
+ * sensitivity check; sampled: everything else (e.g. a configuration without a golden value).
+ */
+export function gradeOf(checks: readonly Check[]): Grade {
+  if (checks.some((c) => c.status === 'fail' && INCOMPATIBLE_ON_FAIL.includes(c.check))) return 'incompatible';
+  if (!checks.some((c) => c.check === 'replay')) return 'incompatible';
+  if (checks.some((c) => c.status === 'fail')) return 'sampled';
+  const subjects = [...new Set(checks.filter((c) => c.check === 'replay').map((c) => c.subject))];
+  const allGolden = subjects.every((s) => checks.some((c) => c.subject === s && c.check === 'golden' && c.status === 'pass'));
+  return allGolden ? 'full' : 'sampled';
+}
+
+const ITEMS: [string, string, string[], string][] = [
+  ['D1', 'classification table published, unknown fields counted', ['table', 'field-table'], 'canonical.test.ts D1 ×2, verify.test.ts D1'],
+  ['D2', 'lists sorted before canonicalisation', ['canonical'], 'canonical.test.ts D2'],
+  ['D3', 'fixed-point numbers, enum values', ['canonical'], 'canonical.test.ts D3'],
+  ['D4', 'two independent runs agree (and their physical fields differ)', ['replay', 'physical-diff'], 'replay.test.ts D4'],
+  ['D5', 'tampering with ReproCore changes the hash', ['sensitivity'], 'canonical.test.ts D5 ×2, replay.test.ts D5'],
+  ['D6', 'goldens frozen with the [golden] review marker', ['golden', 'golden-marker'], 'check-goldens.test.ts D6 ×2, verify.test.ts D6'],
+  ['D7', 'every decision has a non-empty reason', [], 'reasons.test.ts D7 ×2'],
+  ['D8', 'receipts carry evidence_class; measured ones a source and time', ['honesty'], 'honesty.test.ts D8'],
+  ['D9', 'verdict_hash reproducible, ts_build outside it', [], 'verify.test.ts D9'],
+  ['D10', 'one CI entry with exit codes 0/1/2', [], 'verify.test.ts D10'],
+];
+
+function worst(statuses: CheckStatus[]): CheckStatus {
+  if (statuses.includes('fail')) return 'fail';
+  if (statuses.includes('warn') || statuses.length === 0) return 'warn';
+  return 'pass';
+}
+
+/** The verdict fields: everything a second verify must reproduce; no ts_build, no physical. */
+function verdictFields(a: Omit<Attestation, 'verdict_hash' | 'ts_build'>): JsonValue {
+  return {
+    attestationVersion: a.attestationVersion,
+    grade: a.grade,
+    verdict: a.verdict,
+    exitCode: a.exitCode,
+    evidence_class: a.evidence_class,
+    checklist: a.checklist.map((i) => ({ id: i.id, status: i.status })),
+    checks: a.checks.map((c) => ({ check: c.check, subject: c.subject, status: c.status, action: c.action, layer: c.layer, reason: c.reason, detail: c.detail })),
+  };
+}
+
+export function verdictHashOf(a: Omit<Attestation, 'verdict_hash' | 'ts_build'>): string {
+  return sha256Hex(canonicalize(verdictFields(a)));
+}
+
+/** Judge a set of checks. Checks are ordered by (subject, check) so the order they ran in never matters. */
+export function buildAttestation(checksIn: readonly Check[], tsBuild: string): Attestation {
+  const checks = [...checksIn].sort((x, y) => (x.subject < y.subject ? -1 : x.subject > y.subject ? 1 : x.check < y.check ? -1 : x.check > y.check ? 1 : 0));
+  const { verdict, exitCode } = verdictOf(checks);
+  const grade = gradeOf(checks);
+  const reasonsOk = checks.length > 0 && checks.every((c) => c.reason.length > 0 && c.reason in REASONS && c.layer === REASONS[c.reason].layer);
+  const checklist: ChecklistItem[] = ITEMS.map(([id, title, names, tests]) => {
+    let status: CheckStatus = worst(checks.filter((c) => names.includes(c.check)).map((c) => c.status));
+    if (id === 'D7') status = reasonsOk ? 'pass' : 'fail';
+    if (id === 'D9' || id === 'D10') status = 'pass'; // by construction below, proven by the named tests
+    return { id, title, status, checks: names, tests };
+  });
+  const base = { attestationVersion: ATTESTATION_VERSION, grade, verdict, exitCode, checks, checklist, evidence_class: 'simulated' as const };
+  const verdict_hash = verdictHashOf(base);
+  return { ...base, verdict_hash, ts_build: tsBuild };
+}
+
+/** attestation.jsonl: one check per line, then one verdict line. */
+export function renderJsonl(a: Attestation): string {
+  const lines = a.checks.map((c) => canonicalize({ type: 'check', ...c }));
+  lines.push(
+    canonicalize({
+      type: 'verdict',
+      attestationVersion: a.attestationVersion,
+      grade: a.grade,
+      verdict: a.verdict,
+      exitCode: a.exitCode,
+      checklist: a.checklist.map((i) => ({ id: i.id, status: i.status })),
+      evidence_class: a.evidence_class,
+      measure_source: null,
+      measure_ts: null,
+      verdict_hash: a.verdict_hash,
+      ts_build: a.ts_build,
+    }),
+  );
+  return `${lines.join('\n')}\n`;
+}
+
+const CLAIM: Record<Grade, string> = {
+  full: 'replayable / DIFF=0',
+  sampled: 'limited replay (not every configuration is covered by a golden value or a check did not pass)',
+  incompatible: 'no determinism claim',
+};
+
+const mark = (s: CheckStatus) => (s === 'pass' ? 'pass' : s === 'warn' ? '**warn**' : '**FAIL**');
+
+/** attestation.md: for people. */
+export function renderMarkdown(a: Attestation): string {
+  const out = [
+    '# detsim self-attestation',
+    '',
+    `- grade: **${a.grade}** — allowed claim: ${CLAIM[a.grade]}`,
+    `- verdict: **${a.verdict}** (exit ${a.exitCode}: 0 green, 1 red, 2 yellow)`,
+    `- verdict_hash: \`${a.verdict_hash}\` (SHA-256 of the canonical verdict fields; excludes ts_build and every physical field)`,
+    `- evidence_class: ${a.evidence_class}`,
+    `- ts_build: ${a.ts_build} (physical, not hashed)`,
+    '',
+    '## Checklist',
+    '',
+    '| item | status | evidence in this report | tests |',
+    '| --- | --- | --- | --- |',
+    ...a.checklist.map((i) => `| ${i.id} ${i.title} | ${mark(i.status)} | ${i.checks.length ? i.checks.join(', ') : i.id === 'D7' ? 'every check line below carries a registered reason' : i.id === 'D9' ? 'verdict_hash above' : 'the exit code above'} | ${i.tests} |`),
+    '',
+    '## Checks',
+    '',
+    '| subject | check | status | action | layer | reason | detail |',
+    '| --- | --- | --- | --- | --- | --- | --- |',
+    ...a.checks.map((c) => `| ${c.subject} | ${c.check} | ${mark(c.status)} | ${c.action} | ${c.layer} | \`${c.reason}\` | ${canonicalize(c.detail).replace(/\|/g, '\\|')} |`),
+    '',
+    'Physical facts (run directories, the physical fields that differed) are in attestation.jsonl under `physical`.',
+    '',
+  ];
+  return out.join('\n');
+}
+
+export function writeAttestation(outDir: string, a: Attestation): { md: string; jsonl: string } {
+  mkdirSync(outDir, { recursive: true });
+  const md = join(outDir, 'attestation.md');
+  const jsonl = join(outDir, 'attestation.jsonl');
+  writeFileDurable(jsonl, renderJsonl(a));
+  writeFileDurable(md, renderMarkdown(a));
+  return { md, jsonl };
+}

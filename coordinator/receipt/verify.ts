@@ -1,0 +1,147 @@
+// `detsim verify` as a library function: the single entry that runs every DIFF=0 check (field
+// table, canonical form, replay, sensitivity, physical diff, goldens, golden marker, honesty) on
+// the given configurations and writes the attestation. Judging and rendering are attestation.ts.
+import { spawnSync } from 'node:child_process';
+import { existsSync, readdirSync } from 'node:fs';
+import { join, relative } from 'node:path';
+import type { RunPlan } from '../config.js';
+import { loadConfig } from '../config.js';
+import { DetsimError } from '../formats/errors.js';
+import { type Attestation, buildAttestation, writeAttestation } from './attestation.js';
+import { FIELD_TABLE, type FieldRule, validateFieldTable } from './fields.js';
+import { DEFAULT_GOLDEN_DIR, type Golden, exampleName, goldenCheck, readGolden, writeGolden } from './goldens.js';
+import type { Receipt } from './receipt.js';
+import { type Check, makeCheck, replay } from './replay.js';
+import { reproHash } from './reprohash.js';
+
+export interface VerifyOptions {
+  /** Config files; default every examples/*.yaml|yml|json, sorted. */
+  readonly configs?: readonly string[];
+  /** Where attestation.md/.jsonl go (default reports). */
+  readonly outDir?: string;
+  /** Parent of the replay run directories (default runs/verify). */
+  readonly runsDir?: string;
+  readonly goldenDir?: string;
+  /** Fresh runs per configuration (≥ 2, default 2). */
+  readonly runs?: number;
+  /** Steps for configurations without a golden value (default: the config's own). */
+  readonly steps?: number;
+  /** Write goldens for configurations whose runs agree (never when they do not). */
+  readonly updateGoldens?: boolean;
+  readonly table?: readonly FieldRule[];
+  /** false disables stripping (only to prove the physical-diff check can fail). */
+  readonly stripPhysical?: boolean;
+  /** Run the [golden] commit-marker guard when in a git checkout (default true). */
+  readonly goldenMarker?: boolean;
+  readonly onProgress?: (line: string) => void;
+  /** ts_build (physical); default now. */
+  readonly tsBuild?: string;
+}
+
+export interface VerifyResult {
+  readonly attestation: Attestation;
+  readonly files: { md: string; jsonl: string };
+}
+
+export function defaultConfigs(dir = 'examples'): string[] {
+  if (!existsSync(dir)) return [];
+  return readdirSync(dir)
+    .filter((f) => /\.(ya?ml|json)$/.test(f))
+    .sort()
+    .map((f) => join(dir, f));
+}
+
+export function tableCheck(table: readonly FieldRule[]): Check {
+  const problems = validateFieldTable(table);
+  return problems.length === 0
+    ? makeCheck('table', 'detsim', 'pass', 'meta_field_table_ok', { rows: table.length })
+    : makeCheck('table', 'detsim', 'fail', 'meta_field_table_invalid', { problems });
+}
+
+/** R2/R3 on a real receipt: reordered lists and float jitter below the precision keep the hash. */
+export function canonicalCheck(subject: string, receipt: Receipt, table?: readonly FieldRule[]): Check {
+  const opts = { table };
+  const h0 = reproHash(receipt, opts).reproHash;
+  const reordered = structuredClone(receipt) as unknown as { run: { agents: unknown[] }; steps: { behaviour: { agents: unknown[]; rewards: unknown[] } }[] };
+  reordered.steps.reverse();
+  for (const s of reordered.steps) {
+    s.behaviour?.agents?.reverse();
+    s.behaviour?.rewards?.reverse();
+  }
+  reordered.run?.agents?.reverse();
+  const withParam = (v: number) => {
+    const r = structuredClone(receipt) as unknown as { run: { environment: { params: Record<string, unknown> } } };
+    r.run.environment.params = { ...r.run.environment.params, jitter: v };
+    return reproHash(r, opts).reproHash;
+  };
+  const failures: string[] = [];
+  if (reproHash(reordered, opts).reproHash !== h0) failures.push('R2: reordering steps, agents and rewards changed the hash');
+  if (withParam(0.1 + 0.2) !== withParam(0.3)) failures.push('R3: 0.1+0.2 and 0.3 hash differently at the default precision');
+  if (withParam(-0) !== withParam(0)) failures.push('R3: -0 and 0 hash differently');
+  if (withParam(0.3) === withParam(0.4)) failures.push('R3: 0.3 and 0.4 hash the same (numbers do not reach the hash)');
+  return failures.length === 0 ? makeCheck('canonical', subject, 'pass', 'audit_canonical_ok', { probes: 4 }) : makeCheck('canonical', subject, 'fail', 'audit_canonical_failed', { failures });
+}
+
+/** The [golden] marker guard (scripts/check-goldens.mjs) over the checkout's history. */
+export function goldenMarkerCheck(root = process.cwd()): Check | null {
+  const script = join(root, 'scripts', 'check-goldens.mjs');
+  if (!existsSync(script) || !existsSync(join(root, '.git'))) return null;
+  const r = spawnSync(process.execPath, [script], { cwd: root, encoding: 'utf8' });
+  if (r.status === 0) return makeCheck('golden-marker', 'detsim', 'pass', 'audit_golden_marked', { guard: 'scripts/check-goldens.mjs' });
+  const first = (r.stderr || r.stdout || '').split('\n').find((l) => l.length > 0) ?? `exit ${r.status}`;
+  return makeCheck('golden-marker', 'detsim', 'fail', 'audit_golden_unmarked', { guard: 'scripts/check-goldens.mjs', message: first });
+}
+
+async function verifyConfig(config: string, opts: VerifyOptions, say: (l: string) => void): Promise<Check[]> {
+  const goldenDir = opts.goldenDir ?? DEFAULT_GOLDEN_DIR;
+  const name = exampleName(config);
+  let plan: RunPlan;
+  let golden: Golden | null;
+  try {
+    plan = loadConfig(config);
+    golden = readGolden(goldenDir, name);
+  } catch (e) {
+    if (e instanceof DetsimError) throw new DetsimError(e.reason, `${config}: ${e.message}`, e.field);
+    throw e;
+  }
+  const steps = golden?.steps ?? opts.steps ?? plan.steps;
+  say(`verify ${name}: ${opts.runs ?? 2} fresh runs of ${steps} steps`);
+  const report = await replay(plan, {
+    runs: opts.runs ?? 2,
+    steps,
+    outDir: opts.runsDir ?? join('runs', 'verify'),
+    stripPhysical: opts.stripPhysical,
+    table: opts.table,
+    onRun: (i, r) => say(`  run ${i + 1} ${r.reproHash} ${r.dispatch} ${r.runDir}`),
+  });
+  const runDirs = report.runs.map((r) => r.runDir);
+  const checks: Check[] = report.checks.map((c) => (c.check === 'replay' ? { ...c, subject: name, physical: { runDirs } } : { ...c, subject: name }));
+  const first = report.runs[0]!;
+  checks.push(canonicalCheck(name, first.receipt, opts.table));
+  if (opts.updateGoldens && report.stable) {
+    const rel = relative(process.cwd(), config) || config;
+    const g: Golden = { example: name, config: rel, steps, reproHash: first.reproHash, evidence_class: 'simulated', how: `detsim verify --update-goldens: ${report.runs.length} fresh runs (${report.runs.map((r) => r.dispatch).join(', ')}) agreed` };
+    if (golden?.reproHash !== g.reproHash || golden.steps !== steps) say(`  golden ${writeGolden(goldenDir, g)} ← ${g.reproHash}`);
+    golden = g;
+  }
+  checks.push(goldenCheck(name, golden, first.reproHash));
+  return checks;
+}
+
+/** Run every check and write reports/attestation.md and reports/attestation.jsonl. */
+export async function verify(opts: VerifyOptions = {}): Promise<VerifyResult> {
+  const say = opts.onProgress ?? (() => undefined);
+  const configs = opts.configs && opts.configs.length > 0 ? [...opts.configs] : defaultConfigs();
+  if (configs.length === 0) throw new DetsimError('struct_missing_field', 'no configuration to verify: give --config FILE or add examples/*.yaml', '--config');
+  for (const c of configs) if (!existsSync(c)) throw new DetsimError('struct_invalid_field', `--config: ${c} does not exist`, '--config');
+  const table = opts.table ?? FIELD_TABLE;
+  const checks: Check[] = [tableCheck(table)];
+  if (opts.goldenMarker !== false) {
+    const m = goldenMarkerCheck();
+    if (m) checks.push(m);
+  }
+  for (const config of configs) checks.push(...(await verifyConfig(config, { ...opts, table }, say)));
+  const attestation = buildAttestation(checks, opts.tsBuild ?? new Date().toISOString());
+  const files = writeAttestation(opts.outDir ?? 'reports', attestation);
+  return { attestation, files };
+}
