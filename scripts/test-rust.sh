@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The Rust half of the test suite: builds the crates-bridge workspace (the detsim-formats CLI the
-# cross-language tests drive) and runs `cargo test`, teeing the log to reports/cargo-test.txt,
+# The Rust half of the test suite: builds the crates-bridge workspace (the detsim-formats and
+# detsim-models CLIs the cross-language tests drive) and runs `cargo test`, teeing the log to reports/cargo-test.txt,
 # which scripts/test-summary.mjs adds to the "N passed, N failed" line. Not a cache or installer.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -19,7 +19,7 @@ manifest=crates-bridge/Cargo.toml
 target=crates-bridge/target
 start=$(date +%s)
 # --locked: build exactly the committed Cargo.lock (fails if it would need to change).
-cargo build --locked --release --manifest-path "$manifest" --target-dir "$target" -p detsim-formats || exit 1
+cargo build --locked --release --manifest-path "$manifest" --target-dir "$target" -p detsim-formats -p detsim-models || exit 1
 cargo test --locked --release --manifest-path "$manifest" --target-dir "$target" --workspace 2>&1 | tee reports/cargo-test.txt
 status=${PIPESTATUS[0]}
 echo "test-rust: cargo build + test took $(( $(date +%s) - start ))s (exit $status)"

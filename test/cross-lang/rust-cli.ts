@@ -12,6 +12,7 @@ const root = fileURLToPath(new URL('../../', import.meta.url));
 const manifestPath = join(root, 'crates-bridge/Cargo.toml');
 const targetDir = join(root, 'crates-bridge/target');
 export const rustCliPath = join(targetDir, 'release/detsim-formats');
+export const rustModelsPath = join(targetDir, 'release/detsim-models');
 
 function findCargo(): string | null {
   for (const candidate of ['cargo', join(homedir(), '.cargo/bin/cargo')]) {
@@ -28,13 +29,13 @@ if (skipReason) console.warn(skipReason);
 
 let built = false;
 
-/** `cargo build --release -p detsim-formats` (the same command scripts/test-rust.sh runs). */
+/** `cargo build --release -p detsim-formats -p detsim-models` (the same command scripts/test-rust.sh runs). */
 export function buildRustCli(): void {
   if (built) return;
   if (cargo === null) throw new Error(skipReason ?? 'cargo not found');
-  const args = ['build', '--locked', '--release', '--manifest-path', manifestPath, '--target-dir', targetDir, '-p', 'detsim-formats'];
+  const args = ['build', '--locked', '--release', '--manifest-path', manifestPath, '--target-dir', targetDir, '-p', 'detsim-formats', '-p', 'detsim-models'];
   const r = spawnSync(cargo, args, { encoding: 'utf8', maxBuffer: 64 << 20 });
-  if (r.status !== 0 || !existsSync(rustCliPath)) throw new Error(`cargo ${args.join(' ')} failed:\n${r.stderr}`);
+  if (r.status !== 0 || !existsSync(rustCliPath) || !existsSync(rustModelsPath)) throw new Error(`cargo ${args.join(' ')} failed:\n${r.stderr}`);
   built = true;
 }
 
@@ -63,9 +64,9 @@ export function transportJson(value: unknown): string {
 }
 
 /** Run `detsim-formats batch` on requests; results come back in request order. */
-export function rustBatch<T = unknown>(requests: object[]): Outcome<T>[] {
-  const r = spawnSync(rustCliPath, ['batch'], { input: transportJson(requests), maxBuffer: 512 << 20 });
-  if (r.status !== 0) throw new Error(`detsim-formats batch exited ${r.status}: ${r.stderr.toString('utf8')}`);
+export function rustBatch<T = unknown>(requests: object[], binary = rustCliPath): Outcome<T>[] {
+  const r = spawnSync(binary, ['batch'], { input: transportJson(requests), maxBuffer: 512 << 20 });
+  if (r.status !== 0) throw new Error(`${binary} batch exited ${r.status}: ${r.stderr.toString('utf8')}`);
   const out = JSON.parse(r.stdout.toString('utf8')) as Outcome<T>[];
   if (out.length !== requests.length) throw new Error(`detsim-formats batch returned ${out.length} results for ${requests.length} requests`);
   return out;
