@@ -34,11 +34,15 @@ const WorldStepSchema = z.union([
 
 const ModelSchema = z.string().min(1);
 
+/** The executor of Phase B: which decision fields become the action (default: the whole decision). */
+const ActionFieldsSchema = z.array(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,63}$/, 'is not a field name')).min(1);
+
 const ExplicitAgentSchema = z.strictObject({
   id: IdSchema,
   model: ModelSchema,
   params: ParamsSchema.optional(),
   port: IdSchema.optional(),
+  actionFields: ActionFieldsSchema.optional(),
 });
 
 const AgentGroupSchema = z.strictObject({
@@ -48,6 +52,7 @@ const AgentGroupSchema = z.strictObject({
   params: ParamsSchema.optional(),
   /** Port ids are `<portPrefix><n>` (default: the agent id itself). */
   portPrefix: z.string().regex(/^[a-z0-9][a-z0-9._-]{0,40}$/).optional(),
+  actionFields: ActionFieldsSchema.optional(),
 });
 
 const TopSchema = z.strictObject({
@@ -87,6 +92,8 @@ export interface PlannedAgent {
   params: Record<string, unknown>;
   seed: number;
   workerId: Id;
+  /** Decision fields sent to the environment as the action; null = the whole decision. */
+  actionFields: string[] | null;
 }
 
 export interface PlannedWorker {
@@ -215,6 +222,7 @@ interface ExpandedAgent {
   portId: Id;
   model: string;
   params: Record<string, unknown>;
+  actionFields: string[] | null;
   field: string;
 }
 
@@ -235,12 +243,12 @@ function expandAgents(raw: unknown, baseDir: string): ExpandedAgent[] {
         const suffix = String(n).padStart(width, '0');
         const agentId = `${g.prefix}${suffix}`;
         if (!isId(agentId)) throw new DetsimError('struct_invalid_id', `${field}.prefix: ${JSON.stringify(agentId)} is not an Id`, `${field}.prefix`);
-        out.push({ agentId, portId: g.portPrefix ? `${g.portPrefix}${suffix}` : agentId, model, params: g.params ?? {}, field: `${field}.prefix` });
+        out.push({ agentId, portId: g.portPrefix ? `${g.portPrefix}${suffix}` : agentId, model, params: g.params ?? {}, actionFields: g.actionFields ?? null, field: `${field}.prefix` });
       }
     } else {
       const a = check(ExplicitAgentSchema, entry, field);
       const model = resolveModel(a.model, BUILTIN_AGENT_MODELS, `${field}.model`, baseDir);
-      out.push({ agentId: a.id, portId: a.port ?? a.id, model, params: a.params ?? {}, field: `${field}.id` });
+      out.push({ agentId: a.id, portId: a.port ?? a.id, model, params: a.params ?? {}, actionFields: a.actionFields ?? null, field: `${field}.id` });
     }
   });
   if (out.length > MAX_AGENTS) {
@@ -290,7 +298,7 @@ export function resolveConfig(value: unknown, opts: { baseDir?: string } = {}): 
     const workerId = `worker-${w}`;
     if (workers.length <= w + 1) workers.push({ workerId, role: 'agent', agentIds: [] });
     workers[w + 1]!.agentIds.push(a.agentId);
-    return { agentId: a.agentId, portId: a.portId, model: a.model, params: a.params, seed: derived.seeds[i]!.seed, workerId };
+    return { agentId: a.agentId, portId: a.portId, model: a.model, params: a.params, seed: derived.seeds[i]!.seed, workerId, actionFields: a.actionFields };
   });
   return {
     sessionId: cfg.sessionId,

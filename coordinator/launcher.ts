@@ -76,9 +76,10 @@ export class WorkerProcess {
     readonly plan: PlannedWorker,
     cmd: WorkerCommand,
     listen: string,
+    sessionId: Id,
     private readonly logger: Logger,
   ) {
-    const args = [...cmd.args, '--listen', listen, '--role', plan.role, '--worker-id', plan.workerId];
+    const args = [...cmd.args, '--listen', listen, '--role', plan.role, '--worker-id', plan.workerId, '--session', sessionId];
     // stdin stays a pipe: a worker can treat its end as "the coordinator is gone".
     this.child = spawn(cmd.command, args, { stdio: ['pipe', 'pipe', 'pipe'] });
     guardChild(this.child);
@@ -267,7 +268,7 @@ export async function launchFleet(plan: RunPlan, opts: LaunchOptions): Promise<F
   const { logger } = opts;
   const socketDir = plan.transport === 'unix' ? mkdtempSync('/tmp/ds-') : undefined;
   const base = defaultWorkerCommand();
-  const processes = plan.workers.map((w, i) => new WorkerProcess(w, opts.commandFor?.(w) ?? base, listenAddress(plan, socketDir, i), logger));
+  const processes = plan.workers.map((w, i) => new WorkerProcess(w, opts.commandFor?.(w) ?? base, listenAddress(plan, socketDir, i), plan.sessionId, logger));
   logger.info({ workers: processes.map((p) => ({ workerId: p.plan.workerId, pid: p.pid, agents: p.plan.agentIds })) }, 'workers spawned');
   const connected: LaunchedWorker[] = [];
   const startedAt = Date.now();

@@ -82,11 +82,35 @@ export class Lockstep {
   }
 
   get epoch(): Id {
-    return this.opts.epoch;
+    return this.restoredEpoch ?? this.opts.epoch;
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Checkpoint hooks (coordinator/checkpoint): read the committed boundary's observations for a
+  // capture, and install a restored group's state in a new epoch. Nothing else changes here.
+
+  /** Set by installRestored: the epoch the group was restored into. */
+  private restoredEpoch: Id | undefined;
+
+  /** The observations installed at the committed boundary (a copy, sorted by agent id). */
+  currentObservations(): { agentId: Id; observation: JsonObject }[] {
+    return [...this.observations.entries()].sort(([a], [b]) => byString(a, b)).map(([agentId, observation]) => ({ agentId, observation }));
+  }
+
+  /**
+   * Install a restored group: the new epoch, the committed boundary k and the observations the
+   * environment returned on activation. The loop is then at Ready(k) in that epoch.
+   */
+  installRestored(epoch: Id, boundary: bigint, observations: { agentId: Id; observation: JsonObject }[]): void {
+    const ctx = { workerId: this.fleet.environment.plan.workerId, agentIds: [], step: boundary.toString(), phase: 'environment-initialize' as RunPhase };
+    this.observations = this.readObservations(observations, ctx);
+    this.restoredEpoch = epoch;
+    this.boundary = boundary;
+    this.state = 'ready';
   }
 
   private scope(step: bigint): Scope {
-    return { sessionId: this.plan.sessionId, epoch: this.opts.epoch, step: step.toString() };
+    return { sessionId: this.plan.sessionId, epoch: this.epoch, step: step.toString() };
   }
 
   // -------------------------------------------------------------------------------------------
@@ -176,9 +200,9 @@ export class Lockstep {
 
     // Phase B: the action batch in port order; exactly one Environment.Advance.
     this.state = 'applying';
-    const actions = plan.agents.map((a) => ({ portId: a.portId, agentId: a.agentId, action: decisions.get(a.agentId)!.d.decision }));
+    const actions = plan.agents.map((a) => ({ portId: a.portId, agentId: a.agentId, action: this.execute(a.actionFields, decisions.get(a.agentId)!.d, this.ctx(this.agentWorker.get(a.agentId)!, 'prepare', k)) }));
     const controlDigest = canonicalDigest(actions);
-    const batchId = batchIdFor(this.opts.epoch, k);
+    const batchId = batchIdFor(this.epoch, k);
     await this.opts.hooks?.beforePhase?.(k, 'advance');
     const adv = await this.call<EnvironmentAdvanceResult>(this.fleet.environment, METHODS.environmentAdvance, scope, { batchId, actions }, 'advance', deadline);
 
@@ -258,6 +282,20 @@ export class Lockstep {
         pids: this.fleet.pids(),
       },
     };
+  }
+
+  /**
+   * The executor of Phase B: a decision becomes its port's action. With `actionFields` only those
+   * fields travel (a model may report diagnostics beside its move); every one must be present.
+   */
+  private execute(fields: string[] | null, d: PreparedDecision, ctx: ReturnType<Lockstep['ctx']>): JsonObject {
+    if (fields === null) return d.decision;
+    const action: JsonObject = {};
+    for (const f of fields) {
+      this.expect(Object.hasOwn(d.decision, f), `${d.agentId}: decision has no field ${JSON.stringify(f)} (actionFields)`, ctx);
+      action[f] = d.decision[f];
+    }
+    return action;
   }
 
   /** Evaluate the environment's rewards and events once: validated, grouped per agent. */

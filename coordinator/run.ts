@@ -11,7 +11,7 @@ import { Lockstep, epochId, type Dispatch, type Identities, type LockstepHooks }
 import { CONTRACT_DIGEST, PROTOCOL_MAJOR, PROTOCOL_MINOR } from './protocol/index.js';
 import { allocateRunDir, RUN_FILES, TraceWriter, writeJsonDurable } from './run-dir.js';
 import { RunFailure } from './run-failure.js';
-import { BehaviourDigest } from './trace.js';
+import { BehaviourDigest, type TransitionTrace } from './trace.js';
 
 export const RUN_FORMAT = 'detsim-run-v1';
 export const SUMMARY_FORMAT = 'detsim-summary-v1';
@@ -40,6 +40,32 @@ export interface RunOptions {
   /** Test hooks: per-phase callback and worker command override. */
   hooks?: LockstepHooks & { commandFor?: (w: PlannedWorker) => WorkerCommand | undefined; onLaunched?: (fleet: Fleet) => void };
   logLevel?: 'debug' | 'info' | 'warn' | 'error';
+  /** Optional plug-in around the step loop (checkpoints: coordinator/checkpoint/run-checkpoints.ts). */
+  extension?: RunExtension;
+}
+
+/** What a run extension sees once every participant is initialized. */
+export interface RunExtensionContext {
+  plan: RunPlan;
+  runDir: string;
+  fleet: Fleet;
+  lockstep: Lockstep;
+  traces: TraceWriter;
+  logger: Logger;
+  epoch: Id;
+  steps: number;
+  signal: AbortSignal;
+}
+
+/**
+ * A plug-in around the step loop: `started` after initialization, `afterStep` after each committed
+ * step (its trace already appended), `finish` before summary.json is written (its result becomes
+ * summary fields). A throw from started/afterStep fails the run like any step failure.
+ */
+export interface RunExtension {
+  started(ctx: RunExtensionContext): Promise<void>;
+  afterStep(trace: TransitionTrace): Promise<void>;
+  finish(failure: RunFailure | undefined): Promise<Record<string, unknown>>;
 }
 
 export interface RunResult {
@@ -83,6 +109,8 @@ export function runRecord(plan: RunPlan, ids: Identities, fleet: Fleet, steps: n
         datasetDigest: id.datasetDigest,
         tickDuration: id.tickDuration,
         params: a.params,
+        // Only when configured: the executor projection is part of the composition identity.
+        ...(a.actionFields ? { actionFields: a.actionFields } : {}),
         seed: a.seed,
         workerId: a.workerId,
       };
@@ -150,6 +178,7 @@ export async function runSession(config: RunPlan | string, opts: RunOptions = {}
     const ids = await lockstep.initialize();
     writeJsonDurable(runDir, RUN_FILES.run, runRecord(plan, ids, fleet, steps, dispatch, epoch));
     logger.info('initialized');
+    await opts.extension?.started({ plan, runDir, fleet, lockstep, traces, logger, epoch, steps, signal });
     opts.onProgress?.({ step: 0, steps, elapsedMs: 0 });
     for (let k = 0; k < steps; k++) {
       if (signal.aborted) throw new RunFailure('aborted', 'the run was interrupted', { step: String(k), phase: 'prepare' });
@@ -157,6 +186,7 @@ export async function runSession(config: RunPlan | string, opts: RunOptions = {}
       traces.append(trace);
       digest.add(trace.behaviour);
       logger.debug({ step: k, wallTimeNs: trace.operational.wallTimeNs }, 'step committed');
+      await opts.extension?.afterStep(trace);
       opts.onProgress?.({ step: k + 1, steps, elapsedMs: Date.now() - startedWall });
     }
   } catch (e) {
@@ -171,6 +201,7 @@ export async function runSession(config: RunPlan | string, opts: RunOptions = {}
     await fleet?.shutdown(failure ? 'run-failed' : 'run-complete', failure ? 500 : 2_000);
     traces.close();
   }
+  const extensionSummary = opts.extension ? await opts.extension.finish(failure) : {};
 
   const summary = {
     format: SUMMARY_FORMAT,
@@ -183,6 +214,7 @@ export async function runSession(config: RunPlan | string, opts: RunOptions = {}
     behaviourDigestAlgorithm: 'sha256 over canonical(behaviour)+"\\n" per step, in step order',
     failure: failure ? failure.toJSON() : null,
     wallTimeMs: Date.now() - startedWall,
+    ...extensionSummary,
   };
   writeJsonDurable(runDir, RUN_FILES.summary, summary);
   logger.info({ summary }, 'run finished');

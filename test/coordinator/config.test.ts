@@ -45,9 +45,9 @@ describe('config: examples', () => {
 
   it('lif-pair: two lif agents, one per worker', () => {
     const plan = loadConfig('examples/lif-pair.yaml');
-    expect(plan.agents.map((a) => [a.agentId, a.model, a.workerId])).toEqual([
-      ['lif-a', 'lif', 'worker-0'],
-      ['lif-b', 'lif', 'worker-1'],
+    expect(plan.agents.map((a) => [a.agentId, a.model, a.workerId, a.actionFields])).toEqual([
+      ['lif-a', 'lif', 'worker-0', ['move']],
+      ['lif-b', 'lif', 'worker-1', ['move']],
     ]);
   });
 
@@ -85,6 +85,7 @@ describe('config: bad configs are refused naming the field', () => {
     ['61 agents over two groups', { agents: [{ count: 40, prefix: 'a-', model: 'walker' }, { count: 21, prefix: 'b-', model: 'walker' }] }, 'size_agents_over_60', 'agents[1].count'],
     ['a missing field', { steps: undefined }, 'struct_missing_field', 'steps'],
     ['a bad transport', { workers: { transport: 'carrier-pigeon' } }, 'struct_invalid_field', 'workers.transport'],
+    ['an empty actionFields list', { agents: [{ id: 'a', model: 'walker', actionFields: [] }] }, 'struct_invalid_field', 'agents[0].actionFields'],
     ['a zero deadline', { deadlines: { stepMs: 0 } }, 'struct_invalid_field', 'deadlines.stepMs'],
   ];
   for (const [name, patch, reason, field] of cases) {

@@ -3,6 +3,7 @@
 import { existsSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { loadConfig, type RunPlan } from '../../coordinator/config.js';
 import { parseStrict } from '../../coordinator/formats/canonical-json.js';
 import type { TransitionTrace } from '../../coordinator/trace.js';
 
@@ -64,4 +65,11 @@ export function loggedWorkerPids(log: string): number[] {
     return rec.workers.map((w) => w.pid);
   }
   return [];
+}
+
+/** Load a config for a test; the start-up deadline is raised because CI machines are shared and busy. */
+export function loadPlan(path: string): RunPlan {
+  const plan = loadConfig(path);
+  plan.deadlines.startupMs = Math.max(plan.deadlines.startupMs, 60_000);
+  return plan;
 }

@@ -2,17 +2,16 @@
 // example are identical, the three dispatch orders give identical traces, a nondeterministic agent
 // is caught, and the run directory holds what it promises. Few steps each: correctness only.
 import { describe, expect, it } from 'vitest';
-import { loadConfig } from '../../coordinator/config.js';
 import { canonicalize, sha256Hex } from '../../coordinator/formats/canonical-json.js';
 import { runSession } from '../../coordinator/run.js';
 import { compareBehaviours, describeDifference } from '../../coordinator/trace.js';
-import { childPids, readRun, tmpOut } from './helpers.js';
+import { childPids, loadPlan, readRun, tmpOut } from './helpers.js';
 
 const behaviourLines = (dir: string) => readRun(dir).traces.map((t) => canonicalize(t.behaviour));
 
 describe('lockstep: forage-walkers (16 walkers, 4 agent workers)', () => {
   const out = tmpOut();
-  const plan = loadConfig('examples/forage-walkers.yaml');
+  const plan = loadPlan('examples/forage-walkers.yaml');
   let first: Awaited<ReturnType<typeof runSession>>;
 
   it('runs and writes run.json, trace.jsonl, run.log and summary.json', async () => {
@@ -70,7 +69,7 @@ describe('lockstep: forage-walkers (16 walkers, 4 agent workers)', () => {
 describe('lockstep: lif-pair', () => {
   it('two runs give identical behaviour traces and digest', async () => {
     const out = tmpOut();
-    const plan = loadConfig('examples/lif-pair.yaml');
+    const plan = loadPlan('examples/lif-pair.yaml');
     const a = await runSession(plan, { outDir: out, steps: 3 });
     const b = await runSession(plan, { outDir: out, steps: 3 });
     expect(b.behaviourDigest).toBe(a.behaviourDigest);
@@ -82,7 +81,7 @@ describe('lockstep: lif-pair', () => {
 describe('lockstep: an injected nondeterministic agent', () => {
   it('makes two runs differ, and the comparison names the step and field', async () => {
     const out = tmpOut();
-    const plan = loadConfig('test/coordinator/fixtures/pid-walkers.yaml');
+    const plan = loadPlan('test/coordinator/fixtures/pid-walkers.yaml');
     const a = await runSession(plan, { outDir: out });
     const b = await runSession(plan, { outDir: out });
     expect(b.behaviourDigest).not.toBe(a.behaviourDigest);
