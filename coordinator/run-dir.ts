@@ -65,6 +65,11 @@ export class TraceWriter {
     writeSync(this.fd, `${canonicalize(trace)}\n`);
   }
 
+  /** fsync what was appended so far (a checkpoint at this boundary must not outlive its trace lines). */
+  sync(): void {
+    if (this.fd !== undefined) fsyncSync(this.fd);
+  }
+
   /** fsync and close; safe to call twice. */
   close(): void {
     if (this.fd === undefined) return;

@@ -1,0 +1,130 @@
+// Capture (reference §5.2): at a committed boundary Ready(k)/Paused(k) only; a writer slot is
+// reserved before anyone is asked (full → BUSY, nothing changes); State.Capture to the environment
+// first, then agents by id; every reply checked; the coordinator seals its own payloads, builds the
+// FLYSESS1 manifest and hands the envelope to the writer, which encodes to disk off the step loop.
+// NOT the writer or store (store/), NOT restore, and it never decides when to capture.
+import { createHash } from 'node:crypto';
+import { encodeEnvelopeParts } from '../formats/envelope.js';
+import { isDetsimError } from '../formats/errors.js';
+import { readDigest, readU64, type Digest, type Id, type U64 } from '../formats/scalars.js';
+import type { LaunchedWorker } from '../launcher.js';
+import { METHODS, type CaptureResult } from '../protocol/index.js';
+import { generationIdentityOf } from '../store/store.js';
+import { WriterBusyError, type Reservation, type SaveTicket } from '../store/writer.js';
+import { liveAgentRows, liveEnvironment } from './compatibility.js';
+import type { CheckpointGroup } from './group.js';
+import { buildCheckpoint } from './manifest.js';
+import { CheckpointRefusal, participantOf } from './refusal.js';
+
+export interface CaptureOptions {
+  checkpointId: Id;
+  /** Hot capture: a newer hot capture may supersede it while queued (default false: durable). */
+  replaceable?: boolean;
+}
+
+export interface CaptureReceipt {
+  checkpointId: Id;
+  epoch: Id;
+  boundary: U64;
+  /** Envelope size and SHA-256 (what the store will record). */
+  byteLength: number;
+  envelopeDigest: Digest;
+  /** The writer's ticket: only a Committed outcome means saved. */
+  ticket: SaveTicket;
+}
+
+/** The id capture uses by default: unique per epoch and boundary, so a resumed run never reuses one. */
+export function checkpointIdFor(epoch: Id, boundary: bigint | number): Id {
+  return `ckpt-${epoch}-${boundary}`;
+}
+
+/** Check one capture reply against what was asked and what the coordinator expects. */
+function checkReply(r: CaptureResult, attachment: Buffer | undefined, want: { checkpointId: Id; agentId: Id | null; boundary: U64; compatibilityDigest: Digest }): Buffer {
+  const who = participantOf(want.agentId);
+  if (r.checkpointId !== want.checkpointId || r.agentId !== want.agentId || r.boundary !== want.boundary) {
+    throw new CheckpointRefusal('IDENTITY_MISMATCH', 'ident_capture_reply', `${who}: capture reply is for checkpoint ${JSON.stringify(r.checkpointId)}, participant ${JSON.stringify(r.agentId)}, boundary ${JSON.stringify(r.boundary)}; asked ${want.checkpointId}, ${JSON.stringify(want.agentId)}, ${want.boundary}`, { participant: who });
+  }
+  if (r.compatibilityDigest !== want.compatibilityDigest) {
+    throw new CheckpointRefusal('INCOMPATIBLE_STATE', 'audit_capture_compatibility', `${who}: compatibilityDigest ${r.compatibilityDigest} differs from the expected ${want.compatibilityDigest} (agent id, profile, dataset, versions and seed)`, { participant: who });
+  }
+  let digest: Digest, byteLength: U64;
+  try {
+    digest = readDigest(r.payload?.digest, 'payload.digest');
+    byteLength = readU64(r.payload?.byteLength, 'payload.byteLength');
+  } catch (e) {
+    throw new CheckpointRefusal('BUFFER_INVALID', 'audit_capture_buffer', `${who}: ${(e as Error).message}`, { participant: who });
+  }
+  if (!attachment) throw new CheckpointRefusal('BUFFER_INVALID', 'audit_capture_buffer', `${who}: the capture reply carries no payload attachment`, { participant: who });
+  if (String(attachment.byteLength) !== byteLength) {
+    throw new CheckpointRefusal('BUFFER_INVALID', 'audit_capture_buffer', `${who}: payload attachment is ${attachment.byteLength} bytes, the reply says ${byteLength}`, { participant: who });
+  }
+  const actual = createHash('sha256').update(attachment).digest('hex');
+  if (actual !== digest) throw new CheckpointRefusal('BUFFER_INVALID', 'audit_capture_buffer', `${who}: payload attachment SHA-256 ${actual} differs from the reply's ${digest}`, { participant: who });
+  return attachment;
+}
+
+function reserve(group: CheckpointGroup): Reservation {
+  if (!group.writer) throw new CheckpointRefusal('UNSUPPORTED', 'perm_invalid_phase', 'no checkpoint store is attached to this run');
+  try {
+    return group.writer.reserve();
+  } catch (e) {
+    if (e instanceof WriterBusyError) throw new CheckpointRefusal('BUSY', e.reason, `capture refused: ${e.message} (nothing was asked, the run keeps stepping)`, { field: 'writer' });
+    throw e;
+  }
+}
+
+/**
+ * Capture the group at its committed boundary and submit the envelope to the writer. Resolves once
+ * every participant replied and the job is queued (not when it is durable: wait on the ticket).
+ */
+export async function captureGroup(group: CheckpointGroup, opts: CaptureOptions): Promise<CaptureReceipt> {
+  const phase = group.phase;
+  if ((phase !== 'ready' && phase !== 'paused') || group.lockstep.state !== 'ready') {
+    throw new CheckpointRefusal('INVALID_PHASE', 'perm_invalid_phase', `capture only at a committed boundary Ready(k)/Paused(k): the group is ${phase === 'ready' ? group.lockstep.state : phase}`);
+  }
+  const live = group.live();
+  const reservation = reserve(group);
+  group.phase = 'capturing';
+  const k = group.boundary;
+  const boundary = k.toString();
+  const scope = group.scope(group.epoch, k);
+  const { checkpointId } = opts;
+  const acks = new Map<LaunchedWorker, string[]>();
+  const noteAck = (agentId: Id | null, requestId: string) => {
+    const w = group.workerOf(agentId);
+    acks.set(w, [...(acks.get(w) ?? []), requestId]);
+  };
+  try {
+    // The environment first, then agents sorted by id; each agent's payload separately.
+    const env = liveEnvironment(live);
+    const envRep = await group.call<CaptureResult>(null, 'environment', METHODS.capture, scope, { checkpointId, agentId: null });
+    noteAck(null, envRep.requestId);
+    const world = checkReply(envRep.result, envRep.attachment, { checkpointId, agentId: null, boundary, compatibilityDigest: env.compatibilityDigest });
+    const agents: { agentId: Id; bytes: Buffer }[] = [];
+    for (const row of liveAgentRows(live)) {
+      const who = participantOf(row.agentId);
+      const rep = await group.call<CaptureResult>(row.agentId, who, METHODS.capture, scope, { checkpointId, agentId: row.agentId });
+      noteAck(row.agentId, rep.requestId);
+      agents.push({ agentId: row.agentId, bytes: checkReply(rep.result, rep.attachment, { checkpointId, agentId: row.agentId, boundary, compatibilityDigest: row.compatibilityDigest }) });
+    }
+    const { manifest, payloads } = buildCheckpoint(live, checkpointId, group.coordinatorState(), { world, agents });
+    const encoded = encodeEnvelopeParts(manifest, payloads);
+    await group.ledger?.append({ event: 'captured', checkpointId, boundary, epoch: group.epoch, sessionId: group.plan.sessionId, detail: { byteLength: String(encoded.byteLength), durable: !opts.replaceable, envelopeDigest: encoded.envelopeDigest } });
+    const ticket = group.writer!.submit(reservation, {
+      identity: generationIdentityOf(encoded.manifest),
+      envelope: { parts: encoded.parts, byteLength: encoded.byteLength, envelopeDigest: encoded.envelopeDigest },
+      replaceable: opts.replaceable ?? false,
+    });
+    // The writer owns the bytes now: release the workers' cached capture replies.
+    await group.acknowledge(acks);
+    return { checkpointId, epoch: group.epoch, boundary, byteLength: encoded.byteLength, envelopeDigest: encoded.envelopeDigest, ticket };
+  } catch (e) {
+    reservation.release();
+    await group.acknowledge(acks);
+    if (e instanceof CheckpointRefusal) throw e;
+    if (isDetsimError(e)) throw new CheckpointRefusal(e.reason.startsWith('size_writer') ? 'BUSY' : 'FAILED', e.reason, `capture ${checkpointId}: ${e.message}`, { field: e.field });
+    throw e;
+  } finally {
+    group.phase = phase;
+  }
+}

@@ -1,0 +1,36 @@
+// Opening the checkpoint machinery of a run directory: the STATE-01 store in `<runDir>/store/`, the
+// writer queue in front of it and the hash-chained `<runDir>/ledger.jsonl`, with writer events
+// wired into the ledger. NOT capture/restore, and it never decides when to checkpoint.
+import { join } from 'node:path';
+import { ledgerEventOfWriter, Ledger } from '../store/ledger.js';
+import { CheckpointStore } from '../store/store.js';
+import { CheckpointWriter } from '../store/writer.js';
+
+export const STORE_DIR = 'store';
+
+export interface Checkpointing {
+  store: CheckpointStore;
+  writer: CheckpointWriter;
+  ledger: Ledger;
+}
+
+export interface CheckpointingOptions {
+  keep?: number;
+  capacity?: number;
+  maxQueuedBytes?: number;
+}
+
+export function storeDirOf(runDir: string): string {
+  return join(runDir, STORE_DIR);
+}
+
+export async function openCheckpointing(runDir: string, opts: CheckpointingOptions = {}): Promise<Checkpointing> {
+  const ledger = await Ledger.open(runDir);
+  const store = await CheckpointStore.open(storeDirOf(runDir), { create: true, ...(opts.keep !== undefined ? { keep: opts.keep } : {}) });
+  const writer = new CheckpointWriter(store, {
+    ...(opts.capacity !== undefined ? { capacity: opts.capacity } : {}),
+    ...(opts.maxQueuedBytes !== undefined ? { maxQueuedBytes: opts.maxQueuedBytes } : {}),
+    onEvent: (e) => ledger.append(ledgerEventOfWriter(e)).then(() => undefined),
+  });
+  return { store, writer, ledger };
+}

@@ -1,0 +1,107 @@
+// The identities a checkpoint is bound to, computed on the coordinator side from the live
+// composition: the six-field compatibility block, the expected per-participant compatibility
+// digests (the agent one covers the resolved seed), the composition digest and the port map.
+// NOT the comparison with a checkpoint (restore-identity.ts) and nothing that talks to workers.
+import { createHash } from 'node:crypto';
+import type { RunPlan } from '../config.js';
+import { canonicalDigest } from '../formats/canonical-json.js';
+import type { Digest, Id } from '../formats/scalars.js';
+import type { Identities } from '../lockstep.js';
+import { CONTRACT_DIGEST } from '../protocol/index.js';
+import { STATE_FORMAT_ID } from '../store/store.js';
+
+export const SCHEDULER_ID = 'lockstep-v1';
+/** One episode per run in detsim (no resets). */
+export const EPISODE_ID = 'episode-1';
+/** The observation schema the coordinator installs (the parser's identity). */
+export const INSPECTION_SCHEMA = 'detsim-observation-v1';
+/** How a decision becomes a port action: passed through unchanged. */
+export const EXECUTOR_ID = 'passthrough-v1';
+
+/** Field order of the compatibility block check (reference §5.3 step 2). */
+export const COMPATIBILITY_FIELDS = ['stateFormatId', 'backendDigest', 'contentDigest', 'patchDigest', 'controllerDigest', 'parserDigest'] as const;
+export type CompatibilityBlock = Record<(typeof COMPATIBILITY_FIELDS)[number], string>;
+
+/** Short names used in refusals ("parser", "backend", …). */
+export function compatibilityFieldName(field: (typeof COMPATIBILITY_FIELDS)[number]): string {
+  return field === 'stateFormatId' ? 'stateFormatId' : field.replace(/Digest$/, '');
+}
+
+/** What the live group is: the plan, the participants' initialized identities and their Hello facts. */
+export interface LiveComposition {
+  plan: RunPlan;
+  identities: Identities;
+  /** Per worker: build digest and runtime from Worker.Hello. */
+  workers: { workerId: Id; role: 'agent' | 'environment'; buildDigest: Digest; runtime: string }[];
+}
+
+export function portMapOf(plan: RunPlan): { portId: Id; agentId: Id }[] {
+  return plan.agents.map((a) => ({ portId: a.portId, agentId: a.agentId }));
+}
+
+export function compatibilityBlock(live: LiveComposition): CompatibilityBlock {
+  const { plan, identities } = live;
+  const uniq = (xs: string[]) => [...new Set(xs)].sort();
+  return {
+    // The code that computes: the worker protocol and every worker implementation/runtime.
+    backendDigest: canonicalDigest({ contractDigest: CONTRACT_DIGEST, buildDigests: uniq(live.workers.map((w) => w.buildDigest)), runtimes: uniq(live.workers.map((w) => w.runtime)) }),
+    // What is simulated: the models and versions of every participant.
+    contentDigest: canonicalDigest({
+      environment: { model: plan.environment.model, modelVersion: identities.environment.modelVersion, profileDigest: identities.environment.profileDigest },
+      agents: plan.agents.map((a) => {
+        const id = identities.agents.get(a.agentId)!;
+        return { agentId: a.agentId, model: a.model, modelVersion: id.modelVersion, plasticityVersion: id.plasticityVersion, profileDigest: id.profileDigest, datasetDigest: id.datasetDigest };
+      }),
+    }),
+    // The configuration patch: clock, ids, ports and params (seeds are checked one by one instead).
+    patchDigest: canonicalDigest({
+      sessionId: plan.sessionId,
+      seedAlgorithm: plan.seedAlgorithm,
+      stepDuration: plan.stepDuration.toJSON(),
+      environment: { environmentId: plan.environment.environmentId, model: plan.environment.model, params: plan.environment.params },
+      agents: plan.agents.map((a) => ({ agentId: a.agentId, portId: a.portId, model: a.model, params: a.params })),
+    }),
+    // How decisions reach ports: [{portId, controls}] in port order.
+    controllerDigest: canonicalDigest(plan.agents.map((a) => ({ portId: a.portId, controls: { agentId: a.agentId, executor: EXECUTOR_ID } }))),
+    // How observations are read back: the inspection schema of the environment model.
+    parserDigest: canonicalDigest({ inspectionSchema: INSPECTION_SCHEMA, environmentModelVersion: identities.environment.modelVersion }),
+    stateFormatId: STATE_FORMAT_ID,
+  };
+}
+
+/** The agent capture compatibility digest (covers the resolved seed), as the worker computes it. */
+export function expectedAgentDigest(a: { agentId: Id; profileDigest: Digest; datasetDigest: Digest; modelVersion: string; plasticityVersion: string; seed: number }): Digest {
+  return canonicalDigest({ agentId: a.agentId, profileDigest: a.profileDigest, datasetDigest: a.datasetDigest, modelVersion: a.modelVersion, plasticityVersion: a.plasticityVersion, seed: a.seed });
+}
+
+/** The environment capture compatibility digest: {environmentId, modelVersion, ports, profileDigest, seed}. */
+export function expectedEnvironmentDigest(e: { environmentId: Id; modelVersion: string; profileDigest: Digest; seed: number; ports: { portId: Id; agentId: Id }[] }): Digest {
+  return canonicalDigest({ environmentId: e.environmentId, profileDigest: e.profileDigest, modelVersion: e.modelVersion, seed: e.seed, ports: e.ports.map((p) => ({ portId: p.portId, agentId: p.agentId })) });
+}
+
+/** Composition digest (reference §6.4): session, epoch, contract, then one line per agent sorted by id. */
+export function compositionDigest(live: LiveComposition, epoch: Id): Digest {
+  const h = createHash('sha256');
+  h.update(`detsim/composition-v1\nsession=${live.plan.sessionId}\nepoch=${epoch}\ncontract=${CONTRACT_DIGEST}\n`);
+  const rows = live.plan.agents.map((a) => ({ agentId: a.agentId, portId: a.portId, profile: live.identities.agents.get(a.agentId)!.profileDigest }));
+  rows.sort((x, y) => (x.agentId < y.agentId ? -1 : x.agentId > y.agentId ? 1 : 0));
+  for (const r of rows) h.update(`agent=${r.agentId} port=${r.portId} profile=${r.profile}\n`);
+  return h.digest('hex');
+}
+
+/** Live per-agent slot facts (sorted by agent id) that a checkpoint's agent rows must equal. */
+export function liveAgentRows(live: LiveComposition): { agentId: Id; portId: Id; workerId: Id; profileDigest: Digest; datasetDigest: Digest; modelVersion: string; plasticityVersion: string; seed: number; compatibilityDigest: Digest }[] {
+  return live.plan.agents
+    .map((a) => {
+      const id = live.identities.agents.get(a.agentId)!;
+      const row = { agentId: a.agentId, portId: a.portId, workerId: a.workerId, profileDigest: id.profileDigest, datasetDigest: id.datasetDigest, modelVersion: id.modelVersion, plasticityVersion: id.plasticityVersion, seed: a.seed };
+      return { ...row, compatibilityDigest: expectedAgentDigest(row) };
+    })
+    .sort((x, y) => (x.agentId < y.agentId ? -1 : x.agentId > y.agentId ? 1 : 0));
+}
+
+export function liveEnvironment(live: LiveComposition): { workerId: Id; environmentId: Id; model: string; modelVersion: string; profileDigest: Digest; seed: number; compatibilityDigest: Digest } {
+  const { plan, identities } = live;
+  const row = { environmentId: plan.environment.environmentId, modelVersion: identities.environment.modelVersion, profileDigest: identities.environment.profileDigest, seed: plan.environment.seed, ports: portMapOf(plan) };
+  return { workerId: plan.environment.workerId, environmentId: row.environmentId, model: plan.environment.model, modelVersion: row.modelVersion, profileDigest: row.profileDigest, seed: row.seed, compatibilityDigest: expectedEnvironmentDigest(row) };
+}

@@ -1,0 +1,199 @@
+// CheckpointGroup: the checkpoint-side view of one live session — its phase (ready, paused,
+// capturing, restoring, fenced), tainted participants, the per-boundary facts a capture seals
+// (clocks, reward totals, behaviour so far) and attributed calls to workers.
+// NOT the capture or restore flows themselves (capture.ts, restore.ts) and not the step protocol.
+import { createHash } from 'node:crypto';
+import type { Logger } from 'pino';
+import type { RunPlan } from '../config.js';
+import type { Id, Scope } from '../formats/scalars.js';
+import { callFailure, type Fleet, type LaunchedWorker } from '../launcher.js';
+import type { Lockstep } from '../lockstep.js';
+import { METHODS, type Params } from '../protocol/index.js';
+import type { Ledger } from '../store/ledger.js';
+import type { CheckpointWriter } from '../store/writer.js';
+import { canonicalBehaviour, EpochRebase, type TraceBehaviour, type TransitionTrace } from '../trace.js';
+import type { LiveComposition } from './compatibility.js';
+import type { AgentClock, BehaviourPrefix, CoordinatorState } from './manifest.js';
+import { CheckpointRefusal, type CheckpointStatus, type Participant } from './refusal.js';
+
+export type GroupPhase = 'ready' | 'paused' | 'capturing' | 'restoring' | 'fenced';
+
+const STATUSES: readonly string[] = ['INVALID_PHASE', 'BUSY', 'UNSUPPORTED', 'IDENTITY_MISMATCH', 'INCOMPATIBLE_STATE', 'BUFFER_INVALID', 'STALE_EPOCH', 'CONFLICT'];
+
+/**
+ * The run's behaviour so far, rebased to its first epoch, as a hash chain: d0 = SHA-256 of
+ * "detsim/behaviour-chain-v1\n", d(k+1) = SHA-256 of `${dk}\n${canonical behaviour of step k}\n`.
+ * A chain (unlike one running hash) continues from its value alone, so a checkpoint can carry it
+ * and a resumed run can check the trace lines it keeps against it.
+ */
+export const BEHAVIOUR_CHAIN_GENESIS = createHash('sha256').update('detsim/behaviour-chain-v1\n').digest('hex');
+
+export class RollingBehaviour {
+  private value: string;
+  private count: bigint;
+  constructor(readonly baseEpoch: Id, from?: BehaviourPrefix) {
+    this.value = from?.digest ?? BEHAVIOUR_CHAIN_GENESIS;
+    this.count = from ? BigInt(from.steps) : 0n;
+  }
+
+  add(b: TraceBehaviour): void {
+    const rebased = b.scope.epoch === this.baseEpoch ? b : new EpochRebase(b.scope.epoch, this.baseEpoch).apply(b);
+    this.value = createHash('sha256').update(`${this.value}\n${canonicalBehaviour(rebased)}\n`, 'utf8').digest('hex');
+    this.count++;
+  }
+
+  get steps(): bigint {
+    return this.count;
+  }
+
+  prefix(): BehaviourPrefix {
+    return { baseEpoch: this.baseEpoch, steps: this.count.toString(), digest: this.value };
+  }
+}
+
+export interface CallResult<T> {
+  requestId: string;
+  result: T;
+  attachment?: Buffer;
+}
+
+export interface GroupOptions {
+  plan: RunPlan;
+  fleet: Fleet;
+  lockstep: Lockstep;
+  logger: Logger;
+  writer?: CheckpointWriter;
+  ledger?: Ledger;
+  /** The run's first epoch: traces are rebased onto it (default: the lockstep's epoch). */
+  baseEpoch?: Id;
+  /** Deadline for capture/stage/activate calls (default plan.deadlines.captureMs). */
+  captureDeadlineMs?: number;
+}
+
+export class CheckpointGroup {
+  phase: GroupPhase = 'ready';
+  /** Participants left in an unknown or half-restored state; they must be replaced before a restore. */
+  readonly tainted = new Set<Participant>();
+  readonly plan: RunPlan;
+  readonly fleet: Fleet;
+  readonly lockstep: Lockstep;
+  readonly logger: Logger;
+  writer: CheckpointWriter | undefined;
+  ledger: Ledger | undefined;
+  readonly deadlineMs: number;
+  behaviour: RollingBehaviour;
+  clocks = new Map<Id, AgentClock>();
+  rewardTotals = new Map<Id, number>();
+  eventsIssued = 0n;
+  private readonly agentWorkers = new Map<Id, LaunchedWorker>();
+
+  constructor(opts: GroupOptions) {
+    this.plan = opts.plan;
+    this.fleet = opts.fleet;
+    this.lockstep = opts.lockstep;
+    this.logger = opts.logger;
+    this.writer = opts.writer;
+    this.ledger = opts.ledger;
+    this.deadlineMs = opts.captureDeadlineMs ?? opts.plan.deadlines.captureMs;
+    this.behaviour = new RollingBehaviour(opts.baseEpoch ?? opts.lockstep.epoch);
+    for (const w of opts.fleet.agents) for (const id of w.plan.agentIds) this.agentWorkers.set(id, w);
+  }
+
+  get epoch(): Id {
+    return this.lockstep.epoch;
+  }
+
+  get boundary(): bigint {
+    return this.lockstep.boundary;
+  }
+
+  workerOf(agentId: Id | null): LaunchedWorker {
+    return agentId === null ? this.fleet.environment : this.agentWorkers.get(agentId)!;
+  }
+
+  live(): LiveComposition {
+    const ids = this.lockstep.identities;
+    if (!ids) throw new CheckpointRefusal('INVALID_PHASE', 'perm_invalid_phase', 'the group is not initialized (no committed boundary yet)');
+    return {
+      plan: this.plan,
+      identities: ids,
+      workers: this.fleet.all().map((w) => ({ workerId: w.plan.workerId, role: w.plan.role, buildDigest: w.hello.buildDigest, runtime: w.hello.runtime })),
+    };
+  }
+
+  /** Record one committed step: clocks, reward totals, events and behaviour so far. */
+  noteTrace(trace: TransitionTrace): void {
+    const b = trace.behaviour;
+    for (const a of b.agents) this.clocks.set(a.agentId, { brainTicks: a.brainTicks, remainder: a.remainder });
+    for (const r of b.rewards) this.rewardTotals.set(r.agentId, (this.rewardTotals.get(r.agentId) ?? 0) + r.value);
+    this.eventsIssued += BigInt(b.eventIds.length);
+    this.behaviour.add(b);
+  }
+
+  /** One lockstep step through the group: refused unless Ready (paused needs resume(), fenced a restore). */
+  async step(): Promise<TransitionTrace> {
+    if (this.phase !== 'ready' || this.lockstep.state !== 'ready') {
+      throw new CheckpointRefusal('INVALID_PHASE', 'perm_invalid_phase', `cannot step: the group is ${this.phase === 'ready' ? this.lockstep.state : this.phase}${this.phase === 'paused' ? ' (resume it first)' : ''}`);
+    }
+    const trace = await this.lockstep.step();
+    this.noteTrace(trace);
+    return trace;
+  }
+
+  /** Paused(k) → Ready(k): a restored group runs only when resumed explicitly. */
+  resume(): void {
+    if (this.phase !== 'paused') throw new CheckpointRefusal('INVALID_PHASE', 'perm_invalid_phase', `cannot resume: the group is ${this.phase}, not paused`);
+    this.phase = 'ready';
+  }
+
+  /** The coordinator state at the committed boundary, as capture seals it. */
+  coordinatorState(): CoordinatorState {
+    return {
+      boundary: this.boundary,
+      epoch: this.epoch,
+      observations: this.lockstep.currentObservations(),
+      clocks: this.clocks,
+      rewardTotals: this.rewardTotals,
+      eventsIssued: this.eventsIssued,
+      behaviour: this.behaviour.prefix(),
+    };
+  }
+
+  scope(epoch: Id, step: bigint): Scope {
+    return { sessionId: this.plan.sessionId, epoch, step: step.toString() };
+  }
+
+  /** One attributed call: an error reply or a transport failure becomes a CheckpointRefusal naming the participant. */
+  async call<T>(agentId: Id | null, participant: Participant, method: string, scope: Scope, params: Params, opts: { attachment?: Uint8Array; reason?: 'audit_participant_refused' } = {}): Promise<CallResult<T>> {
+    const w = this.workerOf(agentId);
+    let rep;
+    try {
+      rep = await w.client.call(method, scope, params, { deadlineMs: this.deadlineMs, ...(opts.attachment ? { attachment: opts.attachment } : {}) });
+    } catch (e) {
+      const f = callFailure(e, w, scope.step, 'shutdown', this.deadlineMs);
+      throw new CheckpointRefusal('FAILED', 'audit_participant_refused', `${participant} (${w.plan.workerId}): ${method} failed: ${f.message}`, { participant, mutation: 'unknown' });
+    }
+    const reply = rep.reply;
+    if (reply.type === 'error') {
+      const code = reply.error.code;
+      const status = (STATUSES.includes(code) ? code : 'FAILED') as CheckpointStatus;
+      throw new CheckpointRefusal(status, 'audit_participant_refused', `${participant} (${w.plan.workerId}) refused ${method}: ${code}: ${reply.error.message}`, { participant, workerCode: code, mutation: reply.error.mutation });
+    }
+    const out: CallResult<T> = { requestId: rep.requestId, result: reply.result as T };
+    if (rep.attachment) out.attachment = rep.attachment;
+    return out;
+  }
+
+  /** Release cached lifecycle replies (capture payloads, stage/activate results) on each worker. Best effort. */
+  async acknowledge(byWorker: Map<LaunchedWorker, string[]>): Promise<void> {
+    for (const [w, ids] of byWorker) {
+      for (let i = 0; i < ids.length; i += 16) {
+        try {
+          await w.client.call(METHODS.acknowledge, null, { requestIds: ids.slice(i, i + 16) }, { deadlineMs: this.deadlineMs });
+        } catch (e) {
+          this.logger.warn({ workerId: w.plan.workerId, err: (e as Error).message }, 'acknowledge failed');
+        }
+      }
+    }
+  }
+}

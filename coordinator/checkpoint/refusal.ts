@@ -1,0 +1,55 @@
+// CheckpointRefusal: why a capture or restore was refused or failed, as a protocol status
+// (INVALID_PHASE, BUSY, IDENTITY_MISMATCH, INCOMPATIBLE_STATE, BUFFER_INVALID, STALE_EPOCH, …), a
+// stable reason code, the participant it is attributed to and whether anything changed.
+// NOT a run failure (a worker dying mid-step is RunFailure) and NOT the checks themselves.
+import { DetsimError } from '../formats/errors.js';
+import type { ReasonCode } from '../formats/reasons.js';
+import type { Id } from '../formats/scalars.js';
+
+export type CheckpointStatus =
+  | 'INVALID_PHASE'
+  | 'BUSY'
+  | 'UNSUPPORTED'
+  | 'IDENTITY_MISMATCH'
+  | 'INCOMPATIBLE_STATE'
+  | 'BUFFER_INVALID'
+  | 'STALE_EPOCH'
+  | 'CONFLICT'
+  | 'FAILED';
+
+/** `environment` or `agent <id>`: who a refusal is attributed to (null: the coordinator itself). */
+export type Participant = string;
+
+export class CheckpointRefusal extends DetsimError {
+  constructor(
+    readonly status: CheckpointStatus,
+    reason: ReasonCode,
+    message: string,
+    readonly opts: { field?: string; participant?: Participant | null; mutation?: 'none' | 'applied' | 'unknown'; workerCode?: string } = {},
+  ) {
+    super(reason, message, opts.field);
+    this.name = 'CheckpointRefusal';
+  }
+
+  get participant(): Participant | null {
+    return this.opts.participant ?? null;
+  }
+
+  /** 'none': nothing changed anywhere (the usual case for a refusal before staging). */
+  get mutation(): 'none' | 'applied' | 'unknown' {
+    return this.opts.mutation ?? 'none';
+  }
+
+  /** The worker's own error code when a participant refused (e.g. INCOMPATIBLE_STATE, CONFLICT). */
+  get workerCode(): string | undefined {
+    return this.opts.workerCode;
+  }
+}
+
+export function isCheckpointRefusal(e: unknown): e is CheckpointRefusal {
+  return e instanceof CheckpointRefusal;
+}
+
+export function participantOf(agentId: Id | null): Participant {
+  return agentId === null ? 'environment' : `agent ${agentId}`;
+}

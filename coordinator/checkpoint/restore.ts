@@ -1,0 +1,242 @@
+// Restore (reference §5.3): select a checkpoint (by id or the store's high-water mark), read and
+// verify it, check identities before staging anyone, stage the environment then agents into a NEW
+// epoch, activate all in the same order, install the coordinator state and stop at Paused(k).
+// Group install rule: any stage failure taints the stagers and nothing activates; any activation
+// failure fences the group (nothing steps). NOT capture, NOT the CLI, NOT the store's file checks.
+import { canonicalize } from '../formats/canonical-json.js';
+import { decodeEnvelope, type DecodedEnvelope, type EnvelopeManifest } from '../formats/envelope.js';
+import { isDetsimError } from '../formats/errors.js';
+import type { Digest, Id, Scope } from '../formats/scalars.js';
+import type { LaunchedWorker } from '../launcher.js';
+import { METHODS, type ActivateRestoreResult, type JsonObject, type Params, type StageRestoreResult } from '../protocol/index.js';
+import { loadGeneration, type CheckpointStore } from '../store/store.js';
+import { expectedAgentDigest, expectedEnvironmentDigest } from './compatibility.js';
+import { RollingBehaviour, type CheckpointGroup } from './group.js';
+import { PAYLOAD_NAMES, readCoordinatorPayloads, type BehaviourPrefix } from './manifest.js';
+import { CheckpointRefusal, participantOf, type Participant } from './refusal.js';
+import { checkIdentity } from './restore-identity.js';
+
+/** Where the checkpoint comes from: a store (named id or high-water), or envelope bytes as they are. */
+export type RestoreSource = { store: CheckpointStore; checkpointId?: Id } | { bytes: Uint8Array; label?: string };
+
+export interface RestoreHooks {
+  /** Test hook: change the params of one participant's StageRestore or ActivateRestore before they go out. */
+  beforeStage?: (participant: Participant, params: Params) => Params;
+  beforeActivate?: (participant: Participant, params: Params) => Params;
+}
+
+export interface RestoreOptions {
+  /** The new epoch to restore into; never the current one. */
+  epoch: Id;
+  /** The behaviour chain the caller recomputed from the trace it keeps: must equal the checkpoint's. */
+  expectBehaviour?: BehaviourPrefix;
+  hooks?: RestoreHooks;
+}
+
+export interface RestoredParticipant {
+  participant: Participant;
+  agentId: Id | null;
+  workerId: Id;
+  restoreToken: Id;
+}
+
+export interface RestoreReport {
+  checkpointId: Id;
+  boundary: bigint;
+  /** The epoch the checkpoint was captured in, and the new one. */
+  fromEpoch: Id;
+  epoch: Id;
+  envelopeDigest: Digest;
+  byteLength: number;
+  participants: RestoredParticipant[];
+  behaviour: BehaviourPrefix;
+  manifest: EnvelopeManifest;
+}
+
+interface Loaded {
+  envelope: DecodedEnvelope;
+  byteLength: number;
+  label: string;
+}
+
+/** Read and verify the checkpoint; every refusal names the check (reason from the reader or the store). */
+export async function loadCheckpoint(source: RestoreSource): Promise<Loaded> {
+  try {
+    if ('store' in source) {
+      const record = source.store.select(source.checkpointId);
+      const g = await loadGeneration(source.store.dir, record);
+      return { envelope: g.envelope, byteLength: g.bytes.length, label: record.file };
+    }
+    return { envelope: decodeEnvelope(source.bytes), byteLength: source.bytes.byteLength, label: source.label ?? 'checkpoint' };
+  } catch (e) {
+    if (isDetsimError(e)) {
+      const label = 'store' in source ? source.checkpointId ?? 'high-water checkpoint' : source.label ?? 'checkpoint';
+      throw new CheckpointRefusal('INCOMPATIBLE_STATE', e.reason, `checkpoint refused: ${label}: ${e.message}`, { field: e.field });
+    }
+    throw e;
+  }
+}
+
+function preconditions(group: CheckpointGroup, epoch: Id): void {
+  if (group.phase === 'capturing' || group.phase === 'restoring') {
+    throw new CheckpointRefusal('INVALID_PHASE', 'perm_invalid_phase', `cannot restore while ${group.phase}`);
+  }
+  if (group.tainted.size > 0) {
+    throw new CheckpointRefusal('INVALID_PHASE', 'perm_invalid_phase', `cannot restore over tainted participants (${[...group.tainted].sort().join(', ')}): replace them first`);
+  }
+  if (epoch === group.epoch) {
+    throw new CheckpointRefusal('STALE_EPOCH', 'ident_stale_epoch', `cannot restore into the current epoch ${epoch}: a restore always starts a new epoch`, { field: 'epoch' });
+  }
+}
+
+interface StagePlan {
+  agentId: Id | null;
+  participant: Participant;
+  payloadName: string;
+  compatibilityDigest: Digest;
+}
+
+/** Who is staged, in order, with the compatibility digest recomputed from the manifest row (never the payload). */
+function stagePlan(m: EnvelopeManifest): StagePlan[] {
+  const env = m.environment as Record<string, unknown>;
+  const out: StagePlan[] = [
+    {
+      agentId: null,
+      participant: 'environment',
+      payloadName: String(env.payload),
+      compatibilityDigest: expectedEnvironmentDigest({ environmentId: String(env.environmentId), modelVersion: String(env.modelVersion), profileDigest: String(env.profileDigest), seed: env.seed as number, ports: m.portMap as { portId: Id; agentId: Id }[] }),
+    },
+  ];
+  for (const a of m.agents) {
+    const row = a as unknown as { agentId: Id; profileDigest: Digest; datasetDigest: Digest; modelVersion: string; plasticityVersion: string; seed: number; payload: string };
+    out.push({ agentId: row.agentId, participant: participantOf(row.agentId), payloadName: row.payload, compatibilityDigest: expectedAgentDigest(row) });
+  }
+  return out;
+}
+
+function payloadMap(envelope: DecodedEnvelope): Map<string, Uint8Array> {
+  return new Map(envelope.payloads.map((p) => [p.name, p.bytes]));
+}
+
+/**
+ * Restore the group from a checkpoint into `opts.epoch`. On success the group is Paused(k) in the
+ * new epoch (call group.resume() to step). On a refusal before staging nothing changed anywhere.
+ */
+export async function restoreGroup(group: CheckpointGroup, source: RestoreSource, opts: RestoreOptions): Promise<RestoreReport> {
+  preconditions(group, opts.epoch);
+  const loaded = await loadCheckpoint(source);
+  const m = loaded.envelope.manifest;
+  checkIdentity(m, group.live());
+  const payloads = payloadMap(loaded.envelope);
+  const coord = readCoordinatorPayloads(m, payloads);
+  if (opts.expectBehaviour && canonicalize(opts.expectBehaviour) !== canonicalize(coord.behaviour)) {
+    throw new CheckpointRefusal('INCOMPATIBLE_STATE', 'audit_trace_prefix_mismatch', `checkpoint refused: the run's trace before boundary ${m.sourceScope.step} gives behaviour chain ${canonicalize(opts.expectBehaviour)}, the checkpoint recorded ${canonicalize(coord.behaviour)}`, { field: 'task-ledger.behaviour' });
+  }
+  const plan = stagePlan(m);
+  for (const p of plan) {
+    const want = p.agentId === null ? PAYLOAD_NAMES.world : PAYLOAD_NAMES.agent(p.agentId);
+    if (p.payloadName !== want || !payloads.has(want)) {
+      throw new CheckpointRefusal('INCOMPATIBLE_STATE', 'audit_coordinator_payload', `checkpoint refused: ${p.participant} payload ${JSON.stringify(p.payloadName)} is not the envelope's ${want}`, { field: 'payloads' });
+    }
+  }
+
+  const k = BigInt(m.sourceScope.step);
+  const scope: Scope = group.scope(opts.epoch, k);
+  const before = group.phase;
+  group.phase = 'restoring';
+  const acks = new Map<LaunchedWorker, string[]>();
+  const noteAck = (agentId: Id | null, requestId: string) => {
+    const w = group.workerOf(agentId);
+    acks.set(w, [...(acks.get(w) ?? []), requestId]);
+  };
+  const staged: RestoredParticipant[] = [];
+
+  // Stage: the environment first, then agents sorted by id. A refusal taints those already staged.
+  for (const p of plan) {
+    const bytes = payloads.get(p.payloadName)!;
+    const digest = loaded.envelope.payloads.find((x) => x.name === p.payloadName)!.digest;
+    let params: Params = { checkpointId: m.checkpointId, agentId: p.agentId, sourceScope: m.sourceScope, compatibilityDigest: p.compatibilityDigest, payload: { digest, byteLength: String(bytes.byteLength) } };
+    params = opts.hooks?.beforeStage?.(p.participant, params) ?? params;
+    try {
+      const rep = await group.call<StageRestoreResult>(p.agentId, p.participant, METHODS.stageRestore, scope, params, { attachment: bytes });
+      noteAck(p.agentId, rep.requestId);
+      staged.push({ participant: p.participant, agentId: p.agentId, workerId: group.workerOf(p.agentId).plan.workerId, restoreToken: rep.result.restoreToken });
+    } catch (e) {
+      for (const s of staged) group.tainted.add(s.participant);
+      group.phase = staged.length > 0 ? 'fenced' : before;
+      if (staged.length > 0) group.lockstep.state = 'failed';
+      await group.acknowledge(acks);
+      throw annotate(e, `stage failed; nothing activates${staged.length > 0 ? `; tainted: ${staged.map((s) => s.participant).join(', ')}` : '; nothing was staged'}`);
+    }
+  }
+
+  // Activate in the same order. Any failure fences the group: nothing steps until a restore over replaced participants.
+  let observations: { agentId: Id; observation: JsonObject }[] | undefined;
+  const fence = async (e: unknown, what: string): Promise<never> => {
+    for (const s of staged) group.tainted.add(s.participant);
+    group.phase = 'fenced';
+    group.lockstep.state = 'failed';
+    await group.acknowledge(acks);
+    throw annotate(e, `${what}; the group is fenced (tainted: ${staged.map((s) => s.participant).join(', ')})`);
+  };
+  for (const s of staged) {
+    let params: Params = { restoreToken: s.restoreToken, agentId: s.agentId };
+    params = opts.hooks?.beforeActivate?.(s.participant, params) ?? params;
+    try {
+      const rep = await group.call<ActivateRestoreResult>(s.agentId, s.participant, METHODS.activateRestore, scope, params);
+      noteAck(s.agentId, rep.requestId);
+      const r = rep.result;
+      if (r.checkpointId !== m.checkpointId || r.committedStep !== m.sourceScope.step) {
+        throw new CheckpointRefusal('IDENTITY_MISMATCH', 'audit_restored_state', `${s.participant} activated checkpoint ${JSON.stringify(r.checkpointId)} at step ${JSON.stringify(r.committedStep)}, expected ${m.checkpointId} at ${m.sourceScope.step}`, { participant: s.participant });
+      }
+      if (s.agentId === null) {
+        const obs = (r.observation as { observations?: unknown } | null)?.observations;
+        if (!Array.isArray(obs)) throw new CheckpointRefusal('INCOMPATIBLE_STATE', 'audit_restored_state', 'environment activation returned no observations', { participant: s.participant });
+        observations = obs as { agentId: Id; observation: JsonObject }[];
+      } else if (r.observation !== null) {
+        throw new CheckpointRefusal('INCOMPATIBLE_STATE', 'audit_restored_state', `${s.participant} activation returned an observation (agents return null)`, { participant: s.participant });
+      }
+    } catch (e) {
+      await fence(e, `activation of ${s.participant} failed`);
+    }
+  }
+  // The environment's restored view must be the one the coordinator sealed at capture.
+  if (canonicalize(observations) !== canonicalize(coord.observations)) {
+    await fence(new CheckpointRefusal('INCOMPATIBLE_STATE', 'audit_restored_state', `the restored environment's observations differ from prior-inspection at boundary ${k}`, { participant: 'environment' }), 'install refused');
+  }
+
+  // Install the coordinator state: observations at k, clocks, reward ledger, behaviour chain; Paused(k).
+  group.lockstep.installRestored(opts.epoch, k, observations!);
+  group.clocks = coord.clocks;
+  group.rewardTotals = coord.rewardTotals;
+  group.eventsIssued = coord.eventsIssued;
+  group.behaviour = new RollingBehaviour(coord.behaviour.baseEpoch, coord.behaviour);
+  group.phase = 'paused';
+  await group.acknowledge(acks);
+  await group.ledger?.append({
+    event: 'restored',
+    checkpointId: m.checkpointId,
+    boundary: m.sourceScope.step,
+    epoch: opts.epoch,
+    sessionId: m.sourceScope.sessionId,
+    detail: { fromEpoch: m.sourceScope.epoch, envelopeDigest: loaded.envelope.envelopeDigest },
+  });
+  return {
+    checkpointId: m.checkpointId,
+    boundary: k,
+    fromEpoch: m.sourceScope.epoch,
+    epoch: opts.epoch,
+    envelopeDigest: loaded.envelope.envelopeDigest,
+    byteLength: loaded.byteLength,
+    participants: staged,
+    behaviour: coord.behaviour,
+    manifest: m,
+  };
+}
+
+function annotate(e: unknown, what: string): unknown {
+  if (e instanceof CheckpointRefusal) {
+    return new CheckpointRefusal(e.status, e.reason, `${e.message} (${what})`, { field: e.field, participant: e.participant, mutation: e.mutation, workerCode: e.workerCode });
+  }
+  return e;
+}
