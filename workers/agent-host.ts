@@ -1,7 +1,7 @@
 // The agent side of a worker process: hosts one or more agents and implements Agent.Initialize /
 // Prepare / Commit (batched: one message carries all of the process's agents) and the agent side
 // of State.Capture / StageRestore / ActivateRestore. Not the transport, not Hello/Status.
-import { canonicalDigest } from '../coordinator/formats/canonical-json.js';
+import { canonicalDigest, canonicalize } from '../coordinator/formats/canonical-json.js';
 import { DetsimError } from '../coordinator/formats/errors.js';
 import { RationalNs, type Scope, readI32, readId, readObject, readRequestId, readScope, readU64, readDigest, refuseUnknownFields } from '../coordinator/formats/scalars.js';
 import { type PayloadRef, ProtocolRefusal, type Request } from '../coordinator/protocol/index.js';
@@ -338,7 +338,8 @@ export class AgentHost {
       const slot = this.slot(e.agentId as string);
       checkEpoch(scope, slot.epoch, `agent ${slot.agentId}`);
       const key = opKey(scope, req.method, slot.agentId);
-      const digest = canonicalDigest({ method: req.method, scope, entry: e });
+      // The key already fixes method and scope: the entry's canonical text identifies the body.
+      const digest = canonicalize(e);
       const hit = this.cache.get(key);
       if (hit) {
         if (hit.digest !== digest) throw new ProtocolRefusal('CONFLICT', `agent ${slot.agentId}: ${req.method} for step ${scope.step} was already answered for a different body`);

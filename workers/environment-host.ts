@@ -1,7 +1,7 @@
 // The environment side of a worker process: one environment model behind Environment.Initialize /
 // Advance and the environment side of State.Capture / StageRestore / ActivateRestore.
 // Not the transport, not Hello/Status, not reward evaluation policy (the model reports rewards).
-import { canonicalDigest } from '../coordinator/formats/canonical-json.js';
+import { canonicalDigest, canonicalize } from '../coordinator/formats/canonical-json.js';
 import { DetsimError } from '../coordinator/formats/errors.js';
 import { RationalNs, type Scope, readDigest, readI32, readId, readObject, readScope, readU64, refuseUnknownFields } from '../coordinator/formats/scalars.js';
 import { type PayloadRef, ProtocolRefusal, type Request } from '../coordinator/protocol/index.js';
@@ -170,7 +170,7 @@ export class EnvironmentHost {
     const env = this.live();
     checkEpoch(scope, env.epoch, `environment ${env.environmentId}`);
     const key = opKey(scope, req.method, null);
-    const digest = canonicalDigest({ method: req.method, scope, params: req.params });
+    const digest = canonicalize(req.params); // method and scope are part of the key
     const hit = this.cache.get(key);
     if (hit) {
       if (hit.digest !== digest) throw new ProtocolRefusal('CONFLICT', `Environment.Advance for step ${scope.step} was already answered for a different body`);

@@ -4,7 +4,7 @@
 import type { Scope } from '../coordinator/formats/scalars.js';
 
 export interface StepEntry<T> {
-  /** Canonical digest of {method, scope, params-entry}. */
+  /** Identity of the body under this key: the canonical text of the params entry (method and scope are in the key). */
   digest: string;
   result: T;
 }

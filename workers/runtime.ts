@@ -3,12 +3,12 @@
 // refusals to error replies, and dispatches the rest to the agent or environment host.
 // Not the transport (coordinator/protocol/server.ts) and not the process (workers/process.ts).
 import { randomBytes } from 'node:crypto';
-import { canonicalBytes, canonicalDigest, parseStrict } from '../coordinator/formats/canonical-json.js';
+import { canonicalBytes, canonicalDigest } from '../coordinator/formats/canonical-json.js';
 import { DetsimError } from '../coordinator/formats/errors.js';
 import { readDigest, readId, readRequestId, refuseUnknownFields } from '../coordinator/formats/scalars.js';
 import {
   CAPABILITIES, CONTRACT_DIGEST, DEFAULT_MAX_MESSAGE_BYTES, type ErrorBody, METHODS, PROTOCOL_MAJOR, PROTOCOL_MINOR, ProtocolRefusal,
-  type Request, type Role, readRequest,
+  type Request, type Role, decodeBody, readRequest,
 } from '../coordinator/protocol/index.js';
 import { AgentHost } from './agent-host.js';
 import { sha256 } from './checks.js';
@@ -80,7 +80,7 @@ export class WorkerRuntime implements HostContext {
   async handle(body: Buffer, attachment: Uint8Array | undefined): Promise<RuntimeOutcome> {
     let req: Request;
     try {
-      req = readRequest(parseStrict(body));
+      req = readRequest(decodeBody(body));
     } catch (e) {
       return { body: this.errorEnvelope(salvageRequestId(body), null, { code: 'INVALID_ARGUMENT', message: `malformed request: ${(e as Error).message}`, mutation: 'none' }) };
     }

@@ -2,9 +2,9 @@
 // It correlates replies in request order, runs an application timer per call, and reports
 // stream end, process exit and deadlines as distinct failures. Not the lockstep logic.
 import * as grpc from '@grpc/grpc-js';
-import { canonicalBytes, parseStrict } from '../formats/canonical-json.js';
 import { DetsimError } from '../formats/errors.js';
 import type { Id, Scope } from '../formats/scalars.js';
+import { decodeBody, encodeBody } from './body-codec.js';
 import { CAPABILITIES, type HelloParams, type HelloResult, type Role } from './bodies.js';
 import { CONTRACT_DIGEST, DEFAULT_MAX_MESSAGE_BYTES, type Frame, PROTOCOL_MAJOR, channelOptions, parseAddress, workerServiceDefinition } from './contract.js';
 import { type ErrorCode, METHODS, type Params, type Reply, readReply } from './envelope.js';
@@ -168,7 +168,7 @@ export class WorkerClient {
     if (this.failure) {
       return Promise.reject(new WorkerCallError(this.failure.kind, this.failure.message, this.address, method, requestId));
     }
-    const body = canonicalBytes({ method, requestId, scope, params });
+    const body = encodeBody({ method, requestId, scope, params });
     return new Promise<CallReply>((resolve, reject) => {
       const entry: Pending = { method, requestId, resolve, reject, timer: undefined, abandoned: false };
       if (options.deadlineMs !== undefined) {
@@ -240,7 +240,7 @@ export class WorkerClient {
     if (!message) return;
     let reply: Reply;
     try {
-      reply = readReply(parseStrict(message.body));
+      reply = readReply(decodeBody(message.body));
     } catch (e) {
       return this.protocolFailure(`bad reply: ${e instanceof DetsimError ? e.message : String(e)}`);
     }

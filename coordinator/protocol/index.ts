@@ -5,5 +5,6 @@ export * from './contract.js';
 export * from './envelope.js';
 export * from './bodies.js';
 export * from './frames.js';
+export * from './body-codec.js';
 export * from './client.js';
 export * from './server.js';

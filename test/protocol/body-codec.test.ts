@@ -1,0 +1,30 @@
+// The hot-path body reader must be exactly as strict as canonical JSON: anything that is not
+// byte-for-byte RFC 8785 canonical is refused with a reason; canonical bodies round-trip.
+import { describe, expect, it } from 'vitest';
+import { decodeBody, encodeBody } from '../../coordinator/protocol/index.js';
+
+const refuse = (text: string | Buffer) => {
+  try {
+    decodeBody(Buffer.isBuffer(text) ? text : Buffer.from(text, 'utf8'));
+  } catch (e) {
+    return (e as { reason?: string }).reason;
+  }
+  return 'accepted';
+};
+
+describe('decodeBody', () => {
+  it('round-trips canonical bodies', () => {
+    const v = { b: [1, 2.5, 'x\u00e9\n'], a: { z: null, y: true }, n: -0.001, big: 9007199254740991 };
+    expect(decodeBody(encodeBody(v))).toEqual(v);
+  });
+  it('refuses non-canonical, duplicate, unsafe and malformed input', () => {
+    expect(refuse('{"b":1,"a":2}')).toBe('struct_not_canonical');
+    expect(refuse('{"a": 1}')).toBe('struct_not_canonical');
+    expect(refuse('{"a":1.0}')).toBe('struct_not_canonical');
+    expect(refuse('{"a":1,"a":1}')).toBe('struct_duplicate_key');
+    expect(refuse('{"a":9007199254740993}')).toBe('struct_unsafe_integer');
+    expect(refuse('{"a":"\\ud800"}')).toBe('struct_invalid_json');
+    expect(refuse(Buffer.from([0x7b, 0x22, 0x61, 0x22, 0x3a, 0x22, 0xff, 0x22, 0x7d]))).toBe('struct_invalid_utf8');
+    expect(refuse('{"a":1}x')).toBe('struct_invalid_json');
+  });
+});
