@@ -1,10 +1,12 @@
 // detsim's agent models in Rust, ported bit for bit from workers/models/ (TypeScript): the same
-// decisions, RNG draws and captured state bytes. Not the worker runtime or its transport (§2 of
+// decisions, RNG draws and captured state bytes (walker, lif). Not the worker runtime or its transport (§2 of
 // issue 6 is unfinished): these are the pieces a Rust worker hosts.
+pub mod lif;
 pub mod state_codec;
 pub mod tick_clock;
 pub mod walker;
 
+pub use lif::Lif;
 pub use state_codec::{StateValue, decode_state, encode_state};
 pub use tick_clock::TickClock;
 pub use walker::Walker;

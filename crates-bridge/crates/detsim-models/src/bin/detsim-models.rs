@@ -5,7 +5,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
 use detsim_formats::json::{Value, canonicalize, parse_strict};
 use detsim_formats::{DetsimError, RationalNs};
-use detsim_models::{StateValue, TickClock, Walker, decode_state, encode_state};
+use detsim_models::{Lif, StateValue, TickClock, Walker, decode_state, encode_state};
 use std::io::{Read, Write};
 use std::process::ExitCode;
 
@@ -15,6 +15,8 @@ const USAGE: &str = "usage: detsim-models batch < requests.json
        decode-state {base64}           → value in the same JSON form
        walker {seed, params, observation, steps: [{observation, rewards: [number]}], restoreEachStep}
                                        → {decisions: [{move}], captures: [base64]}
+       lif {seed, params, observation, steps: [{ticks, observation, rewards: [number]}], restoreEachStep}
+                                       → {decisions: [{move, spikes}], captures: [base64]}
        tick-clock {stepDuration, tickDuration, steps} → {ticks: [U64], brainTicks: U64, remainder}";
 
 fn obj(members: Vec<(&str, Value)>) -> Value {
@@ -81,6 +83,38 @@ fn walker_op(req: &Value) -> Result<Value, DetsimError> {
     Ok(obj(vec![("decisions", Value::Array(decisions)), ("captures", Value::Array(captures))]))
 }
 
+fn rewards_of(step: &Value) -> Result<Vec<f64>, DetsimError> {
+    field(step, "rewards")?
+        .as_array()
+        .ok_or_else(|| bad("rewards is not an array"))?
+        .iter()
+        .map(|r| r.as_f64().ok_or_else(|| bad("a reward is not a number")))
+        .collect()
+}
+
+fn lif_op(req: &Value) -> Result<Value, DetsimError> {
+    let seed = detsim_formats::scalars::read_i32(req.get("seed"), "seed")?;
+    let params = field(req, "params")?;
+    let restore_each = req.get("restoreEachStep") == Some(&Value::Bool(true));
+    let mut lif = Lif::initialize(seed, params)?;
+    let mut observation = field(req, "observation")?.clone();
+    let (mut decisions, mut captures) = (vec![], vec![]);
+    for step in field(req, "steps")?.as_array().ok_or_else(|| bad("steps is not an array"))? {
+        let ticks = step.get("ticks").and_then(Value::as_f64).filter(|t| t.fract() == 0.0 && (0.0..=1000.0).contains(t)).ok_or_else(|| bad("ticks"))?;
+        let (mv, spikes) = lif.prepare(&observation, ticks as u64);
+        let spikes = Value::Array(spikes.iter().map(|&s| Value::Number(s as f64)).collect());
+        decisions.push(obj(vec![("move", mv.into()), ("spikes", spikes)]));
+        lif.commit(&rewards_of(step)?);
+        observation = field(step, "observation")?.clone();
+        let bytes = lif.capture()?;
+        if restore_each {
+            lif = Lif::restore(&bytes, params)?;
+        }
+        captures.push(Value::String(B64.encode(&bytes)));
+    }
+    Ok(obj(vec![("decisions", Value::Array(decisions)), ("captures", Value::Array(captures))]))
+}
+
 fn tick_clock_op(req: &Value) -> Result<Value, DetsimError> {
     let step = RationalNs::read_duration(req.get("stepDuration"), "stepDuration")?;
     let tick = RationalNs::read_duration(req.get("tickDuration"), "tickDuration")?;
@@ -105,6 +139,7 @@ fn one(req: &Value) -> Result<Value, DetsimError> {
             Ok(from_state(&decode_state(&bytes)?))
         }
         "walker" => walker_op(req),
+        "lif" => lif_op(req),
         "tick-clock" => tick_clock_op(req),
         other => Err(bad(format!("unknown op {other:?}"))),
     }

@@ -1,11 +1,12 @@
-// The walker agent across languages: random seeds, params, observations and rewards drive the
-// TypeScript model (workers/models/walker.ts) and its Rust port (crates-bridge detsim-models): the
-// same decisions (RNG draws) and the same captured state bytes, with and without a restore each
-// step; the state codec and the tick clock agree too. Not the gRPC worker (not built yet).
+// The walker and lif agents across languages: random seeds, params, observations, ticks and rewards
+// drive the TypeScript models (workers/models/) and their Rust ports (crates-bridge detsim-models):
+// the same decisions (RNG draws, spikes) and the same captured state bytes, with and without a
+// restore each step; the state codec and the tick clock agree too. Not the gRPC worker (not built).
 import fc from 'fast-check';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { canonicalize } from '../../coordinator/formats/canonical-json.js';
 import { RationalNs } from '../../coordinator/formats/scalars.js';
+import { lif } from '../../workers/models/lif.js';
 import { walker } from '../../workers/models/walker.js';
 import { decodeState, encodeState } from '../../workers/state-codec.js';
 import { TickClock } from '../../workers/tick-clock.js';
@@ -52,6 +53,32 @@ function tsWalker(c: WalkerCase): { decisions: unknown[]; captures: string[] } {
   return { decisions, captures };
 }
 
+interface LifCase {
+  seed: number;
+  params: Record<string, unknown>;
+  observation: Record<string, unknown>;
+  steps: { ticks: number; observation: Record<string, unknown>; rewards: number[] }[];
+  restoreEachStep: boolean;
+}
+
+function tsLif(c: LifCase): { decisions: unknown[]; captures: string[] } {
+  const ctx = { agentId: 'l', seed: c.seed, params: c.params, observation: c.observation };
+  let state = lif.initialize(ctx);
+  let observation = c.observation;
+  const decisions: unknown[] = [];
+  const captures: string[] = [];
+  c.steps.forEach((s, i) => {
+    decisions.push(lif.prepare(state, { agentId: 'l', step: BigInt(i), ticks: s.ticks, observation }));
+    const rewards = s.rewards.map((value, j) => ({ eventId: `e${j}`, ruleId: 'r', value }));
+    lif.commit(state, { agentId: 'l', step: BigInt(i), observation: s.observation, rewards });
+    observation = s.observation;
+    const bytes = encodeState(lif.capture(state));
+    if (c.restoreEachStep) state = lif.restore(decodeState(bytes), ctx);
+    captures.push(b64(bytes));
+  });
+  return { decisions, captures };
+}
+
 const coordinate = fc.oneof(
   { weight: 8, arbitrary: fc.integer({ min: -30, max: 30 }) },
   { weight: 1, arbitrary: fc.double({ noNaN: true, noDefaultInfinity: true }) },
@@ -74,6 +101,17 @@ const walkerCase: fc.Arbitrary<WalkerCase> = fc.record({
   params,
   observation,
   steps: fc.array(fc.record({ observation, rewards: fc.array(reward, { maxLength: 3 }) }), { maxLength: 30 }),
+  restoreEachStep: fc.boolean(),
+});
+
+const lifCase: fc.Arbitrary<LifCase> = fc.record({
+  seed: fc.oneof(fc.integer({ min: -(2 ** 31), max: 2 ** 31 - 1 }), fc.constant(0)),
+  params: fc.oneof(
+    { weight: 8, arbitrary: fc.record({ neurons: fc.integer({ min: 4, max: 48 }) }) },
+    { weight: 1, arbitrary: fc.constantFrom({ neurons: 3 }, { neurons: 4.5 }, { neurons: '8' }, { neuron: 8 }) },
+  ),
+  observation,
+  steps: fc.array(fc.record({ ticks: fc.integer({ min: 0, max: 20 }), observation, rewards: fc.array(reward, { maxLength: 2 }) }), { maxLength: 12 }),
   restoreEachStep: fc.boolean(),
 });
 
@@ -116,6 +154,22 @@ describe.skipIf(skipReason !== null)('walker, state codec and tick clock: TypeSc
       { numRuns: 20 },
     );
     expect(runs).toBeGreaterThan(100);
+  });
+
+  it('random lif runs spike, decide and capture identically (IEEE-754 f64/f32, no FMA)', () => {
+    let runs = 0;
+    fc.assert(
+      fc.property(fc.array(lifCase, { minLength: 5, maxLength: 10 }), (cases) => {
+        const rust = rustOutcomes(cases.map((c) => ({ op: 'lif', ...c })));
+        cases.forEach((c, i) => {
+          const ts = outcome(() => tsLif(c));
+          if ('ok' in ts) runs++;
+          expect(rust[i], JSON.stringify(c)).toEqual(ts);
+        });
+      }),
+      { numRuns: 15 },
+    );
+    expect(runs).toBeGreaterThan(50);
   });
 
   it('state values encode to the same msgpack bytes and decode back', () => {
