@@ -205,6 +205,23 @@ describe('queue rules', () => {
     expect((await t.wait()).kind).toBe('Committed');
   });
 
+  it('drain() waits for queued and in-flight jobs; close() refuses new reservations', async () => {
+    const store = await CheckpointStore.open(dir);
+    const writer = new CheckpointWriter(store);
+    const release = writer.testHooks.stall();
+    writer.submit(writer.reserve(), jobOf(makeCheckpoint('ckpt-1', 1)));
+    writer.submit(writer.reserve(), jobOf(makeCheckpoint('ckpt-2', 2)));
+    let drained = false;
+    const draining = writer.drain().then(() => (drained = true));
+    await turns(10);
+    expect(drained).toBe(false);
+    release();
+    await draining;
+    expect(store.generations()).toHaveLength(2);
+    await writer.close();
+    expect(() => writer.reserve()).toThrow(/closed/);
+  });
+
   it('an injected ENOSPC fails the job; the last committed generation and the durable mark stay', async () => {
     let fail = false;
     const fs = new DurableFs({
