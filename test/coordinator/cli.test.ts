@@ -11,7 +11,7 @@ import { isAlive, loggedWorkerPids, readRun, tmpOut } from './helpers.js';
 const CLI = ['--import', 'tsx', 'coordinator/cli/main.ts'];
 
 function detsim(args: string[]) {
-  return spawnSync(process.execPath, [...CLI, ...args], { encoding: 'utf8', timeout: 60_000 });
+  return spawnSync(process.execPath, [...CLI, ...args], { encoding: 'utf8', timeout: 110_000 });
 }
 
 describe('detsim run (CLI)', () => {
@@ -25,7 +25,7 @@ describe('detsim run (CLI)', () => {
     const summary = parseStrict(readFileSync(join(out, 'forage-walkers-1', 'summary.json'))) as { behaviourDigest: string };
     expect(digestLine).toBe(`behaviour digest ${summary.behaviourDigest}`);
     expect(readRun(join(out, 'forage-walkers-1')).traces).toHaveLength(3);
-  });
+  }, 120_000);
 
   it('--json prints one canonical object', () => {
     const out = tmpOut();
@@ -34,7 +34,7 @@ describe('detsim run (CLI)', () => {
     const obj = parseStrict(r.stdout.trim()) as { runDir: string; behaviourDigest: string; steps: number };
     expect(obj).toMatchObject({ runDir: join(out, 'lif-pair-1'), steps: 2 });
     expect(obj.behaviourDigest).toMatch(/^[0-9a-f]{64}$/);
-  });
+  }, 120_000);
 
   const bad: [string, string, RegExp][] = [
     ['unknown field', 'sessionId: s\nmasterSeed: "1"\nsteps: 2\nenvironment: { id: env, model: forage }\nagents: { count: 2, prefix: a-, model: walker }\nworkerz: {}\n', /^detsim: \[struct_unknown_field\] workerz: unknown field "workerz"$/],
@@ -54,14 +54,14 @@ describe('detsim run (CLI)', () => {
       expect(lines[0]).toMatch(line);
       expect(r.stdout).toBe('');
       expect(existsSync(out)).toBe(false);
-    });
+    }, 120_000);
   }
 
   it('refuses a bad --dispatch with exit 2', () => {
     const r = detsim(['run', 'examples/lif-pair.yaml', '--dispatch', 'random']);
     expect(r.status).toBe(2);
     expect(r.stderr.trim()).toMatch(/^detsim: \[struct_invalid_field\] --dispatch: "random" is not one of sequential, concurrent, reversed$/);
-  });
+  }, 120_000);
 
   it('SIGINT stops the run: exit 130, summary says aborted, no worker left alive', async () => {
     const out = tmpOut();
@@ -83,5 +83,5 @@ describe('detsim run (CLI)', () => {
     const pids = loggedWorkerPids(log);
     expect(pids).toHaveLength(5);
     for (const pid of pids) expect(isAlive(pid)).toBe(false);
-  });
+  }, 120_000);
 });

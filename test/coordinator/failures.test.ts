@@ -64,7 +64,7 @@ describe('run failures', () => {
     expect(r.summary).toMatchObject({ status: 'failed', stepsDone: 2, failure: { kind: 'worker-exited', workerId: 'worker-1', step: '2', phase: 'commit' } });
     for (const { pid } of fleet!.pids()) expect(isAlive(pid)).toBe(false);
     expect(childPids()).toEqual([]);
-  });
+  }, 120_000);
 
   it('a worker that stalls mid-step: "no reply within the step deadline", distinct from a death', async () => {
     const out = tmpOut();
@@ -86,7 +86,7 @@ describe('run failures', () => {
     expect(failure.message).toMatch(/sent no reply within the deadline at step 1, phase prepare: no reply within the step deadline of 1000 ms/);
     for (const { pid } of fleet!.pids()) expect(isAlive(pid)).toBe(false);
     expect(childPids()).toEqual([]);
-  });
+  }, 120_000);
 
   it('a worker that never becomes ready is reported as such, and nothing is left running', async () => {
     const out = tmpOut();
@@ -104,7 +104,7 @@ describe('run failures', () => {
     expect(Date.now() - t0).toBeLessThan(15_000);
     expect(readRun(failure.runDir!).summary).toMatchObject({ status: 'failed', stepsDone: 0, failure: { kind: 'never-ready', workerId: 'worker-env' } });
     expect(childPids()).toEqual([]);
-  });
+  }, 120_000);
 
   it('a worker that exits during start-up is reported with its exit code', async () => {
     const out = tmpOut();
@@ -116,5 +116,5 @@ describe('run failures', () => {
     expect(failure.workerId).toBe('worker-0');
     expect(failure.message).toMatch(/exited before it was ready \(exit code 3\)/);
     expect(childPids()).toEqual([]);
-  });
+  }, 120_000);
 });
