@@ -50,3 +50,25 @@ export { Ledger, verifyLedger, verifyLedgerBytes, ledgerEventOfWriter, LEDGER_FI
 export type { LedgerEventKind, LedgerEventInput, LedgerLine, LedgerProblem, LedgerVerifyResult } from './store/ledger.js';
 export { DurableFs, errnoError, COMMIT_STEPS, WRITE_SLICE } from './store/durable-fs.js';
 export type { CommitStep, FsHooks, FsOp, FsOpKind, ByteParts, WrittenFile } from './store/durable-fs.js';
+// DIFF=0: receipts, ReproHash, diagnosis, replay, goldens, attestation (issue 5).
+export { FIELD_TABLE, PHYSICAL_NAMES, DEFAULT_PRECISION, RECEIPT_VERSION, formatFieldTable, validateFieldTable, fieldLookup } from './receipt/fields.js';
+export type { FieldRule, FieldClass } from './receipt/fields.js';
+export { canonicalSplit, fixedPoint, compareKeyValues, STABLE_KEYS } from './receipt/canonical.js';
+export type { CanonicalOptions, CanonicalSplit, UnknownField } from './receipt/canonical.js';
+export { reproHash, reproHashOfText, REPRO_HASH_HEX } from './receipt/reprohash.js';
+export type { ReproHashResult } from './receipt/reprohash.js';
+export { writeReceipt, buildReceipt, readRunFiles, readReceipt, sealReceipt, receiptWarnings, RECEIPT_FILE } from './receipt/receipt.js';
+export type { Receipt, ReceiptResult, RunFiles as ReceiptRunFiles, FinalStateDigest } from './receipt/receipt.js';
+export { honestyWarnings, measured, SIMULATED, EVIDENCE_CLASSES } from './receipt/honesty.js';
+export type { Evidence, EvidenceClass, HonestyWarning } from './receipt/honesty.js';
+export { diagnose, diagnoseRunDirs, describeDivergence } from './receipt/diagnosis.js';
+export type { Divergence } from './receipt/diagnosis.js';
+export { replay, replayChecks, sensitivityProbes, physicalDifferences, planFromRunRecord, makeCheck, isRunDir } from './receipt/replay.js';
+export type { Check, CheckStatus, ReplayReport, ReplayRun, ReplayOptions, SensitivityProbe } from './receipt/replay.js';
+export { readGolden, writeGolden, goldenCheck, exampleName, DEFAULT_GOLDEN_DIR } from './receipt/goldens.js';
+export type { Golden } from './receipt/goldens.js';
+export { buildAttestation, gradeOf, verdictOf, verdictHashOf, renderJsonl, renderMarkdown, writeAttestation, ATTESTATION_VERSION } from './receipt/attestation.js';
+export type { Attestation, Grade, Verdict, ChecklistItem } from './receipt/attestation.js';
+export { verify, defaultConfigs, tableCheck, canonicalCheck, goldenMarkerCheck } from './receipt/verify.js';
+export type { VerifyOptions, VerifyResult } from './receipt/verify.js';
+export { reasonRows, reasonsText, reasonsMarkdown, FAMILIES as REASON_FAMILIES } from './receipt/reasons-doc.js';
