@@ -90,7 +90,8 @@ export class DurableFs {
   /**
    * Step 1-2 of a durable replace: write every part to a fresh temp file, then FileHandle.sync().
    * On any failure the temp file is abandoned (closed, best-effort unlinked) and never written
-   * again; the caller must not publish anything that refers to it. Hashes the bytes as it writes.
+   * again; the caller must not publish anything that refers to it. Hashes the bytes beside the
+   * writes unless `hash: false` (the caller already holds a digest of these very buffers).
    */
   async writeTemp(path: string, data: ByteParts, kind: ReplaceKind, checkpointId: string, options: { hash?: boolean } = {}): Promise<WrittenFile> {
     return this.writeSynced(path, data, kind, checkpointId, options.hash ?? true);
