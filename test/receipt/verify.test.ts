@@ -89,9 +89,9 @@ describe('detsim verify (CLI, real runs)', () => {
     const out = tmp('detsim-verify-out-');
     const r = verifyCli(out);
     expect(r.status, r.stdout + r.stderr).toBe(0);
-    const [a, b] = [jsonl(first.out), jsonl(out)].map((l) => l[l.length - 1]!);
+    const [a, b] = [jsonl(first.out), jsonl(out)].map((l) => l[l.length - 1]!) as [Record<string, unknown>, Record<string, unknown>];
     expect(b.verdict_hash).toBe(first.hash);
-    expect(b.ts_build).not.toBe(a!.ts_build);
+    expect(b.ts_build).not.toBe(a.ts_build);
     const dirs = (l: Record<string, unknown>[]) => JSON.stringify(l.find((c) => c.check === 'replay')!.physical);
     expect(dirs(jsonl(out))).not.toBe(dirs(jsonl(first.out)));
   });
