@@ -4,9 +4,11 @@ import type { BenchSuite } from '../lib/suite.js';
 import { formats } from './formats.js';
 import { checkpointStore } from './checkpoint-store.js';
 import { peers } from './peers.js';
+import { lockstep } from './lockstep.js';
 
 export const SUITES: readonly BenchSuite[] = [
   formats,
   checkpointStore,
   peers,
+  lockstep,
 ];

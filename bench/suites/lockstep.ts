@@ -12,6 +12,8 @@ import { resolveConfig } from '../../coordinator/config.js';
 import { canonicalBytes } from '../../coordinator/formats/canonical-json.js';
 import { channelOptions, workerServiceDefinition, type Frame } from '../../coordinator/protocol/index.js';
 import { runSession } from '../../coordinator/run.js';
+import type { BenchSuite, Figure } from '../lib/suite.js';
+import { withLimit } from '../lib/suite.js';
 import { readRunTraces } from './lockstep-read.js';
 
 export interface LockstepRow {
@@ -33,6 +35,7 @@ export interface LockstepBenchOptions {
   processes?: number[];
   steps?: number;
   warmup?: number;
+  tmpDir?: string;
   log?: (line: string) => void;
 }
 
@@ -48,7 +51,7 @@ function vmHwmBytes(pid: number): number {
 }
 
 /** One real lockstep run; rate measured from trace wallTimeNs after the warm-up steps. */
-export async function measureLockstep(agents: number, processes: number, steps: number, warmup: number): Promise<{ rate: number; workersRss: number }> {
+export async function measureLockstep(agents: number, processes: number, steps: number, warmup: number, tmp = tmpdir()): Promise<{ rate: number; workersRss: number }> {
   const perWorker = Math.ceil(agents / processes);
   const side = Math.max(8, Math.ceil(Math.sqrt(agents * 4)));
   const plan = resolveConfig({
@@ -61,7 +64,7 @@ export async function measureLockstep(agents: number, processes: number, steps: 
     workers: { agentsPerWorker: perWorker },
     deadlines: { startupMs: 30_000, stepMs: 10_000 },
   });
-  const out = mkdtempSync(join(tmpdir(), 'detsim-bench-'));
+  const out = mkdtempSync(join(tmp, 'lockstep-'));
   let pids: number[] = [];
   let workersRss = 0;
   try {
@@ -165,7 +168,7 @@ export async function benchLockstep(opts: LockstepBenchOptions = {}): Promise<Lo
   for (const agents of agentsList) {
     for (const processes of processList) {
       if (processes > agents) continue;
-      const { rate, workersRss } = await measureLockstep(agents, processes, steps, warmup);
+      const { rate, workersRss } = await measureLockstep(agents, processes, steps, warmup, opts.tmpDir);
       const echo = await measureEcho(agents, processes, steps, warmup);
       const row: LockstepRow = {
         agents,
@@ -189,6 +192,32 @@ export function lockstepTable(rows: LockstepRow[]): string {
   const head = '| agents | processes | agent-steps/s | steps/s | raw echo agent-steps/s | echo ÷ lockstep | coordinator peak RSS MiB | workers peak RSS MiB (sum) |\n| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |';
   return [head, ...rows.map((r) => `| ${r.agents} | ${r.processes} | ${r.agentStepsPerSec} | ${r.stepsPerSec} | ${r.echoAgentStepsPerSec} | ${r.slowdown} | ${r.coordinatorPeakRssMiB} | ${r.workersPeakRssMiB} |`)].join('\n');
 }
+
+/** The harness entry (`npm run bench -- lockstep [--quick]`). */
+export const lockstep: BenchSuite = {
+  name: 'lockstep',
+  description: 'agent-steps/s of real lockstep runs (walker on forage, worker processes over gRPC/Unix sockets) beside a raw grpc-js stream echo with the same messages per step; peak RSS',
+  async run(ctx) {
+    const rows = await benchLockstep(
+      ctx.quick
+        ? { agents: [1, 16], processes: [1, 4], steps: 200, warmup: 50, tmpDir: ctx.tmpDir, log: ctx.log }
+        : { agents: [1, 4, 16, 60], processes: [1, 2, 4, 8], steps: 600, warmup: 150, tmpDir: ctx.tmpDir, log: ctx.log },
+    );
+    const figures: Figure[] = [];
+    for (const r of rows) {
+      figures.push(
+        withLimit(
+          { id: `lockstep.n${r.agents}.p${r.processes}`, name: `${r.agents} walkers in ${r.processes} agent process${r.processes > 1 ? 'es' : ''}`, value: r.agentStepsPerSec, unit: 'agent-steps/s', higherIsBetter: true, samples: r.steps },
+          { name: 'raw grpc-js stream echo, same messages per step', value: r.echoAgentStepsPerSec },
+        ),
+      );
+    }
+    const peak = rows.reduce((m, r) => Math.max(m, r.workersPeakRssMiB), 0);
+    figures.push(withLimit({ id: 'lockstep.rss.workers', name: 'peak RSS of one run\'s worker processes (sum, largest config)', value: peak, unit: 'MiB', higherIsBetter: false }, null));
+    figures.push(withLimit({ id: 'lockstep.rss.coordinator', name: 'peak RSS of the coordinator (bench process)', value: Math.round(process.resourceUsage().maxRSS / 1024), unit: 'MiB', higherIsBetter: false }, null));
+    return { figures, details: { rows, table: lockstepTable(rows) } };
+  },
+};
 
 // Direct use: node --import tsx bench/suites/lockstep.ts [N,N,...] [P,P,...]
 if (import.meta.url === `file://${process.argv[1]}`) {
