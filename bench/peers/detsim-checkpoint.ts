@@ -82,7 +82,7 @@ async function restoreOnce(store: CheckpointStore, checkpointId: string, expecte
 }
 
 export const CHECKPOINT_METHOD =
-  'CheckpointStore.commit (coordinator/store: temp write hashed while written, FileHandle.sync, rename, directory fsync, ' +
+  'CheckpointStore.commit with the store defaults (coordinator/store: temp write, FileHandle.sync, rename, directory fsync, ' +
   'store manifest temp+fsync+rename+directory fsync, rotation keep=1) of encodeEnvelopeParts output, timed with the encoding; ' +
   'restore = CheckpointStore.load (readFile, decodeEnvelope seven checks, envelope digest, record identity) + state digest check';
 
