@@ -189,7 +189,9 @@ export class WorkerClient {
     const params: HelloParams = { sessionId: expected.sessionId, expectedWorkerId: expected.workerId, role: expected.role, supportedMajors: [PROTOCOL_MAJOR], contractDigest };
     const { reply } = await this.call(METHODS.hello, null, params as unknown as Params, { deadlineMs: expected.deadlineMs ?? 10_000 });
     if (reply.type === 'error') {
-      throw new HelloRefusedError(reply.error.code, `worker ${this.label} refused Hello: ${reply.error.code}: ${reply.error.message}`, undefined);
+      // The worker's message starts with the field it refused ("contractDigest: ...").
+      const field = /^(contractDigest|workerId|role|sessionId|supportedMajors)\b/.exec(reply.error.message)?.[1];
+      throw new HelloRefusedError(reply.error.code, `worker ${this.label} refused Hello: ${reply.error.code}: ${reply.error.message}`, field);
     }
     const r = reply.result as unknown as HelloResult;
     const mismatch = (code: ErrorCode, field: string, got: unknown, want: unknown): HelloRefusedError =>

@@ -26,11 +26,11 @@ export interface SpawnedWorker {
 const dirs: string[] = [];
 const live = new Set<SpawnedWorker>();
 
-export async function spawnWorker(role: Role, workerId: string, extra: string[] = [], hello = true): Promise<SpawnedWorker> {
+export async function spawnWorker(role: Role, workerId: string, extra: string[] = [], hello = true, listenAt?: string): Promise<SpawnedWorker> {
   const dir = mkdtempSync(join(tmpdir(), 'dsw-'));
   dirs.push(dir);
-  const listen = `unix:${join(dir, 'w.sock')}`;
-  const proc = spawn(process.execPath, ['--import', 'tsx', 'workers/main.ts', '--listen', listen, '--role', role, '--worker-id', workerId, ...extra], {
+  const requested = listenAt ?? `unix:${join(dir, 'w.sock')}`;
+  const proc = spawn(process.execPath, ['--import', 'tsx', 'workers/main.ts', '--listen', requested, '--role', role, '--worker-id', workerId, ...extra], {
     cwd: REPO_ROOT,
     stdio: ['pipe', 'pipe', 'pipe'],
   });
@@ -42,6 +42,7 @@ export async function spawnWorker(role: Role, workerId: string, extra: string[] 
     rl.once('line', res);
     void exited.then((i) => rej(new Error(`worker exited before ready (${i.code}/${i.signal}): ${stderr}`)));
   });
+  const listen = (JSON.parse(readyLine) as { listen: string }).listen; // the bound address (a real port for host:0)
   const client = await WorkerClient.connect(listen, { processExit: exited, label: workerId });
   const w: SpawnedWorker = {
     proc, listen, client, exited, readyLine,

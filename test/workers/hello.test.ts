@@ -30,12 +30,14 @@ describe('Worker.Hello', () => {
     expect(digest).toBeInstanceOf(HelloRefusedError);
     expect(digest.code).toBe('IDENTITY_MISMATCH');
     expect(digest.message).toMatch(/contractDigest/);
+    expect(digest.field).toBe('contractDigest');
     const id = await refusal(w.client.hello({ sessionId: SESSION, workerId: 'w-other', role: 'environment' }));
     expect(id.code).toBe('IDENTITY_MISMATCH');
     expect(id.message).toMatch(/workerId/);
     const role = await refusal(w.client.hello({ sessionId: SESSION, workerId: 'w-env', role: 'agent' }));
     expect(role.code).toBe('UNSUPPORTED');
     expect(role.message).toMatch(/role/);
+    expect(role.field).toBe('role');
     const session = await refusal(w.client.hello({ sessionId: 's-other', workerId: 'w-env', role: 'environment' }));
     expect(session.code).toBe('IDENTITY_MISMATCH');
     expect(session.message).toMatch(/sessionId/);
@@ -47,6 +49,13 @@ describe('Worker.Hello', () => {
     expect(cap.message).toMatch(/pixel-observation-v1/);
     const ok = await w.client.hello({ sessionId: SESSION, workerId: 'w-env', role: 'environment' });
     expect(ok.capabilities).toEqual(['checkpoint-v1', 'world-step-v1']);
+    await w.stop();
+  });
+
+  it('listens on TCP host:0 and announces the bound port', async () => {
+    const w = await spawnWorker('agent', 'w-tcp', [], true, '127.0.0.1:0');
+    expect(w.listen).toMatch(/^127\.0\.0\.1:[1-9][0-9]*$/);
+    expect(resultOf<{ state: string }>(await w.client.call(METHODS.status, null, {})).state).toBe('uninitialized');
     await w.stop();
   });
 
