@@ -61,8 +61,13 @@ export class TraceWriter {
   }
 
   append(trace: TransitionTrace): void {
+    this.appendLine(canonicalize(trace));
+  }
+
+  /** Append an already canonical line (see trace.ts traceLine). */
+  appendLine(line: string): void {
     if (this.fd === undefined) throw new Error('trace writer closed');
-    writeSync(this.fd, `${canonicalize(trace)}\n`);
+    writeSync(this.fd, `${line}\n`);
   }
 
   /** fsync what was appended so far (a checkpoint at this boundary must not outlive its trace lines). */

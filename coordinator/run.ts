@@ -11,7 +11,7 @@ import { Lockstep, epochId, type Dispatch, type Identities, type LockstepHooks }
 import { CONTRACT_DIGEST, PROTOCOL_MAJOR, PROTOCOL_MINOR } from './protocol/index.js';
 import { allocateRunDir, RUN_FILES, TraceWriter, writeJsonDurable } from './run-dir.js';
 import { RunFailure } from './run-failure.js';
-import { BehaviourDigest, type TransitionTrace } from './trace.js';
+import { BehaviourDigest, canonicalBehaviour, traceLine, type TransitionTrace } from './trace.js';
 
 export const RUN_FORMAT = 'detsim-run-v1';
 export const SUMMARY_FORMAT = 'detsim-summary-v1';
@@ -183,8 +183,9 @@ export async function runSession(config: RunPlan | string, opts: RunOptions = {}
     for (let k = 0; k < steps; k++) {
       if (signal.aborted) throw new RunFailure('aborted', 'the run was interrupted', { step: String(k), phase: 'prepare' });
       const trace = await lockstep.step();
-      traces.append(trace);
-      digest.add(trace.behaviour);
+      const behaviourText = canonicalBehaviour(trace.behaviour);
+      traces.appendLine(traceLine(behaviourText, trace.operational));
+      digest.addCanonical(behaviourText);
       logger.debug({ step: k, wallTimeNs: trace.operational.wallTimeNs }, 'step committed');
       await opts.extension?.afterStep(trace);
       opts.onProgress?.({ step: k + 1, steps, elapsedMs: Date.now() - startedWall });

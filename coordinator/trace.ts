@@ -89,7 +89,12 @@ export class BehaviourDigest {
   private count = 0;
 
   add(b: TraceBehaviour): void {
-    this.hash.update(`${canonicalBehaviour(b)}\n`, 'utf8');
+    this.addCanonical(canonicalBehaviour(b));
+  }
+
+  /** Add one step given its canonicalBehaviour() text (saves canonicalizing twice). */
+  addCanonical(text: string): void {
+    this.hash.update(`${text}\n`, 'utf8');
     this.count++;
   }
 
@@ -215,6 +220,15 @@ export function compareBehaviours(expected: readonly TraceBehaviour[], actual: r
 
 export function describeDifference(d: TraceDifference): string {
   return `step ${d.step ?? '?'}: ${d.path}: expected ${JSON.stringify(d.expected)}, got ${JSON.stringify(d.actual)}`;
+}
+
+/**
+ * The canonical trace.jsonl line of a step, built from its canonical behaviour text: RFC 8785 sorts
+ * "behaviour" before "operational", so the line is exactly canonicalize({behaviour, operational})
+ * with the behaviour normalized.
+ */
+export function traceLine(behaviourText: string, operational: TraceOperational): string {
+  return `{"behaviour":${behaviourText},"operational":${canonicalize(operational)}}`;
 }
 
 /** Read trace.jsonl text into traces (strict JSON per line). */

@@ -78,3 +78,12 @@ describe('EpochRebase', () => {
     expect(compareBehaviours([step('e1', 0), step('e1', 1)], [step('e1', 0)])?.path).toBe('(steps)');
   });
 });
+
+describe('traceLine', () => {
+  it('equals canonicalize of the whole trace with the behaviour normalized', async () => {
+    const { canonicalBehaviour, traceLine } = await import('../../coordinator/trace.js');
+    const behaviour = step('e1', 3);
+    const operational = { wallTimeNs: '12', prepareRequestIds: [{ agentId: 'a', requestId: 'req-2' }], commitRequestIds: [], advanceRequestId: 'req-4', completionOrder: { prepare: ['w1', 'w0'], commit: [] }, pids: [{ workerId: 'w0', pid: 7 }] };
+    expect(traceLine(canonicalBehaviour(behaviour), operational)).toBe(canonicalize({ behaviour: normalizeBehaviour(behaviour), operational }));
+  });
+});
