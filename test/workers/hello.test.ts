@@ -59,6 +59,21 @@ describe('Worker.Hello', () => {
     await w.stop();
   });
 
+  it('a stale socket file left by a SIGKILLed worker does not stop the next one binding there', async () => {
+    const { existsSync, mkdtempSync } = await import('node:fs');
+    const { tmpdir } = await import('node:os');
+    const { join } = await import('node:path');
+    const path = join(mkdtempSync(join(tmpdir(), 'dss-')), 'w.sock');
+    const first = await spawnWorker('agent', 'w-stale1', [], true, `unix:${path}`);
+    first.proc.kill('SIGKILL');
+    await first.exited;
+    expect(existsSync(path)).toBe(true); // nobody cleaned up
+    const second = await spawnWorker('agent', 'w-stale2', [], true, `unix:${path}`);
+    expect(resultOf<{ state: string }>(await second.client.call(METHODS.status, null, {})).state).toBe('uninitialized');
+    await first.stop();
+    await second.stop();
+  });
+
   it('Status answers before Hello; Shutdown replies then the process exits 0', async () => {
     const w = await spawnWorker('agent', 'w-stop', [], false);
     const st = resultOf<{ state: string; progressCounter: string; currentScope: unknown }>(await w.client.call(METHODS.status, null, {}));
