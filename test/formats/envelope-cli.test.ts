@@ -119,6 +119,14 @@ describe('detsim envelope inspect', () => {
   });
 });
 
+describe('detsim envelope inspect (legacy)', () => {
+  it('a FLYSIM01 file with a bad CRC exits 1 naming it', () => {
+    const legacy = encodeLegacyFlysim({ agentVersion: 1 }, [{ name: 'membrane', bytes: Buffer.from([1, 2, 3, 4]) }]);
+    legacy[legacy.length - 6]! ^= 1;
+    expectRefusal(detsim('envelope', 'inspect', file('legacy-bad.flysim', legacy)), 1, /^detsim: \[audit_legacy_crc\] FLYSIM01 legacy file \(crc32\)/);
+  });
+});
+
 describe('detsim envelope unpack', () => {
   it('writes manifest.json (the canonical manifest bytes) and one file per payload', () => {
     const target = join(dir, 'unpacked');

@@ -428,6 +428,62 @@ describe('FLYSESS1 properties', () => {
     );
   });
 
+  it('random header fields behind a valid footer never crash the reader (only DetsimError)', () => {
+    // Valid magic, version, headerBytes and footer, so checks 3-4 see random lengths and counts.
+    const arb = fc.record({
+      manifestBytes: fc.oneof(fc.nat({ max: 300 }), fc.constant(0xffffffff)),
+      payloadCount: fc.oneof(fc.nat({ max: 70 }), fc.constant(0xffffffff)),
+      tableOffset: fc.oneof(fc.nat({ max: 400 }), fc.constant(0xffffffff)),
+      body: fc.uint8Array({ minLength: 0, maxLength: 600 }),
+    });
+    fc.assert(
+      fc.property(arb, ({ manifestBytes, payloadCount, tableOffset, body }) => {
+        const header = Buffer.alloc(32);
+        header.write('FLYSESS1');
+        header.writeUInt32LE(1, 8);
+        header.writeUInt32LE(32, 12);
+        header.writeUInt32LE(manifestBytes, 16);
+        header.writeUInt32LE(payloadCount, 20);
+        header.writeUInt32LE(tableOffset, 24);
+        const bytes = reseal(Buffer.concat([header, Buffer.from(body), Buffer.alloc(48)]));
+        expect(refusal(bytes).message).toMatch(/^check [3-7] \(/);
+      }),
+      { numRuns: 200 },
+    );
+  });
+
+  it('random table entries behind a valid header and manifest never crash the reader (only DetsimError)', () => {
+    // A canonical manifest, then entries with plausible or hostile names, offsets, lengths and
+    // digests, then random payload bytes: exercises every branch of checks 5-7.
+    const u64 = fc.oneof(fc.bigInt({ min: 0n, max: 1000n }), fc.constant(0xffffffffffffffffn), fc.bigInt({ min: 0n, max: 0xffffffffffffffffn }));
+    const nameField = fc.oneof(
+      fc.constantFrom('world', 'agent-a', 'world\0x', 'World', '').map((n) => Buffer.from(n, 'latin1')),
+      fc.uint8Array({ minLength: 64, maxLength: 64 }).map((b) => Buffer.from(b)),
+    );
+    const entry = fc.record({ nameField, offset: fc.option(u64), byteLength: fc.option(u64), digest: fc.option(fc.uint8Array({ minLength: 32, maxLength: 32 })) });
+    const arb = fc.record({ entries: fc.array(entry, { maxLength: 4 }), payloadBytes: fc.array(fc.uint8Array({ maxLength: 20 }), { minLength: 4, maxLength: 4 }), tail: fc.uint8Array({ maxLength: 16 }) });
+    fc.assert(
+      fc.property(arb, ({ entries, payloadBytes, tail }) => {
+        const ps: RawPayload[] = entries.map((e, i) => ({
+          name: '',
+          bytes: Buffer.from(payloadBytes[i]!),
+          nameField: e.nameField,
+          ...(e.offset !== null ? { offset: e.offset } : {}),
+          ...(e.byteLength !== null ? { byteLength: e.byteLength } : {}),
+          ...(e.digest !== null ? { digest: Buffer.from(e.digest) } : {}),
+        }));
+        const bytes = rawEnvelope(manifestText([]), ps, tail.length ? { trailing: Buffer.from(tail) } : {});
+        try {
+          decodeEnvelope(bytes);
+        } catch (e) {
+          expect(e).toBeInstanceOf(DetsimError);
+          expect((e as Error).message).toMatch(/^check [4-7] \(/);
+        }
+      }),
+      { numRuns: 300 },
+    );
+  });
+
   it('any extension is refused with a DetsimError', () => {
     fc.assert(
       fc.property(envelopeArb, fc.uint8Array({ minLength: 1, maxLength: 100 }), ({ bytes }, tail) => {
