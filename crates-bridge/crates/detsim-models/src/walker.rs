@@ -60,7 +60,7 @@ impl Walker {
     pub fn prepare(&mut self, observation: &Value) -> &'static str {
         let r = self.rng.next_uint();
         match food_offset(observation) {
-            Some((dx, dy)) if r % self.explore != 0 => {
+            Some((dx, dy)) if !r.is_multiple_of(self.explore) => {
                 if dx == 0.0 && dy == 0.0 {
                     "stay"
                 } else if dx.abs() >= dy.abs() {
@@ -131,7 +131,7 @@ mod tests {
         for _ in 0..50 {
             let r = reference.next_uint();
             let m = w.prepare(&east);
-            assert_eq!(m, if r % 1024 == 0 { DIRECTIONS[((r >> 3) % 4) as usize] } else { "east" });
+            assert_eq!(m, if r.is_multiple_of(1024) { DIRECTIONS[((r >> 3) % 4) as usize] } else { "east" });
         }
         assert_eq!(w.rng, reference);
         let none = parse_strict(br#"{"foodDx":1.5,"foodDy":0}"#).unwrap();
