@@ -2,7 +2,12 @@
 // Game Boy cadences against a closed-form oracle), the deterministic state codec, and the three
 // reference models against independent re-implementations written from their RULES comments
 // (what the Rust port will follow), so code and documentation cannot drift apart.
-import { describe, expect, it } from 'vitest';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, describe, expect, it } from 'vitest';
+import { canonicalDigest } from '../../coordinator/formats/canonical-json.js';
 import { RationalNs } from '../../coordinator/formats/scalars.js';
 import { forage } from '../../workers/models/forage.js';
 import { lif } from '../../workers/models/lif.js';
@@ -12,16 +17,34 @@ import { TickClock } from '../../workers/tick-clock.js';
 
 const MS = RationalNs.of(1_000_000n, 1n);
 
-/** Independent Xorshift32 from reference §8 (not the project's class). */
-function xs(seed: number): () => number {
+/** Independent Xorshift32 from reference §8 (not the project's class); `.state()` is the i32 state. */
+function xs(seed: number): (() => number) & { state: () => number } {
   let s = seed | 0;
-  return () => {
+  const next = () => {
     s ^= s << 13;
     s ^= s >>> 17;
     s ^= s << 5;
     return s >>> 0;
   };
+  return Object.assign(next, { state: () => s | 0 });
 }
+
+// Vectors for ports of the models (the Rust port matches them bit for bit): recorded from the
+// independent implementations below, which the TypeScript models must also reproduce. With
+// UPDATE_MODEL_VECTORS=1 the file is (re)written; otherwise it must match exactly.
+const VECTORS = join(dirname(fileURLToPath(import.meta.url)), 'vectors', 'models-v1.json');
+const updating = process.env.UPDATE_MODEL_VECTORS === '1';
+const stored = existsSync(VECTORS) ? (JSON.parse(readFileSync(VECTORS, 'utf8')) as Record<string, unknown>) : {};
+const recorded: Record<string, unknown> = {};
+function vector(name: string, value: unknown): void {
+  recorded[name] = value;
+  if (!updating) expect(JSON.parse(JSON.stringify(value)), `vector ${name} differs from ${VECTORS} (UPDATE_MODEL_VECTORS=1 rewrites it)`).toEqual(stored[name]);
+}
+afterAll(() => {
+  if (!updating) return;
+  mkdirSync(dirname(VECTORS), { recursive: true });
+  writeFileSync(VECTORS, `${JSON.stringify({ about: 'detsim reference model vectors v1: inputs and expected outputs of walker-v1, lif-v1, forage-v1 (see the RULES comments in workers/models/)', ...recorded }, null, 1)}\n`);
+});
 
 describe('TickClock', () => {
   it('60 Hz world with 1 ms ticks: 16, 17, 17, total 50, remainder 0', () => {
@@ -88,6 +111,7 @@ describe('walker follows its RULES', () => {
     const s = walker.initialize({ agentId: 'w', seed, params: { explore }, observation: {} });
     const next = xs(seed);
     const dirs = ['north', 'east', 'south', 'west'];
+    const steps: unknown[] = [];
     for (let k = 0; k < 2000; k++) {
       const o = obsAt(k);
       const r = next();
@@ -100,7 +124,10 @@ describe('walker follows its RULES', () => {
       else if (Math.abs(dx) >= Math.abs(dy)) move = dx > 0 ? 'east' : 'west';
       else move = dy > 0 ? 'south' : 'north';
       expect(walker.prepare(s, { agentId: 'w', step: BigInt(k), ticks: 16, observation: o })).toEqual({ move });
+      if (k < 300) steps.push({ observation: o, decision: { move } });
     }
+    vector('walker', { seed, params: { explore }, steps, rngStateAfter: next.state() });
+    expect(walker.capture(s)).toMatchObject({ rng: next.state() });
   });
 });
 
@@ -115,6 +142,7 @@ describe('lif follows its RULES', () => {
     const mem: number[] = new Array<number>(n).fill(0);
     const dirs = ['north', 'east', 'south', 'west'];
     const ticks = [16, 17, 17];
+    const steps: unknown[] = [];
     for (let k = 0; k < 30; k++) {
       const o = obsAt(k);
       const d = [0, 0, 0, 0];
@@ -144,7 +172,13 @@ describe('lif follows its RULES', () => {
       for (let q = 1; q < 4; q++) if (spikes[q]! > spikes[best]!) best = q;
       const want = { move: spikes[best] === 0 ? 'stay' : dirs[best], spikes };
       expect(lif.prepare(s, { agentId: 'l', step: BigInt(k), ticks: T, observation: o })).toEqual(want);
+      steps.push({ ticks: T, observation: o, decision: want });
     }
+    const membraneSha256 = createHash('sha256').update(new Uint8Array(Float64Array.from(mem).buffer)).digest('hex');
+    const captured = lif.capture(s) as { membrane: Uint8Array; rng: number };
+    expect(createHash('sha256').update(captured.membrane).digest('hex')).toBe(membraneSha256);
+    expect(captured.rng).toBe(next.state());
+    vector('lif', { seed, params: { neurons: n }, steps, after: { rngState: next.state(), membraneF64LeSha256: membraneSha256 } });
   });
 
   it('capture → restore continues identically', () => {
@@ -202,6 +236,8 @@ describe('forage follows its RULES', () => {
     expect(forage.observe(s)).toEqual(observe());
     const D: Record<string, [number, number]> = { stay: [0, 0], north: [0, -1], east: [1, 0], south: [0, 1], west: [-1, 0] };
     const names = Object.keys(D);
+    const steps: unknown[] = [];
+    const initialObservations = observe();
     for (let k = 0; k < 200; k++) {
       // mostly greedy toward the observed food (so eating and respawn happen), sometimes scripted
       const seen = observe() as Record<string, { foodDx: number; foodDy: number }>;
@@ -227,7 +263,11 @@ describe('forage follows its RULES', () => {
       });
       expect(got.rewards).toEqual(rewards);
       expect(forage.observe(s)).toEqual(observe());
+      const world = { agents: ag.map((a) => [a.id, a.x, a.y, a.score]), food: [...food].sort((p, q) => p - q), rng: next.state() };
+      expect(canonicalDigest(forage.digest(s))).toBe(canonicalDigest(world));
+      if (k < 100) steps.push({ moves: actions.map((a) => a.action.move), rewards, worldDigest: canonicalDigest(world) });
     }
+    vector('forage', { seed, params: { width: W, height: H, food: F }, ports, initialObservations, steps, finalObservations: observe() });
     expect(ag.reduce((t, a) => t + a.score, 0)).toBeGreaterThan(20);
   });
 });
