@@ -21,6 +21,7 @@ export interface RunProgress {
   /** Steps completed so far (the committed boundary). */
   step: number;
   steps: number;
+  /** Milliseconds since stepping began (after start-up and initialization). */
   elapsedMs: number;
 }
 
@@ -179,6 +180,8 @@ export async function runSession(config: RunPlan | string, opts: RunOptions = {}
     writeJsonDurable(runDir, RUN_FILES.run, runRecord(plan, ids, fleet, steps, dispatch, epoch));
     logger.info('initialized');
     await opts.extension?.started({ plan, runDir, fleet, lockstep, traces, logger, epoch, steps, signal });
+    // Progress rates count stepping only, from here (start-up is not a step).
+    const loopStart = Date.now();
     opts.onProgress?.({ step: 0, steps, elapsedMs: 0 });
     for (let k = 0; k < steps; k++) {
       if (signal.aborted) throw new RunFailure('aborted', 'the run was interrupted', { step: String(k), phase: 'prepare' });
@@ -188,7 +191,7 @@ export async function runSession(config: RunPlan | string, opts: RunOptions = {}
       digest.addCanonical(behaviourText);
       logger.debug({ step: k, wallTimeNs: trace.operational.wallTimeNs }, 'step committed');
       await opts.extension?.afterStep(trace);
-      opts.onProgress?.({ step: k + 1, steps, elapsedMs: Date.now() - startedWall });
+      opts.onProgress?.({ step: k + 1, steps, elapsedMs: Date.now() - loopStart });
     }
   } catch (e) {
     failure = e instanceof RunFailure ? e : new RunFailure('protocol', e instanceof Error ? e.message : String(e), { phase: 'startup' });
