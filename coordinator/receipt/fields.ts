@@ -81,6 +81,7 @@ const RUN_ROWS: FieldRule[] = [
   R('run.agents[].tickDuration', 'agent tick, RationalNs', { subtree: true }),
   R('run.agents[].params', 'agent model parameters', { subtree: true }),
   R('run.agents[].seed', 'derived agent seed (i32)'),
+  R('run.agents[].actionFields', 'decision fields that travel to the environment as the action (null: the whole decision)', { subtree: true }),
   P('run.agents[].workerId', 'worker process hosting the agent (process layout, not behaviour)'),
   P('run.workers', 'worker processes: layout, runtime and build of the host (not behaviour)', { subtree: true }),
   P('run.agentsPerWorker', 'process layout'),
@@ -137,6 +138,8 @@ const SUMMARY_ROWS: FieldRule[] = [
   P('summary.failure', 'what failed, where (messages carry pids, paths and times)', { subtree: true }),
   P('summary.wallTimeMs', 'total wall time'),
   R('summary.finalStateDigests', 'final state digests, when recorded (copied to finalStateDigests)', { subtree: true }),
+  P('summary.checkpoints', 'checkpoint schedule and durability outcomes (coordinator/checkpoint; which saves became durable is physical)', { subtree: true }),
+  P('summary.resume', 'how a resumed run got here: checkpoint, epochs, abandoned steps (coordinator/checkpoint/resume.ts)', { subtree: true }),
 ];
 
 /** The table, in publication order. */
