@@ -72,11 +72,12 @@ describe('lockstep: forage-walkers (16 walkers, 4 agent workers)', () => {
 });
 
 describe('lockstep: lif-pair', () => {
-  it('two runs give identical behaviour traces and digest', async () => {
+  it('two runs give identical behaviour traces and digest (the second over TCP instead of Unix sockets)', async () => {
     const out = tmpOut();
     const plan = loadPlan('examples/lif-pair.yaml');
     const a = await runSession(plan, { outDir: out, steps: 3 });
-    const b = await runSession(plan, { outDir: out, steps: 3 });
+    const b = await runSession({ ...plan, transport: 'tcp' }, { outDir: out, steps: 3 });
+    expect(readRun(b.runDir).log).toMatch(/"listen":"127\.0\.0\.1:[0-9]+"/);
     expect(b.behaviourDigest).toBe(a.behaviourDigest);
     expect(behaviourLines(b.runDir)).toEqual(behaviourLines(a.runDir));
     expect(readRun(a.runDir).run.agents).toMatchObject([{ agentId: 'lif-a', modelVersion: 'lif-v1' }, { agentId: 'lif-b', modelVersion: 'lif-v1' }]);
