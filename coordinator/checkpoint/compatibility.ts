@@ -15,8 +15,8 @@ export const SCHEDULER_ID = 'lockstep-v1';
 export const EPISODE_ID = 'episode-1';
 /** The observation schema the coordinator installs (the parser's identity). */
 export const INSPECTION_SCHEMA = 'detsim-observation-v1';
-/** How a decision becomes a port action: passed through unchanged. */
-export const EXECUTOR_ID = 'passthrough-v1';
+/** How a decision becomes a port action: the decision, or only its `actionFields` (lockstep Phase B). */
+export const EXECUTOR_ID = 'decision-fields-v1';
 
 /** Field order of the compatibility block check (reference §5.3 step 2). */
 export const COMPATIBILITY_FIELDS = ['stateFormatId', 'backendDigest', 'contentDigest', 'patchDigest', 'controllerDigest', 'parserDigest'] as const;
@@ -62,7 +62,7 @@ export function compatibilityBlock(live: LiveComposition): CompatibilityBlock {
       agents: plan.agents.map((a) => ({ agentId: a.agentId, portId: a.portId, model: a.model, params: a.params })),
     }),
     // How decisions reach ports: [{portId, controls}] in port order.
-    controllerDigest: canonicalDigest(plan.agents.map((a) => ({ portId: a.portId, controls: { agentId: a.agentId, executor: EXECUTOR_ID } }))),
+    controllerDigest: canonicalDigest(plan.agents.map((a) => ({ portId: a.portId, controls: { agentId: a.agentId, executor: EXECUTOR_ID, actionFields: a.actionFields ?? null } }))),
     // How observations are read back: the inspection schema of the environment model.
     parserDigest: canonicalDigest({ inspectionSchema: INSPECTION_SCHEMA, environmentModelVersion: identities.environment.modelVersion }),
     stateFormatId: STATE_FORMAT_ID,

@@ -73,9 +73,10 @@ export function coordinatorPayloads(live: LiveComposition, state: CoordinatorSta
     boundary: k,
     observations: [...state.observations].sort(byId),
   };
+  const actionFields = new Map(live.plan.agents.map((a) => [a.agentId, a.actionFields ?? null]));
   const executors = rows.map((r) => ({
     name: PAYLOAD_NAMES.executor(r.agentId),
-    bytes: canonicalBytes({ payloadVersion: COORDINATOR_PAYLOAD_VERSION, kind: 'executor', agentId: r.agentId, portId: r.portId, executor: EXECUTOR_ID, committedStep: k }),
+    bytes: canonicalBytes({ payloadVersion: COORDINATOR_PAYLOAD_VERSION, kind: 'executor', agentId: r.agentId, portId: r.portId, executor: EXECUTOR_ID, actionFields: actionFields.get(r.agentId) ?? null, committedStep: k }),
   }));
   const admission = {
     payloadVersion: COORDINATOR_PAYLOAD_VERSION,

@@ -3,7 +3,7 @@
 // epoch, activate all in the same order, install the coordinator state and stop at Paused(k).
 // Group install rule: any stage failure taints the stagers and nothing activates; any activation
 // failure fences the group (nothing steps). NOT capture, NOT the CLI, NOT the store's file checks.
-import { canonicalize } from '../formats/canonical-json.js';
+import { canonicalize, type JsonValue } from '../formats/canonical-json.js';
 import { decodeEnvelope, type DecodedEnvelope, type EnvelopeManifest } from '../formats/envelope.js';
 import { isDetsimError } from '../formats/errors.js';
 import type { Digest, Id, Scope } from '../formats/scalars.js';
@@ -31,6 +31,8 @@ export interface RestoreOptions {
   /** The behaviour chain the caller recomputed from the trace it keeps: must equal the checkpoint's. */
   expectBehaviour?: BehaviourPrefix;
   hooks?: RestoreHooks;
+  /** Extra fields for the ledger's `restored` event (e.g. the abandoned step range). */
+  ledgerDetail?: Record<string, JsonValue>;
 }
 
 export interface RestoredParticipant {
@@ -219,7 +221,7 @@ export async function restoreGroup(group: CheckpointGroup, source: RestoreSource
     boundary: m.sourceScope.step,
     epoch: opts.epoch,
     sessionId: m.sourceScope.sessionId,
-    detail: { fromEpoch: m.sourceScope.epoch, envelopeDigest: loaded.envelope.envelopeDigest },
+    detail: { ...opts.ledgerDetail, fromEpoch: m.sourceScope.epoch, envelopeDigest: loaded.envelope.envelopeDigest },
   });
   return {
     checkpointId: m.checkpointId,

@@ -11,8 +11,11 @@ import { isRunFailure } from '../run-failure.js';
 import { runSession, type RunProgress } from '../run.js';
 import { receiptWarnings, writeReceipt } from '../receipt/receipt.js';
 import { action, ExitError, writeStdout } from './common.js';
+import { checkpointRunFromFlags, checkpointSummaryLines } from './checkpoint-flags.js';
 
 interface RunCommandOptions {
+  checkpointEvery?: string;
+  keep?: string;
   steps?: string;
   out?: string;
   dispatch?: string;
@@ -87,24 +90,28 @@ export function registerRun(program: Command): void {
     .option('--out <dir>', 'parent directory of the run directory (default: runs)')
     .option('--dispatch <mode>', `order of worker messages within a phase: ${DISPATCH_MODES.join(' | ')} (default concurrent)`)
     .option('--json', 'print one canonical JSON object {behaviourDigest, runDir, steps} instead of two lines')
+    .option('--checkpoint-every <k>', 'capture a checkpoint every K committed steps into <run dir>/store/ (ledger: <run dir>/ledger.jsonl)')
+    .option('--keep <n>', 'checkpoint generations to keep (default 3; with --checkpoint-every)')
     .action(
       action(async (configPath: string, opts: RunCommandOptions) => {
         const steps = readSteps(opts.steps);
         const dispatch = readDispatch(opts.dispatch);
         // Every check on the config happens here, before any process starts.
         const plan = loadConfig(configPath);
+        const checkpoints = checkpointRunFromFlags(opts.checkpointEvery, opts.keep);
         const progress = progressDisplay();
         try {
-          const result = await runSession(plan, { outDir: opts.out, steps, dispatch, onProgress: progress.update, handleSignals: true });
+          const result = await runSession(plan, { outDir: opts.out, steps, dispatch, onProgress: progress.update, handleSignals: true, ...(checkpoints ? { extension: checkpoints } : {}) });
           progress.stop();
           // DIFF=0 receipt (coordinator/receipt): receipt.json in the run directory, its ReproHash printed.
           const receipt = writeReceipt(result.runDir);
           for (const w of receiptWarnings(receipt)) process.stderr.write(`${w}\n`);
-          if (opts.json) writeStdout(canonicalize({ ...result, reproHash: receipt.reproHash }));
+          if (opts.json) writeStdout(canonicalize({ ...result, reproHash: receipt.reproHash, ...(checkpoints ? { checkpoints: checkpoints.result } : {}) }));
           else {
             writeStdout(`run directory    ${result.runDir}`);
             writeStdout(`behaviour digest ${result.behaviourDigest}`);
             writeStdout(`repro hash       ${receipt.reproHash}`);
+            if (checkpoints) for (const line of checkpointSummaryLines(checkpoints.result)) writeStdout(line);
           }
         } catch (e) {
           progress.stop();

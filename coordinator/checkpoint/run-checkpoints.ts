@@ -1,0 +1,140 @@
+// Periodic checkpoints of a run (`detsim run --checkpoint-every K [--keep N]`): a RunExtension that
+// captures the group every K committed steps into `<runDir>/store/`, lets the writer commit off the
+// step loop, and at the end waits (bounded) for outstanding saves and reports honestly which
+// became durable. Failure policy: continue — a refused or failed capture is reported and recorded
+// in the ledger, never reported as durable, and the run carries on. NOT the capture flow itself.
+import type { Id } from '../formats/scalars.js';
+import type { RunExtension, RunExtensionContext } from '../run.js';
+import type { RunFailure } from '../run-failure.js';
+import type { SaveOutcome } from '../store/writer.js';
+import type { TransitionTrace } from '../trace.js';
+import { captureGroup, checkpointIdFor } from './capture.js';
+import { openCheckpointing, STORE_DIR, type Checkpointing } from './checkpointing.js';
+import { CheckpointGroup } from './group.js';
+import { isCheckpointRefusal } from './refusal.js';
+
+export const DEFAULT_KEEP = 3;
+/** How long the end of a run waits for outstanding durable saves (reference durable-ack wait). */
+export const DEFAULT_DURABLE_WAIT_MS = 60_000;
+export const FAILURE_POLICY = 'continue';
+
+export interface CheckpointRunOptions {
+  every: number;
+  keep?: number;
+  durableWaitMs?: number;
+  /** Writer bounds (defaults: 2 outstanding, 64 MiB queued). */
+  capacity?: number;
+  maxQueuedBytes?: number;
+  /** Mark captures replaceable (hot); default durable. */
+  hot?: boolean;
+  /** Base epoch of the run (a resumed run passes its first epoch). */
+  baseEpoch?: Id;
+  /** Called with each outcome / refusal as it happens (the CLI prints them). */
+  onEvent?: (line: string) => void;
+}
+
+export interface CheckpointRunReport {
+  every: number;
+  keep: number;
+  policy: typeof FAILURE_POLICY;
+  store: string;
+  /** Captures submitted to the writer, in order. */
+  captured: Id[];
+  /** Only these are durable: their Committed outcome arrived (or the store manifest lists them). */
+  committed: Id[];
+  /** Captured but not durable: Failed, Superseded, or still unresolved when the wait ran out. */
+  notDurable: { checkpointId: Id; outcome: string; reason: string }[];
+  /** Captures refused before submission (BUSY, a participant refusal, …) with their boundary. */
+  refused: { boundary: string; reason: string; message: string }[];
+  highWater: Id | null;
+}
+
+export class CheckpointRun implements RunExtension {
+  group: CheckpointGroup | undefined;
+  ck: Checkpointing | undefined;
+  private ctx: RunExtensionContext | undefined;
+  private readonly outcomes = new Map<Id, SaveOutcome | null>();
+  private readonly waits: Promise<void>[] = [];
+  private readonly report: CheckpointRunReport;
+
+  constructor(readonly opts: CheckpointRunOptions) {
+    if (!Number.isInteger(opts.every) || opts.every < 1) throw new Error(`checkpoint every must be a positive integer, got ${opts.every}`);
+    this.report = { every: opts.every, keep: opts.keep ?? DEFAULT_KEEP, policy: FAILURE_POLICY, store: STORE_DIR, captured: [], committed: [], notDurable: [], refused: [], highWater: null };
+  }
+
+  /** Attach to a group that already exists (resume builds its own group). */
+  attach(ctx: RunExtensionContext, group: CheckpointGroup, ck: Checkpointing): void {
+    this.ctx = ctx;
+    this.group = group;
+    this.ck = ck;
+  }
+
+  async started(ctx: RunExtensionContext): Promise<void> {
+    const ck = await openCheckpointing(ctx.runDir, { keep: this.report.keep, capacity: this.opts.capacity, maxQueuedBytes: this.opts.maxQueuedBytes });
+    const group = new CheckpointGroup({ plan: ctx.plan, fleet: ctx.fleet, lockstep: ctx.lockstep, logger: ctx.logger, writer: ck.writer, ledger: ck.ledger, baseEpoch: this.opts.baseEpoch ?? ctx.epoch });
+    await ck.ledger.append({ event: 'run', epoch: ctx.epoch, sessionId: ctx.plan.sessionId, boundary: ctx.lockstep.boundary.toString(), detail: { checkpointEvery: String(this.opts.every), keep: String(this.report.keep), policy: FAILURE_POLICY, steps: String(ctx.steps) } });
+    this.attach(ctx, group, ck);
+  }
+
+  async afterStep(trace: TransitionTrace): Promise<void> {
+    this.group!.noteTrace(trace);
+    await this.maybeCapture();
+  }
+
+  /** Capture when the committed boundary is a multiple of `every` (the trace is already noted). */
+  async maybeCapture(): Promise<void> {
+    const group = this.group!;
+    const k = group.boundary;
+    if (k % BigInt(this.opts.every) !== 0n) return;
+    // The trace lines of every step before k reach the disk before a checkpoint at k can.
+    this.ctx!.traces.sync();
+    const checkpointId = checkpointIdFor(group.epoch, k);
+    try {
+      const rec = await captureGroup(group, { checkpointId, replaceable: this.opts.hot ?? false });
+      this.report.captured.push(checkpointId);
+      this.outcomes.set(checkpointId, null);
+      this.waits.push(rec.ticket.wait().then((o) => this.settle(o)));
+    } catch (e) {
+      if (!isCheckpointRefusal(e)) throw e;
+      // Policy continue: the run goes on; the last committed generation is untouched.
+      this.report.refused.push({ boundary: k.toString(), reason: e.reason, message: e.message });
+      this.ctx!.logger.warn({ checkpointId, reason: e.reason, err: e.message }, 'capture refused; the run continues');
+      this.opts.onEvent?.(`checkpoint ${checkpointId} not taken: [${e.reason}] ${e.message}`);
+    }
+  }
+
+  private settle(o: SaveOutcome): void {
+    this.outcomes.set(o.checkpointId, o);
+    if (o.kind === 'Committed') this.opts.onEvent?.(`checkpoint ${o.checkpointId} committed (boundary ${o.boundary})`);
+    else {
+      this.ctx?.logger.warn({ outcome: o }, 'checkpoint not durable');
+      this.opts.onEvent?.(`checkpoint ${o.checkpointId} NOT durable: ${o.kind}${o.kind === 'Failed' ? ` (${o.reason}: ${o.message})` : ''}`);
+    }
+  }
+
+  /** Wait (bounded) for outstanding saves; the report says exactly which became durable. */
+  async finish(_failure: RunFailure | undefined): Promise<Record<string, unknown>> {
+    if (!this.ck) return {};
+    const budget = this.opts.durableWaitMs ?? DEFAULT_DURABLE_WAIT_MS;
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([Promise.all(this.waits), new Promise<void>((r) => (timer = setTimeout(r, budget)))]);
+    if (timer) clearTimeout(timer);
+    for (const id of this.report.captured) {
+      let o = this.outcomes.get(id) ?? null;
+      // A lost or late reply is resolved by asking the store manifest about the same id; never re-saved.
+      if (o === null || o.kind === 'ReplyLost' || o.kind === 'DeadlineExpired') o = this.ck.writer.resolveDurable(id) ?? o;
+      if (o?.kind === 'Committed') this.report.committed.push(id);
+      else {
+        const reason = o === null ? `still being written after ${budget} ms` : o.kind === 'Failed' ? `${o.reason}: ${o.message}` : o.kind === 'Superseded' ? `superseded by ${o.by}` : o.kind;
+        this.report.notDurable.push({ checkpointId: id, outcome: o?.kind ?? 'Pending', reason });
+      }
+    }
+    this.report.highWater = this.ck.store.snapshot().highWater;
+    await this.ck.ledger.flush().catch(() => undefined);
+    return { checkpoints: this.report };
+  }
+
+  get result(): CheckpointRunReport {
+    return this.report;
+  }
+}

@@ -1,0 +1,75 @@
+// `detsim resume <run-dir> [--checkpoint ID] [--steps N]`: restore a checkpointed run with fresh
+// workers in a new epoch and continue it in the same run directory, with progress on stderr.
+// Only argument handling and display; the work is coordinator/checkpoint/resume.ts.
+import type { Command } from 'commander';
+import { isCheckpointRefusal } from '../checkpoint/refusal.js';
+import { resumeRun, type ResumeProgress } from '../checkpoint/resume.js';
+import { canonicalize } from '../formats/canonical-json.js';
+import { DetsimError } from '../formats/errors.js';
+import { readId } from '../formats/scalars.js';
+import { isRunFailure } from '../run-failure.js';
+import { checkpointSummaryLines } from './checkpoint-flags.js';
+import { action, ExitError, formatError, writeStdout } from './common.js';
+
+interface ResumeCommandOptions {
+  checkpoint?: string;
+  steps?: string;
+  checkpointEvery?: string;
+  json?: boolean;
+}
+
+function whole(text: string | undefined, flag: string): number | undefined {
+  if (text === undefined) return undefined;
+  if (!/^(0|[1-9][0-9]{0,8})$/.test(text)) throw new DetsimError('struct_invalid_field', `${flag}: ${JSON.stringify(text)} is not a whole number`, flag);
+  return Number(text);
+}
+
+function progressLine(): (p: ResumeProgress) => void {
+  let last = 0;
+  return (p) => {
+    const now = Date.now();
+    if (p.step !== p.steps && now - last < 1000 && p.elapsedMs !== 0) return;
+    last = now;
+    const rate = p.elapsedMs > 0 ? ((p.step * 1000) / p.elapsedMs).toFixed(1) : '-';
+    process.stderr.write(`step ${p.step}/${p.steps}  ${rate} steps/s\n`);
+  };
+}
+
+export function registerResume(program: Command): void {
+  program
+    .command('resume')
+    .description('restore a checkpointed run (store/ in its run directory) with fresh workers in a new epoch and continue it to its total steps')
+    .argument('<run-dir>', 'run directory written by `detsim run --checkpoint-every K`')
+    .option('--checkpoint <id>', 'checkpoint id to restore (default: the store high-water mark)')
+    .option('--steps <n>', 'continue up to this boundary (default: the run total recorded in run.json)')
+    .option('--checkpoint-every <k>', 'checkpoint interval while resuming (default: the one the run recorded; 0 = none)')
+    .option('--json', 'print one canonical JSON object instead of lines')
+    .action(
+      action(async (runDir: string, opts: ResumeCommandOptions) => {
+        const checkpointId = opts.checkpoint === undefined ? undefined : readId(opts.checkpoint, '--checkpoint');
+        const steps = whole(opts.steps, '--steps');
+        const every = whole(opts.checkpointEvery, '--checkpoint-every');
+        try {
+          const r = await resumeRun(runDir, {
+            ...(checkpointId ? { checkpointId } : {}),
+            ...(steps !== undefined ? { steps } : {}),
+            ...(every !== undefined ? { checkpointEvery: every } : {}),
+            onProgress: progressLine(),
+            onEvent: (line) => process.stderr.write(`${line}\n`),
+          });
+          if (opts.json) writeStdout(canonicalize(r));
+          else {
+            writeStdout(`run directory    ${r.runDir}`);
+            writeStdout(`restored         ${r.checkpointId} at boundary ${r.boundary} into epoch ${r.epoch} (${r.abandonedSteps} later steps abandoned)`);
+            writeStdout(`behaviour digest ${r.behaviourDigest}`);
+            if (r.checkpoints) for (const line of checkpointSummaryLines(r.checkpoints)) writeStdout(line);
+          }
+        } catch (e) {
+          // A refused checkpoint failed verification: exit 1 with the check named, nothing changed.
+          if (isCheckpointRefusal(e)) throw new ExitError(1, formatError(e));
+          if (isRunFailure(e)) throw new ExitError(1, `detsim: resume failed: ${e.message}${e.runDir ? `\ndetsim: run directory ${e.runDir}` : ''}`);
+          throw e;
+        }
+      }),
+    );
+}
