@@ -177,9 +177,14 @@ export class WorkerClient {
         }, options.deadlineMs);
       }
       this.pending.push(entry);
-      this.writer.send(body, options.attachment).catch((e: Error) => {
+      const failed = (e: Error): void => {
         this.settleFailure(entry, new WorkerCallError('stream-ended', `worker ${this.label}: sending ${method} ${requestId} failed: ${e.message}`, this.address, method, requestId));
-      });
+      };
+      try {
+        this.writer.send(body, options.attachment).catch(failed);
+      } catch (e) {
+        failed(e as Error); // a stream that is already gone may throw synchronously
+      }
     });
   }
 
