@@ -110,6 +110,7 @@ export const checkpointStore: BenchSuite = {
     const rehashS: number[] = [];
     const rawS: number[] = [];
     const gaps: number[] = [];
+    const rawGaps: number[] = [];
     // One encoding, a fresh store directory per commit (same checkpoint id), removed untimed afterwards,
     // as the raw baseline's file is: every timed commit starts from the same state.
     const commitInto = async (name: string, rehash: boolean): Promise<{ seconds: number; gapMs: number }> => {
@@ -122,8 +123,9 @@ export const checkpointStore: BenchSuite = {
       // Interleave the floor and the store so drift on a shared machine hits both alike.
       ctx.log(`checkpoint-store: rep ${r + 1}/${reps}: raw write+fsync, durable commit, durable commit re-hashing`);
       const t = performance.now();
-      await rawWriteSync(rawPath, c.encoded.parts);
+      const rawRun = await longestGapMs(() => rawWriteSync(rawPath, c.encoded.parts));
       rawS.push((performance.now() - t) / 1000);
+      rawGaps.push(rawRun.gapMs);
       await unlink(rawPath);
       const plain = await commitInto(`store-${r}`, false);
       commitS.push(plain.seconds);
@@ -167,7 +169,11 @@ export const checkpointStore: BenchSuite = {
         { id: 'restore.verify', name: `restore read of the ${totalMiB} MiB generation (readFile, seven FLYSESS1 checks, envelope digest, record)`, value: mb / median(loadS), unit: 'MB/s', higherIsBetter: true, samples: reps, note: 'target ≥ 0.70 of the limit' },
         { name: 'raw readFile + one SHA-256 of the same bytes', value: mb / median(rawReadS) },
       ),
-      withLimit({ id: 'commit.loop-gap', name: 'longest event-loop gap during a durable commit (what a step loop waits at most)', value: Math.max(...gaps), unit: 'ms', higherIsBetter: false, samples: reps }, null),
+      withLimit(
+        { id: 'commit.loop-gap', name: 'longest event-loop delay during a durable commit (what a step loop waits at most)', value: Math.max(...gaps), unit: 'ms', higherIsBetter: false, samples: reps * 2 },
+        // The same probe while the main thread does nothing but await a raw write: scheduling noise of a shared machine.
+        { name: 'the same probe during raw write + fsync', value: Math.max(...rawGaps) },
+      ),
     ];
     // Reps are interleaved, so the per-rep ratios pair runs that saw the same machine load.
     const paired = (num: number[], den: number[]): number[] => num.map((x, i) => Math.round((den[i]! / x) * 100) / 100);
