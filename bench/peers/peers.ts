@@ -4,7 +4,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { measureDetsimCheckpoint, type DetsimCheckpointFigures, type TimingSummary } from './detsim-checkpoint.js';
+import { measureDetsimCheckpoint, summarize, type DetsimCheckpointFigures, type TimingSummary } from './detsim-checkpoint.js';
 import { measureDetsimLockstep, type DetsimLockstepFigures, type LockstepCase } from './detsim-lockstep.js';
 import { preparePythonEnv, runPeerScript, type ModuleProbe, type PythonEnv } from './python-env.js';
 
@@ -130,6 +130,19 @@ async function safetensorsFigures(python: string, stateBytes: number, dir: strin
   return { stateBytes: out.stateBytes, fileBytes: out.fileBytes, versions: out.versions, save: out.save, loadVerify: out.loadVerify };
 }
 
+function merged(a: TimingSummary, b: TimingSummary, bytes: number): TimingSummary {
+  return summarize([...a.samples, ...b.samples], bytes);
+}
+
+/** One figure from repeated single runs: the first failure wins, otherwise the samples are pooled. */
+function mergeRuns<T>(runs: readonly Figure<T>[], join2: (a: T & { status: 'measured' }, b: T & { status: 'measured' }) => T & { status: 'measured' }): Figure<T> {
+  const failed = runs.find((r) => r.status === 'unavailable');
+  if (failed) return failed;
+  const ok = runs as (T & { status: 'measured' })[];
+  if (ok.length === 0) return { status: 'unavailable', reason: 'no repeat ran' };
+  return ok.slice(1).reduce(join2, ok[0]!);
+}
+
 function peerStatus(peer: PeerStatus['peer'], figures: readonly Figure<unknown>[]): PeerStatus {
   const missing = figures.find((f) => f.status === 'unavailable') as { reason: string } | undefined;
   return missing ? { peer, status: 'unavailable', reason: `peer unavailable: ${missing.reason}` } : { peer, status: 'measured' };
@@ -158,18 +171,23 @@ export async function runPeers(opts: PeersOptions): Promise<PeersReport> {
     rows.push({ n, detsim, gymnasium, ratio });
   }
 
-  // Both sides write into one fresh directory on the same filesystem, one after the other.
+  // Both sides write into one fresh directory on the same filesystem, alternating one repeat of
+  // each, so a neighbour's load burst hits both sides rather than one.
   const dir = mkdtempSync(join(scratch, 'peers-checkpoint-'));
-  let detsimCk: Figure<DetsimCheckpointFigures>;
-  let stCk: Figure<SafetensorsFigures>;
+  const detsimRuns: Figure<DetsimCheckpointFigures>[] = [];
+  const stRuns: Figure<SafetensorsFigures>[] = [];
   try {
-    log(`peers: checkpoint ${sizes.stateBytes} bytes: detsim durable commit + restore`);
-    detsimCk = await attempt(() => measureDetsimCheckpoint({ stateBytes: sizes.stateBytes, dir, repeats: sizes.repeats }));
-    log(`peers: checkpoint ${sizes.stateBytes} bytes: safetensors save_file + fsync, load_file + SHA-256`);
-    stCk = stMissing !== null ? { status: 'unavailable', reason: stMissing } : await attempt(() => safetensorsFigures(env.python!, sizes.stateBytes, dir, sizes.repeats));
+    for (let rep = 1; rep <= sizes.repeats; rep++) {
+      log(`peers: checkpoint ${sizes.stateBytes} bytes, repeat ${rep}/${sizes.repeats}: detsim durable commit + restore`);
+      detsimRuns.push(await attempt(() => measureDetsimCheckpoint({ stateBytes: sizes.stateBytes, dir, repeats: 1 })));
+      log(`peers: checkpoint ${sizes.stateBytes} bytes, repeat ${rep}/${sizes.repeats}: safetensors save_file + fsync, load_file + SHA-256`);
+      stRuns.push(stMissing !== null ? { status: 'unavailable', reason: stMissing } : await attempt(() => safetensorsFigures(env.python!, sizes.stateBytes, dir, 1)));
+    }
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+  const detsimCk = mergeRuns(detsimRuns, (a, b) => ({ ...a, save: merged(a.save, b.save, sizes.stateBytes), restoreVerify: merged(a.restoreVerify, b.restoreVerify, sizes.stateBytes) }));
+  const stCk = mergeRuns(stRuns, (a, b) => ({ ...a, save: merged(a.save, b.save, sizes.stateBytes), loadVerify: merged(a.loadVerify, b.loadVerify, sizes.stateBytes) }));
   const d = detsimCk.status === 'measured' ? detsimCk : null;
   const s = stCk.status === 'measured' ? stCk : null;
   const ckRows: CheckpointRow[] = [

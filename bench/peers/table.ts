@@ -29,6 +29,11 @@ function why(f: { status: string; reason?: string }): string {
   return f.status === 'unavailable' ? ` (unavailable: ${f.reason})` : '';
 }
 
+/** detsim's own side has no "unavailable": when it has no figure, it failed. */
+function failed(f: { status: string; reason?: string }): string {
+  return f.status === 'unavailable' ? ` FAILED: ${f.reason}` : '';
+}
+
 export function peersTable(r: PeersReport): string {
   const lines: string[] = [];
   lines.push('| N | detsim agent-steps/s | detsim agent processes | Gymnasium env-steps/s | Gymnasium processes | detsim ÷ peer |');
@@ -46,8 +51,8 @@ export function peersTable(r: PeersReport): string {
     lines.push(`| ${row.operation} | ${fmt(row.detsimMBps)} | ${fmt(row.safetensorsMBps)} | ${ratio(row.ratio)} |`);
   }
   const notes = [
-    ...r.lockstep.rows.flatMap((row) => [why(row.detsim) && `detsim N=${row.n}${why(row.detsim)}`, why(row.gymnasium) && `Gymnasium N=${row.n}${why(row.gymnasium)}`]),
-    why(r.checkpoint.detsim) && `detsim checkpoint${why(r.checkpoint.detsim)}`,
+    ...r.lockstep.rows.flatMap((row) => [failed(row.detsim) && `detsim N=${row.n}${failed(row.detsim)}`, why(row.gymnasium) && `Gymnasium N=${row.n}${why(row.gymnasium)}`]),
+    failed(r.checkpoint.detsim) && `detsim checkpoint${failed(r.checkpoint.detsim)}`,
     why(r.checkpoint.safetensors) && `safetensors${why(r.checkpoint.safetensors)}`,
   ].filter((x) => x);
   if (notes.length > 0) lines.push('', ...notes.map((n) => `- ${n}`));

@@ -48,6 +48,14 @@ export function peersFigures(r: PeersReport): Figure[] {
   return figures;
 }
 
+/** detsim comparisons that have no figure because detsim itself failed (never a peer's fault). */
+export function detsimFailures(r: PeersReport): { comparison: string; reason: string }[] {
+  const out: { comparison: string; reason: string }[] = [];
+  for (const row of r.lockstep.rows) if (row.detsim.status === 'unavailable') out.push({ comparison: `gymnasium.n${row.n}`, reason: row.detsim.reason });
+  if (r.checkpoint.detsim.status === 'unavailable') out.push({ comparison: 'safetensors', reason: r.checkpoint.detsim.reason });
+  return out;
+}
+
 export const peers: BenchSuite = {
   name: 'peers',
   description: 'detsim beside its peers in the same run: walker/forage vs Gymnasium AsyncVectorEnv (N = 1, 4, 16); 256 MiB durable commit and restore vs safetensors save/load (peers from bench/.venv, pinned in bench/peers/requirements.txt)',
@@ -57,7 +65,7 @@ export const peers: BenchSuite = {
     const gap = largestGap(report);
     return {
       figures: peersFigures(report),
-      details: { peers: report.peers, largestGap: gap, report },
+      details: { peers: report.peers, detsimFailures: detsimFailures(report), largestGap: gap, report },
     };
   },
 };

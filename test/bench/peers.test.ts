@@ -57,6 +57,7 @@ function checkReceipt(receipt: Record<string, any>): { figures: Fig[]; peers: Pe
   const figures = suite.figures as Fig[];
   const peers = suite.details.peers as PeerStatus[];
   // detsim's own side is always measured: a broken detsim is a failure, not an unavailable peer.
+  expect(suite.details.detsimFailures).toEqual([]);
   expect(figures.map((f) => f.id)).toEqual(['gymnasium.n1', 'safetensors.save', 'safetensors.load']);
   expect(peers.map((p) => p.peer)).toEqual(['gymnasium', 'safetensors']);
   for (const f of figures) {
