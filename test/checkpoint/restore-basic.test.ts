@@ -26,5 +26,5 @@ describe('capture and group restore (in process)', () => {
     } finally {
       await s.close();
     }
-  });
+  }, 120_000);
 });

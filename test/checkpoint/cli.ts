@@ -1,0 +1,56 @@
+// Driving the real CLI (node --import tsx coordinator/cli/main.ts) from checkpoint tests: a run,
+// a run killed with SIGKILL once its ledger shows a committed checkpoint, and resume.
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parseStrict } from '../../coordinator/formats/canonical-json.js';
+import type { TransitionTrace } from '../../coordinator/trace.js';
+
+const CLI = ['--import', 'tsx', 'coordinator/cli/main.ts'];
+
+export function detsim(args: string[], timeout = 240_000) {
+  return spawnSync(process.execPath, [...CLI, ...args], { encoding: 'utf8', timeout });
+}
+
+export function committedIds(runDir: string): string[] {
+  const path = join(runDir, 'ledger.jsonl');
+  if (!existsSync(path)) return [];
+  const out: string[] = [];
+  for (const line of readFileSync(path, 'utf8').split('\n')) {
+    const m = /"checkpointId":"([^"]+)".*"event":"committed"/.exec(line);
+    if (m) out.push(m[1]!);
+  }
+  return out;
+}
+
+/**
+ * Start `detsim run` as a child and SIGKILL it once `ready(runDir)` holds (polled), optionally
+ * after a further delay. Resolves with the run directory once the child is gone.
+ */
+export async function runAndKill(args: string[], runDir: string, ready: (runDir: string) => boolean, extraDelayMs = 0, budgetMs = 180_000): Promise<{ killed: boolean }> {
+  const child = spawn(process.execPath, [...CLI, ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+  const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+  const started = Date.now();
+  let done = false;
+  void exited.then(() => (done = true));
+  while (!done && !ready(runDir)) {
+    if (Date.now() - started > budgetMs) break;
+    await new Promise((r) => setTimeout(r, 40));
+  }
+  if (!done && extraDelayMs > 0) await new Promise((r) => setTimeout(r, extraDelayMs));
+  const killed = !done;
+  if (killed) child.kill('SIGKILL');
+  const code = await exited;
+  if (!killed && code !== 0) throw new Error(`detsim run exited ${code}: ${stderr}`);
+  return { killed };
+}
+
+export function traces(runDir: string, file = 'trace.jsonl'): TransitionTrace[] {
+  return readFileSync(join(runDir, file), 'utf8').split('\n').filter((l) => l !== '').map((l) => parseStrict(l) as unknown as TransitionTrace);
+}
+
+export function summary(runDir: string): Record<string, any> {
+  return parseStrict(readFileSync(join(runDir, 'summary.json'))) as Record<string, any>;
+}
