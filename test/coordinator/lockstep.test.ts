@@ -5,6 +5,7 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { parseConfigText, resolveConfig } from '../../coordinator/config.js';
 import { canonicalize, sha256Hex } from '../../coordinator/formats/canonical-json.js';
+import type { Fleet } from '../../coordinator/launcher.js';
 import { runSession } from '../../coordinator/run.js';
 import { compareBehaviours, describeDifference } from '../../coordinator/trace.js';
 import { childPids, loadPlan, readRun, tmpOut } from './helpers.js';
@@ -49,6 +50,26 @@ describe('lockstep: forage-walkers (16 walkers, 4 agent workers)', () => {
     expect(behaviourLines(second.runDir)).toEqual(behaviourLines(first.runDir));
     const pids = (dir: string) => readRun(dir).traces[0]!.operational.pids.map((p) => p.pid);
     expect(pids(second.runDir)).not.toEqual(pids(first.runDir));
+  }, 120_000);
+
+  it('Prepare and Commit replies dropped in transport are re-sent under the same request id: same behaviour, no second tick', async () => {
+    let fleet: Fleet | undefined;
+    const r = await runSession(plan, {
+      outDir: out,
+      steps: 4,
+      hooks: {
+        onLaunched: (f) => (fleet = f),
+        beforePhase: (step, phase) => {
+          if (step === 1n && phase === 'prepare') fleet!.agents[1]!.client.faults.dropNextReply('Agent.Prepare');
+          if (step === 2n && phase === 'commit') fleet!.agents[3]!.client.faults.dropNextReply('Agent.Commit');
+        },
+      },
+    });
+    const { log, traces } = readRun(r.runDir);
+    expect(log.match(/reply dropped; re-sending the same request/g)).toHaveLength(2);
+    // The retry reused the original request id, and the worker answered from its cache.
+    expect(r.behaviourDigest).toBe(first.behaviourDigest);
+    expect(traces.map((t) => canonicalize(t.behaviour))).toEqual(behaviourLines(first.runDir));
   }, 120_000);
 
   it('sequential, concurrent and reversed dispatch give identical traces', async () => {
