@@ -3,9 +3,10 @@
 import { createHash } from 'node:crypto';
 import { appendFile, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import fc from 'fast-check';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { DetsimError } from '../../coordinator/formats/errors.js';
-import { LEDGER_FILE, LEDGER_GENESIS, Ledger, verifyLedger } from '../../coordinator/store/ledger.js';
+import { LEDGER_FILE, LEDGER_GENESIS, LEDGER_HEAD_FILE, Ledger, verifyLedger, verifyLedgerBytes } from '../../coordinator/store/ledger.js';
 import { removeDir, tempDir } from './helpers.js';
 
 let dir: string;
@@ -101,5 +102,44 @@ describe('ledger.jsonl', () => {
     await expect(ledger.append({ event: 'deleted' as 'run' })).rejects.toThrow(/not one of/);
     await expect(ledger.append({ event: 'captured', checkpointId: 'Bad Id' })).rejects.toThrow(/checkpointId/);
     await expect(readFile(join(dir, LEDGER_FILE))).rejects.toThrow(/ENOENT/);
+  });
+});
+
+describe('ledger tamper detection (property)', () => {
+  it('any single deleted, swapped or byte-modified line is detected and the first affected line named', async () => {
+    const ledger = await Ledger.open(dir);
+    for (let n = 1; n <= 12; n++) await ledger.append({ event: n % 2 ? 'queued' : 'committed', checkpointId: `ckpt-${n}`, boundary: String(n), epoch: 'e1' });
+    const text = await readFile(join(dir, LEDGER_FILE), 'utf8');
+    const head = await readFile(join(dir, LEDGER_HEAD_FILE));
+    const original = text.split('\n').slice(0, -1);
+    const edit = fc.oneof(
+      fc.record({ op: fc.constant('delete' as const), i: fc.nat({ max: 11 }) }),
+      fc.record({ op: fc.constant('swap' as const), i: fc.nat({ max: 10 }), d: fc.integer({ min: 1, max: 11 }) }),
+      fc.record({ op: fc.constant('modify' as const), i: fc.nat({ max: 11 }), at: fc.nat(), ch: fc.constantFrom('0', '9', 'a', 'f', 'x', '"', '{', ' ') }),
+    );
+    fc.assert(
+      fc.property(edit, (e) => {
+        const ls = [...original];
+        let line: number;
+        if (e.op === 'delete') {
+          ls.splice(e.i, 1);
+          line = e.i + 1;
+        } else if (e.op === 'swap') {
+          const j = Math.min(11, e.i + e.d);
+          [ls[e.i], ls[j]] = [ls[j]!, ls[e.i]!];
+          line = e.i + 1;
+        } else {
+          const l = ls[e.i]!;
+          const at = e.at % l.length;
+          fc.pre(l[at] !== e.ch);
+          ls[e.i] = l.slice(0, at) + e.ch + l.slice(at + 1);
+          line = e.i + 1;
+        }
+        const result = verifyLedgerBytes(Buffer.from(ls.map((l) => `${l}\n`).join('')), head);
+        expect(result.ok).toBe(false);
+        expect(result.problem!.line).toBe(line);
+      }),
+      { numRuns: 300, seed: 20261129 },
+    );
   });
 });
