@@ -9,10 +9,16 @@ import { Xorshift32 } from '../../coordinator/formats/xorshift.js';
 import { buildRustCli, rustBatch, skipReason, tsOutcome } from './rust-cli.js';
 
 const validId = fc.stringMatching(/^[a-z0-9][a-z0-9._-]{0,63}$/);
-const anyId = fc.oneof({ weight: 6, arbitrary: validId }, { weight: 1, arbitrary: fc.string({ maxLength: 90 }) }, { weight: 1, arbitrary: fc.constantFrom('', 'Fly-A', 'a'.repeat(65), ' fly', 'fly\n') });
+const anyId = fc.oneof(
+  { weight: 6, arbitrary: validId },
+  { weight: 1, arbitrary: fc.string({ maxLength: 90 }) },
+  { weight: 1, arbitrary: fc.constantFrom('', 'Fly-A', 'a'.repeat(65), ' fly', 'fly\n') },
+  { weight: 1, arbitrary: fc.constantFrom(3, null, false, ['fly-a'], { id: 'fly-a' }) as fc.Arbitrary<never> },
+);
 const validMaster = fc.bigInt({ min: 0n, max: 2n ** 64n - 1n }).map(String);
 const anyMaster = fc.oneof(
   { weight: 6, arbitrary: validMaster },
+  { weight: 1, arbitrary: fc.constantFrom(7, null, true, ['1'], { n: '1' }) as fc.Arbitrary<never> },
   { weight: 1, arbitrary: fc.constantFrom('01', '', '-1', '+1', '1.0', '1e3', ' 1', '18446744073709551616', '0x10', '99999999999999999999') },
   { weight: 1, arbitrary: fc.string({ maxLength: 100 }) },
 );

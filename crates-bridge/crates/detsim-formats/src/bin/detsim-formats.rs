@@ -47,12 +47,20 @@ fn canonicalize_cmd(bytes: &[u8]) -> Result<Output, DetsimError> {
 }
 
 fn seed_cmd(input: &Value) -> Result<Output, DetsimError> {
-    let master = field(input, "masterSeed")?.as_str().ok_or_else(|| input_error("masterSeed is not a string", "masterSeed"))?;
+    // A value of the wrong type is refused by the same reader, in the same order, as in TypeScript.
+    let master_value = input.get("masterSeed");
+    let master = match master_value {
+        Some(Value::String(s)) => s.as_str(),
+        other => return Err(detsim_formats::scalars::u64_error(other, "masterSeed")),
+    };
     let ids = field(input, "agentIds")?.as_array().ok_or_else(|| input_error("agentIds is not an array", "agentIds"))?;
+    if !detsim_formats::scalars::is_u64(master) {
+        return Err(detsim_formats::scalars::u64_error(master_value, "masterSeed"));
+    }
     let ids: Vec<&str> = ids
         .iter()
         .enumerate()
-        .map(|(i, v)| v.as_str().ok_or_else(|| input_error(format!("agentIds[{i}] is not a string"), &format!("agentIds[{i}]"))))
+        .map(|(i, v)| detsim_formats::scalars::read_id(Some(v), &format!("agentIds[{i}]")))
         .collect::<Result<_, _>>()?;
     Ok(Output::Json(derive_seeds(master, &ids)?.to_json()))
 }
