@@ -490,6 +490,7 @@ export class AgentHost {
     expect('model', typeof payload.model === 'string', 'must be a string');
     expect('params', typeof payload.params === 'object' && payload.params !== null, 'must be an object');
     expect('observation', typeof payload.observation === 'object' && payload.observation !== null, 'must be an object');
+    expect('strict', typeof payload.strict === 'boolean', 'must be a boolean');
     try {
       readI32(payload.seed, 'payload.seed');
     } catch (e) {

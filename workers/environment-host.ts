@@ -346,6 +346,7 @@ export class EnvironmentHost {
     expect('model', typeof payload.model === 'string', 'must be a string');
     expect('params', typeof payload.params === 'object' && payload.params !== null, 'must be an object');
     expect('seed', typeof payload.seed === 'number' && Number.isInteger(payload.seed), 'must be an i32');
+    expect('strict', typeof payload.strict === 'boolean', 'must be a boolean');
     return payload;
   }
 
