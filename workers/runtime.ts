@@ -11,7 +11,6 @@ import {
   type Request, type Role, decodeBody, readRequest,
 } from '../coordinator/protocol/index.js';
 import { AgentHost } from './agent-host.js';
-import { sha256 } from './checks.js';
 import { EnvironmentHost } from './environment-host.js';
 import type { HostContext, HostReply } from './host-context.js';
 import { LifecycleCache } from './op-cache.js';
@@ -110,7 +109,9 @@ export class WorkerRuntime implements HostContext {
     if (this.stopping) throw new ProtocolRefusal('INVALID_PHASE', 'the worker is stopping');
     if (!LIFECYCLE.has(req.method)) return this.route(req, attachment);
     // Lifecycle replies are kept until acknowledged: the same id and body replays the reply.
-    const digest = canonicalDigest({ method: req.method, scope: req.scope, params: req.params, attachment: attachment ? sha256(attachment) : null });
+    // The attachment is not hashed here: StageRestore's params name its digest and the host verifies
+    // it, so the params already identify the request (and a 256 MiB payload is hashed only once).
+    const digest = canonicalDigest({ method: req.method, scope: req.scope, params: req.params });
     const cached = this.lifecycle.get(req.requestId);
     if (cached) {
       if (cached.digest !== digest) throw new ProtocolRefusal('CONFLICT', `${req.requestId} was already used for a different ${req.method} request`);
