@@ -69,7 +69,7 @@ export interface PeersSizes {
   repeats: number;
 }
 
-export const FULL_SIZES: PeersSizes = { sizes: [1, 4, 16], steps: 3000, warmupSteps: 200, stateBytes: 256 * 1024 * 1024, repeats: 3 };
+export const FULL_SIZES: PeersSizes = { sizes: [1, 4, 16], steps: 3000, warmupSteps: 200, stateBytes: 256 * 1024 * 1024, repeats: 5 };
 export const QUICK_SIZES: PeersSizes = { sizes: [1], steps: 40, warmupSteps: 10, stateBytes: 1024 * 1024, repeats: 1 };
 /** The world both sides step: forage-v1 parameters (the Python peer mirrors its rules). */
 const TORUS = { width: 32, height: 32, food: 16 };
