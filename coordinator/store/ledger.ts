@@ -1,6 +1,13 @@
 // The run ledger: an append-only, hash-chained `ledger.jsonl` in the run directory recording run,
 // checkpoint and restore events, with `ledger.head.json` anchoring the last line so removal at the
 // end is detected too. It is NOT the behaviour trace and holds no wall-clock times.
+//
+// Format (ledger-v1). `ledger.jsonl`: one RFC 8785 canonical JSON object per line, then "\n":
+//   {boundary?, checkpointId?, detail?, epoch?, event, prev, seq, sessionId?}
+// `seq` is the 1-based line number (U64 string); `prev` is the hex SHA-256 of the previous line's
+// bytes without its "\n" (line 1: LEDGER_GENESIS). `ledger.head.json` = {lastHash, ledgerVersion: 1,
+// lines}, replaced durably after each fsynced append; lines after the head are a crash between the
+// two writes and are accepted, fewer lines than the head means lines were removed at the end.
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { canonicalBytes, parseCanonical, sha256Hex, type JsonValue } from '../formats/canonical-json.js';
