@@ -269,7 +269,7 @@ export class AgentHost {
       };
       slot.phase = 'prepared';
       slot.preparedIds = new Set([req.requestId]);
-      this.cache.put(p.key, slot.committedStep, { digest: p.digest, result });
+      this.cache.put(p.key, slot.committedStep, { digest: p.digest, result, requestId: req.requestId });
       this.ctx.progress(req.requestId);
       out.push(result);
     }
@@ -318,7 +318,7 @@ export class AgentHost {
       slot.phase = 'ready';
       slot.preparedIds = new Set();
       const result: JsonObject = { agentId: slot.agentId, committedStep: slot.committedStep.toString() };
-      this.cache.put(p.key, step, { digest: p.digest, result });
+      this.cache.put(p.key, step, { digest: p.digest, result, requestId: req.requestId });
       this.ctx.progress(req.requestId);
       out.push(result);
     }
@@ -345,6 +345,9 @@ export class AgentHost {
         if (hit.digest !== digest) throw new ProtocolRefusal('CONFLICT', `agent ${slot.agentId}: ${req.method} for step ${scope.step} was already answered for a different body`);
         plan.push({ slot, key, digest, cached: hit.result });
         continue;
+      }
+      if (BigInt(scope.step) < slot.committedStep && this.cache.hasExpired(req.requestId)) {
+        throw new ProtocolRefusal('RESULT_EXPIRED', `agent ${slot.agentId}: the result of ${req.requestId} (${req.method}, step ${scope.step}) is no longer kept`, 'applied');
       }
       checkStep(scope, slot.committedStep, `agent ${slot.agentId}`);
       phaseCheck(slot);

@@ -176,6 +176,9 @@ export class EnvironmentHost {
       if (hit.digest !== digest) throw new ProtocolRefusal('CONFLICT', `Environment.Advance for step ${scope.step} was already answered for a different body`);
       return { result: hit.result };
     }
+    if (BigInt(scope.step) < env.boundary && this.cache.hasExpired(req.requestId)) {
+      throw new ProtocolRefusal('RESULT_EXPIRED', `environment: the result of ${req.requestId} (step ${scope.step}) is no longer kept`, 'applied');
+    }
     const step = checkStep(scope, env.boundary, `environment ${env.environmentId}`);
     let batchId: string;
     const actions: PortAction[] = [];
@@ -222,7 +225,7 @@ export class EnvironmentHost {
       eventIds: outcome.eventIds,
       worldDigest: canonicalDigest(world),
     };
-    this.cache.put(key, step, { digest, result });
+    this.cache.put(key, step, { digest, result, requestId: req.requestId });
     if (env.boundary >= 2n) this.cache.evictBefore(env.boundary - 2n);
     this.ctx.progress(req.requestId);
     return { result };

@@ -7,7 +7,12 @@ export interface StepEntry<T> {
   /** Identity of the body under this key: the canonical text of the params entry (method and scope are in the key). */
   digest: string;
   result: T;
+  /** The request that executed it (remembered after eviction, for RESULT_EXPIRED). */
+  requestId: string;
 }
+
+/** How many request ids of evicted results are remembered. */
+const EXPIRED_MEMORY = 4096;
 
 /** The operation key minus the constant parts (session and worker are fixed per process). */
 export function opKey(scope: Scope, method: string, agentId: string | null): string {
@@ -16,6 +21,7 @@ export function opKey(scope: Scope, method: string, agentId: string | null): str
 
 export class StepCache<T> {
   private readonly entries = new Map<string, { step: bigint; entry: StepEntry<T> }>();
+  private readonly expired = new Set<string>();
 
   get(key: string): StepEntry<T> | undefined {
     return this.entries.get(key)?.entry;
@@ -27,7 +33,17 @@ export class StepCache<T> {
 
   /** Keep only results of steps >= minStep (the current and the previous step). */
   evictBefore(minStep: bigint): void {
-    for (const [key, v] of this.entries) if (v.step < minStep) this.entries.delete(key);
+    for (const [key, v] of this.entries) {
+      if (v.step >= minStep) continue;
+      this.entries.delete(key);
+      this.expired.add(v.entry.requestId);
+      if (this.expired.size > EXPIRED_MEMORY) this.expired.delete(this.expired.values().next().value as string);
+    }
+  }
+
+  /** Whether this request id executed a result that has since been evicted. */
+  hasExpired(requestId: string): boolean {
+    return this.expired.has(requestId);
   }
 
   /** Drop everything keyed to this agent (after a restore installs a new timeline). */

@@ -1,6 +1,6 @@
 // Agent workers as real processes over gRPC: batched Initialize/Prepare/Commit, the 60 Hz tick
 // vector, idempotent retries after a dropped reply (no second tick, no second RNG draw),
-// CONFLICT, STALE_EPOCH / STALE_STEP / FUTURE_STEP and phase refusals.
+// CONFLICT, STALE_EPOCH / STALE_STEP / FUTURE_STEP / RESULT_EXPIRED and phase refusals.
 import { afterAll, describe, expect, it } from 'vitest';
 import { METHODS, type WorkerClient } from '../../coordinator/protocol/index.js';
 import { STEP_60HZ, type SpawnedWorker, errorOf, resultOf, scope, spawnWorker, stopAll } from './harness.js';
@@ -121,11 +121,16 @@ describe('agent worker', () => {
 
   it('refuses old epochs, old and future steps, and out-of-phase calls before mutating', async () => {
     const w = await boot('w-stale');
+    const prepIds: string[] = [];
     for (let k = 0; k < 3; k++) {
       const p = await prepare(w.client, k);
+      prepIds.push(p.requestId);
       await commit(w.client, p.requestId, k);
     }
     const before = await progress(w.client);
+    // the original request of an evicted step: RESULT_EXPIRED (it did run); a fresh id: STALE_STEP
+    const expired = errorOf(await w.client.call(METHODS.agentPrepare, scope(0), { agents: IDS }, { requestId: prepIds[0] }));
+    expect(expired).toMatchObject({ code: 'RESULT_EXPIRED', mutation: 'applied' });
     const call = (method: string, s: ReturnType<typeof scope>, params: Record<string, unknown>) => w.client.call(method, s, params).then(errorOf);
     expect(await call(METHODS.agentPrepare, scope(3, 'e0'), { agents: IDS })).toMatchObject({ code: 'STALE_EPOCH', mutation: 'none' });
     expect(await call(METHODS.agentPrepare, scope(0), { agents: IDS })).toMatchObject({ code: 'STALE_STEP', mutation: 'none' });
