@@ -149,7 +149,7 @@ export class Lockstep {
       for (const entry of this.entriesFor(rep.worker, rep.result.agents, ctx)) {
         this.expect(entry.committedStep === '0', `${entry.agentId}: committedStep is ${JSON.stringify(entry.committedStep)}, expected "0"`, ctx);
         this.checkDigest(entry.profileDigest, `${entry.agentId}.profileDigest`, ctx);
-        RationalNs.readDuration(entry.tickDuration, `${entry.agentId}.tickDuration`);
+        this.checked(ctx, () => RationalNs.readDuration(entry.tickDuration, `${entry.agentId}.tickDuration`));
         agents.set(entry.agentId, entry);
       }
     }
@@ -190,9 +190,11 @@ export class Lockstep {
     for (const rep of prepared) {
       const ctx = this.ctx(rep.worker, 'prepare', k);
       for (const d of this.entriesFor(rep.worker, rep.result.agents, ctx)) {
-        readU64(d.ticksAdvanced, `${d.agentId}.ticksAdvanced`);
-        readU64(d.brainTicks, `${d.agentId}.brainTicks`);
-        RationalNs.read(d.remainder, `${d.agentId}.remainder`);
+        this.checked(ctx, () => {
+          readU64(d.ticksAdvanced, `${d.agentId}.ticksAdvanced`);
+          readU64(d.brainTicks, `${d.agentId}.brainTicks`);
+          RationalNs.read(d.remainder, `${d.agentId}.remainder`);
+        });
         this.expect(isObject(d.decision), `${d.agentId}: decision is not an object`, ctx);
         decisions.set(d.agentId, { d, requestId: rep.requestId });
       }
@@ -398,6 +400,16 @@ export class Lockstep {
 
   private expect(cond: boolean, what: string, ctx: ReturnType<Lockstep['ctx']>): asserts cond {
     if (!cond) throw new RunFailure('protocol', what, ctx);
+  }
+
+  /** Run a scalar reader on a reply field; its refusal becomes a protocol failure naming the worker. */
+  private checked(ctx: ReturnType<Lockstep['ctx']>, read: () => unknown): void {
+    try {
+      read();
+    } catch (e) {
+      if (e instanceof DetsimError) throw new RunFailure('protocol', e.message, ctx);
+      throw e;
+    }
   }
 
   private checkDigest(value: unknown, field: string, ctx: ReturnType<Lockstep['ctx']>): void {
