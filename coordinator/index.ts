@@ -72,3 +72,23 @@ export type { Attestation, Grade, Verdict, ChecklistItem } from './receipt/attes
 export { verify, defaultConfigs, tableCheck, canonicalCheck, goldenMarkerCheck } from './receipt/verify.js';
 export type { VerifyOptions, VerifyResult } from './receipt/verify.js';
 export { reasonRows, reasonsText, reasonsMarkdown, FAMILIES as REASON_FAMILIES } from './receipt/reasons-doc.js';
+// Checkpoint capture, group restore and resume (coordinator/checkpoint, issue 4).
+export { CheckpointGroup, RollingBehaviour, BEHAVIOUR_CHAIN_GENESIS } from './checkpoint/group.js';
+export type { GroupPhase, GroupOptions } from './checkpoint/group.js';
+export { captureGroup, checkpointIdFor } from './checkpoint/capture.js';
+export type { CaptureOptions, CaptureReceipt } from './checkpoint/capture.js';
+export { restoreGroup, loadCheckpoint } from './checkpoint/restore.js';
+export type { RestoreSource, RestoreOptions, RestoreHooks, RestoreReport, RestoredParticipant } from './checkpoint/restore.js';
+export { CheckpointRefusal, isCheckpointRefusal } from './checkpoint/refusal.js';
+export type { CheckpointStatus, Participant } from './checkpoint/refusal.js';
+export { compatibilityBlock, compositionDigest, expectedAgentDigest, expectedEnvironmentDigest, COMPATIBILITY_FIELDS, SCHEDULER_ID, EPISODE_ID } from './checkpoint/compatibility.js';
+export type { LiveComposition, CompatibilityBlock } from './checkpoint/compatibility.js';
+export { buildCheckpoint, readCoordinatorPayloads, PAYLOAD_NAMES } from './checkpoint/manifest.js';
+export { openCheckpointing, storeDirOf, STORE_DIR } from './checkpoint/checkpointing.js';
+export type { Checkpointing, CheckpointingOptions } from './checkpoint/checkpointing.js';
+export { CheckpointRun, DEFAULT_KEEP, DEFAULT_DURABLE_WAIT_MS } from './checkpoint/run-checkpoints.js';
+export type { CheckpointRunOptions, CheckpointRunReport } from './checkpoint/run-checkpoints.js';
+export { resumeRun, splitTrace, ABANDONED_TRACE_FILE } from './checkpoint/resume.js';
+export type { ResumeOptions, ResumeResult, ResumeProgress } from './checkpoint/resume.js';
+export { readRunRecord } from './checkpoint/run-record.js';
+export type { RunExtension, RunExtensionContext } from './run.js';

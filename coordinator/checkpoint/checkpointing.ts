@@ -2,6 +2,7 @@
 // writer queue in front of it and the hash-chained `<runDir>/ledger.jsonl`, with writer events
 // wired into the ledger. NOT capture/restore, and it never decides when to checkpoint.
 import { join } from 'node:path';
+import type { DurableFs } from '../store/durable-fs.js';
 import { ledgerEventOfWriter, Ledger } from '../store/ledger.js';
 import { CheckpointStore } from '../store/store.js';
 import { CheckpointWriter } from '../store/writer.js';
@@ -18,6 +19,8 @@ export interface CheckpointingOptions {
   keep?: number;
   capacity?: number;
   maxQueuedBytes?: number;
+  /** The store's file layer (tests inject ENOSPC/EIO through its hooks). */
+  fs?: DurableFs;
 }
 
 export function storeDirOf(runDir: string): string {
@@ -26,7 +29,7 @@ export function storeDirOf(runDir: string): string {
 
 export async function openCheckpointing(runDir: string, opts: CheckpointingOptions = {}): Promise<Checkpointing> {
   const ledger = await Ledger.open(runDir);
-  const store = await CheckpointStore.open(storeDirOf(runDir), { create: true, ...(opts.keep !== undefined ? { keep: opts.keep } : {}) });
+  const store = await CheckpointStore.open(storeDirOf(runDir), { create: true, ...(opts.keep !== undefined ? { keep: opts.keep } : {}), ...(opts.fs ? { fs: opts.fs } : {}) });
   const writer = new CheckpointWriter(store, {
     ...(opts.capacity !== undefined ? { capacity: opts.capacity } : {}),
     ...(opts.maxQueuedBytes !== undefined ? { maxQueuedBytes: opts.maxQueuedBytes } : {}),

@@ -6,6 +6,7 @@
 import type { Id } from '../formats/scalars.js';
 import type { RunExtension, RunExtensionContext } from '../run.js';
 import type { RunFailure } from '../run-failure.js';
+import type { DurableFs } from '../store/durable-fs.js';
 import type { SaveOutcome } from '../store/writer.js';
 import type { TransitionTrace } from '../trace.js';
 import { captureGroup, checkpointIdFor } from './capture.js';
@@ -29,6 +30,8 @@ export interface CheckpointRunOptions {
   hot?: boolean;
   /** Base epoch of the run (a resumed run passes its first epoch). */
   baseEpoch?: Id;
+  /** The store's file layer (tests inject write errors). */
+  fs?: DurableFs;
   /** Called with each outcome / refusal as it happens (the CLI prints them). */
   onEvent?: (line: string) => void;
 }
@@ -70,7 +73,7 @@ export class CheckpointRun implements RunExtension {
   }
 
   async started(ctx: RunExtensionContext): Promise<void> {
-    const ck = await openCheckpointing(ctx.runDir, { keep: this.report.keep, capacity: this.opts.capacity, maxQueuedBytes: this.opts.maxQueuedBytes });
+    const ck = await openCheckpointing(ctx.runDir, { keep: this.report.keep, capacity: this.opts.capacity, maxQueuedBytes: this.opts.maxQueuedBytes, fs: this.opts.fs });
     const group = new CheckpointGroup({ plan: ctx.plan, fleet: ctx.fleet, lockstep: ctx.lockstep, logger: ctx.logger, writer: ck.writer, ledger: ck.ledger, baseEpoch: this.opts.baseEpoch ?? ctx.epoch });
     await ck.ledger.append({ event: 'run', epoch: ctx.epoch, sessionId: ctx.plan.sessionId, boundary: ctx.lockstep.boundary.toString(), detail: { checkpointEvery: String(this.opts.every), keep: String(this.report.keep), policy: FAILURE_POLICY, steps: String(ctx.steps) } });
     this.attach(ctx, group, ck);

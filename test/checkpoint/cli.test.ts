@@ -1,0 +1,63 @@
+// The checkpoint CLI surface: `detsim run --checkpoint-every K --keep N` prints what committed;
+// bad flags are refused with one line and exit 2; `detsim resume` refuses a run without a store
+// (exit 2), an unknown checkpoint id, and a damaged generation (exit 1, the check named) without
+// changing anything in the run directory.
+import { cpSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { detsim } from './cli.js';
+import { tmpDir } from './harness.js';
+
+describe('detsim run --checkpoint-every / detsim resume (CLI)', () => {
+  it('prints the committed count, keeps N, and resume refuses what it must without touching the run', () => {
+    const out = tmpDir('detsim-ckcli-');
+    const r = detsim(['run', 'examples/lif-pair.yaml', '--steps', '4', '--checkpoint-every', '1', '--keep', '2', '--out', out]);
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/^checkpoints\s+4 committed of 4 captured \(every 1 steps, keep 2, high-water ckpt-e1-4\)$/m);
+    expect(r.stderr).toMatch(/checkpoint ckpt-e1-4 committed \(boundary 4\)/);
+    const runDir = join(out, 'lif-pair-1');
+    const store = JSON.parse(readFileSync(join(runDir, 'store', 'manifest.json'), 'utf8')) as { generations: { checkpointId: string }[] };
+    expect(store.generations.map((g) => g.checkpointId)).toEqual(['ckpt-e1-3', 'ckpt-e1-4']);
+
+    // A damaged generation: resume refuses naming the check (exit 1), nothing in the run changes.
+    const damaged = join(out, 'damaged');
+    cpSync(runDir, damaged, { recursive: true });
+    const gen = join(damaged, 'store', 'ckpt-e1-4.flysess');
+    const bytes = readFileSync(gen);
+    bytes[200]! ^= 0x01;
+    writeFileSync(gen, bytes);
+    const trace = readFileSync(join(damaged, 'trace.jsonl'), 'utf8');
+    const summary = readFileSync(join(damaged, 'summary.json'), 'utf8');
+    const bad = detsim(['resume', damaged, '--steps', '4']);
+    expect(bad.status).toBe(1);
+    expect(bad.stderr.trim().split('\n').at(-1)).toMatch(/^detsim: \[audit_envelope_digest\] checkpoint refused: ckpt-e1-4: .*check 2 \(footer digest\)/);
+    expect(readFileSync(join(damaged, 'trace.jsonl'), 'utf8')).toBe(trace);
+    expect(readFileSync(join(damaged, 'summary.json'), 'utf8')).toBe(summary);
+    expect(existsSync(join(damaged, 'trace.abandoned.jsonl'))).toBe(false);
+
+    const unknown = detsim(['resume', runDir, '--checkpoint', 'ckpt-e1-1']);
+    expect(unknown.status).toBe(2);
+    expect(unknown.stderr).toMatch(/^detsim: \[ident_checkpoint_unknown\] /m);
+
+    // The undamaged run resumes from its older generation.
+    const ok = detsim(['resume', runDir, '--checkpoint', 'ckpt-e1-3']);
+    expect(ok.status, ok.stderr).toBe(0);
+    expect(ok.stdout).toMatch(/restored\s+ckpt-e1-3 at boundary 3 into epoch e2 \(1 later steps abandoned\)/);
+  }, 300_000);
+
+  it('refuses bad flags and a run directory without a store (exit 2, one line)', () => {
+    const out = tmpDir('detsim-ckcli-');
+    const keepAlone = detsim(['run', 'examples/lif-pair.yaml', '--keep', '2', '--out', out]);
+    expect(keepAlone.status).toBe(2);
+    expect(keepAlone.stderr.trim()).toMatch(/^detsim: \[struct_invalid_field\] --keep: only meaningful with --checkpoint-every$/);
+    const zero = detsim(['run', 'examples/lif-pair.yaml', '--checkpoint-every', '0', '--out', out]);
+    expect(zero.status).toBe(2);
+    expect(zero.stderr.trim()).toMatch(/^detsim: \[struct_invalid_field\] --checkpoint-every: "0" is not a positive whole number$/);
+    expect(existsSync(join(out, 'lif-pair-1'))).toBe(false);
+    const plain = detsim(['run', 'examples/lif-pair.yaml', '--steps', '1', '--out', out]);
+    expect(plain.status, plain.stderr).toBe(0);
+    const noStore = detsim(['resume', join(out, 'lif-pair-1')]);
+    expect(noStore.status).toBe(2);
+    expect(noStore.stderr.trim()).toMatch(/^detsim: \[struct_run_record\] .*no checkpoint store/);
+  }, 300_000);
+});
