@@ -5,10 +5,12 @@ import { formats } from './formats.js';
 import { checkpointStore } from './checkpoint-store.js';
 import { peers } from './peers.js';
 import { lockstep } from './lockstep.js';
+import { checkpoint } from './checkpoint.js';
 
 export const SUITES: readonly BenchSuite[] = [
   formats,
   checkpointStore,
   peers,
   lockstep,
+  checkpoint,
 ];

@@ -1,0 +1,137 @@
+// Bench suite `checkpoint`: the coordinator side of checkpoints over real worker processes.
+// (1) step rate while captures are in flight (a capture at every boundary, the writer committing
+// in the background) beside the step rate of the same session without captures, interleaved in
+// rounds (target: dip ≤ 20%); (2) restore of a committed group checkpoint (read + verify +
+// identity checks + stage + activate + install) beside raw readFile + SHA-256 of the same file
+// (target ≥ 0.70); (3) a 256 MiB agent state (lif, 22 M neurons; 32 MiB with --quick): capture →
+// durable commit → restore. Store-only throughput is `checkpoint-store`. Numbers only, NOT a test.
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { pino } from 'pino';
+import { captureGroup } from '../../coordinator/checkpoint/capture.js';
+import { openCheckpointing } from '../../coordinator/checkpoint/checkpointing.js';
+import { CheckpointGroup } from '../../coordinator/checkpoint/group.js';
+import { isCheckpointRefusal } from '../../coordinator/checkpoint/refusal.js';
+import { restoreGroup } from '../../coordinator/checkpoint/restore.js';
+import { parseConfigText, resolveConfig, type RunPlan } from '../../coordinator/config.js';
+import { launchFleet } from '../../coordinator/launcher.js';
+import { Lockstep } from '../../coordinator/lockstep.js';
+import type { SaveTicket } from '../../coordinator/store/writer.js';
+import { withLimit, type BenchSuite, type Figure } from '../lib/suite.js';
+
+const MB = 1e6;
+const logger = pino({ level: 'silent' });
+
+function lifPlan(neuronsA: number, neuronsB: number): RunPlan {
+  const cfg = parseConfigText(readFileSync('examples/lif-pair.yaml', 'utf8'), 'examples/lif-pair.yaml') as Record<string, any>;
+  cfg.agents[0].params = { neurons: neuronsA };
+  cfg.agents[1].params = { neurons: neuronsB };
+  cfg.deadlines = { startupMs: 60_000, stepMs: 120_000, captureMs: 300_000 };
+  return resolveConfig(cfg, { baseDir: process.cwd() });
+}
+
+async function group(plan: RunPlan, runDir: string, capacity = 2) {
+  const fleet = await launchFleet(plan, { logger });
+  const lockstep = new Lockstep(plan, fleet, { dispatch: 'concurrent', epoch: 'e1', startedAt: process.hrtime.bigint(), logger });
+  await lockstep.initialize();
+  const ck = await openCheckpointing(runDir, { capacity, maxQueuedBytes: 1024 * 1024 * 1024 });
+  const g = new CheckpointGroup({ plan, fleet, lockstep, logger, writer: ck.writer, ledger: ck.ledger });
+  return { g, ck, close: async () => { await ck.writer.drain(); await fleet.shutdown('run-complete', 1000); } };
+}
+
+const seconds = (t: number) => (performance.now() - t) / 1000;
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+
+export const checkpoint: BenchSuite = {
+  name: 'checkpoint',
+  description: 'step rate with captures in flight vs without (same session, interleaved); group restore (read+verify+stage+activate+install) vs raw read+SHA-256; 256 MiB agent state capture/commit/restore',
+  async run(ctx) {
+    const figures: Figure[] = [];
+    const details: Record<string, unknown> = {};
+
+    // (1) + (2): lif-pair, 1 M neurons per agent (≈ 24 MiB per capture).
+    const neurons = ctx.quick ? 300_000 : 1_000_000;
+    const steps = ctx.quick ? 4 : 8;
+    const rounds = ctx.quick ? 2 : 3;
+    const s = await group(lifPlan(neurons, neurons), join(ctx.tmpDir, 'inflight'));
+    try {
+      const plain: number[] = [];
+      const inflight: number[] = [];
+      let captures = 0;
+      let busy = 0;
+      const tickets: SaveTicket[] = [];
+      await s.g.step(); // warm-up
+      for (let r = 0; r < rounds; r++) {
+        ctx.log(`checkpoint: round ${r + 1}/${rounds}: ${steps} steps plain, ${steps} steps capturing at every boundary`);
+        let t = performance.now();
+        for (let i = 0; i < steps; i++) await s.g.step();
+        plain.push(steps / seconds(t));
+        t = performance.now();
+        for (let i = 0; i < steps; i++) {
+          try {
+            const rec = await captureGroup(s.g, { checkpointId: `ckpt-e1-${s.g.boundary}` });
+            tickets.push(rec.ticket);
+            captures++;
+          } catch (e) {
+            if (!isCheckpointRefusal(e) || e.status !== 'BUSY') throw e;
+            busy++;
+          }
+          await s.g.step();
+        }
+        inflight.push(steps / seconds(t));
+        await s.ck.writer.drain();
+      }
+      const outcomes = await Promise.all(tickets.map((tk) => tk.wait()));
+      details.inflight = { neuronsPerAgent: neurons, steps, rounds, captures, busy, committed: outcomes.filter((o) => o.kind === 'Committed').length };
+      figures.push(withLimit({ id: 'step-rate.capture-in-flight', name: `lockstep steps/s capturing at every boundary (2 lif agents × ${neurons} neurons, writer committing in the background; ${busy} captures BUSY)`, value: median(inflight), unit: 'steps/s', higherIsBetter: true, samples: rounds, note: 'target: dip ≤ 20% (ratio ≥ 0.80)' }, { name: 'the same session stepping without captures (interleaved rounds)', value: median(plain) }));
+
+      // (2) restore of the last committed generation into a new epoch, vs raw read + SHA-256.
+      const hw = s.ck.store.highWater()!;
+      const file = join(s.ck.store.dir, hw.file);
+      const rawS: number[] = [];
+      const restoreS: number[] = [];
+      for (let r = 0; r < rounds; r++) {
+        let t = performance.now();
+        createHash('sha256').update(await readFile(file)).digest('hex');
+        rawS.push(seconds(t));
+        t = performance.now();
+        await restoreGroup(s.g, { store: s.ck.store, checkpointId: hw.checkpointId }, { epoch: `e${r + 2}` });
+        restoreS.push(seconds(t));
+        s.g.resume();
+      }
+      const mb = Number(hw.byteLength) / MB;
+      figures.push(withLimit({ id: 'restore.group', name: `group restore of a ${mb.toFixed(1)} MB checkpoint (read, FLYSESS1 checks, identities, stage + activate over gRPC, install)`, value: mb / median(restoreS), unit: 'MB/s', higherIsBetter: true, samples: rounds, note: 'target ≥ 0.70 of the limit' }, { name: 'raw readFile + one SHA-256 of the same file', value: mb / median(rawS) }));
+    } finally {
+      await s.close();
+    }
+
+    // (3) a 256 MiB agent state (32 MiB with --quick).
+    const big = ctx.quick ? 2_800_000 : 22_400_000;
+    ctx.log(`checkpoint: ${big} neurons (${((big * 12) / 2 ** 20).toFixed(0)} MiB state): initialize, 1 step, capture, commit, restore`);
+    const b = await group(lifPlan(big, 16), join(ctx.tmpDir, 'big'));
+    try {
+      await b.g.step();
+      let t = performance.now();
+      const rec = await captureGroup(b.g, { checkpointId: 'ckpt-e1-1' });
+      const captureS = seconds(t);
+      const outcome = await rec.ticket.wait();
+      const commitS = seconds(t);
+      if (outcome.kind !== 'Committed') throw new Error(`256 MiB checkpoint not committed: ${outcome.kind}`);
+      t = performance.now();
+      await restoreGroup(b.g, { store: b.ck.store }, { epoch: 'e2' });
+      const restoreS = seconds(t);
+      b.g.resume();
+      await b.g.step();
+      const mb = rec.byteLength / MB;
+      details.big = { neurons: big, envelopeBytes: rec.byteLength, captureS, commitS, restoreS };
+      figures.push(withLimit({ id: 'big.capture', name: `capture of a ${mb.toFixed(0)} MB group (State.Capture in 1 MiB chunks, reply checks, FLYSESS1 encode, submit)`, value: mb / captureS, unit: 'MB/s', higherIsBetter: true }, null));
+      figures.push(withLimit({ id: 'big.capture-to-durable', name: `capture → durable commit of the ${mb.toFixed(0)} MB group`, value: mb / commitS, unit: 'MB/s', higherIsBetter: true }, null));
+      figures.push(withLimit({ id: 'big.restore', name: `group restore of the ${mb.toFixed(0)} MB checkpoint (read, verify, stage in chunks, activate, install), then one more step`, value: mb / restoreS, unit: 'MB/s', higherIsBetter: true }, null));
+    } finally {
+      await b.close();
+    }
+    return { figures, details };
+  },
+};
