@@ -15,6 +15,7 @@ interface ReplayCommandOptions {
   dispatch?: string;
   out?: string;
   steps?: string;
+  resumeAt?: string;
   json?: boolean;
 }
 
@@ -42,6 +43,7 @@ export function formatReplay(r: ReplayReport): string[] {
   if (r.reference) lines.push(`  recorded  ${r.reference.reproHash}  ${r.reference.runDir}`);
   r.runs.forEach((run, i) => lines.push(`  run ${i + 1}     ${run.reproHash}  ${run.dispatch.padEnd(10)}  ${run.runDir}`));
   for (const c of r.checks) lines.push(`${c.status.toUpperCase().padEnd(4)} ${c.check.padEnd(13)} [${c.reason}] ${c.status === 'pass' ? '' : canonicalize(c.detail)}`.trimEnd());
+  if (r.resume) lines.push(`  resumed   ${r.resume.checkpointId}  ${r.resume.resumedDir} (uninterrupted ${r.resume.uninterruptedDir})`);
   if (r.divergence) lines.push(describeDivergence(r.divergence, ['first run', 'diverging run']));
   return lines;
 }
@@ -54,6 +56,7 @@ export function registerReplay(program: Command): void {
     .option('--runs <n>', 'number of fresh runs (≥ 2)', '2')
     .option('--dispatch <mode>', `one dispatch mode for every run: ${DISPATCH_MODES.join(' | ')} (default: the runs cycle concurrent, reversed, sequential)`)
     .option('--steps <n>', 'number of steps (overrides the config)')
+    .option('--resume-at <k>', 'also: checkpoint at step K, interrupt, resume with fresh workers in a new epoch, and compare with an uninterrupted run')
     .option('--out <dir>', 'parent directory of the run directories (default: runs)')
     .option('--json', 'print one canonical JSON object')
     .action(
@@ -61,9 +64,10 @@ export function registerReplay(program: Command): void {
         const runs = readWhole(opts.runs, '--runs', 2);
         const steps = readWhole(opts.steps, '--steps', 0);
         const dispatch = readDispatch(opts.dispatch);
+        const resumeAt = readWhole(opts.resumeAt, '--resume-at', 1);
         let report: ReplayReport;
         try {
-          report = await replay(source, { runs, steps, dispatch, outDir: opts.out, onRun: opts.json ? undefined : (i, run) => process.stderr.write(`run ${i + 1} done: ${run.reproHash} ${run.runDir}\n`) });
+          report = await replay(source, { runs, steps, dispatch, resumeAt, outDir: opts.out, onRun: opts.json ? undefined : (i, run) => process.stderr.write(`run ${i + 1} done: ${run.reproHash} ${run.runDir}\n`) });
         } catch (e) {
           if (isRunFailure(e)) throw new ExitError(1, `detsim: [audit_run_failed] a replay run failed: ${e.message}`);
           throw e;

@@ -134,7 +134,7 @@ const SUMMARY_ROWS: FieldRule[] = [
   R('summary.stepsDone', 'steps committed'),
   R('summary.epoch', 'epoch id'),
   R('summary.behaviourDigest', 'SHA-256 of the canonical behaviour traces'),
-  R('summary.behaviourDigestAlgorithm', 'how behaviourDigest is computed'),
+  P('summary.behaviourDigestAlgorithm', 'prose describing how behaviourDigest was computed (a resumed run also names its epoch rebase); the digest itself is repro'),
   P('summary.failure', 'what failed, where (messages carry pids, paths and times)', { subtree: true }),
   P('summary.wallTimeMs', 'total wall time'),
   R('summary.finalStateDigests', 'final state digests, when recorded (copied to finalStateDigests)', { subtree: true }),

@@ -5,8 +5,7 @@
 import { canonicalize, type JsonValue } from '../formats/canonical-json.js';
 import { resolveConfig, loadConfig, type RunPlan } from '../config.js';
 import { DetsimError } from '../formats/errors.js';
-import type { Action, Layer, ReasonCode } from '../formats/reasons.js';
-import { REASONS } from '../formats/reasons.js';
+import { type Check, makeCheck } from './check.js';
 import type { Dispatch } from '../lockstep.js';
 import { runSession, type RunOptions } from '../run.js';
 import { type CanonicalOptions, type UnknownField, canonicalSplit } from './canonical.js';
@@ -15,29 +14,12 @@ import { type Divergence, describeDivergence, diagnose } from './diagnosis.js';
 import { type HonestyWarning, honestyWarnings } from './honesty.js';
 import { type Receipt, buildReceipt, readRunFiles, writeReceipt } from './receipt.js';
 import { reproHash } from './reprohash.js';
+import { type ResumeCheckResult, resumeCheck } from './resume-check.js';
 import { existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 
-export type CheckStatus = 'pass' | 'fail' | 'warn';
-
-/** One verdict line: what was checked, the decision, and its evidence (physical detail kept apart). */
-export interface Check {
-  readonly check: string;
-  readonly subject: string;
-  readonly status: CheckStatus;
-  readonly action: Action;
-  readonly layer: Layer;
-  readonly reason: ReasonCode;
-  /** Deterministic facts (hashes, paths in the ReproCore, counts): part of the verdict. */
-  readonly detail: JsonValue;
-  /** Facts that differ every time (run directories, differing physical fields): never in the verdict. */
-  readonly physical: JsonValue;
-}
-
-export function makeCheck(check: string, subject: string, status: CheckStatus, reason: ReasonCode, detail: JsonValue, physical: JsonValue = null): Check {
-  const action: Action = status === 'pass' ? 'allow' : status === 'warn' ? 'advise' : 'block';
-  return { check, subject, status, action, layer: REASONS[reason].layer as Layer, reason, detail, physical };
-}
+export { makeCheck } from './check.js';
+export type { Check, CheckStatus } from './check.js';
 
 export interface ReplayRun {
   readonly runDir: string;
@@ -63,6 +45,8 @@ export interface ReplayReport {
   readonly divergence: Divergence | null;
   readonly sensitivity: readonly SensitivityProbe[];
   readonly checks: readonly Check[];
+  /** The --resume-at comparison, when asked for. */
+  readonly resume: { checkpointId: string; uninterruptedDir: string; resumedDir: string } | null;
 }
 
 export interface ReplayOptions {
@@ -76,6 +60,8 @@ export interface ReplayOptions {
   readonly stripPhysical?: boolean;
   /** Another classification table (to check a table change); the published one by default. */
   readonly table?: readonly FieldRule[];
+  /** Also checkpoint at K, interrupt, resume in a new epoch and compare with an uninterrupted run. */
+  readonly resumeAt?: number;
   readonly onRun?: (index: number, run: ReplayRun) => void;
   /** Passed to runSession (test hooks, warnings). */
   readonly runOptions?: Omit<RunOptions, 'outDir' | 'steps' | 'dispatch'>;
@@ -275,13 +261,19 @@ export async function replay(source: string | RunPlan, opts: ReplayOptions = {})
     opts.onRun?.(i, run);
   }
   const { checks, divergence, sensitivity, stable } = replayChecks(subject, runs.map((r) => r.receipt), reference?.receipt ?? null, strip);
+  let resume: ResumeCheckResult | null = null;
+  if (opts.resumeAt !== undefined) {
+    resume = await resumeCheck(plan, opts.resumeAt, { outDir: opts.outDir, steps: opts.steps ?? plan.steps, canonical: strip });
+    checks.push(resume.check);
+  }
   return {
     subject,
     runs,
     reference: reference ? { runDir: reference.runDir, reproHash: reproHash(reference.receipt, strip).reproHash } : null,
     stable,
-    divergence,
+    divergence: divergence ?? resume?.divergence ?? null,
     sensitivity,
     checks,
+    resume: resume ? { checkpointId: resume.checkpointId, uninterruptedDir: resume.uninterruptedDir, resumedDir: resume.resumedDir } : null,
   };
 }

@@ -1,0 +1,101 @@
+// The resume check of `detsim replay --resume-at K`: an uninterrupted run, and a run checkpointed
+// at K, interrupted once that checkpoint is durable, then resumed (fresh workers, new epoch) to the
+// same step count; after rebasing exactly the epoch-derived fields (EpochRebase) both must have
+// the same ReproHash. The capture/restore machinery is coordinator/checkpoint (not here).
+import { mkdirSync } from 'node:fs';
+import { checkpointIdFor } from '../checkpoint/capture.js';
+import { resumeRun } from '../checkpoint/resume.js';
+import { CheckpointRun } from '../checkpoint/run-checkpoints.js';
+import type { RunPlan } from '../config.js';
+import { DetsimError } from '../formats/errors.js';
+import { epochId } from '../lockstep.js';
+import { isRunFailure } from '../run-failure.js';
+import { runSession } from '../run.js';
+import { EpochRebase, type TraceBehaviour } from '../trace.js';
+import type { CanonicalOptions } from './canonical.js';
+import { type Divergence, describeDivergence, diagnose } from './diagnosis.js';
+import { type Receipt, writeReceipt } from './receipt.js';
+import { type Check, makeCheck } from './check.js';
+import { reproHash } from './reprohash.js';
+
+export interface ResumeCheckResult {
+  readonly check: Check;
+  readonly uninterruptedDir: string;
+  readonly resumedDir: string;
+  readonly checkpointId: string;
+  readonly divergence: Divergence | null;
+}
+
+/** How long to wait for the checkpoint at K to become durable before interrupting anyway. */
+const COMMIT_WAIT_MS = 60_000;
+
+/** A resumed receipt with every step's behaviour rebased onto the first epoch (only epoch-derived fields change). */
+export function rebasedReceipt(r: Receipt): Receipt {
+  const steps = r.steps as unknown as { behaviour: TraceBehaviour }[];
+  const base = steps[0]?.behaviour.scope.epoch;
+  if (base === undefined) return r;
+  const rebased = steps.map((s) => (s.behaviour.scope.epoch === base ? s : { ...s, behaviour: new EpochRebase(s.behaviour.scope.epoch, base).apply(s.behaviour) }));
+  return { ...r, steps: rebased as unknown as Receipt['steps'] };
+}
+
+/** Run uninterrupted and interrupted-at-K-then-resumed, and compare their (rebased) ReproHashes. */
+export async function resumeCheck(plan: RunPlan, k: number, opts: { outDir?: string; steps?: number; canonical?: CanonicalOptions } = {}): Promise<ResumeCheckResult> {
+  const n = opts.steps ?? plan.steps;
+  if (!Number.isInteger(k) || k < 1 || k + 1 >= n) throw new DetsimError('struct_invalid_field', `--resume-at: ${k} must be ≥ 1 and leave at least 2 steps after it (run has ${n} steps)`, '--resume-at');
+  const outDir = opts.outDir ?? 'runs';
+  mkdirSync(outDir, { recursive: true });
+  const silent = () => undefined;
+  const plain = await runSession(plan, { outDir, steps: n, dispatch: 'concurrent', onWarning: silent });
+  const u = writeReceipt(plain.runDir).receipt;
+
+  // The interrupted run: checkpoint every K steps; before step K+1 runs, wait for ckpt-e1-K to be durable, then interrupt.
+  const checkpointId = checkpointIdFor(epochId(1), k);
+  let committed!: () => void;
+  const isCommitted = new Promise<void>((res) => (committed = res));
+  const controller = new AbortController();
+  const extension = new CheckpointRun({ every: k, keep: 3, onEvent: (line) => (line.startsWith(`checkpoint ${checkpointId} committed`) ? committed() : undefined) });
+  let interruptedDir: string | undefined;
+  try {
+    await runSession(plan, {
+      outDir,
+      steps: n,
+      dispatch: 'concurrent',
+      onWarning: silent,
+      signal: controller.signal,
+      extension,
+      hooks: {
+        beforePhase: async (step, phase) => {
+          if (step !== BigInt(k + 1) || phase !== 'prepare' || controller.signal.aborted) return;
+          let timer: NodeJS.Timeout | undefined;
+          await Promise.race([isCommitted, new Promise((res) => (timer = setTimeout(res, COMMIT_WAIT_MS)))]);
+          clearTimeout(timer); // a pending timer would keep the process alive for a minute
+          controller.abort();
+        },
+      },
+    });
+  } catch (e) {
+    if (!(isRunFailure(e) && e.kind === 'aborted')) throw e;
+    interruptedDir = e.runDir;
+  }
+  if (interruptedDir === undefined) {
+    const check = makeCheck('resume', plan.sessionId, 'fail', 'audit_run_failed', { resumeAt: k, steps: n, problem: 'the run was not interrupted' });
+    return { check, uninterruptedDir: plain.runDir, resumedDir: '', checkpointId, divergence: null };
+  }
+  await resumeRun(interruptedDir, { checkpointId, steps: n, logLevel: 'warn' });
+  const r = writeReceipt(interruptedDir).receipt;
+  const hu = reproHash(u, opts.canonical).reproHash;
+  const hr = reproHash(rebasedReceipt(r), opts.canonical).reproHash;
+  const divergence = hu === hr ? null : diagnose(u, rebasedReceipt(r), opts.canonical);
+  const check =
+    divergence === null && hu === hr
+      ? makeCheck('resume', plan.sessionId, 'pass', 'audit_replay_stable', { resumeAt: k, steps: n, checkpointId, reproHash: hu }, { uninterrupted: plain.runDir, resumed: interruptedDir })
+      : makeCheck(
+          'resume',
+          plan.sessionId,
+          'fail',
+          'audit_repro_hash_mismatch',
+          { resumeAt: k, steps: n, checkpointId, reproHashes: [hu, hr], diagnosis: divergence ? describeDivergence(divergence, ['uninterrupted', 'resumed']) : 'hashes differ' },
+          { uninterrupted: plain.runDir, resumed: interruptedDir },
+        );
+  return { check, uninterruptedDir: plain.runDir, resumedDir: interruptedDir, checkpointId, divergence };
+}
