@@ -5,7 +5,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { basename, extname, join } from 'node:path';
 import { canonicalize, parseStrict } from '../formats/canonical-json.js';
 import { DetsimError } from '../formats/errors.js';
-import { type Check, makeCheck } from './replay.js';
+import { type Check, makeCheck } from './check.js';
 import { writeFileDurable } from './receipt.js';
 
 export const DEFAULT_GOLDEN_DIR = 'fixtures/golden';

@@ -156,7 +156,7 @@ function tamper(root: unknown, path: (string | number)[]): unknown {
 // Written by hand from the sample: the leaves that are physical (everything else is ReproCore).
 const PHYSICAL_LEAF = [
   /^generated_at$/, /^measure_source$/, /^measure_ts$/, /^run\.dispatch$/, /^run\.(environment|agents\.\d+)\.workerId$/, /^run\.workers\./,
-  /^run\.(agentsPerWorker|transport)$/, /^run\.deadlines\./, /^steps\.\d+\.operational\./, /^summary\.(wallTimeMs|failure)$/,
+  /^run\.(agentsPerWorker|transport)$/, /^run\.deadlines\./, /^steps\.\d+\.operational\./, /^summary\.(wallTimeMs|failure|behaviourDigestAlgorithm)$/,
 ];
 
 describe('sensitivity (D5)', () => {
