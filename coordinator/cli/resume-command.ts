@@ -49,8 +49,14 @@ export function registerResume(program: Command): void {
         const checkpointId = opts.checkpoint === undefined ? undefined : readId(opts.checkpoint, '--checkpoint');
         const steps = whole(opts.steps, '--steps');
         const every = whole(opts.checkpointEvery, '--checkpoint-every');
+        // Ctrl-C / SIGTERM stop the resumed run like `detsim run` (workers stopped, summary written).
+        const controller = new AbortController();
+        const onSignal = () => controller.abort();
+        process.on('SIGINT', onSignal);
+        process.on('SIGTERM', onSignal);
         try {
           const r = await resumeRun(runDir, {
+            signal: controller.signal,
             ...(checkpointId ? { checkpointId } : {}),
             ...(steps !== undefined ? { steps } : {}),
             ...(every !== undefined ? { checkpointEvery: every } : {}),
@@ -67,8 +73,11 @@ export function registerResume(program: Command): void {
         } catch (e) {
           // A refused checkpoint failed verification: exit 1 with the check named, nothing changed.
           if (isCheckpointRefusal(e)) throw new ExitError(1, formatError(e));
-          if (isRunFailure(e)) throw new ExitError(1, `detsim: resume failed: ${e.message}${e.runDir ? `\ndetsim: run directory ${e.runDir}` : ''}`);
+          if (isRunFailure(e)) throw new ExitError(e.kind === 'aborted' ? 130 : 1, `detsim: resume failed: ${e.message}${e.runDir ? `\ndetsim: run directory ${e.runDir}` : ''}`);
           throw e;
+        } finally {
+          process.off('SIGINT', onSignal);
+          process.off('SIGTERM', onSignal);
         }
       }),
     );
