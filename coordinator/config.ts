@@ -55,6 +55,14 @@ const AgentGroupSchema = z.strictObject({
   actionFields: ActionFieldsSchema.optional(),
 });
 
+export const WORKER_RUNTIMES = ['typescript', 'rust'] as const;
+export type WorkerRuntimeName = (typeof WORKER_RUNTIMES)[number];
+const isRuntime = (v: unknown): v is WorkerRuntimeName => (WORKER_RUNTIMES as readonly unknown[]).includes(v);
+const WorkerRuntimeSchema = z.custom<WorkerRuntimeName | WorkerRuntimeName[]>((v) => isRuntime(v) || (Array.isArray(v) && v.length > 0 && v.every(isRuntime)), {
+  message: `must be ${WORKER_RUNTIMES.join(' or ')}, or a list of those with one entry per agent worker`,
+  ...reason('struct_invalid_field'),
+});
+
 const TopSchema = z.strictObject({
   sessionId: IdSchema,
   masterSeed: U64Schema,
@@ -67,6 +75,8 @@ const TopSchema = z.strictObject({
     .strictObject({
       agentsPerWorker: PositiveInt.optional(),
       transport: z.enum(['unix', 'tcp']).optional(),
+      /** Agent worker runtime: one for all agent workers, or one per agent worker in plan order. */
+      runtime: WorkerRuntimeSchema.optional(),
     })
     .optional(),
   deadlines: z
@@ -101,6 +111,8 @@ export interface PlannedWorker {
   role: 'agent' | 'environment';
   /** Agents hosted, in port order (empty for the environment). */
   agentIds: Id[];
+  /** Which worker implementation runs it (absent: typescript; the environment is always typescript). */
+  runtime?: WorkerRuntimeName;
 }
 
 export interface RunPlan {
@@ -274,6 +286,23 @@ function refuseDuplicates(agents: ExpandedAgent[]): void {
   }
 }
 
+/** Put each agent worker on its runtime (a list names one per agent worker, in plan order). */
+function assignRuntimes(workers: PlannedWorker[], agents: PlannedAgent[], runtime: WorkerRuntimeName | WorkerRuntimeName[] | undefined): void {
+  if (runtime === undefined) return;
+  const agentWorkers = workers.filter((w) => w.role === 'agent');
+  if (Array.isArray(runtime) && runtime.length !== agentWorkers.length) {
+    throw new DetsimError('struct_invalid_field', `workers.runtime: ${runtime.length} runtimes listed for ${agentWorkers.length} agent workers (one per agent worker, in order)`, 'workers.runtime');
+  }
+  agentWorkers.forEach((w, i) => {
+    w.runtime = Array.isArray(runtime) ? runtime[i]! : runtime;
+    // The Rust worker hosts only the built-in models: a module path cannot run there.
+    const foreign = w.runtime === 'rust' ? agents.find((a) => a.workerId === w.workerId && !(BUILTIN_AGENT_MODELS as readonly string[]).includes(a.model)) : undefined;
+    if (foreign) {
+      throw new DetsimError('struct_invalid_field', `workers.runtime: ${w.workerId} runs on rust, which hosts only the built-in agent models (${BUILTIN_AGENT_MODELS.join(', ')}); agent ${foreign.agentId} uses ${foreign.model}`, 'workers.runtime');
+    }
+  });
+}
+
 /** Validate a parsed config object and resolve it into a RunPlan. Throws DetsimError. */
 export function resolveConfig(value: unknown, opts: { baseDir?: string } = {}): RunPlan {
   const baseDir = opts.baseDir ?? process.cwd();
@@ -300,6 +329,7 @@ export function resolveConfig(value: unknown, opts: { baseDir?: string } = {}): 
     workers[w + 1]!.agentIds.push(a.agentId);
     return { agentId: a.agentId, portId: a.portId, model: a.model, params: a.params, seed: derived.seeds[i]!.seed, workerId, actionFields: a.actionFields };
   });
+  assignRuntimes(workers, planned, cfg.workers?.runtime);
   return {
     sessionId: cfg.sessionId,
     masterSeed: derived.masterSeed,

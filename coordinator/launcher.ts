@@ -2,12 +2,13 @@
 // Unix sockets (or TCP), waits for each ready line, connects a WorkerClient and says Hello; shuts
 // them all down on completion, failure or abort, and never leaves an orphan process. NOT the step loop.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
 import type { PlannedWorker, RunPlan } from './config.js';
+import { DetsimError } from './formats/errors.js';
 import type { Id } from './formats/scalars.js';
 import { CONTRACT_DIGEST, HelloRefusedError, METHODS, WorkerCallError, WorkerClient, describeExit, type HelloResult, type ProcessExitInfo } from './protocol/index.js';
 import { RunFailure, type RunPhase } from './run-failure.js';
@@ -39,6 +40,34 @@ export function defaultWorkerCommand(): WorkerCommand {
   }
   const root = resolve(here, '..', '..');
   return { command: process.execPath, args: [join(root, 'dist', 'workers', 'main.js')] };
+}
+
+/** The command that builds the Rust worker (run once; `detsim run` never builds). */
+export const RUST_WORKER_BUILD_COMMAND = 'bash scripts/build-rust-worker.sh';
+
+/** Where the Rust agent worker binary is: $DETSIM_RUST_WORKER, else crates-bridge/worker/target/release/detsim-worker-rs. */
+export function rustWorkerPath(): string {
+  const fromEnv = process.env.DETSIM_RUST_WORKER;
+  if (fromEnv) return resolve(fromEnv);
+  const root = fromSource ? resolve(here, '..') : resolve(here, '..', '..');
+  return join(root, 'crates-bridge', 'worker', 'target', 'release', 'detsim-worker-rs');
+}
+
+/**
+ * Refuse a plan that puts workers on Rust when the binary is missing, before anything starts;
+ * the message names the path and the one command that builds it.
+ */
+export function checkWorkerBinaries(plan: RunPlan): void {
+  if (!plan.workers.some((w) => w.runtime === 'rust')) return;
+  const path = rustWorkerPath();
+  if (!existsSync(path)) {
+    throw new DetsimError('struct_invalid_field', `workers.runtime: rust needs the Rust worker binary, which is missing (${path}); build it once with: ${RUST_WORKER_BUILD_COMMAND}`, 'workers.runtime');
+  }
+}
+
+/** The command for one planned worker: the Rust binary for runtime rust, else the TypeScript worker. */
+export function workerCommandFor(worker: PlannedWorker, typescript: WorkerCommand = defaultWorkerCommand()): WorkerCommand {
+  return worker.runtime === 'rust' ? { command: rustWorkerPath(), args: [] } : typescript;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -266,9 +295,10 @@ export function callFailure(e: unknown, w: { plan: PlannedWorker; process: Worke
  */
 export async function launchFleet(plan: RunPlan, opts: LaunchOptions): Promise<Fleet> {
   const { logger } = opts;
+  checkWorkerBinaries(plan);
   const socketDir = plan.transport === 'unix' ? mkdtempSync('/tmp/ds-') : undefined;
   const base = defaultWorkerCommand();
-  const processes = plan.workers.map((w, i) => new WorkerProcess(w, opts.commandFor?.(w) ?? base, listenAddress(plan, socketDir, i), plan.sessionId, logger));
+  const processes = plan.workers.map((w, i) => new WorkerProcess(w, opts.commandFor?.(w) ?? workerCommandFor(w, base), listenAddress(plan, socketDir, i), plan.sessionId, logger));
   logger.info({ workers: processes.map((p) => ({ workerId: p.plan.workerId, pid: p.pid, agents: p.plan.agentIds })) }, 'workers spawned');
   const connected: LaunchedWorker[] = [];
   const startedAt = Date.now();

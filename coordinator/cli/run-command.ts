@@ -6,6 +6,7 @@ import type { Command } from 'commander';
 import { loadConfig } from '../config.js';
 import { canonicalize } from '../formats/canonical-json.js';
 import { DetsimError } from '../formats/errors.js';
+import { checkWorkerBinaries } from '../launcher.js';
 import { DISPATCH_MODES, type Dispatch } from '../lockstep.js';
 import { isRunFailure } from '../run-failure.js';
 import { runSession, type RunProgress } from '../run.js';
@@ -98,6 +99,7 @@ export function registerRun(program: Command): void {
         const dispatch = readDispatch(opts.dispatch);
         // Every check on the config happens here, before any process starts.
         const plan = loadConfig(configPath);
+        checkWorkerBinaries(plan);
         const checkpoints = checkpointRunFromFlags(opts.checkpointEvery, opts.keep);
         const progress = progressDisplay();
         try {

@@ -1,0 +1,125 @@
+// The worker's command-line flags, validated as workers/process.ts readWorkerOptions does: a
+// refusal names the flag (`detsim: [reason] message`, exit 2). Also the listen address rules.
+// Not the server: nothing here binds or serves.
+use detsim_formats::DetsimError;
+use detsim_formats::scalars::is_id;
+
+pub const DEFAULT_MAX_MESSAGE_BYTES: u64 = 8 * 1024 * 1024;
+/// Unix socket paths must stay below this many bytes (sun_path is ~108 with the terminator).
+pub const MAX_SOCKET_PATH_BYTES: usize = 100;
+
+#[derive(Debug, Clone)]
+pub enum Address {
+    Unix(String),
+    Tcp(String, u16),
+}
+
+#[derive(Debug)]
+pub struct Options {
+    pub listen: Address,
+    pub worker_id: String,
+    pub session: Option<String>,
+    pub max_message_bytes: u64,
+    pub parent_watch: bool,
+}
+
+pub enum CliError {
+    Refused(DetsimError),
+    Usage(String),
+}
+
+fn quoted(s: Option<&str>) -> String {
+    match s {
+        Some(t) => crate::refusal::quoted(t),
+        None => "null".into(),
+    }
+}
+
+pub fn parse_address(text: &str, field: &str) -> Result<Address, DetsimError> {
+    if let Some(path) = text.strip_prefix("unix:") {
+        if !path.starts_with('/') {
+            return Err(DetsimError::at("struct_invalid_field", format!("{field}: unix socket path {} must be absolute (unix:/abs/path)", quoted(Some(path))), field));
+        }
+        if path.len() >= MAX_SOCKET_PATH_BYTES {
+            return Err(DetsimError::at("struct_invalid_field", format!("{field}: unix socket path is {} bytes; it must be under {MAX_SOCKET_PATH_BYTES}", path.len()), field));
+        }
+        return Ok(Address::Unix(path.to_string()));
+    }
+    let bad = || DetsimError::at("struct_invalid_field", format!("{field}: {} is neither unix:/abs/path nor host:port", quoted(Some(text))), field);
+    let (host, port) = text.rsplit_once(':').ok_or_else(bad)?;
+    if host.is_empty() || port.is_empty() || port.len() > 5 || !port.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad());
+    }
+    let port: u32 = port.parse().map_err(|_| bad())?;
+    if port > 65535 {
+        return Err(bad());
+    }
+    Ok(Address::Tcp(host.to_string(), port as u16))
+}
+
+/// Remove a stale socket file before bind (a leftover file fails bind with EADDRINUSE).
+pub fn remove_stale_socket(path: &str) {
+    if let Ok(m) = std::fs::symlink_metadata(path)
+        && std::os::unix::fs::FileTypeExt::is_socket(&m.file_type())
+    {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+pub fn parse(args: &[String]) -> Result<Options, CliError> {
+    let mut values: std::collections::HashMap<&str, String> = std::collections::HashMap::new();
+    let mut flags: std::collections::HashSet<&str> = std::collections::HashSet::new();
+    let valued = ["listen", "role", "worker-id", "session", "max-message-bytes"];
+    let boolean = ["strict", "no-parent-watch"];
+    let mut i = 0;
+    while i < args.len() {
+        let arg = &args[i];
+        let Some(name) = arg.strip_prefix("--") else {
+            return Err(CliError::Usage(format!("Unexpected argument '{arg}'. This command does not take positional arguments")));
+        };
+        let (name, inline) = match name.split_once('=') {
+            Some((n, v)) => (n, Some(v.to_string())),
+            None => (name, None),
+        };
+        if let Some(&key) = valued.iter().find(|k| **k == name) {
+            let value = match inline {
+                Some(v) => v,
+                None => {
+                    i += 1;
+                    args.get(i).cloned().ok_or_else(|| CliError::Usage(format!("Option '--{key} <value>' argument missing")))?
+                }
+            };
+            values.insert(key, value);
+        } else if let Some(&key) = boolean.iter().find(|k| **k == name) {
+            flags.insert(key);
+        } else {
+            return Err(CliError::Usage(format!("Unknown option '--{name}'")));
+        }
+        i += 1;
+    }
+    let refused = |reason: &'static str, message: String, field: &str| CliError::Refused(DetsimError::at(reason, message, field));
+    let listen = values.get("listen").ok_or_else(|| refused("struct_missing_field", "--listen unix:/abs/path|host:port is required".into(), "--listen"))?;
+    let listen = parse_address(listen, "--listen").map_err(CliError::Refused)?;
+    match values.get("role").map(String::as_str) {
+        Some("agent") => {}
+        Some("environment") => return Err(refused("struct_invalid_field", "--role must be agent: the Rust worker hosts agents only (the environment runs in a TypeScript worker)".into(), "--role")),
+        other => return Err(refused("struct_invalid_field", format!("--role must be agent or environment, not {}", quoted(other)), "--role")),
+    }
+    let worker_id = values.get("worker-id").filter(|w| is_id(w)).cloned();
+    let Some(worker_id) = worker_id else {
+        return Err(refused("struct_invalid_id", format!("--worker-id {} is not an Id", quoted(values.get("worker-id").map(String::as_str))), "--worker-id"));
+    };
+    let session = values.get("session").cloned();
+    if let Some(s) = &session
+        && !is_id(s)
+    {
+        return Err(refused("struct_invalid_id", format!("--session {} is not an Id", quoted(Some(s))), "--session"));
+    }
+    let mut max_message_bytes = DEFAULT_MAX_MESSAGE_BYTES;
+    if let Some(m) = values.get("max-message-bytes") {
+        max_message_bytes = m.parse::<u64>().ok().filter(|n| (2 * 1024 * 1024..=1024 * 1024 * 1024).contains(n)).ok_or_else(|| {
+            refused("struct_invalid_field", "--max-message-bytes must be an integer from 2 MiB to 1 GiB (chunks are 1 MiB)".into(), "--max-message-bytes")
+        })?;
+    }
+    Ok(Options { listen, worker_id, session, max_message_bytes, parent_watch: !flags.contains("no-parent-watch") })
+}

@@ -1,0 +1,142 @@
+// detsim-worker-rs: a detsim agent worker in Rust (`--listen unix:/path|host:port --role agent
+// --worker-id <Id> [--session <Id>]`), the same flags and ready line as workers/main.ts, hosting
+// the walker and lif models over proto/detsim/v1. Process concerns only; semantics are runtime.rs.
+mod agent_host;
+mod cli;
+mod models;
+mod payload;
+mod refusal;
+mod runtime;
+mod server;
+
+pub mod pb {
+    tonic::include_proto!("detsim.v1");
+}
+
+use cli::{Address, Options};
+use runtime::WorkerRuntime;
+use server::WorkerService;
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::Notify;
+
+fn incarnation_id() -> String {
+    let mut bytes = [0u8; 8];
+    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
+        let _ = std::io::Read::read_exact(&mut f, &mut bytes);
+    }
+    format!("inc-{}", bytes.iter().map(|b| format!("{b:02x}")).collect::<String>())
+}
+
+fn remove_socket(address: &Address) {
+    if let Address::Unix(path) = address {
+        cli::remove_stale_socket(path);
+    }
+}
+
+/// Orphan guard: leave when stdin (a pipe from the launcher) closes or the parent pid changes.
+fn watch_parent(address: Address) {
+    let stdin_is_pipe = std::fs::metadata("/proc/self/fd/0").map(|m| std::os::unix::fs::FileTypeExt::is_fifo(&m.file_type()) || std::os::unix::fs::FileTypeExt::is_socket(&m.file_type())).unwrap_or(false);
+    if stdin_is_pipe {
+        let a = address.clone();
+        std::thread::spawn(move || {
+            let mut sink = [0u8; 4096];
+            let mut stdin = std::io::stdin();
+            while matches!(std::io::Read::read(&mut stdin, &mut sink), Ok(n) if n > 0) {}
+            remove_socket(&a);
+            std::process::exit(0);
+        });
+    }
+    let parent = std::os::unix::process::parent_id();
+    std::thread::spawn(move || {
+        loop {
+            std::thread::sleep(Duration::from_secs(1));
+            if std::os::unix::process::parent_id() != parent {
+                remove_socket(&address);
+                std::process::exit(0);
+            }
+        }
+    });
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let options = match cli::parse(&args) {
+        Ok(o) => o,
+        Err(cli::CliError::Refused(e)) => {
+            eprintln!("detsim: [{}] {}", e.reason, e.message);
+            std::process::exit(2);
+        }
+        Err(cli::CliError::Usage(m)) => {
+            eprintln!("detsim worker: {m}");
+            std::process::exit(2);
+        }
+    };
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime");
+    if let Err(e) = rt.block_on(serve(options)) {
+        eprintln!("detsim worker: cannot start: {e}");
+        std::process::exit(1);
+    }
+    std::process::exit(0);
+}
+
+async fn serve(options: Options) -> Result<(), Box<dyn std::error::Error>> {
+    let runtime = WorkerRuntime::new(options.worker_id.clone(), options.session.clone(), incarnation_id(), options.max_message_bytes);
+    let stop = Arc::new(Notify::new());
+    let service = WorkerService { runtime: Arc::new(Mutex::new(runtime)), stop: stop.clone(), worker_id: options.worker_id.clone() };
+    let max = options.max_message_bytes as usize;
+    let svc = pb::worker_server::WorkerServer::new(service).max_decoding_message_size(max).max_encoding_message_size(max);
+    let shutdown = {
+        let stop = stop.clone();
+        async move {
+            let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+            let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).expect("SIGINT handler");
+            tokio::select! {
+                _ = stop.notified() => {}
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+        }
+    };
+    let (tx_down, rx_down) = tokio::sync::oneshot::channel::<()>();
+    let signal = async move {
+        shutdown.await;
+        let _ = tx_down.send(());
+    };
+    let address = options.listen.clone();
+    let server = tonic::transport::Server::builder();
+    let announce = |listen: String| {
+        let line = format!("{{\"ready\":true,\"listen\":{},\"pid\":{}}}\n", refusal::quoted(&listen), std::process::id());
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(line.as_bytes());
+        let _ = out.flush();
+    };
+    let serving: std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), tonic::transport::Error>>>> = match &address {
+        Address::Unix(path) => {
+            cli::remove_stale_socket(path);
+            let listener = tokio::net::UnixListener::bind(path)?;
+            if options.parent_watch {
+                watch_parent(address.clone());
+            }
+            announce(format!("unix:{path}"));
+            Box::pin(server.serve_with_incoming_shutdown(svc, tokio_stream::wrappers::UnixListenerStream::new(listener), signal))
+        }
+        Address::Tcp(host, port) => {
+            let listener = tokio::net::TcpListener::bind((host.as_str(), *port)).await?;
+            let bound = listener.local_addr()?.port();
+            if options.parent_watch {
+                watch_parent(address.clone());
+            }
+            announce(format!("{host}:{bound}"));
+            Box::pin(server.serve_with_incoming_shutdown(svc, tokio_stream::wrappers::TcpListenerStream::new(listener), signal))
+        }
+    };
+    // After a stop request the open streams get a short grace to drain, as server.ts close().
+    tokio::select! {
+        r = serving => r?,
+        _ = async { let _ = rx_down.await; tokio::time::sleep(Duration::from_millis(500)).await; } => {}
+    }
+    remove_socket(&address);
+    Ok(())
+}

@@ -1,0 +1,297 @@
+// The Rust worker runtime, as workers/runtime.ts: turns one request message into exactly one
+// reply. Owns Worker.Hello / Status / Acknowledge / Shutdown, session binding, the lifecycle reply
+// cache and the envelopes; dispatches Agent.* and State.* to the agent host. Not the transport.
+use crate::agent_host::{AgentHost, Ctx, HostReply};
+use crate::refusal::{Outcome, Refusal, obj, s, shown};
+use detsim_formats::json::{canonical_bytes, canonical_digest, js_stringify, parse_strict};
+use detsim_formats::scalars::{is_u64, read_digest, read_id, read_object, read_request_id, refuse_unknown_fields};
+use detsim_formats::{DetsimError, Scope, Value};
+use std::collections::HashMap;
+
+/// The contract this worker was built against: SHA-256 of worker.proto's bytes.
+pub const PROTO_BYTES: &[u8] = include_bytes!("../../../proto/detsim/v1/worker.proto");
+pub const PROTOCOL_MAJOR: f64 = 1.0;
+pub const MAX_AGENTS_PER_WORKER: f64 = 64.0;
+pub const RUNTIME_NAME: &str = concat!("detsim-rs/", env!("CARGO_PKG_VERSION"));
+const LIFECYCLE_LIMIT: usize = 16;
+const LIFECYCLE: [&str; 5] = ["Agent.Initialize", "Environment.Initialize", "State.Capture", "State.StageRestore", "State.ActivateRestore"];
+
+pub fn contract_digest() -> String {
+    detsim_formats::sha256_hex(PROTO_BYTES)
+}
+
+/// Identifies this implementation of the contract (as BUILD_DIGEST in runtime.ts).
+pub fn build_digest() -> String {
+    canonical_digest(&obj(vec![("implementation", s("detsim-rs-worker")), ("version", s(env!("CARGO_PKG_VERSION"))), ("contractDigest", s(&contract_digest()))])).expect("strings")
+}
+
+pub struct Request {
+    pub method: String,
+    pub request_id: String,
+    pub scope: Option<Scope>,
+    pub scope_json: Value,
+    pub params: Vec<(String, Value)>,
+}
+
+pub struct Outgoing {
+    pub body: Vec<u8>,
+    pub attachment: Option<Vec<u8>>,
+    /// The process should stop after this reply is sent.
+    pub stop: bool,
+}
+
+struct Lifecycle {
+    digest: String,
+    result: Value,
+    attachment: Option<Vec<u8>>,
+}
+
+pub struct WorkerRuntime {
+    pub worker_id: String,
+    pub incarnation_id: String,
+    bound_session: Option<String>,
+    hello_done: bool,
+    progress_counter: u64,
+    last_completed: Option<String>,
+    stopping: bool,
+    lifecycle: HashMap<String, Lifecycle>,
+    max_message_bytes: u64,
+    agents: AgentHost,
+}
+
+fn member<'a>(members: &'a [(String, Value)], key: &str) -> Option<&'a Value> {
+    members.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+}
+
+fn require<'a>(obj: &'a [(String, Value)], key: &str, field: &str) -> Result<&'a Value, DetsimError> {
+    member(obj, key).ok_or_else(|| DetsimError::at("struct_missing_field", format!("{field}.{key} is missing"), format!("{field}.{key}")))
+}
+
+/// Read a body as runtime.ts decodeBody + readRequest do: canonical JSON, then the envelope fields.
+fn read_request(body: &[u8]) -> Result<Request, DetsimError> {
+    let value = parse_strict(body)?;
+    if canonical_bytes(&value)? != body {
+        return Err(DetsimError::new("struct_not_canonical", "body is not RFC 8785 canonical JSON"));
+    }
+    let field = "request";
+    let o = read_object(Some(&value), field)?;
+    refuse_unknown_fields(o, &["method", "requestId", "scope", "params"], field)?;
+    let method = match require(o, "method", field)? {
+        Value::String(m) if !m.is_empty() && m.encode_utf16().count() <= 64 => m.clone(),
+        _ => return Err(DetsimError::at("struct_invalid_field", "request.method must be a method name", "request.method")),
+    };
+    let request_id = read_request_id(Some(require(o, "requestId", field)?), "request.requestId")?.to_string();
+    let scope_json = require(o, "scope", field)?.clone();
+    let scope = if scope_json == Value::Null { None } else { Some(Scope::read(Some(&scope_json), "request.scope")?) };
+    let params = read_object(Some(require(o, "params", field)?), "request.params")?.to_vec();
+    Ok(Request { method, request_id, scope, scope_json, params })
+}
+
+/// Best effort: the request id of an unreadable request, so the reply still correlates.
+fn salvage_request_id(body: &[u8]) -> String {
+    let head = &body[..body.len().min(4096)];
+    let text = String::from_utf8_lossy(head);
+    const NEEDLE: &str = "\"requestId\":\"req-";
+    if let Some(at) = text.find(NEEDLE) {
+        let digits: String = text[at + NEEDLE.len()..].chars().take_while(|c| c.is_ascii_digit()).collect();
+        let rest = &text[at + NEEDLE.len() + digits.len()..];
+        if rest.starts_with('"') && is_u64(&digits) {
+            return format!("req-{digits}");
+        }
+    }
+    "req-0".into()
+}
+
+impl WorkerRuntime {
+    pub fn new(worker_id: String, session: Option<String>, incarnation_id: String, max_message_bytes: u64) -> WorkerRuntime {
+        WorkerRuntime {
+            worker_id,
+            incarnation_id,
+            bound_session: session,
+            hello_done: false,
+            progress_counter: 0,
+            last_completed: None,
+            stopping: false,
+            lifecycle: HashMap::new(),
+            max_message_bytes,
+            agents: AgentHost::default(),
+        }
+    }
+
+    /// Handle one request message; always produces exactly one reply.
+    pub fn handle(&mut self, body: &[u8], attachment: Option<&[u8]>) -> Outgoing {
+        let req = match read_request(body) {
+            Ok(r) => r,
+            Err(e) => {
+                let err = Refusal::new("INVALID_ARGUMENT", format!("malformed request: {}", e.message));
+                return Outgoing { body: self.envelope("error", &salvage_request_id(body), &Value::Null, ("error", err.to_json())), attachment: None, stop: false };
+            }
+        };
+        match self.dispatch(&req, attachment) {
+            Ok(reply) => Outgoing {
+                body: self.envelope("result", &req.request_id, &req.scope_json, ("result", reply.result)),
+                attachment: reply.attachment,
+                stop: req.method == "Worker.Shutdown",
+            },
+            Err(err) => Outgoing { body: self.envelope("error", &req.request_id, &req.scope_json, ("error", err.to_json())), attachment: None, stop: false },
+        }
+    }
+
+    fn envelope(&self, kind: &str, request_id: &str, scope: &Value, payload: (&str, Value)) -> Vec<u8> {
+        let v = obj(vec![("type", s(kind)), ("requestId", s(request_id)), ("workerId", s(&self.worker_id)), ("incarnationId", s(&self.incarnation_id)), ("scope", scope.clone()), payload]);
+        canonical_bytes(&v).expect("replies hold finite numbers only")
+    }
+
+    fn dispatch(&mut self, req: &Request, attachment: Option<&[u8]>) -> Outcome<HostReply> {
+        match req.method.as_str() {
+            "Worker.Hello" => return self.hello(req),
+            "Worker.Status" => return self.status(req),
+            "Worker.Shutdown" => return self.shutdown(req),
+            "Worker.Acknowledge" => return self.acknowledge(req),
+            _ => {}
+        }
+        if !self.hello_done {
+            return Err(Refusal::new("INVALID_PHASE", format!("{} before Worker.Hello", req.method)));
+        }
+        if self.stopping {
+            return Err(Refusal::new("INVALID_PHASE", "the worker is stopping"));
+        }
+        if !LIFECYCLE.contains(&req.method.as_str()) {
+            return self.route(req, attachment);
+        }
+        // Lifecycle replies are kept until acknowledged: the same id and body replays the reply.
+        let digest = canonical_digest(&obj(vec![("method", s(&req.method)), ("scope", req.scope_json.clone()), ("params", Value::Object(req.params.clone()))])).expect("parsed values");
+        if let Some(cached) = self.lifecycle.get(&req.request_id) {
+            if cached.digest != digest {
+                return Err(Refusal::new("CONFLICT", format!("{} was already used for a different {} request", req.request_id, req.method)));
+            }
+            return Ok(HostReply { result: cached.result.clone(), attachment: cached.attachment.clone() });
+        }
+        if self.lifecycle.len() >= LIFECYCLE_LIMIT {
+            return Err(Refusal::new("BUSY", format!("{LIFECYCLE_LIMIT} lifecycle replies await Worker.Acknowledge; acknowledge them first")));
+        }
+        let reply = self.route(req, attachment)?;
+        self.lifecycle.insert(req.request_id.clone(), Lifecycle { digest, result: reply.result.clone(), attachment: reply.attachment.clone() });
+        Ok(reply)
+    }
+
+    fn route(&mut self, req: &Request, attachment: Option<&[u8]>) -> Outcome<HostReply> {
+        let session = self.bound_session.clone().unwrap_or_default();
+        let (counter, last) = (&mut self.progress_counter, &mut self.last_completed);
+        let rid = req.request_id.clone();
+        let mut progress = || {
+            *counter += 1;
+            *last = Some(rid.clone());
+        };
+        let mut ctx = Ctx { session_id: &session, incarnation_id: &self.incarnation_id, progress: &mut progress };
+        let (m, sc, p) = (req.method.as_str(), &req.scope, req.params.as_slice());
+        match m {
+            "Agent.Initialize" => self.agents.initialize(m, sc, p, &mut ctx),
+            "Agent.Prepare" => self.agents.prepare(m, &req.request_id, sc, p, &mut ctx),
+            "Agent.Commit" => self.agents.commit(m, sc, p, &mut ctx),
+            "Environment.Initialize" | "Environment.Advance" => Err(Refusal::new("UNSUPPORTED", format!("{m}: this worker hosts agents"))),
+            "State.Capture" => self.agents.capture(m, sc, p, &mut ctx),
+            "State.StageRestore" => self.agents.stage_restore(m, sc, p, attachment, &mut ctx),
+            "State.ActivateRestore" => self.agents.activate_restore(m, sc, p, &mut ctx),
+            _ => Err(Refusal::new("UNSUPPORTED", format!("unknown method {}", js_stringify(&Value::String(m.into()))))),
+        }
+    }
+
+    // ---- Worker.* -------------------------------------------------------------------------------
+
+    fn hello(&mut self, req: &Request) -> Outcome<HostReply> {
+        if req.scope.is_some() {
+            return Err(Refusal::new("INVALID_ARGUMENT", "Worker.Hello takes scope null"));
+        }
+        let p = &req.params;
+        refuse_unknown_fields(p, &["sessionId", "expectedWorkerId", "role", "supportedMajors", "contractDigest"], "params")?;
+        let session_id = read_id(member(p, "sessionId"), "params.sessionId")?.to_string();
+        let expected = read_id(member(p, "expectedWorkerId"), "params.expectedWorkerId")?.to_string();
+        let contract = read_digest(member(p, "contractDigest"), "params.contractDigest")?.to_string();
+        let majors = match member(p, "supportedMajors") {
+            Some(Value::Array(items)) if items.iter().all(|m| matches!(m, Value::Number(n) if n.fract() == 0.0)) => items,
+            _ => return Err(Refusal::new("INVALID_ARGUMENT", "params.supportedMajors must be a list of integers")),
+        };
+        let mine = contract_digest();
+        if contract != mine {
+            return Err(Refusal::new("IDENTITY_MISMATCH", format!("contractDigest: the caller has {contract}, this worker speaks {mine}")));
+        }
+        if expected != self.worker_id {
+            return Err(Refusal::new("IDENTITY_MISMATCH", format!("workerId: the caller expects {expected}, this worker is {}", self.worker_id)));
+        }
+        let role = member(p, "role");
+        match role {
+            Some(Value::String(r)) if r == "agent" => {}
+            Some(Value::String(r)) if r == "environment" => {
+                return Err(Refusal::new("UNSUPPORTED", "role: the caller asks for environment, this worker runs as agent"));
+            }
+            _ => return Err(Refusal::new("UNSUPPORTED", format!("role: {} is not a worker role", shown(role)))),
+        }
+        if !majors.iter().any(|m| matches!(m, Value::Number(n) if *n == PROTOCOL_MAJOR)) {
+            return Err(Refusal::new("UNSUPPORTED", format!("supportedMajors: {} does not include 1", js_stringify(&Value::Array(majors.to_vec())))));
+        }
+        if let Some(bound) = &self.bound_session
+            && *bound != session_id
+        {
+            return Err(Refusal::new("IDENTITY_MISMATCH", format!("sessionId: the caller has {session_id}, this worker is bound to {bound}")));
+        }
+        self.bound_session = Some(session_id);
+        self.hello_done = true;
+        Ok(HostReply {
+            result: obj(vec![
+                ("selectedMajor", Value::Number(1.0)),
+                ("selectedMinor", Value::Number(0.0)),
+                ("workerId", s(&self.worker_id)),
+                ("incarnationId", s(&self.incarnation_id)),
+                ("role", s("agent")),
+                ("runtime", s(RUNTIME_NAME)),
+                ("buildDigest", s(&build_digest())),
+                ("contractDigest", s(&mine)),
+                ("capabilities", Value::Array(vec![s("agent-step-v1"), s("checkpoint-v1")])),
+                (
+                    "limits",
+                    obj(vec![("maxAgents", Value::Number(MAX_AGENTS_PER_WORKER)), ("maxMessageBytes", Value::Number(self.max_message_bytes as f64)), ("workerThreads", Value::Number(1.0))]),
+                ),
+            ]),
+            attachment: None,
+        })
+    }
+
+    fn status(&self, req: &Request) -> Outcome<HostReply> {
+        refuse_unknown_fields(&req.params, &[], "params")?;
+        let current_scope = match (&self.bound_session, &self.agents.current_epoch, self.agents.boundary()) {
+            (Some(session), Some(epoch), Some(boundary)) => obj(vec![("sessionId", s(session)), ("epoch", s(epoch)), ("step", s(&boundary.to_string()))]),
+            _ => Value::Null,
+        };
+        Ok(HostReply {
+            result: obj(vec![
+                ("state", s(if self.stopping { "stopping" } else { self.agents.state() })),
+                ("currentScope", current_scope),
+                ("lastCompletedRequestId", self.last_completed.as_deref().map(s).unwrap_or(Value::Null)),
+                ("progressCounter", s(&self.progress_counter.to_string())),
+            ]),
+            attachment: None,
+        })
+    }
+
+    fn acknowledge(&mut self, req: &Request) -> Outcome<HostReply> {
+        refuse_unknown_fields(&req.params, &["requestIds"], "params")?;
+        let ids = match member(&req.params, "requestIds") {
+            Some(Value::Array(items)) if (1..=16).contains(&items.len()) => items,
+            _ => return Err(Refusal::new("INVALID_ARGUMENT", "params.requestIds must hold 1..16 request ids")),
+        };
+        let mut ok = Vec::with_capacity(ids.len());
+        for (i, id) in ids.iter().enumerate() {
+            ok.push(read_request_id(Some(id), &format!("params.requestIds[{i}]"))?.to_string());
+        }
+        let n = ok.iter().filter(|id| self.lifecycle.remove(id.as_str()).is_some()).count();
+        Ok(HostReply { result: obj(vec![("acknowledged", Value::Number(n as f64))]), attachment: None })
+    }
+
+    fn shutdown(&mut self, req: &Request) -> Outcome<HostReply> {
+        refuse_unknown_fields(&req.params, &["reason"], "params")?;
+        read_id(member(&req.params, "reason"), "params.reason")?;
+        self.stopping = true;
+        Ok(HostReply { result: obj(vec![("stopping", Value::Bool(true))]), attachment: None })
+    }
+}

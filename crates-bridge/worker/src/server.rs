@@ -1,0 +1,106 @@
+// The worker's end of the transport (as coordinator/protocol/server.ts + frames.ts): the tonic
+// Session service, reassembling chunk frames + one body frame into a message, feeding the shared
+// runtime one message at a time and writing each reply back as chunks then body. No protocol semantics.
+use crate::pb::Frame;
+use crate::pb::worker_server::Worker;
+use crate::runtime::WorkerRuntime;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use tokio::sync::{Notify, mpsc};
+use tokio_stream::{Stream, StreamExt, wrappers::ReceiverStream};
+use tonic::{Request, Response, Status, Streaming};
+
+pub const MAX_CHUNK_BYTES: usize = 1024 * 1024;
+/// Upper bound on one reassembled attachment, as DEFAULT_MAX_ATTACHMENT_BYTES in frames.ts.
+pub const MAX_ATTACHMENT_BYTES: usize = 2 * 1024 * 1024 * 1024 - 1;
+
+pub struct WorkerService {
+    pub runtime: Arc<Mutex<WorkerRuntime>>,
+    /// Notified once a Shutdown reply has been queued: the process then exits.
+    pub stop: Arc<Notify>,
+    pub worker_id: String,
+}
+
+/// Collects chunk frames until a body frame completes the message.
+#[derive(Default)]
+struct Assembler {
+    chunks: Vec<u8>,
+    partial: bool,
+}
+
+impl Assembler {
+    fn push(&mut self, frame: Frame) -> Result<Option<(Vec<u8>, Option<Vec<u8>>)>, String> {
+        let (has_body, has_chunk) = (!frame.body.is_empty(), !frame.chunk.is_empty());
+        if has_body && has_chunk {
+            return Err("a frame carries both body and chunk".into());
+        }
+        if has_chunk {
+            if frame.chunk.len() > MAX_CHUNK_BYTES {
+                return Err(format!("a chunk of {} bytes exceeds {MAX_CHUNK_BYTES}", frame.chunk.len()));
+            }
+            if self.chunks.len() + frame.chunk.len() > MAX_ATTACHMENT_BYTES {
+                return Err(format!("attachment exceeds {MAX_ATTACHMENT_BYTES} bytes"));
+            }
+            self.chunks.extend_from_slice(&frame.chunk);
+            self.partial = true;
+            return Ok(None);
+        }
+        if !has_body {
+            return Err("an empty frame (neither body nor chunk)".into());
+        }
+        let attachment = if self.partial { Some(std::mem::take(&mut self.chunks)) } else { None };
+        self.partial = false;
+        Ok(Some((frame.body, attachment)))
+    }
+}
+
+/// A message as frames: chunks of at most 1 MiB, then the body.
+fn frames(body: Vec<u8>, attachment: Option<Vec<u8>>) -> Vec<Frame> {
+    let mut out = Vec::new();
+    if let Some(a) = attachment {
+        for c in a.chunks(MAX_CHUNK_BYTES) {
+            out.push(Frame { body: Vec::new(), chunk: c.to_vec() });
+        }
+    }
+    out.push(Frame { body, chunk: Vec::new() });
+    out
+}
+
+#[tonic::async_trait]
+impl Worker for WorkerService {
+    type SessionStream = Pin<Box<dyn Stream<Item = Result<Frame, Status>> + Send + 'static>>;
+
+    async fn session(&self, request: Request<Streaming<Frame>>) -> Result<Response<Self::SessionStream>, Status> {
+        let mut incoming = request.into_inner();
+        let (tx, rx) = mpsc::channel::<Result<Frame, Status>>(16);
+        let runtime = self.runtime.clone();
+        let stop = self.stop.clone();
+        let worker_id = self.worker_id.clone();
+        tokio::spawn(async move {
+            let mut assembler = Assembler::default();
+            while let Some(next) = incoming.next().await {
+                let Ok(frame) = next else { break };
+                let (body, attachment) = match assembler.push(frame) {
+                    Ok(Some(m)) => m,
+                    Ok(None) => continue,
+                    Err(why) => {
+                        eprintln!("detsim worker {worker_id}: framing error, stream ended: {why}");
+                        break;
+                    }
+                };
+                // One request at a time across all streams, replies in request order.
+                let out = runtime.lock().expect("runtime lock").handle(&body, attachment.as_deref());
+                for f in frames(out.body, out.attachment) {
+                    if tx.send(Ok(f)).await.is_err() {
+                        return;
+                    }
+                }
+                if out.stop {
+                    stop.notify_one();
+                    break;
+                }
+            }
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+}

@@ -1,0 +1,219 @@
+// The Rust agent worker (detsim-worker-rs) against the TypeScript worker, message for message: the
+// same requests sent to one process of each give the same canonical replies (incarnation ids
+// aside), including refusals, idempotent retries, captured payload bytes, and restores across
+// languages that continue identically. Not the coordinator run (worker-run.test.ts).
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { canonicalize } from '../../coordinator/formats/canonical-json.js';
+import { CONTRACT_DIGEST, METHODS, type CallOptions, type CallReply, type Params } from '../../coordinator/protocol/index.js';
+import type { Scope } from '../../coordinator/formats/scalars.js';
+import { REPO_ROOT, SESSION, STEP_60HZ } from '../workers/harness.js';
+import { ensureRustWorker, rustWorkerSkip, spawnAgentWorker, stopAllWorkers, type Spawned } from './rust-worker.js';
+
+afterAll(stopAllWorkers);
+
+const sc = (step: number, epoch = 'e1'): Scope => ({ sessionId: SESSION, epoch, step: String(step) });
+const OBS = { x: 1, y: 2, foodDx: -3, foodDy: 1, score: 0 };
+const AGENTS = [
+  { agentId: 'a-lif', model: 'lif', params: { neurons: 64 }, seed: -987654, stepDuration: STEP_60HZ, observation: OBS },
+  { agentId: 'a-walk', model: 'walker', params: { explore: 3 }, seed: 4242, stepDuration: STEP_60HZ, observation: OBS },
+  { agentId: 'a-zero', model: 'walker', params: {}, seed: 0, stepDuration: { numerator: '7000001', denominator: '7' }, observation: { note: 'no food' } },
+];
+const IDS = AGENTS.map((a) => ({ agentId: a.agentId }));
+
+/** A reply as comparable text: the incarnation id (random per process) blanked. */
+function norm(r: CallReply): string {
+  const reply = { ...r.reply, incarnationId: 'inc' } as Record<string, unknown>;
+  return canonicalize(reply);
+}
+
+describe.skipIf(rustWorkerSkip !== null)('Rust worker speaks proto/detsim/v1 like the TypeScript worker', () => {
+  let ts: Spawned;
+  let rs: Spawned;
+
+  beforeAll(async () => {
+    ensureRustWorker();
+    [ts, rs] = await Promise.all([spawnAgentWorker('typescript', 'w-1'), spawnAgentWorker('rust', 'w-1')]);
+  }, 1_500_000);
+
+  /** Send the same request to both; assert the replies match; return the TypeScript one. */
+  async function both(method: string, scope: Scope | null, params: Params, opts: CallOptions = {}): Promise<{ t: CallReply; r: CallReply }> {
+    const [t, r] = await Promise.all([ts.client.call(method, scope, params, opts), rs.client.call(method, scope, params, opts)]);
+    expect(norm(r), `${method} ${JSON.stringify(params).slice(0, 200)}`).toBe(norm(t));
+    expect(r.attachment === undefined).toBe(t.attachment === undefined);
+    if (t.attachment) expect(Buffer.compare(r.attachment!, t.attachment), `${method}: attachment bytes`).toBe(0);
+    return { t, r };
+  }
+
+  async function stepBoth(k: number, epoch = 'e1'): Promise<void> {
+    const { t } = await both(METHODS.agentPrepare, sc(k, epoch), { agents: IDS });
+    const obs = { x: k % 7, y: (k * 3) % 5, foodDx: (k % 5) - 2, foodDy: (k % 3) - 1, score: k, mood: k % 2 === 0 ? 'calm' : 'ünïcode' };
+    const agents = IDS.map((a) => ({ agentId: a.agentId, preparedRequestId: t.requestId, observation: obs, rewards: k % 3 === 0 ? [{ eventId: `eat-${k}`, ruleId: 'eat', value: 0.1 * k - 0.25 }] : [] }));
+    await both(METHODS.agentCommit, sc(k, epoch), { agents });
+  }
+
+  it('ready line and Hello: the contract digest is the proto file SHA-256, runtime detsim-rs, same capabilities and limits', async () => {
+    const ready = JSON.parse(rs.readyLine) as Record<string, unknown>;
+    expect(Object.keys(ready)).toEqual(['ready', 'listen', 'pid']);
+    expect(ready.pid).toBe(rs.proc.pid);
+    // Refusals first (the worker stays un-introduced): wrong contract, wrong worker id, role, majors.
+    const hello = { sessionId: SESSION, expectedWorkerId: 'w-1', role: 'agent', supportedMajors: [1], contractDigest: CONTRACT_DIGEST };
+    await both(METHODS.agentPrepare, sc(0), { agents: IDS });
+    await both(METHODS.hello, null, { ...hello, contractDigest: 'f'.repeat(64) });
+    await both(METHODS.hello, null, { ...hello, expectedWorkerId: 'w-2' });
+    await both(METHODS.hello, null, { ...hello, role: 'environment' });
+    await both(METHODS.hello, null, { ...hello, role: 'judge' });
+    await both(METHODS.hello, null, { ...hello, supportedMajors: [2, 3] });
+    await both(METHODS.hello, null, { ...hello, extra: true });
+    await both(METHODS.hello, sc(0), hello);
+    const [t, r] = await Promise.all([ts.client.call(METHODS.hello, null, hello), rs.client.call(METHODS.hello, null, hello)]);
+    if (t.reply.type !== 'result' || r.reply.type !== 'result') throw new Error('Hello refused');
+    const { runtime, buildDigest, incarnationId, ...rest } = r.reply.result as Record<string, unknown>;
+    const { runtime: _r, buildDigest: _b, incarnationId: _i, ...tsRest } = t.reply.result as Record<string, unknown>;
+    expect(rest).toEqual(tsRest);
+    expect(rest.contractDigest).toBe(createHash('sha256').update(readFileSync(join(REPO_ROOT, 'proto/detsim/v1/worker.proto'))).digest('hex'));
+    expect(runtime).toMatch(/^detsim-rs\//);
+    expect(buildDigest).toMatch(/^[0-9a-f]{64}$/);
+    expect(incarnationId).toMatch(/^inc-[0-9a-f]{16}$/);
+    expect(r.reply.incarnationId).toBe(incarnationId);
+  });
+
+  it('Initialize (and its refusals), Status, and 12 steps of Prepare/Commit give identical replies', async () => {
+    await both(METHODS.agentInitialize, sc(3), { agents: AGENTS });
+    await both(METHODS.agentInitialize, sc(0), { agents: [{ ...AGENTS[0], model: 'nope' }] });
+    await both(METHODS.agentInitialize, sc(0), { agents: [{ ...AGENTS[1], params: { explore: 0 } }] });
+    await both(METHODS.agentInitialize, sc(0), { agents: [{ ...AGENTS[1], params: { explor: 2 } }] });
+    await both(METHODS.agentInitialize, sc(0), { agents: [{ ...AGENTS[1], params: { strict: 'yes' } }] });
+    await both(METHODS.agentInitialize, sc(0), { agents: [{ ...AGENTS[1], seed: 2 ** 31 }] });
+    await both(METHODS.agentInitialize, sc(0), { agents: [AGENTS[1], AGENTS[1]] });
+    await both(METHODS.agentInitialize, { ...sc(0), sessionId: 'other' }, { agents: AGENTS });
+    await both(METHODS.status, null, {});
+    await both(METHODS.agentInitialize, sc(0), { agents: AGENTS });
+    // The same Initialize again is answered from the agents' records; a different one is CONFLICT.
+    await both(METHODS.agentInitialize, sc(0), { agents: AGENTS });
+    await both(METHODS.agentInitialize, sc(0), { agents: [{ ...AGENTS[1], seed: 1 }] });
+    await both(METHODS.status, null, {});
+    for (let k = 0; k < 12; k++) await stepBoth(k);
+    await both(METHODS.status, null, {});
+  });
+
+  it('idempotency per operation key: cached replies, CONFLICT, STALE_EPOCH / STALE_STEP / FUTURE_STEP, phase refusals', async () => {
+    const k = 12;
+    const first = await both(METHODS.agentPrepare, sc(k), { agents: IDS });
+    // The same request id and body, and a new id with the same body: the cached decisions, no new ticks.
+    const again = await both(METHODS.agentPrepare, sc(k), { agents: IDS }, { requestId: first.t.requestId });
+    expect(norm(again.r)).toBe(norm(first.r));
+    await both(METHODS.agentPrepare, sc(k), { agents: [IDS[1]!, IDS[0]!] });
+    await both(METHODS.agentPrepare, sc(k - 3), { agents: IDS });
+    await both(METHODS.agentPrepare, sc(k + 5), { agents: IDS });
+    await both(METHODS.agentPrepare, sc(k, 'e0'), { agents: IDS });
+    await both(METHODS.agentPrepare, sc(k), { agents: [{ agentId: 'stranger' }] });
+    await both(METHODS.agentCommit, sc(k), { agents: [{ agentId: 'a-walk', preparedRequestId: 'req-1', observation: OBS, rewards: [] }] });
+    const commit = { agents: IDS.map((a) => ({ agentId: a.agentId, preparedRequestId: first.t.requestId, observation: OBS, rewards: [] })) };
+    await both(METHODS.agentCommit, sc(k), commit);
+    await both(METHODS.agentCommit, sc(k), commit);
+    await both(METHODS.agentCommit, sc(k), { agents: commit.agents.map((a) => ({ ...a, observation: { ...OBS, x: 9 } })) });
+    await both(METHODS.agentCommit, sc(k + 1), commit);
+    await both(METHODS.agentCommit, sc(k + 1), { agents: [{ agentId: 'a-walk', preparedRequestId: first.t.requestId, observation: OBS, rewards: [{ eventId: 'x', ruleId: 'y', value: 'big' }] }] });
+    await both(METHODS.status, null, {});
+  });
+
+  it('capture gives identical payload bytes; each language restores the other’s payload and both continue identically', async () => {
+    const k = 13;
+    for (let i = 0; i < AGENTS.length; i++) {
+      const agentId = AGENTS[i]!.agentId;
+      const { t, r } = await both(METHODS.capture, sc(k), { checkpointId: `ck-${agentId}`, agentId });
+      expect(t.attachment!.length).toBeGreaterThan(100);
+      if (t.reply.type !== 'result') throw new Error(`capture refused: ${JSON.stringify(t.reply.error)}`);
+      // Cross: each worker stages the OTHER language's bytes (identical, so the tokens differ only by incarnation).
+      const cap = t.reply.result as { checkpointId: string; agentId: string; compatibilityDigest: string; payload: { digest: string; byteLength: string } };
+      const stage = { checkpointId: cap.checkpointId, agentId, sourceScope: sc(k), compatibilityDigest: cap.compatibilityDigest, payload: cap.payload };
+      const [st, sr] = await Promise.all([
+        ts.client.call(METHODS.stageRestore, sc(k, 'e2'), stage, { attachment: r.attachment! }),
+        rs.client.call(METHODS.stageRestore, sc(k, 'e2'), stage, { attachment: t.attachment! }),
+      ]);
+      if (st.reply.type !== 'result' || sr.reply.type !== 'result') throw new Error(`stage refused: ${norm(st)} / ${norm(sr)}`);
+      const token = (reply: CallReply, inc: string): void => {
+        const text = `detsim/restore-token-v1\n${cap.checkpointId}\n${SESSION}\ne2\n${k}\n${cap.payload.digest}\n${inc}\n`;
+        expect((reply.reply as unknown as { result: { restoreToken: string } }).result.restoreToken).toBe(`rt-${createHash('sha256').update(text).digest('hex').slice(0, 32)}`);
+      };
+      token(st, st.reply.incarnationId);
+      token(sr, sr.reply.incarnationId);
+      // Refusals on a staged agent: a second stage is CONFLICT; a wrong token keeps the staged restore.
+      await both(METHODS.stageRestore, sc(k, 'e2'), stage, { attachment: t.attachment! });
+      await both(METHODS.activateRestore, sc(k, 'e2'), { restoreToken: 'rt-0', agentId });
+      const [at, ar] = await Promise.all([
+        ts.client.call(METHODS.activateRestore, sc(k, 'e2'), { restoreToken: (st.reply.result as { restoreToken: string }).restoreToken, agentId }),
+        rs.client.call(METHODS.activateRestore, sc(k, 'e2'), { restoreToken: (sr.reply.result as { restoreToken: string }).restoreToken, agentId }),
+      ]);
+      expect(norm(ar)).toBe(norm(at));
+      expect(at.reply.type).toBe('result');
+    }
+    // Payload checks refuse alike: wrong digest, wrong length, no attachment.
+    await both(METHODS.stageRestore, sc(k, 'e3'), { checkpointId: 'ck-x', agentId: 'a-walk', sourceScope: sc(k, 'e2'), compatibilityDigest: 'a'.repeat(64), payload: { digest: 'b'.repeat(64), byteLength: '3' } }, { attachment: Buffer.from('abc') });
+    await both(METHODS.stageRestore, sc(k, 'e3'), { checkpointId: 'ck-x', agentId: 'a-walk', sourceScope: sc(k, 'e2'), compatibilityDigest: 'a'.repeat(64), payload: { digest: 'b'.repeat(64), byteLength: '4' } }, { attachment: Buffer.from('abc') });
+    await both(METHODS.stageRestore, sc(k, 'e3'), { checkpointId: 'ck-x', agentId: 'a-walk', sourceScope: sc(k, 'e2'), compatibilityDigest: 'a'.repeat(64), payload: { digest: 'b'.repeat(64), byteLength: '4' } });
+    // The old epoch is stale now; the restored timelines continue in e2 identically.
+    await both(METHODS.agentPrepare, sc(k, 'e1'), { agents: IDS });
+    await both(METHODS.status, null, {});
+    for (let j = k; j < k + 8; j++) await stepBoth(j, 'e2');
+    const agentId = 'a-lif';
+    await both(METHODS.capture, sc(k + 8, 'e2'), { checkpointId: 'ck-end', agentId });
+    await both(METHODS.acknowledge, null, { requestIds: ['req-1', 'req-99999'] });
+    await both(METHODS.acknowledge, null, { requestIds: [] });
+  });
+
+  it('a fresh worker of either language restores a payload captured by the other and continues identically', async () => {
+    const k = 21;
+    const agents = ['a-lif', 'a-walk', 'a-zero'];
+    const [freshTs, freshRs] = await Promise.all([spawnAgentWorker('typescript', 'w-2'), spawnAgentWorker('rust', 'w-2')]);
+    const hello = { sessionId: SESSION, workerId: 'w-2', role: 'agent' as const };
+    await Promise.all([freshTs.client.hello(hello), freshRs.client.hello(hello)]);
+    for (const agentId of agents) {
+      // The Rust worker's capture goes to the fresh TypeScript worker and the reverse.
+      const [t, r] = await Promise.all([ts.client.call(METHODS.capture, sc(k, 'e2'), { checkpointId: 'ck-fresh', agentId }), rs.client.call(METHODS.capture, sc(k, 'e2'), { checkpointId: 'ck-fresh', agentId })]);
+      if (t.reply.type !== 'result' || r.reply.type !== 'result') throw new Error('capture refused');
+      const cap = r.reply.result as { compatibilityDigest: string; payload: unknown };
+      const stage = { checkpointId: 'ck-fresh', agentId, sourceScope: sc(k, 'e2'), compatibilityDigest: cap.compatibilityDigest, payload: cap.payload };
+      const [st, sr] = await Promise.all([freshTs.client.call(METHODS.stageRestore, sc(k, 'e5'), stage, { attachment: r.attachment! }), freshRs.client.call(METHODS.stageRestore, sc(k, 'e5'), stage, { attachment: t.attachment! })]);
+      if (st.reply.type !== 'result' || sr.reply.type !== 'result') throw new Error(`stage refused: ${norm(st)} / ${norm(sr)}`);
+      const [at, ar] = await Promise.all([
+        freshTs.client.call(METHODS.activateRestore, sc(k, 'e5'), { restoreToken: (st.reply.result as { restoreToken: string }).restoreToken, agentId }),
+        freshRs.client.call(METHODS.activateRestore, sc(k, 'e5'), { restoreToken: (sr.reply.result as { restoreToken: string }).restoreToken, agentId }),
+      ]);
+      expect(norm(ar)).toBe(norm(at));
+    }
+    const decisions = async (w: Spawned, j: number): Promise<string> => {
+      const p = await w.client.call(METHODS.agentPrepare, sc(j, 'e5'), { agents: IDS });
+      const obs = { foodDx: (j % 5) - 2, foodDy: 1 - (j % 3) };
+      const c = await w.client.call(METHODS.agentCommit, sc(j, 'e5'), { agents: IDS.map((a) => ({ agentId: a.agentId, preparedRequestId: p.requestId, observation: obs, rewards: [] })) });
+      expect(c.reply.type).toBe('result');
+      return norm(p);
+    };
+    for (let j = k; j < k + 6; j++) expect(await decisions(freshRs, j)).toBe(await decisions(freshTs, j));
+    // Injected divergence: different observations on one side make the decisions differ within a
+    // few steps (the comparison above can fail).
+    const walk = async (w: Spawned, j: number, foodDx: number): Promise<string> => {
+      const p = await w.client.call(METHODS.agentPrepare, sc(j, 'e5'), { agents: [{ agentId: 'a-walk' }] });
+      await w.client.call(METHODS.agentCommit, sc(j, 'e5'), { agents: [{ agentId: 'a-walk', preparedRequestId: p.requestId, observation: { foodDx, foodDy: 0 }, rewards: [] }] });
+      return norm(p);
+    };
+    const rsDecisions: string[] = [];
+    const tsDecisions: string[] = [];
+    for (let j = k + 6; j < k + 10; j++) {
+      rsDecisions.push(await walk(freshRs, j, 5));
+      tsDecisions.push(await walk(freshTs, j, -5));
+    }
+    expect(rsDecisions[0]).toBe(tsDecisions[0]);
+    expect(rsDecisions).not.toEqual(tsDecisions);
+  });
+
+  it('Shutdown replies {stopping: true} and the process exits 0', async () => {
+    await both(METHODS.shutdown, null, { reason: 'done' });
+    const [te, re] = await Promise.all([ts.exited, rs.exited]);
+    expect(re).toEqual({ code: 0, signal: null });
+    expect(te).toEqual({ code: 0, signal: null });
+  });
+});
