@@ -30,7 +30,9 @@ export type RunFailureKind =
   /** Hello refused: wrong contract, identity or capability. */
   | 'identity'
   /** Stopped from outside (SIGINT/SIGTERM or an abort signal). */
-  | 'aborted';
+  | 'aborted'
+  /** The coordinator itself failed (a file it could not write, an unexpected error). */
+  | 'internal';
 
 export interface RunFailureContext {
   workerId?: Id;
@@ -72,6 +74,7 @@ export class RunFailure extends Error {
       protocol: 'broke the protocol',
       identity: 'is not the expected worker',
       aborted: 'was stopped',
+      internal: 'failed inside the coordinator',
     };
     return `${who} ${what[kind]} at ${where}: ${detail}`;
   }

@@ -194,7 +194,7 @@ export async function runSession(config: RunPlan | string, opts: RunOptions = {}
       opts.onProgress?.({ step: k + 1, steps, elapsedMs: Date.now() - loopStart });
     }
   } catch (e) {
-    failure = e instanceof RunFailure ? e : new RunFailure('protocol', e instanceof Error ? e.message : String(e), { phase: 'startup' });
+    failure = e instanceof RunFailure ? e : new RunFailure('internal', e instanceof Error ? e.message : String(e), { step: String(digest.steps), phase: 'prepare' });
     if (signal.aborted && failure.kind !== 'aborted') {
       // Ctrl-C reaches the workers too; their deaths are a consequence, not the cause.
       failure = new RunFailure('aborted', `the run was interrupted (${failure.message})`, { step: failure.step, phase: failure.phase });
