@@ -1,12 +1,15 @@
 // Reason codes (D7): every decision about input is {action, layer, reason} with a stable,
 // non-empty, published code; the same input gives the same code.
+import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { resolveConfig } from '../../coordinator/config.js';
 import { parseStrict } from '../../coordinator/formats/canonical-json.js';
+import { decodeEnvelope } from '../../coordinator/formats/envelope.js';
 import { DetsimError } from '../../coordinator/formats/errors.js';
 import { LAYER_NAMES, REASONS, type Decision, type ReasonCode } from '../../coordinator/formats/reasons.js';
 import { readId, readU64 } from '../../coordinator/formats/scalars.js';
+import { FIELD_TABLE } from '../../coordinator/receipt/fields.js';
 import { FAMILIES, reasonsMarkdown, reasonsText } from '../../coordinator/receipt/reasons-doc.js';
 
 const good = {
@@ -31,6 +34,8 @@ const BAD: [string, () => unknown][] = [
   ['unsafe integer', () => parseStrict('9007199254740993')],
   ['not a U64', () => readU64('-1', 'f')],
   ['not an Id', () => readId('UPPER', 'f')],
+  ['envelope too short', () => decodeEnvelope(new Uint8Array(10))],
+  ['envelope wrong magic', () => decodeEnvelope(new Uint8Array(200))],
 ];
 
 function decide(fn: () => unknown): Decision {
@@ -79,5 +84,29 @@ describe('reason codes (D7)', () => {
   it('docs/reasons.md is the generated list (regenerate: npx detsim reasons --markdown > docs/reasons.md)', () => {
     const docs = readFileSync(new URL('../../docs/reasons.md', import.meta.url), 'utf8');
     expect(docs, 'docs/reasons.md is stale: run `npx detsim reasons --markdown > docs/reasons.md`').toBe(reasonsMarkdown());
+  });
+});
+
+describe('publishing (detsim reasons, detsim fields)', () => {
+  const cli = (args: string[]) => spawnSync(process.execPath, ['--import', 'tsx', 'coordinator/cli/main.ts', ...args], { encoding: 'utf8', timeout: 60_000 });
+
+  it('detsim reasons prints every code once with its layer; --markdown is docs/reasons.md', () => {
+    const r = cli(['reasons']);
+    expect(r.status).toBe(0);
+    const lines = r.stdout.trim().split('\n');
+    expect(lines.map((l) => l.split('\t')[0]).sort()).toEqual(Object.keys(REASONS).sort());
+    for (const l of lines) expect(l).toMatch(/^[a-z_0-9]+\tL[1-8] [a-z]+\t.+$/);
+    expect(cli(['reasons', '--markdown']).stdout).toBe(readFileSync(new URL('../../docs/reasons.md', import.meta.url), 'utf8').replace(/\n$/, '') + '\n');
+  });
+
+  it('D1: detsim fields publishes the whole classification table', () => {
+    const r = cli(['fields', '--json']);
+    expect(r.status).toBe(0);
+    const t = JSON.parse(r.stdout) as { fields: unknown[]; physicalNames: string[]; defaultPrecision: number };
+    expect(t.fields).toEqual(JSON.parse(JSON.stringify(FIELD_TABLE)));
+    expect(t.defaultPrecision).toBe(9);
+    expect(t.physicalNames).toContain('generated_at');
+    const text = cli(['fields']).stdout;
+    expect(text.split('\n').filter((l) => /^(repro|physical|opaque)\s/.test(l))).toHaveLength(FIELD_TABLE.length);
   });
 });
