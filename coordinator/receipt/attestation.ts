@@ -62,16 +62,16 @@ export function gradeOf(checks: readonly Check[]): Grade {
 }
 
 const ITEMS: [string, string, string[], string][] = [
-  ['D1', 'classification table published, unknown fields counted', ['table', 'field-table'], 'canonical.test.ts D1 ×2, verify.test.ts D1'],
+  ['D1', 'classification table published, unknown fields counted', ['table', 'field-table'], 'canonical.test.ts D1 ×2, reasons.test.ts D1, verify.test.ts D1 (exit 2)'],
   ['D2', 'lists sorted before canonicalisation', ['canonical'], 'canonical.test.ts D2'],
   ['D3', 'fixed-point numbers, enum values', ['canonical'], 'canonical.test.ts D3'],
   ['D4', 'two independent runs agree (and their physical fields differ)', ['replay', 'physical-diff'], 'replay.test.ts D4'],
   ['D5', 'tampering with ReproCore changes the hash', ['sensitivity'], 'canonical.test.ts D5 ×2, replay.test.ts D5'],
-  ['D6', 'goldens frozen with the [golden] review marker', ['golden', 'golden-marker'], 'check-goldens.test.ts D6 ×2, verify.test.ts D6'],
+  ['D6', 'goldens frozen with the [golden] review marker', ['golden', 'golden-marker'], 'check-goldens.test.ts D6 ×2, goldens.test.ts D6, verify.test.ts D6 (exit 1)'],
   ['D7', 'every decision has a non-empty reason', [], 'reasons.test.ts D7 ×2'],
-  ['D8', 'receipts carry evidence_class; measured ones a source and time', ['honesty'], 'honesty.test.ts D8'],
-  ['D9', 'verdict_hash reproducible, ts_build outside it', [], 'verify.test.ts D9'],
-  ['D10', 'one CI entry with exit codes 0/1/2', [], 'verify.test.ts D10'],
+  ['D8', 'receipts carry evidence_class; measured ones a source and time', ['honesty'], 'honesty.test.ts D8 ×3'],
+  ['D9', 'verdict_hash reproducible, ts_build outside it', [], 'verify.test.ts D9 ×2'],
+  ['D10', 'one CI entry with exit codes 0/1/2', [], 'verify.test.ts D10 (with D1 exit 2, D6 exit 1)'],
 ];
 
 function worst(statuses: CheckStatus[]): CheckStatus {
