@@ -123,3 +123,40 @@ pub fn parse(args: &[String]) -> Result<Options, CliError> {
     }
     Ok(Options { listen, worker_id, session, max_message_bytes, parent_watch: !flags.contains("no-parent-watch") })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn addresses_as_parse_address_in_contract_ts() {
+        assert!(matches!(parse_address("unix:/tmp/a.sock", "--listen"), Ok(Address::Unix(p)) if p == "/tmp/a.sock"));
+        assert!(matches!(parse_address("127.0.0.1:0", "--listen"), Ok(Address::Tcp(h, 0)) if h == "127.0.0.1"));
+        assert_eq!(parse_address("unix:rel.sock", "--listen").unwrap_err().message, "--listen: unix socket path \"rel.sock\" must be absolute (unix:/abs/path)");
+        let long = format!("unix:/{}", "a".repeat(100));
+        assert!(parse_address(&long, "--listen").unwrap_err().message.contains("it must be under 100"));
+        for bad in ["localhost", ":80", "h:65536", "h:123456", "h:-1"] {
+            assert!(parse_address(bad, "--listen").is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn flags_like_the_typescript_worker() {
+        let o = parse(&args(&["--listen", "unix:/tmp/x.sock", "--role", "agent", "--worker-id", "w-1", "--session=s1", "--no-parent-watch"])).ok().unwrap();
+        assert_eq!((o.worker_id.as_str(), o.session.as_deref(), o.parent_watch, o.max_message_bytes), ("w-1", Some("s1"), false, DEFAULT_MAX_MESSAGE_BYTES));
+        let refused = |a: &[&str]| match parse(&args(a)) {
+            Err(CliError::Refused(e)) => e.field.unwrap(),
+            Err(CliError::Usage(m)) => m,
+            Ok(_) => "ok".into(),
+        };
+        assert_eq!(refused(&["--role", "agent", "--worker-id", "w"]), "--listen");
+        assert_eq!(refused(&["--listen", "unix:/tmp/x", "--role", "environment", "--worker-id", "w"]), "--role");
+        assert_eq!(refused(&["--listen", "unix:/tmp/x", "--role", "agent", "--worker-id", "W"]), "--worker-id");
+        assert_eq!(refused(&["--listen", "unix:/tmp/x", "--role", "agent", "--worker-id", "w", "--max-message-bytes", "1024"]), "--max-message-bytes");
+        assert_eq!(refused(&["--listen", "unix:/tmp/x", "--bogus"]), "Unknown option '--bogus'");
+    }
+}

@@ -295,3 +295,46 @@ impl WorkerRuntime {
         Ok(HostReply { result: obj(vec![("stopping", Value::Bool(true))]), attachment: None })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use detsim_formats::parse_strict;
+
+    fn rt() -> WorkerRuntime {
+        WorkerRuntime::new("w-1".into(), Some("s1".into()), "inc-0123456789abcdef".into(), 8 << 20)
+    }
+
+    fn reply(out: &Outgoing) -> Value {
+        parse_strict(&out.body).unwrap()
+    }
+
+    #[test]
+    fn the_contract_digest_is_the_sha256_of_the_proto_file() {
+        let file = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/../../proto/detsim/v1/worker.proto")).unwrap();
+        assert_eq!(contract_digest(), detsim_formats::sha256_hex(&file));
+    }
+
+    #[test]
+    fn malformed_and_non_canonical_requests_get_an_error_reply_with_the_salvaged_id() {
+        let mut r = rt();
+        let out = r.handle(br#"{"method":"Worker.Status", "requestId":"req-42","scope":null,"params":{}}"#, None);
+        let v = reply(&out);
+        assert_eq!(v.get("requestId").and_then(Value::as_str), Some("req-42"));
+        assert_eq!(v.get("error").and_then(|e| e.get("code")).and_then(Value::as_str), Some("INVALID_ARGUMENT"));
+        assert_eq!(v.get("error").and_then(|e| e.get("message")).and_then(Value::as_str), Some("malformed request: body is not RFC 8785 canonical JSON"));
+        let out = r.handle(b"not json", None);
+        assert_eq!(reply(&out).get("requestId").and_then(Value::as_str), Some("req-0"));
+        assert_eq!(salvage_request_id(br#"{"requestId":"req-99999999999999999999"}"#), "req-0");
+    }
+
+    #[test]
+    fn steps_before_hello_are_invalid_phase_and_shutdown_stops() {
+        let mut r = rt();
+        let out = r.handle(br#"{"method":"Agent.Prepare","params":{"agents":[{"agentId":"a"}]},"requestId":"req-1","scope":{"epoch":"e1","sessionId":"s1","step":"0"}}"#, None);
+        assert_eq!(reply(&out).get("error").and_then(|e| e.get("code")).and_then(Value::as_str), Some("INVALID_PHASE"));
+        let out = r.handle(br#"{"method":"Worker.Shutdown","params":{"reason":"done"},"requestId":"req-2","scope":null}"#, None);
+        assert!(out.stop);
+        assert_eq!(reply(&out).get("result").and_then(|x| x.get("stopping")), Some(&Value::Bool(true)));
+    }
+}

@@ -104,3 +104,31 @@ impl Worker for WorkerService {
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chunk(n: usize) -> Frame {
+        Frame { body: Vec::new(), chunk: vec![7; n] }
+    }
+
+    #[test]
+    fn chunks_then_a_body_make_one_message_and_frames_split_at_1_mib() {
+        let mut a = Assembler::default();
+        assert_eq!(a.push(Frame { body: b"{}".to_vec(), chunk: Vec::new() }).unwrap(), Some((b"{}".to_vec(), None)));
+        assert_eq!(a.push(chunk(3)).unwrap(), None);
+        assert_eq!(a.push(chunk(2)).unwrap(), None);
+        assert_eq!(a.push(Frame { body: b"x".to_vec(), chunk: Vec::new() }).unwrap(), Some((b"x".to_vec(), Some(vec![7; 5]))));
+        let out = frames(b"b".to_vec(), Some(vec![1; MAX_CHUNK_BYTES * 2 + 1]));
+        assert_eq!(out.iter().map(|f| (f.chunk.len(), f.body.len())).collect::<Vec<_>>(), vec![(MAX_CHUNK_BYTES, 0), (MAX_CHUNK_BYTES, 0), (1, 0), (0, 1)]);
+    }
+
+    #[test]
+    fn framing_errors_as_frames_ts() {
+        let mut a = Assembler::default();
+        assert_eq!(a.push(Frame { body: b"x".to_vec(), chunk: b"y".to_vec() }).unwrap_err(), "a frame carries both body and chunk");
+        assert_eq!(a.push(Frame::default()).unwrap_err(), "an empty frame (neither body nor chunk)");
+        assert!(a.push(chunk(MAX_CHUNK_BYTES + 1)).unwrap_err().contains("exceeds"));
+    }
+}
