@@ -77,12 +77,12 @@ async function rawWriteSync(path: string, parts: readonly Uint8Array[]): Promise
  * monitorEventLoopDelay (a libuv timer), not by a spinning setImmediate loop, which would steal the
  * CPU the writes need and slow down what it measures.
  */
-async function longestGapMs<T>(work: () => Promise<T>): Promise<{ result: T; gapMs: number }> {
+async function longestGapMs<T>(work: () => Promise<T>): Promise<{ result: T; gapMs: number; p99Ms: number }> {
   const h = monitorEventLoopDelay({ resolution: 5 });
   h.enable();
   try {
     const result = await work();
-    return { result, gapMs: h.max / 1e6 };
+    return { result, gapMs: h.max / 1e6, p99Ms: h.percentile(99) / 1e6 };
   } finally {
     h.disable();
   }
@@ -113,10 +113,12 @@ export const checkpointStore: BenchSuite = {
     const rawGaps: number[] = [];
     // One encoding, a fresh store directory per commit (same checkpoint id), removed untimed afterwards,
     // as the raw baseline's file is: every timed commit starts from the same state.
+    const p99s: Record<string, number[]> = { raw: [], commit: [], rehash: [] };
     const commitInto = async (name: string, rehash: boolean): Promise<{ seconds: number; gapMs: number }> => {
       const store = await CheckpointStore.open(join(ctx.tmpDir, name), { create: true, rehash });
       const t = performance.now();
-      const { gapMs } = await longestGapMs(() => store.commit(c.identity, c.encoded));
+      const { gapMs, p99Ms } = await longestGapMs(() => store.commit(c.identity, c.encoded));
+      p99s[rehash ? 'rehash' : 'commit']!.push(Math.round(p99Ms * 10) / 10);
       return { seconds: (performance.now() - t) / 1000, gapMs };
     };
     for (let r = 0; r < reps; r++) {
@@ -126,6 +128,7 @@ export const checkpointStore: BenchSuite = {
       const rawRun = await longestGapMs(() => rawWriteSync(rawPath, c.encoded.parts));
       rawS.push((performance.now() - t) / 1000);
       rawGaps.push(rawRun.gapMs);
+      p99s.raw!.push(Math.round(rawRun.p99Ms * 10) / 10);
       await unlink(rawPath);
       const plain = await commitInto(`store-${r}`, false);
       commitS.push(plain.seconds);
@@ -177,6 +180,6 @@ export const checkpointStore: BenchSuite = {
     ];
     // Reps are interleaved, so the per-rep ratios pair runs that saw the same machine load.
     const paired = (num: number[], den: number[]): number[] => num.map((x, i) => Math.round((den[i]! / x) * 100) / 100);
-    return { figures, details: { envelopeBytes: bytes, reps, pairedCommitRatios: paired(commitS, rawS), pairedRehashRatios: paired(rehashS, rawS), pairedRestoreRatios: paired(loadS, rawReadS), commitSeconds: commitS, rehashCommitSeconds: rehashS, rawWriteSeconds: rawS, loadSeconds: loadS, rawReadSeconds: rawReadS } };
+    return { figures, details: { envelopeBytes: bytes, reps, loopDelayP99Ms: p99s, pairedCommitRatios: paired(commitS, rawS), pairedRehashRatios: paired(rehashS, rawS), pairedRestoreRatios: paired(loadS, rawReadS), commitSeconds: commitS, rehashCommitSeconds: rehashS, rawWriteSeconds: rawS, loadSeconds: loadS, rawReadSeconds: rawReadS } };
   },
 };
