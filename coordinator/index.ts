@@ -37,6 +37,7 @@ export {
   compareBehaviours,
   describeDifference,
   parseTraceLines,
+  traceLine,
 } from './trace.js';
 export type { TransitionTrace, TraceBehaviour, TraceOperational, TraceAgent, TraceReward, TraceDifference } from './trace.js';
 export { decodeLegacyFlysim, encodeLegacyFlysim, legacyMagicOf, LEGACY_FLYSIM_MAGIC, LEGACY_MAGICS } from './formats/legacy-flysim.js';
@@ -66,6 +67,8 @@ export type { Divergence } from './receipt/diagnosis.js';
 export { replay, replayChecks, sensitivityProbes, physicalDifferences, planFromRunRecord, makeCheck, isRunDir } from './receipt/replay.js';
 export type { Check, CheckStatus, ReplayReport, ReplayRun, ReplayOptions, SensitivityProbe } from './receipt/replay.js';
 export { readGolden, writeGolden, goldenCheck, exampleName, DEFAULT_GOLDEN_DIR } from './receipt/goldens.js';
+export { resumeCheck, rebasedReceipt } from './receipt/resume-check.js';
+export type { ResumeCheckResult } from './receipt/resume-check.js';
 export type { Golden } from './receipt/goldens.js';
 export { buildAttestation, gradeOf, verdictOf, verdictHashOf, renderJsonl, renderMarkdown, writeAttestation, ATTESTATION_VERSION } from './receipt/attestation.js';
 export type { Attestation, Grade, Verdict, ChecklistItem } from './receipt/attestation.js';
