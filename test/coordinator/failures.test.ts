@@ -88,6 +88,33 @@ describe('run failures', () => {
     expect(childPids()).toEqual([]);
   }, 120_000);
 
+  it('an error reply mid-step (the environment refuses the batch) fails the epoch: no Commit, no next step', async () => {
+    const out = tmpOut();
+    const phases: string[] = [];
+    const p = resolveConfig(
+      {
+        sessionId: 'refused',
+        masterSeed: '3',
+        steps: 6,
+        environment: { id: 'forage', model: 'forage' },
+        agents: [{ id: 'w-0', model: 'walker' }, { id: 'bad', model: './fixtures/bad-mover.ts' }],
+        workers: { agentsPerWorker: 1 },
+        deadlines: { startupMs: 60_000 },
+      },
+      { baseDir: 'test/coordinator' },
+    );
+    const failure = await failingRun(p, { outDir: out, hooks: { beforePhase: (step, phase) => void phases.push(`${step}:${phase}`) } });
+    expect(failure.kind).toBe('error-reply');
+    expect(failure.workerId).toBe('worker-env');
+    expect(failure.step).toBe('2');
+    expect(failure.phase).toBe('advance');
+    expect(failure.message).toMatch(/INVALID_ARGUMENT: .*teleport/);
+    // Step 2 prepared and advanced (refused) but never committed, and step 3 never began.
+    expect(phases.slice(-3)).toEqual(['1:commit', '2:prepare', '2:advance']);
+    expect(readRun(failure.runDir!).traces).toHaveLength(2);
+    expect(childPids()).toEqual([]);
+  }, 120_000);
+
   it('a worker that never becomes ready is reported as such, and nothing is left running', async () => {
     const out = tmpOut();
     const t0 = Date.now();
