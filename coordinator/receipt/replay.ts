@@ -14,7 +14,7 @@ import { type Divergence, describeDivergence, diagnose } from './diagnosis.js';
 import { type HonestyWarning, honestyWarnings } from './honesty.js';
 import { type Receipt, buildReceipt, readRunFiles, writeReceipt } from './receipt.js';
 import { reproHash } from './reprohash.js';
-import { type ResumeCheckResult, resumeCheck } from './resume-check.js';
+import { type ResumeCheckResult, rebasedReceipt, resumeCheck } from './resume-check.js';
 import { existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 
@@ -241,8 +241,9 @@ export async function replay(source: string | RunPlan, opts: ReplayOptions = {})
   if (typeof source === 'string' && isRunDir(source)) {
     const files = readRunFiles(source);
     plan = planFromRunRecord(files.run);
-    // The recorded run's receipt is rebuilt from its files (a receipt.json on disk is not trusted).
-    reference = { runDir: source, receipt: buildReceipt(files) };
+    // The recorded run's receipt is rebuilt from its files (a receipt.json on disk is not trusted);
+    // a resumed run's later epochs are rebased onto its first (only epoch-derived fields change).
+    reference = { runDir: source, receipt: rebasedReceipt(buildReceipt(files)) };
     subject = plan.sessionId;
   } else {
     plan = typeof source === 'string' ? loadConfig(source) : source;
