@@ -2,7 +2,8 @@
 // random moment after its first committed checkpoint; then `detsim store verify` must pass and
 // `detsim resume` must finish, and its rebased behaviour must equal an uninterrupted reference run
 // (traces and summary digest). Usage:
-//   node --import tsx bench/resume-kill-loop.ts [--iterations N] [--seed S] [--config examples/lif-pair.yaml]
+//   node --import tsx bench/resume-kill-loop.ts [--iterations N] [--seed S] [--config examples/lif-pair.yaml] [--kill-resume]
+// (--kill-resume: each iteration also SIGKILLs the first resume and resumes again, into e3).
 // The CI test (test/checkpoint/kill-loop.test.ts) runs 2 iterations through runResumeKillLoop.
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
@@ -23,6 +24,8 @@ export interface ResumeKillLoopOptions {
   /** Steps of the uninterrupted reference run (the resumed runs stop at or before it). */
   referenceSteps?: number;
   maxDelayMs?: number;
+  /** Also SIGKILL the first resume after its first committed checkpoint, then resume again (epoch e3). */
+  killResume?: boolean;
   log?: (line: string) => void;
 }
 
@@ -56,18 +59,24 @@ function highWater(runDir: string): { id: string; boundary: number } {
   return { id: m.highWater, boundary: Number(m.generations.find((g) => g.checkpointId === m.highWater)!.boundary) };
 }
 
-async function killedRun(config: string, out: string, delayMs: number): Promise<{ runDir: string; killed: boolean }> {
-  const child = spawn(process.execPath, [...CLI, 'run', config, '--steps', '100000', '--checkpoint-every', '2', '--out', out], { stdio: 'ignore', cwd: ROOT });
+/** Run a CLI child and SIGKILL it `delayMs` after `ready()` first holds. */
+async function killAfter(args: string[], ready: () => boolean, delayMs: number): Promise<boolean> {
+  const child = spawn(process.execPath, [...CLI, ...args], { stdio: 'ignore', cwd: ROOT });
   let exited = false;
   const done = new Promise<void>((r) => child.once('exit', () => ((exited = true), r())));
-  const name = readFileSync(config, 'utf8').match(/^sessionId:\s*(\S+)/m)![1]!;
-  const runDir = join(out, `${name}-1`);
   const started = Date.now();
-  while (!exited && !committed(runDir) && Date.now() - started < 180_000) await new Promise((r) => setTimeout(r, 25));
+  while (!exited && !ready() && Date.now() - started < 180_000) await new Promise((r) => setTimeout(r, 25));
   await new Promise((r) => setTimeout(r, delayMs));
   const killed = !exited;
   child.kill('SIGKILL');
   await done;
+  return killed;
+}
+
+async function killedRun(config: string, out: string, delayMs: number): Promise<{ runDir: string; killed: boolean }> {
+  const name = readFileSync(config, 'utf8').match(/^sessionId:\s*(\S+)/m)![1]!;
+  const runDir = join(out, `${name}-1`);
+  const killed = await killAfter(['run', config, '--steps', '100000', '--checkpoint-every', '2', '--out', out], () => committed(runDir), delayMs);
   return { runDir, killed };
 }
 
@@ -77,19 +86,32 @@ export async function runResumeKillLoop(opts: ResumeKillLoopOptions): Promise<{ 
   const log = opts.log ?? (() => undefined);
   const refSteps = opts.referenceSteps ?? 40;
   const base = mkdtempSync(join(tmpdir(), 'detsim-resume-kill-'));
-  const ref = cli(['run', config, '--steps', String(refSteps), '--out', join(base, 'reference')]);
-  if (ref.status !== 0) throw new Error(`reference run failed: ${ref.stderr}`);
-  const refDir = ref.stdout.split('\n')[0]!.replace(/^run directory\s+/, '').trim();
-  const reference = readTraces(refDir);
+  // The uninterrupted reference, re-run longer whenever a kill happened later than it reaches.
+  let refDir = '';
+  let reference: TraceBehaviour[] = [];
+  const ensureReference = (steps: number) => {
+    if (reference.length >= steps) return;
+    const ref = cli(['run', config, '--steps', String(steps), '--out', join(base, `reference-${steps}`)]);
+    if (ref.status !== 0) throw new Error(`reference run failed: ${ref.stderr}`);
+    refDir = ref.stdout.split('\n')[0]!.replace(/^run directory\s+/, '').trim();
+    reference = readTraces(refDir);
+  };
+  ensureReference(refSteps);
   const out: ResumeKillIteration[] = [];
   for (let i = 0; i < opts.iterations; i++) {
     const delayMs = Math.floor(rng.nextF64() * (opts.maxDelayMs ?? 1500));
     const { runDir, killed } = await killedRun(config, join(base, `kill-${i}`), delayMs);
     const it: ResumeKillIteration = { delayMs, killed, restored: '', resumedTo: 0, storeVerified: false, resumed: false, equal: false };
+    if (opts.killResume) {
+      // Kill the first resume too, once it committed a checkpoint in e2; the next resume goes to e3.
+      const e2 = () => readFileSync(join(runDir, 'ledger.jsonl'), 'utf8').includes('"epoch":"e2","event":"committed"');
+      await killAfter(['resume', runDir, '--steps', '100000'], e2, delayMs);
+    }
     it.storeVerified = cli(['store', 'verify', join(runDir, 'store')]).status === 0;
     const hw = highWater(runDir);
     it.restored = hw.id;
-    it.resumedTo = Math.min(refSteps, hw.boundary + 2);
+    it.resumedTo = hw.boundary + 2;
+    ensureReference(Math.max(refSteps, it.resumedTo));
     const r = cli(['resume', runDir, '--checkpoint', hw.id, '--steps', String(it.resumedTo)]);
     it.resumed = r.status === 0;
     if (!it.resumed) it.problem = r.stderr.trim().split('\n').slice(-2).join(' | ');
@@ -116,6 +138,7 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
     iterations: Number(arg('--iterations') ?? 20),
     seed: Number(arg('--seed') ?? 20261129),
     config: arg('--config'),
+    killResume: process.argv.includes('--kill-resume'),
     log: (l) => process.stderr.write(`${l}\n`),
   });
   const bad = result.iterations.filter((i) => !i.storeVerified || !i.resumed || !i.equal);
