@@ -6,6 +6,7 @@ import { checkpointStore } from './checkpoint-store.js';
 import { peers } from './peers.js';
 import { lockstep } from './lockstep.js';
 import { checkpoint } from './checkpoint.js';
+import { workers } from './workers.js';
 
 export const SUITES: readonly BenchSuite[] = [
   formats,
@@ -13,4 +14,5 @@ export const SUITES: readonly BenchSuite[] = [
   peers,
   lockstep,
   checkpoint,
+  workers,
 ];
