@@ -25,7 +25,7 @@ describe('golden ReproHashes of the examples', () => {
   });
 
   for (const config of examples) {
-    it(`D6: a fresh run of ${config} reproduces its golden ReproHash`, async () => {
+    it(`D6: a fresh run of ${config} reproduces its golden ReproHash`, { timeout: 180_000 }, async () => {
       const g = readGolden(DEFAULT_GOLDEN_DIR, exampleName(config))!;
       const result = await runSession(config, { outDir: mkdtempSync(join(tmpdir(), 'detsim-golden-')), steps: g.steps, onWarning: () => undefined });
       const w = writeReceipt(result.runDir);

@@ -21,7 +21,7 @@ const traces = (dir: string): Trace[] => readFileSync(join(dir, 'trace.jsonl'), 
 describe('replay with fresh worker processes', () => {
   let tiny: ReplayReport;
 
-  it('D4: two independent runs agree (fresh workers, concurrent vs reversed dispatch)', async () => {
+  it('D4: two independent runs agree (fresh workers, concurrent vs reversed dispatch)', { timeout: 180_000 }, async () => {
     tiny = await replay(join(FIX, 'tiny-walkers.yaml'), { runs: 2, outDir: tmp('detsim-replay-') });
     expect(tiny.runs.map((r) => r.dispatch)).toEqual(['concurrent', 'reversed']);
     expect(tiny.runs[0]!.runDir).not.toBe(tiny.runs[1]!.runDir);
@@ -49,14 +49,14 @@ describe('replay with fresh worker processes', () => {
     expect(statusOf(r).replay).toBe('fail'); // and wall times now "prove" the runs differ
   });
 
-  it('a recorded run directory replays against its own record', async () => {
+  it('a recorded run directory replays against its own record', { timeout: 180_000 }, async () => {
     const r = await replay(tiny.runs[0]!.runDir, { runs: 2, outDir: tmp('detsim-replay-'), dispatch: 'sequential' });
     expect(r.reference?.reproHash).toBe(tiny.runs[0]!.reproHash);
     expect(r.runs.every((x) => x.reproHash === tiny.runs[0]!.reproHash && x.dispatch === 'sequential')).toBe(true);
     expect(statusOf(r).replay).toBe('pass');
   });
 
-  it('an agent reading the clock and Math.random (strict off) fails replay; the diagnosis names the first step, field and agent', async () => {
+  it('an agent reading the clock and Math.random (strict off) fails replay; the diagnosis names the first step, field and agent', { timeout: 180_000 }, async () => {
     const r = await replay(join(FIX, 'leaky.yaml'), { runs: 2, outDir: tmp('detsim-replay-') });
     expect(statusOf(r).replay).toBe('fail');
     // Independently: the first step where the two traces' decisions differ, and the first agent there.
@@ -87,7 +87,7 @@ describe('replay with fresh worker processes', () => {
     }
   });
 
-  it('the same clock-reading agent with strict mode on stops the run and names the agent and the call', () => {
+  it('the same clock-reading agent with strict mode on stops the run and names the agent and the call', { timeout: 120_000 }, () => {
     const r = spawnSync(process.execPath, ['--import', 'tsx', 'coordinator/cli/main.ts', 'replay', join(FIX, 'leaky-strict.yaml'), '--out', tmp('detsim-replay-')], { encoding: 'utf8', timeout: 60_000 });
     expect(r.status).toBe(1);
     expect(r.stderr).toMatch(/clock-a/);

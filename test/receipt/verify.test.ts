@@ -56,7 +56,7 @@ describe('grading and the verdict hash (no processes)', () => {
 describe('detsim verify (CLI, real runs)', () => {
   let first: { out: string; hash: string };
 
-  it('D10: one entry; a hit golden gives exit 0, grade full, attestation.md and one check per line', () => {
+  it('D10: one entry; a hit golden gives exit 0, grade full, attestation.md and one check per line', { timeout: 240_000 }, () => {
     // The golden: two independent `detsim run`s must print the same ReproHash before it is frozen.
     const hashes = [0, 1].map(() => {
       const r = detsim(['run', CONFIG, '--out', runsDir]);
@@ -85,7 +85,7 @@ describe('detsim verify (CLI, real runs)', () => {
     first = { out, hash: verdict.verdict_hash as string };
   });
 
-  it('D9: verifying twice gives the same verdict_hash (ts_build and run directories differ)', () => {
+  it('D9: verifying twice gives the same verdict_hash (ts_build and run directories differ)', { timeout: 240_000 }, () => {
     const out = tmp('detsim-verify-out-');
     const r = verifyCli(out);
     expect(r.status, r.stdout + r.stderr).toBe(0);
@@ -96,7 +96,7 @@ describe('detsim verify (CLI, real runs)', () => {
     expect(dirs(jsonl(out))).not.toBe(dirs(jsonl(first.out)));
   });
 
-  it('D6: a tampered golden gives exit 1 (red) naming the golden and the hash', () => {
+  it('D6: a tampered golden gives exit 1 (red) naming the golden and the hash', { timeout: 240_000 }, () => {
     const tampered = tmp('detsim-verify-golden-');
     const g = parseStrict(readFileSync(join(goldenDir, 'tiny-walkers.json'))) as { reproHash: string };
     const flipped = `${g.reproHash.slice(0, -1)}${g.reproHash.endsWith('0') ? '1' : '0'}`;
@@ -108,7 +108,7 @@ describe('detsim verify (CLI, real runs)', () => {
     expect(jsonl(out).pop()).toMatchObject({ verdict: 'red', exitCode: 1 });
   });
 
-  it('D1: an unclassified field gives exit 2 (yellow), counted and named', () => {
+  it('D1: an unclassified field gives exit 2 (yellow), counted and named', { timeout: 240_000 }, () => {
     const dir = tmp('detsim-verify-table-');
     mkdirSync(dir, { recursive: true });
     const file = join(dir, 'table.json');
