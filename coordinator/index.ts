@@ -15,13 +15,13 @@ export type { EnvelopeManifest, EnvelopePayloadRef, EnvelopePayloadInput, Envelo
 export { CONTRACT_DIGEST, PROTO_PATH, DEFAULT_MAX_MESSAGE_BYTES, channelOptions, parseAddress, workerServiceDefinition, METHODS, ERROR_CODES, readRequest, readReply, ProtocolRefusal, MAX_CHUNK_BYTES, encodeFrames, FrameAssembler, FrameWriter, WorkerClient, WorkerCallError, HelloRefusedError, startWorkerServer, CAPABILITIES } from './protocol/index.js';
 export type { Request as WorkerRequest, Reply as WorkerReply, ErrorCode, Mutation, Method, CallOptions, CallReply, CallFailureKind, ConnectOptions, HelloExpectation, ProcessExitInfo } from './protocol/index.js';
 // Runs: config, lockstep, traces, run directory (issue 3).
-export { loadConfig, resolveConfig, parseConfigText, MAX_AGENTS, BUILTIN_AGENT_MODELS, BUILTIN_ENVIRONMENT_MODELS, DEFAULT_DEADLINES, ENVIRONMENT_WORKER_ID } from './config.js';
-export type { RunPlan, PlannedAgent, PlannedWorker, Transport } from './config.js';
+export { loadConfig, resolveConfig, parseConfigText, MAX_AGENTS, BUILTIN_AGENT_MODELS, BUILTIN_ENVIRONMENT_MODELS, DEFAULT_DEADLINES, ENVIRONMENT_WORKER_ID, WORKER_RUNTIMES } from './config.js';
+export type { RunPlan, PlannedAgent, PlannedWorker, Transport, WorkerRuntimeName } from './config.js';
 export { runSession, runRecord, RUN_FORMAT, SUMMARY_FORMAT, DEFAULT_RUNS_DIR } from './run.js';
 export type { RunOptions, RunResult, RunProgress } from './run.js';
 export { Lockstep, epochId, DISPATCH_MODES } from './lockstep.js';
 export type { Dispatch, LockstepState, LockstepHooks, LockstepOptions, Identities } from './lockstep.js';
-export { launchFleet, Fleet, WorkerProcess, defaultWorkerCommand, callFailure } from './launcher.js';
+export { launchFleet, Fleet, WorkerProcess, defaultWorkerCommand, callFailure, rustWorkerPath, checkWorkerBinaries, workerCommandFor, RUST_WORKER_BUILD_COMMAND } from './launcher.js';
 export type { LaunchedWorker, LaunchOptions, WorkerCommand } from './launcher.js';
 export { RunFailure, isRunFailure } from './run-failure.js';
 export type { RunFailureKind, RunPhase, RunFailureContext } from './run-failure.js';
