@@ -1,7 +1,11 @@
 // Divergence diagnosis on receipts built by hand: names the first step, the field path, both
 // values and the agent; never blames a physical field.
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { describeDivergence, diagnose } from '../../coordinator/receipt/diagnosis.js';
+import { canonicalize } from '../../coordinator/formats/canonical-json.js';
+import { describeDivergence, diagnose, diagnoseRunDirs } from '../../coordinator/receipt/diagnosis.js';
 import { sampleReceipt } from './sample.js';
 
 type Mutable = { steps: { behaviour: { agents: { agentId: string; decision: Record<string, unknown> }[]; worldDigest: string } }[]; run: { masterSeed: string } };
@@ -39,5 +43,24 @@ describe('divergence diagnosis', () => {
     const c = sampleReceipt() as unknown as Mutable;
     c.steps.pop();
     expect(diagnose(sampleReceipt(), c)).toMatchObject({ part: 'steps-count', step: '1', left: 2, right: 1 });
+  });
+});
+
+describe('diagnosis of two run directories (trace.jsonl files)', () => {
+  function writeRunDir(r: ReturnType<typeof sampleReceipt>): string {
+    const dir = mkdtempSync(join(tmpdir(), 'detsim-diag-'));
+    writeFileSync(join(dir, 'run.json'), `${canonicalize(r.run)}\n`);
+    writeFileSync(join(dir, 'trace.jsonl'), r.steps.map((s) => `${canonicalize(s)}\n`).join(''));
+    writeFileSync(join(dir, 'summary.json'), `${canonicalize(r.summary)}\n`);
+    return dir;
+  }
+
+  it('reads both run directories and names the first diverging step, field, agent and values', () => {
+    const a = writeRunDir(sampleReceipt());
+    const changed = sampleReceipt() as unknown as Mutable;
+    changed.steps[0]!.behaviour.agents[1]!.decision.move = 'north';
+    const b = writeRunDir(changed as never);
+    expect(diagnoseRunDirs(a, b)).toEqual({ part: 'step', step: '0', path: 'steps[0].behaviour.agents[agentId=a1].decision.move', agentId: 'a1', left: 'south', right: 'north' });
+    expect(diagnoseRunDirs(a, writeRunDir(sampleReceipt({ wall: '1', pid: 2 })))).toBeNull();
   });
 });
