@@ -35,6 +35,18 @@ describe('detsim run --checkpoint-every / detsim resume (CLI)', () => {
     expect(readFileSync(join(damaged, 'summary.json'), 'utf8')).toBe(summary);
     expect(existsSync(join(damaged, 'trace.abandoned.jsonl'))).toBe(false);
 
+    // A trace whose kept steps differ from the behaviour the checkpoint recorded: refused, untouched.
+    const edited = join(out, 'edited');
+    cpSync(runDir, edited, { recursive: true });
+    const lines = readFileSync(join(edited, 'trace.jsonl'), 'utf8').split('\n');
+    lines[0] = lines[0]!.replace(/"controlDigest":"[0-9a-f]{64}"/, `"controlDigest":"${'0'.repeat(64)}"`);
+    writeFileSync(join(edited, 'trace.jsonl'), lines.join('\n'));
+    const editedTrace = readFileSync(join(edited, 'trace.jsonl'), 'utf8');
+    const mismatch = detsim(['resume', edited, '--checkpoint', 'ckpt-e1-3']);
+    expect(mismatch.status).toBe(1);
+    expect(mismatch.stderr.trim().split('\n').at(-1)).toMatch(/^detsim: \[audit_trace_prefix_mismatch\] checkpoint refused: the run's trace before boundary 3/);
+    expect(readFileSync(join(edited, 'trace.jsonl'), 'utf8')).toBe(editedTrace);
+
     const unknown = detsim(['resume', runDir, '--checkpoint', 'ckpt-e1-1']);
     expect(unknown.status).toBe(2);
     expect(unknown.stderr).toMatch(/^detsim: \[ident_checkpoint_unknown\] /m);
