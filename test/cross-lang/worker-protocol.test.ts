@@ -2,15 +2,17 @@
 // same requests sent to one process of each give the same canonical replies (incarnation ids
 // aside), including refusals, idempotent retries, captured payload bytes, and restores across
 // languages that continue identically. Not the coordinator run (worker-run.test.ts).
+import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
+import { createInterface } from 'node:readline';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { canonicalize } from '../../coordinator/formats/canonical-json.js';
-import { CONTRACT_DIGEST, METHODS, type CallOptions, type CallReply, type Params } from '../../coordinator/protocol/index.js';
+import { CONTRACT_DIGEST, METHODS, WorkerClient, type CallOptions, type CallReply, type Params } from '../../coordinator/protocol/index.js';
 import type { Scope } from '../../coordinator/formats/scalars.js';
 import { REPO_ROOT, SESSION, STEP_60HZ } from '../workers/harness.js';
-import { ensureRustWorker, rustWorkerSkip, spawnAgentWorker, stopAllWorkers, type Spawned } from './rust-worker.js';
+import { RUST_WORKER, ensureRustWorker, rustWorkerSkip, spawnAgentWorker, stopAllWorkers, type Spawned } from './rust-worker.js';
 
 afterAll(stopAllWorkers);
 
@@ -215,5 +217,45 @@ describe.skipIf(rustWorkerSkip !== null)('Rust worker speaks proto/detsim/v1 lik
     const [te, re] = await Promise.all([ts.exited, rs.exited]);
     expect(re).toEqual({ code: 0, signal: null });
     expect(te).toEqual({ code: 0, signal: null });
+  });
+});
+
+describe.skipIf(rustWorkerSkip !== null)('Rust worker process: TCP, signals, orphan guard, bad flags', () => {
+  beforeAll(() => ensureRustWorker(), 1_500_000);
+
+  it('listens on TCP host:0, announces the bound port, and answers Hello', async () => {
+    const proc = spawn(RUST_WORKER, ['--listen', '127.0.0.1:0', '--role', 'agent', '--worker-id', 'w-tcp'], { stdio: ['pipe', 'pipe', 'pipe'] });
+    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((res) => proc.once('exit', (code, signal) => res({ code, signal })));
+    const line = await new Promise<string>((res) => createInterface({ input: proc.stdout! }).once('line', res));
+    const listen = (JSON.parse(line) as { listen: string }).listen;
+    expect(listen).toMatch(/^127\.0\.0\.1:[1-9][0-9]*$/);
+    const client = await WorkerClient.connect(listen, { processExit: exited, label: 'w-tcp' });
+    const hello = await client.hello({ sessionId: SESSION, workerId: 'w-tcp', role: 'agent' });
+    expect(hello.runtime).toMatch(/^detsim-rs\//);
+    client.close();
+    proc.kill('SIGTERM');
+    expect(await exited).toEqual({ code: 0, signal: null });
+  });
+
+  it('exits 0 when its stdin pipe (the launcher) closes, and removes its socket file', async () => {
+    const w = await spawnAgentWorker('rust', 'w-orphan');
+    const path = (JSON.parse(w.readyLine) as { listen: string }).listen.slice('unix:'.length);
+    expect(existsSync(path)).toBe(true);
+    w.proc.stdin!.end();
+    expect(await w.exited).toEqual({ code: 0, signal: null });
+    expect(existsSync(path)).toBe(false);
+  });
+
+  it('refuses bad flags with one line naming the flag, exit 2', async () => {
+    const run = (args: string[]) => new Promise<{ code: number | null; stderr: string }>((res) => {
+      const p = spawn(RUST_WORKER, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+      let stderr = '';
+      p.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+      p.once('exit', (code) => res({ code, stderr }));
+    });
+    expect(await run(['--listen', 'unix:rel.sock', '--role', 'agent', '--worker-id', 'w'])).toEqual({ code: 2, stderr: 'detsim: [struct_invalid_field] --listen: unix socket path "rel.sock" must be absolute (unix:/abs/path)\n' });
+    expect(await run(['--listen', 'unix:/tmp/x.sock', '--role', 'agent', '--worker-id', 'Bad'])).toEqual({ code: 2, stderr: 'detsim: [struct_invalid_id] --worker-id "Bad" is not an Id\n' });
+    expect(await run(['--listen', 'unix:/tmp/x.sock', '--role', 'environment', '--worker-id', 'w'])).toMatchObject({ code: 2 });
+    expect(await run(['--bogus'])).toEqual({ code: 2, stderr: "detsim worker: Unknown option '--bogus'\n" });
   });
 });
