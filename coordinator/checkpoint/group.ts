@@ -6,9 +6,9 @@ import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { RunPlan } from '../config.js';
 import type { Id, Scope } from '../formats/scalars.js';
-import { callFailure, type Fleet, type LaunchedWorker } from '../launcher.js';
+import type { Fleet, LaunchedWorker } from '../launcher.js';
 import type { Lockstep } from '../lockstep.js';
-import { METHODS, type Params } from '../protocol/index.js';
+import { describeExit, METHODS, WorkerCallError, type Params } from '../protocol/index.js';
 import type { Ledger } from '../store/ledger.js';
 import type { CheckpointWriter } from '../store/writer.js';
 import { canonicalBehaviour, EpochRebase, type TraceBehaviour, type TransitionTrace } from '../trace.js';
@@ -170,8 +170,9 @@ export class CheckpointGroup {
     try {
       rep = await w.client.call(method, scope, params, { deadlineMs: this.deadlineMs, ...(opts.attachment ? { attachment: opts.attachment } : {}) });
     } catch (e) {
-      const f = callFailure(e, w, scope.step, 'shutdown', this.deadlineMs);
-      throw new CheckpointRefusal('FAILED', 'audit_participant_refused', `${participant} (${w.plan.workerId}): ${method} failed: ${f.message}`, { participant, mutation: 'unknown' });
+      // Transport failure, deadline or a dead process: the participant's state is unknown.
+      const why = e instanceof WorkerCallError && e.kind === 'deadline' ? `no reply within the capture deadline of ${this.deadlineMs} ms` : w.process.exitInfo ? `process ${w.process.pid} exited (${describeExit(w.process.exitInfo)})` : e instanceof Error ? e.message : String(e);
+      throw new CheckpointRefusal('FAILED', 'audit_participant_refused', `${participant} (${w.plan.workerId}): ${method} failed: ${why}`, { participant, mutation: 'unknown' });
     }
     const reply = rep.reply;
     if (reply.type === 'error') {
