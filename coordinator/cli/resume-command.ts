@@ -9,6 +9,7 @@ import { DetsimError } from '../formats/errors.js';
 import { readId } from '../formats/scalars.js';
 import { isRunFailure } from '../run-failure.js';
 import { checkpointSummaryLines } from './checkpoint-flags.js';
+import { receiptWarnings, writeReceipt } from '../receipt/receipt.js';
 import { action, ExitError, formatError, writeStdout } from './common.js';
 
 interface ResumeCommandOptions {
@@ -63,11 +64,15 @@ export function registerResume(program: Command): void {
             onProgress: progressLine(),
             onEvent: (line) => process.stderr.write(`${line}\n`),
           });
-          if (opts.json) writeStdout(canonicalize(r));
+          // DIFF=0 receipt (coordinator/receipt): hashed with later epochs rebased, so it equals the uninterrupted run's.
+          const receipt = writeReceipt(r.runDir);
+          for (const w of receiptWarnings(receipt)) process.stderr.write(`${w}\n`);
+          if (opts.json) writeStdout(canonicalize({ ...r, reproHash: receipt.reproHash }));
           else {
             writeStdout(`run directory    ${r.runDir}`);
             writeStdout(`restored         ${r.checkpointId} at boundary ${r.boundary} into epoch ${r.epoch} (${r.abandonedSteps} later steps abandoned)`);
             writeStdout(`behaviour digest ${r.behaviourDigest}`);
+            writeStdout(`repro hash       ${receipt.reproHash}`);
             if (r.checkpoints) for (const line of checkpointSummaryLines(r.checkpoints)) writeStdout(line);
           }
         } catch (e) {

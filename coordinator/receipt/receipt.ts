@@ -8,6 +8,7 @@ import { DetsimError } from '../formats/errors.js';
 import { type UnknownField } from './canonical.js';
 import { RECEIPT_VERSION } from './fields.js';
 import { type Evidence, type HonestyWarning, SIMULATED, honestyWarnings } from './honesty.js';
+import { rebasedReceipt } from './rebase.js';
 import { reproHash } from './reprohash.js';
 
 export const RECEIPT_FILE = 'receipt.json';
@@ -111,10 +112,14 @@ export function writeFileDurable(path: string, text: string): void {
   renameSync(tmp, path);
 }
 
-/** Hash a receipt and attach its derived fields (the hash never covers itself). */
+/**
+ * Hash a receipt and attach its derived fields (the hash never covers itself). A resumed run's
+ * later epochs are rebased onto its first for the hash (rebase.ts), so it equals the
+ * uninterrupted run's; the receipt itself keeps the steps as they were recorded.
+ */
 export function sealReceipt(receipt: Receipt): { receipt: Receipt; reproHash: string; unknownFields: readonly UnknownField[] } {
   const { reproHash: _h, unknownFields: _u, ...unsealed } = receipt;
-  const h = reproHash(unsealed);
+  const h = reproHash(rebasedReceipt(unsealed));
   return { receipt: { ...unsealed, reproHash: h.reproHash, unknownFields: [...h.unknownFields] }, reproHash: h.reproHash, unknownFields: h.unknownFields };
 }
 

@@ -11,7 +11,7 @@ import { DetsimError } from '../formats/errors.js';
 import { epochId } from '../lockstep.js';
 import { isRunFailure } from '../run-failure.js';
 import { runSession } from '../run.js';
-import { EpochRebase, type TraceBehaviour } from '../trace.js';
+import { rebasedReceipt } from './rebase.js';
 import type { CanonicalOptions } from './canonical.js';
 import { type Divergence, describeDivergence, diagnose } from './diagnosis.js';
 import { type Receipt, writeReceipt } from './receipt.js';
@@ -29,14 +29,7 @@ export interface ResumeCheckResult {
 /** How long to wait for the checkpoint at K to become durable before interrupting anyway. */
 const COMMIT_WAIT_MS = 60_000;
 
-/** A resumed receipt with every step's behaviour rebased onto the first epoch (only epoch-derived fields change). */
-export function rebasedReceipt(r: Receipt): Receipt {
-  const steps = r.steps as unknown as { behaviour: TraceBehaviour }[];
-  const base = steps[0]?.behaviour.scope.epoch;
-  if (base === undefined) return r;
-  const rebased = steps.map((s) => (s.behaviour.scope.epoch === base ? s : { ...s, behaviour: new EpochRebase(s.behaviour.scope.epoch, base).apply(s.behaviour) }));
-  return { ...r, steps: rebased as unknown as Receipt['steps'] };
-}
+export { rebasedReceipt } from './rebase.js';
 
 /** Run uninterrupted and interrupted-at-K-then-resumed, and compare their (rebased) ReproHashes. */
 export async function resumeCheck(plan: RunPlan, k: number, opts: { outDir?: string; steps?: number; canonical?: CanonicalOptions } = {}): Promise<ResumeCheckResult> {

@@ -29,6 +29,8 @@ describe('replay --resume-at', () => {
     const resumed = readReceipt(join(report.resume.resumedDir, 'receipt.json'));
     expect((resumed.steps as unknown as Steps).map((s) => s.behaviour.scope.epoch)).toEqual(['e1', 'e1', 'e2', 'e2', 'e2']);
     expect(reproHash(rebasedReceipt(resumed)).reproHash).toBe(reproHash(u).reproHash);
+    // receipt.json of the resumed run (detsim resume / writeReceipt) stores that rebased hash.
+    expect(resumed.reproHash).toBe(u.reproHash);
     // Without the rebase the epoch-derived fields differ, so the hashes differ.
     expect(reproHash(resumed).reproHash).not.toBe(reproHash(u).reproHash);
     // One changed decision after the resume is caught and located.
