@@ -21,6 +21,9 @@ pub struct WorkerService {
     pub worker_id: String,
 }
 
+/// A reassembled message: the body and, if chunks came first, the attachment.
+type Message = (Vec<u8>, Option<Vec<u8>>);
+
 /// Collects chunk frames until a body frame completes the message.
 #[derive(Default)]
 struct Assembler {
@@ -29,7 +32,7 @@ struct Assembler {
 }
 
 impl Assembler {
-    fn push(&mut self, frame: Frame) -> Result<Option<(Vec<u8>, Option<Vec<u8>>)>, String> {
+    fn push(&mut self, frame: Frame) -> Result<Option<Message>, String> {
         let (has_body, has_chunk) = (!frame.body.is_empty(), !frame.chunk.is_empty());
         if has_body && has_chunk {
             return Err("a frame carries both body and chunk".into());
