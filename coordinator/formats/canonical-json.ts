@@ -1,7 +1,7 @@
 // RFC 8785 (JCS) canonical JSON: a writer and a strict parser, plus SHA-256 digests over the bytes.
 // Not a general JSON library: the parser refuses duplicate keys, invalid UTF-8, lone surrogates,
 // raw control characters, trailing data and integer literals beyond ±(2^53−1).
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { DetsimError } from './errors.js';
 
 export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue };
@@ -40,21 +40,21 @@ function serializeString(s: string, stack: PathStack): string {
   return JSON.stringify(s); // JSON.stringify's escaping is exactly the RFC 8785 escaping.
 }
 
-function write(value: unknown, stack: PathStack, out: string[]): void {
+function write(value: unknown, stack: PathStack): string {
   // The parser's bound, which also turns a cycle into a refusal instead of a stack overflow.
   if (stack.length > MAX_DEPTH) throw new DetsimError('struct_invalid_json', `nesting deeper than ${MAX_DEPTH} (or a cycle) at ${renderPath(stack)}`, '$');
-  if (value === null) return void out.push('null');
+  if (value === null) return 'null';
   switch (typeof value) {
     case 'boolean':
-      return void out.push(value ? 'true' : 'false');
+      return value ? 'true' : 'false';
     case 'number':
       if (!Number.isFinite(value)) {
         const path = renderPath(stack);
         throw new DetsimError('struct_non_finite_number', `${value} at ${path} is not a finite number`, path);
       }
-      return void out.push(String(value));
+      return String(value);
     case 'string':
-      return void out.push(serializeString(value, stack));
+      return serializeString(value, stack);
     case 'object':
       break;
     default: {
@@ -63,14 +63,14 @@ function write(value: unknown, stack: PathStack, out: string[]): void {
     }
   }
   if (Array.isArray(value)) {
-    out.push('[');
+    let text = '[';
     for (let i = 0; i < value.length; i++) {
-      if (i > 0) out.push(',');
+      if (i > 0) text += ',';
       stack.push(i);
-      write(value[i], stack, out);
+      text += write(value[i], stack);
       stack.pop();
     }
-    return void out.push(']');
+    return `${text}]`;
   }
   if (ArrayBuffer.isView(value) || value instanceof Map || value instanceof Set || value instanceof Date) {
     const path = renderPath(stack);
@@ -79,7 +79,7 @@ function write(value: unknown, stack: PathStack, out: string[]): void {
   // Default sort compares UTF-16 code units, which is exactly RFC 8785's key order.
   const keys = Object.keys(value as object);
   if (keys.length > 1) keys.sort();
-  out.push('{');
+  let text = '{';
   for (let i = 0; i < keys.length; i++) {
     const key = keys[i]!;
     const v = (value as Record<string, unknown>)[key];
@@ -87,19 +87,58 @@ function write(value: unknown, stack: PathStack, out: string[]): void {
       const path = renderPath(stack, key);
       throw new DetsimError('struct_unsupported_value', `undefined at ${path}: use null for an absent value`, path);
     }
-    out.push(i > 0 ? `,${serializeString(key, stack)}:` : `${serializeString(key, stack)}:`);
+    text += i > 0 ? `,${serializeString(key, stack)}:` : `${serializeString(key, stack)}:`;
     stack.push(key);
-    write(v, stack, out);
+    text += write(v, stack);
     stack.pop();
   }
-  out.push('}');
+  return `${text}}`;
+}
+
+/**
+ * Whether JSON.stringify already prints `value` canonically: plain objects and arrays only, every
+ * object's keys in RFC 8785 order, finite numbers, well-formed strings, nothing undefined, within
+ * MAX_DEPTH. Data parsed from canonical bytes (every reply body, the decisions and observations
+ * it carries) passes; anything else (unsorted keys, class instances, refusals) takes the writer,
+ * which prints or refuses it exactly as before. For such data the two agree: JSON.stringify uses
+ * Number::toString and the RFC 8785 string escaping, and lists keys in Object.keys order.
+ */
+function stringifiesCanonically(value: unknown, depth: number): boolean {
+  if (value === null) return true;
+  switch (typeof value) {
+    case 'boolean':
+      return true;
+    case 'number':
+      return Number.isFinite(value);
+    case 'string':
+      return value.isWellFormed();
+    case 'object':
+      break;
+    default:
+      return false;
+  }
+  if (depth >= MAX_DEPTH) return false;
+  const proto = Object.getPrototypeOf(value);
+  if (proto === Array.prototype) {
+    const list = value as unknown[];
+    for (let i = 0; i < list.length; i++) if (!stringifiesCanonically(list[i], depth + 1)) return false;
+    return true;
+  }
+  if (proto !== Object.prototype && proto !== null) return false;
+  const keys = Object.keys(value as object);
+  // Key order first: an object built in code usually fails here, before any nested work.
+  for (let i = 1; i < keys.length; i++) if (!(keys[i - 1]! < keys[i]!)) return false;
+  for (const key of keys) {
+    if (!key.isWellFormed() || !stringifiesCanonically((value as Record<string, unknown>)[key], depth + 1)) return false;
+  }
+  return true;
 }
 
 /** The RFC 8785 canonical text of a JSON value. */
 export function canonicalize(value: unknown): string {
-  const out: string[] = [];
-  write(value, [], out);
-  return out.join('');
+  // Fast path: already-canonical data (e.g. parsed from a canonical body) is JSON.stringify's output.
+  if (stringifiesCanonically(value, 0)) return JSON.stringify(value);
+  return write(value, []);
 }
 
 /** The canonical UTF-8 bytes of a JSON value. */
@@ -107,13 +146,17 @@ export function canonicalBytes(value: unknown): Buffer {
   return Buffer.from(canonicalize(value), 'utf8');
 }
 
+/** SHA-256 in hex; a string is hashed as its UTF-8 bytes. */
 export function sha256Hex(bytes: Uint8Array | string): string {
-  return createHash('sha256').update(bytes).digest('hex');
+  // The one-shot hash skips the Hash object: several times cheaper for the small bodies hashed per step.
+  return hash('sha256', bytes, 'hex');
 }
 
 /** Lowercase hex SHA-256 of the canonical bytes: the `Digest` of a JSON value. */
 export function canonicalDigest(value: unknown): string {
-  return sha256Hex(canonicalBytes(value));
+  // The canonical text is well-formed (lone surrogates are refused), so hashing it as UTF-8 hashes
+  // exactly canonicalBytes(value) without building that Buffer.
+  return sha256Hex(canonicalize(value));
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,8 +1,8 @@
 // Envelope bodies on the wire are RFC 8785 canonical JSON. Reading one on the hot path: the
-// native JSON.parse, then the canonical writer, then a byte comparison. Any input that is not
-// exactly canonical (duplicate keys, whitespace, key order, number forms, unsafe integers,
-// invalid UTF-8, lone surrogates) fails the comparison, so this is as strict as the formats
-// parser and several times faster on small messages. Not a general JSON reader.
+// native JSON.parse, then the canonical writer, then a comparison with the text received. Any
+// input that is not exactly canonical (duplicate keys, whitespace, key order, number forms,
+// unsafe integers, invalid UTF-8, lone surrogates) fails the comparison, so this is as strict
+// as the formats parser and several times faster on small messages. Not a general JSON reader.
 import { canonicalBytes, canonicalize, parseStrict } from '../formats/canonical-json.js';
 import { DetsimError } from '../formats/errors.js';
 
@@ -11,9 +11,10 @@ export function encodeBody(value: unknown): Buffer {
 }
 
 export function decodeBody(bytes: Buffer): unknown {
+  const text = bytes.toString('utf8');
   let value: unknown;
   try {
-    value = JSON.parse(bytes.toString('utf8'));
+    value = JSON.parse(text);
   } catch {
     parseStrict(bytes); // throws the precise reason (syntax, UTF-8, ...)
     throw new DetsimError('struct_invalid_json', 'body is not JSON');
@@ -25,9 +26,19 @@ export function decodeBody(bytes: Buffer): unknown {
     parseStrict(bytes); // a lone surrogate or unsafe value: report it the strict parser's way
     throw e;
   }
-  if (Buffer.byteLength(again) !== bytes.length || !bytes.equals(Buffer.from(again, 'utf8'))) {
+  if (!sameBytes(bytes, text, again)) {
     parseStrict(bytes); // duplicate keys, bad UTF-8 and unsafe integers get their own reason
     throw new DetsimError('struct_not_canonical', 'body is not RFC 8785 canonical JSON');
   }
   return value;
+}
+
+/**
+ * Whether `bytes` (decoded as `text`) are exactly the UTF-8 of the canonical text `again`, compared
+ * as strings. Decoding is lossless unless it produced U+FFFD (invalid UTF-8 becomes U+FFFD), so
+ * without one, equal strings mean equal bytes; with one, compare the bytes themselves.
+ */
+function sameBytes(bytes: Buffer, text: string, again: string): boolean {
+  if (text !== again) return false;
+  return !text.includes('\uFFFD') || bytes.equals(Buffer.from(again, 'utf8'));
 }
