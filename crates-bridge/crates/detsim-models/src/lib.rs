@@ -1,6 +1,6 @@
 // detsim's agent models in Rust, ported bit for bit from workers/models/ (TypeScript): the same
-// decisions, RNG draws and captured state bytes (walker, lif). Not the worker runtime or its transport (§2 of
-// issue 6 is unfinished): these are the pieces a Rust worker hosts.
+// decisions, RNG draws and captured state bytes (walker, lif). Not the worker runtime or its transport (those are
+// crates-bridge/worker, detsim-worker-rs): these are the pieces that worker hosts.
 pub mod lif;
 pub mod state_codec;
 pub mod tick_clock;
