@@ -38,7 +38,7 @@ export function readRunRecord(runDir: string): RecordedRun {
     if (rec.format !== 'detsim-run-v1') fail(runDir, `format is ${JSON.stringify(rec.format)}, not detsim-run-v1`, 'format');
     const env = readObject(rec.environment, 'environment') as Record<string, any>;
     const agents: PlannedAgent[] = (rec.agents as Record<string, any>[]).map((a) => ({ agentId: readId(a.agentId, 'agents[].agentId'), portId: readId(a.portId, 'agents[].portId'), model: String(a.model), params: a.params ?? {}, seed: a.seed, workerId: readId(a.workerId, 'agents[].workerId'), actionFields: a.actionFields === undefined ? null : a.actionFields }));
-    const workers: PlannedWorker[] = (rec.workers as Record<string, any>[]).map((w) => ({ workerId: readId(w.workerId, 'workers[].workerId'), role: w.role, agentIds: [...w.agentIds] }));
+    const workers: PlannedWorker[] = (rec.workers as Record<string, any>[]).map((w) => ({ workerId: readId(w.workerId, 'workers[].workerId'), role: w.role, agentIds: [...w.agentIds], ...runtimeOf(w) }));
     const plan: RunPlan = {
       sessionId: readId(rec.sessionId, 'sessionId'),
       masterSeed: readU64(rec.masterSeed, 'masterSeed'),
@@ -66,4 +66,12 @@ export function readRunRecord(runDir: string): RecordedRun {
     if (e instanceof TypeError) fail(runDir, `malformed: ${e.message}`);
     throw e;
   }
+}
+
+/**
+ * The runtime an agent worker ran on, from the Hello runtime recorded in run.json
+ * ("detsim-rs/…" is the Rust worker), so a resumed run puts each worker back on its language.
+ */
+function runtimeOf(w: Record<string, unknown>): Pick<PlannedWorker, 'runtime'> {
+  return w.role === 'agent' && typeof w.runtime === 'string' && w.runtime.startsWith('detsim-rs/') ? { runtime: 'rust' } : {};
 }

@@ -12,6 +12,7 @@ import { DetsimError } from '../../coordinator/formats/errors.js';
 import { canonicalize } from '../../coordinator/formats/canonical-json.js';
 import { writeReceipt } from '../../coordinator/receipt/receipt.js';
 import { runSession } from '../../coordinator/run.js';
+import { readRunRecord } from '../../coordinator/checkpoint/run-record.js';
 import { readRun, tmpOut } from '../coordinator/helpers.js';
 import { REPO_ROOT } from '../workers/harness.js';
 import { ensureRustWorker, rustWorkerSkip } from './rust-worker.js';
@@ -93,6 +94,10 @@ describe.skipIf(rustWorkerSkip !== null)('runs on Rust workers match the all-Typ
     expect(runtimes(ts.dir)).toEqual(['detsim-ts', 'detsim-ts', 'detsim-ts']);
     expect(runtimes(mixed.dir)).toEqual(['detsim-ts', 'detsim-ts', 'detsim-rs']);
     expect(runtimes(rust.dir)).toEqual(['detsim-ts', 'detsim-rs', 'detsim-rs']);
+    // A resume rebuilds the plan from run.json: each agent worker goes back to the runtime it ran on.
+    const resumedRuntimes = (dir: string) => readRunRecord(dir).plan.workers.map((w) => [w.workerId, w.runtime ?? 'typescript']);
+    expect(resumedRuntimes(mixed.dir)).toEqual([['worker-env', 'typescript'], ['worker-0', 'typescript'], ['worker-1', 'rust']]);
+    expect(resumedRuntimes(ts.dir).every(([, r]) => r === 'typescript')).toBe(true);
     const lines = behaviourLines(ts.dir);
     expect(lines).toHaveLength(STEPS);
     expect(behaviourLines(mixed.dir)).toEqual(lines);
