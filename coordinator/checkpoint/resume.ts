@@ -30,7 +30,7 @@ import { CheckpointGroup, RollingBehaviour } from './group.js';
 import { restoreGroup, type RestoreReport } from './restore.js';
 import { readRunRecord } from './run-record.js';
 import { CheckpointRun, DEFAULT_KEEP, type CheckpointRunReport } from './run-checkpoints.js';
-import { writeFileDurable } from './durable-text.js';
+import { writeFileDurable } from '../durable-file.js';
 
 export const ABANDONED_TRACE_FILE = 'trace.abandoned.jsonl';
 
@@ -165,7 +165,7 @@ export async function resumeRun(runDirArg: string, opts: ResumeOptions = {}): Pr
     restored = await restoreGroup(group, { store: ck.store, checkpointId: record.checkpointId }, { epoch, expectBehaviour: chain.prefix(), ledgerDetail });
     // The restore succeeded: only now is the run directory's trace cut back to the boundary.
     if (split.abandoned.length > 0) appendFileSync(join(runDir, ABANDONED_TRACE_FILE), `${split.abandoned.join('\n')}\n`);
-    writeFileDurable(runDir, RUN_FILES.trace, split.kept.length > 0 ? `${split.kept.join('\n')}\n` : '');
+    writeFileDurable(join(runDir, RUN_FILES.trace), split.kept.length > 0 ? `${split.kept.join('\n')}\n` : '');
     for (const b of split.keptBehaviours) digest.add(rebase(b, baseEpoch));
     group.resume();
     logger.info({ restored: { checkpointId: restored.checkpointId, boundary: String(restored.boundary), epoch, abandoned: split.abandoned.length } }, 'restored');

@@ -1,8 +1,9 @@
 // `detsim envelope pack|inspect|unpack`: build a FLYSESS1 file from a JSON spec, show a FLYSESS1 or
 // FLYSIM01 file's layout and manifest, or unpack one into a directory. Argument handling, output
 // and atomic writes only; the formats are formats/envelope.ts and formats/legacy-flysim.ts.
-import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, rmdirSync, statSync, writeSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, rmdirSync, statSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
+import { writeFileDurable } from '../durable-file.js';
 import type { Command } from 'commander';
 import { canonicalize, parseStrict } from '../formats/canonical-json.js';
 import { decodeEnvelope, encodeEnvelopeParts, type DecodedEnvelope } from '../formats/envelope.js';
@@ -36,45 +37,13 @@ function readInput(path: string): Buffer {
   }
 }
 
-function writeAllSync(fd: number, bytes: Uint8Array): void {
-  let off = 0;
-  while (off < bytes.byteLength) off += writeSync(fd, bytes, off, bytes.byteLength - off);
-}
-
-function fsyncDir(dir: string): void {
-  const fd = openSync(dir, 'r');
-  try {
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
-  }
-}
-
-/** Write parts to a temporary file beside `path`, fsync, rename over `path`, fsync the directory. */
+/** Write parts durably over `path` (shared durable-file layer); a failure is one line, exit 2. */
 function writeFileAtomic(path: string, parts: readonly Uint8Array[]): void {
-  const dir = dirname(resolve(path));
-  const tmp = join(dir, `.${basename(path)}.tmp-${process.pid}`);
-  let fd: number;
   try {
-    fd = openSync(tmp, 'wx');
+    writeFileDurable(path, parts);
   } catch (e) {
     throw new ExitError(2, `detsim: cannot write ${path}: ${(e as NodeJS.ErrnoException).code ?? String(e)}`);
   }
-  try {
-    for (const p of parts) writeAllSync(fd, p);
-    fsyncSync(fd);
-    closeSync(fd);
-    renameSync(tmp, path);
-  } catch (e) {
-    try {
-      closeSync(fd);
-    } catch {
-      // already closed
-    }
-    rmSync(tmp, { force: true });
-    throw new ExitError(2, `detsim: cannot write ${path}: ${(e as NodeJS.ErrnoException).code ?? String(e)}`);
-  }
-  fsyncDir(dir);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -207,12 +176,7 @@ function unpack(file: string, dir: string): void {
 }
 
 function writeNewFile(path: string, bytes: Uint8Array): void {
-  const fd = openSync(path, 'wx');
-  try {
-    writeAllSync(fd, bytes);
-  } finally {
-    closeSync(fd);
-  }
+  writeFileSync(path, bytes, { flag: 'wx' });
 }
 
 // ---------------------------------------------------------------------------------------------

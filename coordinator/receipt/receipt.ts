@@ -1,8 +1,9 @@
 // The run receipt: run.json + trace.jsonl + summary.json of one run directory gathered into
 // receipt.json with its evidence class, and its ReproHash. It does not run anything (replay.ts)
 // and does not classify fields itself (fields.ts, canonical.ts).
-import { closeSync, existsSync, fsyncSync, openSync, readFileSync, renameSync, writeSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { writeFileDurable } from '../durable-file.js';
 import { canonicalize, parseStrict, type JsonValue } from '../formats/canonical-json.js';
 import { DetsimError } from '../formats/errors.js';
 import { type UnknownField } from './canonical.js';
@@ -99,18 +100,7 @@ export interface ReceiptResult {
   readonly receipt: Receipt;
 }
 
-/** Write a file durably: temp file, fsync, rename. */
-export function writeFileDurable(path: string, text: string): void {
-  const tmp = `${path}.tmp`;
-  const fd = openSync(tmp, 'w');
-  try {
-    writeSync(fd, text);
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
-  }
-  renameSync(tmp, path);
-}
+export { writeFileDurable };
 
 /**
  * Hash a receipt and attach its derived fields (the hash never covers itself). A resumed run's
