@@ -9,6 +9,8 @@ import { DEFAULT_GOLDEN_DIR, exampleName, readGolden } from '../../coordinator/r
 import { writeReceipt } from '../../coordinator/receipt/receipt.js';
 import { defaultConfigs } from '../../coordinator/receipt/verify.js';
 import { runSession } from '../../coordinator/run.js';
+import { loadConfig } from '../../coordinator/config.js';
+import { ensureRustWorker, rustWorkerSkip } from '../cross-lang/rust-worker.js';
 
 const examples = defaultConfigs('examples');
 
@@ -25,7 +27,13 @@ describe('golden ReproHashes of the examples', () => {
   });
 
   for (const config of examples) {
-    it(`D6: a fresh run of ${config} reproduces its golden ReproHash`, { timeout: 180_000 }, async () => {
+    it(`D6: a fresh run of ${config} reproduces its golden ReproHash`, { timeout: 600_000 }, async (ctx) => {
+      // An example with Rust agent workers needs the Rust worker binary: build it (a no-op when up
+      // to date) when cargo is here, else skip with the reason (npm test alone on a fresh clone).
+      if (loadConfig(config).workers.some((w) => w.runtime === 'rust')) {
+        if (rustWorkerSkip) return ctx.skip(rustWorkerSkip);
+        ensureRustWorker();
+      }
       const g = readGolden(DEFAULT_GOLDEN_DIR, exampleName(config))!;
       const result = await runSession(config, { outDir: mkdtempSync(join(tmpdir(), 'detsim-golden-')), steps: g.steps, onWarning: () => undefined });
       const w = writeReceipt(result.runDir);
