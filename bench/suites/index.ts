@@ -7,6 +7,7 @@ import { peers } from './peers.js';
 import { lockstep } from './lockstep.js';
 import { checkpoint } from './checkpoint.js';
 import { workers } from './workers.js';
+import { receipts } from './receipts.js';
 
 export const SUITES: readonly BenchSuite[] = [
   formats,
@@ -15,4 +16,5 @@ export const SUITES: readonly BenchSuite[] = [
   lockstep,
   checkpoint,
   workers,
+  receipts,
 ];
