@@ -8,6 +8,7 @@ import { lockstep } from './lockstep.js';
 import { checkpoint } from './checkpoint.js';
 import { workers } from './workers.js';
 import { receipts } from './receipts.js';
+import { soak } from './soak.js';
 
 export const SUITES: readonly BenchSuite[] = [
   formats,
@@ -17,4 +18,5 @@ export const SUITES: readonly BenchSuite[] = [
   checkpoint,
   workers,
   receipts,
+  soak,
 ];

@@ -1,0 +1,105 @@
+// Bench suite `soak`: memory over a long lockstep run — 16 walkers in 4 agent processes for
+// 1,000,000 agent-steps (62,500 steps; 4,000 agent-steps with --quick), sampling the coordinator's
+// RSS and heap (process.memoryUsage) and the workers' RSS (/proc/<pid>/status VmRSS) at 100 points.
+// Reports first-quarter vs last-quarter means and a verdict; the figure, NOT an assertion.
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { resolveConfig } from '../../coordinator/config.js';
+import { runSession } from '../../coordinator/run.js';
+import { withLimit, type BenchSuite, type Figure } from '../lib/suite.js';
+
+const AGENTS = 16;
+const PROCESSES = 4;
+const SAMPLES = 100;
+/** "flat": the last quarter's mean is less than this much above the first quarter's. */
+export const FLAT_GROWTH = 0.1;
+const MiB = 1024 * 1024;
+
+export interface MemorySample {
+  step: number;
+  coordinatorRss: number;
+  coordinatorHeapUsed: number;
+  workersRss: number;
+}
+
+function vmRssBytes(pid: number): number {
+  try {
+    const m = /VmRSS:\s+([0-9]+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return m ? Number(m[1]) * 1024 : 0;
+  } catch {
+    return 0; // the process has gone (end of run): this sample is dropped below
+  }
+}
+
+/** Means of the first and last quarter of the samples for one quantity (the warm-up sample 0 excluded). */
+function quarters(samples: MemorySample[], pick: (s: MemorySample) => number): { first: number; last: number } {
+  const xs = samples.slice(1).map(pick);
+  const q = Math.max(1, Math.floor(xs.length / 4));
+  const mean = (a: number[]): number => a.reduce((s, x) => s + x, 0) / a.length;
+  return { first: mean(xs.slice(0, q)), last: mean(xs.slice(-q)) };
+}
+
+export const soak: BenchSuite = {
+  name: 'soak',
+  description: `memory over a long run: ${AGENTS} walkers in ${PROCESSES} agent processes for 1,000,000 agent-steps; coordinator RSS/heap and workers' RSS, last quarter vs first quarter (flat = growth < ${FLAT_GROWTH * 100}%)`,
+  async run(ctx) {
+    const agentSteps = ctx.quick ? 4_000 : 1_000_000;
+    const steps = agentSteps / AGENTS;
+    const every = Math.max(1, Math.floor(steps / SAMPLES));
+    const plan = resolveConfig({
+      sessionId: 'bench-soak',
+      masterSeed: '1',
+      steps,
+      stepHz: 60,
+      environment: { id: 'forage', model: 'forage', params: { width: 8, height: 8, food: AGENTS } },
+      agents: { count: AGENTS, prefix: 'walker-', model: 'walker' },
+      workers: { agentsPerWorker: AGENTS / PROCESSES },
+      deadlines: { startupMs: 30_000, stepMs: 10_000 },
+    });
+    const out = mkdtempSync(join(ctx.tmpDir, 'soak-'));
+    const samples: MemorySample[] = [];
+    let pids: number[] = [];
+    const started = performance.now();
+    try {
+      ctx.log(`soak: ${AGENTS} walkers in ${PROCESSES} agent processes, ${steps} steps (${agentSteps} agent-steps), memory every ${every} steps`);
+      await runSession(plan, {
+        outDir: out,
+        onWarning: () => undefined,
+        hooks: { onLaunched: (f) => (pids = f.pids().map((p) => p.pid)) },
+        onProgress: (p) => {
+          if (p.step % every !== 0 && p.step !== steps) return;
+          const m = process.memoryUsage();
+          const w = pids.map(vmRssBytes);
+          if (w.some((x) => x === 0)) return;
+          samples.push({ step: p.step, coordinatorRss: m.rss, coordinatorHeapUsed: m.heapUsed, workersRss: w.reduce((a, b) => a + b, 0) });
+          if (p.step % (every * 10) === 0) ctx.log(`soak: step ${p.step}/${steps}: coordinator RSS ${(m.rss / MiB).toFixed(0)} MiB, heap ${(m.heapUsed / MiB).toFixed(0)} MiB, workers RSS ${(samples.at(-1)!.workersRss / MiB).toFixed(0)} MiB`);
+        },
+      });
+    } finally {
+      rmSync(out, { recursive: true, force: true });
+    }
+    const seconds = (performance.now() - started) / 1000;
+    const figures: Figure[] = [];
+    const quantities: [string, string, (s: MemorySample) => number][] = [
+      ['coordinator.rss', 'coordinator RSS', (s) => s.coordinatorRss],
+      ['coordinator.heap', 'coordinator V8 heapUsed', (s) => s.coordinatorHeapUsed],
+      ['workers.rss', `workers' RSS (sum of ${PROCESSES + 1} processes)`, (s) => s.workersRss],
+    ];
+    const verdicts: Record<string, string> = {};
+    for (const [id, name, pick] of quantities) {
+      const { first, last } = quarters(samples, pick);
+      const growth = last / first - 1;
+      const verdict = growth < FLAT_GROWTH ? 'flat' : 'growing';
+      verdicts[id] = verdict;
+      figures.push({
+        ...withLimit(
+          { id: `soak.${id}`, name: `${name}, mean of the last quarter of ${agentSteps.toLocaleString('en-US')} agent-steps`, value: Math.round((10 * last) / MiB) / 10, unit: 'MiB', higherIsBetter: false, samples: samples.length },
+          { name: 'mean of the first quarter, same run', value: Math.round((10 * first) / MiB) / 10 },
+        ),
+        note: `${verdict}: ${(100 * growth).toFixed(1)}% last vs first quarter (flat = growth < ${FLAT_GROWTH * 100}%)`,
+      });
+    }
+    ctx.log(`soak: ${figures.map((f) => `${f.id} ${f.note}`).join('; ')}`);
+    return { figures, details: { agents: AGENTS, processes: PROCESSES, steps, agentSteps, sampleEvery: every, flatGrowth: FLAT_GROWTH, seconds, agentStepsPerSec: Math.round(agentSteps / seconds), verdicts, samples } };
+  },
+};
