@@ -7,7 +7,7 @@ import { RationalNs, type Scope, readI32, readId, readObject, readRequestId, rea
 import { type PayloadRef, ProtocolRefusal, type Request } from '../coordinator/protocol/index.js';
 import { agentCompatibilityDigest, checkAttachment, checkEpoch, checkSession, checkStep, firstMismatch, profileDigest, requireScope, restoreToken, sha256 } from './checks.js';
 import type { HostContext, HostReply } from './host-context.js';
-import { callModel, splitStrict } from './model-call.js';
+import { callModel, invalid, loadModel } from './model-call.js';
 import { resolveAgentModel } from './models/registry.js';
 import { ONE_MS, NO_DATASET_DIGEST, type AgentModel, type AgentReward, type JsonObject } from './sdk.js';
 import { decodeState, encodeState } from './state-codec.js';
@@ -60,10 +60,6 @@ interface AgentSlot extends AgentIdentity, AgentTimeline {
 
 const PAYLOAD_VERSION = 1;
 
-function invalid(e: unknown): never {
-  if (e instanceof DetsimError) throw new ProtocolRefusal('INVALID_ARGUMENT', e.message);
-  throw e;
-}
 
 function readEntries(params: JsonObject, allowed: readonly string[], method: string): JsonObject[] {
   refuseUnknownFields(params, ['agents'], 'params');
@@ -204,20 +200,7 @@ export class AgentHost {
 
   /** Resolve the model and everything the profile and compatibility digests cover. */
   private async identityFor(agentId: string, modelSpec: string, rawParams: JsonObject, seed: number, stepDuration: RationalNs, field: string): Promise<AgentIdentity> {
-    let model: AgentModel<unknown>, builtin: boolean;
-    try {
-      ({ model, builtin } = await resolveAgentModel(modelSpec));
-    } catch (err) {
-      throw new ProtocolRefusal('INVALID_ARGUMENT', `${field}.model: ${(err as Error).message}`);
-    }
-    const split = splitStrict(rawParams, `${field}.params`);
-    const strict = split.strict ?? (builtin ? true : this.ctx.strictUserModels);
-    let params: JsonObject;
-    try {
-      params = model.resolveParams ? model.resolveParams(split.params) : split.params;
-    } catch (err) {
-      throw new ProtocolRefusal('INVALID_ARGUMENT', `${field}.${(err as Error).message}`);
-    }
+    const { model, strict, params } = await loadModel(resolveAgentModel, modelSpec, rawParams, field, this.ctx.strictUserModels);
     let tickDuration: RationalNs;
     try {
       tickDuration = RationalNs.readDuration(model.tickDuration ?? ONE_MS, `model ${modelSpec} tickDuration`);

@@ -2,12 +2,11 @@
 // Advance and the environment side of State.Capture / StageRestore / ActivateRestore.
 // Not the transport, not Hello/Status, not reward evaluation policy (the model reports rewards).
 import { canonicalDigest, canonicalize } from '../coordinator/formats/canonical-json.js';
-import { DetsimError } from '../coordinator/formats/errors.js';
 import { RationalNs, type Scope, readDigest, readI32, readId, readObject, readScope, readU64, refuseUnknownFields } from '../coordinator/formats/scalars.js';
 import { type PayloadRef, ProtocolRefusal, type Request } from '../coordinator/protocol/index.js';
 import { checkAttachment, checkEpoch, checkSession, checkStep, environmentCompatibilityDigest, firstMismatch, profileDigest, requireScope, restoreToken, sha256 } from './checks.js';
 import type { HostContext, HostReply } from './host-context.js';
-import { callModel, splitStrict } from './model-call.js';
+import { callModel, invalid, loadModel } from './model-call.js';
 import { resolveEnvironmentModel } from './models/registry.js';
 import { StepCache, opKey } from './op-cache.js';
 import type { EnvironmentModel, JsonObject, PortAction, PortBinding } from './sdk.js';
@@ -49,10 +48,6 @@ interface Staged {
 
 const PAYLOAD_VERSION = 1;
 
-function invalid(e: unknown): never {
-  if (e instanceof DetsimError) throw new ProtocolRefusal('INVALID_ARGUMENT', e.message);
-  throw e;
-}
 
 function readPorts(value: unknown, field: string): PortBinding[] {
   if (!Array.isArray(value) || value.length === 0) throw new ProtocolRefusal('INVALID_ARGUMENT', `${field} must be a non-empty list`);
@@ -136,20 +131,7 @@ export class EnvironmentHost {
   }
 
   private async identityFor(environmentId: string, modelSpec: string, rawParams: JsonObject, seed: number, stepDuration: RationalNs, ports: PortBinding[], field: string): Promise<EnvIdentity> {
-    let model: EnvironmentModel<unknown>, builtin: boolean;
-    try {
-      ({ model, builtin } = await resolveEnvironmentModel(modelSpec));
-    } catch (err) {
-      throw new ProtocolRefusal('INVALID_ARGUMENT', `${field}.model: ${(err as Error).message}`);
-    }
-    const split = splitStrict(rawParams, `${field}.params`);
-    const strict = split.strict ?? (builtin ? true : this.ctx.strictUserModels);
-    let params: JsonObject;
-    try {
-      params = model.resolveParams ? model.resolveParams(split.params) : split.params;
-    } catch (err) {
-      throw new ProtocolRefusal('INVALID_ARGUMENT', `${field}.${(err as Error).message}`);
-    }
+    const { model, strict, params } = await loadModel(resolveEnvironmentModel, modelSpec, rawParams, field, this.ctx.strictUserModels);
     const modelVersion = model.modelVersion;
     const profile = profileDigest(modelSpec, modelVersion, params);
     const compatibilityDigest = environmentCompatibilityDigest({ environmentId, profileDigest: profile, modelVersion, seed, ports });
