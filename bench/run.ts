@@ -4,14 +4,17 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { writeCharts } from './lib/charts.js';
 import { commandLine, gitInfo, machineInfo, table, writeReceipt, type Receipt, type SuiteReceipt } from './lib/receipt.js';
 import { SUITES } from './suites/index.js';
 
-const USAGE = `usage: npm run bench -- [suite...] [--quick] [--out <dir>]\nsuites: ${SUITES.map((s) => s.name).join(', ')}`;
+const USAGE = `usage: npm run bench -- [suite...] [--quick] [--out <dir>]\n       npm run bench -- --chart <receipt.json> [--chart-dir <dir>]\nsuites: ${SUITES.map((s) => s.name).join(', ')}`;
 
-function parseArgs(argv: string[]): { names: string[]; quick: boolean; out: string } {
+function parseArgs(argv: string[]): { names: string[]; quick: boolean; out: string; chart?: string; chartDir?: string } {
   const names: string[] = [];
   let quick = false;
+  let chart: string | undefined;
+  let chartDir: string | undefined;
   let out = fileURLToPath(new URL('./results/', import.meta.url));
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
@@ -20,12 +23,18 @@ function parseArgs(argv: string[]): { names: string[]; quick: boolean; out: stri
       const next = argv[++i];
       if (!next) throw new UsageError('--out needs a directory');
       out = next;
+    } else if (a === '--chart' || a === '--chart-dir') {
+      const next = argv[++i];
+      if (!next) throw new UsageError(`${a} needs a ${a === '--chart' ? 'receipt file' : 'directory'}`);
+      if (a === '--chart') chart = next;
+      else chartDir = next;
     } else if (a === '--help' || a === '-h') throw new UsageError('', 0);
     else if (a.startsWith('-')) throw new UsageError(`unknown option ${a}`);
     else names.push(a);
   }
   for (const n of names) if (!SUITES.some((s) => s.name === n)) throw new UsageError(`unknown suite ${JSON.stringify(n)}`);
-  return { names, quick, out };
+  if (chartDir && !chart) throw new UsageError('--chart-dir needs --chart <receipt.json>');
+  return { names, quick, out, chart, chartDir };
 }
 
 class UsageError extends Error {
@@ -43,6 +52,11 @@ async function main(): Promise<void> {
     if (e.message) process.stderr.write(`bench: ${e.message}\n`);
     process.stderr.write(`${USAGE}\n`);
     process.exitCode = e.code;
+    return;
+  }
+  if (args.chart) {
+    // Charts only, from an existing receipt: no suite runs.
+    for (const p of writeCharts(args.chart, args.chartDir)) process.stdout.write(`chart: ${p}\n`);
     return;
   }
   const selected = args.names.length ? SUITES.filter((s) => args.names.includes(s.name)) : [...SUITES];
@@ -71,6 +85,7 @@ async function main(): Promise<void> {
   process.stdout.write(`${table(receipt.suites)}\n\n`);
   process.stdout.write(`${m.cpuModel}, ${m.cores} cores, ${(m.memoryBytes / 2 ** 30).toFixed(1)} GiB, Node ${m.node}, ${m.os.split(' (')[0]}; load ${m.loadAverage.join(' ')}${args.quick ? '; --quick' : ''}\n`);
   process.stdout.write(`receipt: ${path}\n`);
+  for (const p of writeCharts(path)) process.stdout.write(`chart: ${p}\n`);
 }
 
 await main();

@@ -1,0 +1,76 @@
+// The bench charts: one SVG per suite of a results receipt (lockstep: agent-steps/s against agents,
+// one line per process count beside the raw echo; every other suite: figure ÷ limit bars with the
+// values in MB/s, steps/s... as text). NOT the SVG primitives (svg.ts) and never a measurement.
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { basename, join } from 'node:path';
+import type { Receipt, SuiteReceipt } from './receipt.js';
+import type { Figure } from './suite.js';
+import { barChart, lineChart, type LineSeries } from './svg.js';
+
+export interface Chart {
+  suite: string;
+  svg: string;
+}
+
+function num(x: number): string {
+  return x.toLocaleString('en-US', { maximumFractionDigits: Math.abs(x) >= 100 ? 0 : Math.abs(x) >= 10 ? 1 : 2 });
+}
+
+function subtitle(r: Receipt): string {
+  const m = r.machine;
+  return `${r.measure_ts}${r.quick ? ' (--quick)' : ''} · ${m.cpuModel}, ${m.cores} cores, Node ${m.node} · load ${m.loadAverage.join(' ')}`;
+}
+
+interface LockstepRowLike {
+  agents: number;
+  processes: number;
+  agentStepsPerSec: number;
+  echoAgentStepsPerSec: number;
+}
+
+function lockstepChart(s: SuiteReceipt, r: Receipt): string {
+  const rows = ((s.details?.rows as LockstepRowLike[] | undefined) ?? []).slice();
+  const procs = [...new Set(rows.map((x) => x.processes))].sort((a, b) => a - b);
+  const series: LineSeries[] = [];
+  procs.forEach((p, i) => {
+    const mine = rows.filter((x) => x.processes === p);
+    series.push({ name: `detsim, ${p} agent process${p > 1 ? 'es' : ''}`, points: mine.map((x) => [x.agents, x.agentStepsPerSec]), color: i });
+    series.push({ name: `raw grpc-js echo, ${p} process${p > 1 ? 'es' : ''}`, points: mine.map((x) => [x.agents, x.echoAgentStepsPerSec]), color: i, dashed: true });
+  });
+  return lineChart({ title: 'lockstep: walker agent-steps/s against agents (dashed: raw echo limit, same messages)', subtitle: subtitle(r), xLabel: 'agents (N)', yLabel: 'agent-steps/s', series });
+}
+
+/** Bars of figure ÷ limit; a figure without a limit gets a row with its value only. */
+function ratioChart(s: SuiteReceipt, r: Receipt): string {
+  const rows = (s.figures as Figure[]).map((f) => ({
+    label: f.name.length > 62 ? `${f.name.slice(0, 60)}…` : f.name,
+    value: f.ratio,
+    text: f.limit ? `${f.ratio!.toFixed(2)}× (${num(f.value)} vs ${num(f.limit.value)} ${f.unit})` : `${num(f.value)} ${f.unit} (no limit)`,
+  }));
+  const skipped = typeof s.details?.skipped === 'string' ? ` — skipped: ${s.details.skipped}` : '';
+  return barChart({
+    title: `${s.name}: figure ÷ limit, same run${skipped}`.slice(0, 140),
+    subtitle: subtitle(r),
+    xLabel: 'figure ÷ limit (for times and sizes, lower is better; for rates, higher)',
+    barLegend: 'detsim ÷ limit (or ÷ peer) measured in the same run',
+    reference: { value: 1, label: '1× = the limit' },
+    rows: rows.length ? rows : [{ label: '(no figures)', value: null, text: skipped || 'no figures' }],
+  });
+}
+
+export function chartsFor(r: Receipt): Chart[] {
+  return r.suites.map((s) => ({ suite: s.name, svg: s.name === 'lockstep' ? lockstepChart(s, r) : ratioChart(s, r) }));
+}
+
+/** Write `<receipt name>.<suite>.svg` next to the receipt (or into `dir`); returns the paths. */
+export function writeCharts(receiptPath: string, dir?: string): string[] {
+  const r = JSON.parse(readFileSync(receiptPath, 'utf8')) as Receipt;
+  const outDir = dir ?? join(receiptPath, '..');
+  mkdirSync(outDir, { recursive: true });
+  const stem = basename(receiptPath).replace(/\.json$/, '');
+  return chartsFor(r).map((c) => {
+    const p = join(outDir, dir ? `${c.suite}.svg` : `${stem}.${c.suite}.svg`);
+    writeFileSync(p, c.svg);
+    return p;
+  });
+}
