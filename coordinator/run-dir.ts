@@ -1,8 +1,9 @@
 // The run directory `runs/<session>-<n>/`: allocation of the first free n, durable JSON files
 // (temp → fsync → rename → fsync dir) and the append-only trace.jsonl writer.
 // NOT what goes into the files (run.ts decides) and nothing about workers or the step loop.
-import { closeSync, fsyncSync, mkdirSync, openSync, renameSync, writeSync } from 'node:fs';
+import { closeSync, fsyncSync, mkdirSync, openSync, writeSync } from 'node:fs';
 import { join, resolve } from 'node:path';
+import { writeFileDurable } from './durable-file.js';
 import { canonicalize } from './formats/canonical-json.js';
 import type { Id } from './formats/scalars.js';
 import type { TransitionTrace } from './trace.js';
@@ -29,27 +30,9 @@ export function allocateRunDir(parent: string, sessionId: Id): string {
   }
 }
 
-function fsyncDir(dir: string): void {
-  const fd = openSync(dir, 'r');
-  try {
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
-  }
-}
-
 /** Write canonical JSON durably: a reader sees the old file or the whole new one, never half. */
 export function writeJsonDurable(dir: string, name: string, value: unknown): void {
-  const tmp = join(dir, `tmp-${name}`);
-  const fd = openSync(tmp, 'w');
-  try {
-    writeSync(fd, `${canonicalize(value)}\n`);
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
-  }
-  renameSync(tmp, join(dir, name));
-  fsyncDir(dir);
+  writeFileDurable(join(dir, name), `${canonicalize(value)}\n`);
 }
 
 /** Appends one canonical JSON line per step to trace.jsonl. */
