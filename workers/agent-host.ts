@@ -3,9 +3,9 @@
 // of State.Capture / StageRestore / ActivateRestore. Not the transport, not Hello/Status.
 import { canonicalDigest, canonicalize } from '../coordinator/formats/canonical-json.js';
 import { DetsimError } from '../coordinator/formats/errors.js';
-import { RationalNs, type Scope, readI32, readId, readObject, readRequestId, readScope, readU64, readDigest, refuseUnknownFields } from '../coordinator/formats/scalars.js';
-import { type PayloadRef, ProtocolRefusal, type Request } from '../coordinator/protocol/index.js';
-import { agentCompatibilityDigest, checkAttachment, checkEpoch, checkSession, checkStep, firstMismatch, profileDigest, requireScope, restoreToken, sha256 } from './checks.js';
+import { RationalNs, type Scope, readI32, readId, readObject, readRequestId, readU64, refuseUnknownFields } from '../coordinator/formats/scalars.js';
+import { ProtocolRefusal, type Request } from '../coordinator/protocol/index.js';
+import { agentCompatibilityDigest, checkAttachment, checkEpoch, checkSession, checkStep, firstMismatch, profileDigest, readStageParams, requireScope, restoreToken, sha256, type StageParams } from './checks.js';
 import type { HostContext, HostReply } from './host-context.js';
 import { callModel, invalid, loadModel } from './model-call.js';
 import { resolveAgentModel } from './models/registry.js';
@@ -415,22 +415,14 @@ export class AgentHost {
   async stageRestore(req: Request, attachment: Uint8Array | undefined): Promise<HostReply> {
     const scope = requireScope(req);
     checkSession(scope, this.ctx.sessionId);
-    let checkpointId: string, agentId: string, sourceScope: Scope, compatibilityDigest: string, ref: PayloadRef;
+    let staged: StageParams;
     try {
-      refuseUnknownFields(req.params, ['checkpointId', 'agentId', 'sourceScope', 'compatibilityDigest', 'payload'], 'params');
-      checkpointId = readId(req.params.checkpointId, 'params.checkpointId');
-      if (req.params.agentId === null) throw new ProtocolRefusal('INVALID_ARGUMENT', 'params.agentId is null but this worker hosts agents, not the environment');
-      agentId = readId(req.params.agentId, 'params.agentId');
-      sourceScope = readScope(req.params.sourceScope, 'params.sourceScope');
-      compatibilityDigest = readDigest(req.params.compatibilityDigest, 'params.compatibilityDigest');
-      const p = readObject(req.params.payload, 'params.payload');
-      refuseUnknownFields(p, ['digest', 'byteLength'], 'params.payload');
-      ref = { digest: readDigest(p.digest, 'params.payload.digest'), byteLength: readU64(p.byteLength, 'params.payload.byteLength') };
+      staged = readStageParams(req.params, scope, 'agent');
     } catch (e) {
       return invalid(e);
     }
-    if (sourceScope.sessionId !== scope.sessionId) throw new ProtocolRefusal('IDENTITY_MISMATCH', `params.sourceScope.sessionId ${sourceScope.sessionId} is not this session ${scope.sessionId}`);
-    if (sourceScope.step !== scope.step) throw new ProtocolRefusal('INVALID_ARGUMENT', `scope.step ${scope.step} must equal params.sourceScope.step ${sourceScope.step}`);
+    const { checkpointId, sourceScope, compatibilityDigest, ref } = staged;
+    const agentId = staged.agentId!;
     const live = this.agents.get(agentId);
     if (live) {
       if (live.phase === 'prepared') throw new ProtocolRefusal('INVALID_PHASE', `agent ${agentId} is prepared: restore only from ready or uninitialized`);

@@ -3,7 +3,7 @@
 // ProtocolRefusal with the protocol's code; none of them mutates anything.
 import { createHash } from 'node:crypto';
 import { canonicalDigest } from '../coordinator/formats/canonical-json.js';
-import type { Scope } from '../coordinator/formats/scalars.js';
+import { type Scope, readDigest, readId, readObject, readScope, readU64, refuseUnknownFields } from '../coordinator/formats/scalars.js';
 import { type PayloadRef, ProtocolRefusal, type Request } from '../coordinator/protocol/index.js';
 
 export function requireScope(req: Request): Scope {
@@ -91,4 +91,33 @@ export function firstMismatch(recorded: Record<string, unknown>, live: Record<st
     if (canonicalDigest(recorded[f] ?? null) !== canonicalDigest(live[f] ?? null)) return `${f}: payload has ${JSON.stringify(recorded[f])}, this worker has ${JSON.stringify(live[f])}`;
   }
   return undefined;
+}
+
+export interface StageParams {
+  checkpointId: string;
+  /** The agent being staged, or null for the environment. */
+  agentId: string | null;
+  sourceScope: Scope;
+  compatibilityDigest: string;
+  ref: PayloadRef;
+}
+
+/**
+ * Read State.StageRestore params (DetsimError on a malformed field) and check them against the
+ * request scope. `host` says who this worker hosts: agents need an agentId, the environment null.
+ */
+export function readStageParams(params: Record<string, unknown>, scope: Scope, host: 'agent' | 'environment'): StageParams {
+  refuseUnknownFields(params, ['checkpointId', 'agentId', 'sourceScope', 'compatibilityDigest', 'payload'], 'params');
+  const checkpointId = readId(params.checkpointId, 'params.checkpointId');
+  if (host === 'agent' && params.agentId === null) throw new ProtocolRefusal('INVALID_ARGUMENT', 'params.agentId is null but this worker hosts agents, not the environment');
+  if (host === 'environment' && params.agentId !== null) throw new ProtocolRefusal('INVALID_ARGUMENT', 'params.agentId must be null: this worker hosts the environment');
+  const agentId = host === 'agent' ? readId(params.agentId, 'params.agentId') : null;
+  const sourceScope = readScope(params.sourceScope, 'params.sourceScope');
+  const compatibilityDigest = readDigest(params.compatibilityDigest, 'params.compatibilityDigest');
+  const p = readObject(params.payload, 'params.payload');
+  refuseUnknownFields(p, ['digest', 'byteLength'], 'params.payload');
+  const ref = { digest: readDigest(p.digest, 'params.payload.digest'), byteLength: readU64(p.byteLength, 'params.payload.byteLength') };
+  if (sourceScope.sessionId !== scope.sessionId) throw new ProtocolRefusal('IDENTITY_MISMATCH', `params.sourceScope.sessionId ${sourceScope.sessionId} is not this session ${scope.sessionId}`);
+  if (sourceScope.step !== scope.step) throw new ProtocolRefusal('INVALID_ARGUMENT', `scope.step ${scope.step} must equal params.sourceScope.step ${sourceScope.step}`);
+  return { checkpointId, agentId, sourceScope, compatibilityDigest, ref };
 }

@@ -2,9 +2,9 @@
 // Advance and the environment side of State.Capture / StageRestore / ActivateRestore.
 // Not the transport, not Hello/Status, not reward evaluation policy (the model reports rewards).
 import { canonicalDigest, canonicalize } from '../coordinator/formats/canonical-json.js';
-import { RationalNs, type Scope, readDigest, readI32, readId, readObject, readScope, readU64, refuseUnknownFields } from '../coordinator/formats/scalars.js';
-import { type PayloadRef, ProtocolRefusal, type Request } from '../coordinator/protocol/index.js';
-import { checkAttachment, checkEpoch, checkSession, checkStep, environmentCompatibilityDigest, firstMismatch, profileDigest, requireScope, restoreToken, sha256 } from './checks.js';
+import { RationalNs, type Scope, readI32, readId, readObject, refuseUnknownFields } from '../coordinator/formats/scalars.js';
+import { ProtocolRefusal, type Request } from '../coordinator/protocol/index.js';
+import { checkAttachment, checkEpoch, checkSession, checkStep, environmentCompatibilityDigest, firstMismatch, profileDigest, readStageParams, requireScope, restoreToken, sha256, type StageParams } from './checks.js';
 import type { HostContext, HostReply } from './host-context.js';
 import { callModel, invalid, loadModel } from './model-call.js';
 import { resolveEnvironmentModel } from './models/registry.js';
@@ -264,21 +264,13 @@ export class EnvironmentHost {
   async stageRestore(req: Request, attachment: Uint8Array | undefined): Promise<HostReply> {
     const scope = requireScope(req);
     checkSession(scope, this.ctx.sessionId);
-    let checkpointId: string, sourceScope: Scope, compatibilityDigest: string, ref: PayloadRef;
+    let staged: StageParams;
     try {
-      refuseUnknownFields(req.params, ['checkpointId', 'agentId', 'sourceScope', 'compatibilityDigest', 'payload'], 'params');
-      checkpointId = readId(req.params.checkpointId, 'params.checkpointId');
-      if (req.params.agentId !== null) throw new ProtocolRefusal('INVALID_ARGUMENT', 'params.agentId must be null: this worker hosts the environment');
-      sourceScope = readScope(req.params.sourceScope, 'params.sourceScope');
-      compatibilityDigest = readDigest(req.params.compatibilityDigest, 'params.compatibilityDigest');
-      const p = readObject(req.params.payload, 'params.payload');
-      refuseUnknownFields(p, ['digest', 'byteLength'], 'params.payload');
-      ref = { digest: readDigest(p.digest, 'params.payload.digest'), byteLength: readU64(p.byteLength, 'params.payload.byteLength') };
+      staged = readStageParams(req.params, scope, 'environment');
     } catch (e) {
       return invalid(e);
     }
-    if (sourceScope.sessionId !== scope.sessionId) throw new ProtocolRefusal('IDENTITY_MISMATCH', `params.sourceScope.sessionId ${sourceScope.sessionId} is not this session ${scope.sessionId}`);
-    if (sourceScope.step !== scope.step) throw new ProtocolRefusal('INVALID_ARGUMENT', `scope.step ${scope.step} must equal params.sourceScope.step ${sourceScope.step}`);
+    const { checkpointId, sourceScope, compatibilityDigest, ref } = staged;
     const live = this.env;
     if (live && scope.epoch === live.epoch) throw new ProtocolRefusal('STALE_EPOCH', `environment: the restore epoch ${scope.epoch} must be new (it is the current epoch)`);
     if (this.staged) throw new ProtocolRefusal('CONFLICT', 'the environment already has a staged restore');
