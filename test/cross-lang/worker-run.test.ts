@@ -8,7 +8,6 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { parseConfigText, resolveConfig, type RunPlan } from '../../coordinator/config.js';
-import { DetsimError } from '../../coordinator/formats/errors.js';
 import { canonicalize } from '../../coordinator/formats/canonical-json.js';
 import { writeReceipt } from '../../coordinator/receipt/receipt.js';
 import { runSession } from '../../coordinator/run.js';
@@ -16,6 +15,7 @@ import { readRunRecord } from '../../coordinator/checkpoint/run-record.js';
 import { readRun, tmpOut } from '../coordinator/helpers.js';
 import { REPO_ROOT } from '../workers/harness.js';
 import { ensureRustWorker, rustWorkerSkip } from './rust-worker.js';
+import { refusal } from '../refusal.js';
 
 type Cfg = Record<string, any>;
 const example = (file: string): Cfg => parseConfigText(readFileSync(join(REPO_ROOT, file), 'utf8'), file) as Cfg;
@@ -27,16 +27,6 @@ const planOf = (cfg: Cfg): RunPlan => {
 const withRuntime = (cfg: Cfg, runtime: unknown): Cfg => ({ ...cfg, workers: { ...cfg.workers, runtime } });
 const behaviourLines = (dir: string): string[] => readRun(dir).traces.map((t) => canonicalize(t.behaviour));
 const runtimes = (dir: string): string[] => (readRun(dir).run.workers as { runtime: string }[]).map((w) => w.runtime.split('/')[0]!);
-
-function refusal(fn: () => unknown): DetsimError {
-  try {
-    fn();
-  } catch (e) {
-    if (e instanceof DetsimError) return e;
-    throw e;
-  }
-  throw new Error('expected a refusal');
-}
 
 describe('workers.runtime in a run configuration', () => {
   const base = example('examples/mixed-walkers.yaml');

@@ -8,22 +8,13 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { canonicalBytes, canonicalDigest, canonicalize, parseCanonical, parseStrict, serializeNumber, sha256Hex } from '../../coordinator/formats/canonical-json.js';
 import { DetsimError } from '../../coordinator/formats/errors.js';
+import { refusal } from '../refusal.js';
 
 const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
 // DETSIM_JCS_DIR overrides the location (used to check the skip path).
 const JCS_DIR = process.env.DETSIM_JCS_DIR ?? `${repoRoot}../shared/jcs-vectors/`;
 const haveJcs = existsSync(`${JCS_DIR}input`) && existsSync(`${JCS_DIR}es6testfile100m-first10000.txt`);
 const JCS_NAMES = ['arrays', 'french', 'structures', 'unicode', 'values', 'weird'];
-
-function refusal(fn: () => unknown): DetsimError {
-  try {
-    fn();
-  } catch (e) {
-    if (e instanceof DetsimError) return e;
-    throw new Error(`threw a non-DetsimError: ${String(e)}`);
-  }
-  throw new Error('accepted');
-}
 
 if (!haveJcs) {
   console.warn(`official JCS vectors skipped: ${JCS_DIR} is absent`);

@@ -6,6 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { decodeEnvelope } from '../../coordinator/formats/envelope.js';
 import { DetsimError } from '../../coordinator/formats/errors.js';
 import { decodeLegacyFlysim, encodeLegacyFlysim, legacyMagicOf } from '../../coordinator/formats/legacy-flysim.js';
+import { refusal } from '../refusal.js';
 
 const u32 = (n: number): Buffer => {
   const b = Buffer.alloc(4);
@@ -22,16 +23,6 @@ const MANIFEST = '{"agentVersion":1,"remainder":0.25,"schemaVersion":2,"chunks":
 const membrane = Buffer.from(new Float32Array([1.5, -2]).buffer);
 const refractory = Buffer.from([0, 3, 0]);
 const good = (): Buffer => handBuilt(MANIFEST, [membrane, refractory]);
-
-function refusal(fn: () => unknown): DetsimError {
-  try {
-    fn();
-  } catch (e) {
-    if (e instanceof DetsimError) return e;
-    throw new Error(`threw a non-DetsimError: ${String(e)}`);
-  }
-  throw new Error('accepted');
-}
 
 describe('FLYSIM01 reader', () => {
   it('zlib.crc32 is the IEEE CRC32 (check value of "123456789")', () => expect(crc32('123456789')).toBe(0xcbf43926));

@@ -1,18 +1,8 @@
 // The session-protocol scalars: the U64 boundary vectors of reference-session-framework.md §1,
 // Id/Digest/Scope/request-id readers, and RationalNs reduction, overflow and sub-below-zero.
 import { describe, expect, it } from 'vitest';
-import { DetsimError } from '../../coordinator/formats/errors.js';
 import { RationalNs, readDigest, readI32, readId, readRequestId, readScope, readU64, refuseUnknownFields } from '../../coordinator/formats/scalars.js';
-
-function refusal(fn: () => unknown): DetsimError {
-  try {
-    fn();
-  } catch (e) {
-    if (e instanceof DetsimError) return e;
-    throw new Error(`threw a non-DetsimError: ${String(e)}`);
-  }
-  throw new Error('accepted');
-}
+import { refusal } from '../refusal.js';
 
 describe('U64 boundary vectors (boundaries.json, reference §1)', () => {
   for (const ok of ['0', '1', '18446744073709551615', '9007199254740993']) {
