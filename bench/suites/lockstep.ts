@@ -200,7 +200,7 @@ export const lockstep: BenchSuite = {
   async run(ctx) {
     const rows = await benchLockstep(
       ctx.quick
-        ? { agents: [1, 16], processes: [1, 4], steps: 200, warmup: 50, tmpDir: ctx.tmpDir, log: ctx.log }
+        ? { agents: [1, 16], processes: [1, 4], steps: 120, warmup: 30, tmpDir: ctx.tmpDir, log: ctx.log }
         : { agents: [1, 4, 16, 60], processes: [1, 2, 4, 8], steps: 600, warmup: 150, tmpDir: ctx.tmpDir, log: ctx.log },
     );
     const figures: Figure[] = [];

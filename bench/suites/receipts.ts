@@ -37,7 +37,7 @@ export const receipts: BenchSuite = {
   name: 'receipts',
   description: 'ReproHash cost per step at N = 16 (seal a real 16-walker run\'s receipt: canonical split + hash) beside the wall time of one lockstep step of the same run',
   async run(ctx) {
-    const steps = ctx.quick ? 120 : 1000;
+    const steps = ctx.quick ? 80 : 1000;
     const warmup = Math.floor(steps / 4);
     const out = mkdtempSync(join(ctx.tmpDir, 'receipts-'));
     try {

@@ -72,7 +72,7 @@ export const workers: BenchSuite = {
     const figures: Figure[] = [];
     const rows: WorkersRow[] = [];
     for (const c of CASES) {
-      const steps = ctx.quick ? 120 : c.model === 'lif' ? 300 : 600;
+      const steps = ctx.quick ? 60 : c.model === 'lif' ? 300 : 600;
       const warmup = Math.floor(steps / 4);
       const by: Record<WorkerRuntimeName, number[]> = { typescript: [], rust: [] };
       const digests = new Set<string>();
