@@ -1,5 +1,5 @@
 // The bench charts: one SVG per suite of a results receipt (lockstep: agent-steps/s against agents,
-// one line per process count beside the raw echo; every other suite: figure ÷ limit bars with the
+// one line per process count beside the raw echo; soak: MiB against agent-steps; every other suite: figure ÷ limit bars with the
 // values in MB/s, steps/s... as text). NOT the SVG primitives (svg.ts) and never a measurement.
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
@@ -40,6 +40,32 @@ function lockstepChart(s: SuiteReceipt, r: Receipt): string {
   return lineChart({ title: 'lockstep: walker agent-steps/s against agents (dashed: raw echo limit, same messages)', subtitle: subtitle(r), xLabel: 'agents (N)', yLabel: 'agent-steps/s', series });
 }
 
+interface MemorySampleLike {
+  step: number;
+  coordinatorRss: number;
+  coordinatorHeapUsed: number;
+  workersRss: number;
+}
+
+function soakChart(s: SuiteReceipt, r: Receipt): string {
+  const samples = (s.details?.samples as MemorySampleLike[] | undefined) ?? [];
+  const agents = Number(s.details?.agents ?? 1);
+  const MiB = 1024 * 1024;
+  const pick = (f: (x: MemorySampleLike) => number): [number, number][] => samples.map((x) => [x.step * agents, f(x) / MiB]);
+  const verdicts = Object.entries((s.details?.verdicts as Record<string, string> | undefined) ?? {}).map(([k, v]) => `${k} ${v}`).join(', ');
+  return lineChart({
+    title: `soak: memory over the run (${verdicts || 'no verdict'})`,
+    subtitle: subtitle(r),
+    xLabel: 'agent-steps',
+    yLabel: 'MiB',
+    series: [
+      { name: 'workers RSS (sum)', points: pick((x) => x.workersRss) },
+      { name: 'coordinator RSS', points: pick((x) => x.coordinatorRss) },
+      { name: 'coordinator heapUsed', points: pick((x) => x.coordinatorHeapUsed) },
+    ],
+  });
+}
+
 /** Bars of figure ÷ limit; a figure without a limit gets a row with its value only. */
 function ratioChart(s: SuiteReceipt, r: Receipt): string {
   const rows = (s.figures as Figure[]).map((f) => ({
@@ -59,7 +85,7 @@ function ratioChart(s: SuiteReceipt, r: Receipt): string {
 }
 
 export function chartsFor(r: Receipt): Chart[] {
-  return r.suites.map((s) => ({ suite: s.name, svg: s.name === 'lockstep' ? lockstepChart(s, r) : ratioChart(s, r) }));
+  return r.suites.map((s) => ({ suite: s.name, svg: s.name === 'lockstep' ? lockstepChart(s, r) : s.name === 'soak' ? soakChart(s, r) : ratioChart(s, r) }));
 }
 
 /** Write `<receipt name>.<suite>.svg` next to the receipt (or into `dir`); returns the paths. */
