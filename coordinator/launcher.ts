@@ -106,7 +106,7 @@ export class WorkerProcess {
     cmd: WorkerCommand,
     listen: string,
     sessionId: Id,
-    private readonly logger: Logger,
+    logger: Logger,
   ) {
     const args = [...cmd.args, '--listen', listen, '--role', plan.role, '--worker-id', plan.workerId, '--session', sessionId];
     // stdin stays a pipe: a worker can treat its end as "the coordinator is gone".

@@ -14,7 +14,7 @@ import { runSession } from '../run.js';
 import { rebasedReceipt } from './rebase.js';
 import type { CanonicalOptions } from './canonical.js';
 import { type Divergence, describeDivergence, diagnose } from './diagnosis.js';
-import { type Receipt, writeReceipt } from './receipt.js';
+import { writeReceipt } from './receipt.js';
 import { type Check, makeCheck } from './check.js';
 import { reproHash } from './reprohash.js';
 
