@@ -4,12 +4,12 @@
 // NOT a test of the receipt (test/receipt/ is): only the cost, as a fraction of a step.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { resolveConfig } from '../../coordinator/config.js';
 import { canonicalize } from '../../coordinator/formats/canonical-json.js';
 import { buildReceipt, readRunFiles, sealReceipt, writeReceipt } from '../../coordinator/receipt/receipt.js';
 import { runSession } from '../../coordinator/run.js';
 import { measure } from '../lib/measure.js';
 import { withLimit, type BenchSuite, type Figure } from '../lib/suite.js';
+import { walkerBenchPlan } from '../lib/walkers.js';
 import { readRunTraces } from './lockstep-read.js';
 
 const AGENTS = 16;
@@ -17,16 +17,7 @@ const PROCESSES = 4;
 
 /** One real 16-walker run; returns its directory and the wall time per step after the warm-up. */
 async function walkerRun(outDir: string, steps: number, warmup: number): Promise<{ runDir: string; stepUs: number }> {
-  const plan = resolveConfig({
-    sessionId: 'bench-receipts',
-    masterSeed: '1',
-    steps,
-    stepHz: 60,
-    environment: { id: 'forage', model: 'forage', params: { width: 8, height: 8, food: AGENTS } },
-    agents: { count: AGENTS, prefix: 'walker-', model: 'walker' },
-    workers: { agentsPerWorker: AGENTS / PROCESSES },
-    deadlines: { startupMs: 30_000, stepMs: 10_000 },
-  });
+  const plan = walkerBenchPlan('bench-receipts', AGENTS, PROCESSES, steps);
   const r = await runSession(plan, { outDir, onWarning: () => undefined });
   const walls = readRunTraces(r.runDir).map((t) => BigInt(t.operational.wallTimeNs));
   const ns = Number(walls[steps - 1]! - walls[warmup - 1]!);

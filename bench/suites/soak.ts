@@ -4,9 +4,9 @@
 // Reports first-quarter vs last-quarter means and a verdict; the figure, NOT an assertion.
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { resolveConfig } from '../../coordinator/config.js';
 import { runSession } from '../../coordinator/run.js';
 import { withLimit, type BenchSuite, type Figure } from '../lib/suite.js';
+import { walkerBenchPlan } from '../lib/walkers.js';
 
 const AGENTS = 16;
 const PROCESSES = 4;
@@ -46,16 +46,7 @@ export const soak: BenchSuite = {
     const agentSteps = ctx.quick ? 4_000 : 1_000_000;
     const steps = agentSteps / AGENTS;
     const every = Math.max(1, Math.floor(steps / SAMPLES));
-    const plan = resolveConfig({
-      sessionId: 'bench-soak',
-      masterSeed: '1',
-      steps,
-      stepHz: 60,
-      environment: { id: 'forage', model: 'forage', params: { width: 8, height: 8, food: AGENTS } },
-      agents: { count: AGENTS, prefix: 'walker-', model: 'walker' },
-      workers: { agentsPerWorker: AGENTS / PROCESSES },
-      deadlines: { startupMs: 30_000, stepMs: 10_000 },
-    });
+    const plan = walkerBenchPlan('bench-soak', AGENTS, PROCESSES, steps);
     const out = mkdtempSync(join(ctx.tmpDir, 'soak-'));
     const samples: MemorySample[] = [];
     let pids: number[] = [];
