@@ -20,6 +20,7 @@ export interface SpawnedWorker {
   client: WorkerClient;
   exited: Promise<ProcessExitInfo>;
   readyLine: string;
+  stderr: () => string;
   stop(): Promise<void>;
 }
 
@@ -27,10 +28,21 @@ const dirs: string[] = [];
 const live = new Set<SpawnedWorker>();
 
 export async function spawnWorker(role: Role, workerId: string, extra: string[] = [], hello = true, listenAt?: string): Promise<SpawnedWorker> {
+  const w = await launchWorker(process.execPath, ['--import', 'tsx', 'workers/main.ts'], { role, workerId, extra, listenAt });
+  if (hello) await w.client.hello({ sessionId: SESSION, workerId, role });
+  return w;
+}
+
+/**
+ * Start any worker binary speaking the protocol (TypeScript or Rust) with the standard flags on a
+ * short Unix socket (or `listenAt`), wait for its ready line, and connect a WorkerClient wired to
+ * its exit. No Hello. stopAll() stops every worker started here.
+ */
+export async function launchWorker(command: string, args: string[], opts: { role: Role; workerId: string; extra?: string[]; listenAt?: string }): Promise<SpawnedWorker> {
   const dir = mkdtempSync(join(tmpdir(), 'dsw-'));
   dirs.push(dir);
-  const requested = listenAt ?? `unix:${join(dir, 'w.sock')}`;
-  const proc = spawn(process.execPath, ['--import', 'tsx', 'workers/main.ts', '--listen', requested, '--role', role, '--worker-id', workerId, ...extra], {
+  const requested = opts.listenAt ?? `unix:${join(dir, 'w.sock')}`;
+  const proc = spawn(command, [...args, '--listen', requested, '--role', opts.role, '--worker-id', opts.workerId, ...(opts.extra ?? [])], {
     cwd: REPO_ROOT,
     stdio: ['pipe', 'pipe', 'pipe'],
   });
@@ -40,12 +52,12 @@ export async function spawnWorker(role: Role, workerId: string, extra: string[] 
   const readyLine = await new Promise<string>((res, rej) => {
     const rl = createInterface({ input: proc.stdout! });
     rl.once('line', res);
-    void exited.then((i) => rej(new Error(`worker exited before ready (${i.code}/${i.signal}): ${stderr}`)));
+    void exited.then((i) => rej(new Error(`${command} worker exited before ready (${i.code}/${i.signal}): ${stderr}`)));
   });
   const listen = (JSON.parse(readyLine) as { listen: string }).listen; // the bound address (a real port for host:0)
-  const client = await WorkerClient.connect(listen, { processExit: exited, label: workerId });
+  const client = await WorkerClient.connect(listen, { processExit: exited, label: opts.workerId });
   const w: SpawnedWorker = {
-    proc, listen, client, exited, readyLine,
+    proc, listen, client, exited, readyLine, stderr: () => stderr,
     async stop() {
       live.delete(w);
       client.close();
@@ -54,7 +66,6 @@ export async function spawnWorker(role: Role, workerId: string, extra: string[] 
     },
   };
   live.add(w);
-  if (hello) await client.hello({ sessionId: SESSION, workerId, role });
   return w;
 }
 
