@@ -34,12 +34,21 @@ const fromSource = import.meta.url.endsWith('.ts');
  * `node --import tsx <pkg>/workers/main.ts` when the coordinator itself runs from TS source.
  */
 export function defaultWorkerCommand(): WorkerCommand {
+  const extra = nodeArgsFromEnv();
   if (fromSource) {
     const root = resolve(here, '..');
-    return { command: process.execPath, args: ['--import', import.meta.resolve('tsx'), join(root, 'workers', 'main.ts')] };
+    return { command: process.execPath, args: [...extra, '--import', import.meta.resolve('tsx'), join(root, 'workers', 'main.ts')] };
   }
   const root = resolve(here, '..', '..');
-  return { command: process.execPath, args: [join(root, 'dist', 'workers', 'main.js')] };
+  return { command: process.execPath, args: [...extra, join(root, 'dist', 'workers', 'main.js')] };
+}
+
+/**
+ * Extra Node flags for TypeScript worker processes from $DETSIM_WORKER_NODE_ARGS (space-separated),
+ * e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof` to profile workers (Node refuses those in NODE_OPTIONS).
+ */
+function nodeArgsFromEnv(): string[] {
+  return (process.env.DETSIM_WORKER_NODE_ARGS ?? '').split(' ').filter((a) => a.length > 0);
 }
 
 /** The command that builds the Rust worker (run once; `detsim run` never builds). */
