@@ -1,7 +1,8 @@
 // Lockstep-v1 (reference §4): the coordinator's step loop over a launched fleet. Initialize the
 // environment and agents, then per step: Prepare all → one Environment.Advance in port order →
-// evaluate once → Commit all → boundary k+1, producing one TransitionTrace. A failure anywhere
-// fails the epoch: the next step never starts on a half-commit. NOT process handling, NOT files.
+// evaluate once → Commit all → boundary k+1, producing one TransitionTrace; optionally each worker's
+// next Prepare rides behind its Commit. A failure anywhere fails the epoch: the next step's Advance
+// never follows a half-commit. NOT process handling, NOT files.
 import type { Logger } from 'pino';
 import type { RunPlan } from './config.js';
 import { canonicalDigest, type JsonValue } from './formats/canonical-json.js';
@@ -30,8 +31,24 @@ export const DISPATCH_MODES: readonly Dispatch[] = ['sequential', 'concurrent', 
 export type LockstepState = 'starting' | 'ready' | 'preparing' | 'applying' | 'observing' | 'committing' | 'failed';
 
 export interface LockstepHooks {
-  /** Called before each phase's messages go out (tests use it to kill or stall a worker mid-step). */
+  /**
+   * Called before each phase's messages go out (tests use it to kill or stall a worker mid-step).
+   * A Prepare pipelined behind Commit(k) goes out with the Commits: its hook (step k+1, 'prepare')
+   * runs right after the hook of (k, 'commit'), before any of those messages is sent.
+   */
   beforePhase?: (step: bigint, phase: RunPhase) => void | Promise<void>;
+}
+
+export interface StepOptions {
+  /**
+   * Pipeline the next Prepare: each agent worker gets Prepare(k+1) right behind its Commit(k) on
+   * the same stream, without waiting for the Commit replies. A worker handles one request at a
+   * time in arrival order, so Prepare(k+1) runs after its own Commit(k). Still, Advance(k+1) is
+   * only ever sent after every Commit(k) succeeded; a failed Commit fails the epoch with the
+   * pipelined Prepares left unawaited. The caller must not ask for it past the run's last step, or
+   * when it needs every agent Ready at boundary k+1 (a capture). Default false.
+   */
+  prepareNext?: boolean;
 }
 
 export interface LockstepOptions {
@@ -58,6 +75,14 @@ interface Reply<T> {
   result: T;
 }
 
+/** Prepares already sent for `step` (pipelined behind the previous Commits), in worker order. */
+interface PendingPrepare {
+  step: bigint;
+  replies: Promise<Reply<AgentPrepareResult>>[];
+  /** Workers in the order their Prepare replies arrived. */
+  order: Id[];
+}
+
 export function epochId(n: number): Id {
   return `e${n}`;
 }
@@ -72,6 +97,8 @@ export class Lockstep {
   /** The current observation of every agent (installed at the last committed boundary). */
   private observations = new Map<Id, JsonObject>();
   private readonly agentWorker = new Map<Id, LaunchedWorker>();
+  /** Set when the last step pipelined the next Prepare (see StepOptions.prepareNext). */
+  private pendingPrepare: PendingPrepare | undefined;
 
   constructor(
     readonly plan: RunPlan,
@@ -102,6 +129,7 @@ export class Lockstep {
    * environment returned on activation. The loop is then at Ready(k) in that epoch.
    */
   installRestored(epoch: Id, boundary: bigint, observations: { agentId: Id; observation: JsonObject }[]): void {
+    if (this.pendingPrepare) throw new Error('lockstep: installRestored() while a pipelined Prepare is outstanding');
     const ctx = { workerId: this.fleet.environment.plan.workerId, agentIds: [], step: boundary.toString(), phase: 'environment-initialize' as RunPhase };
     this.observations = this.readObservations(observations, ctx);
     this.restoredEpoch = epoch;
@@ -135,7 +163,7 @@ export class Lockstep {
     this.checkDigest(r.profileDigest, 'profileDigest', ctxEnv);
     this.observations = this.readObservations(r.observations, ctxEnv);
 
-    const replies = await this.dispatch(this.fleet.agents, 'agent-initialize', 0n, (w) =>
+    const replies = await this.dispatch(this.fleet.agents, [['agent-initialize', 0n]], (w) =>
       this.call<AgentInitializeResult>(w, METHODS.agentInitialize, scope, {
         agents: w.plan.agentIds.map((id) => {
           const a = plan.agents.find((p) => p.agentId === id)!;
@@ -162,30 +190,56 @@ export class Lockstep {
   // -------------------------------------------------------------------------------------------
   // One lockstep transition k → k+1.
 
-  async step(): Promise<TransitionTrace> {
+  /** Whether the agent workers already hold the Prepare of the next step (pipelined): not Ready for a capture. */
+  get preparedAhead(): boolean {
+    return this.pendingPrepare !== undefined;
+  }
+
+  async step(opts: StepOptions = {}): Promise<TransitionTrace> {
     if (this.state !== 'ready') throw new Error(`lockstep: step() in state ${this.state}`);
     const k = this.boundary;
     try {
-      return await this.transition(k);
+      return await this.transition(k, opts.prepareNext === true);
     } catch (e) {
       this.state = 'failed';
       throw e;
     }
   }
 
-  private async transition(k: bigint): Promise<TransitionTrace> {
+  /** Send one worker's Prepare for `step`; its reply is awaited by the step that needs it. */
+  private sendPrepare(w: LaunchedWorker, step: bigint, order: Id[]): Promise<Reply<AgentPrepareResult>> {
+    const scope = this.scope(step);
+    return this.call<AgentPrepareResult>(w, METHODS.agentPrepare, scope, { agents: w.plan.agentIds.map((agentId) => ({ agentId })) }, 'prepare', this.plan.deadlines.stepMs).then((rep) => {
+      order.push(w.plan.workerId);
+      return rep;
+    });
+  }
+
+  /** Phase A's replies: the pipelined Prepares if the last step sent them, else a fresh dispatch. */
+  private async prepareReplies(k: bigint): Promise<{ prepared: Reply<AgentPrepareResult>[]; order: Id[] }> {
+    const pending = this.pendingPrepare;
+    this.pendingPrepare = undefined;
+    if (pending) {
+      if (pending.step !== k) throw new Error(`lockstep: a Prepare for step ${pending.step} is outstanding at step ${k}`);
+      // Like a concurrent dispatch: every reply settles, then the first failure in worker order.
+      const settled = await Promise.allSettled(pending.replies);
+      const failed = settled.find((s) => s.status === 'rejected');
+      if (failed) throw (failed as PromiseRejectedResult).reason;
+      return { prepared: settled.map((s) => (s as PromiseFulfilledResult<Reply<AgentPrepareResult>>).value), order: pending.order };
+    }
+    const order: Id[] = [];
+    const prepared = await this.dispatch(this.fleet.agents, [['prepare', k]], (w) => this.sendPrepare(w, k, order));
+    return { prepared, order };
+  }
+
+  private async transition(k: bigint, prepareNext: boolean): Promise<TransitionTrace> {
     const { plan } = this;
     const scope = this.scope(k);
     const deadline = plan.deadlines.stepMs;
 
     // Phase A: Prepare every agent (one message per worker); results ordered by agent id.
     this.state = 'preparing';
-    const prepareOrder: Id[] = [];
-    const prepared = await this.dispatch(this.fleet.agents, 'prepare', k, async (w) => {
-      const rep = await this.call<AgentPrepareResult>(w, METHODS.agentPrepare, scope, { agents: w.plan.agentIds.map((agentId) => ({ agentId })) }, 'prepare', deadline);
-      prepareOrder.push(w.plan.workerId);
-      return rep;
-    });
+    const { prepared, order: prepareOrder } = await this.prepareReplies(k);
     const decisions = new Map<Id, { d: PreparedDecision; requestId: string }>();
     for (const rep of prepared) {
       const ctx = this.ctx(rep.worker, 'prepare', k);
@@ -222,11 +276,16 @@ export class Lockstep {
     const observations = this.readObservations(a.observations, envCtx);
     const evaluation = this.evaluate(a, envCtx);
 
-    // Phase D: Commit every agent; only when all succeed does the boundary move.
+    // Phase D: Commit every agent; only when all succeed does the boundary move. With prepareNext
+    // each worker's Prepare(k+1) follows its Commit(k) on the stream; it is awaited by step k+1,
+    // which never starts (no Advance(k+1)) unless every Commit(k) succeeded.
     this.state = 'committing';
     const commitOrder: Id[] = [];
-    const committed = await this.dispatch(this.fleet.agents, 'commit', k, async (w) => {
-      const rep = await this.call<AgentCommitResult>(w, METHODS.agentCommit, scope, {
+    const hooks: [RunPhase, bigint][] = prepareNext ? [['commit', k], ['prepare', k + 1n]] : [['commit', k]];
+    const pending: PendingPrepare = { step: k + 1n, replies: [], order: [] };
+    const byWorker = new Map<Id, Promise<Reply<AgentPrepareResult>>>();
+    const committed = await this.dispatch(this.fleet.agents, hooks, async (w) => {
+      const commit = this.call<AgentCommitResult>(w, METHODS.agentCommit, scope, {
         agents: w.plan.agentIds.map((agentId) => ({
           agentId,
           preparedRequestId: decisions.get(agentId)!.requestId,
@@ -234,6 +293,13 @@ export class Lockstep {
           rewards: evaluation.byAgent.get(agentId) ?? [],
         })),
       }, 'commit', deadline);
+      // Never after an abort: the run is stopping.
+      if (prepareNext && !this.opts.signal?.aborted) {
+        const p = this.sendPrepare(w, k + 1n, pending.order);
+        p.catch(() => undefined); // observed by step k+1, or dropped with a failed epoch
+        byWorker.set(w.plan.workerId, p);
+      }
+      const rep = await commit;
       commitOrder.push(w.plan.workerId);
       return rep;
     });
@@ -248,6 +314,10 @@ export class Lockstep {
 
     this.observations = observations;
     this.boundary = k + 1n;
+    if (byWorker.size === this.fleet.agents.length) {
+      pending.replies = this.fleet.agents.map((w) => byWorker.get(w.plan.workerId)!);
+      this.pendingPrepare = pending;
+    }
     this.state = 'ready';
 
     const agents: TraceAgent[] = [...decisions.values()]
@@ -328,8 +398,8 @@ export class Lockstep {
    * worker order whatever the completion order. The first failure in worker order is thrown
    * after the in-flight calls settled, so no reply is left unobserved.
    */
-  private async dispatch<T>(workers: LaunchedWorker[], phase: RunPhase, step: bigint, send: (w: LaunchedWorker) => Promise<Reply<T>>): Promise<Reply<T>[]> {
-    await this.opts.hooks?.beforePhase?.(step, phase);
+  private async dispatch<T>(workers: LaunchedWorker[], phases: [RunPhase, bigint][], send: (w: LaunchedWorker) => Promise<Reply<T>>): Promise<Reply<T>[]> {
+    for (const [phase, step] of phases) await this.opts.hooks?.beforePhase?.(step, phase);
     const mode = this.opts.dispatch;
     if (mode === 'concurrent') {
       const settled = await Promise.allSettled(workers.map((w) => send(w)));

@@ -43,6 +43,12 @@ export interface RunOptions {
   logLevel?: 'debug' | 'info' | 'warn' | 'error';
   /** Optional plug-in around the step loop (checkpoints: coordinator/checkpoint/run-checkpoints.ts). */
   extension?: RunExtension;
+  /**
+   * Pipeline each step's Prepare behind the previous step's Commits (lockstep StepOptions.prepareNext).
+   * Default true; never past the last step nor into a boundary the extension needs Ready. Behaviour
+   * traces are the same either way; tests that fault a worker at a Prepare turn it off.
+   */
+  pipeline?: boolean;
 }
 
 /** What a run extension sees once every participant is initialized. */
@@ -65,6 +71,8 @@ export interface RunExtensionContext {
  */
 export interface RunExtension {
   started(ctx: RunExtensionContext): Promise<void>;
+  /** Whether afterStep will need every agent Ready (not prepared ahead) at this boundary, e.g. to capture it. */
+  needsReadyAt?(boundary: bigint): boolean;
   afterStep(trace: TransitionTrace): Promise<void>;
   finish(failure: RunFailure | undefined): Promise<Record<string, unknown>>;
 }
@@ -185,7 +193,10 @@ export async function runSession(config: RunPlan | string, opts: RunOptions = {}
     opts.onProgress?.({ step: 0, steps, elapsedMs: 0 });
     for (let k = 0; k < steps; k++) {
       if (signal.aborted) throw new RunFailure('aborted', 'the run was interrupted', { step: String(k), phase: 'prepare' });
-      const trace = await lockstep.step();
+      // Prepare(k+1) may ride behind Commit(k) unless k+1 is the end or the extension captures there.
+      const next = BigInt(k + 1);
+      const prepareNext = (opts.pipeline ?? true) && k + 1 < steps && !(opts.extension?.needsReadyAt?.(next) ?? false);
+      const trace = await lockstep.step({ prepareNext });
       const behaviourText = canonicalBehaviour(trace.behaviour);
       traces.appendLine(traceLine(behaviourText, trace.operational));
       digest.addCanonical(behaviourText);

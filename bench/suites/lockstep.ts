@@ -116,20 +116,25 @@ function roundTrip(peer: EchoPeer, body: Buffer): Promise<Frame> {
   });
 }
 
-/** Bodies shaped like the real requests of one step for a worker hosting `ids`. */
+/** Bodies shaped like the real requests of one step for a worker hosting `ids` (request ids as a pipelined run numbers them). */
 function stepBodies(ids: string[], k: number): { prepare: Buffer; commit: Buffer } {
   const scope = { sessionId: 'bench', epoch: 'e1', step: String(k) };
-  const prepare = canonicalBytes({ method: 'Agent.Prepare', requestId: `req-${2 * k + 2}`, scope, params: { agents: ids.map((agentId) => ({ agentId })) } });
+  const prepare = canonicalBytes({ method: 'Agent.Prepare', requestId: `req-${2 * k + 3}`, scope, params: { agents: ids.map((agentId) => ({ agentId })) } });
   const commit = canonicalBytes({
     method: 'Agent.Commit',
-    requestId: `req-${2 * k + 3}`,
+    requestId: `req-${2 * k + 4}`,
     scope,
-    params: { agents: ids.map((agentId) => ({ agentId, preparedRequestId: `req-${2 * k + 2}`, observation: { foodDx: -3, foodDy: 2, score: 1, x: 5, y: 7 }, rewards: [] })) },
+    params: { agents: ids.map((agentId) => ({ agentId, preparedRequestId: `req-${2 * k + 3}`, observation: { foodDx: -3, foodDy: 2, score: 1, x: 5, y: 7 }, rewards: [] })) },
   });
   return { prepare, commit };
 }
 
-/** The same messages per step as lockstep (P prepares ∥, 1 advance, P commits ∥) over a raw echo. */
+/**
+ * The same messages and dependent round trips per step as a pipelined lockstep run, over a raw
+ * echo: the P Prepares of step k (sent behind step k-1's Commits; step 0's on their own) are
+ * awaited, then 1 Advance round trip, then on each peer Commit(k) followed at once by
+ * Prepare(k+1) (none after the last step), awaiting only the Commit replies.
+ */
 export async function measureEcho(agents: number, processes: number, steps: number, warmup: number): Promise<number> {
   const dir = mkdtempSync('/tmp/ds-echo-');
   const peers = await Promise.all(Array.from({ length: processes + 1 }, (_, i) => startEcho(dir, i)));
@@ -138,13 +143,19 @@ export async function measureEcho(agents: number, processes: number, steps: numb
     const groups = Array.from({ length: processes }, (_, p) => Array.from({ length: Math.min(perWorker, agents - p * perWorker) }, (_, j) => `walker-${p * perWorker + j}`)).filter((g) => g.length > 0);
     const all = groups.flat();
     let t0 = 0n;
+    let prepares = groups.map((g, p) => roundTrip(peers[p + 1]!, stepBodies(g, 0).prepare));
     for (let k = 0; k < steps; k++) {
       if (k === warmup) t0 = process.hrtime.bigint();
-      const bodies = groups.map((g) => stepBodies(g, k));
-      await Promise.all(groups.map((_, p) => roundTrip(peers[p + 1]!, bodies[p]!.prepare)));
+      await Promise.all(prepares);
       const advance = canonicalBytes({ method: 'Environment.Advance', requestId: `req-${k + 2}`, scope: { sessionId: 'bench', epoch: 'e1', step: String(k) }, params: { batchId: `batch-e1-${k}`, actions: all.map((agentId) => ({ agentId, portId: agentId, action: { move: 'north' } })) } });
       await roundTrip(peers[0]!, advance);
-      await Promise.all(groups.map((_, p) => roundTrip(peers[p + 1]!, bodies[p]!.commit)));
+      const commits: Promise<Frame>[] = [];
+      prepares = [];
+      groups.forEach((g, p) => {
+        commits.push(roundTrip(peers[p + 1]!, stepBodies(g, k).commit));
+        if (k + 1 < steps) prepares.push(roundTrip(peers[p + 1]!, stepBodies(g, k + 1).prepare));
+      });
+      await Promise.all(commits);
     }
     const ns = Number(process.hrtime.bigint() - t0);
     return ((steps - warmup) * agents * 1e9) / ns;

@@ -79,6 +79,11 @@ export class CheckpointRun implements RunExtension {
     this.attach(ctx, group, ck);
   }
 
+  /** A capture at this boundary needs every agent Ready: the run must not pipeline a Prepare into it. */
+  needsReadyAt(boundary: bigint): boolean {
+    return boundary % BigInt(this.opts.every) === 0n;
+  }
+
   async afterStep(trace: TransitionTrace): Promise<void> {
     this.group!.noteTrace(trace);
     await this.maybeCapture();

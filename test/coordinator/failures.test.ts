@@ -71,6 +71,8 @@ describe('run failures', () => {
     let fleet: Fleet | undefined;
     const failure = await failingRun(plan({ startupMs: 60_000, stepMs: 1_000 }), {
       outDir: out,
+      // Step 1's Prepare as a phase of its own: pipelined, it would leave behind step 0's Commits.
+      pipeline: false,
       hooks: {
         onLaunched: (f) => (fleet = f),
         beforePhase: (step, phase) => {

@@ -1,0 +1,116 @@
+// Pipelined Prepare (lockstep StepOptions.prepareNext, runSession's default): Prepare(k+1) really
+// leaves behind Commit(k) before that Commit's reply, the behaviour traces equal an unpipelined
+// run's, and a boundary that a checkpoint captures is reached with every agent Ready, not prepared.
+import { describe, expect, it } from 'vitest';
+import { CheckpointRun } from '../../coordinator/checkpoint/run-checkpoints.js';
+import { canonicalize } from '../../coordinator/formats/canonical-json.js';
+import type { Scope } from '../../coordinator/formats/scalars.js';
+import type { Fleet } from '../../coordinator/launcher.js';
+import { METHODS } from '../../coordinator/protocol/index.js';
+import { runSession, type RunOptions } from '../../coordinator/run.js';
+import type { TransitionTrace } from '../../coordinator/trace.js';
+import { childPids, loadPlan, readRun, tmpOut } from './helpers.js';
+
+interface Event {
+  worker: string;
+  what: 'send' | 'reply';
+  method: string;
+  step: string;
+}
+
+/** Record, per agent worker, when each step request is sent and when its reply arrives (real clients, wrapped). */
+function recordCalls(fleet: Fleet, events: Event[]): void {
+  for (const w of fleet.agents) {
+    const client = w.client;
+    const call = client.call.bind(client);
+    client.call = (method, scope, params, options) => {
+      const step = (scope as Scope | null)?.step ?? '-';
+      events.push({ worker: w.plan.workerId, what: 'send', method, step });
+      const p = call(method, scope, params, options);
+      p.then(() => events.push({ worker: w.plan.workerId, what: 'reply', method, step }), () => undefined);
+      return p;
+    };
+  }
+}
+
+const at = (events: Event[], worker: string, what: Event['what'], method: string, step: number): number =>
+  events.findIndex((e) => e.worker === worker && e.what === what && e.method === method && e.step === String(step));
+
+const behaviourLines = (dir: string) => readRun(dir).traces.map((t) => canonicalize(t.behaviour));
+
+describe('pipelined Prepare', () => {
+  const plan = loadPlan('examples/forage-walkers.yaml');
+  const steps = 6;
+
+  it('sends Prepare(k+1) before the reply to Commit(k) on every worker, never past the last step, with the traces of an unpipelined run', async () => {
+    const out = tmpOut();
+    const run = async (pipeline: boolean) => {
+      const events: Event[] = [];
+      const opts: RunOptions = { outDir: out, steps, pipeline, hooks: { onLaunched: (f) => recordCalls(f, events) } };
+      return { r: await runSession(plan, opts), events };
+    };
+    const piped = await run(true);
+    const plain = await run(false);
+    const workers = plan.workers.filter((w) => w.role === 'agent').map((w) => w.workerId);
+    expect(workers).toHaveLength(4);
+    for (const worker of workers) {
+      for (let k = 0; k < steps - 1; k++) {
+        const prepareNext = at(piped.events, worker, 'send', METHODS.agentPrepare, k + 1);
+        const commitSent = at(piped.events, worker, 'send', METHODS.agentCommit, k);
+        expect(prepareNext).toBeGreaterThan(commitSent);
+        expect(prepareNext).toBeLessThan(at(piped.events, worker, 'reply', METHODS.agentCommit, k));
+        // Unpipelined, the same Prepare waits for the Commit reply (the check can fail).
+        expect(at(plain.events, worker, 'send', METHODS.agentPrepare, k + 1)).toBeGreaterThan(at(plain.events, worker, 'reply', METHODS.agentCommit, k));
+      }
+      // No Prepare beyond the run's last step.
+      expect(at(piped.events, worker, 'send', METHODS.agentPrepare, steps)).toBe(-1);
+    }
+    expect(piped.r.steps).toBe(steps);
+    expect(piped.r.behaviourDigest).toBe(plain.r.behaviourDigest);
+    expect(behaviourLines(piped.r.runDir)).toEqual(behaviourLines(plain.r.runDir));
+    // Operational data still names every Prepare's request id.
+    for (const t of readRun(piped.r.runDir).traces) expect(t.operational.prepareRequestIds.map((p) => p.agentId)).toHaveLength(16);
+    expect(childPids()).toEqual([]);
+  }, 240_000);
+
+  it('does not pipeline into a boundary that a checkpoint captures: every agent worker reports Ready there', async () => {
+    const out = tmpOut();
+    const events: Event[] = [];
+    let fleet: Fleet | undefined;
+    const statuses: { boundary: string; states: string[]; preparedAhead: boolean }[] = [];
+    const every = 3;
+    class ProbedCheckpointRun extends CheckpointRun {
+      override async afterStep(trace: TransitionTrace): Promise<void> {
+        const boundary = trace.behaviour.acknowledgedBoundary;
+        if (BigInt(boundary) % BigInt(every) === 0n) {
+          // Ask the workers themselves, before the capture runs.
+          const states: string[] = [];
+          for (const w of fleet!.agents) {
+            const { reply } = await w.client.call(METHODS.status, null, {}, { deadlineMs: 10_000 });
+            states.push(reply.type === 'result' ? String(reply.result.state) : `error ${reply.error.code}`);
+          }
+          statuses.push({ boundary, states, preparedAhead: this.group!.lockstep.preparedAhead });
+        }
+        await super.afterStep(trace);
+      }
+    }
+    const ext = new ProbedCheckpointRun({ every, keep: 3 });
+    const r = await runSession(plan, { outDir: out, steps: 7, extension: ext, hooks: { onLaunched: (f) => { fleet = f; recordCalls(f, events); } } });
+    expect(statuses).toEqual([
+      { boundary: '3', states: ['ready', 'ready', 'ready', 'ready'], preparedAhead: false },
+      { boundary: '6', states: ['ready', 'ready', 'ready', 'ready'], preparedAhead: false },
+    ]);
+    expect(ext.result.refused).toEqual([]);
+    expect(ext.result.captured).toHaveLength(2);
+    for (const w of fleet!.agents.map((a) => a.plan.workerId)) {
+      // Into a capture boundary: Prepare(3) and Prepare(6) only after the Commit replies; elsewhere pipelined.
+      expect(at(events, w, 'send', METHODS.agentPrepare, 3)).toBeGreaterThan(at(events, w, 'reply', METHODS.agentCommit, 2));
+      expect(at(events, w, 'send', METHODS.agentPrepare, 6)).toBeGreaterThan(at(events, w, 'reply', METHODS.agentCommit, 5));
+      expect(at(events, w, 'send', METHODS.agentPrepare, 4)).toBeLessThan(at(events, w, 'reply', METHODS.agentCommit, 3));
+    }
+    // The captures change nothing in behaviour: same digest as a plain unpipelined run.
+    const plain = await runSession(plan, { outDir: out, steps: 7, pipeline: false });
+    expect(r.behaviourDigest).toBe(plain.behaviourDigest);
+    expect(childPids()).toEqual([]);
+  }, 240_000);
+});
