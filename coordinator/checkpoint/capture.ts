@@ -1,10 +1,10 @@
 // Capture (reference §5.2): at a committed boundary Ready(k)/Paused(k) only; a writer slot is
 // reserved before anyone is asked (full → BUSY, nothing changes); State.Capture to the environment
-// first, then agents by id; every reply checked; the coordinator seals its own payloads, builds the
-// FLYSESS1 manifest and hands the envelope to the writer, which encodes to disk off the step loop.
+// first, then agents by id; every reply checked; the coordinator builds its own payloads and the
+// FLYSESS1 layout and hands it to the writer, which hashes (checking every payload against the
+// digest its participant reported), seals and writes off the step loop.
 // NOT the writer or store (store/), NOT restore, and it never decides when to capture.
-import { createHash } from 'node:crypto';
-import { encodeEnvelopeParts } from '../formats/envelope.js';
+import { layoutEnvelope, sealEnvelopeAsync } from '../formats/envelope.js';
 import { isDetsimError } from '../formats/errors.js';
 import { readDigest, readU64, type Digest, type Id, type U64 } from '../formats/scalars.js';
 import type { LaunchedWorker } from '../launcher.js';
@@ -26,9 +26,8 @@ export interface CaptureReceipt {
   checkpointId: Id;
   epoch: Id;
   boundary: U64;
-  /** Envelope size and SHA-256 (what the store will record). */
+  /** Envelope size (the SHA-256 is known once sealed: the Committed outcome carries it). */
   byteLength: number;
-  envelopeDigest: Digest;
   /** The writer's ticket: only a Committed outcome means saved. */
   ticket: SaveTicket;
 }
@@ -38,8 +37,12 @@ export function checkpointIdFor(epoch: Id, boundary: bigint | number): Id {
   return `ckpt-${epoch}-${boundary}`;
 }
 
-/** Check one capture reply against what was asked and what the coordinator expects. */
-function checkReply(r: CaptureResult, attachment: Buffer | undefined, want: { checkpointId: Id; agentId: Id | null; boundary: U64; compatibilityDigest: Digest }): Buffer {
+/**
+ * Check one capture reply against what was asked and what the coordinator expects. The payload's
+ * SHA-256 is not computed here (that would stall the step loop on a large state): the writer
+ * hashes the bytes it seals and fails the save if they differ from the digest returned here.
+ */
+function checkReply(r: CaptureResult, attachment: Buffer | undefined, want: { checkpointId: Id; agentId: Id | null; boundary: U64; compatibilityDigest: Digest }): { bytes: Buffer; digest: Digest } {
   const who = participantOf(want.agentId);
   if (r.checkpointId !== want.checkpointId || r.agentId !== want.agentId || r.boundary !== want.boundary) {
     throw new CheckpointRefusal('IDENTITY_MISMATCH', 'ident_capture_reply', `${who}: capture reply is for checkpoint ${JSON.stringify(r.checkpointId)}, participant ${JSON.stringify(r.agentId)}, boundary ${JSON.stringify(r.boundary)}; asked ${want.checkpointId}, ${JSON.stringify(want.agentId)}, ${want.boundary}`, { participant: who });
@@ -58,9 +61,7 @@ function checkReply(r: CaptureResult, attachment: Buffer | undefined, want: { ch
   if (String(attachment.byteLength) !== byteLength) {
     throw new CheckpointRefusal('BUFFER_INVALID', 'audit_capture_buffer', `${who}: payload attachment is ${attachment.byteLength} bytes, the reply says ${byteLength}`, { participant: who });
   }
-  const actual = createHash('sha256').update(attachment).digest('hex');
-  if (actual !== digest) throw new CheckpointRefusal('BUFFER_INVALID', 'audit_capture_buffer', `${who}: payload attachment SHA-256 ${actual} differs from the reply's ${digest}`, { participant: who });
-  return attachment;
+  return { bytes: attachment, digest };
 }
 
 function reserve(group: CheckpointGroup): Reservation {
@@ -100,24 +101,24 @@ export async function captureGroup(group: CheckpointGroup, opts: CaptureOptions)
     const envRep = await group.call<CaptureResult>(null, 'environment', METHODS.capture, scope, { checkpointId, agentId: null });
     noteAck(null, envRep.requestId);
     const world = checkReply(envRep.result, envRep.attachment, { checkpointId, agentId: null, boundary, compatibilityDigest: env.compatibilityDigest });
-    const agents: { agentId: Id; bytes: Buffer }[] = [];
+    const agents: { agentId: Id; bytes: Buffer; digest: Digest }[] = [];
     for (const row of liveAgentRows(live)) {
       const who = participantOf(row.agentId);
       const rep = await group.call<CaptureResult>(row.agentId, who, METHODS.capture, scope, { checkpointId, agentId: row.agentId });
       noteAck(row.agentId, rep.requestId);
-      agents.push({ agentId: row.agentId, bytes: checkReply(rep.result, rep.attachment, { checkpointId, agentId: row.agentId, boundary, compatibilityDigest: row.compatibilityDigest }) });
+      agents.push({ agentId: row.agentId, ...checkReply(rep.result, rep.attachment, { checkpointId, agentId: row.agentId, boundary, compatibilityDigest: row.compatibilityDigest }) });
     }
     const { manifest, payloads } = buildCheckpoint(live, checkpointId, group.coordinatorState(), { world, agents });
-    const encoded = encodeEnvelopeParts(manifest, payloads);
-    await group.ledger?.append({ event: 'captured', checkpointId, boundary, epoch: group.epoch, sessionId: group.plan.sessionId, detail: { byteLength: String(encoded.byteLength), durable: !opts.replaceable, envelopeDigest: encoded.envelopeDigest } });
+    const draft = layoutEnvelope(manifest, payloads);
+    await group.ledger?.append({ event: 'captured', checkpointId, boundary, epoch: group.epoch, sessionId: group.plan.sessionId, detail: { byteLength: String(draft.byteLength), durable: !opts.replaceable } });
     const ticket = group.writer!.submit(reservation, {
-      identity: generationIdentityOf(encoded.manifest),
-      envelope: { parts: encoded.parts, byteLength: encoded.byteLength, envelopeDigest: encoded.envelopeDigest },
+      identity: generationIdentityOf(draft.manifest),
+      envelope: { byteLength: draft.byteLength, seal: () => sealEnvelopeAsync(draft) },
       replaceable: opts.replaceable ?? false,
     });
     // The writer owns the bytes now: release the workers' cached capture replies.
     await group.acknowledge(acks);
-    return { checkpointId, epoch: group.epoch, boundary, byteLength: encoded.byteLength, envelopeDigest: encoded.envelopeDigest, ticket };
+    return { checkpointId, epoch: group.epoch, boundary, byteLength: draft.byteLength, ticket };
   } catch (e) {
     reservation.release();
     await group.acknowledge(acks);

@@ -46,9 +46,15 @@ export interface CoordinatorState {
 }
 
 /** Captured participant payloads: the environment first, then agents sorted by id. */
+/** One participant's captured state and the SHA-256 it reported (checked when the envelope is sealed). */
+export interface CapturedPayload {
+  bytes: Uint8Array;
+  digest?: Digest;
+}
+
 export interface ParticipantPayloads {
-  world: Uint8Array;
-  agents: { agentId: Id; bytes: Uint8Array }[];
+  world: CapturedPayload;
+  agents: ({ agentId: Id } & CapturedPayload)[];
 }
 
 const byId = <T extends { agentId: Id }>(a: T, b: T) => (a.agentId < b.agentId ? -1 : a.agentId > b.agentId ? 1 : 0);
@@ -144,10 +150,13 @@ export function buildCheckpoint(live: LiveComposition, checkpointId: Id, state: 
     environment: { workerId: env.workerId, environmentId: env.environmentId, modelVersion: env.modelVersion, profileDigest: env.profileDigest, seed: env.seed, compatibilityDigest: env.compatibilityDigest, payload: PAYLOAD_NAMES.world },
     helperState: [],
   };
-  const agentBytes = new Map(captured.agents.map((a) => [a.agentId, a.bytes]));
+  const agentPayloads = new Map(captured.agents.map((a) => [a.agentId, a]));
   const payloads: EnvelopePayloadInput[] = [
-    { name: PAYLOAD_NAMES.world, bytes: captured.world },
-    ...rows.map((r) => ({ name: PAYLOAD_NAMES.agent(r.agentId), bytes: agentBytes.get(r.agentId)! })),
+    { name: PAYLOAD_NAMES.world, ...captured.world },
+    ...rows.map((r) => {
+      const { bytes, digest } = agentPayloads.get(r.agentId)!;
+      return { name: PAYLOAD_NAMES.agent(r.agentId), bytes, ...(digest === undefined ? {} : { digest }) };
+    }),
     ...coordinatorPayloads(live, state),
   ];
   return { manifest, payloads };

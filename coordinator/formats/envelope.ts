@@ -56,6 +56,11 @@ export interface EnvelopeManifest {
 export interface EnvelopePayloadInput {
   name: string;
   bytes: Uint8Array;
+  /**
+   * The SHA-256 its producer reported (e.g. a worker's capture reply). The layout uses it as given;
+   * sealing hashes the bytes and refuses a mismatch. Absent: the payload is hashed during layout.
+   */
+  digest?: Digest;
 }
 
 export interface EnvelopeEntry {
@@ -188,7 +193,8 @@ function payloadRefs(payloads: readonly EnvelopePayloadInput[]): EnvelopePayload
     if (seen.has(name)) throw new DetsimError('struct_envelope_entry', `payloads[${i}].name ${JSON.stringify(name)} repeats an earlier payload name`, `payloads[${i}].name`);
     seen.add(name);
     if (!(p.bytes instanceof Uint8Array)) throw new DetsimError('struct_invalid_field', `payloads[${i}].bytes is not a Uint8Array`, `payloads[${i}].bytes`);
-    return { name, byteLength: String(p.bytes.byteLength), digest: createHash('sha256').update(p.bytes).digest('hex') };
+    const digest = p.digest === undefined ? createHash('sha256').update(p.bytes).digest('hex') : readDigest(p.digest, `payloads[${i}].digest`);
+    return { name, byteLength: String(p.bytes.byteLength), digest };
   });
 }
 
@@ -205,8 +211,25 @@ function writeU64(buf: Buffer, offset: number, value: number): void {
   buf.writeBigUInt64LE(BigInt(value), offset);
 }
 
-/** Lay out and encode an envelope as a list of buffers to write in order (no big concatenation). */
-export function encodeEnvelopeParts(manifest: object, payloads: readonly EnvelopePayloadInput[]): EncodedEnvelopeParts {
+/**
+ * An envelope laid out but not yet sealed: header, manifest, table and payload views in file order,
+ * everything except the footer (whose prefix digest needs a pass over every byte).
+ */
+export interface EnvelopeDraft {
+  readonly manifest: EnvelopeManifest;
+  readonly layout: EnvelopeLayout;
+  readonly byteLength: number;
+  /** Head, zero padding and payload views in file order; the footer is appended by sealing. */
+  readonly body: readonly Uint8Array[];
+  /** Payloads laid out with a producer-reported digest: sealing checks each against its bytes. */
+  readonly declared: readonly { readonly part: number; readonly name: Id; readonly digest: Digest }[];
+}
+
+/**
+ * Lay out an envelope without touching the bytes of payloads that come with a digest (cheap and
+ * synchronous: the manifest, header and table). Refuses what the reader would refuse.
+ */
+export function layoutEnvelope(manifest: object, payloads: readonly EnvelopePayloadInput[]): EnvelopeDraft {
   const refs = payloadRefs(payloads);
   const full = completeManifest(manifest, refs);
   // The writer refuses what the reader would refuse.
@@ -247,26 +270,15 @@ export function encodeEnvelopeParts(manifest: object, payloads: readonly Envelop
     Buffer.from(e.digest, 'hex').copy(head, at + 80);
   });
 
-  const parts: Uint8Array[] = [head];
-  const hash = createHash('sha256').update(head);
+  const body: Uint8Array[] = [head];
+  const declared: { part: number; name: Id; digest: Digest }[] = [];
   let at = tableEnd;
   entries.forEach((e, i) => {
-    if (e.offset > at) {
-      const pad = Buffer.alloc(e.offset - at);
-      parts.push(pad);
-      hash.update(pad);
-    }
-    const bytes = payloads[i]!.bytes;
-    parts.push(bytes);
-    hash.update(bytes);
+    if (e.offset > at) body.push(Buffer.alloc(e.offset - at));
+    if (payloads[i]!.digest !== undefined) declared.push({ part: body.length, name: e.name, digest: e.digest });
+    body.push(payloads[i]!.bytes);
     at = e.offset + e.byteLength;
   });
-  const footer = Buffer.alloc(FOOTER_BYTES);
-  writeU64(footer, 0, totalBytes);
-  hash.copy().digest().copy(footer, 8);
-  footer.write(ENVELOPE_FOOTER_MAGIC, 40, 'ascii');
-  parts.push(footer);
-  const envelopeDigest = hash.update(footer).digest('hex');
 
   const layout: EnvelopeLayout = {
     headerBytes: HEADER_BYTES,
@@ -279,7 +291,71 @@ export function encodeEnvelopeParts(manifest: object, payloads: readonly Envelop
     footerBytes: FOOTER_BYTES,
     totalBytes,
   };
-  return { parts, byteLength: totalBytes, envelopeDigest, manifest: checked, layout };
+  return { manifest: checked, layout, byteLength: totalBytes, body, declared };
+}
+
+/** Bytes hashed per step of an incremental seal (about half a millisecond of SHA-256). */
+export const SEAL_SLICE_BYTES = 256 * 1024;
+
+/**
+ * The seal as steps: one prefix-hash pass over the body (plus a check pass over each declared
+ * payload), a slice per step; returns the finished parts. Sync and async sealing share it.
+ */
+function* sealSteps(draft: EnvelopeDraft): Generator<void, EncodedEnvelopeParts> {
+  const prefix = createHash('sha256');
+  const declared = new Map(draft.declared.map((d) => [d.part, d]));
+  for (let i = 0; i < draft.body.length; i++) {
+    const part = draft.body[i]!;
+    const check = declared.has(i) ? createHash('sha256') : null;
+    for (let at = 0; at < part.byteLength; at += SEAL_SLICE_BYTES) {
+      const slice = part.subarray(at, Math.min(part.byteLength, at + SEAL_SLICE_BYTES));
+      prefix.update(slice);
+      check?.update(slice);
+      yield;
+    }
+    const d = declared.get(i);
+    if (check && d) {
+      const actual = check.digest('hex');
+      if (actual !== d.digest) throw new DetsimError('audit_payload_digest_mismatch', `payload ${JSON.stringify(d.name)}: its bytes hash to ${actual}, its producer reported ${d.digest}`, `payloads.${d.name}.digest`);
+    }
+  }
+  const footer = Buffer.alloc(FOOTER_BYTES);
+  writeU64(footer, 0, draft.byteLength);
+  prefix.copy().digest().copy(footer, 8);
+  footer.write(ENVELOPE_FOOTER_MAGIC, 40, 'ascii');
+  const envelopeDigest = prefix.update(footer).digest('hex');
+  return { parts: [...draft.body, footer], byteLength: draft.byteLength, envelopeDigest, manifest: draft.manifest, layout: draft.layout };
+}
+
+/** Seal a draft at once (small envelopes, the CLI, tests). */
+export function sealEnvelope(draft: EnvelopeDraft): EncodedEnvelopeParts {
+  const steps = sealSteps(draft);
+  for (;;) {
+    const r = steps.next();
+    if (r.done) return r.value;
+  }
+}
+
+/**
+ * Seal a draft a slice at a time, awaiting `pause` between slices (default: one event-loop turn),
+ * so that a step loop sharing the thread never waits more than one slice for it.
+ */
+export async function sealEnvelopeAsync(draft: EnvelopeDraft, pause: () => Promise<void> = nextTurn): Promise<EncodedEnvelopeParts> {
+  const steps = sealSteps(draft);
+  for (;;) {
+    const r = steps.next();
+    if (r.done) return r.value;
+    await pause();
+  }
+}
+
+function nextTurn(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}
+
+/** Lay out and encode an envelope as a list of buffers to write in order (no big concatenation). */
+export function encodeEnvelopeParts(manifest: object, payloads: readonly EnvelopePayloadInput[]): EncodedEnvelopeParts {
+  return sealEnvelope(layoutEnvelope(manifest, payloads));
 }
 
 /** Encode an envelope into one buffer (small envelopes; the store writes the parts instead). */

@@ -267,6 +267,7 @@ export class Ledger {
 export function ledgerEventOfWriter(e: WriterEvent): LedgerEventInput {
   const detail: Record<string, JsonValue> = { byteLength: String(e.byteLength), durable: e.durable, episodeId: e.episodeId };
   if (e.generation !== undefined) detail.generation = e.generation;
+  if (e.envelopeDigest !== undefined) detail.envelopeDigest = e.envelopeDigest;
   if (e.reason !== undefined) detail.reason = e.reason;
   if (e.supersededBy !== undefined) detail.supersededBy = e.supersededBy;
   return { event: e.event, checkpointId: e.checkpointId, boundary: e.boundary, epoch: e.epoch, sessionId: e.sessionId, detail };

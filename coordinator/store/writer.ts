@@ -3,7 +3,7 @@
 // outcomes. It is NOT capture or restore orchestration, and it never decides when to checkpoint.
 import { DetsimError, isDetsimError } from '../formats/errors.js';
 import type { ReasonCode } from '../formats/reasons.js';
-import type { Id, U64 } from '../formats/scalars.js';
+import type { Digest, Id, U64 } from '../formats/scalars.js';
 import { CheckpointStore, StoreCommitError, type CommitFailureReason, type EnvelopeBytes, type GenerationIdentity } from './store.js';
 
 export const DEFAULT_WRITER_CAPACITY = 2;
@@ -11,7 +11,7 @@ export const DEFAULT_MAX_QUEUED_BYTES = 64 * 1024 * 1024;
 
 /** What a save job became, as the caller learns it. Only Committed is a durable acknowledgment. */
 export type SaveOutcome =
-  | { readonly kind: 'Committed'; readonly checkpointId: Id; readonly boundary: U64; readonly file: string }
+  | { readonly kind: 'Committed'; readonly checkpointId: Id; readonly boundary: U64; readonly file: string; readonly envelopeDigest: Digest }
   | { readonly kind: 'Failed'; readonly checkpointId: Id; readonly reason: FailureReason; readonly message: string }
   | { readonly kind: 'Superseded'; readonly checkpointId: Id; readonly by: Id }
   /** The writer finished but the reply never reached the caller: ask `resolveDurable`, never re-save. */
@@ -19,7 +19,8 @@ export type SaveOutcome =
   /** The caller stopped waiting; the save may still commit. */
   | { readonly kind: 'DeadlineExpired'; readonly checkpointId: Id; readonly budgetMs: number };
 
-export type FailureReason = CommitFailureReason | 'invalid_job' | 'store_error';
+/** `seal_failed`: a deferred envelope could not be sealed (e.g. a payload's bytes do not hash to the digest its producer reported). */
+export type FailureReason = CommitFailureReason | 'seal_failed' | 'invalid_job' | 'store_error';
 
 /** Events the writer publishes (reference §5.4); caller-side outcomes are never published. */
 export interface WriterEvent {
@@ -32,6 +33,8 @@ export interface WriterEvent {
   readonly byteLength: number;
   readonly durable: boolean;
   readonly generation?: string;
+  /** SHA-256 of the committed file (committed events). */
+  readonly envelopeDigest?: Digest;
   readonly reason?: FailureReason;
   readonly supersededBy?: Id;
 }
@@ -92,9 +95,18 @@ export class Reservation {
   }
 }
 
+/**
+ * An envelope the writer seals itself when the job starts: hashing and encoding then run in the
+ * writer, off the step loop. `byteLength` (known from the layout) counts against the byte budget.
+ */
+export interface DeferredEnvelope {
+  readonly byteLength: number;
+  seal(): Promise<EnvelopeBytes>;
+}
+
 export interface SaveJob {
   readonly identity: GenerationIdentity;
-  readonly envelope: EnvelopeBytes;
+  readonly envelope: EnvelopeBytes | DeferredEnvelope;
   /** Hot capture: a newer replaceable submission may supersede it while it is still queued. */
   readonly replaceable: boolean;
 }
@@ -113,7 +125,7 @@ export interface DurableMark {
 interface Job {
   readonly id: Id;
   readonly identity: GenerationIdentity;
-  envelope: EnvelopeBytes | null;
+  envelope: EnvelopeBytes | DeferredEnvelope | null;
   readonly bytes: number;
   readonly replaceable: boolean;
   readonly reply: Promise<SaveOutcome>;
@@ -252,13 +264,15 @@ export class CheckpointWriter {
     if (this.stallGate) await this.stallGate;
     let outcome: SaveOutcome;
     try {
-      const result = await this.store.commit(job.identity, job.envelope!, { stopBeforeManifestCommit: this.stopBeforeManifest.has(job.id) });
+      const envelope = await sealed(job.envelope!);
+      const result = await this.store.commit(job.identity, envelope, { stopBeforeManifestCommit: this.stopBeforeManifest.has(job.id) });
       this.commitSeq.set(job.id, this.nextSeq++);
       this.counts.committed += 1;
-      outcome = { kind: 'Committed', checkpointId: job.id, boundary: result.record.boundary, file: result.record.file };
-      this.publish(job, 'committed', { generation: result.record.file });
+      const { boundary, file, envelopeDigest } = result.record;
+      outcome = { kind: 'Committed', checkpointId: job.id, boundary, file, envelopeDigest };
+      this.publish(job, 'committed', { generation: file, envelopeDigest });
     } catch (e) {
-      const reason: FailureReason = e instanceof StoreCommitError ? e.reason : isDetsimError(e) ? 'invalid_job' : 'store_error';
+      const reason: FailureReason = e instanceof StoreCommitError ? e.reason : e instanceof SealError ? 'seal_failed' : isDetsimError(e) ? 'invalid_job' : 'store_error';
       this.counts.failed += 1;
       outcome = { kind: 'Failed', checkpointId: job.id, reason, message: e instanceof Error ? e.message : String(e) };
       this.publish(job, 'failed', { reason });
@@ -308,7 +322,7 @@ export class CheckpointWriter {
     const record = this.store.lookup(checkpointId);
     if (!record) return null;
     this.moveMark(record.checkpointId, record.boundary);
-    return { kind: 'Committed', checkpointId: record.checkpointId, boundary: record.boundary, file: record.file };
+    return { kind: 'Committed', checkpointId: record.checkpointId, boundary: record.boundary, file: record.file, envelopeDigest: record.envelopeDigest };
   }
 
   stats(): WriterStats {
@@ -364,4 +378,16 @@ function withDeadline(reply: Promise<SaveOutcome>, budgetMs: number, checkpointI
       resolve(o);
     });
   });
+}
+
+/** A deferred envelope's seal failed: nothing was written for it. */
+class SealError extends Error {}
+
+async function sealed(envelope: EnvelopeBytes | DeferredEnvelope): Promise<EnvelopeBytes> {
+  if (!('seal' in envelope)) return envelope;
+  try {
+    return await envelope.seal();
+  } catch (e) {
+    throw new SealError(`sealing the envelope failed, nothing written: ${e instanceof Error ? e.message : String(e)}`);
+  }
 }

@@ -5,7 +5,7 @@ import { readFileSync } from 'node:fs';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { canonicalize } from '../../coordinator/formats/canonical-json.js';
-import { decodeEnvelope, encodeEnvelope, encodeEnvelopeParts, type EnvelopePayloadInput } from '../../coordinator/formats/envelope.js';
+import { decodeEnvelope, encodeEnvelope, encodeEnvelopeParts, layoutEnvelope, SEAL_SLICE_BYTES, sealEnvelope, sealEnvelopeAsync, type EnvelopePayloadInput } from '../../coordinator/formats/envelope.js';
 import { DetsimError } from '../../coordinator/formats/errors.js';
 import type { ReasonCode } from '../../coordinator/formats/reasons.js';
 import { rawEnvelope, reseal, type RawOptions, type RawPayload } from './envelope-raw.js';
@@ -392,6 +392,44 @@ const manifestArb = fc.record({
 });
 const payloadsArb = fc.uniqueArray(fc.record({ name: idArb, bytes: fc.uint8Array({ maxLength: 40 }) }), { selector: (p) => p.name, maxLength: 6 });
 const envelopeArb = fc.tuple(manifestArb, payloadsArb).map(([m, ps]) => ({ m, ps, bytes: encodeEnvelope(m, ps) }));
+
+describe('layout now, seal later (capture hands the writer a draft)', () => {
+  it('the fixture laid out with its payload digests and sealed, sync or a slice per turn, is the reference byte for byte', async () => {
+    const declared = fixturePayloads().map((p) => ({ ...p, digest: sha256(p.bytes) }));
+    const draft = layoutEnvelope(baseManifest, declared);
+    expect(draft.byteLength).toBe(reference.length);
+    expect(Buffer.concat(sealEnvelope(draft).parts).equals(reference)).toBe(true);
+    const sealed = await sealEnvelopeAsync(draft);
+    expect(Buffer.concat(sealed.parts).equals(reference)).toBe(true);
+    expect(sealed.envelopeDigest).toBe(sha256(reference));
+  });
+
+  it('a payload with a reported digest is not hashed by the layout; sealing refuses a wrong one, naming it', () => {
+    const lie = sha256(Buffer.from('something else'));
+    const ps = fixturePayloads();
+    const named = ps[1]!.name;
+    const draft = layoutEnvelope(baseManifest, ps.map((p, i) => (i === 1 ? { ...p, digest: lie } : p)));
+    expect(draft.manifest.payloads[1]!.digest).toBe(lie);
+    let e: unknown;
+    try {
+      sealEnvelope(draft);
+    } catch (err) {
+      e = err;
+    }
+    expect(e).toBeInstanceOf(DetsimError);
+    expect((e as DetsimError).reason).toBe('audit_payload_digest_mismatch');
+    expect((e as DetsimError).message).toBe(`payload ${JSON.stringify(named)}: its bytes hash to ${sha256(ps[1]!.bytes)}, its producer reported ${lie}`);
+  });
+
+  it('sealing a large draft pauses once per slice, so a step loop sharing the thread keeps turning', async () => {
+    const big = Buffer.alloc(5 * SEAL_SLICE_BYTES + 7, 3);
+    const draft = layoutEnvelope(baseManifest, [{ name: 'world', bytes: big, digest: sha256(big) }]);
+    let pauses = 0;
+    const sealed = await sealEnvelopeAsync(draft, async () => void pauses++);
+    expect(pauses).toBeGreaterThanOrEqual(6);
+    expect(sealed.envelopeDigest).toBe(encodeEnvelopeParts(baseManifest, [{ name: 'world', bytes: big }]).envelopeDigest);
+  });
+});
 
 describe('FLYSESS1 properties', () => {
   it('random valid manifests and payloads round-trip (and re-encode to the same bytes)', () => {

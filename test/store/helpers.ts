@@ -3,7 +3,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { encodeEnvelopeParts, type EncodedEnvelopeParts } from '../../coordinator/formats/envelope.js';
+import { encodeEnvelopeParts, layoutEnvelope, sealEnvelopeAsync, type EncodedEnvelopeParts, type EnvelopePayloadInput } from '../../coordinator/formats/envelope.js';
 import { sha256Hex } from '../../coordinator/formats/canonical-json.js';
 import { generationIdentityOf, type GenerationIdentity } from '../../coordinator/store/store.js';
 import type { SaveJob } from '../../coordinator/store/writer.js';
@@ -13,6 +13,9 @@ const D = (s: string): string => sha256Hex(s);
 export interface TestCheckpoint {
   readonly identity: GenerationIdentity;
   readonly encoded: EncodedEnvelopeParts;
+  /** What it was encoded from (a deferred job lays it out again). */
+  readonly manifest: object;
+  readonly payloads: readonly EnvelopePayloadInput[];
 }
 
 /** A complete, valid checkpoint manifest for a one-agent session; `payloadBytes` sizes the agent payload. */
@@ -40,16 +43,26 @@ export function makeCheckpoint(checkpointId: string, step: number, opts: { epoch
     environment: { workerId: 'env', payload: 'world' },
     helperState: [],
   };
-  const encoded = encodeEnvelopeParts(manifest, [
+  const payloads = [
     { name: 'world', bytes: Buffer.from(`world at ${step}`) },
     { name: 'agent-fly-a', bytes: agentBytes },
     { name: 'task-ledger', bytes: Buffer.from('{"rank":1}') },
-  ]);
-  return { identity: generationIdentityOf(encoded.manifest), encoded };
+  ];
+  const encoded = encodeEnvelopeParts(manifest, payloads);
+  return { identity: generationIdentityOf(encoded.manifest), encoded, manifest, payloads };
 }
 
 export function jobOf(c: TestCheckpoint, replaceable = false): SaveJob {
   return { identity: c.identity, envelope: c.encoded, replaceable };
+}
+
+/**
+ * The same checkpoint as a deferred job, the way capture submits one: laid out with the digests
+ * its producers reported (`reported` overrides one, e.g. a lie), sealed by the writer.
+ */
+export function deferredJobOf(c: TestCheckpoint, reported: Record<string, string> = {}): SaveJob {
+  const draft = layoutEnvelope(c.manifest, c.payloads.map((p) => ({ ...p, digest: reported[p.name] ?? sha256Hex(p.bytes) })));
+  return { identity: c.identity, envelope: { byteLength: draft.byteLength, seal: () => sealEnvelopeAsync(draft) }, replaceable: false };
 }
 
 export async function tempDir(label: string): Promise<string> {

@@ -1,8 +1,11 @@
 // The checkpoint writer over a real store directory: the store-side STATE-01 cases (lost reply,
 // renamed generation without manifest commit, stalled writer past a budget, queue stress, hot
 // supersede), byte budget, write errors, event publication and stepping during a write.
-import { existsSync } from 'node:fs';
+import { existsSync, readdirSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { sha256Hex } from '../../coordinator/formats/canonical-json.js';
+import { SEAL_SLICE_BYTES } from '../../coordinator/formats/envelope.js';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { DetsimError } from '../../coordinator/formats/errors.js';
 import { DurableFs, errnoError, WRITE_SLICE } from '../../coordinator/store/durable-fs.js';
@@ -10,7 +13,7 @@ import { Ledger, verifyLedger } from '../../coordinator/store/ledger.js';
 import { ledgerEventOfWriter } from '../../coordinator/store/ledger.js';
 import { CheckpointStore } from '../../coordinator/store/store.js';
 import { CheckpointWriter, DEFAULT_MAX_QUEUED_BYTES, WriterBusyError, type WriterEvent } from '../../coordinator/store/writer.js';
-import { jobOf, makeCheckpoint, removeDir, tempDir, turns } from './helpers.js';
+import { deferredJobOf, jobOf, makeCheckpoint, removeDir, tempDir, turns } from './helpers.js';
 
 let dir: string;
 beforeEach(async () => {
@@ -53,7 +56,8 @@ describe('STATE-01 store-side cases', () => {
     expect(outcome).toEqual({ kind: 'ReplyLost', checkpointId: 'ckpt-1' });
     expect(writer.durableMark()).toBeNull();
     // The writer did finish: the store manifest knows the same id.
-    expect(writer.resolveDurable('ckpt-1')).toEqual({ kind: 'Committed', checkpointId: 'ckpt-1', boundary: '2', file: 'ckpt-1.flysess' });
+    const envelopeDigest = sha256Hex(await readFile(join(dir, 'ckpt-1.flysess')));
+    expect(writer.resolveDurable('ckpt-1')).toEqual({ kind: 'Committed', checkpointId: 'ckpt-1', boundary: '2', file: 'ckpt-1.flysess', envelopeDigest });
     expect(writer.durableMark()).toEqual({ checkpointId: 'ckpt-1', boundary: '2' });
     expect(store.commitCount()).toBe(1);
     expect(writer.stats().committed).toBe(1);
@@ -253,6 +257,34 @@ describe('queue rules', () => {
     loop.stop();
     // Every slice write yields to the event loop at least once.
     expect(loop.steps() - s0).toBeGreaterThanOrEqual(4);
+  });
+
+  it('seals a deferred envelope itself, off the step loop: the same bytes as encoding at once, steps go on meanwhile', async () => {
+    const store = await CheckpointStore.open(dir);
+    const writer = new CheckpointWriter(store);
+    const c = makeCheckpoint('ckpt-big', 1, { payloadBytes: 8 * SEAL_SLICE_BYTES });
+    const loop = stepLoop();
+    const ticket = writer.submit(writer.reserve(), deferredJobOf(c));
+    const s0 = loop.steps();
+    const outcome = await ticket.wait();
+    loop.stop();
+    expect(outcome).toMatchObject({ kind: 'Committed', envelopeDigest: c.encoded.envelopeDigest });
+    // Sealing yields a turn per slice of every payload it hashes (besides the write's own yields).
+    expect(loop.steps() - s0).toBeGreaterThanOrEqual(8);
+    expect((await readFile(join(dir, 'ckpt-big.flysess'))).equals(Buffer.concat(c.encoded.parts))).toBe(true);
+  });
+
+  it('a payload whose bytes do not hash to its reported digest: Failed (seal_failed) naming it, nothing written, the last commit stays', async () => {
+    const store = await CheckpointStore.open(dir);
+    const writer = new CheckpointWriter(store);
+    expect((await writer.submit(writer.reserve(), jobOf(makeCheckpoint('ckpt-1', 1))).wait()).kind).toBe('Committed');
+    const lie = sha256Hex('not the agent payload');
+    const outcome = await writer.submit(writer.reserve(), deferredJobOf(makeCheckpoint('ckpt-2', 2), { 'agent-fly-a': lie })).wait();
+    expect(outcome).toMatchObject({ kind: 'Failed', checkpointId: 'ckpt-2', reason: 'seal_failed' });
+    expect(outcome.kind === 'Failed' && outcome.message).toContain(`payload "agent-fly-a": its bytes hash to ${sha256Hex(makeCheckpoint('ckpt-2', 2).payloads[1]!.bytes)}, its producer reported ${lie}`);
+    expect(readdirSync(dir).sort()).toEqual(['ckpt-1.flysess', 'manifest.json']);
+    expect(store.highWater()?.checkpointId).toBe('ckpt-1');
+    expect((await store.verify()).ok).toBe(true);
   });
 
   it('event sink failures are counted, never change durability; writer events land in a verified ledger', async () => {
