@@ -5,7 +5,7 @@ import { canonicalDigest, canonicalize } from '../coordinator/formats/canonical-
 import { DetsimError } from '../coordinator/formats/errors.js';
 import { RationalNs, type Scope, readI32, readId, readObject, readRequestId, readU64, refuseUnknownFields } from '../coordinator/formats/scalars.js';
 import { ProtocolRefusal, type Request } from '../coordinator/protocol/index.js';
-import { agentCompatibilityDigest, checkAttachment, checkEpoch, checkSession, checkStep, firstMismatch, profileDigest, readStageParams, requireScope, restoreToken, sha256, type StageParams } from './checks.js';
+import { agentCompatibilityDigest, checkEpoch, checkSession, checkStep, firstMismatch, profileDigest, readStageParams, requireScope, restoreToken, sha256, stagedPayload, type StageParams } from './checks.js';
 import type { HostContext, HostReply } from './host-context.js';
 import { callModel, invalid, loadModel } from './model-call.js';
 import { resolveAgentModel } from './models/registry.js';
@@ -429,8 +429,7 @@ export class AgentHost {
       if (scope.epoch === live.epoch) throw new ProtocolRefusal('STALE_EPOCH', `agent ${agentId}: the restore epoch ${scope.epoch} must be new (it is the current epoch)`);
     }
     if (this.staged.has(agentId)) throw new ProtocolRefusal('CONFLICT', `agent ${agentId} already has a staged restore`);
-    checkAttachment(attachment, ref);
-    const payload = this.readPayload(attachment!, agentId, checkpointId, sourceScope);
+    const payload = this.readPayload(await stagedPayload(attachment, staged), agentId, checkpointId, sourceScope);
     // Compatibility is recomputed from this worker's own config (or, on a fresh worker, from the
     // model code it would load) plus the payload's seed, never taken from the payload.
     const identity = live

@@ -2,6 +2,8 @@
 // attachment verification, restore tokens and compatibility digests. Each throws a
 // ProtocolRefusal with the protocol's code; none of them mutates anything.
 import { createHash } from 'node:crypto';
+import { open } from 'node:fs/promises';
+import { isAbsolute } from 'node:path';
 import { canonicalDigest } from '../coordinator/formats/canonical-json.js';
 import { type Scope, readDigest, readId, readObject, readScope, readU64, refuseUnknownFields } from '../coordinator/formats/scalars.js';
 import { type PayloadRef, ProtocolRefusal, type Request } from '../coordinator/protocol/index.js';
@@ -100,6 +102,13 @@ export interface StageParams {
   sourceScope: Scope;
   compatibilityDigest: string;
   ref: PayloadRef;
+  /** Capability payload-file-v1: read the payload from this range of a local file, not an attachment. */
+  file: PayloadFile | null;
+}
+
+export interface PayloadFile {
+  path: string;
+  offset: number;
 }
 
 /**
@@ -115,9 +124,62 @@ export function readStageParams(params: Record<string, unknown>, scope: Scope, h
   const sourceScope = readScope(params.sourceScope, 'params.sourceScope');
   const compatibilityDigest = readDigest(params.compatibilityDigest, 'params.compatibilityDigest');
   const p = readObject(params.payload, 'params.payload');
-  refuseUnknownFields(p, ['digest', 'byteLength'], 'params.payload');
+  refuseUnknownFields(p, ['digest', 'byteLength', 'file'], 'params.payload');
   const ref = { digest: readDigest(p.digest, 'params.payload.digest'), byteLength: readU64(p.byteLength, 'params.payload.byteLength') };
+  const file = p.file === undefined ? null : readPayloadFile(p.file);
   if (sourceScope.sessionId !== scope.sessionId) throw new ProtocolRefusal('IDENTITY_MISMATCH', `params.sourceScope.sessionId ${sourceScope.sessionId} is not this session ${scope.sessionId}`);
   if (sourceScope.step !== scope.step) throw new ProtocolRefusal('INVALID_ARGUMENT', `scope.step ${scope.step} must equal params.sourceScope.step ${sourceScope.step}`);
-  return { checkpointId, agentId, sourceScope, compatibilityDigest, ref };
+  return { checkpointId, agentId, sourceScope, compatibilityDigest, ref, file };
+}
+
+function readPayloadFile(value: unknown): PayloadFile {
+  const f = readObject(value, 'params.payload.file');
+  refuseUnknownFields(f, ['path', 'offset'], 'params.payload.file');
+  if (typeof f.path !== 'string' || !isAbsolute(f.path)) throw new ProtocolRefusal('INVALID_ARGUMENT', `params.payload.file.path ${JSON.stringify(f.path ?? null)} is not an absolute path`);
+  const offset = Number(readU64(f.offset, 'params.payload.file.offset'));
+  if (!Number.isSafeInteger(offset)) throw new ProtocolRefusal('INVALID_ARGUMENT', `params.payload.file.offset ${String(f.offset)} is beyond any file this worker can read`);
+  return { path: f.path, offset };
+}
+
+/**
+ * The bytes to stage, exactly the referenced ones (length, then digest): the request's attachment,
+ * or with payload-file-v1 the range of a local file (a checkpoint the coordinator verified; the
+ * worker hashes what it read, so a file changed since is refused, never staged).
+ */
+export async function stagedPayload(attachment: Uint8Array | undefined, staged: StageParams): Promise<Uint8Array> {
+  if (!staged.file) {
+    checkAttachment(attachment, staged.ref);
+    return attachment!;
+  }
+  if (attachment) throw new ProtocolRefusal('INVALID_ARGUMENT', 'StageRestore carries both an attachment and params.payload.file: send one');
+  const { path, offset } = staged.file;
+  const bytes = await readRange(path, offset, Number(staged.ref.byteLength));
+  const digest = sha256(bytes);
+  if (digest !== staged.ref.digest) throw new ProtocolRefusal('BUFFER_INVALID', `payload read from ${path} at ${offset}: digest ${digest} differs from payload.digest ${staged.ref.digest}`);
+  return bytes;
+}
+
+async function readRange(path: string, offset: number, length: number): Promise<Buffer> {
+  const where = `payload file ${path} at ${offset}`;
+  let fh;
+  try {
+    fh = await open(path, 'r');
+  } catch (e) {
+    throw new ProtocolRefusal('BUFFER_INVALID', `${where}: cannot open: ${(e as Error).message}`);
+  }
+  try {
+    const out = Buffer.allocUnsafe(length);
+    let at = 0;
+    while (at < length) {
+      const { bytesRead } = await fh.read(out, at, length - at, offset + at);
+      if (bytesRead === 0) throw new ProtocolRefusal('BUFFER_INVALID', `${where}: the file ends after ${at} of ${length} bytes`);
+      at += bytesRead;
+    }
+    return out;
+  } catch (e) {
+    if (e instanceof ProtocolRefusal) throw e;
+    throw new ProtocolRefusal('BUFFER_INVALID', `${where}: cannot read: ${(e as Error).message}`);
+  } finally {
+    await fh.close().catch(() => undefined);
+  }
 }

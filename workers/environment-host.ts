@@ -4,7 +4,7 @@
 import { canonicalDigest, canonicalize } from '../coordinator/formats/canonical-json.js';
 import { RationalNs, type Scope, readI32, readId, readObject, refuseUnknownFields } from '../coordinator/formats/scalars.js';
 import { ProtocolRefusal, type Request } from '../coordinator/protocol/index.js';
-import { checkAttachment, checkEpoch, checkSession, checkStep, environmentCompatibilityDigest, firstMismatch, profileDigest, readStageParams, requireScope, restoreToken, sha256, type StageParams } from './checks.js';
+import { checkEpoch, checkSession, checkStep, environmentCompatibilityDigest, firstMismatch, profileDigest, readStageParams, requireScope, restoreToken, sha256, stagedPayload, type StageParams } from './checks.js';
 import type { HostContext, HostReply } from './host-context.js';
 import { callModel, invalid, loadModel } from './model-call.js';
 import { resolveEnvironmentModel } from './models/registry.js';
@@ -274,8 +274,7 @@ export class EnvironmentHost {
     const live = this.env;
     if (live && scope.epoch === live.epoch) throw new ProtocolRefusal('STALE_EPOCH', `environment: the restore epoch ${scope.epoch} must be new (it is the current epoch)`);
     if (this.staged) throw new ProtocolRefusal('CONFLICT', 'the environment already has a staged restore');
-    checkAttachment(attachment, ref);
-    const payload = this.readPayload(attachment!, checkpointId, sourceScope);
+    const payload = this.readPayload(await stagedPayload(attachment, staged), checkpointId, sourceScope);
     let identity: EnvIdentity;
     if (live) {
       const seed = payload.seed as number;

@@ -193,7 +193,7 @@ export class WorkerRuntime implements HostContext {
         runtime: RUNTIME_NAME,
         buildDigest: BUILD_DIGEST,
         contractDigest: CONTRACT_DIGEST,
-        capabilities: [this.role === 'agent' ? CAPABILITIES.agentStep : CAPABILITIES.worldStep, CAPABILITIES.checkpoint].sort(),
+        capabilities: [this.role === 'agent' ? CAPABILITIES.agentStep : CAPABILITIES.worldStep, CAPABILITIES.checkpoint, CAPABILITIES.payloadFile].sort(),
         limits: { maxAgents: this.role === 'agent' ? MAX_AGENTS_PER_WORKER : 0, maxMessageBytes: this.maxMessageBytes, workerThreads: 1 },
       },
     };

@@ -3,12 +3,13 @@
 // epoch, activate all in the same order, install the coordinator state and stop at Paused(k).
 // Group install rule: any stage failure taints the stagers and nothing activates; any activation
 // failure fences the group (nothing steps). NOT capture, NOT the CLI, NOT the store's file checks.
+import { resolve } from 'node:path';
 import { canonicalize, type JsonValue } from '../formats/canonical-json.js';
 import { decodeEnvelope, type DecodedEnvelope, type EnvelopeManifest } from '../formats/envelope.js';
 import { isDetsimError } from '../formats/errors.js';
 import type { Digest, Id, Scope } from '../formats/scalars.js';
 import type { LaunchedWorker } from '../launcher.js';
-import { METHODS, type ActivateRestoreResult, type JsonObject, type Params, type StageRestoreResult } from '../protocol/index.js';
+import { CAPABILITIES, METHODS, type ActivateRestoreResult, type JsonObject, type Params, type StageRestoreResult } from '../protocol/index.js';
 import { loadGeneration, type CheckpointStore } from '../store/store.js';
 import { expectedAgentDigest, expectedEnvironmentDigest } from './compatibility.js';
 import { RollingBehaviour, type CheckpointGroup } from './group.js';
@@ -59,6 +60,8 @@ interface Loaded {
   envelope: DecodedEnvelope;
   byteLength: number;
   label: string;
+  /** The verified file's absolute path (a store generation), which local workers may read themselves. */
+  path: string | null;
 }
 
 /** Read and verify the checkpoint; every refusal names the check (reason from the reader or the store). */
@@ -67,9 +70,9 @@ export async function loadCheckpoint(source: RestoreSource): Promise<Loaded> {
     if ('store' in source) {
       const record = source.store.select(source.checkpointId);
       const g = await loadGeneration(source.store.dir, record);
-      return { envelope: g.envelope, byteLength: g.bytes.length, label: record.file };
+      return { envelope: g.envelope, byteLength: g.bytes.length, label: record.file, path: resolve(source.store.dir, record.file) };
     }
-    return { envelope: decodeEnvelope(source.bytes), byteLength: source.bytes.byteLength, label: source.label ?? 'checkpoint' };
+    return { envelope: decodeEnvelope(source.bytes), byteLength: source.bytes.byteLength, label: source.label ?? 'checkpoint', path: null };
   } catch (e) {
     if (isDetsimError(e)) {
       const label = 'store' in source ? source.checkpointId ?? 'high-water checkpoint' : source.label ?? 'checkpoint';
@@ -151,16 +154,16 @@ export async function restoreGroup(group: CheckpointGroup, source: RestoreSource
     const w = group.workerOf(agentId);
     acks.set(w, [...(acks.get(w) ?? []), requestId]);
   };
-  const staged: RestoredParticipant[] = [];
 
   // Stage: the environment first, then agents sorted by id. A refusal taints those already staged.
+  const staged: RestoredParticipant[] = [];
   for (const p of plan) {
-    const bytes = payloads.get(p.payloadName)!;
-    const digest = loaded.envelope.payloads.find((x) => x.name === p.payloadName)!.digest;
-    let params: Params = { checkpointId: m.checkpointId, agentId: p.agentId, sourceScope: m.sourceScope, compatibilityDigest: p.compatibilityDigest, payload: { digest, byteLength: String(bytes.byteLength) } };
+    let params: Params = { checkpointId: m.checkpointId, agentId: p.agentId, sourceScope: m.sourceScope, compatibilityDigest: p.compatibilityDigest, payload: payloadRef(loaded, p.payloadName, group.workerOf(p.agentId).hello.capabilities) };
     params = opts.hooks?.beforeStage?.(p.participant, params) ?? params;
+    // A worker that reads the verified file itself gets no attachment (no copy through the transport).
+    const attachment = 'file' in (params.payload as object) ? undefined : payloads.get(p.payloadName)!;
     try {
-      const rep = await group.call<StageRestoreResult>(p.agentId, p.participant, METHODS.stageRestore, scope, params, { attachment: bytes });
+      const rep = await group.call<StageRestoreResult>(p.agentId, p.participant, METHODS.stageRestore, scope, params, attachment ? { attachment } : {});
       noteAck(p.agentId, rep.requestId);
       staged.push({ participant: p.participant, agentId: p.agentId, workerId: group.workerOf(p.agentId).plan.workerId, restoreToken: rep.result.restoreToken });
     } catch (e) {
@@ -234,6 +237,15 @@ export async function restoreGroup(group: CheckpointGroup, source: RestoreSource
     behaviour: coord.behaviour,
     manifest: m,
   };
+}
+
+/** The StageRestore payload ref: a range of the verified file for a worker that reads local files, else by attachment. */
+function payloadRef(loaded: Loaded, name: string, capabilities: readonly string[]): Params {
+  const entry = loaded.envelope.layout.entries.find((e) => e.name === name)!;
+  const ref: Params = { digest: entry.digest, byteLength: String(entry.byteLength) };
+  // Every worker of a fleet runs on this machine (the launcher spawned it), so the path is valid there.
+  if (loaded.path !== null && capabilities.includes(CAPABILITIES.payloadFile)) ref.file = { path: loaded.path, offset: String(entry.offset) };
+  return ref;
 }
 
 function annotate(e: unknown, what: string): unknown {

@@ -9,6 +9,8 @@ export const CAPABILITIES = {
   agentStep: 'agent-step-v1',
   worldStep: 'world-step-v1',
   checkpoint: 'checkpoint-v1',
+  /** StageRestore may name a range of a local file instead of carrying the payload. */
+  payloadFile: 'payload-file-v1',
 } as const;
 
 export interface HelloParams {
@@ -131,7 +133,7 @@ export interface StageRestoreParams {
   agentId: Id | null;
   sourceScope: Scope;
   compatibilityDigest: Digest;
-  payload: PayloadRef;
+  payload: PayloadRef & { file?: { path: string; offset: U64 } };
 }
 export interface StageRestoreResult { checkpointId: Id; agentId: Id | null; restoreToken: Id }
 export interface ActivateRestoreParams { restoreToken: Id; agentId: Id | null }

@@ -2,6 +2,8 @@
 // processes: corrupt payloads, a participant refusing StageRestore, half activation (fenced),
 // token activates once, stale epochs after restore, another compatibility field, capture only at
 // a committed boundary, and queue stress (third capture BUSY while the run keeps stepping).
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { captureGroup, checkpointIdFor } from '../../coordinator/checkpoint/capture.js';
 import { CheckpointRefusal } from '../../coordinator/checkpoint/refusal.js';
@@ -209,6 +211,70 @@ describe('STATE-01 fault cases over real workers', () => {
     expect(e.status).toBe('INVALID_PHASE');
     expect(sent).toEqual([]);
     expect(bare.ck.writer.stats().outstanding).toBe(0);
+  }, T);
+
+  it('from the store, TypeScript workers read their payloads from the verified file (no attachment); a file changed after verification is refused by the stager, nobody activates', async () => {
+    const s = await session();
+    await checkpointAt2(s);
+    const sent: { method: string; file: unknown; attachment: boolean }[] = [];
+    for (const w of s.fleet.all()) {
+      const orig = w.client.call.bind(w.client);
+      w.client.call = (method, scope, params, o) => {
+        if (method === METHODS.stageRestore) sent.push({ method, file: (params as { payload: { file?: unknown } }).payload.file, attachment: o?.attachment !== undefined });
+        return orig(method, scope, params, o);
+      };
+    }
+    const record = s.ck.store.highWater()!;
+    const path = join(s.ck.store.dir, record.file);
+    const report = await restoreGroup(s.group, { store: s.ck.store }, { epoch: 'e2' });
+    expect(report.participants.map((p) => p.participant)).toEqual(['environment', 'agent lif-a', 'agent lif-b']);
+    expect(sent).toHaveLength(3);
+    for (const m of sent) expect(m).toMatchObject({ attachment: false, file: { path: resolve(path) } });
+    s.group.resume();
+    await s.group.step();
+
+    // Between the coordinator's verification and lif-b's stage, lif-b's payload bytes change on disk.
+    const entry = decodeEnvelope(readFileSync(path)).layout.entries.find((e) => e.name === 'agent-lif-b')!;
+    const e = await refusal(restoreGroup(s.group, { store: s.ck.store }, {
+      epoch: 'e3',
+      hooks: {
+        beforeStage: (who, p) => {
+          if (who === 'agent lif-b') {
+            const bytes = readFileSync(path);
+            bytes[entry.offset + entry.byteLength - 1]! ^= 0xff;
+            writeFileSync(path, bytes);
+          }
+          return p;
+        },
+      },
+    }));
+    expect(e.participant).toBe('agent lif-b');
+    expect(e.workerCode).toBe('BUFFER_INVALID');
+    expect(e.message).toMatch(/differs from payload.digest/);
+    expect(e.message).toMatch(/nothing activates/);
+    expect(Object.values(await epochs(s)).every((x) => x === 'e2')).toBe(true);
+  }, T);
+
+  it('a payload damaged after its participant hashed it: capture returns and stepping goes on (hashing is the writer\'s), the save fails naming it, the last commit stays', async () => {
+    const s = await session();
+    await checkpointAt2(s);
+    const victim = s.fleet.agents[0]!;
+    const agentId = victim.plan.agentIds[0]!;
+    const orig = victim.client.call.bind(victim.client);
+    victim.client.call = async (method, scope, params, o) => {
+      const rep = await orig(method, scope, params, o);
+      if (method === METHODS.capture && rep.attachment) rep.attachment[0]! ^= 0xff; // damaged in transit
+      return rep;
+    };
+    await s.group.step();
+    const rec = await captureGroup(s.group, { checkpointId: 'ckpt-e1-3' });
+    const t = await s.group.step();
+    expect(t.behaviour.scope.step).toBe('3');
+    const outcome = await rec.ticket.wait(30_000);
+    expect(outcome).toMatchObject({ kind: 'Failed', reason: 'seal_failed' });
+    expect(outcome.kind === 'Failed' && outcome.message).toContain(`payload "agent-${agentId}": its bytes hash to`);
+    expect(s.ck.store.highWater()?.checkpointId).toBe('ckpt-e1-2');
+    expect((await s.ck.store.verify()).ok).toBe(true);
   }, T);
 
   it('queue stress: with the writer stalled the third capture is BUSY before anyone is asked, the run keeps stepping, bounds hold, both commit later', async () => {

@@ -4,6 +4,9 @@
 // staged, stale epoch after activation); lifecycle replies are BUSY until acknowledged; a state
 // larger than one gRPC message travels chunked.
 import { createHash } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { METHODS, type CallReply, type CaptureResult, type WorkerClient } from '../../coordinator/protocol/index.js';
 import { STEP_60HZ, SESSION, type SpawnedWorker, errorOf, resultOf, scope, spawnWorker, stopAll } from './harness.js';
@@ -128,6 +131,38 @@ describe('agent capture and restore', () => {
     for (let k = K; k < M; k++) got.push(await step(a.client, k, 'e2'));
     expect(got).toEqual(expected);
     await a.stop();
+  });
+
+  it('payload-file-v1: stages from a range of a local file (no attachment) and refuses a bad range, changed bytes or both sources', async () => {
+    const a = await bootAgents('w-file');
+    for (let k = 0; k < K; k++) await step(a.client, k, 'e1');
+    const cap = await capture(a.client, 'ck-f', 'a-walk', K);
+    const expected: unknown[] = [];
+    for (let k = K; k < M; k++) expected.push(await step(a.client, k, 'e1'));
+    expect(a.client.identity!.capabilities).toContain('payload-file-v1');
+    // The payload sits at an offset inside a bigger file, as in a FLYSESS1 envelope.
+    const dir = mkdtempSync(join(tmpdir(), 'detsim-payload-file-'));
+    const path = join(dir, 'ckpt.flysess');
+    const offset = 40;
+    writeFileSync(path, Buffer.concat([Buffer.alloc(offset, 7), cap.payload, Buffer.alloc(9, 7)]));
+    const b = await spawnWorker('agent', 'w-file-b');
+    const stage = (file: Record<string, unknown>, attachment?: Buffer) => {
+      const params = stageParams(cap.result, 'e1', K);
+      return b.client.call(METHODS.stageRestore, scope(K, 'e2'), { ...params, payload: { ...(params.payload as object), file } }, attachment ? { attachment } : {});
+    };
+    expect(errorOf(await stage({ path: 'ckpt.flysess', offset: String(offset) }))).toMatchObject({ code: 'INVALID_ARGUMENT' });
+    expect(errorOf(await stage({ path, offset: String(offset) }, cap.payload)).message).toMatch(/both an attachment and params.payload.file/);
+    expect(errorOf(await stage({ path, offset: String(offset + 1) }))).toMatchObject({ code: 'BUFFER_INVALID' }); // wrong range: digest differs
+    expect(errorOf(await stage({ path, offset: String(offset + 10) })).message).toMatch(/ends after/);
+    expect(errorOf(await stage({ path: join(dir, 'missing.flysess'), offset: '0' })).message).toMatch(/cannot open/);
+    const token = resultOf<{ restoreToken: string }>(await stage({ path, offset: String(offset) })).restoreToken;
+    resultOf(await b.client.call(METHODS.activateRestore, scope(K, 'e2'), { restoreToken: token, agentId: 'a-walk' }));
+    const got: unknown[] = [];
+    for (let k = K; k < M; k++) got.push(await step(b.client, k, 'e2', [{ agentId: 'a-walk' }]));
+    expect(got).toEqual(expected.map((p) => (p as { agentId: string }[]).filter((d) => d.agentId === 'a-walk')));
+    rmSync(dir, { recursive: true, force: true });
+    await a.stop();
+    await b.stop();
   });
 
   it('captures only at the committed boundary', async () => {
