@@ -1,7 +1,7 @@
 // The FLYSESS1 checkpoint envelope (specs/checkpoint-envelope-v1.md): a byte-exact writer and a
 // reader that applies the spec's seven checks in order and names the one that failed.
 // Not the store: no files, no fsync, no rename here (the store writes the parts this returns).
-import { createHash, type Hash } from 'node:crypto';
+import { createHash, webcrypto, type Hash } from 'node:crypto';
 import { canonicalBytes, canonicalize, parseCanonical, type JsonValue } from './canonical-json.js';
 import { DetsimError } from './errors.js';
 import type { ReasonCode } from './reasons.js';
@@ -394,8 +394,18 @@ function checkHeader(buf: Buffer): { manifestBytes: number; payloadCount: number
   return { manifestBytes: buf.readUInt32LE(16), payloadCount: buf.readUInt32LE(20), tableOffset: buf.readUInt32LE(24) };
 }
 
+/**
+ * SHA-256 work done before the checks run (decodeEnvelopeAsync): the prefix hash state, and
+ * digests of byte ranges keyed `${offset}:${length}`. The checks use them only for exactly the
+ * bytes they would hash themselves, so results and refusals are those of decodeEnvelope.
+ */
+interface Precomputed {
+  prefix?: Hash;
+  ranges?: Map<string, Buffer>;
+}
+
 /** Check 2: footer magic, fileBytes, prefix digest. Returns the hash state after the prefix. */
-function checkFooter(buf: Buffer): { footerOffset: number; prefixHash: Hash } {
+function checkFooter(buf: Buffer, pre: Precomputed): { footerOffset: number; prefixHash: Hash } {
   const footerOffset = buf.length - FOOTER_BYTES;
   const magic = buf.toString('latin1', buf.length - 8);
   if (magic !== ENVELOPE_FOOTER_MAGIC) {
@@ -405,7 +415,7 @@ function checkFooter(buf: Buffer): { footerOffset: number; prefixHash: Hash } {
   if (fileBytes !== BigInt(buf.length)) {
     refuse(2, 'file length', 'audit_envelope_length', `footer says the file is ${fileBytes} bytes, it is ${buf.length}`, 'footer.fileBytes');
   }
-  const prefixHash = createHash('sha256').update(buf.subarray(0, footerOffset));
+  const prefixHash = pre.prefix ?? createHash('sha256').update(buf.subarray(0, footerOffset));
   const actual = prefixHash.copy().digest();
   const recorded = buf.subarray(footerOffset + 8, footerOffset + 40);
   if (!actual.equals(recorded)) {
@@ -438,7 +448,7 @@ function checkTable(buf: Buffer, manifestBytes: number, payloadCount: number, ta
 }
 
 /** Check 5, one entry: name, NUL padding, uniqueness, offset, extent, digest. */
-function checkEntry(buf: Buffer, i: number, at: number, prevEnd: number, footerOffset: number, seen: Set<string>): EnvelopeEntry {
+function checkEntry(buf: Buffer, i: number, at: number, prevEnd: number, footerOffset: number, seen: Set<string>, pre: Precomputed): EnvelopeEntry {
   const expectedOffset = align8(prevEnd);
   const what = 'payload entry';
   const nameField = buf.subarray(at, at + NAME_BYTES);
@@ -459,7 +469,7 @@ function checkEntry(buf: Buffer, i: number, at: number, prevEnd: number, footerO
   }
   const byteLength = Number(length);
   const recorded = buf.subarray(at + 80, at + 112);
-  const actual = createHash('sha256').update(buf.subarray(expectedOffset, expectedOffset + byteLength)).digest();
+  const actual = pre.ranges?.get(`${expectedOffset}:${byteLength}`) ?? createHash('sha256').update(buf.subarray(expectedOffset, expectedOffset + byteLength)).digest();
   if (!actual.equals(recorded)) {
     refuse(5, what, 'audit_payload_digest_mismatch', `${label}: payload SHA-256 is ${actual.toString('hex')}, the table records ${recorded.toString('hex')}`, `table[${i}].digest`);
   }
@@ -467,12 +477,12 @@ function checkEntry(buf: Buffer, i: number, at: number, prevEnd: number, footerO
 }
 
 /** Check 5 over all entries (with zero padding between payloads) and check 6 after the last. */
-function checkEntries(buf: Buffer, payloadCount: number, tableOffset: number, tableEnd: number, footerOffset: number): EnvelopeEntry[] {
+function checkEntries(buf: Buffer, payloadCount: number, tableOffset: number, tableEnd: number, footerOffset: number, pre: Precomputed): EnvelopeEntry[] {
   const entries: EnvelopeEntry[] = [];
   const seen = new Set<string>();
   let end = tableEnd;
   for (let i = 0; i < payloadCount; i++) {
-    const entry = checkEntry(buf, i, tableOffset + i * TABLE_ENTRY_BYTES, end, footerOffset, seen);
+    const entry = checkEntry(buf, i, tableOffset + i * TABLE_ENTRY_BYTES, end, footerOffset, seen, pre);
     entries.push(entry);
     end = entry.offset + entry.byteLength;
   }
@@ -482,12 +492,53 @@ function checkEntries(buf: Buffer, payloadCount: number, tableOffset: number, ta
 
 /** Decode and verify a FLYSESS1 envelope; refuses with the first failing check, in spec order. */
 export function decodeEnvelope(bytes: Uint8Array): DecodedEnvelope {
+  return decodeWith(asBuffer(bytes), {});
+}
+
+/** Payloads at least this large are hashed on the thread pool by decodeEnvelopeAsync. */
+const POOL_HASH_MIN_BYTES = 1024 * 1024;
+
+/**
+ * decodeEnvelope with the two SHA-256 passes side by side: large payloads are hashed on the
+ * thread pool (WebCrypto) while this thread hashes the prefix. Same checks, order and refusals.
+ */
+export async function decodeEnvelopeAsync(bytes: Uint8Array): Promise<DecodedEnvelope> {
   const buf = asBuffer(bytes);
+  const jobs = tableRanges(buf)
+    .filter((r) => r.length >= POOL_HASH_MIN_BYTES)
+    .map((r) => ({ key: `${r.offset}:${r.length}`, digest: webcrypto.subtle.digest('SHA-256', buf.subarray(r.offset, r.offset + r.length)) }));
+  const pre: Precomputed = {};
+  if (buf.length >= MIN_ENVELOPE_BYTES) pre.prefix = createHash('sha256').update(buf.subarray(0, buf.length - FOOTER_BYTES));
+  const settled = await Promise.allSettled(jobs.map((j) => j.digest));
+  pre.ranges = new Map();
+  settled.forEach((r, i) => {
+    if (r.status === 'fulfilled') pre.ranges!.set(jobs[i]!.key, Buffer.from(r.value));
+  });
+  return decodeWith(buf, pre);
+}
+
+/** The byte ranges the table claims, read leniently (the checks judge them later); ranges outside the buffer are skipped. */
+function tableRanges(buf: Buffer): { offset: number; length: number }[] {
+  if (buf.length < HEADER_BYTES) return [];
+  const count = Math.min(buf.readUInt32LE(20), MAX_PAYLOADS);
+  const tableOffset = buf.readUInt32LE(24);
+  const out: { offset: number; length: number }[] = [];
+  for (let i = 0; i < count; i++) {
+    const at = tableOffset + i * TABLE_ENTRY_BYTES;
+    if (at + TABLE_ENTRY_BYTES > buf.length) break;
+    const offset = buf.readBigUInt64LE(at + 64);
+    const length = buf.readBigUInt64LE(at + 72);
+    if (offset + length <= BigInt(buf.length)) out.push({ offset: Number(offset), length: Number(length) });
+  }
+  return out;
+}
+
+function decodeWith(buf: Buffer, pre: Precomputed): DecodedEnvelope {
   const header = checkHeader(buf);
-  const { footerOffset, prefixHash } = checkFooter(buf);
+  const { footerOffset, prefixHash } = checkFooter(buf, pre);
   const manifestValue = checkManifest(buf, header.manifestBytes, footerOffset);
   const tableEnd = checkTable(buf, header.manifestBytes, header.payloadCount, header.tableOffset, footerOffset);
-  const entries = checkEntries(buf, header.payloadCount, header.tableOffset, tableEnd, footerOffset);
+  const entries = checkEntries(buf, header.payloadCount, header.tableOffset, tableEnd, footerOffset, pre);
   const refs = entries.map((e) => ({ name: e.name, byteLength: String(e.byteLength), digest: e.digest }));
   const manifest = checkManifestFields(manifestValue, refs);
   const envelopeDigest = prefixHash.update(buf.subarray(footerOffset)).digest('hex');

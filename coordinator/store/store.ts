@@ -4,7 +4,7 @@
 import { mkdir, readdir, readFile, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { canonicalBytes, canonicalDigest, parseCanonical, type JsonValue } from '../formats/canonical-json.js';
-import { decodeEnvelope, type DecodedEnvelope, type EnvelopeManifest } from '../formats/envelope.js';
+import { decodeEnvelopeAsync, type DecodedEnvelope, type EnvelopeManifest } from '../formats/envelope.js';
 import { DetsimError, isDetsimError } from '../formats/errors.js';
 import type { ReasonCode } from '../formats/reasons.js';
 import { readDigest, readId, readObject, readU64, refuseUnknownFields, type Digest, type Id, type U64 } from '../formats/scalars.js';
@@ -511,7 +511,7 @@ export async function loadGeneration(dir: string, record: GenerationRecord): Pro
   if (String(bytes.length) !== record.byteLength) fail('byteLength', 'audit_generation_length', `file has ${bytes.length} bytes, the store records ${record.byteLength}`);
   let envelope: DecodedEnvelope;
   try {
-    envelope = decodeEnvelope(bytes);
+    envelope = await decodeEnvelopeAsync(bytes);
   } catch (e) {
     if (isDetsimError(e)) return fail('envelope', e.reason, e.message);
     throw e;

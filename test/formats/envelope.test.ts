@@ -5,7 +5,7 @@ import { readFileSync } from 'node:fs';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { canonicalize } from '../../coordinator/formats/canonical-json.js';
-import { decodeEnvelope, encodeEnvelope, encodeEnvelopeParts, layoutEnvelope, SEAL_SLICE_BYTES, sealEnvelope, sealEnvelopeAsync, type EnvelopePayloadInput } from '../../coordinator/formats/envelope.js';
+import { decodeEnvelope, decodeEnvelopeAsync, encodeEnvelope, encodeEnvelopeParts, layoutEnvelope, SEAL_SLICE_BYTES, sealEnvelope, sealEnvelopeAsync, type EnvelopePayloadInput } from '../../coordinator/formats/envelope.js';
 import { DetsimError } from '../../coordinator/formats/errors.js';
 import type { ReasonCode } from '../../coordinator/formats/reasons.js';
 import { rawEnvelope, reseal, type RawOptions, type RawPayload } from './envelope-raw.js';
@@ -392,6 +392,39 @@ const manifestArb = fc.record({
 });
 const payloadsArb = fc.uniqueArray(fc.record({ name: idArb, bytes: fc.uint8Array({ maxLength: 40 }) }), { selector: (p) => p.name, maxLength: 6 });
 const envelopeArb = fc.tuple(manifestArb, payloadsArb).map(([m, ps]) => ({ m, ps, bytes: encodeEnvelope(m, ps) }));
+
+describe('decodeEnvelopeAsync (large payloads hashed on the thread pool beside the prefix)', () => {
+  const big = Buffer.alloc(3 * 1024 * 1024 + 5);
+  for (let i = 0; i < big.length; i++) big[i] = (i * 31) & 0xff;
+  const good = encodeEnvelope(baseManifest, [{ name: 'world', bytes: big }, { name: 'agent-fly-a', bytes: Buffer.from('small') }]);
+
+  async function asyncRefusal(bytes: Buffer): Promise<DetsimError> {
+    const e = await decodeEnvelopeAsync(bytes).then(() => null, (err: unknown) => err);
+    expect(e).toBeInstanceOf(DetsimError);
+    return e as DetsimError;
+  }
+
+  it('gives what decodeEnvelope gives', async () => {
+    const a = await decodeEnvelopeAsync(good);
+    const d = decodeEnvelope(good);
+    expect(a.envelopeDigest).toBe(d.envelopeDigest);
+    expect(a.payloads.map((p) => p.digest)).toEqual([sha256(big), sha256(Buffer.from('small'))]);
+    expect(canonicalize(a.manifest)).toBe(canonicalize(d.manifest));
+  });
+
+  it('refuses exactly like decodeEnvelope: a flipped payload byte (check 2), the same resealed (check 5), a truncation, a table pointing past the end', async () => {
+    const flipped = Buffer.from(good);
+    flipped[decodeEnvelope(good).layout.entries[0]!.offset + 1000]! ^= 1;
+    const pastEnd = Buffer.from(good);
+    pastEnd.writeBigUInt64LE(BigInt(good.length), decodeEnvelope(good).layout.tableOffset + 72);
+    for (const bad of [flipped, reseal(flipped), good.subarray(0, good.length - 1), reseal(pastEnd)]) {
+      const e = await asyncRefusal(bad);
+      const s = refusal(bad);
+      expect([e.reason, e.message, e.field]).toEqual([s.reason, s.message, s.field]);
+    }
+    expect((await asyncRefusal(reseal(flipped))).reason).toBe('audit_payload_digest_mismatch');
+  });
+});
 
 describe('layout now, seal later (capture hands the writer a draft)', () => {
   it('the fixture laid out with its payload digests and sealed, sync or a slice per turn, is the reference byte for byte', async () => {
