@@ -137,8 +137,10 @@ export class Lockstep {
     this.state = 'ready';
   }
 
+  // Objects that go on the wire or into the trace are built with their keys in RFC 8785 order:
+  // canonicalize then prints them with JSON.stringify (its fast path) instead of its writer.
   private scope(step: bigint): Scope {
-    return { sessionId: this.plan.sessionId, epoch: this.epoch, step: step.toString() };
+    return { epoch: this.epoch, sessionId: this.plan.sessionId, step: step.toString() };
   }
 
   // -------------------------------------------------------------------------------------------
@@ -256,11 +258,11 @@ export class Lockstep {
 
     // Phase B: the action batch in port order; exactly one Environment.Advance.
     this.state = 'applying';
-    const actions = plan.agents.map((a) => ({ portId: a.portId, agentId: a.agentId, action: this.execute(a.actionFields, decisions.get(a.agentId)!.d, this.ctx(this.agentWorker.get(a.agentId)!, 'prepare', k)) }));
+    const actions = plan.agents.map((a) => ({ action: this.execute(a.actionFields, decisions.get(a.agentId)!.d, k), agentId: a.agentId, portId: a.portId }));
     const controlDigest = canonicalDigest(actions);
     const batchId = batchIdFor(this.epoch, k);
     await this.opts.hooks?.beforePhase?.(k, 'advance');
-    const adv = await this.call<EnvironmentAdvanceResult>(this.fleet.environment, METHODS.environmentAdvance, scope, { batchId, actions }, 'advance', deadline);
+    const adv = await this.call<EnvironmentAdvanceResult>(this.fleet.environment, METHODS.environmentAdvance, scope, { actions, batchId }, 'advance', deadline);
 
     // Phase C: check the transition and evaluate it exactly once.
     this.state = 'observing';
@@ -288,8 +290,8 @@ export class Lockstep {
       const commit = this.call<AgentCommitResult>(w, METHODS.agentCommit, scope, {
         agents: w.plan.agentIds.map((agentId) => ({
           agentId,
-          preparedRequestId: decisions.get(agentId)!.requestId,
           observation: observations.get(agentId)!,
+          preparedRequestId: decisions.get(agentId)!.requestId,
           rewards: evaluation.byAgent.get(agentId) ?? [],
         })),
       }, 'commit', deadline);
@@ -323,35 +325,35 @@ export class Lockstep {
     const agents: TraceAgent[] = [...decisions.values()]
       .map(({ d }) => ({
         agentId: d.agentId,
-        profileDigest: this.identities!.agents.get(d.agentId)!.profileDigest,
-        ticksAdvanced: d.ticksAdvanced,
         brainTicks: d.brainTicks,
-        remainder: d.remainder,
+        committedStep: next,
         decision: d.decision as JsonValue,
         decisionDigest: canonicalDigest(d.decision),
-        committedStep: next,
+        profileDigest: this.identities!.agents.get(d.agentId)!.profileDigest,
+        remainder: d.remainder,
+        ticksAdvanced: d.ticksAdvanced,
       }))
       .sort((x, y) => byString(x.agentId, y.agentId));
     return {
       behaviour: {
-        scope,
+        acknowledgedBoundary: next,
         agents,
         batchId,
         controlDigest,
-        acknowledgedBoundary: next,
-        observationDigest: canonicalDigest(a.observations),
-        worldDigest: a.worldDigest,
-        rewards: evaluation.rewards,
         eventIds: [...a.eventIds],
+        observationDigest: canonicalDigest(a.observations),
         publishedBoundary: next,
+        rewards: evaluation.rewards,
+        scope,
+        worldDigest: a.worldDigest,
       },
       operational: {
-        wallTimeNs: (process.hrtime.bigint() - this.opts.startedAt).toString(),
-        prepareRequestIds: [...decisions.entries()].map(([agentId, v]) => ({ agentId, requestId: v.requestId })).sort((x, y) => byString(x.agentId, y.agentId)),
-        commitRequestIds: commitRequestIds.sort((x, y) => byString(x.agentId, y.agentId)),
         advanceRequestId: adv.requestId,
-        completionOrder: { prepare: prepareOrder, commit: commitOrder },
-        pids: this.fleet.pids(),
+        commitRequestIds: commitRequestIds.sort((x, y) => byString(x.agentId, y.agentId)),
+        completionOrder: { commit: commitOrder, prepare: prepareOrder },
+        pids: this.fleet.pids().map(({ pid, workerId }) => ({ pid, workerId })),
+        prepareRequestIds: [...decisions.entries()].map(([agentId, v]) => ({ agentId, requestId: v.requestId })).sort((x, y) => byString(x.agentId, y.agentId)),
+        wallTimeNs: (process.hrtime.bigint() - this.opts.startedAt).toString(),
       },
     };
   }
@@ -360,8 +362,9 @@ export class Lockstep {
    * The executor of Phase B: a decision becomes its port's action. With `actionFields` only those
    * fields travel (a model may report diagnostics beside its move); every one must be present.
    */
-  private execute(fields: string[] | null, d: PreparedDecision, ctx: ReturnType<Lockstep['ctx']>): JsonObject {
+  private execute(fields: string[] | null, d: PreparedDecision, k: bigint): JsonObject {
     if (fields === null) return d.decision;
+    const ctx = this.ctx(this.agentWorker.get(d.agentId)!, 'prepare', k);
     const action: JsonObject = {};
     for (const f of fields) {
       this.expect(Object.hasOwn(d.decision, f), `${d.agentId}: decision has no field ${JSON.stringify(f)} (actionFields)`, ctx);
@@ -494,9 +497,18 @@ export class Lockstep {
   private entriesFor<E extends { agentId: Id }>(w: LaunchedWorker, entries: E[] | undefined, ctx: ReturnType<Lockstep['ctx']>): E[] {
     this.expect(Array.isArray(entries), 'reply has no agents list', ctx);
     const got = entries.map((e) => e.agentId).sort(byString);
-    const want = [...w.plan.agentIds].sort(byString);
+    const want = this.sortedAgentIds(w);
     this.expect(got.length === want.length && got.every((id, i) => id === want[i]), `reply covers agents [${got.join(', ')}], expected [${want.join(', ')}]`, ctx);
     return entries;
+  }
+
+  private readonly sortedIds = new Map<Id, Id[]>();
+
+  /** The worker's agent ids in order, computed once (replies are checked against them every step). */
+  private sortedAgentIds(w: LaunchedWorker): Id[] {
+    let ids = this.sortedIds.get(w.plan.workerId);
+    if (!ids) this.sortedIds.set(w.plan.workerId, (ids = [...w.plan.agentIds].sort(byString)));
+    return ids;
   }
 
   /** Observations must cover every agent exactly once. */

@@ -168,7 +168,8 @@ export class WorkerClient {
     if (this.failure) {
       return Promise.reject(new WorkerCallError(this.failure.kind, this.failure.message, this.address, method, requestId));
     }
-    const body = encodeBody({ method, requestId, scope, params });
+    // Keys in RFC 8785 order: with canonical params the encoder takes its fast path.
+    const body = encodeBody({ method, params, requestId, scope });
     return new Promise<CallReply>((resolve, reject) => {
       const entry: Pending = { method, requestId, resolve, reject, timer: undefined, abandoned: false };
       if (options.deadlineMs !== undefined) {
