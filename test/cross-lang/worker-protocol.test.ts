@@ -56,7 +56,7 @@ describe.skipIf(rustWorkerSkip !== null)('Rust worker speaks proto/detsim/v1 lik
     await both(METHODS.agentCommit, sc(k, epoch), { agents });
   }
 
-  it('ready line and Hello: the contract digest is the proto file SHA-256, runtime detsim-rs, same capabilities and limits', async () => {
+  it('ready line and Hello: the contract digest is the proto file SHA-256, runtime detsim-rs, same capabilities (less payload-file-v1) and limits', async () => {
     const ready = JSON.parse(rs.readyLine) as Record<string, unknown>;
     expect(Object.keys(ready)).toEqual(['ready', 'listen', 'pid']);
     expect(ready.pid).toBe(rs.proc.pid);
@@ -72,9 +72,11 @@ describe.skipIf(rustWorkerSkip !== null)('Rust worker speaks proto/detsim/v1 lik
     await both(METHODS.hello, sc(0), hello);
     const [t, r] = await Promise.all([ts.client.call(METHODS.hello, null, hello), rs.client.call(METHODS.hello, null, hello)]);
     if (t.reply.type !== 'result' || r.reply.type !== 'result') throw new Error('Hello refused');
-    const { runtime, buildDigest, incarnationId, ...rest } = r.reply.result as Record<string, unknown>;
-    const { runtime: _r, buildDigest: _b, incarnationId: _i, ...tsRest } = t.reply.result as Record<string, unknown>;
+    const { runtime, buildDigest, incarnationId, capabilities, ...rest } = r.reply.result as Record<string, unknown>;
+    const { runtime: _r, buildDigest: _b, incarnationId: _i, capabilities: tsCapabilities, ...tsRest } = t.reply.result as Record<string, unknown>;
     expect(rest).toEqual(tsRest);
+    // The Rust worker takes staged payloads as attachments only (no payload-file-v1); the rest is the same.
+    expect(capabilities).toEqual((tsCapabilities as string[]).filter((c) => c !== 'payload-file-v1'));
     expect(rest.contractDigest).toBe(createHash('sha256').update(readFileSync(join(REPO_ROOT, 'proto/detsim/v1/worker.proto'))).digest('hex'));
     expect(runtime).toMatch(/^detsim-rs\//);
     expect(buildDigest).toMatch(/^[0-9a-f]{64}$/);

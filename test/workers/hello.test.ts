@@ -17,7 +17,7 @@ describe('Worker.Hello', () => {
     expect(before).toMatchObject({ code: 'INVALID_PHASE', mutation: 'none' });
     const hello = await w.client.hello({ sessionId: SESSION, workerId: 'w-a', role: 'agent' });
     expect(hello).toMatchObject({ selectedMajor: 1, selectedMinor: 0, workerId: 'w-a', role: 'agent', contractDigest: CONTRACT_DIGEST });
-    expect(hello.capabilities).toEqual(['agent-step-v1', 'checkpoint-v1']);
+    expect(hello.capabilities).toEqual(['agent-step-v1', 'checkpoint-v1', 'payload-file-v1']);
     expect(hello.incarnationId).toMatch(/^inc-[0-9a-f]{16}$/);
     expect(hello.limits.maxMessageBytes).toBe(8 * 1024 * 1024);
     await w.stop();
@@ -48,7 +48,7 @@ describe('Worker.Hello', () => {
     expect(cap.code).toBe('UNSUPPORTED');
     expect(cap.message).toMatch(/pixel-observation-v1/);
     const ok = await w.client.hello({ sessionId: SESSION, workerId: 'w-env', role: 'environment' });
-    expect(ok.capabilities).toEqual(['checkpoint-v1', 'world-step-v1']);
+    expect(ok.capabilities).toEqual(['checkpoint-v1', 'payload-file-v1', 'world-step-v1']);
     await w.stop();
   });
 
