@@ -91,7 +91,7 @@ export const checkpoint: BenchSuite = {
       const outcomes = await Promise.all(tickets.map((tk) => tk.wait()));
       details.inflight = { neuronsPerAgent: neurons, steps, rounds, captures, busy, committed: outcomes.filter((o) => o.kind === 'Committed').length };
       figures.push(withLimit({ id: 'step-rate.writer-in-flight', name: `lockstep steps/s while the writer encodes to disk and fsyncs the previous boundary's capture (step time only, the capture calls excluded)`, value: median(stepsOnly), unit: 'steps/s', higherIsBetter: true, samples: rounds, note: 'target: dip ≤ 20% (ratio ≥ 0.80)' }, { name: 'the same session stepping without captures (interleaved rounds)', value: median(plain) }));
-      figures.push(withLimit({ id: 'step-rate.capture-in-flight', name: `lockstep steps/s capturing at every boundary (2 lif agents × ${neurons} neurons, writer committing in the background; ${busy} captures BUSY)`, value: median(inflight), unit: 'steps/s', higherIsBetter: true, samples: rounds, note: 'worst case: includes every State.Capture transfer, reply check and FLYSESS1 encode on the loop' }, { name: 'the same session stepping without captures (interleaved rounds)', value: median(plain) }));
+      figures.push(withLimit({ id: 'step-rate.capture-in-flight', name: `lockstep steps/s capturing at every boundary (2 lif agents × ${neurons} neurons, writer committing in the background; ${busy} captures BUSY)`, value: median(inflight), unit: 'steps/s', higherIsBetter: true, samples: rounds, note: 'worst case: includes every State.Capture transfer and reply check on the loop (hashing and encoding run in the writer)' }, { name: 'the same session stepping without captures (interleaved rounds)', value: median(plain) }));
 
       // (2) restore of the last committed generation into a new epoch, vs raw read + SHA-256.
       const hw = s.ck.store.highWater()!;
@@ -108,7 +108,7 @@ export const checkpoint: BenchSuite = {
         s.g.resume();
       }
       const mb = Number(hw.byteLength) / MB;
-      figures.push(withLimit({ id: 'restore.group', name: `group restore of a ${mb.toFixed(1)} MB checkpoint (read, FLYSESS1 checks, identities, stage + activate over gRPC, install)`, value: mb / median(restoreS), unit: 'MB/s', higherIsBetter: true, samples: rounds, note: 'target ≥ 0.70 of the limit' }, { name: 'raw readFile + one SHA-256 of the same file', value: mb / median(rawS) }));
+      figures.push(withLimit({ id: 'restore.group', name: `group restore of a ${mb.toFixed(1)} MB checkpoint (read, FLYSESS1 checks, identities, stage (workers read their payload from the file and hash it) + activate, install)`, value: mb / median(restoreS), unit: 'MB/s', higherIsBetter: true, samples: rounds, note: 'target ≥ 0.70 of the limit' }, { name: 'raw readFile + one SHA-256 of the same file', value: mb / median(rawS) }));
     } finally {
       await s.close();
     }
@@ -132,9 +132,9 @@ export const checkpoint: BenchSuite = {
       await b.g.step();
       const mb = rec.byteLength / MB;
       details.big = { neurons: big, envelopeBytes: rec.byteLength, captureS, commitS, restoreS };
-      figures.push(withLimit({ id: 'big.capture', name: `capture of a ${mb.toFixed(0)} MB group (State.Capture in 1 MiB chunks, reply checks, FLYSESS1 encode, submit)`, value: mb / captureS, unit: 'MB/s', higherIsBetter: true }, null));
+      figures.push(withLimit({ id: 'big.capture', name: `capture of a ${mb.toFixed(0)} MB group (State.Capture in 1 MiB chunks, reply checks, FLYSESS1 layout, submit; the writer hashes)`, value: mb / captureS, unit: 'MB/s', higherIsBetter: true }, null));
       figures.push(withLimit({ id: 'big.capture-to-durable', name: `capture → durable commit of the ${mb.toFixed(0)} MB group`, value: mb / commitS, unit: 'MB/s', higherIsBetter: true }, null));
-      figures.push(withLimit({ id: 'big.restore', name: `group restore of the ${mb.toFixed(0)} MB checkpoint (read, verify, stage in chunks, activate, install), then one more step`, value: mb / restoreS, unit: 'MB/s', higherIsBetter: true }, null));
+      figures.push(withLimit({ id: 'big.restore', name: `group restore of the ${mb.toFixed(0)} MB checkpoint (read, verify, stage from the file, activate, install), then one more step`, value: mb / restoreS, unit: 'MB/s', higherIsBetter: true }, null));
     } finally {
       await b.close();
     }
