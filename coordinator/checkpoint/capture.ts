@@ -4,11 +4,12 @@
 // FLYSESS1 layout and hands it to the writer, which hashes (checking every payload against the
 // digest its participant reported), seals and writes off the step loop.
 // NOT the writer or store (store/), NOT restore, and it never decides when to capture.
-import { layoutEnvelope, sealEnvelopeAsync } from '../formats/envelope.js';
+import { layoutEnvelope } from '../formats/envelope.js';
 import { isDetsimError } from '../formats/errors.js';
 import { readDigest, readU64, type Digest, type Id, type U64 } from '../formats/scalars.js';
 import type { LaunchedWorker } from '../launcher.js';
 import { METHODS, type CaptureResult } from '../protocol/index.js';
+import { sealOffLoop } from '../store/seal-thread.js';
 import { generationIdentityOf } from '../store/store.js';
 import { WriterBusyError, type Reservation, type SaveTicket } from '../store/writer.js';
 import { liveAgentRows, liveEnvironment } from './compatibility.js';
@@ -113,7 +114,7 @@ export async function captureGroup(group: CheckpointGroup, opts: CaptureOptions)
     await group.ledger?.append({ event: 'captured', checkpointId, boundary, epoch: group.epoch, sessionId: group.plan.sessionId, detail: { byteLength: String(draft.byteLength), durable: !opts.replaceable } });
     const ticket = group.writer!.submit(reservation, {
       identity: generationIdentityOf(draft.manifest),
-      envelope: { byteLength: draft.byteLength, seal: () => sealEnvelopeAsync(draft) },
+      envelope: { byteLength: draft.byteLength, seal: () => sealOffLoop(draft) },
       replaceable: opts.replaceable ?? false,
     });
     // The writer owns the bytes now: release the workers' cached capture replies.

@@ -1,0 +1,76 @@
+// The writer's sealing thread: seals FLYSESS1 drafts (the prefix digest and the check of every
+// reported payload digest — all the SHA-256 work of a save) on a worker thread, so a large
+// capture's hashing never runs on the event loop the step loop shares. NOT the envelope format
+// (formats/envelope.ts seals; this only moves the call), NOT the store or the writer queue.
+import { fileURLToPath } from 'node:url';
+import { isMainThread, parentPort, Worker } from 'node:worker_threads';
+import { DetsimError, isDetsimError } from '../formats/errors.js';
+import type { ReasonCode } from '../formats/reasons.js';
+import { sealEnvelope, sealEnvelopeAsync, type EncodedEnvelopeParts, type EnvelopeDraft } from '../formats/envelope.js';
+
+/** Drafts with fewer payload bytes are sealed on the main thread, a slice per turn (a thread hop costs more). */
+export const THREAD_SEAL_MIN_BYTES = 8 * 1024 * 1024;
+
+type Reply = { id: number; ok: true; footer: Uint8Array; envelopeDigest: string } | { id: number; ok: false; reason: ReasonCode | null; message: string; field: string | undefined };
+
+const fromSource = import.meta.url.endsWith('.ts');
+let thread: Worker | null = null;
+let nextId = 0;
+const waiting = new Map<number, { resolve: (r: Reply) => void; reject: (e: Error) => void }>();
+
+function sealThread(): Worker {
+  if (thread) return thread;
+  // From TypeScript source (tests, tsx) the thread registers tsx itself before loading this module
+  // (Node 20 does not carry --import loaders into worker threads).
+  const w = fromSource
+    ? new Worker(`import(${JSON.stringify(import.meta.resolve('tsx/esm/api'))}).then((t) => { t.register(); return import(${JSON.stringify(import.meta.url)}); });`, { eval: true })
+    : new Worker(fileURLToPath(import.meta.url));
+  w.unref();
+  w.on('message', (r: Reply) => {
+    const p = waiting.get(r.id);
+    waiting.delete(r.id);
+    if (waiting.size === 0) w.unref();
+    p?.resolve(r);
+  });
+  const fail = (e: Error): void => {
+    thread = null;
+    for (const p of waiting.values()) p.reject(e);
+    waiting.clear();
+  };
+  w.on('error', fail);
+  w.on('exit', (code) => fail(new Error(`the sealing thread exited (code ${code})`)));
+  thread = w;
+  return w;
+}
+
+/**
+ * Seal a draft off the event loop: on the sealing thread when it is large (the draft's buffers are
+ * copied to it once), else a slice per event-loop turn. Refusals are the same DetsimErrors.
+ */
+export async function sealOffLoop(draft: EnvelopeDraft): Promise<EncodedEnvelopeParts> {
+  const payloadBytes = draft.body.reduce((n, b) => n + b.byteLength, 0);
+  if (payloadBytes < THREAD_SEAL_MIN_BYTES) return sealEnvelopeAsync(draft);
+  const w = sealThread();
+  const id = nextId++;
+  const reply = await new Promise<Reply>((resolve, reject) => {
+    waiting.set(id, { resolve, reject });
+    w.ref();
+    w.postMessage({ id, draft });
+  });
+  if (!reply.ok) throw reply.reason ? new DetsimError(reply.reason, reply.message, reply.field) : new Error(reply.message);
+  return { parts: [...draft.body, Buffer.from(reply.footer.buffer, reply.footer.byteOffset, reply.footer.byteLength)], byteLength: draft.byteLength, envelopeDigest: reply.envelopeDigest, manifest: draft.manifest, layout: draft.layout };
+}
+
+// ---- the thread's side ----------------------------------------------------------------------
+if (!isMainThread && parentPort) {
+  const port = parentPort;
+  port.on('message', ({ id, draft }: { id: number; draft: EnvelopeDraft }) => {
+    try {
+      const sealed = sealEnvelope(draft);
+      port.postMessage({ id, ok: true, footer: sealed.parts[sealed.parts.length - 1]!, envelopeDigest: sealed.envelopeDigest } satisfies Reply);
+    } catch (e) {
+      const reason = isDetsimError(e) ? e.reason : null;
+      port.postMessage({ id, ok: false, reason, message: e instanceof Error ? e.message : String(e), field: isDetsimError(e) ? e.field : undefined } satisfies Reply);
+    }
+  });
+}

@@ -1,0 +1,54 @@
+// Sealing on the writer's thread (store/seal-thread.ts): a large draft sealed there gives the same
+// bytes and digest as sealing at once, a lying payload digest gives the same refusal, and the event
+// loop keeps turning meanwhile. Small drafts stay on the main thread.
+import { describe, expect, it } from 'vitest';
+import { sha256Hex } from '../../coordinator/formats/canonical-json.js';
+import { layoutEnvelope, sealEnvelope } from '../../coordinator/formats/envelope.js';
+import { DetsimError } from '../../coordinator/formats/errors.js';
+import { sealOffLoop, THREAD_SEAL_MIN_BYTES } from '../../coordinator/store/seal-thread.js';
+import { makeCheckpoint } from './helpers.js';
+
+function draftOf(payloadBytes: number, reported: Record<string, string> = {}) {
+  const c = makeCheckpoint('ckpt-t', 1, { payloadBytes });
+  return { c, draft: layoutEnvelope(c.manifest, c.payloads.map((p) => ({ ...p, digest: reported[p.name] ?? sha256Hex(p.bytes) }))) };
+}
+
+describe('sealOffLoop', () => {
+  it('a large draft sealed on the thread: the same parts and digest as sealing at once, and the event loop turns meanwhile', async () => {
+    const { c, draft } = draftOf(2 * THREAD_SEAL_MIN_BYTES);
+    let turns = 0;
+    let running = true;
+    const tick = (): void => {
+      if (!running) return;
+      turns++;
+      setImmediate(tick);
+    };
+    setImmediate(tick);
+    const sealed = await sealOffLoop(draft);
+    running = false;
+    expect(sealed.envelopeDigest).toBe(c.encoded.envelopeDigest);
+    expect(Buffer.concat(sealed.parts).equals(Buffer.concat(c.encoded.parts))).toBe(true);
+    expect(turns).toBeGreaterThanOrEqual(10);
+  });
+
+  it('a lying payload digest: the thread refuses it exactly as sealing here would', async () => {
+    const lie = sha256Hex('lie');
+    const { draft } = draftOf(THREAD_SEAL_MIN_BYTES + 1, { 'agent-fly-a': lie });
+    const here = (() => {
+      try {
+        sealEnvelope(draft);
+      } catch (e) {
+        return e as DetsimError;
+      }
+      throw new Error('sealed a lie');
+    })();
+    const there = await sealOffLoop(draft).then(() => null, (e: unknown) => e);
+    expect(there).toBeInstanceOf(DetsimError);
+    expect([(there as DetsimError).reason, (there as DetsimError).message, (there as DetsimError).field]).toEqual([here.reason, here.message, here.field]);
+  });
+
+  it('a small draft is sealed on the main thread with the same result', async () => {
+    const { c, draft } = draftOf(1024);
+    expect((await sealOffLoop(draft)).envelopeDigest).toBe(c.encoded.envelopeDigest);
+  });
+});
