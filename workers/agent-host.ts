@@ -243,12 +243,14 @@ export class AgentHost {
         slot.phase = 'failed';
         throw new ProtocolRefusal('BACKEND_FAILURE', `agent ${slot.agentId}: prepare returned no decision object`, 'unknown');
       }
+      // Keys (also the remainder's) in RFC 8785 order, so the reply encodes on the canonical fast path.
+      const { denominator, numerator } = slot.clock.remainder.toJSON();
       const result: JsonObject = {
         agentId: slot.agentId,
-        ticksAdvanced: ticks.toString(),
         brainTicks: slot.clock.brainTicks.toString(),
-        remainder: slot.clock.remainder.toJSON(),
         decision,
+        remainder: { denominator, numerator },
+        ticksAdvanced: ticks.toString(),
       };
       slot.phase = 'prepared';
       slot.preparedIds = new Set([req.requestId]);

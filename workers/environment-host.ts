@@ -197,14 +197,15 @@ export class EnvironmentHost {
       throw e;
     }
     env.boundary = step + 1n;
+    // Keys in RFC 8785 order, so the reply encodes on the canonical fast path.
     const result: JsonObject = {
-      batchId,
-      appliedFromStep: step.toString(),
-      nextStep: env.boundary.toString(),
       appliedControlsDigest: canonicalDigest(req.params.actions),
+      appliedFromStep: step.toString(),
+      batchId,
+      eventIds: outcome.eventIds,
+      nextStep: env.boundary.toString(),
       observations: byAgentId(observations),
       rewards: outcome.rewards,
-      eventIds: outcome.eventIds,
       worldDigest: canonicalDigest(world),
     };
     this.cache.put(key, step, { digest, result, requestId: req.requestId });

@@ -244,8 +244,9 @@ export class WorkerRuntime implements HostContext {
 
   // ---- envelopes ------------------------------------------------------------------------------
 
+  // Keys in RFC 8785 order: with a result built the same way, canonicalBytes takes its fast path.
   private resultEnvelope(req: Request, result: Record<string, unknown>): Buffer {
-    return canonicalBytes({ type: 'result', requestId: req.requestId, workerId: this.workerId, incarnationId: this.incarnationId, scope: req.scope, result });
+    return canonicalBytes({ incarnationId: this.incarnationId, requestId: req.requestId, result, scope: req.scope, type: 'result', workerId: this.workerId });
   }
 
   private errorEnvelope(requestId: string, scope: Request['scope'], error: ErrorBody): Buffer {

@@ -194,9 +194,9 @@ export interface Scope {
 export function readScope(value: unknown, field: string): Scope {
   const obj = readObject(value, field);
   refuseUnknownFields(obj, ['sessionId', 'epoch', 'step'], field);
-  return {
-    sessionId: readId(obj.sessionId, `${field}.sessionId`),
-    epoch: readId(obj.epoch, `${field}.epoch`),
-    step: readU64(obj.step, `${field}.step`),
-  };
+  const sessionId = readId(obj.sessionId, `${field}.sessionId`);
+  const epoch = readId(obj.epoch, `${field}.epoch`);
+  const step = readU64(obj.step, `${field}.step`);
+  // Keys in RFC 8785 order: a scope echoed into a reply keeps the encoder on its fast path.
+  return { epoch, sessionId, step };
 }
