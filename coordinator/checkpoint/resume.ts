@@ -21,6 +21,7 @@ import { launchFleet, type Fleet, type WorkerCommand } from '../launcher.js';
 import { epochId, Lockstep } from '../lockstep.js';
 import type { PlannedWorker } from '../config.js';
 import { RUN_FILES, TraceWriter, writeJsonDurable } from '../run-dir.js';
+import { acquireRunLock } from '../run-lock.js';
 import { RunFailure } from '../run-failure.js';
 import { SUMMARY_FORMAT } from '../run.js';
 import { LEDGER_FILE } from '../store/ledger.js';
@@ -119,6 +120,16 @@ function epochsSeen(runDir: string, first: Id, traceEpochs: Set<Id>): number {
 /** Resume a run directory. Throws DetsimError/CheckpointRefusal before touching it, RunFailure after. */
 export async function resumeRun(runDirArg: string, opts: ResumeOptions = {}): Promise<ResumeResult> {
   const runDir = resolve(runDirArg);
+  // A missing directory is refused by readRunRecord below, naming it; there is nothing to lock.
+  const lock = existsSync(runDir) ? acquireRunLock(runDir, 'detsim resume') : null;
+  try {
+    return await resumeLocked(runDir, opts);
+  } finally {
+    lock?.release();
+  }
+}
+
+async function resumeLocked(runDir: string, opts: ResumeOptions): Promise<ResumeResult> {
   const rec = readRunRecord(runDir);
   const plan = rec.plan;
   const total = opts.steps ?? rec.steps;

@@ -1,7 +1,12 @@
 // `detsim store ls|verify|gc <dir>`: inspect, re-verify and explicitly clean a STATE-01 store
 // directory. Only argument handling and printing live here; the store itself is store/store.ts.
+import { existsSync } from 'node:fs';
+import { basename, dirname, join, resolve } from 'node:path';
 import type { Command } from 'commander';
+import { STORE_DIR } from '../checkpoint/checkpointing.js';
 import { canonicalize } from '../formats/canonical-json.js';
+import { RUN_FILES } from '../run-dir.js';
+import { acquireRunLock } from '../run-lock.js';
 import { CheckpointStore } from '../store/store.js';
 import { action, ExitError, writeStdout } from './common.js';
 
@@ -35,6 +40,17 @@ async function verify(dir: string): Promise<void> {
 }
 
 async function gc(dir: string): Promise<void> {
+  // A run's own store (`<runDir>/store`): gc only while no run or resume writes that directory.
+  const runDir = dirname(resolve(dir));
+  const lock = basename(resolve(dir)) === STORE_DIR && existsSync(join(runDir, RUN_FILES.run)) ? acquireRunLock(runDir, 'detsim store gc') : null;
+  try {
+    await gcUnlocked(dir);
+  } finally {
+    lock?.release();
+  }
+}
+
+async function gcUnlocked(dir: string): Promise<void> {
   const store = await CheckpointStore.open(dir);
   const removed = await store.gc();
   for (const name of removed) writeStdout(`removed\t${name}`);
