@@ -12,6 +12,7 @@ import { registerRun } from './run-command.js';
 import { registerResume } from './resume-command.js';
 import { registerStore } from './store-command.js';
 import { registerLedger } from './ledger-command.js';
+import { registerDiff } from './diff-command.js';
 import { registerWorker } from './worker-command.js';
 
 const program = new Command();
@@ -32,6 +33,7 @@ registerRun(program);
 registerResume(program);
 registerStore(program);
 registerLedger(program);
+registerDiff(program);
 registerWorker(program);
 
 try {
