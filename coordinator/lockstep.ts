@@ -106,7 +106,13 @@ export class Lockstep {
     private readonly opts: LockstepOptions,
   ) {
     for (const w of fleet.agents) for (const id of w.plan.agentIds) this.agentWorker.set(id, w);
+    // One listener for the whole run, not one per call: with pipelining 2P calls are in flight,
+    // more than an AbortSignal's default listener limit at P >= 6.
+    opts.signal?.addEventListener('abort', () => { for (const reject of [...this.abortWaiters]) reject(); }, { once: true });
   }
+
+  /** Rejecters of the calls in flight, run when the signal aborts. */
+  private readonly abortWaiters = new Set<() => void>();
 
   get epoch(): Id {
     return this.restoredEpoch ?? this.opts.epoch;
@@ -450,14 +456,14 @@ export class Lockstep {
     if (signal.aborted) return Promise.reject(new RunFailure('aborted', 'the run was interrupted', ctx));
     return new Promise<T>((res, rej) => {
       const onAbort = () => rej(new RunFailure('aborted', 'the run was interrupted', ctx));
-      signal.addEventListener('abort', onAbort, { once: true });
+      this.abortWaiters.add(onAbort);
       p.then(
         (v) => {
-          signal.removeEventListener('abort', onAbort);
+          this.abortWaiters.delete(onAbort);
           res(v);
         },
         (e) => {
-          signal.removeEventListener('abort', onAbort);
+          this.abortWaiters.delete(onAbort);
           rej(e);
         },
       );

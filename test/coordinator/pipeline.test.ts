@@ -1,12 +1,15 @@
 // Pipelined Prepare (lockstep StepOptions.prepareNext, runSession's default): Prepare(k+1) really
 // leaves behind Commit(k) before that Commit's reply, the behaviour traces equal an unpipelined
 // run's, and a boundary that a checkpoint captures is reached with every agent Ready, not prepared.
+import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { CheckpointRun } from '../../coordinator/checkpoint/run-checkpoints.js';
+import { parseConfigText, resolveConfig } from '../../coordinator/config.js';
 import { canonicalize } from '../../coordinator/formats/canonical-json.js';
 import type { Scope } from '../../coordinator/formats/scalars.js';
 import type { Fleet } from '../../coordinator/launcher.js';
 import { METHODS } from '../../coordinator/protocol/index.js';
+import { RunFailure } from '../../coordinator/run-failure.js';
 import { runSession, type RunOptions } from '../../coordinator/run.js';
 import type { TransitionTrace } from '../../coordinator/trace.js';
 import { childPids, loadPlan, readRun, tmpOut } from './helpers.js';
@@ -113,4 +116,33 @@ describe('pipelined Prepare', () => {
     expect(r.behaviourDigest).toBe(plain.behaviourDigest);
     expect(childPids()).toEqual([]);
   }, 240_000);
+
+  it('with 8 agent workers (16 calls in flight) an abort stops the pipelined run, without a listener-leak warning', async () => {
+    const out = tmpOut();
+    const eight = resolveConfig({ ...(parseConfigText(readFileSync('examples/forage-walkers.yaml', 'utf8'), 'x') as object), steps: 40, workers: { agentsPerWorker: 2 } });
+    eight.deadlines.startupMs = 60_000;
+    expect(eight.workers.filter((w) => w.role === 'agent')).toHaveLength(8);
+    const warnings: string[] = [];
+    const onWarning = (w: Error) => void warnings.push(w.name);
+    process.on('warning', onWarning);
+    const controller = new AbortController();
+    let failure: unknown;
+    try {
+      await runSession(eight, {
+        outDir: out,
+        signal: controller.signal,
+        // Fires in step 2, before its Commits and the pipelined Prepare(3) go out.
+        hooks: { beforePhase: (step, phase) => void (step === 3n && phase === 'prepare' ? controller.abort() : undefined) },
+      });
+    } catch (e) {
+      failure = e;
+    } finally {
+      process.off('warning', onWarning);
+    }
+    expect(failure).toBeInstanceOf(RunFailure);
+    expect((failure as RunFailure).kind).toBe('aborted');
+    expect(readRun((failure as RunFailure).runDir!).summary).toMatchObject({ status: 'aborted', stepsDone: 2 });
+    expect(warnings).not.toContain('MaxListenersExceededWarning');
+    expect(childPids()).toEqual([]);
+  }, 120_000);
 });
