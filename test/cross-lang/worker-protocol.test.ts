@@ -4,7 +4,8 @@
 // languages that continue identically. Not the coordinator run (worker-run.test.ts).
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { createInterface } from 'node:readline';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -56,7 +57,7 @@ describe.skipIf(rustWorkerSkip !== null)('Rust worker speaks proto/detsim/v1 lik
     await both(METHODS.agentCommit, sc(k, epoch), { agents });
   }
 
-  it('ready line and Hello: the contract digest is the proto file SHA-256, runtime detsim-rs, same capabilities (less payload-file-v1) and limits', async () => {
+  it('ready line and Hello: the contract digest is the proto file SHA-256, runtime detsim-rs, same capabilities and limits', async () => {
     const ready = JSON.parse(rs.readyLine) as Record<string, unknown>;
     expect(Object.keys(ready)).toEqual(['ready', 'listen', 'pid']);
     expect(ready.pid).toBe(rs.proc.pid);
@@ -72,11 +73,9 @@ describe.skipIf(rustWorkerSkip !== null)('Rust worker speaks proto/detsim/v1 lik
     await both(METHODS.hello, sc(0), hello);
     const [t, r] = await Promise.all([ts.client.call(METHODS.hello, null, hello), rs.client.call(METHODS.hello, null, hello)]);
     if (t.reply.type !== 'result' || r.reply.type !== 'result') throw new Error('Hello refused');
-    const { runtime, buildDigest, incarnationId, capabilities, ...rest } = r.reply.result as Record<string, unknown>;
-    const { runtime: _r, buildDigest: _b, incarnationId: _i, capabilities: tsCapabilities, ...tsRest } = t.reply.result as Record<string, unknown>;
+    const { runtime, buildDigest, incarnationId, ...rest } = r.reply.result as Record<string, unknown>;
+    const { runtime: _r, buildDigest: _b, incarnationId: _i, ...tsRest } = t.reply.result as Record<string, unknown>;
     expect(rest).toEqual(tsRest);
-    // The Rust worker takes staged payloads as attachments only (no payload-file-v1); the rest is the same.
-    expect(capabilities).toEqual((tsCapabilities as string[]).filter((c) => c !== 'payload-file-v1'));
     expect(rest.contractDigest).toBe(createHash('sha256').update(readFileSync(join(REPO_ROOT, 'proto/detsim/v1/worker.proto'))).digest('hex'));
     expect(runtime).toMatch(/^detsim-rs\//);
     expect(buildDigest).toMatch(/^[0-9a-f]{64}$/);
@@ -159,6 +158,20 @@ describe.skipIf(rustWorkerSkip !== null)('Rust worker speaks proto/detsim/v1 lik
     await both(METHODS.stageRestore, sc(k, 'e3'), { checkpointId: 'ck-x', agentId: 'a-walk', sourceScope: sc(k, 'e2'), compatibilityDigest: 'a'.repeat(64), payload: { digest: 'b'.repeat(64), byteLength: '3' } }, { attachment: Buffer.from('abc') });
     await both(METHODS.stageRestore, sc(k, 'e3'), { checkpointId: 'ck-x', agentId: 'a-walk', sourceScope: sc(k, 'e2'), compatibilityDigest: 'a'.repeat(64), payload: { digest: 'b'.repeat(64), byteLength: '4' } }, { attachment: Buffer.from('abc') });
     await both(METHODS.stageRestore, sc(k, 'e3'), { checkpointId: 'ck-x', agentId: 'a-walk', sourceScope: sc(k, 'e2'), compatibilityDigest: 'a'.repeat(64), payload: { digest: 'b'.repeat(64), byteLength: '4' } });
+    // payload-file-v1 refuses alike: a relative path, both sources, a range whose bytes differ, a short file.
+    const dir = mkdtempSync(join(tmpdir(), 'detsim-xlang-file-'));
+    const file = join(dir, 'ckpt.flysess');
+    writeFileSync(file, 'xxabcdyy');
+    const fileStage = (f: Record<string, unknown>, byteLength = '4') => ({ checkpointId: 'ck-x', agentId: 'a-walk', sourceScope: sc(k, 'e2'), compatibilityDigest: 'a'.repeat(64), payload: { digest: createHash('sha256').update('abcd').digest('hex'), byteLength, file: f } });
+    await both(METHODS.stageRestore, sc(k, 'e3'), fileStage({ path: 'ckpt.flysess', offset: '2' }));
+    await both(METHODS.stageRestore, sc(k, 'e3'), fileStage({ path: file, offset: '2' }), { attachment: Buffer.from('abcd') });
+    await both(METHODS.stageRestore, sc(k, 'e3'), fileStage({ path: file, offset: '3' }));
+    await both(METHODS.stageRestore, sc(k, 'e3'), fileStage({ path: file, offset: '6' }));
+    await both(METHODS.stageRestore, sc(k, 'e3'), fileStage({ path: file, offset: '2', extra: 1 }));
+    const [mt, mr] = await Promise.all([ts.client.call(METHODS.stageRestore, sc(k, 'e3'), fileStage({ path: join(dir, 'missing'), offset: '0' })), rs.client.call(METHODS.stageRestore, sc(k, 'e3'), fileStage({ path: join(dir, 'missing'), offset: '0' }))]);
+    // The OS error text differs by language; the refusal does not.
+    for (const m of [mt, mr]) expect(m.reply).toMatchObject({ type: 'error', error: { code: 'BUFFER_INVALID', message: expect.stringMatching(new RegExp(`^payload file ${join(dir, 'missing')} at 0: cannot open: `)) } });
+    rmSync(dir, { recursive: true, force: true });
     // The old epoch is stale now; the restored timelines continue in e2 identically.
     await both(METHODS.agentPrepare, sc(k, 'e1'), { agents: IDS });
     await both(METHODS.status, null, {});

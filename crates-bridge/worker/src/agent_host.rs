@@ -530,9 +530,13 @@ impl AgentHost {
         let source_scope = Scope::read(member(params, "sourceScope"), "params.sourceScope")?;
         let compat = read_digest(member(params, "compatibilityDigest"), "params.compatibilityDigest")?.to_string();
         let p = read_object(member(params, "payload"), "params.payload")?;
-        refuse_unknown_fields(p, &["digest", "byteLength"], "params.payload")?;
+        refuse_unknown_fields(p, &["digest", "byteLength", "file"], "params.payload")?;
         let ref_digest = read_digest(member(p, "digest"), "params.payload.digest")?.to_string();
         let ref_length = read_u64(member(p, "byteLength"), "params.payload.byteLength")?;
+        let file = match member(p, "file") {
+            None => None,
+            Some(f) => Some(read_payload_file(f)?),
+        };
         if source_scope.session_id != scope.session_id {
             return Err(Refusal::new("IDENTITY_MISMATCH", format!("params.sourceScope.sessionId {} is not this session {}", source_scope.session_id, scope.session_id)));
         }
@@ -551,7 +555,17 @@ impl AgentHost {
         if self.staged.contains_key(&agent_id) {
             return Err(Refusal::new("CONFLICT", format!("agent {agent_id} already has a staged restore")));
         }
-        let bytes = check_attachment(attachment, &ref_digest, ref_length)?;
+        let from_file;
+        let bytes = match &file {
+            None => check_attachment(attachment, &ref_digest, ref_length)?,
+            Some((path, offset)) => {
+                if attachment.is_some() {
+                    return Err(Refusal::new("INVALID_ARGUMENT", "StageRestore carries both an attachment and params.payload.file: send one"));
+                }
+                from_file = read_file_range(path, *offset, ref_length, &ref_digest)?;
+                &from_file[..]
+            }
+        };
         let payload = read_payload(bytes, &agent_id, &checkpoint_id, &source_scope)?;
         let seed = match payload::get(&payload, "seed") {
             Some(StateValue::Number(n)) => *n as i32,
@@ -677,6 +691,41 @@ fn identity_for(agent_id: &str, model_spec: &str, raw_params: &[(String, Value)]
         dataset_digest,
         compatibility_digest: compat,
     })
+}
+
+/// payload-file-v1: `{path: absolute, offset: U64}`, a range of a checkpoint file on this machine.
+fn read_payload_file(value: &Value) -> Outcome<(String, u64)> {
+    let f = read_object(Some(value), "params.payload.file")?;
+    refuse_unknown_fields(f, &["path", "offset"], "params.payload.file")?;
+    let path = match member(f, "path") {
+        Some(Value::String(p)) if std::path::Path::new(p).is_absolute() => p.clone(),
+        other => return Err(Refusal::new("INVALID_ARGUMENT", format!("params.payload.file.path {} is not an absolute path", other.map_or("null".to_string(), |v| shown(Some(v)))))),
+    };
+    let offset = read_u64(member(f, "offset"), "params.payload.file.offset")?;
+    Ok((path, offset))
+}
+
+/// Read `length` bytes of `path` at `offset` and check them against the referenced digest (the
+/// coordinator verified the file; hashing what was read refuses a file changed since).
+fn read_file_range(path: &str, offset: u64, length: u64, digest: &str) -> Outcome<Vec<u8>> {
+    use std::io::{Read, Seek, SeekFrom};
+    let at = format!("payload file {path} at {offset}");
+    let mut f = std::fs::File::open(path).map_err(|e| Refusal::new("BUFFER_INVALID", format!("{at}: cannot open: {e}")))?;
+    f.seek(SeekFrom::Start(offset)).map_err(|e| Refusal::new("BUFFER_INVALID", format!("{at}: cannot read: {e}")))?;
+    let mut bytes = vec![0u8; length as usize];
+    let mut got = 0usize;
+    while got < bytes.len() {
+        match f.read(&mut bytes[got..]) {
+            Ok(0) => return Err(Refusal::new("BUFFER_INVALID", format!("{at}: the file ends after {got} of {length} bytes"))),
+            Ok(n) => got += n,
+            Err(e) => return Err(Refusal::new("BUFFER_INVALID", format!("{at}: cannot read: {e}"))),
+        }
+    }
+    let actual = sha256_hex(&bytes);
+    if actual != digest {
+        return Err(Refusal::new("BUFFER_INVALID", format!("payload read from {path} at {offset}: digest {actual} differs from payload.digest {digest}")));
+    }
+    Ok(bytes)
 }
 
 /// The staged payload must be exactly the referenced bytes: length first, then digest.

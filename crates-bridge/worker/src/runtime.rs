@@ -247,7 +247,7 @@ impl WorkerRuntime {
                 ("runtime", s(RUNTIME_NAME)),
                 ("buildDigest", s(&build_digest())),
                 ("contractDigest", s(&mine)),
-                ("capabilities", Value::Array(vec![s("agent-step-v1"), s("checkpoint-v1")])),
+                ("capabilities", Value::Array(vec![s("agent-step-v1"), s("checkpoint-v1"), s("payload-file-v1")])),
                 (
                     "limits",
                     obj(vec![("maxAgents", Value::Number(MAX_AGENTS_PER_WORKER)), ("maxMessageBytes", Value::Number(self.max_message_bytes as f64)), ("workerThreads", Value::Number(1.0))]),
