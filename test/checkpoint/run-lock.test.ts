@@ -7,8 +7,8 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { DetsimError } from '../../coordinator/formats/errors.js';
 import { acquireRunLock, RUN_LOCK_FILE } from '../../coordinator/run-lock.js';
+import { refusal as refused } from '../refusal.js';
 import { detsim } from './cli.js';
 import { tmpDir } from './harness.js';
 
@@ -31,16 +31,6 @@ function deadPid(): number {
 
 function writeLock(dir: string, pid: number, host = hostname()): void {
   writeFileSync(join(dir, RUN_LOCK_FILE), `${JSON.stringify({ pid: Number(pid), hostname: host, command: 'detsim run' })}\n`);
-}
-
-function refused(fn: () => unknown): DetsimError {
-  try {
-    fn();
-  } catch (e) {
-    if (e instanceof DetsimError) return e;
-    throw e;
-  }
-  throw new Error('expected a refusal');
 }
 
 describe('run.lock', () => {
