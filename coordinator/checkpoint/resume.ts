@@ -122,6 +122,7 @@ export async function resumeRun(runDirArg: string, opts: ResumeOptions = {}): Pr
   const runDir = resolve(runDirArg);
   // A missing directory is refused by readRunRecord below, naming it; there is nothing to lock.
   const lock = existsSync(runDir) ? acquireRunLock(runDir, 'detsim resume') : null;
+  if (lock?.tookOver) opts.onEvent?.(`run.lock left by ${lock.tookOver.command} (pid ${lock.tookOver.pid}), which is gone: taken over`);
   try {
     return await resumeLocked(runDir, opts);
   } finally {

@@ -98,6 +98,7 @@ describe('run.lock', () => {
     spawnSync('sleep', ['0.2']);
     const ok = detsim(['resume', runDir, '--steps', '3']);
     expect(ok.status, ok.stderr).toBe(0);
+    expect(ok.stderr).toContain(`run.lock left by detsim run (pid ${pid}), which is gone: taken over`);
     expect(existsSync(join(runDir, RUN_LOCK_FILE))).toBe(false);
   }, 240_000);
 });
