@@ -45,9 +45,11 @@ export interface RunOptions {
   /** Optional plug-in around the step loop (checkpoints: coordinator/checkpoint/run-checkpoints.ts). */
   extension?: RunExtension;
   /**
-   * Pipeline each step's Prepare behind the previous step's Commits (lockstep StepOptions.prepareNext).
-   * Default true; never past the last step nor into a boundary the extension needs Ready. Behaviour
-   * traces are the same either way; tests that fault a worker at a Prepare turn it off.
+   * Opt-in, default false: pipeline each step's Prepare behind the previous step's Commits
+   * (lockstep StepOptions.prepareNext); never past the last step nor into a boundary the extension
+   * needs Ready. Behaviour traces are the same either way, but it relaxes lockstep-v1's Phase D
+   * rule (the next Prepare only after every Commit succeeded): when one Commit fails, agents on
+   * other workers may already have prepared the next step. The run fails either way.
    */
   pipeline?: boolean;
 }
@@ -206,7 +208,7 @@ async function runInDir(plan: RunPlan, runDir: string, steps: number, dispatch: 
       if (signal.aborted) throw new RunFailure('aborted', 'the run was interrupted', { step: String(k), phase: 'prepare' });
       // Prepare(k+1) may ride behind Commit(k) unless k+1 is the end or the extension captures there.
       const next = BigInt(k + 1);
-      const prepareNext = (opts.pipeline ?? true) && k + 1 < steps && !(opts.extension?.needsReadyAt?.(next) ?? false);
+      const prepareNext = (opts.pipeline ?? false) && k + 1 < steps && !(opts.extension?.needsReadyAt?.(next) ?? false);
       const trace = await lockstep.step({ prepareNext });
       const behaviourText = canonicalBehaviour(trace.behaviour);
       traces.appendLine(traceLine(behaviourText, trace.operational));
