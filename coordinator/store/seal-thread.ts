@@ -2,6 +2,8 @@
 // reported payload digest — all the SHA-256 work of a save) on a worker thread, so a large
 // capture's hashing never runs on the event loop the step loop shares. NOT the envelope format
 // (formats/envelope.ts seals; this only moves the call), NOT the store or the writer queue.
+import { readlinkSync } from 'node:fs';
+import { setPriority } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { isMainThread, parentPort, Worker } from 'node:worker_threads';
 import { DetsimError, isDetsimError } from '../formats/errors.js';
@@ -62,8 +64,23 @@ export async function sealOffLoop(draft: EnvelopeDraft): Promise<EncodedEnvelope
 }
 
 // ---- the thread's side ----------------------------------------------------------------------
+/**
+ * Lowest CPU priority for this thread (Linux: a thread is a schedulable task with its own nice
+ * value), so on a busy machine the step loop's processes come first and sealing takes idle time.
+ * Elsewhere, or when refused, the thread keeps the default priority.
+ */
+function yieldCpuToStepping(): void {
+  try {
+    const tid = Number(readlinkSync('/proc/thread-self').split('/').pop());
+    if (Number.isInteger(tid) && tid > 0) setPriority(tid, 19);
+  } catch {
+    // not Linux, or not allowed: default priority
+  }
+}
+
 if (!isMainThread && parentPort) {
   const port = parentPort;
+  yieldCpuToStepping();
   port.on('message', ({ id, draft }: { id: number; draft: EnvelopeDraft }) => {
     try {
       const sealed = sealEnvelope(draft);
