@@ -1,8 +1,8 @@
 // Lockstep-v1 (reference §4): the coordinator's step loop over a launched fleet. Initialize the
 // environment and agents, then per step: Prepare all → one Environment.Advance in port order →
-// evaluate once → Commit all → boundary k+1, producing one TransitionTrace; optionally each worker's
-// next Prepare rides behind its Commit. A failure anywhere fails the epoch: the next step's Advance
-// never follows a half-commit. NOT process handling, NOT files.
+// evaluate once → Commit all → boundary k+1, producing one TransitionTrace. A failure anywhere
+// fails the epoch: the next step never starts on a half-commit (opt-in pipelining relaxes that to
+// "the next Advance never follows a half-commit", see StepOptions). NOT process handling, NOT files.
 import type { Logger } from 'pino';
 import type { RunPlan } from './config.js';
 import { canonicalDigest, type JsonValue } from './formats/canonical-json.js';
@@ -46,7 +46,9 @@ export interface StepOptions {
    * time in arrival order, so Prepare(k+1) runs after its own Commit(k). Still, Advance(k+1) is
    * only ever sent after every Commit(k) succeeded; a failed Commit fails the epoch with the
    * pipelined Prepares left unawaited. The caller must not ask for it past the run's last step, or
-   * when it needs every agent Ready at boundary k+1 (a capture). Default false.
+   * when it needs every agent Ready at boundary k+1 (a capture). Default false: lockstep-v1's
+   * Phase D (reference §4.2) allows the next Prepare only after every Commit succeeded, which
+   * pipelining relaxes (agents on other workers may have prepared k+1 when one Commit fails).
    */
   prepareNext?: boolean;
 }
