@@ -13,7 +13,22 @@ import { sealEnvelope, sealEnvelopeAsync, type EncodedEnvelopeParts, type Envelo
 /** Drafts with fewer payload bytes are sealed on the main thread, a slice per turn (a thread hop costs more). */
 export const THREAD_SEAL_MIN_BYTES = 8 * 1024 * 1024;
 
-type Reply = { id: number; ok: true; footer: Uint8Array; envelopeDigest: string } | { id: number; ok: false; reason: ReasonCode | null; message: string; field: string | undefined };
+type Reply = { id: number; ok: true; footer: Uint8Array; envelopeDigest: string; body: Uint8Array[] } | { id: number; ok: false; reason: ReasonCode | null; message: string; field: string | undefined };
+
+/** Buffers at least this large that own their whole ArrayBuffer are moved to the thread and back, not copied. */
+const TRANSFER_MIN_BYTES = 1024 * 1024;
+
+/**
+ * The ArrayBuffers of the draft that can move to the thread without a copy: large, not shared with
+ * other views (a pooled small Buffer shares its ArrayBuffer and must be copied instead).
+ */
+function movable(body: readonly Uint8Array[]): ArrayBuffer[] {
+  const out = new Set<ArrayBuffer>();
+  for (const b of body) {
+    if (b.byteLength >= TRANSFER_MIN_BYTES && b.byteOffset === 0 && b.buffer instanceof ArrayBuffer && b.byteLength === b.buffer.byteLength) out.add(b.buffer);
+  }
+  return [...out];
+}
 
 const fromSource = import.meta.url.endsWith('.ts');
 let thread: Worker | null = null;
@@ -46,8 +61,10 @@ function sealThread(): Worker {
 }
 
 /**
- * Seal a draft off the event loop: on the sealing thread when it is large (the draft's buffers are
- * copied to it once), else a slice per event-loop turn. Refusals are the same DetsimErrors.
+ * Seal a draft off the event loop: on the sealing thread when it is large, else a slice per
+ * event-loop turn. Large payload buffers MOVE to the thread and come back with the seal (no copy,
+ * no stall): until this resolves the caller's views of them are detached (byteLength 0), so it
+ * must not read them. Refusals are the same DetsimErrors.
  */
 export async function sealOffLoop(draft: EnvelopeDraft): Promise<EncodedEnvelopeParts> {
   const payloadBytes = draft.body.reduce((n, b) => n + b.byteLength, 0);
@@ -57,10 +74,11 @@ export async function sealOffLoop(draft: EnvelopeDraft): Promise<EncodedEnvelope
   const reply = await new Promise<Reply>((resolve, reject) => {
     waiting.set(id, { resolve, reject });
     w.ref();
-    w.postMessage({ id, draft });
+    w.postMessage({ id, draft }, movable(draft.body));
   });
   if (!reply.ok) throw reply.reason ? new DetsimError(reply.reason, reply.message, reply.field) : new Error(reply.message);
-  return { parts: [...draft.body, Buffer.from(reply.footer.buffer, reply.footer.byteOffset, reply.footer.byteLength)], byteLength: draft.byteLength, envelopeDigest: reply.envelopeDigest, manifest: draft.manifest, layout: draft.layout };
+  const parts = [...reply.body, reply.footer].map((b) => Buffer.from(b.buffer, b.byteOffset, b.byteLength));
+  return { parts, byteLength: draft.byteLength, envelopeDigest: reply.envelopeDigest, manifest: draft.manifest, layout: draft.layout };
 }
 
 // ---- the thread's side ----------------------------------------------------------------------
@@ -84,7 +102,8 @@ if (!isMainThread && parentPort) {
   port.on('message', ({ id, draft }: { id: number; draft: EnvelopeDraft }) => {
     try {
       const sealed = sealEnvelope(draft);
-      port.postMessage({ id, ok: true, footer: sealed.parts[sealed.parts.length - 1]!, envelopeDigest: sealed.envelopeDigest } satisfies Reply);
+      // The body goes back the way it came: moved buffers are moved back.
+      port.postMessage({ id, ok: true, footer: sealed.parts[sealed.parts.length - 1]!, envelopeDigest: sealed.envelopeDigest, body: [...draft.body] } satisfies Reply, movable(draft.body));
     } catch (e) {
       const reason = isDetsimError(e) ? e.reason : null;
       port.postMessage({ id, ok: false, reason, message: e instanceof Error ? e.message : String(e), field: isDetsimError(e) ? e.field : undefined } satisfies Reply);

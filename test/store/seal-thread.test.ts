@@ -1,6 +1,7 @@
 // Sealing on the writer's thread (store/seal-thread.ts): a large draft sealed there gives the same
-// bytes and digest as sealing at once, a lying payload digest gives the same refusal, and the event
-// loop keeps turning meanwhile. Small drafts stay on the main thread.
+// bytes and digest as sealing at once (its large buffers moved there and back, not copied), a lying
+// payload digest gives the same refusal, and the event loop keeps turning meanwhile. Small drafts
+// stay on the main thread.
 import { describe, expect, it } from 'vitest';
 import { sha256Hex } from '../../coordinator/formats/canonical-json.js';
 import { layoutEnvelope, sealEnvelope } from '../../coordinator/formats/envelope.js';
@@ -16,6 +17,8 @@ function draftOf(payloadBytes: number, reported: Record<string, string> = {}) {
 describe('sealOffLoop', () => {
   it('a large draft sealed on the thread: the same parts and digest as sealing at once, and the event loop turns meanwhile', async () => {
     const { c, draft } = draftOf(2 * THREAD_SEAL_MIN_BYTES);
+    const expected = Buffer.concat(c.encoded.parts);
+    const big = draft.body.find((b) => b.byteLength >= THREAD_SEAL_MIN_BYTES)!;
     let turns = 0;
     let running = true;
     const tick = (): void => {
@@ -24,10 +27,13 @@ describe('sealOffLoop', () => {
       setImmediate(tick);
     };
     setImmediate(tick);
-    const sealed = await sealOffLoop(draft);
+    const sealing = sealOffLoop(draft);
+    // The large payload moved to the thread (no copy): this side's view is detached meanwhile.
+    expect(big.byteLength).toBe(0);
+    const sealed = await sealing;
     running = false;
     expect(sealed.envelopeDigest).toBe(c.encoded.envelopeDigest);
-    expect(Buffer.concat(sealed.parts).equals(Buffer.concat(c.encoded.parts))).toBe(true);
+    expect(Buffer.concat(sealed.parts).equals(expected)).toBe(true);
     expect(turns).toBeGreaterThanOrEqual(10);
   });
 
