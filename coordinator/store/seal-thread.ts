@@ -5,7 +5,7 @@
 import { readlinkSync } from 'node:fs';
 import { setPriority } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import { isMainThread, parentPort, Worker } from 'node:worker_threads';
+import { parentPort, Worker, workerData } from 'node:worker_threads';
 import { DetsimError, isDetsimError } from '../formats/errors.js';
 import type { ReasonCode } from '../formats/reasons.js';
 import { sealEnvelope, sealEnvelopeAsync, type EncodedEnvelopeParts, type EnvelopeDraft } from '../formats/envelope.js';
@@ -31,6 +31,8 @@ function movable(body: readonly Uint8Array[]): ArrayBuffer[] {
 }
 
 const fromSource = import.meta.url.endsWith('.ts');
+/** Marks the thread this module starts, so that importing it in any other worker thread does nothing. */
+const SEAL_THREAD_MARK = { detsimSealThread: 1 } as const;
 let thread: Worker | null = null;
 let nextId = 0;
 const waiting = new Map<number, { resolve: (r: Reply) => void; reject: (e: Error) => void }>();
@@ -40,8 +42,8 @@ function sealThread(): Worker {
   // From TypeScript source (tests, tsx) the thread registers tsx itself before loading this module
   // (Node 20 does not carry --import loaders into worker threads).
   const w = fromSource
-    ? new Worker(`import(${JSON.stringify(import.meta.resolve('tsx/esm/api'))}).then((t) => { t.register(); return import(${JSON.stringify(import.meta.url)}); });`, { eval: true })
-    : new Worker(fileURLToPath(import.meta.url));
+    ? new Worker(`import(${JSON.stringify(import.meta.resolve('tsx/esm/api'))}).then((t) => { t.register(); return import(${JSON.stringify(import.meta.url)}); });`, { eval: true, workerData: SEAL_THREAD_MARK })
+    : new Worker(fileURLToPath(import.meta.url), { workerData: SEAL_THREAD_MARK });
   w.unref();
   w.on('message', (r: Reply) => {
     const p = waiting.get(r.id);
@@ -96,7 +98,7 @@ function yieldCpuToStepping(): void {
   }
 }
 
-if (!isMainThread && parentPort) {
+if (parentPort && (workerData as Partial<typeof SEAL_THREAD_MARK> | null)?.detsimSealThread === 1) {
   const port = parentPort;
   yieldCpuToStepping();
   port.on('message', ({ id, draft }: { id: number; draft: EnvelopeDraft }) => {

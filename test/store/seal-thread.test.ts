@@ -2,6 +2,7 @@
 // bytes and digest as sealing at once (its large buffers moved there and back, not copied), a lying
 // payload digest gives the same refusal, and the event loop keeps turning meanwhile. Small drafts
 // stay on the main thread.
+import { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
 import { sha256Hex } from '../../coordinator/formats/canonical-json.js';
 import { layoutEnvelope, sealEnvelope } from '../../coordinator/formats/envelope.js';
@@ -51,6 +52,24 @@ describe('sealOffLoop', () => {
     const there = await sealOffLoop(draft).then(() => null, (e: unknown) => e);
     expect(there).toBeInstanceOf(DetsimError);
     expect([(there as DetsimError).reason, (there as DetsimError).message, (there as DetsimError).field]).toEqual([here.reason, here.message, here.field]);
+  });
+
+  it('imported in some other worker thread, the module leaves that thread\'s messages alone', async () => {
+    const url = new URL('../../coordinator/store/seal-thread.ts', import.meta.url).href;
+    const code = `import(${JSON.stringify(import.meta.resolve('tsx/esm/api'))}).then((t) => { t.register(); return import(${JSON.stringify(url)}); }).then(() => {
+      const { parentPort } = require('node:worker_threads');
+      parentPort.on('message', (m) => parentPort.postMessage({ echo: m }));
+      parentPort.postMessage('ready');
+    });`;
+    const w = new Worker(code, { eval: true });
+    const got: unknown[] = [];
+    await new Promise<void>((resolve) => w.once('message', () => resolve()));
+    w.on('message', (m) => got.push(m));
+    w.postMessage({ id: 0, draft: { body: [], declared: [] } });
+    await new Promise((r) => setTimeout(r, 500));
+    await w.terminate();
+    // Only the thread's own handler answered: no seal reply for a message shaped like a seal job.
+    expect(got).toEqual([{ echo: { id: 0, draft: { body: [], declared: [] } } }]);
   });
 
   it('a small draft is sealed on the main thread with the same result', async () => {
