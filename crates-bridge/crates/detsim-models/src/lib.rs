@@ -2,6 +2,7 @@
 // decisions, RNG draws and captured state bytes (walker, lif). Not the worker runtime or its transport (those are
 // crates-bridge/worker, detsim-worker-rs): these are the pieces that worker hosts.
 pub mod lif;
+pub mod params;
 pub mod state_codec;
 pub mod tick_clock;
 pub mod walker;

@@ -1,9 +1,10 @@
 // The built-in agent `lif` (workers/models/lif.ts), bit for bit in IEEE-754: a leaky
 // integrate-and-fire network with Xorshift32 noise kicks and a 4-way spike-count readout. The
 // normative RULES are in the TypeScript file's header. Not the worker: ticks come from the caller.
+use crate::params::{model_error, only_int_param};
 use crate::state_codec::{StateValue, decode_state, encode_state};
 use crate::walker::{DIRECTIONS, food_offset, rng_seed};
-use detsim_formats::json::{Value, js_stringify};
+use detsim_formats::json::Value;
 use detsim_formats::{DetsimError, Xorshift32};
 
 pub const MODEL_VERSION: &str = "lif-v1";
@@ -11,23 +12,9 @@ pub const PLASTICITY_VERSION: &str = "none-v1";
 pub const KICKS_PER_TICK: usize = 300;
 const MAX_NEURONS: u32 = 67_108_864;
 
-fn model_error(message: String) -> DetsimError {
-    DetsimError::new("struct_invalid_field", message)
-}
-
-/// {neurons: integer 4..67108864, default 1000}; nothing else (sdk.ts onlyParams/intParam).
+/// {neurons: integer 4..67108864, default 1000}; nothing else.
 pub fn resolve_params(params: &Value) -> Result<u32, DetsimError> {
-    let members = params.as_object().ok_or_else(|| model_error("params: not an object".into()))?;
-    let mut keys: Vec<&str> = members.iter().map(|(k, _)| k.as_str()).collect();
-    keys.sort_by(|a, b| detsim_formats::json::compare_utf16(a, b));
-    if let Some(key) = keys.into_iter().find(|k| *k != "neurons") {
-        return Err(model_error(format!("params: unknown field {} (allowed: neurons)", js_stringify(&Value::String(key.into())))));
-    }
-    match params.get("neurons") {
-        None | Some(Value::Null) => Ok(1000),
-        Some(Value::Number(n)) if n.fract() == 0.0 && (4.0..=MAX_NEURONS as f64).contains(n) => Ok(*n as u32),
-        Some(v) => Err(model_error(format!("params.neurons: {} must be an integer in [4, {MAX_NEURONS}]", js_stringify(v)))),
-    }
+    only_int_param(params, "neurons", 1000, 4, MAX_NEURONS)
 }
 
 #[derive(Debug, Clone, PartialEq)]

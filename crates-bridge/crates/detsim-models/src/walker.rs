@@ -1,8 +1,9 @@
 // The built-in agent `walker` (workers/models/walker.ts), bit for bit: one Xorshift32 draw per
 // step, a greedy move toward food with random exploration, and a reward total. The normative
 // RULES are in the TypeScript file's header. Not the worker: no ticks, idempotency or wire here.
+use crate::params::{model_error, only_int_param};
 use crate::state_codec::{StateValue, decode_state, encode_state};
-use detsim_formats::json::{Value, js_stringify};
+use detsim_formats::json::Value;
 use detsim_formats::{DetsimError, Xorshift32};
 
 pub const MODEL_VERSION: &str = "walker-v1";
@@ -16,24 +17,9 @@ pub fn rng_seed(seed: i32) -> i32 {
     if seed == 0 { ZERO_SEED_SUBSTITUTE } else { seed }
 }
 
-fn model_error(message: String) -> DetsimError {
-    DetsimError::new("struct_invalid_field", message)
-}
-
-/// The model's params: {explore: integer 1..1024, default 8}; nothing else (sdk.ts onlyParams/intParam).
+/// The model's params: {explore: integer 1..1024, default 8}; nothing else.
 pub fn resolve_params(params: &Value) -> Result<u32, DetsimError> {
-    let members = params.as_object().ok_or_else(|| model_error("params: not an object".into()))?;
-    let mut keys: Vec<&str> = members.iter().map(|(k, _)| k.as_str()).collect();
-    keys.sort_by(|a, b| detsim_formats::json::compare_utf16(a, b));
-    if let Some(key) = keys.into_iter().find(|k| *k != "explore") {
-        return Err(model_error(format!("params: unknown field {} (allowed: explore)", js_stringify(&Value::String(key.into())))));
-    }
-    // `params[name] ?? dflt`: null counts as absent.
-    match params.get("explore") {
-        None | Some(Value::Null) => Ok(8),
-        Some(Value::Number(n)) if n.fract() == 0.0 && (1.0..=1024.0).contains(n) => Ok(*n as u32),
-        Some(v) => Err(model_error(format!("params.explore: {} must be an integer in [1, 1024]", js_stringify(v)))),
-    }
+    only_int_param(params, "explore", 8, 1, 1024)
 }
 
 /// Food offset fields of an observation (moves.ts foodOffset): both present as integers, or none.

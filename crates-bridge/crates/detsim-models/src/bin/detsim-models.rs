@@ -66,13 +66,7 @@ fn walker_op(req: &Value) -> Result<Value, DetsimError> {
     let (mut decisions, mut captures) = (vec![], vec![]);
     for step in field(req, "steps")?.as_array().ok_or_else(|| bad("steps is not an array"))? {
         decisions.push(obj(vec![("move", walker.prepare(&observation).into())]));
-        let rewards: Vec<f64> = field(step, "rewards")?
-            .as_array()
-            .ok_or_else(|| bad("rewards is not an array"))?
-            .iter()
-            .map(|r| r.as_f64().ok_or_else(|| bad("a reward is not a number")))
-            .collect::<Result<_, _>>()?;
-        walker.commit(&rewards);
+        walker.commit(&rewards_of(step)?);
         observation = field(step, "observation")?.clone();
         let bytes = walker.capture()?;
         if restore_each {
