@@ -48,6 +48,17 @@ describe.skipIf(skipReason !== null)('seeds: TypeScript and Rust agree', () => {
     );
   });
 
+  it('a repeat before a malformed or non-string id is refused as the repeat in both languages, and the other way round', () => {
+    const cases: [string, unknown[]][] = [['0', ['i', 'i', '']], ['0', ['i', 'i', 3]], ['0', ['', 'i', 'i']], ['0', [3, 'i', 'i']]];
+    const rust = rustBatch(cases.map(([masterSeed, agentIds]) => ({ op: 'seed', masterSeed, agentIds })));
+    const fields = cases.map(([masterSeed, agentIds], i) => {
+      const ts = tsOutcome(() => canonicalize(deriveSeeds(masterSeed, agentIds as string[])));
+      expect(rust[i], JSON.stringify(agentIds)).toEqual(ts);
+      return (ts as { error: { field: string } }).error.field;
+    });
+    expect(fields).toEqual(['agentIds[1]', 'agentIds[1]', 'agentIds[0]', 'agentIds[0]']);
+  });
+
   it('Xorshift32 draws the same values from random seeds', () => {
     fc.assert(
       fc.property(fc.array(fc.tuple(fc.integer({ min: -(2 ** 31), max: 2 ** 31 - 1 }), fc.integer({ min: 0, max: 40 })), { minLength: 20, maxLength: 40 }), (cases) => {

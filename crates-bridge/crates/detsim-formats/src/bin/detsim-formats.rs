@@ -57,12 +57,20 @@ fn seed_cmd(input: &Value) -> Result<Output, DetsimError> {
     if !detsim_formats::scalars::is_u64(master) {
         return Err(detsim_formats::scalars::u64_error(master_value, "masterSeed"));
     }
-    let ids: Vec<&str> = ids
-        .iter()
-        .enumerate()
-        .map(|(i, v)| detsim_formats::scalars::read_id(Some(v), &format!("agentIds[{i}]")))
-        .collect::<Result<_, _>>()?;
-    Ok(Output::Json(derive_seeds(master, &ids)?.to_json()))
+    // derive_seeds checks each id, then repeats, in order; a non-string id is refused at its place
+    // in that order too: only after the ids before it passed both checks (as deriveSeeds does).
+    let mut strs: Vec<&str> = Vec::with_capacity(ids.len());
+    for (i, v) in ids.iter().enumerate() {
+        match v {
+            Value::String(s) => strs.push(s.as_str()),
+            other => {
+                derive_seeds(master, &strs)?;
+                detsim_formats::scalars::read_id(Some(other), &format!("agentIds[{i}]"))?;
+                unreachable!("read_id accepts strings only");
+            }
+        }
+    }
+    Ok(Output::Json(derive_seeds(master, &strs)?.to_json()))
 }
 
 fn xorshift_cmd(input: &Value) -> Result<Output, DetsimError> {
