@@ -46,6 +46,17 @@ export function acquireRunLock(runDir: string, command: string): RunLock {
   throw new DetsimError('perm_run_dir_locked', `${path}: another process took the lock at the same moment; try again`, RUN_LOCK_FILE);
 }
 
+/** Run `work` holding `<runDir>/run.lock`; released however it ends. `onTakeOver` hears of a stale lock replaced. */
+export async function withRunLock<T>(runDir: string, command: string, work: () => Promise<T>, onTakeOver?: (stale: LockOwner) => void): Promise<T> {
+  const lock = acquireRunLock(runDir, command);
+  if (lock.tookOver) onTakeOver?.(lock.tookOver);
+  try {
+    return await work();
+  } finally {
+    lock.release();
+  }
+}
+
 function tryCreate(path: string, me: LockOwner): boolean {
   let fd: number;
   try {

@@ -10,7 +10,7 @@ import { launchFleet, type Fleet, type WorkerCommand } from './launcher.js';
 import { Lockstep, epochId, type Dispatch, type Identities, type LockstepHooks } from './lockstep.js';
 import { CONTRACT_DIGEST, PROTOCOL_MAJOR, PROTOCOL_MINOR } from './protocol/index.js';
 import { allocateRunDir, RUN_FILES, TraceWriter, writeJsonDurable } from './run-dir.js';
-import { acquireRunLock } from './run-lock.js';
+import { withRunLock } from './run-lock.js';
 import { RunFailure } from './run-failure.js';
 import { BehaviourDigest, canonicalBehaviour, traceLine, type TransitionTrace } from './trace.js';
 
@@ -171,12 +171,7 @@ export async function runSession(config: RunPlan | string, opts: RunOptions = {}
   for (const c of plan.seedCollisions) warn(collisionWarning(c));
 
   const runDir = allocateRunDir(opts.outDir ?? DEFAULT_RUNS_DIR, plan.sessionId);
-  const lock = acquireRunLock(runDir, 'detsim run');
-  try {
-    return await runInDir(plan, runDir, steps, dispatch, opts);
-  } finally {
-    lock.release();
-  }
+  return withRunLock(runDir, 'detsim run', () => runInDir(plan, runDir, steps, dispatch, opts));
 }
 
 /** The run itself, in a freshly allocated and locked run directory. */

@@ -21,7 +21,7 @@ import { launchFleet, type Fleet, type WorkerCommand } from '../launcher.js';
 import { epochId, Lockstep } from '../lockstep.js';
 import type { PlannedWorker } from '../config.js';
 import { RUN_FILES, TraceWriter, writeJsonDurable } from '../run-dir.js';
-import { acquireRunLock } from '../run-lock.js';
+import { withRunLock } from '../run-lock.js';
 import { RunFailure } from '../run-failure.js';
 import { SUMMARY_FORMAT } from '../run.js';
 import { LEDGER_FILE } from '../store/ledger.js';
@@ -120,14 +120,9 @@ function epochsSeen(runDir: string, first: Id, traceEpochs: Set<Id>): number {
 /** Resume a run directory. Throws DetsimError/CheckpointRefusal before touching it, RunFailure after. */
 export async function resumeRun(runDirArg: string, opts: ResumeOptions = {}): Promise<ResumeResult> {
   const runDir = resolve(runDirArg);
-  // A missing directory is refused by readRunRecord below, naming it; there is nothing to lock.
-  const lock = existsSync(runDir) ? acquireRunLock(runDir, 'detsim resume') : null;
-  if (lock?.tookOver) opts.onEvent?.(`run.lock left by ${lock.tookOver.command} (pid ${lock.tookOver.pid}), which is gone: taken over`);
-  try {
-    return await resumeLocked(runDir, opts);
-  } finally {
-    lock?.release();
-  }
+  // A missing directory is refused by readRunRecord (in resumeLocked), naming it; there is nothing to lock.
+  if (!existsSync(runDir)) return resumeLocked(runDir, opts);
+  return withRunLock(runDir, 'detsim resume', () => resumeLocked(runDir, opts), (stale) => opts.onEvent?.(`run.lock left by ${stale.command} (pid ${stale.pid}), which is gone: taken over`));
 }
 
 async function resumeLocked(runDir: string, opts: ResumeOptions): Promise<ResumeResult> {

@@ -6,7 +6,7 @@ import type { Command } from 'commander';
 import { STORE_DIR } from '../checkpoint/checkpointing.js';
 import { canonicalize } from '../formats/canonical-json.js';
 import { RUN_FILES } from '../run-dir.js';
-import { acquireRunLock } from '../run-lock.js';
+import { withRunLock } from '../run-lock.js';
 import { CheckpointStore } from '../store/store.js';
 import { action, ExitError, writeStdout } from './common.js';
 
@@ -42,12 +42,8 @@ async function verify(dir: string): Promise<void> {
 async function gc(dir: string): Promise<void> {
   // A run's own store (`<runDir>/store`): gc only while no run or resume writes that directory.
   const runDir = dirname(resolve(dir));
-  const lock = basename(resolve(dir)) === STORE_DIR && existsSync(join(runDir, RUN_FILES.run)) ? acquireRunLock(runDir, 'detsim store gc') : null;
-  try {
-    await gcUnlocked(dir);
-  } finally {
-    lock?.release();
-  }
+  const isRunStore = basename(resolve(dir)) === STORE_DIR && existsSync(join(runDir, RUN_FILES.run));
+  await (isRunStore ? withRunLock(runDir, 'detsim store gc', () => gcUnlocked(dir)) : gcUnlocked(dir));
 }
 
 async function gcUnlocked(dir: string): Promise<void> {
