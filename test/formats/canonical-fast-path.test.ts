@@ -7,6 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { canonicalDigest, canonicalize, sha256Hex } from '../../coordinator/formats/canonical-json.js';
 import { DetsimError } from '../../coordinator/formats/errors.js';
 import { decodeBody } from '../../coordinator/protocol/body-codec.js';
+import { jsonValue } from './json-arbitrary.js';
 
 /** The same value with every object's keys inserted in reverse order (forces the writer). */
 function reversedKeys(v: unknown): unknown {
@@ -28,19 +29,7 @@ function refusalOf(fn: () => unknown): string {
 }
 
 describe('canonicalize fast path', () => {
-  const key = fc.string({ unit: 'grapheme', maxLength: 6 });
-  const { json } = fc.letrec((tie) => ({
-    json: fc.oneof(
-      { depthSize: 'small' },
-      fc.constant(null),
-      fc.boolean(),
-      fc.double({ noNaN: true, noDefaultInfinity: true }),
-      fc.integer(),
-      fc.string({ unit: 'grapheme', maxLength: 10 }),
-      fc.array(tie('json'), { maxLength: 4 }),
-      fc.dictionary(key, tie('json'), { maxKeys: 5 }),
-    ),
-  }));
+  const json = jsonValue;
 
   it('a parsed canonical text (fast path) and the same data with unsorted keys (writer) print the oracle text', () => {
     fc.assert(

@@ -9,6 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { canonicalBytes, canonicalDigest, canonicalize, parseCanonical, parseStrict, serializeNumber, sha256Hex } from '../../coordinator/formats/canonical-json.js';
 import { DetsimError } from '../../coordinator/formats/errors.js';
 import { refusal } from '../refusal.js';
+import { jsonValue } from './json-arbitrary.js';
 
 const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
 // DETSIM_JCS_DIR overrides the location (used to check the skip path).
@@ -160,19 +161,7 @@ describe('canonical JSON API', () => {
 });
 
 describe('canonicalize against the `canonicalize` package (oracle)', () => {
-  const key = fc.string({ unit: 'grapheme', maxLength: 6 });
-  const { json } = fc.letrec((tie) => ({
-    json: fc.oneof(
-      { depthSize: 'small', maxDepth: 4 },
-      fc.constant(null),
-      fc.boolean(),
-      fc.double({ noNaN: true, noDefaultInfinity: true }),
-      fc.integer(),
-      fc.string({ unit: 'grapheme', maxLength: 10 }),
-      fc.array(tie('json'), { maxLength: 4 }),
-      fc.dictionary(key, tie('json'), { maxKeys: 5 }),
-    ),
-  }));
+  const json = jsonValue;
   it('gives the same text for random JSON values, and parse(canonical) is a fixed point', () => {
     fc.assert(
       fc.property(json, (v) => {
