@@ -8,6 +8,8 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { resolveConfig } from '../../coordinator/config.js';
+import { launchedModelsFor } from '../../coordinator/launcher.js';
 import { CONTRACT_DIGEST, METHODS, WorkerClient } from '../../coordinator/protocol/index.js';
 import { REPO_ROOT, SESSION, STEP_60HZ, errorOf, resultOf, scope, spawnWorker, stopAll } from './harness.js';
 
@@ -113,6 +115,19 @@ describe('model modules', () => {
       delete process.env.DETSIM_TEST_MARKER;
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+
+  it('the launcher gives each worker the module paths of the models it hosts, and no others', () => {
+    const plan = resolveConfig(
+      {
+        sessionId: 'launch', masterSeed: '1', steps: 1,
+        environment: { id: 'forage', model: 'forage' },
+        agents: [{ id: 'w-0', model: 'walker' }, { id: 'm-0', model: './fixtures/marker-model.ts' }, { id: 'r-0', model: './fixtures/readme-model.ts' }],
+        workers: { agentsPerWorker: 1 },
+      },
+      { baseDir: join(REPO_ROOT, 'test/workers') },
+    );
+    expect(plan.workers.map((w) => launchedModelsFor(plan, w))).toEqual([[], [], [MARKER_MODEL], [join(REPO_ROOT, 'test/workers/fixtures/readme-model.ts')]]);
   });
 
   it('refuses a --model that is not a file, naming the flag, exit 2', () => {
