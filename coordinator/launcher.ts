@@ -3,7 +3,7 @@
 // them all down on completion, failure or abort, and never leaves an orphan process. NOT the step loop.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
+import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
@@ -116,8 +116,10 @@ export class WorkerProcess {
     listen: string,
     sessionId: Id,
     logger: Logger,
+    models: readonly string[] = [],
   ) {
-    const args = [...cmd.args, '--listen', listen, '--role', plan.role, '--worker-id', plan.workerId, '--session', sessionId];
+    const modelFlags = models.flatMap((m) => ['--model', m]);
+    const args = [...cmd.args, '--listen', listen, '--role', plan.role, '--worker-id', plan.workerId, '--session', sessionId, ...modelFlags];
     // stdin stays a pipe: a worker can treat its end as "the coordinator is gone".
     this.child = spawn(cmd.command, args, { stdio: ['pipe', 'pipe', 'pipe'] });
     guardChild(this.child);
@@ -275,6 +277,16 @@ async function killAll(processes: WorkerProcess[], graceMs: number): Promise<voi
   await Promise.all(processes.map((p) => p.exited));
 }
 
+/**
+ * The model modules one worker may load (its `--model` flags): the module paths (absolute after
+ * config resolution; built-in names are not paths) of the agents it hosts, or of the environment.
+ * A worker is never told about modules it does not host, so it can load nothing else.
+ */
+export function launchedModelsFor(plan: RunPlan, worker: PlannedWorker): string[] {
+  const specs = worker.role === 'environment' ? [plan.environment.model] : plan.agents.filter((a) => a.workerId === worker.workerId).map((a) => a.model);
+  return [...new Set(specs.filter((m) => isAbsolute(m)))].sort();
+}
+
 function listenAddress(plan: RunPlan, socketDir: string | undefined, index: number): string {
   if (plan.transport === 'tcp') return '127.0.0.1:0';
   return `unix:${join(socketDir!, `w${index}.sock`)}`;
@@ -307,7 +319,7 @@ export async function launchFleet(plan: RunPlan, opts: LaunchOptions): Promise<F
   checkWorkerBinaries(plan);
   const socketDir = plan.transport === 'unix' ? mkdtempSync('/tmp/ds-') : undefined;
   const base = defaultWorkerCommand();
-  const processes = plan.workers.map((w, i) => new WorkerProcess(w, opts.commandFor?.(w) ?? workerCommandFor(w, base), listenAddress(plan, socketDir, i), plan.sessionId, logger));
+  const processes = plan.workers.map((w, i) => new WorkerProcess(w, opts.commandFor?.(w) ?? workerCommandFor(w, base), listenAddress(plan, socketDir, i), plan.sessionId, logger, launchedModelsFor(plan, w)));
   logger.info({ workers: processes.map((p) => ({ workerId: p.plan.workerId, pid: p.pid, agents: p.plan.agentIds })) }, 'workers spawned');
   const connected: LaunchedWorker[] = [];
   const startedAt = Date.now();

@@ -200,7 +200,7 @@ export class AgentHost {
 
   /** Resolve the model and everything the profile and compatibility digests cover. */
   private async identityFor(agentId: string, modelSpec: string, rawParams: JsonObject, seed: number, stepDuration: RationalNs, field: string): Promise<AgentIdentity> {
-    const { model, strict, params } = await loadModel(resolveAgentModel, modelSpec, rawParams, field, this.ctx.strictUserModels);
+    const { model, strict, params } = await loadModel((spec) => resolveAgentModel(spec, this.ctx.launchedModels), modelSpec, rawParams, field, this.ctx.strictUserModels);
     let tickDuration: RationalNs;
     try {
       tickDuration = RationalNs.readDuration(model.tickDuration ?? ONE_MS, `model ${modelSpec} tickDuration`);

@@ -131,7 +131,7 @@ export class EnvironmentHost {
   }
 
   private async identityFor(environmentId: string, modelSpec: string, rawParams: JsonObject, seed: number, stepDuration: RationalNs, ports: PortBinding[], field: string): Promise<EnvIdentity> {
-    const { model, strict, params } = await loadModel(resolveEnvironmentModel, modelSpec, rawParams, field, this.ctx.strictUserModels);
+    const { model, strict, params } = await loadModel((spec) => resolveEnvironmentModel(spec, this.ctx.launchedModels), modelSpec, rawParams, field, this.ctx.strictUserModels);
     const modelVersion = model.modelVersion;
     const profile = profileDigest(modelSpec, modelVersion, params);
     const compatibilityDigest = environmentCompatibilityDigest({ environmentId, profileDigest: profile, modelVersion, seed, ports });

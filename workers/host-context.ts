@@ -8,6 +8,8 @@ export interface HostContext {
   readonly sessionId: string;
   /** Strict mode for user models unless their params say otherwise (built-ins default to strict). */
   readonly strictUserModels: boolean;
+  /** The absolute model module paths this worker was launched with; no other module is loaded. */
+  readonly launchedModels: readonly string[];
   /** Record real progress: bumps progressCounter and lastCompletedRequestId. */
   progress(requestId: string): void;
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // Worker process entry: `node workers/main.js --listen unix:/path|host:port --role agent|environment
-// --worker-id <Id> [--session <Id>] [--strict] [--max-message-bytes N] [--no-parent-watch]`.
+// --worker-id <Id> [--session <Id>] [--model <path>]… [--strict] [--max-message-bytes N] [--no-parent-watch]`.
 // Argument parsing only; everything else is workers/process.ts.
 import { parseArgs } from 'node:util';
 import { DetsimError } from '../coordinator/formats/errors.js';
@@ -13,6 +13,7 @@ try {
       role: { type: 'string' },
       'worker-id': { type: 'string' },
       session: { type: 'string' },
+      model: { type: 'string', multiple: true },
       strict: { type: 'boolean' },
       'max-message-bytes': { type: 'string' },
       'no-parent-watch': { type: 'boolean' },
@@ -25,6 +26,7 @@ try {
     role: values.role,
     workerId: values['worker-id'],
     session: values.session,
+    models: values.model,
     strict: values.strict === true,
     maxMessageBytes: values['max-message-bytes'],
     parentWatch: values['no-parent-watch'] !== true,

@@ -1,11 +1,13 @@
-// A worker process: validates its options, binds the gRPC server, prints the one ready line,
-// feeds requests through the runtime one at a time (replies in request order) and exits on
+// A worker process: validates its options (a loopback or unix listen address, the model modules
+// it may load), binds the gRPC server, prints the one ready line, feeds requests through the
+// runtime one at a time (replies in request order, each stream Hello-first) and exits on
 // Shutdown, SIGTERM/SIGINT, or when its parent goes away. Not the protocol semantics (runtime.ts).
-import { fstatSync } from 'node:fs';
+import { fstatSync, statSync } from 'node:fs';
 import { DetsimError } from '../coordinator/formats/errors.js';
 import { isId } from '../coordinator/formats/scalars.js';
-import { DEFAULT_MAX_MESSAGE_BYTES, type Role, type StartedServer, parseAddress, startWorkerServer } from '../coordinator/protocol/index.js';
-import { WorkerRuntime } from './runtime.js';
+import { DEFAULT_MAX_MESSAGE_BYTES, type Role, type SessionConnection, type StartedServer, parseListenAddress, startWorkerServer } from '../coordinator/protocol/index.js';
+import { modulePathOf } from './models/registry.js';
+import { type StreamState, WorkerRuntime } from './runtime.js';
 
 export interface WorkerProcessOptions {
   listen: string;
@@ -13,6 +15,8 @@ export interface WorkerProcessOptions {
   workerId: string;
   sessionId?: string;
   strict?: boolean;
+  /** Absolute paths of the model modules this worker may load besides the built-ins. */
+  models?: string[];
   maxMessageBytes?: number;
   /** Exit when the parent process goes away (stdin pipe closes, or the parent pid changes). Default true. */
   parentWatch?: boolean;
@@ -24,6 +28,8 @@ export interface RawWorkerOptions {
   workerId?: unknown;
   session?: unknown;
   strict?: unknown;
+  /** `--model <path>`, repeatable. */
+  models?: unknown;
   maxMessageBytes?: unknown;
   parentWatch?: unknown;
 }
@@ -31,7 +37,7 @@ export interface RawWorkerOptions {
 /** Validate CLI options; a refusal names the flag. */
 export function readWorkerOptions(raw: RawWorkerOptions): WorkerProcessOptions {
   if (typeof raw.listen !== 'string') throw new DetsimError('struct_missing_field', '--listen unix:/abs/path|host:port is required', '--listen');
-  parseAddress(raw.listen, '--listen');
+  parseListenAddress(raw.listen, '--listen');
   if (raw.role !== 'agent' && raw.role !== 'environment') throw new DetsimError('struct_invalid_field', `--role must be agent or environment, not ${JSON.stringify(raw.role ?? null)}`, '--role');
   if (!isId(raw.workerId)) throw new DetsimError('struct_invalid_id', `--worker-id ${JSON.stringify(raw.workerId ?? null)} is not an Id`, '--worker-id');
   if (raw.session !== undefined && !isId(raw.session)) throw new DetsimError('struct_invalid_id', `--session ${JSON.stringify(raw.session)} is not an Id`, '--session');
@@ -42,18 +48,43 @@ export function readWorkerOptions(raw: RawWorkerOptions): WorkerProcessOptions {
       throw new DetsimError('struct_invalid_field', '--max-message-bytes must be an integer from 2 MiB to 1 GiB (chunks are 1 MiB)', '--max-message-bytes');
     }
   }
-  const out: WorkerProcessOptions = { listen: raw.listen, role: raw.role, workerId: raw.workerId, strict: raw.strict === true, maxMessageBytes, parentWatch: raw.parentWatch !== false };
+  const models = readModelFlags(raw.models);
+  const out: WorkerProcessOptions = { listen: raw.listen, role: raw.role, workerId: raw.workerId, strict: raw.strict === true, models, maxMessageBytes, parentWatch: raw.parentWatch !== false };
   if (typeof raw.session === 'string') out.sessionId = raw.session;
   return out;
 }
 
+/** `--model <path>` values: each an existing file, kept as an absolute path (relative to the working directory). */
+function readModelFlags(raw: unknown): string[] {
+  if (raw === undefined) return [];
+  if (!Array.isArray(raw) || !raw.every((m) => typeof m === 'string' && m !== '')) throw new DetsimError('struct_invalid_field', '--model takes a model module path', '--model');
+  return [...new Set(raw.map((spec: string) => {
+    const path = modulePathOf(spec);
+    let isFile = false;
+    try {
+      isFile = statSync(path).isFile();
+    } catch {
+      isFile = false;
+    }
+    if (!isFile) throw new DetsimError('struct_unknown_model', `--model ${JSON.stringify(spec)}: no such model module file (${path})`, '--model');
+    return path;
+  }))].sort();
+}
+
 /** Run until shutdown; resolves once the server is listening and the ready line is printed. */
 export async function runWorkerProcess(options: WorkerProcessOptions): Promise<{ server: StartedServer; runtime: WorkerRuntime }> {
-  const runtimeOptions: ConstructorParameters<typeof WorkerRuntime>[0] = { role: options.role, workerId: options.workerId, strict: options.strict ?? false, maxMessageBytes: options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES };
+  const runtimeOptions: ConstructorParameters<typeof WorkerRuntime>[0] = { role: options.role, workerId: options.workerId, strict: options.strict ?? false, models: options.models ?? [], maxMessageBytes: options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES };
   if (options.sessionId) runtimeOptions.sessionId = options.sessionId;
   const runtime = new WorkerRuntime(runtimeOptions);
   let chain: Promise<void> = Promise.resolve();
   let server: StartedServer | undefined;
+  // Hello-first is per stream: each Session stream starts un-introduced.
+  const streams = new WeakMap<SessionConnection, StreamState>();
+  const streamOf = (connection: SessionConnection): StreamState => {
+    let state = streams.get(connection);
+    if (!state) streams.set(connection, (state = { introduced: false }));
+    return state;
+  };
   let exiting = false;
   const exit = (code: number): void => {
     if (exiting) return;
@@ -68,7 +99,7 @@ export async function runWorkerProcess(options: WorkerProcessOptions): Promise<{
       onMessage(message, connection) {
         // One request at a time, replies in request order (the protocol's correlation rule).
         chain = chain.then(async () => {
-          const out = await runtime.handle(message.body, message.attachment);
+          const out = await runtime.handle(message.body, message.attachment, streamOf(connection));
           await connection.send(out.body, out.attachment);
           if (out.stop) setImmediate(() => exit(0));
         }).catch((e: unknown) => {

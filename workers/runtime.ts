@@ -1,5 +1,6 @@
 // The worker runtime: turns one request message into exactly one reply. It owns Worker.Hello /
-// Status / Acknowledge / Shutdown, session binding, the lifecycle reply cache and the mapping of
+// Status / Acknowledge / Shutdown, session binding, the Hello-first gate (each stream serves
+// nothing until it said a successful Hello), the lifecycle reply cache and the mapping of
 // refusals to error replies, and dispatches the rest to the agent or environment host.
 // Not the transport (coordinator/protocol/server.ts) and not the process (workers/process.ts).
 import { randomBytes } from 'node:crypto';
@@ -25,6 +26,17 @@ export interface RuntimeOptions {
   maxMessageBytes?: number;
   /** Override the incarnation id (tests); normally random per process start. */
   incarnationId?: string;
+  /** Model module paths this worker may load besides the built-ins (`--model`); absolute. */
+  models?: readonly string[];
+}
+
+/**
+ * One Session stream as the runtime sees it: a stream serves nothing but Worker.Hello until a
+ * Hello on that same stream succeeded, so a second client on the worker's socket cannot ride on
+ * the coordinator's introduction (docs/security.md).
+ */
+export interface StreamState {
+  introduced: boolean;
 }
 
 export interface RuntimeOutcome {
@@ -45,8 +57,8 @@ export class WorkerRuntime implements HostContext {
   readonly incarnationId: string;
   readonly role: Role;
   readonly strictUserModels: boolean;
+  readonly launchedModels: readonly string[];
   private boundSession: string | undefined;
-  private helloDone = false;
   private progressCounter = 0n;
   private lastCompletedRequestId: string | null = null;
   private stopping = false;
@@ -60,6 +72,7 @@ export class WorkerRuntime implements HostContext {
     this.workerId = options.workerId;
     this.boundSession = options.sessionId;
     this.strictUserModels = options.strict ?? false;
+    this.launchedModels = options.models ?? [];
     this.maxMessageBytes = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
     this.incarnationId = options.incarnationId ?? `inc-${randomBytes(8).toString('hex')}`;
     if (options.role === 'agent') this.agents = new AgentHost(this);
@@ -75,8 +88,8 @@ export class WorkerRuntime implements HostContext {
     this.lastCompletedRequestId = requestId;
   }
 
-  /** Handle one request message; always produces exactly one reply. */
-  async handle(body: Buffer, attachment: Uint8Array | undefined): Promise<RuntimeOutcome> {
+  /** Handle one request message arriving on `stream`; always produces exactly one reply. */
+  async handle(body: Buffer, attachment: Uint8Array | undefined, stream: StreamState): Promise<RuntimeOutcome> {
     let req: Request;
     try {
       req = readRequest(decodeBody(body));
@@ -84,7 +97,7 @@ export class WorkerRuntime implements HostContext {
       return { body: this.errorEnvelope(salvageRequestId(body), null, { code: 'INVALID_ARGUMENT', message: `malformed request: ${(e as Error).message}`, mutation: 'none' }) };
     }
     try {
-      const reply = await this.dispatch(req, attachment);
+      const reply = await this.dispatch(req, attachment, stream);
       const out: RuntimeOutcome = { body: this.resultEnvelope(req, reply.result) };
       if (reply.attachment) out.attachment = reply.attachment;
       if (req.method === METHODS.shutdown) out.stop = true;
@@ -94,10 +107,15 @@ export class WorkerRuntime implements HostContext {
     }
   }
 
-  private async dispatch(req: Request, attachment: Uint8Array | undefined): Promise<HostReply> {
+  private async dispatch(req: Request, attachment: Uint8Array | undefined, stream: StreamState): Promise<HostReply> {
+    if (req.method === METHODS.hello) {
+      const reply = this.hello(req);
+      stream.introduced = true;
+      return reply;
+    }
+    // Nothing, not even Status or Shutdown, is served to a stream that has not introduced itself.
+    if (!stream.introduced) throw new ProtocolRefusal('INVALID_PHASE', `${req.method} before Worker.Hello`);
     switch (req.method) {
-      case METHODS.hello:
-        return this.hello(req);
       case METHODS.status:
         return this.status(req);
       case METHODS.shutdown:
@@ -105,7 +123,6 @@ export class WorkerRuntime implements HostContext {
       case METHODS.acknowledge:
         return this.acknowledge(req);
     }
-    if (!this.helloDone) throw new ProtocolRefusal('INVALID_PHASE', `${req.method} before Worker.Hello`);
     if (this.stopping) throw new ProtocolRefusal('INVALID_PHASE', 'the worker is stopping');
     if (!LIFECYCLE.has(req.method)) return this.route(req, attachment);
     // Lifecycle replies are kept until acknowledged: the same id and body replays the reply.
@@ -170,8 +187,9 @@ export class WorkerRuntime implements HostContext {
     if (contractDigest !== CONTRACT_DIGEST) {
       throw new ProtocolRefusal('IDENTITY_MISMATCH', `contractDigest: the caller has ${contractDigest}, this worker speaks ${CONTRACT_DIGEST}`);
     }
+    // Identity refusals say which check failed, never this worker's own id or bound session.
     if (expectedWorkerId !== this.workerId) {
-      throw new ProtocolRefusal('IDENTITY_MISMATCH', `workerId: the caller expects ${expectedWorkerId}, this worker is ${this.workerId}`);
+      throw new ProtocolRefusal('IDENTITY_MISMATCH', 'workerId: params.expectedWorkerId does not name this worker');
     }
     if (p.role !== 'agent' && p.role !== 'environment') throw new ProtocolRefusal('UNSUPPORTED', `role: ${JSON.stringify(p.role)} is not a worker role`);
     if (p.role !== this.role) throw new ProtocolRefusal('UNSUPPORTED', `role: the caller asks for ${p.role}, this worker runs as ${this.role}`);
@@ -179,10 +197,9 @@ export class WorkerRuntime implements HostContext {
       throw new ProtocolRefusal('UNSUPPORTED', `supportedMajors: ${JSON.stringify(p.supportedMajors)} does not include ${PROTOCOL_MAJOR}`);
     }
     if (this.boundSession !== undefined && this.boundSession !== sessionId) {
-      throw new ProtocolRefusal('IDENTITY_MISMATCH', `sessionId: the caller has ${sessionId}, this worker is bound to ${this.boundSession}`);
+      throw new ProtocolRefusal('IDENTITY_MISMATCH', 'sessionId: params.sessionId is not the session this worker is bound to');
     }
     this.boundSession = sessionId;
-    this.helloDone = true;
     return {
       result: {
         selectedMajor: PROTOCOL_MAJOR,

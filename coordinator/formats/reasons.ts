@@ -86,6 +86,8 @@ export const REASONS = {
   // Capture, restore and resume (coordinator/checkpoint/)
   struct_run_record: { layer: 'L1', summary: 'a run directory cannot be resumed: run.json, trace.jsonl or the store is missing or malformed' },
   perm_run_dir_locked: { layer: 'L4', summary: 'the run directory is in use by a live process (its run.lock): one run, resume or store gc at a time' },
+  perm_listen_not_local: { layer: 'L4', summary: 'a worker listen address is TCP on a non-loopback host (e.g. 0.0.0.0): only unix sockets and 127.0.0.0/8, ::1, localhost' },
+  perm_model_not_launched: { layer: 'L4', summary: 'a model module a worker was not launched with (--model): a worker loads only the built-ins and its launched modules' },
   perm_invalid_phase: { layer: 'L4', summary: 'INVALID_PHASE: capture, step or restore outside a committed boundary, while fenced, or over tainted participants' },
   ident_stale_epoch: { layer: 'L5', summary: 'STALE_EPOCH: a restore must go into a new epoch, never the current one' },
   ident_session_mismatch: { layer: 'L5', summary: 'the checkpoint belongs to another session' },

@@ -78,6 +78,28 @@ export function parseAddress(text: string, field = 'listen'): ListenAddress {
   return { kind: 'tcp', host: m[1]!, port, target: `${m[1]}:${port}` };
 }
 
+/** What a worker may listen on until authenticated remote workers exist (docs/security.md). */
+export const LOCAL_LISTEN_RULE = 'a worker listens only on unix:/abs/path or a loopback host (127.0.0.0/8, ::1, localhost) until authenticated remote workers exist';
+
+/** True for a loopback host: `localhost`, `::1` (bracketed or not) or a dotted IPv4 address in 127.0.0.0/8. */
+export function isLoopbackHost(host: string): boolean {
+  if (host === 'localhost' || host === '::1' || host === '[::1]') return true;
+  const m = /^127\.([0-9]{1,3})\.([0-9]{1,3})\.([0-9]{1,3})$/.exec(host);
+  return m !== null && m.slice(1).every((octet) => Number(octet) <= 255);
+}
+
+/**
+ * A worker's listen address: parseAddress, then refuse any TCP host that is not loopback
+ * (`0.0.0.0`, a LAN address, a host name), because the protocol has no authentication yet.
+ */
+export function parseListenAddress(text: string, field = 'listen'): ListenAddress {
+  const address = parseAddress(text, field);
+  if (address.kind === 'tcp' && !isLoopbackHost(address.host)) {
+    throw new DetsimError('perm_listen_not_local', `${field}: ${JSON.stringify(address.host)} is not a loopback address; ${LOCAL_LISTEN_RULE}`, field);
+  }
+  return address;
+}
+
 /** Remove a stale socket file before bind (a leftover file fails bind with a misleading EADDRINUSE). */
 export function removeStaleSocket(path: string): void {
   try {

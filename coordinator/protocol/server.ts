@@ -2,7 +2,7 @@
 // deliver reassembled messages to a handler and send its replies back in order with backpressure.
 // Transport only: what a request means is the worker runtime's business (workers/runtime.ts).
 import * as grpc from '@grpc/grpc-js';
-import { DEFAULT_MAX_MESSAGE_BYTES, type Frame, channelOptions, parseAddress, removeStaleSocket, workerServiceDefinition } from './contract.js';
+import { DEFAULT_MAX_MESSAGE_BYTES, type Frame, channelOptions, parseListenAddress, removeStaleSocket, workerServiceDefinition } from './contract.js';
 import { type AssembledMessage, FrameAssembler, FrameWriter } from './frames.js';
 
 /** One open session stream as seen by the handler. */
@@ -29,7 +29,8 @@ export interface StartedServer {
 }
 
 export async function startWorkerServer(listen: string, handler: SessionHandler, maxMessageBytes = DEFAULT_MAX_MESSAGE_BYTES): Promise<StartedServer> {
-  const address = parseAddress(listen);
+  // The transport itself refuses a non-loopback TCP address, whoever asks for it.
+  const address = parseListenAddress(listen);
   if (address.kind === 'unix') removeStaleSocket(address.path);
   const server = new grpc.Server(channelOptions(maxMessageBytes));
   const streams = new Set<grpc.ServerDuplexStream<Frame, Frame>>();

@@ -64,6 +64,11 @@ describe.skipIf(rustWorkerSkip !== null)('Rust worker speaks proto/detsim/v1 lik
     // Refusals first (the worker stays un-introduced): wrong contract, wrong worker id, role, majors.
     const hello = { sessionId: SESSION, expectedWorkerId: 'w-1', role: 'agent', supportedMajors: [1], contractDigest: CONTRACT_DIGEST };
     await both(METHODS.agentPrepare, sc(0), { agents: IDS });
+    // Nothing but Hello before Hello, not even Status or Shutdown (the worker keeps running).
+    for (const [method, params] of [[METHODS.status, {}], [METHODS.shutdown, { reason: 'early' }], [METHODS.acknowledge, { requestIds: ['req-1'] }]] as const) {
+      const { t } = await both(method, null, params);
+      expect(t.reply).toMatchObject({ type: 'error', error: { code: 'INVALID_PHASE', message: `${method} before Worker.Hello` } });
+    }
     await both(METHODS.hello, null, { ...hello, contractDigest: 'f'.repeat(64) });
     await both(METHODS.hello, null, { ...hello, expectedWorkerId: 'w-2' });
     await both(METHODS.hello, null, { ...hello, role: 'environment' });
@@ -81,6 +86,37 @@ describe.skipIf(rustWorkerSkip !== null)('Rust worker speaks proto/detsim/v1 lik
     expect(buildDigest).toMatch(/^[0-9a-f]{64}$/);
     expect(incarnationId).toMatch(/^inc-[0-9a-f]{16}$/);
     expect(r.reply.incarnationId).toBe(incarnationId);
+  });
+
+  it('a stranger on each live worker’s socket is served nothing before its own Hello and learns no identity, alike', async () => {
+    const [tStranger, rStranger] = await Promise.all([
+      WorkerClient.connect(ts.listen, { processExit: ts.exited, label: 'stranger' }),
+      WorkerClient.connect(rs.listen, { processExit: rs.exited, label: 'stranger' }),
+    ]);
+    /** The same request from both strangers: identical replies, and the expected refusal. */
+    const refusedAlike = async (method: string, scope: Scope | null, params: Params, code: string, message: string): Promise<void> => {
+      const [t, r] = await Promise.all([tStranger.call(method, scope, params), rStranger.call(method, scope, params)]);
+      expect(norm(r), method).toBe(norm(t));
+      expect(t.reply, method).toMatchObject({ type: 'error', error: { code, message } });
+    };
+    for (const [method, scope, params] of [
+      [METHODS.status, null, {}],
+      [METHODS.shutdown, null, { reason: 'stranger' }],
+      [METHODS.acknowledge, null, { requestIds: ['req-1'] }],
+      [METHODS.agentInitialize, sc(0), { agents: [{ ...AGENTS[1], agentId: 'intruder' }] }],
+      [METHODS.agentPrepare, sc(0), { agents: IDS }],
+      [METHODS.capture, sc(0), { checkpointId: 'ck-x', agentId: 'a-walk' }],
+    ] as const) {
+      await refusedAlike(method, scope, params, 'INVALID_PHASE', `${method} before Worker.Hello`);
+    }
+    const hello = { sessionId: 's-guess', expectedWorkerId: 'w-guess', role: 'agent', supportedMajors: [1], contractDigest: CONTRACT_DIGEST };
+    await refusedAlike(METHODS.hello, null, hello, 'IDENTITY_MISMATCH', 'workerId: params.expectedWorkerId does not name this worker');
+    await refusedAlike(METHODS.hello, null, { ...hello, expectedWorkerId: 'w-1' }, 'IDENTITY_MISMATCH', 'sessionId: params.sessionId is not the session this worker is bound to');
+    tStranger.close();
+    rStranger.close();
+    // The Shutdown above stopped nothing: the introduced streams are still served.
+    const { t } = await both(METHODS.status, null, {});
+    expect(t.reply).toMatchObject({ type: 'result', result: { state: 'uninitialized' } });
   });
 
   it('Initialize (and its refusals), Status, and 12 steps of Prepare/Commit give identical replies', async () => {
@@ -272,5 +308,17 @@ describe.skipIf(rustWorkerSkip !== null)('Rust worker process: TCP, signals, orp
     expect(await run(['--listen', 'unix:/tmp/x.sock', '--role', 'agent', '--worker-id', 'Bad'])).toEqual({ code: 2, stderr: 'detsim: [struct_invalid_id] --worker-id "Bad" is not an Id\n' });
     expect(await run(['--listen', 'unix:/tmp/x.sock', '--role', 'environment', '--worker-id', 'w'])).toMatchObject({ code: 2 });
     expect(await run(['--bogus'])).toEqual({ code: 2, stderr: "detsim worker: Unknown option '--bogus'\n" });
+  });
+
+  it('refuses a non-loopback listen address word for word as the TypeScript worker, exit 2', async () => {
+    const run = (command: string, args: string[]) => new Promise<{ code: number | null; stderr: string }>((res) => {
+      const p = spawn(command, [...args, '--listen', '0.0.0.0:0', '--role', 'agent', '--worker-id', 'w'], { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+      let stderr = '';
+      p.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+      p.once('exit', (code) => res({ code, stderr }));
+    });
+    const rust = await run(RUST_WORKER, []);
+    expect(rust).toEqual({ code: 2, stderr: 'detsim: [perm_listen_not_local] --listen: "0.0.0.0" is not a loopback address; a worker listens only on unix:/abs/path or a loopback host (127.0.0.0/8, ::1, localhost) until authenticated remote workers exist\n' });
+    expect(await run(process.execPath, ['--import', 'tsx', 'workers/main.ts'])).toEqual(rust);
   });
 });

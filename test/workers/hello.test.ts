@@ -1,6 +1,7 @@
 // Worker.Hello against a real worker process: the expected worker is accepted; a different
 // contract digest or worker id is IDENTITY_MISMATCH, an unsupported role or major UNSUPPORTED,
-// each with a message naming the field; nothing but Hello/Status/Shutdown runs before Hello.
+// each with a message naming the field (never this worker's id or bound session); nothing but
+// Hello runs before Hello.
 import { afterAll, describe, expect, it } from 'vitest';
 import { CONTRACT_DIGEST, HelloRefusedError, METHODS } from '../../coordinator/protocol/index.js';
 import { SESSION, errorOf, resultOf, scope, spawnWorker, stopAll } from './harness.js';
@@ -74,8 +75,13 @@ describe('Worker.Hello', () => {
     await second.stop();
   });
 
-  it('Status answers before Hello; Shutdown replies then the process exits 0', async () => {
+  it('serves nothing before Hello: Status, Shutdown and Acknowledge are INVALID_PHASE; after Hello, Shutdown replies then the process exits 0', async () => {
     const w = await spawnWorker('agent', 'w-stop', [], false);
+    for (const [method, params] of [[METHODS.status, {}], [METHODS.shutdown, { reason: 'done' }], [METHODS.acknowledge, { requestIds: ['req-1'] }]] as const) {
+      expect(errorOf(await w.client.call(method, null, params))).toEqual({ code: 'INVALID_PHASE', message: `${method} before Worker.Hello`, mutation: 'none' });
+    }
+    expect(w.proc.exitCode).toBeNull();
+    await w.client.hello({ sessionId: SESSION, workerId: 'w-stop', role: 'agent' });
     const st = resultOf<{ state: string; progressCounter: string; currentScope: unknown }>(await w.client.call(METHODS.status, null, {}));
     expect(st).toMatchObject({ state: 'uninitialized', progressCounter: '0', currentScope: null });
     expect(resultOf(await w.client.call(METHODS.shutdown, null, { reason: 'done' }))).toEqual({ stopping: true });

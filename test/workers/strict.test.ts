@@ -16,7 +16,7 @@ const agent = (agentId: string, call: string, strict?: boolean) => ({
 
 describe('strict mode', () => {
   it('fails a user model that calls Math.random / Date.now / new Date() when strict: true, naming agent and call', async () => {
-    const w = await spawnWorker('agent', 'w-strict');
+    const w = await spawnWorker('agent', 'w-strict', ['--model', MODEL]);
     const agents = [agent('u-date', 'date', true), agent('u-free', 'random'), agent('u-now', 'now', true), agent('u-rand', 'random', true), agent('u-ok', 'none', true)];
     resultOf(await w.client.call(METHODS.agentInitialize, scope(0), { agents }));
     const one = async (agentId: string) => w.client.call(METHODS.agentPrepare, scope(0), { agents: [{ agentId }] });
@@ -33,7 +33,7 @@ describe('strict mode', () => {
   });
 
   it('--strict makes strict the default for user models', async () => {
-    const w = await spawnWorker('agent', 'w-strict2', ['--strict']);
+    const w = await spawnWorker('agent', 'w-strict2', ['--strict', '--model', MODEL]);
     resultOf(await w.client.call(METHODS.agentInitialize, scope(0), { agents: [agent('u-rand', 'random')] }));
     const e = errorOf(await w.client.call(METHODS.agentPrepare, scope(0), { agents: [{ agentId: 'u-rand' }] }));
     expect(e.message).toMatch(/agent u-rand called Math\.random\(\)/);

@@ -1,4 +1,4 @@
-// A user model named by path (the README's SDK example) runs in a real worker process, and an
+// A user model named by path (the README's SDK example, given to the worker with --model) runs in a real worker process, and an
 // unknown model name is refused at Initialize naming the field, before any agent is installed.
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -9,11 +9,11 @@ afterAll(stopAll);
 
 describe('user models', () => {
   it('runs the README example by path and captures it', async () => {
-    const w = await spawnWorker('agent', 'w-user');
+    const model = join(REPO_ROOT, 'test/workers/fixtures/readme-model.ts');
+    const w = await spawnWorker('agent', 'w-user', ['--model', model]);
     const bad = errorOf(await w.client.call(METHODS.agentInitialize, scope(0), { agents: [{ agentId: 'u', model: 'nonesuch', params: {}, seed: 1, stepDuration: STEP_60HZ, observation: {} }] }));
     expect(bad).toMatchObject({ code: 'INVALID_ARGUMENT', mutation: 'none' });
     expect(bad.message).toMatch(/params\.agents\[0\]\.model.*nonesuch/);
-    const model = join(REPO_ROOT, 'test/workers/fixtures/readme-model.ts');
     resultOf(await w.client.call(METHODS.agentInitialize, scope(0), { agents: [{ agentId: 'u', model, params: {}, seed: 77, stepDuration: STEP_60HZ, observation: {} }] }));
     const moves: unknown[] = [];
     for (let k = 0; k < 3; k++) {

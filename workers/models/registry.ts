@@ -1,5 +1,7 @@
 // Model resolution: a built-in name (walker, lif, forage) or a path to a module written with the
-// SDK (default export or `model` export). Not the runtime; it only finds and checks the module.
+// SDK (default export or `model` export) that the worker was launched with (`--model`). A module
+// path the worker was not launched with is refused before anything imports it: importing a module
+// runs its code. Not the runtime; it only finds and checks the module.
 import { isAbsolute, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { AgentModel, EnvironmentModel } from '../sdk.js';
@@ -19,8 +21,22 @@ function looksLikePath(spec: string): boolean {
   return spec.includes('/') || spec.endsWith('.js') || spec.endsWith('.ts') || spec.endsWith('.mjs');
 }
 
-async function importModel(spec: string, kind: 'agent' | 'environment'): Promise<unknown> {
-  const path = isAbsolute(spec) ? spec : resolve(process.cwd(), spec);
+/** A module path as the worker resolves it: absolute, against the worker's working directory. */
+export function modulePathOf(spec: string): string {
+  return isAbsolute(spec) ? resolve(spec) : resolve(process.cwd(), spec);
+}
+
+/** Refuse a module path that is not among `launched` (absolute paths); the message names the spec only. */
+function requireLaunched(spec: string, path: string, launched: readonly string[], builtins: Record<string, unknown>): void {
+  if (launched.includes(path)) return;
+  throw new Error(
+    `model ${JSON.stringify(spec)} was not launched with this worker (perm_model_not_launched): a worker loads only the built-in models (${Object.keys(builtins).join(', ')}) and the model modules given to it at launch (--model); it was not loaded`,
+  );
+}
+
+async function importModel(spec: string, kind: 'agent' | 'environment', launched: readonly string[], builtins: Record<string, unknown>): Promise<unknown> {
+  const path = modulePathOf(spec);
+  requireLaunched(spec, path, launched, builtins);
   const mod = (await import(pathToFileURL(path).href)) as { default?: unknown; model?: unknown };
   const model = mod.default ?? mod.model;
   if (!model || typeof model !== 'object' || (model as { kind?: unknown }).kind !== kind) {
@@ -29,16 +45,17 @@ async function importModel(spec: string, kind: 'agent' | 'environment'): Promise
   return model;
 }
 
-export async function resolveAgentModel(spec: string): Promise<ResolvedModel<AgentModel<unknown>>> {
+/** `launched`: the absolute model module paths this worker was launched with. */
+export async function resolveAgentModel(spec: string, launched: readonly string[]): Promise<ResolvedModel<AgentModel<unknown>>> {
   const builtin = BUILTIN_AGENT_MODELS[spec];
   if (builtin) return { model: builtin, builtin: true };
   if (!looksLikePath(spec)) throw new Error(`model ${JSON.stringify(spec)}: not a built-in agent model (${Object.keys(BUILTIN_AGENT_MODELS).join(', ')}) nor a module path`);
-  return { model: (await importModel(spec, 'agent')) as AgentModel<unknown>, builtin: false };
+  return { model: (await importModel(spec, 'agent', launched, BUILTIN_AGENT_MODELS)) as AgentModel<unknown>, builtin: false };
 }
 
-export async function resolveEnvironmentModel(spec: string): Promise<ResolvedModel<EnvironmentModel<unknown>>> {
+export async function resolveEnvironmentModel(spec: string, launched: readonly string[]): Promise<ResolvedModel<EnvironmentModel<unknown>>> {
   const builtin = BUILTIN_ENVIRONMENT_MODELS[spec];
   if (builtin) return { model: builtin, builtin: true };
   if (!looksLikePath(spec)) throw new Error(`model ${JSON.stringify(spec)}: not a built-in environment model (${Object.keys(BUILTIN_ENVIRONMENT_MODELS).join(', ')}) nor a module path`);
-  return { model: (await importModel(spec, 'environment')) as EnvironmentModel<unknown>, builtin: false };
+  return { model: (await importModel(spec, 'environment', launched, BUILTIN_ENVIRONMENT_MODELS)) as EnvironmentModel<unknown>, builtin: false };
 }

@@ -1,5 +1,6 @@
 // The worker's command-line flags, validated as workers/process.ts readWorkerOptions does: a
-// refusal names the flag (`detsim: [reason] message`, exit 2). Also the listen address rules.
+// refusal names the flag (`detsim: [reason] message`, exit 2). Also the listen address rules
+// (as contract.ts parseListenAddress: unix sockets and loopback TCP hosts only).
 // Not the server: nothing here binds or serves.
 use detsim_formats::DetsimError;
 use detsim_formats::scalars::is_id;
@@ -57,6 +58,30 @@ pub fn parse_address(text: &str, field: &str) -> Result<Address, DetsimError> {
     Ok(Address::Tcp(host.to_string(), port as u16))
 }
 
+/// What a worker may listen on until authenticated remote workers exist (as LOCAL_LISTEN_RULE in contract.ts).
+pub const LOCAL_LISTEN_RULE: &str = "a worker listens only on unix:/abs/path or a loopback host (127.0.0.0/8, ::1, localhost) until authenticated remote workers exist";
+
+/// True for a loopback host: `localhost`, `::1` (bracketed or not) or a dotted IPv4 address in 127.0.0.0/8.
+pub fn is_loopback_host(host: &str) -> bool {
+    if matches!(host, "localhost" | "::1" | "[::1]") {
+        return true;
+    }
+    let Some(rest) = host.strip_prefix("127.") else { return false };
+    let octets: Vec<&str> = rest.split('.').collect();
+    octets.len() == 3 && octets.iter().all(|o| (1..=3).contains(&o.len()) && o.bytes().all(|b| b.is_ascii_digit()) && o.parse::<u16>().is_ok_and(|n| n <= 255))
+}
+
+/// A worker's listen address: parse_address, then refuse a TCP host that is not loopback (no authentication yet).
+pub fn parse_listen_address(text: &str, field: &str) -> Result<Address, DetsimError> {
+    let address = parse_address(text, field)?;
+    if let Address::Tcp(host, _) = &address
+        && !is_loopback_host(host)
+    {
+        return Err(DetsimError::at("perm_listen_not_local", format!("{field}: {} is not a loopback address; {LOCAL_LISTEN_RULE}", quoted(Some(host))), field));
+    }
+    Ok(address)
+}
+
 /// Remove a stale socket file before bind (a leftover file fails bind with EADDRINUSE).
 pub fn remove_stale_socket(path: &str) {
     if let Ok(m) = std::fs::symlink_metadata(path)
@@ -99,7 +124,7 @@ pub fn parse(args: &[String]) -> Result<Options, CliError> {
     }
     let refused = |reason: &'static str, message: String, field: &str| CliError::Refused(DetsimError::at(reason, message, field));
     let listen = values.get("listen").ok_or_else(|| refused("struct_missing_field", "--listen unix:/abs/path|host:port is required".into(), "--listen"))?;
-    let listen = parse_address(listen, "--listen").map_err(CliError::Refused)?;
+    let listen = parse_listen_address(listen, "--listen").map_err(CliError::Refused)?;
     match values.get("role").map(String::as_str) {
         Some("agent") => {}
         Some("environment") => return Err(refused("struct_invalid_field", "--role must be agent: the Rust worker hosts agents only (the environment runs in a TypeScript worker)".into(), "--role")),
@@ -141,6 +166,18 @@ mod tests {
         assert!(parse_address(&long, "--listen").unwrap_err().message.contains("it must be under 100"));
         for bad in ["localhost", ":80", "h:65536", "h:123456", "h:-1"] {
             assert!(parse_address(bad, "--listen").is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn listen_hosts_are_loopback_only_as_parse_listen_address_in_contract_ts() {
+        for ok in ["127.0.0.1:0", "127.1.2.3:9", "localhost:0", "::1:0", "[::1]:0", "unix:/tmp/a.sock"] {
+            assert!(parse_listen_address(ok, "--listen").is_ok(), "{ok}");
+        }
+        for bad in ["0.0.0.0", "192.168.1.10", "::", "example.com", "127.0.0.256", "127.0.0", "127.0.0.1.5"] {
+            let e = parse_listen_address(&format!("{bad}:0"), "--listen").unwrap_err();
+            assert_eq!((e.reason, e.field.as_deref()), ("perm_listen_not_local", Some("--listen")), "{bad}");
+            assert_eq!(e.message, format!("--listen: \"{bad}\" is not a loopback address; {LOCAL_LISTEN_RULE}"));
         }
     }
 

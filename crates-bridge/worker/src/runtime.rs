@@ -1,6 +1,7 @@
 // The Rust worker runtime, as workers/runtime.ts: turns one request message into exactly one
-// reply. Owns Worker.Hello / Status / Acknowledge / Shutdown, session binding, the lifecycle reply
-// cache and the envelopes; dispatches Agent.* and State.* to the agent host. Not the transport.
+// reply. Owns Worker.Hello / Status / Acknowledge / Shutdown, session binding, the Hello-first
+// gate (a stream is served nothing until it said a successful Hello), the lifecycle reply cache
+// and the envelopes; dispatches Agent.* and State.* to the agent host. Not the transport.
 use crate::agent_host::{AgentHost, Ctx, HostReply};
 use crate::refusal::{Outcome, Refusal, obj, s, shown};
 use detsim_formats::json::{canonical_bytes, canonical_digest, js_stringify, parse_strict};
@@ -50,7 +51,6 @@ pub struct WorkerRuntime {
     pub worker_id: String,
     pub incarnation_id: String,
     bound_session: Option<String>,
-    hello_done: bool,
     progress_counter: u64,
     last_completed: Option<String>,
     stopping: bool,
@@ -108,7 +108,6 @@ impl WorkerRuntime {
             worker_id,
             incarnation_id,
             bound_session: session,
-            hello_done: false,
             progress_counter: 0,
             last_completed: None,
             stopping: false,
@@ -118,8 +117,9 @@ impl WorkerRuntime {
         }
     }
 
-    /// Handle one request message; always produces exactly one reply.
-    pub fn handle(&mut self, body: &[u8], attachment: Option<&[u8]>) -> Outgoing {
+    /// Handle one request message arriving on a stream; always produces exactly one reply.
+    /// `introduced` is that stream's own Hello state (server.rs keeps one per Session stream).
+    pub fn handle(&mut self, body: &[u8], attachment: Option<&[u8]>, introduced: &mut bool) -> Outgoing {
         let req = match read_request(body) {
             Ok(r) => r,
             Err(e) => {
@@ -127,7 +127,7 @@ impl WorkerRuntime {
                 return Outgoing { body: self.envelope("error", &salvage_request_id(body), &Value::Null, ("error", err.to_json())), attachment: None, stop: false };
             }
         };
-        match self.dispatch(&req, attachment) {
+        match self.dispatch(&req, attachment, introduced) {
             Ok(reply) => Outgoing {
                 body: self.envelope("result", &req.request_id, &req.scope_json, ("result", reply.result)),
                 attachment: reply.attachment,
@@ -142,16 +142,21 @@ impl WorkerRuntime {
         canonical_bytes(&v).expect("replies hold finite numbers only")
     }
 
-    fn dispatch(&mut self, req: &Request, attachment: Option<&[u8]>) -> Outcome<HostReply> {
+    fn dispatch(&mut self, req: &Request, attachment: Option<&[u8]>, introduced: &mut bool) -> Outcome<HostReply> {
+        if req.method == "Worker.Hello" {
+            let reply = self.hello(req)?;
+            *introduced = true;
+            return Ok(reply);
+        }
+        // Nothing, not even Status or Shutdown, is served to a stream that has not introduced itself.
+        if !*introduced {
+            return Err(Refusal::new("INVALID_PHASE", format!("{} before Worker.Hello", req.method)));
+        }
         match req.method.as_str() {
-            "Worker.Hello" => return self.hello(req),
             "Worker.Status" => return self.status(req),
             "Worker.Shutdown" => return self.shutdown(req),
             "Worker.Acknowledge" => return self.acknowledge(req),
             _ => {}
-        }
-        if !self.hello_done {
-            return Err(Refusal::new("INVALID_PHASE", format!("{} before Worker.Hello", req.method)));
         }
         if self.stopping {
             return Err(Refusal::new("INVALID_PHASE", "the worker is stopping"));
@@ -216,8 +221,9 @@ impl WorkerRuntime {
         if contract != mine {
             return Err(Refusal::new("IDENTITY_MISMATCH", format!("contractDigest: the caller has {contract}, this worker speaks {mine}")));
         }
+        // Identity refusals say which check failed, never this worker's own id or bound session.
         if expected != self.worker_id {
-            return Err(Refusal::new("IDENTITY_MISMATCH", format!("workerId: the caller expects {expected}, this worker is {}", self.worker_id)));
+            return Err(Refusal::new("IDENTITY_MISMATCH", "workerId: params.expectedWorkerId does not name this worker"));
         }
         let role = member(p, "role");
         match role {
@@ -233,10 +239,9 @@ impl WorkerRuntime {
         if let Some(bound) = &self.bound_session
             && *bound != session_id
         {
-            return Err(Refusal::new("IDENTITY_MISMATCH", format!("sessionId: the caller has {session_id}, this worker is bound to {bound}")));
+            return Err(Refusal::new("IDENTITY_MISMATCH", "sessionId: params.sessionId is not the session this worker is bound to"));
         }
         self.bound_session = Some(session_id);
-        self.hello_done = true;
         Ok(HostReply {
             result: obj(vec![
                 ("selectedMajor", Value::Number(1.0)),
@@ -318,23 +323,56 @@ mod tests {
     #[test]
     fn malformed_and_non_canonical_requests_get_an_error_reply_with_the_salvaged_id() {
         let mut r = rt();
-        let out = r.handle(br#"{"method":"Worker.Status", "requestId":"req-42","scope":null,"params":{}}"#, None);
+        let mut introduced = false;
+        let out = r.handle(br#"{"method":"Worker.Status", "requestId":"req-42","scope":null,"params":{}}"#, None, &mut introduced);
         let v = reply(&out);
         assert_eq!(v.get("requestId").and_then(Value::as_str), Some("req-42"));
         assert_eq!(v.get("error").and_then(|e| e.get("code")).and_then(Value::as_str), Some("INVALID_ARGUMENT"));
         assert_eq!(v.get("error").and_then(|e| e.get("message")).and_then(Value::as_str), Some("malformed request: body is not RFC 8785 canonical JSON"));
-        let out = r.handle(b"not json", None);
+        let out = r.handle(b"not json", None, &mut introduced);
         assert_eq!(reply(&out).get("requestId").and_then(Value::as_str), Some("req-0"));
         assert_eq!(salvage_request_id(br#"{"requestId":"req-99999999999999999999"}"#), "req-0");
     }
 
+    const HELLO: &[u8] = br#"{"method":"Worker.Hello","params":{"contractDigest":"CD","expectedWorkerId":"w-1","role":"agent","sessionId":"s1","supportedMajors":[1]},"requestId":"req-3","scope":null}"#;
+
+    fn hello_body() -> Vec<u8> {
+        String::from_utf8(HELLO.to_vec()).unwrap().replace("CD", &contract_digest()).into_bytes()
+    }
+
+    fn code(out: &Outgoing) -> Option<String> {
+        reply(out).get("error").and_then(|e| e.get("code")).and_then(Value::as_str).map(str::to_string)
+    }
+
     #[test]
-    fn steps_before_hello_are_invalid_phase_and_shutdown_stops() {
+    fn nothing_but_hello_is_served_before_hello_on_the_same_stream_and_shutdown_stops_after_it() {
         let mut r = rt();
-        let out = r.handle(br#"{"method":"Agent.Prepare","params":{"agents":[{"agentId":"a"}]},"requestId":"req-1","scope":{"epoch":"e1","sessionId":"s1","step":"0"}}"#, None);
-        assert_eq!(reply(&out).get("error").and_then(|e| e.get("code")).and_then(Value::as_str), Some("INVALID_PHASE"));
-        let out = r.handle(br#"{"method":"Worker.Shutdown","params":{"reason":"done"},"requestId":"req-2","scope":null}"#, None);
+        let mut stream = false;
+        let out = r.handle(br#"{"method":"Agent.Prepare","params":{"agents":[{"agentId":"a"}]},"requestId":"req-1","scope":{"epoch":"e1","sessionId":"s1","step":"0"}}"#, None, &mut stream);
+        assert_eq!(code(&out).as_deref(), Some("INVALID_PHASE"));
+        let shutdown = br#"{"method":"Worker.Shutdown","params":{"reason":"done"},"requestId":"req-2","scope":null}"#;
+        let out = r.handle(shutdown, None, &mut stream);
+        assert!(!out.stop);
+        assert_eq!(reply(&out).get("error").and_then(|e| e.get("message")).and_then(Value::as_str), Some("Worker.Shutdown before Worker.Hello"));
+        assert_eq!(r.handle(&hello_body(), None, &mut stream).stop, false);
+        assert!(stream);
+        // Another stream of the same worker is still un-introduced.
+        let mut stranger = false;
+        assert_eq!(code(&r.handle(br#"{"method":"Worker.Status","params":{},"requestId":"req-4","scope":null}"#, None, &mut stranger)).as_deref(), Some("INVALID_PHASE"));
+        let out = r.handle(shutdown, None, &mut stream);
         assert!(out.stop);
         assert_eq!(reply(&out).get("result").and_then(|x| x.get("stopping")), Some(&Value::Bool(true)));
+    }
+
+    #[test]
+    fn identity_refusals_name_the_check_not_the_worker_id_or_bound_session() {
+        let mut r = WorkerRuntime::new("w-secret".into(), Some("s-secret".into()), "inc-0123456789abcdef".into(), 8 << 20);
+        let mut stream = false;
+        let wrong_id = String::from_utf8(hello_body()).unwrap().replace("\"w-1\"", "\"w-guess\"");
+        let wrong_session = String::from_utf8(hello_body()).unwrap().replace("\"w-1\"", "\"w-secret\"");
+        let message = |out: &Outgoing| reply(out).get("error").and_then(|e| e.get("message")).and_then(Value::as_str).unwrap().to_string();
+        assert_eq!(message(&r.handle(wrong_id.as_bytes(), None, &mut stream)), "workerId: params.expectedWorkerId does not name this worker");
+        assert_eq!(message(&r.handle(wrong_session.as_bytes(), None, &mut stream)), "sessionId: params.sessionId is not the session this worker is bound to");
+        assert!(!stream);
     }
 }

@@ -1,6 +1,7 @@
 // The worker's end of the transport (as coordinator/protocol/server.ts + frames.ts): the tonic
 // Session service, reassembling chunk frames + one body frame into a message, feeding the shared
-// runtime one message at a time and writing each reply back as chunks then body. No protocol semantics.
+// runtime one message at a time (with the stream's own Hello state) and writing each reply back as
+// chunks then body. No protocol semantics.
 use crate::pb::Frame;
 use crate::pb::worker_server::Worker;
 use crate::runtime::WorkerRuntime;
@@ -81,6 +82,8 @@ impl Worker for WorkerService {
         let worker_id = self.worker_id.clone();
         tokio::spawn(async move {
             let mut assembler = Assembler::default();
+            // Hello-first is per stream: this stream is served nothing until its own Hello succeeded.
+            let mut introduced = false;
             while let Some(next) = incoming.next().await {
                 let Ok(frame) = next else { break };
                 let (body, attachment) = match assembler.push(frame) {
@@ -92,7 +95,7 @@ impl Worker for WorkerService {
                     }
                 };
                 // One request at a time across all streams, replies in request order.
-                let out = runtime.lock().expect("runtime lock").handle(&body, attachment.as_deref());
+                let out = runtime.lock().expect("runtime lock").handle(&body, attachment.as_deref(), &mut introduced);
                 for f in frames(out.body, out.attachment) {
                     if tx.send(Ok(f)).await.is_err() {
                         return;

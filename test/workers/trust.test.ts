@@ -1,0 +1,138 @@
+// The worker's trust boundary against real worker processes (docs/security.md): a stranger — a
+// second gRPC client on a live worker's socket — is served nothing before its own Hello, learns
+// neither the worker id nor the bound session from a refusal, and cannot make the worker import a
+// model module it was not launched with; a worker refuses a non-loopback listen address.
+// Not the Hello field checks (hello.test.ts) nor the Rust worker (test/cross-lang/).
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { resolveConfig } from '../../coordinator/config.js';
+import { launchedModelsFor } from '../../coordinator/launcher.js';
+import { CONTRACT_DIGEST, METHODS, WorkerClient } from '../../coordinator/protocol/index.js';
+import { REPO_ROOT, SESSION, STEP_60HZ, errorOf, resultOf, scope, spawnWorker, stopAll } from './harness.js';
+
+afterAll(stopAll);
+
+const WALKER = { agentId: 'a-walk', model: 'walker', params: {}, seed: 7, stepDuration: STEP_60HZ, observation: {} };
+const MARKER_MODEL = join(REPO_ROOT, 'test/workers/fixtures/marker-model.ts');
+
+/** Every method but Hello, with params a real client would send. */
+const NOT_HELLO: [string, ReturnType<typeof scope> | null, Record<string, unknown>][] = [
+  [METHODS.status, null, {}],
+  [METHODS.shutdown, null, { reason: 'stranger' }],
+  [METHODS.acknowledge, null, { requestIds: ['req-1'] }],
+  [METHODS.agentInitialize, scope(0), { agents: [{ ...WALKER, agentId: 'intruder' }] }],
+  [METHODS.agentPrepare, scope(0), { agents: [{ agentId: 'a-walk' }] }],
+  [METHODS.capture, scope(0), { checkpointId: 'ck-x', agentId: 'a-walk' }],
+];
+
+describe('a stranger on a live worker’s socket', () => {
+  it('is refused every method before its own Hello although the coordinator’s stream said Hello; the worker keeps serving', async () => {
+    const w = await spawnWorker('agent', 'w-live', ['--session', SESSION], true, '127.0.0.1:0');
+    resultOf(await w.client.call(METHODS.agentInitialize, scope(0), { agents: [WALKER] }));
+    const stranger = await WorkerClient.connect(w.listen, { processExit: w.exited, label: 'stranger' });
+    for (const [method, sc, params] of NOT_HELLO) {
+      expect(errorOf(await stranger.call(method, sc, params)), method).toEqual({ code: 'INVALID_PHASE', message: `${method} before Worker.Hello`, mutation: 'none' });
+    }
+    // The Shutdown above did nothing: the worker and the coordinator's stream are untouched.
+    expect(w.proc.exitCode).toBeNull();
+    const status = resultOf<{ state: string; progressCounter: string }>(await w.client.call(METHODS.status, null, {}));
+    expect(status.state).toBe('ready');
+    const p = await w.client.call(METHODS.agentPrepare, scope(0), { agents: [{ agentId: 'a-walk' }] });
+    expect(resultOf<{ agents: unknown[] }>(p).agents).toHaveLength(1);
+    stranger.close();
+    await w.stop();
+  });
+
+  it('learns neither the worker id nor the bound session from a refused Hello', async () => {
+    const w = await spawnWorker('agent', 'w-secret-7', ['--session', 's-secret-9'], false);
+    const stranger = await WorkerClient.connect(w.listen, { processExit: w.exited, label: 'stranger' });
+    const hello = { sessionId: 's-guess', expectedWorkerId: 'w-guess', role: 'agent', supportedMajors: [1], contractDigest: CONTRACT_DIGEST };
+    const wrongId = errorOf(await stranger.call(METHODS.hello, null, hello));
+    expect(wrongId).toEqual({ code: 'IDENTITY_MISMATCH', message: 'workerId: params.expectedWorkerId does not name this worker', mutation: 'none' });
+    const wrongSession = errorOf(await stranger.call(METHODS.hello, null, { ...hello, expectedWorkerId: 'w-secret-7' }));
+    expect(wrongSession).toEqual({ code: 'IDENTITY_MISMATCH', message: 'sessionId: params.sessionId is not the session this worker is bound to', mutation: 'none' });
+    for (const e of [wrongId, wrongSession]) expect(e.message).not.toMatch(/secret/);
+    // Still un-introduced after the refused Hellos.
+    expect(errorOf(await stranger.call(METHODS.status, null, {})).code).toBe('INVALID_PHASE');
+    stranger.close();
+    await w.stop();
+  });
+});
+
+describe('listen addresses', () => {
+  const worker = (listen: string) =>
+    spawnSync(process.execPath, ['--import', 'tsx', 'workers/main.ts', '--listen', listen, '--role', 'agent', '--worker-id', 'w1', '--no-parent-watch'], { cwd: REPO_ROOT, encoding: 'utf8', timeout: 30_000 });
+
+  it('refuses 0.0.0.0, a LAN address, :: and a host name with one named line, exit 2, before listening', () => {
+    for (const host of ['0.0.0.0', '192.168.1.10', '::', 'example.com', '127.0.0.256']) {
+      const r = worker(`${host}:0`);
+      expect(r.status, host).toBe(2);
+      expect(r.stdout).toBe('');
+      expect(r.stderr).toBe(`detsim: [perm_listen_not_local] --listen: ${JSON.stringify(host)} is not a loopback address; a worker listens only on unix:/abs/path or a loopback host (127.0.0.0/8, ::1, localhost) until authenticated remote workers exist\n`);
+    }
+  });
+
+  it('`detsim worker --listen 0.0.0.0:0` is refused the same way', () => {
+    const r = spawnSync(process.execPath, ['--import', 'tsx', 'coordinator/cli/main.ts', 'worker', '--listen', '0.0.0.0:0', '--role', 'agent', '--worker-id', 'w1', '--no-parent-watch'], { cwd: REPO_ROOT, encoding: 'utf8', timeout: 30_000 });
+    expect(r.status).toBe(2);
+    expect(r.stderr).toMatch(/^detsim: \[perm_listen_not_local\] --listen: "0\.0\.0\.0" is not a loopback address; /);
+  });
+
+  it('accepts any 127.0.0.0/8 address and localhost', async () => {
+    for (const listen of ['127.0.0.2:0', 'localhost:0']) {
+      const w = await spawnWorker('agent', 'w-lo', [], true, listen);
+      expect(resultOf<{ state: string }>(await w.client.call(METHODS.status, null, {})).state).toBe('uninitialized');
+      await w.stop();
+    }
+  });
+});
+
+describe('model modules', () => {
+  it('a module path the worker was not launched with is refused by name and never imported; a launched one loads', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'detsim-marker-'));
+    const marker = join(dir, 'imported');
+    process.env.DETSIM_TEST_MARKER = marker;
+    try {
+      const bare = await spawnWorker('agent', 'w-bare');
+      const refused = errorOf(await bare.client.call(METHODS.agentInitialize, scope(0), { agents: [{ ...WALKER, model: MARKER_MODEL }] }));
+      expect(refused).toEqual({
+        code: 'INVALID_ARGUMENT',
+        message: `params.agents[0].model: model ${JSON.stringify(MARKER_MODEL)} was not launched with this worker (perm_model_not_launched): a worker loads only the built-in models (walker, lif) and the model modules given to it at launch (--model); it was not loaded`,
+        mutation: 'none',
+      });
+      // A relative spelling of the same file is the same refusal: nothing was imported.
+      expect(errorOf(await bare.client.call(METHODS.agentInitialize, scope(0), { agents: [{ ...WALKER, model: './test/workers/fixtures/marker-model.ts' }] })).message).toMatch(/perm_model_not_launched/);
+      expect(existsSync(marker)).toBe(false);
+      await bare.stop();
+      const launched = await spawnWorker('agent', 'w-launched', ['--model', MARKER_MODEL]);
+      resultOf(await launched.client.call(METHODS.agentInitialize, scope(0), { agents: [{ ...WALKER, model: MARKER_MODEL }] }));
+      expect(existsSync(marker)).toBe(true);
+      await launched.stop();
+    } finally {
+      delete process.env.DETSIM_TEST_MARKER;
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('the launcher gives each worker the module paths of the models it hosts, and no others', () => {
+    const plan = resolveConfig(
+      {
+        sessionId: 'launch', masterSeed: '1', steps: 1,
+        environment: { id: 'forage', model: 'forage' },
+        agents: [{ id: 'w-0', model: 'walker' }, { id: 'm-0', model: './fixtures/marker-model.ts' }, { id: 'r-0', model: './fixtures/readme-model.ts' }],
+        workers: { agentsPerWorker: 1 },
+      },
+      { baseDir: join(REPO_ROOT, 'test/workers') },
+    );
+    expect(plan.workers.map((w) => launchedModelsFor(plan, w))).toEqual([[], [], [MARKER_MODEL], [join(REPO_ROOT, 'test/workers/fixtures/readme-model.ts')]]);
+  });
+
+  it('refuses a --model that is not a file, naming the flag, exit 2', () => {
+    const r = spawnSync(process.execPath, ['--import', 'tsx', 'workers/main.ts', '--listen', 'unix:/tmp/dsx-never.sock', '--role', 'agent', '--worker-id', 'w1', '--model', '/nonexistent/model.ts'], { cwd: REPO_ROOT, encoding: 'utf8', timeout: 30_000 });
+    expect(r.status).toBe(2);
+    expect(r.stderr).toBe('detsim: [struct_unknown_model] --model "/nonexistent/model.ts": no such model module file (/nonexistent/model.ts)\n');
+  });
+});
