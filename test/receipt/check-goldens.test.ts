@@ -3,10 +3,11 @@
 // without a range, a range past the fetched history, or a bad range fails loudly
 // ([meta_golden_history_incomplete]). Real git repositories in tmp.
 import { execFileSync, spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { goldenMarkerCheck } from '../../coordinator/receipt/verify.js';
 
 const SCRIPT = join(process.cwd(), 'scripts', 'check-goldens.mjs');
 const ENV = { ...process.env, GIT_AUTHOR_NAME: 't', GIT_AUTHOR_EMAIL: 't@example.invalid', GIT_COMMITTER_NAME: 't', GIT_COMMITTER_EMAIL: 't@example.invalid', DETSIM_GOLDEN_RANGE: '' };
@@ -97,6 +98,19 @@ describe('check-goldens (D6)', () => {
     expect(r.stderr).toMatch(INCOMPLETE);
     expect(r.stderr).toMatch(/range "origin\/nonesuch\.\.HEAD" cannot be resolved/);
     expect(r.stderr).not.toMatch(/\n\s+at /);
+  });
+
+  it('detsim verify reports a shallow clone as meta_golden_history_incomplete, an unmarked change as audit_golden_unmarked', () => {
+    const src = repoWithHistory(true);
+    commit(src, 'scripts/check-goldens.mjs', readFileSync(SCRIPT, 'utf8'), 'the guard');
+    expect(goldenMarkerCheck(src)).toMatchObject({ status: 'fail', reason: 'audit_golden_unmarked' });
+    const previous = process.env.DETSIM_GOLDEN_RANGE;
+    delete process.env.DETSIM_GOLDEN_RANGE;
+    try {
+      expect(goldenMarkerCheck(shallowClone(src, 2))).toMatchObject({ status: 'fail', reason: 'meta_golden_history_incomplete', detail: { message: expect.stringMatching(/shallow clone/) } });
+    } finally {
+      if (previous !== undefined) process.env.DETSIM_GOLDEN_RANGE = previous;
+    }
   });
 
   it('outside a git checkout it passes and says why; with --require-git (CI) it fails', () => {
