@@ -68,6 +68,12 @@ describe('test-summary: skips fail CI unless expected', () => {
     expect(r.status).toBe(1);
     expect(r.stdout).toContain('2 passed, 0 failed, 1 skipped');
     expect(r.stderr).toContain('unexpected skip (not in scripts/expected-skips.json): cargo jcs_vectors_pairs');
+    const doc = summary([ok], { cargo: 'test src/lib.rs - f (line 3) ... ignored\n\ntest result: ok. 0 passed; 0 failed; 1 ignored; 0 measured\n' });
+    expect(doc.status).toBe(1);
+    expect(doc.stderr).toContain('cargo src/lib.rs - f (line 3)');
+    const unnamed = summary([ok], { cargo: 'test result: ok. 0 passed; 0 failed; 2 ignored; 0 measured\n' });
+    expect(unnamed.status).toBe(1);
+    expect(unnamed.stdout).toContain('1 passed, 0 failed, 2 skipped');
   });
 
   it('a failure fails; a clean run passes', () => {
