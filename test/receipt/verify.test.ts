@@ -120,6 +120,21 @@ describe('detsim verify (CLI, real runs)', () => {
     expect(jsonl(out).pop()).toMatchObject({ verdict: 'red', exitCode: 1 });
   });
 
+  it('D6: --update-goldens adds the behaviour digest to a golden frozen without one, saying so', { timeout: 240_000 }, () => {
+    const old = tmp('detsim-verify-golden-');
+    const g = parseStrict(readFileSync(join(goldenDir, 'tiny-walkers.json'))) as { behaviourDigest: string; reproHash: string };
+    const { behaviourDigest, ...withoutBehaviour } = g;
+    writeFileSync(join(old, 'tiny-walkers.json'), `${canonicalize(withoutBehaviour)}\n`);
+    // Without --update-goldens such a golden is refused, naming the file and the field.
+    const refused = verifyCli(tmp('detsim-verify-out-'), [], old);
+    expect(refused.status).toBe(2);
+    expect(refused.stderr).toMatch(/\[struct_missing_field\] .*tiny-walkers\.json: behaviourDigest is missing/);
+    const r = verifyCli(tmp('detsim-verify-out-'), ['--update-goldens'], old);
+    expect(r.status, r.stdout + r.stderr).toBe(0);
+    expect(r.stderr).toContain(`← ${g.reproHash}, behaviour ${behaviourDigest} (behaviour digest first frozen)`); // progress goes to stderr
+    expect(parseStrict(readFileSync(join(old, 'tiny-walkers.json')))).toMatchObject({ reproHash: g.reproHash, behaviourDigest });
+  });
+
   it('D1: an unclassified field gives exit 2 (yellow), counted and named', { timeout: 240_000 }, () => {
     const dir = tmp('detsim-verify-table-');
     mkdirSync(dir, { recursive: true });
