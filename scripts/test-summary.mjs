@@ -1,27 +1,61 @@
-// Prints the plain closing line CI reads, "N passed, N failed", summed over the vitest JSON
-// report and the cargo test log (when the Rust workspace ran). Exits 1 if anything failed.
+// Prints the plain closing line CI reads, "N passed, N failed, N skipped", summed over the vitest
+// JSON report and the cargo test log (when the Rust workspace ran), then names every skipped test.
+// Exits 1 if anything failed, or if any test was skipped (vitest) or ignored (cargo) that is not on
+// the documented allow-list scripts/expected-skips.json: a skipped test never fails, so an
+// unexpected skip is a failure here. Reads reports only; runs nothing.
 import { existsSync, readFileSync } from 'node:fs';
+import { relative } from 'node:path';
+
+const SKIPPED = new Set(['skipped', 'pending', 'todo']);
+const allow = JSON.parse(readFileSync(new URL('./expected-skips.json', import.meta.url), 'utf8'));
+const allowedVitest = new Map(allow.vitest.map((e) => [`${e.file} > ${e.fullName}`, e.why]));
+const allowedCargo = new Map(allow.cargo.map((e) => [e.test, e.why]));
 
 let passed = 0;
 let failed = 0;
-let skipped = 0;
+/** Every skipped test: {name, why (null when not allowed)}. */
+const skips = [];
+
 const vitest = 'reports/vitest.json';
 if (existsSync(vitest)) {
   const r = JSON.parse(readFileSync(vitest, 'utf8'));
   passed += r.numPassedTests;
   failed += r.numFailedTests + (r.numFailedTestSuites ?? 0);
-  skipped += (r.numPendingTests ?? 0) + (r.numTodoTests ?? 0);
+  for (const file of r.testResults ?? []) {
+    const rel = relative(process.cwd(), file.name);
+    for (const t of file.assertionResults ?? []) {
+      if (!SKIPPED.has(t.status)) continue;
+      const name = `${rel} > ${t.fullName}`;
+      skips.push({ name, why: allowedVitest.get(name) ?? null });
+    }
+  }
+  // A count without names (an old or partial report) is still a skip: never let it pass unnamed.
+  const counted = (r.numPendingTests ?? 0) + (r.numTodoTests ?? 0);
+  const named = skips.length;
+  for (let i = named; i < counted; i++) skips.push({ name: `(an unnamed skipped vitest test in ${vitest})`, why: null });
 } else {
   console.error('test-summary: no vitest report at reports/vitest.json');
   failed += 1;
 }
 const cargo = 'reports/cargo-test.txt';
 if (existsSync(cargo)) {
-  for (const m of readFileSync(cargo, 'utf8').matchAll(/test result: \w+\. (\d+) passed; (\d+) failed; (\d+) ignored/g)) {
+  const log = readFileSync(cargo, 'utf8');
+  let ignored = 0;
+  for (const m of log.matchAll(/test result: \w+\. (\d+) passed; (\d+) failed; (\d+) ignored/g)) {
     passed += Number(m[1]);
     failed += Number(m[2]);
-    skipped += Number(m[3]);
+    ignored += Number(m[3]);
   }
+  // Names may hold spaces (doc-tests: "src/lib.rs - f (line 3)"); an ignore reason may follow.
+  const named = [...log.matchAll(/^test (.+?) \.\.\. ignored\b/gm)].map((m) => m[1]);
+  for (const name of named) skips.push({ name: `cargo ${name}`, why: allowedCargo.get(name) ?? null });
+  for (let i = named.length; i < ignored; i++) skips.push({ name: `(an unnamed ignored cargo test in ${cargo})`, why: null });
 }
-console.log(`${passed} passed, ${failed} failed, ${skipped} skipped`);
-process.exit(failed > 0 ? 1 : 0);
+console.log(`${passed} passed, ${failed} failed, ${skips.length} skipped`);
+const unexpected = skips.filter((s) => s.why === null);
+for (const s of skips) {
+  if (s.why !== null) console.log(`skipped (expected: ${s.why}): ${s.name}`);
+  else console.error(`test-summary: unexpected skip (not in scripts/expected-skips.json): ${s.name}`);
+}
+if (unexpected.length > 0) console.error(`test-summary: ${unexpected.length} unexpected skip(s) fail CI: run them (install what they need) or, if the skip is by design, add them to scripts/expected-skips.json with why`);
+process.exit(failed > 0 || unexpected.length > 0 ? 1 : 0);

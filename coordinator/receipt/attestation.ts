@@ -67,7 +67,7 @@ const ITEMS: [string, string, string[], string][] = [
   ['D3', 'fixed-point numbers, enum values', ['canonical'], 'canonical.test.ts D3'],
   ['D4', 'two independent runs agree (and their physical fields differ)', ['replay', 'physical-diff'], 'replay.test.ts D4'],
   ['D5', 'tampering with ReproCore changes the hash', ['sensitivity'], 'canonical.test.ts D5 ×2, replay.test.ts D5'],
-  ['D6', 'goldens frozen with the [golden] review marker', ['golden', 'golden-marker'], 'check-goldens.test.ts D6 ×2, goldens.test.ts D6, verify.test.ts D6 (exit 1)'],
+  ['D6', 'goldens (ReproHash and behaviour digest) frozen with the [golden] review marker', ['golden', 'golden-marker'], 'check-goldens.test.ts D6 ×2 and its shallow-clone cases, goldens.test.ts D6, verify.test.ts D6 ×2 (exit 1)'],
   ['D7', 'every decision has a non-empty reason', [], 'reasons.test.ts D7 ×2'],
   ['D8', 'receipts carry evidence_class; measured ones a source and time', ['honesty'], 'honesty.test.ts D8 ×3'],
   ['D9', 'verdict_hash reproducible, ts_build outside it', [], 'verify.test.ts D9 ×2'],

@@ -89,7 +89,9 @@ export function goldenMarkerCheck(root = process.cwd()): Check | null {
   const r = spawnSync(process.execPath, [script], { cwd: root, encoding: 'utf8' });
   if (r.status === 0) return makeCheck('golden-marker', 'detsim', 'pass', 'audit_golden_marked', { guard: 'scripts/check-goldens.mjs' });
   const first = (r.stderr || r.stdout || '').split('\n').find((l) => l.length > 0) ?? `exit ${r.status}`;
-  return makeCheck('golden-marker', 'detsim', 'fail', 'audit_golden_unmarked', { guard: 'scripts/check-goldens.mjs', message: first });
+  // A history the guard cannot see (a shallow clone) is its own failure, not an unmarked commit.
+  const reason = first.includes('[meta_golden_history_incomplete]') ? 'meta_golden_history_incomplete' : 'audit_golden_unmarked';
+  return makeCheck('golden-marker', 'detsim', 'fail', reason, { guard: 'scripts/check-goldens.mjs', message: first });
 }
 
 async function verifyConfig(config: string, opts: VerifyOptions, say: (l: string) => void): Promise<Check[]> {
@@ -99,7 +101,7 @@ async function verifyConfig(config: string, opts: VerifyOptions, say: (l: string
   let golden: Golden | null;
   try {
     plan = loadConfig(config);
-    golden = readGolden(goldenDir, name);
+    golden = readGolden(goldenDir, name, { forUpdate: opts.updateGoldens });
   } catch (e) {
     if (e instanceof DetsimError) throw new DetsimError(e.reason, `${config}: ${e.message}`, e.field);
     throw e;
@@ -118,14 +120,25 @@ async function verifyConfig(config: string, opts: VerifyOptions, say: (l: string
   const checks: Check[] = report.checks.map((c) => (c.check === 'replay' ? { ...c, subject: name, physical: { runDirs } } : { ...c, subject: name }));
   const first = report.runs[0]!;
   checks.push(canonicalCheck(name, first.receipt, opts.table));
-  if (opts.updateGoldens && report.stable) {
+  const behaviour = behaviourDigestOf(first.receipt);
+  if (opts.updateGoldens && report.stable && behaviour !== null) {
     const rel = relative(process.cwd(), config) || config;
-    const g: Golden = { example: name, config: rel, steps, reproHash: first.reproHash, evidence_class: 'simulated', how: `detsim verify --update-goldens: ${report.runs.length} fresh runs (${report.runs.map((r) => r.dispatch).join(', ')}) agreed` };
-    if (golden?.reproHash !== g.reproHash || golden.steps !== steps) say(`  golden ${writeGolden(goldenDir, g)} ← ${g.reproHash}`);
+    const g: Golden = { example: name, config: rel, steps, reproHash: first.reproHash, behaviourDigest: behaviour, evidence_class: 'simulated', how: `detsim verify --update-goldens: ${report.runs.length} fresh runs (${report.runs.map((r) => r.dispatch).join(', ')}) agreed` };
+    if (golden?.reproHash !== g.reproHash || golden.behaviourDigest !== g.behaviourDigest || golden.steps !== steps) {
+      // Say whether behaviour moved: a re-freeze after a proto comment edit keeps the behaviour digest.
+      const moved = golden === null ? 'new' : golden.behaviourDigest === '' ? 'behaviour digest first frozen' : golden.behaviourDigest === g.behaviourDigest ? 'behaviour unchanged' : `BEHAVIOUR CHANGED (was ${golden.behaviourDigest})`;
+      say(`  golden ${writeGolden(goldenDir, g)} ← ${g.reproHash}, behaviour ${g.behaviourDigest} (${moved})`);
+    }
     golden = g;
   }
-  checks.push(goldenCheck(name, golden, first.reproHash));
+  checks.push(goldenCheck(name, golden, first.reproHash, behaviour));
   return checks;
+}
+
+/** summary.behaviourDigest of a receipt, or null when the run wrote none. */
+function behaviourDigestOf(receipt: Receipt): string | null {
+  const summary = receipt.summary as { behaviourDigest?: unknown } | null;
+  return typeof summary?.behaviourDigest === 'string' ? summary.behaviourDigest : null;
 }
 
 /** Run every check and write reports/attestation.md and reports/attestation.jsonl. */

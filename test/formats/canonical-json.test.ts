@@ -1,7 +1,8 @@
-// RFC 8785: the official JCS vectors (read from ../shared/jcs-vectors, skipped with a message when
-// absent), detsim's own strict-parser cases (fixtures/jcs/strict-cases.json), and an oracle check
-// against the `canonicalize` package on random values.
-import { existsSync, readFileSync } from 'node:fs';
+// RFC 8785: the official JCS vectors (a copy in fixtures/jcs/rfc8785/, checked against its
+// SHA256SUMS; never skipped), detsim's own strict-parser cases (fixtures/jcs/strict-cases.json),
+// and an oracle check against the `canonicalize` package on random values.
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import oracle from 'canonicalize';
 import fc from 'fast-check';
@@ -12,47 +13,47 @@ import { refusal } from '../refusal.js';
 import { jsonValue } from './json-arbitrary.js';
 
 const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
-// DETSIM_JCS_DIR overrides the location (used to check the skip path).
-const JCS_DIR = process.env.DETSIM_JCS_DIR ?? `${repoRoot}../shared/jcs-vectors/`;
-const haveJcs = existsSync(`${JCS_DIR}input`) && existsSync(`${JCS_DIR}es6testfile100m-first10000.txt`);
+const JCS_DIR = `${repoRoot}fixtures/jcs/rfc8785/`;
 const JCS_NAMES = ['arrays', 'french', 'structures', 'unicode', 'values', 'weird'];
 
-if (!haveJcs) {
-  console.warn(`official JCS vectors skipped: ${JCS_DIR} is absent`);
-  describe.skip(`official JCS vectors: SKIPPED, ${JCS_DIR} is absent (put the RFC 8785 vectors beside the clone to run them)`, () => {
-    it('needs ../shared/jcs-vectors', () => {});
-  });
-} else {
-  describe('official JCS vectors (../shared/jcs-vectors)', () => {
-    for (const name of JCS_NAMES) {
-      it(`${name}: input canonicalizes to output, byte for byte`, () => {
-        const input = readFileSync(`${JCS_DIR}input/${name}.json`);
-        const expected = readFileSync(`${JCS_DIR}output/${name}.json`);
-        const hex = readFileSync(`${JCS_DIR}outhex/${name}.txt`, 'utf8').trim().split(/\s+/).join('');
-        const out = canonicalBytes(parseStrict(input));
-        expect(out.toString('hex')).toBe(expected.toString('hex'));
-        expect(out.toString('hex')).toBe(hex);
-        // The output is a fixed point: already canonical.
-        expect(canonicalBytes(parseCanonical(expected)).equals(expected)).toBe(true);
-      });
+describe('official JCS vectors (fixtures/jcs/rfc8785, cyberphone/json-canonicalization)', () => {
+  it('every vector file is the upstream copy: SHA256SUMS matches, 19 files', () => {
+    const sums = readFileSync(`${JCS_DIR}SHA256SUMS`, 'utf8').split('\n').filter(Boolean);
+    expect(sums).toHaveLength(19);
+    for (const line of sums) {
+      const [digest, name] = line.split(/\s+/) as [string, string];
+      expect(createHash('sha256').update(readFileSync(`${JCS_DIR}${name}`)).digest('hex'), name).toBe(digest);
     }
-
-    it('es6testfile100m-first10000.txt: all 10,000 numbers print exactly', () => {
-      const lines = readFileSync(`${JCS_DIR}es6testfile100m-first10000.txt`, 'utf8').split('\n').filter((l) => l !== '');
-      expect(lines).toHaveLength(10000);
-      const bits = Buffer.alloc(8);
-      const failures: string[] = [];
-      for (const line of lines) {
-        const comma = line.indexOf(',');
-        bits.writeBigUInt64BE(BigInt(`0x${line.slice(0, comma)}`));
-        const value = bits.readDoubleBE(0);
-        const got = serializeNumber(value);
-        if (got !== line.slice(comma + 1)) failures.push(`${line} → ${got}`);
-      }
-      expect(failures.slice(0, 10)).toEqual([]);
-    });
   });
-}
+
+  for (const name of JCS_NAMES) {
+    it(`${name}: input canonicalizes to output, byte for byte`, () => {
+      const input = readFileSync(`${JCS_DIR}input/${name}.json`);
+      const expected = readFileSync(`${JCS_DIR}output/${name}.json`);
+      const hex = readFileSync(`${JCS_DIR}outhex/${name}.txt`, 'utf8').trim().split(/\s+/).join('');
+      const out = canonicalBytes(parseStrict(input));
+      expect(out.toString('hex')).toBe(expected.toString('hex'));
+      expect(out.toString('hex')).toBe(hex);
+      // The output is a fixed point: already canonical.
+      expect(canonicalBytes(parseCanonical(expected)).equals(expected)).toBe(true);
+    });
+  }
+
+  it('es6testfile100m-first10000.txt: all 10,000 numbers print exactly', () => {
+    const lines = readFileSync(`${JCS_DIR}es6testfile100m-first10000.txt`, 'utf8').split('\n').filter((l) => l !== '');
+    expect(lines).toHaveLength(10000);
+    const bits = Buffer.alloc(8);
+    const failures: string[] = [];
+    for (const line of lines) {
+      const comma = line.indexOf(',');
+      bits.writeBigUInt64BE(BigInt(`0x${line.slice(0, comma)}`));
+      const value = bits.readDoubleBE(0);
+      const got = serializeNumber(value);
+      if (got !== line.slice(comma + 1)) failures.push(`${line} → ${got}`);
+    }
+    expect(failures.slice(0, 10)).toEqual([]);
+  });
+});
 
 // ---------------------------------------------------------------------------------------------
 

@@ -1,10 +1,13 @@
 // D6: scripts/check-goldens.mjs refuses a golden change without [golden] in the commit subject,
-// in a full clone, in a shallow clone, and with an explicit range. Real git repositories in tmp.
+// in a full clone and with an explicit range; it never checks less than it says: a shallow clone
+// without a range, a range past the fetched history, or a bad range fails loudly
+// ([meta_golden_history_incomplete]). Real git repositories in tmp.
 import { execFileSync, spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { goldenMarkerCheck } from '../../coordinator/receipt/verify.js';
 
 const SCRIPT = join(process.cwd(), 'scripts', 'check-goldens.mjs');
 const ENV = { ...process.env, GIT_AUTHOR_NAME: 't', GIT_AUTHOR_EMAIL: 't@example.invalid', GIT_COMMITTER_NAME: 't', GIT_COMMITTER_EMAIL: 't@example.invalid', DETSIM_GOLDEN_RANGE: '' };
@@ -21,9 +24,17 @@ function commit(repo: string, file: string, text: string, subject: string): void
   git(repo, 'commit', '-q', '-m', subject);
 }
 
-function check(cwd: string, range?: string) {
-  return spawnSync(process.execPath, [SCRIPT, ...(range ? [range] : [])], { cwd, env: ENV, encoding: 'utf8' });
+function check(cwd: string, range?: string, extra: { env?: Record<string, string>; args?: string[] } = {}) {
+  return spawnSync(process.execPath, [SCRIPT, ...(range ? [range] : []), ...(extra.args ?? [])], { cwd, env: { ...ENV, ...extra.env }, encoding: 'utf8' });
 }
+
+function shallowClone(src: string, depth: number): string {
+  const dir = mkdtempSync(join(tmpdir(), 'detsim-shallow-'));
+  git(dir, 'clone', '-q', '--depth', String(depth), `file://${src}`, 'c');
+  return join(dir, 'c');
+}
+
+const INCOMPLETE = /^check-goldens: \[meta_golden_history_incomplete\] /m;
 
 function repoWithHistory(unmarked: boolean): string {
   const repo = mkdtempSync(join(tmpdir(), 'detsim-golden-'));
@@ -43,33 +54,72 @@ describe('check-goldens (D6)', () => {
     expect(r.stderr).toMatch(/\[audit_golden_unmarked\] [0-9a-f]{12} "refactor something" changes fixtures\/golden\/a\.json without \[golden\]/);
   });
 
-  it('D6: golden changes that carry [golden] pass; the whole history is the default range', () => {
+  it('D6: golden changes that carry [golden] pass; the complete history is the default range', () => {
     const r = check(repoWithHistory(false));
     expect(r.status, r.stderr).toBe(0);
-    expect(r.stdout).toMatch(/5 commit\(s\) in HEAD, 2 change fixtures\/golden\/, all marked \[golden\]/);
+    expect(r.stdout).toMatch(/5 commit\(s\) in the complete history of HEAD, 2 change fixtures\/golden\/, all marked \[golden\]/);
   });
 
-  it('an explicit range checks only that range', () => {
+  it('an explicit range (argument or DETSIM_GOLDEN_RANGE) checks only that range', () => {
     const repo = repoWithHistory(true);
     expect(check(repo, 'HEAD~1..HEAD').status).toBe(0); // the offending commit is outside
     expect(check(repo, 'HEAD~2..HEAD').status).toBe(1);
+    expect(check(repo, undefined, { env: { DETSIM_GOLDEN_RANGE: 'HEAD~1..HEAD' } }).status).toBe(0);
+    const r = check(repo, undefined, { env: { DETSIM_GOLDEN_RANGE: 'HEAD~2..HEAD' } });
+    expect(r.status).toBe(1);
+    expect(r.stderr).toMatch(/\[audit_golden_unmarked\] [0-9a-f]{12} "refactor something"/);
   });
 
-  it('works in a shallow clone: the boundary commit is skipped, later commits are checked', () => {
+  it('a shallow clone without a range fails loudly instead of checking part of the history', () => {
+    for (const depth of [1, 3]) {
+      const r = check(shallowClone(repoWithHistory(false), depth));
+      expect(r.status, `depth ${depth}: ${r.stdout}`).toBe(1);
+      expect(r.stderr).toMatch(INCOMPLETE);
+      expect(r.stderr).toMatch(/shallow clone.*git fetch --unshallow.*DETSIM_GOLDEN_RANGE/);
+      expect(r.stdout).toBe('');
+    }
+  });
+
+  it('a shallow clone with DETSIM_GOLDEN_RANGE inside the fetched history checks it; one reaching past it fails loudly', () => {
+    const clone = shallowClone(repoWithHistory(true), 3); // HEAD, HEAD~1 (the unmarked change), HEAD~2 (boundary)
+    expect(check(clone, undefined, { env: { DETSIM_GOLDEN_RANGE: 'HEAD~1..HEAD' } }).status).toBe(0);
+    const caught = check(clone, undefined, { env: { DETSIM_GOLDEN_RANGE: 'HEAD~2..HEAD' } });
+    expect(caught.status).toBe(1);
+    expect(caught.stderr).toMatch(/\[audit_golden_unmarked\] [0-9a-f]{12} "refactor something"/);
+    const past = check(clone, undefined, { env: { DETSIM_GOLDEN_RANGE: 'HEAD' } });
+    expect(past.status).toBe(1);
+    expect(past.stderr).toMatch(INCOMPLETE);
+    expect(past.stderr).toMatch(/reaches 1 commit\(s\) whose parents were not fetched \(first [0-9a-f]{12}\)/);
+  });
+
+  it('a range git cannot resolve fails loudly, one line, no stack trace', () => {
+    const r = check(repoWithHistory(false), 'origin/nonesuch..HEAD');
+    expect(r.status).toBe(1);
+    expect(r.stderr).toMatch(INCOMPLETE);
+    expect(r.stderr).toMatch(/range "origin\/nonesuch\.\.HEAD" cannot be resolved/);
+    expect(r.stderr).not.toMatch(/\n\s+at /);
+  });
+
+  it('detsim verify reports a shallow clone as meta_golden_history_incomplete, an unmarked change as audit_golden_unmarked', () => {
     const src = repoWithHistory(true);
-    const shallow = mkdtempSync(join(tmpdir(), 'detsim-shallow-'));
-    git(shallow, 'clone', '-q', '--depth', '1', `file://${src}`, 'c');
-    const r = check(join(shallow, 'c'));
-    expect(r.status, r.stderr).toBe(0); // boundary commit shows the whole tree as added; not blamed
-    const deeper = mkdtempSync(join(tmpdir(), 'detsim-shallow-'));
-    git(deeper, 'clone', '-q', '--depth', '3', `file://${src}`, 'c');
-    const r2 = check(join(deeper, 'c'));
-    expect(r2.status).toBe(1); // the unmarked change is inside the fetched history
+    commit(src, 'scripts/check-goldens.mjs', readFileSync(SCRIPT, 'utf8'), 'the guard');
+    expect(goldenMarkerCheck(src)).toMatchObject({ status: 'fail', reason: 'audit_golden_unmarked' });
+    const previous = process.env.DETSIM_GOLDEN_RANGE;
+    delete process.env.DETSIM_GOLDEN_RANGE;
+    try {
+      expect(goldenMarkerCheck(shallowClone(src, 2))).toMatchObject({ status: 'fail', reason: 'meta_golden_history_incomplete', detail: { message: expect.stringMatching(/shallow clone/) } });
+    } finally {
+      if (previous !== undefined) process.env.DETSIM_GOLDEN_RANGE = previous;
+    }
   });
 
-  it('outside a git checkout it passes and says why', () => {
-    const r = check(mkdtempSync(join(tmpdir(), 'detsim-nogit-')));
+  it('outside a git checkout it passes and says why; with --require-git (CI) it fails', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'detsim-nogit-'));
+    const r = check(dir);
     expect(r.status).toBe(0);
     expect(r.stdout).toMatch(/not a git checkout/);
+    const ci = check(dir, undefined, { args: ['--require-git'] });
+    expect(ci.status).toBe(1);
+    expect(ci.stderr).toMatch(INCOMPLETE);
   });
 });

@@ -1,11 +1,17 @@
-// Goldens (D6): every example in examples/ has a frozen ReproHash in fixtures/golden/, and a fresh
-// run of the example at the golden's step count reproduces it. The goldens were frozen only after
-// two fresh runs agreed (detsim verify --update-goldens); this test is a third, independent run.
-import { existsSync, mkdtempSync } from 'node:fs';
+// Goldens (D6): every example in examples/ has a frozen ReproHash and behaviour digest in
+// fixtures/golden/, and a fresh run of the example at the golden's step count reproduces both. The
+// goldens were frozen only after two fresh runs agreed (detsim verify --update-goldens); this test
+// is a third, independent run, and recomputes the behaviour digest from trace.jsonl with the
+// independent `canonicalize` package (not detsim's canonical JSON). The behaviour digest does not
+// cover the protocol file, so a golden re-frozen after a proto edit cannot hide a behaviour change.
+import { createHash } from 'node:crypto';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import oracle from 'canonicalize';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_GOLDEN_DIR, exampleName, readGolden } from '../../coordinator/receipt/goldens.js';
+import { DEFAULT_GOLDEN_DIR, type Golden, exampleName, goldenCheck, readGolden } from '../../coordinator/receipt/goldens.js';
+import { refusal } from '../refusal.js';
 import { writeReceipt } from '../../coordinator/receipt/receipt.js';
 import { defaultConfigs } from '../../coordinator/receipt/verify.js';
 import { runSession } from '../../coordinator/run.js';
@@ -13,6 +19,15 @@ import { loadConfig } from '../../coordinator/config.js';
 import { ensureRustWorker, rustWorkerSkip } from '../cross-lang/rust-worker.js';
 
 const examples = defaultConfigs('examples');
+
+/** sha256 over oracle-canonical(behaviour) + "\n" of every trace.jsonl line: the digest, recomputed independently. */
+function independentBehaviourDigest(runDir: string): string {
+  const h = createHash('sha256');
+  for (const line of readFileSync(join(runDir, 'trace.jsonl'), 'utf8').split('\n').filter(Boolean)) {
+    h.update(`${oracle((JSON.parse(line) as { behaviour: unknown }).behaviour)}\n`);
+  }
+  return h.digest('hex');
+}
 
 describe('golden ReproHashes of the examples', () => {
   it('every example has a golden file naming its config', () => {
@@ -23,11 +38,28 @@ describe('golden ReproHashes of the examples', () => {
       expect(g!.config).toBe(config);
       expect(existsSync(g!.config)).toBe(true);
       expect(g!.evidence_class).toBe('simulated');
+      expect(g!.behaviourDigest).toMatch(/^[0-9a-f]{64}$/);
     }
   });
 
+  it('a changed behaviour fails the golden check even when the ReproHash was re-frozen', () => {
+    const g: Golden = { example: 'x', config: 'x.yaml', steps: 3, reproHash: '0123456789abcdef', behaviourDigest: 'a'.repeat(64), evidence_class: 'simulated', how: 'test' };
+    expect(goldenCheck('x', g, g.reproHash, g.behaviourDigest)).toMatchObject({ status: 'pass', reason: 'audit_golden_hit' });
+    const moved = goldenCheck('x', g, g.reproHash, 'b'.repeat(64));
+    expect(moved).toMatchObject({ status: 'fail', reason: 'audit_golden_mismatch', detail: { field: 'behaviourDigest', golden: 'a'.repeat(64), behaviourDigest: 'b'.repeat(64) } });
+    expect(goldenCheck('x', g, 'fedcba9876543210', g.behaviourDigest)).toMatchObject({ status: 'fail', reason: 'audit_golden_mismatch', detail: { golden: g.reproHash } });
+  });
+
+  it('a golden without behaviourDigest is refused naming the field (only --update-goldens may add it)', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'detsim-golden-old-'));
+    const { behaviourDigest: _dropped, ...old } = readGolden(DEFAULT_GOLDEN_DIR, 'lif-pair')!;
+    writeFileSync(join(dir, 'lif-pair.json'), `${JSON.stringify(old)}\n`);
+    expect(refusal(() => readGolden(dir, 'lif-pair'))).toMatchObject({ reason: 'struct_missing_field', field: 'behaviourDigest' });
+    expect(readGolden(dir, 'lif-pair', { forUpdate: true })!.behaviourDigest).toBe('');
+  });
+
   for (const config of examples) {
-    it(`D6: a fresh run of ${config} reproduces its golden ReproHash`, { timeout: 600_000 }, async (ctx) => {
+    it(`D6: a fresh run of ${config} reproduces its golden ReproHash and behaviour digest`, { timeout: 600_000 }, async (ctx) => {
       // An example with Rust agent workers needs the Rust worker binary: build it (a no-op when up
       // to date) when cargo is here, else skip with the reason (npm test alone on a fresh clone).
       if (loadConfig(config).workers.some((w) => w.runtime === 'rust')) {
@@ -39,6 +71,8 @@ describe('golden ReproHashes of the examples', () => {
       const w = writeReceipt(result.runDir);
       expect(w.unknownFields).toEqual([]);
       expect(w.reproHash).toBe(g.reproHash);
+      expect(result.behaviourDigest).toBe(g.behaviourDigest);
+      expect(independentBehaviourDigest(result.runDir)).toBe(g.behaviourDigest);
     });
   }
 });

@@ -61,10 +61,10 @@ describe('detsim verify (CLI, real runs)', () => {
     const hashes = [0, 1].map(() => {
       const r = detsim(['run', CONFIG, '--out', runsDir]);
       expect(r.status, r.stderr).toBe(0);
-      return /repro hash\s+([0-9a-f]{16})/.exec(r.stdout)![1]!;
+      return { reproHash: /repro hash\s+([0-9a-f]{16})/.exec(r.stdout)![1]!, behaviourDigest: /behaviour digest\s+([0-9a-f]{64})/.exec(r.stdout)![1]! };
     });
-    expect(hashes[1]).toBe(hashes[0]);
-    writeFileSync(join(goldenDir, 'tiny-walkers.json'), `${canonicalize({ example: 'tiny-walkers', config: CONFIG, steps: 3, reproHash: hashes[0]!, evidence_class: 'simulated', how: 'two agreeing detsim run' })}\n`);
+    expect(hashes[1]).toEqual(hashes[0]);
+    writeFileSync(join(goldenDir, 'tiny-walkers.json'), `${canonicalize({ example: 'tiny-walkers', config: CONFIG, steps: 3, ...hashes[0]!, evidence_class: 'simulated', how: 'two agreeing detsim run' })}\n`);
 
     const out = tmp('detsim-verify-out-');
     const r = verifyCli(out);
@@ -106,6 +106,33 @@ describe('detsim verify (CLI, real runs)', () => {
     expect(r.status).toBe(1);
     expect(r.stdout).toContain(`FAIL tiny-walkers golden [audit_golden_mismatch] {"golden":"${flipped}","reproHash":"${g.reproHash}","steps":3}`);
     expect(jsonl(out).pop()).toMatchObject({ verdict: 'red', exitCode: 1 });
+  });
+
+  it('D6: a changed behaviour digest gives exit 1 (red) even when the ReproHash was re-frozen', { timeout: 240_000 }, () => {
+    const refrozen = tmp('detsim-verify-golden-');
+    const g = parseStrict(readFileSync(join(goldenDir, 'tiny-walkers.json'))) as { behaviourDigest: string };
+    const other = `${g.behaviourDigest.slice(0, -1)}${g.behaviourDigest.endsWith('0') ? '1' : '0'}`;
+    writeFileSync(join(refrozen, 'tiny-walkers.json'), `${canonicalize({ ...g, behaviourDigest: other })}\n`);
+    const out = tmp('detsim-verify-out-');
+    const r = verifyCli(out, [], refrozen);
+    expect(r.status).toBe(1);
+    expect(r.stdout).toContain(`FAIL tiny-walkers golden [audit_golden_mismatch] {"field":"behaviourDigest","golden":"${other}","behaviourDigest":"${g.behaviourDigest}","steps":3}`);
+    expect(jsonl(out).pop()).toMatchObject({ verdict: 'red', exitCode: 1 });
+  });
+
+  it('D6: --update-goldens adds the behaviour digest to a golden frozen without one, saying so', { timeout: 240_000 }, () => {
+    const old = tmp('detsim-verify-golden-');
+    const g = parseStrict(readFileSync(join(goldenDir, 'tiny-walkers.json'))) as { behaviourDigest: string; reproHash: string };
+    const { behaviourDigest, ...withoutBehaviour } = g;
+    writeFileSync(join(old, 'tiny-walkers.json'), `${canonicalize(withoutBehaviour)}\n`);
+    // Without --update-goldens such a golden is refused, naming the file and the field.
+    const refused = verifyCli(tmp('detsim-verify-out-'), [], old);
+    expect(refused.status).toBe(2);
+    expect(refused.stderr).toMatch(/\[struct_missing_field\] .*tiny-walkers\.json: behaviourDigest is missing/);
+    const r = verifyCli(tmp('detsim-verify-out-'), ['--update-goldens'], old);
+    expect(r.status, r.stdout + r.stderr).toBe(0);
+    expect(r.stderr).toContain(`← ${g.reproHash}, behaviour ${behaviourDigest} (behaviour digest first frozen)`); // progress goes to stderr
+    expect(parseStrict(readFileSync(join(old, 'tiny-walkers.json')))).toMatchObject({ reproHash: g.reproHash, behaviourDigest });
   });
 
   it('D1: an unclassified field gives exit 2 (yellow), counted and named', { timeout: 240_000 }, () => {

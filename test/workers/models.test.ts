@@ -30,18 +30,27 @@ function xs(seed: number): (() => number) & { state: () => number } {
 }
 
 // Vectors for ports of the models (the Rust port matches them bit for bit): recorded from the
-// independent implementations below, which the TypeScript models must also reproduce. With
-// UPDATE_MODEL_VECTORS=1 the file is (re)written; otherwise it must match exactly.
+// independent implementations below, which the TypeScript models must also reproduce. Otherwise
+// the file must match exactly. UPDATE_MODEL_VECTORS=1 (re)writes it, and then the run FAILS (the
+// "vectors were compared" test): a rewrite compared nothing, so it can never pass for a check. In
+// CI (CI set) it is refused: nothing is written.
 const VECTORS = join(dirname(fileURLToPath(import.meta.url)), 'vectors', 'models-v1.json');
 const updating = process.env.UPDATE_MODEL_VECTORS === '1';
+const inCi = (process.env.CI ?? '') !== '';
 const stored = existsSync(VECTORS) ? (JSON.parse(readFileSync(VECTORS, 'utf8')) as Record<string, unknown>) : {};
 const recorded: Record<string, unknown> = {};
 function vector(name: string, value: unknown): void {
   recorded[name] = value;
   if (!updating) expect(JSON.parse(JSON.stringify(value)), `vector ${name} differs from ${VECTORS} (UPDATE_MODEL_VECTORS=1 rewrites it)`).toEqual(stored[name]);
 }
+
+it('the model vectors were compared, not rewritten (UPDATE_MODEL_VECTORS is unset)', () => {
+  expect(inCi && updating, 'UPDATE_MODEL_VECTORS=1 is refused in CI: nothing was written, nothing compared').toBe(false);
+  expect(updating, `UPDATE_MODEL_VECTORS=1: ${VECTORS} is rewritten and nothing was compared; review the diff, unset it and run again`).toBe(false);
+});
+
 afterAll(() => {
-  if (!updating) return;
+  if (!updating || inCi) return;
   mkdirSync(dirname(VECTORS), { recursive: true });
   writeFileSync(VECTORS, `${JSON.stringify({ about: 'detsim reference model vectors v1: inputs and expected outputs of walker-v1, lif-v1, forage-v1 (see the RULES comments in workers/models/)', ...recorded }, null, 1)}\n`);
 });

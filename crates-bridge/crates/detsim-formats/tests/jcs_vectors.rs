@@ -1,7 +1,7 @@
-// The official RFC 8785 vectors (cyberphone/json-canonicalization) from ../shared/jcs-vectors:
-// six input/output pairs (and their hex forms) and the first 10,000 ES6 number lines. The folder
-// is third-party data kept outside the repository; when it is absent, build.rs marks these tests
-// ignored ("../shared/jcs-vectors is absent"), so cargo reports them as ignored, never as passed.
+// The official RFC 8785 vectors (cyberphone/json-canonicalization), copied into the repository at
+// fixtures/jcs/rfc8785 (provenance and checksums in its README and SHA256SUMS): six input/output
+// pairs (and their hex forms) and the first 10,000 ES6 number lines. Never ignored: a missing
+// vector file fails. Not detsim's own cases (tests/strict_cases.rs).
 mod common;
 
 use detsim_formats::json::{Value, canonicalize, parse_strict, serialize_number};
@@ -9,11 +9,10 @@ use detsim_formats::json::{Value, canonicalize, parse_strict, serialize_number};
 const CASES: [&str; 6] = ["arrays", "french", "structures", "unicode", "values", "weird"];
 
 fn jcs_dir() -> std::path::PathBuf {
-    common::jcs_dir().expect("../shared/jcs-vectors (relative to the repository root) is present")
+    common::jcs_dir()
 }
 
 #[test]
-#[cfg_attr(jcs_absent, ignore = "../shared/jcs-vectors is absent")]
 fn the_six_official_input_output_pairs_canonicalize_exactly() {
     let dir = jcs_dir();
     for name in CASES {
@@ -31,7 +30,6 @@ fn the_six_official_input_output_pairs_canonicalize_exactly() {
 }
 
 #[test]
-#[cfg_attr(jcs_absent, ignore = "../shared/jcs-vectors is absent")]
 fn the_first_10000_es6_number_lines_print_exactly() {
     let dir = jcs_dir();
     let text = std::fs::read_to_string(dir.join("es6testfile100m-first10000.txt")).unwrap();

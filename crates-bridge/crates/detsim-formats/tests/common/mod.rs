@@ -1,4 +1,4 @@
-// Paths shared by the integration tests: the repository root and the shared folder beside it.
+// Paths shared by the integration tests: the repository root and the fixtures under it.
 // Not test logic.
 #![allow(dead_code)]
 use std::path::PathBuf;
@@ -13,8 +13,7 @@ pub fn read_fixture(name: &str) -> detsim_formats::Value {
     detsim_formats::parse_strict(&bytes).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-/// `../shared/jcs-vectors` relative to the repository root, or None (third-party data, never copied in).
-pub fn jcs_dir() -> Option<PathBuf> {
-    let dir = repo_root().join("../shared/jcs-vectors");
-    dir.is_dir().then_some(dir)
+/// The official RFC 8785 vectors, copied into the repository (fixtures/jcs/rfc8785, see its README).
+pub fn jcs_dir() -> PathBuf {
+    repo_root().join("fixtures/jcs/rfc8785")
 }

@@ -1,0 +1,100 @@
+// A skipped test never fails, so CI must: scripts/test-summary.mjs fails (exit 1) on any skipped
+// vitest test or ignored cargo test that is not on scripts/expected-skips.json, naming each one,
+// and UPDATE_MODEL_VECTORS=1 never passes for a comparison (refused in CI). Runs the real script
+// on report files written into a scratch directory; not a test of vitest itself.
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+
+const SCRIPT = join(process.cwd(), 'scripts', 'test-summary.mjs');
+const ALLOW = JSON.parse(readFileSync(join(process.cwd(), 'scripts', 'expected-skips.json'), 'utf8')) as { vitest: { file: string; fullName: string; why: string }[] };
+
+interface FakeTest {
+  file: string;
+  fullName: string;
+  status: 'passed' | 'failed' | 'skipped' | 'pending' | 'todo';
+}
+
+/** A scratch checkout with reports/vitest.json (and optionally reports/cargo-test.txt); runs the summary there. */
+function summary(tests: FakeTest[], opts: { cargo?: string; pendingCount?: number } = {}) {
+  const dir = mkdtempSync(join(tmpdir(), 'detsim-summary-'));
+  mkdirSync(join(dir, 'reports'));
+  const files = [...new Set(tests.map((t) => t.file))];
+  const count = (s: FakeTest['status'][]) => tests.filter((t) => s.includes(t.status)).length;
+  const report = {
+    numPassedTests: count(['passed']),
+    numFailedTests: count(['failed']),
+    numFailedTestSuites: 0,
+    numPendingTests: opts.pendingCount ?? count(['skipped', 'pending']),
+    numTodoTests: count(['todo']),
+    testResults: files.map((f) => ({ name: join(dir, f), assertionResults: tests.filter((t) => t.file === f).map((t) => ({ fullName: t.fullName, status: t.status })) })),
+  };
+  writeFileSync(join(dir, 'reports', 'vitest.json'), JSON.stringify(report));
+  if (opts.cargo !== undefined) writeFileSync(join(dir, 'reports', 'cargo-test.txt'), opts.cargo);
+  return spawnSync(process.execPath, [SCRIPT], { cwd: dir, encoding: 'utf8' });
+}
+
+const ok: FakeTest = { file: 'test/a.test.ts', fullName: 'a works', status: 'passed' };
+
+describe('test-summary: skips fail CI unless expected', () => {
+  it('passes with only allow-listed skips and names each with its reason', () => {
+    const allowed = ALLOW.vitest.map((e) => ({ file: e.file, fullName: e.fullName, status: 'skipped' as const }));
+    expect(allowed.length).toBeGreaterThan(0);
+    const r = summary([ok, ...allowed]);
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout).toContain(`1 passed, 0 failed, ${allowed.length} skipped`);
+    for (const e of ALLOW.vitest) expect(r.stdout).toContain(`skipped (expected: ${e.why}): ${e.file} > ${e.fullName}`);
+  });
+
+  it('an unexpected skipped vitest test fails, naming its file and full name', () => {
+    const r = summary([ok, { file: 'test/cross-lang/seed.test.ts', fullName: 'seeds: TypeScript and Rust agree match', status: 'skipped' }]);
+    expect(r.status).toBe(1);
+    expect(r.stdout).toContain('1 passed, 0 failed, 1 skipped');
+    expect(r.stderr).toContain('unexpected skip (not in scripts/expected-skips.json): test/cross-lang/seed.test.ts > seeds: TypeScript and Rust agree match');
+  });
+
+  it('a todo, and a skip counted but not named, fail too', () => {
+    expect(summary([ok, { file: 'test/a.test.ts', fullName: 'a later', status: 'todo' }]).status).toBe(1);
+    const unnamed = summary([ok], { pendingCount: 1 });
+    expect(unnamed.status).toBe(1);
+    expect(unnamed.stderr).toContain('an unnamed skipped vitest test');
+  });
+
+  it('an ignored cargo test fails, named; passing cargo tests are counted', () => {
+    const cargo = 'running 2 tests\ntest jcs_vectors_pairs ... ignored, fixtures absent\ntest other ... ok\n\ntest result: ok. 1 passed; 0 failed; 1 ignored; 0 measured; 0 filtered out\n';
+    const r = summary([ok], { cargo });
+    expect(r.status).toBe(1);
+    expect(r.stdout).toContain('2 passed, 0 failed, 1 skipped');
+    expect(r.stderr).toContain('unexpected skip (not in scripts/expected-skips.json): cargo jcs_vectors_pairs');
+    const doc = summary([ok], { cargo: 'test src/lib.rs - f (line 3) ... ignored\n\ntest result: ok. 0 passed; 0 failed; 1 ignored; 0 measured\n' });
+    expect(doc.status).toBe(1);
+    expect(doc.stderr).toContain('cargo src/lib.rs - f (line 3)');
+    const unnamed = summary([ok], { cargo: 'test result: ok. 0 passed; 0 failed; 2 ignored; 0 measured\n' });
+    expect(unnamed.status).toBe(1);
+    expect(unnamed.stdout).toContain('1 passed, 0 failed, 2 skipped');
+  });
+
+  it('a failure fails; a clean run passes', () => {
+    expect(summary([ok, { file: 'test/a.test.ts', fullName: 'a breaks', status: 'failed' }]).status).toBe(1);
+    const clean = summary([ok]);
+    expect(clean.status).toBe(0);
+    expect(clean.stdout.trim()).toBe('1 passed, 0 failed, 0 skipped');
+  });
+});
+
+describe('UPDATE_MODEL_VECTORS never passes for a comparison', () => {
+  it('in CI it is refused: the models test fails and the vectors file is not written', { timeout: 120_000 }, () => {
+    const vectors = join('test', 'workers', 'vectors', 'models-v1.json');
+    const before = readFileSync(vectors);
+    const r = spawnSync(process.execPath, [join('node_modules', 'vitest', 'vitest.mjs'), 'run', 'test/workers/models.test.ts', '--reporter=default'], {
+      encoding: 'utf8',
+      env: { ...process.env, CI: '1', UPDATE_MODEL_VECTORS: '1' },
+      timeout: 110_000,
+    });
+    expect(r.status, r.stdout.slice(-2000)).toBe(1);
+    expect(r.stdout + r.stderr).toContain('UPDATE_MODEL_VECTORS=1 is refused in CI');
+    expect(readFileSync(vectors).equals(before)).toBe(true);
+  });
+});

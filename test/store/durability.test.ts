@@ -1,0 +1,126 @@
+// Durability at the file boundary: SIGKILL keeps the page cache, so the kill tests cannot see a
+// missing fsync. Here the REAL fs calls of a store commit and of a whole checkpointed run are
+// recorded (test/store/fs-recorder.ts: fd → path, so "fsync" means fsync of that very file or
+// directory handle) and checked: a file is fsynced after its last write and before it is renamed
+// into place, its directory is fsynced after the rename (before the next rename), an unlink is
+// followed by a directory fsync, and the append-only trace and ledger end fsynced. Removing any
+// one fsync from durable-fs.ts, store.ts, durable-file.ts or run-dir.ts fails a test here (each was
+// tried). Not covered: truncateSynced (ledger crash recovery only); the ledger's own directory
+// fsync after its first line is redundant with the head publish's, which also makes it durable.
+import { basename, join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { CheckpointRun } from '../../coordinator/checkpoint/run-checkpoints.js';
+import { runSession } from '../../coordinator/run.js';
+import { CheckpointStore } from '../../coordinator/store/store.js';
+import { loadPlan, tmpOut } from '../coordinator/helpers.js';
+import { type RealOp, FsRecorder, durabilityViolations } from './fs-recorder.js';
+import { makeCheckpoint, removeDir, tempDir } from './helpers.js';
+
+let recorder: FsRecorder | undefined;
+afterEach(() => {
+  recorder?.stop();
+  recorder = undefined;
+});
+
+/** open/fsync/rename/unlink as short lines, paths relative to `dir` ('.' is the directory itself). */
+function sequence(ops: readonly RealOp[], dir: string): string[] {
+  const rel = (p: string) => (p === dir ? '.' : p.startsWith(`${dir}/`) ? p.slice(dir.length + 1) : basename(p));
+  return ops.filter((o) => o.kind !== 'write' && o.kind !== 'close').map((o) => `${o.kind} ${rel(o.path)}${o.to ? ` -> ${rel(o.to)}` : ''}`);
+}
+
+describe('durability: the real fs calls of a commit', () => {
+  it('a store commit fsyncs the generation before its rename, the directory after it, then the manifest the same way, then rotation', async () => {
+    const dir = await tempDir('durable');
+    try {
+      const store = await CheckpointStore.open(dir, { keep: 2 });
+      for (const n of [1, 2]) {
+        const c = makeCheckpoint(`ckpt-${n}`, n);
+        await store.commit(c.identity, c.encoded);
+      }
+      recorder = await FsRecorder.start();
+      const c = makeCheckpoint('ckpt-3', 3);
+      await store.commit(c.identity, c.encoded);
+      recorder.stop();
+      const ops = recorder.under(dir);
+      expect(sequence(ops, dir)).toEqual([
+        'open tmp-ckpt-3.flysess',
+        'fsync tmp-ckpt-3.flysess',
+        'rename tmp-ckpt-3.flysess -> ckpt-3.flysess',
+        'open .',
+        'fsync .',
+        'open tmp-manifest.json',
+        'fsync tmp-manifest.json',
+        'rename tmp-manifest.json -> manifest.json',
+        'open .',
+        'fsync .',
+        'unlink ckpt-1.flysess',
+        'open .',
+        'fsync .',
+      ]);
+      // Each fsync came after the file's bytes: the writes precede it.
+      const firstFsync = ops.findIndex((o) => o.kind === 'fsync');
+      expect(ops.slice(0, firstFsync).some((o) => o.kind === 'write' && o.path === join(dir, 'tmp-ckpt-3.flysess'))).toBe(true);
+      expect(durabilityViolations(ops)).toEqual([]);
+    } finally {
+      await removeDir(dir);
+    }
+  });
+
+  it('the rule checker catches a missing file fsync, a missing directory fsync and an unsynced append', () => {
+    const d = '/x';
+    const good: RealOp[] = [
+      { kind: 'open', path: `${d}/tmp-a` },
+      { kind: 'write', path: `${d}/tmp-a` },
+      { kind: 'fsync', path: `${d}/tmp-a` },
+      { kind: 'rename', path: `${d}/tmp-a`, to: `${d}/a` },
+      { kind: 'fsync', path: d },
+      { kind: 'write', path: `${d}/log` },
+      { kind: 'fsync', path: `${d}/log` },
+    ];
+    expect(durabilityViolations(good, [`${d}/log`])).toEqual([]);
+    expect(durabilityViolations(good.filter((_, i) => i !== 2), [`${d}/log`])).toEqual([`${d}/tmp-a renamed without an fsync of that file after its last write`]);
+    expect(durabilityViolations(good.filter((_, i) => i !== 4), [`${d}/log`])).toEqual([`directory ${d} not fsynced after renaming to ${d}/a`]);
+    expect(durabilityViolations(good.filter((_, i) => i !== 6), [`${d}/log`])).toEqual([`${d}/log not fsynced after its last write`]);
+    // An fsync of the file BEFORE its last write does not count.
+    const early: RealOp[] = [good[0]!, good[2]!, good[1]!, ...good.slice(3)];
+    expect(durabilityViolations(early)).toEqual([`${d}/tmp-a renamed without an fsync of that file after its last write`]);
+  });
+
+  it('a real checkpointed run: run.json, summary.json, every generation and manifest, the trace and the ledger are synced in order', { timeout: 120_000 }, async () => {
+    const out = tmpOut('detsim-durable-run-');
+    recorder = await FsRecorder.start();
+    const plan = loadPlan(join('test', 'receipt', 'fixtures', 'tiny-walkers.yaml'));
+    const result = await runSession(plan, { outDir: out, steps: 5, onWarning: () => undefined, logLevel: 'warn', extension: new CheckpointRun({ every: 2, keep: 1 }) });
+    recorder.stop();
+    const runDir = result.runDir;
+    const ops = recorder.under(runDir);
+    const trace = join(runDir, 'trace.jsonl');
+    const ledger = join(runDir, 'ledger.jsonl');
+    expect(durabilityViolations(ops, [trace, ledger])).toEqual([]);
+
+    const renamesTo = (name: string) => ops.filter((o) => o.kind === 'rename' && o.to !== undefined && basename(o.to) === name).length;
+    expect(renamesTo('run.json')).toBe(1);
+    expect(renamesTo('summary.json')).toBe(1);
+    expect(renamesTo('ledger.head.json')).toBeGreaterThan(0);
+    for (const step of [2, 4]) expect(renamesTo(`ckpt-e1-${step}.flysess`), `ckpt-e1-${step}`).toBe(1);
+    expect(renamesTo('manifest.json')).toBe(2);
+    expect(ops.filter((o) => o.kind === 'unlink' && basename(o.path) === 'ckpt-e1-2.flysess')).toHaveLength(1); // keep 1: rotated
+
+    // A checkpoint never outlives its trace lines: before each generation is renamed into place,
+    // trace.jsonl was fsynced after the write of that boundary's line.
+    const traceWrites = ops.map((o, i) => (o.kind === 'write' && o.path === trace ? i : -1)).filter((i) => i >= 0);
+    expect(traceWrites).toHaveLength(5);
+    for (const step of [2, 4]) {
+      const at = ops.findIndex((o) => o.kind === 'rename' && o.to !== undefined && basename(o.to) === `ckpt-e1-${step}.flysess`);
+      const lineWritten = traceWrites[step - 1]!;
+      expect(lineWritten, `trace line ${step} written before ckpt-e1-${step}`).toBeLessThan(at);
+      expect(ops.slice(lineWritten + 1, at).some((o) => o.kind === 'fsync' && o.path === trace), `trace.jsonl fsynced before ckpt-e1-${step} is published`).toBe(true);
+    }
+    // Step 5 is past the last checkpoint: only closing the trace fsyncs its line (checked above
+    // by the append-only rule; here explicitly).
+    expect(ops.slice(traceWrites[4]! + 1).some((o) => o.kind === 'fsync' && o.path === trace)).toBe(true);
+    // The ledger's first line creates the file: the run directory is fsynced after it.
+    const firstLedgerWrite = ops.findIndex((o) => o.kind === 'write' && o.path === ledger);
+    expect(ops.slice(firstLedgerWrite).some((o) => o.kind === 'fsync' && o.path === runDir)).toBe(true);
+  });
+});
