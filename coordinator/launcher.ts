@@ -11,6 +11,7 @@ import type { PlannedWorker, RunPlan } from './config.js';
 import { DetsimError } from './formats/errors.js';
 import type { Id } from './formats/scalars.js';
 import { CONTRACT_DIGEST, HelloRefusedError, METHODS, WorkerCallError, WorkerClient, describeExit, type HelloResult, type ProcessExitInfo } from './protocol/index.js';
+import { dieWithCoordinator } from './parent-death.js';
 import { RunFailure, type RunPhase } from './run-failure.js';
 
 /** How to start one worker process: the command and its arguments before the worker flags. */
@@ -118,8 +119,10 @@ export class WorkerProcess {
     logger: Logger,
   ) {
     const args = [...cmd.args, '--listen', listen, '--role', plan.role, '--worker-id', plan.workerId, '--session', sessionId];
-    // stdin stays a pipe: a worker can treat its end as "the coordinator is gone".
-    this.child = spawn(cmd.command, args, { stdio: ['pipe', 'pipe', 'pipe'] });
+    // stdin stays a pipe: a worker can treat its end as "the coordinator is gone"; and the kernel
+    // kills it when the coordinator dies, even while it spins or is stopped.
+    const tethered = dieWithCoordinator({ command: cmd.command, args });
+    this.child = spawn(tethered.command, tethered.args, { stdio: ['pipe', 'pipe', 'pipe'] });
     guardChild(this.child);
     this.exited = new Promise((res) => {
       this.child.once('exit', (code, signal) => {

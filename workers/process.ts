@@ -5,6 +5,7 @@ import { fstatSync } from 'node:fs';
 import { DetsimError } from '../coordinator/formats/errors.js';
 import { isId } from '../coordinator/formats/scalars.js';
 import { DEFAULT_MAX_MESSAGE_BYTES, type Role, type StartedServer, parseAddress, startWorkerServer } from '../coordinator/protocol/index.js';
+import { startParentWatchdog } from './parent-watchdog.js';
 import { WorkerRuntime } from './runtime.js';
 
 export interface WorkerProcessOptions {
@@ -14,7 +15,10 @@ export interface WorkerProcessOptions {
   sessionId?: string;
   strict?: boolean;
   maxMessageBytes?: number;
-  /** Exit when the parent process goes away (stdin pipe closes, or the parent pid changes). Default true. */
+  /**
+   * Exit when the parent process goes away (stdin pipe closes, or the parent pid changes), even
+   * while model code blocks the event loop (a watchdog thread then SIGKILLs the process). Default true.
+   */
   parentWatch?: boolean;
 }
 
@@ -83,7 +87,11 @@ export async function runWorkerProcess(options: WorkerProcessOptions): Promise<{
   );
   process.once('SIGTERM', () => exit(0));
   process.once('SIGINT', () => exit(0));
-  if (options.parentWatch !== false) watchParent(() => exit(0));
+  if (options.parentWatch !== false) {
+    watchParent(() => exit(0));
+    // The loop above is deaf while model code blocks it; the watchdog thread is not.
+    startParentWatchdog();
+  }
   process.stdout.write(`${JSON.stringify({ ready: true, listen: server.listen, pid: process.pid })}\n`);
   return { server, runtime };
 }
