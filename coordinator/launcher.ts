@@ -301,6 +301,27 @@ export function callFailure(e: unknown, w: { plan: PlannedWorker; process: Worke
   return new RunFailure('protocol', e instanceof Error ? e.message : String(e), ctx);
 }
 
+/** How long a broken stream waits for its worker's process exit before the failure is named. */
+export const EXIT_DIAGNOSIS_MS = 500;
+
+/** Resolve once `proc` has exited or `ms` passed, whichever comes first. */
+async function exitWithin(proc: WorkerProcess, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([proc.exited, new Promise((r) => (timer = setTimeout(r, ms)))]);
+  if (timer) clearTimeout(timer);
+}
+
+/**
+ * callFailure, with death diagnosed from the process rather than the stream: a killed worker's
+ * socket breaks (UNAVAILABLE, stream ended) a moment before its exit is observed, so a transport
+ * failure first waits briefly for the exit and, when it comes, says the worker died and how.
+ * A deadline is named at once: a worker that is still there but silent did not die.
+ */
+export async function diagnoseCallFailure(e: unknown, w: { plan: PlannedWorker; process: WorkerProcess }, step: string | null, phase: RunPhase, deadlineMs?: number): Promise<RunFailure> {
+  if (e instanceof WorkerCallError && e.kind !== 'deadline' && w.process.alive) await exitWithin(w.process, EXIT_DIAGNOSIS_MS);
+  return callFailure(e, w, step, phase, deadlineMs);
+}
+
 /**
  * Spawn, await readiness, connect and Hello every worker of the plan. On any failure every
  * process already started is stopped before the RunFailure is thrown.
@@ -321,14 +342,14 @@ export async function launchFleet(plan: RunPlan, opts: LaunchOptions): Promise<F
     try {
       client = await WorkerClient.connect(listen, { processExit: proc.exited, label: proc.plan.workerId, connectTimeoutMs: remaining });
     } catch (e) {
-      throw callFailure(e, { plan: proc.plan, process: proc }, null, 'startup');
+      throw await diagnoseCallFailure(e, { plan: proc.plan, process: proc }, null, 'startup');
     }
     const w = { plan: proc.plan, process: proc, client, listen, hello: undefined as unknown as HelloResult };
     connected.push(w);
     try {
       w.hello = await client.hello({ sessionId: plan.sessionId, workerId: proc.plan.workerId, role: proc.plan.role, contractDigest: CONTRACT_DIGEST, deadlineMs: remaining });
     } catch (e) {
-      throw callFailure(e, w, null, 'hello', remaining);
+      throw await diagnoseCallFailure(e, w, null, 'hello', remaining);
     }
     logger.info({ workerId: proc.plan.workerId, pid: proc.pid, listen, hello: w.hello }, 'worker ready');
     return w as LaunchedWorker;
