@@ -2,7 +2,7 @@
 // Unix sockets (or TCP), waits for each ready line, connects a WorkerClient and says Hello; shuts
 // them all down on completion, failure or abort, and never leaves an orphan process. NOT the step loop.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, rmSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
@@ -13,6 +13,7 @@ import type { Id } from './formats/scalars.js';
 import { CONTRACT_DIGEST, HelloRefusedError, METHODS, WorkerCallError, WorkerClient, describeExit, type HelloResult, type ProcessExitInfo } from './protocol/index.js';
 import { dieWithCoordinator } from './parent-death.js';
 import { RunFailure, type RunPhase } from './run-failure.js';
+import { createSocketDir } from './socket-dir.js';
 
 /** How to start one worker process: the command and its arguments before the worker flags. */
 export interface WorkerCommand {
@@ -301,6 +302,13 @@ export function callFailure(e: unknown, w: { plan: PlannedWorker; process: Worke
   return new RunFailure('protocol', e instanceof Error ? e.message : String(e), ctx);
 }
 
+/** This run's socket directory; stale ones left by SIGKILLed coordinators are swept first. */
+function socketDirFor(logger: Logger): string {
+  const { dir, swept } = createSocketDir();
+  if (swept.length > 0) logger.info({ swept }, 'removed socket directories of coordinators that are gone');
+  return dir;
+}
+
 /** How long a broken stream waits for its worker's process exit before the failure is named. */
 export const EXIT_DIAGNOSIS_MS = 500;
 
@@ -329,7 +337,7 @@ export async function diagnoseCallFailure(e: unknown, w: { plan: PlannedWorker; 
 export async function launchFleet(plan: RunPlan, opts: LaunchOptions): Promise<Fleet> {
   const { logger } = opts;
   checkWorkerBinaries(plan);
-  const socketDir = plan.transport === 'unix' ? mkdtempSync('/tmp/ds-') : undefined;
+  const socketDir = plan.transport === 'unix' ? socketDirFor(logger) : undefined;
   const base = defaultWorkerCommand();
   const processes = plan.workers.map((w, i) => new WorkerProcess(w, opts.commandFor?.(w) ?? workerCommandFor(w, base), listenAddress(plan, socketDir, i), plan.sessionId, logger));
   logger.info({ workers: processes.map((p) => ({ workerId: p.plan.workerId, pid: p.pid, agents: p.plan.agentIds })) }, 'workers spawned');

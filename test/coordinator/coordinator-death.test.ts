@@ -1,10 +1,12 @@
 // A SIGKILLed coordinator (the real CLI, `detsim run`) leaves nothing behind: every worker dies with
-// it — one spinning forever in model code, one stopped with SIGSTOP.
+// it — one spinning forever in model code, one stopped with SIGSTOP — and the socket directory it
+// could not remove is swept by the next launch, while a live coordinator's directory is untouched.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { isRunning, loggedWorkerPids, tmpOut } from './helpers.js';
+import { runSession } from '../../coordinator/run.js';
+import { isRunning, loadPlan, loggedWorkerPids, tmpOut } from './helpers.js';
 
 const CLI = ['--import', 'tsx', 'coordinator/cli/main.ts'];
 
@@ -48,6 +50,10 @@ async function readyWorkers(c: Coordinator, count: number): Promise<{ pids: numb
   return { pids, listens: listens() };
 }
 
+function socketDir(listens: string[]): string {
+  return dirname(listens[0]!.slice('unix:'.length));
+}
+
 async function sigkill(c: Coordinator): Promise<void> {
   c.child.kill('SIGKILL');
   await c.exited;
@@ -86,4 +92,27 @@ describe('workers die with a SIGKILLed coordinator', () => {
     await sigkill(c);
     await waitFor(`workers ${pids.join(', ')} to die`, () => pids.every((pid) => !isRunning(pid)), 10_000);
   }, 180_000);
+});
+
+describe('socket directories', () => {
+  it('the next launch sweeps the directory of a SIGKILLed coordinator, not that of a live one', async () => {
+    const dead = startCoordinator('test/coordinator/fixtures/long-walkers.yaml', 'long-walkers');
+    const live = startCoordinator('test/coordinator/fixtures/long-walkers.yaml', 'long-walkers');
+    const deadDir = socketDir((await readyWorkers(dead, 3)).listens);
+    const liveWorkers = await readyWorkers(live, 3);
+    const liveDir = socketDir(liveWorkers.listens);
+    // The live coordinator waits (idle) for a stopped worker while the rest of the test runs.
+    process.kill(liveWorkers.pids[1]!, 'SIGSTOP');
+    const liveSockets = readdirSync(liveDir).sort();
+    await sigkill(dead);
+    expect(existsSync(deadDir)).toBe(true);
+    // Another run starts (and ends) in this process: its launch sweeps.
+    const plan = loadPlan('examples/lif-pair.yaml');
+    plan.steps = 1;
+    await runSession(plan, { outDir: tmpOut() });
+    expect(existsSync(deadDir)).toBe(false);
+    expect(readdirSync(liveDir).sort()).toEqual(liveSockets);
+    await sigkill(live);
+    rmSync(liveDir, { recursive: true, force: true });
+  }, 240_000);
 });
