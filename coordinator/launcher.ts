@@ -2,7 +2,7 @@
 // Unix sockets (or TCP), waits for each ready line, connects a WorkerClient and says Hello; shuts
 // them all down on completion, failure or abort, and never leaves an orphan process. NOT the step loop.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, rmSync } from 'node:fs';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
@@ -11,7 +11,9 @@ import type { PlannedWorker, RunPlan } from './config.js';
 import { DetsimError } from './formats/errors.js';
 import type { Id } from './formats/scalars.js';
 import { CONTRACT_DIGEST, HelloRefusedError, METHODS, WorkerCallError, WorkerClient, describeExit, type HelloResult, type ProcessExitInfo } from './protocol/index.js';
+import { dieWithCoordinator } from './parent-death.js';
 import { RunFailure, type RunPhase } from './run-failure.js';
+import { createSocketDir } from './socket-dir.js';
 
 /** How to start one worker process: the command and its arguments before the worker flags. */
 export interface WorkerCommand {
@@ -120,8 +122,10 @@ export class WorkerProcess {
   ) {
     const modelFlags = models.flatMap((m) => ['--model', m]);
     const args = [...cmd.args, '--listen', listen, '--role', plan.role, '--worker-id', plan.workerId, '--session', sessionId, ...modelFlags];
-    // stdin stays a pipe: a worker can treat its end as "the coordinator is gone".
-    this.child = spawn(cmd.command, args, { stdio: ['pipe', 'pipe', 'pipe'] });
+    // stdin stays a pipe: a worker can treat its end as "the coordinator is gone"; and the kernel
+    // kills it when the coordinator dies, even while it spins or is stopped.
+    const tethered = dieWithCoordinator({ command: cmd.command, args });
+    this.child = spawn(tethered.command, tethered.args, { stdio: ['pipe', 'pipe', 'pipe'] });
     guardChild(this.child);
     this.exited = new Promise((res) => {
       this.child.once('exit', (code, signal) => {
@@ -310,6 +314,34 @@ export function callFailure(e: unknown, w: { plan: PlannedWorker; process: Worke
   return new RunFailure('protocol', e instanceof Error ? e.message : String(e), ctx);
 }
 
+/** This run's socket directory; stale ones left by SIGKILLed coordinators are swept first. */
+function socketDirFor(logger: Logger): string {
+  const { dir, swept } = createSocketDir();
+  if (swept.length > 0) logger.info({ swept }, 'removed socket directories of coordinators that are gone');
+  return dir;
+}
+
+/** How long a broken stream waits for its worker's process exit before the failure is named. */
+export const EXIT_DIAGNOSIS_MS = 500;
+
+/** Resolve once `proc` has exited or `ms` passed, whichever comes first. */
+async function exitWithin(proc: WorkerProcess, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([proc.exited, new Promise((r) => (timer = setTimeout(r, ms)))]);
+  if (timer) clearTimeout(timer);
+}
+
+/**
+ * callFailure, with death diagnosed from the process rather than the stream: a killed worker's
+ * socket breaks (UNAVAILABLE, stream ended) a moment before its exit is observed, so a transport
+ * failure first waits briefly for the exit and, when it comes, says the worker died and how.
+ * A deadline is named at once: a worker that is still there but silent did not die.
+ */
+export async function diagnoseCallFailure(e: unknown, w: { plan: PlannedWorker; process: WorkerProcess }, step: string | null, phase: RunPhase, deadlineMs?: number): Promise<RunFailure> {
+  if (e instanceof WorkerCallError && e.kind !== 'deadline' && w.process.alive) await exitWithin(w.process, EXIT_DIAGNOSIS_MS);
+  return callFailure(e, w, step, phase, deadlineMs);
+}
+
 /**
  * Spawn, await readiness, connect and Hello every worker of the plan. On any failure every
  * process already started is stopped before the RunFailure is thrown.
@@ -317,7 +349,7 @@ export function callFailure(e: unknown, w: { plan: PlannedWorker; process: Worke
 export async function launchFleet(plan: RunPlan, opts: LaunchOptions): Promise<Fleet> {
   const { logger } = opts;
   checkWorkerBinaries(plan);
-  const socketDir = plan.transport === 'unix' ? mkdtempSync('/tmp/ds-') : undefined;
+  const socketDir = plan.transport === 'unix' ? socketDirFor(logger) : undefined;
   const base = defaultWorkerCommand();
   const processes = plan.workers.map((w, i) => new WorkerProcess(w, opts.commandFor?.(w) ?? workerCommandFor(w, base), listenAddress(plan, socketDir, i), plan.sessionId, logger, launchedModelsFor(plan, w)));
   logger.info({ workers: processes.map((p) => ({ workerId: p.plan.workerId, pid: p.pid, agents: p.plan.agentIds })) }, 'workers spawned');
@@ -330,14 +362,14 @@ export async function launchFleet(plan: RunPlan, opts: LaunchOptions): Promise<F
     try {
       client = await WorkerClient.connect(listen, { processExit: proc.exited, label: proc.plan.workerId, connectTimeoutMs: remaining });
     } catch (e) {
-      throw callFailure(e, { plan: proc.plan, process: proc }, null, 'startup');
+      throw await diagnoseCallFailure(e, { plan: proc.plan, process: proc }, null, 'startup');
     }
     const w = { plan: proc.plan, process: proc, client, listen, hello: undefined as unknown as HelloResult };
     connected.push(w);
     try {
       w.hello = await client.hello({ sessionId: plan.sessionId, workerId: proc.plan.workerId, role: proc.plan.role, contractDigest: CONTRACT_DIGEST, deadlineMs: remaining });
     } catch (e) {
-      throw callFailure(e, w, null, 'hello', remaining);
+      throw await diagnoseCallFailure(e, w, null, 'hello', remaining);
     }
     logger.info({ workerId: proc.plan.workerId, pid: proc.pid, listen, hello: w.hello }, 'worker ready');
     return w as LaunchedWorker;

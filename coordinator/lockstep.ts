@@ -8,7 +8,7 @@ import type { RunPlan } from './config.js';
 import { canonicalDigest, type JsonValue } from './formats/canonical-json.js';
 import { DetsimError } from './formats/errors.js';
 import { RationalNs, isId, readDigest, readU64, type Digest, type Id, type Scope } from './formats/scalars.js';
-import { callFailure, type Fleet, type LaunchedWorker } from './launcher.js';
+import { diagnoseCallFailure, type Fleet, type LaunchedWorker } from './launcher.js';
 import {
   METHODS,
   WorkerCallError,
@@ -447,7 +447,7 @@ export class Lockstep {
           continue;
         }
         if (e instanceof DetsimError) throw new RunFailure('protocol', e.message, ctx);
-        throw callFailure(e, w, scope.step, phase, deadlineMs);
+        throw await diagnoseCallFailure(e, w, scope.step, phase, deadlineMs);
       }
     }
   }

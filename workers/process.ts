@@ -8,6 +8,7 @@ import { isId } from '../coordinator/formats/scalars.js';
 import { DEFAULT_MAX_MESSAGE_BYTES, type Role, type SessionConnection, type StartedServer, parseListenAddress, startWorkerServer } from '../coordinator/protocol/index.js';
 import { modulePathOf } from './models/registry.js';
 import { type StreamState, WorkerRuntime } from './runtime.js';
+import { startParentWatchdog } from './parent-watchdog.js';
 
 export interface WorkerProcessOptions {
   listen: string;
@@ -18,7 +19,10 @@ export interface WorkerProcessOptions {
   /** Absolute paths of the model modules this worker may load besides the built-ins. */
   models?: string[];
   maxMessageBytes?: number;
-  /** Exit when the parent process goes away (stdin pipe closes, or the parent pid changes). Default true. */
+  /**
+   * Exit when the parent process goes away (stdin pipe closes, or the parent pid changes), even
+   * while model code blocks the event loop (a watchdog thread then SIGKILLs the process). Default true.
+   */
   parentWatch?: boolean;
 }
 
@@ -114,7 +118,11 @@ export async function runWorkerProcess(options: WorkerProcessOptions): Promise<{
   );
   process.once('SIGTERM', () => exit(0));
   process.once('SIGINT', () => exit(0));
-  if (options.parentWatch !== false) watchParent(() => exit(0));
+  if (options.parentWatch !== false) {
+    watchParent(() => exit(0));
+    // The loop above is deaf while model code blocks it; the watchdog thread is not.
+    startParentWatchdog();
+  }
   process.stdout.write(`${JSON.stringify({ ready: true, listen: server.listen, pid: process.pid })}\n`);
   return { server, runtime };
 }

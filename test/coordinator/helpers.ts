@@ -40,6 +40,19 @@ export function isAlive(pid: number): boolean {
   }
 }
 
+/**
+ * A process that can still run: it exists and is not a zombie. An orphan's zombie waits for init
+ * to reap it (which may be slow, or never in a container without one); it is dead all the same.
+ */
+export function isRunning(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2)[0] !== 'Z';
+  } catch {
+    return false;
+  }
+}
+
 /** Live (non-zombie) child processes of this process, from /proc. */
 export function childPids(parent = process.pid): number[] {
   const out: number[] = [];

@@ -1,0 +1,95 @@
+// A worker killed during a run is reported as "died … signal SIGKILL", never as "lost its stream":
+// the coordinator diagnoses death from the process, not from the stream's error. Real runs, real
+// worker processes, real kills — at every phase, many times, and with an exit observed late.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { resolveConfig, type RunPlan } from '../../coordinator/config.js';
+import { defaultWorkerCommand, type Fleet } from '../../coordinator/launcher.js';
+import type { RunPhase } from '../../coordinator/run-failure.js';
+import { RunFailure } from '../../coordinator/run-failure.js';
+import { runSession, type RunOptions } from '../../coordinator/run.js';
+import { childPids, tmpOut } from './helpers.js';
+
+function plan(): RunPlan {
+  return resolveConfig({
+    sessionId: 'diagnosis',
+    masterSeed: '13',
+    steps: 6,
+    stepHz: 60,
+    environment: { id: 'forage', model: 'forage', params: { width: 8, height: 8, food: 4 } },
+    agents: { count: 2, prefix: 'd-', model: 'walker' },
+    workers: { agentsPerWorker: 1 },
+    deadlines: { startupMs: 60_000, stepMs: 20_000 },
+  });
+}
+
+async function failingRun(opts: RunOptions): Promise<RunFailure> {
+  try {
+    await runSession(plan(), opts);
+  } catch (e) {
+    if (e instanceof RunFailure) return e;
+    throw e;
+  }
+  throw new Error('the run succeeded');
+}
+
+type Victim = (fleet: Fleet) => number;
+const environment: Victim = (fleet) => fleet.environment.process.pid;
+const firstAgent: Victim = (fleet) => fleet.agents[0]!.process.pid;
+
+/** Run, SIGKILL the victim's pid just before `phase` of step 2 goes out, return the failure. */
+async function killAt(phase: RunPhase, victim: Victim, extra: Pick<NonNullable<RunOptions['hooks']>, 'commandFor'> = {}): Promise<RunFailure> {
+  let fleet: Fleet | undefined;
+  return failingRun({
+    outDir: tmpOut(),
+    hooks: {
+      ...extra,
+      onLaunched: (f) => (fleet = f),
+      beforePhase: (step, p) => {
+        if (step === 2n && p === phase) process.kill(victim(fleet!), 'SIGKILL');
+      },
+    },
+  });
+}
+
+/** The worker process under a wrapper (not, say, a tsx compiler service the wrapper also started). */
+function workerChild(parent: number): number {
+  const pid = childPids(parent).find((c) => readFileSync(`/proc/${c}/cmdline`, 'utf8').includes('--worker-id'));
+  if (pid === undefined) throw new Error(`no worker process under ${parent}`);
+  return pid;
+}
+
+describe('death diagnosis', () => {
+  it('the environment worker killed at a step is reported as died with the signal, every time (10 runs)', async () => {
+    const phases: RunPhase[] = ['prepare', 'advance', 'commit'];
+    for (let run = 0; run < 10; run++) {
+      const failure = await killAt(phases[run % phases.length]!, environment);
+      expect(failure.kind, failure.message).toBe('worker-exited');
+      expect(failure.message).toMatch(/^worker worker-env \(environment\) died at step [23], phase advance: process \d+ exited \(signal SIGKILL\)/);
+    }
+    expect(childPids()).toEqual([]);
+  }, 300_000);
+
+  it('an agent worker killed at a step is reported as died with the signal, every time (4 runs)', async () => {
+    const phases: RunPhase[] = ['prepare', 'commit', 'advance', 'prepare'];
+    for (const phase of phases) {
+      const failure = await killAt(phase, firstAgent);
+      expect(failure.kind, failure.message).toBe('worker-exited');
+      expect(failure.message).toMatch(/^worker worker-0 \(agents d-0\) died at step [23], phase (prepare|commit): process \d+ exited \(signal SIGKILL\)/);
+    }
+    expect(childPids()).toEqual([]);
+  }, 300_000);
+
+  it('a worker whose exit is observed well after its stream broke is still reported as died', async () => {
+    // The environment runs under a wrapper that dies 300 ms after the real worker (killed while
+    // idle, during the agents' Commit): its stream breaks at once, its exit is seen much later.
+    const base = defaultWorkerCommand();
+    const wrapper = { command: process.execPath, args: ['--import', 'tsx', join('test', 'coordinator', 'fixtures', 'late-exit.ts'), base.command, ...base.args] };
+    const innerWorker: Victim = (fleet) => workerChild(fleet.environment.process.pid);
+    const failure = await killAt('commit', innerWorker, { commandFor: (w) => (w.role === 'environment' ? wrapper : undefined) });
+    expect(failure.kind, failure.message).toBe('worker-exited');
+    expect(failure.message).toMatch(/^worker worker-env \(environment\) died at step 3, phase advance: process \d+ exited \(signal SIGKILL\)/);
+    expect(childPids()).toEqual([]);
+  }, 120_000);
+});
