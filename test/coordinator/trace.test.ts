@@ -1,8 +1,11 @@
-// Trace behaviour digest and EpochRebase: epoch-derived fields are rewritten, anything else that
-// differs is reported with its step and field path, and a malformed epoch-derived field is refused.
+// Trace behaviour digest and EpochRebase: the digest against hand-written canonical lines and
+// literal SHA-256 values (computed outside the code under test), epoch-derived fields rewritten,
+// anything else that differs reported with its step and field path, a malformed epoch-derived
+// field refused.
+import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { canonicalize, sha256Hex } from '../../coordinator/formats/canonical-json.js';
-import { EpochRebase, behaviourDigest, compareBehaviours, normalizeBehaviour, type TraceBehaviour } from '../../coordinator/trace.js';
+import { canonicalize } from '../../coordinator/formats/canonical-json.js';
+import { EpochRebase, behaviourDigest, behaviourStepDigest, canonicalBehaviour, compareBehaviours, normalizeBehaviour, type TraceBehaviour } from '../../coordinator/trace.js';
 
 const D = (c: string) => c.repeat(64);
 
@@ -25,12 +28,37 @@ function step(epoch: string, k: number, over: Partial<TraceBehaviour> = {}): Tra
   };
 }
 
+/**
+ * step('e1', k) as RFC 8785 text, written by hand (keys sorted, agents by id, numbers as JCS
+ * writes them): the digest tests compare with these bytes, not with the project's canonicalizer.
+ */
+const handLine = (k: number): string =>
+  `{"acknowledgedBoundary":"${k + 1}","agents":[` +
+  `{"agentId":"a","brainTicks":"${16 * (k + 1)}","committedStep":"${k + 1}","decision":{"move":"e"},"decisionDigest":"${D('3')}","profileDigest":"${D('1')}","remainder":{"denominator":"3","numerator":"2"},"ticksAdvanced":"16"},` +
+  `{"agentId":"b","brainTicks":"${17 * (k + 1)}","committedStep":"${k + 1}","decision":{"move":"n"},"decisionDigest":"${D('2')}","profileDigest":"${D('1')}","remainder":{"denominator":"1","numerator":"0"},"ticksAdvanced":"17"}],` +
+  `"batchId":"batch-e1-${k}","controlDigest":"${D('4')}","eventIds":["eat-e1-${k}"],"observationDigest":"${D('5')}","publishedBoundary":"${k + 1}",` +
+  `"rewards":[{"agentId":"a","eventId":"eat-e1-${k}","ruleId":"food","value":1}],"scope":{"epoch":"e1","sessionId":"s","step":"${k}"},"worldDigest":"${D('6')}"}`;
+
+// SHA-256 of the hand-written lines, computed with sha256sum (and python hashlib) outside detsim:
+// step 0's line alone, and steps 0 and 1 each followed by "\n", in order and swapped.
+const STEP0_DIGEST = '56d2c5c0cf0c506f1fdfcfe41b0782cebcad58f6c6986c689a58f045cb04caad';
+const STEPS_0_1_DIGEST = 'd0d53839a9111d3c182634941de2e0f4c4133163b00062046f42425d511f99c3';
+const STEPS_1_0_DIGEST = '75d2afd7457443667803e217069e3acc5f336adb074c7fe35f15e9223bf0b42d';
+
 describe('behaviour digest', () => {
-  it('is SHA-256 over the canonical normalized behaviour lines, in step order', () => {
+  it('the hand-written lines hash to the literal digests (node:crypto, no detsim code)', () => {
+    const sha = (text: string): string => createHash('sha256').update(text, 'utf8').digest('hex');
+    expect(sha(handLine(0))).toBe(STEP0_DIGEST);
+    expect(sha(`${handLine(0)}\n${handLine(1)}\n`)).toBe(STEPS_0_1_DIGEST);
+    expect(sha(`${handLine(1)}\n${handLine(0)}\n`)).toBe(STEPS_1_0_DIGEST);
+  });
+
+  it('is SHA-256 over the canonical normalized behaviour lines, in step order: the literal digests', () => {
     const steps = [step('e1', 0), step('e1', 1)];
-    const expected = sha256Hex(steps.map((s) => `${canonicalize(normalizeBehaviour(s))}\n`).join(''));
-    expect(behaviourDigest(steps)).toBe(expected);
-    expect(behaviourDigest([steps[1]!, steps[0]!])).not.toBe(expected);
+    expect(canonicalBehaviour(steps[0]!)).toBe(handLine(0));
+    expect(behaviourStepDigest(steps[0]!)).toBe(STEP0_DIGEST);
+    expect(behaviourDigest(steps)).toBe(STEPS_0_1_DIGEST);
+    expect(behaviourDigest([steps[1]!, steps[0]!])).toBe(STEPS_1_0_DIGEST);
   });
 
   it('does not depend on the order agents were listed in', () => {

@@ -14,7 +14,13 @@ function rustCanonical(inputs: Uint8Array[]): Outcome<string>[] {
   return out.map((o) => ('ok' in o ? { ok: Buffer.from(o.ok, 'base64').toString('utf8') } : o));
 }
 
-function expectSameOutcomes(inputs: Uint8Array[]): { accepted: number } {
+/** Totals over a whole property, so a test can require that both outcomes occurred. */
+interface Seen {
+  accepted: number;
+  refused: number;
+}
+
+function expectSameOutcomes(inputs: Uint8Array[], seen: Seen = { accepted: 0, refused: 0 }): { accepted: number } {
   const rust = rustCanonical(inputs);
   let accepted = 0;
   inputs.forEach((bytes, i) => {
@@ -22,7 +28,18 @@ function expectSameOutcomes(inputs: Uint8Array[]): { accepted: number } {
     if ('ok' in ts) accepted++;
     expect(rust[i], `input ${JSON.stringify(Buffer.from(bytes).toString('latin1'))}`).toEqual(ts);
   });
+  seen.accepted += accepted;
+  seen.refused += inputs.length - accepted;
   return { accepted };
+}
+
+/**
+ * Agreement alone passes when both languages accept (or refuse) everything the same way: each
+ * property below must also have met both outcomes a fair number of times.
+ */
+function expectBothOutcomes(seen: Seen): void {
+  expect(seen.accepted, 'inputs accepted by both').toBeGreaterThan(20);
+  expect(seen.refused, 'inputs refused by both').toBeGreaterThan(20);
 }
 
 const utf8 = (s: string): Uint8Array => Buffer.from(s, 'utf8');
@@ -64,12 +81,14 @@ describe.skipIf(skipReason !== null)('canonical JSON: TypeScript and Rust agree'
   });
 
   it('mutated JSON texts are accepted or refused identically (reason and message)', () => {
+    const seen: Seen = { accepted: 0, refused: 0 };
     fc.assert(
       fc.property(fc.array(fc.tuple(json, fc.array(edit, { minLength: 1, maxLength: 3 })), { minLength: 30, maxLength: 60 }), (cases) => {
-        expectSameOutcomes(cases.map(([v, edits]) => applyEdits(JSON.stringify(v), edits)));
+        expectSameOutcomes(cases.map(([v, edits]) => applyEdits(JSON.stringify(v), edits)), seen);
       }),
       { numRuns: 15 },
     );
+    expectBothOutcomes(seen);
   });
 
   it('strings with escaped code units, including lone and swapped surrogates', () => {
@@ -86,13 +105,15 @@ describe.skipIf(skipReason !== null)('canonical JSON: TypeScript and Rust agree'
       }
       return out;
     };
+    const seen: Seen = { accepted: 0, refused: 0 };
     fc.assert(
       fc.property(fc.array(fc.tuple(piece, piece), { minLength: 30, maxLength: 60 }), (pairs) => {
         // A string value and a key: lone surrogates must be refused in both positions.
-        expectSameOutcomes(pairs.flatMap(([a, b]) => [utf8(`"${render(a)}"`), utf8(`{"${render(a)}":"${render(b)}","k":1}`)]));
+        expectSameOutcomes(pairs.flatMap(([a, b]) => [utf8(`"${render(a)}"`), utf8(`{"${render(a)}":"${render(b)}","k":1}`)]), seen);
       }),
       { numRuns: 15 },
     );
+    expectBothOutcomes(seen);
   });
 
   it('numbers in every literal form print as ECMAScript does, and unsafe integer literals are refused alike', () => {
@@ -100,12 +121,14 @@ describe.skipIf(skipReason !== null)('canonical JSON: TypeScript and Rust agree'
       fc.constantFrom(String(n), n.toExponential(), n.toExponential().toUpperCase(), n.toPrecision(21), `${String(n)}`.replace('e+', 'e')),
     );
     const bigIntegers = fc.bigInt({ min: -(2n ** 70n), max: 2n ** 70n }).map(String);
+    const seen: Seen = { accepted: 0, refused: 0 };
     fc.assert(
       fc.property(fc.array(fc.oneof(forms, bigIntegers), { minLength: 40, maxLength: 80 }), (literals) => {
-        expectSameOutcomes(literals.flatMap((l) => [utf8(l), utf8(`[${l},{"n":${l}}]`)]));
+        expectSameOutcomes(literals.flatMap((l) => [utf8(l), utf8(`[${l},{"n":${l}}]`)]), seen);
       }),
       { numRuns: 15 },
     );
+    expectBothOutcomes(seen);
   });
 
   it('the single-shot command writes canonical bytes, or one line and exit 2', () => {

@@ -1,12 +1,14 @@
 // Drives the Rust formats CLI (crates-bridge, `detsim-formats batch`) for the cross-language tests:
-// finds cargo, builds the binary once per test process (a no-op when it is up to date), and sends
-// a batch of requests in one process. Not a test; the tests skip with a message when cargo is absent.
+// finds cargo, builds the binary once per test process (a no-op when it is up to date), refuses a
+// binary that is still older than its sources after the build (rust-binary.ts), and sends a batch
+// of requests in one process. Not a test; the tests skip with a message when cargo is absent.
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { DetsimError } from '../../coordinator/formats/errors.js';
+import { refuseStaleBinary } from './rust-binary.js';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
 const manifestPath = join(root, 'crates-bridge/Cargo.toml');
@@ -36,6 +38,7 @@ export function buildRustCli(): void {
   const args = ['build', '--locked', '--release', '--manifest-path', manifestPath, '--target-dir', targetDir, '-p', 'detsim-formats', '-p', 'detsim-models'];
   const r = spawnSync(cargo, args, { encoding: 'utf8', maxBuffer: 64 << 20 });
   if (r.status !== 0 || !existsSync(rustCliPath) || !existsSync(rustModelsPath)) throw new Error(`cargo ${args.join(' ')} failed:\n${r.stderr}`);
+  for (const binary of [rustCliPath, rustModelsPath]) refuseStaleBinary(binary, 'bash scripts/test-rust.sh');
   built = true;
 }
 

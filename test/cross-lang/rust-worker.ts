@@ -1,10 +1,13 @@
 // Test harness for the Rust agent worker (crates-bridge/worker, binary detsim-worker-rs): finds or
-// builds it (scripts/build-rust-worker.sh, a no-op when up to date), and spawns it or the TypeScript
-// worker on a short Unix socket with a connected WorkerClient. Not a test; tests skip with its message.
+// builds it (scripts/build-rust-worker.sh, a no-op when up to date), refuses to test a binary older
+// than this checkout's sources (rust-binary.ts: the tests fail loudly, never test an old binary),
+// and spawns it or the TypeScript worker on a short Unix socket with a connected WorkerClient.
+// Not a test; tests skip with its message when there is neither a binary nor cargo.
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { rustWorkerPath } from '../../coordinator/launcher.js';
+import { refuseStaleBinary } from './rust-binary.js';
 import { cargo } from './rust-cli.js';
 import { REPO_ROOT, type SpawnedWorker, launchWorker, stopAll } from '../workers/harness.js';
 
@@ -17,7 +20,10 @@ if (rustWorkerSkip) console.warn(rustWorkerSkip);
 
 let built = false;
 
-/** Build (or confirm up to date) the Rust worker when cargo is present; otherwise use the binary as is. */
+/**
+ * Build (or confirm up to date) the Rust worker when cargo is present and DETSIM_RUST_WORKER is not
+ * set; then, whoever built it, refuse it unless it is a build of this checkout's current sources.
+ */
 export function ensureRustWorker(): void {
   if (built) return;
   if (cargo !== null && !process.env.DETSIM_RUST_WORKER) {
@@ -25,6 +31,7 @@ export function ensureRustWorker(): void {
     if (r.status !== 0) throw new Error(`bash scripts/build-rust-worker.sh failed:\n${r.stderr.slice(-4000)}`);
   }
   if (!existsSync(RUST_WORKER)) throw new Error(`${RUST_WORKER} is missing after the build`);
+  refuseStaleBinary(RUST_WORKER, 'bash scripts/build-rust-worker.sh');
   built = true;
 }
 

@@ -1,7 +1,9 @@
 // The Rust agent worker (detsim-worker-rs) against the TypeScript worker, message for message: the
 // same requests sent to one process of each give the same canonical replies (incarnation ids
 // aside), including refusals, idempotent retries, captured payload bytes, and restores across
-// languages that continue identically. Not the coordinator run (worker-run.test.ts).
+// languages that continue identically. Every request states its expected outcome (ok, or the
+// refusal's error code) and both sides must meet it, so two workers failing the same way fail
+// the test. Not the coordinator run (worker-run.test.ts).
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -10,7 +12,7 @@ import { createInterface } from 'node:readline';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { canonicalize } from '../../coordinator/formats/canonical-json.js';
-import { CONTRACT_DIGEST, METHODS, WorkerClient, type CallOptions, type CallReply, type Params } from '../../coordinator/protocol/index.js';
+import { CONTRACT_DIGEST, METHODS, WorkerClient, type CallOptions, type CallReply, type ErrorCode, type Params } from '../../coordinator/protocol/index.js';
 import type { Scope } from '../../coordinator/formats/scalars.js';
 import { REPO_ROOT, SESSION, STEP_60HZ } from '../workers/harness.js';
 import { RUST_WORKER, ensureRustWorker, rustWorkerSkip, spawnAgentWorker, stopAllWorkers, type Spawned } from './rust-worker.js';
@@ -25,6 +27,12 @@ const AGENTS = [
   { agentId: 'a-zero', model: 'walker', params: {}, seed: 0, stepDuration: { numerator: '7000001', denominator: '7' }, observation: { note: 'no food' } },
 ];
 const IDS = AGENTS.map((a) => ({ agentId: a.agentId }));
+
+/** What a request must get: a result, or an error reply with this code. */
+type Expected = 'ok' | ErrorCode;
+
+/** The outcome of a reply in the terms of Expected. */
+const outcomeOf = (r: CallReply): Expected => (r.reply.type === 'result' ? 'ok' : r.reply.error.code);
 
 /** A reply as comparable text: the incarnation id (random per process) blanked. */
 function norm(r: CallReply): string {
@@ -41,20 +49,22 @@ describe.skipIf(rustWorkerSkip !== null)('Rust worker speaks proto/detsim/v1 lik
     [ts, rs] = await Promise.all([spawnAgentWorker('typescript', 'w-1'), spawnAgentWorker('rust', 'w-1')]);
   }, 1_500_000);
 
-  /** Send the same request to both; assert the replies match; return the TypeScript one. */
-  async function both(method: string, scope: Scope | null, params: Params, opts: CallOptions = {}): Promise<{ t: CallReply; r: CallReply }> {
+  /** Send the same request to both; assert each side got the expected outcome and the replies match. */
+  async function both(method: string, scope: Scope | null, params: Params, expected: Expected, opts: CallOptions = {}): Promise<{ t: CallReply; r: CallReply }> {
     const [t, r] = await Promise.all([ts.client.call(method, scope, params, opts), rs.client.call(method, scope, params, opts)]);
-    expect(norm(r), `${method} ${JSON.stringify(params).slice(0, 200)}`).toBe(norm(t));
+    const what = `${method} ${JSON.stringify(params).slice(0, 200)}`;
+    expect({ typescript: outcomeOf(t), rust: outcomeOf(r) }, what).toEqual({ typescript: expected, rust: expected });
+    expect(norm(r), what).toBe(norm(t));
     expect(r.attachment === undefined).toBe(t.attachment === undefined);
     if (t.attachment) expect(Buffer.compare(r.attachment!, t.attachment), `${method}: attachment bytes`).toBe(0);
     return { t, r };
   }
 
   async function stepBoth(k: number, epoch = 'e1'): Promise<void> {
-    const { t } = await both(METHODS.agentPrepare, sc(k, epoch), { agents: IDS });
+    const { t } = await both(METHODS.agentPrepare, sc(k, epoch), { agents: IDS }, 'ok');
     const obs = { x: k % 7, y: (k * 3) % 5, foodDx: (k % 5) - 2, foodDy: (k % 3) - 1, score: k, mood: k % 2 === 0 ? 'calm' : 'ünïcode' };
     const agents = IDS.map((a) => ({ agentId: a.agentId, preparedRequestId: t.requestId, observation: obs, rewards: k % 3 === 0 ? [{ eventId: `eat-${k}`, ruleId: 'eat', value: 0.1 * k - 0.25 }] : [] }));
-    await both(METHODS.agentCommit, sc(k, epoch), { agents });
+    await both(METHODS.agentCommit, sc(k, epoch), { agents }, 'ok');
   }
 
   it('ready line and Hello: the contract digest is the proto file SHA-256, runtime detsim-rs, same capabilities and limits', async () => {
@@ -63,19 +73,19 @@ describe.skipIf(rustWorkerSkip !== null)('Rust worker speaks proto/detsim/v1 lik
     expect(ready.pid).toBe(rs.proc.pid);
     // Refusals first (the worker stays un-introduced): wrong contract, wrong worker id, role, majors.
     const hello = { sessionId: SESSION, expectedWorkerId: 'w-1', role: 'agent', supportedMajors: [1], contractDigest: CONTRACT_DIGEST };
-    await both(METHODS.agentPrepare, sc(0), { agents: IDS });
+    await both(METHODS.agentPrepare, sc(0), { agents: IDS }, 'INVALID_PHASE');
     // Nothing but Hello before Hello, not even Status or Shutdown (the worker keeps running).
     for (const [method, params] of [[METHODS.status, {}], [METHODS.shutdown, { reason: 'early' }], [METHODS.acknowledge, { requestIds: ['req-1'] }]] as const) {
-      const { t } = await both(method, null, params);
+      const { t } = await both(method, null, params, 'INVALID_PHASE');
       expect(t.reply).toMatchObject({ type: 'error', error: { code: 'INVALID_PHASE', message: `${method} before Worker.Hello` } });
     }
-    await both(METHODS.hello, null, { ...hello, contractDigest: 'f'.repeat(64) });
-    await both(METHODS.hello, null, { ...hello, expectedWorkerId: 'w-2' });
-    await both(METHODS.hello, null, { ...hello, role: 'environment' });
-    await both(METHODS.hello, null, { ...hello, role: 'judge' });
-    await both(METHODS.hello, null, { ...hello, supportedMajors: [2, 3] });
-    await both(METHODS.hello, null, { ...hello, extra: true });
-    await both(METHODS.hello, sc(0), hello);
+    await both(METHODS.hello, null, { ...hello, contractDigest: 'f'.repeat(64) }, 'IDENTITY_MISMATCH');
+    await both(METHODS.hello, null, { ...hello, expectedWorkerId: 'w-2' }, 'IDENTITY_MISMATCH');
+    await both(METHODS.hello, null, { ...hello, role: 'environment' }, 'UNSUPPORTED');
+    await both(METHODS.hello, null, { ...hello, role: 'judge' }, 'UNSUPPORTED');
+    await both(METHODS.hello, null, { ...hello, supportedMajors: [2, 3] }, 'UNSUPPORTED');
+    await both(METHODS.hello, null, { ...hello, extra: true }, 'INVALID_ARGUMENT');
+    await both(METHODS.hello, sc(0), hello, 'INVALID_ARGUMENT');
     const [t, r] = await Promise.all([ts.client.call(METHODS.hello, null, hello), rs.client.call(METHODS.hello, null, hello)]);
     if (t.reply.type !== 'result' || r.reply.type !== 'result') throw new Error('Hello refused');
     const { runtime, buildDigest, incarnationId, ...rest } = r.reply.result as Record<string, unknown>;
@@ -115,55 +125,55 @@ describe.skipIf(rustWorkerSkip !== null)('Rust worker speaks proto/detsim/v1 lik
     tStranger.close();
     rStranger.close();
     // The Shutdown above stopped nothing: the introduced streams are still served.
-    const { t } = await both(METHODS.status, null, {});
+    const { t } = await both(METHODS.status, null, {}, 'ok');
     expect(t.reply).toMatchObject({ type: 'result', result: { state: 'uninitialized' } });
   });
 
   it('Initialize (and its refusals), Status, and 12 steps of Prepare/Commit give identical replies', async () => {
-    await both(METHODS.agentInitialize, sc(3), { agents: AGENTS });
-    await both(METHODS.agentInitialize, sc(0), { agents: [{ ...AGENTS[0], model: 'nope' }] });
-    await both(METHODS.agentInitialize, sc(0), { agents: [{ ...AGENTS[1], params: { explore: 0 } }] });
-    await both(METHODS.agentInitialize, sc(0), { agents: [{ ...AGENTS[1], params: { explor: 2 } }] });
-    await both(METHODS.agentInitialize, sc(0), { agents: [{ ...AGENTS[1], params: { strict: 'yes' } }] });
-    await both(METHODS.agentInitialize, sc(0), { agents: [{ ...AGENTS[1], seed: 2 ** 31 }] });
-    await both(METHODS.agentInitialize, sc(0), { agents: [AGENTS[1], AGENTS[1]] });
-    await both(METHODS.agentInitialize, { ...sc(0), sessionId: 'other' }, { agents: AGENTS });
-    await both(METHODS.status, null, {});
-    await both(METHODS.agentInitialize, sc(0), { agents: AGENTS });
+    await both(METHODS.agentInitialize, sc(3), { agents: AGENTS }, 'INVALID_ARGUMENT');
+    await both(METHODS.agentInitialize, sc(0), { agents: [{ ...AGENTS[0], model: 'nope' }] }, 'INVALID_ARGUMENT');
+    await both(METHODS.agentInitialize, sc(0), { agents: [{ ...AGENTS[1], params: { explore: 0 } }] }, 'INVALID_ARGUMENT');
+    await both(METHODS.agentInitialize, sc(0), { agents: [{ ...AGENTS[1], params: { explor: 2 } }] }, 'INVALID_ARGUMENT');
+    await both(METHODS.agentInitialize, sc(0), { agents: [{ ...AGENTS[1], params: { strict: 'yes' } }] }, 'INVALID_ARGUMENT');
+    await both(METHODS.agentInitialize, sc(0), { agents: [{ ...AGENTS[1], seed: 2 ** 31 }] }, 'INVALID_ARGUMENT');
+    await both(METHODS.agentInitialize, sc(0), { agents: [AGENTS[1], AGENTS[1]] }, 'INVALID_ARGUMENT');
+    await both(METHODS.agentInitialize, { ...sc(0), sessionId: 'other' }, { agents: AGENTS }, 'IDENTITY_MISMATCH');
+    await both(METHODS.status, null, {}, 'ok');
+    await both(METHODS.agentInitialize, sc(0), { agents: AGENTS }, 'ok');
     // The same Initialize again is answered from the agents' records; a different one is CONFLICT.
-    await both(METHODS.agentInitialize, sc(0), { agents: AGENTS });
-    await both(METHODS.agentInitialize, sc(0), { agents: [{ ...AGENTS[1], seed: 1 }] });
-    await both(METHODS.status, null, {});
+    await both(METHODS.agentInitialize, sc(0), { agents: AGENTS }, 'ok');
+    await both(METHODS.agentInitialize, sc(0), { agents: [{ ...AGENTS[1], seed: 1 }] }, 'CONFLICT');
+    await both(METHODS.status, null, {}, 'ok');
     for (let k = 0; k < 12; k++) await stepBoth(k);
-    await both(METHODS.status, null, {});
+    await both(METHODS.status, null, {}, 'ok');
   });
 
   it('idempotency per operation key: cached replies, CONFLICT, STALE_EPOCH / STALE_STEP / FUTURE_STEP, phase refusals', async () => {
     const k = 12;
-    const first = await both(METHODS.agentPrepare, sc(k), { agents: IDS });
+    const first = await both(METHODS.agentPrepare, sc(k), { agents: IDS }, 'ok');
     // The same request id and body, and a new id with the same body: the cached decisions, no new ticks.
-    const again = await both(METHODS.agentPrepare, sc(k), { agents: IDS }, { requestId: first.t.requestId });
+    const again = await both(METHODS.agentPrepare, sc(k), { agents: IDS }, 'ok', { requestId: first.t.requestId });
     expect(norm(again.r)).toBe(norm(first.r));
-    await both(METHODS.agentPrepare, sc(k), { agents: [IDS[1]!, IDS[0]!] });
-    await both(METHODS.agentPrepare, sc(k - 3), { agents: IDS });
-    await both(METHODS.agentPrepare, sc(k + 5), { agents: IDS });
-    await both(METHODS.agentPrepare, sc(k, 'e0'), { agents: IDS });
-    await both(METHODS.agentPrepare, sc(k), { agents: [{ agentId: 'stranger' }] });
-    await both(METHODS.agentCommit, sc(k), { agents: [{ agentId: 'a-walk', preparedRequestId: 'req-1', observation: OBS, rewards: [] }] });
+    await both(METHODS.agentPrepare, sc(k), { agents: [IDS[1]!, IDS[0]!] }, 'ok');
+    await both(METHODS.agentPrepare, sc(k - 3), { agents: IDS }, 'STALE_STEP');
+    await both(METHODS.agentPrepare, sc(k + 5), { agents: IDS }, 'FUTURE_STEP');
+    await both(METHODS.agentPrepare, sc(k, 'e0'), { agents: IDS }, 'STALE_EPOCH');
+    await both(METHODS.agentPrepare, sc(k), { agents: [{ agentId: 'stranger' }] }, 'INVALID_ARGUMENT');
+    await both(METHODS.agentCommit, sc(k), { agents: [{ agentId: 'a-walk', preparedRequestId: 'req-1', observation: OBS, rewards: [] }] }, 'CONFLICT');
     const commit = { agents: IDS.map((a) => ({ agentId: a.agentId, preparedRequestId: first.t.requestId, observation: OBS, rewards: [] })) };
-    await both(METHODS.agentCommit, sc(k), commit);
-    await both(METHODS.agentCommit, sc(k), commit);
-    await both(METHODS.agentCommit, sc(k), { agents: commit.agents.map((a) => ({ ...a, observation: { ...OBS, x: 9 } })) });
-    await both(METHODS.agentCommit, sc(k + 1), commit);
-    await both(METHODS.agentCommit, sc(k + 1), { agents: [{ agentId: 'a-walk', preparedRequestId: first.t.requestId, observation: OBS, rewards: [{ eventId: 'x', ruleId: 'y', value: 'big' }] }] });
-    await both(METHODS.status, null, {});
+    await both(METHODS.agentCommit, sc(k), commit, 'ok');
+    await both(METHODS.agentCommit, sc(k), commit, 'ok');
+    await both(METHODS.agentCommit, sc(k), { agents: commit.agents.map((a) => ({ ...a, observation: { ...OBS, x: 9 } })) }, 'CONFLICT');
+    await both(METHODS.agentCommit, sc(k + 1), commit, 'INVALID_PHASE');
+    await both(METHODS.agentCommit, sc(k + 1), { agents: [{ agentId: 'a-walk', preparedRequestId: first.t.requestId, observation: OBS, rewards: [{ eventId: 'x', ruleId: 'y', value: 'big' }] }] }, 'INVALID_ARGUMENT');
+    await both(METHODS.status, null, {}, 'ok');
   });
 
   it('capture gives identical payload bytes; each language restores the other’s payload and both continue identically', async () => {
     const k = 13;
     for (let i = 0; i < AGENTS.length; i++) {
       const agentId = AGENTS[i]!.agentId;
-      const { t, r } = await both(METHODS.capture, sc(k), { checkpointId: `ck-${agentId}`, agentId });
+      const { t, r } = await both(METHODS.capture, sc(k), { checkpointId: `ck-${agentId}`, agentId }, 'ok');
       expect(t.attachment!.length).toBeGreaterThan(100);
       if (t.reply.type !== 'result') throw new Error(`capture refused: ${JSON.stringify(t.reply.error)}`);
       // Cross: each worker stages the OTHER language's bytes (identical, so the tokens differ only by incarnation).
@@ -181,8 +191,8 @@ describe.skipIf(rustWorkerSkip !== null)('Rust worker speaks proto/detsim/v1 lik
       token(st, st.reply.incarnationId);
       token(sr, sr.reply.incarnationId);
       // Refusals on a staged agent: a second stage is CONFLICT; a wrong token keeps the staged restore.
-      await both(METHODS.stageRestore, sc(k, 'e2'), stage, { attachment: t.attachment! });
-      await both(METHODS.activateRestore, sc(k, 'e2'), { restoreToken: 'rt-0', agentId });
+      await both(METHODS.stageRestore, sc(k, 'e2'), stage, 'CONFLICT', { attachment: t.attachment! });
+      await both(METHODS.activateRestore, sc(k, 'e2'), { restoreToken: 'rt-0', agentId }, 'IDENTITY_MISMATCH');
       const [at, ar] = await Promise.all([
         ts.client.call(METHODS.activateRestore, sc(k, 'e2'), { restoreToken: (st.reply.result as { restoreToken: string }).restoreToken, agentId }),
         rs.client.call(METHODS.activateRestore, sc(k, 'e2'), { restoreToken: (sr.reply.result as { restoreToken: string }).restoreToken, agentId }),
@@ -191,31 +201,31 @@ describe.skipIf(rustWorkerSkip !== null)('Rust worker speaks proto/detsim/v1 lik
       expect(at.reply.type).toBe('result');
     }
     // Payload checks refuse alike: wrong digest, wrong length, no attachment.
-    await both(METHODS.stageRestore, sc(k, 'e3'), { checkpointId: 'ck-x', agentId: 'a-walk', sourceScope: sc(k, 'e2'), compatibilityDigest: 'a'.repeat(64), payload: { digest: 'b'.repeat(64), byteLength: '3' } }, { attachment: Buffer.from('abc') });
-    await both(METHODS.stageRestore, sc(k, 'e3'), { checkpointId: 'ck-x', agentId: 'a-walk', sourceScope: sc(k, 'e2'), compatibilityDigest: 'a'.repeat(64), payload: { digest: 'b'.repeat(64), byteLength: '4' } }, { attachment: Buffer.from('abc') });
-    await both(METHODS.stageRestore, sc(k, 'e3'), { checkpointId: 'ck-x', agentId: 'a-walk', sourceScope: sc(k, 'e2'), compatibilityDigest: 'a'.repeat(64), payload: { digest: 'b'.repeat(64), byteLength: '4' } });
+    await both(METHODS.stageRestore, sc(k, 'e3'), { checkpointId: 'ck-x', agentId: 'a-walk', sourceScope: sc(k, 'e2'), compatibilityDigest: 'a'.repeat(64), payload: { digest: 'b'.repeat(64), byteLength: '3' } }, 'BUFFER_INVALID', { attachment: Buffer.from('abc') });
+    await both(METHODS.stageRestore, sc(k, 'e3'), { checkpointId: 'ck-x', agentId: 'a-walk', sourceScope: sc(k, 'e2'), compatibilityDigest: 'a'.repeat(64), payload: { digest: 'b'.repeat(64), byteLength: '4' } }, 'BUFFER_INVALID', { attachment: Buffer.from('abc') });
+    await both(METHODS.stageRestore, sc(k, 'e3'), { checkpointId: 'ck-x', agentId: 'a-walk', sourceScope: sc(k, 'e2'), compatibilityDigest: 'a'.repeat(64), payload: { digest: 'b'.repeat(64), byteLength: '4' } }, 'BUFFER_INVALID');
     // payload-file-v1 refuses alike: a relative path, both sources, a range whose bytes differ, a short file.
     const dir = mkdtempSync(join(tmpdir(), 'detsim-xlang-file-'));
     const file = join(dir, 'ckpt.flysess');
     writeFileSync(file, 'xxabcdyy');
     const fileStage = (f: Record<string, unknown>, byteLength = '4') => ({ checkpointId: 'ck-x', agentId: 'a-walk', sourceScope: sc(k, 'e2'), compatibilityDigest: 'a'.repeat(64), payload: { digest: createHash('sha256').update('abcd').digest('hex'), byteLength, file: f } });
-    await both(METHODS.stageRestore, sc(k, 'e3'), fileStage({ path: 'ckpt.flysess', offset: '2' }));
-    await both(METHODS.stageRestore, sc(k, 'e3'), fileStage({ path: file, offset: '2' }), { attachment: Buffer.from('abcd') });
-    await both(METHODS.stageRestore, sc(k, 'e3'), fileStage({ path: file, offset: '3' }));
-    await both(METHODS.stageRestore, sc(k, 'e3'), fileStage({ path: file, offset: '6' }));
-    await both(METHODS.stageRestore, sc(k, 'e3'), fileStage({ path: file, offset: '2', extra: 1 }));
+    await both(METHODS.stageRestore, sc(k, 'e3'), fileStage({ path: 'ckpt.flysess', offset: '2' }), 'INVALID_ARGUMENT');
+    await both(METHODS.stageRestore, sc(k, 'e3'), fileStage({ path: file, offset: '2' }), 'INVALID_ARGUMENT', { attachment: Buffer.from('abcd') });
+    await both(METHODS.stageRestore, sc(k, 'e3'), fileStage({ path: file, offset: '3' }), 'BUFFER_INVALID');
+    await both(METHODS.stageRestore, sc(k, 'e3'), fileStage({ path: file, offset: '6' }), 'BUFFER_INVALID');
+    await both(METHODS.stageRestore, sc(k, 'e3'), fileStage({ path: file, offset: '2', extra: 1 }), 'INVALID_ARGUMENT');
     const [mt, mr] = await Promise.all([ts.client.call(METHODS.stageRestore, sc(k, 'e3'), fileStage({ path: join(dir, 'missing'), offset: '0' })), rs.client.call(METHODS.stageRestore, sc(k, 'e3'), fileStage({ path: join(dir, 'missing'), offset: '0' }))]);
     // The OS error text differs by language; the refusal does not.
     for (const m of [mt, mr]) expect(m.reply).toMatchObject({ type: 'error', error: { code: 'BUFFER_INVALID', message: expect.stringMatching(new RegExp(`^payload file ${join(dir, 'missing')} at 0: cannot open: `)) } });
     rmSync(dir, { recursive: true, force: true });
     // The old epoch is stale now; the restored timelines continue in e2 identically.
-    await both(METHODS.agentPrepare, sc(k, 'e1'), { agents: IDS });
-    await both(METHODS.status, null, {});
+    await both(METHODS.agentPrepare, sc(k, 'e1'), { agents: IDS }, 'STALE_EPOCH');
+    await both(METHODS.status, null, {}, 'ok');
     for (let j = k; j < k + 8; j++) await stepBoth(j, 'e2');
     const agentId = 'a-lif';
-    await both(METHODS.capture, sc(k + 8, 'e2'), { checkpointId: 'ck-end', agentId });
-    await both(METHODS.acknowledge, null, { requestIds: ['req-1', 'req-99999'] });
-    await both(METHODS.acknowledge, null, { requestIds: [] });
+    await both(METHODS.capture, sc(k + 8, 'e2'), { checkpointId: 'ck-end', agentId }, 'ok');
+    await both(METHODS.acknowledge, null, { requestIds: ['req-1', 'req-99999'] }, 'ok');
+    await both(METHODS.acknowledge, null, { requestIds: [] }, 'INVALID_ARGUMENT');
   });
 
   it('a fresh worker of either language restores a payload captured by the other and continues identically', async () => {
@@ -264,7 +274,7 @@ describe.skipIf(rustWorkerSkip !== null)('Rust worker speaks proto/detsim/v1 lik
   });
 
   it('Shutdown replies {stopping: true} and the process exits 0', async () => {
-    await both(METHODS.shutdown, null, { reason: 'done' });
+    await both(METHODS.shutdown, null, { reason: 'done' }, 'ok');
     const [te, re] = await Promise.all([ts.exited, rs.exited]);
     expect(re).toEqual({ code: 0, signal: null });
     expect(te).toEqual({ code: 0, signal: null });

@@ -1,7 +1,8 @@
 // Runs with agents on Rust workers (workers.runtime) through the real coordinator: a mix of
 // TypeScript and Rust agent workers, and all-Rust runs of walker and lif, give the same behaviour
 // traces, behaviourDigest and ReproHash as the all-TypeScript run; the Rust worker really ran (Hello
-// runtime in run.json); a changed parameter is caught (the comparison can fail). Config refusals
+// runtime in run.json); a parameter changed for the Rust-hosted agents only is caught, in their own
+// trace entries (the comparison can fail on the Rust side alone). Config refusals
 // of workers.runtime and the missing-binary refusal run without the binary.
 import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
@@ -12,6 +13,7 @@ import { canonicalize } from '../../coordinator/formats/canonical-json.js';
 import { writeReceipt } from '../../coordinator/receipt/receipt.js';
 import { runSession } from '../../coordinator/run.js';
 import { readRunRecord } from '../../coordinator/checkpoint/run-record.js';
+import type { TraceBehaviour } from '../../coordinator/trace.js';
 import { readRun, tmpOut } from '../coordinator/helpers.js';
 import { REPO_ROOT } from '../workers/harness.js';
 import { ensureRustWorker, rustWorkerSkip } from './rust-worker.js';
@@ -26,6 +28,9 @@ const planOf = (cfg: Cfg): RunPlan => {
 };
 const withRuntime = (cfg: Cfg, runtime: unknown): Cfg => ({ ...cfg, workers: { ...cfg.workers, runtime } });
 const behaviourLines = (dir: string): string[] => readRun(dir).traces.map((t) => canonicalize(t.behaviour));
+/** The agents whose trace entries differ between two behaviours of one step. */
+const differingAgents = (a: TraceBehaviour, b: TraceBehaviour): string[] =>
+  a.agents.filter((x) => canonicalize(x) !== canonicalize(b.agents.find((y) => y.agentId === x.agentId))).map((x) => x.agentId);
 const runtimes = (dir: string): string[] => (readRun(dir).run.workers as { runtime: string }[]).map((w) => w.runtime.split('/')[0]!);
 
 describe('workers.runtime in a run configuration', () => {
@@ -96,11 +101,30 @@ describe.skipIf(rustWorkerSkip !== null)('runs on Rust workers match the all-Typ
     expect(rust.digest).toBe(ts.digest);
     expect(mixed.repro).toBe(ts.repro);
     expect(rust.repro).toBe(ts.repro);
-    // Injected divergence: one changed walker parameter on the Rust side changes the traces and hashes.
-    const changed = await run({ ...base, agents: { ...base.agents, params: { explore: 2 } } });
-    expect(behaviourLines(changed.dir)).not.toEqual(lines);
+    // Injected divergence on the Rust side only: the same eight agents listed one by one, the four
+    // the Rust worker hosts with another walker parameter. The unchanged list reproduces the run
+    // (so the list is the same composition); the changed one differs, and its first differing step
+    // differs only in Rust-hosted agents' entries: the comparison sees what the Rust worker does.
+    const listed = (rustParams: Record<string, unknown> | null): Cfg => ({
+      ...base,
+      agents: Array.from({ length: 8 }, (_, i) => ({ id: `walker-${i}`, model: 'walker', ...(rustParams && i >= 4 ? { params: rustParams } : {}) })),
+    });
+    const rustHosted = planOf(listed(null)).agents.filter((a) => a.workerId === 'worker-1').map((a) => a.agentId);
+    expect(rustHosted).toEqual(['walker-4', 'walker-5', 'walker-6', 'walker-7']);
+    const same = await run(listed(null));
+    expect(behaviourLines(same.dir)).toEqual(lines);
+    expect(same.digest).toBe(ts.digest);
+    const changed = await run(listed({ explore: 2 }));
+    expect(runtimes(changed.dir)).toEqual(['detsim-ts', 'detsim-ts', 'detsim-rs']);
+    const changedLines = behaviourLines(changed.dir);
+    expect(changedLines).not.toEqual(lines);
     expect(changed.digest).not.toBe(ts.digest);
     expect(changed.repro).not.toBe(ts.repro);
+    const first = changedLines.findIndex((l, k) => l !== lines[k]);
+    const [was, now] = [ts.dir, changed.dir].map((dir) => readRun(dir).traces[first]!.behaviour);
+    const differing = differingAgents(was!, now!);
+    expect(differing.length).toBeGreaterThan(0);
+    expect(differing.filter((id) => !rustHosted.includes(id))).toEqual([]);
   }, 300_000);
 
   it('a lif pair on Rust workers matches the TypeScript lif pair (spikes, ticks, remainders)', async () => {

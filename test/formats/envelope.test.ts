@@ -1,5 +1,5 @@
 // FLYSESS1: the reference fixture reproduced byte for byte, every layout offset, the six published
-// corruptions, one refusal per sub-check (built by an independent raw writer), and property tests.
+// corruptions, one refusal per sub-check (built by an independent raw writer), and property tests that name the check refusing each corruption.
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import fc from 'fast-check';
@@ -350,6 +350,29 @@ describe('encodeEnvelope refusals', () => {
   });
 });
 
+/**
+ * The check (and reason) that must refuse an envelope with byte `at` flipped: the header fields
+ * check 1 validates, the footer's length and magic, and otherwise the prefix digest (check 2).
+ */
+function checkOwningFlip(at: number, length: number): [number, ReasonCode] {
+  const footer = length - 48;
+  if (at < 16 || (at >= 28 && at < 32)) return [1, 'struct_envelope_magic']; // magic, version, headerBytes, reserved
+  if (at >= footer + 40 || (at >= footer && at < footer + 8)) return [2, 'audit_envelope_length']; // footer magic, fileBytes
+  return [2, 'audit_envelope_digest']; // manifestBytes, payloadCount, tableOffset, body, recorded digest
+}
+
+/** The name a 64-byte table name field spells: the bytes before the first NUL (latin1). */
+function nameOfField(field: Buffer): string {
+  const nul = field.indexOf(0);
+  return field.toString('latin1', 0, nul < 0 ? field.length : nul);
+}
+
+/** A name field check 5 accepts: an Id, then only NULs. */
+function isHonestNameField(field: Buffer): boolean {
+  const name = nameOfField(field);
+  return /^[a-z0-9][a-z0-9._-]{0,63}$/.test(name) && field.subarray(name.length).every((b) => b === 0);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Property tests (modest run counts: CI has 2 cores)
 
@@ -479,21 +502,24 @@ describe('FLYSESS1 properties', () => {
     );
   });
 
-  it('any single-byte flip is refused with a DetsimError', () => {
+  it('any single-byte flip is refused by the check that owns the byte', () => {
     fc.assert(
-      fc.property(envelopeArb, fc.nat(), fc.integer({ min: 1, max: 255 }), ({ bytes }, at, x) => {
+      fc.property(envelopeArb, fc.nat(), fc.integer({ min: 1, max: 255 }), ({ bytes }, n, x) => {
         const bad = Buffer.from(bytes);
-        bad[at % bad.length]! ^= x;
-        expect(refusal(bad)).toBeInstanceOf(DetsimError);
+        const at = n % bad.length;
+        bad[at]! ^= x;
+        expectRefused(bad, ...checkOwningFlip(at, bad.length));
       }),
       { numRuns: 300 },
     );
   });
 
-  it('any truncation is refused with a DetsimError', () => {
+  it('any truncation is refused by check 1 (too short) or check 2 (footer gone)', () => {
     fc.assert(
       fc.property(envelopeArb, fc.nat(), ({ bytes }, n) => {
-        expect(refusal(bytes.subarray(0, n % bytes.length))).toBeInstanceOf(DetsimError);
+        const length = n % bytes.length;
+        const [check, reason]: [number, ReasonCode] = length < 80 ? [1, 'size_envelope_too_short'] : [2, 'audit_envelope_length'];
+        expectRefused(bytes.subarray(0, length), check, reason);
       }),
       { numRuns: 200 },
     );
@@ -523,42 +549,64 @@ describe('FLYSESS1 properties', () => {
     );
   });
 
-  it('random table entries behind a valid header and manifest never crash the reader (only DetsimError)', () => {
-    // A canonical manifest, then entries with plausible or hostile names, offsets, lengths and
-    // digests, then random payload bytes: exercises every branch of checks 5-7.
+  it('random table entries behind a valid header and manifest: an honest table is accepted, a hostile one refused by the check it breaks', () => {
+    // A canonical manifest that lists either no payloads or exactly what the entries claim, then
+    // entries with plausible or hostile names, offsets (overlapping, out of range), lengths and
+    // digests, then random payload bytes. The oracle: a table is honest when its names are
+    // distinct Ids and its bytes equal the independent writer's layout of the same payloads.
     const u64 = fc.oneof(fc.bigInt({ min: 0n, max: 1000n }), fc.constant(0xffffffffffffffffn), fc.bigInt({ min: 0n, max: 0xffffffffffffffffn }));
     const nameField = fc.oneof(
-      fc.constantFrom('world', 'agent-a', 'world\0x', 'World', '').map((n) => Buffer.from(n, 'latin1')),
-      fc.uint8Array({ minLength: 64, maxLength: 64 }).map((b) => Buffer.from(b)),
+      { weight: 4, arbitrary: fc.constantFrom('world', 'agent-a', 'agent-b', 'z.9').map((n) => Buffer.from(n, 'latin1')) },
+      { weight: 1, arbitrary: fc.constantFrom('world\0x', 'World', '').map((n) => Buffer.from(n, 'latin1')) },
+      { weight: 1, arbitrary: fc.uint8Array({ minLength: 64, maxLength: 64 }).map((b) => Buffer.from(b)) },
     );
-    const entry = fc.record({ nameField, offset: fc.option(u64), byteLength: fc.option(u64), digest: fc.option(fc.uint8Array({ minLength: 32, maxLength: 32 })) });
-    const arb = fc.record({ entries: fc.array(entry, { maxLength: 4 }), payloadBytes: fc.array(fc.uint8Array({ maxLength: 20 }), { minLength: 4, maxLength: 4 }), tail: fc.uint8Array({ maxLength: 16 }) });
+    /** Mostly the honest value (null: the writer's own), sometimes a hostile override. */
+    const override = <T>(arb: fc.Arbitrary<T>): fc.Arbitrary<T | null> => fc.oneof({ weight: 5, arbitrary: fc.constant(null) }, { weight: 1, arbitrary: arb });
+    const entry = fc.record({ nameField, offset: override(u64), byteLength: override(u64), digest: override(fc.uint8Array({ minLength: 32, maxLength: 32 })) });
+    const arb = fc.record({
+      entries: fc.array(entry, { maxLength: 4 }),
+      payloadBytes: fc.array(fc.uint8Array({ maxLength: 20 }), { minLength: 4, maxLength: 4 }),
+      tail: fc.oneof({ weight: 3, arbitrary: fc.constant(new Uint8Array(0)) }, { weight: 1, arbitrary: fc.uint8Array({ minLength: 1, maxLength: 16 }) }),
+      manifestListsEntries: fc.boolean(),
+    });
+    let accepted = 0;
+    let refused = 0;
     fc.assert(
-      fc.property(arb, ({ entries, payloadBytes, tail }) => {
+      fc.property(arb, ({ entries, payloadBytes, tail, manifestListsEntries }) => {
+        const honest: RawPayload[] = entries.map((e, i) => ({ name: nameOfField(e.nameField), bytes: Buffer.from(payloadBytes[i]!), nameField: e.nameField }));
         const ps: RawPayload[] = entries.map((e, i) => ({
-          name: '',
-          bytes: Buffer.from(payloadBytes[i]!),
-          nameField: e.nameField,
+          ...honest[i]!,
           ...(e.offset !== null ? { offset: e.offset } : {}),
           ...(e.byteLength !== null ? { byteLength: e.byteLength } : {}),
           ...(e.digest !== null ? { digest: Buffer.from(e.digest) } : {}),
         }));
-        const bytes = rawEnvelope(manifestText([]), ps, tail.length ? { trailing: Buffer.from(tail) } : {});
-        try {
-          decodeEnvelope(bytes);
-        } catch (e) {
-          expect(e).toBeInstanceOf(DetsimError);
-          expect((e as Error).message).toMatch(/^check [4-7] \(/);
+        const manifest = manifestText(manifestListsEntries ? honest : []);
+        const bytes = rawEnvelope(manifest, ps, tail.length ? { trailing: Buffer.from(tail) } : {});
+        const names = honest.map((p) => p.name);
+        const entriesHonest = entries.every((e) => isHonestNameField(e.nameField)) && new Set(names).size === names.length && bytes.equals(rawEnvelope(manifest, honest, tail.length ? { trailing: Buffer.from(tail) } : {}));
+        const manifestMatches = manifestListsEntries || entries.length === 0;
+        if (entriesHonest && tail.length === 0 && manifestMatches) {
+          accepted++;
+          const d = decodeEnvelope(bytes);
+          expect(d.payloads.map((p) => [p.name, Buffer.from(p.bytes).toString('hex')])).toEqual(honest.map((p) => [p.name, p.bytes.toString('hex')]));
+          return;
         }
+        refused++;
+        if (!entriesHonest) expectRefused(bytes, 5, refusal(bytes).reason === 'audit_payload_digest_mismatch' ? 'audit_payload_digest_mismatch' : 'struct_envelope_entry');
+        else if (tail.length > 0) expectRefused(bytes, 6, 'struct_envelope_padding');
+        else expectRefused(bytes, 7, 'audit_manifest_payloads_mismatch');
       }),
       { numRuns: 300 },
     );
+    // Both sides of the oracle were exercised.
+    expect(accepted).toBeGreaterThan(20);
+    expect(refused).toBeGreaterThan(100);
   });
 
-  it('any extension is refused with a DetsimError', () => {
+  it('any extension is refused by check 2 (the footer is no longer at the end)', () => {
     fc.assert(
       fc.property(envelopeArb, fc.uint8Array({ minLength: 1, maxLength: 100 }), ({ bytes }, tail) => {
-        expect(refusal(Buffer.concat([bytes, tail]))).toBeInstanceOf(DetsimError);
+        expectRefused(Buffer.concat([bytes, tail]), 2, 'audit_envelope_length');
       }),
       { numRuns: 200 },
     );

@@ -108,13 +108,18 @@ describe('FLYSIM01 reader', () => {
     });
   }
 
-  it('refuses any single-byte flip with a DetsimError', () => {
+  it('refuses any single-byte flip by the check that owns the byte (the CRC32 for everything after the manifest)', () => {
     const bytes = good();
+    const manifestEnd = 12 + Buffer.byteLength(MANIFEST);
+    /** The checks that may refuse a flip at `at`: the ones reading that byte before the CRC, and the CRC. */
+    const owners = (at: number): string[] => (at < 8 ? ['magic'] : at < 12 ? ['manifest length', 'manifest', 'crc32'] : at < manifestEnd ? ['manifest', 'schemaVersion', 'crc32'] : ['crc32']);
     fc.assert(
       fc.property(fc.nat({ max: bytes.length - 1 }), fc.integer({ min: 1, max: 255 }), (at, x) => {
         const bad = Buffer.from(bytes);
         bad[at]! ^= x;
-        expect(refusal(() => decodeLegacyFlysim(bad))).toBeInstanceOf(DetsimError);
+        const e = refusal(() => decodeLegacyFlysim(bad));
+        expect(owners(at), `flip at ${at}: ${e.message}`).toContain(e.field);
+        expect(e.reason).toBe(e.field === 'crc32' ? 'audit_legacy_crc' : 'struct_legacy_envelope');
       }),
       { numRuns: 300 },
     );

@@ -5,7 +5,8 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { deriveSeed, deriveSeeds, seedMaterial } from '../../coordinator/formats/seed.js';
 import { Xorshift32 } from '../../coordinator/formats/xorshift.js';
-import { DetsimError } from '../../coordinator/formats/errors.js';
+import type { ReasonCode } from '../../coordinator/formats/reasons.js';
+import { refusal } from '../refusal.js';
 
 interface SeedVectors {
   prefix: string;
@@ -32,20 +33,28 @@ describe('seed-derivation-v1 reference vectors', () => {
     expect(derived.seeds.map((s) => s.agentId)).toEqual(c.agentIds);
     expect(derived.collisions).toEqual([]);
   });
-  it('refuses the three invalid inputs', () => {
-    expect(fixture.invalid).toHaveLength(3);
-    for (const bad of fixture.invalid) {
-      const call = bad.agentIds ? () => deriveSeeds(bad.masterSeed, bad.agentIds!) : () => deriveSeed(bad.masterSeed, bad.agentId!);
-      expect(call, bad.reason).toThrow(DetsimError);
-    }
-    expect(() => deriveSeeds('0', ['fly-a', 'fly-a'])).toThrow(/repeated/);
+  it('refuses the three invalid inputs, each with its own reason code and field', () => {
+    // Which check refused, not just that something did: an id check that wrongly fired on the
+    // repeat (or a repeat check that fired on a bad id) would still throw a DetsimError.
+    const expected: [ReasonCode, string][] = [
+      ['struct_invalid_id', 'agentId'],
+      ['struct_invalid_id', 'agentId'],
+      ['struct_duplicate_agent_id', 'agentIds[1]'],
+    ];
+    expect(fixture.invalid).toHaveLength(expected.length);
+    fixture.invalid.forEach((bad, i) => {
+      const e = refusal(() => (bad.agentIds ? deriveSeeds(bad.masterSeed, bad.agentIds) : deriveSeed(bad.masterSeed, bad.agentId!)));
+      expect([e.reason, e.field], bad.reason).toEqual(expected[i]);
+    });
+    expect(refusal(() => deriveSeeds('0', ['fly-a', 'fly-a'])).message).toBe('agentIds[1]: "fly-a" is repeated; equal ids would share a seed');
   });
 });
 
 describe('seed-derivation-v1 edge cases', () => {
   it('refuses non-canonical master seeds rather than normalising them', () => {
     for (const m of ['01', '', '-1', '+1', '1.0', '1e3', ' 1', '18446744073709551616', '0x10']) {
-      expect(() => deriveSeed(m, 'fly-a'), m).toThrow(/masterSeed/);
+      const e = refusal(() => deriveSeed(m, 'fly-a'));
+      expect([e.reason, e.field], m).toEqual(['struct_invalid_u64', 'masterSeed']);
     }
     expect(deriveSeed('18446744073709551615', 'fly-a')).toBe(-125244523);
   });
@@ -66,7 +75,8 @@ describe('seed-derivation-v1 edge cases', () => {
   it('fails after four all-zero rounds, never a fallback seed', () => {
     const seen: string[] = [];
     const zero = (m: Buffer) => (seen.push(m.toString('utf8').split('\n').slice(3).join('|')), new Uint8Array(32));
-    expect(() => deriveSeed('7', 'fly-a', zero)).toThrow(/zero lanes/);
+    const e = refusal(() => deriveSeed('7', 'fly-a', zero));
+    expect([e.reason, e.field]).toEqual(['struct_seed_all_zero', 'agentId']);
     expect(seen).toEqual(['', '1|', '2|', '3|']);
   });
 
