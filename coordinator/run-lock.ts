@@ -81,8 +81,14 @@ export function acquireRunLock(runDir: string, command: string): RunLock {
   } finally {
     unlinkQuietly(draft.path);
   }
-  sweepLitter(runDir);
-  return lockOf(path, me, tookOver);
+  const lock = lockOf(path, me, tookOver);
+  try {
+    sweepLitter(runDir);
+  } catch (e) {
+    lock.release(); // readdir failed: do not keep a lock the caller never receives
+    throw e;
+  }
+  return lock;
 }
 
 /** Run `work` holding `<runDir>/run.lock`; released however it ends. `onTakeOver` hears of a stale lock replaced. */
@@ -246,13 +252,18 @@ function isZombie(pid: number): boolean {
 /**
  * Remove drafts and takeover claims left by processes killed mid-acquire. Only while we hold the
  * lock: then every stale file a claim names is gone for good, so no taker can act on a claim.
+ * Best effort: the lock is already ours, and an odd entry (a directory, no permission) stays.
  */
 function sweepLitter(runDir: string): void {
   for (const name of readdirSync(runDir)) {
     if (!name.startsWith(`${RUN_LOCK_FILE}.`)) continue;
     const path = join(runDir, name);
-    const seen = readSeen(path);
-    if (seen?.owner && !holds(seen.owner)) unlinkQuietly(path);
+    try {
+      const seen = readSeen(path);
+      if (seen?.owner && !holds(seen.owner)) unlinkSync(path);
+    } catch {
+      // left for the operator: never fail an acquisition that succeeded
+    }
   }
 }
 
