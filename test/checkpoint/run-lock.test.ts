@@ -2,6 +2,8 @@
 // perm_run_dir_locked naming it; a holder that is gone (SIGKILL) or a torn lock file is taken over;
 // release never removes another process's lock; `detsim resume` and `detsim store gc` refuse a
 // run directory in use without changing it, and a finished `detsim run` leaves no lock behind.
+// Races: real processes compete for one lock (bench/lock-race.ts), and two real `detsim resume`
+// processes under an adversarial schedule (children/lock-barrier.ts); both fail on check-then-unlink.
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
@@ -106,24 +108,28 @@ describe('run.lock', () => {
     expect(rounds.map((r) => r.tookOver)).toEqual(rounds.map((r) => r.kind !== 'free'));
   }, 120_000);
 
-  it('CLI: two resumes released at the same instant on a run with a stale lock: one resumes, the other is refused, the ledger verifies', async () => {
+  // The preload releases both resumes together and then forces the interleaving in which a
+  // check-then-unlink takeover deletes the other's fresh lock (both resumed, the ledger chain broke).
+  it('CLI: two resumes released together on a run with a stale lock, under an unlucky schedule: one resumes, the other is refused, the ledger verifies', async () => {
     const out = tmpDir('detsim-lockresume-');
     const r = detsim(['run', 'examples/lif-pair.yaml', '--steps', '2', '--checkpoint-every', '1', '--out', out]);
     expect(r.status, r.stderr).toBe(0);
     const runDir = join(out, 'lif-pair-1');
-    for (const steps of [3, 4, 5]) {
+    for (const steps of [3, 4]) {
       writeLock(runDir, Number(deadPid()));
       const barrier = tmpDir('detsim-lockbarrier-');
-      const env = { DETSIM_TEST_LOCK_BARRIER: barrier };
-      const both = [0, 1].map(() => detsimAsync(['resume', runDir, '--steps', String(steps)], { preload: './test/checkpoint/children/lock-barrier.ts', env }));
-      while (readdirSync(barrier).length < 2) await new Promise((res) => setTimeout(res, 5));
+      const env = { DETSIM_TEST_LOCK_BARRIER: barrier, DETSIM_TEST_LOCK_RACERS: '2' };
+      const racing = [0, 1].map(() => detsimAsync(['resume', runDir, '--steps', String(steps)], { preload: './test/checkpoint/children/lock-barrier.ts', env }));
+      while (readdirSync(barrier).length < racing.length) await new Promise((res) => setTimeout(res, 5));
       writeFileSync(join(barrier, 'go'), '');
-      const results = await Promise.all(both);
+      const results = await Promise.all(racing);
       const winners = results.filter((x) => x.status === 0);
       const losers = results.filter((x) => x.status !== 0);
       expect(winners.length, results.map((x) => x.stderr).join('\n')).toBe(1);
-      expect(losers[0]!.status).toBe(2);
-      expect(losers[0]!.stderr.trim()).toMatch(/^detsim: \[perm_run_dir_locked\] .*in use by detsim resume \(pid /);
+      for (const loser of losers) {
+        expect(loser.status).toBe(2);
+        expect(loser.stderr.trim()).toMatch(/^detsim: \[perm_run_dir_locked\] /);
+      }
       expect(winners[0]!.stderr).toContain('run.lock left by detsim run');
       expect(existsSync(join(runDir, RUN_LOCK_FILE))).toBe(false);
       const ledger = detsim(['ledger', 'verify', runDir]);
