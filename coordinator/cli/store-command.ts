@@ -48,7 +48,7 @@ async function verify(dir: string): Promise<void> {
  * The run directory a store belongs to, if any: the parent of its real path (symlinks resolved)
  * holding run.json. Any store of a run is gc'ed only under that run's lock, whatever path names it.
  */
-function runDirOf(dir: string): string | null {
+function runStoreOf(dir: string): { store: string; runDir: string } | null {
   let real: string;
   try {
     real = realpathSync(dir);
@@ -56,21 +56,22 @@ function runDirOf(dir: string): string | null {
     return null; // a missing store: CheckpointStore.open names it
   }
   const parent = dirname(real);
-  return existsSync(join(parent, RUN_FILES.run)) ? parent : null;
+  return existsSync(join(parent, RUN_FILES.run)) ? { store: real, runDir: parent } : null;
 }
 
 async function gc(dir: string): Promise<void> {
   // Holding the run lock, no run or resume writes the store while gc deletes: the manifest cannot
   // change under it (CheckpointStore.gc also re-reads it before each deletion, for stores of no run).
-  const runDir = runDirOf(dir);
-  await (runDir !== null ? withRunLock(runDir, 'detsim store gc', () => gcUnlocked(dir)) : gcUnlocked(dir));
+  // The real path is cleaned, so a symlink changed meanwhile cannot point gc at another store.
+  const run = runStoreOf(dir);
+  await (run !== null ? withRunLock(run.runDir, 'detsim store gc', () => gcUnlocked(run.store, dir)) : gcUnlocked(dir, dir));
 }
 
-async function gcUnlocked(dir: string): Promise<void> {
+async function gcUnlocked(dir: string, shownAs: string): Promise<void> {
   const store = await CheckpointStore.open(dir);
   const removed = await store.gc();
   for (const name of removed) writeStdout(`removed\t${name}`);
-  writeStdout(removed.length === 0 ? `store ${dir}: nothing to remove` : `store ${dir}: removed ${removed.length} file(s)`);
+  writeStdout(removed.length === 0 ? `store ${shownAs}: nothing to remove` : `store ${shownAs}: removed ${removed.length} file(s)`);
 }
 
 export function registerStore(program: Command): void {
