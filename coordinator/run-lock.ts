@@ -2,18 +2,47 @@
 // or `detsim store gc` — so two coordinators never interleave trace lines or store commits.
 // Advisory, by pid on this host: a lock whose process is gone (a SIGKILL, a power cut) is stale
 // and taken over. NOT a distributed lock: a lock taken on another host is reported, never judged.
-import { closeSync, fsyncSync, openSync, readFileSync, unlinkSync, writeSync } from 'node:fs';
+//
+// Why it is safe against processes racing (no flock in Node core, no native dependency):
+// - A lock appears whole or not at all: the owner record is written and fsynced to a private
+//   draft `run.lock.<token>.tmp`, then link()ed to `run.lock` (link fails with EEXIST, never
+//   replaces). No reader can see a half-written lock, so a live creator is never judged torn.
+// - A stale lock is removed only by the one process holding a takeover claim on it: a file
+//   `run.lock.takeover-<inode>-<level>`, also created by link(). While run.lock is that stale file
+//   nobody else can remove it (its owner is dead, creators cannot replace it, other takers need the
+//   claim), so the claim holder re-reads run.lock, and only if it is still the very file it judged
+//   stale (same inode, same bytes) unlinks it. A claim whose holder died moves takers to the next
+//   level; a live one makes them wait. Then the usual link() decides who gets the lock.
+// - Owner records carry a random token, so "still the same file" and "still mine" (release) never
+//   mistake a new lock for an old one. The token is physical: never hashed, never behaviour.
+import { randomUUID } from 'node:crypto';
+import { closeSync, fstatSync, fsyncSync, linkSync, openSync, readdirSync, readFileSync, unlinkSync, writeSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { DetsimError } from './formats/errors.js';
 
 export const RUN_LOCK_FILE = 'run.lock';
 
+/** An unparseable lock (only a crash of an older detsim can leave one) younger than this counts as held. */
+export const UNREADABLE_LOCK_GRACE_MS = 10_000;
+/** Takeover claims tried on one stale lock before giving up (each further level means a taker died mid-takeover). */
+const CLAIM_LEVELS = 8;
+/** Waits for another process's takeover in progress (PAUSE_MS each) before the lock is refused as busy. */
+const BUSY_WAITS = 200;
+const PAUSE_MS = 10;
+/** Bound on the acquire loop (each turn is a link, a read and at most one takeover). */
+const ACQUIRE_TURNS = 1_000;
+
 /** Who holds a lock (physical data: never hashed, never part of behaviour). */
 export interface LockOwner {
   pid: number;
   hostname: string;
   command: string;
+}
+
+/** The owner record on disk: the owner plus the token that tells this acquisition from any other. */
+interface OwnerRecord extends LockOwner {
+  token: string;
 }
 
 export interface RunLock {
@@ -24,26 +53,42 @@ export interface RunLock {
   release(): void;
 }
 
+/** A lock-like file as read through one descriptor: its inode, bytes, age and owner (null: unparseable). */
+interface SeenFile {
+  ino: number;
+  mtimeMs: number;
+  bytes: Buffer;
+  owner: OwnerRecord | LockOwner | null;
+}
+
+/** Our owner record, fsynced under a private name, waiting to be linked. */
+interface Draft {
+  path: string;
+  /** Its mtime: "now" by the file system's clock, to age unparseable locks without Date.now(). */
+  mtimeMs: number;
+}
+
+const UNREADABLE: LockOwner = { pid: 0, hostname: 'unknown', command: 'unreadable lock' };
+
 /** Take `<runDir>/run.lock` for `command`; refused (perm_run_dir_locked) while a live process holds it. */
 export function acquireRunLock(runDir: string, command: string): RunLock {
   const path = join(runDir, RUN_LOCK_FILE);
-  const me: LockOwner = { pid: process.pid, hostname: hostname(), command };
-  let tookOver: LockOwner | null = null;
-  for (let attempt = 0; attempt < 2; attempt++) {
-    if (tryCreate(path, me)) return lockOf(path, me, tookOver);
-    const owner = readOwner(path);
-    if (owner && holds(owner)) {
-      throw new DetsimError('perm_run_dir_locked', `${runDir} is in use by ${owner.command} (pid ${owner.pid} on ${owner.hostname}); wait for it to finish, or remove ${path} if that process is gone`, RUN_LOCK_FILE);
-    }
-    // Stale (its process is gone) or torn (a crash while writing it): take it over.
-    tookOver = owner ?? { pid: 0, hostname: 'unknown', command: 'unreadable lock' };
-    try {
-      unlinkSync(path);
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
-    }
+  const me: OwnerRecord = { pid: process.pid, hostname: hostname(), command, token: randomUUID() };
+  const draft = writeDraft(runDir, me);
+  let tookOver: LockOwner | null;
+  try {
+    tookOver = takeLock(runDir, path, draft);
+  } finally {
+    unlinkQuietly(draft.path);
   }
-  throw new DetsimError('perm_run_dir_locked', `${path}: another process took the lock at the same moment; try again`, RUN_LOCK_FILE);
+  const lock = lockOf(path, me, tookOver);
+  try {
+    sweepLitter(runDir);
+  } catch (e) {
+    lock.release(); // readdir failed: do not keep a lock the caller never receives
+    throw e;
+  }
+  return lock;
 }
 
 /** Run `work` holding `<runDir>/run.lock`; released however it ends. `onTakeOver` hears of a stale lock replaced. */
@@ -57,31 +102,130 @@ export async function withRunLock<T>(runDir: string, command: string, work: () =
   }
 }
 
-function tryCreate(path: string, me: LockOwner): boolean {
-  let fd: number;
+/** Link the draft to run.lock; on a stale lock take it over and link again. Returns the stale owner replaced. */
+function takeLock(runDir: string, path: string, draft: Draft): LockOwner | null {
+  let tookOver: LockOwner | null = null;
+  let busyWaits = 0;
+  for (let turn = 0; turn < ACQUIRE_TURNS; turn++) {
+    if (linkExclusive(draft.path, path)) return tookOver;
+    const seen = readSeen(path);
+    if (seen === null) continue; // released between our link and our read: link again
+    if (isHeld(seen, draft)) throw lockedError(runDir, path, seen.owner);
+    const outcome = removeStale(runDir, path, seen, draft);
+    if (outcome === 'removed') tookOver = ownerOnly(seen.owner ?? UNREADABLE);
+    if (outcome === 'busy') {
+      if (++busyWaits > BUSY_WAITS) break;
+      pause(PAUSE_MS);
+    }
+  }
+  throw new DetsimError('perm_run_dir_locked', `${path}: another process is taking over the stale lock at the same moment, or an earlier takeover was interrupted; try again (if no detsim process uses ${runDir}, remove ${RUN_LOCK_FILE}.takeover-* files there)`, RUN_LOCK_FILE);
+}
+
+type StaleOutcome = 'removed' | 'changed' | 'busy';
+
+/**
+ * Remove run.lock if it is still the stale file `seen`, holding a takeover claim on it while
+ * checking and unlinking (see the file comment for why nobody else can change it meanwhile).
+ * 'changed': run.lock is another file by now; 'busy': a live process holds the claim.
+ */
+function removeStale(runDir: string, path: string, seen: SeenFile, draft: Draft): StaleOutcome {
+  const claim = claimTakeover(runDir, seen.ino, draft);
+  if (claim === null) return 'busy';
   try {
-    fd = openSync(path, 'wx');
+    const now = readSeen(path);
+    if (now === null || now.ino !== seen.ino || !now.bytes.equals(seen.bytes)) return 'changed';
+    unlinkSync(path);
+    return 'removed';
+  } finally {
+    // Safe to drop at once: the stale file is gone (or was not current) and never comes back.
+    unlinkQuietly(claim);
+  }
+}
+
+/** Create the lowest free claim on the stale lock `ino` whose lower levels all belong to dead takers; null if a live taker holds one. */
+function claimTakeover(runDir: string, ino: number, draft: Draft): string | null {
+  for (let level = 0; level < CLAIM_LEVELS; level++) {
+    const claim = join(runDir, `${RUN_LOCK_FILE}.takeover-${ino}-${level}`);
+    if (linkExclusive(draft.path, claim)) return claim;
+    const holder = readSeen(claim);
+    // Vanished (its taker finished): the stale lock is gone too, run.lock will tell.
+    if (holder === null) return null;
+    if (isHeld(holder, draft)) return null;
+  }
+  return null;
+}
+
+/** Is this lock (or claim) held: a live owner, one on another host, or an unparseable file still young? */
+function isHeld(seen: SeenFile, draft: Draft): boolean {
+  if (seen.owner === null) return draft.mtimeMs - seen.mtimeMs < UNREADABLE_LOCK_GRACE_MS;
+  return holds(seen.owner);
+}
+
+function lockedError(runDir: string, path: string, owner: LockOwner | null): DetsimError {
+  if (owner === null) {
+    return new DetsimError('perm_run_dir_locked', `${path} is unreadable and less than ${UNREADABLE_LOCK_GRACE_MS / 1000} s old; try again, or remove it if no process uses ${runDir}`, RUN_LOCK_FILE);
+  }
+  return new DetsimError('perm_run_dir_locked', `${runDir} is in use by ${owner.command} (pid ${owner.pid} on ${owner.hostname}); wait for it to finish, or remove ${path} if that process is gone`, RUN_LOCK_FILE);
+}
+
+/** Write and fsync our owner record under a name no other process uses. */
+function writeDraft(runDir: string, me: OwnerRecord): Draft {
+  const path = join(runDir, `${RUN_LOCK_FILE}.${me.token}.tmp`);
+  const fd = openSync(path, 'wx');
+  try {
+    writeSync(fd, `${JSON.stringify(me)}\n`);
+    fsyncSync(fd);
+    return { path, mtimeMs: fstatSync(fd).mtimeMs };
+  } catch (e) {
+    unlinkQuietly(path);
+    throw e;
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** link(2): creates `to` with `from`'s complete content, or fails if `to` exists. */
+function linkExclusive(from: string, to: string): boolean {
+  try {
+    linkSync(from, to);
+    return true;
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code === 'EEXIST') return false;
     throw e;
   }
+}
+
+/** Read a file through one descriptor (inode and bytes of the same file); null if it does not exist. */
+function readSeen(path: string): SeenFile | null {
+  let fd: number;
   try {
-    writeSync(fd, `${JSON.stringify(me)}\n`);
-    fsyncSync(fd);
+    fd = openSync(path, 'r');
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return null;
+    throw e;
+  }
+  try {
+    const info = fstatSync(fd);
+    const bytes = readFileSync(fd);
+    return { ino: info.ino, mtimeMs: info.mtimeMs, bytes, owner: parseOwner(bytes) };
   } finally {
     closeSync(fd);
   }
-  return true;
 }
 
-function readOwner(path: string): LockOwner | null {
+function parseOwner(bytes: Buffer): OwnerRecord | LockOwner | null {
   try {
-    const v = JSON.parse(readFileSync(path, 'utf8')) as Partial<LockOwner>;
-    if (typeof v.pid === 'number' && typeof v.hostname === 'string' && typeof v.command === 'string') return { pid: v.pid, hostname: v.hostname, command: v.command };
+    const v = JSON.parse(bytes.toString('utf8')) as Partial<OwnerRecord>;
+    if (typeof v.pid !== 'number' || typeof v.hostname !== 'string' || typeof v.command !== 'string') return null;
+    const owner = ownerOnly(v as LockOwner);
+    return typeof v.token === 'string' ? { ...owner, token: v.token } : owner;
   } catch {
-    // vanished or torn: no owner to respect
+    return null; // torn by a crash of an older version, or not a lock at all
   }
-  return null;
+}
+
+function ownerOnly(o: LockOwner): LockOwner {
+  return { pid: o.pid, hostname: o.hostname, command: o.command };
 }
 
 /** A lock from another host cannot be judged here: it counts as held. */
@@ -105,7 +249,38 @@ function isZombie(pid: number): boolean {
   }
 }
 
-function lockOf(path: string, me: LockOwner, tookOver: LockOwner | null): RunLock {
+/**
+ * Remove drafts and takeover claims left by processes killed mid-acquire. Only while we hold the
+ * lock: then every stale file a claim names is gone for good, so no taker can act on a claim.
+ * Best effort: the lock is already ours, and an odd entry (a directory, no permission) stays.
+ */
+function sweepLitter(runDir: string): void {
+  for (const name of readdirSync(runDir)) {
+    if (!name.startsWith(`${RUN_LOCK_FILE}.`)) continue;
+    const path = join(runDir, name);
+    try {
+      const seen = readSeen(path);
+      if (seen?.owner && !holds(seen.owner)) unlinkSync(path);
+    } catch {
+      // left for the operator: never fail an acquisition that succeeded
+    }
+  }
+}
+
+function unlinkQuietly(path: string): void {
+  try {
+    unlinkSync(path);
+  } catch {
+    // already gone
+  }
+}
+
+/** Sleep without an event loop (acquisition is synchronous and waits only on another process's takeover). */
+function pause(ms: number): void {
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+}
+
+function lockOf(path: string, me: OwnerRecord, tookOver: LockOwner | null): RunLock {
   let held = true;
   return {
     path,
@@ -113,14 +288,9 @@ function lockOf(path: string, me: LockOwner, tookOver: LockOwner | null): RunLoc
     release() {
       if (!held) return;
       held = false;
-      const owner = readOwner(path);
-      if (owner && owner.pid === me.pid && owner.hostname === me.hostname) {
-        try {
-          unlinkSync(path);
-        } catch {
-          // already gone
-        }
-      }
+      // Nobody replaces a live owner's lock, so "still mine" cannot change before the unlink.
+      const now = readSeen(path)?.owner;
+      if (now && 'token' in now && now.token === me.token) unlinkQuietly(path);
     },
   };
 }

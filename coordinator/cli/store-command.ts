@@ -1,13 +1,12 @@
 // `detsim store ls|verify|gc <dir>`: inspect, re-verify and explicitly clean a STATE-01 store
 // directory. Only argument handling and printing live here; the store itself is store/store.ts.
-import { existsSync } from 'node:fs';
-import { basename, dirname, join, resolve } from 'node:path';
+import { existsSync, realpathSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import type { Command } from 'commander';
-import { STORE_DIR } from '../checkpoint/checkpointing.js';
 import { canonicalize } from '../formats/canonical-json.js';
 import { RUN_FILES } from '../run-dir.js';
 import { withRunLock } from '../run-lock.js';
-import { CheckpointStore } from '../store/store.js';
+import { CheckpointStore, STORE_MANIFEST_FILE } from '../store/store.js';
 import { action, ExitError, writeStdout } from './common.js';
 
 async function ls(dir: string, opts: { json?: boolean }): Promise<void> {
@@ -18,7 +17,8 @@ async function ls(dir: string, opts: { json?: boolean }): Promise<void> {
     writeStdout(canonicalize({ generations: generations.map((g) => ({ ...g, highWater: g.checkpointId === highWater })), highWater, temporaries: scan.temporaries, unreferenced: scan.unreferenced }));
     return;
   }
-  writeStdout(`store ${dir}: ${generations.length} generation(s), high-water ${highWater ?? 'none'}`);
+  const manifest = (await store.hasManifest()) ? '' : `, no ${STORE_MANIFEST_FILE}`;
+  writeStdout(`store ${dir}: ${generations.length} generation(s), high-water ${highWater ?? 'none'}${manifest}`);
   for (const g of generations) {
     const mark = g.checkpointId === highWater ? '*' : ' ';
     writeStdout(`${mark} ${g.checkpointId}\tboundary ${g.boundary}\tsession ${g.sessionId}\tepoch ${g.epoch}\t${g.byteLength} bytes\tsha256 ${g.envelopeDigest.slice(0, 16)}…`);
@@ -34,23 +34,44 @@ async function verify(dir: string): Promise<void> {
     if (g.ok) writeStdout(`ok\t${g.checkpointId}\t${g.file}`);
     else process.stderr.write(`detsim: [${g.reason}] generation ${g.checkpointId} (${g.file}) fails check ${g.check}: ${g.message}\n`);
   }
+  for (const id of report.rotated) writeStdout(`rotated\t${id}\t(rotated out by a writer while verifying: no longer listed)`);
+  if (report.orphaned.length > 0) {
+    process.stderr.write(`detsim: [audit_store_manifest_missing] ${join(dir, STORE_MANIFEST_FILE)} is missing but ${report.orphaned.length} generation file(s) are present (${report.orphaned.join(' ')}): they are unreferenced, never restore candidates; restore the manifest, or remove them with detsim store gc\n`);
+  }
   const bad = report.generations.filter((g) => !g.ok).length;
-  if (bad > 0) throw new ExitError(1, `store ${dir}: ${bad} of ${report.generations.length} generation(s) failed verification`);
-  writeStdout(`store ${dir}: ${report.generations.length} generation(s) verified`);
+  if (!report.ok) throw new ExitError(1, `store ${dir}: ${bad} of ${report.generations.length} generation(s) failed verification${report.orphaned.length > 0 ? `, ${report.orphaned.length} orphaned without a manifest` : ''}`);
+  const rotated = report.rotated.length > 0 ? `, ${report.rotated.length} rotated out while verifying` : '';
+  writeStdout(`store ${dir}: ${report.generations.length} generation(s) verified${rotated}`);
+}
+
+/**
+ * The run directory a store belongs to, if any: the parent of its real path (symlinks resolved)
+ * holding run.json. Any store of a run is gc'ed only under that run's lock, whatever path names it.
+ */
+function runStoreOf(dir: string): { store: string; runDir: string } | null {
+  let real: string;
+  try {
+    real = realpathSync(dir);
+  } catch {
+    return null; // a missing store: CheckpointStore.open names it
+  }
+  const parent = dirname(real);
+  return existsSync(join(parent, RUN_FILES.run)) ? { store: real, runDir: parent } : null;
 }
 
 async function gc(dir: string): Promise<void> {
-  // A run's own store (`<runDir>/store`): gc only while no run or resume writes that directory.
-  const runDir = dirname(resolve(dir));
-  const isRunStore = basename(resolve(dir)) === STORE_DIR && existsSync(join(runDir, RUN_FILES.run));
-  await (isRunStore ? withRunLock(runDir, 'detsim store gc', () => gcUnlocked(dir)) : gcUnlocked(dir));
+  // Holding the run lock, no run or resume writes the store while gc deletes: the manifest cannot
+  // change under it (CheckpointStore.gc also re-reads it before each deletion, for stores of no run).
+  // The real path is cleaned, so a symlink changed meanwhile cannot point gc at another store.
+  const run = runStoreOf(dir);
+  await (run !== null ? withRunLock(run.runDir, 'detsim store gc', () => gcUnlocked(run.store, dir)) : gcUnlocked(dir, dir));
 }
 
-async function gcUnlocked(dir: string): Promise<void> {
+async function gcUnlocked(dir: string, shownAs: string): Promise<void> {
   const store = await CheckpointStore.open(dir);
   const removed = await store.gc();
   for (const name of removed) writeStdout(`removed\t${name}`);
-  writeStdout(removed.length === 0 ? `store ${dir}: nothing to remove` : `store ${dir}: removed ${removed.length} file(s)`);
+  writeStdout(removed.length === 0 ? `store ${shownAs}: nothing to remove` : `store ${shownAs}: removed ${removed.length} file(s)`);
 }
 
 export function registerStore(program: Command): void {
@@ -63,13 +84,13 @@ export function registerStore(program: Command): void {
     .action(action((dir: string, opts: { json?: boolean }) => ls(dir, opts)));
   store
     .command('verify')
-    .description('re-read and fully verify every listed generation; exit 1 on any failure')
+    .description('re-read and fully verify every listed generation; exit 1 on any failure, or on generation files without a manifest')
     .argument('<dir>', 'store directory')
     // An unreadable store manifest is a verification failure too.
     .action(action((dir: string) => verify(dir), 1));
   store
     .command('gc')
-    .description('remove temporaries and unreferenced generations (never automatic), listing each')
+    .description('remove temporaries and unreferenced generations (never automatic), listing each; a run\'s store only under its run lock')
     .argument('<dir>', 'store directory')
     .action(action((dir: string) => gc(dir)));
 }

@@ -81,6 +81,7 @@ export const REASONS = {
   audit_generation_length: { layer: 'L7', summary: 'a generation file length differs from its store record' },
   audit_generation_digest: { layer: 'L7', summary: 'a generation file SHA-256 differs from its store record envelopeDigest' },
   audit_generation_record: { layer: 'L7', summary: 'a generation envelope manifest disagrees with its store record' },
+  audit_store_manifest_missing: { layer: 'L7', summary: 'the store manifest is missing while generation files are present (unreferenced: never restore candidates)' },
   audit_ledger_chain: { layer: 'L7', summary: 'a ledger line does not link to the line before it (changed, removed or reordered)' },
   audit_ledger_truncated: { layer: 'L7', summary: 'the ledger holds fewer lines than its head records (lines removed at the end)' },
   // Capture, restore and resume (coordinator/checkpoint/)

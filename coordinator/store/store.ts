@@ -197,6 +197,10 @@ export interface GenerationCheck {
 export interface StoreVerifyReport {
   readonly ok: boolean;
   readonly generations: readonly GenerationCheck[];
+  /** Listed when verify began, gone when read, and no longer listed then: a writer rotated them out (not an error). */
+  readonly rotated: readonly Id[];
+  /** Generation files in a directory without a store manifest (lost, or never committed): a failure. */
+  readonly orphaned: readonly string[];
 }
 
 export interface LoadedGeneration {
@@ -425,11 +429,40 @@ export class CheckpointStore {
     return loadGeneration(this.dir, record);
   }
 
-  /** Re-read and decode every listed generation. */
+  /**
+   * Re-read and decode every generation of one manifest snapshot (the one this store holds). A live
+   * writer may rotate a generation out meanwhile: a listed file found missing is judged against the
+   * manifest as it is now, and counts as rotated, not missing, if that no longer lists it. Generation
+   * files without any store manifest are reported as orphaned.
+   */
   async verify(): Promise<StoreVerifyReport> {
     const generations: GenerationCheck[] = [];
-    for (const record of this.manifest.generations) generations.push(await checkGeneration(this.dir, record));
-    return { ok: generations.every((g) => g.ok), generations };
+    const rotated: Id[] = [];
+    for (const record of this.manifest.generations) {
+      const check = await checkGeneration(this.dir, record);
+      if (check.reason === 'audit_generation_missing' && !(await this.listedNow(record))) rotated.push(record.checkpointId);
+      else generations.push(check);
+    }
+    const orphaned = await this.orphanedGenerations();
+    return { ok: generations.every((g) => g.ok) && orphaned.length === 0, generations, rotated, orphaned };
+  }
+
+  /** Does the manifest on disk list this record right now? (A missing manifest lists nothing.) */
+  private async listedNow(record: GenerationRecord): Promise<boolean> {
+    return (await readManifestFile(this.dir)).generations.some((g) => g.checkpointId === record.checkpointId);
+  }
+
+  /** Generation files present while the directory has no store manifest (read after the listing, so a first commit racing us is not one). */
+  private async orphanedGenerations(): Promise<string[]> {
+    const names = (await readdir(this.dir)).sort();
+    const generations = names.filter((n) => n.endsWith(GENERATION_SUFFIX) && !n.startsWith('tmp-'));
+    if (generations.length === 0 || (await manifestExists(this.dir))) return [];
+    return generations;
+  }
+
+  /** False when the directory holds no store manifest file (an empty store, or a lost manifest). */
+  async hasManifest(): Promise<boolean> {
+    return manifestExists(this.dir);
   }
 
   /** Unreferenced generations and temporaries in the directory (nothing is removed). */
@@ -441,13 +474,22 @@ export class CheckpointStore {
     return { unreferenced, temporaries };
   }
 
-  /** Explicitly remove temporaries and unreferenced generations; returns the names removed. Never automatic. */
+  /**
+   * Explicitly remove temporaries and unreferenced generations; returns the names removed. Never
+   * automatic. Another process may commit while gc works (this in-process mutex cannot stop it), so
+   * the manifest on disk is re-read right before each generation is deleted, and one it lists by
+   * then is kept: gc never deletes a committed generation it scanned as unreferenced. A writer's
+   * in-flight temporary can still be removed from under it (its commit then fails, honestly, and
+   * nothing committed is lost); `detsim store gc` holds the run lock for a run's store so no writer
+   * runs at all.
+   */
   gc(): Promise<string[]> {
     return this.lock.run(async () => {
       this.manifest = await readManifestFile(this.dir);
       const { unreferenced, temporaries } = await this.scan();
       const removed: string[] = [];
       for (const name of [...temporaries, ...unreferenced].sort()) {
+        if (name.endsWith(GENERATION_SUFFIX) && !name.startsWith('tmp-') && (await this.listsFileNow(name))) continue;
         await this.fs.unlink(join(this.dir, name));
         removed.push(name);
       }
@@ -455,11 +497,27 @@ export class CheckpointStore {
       return removed;
     });
   }
+
+  /** Re-read the manifest (adopting it) and say whether it lists this generation file. */
+  private async listsFileNow(file: string): Promise<boolean> {
+    this.manifest = await readManifestFile(this.dir);
+    return this.manifest.generations.some((g) => g.file === file);
+  }
 }
 
 async function ensureDir(dir: string, fs: DurableFs): Promise<void> {
   const made = await mkdir(dir, { recursive: true });
   if (made !== undefined) await fs.fsyncDir(dirname(made));
+}
+
+async function manifestExists(dir: string): Promise<boolean> {
+  try {
+    await stat(join(dir, STORE_MANIFEST_FILE));
+    return true;
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return false;
+    throw e;
+  }
 }
 
 async function readManifestFile(dir: string): Promise<StoreManifest> {

@@ -54,3 +54,14 @@ export function traces(runDir: string, file = 'trace.jsonl'): TransitionTrace[] 
 export function summary(runDir: string): Record<string, any> {
   return parseStrict(readFileSync(join(runDir, 'summary.json'))) as Record<string, any>;
 }
+
+/** `detsim` as a child that runs alongside others; resolves with its exit status and output. */
+export function detsimAsync(args: string[], opts: { preload?: string; env?: NodeJS.ProcessEnv } = {}): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  const preload = opts.preload ? ['--import', opts.preload] : [];
+  const child = spawn(process.execPath, ['--import', 'tsx', ...preload, ...CLI.slice(2), ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...opts.env } });
+  let stdout = '';
+  let stderr = '';
+  child.stdout!.on('data', (d: Buffer) => (stdout += d.toString()));
+  child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+  return new Promise((resolve) => child.once('close', (status) => resolve({ status, stdout, stderr })));
+}

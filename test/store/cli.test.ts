@@ -1,7 +1,8 @@
 // `detsim store ls|verify|gc` and `detsim ledger verify` as a user runs them: real processes, exit
 // codes (0 ok, 1 verification failure, 2 input error) and one-line messages naming what failed.
-import { spawnSync } from 'node:child_process';
-import { readFile, writeFile, copyFile } from 'node:fs/promises';
+import { spawn, spawnSync } from 'node:child_process';
+import { copyFile, readdir, readFile, rename, rm, symlink, writeFile } from 'node:fs/promises';
+import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { Ledger, LEDGER_FILE } from '../../coordinator/store/ledger.js';
@@ -69,6 +70,48 @@ describe('detsim store', () => {
     expect(missing.status).toBe(2);
     expect(missing.stderr.trim().split('\n')).toHaveLength(1);
     expect(missing.stderr).toContain('ENOENT');
+  });
+});
+
+describe('detsim store: a lost manifest, and gc of a live run through another path (issue 11 items 12, 5)', () => {
+  it('verify exits 1 with audit_store_manifest_missing when generation files remain without a manifest; ls shows them', async () => {
+    await rm(join(dir, 'manifest.json'));
+    const v = detsim('store', 'verify', dir);
+    expect(v.status).toBe(1);
+    expect(v.stderr).toMatch(/^detsim: \[audit_store_manifest_missing\] .*manifest.json is missing but 2 generation file\(s\) are present \(ckpt-1.flysess ckpt-2.flysess\)/m);
+    expect(v.stdout).not.toContain('verified');
+    const ls = detsim('store', 'ls', dir);
+    expect(ls.status).toBe(0);
+    expect(ls.stdout).toContain(`store ${dir}: 0 generation(s), high-water none, no manifest.json`);
+    expect(ls.stdout).toContain('unreferenced (never restore candidates): ckpt-1.flysess ckpt-2.flysess');
+  });
+
+  it('gc through a symlink to a live run\'s store is refused under the run lock and deletes nothing; once the run is gone it proceeds', async () => {
+    // A run directory: run.json beside the store (the store of beforeEach moved in), a live holder of run.lock.
+    const runDir = await tempDir('cli-run');
+    await rename(dir, join(runDir, 'store'));
+    await writeFile(join(runDir, 'run.json'), '{}');
+    await writeFile(join(runDir, 'store', 'tmp-ckpt-3.flysess'), 'in flight');
+    await copyFile(join(runDir, 'store', 'ckpt-1.flysess'), join(runDir, 'store', 'ckpt-9.flysess'));
+    const holder = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 600000)'], { stdio: 'ignore' });
+    await writeFile(join(runDir, 'run.lock'), `${JSON.stringify({ pid: holder.pid, hostname: hostname(), command: 'detsim run' })}\n`);
+    const link = join(await tempDir('cli-link'), 'checkpoints');
+    await symlink(join(runDir, 'store'), link);
+    try {
+      const before = (await readdir(join(runDir, 'store'))).sort();
+      const refused = detsim('store', 'gc', link);
+      expect(refused.status).toBe(2);
+      expect(refused.stderr.trim()).toMatch(new RegExp(`^detsim: \\[perm_run_dir_locked\\] .*in use by detsim run \\(pid ${holder.pid} `));
+      expect((await readdir(join(runDir, 'store'))).sort()).toEqual(before);
+    } finally {
+      holder.kill('SIGKILL');
+      await new Promise((r) => holder.once('exit', r));
+    }
+    const ok = detsim('store', 'gc', link);
+    expect(ok.status, ok.stderr).toBe(0);
+    expect(ok.stdout).toContain('removed 2 file(s)');
+    expect((await readdir(runDir)).sort()).toEqual(['run.json', 'store']);
+    dir = runDir;
   });
 });
 

@@ -1,8 +1,11 @@
 // The STATE-01 store on real files: commit sequence results, rotation, strict manifest open,
-// selection (unreferenced files never qualify), verify, explicit gc, and injected ENOSPC/EIO.
-import { existsSync } from 'node:fs';
+// selection (unreferenced files never qualify), verify (also beside a live writer, and of a store
+// without its manifest), explicit gc (also racing a writer's commit), and injected ENOSPC/EIO.
+import { spawn } from 'node:child_process';
+import { existsSync, writeFileSync } from 'node:fs';
 import { readdir, readFile, writeFile, copyFile, truncate } from 'node:fs/promises';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { canonicalize, sha256Hex } from '../../coordinator/formats/canonical-json.js';
 import { DetsimError } from '../../coordinator/formats/errors.js';
@@ -268,6 +271,80 @@ describe('selection, verify and gc', () => {
     expect(await store.gc()).toEqual(['ckpt-9.flysess', 'tmp-ckpt-3.flysess', 'tmp-manifest.json']);
     expect((await readdir(dir)).sort()).toEqual(['ckpt-1.flysess', 'ckpt-2.flysess', 'ckpt-4.flysess', 'manifest.json', 'notes.txt']);
     expect((await store.verify()).ok).toBe(true);
+  });
+});
+
+describe('verify and gc beside a live writer, and a store that lost its manifest (issue 11 items 5, 12, 24)', () => {
+  it('verify() against a store another process keeps committing and rotating: never a spurious missing generation', async () => {
+    const child = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(new URL('./children/commit-loop.ts', import.meta.url)), dir], { stdio: ['ignore', 'pipe', 'pipe'] });
+    try {
+      await new Promise<void>((res, rej) => {
+        child.stdout!.on('data', (d: Buffer) => d.toString().includes('ready') && res());
+        child.once('exit', (code) => rej(new Error(`commit-loop exited ${code}`)));
+      });
+      for (let i = 0; i < 60; i++) {
+        const report = await (await CheckpointStore.open(dir, { keep: 2 })).verify();
+        expect(report.generations.filter((g) => !g.ok), `verify ${i}`).toEqual([]);
+        expect(report.generations.length + report.rotated.length).toBe(2);
+      }
+    } finally {
+      child.kill('SIGKILL');
+    }
+  }, 60_000);
+
+  it('verify() of a snapshot whose oldest generation a writer rotated out before it was read: rotated, not missing', async () => {
+    await commitN(await CheckpointStore.open(dir, { keep: 2 }), [1, 2]);
+    const verifier = await CheckpointStore.open(dir, { keep: 2 });
+    await commitN(await CheckpointStore.open(dir, { keep: 2 }), [3]);
+    expect(existsSync(join(dir, 'ckpt-1.flysess'))).toBe(false);
+    const report = await verifier.verify();
+    expect(report).toMatchObject({ ok: true, rotated: ['ckpt-1'], orphaned: [] });
+    expect(report.generations.map((g) => [g.checkpointId, g.ok])).toEqual([['ckpt-2', true]]);
+  });
+
+  it('a generation removed while still listed stays audit_generation_missing (only rotation by the manifest excuses it)', async () => {
+    const store = await CheckpointStore.open(dir);
+    await commitN(store, [1, 2]);
+    await removeDir(join(dir, 'ckpt-1.flysess'));
+    const report = await store.verify();
+    expect(report).toMatchObject({ ok: false, rotated: [] });
+    expect(report.generations[0]).toMatchObject({ checkpointId: 'ckpt-1', ok: false, reason: 'audit_generation_missing' });
+  });
+
+  it('verify() fails a directory of generations without a store manifest, naming them orphaned', async () => {
+    const store = await CheckpointStore.open(dir);
+    await commitN(store, [1, 2]);
+    await writeFile(join(dir, 'tmp-ckpt-3.flysess'), 'half');
+    await removeDir(join(dir, STORE_MANIFEST_FILE));
+    const report = await (await CheckpointStore.open(dir)).verify();
+    expect(report).toMatchObject({ ok: false, generations: [], orphaned: ['ckpt-1.flysess', 'ckpt-2.flysess'] });
+    // Temporaries alone (a crash before the first commit) are an empty store, not a failure.
+    await removeDir(join(dir, 'ckpt-1.flysess'));
+    await removeDir(join(dir, 'ckpt-2.flysess'));
+    expect(await (await CheckpointStore.open(dir)).verify()).toMatchObject({ ok: true, orphaned: [] });
+  });
+
+  it('gc() keeps a generation a writer committed after gc scanned it as unreferenced (manifest re-read before each deletion)', async () => {
+    const writer = await CheckpointStore.open(dir);
+    await commitN(writer, [1]);
+    const before = await readFile(join(dir, STORE_MANIFEST_FILE));
+    const late = makeCheckpoint('zz-2', 2);
+    await writer.commit(late.identity, late.encoded);
+    const after = await readFile(join(dir, STORE_MANIFEST_FILE));
+    // The moment gc scans: zz-2 published, its manifest commit not yet on disk; a temporary sorts first.
+    await writeFile(join(dir, STORE_MANIFEST_FILE), before);
+    await writeFile(join(dir, 'tmp-ckpt-9.flysess'), 'half');
+    let committed = false;
+    const fs = new DurableFs({
+      before(op) {
+        if (op.kind !== 'unlink' || committed) return;
+        committed = true; // the writer's manifest commit lands while gc deletes the temporary
+        writeFileSync(join(dir, STORE_MANIFEST_FILE), after);
+      },
+    });
+    expect(await (await CheckpointStore.open(dir, { fs })).gc()).toEqual(['tmp-ckpt-9.flysess']);
+    expect(existsSync(join(dir, 'zz-2.flysess'))).toBe(true);
+    expect((await (await CheckpointStore.open(dir)).verify()).ok).toBe(true);
   });
 });
 
