@@ -9,9 +9,10 @@ import { collisionWarning } from './formats/seed.js';
 import { launchFleet, type Fleet, type WorkerCommand } from './launcher.js';
 import { Lockstep, epochId, type Dispatch, type Identities, type LockstepHooks } from './lockstep.js';
 import { CONTRACT_DIGEST, PROTOCOL_MAJOR, PROTOCOL_MINOR } from './protocol/index.js';
-import { allocateRunDir, RUN_FILES, TraceWriter, writeJsonDurable } from './run-dir.js';
+import { allocateRunDir, RUN_FILES, RunLog, TraceWriter, writeJsonDurable } from './run-dir.js';
 import { withRunLock } from './run-lock.js';
-import { RunFailure } from './run-failure.js';
+import { RunFailure, type RunPhase } from './run-failure.js';
+import { isWriteFailure, writeFailureOfErrno } from './write-failure.js';
 import { BehaviourDigest, canonicalBehaviour, traceLine, type TransitionTrace } from './trace.js';
 
 export const RUN_FORMAT = 'detsim-run-v1';
@@ -176,13 +177,19 @@ export async function runSession(config: RunPlan | string, opts: RunOptions = {}
 
 /** The run itself, in a freshly allocated and locked run directory. */
 async function runInDir(plan: RunPlan, runDir: string, steps: number, dispatch: Dispatch, opts: RunOptions): Promise<RunResult> {
-  const dest = pino.destination({ dest: join(runDir, RUN_FILES.log), sync: true });
-  const logger: Logger = pino({ level: opts.logLevel ?? 'info', base: { sessionId: plan.sessionId } }, dest);
+  const log = new RunLog(join(runDir, RUN_FILES.log));
+  const logger: Logger = pino({ level: opts.logLevel ?? 'info', base: { sessionId: plan.sessionId } }, log);
   const startedAt = process.hrtime.bigint();
   const startedWall = Date.now();
   const epoch = epochId(1);
   const digest = new BehaviourDigest();
-  const traces = new TraceWriter(join(runDir, RUN_FILES.trace));
+  let traces: TraceWriter;
+  try {
+    traces = new TraceWriter(join(runDir, RUN_FILES.trace));
+  } catch (e) {
+    log.close();
+    throw e;
+  }
   const { signal, release } = abortSignalFor(opts);
   let fleet: Fleet | undefined;
   let failure: RunFailure | undefined;
@@ -210,10 +217,12 @@ async function runInDir(plan: RunPlan, runDir: string, steps: number, dispatch: 
       digest.addCanonical(behaviourText);
       logger.debug({ step: k, wallTimeNs: trace.operational.wallTimeNs }, 'step committed');
       await opts.extension?.afterStep(trace);
+      log.throwIfFailed();
       opts.onProgress?.({ step: k + 1, steps, elapsedMs: Date.now() - loopStart });
     }
+    log.throwIfFailed();
   } catch (e) {
-    failure = e instanceof RunFailure ? e : new RunFailure('internal', e instanceof Error ? e.message : String(e), { step: String(digest.steps), phase: 'prepare' });
+    failure = failureOf(e, String(digest.steps), 'prepare');
     if (signal.aborted && failure.kind !== 'aborted') {
       // Ctrl-C reaches the workers too; their deaths are a consequence, not the cause.
       failure = new RunFailure('aborted', `the run was interrupted (${failure.message})`, { step: failure.step, phase: failure.phase });
@@ -222,7 +231,7 @@ async function runInDir(plan: RunPlan, runDir: string, steps: number, dispatch: 
   } finally {
     release();
     await fleet?.shutdown(failure ? 'run-failed' : 'run-complete', failure ? 500 : 2_000);
-    traces.close();
+    failure = closeQuietly(() => traces.close(), failure, String(digest.steps));
   }
   const extensionSummary = opts.extension ? await opts.extension.finish(failure) : {};
 
@@ -239,12 +248,49 @@ async function runInDir(plan: RunPlan, runDir: string, steps: number, dispatch: 
     wallTimeMs: Date.now() - startedWall,
     ...extensionSummary,
   };
-  writeJsonDurable(runDir, RUN_FILES.summary, summary);
+  failure = writeSummary(runDir, summary, failure, String(digest.steps));
   logger.info({ summary }, 'run finished');
-  dest.flushSync();
+  log.close();
+  failure ??= log.failure ? RunFailure.ofWrite(log.failure, { step: String(digest.steps), phase: 'shutdown' }) : undefined;
   if (failure) {
     failure.runDir = resolve(runDir);
     throw failure;
   }
   return { runDir: resolve(runDir), behaviourDigest: summary.behaviourDigest, steps: digest.steps };
+}
+
+/** Why a run or resume stopped: a RunFailure as it is, a failed write as an io failure, anything else internal. */
+export function failureOf(e: unknown, step: string, phase: RunPhase): RunFailure {
+  if (e instanceof RunFailure) return e;
+  const write = writeFailureOfErrno(e);
+  if (write) return RunFailure.ofWrite(write, { step, phase });
+  return new RunFailure('internal', e instanceof Error ? e.message : String(e), { step, phase });
+}
+
+/** Close a file at the end of a run; a failed final write becomes the run's failure unless it already has one. */
+export function closeQuietly(close: () => void, failure: RunFailure | undefined, step: string): RunFailure | undefined {
+  try {
+    close();
+    return failure;
+  } catch (e) {
+    return failure ?? failureOf(e, step, 'shutdown');
+  }
+}
+
+/**
+ * Write summary.json, the run directory's last file. When it cannot be written the old
+ * summary.json (if any) stays whole and the run ends as an io failure that says so, folded into
+ * the run's own failure when it has one.
+ */
+export function writeSummary(runDir: string, summary: unknown, failure: RunFailure | undefined, step: string): RunFailure | undefined {
+  try {
+    writeJsonDurable(runDir, RUN_FILES.summary, summary);
+    return failure;
+  } catch (e) {
+    if (!isWriteFailure(e)) throw e;
+    if (!failure) return RunFailure.ofWrite(e, { step, phase: 'shutdown' });
+    const folded = new RunFailure(failure.kind, `${failure.detail}; ${RUN_FILES.summary} was not written either (${e.code})`, { workerId: failure.workerId, agentIds: failure.agentIds, step: failure.step, phase: failure.phase });
+    folded.reason = failure.reason ?? e.reason;
+    return folded;
+  }
 }
