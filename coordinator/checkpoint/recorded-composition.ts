@@ -45,7 +45,7 @@ export function checkRecordedSeeds(rec: RecordedRun, runDir: string): void {
   const wrong = seeds.filter((s) => s.recorded !== s.derived);
   if (wrong.length === 0) return;
   if (wrong.length === seeds.length) {
-    refuse(runJson, 'masterSeed', `masterSeed ${JSON.stringify(plan.masterSeed)} does not derive the recorded seeds (${SEED_ALGORITHM} gives ${wrong[0]!.id} seed ${wrong[0]!.derived}, run.json records ${JSON.stringify(wrong[0]!.recorded)}): the master seed differs from the one the run used`);
+    refuse(runJson, 'masterSeed', `masterSeed ${JSON.stringify(plan.masterSeed)} does not derive the seeds run.json records (${SEED_ALGORITHM} gives ${wrong[0]!.field} (${wrong[0]!.id}) ${wrong[0]!.derived}, run.json records ${JSON.stringify(wrong[0]!.recorded)}): it differs from the master seed the run used`);
   }
   const w = wrong[0]!;
   refuse(runJson, w.field, `${w.field} (${w.id}) is ${JSON.stringify(w.recorded)}, but ${SEED_ALGORITHM} of masterSeed ${JSON.stringify(plan.masterSeed)} gives ${w.derived}`);
