@@ -1,6 +1,7 @@
 // runSession: one complete lockstep run from a RunPlan to a run directory (run.json, trace.jsonl,
 // run.log, summary.json) and its behaviour digest. The library entry that `detsim run` (and later
 // resume/replay/verify) call. NOT the step protocol (lockstep.ts) nor process handling (launcher.ts).
+import { existsSync, rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { pino, type Logger } from 'pino';
 import { loadConfig, type PlannedWorker, type RunPlan } from './config.js';
@@ -278,13 +279,15 @@ export function closeQuietly(close: () => void, failure: RunFailure | undefined,
 }
 
 /**
- * Write summary.json, the run directory's last file. When it cannot be written the old
- * summary.json (if any) stays whole and the run ends as an io failure that says so, folded into
+ * Write summary.json, the run directory's last file. An older summary.json (a resumed run's)
+ * describes files that have changed since: when there is no room to replace it, it is removed and
+ * the write tried once more in the room it leaves, so the directory never keeps a stale summary.
+ * A summary that still cannot be written ends the run as an io failure that says so, folded into
  * the run's own failure when it has one.
  */
 export function writeSummary(runDir: string, summary: unknown, failure: RunFailure | undefined, step: string): RunFailure | undefined {
   try {
-    writeJsonDurable(runDir, RUN_FILES.summary, summary);
+    writeSummaryMakingRoom(runDir, summary);
     return failure;
   } catch (e) {
     if (!isWriteFailure(e)) throw e;
@@ -292,5 +295,16 @@ export function writeSummary(runDir: string, summary: unknown, failure: RunFailu
     const folded = new RunFailure(failure.kind, `${failure.detail}; ${RUN_FILES.summary} was not written either (${e.code})`, { workerId: failure.workerId, agentIds: failure.agentIds, step: failure.step, phase: failure.phase });
     folded.reason = failure.reason ?? e.reason;
     return folded;
+  }
+}
+
+function writeSummaryMakingRoom(runDir: string, summary: unknown): void {
+  const path = join(runDir, RUN_FILES.summary);
+  try {
+    writeJsonDurable(runDir, RUN_FILES.summary, summary);
+  } catch (e) {
+    if (!isWriteFailure(e) || e.reason !== 'size_no_space' || !existsSync(path)) throw e;
+    rmSync(path);
+    writeJsonDurable(runDir, RUN_FILES.summary, summary);
   }
 }

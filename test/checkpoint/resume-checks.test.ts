@@ -4,15 +4,17 @@
 // run's recorded steps, is refused naming what is wrong (never a flag the user did not pass); a run
 // that never committed a checkpoint is told so; a resume refused after its workers started leaves
 // run.log (and every other file) byte for byte as it was; and a disk too full for the trace cut
-// refuses the resume as the I/O failure it is, changing nothing (a real full tmpfs).
+// refuses the resume as the I/O failure it is, changing nothing; a disk that fills after the
+// restore is an I/O failure too, with the trace cut whole (a real full tmpfs).
 import { cpSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { resumeRun } from '../../coordinator/checkpoint/resume.js';
 import { canonicalize, parseStrict } from '../../coordinator/formats/canonical-json.js';
+import { BehaviourDigest, EpochRebase } from '../../coordinator/trace.js';
 import { snapshotDir } from '../dir-snapshot.js';
 import { fullDiskUnavailable, mountSmallDisk, PAGE, type SmallDisk } from '../full-disk.js';
-import { detsim } from './cli.js';
+import { detsim, summary, traces } from './cli.js';
 import { tmpDir } from './harness.js';
 
 const T = 300_000;
@@ -120,5 +122,34 @@ describe.skipIf(fullDiskUnavailable !== null)('resume on a full disk', () => {
     const r = refusedLine(dir, ['--checkpoint', 'ckpt-e1-4']);
     expect(r.status).toBe(1);
     expect(r.line).toMatch(/^detsim: \[size_no_space\] cannot write .*\/trace(\.abandoned)?\.jsonl: no space left on the device \(ENOSPC\); resume refused before any worker started; nothing in the run directory changed$/);
+  }, T);
+
+  it('the disk fills after the restore: an I/O failure, the trace cut whole, summary.json replaced (never stale) and agreeing with the trace', () => {
+    disk?.unmount();
+    disk = mountSmallDisk(1024 * 1024);
+    const dir = join(disk.dir, 'run');
+    cpSync(base, dir, { recursive: true });
+    const original = readFileSync(join(dir, 'trace.jsonl'), 'utf8').split('\n');
+    // Room for the lock and the trace cut, then a few steps more.
+    disk.fillLeaving(8 * PAGE);
+    const r = detsim(['resume', dir, '--checkpoint', 'ckpt-e1-4', '--steps', '400', '--checkpoint-every', '0']);
+    expect(r.status).toBe(1);
+    expect(r.stderr).not.toMatch(/\n\s+at /);
+    const line = r.stderr.trim().split('\n').at(-1)!;
+    expect(line).toMatch(/^detsim: \[size_no_space\] resume failed: the run could not write its files at step [0-9]+, phase [a-z-]+: cannot write .*\/run\/(trace\.jsonl|run\.log): no space left on the device \(ENOSPC\)/);
+    expect(line).not.toMatch(/broke the protocol/);
+    // The cut happened whole: steps 0..3 as they were, the killed run's 4 and 5 only in the abandoned file.
+    expect(readFileSync(join(dir, 'trace.abandoned.jsonl'), 'utf8')).toBe(`${original.slice(4, 6).join('\n')}\n`);
+    const kept = traces(dir);
+    expect(kept.map((t) => t.behaviour.scope.step)).toEqual(kept.map((_, i) => String(i)));
+    expect(readFileSync(join(dir, 'trace.jsonl'), 'utf8').startsWith(`${original.slice(0, 4).join('\n')}\n`)).toBe(true);
+    expect(kept.slice(4).every((t) => t.behaviour.scope.epoch === 'e2')).toBe(true);
+    // The killed run's summary.json no longer describes the directory: it is replaced (the room it
+    // held is enough), never left stale.
+    expect(summary(dir)).toMatchObject({ status: 'failed', stepsDone: kept.length, failure: { kind: 'io' }, resume: { checkpointId: 'ckpt-e1-4', abandonedLines: 2 } });
+    expect(line).not.toMatch(/summary\.json was not written/);
+    const digest = new BehaviourDigest();
+    for (const t of kept) digest.add(t.behaviour.scope.epoch === 'e1' ? t.behaviour : new EpochRebase(t.behaviour.scope.epoch, 'e1').apply(t.behaviour));
+    expect(summary(dir).behaviourDigest).toBe(digest.digest());
   }, T);
 });
