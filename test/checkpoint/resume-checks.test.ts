@@ -6,7 +6,7 @@
 // run.log (and every other file) byte for byte as it was; and a disk too full for the trace cut
 // refuses the resume as the I/O failure it is, changing nothing; a disk that fills after the
 // restore is an I/O failure too, with the trace cut whole (a real full tmpfs).
-import { cpSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { resumeRun } from '../../coordinator/checkpoint/resume.js';
@@ -95,6 +95,13 @@ describe('resume checks run.json against the checkpoint before any worker starts
     expect(never.status).toBe(2);
     expect(never.line).toMatch(/^detsim: \[ident_store_empty\] .*store: no checkpoint was committed yet \(the run checkpoints every 1000 steps and it stopped before its first checkpoint was committed\)/);
     expect(never.line).not.toMatch(/run with --checkpoint-every/);
+
+    const plain = join(out, 'no-store');
+    cpSync(base, plain, { recursive: true });
+    for (const f of ['store', 'ledger.jsonl', 'ledger.head.json']) rmSync(join(plain, f), { recursive: true });
+    const none = refusedLine(plain);
+    expect(none.status).toBe(2);
+    expect(none.line).toMatch(/^detsim: \[struct_run_record\] .*store: no checkpoint store \(run with --checkpoint-every K to make a run resumable\)$/);
   }, T);
 
   it('a resume refused after its workers started leaves run.log and every other file untouched', () => {
