@@ -1,6 +1,8 @@
 // runSession: one complete lockstep run from a RunPlan to a run directory (run.json, trace.jsonl,
 // run.log, summary.json) and its behaviour digest. The library entry that `detsim run` (and later
-// resume/replay/verify) call. NOT the step protocol (lockstep.ts) nor process handling (launcher.ts).
+// resume/replay/verify) call. A file it cannot write (a full disk) ends the run as an io failure
+// naming the file, with what was written before left whole (write-failure.ts).
+// NOT the step protocol (lockstep.ts) nor process handling (launcher.ts).
 import { existsSync, rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { pino, type Logger } from 'pino';
@@ -179,6 +181,8 @@ export async function runSession(config: RunPlan | string, opts: RunOptions = {}
 /** The run itself, in a freshly allocated and locked run directory. */
 async function runInDir(plan: RunPlan, runDir: string, steps: number, dispatch: Dispatch, opts: RunOptions): Promise<RunResult> {
   const log = new RunLog(join(runDir, RUN_FILES.log));
+  // A run.log that cannot even be created stops the run before any worker starts.
+  log.throwIfFailed();
   const logger: Logger = pino({ level: opts.logLevel ?? 'info', base: { sessionId: plan.sessionId } }, log);
   const startedAt = process.hrtime.bigint();
   const startedWall = Date.now();
@@ -232,7 +236,7 @@ async function runInDir(plan: RunPlan, runDir: string, steps: number, dispatch: 
   } finally {
     release();
     await fleet?.shutdown(failure ? 'run-failed' : 'run-complete', failure ? 500 : 2_000);
-    failure = closeQuietly(() => traces.close(), failure, String(digest.steps));
+    failure = closeNoting(() => traces.close(), failure, String(digest.steps));
   }
   const extensionSummary = opts.extension ? await opts.extension.finish(failure) : {};
 
@@ -268,8 +272,8 @@ export function failureOf(e: unknown, step: string, phase: RunPhase): RunFailure
   return new RunFailure('internal', e instanceof Error ? e.message : String(e), { step, phase });
 }
 
-/** Close a file at the end of a run; a failed final write becomes the run's failure unless it already has one. */
-export function closeQuietly(close: () => void, failure: RunFailure | undefined, step: string): RunFailure | undefined {
+/** Close a file at the end of a run, noting a failed final write as the run's failure unless it already has one. */
+export function closeNoting(close: () => void, failure: RunFailure | undefined, step: string): RunFailure | undefined {
   try {
     close();
     return failure;

@@ -28,7 +28,7 @@ import type { PlannedWorker } from '../config.js';
 import { RUN_FILES, RunLog, TraceWriter } from '../run-dir.js';
 import { withRunLock } from '../run-lock.js';
 import { RunFailure } from '../run-failure.js';
-import { closeQuietly, failureOf, SUMMARY_FORMAT, writeSummary } from '../run.js';
+import { closeNoting, failureOf, SUMMARY_FORMAT, writeSummary } from '../run.js';
 import { LEDGER_FILE } from '../store/ledger.js';
 import { BehaviourDigest, EpochRebase, type TraceBehaviour, type TransitionTrace } from '../trace.js';
 import { openCheckpointing, storeDirOf } from './checkpointing.js';
@@ -230,7 +230,7 @@ async function resumeLocked(runDir: string, opts: ResumeOptions): Promise<Resume
   }
   // A trace cut that was never published (its rename failed) leaves nothing behind.
   discardStaged(cut);
-  failure = closeQuietly(() => traces?.close(), failure, String(done));
+  failure = closeNoting(() => traces?.close(), failure, String(done));
   const extra = checkpoints ? await checkpoints.finish(failure) : {};
   await ck.ledger.flush().catch(() => undefined);
   const summary = {
