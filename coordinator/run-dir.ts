@@ -1,9 +1,12 @@
 // The run directory `runs/<session>-<n>/`: allocation of the first free n, durable JSON files
-// (temp → fsync → rename → fsync dir) and the append-only trace.jsonl writer.
-// NOT what goes into the files (run.ts decides) and nothing about workers or the step loop.
-import { closeSync, fsyncSync, mkdirSync, openSync, writeSync } from 'node:fs';
+// (temp → fsync → rename → fsync dir), the append-only trace.jsonl writer and the run.log sink.
+// Every write goes through write-failure.ts, so a full disk is a named WriteFailure and
+// trace.jsonl never keeps half a line. NOT what goes into the files (run.ts decides) and nothing
+// about workers or the step loop.
+import { closeSync, fstatSync, fsyncSync, ftruncateSync, mkdirSync, openSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { writeFileDurable } from './durable-file.js';
+import { writeAll, writeFileDurable } from './durable-file.js';
+import { asWriteFailure, guardWrite, type WriteFailure } from './write-failure.js';
 import { canonicalize } from './formats/canonical-json.js';
 import type { Id } from './formats/scalars.js';
 import type { TransitionTrace } from './trace.js';
@@ -18,14 +21,14 @@ export const RUN_FILES = {
 /** Create `<parent>/<sessionId>-<n>` for the first free n ≥ 1 (mkdir is the atomic claim). */
 export function allocateRunDir(parent: string, sessionId: Id): string {
   const base = resolve(parent);
-  mkdirSync(base, { recursive: true });
+  guardWrite(base, () => mkdirSync(base, { recursive: true }));
   for (let n = 1; ; n++) {
     const dir = join(base, `${sessionId}-${n}`);
     try {
       mkdirSync(dir);
       return dir;
     } catch (e) {
-      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw asWriteFailure(e, dir);
     }
   }
 }
@@ -35,12 +38,19 @@ export function writeJsonDurable(dir: string, name: string, value: unknown): voi
   writeFileDurable(join(dir, name), `${canonicalize(value)}\n`);
 }
 
-/** Appends one canonical JSON line per step to trace.jsonl. */
+/**
+ * Appends one canonical JSON line per step to trace.jsonl. A line that cannot be written whole is
+ * cut back off (truncating needs no space), so the file holds complete lines only.
+ */
 export class TraceWriter {
   private fd: number | undefined;
+  /** Bytes of complete lines in the file. */
+  private length: number;
 
   constructor(readonly path: string) {
-    this.fd = openSync(path, 'a');
+    const fd = guardWrite(path, () => openSync(path, 'a'));
+    this.fd = fd;
+    this.length = fstatSync(fd).size;
   }
 
   append(trace: TransitionTrace): void {
@@ -50,12 +60,25 @@ export class TraceWriter {
   /** Append an already canonical line (see trace.ts traceLine). */
   appendLine(line: string): void {
     if (this.fd === undefined) throw new Error('trace writer closed');
-    writeSync(this.fd, `${line}\n`);
+    const fd = this.fd;
+    const bytes = Buffer.from(`${line}\n`, 'utf8');
+    try {
+      writeAll(fd, bytes);
+    } catch (e) {
+      try {
+        ftruncateSync(fd, this.length);
+      } catch {
+        // the file keeps a torn last line, which every reader of trace.jsonl already tolerates
+      }
+      throw asWriteFailure(e, this.path);
+    }
+    this.length += bytes.byteLength;
   }
 
   /** fsync what was appended so far (a checkpoint at this boundary must not outlive its trace lines). */
   sync(): void {
-    if (this.fd !== undefined) fsyncSync(this.fd);
+    const fd = this.fd;
+    if (fd !== undefined) guardWrite(this.path, () => fsyncSync(fd));
   }
 
   /** fsync and close; safe to call twice. */
@@ -64,9 +87,83 @@ export class TraceWriter {
     const fd = this.fd;
     this.fd = undefined;
     try {
-      fsyncSync(fd);
+      guardWrite(this.path, () => fsyncSync(fd));
     } finally {
       closeSync(fd);
+    }
+  }
+}
+
+/**
+ * run.log as a pino destination. Deferred (resume), it holds lines in memory until `accept()`,
+ * so a refused resume leaves run.log as it was. A failed write never throws into the logging
+ * call (it may be a worker's stderr handler): it is kept in `failure` and the step loop stops
+ * the run on it (`throwIfFailed`).
+ */
+export class RunLog {
+  private fd: number | undefined;
+  private pending: string[] | null;
+  failure: WriteFailure | undefined;
+
+  constructor(readonly path: string, opts: { deferred?: boolean } = {}) {
+    this.pending = opts.deferred ? [] : null;
+    if (!opts.deferred) this.open();
+  }
+
+  /** pino calls this with one JSON line per record. */
+  write(chunk: string): void {
+    if (this.pending) this.pending.push(chunk);
+    else this.writeNow(chunk);
+  }
+
+  /** Start writing to run.log: the lines held so far first. */
+  accept(): void {
+    const held = this.pending ?? [];
+    this.pending = null;
+    this.open();
+    for (const line of held) this.writeNow(line);
+  }
+
+  /** Forget the held lines (a refused resume writes nothing). */
+  discard(): void {
+    this.pending = [];
+  }
+
+  throwIfFailed(): void {
+    if (this.failure) throw this.failure;
+  }
+
+  /** fsync and close; a held (never accepted) log is dropped. Safe to call twice. */
+  close(): void {
+    this.pending = null;
+    const fd = this.fd;
+    if (fd === undefined) return;
+    this.fd = undefined;
+    try {
+      guardWrite(this.path, () => fsyncSync(fd));
+    } catch (e) {
+      this.failure ??= e as WriteFailure;
+    } finally {
+      closeSync(fd);
+    }
+  }
+
+  private open(): void {
+    if (this.failure) return;
+    try {
+      this.fd = guardWrite(this.path, () => openSync(this.path, 'a'));
+    } catch (e) {
+      this.failure = e as WriteFailure;
+    }
+  }
+
+  private writeNow(chunk: string): void {
+    const fd = this.fd;
+    if (fd === undefined || this.failure) return;
+    try {
+      guardWrite(this.path, () => writeAll(fd, Buffer.from(chunk, 'utf8')));
+    } catch (e) {
+      this.failure = e as WriteFailure;
     }
   }
 }

@@ -1,7 +1,9 @@
 // RunFailure: why a run stopped, naming the worker, its agents, the step and the phase. Kinds keep
 // "never became ready", "no reply within the step deadline" and "the process died" apart.
 // NOT an input refusal (that is DetsimError, exit 2): a RunFailure is a run that went wrong.
+import type { ReasonCode } from './formats/reasons.js';
 import type { Id } from './formats/scalars.js';
+import type { WriteFailure } from './write-failure.js';
 
 export type RunPhase =
   | 'startup'
@@ -31,7 +33,9 @@ export type RunFailureKind =
   | 'identity'
   /** Stopped from outside (SIGINT/SIGTERM or an abort signal). */
   | 'aborted'
-  /** The coordinator itself failed (a file it could not write, an unexpected error). */
+  /** A file of the run directory could not be written (disk full, I/O error): `reason` says which. */
+  | 'io'
+  /** The coordinator itself failed (an unexpected error). */
   | 'internal';
 
 export interface RunFailureContext {
@@ -50,6 +54,8 @@ export class RunFailure extends Error {
   readonly detail: string;
   /** The run directory whose summary.json records this failure, once written. */
   runDir: string | undefined;
+  /** For kind io: the stable reason code of the write failure (size_no_space, perm_write_failed). */
+  reason: ReasonCode | undefined;
 
   constructor(kind: RunFailureKind, detail: string, ctx: RunFailureContext) {
     super(RunFailure.describe(kind, detail, ctx));
@@ -74,9 +80,17 @@ export class RunFailure extends Error {
       protocol: 'broke the protocol',
       identity: 'is not the expected worker',
       aborted: 'was stopped',
+      io: 'could not write its files',
       internal: 'failed inside the coordinator',
     };
     return `${who} ${what[kind]} at ${where}: ${detail}`;
+  }
+
+  /** The run stopped because a file could not be written. */
+  static ofWrite(w: WriteFailure, ctx: RunFailureContext): RunFailure {
+    const f = new RunFailure('io', w.message, ctx);
+    f.reason = w.reason;
+    return f;
   }
 
   toJSON(): Record<string, unknown> {

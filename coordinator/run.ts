@@ -1,6 +1,9 @@
 // runSession: one complete lockstep run from a RunPlan to a run directory (run.json, trace.jsonl,
 // run.log, summary.json) and its behaviour digest. The library entry that `detsim run` (and later
-// resume/replay/verify) call. NOT the step protocol (lockstep.ts) nor process handling (launcher.ts).
+// resume/replay/verify) call. A file it cannot write (a full disk) ends the run as an io failure
+// naming the file, with what was written before left whole (write-failure.ts).
+// NOT the step protocol (lockstep.ts) nor process handling (launcher.ts).
+import { existsSync, rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { pino, type Logger } from 'pino';
 import { loadConfig, type PlannedWorker, type RunPlan } from './config.js';
@@ -9,9 +12,10 @@ import { collisionWarning } from './formats/seed.js';
 import { launchFleet, type Fleet, type WorkerCommand } from './launcher.js';
 import { Lockstep, epochId, type Dispatch, type Identities, type LockstepHooks } from './lockstep.js';
 import { CONTRACT_DIGEST, PROTOCOL_MAJOR, PROTOCOL_MINOR } from './protocol/index.js';
-import { allocateRunDir, RUN_FILES, TraceWriter, writeJsonDurable } from './run-dir.js';
+import { allocateRunDir, RUN_FILES, RunLog, TraceWriter, writeJsonDurable } from './run-dir.js';
 import { withRunLock } from './run-lock.js';
-import { RunFailure } from './run-failure.js';
+import { RunFailure, type RunPhase } from './run-failure.js';
+import { isWriteFailure, writeFailureOfErrno } from './write-failure.js';
 import { BehaviourDigest, canonicalBehaviour, traceLine, type TransitionTrace } from './trace.js';
 
 export const RUN_FORMAT = 'detsim-run-v1';
@@ -176,13 +180,21 @@ export async function runSession(config: RunPlan | string, opts: RunOptions = {}
 
 /** The run itself, in a freshly allocated and locked run directory. */
 async function runInDir(plan: RunPlan, runDir: string, steps: number, dispatch: Dispatch, opts: RunOptions): Promise<RunResult> {
-  const dest = pino.destination({ dest: join(runDir, RUN_FILES.log), sync: true });
-  const logger: Logger = pino({ level: opts.logLevel ?? 'info', base: { sessionId: plan.sessionId } }, dest);
+  const log = new RunLog(join(runDir, RUN_FILES.log));
+  // A run.log that cannot even be created stops the run before any worker starts.
+  log.throwIfFailed();
+  const logger: Logger = pino({ level: opts.logLevel ?? 'info', base: { sessionId: plan.sessionId } }, log);
   const startedAt = process.hrtime.bigint();
   const startedWall = Date.now();
   const epoch = epochId(1);
   const digest = new BehaviourDigest();
-  const traces = new TraceWriter(join(runDir, RUN_FILES.trace));
+  let traces: TraceWriter;
+  try {
+    traces = new TraceWriter(join(runDir, RUN_FILES.trace));
+  } catch (e) {
+    log.close();
+    throw e;
+  }
   const { signal, release } = abortSignalFor(opts);
   let fleet: Fleet | undefined;
   let failure: RunFailure | undefined;
@@ -210,10 +222,12 @@ async function runInDir(plan: RunPlan, runDir: string, steps: number, dispatch: 
       digest.addCanonical(behaviourText);
       logger.debug({ step: k, wallTimeNs: trace.operational.wallTimeNs }, 'step committed');
       await opts.extension?.afterStep(trace);
+      log.throwIfFailed();
       opts.onProgress?.({ step: k + 1, steps, elapsedMs: Date.now() - loopStart });
     }
+    log.throwIfFailed();
   } catch (e) {
-    failure = e instanceof RunFailure ? e : new RunFailure('internal', e instanceof Error ? e.message : String(e), { step: String(digest.steps), phase: 'prepare' });
+    failure = failureOf(e, String(digest.steps), 'prepare');
     if (signal.aborted && failure.kind !== 'aborted') {
       // Ctrl-C reaches the workers too; their deaths are a consequence, not the cause.
       failure = new RunFailure('aborted', `the run was interrupted (${failure.message})`, { step: failure.step, phase: failure.phase });
@@ -222,7 +236,7 @@ async function runInDir(plan: RunPlan, runDir: string, steps: number, dispatch: 
   } finally {
     release();
     await fleet?.shutdown(failure ? 'run-failed' : 'run-complete', failure ? 500 : 2_000);
-    traces.close();
+    failure = closeNoting(() => traces.close(), failure, String(digest.steps));
   }
   const extensionSummary = opts.extension ? await opts.extension.finish(failure) : {};
 
@@ -239,12 +253,62 @@ async function runInDir(plan: RunPlan, runDir: string, steps: number, dispatch: 
     wallTimeMs: Date.now() - startedWall,
     ...extensionSummary,
   };
-  writeJsonDurable(runDir, RUN_FILES.summary, summary);
+  failure = writeSummary(runDir, summary, failure, String(digest.steps));
   logger.info({ summary }, 'run finished');
-  dest.flushSync();
+  log.close();
+  failure ??= log.failure ? RunFailure.ofWrite(log.failure, { step: String(digest.steps), phase: 'shutdown' }) : undefined;
   if (failure) {
     failure.runDir = resolve(runDir);
     throw failure;
   }
   return { runDir: resolve(runDir), behaviourDigest: summary.behaviourDigest, steps: digest.steps };
+}
+
+/** Why a run or resume stopped: a RunFailure as it is, a failed write as an io failure, anything else internal. */
+export function failureOf(e: unknown, step: string, phase: RunPhase): RunFailure {
+  if (e instanceof RunFailure) return e;
+  const write = writeFailureOfErrno(e);
+  if (write) return RunFailure.ofWrite(write, { step, phase });
+  return new RunFailure('internal', e instanceof Error ? e.message : String(e), { step, phase });
+}
+
+/** Close a file at the end of a run, noting a failed final write as the run's failure unless it already has one. */
+export function closeNoting(close: () => void, failure: RunFailure | undefined, step: string): RunFailure | undefined {
+  try {
+    close();
+    return failure;
+  } catch (e) {
+    return failure ?? failureOf(e, step, 'shutdown');
+  }
+}
+
+/**
+ * Write summary.json, the run directory's last file. An older summary.json (a resumed run's)
+ * describes files that have changed since: when there is no room to replace it, it is removed and
+ * the write tried once more in the room it leaves, so the directory never keeps a stale summary.
+ * A summary that still cannot be written ends the run as an io failure that says so, folded into
+ * the run's own failure when it has one.
+ */
+export function writeSummary(runDir: string, summary: unknown, failure: RunFailure | undefined, step: string): RunFailure | undefined {
+  try {
+    writeSummaryMakingRoom(runDir, summary);
+    return failure;
+  } catch (e) {
+    if (!isWriteFailure(e)) throw e;
+    if (!failure) return RunFailure.ofWrite(e, { step, phase: 'shutdown' });
+    const folded = new RunFailure(failure.kind, `${failure.detail}; ${RUN_FILES.summary} was not written either (${e.code})`, { workerId: failure.workerId, agentIds: failure.agentIds, step: failure.step, phase: failure.phase });
+    folded.reason = failure.reason ?? e.reason;
+    return folded;
+  }
+}
+
+function writeSummaryMakingRoom(runDir: string, summary: unknown): void {
+  const path = join(runDir, RUN_FILES.summary);
+  try {
+    writeJsonDurable(runDir, RUN_FILES.summary, summary);
+  } catch (e) {
+    if (!isWriteFailure(e) || e.reason !== 'size_no_space' || !existsSync(path)) throw e;
+    rmSync(path);
+    writeJsonDurable(runDir, RUN_FILES.summary, summary);
+  }
 }

@@ -17,8 +17,11 @@ import { PAYLOAD_NAMES, readCoordinatorPayloads, type BehaviourPrefix } from './
 import { CheckpointRefusal, participantOf, type Participant } from './refusal.js';
 import { checkIdentity } from './restore-identity.js';
 
-/** Where the checkpoint comes from: a store (named id or high-water), or envelope bytes as they are. */
-export type RestoreSource = { store: CheckpointStore; checkpointId?: Id } | { bytes: Uint8Array; label?: string };
+/**
+ * Where the checkpoint comes from: a store (named id or high-water; `loaded` when the caller
+ * already read and verified it with loadCheckpoint), or envelope bytes as they are.
+ */
+export type RestoreSource = { store: CheckpointStore; checkpointId?: Id; loaded?: LoadedCheckpoint } | { bytes: Uint8Array; label?: string };
 
 export interface RestoreHooks {
   /** Test hook: change the params of one participant's StageRestore or ActivateRestore before they go out. */
@@ -56,7 +59,7 @@ export interface RestoreReport {
   manifest: EnvelopeManifest;
 }
 
-interface Loaded {
+export interface LoadedCheckpoint {
   envelope: DecodedEnvelope;
   byteLength: number;
   label: string;
@@ -65,7 +68,8 @@ interface Loaded {
 }
 
 /** Read and verify the checkpoint; every refusal names the check (reason from the reader or the store). */
-export async function loadCheckpoint(source: RestoreSource): Promise<Loaded> {
+export async function loadCheckpoint(source: RestoreSource): Promise<LoadedCheckpoint> {
+  if ('store' in source && source.loaded) return source.loaded;
   try {
     if ('store' in source) {
       const record = source.store.select(source.checkpointId);
@@ -240,7 +244,7 @@ export async function restoreGroup(group: CheckpointGroup, source: RestoreSource
 }
 
 /** The StageRestore payload ref: a range of the verified file for a worker that reads local files, else by attachment. */
-function payloadRef(loaded: Loaded, name: string, capabilities: readonly string[]): Params {
+function payloadRef(loaded: LoadedCheckpoint, name: string, capabilities: readonly string[]): Params {
   const entry = loaded.envelope.layout.entries.find((e) => e.name === name)!;
   const ref: Params = { digest: entry.digest, byteLength: String(entry.byteLength) };
   // Every worker of a fleet runs on this machine (the launcher spawned it), so the path is valid there.

@@ -1,17 +1,22 @@
 // `detsim resume`: continue a run directory from a checkpoint with fresh workers in a new epoch.
 // Reads run.json (the recorded composition), selects and verifies a checkpoint from
-// `<runDir>/store/`, checks the trace kept before the boundary against the behaviour chain the
-// checkpoint recorded, launches fresh workers, restores the group (identity checks before
-// staging), then steps to the run's total and rewrites summary.json for the whole run.
+// `<runDir>/store/`, checks run.json against the checkpoint (seeds re-derived from masterSeed),
+// the boundary against the steps and the trace kept before the boundary against the behaviour
+// chain the checkpoint recorded — all before any worker starts — then launches fresh workers,
+// restores the group (identity checks again, against the live workers, before staging), steps to
+// the run's total and rewrites summary.json for the whole run.
 //
-// trace.jsonl is kept consistent like this: after the restore succeeded (never before — a refused
-// resume leaves the run directory untouched), trace.jsonl is rewritten durably (temp → fsync →
-// rename) to exactly the lines of steps 0..k-1, and every line of the killed run beyond the
-// boundary (steps k.. and a torn last line) is appended to trace.abandoned.jsonl; the ledger's
-// `restored` event records the abandoned step range. New steps are appended in the new epoch.
-// summary.json's behaviourDigest is taken over all lines rebased to the run's first epoch
-// (EpochRebase), so it equals the uninterrupted run's. NOT the restore flow (restore.ts).
-import { appendFileSync, existsSync, readFileSync } from 'node:fs';
+// A refused resume leaves the run directory as it was: run.log is held in memory until the
+// restore is accepted, and the trace cut is only staged. trace.jsonl is cut all-or-nothing: before
+// launch the new trace.jsonl (exactly the lines of steps 0..k-1) and trace.abandoned.jsonl (what it
+// held plus every line of the killed run beyond the boundary, a torn last line included) are
+// written and fsynced as temporaries — a full disk refuses here, naming the file — and once the
+// restore succeeded both are renamed into place. The ledger's `restored` event records the
+// abandoned step range. New steps are appended in the new epoch. summary.json's behaviourDigest is
+// taken over all lines rebased to the run's first epoch (EpochRebase), so it equals the
+// uninterrupted run's. A write that fails after the restore ends the resume as an io failure
+// naming the file. NOT the restore flow (restore.ts).
+import { existsSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { pino, type Logger } from 'pino';
 import { parseStrict, type JsonValue } from '../formats/canonical-json.js';
@@ -20,18 +25,21 @@ import type { Digest, Id } from '../formats/scalars.js';
 import { launchFleet, type Fleet, type WorkerCommand } from '../launcher.js';
 import { epochId, Lockstep } from '../lockstep.js';
 import type { PlannedWorker } from '../config.js';
-import { RUN_FILES, TraceWriter, writeJsonDurable } from '../run-dir.js';
+import { RUN_FILES, RunLog, TraceWriter } from '../run-dir.js';
 import { withRunLock } from '../run-lock.js';
 import { RunFailure } from '../run-failure.js';
-import { SUMMARY_FORMAT } from '../run.js';
+import { closeNoting, failureOf, SUMMARY_FORMAT, writeSummary } from '../run.js';
 import { LEDGER_FILE } from '../store/ledger.js';
 import { BehaviourDigest, EpochRebase, type TraceBehaviour, type TransitionTrace } from '../trace.js';
 import { openCheckpointing, storeDirOf } from './checkpointing.js';
 import { CheckpointGroup, RollingBehaviour } from './group.js';
-import { restoreGroup, type RestoreReport } from './restore.js';
+import { loadCheckpoint, restoreGroup, type RestoreReport } from './restore.js';
+import { checkRecordedComposition } from './recorded-composition.js';
 import { readRunRecord } from './run-record.js';
 import { CheckpointRun, DEFAULT_KEEP, type CheckpointRunReport } from './run-checkpoints.js';
-import { writeFileDurable } from '../durable-file.js';
+import { discardStaged, publishStaged, stageFileDurable, type StagedFile } from '../durable-file.js';
+import { isWriteFailure, writeFailureOfErrno } from '../write-failure.js';
+import type { CheckpointStore, GenerationRecord } from '../store/store.js';
 
 export const ABANDONED_TRACE_FILE = 'trace.abandoned.jsonl';
 
@@ -128,15 +136,19 @@ export async function resumeRun(runDirArg: string, opts: ResumeOptions = {}): Pr
 async function resumeLocked(runDir: string, opts: ResumeOptions): Promise<ResumeResult> {
   const rec = readRunRecord(runDir);
   const plan = rec.plan;
-  const total = opts.steps ?? rec.steps;
-  if (!existsSync(join(storeDirOf(runDir), 'manifest.json'))) refuse('struct_run_record', `${storeDirOf(runDir)}: no checkpoint store (run with --checkpoint-every K to make a run resumable)`, 'store');
+  requireStore(runDir);
   const tracePath = join(runDir, RUN_FILES.trace);
   if (!existsSync(tracePath)) refuse('struct_run_record', `${tracePath}: missing`, 'trace.jsonl');
 
+  // Everything is checked before any worker starts: the checkpoint is read and verified, run.json
+  // must be its composition, the boundary must fit the steps, the trace must match the chain.
   const ck = await openCheckpointing(runDir, { keep: DEFAULT_KEEP });
-  const record = ck.store.select(opts.checkpointId);
+  const record = selectCheckpoint(ck.store, opts.checkpointId, runDir);
+  const loaded = await loadCheckpoint({ store: ck.store, checkpointId: record.checkpointId });
+  checkRecordedComposition(loaded.envelope.manifest, rec, runDir);
   const k = BigInt(record.boundary);
-  if (BigInt(total) < k) refuse('struct_run_record', `--steps ${total} is before the checkpoint boundary ${k} of ${record.checkpointId}`, '--steps');
+  const total = opts.steps ?? rec.steps;
+  checkTotal(total, opts.steps !== undefined, k, record.checkpointId, runDir);
   const split = splitTrace(readFileSync(tracePath, 'utf8'), k, tracePath);
   const baseEpoch = split.keptBehaviours[0]?.scope.epoch ?? rec.epoch;
   const chain = new RollingBehaviour(baseEpoch);
@@ -144,9 +156,13 @@ async function resumeLocked(runDir: string, opts: ResumeOptions): Promise<Resume
   const epoch = epochId(epochsSeen(runDir, rec.epoch, split.epochs) + 1);
   const runEvent = lastRunEvent(runDir);
   const every = opts.checkpointEvery ?? runEvent.every;
+  // The cut trace is written (and fsynced) now, beside the files it replaces: running out of space
+  // here refuses the resume with nothing changed; after the restore only renames remain.
+  const cut = stageTraceCut(runDir, split);
 
-  const dest = pino.destination({ dest: join(runDir, RUN_FILES.log), sync: true, append: true });
-  const logger: Logger = pino({ level: opts.logLevel ?? 'info', base: { sessionId: plan.sessionId } }, dest);
+  // run.log is held in memory until the restore is accepted: a refused resume leaves it untouched.
+  const log = new RunLog(join(runDir, RUN_FILES.log), { deferred: true });
+  const logger: Logger = pino({ level: opts.logLevel ?? 'info', base: { sessionId: plan.sessionId } }, log);
   const startedAt = process.hrtime.bigint();
   const startedWall = Date.now();
   const controller = new AbortController();
@@ -160,6 +176,7 @@ async function resumeLocked(runDir: string, opts: ResumeOptions): Promise<Resume
   let restored: RestoreReport | undefined;
   let checkpoints: CheckpointRun | undefined;
   const digest = new BehaviourDigest();
+  for (const b of split.keptBehaviours) digest.add(rebase(b, baseEpoch));
   let done = Number(k);
   try {
     fleet = await launchFleet(plan, { logger, signal: controller.signal, commandFor: opts.commandFor });
@@ -169,11 +186,10 @@ async function resumeLocked(runDir: string, opts: ResumeOptions): Promise<Resume
     const group = new CheckpointGroup({ plan, fleet, lockstep, logger, writer: ck.writer, ledger: ck.ledger, baseEpoch });
     const ledgerDetail: Record<string, JsonValue> = { tornLines: String(split.abandoned.length - split.abandonedSteps.length) };
     if (split.abandonedSteps.length > 0) ledgerDetail.abandonedSteps = { from: split.abandonedSteps[0]!.toString(), to: split.abandonedSteps[split.abandonedSteps.length - 1]!.toString() };
-    restored = await restoreGroup(group, { store: ck.store, checkpointId: record.checkpointId }, { epoch, expectBehaviour: chain.prefix(), ledgerDetail });
-    // The restore succeeded: only now is the run directory's trace cut back to the boundary.
-    if (split.abandoned.length > 0) appendFileSync(join(runDir, ABANDONED_TRACE_FILE), `${split.abandoned.join('\n')}\n`);
-    writeFileDurable(join(runDir, RUN_FILES.trace), split.kept.length > 0 ? `${split.kept.join('\n')}\n` : '');
-    for (const b of split.keptBehaviours) digest.add(rebase(b, baseEpoch));
+    restored = await restoreGroup(group, { store: ck.store, checkpointId: record.checkpointId, loaded }, { epoch, expectBehaviour: chain.prefix(), ledgerDetail });
+    // The restore succeeded: only now does the run directory change (log, then the trace cut by renames).
+    log.accept();
+    publishStaged(cut);
     group.resume();
     logger.info({ restored: { checkpointId: restored.checkpointId, boundary: String(restored.boundary), epoch, abandoned: split.abandoned.length } }, 'restored');
 
@@ -191,23 +207,30 @@ async function resumeLocked(runDir: string, opts: ResumeOptions): Promise<Resume
       digest.add(rebase(trace.behaviour, baseEpoch));
       done++;
       await checkpoints?.maybeCapture();
+      log.throwIfFailed();
       opts.onProgress?.({ step: done, steps: total, elapsedMs: Date.now() - startedWall });
     }
+    log.throwIfFailed();
   } catch (e) {
     if (!restored) {
-      // Refused before anything in the run directory changed: stop the workers and pass the refusal on.
+      // Refused before anything in the run directory changed: stop the workers, drop the held log
+      // and the staged trace cut, and pass the refusal on (a failed write named as one).
       await fleet?.shutdown('run-failed', 500);
       opts.signal?.removeEventListener('abort', onAbort);
-      dest.flushSync();
-      throw e;
+      log.discard();
+      log.close();
+      discardStaged(cut);
+      throw writeFailureOfErrno(e) ?? e;
     }
-    failure = e instanceof RunFailure ? e : new RunFailure('protocol', e instanceof Error ? e.message : String(e), { phase: 'prepare', step: String(done) });
+    failure = failureOf(e, String(done), 'prepare');
     logger.error({ failure: failure.toJSON() }, 'resume failed');
   } finally {
     opts.signal?.removeEventListener('abort', onAbort);
     await fleet?.shutdown(failure ? 'run-failed' : 'run-complete', failure ? 500 : 2_000);
-    traces?.close();
   }
+  // A trace cut that was never published (its rename failed) leaves nothing behind.
+  discardStaged(cut);
+  failure = closeNoting(() => traces?.close(), failure, String(done));
   const extra = checkpoints ? await checkpoints.finish(failure) : {};
   await ck.ledger.flush().catch(() => undefined);
   const summary = {
@@ -231,9 +254,10 @@ async function resumeLocked(runDir: string, opts: ResumeOptions): Promise<Resume
     },
     ...extra,
   };
-  writeJsonDurable(runDir, RUN_FILES.summary, summary);
+  failure = writeSummary(runDir, summary, failure, String(done));
   logger.info({ summary }, 'resume finished');
-  dest.flushSync();
+  log.close();
+  failure ??= log.failure ? RunFailure.ofWrite(log.failure, { step: String(done), phase: 'shutdown' }) : undefined;
   if (failure) {
     failure.runDir = runDir;
     throw failure;
@@ -250,6 +274,56 @@ async function resumeLocked(runDir: string, opts: ResumeOptions): Promise<Resume
   };
 }
 
+/**
+ * The files of the trace cut, staged (written and fsynced as temporaries, not yet in place):
+ * trace.jsonl with exactly the steps before the boundary, and trace.abandoned.jsonl with what it
+ * held plus every line beyond the boundary. Publishing them is renames only, so the cut is
+ * all-or-nothing against a full disk; a failure to stage removes what was staged and names the file.
+ */
+function stageTraceCut(runDir: string, split: TraceSplit): StagedFile[] {
+  const staged: StagedFile[] = [];
+  try {
+    if (split.abandoned.length > 0) {
+      const path = join(runDir, ABANDONED_TRACE_FILE);
+      const before = existsSync(path) ? readFileSync(path, 'utf8') : '';
+      const sep = before === '' || before.endsWith('\n') ? '' : '\n';
+      staged.push(stageFileDurable(path, `${before}${sep}${split.abandoned.join('\n')}\n`));
+    }
+    staged.push(stageFileDurable(join(runDir, RUN_FILES.trace), split.kept.length > 0 ? `${split.kept.join('\n')}\n` : ''));
+    return staged;
+  } catch (e) {
+    discardStaged(staged);
+    throw isWriteFailure(e) ? e.withNote('resume refused before any worker started; nothing in the run directory changed') : e;
+  }
+}
+
+/** The run must have a checkpoint store; a run that checkpoints but never committed one is told so. */
+function requireStore(runDir: string): void {
+  const store = storeDirOf(runDir);
+  if (existsSync(join(store, 'manifest.json'))) return;
+  if (existsSync(store) || lastRunEvent(runDir).every > 0) refuseNoCommit(runDir);
+  refuse('struct_run_record', `${store}: no checkpoint store (run with --checkpoint-every K to make a run resumable)`, 'store');
+}
+
+function refuseNoCommit(runDir: string): never {
+  const every = lastRunEvent(runDir).every;
+  const how = every > 0 ? `the run checkpoints every ${every} steps and ` : '';
+  throw new DetsimError('ident_store_empty', `${storeDirOf(runDir)}: no checkpoint was committed yet (${how}it stopped before its first checkpoint was committed); there is nothing to resume from`, 'store');
+}
+
+/** The named checkpoint, or the store's high-water mark; an empty store is "no checkpoint committed yet". */
+function selectCheckpoint(store: CheckpointStore, checkpointId: Id | undefined, runDir: string): GenerationRecord {
+  if (checkpointId === undefined && store.highWater() === null) refuseNoCommit(runDir);
+  return store.select(checkpointId);
+}
+
+/** The boundary must not lie beyond the steps to continue to; the message names where that total came from. */
+function checkTotal(total: number, fromFlag: boolean, k: bigint, checkpointId: Id, runDir: string): void {
+  if (BigInt(total) >= k) return;
+  if (fromFlag) refuse('struct_run_record', `--steps ${total} is before the boundary ${k} of checkpoint ${checkpointId}`, '--steps');
+  refuse('struct_run_record', `checkpoint ${checkpointId} is at boundary ${k} (${join(storeDirOf(runDir), 'manifest.json')}), beyond the run's total of ${total} steps (${join(runDir, RUN_FILES.run)} steps); pass --steps N with N ≥ ${k} to continue past it`, 'steps');
+}
+
 function rebase(b: TraceBehaviour, base: Id): TraceBehaviour {
   return b.scope.epoch === base ? b : new EpochRebase(b.scope.epoch, base).apply(b);
 }
@@ -258,7 +332,9 @@ function rebase(b: TraceBehaviour, base: Id): TraceBehaviour {
 function lastRunEvent(runDir: string): { every: number; keep: number } {
   let every = 0;
   let keep = DEFAULT_KEEP;
-  for (const line of readFileSync(join(runDir, LEDGER_FILE), 'utf8').split('\n')) {
+  const path = join(runDir, LEDGER_FILE);
+  if (!existsSync(path)) return { every, keep };
+  for (const line of readFileSync(path, 'utf8').split('\n')) {
     if (!line.includes('"event":"run"')) continue;
     try {
       const d = (JSON.parse(line) as { detail?: { checkpointEvery?: string; keep?: string } }).detail;

@@ -7,10 +7,9 @@ import { resumeRun, type ResumeProgress } from '../checkpoint/resume.js';
 import { canonicalize } from '../formats/canonical-json.js';
 import { DetsimError } from '../formats/errors.js';
 import { readId } from '../formats/scalars.js';
-import { isRunFailure } from '../run-failure.js';
 import { checkpointSummaryLines } from './checkpoint-flags.js';
-import { receiptWarnings, writeReceipt } from '../receipt/receipt.js';
 import { action, ExitError, formatError, writeStdout } from './common.js';
+import { receiptOf, runFailureExit } from './run-outcome.js';
 
 interface ResumeCommandOptions {
   checkpoint?: string;
@@ -65,8 +64,7 @@ export function registerResume(program: Command): void {
             onEvent: (line) => process.stderr.write(`${line}\n`),
           });
           // DIFF=0 receipt (coordinator/receipt): hashed with later epochs rebased, so it equals the uninterrupted run's.
-          const receipt = writeReceipt(r.runDir);
-          for (const w of receiptWarnings(receipt)) process.stderr.write(`${w}\n`);
+          const receipt = receiptOf(r.runDir, 'resume');
           if (opts.json) writeStdout(canonicalize({ ...r, reproHash: receipt.reproHash }));
           else {
             writeStdout(`run directory    ${r.runDir}`);
@@ -78,8 +76,7 @@ export function registerResume(program: Command): void {
         } catch (e) {
           // A refused checkpoint failed verification: exit 1 with the check named, nothing changed.
           if (isCheckpointRefusal(e)) throw new ExitError(1, formatError(e));
-          if (isRunFailure(e)) throw new ExitError(e.kind === 'aborted' ? 130 : 1, `detsim: resume failed: ${e.message}${e.runDir ? `\ndetsim: run directory ${e.runDir}` : ''}`);
-          throw e;
+          throw runFailureExit(e, 'resume');
         } finally {
           process.off('SIGINT', onSignal);
           process.off('SIGTERM', onSignal);

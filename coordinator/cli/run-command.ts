@@ -8,11 +8,10 @@ import { canonicalize } from '../formats/canonical-json.js';
 import { DetsimError } from '../formats/errors.js';
 import { checkWorkerBinaries } from '../launcher.js';
 import { DISPATCH_MODES, type Dispatch } from '../lockstep.js';
-import { isRunFailure } from '../run-failure.js';
 import { runSession, type RunProgress } from '../run.js';
-import { receiptWarnings, writeReceipt } from '../receipt/receipt.js';
-import { action, ExitError, writeStdout } from './common.js';
+import { action, writeStdout } from './common.js';
 import { checkpointRunFromFlags, checkpointSummaryLines } from './checkpoint-flags.js';
+import { receiptOf, runFailureExit } from './run-outcome.js';
 
 interface RunCommandOptions {
   checkpointEvery?: string;
@@ -23,9 +22,8 @@ interface RunCommandOptions {
   json?: boolean;
 }
 
-/** Exit codes: 0 done, 1 the run failed (a worker died, stalled or misbehaved), 2 bad input, 130 interrupted. */
-export const RUN_FAILED_EXIT = 1;
-export const INTERRUPTED_EXIT = 130;
+/** Exit codes: 0 done, 1 the run failed (a worker died, stalled or misbehaved, a file could not be written), 2 bad input, 130 interrupted. */
+export { INTERRUPTED_EXIT, RUN_FAILED_EXIT } from './run-outcome.js';
 
 function readSteps(text: string | undefined): number | undefined {
   if (text === undefined) return undefined;
@@ -106,8 +104,7 @@ export function registerRun(program: Command): void {
           const result = await runSession(plan, { outDir: opts.out, steps, dispatch, onProgress: progress.update, handleSignals: true, ...(checkpoints ? { extension: checkpoints } : {}) });
           progress.stop();
           // DIFF=0 receipt (coordinator/receipt): receipt.json in the run directory, its ReproHash printed.
-          const receipt = writeReceipt(result.runDir);
-          for (const w of receiptWarnings(receipt)) process.stderr.write(`${w}\n`);
+          const receipt = receiptOf(result.runDir, 'run');
           if (opts.json) writeStdout(canonicalize({ ...result, reproHash: receipt.reproHash, ...(checkpoints ? { checkpoints: checkpoints.result } : {}) }));
           else {
             writeStdout(`run directory    ${result.runDir}`);
@@ -117,11 +114,7 @@ export function registerRun(program: Command): void {
           }
         } catch (e) {
           progress.stop();
-          if (isRunFailure(e)) {
-            const where = e.runDir ? `\ndetsim: run directory ${e.runDir}` : '';
-            throw new ExitError(e.kind === 'aborted' ? INTERRUPTED_EXIT : RUN_FAILED_EXIT, `detsim: run failed: ${e.message}${where}`);
-          }
-          throw e;
+          throw runFailureExit(e, 'run');
         }
       }),
     );

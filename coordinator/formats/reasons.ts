@@ -56,6 +56,7 @@ export const REASONS = {
   size_payload_count_over_64: { layer: 'L2', summary: 'more than 64 payloads in one envelope' },
   size_agents_over_60: { layer: 'L2', summary: 'more than 60 agents in one composition (envelope v1 bound)' },
   size_message_too_large: { layer: 'L2', summary: 'a message exceeds the negotiated size limit' },
+  size_no_space: { layer: 'L2', summary: 'a run directory file could not be written: no space left on the device (ENOSPC, EDQUOT, EFBIG); files written before stay as they were' },
   // L5 identity
   ident_seed_collision: { layer: 'L5', summary: 'two different agent ids derived the same i32 seed (warning)' },
   ident_seed_mismatch: { layer: 'L5', summary: 'a seed differs from the one recorded for the agent' },
@@ -86,6 +87,7 @@ export const REASONS = {
   audit_ledger_truncated: { layer: 'L7', summary: 'the ledger holds fewer lines than its head records (lines removed at the end)' },
   // Capture, restore and resume (coordinator/checkpoint/)
   struct_run_record: { layer: 'L1', summary: 'a run directory cannot be resumed: run.json, trace.jsonl or the store is missing or malformed' },
+  perm_write_failed: { layer: 'L4', summary: 'a run directory file could not be written: the system refused or failed the write (EIO, EROFS, EACCES, …); files written before stay as they were' },
   perm_run_dir_locked: { layer: 'L4', summary: 'the run directory is in use by a live process (its run.lock): one run, resume or store gc at a time' },
   perm_listen_not_local: { layer: 'L4', summary: 'a worker listen address is TCP on a non-loopback host (e.g. 0.0.0.0): only unix sockets and 127.0.0.0/8, ::1, localhost' },
   perm_model_not_launched: { layer: 'L4', summary: 'a model module a worker was not launched with (--model): a worker loads only the built-ins and its launched modules' },

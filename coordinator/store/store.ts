@@ -580,7 +580,7 @@ export async function loadGeneration(dir: string, record: GenerationRecord): Pro
   const implied = generationIdentityOf(envelope.manifest);
   for (const field of IDENTITY_FIELDS) {
     if (implied[field] !== record[field]) {
-      fail(`record.${field}`, 'audit_generation_record', `the envelope manifest implies ${field} ${JSON.stringify(implied[field])}, the store records ${JSON.stringify(record[field])}`);
+      fail(`record.${field}`, 'audit_generation_record', `the envelope manifest implies ${field} ${JSON.stringify(implied[field])}, ${join(dir, STORE_MANIFEST_FILE)} records ${JSON.stringify(record[field])}`);
     }
   }
   return { record, bytes, envelope };

@@ -1,0 +1,117 @@
+// A full disk under a run directory, for real (a tiny tmpfs): every failed write is one line
+// `detsim: [size_no_space] …`, a non-zero exit and no stack trace, and the files already written
+// stay consistent — trace.jsonl holds whole lines only, summary.json is either whole and agrees
+// with the trace or absent and said to be, receipt.json is never half written. Also the write
+// primitives themselves (trace writer, durable replace) on a full disk.
+import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { writeFileDurable } from '../../coordinator/durable-file.js';
+import { parseStrict } from '../../coordinator/formats/canonical-json.js';
+import { TraceWriter } from '../../coordinator/run-dir.js';
+import { BehaviourDigest, type TransitionTrace } from '../../coordinator/trace.js';
+import { WriteFailure } from '../../coordinator/write-failure.js';
+import { detsim } from '../checkpoint/cli.js';
+import { fullDiskUnavailable, mountSmallDisk, PAGE, type SmallDisk } from '../full-disk.js';
+
+const T = 300_000;
+let disk: SmallDisk | undefined;
+afterEach(() => {
+  disk?.unmount();
+  disk = undefined;
+});
+
+function small(bytes: number): SmallDisk {
+  disk = mountSmallDisk(bytes);
+  return disk;
+}
+
+/** The run's stderr must end in exactly one refusal line and carry no stack trace. */
+function lastLine(stderr: string): string {
+  expect(stderr).not.toMatch(/\n\s+at /);
+  return stderr.trim().split('\n').at(-1)!;
+}
+
+describe.skipIf(fullDiskUnavailable !== null)('a full disk under detsim run', () => {
+  it('trace.jsonl fills the disk mid-run: one named line, exit 1, whole trace lines, summary whole and consistent or said to be missing', () => {
+    const d = small(64 * 1024);
+    const r = detsim(['run', 'examples/lif-pair.yaml', '--steps', '400', '--out', d.dir]);
+    expect(r.status).toBe(1);
+    const line = lastLine(r.stderr);
+    expect(line).toMatch(/^detsim: \[size_no_space\] run failed: the run could not write its files at step [0-9]+, phase [a-z-]+: cannot write .*\/lif-pair-1\/(trace\.jsonl|run\.log): no space left on the device \(ENOSPC\)/);
+    const dir = join(d.dir, 'lif-pair-1');
+    const text = readFileSync(join(dir, 'trace.jsonl'), 'utf8');
+    expect(text === '' || text.endsWith('\n')).toBe(true);
+    const traces = text.split('\n').filter((l) => l !== '').map((l) => parseStrict(l) as unknown as TransitionTrace);
+    expect(traces.map((t) => t.behaviour.scope.step)).toEqual(traces.map((_, i) => String(i)));
+    expect(readdirSync(dir).filter((f) => f.startsWith('tmp-'))).toEqual([]);
+    if (existsSync(join(dir, 'summary.json'))) {
+      const summary = parseStrict(readFileSync(join(dir, 'summary.json'))) as Record<string, any>;
+      const digest = new BehaviourDigest();
+      for (const t of traces) digest.add(t.behaviour);
+      expect(summary).toMatchObject({ status: 'failed', stepsDone: traces.length, behaviourDigest: digest.digest(), failure: { kind: 'io' } });
+    } else {
+      expect(line).toMatch(/summary\.json was not written either \(ENOSPC\)$/);
+    }
+  }, T);
+
+  it('receipt.json does not fit after a completed run: one named line, exit 1, the run files complete, no receipt', () => {
+    // Calibrate on this machine: what a 40-step run leaves, and how big its receipt is.
+    const d = small(2 * 1024 * 1024);
+    const cal = detsim(['run', 'examples/lif-pair.yaml', '--steps', '40', '--out', d.dir]);
+    expect(cal.status, cal.stderr).toBe(0);
+    const receiptPages = Math.ceil(readFileSync(join(d.dir, 'lif-pair-1', 'receipt.json')).length / PAGE);
+    rmSync(join(d.dir, 'lif-pair-1', 'receipt.json'));
+    const runUsed = d.used();
+    rmSync(join(d.dir, 'lif-pair-1'), { recursive: true });
+    expect(receiptPages).toBeGreaterThanOrEqual(8);
+    // Room for the run and its transients, and for half its receipt.
+    d.resize(runUsed + (2 + Math.floor(receiptPages / 2)) * PAGE);
+    const r = detsim(['run', 'examples/lif-pair.yaml', '--steps', '40', '--out', d.dir]);
+    expect(r.status).toBe(1);
+    expect(lastLine(r.stderr)).toMatch(/^detsim: \[size_no_space\] run completed but its receipt was not written: cannot write .*\/lif-pair-1\/receipt\.json: no space left on the device \(ENOSPC\); run\.json, trace\.jsonl and summary\.json are complete$/);
+    const dir = join(d.dir, 'lif-pair-1');
+    expect(existsSync(join(dir, 'receipt.json'))).toBe(false);
+    expect(readdirSync(dir).filter((f) => f.startsWith('tmp-'))).toEqual([]);
+    expect(parseStrict(readFileSync(join(dir, 'summary.json')))).toMatchObject({ status: 'completed', stepsDone: 40 });
+  }, T);
+});
+
+describe.skipIf(fullDiskUnavailable !== null)('write primitives on a full disk', () => {
+  it('the trace writer cuts a line it could not finish and names the file', () => {
+    const d = small(16 * 1024);
+    const path = join(d.dir, 'trace.jsonl');
+    const w = new TraceWriter(path);
+    const line = `{"step":"${'x'.repeat(3000)}"}`;
+    let written = 0;
+    let error: unknown;
+    try {
+      for (;;) {
+        w.appendLine(line);
+        written++;
+      }
+    } catch (e) {
+      error = e;
+    }
+    w.close();
+    expect(error).toBeInstanceOf(WriteFailure);
+    expect(error).toMatchObject({ reason: 'size_no_space', code: 'ENOSPC', path });
+    expect(readFileSync(path, 'utf8')).toBe(`${line}\n`.repeat(written));
+  });
+
+  it('a durable replace that does not fit leaves the old file and no temporary', () => {
+    const d = small(16 * 1024);
+    const path = join(d.dir, 'summary.json');
+    writeFileSync(path, 'old\n');
+    d.fillLeaving(PAGE);
+    let error: unknown;
+    try {
+      writeFileDurable(path, 'n'.repeat(3 * PAGE));
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toMatchObject({ reason: 'size_no_space', code: 'ENOSPC', path, message: `cannot write ${path}: no space left on the device (ENOSPC)` });
+    expect(readFileSync(path, 'utf8')).toBe('old\n');
+    expect(readdirSync(d.dir).sort()).toEqual(['filler', 'summary.json']);
+  });
+});
