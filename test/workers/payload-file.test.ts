@@ -4,14 +4,15 @@
 // that flag it reads none; byteLength is bounded by the file before anything is allocated; and no
 // refusal carries a digest of what was read, a size, or whether a file outside the store exists.
 // Not the attachment path (capture-restore.test.ts) and not the coordinator's restore.
+import { spawnSync } from 'node:child_process';
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { METHODS, type CallReply, type CaptureResult, type WorkerClient } from '../../coordinator/protocol/index.js';
 import { PAYLOAD_FILE_REFUSALS } from '../../workers/payload-file.js';
-import { ensureRustWorker, rustWorkerSkip, spawnAgentWorker, type Runtime } from '../cross-lang/rust-worker.js';
-import { SESSION, STEP_60HZ, errorOf, resultOf, scope, stopAll } from './harness.js';
+import { commandOf, ensureRustWorker, rustWorkerSkip, spawnAgentWorker, type Runtime } from '../cross-lang/rust-worker.js';
+import { REPO_ROOT, SESSION, STEP_60HZ, errorOf, resultOf, scope, stopAll } from './harness.js';
 
 afterAll(stopAll);
 
@@ -111,6 +112,14 @@ for (const runtime of ['typescript', 'rust'] as const) {
       expect(refusedWith(await stage(client, { path: goodFile, offset: String(OFFSET + 1) }))).toEqual({ code: 'BUFFER_INVALID', message: 'params.payload.digest: the payload digest check failed for payload agent-a-walk' });
       const token = resultOf<{ restoreToken: string }>(await stage(client, { path: goodFile, offset: String(OFFSET) })).restoreToken;
       resultOf(await client.call(METHODS.activateRestore, scope(K, 'e2'), { restoreToken: token, agentId: AGENT.agentId }));
+    });
+
+    it('a relative --store-dir is refused at start: one line naming the flag, exit 2, nothing listens', () => {
+      const { command, args } = commandOf(runtime);
+      const r = spawnSync(command, [...args, '--listen', `unix:${join(root, 'never.sock')}`, '--role', 'agent', '--worker-id', 'w-rel', '--store-dir', 'runs/x/store'], { cwd: REPO_ROOT, encoding: 'utf8' });
+      expect(r.status).toBe(2);
+      expect(r.stderr.trim().split('\n')).toEqual(['detsim: [struct_invalid_field] --store-dir "runs/x/store" is not an absolute path']);
+      expect(r.stdout).toBe('');
     });
 
     it('a worker started without --store-dir reads no payload file, not even the store\'s', async () => {

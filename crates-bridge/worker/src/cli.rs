@@ -203,5 +203,8 @@ mod tests {
         assert_eq!(refused(&["--listen", "unix:/tmp/x", "--role", "agent", "--worker-id", "W"]), "--worker-id");
         assert_eq!(refused(&["--listen", "unix:/tmp/x", "--role", "agent", "--worker-id", "w", "--max-message-bytes", "1024"]), "--max-message-bytes");
         assert_eq!(refused(&["--listen", "unix:/tmp/x", "--bogus"]), "Unknown option '--bogus'");
+        assert_eq!(refused(&["--listen", "unix:/tmp/x", "--role", "agent", "--worker-id", "w", "--store-dir", "runs/store"]), "--store-dir");
+        let o = parse(&args(&["--listen", "unix:/tmp/x", "--role", "agent", "--worker-id", "w", "--store-dir", "/r/store"])).ok().unwrap();
+        assert_eq!(o.store_dir.as_deref(), Some("/r/store"));
     }
 }
