@@ -26,6 +26,8 @@ export interface LaunchOptions {
   signal?: AbortSignal;
   /** Test hook: replace the command for some workers (e.g. one that never becomes ready). */
   commandFor?: (worker: PlannedWorker) => WorkerCommand | undefined;
+  /** The run's checkpoint store, passed as `--store-dir`: the only place workers may read restore payloads from. */
+  storeDir?: string;
 }
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -74,6 +76,11 @@ export function checkWorkerBinaries(plan: RunPlan): void {
   if (!existsSync(path)) {
     throw new DetsimError('struct_invalid_field', `workers.runtime: rust needs the Rust worker binary, which is missing (${path}); build it once with: ${RUST_WORKER_BUILD_COMMAND}`, 'workers.runtime');
   }
+}
+
+/** `cmd` with `--store-dir <dir>` appended when the run has a checkpoint store (payload-file-v1 reads only there). */
+export function withStoreDir(cmd: WorkerCommand, storeDir: string | undefined): WorkerCommand {
+  return storeDir === undefined ? cmd : { command: cmd.command, args: [...cmd.args, '--store-dir', resolve(storeDir)] };
 }
 
 /** The command for one planned worker: the Rust binary for runtime rust, else the TypeScript worker. */
@@ -351,7 +358,7 @@ export async function launchFleet(plan: RunPlan, opts: LaunchOptions): Promise<F
   checkWorkerBinaries(plan);
   const socketDir = plan.transport === 'unix' ? socketDirFor(logger) : undefined;
   const base = defaultWorkerCommand();
-  const processes = plan.workers.map((w, i) => new WorkerProcess(w, opts.commandFor?.(w) ?? workerCommandFor(w, base), listenAddress(plan, socketDir, i), plan.sessionId, logger, launchedModelsFor(plan, w)));
+  const processes = plan.workers.map((w, i) => new WorkerProcess(w, withStoreDir(opts.commandFor?.(w) ?? workerCommandFor(w, base), opts.storeDir), listenAddress(plan, socketDir, i), plan.sessionId, logger, launchedModelsFor(plan, w)));
   logger.info({ workers: processes.map((p) => ({ workerId: p.plan.workerId, pid: p.pid, agents: p.plan.agentIds })) }, 'workers spawned');
   const connected: LaunchedWorker[] = [];
   const startedAt = Date.now();

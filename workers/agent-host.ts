@@ -431,7 +431,7 @@ export class AgentHost {
       if (scope.epoch === live.epoch) throw new ProtocolRefusal('STALE_EPOCH', `agent ${agentId}: the restore epoch ${scope.epoch} must be new (it is the current epoch)`);
     }
     if (this.staged.has(agentId)) throw new ProtocolRefusal('CONFLICT', `agent ${agentId} already has a staged restore`);
-    const payload = this.readPayload(await stagedPayload(attachment, staged), agentId, checkpointId, sourceScope);
+    const payload = this.readPayload(await stagedPayload(attachment, staged, this.ctx.storeDir), agentId, checkpointId, sourceScope);
     // Compatibility is recomputed from this worker's own config (or, on a fresh worker, from the
     // model code it would load) plus the payload's seed, never taken from the payload.
     const identity = live

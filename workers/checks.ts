@@ -2,11 +2,11 @@
 // attachment verification, restore tokens and compatibility digests. Each throws a
 // ProtocolRefusal with the protocol's code; none of them mutates anything.
 import { createHash } from 'node:crypto';
-import { open } from 'node:fs/promises';
 import { isAbsolute } from 'node:path';
 import { canonicalDigest } from '../coordinator/formats/canonical-json.js';
 import { type Scope, readDigest, readId, readObject, readScope, readU64, refuseUnknownFields } from '../coordinator/formats/scalars.js';
 import { type PayloadRef, ProtocolRefusal, type Request } from '../coordinator/protocol/index.js';
+import { type PayloadFile, readStoreRange } from './payload-file.js';
 
 export function requireScope(req: Request): Scope {
   if (!req.scope) throw new ProtocolRefusal('INVALID_ARGUMENT', `${req.method} needs a scope`);
@@ -40,13 +40,22 @@ export function sha256(bytes: Uint8Array | string): string {
 }
 
 /** The staged payload must be exactly the referenced bytes: length first, then digest. */
-export function checkAttachment(attachment: Uint8Array | undefined, ref: PayloadRef): void {
+export function checkAttachment(attachment: Uint8Array | undefined, ref: PayloadRef, payloadName: string): void {
   if (!attachment) throw new ProtocolRefusal('BUFFER_INVALID', 'StageRestore carries no payload attachment');
   if (String(attachment.byteLength) !== ref.byteLength) {
     throw new ProtocolRefusal('BUFFER_INVALID', `payload attachment is ${attachment.byteLength} bytes; payload.byteLength says ${ref.byteLength}`);
   }
-  const digest = sha256(attachment);
-  if (digest !== ref.digest) throw new ProtocolRefusal('BUFFER_INVALID', `payload attachment digest ${digest} differs from payload.digest ${ref.digest}`);
+  checkDigest(attachment, ref, payloadName);
+}
+
+/** Never echo the digest of what was read: with payload-file-v1 that would be an oracle on a file's bytes. */
+function checkDigest(bytes: Uint8Array, ref: PayloadRef, payloadName: string): void {
+  if (sha256(bytes) !== ref.digest) throw new ProtocolRefusal('BUFFER_INVALID', `params.payload.digest: the payload digest check failed for payload ${payloadName}`);
+}
+
+/** The envelope's name for a participant's payload (checkpoint/manifest.ts PAYLOAD_NAMES). */
+function payloadNameOf(agentId: string | null): string {
+  return agentId === null ? 'world' : `agent-${agentId}`;
 }
 
 /** `rt-` + 32 hex: bound to checkpoint, scope, payload bytes and this worker incarnation. */
@@ -106,11 +115,6 @@ export interface StageParams {
   file: PayloadFile | null;
 }
 
-export interface PayloadFile {
-  path: string;
-  offset: number;
-}
-
 /**
  * Read State.StageRestore params (DetsimError on a malformed field) and check them against the
  * request scope. `host` says who this worker hosts: agents need an agentId, the environment null.
@@ -136,50 +140,23 @@ function readPayloadFile(value: unknown): PayloadFile {
   const f = readObject(value, 'params.payload.file');
   refuseUnknownFields(f, ['path', 'offset'], 'params.payload.file');
   if (typeof f.path !== 'string' || !isAbsolute(f.path)) throw new ProtocolRefusal('INVALID_ARGUMENT', `params.payload.file.path ${JSON.stringify(f.path ?? null)} is not an absolute path`);
-  const offset = Number(readU64(f.offset, 'params.payload.file.offset'));
-  if (!Number.isSafeInteger(offset)) throw new ProtocolRefusal('INVALID_ARGUMENT', `params.payload.file.offset ${String(f.offset)} is beyond any file this worker can read`);
-  return { path: f.path, offset };
+  return { path: f.path, offset: BigInt(readU64(f.offset, 'params.payload.file.offset')) };
 }
 
 /**
  * The bytes to stage, exactly the referenced ones (length, then digest): the request's attachment,
- * or with payload-file-v1 the range of a local file (a checkpoint the coordinator verified; the
- * worker hashes what it read, so a file changed since is refused, never staged).
+ * or with payload-file-v1 a range of a checkpoint file in the run's store (`storeDir`, given at
+ * launch; without it every payload file is refused). The worker hashes what it read, so a file
+ * changed since the coordinator verified it is refused, never staged.
  */
-export async function stagedPayload(attachment: Uint8Array | undefined, staged: StageParams): Promise<Uint8Array> {
+export async function stagedPayload(attachment: Uint8Array | undefined, staged: StageParams, storeDir: string | undefined): Promise<Uint8Array> {
+  const name = payloadNameOf(staged.agentId);
   if (!staged.file) {
-    checkAttachment(attachment, staged.ref);
+    checkAttachment(attachment, staged.ref, name);
     return attachment!;
   }
   if (attachment) throw new ProtocolRefusal('INVALID_ARGUMENT', 'StageRestore carries both an attachment and params.payload.file: send one');
-  const { path, offset } = staged.file;
-  const bytes = await readRange(path, offset, Number(staged.ref.byteLength));
-  const digest = sha256(bytes);
-  if (digest !== staged.ref.digest) throw new ProtocolRefusal('BUFFER_INVALID', `payload read from ${path} at ${offset}: digest ${digest} differs from payload.digest ${staged.ref.digest}`);
+  const bytes = await readStoreRange(storeDir, staged.file, BigInt(staged.ref.byteLength));
+  checkDigest(bytes, staged.ref, name);
   return bytes;
-}
-
-async function readRange(path: string, offset: number, length: number): Promise<Buffer> {
-  const where = `payload file ${path} at ${offset}`;
-  let fh;
-  try {
-    fh = await open(path, 'r');
-  } catch (e) {
-    throw new ProtocolRefusal('BUFFER_INVALID', `${where}: cannot open: ${(e as Error).message}`);
-  }
-  try {
-    const out = Buffer.allocUnsafe(length);
-    let at = 0;
-    while (at < length) {
-      const { bytesRead } = await fh.read(out, at, length - at, offset + at);
-      if (bytesRead === 0) throw new ProtocolRefusal('BUFFER_INVALID', `${where}: the file ends after ${at} of ${length} bytes`);
-      at += bytesRead;
-    }
-    return out;
-  } catch (e) {
-    if (e instanceof ProtocolRefusal) throw e;
-    throw new ProtocolRefusal('BUFFER_INVALID', `${where}: cannot read: ${(e as Error).message}`);
-  } finally {
-    await fh.close().catch(() => undefined);
-  }
 }

@@ -275,7 +275,7 @@ export class EnvironmentHost {
     const live = this.env;
     if (live && scope.epoch === live.epoch) throw new ProtocolRefusal('STALE_EPOCH', `environment: the restore epoch ${scope.epoch} must be new (it is the current epoch)`);
     if (this.staged) throw new ProtocolRefusal('CONFLICT', 'the environment already has a staged restore');
-    const payload = this.readPayload(await stagedPayload(attachment, staged), checkpointId, sourceScope);
+    const payload = this.readPayload(await stagedPayload(attachment, staged, this.ctx.storeDir), checkpointId, sourceScope);
     let identity: EnvIdentity;
     if (live) {
       const seed = payload.seed as number;

@@ -10,6 +10,8 @@ export interface HostContext {
   readonly strictUserModels: boolean;
   /** The absolute model module paths this worker was launched with; no other module is loaded. */
   readonly launchedModels: readonly string[];
+  /** The run's checkpoint store (`--store-dir`): the only place payload-file-v1 may read; none: no payload files. */
+  readonly storeDir?: string | undefined;
   /** Record real progress: bumps progressCounter and lastCompletedRequestId. */
   progress(requestId: string): void;
 }

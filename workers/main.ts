@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // Worker process entry: `node workers/main.js --listen unix:/path|host:port --role agent|environment
-// --worker-id <Id> [--session <Id>] [--model <path>]… [--strict] [--max-message-bytes N] [--no-parent-watch]`.
+// --worker-id <Id> [--session <Id>] [--model <path>]… [--strict] [--max-message-bytes N] [--no-parent-watch]
+// [--store-dir <abs path>]`.
 // Argument parsing only; everything else is workers/process.ts.
 import { parseArgs } from 'node:util';
 import { DetsimError } from '../coordinator/formats/errors.js';
@@ -17,6 +18,7 @@ try {
       strict: { type: 'boolean' },
       'max-message-bytes': { type: 'string' },
       'no-parent-watch': { type: 'boolean' },
+      'store-dir': { type: 'string' },
     },
     strict: true,
     allowPositionals: false,
@@ -30,6 +32,7 @@ try {
     strict: values.strict === true,
     maxMessageBytes: values['max-message-bytes'],
     parentWatch: values['no-parent-watch'] !== true,
+    storeDir: values['store-dir'],
   });
   await runWorkerProcess(options);
 } catch (e) {

@@ -3,6 +3,7 @@
 // runtime one at a time (replies in request order, each stream Hello-first) and exits on
 // Shutdown, SIGTERM/SIGINT, or when its parent goes away. Not the protocol semantics (runtime.ts).
 import { fstatSync, statSync } from 'node:fs';
+import { isAbsolute } from 'node:path';
 import { DetsimError } from '../coordinator/formats/errors.js';
 import { isId } from '../coordinator/formats/scalars.js';
 import { DEFAULT_MAX_MESSAGE_BYTES, type Role, type SessionConnection, type StartedServer, parseListenAddress, startWorkerServer } from '../coordinator/protocol/index.js';
@@ -24,6 +25,8 @@ export interface WorkerProcessOptions {
    * while model code blocks the event loop (a watchdog thread then SIGKILLs the process). Default true.
    */
   parentWatch?: boolean;
+  /** The run's checkpoint store: payload-file-v1 reads only files under it (absent: none). */
+  storeDir?: string;
 }
 
 export interface RawWorkerOptions {
@@ -36,6 +39,7 @@ export interface RawWorkerOptions {
   models?: unknown;
   maxMessageBytes?: unknown;
   parentWatch?: unknown;
+  storeDir?: unknown;
 }
 
 /** Validate CLI options; a refusal names the flag. */
@@ -55,6 +59,7 @@ export function readWorkerOptions(raw: RawWorkerOptions): WorkerProcessOptions {
   const models = readModelFlags(raw.models);
   const out: WorkerProcessOptions = { listen: raw.listen, role: raw.role, workerId: raw.workerId, strict: raw.strict === true, models, maxMessageBytes, parentWatch: raw.parentWatch !== false };
   if (typeof raw.session === 'string') out.sessionId = raw.session;
+  if (raw.storeDir !== undefined) out.storeDir = readStoreDir(raw.storeDir);
   return out;
 }
 
@@ -75,10 +80,16 @@ function readModelFlags(raw: unknown): string[] {
   }))].sort();
 }
 
+function readStoreDir(value: unknown): string {
+  if (typeof value !== 'string' || !isAbsolute(value)) throw new DetsimError('struct_invalid_field', `--store-dir ${JSON.stringify(value)} is not an absolute path`, '--store-dir');
+  return value;
+}
+
 /** Run until shutdown; resolves once the server is listening and the ready line is printed. */
 export async function runWorkerProcess(options: WorkerProcessOptions): Promise<{ server: StartedServer; runtime: WorkerRuntime }> {
   const runtimeOptions: ConstructorParameters<typeof WorkerRuntime>[0] = { role: options.role, workerId: options.workerId, strict: options.strict ?? false, models: options.models ?? [], maxMessageBytes: options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES };
   if (options.sessionId) runtimeOptions.sessionId = options.sessionId;
+  if (options.storeDir) runtimeOptions.storeDir = options.storeDir;
   const runtime = new WorkerRuntime(runtimeOptions);
   let chain: Promise<void> = Promise.resolve();
   let server: StartedServer | undefined;

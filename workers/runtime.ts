@@ -28,6 +28,8 @@ export interface RuntimeOptions {
   incarnationId?: string;
   /** Model module paths this worker may load besides the built-ins (`--model`); absolute. */
   models?: readonly string[];
+  /** The run's checkpoint store directory (payload-file-v1 reads only under it). */
+  storeDir?: string;
 }
 
 /**
@@ -58,6 +60,7 @@ export class WorkerRuntime implements HostContext {
   readonly role: Role;
   readonly strictUserModels: boolean;
   readonly launchedModels: readonly string[];
+  readonly storeDir: string | undefined;
   private boundSession: string | undefined;
   private progressCounter = 0n;
   private lastCompletedRequestId: string | null = null;
@@ -73,6 +76,7 @@ export class WorkerRuntime implements HostContext {
     this.boundSession = options.sessionId;
     this.strictUserModels = options.strict ?? false;
     this.launchedModels = options.models ?? [];
+    this.storeDir = options.storeDir;
     this.maxMessageBytes = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
     this.incarnationId = options.incarnationId ?? `inc-${randomBytes(8).toString('hex')}`;
     if (options.role === 'agent') this.agents = new AgentHost(this);

@@ -179,7 +179,7 @@ async function resumeLocked(runDir: string, opts: ResumeOptions): Promise<Resume
   for (const b of split.keptBehaviours) digest.add(rebase(b, baseEpoch));
   let done = Number(k);
   try {
-    fleet = await launchFleet(plan, { logger, signal: controller.signal, commandFor: opts.commandFor });
+    fleet = await launchFleet(plan, { logger, signal: controller.signal, commandFor: opts.commandFor, storeDir: storeDirOf(runDir) });
     // Fresh workers hold no epoch yet; the loop starts in the checkpoint's epoch and the restore moves it to the new one.
     const lockstep = new Lockstep(plan, fleet, { dispatch: rec.dispatch, epoch: record.epoch, startedAt, logger, signal: controller.signal });
     lockstep.identities = rec.identities;

@@ -16,9 +16,10 @@ export function registerWorker(program: Command): void {
     .option('--strict', 'strict mode for user models (Math.random, Date.now, new Date() throw)')
     .option('--max-message-bytes <n>', 'gRPC message size limit on both directions (default 8 MiB)')
     .option('--no-parent-watch', 'keep running when the parent process goes away')
+    .option('--store-dir <path>', 'the run\'s checkpoint store: the only directory State.StageRestore payload files may be read from')
     .action(
-      action(async (opts: { listen: string; role: string; workerId: string; session?: string; model: string[]; strict?: boolean; maxMessageBytes?: string; parentWatch: boolean }) => {
-        await runWorkerProcess(readWorkerOptions({ listen: opts.listen, role: opts.role, workerId: opts.workerId, session: opts.session, models: opts.model, strict: opts.strict === true, maxMessageBytes: opts.maxMessageBytes, parentWatch: opts.parentWatch }));
+      action(async (opts: { listen: string; role: string; workerId: string; session?: string; model: string[]; strict?: boolean; maxMessageBytes?: string; parentWatch: boolean; storeDir?: string }) => {
+        await runWorkerProcess(readWorkerOptions({ listen: opts.listen, role: opts.role, workerId: opts.workerId, session: opts.session, models: opts.model, strict: opts.strict === true, maxMessageBytes: opts.maxMessageBytes, parentWatch: opts.parentWatch, storeDir: opts.storeDir }));
       }),
     );
 }

@@ -250,7 +250,7 @@ describe('STATE-01 fault cases over real workers', () => {
     }));
     expect(e.participant).toBe('agent lif-b');
     expect(e.workerCode).toBe('BUFFER_INVALID');
-    expect(e.message).toMatch(/differs from payload.digest/);
+    expect(e.message).toMatch(/the payload digest check failed for payload agent-lif-b/);
     expect(e.message).toMatch(/nothing activates/);
     expect(Object.values(await epochs(s)).every((x) => x === 'e2')).toBe(true);
   }, T);

@@ -6,7 +6,7 @@ import { dirname, join, resolve } from 'node:path';
 import { pino } from 'pino';
 import { parseConfigText, resolveConfig, type RunPlan } from '../../coordinator/config.js';
 import { CheckpointGroup } from '../../coordinator/checkpoint/group.js';
-import { openCheckpointing, type Checkpointing, type CheckpointingOptions } from '../../coordinator/checkpoint/checkpointing.js';
+import { openCheckpointing, storeDirOf, type Checkpointing, type CheckpointingOptions } from '../../coordinator/checkpoint/checkpointing.js';
 import { launchFleet, type Fleet } from '../../coordinator/launcher.js';
 import { Lockstep, type Identities } from '../../coordinator/lockstep.js';
 
@@ -44,7 +44,7 @@ export interface Session {
 /** Launch and (unless `identities` is given: a fresh fleet for a restore) initialize a session. */
 export async function startSession(plan: RunPlan, opts: { runDir?: string; epoch?: string; identities?: Identities; checkpointing?: CheckpointingOptions } = {}): Promise<Session> {
   const runDir = opts.runDir ?? tmpDir();
-  const fleet = await launchFleet(plan, { logger });
+  const fleet = await launchFleet(plan, { logger, storeDir: storeDirOf(runDir) });
   const lockstep = new Lockstep(plan, fleet, { dispatch: 'concurrent', epoch: opts.epoch ?? 'e1', startedAt: process.hrtime.bigint(), logger });
   try {
     if (opts.identities) lockstep.identities = opts.identities;

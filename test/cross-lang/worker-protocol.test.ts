@@ -6,7 +6,7 @@
 // the test. Not the coordinator run (worker-run.test.ts).
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { createInterface } from 'node:readline';
 import { join } from 'node:path';
@@ -43,11 +43,16 @@ function norm(r: CallReply): string {
 describe.skipIf(rustWorkerSkip !== null)('Rust worker speaks proto/detsim/v1 like the TypeScript worker', () => {
   let ts: Spawned;
   let rs: Spawned;
+  /** Both workers' --store-dir: the one directory payload-file-v1 may read. */
+  let store: string;
 
   beforeAll(async () => {
     ensureRustWorker();
-    [ts, rs] = await Promise.all([spawnAgentWorker('typescript', 'w-1'), spawnAgentWorker('rust', 'w-1')]);
+    store = mkdtempSync(join(tmpdir(), 'detsim-xlang-store-'));
+    const storeDir = ['--store-dir', store];
+    [ts, rs] = await Promise.all([spawnAgentWorker('typescript', 'w-1', storeDir), spawnAgentWorker('rust', 'w-1', storeDir)]);
   }, 1_500_000);
+  afterAll(() => rmSync(store, { recursive: true, force: true }));
 
   /** Send the same request to both; assert each side got the expected outcome and the replies match. */
   async function both(method: string, scope: Scope | null, params: Params, expected: Expected, opts: CallOptions = {}): Promise<{ t: CallReply; r: CallReply }> {
@@ -204,19 +209,26 @@ describe.skipIf(rustWorkerSkip !== null)('Rust worker speaks proto/detsim/v1 lik
     await both(METHODS.stageRestore, sc(k, 'e3'), { checkpointId: 'ck-x', agentId: 'a-walk', sourceScope: sc(k, 'e2'), compatibilityDigest: 'a'.repeat(64), payload: { digest: 'b'.repeat(64), byteLength: '3' } }, 'BUFFER_INVALID', { attachment: Buffer.from('abc') });
     await both(METHODS.stageRestore, sc(k, 'e3'), { checkpointId: 'ck-x', agentId: 'a-walk', sourceScope: sc(k, 'e2'), compatibilityDigest: 'a'.repeat(64), payload: { digest: 'b'.repeat(64), byteLength: '4' } }, 'BUFFER_INVALID', { attachment: Buffer.from('abc') });
     await both(METHODS.stageRestore, sc(k, 'e3'), { checkpointId: 'ck-x', agentId: 'a-walk', sourceScope: sc(k, 'e2'), compatibilityDigest: 'a'.repeat(64), payload: { digest: 'b'.repeat(64), byteLength: '4' } }, 'BUFFER_INVALID');
-    // payload-file-v1 refuses alike: a relative path, both sources, a range whose bytes differ, a short file.
+    // payload-file-v1 refuses alike: a relative path, both sources, a range whose bytes differ, a short
+    // file, a huge byteLength, and every path that is not a regular file in the store (missing, outside,
+    // a symlink out of it, a `..` escape, the store itself).
     const dir = mkdtempSync(join(tmpdir(), 'detsim-xlang-file-'));
-    const file = join(dir, 'ckpt.flysess');
+    const file = join(store, 'ckpt.flysess');
     writeFileSync(file, 'xxabcdyy');
+    writeFileSync(join(dir, 'outside.flysess'), 'xxabcdyy');
+    symlinkSync(join(dir, 'outside.flysess'), join(store, 'link.flysess'));
     const fileStage = (f: Record<string, unknown>, byteLength = '4') => ({ checkpointId: 'ck-x', agentId: 'a-walk', sourceScope: sc(k, 'e2'), compatibilityDigest: 'a'.repeat(64), payload: { digest: createHash('sha256').update('abcd').digest('hex'), byteLength, file: f } });
     await both(METHODS.stageRestore, sc(k, 'e3'), fileStage({ path: 'ckpt.flysess', offset: '2' }), 'INVALID_ARGUMENT');
     await both(METHODS.stageRestore, sc(k, 'e3'), fileStage({ path: file, offset: '2' }), 'INVALID_ARGUMENT', { attachment: Buffer.from('abcd') });
     await both(METHODS.stageRestore, sc(k, 'e3'), fileStage({ path: file, offset: '3' }), 'BUFFER_INVALID');
     await both(METHODS.stageRestore, sc(k, 'e3'), fileStage({ path: file, offset: '6' }), 'BUFFER_INVALID');
     await both(METHODS.stageRestore, sc(k, 'e3'), fileStage({ path: file, offset: '2', extra: 1 }), 'INVALID_ARGUMENT');
-    const [mt, mr] = await Promise.all([ts.client.call(METHODS.stageRestore, sc(k, 'e3'), fileStage({ path: join(dir, 'missing'), offset: '0' })), rs.client.call(METHODS.stageRestore, sc(k, 'e3'), fileStage({ path: join(dir, 'missing'), offset: '0' }))]);
-    // The OS error text differs by language; the refusal does not.
-    for (const m of [mt, mr]) expect(m.reply).toMatchObject({ type: 'error', error: { code: 'BUFFER_INVALID', message: expect.stringMatching(new RegExp(`^payload file ${join(dir, 'missing')} at 0: cannot open: `)) } });
+    await both(METHODS.stageRestore, sc(k, 'e3'), fileStage({ path: file, offset: '2' }, '18446744073709551615'), 'BUFFER_INVALID');
+    await both(METHODS.stageRestore, sc(k, 'e3'), fileStage({ path: file, offset: '18446744073709551615' }), 'BUFFER_INVALID');
+    for (const path of [join(store, 'missing'), join(dir, 'outside.flysess'), join(store, 'link.flysess'), `${store}/../${dir.split('/').pop()}/outside.flysess`, store, '/etc/passwd']) {
+      const { t } = await both(METHODS.stageRestore, sc(k, 'e3'), fileStage({ path, offset: '2' }), 'INVALID_ARGUMENT');
+      expect(t.reply, path).toMatchObject({ type: 'error', error: { code: 'INVALID_ARGUMENT', message: "params.payload.file.path is not a regular file inside this worker's store directory" } });
+    }
     rmSync(dir, { recursive: true, force: true });
     // The old epoch is stale now; the restored timelines continue in e2 identically.
     await both(METHODS.agentPrepare, sc(k, 'e1'), { agents: IDS }, 'STALE_EPOCH');

@@ -133,7 +133,7 @@ describe('agent capture and restore', () => {
     await a.stop();
   });
 
-  it('payload-file-v1: stages from a range of a local file (no attachment) and refuses a bad range, changed bytes or both sources', async () => {
+  it('payload-file-v1: stages from a range of a file in its store (no attachment) and refuses a bad range, changed bytes or both sources', async () => {
     const a = await bootAgents('w-file');
     for (let k = 0; k < K; k++) await step(a.client, k, 'e1');
     const cap = await capture(a.client, 'ck-f', 'a-walk', K);
@@ -145,7 +145,7 @@ describe('agent capture and restore', () => {
     const path = join(dir, 'ckpt.flysess');
     const offset = 40;
     writeFileSync(path, Buffer.concat([Buffer.alloc(offset, 7), cap.payload, Buffer.alloc(9, 7)]));
-    const b = await spawnWorker('agent', 'w-file-b');
+    const b = await spawnWorker('agent', 'w-file-b', ['--store-dir', dir]);
     const stage = (file: Record<string, unknown>, attachment?: Buffer) => {
       const params = stageParams(cap.result, 'e1', K);
       return b.client.call(METHODS.stageRestore, scope(K, 'e2'), { ...params, payload: { ...(params.payload as object), file } }, attachment ? { attachment } : {});
@@ -153,8 +153,8 @@ describe('agent capture and restore', () => {
     expect(errorOf(await stage({ path: 'ckpt.flysess', offset: String(offset) }))).toMatchObject({ code: 'INVALID_ARGUMENT' });
     expect(errorOf(await stage({ path, offset: String(offset) }, cap.payload)).message).toMatch(/both an attachment and params.payload.file/);
     expect(errorOf(await stage({ path, offset: String(offset + 1) }))).toMatchObject({ code: 'BUFFER_INVALID' }); // wrong range: digest differs
-    expect(errorOf(await stage({ path, offset: String(offset + 10) })).message).toMatch(/ends after/);
-    expect(errorOf(await stage({ path: join(dir, 'missing.flysess'), offset: '0' })).message).toMatch(/cannot open/);
+    expect(errorOf(await stage({ path, offset: String(offset + 10) })).message).toMatch(/run past the end of the payload file/);
+    expect(errorOf(await stage({ path: join(dir, 'missing.flysess'), offset: '0' })).message).toMatch(/not a regular file inside this worker's store directory/);
     const token = resultOf<{ restoreToken: string }>(await stage({ path, offset: String(offset) })).restoreToken;
     resultOf(await b.client.call(METHODS.activateRestore, scope(K, 'e2'), { restoreToken: token, agentId: 'a-walk' }));
     const got: unknown[] = [];

@@ -3,6 +3,7 @@
 // State.Capture / StageRestore / ActivateRestore. Not Worker.* nor the transport (runtime.rs, server.rs).
 use crate::models::{Brain, ModelKind};
 use crate::payload::{self, to_state};
+use crate::payload_file;
 use crate::refusal::{Outcome, Refusal, obj, quoted, s, shown};
 use detsim_formats::json::{canonical_digest, canonicalize, sha256_hex};
 use detsim_formats::scalars::{read_digest, read_i32, read_id, read_object, read_request_id, read_u64, refuse_unknown_fields};
@@ -86,6 +87,8 @@ fn reply(result: Value) -> HostReply {
 pub struct Ctx<'a> {
     pub session_id: &'a str,
     pub incarnation_id: &'a str,
+    /// The run's checkpoint store (`--store-dir`): the only place payload-file-v1 may read; None: no payload files.
+    pub store_dir: Option<&'a str>,
     pub progress: &'a mut dyn FnMut(),
 }
 
@@ -556,13 +559,15 @@ impl AgentHost {
             return Err(Refusal::new("CONFLICT", format!("agent {agent_id} already has a staged restore")));
         }
         let from_file;
+        let payload_name = format!("agent-{agent_id}");
         let bytes = match &file {
-            None => check_attachment(attachment, &ref_digest, ref_length)?,
+            None => check_attachment(attachment, &ref_digest, ref_length, &payload_name)?,
             Some((path, offset)) => {
                 if attachment.is_some() {
                     return Err(Refusal::new("INVALID_ARGUMENT", "StageRestore carries both an attachment and params.payload.file: send one"));
                 }
-                from_file = read_file_range(path, *offset, ref_length, &ref_digest)?;
+                from_file = payload_file::read_store_range(ctx.store_dir, path, *offset, ref_length)?;
+                check_digest(&from_file, &ref_digest, &payload_name)?;
                 &from_file[..]
             }
         };
@@ -705,42 +710,24 @@ fn read_payload_file(value: &Value) -> Outcome<(String, u64)> {
     Ok((path, offset))
 }
 
-/// Read `length` bytes of `path` at `offset` and check them against the referenced digest (the
-/// coordinator verified the file; hashing what was read refuses a file changed since).
-fn read_file_range(path: &str, offset: u64, length: u64, digest: &str) -> Outcome<Vec<u8>> {
-    use std::io::{Read, Seek, SeekFrom};
-    let at = format!("payload file {path} at {offset}");
-    let mut f = std::fs::File::open(path).map_err(|e| Refusal::new("BUFFER_INVALID", format!("{at}: cannot open: {e}")))?;
-    f.seek(SeekFrom::Start(offset)).map_err(|e| Refusal::new("BUFFER_INVALID", format!("{at}: cannot read: {e}")))?;
-    let mut bytes = vec![0u8; length as usize];
-    let mut got = 0usize;
-    while got < bytes.len() {
-        match f.read(&mut bytes[got..]) {
-            Ok(0) => return Err(Refusal::new("BUFFER_INVALID", format!("{at}: the file ends after {got} of {length} bytes"))),
-            Ok(n) => got += n,
-            Err(e) => return Err(Refusal::new("BUFFER_INVALID", format!("{at}: cannot read: {e}"))),
-        }
-    }
-    let actual = sha256_hex(&bytes);
-    if actual != digest {
-        return Err(Refusal::new("BUFFER_INVALID", format!("payload read from {path} at {offset}: digest {actual} differs from payload.digest {digest}")));
-    }
-    Ok(bytes)
-}
-
 /// The staged payload must be exactly the referenced bytes: length first, then digest.
-fn check_attachment<'a>(attachment: Option<&'a [u8]>, digest: &str, length: u64) -> Outcome<&'a [u8]> {
+fn check_attachment<'a>(attachment: Option<&'a [u8]>, digest: &str, length: u64, payload_name: &str) -> Outcome<&'a [u8]> {
     let Some(bytes) = attachment else {
         return Err(Refusal::new("BUFFER_INVALID", "StageRestore carries no payload attachment"));
     };
     if bytes.len() as u64 != length {
         return Err(Refusal::new("BUFFER_INVALID", format!("payload attachment is {} bytes; payload.byteLength says {length}", bytes.len())));
     }
-    let actual = sha256_hex(bytes);
-    if actual != digest {
-        return Err(Refusal::new("BUFFER_INVALID", format!("payload attachment digest {actual} differs from payload.digest {digest}")));
-    }
+    check_digest(bytes, digest, payload_name)?;
     Ok(bytes)
+}
+
+/// Never echo the digest of what was read: with payload-file-v1 that would be an oracle on a file's bytes.
+fn check_digest(bytes: &[u8], digest: &str, payload_name: &str) -> Outcome<()> {
+    if sha256_hex(bytes) != digest {
+        return Err(Refusal::new("BUFFER_INVALID", format!("params.payload.digest: the payload digest check failed for payload {payload_name}")));
+    }
+    Ok(())
 }
 
 fn read_payload(bytes: &[u8], agent_id: &str, checkpoint_id: &str, source_scope: &Scope) -> Outcome<Vec<(String, StateValue)>> {

@@ -22,6 +22,8 @@ pub struct Options {
     pub session: Option<String>,
     pub max_message_bytes: u64,
     pub parent_watch: bool,
+    /// The run's checkpoint store: payload-file-v1 reads only files under it (None: none).
+    pub store_dir: Option<String>,
 }
 
 pub enum CliError {
@@ -94,7 +96,7 @@ pub fn remove_stale_socket(path: &str) {
 pub fn parse(args: &[String]) -> Result<Options, CliError> {
     let mut values: std::collections::HashMap<&str, String> = std::collections::HashMap::new();
     let mut flags: std::collections::HashSet<&str> = std::collections::HashSet::new();
-    let valued = ["listen", "role", "worker-id", "session", "max-message-bytes"];
+    let valued = ["listen", "role", "worker-id", "session", "max-message-bytes", "store-dir"];
     let boolean = ["strict", "no-parent-watch"];
     let mut i = 0;
     while i < args.len() {
@@ -146,7 +148,13 @@ pub fn parse(args: &[String]) -> Result<Options, CliError> {
             refused("struct_invalid_field", "--max-message-bytes must be an integer from 2 MiB to 1 GiB (chunks are 1 MiB)".into(), "--max-message-bytes")
         })?;
     }
-    Ok(Options { listen, worker_id, session, max_message_bytes, parent_watch: !flags.contains("no-parent-watch") })
+    let store_dir = values.get("store-dir").cloned();
+    if let Some(dir) = &store_dir
+        && !dir.starts_with('/')
+    {
+        return Err(refused("struct_invalid_field", format!("--store-dir {} is not an absolute path", quoted(Some(dir))), "--store-dir"));
+    }
+    Ok(Options { listen, worker_id, session, max_message_bytes, parent_watch: !flags.contains("no-parent-watch"), store_dir })
 }
 
 #[cfg(test)]
@@ -195,5 +203,8 @@ mod tests {
         assert_eq!(refused(&["--listen", "unix:/tmp/x", "--role", "agent", "--worker-id", "W"]), "--worker-id");
         assert_eq!(refused(&["--listen", "unix:/tmp/x", "--role", "agent", "--worker-id", "w", "--max-message-bytes", "1024"]), "--max-message-bytes");
         assert_eq!(refused(&["--listen", "unix:/tmp/x", "--bogus"]), "Unknown option '--bogus'");
+        assert_eq!(refused(&["--listen", "unix:/tmp/x", "--role", "agent", "--worker-id", "w", "--store-dir", "runs/store"]), "--store-dir");
+        let o = parse(&args(&["--listen", "unix:/tmp/x", "--role", "agent", "--worker-id", "w", "--store-dir", "/r/store"])).ok().unwrap();
+        assert_eq!(o.store_dir.as_deref(), Some("/r/store"));
     }
 }

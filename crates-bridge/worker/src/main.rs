@@ -1,10 +1,11 @@
 // detsim-worker-rs: a detsim agent worker in Rust (`--listen unix:/path|host:port --role agent
-// --worker-id <Id> [--session <Id>]`), the same flags and ready line as workers/main.ts, hosting
+// --worker-id <Id> [--session <Id>] [--store-dir <abs path>]`), the same flags and ready line as workers/main.ts, hosting
 // the walker and lif models over proto/detsim/v1. Process concerns only; semantics are runtime.rs.
 mod agent_host;
 mod cli;
 mod models;
 mod payload;
+mod payload_file;
 mod refusal;
 mod runtime;
 mod server;
@@ -82,7 +83,8 @@ fn main() {
 }
 
 async fn serve(options: Options) -> Result<(), Box<dyn std::error::Error>> {
-    let runtime = WorkerRuntime::new(options.worker_id.clone(), options.session.clone(), incarnation_id(), options.max_message_bytes);
+    let mut runtime = WorkerRuntime::new(options.worker_id.clone(), options.session.clone(), incarnation_id(), options.max_message_bytes);
+    runtime.store_dir = options.store_dir.clone();
     let stop = Arc::new(Notify::new());
     let service = WorkerService { runtime: Arc::new(Mutex::new(runtime)), stop: stop.clone(), worker_id: options.worker_id.clone() };
     let max = options.max_message_bytes as usize;

@@ -57,6 +57,8 @@ pub struct WorkerRuntime {
     lifecycle: HashMap<String, Lifecycle>,
     max_message_bytes: u64,
     agents: AgentHost,
+    /// The run's checkpoint store (`--store-dir`): the only directory payload-file-v1 may read.
+    pub store_dir: Option<String>,
 }
 
 fn member<'a>(members: &'a [(String, Value)], key: &str) -> Option<&'a Value> {
@@ -114,6 +116,7 @@ impl WorkerRuntime {
             lifecycle: HashMap::new(),
             max_message_bytes,
             agents: AgentHost::default(),
+            store_dir: None,
         }
     }
 
@@ -188,7 +191,7 @@ impl WorkerRuntime {
             *counter += 1;
             *last = Some(rid.clone());
         };
-        let mut ctx = Ctx { session_id: &session, incarnation_id: &self.incarnation_id, progress: &mut progress };
+        let mut ctx = Ctx { session_id: &session, incarnation_id: &self.incarnation_id, store_dir: self.store_dir.as_deref(), progress: &mut progress };
         let (m, sc, p) = (req.method.as_str(), &req.scope, req.params.as_slice());
         match m {
             "Agent.Initialize" => self.agents.initialize(m, sc, p, &mut ctx),
