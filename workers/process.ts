@@ -124,6 +124,8 @@ export async function runWorkerProcess(options: WorkerProcessOptions): Promise<{
       onProtocolError(why) {
         process.stderr.write(`detsim worker ${options.workerId}: framing error, stream ended: ${why}\n`);
       },
+      // State attachments only make sense after this stream's own Hello (docs/security.md).
+      mayAttach: (connection) => streamOf(connection).introduced,
     },
     options.maxMessageBytes,
   );

@@ -18,7 +18,16 @@ export interface SessionHandler {
   onMessage(message: AssembledMessage, connection: SessionConnection): void;
   /** A stream violated framing; the runtime decides (the server ends that stream). */
   onProtocolError?(why: string): void;
+  /**
+   * Whether this stream may send attachment chunks yet. A stream that may not (one that has not
+   * said Hello) is ended at its first chunk, so a stranger cannot make the worker buffer up to the
+   * attachment limit before any introduction. Default: always.
+   */
+  mayAttach?(connection: SessionConnection): boolean;
 }
+
+/** Why a stream was ended when it sent a chunk before it was allowed to (see mayAttach). */
+export const ATTACHMENT_BEFORE_HELLO = 'an attachment chunk before Worker.Hello on this stream';
 
 export interface StartedServer {
   /** The bound address, e.g. `unix:/tmp/x.sock` or `127.0.0.1:40123` (the real port). */
@@ -46,6 +55,7 @@ export async function startWorkerServer(listen: string, handler: SessionHandler,
       call.on('data', (frame: Frame) => {
         let message: AssembledMessage | undefined;
         try {
+          if (frame.chunk && frame.chunk.length > 0 && handler.mayAttach?.(connection) === false) throw new Error(ATTACHMENT_BEFORE_HELLO);
           message = assembler.push(frame);
         } catch (e) {
           handler.onProtocolError?.((e as Error).message);

@@ -134,6 +134,21 @@ describe.skipIf(rustWorkerSkip !== null)('Rust worker speaks proto/detsim/v1 lik
     expect(t.reply).toMatchObject({ type: 'result', result: { state: 'uninitialized' } });
   });
 
+  it('a stranger’s attachment before its own Hello ends that stream at the first chunk, alike; the worker keeps serving', async () => {
+    const [tStranger, rStranger] = await Promise.all([
+      WorkerClient.connect(ts.listen, { processExit: ts.exited, label: 'stranger' }),
+      WorkerClient.connect(rs.listen, { processExit: rs.exited, label: 'stranger' }),
+    ]);
+    // 3 MiB in 1 MiB chunks: neither worker may buffer it for a stream that has not said Hello.
+    const attachment = new Uint8Array(3 * 1024 * 1024);
+    const outcome = (c: WorkerClient) => c.call(METHODS.status, null, {}, { attachment }).then(() => 'replied', () => 'stream ended');
+    expect(await Promise.all([outcome(tStranger), outcome(rStranger)])).toEqual(['stream ended', 'stream ended']);
+    tStranger.close();
+    rStranger.close();
+    const { t } = await both(METHODS.status, null, {}, 'ok');
+    expect(t.reply).toMatchObject({ type: 'result' });
+  });
+
   it('Initialize (and its refusals), Status, and 12 steps of Prepare/Commit give identical replies', async () => {
     await both(METHODS.agentInitialize, sc(3), { agents: AGENTS }, 'INVALID_ARGUMENT');
     await both(METHODS.agentInitialize, sc(0), { agents: [{ ...AGENTS[0], model: 'nope' }] }, 'INVALID_ARGUMENT');

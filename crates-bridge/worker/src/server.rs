@@ -22,6 +22,9 @@ pub struct WorkerService {
     pub worker_id: String,
 }
 
+/// Why a stream is ended when it sends a chunk before its own Hello, as in server.ts.
+const ATTACHMENT_BEFORE_HELLO: &str = "an attachment chunk before Worker.Hello on this stream";
+
 /// A reassembled message: the body and, if chunks came first, the attachment.
 type Message = (Vec<u8>, Option<Vec<u8>>);
 
@@ -86,6 +89,11 @@ impl Worker for WorkerService {
             let mut introduced = false;
             while let Some(next) = incoming.next().await {
                 let Ok(frame) = next else { break };
+                // A stream that has not said Hello may not make the worker buffer an attachment.
+                if !introduced && !frame.chunk.is_empty() {
+                    eprintln!("detsim worker {worker_id}: framing error, stream ended: {ATTACHMENT_BEFORE_HELLO}");
+                    break;
+                }
                 let (body, attachment) = match assembler.push(frame) {
                     Ok(Some(m)) => m,
                     Ok(None) => continue,
