@@ -8,7 +8,7 @@ import { DetsimError } from '../formats/errors.js';
 import type { FieldRule } from '../receipt/fields.js';
 import { isRunFailure } from '../run-failure.js';
 import { verify } from '../receipt/verify.js';
-import { action, ExitError, writeStdout } from './common.js';
+import { action, ExitError, readStepsFlag, writeStdout } from './common.js';
 
 interface VerifyCommandOptions {
   config?: string[];
@@ -60,7 +60,7 @@ export function registerVerify(program: Command): void {
             runsDir: opts.runsDir,
             goldenDir: opts.goldenDir,
             runs: readWhole(opts.runs, '--runs', 2),
-            steps: readWhole(opts.steps, '--steps', 0),
+            steps: readStepsFlag(opts.steps),
             updateGoldens: opts.updateGoldens,
             table,
             goldenMarker: opts.goldenMarker,
