@@ -38,7 +38,8 @@ export function readRunRecord(runDir: string): RecordedRun {
   }
   try {
     if (rec.format !== 'detsim-run-v1') fail(runDir, `format is ${JSON.stringify(rec.format)}, not detsim-run-v1`, 'format');
-    const plan = planFromRunJson(rec);
+    // Resume checks the recorded seeds itself (recorded-composition.ts names masterSeed or the seed).
+    const plan = planFromRunJson(rec, { keepRecordedSeeds: true });
     const env = readObject(rec.environment, 'environment') as Record<string, any>;
     const ids = new Map<Id, AgentInitializeResultEntry>();
     for (const a of rec.agents as Record<string, any>[]) {
@@ -86,8 +87,10 @@ function runtimeOf(w: Obj, field: string): WorkerRuntimeName {
  * resolveConfig (every config check, seeds derived again) with every planned field the record holds
  * (ports, action fields, per-worker runtimes, deadlines, layout), so the result equals the plan the
  * run started from; a recorded seed or worker layout that differs from its derivation is refused.
+ * `keepRecordedSeeds` leaves the seeds as run.json records them instead (unchecked), for a caller
+ * that checks them itself and names what was edited (resume: recorded-composition.ts).
  */
-export function planFromRunJson(runJson: unknown): RunPlan {
+export function planFromRunJson(runJson: unknown, opts: { keepRecordedSeeds?: boolean } = {}): RunPlan {
   const r = obj(runJson, '(top level)');
   const env = obj(r.environment, 'environment');
   const agents = list(r.agents, 'agents');
@@ -107,13 +110,27 @@ export function planFromRunJson(runJson: unknown): RunPlan {
   };
   // Recorded module paths are absolute already; the base directory resolves nothing.
   const plan = resolveConfig(config, { baseDir: '/' });
+  checkLayout(plan, workers);
+  if (opts.keepRecordedSeeds) return withRecordedSeeds(plan, agents, env);
   for (const [i, a] of agents.entries()) {
     const p = plan.agents[i]!;
     if (p.seed !== a.seed) throw new DetsimError('ident_seed_mismatch', `run.json: agents[${i}].seed ${String(a.seed)} differs from the derived ${p.seed} for ${p.agentId}`, `agents[${i}].seed`);
   }
   if (plan.environment.seed !== env.seed) throw new DetsimError('ident_seed_mismatch', `run.json: environment.seed ${String(env.seed)} differs from the derived ${plan.environment.seed}`, 'environment.seed');
-  checkLayout(plan, workers);
   return plan;
+}
+
+/** The plan with the seeds run.json records (each must be an integer; whether it derives is the caller's check). */
+function withRecordedSeeds(plan: RunPlan, agents: Obj[], env: Obj): RunPlan {
+  const seedOf = (v: unknown, field: string): number => {
+    if (typeof v !== 'number' || !Number.isInteger(v)) throw new DetsimError('struct_invalid_field', `run.json: ${field} is not an integer seed`, field);
+    return v;
+  };
+  return {
+    ...plan,
+    environment: { ...plan.environment, seed: seedOf(env.seed, 'environment.seed') },
+    agents: plan.agents.map((a, i) => ({ ...a, seed: seedOf(agents[i]!.seed, `agents[${i}].seed`) })),
+  };
 }
 
 /** The recorded workers must be the layout the plan derives (ids, roles, hosted agents, in order). */
