@@ -236,11 +236,20 @@ function isModelPath(model: string): boolean {
 function resolveModel(model: string, builtins: readonly string[], field: string, baseDir: string): string {
   if (builtins.includes(model)) return model;
   if (isModelPath(model)) {
-    const path = model.startsWith('file:') ? fileURLToPath(model) : resolve(baseDir, model);
+    const path = model.startsWith('file:') ? filePath(model, field) : resolve(baseDir, model);
     checkModuleFile(path, JSON.stringify(model), field);
     return path;
   }
   throw new DetsimError('struct_unknown_model', `${field}: unknown model ${JSON.stringify(model)} (built-in: ${builtins.join(', ')}; or a module path starting with ./ or /)`, field);
+}
+
+/** A file: URL as a path; one naming a host or otherwise not a local file is refused by name. */
+function filePath(url: string, field: string): string {
+  try {
+    return fileURLToPath(url);
+  } catch {
+    throw new DetsimError('struct_unknown_model', `${field}: model module ${JSON.stringify(url)} is not a local file: URL`, field);
+  }
 }
 
 /**

@@ -41,6 +41,7 @@ const badConfigs: [string, string, string, string][] = [
   ['a model module that is a directory', variant('model: lif', 'model: ./a-directory.ts'), 'struct_unknown_model', 'agents[0].model'],
   ['a model module that is not a module', variant('model: lif', 'model: ./not-a-module.txt'), 'struct_unknown_model', 'agents[0].model'],
   ['a model module that does not exist', variant('model: lif', 'model: ./missing.ts'), 'struct_unknown_model', 'agents[0].model'],
+  ['a model module file: URL naming a host', variant('model: lif', 'model: "file://elsewhere/m.ts"'), 'struct_unknown_model', 'agents[0].model'],
   // items 9 and 18: one bound on steps
   ['steps: 1e12', variant('steps: 120', 'steps: 1e12'), 'struct_invalid_field', 'steps'],
   ['steps: 0', variant('steps: 120', 'steps: 0'), 'struct_invalid_field', 'steps'],
