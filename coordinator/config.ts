@@ -1,8 +1,9 @@
 // Run configuration: read a YAML or JSON file, validate it (zod), and resolve it into a RunPlan
 // (every agent id, port, seed and worker assignment). Refusals name the field and a reason code.
 // NOT the run itself (run.ts) and not process handling (launcher.ts): nothing here starts anything.
-import { existsSync, readFileSync } from 'node:fs';
-import { dirname, isAbsolute, resolve } from 'node:path';
+import { accessSync, constants, readFileSync, statSync } from 'node:fs';
+import { dirname, extname, isAbsolute, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { parseStrict } from './formats/canonical-json.js';
@@ -10,12 +11,20 @@ import { DetsimError } from './formats/errors.js';
 import type { ReasonCode } from './formats/reasons.js';
 import { RationalNs, isId, isU64, type Id, type U64 } from './formats/scalars.js';
 import { deriveSeed, deriveSeeds, SEED_ALGORITHM, type SeedCollision } from './formats/seed.js';
+import { ParamError } from '../workers/sdk.js';
+import { checkModelParams } from '../workers/models/params.js';
 
 /** The envelope v1 bound: a checkpoint holds at most 60 agents. */
 export const MAX_AGENTS = 60;
 export const BUILTIN_AGENT_MODELS = ['walker', 'lif'] as const;
 export const BUILTIN_ENVIRONMENT_MODELS = ['forage'] as const;
 export const DEFAULT_DEADLINES = { startupMs: 15_000, stepMs: 5_000, captureMs: 30_000 } as const;
+/** The one bound on a run's length, for a config's `steps` and every `--steps` flag alike (9 digits). */
+export const MAX_STEPS = 999_999_999;
+/** Node's timer limit: a longer setTimeout silently fires after 1 ms, so no deadline may exceed it. */
+export const MAX_DEADLINE_MS = 2 ** 31 - 1;
+/** The extensions Node (and tsx for TypeScript) imports as a module: anything else cannot be a model. */
+export const MODEL_MODULE_EXTENSIONS = ['.js', '.mjs', '.cjs', '.ts', '.mts', '.cts'] as const;
 
 // ---------------------------------------------------------------------------------------------
 // Schema. Every object is strict: an unknown (e.g. misspelled) field is refused, never ignored.
@@ -25,6 +34,8 @@ const IdSchema = z.custom<string>(isId, { message: 'is not an Id (1-64 of a-z 0-
 const U64Schema = z.custom<string>(isU64, { message: 'is not a U64 (a decimal string, "0" or no leading zero, at most 18446744073709551615; quote it in YAML)', ...reason('struct_invalid_u64') });
 const ParamsSchema = z.record(z.string(), z.unknown());
 const PositiveInt = z.number().int().positive();
+const StepsSchema = z.number().int().min(1, 'must be at least 1 (a run of 0 steps would do nothing)').max(MAX_STEPS, `must be at most ${MAX_STEPS}`);
+const DeadlineSchema = PositiveInt.max(MAX_DEADLINE_MS, `must be at most ${MAX_DEADLINE_MS} ms (2^31-1, the longest timer Node keeps)`);
 
 /** A world step duration: exact RationalNs, a decimal ns string, or "N/D" ns. */
 const WorldStepSchema = z.union([
@@ -66,7 +77,7 @@ const WorkerRuntimeSchema = z.custom<WorkerRuntimeName | WorkerRuntimeName[]>((v
 const TopSchema = z.strictObject({
   sessionId: IdSchema,
   masterSeed: U64Schema,
-  steps: z.number().int().nonnegative(),
+  steps: StepsSchema,
   stepHz: PositiveInt.optional(),
   worldStepNs: WorldStepSchema.optional(),
   environment: z.strictObject({ id: IdSchema, model: ModelSchema, params: ParamsSchema.optional() }),
@@ -81,9 +92,9 @@ const TopSchema = z.strictObject({
     .optional(),
   deadlines: z
     .strictObject({
-      startupMs: PositiveInt.optional(),
-      stepMs: PositiveInt.optional(),
-      captureMs: PositiveInt.optional(),
+      startupMs: DeadlineSchema.optional(),
+      stepMs: DeadlineSchema.optional(),
+      captureMs: DeadlineSchema.optional(),
     })
     .optional(),
 });
@@ -111,7 +122,7 @@ export interface PlannedWorker {
   role: 'agent' | 'environment';
   /** Agents hosted, in port order (empty for the environment). */
   agentIds: Id[];
-  /** Which worker implementation runs it (absent: typescript; the environment is always typescript). */
+  /** Which worker implementation runs it: set on every agent worker (default typescript); absent on the environment, always typescript. */
   runtime?: WorkerRuntimeName;
 }
 
@@ -129,8 +140,6 @@ export interface RunPlan {
   transport: Transport;
   deadlines: { startupMs: number; stepMs: number; captureMs: number };
   seedCollisions: SeedCollision[];
-  /** Directory that relative model paths were resolved against. */
-  baseDir: string;
 }
 
 export const ENVIRONMENT_WORKER_ID = 'worker-env';
@@ -194,25 +203,82 @@ export function parseConfigText(text: string, source: string): unknown {
   }
 }
 
+/** A steps count from a config or a flag: a whole number from 1 to MAX_STEPS, or refused naming `field`. */
+export function checkSteps(steps: number, field: string): number {
+  if (!Number.isSafeInteger(steps) || steps < 1 || steps > MAX_STEPS) {
+    throw new DetsimError('struct_invalid_field', `${field}: ${steps} is not a whole number of steps from 1 to ${MAX_STEPS}`, field);
+  }
+  return steps;
+}
+
+/** The config file's text; a directory or unreadable path is refused by name (never a stack trace). */
+function readConfigFile(file: string): string {
+  try {
+    if (statSync(file).isDirectory()) throw new DetsimError('struct_invalid_field', `<config>: ${file} is a directory, not a config file`, '<config>');
+    return readFileSync(file, 'utf8');
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (typeof code !== 'string') throw e;
+    throw new DetsimError('struct_invalid_field', `<config>: cannot read ${file} (${code})`, '<config>');
+  }
+}
+
 /** Read and resolve a config file; relative model paths resolve against the file's directory. */
 export function loadConfig(file: string): RunPlan {
-  const text = readFileSync(file, 'utf8');
-  return resolveConfig(parseConfigText(text, file), { baseDir: dirname(resolve(file)) });
+  return resolveConfig(parseConfigText(readConfigFile(file), file), { baseDir: dirname(resolve(file)) });
 }
 
 function isModelPath(model: string): boolean {
   return model.startsWith('./') || model.startsWith('../') || isAbsolute(model) || model.startsWith('file:');
 }
 
-/** A built-in model name stays as is; a module path becomes absolute and must exist. */
+/** A built-in model name stays as is; a module path becomes absolute and must be an importable module file. */
 function resolveModel(model: string, builtins: readonly string[], field: string, baseDir: string): string {
   if (builtins.includes(model)) return model;
   if (isModelPath(model)) {
-    const path = model.startsWith('file:') ? new URL(model).pathname : resolve(baseDir, model);
-    if (!existsSync(path)) throw new DetsimError('struct_unknown_model', `${field}: model module ${JSON.stringify(model)} does not exist (${path})`, field);
+    const path = model.startsWith('file:') ? filePath(model, field) : resolve(baseDir, model);
+    checkModuleFile(path, JSON.stringify(model), field);
     return path;
   }
   throw new DetsimError('struct_unknown_model', `${field}: unknown model ${JSON.stringify(model)} (built-in: ${builtins.join(', ')}; or a module path starting with ./ or /)`, field);
+}
+
+/** A file: URL as a path; one naming a host or otherwise not a local file is refused by name. */
+function filePath(url: string, field: string): string {
+  try {
+    return fileURLToPath(url);
+  } catch {
+    throw new DetsimError('struct_unknown_model', `${field}: model module ${JSON.stringify(url)} is not a local file: URL`, field);
+  }
+}
+
+/**
+ * Plan-time check of a model module, without running its code: it exists, is a readable regular
+ * file, and has an extension the worker can import. (Its exports are checked by the worker.)
+ */
+function checkModuleFile(path: string, shown: string, field: string): void {
+  const refuse = (why: string): never => {
+    throw new DetsimError('struct_unknown_model', `${field}: model module ${shown} ${why} (${path})`, field);
+  };
+  let isFile: boolean;
+  try {
+    isFile = statSync(path).isFile();
+    accessSync(path, constants.R_OK);
+  } catch (e) {
+    return refuse((e as NodeJS.ErrnoException).code === 'ENOENT' ? 'does not exist' : `cannot be read (${(e as NodeJS.ErrnoException).code})`);
+  }
+  if (!isFile) refuse('is not a file');
+  if (!(MODEL_MODULE_EXTENSIONS as readonly string[]).includes(extname(path))) refuse(`is not a module (${MODEL_MODULE_EXTENSIONS.join(', ')})`);
+}
+
+/** The worker's own param check (workers/models/params.ts), run before anything starts. */
+function checkParams(kind: 'agent' | 'environment', model: string, params: Record<string, unknown>, field: string): void {
+  try {
+    checkModelParams(kind, model, params);
+  } catch (e) {
+    if (!(e instanceof ParamError)) throw e;
+    throw new DetsimError(e.unknown ? 'struct_unknown_field' : 'struct_invalid_field', `${field}.${e.message}`, `${field}.${e.param}`);
+  }
 }
 
 function resolveStepDuration(cfg: RunConfigInput): RationalNs {
@@ -249,6 +315,7 @@ function expandAgents(raw: unknown, baseDir: string): ExpandedAgent[] {
         throw new DetsimError('size_agents_over_60', `${field}.count: more than ${MAX_AGENTS} agents in one composition (envelope v1 bound)`, `${field}.count`);
       }
       const model = resolveModel(g.model, BUILTIN_AGENT_MODELS, `${field}.model`, baseDir);
+      checkParams('agent', model, g.params ?? {}, field);
       // Zero-padded indexes keep id order equal to declaration order.
       const width = String(g.count - 1).length;
       for (let n = 0; n < g.count; n++) {
@@ -260,6 +327,7 @@ function expandAgents(raw: unknown, baseDir: string): ExpandedAgent[] {
     } else {
       const a = check(ExplicitAgentSchema, entry, field);
       const model = resolveModel(a.model, BUILTIN_AGENT_MODELS, `${field}.model`, baseDir);
+      checkParams('agent', model, a.params ?? {}, field);
       out.push({ agentId: a.id, portId: a.port ?? a.id, model, params: a.params ?? {}, actionFields: a.actionFields ?? null, field: `${field}.id` });
     }
   });
@@ -288,7 +356,7 @@ function refuseDuplicates(agents: ExpandedAgent[]): void {
 
 /** Put each agent worker on its runtime (a list names one per agent worker, in plan order). */
 function assignRuntimes(workers: PlannedWorker[], agents: PlannedAgent[], runtime: WorkerRuntimeName | WorkerRuntimeName[] | undefined): void {
-  if (runtime === undefined) return;
+  if (runtime === undefined) return; // every agent worker keeps the default, typescript
   const agentWorkers = workers.filter((w) => w.role === 'agent');
   if (Array.isArray(runtime) && runtime.length !== agentWorkers.length) {
     throw new DetsimError('struct_invalid_field', `workers.runtime: ${runtime.length} runtimes listed for ${agentWorkers.length} agent workers (one per agent worker, in order)`, 'workers.runtime');
@@ -309,6 +377,7 @@ export function resolveConfig(value: unknown, opts: { baseDir?: string } = {}): 
   const cfg = check(TopSchema, value, '');
   const stepDuration = resolveStepDuration(cfg);
   const envModel = resolveModel(cfg.environment.model, BUILTIN_ENVIRONMENT_MODELS, 'environment.model', baseDir);
+  checkParams('environment', envModel, cfg.environment.params ?? {}, 'environment');
   const agents = expandAgents(cfg.agents, baseDir);
   refuseDuplicates(agents);
   if (agents.some((a) => a.agentId === cfg.environment.id)) {
@@ -325,7 +394,7 @@ export function resolveConfig(value: unknown, opts: { baseDir?: string } = {}): 
   const planned: PlannedAgent[] = agents.map((a, i) => {
     const w = Math.floor(i / agentsPerWorker);
     const workerId = `worker-${w}`;
-    if (workers.length <= w + 1) workers.push({ workerId, role: 'agent', agentIds: [] });
+    if (workers.length <= w + 1) workers.push({ workerId, role: 'agent', agentIds: [], runtime: 'typescript' });
     workers[w + 1]!.agentIds.push(a.agentId);
     return { agentId: a.agentId, portId: a.portId, model: a.model, params: a.params, seed: derived.seeds[i]!.seed, workerId, actionFields: a.actionFields };
   });
@@ -343,6 +412,5 @@ export function resolveConfig(value: unknown, opts: { baseDir?: string } = {}): 
     transport: cfg.workers?.transport ?? 'unix',
     deadlines: { ...DEFAULT_DEADLINES, ...cfg.deadlines },
     seedCollisions: collisions,
-    baseDir,
   };
 }

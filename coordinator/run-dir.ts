@@ -1,13 +1,15 @@
 // The run directory `runs/<session>-<n>/`: allocation of the first free n, durable JSON files
-// (temp → fsync → rename → fsync dir), the append-only trace.jsonl writer and the run.log sink.
+// (temp → fsync → rename → fsync dir), the append-only trace.jsonl writer and the run.log sink,
+// and the check that an --out parent can hold run directories at all (before anything is created).
 // Every write goes through write-failure.ts, so a full disk is a named WriteFailure and
 // trace.jsonl never keeps half a line. NOT what goes into the files (run.ts decides) and nothing
 // about workers or the step loop.
-import { closeSync, fstatSync, fsyncSync, ftruncateSync, mkdirSync, openSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { accessSync, closeSync, constants, existsSync, fstatSync, fsyncSync, ftruncateSync, mkdirSync, openSync, realpathSync, statSync } from 'node:fs';
+import { dirname, join, resolve, sep } from 'node:path';
 import { writeAll, writeFileDurable } from './durable-file.js';
 import { asWriteFailure, guardWrite, type WriteFailure } from './write-failure.js';
 import { canonicalize } from './formats/canonical-json.js';
+import { DetsimError } from './formats/errors.js';
 import type { Id } from './formats/scalars.js';
 import type { TransitionTrace } from './trace.js';
 
@@ -18,8 +20,38 @@ export const RUN_FILES = {
   summary: 'summary.json',
 } as const;
 
+/** Kernel filesystems: mkdir there fails oddly or never returns (a recursive mkdir on /proc hangs). */
+const KERNEL_FS_ROOTS = ['/proc', '/sys'];
+
+/**
+ * Refuse a parent directory that cannot hold run directories, before anything is created: the
+ * nearest existing ancestor must be a writable directory outside /proc and /sys.
+ */
+export function checkRunsParent(parent: string, flag = '--out'): void {
+  const refuse = (why: string): never => {
+    throw new DetsimError('perm_out_dir_unwritable', `${flag}: ${parent} ${why}`, flag);
+  };
+  let nearest = resolve(parent);
+  while (!existsSync(nearest) && dirname(nearest) !== nearest) nearest = dirname(nearest);
+  let real: string;
+  try {
+    real = realpathSync(nearest);
+    if (!statSync(real).isDirectory()) refuse(nearest === resolve(parent) ? 'is not a directory' : `cannot be created: ${nearest} is not a directory`);
+  } catch (e) {
+    if (e instanceof DetsimError) throw e;
+    return refuse(`cannot be checked (${(e as NodeJS.ErrnoException).code ?? 'error'})`);
+  }
+  if (KERNEL_FS_ROOTS.some((root) => real === root || real.startsWith(`${root}${sep}`))) refuse(`is on a kernel filesystem (${real}), not a place for run directories`);
+  try {
+    accessSync(real, constants.W_OK | constants.X_OK);
+  } catch (e) {
+    refuse(`is not writable (${nearest}: ${(e as NodeJS.ErrnoException).code ?? 'error'})`);
+  }
+}
+
 /** Create `<parent>/<sessionId>-<n>` for the first free n ≥ 1 (mkdir is the atomic claim). */
 export function allocateRunDir(parent: string, sessionId: Id): string {
+  checkRunsParent(parent);
   const base = resolve(parent);
   guardWrite(base, () => mkdirSync(base, { recursive: true }));
   for (let n = 1; ; n++) {

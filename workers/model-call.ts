@@ -3,6 +3,7 @@
 // callback. Nothing about the protocol's phases or caches.
 import { DetsimError } from '../coordinator/formats/errors.js';
 import { type JsonObject, type Mutation, ProtocolRefusal } from '../coordinator/protocol/index.js';
+import { type ResolvableModel, type ResolvedParams, resolveModelParams } from './models/params.js';
 import { runGuarded } from './strict.js';
 
 export function callModel<T>(strict: boolean, participant: string, callback: string, mutation: Mutation, fn: () => T): T {
@@ -15,22 +16,10 @@ export function callModel<T>(strict: boolean, participant: string, callback: str
   }
 }
 
-/** Split the runtime's `strict` flag off a model's params. */
-export function splitStrict(params: Record<string, unknown>, field: string): { params: Record<string, unknown>; strict: boolean | undefined } {
-  if (!('strict' in params)) return { params, strict: undefined };
-  const { strict, ...rest } = params;
-  if (typeof strict !== 'boolean') throw new ProtocolRefusal('INVALID_ARGUMENT', `${field}.strict must be true or false`);
-  return { params: rest, strict };
-}
-
 /** A refused input (DetsimError) as an INVALID_ARGUMENT refusal; anything else is rethrown. */
 export function invalid(e: unknown): never {
   if (e instanceof DetsimError) throw new ProtocolRefusal('INVALID_ARGUMENT', e.message);
   throw e;
-}
-
-interface ResolvableModel {
-  resolveParams?(params: JsonObject): JsonObject;
 }
 
 export interface LoadedModel<M> {
@@ -56,12 +45,12 @@ export async function loadModel<M extends ResolvableModel>(
     throw new ProtocolRefusal('INVALID_ARGUMENT', `${field}.model: ${(err as Error).message}`);
   }
   const { model, builtin } = resolved;
-  const split = splitStrict(rawParams, `${field}.params`);
-  const strict = split.strict ?? (builtin ? true : strictUserModels);
+  // The same check the coordinator runs at plan time (workers/models/params.ts).
+  let checked: ResolvedParams;
   try {
-    const params = model.resolveParams ? model.resolveParams(split.params as JsonObject) : (split.params as JsonObject);
-    return { model, strict, params };
+    checked = resolveModelParams(model, rawParams);
   } catch (err) {
     throw new ProtocolRefusal('INVALID_ARGUMENT', `${field}.${(err as Error).message}`);
   }
+  return { model, strict: checked.strict ?? (builtin ? true : strictUserModels), params: checked.params as JsonObject };
 }

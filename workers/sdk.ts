@@ -167,11 +167,27 @@ export function f32FromBytes(bytes: Uint8Array): Float32Array {
   return out;
 }
 
+/**
+ * A refused model param: `param` is its path under the participant (`params.width`), so a worker
+ * and the coordinator's plan-time check (workers/models/params.ts) can both name the field.
+ */
+export class ParamError extends Error {
+  constructor(
+    readonly param: string,
+    message: string,
+    /** true when the param is not defined by the model (a misspelling), false for a bad value. */
+    readonly unknown = false,
+  ) {
+    super(message);
+    this.name = 'ParamError';
+  }
+}
+
 /** Read an integer param with a default and bounds; throws naming the param. */
 export function intParam(params: JsonObject, name: string, dflt: number, min: number, max: number): number {
   const v = params[name] ?? dflt;
   if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) {
-    throw new Error(`params.${name}: ${JSON.stringify(v)} must be an integer in [${min}, ${max}]`);
+    throw new ParamError(`params.${name}`, `params.${name}: ${JSON.stringify(v)} must be an integer in [${min}, ${max}]`);
   }
   return v;
 }
@@ -179,7 +195,7 @@ export function intParam(params: JsonObject, name: string, dflt: number, min: nu
 /** Refuse params the model does not define (a misspelled param fails, it never defaults silently). */
 export function onlyParams(params: JsonObject, allowed: readonly string[]): void {
   for (const key of Object.keys(params).sort()) {
-    if (!allowed.includes(key)) throw new Error(`params: unknown field ${JSON.stringify(key)} (allowed: ${allowed.join(', ') || 'none'})`);
+    if (!allowed.includes(key)) throw new ParamError(`params.${key}`, `params: unknown field ${JSON.stringify(key)} (allowed: ${allowed.join(', ') || 'none'})`, true);
   }
 }
 

@@ -1,12 +1,14 @@
 // Reading a run directory's run.json back into the RunPlan and participant identities it
-// recorded, so `detsim resume` relaunches exactly the recorded composition (not whatever a config
-// file says today). NOT the run itself and not the checkpoint checks (restore-identity.ts).
+// recorded, so `detsim resume` and `detsim replay <run-dir>` relaunch exactly the recorded
+// composition (not whatever a config file says today): planFromRunJson is the one rebuild.
+// NOT the run itself and not the checkpoint checks (restore-identity.ts).
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { PlannedAgent, PlannedWorker, RunPlan } from '../config.js';
-import { parseStrict } from '../formats/canonical-json.js';
+import { resolveConfig, type RunPlan, type WorkerRuntimeName } from '../config.js';
+import { canonicalize, parseStrict } from '../formats/canonical-json.js';
 import { DetsimError, isDetsimError } from '../formats/errors.js';
-import { RationalNs, readId, readObject, readU64, type Id } from '../formats/scalars.js';
+import { readId, readObject, type Id } from '../formats/scalars.js';
+import { SEED_ALGORITHM } from '../formats/seed.js';
 import type { Identities } from '../lockstep.js';
 import type { AgentInitializeResultEntry } from '../protocol/index.js';
 import { RUN_FILES } from '../run-dir.js';
@@ -36,42 +38,108 @@ export function readRunRecord(runDir: string): RecordedRun {
   }
   try {
     if (rec.format !== 'detsim-run-v1') fail(runDir, `format is ${JSON.stringify(rec.format)}, not detsim-run-v1`, 'format');
+    // Resume checks the recorded seeds itself (recorded-composition.ts names masterSeed or the seed).
+    const plan = planFromRunJson(rec, { keepRecordedSeeds: true });
     const env = readObject(rec.environment, 'environment') as Record<string, any>;
-    const agents: PlannedAgent[] = (rec.agents as Record<string, any>[]).map((a) => ({ agentId: readId(a.agentId, 'agents[].agentId'), portId: readId(a.portId, 'agents[].portId'), model: String(a.model), params: a.params ?? {}, seed: a.seed, workerId: readId(a.workerId, 'agents[].workerId'), actionFields: a.actionFields === undefined ? null : a.actionFields }));
-    const workers: PlannedWorker[] = (rec.workers as Record<string, any>[]).map((w) => ({ workerId: readId(w.workerId, 'workers[].workerId'), role: w.role, agentIds: [...w.agentIds], ...runtimeOf(w) }));
-    const plan: RunPlan = {
-      sessionId: readId(rec.sessionId, 'sessionId'),
-      masterSeed: readU64(rec.masterSeed, 'masterSeed'),
-      seedAlgorithm: rec.seedDerivation,
-      steps: rec.steps,
-      stepDuration: RationalNs.readDuration(rec.stepDuration, 'stepDuration'),
-      environment: { environmentId: readId(env.environmentId, 'environment.environmentId'), model: String(env.model), params: env.params ?? {}, seed: env.seed, workerId: readId(env.workerId, 'environment.workerId') },
-      agents,
-      workers,
-      agentsPerWorker: rec.agentsPerWorker,
-      transport: rec.transport,
-      deadlines: rec.deadlines,
-      seedCollisions: rec.seedCollisions ?? [],
-      baseDir: runDir,
-    };
     const ids = new Map<Id, AgentInitializeResultEntry>();
     for (const a of rec.agents as Record<string, any>[]) {
       ids.set(a.agentId, { agentId: a.agentId, modelVersion: a.modelVersion, plasticityVersion: a.plasticityVersion, profileDigest: a.profileDigest, datasetDigest: a.datasetDigest, tickDuration: a.tickDuration, committedStep: '0' } as AgentInitializeResultEntry);
     }
     const identities: Identities = { environment: { environmentId: env.environmentId, modelVersion: env.modelVersion, profileDigest: env.profileDigest }, agents: ids };
-    if (!Number.isInteger(rec.steps) || rec.steps < 0) fail(runDir, 'steps is not a whole number', 'steps');
-    return { plan, identities, epoch: readId(rec.epoch, 'epoch'), dispatch: rec.dispatch ?? 'concurrent', steps: rec.steps };
+    return { plan, identities, epoch: readId(rec.epoch, 'epoch'), dispatch: rec.dispatch ?? 'concurrent', steps: plan.steps };
   } catch (e) {
+    // A seed that differs from its derivation keeps its identity code; anything else is a bad record.
+    if (isDetsimError(e) && e.reason === 'ident_seed_mismatch') throw new DetsimError(e.reason, `${join(runDir, RUN_FILES.run)}: ${e.message}`, e.field);
     if (isDetsimError(e) && e.reason !== 'struct_run_record') fail(runDir, e.message, e.field);
     if (e instanceof TypeError) fail(runDir, `malformed: ${e.message}`);
     throw e;
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// The one rebuild of a RunPlan from run.json, for resume (above) and replay (receipt/replay.ts).
+
+type Obj = Record<string, unknown>;
+
+function obj(v: unknown, field: string): Obj {
+  if (v === null || typeof v !== 'object' || Array.isArray(v)) throw new DetsimError('struct_invalid_field', `${field} is not an object`, field);
+  return v as Obj;
+}
+
+function list(v: unknown, field: string): Obj[] {
+  if (!Array.isArray(v)) throw new DetsimError('struct_invalid_field', `${field} is not a list`, field);
+  return v.map((x, i) => obj(x, `${field}[${i}]`));
+}
+
 /**
- * The runtime an agent worker ran on, from the Hello runtime recorded in run.json
- * ("detsim-rs/…" is the Rust worker), so a resumed run puts each worker back on its language.
+ * The planned runtime of a recorded agent worker, from the Hello runtime run.json holds
+ * ("detsim-rs/…" is the Rust worker, "detsim-ts/…" the TypeScript one); anything else is refused.
  */
-function runtimeOf(w: Record<string, unknown>): Pick<PlannedWorker, 'runtime'> {
-  return w.role === 'agent' && typeof w.runtime === 'string' && w.runtime.startsWith('detsim-rs/') ? { runtime: 'rust' } : {};
+function runtimeOf(w: Obj, field: string): WorkerRuntimeName {
+  const r = w.runtime;
+  if (typeof r === 'string' && r.startsWith('detsim-rs/')) return 'rust';
+  if (typeof r === 'string' && r.startsWith('detsim-ts/')) return 'typescript';
+  throw new DetsimError('struct_invalid_field', `${field}: ${JSON.stringify(r)} is neither a detsim-ts/ nor a detsim-rs/ worker runtime`, field);
+}
+
+/**
+ * Rebuild the RunPlan a run recorded in its run.json: the composition goes back through
+ * resolveConfig (every config check, seeds derived again) with every planned field the record holds
+ * (ports, action fields, per-worker runtimes, deadlines, layout), so the result equals the plan the
+ * run started from; a recorded seed or worker layout that differs from its derivation is refused.
+ * `keepRecordedSeeds` leaves the seeds as run.json records them instead (unchecked), for a caller
+ * that checks them itself and names what was edited (resume: recorded-composition.ts).
+ */
+export function planFromRunJson(runJson: unknown, opts: { keepRecordedSeeds?: boolean } = {}): RunPlan {
+  const r = obj(runJson, '(top level)');
+  const env = obj(r.environment, 'environment');
+  const agents = list(r.agents, 'agents');
+  const workers = list(r.workers, 'workers');
+  const sd = obj(r.stepDuration, 'stepDuration');
+  const agentWorkers = workers.map((w, i) => ({ w, i })).filter(({ w }) => w.role === 'agent');
+  if (r.seedDerivation !== SEED_ALGORITHM) throw new DetsimError('struct_invalid_field', `run.json: seedDerivation ${JSON.stringify(r.seedDerivation)} is not ${SEED_ALGORITHM}`, 'seedDerivation');
+  const config = {
+    sessionId: r.sessionId,
+    masterSeed: r.masterSeed,
+    steps: r.steps,
+    worldStepNs: { numerator: sd.numerator, denominator: sd.denominator },
+    environment: { id: env.environmentId, model: env.model, params: env.params ?? {} },
+    agents: agents.map((a) => ({ id: a.agentId, model: a.model, params: a.params ?? {}, port: a.portId, ...(a.actionFields === undefined ? {} : { actionFields: a.actionFields }) })),
+    workers: { agentsPerWorker: r.agentsPerWorker, transport: r.transport, runtime: agentWorkers.map(({ w, i }) => runtimeOf(w, `workers[${i}].runtime`)) },
+    deadlines: r.deadlines,
+  };
+  // Recorded module paths are absolute already; the base directory resolves nothing.
+  const plan = resolveConfig(config, { baseDir: '/' });
+  checkLayout(plan, workers);
+  if (opts.keepRecordedSeeds) return withRecordedSeeds(plan, agents, env);
+  for (const [i, a] of agents.entries()) {
+    const p = plan.agents[i]!;
+    if (p.seed !== a.seed) throw new DetsimError('ident_seed_mismatch', `run.json: agents[${i}].seed ${String(a.seed)} differs from the derived ${p.seed} for ${p.agentId}`, `agents[${i}].seed`);
+  }
+  if (plan.environment.seed !== env.seed) throw new DetsimError('ident_seed_mismatch', `run.json: environment.seed ${String(env.seed)} differs from the derived ${plan.environment.seed}`, 'environment.seed');
+  return plan;
+}
+
+/** The plan with the seeds run.json records (each must be an integer; whether it derives is the caller's check). */
+function withRecordedSeeds(plan: RunPlan, agents: Obj[], env: Obj): RunPlan {
+  const seedOf = (v: unknown, field: string): number => {
+    if (typeof v !== 'number' || !Number.isInteger(v)) throw new DetsimError('struct_invalid_field', `run.json: ${field} is not an integer seed`, field);
+    return v;
+  };
+  return {
+    ...plan,
+    environment: { ...plan.environment, seed: seedOf(env.seed, 'environment.seed') },
+    agents: plan.agents.map((a, i) => ({ ...a, seed: seedOf(agents[i]!.seed, `agents[${i}].seed`) })),
+  };
+}
+
+/** The recorded workers must be the layout the plan derives (ids, roles, hosted agents, in order). */
+function checkLayout(plan: RunPlan, recorded: Obj[]): void {
+  const derived = plan.workers.map((w) => canonicalize({ workerId: w.workerId, role: w.role, agentIds: w.agentIds }));
+  const seen = recorded.map((w) => canonicalize({ workerId: w.workerId ?? null, role: w.role ?? null, agentIds: (w.agentIds ?? null) as never }));
+  const i = derived.findIndex((d, k) => d !== seen[k]);
+  if (i >= 0 || derived.length !== seen.length) {
+    const at = i >= 0 ? i : Math.min(derived.length, seen.length);
+    throw new DetsimError('struct_invalid_field', `run.json: workers[${at}] differs from the layout agentsPerWorker ${plan.agentsPerWorker} gives`, `workers[${at}]`);
+  }
 }

@@ -1,5 +1,6 @@
 // Shared CLI plumbing: one readable line and a non-zero exit for refused input, never a stack
 // trace for a user mistake. Exit 1 = a file failed verification; exit 2 = usage or input error.
+import { checkSteps } from '../config.js';
 import { DetsimError } from '../formats/errors.js';
 
 /** Ends a command with an exit code and one line on stderr. */
@@ -38,6 +39,13 @@ export function action<A extends unknown[]>(fn: (...args: A) => Promise<void> | 
       throw e;
     }
   };
+}
+
+/** A `--steps N` flag: digits only, then the same bound as a config's `steps` (config.ts checkSteps). */
+export function readStepsFlag(text: string | undefined, flag = '--steps'): number | undefined {
+  if (text === undefined) return undefined;
+  if (!/^(0|[1-9][0-9]{0,29})$/.test(text)) throw new DetsimError('struct_invalid_field', `${flag}: ${JSON.stringify(text)} is not a whole number of steps`, flag);
+  return checkSteps(Number(text), flag);
 }
 
 export function writeStdout(text: string): void {

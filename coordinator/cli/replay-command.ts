@@ -8,7 +8,7 @@ import { DISPATCH_MODES, type Dispatch } from '../lockstep.js';
 import { isRunFailure } from '../run-failure.js';
 import { describeDivergence } from '../receipt/diagnosis.js';
 import { type Check, type ReplayReport, replay } from '../receipt/replay.js';
-import { action, ExitError, writeStdout } from './common.js';
+import { action, ExitError, readStepsFlag, writeStdout } from './common.js';
 
 interface ReplayCommandOptions {
   runs?: string;
@@ -62,7 +62,7 @@ export function registerReplay(program: Command): void {
     .action(
       action(async (source: string, opts: ReplayCommandOptions) => {
         const runs = readWhole(opts.runs, '--runs', 2);
-        const steps = readWhole(opts.steps, '--steps', 0);
+        const steps = readStepsFlag(opts.steps);
         const dispatch = readDispatch(opts.dispatch);
         const resumeAt = readWhole(opts.resumeAt, '--resume-at', 1);
         let report: ReplayReport;

@@ -9,7 +9,7 @@ import { DetsimError } from '../formats/errors.js';
 import { checkWorkerBinaries } from '../launcher.js';
 import { DISPATCH_MODES, type Dispatch } from '../lockstep.js';
 import { runSession, type RunProgress } from '../run.js';
-import { action, writeStdout } from './common.js';
+import { action, readStepsFlag, writeStdout } from './common.js';
 import { checkpointRunFromFlags, checkpointSummaryLines } from './checkpoint-flags.js';
 import { receiptOf, runFailureExit } from './run-outcome.js';
 
@@ -24,12 +24,6 @@ interface RunCommandOptions {
 
 /** Exit codes: 0 done, 1 the run failed (a worker died, stalled or misbehaved, a file could not be written), 2 bad input, 130 interrupted. */
 export { INTERRUPTED_EXIT, RUN_FAILED_EXIT } from './run-outcome.js';
-
-function readSteps(text: string | undefined): number | undefined {
-  if (text === undefined) return undefined;
-  if (!/^(0|[1-9][0-9]{0,8})$/.test(text)) throw new DetsimError('struct_invalid_field', `--steps: ${JSON.stringify(text)} is not a whole number of steps`, '--steps');
-  return Number(text);
-}
 
 function readDispatch(text: string | undefined): Dispatch | undefined {
   if (text === undefined) return undefined;
@@ -93,7 +87,7 @@ export function registerRun(program: Command): void {
     .option('--keep <n>', 'checkpoint generations to keep (default 3; with --checkpoint-every)')
     .action(
       action(async (configPath: string, opts: RunCommandOptions) => {
-        const steps = readSteps(opts.steps);
+        const steps = readStepsFlag(opts.steps);
         const dispatch = readDispatch(opts.dispatch);
         // Every check on the config happens here, before any process starts.
         const plan = loadConfig(configPath);

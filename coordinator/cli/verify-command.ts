@@ -1,14 +1,11 @@
 // `detsim verify [--config FILE…] [--out DIR]`: the single CI entry for DIFF=0 — replay,
 // goldens, sensitivity, field table, honesty — writing attestation.md/.jsonl. Argument handling
 // and display only; the checks are coordinator/receipt/verify.ts. Exit 0 green, 1 red, 2 yellow.
-import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
-import { parseStrict } from '../formats/canonical-json.js';
 import { DetsimError } from '../formats/errors.js';
-import type { FieldRule } from '../receipt/fields.js';
 import { isRunFailure } from '../run-failure.js';
-import { verify } from '../receipt/verify.js';
-import { action, ExitError, writeStdout } from './common.js';
+import { readFieldTableFile, verify } from '../receipt/verify.js';
+import { action, ExitError, readStepsFlag, writeStdout } from './common.js';
 
 interface VerifyCommandOptions {
   config?: string[];
@@ -28,14 +25,6 @@ function readWhole(text: string | undefined, field: string, min: number): number
   return Number(text);
 }
 
-/** A table file: the `fields` array of `detsim fields --json`, or the whole object. */
-function readTable(file: string): FieldRule[] {
-  const v = parseStrict(readFileSync(file)) as unknown;
-  const rows = Array.isArray(v) ? v : (v as { fields?: unknown }).fields;
-  if (!Array.isArray(rows)) throw new DetsimError('struct_invalid_field', `--field-table: ${file} holds no list of fields`, '--field-table');
-  return rows as FieldRule[];
-}
-
 export function registerVerify(program: Command): void {
   program
     .command('verify')
@@ -51,7 +40,7 @@ export function registerVerify(program: Command): void {
     .option('--no-golden-marker', 'skip the [golden] commit-marker guard')
     .action(
       action(async (opts: VerifyCommandOptions) => {
-        const table = opts.fieldTable ? readTable(opts.fieldTable) : undefined;
+        const table = opts.fieldTable ? readFieldTableFile(opts.fieldTable) : undefined;
         let result;
         try {
           result = await verify({
@@ -60,7 +49,7 @@ export function registerVerify(program: Command): void {
             runsDir: opts.runsDir,
             goldenDir: opts.goldenDir,
             runs: readWhole(opts.runs, '--runs', 2),
-            steps: readWhole(opts.steps, '--steps', 0),
+            steps: readStepsFlag(opts.steps),
             updateGoldens: opts.updateGoldens,
             table,
             goldenMarker: opts.goldenMarker,

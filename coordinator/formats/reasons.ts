@@ -87,6 +87,7 @@ export const REASONS = {
   audit_ledger_truncated: { layer: 'L7', summary: 'the ledger holds fewer lines than its head records (lines removed at the end)' },
   // Capture, restore and resume (coordinator/checkpoint/)
   struct_run_record: { layer: 'L1', summary: 'a run directory cannot be resumed: run.json, trace.jsonl or the store is missing or malformed' },
+  perm_out_dir_unwritable: { layer: 'L4', summary: 'the output directory (--out) cannot hold run directories: not a directory, not writable, or under /proc or /sys' },
   perm_write_failed: { layer: 'L4', summary: 'a run directory file could not be written: the system refused or failed the write (EIO, EROFS, EACCES, …); files written before stay as they were' },
   perm_run_dir_locked: { layer: 'L4', summary: 'the run directory is in use by a live process (its run.lock): one run, resume or store gc at a time' },
   perm_listen_not_local: { layer: 'L4', summary: 'a worker listen address is TCP on a non-loopback host (e.g. 0.0.0.0): only unix sockets and 127.0.0.0/8, ::1, localhost' },

@@ -43,7 +43,8 @@ export function goldenFile(dir: string, example: string): string {
 export function readGolden(dir: string, example: string, opts: { forUpdate?: boolean } = {}): Golden | null {
   const file = goldenFile(dir, example);
   if (!existsSync(file)) return null;
-  const v = parseStrict(readFileSync(file)) as Record<string, unknown>;
+  const v = parseJsonFile(file) as Record<string, unknown>;
+  if (v === null || typeof v !== 'object' || Array.isArray(v)) throw new DetsimError('struct_invalid_field', `${file}: a golden is a JSON object {example, config, steps, reproHash, behaviourDigest, evidence_class, how}`, '(top level)');
   const keys = ['behaviourDigest', 'config', 'evidence_class', 'example', 'how', 'reproHash', 'steps'];
   const extra = Object.keys(v).filter((k) => !keys.includes(k));
   if (extra.length > 0) throw new DetsimError('struct_unknown_field', `${file}: unknown field ${JSON.stringify(extra[0])}`, extra[0]);
@@ -53,6 +54,16 @@ export function readGolden(dir: string, example: string, opts: { forUpdate?: boo
   if (typeof v.reproHash !== 'string' || !/^[0-9a-f]{16}$/.test(v.reproHash)) throw new DetsimError('struct_invalid_field', `${file}: reproHash is not 16 lowercase hex characters`, 'reproHash');
   if (typeof v.steps !== 'number' || !Number.isInteger(v.steps) || v.steps < 0) throw new DetsimError('struct_invalid_field', `${file}: steps is not a whole number`, 'steps');
   return v as unknown as Golden;
+}
+
+/** Strict JSON from a file; a refusal (an empty file included) names the file, never only its content. */
+export function parseJsonFile(file: string): unknown {
+  try {
+    return parseStrict(readFileSync(file));
+  } catch (e) {
+    if (e instanceof DetsimError) throw new DetsimError(e.reason, `${file}: ${e.message}`, e.field);
+    throw e;
+  }
 }
 
 export function writeGolden(dir: string, g: Golden): string {

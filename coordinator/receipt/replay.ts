@@ -3,7 +3,8 @@
 // is sensitive (self-check) and that stripping removed physical fields that really differed.
 // It does not render reports (attestation.ts) and knows nothing of goldens (goldens.ts).
 import { canonicalize, type JsonValue } from '../formats/canonical-json.js';
-import { resolveConfig, loadConfig, type RunPlan } from '../config.js';
+import { loadConfig, type RunPlan } from '../config.js';
+import { planFromRunJson } from '../checkpoint/run-record.js';
 import { DetsimError } from '../formats/errors.js';
 import { type Check, makeCheck } from './check.js';
 import type { Dispatch } from '../lockstep.js';
@@ -75,34 +76,15 @@ export function isRunDir(path: string): boolean {
 }
 
 type Obj = Record<string, unknown>;
-const obj = (v: unknown, field: string): Obj => {
-  if (v === null || typeof v !== 'object' || Array.isArray(v)) throw new DetsimError('struct_invalid_receipt', `run.json: ${field} is not an object`, field);
-  return v as Obj;
-};
 
-/** Rebuild the RunPlan of a recorded run from its run.json, and check the recorded seeds. */
+/** Rebuild the RunPlan of a recorded run from its run.json (the one rebuild, shared with resume). */
 export function planFromRunRecord(runJson: unknown): RunPlan {
-  const r = obj(runJson, '(top level)');
-  const env = obj(r.environment, 'environment');
-  const agents = (Array.isArray(r.agents) ? r.agents : []).map((a, i) => obj(a, `agents[${i}]`));
-  const sd = obj(r.stepDuration, 'stepDuration');
-  const config = {
-    sessionId: r.sessionId,
-    masterSeed: r.masterSeed,
-    steps: r.steps,
-    worldStepNs: { numerator: sd.numerator, denominator: sd.denominator },
-    environment: { id: env.environmentId, model: env.model, params: env.params ?? {} },
-    agents: agents.map((a) => ({ id: a.agentId, model: a.model, params: a.params ?? {}, port: a.portId })),
-    workers: { agentsPerWorker: r.agentsPerWorker, transport: r.transport },
-    deadlines: r.deadlines,
-  };
-  const plan = resolveConfig(config, { baseDir: process.cwd() });
-  for (const [i, a] of agents.entries()) {
-    const p = plan.agents[i]!;
-    if (p.seed !== a.seed) throw new DetsimError('ident_seed_mismatch', `run.json: agents[${i}].seed ${String(a.seed)} differs from the derived ${p.seed} for ${p.agentId}`, `agents[${i}].seed`);
+  try {
+    return planFromRunJson(runJson);
+  } catch (e) {
+    if (e instanceof DetsimError && !e.message.startsWith('run.json: ')) throw new DetsimError(e.reason, `run.json: ${e.message}`, e.field);
+    throw e;
   }
-  if (plan.environment.seed !== env.seed) throw new DetsimError('ident_seed_mismatch', `run.json: environment.seed ${String(env.seed)} differs from the derived ${plan.environment.seed}`, 'environment.seed');
-  return plan;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ import { loadConfig } from '../config.js';
 import { DetsimError } from '../formats/errors.js';
 import { type Attestation, buildAttestation, writeAttestation } from './attestation.js';
 import { FIELD_TABLE, type FieldRule, validateFieldTable } from './fields.js';
-import { DEFAULT_GOLDEN_DIR, type Golden, exampleName, goldenCheck, readGolden, writeGolden } from './goldens.js';
+import { DEFAULT_GOLDEN_DIR, type Golden, exampleName, goldenCheck, parseJsonFile, readGolden, writeGolden } from './goldens.js';
 import type { Receipt } from './receipt.js';
 import { type Check, makeCheck, replay } from './replay.js';
 import { reproHash } from './reprohash.js';
@@ -82,6 +82,32 @@ export function canonicalCheck(subject: string, receipt: Receipt, table?: readon
   return failures.length === 0 ? makeCheck('canonical', subject, 'pass', 'audit_canonical_ok', { probes: 4 }) : makeCheck('canonical', subject, 'fail', 'audit_canonical_failed', { failures });
 }
 
+/**
+ * A classification table file (`--field-table`): the `fields` array of `detsim fields --json`, or
+ * the array alone. Every refusal names the file; each row must have a string path and class (the
+ * table check then judges the rows' meaning).
+ */
+export function readFieldTableFile(file: string): FieldRule[] {
+  const refuse = (why: string): never => {
+    throw new DetsimError('struct_invalid_field', `--field-table: ${file}: ${why}`, '--field-table');
+  };
+  let v: unknown;
+  try {
+    v = parseJsonFile(file);
+  } catch (e) {
+    if (e instanceof DetsimError) throw new DetsimError(e.reason, `--field-table: ${e.message}`, '--field-table');
+    if (typeof (e as NodeJS.ErrnoException).code === 'string') refuse(`cannot be read (${(e as NodeJS.ErrnoException).code})`);
+    throw e;
+  }
+  const rows = Array.isArray(v) ? v : v !== null && typeof v === 'object' ? (v as { fields?: unknown }).fields : undefined;
+  if (!Array.isArray(rows)) return refuse('holds no list of fields (an array, or an object with `fields`)');
+  rows.forEach((r: unknown, i) => {
+    const row = r as Partial<Record<keyof FieldRule, unknown>> | null;
+    if (row === null || typeof row !== 'object' || typeof row.path !== 'string' || typeof row.cls !== 'string') refuse(`row ${i} is not a field rule {path, cls, summary}`);
+  });
+  return rows as FieldRule[];
+}
+
 /** The [golden] marker guard (scripts/check-goldens.mjs) over the checkout's history. */
 export function goldenMarkerCheck(root = process.cwd()): Check | null {
   const script = join(root, 'scripts', 'check-goldens.mjs');
@@ -98,14 +124,14 @@ async function verifyConfig(config: string, opts: VerifyOptions, say: (l: string
   const goldenDir = opts.goldenDir ?? DEFAULT_GOLDEN_DIR;
   const name = exampleName(config);
   let plan: RunPlan;
-  let golden: Golden | null;
   try {
     plan = loadConfig(config);
-    golden = readGolden(goldenDir, name, { forUpdate: opts.updateGoldens });
   } catch (e) {
     if (e instanceof DetsimError) throw new DetsimError(e.reason, `${config}: ${e.message}`, e.field);
     throw e;
   }
+  // A golden's refusals name the golden file itself (goldens.ts), not the config it belongs to.
+  let golden: Golden | null = readGolden(goldenDir, name, { forUpdate: opts.updateGoldens });
   const steps = golden?.steps ?? opts.steps ?? plan.steps;
   say(`verify ${name}: ${opts.runs ?? 2} fresh runs of ${steps} steps`);
   const report = await replay(plan, {

@@ -55,7 +55,8 @@ describe('replay checks', () => {
   });
 
   it('a recorded run.json rebuilds its plan and refuses a seed that does not match the derivation', () => {
-    const run = structuredClone(sampleReceipt().run) as { agents: { agentId: string; seed: number }[]; environment: { seed: number }; masterSeed: string };
+    const run = structuredClone(sampleReceipt().run) as { agents: { agentId: string; seed: number }[]; environment: { seed: number; params: unknown }; masterSeed: string };
+    run.environment.params = { width: 8, food: 1 }; // the sample's fractional food exercises precision, forage refuses it
     for (const a of run.agents) a.seed = deriveSeed(run.masterSeed, a.agentId);
     run.environment.seed = deriveSeed(run.masterSeed, 'env');
     const plan = planFromRunRecord(run);

@@ -53,9 +53,12 @@ export function sampleReceipt(variant: { wall?: string; pid?: number; order?: st
       environment: { environmentId: 'env', model: 'forage', modelVersion: '1', profileDigest: D('9'), params: { width: 8, food: 0.5 }, seed: 123, workerId: 'worker-env' },
       agents: [
         { agentId: 'a0', portId: 'a0', model: 'walker', modelVersion: '1', plasticityVersion: '0', profileDigest: D('a'), datasetDigest: D('0'), tickDuration: { numerator: '1000000', denominator: '1' }, params: {}, seed: -5, workerId: 'worker-0' },
-        { agentId: 'a1', portId: 'a1', model: 'walker', modelVersion: '1', plasticityVersion: '0', profileDigest: D('a'), datasetDigest: D('0'), tickDuration: { numerator: '1000000', denominator: '1' }, params: { bias: 2 }, seed: 77, workerId: 'worker-0' },
+        { agentId: 'a1', portId: 'a1', model: 'walker', modelVersion: '1', plasticityVersion: '0', profileDigest: D('a'), datasetDigest: D('0'), tickDuration: { numerator: '1000000', denominator: '1' }, params: { explore: 2 }, seed: 77, workerId: 'worker-0' },
       ],
-      workers: [{ workerId: 'worker-0', role: 'agent', agentIds: ['a0', 'a1'], runtime: `node ${variant.pid ?? 20}`, buildDigest: D('5'), capabilities: ['agent-step-v1'] }],
+      workers: [
+        { workerId: 'worker-env', role: 'environment', agentIds: [], runtime: 'detsim-ts/v20', buildDigest: D('5'), capabilities: ['agent-step-v1'] },
+        { workerId: 'worker-0', role: 'agent', agentIds: ['a0', 'a1'], runtime: `detsim-ts/v${variant.pid ?? 20}`, buildDigest: D('5'), capabilities: ['agent-step-v1'] },
+      ],
       agentsPerWorker: 4,
       transport: 'unix',
       deadlines: { startupMs: 15000, stepMs: 5000, captureMs: 30000 },
