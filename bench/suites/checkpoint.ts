@@ -11,7 +11,7 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { captureGroup } from '../../coordinator/checkpoint/capture.js';
-import { openCheckpointing } from '../../coordinator/checkpoint/checkpointing.js';
+import { openCheckpointing, storeDirOf } from '../../coordinator/checkpoint/checkpointing.js';
 import { CheckpointGroup } from '../../coordinator/checkpoint/group.js';
 import { isCheckpointRefusal } from '../../coordinator/checkpoint/refusal.js';
 import { restoreGroup } from '../../coordinator/checkpoint/restore.js';
@@ -33,7 +33,8 @@ function lifPlan(neuronsA: number, neuronsB: number): RunPlan {
 }
 
 async function group(plan: RunPlan, runDir: string, capacity = 2) {
-  const fleet = await launchFleet(plan, { logger });
+  // The workers may read payload files of this run's store only (payload-file-v1 restores).
+  const fleet = await launchFleet(plan, { logger, storeDir: storeDirOf(runDir) });
   const lockstep = new Lockstep(plan, fleet, { dispatch: 'concurrent', epoch: 'e1', startedAt: process.hrtime.bigint(), logger });
   await lockstep.initialize();
   const ck = await openCheckpointing(runDir, { capacity, maxQueuedBytes: 1024 * 1024 * 1024 });
