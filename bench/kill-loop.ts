@@ -7,7 +7,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Xorshift32 } from '../coordinator/formats/xorshift.js';
+import { Xorshift32 } from '../core/formats/xorshift.js';
 import { Ledger, ledgerEventOfWriter, verifyLedger } from '../coordinator/store/ledger.js';
 import { CheckpointStore } from '../coordinator/store/store.js';
 import { CheckpointWriter, WriterBusyError } from '../coordinator/store/writer.js';

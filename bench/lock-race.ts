@@ -10,7 +10,7 @@ import { appendFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSyn
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { isDetsimError } from '../coordinator/formats/errors.js';
+import { isDetsimError } from '../core/formats/errors.js';
 import { acquireRunLock, RUN_LOCK_FILE } from '../coordinator/run-lock.js';
 
 const SELF = fileURLToPath(import.meta.url);

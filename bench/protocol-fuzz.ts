@@ -15,11 +15,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { canonicalBytes } from '../coordinator/formats/canonical-json.js';
+import { canonicalBytes } from '../core/formats/canonical-json.js';
 import {
   ALL_METHODS, CONTRACT_DIGEST, DEFAULT_MAX_MESSAGE_BYTES, ERROR_CODES, type Frame, FrameAssembler, MAX_CHUNK_BYTES, METHODS, type Reply, type Role,
   channelOptions, decodeBody, parseAddress, readReply, workerServiceDefinition,
-} from '../coordinator/protocol/index.js';
+} from '../core/protocol/index.js';
 import { type SpawnedWorker, launchWorker } from '../test/workers/harness.js';
 
 const SESSION = 's1';

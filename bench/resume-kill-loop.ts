@@ -10,8 +10,8 @@ import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parseStrict } from '../coordinator/formats/canonical-json.js';
-import { Xorshift32 } from '../coordinator/formats/xorshift.js';
+import { parseStrict } from '../core/formats/canonical-json.js';
+import { Xorshift32 } from '../core/formats/xorshift.js';
 import { behaviourDigest, compareBehaviours, describeDifference, EpochRebase, type TraceBehaviour, type TransitionTrace } from '../coordinator/trace.js';
 
 const ROOT = join(fileURLToPath(import.meta.url), '..', '..');

@@ -6,11 +6,11 @@ import { dirname, extname, isAbsolute, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
-import { parseStrict } from './formats/canonical-json.js';
-import { DetsimError } from './formats/errors.js';
-import type { ReasonCode } from './formats/reasons.js';
-import { RationalNs, isId, isU64, type Id, type U64 } from './formats/scalars.js';
-import { deriveSeed, deriveSeeds, SEED_ALGORITHM, type SeedCollision } from './formats/seed.js';
+import { parseStrict } from '../core/formats/canonical-json.js';
+import { DetsimError } from '../core/formats/errors.js';
+import type { ReasonCode } from '../core/formats/reasons.js';
+import { RationalNs, isId, isU64, type Id, type U64 } from '../core/formats/scalars.js';
+import { deriveSeed, deriveSeeds, SEED_ALGORITHM, type SeedCollision } from '../core/formats/seed.js';
 import { ParamError } from '../workers/sdk.js';
 import { checkModelParams } from '../workers/models/params.js';
 

@@ -1,19 +1,19 @@
 // The library API of detsim, importable from the package root ('detsim').
 // Formats (canonical JSON, scalars, seeds, envelopes) first; runs and stores as they land.
-export { canonicalize, canonicalBytes, canonicalDigest, parseStrict, parseCanonical, serializeNumber, sha256Hex } from './formats/canonical-json.js';
-export type { JsonValue } from './formats/canonical-json.js';
-export { DetsimError, isDetsimError } from './formats/errors.js';
-export { REASONS, LAYER_NAMES } from './formats/reasons.js';
-export type { ReasonCode, Layer, Action, Decision } from './formats/reasons.js';
-export { RationalNs, readId, readU64, readDigest, readScope, readRequestId, isId, isU64, U64_MAX } from './formats/scalars.js';
-export type { Id, U64, Digest, Scope, RationalNsJson } from './formats/scalars.js';
-export { deriveSeed, deriveSeeds, seedMaterial, SEED_ALGORITHM, SEED_PREFIX } from './formats/seed.js';
-export type { DerivedSeeds, DerivedSeed, SeedCollision } from './formats/seed.js';
-export { Xorshift32 } from './formats/xorshift.js';
-export { encodeEnvelope, encodeEnvelopeParts, decodeEnvelope, align8, ENVELOPE_MAGIC, ENVELOPE_FOOTER_MAGIC, ENVELOPE_VERSION, LEGACY_MAGIC, HEADER_BYTES, TABLE_ENTRY_BYTES, FOOTER_BYTES, MAX_PAYLOADS, REQUIRED_MANIFEST_FIELDS } from './formats/envelope.js';
-export type { EnvelopeManifest, EnvelopePayloadRef, EnvelopePayloadInput, EnvelopeEntry, EnvelopeLayout, EncodedEnvelopeParts, DecodedEnvelope, DecodedPayload } from './formats/envelope.js';
-export { CONTRACT_DIGEST, PROTO_PATH, DEFAULT_MAX_MESSAGE_BYTES, channelOptions, parseAddress, workerServiceDefinition, METHODS, ERROR_CODES, readRequest, readReply, ProtocolRefusal, MAX_CHUNK_BYTES, encodeFrames, FrameAssembler, FrameWriter, WorkerClient, WorkerCallError, HelloRefusedError, startWorkerServer, CAPABILITIES } from './protocol/index.js';
-export type { Request as WorkerRequest, Reply as WorkerReply, ErrorCode, Mutation, Method, CallOptions, CallReply, CallFailureKind, ConnectOptions, HelloExpectation, ProcessExitInfo } from './protocol/index.js';
+export { canonicalize, canonicalBytes, canonicalDigest, parseStrict, parseCanonical, serializeNumber, sha256Hex } from '../core/formats/canonical-json.js';
+export type { JsonValue } from '../core/formats/canonical-json.js';
+export { DetsimError, isDetsimError } from '../core/formats/errors.js';
+export { REASONS, LAYER_NAMES } from '../core/formats/reasons.js';
+export type { ReasonCode, Layer, Action, Decision } from '../core/formats/reasons.js';
+export { RationalNs, readId, readU64, readDigest, readScope, readRequestId, isId, isU64, U64_MAX } from '../core/formats/scalars.js';
+export type { Id, U64, Digest, Scope, RationalNsJson } from '../core/formats/scalars.js';
+export { deriveSeed, deriveSeeds, seedMaterial, SEED_ALGORITHM, SEED_PREFIX } from '../core/formats/seed.js';
+export type { DerivedSeeds, DerivedSeed, SeedCollision } from '../core/formats/seed.js';
+export { Xorshift32 } from '../core/formats/xorshift.js';
+export { encodeEnvelope, encodeEnvelopeParts, decodeEnvelope, align8, ENVELOPE_MAGIC, ENVELOPE_FOOTER_MAGIC, ENVELOPE_VERSION, LEGACY_MAGIC, HEADER_BYTES, TABLE_ENTRY_BYTES, FOOTER_BYTES, MAX_PAYLOADS, REQUIRED_MANIFEST_FIELDS } from '../core/formats/envelope.js';
+export type { EnvelopeManifest, EnvelopePayloadRef, EnvelopePayloadInput, EnvelopeEntry, EnvelopeLayout, EncodedEnvelopeParts, DecodedEnvelope, DecodedPayload } from '../core/formats/envelope.js';
+export { CONTRACT_DIGEST, PROTO_PATH, DEFAULT_MAX_MESSAGE_BYTES, channelOptions, parseAddress, workerServiceDefinition, METHODS, ERROR_CODES, readRequest, readReply, ProtocolRefusal, MAX_CHUNK_BYTES, encodeFrames, FrameAssembler, FrameWriter, WorkerClient, WorkerCallError, HelloRefusedError, startWorkerServer, CAPABILITIES } from '../core/protocol/index.js';
+export type { Request as WorkerRequest, Reply as WorkerReply, ErrorCode, Mutation, Method, CallOptions, CallReply, CallFailureKind, ConnectOptions, HelloExpectation, ProcessExitInfo } from '../core/protocol/index.js';
 // Runs: config, lockstep, traces, run directory (issue 3).
 export { loadConfig, resolveConfig, parseConfigText, MAX_AGENTS, BUILTIN_AGENT_MODELS, BUILTIN_ENVIRONMENT_MODELS, DEFAULT_DEADLINES, ENVIRONMENT_WORKER_ID, WORKER_RUNTIMES } from './config.js';
 export type { RunPlan, PlannedAgent, PlannedWorker, Transport, WorkerRuntimeName } from './config.js';
@@ -40,8 +40,8 @@ export {
   traceLine,
 } from './trace.js';
 export type { TransitionTrace, TraceBehaviour, TraceOperational, TraceAgent, TraceReward, TraceDifference } from './trace.js';
-export { decodeLegacyFlysim, encodeLegacyFlysim, legacyMagicOf, LEGACY_FLYSIM_MAGIC, LEGACY_MAGICS } from './formats/legacy-flysim.js';
-export type { DecodedLegacy, LegacyChunk, LegacyLayout, LegacyChunkInput } from './formats/legacy-flysim.js';
+export { decodeLegacyFlysim, encodeLegacyFlysim, legacyMagicOf, LEGACY_FLYSIM_MAGIC, LEGACY_MAGICS } from '../core/formats/legacy-flysim.js';
+export type { DecodedLegacy, LegacyChunk, LegacyLayout, LegacyChunkInput } from '../core/formats/legacy-flysim.js';
 // Checkpoints: the STATE-01 store, the async writer queue, the run ledger (issue 4).
 export { CheckpointStore, StoreCommitError, generationIdentityOf, parseStoreManifest, loadGeneration, generationFile, generationTemp, STATE_FORMAT_ID, STORE_MANIFEST_VERSION, STORE_MANIFEST_FILE, STORE_MANIFEST_TMP, GENERATION_SUFFIX, DEFAULT_KEEP_GENERATIONS, EMPTY_STORE_MANIFEST } from './store/store.js';
 export type { GenerationRecord, StoreManifest, GenerationIdentity, EnvelopeBytes, CommitOptions, CommitResult, CommitFailureReason, GenerationCheck, StoreVerifyReport, LoadedGeneration, StoreScan, StoreOptions } from './store/store.js';

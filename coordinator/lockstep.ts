@@ -5,9 +5,9 @@
 // "the next Advance never follows a half-commit", see StepOptions). NOT process handling, NOT files.
 import type { Logger } from 'pino';
 import type { RunPlan } from './config.js';
-import { canonicalDigest, type JsonValue } from './formats/canonical-json.js';
-import { DetsimError } from './formats/errors.js';
-import { RationalNs, isId, readDigest, readU64, type Digest, type Id, type Scope } from './formats/scalars.js';
+import { canonicalDigest, type JsonValue } from '../core/formats/canonical-json.js';
+import { DetsimError } from '../core/formats/errors.js';
+import { RationalNs, isId, readDigest, readU64, type Digest, type Id, type Scope } from '../core/formats/scalars.js';
 import { diagnoseCallFailure, type Fleet, type LaunchedWorker } from './launcher.js';
 import {
   METHODS,
@@ -20,7 +20,7 @@ import {
   type EnvironmentInitializeResult,
   type JsonObject,
   type PreparedDecision,
-} from './protocol/index.js';
+} from '../core/protocol/index.js';
 import { RunFailure, type RunPhase } from './run-failure.js';
 import { batchIdFor, type TraceAgent, type TraceReward, type TransitionTrace } from './trace.js';
 

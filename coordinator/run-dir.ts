@@ -8,9 +8,9 @@ import { accessSync, closeSync, constants, existsSync, fstatSync, fsyncSync, ftr
 import { dirname, join, resolve, sep } from 'node:path';
 import { writeAll, writeFileDurable } from './durable-file.js';
 import { asWriteFailure, guardWrite, type WriteFailure } from './write-failure.js';
-import { canonicalize } from './formats/canonical-json.js';
-import { DetsimError } from './formats/errors.js';
-import type { Id } from './formats/scalars.js';
+import { canonicalize } from '../core/formats/canonical-json.js';
+import { DetsimError } from '../core/formats/errors.js';
+import type { Id } from '../core/formats/scalars.js';
 import type { TransitionTrace } from './trace.js';
 
 export const RUN_FILES = {

@@ -19,7 +19,7 @@ import { randomUUID } from 'node:crypto';
 import { closeSync, fstatSync, fsyncSync, linkSync, openSync, readdirSync, readFileSync, unlinkSync, writeSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
-import { DetsimError } from './formats/errors.js';
+import { DetsimError } from '../core/formats/errors.js';
 
 export const RUN_LOCK_FILE = 'run.lock';
 

@@ -2,9 +2,9 @@
 // identical across runs; hashed) and operational (wall time, request ids, pids; recorded, never
 // hashed). Also the behaviour digest and the EpochRebase comparison. NOT the step loop itself.
 import { createHash, type Hash } from 'node:crypto';
-import { canonicalDigest, canonicalize, parseStrict, type JsonValue } from './formats/canonical-json.js';
-import { DetsimError } from './formats/errors.js';
-import type { Digest, Id, RationalNsJson, Scope, U64 } from './formats/scalars.js';
+import { canonicalDigest, canonicalize, parseStrict, type JsonValue } from '../core/formats/canonical-json.js';
+import { DetsimError } from '../core/formats/errors.js';
+import type { Digest, Id, RationalNsJson, Scope, U64 } from '../core/formats/scalars.js';
 
 export interface TraceAgent {
   agentId: Id;

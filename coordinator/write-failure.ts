@@ -4,8 +4,8 @@
 // exits non-zero instead of a stack trace. Every run-directory write primitive (durable-file.ts,
 // run-dir.ts) goes through `guardWrite`. NOT the checkpoint store's commit failures (store.ts
 // reports those per save) and NOT read errors.
-import { DetsimError } from './formats/errors.js';
-import type { ReasonCode } from './formats/reasons.js';
+import { DetsimError } from '../core/formats/errors.js';
+import type { ReasonCode } from '../core/formats/reasons.js';
 
 /** errno codes that mean "the device has no room for these bytes". */
 const NO_SPACE = new Set(['ENOSPC', 'EDQUOT', 'EFBIG']);

@@ -1,6 +1,6 @@
 // Test helper: run a call that must be refused and return the DetsimError it threw. Any other
 // exception, or no exception at all, fails the test. Not a test itself.
-import { DetsimError } from '../coordinator/formats/errors.js';
+import { DetsimError } from '../core/formats/errors.js';
 
 export function refusal(fn: () => unknown): DetsimError {
   try {

@@ -1,10 +1,10 @@
 // The agent side of a worker process: hosts one or more agents and implements Agent.Initialize /
 // Prepare / Commit (batched: one message carries all of the process's agents) and the agent side
 // of State.Capture / StageRestore / ActivateRestore. Not the transport, not Hello/Status.
-import { canonicalDigest, canonicalize } from '../coordinator/formats/canonical-json.js';
-import { DetsimError } from '../coordinator/formats/errors.js';
-import { RationalNs, type Scope, readI32, readId, readObject, readRequestId, readU64, refuseUnknownFields } from '../coordinator/formats/scalars.js';
-import { ProtocolRefusal, type Request } from '../coordinator/protocol/index.js';
+import { canonicalDigest, canonicalize } from '../core/formats/canonical-json.js';
+import { DetsimError } from '../core/formats/errors.js';
+import { RationalNs, type Scope, readI32, readId, readObject, readRequestId, readU64, refuseUnknownFields } from '../core/formats/scalars.js';
+import { ProtocolRefusal, type Request } from '../core/protocol/index.js';
 import { agentCompatibilityDigest, checkEpoch, checkSession, checkStep, firstMismatch, profileDigest, readStageParams, requireScope, restoreToken, sha256, stagedPayload, type StageParams } from './checks.js';
 import type { HostContext, HostReply } from './host-context.js';
 import { callModel, invalid, loadModel } from './model-call.js';

@@ -3,9 +3,9 @@
 // ProtocolRefusal with the protocol's code; none of them mutates anything.
 import { createHash } from 'node:crypto';
 import { isAbsolute } from 'node:path';
-import { canonicalDigest } from '../coordinator/formats/canonical-json.js';
-import { type Scope, readDigest, readId, readObject, readScope, readU64, refuseUnknownFields } from '../coordinator/formats/scalars.js';
-import { type PayloadRef, ProtocolRefusal, type Request } from '../coordinator/protocol/index.js';
+import { canonicalDigest } from '../core/formats/canonical-json.js';
+import { type Scope, readDigest, readId, readObject, readScope, readU64, refuseUnknownFields } from '../core/formats/scalars.js';
+import { type PayloadRef, ProtocolRefusal, type Request } from '../core/protocol/index.js';
 import { type PayloadFile, readStoreRange } from './payload-file.js';
 
 export function requireScope(req: Request): Scope {

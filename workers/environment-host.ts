@@ -1,9 +1,9 @@
 // The environment side of a worker process: one environment model behind Environment.Initialize /
 // Advance and the environment side of State.Capture / StageRestore / ActivateRestore.
 // Not the transport, not Hello/Status, not reward evaluation policy (the model reports rewards).
-import { canonicalDigest, canonicalize } from '../coordinator/formats/canonical-json.js';
-import { RationalNs, type Scope, readI32, readId, readObject, refuseUnknownFields } from '../coordinator/formats/scalars.js';
-import { ProtocolRefusal, type Request } from '../coordinator/protocol/index.js';
+import { canonicalDigest, canonicalize } from '../core/formats/canonical-json.js';
+import { RationalNs, type Scope, readI32, readId, readObject, refuseUnknownFields } from '../core/formats/scalars.js';
+import { ProtocolRefusal, type Request } from '../core/protocol/index.js';
 import { checkEpoch, checkSession, checkStep, environmentCompatibilityDigest, firstMismatch, profileDigest, readStageParams, requireScope, restoreToken, sha256, stagedPayload, type StageParams } from './checks.js';
 import type { HostContext, HostReply } from './host-context.js';
 import { callModel, invalid, loadModel } from './model-call.js';

@@ -4,7 +4,7 @@
 // [--store-dir <abs path>]`.
 // Argument parsing only; everything else is workers/process.ts.
 import { parseArgs } from 'node:util';
-import { DetsimError } from '../coordinator/formats/errors.js';
+import { DetsimError } from '../core/formats/errors.js';
 import { readWorkerOptions, runWorkerProcess } from './process.js';
 
 try {

@@ -1,8 +1,8 @@
 // Calling into model code: loading a model with its params and strict flag, the strict-mode guard,
 // and translation of a model's exception into a refusal that names the participant and the
 // callback. Nothing about the protocol's phases or caches.
-import { DetsimError } from '../coordinator/formats/errors.js';
-import { type JsonObject, type Mutation, ProtocolRefusal } from '../coordinator/protocol/index.js';
+import { DetsimError } from '../core/formats/errors.js';
+import { type JsonObject, type Mutation, ProtocolRefusal } from '../core/protocol/index.js';
 import { type ResolvableModel, type ResolvedParams, resolveModelParams } from './models/params.js';
 import { runGuarded } from './strict.js';
 

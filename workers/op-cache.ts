@@ -1,7 +1,7 @@
 // Idempotency tables of the worker (reference §3.6). StepCache: per-entry results of step
 // mutations keyed by the operation key, kept for the current and previous step. LifecycleCache:
 // whole replies of lifecycle calls kept until Worker.Acknowledge. No execution logic here.
-import type { Scope } from '../coordinator/formats/scalars.js';
+import type { Scope } from '../core/formats/scalars.js';
 
 export interface StepEntry<T> {
   /** Identity of the body under this key: the canonical text of the params entry (method and scope are in the key). */

@@ -6,7 +6,7 @@
 import { constants } from 'node:fs';
 import { type FileHandle, open, realpath, stat } from 'node:fs/promises';
 import { isAbsolute, relative, sep } from 'node:path';
-import { ProtocolRefusal } from '../coordinator/protocol/index.js';
+import { ProtocolRefusal } from '../core/protocol/index.js';
 
 export interface PayloadFile {
   path: string;

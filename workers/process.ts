@@ -4,9 +4,9 @@
 // Shutdown, SIGTERM/SIGINT, or when its parent goes away. Not the protocol semantics (runtime.ts).
 import { fstatSync, statSync } from 'node:fs';
 import { isAbsolute } from 'node:path';
-import { DetsimError } from '../coordinator/formats/errors.js';
-import { isId } from '../coordinator/formats/scalars.js';
-import { DEFAULT_MAX_MESSAGE_BYTES, type Role, type SessionConnection, type StartedServer, parseListenAddress, startWorkerServer } from '../coordinator/protocol/index.js';
+import { DetsimError } from '../core/formats/errors.js';
+import { isId } from '../core/formats/scalars.js';
+import { DEFAULT_MAX_MESSAGE_BYTES, type Role, type SessionConnection, type StartedServer, parseListenAddress, startWorkerServer } from '../core/protocol/index.js';
 import { modulePathOf } from './models/registry.js';
 import { type StreamState, WorkerRuntime } from './runtime.js';
 import { startParentWatchdog } from './parent-watchdog.js';

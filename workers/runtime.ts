@@ -2,15 +2,15 @@
 // Status / Acknowledge / Shutdown, session binding, the Hello-first gate (each stream serves
 // nothing until it said a successful Hello), the lifecycle reply cache and the mapping of
 // refusals to error replies, and dispatches the rest to the agent or environment host.
-// Not the transport (coordinator/protocol/server.ts) and not the process (workers/process.ts).
+// Not the transport (core/protocol/server.ts) and not the process (workers/process.ts).
 import { randomBytes } from 'node:crypto';
-import { canonicalBytes, canonicalDigest } from '../coordinator/formats/canonical-json.js';
-import { DetsimError } from '../coordinator/formats/errors.js';
-import { readDigest, readId, readRequestId, refuseUnknownFields } from '../coordinator/formats/scalars.js';
+import { canonicalBytes, canonicalDigest } from '../core/formats/canonical-json.js';
+import { DetsimError } from '../core/formats/errors.js';
+import { readDigest, readId, readRequestId, refuseUnknownFields } from '../core/formats/scalars.js';
 import {
   CAPABILITIES, CONTRACT_DIGEST, DEFAULT_MAX_MESSAGE_BYTES, type ErrorBody, METHODS, PROTOCOL_MAJOR, PROTOCOL_MINOR, ProtocolRefusal,
   type Request, type Role, decodeBody, readRequest,
-} from '../coordinator/protocol/index.js';
+} from '../core/protocol/index.js';
 import { AgentHost } from './agent-host.js';
 import { EnvironmentHost } from './environment-host.js';
 import type { HostContext, HostReply } from './host-context.js';

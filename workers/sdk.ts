@@ -2,13 +2,13 @@
 // a module. A model is plain callbacks over its own state; the runtime owns ticks, idempotency,
 // epochs, capture payloads and the wire. Not the runtime itself (workers/runtime.ts).
 import { createHash } from 'node:crypto';
-import type { RationalNsJson } from '../coordinator/formats/scalars.js';
+import type { RationalNsJson } from '../core/formats/scalars.js';
 import type { StateValue } from './state-codec.js';
 
-export { Xorshift32 } from '../coordinator/formats/xorshift.js';
+export { Xorshift32 } from '../core/formats/xorshift.js';
 export { StrictModeViolation } from './strict.js';
 export type { StateValue } from './state-codec.js';
-export type { RationalNsJson } from '../coordinator/formats/scalars.js';
+export type { RationalNsJson } from '../core/formats/scalars.js';
 
 export type JsonObject = Record<string, unknown>;
 

@@ -1,7 +1,7 @@
 // The exact rational tick accumulator of reference §4.2: per Prepare, acc += stepDuration;
 // ticks = floor(acc / tick); acc -= ticks * tick. Held as integers over a common denominator so
 // the hot path is bigint add/divide only. Not the model: it only says how many ticks to run.
-import { RationalNs } from '../coordinator/formats/scalars.js';
+import { RationalNs } from '../core/formats/scalars.js';
 
 export class TickClock {
   private readonly den: bigint;

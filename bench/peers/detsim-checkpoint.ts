@@ -7,8 +7,8 @@ import { readFileSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { encodeEnvelopeParts, type EnvelopePayloadInput } from '../../coordinator/formats/envelope.js';
-import { Xorshift32 } from '../../coordinator/formats/xorshift.js';
+import { encodeEnvelopeParts, type EnvelopePayloadInput } from '../../core/formats/envelope.js';
+import { Xorshift32 } from '../../core/formats/xorshift.js';
 import { CheckpointStore, generationIdentityOf } from '../../coordinator/store/store.js';
 import { PEERS_DIR } from './python-env.js';
 

@@ -2,7 +2,7 @@
 // frame straight back. It is the transport limit the lockstep suite compares against: the same
 // stream, the same messages per step, no worker runtime, no models. NOT a worker.
 import * as grpc from '@grpc/grpc-js';
-import { channelOptions, removeStaleSocket, workerServiceDefinition, type Frame } from '../../coordinator/protocol/index.js';
+import { channelOptions, removeStaleSocket, workerServiceDefinition, type Frame } from '../../core/protocol/index.js';
 
 const listen = process.argv[process.argv.indexOf('--listen') + 1]!;
 const path = listen.slice('unix:'.length);

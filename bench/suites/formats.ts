@@ -3,10 +3,10 @@
 // NOT a correctness test (test/formats/ is): only rates.
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { canonicalize } from '../../coordinator/formats/canonical-json.js';
-import { decodeEnvelope, encodeEnvelope, encodeEnvelopeParts } from '../../coordinator/formats/envelope.js';
-import { deriveSeed, seedMaterial } from '../../coordinator/formats/seed.js';
-import { Xorshift32 } from '../../coordinator/formats/xorshift.js';
+import { canonicalize } from '../../core/formats/canonical-json.js';
+import { decodeEnvelope, encodeEnvelope, encodeEnvelopeParts } from '../../core/formats/envelope.js';
+import { deriveSeed, seedMaterial } from '../../core/formats/seed.js';
+import { Xorshift32 } from '../../core/formats/xorshift.js';
 import { measure } from '../lib/measure.js';
 import { withLimit, type BenchSuite, type Figure } from '../lib/suite.js';
 

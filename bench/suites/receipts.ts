@@ -4,7 +4,7 @@
 // NOT a test of the receipt (test/receipt/ is): only the cost, as a fraction of a step.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { canonicalize } from '../../coordinator/formats/canonical-json.js';
+import { canonicalize } from '../../core/formats/canonical-json.js';
 import { buildReceipt, readRunFiles, sealReceipt, writeReceipt } from '../../coordinator/receipt/receipt.js';
 import { runSession } from '../../coordinator/run.js';
 import { measure } from '../lib/measure.js';

@@ -4,11 +4,11 @@
 // FLYSESS1 layout and hands it to the writer, which hashes (checking every payload against the
 // digest its participant reported), seals and writes off the step loop.
 // NOT the writer or store (store/), NOT restore, and it never decides when to capture.
-import { layoutEnvelope } from '../formats/envelope.js';
-import { isDetsimError } from '../formats/errors.js';
-import { readDigest, readU64, type Digest, type Id, type U64 } from '../formats/scalars.js';
+import { layoutEnvelope } from '../../core/formats/envelope.js';
+import { isDetsimError } from '../../core/formats/errors.js';
+import { readDigest, readU64, type Digest, type Id, type U64 } from '../../core/formats/scalars.js';
 import type { LaunchedWorker } from '../launcher.js';
-import { METHODS, type CaptureResult } from '../protocol/index.js';
+import { METHODS, type CaptureResult } from '../../core/protocol/index.js';
 import { sealOffLoop } from '../store/seal-thread.js';
 import { generationIdentityOf } from '../store/store.js';
 import { WriterBusyError, type Reservation, type SaveTicket } from '../store/writer.js';

@@ -4,10 +4,10 @@
 // NOT the comparison with a checkpoint (restore-identity.ts) and nothing that talks to workers.
 import { createHash } from 'node:crypto';
 import type { RunPlan } from '../config.js';
-import { canonicalDigest } from '../formats/canonical-json.js';
-import type { Digest, Id } from '../formats/scalars.js';
+import { canonicalDigest } from '../../core/formats/canonical-json.js';
+import type { Digest, Id } from '../../core/formats/scalars.js';
 import type { Identities } from '../lockstep.js';
-import { CONTRACT_DIGEST } from '../protocol/index.js';
+import { CONTRACT_DIGEST } from '../../core/protocol/index.js';
 import { STATE_FORMAT_ID } from '../store/store.js';
 
 export const SCHEDULER_ID = 'lockstep-v1';

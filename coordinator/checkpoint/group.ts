@@ -5,10 +5,10 @@
 import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { RunPlan } from '../config.js';
-import type { Id, Scope } from '../formats/scalars.js';
+import type { Id, Scope } from '../../core/formats/scalars.js';
 import type { Fleet, LaunchedWorker } from '../launcher.js';
 import type { Lockstep } from '../lockstep.js';
-import { describeExit, METHODS, WorkerCallError, type Params } from '../protocol/index.js';
+import { describeExit, METHODS, WorkerCallError, type Params } from '../../core/protocol/index.js';
 import type { Ledger } from '../store/ledger.js';
 import type { CheckpointWriter } from '../store/writer.js';
 import { canonicalBehaviour, EpochRebase, type TraceBehaviour, type TransitionTrace } from '../trace.js';

@@ -2,11 +2,11 @@
 // payloads, sealed as canonical JSON: task-ledger, prior-inspection, executor-<agentId>,
 // coordinator-admission. Building them at capture and reading them back at restore.
 // NOT the envelope bytes (formats/envelope.ts) and NOT the store.
-import { canonicalBytes, parseCanonical, type JsonValue } from '../formats/canonical-json.js';
-import type { EnvelopeManifest, EnvelopePayloadInput } from '../formats/envelope.js';
-import { DetsimError } from '../formats/errors.js';
-import { RationalNs, readDigest, readId, readObject, readU64, type Digest, type Id, type RationalNsJson, type Scope, type U64 } from '../formats/scalars.js';
-import type { JsonObject } from '../protocol/index.js';
+import { canonicalBytes, parseCanonical, type JsonValue } from '../../core/formats/canonical-json.js';
+import type { EnvelopeManifest, EnvelopePayloadInput } from '../../core/formats/envelope.js';
+import { DetsimError } from '../../core/formats/errors.js';
+import { RationalNs, readDigest, readId, readObject, readU64, type Digest, type Id, type RationalNsJson, type Scope, type U64 } from '../../core/formats/scalars.js';
+import type { JsonObject } from '../../core/protocol/index.js';
 import { CheckpointRefusal } from './refusal.js';
 import { compatibilityBlock, compositionDigest, EPISODE_ID, EXECUTOR_ID, INSPECTION_SCHEMA, liveAgentRows, liveEnvironment, portMapOf, SCHEDULER_ID, type LiveComposition } from './compatibility.js';
 

@@ -7,8 +7,8 @@
 // leaves the run directory as it was. NOT the live check at restore (restore-identity.ts, which
 // runs again against the fresh workers) and NOT reading run.json (run-record.ts).
 import { join } from 'node:path';
-import type { EnvelopeManifest } from '../formats/envelope.js';
-import { deriveSeed, SEED_ALGORITHM } from '../formats/seed.js';
+import type { EnvelopeManifest } from '../../core/formats/envelope.js';
+import { deriveSeed, SEED_ALGORITHM } from '../../core/formats/seed.js';
 import { RUN_FILES } from '../run-dir.js';
 import { CheckpointRefusal } from './refusal.js';
 import { checkIdentity } from './restore-identity.js';

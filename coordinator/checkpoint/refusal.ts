@@ -2,9 +2,9 @@
 // (INVALID_PHASE, BUSY, IDENTITY_MISMATCH, INCOMPATIBLE_STATE, BUFFER_INVALID, STALE_EPOCH, …), a
 // stable reason code, the participant it is attributed to and whether anything changed.
 // NOT a run failure (a worker dying mid-step is RunFailure) and NOT the checks themselves.
-import { DetsimError } from '../formats/errors.js';
-import type { ReasonCode } from '../formats/reasons.js';
-import type { Id } from '../formats/scalars.js';
+import { DetsimError } from '../../core/formats/errors.js';
+import type { ReasonCode } from '../../core/formats/reasons.js';
+import type { Id } from '../../core/formats/scalars.js';
 
 export type CheckpointStatus =
   | 'INVALID_PHASE'

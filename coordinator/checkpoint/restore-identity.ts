@@ -2,9 +2,9 @@
 // episode, scheduler, the compatibility block field by field (first mismatch named), port map,
 // environment, agent ids, each agent's profile and seed, then the composition digest. Each
 // refusal carries a stable ident_* reason. NOT reading the file and NOT talking to workers.
-import { canonicalize } from '../formats/canonical-json.js';
-import type { EnvelopeManifest } from '../formats/envelope.js';
-import type { ReasonCode } from '../formats/reasons.js';
+import { canonicalize } from '../../core/formats/canonical-json.js';
+import type { EnvelopeManifest } from '../../core/formats/envelope.js';
+import type { ReasonCode } from '../../core/formats/reasons.js';
 import { COMPATIBILITY_FIELDS, compatibilityBlock, compatibilityFieldName, compositionDigest, EPISODE_ID, liveAgentRows, liveEnvironment, portMapOf, SCHEDULER_ID, type LiveComposition } from './compatibility.js';
 import { CheckpointRefusal, type CheckpointStatus } from './refusal.js';
 

@@ -4,12 +4,12 @@
 // Group install rule: any stage failure taints the stagers and nothing activates; any activation
 // failure fences the group (nothing steps). NOT capture, NOT the CLI, NOT the store's file checks.
 import { resolve } from 'node:path';
-import { canonicalize, type JsonValue } from '../formats/canonical-json.js';
-import { decodeEnvelope, type DecodedEnvelope, type EnvelopeManifest } from '../formats/envelope.js';
-import { isDetsimError } from '../formats/errors.js';
-import type { Digest, Id, Scope } from '../formats/scalars.js';
+import { canonicalize, type JsonValue } from '../../core/formats/canonical-json.js';
+import { decodeEnvelope, type DecodedEnvelope, type EnvelopeManifest } from '../../core/formats/envelope.js';
+import { isDetsimError } from '../../core/formats/errors.js';
+import type { Digest, Id, Scope } from '../../core/formats/scalars.js';
 import type { LaunchedWorker } from '../launcher.js';
-import { CAPABILITIES, METHODS, type ActivateRestoreResult, type JsonObject, type Params, type StageRestoreResult } from '../protocol/index.js';
+import { CAPABILITIES, METHODS, type ActivateRestoreResult, type JsonObject, type Params, type StageRestoreResult } from '../../core/protocol/index.js';
 import { loadGeneration, type CheckpointStore } from '../store/store.js';
 import { expectedAgentDigest, expectedEnvironmentDigest } from './compatibility.js';
 import { RollingBehaviour, type CheckpointGroup } from './group.js';

@@ -19,9 +19,9 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { pino, type Logger } from 'pino';
-import { parseStrict, type JsonValue } from '../formats/canonical-json.js';
-import { DetsimError } from '../formats/errors.js';
-import type { Digest, Id } from '../formats/scalars.js';
+import { parseStrict, type JsonValue } from '../../core/formats/canonical-json.js';
+import { DetsimError } from '../../core/formats/errors.js';
+import type { Digest, Id } from '../../core/formats/scalars.js';
 import { launchFleet, type Fleet, type WorkerCommand } from '../launcher.js';
 import { epochId, Lockstep } from '../lockstep.js';
 import type { PlannedWorker } from '../config.js';

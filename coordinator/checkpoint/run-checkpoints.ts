@@ -3,7 +3,7 @@
 // step loop, and at the end waits (bounded) for outstanding saves and reports honestly which
 // became durable. Failure policy: continue — a refused or failed capture is reported and recorded
 // in the ledger, never reported as durable, and the run carries on. NOT the capture flow itself.
-import type { Id } from '../formats/scalars.js';
+import type { Id } from '../../core/formats/scalars.js';
 import type { RunExtension, RunExtensionContext } from '../run.js';
 import type { RunFailure } from '../run-failure.js';
 import type { DurableFs } from '../store/durable-fs.js';

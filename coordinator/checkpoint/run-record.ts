@@ -5,12 +5,12 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { resolveConfig, type RunPlan, type WorkerRuntimeName } from '../config.js';
-import { canonicalize, parseStrict } from '../formats/canonical-json.js';
-import { DetsimError, isDetsimError } from '../formats/errors.js';
-import { readId, readObject, type Id } from '../formats/scalars.js';
-import { SEED_ALGORITHM } from '../formats/seed.js';
+import { canonicalize, parseStrict } from '../../core/formats/canonical-json.js';
+import { DetsimError, isDetsimError } from '../../core/formats/errors.js';
+import { readId, readObject, type Id } from '../../core/formats/scalars.js';
+import { SEED_ALGORITHM } from '../../core/formats/seed.js';
 import type { Identities } from '../lockstep.js';
-import type { AgentInitializeResultEntry } from '../protocol/index.js';
+import type { AgentInitializeResultEntry } from '../../core/protocol/index.js';
 import { RUN_FILES } from '../run-dir.js';
 
 export interface RecordedRun {

@@ -2,7 +2,7 @@
 // prints about its checkpoints. Only argument reading and display; the work is
 // coordinator/checkpoint/run-checkpoints.ts.
 import { CheckpointRun, DEFAULT_KEEP, type CheckpointRunReport } from '../checkpoint/run-checkpoints.js';
-import { DetsimError } from '../formats/errors.js';
+import { DetsimError } from '../../core/formats/errors.js';
 
 function positive(text: string, flag: string): number {
   if (!/^[1-9][0-9]{0,8}$/.test(text)) throw new DetsimError('struct_invalid_field', `${flag}: ${JSON.stringify(text)} is not a positive whole number`, flag);

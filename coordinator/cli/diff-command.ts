@@ -2,7 +2,7 @@
 // their ReproHashes (physical fields stripped, later epochs of a resumed run rebased) and, when
 // they differ, names the first diverging step, field, agent and both values. Runs nothing.
 import type { Command } from 'commander';
-import { canonicalize } from '../formats/canonical-json.js';
+import { canonicalize } from '../../core/formats/canonical-json.js';
 import { describeDivergence, diagnose } from '../receipt/diagnosis.js';
 import { rebasedReceipt } from '../receipt/rebase.js';
 import { buildReceipt, readRunFiles, receiptWarnings, sealReceipt } from '../receipt/receipt.js';

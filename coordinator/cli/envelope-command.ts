@@ -5,11 +5,11 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, r
 import { basename, dirname, join, resolve } from 'node:path';
 import { writeFileDurable } from '../durable-file.js';
 import type { Command } from 'commander';
-import { canonicalize, parseStrict } from '../formats/canonical-json.js';
-import { decodeEnvelope, encodeEnvelopeParts, type DecodedEnvelope } from '../formats/envelope.js';
-import { DetsimError } from '../formats/errors.js';
-import { decodeLegacyFlysim, legacyMagicOf, type DecodedLegacy } from '../formats/legacy-flysim.js';
-import { readObject, refuseUnknownFields } from '../formats/scalars.js';
+import { canonicalize, parseStrict } from '../../core/formats/canonical-json.js';
+import { decodeEnvelope, encodeEnvelopeParts, type DecodedEnvelope } from '../../core/formats/envelope.js';
+import { DetsimError } from '../../core/formats/errors.js';
+import { decodeLegacyFlysim, legacyMagicOf, type DecodedLegacy } from '../../core/formats/legacy-flysim.js';
+import { readObject, refuseUnknownFields } from '../../core/formats/scalars.js';
 import { action, ExitError, writeStdout } from './common.js';
 
 const BASE64_RE = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;

@@ -1,7 +1,7 @@
 // `detsim fields`: print the receipt field classification table (R1). Formatting only; the
 // table itself is coordinator/receipt/fields.ts.
 import type { Command } from 'commander';
-import { canonicalize } from '../formats/canonical-json.js';
+import { canonicalize } from '../../core/formats/canonical-json.js';
 import { DEFAULT_PRECISION, FIELD_TABLE, PHYSICAL_NAMES, RECEIPT_VERSION, formatFieldTable } from '../receipt/fields.js';
 import { action, writeStdout } from './common.js';
 

@@ -1,5 +1,5 @@
 // `detsim reasons`: publish every reason code with its layer and summary. Formatting only; the
-// registry is coordinator/formats/reasons.ts.
+// registry is core/formats/reasons.ts.
 import type { Command } from 'commander';
 import { reasonsMarkdown, reasonsText } from '../receipt/reasons-doc.js';
 import { action, writeStdout } from './common.js';

@@ -2,8 +2,8 @@
 // DIFF=0 (equal ReproHashes, sensitivity, physical diff). Argument handling and display only;
 // the checks are coordinator/receipt/replay.ts. Exit 0 green, 1 red, 2 yellow.
 import type { Command } from 'commander';
-import { canonicalize } from '../formats/canonical-json.js';
-import { DetsimError } from '../formats/errors.js';
+import { canonicalize } from '../../core/formats/canonical-json.js';
+import { DetsimError } from '../../core/formats/errors.js';
 import { DISPATCH_MODES, type Dispatch } from '../lockstep.js';
 import { isRunFailure } from '../run-failure.js';
 import { describeDivergence } from '../receipt/diagnosis.js';

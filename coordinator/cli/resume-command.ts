@@ -4,9 +4,9 @@
 import type { Command } from 'commander';
 import { isCheckpointRefusal } from '../checkpoint/refusal.js';
 import { resumeRun, type ResumeProgress } from '../checkpoint/resume.js';
-import { canonicalize } from '../formats/canonical-json.js';
-import { DetsimError } from '../formats/errors.js';
-import { readId } from '../formats/scalars.js';
+import { canonicalize } from '../../core/formats/canonical-json.js';
+import { DetsimError } from '../../core/formats/errors.js';
+import { readId } from '../../core/formats/scalars.js';
 import { checkpointSummaryLines } from './checkpoint-flags.js';
 import { action, ExitError, formatError, writeStdout } from './common.js';
 import { receiptOf, runFailureExit } from './run-outcome.js';

@@ -4,8 +4,8 @@
 import cliProgress from 'cli-progress';
 import type { Command } from 'commander';
 import { loadConfig } from '../config.js';
-import { canonicalize } from '../formats/canonical-json.js';
-import { DetsimError } from '../formats/errors.js';
+import { canonicalize } from '../../core/formats/canonical-json.js';
+import { DetsimError } from '../../core/formats/errors.js';
 import { checkWorkerBinaries } from '../launcher.js';
 import { DISPATCH_MODES, type Dispatch } from '../lockstep.js';
 import { runSession, type RunProgress } from '../run.js';

@@ -1,8 +1,8 @@
 // `detsim seed`: print the seed-derivation-v1 seeds of a composition. Only formatting and
 // argument handling live here; the algorithm is formats/seed.ts.
 import type { Command } from 'commander';
-import { canonicalize } from '../formats/canonical-json.js';
-import { collisionWarning, deriveSeeds } from '../formats/seed.js';
+import { canonicalize } from '../../core/formats/canonical-json.js';
+import { collisionWarning, deriveSeeds } from '../../core/formats/seed.js';
 import { action, writeStdout } from './common.js';
 
 export function registerSeed(program: Command): void {

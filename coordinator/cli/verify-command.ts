@@ -2,7 +2,7 @@
 // goldens, sensitivity, field table, honesty — writing attestation.md/.jsonl. Argument handling
 // and display only; the checks are coordinator/receipt/verify.ts. Exit 0 green, 1 red, 2 yellow.
 import type { Command } from 'commander';
-import { DetsimError } from '../formats/errors.js';
+import { DetsimError } from '../../core/formats/errors.js';
 import { isRunFailure } from '../run-failure.js';
 import { readFieldTableFile, verify } from '../receipt/verify.js';
 import { action, ExitError, readStepsFlag, writeStdout } from './common.js';

@@ -4,8 +4,8 @@
 // field left out) and renders attestation.md and attestation.jsonl. It runs no check itself.
 import { join } from 'node:path';
 import { mkdirSync } from 'node:fs';
-import { canonicalize, sha256Hex, type JsonValue } from '../formats/canonical-json.js';
-import { REASONS } from '../formats/reasons.js';
+import { canonicalize, sha256Hex, type JsonValue } from '../../core/formats/canonical-json.js';
+import { REASONS } from '../../core/formats/reasons.js';
 import { writeFileDurable } from './receipt.js';
 import type { Check, CheckStatus } from './replay.js';
 

@@ -1,8 +1,8 @@
 // Receipt canonicalisation (diff0-replay.md R1–R3): splits a receipt into its ReproCore view
 // (repro and opaque fields, lists in stable order, fixed-point numbers) and its physical rest.
 // It does not hash (reprohash.ts) and does not read files (receipt.ts).
-import type { JsonValue } from '../formats/canonical-json.js';
-import { canonicalize } from '../formats/canonical-json.js';
+import type { JsonValue } from '../../core/formats/canonical-json.js';
+import { canonicalize } from '../../core/formats/canonical-json.js';
 import { DEFAULT_PRECISION, type FieldRule, FIELD_TABLE, PHYSICAL_NAMES, childPath, fieldLookup } from './fields.js';
 
 export interface CanonicalOptions {

@@ -1,7 +1,7 @@
 // One verdict line of replay/verify: what was checked, the decision {action, layer, reason}, its
 // deterministic evidence (detail) and the physical facts kept apart (never hashed). Data only.
-import type { JsonValue } from '../formats/canonical-json.js';
-import { type Action, type Layer, type ReasonCode, REASONS } from '../formats/reasons.js';
+import type { JsonValue } from '../../core/formats/canonical-json.js';
+import { type Action, type Layer, type ReasonCode, REASONS } from '../../core/formats/reasons.js';
 
 export type CheckStatus = 'pass' | 'fail' | 'warn';
 

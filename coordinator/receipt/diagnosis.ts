@@ -1,7 +1,7 @@
 // Divergence diagnosis: when two receipts' ReproHashes differ, name the first diverging step, the
 // field path, both values and the agent — never only "hashes differ". It compares the ReproCore
 // views (canonical.ts), so physical fields can never be blamed. It runs nothing (replay.ts).
-import type { JsonValue } from '../formats/canonical-json.js';
+import type { JsonValue } from '../../core/formats/canonical-json.js';
 import { type CanonicalOptions, canonicalSplit } from './canonical.js';
 import { buildReceipt, readRunFiles } from './receipt.js';
 

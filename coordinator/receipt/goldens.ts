@@ -6,8 +6,8 @@
 // against unmarked changes is scripts/check-goldens.mjs.
 import { existsSync, readFileSync } from 'node:fs';
 import { basename, extname, join } from 'node:path';
-import { canonicalize, parseStrict } from '../formats/canonical-json.js';
-import { DetsimError } from '../formats/errors.js';
+import { canonicalize, parseStrict } from '../../core/formats/canonical-json.js';
+import { DetsimError } from '../../core/formats/errors.js';
 import { type Check, makeCheck } from './check.js';
 import { writeFileDurable } from './receipt.js';
 

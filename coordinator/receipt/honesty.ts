@@ -1,7 +1,7 @@
 // Evidence classes and the honesty checks H1/H2 (diff0-replay.md "Evidence classes"): every
 // receipt and reported figure says whether it is simulated, measured or third_party.
 // This only judges the evidence fields; it never decides whether a measurement is true.
-import type { ReasonCode } from '../formats/reasons.js';
+import type { ReasonCode } from '../../core/formats/reasons.js';
 
 export const EVIDENCE_CLASSES = ['simulated', 'measured', 'third_party'] as const;
 export type EvidenceClass = (typeof EVIDENCE_CLASSES)[number];

@@ -1,7 +1,7 @@
 // The published list of reason codes (diff0-replay.md "Reason codes"): renders the shared
 // registry formats/reasons.ts as text for `detsim reasons` and as docs/reasons.md.
 // It holds no codes itself; codes are added to the registry by whoever emits them.
-import { LAYER_NAMES, REASONS, type Layer, type ReasonCode } from '../formats/reasons.js';
+import { LAYER_NAMES, REASONS, type Layer, type ReasonCode } from '../../core/formats/reasons.js';
 
 export const FAMILIES = ['struct_', 'size_', 'danger_', 'perm_', 'ident_', 'meta_', 'audit_', 'hon_'] as const;
 

@@ -4,8 +4,8 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { writeFileDurable } from '../durable-file.js';
-import { canonicalize, parseStrict, type JsonValue } from '../formats/canonical-json.js';
-import { DetsimError } from '../formats/errors.js';
+import { canonicalize, parseStrict, type JsonValue } from '../../core/formats/canonical-json.js';
+import { DetsimError } from '../../core/formats/errors.js';
 import { type UnknownField } from './canonical.js';
 import { RECEIPT_VERSION } from './fields.js';
 import { type Evidence, type HonestyWarning, SIMULATED, honestyWarnings } from './honesty.js';

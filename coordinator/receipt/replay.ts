@@ -2,10 +2,10 @@
 // with fresh worker processes (runSession), and check that the ReproHashes agree, that the hash
 // is sensitive (self-check) and that stripping removed physical fields that really differed.
 // It does not render reports (attestation.ts) and knows nothing of goldens (goldens.ts).
-import { canonicalize, type JsonValue } from '../formats/canonical-json.js';
+import { canonicalize, type JsonValue } from '../../core/formats/canonical-json.js';
 import { loadConfig, type RunPlan } from '../config.js';
 import { planFromRunJson } from '../checkpoint/run-record.js';
-import { DetsimError } from '../formats/errors.js';
+import { DetsimError } from '../../core/formats/errors.js';
 import { type Check, makeCheck } from './check.js';
 import type { Dispatch } from '../lockstep.js';
 import { runSession, type RunOptions } from '../run.js';

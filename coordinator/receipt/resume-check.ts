@@ -7,7 +7,7 @@ import { checkpointIdFor } from '../checkpoint/capture.js';
 import { resumeRun } from '../checkpoint/resume.js';
 import { CheckpointRun } from '../checkpoint/run-checkpoints.js';
 import type { RunPlan } from '../config.js';
-import { DetsimError } from '../formats/errors.js';
+import { DetsimError } from '../../core/formats/errors.js';
 import { epochId } from '../lockstep.js';
 import { isRunFailure } from '../run-failure.js';
 import { runSession } from '../run.js';

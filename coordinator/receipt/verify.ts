@@ -6,7 +6,7 @@ import { existsSync, readdirSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import type { RunPlan } from '../config.js';
 import { loadConfig } from '../config.js';
-import { DetsimError } from '../formats/errors.js';
+import { DetsimError } from '../../core/formats/errors.js';
 import { type Attestation, buildAttestation, writeAttestation } from './attestation.js';
 import { FIELD_TABLE, type FieldRule, validateFieldTable } from './fields.js';
 import { DEFAULT_GOLDEN_DIR, type Golden, exampleName, goldenCheck, parseJsonFile, readGolden, writeGolden } from './goldens.js';

@@ -10,10 +10,10 @@
 // two writes and are accepted, fewer lines than the head means lines were removed at the end.
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { canonicalBytes, parseCanonical, sha256Hex, type JsonValue } from '../formats/canonical-json.js';
-import { DetsimError, isDetsimError } from '../formats/errors.js';
-import type { ReasonCode } from '../formats/reasons.js';
-import { readDigest, readId, readObject, readU64, refuseUnknownFields, type Id, type U64 } from '../formats/scalars.js';
+import { canonicalBytes, parseCanonical, sha256Hex, type JsonValue } from '../../core/formats/canonical-json.js';
+import { DetsimError, isDetsimError } from '../../core/formats/errors.js';
+import type { ReasonCode } from '../../core/formats/reasons.js';
+import { readDigest, readId, readObject, readU64, refuseUnknownFields, type Id, type U64 } from '../../core/formats/scalars.js';
 import { DurableFs } from './durable-fs.js';
 import type { WriterEvent } from './writer.js';
 

@@ -6,9 +6,9 @@ import { readlinkSync } from 'node:fs';
 import { setPriority } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { parentPort, Worker, workerData } from 'node:worker_threads';
-import { DetsimError, isDetsimError } from '../formats/errors.js';
-import type { ReasonCode } from '../formats/reasons.js';
-import { sealEnvelope, sealEnvelopeAsync, type EncodedEnvelopeParts, type EnvelopeDraft } from '../formats/envelope.js';
+import { DetsimError, isDetsimError } from '../../core/formats/errors.js';
+import type { ReasonCode } from '../../core/formats/reasons.js';
+import { sealEnvelope, sealEnvelopeAsync, type EncodedEnvelopeParts, type EnvelopeDraft } from '../../core/formats/envelope.js';
 
 /** Drafts with fewer payload bytes are sealed on the main thread, a slice per turn (a thread hop costs more). */
 export const THREAD_SEAL_MIN_BYTES = 8 * 1024 * 1024;

@@ -3,11 +3,11 @@
 // record; it is NOT the writer queue (writer.ts), nor capture/restore, nor any transport.
 import { mkdir, readdir, readFile, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-import { canonicalBytes, canonicalDigest, parseCanonical, type JsonValue } from '../formats/canonical-json.js';
-import { decodeEnvelopeAsync, type DecodedEnvelope, type EnvelopeManifest } from '../formats/envelope.js';
-import { DetsimError, isDetsimError } from '../formats/errors.js';
-import type { ReasonCode } from '../formats/reasons.js';
-import { readDigest, readId, readObject, readU64, refuseUnknownFields, type Digest, type Id, type U64 } from '../formats/scalars.js';
+import { canonicalBytes, canonicalDigest, parseCanonical, type JsonValue } from '../../core/formats/canonical-json.js';
+import { decodeEnvelopeAsync, type DecodedEnvelope, type EnvelopeManifest } from '../../core/formats/envelope.js';
+import { DetsimError, isDetsimError } from '../../core/formats/errors.js';
+import type { ReasonCode } from '../../core/formats/reasons.js';
+import { readDigest, readId, readObject, readU64, refuseUnknownFields, type Digest, type Id, type U64 } from '../../core/formats/scalars.js';
 import { DurableFs, type ByteParts } from './durable-fs.js';
 
 export const STATE_FORMAT_ID = 'flysess-1';

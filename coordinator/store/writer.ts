@@ -1,9 +1,9 @@
 // The asynchronous checkpoint writer (reference §5.4): a bounded queue of save jobs in front of
 // one CheckpointStore, with slot reservation before capture, hot-capture supersession and honest
 // outcomes. It is NOT capture or restore orchestration, and it never decides when to checkpoint.
-import { DetsimError, isDetsimError } from '../formats/errors.js';
-import type { ReasonCode } from '../formats/reasons.js';
-import type { Digest, Id, U64 } from '../formats/scalars.js';
+import { DetsimError, isDetsimError } from '../../core/formats/errors.js';
+import type { ReasonCode } from '../../core/formats/reasons.js';
+import type { Digest, Id, U64 } from '../../core/formats/scalars.js';
 import { CheckpointStore, StoreCommitError, type CommitFailureReason, type EnvelopeBytes, type GenerationIdentity } from './store.js';
 
 export const DEFAULT_WRITER_CAPACITY = 2;

@@ -3,7 +3,7 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { parseStrict } from '../../coordinator/formats/canonical-json.js';
+import { parseStrict } from '../../core/formats/canonical-json.js';
 import type { TransitionTrace } from '../../coordinator/trace.js';
 
 const CLI = ['--import', 'tsx', 'coordinator/cli/main.ts'];

@@ -8,8 +8,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { captureGroup, checkpointIdFor } from '../../coordinator/checkpoint/capture.js';
 import { CheckpointRefusal } from '../../coordinator/checkpoint/refusal.js';
 import { restoreGroup } from '../../coordinator/checkpoint/restore.js';
-import { decodeEnvelope, encodeEnvelope } from '../../coordinator/formats/envelope.js';
-import { METHODS } from '../../coordinator/protocol/index.js';
+import { decodeEnvelope, encodeEnvelope } from '../../core/formats/envelope.js';
+import { METHODS } from '../../core/protocol/index.js';
 import { LIF, startSession, tmpDir, type Session } from './harness.js';
 
 const open: Session[] = [];

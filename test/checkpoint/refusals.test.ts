@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { captureGroup } from '../../coordinator/checkpoint/capture.js';
 import { CheckpointRefusal } from '../../coordinator/checkpoint/refusal.js';
 import { restoreGroup } from '../../coordinator/checkpoint/restore.js';
-import { encodeLegacyFlysim } from '../../coordinator/formats/legacy-flysim.js';
+import { encodeLegacyFlysim } from '../../core/formats/legacy-flysim.js';
 import { planOf, startSession, type Session } from './harness.js';
 
 const lif = (neurons: number, masterSeed = '7') => planOf('examples/lif-pair.yaml', (c) => {

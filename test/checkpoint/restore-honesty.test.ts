@@ -9,7 +9,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { CheckpointRun } from '../../coordinator/checkpoint/run-checkpoints.js';
-import { parseStrict } from '../../coordinator/formats/canonical-json.js';
+import { parseStrict } from '../../core/formats/canonical-json.js';
 import { resumeCheck } from '../../coordinator/receipt/resume-check.js';
 import { runSession } from '../../coordinator/run.js';
 import { loadPlan } from '../coordinator/helpers.js';

@@ -10,7 +10,7 @@ import { cpSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { resumeRun } from '../../coordinator/checkpoint/resume.js';
-import { canonicalize, parseStrict } from '../../coordinator/formats/canonical-json.js';
+import { canonicalize, parseStrict } from '../../core/formats/canonical-json.js';
 import { BehaviourDigest, EpochRebase } from '../../coordinator/trace.js';
 import { snapshotDir } from '../dir-snapshot.js';
 import { fullDiskUnavailable, mountSmallDisk, PAGE, type SmallDisk } from '../full-disk.js';

@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { CheckpointRun } from '../../coordinator/checkpoint/run-checkpoints.js';
-import { parseStrict } from '../../coordinator/formats/canonical-json.js';
+import { parseStrict } from '../../core/formats/canonical-json.js';
 import { runSession } from '../../coordinator/run.js';
 import { DurableFs, errnoError } from '../../coordinator/store/durable-fs.js';
 import { verifyLedger } from '../../coordinator/store/ledger.js';

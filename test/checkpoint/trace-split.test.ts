@@ -5,8 +5,8 @@
 import { describe, expect, it } from 'vitest';
 import { BEHAVIOUR_CHAIN_GENESIS, RollingBehaviour } from '../../coordinator/checkpoint/group.js';
 import { splitTrace } from '../../coordinator/checkpoint/resume.js';
-import { canonicalize } from '../../coordinator/formats/canonical-json.js';
-import { DetsimError } from '../../coordinator/formats/errors.js';
+import { canonicalize } from '../../core/formats/canonical-json.js';
+import { DetsimError } from '../../core/formats/errors.js';
 import { batchIdFor, type TraceBehaviour } from '../../coordinator/trace.js';
 
 function behaviour(step: number, epoch = 'e1', move = 'north'): TraceBehaviour {

@@ -5,7 +5,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { parseStrict } from '../../coordinator/formats/canonical-json.js';
+import { parseStrict } from '../../core/formats/canonical-json.js';
 import { isAlive, loggedWorkerPids, readRun, tmpOut } from './helpers.js';
 
 const CLI = ['--import', 'tsx', 'coordinator/cli/main.ts'];

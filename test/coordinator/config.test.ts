@@ -5,8 +5,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { loadConfig, resolveConfig } from '../../coordinator/config.js';
-import { DetsimError } from '../../coordinator/formats/errors.js';
-import { collisionWarning, deriveSeed } from '../../coordinator/formats/seed.js';
+import { DetsimError } from '../../core/formats/errors.js';
+import { collisionWarning, deriveSeed } from '../../core/formats/seed.js';
 
 const base = (): Record<string, unknown> => ({
   sessionId: 's',

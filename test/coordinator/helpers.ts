@@ -4,7 +4,7 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadConfig, type RunPlan } from '../../coordinator/config.js';
-import { parseStrict } from '../../coordinator/formats/canonical-json.js';
+import { parseStrict } from '../../core/formats/canonical-json.js';
 import type { TransitionTrace } from '../../coordinator/trace.js';
 
 export function tmpOut(prefix = 'detsim-run-'): string {

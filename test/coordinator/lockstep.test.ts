@@ -4,7 +4,7 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { parseConfigText, resolveConfig } from '../../coordinator/config.js';
-import { canonicalize, sha256Hex } from '../../coordinator/formats/canonical-json.js';
+import { canonicalize, sha256Hex } from '../../core/formats/canonical-json.js';
 import type { Fleet } from '../../coordinator/launcher.js';
 import { runSession } from '../../coordinator/run.js';
 import { compareBehaviours, describeDifference } from '../../coordinator/trace.js';

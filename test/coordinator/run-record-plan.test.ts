@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { readRunRecord } from '../../coordinator/checkpoint/run-record.js';
 import { loadConfig } from '../../coordinator/config.js';
-import { parseStrict } from '../../coordinator/formats/canonical-json.js';
+import { parseStrict } from '../../core/formats/canonical-json.js';
 import { planFromRunRecord } from '../../coordinator/receipt/replay.js';
 import { defaultConfigs } from '../../coordinator/receipt/verify.js';
 import { ensureRustWorker, rustWorkerSkip } from '../cross-lang/rust-worker.js';

@@ -4,7 +4,7 @@
 // field refused.
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { canonicalize } from '../../coordinator/formats/canonical-json.js';
+import { canonicalize } from '../../core/formats/canonical-json.js';
 import { EpochRebase, behaviourDigest, behaviourStepDigest, canonicalBehaviour, compareBehaviours, normalizeBehaviour, type TraceBehaviour } from '../../coordinator/trace.js';
 
 const D = (c: string) => c.repeat(64);

@@ -7,7 +7,7 @@ import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'no
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { writeFileDurable } from '../../coordinator/durable-file.js';
-import { parseStrict } from '../../coordinator/formats/canonical-json.js';
+import { parseStrict } from '../../core/formats/canonical-json.js';
 import { TraceWriter } from '../../coordinator/run-dir.js';
 import { BehaviourDigest, type TransitionTrace } from '../../coordinator/trace.js';
 import { WriteFailure } from '../../coordinator/write-failure.js';

@@ -3,7 +3,7 @@
 // same bytes, or the same refusal (reason code and message). Not the JCS vectors (those run per language).
 import fc from 'fast-check';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { canonicalize, parseStrict } from '../../coordinator/formats/canonical-json.js';
+import { canonicalize, parseStrict } from '../../core/formats/canonical-json.js';
 import { buildRustCli, rustBatch, rustCommand, skipReason, tsOutcome, type Outcome } from './rust-cli.js';
 
 const tsCanonical = (bytes: Uint8Array): Outcome<string> => tsOutcome(() => canonicalize(parseStrict(bytes)));

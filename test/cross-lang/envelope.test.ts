@@ -5,9 +5,9 @@
 import { createHash } from 'node:crypto';
 import fc from 'fast-check';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { canonicalize } from '../../coordinator/formats/canonical-json.js';
-import { decodeEnvelope, encodeEnvelope, type EnvelopePayloadInput } from '../../coordinator/formats/envelope.js';
-import { RationalNs } from '../../coordinator/formats/scalars.js';
+import { canonicalize } from '../../core/formats/canonical-json.js';
+import { decodeEnvelope, encodeEnvelope, type EnvelopePayloadInput } from '../../core/formats/envelope.js';
+import { RationalNs } from '../../core/formats/scalars.js';
 import { buildRustCli, rustBatch, rustCommand, skipReason, tsOutcome, type Outcome } from './rust-cli.js';
 
 type Payload = { name: string; bytes: Uint8Array };

@@ -4,8 +4,8 @@
 // restore each step; the state codec and the tick clock agree too. Not the gRPC worker (not built).
 import fc from 'fast-check';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { canonicalize } from '../../coordinator/formats/canonical-json.js';
-import { RationalNs } from '../../coordinator/formats/scalars.js';
+import { canonicalize } from '../../core/formats/canonical-json.js';
+import { RationalNs } from '../../core/formats/scalars.js';
 import { lif } from '../../workers/models/lif.js';
 import { walker } from '../../workers/models/walker.js';
 import { decodeState, encodeState } from '../../workers/state-codec.js';

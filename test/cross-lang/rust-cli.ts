@@ -7,7 +7,7 @@ import { existsSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { DetsimError } from '../../coordinator/formats/errors.js';
+import { DetsimError } from '../../core/formats/errors.js';
 import { refuseStaleBinary } from './rust-binary.js';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));

@@ -3,9 +3,9 @@
 // the same refusal; random seeds give the same Xorshift32 draws. Not the reference vectors.
 import fc from 'fast-check';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { canonicalize } from '../../coordinator/formats/canonical-json.js';
-import { deriveSeeds } from '../../coordinator/formats/seed.js';
-import { Xorshift32 } from '../../coordinator/formats/xorshift.js';
+import { canonicalize } from '../../core/formats/canonical-json.js';
+import { deriveSeeds } from '../../core/formats/seed.js';
+import { Xorshift32 } from '../../core/formats/xorshift.js';
 import { buildRustCli, rustBatch, skipReason, tsOutcome } from './rust-cli.js';
 
 const validId = fc.stringMatching(/^[a-z0-9][a-z0-9._-]{0,63}$/);

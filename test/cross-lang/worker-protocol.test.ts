@@ -11,9 +11,9 @@ import { tmpdir } from 'node:os';
 import { createInterface } from 'node:readline';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { canonicalize } from '../../coordinator/formats/canonical-json.js';
-import { CONTRACT_DIGEST, METHODS, WorkerClient, type CallOptions, type CallReply, type ErrorCode, type Params } from '../../coordinator/protocol/index.js';
-import type { Scope } from '../../coordinator/formats/scalars.js';
+import { canonicalize } from '../../core/formats/canonical-json.js';
+import { CONTRACT_DIGEST, METHODS, WorkerClient, type CallOptions, type CallReply, type ErrorCode, type Params } from '../../core/protocol/index.js';
+import type { Scope } from '../../core/formats/scalars.js';
 import { REPO_ROOT, SESSION, STEP_60HZ } from '../workers/harness.js';
 import { RUST_WORKER, ensureRustWorker, rustWorkerSkip, spawnAgentWorker, stopAllWorkers, type Spawned } from './rust-worker.js';
 

@@ -9,7 +9,7 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { parseConfigText, resolveConfig, type RunPlan } from '../../coordinator/config.js';
-import { canonicalize } from '../../coordinator/formats/canonical-json.js';
+import { canonicalize } from '../../core/formats/canonical-json.js';
 import { writeReceipt } from '../../coordinator/receipt/receipt.js';
 import { runSession } from '../../coordinator/run.js';
 import { readRunRecord } from '../../coordinator/checkpoint/run-record.js';

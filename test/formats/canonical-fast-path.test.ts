@@ -4,9 +4,9 @@
 import oracle from 'canonicalize';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { canonicalDigest, canonicalize, sha256Hex } from '../../coordinator/formats/canonical-json.js';
-import { DetsimError } from '../../coordinator/formats/errors.js';
-import { decodeBody } from '../../coordinator/protocol/body-codec.js';
+import { canonicalDigest, canonicalize, sha256Hex } from '../../core/formats/canonical-json.js';
+import { DetsimError } from '../../core/formats/errors.js';
+import { decodeBody } from '../../core/protocol/body-codec.js';
 import { jsonValue } from './json-arbitrary.js';
 
 /** The same value with every object's keys inserted in reverse order (forces the writer). */

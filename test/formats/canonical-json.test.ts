@@ -7,8 +7,8 @@ import { fileURLToPath } from 'node:url';
 import oracle from 'canonicalize';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { canonicalBytes, canonicalDigest, canonicalize, parseCanonical, parseStrict, serializeNumber, sha256Hex } from '../../coordinator/formats/canonical-json.js';
-import { DetsimError } from '../../coordinator/formats/errors.js';
+import { canonicalBytes, canonicalDigest, canonicalize, parseCanonical, parseStrict, serializeNumber, sha256Hex } from '../../core/formats/canonical-json.js';
+import { DetsimError } from '../../core/formats/errors.js';
 import { refusal } from '../refusal.js';
 import { jsonValue } from './json-arbitrary.js';
 

@@ -7,8 +7,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
-import { decodeEnvelope } from '../../coordinator/formats/envelope.js';
-import { encodeLegacyFlysim } from '../../coordinator/formats/legacy-flysim.js';
+import { decodeEnvelope } from '../../core/formats/envelope.js';
+import { encodeLegacyFlysim } from '../../core/formats/legacy-flysim.js';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
 const fixture = JSON.parse(readFileSync(join(root, 'fixtures/reference/checkpoint-envelope.json'), 'utf8')) as {

@@ -4,10 +4,10 @@ import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { canonicalize } from '../../coordinator/formats/canonical-json.js';
-import { decodeEnvelope, decodeEnvelopeAsync, encodeEnvelope, encodeEnvelopeParts, layoutEnvelope, SEAL_SLICE_BYTES, sealEnvelope, sealEnvelopeAsync, type EnvelopePayloadInput } from '../../coordinator/formats/envelope.js';
-import { DetsimError } from '../../coordinator/formats/errors.js';
-import type { ReasonCode } from '../../coordinator/formats/reasons.js';
+import { canonicalize } from '../../core/formats/canonical-json.js';
+import { decodeEnvelope, decodeEnvelopeAsync, encodeEnvelope, encodeEnvelopeParts, layoutEnvelope, SEAL_SLICE_BYTES, sealEnvelope, sealEnvelopeAsync, type EnvelopePayloadInput } from '../../core/formats/envelope.js';
+import { DetsimError } from '../../core/formats/errors.js';
+import type { ReasonCode } from '../../core/formats/reasons.js';
 import { rawEnvelope, reseal, type RawOptions, type RawPayload } from './envelope-raw.js';
 
 interface Fixture {

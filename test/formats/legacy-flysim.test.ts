@@ -3,9 +3,9 @@
 import { crc32 } from 'node:zlib';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { decodeEnvelope } from '../../coordinator/formats/envelope.js';
-import { DetsimError } from '../../coordinator/formats/errors.js';
-import { decodeLegacyFlysim, encodeLegacyFlysim, legacyMagicOf } from '../../coordinator/formats/legacy-flysim.js';
+import { decodeEnvelope } from '../../core/formats/envelope.js';
+import { DetsimError } from '../../core/formats/errors.js';
+import { decodeLegacyFlysim, encodeLegacyFlysim, legacyMagicOf } from '../../core/formats/legacy-flysim.js';
 import { refusal } from '../refusal.js';
 
 const u32 = (n: number): Buffer => {

@@ -1,7 +1,7 @@
 // The session-protocol scalars: the U64 boundary vectors of reference-session-framework.md §1,
 // Id/Digest/Scope/request-id readers, and RationalNs reduction, overflow and sub-below-zero.
 import { describe, expect, it } from 'vitest';
-import { RationalNs, readDigest, readI32, readId, readRequestId, readScope, readU64, refuseUnknownFields } from '../../coordinator/formats/scalars.js';
+import { RationalNs, readDigest, readI32, readId, readRequestId, readScope, readU64, refuseUnknownFields } from '../../core/formats/scalars.js';
 import { refusal } from '../refusal.js';
 
 describe('U64 boundary vectors (boundaries.json, reference §1)', () => {

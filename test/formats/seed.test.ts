@@ -3,9 +3,9 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { deriveSeed, deriveSeeds, seedMaterial } from '../../coordinator/formats/seed.js';
-import { Xorshift32 } from '../../coordinator/formats/xorshift.js';
-import type { ReasonCode } from '../../coordinator/formats/reasons.js';
+import { deriveSeed, deriveSeeds, seedMaterial } from '../../core/formats/seed.js';
+import { Xorshift32 } from '../../core/formats/xorshift.js';
+import type { ReasonCode } from '../../core/formats/reasons.js';
 import { refusal } from '../refusal.js';
 
 interface SeedVectors {

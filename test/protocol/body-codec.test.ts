@@ -1,7 +1,7 @@
 // The hot-path body reader must be exactly as strict as canonical JSON: anything that is not
 // byte-for-byte RFC 8785 canonical is refused with a reason; canonical bodies round-trip.
 import { describe, expect, it } from 'vitest';
-import { decodeBody, encodeBody } from '../../coordinator/protocol/index.js';
+import { decodeBody, encodeBody } from '../../core/protocol/index.js';
 
 const refuse = (text: string | Buffer) => {
   try {

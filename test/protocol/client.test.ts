@@ -6,11 +6,11 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { canonicalBytes, parseStrict } from '../../coordinator/formats/canonical-json.js';
+import { canonicalBytes, parseStrict } from '../../core/formats/canonical-json.js';
 import {
   CONTRACT_DIGEST, FrameAssembler, HelloRefusedError, MAX_CHUNK_BYTES, METHODS, PROTO_PATH, type StartedServer,
   WorkerCallError, WorkerClient, encodeFrames, readReply, readRequest, startWorkerServer,
-} from '../../coordinator/protocol/index.js';
+} from '../../core/protocol/index.js';
 
 let dir: string;
 let server: StartedServer | undefined;

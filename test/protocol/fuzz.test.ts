@@ -5,7 +5,7 @@
 // its peak RSS stays bounded; a module named by a client (a marker whose import writes a file) is
 // never imported. The fast-check seed is random each run and printed on failure.
 import { afterAll, describe, expect, it } from 'vitest';
-import { ERROR_CODES } from '../../coordinator/protocol/index.js';
+import { ERROR_CODES } from '../../core/protocol/index.js';
 import { runProtocolFuzz } from '../../bench/protocol-fuzz.js';
 import { stopAll } from '../workers/harness.js';
 

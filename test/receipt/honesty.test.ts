@@ -4,7 +4,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { canonicalize } from '../../coordinator/formats/canonical-json.js';
+import { canonicalize } from '../../core/formats/canonical-json.js';
 import { buildAttestation } from '../../coordinator/receipt/attestation.js';
 import { honestyWarnings, measured } from '../../coordinator/receipt/honesty.js';
 import { readReceipt, writeReceipt } from '../../coordinator/receipt/receipt.js';

@@ -4,11 +4,11 @@ import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { resolveConfig } from '../../coordinator/config.js';
-import { parseStrict } from '../../coordinator/formats/canonical-json.js';
-import { decodeEnvelope } from '../../coordinator/formats/envelope.js';
-import { DetsimError } from '../../coordinator/formats/errors.js';
-import { LAYER_NAMES, REASONS, type Decision, type ReasonCode } from '../../coordinator/formats/reasons.js';
-import { readId, readU64 } from '../../coordinator/formats/scalars.js';
+import { parseStrict } from '../../core/formats/canonical-json.js';
+import { decodeEnvelope } from '../../core/formats/envelope.js';
+import { DetsimError } from '../../core/formats/errors.js';
+import { LAYER_NAMES, REASONS, type Decision, type ReasonCode } from '../../core/formats/reasons.js';
+import { readId, readU64 } from '../../core/formats/scalars.js';
 import { FIELD_TABLE } from '../../coordinator/receipt/fields.js';
 import { FAMILIES, reasonsMarkdown, reasonsText } from '../../coordinator/receipt/reasons-doc.js';
 

@@ -3,7 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { FIELD_TABLE, type FieldRule } from '../../coordinator/receipt/fields.js';
 import { planFromRunRecord, replayChecks, sensitivityProbes } from '../../coordinator/receipt/replay.js';
-import { deriveSeed } from '../../coordinator/formats/seed.js';
+import { deriveSeed } from '../../core/formats/seed.js';
 import { sampleReceipt } from './sample.js';
 
 const statusOf = (checks: { check: string; status: string }[]) => Object.fromEntries(checks.map((c) => [c.check, c.status]));

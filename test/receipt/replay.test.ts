@@ -6,7 +6,7 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { parseStrict } from '../../coordinator/formats/canonical-json.js';
+import { parseStrict } from '../../core/formats/canonical-json.js';
 import { readReceipt } from '../../coordinator/receipt/receipt.js';
 import { type ReplayReport, replay, replayChecks } from '../../coordinator/receipt/replay.js';
 import { reproHash } from '../../coordinator/receipt/reprohash.js';

@@ -10,7 +10,7 @@ import { diagnose } from '../../coordinator/receipt/diagnosis.js';
 import { readReceipt } from '../../coordinator/receipt/receipt.js';
 import { reproHash } from '../../coordinator/receipt/reprohash.js';
 import { rebasedReceipt } from '../../coordinator/receipt/resume-check.js';
-import { parseStrict } from '../../coordinator/formats/canonical-json.js';
+import { parseStrict } from '../../core/formats/canonical-json.js';
 
 const CONFIG = join('test', 'receipt', 'fixtures', 'tiny-walkers.yaml');
 

@@ -6,7 +6,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { canonicalize, parseStrict } from '../../coordinator/formats/canonical-json.js';
+import { canonicalize, parseStrict } from '../../core/formats/canonical-json.js';
 import { buildAttestation, gradeOf } from '../../coordinator/receipt/attestation.js';
 import { FIELD_TABLE } from '../../coordinator/receipt/fields.js';
 import { makeCheck } from '../../coordinator/receipt/replay.js';

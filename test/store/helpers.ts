@@ -3,8 +3,8 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { encodeEnvelopeParts, layoutEnvelope, sealEnvelopeAsync, type EncodedEnvelopeParts, type EnvelopePayloadInput } from '../../coordinator/formats/envelope.js';
-import { sha256Hex } from '../../coordinator/formats/canonical-json.js';
+import { encodeEnvelopeParts, layoutEnvelope, sealEnvelopeAsync, type EncodedEnvelopeParts, type EnvelopePayloadInput } from '../../core/formats/envelope.js';
+import { sha256Hex } from '../../core/formats/canonical-json.js';
 import { generationIdentityOf, type GenerationIdentity } from '../../coordinator/store/store.js';
 import type { SaveJob } from '../../coordinator/store/writer.js';
 

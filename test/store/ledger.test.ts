@@ -5,7 +5,7 @@ import { appendFile, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import fc from 'fast-check';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { DetsimError } from '../../coordinator/formats/errors.js';
+import { DetsimError } from '../../core/formats/errors.js';
 import { LEDGER_FILE, LEDGER_GENESIS, LEDGER_HEAD_FILE, Ledger, verifyLedger, verifyLedgerBytes } from '../../coordinator/store/ledger.js';
 import { removeDir, tempDir } from './helpers.js';
 

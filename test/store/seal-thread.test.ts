@@ -4,9 +4,9 @@
 // stay on the main thread.
 import { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
-import { sha256Hex } from '../../coordinator/formats/canonical-json.js';
-import { layoutEnvelope, sealEnvelope } from '../../coordinator/formats/envelope.js';
-import { DetsimError } from '../../coordinator/formats/errors.js';
+import { sha256Hex } from '../../core/formats/canonical-json.js';
+import { layoutEnvelope, sealEnvelope } from '../../core/formats/envelope.js';
+import { DetsimError } from '../../core/formats/errors.js';
 import { sealOffLoop, THREAD_SEAL_MIN_BYTES } from '../../coordinator/store/seal-thread.js';
 import { makeCheckpoint } from './helpers.js';
 

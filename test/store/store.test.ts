@@ -7,8 +7,8 @@ import { readdir, readFile, writeFile, copyFile, truncate } from 'node:fs/promis
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { canonicalize, sha256Hex } from '../../coordinator/formats/canonical-json.js';
-import { DetsimError } from '../../coordinator/formats/errors.js';
+import { canonicalize, sha256Hex } from '../../core/formats/canonical-json.js';
+import { DetsimError } from '../../core/formats/errors.js';
 import { DurableFs, errnoError, WRITE_SLICE, type FsOp } from '../../coordinator/store/durable-fs.js';
 import { CheckpointStore, StoreCommitError, STORE_MANIFEST_FILE } from '../../coordinator/store/store.js';
 import { makeCheckpoint, removeDir, tempDir } from './helpers.js';

@@ -4,10 +4,10 @@
 import { existsSync, readdirSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { sha256Hex } from '../../coordinator/formats/canonical-json.js';
-import { SEAL_SLICE_BYTES } from '../../coordinator/formats/envelope.js';
+import { sha256Hex } from '../../core/formats/canonical-json.js';
+import { SEAL_SLICE_BYTES } from '../../core/formats/envelope.js';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { DetsimError } from '../../coordinator/formats/errors.js';
+import { DetsimError } from '../../core/formats/errors.js';
 import { DurableFs, errnoError, WRITE_SLICE } from '../../coordinator/store/durable-fs.js';
 import { Ledger, verifyLedger } from '../../coordinator/store/ledger.js';
 import { ledgerEventOfWriter } from '../../coordinator/store/ledger.js';

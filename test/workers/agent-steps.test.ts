@@ -2,7 +2,7 @@
 // vector, idempotent retries after a dropped reply (no second tick, no second RNG draw),
 // CONFLICT, STALE_EPOCH / STALE_STEP / FUTURE_STEP / RESULT_EXPIRED and phase refusals.
 import { afterAll, describe, expect, it } from 'vitest';
-import { METHODS, type WorkerClient } from '../../coordinator/protocol/index.js';
+import { METHODS, type WorkerClient } from '../../core/protocol/index.js';
 import { STEP_60HZ, type SpawnedWorker, errorOf, resultOf, scope, spawnWorker, stopAll } from './harness.js';
 
 afterAll(stopAll);

@@ -2,7 +2,7 @@
 // into a fresh worker, activates and decides exactly like the original. Too heavy for the shared
 // CI machine (~40 s, ~2 GB across processes), so it is skipped unless asked for.
 import { afterAll, describe, expect, it } from 'vitest';
-import { METHODS, type CaptureResult } from '../../coordinator/protocol/index.js';
+import { METHODS, type CaptureResult } from '../../core/protocol/index.js';
 import { STEP_60HZ, resultOf, scope, spawnWorker, stopAll } from './harness.js';
 
 afterAll(stopAll);

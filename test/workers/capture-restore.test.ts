@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { METHODS, type CallReply, type CaptureResult, type WorkerClient } from '../../coordinator/protocol/index.js';
+import { METHODS, type CallReply, type CaptureResult, type WorkerClient } from '../../core/protocol/index.js';
 import { STEP_60HZ, SESSION, type SpawnedWorker, errorOf, resultOf, scope, spawnWorker, stopAll } from './harness.js';
 
 afterAll(stopAll);

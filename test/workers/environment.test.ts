@@ -2,8 +2,8 @@
 // Advance in port order with rewards and event ids, idempotent retries, CONFLICT, and refusals of
 // a batch that is not in port order.
 import { afterAll, describe, expect, it } from 'vitest';
-import { canonicalDigest } from '../../coordinator/formats/canonical-json.js';
-import { METHODS } from '../../coordinator/protocol/index.js';
+import { canonicalDigest } from '../../core/formats/canonical-json.js';
+import { METHODS } from '../../core/protocol/index.js';
 import { STEP_60HZ, errorOf, resultOf, scope, spawnWorker, stopAll } from './harness.js';
 
 afterAll(stopAll);

@@ -6,8 +6,8 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import type { Scope } from '../../coordinator/formats/scalars.js';
-import { type CallReply, type ProcessExitInfo, type Reply, type Role, WorkerClient } from '../../coordinator/protocol/index.js';
+import type { Scope } from '../../core/formats/scalars.js';
+import { type CallReply, type ProcessExitInfo, type Reply, type Role, WorkerClient } from '../../core/protocol/index.js';
 
 export const REPO_ROOT = resolve(fileURLToPath(new URL('../..', import.meta.url)));
 export const SESSION = 's1';

@@ -3,7 +3,7 @@
 // each with a message naming the field (never this worker's id or bound session); nothing but
 // Hello runs before Hello.
 import { afterAll, describe, expect, it } from 'vitest';
-import { CONTRACT_DIGEST, HelloRefusedError, METHODS } from '../../coordinator/protocol/index.js';
+import { CONTRACT_DIGEST, HelloRefusedError, METHODS } from '../../core/protocol/index.js';
 import { SESSION, errorOf, resultOf, scope, spawnWorker, stopAll } from './harness.js';
 
 afterAll(stopAll);

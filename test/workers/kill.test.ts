@@ -1,7 +1,7 @@
 // A worker process killed mid-call: the pending call fails promptly as 'process-exited' naming the
 // signal (not a hang, not a bare stream error), and later calls fail the same way.
 import { afterAll, describe, expect, it } from 'vitest';
-import { METHODS } from '../../coordinator/protocol/index.js';
+import { METHODS } from '../../core/protocol/index.js';
 import { STEP_60HZ, resultOf, scope, spawnWorker, stopAll } from './harness.js';
 
 afterAll(stopAll);

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { describe, expect, it } from 'vitest';
-import { METHODS, WorkerClient } from '../../coordinator/protocol/index.js';
+import { METHODS, WorkerClient } from '../../core/protocol/index.js';
 import { isRunning } from '../coordinator/helpers.js';
 import { REPO_ROOT, STEP_60HZ, resultOf, scope, SESSION } from './harness.js';
 

@@ -9,7 +9,7 @@ import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, w
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { METHODS, type CallReply, type CaptureResult, type WorkerClient } from '../../coordinator/protocol/index.js';
+import { METHODS, type CallReply, type CaptureResult, type WorkerClient } from '../../core/protocol/index.js';
 import { PAYLOAD_FILE_REFUSALS } from '../../workers/payload-file.js';
 import { commandOf, ensureRustWorker, rustWorkerSkip, spawnAgentWorker, type Runtime } from '../cross-lang/rust-worker.js';
 import { REPO_ROOT, SESSION, STEP_60HZ, errorOf, resultOf, scope, stopAll } from './harness.js';

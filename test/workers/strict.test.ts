@@ -3,7 +3,7 @@
 // flag the same model runs. Plus the guard's unit behaviour (globals restored, explicit dates ok).
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { METHODS } from '../../coordinator/protocol/index.js';
+import { METHODS } from '../../core/protocol/index.js';
 import { runGuarded, StrictModeViolation } from '../../workers/strict.js';
 import { REPO_ROOT, STEP_60HZ, errorOf, resultOf, scope, spawnWorker, stopAll } from './harness.js';
 

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { resolveConfig } from '../../coordinator/config.js';
 import { launchedModelsFor } from '../../coordinator/launcher.js';
-import { CONTRACT_DIGEST, METHODS, WorkerClient } from '../../coordinator/protocol/index.js';
+import { CONTRACT_DIGEST, METHODS, WorkerClient } from '../../core/protocol/index.js';
 import { REPO_ROOT, SESSION, STEP_60HZ, errorOf, resultOf, scope, spawnWorker, stopAll } from './harness.js';
 
 afterAll(stopAll);

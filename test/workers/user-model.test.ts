@@ -5,8 +5,8 @@
 // Initialize naming the field, before any agent is installed. Not the built-in models.
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { Xorshift32 } from '../../coordinator/formats/xorshift.js';
-import { METHODS, type WorkerClient } from '../../coordinator/protocol/index.js';
+import { Xorshift32 } from '../../core/formats/xorshift.js';
+import { METHODS, type WorkerClient } from '../../core/protocol/index.js';
 import { decodeState } from '../../workers/state-codec.js';
 import { REPO_ROOT, STEP_60HZ, errorOf, resultOf, scope, spawnWorker, stopAll } from './harness.js';
 

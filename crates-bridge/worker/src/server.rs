@@ -1,4 +1,4 @@
-// The worker's end of the transport (as coordinator/protocol/server.ts + frames.ts): the tonic
+// The worker's end of the transport (as core/protocol/server.ts + frames.ts): the tonic
 // Session service, reassembling chunk frames + one body frame into a message, feeding the shared
 // runtime one message at a time (with the stream's own Hello state) and writing each reply back as
 // chunks then body. No protocol semantics.

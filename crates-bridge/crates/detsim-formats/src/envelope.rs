@@ -1,5 +1,5 @@
 // The FLYSESS1 checkpoint envelope (specs/checkpoint-envelope-v1.md), byte for byte and refusal
-// for refusal as coordinator/formats/envelope.ts: a writer, and a reader applying the seven checks
+// for refusal as core/formats/envelope.ts: a writer, and a reader applying the seven checks
 // in the spec's order whose error names the check ("check N (what): ..."). Not the store: no files.
 use crate::error::{DetsimError, Result};
 use crate::json::{Value, canonical_bytes, canonicalize, hex, parse_canonical, quote_string, sha256};

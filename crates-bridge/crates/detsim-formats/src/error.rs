@@ -1,5 +1,5 @@
-// The one error for refused input, mirroring coordinator/formats/errors.ts: a stable reason code
-// (the same strings as coordinator/formats/reasons.ts), a one-line message, and the field if any.
+// The one error for refused input, mirroring core/formats/errors.ts: a stable reason code
+// (the same strings as core/formats/reasons.ts), a one-line message, and the field if any.
 // Not for programming errors: those panic.
 use std::fmt;
 

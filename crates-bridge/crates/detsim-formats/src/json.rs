@@ -1,5 +1,5 @@
 // RFC 8785 (JCS) canonical JSON over detsim's own value type: a writer, a strict parser and
-// SHA-256 digests, deciding exactly as coordinator/formats/canonical-json.ts does (same checks,
+// SHA-256 digests, deciding exactly as core/formats/canonical-json.ts does (same checks,
 // same order, same reason codes and messages). Not a general JSON library, and not serde_json,
 // whose number printing and key order are not canonical.
 use crate::error::{DetsimError, Result};

@@ -1,4 +1,4 @@
-// detsim's byte-exact formats in Rust, held to the same vectors as coordinator/formats/ (TypeScript):
+// detsim's byte-exact formats in Rust, held to the same vectors as core/formats/ (TypeScript):
 // RFC 8785 canonical JSON, the protocol scalars, seed-derivation-v1, Xorshift32 and FLYSESS1.
 // Not a transport, a store or a worker: those build on this crate.
 pub mod envelope;

@@ -1,5 +1,5 @@
 // The domain scalars of the session protocol (specs/session-protocol.md §1) as in
-// coordinator/formats/scalars.ts: Id, U64, Digest, RationalNs, Scope, request ids and i32.
+// core/formats/scalars.ts: Id, U64, Digest, RationalNs, Scope, request ids and i32.
 // Readers refuse and name the field, never normalise. Not a schema library for whole messages.
 use crate::error::{DetsimError, Result};
 use crate::json::Value;

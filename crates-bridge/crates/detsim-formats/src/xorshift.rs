@@ -1,5 +1,5 @@
 // Xorshift32, the kernel RNG of the reference simulator (shifts 13, 17, 5; the i32 seed is the
-// initial state verbatim), bit-exact with coordinator/formats/xorshift.ts. Not cryptographic.
+// initial state verbatim), bit-exact with core/formats/xorshift.ts. Not cryptographic.
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Xorshift32 {
