@@ -11,8 +11,7 @@ import { DetsimError } from '../core/formats/errors.js';
 import type { ReasonCode } from '../core/formats/reasons.js';
 import { RationalNs, isId, isU64, type Id, type U64 } from '../core/formats/scalars.js';
 import { deriveSeed, deriveSeeds, SEED_ALGORITHM, type SeedCollision } from '../core/formats/seed.js';
-import { ParamError } from '../workers/sdk.js';
-import { checkModelParams } from '../workers/models/params.js';
+import { ParamError, checkModelParams } from '../core/models/params.js';
 
 /** The envelope v1 bound: a checkpoint holds at most 60 agents. */
 export const MAX_AGENTS = 60;
@@ -271,7 +270,7 @@ function checkModuleFile(path: string, shown: string, field: string): void {
   if (!(MODEL_MODULE_EXTENSIONS as readonly string[]).includes(extname(path))) refuse(`is not a module (${MODEL_MODULE_EXTENSIONS.join(', ')})`);
 }
 
-/** The worker's own param check (workers/models/params.ts), run before anything starts. */
+/** The worker's own param check (core/models/params.ts), run before anything starts. */
 function checkParams(kind: 'agent' | 'environment', model: string, params: Record<string, unknown>, field: string): void {
   try {
     checkModelParams(kind, model, params);

@@ -3,7 +3,7 @@
 // callback. Nothing about the protocol's phases or caches.
 import { DetsimError } from '../core/formats/errors.js';
 import { type JsonObject, type Mutation, ProtocolRefusal } from '../core/protocol/index.js';
-import { type ResolvableModel, type ResolvedParams, resolveModelParams } from './models/params.js';
+import { type ResolvableModel, type ResolvedParams, resolveModelParams } from '../core/models/params.js';
 import { runGuarded } from './strict.js';
 
 export function callModel<T>(strict: boolean, participant: string, callback: string, mutation: Mutation, fn: () => T): T {
@@ -45,7 +45,7 @@ export async function loadModel<M extends ResolvableModel>(
     throw new ProtocolRefusal('INVALID_ARGUMENT', `${field}.model: ${(err as Error).message}`);
   }
   const { model, builtin } = resolved;
-  // The same check the coordinator runs at plan time (workers/models/params.ts).
+  // The same check the coordinator runs at plan time (core/models/params.ts).
   let checked: ResolvedParams;
   try {
     checked = resolveModelParams(model, rawParams);

@@ -167,37 +167,8 @@ export function f32FromBytes(bytes: Uint8Array): Float32Array {
   return out;
 }
 
-/**
- * A refused model param: `param` is its path under the participant (`params.width`), so a worker
- * and the coordinator's plan-time check (workers/models/params.ts) can both name the field.
- */
-export class ParamError extends Error {
-  constructor(
-    readonly param: string,
-    message: string,
-    /** true when the param is not defined by the model (a misspelling), false for a bad value. */
-    readonly unknown = false,
-  ) {
-    super(message);
-    this.name = 'ParamError';
-  }
-}
-
-/** Read an integer param with a default and bounds; throws naming the param. */
-export function intParam(params: JsonObject, name: string, dflt: number, min: number, max: number): number {
-  const v = params[name] ?? dflt;
-  if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) {
-    throw new ParamError(`params.${name}`, `params.${name}: ${JSON.stringify(v)} must be an integer in [${min}, ${max}]`);
-  }
-  return v;
-}
-
-/** Refuse params the model does not define (a misspelled param fails, it never defaults silently). */
-export function onlyParams(params: JsonObject, allowed: readonly string[]): void {
-  for (const key of Object.keys(params).sort()) {
-    if (!allowed.includes(key)) throw new ParamError(`params.${key}`, `params: unknown field ${JSON.stringify(key)} (allowed: ${allowed.join(', ') || 'none'})`, true);
-  }
-}
+// Param helpers live in the kernel so the coordinator's plan-time check runs the same code.
+export { ParamError, intParam, onlyParams } from '../core/models/params.js';
 
 /** Seed 0 would lock Xorshift32 at 0 forever: the built-in models substitute this constant. */
 export const ZERO_SEED_SUBSTITUTE = 0x2545f491;

@@ -24,7 +24,8 @@
 //           rng: i32 state}; worldDigest = its SHA-256.
 //   capture: {agents: [{agentId, portId, score, x, y}] in port order, food: [cells ascending],
 //           height, rng: i32, width}
-import { Xorshift32, defineEnvironmentModel, intParam, onlyParams, rngSeed, type PortBinding } from '../sdk.js';
+import { Xorshift32, defineEnvironmentModel, rngSeed, type PortBinding } from '../sdk.js';
+import { forageParams } from '../../core/models/params.js';
 import { MOVE_DX, MOVE_DY, isMove } from './moves.js';
 
 interface ForageAgent {
@@ -45,13 +46,6 @@ interface ForageState {
   agents: ForageAgent[];
 }
 
-function resolve(params: Record<string, unknown>): { width: number; height: number; food: number } {
-  onlyParams(params, ['width', 'height', 'food']);
-  const width = intParam(params, 'width', 16, 2, 4096);
-  const height = intParam(params, 'height', 16, 2, 4096);
-  const food = intParam(params, 'food', 8, 1, width * height - 1);
-  return { width, height, food };
-}
 
 function insertSorted(list: number[], c: number): void {
   let i = list.length;
@@ -95,9 +89,9 @@ function checkPorts(ports: PortBinding[]): void {
 
 export const forage = defineEnvironmentModel<ForageState>({
   modelVersion: 'forage-v1',
-  resolveParams: resolve,
+  resolveParams: forageParams,
   initialize(ctx) {
-    const p = resolve(ctx.params);
+    const p = forageParams(ctx.params);
     checkPorts(ctx.ports);
     const rng = new Xorshift32(rngSeed(ctx.seed));
     const agents = ctx.ports.map((port) => {
@@ -154,7 +148,7 @@ export const forage = defineEnvironmentModel<ForageState>({
     };
   },
   restore(data, ctx) {
-    const p = resolve(ctx.params);
+    const p = forageParams(ctx.params);
     const d = data as { agents?: unknown; food?: unknown; height?: unknown; rng?: unknown; width?: unknown };
     if (d.width !== p.width || d.height !== p.height) throw new Error('forage payload: width/height differ from params');
     if (typeof d.rng !== 'number' || !Array.isArray(d.food) || !Array.isArray(d.agents)) throw new Error('forage payload: rng, food and agents are required');

@@ -22,11 +22,11 @@
 //           decision = {move, spikes: [spikes[0], spikes[1], spikes[2], spikes[3]]}
 //   commit: rewardTotal += value for each reward in order (f64). No ticks.
 //   capture: {baseline: bytes (f32 LE), membrane: bytes (f64 LE), neurons, rewardTotal, rng: i32}
-import { Xorshift32, bytesOf, defineAgentModel, f32FromBytes, f64FromBytes, intParam, onlyParams, rngSeed } from '../sdk.js';
+import { Xorshift32, bytesOf, defineAgentModel, f32FromBytes, f64FromBytes, rngSeed } from '../sdk.js';
+import { lifParams } from '../../core/models/params.js';
 import { DIRECTIONS, foodOffset } from './moves.js';
 
 export const LIF_KICKS_PER_TICK = 300;
-const MAX_NEURONS = 67_108_864;
 
 interface LifState {
   n: number;
@@ -36,10 +36,6 @@ interface LifState {
   rewardTotal: number;
 }
 
-function resolve(params: Record<string, unknown>): { neurons: number } {
-  onlyParams(params, ['neurons']);
-  return { neurons: intParam(params, 'neurons', 1000, 4, MAX_NEURONS) };
-}
 
 function runTicks(s: LifState, ticks: number, drive: Float64Array, spikes: number[]): void {
   const { n, rng, membrane, baseline } = s;
@@ -62,9 +58,9 @@ function runTicks(s: LifState, ticks: number, drive: Float64Array, spikes: numbe
 export const lif = defineAgentModel<LifState>({
   modelVersion: 'lif-v1',
   plasticityVersion: 'none-v1',
-  resolveParams: resolve,
+  resolveParams: lifParams,
   initialize(ctx) {
-    const n = resolve(ctx.params).neurons;
+    const n = lifParams(ctx.params).neurons;
     const rng = new Xorshift32(rngSeed(ctx.seed));
     const baseline = new Float32Array(n);
     for (let i = 0; i < n; i++) baseline[i] = Math.fround(rng.nextF64() * 0.06);
@@ -93,7 +89,7 @@ export const lif = defineAgentModel<LifState>({
   },
   restore(data, ctx) {
     const d = data as { baseline?: unknown; membrane?: unknown; neurons?: unknown; rewardTotal?: unknown; rng?: unknown };
-    const n = resolve(ctx.params).neurons;
+    const n = lifParams(ctx.params).neurons;
     if (d.neurons !== n) throw new Error(`lif payload: neurons ${String(d.neurons)} differs from params.neurons ${n}`);
     if (!(d.membrane instanceof Uint8Array) || d.membrane.byteLength !== n * 8) throw new Error('lif payload: membrane must be n * 8 bytes');
     if (!(d.baseline instanceof Uint8Array) || d.baseline.byteLength !== n * 4) throw new Error('lif payload: baseline must be n * 4 bytes');

@@ -14,7 +14,8 @@
 //            decision = {move}
 //   commit:  rewardTotal += value for each reward in the given order (f64 addition).
 //   capture: {rewardTotal: f64, rng: i32 state}   (msgpack, keys sorted)
-import { Xorshift32, defineAgentModel, intParam, onlyParams, rngSeed } from '../sdk.js';
+import { Xorshift32, defineAgentModel, rngSeed } from '../sdk.js';
+import { walkerParams } from '../../core/models/params.js';
 import { DIRECTIONS, foodOffset } from './moves.js';
 
 interface WalkerState {
@@ -23,17 +24,13 @@ interface WalkerState {
   rewardTotal: number;
 }
 
-function resolve(params: Record<string, unknown>): { explore: number } {
-  onlyParams(params, ['explore']);
-  return { explore: intParam(params, 'explore', 8, 1, 1024) };
-}
 
 export const walker = defineAgentModel<WalkerState>({
   modelVersion: 'walker-v1',
   plasticityVersion: 'none-v1',
-  resolveParams: resolve,
+  resolveParams: walkerParams,
   initialize(ctx) {
-    return { rng: new Xorshift32(rngSeed(ctx.seed)), explore: resolve(ctx.params).explore, rewardTotal: 0 };
+    return { rng: new Xorshift32(rngSeed(ctx.seed)), explore: walkerParams(ctx.params).explore, rewardTotal: 0 };
   },
   prepare(state, ctx) {
     const r = state.rng.nextUint();
@@ -56,7 +53,7 @@ export const walker = defineAgentModel<WalkerState>({
     if (typeof d.rewardTotal !== 'number' || typeof d.rng !== 'number' || !Number.isInteger(d.rng)) throw new Error('walker payload: rewardTotal and rng must be numbers');
     const rng = new Xorshift32(0);
     rng.state = d.rng | 0;
-    return { rng, explore: resolve(ctx.params).explore, rewardTotal: d.rewardTotal };
+    return { rng, explore: walkerParams(ctx.params).explore, rewardTotal: d.rewardTotal };
   },
 });
 export default walker;
