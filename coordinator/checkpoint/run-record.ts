@@ -1,3 +1,4 @@
+/* eslint-disable @typescript-eslint/no-explicit-any -- run.json is read untyped until it has one schema for writer and reader (issue 12) */
 // Reading a run directory's run.json back into the RunPlan and participant identities it
 // recorded, so `detsim resume` and `detsim replay <run-dir>` relaunch exactly the recorded
 // composition (not whatever a config file says today): planFromRunJson is the one rebuild.

@@ -29,6 +29,7 @@ function renderPath(stack: PathStack, extra?: string | number): string {
 
 // Characters that need escaping, or may be half of a surrogate pair: without any, the string
 // prints as itself in quotes (the common case, several times faster than JSON.stringify).
+// eslint-disable-next-line no-control-regex -- control characters are exactly what RFC 8785 escapes
 const NEEDS_CARE = /["\\\u0000-\u001f\ud800-\udfff]/;
 
 function serializeString(s: string, stack: PathStack): string {

@@ -56,7 +56,7 @@ const edit = fc.oneof(
 );
 
 function applyEdits(text: string, edits: { kind: 'delete' | 'insert'; at: number; bytes?: number[] }[]): Uint8Array {
-  let bytes = [...utf8(text)];
+  const bytes = [...utf8(text)];
   for (const e of edits) {
     const at = bytes.length === 0 ? 0 : e.at % (bytes.length + 1);
     if (e.kind === 'delete') bytes.splice(at, 1);

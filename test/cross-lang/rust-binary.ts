@@ -20,6 +20,7 @@ export function depInfoSources(text: string): string[] {
     .replace(/\\ /g, '\u0000')
     .split(/\s+/)
     .filter((p) => p !== '')
+    // eslint-disable-next-line no-control-regex -- the NUL placed above
     .map((p) => p.replace(/\u0000/g, ' '));
 }
 

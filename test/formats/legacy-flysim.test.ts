@@ -4,7 +4,6 @@ import { crc32 } from 'node:zlib';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { decodeEnvelope } from '../../core/formats/envelope.js';
-import { DetsimError } from '../../core/formats/errors.js';
 import { decodeLegacyFlysim, encodeLegacyFlysim, legacyMagicOf } from '../../core/formats/legacy-flysim.js';
 import { refusal } from '../refusal.js';
 

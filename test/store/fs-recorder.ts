@@ -58,6 +58,8 @@ export class FsRecorder {
   }
 
   private install(proto: HandleProto): void {
+    // The patched functions get the FileHandle as `this`; the recorder is reached through `rec`.
+    // eslint-disable-next-line @typescript-eslint/no-this-alias
     const rec = this;
     const pathOf = (fd: number) => rec.fdPath.get(fd);
     // node:fs/promises and FileHandle (the checkpoint store's DurableFs).

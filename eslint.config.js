@@ -1,0 +1,50 @@
+// ESLint (flat config): the layering of the design and no import cycles, plus the recommended
+// JavaScript and TypeScript rules. Layers: core/ (formats, protocol, model params) imports no other
+// layer; coordinator/ and workers/ import core/ and never each other, except the CLI
+// (coordinator/cli/), which is the composition root and may start a worker process in-process.
+// Formatting is Prettier's business (.prettierrc.json), not ESLint's.
+import js from '@eslint/js';
+import { createNodeResolver, importX } from 'eslint-plugin-import-x';
+import tseslint from 'typescript-eslint';
+
+const layering = {
+  zones: [
+    { target: './core', from: ['./coordinator', './workers', './test', './bench'], message: 'core/ is the shared kernel: it imports no other layer.' },
+    { target: './workers', from: ['./coordinator', './test', './bench'], message: 'workers/ import core/, never the coordinator.' },
+    {
+      target: ['./coordinator/*.ts', './coordinator/!(cli)/**'],
+      from: ['./workers', './test', './bench'],
+      message: 'coordinator/ imports core/, never workers/ (only the CLI, the composition root, may).',
+    },
+  ],
+};
+
+export default tseslint.config(
+  { ignores: ['dist/**', 'node_modules/**', 'crates-bridge/**', 'reports/**', 'runs/**', 'bench/results/**', 'bench/.venv/**', 'workers/python/**'] },
+  js.configs.recommended,
+  ...tseslint.configs.recommended,
+  {
+    files: ['**/*.ts', '**/*.js', '**/*.mjs'],
+    plugins: { 'import-x': importX },
+    settings: {
+      // Dependencies are parsed as TypeScript too, or no-cycle cannot follow them.
+      'import-x/parsers': { '@typescript-eslint/parser': ['.ts'] },
+      'import-x/extensions': ['.ts', '.js', '.mjs'],
+      'import-x/resolver-next': [createNodeResolver({ extensions: ['.ts', '.js', '.mjs', '.json'], extensionAlias: { '.js': ['.ts', '.js'] } })],
+    },
+    languageOptions: { globals: { process: 'readonly', console: 'readonly', Buffer: 'readonly', URL: 'readonly', setTimeout: 'readonly', clearTimeout: 'readonly', setInterval: 'readonly', clearInterval: 'readonly', setImmediate: 'readonly', queueMicrotask: 'readonly', performance: 'readonly', structuredClone: 'readonly', AbortController: 'readonly', AbortSignal: 'readonly', TextEncoder: 'readonly', TextDecoder: 'readonly' } },
+    rules: {
+      'import-x/no-restricted-paths': ['error', layering],
+      'import-x/no-cycle': ['error', { ignoreExternal: true }],
+      // A `let` read by a closure before its one assignment (e.g. a server an exit hook closes) stays `let`.
+      'prefer-const': ['error', { ignoreReadBeforeAssign: true }],
+      // `_`-prefixed names are deliberate: rest siblings that drop a field, placeholders.
+      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrors: 'none', ignoreRestSiblings: true }],
+    },
+  },
+  {
+    // Tests and benchmarks poke at untyped JSON (run directories, receipts) on purpose.
+    files: ['test/**', 'bench/**'],
+    rules: { '@typescript-eslint/no-explicit-any': 'off' },
+  },
+);
