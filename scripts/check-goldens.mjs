@@ -78,7 +78,9 @@ if (unknown.length > 0) {
 }
 
 // One record per commit that touches the golden directory: "\x01<sha>\x02<subject>" then file names.
-const out = git(['log', '--format=%x01%H%x02%s', '--name-only', range, '--', GOLDEN_DIR]);
+// --cc: a merge lists the golden files it leaves different from every parent (an "evil merge"
+// edit); a merge that only brings in a marked commit's change lists none.
+const out = git(['log', '--format=%x01%H%x02%s', '--name-only', '--cc', range, '--', GOLDEN_DIR]);
 let checked = 0;
 const offenders = [];
 for (const record of out.split('\x01').slice(1)) {

@@ -54,6 +54,26 @@ describe('check-goldens (D6)', () => {
     expect(r.stderr).toMatch(/\[audit_golden_unmarked\] [0-9a-f]{12} "refactor something" changes fixtures\/golden\/a\.json without \[golden\]/);
   });
 
+  it('D6: a merge that changes a golden beyond both parents is refused; a merge bringing in a marked change is not', () => {
+    const repo = repoWithHistory(false);
+    git(repo, 'checkout', '-q', '-b', 'side');
+    commit(repo, 'fixtures/golden/a.json', '{"reproHash":"2222222222222222"}\n', '[golden] walker v3');
+    git(repo, 'checkout', '-q', 'main');
+    commit(repo, 'other.ts', '1\n', 'main moves on');
+    git(repo, 'merge', '-q', '--no-ff', '-m', 'merge side', 'side');
+    expect(check(repo).status, 'a merge that only brings in the [golden] commit').toBe(0);
+    git(repo, 'checkout', '-q', 'side');
+    commit(repo, 'side.ts', '1\n', 'side moves on');
+    git(repo, 'checkout', '-q', 'main');
+    git(repo, 'merge', '-q', '--no-ff', '--no-commit', 'side');
+    writeFileSync(join(repo, 'fixtures/golden/a.json'), '{"reproHash":"3333333333333333"}\n');
+    git(repo, 'add', 'fixtures/golden/a.json');
+    git(repo, 'commit', '-q', '-m', 'merge side again');
+    const r = check(repo);
+    expect(r.status).toBe(1);
+    expect(r.stderr).toMatch(/\[audit_golden_unmarked\] [0-9a-f]{12} "merge side again" changes fixtures\/golden\/a\.json/);
+  });
+
   it('D6: golden changes that carry [golden] pass; the complete history is the default range', () => {
     const r = check(repoWithHistory(false));
     expect(r.status, r.stderr).toBe(0);
