@@ -20,9 +20,17 @@ impl ModelKind {
             "walker" => Ok(ModelKind::Walker),
             "lif" => Ok(ModelKind::Lif),
             _ if spec.contains('/') || spec.ends_with(".js") || spec.ends_with(".ts") || spec.ends_with(".mjs") => {
-                Err(format!("model {}: module models are JavaScript; the Rust worker hosts only the built-ins ({})", crate::refusal::quoted(spec), BUILTIN_AGENT_MODELS.join(", ")))
+                Err(format!(
+                    "model {}: module models are JavaScript; the Rust worker hosts only the built-ins ({})",
+                    crate::refusal::quoted(spec),
+                    BUILTIN_AGENT_MODELS.join(", ")
+                ))
             }
-            _ => Err(format!("model {}: not a built-in agent model ({}) nor a module path", crate::refusal::quoted(spec), BUILTIN_AGENT_MODELS.join(", "))),
+            _ => Err(format!(
+                "model {}: not a built-in agent model ({}) nor a module path",
+                crate::refusal::quoted(spec),
+                BUILTIN_AGENT_MODELS.join(", ")
+            )),
         }
     }
 
@@ -48,8 +56,14 @@ impl ModelKind {
     /// Validate params and fill defaults (the value the profile digest covers); the message is the model's.
     pub fn resolve_params(self, params: &Value) -> Result<Value, String> {
         Ok(match self {
-            ModelKind::Walker => obj(vec![("explore", Value::Number(walker::resolve_params(params).map_err(|e| e.message)? as f64))]),
-            ModelKind::Lif => obj(vec![("neurons", Value::Number(lif::resolve_params(params).map_err(|e| e.message)? as f64))]),
+            ModelKind::Walker => obj(vec![(
+                "explore",
+                Value::Number(walker::resolve_params(params).map_err(|e| e.message)? as f64),
+            )]),
+            ModelKind::Lif => obj(vec![(
+                "neurons",
+                Value::Number(lif::resolve_params(params).map_err(|e| e.message)? as f64),
+            )]),
         })
     }
 }
@@ -62,7 +76,11 @@ pub enum Brain {
 }
 
 fn failed(agent_id: &str, callback: &str, message: &str, mutation: &'static str) -> Refusal {
-    Refusal::with_mutation("BACKEND_FAILURE", format!("agent {agent_id}: {callback} failed: {message}"), mutation)
+    Refusal::with_mutation(
+        "BACKEND_FAILURE",
+        format!("agent {agent_id}: {callback} failed: {message}"),
+        mutation,
+    )
 }
 
 impl Brain {
@@ -80,7 +98,13 @@ impl Brain {
             Brain::Walker(w) => obj(vec![("move", Value::String(w.prepare(observation).into()))]),
             Brain::Lif(l) => {
                 let (mv, spikes) = l.prepare(observation, ticks);
-                obj(vec![("move", Value::String(mv.into())), ("spikes", Value::Array(spikes.iter().map(|n| Value::Number(*n as f64)).collect()))])
+                obj(vec![
+                    ("move", Value::String(mv.into())),
+                    (
+                        "spikes",
+                        Value::Array(spikes.iter().map(|n| Value::Number(*n as f64)).collect()),
+                    ),
+                ])
             }
         }
     }

@@ -42,7 +42,11 @@ fn open_inside_store(store_dir: &str, path: &str) -> Outcome<(File, Metadata)> {
     let root = std::fs::canonicalize(store_dir).map_err(|_| outside())?;
     let real = resolve_under(&root, path).ok_or_else(outside)?;
     // O_NOFOLLOW: the resolved path has no symlink left; O_NONBLOCK: a FIFO cannot stall the open.
-    let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(&real).map_err(|_| outside())?;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(&real)
+        .map_err(|_| outside())?;
     let opened = file.metadata().map_err(|_| outside())?;
     // The path may have been swapped between canonicalize and open: the opened file must be the
     // very file (device and inode) the path still resolves to under the store.
@@ -56,7 +60,9 @@ fn open_inside_store(store_dir: &str, path: &str) -> Outcome<(File, Metadata)> {
 fn read_exactly(file: &File, offset: u64, length: u64) -> Outcome<Vec<u8>> {
     let length = usize::try_from(length).map_err(|_| Refusal::new("BUFFER_INVALID", UNREADABLE))?;
     let mut bytes = Vec::new();
-    bytes.try_reserve_exact(length).map_err(|_| Refusal::new("BUFFER_INVALID", UNREADABLE))?;
+    bytes
+        .try_reserve_exact(length)
+        .map_err(|_| Refusal::new("BUFFER_INVALID", UNREADABLE))?;
     bytes.resize(length, 0);
     let mut got = 0usize;
     while got < length {

@@ -12,15 +12,27 @@ pub struct Refusal {
 impl Refusal {
     /// A refusal before mutation ("none"), as every code but RESULT_EXPIRED/BACKEND_FAILURE/INTERNAL.
     pub fn new(code: &'static str, message: impl Into<String>) -> Refusal {
-        Refusal { code, message: message.into(), mutation: "none" }
+        Refusal {
+            code,
+            message: message.into(),
+            mutation: "none",
+        }
     }
 
     pub fn with_mutation(code: &'static str, message: impl Into<String>, mutation: &'static str) -> Refusal {
-        Refusal { code, message: message.into(), mutation }
+        Refusal {
+            code,
+            message: message.into(),
+            mutation,
+        }
     }
 
     pub fn to_json(&self) -> Value {
-        obj(vec![("code", s(self.code)), ("message", s(&self.message)), ("mutation", s(self.mutation))])
+        obj(vec![
+            ("code", s(self.code)),
+            ("message", s(&self.message)),
+            ("mutation", s(self.mutation)),
+        ])
     }
 }
 

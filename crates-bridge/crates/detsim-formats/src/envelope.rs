@@ -20,8 +20,20 @@ const NAME_BYTES: usize = 64;
 
 /// The top-level manifest fields check 7 requires (and the only ones it allows), in check order.
 pub const REQUIRED_MANIFEST_FIELDS: [&str; 14] = [
-    "envelopeVersion", "checkpointId", "sourceScope", "episodeId", "worldTime", "schedulerId", "compositionDigest",
-    "portMap", "compatibility", "agents", "coordinator", "environment", "helperState", "payloads",
+    "envelopeVersion",
+    "checkpointId",
+    "sourceScope",
+    "episodeId",
+    "worldTime",
+    "schedulerId",
+    "compositionDigest",
+    "portMap",
+    "compatibility",
+    "agents",
+    "coordinator",
+    "environment",
+    "helperState",
+    "payloads",
 ];
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,7 +77,11 @@ pub fn check_of(e: &DetsimError) -> Option<u8> {
 // Shared between writer and reader
 
 fn refuse(check: u8, what: &str, reason: &'static str, detail: String, field: Option<String>) -> DetsimError {
-    DetsimError { reason, message: format!("check {check} ({what}): {detail}"), field }
+    DetsimError {
+        reason,
+        message: format!("check {check} ({what}): {detail}"),
+        field,
+    }
 }
 
 fn refuse_at(check: u8, what: &str, reason: &'static str, detail: String, field: impl Into<String>) -> DetsimError {
@@ -111,36 +127,65 @@ fn check_manifest_fields(value: &Value, entries: &[Value]) -> Result<()> {
     let get = |key: &str| m.iter().find(|(k, _)| k == key).map(|(_, v)| v);
     for key in REQUIRED_MANIFEST_FIELDS {
         if get(key).is_none() {
-            return Err(refuse_at(7, what, r, format!("manifest.{key} is missing"), format!("manifest.{key}")));
+            return Err(refuse_at(
+                7,
+                what,
+                r,
+                format!("manifest.{key} is missing"),
+                format!("manifest.{key}"),
+            ));
         }
     }
     let mut keys: Vec<&str> = m.iter().map(|(k, _)| k.as_str()).collect();
     keys.sort_by(|a, b| crate::json::compare_utf16(a, b));
     for key in keys {
         if !REQUIRED_MANIFEST_FIELDS.contains(&key) {
-            return Err(refuse_at(7, what, r, format!("manifest.{key} is not a field of envelope version 1"), format!("manifest.{key}")));
+            return Err(refuse_at(
+                7,
+                what,
+                r,
+                format!("manifest.{key} is not a field of envelope version 1"),
+                format!("manifest.{key}"),
+            ));
         }
     }
     let version = get("envelopeVersion");
     if version != Some(&Value::Number(ENVELOPE_VERSION as f64)) {
         let shown = version.map(canonicalize).transpose()?.unwrap_or_default();
-        return Err(refuse_at(7, what, r, format!("manifest.envelopeVersion is {shown}, not 1"), "manifest.envelopeVersion"));
+        return Err(refuse_at(
+            7,
+            what,
+            r,
+            format!("manifest.envelopeVersion is {shown}, not 1"),
+            "manifest.envelopeVersion",
+        ));
     }
-    within(7, what, r, (|| {
-        read_id(get("checkpointId"), "manifest.checkpointId")?;
-        Scope::read(get("sourceScope"), "manifest.sourceScope")?;
-        read_id(get("episodeId"), "manifest.episodeId")?;
-        RationalNs::read(get("worldTime"), "manifest.worldTime")?;
-        read_id(get("schedulerId"), "manifest.schedulerId")?;
-        read_digest(get("compositionDigest"), "manifest.compositionDigest")?;
-        for key in ["compatibility", "coordinator", "environment"] {
-            read_object(get(key), &format!("manifest.{key}"))?;
-        }
-        Ok(())
-    })())?;
+    within(
+        7,
+        what,
+        r,
+        (|| {
+            read_id(get("checkpointId"), "manifest.checkpointId")?;
+            Scope::read(get("sourceScope"), "manifest.sourceScope")?;
+            read_id(get("episodeId"), "manifest.episodeId")?;
+            RationalNs::read(get("worldTime"), "manifest.worldTime")?;
+            read_id(get("schedulerId"), "manifest.schedulerId")?;
+            read_digest(get("compositionDigest"), "manifest.compositionDigest")?;
+            for key in ["compatibility", "coordinator", "environment"] {
+                read_object(get(key), &format!("manifest.{key}"))?;
+            }
+            Ok(())
+        })(),
+    )?;
     for key in ["portMap", "agents", "helperState", "payloads"] {
         if get(key).and_then(Value::as_array).is_none() {
-            return Err(refuse_at(7, what, r, format!("manifest.{key} is not an array"), format!("manifest.{key}")));
+            return Err(refuse_at(
+                7,
+                what,
+                r,
+                format!("manifest.{key} is not an array"),
+                format!("manifest.{key}"),
+            ));
         }
     }
     let agents = get("agents").and_then(Value::as_array).unwrap_or_default();
@@ -167,7 +212,11 @@ fn check_payload_list(listed: &[Value], entries: &[Value]) -> Result<()> {
             7,
             what,
             r,
-            format!("manifest.payloads lists {} payloads, the table has {}", listed.len(), entries.len()),
+            format!(
+                "manifest.payloads lists {} payloads, the table has {}",
+                listed.len(),
+                entries.len()
+            ),
             "manifest.payloads",
         ));
     }
@@ -217,7 +266,12 @@ fn payload_refs(payloads: &[(String, Vec<u8>)]) -> Result<Vec<Value>> {
 
 /// The manifest with `payloads` computed; a caller-given `payloads` must equal the computed one.
 fn complete_manifest(manifest: &Value, refs: &[Value]) -> Result<Value> {
-    let given = within(7, "manifest fields", "struct_envelope_manifest_fields", read_object(Some(manifest), "manifest"))?;
+    let given = within(
+        7,
+        "manifest fields",
+        "struct_envelope_manifest_fields",
+        read_object(Some(manifest), "manifest"),
+    )?;
     let computed = Value::Array(refs.to_vec());
     let mut members = given.to_vec();
     match members.iter_mut().find(|(k, _)| k == "payloads") {
@@ -245,7 +299,12 @@ pub fn encode_envelope(manifest: &Value, payloads: &[(String, Vec<u8>)]) -> Resu
     check_manifest_fields(&full, &refs)?;
     let manifest_bytes = canonical_bytes(&full)?;
     // The writer accepts any finite double, the reader refuses integer literals beyond 2^53-1.
-    within(3, "manifest", "struct_envelope_manifest", parse_canonical(&manifest_bytes))?;
+    within(
+        3,
+        "manifest",
+        "struct_envelope_manifest",
+        parse_canonical(&manifest_bytes),
+    )?;
     if manifest_bytes.len() > u32::MAX as usize {
         return Err(DetsimError::at(
             "size_message_too_large",
@@ -325,26 +384,57 @@ fn check_header(buf: &[u8]) -> Result<Header> {
             1,
             "length",
             "size_envelope_too_short",
-            format!("{} bytes, a FLYSESS1 envelope has at least {MIN_ENVELOPE_BYTES}", buf.len()),
+            format!(
+                "{} bytes, a FLYSESS1 envelope has at least {MIN_ENVELOPE_BYTES}",
+                buf.len()
+            ),
             "length",
         ));
     }
     if &buf[0..8] != ENVELOPE_MAGIC {
-        return Err(refuse_at(1, "magic", "struct_envelope_magic", format!("magic is {}, not \"FLYSESS1\"", latin1_json(&buf[0..8])), "magic"));
+        return Err(refuse_at(
+            1,
+            "magic",
+            "struct_envelope_magic",
+            format!("magic is {}, not \"FLYSESS1\"", latin1_json(&buf[0..8])),
+            "magic",
+        ));
     }
     let version = u32_at(buf, 8);
     if version != ENVELOPE_VERSION {
-        return Err(refuse_at(1, "version", "struct_envelope_magic", format!("envelopeVersion {version} is not supported (only 1)"), "envelopeVersion"));
+        return Err(refuse_at(
+            1,
+            "version",
+            "struct_envelope_magic",
+            format!("envelopeVersion {version} is not supported (only 1)"),
+            "envelopeVersion",
+        ));
     }
     let header_bytes = u32_at(buf, 12);
     if header_bytes as usize != HEADER_BYTES {
-        return Err(refuse_at(1, "header size", "struct_envelope_magic", format!("headerBytes is {header_bytes}, not {HEADER_BYTES}"), "headerBytes"));
+        return Err(refuse_at(
+            1,
+            "header size",
+            "struct_envelope_magic",
+            format!("headerBytes is {header_bytes}, not {HEADER_BYTES}"),
+            "headerBytes",
+        ));
     }
     let reserved = u32_at(buf, 28);
     if reserved != 0 {
-        return Err(refuse_at(1, "reserved", "struct_envelope_magic", format!("reserved header field is {reserved}, not 0"), "reserved"));
+        return Err(refuse_at(
+            1,
+            "reserved",
+            "struct_envelope_magic",
+            format!("reserved header field is {reserved}, not 0"),
+            "reserved",
+        ));
     }
-    Ok(Header { manifest_bytes: u32_at(buf, 16) as usize, payload_count: u32_at(buf, 20) as usize, table_offset: u32_at(buf, 24) as usize })
+    Ok(Header {
+        manifest_bytes: u32_at(buf, 16) as usize,
+        payload_count: u32_at(buf, 20) as usize,
+        table_offset: u32_at(buf, 24) as usize,
+    })
 }
 
 /// Check 2: footer magic, fileBytes, prefix digest. Returns the footer offset.
@@ -356,7 +446,10 @@ fn check_footer(buf: &[u8]) -> Result<usize> {
             2,
             "footer magic",
             "audit_envelope_length",
-            format!("footer magic is {}, not \"FLYSESSF\" (truncated or not an envelope)", latin1_json(magic)),
+            format!(
+                "footer magic is {}, not \"FLYSESSF\" (truncated or not an envelope)",
+                latin1_json(magic)
+            ),
             "footer.magic",
         ));
     }
@@ -377,7 +470,11 @@ fn check_footer(buf: &[u8]) -> Result<usize> {
             2,
             "footer digest",
             "audit_envelope_digest",
-            format!("SHA-256 of the first {footer_offset} bytes is {}, the footer records {}", hex(&actual), hex(recorded)),
+            format!(
+                "SHA-256 of the first {footer_offset} bytes is {}, the footer records {}",
+                hex(&actual),
+                hex(recorded)
+            ),
             "footer.digest",
         ));
     }
@@ -391,13 +488,26 @@ fn check_manifest(buf: &[u8], manifest_bytes: usize, footer_offset: usize) -> Re
             3,
             "manifest",
             "struct_envelope_manifest",
-            format!("manifest of {manifest_bytes} bytes at offset {HEADER_BYTES} runs past the payload area (ends at {footer_offset})"),
+            format!(
+                "manifest of {manifest_bytes} bytes at offset {HEADER_BYTES} runs past the payload area (ends at {footer_offset})"
+            ),
             "manifestBytes",
         ));
     }
-    let value = within(3, "manifest", "struct_envelope_manifest", parse_canonical(&buf[HEADER_BYTES..HEADER_BYTES + manifest_bytes]))?;
+    let value = within(
+        3,
+        "manifest",
+        "struct_envelope_manifest",
+        parse_canonical(&buf[HEADER_BYTES..HEADER_BYTES + manifest_bytes]),
+    )?;
     if !matches!(value, Value::Object(_)) {
-        return Err(refuse_at(3, "manifest", "struct_envelope_manifest", "manifest is not a JSON object".into(), "manifest"));
+        return Err(refuse_at(
+            3,
+            "manifest",
+            "struct_envelope_manifest",
+            "manifest is not a JSON object".into(),
+            "manifest",
+        ));
     }
     Ok(value)
 }
@@ -407,7 +517,13 @@ fn check_table(buf: &[u8], h: &Header, footer_offset: usize) -> Result<usize> {
     let what = "payload table";
     let expected = align8(HEADER_BYTES + h.manifest_bytes);
     if h.table_offset != expected {
-        return Err(refuse_at(4, what, "struct_envelope_table", format!("tableOffset is {}, the layout puts it at {expected}", h.table_offset), "tableOffset"));
+        return Err(refuse_at(
+            4,
+            what,
+            "struct_envelope_table",
+            format!("tableOffset is {}, the layout puts it at {expected}", h.table_offset),
+            "tableOffset",
+        ));
     }
     let table_end = h.table_offset + TABLE_ENTRY_BYTES * h.payload_count;
     if table_end > footer_offset {
@@ -423,16 +539,35 @@ fn check_table(buf: &[u8], h: &Header, footer_offset: usize) -> Result<usize> {
         ));
     }
     if h.payload_count > MAX_PAYLOADS {
-        return Err(refuse_at(4, what, "size_payload_count_over_64", format!("payloadCount is {}, at most {MAX_PAYLOADS}", h.payload_count), "payloadCount"));
+        return Err(refuse_at(
+            4,
+            what,
+            "size_payload_count_over_64",
+            format!("payloadCount is {}, at most {MAX_PAYLOADS}", h.payload_count),
+            "payloadCount",
+        ));
     }
     if !is_zero(&buf[HEADER_BYTES + h.manifest_bytes..h.table_offset]) {
-        return Err(refuse_at(4, what, "struct_envelope_table", "padding between the manifest and the table is not zero".into(), "tableOffset"));
+        return Err(refuse_at(
+            4,
+            what,
+            "struct_envelope_table",
+            "padding between the manifest and the table is not zero".into(),
+            "tableOffset",
+        ));
     }
     Ok(table_end)
 }
 
 /// Check 5, one entry: name, NUL padding, uniqueness, offset, extent, digest.
-fn check_entry(buf: &[u8], i: usize, at: usize, prev_end: usize, footer_offset: usize, seen: &mut std::collections::HashSet<String>) -> Result<EnvelopeEntry> {
+fn check_entry(
+    buf: &[u8],
+    i: usize,
+    at: usize,
+    prev_end: usize,
+    footer_offset: usize,
+    seen: &mut std::collections::HashSet<String>,
+) -> Result<EnvelopeEntry> {
     let what = "payload entry";
     let r = "struct_envelope_entry";
     let expected_offset = align8(prev_end);
@@ -448,10 +583,22 @@ fn check_entry(buf: &[u8], i: usize, at: usize, prev_end: usize, footer_offset: 
     };
     let label = entry_label(i, Some(&name));
     if !is_zero(&name_field[name_len..]) {
-        return Err(refuse_at(5, what, r, format!("{label}: bytes after the name's NUL are not all NUL"), format!("table[{i}].name")));
+        return Err(refuse_at(
+            5,
+            what,
+            r,
+            format!("{label}: bytes after the name's NUL are not all NUL"),
+            format!("table[{i}].name"),
+        ));
     }
     if !seen.insert(name.clone()) {
-        return Err(refuse_at(5, what, r, format!("{label}: the name repeats an earlier entry"), format!("table[{i}].name")));
+        return Err(refuse_at(
+            5,
+            what,
+            r,
+            format!("{label}: the name repeats an earlier entry"),
+            format!("table[{i}].name"),
+        ));
     }
     let offset = u64_at(buf, at + 64);
     if offset != expected_offset as u64 {
@@ -465,7 +612,13 @@ fn check_entry(buf: &[u8], i: usize, at: usize, prev_end: usize, footer_offset: 
     }
     // expected_offset ≤ prev_end + 7 ≤ footer_offset + 7, inside the 48-byte footer at worst.
     if !is_zero(&buf[prev_end..expected_offset]) {
-        return Err(refuse_at(5, what, r, format!("{label}: padding before the payload is not zero"), format!("table[{i}].offset")));
+        return Err(refuse_at(
+            5,
+            what,
+            r,
+            format!("{label}: padding before the payload is not zero"),
+            format!("table[{i}].offset"),
+        ));
     }
     let length = u64_at(buf, at + 72);
     if offset as u128 + length as u128 > footer_offset as u128 {
@@ -484,11 +637,20 @@ fn check_entry(buf: &[u8], i: usize, at: usize, prev_end: usize, footer_offset: 
             5,
             what,
             "audit_payload_digest_mismatch",
-            format!("{label}: payload SHA-256 is {}, the table records {}", hex(&actual), hex(recorded)),
+            format!(
+                "{label}: payload SHA-256 is {}, the table records {}",
+                hex(&actual),
+                hex(recorded)
+            ),
             format!("table[{i}].digest"),
         ));
     }
-    Ok(EnvelopeEntry { name, offset, byte_length: length, digest: hex(&actual) })
+    Ok(EnvelopeEntry {
+        name,
+        offset,
+        byte_length: length,
+        digest: hex(&actual),
+    })
 }
 
 /// Check 5 over all entries and check 6 after the last.
@@ -497,7 +659,14 @@ fn check_entries(buf: &[u8], h: &Header, table_end: usize, footer_offset: usize)
     let mut seen = std::collections::HashSet::new();
     let mut end = table_end;
     for i in 0..h.payload_count {
-        let entry = check_entry(buf, i, h.table_offset + i * TABLE_ENTRY_BYTES, end, footer_offset, &mut seen)?;
+        let entry = check_entry(
+            buf,
+            i,
+            h.table_offset + i * TABLE_ENTRY_BYTES,
+            end,
+            footer_offset,
+            &mut seen,
+        )?;
         end = (entry.offset + entry.byte_length) as usize;
         entries.push(entry);
     }
@@ -506,7 +675,10 @@ fn check_entries(buf: &[u8], h: &Header, table_end: usize, footer_offset: usize)
             6,
             "trailing padding",
             "struct_envelope_padding",
-            format!("{} bytes between the end of the last payload ({end}) and the footer ({footer_offset})", footer_offset - end),
+            format!(
+                "{} bytes between the end of the last payload ({end}) and the footer ({footer_offset})",
+                footer_offset - end
+            ),
             "footer",
         ));
     }
@@ -520,11 +692,19 @@ pub fn decode_envelope(buf: &[u8]) -> Result<DecodedEnvelope> {
     let manifest = check_manifest(buf, header.manifest_bytes, footer_offset)?;
     let table_end = check_table(buf, &header, footer_offset)?;
     let entries = check_entries(buf, &header, table_end, footer_offset)?;
-    let refs: Vec<Value> = entries.iter().map(|e| payload_ref_json(&e.name, e.byte_length, &e.digest)).collect();
+    let refs: Vec<Value> = entries
+        .iter()
+        .map(|e| payload_ref_json(&e.name, e.byte_length, &e.digest))
+        .collect();
     check_manifest_fields(&manifest, &refs)?;
     let payloads = entries
         .iter()
-        .map(|e| (e.name.clone(), buf[e.offset as usize..(e.offset + e.byte_length) as usize].to_vec()))
+        .map(|e| {
+            (
+                e.name.clone(),
+                buf[e.offset as usize..(e.offset + e.byte_length) as usize].to_vec(),
+            )
+        })
         .collect();
     Ok(DecodedEnvelope {
         manifest,
@@ -568,7 +748,11 @@ mod tests {
 
     #[test]
     fn round_trips_and_lays_out_payloads_aligned() {
-        let payloads = vec![("a".to_string(), b"xyz".to_vec()), ("b".to_string(), vec![]), ("c".to_string(), vec![7; 9])];
+        let payloads = vec![
+            ("a".to_string(), b"xyz".to_vec()),
+            ("b".to_string(), vec![]),
+            ("c".to_string(), vec![7; 9]),
+        ];
         let bytes = encode_envelope(&manifest(), &payloads).unwrap();
         let d = decode_envelope(&bytes).unwrap();
         assert_eq!(d.payloads, payloads);
@@ -594,14 +778,22 @@ mod tests {
         let e = encode_envelope(&manifest(), &[("a".into(), vec![]), ("a".into(), vec![1])]).unwrap_err();
         assert_eq!(e.reason, "struct_envelope_entry");
         let many: Vec<(String, Vec<u8>)> = (0..65).map(|i| (format!("p{i}"), vec![])).collect();
-        assert_eq!(encode_envelope(&manifest(), &many).unwrap_err().reason, "size_payload_count_over_64");
-        let Value::Object(mut m) = manifest() else { unreachable!() };
+        assert_eq!(
+            encode_envelope(&manifest(), &many).unwrap_err().reason,
+            "size_payload_count_over_64"
+        );
+        let Value::Object(mut m) = manifest() else {
+            unreachable!()
+        };
         m.push(("extra".into(), Value::Null));
         let e = encode_envelope(&Value::Object(m.clone()), &[]).unwrap_err();
         assert_eq!((check_of(&e), e.reason), (Some(7), "struct_envelope_manifest_fields"));
         m.pop();
         m.push(("payloads".into(), Value::Array(vec![Value::Null])));
-        assert_eq!(encode_envelope(&Value::Object(m.clone()), &[]).unwrap_err().reason, "audit_manifest_payloads_mismatch");
+        assert_eq!(
+            encode_envelope(&Value::Object(m.clone()), &[]).unwrap_err().reason,
+            "audit_manifest_payloads_mismatch"
+        );
         m.pop();
         // 2^60 prints as an integer literal beyond 2^53-1, which check 3 refuses.
         let helper = m.iter_mut().find(|(k, _)| k == "helperState").unwrap();
@@ -612,7 +804,11 @@ mod tests {
 
     #[test]
     fn the_reader_refuses_each_check_in_order() {
-        let good = encode_envelope(&manifest(), &[("a".into(), b"hello".to_vec()), ("b".into(), b"world!".to_vec())]).unwrap();
+        let good = encode_envelope(
+            &manifest(),
+            &[("a".into(), b"hello".to_vec()), ("b".into(), b"world!".to_vec())],
+        )
+        .unwrap();
         let table = u32_at(&good, 24) as usize;
         let d = decode_envelope(&good).unwrap();
         let first = d.layout.entries[0].offset as usize;
@@ -693,7 +889,10 @@ mod tests {
         bytes[HEADER_BYTES..HEADER_BYTES + renamed.len()].copy_from_slice(renamed.as_bytes());
         reseal(&mut bytes);
         let e = decode_envelope(&bytes).unwrap_err();
-        assert_eq!((check_of(&e), e.reason, e.field.as_deref()), (Some(7), "struct_envelope_manifest_fields", Some("manifest.episodeId")));
+        assert_eq!(
+            (check_of(&e), e.reason, e.field.as_deref()),
+            (Some(7), "struct_envelope_manifest_fields", Some("manifest.episodeId"))
+        );
         assert!(e.message.ends_with("[struct_invalid_id]"), "{}", e.message);
     }
 }

@@ -13,11 +13,19 @@ pub struct DetsimError {
 
 impl DetsimError {
     pub fn new(reason: &'static str, message: impl Into<String>) -> Self {
-        DetsimError { reason, message: message.into(), field: None }
+        DetsimError {
+            reason,
+            message: message.into(),
+            field: None,
+        }
     }
 
     pub fn at(reason: &'static str, message: impl Into<String>, field: impl Into<String>) -> Self {
-        DetsimError { reason, message: message.into(), field: Some(field.into()) }
+        DetsimError {
+            reason,
+            message: message.into(),
+            field: Some(field.into()),
+        }
     }
 }
 
