@@ -559,7 +559,7 @@ mod tests {
                 .and_then(Value::as_str),
             Some("Worker.Shutdown before Worker.Hello")
         );
-        assert_eq!(r.handle(&hello_body(), None, &mut stream).stop, false);
+        assert!(!r.handle(&hello_body(), None, &mut stream).stop);
         assert!(stream);
         // Another stream of the same worker is still un-introduced.
         let mut stranger = false;
