@@ -4,7 +4,7 @@
 use crate::models::{Brain, ModelKind};
 use crate::payload::{self, to_state};
 use crate::payload_file;
-use crate::refusal::{Outcome, Refusal, obj, quoted, s, shown};
+use crate::refusal::{ErrorCode, Mutation, Outcome, Refusal, obj, quoted, s, shown};
 use detsim_formats::json::{canonical_digest, canonicalize, sha256_hex};
 use detsim_formats::scalars::{
     read_digest, read_i32, read_id, read_object, read_request_id, read_u64, refuse_unknown_fields,
@@ -115,13 +115,13 @@ fn member<'a>(members: &'a [(String, Value)], key: &str) -> Option<&'a Value> {
 pub fn require_scope(scope: &Option<Scope>, method: &str) -> Outcome<Scope> {
     scope
         .clone()
-        .ok_or_else(|| Refusal::new("INVALID_ARGUMENT", format!("{method} needs a scope")))
+        .ok_or_else(|| Refusal::new(ErrorCode::InvalidArgument, format!("{method} needs a scope")))
 }
 
 pub fn check_session(scope: &Scope, session_id: &str) -> Outcome<()> {
     if scope.session_id != session_id {
         return Err(Refusal::new(
-            "IDENTITY_MISMATCH",
+            ErrorCode::IdentityMismatch,
             format!(
                 "scope.sessionId {} is not this worker's session {}",
                 quoted(&scope.session_id),
@@ -135,7 +135,7 @@ pub fn check_session(scope: &Scope, session_id: &str) -> Outcome<()> {
 fn check_epoch(scope: &Scope, current: &str, who: &str) -> Outcome<()> {
     if scope.epoch != current {
         return Err(Refusal::new(
-            "STALE_EPOCH",
+            ErrorCode::StaleEpoch,
             format!(
                 "{who}: scope.epoch {} is not the current epoch {}",
                 quoted(&scope.epoch),
@@ -150,13 +150,13 @@ fn check_step(scope: &Scope, boundary: u64, who: &str) -> Outcome<u64> {
     let step = scope.step;
     if step < boundary {
         return Err(Refusal::new(
-            "STALE_STEP",
+            ErrorCode::StaleStep,
             format!("{who}: scope.step {step} is behind the boundary {boundary}"),
         ));
     }
     if step > boundary {
         return Err(Refusal::new(
-            "FUTURE_STEP",
+            ErrorCode::FutureStep,
             format!("{who}: scope.step {step} is ahead of the boundary {boundary}"),
         ));
     }
@@ -197,7 +197,7 @@ fn digest_of(v: &Value) -> String {
 fn not_agent_null(v: Option<&Value>) -> Outcome<()> {
     if matches!(v, Some(Value::Null)) {
         return Err(Refusal::new(
-            "INVALID_ARGUMENT",
+            ErrorCode::InvalidArgument,
             "params.agentId is null but this worker hosts agents, not the environment",
         ));
     }
@@ -214,7 +214,7 @@ fn read_entries<'a>(
         Some(Value::Array(items)) if !items.is_empty() => items,
         _ => {
             return Err(Refusal::new(
-                "INVALID_ARGUMENT",
+                ErrorCode::InvalidArgument,
                 format!("{method}: params.agents must be a non-empty list"),
             ));
         }
@@ -227,7 +227,7 @@ fn read_entries<'a>(
         let id = read_id(member(e, "agentId"), &format!("params.agents[{i}].agentId"))?;
         if !seen.insert(id.to_string()) {
             return Err(Refusal::new(
-                "INVALID_ARGUMENT",
+                ErrorCode::InvalidArgument,
                 format!("{method}: agent {id} appears twice"),
             ));
         }
@@ -238,7 +238,10 @@ fn read_entries<'a>(
 
 fn read_rewards(value: Option<&Value>, field: &str) -> Outcome<Vec<f64>> {
     let Some(Value::Array(items)) = value else {
-        return Err(Refusal::new("INVALID_ARGUMENT", format!("{field} must be a list")));
+        return Err(Refusal::new(
+            ErrorCode::InvalidArgument,
+            format!("{field} must be a list"),
+        ));
     };
     let mut out = Vec::with_capacity(items.len());
     for (i, raw) in items.iter().enumerate() {
@@ -249,7 +252,7 @@ fn read_rewards(value: Option<&Value>, field: &str) -> Outcome<Vec<f64>> {
             Some(Value::Number(n)) if n.is_finite() => *n,
             _ => {
                 return Err(Refusal::new(
-                    "INVALID_ARGUMENT",
+                    ErrorCode::InvalidArgument,
                     format!("{f}.value must be a finite number"),
                 ));
             }
@@ -337,7 +340,7 @@ impl AgentHost {
         check_session(&scope, ctx.session_id)?;
         if scope.step != 0 {
             return Err(Refusal::new(
-                "INVALID_ARGUMENT",
+                ErrorCode::InvalidArgument,
                 format!(
                     "Agent.Initialize: scope.step must be \"0\", not {}",
                     quoted(&scope.step.to_string())
@@ -365,7 +368,7 @@ impl AgentHost {
                     continue;
                 }
                 return Err(Refusal::new(
-                    "CONFLICT",
+                    ErrorCode::Conflict,
                     format!("Agent.Initialize: agent {agent_id} is already initialized with a different request"),
                 ));
             }
@@ -391,7 +394,7 @@ impl AgentHost {
             Some(Value::String(m)) if !m.is_empty() => m.clone(),
             _ => {
                 return Err(Refusal::new(
-                    "INVALID_ARGUMENT",
+                    ErrorCode::InvalidArgument,
                     format!("{field}.model must be a model name or module path"),
                 ));
             }
@@ -405,9 +408,9 @@ impl AgentHost {
         let brain = Brain::initialize(identity.kind, &agent_id, seed, &identity.params)?;
         let clock = TickClock::new(step_duration, identity.tick_duration, RationalNs::ZERO, 0).map_err(|e| {
             Refusal::with_mutation(
-                "BACKEND_FAILURE",
+                ErrorCode::BackendFailure,
                 format!("agent {agent_id}: initialize failed: {}", e.message),
-                "none",
+                Mutation::None,
             )
         })?;
         let init_result = obj(vec![
@@ -451,7 +454,7 @@ impl AgentHost {
         let plan = self.plan_step(method, &scope, &entries, &|slot: &Slot| {
             if slot.phase != Phase::Ready {
                 return Err(Refusal::new(
-                    "INVALID_PHASE",
+                    ErrorCode::InvalidPhase,
                     format!(
                         "agent {} is {}, not ready, at step {}",
                         slot.id.agent_id,
@@ -475,9 +478,9 @@ impl AgentHost {
                 Err(e) => {
                     slot.phase = Phase::Failed;
                     return Err(Refusal::with_mutation(
-                        "BACKEND_FAILURE",
+                        ErrorCode::BackendFailure,
                         format!("agent {}: prepare failed: {}", slot.id.agent_id, e.message),
-                        "unknown",
+                        Mutation::Unknown,
                     ));
                 }
             };
@@ -486,7 +489,7 @@ impl AgentHost {
                 .tl
                 .clock
                 .remainder()
-                .map_err(|e| Refusal::with_mutation("BACKEND_FAILURE", e.message, "unknown"))?;
+                .map_err(|e| Refusal::with_mutation(ErrorCode::BackendFailure, e.message, Mutation::Unknown))?;
             let result = obj(vec![
                 ("agentId", s(&slot.id.agent_id)),
                 ("ticksAdvanced", u64s(ticks)),
@@ -542,7 +545,7 @@ impl AgentHost {
         let plan = self.plan_step(method, &scope, &entries, &|slot: &Slot| {
             if slot.phase != Phase::Prepared {
                 return Err(Refusal::new(
-                    "INVALID_PHASE",
+                    ErrorCode::InvalidPhase,
                     format!(
                         "agent {} is {}, not prepared, at step {}",
                         slot.id.agent_id,
@@ -554,7 +557,7 @@ impl AgentHost {
             let prep = &parsed[&slot.id.agent_id].0;
             if !slot.prepared_ids.contains(prep) {
                 return Err(Refusal::new(
-                    "CONFLICT",
+                    ErrorCode::Conflict,
                     format!(
                         "agent {}: preparedRequestId {prep} is not the Prepare that prepared step {}",
                         slot.id.agent_id, scope.step
@@ -620,7 +623,7 @@ impl AgentHost {
             if let Some(hit) = self.cache.get(&key) {
                 if hit.digest != digest {
                     return Err(Refusal::new(
-                        "CONFLICT",
+                        ErrorCode::Conflict,
                         format!(
                             "agent {agent_id}: {method} for step {} was already answered for a different body",
                             scope.step
@@ -651,18 +654,18 @@ impl AgentHost {
         let Some(slot) = self.agents.get(agent_id) else {
             if self.agents.is_empty() {
                 return Err(Refusal::new(
-                    "INVALID_PHASE",
+                    ErrorCode::InvalidPhase,
                     format!("agent {agent_id} is not initialized on this worker"),
                 ));
             }
             return Err(Refusal::new(
-                "INVALID_ARGUMENT",
+                ErrorCode::InvalidArgument,
                 format!("agent {agent_id} is not hosted by this worker"),
             ));
         };
         if slot.phase == Phase::Failed {
             return Err(Refusal::new(
-                "INVALID_PHASE",
+                ErrorCode::InvalidPhase,
                 format!("agent {agent_id} failed earlier and must be restored"),
             ));
         }
@@ -689,7 +692,7 @@ impl AgentHost {
         let boundary = check_step(&scope, slot.tl.committed_step, &format!("agent {agent_id}"))?;
         if slot.phase != Phase::Ready {
             return Err(Refusal::new(
-                "INVALID_PHASE",
+                ErrorCode::InvalidPhase,
                 format!(
                     "agent {agent_id} is {}: capture only at a committed boundary",
                     slot.phase.name()
@@ -698,7 +701,7 @@ impl AgentHost {
         }
         let model_state = decode_state(&slot.tl.brain.capture(&agent_id)?).map_err(|e| {
             Refusal::new(
-                "BACKEND_FAILURE",
+                ErrorCode::BackendFailure,
                 format!("agent {agent_id}: capture state cannot be encoded: {}", e.message),
             )
         })?;
@@ -707,7 +710,7 @@ impl AgentHost {
             .tl
             .clock
             .remainder()
-            .map_err(|e| Refusal::new("BACKEND_FAILURE", e.message))?;
+            .map_err(|e| Refusal::new(ErrorCode::BackendFailure, e.message))?;
         let json = |v: Value| to_state(&v);
         let payload = StateValue::Map(vec![
             ("payloadVersion".into(), StateValue::Number(PAYLOAD_VERSION)),
@@ -741,7 +744,7 @@ impl AgentHost {
         ]);
         let bytes = encode_state(&payload).map_err(|e| {
             Refusal::new(
-                "BACKEND_FAILURE",
+                ErrorCode::BackendFailure,
                 format!("agent {agent_id}: capture state cannot be encoded: {}", e.message),
             )
         })?;
@@ -803,7 +806,7 @@ impl AgentHost {
         };
         if source_scope.session_id != scope.session_id {
             return Err(Refusal::new(
-                "IDENTITY_MISMATCH",
+                ErrorCode::IdentityMismatch,
                 format!(
                     "params.sourceScope.sessionId {} is not this session {}",
                     source_scope.session_id, scope.session_id
@@ -812,7 +815,7 @@ impl AgentHost {
         }
         if source_scope.step != scope.step {
             return Err(Refusal::new(
-                "INVALID_ARGUMENT",
+                ErrorCode::InvalidArgument,
                 format!(
                     "scope.step {} must equal params.sourceScope.step {}",
                     scope.step, source_scope.step
@@ -823,13 +826,13 @@ impl AgentHost {
         if let Some(live) = live {
             if live.phase == Phase::Prepared {
                 return Err(Refusal::new(
-                    "INVALID_PHASE",
+                    ErrorCode::InvalidPhase,
                     format!("agent {agent_id} is prepared: restore only from ready or uninitialized"),
                 ));
             }
             if scope.epoch == live.tl.epoch {
                 return Err(Refusal::new(
-                    "STALE_EPOCH",
+                    ErrorCode::StaleEpoch,
                     format!(
                         "agent {agent_id}: the restore epoch {} must be new (it is the current epoch)",
                         scope.epoch
@@ -839,7 +842,7 @@ impl AgentHost {
         }
         if self.staged.contains_key(&agent_id) {
             return Err(Refusal::new(
-                "CONFLICT",
+                ErrorCode::Conflict,
                 format!("agent {agent_id} already has a staged restore"),
             ));
         }
@@ -850,7 +853,7 @@ impl AgentHost {
             Some((path, offset)) => {
                 if attachment.is_some() {
                     return Err(Refusal::new(
-                        "INVALID_ARGUMENT",
+                        ErrorCode::InvalidArgument,
                         "StageRestore carries both an attachment and params.payload.file: send one",
                     ));
                 }
@@ -918,7 +921,7 @@ impl AgentHost {
             let recorded_digest = digest_of(recorded.as_ref().unwrap_or(&Value::Null));
             if recorded_digest != digest_of(mine) {
                 return Err(Refusal::new(
-                    "INCOMPATIBLE_STATE",
+                    ErrorCode::IncompatibleState,
                     format!(
                         "agent {agent_id}: {f}: payload has {}, this worker has {}",
                         shown(recorded.as_ref()),
@@ -929,7 +932,7 @@ impl AgentHost {
         }
         if identity.compatibility_digest != compat {
             return Err(Refusal::new(
-                "INCOMPATIBLE_STATE",
+                ErrorCode::IncompatibleState,
                 format!(
                     "agent {agent_id}: compatibilityDigest {compat} differs from the recomputed {} (seed {})",
                     identity.compatibility_digest, identity.seed
@@ -972,25 +975,25 @@ impl AgentHost {
         let agent_id = read_id(member(params, "agentId"), "params.agentId")?.to_string();
         if self.used_tokens.contains(&token) {
             return Err(Refusal::new(
-                "CONFLICT",
+                ErrorCode::Conflict,
                 format!("agent {agent_id}: restore token {token} was already activated"),
             ));
         }
         let Some(staged) = self.staged.get(&agent_id) else {
             return Err(Refusal::new(
-                "INVALID_PHASE",
+                ErrorCode::InvalidPhase,
                 format!("agent {agent_id}: nothing is staged to activate"),
             ));
         };
         if staged.token != token {
             return Err(Refusal::new(
-                "IDENTITY_MISMATCH",
+                ErrorCode::IdentityMismatch,
                 format!("agent {agent_id}: restore token {token} is not the staged one (the staged restore is kept)"),
             ));
         }
         if staged.scope.epoch != scope.epoch || staged.scope.step != scope.step {
             return Err(Refusal::new(
-                "IDENTITY_MISMATCH",
+                ErrorCode::IdentityMismatch,
                 format!(
                     "agent {agent_id}: scope {}/{} differs from the staged {}/{}",
                     scope.epoch, scope.step, staged.scope.epoch, staged.scope.step
@@ -1036,8 +1039,8 @@ fn identity_for(
     step_duration: RationalNs,
     field: &str,
 ) -> Outcome<Identity> {
-    let kind =
-        ModelKind::resolve(model_spec).map_err(|m| Refusal::new("INVALID_ARGUMENT", format!("{field}.model: {m}")))?;
+    let kind = ModelKind::resolve(model_spec)
+        .map_err(|m| Refusal::new(ErrorCode::InvalidArgument, format!("{field}.model: {m}")))?;
     // The runtime's own `strict` flag is split off the model's params (built-ins default to strict).
     let mut strict = true;
     let mut params = Vec::with_capacity(raw_params.len());
@@ -1047,7 +1050,7 @@ fn identity_for(
                 Value::Bool(b) => strict = *b,
                 _ => {
                     return Err(Refusal::new(
-                        "INVALID_ARGUMENT",
+                        ErrorCode::InvalidArgument,
                         format!("{field}.params.strict must be true or false"),
                     ));
                 }
@@ -1058,7 +1061,7 @@ fn identity_for(
     }
     let params = kind
         .resolve_params(&Value::Object(params))
-        .map_err(|m| Refusal::new("INVALID_ARGUMENT", format!("{field}.{m}")))?;
+        .map_err(|m| Refusal::new(ErrorCode::InvalidArgument, format!("{field}.{m}")))?;
     let tick_duration = kind.tick_duration();
     let dataset_digest = no_dataset_digest();
     let profile = digest_of(&obj(vec![
@@ -1097,7 +1100,7 @@ fn read_payload_file(value: &Value) -> Outcome<(String, u64)> {
         Some(Value::String(p)) if std::path::Path::new(p).is_absolute() => p.clone(),
         other => {
             return Err(Refusal::new(
-                "INVALID_ARGUMENT",
+                ErrorCode::InvalidArgument,
                 format!(
                     "params.payload.file.path {} is not an absolute path",
                     other.map_or("null".to_string(), |v| shown(Some(v)))
@@ -1118,13 +1121,13 @@ fn check_attachment<'a>(
 ) -> Outcome<&'a [u8]> {
     let Some(bytes) = attachment else {
         return Err(Refusal::new(
-            "BUFFER_INVALID",
+            ErrorCode::BufferInvalid,
             "StageRestore carries no payload attachment",
         ));
     };
     if bytes.len() as u64 != length {
         return Err(Refusal::new(
-            "BUFFER_INVALID",
+            ErrorCode::BufferInvalid,
             format!(
                 "payload attachment is {} bytes; payload.byteLength says {length}",
                 bytes.len()
@@ -1139,7 +1142,7 @@ fn check_attachment<'a>(
 fn check_digest(bytes: &[u8], digest: &str, payload_name: &str) -> Outcome<()> {
     if sha256_hex(bytes) != digest {
         return Err(Refusal::new(
-            "BUFFER_INVALID",
+            ErrorCode::BufferInvalid,
             format!("params.payload.digest: the payload digest check failed for payload {payload_name}"),
         ));
     }
@@ -1152,7 +1155,7 @@ fn read_payload(
     checkpoint_id: &str,
     source_scope: &Scope,
 ) -> Outcome<Vec<(String, StateValue)>> {
-    let incompatible = |m: String| Refusal::new("INCOMPATIBLE_STATE", format!("agent {agent_id}: {m}"));
+    let incompatible = |m: String| Refusal::new(ErrorCode::IncompatibleState, format!("agent {agent_id}: {m}"));
     let payload = match decode_state(bytes) {
         Ok(StateValue::Map(m)) => m,
         Ok(_) => {
@@ -1231,7 +1234,7 @@ fn read_payload(
 /// Rebuild the timeline from a payload into new objects (the live agent is untouched until activation).
 fn timeline_from(payload: &[(String, StateValue)], identity: &Identity, scope: &Scope) -> Outcome<Timeline> {
     let agent_id = &identity.agent_id;
-    let incompatible = |m: String| Refusal::new("INCOMPATIBLE_STATE", format!("agent {agent_id}: {m}"));
+    let incompatible = |m: String| Refusal::new(ErrorCode::IncompatibleState, format!("agent {agent_id}: {m}"));
     let clock = (|| -> Result<TickClock, String> {
         let acc = payload::get(payload, "accumulator").and_then(payload::to_json);
         let acc = read_object(acc.as_ref(), "payload.accumulator").map_err(|e| e.message)?;
@@ -1264,7 +1267,7 @@ fn timeline_from(payload: &[(String, StateValue)], identity: &Identity, scope: &
     let state = payload::get(payload, "state").cloned().unwrap_or(StateValue::Nil);
     let state_bytes = encode_state(&state).map_err(|e| {
         Refusal::new(
-            "BACKEND_FAILURE",
+            ErrorCode::BackendFailure,
             format!("agent {agent_id}: restore failed: {}", e.message),
         )
     })?;

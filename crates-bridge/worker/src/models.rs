@@ -1,7 +1,7 @@
 // The agent models this worker hosts (built-ins `walker` and `lif` from detsim-models) behind one
 // enum, with what identity needs: versions, resolved params, tick duration. Not the host: ticks,
 // idempotency and payloads are agent_host.rs. JavaScript module models cannot run here.
-use crate::refusal::{Outcome, Refusal, obj};
+use crate::refusal::{ErrorCode, Mutation, Outcome, Refusal, obj};
 use detsim_formats::{RationalNs, Value};
 use detsim_models::{Lif, Walker, lif, walker};
 
@@ -75,9 +75,9 @@ pub enum Brain {
     Lif(Lif),
 }
 
-fn failed(agent_id: &str, callback: &str, message: &str, mutation: &'static str) -> Refusal {
+fn failed(agent_id: &str, callback: &str, message: &str, mutation: Mutation) -> Refusal {
     Refusal::with_mutation(
-        "BACKEND_FAILURE",
+        ErrorCode::BackendFailure,
         format!("agent {agent_id}: {callback} failed: {message}"),
         mutation,
     )
@@ -89,7 +89,7 @@ impl Brain {
             ModelKind::Walker => Walker::initialize(seed, params).map(Brain::Walker),
             ModelKind::Lif => Lif::initialize(seed, params).map(Brain::Lif),
         };
-        r.map_err(|e| failed(agent_id, "initialize", &e.message, "none"))
+        r.map_err(|e| failed(agent_id, "initialize", &e.message, Mutation::None))
     }
 
     /// Run `ticks` ticks and return the decision object (walker {move}, lif {move, spikes}).
@@ -122,7 +122,7 @@ impl Brain {
             Brain::Walker(w) => w.capture(),
             Brain::Lif(l) => l.capture(),
         };
-        r.map_err(|e| failed(agent_id, "capture", &e.message, "none"))
+        r.map_err(|e| failed(agent_id, "capture", &e.message, Mutation::None))
     }
 
     pub fn restore(kind: ModelKind, agent_id: &str, bytes: &[u8], params: &Value) -> Outcome<Brain> {
@@ -130,6 +130,6 @@ impl Brain {
             ModelKind::Walker => Walker::restore(bytes, params).map(Brain::Walker),
             ModelKind::Lif => Lif::restore(bytes, params).map(Brain::Lif),
         };
-        r.map_err(|e| failed(agent_id, "restore", &e.message, "none"))
+        r.map_err(|e| failed(agent_id, "restore", &e.message, Mutation::None))
     }
 }

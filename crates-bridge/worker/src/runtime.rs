@@ -3,7 +3,7 @@
 // gate (a stream is served nothing until it said a successful Hello), the lifecycle reply cache
 // and the envelopes; dispatches Agent.* and State.* to the agent host. Not the transport.
 use crate::agent_host::{AgentHost, Ctx, HostReply};
-use crate::refusal::{Outcome, Refusal, obj, s, shown};
+use crate::refusal::{ErrorCode, Outcome, Refusal, obj, s, shown};
 use detsim_formats::json::{canonical_bytes, canonical_digest, js_stringify, parse_strict};
 use detsim_formats::scalars::{is_u64, read_digest, read_id, read_object, read_request_id, refuse_unknown_fields};
 use detsim_formats::{DetsimError, Scope, Value};
@@ -170,7 +170,7 @@ impl WorkerRuntime {
         let req = match read_request(body) {
             Ok(r) => r,
             Err(e) => {
-                let err = Refusal::new("INVALID_ARGUMENT", format!("malformed request: {}", e.message));
+                let err = Refusal::new(ErrorCode::InvalidArgument, format!("malformed request: {}", e.message));
                 return Outgoing {
                     body: self.envelope(
                         "error",
@@ -218,7 +218,7 @@ impl WorkerRuntime {
         // Nothing, not even Status or Shutdown, is served to a stream that has not introduced itself.
         if !*introduced {
             return Err(Refusal::new(
-                "INVALID_PHASE",
+                ErrorCode::InvalidPhase,
                 format!("{} before Worker.Hello", req.method),
             ));
         }
@@ -229,7 +229,7 @@ impl WorkerRuntime {
             _ => {}
         }
         if self.stopping {
-            return Err(Refusal::new("INVALID_PHASE", "the worker is stopping"));
+            return Err(Refusal::new(ErrorCode::InvalidPhase, "the worker is stopping"));
         }
         if !LIFECYCLE.contains(&req.method.as_str()) {
             return self.route(req, attachment);
@@ -244,7 +244,7 @@ impl WorkerRuntime {
         if let Some(cached) = self.lifecycle.get(&req.request_id) {
             if cached.digest != digest {
                 return Err(Refusal::new(
-                    "CONFLICT",
+                    ErrorCode::Conflict,
                     format!(
                         "{} was already used for a different {} request",
                         req.request_id, req.method
@@ -258,7 +258,7 @@ impl WorkerRuntime {
         }
         if self.lifecycle.len() >= LIFECYCLE_LIMIT {
             return Err(Refusal::new(
-                "BUSY",
+                ErrorCode::Busy,
                 format!("{LIFECYCLE_LIMIT} lifecycle replies await Worker.Acknowledge; acknowledge them first"),
             ));
         }
@@ -293,14 +293,15 @@ impl WorkerRuntime {
             "Agent.Initialize" => self.agents.initialize(m, sc, p, &mut ctx),
             "Agent.Prepare" => self.agents.prepare(m, &req.request_id, sc, p, &mut ctx),
             "Agent.Commit" => self.agents.commit(m, sc, p, &mut ctx),
-            "Environment.Initialize" | "Environment.Advance" => {
-                Err(Refusal::new("UNSUPPORTED", format!("{m}: this worker hosts agents")))
-            }
+            "Environment.Initialize" | "Environment.Advance" => Err(Refusal::new(
+                ErrorCode::Unsupported,
+                format!("{m}: this worker hosts agents"),
+            )),
             "State.Capture" => self.agents.capture(m, sc, p, &mut ctx),
             "State.StageRestore" => self.agents.stage_restore(m, sc, p, attachment, &mut ctx),
             "State.ActivateRestore" => self.agents.activate_restore(m, sc, p, &mut ctx),
             _ => Err(Refusal::new(
-                "UNSUPPORTED",
+                ErrorCode::Unsupported,
                 format!("unknown method {}", js_stringify(&Value::String(m.into()))),
             )),
         }
@@ -310,7 +311,10 @@ impl WorkerRuntime {
 
     fn hello(&mut self, req: &Request) -> Outcome<HostReply> {
         if req.scope.is_some() {
-            return Err(Refusal::new("INVALID_ARGUMENT", "Worker.Hello takes scope null"));
+            return Err(Refusal::new(
+                ErrorCode::InvalidArgument,
+                "Worker.Hello takes scope null",
+            ));
         }
         let p = &req.params;
         refuse_unknown_fields(
@@ -333,7 +337,7 @@ impl WorkerRuntime {
             }
             _ => {
                 return Err(Refusal::new(
-                    "INVALID_ARGUMENT",
+                    ErrorCode::InvalidArgument,
                     "params.supportedMajors must be a list of integers",
                 ));
             }
@@ -341,14 +345,14 @@ impl WorkerRuntime {
         let mine = contract_digest();
         if contract != mine {
             return Err(Refusal::new(
-                "IDENTITY_MISMATCH",
+                ErrorCode::IdentityMismatch,
                 format!("contractDigest: the caller has {contract}, this worker speaks {mine}"),
             ));
         }
         // Identity refusals say which check failed, never this worker's own id or bound session.
         if expected != self.worker_id {
             return Err(Refusal::new(
-                "IDENTITY_MISMATCH",
+                ErrorCode::IdentityMismatch,
                 "workerId: params.expectedWorkerId does not name this worker",
             ));
         }
@@ -357,13 +361,13 @@ impl WorkerRuntime {
             Some(Value::String(r)) if r == "agent" => {}
             Some(Value::String(r)) if r == "environment" => {
                 return Err(Refusal::new(
-                    "UNSUPPORTED",
+                    ErrorCode::Unsupported,
                     "role: the caller asks for environment, this worker runs as agent",
                 ));
             }
             _ => {
                 return Err(Refusal::new(
-                    "UNSUPPORTED",
+                    ErrorCode::Unsupported,
                     format!("role: {} is not a worker role", shown(role)),
                 ));
             }
@@ -373,7 +377,7 @@ impl WorkerRuntime {
             .any(|m| matches!(m, Value::Number(n) if *n == PROTOCOL_MAJOR))
         {
             return Err(Refusal::new(
-                "UNSUPPORTED",
+                ErrorCode::Unsupported,
                 format!(
                     "supportedMajors: {} does not include 1",
                     js_stringify(&Value::Array(majors.to_vec()))
@@ -384,7 +388,7 @@ impl WorkerRuntime {
             && *bound != session_id
         {
             return Err(Refusal::new(
-                "IDENTITY_MISMATCH",
+                ErrorCode::IdentityMismatch,
                 "sessionId: params.sessionId is not the session this worker is bound to",
             ));
         }
@@ -446,7 +450,7 @@ impl WorkerRuntime {
             Some(Value::Array(items)) if (1..=16).contains(&items.len()) => items,
             _ => {
                 return Err(Refusal::new(
-                    "INVALID_ARGUMENT",
+                    ErrorCode::InvalidArgument,
                     "params.requestIds must hold 1..16 request ids",
                 ));
             }
