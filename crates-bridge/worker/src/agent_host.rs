@@ -1,14 +1,16 @@
 // The agent side of the Rust worker, as workers/agent-host.ts: hosts agents, implements the
 // batched Agent.Initialize / Prepare / Commit with per-entry idempotency, and the agent side of
-// State.Capture / StageRestore / ActivateRestore. Not Worker.* nor the transport (runtime.rs, server.rs).
+// State.Capture / StageRestore / ActivateRestore. Not Worker.* nor the transport (runtime.rs, server.rs),
+// nor the request checks it shares (checks.rs).
+use crate::checks::{
+    AgentCompatibility, agent_compatibility_digest, check_epoch, check_step, digest_of, first_mismatch, member,
+    profile_digest, read_agent_id, read_stage_params, restore_token, session_scope, staged_payload,
+};
 use crate::models::{Brain, ModelKind};
 use crate::payload::{self, to_state};
-use crate::payload_file;
 use crate::refusal::{ErrorCode, Mutation, Outcome, Refusal, obj, quoted, s, shown};
-use detsim_formats::json::{canonical_digest, canonicalize, sha256_hex};
-use detsim_formats::scalars::{
-    read_digest, read_i32, read_id, read_object, read_request_id, read_u64, refuse_unknown_fields,
-};
+use detsim_formats::json::{canonicalize, sha256_hex};
+use detsim_formats::scalars::{read_i32, read_id, read_object, read_request_id, read_u64, refuse_unknown_fields};
 use detsim_formats::{RationalNs, Scope, Value};
 use detsim_models::{StateValue, TickClock, decode_state, encode_state};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -106,103 +108,7 @@ fn u64s(n: u64) -> Value {
     Value::String(n.to_string())
 }
 
-fn member<'a>(members: &'a [(String, Value)], key: &str) -> Option<&'a Value> {
-    members.iter().find(|(k, _)| k == key).map(|(_, v)| v)
-}
-
-// ---- checks (workers/checks.ts) ---------------------------------------------------------------
-
-pub fn require_scope(scope: &Option<Scope>, method: &str) -> Outcome<Scope> {
-    scope
-        .clone()
-        .ok_or_else(|| Refusal::new(ErrorCode::InvalidArgument, format!("{method} needs a scope")))
-}
-
-pub fn check_session(scope: &Scope, session_id: &str) -> Outcome<()> {
-    if scope.session_id != session_id {
-        return Err(Refusal::new(
-            ErrorCode::IdentityMismatch,
-            format!(
-                "scope.sessionId {} is not this worker's session {}",
-                quoted(&scope.session_id),
-                quoted(session_id)
-            ),
-        ));
-    }
-    Ok(())
-}
-
-fn check_epoch(scope: &Scope, current: &str, who: &str) -> Outcome<()> {
-    if scope.epoch != current {
-        return Err(Refusal::new(
-            ErrorCode::StaleEpoch,
-            format!(
-                "{who}: scope.epoch {} is not the current epoch {}",
-                quoted(&scope.epoch),
-                quoted(current)
-            ),
-        ));
-    }
-    Ok(())
-}
-
-fn check_step(scope: &Scope, boundary: u64, who: &str) -> Outcome<u64> {
-    let step = scope.step;
-    if step < boundary {
-        return Err(Refusal::new(
-            ErrorCode::StaleStep,
-            format!("{who}: scope.step {step} is behind the boundary {boundary}"),
-        ));
-    }
-    if step > boundary {
-        return Err(Refusal::new(
-            ErrorCode::FutureStep,
-            format!("{who}: scope.step {step} is ahead of the boundary {boundary}"),
-        ));
-    }
-    Ok(step)
-}
-
-fn restore_token(checkpoint_id: &str, scope: &Scope, payload_digest: &str, incarnation_id: &str) -> String {
-    let text = format!(
-        "detsim/restore-token-v1\n{checkpoint_id}\n{}\n{}\n{}\n{payload_digest}\n{incarnation_id}\n",
-        scope.session_id, scope.epoch, scope.step
-    );
-    format!("rt-{}", &sha256_hex(text.as_bytes())[..32])
-}
-
-fn compatibility_digest(
-    agent_id: &str,
-    profile: &str,
-    dataset: &str,
-    model_version: &str,
-    plasticity: &str,
-    seed: i32,
-) -> String {
-    let v = obj(vec![
-        ("agentId", s(agent_id)),
-        ("profileDigest", s(profile)),
-        ("datasetDigest", s(dataset)),
-        ("modelVersion", s(model_version)),
-        ("plasticityVersion", s(plasticity)),
-        ("seed", Value::Number(seed as f64)),
-    ]);
-    canonical_digest(&v).expect("finite values")
-}
-
-fn digest_of(v: &Value) -> String {
-    canonical_digest(v).expect("parsed values are canonicalizable")
-}
-
-fn not_agent_null(v: Option<&Value>) -> Outcome<()> {
-    if matches!(v, Some(Value::Null)) {
-        return Err(Refusal::new(
-            ErrorCode::InvalidArgument,
-            "params.agentId is null but this worker hosts agents, not the environment",
-        ));
-    }
-    Ok(())
-}
+// ---- the batched Agent.* params -----------------------------------------------------------------
 
 fn read_entries<'a>(
     params: &'a [(String, Value)],
@@ -336,8 +242,7 @@ impl AgentHost {
         params: &[(String, Value)],
         ctx: &mut Ctx,
     ) -> Outcome<HostReply> {
-        let scope = require_scope(scope, method)?;
-        check_session(&scope, ctx.session_id)?;
+        let scope = session_scope(scope, method, ctx.session_id)?;
         if scope.step != 0 {
             return Err(Refusal::new(
                 ErrorCode::InvalidArgument,
@@ -448,8 +353,7 @@ impl AgentHost {
         params: &[(String, Value)],
         ctx: &mut Ctx,
     ) -> Outcome<HostReply> {
-        let scope = require_scope(scope, method)?;
-        check_session(&scope, ctx.session_id)?;
+        let scope = session_scope(scope, method, ctx.session_id)?;
         let entries = read_entries(params, &["agentId"], method)?;
         let plan = self.plan_step(method, &scope, &entries, &|slot: &Slot| {
             if slot.phase != Phase::Ready {
@@ -522,8 +426,7 @@ impl AgentHost {
         params: &[(String, Value)],
         ctx: &mut Ctx,
     ) -> Outcome<HostReply> {
-        let scope = require_scope(scope, method)?;
-        check_session(&scope, ctx.session_id)?;
+        let scope = session_scope(scope, method, ctx.session_id)?;
         let entries = read_entries(
             params,
             &["agentId", "preparedRequestId", "observation", "rewards"],
@@ -681,12 +584,10 @@ impl AgentHost {
         params: &[(String, Value)],
         ctx: &mut Ctx,
     ) -> Outcome<HostReply> {
-        let scope = require_scope(scope, method)?;
-        check_session(&scope, ctx.session_id)?;
+        let scope = session_scope(scope, method, ctx.session_id)?;
         refuse_unknown_fields(params, &["checkpointId", "agentId"], "params")?;
         let checkpoint_id = read_id(member(params, "checkpointId"), "params.checkpointId")?.to_string();
-        not_agent_null(member(params, "agentId"))?;
-        let agent_id = read_id(member(params, "agentId"), "params.agentId")?.to_string();
+        let agent_id = read_agent_id(params)?;
         let slot = self.slot(&agent_id)?;
         check_epoch(&scope, &slot.tl.epoch, &format!("agent {agent_id}"))?;
         let boundary = check_step(&scope, slot.tl.committed_step, &format!("agent {agent_id}"))?;
@@ -778,50 +679,10 @@ impl AgentHost {
         attachment: Option<&[u8]>,
         ctx: &mut Ctx,
     ) -> Outcome<HostReply> {
-        let scope = require_scope(scope, method)?;
-        check_session(&scope, ctx.session_id)?;
-        refuse_unknown_fields(
-            params,
-            &[
-                "checkpointId",
-                "agentId",
-                "sourceScope",
-                "compatibilityDigest",
-                "payload",
-            ],
-            "params",
-        )?;
-        let checkpoint_id = read_id(member(params, "checkpointId"), "params.checkpointId")?.to_string();
-        not_agent_null(member(params, "agentId"))?;
-        let agent_id = read_id(member(params, "agentId"), "params.agentId")?.to_string();
-        let source_scope = Scope::read(member(params, "sourceScope"), "params.sourceScope")?;
-        let compat = read_digest(member(params, "compatibilityDigest"), "params.compatibilityDigest")?.to_string();
-        let p = read_object(member(params, "payload"), "params.payload")?;
-        refuse_unknown_fields(p, &["digest", "byteLength", "file"], "params.payload")?;
-        let ref_digest = read_digest(member(p, "digest"), "params.payload.digest")?.to_string();
-        let ref_length = read_u64(member(p, "byteLength"), "params.payload.byteLength")?;
-        let file = match member(p, "file") {
-            None => None,
-            Some(f) => Some(read_payload_file(f)?),
-        };
-        if source_scope.session_id != scope.session_id {
-            return Err(Refusal::new(
-                ErrorCode::IdentityMismatch,
-                format!(
-                    "params.sourceScope.sessionId {} is not this session {}",
-                    source_scope.session_id, scope.session_id
-                ),
-            ));
-        }
-        if source_scope.step != scope.step {
-            return Err(Refusal::new(
-                ErrorCode::InvalidArgument,
-                format!(
-                    "scope.step {} must equal params.sourceScope.step {}",
-                    scope.step, source_scope.step
-                ),
-            ));
-        }
+        let scope = session_scope(scope, method, ctx.session_id)?;
+        let staged = read_stage_params(params, &scope)?;
+        let agent_id = staged.agent_id.clone();
+        let checkpoint_id = staged.checkpoint_id.clone();
         let live = self.agents.get(&agent_id);
         if let Some(live) = live {
             if live.phase == Phase::Prepared {
@@ -846,23 +707,8 @@ impl AgentHost {
                 format!("agent {agent_id} already has a staged restore"),
             ));
         }
-        let from_file;
-        let payload_name = format!("agent-{agent_id}");
-        let bytes = match &file {
-            None => check_attachment(attachment, &ref_digest, ref_length, &payload_name)?,
-            Some((path, offset)) => {
-                if attachment.is_some() {
-                    return Err(Refusal::new(
-                        ErrorCode::InvalidArgument,
-                        "StageRestore carries both an attachment and params.payload.file: send one",
-                    ));
-                }
-                from_file = payload_file::read_store_range(ctx.store_dir, path, *offset, ref_length)?;
-                check_digest(&from_file, &ref_digest, &payload_name)?;
-                &from_file[..]
-            }
-        };
-        let payload = read_payload(bytes, &agent_id, &checkpoint_id, &source_scope)?;
+        let bytes = staged_payload(attachment, &staged, ctx.store_dir)?;
+        let payload = read_payload(&bytes, &agent_id, &checkpoint_id, &staged.source_scope)?;
         let seed = match payload::get(&payload, "seed") {
             Some(StateValue::Number(n)) => *n as i32,
             _ => unreachable!("read_payload checked the seed"),
@@ -872,14 +718,8 @@ impl AgentHost {
         let identity = match live {
             Some(live) => {
                 let mut id = live.id.clone();
-                id.compatibility_digest = compatibility_digest(
-                    &agent_id,
-                    &id.profile_digest,
-                    &id.dataset_digest,
-                    id.kind.model_version(),
-                    id.kind.plasticity_version(),
-                    seed,
-                );
+                id.compatibility_digest =
+                    compatibility_of(&agent_id, &id.profile_digest, &id.dataset_digest, id.kind, seed);
                 id.seed = seed;
                 id
             }
@@ -908,29 +748,20 @@ impl AgentHost {
             }
         };
         let live_fields = [
-            ("modelVersion", Value::String(identity.kind.model_version().into())),
-            (
-                "plasticityVersion",
-                Value::String(identity.kind.plasticity_version().into()),
-            ),
-            ("datasetDigest", Value::String(identity.dataset_digest.clone())),
-            ("profileDigest", Value::String(identity.profile_digest.clone())),
+            ("modelVersion", s(identity.kind.model_version())),
+            ("plasticityVersion", s(identity.kind.plasticity_version())),
+            ("datasetDigest", s(&identity.dataset_digest)),
+            ("profileDigest", s(&identity.profile_digest)),
         ];
-        for (f, mine) in &live_fields {
-            let recorded = payload::get(&payload, f).and_then(payload::to_json);
-            let recorded_digest = digest_of(recorded.as_ref().unwrap_or(&Value::Null));
-            if recorded_digest != digest_of(mine) {
-                return Err(Refusal::new(
-                    ErrorCode::IncompatibleState,
-                    format!(
-                        "agent {agent_id}: {f}: payload has {}, this worker has {}",
-                        shown(recorded.as_ref()),
-                        shown(Some(mine))
-                    ),
-                ));
-            }
+        let recorded = |field: &str| payload::get(&payload, field).and_then(payload::to_json);
+        if let Some(mismatch) = first_mismatch(recorded, &live_fields) {
+            return Err(Refusal::new(
+                ErrorCode::IncompatibleState,
+                format!("agent {agent_id}: {mismatch}"),
+            ));
         }
-        if identity.compatibility_digest != compat {
+        let compat = &staged.compatibility_digest;
+        if identity.compatibility_digest != *compat {
             return Err(Refusal::new(
                 ErrorCode::IncompatibleState,
                 format!(
@@ -940,7 +771,7 @@ impl AgentHost {
             ));
         }
         let timeline = timeline_from(&payload, &identity, &scope)?;
-        let token = restore_token(&checkpoint_id, &scope, &ref_digest, ctx.incarnation_id);
+        let token = restore_token(&checkpoint_id, &scope, &staged.payload_digest, ctx.incarnation_id);
         self.staged.insert(
             agent_id.clone(),
             Staged {
@@ -967,12 +798,10 @@ impl AgentHost {
         params: &[(String, Value)],
         ctx: &mut Ctx,
     ) -> Outcome<HostReply> {
-        let scope = require_scope(scope, method)?;
-        check_session(&scope, ctx.session_id)?;
+        let scope = session_scope(scope, method, ctx.session_id)?;
         refuse_unknown_fields(params, &["restoreToken", "agentId"], "params")?;
         let token = read_id(member(params, "restoreToken"), "params.restoreToken")?.to_string();
-        not_agent_null(member(params, "agentId"))?;
-        let agent_id = read_id(member(params, "agentId"), "params.agentId")?.to_string();
+        let agent_id = read_agent_id(params)?;
         if self.used_tokens.contains(&token) {
             return Err(Refusal::new(
                 ErrorCode::Conflict,
@@ -1064,19 +893,8 @@ fn identity_for(
         .map_err(|m| Refusal::new(ErrorCode::InvalidArgument, format!("{field}.{m}")))?;
     let tick_duration = kind.tick_duration();
     let dataset_digest = no_dataset_digest();
-    let profile = digest_of(&obj(vec![
-        ("model", s(model_spec)),
-        ("modelVersion", s(kind.model_version())),
-        ("params", params.clone()),
-    ]));
-    let compat = compatibility_digest(
-        agent_id,
-        &profile,
-        &dataset_digest,
-        kind.model_version(),
-        kind.plasticity_version(),
-        seed,
-    );
+    let profile = profile_digest(model_spec, kind.model_version(), &params);
+    let compat = compatibility_of(agent_id, &profile, &dataset_digest, kind, seed);
     Ok(Identity {
         agent_id: agent_id.to_string(),
         model_spec: model_spec.to_string(),
@@ -1092,61 +910,15 @@ fn identity_for(
     })
 }
 
-/// payload-file-v1: `{path: absolute, offset: U64}`, a range of a checkpoint file on this machine.
-fn read_payload_file(value: &Value) -> Outcome<(String, u64)> {
-    let f = read_object(Some(value), "params.payload.file")?;
-    refuse_unknown_fields(f, &["path", "offset"], "params.payload.file")?;
-    let path = match member(f, "path") {
-        Some(Value::String(p)) if std::path::Path::new(p).is_absolute() => p.clone(),
-        other => {
-            return Err(Refusal::new(
-                ErrorCode::InvalidArgument,
-                format!(
-                    "params.payload.file.path {} is not an absolute path",
-                    other.map_or("null".to_string(), |v| shown(Some(v)))
-                ),
-            ));
-        }
-    };
-    let offset = read_u64(member(f, "offset"), "params.payload.file.offset")?;
-    Ok((path, offset))
-}
-
-/// The staged payload must be exactly the referenced bytes: length first, then digest.
-fn check_attachment<'a>(
-    attachment: Option<&'a [u8]>,
-    digest: &str,
-    length: u64,
-    payload_name: &str,
-) -> Outcome<&'a [u8]> {
-    let Some(bytes) = attachment else {
-        return Err(Refusal::new(
-            ErrorCode::BufferInvalid,
-            "StageRestore carries no payload attachment",
-        ));
-    };
-    if bytes.len() as u64 != length {
-        return Err(Refusal::new(
-            ErrorCode::BufferInvalid,
-            format!(
-                "payload attachment is {} bytes; payload.byteLength says {length}",
-                bytes.len()
-            ),
-        ));
-    }
-    check_digest(bytes, digest, payload_name)?;
-    Ok(bytes)
-}
-
-/// Never echo the digest of what was read: with payload-file-v1 that would be an oracle on a file's bytes.
-fn check_digest(bytes: &[u8], digest: &str, payload_name: &str) -> Outcome<()> {
-    if sha256_hex(bytes) != digest {
-        return Err(Refusal::new(
-            ErrorCode::BufferInvalid,
-            format!("params.payload.digest: the payload digest check failed for payload {payload_name}"),
-        ));
-    }
-    Ok(())
+fn compatibility_of(agent_id: &str, profile_digest: &str, dataset_digest: &str, kind: ModelKind, seed: i32) -> String {
+    agent_compatibility_digest(&AgentCompatibility {
+        agent_id,
+        profile_digest,
+        dataset_digest,
+        model_version: kind.model_version(),
+        plasticity_version: kind.plasticity_version(),
+        seed,
+    })
 }
 
 fn read_payload(

@@ -2,6 +2,7 @@
 // --worker-id <Id> [--session <Id>] [--store-dir <abs path>]`), the same flags and ready line as workers/main.ts, hosting
 // the walker and lif models over proto/detsim/v1. Process concerns only; semantics are runtime.rs.
 mod agent_host;
+mod checks;
 mod cli;
 mod models;
 mod payload;

@@ -3,6 +3,7 @@
 // gate (a stream is served nothing until it said a successful Hello), the lifecycle reply cache
 // and the envelopes; dispatches Agent.* and State.* to the agent host. Not the transport.
 use crate::agent_host::{AgentHost, Ctx, HostReply};
+use crate::checks::member;
 use crate::refusal::{ErrorCode, Outcome, Refusal, obj, s, shown};
 use detsim_formats::json::{canonical_bytes, canonical_digest, js_stringify, parse_strict};
 use detsim_formats::scalars::{is_u64, read_digest, read_id, read_object, read_request_id, refuse_unknown_fields};
@@ -70,10 +71,6 @@ pub struct WorkerRuntime {
     agents: AgentHost,
     /// The run's checkpoint store (`--store-dir`): the only directory payload-file-v1 may read.
     pub store_dir: Option<String>,
-}
-
-fn member<'a>(members: &'a [(String, Value)], key: &str) -> Option<&'a Value> {
-    members.iter().find(|(k, _)| k == key).map(|(_, v)| v)
 }
 
 fn require<'a>(obj: &'a [(String, Value)], key: &str, field: &str) -> Result<&'a Value, DetsimError> {
