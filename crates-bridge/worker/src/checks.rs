@@ -292,3 +292,113 @@ fn check_digest(bytes: &[u8], digest: &str, payload_name: &str) -> Outcome<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use detsim_formats::parse_strict;
+
+    fn params(json: &str) -> Vec<(String, Value)> {
+        parse_strict(json.as_bytes()).unwrap().as_object().unwrap().to_vec()
+    }
+
+    fn scope(step: u64) -> Scope {
+        Scope {
+            session_id: "s1".into(),
+            epoch: "e1".into(),
+            step,
+        }
+    }
+
+    fn refused<T>(outcome: Outcome<T>) -> (&'static str, String) {
+        let r = outcome.err().expect("a refusal");
+        (r.code.as_str(), r.message)
+    }
+
+    #[test]
+    fn scoped_requests_need_a_scope_of_this_session_and_the_boundary_step_of_the_current_epoch() {
+        assert_eq!(
+            refused(session_scope(&None, "Agent.Prepare", "s1")),
+            ("INVALID_ARGUMENT", "Agent.Prepare needs a scope".into())
+        );
+        assert_eq!(
+            refused(session_scope(&Some(scope(0)), "Agent.Prepare", "s2")).0,
+            "IDENTITY_MISMATCH"
+        );
+        assert_eq!(refused(check_epoch(&scope(0), "e2", "agent a")).0, "STALE_EPOCH");
+        assert_eq!(refused(check_step(&scope(2), 3, "agent a")).0, "STALE_STEP");
+        assert_eq!(refused(check_step(&scope(4), 3, "agent a")).0, "FUTURE_STEP");
+        assert_eq!(check_step(&scope(3), 3, "agent a").unwrap(), 3);
+    }
+
+    #[test]
+    fn a_null_agent_id_is_refused_by_an_agent_worker_before_the_id_is_read() {
+        let (code, message) = refused(read_agent_id(&params(r#"{"agentId":null}"#)));
+        assert_eq!(code, "INVALID_ARGUMENT");
+        assert_eq!(
+            message,
+            "params.agentId is null but this worker hosts agents, not the environment"
+        );
+        assert_eq!(read_agent_id(&params(r#"{"agentId":"a-1"}"#)).unwrap(), "a-1");
+    }
+
+    const STAGE: &str = r#"{"agentId":"a","checkpointId":"c","compatibilityDigest":"D","payload":{"byteLength":"3","digest":"D"FILE},"sourceScope":{"epoch":"e0","sessionId":"s1","step":"0"}}"#;
+
+    fn stage_params(file: &str) -> Vec<(String, Value)> {
+        let digest = sha256_hex(b"abc");
+        params(&STAGE.replace("\"D\"", &format!("\"{digest}\"")).replace("FILE", file))
+    }
+
+    #[test]
+    fn the_staged_payload_is_the_attachment_of_the_referenced_length_and_digest_or_one_file_never_both() {
+        let staged = read_stage_params(&stage_params(""), &scope(0)).unwrap();
+        assert_eq!(&*staged_payload(Some(b"abc"), &staged, None).unwrap(), b"abc");
+        assert_eq!(
+            refused(staged_payload(Some(b"abcd"), &staged, None)),
+            (
+                "BUFFER_INVALID",
+                "payload attachment is 4 bytes; payload.byteLength says 3".into()
+            )
+        );
+        assert_eq!(
+            refused(staged_payload(Some(b"abd"), &staged, None)).1,
+            "params.payload.digest: the payload digest check failed for payload agent-a"
+        );
+        let from_file = stage_params(r#","file":{"offset":"0","path":"/nowhere/x"}"#);
+        let staged = read_stage_params(&from_file, &scope(0)).unwrap();
+        assert_eq!(
+            refused(staged_payload(Some(b"abc"), &staged, None)).1,
+            "StageRestore carries both an attachment and params.payload.file: send one"
+        );
+        assert_eq!(refused(staged_payload(None, &staged, None)).0, "UNSUPPORTED");
+        let relative = stage_params(r#","file":{"offset":"0","path":"x"}"#);
+        assert_eq!(
+            refused(read_stage_params(&relative, &scope(0))).1,
+            r#"params.payload.file.path "x" is not an absolute path"#
+        );
+        assert_eq!(
+            refused(read_stage_params(&stage_params(""), &scope(1))).0,
+            "INVALID_ARGUMENT"
+        );
+    }
+
+    #[test]
+    fn the_first_mismatching_identity_field_is_named_with_both_values() {
+        let live = [("modelVersion", s("walker-v1")), ("seed", Value::Number(7.0))];
+        assert_eq!(
+            first_mismatch(|f| (f == "modelVersion").then(|| s("walker-v1")), &live).unwrap(),
+            "seed: payload has undefined, this worker has 7"
+        );
+        assert_eq!(
+            first_mismatch(
+                |f| Some(if f == "seed" {
+                    Value::Number(7.0)
+                } else {
+                    s("walker-v1")
+                }),
+                &live
+            ),
+            None
+        );
+    }
+}
