@@ -2,8 +2,8 @@
 // refusal names the flag (`detsim: [reason] message`, exit 2). Also the listen address rules
 // (as contract.ts parseListenAddress: unix sockets and loopback TCP hosts only).
 // Not the server: nothing here binds or serves.
-use detsim_formats::DetsimError;
 use detsim_formats::scalars::is_id;
+use detsim_formats::{DetsimError, Reason};
 
 pub const DEFAULT_MAX_MESSAGE_BYTES: u64 = 8 * 1024 * 1024;
 /// Unix socket paths must stay below this many bytes (sun_path is ~108 with the terminator).
@@ -42,7 +42,7 @@ pub fn parse_address(text: &str, field: &str) -> Result<Address, DetsimError> {
     if let Some(path) = text.strip_prefix("unix:") {
         if !path.starts_with('/') {
             return Err(DetsimError::at(
-                "struct_invalid_field",
+                Reason::StructInvalidField,
                 format!(
                     "{field}: unix socket path {} must be absolute (unix:/abs/path)",
                     quoted(Some(path))
@@ -52,7 +52,7 @@ pub fn parse_address(text: &str, field: &str) -> Result<Address, DetsimError> {
         }
         if path.len() >= MAX_SOCKET_PATH_BYTES {
             return Err(DetsimError::at(
-                "struct_invalid_field",
+                Reason::StructInvalidField,
                 format!(
                     "{field}: unix socket path is {} bytes; it must be under {MAX_SOCKET_PATH_BYTES}",
                     path.len()
@@ -64,7 +64,7 @@ pub fn parse_address(text: &str, field: &str) -> Result<Address, DetsimError> {
     }
     let bad = || {
         DetsimError::at(
-            "struct_invalid_field",
+            Reason::StructInvalidField,
             format!(
                 "{field}: {} is neither unix:/abs/path nor host:port",
                 quoted(Some(text))
@@ -110,7 +110,7 @@ pub fn parse_listen_address(text: &str, field: &str) -> Result<Address, DetsimEr
         && !is_loopback_host(host)
     {
         return Err(DetsimError::at(
-            "perm_listen_not_local",
+            Reason::PermListenNotLocal,
             format!(
                 "{field}: {} is not a loopback address; {LOCAL_LISTEN_RULE}",
                 quoted(Some(host))
@@ -173,10 +173,10 @@ pub fn parse(args: &[String]) -> Result<Options, CliError> {
         i += 1;
     }
     let refused =
-        |reason: &'static str, message: String, field: &str| CliError::Refused(DetsimError::at(reason, message, field));
+        |reason: Reason, message: String, field: &str| CliError::Refused(DetsimError::at(reason, message, field));
     let listen = values.get("listen").ok_or_else(|| {
         refused(
-            "struct_missing_field",
+            Reason::StructMissingField,
             "--listen unix:/abs/path|host:port is required".into(),
             "--listen",
         )
@@ -186,7 +186,7 @@ pub fn parse(args: &[String]) -> Result<Options, CliError> {
         Some("agent") => {}
         Some("environment") => {
             return Err(refused(
-                "struct_invalid_field",
+                Reason::StructInvalidField,
                 "--role must be agent: the Rust worker hosts agents only (the environment runs in a TypeScript worker)"
                     .into(),
                 "--role",
@@ -194,7 +194,7 @@ pub fn parse(args: &[String]) -> Result<Options, CliError> {
         }
         other => {
             return Err(refused(
-                "struct_invalid_field",
+                Reason::StructInvalidField,
                 format!("--role must be agent or environment, not {}", quoted(other)),
                 "--role",
             ));
@@ -203,7 +203,7 @@ pub fn parse(args: &[String]) -> Result<Options, CliError> {
     let worker_id = values.get("worker-id").filter(|w| is_id(w)).cloned();
     let Some(worker_id) = worker_id else {
         return Err(refused(
-            "struct_invalid_id",
+            Reason::StructInvalidId,
             format!(
                 "--worker-id {} is not an Id",
                 quoted(values.get("worker-id").map(String::as_str))
@@ -216,7 +216,7 @@ pub fn parse(args: &[String]) -> Result<Options, CliError> {
         && !is_id(s)
     {
         return Err(refused(
-            "struct_invalid_id",
+            Reason::StructInvalidId,
             format!("--session {} is not an Id", quoted(Some(s))),
             "--session",
         ));
@@ -229,7 +229,7 @@ pub fn parse(args: &[String]) -> Result<Options, CliError> {
             .filter(|n| (2 * 1024 * 1024..=1024 * 1024 * 1024).contains(n))
             .ok_or_else(|| {
                 refused(
-                    "struct_invalid_field",
+                    Reason::StructInvalidField,
                     "--max-message-bytes must be an integer from 2 MiB to 1 GiB (chunks are 1 MiB)".into(),
                     "--max-message-bytes",
                 )
@@ -240,7 +240,7 @@ pub fn parse(args: &[String]) -> Result<Options, CliError> {
         && !dir.starts_with('/')
     {
         return Err(refused(
-            "struct_invalid_field",
+            Reason::StructInvalidField,
             format!("--store-dir {} is not an absolute path", quoted(Some(dir))),
             "--store-dir",
         ));
@@ -307,7 +307,7 @@ mod tests {
             let e = parse_listen_address(&format!("{bad}:0"), "--listen").unwrap_err();
             assert_eq!(
                 (e.reason, e.field.as_deref()),
-                ("perm_listen_not_local", Some("--listen")),
+                (Reason::PermListenNotLocal, Some("--listen")),
                 "{bad}"
             );
             assert_eq!(

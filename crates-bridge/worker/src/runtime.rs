@@ -7,7 +7,7 @@ use crate::checks::member;
 use crate::refusal::{ErrorCode, Outcome, Refusal, obj, s, shown};
 use detsim_formats::json::{canonical_bytes, canonical_digest, js_stringify, parse_strict};
 use detsim_formats::scalars::{is_u64, read_digest, read_id, read_object, read_request_id, refuse_unknown_fields};
-use detsim_formats::{DetsimError, Scope, Value};
+use detsim_formats::{DetsimError, Reason, Scope, Value};
 use std::collections::HashMap;
 
 /// The contract this worker was built against: SHA-256 of worker.proto's bytes.
@@ -76,7 +76,7 @@ pub struct WorkerRuntime {
 fn require<'a>(obj: &'a [(String, Value)], key: &str, field: &str) -> Result<&'a Value, DetsimError> {
     member(obj, key).ok_or_else(|| {
         DetsimError::at(
-            "struct_missing_field",
+            Reason::StructMissingField,
             format!("{field}.{key} is missing"),
             format!("{field}.{key}"),
         )
@@ -88,7 +88,7 @@ fn read_request(body: &[u8]) -> Result<Request, DetsimError> {
     let value = parse_strict(body)?;
     if canonical_bytes(&value)? != body {
         return Err(DetsimError::new(
-            "struct_not_canonical",
+            Reason::StructNotCanonical,
             "body is not RFC 8785 canonical JSON",
         ));
     }
@@ -99,7 +99,7 @@ fn read_request(body: &[u8]) -> Result<Request, DetsimError> {
         Value::String(m) if !m.is_empty() && m.encode_utf16().count() <= 64 => m.clone(),
         _ => {
             return Err(DetsimError::at(
-                "struct_invalid_field",
+                Reason::StructInvalidField,
                 "request.method must be a method name",
                 "request.method",
             ));

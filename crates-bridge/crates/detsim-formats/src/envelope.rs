@@ -1,7 +1,7 @@
 // The FLYSESS1 checkpoint envelope (specs/checkpoint-envelope-v1.md), byte for byte and refusal
 // for refusal as core/formats/envelope.ts: a writer, and a reader applying the seven checks
 // in the spec's order whose error names the check ("check N (what): ..."). Not the store: no files.
-use crate::error::{DetsimError, Result};
+use crate::error::{DetsimError, Reason, Result};
 use crate::json::{Value, canonical_bytes, canonicalize, hex, parse_canonical, quote_string, sha256};
 use crate::scalars::{RationalNs, Scope, is_id, read_digest, read_id, read_object};
 use sha2::{Digest as _, Sha256};
@@ -76,7 +76,7 @@ pub fn check_of(e: &DetsimError) -> Option<u8> {
 // ---------------------------------------------------------------------------------------------
 // Shared between writer and reader
 
-fn refuse(check: u8, what: &str, reason: &'static str, detail: String, field: Option<String>) -> DetsimError {
+fn refuse(check: u8, what: &str, reason: Reason, detail: String, field: Option<String>) -> DetsimError {
     DetsimError {
         reason,
         message: format!("check {check} ({what}): {detail}"),
@@ -84,12 +84,12 @@ fn refuse(check: u8, what: &str, reason: &'static str, detail: String, field: Op
     }
 }
 
-fn refuse_at(check: u8, what: &str, reason: &'static str, detail: String, field: impl Into<String>) -> DetsimError {
+fn refuse_at(check: u8, what: &str, reason: Reason, detail: String, field: impl Into<String>) -> DetsimError {
     refuse(check, what, reason, detail, Some(field.into()))
 }
 
 /// Re-label a scalar reader's refusal with the check, keeping its field (TypeScript `within`).
-fn within<T>(check: u8, what: &str, reason: &'static str, r: Result<T>) -> Result<T> {
+fn within<T>(check: u8, what: &str, reason: Reason, r: Result<T>) -> Result<T> {
     r.map_err(|e| refuse(check, what, reason, format!("{} [{}]", e.message, e.reason), e.field))
 }
 
@@ -122,7 +122,7 @@ fn payload_ref_json(name: &str, byte_length: u64, digest: &str) -> Value {
 /// Check 7: the required fields, their scalar shapes and `payloads` equal to the table.
 fn check_manifest_fields(value: &Value, entries: &[Value]) -> Result<()> {
     let what = "manifest fields";
-    let r = "struct_envelope_manifest_fields";
+    let r = Reason::StructEnvelopeManifestFields;
     let m = within(7, what, r, read_object(Some(value), "manifest"))?;
     let get = |key: &str| m.iter().find(|(k, _)| k == key).map(|(_, v)| v);
     for key in REQUIRED_MANIFEST_FIELDS {
@@ -193,7 +193,7 @@ fn check_manifest_fields(value: &Value, entries: &[Value]) -> Result<()> {
         return Err(refuse_at(
             7,
             what,
-            "size_agents_over_60",
+            Reason::SizeAgentsOver60,
             format!("manifest.agents has {} agents, more than {MAX_AGENTS}", agents.len()),
             "manifest.agents",
         ));
@@ -206,7 +206,7 @@ fn check_manifest_fields(value: &Value, entries: &[Value]) -> Result<()> {
 
 fn check_payload_list(listed: &[Value], entries: &[Value]) -> Result<()> {
     let what = "manifest payloads";
-    let r = "audit_manifest_payloads_mismatch";
+    let r = Reason::AuditManifestPayloadsMismatch;
     if listed.len() != entries.len() {
         return Err(refuse_at(
             7,
@@ -242,7 +242,7 @@ fn check_payload_list(listed: &[Value], entries: &[Value]) -> Result<()> {
 fn payload_refs(payloads: &[(String, Vec<u8>)]) -> Result<Vec<Value>> {
     if payloads.len() > MAX_PAYLOADS {
         return Err(DetsimError::at(
-            "size_payload_count_over_64",
+            Reason::SizePayloadCountOver64,
             format!("{} payloads, at most {MAX_PAYLOADS} fit one envelope", payloads.len()),
             "payloads",
         ));
@@ -254,7 +254,7 @@ fn payload_refs(payloads: &[(String, Vec<u8>)]) -> Result<Vec<Value>> {
         read_id(Some(&Value::String(name.clone())), &field)?;
         if !seen.insert(name.as_str()) {
             return Err(DetsimError::at(
-                "struct_envelope_entry",
+                Reason::StructEnvelopeEntry,
                 format!("{field} {} repeats an earlier payload name", json_string(name)),
                 field,
             ));
@@ -269,7 +269,7 @@ fn complete_manifest(manifest: &Value, refs: &[Value]) -> Result<Value> {
     let given = within(
         7,
         "manifest fields",
-        "struct_envelope_manifest_fields",
+        Reason::StructEnvelopeManifestFields,
         read_object(Some(manifest), "manifest"),
     )?;
     let computed = Value::Array(refs.to_vec());
@@ -279,7 +279,7 @@ fn complete_manifest(manifest: &Value, refs: &[Value]) -> Result<Value> {
             let (listed_text, computed_text) = (canonicalize(listed)?, canonicalize(&computed)?);
             if listed_text != computed_text {
                 return Err(DetsimError::at(
-                    "audit_manifest_payloads_mismatch",
+                    Reason::AuditManifestPayloadsMismatch,
                     format!("manifest.payloads {listed_text} differs from the payloads given {computed_text}"),
                     "manifest.payloads",
                 ));
@@ -302,12 +302,12 @@ pub fn encode_envelope(manifest: &Value, payloads: &[(String, Vec<u8>)]) -> Resu
     within(
         3,
         "manifest",
-        "struct_envelope_manifest",
+        Reason::StructEnvelopeManifest,
         parse_canonical(&manifest_bytes),
     )?;
     if manifest_bytes.len() > u32::MAX as usize {
         return Err(DetsimError::at(
-            "size_message_too_large",
+            Reason::SizeMessageTooLarge,
             format!("manifest is {} bytes, more than a u32 can hold", manifest_bytes.len()),
             "manifest",
         ));
@@ -374,7 +374,7 @@ fn check_header(buf: &[u8]) -> Result<Header> {
         return Err(refuse_at(
             1,
             "magic",
-            "struct_envelope_legacy_format",
+            Reason::StructEnvelopeLegacyFormat,
             "this is the legacy FLYSIM01 format, not a FLYSESS1 envelope (read it with the FLYSIM01 reader)".into(),
             "magic",
         ));
@@ -383,7 +383,7 @@ fn check_header(buf: &[u8]) -> Result<Header> {
         return Err(refuse_at(
             1,
             "length",
-            "size_envelope_too_short",
+            Reason::SizeEnvelopeTooShort,
             format!(
                 "{} bytes, a FLYSESS1 envelope has at least {MIN_ENVELOPE_BYTES}",
                 buf.len()
@@ -395,7 +395,7 @@ fn check_header(buf: &[u8]) -> Result<Header> {
         return Err(refuse_at(
             1,
             "magic",
-            "struct_envelope_magic",
+            Reason::StructEnvelopeMagic,
             format!("magic is {}, not \"FLYSESS1\"", latin1_json(&buf[0..8])),
             "magic",
         ));
@@ -405,7 +405,7 @@ fn check_header(buf: &[u8]) -> Result<Header> {
         return Err(refuse_at(
             1,
             "version",
-            "struct_envelope_magic",
+            Reason::StructEnvelopeMagic,
             format!("envelopeVersion {version} is not supported (only 1)"),
             "envelopeVersion",
         ));
@@ -415,7 +415,7 @@ fn check_header(buf: &[u8]) -> Result<Header> {
         return Err(refuse_at(
             1,
             "header size",
-            "struct_envelope_magic",
+            Reason::StructEnvelopeMagic,
             format!("headerBytes is {header_bytes}, not {HEADER_BYTES}"),
             "headerBytes",
         ));
@@ -425,7 +425,7 @@ fn check_header(buf: &[u8]) -> Result<Header> {
         return Err(refuse_at(
             1,
             "reserved",
-            "struct_envelope_magic",
+            Reason::StructEnvelopeMagic,
             format!("reserved header field is {reserved}, not 0"),
             "reserved",
         ));
@@ -445,7 +445,7 @@ fn check_footer(buf: &[u8]) -> Result<usize> {
         return Err(refuse_at(
             2,
             "footer magic",
-            "audit_envelope_length",
+            Reason::AuditEnvelopeLength,
             format!(
                 "footer magic is {}, not \"FLYSESSF\" (truncated or not an envelope)",
                 latin1_json(magic)
@@ -458,7 +458,7 @@ fn check_footer(buf: &[u8]) -> Result<usize> {
         return Err(refuse_at(
             2,
             "file length",
-            "audit_envelope_length",
+            Reason::AuditEnvelopeLength,
             format!("footer says the file is {file_bytes} bytes, it is {}", buf.len()),
             "footer.fileBytes",
         ));
@@ -469,7 +469,7 @@ fn check_footer(buf: &[u8]) -> Result<usize> {
         return Err(refuse_at(
             2,
             "footer digest",
-            "audit_envelope_digest",
+            Reason::AuditEnvelopeDigest,
             format!(
                 "SHA-256 of the first {footer_offset} bytes is {}, the footer records {}",
                 hex(&actual),
@@ -487,7 +487,7 @@ fn check_manifest(buf: &[u8], manifest_bytes: usize, footer_offset: usize) -> Re
         return Err(refuse_at(
             3,
             "manifest",
-            "struct_envelope_manifest",
+            Reason::StructEnvelopeManifest,
             format!(
                 "manifest of {manifest_bytes} bytes at offset {HEADER_BYTES} runs past the payload area (ends at {footer_offset})"
             ),
@@ -497,14 +497,14 @@ fn check_manifest(buf: &[u8], manifest_bytes: usize, footer_offset: usize) -> Re
     let value = within(
         3,
         "manifest",
-        "struct_envelope_manifest",
+        Reason::StructEnvelopeManifest,
         parse_canonical(&buf[HEADER_BYTES..HEADER_BYTES + manifest_bytes]),
     )?;
     if !matches!(value, Value::Object(_)) {
         return Err(refuse_at(
             3,
             "manifest",
-            "struct_envelope_manifest",
+            Reason::StructEnvelopeManifest,
             "manifest is not a JSON object".into(),
             "manifest",
         ));
@@ -520,7 +520,7 @@ fn check_table(buf: &[u8], h: &Header, footer_offset: usize) -> Result<usize> {
         return Err(refuse_at(
             4,
             what,
-            "struct_envelope_table",
+            Reason::StructEnvelopeTable,
             format!("tableOffset is {}, the layout puts it at {expected}", h.table_offset),
             "tableOffset",
         ));
@@ -530,7 +530,7 @@ fn check_table(buf: &[u8], h: &Header, footer_offset: usize) -> Result<usize> {
         return Err(refuse_at(
             4,
             what,
-            "struct_envelope_table",
+            Reason::StructEnvelopeTable,
             format!(
                 "{} entries of {TABLE_ENTRY_BYTES} bytes at {} run past the payload area (ends at {footer_offset})",
                 h.payload_count, h.table_offset
@@ -542,7 +542,7 @@ fn check_table(buf: &[u8], h: &Header, footer_offset: usize) -> Result<usize> {
         return Err(refuse_at(
             4,
             what,
-            "size_payload_count_over_64",
+            Reason::SizePayloadCountOver64,
             format!("payloadCount is {}, at most {MAX_PAYLOADS}", h.payload_count),
             "payloadCount",
         ));
@@ -551,7 +551,7 @@ fn check_table(buf: &[u8], h: &Header, footer_offset: usize) -> Result<usize> {
         return Err(refuse_at(
             4,
             what,
-            "struct_envelope_table",
+            Reason::StructEnvelopeTable,
             "padding between the manifest and the table is not zero".into(),
             "tableOffset",
         ));
@@ -569,7 +569,7 @@ fn check_entry(
     seen: &mut std::collections::HashSet<String>,
 ) -> Result<EnvelopeEntry> {
     let what = "payload entry";
-    let r = "struct_envelope_entry";
+    let r = Reason::StructEnvelopeEntry;
     let expected_offset = align8(prev_end);
     let name_field = &buf[at..at + NAME_BYTES];
     let name_len = name_field.iter().position(|&b| b == 0).unwrap_or(NAME_BYTES);
@@ -636,7 +636,7 @@ fn check_entry(
         return Err(refuse_at(
             5,
             what,
-            "audit_payload_digest_mismatch",
+            Reason::AuditPayloadDigestMismatch,
             format!(
                 "{label}: payload SHA-256 is {}, the table records {}",
                 hex(&actual),
@@ -674,7 +674,7 @@ fn check_entries(buf: &[u8], h: &Header, table_end: usize, footer_offset: usize)
         return Err(refuse_at(
             6,
             "trailing padding",
-            "struct_envelope_padding",
+            Reason::StructEnvelopePadding,
             format!(
                 "{} bytes between the end of the last payload ({end}) and the footer ({footer_offset})",
                 footer_offset - end
@@ -741,7 +741,7 @@ mod tests {
         buf[f + 8..f + 40].copy_from_slice(&d);
     }
 
-    fn refusal(buf: &[u8]) -> (Option<u8>, &'static str) {
+    fn refusal(buf: &[u8]) -> (Option<u8>, Reason) {
         let e = decode_envelope(buf).unwrap_err();
         (check_of(&e), e.reason)
     }
@@ -774,32 +774,35 @@ mod tests {
     #[test]
     fn the_writer_refuses_what_the_reader_would_refuse() {
         let e = encode_envelope(&manifest(), &[("A".into(), vec![])]).unwrap_err();
-        assert_eq!(e.reason, "struct_invalid_id");
+        assert_eq!(e.reason, Reason::StructInvalidId);
         let e = encode_envelope(&manifest(), &[("a".into(), vec![]), ("a".into(), vec![1])]).unwrap_err();
-        assert_eq!(e.reason, "struct_envelope_entry");
+        assert_eq!(e.reason, Reason::StructEnvelopeEntry);
         let many: Vec<(String, Vec<u8>)> = (0..65).map(|i| (format!("p{i}"), vec![])).collect();
         assert_eq!(
             encode_envelope(&manifest(), &many).unwrap_err().reason,
-            "size_payload_count_over_64"
+            Reason::SizePayloadCountOver64
         );
         let Value::Object(mut m) = manifest() else {
             unreachable!()
         };
         m.push(("extra".into(), Value::Null));
         let e = encode_envelope(&Value::Object(m.clone()), &[]).unwrap_err();
-        assert_eq!((check_of(&e), e.reason), (Some(7), "struct_envelope_manifest_fields"));
+        assert_eq!(
+            (check_of(&e), e.reason),
+            (Some(7), Reason::StructEnvelopeManifestFields)
+        );
         m.pop();
         m.push(("payloads".into(), Value::Array(vec![Value::Null])));
         assert_eq!(
             encode_envelope(&Value::Object(m.clone()), &[]).unwrap_err().reason,
-            "audit_manifest_payloads_mismatch"
+            Reason::AuditManifestPayloadsMismatch
         );
         m.pop();
         // 2^60 prints as an integer literal beyond 2^53-1, which check 3 refuses.
         let helper = m.iter_mut().find(|(k, _)| k == "helperState").unwrap();
         helper.1 = Value::Array(vec![Value::Number(2f64.powi(60))]);
         let e = encode_envelope(&Value::Object(m), &[]).unwrap_err();
-        assert_eq!((check_of(&e), e.reason), (Some(3), "struct_envelope_manifest"));
+        assert_eq!((check_of(&e), e.reason), (Some(3), Reason::StructEnvelopeManifest));
     }
 
     #[test]
@@ -816,52 +819,52 @@ mod tests {
         let mut legacy = good.clone();
         legacy[0..8].copy_from_slice(LEGACY_MAGIC);
         let e = decode_envelope(&legacy).unwrap_err();
-        assert_eq!(e.reason, "struct_envelope_legacy_format");
+        assert_eq!(e.reason, Reason::StructEnvelopeLegacyFormat);
         assert!(e.message.contains("legacy FLYSIM01 format"));
-        assert_eq!(refusal(b"FLYSIM01"), (Some(1), "struct_envelope_legacy_format"));
-        assert_eq!(refusal(&good[..79]), (Some(1), "size_envelope_too_short"));
+        assert_eq!(refusal(b"FLYSIM01"), (Some(1), Reason::StructEnvelopeLegacyFormat));
+        assert_eq!(refusal(&good[..79]), (Some(1), Reason::SizeEnvelopeTooShort));
         let mut reserved = good.clone();
         reserved[28] = 1;
-        assert_eq!(refusal(&reserved), (Some(1), "struct_envelope_magic"));
-        assert_eq!(refusal(&good[..good.len() - 1]), (Some(2), "audit_envelope_length"));
+        assert_eq!(refusal(&reserved), (Some(1), Reason::StructEnvelopeMagic));
+        assert_eq!(refusal(&good[..good.len() - 1]), (Some(2), Reason::AuditEnvelopeLength));
         let mut grown = good.clone();
         grown.splice(40..40, [0u8; 8]);
-        assert_eq!(refusal(&grown), (Some(2), "audit_envelope_length"));
+        assert_eq!(refusal(&grown), (Some(2), Reason::AuditEnvelopeLength));
 
         let mut long_manifest = good.clone();
         long_manifest[16..20].copy_from_slice(&(good.len() as u32).to_le_bytes());
         reseal(&mut long_manifest);
-        assert_eq!(refusal(&long_manifest), (Some(3), "struct_envelope_manifest"));
+        assert_eq!(refusal(&long_manifest), (Some(3), Reason::StructEnvelopeManifest));
         let mut spaced = good.clone();
         spaced[32] = b' '; // '{' -> ' ': not JSON any more
         reseal(&mut spaced);
-        assert_eq!(refusal(&spaced), (Some(3), "struct_envelope_manifest"));
+        assert_eq!(refusal(&spaced), (Some(3), Reason::StructEnvelopeManifest));
 
         let mut moved = good.clone();
         moved[24..28].copy_from_slice(&(table as u32 + 8).to_le_bytes());
         reseal(&mut moved);
-        assert_eq!(refusal(&moved), (Some(4), "struct_envelope_table"));
+        assert_eq!(refusal(&moved), (Some(4), Reason::StructEnvelopeTable));
         let mut counted = good.clone();
         counted[20..24].copy_from_slice(&1000u32.to_le_bytes());
         reseal(&mut counted);
-        assert_eq!(refusal(&counted), (Some(4), "struct_envelope_table"));
+        assert_eq!(refusal(&counted), (Some(4), Reason::StructEnvelopeTable));
 
         let mut renamed = good.clone();
         renamed[table] = b'A';
         reseal(&mut renamed);
-        assert_eq!(refusal(&renamed), (Some(5), "struct_envelope_entry"));
+        assert_eq!(refusal(&renamed), (Some(5), Reason::StructEnvelopeEntry));
         let mut tail = good.clone();
         tail[table + 10] = b'x'; // a byte after the NUL of "a"
         reseal(&mut tail);
-        assert_eq!(refusal(&tail), (Some(5), "struct_envelope_entry"));
+        assert_eq!(refusal(&tail), (Some(5), Reason::StructEnvelopeEntry));
         let mut twin = good.clone();
         twin[table + TABLE_ENTRY_BYTES] = b'a'; // entry 1 named "a" too
         reseal(&mut twin);
-        assert_eq!(refusal(&twin), (Some(5), "struct_envelope_entry"));
+        assert_eq!(refusal(&twin), (Some(5), Reason::StructEnvelopeEntry));
         let mut payload = good.clone();
         payload[first] ^= 1;
         reseal(&mut payload);
-        assert_eq!(refusal(&payload), (Some(5), "audit_payload_digest_mismatch"));
+        assert_eq!(refusal(&payload), (Some(5), Reason::AuditPayloadDigestMismatch));
 
         // Check 6: one payload shortened by a byte leaves a byte before the footer.
         let mut short = good.clone();
@@ -870,7 +873,7 @@ mod tests {
         let digest = sha256(&short[d.layout.entries[1].offset as usize..][..5]);
         short[table + TABLE_ENTRY_BYTES + 80..table + 2 * TABLE_ENTRY_BYTES].copy_from_slice(&digest);
         reseal(&mut short);
-        assert_eq!(refusal(&short), (Some(6), "struct_envelope_padding"));
+        assert_eq!(refusal(&short), (Some(6), Reason::StructEnvelopePadding));
     }
 
     #[test]
@@ -884,14 +887,18 @@ mod tests {
         let mut bytes = good.clone();
         bytes[HEADER_BYTES..HEADER_BYTES + bad.len()].copy_from_slice(bad.as_bytes());
         reseal(&mut bytes);
-        assert_eq!(refusal(&bytes), (Some(7), "audit_manifest_payloads_mismatch"));
+        assert_eq!(refusal(&bytes), (Some(7), Reason::AuditManifestPayloadsMismatch));
         let renamed = text.replace("\"episodeId\":\"e\"", "\"episodeId\":\"E\"");
         bytes[HEADER_BYTES..HEADER_BYTES + renamed.len()].copy_from_slice(renamed.as_bytes());
         reseal(&mut bytes);
         let e = decode_envelope(&bytes).unwrap_err();
         assert_eq!(
             (check_of(&e), e.reason, e.field.as_deref()),
-            (Some(7), "struct_envelope_manifest_fields", Some("manifest.episodeId"))
+            (
+                Some(7),
+                Reason::StructEnvelopeManifestFields,
+                Some("manifest.episodeId")
+            )
         );
         assert!(e.message.ends_with("[struct_invalid_id]"), "{}", e.message);
     }

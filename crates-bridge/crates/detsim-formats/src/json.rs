@@ -2,7 +2,7 @@
 // SHA-256 digests, deciding exactly as core/formats/canonical-json.ts does (same checks,
 // same order, same reason codes and messages). Not a general JSON library, and not serde_json,
 // whose number printing and key order are not canonical.
-use crate::error::{DetsimError, Result};
+use crate::error::{DetsimError, Reason, Result};
 use sha2::{Digest as _, Sha256};
 use std::cmp::Ordering;
 
@@ -166,7 +166,7 @@ pub fn serialize_number(n: f64) -> Result<String> {
             "-Infinity"
         };
         return Err(DetsimError::new(
-            "struct_non_finite_number",
+            Reason::StructNonFiniteNumber,
             format!("cannot serialize {shown} as JSON"),
         ));
     }
@@ -205,7 +205,7 @@ fn write(value: &Value, path: &str, out: &mut String, depth: usize) -> Result<()
     if depth > MAX_DEPTH {
         let shown: String = path.chars().take(60).collect();
         return Err(DetsimError::at(
-            "struct_invalid_json",
+            Reason::StructInvalidJson,
             format!("nesting deeper than {MAX_DEPTH} (or a cycle) at {shown}..."),
             "$",
         ));
@@ -223,7 +223,7 @@ fn write(value: &Value, path: &str, out: &mut String, depth: usize) -> Result<()
                     "-Infinity"
                 };
                 return Err(DetsimError::at(
-                    "struct_non_finite_number",
+                    Reason::StructNonFiniteNumber,
                     format!("{shown} at {path} is not a finite number"),
                     path,
                 ));
@@ -249,7 +249,7 @@ fn write(value: &Value, path: &str, out: &mut String, depth: usize) -> Result<()
                 let mut key = String::new();
                 quote_string(&w[0].0, &mut key);
                 return Err(DetsimError::at(
-                    "struct_duplicate_key",
+                    Reason::StructDuplicateKey,
                     format!("duplicate key {key} at {path}"),
                     path,
                 ));
@@ -318,7 +318,7 @@ impl<'a> Parser<'a> {
     }
 
     /// Errors name the offset in UTF-16 code units, as the TypeScript parser's do.
-    fn fail_with<T>(&self, reason: &'static str, message: impl AsRef<str>) -> Result<T> {
+    fn fail_with<T>(&self, reason: Reason, message: impl AsRef<str>) -> Result<T> {
         let offset = match self.text.get(..self.pos) {
             Some(prefix) => prefix.encode_utf16().count(),
             None => self.pos,
@@ -330,7 +330,7 @@ impl<'a> Parser<'a> {
     }
 
     fn fail<T>(&self, message: impl AsRef<str>) -> Result<T> {
-        self.fail_with("struct_invalid_json", message)
+        self.fail_with(Reason::StructInvalidJson, message)
     }
 
     fn peek(&self) -> Option<u8> {
@@ -416,7 +416,7 @@ impl<'a> Parser<'a> {
                 self.pos = key_start;
                 let mut shown = String::new();
                 quote_string(&key, &mut shown);
-                return self.fail_with("struct_duplicate_key", format!("duplicate key {shown}"));
+                return self.fail_with(Reason::StructDuplicateKey, format!("duplicate key {shown}"));
             }
             seen.insert(key.clone());
             self.skip_whitespace();
@@ -570,7 +570,7 @@ impl<'a> Parser<'a> {
         if integral && n.abs() > MAX_SAFE_INTEGER {
             self.pos = start;
             return self.fail_with(
-                "struct_unsafe_integer",
+                Reason::StructUnsafeInteger,
                 format!("integer {literal} is beyond ±(2^53−1); write counters as U64 strings"),
             );
         }
@@ -594,11 +594,11 @@ fn describe_code_unit(ch: char) -> String {
 
 /// Decode UTF-8 strictly: invalid bytes and a byte-order mark are refused.
 pub fn decode_utf8_strict(bytes: &[u8]) -> Result<&str> {
-    let text =
-        std::str::from_utf8(bytes).map_err(|_| DetsimError::new("struct_invalid_utf8", "input is not valid UTF-8"))?;
+    let text = std::str::from_utf8(bytes)
+        .map_err(|_| DetsimError::new(Reason::StructInvalidUtf8, "input is not valid UTF-8"))?;
     if text.starts_with('\u{feff}') {
         return Err(DetsimError::new(
-            "struct_invalid_json",
+            Reason::StructInvalidJson,
             "a byte-order mark is not allowed in JSON text",
         ));
     }
@@ -620,7 +620,7 @@ pub fn parse_canonical(bytes: &[u8]) -> Result<Value> {
     let value = parse_strict(bytes)?;
     if canonical_bytes(&value)? != bytes {
         return Err(DetsimError::new(
-            "struct_not_canonical",
+            Reason::StructNotCanonical,
             "JSON is not in RFC 8785 canonical form",
         ));
     }
@@ -631,7 +631,7 @@ pub fn parse_canonical(bytes: &[u8]) -> Result<Value> {
 mod tests {
     use super::*;
 
-    fn reason(text: &str) -> &'static str {
+    fn reason(text: &str) -> Reason {
         parse_strict(text.as_bytes()).unwrap_err().reason
     }
 
@@ -680,28 +680,28 @@ mod tests {
         }
         assert_eq!(
             serialize_number(f64::NAN).unwrap_err().reason,
-            "struct_non_finite_number"
+            Reason::StructNonFiniteNumber
         );
         assert_eq!(
             canonicalize(&Value::Array(vec![Value::Number(f64::INFINITY)]))
                 .unwrap_err()
                 .reason,
-            "struct_non_finite_number"
+            Reason::StructNonFiniteNumber
         );
     }
 
     #[test]
     fn refuses_what_the_typescript_parser_refuses_with_the_same_reason() {
-        assert_eq!(reason(r#"{"a":1,"a":2}"#), "struct_duplicate_key");
-        assert_eq!(reason(r#"[{"x":{"a":1,"a":2}}]"#), "struct_duplicate_key");
-        assert_eq!(reason("9007199254740992"), "struct_unsafe_integer");
-        assert_eq!(reason("-9007199254740992"), "struct_unsafe_integer");
+        assert_eq!(reason(r#"{"a":1,"a":2}"#), Reason::StructDuplicateKey);
+        assert_eq!(reason(r#"[{"x":{"a":1,"a":2}}]"#), Reason::StructDuplicateKey);
+        assert_eq!(reason("9007199254740992"), Reason::StructUnsafeInteger);
+        assert_eq!(reason("-9007199254740992"), Reason::StructUnsafeInteger);
         assert_eq!(
             parse_strict(b"9007199254740991").unwrap(),
             Value::Number(9007199254740991.0)
         );
         assert_eq!(parse_strict(b"1E30").unwrap(), Value::Number(1e30));
-        assert_eq!(reason("1e400"), "struct_invalid_json");
+        assert_eq!(reason("1e400"), Reason::StructInvalidJson);
         for bad in [
             "NaN",
             "Infinity",
@@ -726,15 +726,15 @@ mod tests {
             ".5",
             "\u{feff}1",
         ] {
-            assert_eq!(reason(bad), "struct_invalid_json", "{bad:?}");
+            assert_eq!(reason(bad), Reason::StructInvalidJson, "{bad:?}");
         }
         assert_eq!(
             parse_strict(&[0x22, 0xff, 0x22]).unwrap_err().reason,
-            "struct_invalid_utf8"
+            Reason::StructInvalidUtf8
         );
         assert_eq!(
             parse_strict(&[0x22, 0xed, 0xa0, 0x80, 0x22]).unwrap_err().reason,
-            "struct_invalid_utf8"
+            Reason::StructInvalidUtf8
         );
     }
 
@@ -770,15 +770,18 @@ mod tests {
         assert!(parse_canonical(br#"{"a":1,"b":[true,null]}"#).is_ok());
         assert_eq!(
             parse_canonical(br#"{"b":1,"a":2}"#).unwrap_err().reason,
-            "struct_not_canonical"
+            Reason::StructNotCanonical
         );
-        assert_eq!(parse_canonical(b"[1.0]").unwrap_err().reason, "struct_not_canonical");
-        assert_eq!(parse_canonical(b" 1").unwrap_err().reason, "struct_not_canonical");
+        assert_eq!(
+            parse_canonical(b"[1.0]").unwrap_err().reason,
+            Reason::StructNotCanonical
+        );
+        assert_eq!(parse_canonical(b" 1").unwrap_err().reason, Reason::StructNotCanonical);
     }
 
     #[test]
     fn writer_refuses_a_repeated_key_in_a_constructed_object() {
         let v = Value::Object(vec![("a".into(), Value::Null), ("a".into(), Value::Bool(true))]);
-        assert_eq!(canonicalize(&v).unwrap_err().reason, "struct_duplicate_key");
+        assert_eq!(canonicalize(&v).unwrap_err().reason, Reason::StructDuplicateKey);
     }
 }

@@ -1,7 +1,7 @@
 // The domain scalars of the session protocol (specs/session-protocol.md §1) as in
 // core/formats/scalars.ts: Id, U64, Digest, RationalNs, Scope, request ids and i32.
 // Readers refuse and name the field, never normalise. Not a schema library for whole messages.
-use crate::error::{DetsimError, Result};
+use crate::error::{DetsimError, Reason, Result};
 use crate::json::Value;
 use std::cmp::Ordering;
 
@@ -34,7 +34,7 @@ pub fn read_id<'a>(value: Option<&'a Value>, field: &str) -> Result<&'a str> {
     match value {
         Some(Value::String(s)) if is_id(s) => Ok(s),
         other => Err(DetsimError::at(
-            "struct_invalid_id",
+            Reason::StructInvalidId,
             format!(
                 "{field}: {} is not an Id (1-64 of a-z 0-9 . _ -, starting with a letter or digit)",
                 describe(other)
@@ -59,7 +59,7 @@ pub fn is_u64(s: &str) -> bool {
 
 pub fn u64_error(value: Option<&Value>, field: &str) -> DetsimError {
     DetsimError::at(
-        "struct_invalid_u64",
+        Reason::StructInvalidU64,
         format!(
             "{field}: {} is not a U64 (a decimal string, \"0\" or no leading zero, at most 18446744073709551615)",
             describe(value)
@@ -83,7 +83,7 @@ pub fn read_digest<'a>(value: Option<&'a Value>, field: &str) -> Result<&'a str>
     match value {
         Some(Value::String(s)) if is_digest(s) => Ok(s),
         other => Err(DetsimError::at(
-            "struct_invalid_digest",
+            Reason::StructInvalidDigest,
             format!(
                 "{field}: {} is not a SHA-256 digest (64 lowercase hex)",
                 describe(other)
@@ -97,7 +97,7 @@ pub fn read_request_id<'a>(value: Option<&'a Value>, field: &str) -> Result<&'a 
     match value {
         Some(Value::String(s)) if s.strip_prefix("req-").is_some_and(is_u64) => Ok(s),
         other => Err(DetsimError::at(
-            "struct_invalid_field",
+            Reason::StructInvalidField,
             format!("{field}: {} is not a request id req-<U64>", describe(other)),
             field,
         )),
@@ -108,7 +108,7 @@ pub fn read_i32(value: Option<&Value>, field: &str) -> Result<i32> {
     match value {
         Some(Value::Number(n)) if n.fract() == 0.0 && *n >= i32::MIN as f64 && *n <= i32::MAX as f64 => Ok(*n as i32),
         other => Err(DetsimError::at(
-            "struct_invalid_field",
+            Reason::StructInvalidField,
             format!("{field}: {} is not a signed 32-bit integer", describe(other)),
             field,
         )),
@@ -119,7 +119,7 @@ pub fn read_object<'a>(value: Option<&'a Value>, field: &str) -> Result<&'a [(St
     match value {
         Some(Value::Object(members)) => Ok(members),
         other => Err(DetsimError::at(
-            "struct_invalid_field",
+            Reason::StructInvalidField,
             format!("{field}: {} is not an object", describe(other)),
             field,
         )),
@@ -135,7 +135,7 @@ pub fn refuse_unknown_fields(members: &[(String, Value)], allowed: &[&str], fiel
             let mut shown = String::new();
             crate::json::quote_string(key, &mut shown);
             return Err(DetsimError::at(
-                "struct_unknown_field",
+                Reason::StructUnknownField,
                 format!("{field}: unknown field {shown}"),
                 format!("{field}.{key}"),
             ));
@@ -159,7 +159,7 @@ fn gcd(mut a: u128, mut b: u128) -> u128 {
 }
 
 fn overflow(message: String, field: &str) -> DetsimError {
-    DetsimError::at("struct_rational_overflow", message, field)
+    DetsimError::at(Reason::StructRationalOverflow, message, field)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -183,7 +183,7 @@ impl RationalNs {
     pub fn of(num: u128, den: u128, field: &str) -> Result<RationalNs> {
         if den == 0 {
             return Err(DetsimError::at(
-                "struct_invalid_rational",
+                Reason::StructInvalidRational,
                 format!("{field}: denominator must be positive"),
                 field,
             ));
@@ -207,14 +207,14 @@ impl RationalNs {
         let den = read_u64(member(members, "denominator"), &format!("{field}.denominator"))?;
         if den == 0 {
             return Err(DetsimError::at(
-                "struct_invalid_rational",
+                Reason::StructInvalidRational,
                 format!("{field}: denominator is 0"),
                 field,
             ));
         }
         if gcd(num as u128, den as u128) != 1 {
             return Err(DetsimError::at(
-                "struct_invalid_rational",
+                Reason::StructInvalidRational,
                 format!("{field}: {num}/{den} is not reduced (zero is 0/1)"),
                 field,
             ));
@@ -227,7 +227,7 @@ impl RationalNs {
         let r = RationalNs::read(value, field)?;
         if r.num == 0 {
             return Err(DetsimError::at(
-                "struct_invalid_rational",
+                Reason::StructInvalidRational,
                 format!("{field}: a duration must be non-zero"),
                 field,
             ));
@@ -264,7 +264,7 @@ impl RationalNs {
         let (l, r) = (a * (d / g), c * (b / g));
         if l < r {
             return Err(DetsimError::new(
-                "struct_rational_overflow",
+                Reason::StructRationalOverflow,
                 format!("difference {self} - {o} is below zero"),
             ));
         }
@@ -365,7 +365,10 @@ mod tests {
         assert!(is_digest(&"a".repeat(64)));
         assert!(!is_digest(&"A".repeat(64)) && !is_digest(&"a".repeat(63)));
         let e = read_u64(Some(&Value::Number(1.0)), "x.step").unwrap_err();
-        assert_eq!((e.reason, e.field.as_deref()), ("struct_invalid_u64", Some("x.step")));
+        assert_eq!(
+            (e.reason, e.field.as_deref()),
+            (Reason::StructInvalidU64, Some("x.step"))
+        );
         assert_eq!(
             read_id(None, "agentId").unwrap_err().message,
             "agentId: nothing is not an Id (1-64 of a-z 0-9 . _ -, starting with a letter or digit)"
@@ -382,11 +385,14 @@ mod tests {
         let v = parse_strict(br#"{"denominator":"3","numerator":"1000000"}"#).unwrap();
         assert_eq!(RationalNs::read(Some(&v), "w").unwrap(), r(1000000, 3));
         for (text, reason) in [
-            (r#"{"denominator":"4","numerator":"2"}"#, "struct_invalid_rational"),
-            (r#"{"denominator":"0","numerator":"0"}"#, "struct_invalid_rational"),
-            (r#"{"denominator":"2","numerator":"0"}"#, "struct_invalid_rational"),
-            (r#"{"denominator":"1","numerator":"0","x":"1"}"#, "struct_unknown_field"),
-            (r#"{"denominator":1,"numerator":"0"}"#, "struct_invalid_u64"),
+            (r#"{"denominator":"4","numerator":"2"}"#, Reason::StructInvalidRational),
+            (r#"{"denominator":"0","numerator":"0"}"#, Reason::StructInvalidRational),
+            (r#"{"denominator":"2","numerator":"0"}"#, Reason::StructInvalidRational),
+            (
+                r#"{"denominator":"1","numerator":"0","x":"1"}"#,
+                Reason::StructUnknownField,
+            ),
+            (r#"{"denominator":1,"numerator":"0"}"#, Reason::StructInvalidU64),
         ] {
             let v = parse_strict(text.as_bytes()).unwrap();
             assert_eq!(RationalNs::read(Some(&v), "w").unwrap_err().reason, reason, "{text}");
@@ -395,7 +401,7 @@ mod tests {
         assert!(RationalNs::read(Some(&zero), "w").unwrap().is_zero());
         assert_eq!(
             RationalNs::read_duration(Some(&zero), "w").unwrap_err().reason,
-            "struct_invalid_rational"
+            Reason::StructInvalidRational
         );
     }
 
@@ -418,16 +424,25 @@ mod tests {
         // (2^64-3)/(2^64-2) + (2^64-1)/(2^64-2) = 2: fits, though the naive cross product a*d + c*b
         // (about 2^129) would overflow u128; bigint TypeScript gets 2 as well.
         assert_eq!(r(max - 2, max - 1).add(&r(max, max - 1)).unwrap(), r(2, 1));
-        assert_eq!(r(max, 1).add(&r(1, 1)).unwrap_err().reason, "struct_rational_overflow");
+        assert_eq!(
+            r(max, 1).add(&r(1, 1)).unwrap_err().reason,
+            Reason::StructRationalOverflow
+        );
         assert_eq!(
             r(max, 2).add(&r(max, 3)).unwrap_err().reason,
-            "struct_rational_overflow"
+            Reason::StructRationalOverflow
         );
-        assert_eq!(r(1, 3).sub(&r(1, 2)).unwrap_err().reason, "struct_rational_overflow");
-        assert_eq!(r(max, 1).mul_int(2).unwrap_err().reason, "struct_rational_overflow");
+        assert_eq!(
+            r(1, 3).sub(&r(1, 2)).unwrap_err().reason,
+            Reason::StructRationalOverflow
+        );
+        assert_eq!(r(max, 1).mul_int(2).unwrap_err().reason, Reason::StructRationalOverflow);
         assert_eq!(r(1, 2).floor_div(&RationalNs::ZERO), None);
         assert!(r(1, 3) < r(1, 2) && r(2, 4) == r(1, 2));
-        assert_eq!(RationalNs::of(1, 0, "f").unwrap_err().reason, "struct_invalid_rational");
+        assert_eq!(
+            RationalNs::of(1, 0, "f").unwrap_err().reason,
+            Reason::StructInvalidRational
+        );
     }
 
     #[test]
@@ -446,7 +461,7 @@ mod tests {
         let e = Scope::read(Some(&bad), "scope").unwrap_err();
         assert_eq!(
             (e.reason, e.field.as_deref()),
-            ("struct_unknown_field", Some("scope.stepp"))
+            (Reason::StructUnknownField, Some("scope.stepp"))
         );
     }
 }

@@ -1,7 +1,7 @@
 // seed-derivation-v1 (specs/seed-derivation-v1.md), deciding as core/formats/seed.ts does:
 // one independent i32 seed per agent from a recorded master seed and a stable agent id.
 // Not an RNG: the kernel RNG is xorshift.rs.
-use crate::error::{DetsimError, Result};
+use crate::error::{DetsimError, Reason, Result};
 use crate::json::Value;
 use crate::scalars::is_u64;
 
@@ -55,7 +55,7 @@ pub fn derive_seed_with(master_seed: &str, agent_id: &str, digest: DigestFn) -> 
         }
     }
     Err(DetsimError::at(
-        "struct_seed_all_zero",
+        Reason::StructSeedAllZero,
         format!("seed derivation for {agent_id} found only zero lanes after {MAX_ROUNDS} rounds"),
         "agentId",
     ))
@@ -122,7 +122,7 @@ pub fn derive_seeds_with(master_seed: &str, agent_ids: &[&str], digest: DigestFn
         crate::scalars::check_id(id, &field)?;
         if !seen.insert(*id) {
             return Err(DetsimError::at(
-                "struct_duplicate_agent_id",
+                Reason::StructDuplicateAgentId,
                 format!("{field}: \"{id}\" is repeated; equal ids would share a seed"),
                 field,
             ));
@@ -169,7 +169,7 @@ mod tests {
             let e = derive_seed(m, "fly-a").unwrap_err();
             assert_eq!(
                 (e.reason, e.field.as_deref()),
-                ("struct_invalid_u64", Some("masterSeed")),
+                (Reason::StructInvalidU64, Some("masterSeed")),
                 "{m}"
             );
         }
@@ -207,7 +207,7 @@ mod tests {
             [0u8; 32]
         };
         let e = derive_seed_with("7", "fly-a", &mut zero).unwrap_err();
-        assert_eq!(e.reason, "struct_seed_all_zero");
+        assert_eq!(e.reason, Reason::StructSeedAllZero);
         assert!(e.message.contains("zero lanes"));
         assert_eq!(suffixes, ["", "1|", "2|", "3|"]);
     }
@@ -243,12 +243,12 @@ mod tests {
         let e = derive_seeds("0", &["fly-a", "fly-b", "fly-a"]).unwrap_err();
         assert_eq!(
             (e.reason, e.field.as_deref()),
-            ("struct_duplicate_agent_id", Some("agentIds[2]"))
+            (Reason::StructDuplicateAgentId, Some("agentIds[2]"))
         );
         let e = derive_seeds("0", &["fly-a", "Fly-B"]).unwrap_err();
         assert_eq!(
             (e.reason, e.field.as_deref()),
-            ("struct_invalid_id", Some("agentIds[1]"))
+            (Reason::StructInvalidId, Some("agentIds[1]"))
         );
     }
 }

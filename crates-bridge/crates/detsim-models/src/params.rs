@@ -1,12 +1,12 @@
 // Model parameters as the TypeScript SDK reads them (workers/sdk.ts onlyParams + intParam): one
 // optional integer field in a range, nothing else, `null` counting as absent. Shared by the
 // built-in models; not a general params schema.
-use detsim_formats::DetsimError;
 use detsim_formats::json::{Value, js_stringify};
+use detsim_formats::{DetsimError, Reason};
 
 /// A model refusing its params or payload (the TypeScript models' error reason).
 pub fn model_error(message: String) -> DetsimError {
-    DetsimError::new("struct_invalid_field", message)
+    DetsimError::new(Reason::StructInvalidField, message)
 }
 
 /// `params` may hold only `name`, an integer in [min, max]; absent or null gives `default`.

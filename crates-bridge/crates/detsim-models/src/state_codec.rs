@@ -1,7 +1,7 @@
 // Capture payload bytes exactly as workers/state-codec.ts writes them (msgpackr with records off
 // and variable map sizes, objects re-keyed in sorted order): the msgpack subset plain state uses.
 // Not a general msgpack library: no extensions, no timestamps, no records.
-use detsim_formats::DetsimError;
+use detsim_formats::{DetsimError, Reason};
 
 /// Plain state data: what a model's capture returns.
 #[derive(Debug, Clone, PartialEq)]
@@ -17,7 +17,7 @@ pub enum StateValue {
 }
 
 fn codec_error(message: impl Into<String>) -> DetsimError {
-    DetsimError::new("struct_invalid_field", message)
+    DetsimError::new(Reason::StructInvalidField, message)
 }
 
 fn write_number(n: f64, out: &mut Vec<u8>) {

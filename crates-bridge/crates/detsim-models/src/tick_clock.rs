@@ -1,7 +1,7 @@
 // The exact rational tick accumulator (reference §4.2), as workers/tick-clock.ts: per Prepare
 // acc += stepDuration; ticks = floor(acc / tick); acc -= ticks * tick. Integers over a common
 // denominator in u128; a common denominator beyond u128 is refused (TypeScript uses bigint).
-use detsim_formats::{DetsimError, RationalNs};
+use detsim_formats::{DetsimError, RationalNs, Reason};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TickClock {
@@ -22,7 +22,7 @@ fn gcd(mut a: u128, mut b: u128) -> u128 {
 
 fn overflow() -> DetsimError {
     DetsimError::new(
-        "struct_rational_overflow",
+        Reason::StructRationalOverflow,
         "tick clock: the common denominator does not fit 128 bits",
     )
 }
@@ -54,13 +54,13 @@ impl TickClock {
         };
         if clock.tick_units == 0 {
             return Err(DetsimError::new(
-                "struct_invalid_rational",
+                Reason::StructInvalidRational,
                 "tick clock: the tick duration must be non-zero",
             ));
         }
         if clock.rem_units >= clock.tick_units {
             return Err(DetsimError::new(
-                "struct_invalid_rational",
+                Reason::StructInvalidRational,
                 format!("remainder {remainder} is not below the tick {tick}"),
             ));
         }
@@ -73,11 +73,11 @@ impl TickClock {
         let ticks = acc / self.tick_units;
         self.rem_units = acc - ticks * self.tick_units;
         let ticks = u64::try_from(ticks)
-            .map_err(|_| DetsimError::new("struct_rational_overflow", "tick clock: ticks beyond U64"))?;
+            .map_err(|_| DetsimError::new(Reason::StructRationalOverflow, "tick clock: ticks beyond U64"))?;
         self.brain_ticks = self
             .brain_ticks
             .checked_add(ticks)
-            .ok_or_else(|| DetsimError::new("struct_rational_overflow", "tick clock: brainTicks beyond U64"))?;
+            .ok_or_else(|| DetsimError::new(Reason::StructRationalOverflow, "tick clock: brainTicks beyond U64"))?;
         Ok(ticks)
     }
 

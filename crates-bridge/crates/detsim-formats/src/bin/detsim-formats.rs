@@ -4,7 +4,7 @@
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
 use detsim_formats::json::{Value, canonicalize, parse_strict};
-use detsim_formats::{DetsimError, Xorshift32, check_of, decode_envelope, derive_seeds, encode_envelope};
+use detsim_formats::{DetsimError, Reason, Xorshift32, check_of, decode_envelope, derive_seeds, encode_envelope};
 use std::io::{Read, Write};
 use std::process::ExitCode;
 
@@ -30,12 +30,12 @@ fn obj(members: Vec<(&str, Value)>) -> Value {
 }
 
 fn input_error(message: impl Into<String>, field: &str) -> DetsimError {
-    DetsimError::at("struct_invalid_field", message, field)
+    DetsimError::at(Reason::StructInvalidField, message, field)
 }
 
 fn field<'a>(v: &'a Value, key: &str) -> Result<&'a Value, DetsimError> {
     v.get(key)
-        .ok_or_else(|| DetsimError::at("struct_missing_field", format!("{key} is missing"), key))
+        .ok_or_else(|| DetsimError::at(Reason::StructMissingField, format!("{key} is missing"), key))
 }
 
 fn base64_bytes(v: &Value, name: &str) -> Result<Vec<u8>, DetsimError> {
@@ -136,7 +136,7 @@ fn error_json(e: &DetsimError) -> Value {
     let check = check_of(e).map_or(Value::Null, |c| Value::Number(c as f64));
     let field = e.field.as_ref().map_or(Value::Null, |f| f.as_str().into());
     obj(vec![
-        ("reason", e.reason.into()),
+        ("reason", e.reason.as_str().into()),
         ("check", check),
         ("message", e.message.as_str().into()),
         ("field", field),

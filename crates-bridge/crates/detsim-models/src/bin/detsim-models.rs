@@ -4,7 +4,7 @@
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
 use detsim_formats::json::{Value, canonicalize, parse_strict};
-use detsim_formats::{DetsimError, RationalNs};
+use detsim_formats::{DetsimError, RationalNs, Reason};
 use detsim_models::{Lif, StateValue, TickClock, Walker, decode_state, encode_state};
 use std::io::{Read, Write};
 use std::process::ExitCode;
@@ -24,12 +24,12 @@ fn obj(members: Vec<(&str, Value)>) -> Value {
 }
 
 fn bad(message: impl Into<String>) -> DetsimError {
-    DetsimError::new("struct_invalid_field", message)
+    DetsimError::new(Reason::StructInvalidField, message)
 }
 
 fn field<'a>(v: &'a Value, key: &str) -> Result<&'a Value, DetsimError> {
     v.get(key)
-        .ok_or_else(|| DetsimError::at("struct_missing_field", format!("{key} is missing"), key))
+        .ok_or_else(|| DetsimError::at(Reason::StructMissingField, format!("{key} is missing"), key))
 }
 
 fn to_state(v: &Value) -> Result<StateValue, DetsimError> {
@@ -197,7 +197,7 @@ fn main() -> ExitCode {
             Err(e) => obj(vec![(
                 "error",
                 obj(vec![
-                    ("reason", e.reason.into()),
+                    ("reason", e.reason.as_str().into()),
                     ("message", e.message.as_str().into()),
                     ("field", e.field.as_deref().map_or(Value::Null, Value::from)),
                 ]),
