@@ -342,7 +342,10 @@ mod tests {
         assert_eq!(read_agent_id(&params(r#"{"agentId":"a-1"}"#)).unwrap(), "a-1");
     }
 
-    const STAGE: &str = r#"{"agentId":"a","checkpointId":"c","compatibilityDigest":"D","payload":{"byteLength":"3","digest":"D"FILE},"sourceScope":{"epoch":"e0","sessionId":"s1","step":"0"}}"#;
+    const STAGE: &str = concat!(
+        r#"{"agentId":"a","checkpointId":"c","compatibilityDigest":"D","payload":{"byteLength":"3","digest":"D"FILE},"#,
+        r#""sourceScope":{"epoch":"e0","sessionId":"s1","step":"0"}}"#
+    );
 
     fn stage_params(file: &str) -> Vec<(String, Value)> {
         let digest = sha256_hex(b"abc");
