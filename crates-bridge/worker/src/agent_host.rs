@@ -1,12 +1,16 @@
 // The agent side of the Rust worker, as workers/agent-host.ts: hosts agents, implements the
 // batched Agent.Initialize / Prepare / Commit with per-entry idempotency, and the agent side of
-// State.Capture / StageRestore / ActivateRestore. Not Worker.* nor the transport (runtime.rs, server.rs).
+// State.Capture / StageRestore / ActivateRestore. Not Worker.* nor the transport (runtime.rs, server.rs),
+// nor the request checks it shares (checks.rs).
+use crate::checks::{
+    AgentCompatibility, agent_compatibility_digest, check_epoch, check_step, digest_of, first_mismatch, member,
+    profile_digest, read_agent_id, read_stage_params, restore_token, session_scope, staged_payload,
+};
 use crate::models::{Brain, ModelKind};
 use crate::payload::{self, to_state};
-use crate::payload_file;
-use crate::refusal::{Outcome, Refusal, obj, quoted, s, shown};
-use detsim_formats::json::{canonical_digest, canonicalize, sha256_hex};
-use detsim_formats::scalars::{read_digest, read_i32, read_id, read_object, read_request_id, read_u64, refuse_unknown_fields};
+use crate::refusal::{ErrorCode, Mutation, Outcome, Refusal, obj, quoted, s, shown};
+use detsim_formats::json::{canonicalize, sha256_hex};
+use detsim_formats::scalars::{read_i32, read_id, read_object, read_request_id, read_u64, refuse_unknown_fields};
 use detsim_formats::{RationalNs, Scope, Value};
 use detsim_models::{StateValue, TickClock, decode_state, encode_state};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -80,7 +84,10 @@ pub struct HostReply {
 }
 
 fn reply(result: Value) -> HostReply {
-    HostReply { result, attachment: None }
+    HostReply {
+        result,
+        attachment: None,
+    }
 }
 
 /// What the host needs from the runtime (workers/host-context.ts).
@@ -101,74 +108,22 @@ fn u64s(n: u64) -> Value {
     Value::String(n.to_string())
 }
 
-fn member<'a>(members: &'a [(String, Value)], key: &str) -> Option<&'a Value> {
-    members.iter().find(|(k, _)| k == key).map(|(_, v)| v)
-}
+// ---- the batched Agent.* params -----------------------------------------------------------------
 
-// ---- checks (workers/checks.ts) ---------------------------------------------------------------
-
-pub fn require_scope(scope: &Option<Scope>, method: &str) -> Outcome<Scope> {
-    scope.clone().ok_or_else(|| Refusal::new("INVALID_ARGUMENT", format!("{method} needs a scope")))
-}
-
-pub fn check_session(scope: &Scope, session_id: &str) -> Outcome<()> {
-    if scope.session_id != session_id {
-        return Err(Refusal::new("IDENTITY_MISMATCH", format!("scope.sessionId {} is not this worker's session {}", quoted(&scope.session_id), quoted(session_id))));
-    }
-    Ok(())
-}
-
-fn check_epoch(scope: &Scope, current: &str, who: &str) -> Outcome<()> {
-    if scope.epoch != current {
-        return Err(Refusal::new("STALE_EPOCH", format!("{who}: scope.epoch {} is not the current epoch {}", quoted(&scope.epoch), quoted(current))));
-    }
-    Ok(())
-}
-
-fn check_step(scope: &Scope, boundary: u64, who: &str) -> Outcome<u64> {
-    let step = scope.step;
-    if step < boundary {
-        return Err(Refusal::new("STALE_STEP", format!("{who}: scope.step {step} is behind the boundary {boundary}")));
-    }
-    if step > boundary {
-        return Err(Refusal::new("FUTURE_STEP", format!("{who}: scope.step {step} is ahead of the boundary {boundary}")));
-    }
-    Ok(step)
-}
-
-fn restore_token(checkpoint_id: &str, scope: &Scope, payload_digest: &str, incarnation_id: &str) -> String {
-    let text = format!("detsim/restore-token-v1\n{checkpoint_id}\n{}\n{}\n{}\n{payload_digest}\n{incarnation_id}\n", scope.session_id, scope.epoch, scope.step);
-    format!("rt-{}", &sha256_hex(text.as_bytes())[..32])
-}
-
-fn compatibility_digest(agent_id: &str, profile: &str, dataset: &str, model_version: &str, plasticity: &str, seed: i32) -> String {
-    let v = obj(vec![
-        ("agentId", s(agent_id)),
-        ("profileDigest", s(profile)),
-        ("datasetDigest", s(dataset)),
-        ("modelVersion", s(model_version)),
-        ("plasticityVersion", s(plasticity)),
-        ("seed", Value::Number(seed as f64)),
-    ]);
-    canonical_digest(&v).expect("finite values")
-}
-
-fn digest_of(v: &Value) -> String {
-    canonical_digest(v).expect("parsed values are canonicalizable")
-}
-
-fn not_agent_null(v: Option<&Value>) -> Outcome<()> {
-    if matches!(v, Some(Value::Null)) {
-        return Err(Refusal::new("INVALID_ARGUMENT", "params.agentId is null but this worker hosts agents, not the environment"));
-    }
-    Ok(())
-}
-
-fn read_entries<'a>(params: &'a [(String, Value)], allowed: &[&str], method: &str) -> Outcome<Vec<&'a [(String, Value)]>> {
+fn read_entries<'a>(
+    params: &'a [(String, Value)],
+    allowed: &[&str],
+    method: &str,
+) -> Outcome<Vec<&'a [(String, Value)]>> {
     refuse_unknown_fields(params, &["agents"], "params")?;
     let list = match member(params, "agents") {
         Some(Value::Array(items)) if !items.is_empty() => items,
-        _ => return Err(Refusal::new("INVALID_ARGUMENT", format!("{method}: params.agents must be a non-empty list"))),
+        _ => {
+            return Err(Refusal::new(
+                ErrorCode::InvalidArgument,
+                format!("{method}: params.agents must be a non-empty list"),
+            ));
+        }
     };
     let mut seen = HashSet::new();
     let mut out = Vec::with_capacity(list.len());
@@ -177,7 +132,10 @@ fn read_entries<'a>(params: &'a [(String, Value)], allowed: &[&str], method: &st
         refuse_unknown_fields(e, allowed, &format!("params.agents[{i}]"))?;
         let id = read_id(member(e, "agentId"), &format!("params.agents[{i}].agentId"))?;
         if !seen.insert(id.to_string()) {
-            return Err(Refusal::new("INVALID_ARGUMENT", format!("{method}: agent {id} appears twice")));
+            return Err(Refusal::new(
+                ErrorCode::InvalidArgument,
+                format!("{method}: agent {id} appears twice"),
+            ));
         }
         out.push(e);
     }
@@ -186,7 +144,10 @@ fn read_entries<'a>(params: &'a [(String, Value)], allowed: &[&str], method: &st
 
 fn read_rewards(value: Option<&Value>, field: &str) -> Outcome<Vec<f64>> {
     let Some(Value::Array(items)) = value else {
-        return Err(Refusal::new("INVALID_ARGUMENT", format!("{field} must be a list")));
+        return Err(Refusal::new(
+            ErrorCode::InvalidArgument,
+            format!("{field} must be a list"),
+        ));
     };
     let mut out = Vec::with_capacity(items.len());
     for (i, raw) in items.iter().enumerate() {
@@ -195,7 +156,12 @@ fn read_rewards(value: Option<&Value>, field: &str) -> Outcome<Vec<f64>> {
         refuse_unknown_fields(r, &["eventId", "ruleId", "value"], &f)?;
         let value = match member(r, "value") {
             Some(Value::Number(n)) if n.is_finite() => *n,
-            _ => return Err(Refusal::new("INVALID_ARGUMENT", format!("{f}.value must be a finite number"))),
+            _ => {
+                return Err(Refusal::new(
+                    ErrorCode::InvalidArgument,
+                    format!("{f}.value must be a finite number"),
+                ));
+            }
         };
         read_id(member(r, "eventId"), &format!("{f}.eventId"))?;
         read_id(member(r, "ruleId"), &format!("{f}.ruleId"))?;
@@ -206,7 +172,10 @@ fn read_rewards(value: Option<&Value>, field: &str) -> Outcome<Vec<f64>> {
 
 /// The operation key minus the constant parts (session and worker are fixed per process).
 fn op_key(scope: &Scope, method: &str, agent_id: &str) -> String {
-    format!("{}\u{0}{}\u{0}{}\u{0}{}\u{0}{}", scope.session_id, scope.epoch, scope.step, method, agent_id)
+    format!(
+        "{}\u{0}{}\u{0}{}\u{0}{}\u{0}{}",
+        scope.session_id, scope.epoch, scope.step, method, agent_id
+    )
 }
 
 struct StepEntry {
@@ -235,7 +204,11 @@ pub struct AgentHost {
 impl AgentHost {
     pub fn state(&self) -> &'static str {
         if self.agents.is_empty() {
-            return if self.staged.is_empty() { "uninitialized" } else { "staged-restore" };
+            return if self.staged.is_empty() {
+                "uninitialized"
+            } else {
+                "staged-restore"
+            };
         }
         let mut prepared = false;
         for a in self.agents.values() {
@@ -262,25 +235,47 @@ impl AgentHost {
 
     // ---- Agent.Initialize -----------------------------------------------------------------------
 
-    pub fn initialize(&mut self, method: &str, scope: &Option<Scope>, params: &[(String, Value)], ctx: &mut Ctx) -> Outcome<HostReply> {
-        let scope = require_scope(scope, method)?;
-        check_session(&scope, ctx.session_id)?;
+    pub fn initialize(
+        &mut self,
+        method: &str,
+        scope: &Option<Scope>,
+        params: &[(String, Value)],
+        ctx: &mut Ctx,
+    ) -> Outcome<HostReply> {
+        let scope = session_scope(scope, method, ctx.session_id)?;
         if scope.step != 0 {
-            return Err(Refusal::new("INVALID_ARGUMENT", format!("Agent.Initialize: scope.step must be \"0\", not {}", quoted(&scope.step.to_string()))));
+            return Err(Refusal::new(
+                ErrorCode::InvalidArgument,
+                format!(
+                    "Agent.Initialize: scope.step must be \"0\", not {}",
+                    quoted(&scope.step.to_string())
+                ),
+            ));
         }
-        let entries = read_entries(params, &["agentId", "model", "params", "seed", "stepDuration", "observation"], method)?;
+        let entries = read_entries(
+            params,
+            &["agentId", "model", "params", "seed", "stepDuration", "observation"],
+            method,
+        )?;
         // Validate and build every agent before installing any: a refusal leaves the worker untouched.
         let mut built: Vec<Slot> = Vec::new();
         let mut results = Vec::new();
         for (i, e) in entries.iter().enumerate() {
-            let digest = digest_of(&obj(vec![("method", s(method)), ("scope", scope.to_json()), ("entry", Value::Object(e.to_vec()))]));
+            let digest = digest_of(&obj(vec![
+                ("method", s(method)),
+                ("scope", scope.to_json()),
+                ("entry", Value::Object(e.to_vec())),
+            ]));
             let agent_id = member(e, "agentId").and_then(Value::as_str).unwrap_or_default();
             if let Some(existing) = self.agents.get(agent_id) {
                 if existing.init_digest == digest && existing.tl.epoch == scope.epoch {
                     results.push(existing.init_result.clone());
                     continue;
                 }
-                return Err(Refusal::new("CONFLICT", format!("Agent.Initialize: agent {agent_id} is already initialized with a different request")));
+                return Err(Refusal::new(
+                    ErrorCode::Conflict,
+                    format!("Agent.Initialize: agent {agent_id} is already initialized with a different request"),
+                ));
             }
             let slot = self.build_agent(e, i, &scope, digest)?;
             results.push(slot.init_result.clone());
@@ -302,16 +297,27 @@ impl AgentHost {
         let agent_id = read_id(member(e, "agentId"), &format!("{field}.agentId"))?.to_string();
         let model_spec = match member(e, "model") {
             Some(Value::String(m)) if !m.is_empty() => m.clone(),
-            _ => return Err(Refusal::new("INVALID_ARGUMENT", format!("{field}.model must be a model name or module path"))),
+            _ => {
+                return Err(Refusal::new(
+                    ErrorCode::InvalidArgument,
+                    format!("{field}.model must be a model name or module path"),
+                ));
+            }
         };
         let raw_params = read_object(member(e, "params"), &format!("{field}.params"))?;
         let seed = read_i32(member(e, "seed"), &format!("{field}.seed"))?;
         let step_duration = RationalNs::read_duration(member(e, "stepDuration"), &format!("{field}.stepDuration"))?;
-        let observation = Value::Object(read_object(member(e, "observation"), &format!("{field}.observation"))?.to_vec());
+        let observation =
+            Value::Object(read_object(member(e, "observation"), &format!("{field}.observation"))?.to_vec());
         let identity = identity_for(&agent_id, &model_spec, raw_params, seed, step_duration, &field)?;
         let brain = Brain::initialize(identity.kind, &agent_id, seed, &identity.params)?;
-        let clock = TickClock::new(step_duration, identity.tick_duration, RationalNs::ZERO, 0)
-            .map_err(|e| Refusal::with_mutation("BACKEND_FAILURE", format!("agent {agent_id}: initialize failed: {}", e.message), "none"))?;
+        let clock = TickClock::new(step_duration, identity.tick_duration, RationalNs::ZERO, 0).map_err(|e| {
+            Refusal::with_mutation(
+                ErrorCode::BackendFailure,
+                format!("agent {agent_id}: initialize failed: {}", e.message),
+                Mutation::None,
+            )
+        })?;
         let init_result = obj(vec![
             ("agentId", s(&agent_id)),
             ("modelVersion", s(identity.kind.model_version())),
@@ -323,7 +329,13 @@ impl AgentHost {
         ]);
         Ok(Slot {
             id: identity,
-            tl: Timeline { brain, clock, observation, epoch: scope.epoch.clone(), committed_step: 0 },
+            tl: Timeline {
+                brain,
+                clock,
+                observation,
+                epoch: scope.epoch.clone(),
+                committed_step: 0,
+            },
             phase: Phase::Ready,
             prepared_ids: HashSet::new(),
             init_digest,
@@ -333,13 +345,27 @@ impl AgentHost {
 
     // ---- Agent.Prepare --------------------------------------------------------------------------
 
-    pub fn prepare(&mut self, method: &str, request_id: &str, scope: &Option<Scope>, params: &[(String, Value)], ctx: &mut Ctx) -> Outcome<HostReply> {
-        let scope = require_scope(scope, method)?;
-        check_session(&scope, ctx.session_id)?;
+    pub fn prepare(
+        &mut self,
+        method: &str,
+        request_id: &str,
+        scope: &Option<Scope>,
+        params: &[(String, Value)],
+        ctx: &mut Ctx,
+    ) -> Outcome<HostReply> {
+        let scope = session_scope(scope, method, ctx.session_id)?;
         let entries = read_entries(params, &["agentId"], method)?;
         let plan = self.plan_step(method, &scope, &entries, &|slot: &Slot| {
             if slot.phase != Phase::Ready {
-                return Err(Refusal::new("INVALID_PHASE", format!("agent {} is {}, not ready, at step {}", slot.id.agent_id, slot.phase.name(), scope.step)));
+                return Err(Refusal::new(
+                    ErrorCode::InvalidPhase,
+                    format!(
+                        "agent {} is {}, not ready, at step {}",
+                        slot.id.agent_id,
+                        slot.phase.name(),
+                        scope.step
+                    ),
+                ));
             }
             Ok(())
         })?;
@@ -355,11 +381,19 @@ impl AgentHost {
                 Ok(t) => t,
                 Err(e) => {
                     slot.phase = Phase::Failed;
-                    return Err(Refusal::with_mutation("BACKEND_FAILURE", format!("agent {}: prepare failed: {}", slot.id.agent_id, e.message), "unknown"));
+                    return Err(Refusal::with_mutation(
+                        ErrorCode::BackendFailure,
+                        format!("agent {}: prepare failed: {}", slot.id.agent_id, e.message),
+                        Mutation::Unknown,
+                    ));
                 }
             };
             let decision = slot.tl.brain.prepare(&slot.tl.observation, ticks);
-            let remainder = slot.tl.clock.remainder().map_err(|e| Refusal::with_mutation("BACKEND_FAILURE", e.message, "unknown"))?;
+            let remainder = slot
+                .tl
+                .clock
+                .remainder()
+                .map_err(|e| Refusal::with_mutation(ErrorCode::BackendFailure, e.message, Mutation::Unknown))?;
             let result = obj(vec![
                 ("agentId", s(&slot.id.agent_id)),
                 ("ticksAdvanced", u64s(ticks)),
@@ -369,7 +403,14 @@ impl AgentHost {
             ]);
             slot.phase = Phase::Prepared;
             slot.prepared_ids = HashSet::from([request_id.to_string()]);
-            self.cache.insert(p.key, StepEntry { step: slot.tl.committed_step, digest: p.digest, result: result.clone() });
+            self.cache.insert(
+                p.key,
+                StepEntry {
+                    step: slot.tl.committed_step,
+                    digest: p.digest,
+                    result: result.clone(),
+                },
+            );
             (ctx.progress)();
             out.push(result);
         }
@@ -378,26 +419,53 @@ impl AgentHost {
 
     // ---- Agent.Commit ---------------------------------------------------------------------------
 
-    pub fn commit(&mut self, method: &str, scope: &Option<Scope>, params: &[(String, Value)], ctx: &mut Ctx) -> Outcome<HostReply> {
-        let scope = require_scope(scope, method)?;
-        check_session(&scope, ctx.session_id)?;
-        let entries = read_entries(params, &["agentId", "preparedRequestId", "observation", "rewards"], method)?;
+    pub fn commit(
+        &mut self,
+        method: &str,
+        scope: &Option<Scope>,
+        params: &[(String, Value)],
+        ctx: &mut Ctx,
+    ) -> Outcome<HostReply> {
+        let scope = session_scope(scope, method, ctx.session_id)?;
+        let entries = read_entries(
+            params,
+            &["agentId", "preparedRequestId", "observation", "rewards"],
+            method,
+        )?;
         let mut parsed: HashMap<String, (String, Value, Vec<f64>)> = HashMap::new();
         for (i, e) in entries.iter().enumerate() {
             let f = format!("params.agents[{i}]");
             let prep = read_request_id(member(e, "preparedRequestId"), &format!("{f}.preparedRequestId"))?.to_string();
-            let observation = Value::Object(read_object(member(e, "observation"), &format!("{f}.observation"))?.to_vec());
+            let observation =
+                Value::Object(read_object(member(e, "observation"), &format!("{f}.observation"))?.to_vec());
             let rewards = read_rewards(member(e, "rewards"), &format!("{f}.rewards"))?;
-            let id = member(e, "agentId").and_then(Value::as_str).unwrap_or_default().to_string();
+            let id = member(e, "agentId")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string();
             parsed.insert(id, (prep, observation, rewards));
         }
         let plan = self.plan_step(method, &scope, &entries, &|slot: &Slot| {
             if slot.phase != Phase::Prepared {
-                return Err(Refusal::new("INVALID_PHASE", format!("agent {} is {}, not prepared, at step {}", slot.id.agent_id, slot.phase.name(), scope.step)));
+                return Err(Refusal::new(
+                    ErrorCode::InvalidPhase,
+                    format!(
+                        "agent {} is {}, not prepared, at step {}",
+                        slot.id.agent_id,
+                        slot.phase.name(),
+                        scope.step
+                    ),
+                ));
             }
             let prep = &parsed[&slot.id.agent_id].0;
             if !slot.prepared_ids.contains(prep) {
-                return Err(Refusal::new("CONFLICT", format!("agent {}: preparedRequestId {prep} is not the Prepare that prepared step {}", slot.id.agent_id, scope.step)));
+                return Err(Refusal::new(
+                    ErrorCode::Conflict,
+                    format!(
+                        "agent {}: preparedRequestId {prep} is not the Prepare that prepared step {}",
+                        slot.id.agent_id, scope.step
+                    ),
+                ));
             }
             Ok(())
         })?;
@@ -415,8 +483,18 @@ impl AgentHost {
             slot.tl.committed_step = step + 1;
             slot.phase = Phase::Ready;
             slot.prepared_ids.clear();
-            let result = obj(vec![("agentId", s(&slot.id.agent_id)), ("committedStep", u64s(step + 1))]);
-            self.cache.insert(p.key, StepEntry { step, digest: p.digest, result: result.clone() });
+            let result = obj(vec![
+                ("agentId", s(&slot.id.agent_id)),
+                ("committedStep", u64s(step + 1)),
+            ]);
+            self.cache.insert(
+                p.key,
+                StepEntry {
+                    step,
+                    digest: p.digest,
+                    result: result.clone(),
+                },
+            );
             (ctx.progress)();
             out.push(result);
         }
@@ -430,7 +508,13 @@ impl AgentHost {
     }
 
     /// Epoch, dedup (before any phase check), then step and phase checks; throws before anything mutates.
-    fn plan_step(&self, method: &str, scope: &Scope, entries: &[&[(String, Value)]], phase_check: &dyn Fn(&Slot) -> Outcome<()>) -> Outcome<Vec<PlanItem>> {
+    fn plan_step(
+        &self,
+        method: &str,
+        scope: &Scope,
+        entries: &[&[(String, Value)]],
+        phase_check: &dyn Fn(&Slot) -> Outcome<()>,
+    ) -> Outcome<Vec<PlanItem>> {
         let mut plan = Vec::with_capacity(entries.len());
         for e in entries {
             let agent_id = member(e, "agentId").and_then(Value::as_str).unwrap_or_default();
@@ -441,14 +525,30 @@ impl AgentHost {
             let digest = canonicalize(&Value::Object(e.to_vec())).expect("parsed values are canonicalizable");
             if let Some(hit) = self.cache.get(&key) {
                 if hit.digest != digest {
-                    return Err(Refusal::new("CONFLICT", format!("agent {agent_id}: {method} for step {} was already answered for a different body", scope.step)));
+                    return Err(Refusal::new(
+                        ErrorCode::Conflict,
+                        format!(
+                            "agent {agent_id}: {method} for step {} was already answered for a different body",
+                            scope.step
+                        ),
+                    ));
                 }
-                plan.push(PlanItem { agent_id: agent_id.to_string(), key, digest, cached: Some(hit.result.clone()) });
+                plan.push(PlanItem {
+                    agent_id: agent_id.to_string(),
+                    key,
+                    digest,
+                    cached: Some(hit.result.clone()),
+                });
                 continue;
             }
             check_step(scope, slot.tl.committed_step, &format!("agent {agent_id}"))?;
             phase_check(slot)?;
-            plan.push(PlanItem { agent_id: agent_id.to_string(), key, digest, cached: None });
+            plan.push(PlanItem {
+                agent_id: agent_id.to_string(),
+                key,
+                digest,
+                cached: None,
+            });
         }
         Ok(plan)
     }
@@ -456,35 +556,62 @@ impl AgentHost {
     fn slot(&self, agent_id: &str) -> Outcome<&Slot> {
         let Some(slot) = self.agents.get(agent_id) else {
             if self.agents.is_empty() {
-                return Err(Refusal::new("INVALID_PHASE", format!("agent {agent_id} is not initialized on this worker")));
+                return Err(Refusal::new(
+                    ErrorCode::InvalidPhase,
+                    format!("agent {agent_id} is not initialized on this worker"),
+                ));
             }
-            return Err(Refusal::new("INVALID_ARGUMENT", format!("agent {agent_id} is not hosted by this worker")));
+            return Err(Refusal::new(
+                ErrorCode::InvalidArgument,
+                format!("agent {agent_id} is not hosted by this worker"),
+            ));
         };
         if slot.phase == Phase::Failed {
-            return Err(Refusal::new("INVALID_PHASE", format!("agent {agent_id} failed earlier and must be restored")));
+            return Err(Refusal::new(
+                ErrorCode::InvalidPhase,
+                format!("agent {agent_id} failed earlier and must be restored"),
+            ));
         }
         Ok(slot)
     }
 
     // ---- State.Capture --------------------------------------------------------------------------
 
-    pub fn capture(&mut self, method: &str, scope: &Option<Scope>, params: &[(String, Value)], ctx: &mut Ctx) -> Outcome<HostReply> {
-        let scope = require_scope(scope, method)?;
-        check_session(&scope, ctx.session_id)?;
+    pub fn capture(
+        &mut self,
+        method: &str,
+        scope: &Option<Scope>,
+        params: &[(String, Value)],
+        ctx: &mut Ctx,
+    ) -> Outcome<HostReply> {
+        let scope = session_scope(scope, method, ctx.session_id)?;
         refuse_unknown_fields(params, &["checkpointId", "agentId"], "params")?;
         let checkpoint_id = read_id(member(params, "checkpointId"), "params.checkpointId")?.to_string();
-        not_agent_null(member(params, "agentId"))?;
-        let agent_id = read_id(member(params, "agentId"), "params.agentId")?.to_string();
+        let agent_id = read_agent_id(params)?;
         let slot = self.slot(&agent_id)?;
         check_epoch(&scope, &slot.tl.epoch, &format!("agent {agent_id}"))?;
         let boundary = check_step(&scope, slot.tl.committed_step, &format!("agent {agent_id}"))?;
         if slot.phase != Phase::Ready {
-            return Err(Refusal::new("INVALID_PHASE", format!("agent {agent_id} is {}: capture only at a committed boundary", slot.phase.name())));
+            return Err(Refusal::new(
+                ErrorCode::InvalidPhase,
+                format!(
+                    "agent {agent_id} is {}: capture only at a committed boundary",
+                    slot.phase.name()
+                ),
+            ));
         }
-        let model_state = decode_state(&slot.tl.brain.capture(&agent_id)?)
-            .map_err(|e| Refusal::new("BACKEND_FAILURE", format!("agent {agent_id}: capture state cannot be encoded: {}", e.message)))?;
+        let model_state = decode_state(&slot.tl.brain.capture(&agent_id)?).map_err(|e| {
+            Refusal::new(
+                ErrorCode::BackendFailure,
+                format!("agent {agent_id}: capture state cannot be encoded: {}", e.message),
+            )
+        })?;
         let id = &slot.id;
-        let remainder = slot.tl.clock.remainder().map_err(|e| Refusal::new("BACKEND_FAILURE", e.message))?;
+        let remainder = slot
+            .tl
+            .clock
+            .remainder()
+            .map_err(|e| Refusal::new(ErrorCode::BackendFailure, e.message))?;
         let json = |v: Value| to_state(&v);
         let payload = StateValue::Map(vec![
             ("payloadVersion".into(), StateValue::Number(PAYLOAD_VERSION)),
@@ -499,79 +626,89 @@ impl AgentHost {
             ("seed".into(), StateValue::Number(id.seed as f64)),
             ("stepDuration".into(), json(id.step_duration.to_json())),
             ("modelVersion".into(), StateValue::Str(id.kind.model_version().into())),
-            ("plasticityVersion".into(), StateValue::Str(id.kind.plasticity_version().into())),
+            (
+                "plasticityVersion".into(),
+                StateValue::Str(id.kind.plasticity_version().into()),
+            ),
             ("profileDigest".into(), StateValue::Str(id.profile_digest.clone())),
             ("datasetDigest".into(), StateValue::Str(id.dataset_digest.clone())),
             (
                 "accumulator".into(),
-                json(obj(vec![("tickDuration", id.tick_duration.to_json()), ("remainder", remainder.to_json()), ("brainTicks", u64s(slot.tl.clock.brain_ticks))])),
+                json(obj(vec![
+                    ("tickDuration", id.tick_duration.to_json()),
+                    ("remainder", remainder.to_json()),
+                    ("brainTicks", u64s(slot.tl.clock.brain_ticks)),
+                ])),
             ),
             ("observation".into(), json(slot.tl.observation.clone())),
             ("state".into(), model_state),
         ]);
-        let bytes = encode_state(&payload).map_err(|e| Refusal::new("BACKEND_FAILURE", format!("agent {agent_id}: capture state cannot be encoded: {}", e.message)))?;
+        let bytes = encode_state(&payload).map_err(|e| {
+            Refusal::new(
+                ErrorCode::BackendFailure,
+                format!("agent {agent_id}: capture state cannot be encoded: {}", e.message),
+            )
+        })?;
         // Hash exactly the bytes that travel; never re-encode to verify.
         let result = obj(vec![
             ("checkpointId", s(&checkpoint_id)),
             ("agentId", s(&agent_id)),
             ("boundary", u64s(boundary)),
             ("compatibilityDigest", s(&id.compatibility_digest)),
-            ("payload", obj(vec![("digest", s(&sha256_hex(&bytes))), ("byteLength", u64s(bytes.len() as u64))])),
+            (
+                "payload",
+                obj(vec![
+                    ("digest", s(&sha256_hex(&bytes))),
+                    ("byteLength", u64s(bytes.len() as u64)),
+                ]),
+            ),
         ]);
-        Ok(HostReply { result, attachment: Some(bytes) })
+        Ok(HostReply {
+            result,
+            attachment: Some(bytes),
+        })
     }
 
     // ---- State.StageRestore ---------------------------------------------------------------------
 
-    pub fn stage_restore(&mut self, method: &str, scope: &Option<Scope>, params: &[(String, Value)], attachment: Option<&[u8]>, ctx: &mut Ctx) -> Outcome<HostReply> {
-        let scope = require_scope(scope, method)?;
-        check_session(&scope, ctx.session_id)?;
-        refuse_unknown_fields(params, &["checkpointId", "agentId", "sourceScope", "compatibilityDigest", "payload"], "params")?;
-        let checkpoint_id = read_id(member(params, "checkpointId"), "params.checkpointId")?.to_string();
-        not_agent_null(member(params, "agentId"))?;
-        let agent_id = read_id(member(params, "agentId"), "params.agentId")?.to_string();
-        let source_scope = Scope::read(member(params, "sourceScope"), "params.sourceScope")?;
-        let compat = read_digest(member(params, "compatibilityDigest"), "params.compatibilityDigest")?.to_string();
-        let p = read_object(member(params, "payload"), "params.payload")?;
-        refuse_unknown_fields(p, &["digest", "byteLength", "file"], "params.payload")?;
-        let ref_digest = read_digest(member(p, "digest"), "params.payload.digest")?.to_string();
-        let ref_length = read_u64(member(p, "byteLength"), "params.payload.byteLength")?;
-        let file = match member(p, "file") {
-            None => None,
-            Some(f) => Some(read_payload_file(f)?),
-        };
-        if source_scope.session_id != scope.session_id {
-            return Err(Refusal::new("IDENTITY_MISMATCH", format!("params.sourceScope.sessionId {} is not this session {}", source_scope.session_id, scope.session_id)));
-        }
-        if source_scope.step != scope.step {
-            return Err(Refusal::new("INVALID_ARGUMENT", format!("scope.step {} must equal params.sourceScope.step {}", scope.step, source_scope.step)));
-        }
+    pub fn stage_restore(
+        &mut self,
+        method: &str,
+        scope: &Option<Scope>,
+        params: &[(String, Value)],
+        attachment: Option<&[u8]>,
+        ctx: &mut Ctx,
+    ) -> Outcome<HostReply> {
+        let scope = session_scope(scope, method, ctx.session_id)?;
+        let staged = read_stage_params(params, &scope)?;
+        let agent_id = staged.agent_id.clone();
+        let checkpoint_id = staged.checkpoint_id.clone();
         let live = self.agents.get(&agent_id);
         if let Some(live) = live {
             if live.phase == Phase::Prepared {
-                return Err(Refusal::new("INVALID_PHASE", format!("agent {agent_id} is prepared: restore only from ready or uninitialized")));
+                return Err(Refusal::new(
+                    ErrorCode::InvalidPhase,
+                    format!("agent {agent_id} is prepared: restore only from ready or uninitialized"),
+                ));
             }
             if scope.epoch == live.tl.epoch {
-                return Err(Refusal::new("STALE_EPOCH", format!("agent {agent_id}: the restore epoch {} must be new (it is the current epoch)", scope.epoch)));
+                return Err(Refusal::new(
+                    ErrorCode::StaleEpoch,
+                    format!(
+                        "agent {agent_id}: the restore epoch {} must be new (it is the current epoch)",
+                        scope.epoch
+                    ),
+                ));
             }
         }
         if self.staged.contains_key(&agent_id) {
-            return Err(Refusal::new("CONFLICT", format!("agent {agent_id} already has a staged restore")));
+            return Err(Refusal::new(
+                ErrorCode::Conflict,
+                format!("agent {agent_id} already has a staged restore"),
+            ));
         }
-        let from_file;
-        let payload_name = format!("agent-{agent_id}");
-        let bytes = match &file {
-            None => check_attachment(attachment, &ref_digest, ref_length, &payload_name)?,
-            Some((path, offset)) => {
-                if attachment.is_some() {
-                    return Err(Refusal::new("INVALID_ARGUMENT", "StageRestore carries both an attachment and params.payload.file: send one"));
-                }
-                from_file = payload_file::read_store_range(ctx.store_dir, path, *offset, ref_length)?;
-                check_digest(&from_file, &ref_digest, &payload_name)?;
-                &from_file[..]
-            }
-        };
-        let payload = read_payload(bytes, &agent_id, &checkpoint_id, &source_scope)?;
+        let bytes = staged_payload(attachment, &staged, ctx.store_dir)?;
+        let payload = read_payload(&bytes, &agent_id, &checkpoint_id, &staged.source_scope)?;
         let seed = match payload::get(&payload, "seed") {
             Some(StateValue::Number(n)) => *n as i32,
             _ => unreachable!("read_payload checked the seed"),
@@ -581,7 +718,8 @@ impl AgentHost {
         let identity = match live {
             Some(live) => {
                 let mut id = live.id.clone();
-                id.compatibility_digest = compatibility_digest(&agent_id, &id.profile_digest, &id.dataset_digest, id.kind.model_version(), id.kind.plasticity_version(), seed);
+                id.compatibility_digest =
+                    compatibility_of(&agent_id, &id.profile_digest, &id.dataset_digest, id.kind, seed);
                 id.seed = seed;
                 id
             }
@@ -590,10 +728,19 @@ impl AgentHost {
                     Some(StateValue::Str(m)) => m.clone(),
                     _ => unreachable!("read_payload checked the model"),
                 };
-                let params = payload::get(&payload, "params").and_then(payload::to_json).unwrap_or(Value::Object(vec![]));
+                let params = payload::get(&payload, "params")
+                    .and_then(payload::to_json)
+                    .unwrap_or(Value::Object(vec![]));
                 let step_duration = payload::get(&payload, "stepDuration").and_then(payload::to_json);
                 let step_duration = RationalNs::read(step_duration.as_ref(), "payload.stepDuration")?;
-                let mut id = identity_for(&agent_id, &model, params.as_object().unwrap_or(&[]), seed, step_duration, "payload")?;
+                let mut id = identity_for(
+                    &agent_id,
+                    &model,
+                    params.as_object().unwrap_or(&[]),
+                    seed,
+                    step_duration,
+                    "payload",
+                )?;
                 if let Some(StateValue::Bool(strict)) = payload::get(&payload, "strict") {
                     id.strict = *strict;
                 }
@@ -601,70 +748,128 @@ impl AgentHost {
             }
         };
         let live_fields = [
-            ("modelVersion", Value::String(identity.kind.model_version().into())),
-            ("plasticityVersion", Value::String(identity.kind.plasticity_version().into())),
-            ("datasetDigest", Value::String(identity.dataset_digest.clone())),
-            ("profileDigest", Value::String(identity.profile_digest.clone())),
+            ("modelVersion", s(identity.kind.model_version())),
+            ("plasticityVersion", s(identity.kind.plasticity_version())),
+            ("datasetDigest", s(&identity.dataset_digest)),
+            ("profileDigest", s(&identity.profile_digest)),
         ];
-        for (f, mine) in &live_fields {
-            let recorded = payload::get(&payload, f).and_then(payload::to_json);
-            let recorded_digest = digest_of(recorded.as_ref().unwrap_or(&Value::Null));
-            if recorded_digest != digest_of(mine) {
-                return Err(Refusal::new("INCOMPATIBLE_STATE", format!("agent {agent_id}: {f}: payload has {}, this worker has {}", shown(recorded.as_ref()), shown(Some(mine)))));
-            }
-        }
-        if identity.compatibility_digest != compat {
+        let recorded = |field: &str| payload::get(&payload, field).and_then(payload::to_json);
+        if let Some(mismatch) = first_mismatch(recorded, &live_fields) {
             return Err(Refusal::new(
-                "INCOMPATIBLE_STATE",
-                format!("agent {agent_id}: compatibilityDigest {compat} differs from the recomputed {} (seed {})", identity.compatibility_digest, identity.seed),
+                ErrorCode::IncompatibleState,
+                format!("agent {agent_id}: {mismatch}"),
+            ));
+        }
+        let compat = &staged.compatibility_digest;
+        if identity.compatibility_digest != *compat {
+            return Err(Refusal::new(
+                ErrorCode::IncompatibleState,
+                format!(
+                    "agent {agent_id}: compatibilityDigest {compat} differs from the recomputed {} (seed {})",
+                    identity.compatibility_digest, identity.seed
+                ),
             ));
         }
         let timeline = timeline_from(&payload, &identity, &scope)?;
-        let token = restore_token(&checkpoint_id, &scope, &ref_digest, ctx.incarnation_id);
-        self.staged.insert(agent_id.clone(), Staged { token: token.clone(), checkpoint_id: checkpoint_id.clone(), scope, identity, timeline });
-        Ok(reply(obj(vec![("checkpointId", s(&checkpoint_id)), ("agentId", s(&agent_id)), ("restoreToken", s(&token))])))
+        let token = restore_token(&checkpoint_id, &scope, &staged.payload_digest, ctx.incarnation_id);
+        self.staged.insert(
+            agent_id.clone(),
+            Staged {
+                token: token.clone(),
+                checkpoint_id: checkpoint_id.clone(),
+                scope,
+                identity,
+                timeline,
+            },
+        );
+        Ok(reply(obj(vec![
+            ("checkpointId", s(&checkpoint_id)),
+            ("agentId", s(&agent_id)),
+            ("restoreToken", s(&token)),
+        ])))
     }
 
     // ---- State.ActivateRestore ------------------------------------------------------------------
 
-    pub fn activate_restore(&mut self, method: &str, scope: &Option<Scope>, params: &[(String, Value)], ctx: &mut Ctx) -> Outcome<HostReply> {
-        let scope = require_scope(scope, method)?;
-        check_session(&scope, ctx.session_id)?;
+    pub fn activate_restore(
+        &mut self,
+        method: &str,
+        scope: &Option<Scope>,
+        params: &[(String, Value)],
+        ctx: &mut Ctx,
+    ) -> Outcome<HostReply> {
+        let scope = session_scope(scope, method, ctx.session_id)?;
         refuse_unknown_fields(params, &["restoreToken", "agentId"], "params")?;
         let token = read_id(member(params, "restoreToken"), "params.restoreToken")?.to_string();
-        not_agent_null(member(params, "agentId"))?;
-        let agent_id = read_id(member(params, "agentId"), "params.agentId")?.to_string();
+        let agent_id = read_agent_id(params)?;
         if self.used_tokens.contains(&token) {
-            return Err(Refusal::new("CONFLICT", format!("agent {agent_id}: restore token {token} was already activated")));
+            return Err(Refusal::new(
+                ErrorCode::Conflict,
+                format!("agent {agent_id}: restore token {token} was already activated"),
+            ));
         }
         let Some(staged) = self.staged.get(&agent_id) else {
-            return Err(Refusal::new("INVALID_PHASE", format!("agent {agent_id}: nothing is staged to activate")));
+            return Err(Refusal::new(
+                ErrorCode::InvalidPhase,
+                format!("agent {agent_id}: nothing is staged to activate"),
+            ));
         };
         if staged.token != token {
-            return Err(Refusal::new("IDENTITY_MISMATCH", format!("agent {agent_id}: restore token {token} is not the staged one (the staged restore is kept)")));
+            return Err(Refusal::new(
+                ErrorCode::IdentityMismatch,
+                format!("agent {agent_id}: restore token {token} is not the staged one (the staged restore is kept)"),
+            ));
         }
         if staged.scope.epoch != scope.epoch || staged.scope.step != scope.step {
             return Err(Refusal::new(
-                "IDENTITY_MISMATCH",
-                format!("agent {agent_id}: scope {}/{} differs from the staged {}/{}", scope.epoch, scope.step, staged.scope.epoch, staged.scope.step),
+                ErrorCode::IdentityMismatch,
+                format!(
+                    "agent {agent_id}: scope {}/{} differs from the staged {}/{}",
+                    scope.epoch, scope.step, staged.scope.epoch, staged.scope.step
+                ),
             ));
         }
         let staged = self.staged.remove(&agent_id).expect("checked above");
         let old = self.agents.remove(&agent_id);
-        let (init_digest, init_result) = old.map(|o| (o.init_digest, o.init_result)).unwrap_or_else(|| (String::new(), Value::Object(vec![])));
-        self.agents.insert(agent_id.clone(), Slot { id: staged.identity, tl: staged.timeline, phase: Phase::Ready, prepared_ids: HashSet::new(), init_digest, init_result });
+        let (init_digest, init_result) = old
+            .map(|o| (o.init_digest, o.init_result))
+            .unwrap_or_else(|| (String::new(), Value::Object(vec![])));
+        self.agents.insert(
+            agent_id.clone(),
+            Slot {
+                id: staged.identity,
+                tl: staged.timeline,
+                phase: Phase::Ready,
+                prepared_ids: HashSet::new(),
+                init_digest,
+                init_result,
+            },
+        );
         self.used_tokens.insert(token);
         let suffix = format!("\u{0}{agent_id}");
         self.cache.retain(|k, _| !k.ends_with(&suffix));
         self.current_epoch = Some(scope.epoch.clone());
         (ctx.progress)();
-        Ok(reply(obj(vec![("checkpointId", s(&staged.checkpoint_id)), ("agentId", s(&agent_id)), ("committedStep", u64s(scope.step)), ("observation", Value::Null)])))
+        Ok(reply(obj(vec![
+            ("checkpointId", s(&staged.checkpoint_id)),
+            ("agentId", s(&agent_id)),
+            ("committedStep", u64s(scope.step)),
+            ("observation", Value::Null),
+        ])))
     }
 }
 
 /// Resolve the model and everything the profile and compatibility digests cover.
-fn identity_for(agent_id: &str, model_spec: &str, raw_params: &[(String, Value)], seed: i32, step_duration: RationalNs, field: &str) -> Outcome<Identity> {
-    let kind = ModelKind::resolve(model_spec).map_err(|m| Refusal::new("INVALID_ARGUMENT", format!("{field}.model: {m}")))?;
+fn identity_for(
+    agent_id: &str,
+    model_spec: &str,
+    raw_params: &[(String, Value)],
+    seed: i32,
+    step_duration: RationalNs,
+    field: &str,
+) -> Outcome<Identity> {
+    let kind = ModelKind::resolve(model_spec)
+        .map_err(|m| Refusal::new(ErrorCode::InvalidArgument, format!("{field}.model: {m}")))?;
     // The runtime's own `strict` flag is split off the model's params (built-ins default to strict).
     let mut strict = true;
     let mut params = Vec::with_capacity(raw_params.len());
@@ -672,17 +877,24 @@ fn identity_for(agent_id: &str, model_spec: &str, raw_params: &[(String, Value)]
         if k == "strict" {
             match v {
                 Value::Bool(b) => strict = *b,
-                _ => return Err(Refusal::new("INVALID_ARGUMENT", format!("{field}.params.strict must be true or false"))),
+                _ => {
+                    return Err(Refusal::new(
+                        ErrorCode::InvalidArgument,
+                        format!("{field}.params.strict must be true or false"),
+                    ));
+                }
             }
         } else {
             params.push((k.clone(), v.clone()));
         }
     }
-    let params = kind.resolve_params(&Value::Object(params)).map_err(|m| Refusal::new("INVALID_ARGUMENT", format!("{field}.{m}")))?;
+    let params = kind
+        .resolve_params(&Value::Object(params))
+        .map_err(|m| Refusal::new(ErrorCode::InvalidArgument, format!("{field}.{m}")))?;
     let tick_duration = kind.tick_duration();
     let dataset_digest = no_dataset_digest();
-    let profile = digest_of(&obj(vec![("model", s(model_spec)), ("modelVersion", s(kind.model_version())), ("params", params.clone())]));
-    let compat = compatibility_digest(agent_id, &profile, &dataset_digest, kind.model_version(), kind.plasticity_version(), seed);
+    let profile = profile_digest(model_spec, kind.model_version(), &params);
+    let compat = compatibility_of(agent_id, &profile, &dataset_digest, kind, seed);
     Ok(Identity {
         agent_id: agent_id.to_string(),
         model_spec: model_spec.to_string(),
@@ -698,60 +910,94 @@ fn identity_for(agent_id: &str, model_spec: &str, raw_params: &[(String, Value)]
     })
 }
 
-/// payload-file-v1: `{path: absolute, offset: U64}`, a range of a checkpoint file on this machine.
-fn read_payload_file(value: &Value) -> Outcome<(String, u64)> {
-    let f = read_object(Some(value), "params.payload.file")?;
-    refuse_unknown_fields(f, &["path", "offset"], "params.payload.file")?;
-    let path = match member(f, "path") {
-        Some(Value::String(p)) if std::path::Path::new(p).is_absolute() => p.clone(),
-        other => return Err(Refusal::new("INVALID_ARGUMENT", format!("params.payload.file.path {} is not an absolute path", other.map_or("null".to_string(), |v| shown(Some(v)))))),
-    };
-    let offset = read_u64(member(f, "offset"), "params.payload.file.offset")?;
-    Ok((path, offset))
+fn compatibility_of(agent_id: &str, profile_digest: &str, dataset_digest: &str, kind: ModelKind, seed: i32) -> String {
+    agent_compatibility_digest(&AgentCompatibility {
+        agent_id,
+        profile_digest,
+        dataset_digest,
+        model_version: kind.model_version(),
+        plasticity_version: kind.plasticity_version(),
+        seed,
+    })
 }
 
-/// The staged payload must be exactly the referenced bytes: length first, then digest.
-fn check_attachment<'a>(attachment: Option<&'a [u8]>, digest: &str, length: u64, payload_name: &str) -> Outcome<&'a [u8]> {
-    let Some(bytes) = attachment else {
-        return Err(Refusal::new("BUFFER_INVALID", "StageRestore carries no payload attachment"));
-    };
-    if bytes.len() as u64 != length {
-        return Err(Refusal::new("BUFFER_INVALID", format!("payload attachment is {} bytes; payload.byteLength says {length}", bytes.len())));
-    }
-    check_digest(bytes, digest, payload_name)?;
-    Ok(bytes)
-}
-
-/// Never echo the digest of what was read: with payload-file-v1 that would be an oracle on a file's bytes.
-fn check_digest(bytes: &[u8], digest: &str, payload_name: &str) -> Outcome<()> {
-    if sha256_hex(bytes) != digest {
-        return Err(Refusal::new("BUFFER_INVALID", format!("params.payload.digest: the payload digest check failed for payload {payload_name}")));
-    }
-    Ok(())
-}
-
-fn read_payload(bytes: &[u8], agent_id: &str, checkpoint_id: &str, source_scope: &Scope) -> Outcome<Vec<(String, StateValue)>> {
-    let incompatible = |m: String| Refusal::new("INCOMPATIBLE_STATE", format!("agent {agent_id}: {m}"));
+fn read_payload(
+    bytes: &[u8],
+    agent_id: &str,
+    checkpoint_id: &str,
+    source_scope: &Scope,
+) -> Outcome<Vec<(String, StateValue)>> {
+    let incompatible = |m: String| Refusal::new(ErrorCode::IncompatibleState, format!("agent {agent_id}: {m}"));
     let payload = match decode_state(bytes) {
         Ok(StateValue::Map(m)) => m,
-        Ok(_) => return Err(incompatible("payload is not a state payload: payload: not an object".into())),
+        Ok(_) => {
+            return Err(incompatible(
+                "payload is not a state payload: payload: not an object".into(),
+            ));
+        }
         Err(e) => return Err(incompatible(format!("payload is not a state payload: {}", e.message))),
     };
     let get = |k: &str| payload::get(&payload, k);
-    let expect = |field: &str, ok: bool, what: String| if ok { Ok(()) } else { Err(incompatible(format!("payload {field} {what}"))) };
+    let expect = |field: &str, ok: bool, what: String| {
+        if ok {
+            Ok(())
+        } else {
+            Err(incompatible(format!("payload {field} {what}")))
+        }
+    };
     let js = |k: &str| shown(get(k).and_then(payload::to_json).as_ref());
-    expect("payloadVersion", matches!(get("payloadVersion"), Some(StateValue::Number(n)) if *n == PAYLOAD_VERSION), "must be 1".into())?;
-    expect("kind", matches!(get("kind"), Some(StateValue::Str(k)) if k == "agent"), "must be \"agent\"".into())?;
-    expect("agentId", matches!(get("agentId"), Some(StateValue::Str(k)) if k == agent_id), format!("is {}, not {agent_id}", js("agentId")))?;
-    expect("checkpointId", matches!(get("checkpointId"), Some(StateValue::Str(k)) if k == checkpoint_id), format!("is {}, not {checkpoint_id}", js("checkpointId")))?;
+    expect(
+        "payloadVersion",
+        matches!(get("payloadVersion"), Some(StateValue::Number(n)) if *n == PAYLOAD_VERSION),
+        "must be 1".into(),
+    )?;
+    expect(
+        "kind",
+        matches!(get("kind"), Some(StateValue::Str(k)) if k == "agent"),
+        "must be \"agent\"".into(),
+    )?;
+    expect(
+        "agentId",
+        matches!(get("agentId"), Some(StateValue::Str(k)) if k == agent_id),
+        format!("is {}, not {agent_id}", js("agentId")),
+    )?;
+    expect(
+        "checkpointId",
+        matches!(get("checkpointId"), Some(StateValue::Str(k)) if k == checkpoint_id),
+        format!("is {}, not {checkpoint_id}", js("checkpointId")),
+    )?;
     let recorded_scope = get("sourceScope").and_then(payload::to_json).unwrap_or(Value::Null);
-    expect("sourceScope", digest_of(&recorded_scope) == digest_of(&source_scope.to_json()), "differs from params.sourceScope".into())?;
+    expect(
+        "sourceScope",
+        digest_of(&recorded_scope) == digest_of(&source_scope.to_json()),
+        "differs from params.sourceScope".into(),
+    )?;
     let step = source_scope.step.to_string();
-    expect("committedStep", matches!(get("committedStep"), Some(StateValue::Str(k)) if *k == step), format!("is {}, not {step}", js("committedStep")))?;
-    expect("model", matches!(get("model"), Some(StateValue::Str(_))), "must be a string".into())?;
-    expect("params", matches!(get("params"), Some(StateValue::Map(_))), "must be an object".into())?;
-    expect("observation", matches!(get("observation"), Some(StateValue::Map(_))), "must be an object".into())?;
-    expect("strict", matches!(get("strict"), Some(StateValue::Bool(_))), "must be a boolean".into())?;
+    expect(
+        "committedStep",
+        matches!(get("committedStep"), Some(StateValue::Str(k)) if *k == step),
+        format!("is {}, not {step}", js("committedStep")),
+    )?;
+    expect(
+        "model",
+        matches!(get("model"), Some(StateValue::Str(_))),
+        "must be a string".into(),
+    )?;
+    expect(
+        "params",
+        matches!(get("params"), Some(StateValue::Map(_))),
+        "must be an object".into(),
+    )?;
+    expect(
+        "observation",
+        matches!(get("observation"), Some(StateValue::Map(_))),
+        "must be an object".into(),
+    )?;
+    expect(
+        "strict",
+        matches!(get("strict"), Some(StateValue::Bool(_))),
+        "must be a boolean".into(),
+    )?;
     let seed = get("seed").and_then(payload::to_json);
     read_i32(seed.as_ref(), "payload.seed").map_err(|e| incompatible(e.message))?;
     Ok(payload)
@@ -760,27 +1006,49 @@ fn read_payload(bytes: &[u8], agent_id: &str, checkpoint_id: &str, source_scope:
 /// Rebuild the timeline from a payload into new objects (the live agent is untouched until activation).
 fn timeline_from(payload: &[(String, StateValue)], identity: &Identity, scope: &Scope) -> Outcome<Timeline> {
     let agent_id = &identity.agent_id;
-    let incompatible = |m: String| Refusal::new("INCOMPATIBLE_STATE", format!("agent {agent_id}: {m}"));
+    let incompatible = |m: String| Refusal::new(ErrorCode::IncompatibleState, format!("agent {agent_id}: {m}"));
     let clock = (|| -> Result<TickClock, String> {
         let acc = payload::get(payload, "accumulator").and_then(payload::to_json);
         let acc = read_object(acc.as_ref(), "payload.accumulator").map_err(|e| e.message)?;
-        let tick = RationalNs::read_duration(member(acc, "tickDuration"), "payload.accumulator.tickDuration").map_err(|e| e.message)?;
+        let tick = RationalNs::read_duration(member(acc, "tickDuration"), "payload.accumulator.tickDuration")
+            .map_err(|e| e.message)?;
         if tick != identity.tick_duration {
-            return Err(format!("payload tickDuration {tick} differs from the model's {}", identity.tick_duration));
+            return Err(format!(
+                "payload tickDuration {tick} differs from the model's {}",
+                identity.tick_duration
+            ));
         }
         let sd = payload::get(payload, "stepDuration").and_then(payload::to_json);
         let step = RationalNs::read_duration(sd.as_ref(), "payload.stepDuration").map_err(|e| e.message)?;
         if step != identity.step_duration {
-            return Err(format!("payload stepDuration {step} differs from this agent's {}", identity.step_duration));
+            return Err(format!(
+                "payload stepDuration {step} differs from this agent's {}",
+                identity.step_duration
+            ));
         }
-        let remainder = RationalNs::read(member(acc, "remainder"), "payload.accumulator.remainder").map_err(|e| e.message)?;
-        let brain_ticks = read_u64(member(acc, "brainTicks"), "payload.accumulator.brainTicks").map_err(|e| e.message)?;
+        let remainder =
+            RationalNs::read(member(acc, "remainder"), "payload.accumulator.remainder").map_err(|e| e.message)?;
+        let brain_ticks =
+            read_u64(member(acc, "brainTicks"), "payload.accumulator.brainTicks").map_err(|e| e.message)?;
         TickClock::new(step, tick, remainder, brain_ticks).map_err(|e| e.message)
     })()
     .map_err(incompatible)?;
-    let observation = payload::get(payload, "observation").and_then(payload::to_json).ok_or_else(|| incompatible("payload observation must be an object".into()))?;
+    let observation = payload::get(payload, "observation")
+        .and_then(payload::to_json)
+        .ok_or_else(|| incompatible("payload observation must be an object".into()))?;
     let state = payload::get(payload, "state").cloned().unwrap_or(StateValue::Nil);
-    let state_bytes = encode_state(&state).map_err(|e| Refusal::new("BACKEND_FAILURE", format!("agent {agent_id}: restore failed: {}", e.message)))?;
+    let state_bytes = encode_state(&state).map_err(|e| {
+        Refusal::new(
+            ErrorCode::BackendFailure,
+            format!("agent {agent_id}: restore failed: {}", e.message),
+        )
+    })?;
     let brain = Brain::restore(identity.kind, agent_id, &state_bytes, &identity.params)?;
-    Ok(Timeline { brain, clock, observation, epoch: scope.epoch.clone(), committed_step: scope.step })
+    Ok(Timeline {
+        brain,
+        clock,
+        observation,
+        epoch: scope.epoch.clone(),
+        committed_step: scope.step,
+    })
 }

@@ -2,6 +2,7 @@
 // --worker-id <Id> [--session <Id>] [--store-dir <abs path>]`), the same flags and ready line as workers/main.ts, hosting
 // the walker and lif models over proto/detsim/v1. Process concerns only; semantics are runtime.rs.
 mod agent_host;
+mod checks;
 mod cli;
 mod models;
 mod payload;
@@ -38,7 +39,12 @@ fn remove_socket(address: &Address) {
 
 /// Orphan guard: leave when stdin (a pipe from the launcher) closes or the parent pid changes.
 fn watch_parent(address: Address) {
-    let stdin_is_pipe = std::fs::metadata("/proc/self/fd/0").map(|m| std::os::unix::fs::FileTypeExt::is_fifo(&m.file_type()) || std::os::unix::fs::FileTypeExt::is_socket(&m.file_type())).unwrap_or(false);
+    let stdin_is_pipe = std::fs::metadata("/proc/self/fd/0")
+        .map(|m| {
+            std::os::unix::fs::FileTypeExt::is_fifo(&m.file_type())
+                || std::os::unix::fs::FileTypeExt::is_socket(&m.file_type())
+        })
+        .unwrap_or(false);
     if stdin_is_pipe {
         let a = address.clone();
         std::thread::spawn(move || {
@@ -74,7 +80,10 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
     if let Err(e) = rt.block_on(serve(options)) {
         eprintln!("detsim worker: cannot start: {e}");
         std::process::exit(1);
@@ -83,17 +92,30 @@ fn main() {
 }
 
 async fn serve(options: Options) -> Result<(), Box<dyn std::error::Error>> {
-    let mut runtime = WorkerRuntime::new(options.worker_id.clone(), options.session.clone(), incarnation_id(), options.max_message_bytes);
+    let mut runtime = WorkerRuntime::new(
+        options.worker_id.clone(),
+        options.session.clone(),
+        incarnation_id(),
+        options.max_message_bytes,
+    );
     runtime.store_dir = options.store_dir.clone();
     let stop = Arc::new(Notify::new());
-    let service = WorkerService { runtime: Arc::new(Mutex::new(runtime)), stop: stop.clone(), worker_id: options.worker_id.clone() };
+    let service = WorkerService {
+        runtime: Arc::new(Mutex::new(runtime)),
+        stop: stop.clone(),
+        worker_id: options.worker_id.clone(),
+    };
     let max = options.max_message_bytes as usize;
-    let svc = pb::worker_server::WorkerServer::new(service).max_decoding_message_size(max).max_encoding_message_size(max);
+    let svc = pb::worker_server::WorkerServer::new(service)
+        .max_decoding_message_size(max)
+        .max_encoding_message_size(max);
     let shutdown = {
         let stop = stop.clone();
         async move {
-            let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
-            let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).expect("SIGINT handler");
+            let mut term =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+            let mut int =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).expect("SIGINT handler");
             tokio::select! {
                 _ = stop.notified() => {}
                 _ = term.recv() => {}
@@ -109,31 +131,44 @@ async fn serve(options: Options) -> Result<(), Box<dyn std::error::Error>> {
     let address = options.listen.clone();
     let server = tonic::transport::Server::builder();
     let announce = |listen: String| {
-        let line = format!("{{\"ready\":true,\"listen\":{},\"pid\":{}}}\n", refusal::quoted(&listen), std::process::id());
+        let line = format!(
+            "{{\"ready\":true,\"listen\":{},\"pid\":{}}}\n",
+            refusal::quoted(&listen),
+            std::process::id()
+        );
         let mut out = std::io::stdout().lock();
         let _ = out.write_all(line.as_bytes());
         let _ = out.flush();
     };
-    let serving: std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), tonic::transport::Error>>>> = match &address {
-        Address::Unix(path) => {
-            cli::remove_stale_socket(path);
-            let listener = tokio::net::UnixListener::bind(path)?;
-            if options.parent_watch {
-                watch_parent(address.clone());
+    let serving: std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), tonic::transport::Error>>>> =
+        match &address {
+            Address::Unix(path) => {
+                cli::remove_stale_socket(path);
+                let listener = tokio::net::UnixListener::bind(path)?;
+                if options.parent_watch {
+                    watch_parent(address.clone());
+                }
+                announce(format!("unix:{path}"));
+                Box::pin(server.serve_with_incoming_shutdown(
+                    svc,
+                    tokio_stream::wrappers::UnixListenerStream::new(listener),
+                    signal,
+                ))
             }
-            announce(format!("unix:{path}"));
-            Box::pin(server.serve_with_incoming_shutdown(svc, tokio_stream::wrappers::UnixListenerStream::new(listener), signal))
-        }
-        Address::Tcp(host, port) => {
-            let listener = tokio::net::TcpListener::bind((host.as_str(), *port)).await?;
-            let bound = listener.local_addr()?.port();
-            if options.parent_watch {
-                watch_parent(address.clone());
+            Address::Tcp(host, port) => {
+                let listener = tokio::net::TcpListener::bind((host.as_str(), *port)).await?;
+                let bound = listener.local_addr()?.port();
+                if options.parent_watch {
+                    watch_parent(address.clone());
+                }
+                announce(format!("{host}:{bound}"));
+                Box::pin(server.serve_with_incoming_shutdown(
+                    svc,
+                    tokio_stream::wrappers::TcpListenerStream::new(listener),
+                    signal,
+                ))
             }
-            announce(format!("{host}:{bound}"));
-            Box::pin(server.serve_with_incoming_shutdown(svc, tokio_stream::wrappers::TcpListenerStream::new(listener), signal))
-        }
-    };
+        };
     // After a stop request the open streams get a short grace to drain, as server.ts close().
     tokio::select! {
         r = serving => r?,

@@ -1,7 +1,7 @@
 // The agent models this worker hosts (built-ins `walker` and `lif` from detsim-models) behind one
 // enum, with what identity needs: versions, resolved params, tick duration. Not the host: ticks,
 // idempotency and payloads are agent_host.rs. JavaScript module models cannot run here.
-use crate::refusal::{Outcome, Refusal, obj};
+use crate::refusal::{ErrorCode, Mutation, Outcome, Refusal, obj};
 use detsim_formats::{RationalNs, Value};
 use detsim_models::{Lif, Walker, lif, walker};
 
@@ -20,9 +20,17 @@ impl ModelKind {
             "walker" => Ok(ModelKind::Walker),
             "lif" => Ok(ModelKind::Lif),
             _ if spec.contains('/') || spec.ends_with(".js") || spec.ends_with(".ts") || spec.ends_with(".mjs") => {
-                Err(format!("model {}: module models are JavaScript; the Rust worker hosts only the built-ins ({})", crate::refusal::quoted(spec), BUILTIN_AGENT_MODELS.join(", ")))
+                Err(format!(
+                    "model {}: module models are JavaScript; the Rust worker hosts only the built-ins ({})",
+                    crate::refusal::quoted(spec),
+                    BUILTIN_AGENT_MODELS.join(", ")
+                ))
             }
-            _ => Err(format!("model {}: not a built-in agent model ({}) nor a module path", crate::refusal::quoted(spec), BUILTIN_AGENT_MODELS.join(", "))),
+            _ => Err(format!(
+                "model {}: not a built-in agent model ({}) nor a module path",
+                crate::refusal::quoted(spec),
+                BUILTIN_AGENT_MODELS.join(", ")
+            )),
         }
     }
 
@@ -48,8 +56,14 @@ impl ModelKind {
     /// Validate params and fill defaults (the value the profile digest covers); the message is the model's.
     pub fn resolve_params(self, params: &Value) -> Result<Value, String> {
         Ok(match self {
-            ModelKind::Walker => obj(vec![("explore", Value::Number(walker::resolve_params(params).map_err(|e| e.message)? as f64))]),
-            ModelKind::Lif => obj(vec![("neurons", Value::Number(lif::resolve_params(params).map_err(|e| e.message)? as f64))]),
+            ModelKind::Walker => obj(vec![(
+                "explore",
+                Value::Number(walker::resolve_params(params).map_err(|e| e.message)? as f64),
+            )]),
+            ModelKind::Lif => obj(vec![(
+                "neurons",
+                Value::Number(lif::resolve_params(params).map_err(|e| e.message)? as f64),
+            )]),
         })
     }
 }
@@ -61,8 +75,12 @@ pub enum Brain {
     Lif(Lif),
 }
 
-fn failed(agent_id: &str, callback: &str, message: &str, mutation: &'static str) -> Refusal {
-    Refusal::with_mutation("BACKEND_FAILURE", format!("agent {agent_id}: {callback} failed: {message}"), mutation)
+fn failed(agent_id: &str, callback: &str, message: &str, mutation: Mutation) -> Refusal {
+    Refusal::with_mutation(
+        ErrorCode::BackendFailure,
+        format!("agent {agent_id}: {callback} failed: {message}"),
+        mutation,
+    )
 }
 
 impl Brain {
@@ -71,7 +89,7 @@ impl Brain {
             ModelKind::Walker => Walker::initialize(seed, params).map(Brain::Walker),
             ModelKind::Lif => Lif::initialize(seed, params).map(Brain::Lif),
         };
-        r.map_err(|e| failed(agent_id, "initialize", &e.message, "none"))
+        r.map_err(|e| failed(agent_id, "initialize", &e.message, Mutation::None))
     }
 
     /// Run `ticks` ticks and return the decision object (walker {move}, lif {move, spikes}).
@@ -80,7 +98,13 @@ impl Brain {
             Brain::Walker(w) => obj(vec![("move", Value::String(w.prepare(observation).into()))]),
             Brain::Lif(l) => {
                 let (mv, spikes) = l.prepare(observation, ticks);
-                obj(vec![("move", Value::String(mv.into())), ("spikes", Value::Array(spikes.iter().map(|n| Value::Number(*n as f64)).collect()))])
+                obj(vec![
+                    ("move", Value::String(mv.into())),
+                    (
+                        "spikes",
+                        Value::Array(spikes.iter().map(|n| Value::Number(*n as f64)).collect()),
+                    ),
+                ])
             }
         }
     }
@@ -98,7 +122,7 @@ impl Brain {
             Brain::Walker(w) => w.capture(),
             Brain::Lif(l) => l.capture(),
         };
-        r.map_err(|e| failed(agent_id, "capture", &e.message, "none"))
+        r.map_err(|e| failed(agent_id, "capture", &e.message, Mutation::None))
     }
 
     pub fn restore(kind: ModelKind, agent_id: &str, bytes: &[u8], params: &Value) -> Outcome<Brain> {
@@ -106,6 +130,6 @@ impl Brain {
             ModelKind::Walker => Walker::restore(bytes, params).map(Brain::Walker),
             ModelKind::Lif => Lif::restore(bytes, params).map(Brain::Lif),
         };
-        r.map_err(|e| failed(agent_id, "restore", &e.message, "none"))
+        r.map_err(|e| failed(agent_id, "restore", &e.message, Mutation::None))
     }
 }

@@ -24,7 +24,12 @@ pub fn to_json(value: &StateValue) -> Option<Value> {
         StateValue::Str(s) => Value::String(s.clone()),
         StateValue::Bin(_) => return None,
         StateValue::Array(items) => Value::Array(items.iter().map(to_json).collect::<Option<Vec<_>>>()?),
-        StateValue::Map(members) => Value::Object(members.iter().map(|(k, v)| Some((k.clone(), to_json(v)?))).collect::<Option<Vec<_>>>()?),
+        StateValue::Map(members) => Value::Object(
+            members
+                .iter()
+                .map(|(k, v)| Some((k.clone(), to_json(v)?)))
+                .collect::<Option<Vec<_>>>()?,
+        ),
     })
 }
 

@@ -3,7 +3,7 @@
 // may read from. The refusals are the same for a missing file, a file outside the store and an
 // unreadable one (word for word the TypeScript worker's), so they reveal nothing about other files.
 // Not the digest check (agent_host.rs) and not the coordinator's store.
-use crate::refusal::{Outcome, Refusal};
+use crate::refusal::{ErrorCode, Outcome, Refusal};
 use std::fs::{File, Metadata};
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -18,17 +18,17 @@ const UNREADABLE: &str = "params.payload.file: the payload file cannot be read";
 /// anything is allocated.
 pub fn read_store_range(store_dir: Option<&str>, path: &str, offset: u64, length: u64) -> Outcome<Vec<u8>> {
     let Some(store_dir) = store_dir else {
-        return Err(Refusal::new("UNSUPPORTED", NO_STORE));
+        return Err(Refusal::new(ErrorCode::Unsupported, NO_STORE));
     };
     let (file, meta) = open_inside_store(store_dir, path)?;
     if offset.checked_add(length).is_none_or(|end| end > meta.len()) {
-        return Err(Refusal::new("BUFFER_INVALID", PAST_END));
+        return Err(Refusal::new(ErrorCode::BufferInvalid, PAST_END));
     }
     read_exactly(&file, offset, length)
 }
 
 fn outside() -> Refusal {
-    Refusal::new("INVALID_ARGUMENT", OUTSIDE)
+    Refusal::new(ErrorCode::InvalidArgument, OUTSIDE)
 }
 
 /// The canonical path under the canonical store root, or None (missing, unresolvable or outside).
@@ -42,7 +42,11 @@ fn open_inside_store(store_dir: &str, path: &str) -> Outcome<(File, Metadata)> {
     let root = std::fs::canonicalize(store_dir).map_err(|_| outside())?;
     let real = resolve_under(&root, path).ok_or_else(outside)?;
     // O_NOFOLLOW: the resolved path has no symlink left; O_NONBLOCK: a FIFO cannot stall the open.
-    let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(&real).map_err(|_| outside())?;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(&real)
+        .map_err(|_| outside())?;
     let opened = file.metadata().map_err(|_| outside())?;
     // The path may have been swapped between canonicalize and open: the opened file must be the
     // very file (device and inode) the path still resolves to under the store.
@@ -54,18 +58,20 @@ fn open_inside_store(store_dir: &str, path: &str) -> Outcome<(File, Metadata)> {
 }
 
 fn read_exactly(file: &File, offset: u64, length: u64) -> Outcome<Vec<u8>> {
-    let length = usize::try_from(length).map_err(|_| Refusal::new("BUFFER_INVALID", UNREADABLE))?;
+    let length = usize::try_from(length).map_err(|_| Refusal::new(ErrorCode::BufferInvalid, UNREADABLE))?;
     let mut bytes = Vec::new();
-    bytes.try_reserve_exact(length).map_err(|_| Refusal::new("BUFFER_INVALID", UNREADABLE))?;
+    bytes
+        .try_reserve_exact(length)
+        .map_err(|_| Refusal::new(ErrorCode::BufferInvalid, UNREADABLE))?;
     bytes.resize(length, 0);
     let mut got = 0usize;
     while got < length {
         match file.read_at(&mut bytes[got..], offset + got as u64) {
             // The file shrank after its size was checked; neither refusal names a size.
-            Ok(0) => return Err(Refusal::new("BUFFER_INVALID", PAST_END)),
+            Ok(0) => return Err(Refusal::new(ErrorCode::BufferInvalid, PAST_END)),
             Ok(n) => got += n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(_) => return Err(Refusal::new("BUFFER_INVALID", UNREADABLE)),
+            Err(_) => return Err(Refusal::new(ErrorCode::BufferInvalid, UNREADABLE)),
         }
     }
     Ok(bytes)

@@ -3,10 +3,11 @@
 // gate (a stream is served nothing until it said a successful Hello), the lifecycle reply cache
 // and the envelopes; dispatches Agent.* and State.* to the agent host. Not the transport.
 use crate::agent_host::{AgentHost, Ctx, HostReply};
-use crate::refusal::{Outcome, Refusal, obj, s, shown};
+use crate::checks::member;
+use crate::refusal::{ErrorCode, Outcome, Refusal, obj, s, shown};
 use detsim_formats::json::{canonical_bytes, canonical_digest, js_stringify, parse_strict};
 use detsim_formats::scalars::{is_u64, read_digest, read_id, read_object, read_request_id, refuse_unknown_fields};
-use detsim_formats::{DetsimError, Scope, Value};
+use detsim_formats::{DetsimError, Reason, Scope, Value};
 use std::collections::HashMap;
 
 /// The contract this worker was built against: SHA-256 of worker.proto's bytes.
@@ -15,7 +16,13 @@ pub const PROTOCOL_MAJOR: f64 = 1.0;
 pub const MAX_AGENTS_PER_WORKER: f64 = 64.0;
 pub const RUNTIME_NAME: &str = concat!("detsim-rs/", env!("CARGO_PKG_VERSION"));
 const LIFECYCLE_LIMIT: usize = 16;
-const LIFECYCLE: [&str; 5] = ["Agent.Initialize", "Environment.Initialize", "State.Capture", "State.StageRestore", "State.ActivateRestore"];
+const LIFECYCLE: [&str; 5] = [
+    "Agent.Initialize",
+    "Environment.Initialize",
+    "State.Capture",
+    "State.StageRestore",
+    "State.ActivateRestore",
+];
 
 pub fn contract_digest() -> String {
     detsim_formats::sha256_hex(PROTO_BYTES)
@@ -23,7 +30,12 @@ pub fn contract_digest() -> String {
 
 /// Identifies this implementation of the contract (as BUILD_DIGEST in runtime.ts).
 pub fn build_digest() -> String {
-    canonical_digest(&obj(vec![("implementation", s("detsim-rs-worker")), ("version", s(env!("CARGO_PKG_VERSION"))), ("contractDigest", s(&contract_digest()))])).expect("strings")
+    canonical_digest(&obj(vec![
+        ("implementation", s("detsim-rs-worker")),
+        ("version", s(env!("CARGO_PKG_VERSION"))),
+        ("contractDigest", s(&contract_digest())),
+    ]))
+    .expect("strings")
 }
 
 pub struct Request {
@@ -61,32 +73,53 @@ pub struct WorkerRuntime {
     pub store_dir: Option<String>,
 }
 
-fn member<'a>(members: &'a [(String, Value)], key: &str) -> Option<&'a Value> {
-    members.iter().find(|(k, _)| k == key).map(|(_, v)| v)
-}
-
 fn require<'a>(obj: &'a [(String, Value)], key: &str, field: &str) -> Result<&'a Value, DetsimError> {
-    member(obj, key).ok_or_else(|| DetsimError::at("struct_missing_field", format!("{field}.{key} is missing"), format!("{field}.{key}")))
+    member(obj, key).ok_or_else(|| {
+        DetsimError::at(
+            Reason::StructMissingField,
+            format!("{field}.{key} is missing"),
+            format!("{field}.{key}"),
+        )
+    })
 }
 
 /// Read a body as runtime.ts decodeBody + readRequest do: canonical JSON, then the envelope fields.
 fn read_request(body: &[u8]) -> Result<Request, DetsimError> {
     let value = parse_strict(body)?;
     if canonical_bytes(&value)? != body {
-        return Err(DetsimError::new("struct_not_canonical", "body is not RFC 8785 canonical JSON"));
+        return Err(DetsimError::new(
+            Reason::StructNotCanonical,
+            "body is not RFC 8785 canonical JSON",
+        ));
     }
     let field = "request";
     let o = read_object(Some(&value), field)?;
     refuse_unknown_fields(o, &["method", "requestId", "scope", "params"], field)?;
     let method = match require(o, "method", field)? {
         Value::String(m) if !m.is_empty() && m.encode_utf16().count() <= 64 => m.clone(),
-        _ => return Err(DetsimError::at("struct_invalid_field", "request.method must be a method name", "request.method")),
+        _ => {
+            return Err(DetsimError::at(
+                Reason::StructInvalidField,
+                "request.method must be a method name",
+                "request.method",
+            ));
+        }
     };
     let request_id = read_request_id(Some(require(o, "requestId", field)?), "request.requestId")?.to_string();
     let scope_json = require(o, "scope", field)?.clone();
-    let scope = if scope_json == Value::Null { None } else { Some(Scope::read(Some(&scope_json), "request.scope")?) };
+    let scope = if scope_json == Value::Null {
+        None
+    } else {
+        Some(Scope::read(Some(&scope_json), "request.scope")?)
+    };
     let params = read_object(Some(require(o, "params", field)?), "request.params")?.to_vec();
-    Ok(Request { method, request_id, scope, scope_json, params })
+    Ok(Request {
+        method,
+        request_id,
+        scope,
+        scope_json,
+        params,
+    })
 }
 
 /// Best effort: the request id of an unreadable request, so the reply still correlates.
@@ -95,7 +128,10 @@ fn salvage_request_id(body: &[u8]) -> String {
     let text = String::from_utf8_lossy(head);
     const NEEDLE: &str = "\"requestId\":\"req-";
     if let Some(at) = text.find(NEEDLE) {
-        let digits: String = text[at + NEEDLE.len()..].chars().take_while(|c| c.is_ascii_digit()).collect();
+        let digits: String = text[at + NEEDLE.len()..]
+            .chars()
+            .take_while(|c| c.is_ascii_digit())
+            .collect();
         let rest = &text[at + NEEDLE.len() + digits.len()..];
         if rest.starts_with('"') && is_u64(&digits) {
             return format!("req-{digits}");
@@ -105,7 +141,12 @@ fn salvage_request_id(body: &[u8]) -> String {
 }
 
 impl WorkerRuntime {
-    pub fn new(worker_id: String, session: Option<String>, incarnation_id: String, max_message_bytes: u64) -> WorkerRuntime {
+    pub fn new(
+        worker_id: String,
+        session: Option<String>,
+        incarnation_id: String,
+        max_message_bytes: u64,
+    ) -> WorkerRuntime {
         WorkerRuntime {
             worker_id,
             incarnation_id,
@@ -126,8 +167,17 @@ impl WorkerRuntime {
         let req = match read_request(body) {
             Ok(r) => r,
             Err(e) => {
-                let err = Refusal::new("INVALID_ARGUMENT", format!("malformed request: {}", e.message));
-                return Outgoing { body: self.envelope("error", &salvage_request_id(body), &Value::Null, ("error", err.to_json())), attachment: None, stop: false };
+                let err = Refusal::new(ErrorCode::InvalidArgument, format!("malformed request: {}", e.message));
+                return Outgoing {
+                    body: self.envelope(
+                        "error",
+                        &salvage_request_id(body),
+                        &Value::Null,
+                        ("error", err.to_json()),
+                    ),
+                    attachment: None,
+                    stop: false,
+                };
             }
         };
         match self.dispatch(&req, attachment, introduced) {
@@ -136,12 +186,23 @@ impl WorkerRuntime {
                 attachment: reply.attachment,
                 stop: req.method == "Worker.Shutdown",
             },
-            Err(err) => Outgoing { body: self.envelope("error", &req.request_id, &req.scope_json, ("error", err.to_json())), attachment: None, stop: false },
+            Err(err) => Outgoing {
+                body: self.envelope("error", &req.request_id, &req.scope_json, ("error", err.to_json())),
+                attachment: None,
+                stop: false,
+            },
         }
     }
 
     fn envelope(&self, kind: &str, request_id: &str, scope: &Value, payload: (&str, Value)) -> Vec<u8> {
-        let v = obj(vec![("type", s(kind)), ("requestId", s(request_id)), ("workerId", s(&self.worker_id)), ("incarnationId", s(&self.incarnation_id)), ("scope", scope.clone()), payload]);
+        let v = obj(vec![
+            ("type", s(kind)),
+            ("requestId", s(request_id)),
+            ("workerId", s(&self.worker_id)),
+            ("incarnationId", s(&self.incarnation_id)),
+            ("scope", scope.clone()),
+            payload,
+        ]);
         canonical_bytes(&v).expect("replies hold finite numbers only")
     }
 
@@ -153,7 +214,10 @@ impl WorkerRuntime {
         }
         // Nothing, not even Status or Shutdown, is served to a stream that has not introduced itself.
         if !*introduced {
-            return Err(Refusal::new("INVALID_PHASE", format!("{} before Worker.Hello", req.method)));
+            return Err(Refusal::new(
+                ErrorCode::InvalidPhase,
+                format!("{} before Worker.Hello", req.method),
+            ));
         }
         match req.method.as_str() {
             "Worker.Status" => return self.status(req),
@@ -162,24 +226,48 @@ impl WorkerRuntime {
             _ => {}
         }
         if self.stopping {
-            return Err(Refusal::new("INVALID_PHASE", "the worker is stopping"));
+            return Err(Refusal::new(ErrorCode::InvalidPhase, "the worker is stopping"));
         }
         if !LIFECYCLE.contains(&req.method.as_str()) {
             return self.route(req, attachment);
         }
         // Lifecycle replies are kept until acknowledged: the same id and body replays the reply.
-        let digest = canonical_digest(&obj(vec![("method", s(&req.method)), ("scope", req.scope_json.clone()), ("params", Value::Object(req.params.clone()))])).expect("parsed values");
+        let digest = canonical_digest(&obj(vec![
+            ("method", s(&req.method)),
+            ("scope", req.scope_json.clone()),
+            ("params", Value::Object(req.params.clone())),
+        ]))
+        .expect("parsed values");
         if let Some(cached) = self.lifecycle.get(&req.request_id) {
             if cached.digest != digest {
-                return Err(Refusal::new("CONFLICT", format!("{} was already used for a different {} request", req.request_id, req.method)));
+                return Err(Refusal::new(
+                    ErrorCode::Conflict,
+                    format!(
+                        "{} was already used for a different {} request",
+                        req.request_id, req.method
+                    ),
+                ));
             }
-            return Ok(HostReply { result: cached.result.clone(), attachment: cached.attachment.clone() });
+            return Ok(HostReply {
+                result: cached.result.clone(),
+                attachment: cached.attachment.clone(),
+            });
         }
         if self.lifecycle.len() >= LIFECYCLE_LIMIT {
-            return Err(Refusal::new("BUSY", format!("{LIFECYCLE_LIMIT} lifecycle replies await Worker.Acknowledge; acknowledge them first")));
+            return Err(Refusal::new(
+                ErrorCode::Busy,
+                format!("{LIFECYCLE_LIMIT} lifecycle replies await Worker.Acknowledge; acknowledge them first"),
+            ));
         }
         let reply = self.route(req, attachment)?;
-        self.lifecycle.insert(req.request_id.clone(), Lifecycle { digest, result: reply.result.clone(), attachment: reply.attachment.clone() });
+        self.lifecycle.insert(
+            req.request_id.clone(),
+            Lifecycle {
+                digest,
+                result: reply.result.clone(),
+                attachment: reply.attachment.clone(),
+            },
+        );
         Ok(reply)
     }
 
@@ -191,17 +279,28 @@ impl WorkerRuntime {
             *counter += 1;
             *last = Some(rid.clone());
         };
-        let mut ctx = Ctx { session_id: &session, incarnation_id: &self.incarnation_id, store_dir: self.store_dir.as_deref(), progress: &mut progress };
+        let mut ctx = Ctx {
+            session_id: &session,
+            incarnation_id: &self.incarnation_id,
+            store_dir: self.store_dir.as_deref(),
+            progress: &mut progress,
+        };
         let (m, sc, p) = (req.method.as_str(), &req.scope, req.params.as_slice());
         match m {
             "Agent.Initialize" => self.agents.initialize(m, sc, p, &mut ctx),
             "Agent.Prepare" => self.agents.prepare(m, &req.request_id, sc, p, &mut ctx),
             "Agent.Commit" => self.agents.commit(m, sc, p, &mut ctx),
-            "Environment.Initialize" | "Environment.Advance" => Err(Refusal::new("UNSUPPORTED", format!("{m}: this worker hosts agents"))),
+            "Environment.Initialize" | "Environment.Advance" => Err(Refusal::new(
+                ErrorCode::Unsupported,
+                format!("{m}: this worker hosts agents"),
+            )),
             "State.Capture" => self.agents.capture(m, sc, p, &mut ctx),
             "State.StageRestore" => self.agents.stage_restore(m, sc, p, attachment, &mut ctx),
             "State.ActivateRestore" => self.agents.activate_restore(m, sc, p, &mut ctx),
-            _ => Err(Refusal::new("UNSUPPORTED", format!("unknown method {}", js_stringify(&Value::String(m.into()))))),
+            _ => Err(Refusal::new(
+                ErrorCode::Unsupported,
+                format!("unknown method {}", js_stringify(&Value::String(m.into()))),
+            )),
         }
     }
 
@@ -209,40 +308,86 @@ impl WorkerRuntime {
 
     fn hello(&mut self, req: &Request) -> Outcome<HostReply> {
         if req.scope.is_some() {
-            return Err(Refusal::new("INVALID_ARGUMENT", "Worker.Hello takes scope null"));
+            return Err(Refusal::new(
+                ErrorCode::InvalidArgument,
+                "Worker.Hello takes scope null",
+            ));
         }
         let p = &req.params;
-        refuse_unknown_fields(p, &["sessionId", "expectedWorkerId", "role", "supportedMajors", "contractDigest"], "params")?;
+        refuse_unknown_fields(
+            p,
+            &[
+                "sessionId",
+                "expectedWorkerId",
+                "role",
+                "supportedMajors",
+                "contractDigest",
+            ],
+            "params",
+        )?;
         let session_id = read_id(member(p, "sessionId"), "params.sessionId")?.to_string();
         let expected = read_id(member(p, "expectedWorkerId"), "params.expectedWorkerId")?.to_string();
         let contract = read_digest(member(p, "contractDigest"), "params.contractDigest")?.to_string();
         let majors = match member(p, "supportedMajors") {
-            Some(Value::Array(items)) if items.iter().all(|m| matches!(m, Value::Number(n) if n.fract() == 0.0)) => items,
-            _ => return Err(Refusal::new("INVALID_ARGUMENT", "params.supportedMajors must be a list of integers")),
+            Some(Value::Array(items)) if items.iter().all(|m| matches!(m, Value::Number(n) if n.fract() == 0.0)) => {
+                items
+            }
+            _ => {
+                return Err(Refusal::new(
+                    ErrorCode::InvalidArgument,
+                    "params.supportedMajors must be a list of integers",
+                ));
+            }
         };
         let mine = contract_digest();
         if contract != mine {
-            return Err(Refusal::new("IDENTITY_MISMATCH", format!("contractDigest: the caller has {contract}, this worker speaks {mine}")));
+            return Err(Refusal::new(
+                ErrorCode::IdentityMismatch,
+                format!("contractDigest: the caller has {contract}, this worker speaks {mine}"),
+            ));
         }
         // Identity refusals say which check failed, never this worker's own id or bound session.
         if expected != self.worker_id {
-            return Err(Refusal::new("IDENTITY_MISMATCH", "workerId: params.expectedWorkerId does not name this worker"));
+            return Err(Refusal::new(
+                ErrorCode::IdentityMismatch,
+                "workerId: params.expectedWorkerId does not name this worker",
+            ));
         }
         let role = member(p, "role");
         match role {
             Some(Value::String(r)) if r == "agent" => {}
             Some(Value::String(r)) if r == "environment" => {
-                return Err(Refusal::new("UNSUPPORTED", "role: the caller asks for environment, this worker runs as agent"));
+                return Err(Refusal::new(
+                    ErrorCode::Unsupported,
+                    "role: the caller asks for environment, this worker runs as agent",
+                ));
             }
-            _ => return Err(Refusal::new("UNSUPPORTED", format!("role: {} is not a worker role", shown(role)))),
+            _ => {
+                return Err(Refusal::new(
+                    ErrorCode::Unsupported,
+                    format!("role: {} is not a worker role", shown(role)),
+                ));
+            }
         }
-        if !majors.iter().any(|m| matches!(m, Value::Number(n) if *n == PROTOCOL_MAJOR)) {
-            return Err(Refusal::new("UNSUPPORTED", format!("supportedMajors: {} does not include 1", js_stringify(&Value::Array(majors.to_vec())))));
+        if !majors
+            .iter()
+            .any(|m| matches!(m, Value::Number(n) if *n == PROTOCOL_MAJOR))
+        {
+            return Err(Refusal::new(
+                ErrorCode::Unsupported,
+                format!(
+                    "supportedMajors: {} does not include 1",
+                    js_stringify(&Value::Array(majors.to_vec()))
+                ),
+            ));
         }
         if let Some(bound) = &self.bound_session
             && *bound != session_id
         {
-            return Err(Refusal::new("IDENTITY_MISMATCH", "sessionId: params.sessionId is not the session this worker is bound to"));
+            return Err(Refusal::new(
+                ErrorCode::IdentityMismatch,
+                "sessionId: params.sessionId is not the session this worker is bound to",
+            ));
         }
         self.bound_session = Some(session_id);
         Ok(HostReply {
@@ -255,10 +400,17 @@ impl WorkerRuntime {
                 ("runtime", s(RUNTIME_NAME)),
                 ("buildDigest", s(&build_digest())),
                 ("contractDigest", s(&mine)),
-                ("capabilities", Value::Array(vec![s("agent-step-v1"), s("checkpoint-v1"), s("payload-file-v1")])),
+                (
+                    "capabilities",
+                    Value::Array(vec![s("agent-step-v1"), s("checkpoint-v1"), s("payload-file-v1")]),
+                ),
                 (
                     "limits",
-                    obj(vec![("maxAgents", Value::Number(MAX_AGENTS_PER_WORKER)), ("maxMessageBytes", Value::Number(self.max_message_bytes as f64)), ("workerThreads", Value::Number(1.0))]),
+                    obj(vec![
+                        ("maxAgents", Value::Number(MAX_AGENTS_PER_WORKER)),
+                        ("maxMessageBytes", Value::Number(self.max_message_bytes as f64)),
+                        ("workerThreads", Value::Number(1.0)),
+                    ]),
                 ),
             ]),
             attachment: None,
@@ -268,14 +420,21 @@ impl WorkerRuntime {
     fn status(&self, req: &Request) -> Outcome<HostReply> {
         refuse_unknown_fields(&req.params, &[], "params")?;
         let current_scope = match (&self.bound_session, &self.agents.current_epoch, self.agents.boundary()) {
-            (Some(session), Some(epoch), Some(boundary)) => obj(vec![("sessionId", s(session)), ("epoch", s(epoch)), ("step", s(&boundary.to_string()))]),
+            (Some(session), Some(epoch), Some(boundary)) => obj(vec![
+                ("sessionId", s(session)),
+                ("epoch", s(epoch)),
+                ("step", s(&boundary.to_string())),
+            ]),
             _ => Value::Null,
         };
         Ok(HostReply {
             result: obj(vec![
                 ("state", s(if self.stopping { "stopping" } else { self.agents.state() })),
                 ("currentScope", current_scope),
-                ("lastCompletedRequestId", self.last_completed.as_deref().map(s).unwrap_or(Value::Null)),
+                (
+                    "lastCompletedRequestId",
+                    self.last_completed.as_deref().map(s).unwrap_or(Value::Null),
+                ),
                 ("progressCounter", s(&self.progress_counter.to_string())),
             ]),
             attachment: None,
@@ -286,21 +445,35 @@ impl WorkerRuntime {
         refuse_unknown_fields(&req.params, &["requestIds"], "params")?;
         let ids = match member(&req.params, "requestIds") {
             Some(Value::Array(items)) if (1..=16).contains(&items.len()) => items,
-            _ => return Err(Refusal::new("INVALID_ARGUMENT", "params.requestIds must hold 1..16 request ids")),
+            _ => {
+                return Err(Refusal::new(
+                    ErrorCode::InvalidArgument,
+                    "params.requestIds must hold 1..16 request ids",
+                ));
+            }
         };
         let mut ok = Vec::with_capacity(ids.len());
         for (i, id) in ids.iter().enumerate() {
             ok.push(read_request_id(Some(id), &format!("params.requestIds[{i}]"))?.to_string());
         }
-        let n = ok.iter().filter(|id| self.lifecycle.remove(id.as_str()).is_some()).count();
-        Ok(HostReply { result: obj(vec![("acknowledged", Value::Number(n as f64))]), attachment: None })
+        let n = ok
+            .iter()
+            .filter(|id| self.lifecycle.remove(id.as_str()).is_some())
+            .count();
+        Ok(HostReply {
+            result: obj(vec![("acknowledged", Value::Number(n as f64))]),
+            attachment: None,
+        })
     }
 
     fn shutdown(&mut self, req: &Request) -> Outcome<HostReply> {
         refuse_unknown_fields(&req.params, &["reason"], "params")?;
         read_id(member(&req.params, "reason"), "params.reason")?;
         self.stopping = true;
-        Ok(HostReply { result: obj(vec![("stopping", Value::Bool(true))]), attachment: None })
+        Ok(HostReply {
+            result: obj(vec![("stopping", Value::Bool(true))]),
+            attachment: None,
+        })
     }
 }
 
@@ -319,7 +492,11 @@ mod tests {
 
     #[test]
     fn the_contract_digest_is_the_sha256_of_the_proto_file() {
-        let file = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/../../proto/detsim/v1/worker.proto")).unwrap();
+        let file = std::fs::read(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../proto/detsim/v1/worker.proto"
+        ))
+        .unwrap();
         assert_eq!(contract_digest(), detsim_formats::sha256_hex(&file));
     }
 
@@ -327,24 +504,44 @@ mod tests {
     fn malformed_and_non_canonical_requests_get_an_error_reply_with_the_salvaged_id() {
         let mut r = rt();
         let mut introduced = false;
-        let out = r.handle(br#"{"method":"Worker.Status", "requestId":"req-42","scope":null,"params":{}}"#, None, &mut introduced);
+        let out = r.handle(
+            br#"{"method":"Worker.Status", "requestId":"req-42","scope":null,"params":{}}"#,
+            None,
+            &mut introduced,
+        );
         let v = reply(&out);
         assert_eq!(v.get("requestId").and_then(Value::as_str), Some("req-42"));
-        assert_eq!(v.get("error").and_then(|e| e.get("code")).and_then(Value::as_str), Some("INVALID_ARGUMENT"));
-        assert_eq!(v.get("error").and_then(|e| e.get("message")).and_then(Value::as_str), Some("malformed request: body is not RFC 8785 canonical JSON"));
+        assert_eq!(
+            v.get("error").and_then(|e| e.get("code")).and_then(Value::as_str),
+            Some("INVALID_ARGUMENT")
+        );
+        assert_eq!(
+            v.get("error").and_then(|e| e.get("message")).and_then(Value::as_str),
+            Some("malformed request: body is not RFC 8785 canonical JSON")
+        );
         let out = r.handle(b"not json", None, &mut introduced);
         assert_eq!(reply(&out).get("requestId").and_then(Value::as_str), Some("req-0"));
-        assert_eq!(salvage_request_id(br#"{"requestId":"req-99999999999999999999"}"#), "req-0");
+        assert_eq!(
+            salvage_request_id(br#"{"requestId":"req-99999999999999999999"}"#),
+            "req-0"
+        );
     }
 
     const HELLO: &[u8] = br#"{"method":"Worker.Hello","params":{"contractDigest":"CD","expectedWorkerId":"w-1","role":"agent","sessionId":"s1","supportedMajors":[1]},"requestId":"req-3","scope":null}"#;
 
     fn hello_body() -> Vec<u8> {
-        String::from_utf8(HELLO.to_vec()).unwrap().replace("CD", &contract_digest()).into_bytes()
+        String::from_utf8(HELLO.to_vec())
+            .unwrap()
+            .replace("CD", &contract_digest())
+            .into_bytes()
     }
 
     fn code(out: &Outgoing) -> Option<String> {
-        reply(out).get("error").and_then(|e| e.get("code")).and_then(Value::as_str).map(str::to_string)
+        reply(out)
+            .get("error")
+            .and_then(|e| e.get("code"))
+            .and_then(Value::as_str)
+            .map(str::to_string)
     }
 
     #[test]
@@ -356,26 +553,65 @@ mod tests {
         let shutdown = br#"{"method":"Worker.Shutdown","params":{"reason":"done"},"requestId":"req-2","scope":null}"#;
         let out = r.handle(shutdown, None, &mut stream);
         assert!(!out.stop);
-        assert_eq!(reply(&out).get("error").and_then(|e| e.get("message")).and_then(Value::as_str), Some("Worker.Shutdown before Worker.Hello"));
-        assert_eq!(r.handle(&hello_body(), None, &mut stream).stop, false);
+        assert_eq!(
+            reply(&out)
+                .get("error")
+                .and_then(|e| e.get("message"))
+                .and_then(Value::as_str),
+            Some("Worker.Shutdown before Worker.Hello")
+        );
+        assert!(!r.handle(&hello_body(), None, &mut stream).stop);
         assert!(stream);
         // Another stream of the same worker is still un-introduced.
         let mut stranger = false;
-        assert_eq!(code(&r.handle(br#"{"method":"Worker.Status","params":{},"requestId":"req-4","scope":null}"#, None, &mut stranger)).as_deref(), Some("INVALID_PHASE"));
+        assert_eq!(
+            code(&r.handle(
+                br#"{"method":"Worker.Status","params":{},"requestId":"req-4","scope":null}"#,
+                None,
+                &mut stranger
+            ))
+            .as_deref(),
+            Some("INVALID_PHASE")
+        );
         let out = r.handle(shutdown, None, &mut stream);
         assert!(out.stop);
-        assert_eq!(reply(&out).get("result").and_then(|x| x.get("stopping")), Some(&Value::Bool(true)));
+        assert_eq!(
+            reply(&out).get("result").and_then(|x| x.get("stopping")),
+            Some(&Value::Bool(true))
+        );
     }
 
     #[test]
     fn identity_refusals_name_the_check_not_the_worker_id_or_bound_session() {
-        let mut r = WorkerRuntime::new("w-secret".into(), Some("s-secret".into()), "inc-0123456789abcdef".into(), 8 << 20);
+        let mut r = WorkerRuntime::new(
+            "w-secret".into(),
+            Some("s-secret".into()),
+            "inc-0123456789abcdef".into(),
+            8 << 20,
+        );
         let mut stream = false;
-        let wrong_id = String::from_utf8(hello_body()).unwrap().replace("\"w-1\"", "\"w-guess\"");
-        let wrong_session = String::from_utf8(hello_body()).unwrap().replace("\"w-1\"", "\"w-secret\"");
-        let message = |out: &Outgoing| reply(out).get("error").and_then(|e| e.get("message")).and_then(Value::as_str).unwrap().to_string();
-        assert_eq!(message(&r.handle(wrong_id.as_bytes(), None, &mut stream)), "workerId: params.expectedWorkerId does not name this worker");
-        assert_eq!(message(&r.handle(wrong_session.as_bytes(), None, &mut stream)), "sessionId: params.sessionId is not the session this worker is bound to");
+        let wrong_id = String::from_utf8(hello_body())
+            .unwrap()
+            .replace("\"w-1\"", "\"w-guess\"");
+        let wrong_session = String::from_utf8(hello_body())
+            .unwrap()
+            .replace("\"w-1\"", "\"w-secret\"");
+        let message = |out: &Outgoing| {
+            reply(out)
+                .get("error")
+                .and_then(|e| e.get("message"))
+                .and_then(Value::as_str)
+                .unwrap()
+                .to_string()
+        };
+        assert_eq!(
+            message(&r.handle(wrong_id.as_bytes(), None, &mut stream)),
+            "workerId: params.expectedWorkerId does not name this worker"
+        );
+        assert_eq!(
+            message(&r.handle(wrong_session.as_bytes(), None, &mut stream)),
+            "sessionId: params.sessionId is not the session this worker is bound to"
+        );
         assert!(!stream);
     }
 }

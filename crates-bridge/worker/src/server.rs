@@ -43,7 +43,10 @@ impl Assembler {
         }
         if has_chunk {
             if frame.chunk.len() > MAX_CHUNK_BYTES {
-                return Err(format!("a chunk of {} bytes exceeds {MAX_CHUNK_BYTES}", frame.chunk.len()));
+                return Err(format!(
+                    "a chunk of {} bytes exceeds {MAX_CHUNK_BYTES}",
+                    frame.chunk.len()
+                ));
             }
             if self.chunks.len() + frame.chunk.len() > MAX_ATTACHMENT_BYTES {
                 return Err(format!("attachment exceeds {MAX_ATTACHMENT_BYTES} bytes"));
@@ -55,7 +58,11 @@ impl Assembler {
         if !has_body {
             return Err("an empty frame (neither body nor chunk)".into());
         }
-        let attachment = if self.partial { Some(std::mem::take(&mut self.chunks)) } else { None };
+        let attachment = if self.partial {
+            Some(std::mem::take(&mut self.chunks))
+        } else {
+            None
+        };
         self.partial = false;
         Ok(Some((frame.body, attachment)))
     }
@@ -66,10 +73,16 @@ fn frames(body: Vec<u8>, attachment: Option<Vec<u8>>) -> Vec<Frame> {
     let mut out = Vec::new();
     if let Some(a) = attachment {
         for c in a.chunks(MAX_CHUNK_BYTES) {
-            out.push(Frame { body: Vec::new(), chunk: c.to_vec() });
+            out.push(Frame {
+                body: Vec::new(),
+                chunk: c.to_vec(),
+            });
         }
     }
-    out.push(Frame { body, chunk: Vec::new() });
+    out.push(Frame {
+        body,
+        chunk: Vec::new(),
+    });
     out
 }
 
@@ -103,7 +116,10 @@ impl Worker for WorkerService {
                     }
                 };
                 // One request at a time across all streams, replies in request order.
-                let out = runtime.lock().expect("runtime lock").handle(&body, attachment.as_deref(), &mut introduced);
+                let out = runtime
+                    .lock()
+                    .expect("runtime lock")
+                    .handle(&body, attachment.as_deref(), &mut introduced);
                 for f in frames(out.body, out.attachment) {
                     if tx.send(Ok(f)).await.is_err() {
                         return;
@@ -124,25 +140,55 @@ mod tests {
     use super::*;
 
     fn chunk(n: usize) -> Frame {
-        Frame { body: Vec::new(), chunk: vec![7; n] }
+        Frame {
+            body: Vec::new(),
+            chunk: vec![7; n],
+        }
     }
 
     #[test]
     fn chunks_then_a_body_make_one_message_and_frames_split_at_1_mib() {
         let mut a = Assembler::default();
-        assert_eq!(a.push(Frame { body: b"{}".to_vec(), chunk: Vec::new() }).unwrap(), Some((b"{}".to_vec(), None)));
+        assert_eq!(
+            a.push(Frame {
+                body: b"{}".to_vec(),
+                chunk: Vec::new()
+            })
+            .unwrap(),
+            Some((b"{}".to_vec(), None))
+        );
         assert_eq!(a.push(chunk(3)).unwrap(), None);
         assert_eq!(a.push(chunk(2)).unwrap(), None);
-        assert_eq!(a.push(Frame { body: b"x".to_vec(), chunk: Vec::new() }).unwrap(), Some((b"x".to_vec(), Some(vec![7; 5]))));
+        assert_eq!(
+            a.push(Frame {
+                body: b"x".to_vec(),
+                chunk: Vec::new()
+            })
+            .unwrap(),
+            Some((b"x".to_vec(), Some(vec![7; 5])))
+        );
         let out = frames(b"b".to_vec(), Some(vec![1; MAX_CHUNK_BYTES * 2 + 1]));
-        assert_eq!(out.iter().map(|f| (f.chunk.len(), f.body.len())).collect::<Vec<_>>(), vec![(MAX_CHUNK_BYTES, 0), (MAX_CHUNK_BYTES, 0), (1, 0), (0, 1)]);
+        assert_eq!(
+            out.iter().map(|f| (f.chunk.len(), f.body.len())).collect::<Vec<_>>(),
+            vec![(MAX_CHUNK_BYTES, 0), (MAX_CHUNK_BYTES, 0), (1, 0), (0, 1)]
+        );
     }
 
     #[test]
     fn framing_errors_as_frames_ts() {
         let mut a = Assembler::default();
-        assert_eq!(a.push(Frame { body: b"x".to_vec(), chunk: b"y".to_vec() }).unwrap_err(), "a frame carries both body and chunk");
-        assert_eq!(a.push(Frame::default()).unwrap_err(), "an empty frame (neither body nor chunk)");
+        assert_eq!(
+            a.push(Frame {
+                body: b"x".to_vec(),
+                chunk: b"y".to_vec()
+            })
+            .unwrap_err(),
+            "a frame carries both body and chunk"
+        );
+        assert_eq!(
+            a.push(Frame::default()).unwrap_err(),
+            "an empty frame (neither body nor chunk)"
+        );
         assert!(a.push(chunk(MAX_CHUNK_BYTES + 1)).unwrap_err().contains("exceeds"));
     }
 }

@@ -1,7 +1,7 @@
 // The FLYSESS1 checkpoint envelope (specs/checkpoint-envelope-v1.md), byte for byte and refusal
 // for refusal as core/formats/envelope.ts: a writer, and a reader applying the seven checks
 // in the spec's order whose error names the check ("check N (what): ..."). Not the store: no files.
-use crate::error::{DetsimError, Result};
+use crate::error::{DetsimError, Reason, Result};
 use crate::json::{Value, canonical_bytes, canonicalize, hex, parse_canonical, quote_string, sha256};
 use crate::scalars::{RationalNs, Scope, is_id, read_digest, read_id, read_object};
 use sha2::{Digest as _, Sha256};
@@ -20,8 +20,20 @@ const NAME_BYTES: usize = 64;
 
 /// The top-level manifest fields check 7 requires (and the only ones it allows), in check order.
 pub const REQUIRED_MANIFEST_FIELDS: [&str; 14] = [
-    "envelopeVersion", "checkpointId", "sourceScope", "episodeId", "worldTime", "schedulerId", "compositionDigest",
-    "portMap", "compatibility", "agents", "coordinator", "environment", "helperState", "payloads",
+    "envelopeVersion",
+    "checkpointId",
+    "sourceScope",
+    "episodeId",
+    "worldTime",
+    "schedulerId",
+    "compositionDigest",
+    "portMap",
+    "compatibility",
+    "agents",
+    "coordinator",
+    "environment",
+    "helperState",
+    "payloads",
 ];
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,16 +76,20 @@ pub fn check_of(e: &DetsimError) -> Option<u8> {
 // ---------------------------------------------------------------------------------------------
 // Shared between writer and reader
 
-fn refuse(check: u8, what: &str, reason: &'static str, detail: String, field: Option<String>) -> DetsimError {
-    DetsimError { reason, message: format!("check {check} ({what}): {detail}"), field }
+fn refuse(check: u8, what: &str, reason: Reason, detail: String, field: Option<String>) -> DetsimError {
+    DetsimError {
+        reason,
+        message: format!("check {check} ({what}): {detail}"),
+        field,
+    }
 }
 
-fn refuse_at(check: u8, what: &str, reason: &'static str, detail: String, field: impl Into<String>) -> DetsimError {
+fn refuse_at(check: u8, what: &str, reason: Reason, detail: String, field: impl Into<String>) -> DetsimError {
     refuse(check, what, reason, detail, Some(field.into()))
 }
 
 /// Re-label a scalar reader's refusal with the check, keeping its field (TypeScript `within`).
-fn within<T>(check: u8, what: &str, reason: &'static str, r: Result<T>) -> Result<T> {
+fn within<T>(check: u8, what: &str, reason: Reason, r: Result<T>) -> Result<T> {
     r.map_err(|e| refuse(check, what, reason, format!("{} [{}]", e.message, e.reason), e.field))
 }
 
@@ -106,41 +122,70 @@ fn payload_ref_json(name: &str, byte_length: u64, digest: &str) -> Value {
 /// Check 7: the required fields, their scalar shapes and `payloads` equal to the table.
 fn check_manifest_fields(value: &Value, entries: &[Value]) -> Result<()> {
     let what = "manifest fields";
-    let r = "struct_envelope_manifest_fields";
+    let r = Reason::StructEnvelopeManifestFields;
     let m = within(7, what, r, read_object(Some(value), "manifest"))?;
     let get = |key: &str| m.iter().find(|(k, _)| k == key).map(|(_, v)| v);
     for key in REQUIRED_MANIFEST_FIELDS {
         if get(key).is_none() {
-            return Err(refuse_at(7, what, r, format!("manifest.{key} is missing"), format!("manifest.{key}")));
+            return Err(refuse_at(
+                7,
+                what,
+                r,
+                format!("manifest.{key} is missing"),
+                format!("manifest.{key}"),
+            ));
         }
     }
     let mut keys: Vec<&str> = m.iter().map(|(k, _)| k.as_str()).collect();
     keys.sort_by(|a, b| crate::json::compare_utf16(a, b));
     for key in keys {
         if !REQUIRED_MANIFEST_FIELDS.contains(&key) {
-            return Err(refuse_at(7, what, r, format!("manifest.{key} is not a field of envelope version 1"), format!("manifest.{key}")));
+            return Err(refuse_at(
+                7,
+                what,
+                r,
+                format!("manifest.{key} is not a field of envelope version 1"),
+                format!("manifest.{key}"),
+            ));
         }
     }
     let version = get("envelopeVersion");
     if version != Some(&Value::Number(ENVELOPE_VERSION as f64)) {
         let shown = version.map(canonicalize).transpose()?.unwrap_or_default();
-        return Err(refuse_at(7, what, r, format!("manifest.envelopeVersion is {shown}, not 1"), "manifest.envelopeVersion"));
+        return Err(refuse_at(
+            7,
+            what,
+            r,
+            format!("manifest.envelopeVersion is {shown}, not 1"),
+            "manifest.envelopeVersion",
+        ));
     }
-    within(7, what, r, (|| {
-        read_id(get("checkpointId"), "manifest.checkpointId")?;
-        Scope::read(get("sourceScope"), "manifest.sourceScope")?;
-        read_id(get("episodeId"), "manifest.episodeId")?;
-        RationalNs::read(get("worldTime"), "manifest.worldTime")?;
-        read_id(get("schedulerId"), "manifest.schedulerId")?;
-        read_digest(get("compositionDigest"), "manifest.compositionDigest")?;
-        for key in ["compatibility", "coordinator", "environment"] {
-            read_object(get(key), &format!("manifest.{key}"))?;
-        }
-        Ok(())
-    })())?;
+    within(
+        7,
+        what,
+        r,
+        (|| {
+            read_id(get("checkpointId"), "manifest.checkpointId")?;
+            Scope::read(get("sourceScope"), "manifest.sourceScope")?;
+            read_id(get("episodeId"), "manifest.episodeId")?;
+            RationalNs::read(get("worldTime"), "manifest.worldTime")?;
+            read_id(get("schedulerId"), "manifest.schedulerId")?;
+            read_digest(get("compositionDigest"), "manifest.compositionDigest")?;
+            for key in ["compatibility", "coordinator", "environment"] {
+                read_object(get(key), &format!("manifest.{key}"))?;
+            }
+            Ok(())
+        })(),
+    )?;
     for key in ["portMap", "agents", "helperState", "payloads"] {
         if get(key).and_then(Value::as_array).is_none() {
-            return Err(refuse_at(7, what, r, format!("manifest.{key} is not an array"), format!("manifest.{key}")));
+            return Err(refuse_at(
+                7,
+                what,
+                r,
+                format!("manifest.{key} is not an array"),
+                format!("manifest.{key}"),
+            ));
         }
     }
     let agents = get("agents").and_then(Value::as_array).unwrap_or_default();
@@ -148,7 +193,7 @@ fn check_manifest_fields(value: &Value, entries: &[Value]) -> Result<()> {
         return Err(refuse_at(
             7,
             what,
-            "size_agents_over_60",
+            Reason::SizeAgentsOver60,
             format!("manifest.agents has {} agents, more than {MAX_AGENTS}", agents.len()),
             "manifest.agents",
         ));
@@ -161,13 +206,17 @@ fn check_manifest_fields(value: &Value, entries: &[Value]) -> Result<()> {
 
 fn check_payload_list(listed: &[Value], entries: &[Value]) -> Result<()> {
     let what = "manifest payloads";
-    let r = "audit_manifest_payloads_mismatch";
+    let r = Reason::AuditManifestPayloadsMismatch;
     if listed.len() != entries.len() {
         return Err(refuse_at(
             7,
             what,
             r,
-            format!("manifest.payloads lists {} payloads, the table has {}", listed.len(), entries.len()),
+            format!(
+                "manifest.payloads lists {} payloads, the table has {}",
+                listed.len(),
+                entries.len()
+            ),
             "manifest.payloads",
         ));
     }
@@ -193,7 +242,7 @@ fn check_payload_list(listed: &[Value], entries: &[Value]) -> Result<()> {
 fn payload_refs(payloads: &[(String, Vec<u8>)]) -> Result<Vec<Value>> {
     if payloads.len() > MAX_PAYLOADS {
         return Err(DetsimError::at(
-            "size_payload_count_over_64",
+            Reason::SizePayloadCountOver64,
             format!("{} payloads, at most {MAX_PAYLOADS} fit one envelope", payloads.len()),
             "payloads",
         ));
@@ -205,7 +254,7 @@ fn payload_refs(payloads: &[(String, Vec<u8>)]) -> Result<Vec<Value>> {
         read_id(Some(&Value::String(name.clone())), &field)?;
         if !seen.insert(name.as_str()) {
             return Err(DetsimError::at(
-                "struct_envelope_entry",
+                Reason::StructEnvelopeEntry,
                 format!("{field} {} repeats an earlier payload name", json_string(name)),
                 field,
             ));
@@ -217,7 +266,12 @@ fn payload_refs(payloads: &[(String, Vec<u8>)]) -> Result<Vec<Value>> {
 
 /// The manifest with `payloads` computed; a caller-given `payloads` must equal the computed one.
 fn complete_manifest(manifest: &Value, refs: &[Value]) -> Result<Value> {
-    let given = within(7, "manifest fields", "struct_envelope_manifest_fields", read_object(Some(manifest), "manifest"))?;
+    let given = within(
+        7,
+        "manifest fields",
+        Reason::StructEnvelopeManifestFields,
+        read_object(Some(manifest), "manifest"),
+    )?;
     let computed = Value::Array(refs.to_vec());
     let mut members = given.to_vec();
     match members.iter_mut().find(|(k, _)| k == "payloads") {
@@ -225,7 +279,7 @@ fn complete_manifest(manifest: &Value, refs: &[Value]) -> Result<Value> {
             let (listed_text, computed_text) = (canonicalize(listed)?, canonicalize(&computed)?);
             if listed_text != computed_text {
                 return Err(DetsimError::at(
-                    "audit_manifest_payloads_mismatch",
+                    Reason::AuditManifestPayloadsMismatch,
                     format!("manifest.payloads {listed_text} differs from the payloads given {computed_text}"),
                     "manifest.payloads",
                 ));
@@ -245,10 +299,15 @@ pub fn encode_envelope(manifest: &Value, payloads: &[(String, Vec<u8>)]) -> Resu
     check_manifest_fields(&full, &refs)?;
     let manifest_bytes = canonical_bytes(&full)?;
     // The writer accepts any finite double, the reader refuses integer literals beyond 2^53-1.
-    within(3, "manifest", "struct_envelope_manifest", parse_canonical(&manifest_bytes))?;
+    within(
+        3,
+        "manifest",
+        Reason::StructEnvelopeManifest,
+        parse_canonical(&manifest_bytes),
+    )?;
     if manifest_bytes.len() > u32::MAX as usize {
         return Err(DetsimError::at(
-            "size_message_too_large",
+            Reason::SizeMessageTooLarge,
             format!("manifest is {} bytes, more than a u32 can hold", manifest_bytes.len()),
             "manifest",
         ));
@@ -315,7 +374,7 @@ fn check_header(buf: &[u8]) -> Result<Header> {
         return Err(refuse_at(
             1,
             "magic",
-            "struct_envelope_legacy_format",
+            Reason::StructEnvelopeLegacyFormat,
             "this is the legacy FLYSIM01 format, not a FLYSESS1 envelope (read it with the FLYSIM01 reader)".into(),
             "magic",
         ));
@@ -324,27 +383,58 @@ fn check_header(buf: &[u8]) -> Result<Header> {
         return Err(refuse_at(
             1,
             "length",
-            "size_envelope_too_short",
-            format!("{} bytes, a FLYSESS1 envelope has at least {MIN_ENVELOPE_BYTES}", buf.len()),
+            Reason::SizeEnvelopeTooShort,
+            format!(
+                "{} bytes, a FLYSESS1 envelope has at least {MIN_ENVELOPE_BYTES}",
+                buf.len()
+            ),
             "length",
         ));
     }
     if &buf[0..8] != ENVELOPE_MAGIC {
-        return Err(refuse_at(1, "magic", "struct_envelope_magic", format!("magic is {}, not \"FLYSESS1\"", latin1_json(&buf[0..8])), "magic"));
+        return Err(refuse_at(
+            1,
+            "magic",
+            Reason::StructEnvelopeMagic,
+            format!("magic is {}, not \"FLYSESS1\"", latin1_json(&buf[0..8])),
+            "magic",
+        ));
     }
     let version = u32_at(buf, 8);
     if version != ENVELOPE_VERSION {
-        return Err(refuse_at(1, "version", "struct_envelope_magic", format!("envelopeVersion {version} is not supported (only 1)"), "envelopeVersion"));
+        return Err(refuse_at(
+            1,
+            "version",
+            Reason::StructEnvelopeMagic,
+            format!("envelopeVersion {version} is not supported (only 1)"),
+            "envelopeVersion",
+        ));
     }
     let header_bytes = u32_at(buf, 12);
     if header_bytes as usize != HEADER_BYTES {
-        return Err(refuse_at(1, "header size", "struct_envelope_magic", format!("headerBytes is {header_bytes}, not {HEADER_BYTES}"), "headerBytes"));
+        return Err(refuse_at(
+            1,
+            "header size",
+            Reason::StructEnvelopeMagic,
+            format!("headerBytes is {header_bytes}, not {HEADER_BYTES}"),
+            "headerBytes",
+        ));
     }
     let reserved = u32_at(buf, 28);
     if reserved != 0 {
-        return Err(refuse_at(1, "reserved", "struct_envelope_magic", format!("reserved header field is {reserved}, not 0"), "reserved"));
+        return Err(refuse_at(
+            1,
+            "reserved",
+            Reason::StructEnvelopeMagic,
+            format!("reserved header field is {reserved}, not 0"),
+            "reserved",
+        ));
     }
-    Ok(Header { manifest_bytes: u32_at(buf, 16) as usize, payload_count: u32_at(buf, 20) as usize, table_offset: u32_at(buf, 24) as usize })
+    Ok(Header {
+        manifest_bytes: u32_at(buf, 16) as usize,
+        payload_count: u32_at(buf, 20) as usize,
+        table_offset: u32_at(buf, 24) as usize,
+    })
 }
 
 /// Check 2: footer magic, fileBytes, prefix digest. Returns the footer offset.
@@ -355,8 +445,11 @@ fn check_footer(buf: &[u8]) -> Result<usize> {
         return Err(refuse_at(
             2,
             "footer magic",
-            "audit_envelope_length",
-            format!("footer magic is {}, not \"FLYSESSF\" (truncated or not an envelope)", latin1_json(magic)),
+            Reason::AuditEnvelopeLength,
+            format!(
+                "footer magic is {}, not \"FLYSESSF\" (truncated or not an envelope)",
+                latin1_json(magic)
+            ),
             "footer.magic",
         ));
     }
@@ -365,7 +458,7 @@ fn check_footer(buf: &[u8]) -> Result<usize> {
         return Err(refuse_at(
             2,
             "file length",
-            "audit_envelope_length",
+            Reason::AuditEnvelopeLength,
             format!("footer says the file is {file_bytes} bytes, it is {}", buf.len()),
             "footer.fileBytes",
         ));
@@ -376,8 +469,12 @@ fn check_footer(buf: &[u8]) -> Result<usize> {
         return Err(refuse_at(
             2,
             "footer digest",
-            "audit_envelope_digest",
-            format!("SHA-256 of the first {footer_offset} bytes is {}, the footer records {}", hex(&actual), hex(recorded)),
+            Reason::AuditEnvelopeDigest,
+            format!(
+                "SHA-256 of the first {footer_offset} bytes is {}, the footer records {}",
+                hex(&actual),
+                hex(recorded)
+            ),
             "footer.digest",
         ));
     }
@@ -390,14 +487,27 @@ fn check_manifest(buf: &[u8], manifest_bytes: usize, footer_offset: usize) -> Re
         return Err(refuse_at(
             3,
             "manifest",
-            "struct_envelope_manifest",
-            format!("manifest of {manifest_bytes} bytes at offset {HEADER_BYTES} runs past the payload area (ends at {footer_offset})"),
+            Reason::StructEnvelopeManifest,
+            format!(
+                "manifest of {manifest_bytes} bytes at offset {HEADER_BYTES} runs past the payload area (ends at {footer_offset})"
+            ),
             "manifestBytes",
         ));
     }
-    let value = within(3, "manifest", "struct_envelope_manifest", parse_canonical(&buf[HEADER_BYTES..HEADER_BYTES + manifest_bytes]))?;
+    let value = within(
+        3,
+        "manifest",
+        Reason::StructEnvelopeManifest,
+        parse_canonical(&buf[HEADER_BYTES..HEADER_BYTES + manifest_bytes]),
+    )?;
     if !matches!(value, Value::Object(_)) {
-        return Err(refuse_at(3, "manifest", "struct_envelope_manifest", "manifest is not a JSON object".into(), "manifest"));
+        return Err(refuse_at(
+            3,
+            "manifest",
+            Reason::StructEnvelopeManifest,
+            "manifest is not a JSON object".into(),
+            "manifest",
+        ));
     }
     Ok(value)
 }
@@ -407,14 +517,20 @@ fn check_table(buf: &[u8], h: &Header, footer_offset: usize) -> Result<usize> {
     let what = "payload table";
     let expected = align8(HEADER_BYTES + h.manifest_bytes);
     if h.table_offset != expected {
-        return Err(refuse_at(4, what, "struct_envelope_table", format!("tableOffset is {}, the layout puts it at {expected}", h.table_offset), "tableOffset"));
+        return Err(refuse_at(
+            4,
+            what,
+            Reason::StructEnvelopeTable,
+            format!("tableOffset is {}, the layout puts it at {expected}", h.table_offset),
+            "tableOffset",
+        ));
     }
     let table_end = h.table_offset + TABLE_ENTRY_BYTES * h.payload_count;
     if table_end > footer_offset {
         return Err(refuse_at(
             4,
             what,
-            "struct_envelope_table",
+            Reason::StructEnvelopeTable,
             format!(
                 "{} entries of {TABLE_ENTRY_BYTES} bytes at {} run past the payload area (ends at {footer_offset})",
                 h.payload_count, h.table_offset
@@ -423,18 +539,37 @@ fn check_table(buf: &[u8], h: &Header, footer_offset: usize) -> Result<usize> {
         ));
     }
     if h.payload_count > MAX_PAYLOADS {
-        return Err(refuse_at(4, what, "size_payload_count_over_64", format!("payloadCount is {}, at most {MAX_PAYLOADS}", h.payload_count), "payloadCount"));
+        return Err(refuse_at(
+            4,
+            what,
+            Reason::SizePayloadCountOver64,
+            format!("payloadCount is {}, at most {MAX_PAYLOADS}", h.payload_count),
+            "payloadCount",
+        ));
     }
     if !is_zero(&buf[HEADER_BYTES + h.manifest_bytes..h.table_offset]) {
-        return Err(refuse_at(4, what, "struct_envelope_table", "padding between the manifest and the table is not zero".into(), "tableOffset"));
+        return Err(refuse_at(
+            4,
+            what,
+            Reason::StructEnvelopeTable,
+            "padding between the manifest and the table is not zero".into(),
+            "tableOffset",
+        ));
     }
     Ok(table_end)
 }
 
 /// Check 5, one entry: name, NUL padding, uniqueness, offset, extent, digest.
-fn check_entry(buf: &[u8], i: usize, at: usize, prev_end: usize, footer_offset: usize, seen: &mut std::collections::HashSet<String>) -> Result<EnvelopeEntry> {
+fn check_entry(
+    buf: &[u8],
+    i: usize,
+    at: usize,
+    prev_end: usize,
+    footer_offset: usize,
+    seen: &mut std::collections::HashSet<String>,
+) -> Result<EnvelopeEntry> {
     let what = "payload entry";
-    let r = "struct_envelope_entry";
+    let r = Reason::StructEnvelopeEntry;
     let expected_offset = align8(prev_end);
     let name_field = &buf[at..at + NAME_BYTES];
     let name_len = name_field.iter().position(|&b| b == 0).unwrap_or(NAME_BYTES);
@@ -448,10 +583,22 @@ fn check_entry(buf: &[u8], i: usize, at: usize, prev_end: usize, footer_offset: 
     };
     let label = entry_label(i, Some(&name));
     if !is_zero(&name_field[name_len..]) {
-        return Err(refuse_at(5, what, r, format!("{label}: bytes after the name's NUL are not all NUL"), format!("table[{i}].name")));
+        return Err(refuse_at(
+            5,
+            what,
+            r,
+            format!("{label}: bytes after the name's NUL are not all NUL"),
+            format!("table[{i}].name"),
+        ));
     }
     if !seen.insert(name.clone()) {
-        return Err(refuse_at(5, what, r, format!("{label}: the name repeats an earlier entry"), format!("table[{i}].name")));
+        return Err(refuse_at(
+            5,
+            what,
+            r,
+            format!("{label}: the name repeats an earlier entry"),
+            format!("table[{i}].name"),
+        ));
     }
     let offset = u64_at(buf, at + 64);
     if offset != expected_offset as u64 {
@@ -465,7 +612,13 @@ fn check_entry(buf: &[u8], i: usize, at: usize, prev_end: usize, footer_offset: 
     }
     // expected_offset ≤ prev_end + 7 ≤ footer_offset + 7, inside the 48-byte footer at worst.
     if !is_zero(&buf[prev_end..expected_offset]) {
-        return Err(refuse_at(5, what, r, format!("{label}: padding before the payload is not zero"), format!("table[{i}].offset")));
+        return Err(refuse_at(
+            5,
+            what,
+            r,
+            format!("{label}: padding before the payload is not zero"),
+            format!("table[{i}].offset"),
+        ));
     }
     let length = u64_at(buf, at + 72);
     if offset as u128 + length as u128 > footer_offset as u128 {
@@ -483,12 +636,21 @@ fn check_entry(buf: &[u8], i: usize, at: usize, prev_end: usize, footer_offset: 
         return Err(refuse_at(
             5,
             what,
-            "audit_payload_digest_mismatch",
-            format!("{label}: payload SHA-256 is {}, the table records {}", hex(&actual), hex(recorded)),
+            Reason::AuditPayloadDigestMismatch,
+            format!(
+                "{label}: payload SHA-256 is {}, the table records {}",
+                hex(&actual),
+                hex(recorded)
+            ),
             format!("table[{i}].digest"),
         ));
     }
-    Ok(EnvelopeEntry { name, offset, byte_length: length, digest: hex(&actual) })
+    Ok(EnvelopeEntry {
+        name,
+        offset,
+        byte_length: length,
+        digest: hex(&actual),
+    })
 }
 
 /// Check 5 over all entries and check 6 after the last.
@@ -497,7 +659,14 @@ fn check_entries(buf: &[u8], h: &Header, table_end: usize, footer_offset: usize)
     let mut seen = std::collections::HashSet::new();
     let mut end = table_end;
     for i in 0..h.payload_count {
-        let entry = check_entry(buf, i, h.table_offset + i * TABLE_ENTRY_BYTES, end, footer_offset, &mut seen)?;
+        let entry = check_entry(
+            buf,
+            i,
+            h.table_offset + i * TABLE_ENTRY_BYTES,
+            end,
+            footer_offset,
+            &mut seen,
+        )?;
         end = (entry.offset + entry.byte_length) as usize;
         entries.push(entry);
     }
@@ -505,8 +674,11 @@ fn check_entries(buf: &[u8], h: &Header, table_end: usize, footer_offset: usize)
         return Err(refuse_at(
             6,
             "trailing padding",
-            "struct_envelope_padding",
-            format!("{} bytes between the end of the last payload ({end}) and the footer ({footer_offset})", footer_offset - end),
+            Reason::StructEnvelopePadding,
+            format!(
+                "{} bytes between the end of the last payload ({end}) and the footer ({footer_offset})",
+                footer_offset - end
+            ),
             "footer",
         ));
     }
@@ -520,11 +692,19 @@ pub fn decode_envelope(buf: &[u8]) -> Result<DecodedEnvelope> {
     let manifest = check_manifest(buf, header.manifest_bytes, footer_offset)?;
     let table_end = check_table(buf, &header, footer_offset)?;
     let entries = check_entries(buf, &header, table_end, footer_offset)?;
-    let refs: Vec<Value> = entries.iter().map(|e| payload_ref_json(&e.name, e.byte_length, &e.digest)).collect();
+    let refs: Vec<Value> = entries
+        .iter()
+        .map(|e| payload_ref_json(&e.name, e.byte_length, &e.digest))
+        .collect();
     check_manifest_fields(&manifest, &refs)?;
     let payloads = entries
         .iter()
-        .map(|e| (e.name.clone(), buf[e.offset as usize..(e.offset + e.byte_length) as usize].to_vec()))
+        .map(|e| {
+            (
+                e.name.clone(),
+                buf[e.offset as usize..(e.offset + e.byte_length) as usize].to_vec(),
+            )
+        })
         .collect();
     Ok(DecodedEnvelope {
         manifest,
@@ -561,14 +741,18 @@ mod tests {
         buf[f + 8..f + 40].copy_from_slice(&d);
     }
 
-    fn refusal(buf: &[u8]) -> (Option<u8>, &'static str) {
+    fn refusal(buf: &[u8]) -> (Option<u8>, Reason) {
         let e = decode_envelope(buf).unwrap_err();
         (check_of(&e), e.reason)
     }
 
     #[test]
     fn round_trips_and_lays_out_payloads_aligned() {
-        let payloads = vec![("a".to_string(), b"xyz".to_vec()), ("b".to_string(), vec![]), ("c".to_string(), vec![7; 9])];
+        let payloads = vec![
+            ("a".to_string(), b"xyz".to_vec()),
+            ("b".to_string(), vec![]),
+            ("c".to_string(), vec![7; 9]),
+        ];
         let bytes = encode_envelope(&manifest(), &payloads).unwrap();
         let d = decode_envelope(&bytes).unwrap();
         assert_eq!(d.payloads, payloads);
@@ -590,29 +774,44 @@ mod tests {
     #[test]
     fn the_writer_refuses_what_the_reader_would_refuse() {
         let e = encode_envelope(&manifest(), &[("A".into(), vec![])]).unwrap_err();
-        assert_eq!(e.reason, "struct_invalid_id");
+        assert_eq!(e.reason, Reason::StructInvalidId);
         let e = encode_envelope(&manifest(), &[("a".into(), vec![]), ("a".into(), vec![1])]).unwrap_err();
-        assert_eq!(e.reason, "struct_envelope_entry");
+        assert_eq!(e.reason, Reason::StructEnvelopeEntry);
         let many: Vec<(String, Vec<u8>)> = (0..65).map(|i| (format!("p{i}"), vec![])).collect();
-        assert_eq!(encode_envelope(&manifest(), &many).unwrap_err().reason, "size_payload_count_over_64");
-        let Value::Object(mut m) = manifest() else { unreachable!() };
+        assert_eq!(
+            encode_envelope(&manifest(), &many).unwrap_err().reason,
+            Reason::SizePayloadCountOver64
+        );
+        let Value::Object(mut m) = manifest() else {
+            unreachable!()
+        };
         m.push(("extra".into(), Value::Null));
         let e = encode_envelope(&Value::Object(m.clone()), &[]).unwrap_err();
-        assert_eq!((check_of(&e), e.reason), (Some(7), "struct_envelope_manifest_fields"));
+        assert_eq!(
+            (check_of(&e), e.reason),
+            (Some(7), Reason::StructEnvelopeManifestFields)
+        );
         m.pop();
         m.push(("payloads".into(), Value::Array(vec![Value::Null])));
-        assert_eq!(encode_envelope(&Value::Object(m.clone()), &[]).unwrap_err().reason, "audit_manifest_payloads_mismatch");
+        assert_eq!(
+            encode_envelope(&Value::Object(m.clone()), &[]).unwrap_err().reason,
+            Reason::AuditManifestPayloadsMismatch
+        );
         m.pop();
         // 2^60 prints as an integer literal beyond 2^53-1, which check 3 refuses.
         let helper = m.iter_mut().find(|(k, _)| k == "helperState").unwrap();
         helper.1 = Value::Array(vec![Value::Number(2f64.powi(60))]);
         let e = encode_envelope(&Value::Object(m), &[]).unwrap_err();
-        assert_eq!((check_of(&e), e.reason), (Some(3), "struct_envelope_manifest"));
+        assert_eq!((check_of(&e), e.reason), (Some(3), Reason::StructEnvelopeManifest));
     }
 
     #[test]
     fn the_reader_refuses_each_check_in_order() {
-        let good = encode_envelope(&manifest(), &[("a".into(), b"hello".to_vec()), ("b".into(), b"world!".to_vec())]).unwrap();
+        let good = encode_envelope(
+            &manifest(),
+            &[("a".into(), b"hello".to_vec()), ("b".into(), b"world!".to_vec())],
+        )
+        .unwrap();
         let table = u32_at(&good, 24) as usize;
         let d = decode_envelope(&good).unwrap();
         let first = d.layout.entries[0].offset as usize;
@@ -620,52 +819,52 @@ mod tests {
         let mut legacy = good.clone();
         legacy[0..8].copy_from_slice(LEGACY_MAGIC);
         let e = decode_envelope(&legacy).unwrap_err();
-        assert_eq!(e.reason, "struct_envelope_legacy_format");
+        assert_eq!(e.reason, Reason::StructEnvelopeLegacyFormat);
         assert!(e.message.contains("legacy FLYSIM01 format"));
-        assert_eq!(refusal(b"FLYSIM01"), (Some(1), "struct_envelope_legacy_format"));
-        assert_eq!(refusal(&good[..79]), (Some(1), "size_envelope_too_short"));
+        assert_eq!(refusal(b"FLYSIM01"), (Some(1), Reason::StructEnvelopeLegacyFormat));
+        assert_eq!(refusal(&good[..79]), (Some(1), Reason::SizeEnvelopeTooShort));
         let mut reserved = good.clone();
         reserved[28] = 1;
-        assert_eq!(refusal(&reserved), (Some(1), "struct_envelope_magic"));
-        assert_eq!(refusal(&good[..good.len() - 1]), (Some(2), "audit_envelope_length"));
+        assert_eq!(refusal(&reserved), (Some(1), Reason::StructEnvelopeMagic));
+        assert_eq!(refusal(&good[..good.len() - 1]), (Some(2), Reason::AuditEnvelopeLength));
         let mut grown = good.clone();
         grown.splice(40..40, [0u8; 8]);
-        assert_eq!(refusal(&grown), (Some(2), "audit_envelope_length"));
+        assert_eq!(refusal(&grown), (Some(2), Reason::AuditEnvelopeLength));
 
         let mut long_manifest = good.clone();
         long_manifest[16..20].copy_from_slice(&(good.len() as u32).to_le_bytes());
         reseal(&mut long_manifest);
-        assert_eq!(refusal(&long_manifest), (Some(3), "struct_envelope_manifest"));
+        assert_eq!(refusal(&long_manifest), (Some(3), Reason::StructEnvelopeManifest));
         let mut spaced = good.clone();
         spaced[32] = b' '; // '{' -> ' ': not JSON any more
         reseal(&mut spaced);
-        assert_eq!(refusal(&spaced), (Some(3), "struct_envelope_manifest"));
+        assert_eq!(refusal(&spaced), (Some(3), Reason::StructEnvelopeManifest));
 
         let mut moved = good.clone();
         moved[24..28].copy_from_slice(&(table as u32 + 8).to_le_bytes());
         reseal(&mut moved);
-        assert_eq!(refusal(&moved), (Some(4), "struct_envelope_table"));
+        assert_eq!(refusal(&moved), (Some(4), Reason::StructEnvelopeTable));
         let mut counted = good.clone();
         counted[20..24].copy_from_slice(&1000u32.to_le_bytes());
         reseal(&mut counted);
-        assert_eq!(refusal(&counted), (Some(4), "struct_envelope_table"));
+        assert_eq!(refusal(&counted), (Some(4), Reason::StructEnvelopeTable));
 
         let mut renamed = good.clone();
         renamed[table] = b'A';
         reseal(&mut renamed);
-        assert_eq!(refusal(&renamed), (Some(5), "struct_envelope_entry"));
+        assert_eq!(refusal(&renamed), (Some(5), Reason::StructEnvelopeEntry));
         let mut tail = good.clone();
         tail[table + 10] = b'x'; // a byte after the NUL of "a"
         reseal(&mut tail);
-        assert_eq!(refusal(&tail), (Some(5), "struct_envelope_entry"));
+        assert_eq!(refusal(&tail), (Some(5), Reason::StructEnvelopeEntry));
         let mut twin = good.clone();
         twin[table + TABLE_ENTRY_BYTES] = b'a'; // entry 1 named "a" too
         reseal(&mut twin);
-        assert_eq!(refusal(&twin), (Some(5), "struct_envelope_entry"));
+        assert_eq!(refusal(&twin), (Some(5), Reason::StructEnvelopeEntry));
         let mut payload = good.clone();
         payload[first] ^= 1;
         reseal(&mut payload);
-        assert_eq!(refusal(&payload), (Some(5), "audit_payload_digest_mismatch"));
+        assert_eq!(refusal(&payload), (Some(5), Reason::AuditPayloadDigestMismatch));
 
         // Check 6: one payload shortened by a byte leaves a byte before the footer.
         let mut short = good.clone();
@@ -674,7 +873,7 @@ mod tests {
         let digest = sha256(&short[d.layout.entries[1].offset as usize..][..5]);
         short[table + TABLE_ENTRY_BYTES + 80..table + 2 * TABLE_ENTRY_BYTES].copy_from_slice(&digest);
         reseal(&mut short);
-        assert_eq!(refusal(&short), (Some(6), "struct_envelope_padding"));
+        assert_eq!(refusal(&short), (Some(6), Reason::StructEnvelopePadding));
     }
 
     #[test]
@@ -688,12 +887,19 @@ mod tests {
         let mut bytes = good.clone();
         bytes[HEADER_BYTES..HEADER_BYTES + bad.len()].copy_from_slice(bad.as_bytes());
         reseal(&mut bytes);
-        assert_eq!(refusal(&bytes), (Some(7), "audit_manifest_payloads_mismatch"));
+        assert_eq!(refusal(&bytes), (Some(7), Reason::AuditManifestPayloadsMismatch));
         let renamed = text.replace("\"episodeId\":\"e\"", "\"episodeId\":\"E\"");
         bytes[HEADER_BYTES..HEADER_BYTES + renamed.len()].copy_from_slice(renamed.as_bytes());
         reseal(&mut bytes);
         let e = decode_envelope(&bytes).unwrap_err();
-        assert_eq!((check_of(&e), e.reason, e.field.as_deref()), (Some(7), "struct_envelope_manifest_fields", Some("manifest.episodeId")));
+        assert_eq!(
+            (check_of(&e), e.reason, e.field.as_deref()),
+            (
+                Some(7),
+                Reason::StructEnvelopeManifestFields,
+                Some("manifest.episodeId")
+            )
+        );
         assert!(e.message.ends_with("[struct_invalid_id]"), "{}", e.message);
     }
 }

@@ -2,7 +2,7 @@
 // SHA-256 digests, deciding exactly as core/formats/canonical-json.ts does (same checks,
 // same order, same reason codes and messages). Not a general JSON library, and not serde_json,
 // whose number printing and key order are not canonical.
-use crate::error::{DetsimError, Result};
+use crate::error::{DetsimError, Reason, Result};
 use sha2::{Digest as _, Sha256};
 use std::cmp::Ordering;
 
@@ -97,7 +97,10 @@ fn array_index(key: &str) -> Option<u32> {
     if !canonical || key.len() > 10 {
         return None;
     }
-    key.parse::<u64>().ok().filter(|&n| n < u32::MAX as u64).map(|n| n as u32)
+    key.parse::<u64>()
+        .ok()
+        .filter(|&n| n < u32::MAX as u64)
+        .map(|n| n as u32)
 }
 
 /// JSON.stringify of a parsed value, in JavaScript property order (not canonical).
@@ -113,7 +116,10 @@ pub fn js_stringify(value: &Value) -> String {
         }
         Value::Array(items) => format!("[{}]", items.iter().map(js_stringify).collect::<Vec<_>>().join(",")),
         Value::Object(members) => {
-            let mut indexed: Vec<(u32, &(String, Value))> = members.iter().filter_map(|m| array_index(&m.0).map(|i| (i, m))).collect();
+            let mut indexed: Vec<(u32, &(String, Value))> = members
+                .iter()
+                .filter_map(|m| array_index(&m.0).map(|i| (i, m)))
+                .collect();
             indexed.sort_by_key(|(i, _)| *i);
             let named = members.iter().filter(|m| array_index(&m.0).is_none());
             let parts: Vec<String> = indexed
@@ -152,8 +158,17 @@ const MAX_DEPTH: usize = 512;
 /// ECMAScript Number::toString, which RFC 8785 adopts; -0 prints as 0. Non-finite is refused.
 pub fn serialize_number(n: f64) -> Result<String> {
     if !n.is_finite() {
-        let shown = if n.is_nan() { "NaN" } else if n > 0.0 { "Infinity" } else { "-Infinity" };
-        return Err(DetsimError::new("struct_non_finite_number", format!("cannot serialize {shown} as JSON")));
+        let shown = if n.is_nan() {
+            "NaN"
+        } else if n > 0.0 {
+            "Infinity"
+        } else {
+            "-Infinity"
+        };
+        return Err(DetsimError::new(
+            Reason::StructNonFiniteNumber,
+            format!("cannot serialize {shown} as JSON"),
+        ));
     }
     if n == 0.0 {
         return Ok("0".to_string()); // covers -0, which Number::toString prints as "0"
@@ -189,15 +204,29 @@ fn write(value: &Value, path: &str, out: &mut String, depth: usize) -> Result<()
     // The parser's bound: a value the parser could not read back is not written either.
     if depth > MAX_DEPTH {
         let shown: String = path.chars().take(60).collect();
-        return Err(DetsimError::at("struct_invalid_json", format!("nesting deeper than {MAX_DEPTH} (or a cycle) at {shown}..."), "$"));
+        return Err(DetsimError::at(
+            Reason::StructInvalidJson,
+            format!("nesting deeper than {MAX_DEPTH} (or a cycle) at {shown}..."),
+            "$",
+        ));
     }
     match value {
         Value::Null => out.push_str("null"),
         Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
         Value::Number(n) => {
             if !n.is_finite() {
-                let shown = if n.is_nan() { "NaN" } else if *n > 0.0 { "Infinity" } else { "-Infinity" };
-                return Err(DetsimError::at("struct_non_finite_number", format!("{shown} at {path} is not a finite number"), path));
+                let shown = if n.is_nan() {
+                    "NaN"
+                } else if *n > 0.0 {
+                    "Infinity"
+                } else {
+                    "-Infinity"
+                };
+                return Err(DetsimError::at(
+                    Reason::StructNonFiniteNumber,
+                    format!("{shown} at {path} is not a finite number"),
+                    path,
+                ));
             }
             out.push_str(&serialize_number(*n)?);
         }
@@ -219,7 +248,11 @@ fn write(value: &Value, path: &str, out: &mut String, depth: usize) -> Result<()
             if let Some(w) = sorted.windows(2).find(|w| w[0].0 == w[1].0) {
                 let mut key = String::new();
                 quote_string(&w[0].0, &mut key);
-                return Err(DetsimError::at("struct_duplicate_key", format!("duplicate key {key} at {path}"), path));
+                return Err(DetsimError::at(
+                    Reason::StructDuplicateKey,
+                    format!("duplicate key {key} at {path}"),
+                    path,
+                ));
             }
             out.push('{');
             for (i, (key, v)) in sorted.into_iter().enumerate() {
@@ -277,20 +310,27 @@ struct Parser<'a> {
 
 impl<'a> Parser<'a> {
     fn new(text: &'a str) -> Self {
-        Parser { text, bytes: text.as_bytes(), pos: 0 }
+        Parser {
+            text,
+            bytes: text.as_bytes(),
+            pos: 0,
+        }
     }
 
     /// Errors name the offset in UTF-16 code units, as the TypeScript parser's do.
-    fn fail_with<T>(&self, reason: &'static str, message: impl AsRef<str>) -> Result<T> {
+    fn fail_with<T>(&self, reason: Reason, message: impl AsRef<str>) -> Result<T> {
         let offset = match self.text.get(..self.pos) {
             Some(prefix) => prefix.encode_utf16().count(),
             None => self.pos,
         };
-        Err(DetsimError::new(reason, format!("{} at offset {offset}", message.as_ref())))
+        Err(DetsimError::new(
+            reason,
+            format!("{} at offset {offset}", message.as_ref()),
+        ))
     }
 
     fn fail<T>(&self, message: impl AsRef<str>) -> Result<T> {
-        self.fail_with("struct_invalid_json", message)
+        self.fail_with(Reason::StructInvalidJson, message)
     }
 
     fn peek(&self) -> Option<u8> {
@@ -328,7 +368,11 @@ impl<'a> Parser<'a> {
             Some(b'-' | b'0'..=b'9') => return self.parse_number().map(Value::Number),
             _ => {}
         }
-        for (word, value) in [("true", Value::Bool(true)), ("false", Value::Bool(false)), ("null", Value::Null)] {
+        for (word, value) in [
+            ("true", Value::Bool(true)),
+            ("false", Value::Bool(false)),
+            ("null", Value::Null),
+        ] {
             if self.starts_with(word) {
                 self.pos += word.len();
                 return Ok(value);
@@ -372,7 +416,7 @@ impl<'a> Parser<'a> {
                 self.pos = key_start;
                 let mut shown = String::new();
                 quote_string(&key, &mut shown);
-                return self.fail_with("struct_duplicate_key", format!("duplicate key {shown}"));
+                return self.fail_with(Reason::StructDuplicateKey, format!("duplicate key {shown}"));
             }
             seen.insert(key.clone());
             self.skip_whitespace();
@@ -456,7 +500,10 @@ impl<'a> Parser<'a> {
             Some(b'r') => 0x0d,
             Some(b't') => 0x09,
             Some(b'u') => {
-                let hex = self.bytes.get(self.pos..self.pos + 4).filter(|h| h.iter().all(u8::is_ascii_hexdigit));
+                let hex = self
+                    .bytes
+                    .get(self.pos..self.pos + 4)
+                    .filter(|h| h.iter().all(u8::is_ascii_hexdigit));
                 let Some(hex) = hex else {
                     return self.fail("bad \\u escape");
                 };
@@ -523,7 +570,7 @@ impl<'a> Parser<'a> {
         if integral && n.abs() > MAX_SAFE_INTEGER {
             self.pos = start;
             return self.fail_with(
-                "struct_unsafe_integer",
+                Reason::StructUnsafeInteger,
                 format!("integer {literal} is beyond ±(2^53−1); write counters as U64 strings"),
             );
         }
@@ -547,9 +594,13 @@ fn describe_code_unit(ch: char) -> String {
 
 /// Decode UTF-8 strictly: invalid bytes and a byte-order mark are refused.
 pub fn decode_utf8_strict(bytes: &[u8]) -> Result<&str> {
-    let text = std::str::from_utf8(bytes).map_err(|_| DetsimError::new("struct_invalid_utf8", "input is not valid UTF-8"))?;
+    let text = std::str::from_utf8(bytes)
+        .map_err(|_| DetsimError::new(Reason::StructInvalidUtf8, "input is not valid UTF-8"))?;
     if text.starts_with('\u{feff}') {
-        return Err(DetsimError::new("struct_invalid_json", "a byte-order mark is not allowed in JSON text"));
+        return Err(DetsimError::new(
+            Reason::StructInvalidJson,
+            "a byte-order mark is not allowed in JSON text",
+        ));
     }
     Ok(text)
 }
@@ -568,7 +619,10 @@ pub fn parse_strict(bytes: &[u8]) -> Result<Value> {
 pub fn parse_canonical(bytes: &[u8]) -> Result<Value> {
     let value = parse_strict(bytes)?;
     if canonical_bytes(&value)? != bytes {
-        return Err(DetsimError::new("struct_not_canonical", "JSON is not in RFC 8785 canonical form"));
+        return Err(DetsimError::new(
+            Reason::StructNotCanonical,
+            "JSON is not in RFC 8785 canonical form",
+        ));
     }
     Ok(value)
 }
@@ -577,7 +631,7 @@ pub fn parse_canonical(bytes: &[u8]) -> Result<Value> {
 mod tests {
     use super::*;
 
-    fn reason(text: &str) -> &'static str {
+    fn reason(text: &str) -> Reason {
         parse_strict(text.as_bytes()).unwrap_err().reason
     }
 
@@ -588,43 +642,100 @@ mod tests {
     #[test]
     fn sorts_keys_by_utf16_code_units_not_by_utf8_bytes() {
         // U+1F602 is the surrogate pair D83D DE02, which sorts before U+FB33 in UTF-16 but after it in UTF-8.
-        assert_eq!(canon("{\"\u{fb33}\":1,\"\u{1f602}\":2}"), "{\"\u{1f602}\":2,\"\u{fb33}\":1}");
-        assert_eq!(canon(r#"{"b":1,"a":{"d":[],"c":null}}"#), r#"{"a":{"c":null,"d":[]},"b":1}"#);
+        assert_eq!(
+            canon("{\"\u{fb33}\":1,\"\u{1f602}\":2}"),
+            "{\"\u{1f602}\":2,\"\u{fb33}\":1}"
+        );
+        assert_eq!(
+            canon(r#"{"b":1,"a":{"d":[],"c":null}}"#),
+            r#"{"a":{"c":null,"d":[]},"b":1}"#
+        );
     }
 
     #[test]
     fn escapes_strings_like_json_stringify() {
-        assert_eq!(canon(r#""\u000F\u000a\/\"\\\b\f\r\t\u007f\u0080\u2028""#), "\"\\u000f\\n/\\\"\\\\\\b\\f\\r\\t\u{7f}\u{80}\u{2028}\"");
+        assert_eq!(
+            canon(r#""\u000F\u000a\/\"\\\b\f\r\t\u007f\u0080\u2028""#),
+            "\"\\u000f\\n/\\\"\\\\\\b\\f\\r\\t\u{7f}\u{80}\u{2028}\""
+        );
         assert_eq!(canon(r#""\ud83d\ude02""#), "\"\u{1f602}\"");
     }
 
     #[test]
     fn prints_numbers_as_ecmascript_does() {
-        for (text, want) in [("1E30", "1e+30"), ("4.50", "4.5"), ("2e-3", "0.002"), ("-0", "0"), ("56.0", "56"), ("1e21", "1e+21"), ("123456789012345680000", "123456789012345680000")] {
+        for (text, want) in [
+            ("1E30", "1e+30"),
+            ("4.50", "4.5"),
+            ("2e-3", "0.002"),
+            ("-0", "0"),
+            ("56.0", "56"),
+            ("1e21", "1e+21"),
+            ("123456789012345680000", "123456789012345680000"),
+        ] {
             let got = match text {
                 "123456789012345680000" => serialize_number(123456789012345680000.0).unwrap(),
                 _ => canon(text),
             };
             assert_eq!(got, want, "{text}");
         }
-        assert_eq!(serialize_number(f64::NAN).unwrap_err().reason, "struct_non_finite_number");
-        assert_eq!(canonicalize(&Value::Array(vec![Value::Number(f64::INFINITY)])).unwrap_err().reason, "struct_non_finite_number");
+        assert_eq!(
+            serialize_number(f64::NAN).unwrap_err().reason,
+            Reason::StructNonFiniteNumber
+        );
+        assert_eq!(
+            canonicalize(&Value::Array(vec![Value::Number(f64::INFINITY)]))
+                .unwrap_err()
+                .reason,
+            Reason::StructNonFiniteNumber
+        );
     }
 
     #[test]
     fn refuses_what_the_typescript_parser_refuses_with_the_same_reason() {
-        assert_eq!(reason(r#"{"a":1,"a":2}"#), "struct_duplicate_key");
-        assert_eq!(reason(r#"[{"x":{"a":1,"a":2}}]"#), "struct_duplicate_key");
-        assert_eq!(reason("9007199254740992"), "struct_unsafe_integer");
-        assert_eq!(reason("-9007199254740992"), "struct_unsafe_integer");
-        assert_eq!(parse_strict(b"9007199254740991").unwrap(), Value::Number(9007199254740991.0));
+        assert_eq!(reason(r#"{"a":1,"a":2}"#), Reason::StructDuplicateKey);
+        assert_eq!(reason(r#"[{"x":{"a":1,"a":2}}]"#), Reason::StructDuplicateKey);
+        assert_eq!(reason("9007199254740992"), Reason::StructUnsafeInteger);
+        assert_eq!(reason("-9007199254740992"), Reason::StructUnsafeInteger);
+        assert_eq!(
+            parse_strict(b"9007199254740991").unwrap(),
+            Value::Number(9007199254740991.0)
+        );
         assert_eq!(parse_strict(b"1E30").unwrap(), Value::Number(1e30));
-        assert_eq!(reason("1e400"), "struct_invalid_json");
-        for bad in ["NaN", "Infinity", "-Infinity", "[1,]", "{\"a\":1,}", "01", "1.", "1e", "\"\t\"", r#""\ud800""#, r#""\udc00x""#, r#""\x""#, r#""\u12g4""#, "[1] x", "", "  ", "{", "\"abc", "tru", "+1", ".5", "\u{feff}1"] {
-            assert_eq!(reason(bad), "struct_invalid_json", "{bad:?}");
+        assert_eq!(reason("1e400"), Reason::StructInvalidJson);
+        for bad in [
+            "NaN",
+            "Infinity",
+            "-Infinity",
+            "[1,]",
+            "{\"a\":1,}",
+            "01",
+            "1.",
+            "1e",
+            "\"\t\"",
+            r#""\ud800""#,
+            r#""\udc00x""#,
+            r#""\x""#,
+            r#""\u12g4""#,
+            "[1] x",
+            "",
+            "  ",
+            "{",
+            "\"abc",
+            "tru",
+            "+1",
+            ".5",
+            "\u{feff}1",
+        ] {
+            assert_eq!(reason(bad), Reason::StructInvalidJson, "{bad:?}");
         }
-        assert_eq!(parse_strict(&[0x22, 0xff, 0x22]).unwrap_err().reason, "struct_invalid_utf8");
-        assert_eq!(parse_strict(&[0x22, 0xed, 0xa0, 0x80, 0x22]).unwrap_err().reason, "struct_invalid_utf8");
+        assert_eq!(
+            parse_strict(&[0x22, 0xff, 0x22]).unwrap_err().reason,
+            Reason::StructInvalidUtf8
+        );
+        assert_eq!(
+            parse_strict(&[0x22, 0xed, 0xa0, 0x80, 0x22]).unwrap_err().reason,
+            Reason::StructInvalidUtf8
+        );
     }
 
     #[test]
@@ -633,7 +744,10 @@ mod tests {
         assert_eq!(msg(r#"{"a":1,"a":2}"#), "duplicate key \"a\" at offset 7");
         assert_eq!(msg("[1] x"), "trailing data after the JSON value at offset 4");
         assert_eq!(msg("\"é\u{1}\""), "raw control character in a string at offset 2");
-        assert_eq!(msg("[12345678901234567890]"), "integer 12345678901234567890 is beyond ±(2^53−1); write counters as U64 strings at offset 1");
+        assert_eq!(
+            msg("[12345678901234567890]"),
+            "integer 12345678901234567890 is beyond ±(2^53−1); write counters as U64 strings at offset 1"
+        );
         assert_eq!(msg("[x]"), "unexpected character \"x\" at offset 1");
         assert_eq!(msg(r#""\ud800""#), "lone surrogate in a string at offset 8");
     }
@@ -643,20 +757,31 @@ mod tests {
         let ok = "[".repeat(513) + &"]".repeat(513);
         assert!(parse_strict(ok.as_bytes()).is_ok());
         let deep = "[".repeat(514) + &"]".repeat(514);
-        assert!(parse_strict(deep.as_bytes()).unwrap_err().message.starts_with("nesting deeper than 512"));
+        assert!(
+            parse_strict(deep.as_bytes())
+                .unwrap_err()
+                .message
+                .starts_with("nesting deeper than 512")
+        );
     }
 
     #[test]
     fn parse_canonical_requires_canonical_bytes() {
         assert!(parse_canonical(br#"{"a":1,"b":[true,null]}"#).is_ok());
-        assert_eq!(parse_canonical(br#"{"b":1,"a":2}"#).unwrap_err().reason, "struct_not_canonical");
-        assert_eq!(parse_canonical(b"[1.0]").unwrap_err().reason, "struct_not_canonical");
-        assert_eq!(parse_canonical(b" 1").unwrap_err().reason, "struct_not_canonical");
+        assert_eq!(
+            parse_canonical(br#"{"b":1,"a":2}"#).unwrap_err().reason,
+            Reason::StructNotCanonical
+        );
+        assert_eq!(
+            parse_canonical(b"[1.0]").unwrap_err().reason,
+            Reason::StructNotCanonical
+        );
+        assert_eq!(parse_canonical(b" 1").unwrap_err().reason, Reason::StructNotCanonical);
     }
 
     #[test]
     fn writer_refuses_a_repeated_key_in_a_constructed_object() {
         let v = Value::Object(vec![("a".into(), Value::Null), ("a".into(), Value::Bool(true))]);
-        assert_eq!(canonicalize(&v).unwrap_err().reason, "struct_duplicate_key");
+        assert_eq!(canonicalize(&v).unwrap_err().reason, Reason::StructDuplicateKey);
     }
 }

@@ -9,7 +9,7 @@ pub mod seed;
 pub mod xorshift;
 
 pub use envelope::{DecodedEnvelope, check_of, decode_envelope, encode_envelope};
-pub use error::{DetsimError, Result};
+pub use error::{DetsimError, Reason, Result};
 pub use json::{Value, canonical_bytes, canonical_digest, canonicalize, parse_canonical, parse_strict, sha256_hex};
 pub use scalars::{RationalNs, Scope};
 pub use seed::{derive_seed, derive_seeds};

@@ -1,7 +1,7 @@
 // The domain scalars of the session protocol (specs/session-protocol.md §1) as in
 // core/formats/scalars.ts: Id, U64, Digest, RationalNs, Scope, request ids and i32.
 // Readers refuse and name the field, never normalise. Not a schema library for whole messages.
-use crate::error::{DetsimError, Result};
+use crate::error::{DetsimError, Reason, Result};
 use crate::json::Value;
 use std::cmp::Ordering;
 
@@ -17,7 +17,10 @@ fn describe(value: Option<&Value>) -> String {
 pub fn is_id(s: &str) -> bool {
     let b = s.as_bytes();
     let first_ok = matches!(b.first(), Some(b'a'..=b'z' | b'0'..=b'9'));
-    first_ok && b.len() <= 64 && b.iter().all(|c| matches!(c, b'a'..=b'z' | b'0'..=b'9' | b'.' | b'_' | b'-'))
+    first_ok
+        && b.len() <= 64
+        && b.iter()
+            .all(|c| matches!(c, b'a'..=b'z' | b'0'..=b'9' | b'.' | b'_' | b'-'))
 }
 
 pub fn check_id(s: &str, field: &str) -> Result<()> {
@@ -31,8 +34,11 @@ pub fn read_id<'a>(value: Option<&'a Value>, field: &str) -> Result<&'a str> {
     match value {
         Some(Value::String(s)) if is_id(s) => Ok(s),
         other => Err(DetsimError::at(
-            "struct_invalid_id",
-            format!("{field}: {} is not an Id (1-64 of a-z 0-9 . _ -, starting with a letter or digit)", describe(other)),
+            Reason::StructInvalidId,
+            format!(
+                "{field}: {} is not an Id (1-64 of a-z 0-9 . _ -, starting with a letter or digit)",
+                describe(other)
+            ),
             field,
         )),
     }
@@ -53,8 +59,11 @@ pub fn is_u64(s: &str) -> bool {
 
 pub fn u64_error(value: Option<&Value>, field: &str) -> DetsimError {
     DetsimError::at(
-        "struct_invalid_u64",
-        format!("{field}: {} is not a U64 (a decimal string, \"0\" or no leading zero, at most 18446744073709551615)", describe(value)),
+        Reason::StructInvalidU64,
+        format!(
+            "{field}: {} is not a U64 (a decimal string, \"0\" or no leading zero, at most 18446744073709551615)",
+            describe(value)
+        ),
         field,
     )
 }
@@ -74,8 +83,11 @@ pub fn read_digest<'a>(value: Option<&'a Value>, field: &str) -> Result<&'a str>
     match value {
         Some(Value::String(s)) if is_digest(s) => Ok(s),
         other => Err(DetsimError::at(
-            "struct_invalid_digest",
-            format!("{field}: {} is not a SHA-256 digest (64 lowercase hex)", describe(other)),
+            Reason::StructInvalidDigest,
+            format!(
+                "{field}: {} is not a SHA-256 digest (64 lowercase hex)",
+                describe(other)
+            ),
             field,
         )),
     }
@@ -85,7 +97,7 @@ pub fn read_request_id<'a>(value: Option<&'a Value>, field: &str) -> Result<&'a 
     match value {
         Some(Value::String(s)) if s.strip_prefix("req-").is_some_and(is_u64) => Ok(s),
         other => Err(DetsimError::at(
-            "struct_invalid_field",
+            Reason::StructInvalidField,
             format!("{field}: {} is not a request id req-<U64>", describe(other)),
             field,
         )),
@@ -96,7 +108,7 @@ pub fn read_i32(value: Option<&Value>, field: &str) -> Result<i32> {
     match value {
         Some(Value::Number(n)) if n.fract() == 0.0 && *n >= i32::MIN as f64 && *n <= i32::MAX as f64 => Ok(*n as i32),
         other => Err(DetsimError::at(
-            "struct_invalid_field",
+            Reason::StructInvalidField,
             format!("{field}: {} is not a signed 32-bit integer", describe(other)),
             field,
         )),
@@ -106,7 +118,11 @@ pub fn read_i32(value: Option<&Value>, field: &str) -> Result<i32> {
 pub fn read_object<'a>(value: Option<&'a Value>, field: &str) -> Result<&'a [(String, Value)]> {
     match value {
         Some(Value::Object(members)) => Ok(members),
-        other => Err(DetsimError::at("struct_invalid_field", format!("{field}: {} is not an object", describe(other)), field)),
+        other => Err(DetsimError::at(
+            Reason::StructInvalidField,
+            format!("{field}: {} is not an object", describe(other)),
+            field,
+        )),
     }
 }
 
@@ -118,7 +134,11 @@ pub fn refuse_unknown_fields(members: &[(String, Value)], allowed: &[&str], fiel
         if !allowed.contains(&key) {
             let mut shown = String::new();
             crate::json::quote_string(key, &mut shown);
-            return Err(DetsimError::at("struct_unknown_field", format!("{field}: unknown field {shown}"), format!("{field}.{key}")));
+            return Err(DetsimError::at(
+                Reason::StructUnknownField,
+                format!("{field}: unknown field {shown}"),
+                format!("{field}.{key}"),
+            ));
         }
     }
     Ok(())
@@ -139,7 +159,7 @@ fn gcd(mut a: u128, mut b: u128) -> u128 {
 }
 
 fn overflow(message: String, field: &str) -> DetsimError {
-    DetsimError::at("struct_rational_overflow", message, field)
+    DetsimError::at(Reason::StructRationalOverflow, message, field)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -162,14 +182,21 @@ impl RationalNs {
     /// Build from any non-negative fraction, reducing it; overflow beyond U64 is an error.
     pub fn of(num: u128, den: u128, field: &str) -> Result<RationalNs> {
         if den == 0 {
-            return Err(DetsimError::at("struct_invalid_rational", format!("{field}: denominator must be positive"), field));
+            return Err(DetsimError::at(
+                Reason::StructInvalidRational,
+                format!("{field}: denominator must be positive"),
+                field,
+            ));
         }
         let g = if num == 0 { den } else { gcd(num, den) };
         let (n, d) = (num / g, den / g);
         if n > U64_MAX || d > U64_MAX {
             return Err(overflow(format!("{field}: {n}/{d} does not fit U64"), field));
         }
-        Ok(RationalNs { num: n as u64, den: d as u64 })
+        Ok(RationalNs {
+            num: n as u64,
+            den: d as u64,
+        })
     }
 
     /// Read the wire form; it must already be reduced, and zero must be 0/1.
@@ -179,10 +206,18 @@ impl RationalNs {
         let num = read_u64(member(members, "numerator"), &format!("{field}.numerator"))?;
         let den = read_u64(member(members, "denominator"), &format!("{field}.denominator"))?;
         if den == 0 {
-            return Err(DetsimError::at("struct_invalid_rational", format!("{field}: denominator is 0"), field));
+            return Err(DetsimError::at(
+                Reason::StructInvalidRational,
+                format!("{field}: denominator is 0"),
+                field,
+            ));
         }
         if gcd(num as u128, den as u128) != 1 {
-            return Err(DetsimError::at("struct_invalid_rational", format!("{field}: {num}/{den} is not reduced (zero is 0/1)"), field));
+            return Err(DetsimError::at(
+                Reason::StructInvalidRational,
+                format!("{field}: {num}/{den} is not reduced (zero is 0/1)"),
+                field,
+            ));
         }
         Ok(RationalNs { num, den })
     }
@@ -191,7 +226,11 @@ impl RationalNs {
     pub fn read_duration(value: Option<&Value>, field: &str) -> Result<RationalNs> {
         let r = RationalNs::read(value, field)?;
         if r.num == 0 {
-            return Err(DetsimError::at("struct_invalid_rational", format!("{field}: a duration must be non-zero"), field));
+            return Err(DetsimError::at(
+                Reason::StructInvalidRational,
+                format!("{field}: a duration must be non-zero"),
+                field,
+            ));
         }
         Ok(r)
     }
@@ -213,7 +252,9 @@ impl RationalNs {
     pub fn add(&self, o: &RationalNs) -> Result<RationalNs> {
         let (a, b, c, d) = (self.num as u128, self.den as u128, o.num as u128, o.den as u128);
         let g = gcd(b, d);
-        let t = (a * (d / g)).checked_add(c * (b / g)).ok_or_else(|| overflow(format!("sum: {self} + {o} does not fit U64"), "sum"))?;
+        let t = (a * (d / g))
+            .checked_add(c * (b / g))
+            .ok_or_else(|| overflow(format!("sum: {self} + {o} does not fit U64"), "sum"))?;
         RationalNs::of(t, (b / g) * d, "sum")
     }
 
@@ -222,7 +263,10 @@ impl RationalNs {
         let g = gcd(b, d);
         let (l, r) = (a * (d / g), c * (b / g));
         if l < r {
-            return Err(DetsimError::new("struct_rational_overflow", format!("difference {self} - {o} is below zero")));
+            return Err(DetsimError::new(
+                Reason::StructRationalOverflow,
+                format!("difference {self} - {o} is below zero"),
+            ));
         }
         RationalNs::of(l - r, (b / g) * d, "difference")
     }
@@ -304,14 +348,31 @@ mod tests {
             assert!(!is_id(bad), "{bad}");
         }
         assert_eq!(parse_u64("18446744073709551615"), Some(u64::MAX));
-        for bad in ["", "01", "-1", "+1", "1.0", "1e3", " 1", "18446744073709551616", "0x10", "99999999999999999999"] {
+        for bad in [
+            "",
+            "01",
+            "-1",
+            "+1",
+            "1.0",
+            "1e3",
+            " 1",
+            "18446744073709551616",
+            "0x10",
+            "99999999999999999999",
+        ] {
             assert_eq!(parse_u64(bad), None, "{bad}");
         }
         assert!(is_digest(&"a".repeat(64)));
         assert!(!is_digest(&"A".repeat(64)) && !is_digest(&"a".repeat(63)));
         let e = read_u64(Some(&Value::Number(1.0)), "x.step").unwrap_err();
-        assert_eq!((e.reason, e.field.as_deref()), ("struct_invalid_u64", Some("x.step")));
-        assert_eq!(read_id(None, "agentId").unwrap_err().message, "agentId: nothing is not an Id (1-64 of a-z 0-9 . _ -, starting with a letter or digit)");
+        assert_eq!(
+            (e.reason, e.field.as_deref()),
+            (Reason::StructInvalidU64, Some("x.step"))
+        );
+        assert_eq!(
+            read_id(None, "agentId").unwrap_err().message,
+            "agentId: nothing is not an Id (1-64 of a-z 0-9 . _ -, starting with a letter or digit)"
+        );
         assert_eq!(read_request_id(Some(&"req-12".into()), "r").unwrap(), "req-12");
         assert!(read_request_id(Some(&"req-012".into()), "r").is_err());
         assert_eq!(read_i32(Some(&Value::Number(-2147483648.0)), "s").unwrap(), i32::MIN);
@@ -324,18 +385,24 @@ mod tests {
         let v = parse_strict(br#"{"denominator":"3","numerator":"1000000"}"#).unwrap();
         assert_eq!(RationalNs::read(Some(&v), "w").unwrap(), r(1000000, 3));
         for (text, reason) in [
-            (r#"{"denominator":"4","numerator":"2"}"#, "struct_invalid_rational"),
-            (r#"{"denominator":"0","numerator":"0"}"#, "struct_invalid_rational"),
-            (r#"{"denominator":"2","numerator":"0"}"#, "struct_invalid_rational"),
-            (r#"{"denominator":"1","numerator":"0","x":"1"}"#, "struct_unknown_field"),
-            (r#"{"denominator":1,"numerator":"0"}"#, "struct_invalid_u64"),
+            (r#"{"denominator":"4","numerator":"2"}"#, Reason::StructInvalidRational),
+            (r#"{"denominator":"0","numerator":"0"}"#, Reason::StructInvalidRational),
+            (r#"{"denominator":"2","numerator":"0"}"#, Reason::StructInvalidRational),
+            (
+                r#"{"denominator":"1","numerator":"0","x":"1"}"#,
+                Reason::StructUnknownField,
+            ),
+            (r#"{"denominator":1,"numerator":"0"}"#, Reason::StructInvalidU64),
         ] {
             let v = parse_strict(text.as_bytes()).unwrap();
             assert_eq!(RationalNs::read(Some(&v), "w").unwrap_err().reason, reason, "{text}");
         }
         let zero = parse_strict(br#"{"denominator":"1","numerator":"0"}"#).unwrap();
         assert!(RationalNs::read(Some(&zero), "w").unwrap().is_zero());
-        assert_eq!(RationalNs::read_duration(Some(&zero), "w").unwrap_err().reason, "struct_invalid_rational");
+        assert_eq!(
+            RationalNs::read_duration(Some(&zero), "w").unwrap_err().reason,
+            Reason::StructInvalidRational
+        );
     }
 
     #[test]
@@ -357,23 +424,44 @@ mod tests {
         // (2^64-3)/(2^64-2) + (2^64-1)/(2^64-2) = 2: fits, though the naive cross product a*d + c*b
         // (about 2^129) would overflow u128; bigint TypeScript gets 2 as well.
         assert_eq!(r(max - 2, max - 1).add(&r(max, max - 1)).unwrap(), r(2, 1));
-        assert_eq!(r(max, 1).add(&r(1, 1)).unwrap_err().reason, "struct_rational_overflow");
-        assert_eq!(r(max, 2).add(&r(max, 3)).unwrap_err().reason, "struct_rational_overflow");
-        assert_eq!(r(1, 3).sub(&r(1, 2)).unwrap_err().reason, "struct_rational_overflow");
-        assert_eq!(r(max, 1).mul_int(2).unwrap_err().reason, "struct_rational_overflow");
+        assert_eq!(
+            r(max, 1).add(&r(1, 1)).unwrap_err().reason,
+            Reason::StructRationalOverflow
+        );
+        assert_eq!(
+            r(max, 2).add(&r(max, 3)).unwrap_err().reason,
+            Reason::StructRationalOverflow
+        );
+        assert_eq!(
+            r(1, 3).sub(&r(1, 2)).unwrap_err().reason,
+            Reason::StructRationalOverflow
+        );
+        assert_eq!(r(max, 1).mul_int(2).unwrap_err().reason, Reason::StructRationalOverflow);
         assert_eq!(r(1, 2).floor_div(&RationalNs::ZERO), None);
         assert!(r(1, 3) < r(1, 2) && r(2, 4) == r(1, 2));
-        assert_eq!(RationalNs::of(1, 0, "f").unwrap_err().reason, "struct_invalid_rational");
+        assert_eq!(
+            RationalNs::of(1, 0, "f").unwrap_err().reason,
+            Reason::StructInvalidRational
+        );
     }
 
     #[test]
     fn scope_reads_and_refuses_unknown_fields() {
         let v = parse_strict(br#"{"epoch":"epoch-1","sessionId":"demo","step":"42"}"#).unwrap();
         let s = Scope::read(Some(&v), "scope").unwrap();
-        assert_eq!((s.session_id.as_str(), s.epoch.as_str(), s.step), ("demo", "epoch-1", 42));
-        assert_eq!(crate::json::canonicalize(&s.to_json()).unwrap(), r#"{"epoch":"epoch-1","sessionId":"demo","step":"42"}"#);
+        assert_eq!(
+            (s.session_id.as_str(), s.epoch.as_str(), s.step),
+            ("demo", "epoch-1", 42)
+        );
+        assert_eq!(
+            crate::json::canonicalize(&s.to_json()).unwrap(),
+            r#"{"epoch":"epoch-1","sessionId":"demo","step":"42"}"#
+        );
         let bad = parse_strict(br#"{"epoch":"epoch-1","sessionId":"demo","step":"42","stepp":"1"}"#).unwrap();
         let e = Scope::read(Some(&bad), "scope").unwrap_err();
-        assert_eq!((e.reason, e.field.as_deref()), ("struct_unknown_field", Some("scope.stepp")));
+        assert_eq!(
+            (e.reason, e.field.as_deref()),
+            (Reason::StructUnknownField, Some("scope.stepp"))
+        );
     }
 }

@@ -1,9 +1,9 @@
 // seed-derivation-v1 (specs/seed-derivation-v1.md), deciding as core/formats/seed.ts does:
 // one independent i32 seed per agent from a recorded master seed and a stable agent id.
 // Not an RNG: the kernel RNG is xorshift.rs.
-use crate::error::{DetsimError, Result};
-use crate::scalars::is_u64;
+use crate::error::{DetsimError, Reason, Result};
 use crate::json::Value;
+use crate::scalars::is_u64;
 
 pub const SEED_ALGORITHM: &str = "seed-derivation-v1";
 pub const SEED_PREFIX: &str = "flybrain/seed-derivation-v1";
@@ -18,14 +18,20 @@ pub fn seed_material(master_seed: &str, agent_id: &str) -> Vec<u8> {
 
 /// The first nonzero big-endian u32 lane of a digest as a two's-complement i32, or None.
 pub fn first_nonzero_lane(digest: &[u8; 32]) -> Option<i32> {
-    digest.chunks_exact(4).map(|c| i32::from_be_bytes([c[0], c[1], c[2], c[3]])).find(|&lane| lane != 0)
+    digest
+        .chunks_exact(4)
+        .map(|c| i32::from_be_bytes([c[0], c[1], c[2], c[3]]))
+        .find(|&lane| lane != 0)
 }
 
 fn check_master(master_seed: &str) -> Result<()> {
     if is_u64(master_seed) {
         return Ok(());
     }
-    Err(crate::scalars::u64_error(Some(&Value::String(master_seed.to_string())), "masterSeed"))
+    Err(crate::scalars::u64_error(
+        Some(&Value::String(master_seed.to_string())),
+        "masterSeed",
+    ))
 }
 
 /// Derive one agent's seed with SHA-256.
@@ -39,13 +45,17 @@ pub fn derive_seed_with(master_seed: &str, agent_id: &str, digest: DigestFn) -> 
     crate::scalars::check_id(agent_id, "agentId")?;
     let material = seed_material(master_seed, agent_id);
     for round in 0..MAX_ROUNDS {
-        let input = if round == 0 { material.clone() } else { [material.as_slice(), format!("{round}\n").as_bytes()].concat() };
+        let input = if round == 0 {
+            material.clone()
+        } else {
+            [material.as_slice(), format!("{round}\n").as_bytes()].concat()
+        };
         if let Some(lane) = first_nonzero_lane(&digest(&input)) {
             return Ok(lane);
         }
     }
     Err(DetsimError::at(
-        "struct_seed_all_zero",
+        Reason::StructSeedAllZero,
         format!("seed derivation for {agent_id} found only zero lanes after {MAX_ROUNDS} rounds"),
         "agentId",
     ))
@@ -72,14 +82,22 @@ impl DerivedSeeds {
         let seeds = self
             .seeds
             .iter()
-            .map(|(id, seed)| Value::Object(vec![("agentId".into(), id.as_str().into()), ("seed".into(), Value::Number(*seed as f64))]))
+            .map(|(id, seed)| {
+                Value::Object(vec![
+                    ("agentId".into(), id.as_str().into()),
+                    ("seed".into(), Value::Number(*seed as f64)),
+                ])
+            })
             .collect();
         let collisions = self
             .collisions
             .iter()
             .map(|c| {
                 let ids = Value::Array(c.agent_ids.iter().map(|id| id.as_str().into()).collect());
-                Value::Object(vec![("seed".into(), Value::Number(c.seed as f64)), ("agentIds".into(), ids)])
+                Value::Object(vec![
+                    ("seed".into(), Value::Number(c.seed as f64)),
+                    ("agentIds".into(), ids),
+                ])
             })
             .collect();
         Value::Object(vec![
@@ -104,7 +122,7 @@ pub fn derive_seeds_with(master_seed: &str, agent_ids: &[&str], digest: DigestFn
         crate::scalars::check_id(id, &field)?;
         if !seen.insert(*id) {
             return Err(DetsimError::at(
-                "struct_duplicate_agent_id",
+                Reason::StructDuplicateAgentId,
                 format!("{field}: \"{id}\" is repeated; equal ids would share a seed"),
                 field,
             ));
@@ -118,13 +136,20 @@ pub fn derive_seeds_with(master_seed: &str, agent_ids: &[&str], digest: DigestFn
     let mut collisions = Vec::new();
     for (id, seed) in &seeds {
         match first_by_seed.get(seed) {
-            Some(other) => collisions.push(SeedCollision { seed: *seed, agent_ids: [other.to_string(), id.clone()] }),
+            Some(other) => collisions.push(SeedCollision {
+                seed: *seed,
+                agent_ids: [other.to_string(), id.clone()],
+            }),
             None => {
                 first_by_seed.insert(*seed, id);
             }
         }
     }
-    Ok(DerivedSeeds { master_seed: master_seed.to_string(), seeds, collisions })
+    Ok(DerivedSeeds {
+        master_seed: master_seed.to_string(),
+        seeds,
+        collisions,
+    })
 }
 
 pub fn collision_warning(c: &SeedCollision) -> String {
@@ -134,7 +159,6 @@ pub fn collision_warning(c: &SeedCollision) -> String {
     )
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -143,7 +167,11 @@ mod tests {
     fn refuses_non_canonical_master_seeds_rather_than_normalising_them() {
         for m in ["01", "", "-1", "+1", "1.0", "1e3", " 1", "18446744073709551616", "0x10"] {
             let e = derive_seed(m, "fly-a").unwrap_err();
-            assert_eq!((e.reason, e.field.as_deref()), ("struct_invalid_u64", Some("masterSeed")), "{m}");
+            assert_eq!(
+                (e.reason, e.field.as_deref()),
+                (Reason::StructInvalidU64, Some("masterSeed")),
+                "{m}"
+            );
         }
         // Same value as the TypeScript edge-case test.
         assert_eq!(derive_seed("18446744073709551615", "fly-a").unwrap(), -125244523);
@@ -161,7 +189,13 @@ mod tests {
             d
         };
         assert_eq!(derive_seed_with("7", "fly-a", &mut digest).unwrap(), i32::MIN);
-        assert_eq!(calls, ["flybrain/seed-derivation-v1\n7\nfly-a\n", "flybrain/seed-derivation-v1\n7\nfly-a\n1\n"]);
+        assert_eq!(
+            calls,
+            [
+                "flybrain/seed-derivation-v1\n7\nfly-a\n",
+                "flybrain/seed-derivation-v1\n7\nfly-a\n1\n"
+            ]
+        );
     }
 
     #[test]
@@ -173,7 +207,7 @@ mod tests {
             [0u8; 32]
         };
         let e = derive_seed_with("7", "fly-a", &mut zero).unwrap_err();
-        assert_eq!(e.reason, "struct_seed_all_zero");
+        assert_eq!(e.reason, Reason::StructSeedAllZero);
         assert!(e.message.contains("zero lanes"));
         assert_eq!(suffixes, ["", "1|", "2|", "3|"]);
     }
@@ -186,16 +220,35 @@ mod tests {
             d
         };
         let derived = derive_seeds_with("1", &["ant", "bee", "cat"], &mut constant).unwrap();
-        let pairs: Vec<_> = derived.collisions.iter().map(|c| (c.seed, c.agent_ids.clone())).collect();
-        assert_eq!(pairs, vec![(5, ["ant".to_string(), "bee".to_string()]), (5, ["ant".to_string(), "cat".to_string()])]);
-        assert_eq!(collision_warning(&derived.collisions[0]), "warning [ident_seed_collision]: agents ant and bee derived the same seed 5");
+        let pairs: Vec<_> = derived
+            .collisions
+            .iter()
+            .map(|c| (c.seed, c.agent_ids.clone()))
+            .collect();
+        assert_eq!(
+            pairs,
+            vec![
+                (5, ["ant".to_string(), "bee".to_string()]),
+                (5, ["ant".to_string(), "cat".to_string()])
+            ]
+        );
+        assert_eq!(
+            collision_warning(&derived.collisions[0]),
+            "warning [ident_seed_collision]: agents ant and bee derived the same seed 5"
+        );
     }
 
     #[test]
     fn refuses_a_repeated_id_naming_its_position() {
         let e = derive_seeds("0", &["fly-a", "fly-b", "fly-a"]).unwrap_err();
-        assert_eq!((e.reason, e.field.as_deref()), ("struct_duplicate_agent_id", Some("agentIds[2]")));
+        assert_eq!(
+            (e.reason, e.field.as_deref()),
+            (Reason::StructDuplicateAgentId, Some("agentIds[2]"))
+        );
         let e = derive_seeds("0", &["fly-a", "Fly-B"]).unwrap_err();
-        assert_eq!((e.reason, e.field.as_deref()), ("struct_invalid_id", Some("agentIds[1]")));
+        assert_eq!(
+            (e.reason, e.field.as_deref()),
+            (Reason::StructInvalidId, Some("agentIds[1]"))
+        );
     }
 }

@@ -19,13 +19,24 @@ fn the_six_official_input_output_pairs_canonicalize_exactly() {
         let input = std::fs::read(dir.join(format!("input/{name}.json"))).unwrap();
         let output = std::fs::read(dir.join(format!("output/{name}.json"))).unwrap();
         let hex = std::fs::read_to_string(dir.join(format!("outhex/{name}.txt"))).unwrap();
-        let from_hex: Vec<u8> = hex.split_whitespace().map(|h| u8::from_str_radix(h, 16).unwrap()).collect();
+        let from_hex: Vec<u8> = hex
+            .split_whitespace()
+            .map(|h| u8::from_str_radix(h, 16).unwrap())
+            .collect();
         assert_eq!(from_hex, output, "{name}: outhex and output agree");
         let ours = canonicalize(&parse_strict(&input).unwrap()).unwrap().into_bytes();
-        assert_eq!(String::from_utf8_lossy(&ours), String::from_utf8_lossy(&output), "{name}");
+        assert_eq!(
+            String::from_utf8_lossy(&ours),
+            String::from_utf8_lossy(&output),
+            "{name}"
+        );
         assert_eq!(ours, output, "{name}");
         // Canonical output is a fixed point.
-        assert_eq!(canonicalize(&parse_strict(&output).unwrap()).unwrap().into_bytes(), output, "{name}");
+        assert_eq!(
+            canonicalize(&parse_strict(&output).unwrap()).unwrap().into_bytes(),
+            output,
+            "{name}"
+        );
     }
 }
 
@@ -53,13 +64,26 @@ fn the_first_10000_es6_number_lines_print_exactly() {
 #[test]
 fn appendix_b_samples_including_the_refused_non_finite_values() {
     let samples = [
-        ("0000000000000000", "0"), ("8000000000000000", "0"), ("0000000000000001", "5e-324"), ("8000000000000001", "-5e-324"),
-        ("7fefffffffffffff", "1.7976931348623157e+308"), ("44b52d02c7e14af6", "1e+23"), ("444b1ae4d6e2ef50", "1e+21"),
-        ("444b1ae4d6e2ef4f", "999999999999999900000"), ("3eb0c6f7a0b5ed8d", "0.000001"), ("3eb0c6f7a0b5ed8c", "9.999999999999997e-7"),
-        ("41b3de4355555553", "333333333.3333332"), ("becbf647612f3696", "-0.0000033333333333333333"), ("4340000000000000", "9007199254740992"),
+        ("0000000000000000", "0"),
+        ("8000000000000000", "0"),
+        ("0000000000000001", "5e-324"),
+        ("8000000000000001", "-5e-324"),
+        ("7fefffffffffffff", "1.7976931348623157e+308"),
+        ("44b52d02c7e14af6", "1e+23"),
+        ("444b1ae4d6e2ef50", "1e+21"),
+        ("444b1ae4d6e2ef4f", "999999999999999900000"),
+        ("3eb0c6f7a0b5ed8d", "0.000001"),
+        ("3eb0c6f7a0b5ed8c", "9.999999999999997e-7"),
+        ("41b3de4355555553", "333333333.3333332"),
+        ("becbf647612f3696", "-0.0000033333333333333333"),
+        ("4340000000000000", "9007199254740992"),
     ];
     for (hex, want) in samples {
-        assert_eq!(serialize_number(f64::from_bits(u64::from_str_radix(hex, 16).unwrap())).unwrap(), want, "{hex}");
+        assert_eq!(
+            serialize_number(f64::from_bits(u64::from_str_radix(hex, 16).unwrap())).unwrap(),
+            want,
+            "{hex}"
+        );
     }
     for hex in ["7fffffffffffffff", "7ff0000000000000", "fff0000000000000"] {
         let e = serialize_number(f64::from_bits(u64::from_str_radix(hex, 16).unwrap())).unwrap_err();

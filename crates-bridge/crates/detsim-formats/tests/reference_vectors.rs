@@ -11,15 +11,21 @@ use detsim_formats::seed::{derive_seed, derive_seeds, seed_material};
 use detsim_formats::{Xorshift32, decode_envelope, encode_envelope};
 
 fn s<'a>(v: &'a Value, key: &str) -> &'a str {
-    v.get(key).and_then(Value::as_str).unwrap_or_else(|| panic!("{key} is not a string"))
+    v.get(key)
+        .and_then(Value::as_str)
+        .unwrap_or_else(|| panic!("{key} is not a string"))
 }
 
 fn n(v: &Value, key: &str) -> f64 {
-    v.get(key).and_then(Value::as_f64).unwrap_or_else(|| panic!("{key} is not a number"))
+    v.get(key)
+        .and_then(Value::as_f64)
+        .unwrap_or_else(|| panic!("{key} is not a number"))
 }
 
 fn arr<'a>(v: &'a Value, key: &str) -> &'a [Value] {
-    v.get(key).and_then(Value::as_array).unwrap_or_else(|| panic!("{key} is not an array"))
+    v.get(key)
+        .and_then(Value::as_array)
+        .unwrap_or_else(|| panic!("{key} is not an array"))
 }
 
 /// U64 layout fields are decimal strings in the fixture, small ones plain numbers.
@@ -42,7 +48,11 @@ fn all_20_seed_vectors_reproduce_material_digest_and_seed() {
         let material = seed_material(master, agent);
         assert_eq!(material, s(v, "material").as_bytes(), "{master}/{agent}");
         assert_eq!(sha256_hex(&material), s(v, "materialDigest"), "{master}/{agent}");
-        assert_eq!(derive_seed(master, agent).unwrap() as f64, n(v, "seed"), "{master}/{agent}");
+        assert_eq!(
+            derive_seed(master, agent).unwrap() as f64,
+            n(v, "seed"),
+            "{master}/{agent}"
+        );
     }
 }
 
@@ -53,7 +63,10 @@ fn the_composition_reproduces_in_order_without_collisions() {
     let ids: Vec<&str> = arr(c, "agentIds").iter().map(|v| v.as_str().unwrap()).collect();
     let want: Vec<f64> = arr(c, "seeds").iter().map(|v| v.as_f64().unwrap()).collect();
     let derived = derive_seeds(s(c, "masterSeed"), &ids).unwrap();
-    assert_eq!(derived.seeds.iter().map(|(_, seed)| *seed as f64).collect::<Vec<_>>(), want);
+    assert_eq!(
+        derived.seeds.iter().map(|(_, seed)| *seed as f64).collect::<Vec<_>>(),
+        want
+    );
     assert_eq!(derived.seeds.iter().map(|(id, _)| id.as_str()).collect::<Vec<_>>(), ids);
     assert!(derived.collisions.is_empty());
 }
@@ -72,7 +85,11 @@ fn the_three_invalid_inputs_are_refused() {
             }
             None => derive_seed(master, s(bad, "agentId")).unwrap_err(),
         };
-        let expected = if bad.get("agentIds").is_some() { "struct_duplicate_agent_id" } else { "struct_invalid_id" };
+        let expected = if bad.get("agentIds").is_some() {
+            "struct_duplicate_agent_id"
+        } else {
+            "struct_invalid_id"
+        };
         assert_eq!(err.reason, expected, "{}", s(bad, "reason"));
     }
 }
@@ -80,7 +97,10 @@ fn the_three_invalid_inputs_are_refused() {
 #[test]
 fn xorshift32_seed_22222_matches_the_spec() {
     let mut rng = Xorshift32::new(22222);
-    assert_eq!([rng.next_uint(), rng.next_uint(), rng.next_uint(), rng.next_uint()], [1374414818, 2413927497, 829730269, 1025812730]);
+    assert_eq!(
+        [rng.next_uint(), rng.next_uint(), rng.next_uint(), rng.next_uint()],
+        [1374414818, 2413927497, 829730269, 1025812730]
+    );
 }
 
 struct EnvelopeFixture {
@@ -115,7 +135,9 @@ fn the_envelope_encodes_byte_for_byte() {
     let first_diff = ours.iter().zip(&f.bytes).position(|(a, b)| a != b);
     assert_eq!(first_diff, None, "first differing byte");
     // The same bytes when the manifest omits `payloads` (the writer computes it).
-    let Value::Object(mut members) = f.manifest.clone() else { panic!("manifest is an object") };
+    let Value::Object(mut members) = f.manifest.clone() else {
+        panic!("manifest is an object")
+    };
     members.retain(|(k, _)| k != "payloads");
     assert_eq!(encode_envelope(&Value::Object(members), &f.payloads).unwrap(), f.bytes);
 }
@@ -124,7 +146,10 @@ fn the_envelope_encodes_byte_for_byte() {
 fn the_envelope_decodes_to_the_fixture_with_every_layout_offset() {
     let f = envelope_fixture();
     let d = decode_envelope(&f.bytes).unwrap();
-    assert_eq!(canonical_bytes(&d.manifest).unwrap(), canonical_bytes(&f.manifest).unwrap());
+    assert_eq!(
+        canonical_bytes(&d.manifest).unwrap(),
+        canonical_bytes(&f.manifest).unwrap()
+    );
     assert_eq!(d.payloads, f.payloads);
     let l = &f.layout;
     assert_eq!(num_or_str(l, "headerBytes"), HEADER_BYTES as u64);
@@ -171,7 +196,12 @@ fn all_six_corruptions_are_refused_by_the_right_check() {
         bytes[offset] ^= 0x01;
         let e = decode_envelope(&bytes).unwrap_err();
         let (check, reason) = expected(name, offset);
-        assert_eq!((check_of(&e), e.reason), (Some(check), reason), "{name}: {}", e.message);
+        assert_eq!(
+            (check_of(&e), e.reason.as_str()),
+            (Some(check), reason),
+            "{name}: {}",
+            e.message
+        );
         assert!(e.message.starts_with(&format!("check {check} (")), "{}", e.message);
     }
 }
@@ -186,7 +216,10 @@ fn a_flipped_payload_byte_behind_a_resealed_footer_is_caught_by_the_payload_dige
     let digest = detsim_formats::json::sha256(&bytes[..footer]);
     bytes[footer + 8..footer + 40].copy_from_slice(&digest);
     let e = decode_envelope(&bytes).unwrap_err();
-    assert_eq!((check_of(&e), e.reason, e.field.as_deref()), (Some(5), "audit_payload_digest_mismatch", Some("table[0].digest")));
+    assert_eq!(
+        (check_of(&e), e.reason.as_str(), e.field.as_deref()),
+        (Some(5), "audit_payload_digest_mismatch", Some("table[0].digest"))
+    );
 }
 
 #[test]
@@ -195,6 +228,9 @@ fn the_legacy_magic_is_named_as_the_legacy_format() {
     let mut bytes = f.bytes.clone();
     bytes[0..8].copy_from_slice(b"FLYSIM01");
     let e = decode_envelope(&bytes).unwrap_err();
-    assert_eq!((check_of(&e), e.reason), (Some(1), "struct_envelope_legacy_format"));
+    assert_eq!(
+        (check_of(&e), e.reason.as_str()),
+        (Some(1), "struct_envelope_legacy_format")
+    );
     assert!(e.message.contains("legacy FLYSIM01 format"), "{}", e.message);
 }

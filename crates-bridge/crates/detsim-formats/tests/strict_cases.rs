@@ -8,7 +8,10 @@ use detsim_formats::json::{Value, canonicalize, parse_strict};
 fn cases(kind: &str) -> Vec<Value> {
     let path = common::repo_root().join("fixtures/jcs/strict-cases.json");
     let f = parse_strict(&std::fs::read(&path).unwrap()).unwrap();
-    f.get(kind).and_then(Value::as_array).unwrap_or_else(|| panic!("{kind} missing")).to_vec()
+    f.get(kind)
+        .and_then(Value::as_array)
+        .unwrap_or_else(|| panic!("{kind} missing"))
+        .to_vec()
 }
 
 fn s<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
@@ -21,11 +24,18 @@ fn input(case: &Value) -> Vec<u8> {
         return text.as_bytes().to_vec();
     }
     if let Some(hex) = s(case, "inputHex") {
-        return (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap()).collect();
+        return (0..hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+            .collect();
     }
     let nest = case.get("nest").expect("input, inputHex or nest");
     let depth = nest.get("depth").and_then(Value::as_f64).unwrap() as usize;
-    let (open, close, inner) = (s(nest, "open").unwrap(), s(nest, "close").unwrap(), s(nest, "inner").unwrap());
+    let (open, close, inner) = (
+        s(nest, "open").unwrap(),
+        s(nest, "close").unwrap(),
+        s(nest, "inner").unwrap(),
+    );
     format!("{}{inner}{}", open.repeat(depth), close.repeat(depth)).into_bytes()
 }
 
@@ -47,7 +57,9 @@ fn every_canonical_case_prints_its_output() {
         let name = s(case, "name").unwrap();
         let bytes = input(case);
         let value = parse_strict(&bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
-        let want = s(case, "output").map(|o| o.as_bytes().to_vec()).unwrap_or_else(|| bytes.clone());
+        let want = s(case, "output")
+            .map(|o| o.as_bytes().to_vec())
+            .unwrap_or_else(|| bytes.clone());
         let got = canonicalize(&value).unwrap().into_bytes();
         assert_eq!(String::from_utf8_lossy(&got), String::from_utf8_lossy(&want), "{name}");
         let reparse = case.get("reparse") != Some(&Value::Bool(false));
@@ -61,7 +73,15 @@ fn nested(depth: usize) -> Value {
 
 #[test]
 fn writer_cases_that_rust_can_represent() {
-    let not_representable = ["undefined", "bigint", "function", "Map", "loneSurrogateString", "loneSurrogateKey", "cycle"];
+    let not_representable = [
+        "undefined",
+        "bigint",
+        "function",
+        "Map",
+        "loneSurrogateString",
+        "loneSurrogateKey",
+        "cycle",
+    ];
     for case in &cases("writeRefuse") {
         let (name, tag) = (s(case, "name").unwrap(), s(case, "value").unwrap());
         let value = match tag {
@@ -87,6 +107,10 @@ fn writer_cases_that_rust_can_represent() {
             "1e21" => 1e21,
             other => panic!("{name}: unknown writer case {other:?}: update this test"),
         };
-        assert_eq!(canonicalize(&Value::Number(n)).unwrap(), s(case, "output").unwrap(), "{name}");
+        assert_eq!(
+            canonicalize(&Value::Number(n)).unwrap(),
+            s(case, "output").unwrap(),
+            "{name}"
+        );
     }
 }

@@ -31,7 +31,12 @@ impl Lif {
         let mut rng = Xorshift32::new(rng_seed(seed));
         // Math.fround: round to nearest f32, as `as f32` does.
         let baseline = (0..n).map(|_| (rng.next_f64() * 0.06) as f32).collect();
-        Ok(Lif { rng, membrane: vec![0.0; n], baseline, reward_total: 0.0 })
+        Ok(Lif {
+            rng,
+            membrane: vec![0.0; n],
+            baseline,
+            reward_total: 0.0,
+        })
     }
 
     /// Run `ticks` 1-ms ticks; returns (move, spikes per direction).
@@ -80,8 +85,14 @@ impl Lif {
     /// {baseline: f32 LE bytes, membrane: f64 LE bytes, neurons, rewardTotal, rng} as msgpack.
     pub fn capture(&self) -> Result<Vec<u8>, DetsimError> {
         encode_state(&StateValue::Map(vec![
-            ("baseline".into(), StateValue::Bin(self.baseline.iter().flat_map(|x| x.to_le_bytes()).collect())),
-            ("membrane".into(), StateValue::Bin(self.membrane.iter().flat_map(|x| x.to_le_bytes()).collect())),
+            (
+                "baseline".into(),
+                StateValue::Bin(self.baseline.iter().flat_map(|x| x.to_le_bytes()).collect()),
+            ),
+            (
+                "membrane".into(),
+                StateValue::Bin(self.membrane.iter().flat_map(|x| x.to_le_bytes()).collect()),
+            ),
             ("neurons".into(), StateValue::Number(self.membrane.len() as f64)),
             ("rewardTotal".into(), StateValue::Number(self.reward_total)),
             ("rng".into(), StateValue::Number(self.rng.state as f64)),
@@ -106,22 +117,39 @@ impl Lif {
                     None => "undefined".into(),
                     Some(_) => "a non-number".into(),
                 };
-                return Err(model_error(format!("lif payload: neurons {shown} differs from params.neurons {n}")));
+                return Err(model_error(format!(
+                    "lif payload: neurons {shown} differs from params.neurons {n}"
+                )));
             }
         }
         let membrane = match get("membrane") {
-            Some(StateValue::Bin(b)) if b.len() == n * 8 => b.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().unwrap())).collect(),
+            Some(StateValue::Bin(b)) if b.len() == n * 8 => b
+                .chunks_exact(8)
+                .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
+                .collect(),
             _ => return Err(model_error("lif payload: membrane must be n * 8 bytes".into())),
         };
         let baseline = match get("baseline") {
-            Some(StateValue::Bin(b)) if b.len() == n * 4 => b.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect(),
+            Some(StateValue::Bin(b)) if b.len() == n * 4 => b
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+                .collect(),
             _ => return Err(model_error("lif payload: baseline must be n * 4 bytes".into())),
         };
         match (get("rewardTotal"), get("rng")) {
             (Some(StateValue::Number(total)), Some(StateValue::Number(rng))) => {
                 // `d.rng | 0`: ToInt32 (non-finite is 0; otherwise truncate and wrap modulo 2^32).
-                let state = if rng.is_finite() { (rng.trunc().rem_euclid(4294967296.0) as u64 as u32) as i32 } else { 0 };
-                Ok(Lif { rng: Xorshift32 { state }, membrane, baseline, reward_total: *total })
+                let state = if rng.is_finite() {
+                    (rng.trunc().rem_euclid(4294967296.0) as u64 as u32) as i32
+                } else {
+                    0
+                };
+                Ok(Lif {
+                    rng: Xorshift32 { state },
+                    membrane,
+                    baseline,
+                    reward_total: *total,
+                })
             }
             _ => Err(model_error("lif payload: rewardTotal and rng must be numbers".into())),
         }
@@ -151,7 +179,15 @@ mod tests {
         let bytes = lif.capture().unwrap();
         assert_eq!(Lif::restore(&bytes, &params).unwrap(), lif);
         let other = parse_strict(br#"{"neurons":65}"#).unwrap();
-        assert_eq!(Lif::restore(&bytes, &other).unwrap_err().message, "lif payload: neurons 64 differs from params.neurons 65");
-        assert_eq!(resolve_params(&parse_strict(br#"{"neurons":3}"#).unwrap()).unwrap_err().message, "params.neurons: 3 must be an integer in [4, 67108864]");
+        assert_eq!(
+            Lif::restore(&bytes, &other).unwrap_err().message,
+            "lif payload: neurons 64 differs from params.neurons 65"
+        );
+        assert_eq!(
+            resolve_params(&parse_strict(br#"{"neurons":3}"#).unwrap())
+                .unwrap_err()
+                .message,
+            "params.neurons: 3 must be an integer in [4, 67108864]"
+        );
     }
 }

@@ -1,7 +1,7 @@
 // Capture payload bytes exactly as workers/state-codec.ts writes them (msgpackr with records off
 // and variable map sizes, objects re-keyed in sorted order): the msgpack subset plain state uses.
 // Not a general msgpack library: no extensions, no timestamps, no records.
-use detsim_formats::DetsimError;
+use detsim_formats::{DetsimError, Reason};
 
 /// Plain state data: what a model's capture returns.
 #[derive(Debug, Clone, PartialEq)]
@@ -17,7 +17,7 @@ pub enum StateValue {
 }
 
 fn codec_error(message: impl Into<String>) -> DetsimError {
-    DetsimError::new("struct_invalid_field", message)
+    DetsimError::new(Reason::StructInvalidField, message)
 }
 
 fn write_number(n: f64, out: &mut Vec<u8>) {
@@ -90,7 +90,13 @@ fn write(value: &StateValue, path: &str, out: &mut Vec<u8>) -> Result<(), Detsim
         StateValue::Number(n) => {
             if !n.is_finite() {
                 // Shown as JavaScript shows it, as workers/state-codec.ts does.
-                let shown = if n.is_nan() { "NaN" } else if *n > 0.0 { "Infinity" } else { "-Infinity" };
+                let shown = if n.is_nan() {
+                    "NaN"
+                } else if *n > 0.0 {
+                    "Infinity"
+                } else {
+                    "-Infinity"
+                };
                 return Err(codec_error(format!("state {path}: {shown} is not a finite number")));
             }
             write_number(*n, out);
@@ -139,7 +145,11 @@ struct Reader<'a> {
 
 impl Reader<'_> {
     fn take(&mut self, n: usize) -> Result<&[u8], DetsimError> {
-        let end = self.pos.checked_add(n).filter(|&e| e <= self.bytes.len()).ok_or_else(|| codec_error("state payload is truncated"))?;
+        let end = self
+            .pos
+            .checked_add(n)
+            .filter(|&e| e <= self.bytes.len())
+            .ok_or_else(|| codec_error("state payload is truncated"))?;
         let s = &self.bytes[self.pos..end];
         self.pos = end;
         Ok(s)
@@ -171,25 +181,61 @@ impl Reader<'_> {
             0xca => StateValue::Number(f32::from_be_bytes(self.take(4)?.try_into().unwrap()) as f64),
             0xcb => StateValue::Number(f64::from_be_bytes(self.take(8)?.try_into().unwrap())),
             0xa0..=0xbf => self.string((tag & 0x1f) as usize)?,
-            0xd9 => { let n = self.uint(1)?; self.string(n)? }
-            0xda => { let n = self.uint(2)?; self.string(n)? }
-            0xdb => { let n = self.uint(4)?; self.string(n)? }
-            0xc4 => { let n = self.uint(1)?; StateValue::Bin(self.take(n)?.to_vec()) }
-            0xc5 => { let n = self.uint(2)?; StateValue::Bin(self.take(n)?.to_vec()) }
-            0xc6 => { let n = self.uint(4)?; StateValue::Bin(self.take(n)?.to_vec()) }
+            0xd9 => {
+                let n = self.uint(1)?;
+                self.string(n)?
+            }
+            0xda => {
+                let n = self.uint(2)?;
+                self.string(n)?
+            }
+            0xdb => {
+                let n = self.uint(4)?;
+                self.string(n)?
+            }
+            0xc4 => {
+                let n = self.uint(1)?;
+                StateValue::Bin(self.take(n)?.to_vec())
+            }
+            0xc5 => {
+                let n = self.uint(2)?;
+                StateValue::Bin(self.take(n)?.to_vec())
+            }
+            0xc6 => {
+                let n = self.uint(4)?;
+                StateValue::Bin(self.take(n)?.to_vec())
+            }
             0x90..=0x9f => self.array((tag & 0x0f) as usize, depth)?,
-            0xdc => { let n = self.uint(2)?; self.array(n, depth)? }
-            0xdd => { let n = self.uint(4)?; self.array(n, depth)? }
+            0xdc => {
+                let n = self.uint(2)?;
+                self.array(n, depth)?
+            }
+            0xdd => {
+                let n = self.uint(4)?;
+                self.array(n, depth)?
+            }
             0x80..=0x8f => self.map((tag & 0x0f) as usize, depth)?,
-            0xde => { let n = self.uint(2)?; self.map(n, depth)? }
-            0xdf => { let n = self.uint(4)?; self.map(n, depth)? }
-            other => return Err(codec_error(format!("state payload: msgpack type 0x{other:02x} is not plain state"))),
+            0xde => {
+                let n = self.uint(2)?;
+                self.map(n, depth)?
+            }
+            0xdf => {
+                let n = self.uint(4)?;
+                self.map(n, depth)?
+            }
+            other => {
+                return Err(codec_error(format!(
+                    "state payload: msgpack type 0x{other:02x} is not plain state"
+                )));
+            }
         })
     }
 
     fn string(&mut self, n: usize) -> Result<StateValue, DetsimError> {
         let bytes = self.take(n)?;
-        String::from_utf8(bytes.to_vec()).map(StateValue::Str).map_err(|_| codec_error("state payload: a string is not UTF-8"))
+        String::from_utf8(bytes.to_vec())
+            .map(StateValue::Str)
+            .map_err(|_| codec_error("state payload: a string is not UTF-8"))
     }
 
     fn array(&mut self, n: usize, depth: usize) -> Result<StateValue, DetsimError> {
@@ -246,10 +292,20 @@ mod tests {
 
     #[test]
     fn maps_are_sorted_and_round_trip() {
-        let v = StateValue::Map(vec![("rng".into(), StateValue::Number(-5.0)), ("rewardTotal".into(), StateValue::Number(1.5))]);
+        let v = StateValue::Map(vec![
+            ("rng".into(), StateValue::Number(-5.0)),
+            ("rewardTotal".into(), StateValue::Number(1.5)),
+        ]);
         let bytes = encode_state(&v).unwrap();
-        assert_eq!(&bytes[..13], &[0x82, 0xab, b'r', b'e', b'w', b'a', b'r', b'd', b'T', b'o', b't', b'a', b'l']);
-        let StateValue::Map(back) = decode_state(&bytes).unwrap() else { panic!("a map") };
+        assert_eq!(
+            &bytes[..13],
+            &[
+                0x82, 0xab, b'r', b'e', b'w', b'a', b'r', b'd', b'T', b'o', b't', b'a', b'l'
+            ]
+        );
+        let StateValue::Map(back) = decode_state(&bytes).unwrap() else {
+            panic!("a map")
+        };
         assert_eq!(back[0].0, "rewardTotal");
         assert_eq!(back[1], ("rng".to_string(), StateValue::Number(-5.0)));
         assert!(decode_state(&bytes[..bytes.len() - 1]).is_err());

@@ -1,7 +1,7 @@
 // The exact rational tick accumulator (reference §4.2), as workers/tick-clock.ts: per Prepare
 // acc += stepDuration; ticks = floor(acc / tick); acc -= ticks * tick. Integers over a common
 // denominator in u128; a common denominator beyond u128 is refused (TypeScript uses bigint).
-use detsim_formats::{DetsimError, RationalNs};
+use detsim_formats::{DetsimError, RationalNs, Reason};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TickClock {
@@ -21,7 +21,10 @@ fn gcd(mut a: u128, mut b: u128) -> u128 {
 }
 
 fn overflow() -> DetsimError {
-    DetsimError::new("struct_rational_overflow", "tick clock: the common denominator does not fit 128 bits")
+    DetsimError::new(
+        Reason::StructRationalOverflow,
+        "tick clock: the common denominator does not fit 128 bits",
+    )
 }
 
 fn lcm(a: u128, b: u128) -> Result<u128, DetsimError> {
@@ -29,8 +32,17 @@ fn lcm(a: u128, b: u128) -> Result<u128, DetsimError> {
 }
 
 impl TickClock {
-    pub fn new(step: RationalNs, tick: RationalNs, remainder: RationalNs, brain_ticks: u64) -> Result<TickClock, DetsimError> {
-        let (a, b, c) = (step.denominator() as u128, tick.denominator() as u128, remainder.denominator() as u128);
+    pub fn new(
+        step: RationalNs,
+        tick: RationalNs,
+        remainder: RationalNs,
+        brain_ticks: u64,
+    ) -> Result<TickClock, DetsimError> {
+        let (a, b, c) = (
+            step.denominator() as u128,
+            tick.denominator() as u128,
+            remainder.denominator() as u128,
+        );
         let den = lcm(lcm(a, b)?, c)?;
         let units = |num: u64, d: u128| (num as u128).checked_mul(den / d).ok_or_else(overflow);
         let clock = TickClock {
@@ -41,10 +53,16 @@ impl TickClock {
             brain_ticks,
         };
         if clock.tick_units == 0 {
-            return Err(DetsimError::new("struct_invalid_rational", "tick clock: the tick duration must be non-zero"));
+            return Err(DetsimError::new(
+                Reason::StructInvalidRational,
+                "tick clock: the tick duration must be non-zero",
+            ));
         }
         if clock.rem_units >= clock.tick_units {
-            return Err(DetsimError::new("struct_invalid_rational", format!("remainder {remainder} is not below the tick {tick}")));
+            return Err(DetsimError::new(
+                Reason::StructInvalidRational,
+                format!("remainder {remainder} is not below the tick {tick}"),
+            ));
         }
         Ok(clock)
     }
@@ -54,8 +72,12 @@ impl TickClock {
         let acc = self.rem_units.checked_add(self.step_units).ok_or_else(overflow)?;
         let ticks = acc / self.tick_units;
         self.rem_units = acc - ticks * self.tick_units;
-        let ticks = u64::try_from(ticks).map_err(|_| DetsimError::new("struct_rational_overflow", "tick clock: ticks beyond U64"))?;
-        self.brain_ticks = self.brain_ticks.checked_add(ticks).ok_or_else(|| DetsimError::new("struct_rational_overflow", "tick clock: brainTicks beyond U64"))?;
+        let ticks = u64::try_from(ticks)
+            .map_err(|_| DetsimError::new(Reason::StructRationalOverflow, "tick clock: ticks beyond U64"))?;
+        self.brain_ticks = self
+            .brain_ticks
+            .checked_add(ticks)
+            .ok_or_else(|| DetsimError::new(Reason::StructRationalOverflow, "tick clock: brainTicks beyond U64"))?;
         Ok(ticks)
     }
 

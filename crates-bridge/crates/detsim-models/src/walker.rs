@@ -25,7 +25,9 @@ pub fn resolve_params(params: &Value) -> Result<u32, DetsimError> {
 /// Food offset fields of an observation (moves.ts foodOffset): both present as integers, or none.
 pub fn food_offset(observation: &Value) -> Option<(f64, f64)> {
     match (observation.get("foodDx"), observation.get("foodDy")) {
-        (Some(Value::Number(dx)), Some(Value::Number(dy))) if dx.fract() == 0.0 && dy.fract() == 0.0 => Some((*dx, *dy)),
+        (Some(Value::Number(dx)), Some(Value::Number(dy))) if dx.fract() == 0.0 && dy.fract() == 0.0 => {
+            Some((*dx, *dy))
+        }
         _ => None,
     }
 }
@@ -39,7 +41,11 @@ pub struct Walker {
 
 impl Walker {
     pub fn initialize(seed: i32, params: &Value) -> Result<Walker, DetsimError> {
-        Ok(Walker { rng: Xorshift32::new(rng_seed(seed)), explore: resolve_params(params)?, reward_total: 0.0 })
+        Ok(Walker {
+            rng: Xorshift32::new(rng_seed(seed)),
+            explore: resolve_params(params)?,
+            reward_total: 0.0,
+        })
     }
 
     /// Exactly one draw per step; returns the move of the decision {move}.
@@ -78,16 +84,24 @@ impl Walker {
 
     pub fn restore(bytes: &[u8], params: &Value) -> Result<Walker, DetsimError> {
         let StateValue::Map(members) = decode_state(bytes)? else {
-            return Err(model_error("walker payload: rewardTotal and rng must be numbers".into()));
+            return Err(model_error(
+                "walker payload: rewardTotal and rng must be numbers".into(),
+            ));
         };
         let get = |k: &str| members.iter().find(|(key, _)| key == k).map(|(_, v)| v);
         match (get("rewardTotal"), get("rng")) {
             (Some(StateValue::Number(total)), Some(StateValue::Number(rng))) if rng.fract() == 0.0 => {
                 // `d.rng | 0`: ToInt32 (wrap modulo 2^32).
                 let state = (rng.rem_euclid(4294967296.0) as u64 as u32) as i32;
-                Ok(Walker { rng: Xorshift32 { state }, explore: resolve_params(params)?, reward_total: *total })
+                Ok(Walker {
+                    rng: Xorshift32 { state },
+                    explore: resolve_params(params)?,
+                    reward_total: *total,
+                })
             }
-            _ => Err(model_error("walker payload: rewardTotal and rng must be numbers".into())),
+            _ => Err(model_error(
+                "walker payload: rewardTotal and rng must be numbers".into(),
+            )),
         }
     }
 }
@@ -100,8 +114,14 @@ mod tests {
     #[test]
     fn params_default_bound_and_refuse_unknown_fields() {
         assert_eq!(resolve_params(&parse_strict(b"{}").unwrap()).unwrap(), 8);
-        assert_eq!(resolve_params(&parse_strict(br#"{"explore":null}"#).unwrap()).unwrap(), 8);
-        assert_eq!(resolve_params(&parse_strict(br#"{"explore":1024}"#).unwrap()).unwrap(), 1024);
+        assert_eq!(
+            resolve_params(&parse_strict(br#"{"explore":null}"#).unwrap()).unwrap(),
+            8
+        );
+        assert_eq!(
+            resolve_params(&parse_strict(br#"{"explore":1024}"#).unwrap()).unwrap(),
+            1024
+        );
         let e = resolve_params(&parse_strict(br#"{"explore":0}"#).unwrap()).unwrap_err();
         assert_eq!(e.message, "params.explore: 0 must be an integer in [1, 1024]");
         let e = resolve_params(&parse_strict(br#"{"explor":3}"#).unwrap()).unwrap_err();
@@ -117,7 +137,14 @@ mod tests {
         for _ in 0..50 {
             let r = reference.next_uint();
             let m = w.prepare(&east);
-            assert_eq!(m, if r.is_multiple_of(1024) { DIRECTIONS[((r >> 3) % 4) as usize] } else { "east" });
+            assert_eq!(
+                m,
+                if r.is_multiple_of(1024) {
+                    DIRECTIONS[((r >> 3) % 4) as usize]
+                } else {
+                    "east"
+                }
+            );
         }
         assert_eq!(w.rng, reference);
         let none = parse_strict(br#"{"foodDx":1.5,"foodDy":0}"#).unwrap();

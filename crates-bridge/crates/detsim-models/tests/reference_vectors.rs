@@ -27,7 +27,9 @@ fn field<'a>(v: &'a Value, key: &str) -> &'a Value {
 }
 
 fn int(v: &Value, key: &str) -> i64 {
-    let x = field(v, key).as_f64().unwrap_or_else(|| panic!("{key} is not a number"));
+    let x = field(v, key)
+        .as_f64()
+        .unwrap_or_else(|| panic!("{key} is not a number"));
     assert!(x.fract() == 0.0, "{key} is not an integer");
     x as i64
 }
@@ -37,7 +39,9 @@ fn steps(v: &Value) -> &[Value] {
 }
 
 fn mv(step: &Value) -> &str {
-    field(field(step, "decision"), "move").as_str().expect("decision.move is a string")
+    field(field(step, "decision"), "move")
+        .as_str()
+        .expect("decision.move is a string")
 }
 
 #[test]
@@ -68,7 +72,12 @@ fn lif_reproduces_the_vector_spikes_moves_rng_state_and_membrane() {
     assert_eq!(recorded.len(), 30);
     for (k, s) in recorded.iter().enumerate() {
         let (got_move, got_spikes) = lif.prepare(field(s, "observation"), int(s, "ticks") as u64);
-        let want: Vec<u64> = field(field(s, "decision"), "spikes").as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as u64).collect();
+        let want: Vec<u64> = field(field(s, "decision"), "spikes")
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap() as u64)
+            .collect();
         assert_eq!((got_move, got_spikes.to_vec()), (mv(s), want), "lif step {k}");
         if k == 0 {
             assert_eq!(got_spikes, LIF_FIRST_SPIKES);
@@ -77,7 +86,10 @@ fn lif_reproduces_the_vector_spikes_moves_rng_state_and_membrane() {
     let after = field(v, "after");
     let membrane: Vec<u8> = lif.membrane.iter().flat_map(|m| m.to_le_bytes()).collect();
     assert_eq!(lif.rng.state as i64, int(after, "rngState"));
-    assert_eq!(sha256_hex(&membrane), field(after, "membraneF64LeSha256").as_str().unwrap());
+    assert_eq!(
+        sha256_hex(&membrane),
+        field(after, "membraneF64LeSha256").as_str().unwrap()
+    );
     assert_eq!(lif.rng.state, LIF_RNG_AFTER);
     assert_eq!(sha256_hex(&membrane), LIF_MEMBRANE_F64LE_SHA256);
 }

@@ -4,7 +4,7 @@
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
 use detsim_formats::json::{Value, canonicalize, parse_strict};
-use detsim_formats::{DetsimError, check_of, decode_envelope, derive_seeds, encode_envelope, Xorshift32};
+use detsim_formats::{DetsimError, Reason, Xorshift32, check_of, decode_envelope, derive_seeds, encode_envelope};
 use std::io::{Read, Write};
 use std::process::ExitCode;
 
@@ -30,16 +30,20 @@ fn obj(members: Vec<(&str, Value)>) -> Value {
 }
 
 fn input_error(message: impl Into<String>, field: &str) -> DetsimError {
-    DetsimError::at("struct_invalid_field", message, field)
+    DetsimError::at(Reason::StructInvalidField, message, field)
 }
 
 fn field<'a>(v: &'a Value, key: &str) -> Result<&'a Value, DetsimError> {
-    v.get(key).ok_or_else(|| DetsimError::at("struct_missing_field", format!("{key} is missing"), key))
+    v.get(key)
+        .ok_or_else(|| DetsimError::at(Reason::StructMissingField, format!("{key} is missing"), key))
 }
 
 fn base64_bytes(v: &Value, name: &str) -> Result<Vec<u8>, DetsimError> {
-    let text = v.as_str().ok_or_else(|| input_error(format!("{name} is not a base64 string"), name))?;
-    B64.decode(text).map_err(|e| input_error(format!("{name} is not base64: {e}"), name))
+    let text = v
+        .as_str()
+        .ok_or_else(|| input_error(format!("{name} is not a base64 string"), name))?;
+    B64.decode(text)
+        .map_err(|e| input_error(format!("{name} is not base64: {e}"), name))
 }
 
 fn canonicalize_cmd(bytes: &[u8]) -> Result<Output, DetsimError> {
@@ -53,7 +57,9 @@ fn seed_cmd(input: &Value) -> Result<Output, DetsimError> {
         Some(Value::String(s)) => s.as_str(),
         other => return Err(detsim_formats::scalars::u64_error(other, "masterSeed")),
     };
-    let ids = field(input, "agentIds")?.as_array().ok_or_else(|| input_error("agentIds is not an array", "agentIds"))?;
+    let ids = field(input, "agentIds")?
+        .as_array()
+        .ok_or_else(|| input_error("agentIds is not an array", "agentIds"))?;
     if !detsim_formats::scalars::is_u64(master) {
         return Err(detsim_formats::scalars::u64_error(master_value, "masterSeed"));
     }
@@ -81,16 +87,27 @@ fn xorshift_cmd(input: &Value) -> Result<Output, DetsimError> {
     };
     let mut rng = Xorshift32::new(seed);
     let values = (0..count).map(|_| Value::Number(rng.next_uint() as f64)).collect();
-    Ok(Output::Json(obj(vec![("state", Value::Number(rng.state as f64)), ("values", Value::Array(values))])))
+    Ok(Output::Json(obj(vec![
+        ("state", Value::Number(rng.state as f64)),
+        ("values", Value::Array(values)),
+    ])))
 }
 
 fn encode_cmd(input: &Value) -> Result<Output, DetsimError> {
     let manifest = field(input, "manifest")?;
-    let list = field(input, "payloads")?.as_array().ok_or_else(|| input_error("payloads is not an array", "payloads"))?;
+    let list = field(input, "payloads")?
+        .as_array()
+        .ok_or_else(|| input_error("payloads is not an array", "payloads"))?;
     let mut payloads = Vec::with_capacity(list.len());
     for (i, p) in list.iter().enumerate() {
-        let name = p.get("name").and_then(Value::as_str).ok_or_else(|| input_error(format!("payloads[{i}].name is not a string"), "name"))?;
-        let bytes = base64_bytes(p.get("base64").unwrap_or(&Value::Null), &format!("payloads[{i}].base64"))?;
+        let name = p
+            .get("name")
+            .and_then(Value::as_str)
+            .ok_or_else(|| input_error(format!("payloads[{i}].name is not a string"), "name"))?;
+        let bytes = base64_bytes(
+            p.get("base64").unwrap_or(&Value::Null),
+            &format!("payloads[{i}].base64"),
+        )?;
         payloads.push((name.to_string(), bytes));
     }
     Ok(Output::Bytes(encode_envelope(manifest, &payloads)?))
@@ -101,7 +118,12 @@ fn decode_cmd(bytes: &[u8]) -> Result<Output, DetsimError> {
     let payloads = d
         .payloads
         .iter()
-        .map(|(name, bytes)| obj(vec![("name", name.as_str().into()), ("base64", B64.encode(bytes).into())]))
+        .map(|(name, bytes)| {
+            obj(vec![
+                ("name", name.as_str().into()),
+                ("base64", B64.encode(bytes).into()),
+            ])
+        })
         .collect();
     Ok(Output::Json(obj(vec![
         ("envelopeDigest", d.envelope_digest.into()),
@@ -113,7 +135,12 @@ fn decode_cmd(bytes: &[u8]) -> Result<Output, DetsimError> {
 fn error_json(e: &DetsimError) -> Value {
     let check = check_of(e).map_or(Value::Null, |c| Value::Number(c as f64));
     let field = e.field.as_ref().map_or(Value::Null, |f| f.as_str().into());
-    obj(vec![("reason", e.reason.into()), ("check", check), ("message", e.message.as_str().into()), ("field", field)])
+    obj(vec![
+        ("reason", e.reason.as_str().into()),
+        ("check", check),
+        ("message", e.message.as_str().into()),
+        ("field", field),
+    ])
 }
 
 /// One batch request: the same commands, with byte inputs and outputs as base64.
@@ -137,7 +164,9 @@ fn batch_one(request: &Value) -> Value {
 }
 
 fn batch_cmd(input: &Value) -> Result<Output, DetsimError> {
-    let requests = input.as_array().ok_or_else(|| input_error("batch input is not an array", "$"))?;
+    let requests = input
+        .as_array()
+        .ok_or_else(|| input_error("batch input is not an array", "$"))?;
     Ok(Output::Json(Value::Array(requests.iter().map(batch_one).collect())))
 }
 
@@ -155,7 +184,14 @@ fn run(command: &str, stdin: &[u8]) -> Result<Output, DetsimError> {
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let commands = ["canonicalize", "seed", "xorshift", "encode-envelope", "decode-envelope", "batch"];
+    let commands = [
+        "canonicalize",
+        "seed",
+        "xorshift",
+        "encode-envelope",
+        "decode-envelope",
+        "batch",
+    ];
     let command = match args.as_slice() {
         [c] if commands.contains(&c.as_str()) => c.clone(),
         [h] if h == "--help" || h == "-h" => {

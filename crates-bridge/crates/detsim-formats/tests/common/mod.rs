@@ -4,7 +4,10 @@
 use std::path::PathBuf;
 
 pub fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../..").canonicalize().expect("repository root")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../..")
+        .canonicalize()
+        .expect("repository root")
 }
 
 pub fn read_fixture(name: &str) -> detsim_formats::Value {

@@ -4,7 +4,7 @@
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
 use detsim_formats::json::{Value, canonicalize, parse_strict};
-use detsim_formats::{DetsimError, RationalNs};
+use detsim_formats::{DetsimError, RationalNs, Reason};
 use detsim_models::{Lif, StateValue, TickClock, Walker, decode_state, encode_state};
 use std::io::{Read, Write};
 use std::process::ExitCode;
@@ -24,11 +24,12 @@ fn obj(members: Vec<(&str, Value)>) -> Value {
 }
 
 fn bad(message: impl Into<String>) -> DetsimError {
-    DetsimError::new("struct_invalid_field", message)
+    DetsimError::new(Reason::StructInvalidField, message)
 }
 
 fn field<'a>(v: &'a Value, key: &str) -> Result<&'a Value, DetsimError> {
-    v.get(key).ok_or_else(|| DetsimError::at("struct_missing_field", format!("{key} is missing"), key))
+    v.get(key)
+        .ok_or_else(|| DetsimError::at(Reason::StructMissingField, format!("{key} is missing"), key))
 }
 
 fn to_state(v: &Value) -> Result<StateValue, DetsimError> {
@@ -38,10 +39,15 @@ fn to_state(v: &Value) -> Result<StateValue, DetsimError> {
         Value::Number(n) => StateValue::Number(*n),
         Value::String(s) => StateValue::Str(s.clone()),
         Value::Array(items) => StateValue::Array(items.iter().map(to_state).collect::<Result<_, _>>()?),
-        Value::Object(m) if m.len() == 1 && m[0].0 == "$bin" => {
-            StateValue::Bin(B64.decode(m[0].1.as_str().unwrap_or("")).map_err(|e| bad(format!("$bin: {e}")))?)
-        }
-        Value::Object(m) => StateValue::Map(m.iter().map(|(k, v)| Ok((k.clone(), to_state(v)?))).collect::<Result<_, DetsimError>>()?),
+        Value::Object(m) if m.len() == 1 && m[0].0 == "$bin" => StateValue::Bin(
+            B64.decode(m[0].1.as_str().unwrap_or(""))
+                .map_err(|e| bad(format!("$bin: {e}")))?,
+        ),
+        Value::Object(m) => StateValue::Map(
+            m.iter()
+                .map(|(k, v)| Ok((k.clone(), to_state(v)?)))
+                .collect::<Result<_, DetsimError>>()?,
+        ),
     })
 }
 
@@ -64,7 +70,10 @@ fn walker_op(req: &Value) -> Result<Value, DetsimError> {
     let mut walker = Walker::initialize(seed, params)?;
     let mut observation = field(req, "observation")?.clone();
     let (mut decisions, mut captures) = (vec![], vec![]);
-    for step in field(req, "steps")?.as_array().ok_or_else(|| bad("steps is not an array"))? {
+    for step in field(req, "steps")?
+        .as_array()
+        .ok_or_else(|| bad("steps is not an array"))?
+    {
         decisions.push(obj(vec![("move", walker.prepare(&observation).into())]));
         walker.commit(&rewards_of(step)?);
         observation = field(step, "observation")?.clone();
@@ -74,7 +83,10 @@ fn walker_op(req: &Value) -> Result<Value, DetsimError> {
         }
         captures.push(Value::String(B64.encode(&bytes)));
     }
-    Ok(obj(vec![("decisions", Value::Array(decisions)), ("captures", Value::Array(captures))]))
+    Ok(obj(vec![
+        ("decisions", Value::Array(decisions)),
+        ("captures", Value::Array(captures)),
+    ]))
 }
 
 fn rewards_of(step: &Value) -> Result<Vec<f64>, DetsimError> {
@@ -93,8 +105,15 @@ fn lif_op(req: &Value) -> Result<Value, DetsimError> {
     let mut lif = Lif::initialize(seed, params)?;
     let mut observation = field(req, "observation")?.clone();
     let (mut decisions, mut captures) = (vec![], vec![]);
-    for step in field(req, "steps")?.as_array().ok_or_else(|| bad("steps is not an array"))? {
-        let ticks = step.get("ticks").and_then(Value::as_f64).filter(|t| t.fract() == 0.0 && (0.0..=1000.0).contains(t)).ok_or_else(|| bad("ticks"))?;
+    for step in field(req, "steps")?
+        .as_array()
+        .ok_or_else(|| bad("steps is not an array"))?
+    {
+        let ticks = step
+            .get("ticks")
+            .and_then(Value::as_f64)
+            .filter(|t| t.fract() == 0.0 && (0.0..=1000.0).contains(t))
+            .ok_or_else(|| bad("ticks"))?;
         let (mv, spikes) = lif.prepare(&observation, ticks as u64);
         let spikes = Value::Array(spikes.iter().map(|&s| Value::Number(s as f64)).collect());
         decisions.push(obj(vec![("move", mv.into()), ("spikes", spikes)]));
@@ -106,13 +125,20 @@ fn lif_op(req: &Value) -> Result<Value, DetsimError> {
         }
         captures.push(Value::String(B64.encode(&bytes)));
     }
-    Ok(obj(vec![("decisions", Value::Array(decisions)), ("captures", Value::Array(captures))]))
+    Ok(obj(vec![
+        ("decisions", Value::Array(decisions)),
+        ("captures", Value::Array(captures)),
+    ]))
 }
 
 fn tick_clock_op(req: &Value) -> Result<Value, DetsimError> {
     let step = RationalNs::read_duration(req.get("stepDuration"), "stepDuration")?;
     let tick = RationalNs::read_duration(req.get("tickDuration"), "tickDuration")?;
-    let steps = req.get("steps").and_then(Value::as_f64).filter(|n| n.fract() == 0.0 && (0.0..=10_000.0).contains(n)).ok_or_else(|| bad("steps"))?;
+    let steps = req
+        .get("steps")
+        .and_then(Value::as_f64)
+        .filter(|n| n.fract() == 0.0 && (0.0..=10_000.0).contains(n))
+        .ok_or_else(|| bad("steps"))?;
     let mut clock = TickClock::new(step, tick, RationalNs::ZERO, 0)?;
     let mut ticks = vec![];
     for _ in 0..steps as usize {
@@ -127,9 +153,13 @@ fn tick_clock_op(req: &Value) -> Result<Value, DetsimError> {
 
 fn one(req: &Value) -> Result<Value, DetsimError> {
     match field(req, "op")?.as_str().unwrap_or("") {
-        "encode-state" => Ok(Value::String(B64.encode(encode_state(&to_state(field(req, "value")?)?)?))),
+        "encode-state" => Ok(Value::String(
+            B64.encode(encode_state(&to_state(field(req, "value")?)?)?),
+        )),
         "decode-state" => {
-            let bytes = B64.decode(field(req, "base64")?.as_str().unwrap_or("")).map_err(|e| bad(format!("base64: {e}")))?;
+            let bytes = B64
+                .decode(field(req, "base64")?.as_str().unwrap_or(""))
+                .map_err(|e| bad(format!("base64: {e}")))?;
             Ok(from_state(&decode_state(&bytes)?))
         }
         "walker" => walker_op(req),
@@ -167,7 +197,7 @@ fn main() -> ExitCode {
             Err(e) => obj(vec![(
                 "error",
                 obj(vec![
-                    ("reason", e.reason.into()),
+                    ("reason", e.reason.as_str().into()),
                     ("message", e.message.as_str().into()),
                     ("field", e.field.as_deref().map_or(Value::Null, Value::from)),
                 ]),
