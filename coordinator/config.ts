@@ -65,6 +65,7 @@ const AgentGroupSchema = z.strictObject({
   actionFields: ActionFieldsSchema.optional(),
 });
 
+/** The worker runtimes an agent worker can use (`workers.runtime` in the config). */
 export const WORKER_RUNTIMES = ['typescript', 'rust'] as const;
 export type WorkerRuntimeName = (typeof WORKER_RUNTIMES)[number];
 const isRuntime = (v: unknown): v is WorkerRuntimeName => (WORKER_RUNTIMES as readonly unknown[]).includes(v);

@@ -45,6 +45,10 @@ export interface RunFailureContext {
   phase: RunPhase;
 }
 
+/**
+ * Why a run stopped: `kind` (e.g. never ready, step deadline, process died), the worker, its agents, the step
+ * and the phase. Thrown by {@link runSession} and {@link resumeRun}; not an input refusal ({@link DetsimError}).
+ */
 export class RunFailure extends Error {
   readonly kind: RunFailureKind;
   readonly workerId: Id | undefined;
@@ -98,6 +102,7 @@ export class RunFailure extends Error {
   }
 }
 
+/** Whether `e` is a {@link RunFailure}. */
 export function isRunFailure(e: unknown): e is RunFailure {
   return e instanceof RunFailure;
 }

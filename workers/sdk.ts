@@ -142,6 +142,7 @@ export function defineAgentModel<S>(model: Omit<AgentModel<S>, 'kind'>): AgentMo
   return { kind: 'agent', ...model };
 }
 
+/** Identity helper for an environment model module (adds the kind tag the loader checks). */
 export function defineEnvironmentModel<S>(model: Omit<EnvironmentModel<S>, 'kind'>): EnvironmentModel<S> {
   return { kind: 'environment', ...model };
 }
@@ -169,10 +170,12 @@ export function f32FromBytes(bytes: Uint8Array): Float32Array {
 
 // Param helpers live in the kernel so the coordinator's plan-time check runs the same code.
 export { ParamError, intParam, onlyParams } from '../core/models/params.js';
+export type { ParamObject } from '../core/models/params.js';
 
 /** Seed 0 would lock Xorshift32 at 0 forever: the built-in models substitute this constant. */
 export const ZERO_SEED_SUBSTITUTE = 0x2545f491;
 
+/** The seed to start a Xorshift32 with: the derived seed, or {@link ZERO_SEED_SUBSTITUTE} for 0. */
 export function rngSeed(seed: number): number {
   return seed === 0 ? ZERO_SEED_SUBSTITUTE : seed | 0;
 }

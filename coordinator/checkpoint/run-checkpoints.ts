@@ -52,6 +52,10 @@ export interface CheckpointRunReport {
   highWater: Id | null;
 }
 
+/**
+ * Checkpoints for a run: pass `new CheckpointRun({ every: K })` as {@link RunOptions.extension} to capture
+ * the whole group every K steps into the run's STATE-01 store; summary.json says which became durable.
+ */
 export class CheckpointRun implements RunExtension {
   group: CheckpointGroup | undefined;
   ck: Checkpointing | undefined;

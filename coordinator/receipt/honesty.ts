@@ -3,6 +3,7 @@
 // This only judges the evidence fields; it never decides whether a measurement is true.
 import type { ReasonCode } from '../../core/formats/reasons.js';
 
+/** The values of a receipt's `evidence_class`: where its numbers come from. */
 export const EVIDENCE_CLASSES = ['simulated', 'measured', 'third_party'] as const;
 export type EvidenceClass = (typeof EVIDENCE_CLASSES)[number];
 

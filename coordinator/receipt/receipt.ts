@@ -12,6 +12,7 @@ import { type Evidence, type HonestyWarning, SIMULATED, honestyWarnings } from '
 import { rebasedReceipt } from './rebase.js';
 import { reproHash } from './reprohash.js';
 
+/** The receipt's file name inside a run directory. */
 export const RECEIPT_FILE = 'receipt.json';
 
 export interface FinalStateDigest {

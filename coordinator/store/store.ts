@@ -238,6 +238,11 @@ class Mutex {
   }
 }
 
+/**
+ * The STATE-01 checkpoint store: a flat directory of FLYSESS1 generations committed by a canonical
+ * `manifest.json` (durable write order, rotation to `keep`, verify, gc). Envelopes are bytes plus a record here;
+ * open one with `CheckpointStore.open(dir)`. See docs/spec/checkpoint-envelope.md.
+ */
 export class CheckpointStore {
   private manifest: StoreManifest;
   private readonly lock = new Mutex();

@@ -132,6 +132,10 @@ interface Job {
   deliver(outcome: SaveOutcome): void;
 }
 
+/**
+ * The asynchronous checkpoint writer: a bounded queue of save jobs in front of one {@link CheckpointStore},
+ * with a slot reserved before capture, hot-capture supersession and an honest outcome per job.
+ */
 export class CheckpointWriter {
   readonly capacity: number;
   readonly maxQueuedBytes: number;

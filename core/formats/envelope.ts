@@ -7,6 +7,7 @@ import { DetsimError } from './errors.js';
 import type { ReasonCode } from './reasons.js';
 import { isId, RationalNs, readDigest, readId, readObject, readScope, type Digest, type Id, type RationalNsJson, type Scope, type U64 } from './scalars.js';
 
+/** The 8-byte magic that opens a FLYSESS1 checkpoint envelope. */
 export const ENVELOPE_MAGIC = 'FLYSESS1';
 export const ENVELOPE_FOOTER_MAGIC = 'FLYSESSF';
 export const LEGACY_MAGIC = 'FLYSIM01';
@@ -26,7 +27,8 @@ export const REQUIRED_MANIFEST_FIELDS = [
   'portMap', 'compatibility', 'agents', 'coordinator', 'environment', 'helperState', 'payloads',
 ] as const;
 
-type JsonObject = { [key: string]: JsonValue };
+/** A JSON object as the envelope manifest holds it (canonical JSON values). */
+export type JsonObject = { [key: string]: JsonValue };
 
 /** One payload as the manifest lists it (mirrors the table). */
 export interface EnvelopePayloadRef {

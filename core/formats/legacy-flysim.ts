@@ -6,6 +6,7 @@ import { parseStrict, type JsonValue } from './canonical-json.js';
 import { DetsimError } from './errors.js';
 import type { ReasonCode } from './reasons.js';
 
+/** The magic of a legacy FLYSIM01 session file (read-only). */
 export const LEGACY_FLYSIM_MAGIC = 'FLYSIM01';
 /** The same layout is reused for agent capture (FLYAGT01) and world (FLYENV01) payloads. */
 export const LEGACY_MAGICS = ['FLYSIM01', 'FLYAGT01', 'FLYENV01'] as const;

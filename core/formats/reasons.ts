@@ -5,6 +5,7 @@
 export type Layer = 'L1' | 'L2' | 'L3' | 'L4' | 'L5' | 'L6' | 'L7' | 'L8';
 export type Action = 'allow' | 'advise' | 'block';
 
+/** A readable name for each decision layer L1-L8. */
 export const LAYER_NAMES: Record<Layer, string> = {
   L1: 'structure',
   L2: 'size',

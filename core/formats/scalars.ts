@@ -104,6 +104,7 @@ function gcd(a: bigint, b: bigint): bigint {
   return a;
 }
 
+/** Exact nanoseconds as a reduced fraction of U64s (the step and tick durations); JSON form {@link RationalNsJson}. */
 export class RationalNs {
   private constructor(readonly num: bigint, readonly den: bigint) {}
 

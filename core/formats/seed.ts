@@ -4,10 +4,12 @@ import { createHash } from 'node:crypto';
 import { DetsimError } from './errors.js';
 import { readId, readU64, type Id, type U64 } from './scalars.js';
 
+/** The name of the seed derivation (docs/spec/seed-derivation.md), recorded in run.json. */
 export const SEED_ALGORITHM = 'seed-derivation-v1';
 export const SEED_PREFIX = 'flybrain/seed-derivation-v1';
 const MAX_ROUNDS = 4;
 
+/** The hash under the seed derivation (SHA-256 by default; tests substitute one to force collisions). */
 export type DigestFn = (material: Buffer) => Uint8Array;
 const sha256: DigestFn = (material) => createHash('sha256').update(material).digest();
 

@@ -1,0 +1,60 @@
+// The public API is a deliberate, documented surface: `npm run docs` (TypeDoc over `detsim` =
+// coordinator/index.ts and `detsim/sdk` = workers/sdk.ts, typedoc.json) succeeds with warnings as
+// errors, refuses an exported signature that names an unexported type, and every exported value
+// (function, class, constant) of the two entry points carries a TSDoc comment. NOT a check of
+// the rendered HTML (docs/api/ is generated and not committed).
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import ts from 'typescript';
+import { afterAll, describe, expect, it } from 'vitest';
+import { REPO_ROOT } from '../workers/harness.js';
+
+const ENTRY_POINTS = ['coordinator/index.ts', 'workers/sdk.ts'];
+const out = mkdtempSync(join(tmpdir(), 'detsim-api-docs-'));
+afterAll(() => rmSync(out, { recursive: true, force: true }));
+
+function typedoc(args: string[]): { status: number | null; output: string } {
+  const bin = join(REPO_ROOT, 'node_modules', 'typedoc', 'bin', 'typedoc');
+  const r = spawnSync(process.execPath, [bin, ...args], { cwd: REPO_ROOT, encoding: 'utf8', env: { ...process.env, NO_COLOR: '1' } });
+  return { status: r.status, output: `${r.stdout}${r.stderr}` };
+}
+
+/** Exported values (functions, classes, constants) of an entry point that have no TSDoc comment. */
+function undocumentedValues(program: ts.Program, entry: string): string[] {
+  const checker = program.getTypeChecker();
+  const source = program.getSourceFile(join(REPO_ROOT, entry));
+  if (!source) throw new Error(`${entry} is not in the program`);
+  const moduleSymbol = checker.getSymbolAtLocation(source);
+  if (!moduleSymbol) throw new Error(`${entry} is not a module`);
+  const missing: string[] = [];
+  for (const exported of checker.getExportsOfModule(moduleSymbol)) {
+    const symbol = exported.flags & ts.SymbolFlags.Alias ? checker.getAliasedSymbol(exported) : exported;
+    if (!(symbol.flags & ts.SymbolFlags.Value)) continue;
+    if (symbol.getDocumentationComment(checker).length === 0) missing.push(`${entry}: ${exported.name}`);
+  }
+  return missing;
+}
+
+describe('API docs', () => {
+  it('npm run docs builds both entry points with warnings as errors', () => {
+    const r = typedoc(['--out', out]);
+    expect(r.output).not.toMatch(/warning|error/i);
+    expect(r.status).toBe(0);
+  }, 120_000);
+
+  it('an exported signature that names an unexported type fails the docs build', () => {
+    const r = typedoc(['--options', 'test/ci/fixtures/typedoc.leaky.json', '--out', join(out, 'leaky')]);
+    expect(r.output).toMatch(/Hidden, defined in .* is referenced by .*leak.* but not included in the documentation/);
+    expect(r.status).not.toBe(0);
+  }, 60_000);
+
+  it('every exported function, class and constant of detsim and detsim/sdk has a TSDoc comment', () => {
+    const program = ts.createProgram(
+      ENTRY_POINTS.map((e) => join(REPO_ROOT, e)),
+      { module: ts.ModuleKind.NodeNext, moduleResolution: ts.ModuleResolutionKind.NodeNext, target: ts.ScriptTarget.ES2022, strict: true, noEmit: true, skipLibCheck: true, types: ['node'] },
+    );
+    expect(ENTRY_POINTS.flatMap((e) => undocumentedValues(program, e))).toEqual([]);
+  }, 60_000);
+});
