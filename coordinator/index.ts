@@ -12,7 +12,8 @@
  */
 
 // Formats: canonical JSON (RFC 8785), seeds, the FLYSESS1 envelope, the FLYSIM01 legacy reader.
-export { canonicalize, canonicalBytes, canonicalDigest, parseStrict, sha256Hex } from '../core/formats/canonical-json.js';
+export { canonicalize, canonicalBytes, canonicalDigest, parseStrict, sha256Hex }
+  from '../core/formats/canonical-json.js';
 export type { JsonValue } from '../core/formats/canonical-json.js';
 export { deriveSeed, deriveSeeds, SEED_ALGORITHM } from '../core/formats/seed.js';
 export type { DerivedSeeds, DerivedSeed, SeedCollision, DigestFn } from '../core/formats/seed.js';
@@ -87,6 +88,8 @@ export type {
   StoreScan,
 } from './store/store.js';
 export { CheckpointWriter } from './store/writer.js';
-export type { Reservation, DeferredEnvelope, WriterConfig, SaveJob, SaveTicket, SaveOutcome, FailureReason, WriterEvent, WriterStats, DurableMark } from './store/writer.js';
+export type { Reservation, DeferredEnvelope, WriterConfig, SaveJob, SaveTicket } from './store/writer.js';
+export type { SaveOutcome, FailureReason, WriterEvent, WriterStats, DurableMark } from './store/writer.js';
 export { Ledger, verifyLedger, LEDGER_FILE, LEDGER_EVENTS } from './store/ledger.js';
-export type { LedgerEventKind, LedgerEventInput, LedgerLine, LedgerProblem, LedgerVerifyResult } from './store/ledger.js';
+export type { LedgerEventKind, LedgerEventInput, LedgerLine } from './store/ledger.js';
+export type { LedgerProblem, LedgerVerifyResult } from './store/ledger.js';
