@@ -1,4 +1,4 @@
-// TransitionTrace (reference §4.4): one record per lockstep step, split into behaviour (must be
+// TransitionTrace (docs/spec/lockstep.md): one record per lockstep step, split into behaviour (must be
 // identical across runs; hashed) and operational (wall time, request ids, pids; recorded, never
 // hashed). Also the behaviour digest and the EpochRebase comparison. NOT the step loop itself.
 import { createHash, type Hash } from 'node:crypto';

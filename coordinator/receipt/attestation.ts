@@ -1,4 +1,4 @@
-// The self-attestation report (diff0-replay.md "Attestation"): grades a list of checks
+// The self-attestation report (docs/spec/diff0.md "Attestation"): grades a list of checks
 // (full / sampled / incompatible), derives the verdict and exit code (0 green, 1 red, 2 yellow),
 // maps the checks onto the D1–D10 checklist, hashes the verdict (ts_build and every physical
 // field left out) and renders attestation.md and attestation.jsonl. It runs no check itself.

@@ -1,4 +1,4 @@
-// Receipt canonicalisation (diff0-replay.md R1–R3): splits a receipt into its ReproCore view
+// Receipt canonicalisation (docs/spec/diff0.md R1–R3): splits a receipt into its ReproCore view
 // (repro and opaque fields, lists in stable order, fixed-point numbers) and its physical rest.
 // It does not hash (reprohash.ts) and does not read files (receipt.ts).
 import type { JsonValue } from '../../core/formats/canonical-json.js';

@@ -1,4 +1,4 @@
-// Evidence classes and the honesty checks H1/H2 (diff0-replay.md "Evidence classes"): every
+// Evidence classes and the honesty checks H1/H2 (docs/spec/diff0.md "Evidence classes"): every
 // receipt and reported figure says whether it is simulated, measured or third_party.
 // This only judges the evidence fields; it never decides whether a measurement is true.
 import type { ReasonCode } from '../../core/formats/reasons.js';

@@ -1,4 +1,4 @@
-// Replay (diff0-replay.md "Replay and its checks"): run one configuration N ≥ 2 times, each
+// Replay (docs/spec/diff0.md "Replay"): run one configuration N ≥ 2 times, each
 // with fresh worker processes (runSession), and check that the ReproHashes agree, that the hash
 // is sensitive (self-check) and that stripping removed physical fields that really differed.
 // It does not render reports (attestation.ts) and knows nothing of goldens (goldens.ts).

@@ -1,5 +1,5 @@
 // The STATE-01 checkpoint store: one flat directory of FLYSESS1 generations and the canonical
-// store manifest that commits them (reference §6.1-§6.3). It knows envelopes only as bytes plus a
+// store manifest that commits them (docs/spec/checkpoint-store.md). It knows envelopes only as bytes plus a
 // record; it is NOT the writer queue (writer.ts), nor capture/restore, nor any transport.
 import { mkdir, readdir, readFile, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
@@ -17,7 +17,7 @@ export const STORE_MANIFEST_TMP = 'tmp-manifest.json';
 export const GENERATION_SUFFIX = '.flysess';
 export const DEFAULT_KEEP_GENERATIONS = 3;
 
-/** One committed generation as the store manifest lists it (§6.2; keys in canonical order). */
+/** One committed generation as the store manifest lists it (docs/spec/checkpoint-store.md; keys in canonical order). */
 export interface GenerationRecord {
   readonly boundary: U64;
   readonly byteLength: U64;
@@ -172,7 +172,7 @@ function describeError(e: unknown): string {
 }
 
 export interface CommitOptions {
-  /** Test hook (STATE-01 case 4): publish the generation file, then stop before the store manifest commit. */
+  /** Test hook (docs/spec/checkpoint-store.md, case 4): publish the generation, stop before the manifest commit. */
   readonly stopBeforeManifestCommit?: boolean;
 }
 
@@ -377,7 +377,7 @@ export class CheckpointStore {
     return { ...fields, byteLength: String(written.byteLength), checkpointId: id, envelopeDigest: written.sha256 ?? given!, file: generationFile(id) };
   }
 
-  /** §6.3: append, set highWater, drop the oldest list entries beyond `keep`. */
+  /** Rotation (docs/spec/checkpoint-store.md): append, set highWater, drop the oldest list entries beyond `keep`. */
   private nextManifest(record: GenerationRecord): { next: StoreManifest; dropped: GenerationRecord[] } {
     const all = [...this.manifest.generations.filter((g) => g.checkpointId !== record.checkpointId), record];
     const cut = Math.max(0, all.length - this.keep);

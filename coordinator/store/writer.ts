@@ -1,4 +1,4 @@
-// The asynchronous checkpoint writer (reference §5.4): a bounded queue of save jobs in front of
+// The asynchronous checkpoint writer (docs/spec/checkpoint-store.md): a bounded queue of save jobs in front of
 // one CheckpointStore, with slot reservation before capture, hot-capture supersession and honest
 // outcomes. It is NOT capture or restore orchestration, and it never decides when to checkpoint.
 import { DetsimError, isDetsimError } from '../../core/formats/errors.js';
@@ -22,7 +22,7 @@ export type SaveOutcome =
 /** `seal_failed`: a deferred envelope could not be sealed (e.g. a payload's bytes do not hash to the digest its producer reported). */
 export type FailureReason = CommitFailureReason | 'seal_failed' | 'invalid_job' | 'store_error';
 
-/** Events the writer publishes (reference §5.4); caller-side outcomes are never published. */
+/** Events the writer publishes (docs/spec/checkpoint-store.md); caller-side outcomes are never published. */
 export interface WriterEvent {
   readonly event: 'queued' | 'committed' | 'failed' | 'superseded';
   readonly checkpointId: Id;
@@ -150,7 +150,7 @@ export class CheckpointWriter {
   private nextSeq = 0;
   private mark: (DurableMark & { seq: number }) | null = null;
   private idleWaiters: (() => void)[] = [];
-  // Test hooks (STATE-01 cases 3, 4, 5, 7, 8).
+  // Test hooks (docs/spec/checkpoint-store.md, fault cases 3, 4, 5, 7, 8).
   private stallGate: Promise<void> | null = null;
   private readonly dropReplies = new Set<Id>();
   private readonly stopBeforeManifest = new Set<Id>();

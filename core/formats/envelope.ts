@@ -1,4 +1,4 @@
-// The FLYSESS1 checkpoint envelope (specs/checkpoint-envelope-v1.md): a byte-exact writer and a
+// The FLYSESS1 checkpoint envelope (docs/spec/checkpoint-envelope.md): a byte-exact writer and a
 // reader that applies the spec's seven checks in order and names the one that failed.
 // Not the store: no files, no fsync, no rename here (the store writes the parts this returns).
 import { createHash, webcrypto, type Hash } from 'node:crypto';

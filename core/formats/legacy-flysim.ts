@@ -1,4 +1,4 @@
-// The reference's legacy FLYSIM01 envelope (reference-session-framework.md §7.1): a reader that
+// The reference's legacy FLYSIM01 envelope (docs/spec/checkpoint-envelope.md): a reader that
 // applies the reference reader's checks in its order, and a small writer for tests and fixtures.
 // Not FLYSESS1 (envelope.ts), and not a converter: detsim never writes this format in a run.
 import { crc32 } from 'node:zlib';

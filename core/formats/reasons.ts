@@ -1,4 +1,4 @@
-// The published table of stable reason codes: every refusal of input names one (specs/diff0-replay.md).
+// The published table of stable reason codes: every refusal of input names one (docs/spec/diff0.md).
 // This is the registry only; the checks that produce the codes live beside the formats they guard.
 // A code never contains a time, pid or random value, and the same input always yields the same code.
 

@@ -1,4 +1,4 @@
-// The domain scalars of the session protocol (specs/session-protocol.md §1): Id, U64, Digest,
+// The domain scalars of the session protocol (docs/spec/scalars.md): Id, U64, Digest,
 // RationalNs, Scope and request ids. Readers refuse anything else and name the field; they never
 // normalise. Arithmetic on U64 and RationalNs is exact bigint and overflow is an error.
 import { DetsimError } from './errors.js';

@@ -1,4 +1,4 @@
-// seed-derivation-v1 (specs/seed-derivation-v1.md): one independent i32 seed per agent from a
+// seed-derivation-v1 (docs/spec/seed-derivation.md): one independent i32 seed per agent from a
 // recorded master seed and a stable agent id. Not an RNG: the kernel RNG is in xorshift.ts.
 import { createHash } from 'node:crypto';
 import { DetsimError } from './errors.js';
