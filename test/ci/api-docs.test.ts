@@ -1,10 +1,11 @@
 // The public API is a deliberate, documented surface: `npm run docs` (TypeDoc over `detsim` =
 // coordinator/index.ts and `detsim/sdk` = workers/sdk.ts, typedoc.json) succeeds with warnings as
 // errors, refuses an exported signature that names an unexported type, and every exported value
-// (function, class, constant) of the two entry points carries a TSDoc comment. NOT a check of
-// the rendered HTML (docs/api/ is generated and not committed).
+// (function, class, constant) of the two entry points carries a TSDoc comment, and the README's
+// Library section names only what `detsim` exports. NOT a check of the rendered HTML (docs/api/
+// is generated and not committed).
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import ts from 'typescript';
@@ -37,6 +38,27 @@ function undocumentedValues(program: ts.Program, entry: string): string[] {
   return missing;
 }
 
+/** Names the README's Library section imports from 'detsim' or lists in its table (backquoted identifiers). */
+function readmeLibraryNames(): string[] {
+  const readme = readFileSync(join(REPO_ROOT, 'README.md'), 'utf8');
+  const section = readme.slice(readme.indexOf('## Library\n'), readme.indexOf('## Layout\n'));
+  const imported = [...section.matchAll(/import \{([^}]*)\} from 'detsim'/g)].flatMap((m) => (m[1] ?? '').split(','));
+  const tableRows = section.split('\n').filter((l) => l.startsWith('| ') && !l.startsWith('| group') && !l.startsWith('| ---'));
+  const listed = tableRows.flatMap((l) => [...(l.split('|')[2] ?? '').matchAll(/`([A-Za-z_][A-Za-z0-9_]*)`/g)].map((m) => m[1] ?? ''));
+  return [...new Set([...imported, ...listed].map((n) => n.trim()).filter((n) => n !== ''))].sort();
+}
+
+function exportedNames(program: ts.Program, entry: string): Set<string> {
+  const checker = program.getTypeChecker();
+  const moduleSymbol = checker.getSymbolAtLocation(program.getSourceFile(join(REPO_ROOT, entry))!)!;
+  return new Set(checker.getExportsOfModule(moduleSymbol).map((s) => s.name));
+}
+
+const program = ts.createProgram(
+  ENTRY_POINTS.map((e) => join(REPO_ROOT, e)),
+  { module: ts.ModuleKind.NodeNext, moduleResolution: ts.ModuleResolutionKind.NodeNext, target: ts.ScriptTarget.ES2022, strict: true, noEmit: true, skipLibCheck: true, types: ['node'] },
+);
+
 describe('API docs', () => {
   it('npm run docs builds both entry points with warnings as errors', () => {
     const r = typedoc(['--out', out]);
@@ -51,10 +73,13 @@ describe('API docs', () => {
   }, 60_000);
 
   it('every exported function, class and constant of detsim and detsim/sdk has a TSDoc comment', () => {
-    const program = ts.createProgram(
-      ENTRY_POINTS.map((e) => join(REPO_ROOT, e)),
-      { module: ts.ModuleKind.NodeNext, moduleResolution: ts.ModuleResolutionKind.NodeNext, target: ts.ScriptTarget.ES2022, strict: true, noEmit: true, skipLibCheck: true, types: ['node'] },
-    );
     expect(ENTRY_POINTS.flatMap((e) => undocumentedValues(program, e))).toEqual([]);
+  }, 60_000);
+
+  it("every name the README's Library section shows is exported by detsim", () => {
+    const names = readmeLibraryNames();
+    expect(names).toContain('runSession');
+    const exported = exportedNames(program, 'coordinator/index.ts');
+    expect(names.filter((n) => !exported.has(n))).toEqual([]);
   }, 60_000);
 });
