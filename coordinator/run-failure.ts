@@ -5,6 +5,7 @@ import type { ReasonCode } from '../core/formats/reasons.js';
 import type { Id } from '../core/formats/scalars.js';
 import type { WriteFailure } from './write-failure.js';
 
+/** The phase of a run in which a {@link RunFailure} happened. */
 export type RunPhase =
   | 'startup'
   | 'hello'
@@ -16,6 +17,7 @@ export type RunPhase =
   | 'commit'
   | 'shutdown';
 
+/** Why a run stopped (the kinds keep "never ready", "no reply in time" and "process died" apart). */
 export type RunFailureKind =
   /** The process never printed its ready line within the start-up deadline (or died before). */
   | 'never-ready'
@@ -38,6 +40,7 @@ export type RunFailureKind =
   /** The coordinator itself failed (an unexpected error). */
   | 'internal';
 
+/** Who and where a {@link RunFailure} concerns: worker, agents, step, phase. */
 export interface RunFailureContext {
   workerId?: Id;
   agentIds?: readonly Id[];

@@ -5,6 +5,7 @@ import type { JsonValue } from '../../core/formats/canonical-json.js';
 import { canonicalize } from '../../core/formats/canonical-json.js';
 import { DEFAULT_PRECISION, type FieldRule, FIELD_TABLE, PHYSICAL_NAMES, childPath, fieldLookup } from './fields.js';
 
+/** Options of receipt canonicalisation (another classification table, no stripping). */
 export interface CanonicalOptions {
   /** The classification table; the published one by default. */
   readonly table?: readonly FieldRule[];
@@ -12,6 +13,7 @@ export interface CanonicalOptions {
   readonly stripPhysical?: boolean;
 }
 
+/** A receipt field missing from the classification table: treated as physical, and reported. */
 export interface UnknownField {
   readonly path: string;
   readonly count: number;

@@ -2,6 +2,7 @@
 // of each trace step {behaviour, operational} and of summary.json is physical, repro or opaque.
 // This is data plus lookup only; the walk that strips and normalises a receipt is canonical.ts.
 
+/** How a receipt field is treated by the ReproHash (docs/spec/diff0.md "Terms"). */
 export type FieldClass = 'physical' | 'repro' | 'opaque';
 
 /** One row of the table. `path` names a field inside receipt.json: keys joined by '.', '[]' for list elements. */

@@ -5,6 +5,7 @@ import { type CanonicalOptions, type UnknownField, canonicalSplit } from './cano
 
 export const REPRO_HASH_HEX = 16;
 
+/** A ReproHash with the canonical text and full digest it came from. */
 export interface ReproHashResult {
   readonly reproHash: string;
   /** The full SHA-256 of the canonical view (the ReproHash is its prefix). */

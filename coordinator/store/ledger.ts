@@ -27,8 +27,10 @@ export const LEDGER_GENESIS = sha256Hex('detsim/ledger-v1/genesis\n');
 
 /** The kinds of ledger line. */
 export const LEDGER_EVENTS = ['run', 'captured', 'queued', 'committed', 'failed', 'superseded', 'restored', 'recovered'] as const;
+/** The kind of one ledger line. */
 export type LedgerEventKind = (typeof LEDGER_EVENTS)[number];
 
+/** One ledger event to append (the ledger adds its position and hash chain). */
 export interface LedgerEventInput {
   readonly event: LedgerEventKind;
   readonly checkpointId?: Id;
@@ -93,6 +95,7 @@ function readHead(bytes: Uint8Array): LedgerHead {
 // ---------------------------------------------------------------------------------------------
 // Verification (pure over bytes, so `detsim ledger verify` and Ledger.open share it)
 
+/** A problem found verifying a ledger, with the line it concerns. */
 export interface LedgerProblem {
   /** 1-based line the problem is attributed to. */
   readonly line: number;
@@ -100,6 +103,7 @@ export interface LedgerProblem {
   readonly message: string;
 }
 
+/** The verification of a run ledger: whether its chain holds, its lines and any problems. */
 export interface LedgerVerifyResult {
   readonly ok: boolean;
   /** Complete lines in the file. */

@@ -39,6 +39,7 @@ export interface WriterEvent {
   readonly supersededBy?: Id;
 }
 
+/** Counters of a writer's life: queued, committed, failed, superseded, rejected, peaks. */
 export interface WriterStats {
   /** Submissions accepted into the queue. */
   readonly queued: number;
@@ -56,6 +57,7 @@ export interface WriterStats {
   readonly queued_bytes: number;
 }
 
+/** Options of a {@link CheckpointWriter}: capacity, byte bound, event listener. */
 export interface WriterConfig {
   /** Outstanding slots: reserved + queued + being written (default 2). */
   readonly capacity?: number;
@@ -104,6 +106,7 @@ export interface DeferredEnvelope {
   seal(): Promise<EnvelopeBytes>;
 }
 
+/** One save submitted to the writer: the generation identity, its envelope, hot or durable. */
 export interface SaveJob {
   readonly identity: GenerationIdentity;
   readonly envelope: EnvelopeBytes | DeferredEnvelope;
@@ -111,12 +114,14 @@ export interface SaveJob {
   readonly replaceable: boolean;
 }
 
+/** A submitted save: its id and a way to wait (bounded) for its outcome. */
 export interface SaveTicket {
   readonly checkpointId: Id;
   /** The reply, waiting at most `budgetMs` (DeadlineExpired after that; wait again later if you like). */
   wait(budgetMs?: number): Promise<SaveOutcome>;
 }
 
+/** The newest generation known durable (only a Committed outcome moves it). */
 export interface DurableMark {
   readonly checkpointId: Id;
   readonly boundary: U64;

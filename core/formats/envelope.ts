@@ -55,6 +55,7 @@ export interface EnvelopeManifest {
   payloads: EnvelopePayloadRef[];
 }
 
+/** One payload to write: its name (an Id) and its bytes. */
 export interface EnvelopePayloadInput {
   name: string;
   bytes: Uint8Array;
@@ -65,6 +66,7 @@ export interface EnvelopePayloadInput {
   digest?: Digest;
 }
 
+/** One payload table entry as laid out: name, offset, length and digest. */
 export interface EnvelopeEntry {
   name: Id;
   offset: number;
@@ -72,6 +74,7 @@ export interface EnvelopeEntry {
   digest: Digest;
 }
 
+/** Where each part of an envelope lies (header, manifest, table, payloads, footer), in bytes. */
 export interface EnvelopeLayout {
   headerBytes: number;
   manifestOffset: number;
@@ -84,6 +87,7 @@ export interface EnvelopeLayout {
   totalBytes: number;
 }
 
+/** An encoded envelope as buffers to write in order (payload bytes not copied), with its layout. */
 export interface EncodedEnvelopeParts {
   /** Buffers to write in this order; payload parts are the caller's bytes (not copied). */
   parts: Uint8Array[];
@@ -94,6 +98,7 @@ export interface EncodedEnvelopeParts {
   layout: EnvelopeLayout;
 }
 
+/** One payload of a decoded envelope: its name, a view of its bytes and its digest. */
 export interface DecodedPayload {
   name: Id;
   /** A view into the input bytes, not a copy. */
@@ -101,6 +106,7 @@ export interface DecodedPayload {
   digest: Digest;
 }
 
+/** A verified FLYSESS1 envelope: the manifest, the payloads in table order and the layout. */
 export interface DecodedEnvelope {
   manifest: EnvelopeManifest;
   payloads: DecodedPayload[];

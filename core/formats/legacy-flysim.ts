@@ -13,6 +13,7 @@ export const LEGACY_MAGICS = ['FLYSIM01', 'FLYAGT01', 'FLYENV01'] as const;
 export const LEGACY_SCHEMA_VERSION = 2;
 const CHUNK_NAME_RE = /^[A-Za-z]+$/;
 
+/** One chunk of a legacy file: its name and a view of its bytes. */
 export interface LegacyChunk {
   name: string;
   /** A view into the input bytes, not a copy. */
@@ -22,6 +23,7 @@ export interface LegacyChunk {
   byteLength: number;
 }
 
+/** Where the parts of a legacy file lie, in bytes. */
 export interface LegacyLayout {
   magicBytes: number;
   manifestOffset: number;
@@ -33,6 +35,7 @@ export interface LegacyLayout {
   totalBytes: number;
 }
 
+/** A verified legacy FLYSIM01 (or FLYAGT01, FLYENV01) file: its format (magic), manifest and chunks. */
 export interface DecodedLegacy {
   format: string;
   manifest: { [key: string]: JsonValue };

@@ -43,16 +43,19 @@ export function deriveSeed(masterSeed: string, agentId: string, digest: DigestFn
   throw new DetsimError('struct_seed_all_zero', `seed derivation for ${id} found only zero lanes after ${MAX_ROUNDS} rounds`, 'agentId');
 }
 
+/** One participant's derived i32 seed. */
 export interface DerivedSeed {
   agentId: Id;
   seed: number;
 }
 
+/** Two agents whose derived seeds are equal (reported as a warning, never hidden). */
 export interface SeedCollision {
   seed: number;
   agentIds: [Id, Id];
 }
 
+/** The seeds of a composition, in the order given, with the collisions among them. */
 export interface DerivedSeeds {
   algorithm: typeof SEED_ALGORITHM;
   masterSeed: U64;

@@ -1,7 +1,7 @@
 // The public API is a deliberate, documented surface: `npm run docs` (TypeDoc over `detsim` =
 // coordinator/index.ts and `detsim/sdk` = workers/sdk.ts, typedoc.json) succeeds with warnings as
-// errors, refuses an exported signature that names an unexported type, and every exported value
-// (function, class, constant) of the two entry points carries a TSDoc comment, and the README's
+// errors, refuses an exported signature that names an unexported type, and every export (function,
+// class, constant, type) of the two entry points carries a TSDoc comment, and the README's
 // Library section names only what `detsim` exports. NOT a check of the rendered HTML (docs/api/
 // is generated and not committed).
 import { spawnSync } from 'node:child_process';
@@ -22,7 +22,7 @@ function typedoc(args: string[]): { status: number | null; output: string } {
   return { status: r.status, output: `${r.stdout}${r.stderr}` };
 }
 
-/** Exported values (functions, classes, constants) of an entry point that have no TSDoc comment. */
+/** Exports (functions, classes, constants, types) of an entry point that have no TSDoc comment. */
 function undocumentedValues(program: ts.Program, entry: string): string[] {
   const checker = program.getTypeChecker();
   const source = program.getSourceFile(join(REPO_ROOT, entry));
@@ -32,7 +32,6 @@ function undocumentedValues(program: ts.Program, entry: string): string[] {
   const missing: string[] = [];
   for (const exported of checker.getExportsOfModule(moduleSymbol)) {
     const symbol = exported.flags & ts.SymbolFlags.Alias ? checker.getAliasedSymbol(exported) : exported;
-    if (!(symbol.flags & ts.SymbolFlags.Value)) continue;
     if (symbol.getDocumentationComment(checker).length === 0) missing.push(`${entry}: ${exported.name}`);
   }
   return missing;
@@ -72,7 +71,7 @@ describe('API docs', () => {
     expect(r.status).not.toBe(0);
   }, 60_000);
 
-  it('every exported function, class and constant of detsim and detsim/sdk has a TSDoc comment', () => {
+  it('every export of detsim and detsim/sdk (function, class, constant, type) has a TSDoc comment', () => {
     expect(ENTRY_POINTS.flatMap((e) => undocumentedValues(program, e))).toEqual([]);
   }, 60_000);
 
