@@ -18,7 +18,8 @@ afterAll(() => rmSync(out, { recursive: true, force: true }));
 
 function typedoc(args: string[]): { status: number | null; output: string } {
   const bin = join(REPO_ROOT, 'node_modules', 'typedoc', 'bin', 'typedoc');
-  const r = spawnSync(process.execPath, [bin, ...args], { cwd: REPO_ROOT, encoding: 'utf8', env: { ...process.env, NO_COLOR: '1' } });
+  const env = { ...process.env, NO_COLOR: '1' };
+  const r = spawnSync(process.execPath, [bin, ...args], { cwd: REPO_ROOT, encoding: 'utf8', env });
   return { status: r.status, output: `${r.stdout}${r.stderr}` };
 }
 
@@ -42,8 +43,9 @@ function readmeLibraryNames(): string[] {
   const readme = readFileSync(join(REPO_ROOT, 'README.md'), 'utf8');
   const section = readme.slice(readme.indexOf('## Library\n'), readme.indexOf('## Layout\n'));
   const imported = [...section.matchAll(/import \{([^}]*)\} from 'detsim'/g)].flatMap((m) => (m[1] ?? '').split(','));
-  const tableRows = section.split('\n').filter((l) => l.startsWith('| ') && !l.startsWith('| group') && !l.startsWith('| ---'));
-  const listed = tableRows.flatMap((l) => [...(l.split('|')[2] ?? '').matchAll(/`([A-Za-z_][A-Za-z0-9_]*)`/g)].map((m) => m[1] ?? ''));
+  const isBodyRow = (l: string) => l.startsWith('| ') && !l.startsWith('| group') && !l.startsWith('| ---');
+  const namesIn = (cell: string) => [...cell.matchAll(/`([A-Za-z_][A-Za-z0-9_]*)`/g)].map((m) => m[1] ?? '');
+  const listed = section.split('\n').filter(isBodyRow).flatMap((l) => namesIn(l.split('|')[2] ?? ''));
   return [...new Set([...imported, ...listed].map((n) => n.trim()).filter((n) => n !== ''))].sort();
 }
 
@@ -55,7 +57,15 @@ function exportedNames(program: ts.Program, entry: string): Set<string> {
 
 const program = ts.createProgram(
   ENTRY_POINTS.map((e) => join(REPO_ROOT, e)),
-  { module: ts.ModuleKind.NodeNext, moduleResolution: ts.ModuleResolutionKind.NodeNext, target: ts.ScriptTarget.ES2022, strict: true, noEmit: true, skipLibCheck: true, types: ['node'] },
+  {
+    module: ts.ModuleKind.NodeNext,
+    moduleResolution: ts.ModuleResolutionKind.NodeNext,
+    target: ts.ScriptTarget.ES2022,
+    strict: true,
+    noEmit: true,
+    skipLibCheck: true,
+    types: ['node'],
+  },
 );
 
 describe('API docs', () => {

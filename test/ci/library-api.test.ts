@@ -5,8 +5,8 @@
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { CheckpointRun, loadConfig, readReceipt, reproHash, resumeRun, runSession, writeReceipt } from '../../coordinator/index.js';
-import { RECEIPT_FILE } from '../../coordinator/index.js';
+import { CheckpointRun, loadConfig, readReceipt, reproHash, resumeRun, runSession } from '../../coordinator/index.js';
+import { RECEIPT_FILE, writeReceipt } from '../../coordinator/index.js';
 import { tmpOut } from '../coordinator/helpers.js';
 import { REPO_ROOT } from '../workers/harness.js';
 
