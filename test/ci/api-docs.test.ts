@@ -13,13 +13,13 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { REPO_ROOT } from '../workers/harness.js';
 
 const ENTRY_POINTS = ['coordinator/index.ts', 'workers/sdk.ts'];
+const NO_COLOR = { ...process.env, NO_COLOR: '1' };
 const out = mkdtempSync(join(tmpdir(), 'detsim-api-docs-'));
 afterAll(() => rmSync(out, { recursive: true, force: true }));
 
 function typedoc(args: string[]): { status: number | null; output: string } {
   const bin = join(REPO_ROOT, 'node_modules', 'typedoc', 'bin', 'typedoc');
-  const env = { ...process.env, NO_COLOR: '1' };
-  const r = spawnSync(process.execPath, [bin, ...args], { cwd: REPO_ROOT, encoding: 'utf8', env });
+  const r = spawnSync(process.execPath, [bin, ...args], { cwd: REPO_ROOT, encoding: 'utf8', env: NO_COLOR });
   return { status: r.status, output: `${r.stdout}${r.stderr}` };
 }
 
@@ -70,8 +70,9 @@ const program = ts.createProgram(
 
 describe('API docs', () => {
   it('npm run docs builds both entry points with warnings as errors', () => {
-    const r = typedoc(['--out', out]);
-    expect(r.output).not.toMatch(/warning|error/i);
+    const args = ['run', '--silent', 'docs', '--', '--out', out];
+    const r = spawnSync('npm', args, { cwd: REPO_ROOT, encoding: 'utf8', env: NO_COLOR });
+    expect(`${r.stdout}${r.stderr}`).not.toMatch(/warning|error/i);
     expect(r.status).toBe(0);
   }, 120_000);
 
