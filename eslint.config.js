@@ -20,7 +20,7 @@ const layering = {
 };
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'node_modules/**', 'crates-bridge/**', 'reports/**', 'runs/**', 'bench/results/**', 'bench/.venv/**', 'workers/python/**'] },
+  { ignores: ['dist/**', 'docs/api/**', 'node_modules/**', 'crates-bridge/**', 'reports/**', 'runs/**', 'bench/results/**', 'bench/.venv/**', 'workers/python/**'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

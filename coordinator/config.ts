@@ -65,7 +65,9 @@ const AgentGroupSchema = z.strictObject({
   actionFields: ActionFieldsSchema.optional(),
 });
 
+/** The worker runtimes an agent worker can use (`workers.runtime` in the config). */
 export const WORKER_RUNTIMES = ['typescript', 'rust'] as const;
+/** The runtime of an agent worker process: the TypeScript worker or the Rust one. */
 export type WorkerRuntimeName = (typeof WORKER_RUNTIMES)[number];
 const isRuntime = (v: unknown): v is WorkerRuntimeName => (WORKER_RUNTIMES as readonly unknown[]).includes(v);
 const WorkerRuntimeSchema = z.custom<WorkerRuntimeName | WorkerRuntimeName[]>((v) => isRuntime(v) || (Array.isArray(v) && v.length > 0 && v.every(isRuntime)), {
@@ -103,8 +105,10 @@ export type RunConfigInput = z.infer<typeof TopSchema>;
 // ---------------------------------------------------------------------------------------------
 // The resolved plan: everything a run needs, with no defaults left implicit.
 
+/** How the coordinator reaches a worker: a Unix socket or loopback TCP. */
 export type Transport = 'unix' | 'tcp';
 
+/** One agent of a resolved plan: id, port, model, params, derived seed, worker and action fields. */
 export interface PlannedAgent {
   agentId: Id;
   portId: Id;
@@ -116,6 +120,7 @@ export interface PlannedAgent {
   actionFields: string[] | null;
 }
 
+/** One worker process of a resolved plan: its id, role, the agents it hosts and its runtime. */
 export interface PlannedWorker {
   workerId: Id;
   role: 'agent' | 'environment';
@@ -125,6 +130,10 @@ export interface PlannedWorker {
   runtime?: WorkerRuntimeName;
 }
 
+/**
+ * A resolved, validated run configuration: what {@link loadConfig} and {@link resolveConfig} return
+ * and {@link runSession} runs.
+ */
 export interface RunPlan {
   sessionId: Id;
   masterSeed: U64;

@@ -1,4 +1,4 @@
-// Lockstep-v1 (reference §4): the coordinator's step loop over a launched fleet. Initialize the
+// Lockstep-v1 (docs/spec/lockstep.md): the coordinator's step loop over a launched fleet. Initialize the
 // environment and agents, then per step: Prepare all → one Environment.Advance in port order →
 // evaluate once → Commit all → boundary k+1, producing one TransitionTrace. A failure anywhere
 // fails the epoch: the next step never starts on a half-commit (opt-in pipelining relaxes that to
@@ -47,7 +47,7 @@ export interface StepOptions {
    * only ever sent after every Commit(k) succeeded; a failed Commit fails the epoch with the
    * pipelined Prepares left unawaited. The caller must not ask for it past the run's last step, or
    * when it needs every agent Ready at boundary k+1 (a capture). Default false: lockstep-v1's
-   * Phase D (reference §4.2) allows the next Prepare only after every Commit succeeded, which
+   * Phase D (docs/spec/lockstep.md) allows the next Prepare only after every Commit succeeded, which
    * pipelining relaxes (agents on other workers may have prepared k+1 when one Commit fails).
    */
   prepareNext?: boolean;
@@ -440,7 +440,7 @@ export class Lockstep {
         return { worker: w, requestId: rep.requestId, result: reply.result as T };
       } catch (e) {
         // A reply lost in transport: re-send the same request id and body once; the worker's
-        // idempotency cache answers without executing again (reference §3.6 uncertain call).
+        // idempotency cache answers without executing again (docs/spec/lockstep.md, uncertain call).
         if (e instanceof WorkerCallError && e.kind === 'reply-dropped' && attempt === 0 && e.requestId) {
           this.opts.logger.warn({ workerId: w.plan.workerId, method, requestId: e.requestId }, 'reply dropped; re-sending the same request');
           requestId = e.requestId;

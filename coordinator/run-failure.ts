@@ -5,6 +5,7 @@ import type { ReasonCode } from '../core/formats/reasons.js';
 import type { Id } from '../core/formats/scalars.js';
 import type { WriteFailure } from './write-failure.js';
 
+/** The phase of a run in which a {@link RunFailure} happened. */
 export type RunPhase =
   | 'startup'
   | 'hello'
@@ -16,6 +17,7 @@ export type RunPhase =
   | 'commit'
   | 'shutdown';
 
+/** Why a run stopped (the kinds keep "never ready", "no reply in time" and "process died" apart). */
 export type RunFailureKind =
   /** The process never printed its ready line within the start-up deadline (or died before). */
   | 'never-ready'
@@ -38,6 +40,7 @@ export type RunFailureKind =
   /** The coordinator itself failed (an unexpected error). */
   | 'internal';
 
+/** Who and where a {@link RunFailure} concerns: worker, agents, step, phase. */
 export interface RunFailureContext {
   workerId?: Id;
   agentIds?: readonly Id[];
@@ -45,6 +48,10 @@ export interface RunFailureContext {
   phase: RunPhase;
 }
 
+/**
+ * Why a run stopped: `kind` (e.g. never ready, step deadline, process died), the worker, its agents, the step
+ * and the phase. Thrown by {@link runSession} and {@link resumeRun}; not an input refusal ({@link DetsimError}).
+ */
 export class RunFailure extends Error {
   readonly kind: RunFailureKind;
   readonly workerId: Id | undefined;
@@ -98,6 +105,7 @@ export class RunFailure extends Error {
   }
 }
 
+/** Whether `e` is a {@link RunFailure}. */
 export function isRunFailure(e: unknown): e is RunFailure {
   return e instanceof RunFailure;
 }

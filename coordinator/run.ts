@@ -22,6 +22,7 @@ export const RUN_FORMAT = 'detsim-run-v1';
 export const SUMMARY_FORMAT = 'detsim-summary-v1';
 export const DEFAULT_RUNS_DIR = 'runs';
 
+/** Progress of a running session, as passed to `onProgress`. */
 export interface RunProgress {
   /** Steps completed so far (the committed boundary). */
   step: number;
@@ -30,6 +31,7 @@ export interface RunProgress {
   elapsedMs: number;
 }
 
+/** Options of {@link runSession}. */
 export interface RunOptions {
   /** Parent of the run directory (default `runs` in the working directory). */
   outDir?: string;
@@ -84,6 +86,7 @@ export interface RunExtension {
   finish(failure: RunFailure | undefined): Promise<Record<string, unknown>>;
 }
 
+/** A finished run: its directory, behaviour digest and steps completed. */
 export interface RunResult {
   runDir: string;
   behaviourDigest: Digest;

@@ -1,4 +1,4 @@
-// TransitionTrace (reference §4.4): one record per lockstep step, split into behaviour (must be
+// TransitionTrace (docs/spec/lockstep.md): one record per lockstep step, split into behaviour (must be
 // identical across runs; hashed) and operational (wall time, request ids, pids; recorded, never
 // hashed). Also the behaviour digest and the EpochRebase comparison. NOT the step loop itself.
 import { createHash, type Hash } from 'node:crypto';
@@ -6,6 +6,7 @@ import { canonicalDigest, canonicalize, parseStrict, type JsonValue } from '../c
 import { DetsimError } from '../core/formats/errors.js';
 import type { Digest, Id, RationalNsJson, Scope, U64 } from '../core/formats/scalars.js';
 
+/** One agent's part of a step's behaviour: ticks, remainder, decision digest, committed step. */
 export interface TraceAgent {
   agentId: Id;
   profileDigest: Digest;
@@ -17,6 +18,7 @@ export interface TraceAgent {
   committedStep: U64;
 }
 
+/** One reward of a step, with its event and rule. */
 export interface TraceReward {
   agentId: Id;
   eventId: Id;
@@ -24,6 +26,7 @@ export interface TraceReward {
   value: number;
 }
 
+/** The part of a step trace that must be identical across runs (docs/spec/lockstep.md "The trace"). */
 export interface TraceBehaviour {
   scope: Scope;
   /** Sorted by agentId. */
@@ -42,6 +45,7 @@ export interface TraceBehaviour {
   publishedBoundary: U64;
 }
 
+/** The part of a step trace that is recorded but never compared (wall time, request ids). */
 export interface TraceOperational {
   /** Nanoseconds since the run started (monotonic clock), U64. */
   wallTimeNs: U64;
@@ -53,6 +57,7 @@ export interface TraceOperational {
   pids: { workerId: Id; pid: number }[];
 }
 
+/** One line of trace.jsonl: a step's behaviour and operational records. */
 export interface TransitionTrace {
   behaviour: TraceBehaviour;
   operational: TraceOperational;

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// CI guard for golden values (diff0-replay.md D6): refuses (exit 1) when a commit in the range
+// CI guard for golden values (docs/spec/diff0.md D6): refuses (exit 1) when a commit in the range
 // changes a file under fixtures/golden/ without "[golden]" in its subject. It is not the golden
 // comparison itself (coordinator/receipt/goldens.ts) and never edits history.
 //

@@ -1,4 +1,4 @@
-// Idempotency tables of the worker (reference §3.6). StepCache: per-entry results of step
+// Idempotency tables of the worker (docs/spec/lockstep.md "Idempotent calls"). StepCache: per-entry results of step
 // mutations keyed by the operation key, kept for the current and previous step. LifecycleCache:
 // whole replies of lifecycle calls kept until Worker.Acknowledge. No execution logic here.
 import type { Scope } from '../core/formats/scalars.js';

@@ -10,6 +10,7 @@ export { StrictModeViolation } from './strict.js';
 export type { StateValue } from './state-codec.js';
 export type { RationalNsJson } from '../core/formats/scalars.js';
 
+/** A plain JSON object (params, observations, decisions, actions). */
 export type JsonObject = Record<string, unknown>;
 
 /** Dataset digest of a model without a dataset: SHA-256 of the text `detsim/no-dataset-v1`. */
@@ -17,6 +18,7 @@ export const NO_DATASET_DIGEST = createHash('sha256').update('detsim/no-dataset-
 /** Default tick: 1 ms. */
 export const ONE_MS: RationalNsJson = { numerator: '1000000', denominator: '1' };
 
+/** What an agent model's `initialize` (and `restore`) gets: its id, seed, params and first observation. */
 export interface AgentInitContext {
   agentId: string;
   /** The agent's derived i32 seed. */
@@ -27,6 +29,7 @@ export interface AgentInitContext {
   observation: JsonObject;
 }
 
+/** What an agent model's `prepare` gets: the step, ticks to run now and the observation. */
 export interface AgentPrepareContext {
   agentId: string;
   /** The step k being prepared. */
@@ -37,12 +40,14 @@ export interface AgentPrepareContext {
   observation: JsonObject;
 }
 
+/** One reward an agent receives at commit. */
 export interface AgentReward {
   eventId: string;
   ruleId: string;
   value: number;
 }
 
+/** What an agent model's `commit` gets: the step just applied, the next observation and rewards. */
 export interface AgentCommitContext {
   agentId: string;
   /** The step k just applied; the agent is now at boundary k + 1. */
@@ -76,11 +81,13 @@ export interface AgentModel<S = unknown> {
   restore(data: unknown, ctx: AgentInitContext): S;
 }
 
+/** Which agent drives which environment port. */
 export interface PortBinding {
   portId: string;
   agentId: string;
 }
 
+/** What an environment model's `initialize` (and `restore`) gets: its id, seed, params, ports, step duration. */
 export interface EnvironmentInitContext {
   environmentId: string;
   seed: number;
@@ -90,12 +97,14 @@ export interface EnvironmentInitContext {
   stepDuration: RationalNsJson;
 }
 
+/** One action applied through a port in a step. */
 export interface PortAction {
   portId: string;
   agentId: string;
   action: JsonObject;
 }
 
+/** One reward an environment grants in a step. */
 export interface EnvironmentReward {
   agentId: string;
   eventId: string;
@@ -103,6 +112,7 @@ export interface EnvironmentReward {
   value: number;
 }
 
+/** What an environment model's `advance` gets: the step and one action per port. */
 export interface EnvironmentAdvanceContext {
   /** The step k being applied (world goes from boundary k to k + 1). */
   step: bigint;
@@ -110,6 +120,7 @@ export interface EnvironmentAdvanceContext {
   actions: PortAction[];
 }
 
+/** What `advance` reports: the rewards and event ids of the step. */
 export interface AdvanceOutcome {
   rewards: EnvironmentReward[];
   /** Event ids in the order they happened (unique within the step). */
@@ -135,6 +146,7 @@ export interface EnvironmentModel<S = unknown> {
   restore(data: unknown, ctx: EnvironmentInitContext): S;
 }
 
+/** Any model module: an agent or an environment model. */
 export type Model = AgentModel<never> | EnvironmentModel<never>;
 
 /** Identity helpers that give a model module its type (and a kind tag the loader checks). */
@@ -142,6 +154,7 @@ export function defineAgentModel<S>(model: Omit<AgentModel<S>, 'kind'>): AgentMo
   return { kind: 'agent', ...model };
 }
 
+/** Identity helper for an environment model module (adds the kind tag the loader checks). */
 export function defineEnvironmentModel<S>(model: Omit<EnvironmentModel<S>, 'kind'>): EnvironmentModel<S> {
   return { kind: 'environment', ...model };
 }
@@ -169,10 +182,12 @@ export function f32FromBytes(bytes: Uint8Array): Float32Array {
 
 // Param helpers live in the kernel so the coordinator's plan-time check runs the same code.
 export { ParamError, intParam, onlyParams } from '../core/models/params.js';
+export type { ParamObject } from '../core/models/params.js';
 
 /** Seed 0 would lock Xorshift32 at 0 forever: the built-in models substitute this constant. */
 export const ZERO_SEED_SUBSTITUTE = 0x2545f491;
 
+/** The seed to start a Xorshift32 with: the derived seed, or {@link ZERO_SEED_SUBSTITUTE} for 0. */
 export function rngSeed(seed: number): number {
   return seed === 0 ? ZERO_SEED_SUBSTITUTE : seed | 0;
 }

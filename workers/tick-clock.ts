@@ -1,4 +1,4 @@
-// The exact rational tick accumulator of reference §4.2: per Prepare, acc += stepDuration;
+// The exact rational tick accumulator of docs/spec/lockstep.md: per Prepare, acc += stepDuration;
 // ticks = floor(acc / tick); acc -= ticks * tick. Held as integers over a common denominator so
 // the hot path is bigint add/divide only. Not the model: it only says how many ticks to run.
 import { RationalNs } from '../core/formats/scalars.js';

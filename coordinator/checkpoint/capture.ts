@@ -1,4 +1,4 @@
-// Capture (reference §5.2): at a committed boundary Ready(k)/Paused(k) only; a writer slot is
+// Capture (docs/spec/checkpoint-store.md): at a committed boundary Ready(k)/Paused(k) only; a writer slot is
 // reserved before anyone is asked (full → BUSY, nothing changes); State.Capture to the environment
 // first, then agents by id; every reply checked; the coordinator builds its own payloads and the
 // FLYSESS1 layout and hands it to the writer, which hashes (checking every payload against the

@@ -18,7 +18,7 @@ export const INSPECTION_SCHEMA = 'detsim-observation-v1';
 /** How a decision becomes a port action: the decision, or only its `actionFields` (lockstep Phase B). */
 export const EXECUTOR_ID = 'decision-fields-v1';
 
-/** Field order of the compatibility block check (reference §5.3 step 2). */
+/** Field order of the compatibility block check (docs/spec/checkpoint-store.md, restore step 2). */
 export const COMPATIBILITY_FIELDS = ['stateFormatId', 'backendDigest', 'contentDigest', 'patchDigest', 'controllerDigest', 'parserDigest'] as const;
 export type CompatibilityBlock = Record<(typeof COMPATIBILITY_FIELDS)[number], string>;
 
@@ -79,7 +79,7 @@ export function expectedEnvironmentDigest(e: { environmentId: Id; modelVersion: 
   return canonicalDigest({ environmentId: e.environmentId, profileDigest: e.profileDigest, modelVersion: e.modelVersion, seed: e.seed, ports: e.ports.map((p) => ({ portId: p.portId, agentId: p.agentId })) });
 }
 
-/** Composition digest (reference §6.4): session, epoch, contract, then one line per agent sorted by id. */
+/** Composition digest (docs/spec/checkpoint-envelope.md): session, epoch, contract, one line per agent by id. */
 export function compositionDigest(live: LiveComposition, epoch: Id): Digest {
   const h = createHash('sha256');
   h.update(`detsim/composition-v1\nsession=${live.plan.sessionId}\nepoch=${epoch}\ncontract=${CONTRACT_DIGEST}\n`);

@@ -1,4 +1,4 @@
-// The checkpoint manifest (checkpoint-envelope-v1 / reference §6.4) and the coordinator's own
+// The checkpoint manifest (docs/spec/checkpoint-envelope.md) and the coordinator's own
 // payloads, sealed as canonical JSON: task-ledger, prior-inspection, executor-<agentId>,
 // coordinator-admission. Building them at capture and reading them back at restore.
 // NOT the envelope bytes (formats/envelope.ts) and NOT the store.

@@ -1,4 +1,4 @@
-// The identity checks a restore makes before staging anyone (reference §5.3 step 2): session,
+// The identity checks a restore makes before staging anyone (docs/spec/checkpoint-store.md, restore step 2): session,
 // episode, scheduler, the compatibility block field by field (first mismatch named), port map,
 // environment, agent ids, each agent's profile and seed, then the composition digest. Each
 // refusal carries a stable ident_* reason. NOT reading the file and NOT talking to workers.

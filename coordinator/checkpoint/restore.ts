@@ -1,4 +1,4 @@
-// Restore (reference §5.3): select a checkpoint (by id or the store's high-water mark), read and
+// Restore (docs/spec/checkpoint-store.md): select a checkpoint (by id or the store's high-water mark), read and
 // verify it, check identities before staging anyone, stage the environment then agents into a NEW
 // epoch, activate all in the same order, install the coordinator state and stop at Paused(k).
 // Group install rule: any stage failure taints the stagers and nothing activates; any activation

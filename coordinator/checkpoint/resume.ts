@@ -43,12 +43,14 @@ import type { CheckpointStore, GenerationRecord } from '../store/store.js';
 
 export const ABANDONED_TRACE_FILE = 'trace.abandoned.jsonl';
 
+/** Progress of a resumed run, as passed to `onProgress`. */
 export interface ResumeProgress {
   step: number;
   steps: number;
   elapsedMs: number;
 }
 
+/** Options of {@link resumeRun}. */
 export interface ResumeOptions {
   /** Restore this checkpoint instead of the store's high-water mark. */
   checkpointId?: Id;
@@ -64,6 +66,10 @@ export interface ResumeOptions {
   commandFor?: (w: PlannedWorker) => WorkerCommand | undefined;
 }
 
+/**
+ * A resumed run: where it restored from (checkpoint, boundary, new epoch), the steps it abandoned
+ * and where it ended.
+ */
 export interface ResumeResult {
   runDir: string;
   behaviourDigest: Digest;

@@ -19,6 +19,7 @@ export const DEFAULT_KEEP = 3;
 export const DEFAULT_DURABLE_WAIT_MS = 60_000;
 export const FAILURE_POLICY = 'continue';
 
+/** Options of {@link CheckpointRun}: the interval `every`, how many generations to keep, writer bounds. */
 export interface CheckpointRunOptions {
   every: number;
   keep?: number;
@@ -36,6 +37,7 @@ export interface CheckpointRunOptions {
   onEvent?: (line: string) => void;
 }
 
+/** What a run's checkpoints came to: captured, committed (durable), not durable, refused. */
 export interface CheckpointRunReport {
   every: number;
   keep: number;
@@ -52,6 +54,10 @@ export interface CheckpointRunReport {
   highWater: Id | null;
 }
 
+/**
+ * Checkpoints for a run: pass `new CheckpointRun({ every: K })` as {@link RunOptions.extension} to capture
+ * the whole group every K steps into the run's STATE-01 store; summary.json says which became durable.
+ */
 export class CheckpointRun implements RunExtension {
   group: CheckpointGroup | undefined;
   ck: Checkpointing | undefined;

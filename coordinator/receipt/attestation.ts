@@ -1,4 +1,4 @@
-// The self-attestation report (diff0-replay.md "Attestation"): grades a list of checks
+// The self-attestation report (docs/spec/diff0.md "Attestation"): grades a list of checks
 // (full / sampled / incompatible), derives the verdict and exit code (0 green, 1 red, 2 yellow),
 // maps the checks onto the D1–D10 checklist, hashes the verdict (ts_build and every physical
 // field left out) and renders attestation.md and attestation.jsonl. It runs no check itself.
@@ -9,9 +9,12 @@ import { REASONS } from '../../core/formats/reasons.js';
 import { writeFileDurable } from './receipt.js';
 import type { Check, CheckStatus } from './replay.js';
 
+/** How much determinism a verification may claim (docs/spec/diff0.md "Grades"). */
 export type Grade = 'full' | 'sampled' | 'incompatible';
+/** The outcome of a verification: green (exit 0), red (exit 1) or yellow (exit 2, warnings only). */
 export type Verdict = 'green' | 'yellow' | 'red';
 
+/** One item of the D1-D10 checklist with the checks and tests behind it. */
 export interface ChecklistItem {
   readonly id: string;
   readonly title: string;
@@ -22,6 +25,7 @@ export interface ChecklistItem {
   readonly tests: string;
 }
 
+/** The attestation report of {@link verify}: grade, verdict, checks, checklist and verdict hash. */
 export interface Attestation {
   readonly attestationVersion: string;
   readonly grade: Grade;

@@ -1,10 +1,11 @@
-// Receipt canonicalisation (diff0-replay.md R1–R3): splits a receipt into its ReproCore view
+// Receipt canonicalisation (docs/spec/diff0.md R1–R3): splits a receipt into its ReproCore view
 // (repro and opaque fields, lists in stable order, fixed-point numbers) and its physical rest.
 // It does not hash (reprohash.ts) and does not read files (receipt.ts).
 import type { JsonValue } from '../../core/formats/canonical-json.js';
 import { canonicalize } from '../../core/formats/canonical-json.js';
 import { DEFAULT_PRECISION, type FieldRule, FIELD_TABLE, PHYSICAL_NAMES, childPath, fieldLookup } from './fields.js';
 
+/** Options of receipt canonicalisation (another classification table, no stripping). */
 export interface CanonicalOptions {
   /** The classification table; the published one by default. */
   readonly table?: readonly FieldRule[];
@@ -12,6 +13,7 @@ export interface CanonicalOptions {
   readonly stripPhysical?: boolean;
 }
 
+/** A receipt field missing from the classification table: treated as physical, and reported. */
 export interface UnknownField {
   readonly path: string;
   readonly count: number;

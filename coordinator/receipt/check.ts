@@ -3,6 +3,7 @@
 import type { JsonValue } from '../../core/formats/canonical-json.js';
 import { type Action, type Layer, type ReasonCode, REASONS } from '../../core/formats/reasons.js';
 
+/** The status of one verification check. */
 export type CheckStatus = 'pass' | 'fail' | 'warn';
 
 /** One verdict line: what was checked, the decision, and its evidence (physical detail kept apart). */

@@ -5,6 +5,7 @@ import type { JsonValue } from '../../core/formats/canonical-json.js';
 import { type CanonicalOptions, canonicalSplit } from './canonical.js';
 import { buildReceipt, readRunFiles } from './receipt.js';
 
+/** Where two runs first differ: the part, step, field path, agent and both values. */
 export interface Divergence {
   /** Which part of the ReproCore diverged first. */
   readonly part: 'composition' | 'step' | 'steps-count' | 'summary' | 'receipt';

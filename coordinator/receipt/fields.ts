@@ -1,7 +1,8 @@
-// The field classification table of a run receipt (diff0-replay.md R1): every field of run.json,
+// The field classification table of a run receipt (docs/spec/diff0.md R1): every field of run.json,
 // of each trace step {behaviour, operational} and of summary.json is physical, repro or opaque.
 // This is data plus lookup only; the walk that strips and normalises a receipt is canonical.ts.
 
+/** How a receipt field is treated by the ReproHash (docs/spec/diff0.md "Terms"). */
 export type FieldClass = 'physical' | 'repro' | 'opaque';
 
 /** One row of the table. `path` names a field inside receipt.json: keys joined by '.', '[]' for list elements. */
@@ -20,7 +21,7 @@ export interface FieldRule {
 export const DEFAULT_PRECISION = 9;
 export const RECEIPT_VERSION = 'detsim-receipt-v1';
 
-/** The minimum physical set of the seed spec (§3.2); any field of that name anywhere is physical. */
+/** The minimum physical set (docs/spec/diff0.md "Terms"); any field of that name anywhere is physical. */
 export const PHYSICAL_NAMES: readonly string[] = [
   'ts', 'timestamp', 'elapsed', 'duration', 'started_at', 'finished_at', 'thread_order', 'addr', 'id_runtime', 'pid', 'uptime_s', 'generated_at',
 ];
@@ -90,7 +91,7 @@ const RUN_ROWS: FieldRule[] = [
   R('run.seedCollisions', 'agent ids whose derived seeds collide', { subtree: true }),
 ];
 
-// trace.jsonl — TransitionTrace {behaviour, operational} (session-protocol.md §5, reference §4.4).
+// trace.jsonl — TransitionTrace {behaviour, operational} (docs/spec/lockstep.md "The trace").
 const TRACE_ROWS: FieldRule[] = [
   R('steps[].behaviour', 'must be identical across runs'),
   R('steps[].behaviour.scope', 'Scope {sessionId, epoch, step}'),
@@ -183,7 +184,7 @@ export function validateFieldTable(table: readonly FieldRule[]): string[] {
     paths.add(r.path);
     if (!['physical', 'repro', 'opaque'].includes(r.cls)) problems.push(`${r.path}: class ${JSON.stringify(r.cls)} is not physical, repro or opaque`);
     const name = r.path.split('.').pop()!.replace(/\[\]$/, '');
-    if (r.cls !== 'physical' && PHYSICAL_NAMES.includes(name)) problems.push(`${r.path}: ${name} must be physical (seed spec §3.2)`);
+    if (r.cls !== 'physical' && PHYSICAL_NAMES.includes(name)) problems.push(`${r.path}: ${name} must be physical (docs/spec/diff0.md)`);
     if (r.precision !== undefined && !(Number.isInteger(r.precision) && r.precision >= 0 && r.precision <= 20)) problems.push(`${r.path}: precision ${r.precision} is not 0..20`);
   }
   for (const p of paths) {

@@ -1,4 +1,4 @@
-// Golden ReproHashes (diff0-replay.md D6): fixtures/golden/<example>.json holds the frozen
+// Golden ReproHashes (docs/spec/diff0.md D6): fixtures/golden/<example>.json holds the frozen
 // expected ReproHash of one example at a fixed step count, and beside it the frozen behaviour
 // digest (summary.behaviourDigest). The ReproHash covers the protocol file's digest, so a comment
 // edit to the proto re-freezes every golden; the behaviour digest does not, so a behaviour change

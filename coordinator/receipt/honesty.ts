@@ -1,11 +1,14 @@
-// Evidence classes and the honesty checks H1/H2 (diff0-replay.md "Evidence classes"): every
+// Evidence classes and the honesty checks H1/H2 (docs/spec/diff0.md "Evidence classes"): every
 // receipt and reported figure says whether it is simulated, measured or third_party.
 // This only judges the evidence fields; it never decides whether a measurement is true.
 import type { ReasonCode } from '../../core/formats/reasons.js';
 
+/** The values of a receipt's `evidence_class`: where its numbers come from. */
 export const EVIDENCE_CLASSES = ['simulated', 'measured', 'third_party'] as const;
+/** Where the figures of a receipt or report come from. */
 export type EvidenceClass = (typeof EVIDENCE_CLASSES)[number];
 
+/** The evidence fields every receipt carries: its class and, when measured, the source and time. */
 export interface Evidence {
   readonly evidence_class: EvidenceClass;
   /** The command or file a measured figure came from; null when simulated. */
@@ -16,6 +19,7 @@ export interface Evidence {
 
 export const SIMULATED: Evidence = { evidence_class: 'simulated', measure_source: null, measure_ts: null };
 
+/** A receipt that breaks an honesty rule (H1, H2), with its reason code. */
 export interface HonestyWarning {
   readonly check: 'H1' | 'H2';
   readonly reason: ReasonCode;

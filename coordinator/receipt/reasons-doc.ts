@@ -1,4 +1,4 @@
-// The published list of reason codes (diff0-replay.md "Reason codes"): renders the shared
+// The published list of reason codes (docs/spec/diff0.md "Reason codes"): renders the shared
 // registry formats/reasons.ts as text for `detsim reasons` and as docs/reasons.md.
 // It holds no codes itself; codes are added to the registry by whoever emits them.
 import { LAYER_NAMES, REASONS, type Layer, type ReasonCode } from '../../core/formats/reasons.js';

@@ -12,13 +12,16 @@ import { type Evidence, type HonestyWarning, SIMULATED, honestyWarnings } from '
 import { rebasedReceipt } from './rebase.js';
 import { reproHash } from './reprohash.js';
 
+/** The receipt's file name inside a run directory. */
 export const RECEIPT_FILE = 'receipt.json';
 
+/** The state digest of one participant at the end of a run. */
 export interface FinalStateDigest {
   participantId: string;
   digest: string;
 }
 
+/** A run receipt (receipt.json): run.json, every step trace and summary.json, with its evidence class. */
 export interface Receipt {
   receiptVersion: string;
   evidence_class: Evidence['evidence_class'];
@@ -34,6 +37,7 @@ export interface Receipt {
   unknownFields?: UnknownField[];
 }
 
+/** The files of a run directory a receipt is built from, parsed. */
 export interface RunFiles {
   run: JsonValue;
   steps: JsonValue[];
@@ -92,6 +96,7 @@ export function buildReceipt(files: RunFiles, evidence: Evidence = SIMULATED, ge
   };
 }
 
+/** A written receipt: its ReproHash, path, unknown fields and honesty warnings. */
 export interface ReceiptResult {
   readonly reproHash: string;
   readonly unknownFields: readonly UnknownField[];

@@ -1,4 +1,4 @@
-// Replay (diff0-replay.md "Replay and its checks"): run one configuration N ≥ 2 times, each
+// Replay (docs/spec/diff0.md "Replay"): run one configuration N ≥ 2 times, each
 // with fresh worker processes (runSession), and check that the ReproHashes agree, that the hash
 // is sensitive (self-check) and that stripping removed physical fields that really differed.
 // It does not render reports (attestation.ts) and knows nothing of goldens (goldens.ts).
@@ -22,6 +22,7 @@ import { join } from 'node:path';
 export { makeCheck } from './check.js';
 export type { Check, CheckStatus } from './check.js';
 
+/** One fresh run of a replay, with its receipt and ReproHash. */
 export interface ReplayRun {
   readonly runDir: string;
   readonly dispatch: Dispatch;
@@ -31,12 +32,14 @@ export interface ReplayRun {
   readonly receipt: Receipt;
 }
 
+/** One sensitivity probe: the field changed and the hashes before and after. */
 export interface SensitivityProbe {
   readonly field: string;
   readonly before: string;
   readonly after: string;
 }
 
+/** What {@link replay} found: the runs, whether their hashes agree, the first divergence and the checks. */
 export interface ReplayReport {
   readonly subject: string;
   readonly runs: readonly ReplayRun[];
@@ -50,6 +53,7 @@ export interface ReplayReport {
   readonly resume: { checkpointId: string; uninterruptedDir: string; resumedDir: string } | null;
 }
 
+/** Options of {@link replay}. */
 export interface ReplayOptions {
   /** Number of fresh runs, at least 2 (default 2). */
   readonly runs?: number;

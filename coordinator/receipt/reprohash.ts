@@ -1,10 +1,11 @@
-// ReproHash (diff0-replay.md): the first 16 hex characters of SHA-256 over the RFC 8785 text of
+// ReproHash (docs/spec/diff0.md): the first 16 hex characters of SHA-256 over the RFC 8785 text of
 // a receipt's ReproCore view. Only the hash; the view is canonical.ts, the receipt is receipt.ts.
 import { canonicalize, sha256Hex } from '../../core/formats/canonical-json.js';
 import { type CanonicalOptions, type UnknownField, canonicalSplit } from './canonical.js';
 
 export const REPRO_HASH_HEX = 16;
 
+/** A ReproHash with the canonical text and full digest it came from. */
 export interface ReproHashResult {
   readonly reproHash: string;
   /** The full SHA-256 of the canonical view (the ReproHash is its prefix). */

@@ -14,6 +14,7 @@ import type { Receipt } from './receipt.js';
 import { type Check, makeCheck, replay } from './replay.js';
 import { reproHash } from './reprohash.js';
 
+/** Options of {@link verify}. */
 export interface VerifyOptions {
   /** Config files; default every examples/*.yaml|yml|json, sorted. */
   readonly configs?: readonly string[];
@@ -38,6 +39,7 @@ export interface VerifyOptions {
   readonly tsBuild?: string;
 }
 
+/** What {@link verify} wrote: the attestation and the paths of attestation.md and attestation.jsonl. */
 export interface VerifyResult {
   readonly attestation: Attestation;
   readonly files: { md: string; jsonl: string };

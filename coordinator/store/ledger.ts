@@ -17,6 +17,7 @@ import { readDigest, readId, readObject, readU64, refuseUnknownFields, type Id, 
 import { DurableFs } from './durable-fs.js';
 import type { WriterEvent } from './writer.js';
 
+/** The run ledger's file name inside a run directory. */
 export const LEDGER_FILE = 'ledger.jsonl';
 export const LEDGER_HEAD_FILE = 'ledger.head.json';
 const LEDGER_HEAD_TMP = 'tmp-ledger.head.json';
@@ -24,9 +25,12 @@ export const LEDGER_VERSION = 1;
 /** The `prev` of line 1: SHA-256 of the text "detsim/ledger-v1/genesis\n". */
 export const LEDGER_GENESIS = sha256Hex('detsim/ledger-v1/genesis\n');
 
+/** The kinds of ledger line. */
 export const LEDGER_EVENTS = ['run', 'captured', 'queued', 'committed', 'failed', 'superseded', 'restored', 'recovered'] as const;
+/** The kind of one ledger line. */
 export type LedgerEventKind = (typeof LEDGER_EVENTS)[number];
 
+/** One ledger event to append (the ledger adds its position and hash chain). */
 export interface LedgerEventInput {
   readonly event: LedgerEventKind;
   readonly checkpointId?: Id;
@@ -91,6 +95,7 @@ function readHead(bytes: Uint8Array): LedgerHead {
 // ---------------------------------------------------------------------------------------------
 // Verification (pure over bytes, so `detsim ledger verify` and Ledger.open share it)
 
+/** A problem found verifying a ledger, with the line it concerns. */
 export interface LedgerProblem {
   /** 1-based line the problem is attributed to. */
   readonly line: number;
@@ -98,6 +103,7 @@ export interface LedgerProblem {
   readonly message: string;
 }
 
+/** The verification of a run ledger: whether its chain holds, its lines and any problems. */
 export interface LedgerVerifyResult {
   readonly ok: boolean;
   /** Complete lines in the file. */
@@ -196,6 +202,10 @@ export async function verifyLedger(runDir: string): Promise<LedgerVerifyResult> 
 // ---------------------------------------------------------------------------------------------
 // Appending
 
+/**
+ * The run ledger: append-only, hash-chained `ledger.jsonl` (plus `ledger.head.json`) recording run, checkpoint
+ * and restore events; {@link verifyLedger} checks a run directory's chain.
+ */
 export class Ledger {
   private tail: Promise<unknown> = Promise.resolve();
   private broken: Error | null = null;

@@ -1,5 +1,5 @@
 // The STATE-01 checkpoint store: one flat directory of FLYSESS1 generations and the canonical
-// store manifest that commits them (reference §6.1-§6.3). It knows envelopes only as bytes plus a
+// store manifest that commits them (docs/spec/checkpoint-store.md). It knows envelopes only as bytes plus a
 // record; it is NOT the writer queue (writer.ts), nor capture/restore, nor any transport.
 import { mkdir, readdir, readFile, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
@@ -17,7 +17,7 @@ export const STORE_MANIFEST_TMP = 'tmp-manifest.json';
 export const GENERATION_SUFFIX = '.flysess';
 export const DEFAULT_KEEP_GENERATIONS = 3;
 
-/** One committed generation as the store manifest lists it (§6.2; keys in canonical order). */
+/** One committed generation as the store manifest lists it (docs/spec/checkpoint-store.md; keys in canonical order). */
 export interface GenerationRecord {
   readonly boundary: U64;
   readonly byteLength: U64;
@@ -30,6 +30,7 @@ export interface GenerationRecord {
   readonly sessionId: Id;
 }
 
+/** A store's committed manifest (manifest.json): its generations and high-water mark. */
 export interface StoreManifest {
   readonly generations: readonly GenerationRecord[];
   readonly highWater: Id | null;
@@ -147,6 +148,7 @@ export const EMPTY_STORE_MANIFEST: StoreManifest = { generations: [], highWater:
 // ---------------------------------------------------------------------------------------------
 // Commit failures: a stable code per stage, so the writer can report Failed{reason}
 
+/** Why a store commit did not become durable. */
 export type CommitFailureReason =
   | 'checkpoint_exists'
   | 'generation_write_failed'
@@ -171,11 +173,13 @@ function describeError(e: unknown): string {
   return err && typeof err.code === 'string' ? `${err.code} (${err.syscall ?? 'io'})` : String((e as Error)?.message ?? e);
 }
 
+/** Options of one store commit (a test hook). */
 export interface CommitOptions {
-  /** Test hook (STATE-01 case 4): publish the generation file, then stop before the store manifest commit. */
+  /** Test hook (docs/spec/checkpoint-store.md, case 4): publish the generation, stop before the manifest commit. */
   readonly stopBeforeManifestCommit?: boolean;
 }
 
+/** A durable commit: the new record and the records rotated out. */
 export interface CommitResult {
   readonly record: GenerationRecord;
   /** Records rotated out of the manifest by this commit. */
@@ -184,6 +188,7 @@ export interface CommitResult {
   readonly unrotated: readonly string[];
 }
 
+/** The verification of one generation file. */
 export interface GenerationCheck {
   readonly checkpointId: Id;
   readonly file: string;
@@ -194,6 +199,7 @@ export interface GenerationCheck {
   readonly message?: string;
 }
 
+/** The verification of a whole store: whether it holds, and the check of each generation. */
 export interface StoreVerifyReport {
   readonly ok: boolean;
   readonly generations: readonly GenerationCheck[];
@@ -203,12 +209,14 @@ export interface StoreVerifyReport {
   readonly orphaned: readonly string[];
 }
 
+/** A generation's record and verified bytes. */
 export interface LoadedGeneration {
   readonly record: GenerationRecord;
   readonly bytes: Buffer;
   readonly envelope: DecodedEnvelope;
 }
 
+/** Files in a store directory the manifest does not reference (never restore candidates). */
 export interface StoreScan {
   /** `<id>.flysess` files the manifest does not list: never restore candidates. */
   readonly unreferenced: readonly string[];
@@ -216,6 +224,7 @@ export interface StoreScan {
   readonly temporaries: readonly string[];
 }
 
+/** Options of {@link CheckpointStore.open}. */
 export interface StoreOptions {
   /** Newest generations kept by rotation (default 3). */
   readonly keep?: number;
@@ -238,6 +247,11 @@ class Mutex {
   }
 }
 
+/**
+ * The STATE-01 checkpoint store: a flat directory of FLYSESS1 generations committed by a canonical
+ * `manifest.json` (durable write order, rotation to `keep`, verify, gc). Envelopes are bytes plus a record here;
+ * open one with `CheckpointStore.open(dir)`. See docs/spec/checkpoint-envelope.md.
+ */
 export class CheckpointStore {
   private manifest: StoreManifest;
   private readonly lock = new Mutex();
@@ -372,7 +386,7 @@ export class CheckpointStore {
     return { ...fields, byteLength: String(written.byteLength), checkpointId: id, envelopeDigest: written.sha256 ?? given!, file: generationFile(id) };
   }
 
-  /** §6.3: append, set highWater, drop the oldest list entries beyond `keep`. */
+  /** Rotation (docs/spec/checkpoint-store.md): append, set highWater, drop the oldest list entries beyond `keep`. */
   private nextManifest(record: GenerationRecord): { next: StoreManifest; dropped: GenerationRecord[] } {
     const all = [...this.manifest.generations.filter((g) => g.checkpointId !== record.checkpointId), record];
     const cut = Math.max(0, all.length - this.keep);

@@ -1,4 +1,4 @@
-// The asynchronous checkpoint writer (reference §5.4): a bounded queue of save jobs in front of
+// The asynchronous checkpoint writer (docs/spec/checkpoint-store.md): a bounded queue of save jobs in front of
 // one CheckpointStore, with slot reservation before capture, hot-capture supersession and honest
 // outcomes. It is NOT capture or restore orchestration, and it never decides when to checkpoint.
 import { DetsimError, isDetsimError } from '../../core/formats/errors.js';
@@ -22,7 +22,7 @@ export type SaveOutcome =
 /** `seal_failed`: a deferred envelope could not be sealed (e.g. a payload's bytes do not hash to the digest its producer reported). */
 export type FailureReason = CommitFailureReason | 'seal_failed' | 'invalid_job' | 'store_error';
 
-/** Events the writer publishes (reference §5.4); caller-side outcomes are never published. */
+/** Events the writer publishes (docs/spec/checkpoint-store.md); caller-side outcomes are never published. */
 export interface WriterEvent {
   readonly event: 'queued' | 'committed' | 'failed' | 'superseded';
   readonly checkpointId: Id;
@@ -39,6 +39,7 @@ export interface WriterEvent {
   readonly supersededBy?: Id;
 }
 
+/** Counters of a writer's life: queued, committed, failed, superseded, rejected, peaks. */
 export interface WriterStats {
   /** Submissions accepted into the queue. */
   readonly queued: number;
@@ -56,6 +57,7 @@ export interface WriterStats {
   readonly queued_bytes: number;
 }
 
+/** Options of a {@link CheckpointWriter}: capacity, byte bound, event listener. */
 export interface WriterConfig {
   /** Outstanding slots: reserved + queued + being written (default 2). */
   readonly capacity?: number;
@@ -104,6 +106,7 @@ export interface DeferredEnvelope {
   seal(): Promise<EnvelopeBytes>;
 }
 
+/** One save submitted to the writer: the generation identity, its envelope, hot or durable. */
 export interface SaveJob {
   readonly identity: GenerationIdentity;
   readonly envelope: EnvelopeBytes | DeferredEnvelope;
@@ -111,12 +114,14 @@ export interface SaveJob {
   readonly replaceable: boolean;
 }
 
+/** A submitted save: its id and a way to wait (bounded) for its outcome. */
 export interface SaveTicket {
   readonly checkpointId: Id;
   /** The reply, waiting at most `budgetMs` (DeadlineExpired after that; wait again later if you like). */
   wait(budgetMs?: number): Promise<SaveOutcome>;
 }
 
+/** The newest generation known durable (only a Committed outcome moves it). */
 export interface DurableMark {
   readonly checkpointId: Id;
   readonly boundary: U64;
@@ -132,6 +137,10 @@ interface Job {
   deliver(outcome: SaveOutcome): void;
 }
 
+/**
+ * The asynchronous checkpoint writer: a bounded queue of save jobs in front of one {@link CheckpointStore},
+ * with a slot reserved before capture, hot-capture supersession and an honest outcome per job.
+ */
 export class CheckpointWriter {
   readonly capacity: number;
   readonly maxQueuedBytes: number;
@@ -146,7 +155,7 @@ export class CheckpointWriter {
   private nextSeq = 0;
   private mark: (DurableMark & { seq: number }) | null = null;
   private idleWaiters: (() => void)[] = [];
-  // Test hooks (STATE-01 cases 3, 4, 5, 7, 8).
+  // Test hooks (docs/spec/checkpoint-store.md, fault cases 3, 4, 5, 7, 8).
   private stallGate: Promise<void> | null = null;
   private readonly dropReplies = new Set<Id>();
   private readonly stopBeforeManifest = new Set<Id>();

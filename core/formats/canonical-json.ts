@@ -4,6 +4,7 @@
 import { hash } from 'node:crypto';
 import { DetsimError } from './errors.js';
 
+/** A JSON value as the strict parser returns it (no undefined, no functions, finite numbers only). */
 export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue };
 
 const utf8Decoder = new TextDecoder('utf-8', { fatal: true });

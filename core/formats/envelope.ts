@@ -1,4 +1,4 @@
-// The FLYSESS1 checkpoint envelope (specs/checkpoint-envelope-v1.md): a byte-exact writer and a
+// The FLYSESS1 checkpoint envelope (docs/spec/checkpoint-envelope.md): a byte-exact writer and a
 // reader that applies the spec's seven checks in order and names the one that failed.
 // Not the store: no files, no fsync, no rename here (the store writes the parts this returns).
 import { createHash, webcrypto, type Hash } from 'node:crypto';
@@ -7,6 +7,7 @@ import { DetsimError } from './errors.js';
 import type { ReasonCode } from './reasons.js';
 import { isId, RationalNs, readDigest, readId, readObject, readScope, type Digest, type Id, type RationalNsJson, type Scope, type U64 } from './scalars.js';
 
+/** The 8-byte magic that opens a FLYSESS1 checkpoint envelope. */
 export const ENVELOPE_MAGIC = 'FLYSESS1';
 export const ENVELOPE_FOOTER_MAGIC = 'FLYSESSF';
 export const LEGACY_MAGIC = 'FLYSIM01';
@@ -26,7 +27,8 @@ export const REQUIRED_MANIFEST_FIELDS = [
   'portMap', 'compatibility', 'agents', 'coordinator', 'environment', 'helperState', 'payloads',
 ] as const;
 
-type JsonObject = { [key: string]: JsonValue };
+/** A JSON object as the envelope manifest holds it (canonical JSON values). */
+export type JsonObject = { [key: string]: JsonValue };
 
 /** One payload as the manifest lists it (mirrors the table). */
 export interface EnvelopePayloadRef {
@@ -53,6 +55,7 @@ export interface EnvelopeManifest {
   payloads: EnvelopePayloadRef[];
 }
 
+/** One payload to write: its name (an Id) and its bytes. */
 export interface EnvelopePayloadInput {
   name: string;
   bytes: Uint8Array;
@@ -63,6 +66,7 @@ export interface EnvelopePayloadInput {
   digest?: Digest;
 }
 
+/** One payload table entry as laid out: name, offset, length and digest. */
 export interface EnvelopeEntry {
   name: Id;
   offset: number;
@@ -70,6 +74,7 @@ export interface EnvelopeEntry {
   digest: Digest;
 }
 
+/** Where each part of an envelope lies (header, manifest, table, payloads, footer), in bytes. */
 export interface EnvelopeLayout {
   headerBytes: number;
   manifestOffset: number;
@@ -82,6 +87,7 @@ export interface EnvelopeLayout {
   totalBytes: number;
 }
 
+/** An encoded envelope as buffers to write in order (payload bytes not copied), with its layout. */
 export interface EncodedEnvelopeParts {
   /** Buffers to write in this order; payload parts are the caller's bytes (not copied). */
   parts: Uint8Array[];
@@ -92,6 +98,7 @@ export interface EncodedEnvelopeParts {
   layout: EnvelopeLayout;
 }
 
+/** One payload of a decoded envelope: its name, a view of its bytes and its digest. */
 export interface DecodedPayload {
   name: Id;
   /** A view into the input bytes, not a copy. */
@@ -99,6 +106,7 @@ export interface DecodedPayload {
   digest: Digest;
 }
 
+/** A verified FLYSESS1 envelope: the manifest, the payloads in table order and the layout. */
 export interface DecodedEnvelope {
   manifest: EnvelopeManifest;
   payloads: DecodedPayload[];

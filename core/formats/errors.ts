@@ -2,6 +2,10 @@
 // that failed, so the CLI can print one line and exit non-zero. Not for programming errors.
 import { type Decision, type ReasonCode, layerOf } from './reasons.js';
 
+/**
+ * A refusal of input: `reason` is a stable code from {@link REASONS}, `field` names what failed. The CLI prints
+ * it as one line `detsim: [reason] message` and exits 2; a library caller can branch on `reason`.
+ */
 export class DetsimError extends Error {
   readonly reason: ReasonCode;
   readonly field: string | undefined;
@@ -19,6 +23,7 @@ export class DetsimError extends Error {
   }
 }
 
+/** Whether `e` is a {@link DetsimError} (works across module copies, unlike `instanceof`). */
 export function isDetsimError(e: unknown): e is DetsimError {
   return e instanceof DetsimError;
 }

@@ -1,4 +1,4 @@
-// The reference's legacy FLYSIM01 envelope (reference-session-framework.md §7.1): a reader that
+// The reference's legacy FLYSIM01 envelope (docs/spec/checkpoint-envelope.md): a reader that
 // applies the reference reader's checks in its order, and a small writer for tests and fixtures.
 // Not FLYSESS1 (envelope.ts), and not a converter: detsim never writes this format in a run.
 import { crc32 } from 'node:zlib';
@@ -6,12 +6,14 @@ import { parseStrict, type JsonValue } from './canonical-json.js';
 import { DetsimError } from './errors.js';
 import type { ReasonCode } from './reasons.js';
 
+/** The magic of a legacy FLYSIM01 session file (read-only). */
 export const LEGACY_FLYSIM_MAGIC = 'FLYSIM01';
 /** The same layout is reused for agent capture (FLYAGT01) and world (FLYENV01) payloads. */
 export const LEGACY_MAGICS = ['FLYSIM01', 'FLYAGT01', 'FLYENV01'] as const;
 export const LEGACY_SCHEMA_VERSION = 2;
 const CHUNK_NAME_RE = /^[A-Za-z]+$/;
 
+/** One chunk of a legacy file: its name and a view of its bytes. */
 export interface LegacyChunk {
   name: string;
   /** A view into the input bytes, not a copy. */
@@ -21,6 +23,7 @@ export interface LegacyChunk {
   byteLength: number;
 }
 
+/** Where the parts of a legacy file lie, in bytes. */
 export interface LegacyLayout {
   magicBytes: number;
   manifestOffset: number;
@@ -32,6 +35,7 @@ export interface LegacyLayout {
   totalBytes: number;
 }
 
+/** A verified legacy FLYSIM01 (or FLYAGT01, FLYENV01) file: its format (magic), manifest and chunks. */
 export interface DecodedLegacy {
   format: string;
   manifest: { [key: string]: JsonValue };

@@ -1,10 +1,16 @@
-// The published table of stable reason codes: every refusal of input names one (specs/diff0-replay.md).
+// The published table of stable reason codes: every refusal of input names one (docs/spec/diff0.md).
 // This is the registry only; the checks that produce the codes live beside the formats they guard.
 // A code never contains a time, pid or random value, and the same input always yields the same code.
 
+/**
+ * A decision layer: L1 structure, L2 size, L3 danger, L4 permission, L5 identity, L6 metadata, L7 audit,
+ * L8 consistency.
+ */
 export type Layer = 'L1' | 'L2' | 'L3' | 'L4' | 'L5' | 'L6' | 'L7' | 'L8';
+/** What a decision does with its input. */
 export type Action = 'allow' | 'advise' | 'block';
 
+/** A readable name for each decision layer L1-L8. */
 export const LAYER_NAMES: Record<Layer, string> = {
   L1: 'structure',
   L2: 'size',
@@ -137,8 +143,10 @@ export const REASONS = {
   audit_canonical_failed: { layer: 'L8', summary: 'reordering lists or float jitter below the precision changed the ReproHash (R2, R3 broken)' },
 } as const satisfies Record<string, ReasonInfo>;
 
+/** A stable reason code from the registry {@link REASONS} (published in docs/reasons.md). */
 export type ReasonCode = keyof typeof REASONS;
 
+/** A decision about input: its action, layer and reason code. */
 export interface Decision {
   readonly action: Action;
   readonly layer: Layer;

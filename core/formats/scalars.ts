@@ -1,10 +1,13 @@
-// The domain scalars of the session protocol (specs/session-protocol.md §1): Id, U64, Digest,
+// The domain scalars of the session protocol (docs/spec/scalars.md): Id, U64, Digest,
 // RationalNs, Scope and request ids. Readers refuse anything else and name the field; they never
 // normalise. Arithmetic on U64 and RationalNs is exact bigint and overflow is an error.
 import { DetsimError } from './errors.js';
 
+/** An identifier: 1 to 64 of `[a-z0-9._-]`, starting with a letter or digit (docs/spec/scalars.md). */
 export type Id = string;
+/** An unsigned 64-bit integer as a canonical decimal string (never a JSON number). */
 export type U64 = string;
+/** A SHA-256 digest as 64 lowercase hex characters. */
 export type Digest = string;
 
 export const U64_MAX = 18446744073709551615n;
@@ -94,6 +97,7 @@ export function readObject(value: unknown, field: string): Record<string, unknow
 // ---------------------------------------------------------------------------------------------
 // RationalNs: exact nanoseconds as a reduced fraction of U64s.
 
+/** The JSON form of a {@link RationalNs}: a reduced fraction of nanoseconds as U64 strings. */
 export interface RationalNsJson {
   numerator: U64;
   denominator: U64;
@@ -104,6 +108,7 @@ function gcd(a: bigint, b: bigint): bigint {
   return a;
 }
 
+/** Exact nanoseconds as a reduced fraction of U64s (the step and tick durations); JSON form {@link RationalNsJson}. */
 export class RationalNs {
   private constructor(readonly num: bigint, readonly den: bigint) {}
 
@@ -185,6 +190,7 @@ export class RationalNs {
 // ---------------------------------------------------------------------------------------------
 // Scope: the timeline identity of a request.
 
+/** Where a request or checkpoint belongs on the run timeline: session, epoch and step. */
 export interface Scope {
   sessionId: Id;
   epoch: Id;

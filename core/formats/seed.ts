@@ -1,13 +1,15 @@
-// seed-derivation-v1 (specs/seed-derivation-v1.md): one independent i32 seed per agent from a
+// seed-derivation-v1 (docs/spec/seed-derivation.md): one independent i32 seed per agent from a
 // recorded master seed and a stable agent id. Not an RNG: the kernel RNG is in xorshift.ts.
 import { createHash } from 'node:crypto';
 import { DetsimError } from './errors.js';
 import { readId, readU64, type Id, type U64 } from './scalars.js';
 
+/** The name of the seed derivation (docs/spec/seed-derivation.md), recorded in run.json. */
 export const SEED_ALGORITHM = 'seed-derivation-v1';
 export const SEED_PREFIX = 'flybrain/seed-derivation-v1';
 const MAX_ROUNDS = 4;
 
+/** The hash under the seed derivation (SHA-256 by default; tests substitute one to force collisions). */
 export type DigestFn = (material: Buffer) => Uint8Array;
 const sha256: DigestFn = (material) => createHash('sha256').update(material).digest();
 
@@ -41,16 +43,19 @@ export function deriveSeed(masterSeed: string, agentId: string, digest: DigestFn
   throw new DetsimError('struct_seed_all_zero', `seed derivation for ${id} found only zero lanes after ${MAX_ROUNDS} rounds`, 'agentId');
 }
 
+/** One participant's derived i32 seed. */
 export interface DerivedSeed {
   agentId: Id;
   seed: number;
 }
 
+/** Two agents whose derived seeds are equal (reported as a warning, never hidden). */
 export interface SeedCollision {
   seed: number;
   agentIds: [Id, Id];
 }
 
+/** The seeds of a composition, in the order given, with the collisions among them. */
 export interface DerivedSeeds {
   algorithm: typeof SEED_ALGORITHM;
   masterSeed: U64;

@@ -1,6 +1,7 @@
 // Xorshift32, the kernel RNG of the reference simulator (shifts 13, 17, 5; the i32 seed is the
 // initial state verbatim). Deterministic and bit-exact with the Rust port; not cryptographic.
 
+/** The xorshift32 generator (shifts 13, 17, 5), bit-exact with the Rust port; not cryptographic. */
 export class Xorshift32 {
   /** The current state as a signed 32-bit integer (what a checkpoint stores). */
   state: number;

@@ -1,4 +1,4 @@
-// STATE-01 worker-involving fault cases (reference §6.6), adapted to detsim, over real worker
+// STATE-01 worker-involving fault cases (docs/spec/checkpoint-store.md), adapted to detsim, over real worker
 // processes: corrupt payloads, a participant refusing StageRestore, half activation (fenced),
 // token activates once, stale epochs after restore, another compatibility field, capture only at
 // a committed boundary, and queue stress (third capture BUSY while the run keeps stepping).

@@ -1,4 +1,4 @@
-// The FLYSIM01 legacy reader against hand-built bytes (reference-session-framework.md §7.1), its
+// The FLYSIM01 legacy reader against hand-built bytes (docs/spec/checkpoint-envelope.md), its
 // refusals in the reference order, the FLYSESS1 reader's legacy refusal, and single-byte flips.
 import { crc32 } from 'node:zlib';
 import fc from 'fast-check';

@@ -1,10 +1,10 @@
-// The session-protocol scalars: the U64 boundary vectors of reference-session-framework.md §1,
+// The session-protocol scalars: the U64 boundary vectors of docs/spec/scalars.md,
 // Id/Digest/Scope/request-id readers, and RationalNs reduction, overflow and sub-below-zero.
 import { describe, expect, it } from 'vitest';
 import { RationalNs, readDigest, readI32, readId, readRequestId, readScope, readU64, refuseUnknownFields } from '../../core/formats/scalars.js';
 import { refusal } from '../refusal.js';
 
-describe('U64 boundary vectors (boundaries.json, reference §1)', () => {
+describe('U64 boundary vectors (docs/spec/scalars.md)', () => {
   for (const ok of ['0', '1', '18446744073709551615', '9007199254740993']) {
     it(`accepts ${JSON.stringify(ok)}`, () => expect(readU64(ok, 'f')).toBe(ok));
   }

@@ -48,7 +48,7 @@ describe('receipt canonicalisation (R1–R3)', () => {
     const paths = FIELD_TABLE.map((r) => r.path);
     expect(new Set(paths).size).toBe(paths.length); // no path twice
     for (const r of FIELD_TABLE) expect(text).toContain(r.path);
-    // No repro/opaque row may carry a name the seed spec requires to be physical.
+    // No repro/opaque row may carry a name docs/spec/diff0.md requires to be physical.
     for (const r of FIELD_TABLE) {
       const last = r.path.split('.').pop()!.replace('[]', '');
       if (PHYSICAL_NAMES.includes(last)) expect(r.cls, r.path).toBe('physical');

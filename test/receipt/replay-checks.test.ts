@@ -19,7 +19,7 @@ describe('replay checks', () => {
   it('the physical-diff check fails when stripping is disabled', () => {
     const r = replayChecks('s1', [sampleReceipt(), sampleReceipt({ wall: '5555' })], null, { stripPhysical: false });
     expect(r.checks.find((c) => c.check === 'physical-diff')).toMatchObject({ status: 'fail', reason: 'audit_no_physical_diff', action: 'block', layer: 'L8' });
-    // …and without stripping the wall times reach the hash: the runs "differ" (the false red of §3.2).
+    // …and without stripping the wall times reach the hash: the runs "differ" (a false red).
     expect(r.checks.find((c) => c.check === 'replay')!.status).toBe('fail');
   });
 

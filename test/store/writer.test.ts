@@ -1,6 +1,7 @@
-// The checkpoint writer over a real store directory: the store-side STATE-01 cases (lost reply,
-// renamed generation without manifest commit, stalled writer past a budget, queue stress, hot
-// supersede), byte budget, write errors, event publication and stepping during a write.
+// The checkpoint writer over a real store directory: the store-side STATE-01 fault cases of
+// docs/spec/checkpoint-store.md (lost reply, renamed generation without manifest commit, stalled
+// writer past a budget, queue stress, hot supersede), byte budget, write errors, event publication
+// and stepping during a write.
 import { existsSync, readdirSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';

@@ -1,6 +1,6 @@
 // Capture → StageRestore → ActivateRestore with real worker processes: a restored walker, lif and
 // forage continue exactly like the uninterrupted worker; capture does not mutate; the worker-side
-// refusals of reference §5.3 (digest/length, compatibility, token, double activation, nothing
+// refusals of docs/spec/checkpoint-store.md (restore; digest/length, compatibility, token, double activation, nothing
 // staged, stale epoch after activation); lifecycle replies are BUSY until acknowledged; a state
 // larger than one gRPC message travels chunked.
 import { createHash } from 'node:crypto';

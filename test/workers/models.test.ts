@@ -17,7 +17,7 @@ import { TickClock } from '../../workers/tick-clock.js';
 
 const MS = RationalNs.of(1_000_000n, 1n);
 
-/** Independent Xorshift32 from reference §8 (not the project's class); `.state()` is the i32 state. */
+/** Independent Xorshift32 from docs/spec/seed-derivation.md (not the project's class); `.state()` is the i32 state. */
 function xs(seed: number): (() => number) & { state: () => number } {
   let s = seed | 0;
   const next = () => {

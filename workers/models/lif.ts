@@ -1,5 +1,5 @@
 // Built-in agent `lif`: a leaky integrate-and-fire network with Xorshift32 noise kicks as in the
-// reference kernel (§8) and a 4-way spike-count readout. State grows with `neurons` (12 bytes
+// reference kernel (docs/spec/seed-derivation.md) and a 4-way spike-count readout. State grows with `neurons` (12 bytes
 // each). Exact rules below are normative for the Rust port (bit for bit, IEEE-754 f64).
 //
 // RULES (modelVersion "lif-v1", plasticityVersion "none-v1", tick 1 ms):

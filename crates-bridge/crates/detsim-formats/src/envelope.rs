@@ -1,4 +1,4 @@
-// The FLYSESS1 checkpoint envelope (specs/checkpoint-envelope-v1.md), byte for byte and refusal
+// The FLYSESS1 checkpoint envelope (docs/spec/checkpoint-envelope.md), byte for byte and refusal
 // for refusal as core/formats/envelope.ts: a writer, and a reader applying the seven checks
 // in the spec's order whose error names the check ("check N (what): ..."). Not the store: no files.
 use crate::error::{DetsimError, Reason, Result};

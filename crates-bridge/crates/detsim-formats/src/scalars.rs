@@ -1,4 +1,4 @@
-// The domain scalars of the session protocol (specs/session-protocol.md §1) as in
+// The domain scalars of the session protocol (docs/spec/scalars.md) as in
 // core/formats/scalars.ts: Id, U64, Digest, RationalNs, Scope, request ids and i32.
 // Readers refuse and name the field, never normalise. Not a schema library for whole messages.
 use crate::error::{DetsimError, Reason, Result};
@@ -407,7 +407,7 @@ mod tests {
 
     #[test]
     fn rational_arithmetic_is_exact_and_overflow_is_an_error() {
-        // 60 Hz frames against a 1 ms tick: 16, 17, 17 ticks, remainder 0 (specs/session-protocol.md §3).
+        // 60 Hz frames against a 1 ms tick: 16, 17, 17 ticks, remainder 0 (docs/spec/lockstep.md).
         let frame = r(50_000_000, 3);
         let tick = r(1_000_000, 1);
         let mut acc = RationalNs::ZERO;

@@ -1,4 +1,4 @@
-// seed-derivation-v1 (specs/seed-derivation-v1.md), deciding as core/formats/seed.ts does:
+// seed-derivation-v1 (docs/spec/seed-derivation.md), deciding as core/formats/seed.ts does:
 // one independent i32 seed per agent from a recorded master seed and a stable agent id.
 // Not an RNG: the kernel RNG is xorshift.rs.
 use crate::error::{DetsimError, Reason, Result};

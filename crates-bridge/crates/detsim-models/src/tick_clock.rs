@@ -1,4 +1,4 @@
-// The exact rational tick accumulator (reference §4.2), as workers/tick-clock.ts: per Prepare
+// The exact rational tick accumulator (docs/spec/lockstep.md), as workers/tick-clock.ts: per Prepare
 // acc += stepDuration; ticks = floor(acc / tick); acc -= ticks * tick. Integers over a common
 // denominator in u128; a common denominator beyond u128 is refused (TypeScript uses bigint).
 use detsim_formats::{DetsimError, RationalNs, Reason};
