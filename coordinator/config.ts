@@ -65,7 +65,9 @@ const AgentGroupSchema = z.strictObject({
   actionFields: ActionFieldsSchema.optional(),
 });
 
-export const WORKER_RUNTIMES = ['typescript', 'rust'] as const;
+export const WORKER_RUNTIMES = ['typescript', 'rust', 'python'] as const;
+/** Runtimes the environment worker can run on (the Rust worker hosts agents only). */
+export const ENVIRONMENT_RUNTIMES = ['typescript', 'python'] as const;
 export type WorkerRuntimeName = (typeof WORKER_RUNTIMES)[number];
 const isRuntime = (v: unknown): v is WorkerRuntimeName => (WORKER_RUNTIMES as readonly unknown[]).includes(v);
 const WorkerRuntimeSchema = z.custom<WorkerRuntimeName | WorkerRuntimeName[]>((v) => isRuntime(v) || (Array.isArray(v) && v.length > 0 && v.every(isRuntime)), {
@@ -79,7 +81,7 @@ const TopSchema = z.strictObject({
   steps: StepsSchema,
   stepHz: PositiveInt.optional(),
   worldStepNs: WorldStepSchema.optional(),
-  environment: z.strictObject({ id: IdSchema, model: ModelSchema, params: ParamsSchema.optional() }),
+  environment: z.strictObject({ id: IdSchema, model: ModelSchema, params: ParamsSchema.optional(), runtime: z.enum(ENVIRONMENT_RUNTIMES).optional() }),
   agents: z.union([z.array(z.unknown()).min(1), z.record(z.string(), z.unknown())]),
   workers: z
     .strictObject({
@@ -121,7 +123,7 @@ export interface PlannedWorker {
   role: 'agent' | 'environment';
   /** Agents hosted, in port order (empty for the environment). */
   agentIds: Id[];
-  /** Which worker implementation runs it: set on every agent worker (default typescript); absent on the environment, always typescript. */
+  /** Which worker implementation runs it: set on every agent worker (default typescript); on the environment only when `environment.runtime` names one. */
   runtime?: WorkerRuntimeName;
 }
 
@@ -362,10 +364,10 @@ function assignRuntimes(workers: PlannedWorker[], agents: PlannedAgent[], runtim
   }
   agentWorkers.forEach((w, i) => {
     w.runtime = Array.isArray(runtime) ? runtime[i]! : runtime;
-    // The Rust worker hosts only the built-in models: a module path cannot run there.
-    const foreign = w.runtime === 'rust' ? agents.find((a) => a.workerId === w.workerId && !(BUILTIN_AGENT_MODELS as readonly string[]).includes(a.model)) : undefined;
+    // The Rust and Python workers host only the built-in models: a module path cannot run there.
+    const foreign = w.runtime === 'rust' || w.runtime === 'python' ? agents.find((a) => a.workerId === w.workerId && !(BUILTIN_AGENT_MODELS as readonly string[]).includes(a.model)) : undefined;
     if (foreign) {
-      throw new DetsimError('struct_invalid_field', `workers.runtime: ${w.workerId} runs on rust, which hosts only the built-in agent models (${BUILTIN_AGENT_MODELS.join(', ')}); agent ${foreign.agentId} uses ${foreign.model}`, 'workers.runtime');
+      throw new DetsimError('struct_invalid_field', `workers.runtime: ${w.workerId} runs on ${w.runtime}, which hosts only the built-in agent models (${BUILTIN_AGENT_MODELS.join(', ')}); agent ${foreign.agentId} uses ${foreign.model}`, 'workers.runtime');
     }
   });
 }
@@ -390,6 +392,7 @@ export function resolveConfig(value: unknown, opts: { baseDir?: string } = {}): 
   }
   const agentsPerWorker = cfg.workers?.agentsPerWorker ?? 4;
   const workers: PlannedWorker[] = [{ workerId: ENVIRONMENT_WORKER_ID, role: 'environment', agentIds: [] }];
+  if (cfg.environment.runtime !== undefined) workers[0]!.runtime = cfg.environment.runtime;
   const planned: PlannedAgent[] = agents.map((a, i) => {
     const w = Math.floor(i / agentsPerWorker);
     const workerId = `worker-${w}`;
