@@ -234,8 +234,16 @@ function isModelPath(model: string): boolean {
 }
 
 /** A built-in model name stays as is; a module path becomes absolute and must be an importable module file. */
+/** A Python model class, `python:package.module:Class`, loaded by a Python worker (runtime: python) only. */
+const PYTHON_MODEL = /^python:[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$/;
+export const isPythonModel = (model: string): boolean => model.startsWith('python:');
+
 function resolveModel(model: string, builtins: readonly string[], field: string, baseDir: string): string {
   if (builtins.includes(model)) return model;
+  if (isPythonModel(model)) {
+    if (!PYTHON_MODEL.test(model)) throw new DetsimError('struct_unknown_model', `${field}: ${JSON.stringify(model)} is not python:package.module:Class`, field);
+    return model;
+  }
   if (isModelPath(model)) {
     const path = model.startsWith('file:') ? filePath(model, field) : resolve(baseDir, model);
     checkModuleFile(path, JSON.stringify(model), field);
@@ -355,19 +363,35 @@ function refuseDuplicates(agents: ExpandedAgent[]): void {
   }
 }
 
+/** What each runtime can host: Rust only the built-ins; Python the built-ins and python: classes; TypeScript all but python: classes. */
+const HOSTS: Record<WorkerRuntimeName, string> = {
+  typescript: 'the built-in models and TypeScript/JavaScript modules, not python: classes',
+  rust: `only the built-in agent models (${BUILTIN_AGENT_MODELS.join(', ')})`,
+  python: `only the built-in models and python:package.module:Class models`,
+};
+function hostable(runtime: WorkerRuntimeName, model: string): boolean {
+  if (runtime === 'python') return !isAbsolute(model);
+  if (runtime === 'rust') return (BUILTIN_AGENT_MODELS as readonly string[]).includes(model);
+  return !isPythonModel(model);
+}
+
 /** Put each agent worker on its runtime (a list names one per agent worker, in plan order). */
 function assignRuntimes(workers: PlannedWorker[], agents: PlannedAgent[], runtime: WorkerRuntimeName | WorkerRuntimeName[] | undefined): void {
-  if (runtime === undefined) return; // every agent worker keeps the default, typescript
+  const onTypescript = agents.find((a) => isPythonModel(a.model));
+  if (runtime === undefined) {
+    // Every agent worker keeps the default, typescript, which cannot load a python: class.
+    if (onTypescript) throw new DetsimError('struct_invalid_field', `workers.runtime: agent ${onTypescript.agentId} uses ${onTypescript.model}, which needs runtime python for its worker`, 'workers.runtime');
+    return;
+  }
   const agentWorkers = workers.filter((w) => w.role === 'agent');
   if (Array.isArray(runtime) && runtime.length !== agentWorkers.length) {
     throw new DetsimError('struct_invalid_field', `workers.runtime: ${runtime.length} runtimes listed for ${agentWorkers.length} agent workers (one per agent worker, in order)`, 'workers.runtime');
   }
   agentWorkers.forEach((w, i) => {
     w.runtime = Array.isArray(runtime) ? runtime[i]! : runtime;
-    // The Rust and Python workers host only the built-in models: a module path cannot run there.
-    const foreign = w.runtime === 'rust' || w.runtime === 'python' ? agents.find((a) => a.workerId === w.workerId && !(BUILTIN_AGENT_MODELS as readonly string[]).includes(a.model)) : undefined;
+    const foreign = agents.find((a) => a.workerId === w.workerId && !hostable(w.runtime!, a.model));
     if (foreign) {
-      throw new DetsimError('struct_invalid_field', `workers.runtime: ${w.workerId} runs on ${w.runtime}, which hosts only the built-in agent models (${BUILTIN_AGENT_MODELS.join(', ')}); agent ${foreign.agentId} uses ${foreign.model}`, 'workers.runtime');
+      throw new DetsimError('struct_invalid_field', `workers.runtime: ${w.workerId} runs on ${w.runtime}, which hosts ${HOSTS[w.runtime!]}; agent ${foreign.agentId} uses ${foreign.model}`, 'workers.runtime');
     }
   });
 }
@@ -393,6 +417,12 @@ export function resolveConfig(value: unknown, opts: { baseDir?: string } = {}): 
   const agentsPerWorker = cfg.workers?.agentsPerWorker ?? 4;
   const workers: PlannedWorker[] = [{ workerId: ENVIRONMENT_WORKER_ID, role: 'environment', agentIds: [] }];
   if (cfg.environment.runtime !== undefined) workers[0]!.runtime = cfg.environment.runtime;
+  if (isPythonModel(envModel) && cfg.environment.runtime !== 'python') {
+    throw new DetsimError('struct_invalid_field', `environment.runtime: the model ${envModel} needs runtime python`, 'environment.runtime');
+  }
+  if (cfg.environment.runtime === 'python' && isAbsolute(envModel)) {
+    throw new DetsimError('struct_invalid_field', `environment.runtime: python hosts only the built-in models and python:package.module:Class models; the environment uses ${envModel}`, 'environment.runtime');
+  }
   const planned: PlannedAgent[] = agents.map((a, i) => {
     const w = Math.floor(i / agentsPerWorker);
     const workerId = `worker-${w}`;

@@ -326,7 +326,7 @@ async function killAll(processes: WorkerProcess[], graceMs: number): Promise<voi
  */
 export function launchedModelsFor(plan: RunPlan, worker: PlannedWorker): string[] {
   const specs = worker.role === 'environment' ? [plan.environment.model] : plan.agents.filter((a) => a.workerId === worker.workerId).map((a) => a.model);
-  return [...new Set(specs.filter((m) => isAbsolute(m)))].sort();
+  return [...new Set(specs.filter((m) => isAbsolute(m) || m.startsWith('python:')))].sort();
 }
 
 function listenAddress(plan: RunPlan, socketDir: string | undefined, index: number): string {

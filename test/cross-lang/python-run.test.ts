@@ -15,11 +15,12 @@ import { writeReceipt } from '../../coordinator/receipt/receipt.js';
 import { runSession } from '../../coordinator/run.js';
 import { compareBehaviours } from '../../coordinator/trace.js';
 import { canonicalize } from '../../core/formats/canonical-json.js';
-import { committedIds, runAndKill, summary, traces } from '../checkpoint/cli.js';
+import { committedIds, detsim, runAndKill, summary, traces } from '../checkpoint/cli.js';
 import { readRun, tmpOut } from '../coordinator/helpers.js';
 import { REPO_ROOT } from '../workers/harness.js';
 import { ensurePythonWorker, pythonCommand, pythonWorkerSkip } from './python-worker.js';
 import { ensureRustWorker, rustWorkerSkip } from './rust-worker.js';
+import { refusal } from '../refusal.js';
 
 type Cfg = Record<string, any>;
 const EXAMPLE = 'examples/mixed-python.yaml';
@@ -37,6 +38,15 @@ const behaviourLines = (dir: string): string[] => readRun(dir).traces.map((t) =>
 describe('environment.runtime and workers.runtime: python in a run configuration', () => {
   it('plans the environment and agent workers on python as configured; run.json rebuilds the same runtimes', () => {
     expect(planOf(example()).workers.map((w) => [w.workerId, w.runtime])).toEqual([['worker-env', 'python'], ['worker-0', 'typescript'], ['worker-1', 'rust'], ['worker-2', 'python']]);
+  });
+
+  it('a python:package.module:Class model runs only on a Python worker: elsewhere it is refused at plan time, naming the field', () => {
+    const coin: Cfg = { ...example(), agents: [{ id: 'coin-0', model: 'python:detsim_worker.examples:Coin' }], workers: { agentsPerWorker: 1 } };
+    expect(refusal(() => planOf(coin))).toMatchObject({ field: 'workers.runtime', message: 'workers.runtime: agent coin-0 uses python:detsim_worker.examples:Coin, which needs runtime python for its worker' });
+    expect(refusal(() => planOf({ ...coin, workers: { agentsPerWorker: 1, runtime: 'rust' } })).message).toBe('workers.runtime: worker-0 runs on rust, which hosts only the built-in agent models (walker, lif); agent coin-0 uses python:detsim_worker.examples:Coin');
+    expect(refusal(() => planOf({ ...coin, agents: [{ id: 'coin-0', model: 'python:not a module' }] })).reason).toBe('struct_unknown_model');
+    expect(refusal(() => planOf({ ...coin, environment: { ...coin.environment, model: 'python:x.y:Z', runtime: 'typescript' } })).field).toBe('environment.runtime');
+    expect(planOf({ ...coin, workers: { agentsPerWorker: 1, runtime: 'python' } }).agents.map((a) => a.model)).toEqual(['python:detsim_worker.examples:Coin']);
   });
 
   it('detsim run refuses a missing interpreter and a missing package before starting anything: one line naming the fix, exit 2', () => {
@@ -82,6 +92,25 @@ describe.skipIf(pythonWorkerSkip !== null || rustWorkerSkip !== null)(`${EXAMPLE
     expect(mixed.digest).toBe(ts.digest);
     expect(mixed.repro).toBe(ts.repro);
   }, 300_000);
+});
+
+describe.skipIf(pythonWorkerSkip !== null)('a Python model class in a run', () => {
+  beforeAll(() => ensurePythonWorker(), 60_000);
+
+  it('python:detsim_worker.examples:Coin runs on a Python worker (launched with --model), checkpoints its numpy state, and repeats its digest', async () => {
+    const out = tmpOut('detsim-pycoin-');
+    const cfg = { ...example(), agents: [{ id: 'coin-0', model: 'python:detsim_worker.examples:Coin' }, { id: 'walker-0', model: 'walker' }],
+      workers: { agentsPerWorker: 1, runtime: ['python', 'typescript'] } };
+    const file = join(out, 'coin.json');
+    writeFileSync(file, JSON.stringify(cfg));
+    const cli = detsim(['run', file, '--steps', '12', '--checkpoint-every', '4', '--out', join(out, 'cli')]);
+    expect(cli.status, cli.stderr).toBe(0);
+    const plain = await runSession(planOf(cfg), { outDir: join(out, 'plain'), steps: 12, onWarning: () => undefined });
+    expect(summary(join(out, 'cli', 'mixed-python-1')).behaviourDigest).toBe(plain.behaviourDigest);
+    expect(committedIds(join(out, 'cli', 'mixed-python-1'))).toEqual(expect.arrayContaining(['ckpt-e1-4', 'ckpt-e1-8']));
+    const moves = readRun(plain.runDir).traces.map((t) => (t.behaviour.agents.find((x) => x.agentId === 'coin-0') as unknown as { decision: { move: string } }).decision.move);
+    expect(new Set(moves)).toEqual(new Set(['east', 'west']));
+  }, 120_000);
 });
 
 describe.skipIf(pythonWorkerSkip !== null)('checkpoints restore between Python and TypeScript workers', () => {
