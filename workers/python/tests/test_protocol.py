@@ -197,3 +197,29 @@ def test_shutdown_exits_0_and_a_closed_stdin_too():
 def test_bad_flags_are_refused_in_one_line_exit_2(args, stderr):
     r = subprocess.run([sys.executable, '-m', 'detsim_worker', *args], capture_output=True, text=True, timeout=30)
     assert (r.returncode, r.stderr, r.stdout) == (2, stderr, '')
+
+
+def test_an_environment_worker_on_loopback_tcp_initializes_advances_and_caches():
+    w = Worker.__new__(Worker)
+    w.proc = subprocess.Popen([sys.executable, '-m', 'detsim_worker', '--listen', '127.0.0.1:0', '--role', 'environment',
+                               '--worker-id', 'w-env'], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    w.ready = json.loads(w.proc.stdout.readline())
+    assert w.ready['listen'].startswith('127.0.0.1:') and not w.ready['listen'].endswith(':0')
+    w.channel = grpc.insecure_channel(w.ready['listen'])
+    w.next_id = 0
+    w.stream = w.open_stream()
+    try:
+        assert w.hello(role='environment', worker_id='w-env')['result']['capabilities'] == ['checkpoint-v1', 'payload-file-v1', 'world-step-v1']
+        ports = [{'portId': 'p0', 'agentId': 'z'}, {'portId': 'p1', 'agentId': 'a'}]
+        init, _ = w.call('Environment.Initialize', sc(0), {'environmentId': 'forage', 'model': 'forage', 'params': {'width': 5, 'height': 4, 'food': 3},
+                                                           'seed': 7, 'stepDuration': STEP, 'ports': ports})
+        assert [o['agentId'] for o in init['result']['observations']] == ['a', 'z']
+        advance = {'batchId': 'b-0', 'actions': [{**p, 'action': {'move': 'east'}} for p in ports]}
+        first, _ = w.call('Environment.Advance', sc(0), advance)
+        assert first['result']['nextStep'] == '1'
+        assert w.call('Environment.Advance', sc(0), advance, request_id=first['requestId'])[0] == first
+        assert code(w.call('Environment.Advance', sc(0), dict(advance, batchId='b-x'))[0]) == 'CONFLICT'
+        bad = {'batchId': 'b-1', 'actions': [{**p, 'action': {'move': 'up'}} for p in ports]}
+        assert w.call('Environment.Advance', sc(1), bad)[0]['error']['message'] == 'actions[p0].move: "up" is not one of stay, north, east, south, west'
+    finally:
+        w.stop()
