@@ -2,8 +2,9 @@
 # The Python half of the test suite: makes ONE venv (workers/python/.venv, reused within a run),
 # installs the Python worker package with its pinned test dependencies, and runs its pytest suite,
 # teeing the log to reports/pytest.txt, which scripts/test-summary.mjs adds to the "N passed,
-# N failed" line. Prints `DETSIM_PYTHON=<venv python>` last for the caller (.ci/run) to export, so
-# npm test's cross-language tests and `workers.runtime: python` runs use the same interpreter.
+# N failed" line. .ci/run then exports DETSIM_PYTHON=workers/python/.venv/bin/python, so npm test's
+# cross-language tests and `workers.runtime: python` runs use the same interpreter (the vitest
+# helper test/cross-lang/python-worker.ts also finds this venv by itself).
 # pytest's exit 5 (no tests collected) is a failure: a suite that ran nothing never passes.
 set -uo pipefail
 cd "$(dirname "$0")/.."
