@@ -66,8 +66,9 @@ const AgentGroupSchema = z.strictObject({
 });
 
 /** The worker runtimes an agent worker can use (`workers.runtime` in the config). */
-export const WORKER_RUNTIMES = ['typescript', 'rust'] as const;
-/** The runtime of an agent worker process: the TypeScript worker or the Rust one. */
+export const WORKER_RUNTIMES = ['typescript', 'rust', 'python'] as const;
+/** Runtimes the environment worker can run on (the Rust worker hosts agents only). */
+export const ENVIRONMENT_RUNTIMES = ['typescript', 'python'] as const;
 export type WorkerRuntimeName = (typeof WORKER_RUNTIMES)[number];
 const isRuntime = (v: unknown): v is WorkerRuntimeName => (WORKER_RUNTIMES as readonly unknown[]).includes(v);
 const WorkerRuntimeSchema = z.custom<WorkerRuntimeName | WorkerRuntimeName[]>((v) => isRuntime(v) || (Array.isArray(v) && v.length > 0 && v.every(isRuntime)), {
@@ -81,7 +82,7 @@ const TopSchema = z.strictObject({
   steps: StepsSchema,
   stepHz: PositiveInt.optional(),
   worldStepNs: WorldStepSchema.optional(),
-  environment: z.strictObject({ id: IdSchema, model: ModelSchema, params: ParamsSchema.optional() }),
+  environment: z.strictObject({ id: IdSchema, model: ModelSchema, params: ParamsSchema.optional(), runtime: z.enum(ENVIRONMENT_RUNTIMES).optional() }),
   agents: z.union([z.array(z.unknown()).min(1), z.record(z.string(), z.unknown())]),
   workers: z
     .strictObject({
@@ -126,7 +127,7 @@ export interface PlannedWorker {
   role: 'agent' | 'environment';
   /** Agents hosted, in port order (empty for the environment). */
   agentIds: Id[];
-  /** Which worker implementation runs it: set on every agent worker (default typescript); absent on the environment, always typescript. */
+  /** Which worker implementation runs it: set on every agent worker (default typescript); on the environment only when `environment.runtime` names one. */
   runtime?: WorkerRuntimeName;
 }
 
@@ -241,8 +242,16 @@ function isModelPath(model: string): boolean {
 }
 
 /** A built-in model name stays as is; a module path becomes absolute and must be an importable module file. */
+/** A Python model class, `python:package.module:Class`, loaded by a Python worker (runtime: python) only. */
+const PYTHON_MODEL = /^python:[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$/;
+export const isPythonModel = (model: string): boolean => model.startsWith('python:');
+
 function resolveModel(model: string, builtins: readonly string[], field: string, baseDir: string): string {
   if (builtins.includes(model)) return model;
+  if (isPythonModel(model)) {
+    if (!PYTHON_MODEL.test(model)) throw new DetsimError('struct_unknown_model', `${field}: ${JSON.stringify(model)} is not python:package.module:Class`, field);
+    return model;
+  }
   if (isModelPath(model)) {
     const path = model.startsWith('file:') ? filePath(model, field) : resolve(baseDir, model);
     checkModuleFile(path, JSON.stringify(model), field);
@@ -362,19 +371,35 @@ function refuseDuplicates(agents: ExpandedAgent[]): void {
   }
 }
 
+/** What each runtime can host: Rust only the built-ins; Python the built-ins and python: classes; TypeScript all but python: classes. */
+const HOSTS: Record<WorkerRuntimeName, string> = {
+  typescript: 'the built-in models and TypeScript/JavaScript modules, not python: classes',
+  rust: `only the built-in agent models (${BUILTIN_AGENT_MODELS.join(', ')})`,
+  python: `only the built-in models and python:package.module:Class models`,
+};
+function hostable(runtime: WorkerRuntimeName, model: string): boolean {
+  if (runtime === 'python') return !isAbsolute(model);
+  if (runtime === 'rust') return (BUILTIN_AGENT_MODELS as readonly string[]).includes(model);
+  return !isPythonModel(model);
+}
+
 /** Put each agent worker on its runtime (a list names one per agent worker, in plan order). */
 function assignRuntimes(workers: PlannedWorker[], agents: PlannedAgent[], runtime: WorkerRuntimeName | WorkerRuntimeName[] | undefined): void {
-  if (runtime === undefined) return; // every agent worker keeps the default, typescript
+  const onTypescript = agents.find((a) => isPythonModel(a.model));
+  if (runtime === undefined) {
+    // Every agent worker keeps the default, typescript, which cannot load a python: class.
+    if (onTypescript) throw new DetsimError('struct_invalid_field', `workers.runtime: agent ${onTypescript.agentId} uses ${onTypescript.model}, which needs runtime python for its worker`, 'workers.runtime');
+    return;
+  }
   const agentWorkers = workers.filter((w) => w.role === 'agent');
   if (Array.isArray(runtime) && runtime.length !== agentWorkers.length) {
     throw new DetsimError('struct_invalid_field', `workers.runtime: ${runtime.length} runtimes listed for ${agentWorkers.length} agent workers (one per agent worker, in order)`, 'workers.runtime');
   }
   agentWorkers.forEach((w, i) => {
     w.runtime = Array.isArray(runtime) ? runtime[i]! : runtime;
-    // The Rust worker hosts only the built-in models: a module path cannot run there.
-    const foreign = w.runtime === 'rust' ? agents.find((a) => a.workerId === w.workerId && !(BUILTIN_AGENT_MODELS as readonly string[]).includes(a.model)) : undefined;
+    const foreign = agents.find((a) => a.workerId === w.workerId && !hostable(w.runtime!, a.model));
     if (foreign) {
-      throw new DetsimError('struct_invalid_field', `workers.runtime: ${w.workerId} runs on rust, which hosts only the built-in agent models (${BUILTIN_AGENT_MODELS.join(', ')}); agent ${foreign.agentId} uses ${foreign.model}`, 'workers.runtime');
+      throw new DetsimError('struct_invalid_field', `workers.runtime: ${w.workerId} runs on ${w.runtime}, which hosts ${HOSTS[w.runtime!]}; agent ${foreign.agentId} uses ${foreign.model}`, 'workers.runtime');
     }
   });
 }
@@ -399,6 +424,13 @@ export function resolveConfig(value: unknown, opts: { baseDir?: string } = {}): 
   }
   const agentsPerWorker = cfg.workers?.agentsPerWorker ?? 4;
   const workers: PlannedWorker[] = [{ workerId: ENVIRONMENT_WORKER_ID, role: 'environment', agentIds: [] }];
+  if (cfg.environment.runtime !== undefined) workers[0]!.runtime = cfg.environment.runtime;
+  if (isPythonModel(envModel) && cfg.environment.runtime !== 'python') {
+    throw new DetsimError('struct_invalid_field', `environment.runtime: the model ${envModel} needs runtime python`, 'environment.runtime');
+  }
+  if (cfg.environment.runtime === 'python' && isAbsolute(envModel)) {
+    throw new DetsimError('struct_invalid_field', `environment.runtime: python hosts only the built-in models and python:package.module:Class models; the environment uses ${envModel}`, 'environment.runtime');
+  }
   const planned: PlannedAgent[] = agents.map((a, i) => {
     const w = Math.floor(i / agentsPerWorker);
     const workerId = `worker-${w}`;

@@ -1,7 +1,7 @@
 // The local launcher: spawns one environment worker and the agent workers of a RunPlan on short
 // Unix sockets (or TCP), waits for each ready line, connects a WorkerClient and says Hello; shuts
 // them all down on completion, failure or abort, and never leaves an orphan process. NOT the step loop.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, rmSync } from 'node:fs';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -71,6 +71,7 @@ export function rustWorkerPath(): string {
  * the message names the path and the one command that builds it.
  */
 export function checkWorkerBinaries(plan: RunPlan): void {
+  checkPythonWorker(plan);
   if (!plan.workers.some((w) => w.runtime === 'rust')) return;
   const path = rustWorkerPath();
   if (!existsSync(path)) {
@@ -83,9 +84,39 @@ export function withStoreDir(cmd: WorkerCommand, storeDir: string | undefined): 
   return storeDir === undefined ? cmd : { command: cmd.command, args: [...cmd.args, '--store-dir', resolve(storeDir)] };
 }
 
-/** The command for one planned worker: the Rust binary for runtime rust, else the TypeScript worker. */
+/** The interpreter that runs Python workers: $DETSIM_PYTHON, else python3 on PATH. */
+export function pythonInterpreter(): string {
+  return process.env.DETSIM_PYTHON || 'python3';
+}
+
+/** The command that installs the Python worker package into `python`. */
+export function pythonWorkerInstallCommand(python = pythonInterpreter()): string {
+  return `${python} -m pip install ./workers/python`;
+}
+
+/**
+ * Refuse a plan that puts workers on Python when the interpreter or the detsim_worker package is
+ * missing, before anything starts; the message names the field and the fix.
+ */
+function checkPythonWorker(plan: RunPlan): void {
+  const onPython = plan.workers.filter((w) => w.runtime === 'python');
+  if (onPython.length === 0) return;
+  const field = onPython.some((w) => w.role === 'agent') ? 'workers.runtime' : 'environment.runtime';
+  const python = pythonInterpreter();
+  const probe = spawnSync(python, ['-c', 'import detsim_worker'], { stdio: 'ignore', timeout: 30_000 });
+  if (probe.error) {
+    throw new DetsimError('struct_invalid_field', `${field}: python needs a Python interpreter (>= 3.10), and ${JSON.stringify(python)} cannot be run; install python3 or set DETSIM_PYTHON to one`, field);
+  }
+  if (probe.status !== 0) {
+    throw new DetsimError('struct_invalid_field', `${field}: python needs the detsim_worker package, which ${JSON.stringify(python)} cannot import; install it with: ${pythonWorkerInstallCommand(python)}`, field);
+  }
+}
+
+/** The command for one planned worker: the Rust binary for rust, `python -m detsim_worker` for python, else TypeScript. */
 export function workerCommandFor(worker: PlannedWorker, typescript: WorkerCommand = defaultWorkerCommand()): WorkerCommand {
-  return worker.runtime === 'rust' ? { command: rustWorkerPath(), args: [] } : typescript;
+  if (worker.runtime === 'rust') return { command: rustWorkerPath(), args: [] };
+  if (worker.runtime === 'python') return { command: pythonInterpreter(), args: ['-m', 'detsim_worker'] };
+  return typescript;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -295,7 +326,7 @@ async function killAll(processes: WorkerProcess[], graceMs: number): Promise<voi
  */
 export function launchedModelsFor(plan: RunPlan, worker: PlannedWorker): string[] {
   const specs = worker.role === 'environment' ? [plan.environment.model] : plan.agents.filter((a) => a.workerId === worker.workerId).map((a) => a.model);
-  return [...new Set(specs.filter((m) => isAbsolute(m)))].sort();
+  return [...new Set(specs.filter((m) => isAbsolute(m) || m.startsWith('python:')))].sort();
 }
 
 function listenAddress(plan: RunPlan, socketDir: string | undefined, index: number): string {

@@ -1,6 +1,7 @@
 // Prints the plain closing line CI reads, "N passed, N failed, N skipped", summed over the vitest
-// JSON report and the cargo test log (when the Rust workspace ran), then names every skipped test.
-// Exits 1 if anything failed, or if any test was skipped (vitest) or ignored (cargo) that is not on
+// JSON report, the cargo test log (when the Rust workspace ran) and the pytest log (when the Python
+// worker's suite ran), then names every skipped test.
+// Exits 1 if anything failed, or if any test was skipped (vitest, pytest) or ignored (cargo) that is not on
 // the documented allow-list scripts/expected-skips.json: a skipped test never fails, so an
 // unexpected skip is a failure here. Reads reports only; runs nothing.
 import { existsSync, readFileSync } from 'node:fs';
@@ -10,6 +11,7 @@ const SKIPPED = new Set(['skipped', 'pending', 'todo']);
 const allow = JSON.parse(readFileSync(new URL('./expected-skips.json', import.meta.url), 'utf8'));
 const allowedVitest = new Map(allow.vitest.map((e) => [`${e.file} > ${e.fullName}`, e.why]));
 const allowedCargo = new Map(allow.cargo.map((e) => [e.test, e.why]));
+const allowedPytest = new Map((allow.pytest ?? []).map((e) => [e.test, e.why]));
 
 let passed = 0;
 let failed = 0;
@@ -50,6 +52,27 @@ if (existsSync(cargo)) {
   const named = [...log.matchAll(/^test (.+?) \.\.\. ignored\b/gm)].map((m) => m[1]);
   for (const name of named) skips.push({ name: `cargo ${name}`, why: allowedCargo.get(name) ?? null });
   for (let i = named.length; i < ignored; i++) skips.push({ name: `(an unnamed ignored cargo test in ${cargo})`, why: null });
+}
+const pytest = 'reports/pytest.txt';
+if (existsSync(pytest)) {
+  const log = readFileSync(pytest, 'utf8');
+  // The closing line: "3 failed, 80 passed, 1 skipped, 2 errors in 0.52s" (any order, any subset).
+  const closing = [...log.matchAll(/^=*\s*((?:\d+ \w+(?:, )?)+) in [\d.]+s\b.*$/gm)].pop();
+  let skipped = 0;
+  if (!closing) {
+    console.error(`test-summary: no pytest closing line in ${pytest}`);
+    failed += 1;
+  } else {
+    for (const [, n, what] of closing[1].matchAll(/(\d+) (\w+)/g)) {
+      if (what === 'passed' || what === 'xfailed') passed += Number(n);
+      else if (what === 'failed' || what === 'error' || what === 'errors' || what === 'xpassed') failed += Number(n);
+      else if (what === 'skipped' || what === 'deselected') skipped += Number(n);
+    }
+  }
+  // -rs names each skip: "SKIPPED [1] tests/test_x.py:12: reason".
+  const named = [...log.matchAll(/^SKIPPED \[\d+\] (\S+?):\d+: /gm)].map((m) => m[1]);
+  for (const name of named) skips.push({ name: `pytest ${name}`, why: allowedPytest.get(name) ?? null });
+  for (let i = named.length; i < skipped; i++) skips.push({ name: `(an unnamed skipped pytest test in ${pytest})`, why: null });
 }
 console.log(`${passed} passed, ${failed} failed, ${skips.length} skipped`);
 const unexpected = skips.filter((s) => s.why === null);

@@ -74,11 +74,11 @@ export const workers: BenchSuite = {
     for (const c of CASES) {
       const steps = ctx.quick ? 60 : c.model === 'lif' ? 300 : 600;
       const warmup = Math.floor(steps / 4);
-      const by: Record<WorkerRuntimeName, number[]> = { typescript: [], rust: [] };
+      const by: Record<'typescript' | 'rust', number[]> = { typescript: [], rust: [] };
       const digests = new Set<string>();
       for (let i = 0; i < repeats; i++) {
         // Alternate the order so load bursts on a shared machine hit both runtimes.
-        for (const runtime of (i % 2 === 0 ? ['typescript', 'rust'] : ['rust', 'typescript']) as WorkerRuntimeName[]) {
+        for (const runtime of (i % 2 === 0 ? ['typescript', 'rust'] : ['rust', 'typescript']) as ('typescript' | 'rust')[]) {
           const row = await measureWorkers(c, runtime, steps, warmup, ctx.tmpDir);
           ctx.log(`workers ${c.id} ${runtime}: ${row.agentStepsPerSec} agent-steps/s`);
           rows.push(row);

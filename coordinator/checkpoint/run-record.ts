@@ -74,13 +74,21 @@ function list(v: unknown, field: string): Obj[] {
 
 /**
  * The planned runtime of a recorded agent worker, from the Hello runtime run.json holds
- * ("detsim-rs/…" is the Rust worker, "detsim-ts/…" the TypeScript one); anything else is refused.
+ * ("detsim-rs/…" is the Rust worker, "detsim-ts/…" the TypeScript one, "detsim-py/…" the Python one);
+ * anything else is refused.
  */
 function runtimeOf(w: Obj, field: string): WorkerRuntimeName {
   const r = w.runtime;
   if (typeof r === 'string' && r.startsWith('detsim-rs/')) return 'rust';
   if (typeof r === 'string' && r.startsWith('detsim-ts/')) return 'typescript';
-  throw new DetsimError('struct_invalid_field', `${field}: ${JSON.stringify(r)} is neither a detsim-ts/ nor a detsim-rs/ worker runtime`, field);
+  if (typeof r === 'string' && r.startsWith('detsim-py/')) return 'python';
+  throw new DetsimError('struct_invalid_field', `${field}: ${JSON.stringify(r)} is not a detsim-ts/, detsim-rs/ or detsim-py/ worker runtime`, field);
+}
+
+/** `{runtime: 'python'}` when the recorded environment worker ran on Python (the default, TypeScript, stays implicit). */
+function pythonEnvironment(workers: Obj[]): { runtime?: 'python' } {
+  const i = workers.findIndex((w) => w.role === 'environment');
+  return i >= 0 && runtimeOf(workers[i]!, `workers[${i}].runtime`) === 'python' ? { runtime: 'python' } : {};
 }
 
 /**
@@ -104,7 +112,7 @@ export function planFromRunJson(runJson: unknown, opts: { keepRecordedSeeds?: bo
     masterSeed: r.masterSeed,
     steps: r.steps,
     worldStepNs: { numerator: sd.numerator, denominator: sd.denominator },
-    environment: { id: env.environmentId, model: env.model, params: env.params ?? {} },
+    environment: { id: env.environmentId, model: env.model, params: env.params ?? {}, ...pythonEnvironment(workers) },
     agents: agents.map((a) => ({ id: a.agentId, model: a.model, params: a.params ?? {}, port: a.portId, ...(a.actionFields === undefined ? {} : { actionFields: a.actionFields }) })),
     workers: { agentsPerWorker: r.agentsPerWorker, transport: r.transport, runtime: agentWorkers.map(({ w, i }) => runtimeOf(w, `workers[${i}].runtime`)) },
     deadlines: r.deadlines,

@@ -17,8 +17,8 @@ interface FakeTest {
   status: 'passed' | 'failed' | 'skipped' | 'pending' | 'todo';
 }
 
-/** A scratch checkout with reports/vitest.json (and optionally reports/cargo-test.txt); runs the summary there. */
-function summary(tests: FakeTest[], opts: { cargo?: string; pendingCount?: number } = {}) {
+/** A scratch checkout with reports/vitest.json (and optionally reports/cargo-test.txt, reports/pytest.txt); runs the summary there. */
+function summary(tests: FakeTest[], opts: { cargo?: string; pytest?: string; pendingCount?: number } = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'detsim-summary-'));
   mkdirSync(join(dir, 'reports'));
   const files = [...new Set(tests.map((t) => t.file))];
@@ -33,6 +33,7 @@ function summary(tests: FakeTest[], opts: { cargo?: string; pendingCount?: numbe
   };
   writeFileSync(join(dir, 'reports', 'vitest.json'), JSON.stringify(report));
   if (opts.cargo !== undefined) writeFileSync(join(dir, 'reports', 'cargo-test.txt'), opts.cargo);
+  if (opts.pytest !== undefined) writeFileSync(join(dir, 'reports', 'pytest.txt'), opts.pytest);
   return spawnSync(process.execPath, [SCRIPT], { cwd: dir, encoding: 'utf8' });
 }
 
@@ -74,6 +75,21 @@ describe('test-summary: skips fail CI unless expected', () => {
     const unnamed = summary([ok], { cargo: 'test result: ok. 0 passed; 0 failed; 2 ignored; 0 measured\n' });
     expect(unnamed.status).toBe(1);
     expect(unnamed.stdout).toContain('1 passed, 0 failed, 2 skipped');
+  });
+
+  it('pytest results count (workers/python via scripts/test-python.sh): passes, failures, errors; a skip fails, named', () => {
+    const clean = summary([ok], { pytest: '........ [100%]\n80 passed in 0.47s\n' });
+    expect(clean.status, clean.stderr).toBe(0);
+    expect(clean.stdout).toContain('81 passed, 0 failed, 0 skipped');
+    const broken = summary([ok], { pytest: 'F.E\n=== 1 failed, 79 passed, 1 error in 0.52s ===\n' });
+    expect(broken.status).toBe(1);
+    expect(broken.stdout).toContain('80 passed, 2 failed, 0 skipped');
+    const skipped = summary([ok], { pytest: 's.\nSKIPPED [1] tests/test_models.py:40: no numpy\n1 passed, 1 skipped in 0.10s\n' });
+    expect(skipped.status).toBe(1);
+    expect(skipped.stdout).toContain('2 passed, 0 failed, 1 skipped');
+    expect(skipped.stderr).toContain('unexpected skip (not in scripts/expected-skips.json): pytest tests/test_models.py');
+    // A log with no closing line (pytest crashed) is a failure, never nothing.
+    expect(summary([ok], { pytest: 'Traceback (most recent call last):\n' }).status).toBe(1);
   });
 
   it('a failure fails; a clean run passes', () => {

@@ -13,6 +13,7 @@ import { parseStrict } from '../../core/formats/canonical-json.js';
 import { planFromRunRecord } from '../../coordinator/receipt/replay.js';
 import { defaultConfigs } from '../../coordinator/receipt/verify.js';
 import { ensureRustWorker, rustWorkerSkip } from '../cross-lang/rust-worker.js';
+import { ensurePythonWorker, pythonWorkerSkip } from '../cross-lang/python-worker.js';
 import { detsimCli } from '../cli-refusal.js';
 
 const examples = defaultConfigs('examples');
@@ -38,6 +39,10 @@ describe('run.json records the whole plan', () => {
       if (planned.workers.some((w) => w.runtime === 'rust')) {
         if (rustWorkerSkip) return ctx.skip(rustWorkerSkip);
         ensureRustWorker();
+      }
+      if (planned.workers.some((w) => w.runtime === 'python')) {
+        if (pythonWorkerSkip) return ctx.skip(pythonWorkerSkip);
+        ensurePythonWorker(); // also exports DETSIM_PYTHON for the CLI child
       }
       const runDir = runExample(config);
       const runJson = parseStrict(readFileSync(join(runDir, 'run.json')));

@@ -8,6 +8,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { rustWorkerPath } from '../../coordinator/launcher.js';
 import { refuseStaleBinary } from './rust-binary.js';
+import { pythonCommand } from './python-worker.js';
 import { cargo } from './rust-cli.js';
 import { REPO_ROOT, type SpawnedWorker, launchWorker, stopAll } from '../workers/harness.js';
 
@@ -35,11 +36,12 @@ export function ensureRustWorker(): void {
   built = true;
 }
 
-export type Runtime = 'typescript' | 'rust';
+export type Runtime = 'typescript' | 'rust' | 'python';
 
 export type Spawned = SpawnedWorker;
 
 export function commandOf(runtime: Runtime): { command: string; args: string[] } {
+  if (runtime === 'python') return pythonCommand();
   return runtime === 'rust' ? { command: RUST_WORKER, args: [] } : { command: process.execPath, args: ['--import', 'tsx', join(REPO_ROOT, 'workers/main.ts')] };
 }
 

@@ -1,4 +1,5 @@
-// The Rust agent worker (detsim-worker-rs) against the TypeScript worker, message for message: the
+// The Rust agent worker (detsim-worker-rs) and the Python one (python -m detsim_worker) against the
+// TypeScript worker, message for message: the
 // same requests sent to one process of each give the same canonical replies (incarnation ids
 // aside), including refusals, idempotent retries, captured payload bytes, and restores across
 // languages that continue identically. Every request states its expected outcome (ok, or the
@@ -16,6 +17,7 @@ import { CONTRACT_DIGEST, METHODS, WorkerClient, type CallOptions, type CallRepl
 import type { Scope } from '../../core/formats/scalars.js';
 import { REPO_ROOT, SESSION, STEP_60HZ } from '../workers/harness.js';
 import { RUST_WORKER, ensureRustWorker, rustWorkerSkip, spawnAgentWorker, stopAllWorkers, type Spawned } from './rust-worker.js';
+import { ensurePythonWorker, pythonWorkerSkip } from './python-worker.js';
 
 afterAll(stopAllWorkers);
 
@@ -40,17 +42,23 @@ function norm(r: CallReply): string {
   return canonicalize(reply);
 }
 
-describe.skipIf(rustWorkerSkip !== null)('Rust worker speaks proto/detsim/v1 like the TypeScript worker', () => {
+/** The other implementations compared with the TypeScript worker, message for message. */
+const OTHERS = [
+  { runtime: 'rust', name: 'Rust', skip: rustWorkerSkip, ensure: ensureRustWorker, runtimeName: /^detsim-rs\// },
+  { runtime: 'python', name: 'Python', skip: pythonWorkerSkip, ensure: ensurePythonWorker, runtimeName: /^detsim-py\// },
+] as const;
+
+for (const other of OTHERS) describe.skipIf(other.skip !== null)(`${other.name} worker speaks proto/detsim/v1 like the TypeScript worker`, () => {
   let ts: Spawned;
   let rs: Spawned;
   /** Both workers' --store-dir: the one directory payload-file-v1 may read. */
   let store: string;
 
   beforeAll(async () => {
-    ensureRustWorker();
+    other.ensure();
     store = mkdtempSync(join(tmpdir(), 'detsim-xlang-store-'));
     const storeDir = ['--store-dir', store];
-    [ts, rs] = await Promise.all([spawnAgentWorker('typescript', 'w-1', storeDir), spawnAgentWorker('rust', 'w-1', storeDir)]);
+    [ts, rs] = await Promise.all([spawnAgentWorker('typescript', 'w-1', storeDir), spawnAgentWorker(other.runtime, 'w-1', storeDir)]);
   }, 1_500_000);
   afterAll(() => rmSync(store, { recursive: true, force: true }));
 
@@ -72,7 +80,7 @@ describe.skipIf(rustWorkerSkip !== null)('Rust worker speaks proto/detsim/v1 lik
     await both(METHODS.agentCommit, sc(k, epoch), { agents }, 'ok');
   }
 
-  it('ready line and Hello: the contract digest is the proto file SHA-256, runtime detsim-rs, same capabilities and limits', async () => {
+  it('ready line and Hello: the contract digest is the proto file SHA-256, its own runtime name, same capabilities and limits', async () => {
     const ready = JSON.parse(rs.readyLine) as Record<string, unknown>;
     expect(Object.keys(ready)).toEqual(['ready', 'listen', 'pid']);
     expect(ready.pid).toBe(rs.proc.pid);
@@ -97,7 +105,7 @@ describe.skipIf(rustWorkerSkip !== null)('Rust worker speaks proto/detsim/v1 lik
     const { runtime: _r, buildDigest: _b, incarnationId: _i, ...tsRest } = t.reply.result as Record<string, unknown>;
     expect(rest).toEqual(tsRest);
     expect(rest.contractDigest).toBe(createHash('sha256').update(readFileSync(join(REPO_ROOT, 'proto/detsim/v1/worker.proto'))).digest('hex'));
-    expect(runtime).toMatch(/^detsim-rs\//);
+    expect(runtime).toMatch(other.runtimeName);
     expect(buildDigest).toMatch(/^[0-9a-f]{64}$/);
     expect(incarnationId).toMatch(/^inc-[0-9a-f]{16}$/);
     expect(r.reply.incarnationId).toBe(incarnationId);
@@ -258,7 +266,7 @@ describe.skipIf(rustWorkerSkip !== null)('Rust worker speaks proto/detsim/v1 lik
   it('a fresh worker of either language restores a payload captured by the other and continues identically', async () => {
     const k = 21;
     const agents = ['a-lif', 'a-walk', 'a-zero'];
-    const [freshTs, freshRs] = await Promise.all([spawnAgentWorker('typescript', 'w-2'), spawnAgentWorker('rust', 'w-2')]);
+    const [freshTs, freshRs] = await Promise.all([spawnAgentWorker('typescript', 'w-2'), spawnAgentWorker(other.runtime, 'w-2')]);
     const hello = { sessionId: SESSION, workerId: 'w-2', role: 'agent' as const };
     await Promise.all([freshTs.client.hello(hello), freshRs.client.hello(hello)]);
     for (const agentId of agents) {

@@ -46,7 +46,7 @@ describe('workers.runtime in a run configuration', () => {
   });
 
   it('refuses unknown runtimes, a list of the wrong length, and a module model on a Rust worker, naming workers.runtime', () => {
-    for (const bad of ['go', ['typescript', 'python'], [], 3]) {
+    for (const bad of ['go', ['typescript', 'go'], [], 3]) {
       const e = refusal(() => planOf(withRuntime(base, bad)));
       expect(e.reason).toBe('struct_invalid_field');
       expect(e.field).toBe('workers.runtime');

@@ -17,6 +17,7 @@ import { defaultConfigs } from '../../coordinator/receipt/verify.js';
 import { runSession } from '../../coordinator/run.js';
 import { loadConfig } from '../../coordinator/config.js';
 import { ensureRustWorker, rustWorkerSkip } from '../cross-lang/rust-worker.js';
+import { ensurePythonWorker, pythonWorkerSkip } from '../cross-lang/python-worker.js';
 
 const examples = defaultConfigs('examples');
 
@@ -65,6 +66,11 @@ describe('golden ReproHashes of the examples', () => {
       if (loadConfig(config).workers.some((w) => w.runtime === 'rust')) {
         if (rustWorkerSkip) return ctx.skip(rustWorkerSkip);
         ensureRustWorker();
+      }
+      // Likewise a Python worker: the venv .ci/run makes (or $DETSIM_PYTHON); outside CI skip without one.
+      if (loadConfig(config).workers.some((w) => w.runtime === 'python')) {
+        if (pythonWorkerSkip) return ctx.skip(pythonWorkerSkip);
+        ensurePythonWorker();
       }
       const g = readGolden(DEFAULT_GOLDEN_DIR, exampleName(config))!;
       const result = await runSession(config, { outDir: mkdtempSync(join(tmpdir(), 'detsim-golden-')), steps: g.steps, onWarning: () => undefined });

@@ -1,0 +1,154 @@
+# Worker process entry: `python -m detsim_worker --listen unix:/path|host:port --role agent|environment
+# --worker-id <Id> [--session <Id>] [--model python:pkg.mod:Class]… [--strict] [--max-message-bytes N]
+# [--no-parent-watch] [--store-dir <abs path>]`. Flag checks worded as workers/main.ts + process.ts;
+# prints the one ready line; exits 0 on Shutdown, SIGTERM/SIGINT, or when its parent goes away.
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+import sys
+import threading
+
+from .scalars import InputError, is_id
+
+VALUE_FLAGS = {'--listen', '--role', '--worker-id', '--session', '--model', '--max-message-bytes', '--store-dir'}
+BOOL_FLAGS = {'--strict', '--no-parent-watch'}
+
+
+class UsageError(Exception):
+    pass
+
+
+def parse_args(argv: list[str]) -> dict:
+    values: dict = {'--model': []}
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        name, eq, inline = arg.partition('=')
+        if name in BOOL_FLAGS and not eq:
+            values[name] = True
+        elif name in VALUE_FLAGS:
+            if eq:
+                value = inline
+            elif i + 1 < len(argv) and not argv[i + 1].startswith('--'):
+                i += 1
+                value = argv[i]
+            else:
+                raise UsageError(f"Option '{name} <value>' argument missing")
+            if name == '--model':
+                values[name].append(value)
+            else:
+                values[name] = value
+        elif arg.startswith('-'):
+            raise UsageError(f"Unknown option '{arg}'")
+        else:
+            raise UsageError(f"Unexpected argument '{arg}'. This command does not take positional arguments")
+        i += 1
+    return values
+
+
+def read_options(v: dict) -> dict:
+    from .protocol import DEFAULT_MAX_MESSAGE_BYTES
+    from .server import parse_listen_address
+    listen = v.get('--listen')
+    if listen is None:
+        raise InputError('struct_missing_field', '--listen unix:/abs/path|host:port is required')
+    parse_listen_address(listen, '--listen')
+    role = v.get('--role')
+    if role not in ('agent', 'environment'):
+        raise InputError('struct_invalid_field', f'--role must be agent or environment, not {json.dumps(role)}')
+    worker_id = v.get('--worker-id')
+    if not is_id(worker_id):
+        raise InputError('struct_invalid_id', f'--worker-id {json.dumps(worker_id)} is not an Id')
+    session = v.get('--session')
+    if session is not None and not is_id(session):
+        raise InputError('struct_invalid_id', f'--session {json.dumps(session)} is not an Id')
+    max_bytes = DEFAULT_MAX_MESSAGE_BYTES
+    if '--max-message-bytes' in v:
+        try:
+            max_bytes = int(v['--max-message-bytes'])
+        except ValueError:
+            max_bytes = -1
+        if not 2 * 1024 * 1024 <= max_bytes <= 1024 * 1024 * 1024:
+            raise InputError('struct_invalid_field', '--max-message-bytes must be an integer from 2 MiB to 1 GiB (chunks are 1 MiB)')
+    for spec in v['--model']:
+        module, _, cls = spec.removeprefix('python:').partition(':')
+        if not spec.startswith('python:') or not module or not cls:
+            raise InputError('struct_unknown_model', f'--model {json.dumps(spec)}: a Python model is named python:package.module:Class')
+    store_dir = v.get('--store-dir')
+    if store_dir is not None and not os.path.isabs(store_dir):
+        raise InputError('struct_invalid_field', f'--store-dir {json.dumps(store_dir)} is not an absolute path')
+    return {'listen': listen, 'role': role, 'worker_id': worker_id, 'session': session, 'strict': v.get('--strict', False),
+            'max_message_bytes': max_bytes, 'models': sorted(set(v['--model'])), 'store_dir': store_dir,
+            'parent_watch': not v.get('--no-parent-watch', False)}
+
+
+def watch_parent(on_gone) -> None:
+    """Orphan guard: leave when stdin (a pipe from the launcher) closes or the parent pid changes."""
+    try:
+        mode = os.fstat(0).st_mode
+        stdin_is_pipe = stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+    except OSError:
+        stdin_is_pipe = False
+    if stdin_is_pipe:
+        def drain() -> None:
+            try:
+                while os.read(0, 65536):
+                    pass
+            except OSError:
+                pass
+            on_gone()
+        threading.Thread(target=drain, daemon=True, name='stdin-watch').start()
+    parent = os.getppid()
+
+    def poll() -> None:
+        while not stop_event.wait(0.5):
+            if os.getppid() != parent:
+                on_gone()
+                return
+    threading.Thread(target=poll, daemon=True, name='ppid-watch').start()
+
+
+stop_event = threading.Event()
+
+
+def main(argv: list[str]) -> int:
+    try:
+        options = read_options(parse_args(argv))
+    except UsageError as e:
+        sys.stderr.write(f'detsim worker: {e}\n')
+        return 2
+    except InputError as e:
+        sys.stderr.write(f'detsim: [{e.reason}] {e}\n')
+        return 2
+    from .runtime import WorkerRuntime
+    from .server import remove_stale_socket, start_server
+    runtime = WorkerRuntime(options['role'], options['worker_id'], options['session'], options['strict'],
+                            options['max_message_bytes'], options['models'], options['store_dir'])
+    # The Shutdown reply is yielded before this fires; the grace period below lets it reach the caller.
+    try:
+        server, bound = start_server(options['listen'], runtime, lambda: threading.Timer(0.05, stop_event.set).start())
+    except (OSError, RuntimeError) as e:
+        sys.stderr.write(f'detsim worker: cannot start: {e}\n')
+        return 1
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop_event.set())
+    if options['parent_watch']:
+        watch_parent(stop_event.set)
+    sys.stdout.write(json.dumps({'ready': True, 'listen': bound, 'pid': os.getpid()}, separators=(',', ':')) + '\n')
+    sys.stdout.flush()
+    while not stop_event.wait(1.0):
+        pass
+    server.stop(0.5).wait(2)
+    if bound.startswith('unix:'):
+        remove_stale_socket(bound[len('unix:'):])
+    return 0
+
+
+if __name__ == '__main__':
+    code = main(sys.argv[1:])
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # grpc's threads must not keep a stopped worker alive

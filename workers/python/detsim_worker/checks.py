@@ -1,0 +1,143 @@
+# Refusal checks shared by the agent and environment hosts (workers/checks.ts): scope, session,
+# epoch and step rules, payload verification, restore tokens and compatibility digests. Each raises
+# ProtocolRefusal with the protocol's code; none mutates anything.
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from .canonical_json import canonical_digest, js_stringify
+from .payload_file import read_store_range
+from .protocol import ProtocolRefusal, Request
+from .scalars import MISSING, read_digest, read_id, read_object, read_scope, read_u64, refuse_unknown_fields
+
+
+def require_scope(req: Request) -> dict:
+    if not req.scope:
+        raise ProtocolRefusal('INVALID_ARGUMENT', f'{req.method} needs a scope')
+    return req.scope
+
+
+def check_session(scope: dict, session_id: str) -> None:
+    if scope['sessionId'] != session_id:
+        raise ProtocolRefusal('IDENTITY_MISMATCH', f"scope.sessionId {js_stringify(scope['sessionId'])} is not this worker's session {js_stringify(session_id)}")
+
+
+def check_epoch(scope: dict, current: str, who: str) -> None:
+    if scope['epoch'] != current:
+        raise ProtocolRefusal('STALE_EPOCH', f"{who}: scope.epoch {js_stringify(scope['epoch'])} is not the current epoch {js_stringify(current)}")
+
+
+def check_step(scope: dict, boundary: int, who: str) -> int:
+    step = int(scope['step'])
+    if step < boundary:
+        raise ProtocolRefusal('STALE_STEP', f'{who}: scope.step {step} is behind the boundary {boundary}')
+    if step > boundary:
+        raise ProtocolRefusal('FUTURE_STEP', f'{who}: scope.step {step} is ahead of the boundary {boundary}')
+    return step
+
+
+def sha256(data: bytes | str) -> str:
+    return hashlib.sha256(data.encode('utf-8') if isinstance(data, str) else data).hexdigest()
+
+
+def _payload_name(agent_id: str | None) -> str:
+    return 'world' if agent_id is None else f'agent-{agent_id}'
+
+
+def _check_digest(data: bytes, digest: str, name: str) -> None:
+    if sha256(data) != digest:
+        raise ProtocolRefusal('BUFFER_INVALID', f'params.payload.digest: the payload digest check failed for payload {name}')
+
+
+def restore_token(checkpoint_id: str, scope: dict, payload_digest: str, incarnation_id: str) -> str:
+    text = f"detsim/restore-token-v1\n{checkpoint_id}\n{scope['sessionId']}\n{scope['epoch']}\n{scope['step']}\n{payload_digest}\n{incarnation_id}\n"
+    return 'rt-' + sha256(text)[:32]
+
+
+def agent_compatibility_digest(agent_id, profile_digest, dataset_digest, model_version, plasticity_version, seed) -> str:
+    return canonical_digest({'agentId': agent_id, 'profileDigest': profile_digest, 'datasetDigest': dataset_digest,
+                             'modelVersion': model_version, 'plasticityVersion': plasticity_version, 'seed': seed})
+
+
+def environment_compatibility_digest(environment_id, profile_digest, model_version, seed, ports) -> str:
+    return canonical_digest({'environmentId': environment_id, 'profileDigest': profile_digest, 'modelVersion': model_version,
+                             'seed': seed, 'ports': [{'portId': p['portId'], 'agentId': p['agentId']} for p in ports]})
+
+
+def profile_digest(model: str, model_version: str, params: dict) -> str:
+    return canonical_digest({'model': model, 'modelVersion': model_version, 'params': params})
+
+
+def _shown(value: Any) -> str:
+    return 'undefined' if value is MISSING else js_stringify(value)
+
+
+def first_mismatch(recorded: dict, live: dict, order: list[str]) -> str | None:
+    for f in order:
+        r, l = recorded.get(f, MISSING), live.get(f, MISSING)
+        if canonical_digest(None if r is MISSING else r) != canonical_digest(None if l is MISSING else l):
+            return f'{f}: payload has {_shown(r)}, this worker has {_shown(l)}'
+    return None
+
+
+@dataclass
+class StageParams:
+    checkpoint_id: str
+    agent_id: str | None
+    source_scope: dict
+    compatibility_digest: str
+    digest: str
+    byte_length: str
+    file: tuple[str, int] | None
+
+
+def read_stage_params(params: dict, scope: dict, host: str) -> StageParams:
+    refuse_unknown_fields(params, ['checkpointId', 'agentId', 'sourceScope', 'compatibilityDigest', 'payload'], 'params')
+    checkpoint_id = read_id(params.get('checkpointId', MISSING), 'params.checkpointId')
+    agent_raw = params.get('agentId', MISSING)
+    if host == 'agent' and agent_raw is None:
+        raise ProtocolRefusal('INVALID_ARGUMENT', 'params.agentId is null but this worker hosts agents, not the environment')
+    if host == 'environment' and agent_raw is not None:
+        raise ProtocolRefusal('INVALID_ARGUMENT', 'params.agentId must be null: this worker hosts the environment')
+    agent_id = read_id(agent_raw, 'params.agentId') if host == 'agent' else None
+    source_scope = read_scope(params.get('sourceScope', MISSING), 'params.sourceScope')
+    compat = read_digest(params.get('compatibilityDigest', MISSING), 'params.compatibilityDigest')
+    p = read_object(params.get('payload', MISSING), 'params.payload')
+    refuse_unknown_fields(p, ['digest', 'byteLength', 'file'], 'params.payload')
+    digest = read_digest(p.get('digest', MISSING), 'params.payload.digest')
+    byte_length = read_u64(p.get('byteLength', MISSING), 'params.payload.byteLength')
+    file = None if 'file' not in p else _read_payload_file(p['file'])
+    if source_scope['sessionId'] != scope['sessionId']:
+        raise ProtocolRefusal('IDENTITY_MISMATCH', f"params.sourceScope.sessionId {source_scope['sessionId']} is not this session {scope['sessionId']}")
+    if source_scope['step'] != scope['step']:
+        raise ProtocolRefusal('INVALID_ARGUMENT', f"scope.step {scope['step']} must equal params.sourceScope.step {source_scope['step']}")
+    return StageParams(checkpoint_id, agent_id, source_scope, compat, digest, byte_length, file)
+
+
+def _read_payload_file(value: Any) -> tuple[str, int]:
+    f = read_object(value, 'params.payload.file')
+    refuse_unknown_fields(f, ['path', 'offset'], 'params.payload.file')
+    path = f.get('path', MISSING)
+    if not isinstance(path, str) or not os.path.isabs(path):
+        raise ProtocolRefusal('INVALID_ARGUMENT', f"params.payload.file.path {js_stringify(None if path is MISSING else path)} is not an absolute path")
+    return path, int(read_u64(f.get('offset', MISSING), 'params.payload.file.offset'))
+
+
+def staged_payload(attachment: bytes | None, staged: StageParams, store_dir: str | None) -> bytes:
+    name = _payload_name(staged.agent_id)
+    if staged.file is None:
+        if attachment is None:
+            raise ProtocolRefusal('BUFFER_INVALID', 'StageRestore carries no payload attachment')
+        if str(len(attachment)) != staged.byte_length:
+            raise ProtocolRefusal('BUFFER_INVALID', f'payload attachment is {len(attachment)} bytes; payload.byteLength says {staged.byte_length}')
+        _check_digest(attachment, staged.digest, name)
+        return attachment
+    if attachment is not None:
+        raise ProtocolRefusal('INVALID_ARGUMENT', 'StageRestore carries both an attachment and params.payload.file: send one')
+    path, offset = staged.file
+    data = read_store_range(store_dir, path, offset, int(staged.byte_length))
+    _check_digest(data, staged.digest, name)
+    return data

@@ -1,0 +1,80 @@
+# Strict mode for model callbacks (workers/strict.ts in Python): while a callback runs, the global
+# `random` functions, time.time/time_ns, os.urandom and numpy.random's global-state functions raise
+# StrictModeViolation naming the participant and the call. Not a sandbox: it catches the common
+# sources of hidden nondeterminism, nothing more (a seeded numpy Generator stays allowed).
+from __future__ import annotations
+
+import os
+import random
+import time
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
+
+_RANDOM_FUNCS = ('random', 'randint', 'randrange', 'choice', 'choices', 'shuffle', 'sample', 'uniform', 'gauss',
+                 'normalvariate', 'getrandbits', 'randbytes', 'seed')
+_NUMPY_FUNCS = ('rand', 'randn', 'random', 'random_sample', 'randint', 'choice', 'shuffle', 'permutation', 'normal',
+                'uniform', 'seed', 'integers', 'bytes', 'standard_normal', 'default_rng')
+
+
+class StrictModeViolation(RuntimeError):
+    def __init__(self, participant: str, call_name: str, callback: str) -> None:
+        super().__init__(f'strict mode: {participant} called {call_name} inside {callback} '
+                         '(nondeterministic; derive randomness from the seed and time from the step)')
+        self.participant = participant
+        self.call_name = call_name
+        self.callback = callback
+
+
+_current: list[tuple[str, str]] = []
+
+
+def _trap(name: str) -> Callable[..., Any]:
+    def refuse(*_args: Any, **_kwargs: Any) -> Any:
+        participant, callback = _current[-1]
+        raise StrictModeViolation(participant, name, callback)
+    return refuse
+
+
+def _targets() -> list[tuple[Any, str, str]]:
+    targets = [(random, f, f'random.{f}()') for f in _RANDOM_FUNCS if hasattr(random, f)]
+    targets += [(time, 'time', 'time.time()'), (time, 'time_ns', 'time.time_ns()'), (os, 'urandom', 'os.urandom()')]
+    try:
+        import numpy.random as npr
+    except ImportError:  # pragma: no cover - numpy is a dependency
+        return targets
+    # default_rng() without a seed draws OS entropy; a seeded one is fine, but telling them apart
+    # needs the arguments, so only the unseeded call is trapped (below).
+    targets += [(npr, f, f'numpy.random.{f}()') for f in _NUMPY_FUNCS if hasattr(npr, f) and f != 'default_rng']
+    return targets
+
+
+@contextmanager
+def guarded(strict: bool, participant: str, callback: str) -> Iterator[None]:
+    if not strict:
+        yield
+        return
+    outer = bool(_current)
+    _current.append((participant, callback))
+    saved: list[tuple[Any, str, Any]] = []
+    if not outer:
+        for module, name, shown in _targets():
+            saved.append((module, name, getattr(module, name)))
+            setattr(module, name, _trap(shown))
+        try:
+            import numpy.random as npr
+            real_default_rng = npr.default_rng
+            saved.append((npr, 'default_rng', real_default_rng))
+
+            def default_rng(seed: Any = None, *args: Any, **kwargs: Any) -> Any:
+                if seed is None:
+                    return _trap('numpy.random.default_rng() without a seed')()
+                return real_default_rng(seed, *args, **kwargs)
+            npr.default_rng = default_rng
+        except ImportError:  # pragma: no cover
+            pass
+    try:
+        yield
+    finally:
+        _current.pop()
+        for module, name, real in saved:
+            setattr(module, name, real)

@@ -1,0 +1,134 @@
+# check_model: a pytest-friendly determinism check for a Python model class. It runs the model twice
+# from one seed and compares the decision (agents) or the observations, rewards and world digest
+# (environments) and the captured state of EVERY step, not only the first (a model may diverge
+# late), then captures -> encodes -> decodes -> restores at several boundaries and checks the
+# restored copy continues identically. It fails with ModelCheckError naming the first step and
+# field that differ. Not the protocol: no worker process, no gRPC.
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from .canonical_json import canonical_digest, canonicalize
+from .scalars import RationalNs
+from .sdk import (ONE_MS, AgentCommitContext, AgentInitContext, AgentPrepareContext, EnvironmentAdvanceContext,
+                  EnvironmentInitContext)
+from .state_codec import decode_state, encode_state
+from .tick_clock import TickClock
+
+STEP_60HZ = {'numerator': '50000000', 'denominator': '3'}
+
+
+class ModelCheckError(AssertionError):
+    def __init__(self, step: int, field: str, detail: str) -> None:
+        super().__init__(f'step {step}: {field} differs: {detail}')
+        self.step = step
+        self.field = field
+
+
+def _first_difference(a: Any, b: Any, path: str) -> str | None:
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in sorted(set(a) | set(b)):
+            if key not in a or key not in b:
+                return f'{path}.{key}'
+            found = _first_difference(a[key], b[key], f'{path}.{key}')
+            if found:
+                return found
+        return None
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        for i, (x, y) in enumerate(zip(a, b)):
+            found = _first_difference(x, y, f'{path}[{i}]')
+            if found:
+                return found
+        return None
+    same = (encode_state(a) == encode_state(b)) if not isinstance(a, (dict, list)) else False
+    return None if same else path
+
+
+def _compare(step: int, what: str, a: Any, b: Any) -> None:
+    if encode_state(a) == encode_state(b):
+        return
+    field = _first_difference(a, b, what) or what
+    raise ModelCheckError(step, field, f'{_show(a, field, what)} vs {_show(b, field, what)}')
+
+
+def _show(value: Any, field: str, root: str) -> str:
+    try:
+        text = canonicalize(value) if not isinstance(value, bytes) else f'<{len(value)} bytes>'
+    except ValueError:
+        text = repr(value)
+    return text if len(text) <= 120 else text[:117] + '...'
+
+
+def _state(model: Any, state: Any) -> Any:
+    """The captured state as the payload will hold it (encoded, then decoded)."""
+    return decode_state(encode_state(model.capture(state)))
+
+
+def check_model(model: Any, params: dict | None = None, steps: int = 50, seed: int = 12345,
+                observation: Callable[[int], dict] | None = None,
+                actions: Callable[[int, dict], dict] | None = None,
+                ports: list[dict] | None = None, boundaries: list[int] | None = None,
+                step_duration: dict = STEP_60HZ) -> None:
+    """Raise ModelCheckError at the first nondeterministic step or field; return None when the model passes."""
+    model = model() if isinstance(model, type) else model
+    resolved = model.resolve_params(dict(params or {}))
+    marks = sorted(set(boundaries if boundaries is not None else [1, steps // 2, steps - 1]) & set(range(1, steps)))
+    if model.kind == 'agent':
+        _check_agent(model, resolved, steps, seed, observation or (lambda k: {'foodDx': k % 5 - 2, 'foodDy': 1 - k % 3}), marks, step_duration)
+    else:
+        _check_environment(model, resolved, steps, seed, actions or (lambda k, port: {}),
+                           ports or [{'portId': 'p0', 'agentId': 'a0'}, {'portId': 'p1', 'agentId': 'a1'}], marks, step_duration)
+
+
+def _check_agent(model, params, steps, seed, observation, marks, step_duration) -> None:
+    tick = RationalNs.read_duration(getattr(model, 'tick_duration', None) or ONE_MS, 'tickDuration')
+    step = RationalNs.read_duration(step_duration, 'stepDuration')
+
+    def start():
+        ctx = AgentInitContext('agent-0', seed, params, observation(0))
+        return {'state': model.initialize(ctx), 'clock': TickClock(step, tick), 'obs': observation(0)}
+
+    def advance(run, k):
+        ticks = run['clock'].advance()
+        decision = model.prepare(run['state'], AgentPrepareContext('agent-0', k, ticks, run['obs']))
+        canonical_digest(decision)  # a decision must be JSON
+        run['obs'] = observation(k + 1)
+        model.commit(run['state'], AgentCommitContext('agent-0', k, run['obs'], [{'eventId': f'r-{k}', 'ruleId': 'r', 'value': (k % 3) * 0.5}]))
+        return decision
+
+    a, b = start(), start()
+    restored: list[tuple[int, dict]] = []
+    for k in range(steps):
+        if k in marks:
+            copy = {'state': model.restore(_state(model, a['state']), AgentInitContext('agent-0', seed, params, a['obs'])),
+                    'clock': TickClock(step, tick, a['clock'].remainder, a['clock'].brain_ticks), 'obs': a['obs']}
+            restored.append((k, copy))
+        da, db = advance(a, k), advance(b, k)
+        _compare(k, 'decision', da, db)
+        _compare(k, 'state', _state(model, a['state']), _state(model, b['state']))
+        for since, copy in restored:
+            dc = advance(copy, k)
+            _compare(k, f'decision (restored at boundary {since})', da, dc)
+            _compare(k, f'state (restored at boundary {since})', _state(model, a['state']), _state(model, copy['state']))
+
+
+def _check_environment(model, params, steps, seed, actions, ports, marks, step_duration) -> None:
+    def init_ctx():
+        return EnvironmentInitContext('env-0', seed, params, ports, step_duration)
+
+    def advance(state, k):
+        acts = [{'portId': p['portId'], 'agentId': p['agentId'], 'action': actions(k, p)} for p in ports]
+        outcome = model.advance(state, EnvironmentAdvanceContext(k, acts))
+        return {'outcome': outcome, 'observations': model.observe(state), 'world': canonical_digest(model.digest(state))}
+
+    a, b = model.initialize(init_ctx()), model.initialize(init_ctx())
+    _compare(0, 'observations', model.observe(a), model.observe(b))
+    restored: list[tuple[int, Any]] = []
+    for k in range(steps):
+        if k in marks:
+            restored.append((k, model.restore(_state(model, a), init_ctx())))
+        ra, rb = advance(a, k), advance(b, k)
+        _compare(k, 'step', ra, rb)
+        _compare(k, 'state', _state(model, a), _state(model, b))
+        for since, copy in restored:
+            _compare(k, f'step (restored at boundary {since})', ra, advance(copy, k))

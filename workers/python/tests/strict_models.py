@@ -1,0 +1,41 @@
+# Deliberately bad agent models for test_strict.py (loaded as python:strict_models:<Class>). Not tests.
+import random
+import time
+
+from detsim_worker.sdk import AgentModel
+
+
+class _Base(AgentModel):
+    model_version = 'bad-v1'
+
+    def initialize(self, ctx):
+        return {}
+
+    def commit(self, state, ctx):
+        pass
+
+    def capture(self, state):
+        return {}
+
+    def restore(self, data, ctx):
+        return {}
+
+
+class Dice(_Base):
+    def prepare(self, state, ctx):
+        return {'move': 'east' if random.random() < 0.5 else 'west'}
+
+
+class Clock(_Base):
+    def prepare(self, state, ctx):
+        return {'t': time.time()}
+
+
+class Raises(_Base):
+    def prepare(self, state, ctx):
+        raise ValueError('the model broke')
+
+
+class NotJson(_Base):
+    def prepare(self, state, ctx):
+        return {'x': float('nan')}

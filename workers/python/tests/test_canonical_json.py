@@ -1,0 +1,64 @@
+# The Python canonical JSON against the RFC 8785 vectors in fixtures/jcs (the official JCS files,
+# checked against their SHA256SUMS first, and 10,000 ES6 numbers) and detsim's own strict cases.
+# Not the TypeScript implementation's tests (test/formats/canonical-json.test.ts).
+import hashlib
+import json
+import struct
+
+import pytest
+
+from detsim_worker.canonical_json import CanonicalJsonError, canonicalize, format_number, parse_strict
+
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+
+JCS = REPO_ROOT / 'fixtures' / 'jcs' / 'rfc8785'
+CASES = ['arrays', 'french', 'structures', 'unicode', 'values', 'weird']
+STRICT = json.loads((REPO_ROOT / 'fixtures' / 'jcs' / 'strict-cases.json').read_text('utf-8'))
+
+
+def test_vector_files_match_their_sha256sums():
+    for line in (JCS / 'SHA256SUMS').read_text().splitlines():
+        digest, name = line.split(maxsplit=1)
+        assert hashlib.sha256((JCS / name.lstrip('*')).read_bytes()).hexdigest() == digest, name
+
+
+@pytest.mark.parametrize('case', CASES)
+def test_official_vector(case):
+    value = parse_strict((JCS / 'input' / f'{case}.json').read_bytes())
+    expected = (JCS / 'output' / f'{case}.json').read_bytes()
+    assert canonicalize(value).encode('utf-8') == expected
+    hexed = bytes.fromhex((JCS / 'outhex' / f'{case}.txt').read_text().replace(' ', '').replace('\n', ''))
+    assert canonicalize(value).encode('utf-8') == hexed
+
+
+def test_es6_numbers_first_10000():
+    lines = [l for l in (JCS / 'es6testfile100m-first10000.txt').read_text().split('\n') if l]
+    assert len(lines) == 10_000
+    for line in lines:
+        bits, expected = line.split(',')
+        value = struct.unpack('>d', bytes.fromhex(bits.rjust(16, '0')))[0]
+        assert format_number(value) == expected, line
+
+
+def _input_of(case):
+    if 'inputHex' in case:
+        return bytes.fromhex(case['inputHex'])
+    if 'nest' in case:
+        n = case['nest']
+        return n['open'] * n['depth'] + n['inner'] + n['close'] * n['depth']
+    return case['input']
+
+
+@pytest.mark.parametrize('case', STRICT['canonical'], ids=lambda c: c.get('name', str(c)[:40]))
+def test_strict_canonical(case):
+    text = _input_of(case)
+    expected = case.get('output', text)
+    assert canonicalize(parse_strict(text)) == expected
+
+
+@pytest.mark.parametrize('case', STRICT['refuse'], ids=lambda c: c.get('name', str(c)[:40]))
+def test_strict_refuse(case):
+    with pytest.raises(CanonicalJsonError):
+        parse_strict(_input_of(case))

@@ -1,0 +1,77 @@
+# detsim_worker.testing.check_model: passes the built-ins and the example model; fails a model that
+# is nondeterministic from the start, one that diverges only at a later step (the check compares
+# every step), and one whose restore loses state, naming the step and the field.
+import random
+
+import pytest
+
+from detsim_worker.examples import Coin
+from detsim_worker.models.forage import Forage
+from detsim_worker.models.lif import Lif
+from detsim_worker.models.walker import Walker
+from detsim_worker.sdk import AgentModel
+from detsim_worker.testing import ModelCheckError, check_model
+
+
+def test_the_built_ins_and_the_example_pass():
+    check_model(Walker, {'explore': 3}, steps=40)
+    check_model(Lif, {'neurons': 32}, steps=12)
+    check_model(Coin, steps=20)
+    check_model(Forage, {'width': 6, 'height': 5, 'food': 4}, steps=30, actions=lambda k, p: {'move': ['north', 'east', 'south', 'west', 'stay'][k % 5]})
+
+
+class Unseeded(AgentModel):
+    model_version = 'unseeded-v1'
+
+    def initialize(self, ctx):
+        return {'n': 0}
+
+    def prepare(self, state, ctx):
+        return {'move': random.choice(['east', 'west', 'north', 'south'] * 4 + ['stay']), 'k': ctx.step}
+
+    def commit(self, state, ctx):
+        state['n'] += 1
+
+    def capture(self, state):
+        return dict(state)
+
+    def restore(self, data, ctx):
+        return dict(data)
+
+
+class LateDrift(Unseeded):
+    """Deterministic until step 7, where a counter shared by every instance leaks into the decision."""
+
+    calls = 0
+
+    def prepare(self, state, ctx):
+        LateDrift.calls += 1
+        return {'move': 'east', 'late': LateDrift.calls if ctx.step >= 7 else 0}
+
+
+class ForgetfulRestore(Unseeded):
+    def prepare(self, state, ctx):
+        return {'n': state['n']}
+
+    def restore(self, data, ctx):
+        return {'n': 0}
+
+
+def test_an_unseeded_model_fails_naming_the_step_and_field():
+    random.seed(1)
+    with pytest.raises(ModelCheckError) as e:
+        check_model(Unseeded, steps=30)
+    assert e.value.field == 'decision.move'
+
+
+def test_a_model_that_diverges_late_fails_at_that_step():
+    with pytest.raises(ModelCheckError) as e:
+        check_model(LateDrift, steps=20)
+    assert (e.value.step, e.value.field) == (7, 'decision.late')
+    assert str(e.value).startswith('step 7: decision.late differs: ')
+
+
+def test_a_restore_that_loses_state_fails_naming_the_boundary():
+    with pytest.raises(ModelCheckError) as e:
+        check_model(ForgetfulRestore, steps=10, boundaries=[4])
+    assert (e.value.step, e.value.field) == (4, 'decision (restored at boundary 4).n')

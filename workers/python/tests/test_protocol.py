@@ -1,0 +1,225 @@
+# The Python worker process over real gRPC (a Unix socket): the ready line, Hello-first, Hello
+# refusals, idempotency (same key + body: the cached reply; a different body: CONFLICT), epochs and
+# steps, capture -> restore into a fresh worker, payload-file-v1 confinement, flag refusals, the
+# contract digest. The message-for-message comparison with the TypeScript worker is vitest's
+# (test/cross-lang/worker-protocol.test.ts); this suite runs without Node.
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import grpc
+import pytest
+
+from detsim_worker._generated import worker_pb2, worker_pb2_grpc
+from detsim_worker.canonical_json import canonical_bytes, parse_strict, sha256_hex
+from detsim_worker.runtime import CONTRACT_DIGEST
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+SESSION = 's-1'
+STEP = {'numerator': '50000000', 'denominator': '3'}
+
+
+class Worker:
+    """A worker process on a Unix socket and one Session stream to it."""
+
+    def __init__(self, role='agent', worker_id='w-1', extra=()):
+        self.dir = tempfile.mkdtemp(prefix='dpw-', dir='/tmp')
+        self.proc = subprocess.Popen([sys.executable, '-m', 'detsim_worker', '--listen', f'unix:{self.dir}/w.sock', '--role', role,
+                                      '--worker-id', worker_id, *extra], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.ready = json.loads(self.proc.stdout.readline())
+        self.channel = grpc.insecure_channel(self.ready['listen'])
+        self.next_id = 0
+        self.stream = self.open_stream()
+
+    def open_stream(self):
+        import queue
+        requests = queue.Queue()
+
+        def frames():
+            while True:
+                item = requests.get()
+                if item is None:
+                    return
+                yield from item
+        replies = worker_pb2_grpc.WorkerStub(self.channel).Session(frames())
+        return requests, replies
+
+    def call(self, method, scope, params, attachment=None, request_id=None, stream=None):
+        requests, replies = stream or self.stream
+        if request_id is None:
+            self.next_id += 1
+            request_id = f'req-{self.next_id}'
+        body = canonical_bytes({'method': method, 'requestId': request_id, 'scope': scope, 'params': params})
+        frames = [worker_pb2.Frame(chunk=attachment)] if attachment else []
+        requests.put(frames + [worker_pb2.Frame(body=body)])
+        chunks = []
+        for frame in replies:
+            if frame.chunk:
+                chunks.append(frame.chunk)
+                continue
+            reply = parse_strict(frame.body)
+            return reply, (b''.join(chunks) if chunks else None)
+        raise EOFError('stream ended')
+
+    def hello(self, role='agent', worker_id='w-1'):
+        return self.call('Worker.Hello', None, {'sessionId': SESSION, 'expectedWorkerId': worker_id, 'role': role,
+                                                'supportedMajors': [1], 'contractDigest': CONTRACT_DIGEST})[0]
+
+    def stop(self):
+        self.stream[0].put(None)
+        self.channel.close()
+        self.proc.stdin.close()
+        return self.proc.wait(timeout=10)
+
+
+def sc(step, epoch='e1'):
+    return {'sessionId': SESSION, 'epoch': epoch, 'step': str(step)}
+
+
+AGENTS = [{'agentId': 'a-walk', 'model': 'walker', 'params': {'explore': 3}, 'seed': 4242, 'stepDuration': STEP, 'observation': {}},
+          {'agentId': 'a-lif', 'model': 'lif', 'params': {'neurons': 16}, 'seed': -9, 'stepDuration': STEP, 'observation': {}}]
+IDS = [{'agentId': a['agentId']} for a in AGENTS]
+
+
+def code(reply):
+    return 'ok' if reply['type'] == 'result' else reply['error']['code']
+
+
+@pytest.fixture()
+def worker():
+    w = Worker(extra=['--store-dir', tempfile.gettempdir()])
+    yield w
+    if w.proc.poll() is None:
+        w.stop()
+
+
+def test_the_packaged_proto_is_the_repository_contract():
+    assert CONTRACT_DIGEST == sha256_hex((REPO_ROOT / 'proto' / 'detsim' / 'v1' / 'worker.proto').read_bytes())
+
+
+def test_ready_line_hello_first_and_hello_refusals(worker):
+    assert list(worker.ready) == ['ready', 'listen', 'pid'] and worker.ready['pid'] == worker.proc.pid
+    reply, _ = worker.call('Worker.Status', None, {})
+    assert reply['error'] == {'code': 'INVALID_PHASE', 'message': 'Worker.Status before Worker.Hello', 'mutation': 'none'}
+    assert code(worker.hello(worker_id='w-2')) == 'IDENTITY_MISMATCH'
+    assert code(worker.hello(role='environment')) == 'UNSUPPORTED'
+    hello = worker.hello()
+    assert hello['result']['runtime'].startswith('detsim-py/')
+    assert hello['result']['capabilities'] == ['agent-step-v1', 'checkpoint-v1', 'payload-file-v1']
+    # Hello-first is per stream: a second stream is served nothing until its own Hello.
+    other = worker.open_stream()
+    assert code(worker.call('Worker.Status', None, {}, stream=other)[0]) == 'INVALID_PHASE'
+    other[0].put(None)
+
+
+def test_steps_idempotency_epochs_and_conflicts(worker):
+    worker.hello()
+    assert code(worker.call('Agent.Initialize', sc(0), {'agents': AGENTS})[0]) == 'ok'
+    prep, _ = worker.call('Agent.Prepare', sc(0), {'agents': IDS})
+    assert code(prep) == 'ok'
+    again, _ = worker.call('Agent.Prepare', sc(0), {'agents': IDS}, request_id=prep['requestId'])
+    assert again == prep
+    assert code(worker.call('Agent.Prepare', sc(0, 'e0'), {'agents': IDS})[0]) == 'STALE_EPOCH'
+    assert code(worker.call('Agent.Prepare', sc(3), {'agents': IDS})[0]) == 'FUTURE_STEP'
+    commit = {'agents': [{'agentId': a['agentId'], 'preparedRequestId': prep['requestId'], 'observation': {'foodDx': 1, 'foodDy': 0},
+                          'rewards': []} for a in IDS]}
+    assert code(worker.call('Agent.Commit', sc(0), commit)[0]) == 'ok'
+    assert code(worker.call('Agent.Commit', sc(0), commit)[0]) == 'ok'
+    commit['agents'][0]['observation'] = {'foodDx': 2}
+    assert code(worker.call('Agent.Commit', sc(0), commit)[0]) == 'CONFLICT'
+    # A lifecycle request id reused for a different body is CONFLICT too.
+    assert code(worker.call('State.Capture', sc(1), {'checkpointId': 'ck-1', 'agentId': 'a-walk'}, request_id='req-900')[0]) == 'ok'
+    assert code(worker.call('State.Capture', sc(1), {'checkpointId': 'ck-2', 'agentId': 'a-walk'}, request_id='req-900')[0]) == 'CONFLICT'
+
+
+def test_capture_restores_into_a_fresh_worker_and_continues_identically(worker):
+    worker.hello()
+    worker.call('Agent.Initialize', sc(0), {'agents': AGENTS})
+    for k in range(3):
+        p, _ = worker.call('Agent.Prepare', sc(k), {'agents': IDS})
+        worker.call('Agent.Commit', sc(k), {'agents': [{'agentId': a['agentId'], 'preparedRequestId': p['requestId'],
+                                                        'observation': {'foodDx': k, 'foodDy': -1}, 'rewards': []} for a in IDS]})
+    fresh = Worker(worker_id='w-2')
+    try:
+        fresh.hello(worker_id='w-2')
+        for agent in IDS:
+            cap, data = worker.call('State.Capture', sc(3), {'checkpointId': 'ck-3', **agent})
+            result = cap['result']
+            stage = {'checkpointId': 'ck-3', **agent, 'sourceScope': sc(3), 'compatibilityDigest': result['compatibilityDigest'], 'payload': result['payload']}
+            bad = dict(stage, payload=dict(result['payload'], byteLength=str(len(data) + 1)))
+            assert code(fresh.call('State.StageRestore', sc(3, 'e2'), bad, attachment=data)[0]) == 'BUFFER_INVALID'
+            staged, _ = fresh.call('State.StageRestore', sc(3, 'e2'), stage, attachment=data)
+            token = staged['result']['restoreToken']
+            assert code(fresh.call('State.ActivateRestore', sc(3, 'e2'), {'restoreToken': token, **agent})[0]) == 'ok'
+        # payload-file-v1: the fresh worker has no --store-dir and reads no files.
+        refused, _ = fresh.call('State.StageRestore', sc(3, 'e3'), dict(stage, payload=dict(result['payload'], file={'path': '/etc/passwd', 'offset': '0'})))
+        assert refused['error']['code'] == 'UNSUPPORTED'
+        worker.call('Worker.Shutdown', None, {'reason': 'done'})
+        decisions = []
+        for w, epoch in ((fresh, 'e2'),):
+            p, _ = w.call('Agent.Prepare', sc(3, epoch), {'agents': IDS})
+            decisions.append([a['decision'] for a in p['result']['agents']])
+        assert all(isinstance(d, dict) for d in decisions[0])
+    finally:
+        fresh.stop()
+
+
+def test_payload_file_outside_the_store_is_refused_alike(worker):
+    worker.hello()
+    worker.call('Agent.Initialize', sc(0), {'agents': AGENTS})
+    stage = {'checkpointId': 'ck-x', 'agentId': 'a-walk', 'sourceScope': sc(0), 'compatibilityDigest': 'a' * 64,
+             'payload': {'digest': 'b' * 64, 'byteLength': '4', 'file': {'path': '/etc/passwd', 'offset': '0'}}}
+    reply, _ = worker.call('State.StageRestore', sc(0, 'e2'), stage)
+    assert reply['error'] == {'code': 'INVALID_ARGUMENT', 'message': "params.payload.file.path is not a regular file inside this worker's store directory", 'mutation': 'none'}
+
+
+def test_shutdown_exits_0_and_a_closed_stdin_too():
+    w = Worker()
+    w.hello()
+    assert w.call('Worker.Shutdown', None, {'reason': 'done'})[0]['result'] == {'stopping': True}
+    assert w.proc.wait(timeout=10) == 0
+    orphan = Worker()
+    orphan.proc.stdin.close()
+    assert orphan.proc.wait(timeout=10) == 0
+    assert not os.path.exists(orphan.ready['listen'][len('unix:'):])
+
+
+@pytest.mark.parametrize('args,stderr', [
+    (['--bogus'], "detsim worker: Unknown option '--bogus'\n"),
+    (['--listen', '0.0.0.0:0', '--role', 'agent', '--worker-id', 'w'],
+     'detsim: [perm_listen_not_local] --listen: "0.0.0.0" is not a loopback address; a worker listens only on unix:/abs/path or a '
+     'loopback host (127.0.0.0/8, ::1, localhost) until authenticated remote workers exist\n'),
+    (['--listen', 'unix:/tmp/x.sock', '--role', 'agent', '--worker-id', 'Bad'], 'detsim: [struct_invalid_id] --worker-id "Bad" is not an Id\n'),
+])
+def test_bad_flags_are_refused_in_one_line_exit_2(args, stderr):
+    r = subprocess.run([sys.executable, '-m', 'detsim_worker', *args], capture_output=True, text=True, timeout=30)
+    assert (r.returncode, r.stderr, r.stdout) == (2, stderr, '')
+
+
+def test_an_environment_worker_on_loopback_tcp_initializes_advances_and_caches():
+    w = Worker.__new__(Worker)
+    w.proc = subprocess.Popen([sys.executable, '-m', 'detsim_worker', '--listen', '127.0.0.1:0', '--role', 'environment',
+                               '--worker-id', 'w-env'], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    w.ready = json.loads(w.proc.stdout.readline())
+    assert w.ready['listen'].startswith('127.0.0.1:') and not w.ready['listen'].endswith(':0')
+    w.channel = grpc.insecure_channel(w.ready['listen'])
+    w.next_id = 0
+    w.stream = w.open_stream()
+    try:
+        assert w.hello(role='environment', worker_id='w-env')['result']['capabilities'] == ['checkpoint-v1', 'payload-file-v1', 'world-step-v1']
+        ports = [{'portId': 'p0', 'agentId': 'z'}, {'portId': 'p1', 'agentId': 'a'}]
+        init, _ = w.call('Environment.Initialize', sc(0), {'environmentId': 'forage', 'model': 'forage', 'params': {'width': 5, 'height': 4, 'food': 3},
+                                                           'seed': 7, 'stepDuration': STEP, 'ports': ports})
+        assert [o['agentId'] for o in init['result']['observations']] == ['a', 'z']
+        advance = {'batchId': 'b-0', 'actions': [{**p, 'action': {'move': 'east'}} for p in ports]}
+        first, _ = w.call('Environment.Advance', sc(0), advance)
+        assert first['result']['nextStep'] == '1'
+        assert w.call('Environment.Advance', sc(0), advance, request_id=first['requestId'])[0] == first
+        assert code(w.call('Environment.Advance', sc(0), dict(advance, batchId='b-x'))[0]) == 'CONFLICT'
+        bad = {'batchId': 'b-1', 'actions': [{**p, 'action': {'move': 'up'}} for p in ports]}
+        assert w.call('Environment.Advance', sc(1), bad)[0]['error']['message'] == 'actions[p0].move: "up" is not one of stay, north, east, south, west'
+    finally:
+        w.stop()

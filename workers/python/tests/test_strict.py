@@ -1,0 +1,56 @@
+# Strict mode and bad models, in process (the runtime without gRPC): nondeterministic calls are
+# trapped inside model callbacks with a named failure, a raising model or a non-JSON decision is a
+# BACKEND_FAILURE naming the agent and the callback, and the trapped functions come back afterwards.
+import random
+import time
+
+import pytest
+
+from detsim_worker.canonical_json import canonical_bytes, parse_strict
+from detsim_worker.runtime import CONTRACT_DIGEST, StreamState, WorkerRuntime
+
+SCOPE = {'sessionId': 's-1', 'epoch': 'e1', 'step': '0'}
+STEP = {'numerator': '50000000', 'denominator': '3'}
+
+
+def call(rt, stream, method, scope, params, rid=[0]):
+    rid[0] += 1
+    body = canonical_bytes({'method': method, 'requestId': f'req-{rid[0]}', 'scope': scope, 'params': params})
+    return parse_strict(rt.handle(body, None, stream).body)
+
+
+def prepared(model, strict):
+    spec = f'python:strict_models:{model}'
+    rt = WorkerRuntime('agent', 'w-1', models=[spec], strict=strict)
+    stream = StreamState()
+    call(rt, stream, 'Worker.Hello', None, {'sessionId': 's-1', 'expectedWorkerId': 'w-1', 'role': 'agent', 'supportedMajors': [1], 'contractDigest': CONTRACT_DIGEST})
+    init = call(rt, stream, 'Agent.Initialize', SCOPE, {'agents': [{'agentId': 'a-1', 'model': spec, 'params': {}, 'seed': 1, 'stepDuration': STEP, 'observation': {}}]})
+    assert init['type'] == 'result', init
+    return call(rt, stream, 'Agent.Prepare', SCOPE, {'agents': [{'agentId': 'a-1'}]})
+
+
+@pytest.mark.parametrize('model,call_name', [('Dice', 'random.random()'), ('Clock', 'time.time()')])
+def test_strict_mode_traps_nondeterminism_naming_the_agent_and_call(model, call_name):
+    real = (random.random, time.time)
+    reply = prepared(model, strict=True)
+    assert reply['error']['code'] == 'BACKEND_FAILURE'
+    assert reply['error']['message'] == (f'agent a-1: prepare failed: strict mode: agent a-1 called {call_name} inside prepare '
+                                         '(nondeterministic; derive randomness from the seed and time from the step)')
+    assert (random.random, time.time) == real
+    assert prepared(model, strict=False)['type'] == 'result'
+
+
+def test_a_raising_model_and_a_non_json_decision_fail_by_name():
+    raised = prepared('Raises', strict=False)['error']
+    assert raised == {'code': 'BACKEND_FAILURE', 'message': 'agent a-1: prepare failed: the model broke', 'mutation': 'unknown'}
+    nan = prepared('NotJson', strict=False)['error']
+    assert nan['code'] == 'BACKEND_FAILURE' and nan['message'].startswith('agent a-1: prepare returned a decision that is not JSON')
+
+
+def test_a_model_not_launched_is_refused_before_import():
+    rt = WorkerRuntime('agent', 'w-1')
+    stream = StreamState()
+    call(rt, stream, 'Worker.Hello', None, {'sessionId': 's-1', 'expectedWorkerId': 'w-1', 'role': 'agent', 'supportedMajors': [1], 'contractDigest': CONTRACT_DIGEST})
+    reply = call(rt, stream, 'Agent.Initialize', SCOPE, {'agents': [{'agentId': 'a-1', 'model': 'python:strict_models:Dice', 'params': {}, 'seed': 1, 'stepDuration': STEP, 'observation': {}}]})
+    assert reply['error']['code'] == 'INVALID_ARGUMENT'
+    assert 'was not launched with this worker (perm_model_not_launched)' in reply['error']['message']
