@@ -39,7 +39,8 @@ export async function resumeCheck(plan: RunPlan, k: number, opts: { outDir?: str
   mkdirSync(outDir, { recursive: true });
   const silent = () => undefined;
   const plain = await runSession(plan, { outDir, steps: n, dispatch: 'concurrent', onWarning: silent });
-  const u = writeReceipt(plain.runDir).receipt;
+  // Each run and the resume write their receipt.json as their last act (the session loop).
+  const u = plain.receipt.receipt;
 
   // The interrupted run: checkpoint every K steps; before step K+1 runs, wait for ckpt-e1-K to be durable, then interrupt.
   const checkpointId = checkpointIdFor(epochId(1), k);
