@@ -12,12 +12,13 @@ import { epochId, type Dispatch, type Identities } from './lockstep.js';
 import { CONTRACT_DIGEST, PROTOCOL_MAJOR, PROTOCOL_MINOR } from '../core/protocol/index.js';
 import { allocateRunDir, RUN_FILES, RunLog, TraceWriter, writeJsonDurable } from './run-dir.js';
 import { withRunLock } from './run-lock.js';
+import { RUN_FORMAT, type RunJson } from './run-json.js';
 import { runLoop, type SessionOptions, type SessionResult, type SessionStart } from './session.js';
 
+export { RUN_FORMAT } from './run-json.js';
 export { closeNoting, failureOf, SUMMARY_FORMAT, writeSummary } from './session.js';
 export type { RunExtension, RunExtensionContext, RunProgress } from './session.js';
 
-export const RUN_FORMAT = 'detsim-run-v1';
 export const DEFAULT_RUNS_DIR = 'runs';
 
 export interface RunOptions extends SessionOptions {
@@ -33,8 +34,8 @@ export interface RunOptions extends SessionOptions {
 /** runDir, behaviourDigest, steps completed, and the ReproHash of the receipt.json the run wrote. */
 export type RunResult = SessionResult;
 
-/** The resolved composition recorded in run.json (no physical data: no pids, paths or times). */
-export function runRecord(plan: RunPlan, ids: Identities, fleet: Fleet, steps: number, dispatch: Dispatch, epoch: Id): Record<string, unknown> {
+/** The resolved composition recorded in run.json (no physical data: no pids, paths or times), in its one schema (run-json.ts). */
+export function runRecord(plan: RunPlan, ids: Identities, fleet: Fleet, steps: number, dispatch: Dispatch, epoch: Id): RunJson {
   const helloOf = (workerId: Id) => fleet.all().find((w) => w.plan.workerId === workerId)!.hello;
   return {
     format: RUN_FORMAT,
