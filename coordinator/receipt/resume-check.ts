@@ -14,7 +14,6 @@ import { runSession } from '../run.js';
 import { rebasedReceipt } from './rebase.js';
 import type { CanonicalOptions } from './canonical.js';
 import { type Divergence, describeDivergence, diagnose } from './diagnosis.js';
-import { writeReceipt } from './receipt.js';
 import { type Check, makeCheck } from './check.js';
 import { reproHash } from './reprohash.js';
 
@@ -75,8 +74,7 @@ export async function resumeCheck(plan: RunPlan, k: number, opts: { outDir?: str
     const check = makeCheck('resume', plan.sessionId, 'fail', 'audit_run_failed', { resumeAt: k, steps: n, problem: 'the run was not interrupted' });
     return { check, uninterruptedDir: plain.runDir, resumedDir: '', checkpointId, divergence: null };
   }
-  await resumeRun(interruptedDir, { checkpointId, steps: n, logLevel: 'warn' });
-  const r = writeReceipt(interruptedDir).receipt;
+  const r = (await resumeRun(interruptedDir, { checkpointId, steps: n, logLevel: 'warn' })).receipt.receipt;
   const hu = reproHash(u, opts.canonical).reproHash;
   const hr = reproHash(rebasedReceipt(r), opts.canonical).reproHash;
   const divergence = hu === hr ? null : diagnose(u, rebasedReceipt(r), opts.canonical);
