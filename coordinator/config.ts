@@ -69,6 +69,7 @@ const AgentGroupSchema = z.strictObject({
 export const WORKER_RUNTIMES = ['typescript', 'rust', 'python'] as const;
 /** Runtimes the environment worker can run on (the Rust worker hosts agents only). */
 export const ENVIRONMENT_RUNTIMES = ['typescript', 'python'] as const;
+/** The runtime of one worker process: the TypeScript, Rust or Python worker. */
 export type WorkerRuntimeName = (typeof WORKER_RUNTIMES)[number];
 const isRuntime = (v: unknown): v is WorkerRuntimeName => (WORKER_RUNTIMES as readonly unknown[]).includes(v);
 const WorkerRuntimeSchema = z.custom<WorkerRuntimeName | WorkerRuntimeName[]>((v) => isRuntime(v) || (Array.isArray(v) && v.length > 0 && v.every(isRuntime)), {

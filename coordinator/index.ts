@@ -45,6 +45,7 @@ export { loadConfig, resolveConfig, WORKER_RUNTIMES } from './config.js';
 export type { RunPlan, PlannedAgent, PlannedWorker, Transport, WorkerRuntimeName } from './config.js';
 export { runSession } from './run.js';
 export type { RunOptions, RunResult, RunProgress, RunExtension, RunExtensionContext } from './run.js';
+export type { SessionOptions, SessionResult } from './session.js';
 export type { Dispatch } from './lockstep.js';
 export type { TransitionTrace, TraceBehaviour, TraceOperational, TraceAgent, TraceReward } from './trace.js';
 export { RunFailure, isRunFailure } from './run-failure.js';

@@ -4,7 +4,9 @@
 // the boundary against the steps and the trace kept before the boundary against the behaviour
 // chain the checkpoint recorded — all before any worker starts — then launches fresh workers,
 // restores the group (identity checks again, against the live workers, before staging), steps to
-// the run's total and rewrites summary.json for the whole run.
+// the run's total and rewrites summary.json (and receipt.json) for the whole run. The launch,
+// step loop, abort wiring, summary and receipt are the session loop's (session.ts), the same as a
+// run's: this file only prepares and checks the restored start.
 //
 // A refused resume leaves the run directory as it was: run.log is held in memory until the
 // restore is accepted, and the trace cut is only staged. trace.jsonl is cut all-or-nothing: before
@@ -18,19 +20,17 @@
 // naming the file. NOT the restore flow (restore.ts).
 import { existsSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { pino, type Logger } from 'pino';
 import { parseStrict, type JsonValue } from '../../core/formats/canonical-json.js';
 import { DetsimError } from '../../core/formats/errors.js';
-import type { Digest, Id } from '../../core/formats/scalars.js';
-import { launchFleet, type Fleet, type WorkerCommand } from '../launcher.js';
-import { epochId, Lockstep } from '../lockstep.js';
+import type { Id } from '../../core/formats/scalars.js';
+import type { WorkerCommand } from '../launcher.js';
+import { epochId } from '../lockstep.js';
 import type { PlannedWorker } from '../config.js';
 import { RUN_FILES, RunLog, TraceWriter } from '../run-dir.js';
 import { withRunLock } from '../run-lock.js';
-import { RunFailure } from '../run-failure.js';
-import { closeNoting, failureOf, SUMMARY_FORMAT, writeSummary } from '../run.js';
+import { runLoop, type RunProgress, type SessionOptions, type SessionResult, type SessionStart } from '../session.js';
 import { LEDGER_FILE } from '../store/ledger.js';
-import { BehaviourDigest, EpochRebase, type TraceBehaviour, type TransitionTrace } from '../trace.js';
+import type { TraceBehaviour, TransitionTrace } from '../trace.js';
 import { openCheckpointing, storeDirOf } from './checkpointing.js';
 import { CheckpointGroup, RollingBehaviour } from './group.js';
 import { loadCheckpoint, restoreGroup, type RestoreReport } from './restore.js';
@@ -43,37 +43,24 @@ import type { CheckpointStore, GenerationRecord } from '../store/store.js';
 
 export const ABANDONED_TRACE_FILE = 'trace.abandoned.jsonl';
 
-/** Progress of a resumed run, as passed to `onProgress`. */
-export interface ResumeProgress {
-  step: number;
-  steps: number;
-  elapsedMs: number;
-}
+/** Progress of a resumed run, as passed to `onProgress` (the same shape as a run's). */
+export type ResumeProgress = RunProgress;
 
-/** Options of {@link resumeRun}. */
-export interface ResumeOptions {
+/** The session loop's options (progress, abort, SIGINT/SIGTERM, pipelining, hooks) plus what to restore. */
+export interface ResumeOptions extends Omit<SessionOptions, 'extension'> {
   /** Restore this checkpoint instead of the store's high-water mark. */
   checkpointId?: Id;
   /** Continue up to this boundary (default: the run's recorded total). */
   steps?: number;
   /** Override the recorded checkpoint interval (0 = no checkpoints while resuming). */
   checkpointEvery?: number;
-  onProgress?: (p: ResumeProgress) => void;
   onEvent?: (line: string) => void;
-  signal?: AbortSignal;
-  logLevel?: 'debug' | 'info' | 'warn' | 'error';
   /** Test hook: replace some workers' command. */
   commandFor?: (w: PlannedWorker) => WorkerCommand | undefined;
 }
 
-/**
- * A resumed run: where it restored from (checkpoint, boundary, new epoch), the steps it abandoned
- * and where it ended.
- */
-export interface ResumeResult {
-  runDir: string;
-  behaviourDigest: Digest;
-  steps: number;
+/** The session's result (runDir, behaviourDigest over the whole run, steps, ReproHash) and what was restored. */
+export interface ResumeResult extends SessionResult {
   checkpointId: Id;
   boundary: number;
   epoch: Id;
@@ -168,110 +155,66 @@ async function resumeLocked(runDir: string, opts: ResumeOptions): Promise<Resume
 
   // run.log is held in memory until the restore is accepted: a refused resume leaves it untouched.
   const log = new RunLog(join(runDir, RUN_FILES.log), { deferred: true });
-  const logger: Logger = pino({ level: opts.logLevel ?? 'info', base: { sessionId: plan.sessionId } }, log);
-  const startedAt = process.hrtime.bigint();
-  const startedWall = Date.now();
-  const controller = new AbortController();
-  const onAbort = () => controller.abort();
-  opts.signal?.addEventListener('abort', onAbort, { once: true });
-  logger.info({ checkpointId: record.checkpointId, boundary: record.boundary, epoch, total }, 'resume started');
-
-  let fleet: Fleet | undefined;
-  let traces: TraceWriter | undefined;
-  let failure: RunFailure | undefined;
+  const checkpoints = every > 0 ? new CheckpointRun({ every, keep: runEvent.keep, baseEpoch, resumedFrom: record.checkpointId, ...(opts.onEvent ? { onEvent: opts.onEvent } : {}) }) : undefined;
   let restored: RestoreReport | undefined;
-  let checkpoints: CheckpointRun | undefined;
-  const digest = new BehaviourDigest();
-  for (const b of split.keptBehaviours) digest.add(rebase(b, baseEpoch));
-  let done = Number(k);
-  try {
-    fleet = await launchFleet(plan, { logger, signal: controller.signal, commandFor: opts.commandFor, storeDir: storeDirOf(runDir) });
+  const start: SessionStart = {
+    kind: 'resume',
+    plan,
+    runDir,
+    steps: total,
+    dispatch: rec.dispatch,
+    log,
     // Fresh workers hold no epoch yet; the loop starts in the checkpoint's epoch and the restore moves it to the new one.
-    const lockstep = new Lockstep(plan, fleet, { dispatch: rec.dispatch, epoch: record.epoch, startedAt, logger, signal: controller.signal });
-    lockstep.identities = rec.identities;
-    const group = new CheckpointGroup({ plan, fleet, lockstep, logger, writer: ck.writer, ledger: ck.ledger, baseEpoch });
-    const ledgerDetail: Record<string, JsonValue> = { tornLines: String(split.abandoned.length - split.abandonedSteps.length) };
-    if (split.abandonedSteps.length > 0) ledgerDetail.abandonedSteps = { from: split.abandonedSteps[0]!.toString(), to: split.abandonedSteps[split.abandonedSteps.length - 1]!.toString() };
-    restored = await restoreGroup(group, { store: ck.store, checkpointId: record.checkpointId, loaded }, { epoch, expectBehaviour: chain.prefix(), ledgerDetail });
-    // The restore succeeded: only now does the run directory change (log, then the trace cut by renames).
-    log.accept();
-    publishStaged(cut);
-    group.resume();
-    logger.info({ restored: { checkpointId: restored.checkpointId, boundary: String(restored.boundary), epoch, abandoned: split.abandoned.length } }, 'restored');
-
-    traces = new TraceWriter(tracePath);
-    if (every > 0) {
-      checkpoints = new CheckpointRun({ every, keep: runEvent.keep, baseEpoch, ...(opts.onEvent ? { onEvent: opts.onEvent } : {}) });
-      checkpoints.attach({ plan, runDir, fleet, lockstep, traces, logger, epoch, steps: total, signal: controller.signal }, group, ck);
-      await ck.ledger.append({ event: 'run', epoch, sessionId: plan.sessionId, boundary: k.toString(), detail: { checkpointEvery: String(every), keep: String(runEvent.keep), policy: 'continue', steps: String(total), resumedFrom: record.checkpointId } });
-    }
-    opts.onProgress?.({ step: done, steps: total, elapsedMs: 0 });
-    while (done < total) {
-      if (controller.signal.aborted) throw new RunFailure('aborted', 'the resume was interrupted', { step: String(done), phase: 'prepare' });
-      const trace = await group.step();
-      traces.append(trace);
-      digest.add(rebase(trace.behaviour, baseEpoch));
-      done++;
-      await checkpoints?.maybeCapture();
-      log.throwIfFailed();
-      opts.onProgress?.({ step: done, steps: total, elapsedMs: Date.now() - startedWall });
-    }
-    log.throwIfFailed();
-  } catch (e) {
-    if (!restored) {
-      // Refused before anything in the run directory changed: stop the workers, drop the held log
-      // and the staged trace cut, and pass the refusal on (a failed write named as one).
-      await fleet?.shutdown('run-failed', 500);
-      opts.signal?.removeEventListener('abort', onAbort);
+    lockstepEpoch: record.epoch,
+    epoch,
+    baseEpoch,
+    keptBehaviours: split.keptBehaviours,
+    startedFields: { checkpointId: record.checkpointId, boundary: record.boundary, epoch, total },
+    storeDir: storeDirOf(runDir),
+    accepted: () => restored !== undefined,
+    begin: async ({ fleet, lockstep, logger }) => {
+      lockstep.identities = rec.identities;
+      const group = new CheckpointGroup({ plan, fleet, lockstep, logger, writer: ck.writer, ledger: ck.ledger, baseEpoch });
+      const ledgerDetail: Record<string, JsonValue> = { tornLines: String(split.abandoned.length - split.abandonedSteps.length) };
+      if (split.abandonedSteps.length > 0) ledgerDetail.abandonedSteps = { from: split.abandonedSteps[0]!.toString(), to: split.abandonedSteps[split.abandonedSteps.length - 1]!.toString() };
+      restored = await restoreGroup(group, { store: ck.store, checkpointId: record.checkpointId, loaded }, { epoch, expectBehaviour: chain.prefix(), ledgerDetail });
+      // The restore succeeded: only now does the run directory change (log, then the trace cut by renames).
+      log.accept();
+      publishStaged(cut);
+      group.resume();
+      logger.info({ restored: { checkpointId: restored.checkpointId, boundary: String(restored.boundary), epoch, abandoned: split.abandoned.length } }, 'restored');
+      // The checkpoint extension continues on the restored group (and its store) instead of a new one.
+      checkpoints?.adopt(group, ck);
+      return new TraceWriter(tracePath);
+    },
+    refused: (e) => {
+      // Refused before anything in the run directory changed: drop the held log and the staged
+      // trace cut, and pass the refusal on (a failed write named as one).
       log.discard();
       log.close();
       discardStaged(cut);
-      throw writeFailureOfErrno(e) ?? e;
-    }
-    failure = failureOf(e, String(done), 'prepare');
-    logger.error({ failure: failure.toJSON() }, 'resume failed');
-  } finally {
-    opts.signal?.removeEventListener('abort', onAbort);
-    await fleet?.shutdown(failure ? 'run-failed' : 'run-complete', failure ? 500 : 2_000);
-  }
-  // A trace cut that was never published (its rename failed) leaves nothing behind.
-  discardStaged(cut);
-  failure = closeNoting(() => traces?.close(), failure, String(done));
-  const extra = checkpoints ? await checkpoints.finish(failure) : {};
-  await ck.ledger.flush().catch(() => undefined);
-  const summary = {
-    format: SUMMARY_FORMAT,
-    sessionId: plan.sessionId,
-    status: failure ? (failure.kind === 'aborted' ? 'aborted' : 'failed') : 'completed',
-    stepsPlanned: total,
-    stepsDone: done,
-    epoch: baseEpoch,
-    behaviourDigest: digest.digest(),
-    behaviourDigestAlgorithm: `sha256 over canonical(behaviour)+"\\n" per step, in step order, each rebased to epoch ${baseEpoch} (EpochRebase)`,
-    failure: failure ? failure.toJSON() : null,
-    wallTimeMs: Date.now() - startedWall,
-    resume: {
-      checkpointId: restored!.checkpointId,
-      boundary: restored!.boundary.toString(),
-      fromEpoch: restored!.fromEpoch,
-      epoch,
-      abandonedLines: split.abandoned.length,
-      abandonedFile: split.abandoned.length > 0 ? ABANDONED_TRACE_FILE : null,
+      return writeFailureOfErrno(e) ?? e;
     },
-    ...extra,
+    summaryFields: () => ({
+      resume: {
+        checkpointId: restored!.checkpointId,
+        boundary: restored!.boundary.toString(),
+        fromEpoch: restored!.fromEpoch,
+        epoch,
+        abandonedLines: split.abandoned.length,
+        abandonedFile: split.abandoned.length > 0 ? ABANDONED_TRACE_FILE : null,
+      },
+    }),
+    end: async () => {
+      // A trace cut that was never published (its rename failed) leaves nothing behind.
+      discardStaged(cut);
+      await ck.ledger.flush().catch(() => undefined);
+    },
   };
-  failure = writeSummary(runDir, summary, failure, String(done));
-  logger.info({ summary }, 'resume finished');
-  log.close();
-  failure ??= log.failure ? RunFailure.ofWrite(log.failure, { step: String(done), phase: 'shutdown' }) : undefined;
-  if (failure) {
-    failure.runDir = runDir;
-    throw failure;
-  }
+  const hooks = { ...opts.hooks, ...(opts.commandFor ? { commandFor: opts.commandFor } : {}) };
+  const result = await runLoop(start, { ...opts, hooks, ...(checkpoints ? { extension: checkpoints } : {}) });
   return {
-    runDir,
-    behaviourDigest: summary.behaviourDigest,
-    steps: done,
+    ...result,
     checkpointId: restored!.checkpointId,
     boundary: Number(restored!.boundary),
     epoch,
@@ -328,10 +271,6 @@ function checkTotal(total: number, fromFlag: boolean, k: bigint, checkpointId: I
   if (BigInt(total) >= k) return;
   if (fromFlag) refuse('struct_run_record', `--steps ${total} is before the boundary ${k} of checkpoint ${checkpointId}`, '--steps');
   refuse('struct_run_record', `checkpoint ${checkpointId} is at boundary ${k} (${join(storeDirOf(runDir), 'manifest.json')}), beyond the run's total of ${total} steps (${join(runDir, RUN_FILES.run)} steps); pass --steps N with N ≥ ${k} to continue past it`, 'steps');
-}
-
-function rebase(b: TraceBehaviour, base: Id): TraceBehaviour {
-  return b.scope.epoch === base ? b : new EpochRebase(b.scope.epoch, base).apply(b);
 }
 
 /** The checkpoint interval and keep count the run recorded in its ledger (the last `run` event). */

@@ -31,6 +31,8 @@ export interface CheckpointRunOptions {
   hot?: boolean;
   /** Base epoch of the run (a resumed run passes its first epoch). */
   baseEpoch?: Id;
+  /** The checkpoint a resumed run was restored from (recorded in the ledger's `run` event). */
+  resumedFrom?: Id;
   /** The store's file layer (tests inject write errors). */
   fs?: DurableFs;
   /** Called with each outcome / refusal as it happens (the CLI prints them). */
@@ -71,18 +73,22 @@ export class CheckpointRun implements RunExtension {
     this.report = { every: opts.every, keep: opts.keep ?? DEFAULT_KEEP, policy: FAILURE_POLICY, store: STORE_DIR, captured: [], committed: [], notDurable: [], refused: [], highWater: null };
   }
 
-  /** Attach to a group that already exists (resume builds its own group). */
-  attach(ctx: RunExtensionContext, group: CheckpointGroup, ck: Checkpointing): void {
-    this.ctx = ctx;
+  /**
+   * Continue on a group that already exists (a resumed run restores its own group from this
+   * store) instead of opening the store and making one when the session starts.
+   */
+  adopt(group: CheckpointGroup, ck: Checkpointing): void {
     this.group = group;
     this.ck = ck;
   }
 
   async started(ctx: RunExtensionContext): Promise<void> {
-    const ck = await openCheckpointing(ctx.runDir, { keep: this.report.keep, capacity: this.opts.capacity, maxQueuedBytes: this.opts.maxQueuedBytes, fs: this.opts.fs });
-    const group = new CheckpointGroup({ plan: ctx.plan, fleet: ctx.fleet, lockstep: ctx.lockstep, logger: ctx.logger, writer: ck.writer, ledger: ck.ledger, baseEpoch: this.opts.baseEpoch ?? ctx.epoch });
-    await ck.ledger.append({ event: 'run', epoch: ctx.epoch, sessionId: ctx.plan.sessionId, boundary: ctx.lockstep.boundary.toString(), detail: { checkpointEvery: String(this.opts.every), keep: String(this.report.keep), policy: FAILURE_POLICY, steps: String(ctx.steps) } });
-    this.attach(ctx, group, ck);
+    const ck = this.ck ?? (await openCheckpointing(ctx.runDir, { keep: this.report.keep, capacity: this.opts.capacity, maxQueuedBytes: this.opts.maxQueuedBytes, fs: this.opts.fs }));
+    this.group ??= new CheckpointGroup({ plan: ctx.plan, fleet: ctx.fleet, lockstep: ctx.lockstep, logger: ctx.logger, writer: ck.writer, ledger: ck.ledger, baseEpoch: this.opts.baseEpoch ?? ctx.epoch });
+    const resumed: Record<string, string> = this.opts.resumedFrom === undefined ? {} : { resumedFrom: this.opts.resumedFrom };
+    await ck.ledger.append({ event: 'run', epoch: ctx.epoch, sessionId: ctx.plan.sessionId, boundary: ctx.lockstep.boundary.toString(), detail: { checkpointEvery: String(this.opts.every), keep: String(this.report.keep), policy: FAILURE_POLICY, steps: String(ctx.steps), ...resumed } });
+    this.ctx = ctx;
+    this.ck = ck;
   }
 
   /** A capture at this boundary needs every agent Ready: the run must not pipeline a Prepare into it. */

@@ -1,7 +1,7 @@
-/* eslint-disable @typescript-eslint/no-explicit-any -- run.json is read untyped until it has one schema for writer and reader (issue 12) */
 // Reading a run directory's run.json back into the RunPlan and participant identities it
 // recorded, so `detsim resume` and `detsim replay <run-dir>` relaunch exactly the recorded
-// composition (not whatever a config file says today): planFromRunJson is the one rebuild.
+// composition (not whatever a config file says today): planFromRunJson is the one rebuild. The
+// record is read through run.json's one schema (run-json.ts), the same type its writer builds.
 // NOT the run itself and not the checkpoint checks (restore-identity.ts).
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -13,6 +13,7 @@ import { SEED_ALGORITHM } from '../../core/formats/seed.js';
 import type { Identities } from '../lockstep.js';
 import type { AgentInitializeResultEntry } from '../../core/protocol/index.js';
 import { RUN_FILES } from '../run-dir.js';
+import { readRunJson, RUN_FORMAT, type RunJson } from '../run-json.js';
 
 export interface RecordedRun {
   plan: RunPlan;
@@ -28,9 +29,9 @@ function fail(runDir: string, message: string, field?: string): never {
 }
 
 export function readRunRecord(runDir: string): RecordedRun {
-  let rec: Record<string, any>;
+  let raw: Record<string, unknown>;
   try {
-    rec = readObject(parseStrict(readFileSync(join(runDir, RUN_FILES.run))), 'run.json') as Record<string, any>;
+    raw = readObject(parseStrict(readFileSync(join(runDir, RUN_FILES.run))), 'run.json');
   } catch (e) {
     const err = e as NodeJS.ErrnoException;
     if (err.code === 'ENOENT') fail(runDir, 'missing: the run never initialized, there is nothing to resume');
@@ -38,55 +39,48 @@ export function readRunRecord(runDir: string): RecordedRun {
     throw e;
   }
   try {
-    if (rec.format !== 'detsim-run-v1') fail(runDir, `format is ${JSON.stringify(rec.format)}, not detsim-run-v1`, 'format');
+    if (raw.format !== RUN_FORMAT) fail(runDir, `format is ${JSON.stringify(raw.format)}, not ${RUN_FORMAT}`, 'format');
+    const rec = readRunJson(raw);
     // Resume checks the recorded seeds itself (recorded-composition.ts names masterSeed or the seed).
-    const plan = planFromRunJson(rec, { keepRecordedSeeds: true });
-    const env = readObject(rec.environment, 'environment') as Record<string, any>;
-    const ids = new Map<Id, AgentInitializeResultEntry>();
-    for (const a of rec.agents as Record<string, any>[]) {
-      ids.set(a.agentId, { agentId: a.agentId, modelVersion: a.modelVersion, plasticityVersion: a.plasticityVersion, profileDigest: a.profileDigest, datasetDigest: a.datasetDigest, tickDuration: a.tickDuration, committedStep: '0' } as AgentInitializeResultEntry);
-    }
-    const identities: Identities = { environment: { environmentId: env.environmentId, modelVersion: env.modelVersion, profileDigest: env.profileDigest }, agents: ids };
-    return { plan, identities, epoch: readId(rec.epoch, 'epoch'), dispatch: rec.dispatch ?? 'concurrent', steps: plan.steps };
+    const plan = planFromRecord(rec, { keepRecordedSeeds: true });
+    return { plan, identities: identitiesOf(rec), epoch: readId(rec.epoch, 'epoch'), dispatch: rec.dispatch, steps: plan.steps };
   } catch (e) {
     // A seed that differs from its derivation keeps its identity code; anything else is a bad record.
     if (isDetsimError(e) && e.reason === 'ident_seed_mismatch') throw new DetsimError(e.reason, `${join(runDir, RUN_FILES.run)}: ${e.message}`, e.field);
     if (isDetsimError(e) && e.reason !== 'struct_run_record') fail(runDir, e.message, e.field);
-    if (e instanceof TypeError) fail(runDir, `malformed: ${e.message}`);
     throw e;
   }
 }
 
+/** The participant identities run.json recorded (what Initialize returned), as the lockstep holds them. */
+function identitiesOf(rec: RunJson): Identities {
+  const agents = new Map<Id, AgentInitializeResultEntry>();
+  for (const a of rec.agents) {
+    const { agentId, modelVersion, plasticityVersion, profileDigest, datasetDigest, tickDuration } = a;
+    agents.set(agentId, { agentId, modelVersion, plasticityVersion, profileDigest, datasetDigest, tickDuration, committedStep: '0' });
+  }
+  const { environmentId, modelVersion, profileDigest } = rec.environment;
+  return { environment: { environmentId, modelVersion, profileDigest }, agents };
+}
+
 // ---------------------------------------------------------------------------------------------
 // The one rebuild of a RunPlan from run.json, for resume (above) and replay (receipt/replay.ts).
-
-type Obj = Record<string, unknown>;
-
-function obj(v: unknown, field: string): Obj {
-  if (v === null || typeof v !== 'object' || Array.isArray(v)) throw new DetsimError('struct_invalid_field', `${field} is not an object`, field);
-  return v as Obj;
-}
-
-function list(v: unknown, field: string): Obj[] {
-  if (!Array.isArray(v)) throw new DetsimError('struct_invalid_field', `${field} is not a list`, field);
-  return v.map((x, i) => obj(x, `${field}[${i}]`));
-}
 
 /**
  * The planned runtime of a recorded agent worker, from the Hello runtime run.json holds
  * ("detsim-rs/…" is the Rust worker, "detsim-ts/…" the TypeScript one, "detsim-py/…" the Python one);
  * anything else is refused.
  */
-function runtimeOf(w: Obj, field: string): WorkerRuntimeName {
+function runtimeOf(w: RunJson['workers'][number], field: string): WorkerRuntimeName {
   const r = w.runtime;
-  if (typeof r === 'string' && r.startsWith('detsim-rs/')) return 'rust';
-  if (typeof r === 'string' && r.startsWith('detsim-ts/')) return 'typescript';
-  if (typeof r === 'string' && r.startsWith('detsim-py/')) return 'python';
+  if (r.startsWith('detsim-rs/')) return 'rust';
+  if (r.startsWith('detsim-ts/')) return 'typescript';
+  if (r.startsWith('detsim-py/')) return 'python';
   throw new DetsimError('struct_invalid_field', `${field}: ${JSON.stringify(r)} is not a detsim-ts/, detsim-rs/ or detsim-py/ worker runtime`, field);
 }
 
 /** `{runtime: 'python'}` when the recorded environment worker ran on Python (the default, TypeScript, stays implicit). */
-function pythonEnvironment(workers: Obj[]): { runtime?: 'python' } {
+function pythonEnvironment(workers: RunJson['workers']): { runtime?: 'python' } {
   const i = workers.findIndex((w) => w.role === 'environment');
   return i >= 0 && runtimeOf(workers[i]!, `workers[${i}].runtime`) === 'python' ? { runtime: 'python' } : {};
 }
@@ -100,28 +94,28 @@ function pythonEnvironment(workers: Obj[]): { runtime?: 'python' } {
  * that checks them itself and names what was edited (resume: recorded-composition.ts).
  */
 export function planFromRunJson(runJson: unknown, opts: { keepRecordedSeeds?: boolean } = {}): RunPlan {
-  const r = obj(runJson, '(top level)');
-  const env = obj(r.environment, 'environment');
-  const agents = list(r.agents, 'agents');
-  const workers = list(r.workers, 'workers');
-  const sd = obj(r.stepDuration, 'stepDuration');
-  const agentWorkers = workers.map((w, i) => ({ w, i })).filter(({ w }) => w.role === 'agent');
+  return planFromRecord(readRunJson(runJson), opts);
+}
+
+function planFromRecord(r: RunJson, opts: { keepRecordedSeeds?: boolean }): RunPlan {
+  const env = r.environment;
+  const agentWorkers = r.workers.map((w, i) => ({ w, i })).filter(({ w }) => w.role === 'agent');
   if (r.seedDerivation !== SEED_ALGORITHM) throw new DetsimError('struct_invalid_field', `run.json: seedDerivation ${JSON.stringify(r.seedDerivation)} is not ${SEED_ALGORITHM}`, 'seedDerivation');
   const config = {
     sessionId: r.sessionId,
     masterSeed: r.masterSeed,
     steps: r.steps,
-    worldStepNs: { numerator: sd.numerator, denominator: sd.denominator },
-    environment: { id: env.environmentId, model: env.model, params: env.params ?? {}, ...pythonEnvironment(workers) },
-    agents: agents.map((a) => ({ id: a.agentId, model: a.model, params: a.params ?? {}, port: a.portId, ...(a.actionFields === undefined ? {} : { actionFields: a.actionFields }) })),
+    worldStepNs: { numerator: r.stepDuration.numerator, denominator: r.stepDuration.denominator },
+    environment: { id: env.environmentId, model: env.model, params: env.params, ...pythonEnvironment(r.workers) },
+    agents: r.agents.map((a) => ({ id: a.agentId, model: a.model, params: a.params, port: a.portId, ...(a.actionFields === undefined ? {} : { actionFields: a.actionFields }) })),
     workers: { agentsPerWorker: r.agentsPerWorker, transport: r.transport, runtime: agentWorkers.map(({ w, i }) => runtimeOf(w, `workers[${i}].runtime`)) },
     deadlines: r.deadlines,
   };
   // Recorded module paths are absolute already; the base directory resolves nothing.
   const plan = resolveConfig(config, { baseDir: '/' });
-  checkLayout(plan, workers);
-  if (opts.keepRecordedSeeds) return withRecordedSeeds(plan, agents, env);
-  for (const [i, a] of agents.entries()) {
+  checkLayout(plan, r.workers);
+  if (opts.keepRecordedSeeds) return withRecordedSeeds(plan, r);
+  for (const [i, a] of r.agents.entries()) {
     const p = plan.agents[i]!;
     if (p.seed !== a.seed) throw new DetsimError('ident_seed_mismatch', `run.json: agents[${i}].seed ${String(a.seed)} differs from the derived ${p.seed} for ${p.agentId}`, `agents[${i}].seed`);
   }
@@ -130,7 +124,8 @@ export function planFromRunJson(runJson: unknown, opts: { keepRecordedSeeds?: bo
 }
 
 /** The plan with the seeds run.json records (each must be an integer; whether it derives is the caller's check). */
-function withRecordedSeeds(plan: RunPlan, agents: Obj[], env: Obj): RunPlan {
+function withRecordedSeeds(plan: RunPlan, r: RunJson): RunPlan {
+  const { agents, environment: env } = r;
   const seedOf = (v: unknown, field: string): number => {
     if (typeof v !== 'number' || !Number.isInteger(v)) throw new DetsimError('struct_invalid_field', `run.json: ${field} is not an integer seed`, field);
     return v;
@@ -143,9 +138,9 @@ function withRecordedSeeds(plan: RunPlan, agents: Obj[], env: Obj): RunPlan {
 }
 
 /** The recorded workers must be the layout the plan derives (ids, roles, hosted agents, in order). */
-function checkLayout(plan: RunPlan, recorded: Obj[]): void {
+function checkLayout(plan: RunPlan, recorded: RunJson['workers']): void {
   const derived = plan.workers.map((w) => canonicalize({ workerId: w.workerId, role: w.role, agentIds: w.agentIds }));
-  const seen = recorded.map((w) => canonicalize({ workerId: w.workerId ?? null, role: w.role ?? null, agentIds: (w.agentIds ?? null) as never }));
+  const seen = recorded.map((w) => canonicalize({ workerId: w.workerId, role: w.role, agentIds: w.agentIds }));
   const i = derived.findIndex((d, k) => d !== seen[k]);
   if (i >= 0 || derived.length !== seen.length) {
     const at = i >= 0 ? i : Math.min(derived.length, seen.length);

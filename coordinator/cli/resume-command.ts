@@ -9,7 +9,7 @@ import { DetsimError } from '../../core/formats/errors.js';
 import { readId } from '../../core/formats/scalars.js';
 import { checkpointSummaryLines } from './checkpoint-flags.js';
 import { action, ExitError, formatError, writeStdout } from './common.js';
-import { receiptOf, runFailureExit } from './run-outcome.js';
+import { printReceiptWarnings, runFailureExit } from './run-outcome.js';
 
 interface ResumeCommandOptions {
   checkpoint?: string;
@@ -49,37 +49,32 @@ export function registerResume(program: Command): void {
         const checkpointId = opts.checkpoint === undefined ? undefined : readId(opts.checkpoint, '--checkpoint');
         const steps = whole(opts.steps, '--steps');
         const every = whole(opts.checkpointEvery, '--checkpoint-every');
-        // Ctrl-C / SIGTERM stop the resumed run like `detsim run` (workers stopped, summary written).
-        const controller = new AbortController();
-        const onSignal = () => controller.abort();
-        process.on('SIGINT', onSignal);
-        process.on('SIGTERM', onSignal);
         try {
           const r = await resumeRun(runDir, {
-            signal: controller.signal,
+            // Ctrl-C / SIGTERM stop the resumed run like `detsim run` (the session loop's one abort wiring).
+            handleSignals: true,
             ...(checkpointId ? { checkpointId } : {}),
             ...(steps !== undefined ? { steps } : {}),
             ...(every !== undefined ? { checkpointEvery: every } : {}),
             onProgress: progressLine(),
             onEvent: (line) => process.stderr.write(`${line}\n`),
           });
-          // DIFF=0 receipt (coordinator/receipt): hashed with later epochs rebased, so it equals the uninterrupted run's.
-          const receipt = receiptOf(r.runDir, 'resume');
-          if (opts.json) writeStdout(canonicalize({ ...r, reproHash: receipt.reproHash }));
+          // DIFF=0 receipt (coordinator/receipt), written by the resume as its last act: hashed with later
+          // epochs rebased, so it equals the uninterrupted run's.
+          printReceiptWarnings(r);
+          const { receipt: _receipt, ...shown } = r;
+          if (opts.json) writeStdout(canonicalize(shown));
           else {
             writeStdout(`run directory    ${r.runDir}`);
             writeStdout(`restored         ${r.checkpointId} at boundary ${r.boundary} into epoch ${r.epoch} (${r.abandonedSteps} later steps abandoned)`);
             writeStdout(`behaviour digest ${r.behaviourDigest}`);
-            writeStdout(`repro hash       ${receipt.reproHash}`);
+            writeStdout(`repro hash       ${r.reproHash}`);
             if (r.checkpoints) for (const line of checkpointSummaryLines(r.checkpoints)) writeStdout(line);
           }
         } catch (e) {
           // A refused checkpoint failed verification: exit 1 with the check named, nothing changed.
           if (isCheckpointRefusal(e)) throw new ExitError(1, formatError(e));
           throw runFailureExit(e, 'resume');
-        } finally {
-          process.off('SIGINT', onSignal);
-          process.off('SIGTERM', onSignal);
         }
       }),
     );

@@ -11,7 +11,7 @@ import { DISPATCH_MODES, type Dispatch } from '../lockstep.js';
 import { runSession, type RunProgress } from '../run.js';
 import { action, readStepsFlag, writeStdout } from './common.js';
 import { checkpointRunFromFlags, checkpointSummaryLines } from './checkpoint-flags.js';
-import { receiptOf, runFailureExit } from './run-outcome.js';
+import { printReceiptWarnings, runFailureExit } from './run-outcome.js';
 
 interface RunCommandOptions {
   checkpointEvery?: string;
@@ -97,13 +97,14 @@ export function registerRun(program: Command): void {
         try {
           const result = await runSession(plan, { outDir: opts.out, steps, dispatch, onProgress: progress.update, handleSignals: true, ...(checkpoints ? { extension: checkpoints } : {}) });
           progress.stop();
-          // DIFF=0 receipt (coordinator/receipt): receipt.json in the run directory, its ReproHash printed.
-          const receipt = receiptOf(result.runDir, 'run');
-          if (opts.json) writeStdout(canonicalize({ ...result, reproHash: receipt.reproHash, ...(checkpoints ? { checkpoints: checkpoints.result } : {}) }));
+          // DIFF=0 receipt (coordinator/receipt): the run wrote receipt.json as its last act; its ReproHash printed.
+          printReceiptWarnings(result);
+          const { runDir, behaviourDigest, steps: done, reproHash } = result;
+          if (opts.json) writeStdout(canonicalize({ runDir, behaviourDigest, steps: done, reproHash, ...(checkpoints ? { checkpoints: checkpoints.result } : {}) }));
           else {
             writeStdout(`run directory    ${result.runDir}`);
             writeStdout(`behaviour digest ${result.behaviourDigest}`);
-            writeStdout(`repro hash       ${receipt.reproHash}`);
+            writeStdout(`repro hash       ${reproHash}`);
             if (checkpoints) for (const line of checkpointSummaryLines(checkpoints.result)) writeStdout(line);
           }
         } catch (e) {

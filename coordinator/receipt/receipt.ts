@@ -118,7 +118,10 @@ export function sealReceipt(receipt: Receipt): { receipt: Receipt; reproHash: st
   return { receipt: { ...unsealed, reproHash: h.reproHash, unknownFields: [...h.unknownFields] }, reproHash: h.reproHash, unknownFields: h.unknownFields };
 }
 
-/** Build receipt.json for a finished run directory and return its ReproHash. Call after every run. */
+/**
+ * Build receipt.json for a finished run directory and return its ReproHash. The session loop
+ * (session.ts) calls it as the last act of every completed run and resume.
+ */
 export function writeReceipt(runDir: string, opts: { evidence?: Evidence; generatedAt?: string } = {}): ReceiptResult {
   const files = readRunFiles(runDir);
   // generated_at is physical: excluded from the hash, recorded for people.

@@ -13,7 +13,7 @@ import { type CanonicalOptions, type UnknownField, canonicalSplit } from './cano
 import type { FieldRule } from './fields.js';
 import { type Divergence, describeDivergence, diagnose } from './diagnosis.js';
 import { type HonestyWarning, honestyWarnings } from './honesty.js';
-import { type Receipt, buildReceipt, readRunFiles, writeReceipt } from './receipt.js';
+import { type Receipt, buildReceipt, readRunFiles } from './receipt.js';
 import { reproHash } from './reprohash.js';
 import { type ResumeCheckResult, rebasedReceipt, resumeCheck } from './resume-check.js';
 import { existsSync, statSync } from 'node:fs';
@@ -241,7 +241,8 @@ export async function replay(source: string | RunPlan, opts: ReplayOptions = {})
     const dispatch = opts.dispatch ?? DEFAULT_CYCLE[i % DEFAULT_CYCLE.length]!;
     const steps = opts.steps ?? (reference ? plan.steps : undefined);
     const result = await runSession(plan, { ...opts.runOptions, outDir: opts.outDir, steps, dispatch });
-    const w = writeReceipt(result.runDir);
+    // The run wrote its receipt.json as its last act (session.ts); replay hashes it with its own options.
+    const w = result.receipt;
     const h = reproHash(w.receipt, strip);
     const run: ReplayRun = { runDir: result.runDir, dispatch, reproHash: h.reproHash, unknownFields: h.unknownFields, honesty: w.honesty, receipt: w.receipt };
     runs.push(run);

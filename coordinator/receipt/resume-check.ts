@@ -14,7 +14,6 @@ import { runSession } from '../run.js';
 import { rebasedReceipt } from './rebase.js';
 import type { CanonicalOptions } from './canonical.js';
 import { type Divergence, describeDivergence, diagnose } from './diagnosis.js';
-import { writeReceipt } from './receipt.js';
 import { type Check, makeCheck } from './check.js';
 import { reproHash } from './reprohash.js';
 
@@ -39,7 +38,8 @@ export async function resumeCheck(plan: RunPlan, k: number, opts: { outDir?: str
   mkdirSync(outDir, { recursive: true });
   const silent = () => undefined;
   const plain = await runSession(plan, { outDir, steps: n, dispatch: 'concurrent', onWarning: silent });
-  const u = writeReceipt(plain.runDir).receipt;
+  // Each run and the resume write their receipt.json as their last act (the session loop).
+  const u = plain.receipt.receipt;
 
   // The interrupted run: checkpoint every K steps; before step K+1 runs, wait for ckpt-e1-K to be durable, then interrupt.
   const checkpointId = checkpointIdFor(epochId(1), k);
@@ -74,8 +74,7 @@ export async function resumeCheck(plan: RunPlan, k: number, opts: { outDir?: str
     const check = makeCheck('resume', plan.sessionId, 'fail', 'audit_run_failed', { resumeAt: k, steps: n, problem: 'the run was not interrupted' });
     return { check, uninterruptedDir: plain.runDir, resumedDir: '', checkpointId, divergence: null };
   }
-  await resumeRun(interruptedDir, { checkpointId, steps: n, logLevel: 'warn' });
-  const r = writeReceipt(interruptedDir).receipt;
+  const r = (await resumeRun(interruptedDir, { checkpointId, steps: n, logLevel: 'warn' })).receipt.receipt;
   const hu = reproHash(u, opts.canonical).reproHash;
   const hr = reproHash(rebasedReceipt(r), opts.canonical).reproHash;
   const divergence = hu === hr ? null : diagnose(u, rebasedReceipt(r), opts.canonical);

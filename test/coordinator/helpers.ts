@@ -6,6 +6,8 @@ import { join } from 'node:path';
 import { loadConfig, type RunPlan } from '../../coordinator/config.js';
 import { parseStrict } from '../../core/formats/canonical-json.js';
 import type { TransitionTrace } from '../../coordinator/trace.js';
+import type { Scope } from '../../core/formats/scalars.js';
+import type { Fleet } from '../../coordinator/launcher.js';
 
 export function tmpOut(prefix = 'detsim-run-'): string {
   return mkdtempSync(join(tmpdir(), prefix));
@@ -86,3 +88,30 @@ export function loadPlan(path: string): RunPlan {
   plan.deadlines.startupMs = Math.max(plan.deadlines.startupMs, 60_000);
   return plan;
 }
+
+/** One step request sent to, or replied by, an agent worker (recordCalls). */
+export interface CallEvent {
+  worker: string;
+  what: 'send' | 'reply';
+  method: string;
+  step: string;
+}
+
+/** Record, per agent worker, when each step request is sent and when its reply arrives (real clients, wrapped). */
+export function recordCalls(fleet: Fleet, events: CallEvent[]): void {
+  for (const w of fleet.agents) {
+    const client = w.client;
+    const call = client.call.bind(client);
+    client.call = (method, scope, params, options) => {
+      const step = (scope as Scope | null)?.step ?? '-';
+      events.push({ worker: w.plan.workerId, what: 'send', method, step });
+      const p = call(method, scope, params, options);
+      p.then(() => events.push({ worker: w.plan.workerId, what: 'reply', method, step }), () => undefined);
+      return p;
+    };
+  }
+}
+
+/** Index of the first matching event, -1 when there is none. */
+export const at = (events: CallEvent[], worker: string, what: CallEvent['what'], method: string, step: number): number =>
+  events.findIndex((e) => e.worker === worker && e.what === what && e.method === method && e.step === String(step));

@@ -7,38 +7,12 @@ import { describe, expect, it } from 'vitest';
 import { CheckpointRun } from '../../coordinator/checkpoint/run-checkpoints.js';
 import { parseConfigText, resolveConfig } from '../../coordinator/config.js';
 import { canonicalize } from '../../core/formats/canonical-json.js';
-import type { Scope } from '../../core/formats/scalars.js';
 import type { Fleet } from '../../coordinator/launcher.js';
 import { METHODS } from '../../core/protocol/index.js';
 import { RunFailure } from '../../coordinator/run-failure.js';
 import { runSession, type RunOptions } from '../../coordinator/run.js';
 import type { TransitionTrace } from '../../coordinator/trace.js';
-import { childPids, loadPlan, readRun, tmpOut } from './helpers.js';
-
-interface Event {
-  worker: string;
-  what: 'send' | 'reply';
-  method: string;
-  step: string;
-}
-
-/** Record, per agent worker, when each step request is sent and when its reply arrives (real clients, wrapped). */
-function recordCalls(fleet: Fleet, events: Event[]): void {
-  for (const w of fleet.agents) {
-    const client = w.client;
-    const call = client.call.bind(client);
-    client.call = (method, scope, params, options) => {
-      const step = (scope as Scope | null)?.step ?? '-';
-      events.push({ worker: w.plan.workerId, what: 'send', method, step });
-      const p = call(method, scope, params, options);
-      p.then(() => events.push({ worker: w.plan.workerId, what: 'reply', method, step }), () => undefined);
-      return p;
-    };
-  }
-}
-
-const at = (events: Event[], worker: string, what: Event['what'], method: string, step: number): number =>
-  events.findIndex((e) => e.worker === worker && e.what === what && e.method === method && e.step === String(step));
+import { at, childPids, loadPlan, readRun, recordCalls, tmpOut, type CallEvent as Event } from './helpers.js';
 
 const behaviourLines = (dir: string) => readRun(dir).traces.map((t) => canonicalize(t.behaviour));
 

@@ -1,0 +1,88 @@
+// run.json's one schema: the resolved composition a run records (no physical data: no pids, paths
+// or times). Its writer (run.ts runRecord) builds a RunJson, so the compiler holds it to this
+// shape; its readers (checkpoint/run-record.ts: resume and replay) go through readRunJson, which
+// refuses a record that does not have it, naming the field. NOT the rebuild of a RunPlan from the
+// record (run-record.ts) and not the checks of what the values mean (config.ts, seeds, layout).
+import { z } from 'zod';
+import { DetsimError } from '../core/formats/errors.js';
+import { DISPATCH_MODES } from './lockstep.js';
+
+export const RUN_FORMAT = 'detsim-run-v1';
+
+const Rational = z.object({ numerator: z.string(), denominator: z.string() });
+const Params = z.record(z.string(), z.unknown());
+
+const RecordedEnvironment = z.object({
+  environmentId: z.string(),
+  model: z.string(),
+  modelVersion: z.string(),
+  profileDigest: z.string(),
+  params: Params.default({}),
+  seed: z.number(),
+  workerId: z.string(),
+});
+
+const RecordedAgent = z.object({
+  agentId: z.string(),
+  portId: z.string(),
+  model: z.string(),
+  modelVersion: z.string(),
+  plasticityVersion: z.string(),
+  profileDigest: z.string(),
+  datasetDigest: z.string(),
+  tickDuration: Rational,
+  params: Params.default({}),
+  // Only when configured: the executor projection is part of the composition identity.
+  actionFields: z.array(z.string()).optional(),
+  seed: z.number(),
+  workerId: z.string(),
+});
+
+const RecordedWorker = z.object({
+  workerId: z.string(),
+  role: z.enum(['environment', 'agent']),
+  agentIds: z.array(z.string()),
+  /** The Hello runtime ("detsim-ts/…", "detsim-rs/…"). */
+  runtime: z.string(),
+  buildDigest: z.string(),
+  capabilities: z.array(z.string()),
+});
+
+/** The schema of run.json (format detsim-run-v1). */
+export const RUN_JSON_SCHEMA = z.object({
+  format: z.literal(RUN_FORMAT),
+  sessionId: z.string(),
+  masterSeed: z.string(),
+  seedDerivation: z.string(),
+  steps: z.number(),
+  stepDuration: Rational,
+  epoch: z.string(),
+  // Older records may lack it: they ran concurrent.
+  dispatch: z.enum(DISPATCH_MODES).default('concurrent'),
+  protocol: z.object({ major: z.number(), minor: z.number(), contractDigest: z.string() }),
+  environment: RecordedEnvironment,
+  agents: z.array(RecordedAgent),
+  workers: z.array(RecordedWorker),
+  agentsPerWorker: z.number(),
+  transport: z.enum(['unix', 'tcp']),
+  deadlines: z.object({ startupMs: z.number(), stepMs: z.number(), captureMs: z.number() }),
+  seedCollisions: z.array(z.object({ seed: z.number(), agentIds: z.tuple([z.string(), z.string()]) })),
+});
+
+export type RunJson = z.output<typeof RUN_JSON_SCHEMA>;
+export type RecordedAgentJson = RunJson['agents'][number];
+
+/** A field path as the refusals name it: `agents[1].seed`, `(top level)` for the record itself. */
+function fieldPath(path: readonly PropertyKey[]): string {
+  if (path.length === 0) return '(top level)';
+  return path.map((p, i) => (typeof p === 'number' ? `[${p}]` : `${i === 0 ? '' : '.'}${String(p)}`)).join('');
+}
+
+/** run.json as a RunJson, or struct_invalid_field naming the first field that does not fit the schema. */
+export function readRunJson(value: unknown): RunJson {
+  const parsed = RUN_JSON_SCHEMA.safeParse(value);
+  if (parsed.success) return parsed.data;
+  const issue = parsed.error.issues[0]!;
+  const field = fieldPath(issue.path);
+  throw new DetsimError('struct_invalid_field', `${field}: ${issue.message}`, field);
+}

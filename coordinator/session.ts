@@ -1,0 +1,342 @@
+// The one session loop: `detsim run`, `detsim resume` and replay's runs all step through runLoop.
+// A starting state says how the session begins — fresh (initialize, write run.json: run.ts) or
+// restored (a group restored at boundary k with its kept trace prefix, in a new epoch:
+// checkpoint/resume.ts) — and the loop does the rest the same way for both: launch the workers,
+// one abort wiring (a signal, optionally SIGINT/SIGTERM), the step loop with the same extensions
+// (checkpoints) and pipelining, one summary builder, and receipt.json written as its last act.
+// A file it cannot write (a full disk) ends the session as an io failure naming the file.
+// NOT how a start is prepared or checked (run.ts, checkpoint/resume.ts), not the step protocol
+// (lockstep.ts), not process handling (launcher.ts).
+import { existsSync, rmSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { pino, type Logger } from 'pino';
+import type { PlannedWorker, RunPlan } from './config.js';
+import { DetsimError } from '../core/formats/errors.js';
+import type { Digest, Id } from '../core/formats/scalars.js';
+import { launchFleet, type Fleet, type WorkerCommand } from './launcher.js';
+import { Lockstep, type Dispatch, type LockstepHooks } from './lockstep.js';
+import { RUN_FILES, writeJsonDurable, type RunLog, type TraceWriter } from './run-dir.js';
+import { RunFailure, type RunPhase } from './run-failure.js';
+import { isWriteFailure, writeFailureOfErrno, type WriteFailure } from './write-failure.js';
+import { BehaviourDigest, canonicalBehaviour, EpochRebase, traceLine, type TraceBehaviour, type TransitionTrace } from './trace.js';
+import { writeReceipt, type ReceiptResult } from './receipt/receipt.js';
+
+export const SUMMARY_FORMAT = 'detsim-summary-v1';
+
+/** Progress of a run or a resumed run, as passed to `onProgress`. */
+export interface RunProgress {
+  /** Steps completed so far (the committed boundary). */
+  step: number;
+  steps: number;
+  /** Milliseconds since stepping began (after start-up and initialization or restore). */
+  elapsedMs: number;
+}
+
+/** Test hooks: per-phase callback, worker command override, the launched fleet. */
+export type SessionHooks = LockstepHooks & { commandFor?: (w: PlannedWorker) => WorkerCommand | undefined; onLaunched?: (fleet: Fleet) => void };
+
+/** What a run extension sees once every participant is initialized (or restored). */
+export interface RunExtensionContext {
+  plan: RunPlan;
+  runDir: string;
+  fleet: Fleet;
+  lockstep: Lockstep;
+  traces: TraceWriter;
+  logger: Logger;
+  epoch: Id;
+  steps: number;
+  signal: AbortSignal;
+}
+
+/**
+ * A plug-in around the step loop: `started` after initialization (or restore), `afterStep` after
+ * each committed step (its trace already appended), `finish` before summary.json is written (its
+ * result becomes summary fields). A throw from started/afterStep fails the session like any step failure.
+ */
+export interface RunExtension {
+  started(ctx: RunExtensionContext): Promise<void>;
+  /** Whether afterStep will need every agent Ready (not prepared ahead) at this boundary, e.g. to capture it. */
+  needsReadyAt?(boundary: bigint): boolean;
+  afterStep(trace: TransitionTrace): Promise<void>;
+  finish(failure: RunFailure | undefined): Promise<Record<string, unknown>>;
+}
+
+/** How the loop runs, whatever the start: the same options for run and resume. */
+export interface SessionOptions {
+  onProgress?: (p: RunProgress) => void;
+  /** Abort from outside; workers are stopped and a RunFailure('aborted') is thrown. */
+  signal?: AbortSignal;
+  /** Turn SIGINT/SIGTERM into an abort for the duration of the session (the CLIs set this). */
+  handleSignals?: boolean;
+  hooks?: SessionHooks;
+  logLevel?: 'debug' | 'info' | 'warn' | 'error';
+  /** Optional plug-in around the step loop (checkpoints: coordinator/checkpoint/run-checkpoints.ts). */
+  extension?: RunExtension;
+  /**
+   * Opt-in, default false: pipeline each step's Prepare behind the previous step's Commits
+   * (lockstep StepOptions.prepareNext); never past the last step nor into a boundary the extension
+   * needs Ready. Behaviour traces are the same either way, but it relaxes lockstep-v1's Phase D
+   * rule (the next Prepare only after every Commit succeeded): when one Commit fails, agents on
+   * other workers may already have prepared the next step. The session fails either way.
+   */
+  pipeline?: boolean;
+}
+
+/** What the live session hands a start once its workers are up. */
+export interface LiveSession {
+  fleet: Fleet;
+  lockstep: Lockstep;
+  logger: Logger;
+}
+
+/** Where a session begins: a fresh initialization (run.ts) or a restored group (checkpoint/resume.ts). */
+export interface SessionStart {
+  /** Names the session in log lines and failure messages. */
+  readonly kind: 'run' | 'resume';
+  readonly plan: RunPlan;
+  readonly runDir: string;
+  /** The boundary to step to. */
+  readonly steps: number;
+  readonly dispatch: Dispatch;
+  /** run.log (a restored start holds it in memory until the restore is accepted). */
+  readonly log: RunLog;
+  /** A trace writer opened before launch (a fresh start: a trace that cannot be created starts no worker). */
+  readonly traces?: TraceWriter;
+  /** The epoch the lockstep starts in (a restored start: the checkpoint's; the restore moves it on). */
+  readonly lockstepEpoch: Id;
+  /** The epoch new steps are taken in. */
+  readonly epoch: Id;
+  /** The run's first epoch: summary.json's behaviourDigest is over every step rebased onto it. */
+  readonly baseEpoch: Id;
+  /** Behaviours of the steps the trace already holds before the loop (a restored start's kept prefix). */
+  readonly keptBehaviours: readonly TraceBehaviour[];
+  /** Fields of the "started" log line. */
+  readonly startedFields: Record<string, unknown>;
+  /** The store directory the workers read restores from (a restored start). */
+  readonly storeDir?: string;
+  /** false while a failure is still a refusal that must leave the run directory as it was. */
+  accepted(): boolean;
+  /** Once launched: initialize and write run.json, or restore; the trace writer new steps go to. */
+  begin(live: LiveSession): Promise<TraceWriter>;
+  /** A failure before acceptance: undo what was staged; the error to throw. */
+  refused(e: unknown): unknown;
+  /** Summary fields this start adds (a resume block). */
+  summaryFields(): Record<string, unknown>;
+  /** The last work before summary.json (drop leftovers, flush the ledger). */
+  end(): Promise<void>;
+}
+
+/** A finished run or resume: its directory, behaviour digest over the whole run, steps completed and the ReproHash of the receipt it wrote. */
+export interface SessionResult {
+  runDir: string;
+  behaviourDigest: Digest;
+  /** Steps completed (the boundary reached). */
+  steps: number;
+  /** The ReproHash of the receipt.json written as the session's last act. */
+  reproHash: string;
+  receipt: ReceiptResult;
+}
+
+/**
+ * The session completed and wrote summary.json, but receipt.json could not be written: the run
+ * files are complete. Carries the write failure's reason code and names the file.
+ */
+export class ReceiptNotWritten extends DetsimError {
+  constructor(
+    readonly write: WriteFailure,
+    kind: SessionStart['kind'],
+    readonly runDir: string,
+  ) {
+    super(write.reason, `${kind} completed but its receipt was not written: ${write.message}; run.json, trace.jsonl and summary.json are complete`, write.field);
+    this.name = 'ReceiptNotWritten';
+  }
+}
+
+/** The session's one abort wiring: the caller's signal and, when asked, SIGINT/SIGTERM. */
+export function abortWiring(opts: { signal?: AbortSignal; handleSignals?: boolean }): { signal: AbortSignal; release: () => void } {
+  const controller = new AbortController();
+  const onAbort = () => controller.abort();
+  opts.signal?.addEventListener('abort', onAbort, { once: true });
+  if (opts.signal?.aborted) controller.abort();
+  if (opts.handleSignals) {
+    process.on('SIGINT', onAbort);
+    process.on('SIGTERM', onAbort);
+  }
+  return {
+    signal: controller.signal,
+    release: () => {
+      opts.signal?.removeEventListener('abort', onAbort);
+      process.off('SIGINT', onAbort);
+      process.off('SIGTERM', onAbort);
+    },
+  };
+}
+
+/**
+ * Run a session from its start to `start.steps`: launch, begin (initialize or restore), step,
+ * write summary.json and then receipt.json. A refusal before the start is accepted is thrown as
+ * the start's refusal; a failure after it is written to summary.json and thrown as a RunFailure.
+ */
+export async function runLoop(start: SessionStart, opts: SessionOptions): Promise<SessionResult> {
+  const { plan, runDir, steps, log, kind } = start;
+  const logger: Logger = pino({ level: opts.logLevel ?? 'info', base: { sessionId: plan.sessionId } }, log);
+  const startedAt = process.hrtime.bigint();
+  const startedWall = Date.now();
+  const digest = new BehaviourDigest();
+  for (const b of start.keptBehaviours) digest.add(rebase(b, start.baseEpoch));
+  const { signal, release } = abortWiring(opts);
+  let fleet: Fleet | undefined;
+  let traces = start.traces;
+  let failure: RunFailure | undefined;
+  let refusal: { e: unknown } | undefined;
+  logger.info(start.startedFields, `${kind} started`);
+
+  try {
+    fleet = await launchFleet(plan, { logger, signal, commandFor: opts.hooks?.commandFor, ...(start.storeDir ? { storeDir: start.storeDir } : {}) });
+    opts.hooks?.onLaunched?.(fleet);
+    const lockstep = new Lockstep(plan, fleet, { dispatch: start.dispatch, epoch: start.lockstepEpoch, startedAt, logger, signal, hooks: opts.hooks });
+    traces = await start.begin({ fleet, lockstep, logger });
+    await opts.extension?.started({ plan, runDir, fleet, lockstep, traces, logger, epoch: start.epoch, steps, signal });
+    await stepLoop(start, { lockstep, traces, logger, digest, signal }, opts);
+  } catch (e) {
+    if (!start.accepted()) refusal = { e };
+    else {
+      failure = interruptedOr(failureOf(e, String(digest.steps), 'prepare'), signal, kind);
+      logger.error({ failure: failure.toJSON() }, `${kind} failed`);
+    }
+  } finally {
+    release();
+    const stopped = failure ?? refusal;
+    await fleet?.shutdown(stopped ? 'run-failed' : 'run-complete', stopped ? 500 : 2_000);
+  }
+  if (refusal) throw start.refused(refusal.e);
+  failure = closeNoting(() => traces?.close(), failure, String(digest.steps));
+  const extensionFields = opts.extension ? await opts.extension.finish(failure) : {};
+  await start.end();
+
+  const summary = summaryOf(start, { failure, digest, wallTimeMs: Date.now() - startedWall, extensionFields });
+  failure = writeSummary(runDir, summary, failure, String(digest.steps));
+  logger.info({ summary }, `${kind} finished`);
+  log.close();
+  failure ??= log.failure ? RunFailure.ofWrite(log.failure, { step: String(digest.steps), phase: 'shutdown' }) : undefined;
+  if (failure) {
+    failure.runDir = resolve(runDir);
+    throw failure;
+  }
+  // The last act: the run files are final, so the receipt gathers exactly what they hold.
+  const receipt = receiptOf(kind, resolve(runDir));
+  return { runDir: resolve(runDir), behaviourDigest: summary.behaviourDigest, steps: digest.steps, reproHash: receipt.reproHash, receipt };
+}
+
+/** The step loop proper, the same for a fresh and a restored start. */
+async function stepLoop(start: SessionStart, live: { lockstep: Lockstep; traces: TraceWriter; logger: Logger; digest: BehaviourDigest; signal: AbortSignal }, opts: SessionOptions): Promise<void> {
+  const { lockstep, traces, logger, digest, signal } = live;
+  const { steps, kind, log } = start;
+  // Progress rates count stepping only, from here (start-up is not a step).
+  const loopStart = Date.now();
+  opts.onProgress?.({ step: digest.steps, steps, elapsedMs: 0 });
+  while (digest.steps < steps) {
+    const k = digest.steps;
+    if (signal.aborted) throw new RunFailure('aborted', `the ${kind} was interrupted`, { step: String(k), phase: 'prepare' });
+    // Prepare(k+1) may ride behind Commit(k) unless k+1 is the end or the extension captures there.
+    const prepareNext = (opts.pipeline ?? false) && k + 1 < steps && !(opts.extension?.needsReadyAt?.(BigInt(k + 1)) ?? false);
+    const trace = await lockstep.step({ prepareNext });
+    const behaviourText = canonicalBehaviour(trace.behaviour);
+    traces.appendLine(traceLine(behaviourText, trace.operational));
+    digest.addCanonical(start.epoch === start.baseEpoch ? behaviourText : canonicalBehaviour(rebase(trace.behaviour, start.baseEpoch)));
+    logger.debug({ step: k, wallTimeNs: trace.operational.wallTimeNs }, 'step committed');
+    await opts.extension?.afterStep(trace);
+    log.throwIfFailed();
+    opts.onProgress?.({ step: k + 1, steps, elapsedMs: Date.now() - loopStart });
+  }
+  log.throwIfFailed();
+}
+
+/** Ctrl-C reaches the workers too; their deaths are a consequence of the abort, not its cause. */
+function interruptedOr(failure: RunFailure, signal: AbortSignal, kind: SessionStart['kind']): RunFailure {
+  if (!signal.aborted || failure.kind === 'aborted') return failure;
+  return new RunFailure('aborted', `the ${kind} was interrupted (${failure.message})`, { step: failure.step, phase: failure.phase });
+}
+
+/** The one summary.json builder: status, steps, the (rebased) behaviour digest, failure, extension and start fields. */
+function summaryOf(start: SessionStart, end: { failure: RunFailure | undefined; digest: BehaviourDigest; wallTimeMs: number; extensionFields: Record<string, unknown> }) {
+  const { failure } = end;
+  const rebased = start.kind === 'resume' ? `, each rebased to epoch ${start.baseEpoch} (EpochRebase)` : '';
+  return {
+    format: SUMMARY_FORMAT,
+    sessionId: start.plan.sessionId,
+    status: failure ? (failure.kind === 'aborted' ? 'aborted' : 'failed') : 'completed',
+    stepsPlanned: start.steps,
+    stepsDone: end.digest.steps,
+    epoch: start.baseEpoch,
+    behaviourDigest: end.digest.digest(),
+    behaviourDigestAlgorithm: `sha256 over canonical(behaviour)+"\\n" per step, in step order${rebased}`,
+    failure: failure ? failure.toJSON() : null,
+    wallTimeMs: end.wallTimeMs,
+    ...start.summaryFields(),
+    ...end.extensionFields,
+  };
+}
+
+function rebase(b: TraceBehaviour, base: Id): TraceBehaviour {
+  return b.scope.epoch === base ? b : new EpochRebase(b.scope.epoch, base).apply(b);
+}
+
+/** receipt.json for a completed session; a failed write is ReceiptNotWritten (the run files are complete). */
+function receiptOf(kind: SessionStart['kind'], runDir: string): ReceiptResult {
+  try {
+    return writeReceipt(runDir);
+  } catch (e) {
+    if (!isWriteFailure(e)) throw e;
+    throw new ReceiptNotWritten(e, kind, runDir);
+  }
+}
+
+/** Why a run or resume stopped: a RunFailure as it is, a failed write as an io failure, anything else internal. */
+export function failureOf(e: unknown, step: string, phase: RunPhase): RunFailure {
+  if (e instanceof RunFailure) return e;
+  const write = writeFailureOfErrno(e);
+  if (write) return RunFailure.ofWrite(write, { step, phase });
+  return new RunFailure('internal', e instanceof Error ? e.message : String(e), { step, phase });
+}
+
+/** Close a file at the end of a run, noting a failed final write as the run's failure unless it already has one. */
+export function closeNoting(close: () => void, failure: RunFailure | undefined, step: string): RunFailure | undefined {
+  try {
+    close();
+    return failure;
+  } catch (e) {
+    return failure ?? failureOf(e, step, 'shutdown');
+  }
+}
+
+/**
+ * Write summary.json, the run directory's last run file. An older summary.json (a resumed run's)
+ * describes files that have changed since: when there is no room to replace it, it is removed and
+ * the write tried once more in the room it leaves, so the directory never keeps a stale summary.
+ * A summary that still cannot be written ends the run as an io failure that says so, folded into
+ * the run's own failure when it has one.
+ */
+export function writeSummary(runDir: string, summary: unknown, failure: RunFailure | undefined, step: string): RunFailure | undefined {
+  try {
+    writeSummaryMakingRoom(runDir, summary);
+    return failure;
+  } catch (e) {
+    if (!isWriteFailure(e)) throw e;
+    if (!failure) return RunFailure.ofWrite(e, { step, phase: 'shutdown' });
+    const folded = new RunFailure(failure.kind, `${failure.detail}; ${RUN_FILES.summary} was not written either (${e.code})`, { workerId: failure.workerId, agentIds: failure.agentIds, step: failure.step, phase: failure.phase });
+    folded.reason = failure.reason ?? e.reason;
+    return folded;
+  }
+}
+
+function writeSummaryMakingRoom(runDir: string, summary: unknown): void {
+  const path = join(runDir, RUN_FILES.summary);
+  try {
+    writeJsonDurable(runDir, RUN_FILES.summary, summary);
+  } catch (e) {
+    if (!isWriteFailure(e) || e.reason !== 'size_no_space' || !existsSync(path)) throw e;
+    rmSync(path);
+    writeJsonDurable(runDir, RUN_FILES.summary, summary);
+  }
+}
