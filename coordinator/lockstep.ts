@@ -21,6 +21,7 @@ import {
   type JsonObject,
   type PreparedDecision,
 } from '../core/protocol/index.js';
+import { IllegalTransition } from './illegal-transition.js';
 import { RunFailure, type RunPhase } from './run-failure.js';
 import { batchIdFor, type TraceAgent, type TraceReward, type TransitionTrace } from './trace.js';
 
@@ -91,11 +92,24 @@ export function epochId(n: number): Id {
 
 const byString = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
 
+/** The states from which a restored group may be installed or the loop failed from outside. */
+const AT_REST: readonly LockstepState[] = ['starting', 'ready', 'failed'];
+
+/**
+ * The lockstep loop's state machine. Outside code reads `state`, `boundary` and `identities`;
+ * only these methods move it (anything else throws IllegalTransition):
+ *
+ *   starting --initialize()------------------------------------------------> ready(0)
+ *   starting --adoptIdentities(ids)----------------------------------------> starting (identities known)
+ *   ready(k) --step(): preparing → applying → observing → committing -------> ready(k+1)
+ *   preparing | applying | observing | committing --(any failure)----------> failed
+ *   starting | ready | failed --installRestored(epoch, k, observations)---> ready(k) in the new epoch
+ *   starting | ready | failed --fail()------------------------------------> failed (a fenced restore)
+ */
 export class Lockstep {
-  state: LockstepState = 'starting';
-  /** The committed boundary k: the next step to run is k. */
-  boundary = 0n;
-  identities: Identities | undefined;
+  private currentState: LockstepState = 'starting';
+  private committedBoundary = 0n;
+  private knownIdentities: Identities | undefined;
   /** The current observation of every agent (installed at the last committed boundary). */
   private observations = new Map<Id, JsonObject>();
   private readonly agentWorker = new Map<Id, LaunchedWorker>();
@@ -120,6 +134,39 @@ export class Lockstep {
     return this.restoredEpoch ?? this.opts.epoch;
   }
 
+  get state(): LockstepState {
+    return this.currentState;
+  }
+
+  /** The committed boundary k: the next step to run is k. */
+  get boundary(): bigint {
+    return this.committedBoundary;
+  }
+
+  /** What initialization (or adoptIdentities) established about every participant. */
+  get identities(): Identities | undefined {
+    return this.knownIdentities;
+  }
+
+  private expectState(transition: string, allowed: readonly LockstepState[]): void {
+    if (!allowed.includes(this.currentState)) throw new IllegalTransition('lockstep', transition, this.currentState);
+  }
+
+  /**
+   * Starting → Starting: take the identities a previous run recorded (run.json), for a fresh fleet
+   * that is restored rather than initialized.
+   */
+  adoptIdentities(identities: Identities): void {
+    this.expectState('adoptIdentities', ['starting']);
+    this.knownIdentities = identities;
+  }
+
+  /** Starting | Ready | Failed → Failed: the group around the loop was fenced; nothing steps. */
+  fail(): void {
+    this.expectState('fail', AT_REST);
+    this.currentState = 'failed';
+  }
+
   // -------------------------------------------------------------------------------------------
   // Checkpoint hooks (coordinator/checkpoint): read the committed boundary's observations for a
   // capture, and install a restored group's state in a new epoch. Nothing else changes here.
@@ -137,12 +184,13 @@ export class Lockstep {
    * environment returned on activation. The loop is then at Ready(k) in that epoch.
    */
   installRestored(epoch: Id, boundary: bigint, observations: { agentId: Id; observation: JsonObject }[]): void {
-    if (this.pendingPrepare) throw new Error('lockstep: installRestored() while a pipelined Prepare is outstanding');
+    this.expectState('installRestored', AT_REST);
+    if (this.pendingPrepare) throw new IllegalTransition('lockstep', 'installRestored', `${this.currentState} (a pipelined Prepare is outstanding)`);
     const ctx = { workerId: this.fleet.environment.plan.workerId, agentIds: [], step: boundary.toString(), phase: 'environment-initialize' as RunPhase };
     this.observations = this.readObservations(observations, ctx);
     this.restoredEpoch = epoch;
-    this.boundary = boundary;
-    this.state = 'ready';
+    this.committedBoundary = boundary;
+    this.currentState = 'ready';
   }
 
   // Objects that go on the wire or into the trace are built with their keys in RFC 8785 order:
@@ -155,6 +203,7 @@ export class Lockstep {
   // Initialization: Environment.Initialize → initial observations → Agent.Initialize (batched).
 
   async initialize(): Promise<Identities> {
+    this.expectState('initialize', ['starting']);
     const { plan } = this;
     const scope = this.scope(0n);
     const deadline = Math.max(plan.deadlines.stepMs, plan.deadlines.startupMs);
@@ -191,10 +240,11 @@ export class Lockstep {
         agents.set(entry.agentId, entry);
       }
     }
-    this.identities = { environment: { environmentId: r.environmentId, modelVersion: r.modelVersion, profileDigest: r.profileDigest }, agents };
-    this.state = 'ready';
-    this.boundary = 0n;
-    return this.identities;
+    const identities: Identities = { environment: { environmentId: r.environmentId, modelVersion: r.modelVersion, profileDigest: r.profileDigest }, agents };
+    this.knownIdentities = identities;
+    this.currentState = 'ready';
+    this.committedBoundary = 0n;
+    return identities;
   }
 
   // -------------------------------------------------------------------------------------------
@@ -206,12 +256,12 @@ export class Lockstep {
   }
 
   async step(opts: StepOptions = {}): Promise<TransitionTrace> {
-    if (this.state !== 'ready') throw new Error(`lockstep: step() in state ${this.state}`);
-    const k = this.boundary;
+    this.expectState('step', ['ready']);
+    const k = this.committedBoundary;
     try {
       return await this.transition(k, opts.prepareNext === true);
     } catch (e) {
-      this.state = 'failed';
+      this.currentState = 'failed';
       throw e;
     }
   }
@@ -248,7 +298,7 @@ export class Lockstep {
     const deadline = plan.deadlines.stepMs;
 
     // Phase A: Prepare every agent (one message per worker); results ordered by agent id.
-    this.state = 'preparing';
+    this.currentState = 'preparing';
     const { prepared, order: prepareOrder } = await this.prepareReplies(k);
     const decisions = new Map<Id, { d: PreparedDecision; requestId: string }>();
     for (const rep of prepared) {
@@ -265,7 +315,7 @@ export class Lockstep {
     }
 
     // Phase B: the action batch in port order; exactly one Environment.Advance.
-    this.state = 'applying';
+    this.currentState = 'applying';
     const actions = plan.agents.map((a) => ({ action: this.execute(a.actionFields, decisions.get(a.agentId)!.d, k), agentId: a.agentId, portId: a.portId }));
     const controlDigest = canonicalDigest(actions);
     const batchId = batchIdFor(this.epoch, k);
@@ -273,7 +323,7 @@ export class Lockstep {
     const adv = await this.call<EnvironmentAdvanceResult>(this.fleet.environment, METHODS.environmentAdvance, scope, { actions, batchId }, 'advance', deadline);
 
     // Phase C: check the transition and evaluate it exactly once.
-    this.state = 'observing';
+    this.currentState = 'observing';
     const next = (k + 1n).toString();
     const envCtx = this.ctx(this.fleet.environment, 'advance', k);
     const a = adv.result;
@@ -289,7 +339,7 @@ export class Lockstep {
     // Phase D: Commit every agent; only when all succeed does the boundary move. With prepareNext
     // each worker's Prepare(k+1) follows its Commit(k) on the stream; it is awaited by step k+1,
     // which never starts (no Advance(k+1)) unless every Commit(k) succeeded.
-    this.state = 'committing';
+    this.currentState = 'committing';
     const commitOrder: Id[] = [];
     const hooks: [RunPhase, bigint][] = prepareNext ? [['commit', k], ['prepare', k + 1n]] : [['commit', k]];
     const pending: PendingPrepare = { step: k + 1n, replies: [], order: [] };
@@ -323,12 +373,12 @@ export class Lockstep {
     }
 
     this.observations = observations;
-    this.boundary = k + 1n;
+    this.committedBoundary = k + 1n;
     if (byWorker.size === this.fleet.agents.length) {
       pending.replies = this.fleet.agents.map((w) => byWorker.get(w.plan.workerId)!);
       this.pendingPrepare = pending;
     }
-    this.state = 'ready';
+    this.currentState = 'ready';
 
     const agents: TraceAgent[] = [...decisions.values()]
       .map(({ d }) => ({
@@ -337,7 +387,7 @@ export class Lockstep {
         committedStep: next,
         decision: d.decision as JsonValue,
         decisionDigest: canonicalDigest(d.decision),
-        profileDigest: this.identities!.agents.get(d.agentId)!.profileDigest,
+        profileDigest: this.knownIdentities!.agents.get(d.agentId)!.profileDigest,
         remainder: d.remainder,
         ticksAdvanced: d.ticksAdvanced,
       }))

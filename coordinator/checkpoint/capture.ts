@@ -86,7 +86,7 @@ export async function captureGroup(group: CheckpointGroup, opts: CaptureOptions)
   }
   const live = group.live();
   const reservation = reserve(group);
-  group.phase = 'capturing';
+  group.beginCapture();
   const k = group.boundary;
   const boundary = k.toString();
   const scope = group.scope(group.epoch, k);
@@ -127,6 +127,6 @@ export async function captureGroup(group: CheckpointGroup, opts: CaptureOptions)
     if (isDetsimError(e)) throw new CheckpointRefusal(e.reason.startsWith('size_writer') ? 'BUSY' : 'FAILED', e.reason, `capture ${checkpointId}: ${e.message}`, { field: e.field });
     throw e;
   } finally {
-    group.phase = phase;
+    group.endCapture();
   }
 }

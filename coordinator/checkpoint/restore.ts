@@ -12,7 +12,7 @@ import type { LaunchedWorker } from '../launcher.js';
 import { CAPABILITIES, METHODS, type ActivateRestoreResult, type JsonObject, type Params, type StageRestoreResult } from '../../core/protocol/index.js';
 import { loadGeneration, type CheckpointStore } from '../store/store.js';
 import { expectedAgentDigest, expectedEnvironmentDigest } from './compatibility.js';
-import { RollingBehaviour, type CheckpointGroup } from './group.js';
+import type { CheckpointGroup } from './group.js';
 import { PAYLOAD_NAMES, readCoordinatorPayloads, type BehaviourPrefix } from './manifest.js';
 import { CheckpointRefusal, participantOf, type Participant } from './refusal.js';
 import { checkIdentity } from './restore-identity.js';
@@ -151,8 +151,7 @@ export async function restoreGroup(group: CheckpointGroup, source: RestoreSource
 
   const k = BigInt(m.sourceScope.step);
   const scope: Scope = group.scope(opts.epoch, k);
-  const before = group.phase;
-  group.phase = 'restoring';
+  group.beginRestore();
   const acks = new Map<LaunchedWorker, string[]>();
   const noteAck = (agentId: Id | null, requestId: string) => {
     const w = group.workerOf(agentId);
@@ -171,9 +170,8 @@ export async function restoreGroup(group: CheckpointGroup, source: RestoreSource
       noteAck(p.agentId, rep.requestId);
       staged.push({ participant: p.participant, agentId: p.agentId, workerId: group.workerOf(p.agentId).plan.workerId, restoreToken: rep.result.restoreToken });
     } catch (e) {
-      for (const s of staged) group.tainted.add(s.participant);
-      group.phase = staged.length > 0 ? 'fenced' : before;
-      if (staged.length > 0) group.lockstep.state = 'failed';
+      if (staged.length > 0) group.fence(staged.map((s) => s.participant));
+      else group.abandonRestore();
       await group.acknowledge(acks);
       throw annotate(e, `stage failed; nothing activates${staged.length > 0 ? `; tainted: ${staged.map((s) => s.participant).join(', ')}` : '; nothing was staged'}`);
     }
@@ -182,9 +180,7 @@ export async function restoreGroup(group: CheckpointGroup, source: RestoreSource
   // Activate in the same order. Any failure fences the group: nothing steps until a restore over replaced participants.
   let observations: { agentId: Id; observation: JsonObject }[] | undefined;
   const fence = async (e: unknown, what: string): Promise<never> => {
-    for (const s of staged) group.tainted.add(s.participant);
-    group.phase = 'fenced';
-    group.lockstep.state = 'failed';
+    group.fence(staged.map((s) => s.participant));
     await group.acknowledge(acks);
     throw annotate(e, `${what}; the group is fenced (tainted: ${staged.map((s) => s.participant).join(', ')})`);
   };
@@ -215,12 +211,7 @@ export async function restoreGroup(group: CheckpointGroup, source: RestoreSource
   }
 
   // Install the coordinator state: observations at k, clocks, reward ledger, behaviour chain; Paused(k).
-  group.lockstep.installRestored(opts.epoch, k, observations!);
-  group.clocks = coord.clocks;
-  group.rewardTotals = coord.rewardTotals;
-  group.eventsIssued = coord.eventsIssued;
-  group.behaviour = new RollingBehaviour(coord.behaviour.baseEpoch, coord.behaviour);
-  group.phase = 'paused';
+  group.install(opts.epoch, k, observations!, coord);
   await group.acknowledge(acks);
   await group.ledger?.append({
     event: 'restored',

@@ -182,7 +182,7 @@ async function resumeLocked(runDir: string, opts: ResumeOptions): Promise<Resume
     fleet = await launchFleet(plan, { logger, signal: controller.signal, commandFor: opts.commandFor, storeDir: storeDirOf(runDir) });
     // Fresh workers hold no epoch yet; the loop starts in the checkpoint's epoch and the restore moves it to the new one.
     const lockstep = new Lockstep(plan, fleet, { dispatch: rec.dispatch, epoch: record.epoch, startedAt, logger, signal: controller.signal });
-    lockstep.identities = rec.identities;
+    lockstep.adoptIdentities(rec.identities);
     const group = new CheckpointGroup({ plan, fleet, lockstep, logger, writer: ck.writer, ledger: ck.ledger, baseEpoch });
     const ledgerDetail: Record<string, JsonValue> = { tornLines: String(split.abandoned.length - split.abandonedSteps.length) };
     if (split.abandonedSteps.length > 0) ledgerDetail.abandonedSteps = { from: split.abandonedSteps[0]!.toString(), to: split.abandonedSteps[split.abandonedSteps.length - 1]!.toString() };
