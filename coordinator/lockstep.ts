@@ -12,14 +12,14 @@ import { diagnoseCallFailure, type Fleet, type LaunchedWorker } from './launcher
 import {
   METHODS,
   WorkerCallError,
-  type AgentCommitResult,
-  type AgentInitializeResult,
   type AgentInitializeResultEntry,
   type AgentPrepareResult,
   type EnvironmentAdvanceResult,
-  type EnvironmentInitializeResult,
   type JsonObject,
+  type Method,
+  type ParamsOf,
   type PreparedDecision,
+  type ResultOf,
 } from '../core/protocol/index.js';
 import { IllegalTransition } from './illegal-transition.js';
 import { RunFailure, type RunPhase } from './run-failure.js';
@@ -207,7 +207,7 @@ export class Lockstep {
     const { plan } = this;
     const scope = this.scope(0n);
     const deadline = Math.max(plan.deadlines.stepMs, plan.deadlines.startupMs);
-    const env = await this.call<EnvironmentInitializeResult>(this.fleet.environment, METHODS.environmentInitialize, scope, {
+    const env = await this.call(this.fleet.environment, METHODS.environmentInitialize, scope, {
       environmentId: plan.environment.environmentId,
       model: plan.environment.model,
       params: plan.environment.params,
@@ -223,7 +223,7 @@ export class Lockstep {
     this.observations = this.readObservations(r.observations, ctxEnv);
 
     const replies = await this.dispatch(this.fleet.agents, [['agent-initialize', 0n]], (w) =>
-      this.call<AgentInitializeResult>(w, METHODS.agentInitialize, scope, {
+      this.call(w, METHODS.agentInitialize, scope, {
         agents: w.plan.agentIds.map((id) => {
           const a = plan.agents.find((p) => p.agentId === id)!;
           return { agentId: id, model: a.model, params: a.params, seed: a.seed, stepDuration: plan.stepDuration.toJSON(), observation: this.observations.get(id)! };
@@ -269,7 +269,7 @@ export class Lockstep {
   /** Send one worker's Prepare for `step`; its reply is awaited by the step that needs it. */
   private sendPrepare(w: LaunchedWorker, step: bigint, order: Id[]): Promise<Reply<AgentPrepareResult>> {
     const scope = this.scope(step);
-    return this.call<AgentPrepareResult>(w, METHODS.agentPrepare, scope, { agents: w.plan.agentIds.map((agentId) => ({ agentId })) }, 'prepare', this.plan.deadlines.stepMs).then((rep) => {
+    return this.call(w, METHODS.agentPrepare, scope, { agents: w.plan.agentIds.map((agentId) => ({ agentId })) }, 'prepare', this.plan.deadlines.stepMs).then((rep) => {
       order.push(w.plan.workerId);
       return rep;
     });
@@ -320,7 +320,7 @@ export class Lockstep {
     const controlDigest = canonicalDigest(actions);
     const batchId = batchIdFor(this.epoch, k);
     await this.opts.hooks?.beforePhase?.(k, 'advance');
-    const adv = await this.call<EnvironmentAdvanceResult>(this.fleet.environment, METHODS.environmentAdvance, scope, { actions, batchId }, 'advance', deadline);
+    const adv = await this.call(this.fleet.environment, METHODS.environmentAdvance, scope, { actions, batchId }, 'advance', deadline);
 
     // Phase C: check the transition and evaluate it exactly once.
     this.currentState = 'observing';
@@ -345,7 +345,7 @@ export class Lockstep {
     const pending: PendingPrepare = { step: k + 1n, replies: [], order: [] };
     const byWorker = new Map<Id, Promise<Reply<AgentPrepareResult>>>();
     const committed = await this.dispatch(this.fleet.agents, hooks, async (w) => {
-      const commit = this.call<AgentCommitResult>(w, METHODS.agentCommit, scope, {
+      const commit = this.call(w, METHODS.agentCommit, scope, {
         agents: w.plan.agentIds.map((agentId) => ({
           agentId,
           observation: observations.get(agentId)!,
@@ -474,8 +474,8 @@ export class Lockstep {
     return workers.map((w) => byWorker.get(w.plan.workerId)!);
   }
 
-  /** One request to one worker; an error reply, transport failure, deadline or abort → RunFailure. */
-  private async call<T>(w: LaunchedWorker, method: string, scope: Scope, params: Record<string, unknown>, phase: RunPhase, deadlineMs: number): Promise<Reply<T>> {
+  /** One request to one worker, typed by the method table; an error reply, transport failure, deadline or abort → RunFailure. */
+  private async call<M extends Method>(w: LaunchedWorker, method: M, scope: Scope, params: ParamsOf<M>, phase: RunPhase, deadlineMs: number): Promise<Reply<ResultOf<M>>> {
     const ctx = this.ctx(w, phase, BigInt(scope.step));
     let requestId: string | undefined;
     for (let attempt = 0; ; attempt++) {
@@ -487,7 +487,7 @@ export class Lockstep {
         }
         this.expect(reply.workerId === w.plan.workerId, `reply from worker ${JSON.stringify(reply.workerId)}`, ctx);
         this.expect(sameScope(reply.scope, scope), `reply scope ${JSON.stringify(reply.scope)} differs from the request's`, ctx);
-        return { worker: w, requestId: rep.requestId, result: reply.result as T };
+        return { worker: w, requestId: rep.requestId, result: reply.result };
       } catch (e) {
         // A reply lost in transport: re-send the same request id and body once; the worker's
         // idempotency cache answers without executing again (reference §3.6 uncertain call).

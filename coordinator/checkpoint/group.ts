@@ -9,7 +9,7 @@ import type { Id, Scope } from '../../core/formats/scalars.js';
 import type { Fleet, LaunchedWorker } from '../launcher.js';
 import type { Lockstep } from '../lockstep.js';
 import { IllegalTransition } from '../illegal-transition.js';
-import { describeExit, METHODS, WorkerCallError, type JsonObject, type Params } from '../../core/protocol/index.js';
+import { describeExit, METHODS, WorkerCallError, type JsonObject, type Method, type ParamsOf, type ResultOf } from '../../core/protocol/index.js';
 import type { Ledger } from '../store/ledger.js';
 import type { CheckpointWriter } from '../store/writer.js';
 import { canonicalBehaviour, EpochRebase, type TraceBehaviour, type TransitionTrace } from '../trace.js';
@@ -244,7 +244,7 @@ export class CheckpointGroup {
   }
 
   /** One attributed call: an error reply or a transport failure becomes a CheckpointRefusal naming the participant. */
-  async call<T>(agentId: Id | null, participant: Participant, method: string, scope: Scope, params: Params, opts: { attachment?: Uint8Array; reason?: 'audit_participant_refused' } = {}): Promise<CallResult<T>> {
+  async call<M extends Method>(agentId: Id | null, participant: Participant, method: M, scope: Scope, params: ParamsOf<M>, opts: { attachment?: Uint8Array; reason?: 'audit_participant_refused' } = {}): Promise<CallResult<ResultOf<M>>> {
     const w = this.workerOf(agentId);
     let rep;
     try {
@@ -260,7 +260,7 @@ export class CheckpointGroup {
       const status = (STATUSES.includes(code) ? code : 'FAILED') as CheckpointStatus;
       throw new CheckpointRefusal(status, 'audit_participant_refused', `${participant} (${w.plan.workerId}) refused ${method}: ${code}: ${reply.error.message}`, { participant, workerCode: code, mutation: reply.error.mutation });
     }
-    const out: CallResult<T> = { requestId: rep.requestId, result: reply.result as T };
+    const out: CallResult<ResultOf<M>> = { requestId: rep.requestId, result: reply.result };
     if (rep.attachment) out.attachment = rep.attachment;
     return out;
   }
