@@ -262,7 +262,9 @@ export class Lockstep {
    */
   installRestored(epoch: Id, boundary: bigint, observations: { agentId: Id; observation: JsonObject }[]): void {
     this.expectState('installRestored', AT_REST);
-    if (this.pendingPrepare) throw new IllegalTransition('lockstep', 'installRestored', `${this.currentState} (a pipelined Prepare is outstanding)`);
+    if (this.pendingPrepare) {
+      throw new IllegalTransition('lockstep', 'installRestored', `${this.currentState} (a pipelined Prepare is outstanding)`);
+    }
     const ctx = { workerId: this.fleet.environment.plan.workerId, agentIds: [], step: boundary.toString(), phase: 'environment-initialize' as RunPhase };
     try {
       this.observations = this.readObservations(observations, ctx);
@@ -451,7 +453,13 @@ export class Lockstep {
    * on the stream; it is awaited by step k+1, which never starts (no Advance(k+1)) unless every
    * Commit(k) succeeded.
    */
-  private async commitPhase(k: bigint, scope: Scope, decisions: Map<Id, Decision>, advanced: Advanced, prepareNext: boolean): Promise<Committed> {
+  private async commitPhase(
+    k: bigint,
+    scope: Scope,
+    decisions: Map<Id, Decision>,
+    advanced: Advanced,
+    prepareNext: boolean,
+  ): Promise<Committed> {
     this.currentState = 'committing';
     const next = (k + 1n).toString();
     const order: Id[] = [];
@@ -491,7 +499,13 @@ export class Lockstep {
   }
 
   /** The committed transition's trace: behaviour (what reproduces) and operational facts. */
-  private traceOf(k: bigint, scope: Scope, prepared: Prepared, advanced: Advanced, committed: Committed): TransitionTrace {
+  private traceOf(
+    k: bigint,
+    scope: Scope,
+    prepared: Prepared,
+    advanced: Advanced,
+    committed: Committed,
+  ): TransitionTrace {
     const next = (k + 1n).toString();
     const a = advanced.result;
     const agents: TraceAgent[] = [...prepared.decisions.values()]
@@ -592,7 +606,14 @@ export class Lockstep {
    * One request to one worker, typed by the method table. An error reply, a reply from another
    * worker or scope, a transport failure, deadline or abort is thrown as a RunFailure (runFailureOf).
    */
-  private async call<M extends Method>(w: LaunchedWorker, method: M, scope: Scope, params: ParamsOf<M>, phase: RunPhase, deadlineMs: number): Promise<Reply<ResultOf<M>>> {
+  private async call<M extends Method>(
+    w: LaunchedWorker,
+    method: M,
+    scope: Scope,
+    params: ParamsOf<M>,
+    phase: RunPhase,
+    deadlineMs: number,
+  ): Promise<Reply<ResultOf<M>>> {
     const ctx = this.ctx(w, phase, BigInt(scope.step));
     let requestId: string | undefined;
     for (let attempt = 0; ; attempt++) {

@@ -53,7 +53,8 @@ export interface RuntimeOutcome {
  * method's result body (core/protocol/methods.ts). Params arrive unchecked off the wire: each
  * handler validates its own.
  */
-type Handler<M extends Method> = (req: Request, attachment: Uint8Array | undefined) => HostReply<ResultOf<M>> | Promise<HostReply<ResultOf<M>>>;
+type Handler<M extends Method> = (req: Request, attachment: Uint8Array | undefined) => Replied<ResultOf<M>>;
+type Replied<R extends object> = HostReply<R> | Promise<HostReply<R>>;
 export type Handlers = { readonly [M in Method]: Handler<M> };
 
 /** Served even to a stopping worker (once the stream said Hello). */

@@ -9,7 +9,9 @@ import type { Id, Scope } from '../../core/formats/scalars.js';
 import type { Fleet, LaunchedWorker } from '../launcher.js';
 import type { Lockstep } from '../lockstep.js';
 import { IllegalTransition } from '../illegal-transition.js';
-import { describeExit, METHODS, WorkerCallError, type JsonObject, type Method, type ParamsOf, type ResultOf } from '../../core/protocol/index.js';
+import {
+  describeExit, METHODS, WorkerCallError, type JsonObject, type Method, type ParamsOf, type ResultOf,
+} from '../../core/protocol/index.js';
 import type { Ledger } from '../store/ledger.js';
 import type { CheckpointWriter } from '../store/writer.js';
 import { canonicalBehaviour, EpochRebase, type TraceBehaviour, type TransitionTrace } from '../trace.js';
@@ -128,7 +130,8 @@ export class CheckpointGroup {
   }
 
   private expectPhase(transition: string, allowed: readonly GroupPhase[]): void {
-    if (!allowed.includes(this.currentPhase)) throw new IllegalTransition('checkpoint group', transition, this.currentPhase);
+    if (allowed.includes(this.currentPhase)) return;
+    throw new IllegalTransition('checkpoint group', transition, this.currentPhase);
   }
 
   /** Ready | Paused → Capturing. */
@@ -172,7 +175,12 @@ export class CheckpointGroup {
    * Restoring → Paused(k) in `epoch`: the lockstep takes the environment's restored observations
    * at k, the group the coordinator state the checkpoint sealed (clocks, rewards, events, behaviour).
    */
-  install(epoch: Id, boundary: bigint, observations: { agentId: Id; observation: JsonObject }[], state: RestoredCoordinatorState): void {
+  install(
+    epoch: Id,
+    boundary: bigint,
+    observations: { agentId: Id; observation: JsonObject }[],
+    state: RestoredCoordinatorState,
+  ): void {
     this.expectPhase('install', ['restoring']);
     this.lockstep.installRestored(epoch, boundary, observations);
     this.clocks = state.clocks;
@@ -244,7 +252,14 @@ export class CheckpointGroup {
   }
 
   /** One attributed call: an error reply or a transport failure becomes a CheckpointRefusal naming the participant. */
-  async call<M extends Method>(agentId: Id | null, participant: Participant, method: M, scope: Scope, params: ParamsOf<M>, opts: { attachment?: Uint8Array; reason?: 'audit_participant_refused' } = {}): Promise<CallResult<ResultOf<M>>> {
+  async call<M extends Method>(
+    agentId: Id | null,
+    participant: Participant,
+    method: M,
+    scope: Scope,
+    params: ParamsOf<M>,
+    opts: { attachment?: Uint8Array; reason?: 'audit_participant_refused' } = {},
+  ): Promise<CallResult<ResultOf<M>>> {
     const w = this.workerOf(agentId);
     let rep;
     try {

@@ -81,6 +81,9 @@ export interface HelloExpectation {
   deadlineMs?: number;
 }
 
+/** The reply of a call that named its method: result typed by the method table. */
+type Typed<M extends Method> = CallReply<ReplyOf<M>>;
+
 interface Pending {
   method: string;
   requestId: string;
@@ -169,8 +172,8 @@ export class WorkerClient {
    * transport failure. Params and result are typed by the method table (methods.ts); the result is
    * the worker's word, not yet checked: each caller validates what it reads.
    */
-  call<M extends Method>(method: M, scope: Scope | null, params: ParamsOf<M>, options: CallOptions = {}): Promise<CallReply<ReplyOf<M>>> {
-    return this.callUnchecked(method, scope, params as unknown as Params, options) as Promise<CallReply<ReplyOf<M>>>;
+  call<M extends Method>(method: M, scope: Scope | null, params: ParamsOf<M>, options: CallOptions = {}): Promise<Typed<M>> {
+    return this.callUnchecked(method, scope, params as unknown as Params, options) as Promise<Typed<M>>;
   }
 
   /** call() for any method name and params, unchecked: for tests that send what a real caller never would. */

@@ -31,7 +31,8 @@ export interface MethodTable {
 
 // The table covers exactly the methods of METHODS: a method added there without a row here fails.
 type Check<T extends true> = T;
-export type MethodTableIsComplete = Check<[Method] extends [keyof MethodTable] ? ([keyof MethodTable] extends [Method] ? true : false) : false>;
+type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+export type MethodTableIsComplete = Check<Same<Method, keyof MethodTable>>;
 
 export type ParamsOf<M extends Method> = MethodTable[M]['params'];
 export type ResultOf<M extends Method> = MethodTable[M]['result'];

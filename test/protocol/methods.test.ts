@@ -3,7 +3,9 @@
 // checks are `@ts-expect-error` lines (`npm run typecheck` fails if one stops being an error); the
 // calls go to a real worker process over gRPC and show the typed result is what comes back.
 import { afterAll, describe, expect, expectTypeOf, it } from 'vitest';
-import { ALL_METHODS, METHODS, type AgentPrepareParams, type ParamsOf, type ResultOf, type StatusResult, type WorkerState } from '../../core/protocol/index.js';
+import {
+  ALL_METHODS, METHODS, type AgentPrepareParams, type ParamsOf, type ResultOf, type StatusResult, type WorkerState,
+} from '../../core/protocol/index.js';
 import type { Handlers } from '../../workers/runtime.js';
 import { resultOf, scope, spawnWorker, stopAll } from '../workers/harness.js';
 
