@@ -12,15 +12,16 @@ import { diagnoseCallFailure, type Fleet, type LaunchedWorker } from './launcher
 import {
   METHODS,
   WorkerCallError,
-  type AgentCommitResult,
-  type AgentInitializeResult,
   type AgentInitializeResultEntry,
   type AgentPrepareResult,
   type EnvironmentAdvanceResult,
-  type EnvironmentInitializeResult,
   type JsonObject,
+  type Method,
+  type ParamsOf,
   type PreparedDecision,
+  type ResultOf,
 } from '../core/protocol/index.js';
+import { IllegalTransition } from './illegal-transition.js';
 import { RunFailure, type RunPhase } from './run-failure.js';
 import { batchIdFor, type TraceAgent, type TraceReward, type TransitionTrace } from './trace.js';
 
@@ -85,17 +86,107 @@ interface PendingPrepare {
   order: Id[];
 }
 
+/** One agent's checked decision and the request id of the Prepare that made it. */
+interface Decision {
+  d: PreparedDecision;
+  requestId: string;
+}
+
+/** Phase A's outcome: every agent's decision, and the order the workers' replies arrived in. */
+interface Prepared {
+  decisions: Map<Id, Decision>;
+  order: Id[];
+}
+
+/** Phases B and C's outcome: the environment's checked reply and its evaluation. */
+interface Advanced {
+  requestId: string;
+  result: EnvironmentAdvanceResult;
+  batchId: Id;
+  controlDigest: Digest;
+  observations: Map<Id, JsonObject>;
+  evaluation: Evaluation;
+}
+
+/** The rewards of one transition: sorted for the trace, grouped per agent for its Commit. */
+interface Evaluation {
+  rewards: TraceReward[];
+  byAgent: Map<Id, { eventId: Id; ruleId: Id; value: number }[]>;
+}
+
+/** Phase D's outcome; `nextPrepare` when every worker got the next Prepare behind its Commit. */
+interface Committed {
+  order: Id[];
+  requestIds: { agentId: Id; requestId: string }[];
+  nextPrepare?: PendingPrepare;
+}
+
+/** The worker, phase and step a failure names (a RunFailure's context). */
+type Site = { workerId: Id; agentIds: Id[]; step: string; phase: RunPhase };
+
+/**
+ * Something that went wrong inside a step, before it is a RunFailure: a reply that breaks the
+ * contract ('protocol'), a worker's error reply ('error-reply') or the run's abort ('aborted').
+ */
+class StepFault extends Error {
+  constructor(
+    readonly kind: 'protocol' | 'error-reply' | 'aborted',
+    message: string,
+    readonly site: Site,
+  ) {
+    super(message);
+    this.name = 'StepFault';
+  }
+
+  toRunFailure(): RunFailure {
+    return new RunFailure(this.kind, this.message, this.site);
+  }
+}
+
+/** A call in flight when its transport failed: what diagnosing the failure needs. */
+interface CallSite {
+  worker: LaunchedWorker;
+  site: Site;
+  deadlineMs: number;
+}
+
+/**
+ * The one place where what went wrong in the lockstep becomes the RunFailure the run reports.
+ * A StepFault names its own kind; for a failed call (`call` given) a DetsimError is a protocol
+ * violation and anything else (WorkerCallError: deadline, dead process, broken stream) is diagnosed
+ * against the worker's process. Anything else (a test hook's error, a programming error) stays as is.
+ */
+async function runFailureOf(e: unknown, call?: CallSite): Promise<unknown> {
+  if (e instanceof StepFault) return e.toRunFailure();
+  if (!call || e instanceof RunFailure) return e;
+  if (e instanceof DetsimError) return new RunFailure('protocol', e.message, call.site);
+  return diagnoseCallFailure(e, call.worker, call.site.step, call.site.phase, call.deadlineMs);
+}
+
 export function epochId(n: number): Id {
   return `e${n}`;
 }
 
 const byString = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
 
+/** The states from which a restored group may be installed or the loop failed from outside. */
+const AT_REST: readonly LockstepState[] = ['starting', 'ready', 'failed'];
+
+/**
+ * The lockstep loop's state machine. Outside code reads `state`, `boundary` and `identities`;
+ * only these methods move it (anything else throws IllegalTransition):
+ *
+ *   starting --initialize()------------------------------------------------> ready(0)
+ *   starting --adoptIdentities(ids)----------------------------------------> starting (identities known)
+ *   ready(k) --step(): preparing → applying → observing → committing -------> ready(k+1)
+ *   preparing | applying | observing | committing --(any failure)----------> failed
+ *   starting | ready | failed --installRestored(epoch, k, observations)---> ready(k) in the new epoch
+ *   starting | ready | failed --fail()------------------------------------> failed (a fenced restore)
+ */
 export class Lockstep {
-  state: LockstepState = 'starting';
-  /** The committed boundary k: the next step to run is k. */
-  boundary = 0n;
-  identities: Identities | undefined;
+  private currentState: LockstepState = 'starting';
+  private committedBoundary = 0n;
+  private knownIdentities: Identities | undefined;
   /** The current observation of every agent (installed at the last committed boundary). */
   private observations = new Map<Id, JsonObject>();
   private readonly agentWorker = new Map<Id, LaunchedWorker>();
@@ -120,6 +211,39 @@ export class Lockstep {
     return this.restoredEpoch ?? this.opts.epoch;
   }
 
+  get state(): LockstepState {
+    return this.currentState;
+  }
+
+  /** The committed boundary k: the next step to run is k. */
+  get boundary(): bigint {
+    return this.committedBoundary;
+  }
+
+  /** What initialization (or adoptIdentities) established about every participant. */
+  get identities(): Identities | undefined {
+    return this.knownIdentities;
+  }
+
+  private expectState(transition: string, allowed: readonly LockstepState[]): void {
+    if (!allowed.includes(this.currentState)) throw new IllegalTransition('lockstep', transition, this.currentState);
+  }
+
+  /**
+   * Starting → Starting: take the identities a previous run recorded (run.json), for a fresh fleet
+   * that is restored rather than initialized.
+   */
+  adoptIdentities(identities: Identities): void {
+    this.expectState('adoptIdentities', ['starting']);
+    this.knownIdentities = identities;
+  }
+
+  /** Starting | Ready | Failed → Failed: the group around the loop was fenced; nothing steps. */
+  fail(): void {
+    this.expectState('fail', AT_REST);
+    this.currentState = 'failed';
+  }
+
   // -------------------------------------------------------------------------------------------
   // Checkpoint hooks (coordinator/checkpoint): read the committed boundary's observations for a
   // capture, and install a restored group's state in a new epoch. Nothing else changes here.
@@ -137,12 +261,19 @@ export class Lockstep {
    * environment returned on activation. The loop is then at Ready(k) in that epoch.
    */
   installRestored(epoch: Id, boundary: bigint, observations: { agentId: Id; observation: JsonObject }[]): void {
-    if (this.pendingPrepare) throw new Error('lockstep: installRestored() while a pipelined Prepare is outstanding');
+    this.expectState('installRestored', AT_REST);
+    if (this.pendingPrepare) {
+      throw new IllegalTransition('lockstep', 'installRestored', `${this.currentState} (a pipelined Prepare is outstanding)`);
+    }
     const ctx = { workerId: this.fleet.environment.plan.workerId, agentIds: [], step: boundary.toString(), phase: 'environment-initialize' as RunPhase };
-    this.observations = this.readObservations(observations, ctx);
+    try {
+      this.observations = this.readObservations(observations, ctx);
+    } catch (e) {
+      throw e instanceof StepFault ? e.toRunFailure() : e;
+    }
     this.restoredEpoch = epoch;
-    this.boundary = boundary;
-    this.state = 'ready';
+    this.committedBoundary = boundary;
+    this.currentState = 'ready';
   }
 
   // Objects that go on the wire or into the trace are built with their keys in RFC 8785 order:
@@ -155,10 +286,19 @@ export class Lockstep {
   // Initialization: Environment.Initialize → initial observations → Agent.Initialize (batched).
 
   async initialize(): Promise<Identities> {
+    this.expectState('initialize', ['starting']);
+    try {
+      return await this.initializeAll();
+    } catch (e) {
+      throw await runFailureOf(e);
+    }
+  }
+
+  private async initializeAll(): Promise<Identities> {
     const { plan } = this;
     const scope = this.scope(0n);
     const deadline = Math.max(plan.deadlines.stepMs, plan.deadlines.startupMs);
-    const env = await this.call<EnvironmentInitializeResult>(this.fleet.environment, METHODS.environmentInitialize, scope, {
+    const env = await this.call(this.fleet.environment, METHODS.environmentInitialize, scope, {
       environmentId: plan.environment.environmentId,
       model: plan.environment.model,
       params: plan.environment.params,
@@ -174,7 +314,7 @@ export class Lockstep {
     this.observations = this.readObservations(r.observations, ctxEnv);
 
     const replies = await this.dispatch(this.fleet.agents, [['agent-initialize', 0n]], (w) =>
-      this.call<AgentInitializeResult>(w, METHODS.agentInitialize, scope, {
+      this.call(w, METHODS.agentInitialize, scope, {
         agents: w.plan.agentIds.map((id) => {
           const a = plan.agents.find((p) => p.agentId === id)!;
           return { agentId: id, model: a.model, params: a.params, seed: a.seed, stepDuration: plan.stepDuration.toJSON(), observation: this.observations.get(id)! };
@@ -191,10 +331,11 @@ export class Lockstep {
         agents.set(entry.agentId, entry);
       }
     }
-    this.identities = { environment: { environmentId: r.environmentId, modelVersion: r.modelVersion, profileDigest: r.profileDigest }, agents };
-    this.state = 'ready';
-    this.boundary = 0n;
-    return this.identities;
+    const identities: Identities = { environment: { environmentId: r.environmentId, modelVersion: r.modelVersion, profileDigest: r.profileDigest }, agents };
+    this.knownIdentities = identities;
+    this.currentState = 'ready';
+    this.committedBoundary = 0n;
+    return identities;
   }
 
   // -------------------------------------------------------------------------------------------
@@ -206,20 +347,20 @@ export class Lockstep {
   }
 
   async step(opts: StepOptions = {}): Promise<TransitionTrace> {
-    if (this.state !== 'ready') throw new Error(`lockstep: step() in state ${this.state}`);
-    const k = this.boundary;
+    this.expectState('step', ['ready']);
+    const k = this.committedBoundary;
     try {
       return await this.transition(k, opts.prepareNext === true);
     } catch (e) {
-      this.state = 'failed';
-      throw e;
+      this.currentState = 'failed';
+      throw await runFailureOf(e);
     }
   }
 
   /** Send one worker's Prepare for `step`; its reply is awaited by the step that needs it. */
   private sendPrepare(w: LaunchedWorker, step: bigint, order: Id[]): Promise<Reply<AgentPrepareResult>> {
     const scope = this.scope(step);
-    return this.call<AgentPrepareResult>(w, METHODS.agentPrepare, scope, { agents: w.plan.agentIds.map((agentId) => ({ agentId })) }, 'prepare', this.plan.deadlines.stepMs).then((rep) => {
+    return this.call(w, METHODS.agentPrepare, scope, { agents: w.plan.agentIds.map((agentId) => ({ agentId })) }, 'prepare', this.plan.deadlines.stepMs).then((rep) => {
       order.push(w.plan.workerId);
       return rep;
     });
@@ -242,15 +383,28 @@ export class Lockstep {
     return { prepared, order };
   }
 
+  /**
+   * One transition k → k+1 as its phases: Prepare (A), Advance and its evaluation (B, C), Commit
+   * (D); the boundary moves only when every Commit succeeded. Each phase throws what went wrong as
+   * it is; step() turns it into the run's RunFailure (runFailureOf).
+   */
   private async transition(k: bigint, prepareNext: boolean): Promise<TransitionTrace> {
-    const { plan } = this;
     const scope = this.scope(k);
-    const deadline = plan.deadlines.stepMs;
+    const prepared = await this.preparePhase(k);
+    const advanced = await this.advancePhase(k, scope, prepared.decisions);
+    const committed = await this.commitPhase(k, scope, prepared.decisions, advanced, prepareNext);
+    this.observations = advanced.observations;
+    this.committedBoundary = k + 1n;
+    if (committed.nextPrepare) this.pendingPrepare = committed.nextPrepare;
+    this.currentState = 'ready';
+    return this.traceOf(k, scope, prepared, advanced, committed);
+  }
 
-    // Phase A: Prepare every agent (one message per worker); results ordered by agent id.
-    this.state = 'preparing';
-    const { prepared, order: prepareOrder } = await this.prepareReplies(k);
-    const decisions = new Map<Id, { d: PreparedDecision; requestId: string }>();
+  /** Phase A: Prepare every agent (one message per worker); each decision checked. */
+  private async preparePhase(k: bigint): Promise<Prepared> {
+    this.currentState = 'preparing';
+    const { prepared, order } = await this.prepareReplies(k);
+    const decisions = new Map<Id, Decision>();
     for (const rep of prepared) {
       const ctx = this.ctx(rep.worker, 'prepare', k);
       for (const d of this.entriesFor(rep.worker, rep.result.agents, ctx)) {
@@ -263,17 +417,23 @@ export class Lockstep {
         decisions.set(d.agentId, { d, requestId: rep.requestId });
       }
     }
+    return { decisions, order };
+  }
 
-    // Phase B: the action batch in port order; exactly one Environment.Advance.
-    this.state = 'applying';
+  /**
+   * Phases B and C: the action batch in port order, exactly one Environment.Advance, then the
+   * transition checked and evaluated exactly once.
+   */
+  private async advancePhase(k: bigint, scope: Scope, decisions: Map<Id, Decision>): Promise<Advanced> {
+    this.currentState = 'applying';
+    const { plan } = this;
     const actions = plan.agents.map((a) => ({ action: this.execute(a.actionFields, decisions.get(a.agentId)!.d, k), agentId: a.agentId, portId: a.portId }));
     const controlDigest = canonicalDigest(actions);
     const batchId = batchIdFor(this.epoch, k);
     await this.opts.hooks?.beforePhase?.(k, 'advance');
-    const adv = await this.call<EnvironmentAdvanceResult>(this.fleet.environment, METHODS.environmentAdvance, scope, { actions, batchId }, 'advance', deadline);
+    const adv = await this.call(this.fleet.environment, METHODS.environmentAdvance, scope, { actions, batchId }, 'advance', plan.deadlines.stepMs);
 
-    // Phase C: check the transition and evaluate it exactly once.
-    this.state = 'observing';
+    this.currentState = 'observing';
     const next = (k + 1n).toString();
     const envCtx = this.ctx(this.fleet.environment, 'advance', k);
     const a = adv.result;
@@ -285,24 +445,36 @@ export class Lockstep {
     this.checkDigest(a.worldDigest, 'worldDigest', envCtx);
     const observations = this.readObservations(a.observations, envCtx);
     const evaluation = this.evaluate(a, envCtx);
+    return { requestId: adv.requestId, result: a, batchId, controlDigest, observations, evaluation };
+  }
 
-    // Phase D: Commit every agent; only when all succeed does the boundary move. With prepareNext
-    // each worker's Prepare(k+1) follows its Commit(k) on the stream; it is awaited by step k+1,
-    // which never starts (no Advance(k+1)) unless every Commit(k) succeeded.
-    this.state = 'committing';
-    const commitOrder: Id[] = [];
+  /**
+   * Phase D: Commit every agent. With prepareNext each worker's Prepare(k+1) follows its Commit(k)
+   * on the stream; it is awaited by step k+1, which never starts (no Advance(k+1)) unless every
+   * Commit(k) succeeded.
+   */
+  private async commitPhase(
+    k: bigint,
+    scope: Scope,
+    decisions: Map<Id, Decision>,
+    advanced: Advanced,
+    prepareNext: boolean,
+  ): Promise<Committed> {
+    this.currentState = 'committing';
+    const next = (k + 1n).toString();
+    const order: Id[] = [];
     const hooks: [RunPhase, bigint][] = prepareNext ? [['commit', k], ['prepare', k + 1n]] : [['commit', k]];
     const pending: PendingPrepare = { step: k + 1n, replies: [], order: [] };
     const byWorker = new Map<Id, Promise<Reply<AgentPrepareResult>>>();
     const committed = await this.dispatch(this.fleet.agents, hooks, async (w) => {
-      const commit = this.call<AgentCommitResult>(w, METHODS.agentCommit, scope, {
+      const commit = this.call(w, METHODS.agentCommit, scope, {
         agents: w.plan.agentIds.map((agentId) => ({
           agentId,
-          observation: observations.get(agentId)!,
+          observation: advanced.observations.get(agentId)!,
           preparedRequestId: decisions.get(agentId)!.requestId,
-          rewards: evaluation.byAgent.get(agentId) ?? [],
+          rewards: advanced.evaluation.byAgent.get(agentId) ?? [],
         })),
-      }, 'commit', deadline);
+      }, 'commit', this.plan.deadlines.stepMs);
       // Never after an abort: the run is stopping.
       if (prepareNext && !this.opts.signal?.aborted) {
         const p = this.sendPrepare(w, k + 1n, pending.order);
@@ -310,34 +482,40 @@ export class Lockstep {
         byWorker.set(w.plan.workerId, p);
       }
       const rep = await commit;
-      commitOrder.push(w.plan.workerId);
+      order.push(w.plan.workerId);
       return rep;
     });
-    const commitRequestIds: { agentId: Id; requestId: string }[] = [];
+    const requestIds: { agentId: Id; requestId: string }[] = [];
     for (const rep of committed) {
       const ctx = this.ctx(rep.worker, 'commit', k);
       for (const c of this.entriesFor(rep.worker, rep.result.agents, ctx)) {
         this.expect(c.committedStep === next, `${c.agentId}: committedStep is ${JSON.stringify(c.committedStep)}, expected "${next}"`, ctx);
-        commitRequestIds.push({ agentId: c.agentId, requestId: rep.requestId });
+        requestIds.push({ agentId: c.agentId, requestId: rep.requestId });
       }
     }
+    if (byWorker.size !== this.fleet.agents.length) return { order, requestIds };
+    pending.replies = this.fleet.agents.map((w) => byWorker.get(w.plan.workerId)!);
+    return { order, requestIds, nextPrepare: pending };
+  }
 
-    this.observations = observations;
-    this.boundary = k + 1n;
-    if (byWorker.size === this.fleet.agents.length) {
-      pending.replies = this.fleet.agents.map((w) => byWorker.get(w.plan.workerId)!);
-      this.pendingPrepare = pending;
-    }
-    this.state = 'ready';
-
-    const agents: TraceAgent[] = [...decisions.values()]
+  /** The committed transition's trace: behaviour (what reproduces) and operational facts. */
+  private traceOf(
+    k: bigint,
+    scope: Scope,
+    prepared: Prepared,
+    advanced: Advanced,
+    committed: Committed,
+  ): TransitionTrace {
+    const next = (k + 1n).toString();
+    const a = advanced.result;
+    const agents: TraceAgent[] = [...prepared.decisions.values()]
       .map(({ d }) => ({
         agentId: d.agentId,
         brainTicks: d.brainTicks,
         committedStep: next,
         decision: d.decision as JsonValue,
         decisionDigest: canonicalDigest(d.decision),
-        profileDigest: this.identities!.agents.get(d.agentId)!.profileDigest,
+        profileDigest: this.knownIdentities!.agents.get(d.agentId)!.profileDigest,
         remainder: d.remainder,
         ticksAdvanced: d.ticksAdvanced,
       }))
@@ -346,21 +524,21 @@ export class Lockstep {
       behaviour: {
         acknowledgedBoundary: next,
         agents,
-        batchId,
-        controlDigest,
+        batchId: advanced.batchId,
+        controlDigest: advanced.controlDigest,
         eventIds: [...a.eventIds],
         observationDigest: canonicalDigest(a.observations),
         publishedBoundary: next,
-        rewards: evaluation.rewards,
+        rewards: advanced.evaluation.rewards,
         scope,
         worldDigest: a.worldDigest,
       },
       operational: {
-        advanceRequestId: adv.requestId,
-        commitRequestIds: commitRequestIds.sort((x, y) => byString(x.agentId, y.agentId)),
-        completionOrder: { commit: commitOrder, prepare: prepareOrder },
+        advanceRequestId: advanced.requestId,
+        commitRequestIds: committed.requestIds.sort((x, y) => byString(x.agentId, y.agentId)),
+        completionOrder: { commit: committed.order, prepare: prepared.order },
         pids: this.fleet.pids().map(({ pid, workerId }) => ({ pid, workerId })),
-        prepareRequestIds: [...decisions.entries()].map(([agentId, v]) => ({ agentId, requestId: v.requestId })).sort((x, y) => byString(x.agentId, y.agentId)),
+        prepareRequestIds: [...prepared.decisions.entries()].map(([agentId, v]) => ({ agentId, requestId: v.requestId })).sort((x, y) => byString(x.agentId, y.agentId)),
         wallTimeNs: (process.hrtime.bigint() - this.opts.startedAt).toString(),
       },
     };
@@ -382,7 +560,7 @@ export class Lockstep {
   }
 
   /** Evaluate the environment's rewards and events once: validated, grouped per agent. */
-  private evaluate(a: EnvironmentAdvanceResult, ctx: ReturnType<Lockstep['ctx']>): { rewards: TraceReward[]; byAgent: Map<Id, { eventId: Id; ruleId: Id; value: number }[]> } {
+  private evaluate(a: EnvironmentAdvanceResult, ctx: Site): Evaluation {
     this.expect(Array.isArray(a.eventIds) && a.eventIds.every(isId), 'eventIds is not a list of Ids', ctx);
     this.expect(new Set(a.eventIds).size === a.eventIds.length, 'eventIds repeats an id', ctx);
     this.expect(Array.isArray(a.rewards), 'rewards is not a list', ctx);
@@ -424,8 +602,18 @@ export class Lockstep {
     return workers.map((w) => byWorker.get(w.plan.workerId)!);
   }
 
-  /** One request to one worker; an error reply, transport failure, deadline or abort → RunFailure. */
-  private async call<T>(w: LaunchedWorker, method: string, scope: Scope, params: Record<string, unknown>, phase: RunPhase, deadlineMs: number): Promise<Reply<T>> {
+  /**
+   * One request to one worker, typed by the method table. An error reply, a reply from another
+   * worker or scope, a transport failure, deadline or abort is thrown as a RunFailure (runFailureOf).
+   */
+  private async call<M extends Method>(
+    w: LaunchedWorker,
+    method: M,
+    scope: Scope,
+    params: ParamsOf<M>,
+    phase: RunPhase,
+    deadlineMs: number,
+  ): Promise<Reply<ResultOf<M>>> {
     const ctx = this.ctx(w, phase, BigInt(scope.step));
     let requestId: string | undefined;
     for (let attempt = 0; ; attempt++) {
@@ -433,11 +621,11 @@ export class Lockstep {
         const rep = await this.withAbort(w.client.call(method, scope, params, requestId ? { deadlineMs, requestId } : { deadlineMs }), ctx);
         const reply = rep.reply;
         if (reply.type === 'error') {
-          throw new RunFailure('error-reply', `${method} ${rep.requestId}: ${reply.error.code}: ${reply.error.message} (mutation ${reply.error.mutation})`, ctx);
+          throw new StepFault('error-reply', `${method} ${rep.requestId}: ${reply.error.code}: ${reply.error.message} (mutation ${reply.error.mutation})`, ctx);
         }
         this.expect(reply.workerId === w.plan.workerId, `reply from worker ${JSON.stringify(reply.workerId)}`, ctx);
         this.expect(sameScope(reply.scope, scope), `reply scope ${JSON.stringify(reply.scope)} differs from the request's`, ctx);
-        return { worker: w, requestId: rep.requestId, result: reply.result as T };
+        return { worker: w, requestId: rep.requestId, result: reply.result };
       } catch (e) {
         // A reply lost in transport: re-send the same request id and body once; the worker's
         // idempotency cache answers without executing again (docs/spec/lockstep.md, uncertain call).
@@ -446,18 +634,17 @@ export class Lockstep {
           requestId = e.requestId;
           continue;
         }
-        if (e instanceof DetsimError) throw new RunFailure('protocol', e.message, ctx);
-        throw await diagnoseCallFailure(e, w, scope.step, phase, deadlineMs);
+        throw await runFailureOf(e, { worker: w, site: ctx, deadlineMs });
       }
     }
   }
 
-  private withAbort<T>(p: Promise<T>, ctx: ReturnType<Lockstep['ctx']>): Promise<T> {
+  private withAbort<T>(p: Promise<T>, ctx: Site): Promise<T> {
     const signal = this.opts.signal;
     if (!signal) return p;
-    if (signal.aborted) return Promise.reject(new RunFailure('aborted', 'the run was interrupted', ctx));
+    if (signal.aborted) return Promise.reject(new StepFault('aborted', 'the run was interrupted', ctx));
     return new Promise<T>((res, rej) => {
-      const onAbort = () => rej(new RunFailure('aborted', 'the run was interrupted', ctx));
+      const onAbort = () => rej(new StepFault('aborted', 'the run was interrupted', ctx));
       this.abortWaiters.add(onAbort);
       p.then(
         (v) => {
@@ -475,34 +662,34 @@ export class Lockstep {
   // -------------------------------------------------------------------------------------------
   // Checks on replies.
 
-  private ctx(w: LaunchedWorker, phase: RunPhase, step: bigint) {
+  private ctx(w: LaunchedWorker, phase: RunPhase, step: bigint): Site {
     return { workerId: w.plan.workerId, agentIds: w.plan.agentIds, step: step.toString(), phase };
   }
 
-  private expect(cond: boolean, what: string, ctx: ReturnType<Lockstep['ctx']>): asserts cond {
-    if (!cond) throw new RunFailure('protocol', what, ctx);
+  private expect(cond: boolean, what: string, ctx: Site): asserts cond {
+    if (!cond) throw new StepFault('protocol', what, ctx);
   }
 
   /** Run a scalar reader on a reply field; its refusal becomes a protocol failure naming the worker. */
-  private checked(ctx: ReturnType<Lockstep['ctx']>, read: () => unknown): void {
+  private checked(ctx: Site, read: () => unknown): void {
     try {
       read();
     } catch (e) {
-      if (e instanceof DetsimError) throw new RunFailure('protocol', e.message, ctx);
+      if (e instanceof DetsimError) throw new StepFault('protocol', e.message, ctx);
       throw e;
     }
   }
 
-  private checkDigest(value: unknown, field: string, ctx: ReturnType<Lockstep['ctx']>): void {
+  private checkDigest(value: unknown, field: string, ctx: Site): void {
     try {
       readDigest(value, field);
     } catch (e) {
-      throw new RunFailure('protocol', (e as Error).message, ctx);
+      throw new StepFault('protocol', (e as Error).message, ctx);
     }
   }
 
   /** A batched reply must carry exactly the worker's agents, each once. */
-  private entriesFor<E extends { agentId: Id }>(w: LaunchedWorker, entries: E[] | undefined, ctx: ReturnType<Lockstep['ctx']>): E[] {
+  private entriesFor<E extends { agentId: Id }>(w: LaunchedWorker, entries: E[] | undefined, ctx: Site): E[] {
     this.expect(Array.isArray(entries), 'reply has no agents list', ctx);
     const got = entries.map((e) => e.agentId).sort(byString);
     const want = this.sortedAgentIds(w);
@@ -520,7 +707,7 @@ export class Lockstep {
   }
 
   /** Observations must cover every agent exactly once. */
-  private readObservations(list: { agentId: Id; observation: JsonObject }[] | undefined, ctx: ReturnType<Lockstep['ctx']>): Map<Id, JsonObject> {
+  private readObservations(list: { agentId: Id; observation: JsonObject }[] | undefined, ctx: Site): Map<Id, JsonObject> {
     this.expect(Array.isArray(list), 'observations is not a list', ctx);
     const out = new Map<Id, JsonObject>();
     for (const o of list) {

@@ -4,7 +4,11 @@
 import { canonicalDigest, canonicalize } from '../core/formats/canonical-json.js';
 import { DetsimError } from '../core/formats/errors.js';
 import { RationalNs, type Scope, readI32, readId, readObject, readRequestId, readU64, refuseUnknownFields } from '../core/formats/scalars.js';
-import { ProtocolRefusal, type Request } from '../core/protocol/index.js';
+// The results below are built as JsonObject (the step cache and the slots keep them so) and cast to
+// their table type where a handler returns them: the literal that builds each one follows bodies.ts.
+import {
+  type AgentCommitResult, type AgentInitializeResultEntry, type METHODS, type PreparedDecision, ProtocolRefusal, type Request, type ResultOf,
+} from '../core/protocol/index.js';
 import { agentCompatibilityDigest, checkEpoch, checkSession, checkStep, firstMismatch, profileDigest, readStageParams, requireScope, restoreToken, sha256, stagedPayload, type StageParams } from './checks.js';
 import type { HostContext, HostReply } from './host-context.js';
 import { callModel, invalid, loadModel } from './model-call.js';
@@ -122,7 +126,7 @@ export class AgentHost {
 
   // ---- Agent.Initialize -----------------------------------------------------------------------
 
-  async initialize(req: Request): Promise<HostReply> {
+  async initialize(req: Request): Promise<HostReply<ResultOf<typeof METHODS.agentInitialize>>> {
     const scope = requireScope(req);
     checkSession(scope, this.ctx.sessionId);
     if (scope.step !== '0') throw new ProtocolRefusal('INVALID_ARGUMENT', `Agent.Initialize: scope.step must be "0", not ${JSON.stringify(scope.step)}`);
@@ -154,7 +158,7 @@ export class AgentHost {
       this.currentEpoch = scope.epoch;
       this.ctx.progress(req.requestId);
     }
-    return { result: { agents: results } };
+    return { result: { agents: results as unknown as AgentInitializeResultEntry[] } };
   }
 
   private async buildAgent(e: JsonObject, i: number, scope: Scope, initDigest: string): Promise<AgentSlot> {
@@ -217,7 +221,7 @@ export class AgentHost {
 
   // ---- Agent.Prepare --------------------------------------------------------------------------
 
-  prepare(req: Request): HostReply {
+  prepare(req: Request): HostReply<ResultOf<typeof METHODS.agentPrepare>> {
     const scope = requireScope(req);
     checkSession(scope, this.ctx.sessionId);
     let entries: JsonObject[];
@@ -258,12 +262,12 @@ export class AgentHost {
       this.ctx.progress(req.requestId);
       out.push(result);
     }
-    return { result: { agents: out } };
+    return { result: { agents: out as unknown as PreparedDecision[] } };
   }
 
   // ---- Agent.Commit ---------------------------------------------------------------------------
 
-  commit(req: Request): HostReply {
+  commit(req: Request): HostReply<ResultOf<typeof METHODS.agentCommit>> {
     const scope = requireScope(req);
     checkSession(scope, this.ctx.sessionId);
     let entries: JsonObject[];
@@ -310,7 +314,7 @@ export class AgentHost {
     // Keep results of the current and the previous step only.
     const b = this.boundary;
     if (b !== undefined && b >= 2n) this.cache.evictBefore(b - 2n);
-    return { result: { agents: out } };
+    return { result: { agents: out as unknown as AgentCommitResult['agents'] } };
   }
 
   /**
@@ -362,7 +366,7 @@ export class AgentHost {
 
   // ---- State.Capture --------------------------------------------------------------------------
 
-  capture(req: Request): HostReply {
+  capture(req: Request): HostReply<ResultOf<typeof METHODS.capture>> {
     const scope = requireScope(req);
     checkSession(scope, this.ctx.sessionId);
     let checkpointId: string, agentId: string;
@@ -414,7 +418,7 @@ export class AgentHost {
 
   // ---- State.StageRestore ---------------------------------------------------------------------
 
-  async stageRestore(req: Request, attachment: Uint8Array | undefined): Promise<HostReply> {
+  async stageRestore(req: Request, attachment: Uint8Array | undefined): Promise<HostReply<ResultOf<typeof METHODS.stageRestore>>> {
     const scope = requireScope(req);
     checkSession(scope, this.ctx.sessionId);
     let staged: StageParams;
@@ -501,7 +505,7 @@ export class AgentHost {
 
   // ---- State.ActivateRestore ------------------------------------------------------------------
 
-  activateRestore(req: Request): HostReply {
+  activateRestore(req: Request): HostReply<ResultOf<typeof METHODS.activateRestore>> {
     const scope = requireScope(req);
     checkSession(scope, this.ctx.sessionId);
     let token: string, agentId: string;

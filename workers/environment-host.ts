@@ -3,7 +3,11 @@
 // Not the transport, not Hello/Status, not reward evaluation policy (the model reports rewards).
 import { canonicalDigest, canonicalize } from '../core/formats/canonical-json.js';
 import { RationalNs, type Scope, readI32, readId, readObject, refuseUnknownFields } from '../core/formats/scalars.js';
-import { ProtocolRefusal, type Request } from '../core/protocol/index.js';
+// The step results below are built as JsonObject (the step cache keeps them so) and cast to their
+// table type where a handler returns them: the literal that builds each one follows bodies.ts.
+import {
+  type EnvironmentAdvanceResult, type EnvironmentInitializeResult, type METHODS, ProtocolRefusal, type Request, type ResultOf,
+} from '../core/protocol/index.js';
 import { checkEpoch, checkSession, checkStep, environmentCompatibilityDigest, firstMismatch, profileDigest, readStageParams, requireScope, restoreToken, sha256, stagedPayload, type StageParams } from './checks.js';
 import type { HostContext, HostReply } from './host-context.js';
 import { callModel, invalid, loadModel } from './model-call.js';
@@ -96,13 +100,13 @@ export class EnvironmentHost {
 
   // ---- Environment.Initialize -----------------------------------------------------------------
 
-  async initialize(req: Request): Promise<HostReply> {
+  async initialize(req: Request): Promise<HostReply<ResultOf<typeof METHODS.environmentInitialize>>> {
     const scope = requireScope(req);
     checkSession(scope, this.ctx.sessionId);
     if (scope.step !== '0') throw new ProtocolRefusal('INVALID_ARGUMENT', `Environment.Initialize: scope.step must be "0", not ${JSON.stringify(scope.step)}`);
     const digest = canonicalDigest({ method: req.method, scope, params: req.params });
     if (this.env) {
-      if (this.env.initDigest === digest && this.env.epoch === scope.epoch) return { result: this.env.initResult };
+      if (this.env.initDigest === digest && this.env.epoch === scope.epoch) return { result: this.env.initResult as unknown as EnvironmentInitializeResult };
       throw new ProtocolRefusal('CONFLICT', 'Environment.Initialize: the environment is already initialized with a different request');
     }
     let environmentId: string, modelSpec: string, rawParams: JsonObject, seed: number, stepDuration: RationalNs, ports: PortBinding[];
@@ -127,7 +131,7 @@ export class EnvironmentHost {
     const initResult: JsonObject = { environmentId, modelVersion: identity.modelVersion, profileDigest: identity.profileDigest, boundary: '0', observations: byAgentId(observations) };
     this.env = { ...identity, state, epoch: scope.epoch, boundary: 0n, failed: false, initDigest: digest, initResult };
     this.ctx.progress(req.requestId);
-    return { result: initResult };
+    return { result: initResult as unknown as EnvironmentInitializeResult };
   }
 
   private async identityFor(environmentId: string, modelSpec: string, rawParams: JsonObject, seed: number, stepDuration: RationalNs, ports: PortBinding[], field: string): Promise<EnvIdentity> {
@@ -146,7 +150,7 @@ export class EnvironmentHost {
 
   // ---- Environment.Advance --------------------------------------------------------------------
 
-  advance(req: Request): HostReply {
+  advance(req: Request): HostReply<ResultOf<typeof METHODS.environmentAdvance>> {
     const scope = requireScope(req);
     checkSession(scope, this.ctx.sessionId);
     const env = this.live();
@@ -156,7 +160,7 @@ export class EnvironmentHost {
     const hit = this.cache.get(key);
     if (hit) {
       if (hit.digest !== digest) throw new ProtocolRefusal('CONFLICT', `Environment.Advance for step ${scope.step} was already answered for a different body`);
-      return { result: hit.result };
+      return { result: hit.result as unknown as EnvironmentAdvanceResult };
     }
     if (BigInt(scope.step) < env.boundary && this.cache.hasExpired(req.requestId)) {
       throw new ProtocolRefusal('RESULT_EXPIRED', `environment: the result of ${req.requestId} (step ${scope.step}) is no longer kept`, 'applied');
@@ -211,12 +215,12 @@ export class EnvironmentHost {
     this.cache.put(key, step, { digest, result, requestId: req.requestId });
     if (env.boundary >= 2n) this.cache.evictBefore(env.boundary - 2n);
     this.ctx.progress(req.requestId);
-    return { result };
+    return { result: result as unknown as EnvironmentAdvanceResult };
   }
 
   // ---- State.Capture --------------------------------------------------------------------------
 
-  capture(req: Request): HostReply {
+  capture(req: Request): HostReply<ResultOf<typeof METHODS.capture>> {
     const scope = requireScope(req);
     checkSession(scope, this.ctx.sessionId);
     let checkpointId: string;
@@ -262,7 +266,7 @@ export class EnvironmentHost {
 
   // ---- State.StageRestore ---------------------------------------------------------------------
 
-  async stageRestore(req: Request, attachment: Uint8Array | undefined): Promise<HostReply> {
+  async stageRestore(req: Request, attachment: Uint8Array | undefined): Promise<HostReply<ResultOf<typeof METHODS.stageRestore>>> {
     const scope = requireScope(req);
     checkSession(scope, this.ctx.sessionId);
     let staged: StageParams;
@@ -329,7 +333,7 @@ export class EnvironmentHost {
 
   // ---- State.ActivateRestore ------------------------------------------------------------------
 
-  activateRestore(req: Request): HostReply {
+  activateRestore(req: Request): HostReply<ResultOf<typeof METHODS.activateRestore>> {
     const scope = requireScope(req);
     checkSession(scope, this.ctx.sessionId);
     let token: string;

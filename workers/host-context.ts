@@ -16,7 +16,8 @@ export interface HostContext {
   progress(requestId: string): void;
 }
 
-export interface HostReply {
-  result: Record<string, unknown>;
+/** A handler's reply: its result body (typed by the method table when the handler is a table row). */
+export interface HostReply<R extends object = object> {
+  result: R;
   attachment?: Uint8Array;
 }

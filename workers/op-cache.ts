@@ -59,7 +59,7 @@ export class StepCache<T> {
 
 export interface LifecycleReply {
   digest: string;
-  result: Record<string, unknown>;
+  result: object;
   attachment?: Uint8Array;
 }
 

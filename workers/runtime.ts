@@ -8,8 +8,8 @@ import { canonicalBytes, canonicalDigest } from '../core/formats/canonical-json.
 import { DetsimError } from '../core/formats/errors.js';
 import { readDigest, readId, readRequestId, refuseUnknownFields } from '../core/formats/scalars.js';
 import {
-  CAPABILITIES, CONTRACT_DIGEST, DEFAULT_MAX_MESSAGE_BYTES, type ErrorBody, METHODS, PROTOCOL_MAJOR, PROTOCOL_MINOR, ProtocolRefusal,
-  type Request, type Role, decodeBody, readRequest,
+  CAPABILITIES, CONTRACT_DIGEST, DEFAULT_MAX_MESSAGE_BYTES, type ErrorBody, METHODS, type Method, PROTOCOL_MAJOR, PROTOCOL_MINOR,
+  ProtocolRefusal, type Request, type ResultOf, type Role, decodeBody, isMethod, readRequest,
 } from '../core/protocol/index.js';
 import { AgentHost } from './agent-host.js';
 import { EnvironmentHost } from './environment-host.js';
@@ -48,6 +48,17 @@ export interface RuntimeOutcome {
   stop?: boolean;
 }
 
+/**
+ * One handler per protocol method, keyed by the method table: a handler's reply must carry its
+ * method's result body (core/protocol/methods.ts). Params arrive unchecked off the wire: each
+ * handler validates its own.
+ */
+type Handler<M extends Method> = (req: Request, attachment: Uint8Array | undefined) => Replied<ResultOf<M>>;
+type Replied<R extends object> = HostReply<R> | Promise<HostReply<R>>;
+export type Handlers = { readonly [M in Method]: Handler<M> };
+
+/** Served even to a stopping worker (once the stream said Hello). */
+const ALWAYS_SERVED = new Set<string>([METHODS.status, METHODS.shutdown, METHODS.acknowledge]);
 const LIFECYCLE = new Set<string>([METHODS.agentInitialize, METHODS.environmentInitialize, METHODS.capture, METHODS.stageRestore, METHODS.activateRestore]);
 export const MAX_AGENTS_PER_WORKER = 64;
 export const RUNTIME_NAME = `detsim-ts/${process.version}`;
@@ -81,6 +92,35 @@ export class WorkerRuntime implements HostContext {
     this.incarnationId = options.incarnationId ?? `inc-${randomBytes(8).toString('hex')}`;
     if (options.role === 'agent') this.agents = new AgentHost(this);
     else this.environment = new EnvironmentHost(this);
+    this.handlers = this.handlersFor(this.agents, this.environment);
+  }
+
+  private readonly handlers: Handlers;
+
+  /** The handler table: Worker.* here, steps on the role's host, lifecycle on whichever host runs. */
+  private handlersFor(a: AgentHost | undefined, env: EnvironmentHost | undefined): Handlers {
+    const agent = (req: Request): AgentHost => {
+      if (!a) throw new ProtocolRefusal('UNSUPPORTED', `${req.method}: this worker hosts the environment`);
+      return a;
+    };
+    const environment = (req: Request): EnvironmentHost => {
+      if (!env) throw new ProtocolRefusal('UNSUPPORTED', `${req.method}: this worker hosts agents`);
+      return env;
+    };
+    return {
+      [METHODS.hello]: (req) => this.hello(req),
+      [METHODS.status]: (req) => this.status(req),
+      [METHODS.acknowledge]: (req) => this.acknowledge(req),
+      [METHODS.shutdown]: (req) => this.shutdown(req),
+      [METHODS.agentInitialize]: (req) => agent(req).initialize(req),
+      [METHODS.agentPrepare]: (req) => agent(req).prepare(req),
+      [METHODS.agentCommit]: (req) => agent(req).commit(req),
+      [METHODS.environmentInitialize]: (req) => environment(req).initialize(req),
+      [METHODS.environmentAdvance]: (req) => environment(req).advance(req),
+      [METHODS.capture]: (req) => (a ? a.capture(req) : env!.capture(req)),
+      [METHODS.stageRestore]: (req, attachment) => (a ? a.stageRestore(req, attachment) : env!.stageRestore(req, attachment)),
+      [METHODS.activateRestore]: (req) => (a ? a.activateRestore(req) : env!.activateRestore(req)),
+    };
   }
 
   get sessionId(): string {
@@ -113,20 +153,13 @@ export class WorkerRuntime implements HostContext {
 
   private async dispatch(req: Request, attachment: Uint8Array | undefined, stream: StreamState): Promise<HostReply> {
     if (req.method === METHODS.hello) {
-      const reply = this.hello(req);
+      const reply = this.handlers[METHODS.hello](req, attachment);
       stream.introduced = true;
       return reply;
     }
     // Nothing, not even Status or Shutdown, is served to a stream that has not introduced itself.
     if (!stream.introduced) throw new ProtocolRefusal('INVALID_PHASE', `${req.method} before Worker.Hello`);
-    switch (req.method) {
-      case METHODS.status:
-        return this.status(req);
-      case METHODS.shutdown:
-        return this.shutdown(req);
-      case METHODS.acknowledge:
-        return this.acknowledge(req);
-    }
+    if (ALWAYS_SERVED.has(req.method)) return this.route(req, attachment);
     if (this.stopping) throw new ProtocolRefusal('INVALID_PHASE', 'the worker is stopping');
     if (!LIFECYCLE.has(req.method)) return this.route(req, attachment);
     // Lifecycle replies are kept until acknowledged: the same id and body replays the reply.
@@ -147,33 +180,13 @@ export class WorkerRuntime implements HostContext {
   }
 
   private route(req: Request, attachment: Uint8Array | undefined): HostReply | Promise<HostReply> {
-    const a = this.agents;
-    const env = this.environment;
-    switch (req.method) {
-      case METHODS.agentInitialize:
-      case METHODS.agentPrepare:
-      case METHODS.agentCommit:
-        if (!a) throw new ProtocolRefusal('UNSUPPORTED', `${req.method}: this worker hosts the environment`);
-        if (req.method === METHODS.agentInitialize) return a.initialize(req);
-        return req.method === METHODS.agentPrepare ? a.prepare(req) : a.commit(req);
-      case METHODS.environmentInitialize:
-      case METHODS.environmentAdvance:
-        if (!env) throw new ProtocolRefusal('UNSUPPORTED', `${req.method}: this worker hosts agents`);
-        return req.method === METHODS.environmentInitialize ? env.initialize(req) : env.advance(req);
-      case METHODS.capture:
-        return a ? a.capture(req) : env!.capture(req);
-      case METHODS.stageRestore:
-        return a ? a.stageRestore(req, attachment) : env!.stageRestore(req, attachment);
-      case METHODS.activateRestore:
-        return a ? a.activateRestore(req) : env!.activateRestore(req);
-      default:
-        throw new ProtocolRefusal('UNSUPPORTED', `unknown method ${JSON.stringify(req.method)}`);
-    }
+    if (!isMethod(req.method)) throw new ProtocolRefusal('UNSUPPORTED', `unknown method ${JSON.stringify(req.method)}`);
+    return this.handlers[req.method](req, attachment);
   }
 
   // ---- Worker.* -------------------------------------------------------------------------------
 
-  private hello(req: Request): HostReply {
+  private hello(req: Request): HostReply<ResultOf<typeof METHODS.hello>> {
     if (req.scope !== null) throw new ProtocolRefusal('INVALID_ARGUMENT', 'Worker.Hello takes scope null');
     const p = req.params;
     let sessionId: string, expectedWorkerId: string, contractDigest: string;
@@ -220,7 +233,7 @@ export class WorkerRuntime implements HostContext {
     };
   }
 
-  private status(req: Request): HostReply {
+  private status(req: Request): HostReply<ResultOf<typeof METHODS.status>> {
     try {
       refuseUnknownFields(req.params, [], 'params');
     } catch (e) {
@@ -240,7 +253,7 @@ export class WorkerRuntime implements HostContext {
     };
   }
 
-  private acknowledge(req: Request): HostReply {
+  private acknowledge(req: Request): HostReply<ResultOf<typeof METHODS.acknowledge>> {
     const ids = req.params.requestIds;
     try {
       refuseUnknownFields(req.params, ['requestIds'], 'params');
@@ -252,7 +265,7 @@ export class WorkerRuntime implements HostContext {
     return { result: { acknowledged: this.lifecycle.acknowledge(ids as string[]) } };
   }
 
-  private shutdown(req: Request): HostReply {
+  private shutdown(req: Request): HostReply<ResultOf<typeof METHODS.shutdown>> {
     try {
       refuseUnknownFields(req.params, ['reason'], 'params');
       readId(req.params.reason, 'params.reason');
@@ -266,7 +279,7 @@ export class WorkerRuntime implements HostContext {
   // ---- envelopes ------------------------------------------------------------------------------
 
   // Keys in RFC 8785 order: with a result built the same way, canonicalBytes takes its fast path.
-  private resultEnvelope(req: Request, result: Record<string, unknown>): Buffer {
+  private resultEnvelope(req: Request, result: object): Buffer {
     return canonicalBytes({ incarnationId: this.incarnationId, requestId: req.requestId, result, scope: req.scope, type: 'result', workerId: this.workerId });
   }
 

@@ -86,7 +86,7 @@ export async function captureGroup(group: CheckpointGroup, opts: CaptureOptions)
   }
   const live = group.live();
   const reservation = reserve(group);
-  group.phase = 'capturing';
+  group.beginCapture();
   const k = group.boundary;
   const boundary = k.toString();
   const scope = group.scope(group.epoch, k);
@@ -99,13 +99,13 @@ export async function captureGroup(group: CheckpointGroup, opts: CaptureOptions)
   try {
     // The environment first, then agents sorted by id; each agent's payload separately.
     const env = liveEnvironment(live);
-    const envRep = await group.call<CaptureResult>(null, 'environment', METHODS.capture, scope, { checkpointId, agentId: null });
+    const envRep = await group.call(null, 'environment', METHODS.capture, scope, { checkpointId, agentId: null });
     noteAck(null, envRep.requestId);
     const world = checkReply(envRep.result, envRep.attachment, { checkpointId, agentId: null, boundary, compatibilityDigest: env.compatibilityDigest });
     const agents: { agentId: Id; bytes: Buffer; digest: Digest }[] = [];
     for (const row of liveAgentRows(live)) {
       const who = participantOf(row.agentId);
-      const rep = await group.call<CaptureResult>(row.agentId, who, METHODS.capture, scope, { checkpointId, agentId: row.agentId });
+      const rep = await group.call(row.agentId, who, METHODS.capture, scope, { checkpointId, agentId: row.agentId });
       noteAck(row.agentId, rep.requestId);
       agents.push({ agentId: row.agentId, ...checkReply(rep.result, rep.attachment, { checkpointId, agentId: row.agentId, boundary, compatibilityDigest: row.compatibilityDigest }) });
     }
@@ -127,6 +127,6 @@ export async function captureGroup(group: CheckpointGroup, opts: CaptureOptions)
     if (isDetsimError(e)) throw new CheckpointRefusal(e.reason.startsWith('size_writer') ? 'BUSY' : 'FAILED', e.reason, `capture ${checkpointId}: ${e.message}`, { field: e.field });
     throw e;
   } finally {
-    group.phase = phase;
+    group.endCapture();
   }
 }

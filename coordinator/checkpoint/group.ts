@@ -8,12 +8,15 @@ import type { RunPlan } from '../config.js';
 import type { Id, Scope } from '../../core/formats/scalars.js';
 import type { Fleet, LaunchedWorker } from '../launcher.js';
 import type { Lockstep } from '../lockstep.js';
-import { describeExit, METHODS, WorkerCallError, type Params } from '../../core/protocol/index.js';
+import { IllegalTransition } from '../illegal-transition.js';
+import {
+  describeExit, METHODS, WorkerCallError, type JsonObject, type Method, type ParamsOf, type ResultOf,
+} from '../../core/protocol/index.js';
 import type { Ledger } from '../store/ledger.js';
 import type { CheckpointWriter } from '../store/writer.js';
 import { canonicalBehaviour, EpochRebase, type TraceBehaviour, type TransitionTrace } from '../trace.js';
 import type { LiveComposition } from './compatibility.js';
-import type { AgentClock, BehaviourPrefix, CoordinatorState } from './manifest.js';
+import type { AgentClock, BehaviourPrefix, CoordinatorState, RestoredCoordinatorState } from './manifest.js';
 import { CheckpointRefusal, type CheckpointStatus, type Participant } from './refusal.js';
 
 export type GroupPhase = 'ready' | 'paused' | 'capturing' | 'restoring' | 'fenced';
@@ -70,21 +73,35 @@ export interface GroupOptions {
   captureDeadlineMs?: number;
 }
 
+/**
+ * The group's state machine. Outside code reads `phase` and `tainted`; only these methods move it
+ * (a transition its phase does not allow throws IllegalTransition):
+ *
+ *   ready | paused --beginCapture()------------------------------> capturing
+ *   capturing ------endCapture()--------------------------------> the phase beginCapture left
+ *   ready | paused | fenced --beginRestore()--------------------> restoring
+ *   restoring ------abandonRestore() (nothing staged yet)-------> the phase beginRestore left
+ *   restoring ------fence(participants): taints them, fails the lockstep --> fenced
+ *   restoring ------install(state): the coordinator state at k, lockstep Ready(k) --> paused
+ *   paused ---------resume()------------------------------------> ready
+ *   ready ----------step(), noteTrace(): k → k+1 (phase unchanged)
+ */
 export class CheckpointGroup {
-  phase: GroupPhase = 'ready';
-  /** Participants left in an unknown or half-restored state; they must be replaced before a restore. */
-  readonly tainted = new Set<Participant>();
+  private currentPhase: GroupPhase = 'ready';
+  /** The phase a capture or restore started from (where endCapture/abandonRestore return). */
+  private phaseBefore: GroupPhase | undefined;
+  private readonly taintedParticipants = new Set<Participant>();
   readonly plan: RunPlan;
   readonly fleet: Fleet;
   readonly lockstep: Lockstep;
   readonly logger: Logger;
-  writer: CheckpointWriter | undefined;
-  ledger: Ledger | undefined;
+  readonly writer: CheckpointWriter | undefined;
+  readonly ledger: Ledger | undefined;
   readonly deadlineMs: number;
-  behaviour: RollingBehaviour;
-  clocks = new Map<Id, AgentClock>();
-  rewardTotals = new Map<Id, number>();
-  eventsIssued = 0n;
+  private behaviour: RollingBehaviour;
+  private clocks = new Map<Id, AgentClock>();
+  private rewardTotals = new Map<Id, number>();
+  private eventsIssued = 0n;
   private readonly agentWorkers = new Map<Id, LaunchedWorker>();
 
   constructor(opts: GroupOptions) {
@@ -101,6 +118,77 @@ export class CheckpointGroup {
 
   get epoch(): Id {
     return this.lockstep.epoch;
+  }
+
+  get phase(): GroupPhase {
+    return this.currentPhase;
+  }
+
+  /** Participants left in an unknown or half-restored state; they must be replaced before a restore. */
+  get tainted(): ReadonlySet<Participant> {
+    return this.taintedParticipants;
+  }
+
+  private expectPhase(transition: string, allowed: readonly GroupPhase[]): void {
+    if (allowed.includes(this.currentPhase)) return;
+    throw new IllegalTransition('checkpoint group', transition, this.currentPhase);
+  }
+
+  /** Ready | Paused → Capturing. */
+  beginCapture(): void {
+    this.expectPhase('beginCapture', ['ready', 'paused']);
+    this.phaseBefore = this.currentPhase;
+    this.currentPhase = 'capturing';
+  }
+
+  /** Capturing → the phase the capture started from (a capture changes no state, whatever its outcome). */
+  endCapture(): void {
+    this.expectPhase('endCapture', ['capturing']);
+    this.currentPhase = this.phaseBefore!;
+    this.phaseBefore = undefined;
+  }
+
+  /** Ready | Paused | Fenced → Restoring. */
+  beginRestore(): void {
+    this.expectPhase('beginRestore', ['ready', 'paused', 'fenced']);
+    this.phaseBefore = this.currentPhase;
+    this.currentPhase = 'restoring';
+  }
+
+  /** Restoring → the phase the restore started from: refused before anyone was staged, nothing changed. */
+  abandonRestore(): void {
+    this.expectPhase('abandonRestore', ['restoring']);
+    this.currentPhase = this.phaseBefore!;
+    this.phaseBefore = undefined;
+  }
+
+  /** Restoring → Fenced: the participants staged or activated so far are tainted and nothing steps. */
+  fence(participants: readonly Participant[]): void {
+    this.expectPhase('fence', ['restoring']);
+    for (const p of participants) this.taintedParticipants.add(p);
+    this.currentPhase = 'fenced';
+    this.phaseBefore = undefined;
+    this.lockstep.fail();
+  }
+
+  /**
+   * Restoring → Paused(k) in `epoch`: the lockstep takes the environment's restored observations
+   * at k, the group the coordinator state the checkpoint sealed (clocks, rewards, events, behaviour).
+   */
+  install(
+    epoch: Id,
+    boundary: bigint,
+    observations: { agentId: Id; observation: JsonObject }[],
+    state: RestoredCoordinatorState,
+  ): void {
+    this.expectPhase('install', ['restoring']);
+    this.lockstep.installRestored(epoch, boundary, observations);
+    this.clocks = state.clocks;
+    this.rewardTotals = state.rewardTotals;
+    this.eventsIssued = state.eventsIssued;
+    this.behaviour = new RollingBehaviour(state.behaviour.baseEpoch, state.behaviour);
+    this.currentPhase = 'paused';
+    this.phaseBefore = undefined;
   }
 
   get boundary(): bigint {
@@ -143,7 +231,7 @@ export class CheckpointGroup {
   /** Paused(k) → Ready(k): a restored group runs only when resumed explicitly. */
   resume(): void {
     if (this.phase !== 'paused') throw new CheckpointRefusal('INVALID_PHASE', 'perm_invalid_phase', `cannot resume: the group is ${this.phase}, not paused`);
-    this.phase = 'ready';
+    this.currentPhase = 'ready';
   }
 
   /** The coordinator state at the committed boundary, as capture seals it. */
@@ -164,7 +252,14 @@ export class CheckpointGroup {
   }
 
   /** One attributed call: an error reply or a transport failure becomes a CheckpointRefusal naming the participant. */
-  async call<T>(agentId: Id | null, participant: Participant, method: string, scope: Scope, params: Params, opts: { attachment?: Uint8Array; reason?: 'audit_participant_refused' } = {}): Promise<CallResult<T>> {
+  async call<M extends Method>(
+    agentId: Id | null,
+    participant: Participant,
+    method: M,
+    scope: Scope,
+    params: ParamsOf<M>,
+    opts: { attachment?: Uint8Array; reason?: 'audit_participant_refused' } = {},
+  ): Promise<CallResult<ResultOf<M>>> {
     const w = this.workerOf(agentId);
     let rep;
     try {
@@ -180,7 +275,7 @@ export class CheckpointGroup {
       const status = (STATUSES.includes(code) ? code : 'FAILED') as CheckpointStatus;
       throw new CheckpointRefusal(status, 'audit_participant_refused', `${participant} (${w.plan.workerId}) refused ${method}: ${code}: ${reply.error.message}`, { participant, workerCode: code, mutation: reply.error.mutation });
     }
-    const out: CallResult<T> = { requestId: rep.requestId, result: reply.result as T };
+    const out: CallResult<ResultOf<M>> = { requestId: rep.requestId, result: reply.result };
     if (rep.attachment) out.attachment = rep.attachment;
     return out;
   }

@@ -9,10 +9,10 @@ import { decodeEnvelope, type DecodedEnvelope, type EnvelopeManifest } from '../
 import { isDetsimError } from '../../core/formats/errors.js';
 import type { Digest, Id, Scope } from '../../core/formats/scalars.js';
 import type { LaunchedWorker } from '../launcher.js';
-import { CAPABILITIES, METHODS, type ActivateRestoreResult, type JsonObject, type Params, type StageRestoreResult } from '../../core/protocol/index.js';
+import { CAPABILITIES, METHODS, type ActivateRestoreParams, type JsonObject, type StageRestoreParams } from '../../core/protocol/index.js';
 import { loadGeneration, type CheckpointStore } from '../store/store.js';
 import { expectedAgentDigest, expectedEnvironmentDigest } from './compatibility.js';
-import { RollingBehaviour, type CheckpointGroup } from './group.js';
+import type { CheckpointGroup } from './group.js';
 import { PAYLOAD_NAMES, readCoordinatorPayloads, type BehaviourPrefix } from './manifest.js';
 import { CheckpointRefusal, participantOf, type Participant } from './refusal.js';
 import { checkIdentity } from './restore-identity.js';
@@ -25,8 +25,8 @@ export type RestoreSource = { store: CheckpointStore; checkpointId?: Id; loaded?
 
 export interface RestoreHooks {
   /** Test hook: change the params of one participant's StageRestore or ActivateRestore before they go out. */
-  beforeStage?: (participant: Participant, params: Params) => Params;
-  beforeActivate?: (participant: Participant, params: Params) => Params;
+  beforeStage?: (participant: Participant, params: StageRestoreParams) => StageRestoreParams;
+  beforeActivate?: (participant: Participant, params: ActivateRestoreParams) => ActivateRestoreParams;
 }
 
 export interface RestoreOptions {
@@ -151,8 +151,7 @@ export async function restoreGroup(group: CheckpointGroup, source: RestoreSource
 
   const k = BigInt(m.sourceScope.step);
   const scope: Scope = group.scope(opts.epoch, k);
-  const before = group.phase;
-  group.phase = 'restoring';
+  group.beginRestore();
   const acks = new Map<LaunchedWorker, string[]>();
   const noteAck = (agentId: Id | null, requestId: string) => {
     const w = group.workerOf(agentId);
@@ -162,18 +161,17 @@ export async function restoreGroup(group: CheckpointGroup, source: RestoreSource
   // Stage: the environment first, then agents sorted by id. A refusal taints those already staged.
   const staged: RestoredParticipant[] = [];
   for (const p of plan) {
-    let params: Params = { checkpointId: m.checkpointId, agentId: p.agentId, sourceScope: m.sourceScope, compatibilityDigest: p.compatibilityDigest, payload: payloadRef(loaded, p.payloadName, group.workerOf(p.agentId).hello.capabilities) };
+    let params: StageRestoreParams = { checkpointId: m.checkpointId, agentId: p.agentId, sourceScope: m.sourceScope, compatibilityDigest: p.compatibilityDigest, payload: payloadRef(loaded, p.payloadName, group.workerOf(p.agentId).hello.capabilities) };
     params = opts.hooks?.beforeStage?.(p.participant, params) ?? params;
     // A worker that reads the verified file itself gets no attachment (no copy through the transport).
-    const attachment = 'file' in (params.payload as object) ? undefined : payloads.get(p.payloadName)!;
+    const attachment = 'file' in params.payload ? undefined : payloads.get(p.payloadName)!;
     try {
-      const rep = await group.call<StageRestoreResult>(p.agentId, p.participant, METHODS.stageRestore, scope, params, attachment ? { attachment } : {});
+      const rep = await group.call(p.agentId, p.participant, METHODS.stageRestore, scope, params, attachment ? { attachment } : {});
       noteAck(p.agentId, rep.requestId);
       staged.push({ participant: p.participant, agentId: p.agentId, workerId: group.workerOf(p.agentId).plan.workerId, restoreToken: rep.result.restoreToken });
     } catch (e) {
-      for (const s of staged) group.tainted.add(s.participant);
-      group.phase = staged.length > 0 ? 'fenced' : before;
-      if (staged.length > 0) group.lockstep.state = 'failed';
+      if (staged.length > 0) group.fence(staged.map((s) => s.participant));
+      else group.abandonRestore();
       await group.acknowledge(acks);
       throw annotate(e, `stage failed; nothing activates${staged.length > 0 ? `; tainted: ${staged.map((s) => s.participant).join(', ')}` : '; nothing was staged'}`);
     }
@@ -182,17 +180,15 @@ export async function restoreGroup(group: CheckpointGroup, source: RestoreSource
   // Activate in the same order. Any failure fences the group: nothing steps until a restore over replaced participants.
   let observations: { agentId: Id; observation: JsonObject }[] | undefined;
   const fence = async (e: unknown, what: string): Promise<never> => {
-    for (const s of staged) group.tainted.add(s.participant);
-    group.phase = 'fenced';
-    group.lockstep.state = 'failed';
+    group.fence(staged.map((s) => s.participant));
     await group.acknowledge(acks);
     throw annotate(e, `${what}; the group is fenced (tainted: ${staged.map((s) => s.participant).join(', ')})`);
   };
   for (const s of staged) {
-    let params: Params = { restoreToken: s.restoreToken, agentId: s.agentId };
+    let params: ActivateRestoreParams = { restoreToken: s.restoreToken, agentId: s.agentId };
     params = opts.hooks?.beforeActivate?.(s.participant, params) ?? params;
     try {
-      const rep = await group.call<ActivateRestoreResult>(s.agentId, s.participant, METHODS.activateRestore, scope, params);
+      const rep = await group.call(s.agentId, s.participant, METHODS.activateRestore, scope, params);
       noteAck(s.agentId, rep.requestId);
       const r = rep.result;
       if (r.checkpointId !== m.checkpointId || r.committedStep !== m.sourceScope.step) {
@@ -215,12 +211,7 @@ export async function restoreGroup(group: CheckpointGroup, source: RestoreSource
   }
 
   // Install the coordinator state: observations at k, clocks, reward ledger, behaviour chain; Paused(k).
-  group.lockstep.installRestored(opts.epoch, k, observations!);
-  group.clocks = coord.clocks;
-  group.rewardTotals = coord.rewardTotals;
-  group.eventsIssued = coord.eventsIssued;
-  group.behaviour = new RollingBehaviour(coord.behaviour.baseEpoch, coord.behaviour);
-  group.phase = 'paused';
+  group.install(opts.epoch, k, observations!, coord);
   await group.acknowledge(acks);
   await group.ledger?.append({
     event: 'restored',
@@ -244,9 +235,9 @@ export async function restoreGroup(group: CheckpointGroup, source: RestoreSource
 }
 
 /** The StageRestore payload ref: a range of the verified file for a worker that reads local files, else by attachment. */
-function payloadRef(loaded: LoadedCheckpoint, name: string, capabilities: readonly string[]): Params {
+function payloadRef(loaded: LoadedCheckpoint, name: string, capabilities: readonly string[]): StageRestoreParams['payload'] {
   const entry = loaded.envelope.layout.entries.find((e) => e.name === name)!;
-  const ref: Params = { digest: entry.digest, byteLength: String(entry.byteLength) };
+  const ref: StageRestoreParams['payload'] = { digest: entry.digest, byteLength: String(entry.byteLength) };
   // Every worker of a fleet runs on this machine (the launcher spawned it), so the path is valid there.
   if (loaded.path !== null && capabilities.includes(CAPABILITIES.payloadFile)) ref.file = { path: loaded.path, offset: String(entry.offset) };
   return ref;

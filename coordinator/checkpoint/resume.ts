@@ -173,7 +173,7 @@ async function resumeLocked(runDir: string, opts: ResumeOptions): Promise<Resume
     storeDir: storeDirOf(runDir),
     accepted: () => restored !== undefined,
     begin: async ({ fleet, lockstep, logger }) => {
-      lockstep.identities = rec.identities;
+      lockstep.adoptIdentities(rec.identities);
       const group = new CheckpointGroup({ plan, fleet, lockstep, logger, writer: ck.writer, ledger: ck.ledger, baseEpoch });
       const ledgerDetail: Record<string, JsonValue> = { tornLines: String(split.abandoned.length - split.abandonedSteps.length) };
       if (split.abandonedSteps.length > 0) ledgerDetail.abandonedSteps = { from: split.abandonedSteps[0]!.toString(), to: split.abandonedSteps[split.abandonedSteps.length - 1]!.toString() };

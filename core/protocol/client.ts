@@ -7,7 +7,8 @@ import type { Id, Scope } from '../formats/scalars.js';
 import { decodeBody, encodeBody } from './body-codec.js';
 import { CAPABILITIES, type HelloParams, type HelloResult, type Role } from './bodies.js';
 import { CONTRACT_DIGEST, DEFAULT_MAX_MESSAGE_BYTES, type Frame, PROTOCOL_MAJOR, channelOptions, parseAddress, workerServiceDefinition } from './contract.js';
-import { type ErrorCode, METHODS, type Params, type Reply, readReply } from './envelope.js';
+import { type ErrorCode, METHODS, type Method, type Params, type Reply, readReply } from './envelope.js';
+import type { ParamsOf, ReplyOf } from './methods.js';
 import { FrameAssembler, FrameWriter } from './frames.js';
 
 /** Why a call did not get its reply. Every kind but 'never-connected' leaves the mutation unknown. */
@@ -63,9 +64,10 @@ export interface CallOptions {
   requestId?: string;
 }
 
-export interface CallReply {
+/** A call's reply; `R` is the reply typed by the method table when the call named its method. */
+export interface CallReply<R = Reply> {
   requestId: string;
-  reply: Reply;
+  reply: R;
   attachment?: Buffer;
 }
 
@@ -78,6 +80,9 @@ export interface HelloExpectation {
   requiredCapabilities?: string[];
   deadlineMs?: number;
 }
+
+/** The reply of a call that named its method: result typed by the method table. */
+type Typed<M extends Method> = CallReply<ReplyOf<M>>;
 
 interface Pending {
   method: string;
@@ -162,8 +167,17 @@ export class WorkerClient {
     return this.helloResult;
   }
 
-  /** Send one request; resolves with the worker's reply (result or in-band error), rejects on transport failure. */
-  call(method: string, scope: Scope | null, params: Params, options: CallOptions = {}): Promise<CallReply> {
+  /**
+   * Send one request; resolves with the worker's reply (result or in-band error), rejects on
+   * transport failure. Params and result are typed by the method table (methods.ts); the result is
+   * the worker's word, not yet checked: each caller validates what it reads.
+   */
+  call<M extends Method>(method: M, scope: Scope | null, params: ParamsOf<M>, options: CallOptions = {}): Promise<Typed<M>> {
+    return this.callUnchecked(method, scope, params as unknown as Params, options) as Promise<Typed<M>>;
+  }
+
+  /** call() for any method name and params, unchecked: for tests that send what a real caller never would. */
+  callUnchecked(method: string, scope: Scope | null, params: Params, options: CallOptions = {}): Promise<CallReply> {
     const requestId = options.requestId ?? `req-${this.nextId++}`;
     if (this.failure) {
       return Promise.reject(new WorkerCallError(this.failure.kind, this.failure.message, this.address, method, requestId));
@@ -193,13 +207,13 @@ export class WorkerClient {
   async hello(expected: HelloExpectation): Promise<HelloResult> {
     const contractDigest = expected.contractDigest ?? CONTRACT_DIGEST;
     const params: HelloParams = { sessionId: expected.sessionId, expectedWorkerId: expected.workerId, role: expected.role, supportedMajors: [PROTOCOL_MAJOR], contractDigest };
-    const { reply } = await this.call(METHODS.hello, null, params as unknown as Params, { deadlineMs: expected.deadlineMs ?? 10_000 });
+    const { reply } = await this.call(METHODS.hello, null, params, { deadlineMs: expected.deadlineMs ?? 10_000 });
     if (reply.type === 'error') {
       // The worker's message starts with the field it refused ("contractDigest: ...").
       const field = /^(contractDigest|workerId|role|sessionId|supportedMajors)\b/.exec(reply.error.message)?.[1];
       throw new HelloRefusedError(reply.error.code, `worker ${this.label} refused Hello: ${reply.error.code}: ${reply.error.message}`, field);
     }
-    const r = reply.result as unknown as HelloResult;
+    const r = reply.result;
     const mismatch = (code: ErrorCode, field: string, got: unknown, want: unknown): HelloRefusedError =>
       new HelloRefusedError(code, `worker ${this.label}: ${code}: ${field} is ${JSON.stringify(got)}, expected ${JSON.stringify(want)}`, field);
     if (r.contractDigest !== contractDigest) throw mismatch('IDENTITY_MISMATCH', 'contractDigest', r.contractDigest, contractDigest);

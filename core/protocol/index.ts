@@ -4,6 +4,7 @@
 export * from './contract.js';
 export * from './envelope.js';
 export * from './bodies.js';
+export * from './methods.js';
 export * from './frames.js';
 export * from './body-codec.js';
 export * from './client.js';

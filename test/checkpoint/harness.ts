@@ -47,7 +47,7 @@ export async function startSession(plan: RunPlan, opts: { runDir?: string; epoch
   const fleet = await launchFleet(plan, { logger, storeDir: storeDirOf(runDir) });
   const lockstep = new Lockstep(plan, fleet, { dispatch: 'concurrent', epoch: opts.epoch ?? 'e1', startedAt: process.hrtime.bigint(), logger });
   try {
-    if (opts.identities) lockstep.identities = opts.identities;
+    if (opts.identities) lockstep.adoptIdentities(opts.identities);
     else await lockstep.initialize();
     const ck = await openCheckpointing(runDir, opts.checkpointing);
     const group = new CheckpointGroup({ plan, fleet, lockstep, logger, writer: ck.writer, ledger: ck.ledger, baseEpoch: 'e1' });

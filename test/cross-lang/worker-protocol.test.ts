@@ -64,7 +64,7 @@ for (const other of OTHERS) describe.skipIf(other.skip !== null)(`${other.name} 
 
   /** Send the same request to both; assert each side got the expected outcome and the replies match. */
   async function both(method: string, scope: Scope | null, params: Params, expected: Expected, opts: CallOptions = {}): Promise<{ t: CallReply; r: CallReply }> {
-    const [t, r] = await Promise.all([ts.client.call(method, scope, params, opts), rs.client.call(method, scope, params, opts)]);
+    const [t, r] = await Promise.all([ts.client.callUnchecked(method, scope, params, opts), rs.client.callUnchecked(method, scope, params, opts)]);
     const what = `${method} ${JSON.stringify(params).slice(0, 200)}`;
     expect({ typescript: outcomeOf(t), rust: outcomeOf(r) }, what).toEqual({ typescript: expected, rust: expected });
     expect(norm(r), what).toBe(norm(t));
@@ -99,7 +99,7 @@ for (const other of OTHERS) describe.skipIf(other.skip !== null)(`${other.name} 
     await both(METHODS.hello, null, { ...hello, supportedMajors: [2, 3] }, 'UNSUPPORTED');
     await both(METHODS.hello, null, { ...hello, extra: true }, 'INVALID_ARGUMENT');
     await both(METHODS.hello, sc(0), hello, 'INVALID_ARGUMENT');
-    const [t, r] = await Promise.all([ts.client.call(METHODS.hello, null, hello), rs.client.call(METHODS.hello, null, hello)]);
+    const [t, r] = await Promise.all([ts.client.callUnchecked(METHODS.hello, null, hello), rs.client.callUnchecked(METHODS.hello, null, hello)]);
     if (t.reply.type !== 'result' || r.reply.type !== 'result') throw new Error('Hello refused');
     const { runtime, buildDigest, incarnationId, ...rest } = r.reply.result as Record<string, unknown>;
     const { runtime: _r, buildDigest: _b, incarnationId: _i, ...tsRest } = t.reply.result as Record<string, unknown>;
@@ -118,7 +118,7 @@ for (const other of OTHERS) describe.skipIf(other.skip !== null)(`${other.name} 
     ]);
     /** The same request from both strangers: identical replies, and the expected refusal. */
     const refusedAlike = async (method: string, scope: Scope | null, params: Params, code: string, message: string): Promise<void> => {
-      const [t, r] = await Promise.all([tStranger.call(method, scope, params), rStranger.call(method, scope, params)]);
+      const [t, r] = await Promise.all([tStranger.callUnchecked(method, scope, params), rStranger.callUnchecked(method, scope, params)]);
       expect(norm(r), method).toBe(norm(t));
       expect(t.reply, method).toMatchObject({ type: 'error', error: { code, message } });
     };
@@ -275,7 +275,7 @@ for (const other of OTHERS) describe.skipIf(other.skip !== null)(`${other.name} 
       if (t.reply.type !== 'result' || r.reply.type !== 'result') throw new Error('capture refused');
       const cap = r.reply.result as { compatibilityDigest: string; payload: unknown };
       const stage = { checkpointId: 'ck-fresh', agentId, sourceScope: sc(k, 'e2'), compatibilityDigest: cap.compatibilityDigest, payload: cap.payload };
-      const [st, sr] = await Promise.all([freshTs.client.call(METHODS.stageRestore, sc(k, 'e5'), stage, { attachment: r.attachment! }), freshRs.client.call(METHODS.stageRestore, sc(k, 'e5'), stage, { attachment: t.attachment! })]);
+      const [st, sr] = await Promise.all([freshTs.client.callUnchecked(METHODS.stageRestore, sc(k, 'e5'), stage, { attachment: r.attachment! }), freshRs.client.callUnchecked(METHODS.stageRestore, sc(k, 'e5'), stage, { attachment: t.attachment! })]);
       if (st.reply.type !== 'result' || sr.reply.type !== 'result') throw new Error(`stage refused: ${norm(st)} / ${norm(sr)}`);
       const [at, ar] = await Promise.all([
         freshTs.client.call(METHODS.activateRestore, sc(k, 'e5'), { restoreToken: (st.reply.result as { restoreToken: string }).restoreToken, agentId }),

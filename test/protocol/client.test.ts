@@ -94,9 +94,9 @@ describe('WorkerClient', () => {
   it('correlates replies in order with req-<n> ids from a per-client counter', async () => {
     client = await WorkerClient.connect(await startScripted());
     const [a, b, c] = await Promise.all([
-      client.call('Worker.Status', null, { delayMs: 30 }),
-      client.call('Worker.Status', null, { n: 2 }),
-      client.call('Worker.Status', null, { n: 3 }),
+      client.callUnchecked('Worker.Status', null, { delayMs: 30 }),
+      client.callUnchecked('Worker.Status', null, { n: 2 }),
+      client.callUnchecked('Worker.Status', null, { n: 3 }),
     ]);
     expect([a.requestId, b.requestId, c.requestId]).toEqual(['req-1', 'req-2', 'req-3']);
     expect(a.reply.type === 'result' && a.reply.result.params).toEqual({ delayMs: 30 });
@@ -107,14 +107,14 @@ describe('WorkerClient', () => {
     client = await WorkerClient.connect(await startScripted());
     const att = Buffer.alloc(9 * 1024 * 1024 + 7, 0xab); // above the 8 MiB message limit: only chunking gets it through
     att[12345] = 1;
-    const r = await client.call('State.StageRestore', null, {}, { attachment: att });
+    const r = await client.callUnchecked('State.StageRestore', null, {}, { attachment: att });
     expect(r.reply.type === 'result' && r.reply.result.attachmentBytes).toBe(String(att.length));
     expect(r.attachment?.equals(att)).toBe(true);
   });
 
   it('a deadline fails one call with mutation unknown; the late reply is discarded and the stream stays usable', async () => {
     client = await WorkerClient.connect(await startScripted());
-    const slow = client.call('Agent.Prepare', null, { delayMs: 300 }, { deadlineMs: 50 });
+    const slow = client.callUnchecked('Agent.Prepare', null, { delayMs: 300 }, { deadlineMs: 50 });
     await expect(slow).rejects.toMatchObject({ kind: 'deadline', mutation: 'unknown', requestId: 'req-1' });
     const next = await client.call('Worker.Status', null, {});
     expect(next.requestId).toBe('req-2');
@@ -124,11 +124,11 @@ describe('WorkerClient', () => {
   it('the drop-reply fault fails the call as reply-dropped; re-sending the same id gets a reply', async () => {
     client = await WorkerClient.connect(await startScripted());
     client.faults.dropNextReply('Agent.Prepare');
-    const first = client.call('Agent.Prepare', null, { x: 1 });
+    const first = client.callUnchecked('Agent.Prepare', null, { x: 1 });
     await expect(first).rejects.toMatchObject({ kind: 'reply-dropped', mutation: 'unknown', requestId: 'req-1' });
-    const again = await client.call('Agent.Prepare', null, { x: 1 }, { requestId: 'req-1' });
+    const again = await client.callUnchecked('Agent.Prepare', null, { x: 1 }, { requestId: 'req-1' });
     expect(again.reply.requestId).toBe('req-1');
-    expect((await client.call('Agent.Prepare', null, {})).requestId).toBe('req-2');
+    expect((await client.callUnchecked('Agent.Prepare', null, {})).requestId).toBe('req-2');
   });
 
   it('hello accepts the expected worker and refuses mismatches naming the field', async () => {
@@ -149,15 +149,15 @@ describe('WorkerClient', () => {
   it('reports a stream ended by the worker as stream-ended, and a process exit as process-exited', async () => {
     const listen = await startScripted();
     client = await WorkerClient.connect(listen, { exitGraceMs: 0 });
-    const pending = client.call('Agent.Prepare', null, { delayMs: 10_000 });
-    void client.call('end', null, {}).catch(() => undefined);
+    const pending = client.callUnchecked('Agent.Prepare', null, { delayMs: 10_000 });
+    void client.callUnchecked('end', null, {}).catch(() => undefined);
     await expect(pending).rejects.toMatchObject({ kind: 'stream-ended', mutation: 'unknown' });
     await expect(client.call('Worker.Status', null, {})).rejects.toBeInstanceOf(WorkerCallError);
     client.close();
 
     let exit!: (i: { code: number | null; signal: string | null }) => void;
     client = await WorkerClient.connect(listen, { processExit: new Promise((r) => { exit = r; }) });
-    const waiting = client.call('Agent.Prepare', null, { delayMs: 10_000 });
+    const waiting = client.callUnchecked('Agent.Prepare', null, { delayMs: 10_000 });
     exit({ code: null, signal: 'SIGKILL' });
     await expect(waiting).rejects.toMatchObject({ kind: 'process-exited' });
     await expect(waiting).rejects.toThrow(/signal SIGKILL/);

@@ -35,7 +35,7 @@ function commitParams(prepId: string, k: number): Record<string, unknown> {
 }
 
 async function commit(c: WorkerClient, prepId: string, k: number): Promise<void> {
-  const r = resultOf<{ agents: { agentId: string; committedStep: string }[] }>(await c.call(METHODS.agentCommit, scope(k), commitParams(prepId, k)));
+  const r = resultOf<{ agents: { agentId: string; committedStep: string }[] }>(await c.callUnchecked(METHODS.agentCommit, scope(k), commitParams(prepId, k)));
   expect(r.agents.map((a) => a.committedStep)).toEqual([String(k + 1), String(k + 1)]);
 }
 
@@ -111,10 +111,10 @@ describe('agent worker', () => {
     await commit(w.client, p.requestId, 0);
     const changed = commitParams(p.requestId, 0);
     (changed.agents as { observation: Record<string, unknown> }[])[0]!.observation = { x: 99 };
-    const e = errorOf(await w.client.call(METHODS.agentCommit, scope(0), changed));
+    const e = errorOf(await w.client.callUnchecked(METHODS.agentCommit, scope(0), changed));
     expect(e).toMatchObject({ code: 'CONFLICT', mutation: 'none' });
     expect(e.message).toMatch(/a-lif/);
-    const same = resultOf<{ agents: unknown[] }>(await w.client.call(METHODS.agentCommit, scope(0), commitParams(p.requestId, 0)));
+    const same = resultOf<{ agents: unknown[] }>(await w.client.callUnchecked(METHODS.agentCommit, scope(0), commitParams(p.requestId, 0)));
     expect(same.agents).toHaveLength(2);
     await w.stop();
   });
@@ -131,7 +131,7 @@ describe('agent worker', () => {
     // the original request of an evicted step: RESULT_EXPIRED (it did run); a fresh id: STALE_STEP
     const expired = errorOf(await w.client.call(METHODS.agentPrepare, scope(0), { agents: IDS }, { requestId: prepIds[0] }));
     expect(expired).toMatchObject({ code: 'RESULT_EXPIRED', mutation: 'applied' });
-    const call = (method: string, s: ReturnType<typeof scope>, params: Record<string, unknown>) => w.client.call(method, s, params).then(errorOf);
+    const call = (method: string, s: ReturnType<typeof scope>, params: Record<string, unknown>) => w.client.callUnchecked(method, s, params).then(errorOf);
     expect(await call(METHODS.agentPrepare, scope(3, 'e0'), { agents: IDS })).toMatchObject({ code: 'STALE_EPOCH', mutation: 'none' });
     expect(await call(METHODS.agentPrepare, scope(0), { agents: IDS })).toMatchObject({ code: 'STALE_STEP', mutation: 'none' });
     expect(await call(METHODS.agentPrepare, scope(5), { agents: IDS })).toMatchObject({ code: 'FUTURE_STEP', mutation: 'none' });

@@ -37,7 +37,7 @@ async function progress(c: WorkerClient): Promise<string> {
 
 async function bootAgents(id: string, neurons?: number): Promise<SpawnedWorker> {
   const w = await spawnWorker('agent', id);
-  resultOf(await w.client.call(METHODS.agentInitialize, scope(0), { agents: agentsSpec(neurons) }));
+  resultOf(await w.client.callUnchecked(METHODS.agentInitialize, scope(0), { agents: agentsSpec(neurons) }));
   return w;
 }
 
@@ -81,7 +81,7 @@ describe('agent capture and restore', () => {
     const b = await spawnWorker('agent', 'w-fresh');
     const incarnation = b.client.identity!.incarnationId;
     for (const c of caps) {
-      const staged = resultOf<{ restoreToken: string; agentId: string }>(await b.client.call(METHODS.stageRestore, scope(K, 'e2'), stageParams(c.result, 'e1', K), { attachment: c.payload }));
+      const staged = resultOf<{ restoreToken: string; agentId: string }>(await b.client.callUnchecked(METHODS.stageRestore, scope(K, 'e2'), stageParams(c.result, 'e1', K), { attachment: c.payload }));
       expect(staged.restoreToken).toBe(expectedToken('ck-4', 'e2', K, c.result.payload.digest, incarnation));
       const act = resultOf<{ committedStep: string; observation: unknown }>(await b.client.call(METHODS.activateRestore, scope(K, 'e2'), { restoreToken: staged.restoreToken, agentId: c.result.agentId }));
       expect(act).toMatchObject({ committedStep: String(K), observation: null, checkpointId: 'ck-4' });
@@ -102,7 +102,7 @@ describe('agent capture and restore', () => {
     for (let k = K; k < M; k++) expected.push(await step(a.client, k, 'e1'));
     // a is now at Ready(M) in e1; stage both agents back to K in e2
     const stage = (c: typeof cap, extra: Partial<Record<string, unknown>> = {}, attachment: Buffer = c.payload, epoch = 'e2') =>
-      a.client.call(METHODS.stageRestore, scope(K, epoch), { ...stageParams(c.result, 'e1', K), ...extra }, { attachment });
+      a.client.callUnchecked(METHODS.stageRestore, scope(K, epoch), { ...stageParams(c.result, 'e1', K), ...extra }, { attachment });
     expect(errorOf(await stage(cap, {}, cap.payload, 'e1'))).toMatchObject({ code: 'STALE_EPOCH' });
     const flipped = Buffer.from(cap.payload);
     flipped[flipped.length - 1]! ^= 1;
@@ -148,7 +148,7 @@ describe('agent capture and restore', () => {
     const b = await spawnWorker('agent', 'w-file-b', ['--store-dir', dir]);
     const stage = (file: Record<string, unknown>, attachment?: Buffer) => {
       const params = stageParams(cap.result, 'e1', K);
-      return b.client.call(METHODS.stageRestore, scope(K, 'e2'), { ...params, payload: { ...(params.payload as object), file } }, attachment ? { attachment } : {});
+      return b.client.callUnchecked(METHODS.stageRestore, scope(K, 'e2'), { ...params, payload: { ...(params.payload as object), file } }, attachment ? { attachment } : {});
     };
     expect(errorOf(await stage({ path: 'ckpt.flysess', offset: String(offset) }))).toMatchObject({ code: 'INVALID_ARGUMENT' });
     expect(errorOf(await stage({ path, offset: String(offset) }, cap.payload)).message).toMatch(/both an attachment and params.payload.file/);
@@ -202,7 +202,7 @@ describe('agent capture and restore', () => {
     const expected = await step(a.client, 1, 'e1', lifOnly);
     const b = await spawnWorker('agent', 'w-big2');
     for (const c of [cap, capWalk]) {
-      const token = resultOf<{ restoreToken: string }>(await b.client.call(METHODS.stageRestore, scope(1, 'e2'), stageParams(c.result, 'e1', 1), { attachment: c.payload })).restoreToken;
+      const token = resultOf<{ restoreToken: string }>(await b.client.callUnchecked(METHODS.stageRestore, scope(1, 'e2'), stageParams(c.result, 'e1', 1), { attachment: c.payload })).restoreToken;
       resultOf(await b.client.call(METHODS.activateRestore, scope(1, 'e2'), { restoreToken: token, agentId: c.result.agentId }));
     }
     expect(await step(b.client, 1, 'e2', lifOnly)).toEqual(expected);
@@ -228,7 +228,7 @@ describe('environment capture and restore', () => {
     const expected: unknown[] = [];
     for (let k = 6; k < 20; k++) expected.push(resultOf(await advance(a.client, k, 'e1')));
     const b = await spawnWorker('environment', 'env-b');
-    const token = resultOf<{ restoreToken: string }>(await b.client.call(METHODS.stageRestore, scope(6, 'e2'), stageParams(cap.result, 'e1', 6), { attachment: cap.payload })).restoreToken;
+    const token = resultOf<{ restoreToken: string }>(await b.client.callUnchecked(METHODS.stageRestore, scope(6, 'e2'), stageParams(cap.result, 'e1', 6), { attachment: cap.payload })).restoreToken;
     const act = resultOf<{ observation: { observations: unknown } }>(await b.client.call(METHODS.activateRestore, scope(6, 'e2'), { restoreToken: token, agentId: null }));
     expect(act.observation.observations).toEqual(lastObs);
     const got: unknown[] = [];

@@ -35,7 +35,7 @@ describe('environment worker (forage)', () => {
     let last: AdvanceResult | undefined;
     for (let k = 0; k < 30; k++) {
       const params = { batchId: `batch-e1-${k}`, actions: actionsToward(obs) };
-      const r = resultOf<AdvanceResult>(await w.client.call(METHODS.environmentAdvance, scope(k), params));
+      const r = resultOf<AdvanceResult>(await w.client.callUnchecked(METHODS.environmentAdvance, scope(k), params));
       expect(r).toMatchObject({ appliedFromStep: String(k), nextStep: String(k + 1), batchId: `batch-e1-${k}` });
       expect(r.appliedControlsDigest).toBe(canonicalDigest(params.actions));
       for (const rw of r.rewards) {
@@ -46,10 +46,10 @@ describe('environment worker (forage)', () => {
       obs = r.observations;
       last = r;
       if (k === 10) {
-        const again = resultOf<AdvanceResult>(await w.client.call(METHODS.environmentAdvance, scope(k), params));
+        const again = resultOf<AdvanceResult>(await w.client.callUnchecked(METHODS.environmentAdvance, scope(k), params));
         expect(again).toEqual(r);
         const changed = { ...params, actions: params.actions.map((a) => ({ ...a, action: { move: 'stay' } })) };
-        expect(errorOf(await w.client.call(METHODS.environmentAdvance, scope(k), changed))).toMatchObject({ code: 'CONFLICT', mutation: 'none' });
+        expect(errorOf(await w.client.callUnchecked(METHODS.environmentAdvance, scope(k), changed))).toMatchObject({ code: 'CONFLICT', mutation: 'none' });
       }
     }
     expect(eaten).toBeGreaterThan(0); // greedy agents on a small torus do find food
@@ -64,10 +64,10 @@ describe('environment worker (forage)', () => {
     await w.client.call(METHODS.environmentInitialize, scope(0), INIT);
     const ok = [{ portId: 'p0', agentId: 'b', action: { move: 'east' } }, { portId: 'p1', agentId: 'a', action: { move: 'stay' } }];
     const swapped = [ok[1], ok[0]];
-    const e1 = errorOf(await w.client.call(METHODS.environmentAdvance, scope(0), { batchId: 'b0', actions: swapped }));
+    const e1 = errorOf(await w.client.callUnchecked(METHODS.environmentAdvance, scope(0), { batchId: 'b0', actions: swapped }));
     expect(e1).toMatchObject({ code: 'INVALID_ARGUMENT', mutation: 'none' });
     expect(e1.message).toMatch(/port order/);
-    const e2 = errorOf(await w.client.call(METHODS.environmentAdvance, scope(0), { batchId: 'b0', actions: [ok[0], { ...ok[1], action: { move: 'jump' } }] }));
+    const e2 = errorOf(await w.client.callUnchecked(METHODS.environmentAdvance, scope(0), { batchId: 'b0', actions: [ok[0], { ...ok[1], action: { move: 'jump' } }] }));
     expect(e2.message).toMatch(/move.*jump/);
     expect(errorOf(await w.client.call(METHODS.environmentAdvance, scope(1), { batchId: 'b1', actions: ok }))).toMatchObject({ code: 'FUTURE_STEP' });
     expect(errorOf(await w.client.call(METHODS.environmentAdvance, scope(0, 'e0'), { batchId: 'b0', actions: ok }))).toMatchObject({ code: 'STALE_EPOCH' });

@@ -78,11 +78,18 @@ export function scope(step: number | bigint, epoch = 'e1'): Scope {
   return { sessionId: SESSION, epoch, step: String(step) };
 }
 
-/** The result body of a reply, failing the test with the error if it is an error reply. */
-export function resultOf<T = Record<string, unknown>>(r: CallReply | Reply): T {
+/** The result body a reply type carries (a typed reply's is its method's result, see methods.ts). */
+type ResultIn<Rep> = Rep extends { type: 'result'; result: infer R } ? R : never;
+
+/**
+ * The result body of a reply, failing the test with the error if it is an error reply. Typed by the
+ * method table when the call named its method (`resultOf(await client.call(METHODS.status, …))` is a
+ * StatusResult); a reply of callUnchecked is a plain record unless the test names its type `T`.
+ */
+export function resultOf<T = never, Rep extends Reply = Reply>(r: CallReply<Rep> | Rep): [T] extends [never] ? ResultIn<Rep> : T {
   const reply = 'reply' in r ? r.reply : r;
   if (reply.type !== 'result') throw new Error(`expected a result, got ${reply.error.code}: ${reply.error.message}`);
-  return reply.result as T;
+  return reply.result as [T] extends [never] ? ResultIn<Rep> : T;
 }
 
 export function errorOf(r: CallReply): { code: string; message: string; mutation: string } {

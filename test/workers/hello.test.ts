@@ -78,7 +78,7 @@ describe('Worker.Hello', () => {
   it('serves nothing before Hello: Status, Shutdown and Acknowledge are INVALID_PHASE; after Hello, Shutdown replies then the process exits 0', async () => {
     const w = await spawnWorker('agent', 'w-stop', [], false);
     for (const [method, params] of [[METHODS.status, {}], [METHODS.shutdown, { reason: 'done' }], [METHODS.acknowledge, { requestIds: ['req-1'] }]] as const) {
-      expect(errorOf(await w.client.call(method, null, params))).toEqual({ code: 'INVALID_PHASE', message: `${method} before Worker.Hello`, mutation: 'none' });
+      expect(errorOf(await w.client.callUnchecked(method, null, params))).toEqual({ code: 'INVALID_PHASE', message: `${method} before Worker.Hello`, mutation: 'none' });
     }
     expect(w.proc.exitCode).toBeNull();
     await w.client.hello({ sessionId: SESSION, workerId: 'w-stop', role: 'agent' });

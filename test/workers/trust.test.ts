@@ -34,7 +34,7 @@ describe('a stranger on a live worker’s socket', () => {
     resultOf(await w.client.call(METHODS.agentInitialize, scope(0), { agents: [WALKER] }));
     const stranger = await WorkerClient.connect(w.listen, { processExit: w.exited, label: 'stranger' });
     for (const [method, sc, params] of NOT_HELLO) {
-      expect(errorOf(await stranger.call(method, sc, params)), method).toEqual({ code: 'INVALID_PHASE', message: `${method} before Worker.Hello`, mutation: 'none' });
+      expect(errorOf(await stranger.callUnchecked(method, sc, params)), method).toEqual({ code: 'INVALID_PHASE', message: `${method} before Worker.Hello`, mutation: 'none' });
     }
     // The Shutdown above did nothing: the worker and the coordinator's stream are untouched.
     expect(w.proc.exitCode).toBeNull();
@@ -50,9 +50,9 @@ describe('a stranger on a live worker’s socket', () => {
     const w = await spawnWorker('agent', 'w-secret-7', ['--session', 's-secret-9'], false);
     const stranger = await WorkerClient.connect(w.listen, { processExit: w.exited, label: 'stranger' });
     const hello = { sessionId: 's-guess', expectedWorkerId: 'w-guess', role: 'agent', supportedMajors: [1], contractDigest: CONTRACT_DIGEST };
-    const wrongId = errorOf(await stranger.call(METHODS.hello, null, hello));
+    const wrongId = errorOf(await stranger.callUnchecked(METHODS.hello, null, hello));
     expect(wrongId).toEqual({ code: 'IDENTITY_MISMATCH', message: 'workerId: params.expectedWorkerId does not name this worker', mutation: 'none' });
-    const wrongSession = errorOf(await stranger.call(METHODS.hello, null, { ...hello, expectedWorkerId: 'w-secret-7' }));
+    const wrongSession = errorOf(await stranger.callUnchecked(METHODS.hello, null, { ...hello, expectedWorkerId: 'w-secret-7' }));
     expect(wrongSession).toEqual({ code: 'IDENTITY_MISMATCH', message: 'sessionId: params.sessionId is not the session this worker is bound to', mutation: 'none' });
     for (const e of [wrongId, wrongSession]) expect(e.message).not.toMatch(/secret/);
     // Still un-introduced after the refused Hellos.
