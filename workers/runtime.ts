@@ -142,7 +142,7 @@ export class WorkerRuntime implements HostContext {
     }
     try {
       const reply = await this.dispatch(req, attachment, stream);
-      const out: RuntimeOutcome = { body: this.resultEnvelope(req, reply.result) };
+      const out: RuntimeOutcome = { body: this.encodeResult(req, reply.result) };
       if (reply.attachment) out.attachment = reply.attachment;
       if (req.method === METHODS.shutdown) out.stop = true;
       return out;
@@ -277,6 +277,19 @@ export class WorkerRuntime implements HostContext {
   }
 
   // ---- envelopes ------------------------------------------------------------------------------
+
+  /**
+   * The result envelope, or a BACKEND_FAILURE naming the offending value when model output in the
+   * result is not JSON data (NaN, Infinity, a function…): the request must still get its one reply.
+   */
+  private encodeResult(req: Request, result: object): Buffer {
+    try {
+      return this.resultEnvelope(req, result);
+    } catch (e) {
+      const message = `${req.method}: the model returned a value that is not JSON data: ${(e as Error).message}`;
+      return this.errorEnvelope(req.requestId, req.scope, { code: 'BACKEND_FAILURE', message, mutation: 'unknown' });
+    }
+  }
 
   // Keys in RFC 8785 order: with a result built the same way, canonicalBytes takes its fast path.
   private resultEnvelope(req: Request, result: object): Buffer {
