@@ -8,7 +8,7 @@ import { canonicalize } from '../../core/formats/canonical-json.js';
 import { DetsimError } from '../../core/formats/errors.js';
 import { readId } from '../../core/formats/scalars.js';
 import { checkpointSummaryLines } from './checkpoint-flags.js';
-import { action, ExitError, formatError, writeStdout } from './common.js';
+import { action, ExitError, formatError, readStepsFlag, writeStdout } from './common.js';
 import { printReceiptWarnings, runFailureExit } from './run-outcome.js';
 
 interface ResumeCommandOptions {
@@ -18,6 +18,7 @@ interface ResumeCommandOptions {
   json?: boolean;
 }
 
+/** A whole-number flag where 0 means none (`--checkpoint-every 0`); steps go through readStepsFlag. */
 function whole(text: string | undefined, flag: string): number | undefined {
   if (text === undefined) return undefined;
   if (!/^(0|[1-9][0-9]{0,8})$/.test(text)) throw new DetsimError('struct_invalid_field', `${flag}: ${JSON.stringify(text)} is not a whole number`, flag);
@@ -47,7 +48,7 @@ export function registerResume(program: Command): void {
     .action(
       action(async (runDir: string, opts: ResumeCommandOptions) => {
         const checkpointId = opts.checkpoint === undefined ? undefined : readId(opts.checkpoint, '--checkpoint');
-        const steps = whole(opts.steps, '--steps');
+        const steps = readStepsFlag(opts.steps);
         const every = whole(opts.checkpointEvery, '--checkpoint-every');
         try {
           const r = await resumeRun(runDir, {

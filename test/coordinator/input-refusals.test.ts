@@ -68,7 +68,9 @@ describe('detsim run refuses bad input before anything starts (CLI)', () => {
     });
   }
 
-  it('replay and verify take the same --steps bound', () => {
+  it('replay, verify and resume take the same --steps bound', () => {
+    // The bound is checked before resume looks at the run directory at all.
+    expectCliRefusal(detsimCli(['resume', 'runs/no-such-run', '--steps', '0']), 'struct_invalid_field', '--steps');
     expectCliRefusal(detsimCli(['replay', 'examples/lif-pair.yaml', '--steps', '0']), 'struct_invalid_field', '--steps');
     expectCliRefusal(detsimCli(['verify', '--config', 'examples/lif-pair.yaml', '--steps', String(MAX_STEPS + 1), '--no-golden-marker']), 'struct_invalid_field', '--steps');
   });
