@@ -9,8 +9,16 @@ import tseslint from 'typescript-eslint';
 
 const layering = {
   zones: [
-    { target: './core', from: ['./coordinator', './workers', './test', './bench'], message: 'core/ is the shared kernel: it imports no other layer.' },
-    { target: './workers', from: ['./coordinator', './test', './bench'], message: 'workers/ import core/, never the coordinator.' },
+    {
+      target: './core',
+      from: ['./coordinator', './workers', './test', './bench'],
+      message: 'core/ is the shared kernel: it imports no other layer.',
+    },
+    {
+      target: './workers',
+      from: ['./coordinator', './test', './bench'],
+      message: 'workers/ import core/, never the coordinator.',
+    },
     {
       target: ['./coordinator/*.ts', './coordinator/!(cli)/**'],
       from: ['./workers', './test', './bench'],
@@ -20,7 +28,19 @@ const layering = {
 };
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'docs/api/**', 'node_modules/**', 'crates-bridge/**', 'reports/**', 'runs/**', 'bench/results/**', 'bench/.venv/**', 'workers/python/**'] },
+  {
+    ignores: [
+      'dist/**',
+      'docs/api/**',
+      'node_modules/**',
+      'crates-bridge/**',
+      'reports/**',
+      'runs/**',
+      'bench/results/**',
+      'bench/.venv/**',
+      'workers/python/**',
+    ],
+  },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
@@ -30,16 +50,40 @@ export default tseslint.config(
       // Dependencies are parsed as TypeScript too, or no-cycle cannot follow them.
       'import-x/parsers': { '@typescript-eslint/parser': ['.ts'] },
       'import-x/extensions': ['.ts', '.js', '.mjs'],
-      'import-x/resolver-next': [createNodeResolver({ extensions: ['.ts', '.js', '.mjs', '.json'], extensionAlias: { '.js': ['.ts', '.js'] } })],
+      'import-x/resolver-next': [
+        createNodeResolver({ extensions: ['.ts', '.js', '.mjs', '.json'], extensionAlias: { '.js': ['.ts', '.js'] } }),
+      ],
     },
-    languageOptions: { globals: { process: 'readonly', console: 'readonly', Buffer: 'readonly', URL: 'readonly', setTimeout: 'readonly', clearTimeout: 'readonly', setInterval: 'readonly', clearInterval: 'readonly', setImmediate: 'readonly', queueMicrotask: 'readonly', performance: 'readonly', structuredClone: 'readonly', AbortController: 'readonly', AbortSignal: 'readonly', TextEncoder: 'readonly', TextDecoder: 'readonly' } },
+    languageOptions: {
+      globals: {
+        process: 'readonly',
+        console: 'readonly',
+        Buffer: 'readonly',
+        URL: 'readonly',
+        setTimeout: 'readonly',
+        clearTimeout: 'readonly',
+        setInterval: 'readonly',
+        clearInterval: 'readonly',
+        setImmediate: 'readonly',
+        queueMicrotask: 'readonly',
+        performance: 'readonly',
+        structuredClone: 'readonly',
+        AbortController: 'readonly',
+        AbortSignal: 'readonly',
+        TextEncoder: 'readonly',
+        TextDecoder: 'readonly',
+      },
+    },
     rules: {
       'import-x/no-restricted-paths': ['error', layering],
       'import-x/no-cycle': ['error', { ignoreExternal: true }],
       // A `let` read by a closure before its one assignment (e.g. a server an exit hook closes) stays `let`.
       'prefer-const': ['error', { ignoreReadBeforeAssign: true }],
       // `_`-prefixed names are deliberate: rest siblings that drop a field, placeholders.
-      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrors: 'none', ignoreRestSiblings: true }],
+      '@typescript-eslint/no-unused-vars': [
+        'error',
+        { argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrors: 'none', ignoreRestSiblings: true },
+      ],
     },
   },
   {

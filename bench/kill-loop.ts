@@ -39,7 +39,9 @@ export interface KillIteration {
 async function child(runDir: string, payloadBytes: number): Promise<void> {
   const store = await CheckpointStore.open(join(runDir, 'checkpoints'), { create: true, keep: 3 });
   const ledger = await Ledger.open(runDir);
-  const writer = new CheckpointWriter(store, { onEvent: (e) => ledger.append(ledgerEventOfWriter(e)).then(() => undefined) });
+  const writer = new CheckpointWriter(store, {
+    onEvent: (e) => ledger.append(ledgerEventOfWriter(e)).then(() => undefined),
+  });
   let next = Math.max(0, ...store.generations().map((g) => Number(g.boundary))) + 1;
   await ledger.append({ event: 'run', sessionId: 'demo', epoch: 'e1', detail: { resumedAt: String(next) } });
   process.stdout.write('ready\n');
@@ -55,15 +57,25 @@ async function child(runDir: string, payloadBytes: number): Promise<void> {
     const n = next++;
     const c = makeCheckpoint(`ckpt-${n}`, n, { payloadBytes });
     const ticket = writer.submit(reservation, { identity: c.identity, envelope: c.encoded, replaceable: n % 2 === 0 });
-    void ledger.append({ event: 'captured', checkpointId: c.identity.checkpointId, boundary: c.identity.boundary, epoch: 'e1' });
+    void ledger.append({
+      event: 'captured',
+      checkpointId: c.identity.checkpointId,
+      boundary: c.identity.boundary,
+      epoch: 'e1',
+    });
     void ticket.wait().then((o) => {
       if (o.kind === 'Committed') process.stdout.write(`committed ${o.checkpointId}\n`);
     });
   }
 }
 
-function spawnChild(runDir: string, payloadBytes: number): { ready: Promise<void>; committed: () => number[]; kill: () => Promise<void> } {
-  const proc = spawn(process.execPath, ['--import', 'tsx', SELF, '--child', runDir, String(payloadBytes)], { stdio: ['ignore', 'pipe', 'pipe'] });
+function spawnChild(
+  runDir: string,
+  payloadBytes: number,
+): { ready: Promise<void>; committed: () => number[]; kill: () => Promise<void> } {
+  const proc = spawn(process.execPath, ['--import', 'tsx', SELF, '--child', runDir, String(payloadBytes)], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let out = '';
   let err = '';
   let resolveReady!: () => void;
@@ -75,10 +87,16 @@ function spawnChild(runDir: string, payloadBytes: number): { ready: Promise<void
   });
   proc.stderr.on('data', (d) => (err += d));
   const closed = new Promise<void>((res) => proc.on('close', () => res()));
-  proc.on('close', (code, signal) => rejectReady(new Error(`kill-loop child exited early (code ${code}, signal ${signal}): ${err.trim()}`)));
+  proc.on('close', (code, signal) =>
+    rejectReady(new Error(`kill-loop child exited early (code ${code}, signal ${signal}): ${err.trim()}`)),
+  );
   return {
     ready,
-    committed: () => out.split('\n').filter((l) => l.startsWith('committed ')).map((l) => Number(l.slice('committed ckpt-'.length))),
+    committed: () =>
+      out
+        .split('\n')
+        .filter((l) => l.startsWith('committed '))
+        .map((l) => Number(l.slice('committed ckpt-'.length))),
     kill: async () => {
       proc.kill('SIGKILL');
       await closed;
@@ -103,18 +121,34 @@ export async function runKillLoop(options: KillLoopOptions): Promise<KillIterati
     const store = await CheckpointStore.open(join(options.runDir, 'checkpoints'), { keep: 3 });
     const report = await store.verify();
     const bad = report.generations.filter((g) => !g.ok);
-    if (bad.length > 0) throw new Error(`iteration ${i}: store verify failed: ${bad.map((g) => `${g.checkpointId} ${g.check}: ${g.message}`).join('; ')}`);
+    if (bad.length > 0)
+      throw new Error(
+        `iteration ${i}: store verify failed: ${bad.map((g) => `${g.checkpointId} ${g.check}: ${g.message}`).join('; ')}`,
+      );
     // Durability: every save acknowledged as Committed before the kill is still committed.
     const acked = proc.committed();
     const newestAcked = Math.max(0, ...acked);
     const hw = store.highWater();
     if (newestAcked > 0 && (hw === null || Number(hw.boundary) < newestAcked)) {
-      throw new Error(`iteration ${i}: ckpt-${newestAcked} was acknowledged as committed but the store's high-water is ${hw?.checkpointId ?? 'none'}`);
+      throw new Error(
+        `iteration ${i}: ckpt-${newestAcked} was acknowledged as committed but the store's high-water is ${hw?.checkpointId ?? 'none'}`,
+      );
     }
     const ledger = await verifyLedger(options.runDir);
-    if (!ledger.ok) throw new Error(`iteration ${i}: ledger verify failed at line ${ledger.problem!.line}: ${ledger.problem!.message}`);
-    const it: KillIteration = { delayMs, committedSeen: acked.length, highWater: store.highWater()?.checkpointId ?? null, generations: store.generations().length, ledgerLines: ledger.lines };
-    options.log?.(`iteration ${i + 1}/${options.iterations}: killed after ${delayMs} ms, ${it.committedSeen} commits acknowledged, high-water ${it.highWater}, ${it.generations} generations verified, ledger ${it.ledgerLines} lines intact`);
+    if (!ledger.ok)
+      throw new Error(
+        `iteration ${i}: ledger verify failed at line ${ledger.problem!.line}: ${ledger.problem!.message}`,
+      );
+    const it: KillIteration = {
+      delayMs,
+      committedSeen: acked.length,
+      highWater: store.highWater()?.checkpointId ?? null,
+      generations: store.generations().length,
+      ledgerLines: ledger.lines,
+    };
+    options.log?.(
+      `iteration ${i + 1}/${options.iterations}: killed after ${delayMs} ms, ${it.committedSeen} commits acknowledged, high-water ${it.highWater}, ${it.generations} generations verified, ledger ${it.ledgerLines} lines intact`,
+    );
     results.push(it);
   }
   return results;
@@ -138,7 +172,9 @@ if (process.argv[1] === SELF) {
     const results = await runKillLoop({ runDir, iterations, seed, log: (l) => process.stdout.write(`${l}\n`) });
     const seconds = Number(process.hrtime.bigint() - started) / 1e9;
     const commits = results.reduce((a, r) => a + r.committedSeen, 0);
-    process.stdout.write(`kill-loop: ${iterations} SIGKILLs in ${seconds.toFixed(1)} s, ${commits} commits acknowledged, store and ledger verified after every kill\n`);
+    process.stdout.write(
+      `kill-loop: ${iterations} SIGKILLs in ${seconds.toFixed(1)} s, ${commits} commits acknowledged, store and ledger verified after every kill\n`,
+    );
     if (keep === undefined) await rm(runDir, { recursive: true, force: true });
   }
 }

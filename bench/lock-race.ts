@@ -6,7 +6,17 @@
 // lock released. Usage: node --import tsx bench/lock-race.ts [--racers N] [--rounds R] [--dir D]
 // (test/checkpoint/run-lock.test.ts runs a few rounds through runLockRace). Not a throughput benchmark.
 import { spawn, spawnSync } from 'node:child_process';
-import { appendFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import {
+  appendFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  utimesSync,
+  writeFileSync,
+} from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -45,13 +55,18 @@ function pause(ms: number): void {
 function journalLines(dir: string, round: number): string[][] {
   const path = join(dir, JOURNAL);
   if (!existsSync(path)) return [];
-  return readFileSync(path, 'utf8').split('\n').filter((l) => l !== '').map((l) => l.split(' ')).filter((f) => Number(f[0]) === round);
+  return readFileSync(path, 'utf8')
+    .split('\n')
+    .filter((l) => l !== '')
+    .map((l) => l.split(' '))
+    .filter((f) => Number(f[0]) === round);
 }
 
 /** One round: wait for `go-<round>`, try the lock, and (holding it) wait until all racers have an outcome. */
 function race(dir: string, racer: number, round: number, racers: number): void {
   while (!existsSync(join(dir, `go-${round}`))) pause(1);
-  const record = (event: string, detail = ''): void => appendFileSync(join(dir, JOURNAL), `${round} ${event} ${racer} ${detail}\n`);
+  const record = (event: string, detail = ''): void =>
+    appendFileSync(join(dir, JOURNAL), `${round} ${event} ${racer} ${detail}\n`);
   let lock;
   try {
     lock = acquireRunLock(join(dir, 'run'), `racer ${racer}`);
@@ -81,7 +96,10 @@ function deadPid(): number {
 }
 
 function writeStaleLock(runDir: string): void {
-  writeFileSync(join(runDir, RUN_LOCK_FILE), `${JSON.stringify({ pid: deadPid(), hostname: hostname(), command: 'detsim run', token: 'stale' })}\n`);
+  writeFileSync(
+    join(runDir, RUN_LOCK_FILE),
+    `${JSON.stringify({ pid: deadPid(), hostname: hostname(), command: 'detsim run', token: 'stale' })}\n`,
+  );
 }
 
 /** Lay out run.lock as the round kind says (the directory holds nothing else). */
@@ -99,7 +117,10 @@ function prepare(runDir: string, kind: RoundKind): void {
   writeStaleLock(runDir);
   if (kind === 'stale-with-dead-claim') {
     const claim = join(runDir, `${RUN_LOCK_FILE}.takeover-${statSync(path).ino}-0`);
-    writeFileSync(claim, `${JSON.stringify({ pid: deadPid(), hostname: hostname(), command: 'racer that died', token: 'dead-taker' })}\n`);
+    writeFileSync(
+      claim,
+      `${JSON.stringify({ pid: deadPid(), hostname: hostname(), command: 'racer that died', token: 'dead-taker' })}\n`,
+    );
   }
 }
 
@@ -117,16 +138,26 @@ function checkRound(dir: string, round: number, kind: RoundKind, racers: number)
   const errors = lines.filter((f) => f[1] === 'error');
   if (errors.length > 0) throw new Error(`${where}: a racer failed: ${errors.map((f) => f.join(' ')).join('; ')}`);
   const enters = lines.filter((f) => f[1] === 'enter');
-  if (enters.length !== 1) throw new Error(`${where}: ${enters.length} racers held the lock (${enters.map((f) => `racer ${f[2]}`).join(', ')}), expected exactly 1`);
+  if (enters.length !== 1)
+    throw new Error(
+      `${where}: ${enters.length} racers held the lock (${enters.map((f) => `racer ${f[2]}`).join(', ')}), expected exactly 1`,
+    );
   const refused = lines.filter((f) => f[1] === 'refused');
   const wrong = refused.filter((f) => f[3] !== 'perm_run_dir_locked');
-  if (refused.length !== racers - 1 || wrong.length > 0) throw new Error(`${where}: expected ${racers - 1} refusals with perm_run_dir_locked, got ${refused.map((f) => f[3]).join(', ')}`);
+  if (refused.length !== racers - 1 || wrong.length > 0)
+    throw new Error(
+      `${where}: expected ${racers - 1} refusals with perm_run_dir_locked, got ${refused.map((f) => f[3]).join(', ')}`,
+    );
   const events = lines.map((f) => f[1]);
-  if (events.indexOf('exit') < events.indexOf('enter')) throw new Error(`${where}: the holder recorded no exit after its enter`);
+  if (events.indexOf('exit') < events.indexOf('enter'))
+    throw new Error(`${where}: the holder recorded no exit after its enter`);
   const left = existsSync(join(dir, 'run', RUN_LOCK_FILE));
   if (left) throw new Error(`${where}: run.lock was left behind after release`);
   const tookOver = enters[0]![3]!.startsWith('tookover:');
-  if (tookOver !== (kind !== 'free')) throw new Error(`${where}: the holder ${tookOver ? 'took over a lock in a free directory' : 'did not report the stale lock it replaced'}`);
+  if (tookOver !== (kind !== 'free'))
+    throw new Error(
+      `${where}: the holder ${tookOver ? 'took over a lock in a free directory' : 'did not report the stale lock it replaced'}`,
+    );
   return { round, kind, winner: Number(enters[0]![2]), tookOver };
 }
 
@@ -136,7 +167,11 @@ function failedEarly(c: { proc: ReturnType<typeof spawn> }): boolean {
 }
 
 function spawnRacer(dir: string, racer: number, racers: number, rounds: number) {
-  const proc = spawn(process.execPath, ['--import', 'tsx', SELF, '--child', dir, String(racer), String(racers), String(rounds)], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const proc = spawn(
+    process.execPath,
+    ['--import', 'tsx', SELF, '--child', dir, String(racer), String(racers), String(rounds)],
+    { stdio: ['ignore', 'ignore', 'pipe'] },
+  );
   let err = '';
   proc.stderr.on('data', (d) => (err += d));
   const closed = new Promise<number | null>((res) => proc.on('close', (code) => res(code)));
@@ -153,16 +188,23 @@ export async function runLockRace(options: LockRaceOptions): Promise<LockRaceRou
       const kind = ROUND_KINDS[round % ROUND_KINDS.length]!;
       prepare(join(dir, 'run'), kind);
       writeFileSync(join(dir, `go-${round}`), '');
-      await waitFor(`round ${round}`, () => journalLines(dir, round).length >= racers + 1 || children.some(failedEarly));
+      await waitFor(
+        `round ${round}`,
+        () => journalLines(dir, round).length >= racers + 1 || children.some(failedEarly),
+      );
       const dead = children.filter(failedEarly);
-      if (dead.length > 0) throw new Error(`round ${round} (${kind}): a racer died: ${dead.map((c) => c.stderr().trim()).join('; ')}`);
+      if (dead.length > 0)
+        throw new Error(`round ${round} (${kind}): a racer died: ${dead.map((c) => c.stderr().trim()).join('; ')}`);
       const result = checkRound(dir, round, kind, racers);
-      options.log?.(`round ${round + 1}/${rounds} (${kind}): racer ${result.winner} held the lock, ${racers - 1} refused`);
+      options.log?.(
+        `round ${round + 1}/${rounds} (${kind}): racer ${result.winner} held the lock, ${racers - 1} refused`,
+      );
       results.push(result);
     }
     const codes = await Promise.all(children.map((c) => c.closed));
     const failed = children.filter((c, i) => codes[i] !== 0 || c.stderr().trim() !== '');
-    if (failed.length > 0) throw new Error(`lock race: a racer failed: ${failed.map((c) => c.stderr().trim()).join('; ')}`);
+    if (failed.length > 0)
+      throw new Error(`lock race: a racer failed: ${failed.map((c) => c.stderr().trim()).join('; ')}`);
     return results;
   } finally {
     for (const c of children) if (c.proc.exitCode === null) c.proc.kill('SIGKILL');
@@ -185,6 +227,8 @@ if (process.argv[1] === SELF) {
     const started = process.hrtime.bigint();
     const results = await runLockRace({ dir, racers, rounds, log: (l) => process.stdout.write(`${l}\n`) });
     const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-    process.stdout.write(`lock race: ${results.length} rounds of ${racers} racers in ${seconds.toFixed(1)} s, exactly one holder every round\n`);
+    process.stdout.write(
+      `lock race: ${results.length} rounds of ${racers} racers in ${seconds.toFixed(1)} s, exactly one holder every round\n`,
+    );
   }
 }

@@ -17,8 +17,21 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { canonicalBytes } from '../core/formats/canonical-json.js';
 import {
-  ALL_METHODS, CONTRACT_DIGEST, DEFAULT_MAX_MESSAGE_BYTES, ERROR_CODES, type Frame, FrameAssembler, MAX_CHUNK_BYTES, METHODS, type Reply, type Role,
-  channelOptions, decodeBody, parseAddress, readReply, workerServiceDefinition,
+  ALL_METHODS,
+  CONTRACT_DIGEST,
+  DEFAULT_MAX_MESSAGE_BYTES,
+  ERROR_CODES,
+  type Frame,
+  FrameAssembler,
+  MAX_CHUNK_BYTES,
+  METHODS,
+  type Reply,
+  type Role,
+  channelOptions,
+  decodeBody,
+  parseAddress,
+  readReply,
+  workerServiceDefinition,
 } from '../core/protocol/index.js';
 import { type SpawnedWorker, launchWorker } from '../test/workers/harness.js';
 
@@ -63,10 +76,20 @@ async function startTarget(role: Role): Promise<Target> {
   const dir = mkdtempSync(join(tmpdir(), 'detsim-fuzz-'));
   const markerFile = join(dir, 'IMPORTED');
   const markerModule = join(dir, 'marker-model.mjs');
-  writeFileSync(markerModule, `import { writeFileSync } from 'node:fs';\nwriteFileSync(${JSON.stringify(markerFile)}, 'imported');\nexport default {};\n`);
-  const worker = await launchWorker(process.execPath, ['--import', 'tsx', 'workers/main.ts'], { role, workerId: WORKER_ID });
+  writeFileSync(
+    markerModule,
+    `import { writeFileSync } from 'node:fs';\nwriteFileSync(${JSON.stringify(markerFile)}, 'imported');\nexport default {};\n`,
+  );
+  const worker = await launchWorker(process.execPath, ['--import', 'tsx', 'workers/main.ts'], {
+    role,
+    workerId: WORKER_ID,
+  });
   const Ctor = grpc.makeGenericClientConstructor(workerServiceDefinition(), 'Worker');
-  const grpcClient = new Ctor(parseAddress(worker.listen).target, grpc.credentials.createInsecure(), channelOptions(DEFAULT_MAX_MESSAGE_BYTES * 2));
+  const grpcClient = new Ctor(
+    parseAddress(worker.listen).target,
+    grpc.credentials.createInsecure(),
+    channelOptions(DEFAULT_MAX_MESSAGE_BYTES * 2),
+  );
   return { worker, grpcClient, markerModule, markerFile, dir };
 }
 
@@ -116,8 +139,14 @@ class RawSession {
     const queued = this.queue.shift();
     if (queued) return Promise.resolve(queued);
     return new Promise((resolve) => {
-      const timer = setTimeout(() => { this.waiter = undefined; resolve({ kind: 'timeout' }); }, timeoutMs);
-      this.waiter = (n) => { clearTimeout(timer); resolve(n); };
+      const timer = setTimeout(() => {
+        this.waiter = undefined;
+        resolve({ kind: 'timeout' });
+      }, timeoutMs);
+      this.waiter = (n) => {
+        clearTimeout(timer);
+        resolve(n);
+      };
     });
   }
 
@@ -138,28 +167,76 @@ class RawSession {
 type Action =
   | { kind: 'envelope'; value: Record<string, unknown>; attachmentBytes?: number }
   | { kind: 'bytes'; bytes: Uint8Array }
-  | { kind: 'badFrame'; frames: Frame[]; what: string; /** Grow the one frame's empty field to this many bytes when sent (keeps counterexamples printable). */ size?: number };
+  | {
+      kind: 'badFrame';
+      frames: Frame[];
+      what: string;
+      /** Grow the one frame's empty field to this many bytes when sent (keeps counterexamples printable). */ size?: number;
+    };
 
 const scopeOf = (step = '0', epoch = 'e1', sessionId = SESSION) => ({ sessionId, epoch, step });
-const WALKER = { agentId: 'a-0', model: 'walker', params: {}, seed: 7, stepDuration: { numerator: '50000000', denominator: '3' }, observation: { x: 0 } };
+const WALKER = {
+  agentId: 'a-0',
+  model: 'walker',
+  params: {},
+  seed: 7,
+  stepDuration: { numerator: '50000000', denominator: '3' },
+  observation: { x: 0 },
+};
 
 /** Valid (or nearly valid) requests of every method but Shutdown, the seeds the mutations start from. */
 function templates(marker: string): Record<string, unknown>[] {
-  const t = (method: string, scope: unknown, params: Record<string, unknown>) => ({ method, requestId: 'req-1', scope, params });
+  const t = (method: string, scope: unknown, params: Record<string, unknown>) => ({
+    method,
+    requestId: 'req-1',
+    scope,
+    params,
+  });
   const digest = 'a'.repeat(64);
   return [
-    t(METHODS.hello, null, { sessionId: SESSION, expectedWorkerId: WORKER_ID, role: 'agent', supportedMajors: [1], contractDigest: CONTRACT_DIGEST }),
+    t(METHODS.hello, null, {
+      sessionId: SESSION,
+      expectedWorkerId: WORKER_ID,
+      role: 'agent',
+      supportedMajors: [1],
+      contractDigest: CONTRACT_DIGEST,
+    }),
     t(METHODS.status, null, {}),
     t(METHODS.acknowledge, null, { requestIds: ['req-1'] }),
     t(METHODS.agentInitialize, scopeOf(), { agents: [WALKER] }),
     t(METHODS.agentInitialize, scopeOf(), { agents: [{ ...WALKER, agentId: 'a-x', model: marker }] }),
     t(METHODS.agentPrepare, scopeOf(), { agents: [{ agentId: 'a-0' }] }),
-    t(METHODS.agentCommit, scopeOf(), { agents: [{ agentId: 'a-0', preparedRequestId: 'req-1', observation: { x: 1 }, rewards: [] }] }),
-    t(METHODS.environmentInitialize, scopeOf(), { environmentId: 'env', model: 'forage', params: {}, seed: 1, stepDuration: WALKER.stepDuration, ports: [{ portId: 'p-0', agentId: 'a-0' }] }),
-    t(METHODS.environmentInitialize, scopeOf(), { environmentId: 'env-x', model: marker, params: {}, seed: 1, stepDuration: WALKER.stepDuration, ports: [{ portId: 'p-0', agentId: 'a-0' }] }),
-    t(METHODS.environmentAdvance, scopeOf(), { batchId: 'b-0', actions: [{ portId: 'p-0', agentId: 'a-0', action: { move: 'stay' } }] }),
+    t(METHODS.agentCommit, scopeOf(), {
+      agents: [{ agentId: 'a-0', preparedRequestId: 'req-1', observation: { x: 1 }, rewards: [] }],
+    }),
+    t(METHODS.environmentInitialize, scopeOf(), {
+      environmentId: 'env',
+      model: 'forage',
+      params: {},
+      seed: 1,
+      stepDuration: WALKER.stepDuration,
+      ports: [{ portId: 'p-0', agentId: 'a-0' }],
+    }),
+    t(METHODS.environmentInitialize, scopeOf(), {
+      environmentId: 'env-x',
+      model: marker,
+      params: {},
+      seed: 1,
+      stepDuration: WALKER.stepDuration,
+      ports: [{ portId: 'p-0', agentId: 'a-0' }],
+    }),
+    t(METHODS.environmentAdvance, scopeOf(), {
+      batchId: 'b-0',
+      actions: [{ portId: 'p-0', agentId: 'a-0', action: { move: 'stay' } }],
+    }),
     t(METHODS.capture, scopeOf(), { checkpointId: 'ck-1', agentId: 'a-0' }),
-    t(METHODS.stageRestore, scopeOf('0', 'e2'), { checkpointId: 'ck-1', agentId: 'a-0', sourceScope: scopeOf(), compatibilityDigest: digest, payload: { digest, byteLength: '4096', file: { path: '/etc/passwd', offset: '0' } } }),
+    t(METHODS.stageRestore, scopeOf('0', 'e2'), {
+      checkpointId: 'ck-1',
+      agentId: 'a-0',
+      sourceScope: scopeOf(),
+      compatibilityDigest: digest,
+      payload: { digest, byteLength: '4096', file: { path: '/etc/passwd', offset: '0' } },
+    }),
     t(METHODS.activateRestore, scopeOf('0', 'e2'), { restoreToken: 'rt-0', agentId: 'a-0' }),
   ];
 }
@@ -169,15 +246,44 @@ function hostileValue(marker: string): fc.Arbitrary<unknown> {
   return fc.oneof(
     fc.jsonValue({ maxDepth: 3 }),
     fc.constantFrom<unknown>(
-      1e308, -1e308, 2 ** 53, 2 ** 64, -1, 0.5, '18446744073709551615', '18446744073709551616', '99999999999999999999999999', '-1', '', 'x'.repeat(70_000),
-      null, true, [], {}, marker, `file://${marker}`, '../../../../../../etc/passwd', '/etc/passwd', './workers/models/walker.ts', 'Worker.Shutdown',
-      scopeOf('18446744073709551615'), scopeOf('0', 'e1', 's2'), scopeOf('-1'), { sessionId: SESSION }, Array.from({ length: 2000 }, (_, i) => ({ agentId: `a-${i}` })),
+      1e308,
+      -1e308,
+      2 ** 53,
+      2 ** 64,
+      -1,
+      0.5,
+      '18446744073709551615',
+      '18446744073709551616',
+      '99999999999999999999999999',
+      '-1',
+      '',
+      'x'.repeat(70_000),
+      null,
+      true,
+      [],
+      {},
+      marker,
+      `file://${marker}`,
+      '../../../../../../etc/passwd',
+      '/etc/passwd',
+      './workers/models/walker.ts',
+      'Worker.Shutdown',
+      scopeOf('18446744073709551615'),
+      scopeOf('0', 'e1', 's2'),
+      scopeOf('-1'),
+      { sessionId: SESSION },
+      Array.from({ length: 2000 }, (_, i) => ({ agentId: `a-${i}` })),
     ),
   );
 }
 
 /** Walk `path` (indexes into the keys met) and set or delete there. */
-function mutate(value: Record<string, unknown>, path: number[], replacement: unknown, remove: boolean): Record<string, unknown> {
+function mutate(
+  value: Record<string, unknown>,
+  path: number[],
+  replacement: unknown,
+  remove: boolean,
+): Record<string, unknown> {
   const root = structuredClone(value);
   let node: unknown = root;
   for (let i = 0; i < path.length; i++) {
@@ -185,7 +291,10 @@ function mutate(value: Record<string, unknown>, path: number[], replacement: unk
     const keys = Object.keys(node);
     if (keys.length === 0) break;
     const key = keys[path[i]! % keys.length]!;
-    const last = i === path.length - 1 || (node as Record<string, unknown>)[key] === null || typeof (node as Record<string, unknown>)[key] !== 'object';
+    const last =
+      i === path.length - 1 ||
+      (node as Record<string, unknown>)[key] === null ||
+      typeof (node as Record<string, unknown>)[key] !== 'object';
     if (last) {
       if (remove && !Array.isArray(node)) delete (node as Record<string, unknown>)[key];
       else (node as Record<string, unknown>)[key] = replacement;
@@ -208,55 +317,85 @@ function sometimes<T>(arb: fc.Arbitrary<T>, inN = 4): fc.Arbitrary<T | undefined
 
 function envelopeAction(marker: string): fc.Arbitrary<Action> {
   const base = fc.constantFrom(...templates(marker));
-  const op = fc.record({ path: fc.array(fc.nat(40), { minLength: 1, maxLength: 5 }), replacement: hostileValue(marker), remove: fc.boolean() });
-  // Often no mutation at all, so that sequences of well-formed requests reach the deeper checks.
-  const method = fc.oneof(fc.constantFrom(...ALL_METHODS.filter((m) => m !== METHODS.shutdown)), fc.string({ maxLength: 70 }));
-  return fc.record({
-    base,
-    ops: fc.oneof(fc.constant([]), fc.array(op, { maxLength: 4 })),
-    method: sometimes(method),
-    requestId: fc.oneof(fc.constant('req-1'), fc.nat().map((n) => `req-${n}`), fc.string({ maxLength: 12 })),
-    // Well-formed but wrong scopes: another session, a stale or future epoch or step, the U64 limit.
-    scope: sometimes(fc.oneof(fc.constant(null), fc.record({
-      sessionId: fc.constantFrom(SESSION, 's2'),
-      epoch: fc.constantFrom('e1', 'e2', 'e9'),
-      step: fc.constantFrom('0', '1', '2', '18446744073709551615'),
-    }))),
-    extraTop: sometimes(fc.tuple(fc.string({ maxLength: 8 }), hostileValue(marker)), 6),
-    // A length, not the bytes: a counterexample stays printable.
-    attachmentBytes: sometimes(fc.integer({ min: 1, max: 3 * MAX_CHUNK_BYTES + 7 }), 8),
-  }).map(({ base, ops, method, requestId, scope, extraTop, attachmentBytes }) => {
-    let v: Record<string, unknown> = { ...base, requestId };
-    if (method !== undefined) v.method = method;
-    if (scope !== undefined) v.scope = scope;
-    for (const o of ops) v = mutate(v, o.path, o.replacement, o.remove);
-    if (extraTop) v[extraTop[0]] = extraTop[1];
-    const out: Action = { kind: 'envelope', value: withoutShutdown(v) };
-    if (attachmentBytes !== undefined) out.attachmentBytes = attachmentBytes;
-    return out;
+  const op = fc.record({
+    path: fc.array(fc.nat(40), { minLength: 1, maxLength: 5 }),
+    replacement: hostileValue(marker),
+    remove: fc.boolean(),
   });
+  // Often no mutation at all, so that sequences of well-formed requests reach the deeper checks.
+  const method = fc.oneof(
+    fc.constantFrom(...ALL_METHODS.filter((m) => m !== METHODS.shutdown)),
+    fc.string({ maxLength: 70 }),
+  );
+  return fc
+    .record({
+      base,
+      ops: fc.oneof(fc.constant([]), fc.array(op, { maxLength: 4 })),
+      method: sometimes(method),
+      requestId: fc.oneof(
+        fc.constant('req-1'),
+        fc.nat().map((n) => `req-${n}`),
+        fc.string({ maxLength: 12 }),
+      ),
+      // Well-formed but wrong scopes: another session, a stale or future epoch or step, the U64 limit.
+      scope: sometimes(
+        fc.oneof(
+          fc.constant(null),
+          fc.record({
+            sessionId: fc.constantFrom(SESSION, 's2'),
+            epoch: fc.constantFrom('e1', 'e2', 'e9'),
+            step: fc.constantFrom('0', '1', '2', '18446744073709551615'),
+          }),
+        ),
+      ),
+      extraTop: sometimes(fc.tuple(fc.string({ maxLength: 8 }), hostileValue(marker)), 6),
+      // A length, not the bytes: a counterexample stays printable.
+      attachmentBytes: sometimes(fc.integer({ min: 1, max: 3 * MAX_CHUNK_BYTES + 7 }), 8),
+    })
+    .map(({ base, ops, method, requestId, scope, extraTop, attachmentBytes }) => {
+      let v: Record<string, unknown> = { ...base, requestId };
+      if (method !== undefined) v.method = method;
+      if (scope !== undefined) v.scope = scope;
+      for (const o of ops) v = mutate(v, o.path, o.replacement, o.remove);
+      if (extraTop) v[extraTop[0]] = extraTop[1];
+      const out: Action = { kind: 'envelope', value: withoutShutdown(v) };
+      if (attachmentBytes !== undefined) out.attachmentBytes = attachmentBytes;
+      return out;
+    });
 }
 
 const text = (s: string) => new Uint8Array(Buffer.from(s, 'utf8'));
 
 /** Bodies that are not a canonical JSON envelope at all. */
 function bytesAction(): fc.Arbitrary<Action> {
-  const deep = (open: string, close: string) => fc.integer({ min: 50, max: 200_000 }).map((d) => text(`{"method":"Worker.Status","params":{"x":${open.repeat(d)}${close.repeat(d)}},"requestId":"req-1","scope":null}`));
-  return fc.oneof(
-    fc.uint8Array({ minLength: 1, maxLength: 4096 }),
-    fc.string({ minLength: 1, maxLength: 300 }).map(text),
-    deep('[', ']'),
-    deep('{"a":', '}'),
-    fc.constantFrom(
-      text('{"method":"Worker.Status","params":{},"requestId":"req-1","scope":null,"method":"Worker.Shutdown"}'), // duplicate key
-      text('{ "method":"Worker.Status","params":{},"requestId":"req-1","scope":null}'), // not canonical
-      text('{"method":"Worker.Status","params":{"n":1e400},"requestId":"req-1","scope":null}'),
-      text('{"method":"Worker.Status","params":{"n":12345678901234567890},"requestId":"req-1","scope":null}'),
-      text('{"method":"Worker.Status","params":{"s":"\\ud800"},"requestId":"req-1","scope":null}'),
-      new Uint8Array([0x7b, 0x22, 0xff, 0xfe, 0x22, 0x3a, 0x31, 0x7d]),
-      text('null'), text('[]'), text('"Worker.Status"'), text('0'),
-    ),
-  ).map((bytes) => ({ kind: 'bytes', bytes }) as Action);
+  const deep = (open: string, close: string) =>
+    fc
+      .integer({ min: 50, max: 200_000 })
+      .map((d) =>
+        text(
+          `{"method":"Worker.Status","params":{"x":${open.repeat(d)}${close.repeat(d)}},"requestId":"req-1","scope":null}`,
+        ),
+      );
+  return fc
+    .oneof(
+      fc.uint8Array({ minLength: 1, maxLength: 4096 }),
+      fc.string({ minLength: 1, maxLength: 300 }).map(text),
+      deep('[', ']'),
+      deep('{"a":', '}'),
+      fc.constantFrom(
+        text('{"method":"Worker.Status","params":{},"requestId":"req-1","scope":null,"method":"Worker.Shutdown"}'), // duplicate key
+        text('{ "method":"Worker.Status","params":{},"requestId":"req-1","scope":null}'), // not canonical
+        text('{"method":"Worker.Status","params":{"n":1e400},"requestId":"req-1","scope":null}'),
+        text('{"method":"Worker.Status","params":{"n":12345678901234567890},"requestId":"req-1","scope":null}'),
+        text('{"method":"Worker.Status","params":{"s":"\\ud800"},"requestId":"req-1","scope":null}'),
+        new Uint8Array([0x7b, 0x22, 0xff, 0xfe, 0x22, 0x3a, 0x31, 0x7d]),
+        text('null'),
+        text('[]'),
+        text('"Worker.Status"'),
+        text('0'),
+      ),
+    )
+    .map((bytes) => ({ kind: 'bytes', bytes }) as Action);
 }
 
 /** Framing the server must refuse by ending the stream. */
@@ -266,20 +405,44 @@ function badFrameAction(): fc.Arbitrary<Action> {
     { kind: 'badFrame', what: 'a frame with both body and chunk', frames: [{ body, chunk: text('x') }] },
     { kind: 'badFrame', what: 'an empty frame', frames: [{}] },
     { kind: 'badFrame', what: 'a chunk over 1 MiB', frames: [{ chunk: new Uint8Array(0) }], size: MAX_CHUNK_BYTES + 1 },
-    { kind: 'badFrame', what: 'a frame over the message limit', frames: [{ body: new Uint8Array(0) }], size: DEFAULT_MAX_MESSAGE_BYTES + 16 },
-    { kind: 'badFrame', what: 'chunks with no body, then the client ends', frames: [{ chunk: new Uint8Array(1000) }, { chunk: new Uint8Array(1000) }] },
+    {
+      kind: 'badFrame',
+      what: 'a frame over the message limit',
+      frames: [{ body: new Uint8Array(0) }],
+      size: DEFAULT_MAX_MESSAGE_BYTES + 16,
+    },
+    {
+      kind: 'badFrame',
+      what: 'chunks with no body, then the client ends',
+      frames: [{ chunk: new Uint8Array(1000) }, { chunk: new Uint8Array(1000) }],
+    },
   );
 }
 
 function caseArbitrary(marker: string): fc.Arbitrary<Action[]> {
-  const action = fc.oneof({ arbitrary: envelopeAction(marker), weight: 6 }, { arbitrary: bytesAction(), weight: 3 }, { arbitrary: badFrameAction(), weight: 1 });
+  const action = fc.oneof(
+    { arbitrary: envelopeAction(marker), weight: 6 },
+    { arbitrary: bytesAction(), weight: 3 },
+    { arbitrary: badFrameAction(), weight: 1 },
+  );
   return fc.array(action, { minLength: 1, maxLength: 6 });
 }
 
 /** Cases always run first: well-formed Initialize requests naming the marker module (the code-execution probe). */
 function hostileExamples(marker: string): [Action[]][] {
-  const initialize = templates(marker).filter((t) => (t.method === METHODS.agentInitialize || t.method === METHODS.environmentInitialize) && JSON.stringify(t).includes(marker));
-  const named = (path: string) => initialize.map((t) => ({ kind: 'envelope', value: JSON.parse(JSON.stringify(t).replaceAll(JSON.stringify(marker), JSON.stringify(path))) }) as Action);
+  const initialize = templates(marker).filter(
+    (t) =>
+      (t.method === METHODS.agentInitialize || t.method === METHODS.environmentInitialize) &&
+      JSON.stringify(t).includes(marker),
+  );
+  const named = (path: string) =>
+    initialize.map(
+      (t) =>
+        ({
+          kind: 'envelope',
+          value: JSON.parse(JSON.stringify(t).replaceAll(JSON.stringify(marker), JSON.stringify(path))),
+        }) as Action,
+    );
   return [[[...named(marker), ...named(`file://${marker}`)]]];
 }
 
@@ -295,14 +458,30 @@ function encodeEnvelope(value: Record<string, unknown>): Uint8Array {
 }
 
 function sendMessage(s: RawSession, body: Uint8Array, attachment?: Uint8Array): void {
-  if (attachment) for (let off = 0; off < attachment.length; off += MAX_CHUNK_BYTES) s.write({ chunk: attachment.subarray(off, off + MAX_CHUNK_BYTES) });
+  if (attachment)
+    for (let off = 0; off < attachment.length; off += MAX_CHUNK_BYTES)
+      s.write({ chunk: attachment.subarray(off, off + MAX_CHUNK_BYTES) });
   s.write({ body });
 }
 
 class Finding extends Error {}
 
 function helloOn(s: RawSession, role: Role): void {
-  sendMessage(s, canonicalBytes({ method: METHODS.hello, params: { contractDigest: CONTRACT_DIGEST, expectedWorkerId: WORKER_ID, role, sessionId: SESSION, supportedMajors: [1] }, requestId: 'req-0', scope: null }));
+  sendMessage(
+    s,
+    canonicalBytes({
+      method: METHODS.hello,
+      params: {
+        contractDigest: CONTRACT_DIGEST,
+        expectedWorkerId: WORKER_ID,
+        role,
+        sessionId: SESSION,
+        supportedMajors: [1],
+      },
+      requestId: 'req-0',
+      scope: null,
+    }),
+  );
 }
 
 async function expectReply(s: RawSession, what: string, report: FuzzReport): Promise<Reply> {
@@ -313,7 +492,8 @@ async function expectReply(s: RawSession, what: string, report: FuzzReport): Pro
   if (n.reply.type === 'result') report.results++;
   else {
     // readReply already refused a code outside ERROR_CODES; count the named ones.
-    if (!(ERROR_CODES as readonly string[]).includes(n.reply.error.code)) throw new Finding(`unnamed error code ${n.reply.error.code}`);
+    if (!(ERROR_CODES as readonly string[]).includes(n.reply.error.code))
+      throw new Finding(`unnamed error code ${n.reply.error.code}`);
     report.codes[n.reply.error.code] = (report.codes[n.reply.error.code] ?? 0) + 1;
   }
   return n.reply;
@@ -324,19 +504,34 @@ async function runCase(target: Target, role: Role, actions: Action[], report: Fu
   try {
     helloOn(s, role);
     const hello = await expectReply(s, 'Hello', report);
-    if (hello.type !== 'result') throw new Finding(`a valid Hello was refused: ${hello.error.code} ${hello.error.message}`);
+    if (hello.type !== 'result')
+      throw new Finding(`a valid Hello was refused: ${hello.error.code} ${hello.error.message}`);
     for (const a of actions) {
       if (a.kind === 'badFrame') {
-        for (const f of a.frames) s.write(a.size === undefined ? f : f.body ? { body: new Uint8Array(a.size).fill(0x20) } : { chunk: new Uint8Array(a.size) });
+        for (const f of a.frames)
+          s.write(
+            a.size === undefined
+              ? f
+              : f.body
+                ? { body: new Uint8Array(a.size).fill(0x20) }
+                : { chunk: new Uint8Array(a.size) },
+          );
         if (a.what.startsWith('chunks')) s.halfClose();
         const n = await s.next();
-        if (n.kind === 'timeout') throw new Finding(`the worker neither replied to nor ended the stream after ${a.what}`);
+        if (n.kind === 'timeout')
+          throw new Finding(`the worker neither replied to nor ended the stream after ${a.what}`);
         if (n.kind === 'reply') throw new Finding(`the worker replied to ${a.what}`);
         report.streamsEndedByWorker++;
         return;
       }
-      const what = a.kind === 'bytes' ? `${a.bytes.length} non-envelope bytes` : `${String(a.value.method).slice(0, 40)} (${JSON.stringify(a.value).slice(0, 160)})`;
-      const attachment = a.kind === 'envelope' && a.attachmentBytes !== undefined ? new Uint8Array(a.attachmentBytes).fill(a.attachmentBytes & 0xff) : undefined;
+      const what =
+        a.kind === 'bytes'
+          ? `${a.bytes.length} non-envelope bytes`
+          : `${String(a.value.method).slice(0, 40)} (${JSON.stringify(a.value).slice(0, 160)})`;
+      const attachment =
+        a.kind === 'envelope' && a.attachmentBytes !== undefined
+          ? new Uint8Array(a.attachmentBytes).fill(a.attachmentBytes & 0xff)
+          : undefined;
       sendMessage(s, a.kind === 'bytes' ? a.bytes : encodeEnvelope(a.value), attachment);
       await expectReply(s, what, report);
     }
@@ -357,9 +552,11 @@ async function checkAlive(target: Target, role: Role, report: FuzzReport): Promi
   const s = new RawSession(target.grpcClient);
   try {
     helloOn(s, role);
-    if ((await expectReply(s, 'the final Hello', report)).type !== 'result') throw new Finding('the final Hello was refused');
+    if ((await expectReply(s, 'the final Hello', report)).type !== 'result')
+      throw new Finding('the final Hello was refused');
     sendMessage(s, canonicalBytes({ method: METHODS.status, params: {}, requestId: 'req-1', scope: null }));
-    if ((await expectReply(s, 'the final Status', report)).type !== 'result') throw new Finding('the final Status was refused');
+    if ((await expectReply(s, 'the final Status', report)).type !== 'result')
+      throw new Finding('the final Status was refused');
   } finally {
     s.close();
   }
@@ -369,20 +566,36 @@ export async function runProtocolFuzz(options: FuzzOptions): Promise<FuzzReport>
   const role = options.role ?? 'agent';
   const maxPeak = options.maxPeakRssMiB ?? 768;
   const target = await startTarget(role);
-  const report: FuzzReport = { cases: 0, seed: options.seed, replies: 0, codes: {}, results: 0, streamsEndedByWorker: 0, peakRssMiB: 0 };
+  const report: FuzzReport = {
+    cases: 0,
+    seed: options.seed,
+    replies: 0,
+    codes: {},
+    results: 0,
+    streamsEndedByWorker: 0,
+    peakRssMiB: 0,
+  };
   const pid = target.worker.proc.pid!;
   try {
     await fc.assert(
       fc.asyncProperty(caseArbitrary(target.markerModule), async (actions) => {
         report.cases++;
         await runCase(target, role, actions, report);
-        if (target.worker.proc.exitCode !== null || target.worker.proc.signalCode !== null) throw new Finding(`the worker exited: ${target.worker.stderr().slice(-2000)}`);
-        if (existsSync(target.markerFile)) throw new Finding('a client-named module was imported (the marker file exists)');
+        if (target.worker.proc.exitCode !== null || target.worker.proc.signalCode !== null)
+          throw new Finding(`the worker exited: ${target.worker.stderr().slice(-2000)}`);
+        if (existsSync(target.markerFile))
+          throw new Finding('a client-named module was imported (the marker file exists)');
         const rss = rssMiB(pid);
         report.peakRssMiB = Math.max(report.peakRssMiB, rss.peak);
-        if (rss.peak > maxPeak) throw new Finding(`the worker's peak RSS reached ${rss.peak.toFixed(0)} MiB (bound ${maxPeak} MiB)`);
+        if (rss.peak > maxPeak)
+          throw new Finding(`the worker's peak RSS reached ${rss.peak.toFixed(0)} MiB (bound ${maxPeak} MiB)`);
       }),
-      { numRuns: options.cases, examples: hostileExamples(target.markerModule), ...(options.seed !== undefined ? { seed: options.seed } : {}), endOnFailure: true },
+      {
+        numRuns: options.cases,
+        examples: hostileExamples(target.markerModule),
+        ...(options.seed !== undefined ? { seed: options.seed } : {}),
+        endOnFailure: true,
+      },
     );
     await checkAlive(target, role, report);
     return report;
@@ -396,8 +609,14 @@ export async function runProtocolFuzz(options: FuzzOptions): Promise<FuzzReport>
 // ---------------------------------------------------------------------------------------------
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  const { values } = parseArgs({ options: { cases: { type: 'string' }, seed: { type: 'string' }, role: { type: 'string' } } });
+  const { values } = parseArgs({
+    options: { cases: { type: 'string' }, seed: { type: 'string' }, role: { type: 'string' } },
+  });
   const role = values.role === 'environment' ? 'environment' : 'agent';
-  const report = await runProtocolFuzz({ cases: Number(values.cases ?? 2000), role, ...(values.seed !== undefined ? { seed: Number(values.seed) } : {}) });
+  const report = await runProtocolFuzz({
+    cases: Number(values.cases ?? 2000),
+    role,
+    ...(values.seed !== undefined ? { seed: Number(values.seed) } : {}),
+  });
   process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
 }

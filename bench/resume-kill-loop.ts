@@ -12,7 +12,14 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseStrict } from '../core/formats/canonical-json.js';
 import { Xorshift32 } from '../core/formats/xorshift.js';
-import { behaviourDigest, compareBehaviours, describeDifference, EpochRebase, type TraceBehaviour, type TransitionTrace } from '../coordinator/trace.js';
+import {
+  behaviourDigest,
+  compareBehaviours,
+  describeDifference,
+  EpochRebase,
+  type TraceBehaviour,
+  type TransitionTrace,
+} from '../coordinator/trace.js';
 
 const ROOT = join(fileURLToPath(import.meta.url), '..', '..');
 const CLI = ['--import', 'tsx', join(ROOT, 'coordinator', 'cli', 'main.ts')];
@@ -46,7 +53,10 @@ function cli(args: string[]) {
 }
 
 function readTraces(runDir: string): TraceBehaviour[] {
-  return readFileSync(join(runDir, 'trace.jsonl'), 'utf8').split('\n').filter((l) => l !== '').map((l) => (parseStrict(l) as unknown as TransitionTrace).behaviour);
+  return readFileSync(join(runDir, 'trace.jsonl'), 'utf8')
+    .split('\n')
+    .filter((l) => l !== '')
+    .map((l) => (parseStrict(l) as unknown as TransitionTrace).behaviour);
 }
 
 function committed(runDir: string): boolean {
@@ -55,7 +65,10 @@ function committed(runDir: string): boolean {
 }
 
 function highWater(runDir: string): { id: string; boundary: number } {
-  const m = parseStrict(readFileSync(join(runDir, 'store', 'manifest.json'))) as { highWater: string; generations: { checkpointId: string; boundary: string }[] };
+  const m = parseStrict(readFileSync(join(runDir, 'store', 'manifest.json'))) as {
+    highWater: string;
+    generations: { checkpointId: string; boundary: string }[];
+  };
   return { id: m.highWater, boundary: Number(m.generations.find((g) => g.checkpointId === m.highWater)!.boundary) };
 }
 
@@ -76,11 +89,17 @@ async function killAfter(args: string[], ready: () => boolean, delayMs: number):
 async function killedRun(config: string, out: string, delayMs: number): Promise<{ runDir: string; killed: boolean }> {
   const name = readFileSync(config, 'utf8').match(/^sessionId:\s*(\S+)/m)![1]!;
   const runDir = join(out, `${name}-1`);
-  const killed = await killAfter(['run', config, '--steps', '100000', '--checkpoint-every', '2', '--out', out], () => committed(runDir), delayMs);
+  const killed = await killAfter(
+    ['run', config, '--steps', '100000', '--checkpoint-every', '2', '--out', out],
+    () => committed(runDir),
+    delayMs,
+  );
   return { runDir, killed };
 }
 
-export async function runResumeKillLoop(opts: ResumeKillLoopOptions): Promise<{ reference: string; iterations: ResumeKillIteration[] }> {
+export async function runResumeKillLoop(
+  opts: ResumeKillLoopOptions,
+): Promise<{ reference: string; iterations: ResumeKillIteration[] }> {
   const config = opts.config ?? join(ROOT, 'examples', 'lif-pair.yaml');
   const rng = new Xorshift32(opts.seed ?? 20261129);
   const log = opts.log ?? (() => undefined);
@@ -93,7 +112,10 @@ export async function runResumeKillLoop(opts: ResumeKillLoopOptions): Promise<{ 
     if (reference.length >= steps) return;
     const ref = cli(['run', config, '--steps', String(steps), '--out', join(base, `reference-${steps}`)]);
     if (ref.status !== 0) throw new Error(`reference run failed: ${ref.stderr}`);
-    refDir = ref.stdout.split('\n')[0]!.replace(/^run directory\s+/, '').trim();
+    refDir = ref.stdout
+      .split('\n')[0]!
+      .replace(/^run directory\s+/, '')
+      .trim();
     reference = readTraces(refDir);
   };
   ensureReference(refSteps);
@@ -101,7 +123,15 @@ export async function runResumeKillLoop(opts: ResumeKillLoopOptions): Promise<{ 
   for (let i = 0; i < opts.iterations; i++) {
     const delayMs = Math.floor(rng.nextF64() * (opts.maxDelayMs ?? 1500));
     const { runDir, killed } = await killedRun(config, join(base, `kill-${i}`), delayMs);
-    const it: ResumeKillIteration = { delayMs, killed, restored: '', resumedTo: 0, storeVerified: false, resumed: false, equal: false };
+    const it: ResumeKillIteration = {
+      delayMs,
+      killed,
+      restored: '',
+      resumedTo: 0,
+      storeVerified: false,
+      resumed: false,
+      equal: false,
+    };
     if (opts.killResume) {
       // Kill the first resume too, once it committed a checkpoint in e2; the next resume goes to e3.
       const e2 = () => readFileSync(join(runDir, 'ledger.jsonl'), 'utf8').includes('"epoch":"e2","event":"committed"');
@@ -118,12 +148,19 @@ export async function runResumeKillLoop(opts: ResumeKillLoopOptions): Promise<{ 
     else {
       const got = readTraces(runDir);
       const diff = compareBehaviours(reference.slice(0, it.resumedTo), got);
-      const digest = (parseStrict(readFileSync(join(runDir, 'summary.json'))) as { behaviourDigest: string }).behaviourDigest;
-      const want = behaviourDigest(reference.slice(0, it.resumedTo).map((b) => (b.scope.epoch === 'e1' ? b : new EpochRebase(b.scope.epoch, 'e1').apply(b))));
+      const digest = (parseStrict(readFileSync(join(runDir, 'summary.json'))) as { behaviourDigest: string })
+        .behaviourDigest;
+      const want = behaviourDigest(
+        reference
+          .slice(0, it.resumedTo)
+          .map((b) => (b.scope.epoch === 'e1' ? b : new EpochRebase(b.scope.epoch, 'e1').apply(b))),
+      );
       it.equal = diff === null && digest === want;
       if (!it.equal) it.problem = diff ? describeDifference(diff) : `summary digest ${digest} ≠ reference ${want}`;
     }
-    log(`iteration ${i + 1}: killed ${killed} after +${delayMs} ms, restored ${it.restored} → ${it.resumedTo}, store verify ${it.storeVerified ? 'ok' : 'FAILED'}, resume ${it.resumed ? 'ok' : 'FAILED'}, equal ${it.equal}${it.problem ? ` (${it.problem})` : ''}`);
+    log(
+      `iteration ${i + 1}: killed ${killed} after +${delayMs} ms, restored ${it.restored} → ${it.resumedTo}, store verify ${it.storeVerified ? 'ok' : 'FAILED'}, resume ${it.resumed ? 'ok' : 'FAILED'}, equal ${it.equal}${it.problem ? ` (${it.problem})` : ''}`,
+    );
     out.push(it);
   }
   return { reference: refDir, iterations: out };

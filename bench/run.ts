@@ -5,12 +5,26 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { writeCharts } from './lib/charts.js';
-import { commandLine, gitInfo, machineInfo, table, writeReceipt, type Receipt, type SuiteReceipt } from './lib/receipt.js';
+import {
+  commandLine,
+  gitInfo,
+  machineInfo,
+  table,
+  writeReceipt,
+  type Receipt,
+  type SuiteReceipt,
+} from './lib/receipt.js';
 import { SUITES } from './suites/index.js';
 
 const USAGE = `usage: npm run bench -- [suite...] [--quick] [--out <dir>]\n       npm run bench -- --chart <receipt.json> [--chart-dir <dir>]\nsuites: ${SUITES.map((s) => s.name).join(', ')}`;
 
-function parseArgs(argv: string[]): { names: string[]; quick: boolean; out: string; chart?: string; chartDir?: string } {
+function parseArgs(argv: string[]): {
+  names: string[];
+  quick: boolean;
+  out: string;
+  chart?: string;
+  chartDir?: string;
+} {
   const names: string[] = [];
   let quick = false;
   let chart: string | undefined;
@@ -32,13 +46,17 @@ function parseArgs(argv: string[]): { names: string[]; quick: boolean; out: stri
     else if (a.startsWith('-')) throw new UsageError(`unknown option ${a}`);
     else names.push(a);
   }
-  for (const n of names) if (!SUITES.some((s) => s.name === n)) throw new UsageError(`unknown suite ${JSON.stringify(n)}`);
+  for (const n of names)
+    if (!SUITES.some((s) => s.name === n)) throw new UsageError(`unknown suite ${JSON.stringify(n)}`);
   if (chartDir && !chart) throw new UsageError('--chart-dir needs --chart <receipt.json>');
   return { names, quick, out, chart, chartDir };
 }
 
 class UsageError extends Error {
-  constructor(message: string, readonly code = 2) {
+  constructor(
+    message: string,
+    readonly code = 2,
+  ) {
     super(message);
   }
 }
@@ -74,7 +92,12 @@ async function main(): Promise<void> {
     for (const suite of selected) {
       const started = performance.now();
       const result = await suite.run({ quick: args.quick, tmpDir: tmp, log: (m) => process.stderr.write(`${m}\n`) });
-      const done: SuiteReceipt = { name: suite.name, description: suite.description, seconds: Math.round(performance.now() - started) / 1000, ...result };
+      const done: SuiteReceipt = {
+        name: suite.name,
+        description: suite.description,
+        seconds: Math.round(performance.now() - started) / 1000,
+        ...result,
+      };
       receipt.suites.push(done);
     }
   } finally {
@@ -83,7 +106,9 @@ async function main(): Promise<void> {
   const path = writeReceipt(args.out, receipt);
   const m = receipt.machine;
   process.stdout.write(`${table(receipt.suites)}\n\n`);
-  process.stdout.write(`${m.cpuModel}, ${m.cores} cores, ${(m.memoryBytes / 2 ** 30).toFixed(1)} GiB, Node ${m.node}, ${m.os.split(' (')[0]}; load ${m.loadAverage.join(' ')}${args.quick ? '; --quick' : ''}\n`);
+  process.stdout.write(
+    `${m.cpuModel}, ${m.cores} cores, ${(m.memoryBytes / 2 ** 30).toFixed(1)} GiB, Node ${m.node}, ${m.os.split(' (')[0]}; load ${m.loadAverage.join(' ')}${args.quick ? '; --quick' : ''}\n`,
+  );
   process.stdout.write(`receipt: ${path}\n`);
   for (const p of writeCharts(path)) process.stdout.write(`chart: ${p}\n`);
 }

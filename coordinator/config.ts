@@ -29,12 +29,25 @@ export const MODEL_MODULE_EXTENSIONS = ['.js', '.mjs', '.cjs', '.ts', '.mts', '.
 // Schema. Every object is strict: an unknown (e.g. misspelled) field is refused, never ignored.
 
 const reason = (r: ReasonCode) => ({ params: { reason: r } });
-const IdSchema = z.custom<string>(isId, { message: 'is not an Id (1-64 of a-z 0-9 . _ -, starting with a letter or digit)', ...reason('struct_invalid_id') });
-const U64Schema = z.custom<string>(isU64, { message: 'is not a U64 (a decimal string, "0" or no leading zero, at most 18446744073709551615; quote it in YAML)', ...reason('struct_invalid_u64') });
+const IdSchema = z.custom<string>(isId, {
+  message: 'is not an Id (1-64 of a-z 0-9 . _ -, starting with a letter or digit)',
+  ...reason('struct_invalid_id'),
+});
+const U64Schema = z.custom<string>(isU64, {
+  message: 'is not a U64 (a decimal string, "0" or no leading zero, at most 18446744073709551615; quote it in YAML)',
+  ...reason('struct_invalid_u64'),
+});
 const ParamsSchema = z.record(z.string(), z.unknown());
 const PositiveInt = z.number().int().positive();
-const StepsSchema = z.number().int().min(1, 'must be at least 1 (a run of 0 steps would do nothing)').max(MAX_STEPS, `must be at most ${MAX_STEPS}`);
-const DeadlineSchema = PositiveInt.max(MAX_DEADLINE_MS, `must be at most ${MAX_DEADLINE_MS} ms (2^31-1, the longest timer Node keeps)`);
+const StepsSchema = z
+  .number()
+  .int()
+  .min(1, 'must be at least 1 (a run of 0 steps would do nothing)')
+  .max(MAX_STEPS, `must be at most ${MAX_STEPS}`);
+const DeadlineSchema = PositiveInt.max(
+  MAX_DEADLINE_MS,
+  `must be at most ${MAX_DEADLINE_MS} ms (2^31-1, the longest timer Node keeps)`,
+);
 
 /** A world step duration: exact RationalNs, a decimal ns string, or "N/D" ns. */
 const WorldStepSchema = z.union([
@@ -57,11 +70,16 @@ const ExplicitAgentSchema = z.strictObject({
 
 const AgentGroupSchema = z.strictObject({
   count: PositiveInt,
-  prefix: z.string().regex(/^[a-z0-9][a-z0-9._-]{0,40}$/, 'is not an Id prefix (a-z 0-9 . _ -, starting with a letter or digit)'),
+  prefix: z
+    .string()
+    .regex(/^[a-z0-9][a-z0-9._-]{0,40}$/, 'is not an Id prefix (a-z 0-9 . _ -, starting with a letter or digit)'),
   model: ModelSchema,
   params: ParamsSchema.optional(),
   /** Port ids are `<portPrefix><n>` (default: the agent id itself). */
-  portPrefix: z.string().regex(/^[a-z0-9][a-z0-9._-]{0,40}$/).optional(),
+  portPrefix: z
+    .string()
+    .regex(/^[a-z0-9][a-z0-9._-]{0,40}$/)
+    .optional(),
   actionFields: ActionFieldsSchema.optional(),
 });
 
@@ -72,10 +90,13 @@ export const ENVIRONMENT_RUNTIMES = ['typescript', 'python'] as const;
 /** The runtime of one worker process: the TypeScript, Rust or Python worker. */
 export type WorkerRuntimeName = (typeof WORKER_RUNTIMES)[number];
 const isRuntime = (v: unknown): v is WorkerRuntimeName => (WORKER_RUNTIMES as readonly unknown[]).includes(v);
-const WorkerRuntimeSchema = z.custom<WorkerRuntimeName | WorkerRuntimeName[]>((v) => isRuntime(v) || (Array.isArray(v) && v.length > 0 && v.every(isRuntime)), {
-  message: `must be ${WORKER_RUNTIMES.join(' or ')}, or a list of those with one entry per agent worker`,
-  ...reason('struct_invalid_field'),
-});
+const WorkerRuntimeSchema = z.custom<WorkerRuntimeName | WorkerRuntimeName[]>(
+  (v) => isRuntime(v) || (Array.isArray(v) && v.length > 0 && v.every(isRuntime)),
+  {
+    message: `must be ${WORKER_RUNTIMES.join(' or ')}, or a list of those with one entry per agent worker`,
+    ...reason('struct_invalid_field'),
+  },
+);
 
 const TopSchema = z.strictObject({
   sessionId: IdSchema,
@@ -83,7 +104,12 @@ const TopSchema = z.strictObject({
   steps: StepsSchema,
   stepHz: PositiveInt.optional(),
   worldStepNs: WorldStepSchema.optional(),
-  environment: z.strictObject({ id: IdSchema, model: ModelSchema, params: ParamsSchema.optional(), runtime: z.enum(ENVIRONMENT_RUNTIMES).optional() }),
+  environment: z.strictObject({
+    id: IdSchema,
+    model: ModelSchema,
+    params: ParamsSchema.optional(),
+    runtime: z.enum(ENVIRONMENT_RUNTIMES).optional(),
+  }),
   agents: z.union([z.array(z.unknown()).min(1), z.record(z.string(), z.unknown())]),
   workers: z
     .strictObject({
@@ -216,7 +242,11 @@ export function parseConfigText(text: string, source: string): unknown {
 /** A steps count from a config or a flag: a whole number from 1 to MAX_STEPS, or refused naming `field`. */
 export function checkSteps(steps: number, field: string): number {
   if (!Number.isSafeInteger(steps) || steps < 1 || steps > MAX_STEPS) {
-    throw new DetsimError('struct_invalid_field', `${field}: ${steps} is not a whole number of steps from 1 to ${MAX_STEPS}`, field);
+    throw new DetsimError(
+      'struct_invalid_field',
+      `${field}: ${steps} is not a whole number of steps from 1 to ${MAX_STEPS}`,
+      field,
+    );
   }
   return steps;
 }
@@ -224,7 +254,8 @@ export function checkSteps(steps: number, field: string): number {
 /** The config file's text; a directory or unreadable path is refused by name (never a stack trace). */
 function readConfigFile(file: string): string {
   try {
-    if (statSync(file).isDirectory()) throw new DetsimError('struct_invalid_field', `<config>: ${file} is a directory, not a config file`, '<config>');
+    if (statSync(file).isDirectory())
+      throw new DetsimError('struct_invalid_field', `<config>: ${file} is a directory, not a config file`, '<config>');
     return readFileSync(file, 'utf8');
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
@@ -244,13 +275,19 @@ function isModelPath(model: string): boolean {
 
 /** A built-in model name stays as is; a module path becomes absolute and must be an importable module file. */
 /** A Python model class, `python:package.module:Class`, loaded by a Python worker (runtime: python) only. */
-const PYTHON_MODEL = /^python:[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$/;
+const PYTHON_MODEL =
+  /^python:[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$/;
 export const isPythonModel = (model: string): boolean => model.startsWith('python:');
 
 function resolveModel(model: string, builtins: readonly string[], field: string, baseDir: string): string {
   if (builtins.includes(model)) return model;
   if (isPythonModel(model)) {
-    if (!PYTHON_MODEL.test(model)) throw new DetsimError('struct_unknown_model', `${field}: ${JSON.stringify(model)} is not python:package.module:Class`, field);
+    if (!PYTHON_MODEL.test(model))
+      throw new DetsimError(
+        'struct_unknown_model',
+        `${field}: ${JSON.stringify(model)} is not python:package.module:Class`,
+        field,
+      );
     return model;
   }
   if (isModelPath(model)) {
@@ -258,7 +295,11 @@ function resolveModel(model: string, builtins: readonly string[], field: string,
     checkModuleFile(path, JSON.stringify(model), field);
     return path;
   }
-  throw new DetsimError('struct_unknown_model', `${field}: unknown model ${JSON.stringify(model)} (built-in: ${builtins.join(', ')}; or a module path starting with ./ or /)`, field);
+  throw new DetsimError(
+    'struct_unknown_model',
+    `${field}: unknown model ${JSON.stringify(model)} (built-in: ${builtins.join(', ')}; or a module path starting with ./ or /)`,
+    field,
+  );
 }
 
 /** A file: URL as a path; one naming a host or otherwise not a local file is refused by name. */
@@ -266,7 +307,11 @@ function filePath(url: string, field: string): string {
   try {
     return fileURLToPath(url);
   } catch {
-    throw new DetsimError('struct_unknown_model', `${field}: model module ${JSON.stringify(url)} is not a local file: URL`, field);
+    throw new DetsimError(
+      'struct_unknown_model',
+      `${field}: model module ${JSON.stringify(url)} is not a local file: URL`,
+      field,
+    );
   }
 }
 
@@ -283,31 +328,50 @@ function checkModuleFile(path: string, shown: string, field: string): void {
     isFile = statSync(path).isFile();
     accessSync(path, constants.R_OK);
   } catch (e) {
-    return refuse((e as NodeJS.ErrnoException).code === 'ENOENT' ? 'does not exist' : `cannot be read (${(e as NodeJS.ErrnoException).code})`);
+    return refuse(
+      (e as NodeJS.ErrnoException).code === 'ENOENT'
+        ? 'does not exist'
+        : `cannot be read (${(e as NodeJS.ErrnoException).code})`,
+    );
   }
   if (!isFile) refuse('is not a file');
-  if (!(MODEL_MODULE_EXTENSIONS as readonly string[]).includes(extname(path))) refuse(`is not a module (${MODEL_MODULE_EXTENSIONS.join(', ')})`);
+  if (!(MODEL_MODULE_EXTENSIONS as readonly string[]).includes(extname(path)))
+    refuse(`is not a module (${MODEL_MODULE_EXTENSIONS.join(', ')})`);
 }
 
 /** The worker's own param check (core/models/params.ts), run before anything starts. */
-function checkParams(kind: 'agent' | 'environment', model: string, params: Record<string, unknown>, field: string): void {
+function checkParams(
+  kind: 'agent' | 'environment',
+  model: string,
+  params: Record<string, unknown>,
+  field: string,
+): void {
   try {
     checkModelParams(kind, model, params);
   } catch (e) {
     if (!(e instanceof ParamError)) throw e;
-    throw new DetsimError(e.unknown ? 'struct_unknown_field' : 'struct_invalid_field', `${field}.${e.message}`, `${field}.${e.param}`);
+    throw new DetsimError(
+      e.unknown ? 'struct_unknown_field' : 'struct_invalid_field',
+      `${field}.${e.message}`,
+      `${field}.${e.param}`,
+    );
   }
 }
 
 function resolveStepDuration(cfg: RunConfigInput): RationalNs {
   if (cfg.stepHz !== undefined && cfg.worldStepNs !== undefined) {
-    throw new DetsimError('struct_invalid_field', 'worldStepNs: give either stepHz or worldStepNs, not both', 'worldStepNs');
+    throw new DetsimError(
+      'struct_invalid_field',
+      'worldStepNs: give either stepHz or worldStepNs, not both',
+      'worldStepNs',
+    );
   }
   if (cfg.worldStepNs !== undefined) {
     const w = cfg.worldStepNs;
     const [n, d] = typeof w === 'string' ? (w.includes('/') ? w.split('/') : [w, '1']) : [w.numerator, w.denominator];
     const r = RationalNs.of(BigInt(n!), BigInt(d!), 'worldStepNs');
-    if (r.isZero()) throw new DetsimError('struct_invalid_rational', 'worldStepNs: a duration must be non-zero', 'worldStepNs');
+    if (r.isZero())
+      throw new DetsimError('struct_invalid_rational', 'worldStepNs: a duration must be non-zero', 'worldStepNs');
     return r;
   }
   return RationalNs.of(1_000_000_000n, BigInt(cfg.stepHz ?? 60), 'stepHz');
@@ -330,7 +394,11 @@ function expandAgents(raw: unknown, baseDir: string): ExpandedAgent[] {
     if (typeof entry === 'object' && entry !== null && 'count' in entry) {
       const g = check(AgentGroupSchema, entry, field);
       if (out.length + g.count > MAX_AGENTS) {
-        throw new DetsimError('size_agents_over_60', `${field}.count: more than ${MAX_AGENTS} agents in one composition (envelope v1 bound)`, `${field}.count`);
+        throw new DetsimError(
+          'size_agents_over_60',
+          `${field}.count: more than ${MAX_AGENTS} agents in one composition (envelope v1 bound)`,
+          `${field}.count`,
+        );
       }
       const model = resolveModel(g.model, BUILTIN_AGENT_MODELS, `${field}.model`, baseDir);
       checkParams('agent', model, g.params ?? {}, field);
@@ -339,18 +407,41 @@ function expandAgents(raw: unknown, baseDir: string): ExpandedAgent[] {
       for (let n = 0; n < g.count; n++) {
         const suffix = String(n).padStart(width, '0');
         const agentId = `${g.prefix}${suffix}`;
-        if (!isId(agentId)) throw new DetsimError('struct_invalid_id', `${field}.prefix: ${JSON.stringify(agentId)} is not an Id`, `${field}.prefix`);
-        out.push({ agentId, portId: g.portPrefix ? `${g.portPrefix}${suffix}` : agentId, model, params: g.params ?? {}, actionFields: g.actionFields ?? null, field: `${field}.prefix` });
+        if (!isId(agentId))
+          throw new DetsimError(
+            'struct_invalid_id',
+            `${field}.prefix: ${JSON.stringify(agentId)} is not an Id`,
+            `${field}.prefix`,
+          );
+        out.push({
+          agentId,
+          portId: g.portPrefix ? `${g.portPrefix}${suffix}` : agentId,
+          model,
+          params: g.params ?? {},
+          actionFields: g.actionFields ?? null,
+          field: `${field}.prefix`,
+        });
       }
     } else {
       const a = check(ExplicitAgentSchema, entry, field);
       const model = resolveModel(a.model, BUILTIN_AGENT_MODELS, `${field}.model`, baseDir);
       checkParams('agent', model, a.params ?? {}, field);
-      out.push({ agentId: a.id, portId: a.port ?? a.id, model, params: a.params ?? {}, actionFields: a.actionFields ?? null, field: `${field}.id` });
+      out.push({
+        agentId: a.id,
+        portId: a.port ?? a.id,
+        model,
+        params: a.params ?? {},
+        actionFields: a.actionFields ?? null,
+        field: `${field}.id`,
+      });
     }
   });
   if (out.length > MAX_AGENTS) {
-    throw new DetsimError('size_agents_over_60', `agents: ${out.length} agents, more than ${MAX_AGENTS} in one composition (envelope v1 bound)`, 'agents');
+    throw new DetsimError(
+      'size_agents_over_60',
+      `agents: ${out.length} agents, more than ${MAX_AGENTS} in one composition (envelope v1 bound)`,
+      'agents',
+    );
   }
   return out;
 }
@@ -361,12 +452,20 @@ function refuseDuplicates(agents: ExpandedAgent[]): void {
   for (const a of agents) {
     const prev = ids.get(a.agentId);
     if (prev !== undefined) {
-      throw new DetsimError('struct_duplicate_agent_id', `${a.field}: agent id ${JSON.stringify(a.agentId)} is repeated (first at ${prev}); equal ids would share a seed`, a.field);
+      throw new DetsimError(
+        'struct_duplicate_agent_id',
+        `${a.field}: agent id ${JSON.stringify(a.agentId)} is repeated (first at ${prev}); equal ids would share a seed`,
+        a.field,
+      );
     }
     ids.set(a.agentId, a.field);
     const prevPort = ports.get(a.portId);
     if (prevPort !== undefined) {
-      throw new DetsimError('struct_invalid_field', `${a.field}: port ${JSON.stringify(a.portId)} is repeated (first at ${prevPort})`, a.field);
+      throw new DetsimError(
+        'struct_invalid_field',
+        `${a.field}: port ${JSON.stringify(a.portId)} is repeated (first at ${prevPort})`,
+        a.field,
+      );
     }
     ports.set(a.portId, a.field);
   }
@@ -385,22 +484,39 @@ function hostable(runtime: WorkerRuntimeName, model: string): boolean {
 }
 
 /** Put each agent worker on its runtime (a list names one per agent worker, in plan order). */
-function assignRuntimes(workers: PlannedWorker[], agents: PlannedAgent[], runtime: WorkerRuntimeName | WorkerRuntimeName[] | undefined): void {
+function assignRuntimes(
+  workers: PlannedWorker[],
+  agents: PlannedAgent[],
+  runtime: WorkerRuntimeName | WorkerRuntimeName[] | undefined,
+): void {
   const onTypescript = agents.find((a) => isPythonModel(a.model));
   if (runtime === undefined) {
     // Every agent worker keeps the default, typescript, which cannot load a python: class.
-    if (onTypescript) throw new DetsimError('struct_invalid_field', `workers.runtime: agent ${onTypescript.agentId} uses ${onTypescript.model}, which needs runtime python for its worker`, 'workers.runtime');
+    if (onTypescript)
+      throw new DetsimError(
+        'struct_invalid_field',
+        `workers.runtime: agent ${onTypescript.agentId} uses ${onTypescript.model}, which needs runtime python for its worker`,
+        'workers.runtime',
+      );
     return;
   }
   const agentWorkers = workers.filter((w) => w.role === 'agent');
   if (Array.isArray(runtime) && runtime.length !== agentWorkers.length) {
-    throw new DetsimError('struct_invalid_field', `workers.runtime: ${runtime.length} runtimes listed for ${agentWorkers.length} agent workers (one per agent worker, in order)`, 'workers.runtime');
+    throw new DetsimError(
+      'struct_invalid_field',
+      `workers.runtime: ${runtime.length} runtimes listed for ${agentWorkers.length} agent workers (one per agent worker, in order)`,
+      'workers.runtime',
+    );
   }
   agentWorkers.forEach((w, i) => {
     w.runtime = Array.isArray(runtime) ? runtime[i]! : runtime;
     const foreign = agents.find((a) => a.workerId === w.workerId && !hostable(w.runtime!, a.model));
     if (foreign) {
-      throw new DetsimError('struct_invalid_field', `workers.runtime: ${w.workerId} runs on ${w.runtime}, which hosts ${HOSTS[w.runtime!]}; agent ${foreign.agentId} uses ${foreign.model}`, 'workers.runtime');
+      throw new DetsimError(
+        'struct_invalid_field',
+        `workers.runtime: ${w.workerId} runs on ${w.runtime}, which hosts ${HOSTS[w.runtime!]}; agent ${foreign.agentId} uses ${foreign.model}`,
+        'workers.runtime',
+      );
     }
   });
 }
@@ -415,9 +531,16 @@ export function resolveConfig(value: unknown, opts: { baseDir?: string } = {}): 
   const agents = expandAgents(cfg.agents, baseDir);
   refuseDuplicates(agents);
   if (agents.some((a) => a.agentId === cfg.environment.id)) {
-    throw new DetsimError('struct_duplicate_agent_id', `environment.id: ${JSON.stringify(cfg.environment.id)} is also an agent id`, 'environment.id');
+    throw new DetsimError(
+      'struct_duplicate_agent_id',
+      `environment.id: ${JSON.stringify(cfg.environment.id)} is also an agent id`,
+      'environment.id',
+    );
   }
-  const derived = deriveSeeds(cfg.masterSeed, agents.map((a) => a.agentId));
+  const derived = deriveSeeds(
+    cfg.masterSeed,
+    agents.map((a) => a.agentId),
+  );
   const envSeed = deriveSeed(cfg.masterSeed, cfg.environment.id);
   const collisions = [...derived.collisions];
   for (const s of derived.seeds) {
@@ -427,17 +550,33 @@ export function resolveConfig(value: unknown, opts: { baseDir?: string } = {}): 
   const workers: PlannedWorker[] = [{ workerId: ENVIRONMENT_WORKER_ID, role: 'environment', agentIds: [] }];
   if (cfg.environment.runtime !== undefined) workers[0]!.runtime = cfg.environment.runtime;
   if (isPythonModel(envModel) && cfg.environment.runtime !== 'python') {
-    throw new DetsimError('struct_invalid_field', `environment.runtime: the model ${envModel} needs runtime python`, 'environment.runtime');
+    throw new DetsimError(
+      'struct_invalid_field',
+      `environment.runtime: the model ${envModel} needs runtime python`,
+      'environment.runtime',
+    );
   }
   if (cfg.environment.runtime === 'python' && isAbsolute(envModel)) {
-    throw new DetsimError('struct_invalid_field', `environment.runtime: python hosts only the built-in models and python:package.module:Class models; the environment uses ${envModel}`, 'environment.runtime');
+    throw new DetsimError(
+      'struct_invalid_field',
+      `environment.runtime: python hosts only the built-in models and python:package.module:Class models; the environment uses ${envModel}`,
+      'environment.runtime',
+    );
   }
   const planned: PlannedAgent[] = agents.map((a, i) => {
     const w = Math.floor(i / agentsPerWorker);
     const workerId = `worker-${w}`;
     if (workers.length <= w + 1) workers.push({ workerId, role: 'agent', agentIds: [], runtime: 'typescript' });
     workers[w + 1]!.agentIds.push(a.agentId);
-    return { agentId: a.agentId, portId: a.portId, model: a.model, params: a.params, seed: derived.seeds[i]!.seed, workerId, actionFields: a.actionFields };
+    return {
+      agentId: a.agentId,
+      portId: a.portId,
+      model: a.model,
+      params: a.params,
+      seed: derived.seeds[i]!.seed,
+      workerId,
+      actionFields: a.actionFields,
+    };
   });
   assignRuntimes(workers, planned, cfg.workers?.runtime);
   return {
@@ -446,7 +585,13 @@ export function resolveConfig(value: unknown, opts: { baseDir?: string } = {}): 
     seedAlgorithm: SEED_ALGORITHM,
     steps: cfg.steps,
     stepDuration,
-    environment: { environmentId: cfg.environment.id, model: envModel, params: cfg.environment.params ?? {}, seed: envSeed, workerId: ENVIRONMENT_WORKER_ID },
+    environment: {
+      environmentId: cfg.environment.id,
+      model: envModel,
+      params: cfg.environment.params ?? {},
+      seed: envSeed,
+      workerId: ENVIRONMENT_WORKER_ID,
+    },
     agents: planned,
     workers,
     agentsPerWorker,

@@ -12,8 +12,13 @@
  */
 
 // Formats: canonical JSON (RFC 8785), seeds, the FLYSESS1 envelope, the FLYSIM01 legacy reader.
-export { canonicalize, canonicalBytes, canonicalDigest, parseStrict, sha256Hex }
-  from '../core/formats/canonical-json.js';
+export {
+  canonicalize,
+  canonicalBytes,
+  canonicalDigest,
+  parseStrict,
+  sha256Hex,
+} from '../core/formats/canonical-json.js';
 export type { JsonValue } from '../core/formats/canonical-json.js';
 export { deriveSeed, deriveSeeds, SEED_ALGORITHM } from '../core/formats/seed.js';
 export type { DerivedSeeds, DerivedSeed, SeedCollision, DigestFn } from '../core/formats/seed.js';

@@ -10,7 +10,16 @@ import type { Logger } from 'pino';
 import type { PlannedWorker, RunPlan } from './config.js';
 import { DetsimError } from '../core/formats/errors.js';
 import type { Id } from '../core/formats/scalars.js';
-import { CONTRACT_DIGEST, HelloRefusedError, METHODS, WorkerCallError, WorkerClient, describeExit, type HelloResult, type ProcessExitInfo } from '../core/protocol/index.js';
+import {
+  CONTRACT_DIGEST,
+  HelloRefusedError,
+  METHODS,
+  WorkerCallError,
+  WorkerClient,
+  describeExit,
+  type HelloResult,
+  type ProcessExitInfo,
+} from '../core/protocol/index.js';
 import { dieWithCoordinator } from './parent-death.js';
 import { RunFailure, type RunPhase } from './run-failure.js';
 import { createSocketDir } from './socket-dir.js';
@@ -41,7 +50,10 @@ export function defaultWorkerCommand(): WorkerCommand {
   const extra = nodeArgsFromEnv();
   if (fromSource) {
     const root = resolve(here, '..');
-    return { command: process.execPath, args: [...extra, '--import', import.meta.resolve('tsx'), join(root, 'workers', 'main.ts')] };
+    return {
+      command: process.execPath,
+      args: [...extra, '--import', import.meta.resolve('tsx'), join(root, 'workers', 'main.ts')],
+    };
   }
   const root = resolve(here, '..', '..');
   return { command: process.execPath, args: [...extra, join(root, 'dist', 'workers', 'main.js')] };
@@ -75,7 +87,11 @@ export function checkWorkerBinaries(plan: RunPlan): void {
   if (!plan.workers.some((w) => w.runtime === 'rust')) return;
   const path = rustWorkerPath();
   if (!existsSync(path)) {
-    throw new DetsimError('struct_invalid_field', `workers.runtime: rust needs the Rust worker binary, which is missing (${path}); build it once with: ${RUST_WORKER_BUILD_COMMAND}`, 'workers.runtime');
+    throw new DetsimError(
+      'struct_invalid_field',
+      `workers.runtime: rust needs the Rust worker binary, which is missing (${path}); build it once with: ${RUST_WORKER_BUILD_COMMAND}`,
+      'workers.runtime',
+    );
   }
 }
 
@@ -105,15 +121,26 @@ function checkPythonWorker(plan: RunPlan): void {
   const python = pythonInterpreter();
   const probe = spawnSync(python, ['-c', 'import detsim_worker'], { stdio: 'ignore', timeout: 30_000 });
   if (probe.error) {
-    throw new DetsimError('struct_invalid_field', `${field}: python needs a Python interpreter (>= 3.10), and ${JSON.stringify(python)} cannot be run; install python3 or set DETSIM_PYTHON to one`, field);
+    throw new DetsimError(
+      'struct_invalid_field',
+      `${field}: python needs a Python interpreter (>= 3.10), and ${JSON.stringify(python)} cannot be run; install python3 or set DETSIM_PYTHON to one`,
+      field,
+    );
   }
   if (probe.status !== 0) {
-    throw new DetsimError('struct_invalid_field', `${field}: python needs the detsim_worker package, which ${JSON.stringify(python)} cannot import; install it with: ${pythonWorkerInstallCommand(python)}`, field);
+    throw new DetsimError(
+      'struct_invalid_field',
+      `${field}: python needs the detsim_worker package, which ${JSON.stringify(python)} cannot import; install it with: ${pythonWorkerInstallCommand(python)}`,
+      field,
+    );
   }
 }
 
 /** The command for one planned worker: the Rust binary for rust, `python -m detsim_worker` for python, else TypeScript. */
-export function workerCommandFor(worker: PlannedWorker, typescript: WorkerCommand = defaultWorkerCommand()): WorkerCommand {
+export function workerCommandFor(
+  worker: PlannedWorker,
+  typescript: WorkerCommand = defaultWorkerCommand(),
+): WorkerCommand {
   if (worker.runtime === 'rust') return { command: rustWorkerPath(), args: [] };
   if (worker.runtime === 'python') return { command: pythonInterpreter(), args: ['-m', 'detsim_worker'] };
   return typescript;
@@ -159,7 +186,18 @@ export class WorkerProcess {
     models: readonly string[] = [],
   ) {
     const modelFlags = models.flatMap((m) => ['--model', m]);
-    const args = [...cmd.args, '--listen', listen, '--role', plan.role, '--worker-id', plan.workerId, '--session', sessionId, ...modelFlags];
+    const args = [
+      ...cmd.args,
+      '--listen',
+      listen,
+      '--role',
+      plan.role,
+      '--worker-id',
+      plan.workerId,
+      '--session',
+      sessionId,
+      ...modelFlags,
+    ];
     // stdin stays a pipe: a worker can treat its end as "the coordinator is gone"; and the kernel
     // kills it when the coordinator dies, even while it spins or is stopped.
     const tethered = dieWithCoordinator({ command: cmd.command, args });
@@ -194,7 +232,7 @@ export class WorkerProcess {
             const msg = JSON.parse(line) as { ready?: unknown; listen?: unknown; pid?: unknown };
             if (msg.ready === true && typeof msg.listen === 'string') {
               seen = true;
-              return res({ listen: msg.listen, pid: typeof msg.pid === 'number' ? msg.pid : this.child.pid ?? -1 });
+              return res({ listen: msg.listen, pid: typeof msg.pid === 'number' ? msg.pid : (this.child.pid ?? -1) });
             }
           } catch {
             // not the ready line
@@ -214,7 +252,10 @@ export class WorkerProcess {
   }
 
   lastStderr(): string {
-    const t = this.stderrTail.filter((l) => l.trim() !== '').slice(-3).join(' | ');
+    const t = this.stderrTail
+      .filter((l) => l.trim() !== '')
+      .slice(-3)
+      .join(' | ');
     return t ? `; last stderr: ${t}` : '';
   }
 
@@ -222,15 +263,34 @@ export class WorkerProcess {
   async ready(deadlineMs: number, signal?: AbortSignal): Promise<string> {
     let timer: NodeJS.Timeout | undefined;
     let onAbort: (() => void) | undefined;
-    const ctx = { workerId: this.plan.workerId, agentIds: this.plan.agentIds, step: null, phase: 'startup' as RunPhase };
+    const ctx = {
+      workerId: this.plan.workerId,
+      agentIds: this.plan.agentIds,
+      step: null,
+      phase: 'startup' as RunPhase,
+    };
     try {
       return await Promise.race([
         this.readyLine.then((r) => r.listen),
         this.exited.then((info) => {
-          throw new RunFailure('never-ready', `its process exited before it was ready (${describeExit(info)})${this.lastStderr()}`, ctx);
+          throw new RunFailure(
+            'never-ready',
+            `its process exited before it was ready (${describeExit(info)})${this.lastStderr()}`,
+            ctx,
+          );
         }),
         new Promise<never>((_, rej) => {
-          timer = setTimeout(() => rej(new RunFailure('never-ready', `no ready line within the start-up deadline of ${deadlineMs} ms${this.lastStderr()}`, ctx)), deadlineMs);
+          timer = setTimeout(
+            () =>
+              rej(
+                new RunFailure(
+                  'never-ready',
+                  `no ready line within the start-up deadline of ${deadlineMs} ms${this.lastStderr()}`,
+                  ctx,
+                ),
+              ),
+            deadlineMs,
+          );
         }),
         new Promise<never>((_, rej) => {
           onAbort = () => rej(new RunFailure('aborted', 'the run was interrupted', ctx));
@@ -291,7 +351,14 @@ export class Fleet {
   }
 }
 
-async function shutdownProcesses(processes: WorkerProcess[], connected: LaunchedWorker[], reason: Id, graceMs: number, socketDir: string | undefined, logger: Logger): Promise<void> {
+async function shutdownProcesses(
+  processes: WorkerProcess[],
+  connected: LaunchedWorker[],
+  reason: Id,
+  graceMs: number,
+  socketDir: string | undefined,
+  logger: Logger,
+): Promise<void> {
   await Promise.all(
     connected.map(async (w) => {
       if (!w.process.alive) return;
@@ -325,7 +392,10 @@ async function killAll(processes: WorkerProcess[], graceMs: number): Promise<voi
  * A worker is never told about modules it does not host, so it can load nothing else.
  */
 export function launchedModelsFor(plan: RunPlan, worker: PlannedWorker): string[] {
-  const specs = worker.role === 'environment' ? [plan.environment.model] : plan.agents.filter((a) => a.workerId === worker.workerId).map((a) => a.model);
+  const specs =
+    worker.role === 'environment'
+      ? [plan.environment.model]
+      : plan.agents.filter((a) => a.workerId === worker.workerId).map((a) => a.model);
   return [...new Set(specs.filter((m) => isAbsolute(m) || m.startsWith('python:')))].sort();
 }
 
@@ -335,16 +405,31 @@ function listenAddress(plan: RunPlan, socketDir: string | undefined, index: numb
 }
 
 /** Translate a client failure into a RunFailure naming the worker, its agents, step and phase. */
-export function callFailure(e: unknown, w: { plan: PlannedWorker; process: WorkerProcess }, step: string | null, phase: RunPhase, deadlineMs?: number): RunFailure {
+export function callFailure(
+  e: unknown,
+  w: { plan: PlannedWorker; process: WorkerProcess },
+  step: string | null,
+  phase: RunPhase,
+  deadlineMs?: number,
+): RunFailure {
   const ctx = { workerId: w.plan.workerId, agentIds: w.plan.agentIds, step, phase };
   if (e instanceof RunFailure) return e;
   if (e instanceof HelloRefusedError) return new RunFailure('identity', e.message, ctx);
   if (e instanceof WorkerCallError) {
     const exit = w.process.exitInfo;
     if (e.kind === 'process-exited' || (exit && e.kind !== 'deadline')) {
-      return new RunFailure('worker-exited', `process ${w.process.pid} exited (${exit ? describeExit(exit) : 'unknown'})${w.process.lastStderr()}`, ctx);
+      return new RunFailure(
+        'worker-exited',
+        `process ${w.process.pid} exited (${exit ? describeExit(exit) : 'unknown'})${w.process.lastStderr()}`,
+        ctx,
+      );
     }
-    if (e.kind === 'deadline') return new RunFailure('deadline', `no reply within the ${phase === 'hello' ? 'start-up' : 'step'} deadline${deadlineMs ? ` of ${deadlineMs} ms` : ''} (${e.method ?? 'call'} ${e.requestId ?? ''})`.trim(), ctx);
+    if (e.kind === 'deadline')
+      return new RunFailure(
+        'deadline',
+        `no reply within the ${phase === 'hello' ? 'start-up' : 'step'} deadline${deadlineMs ? ` of ${deadlineMs} ms` : ''} (${e.method ?? 'call'} ${e.requestId ?? ''})`.trim(),
+        ctx,
+      );
     if (e.kind === 'never-connected') return new RunFailure('never-ready', e.message, ctx);
     if (e.kind === 'stream-ended' || e.kind === 'closed') return new RunFailure('stream-ended', e.message, ctx);
     return new RunFailure('protocol', e.message, ctx);
@@ -375,8 +460,15 @@ async function exitWithin(proc: WorkerProcess, ms: number): Promise<void> {
  * failure first waits briefly for the exit and, when it comes, says the worker died and how.
  * A deadline is named at once: a worker that is still there but silent did not die.
  */
-export async function diagnoseCallFailure(e: unknown, w: { plan: PlannedWorker; process: WorkerProcess }, step: string | null, phase: RunPhase, deadlineMs?: number): Promise<RunFailure> {
-  if (e instanceof WorkerCallError && e.kind !== 'deadline' && w.process.alive) await exitWithin(w.process, EXIT_DIAGNOSIS_MS);
+export async function diagnoseCallFailure(
+  e: unknown,
+  w: { plan: PlannedWorker; process: WorkerProcess },
+  step: string | null,
+  phase: RunPhase,
+  deadlineMs?: number,
+): Promise<RunFailure> {
+  if (e instanceof WorkerCallError && e.kind !== 'deadline' && w.process.alive)
+    await exitWithin(w.process, EXIT_DIAGNOSIS_MS);
   return callFailure(e, w, step, phase, deadlineMs);
 }
 
@@ -389,8 +481,21 @@ export async function launchFleet(plan: RunPlan, opts: LaunchOptions): Promise<F
   checkWorkerBinaries(plan);
   const socketDir = plan.transport === 'unix' ? socketDirFor(logger) : undefined;
   const base = defaultWorkerCommand();
-  const processes = plan.workers.map((w, i) => new WorkerProcess(w, withStoreDir(opts.commandFor?.(w) ?? workerCommandFor(w, base), opts.storeDir), listenAddress(plan, socketDir, i), plan.sessionId, logger, launchedModelsFor(plan, w)));
-  logger.info({ workers: processes.map((p) => ({ workerId: p.plan.workerId, pid: p.pid, agents: p.plan.agentIds })) }, 'workers spawned');
+  const processes = plan.workers.map(
+    (w, i) =>
+      new WorkerProcess(
+        w,
+        withStoreDir(opts.commandFor?.(w) ?? workerCommandFor(w, base), opts.storeDir),
+        listenAddress(plan, socketDir, i),
+        plan.sessionId,
+        logger,
+        launchedModelsFor(plan, w),
+      ),
+  );
+  logger.info(
+    { workers: processes.map((p) => ({ workerId: p.plan.workerId, pid: p.pid, agents: p.plan.agentIds })) },
+    'workers spawned',
+  );
   const connected: LaunchedWorker[] = [];
   const startedAt = Date.now();
   const attempts = processes.map(async (proc) => {
@@ -398,14 +503,24 @@ export async function launchFleet(plan: RunPlan, opts: LaunchOptions): Promise<F
     const remaining = Math.max(1, plan.deadlines.startupMs - (Date.now() - startedAt));
     let client: WorkerClient;
     try {
-      client = await WorkerClient.connect(listen, { processExit: proc.exited, label: proc.plan.workerId, connectTimeoutMs: remaining });
+      client = await WorkerClient.connect(listen, {
+        processExit: proc.exited,
+        label: proc.plan.workerId,
+        connectTimeoutMs: remaining,
+      });
     } catch (e) {
       throw await diagnoseCallFailure(e, { plan: proc.plan, process: proc }, null, 'startup');
     }
     const w = { plan: proc.plan, process: proc, client, listen, hello: undefined as unknown as HelloResult };
     connected.push(w);
     try {
-      w.hello = await client.hello({ sessionId: plan.sessionId, workerId: proc.plan.workerId, role: proc.plan.role, contractDigest: CONTRACT_DIGEST, deadlineMs: remaining });
+      w.hello = await client.hello({
+        sessionId: plan.sessionId,
+        workerId: proc.plan.workerId,
+        role: proc.plan.role,
+        contractDigest: CONTRACT_DIGEST,
+        deadlineMs: remaining,
+      });
     } catch (e) {
       throw await diagnoseCallFailure(e, w, null, 'hello', remaining);
     }

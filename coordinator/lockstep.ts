@@ -201,7 +201,13 @@ export class Lockstep {
     for (const w of fleet.agents) for (const id of w.plan.agentIds) this.agentWorker.set(id, w);
     // One listener for the whole run, not one per call: with pipelining 2P calls are in flight,
     // more than an AbortSignal's default listener limit at P >= 6.
-    opts.signal?.addEventListener('abort', () => { for (const reject of [...this.abortWaiters]) reject(); }, { once: true });
+    opts.signal?.addEventListener(
+      'abort',
+      () => {
+        for (const reject of [...this.abortWaiters]) reject();
+      },
+      { once: true },
+    );
   }
 
   /** Rejecters of the calls in flight, run when the signal aborts. */
@@ -253,7 +259,9 @@ export class Lockstep {
 
   /** The observations installed at the committed boundary (a copy, sorted by agent id). */
   currentObservations(): { agentId: Id; observation: JsonObject }[] {
-    return [...this.observations.entries()].sort(([a], [b]) => byString(a, b)).map(([agentId, observation]) => ({ agentId, observation }));
+    return [...this.observations.entries()]
+      .sort(([a], [b]) => byString(a, b))
+      .map(([agentId, observation]) => ({ agentId, observation }));
   }
 
   /**
@@ -263,9 +271,18 @@ export class Lockstep {
   installRestored(epoch: Id, boundary: bigint, observations: { agentId: Id; observation: JsonObject }[]): void {
     this.expectState('installRestored', AT_REST);
     if (this.pendingPrepare) {
-      throw new IllegalTransition('lockstep', 'installRestored', `${this.currentState} (a pipelined Prepare is outstanding)`);
+      throw new IllegalTransition(
+        'lockstep',
+        'installRestored',
+        `${this.currentState} (a pipelined Prepare is outstanding)`,
+      );
     }
-    const ctx = { workerId: this.fleet.environment.plan.workerId, agentIds: [], step: boundary.toString(), phase: 'environment-initialize' as RunPhase };
+    const ctx = {
+      workerId: this.fleet.environment.plan.workerId,
+      agentIds: [],
+      step: boundary.toString(),
+      phase: 'environment-initialize' as RunPhase,
+    };
     try {
       this.observations = this.readObservations(observations, ctx);
     } catch (e) {
@@ -298,40 +315,72 @@ export class Lockstep {
     const { plan } = this;
     const scope = this.scope(0n);
     const deadline = Math.max(plan.deadlines.stepMs, plan.deadlines.startupMs);
-    const env = await this.call(this.fleet.environment, METHODS.environmentInitialize, scope, {
-      environmentId: plan.environment.environmentId,
-      model: plan.environment.model,
-      params: plan.environment.params,
-      seed: plan.environment.seed,
-      stepDuration: plan.stepDuration.toJSON(),
-      ports: plan.agents.map((a) => ({ portId: a.portId, agentId: a.agentId })),
-    }, 'environment-initialize', deadline);
+    const env = await this.call(
+      this.fleet.environment,
+      METHODS.environmentInitialize,
+      scope,
+      {
+        environmentId: plan.environment.environmentId,
+        model: plan.environment.model,
+        params: plan.environment.params,
+        seed: plan.environment.seed,
+        stepDuration: plan.stepDuration.toJSON(),
+        ports: plan.agents.map((a) => ({ portId: a.portId, agentId: a.agentId })),
+      },
+      'environment-initialize',
+      deadline,
+    );
     const ctxEnv = this.ctx(this.fleet.environment, 'environment-initialize', 0n);
     const r = env.result;
-    this.expect(r.environmentId === plan.environment.environmentId, `environmentId is ${JSON.stringify(r.environmentId)}`, ctxEnv);
+    this.expect(
+      r.environmentId === plan.environment.environmentId,
+      `environmentId is ${JSON.stringify(r.environmentId)}`,
+      ctxEnv,
+    );
     this.expect(r.boundary === '0', `boundary is ${JSON.stringify(r.boundary)}, expected "0"`, ctxEnv);
     this.checkDigest(r.profileDigest, 'profileDigest', ctxEnv);
     this.observations = this.readObservations(r.observations, ctxEnv);
 
     const replies = await this.dispatch(this.fleet.agents, [['agent-initialize', 0n]], (w) =>
-      this.call(w, METHODS.agentInitialize, scope, {
-        agents: w.plan.agentIds.map((id) => {
-          const a = plan.agents.find((p) => p.agentId === id)!;
-          return { agentId: id, model: a.model, params: a.params, seed: a.seed, stepDuration: plan.stepDuration.toJSON(), observation: this.observations.get(id)! };
-        }),
-      }, 'agent-initialize', deadline),
+      this.call(
+        w,
+        METHODS.agentInitialize,
+        scope,
+        {
+          agents: w.plan.agentIds.map((id) => {
+            const a = plan.agents.find((p) => p.agentId === id)!;
+            return {
+              agentId: id,
+              model: a.model,
+              params: a.params,
+              seed: a.seed,
+              stepDuration: plan.stepDuration.toJSON(),
+              observation: this.observations.get(id)!,
+            };
+          }),
+        },
+        'agent-initialize',
+        deadline,
+      ),
     );
     const agents = new Map<Id, AgentInitializeResultEntry>();
     for (const rep of replies) {
       const ctx = this.ctx(rep.worker, 'agent-initialize', 0n);
       for (const entry of this.entriesFor(rep.worker, rep.result.agents, ctx)) {
-        this.expect(entry.committedStep === '0', `${entry.agentId}: committedStep is ${JSON.stringify(entry.committedStep)}, expected "0"`, ctx);
+        this.expect(
+          entry.committedStep === '0',
+          `${entry.agentId}: committedStep is ${JSON.stringify(entry.committedStep)}, expected "0"`,
+          ctx,
+        );
         this.checkDigest(entry.profileDigest, `${entry.agentId}.profileDigest`, ctx);
         this.checked(ctx, () => RationalNs.readDuration(entry.tickDuration, `${entry.agentId}.tickDuration`));
         agents.set(entry.agentId, entry);
       }
     }
-    const identities: Identities = { environment: { environmentId: r.environmentId, modelVersion: r.modelVersion, profileDigest: r.profileDigest }, agents };
+    const identities: Identities = {
+      environment: { environmentId: r.environmentId, modelVersion: r.modelVersion, profileDigest: r.profileDigest },
+      agents,
+    };
     this.knownIdentities = identities;
     this.currentState = 'ready';
     this.committedBoundary = 0n;
@@ -360,7 +409,14 @@ export class Lockstep {
   /** Send one worker's Prepare for `step`; its reply is awaited by the step that needs it. */
   private sendPrepare(w: LaunchedWorker, step: bigint, order: Id[]): Promise<Reply<AgentPrepareResult>> {
     const scope = this.scope(step);
-    return this.call(w, METHODS.agentPrepare, scope, { agents: w.plan.agentIds.map((agentId) => ({ agentId })) }, 'prepare', this.plan.deadlines.stepMs).then((rep) => {
+    return this.call(
+      w,
+      METHODS.agentPrepare,
+      scope,
+      { agents: w.plan.agentIds.map((agentId) => ({ agentId })) },
+      'prepare',
+      this.plan.deadlines.stepMs,
+    ).then((rep) => {
       order.push(w.plan.workerId);
       return rep;
     });
@@ -371,12 +427,16 @@ export class Lockstep {
     const pending = this.pendingPrepare;
     this.pendingPrepare = undefined;
     if (pending) {
-      if (pending.step !== k) throw new Error(`lockstep: a Prepare for step ${pending.step} is outstanding at step ${k}`);
+      if (pending.step !== k)
+        throw new Error(`lockstep: a Prepare for step ${pending.step} is outstanding at step ${k}`);
       // Like a concurrent dispatch: every reply settles, then the first failure in worker order.
       const settled = await Promise.allSettled(pending.replies);
       const failed = settled.find((s) => s.status === 'rejected');
       if (failed) throw (failed as PromiseRejectedResult).reason;
-      return { prepared: settled.map((s) => (s as PromiseFulfilledResult<Reply<AgentPrepareResult>>).value), order: pending.order };
+      return {
+        prepared: settled.map((s) => (s as PromiseFulfilledResult<Reply<AgentPrepareResult>>).value),
+        order: pending.order,
+      };
     }
     const order: Id[] = [];
     const prepared = await this.dispatch(this.fleet.agents, [['prepare', k]], (w) => this.sendPrepare(w, k, order));
@@ -427,21 +487,44 @@ export class Lockstep {
   private async advancePhase(k: bigint, scope: Scope, decisions: Map<Id, Decision>): Promise<Advanced> {
     this.currentState = 'applying';
     const { plan } = this;
-    const actions = plan.agents.map((a) => ({ action: this.execute(a.actionFields, decisions.get(a.agentId)!.d, k), agentId: a.agentId, portId: a.portId }));
+    const actions = plan.agents.map((a) => ({
+      action: this.execute(a.actionFields, decisions.get(a.agentId)!.d, k),
+      agentId: a.agentId,
+      portId: a.portId,
+    }));
     const controlDigest = canonicalDigest(actions);
     const batchId = batchIdFor(this.epoch, k);
     await this.opts.hooks?.beforePhase?.(k, 'advance');
-    const adv = await this.call(this.fleet.environment, METHODS.environmentAdvance, scope, { actions, batchId }, 'advance', plan.deadlines.stepMs);
+    const adv = await this.call(
+      this.fleet.environment,
+      METHODS.environmentAdvance,
+      scope,
+      { actions, batchId },
+      'advance',
+      plan.deadlines.stepMs,
+    );
 
     this.currentState = 'observing';
     const next = (k + 1n).toString();
     const envCtx = this.ctx(this.fleet.environment, 'advance', k);
     const a = adv.result;
-    this.expect(a.batchId === batchId, `batchId is ${JSON.stringify(a.batchId)}, expected ${JSON.stringify(batchId)}`, envCtx);
-    this.expect(a.appliedFromStep === k.toString(), `appliedFromStep is ${JSON.stringify(a.appliedFromStep)}, expected "${k}"`, envCtx);
+    this.expect(
+      a.batchId === batchId,
+      `batchId is ${JSON.stringify(a.batchId)}, expected ${JSON.stringify(batchId)}`,
+      envCtx,
+    );
+    this.expect(
+      a.appliedFromStep === k.toString(),
+      `appliedFromStep is ${JSON.stringify(a.appliedFromStep)}, expected "${k}"`,
+      envCtx,
+    );
     this.expect(a.nextStep === next, `nextStep is ${JSON.stringify(a.nextStep)}, expected "${next}"`, envCtx);
     // The environment echoes the canonical digest of the batch it applied: it must be ours.
-    this.expect(a.appliedControlsDigest === controlDigest, `appliedControlsDigest ${JSON.stringify(a.appliedControlsDigest)} is not the digest of the batch sent (${controlDigest})`, envCtx);
+    this.expect(
+      a.appliedControlsDigest === controlDigest,
+      `appliedControlsDigest ${JSON.stringify(a.appliedControlsDigest)} is not the digest of the batch sent (${controlDigest})`,
+      envCtx,
+    );
     this.checkDigest(a.worldDigest, 'worldDigest', envCtx);
     const observations = this.readObservations(a.observations, envCtx);
     const evaluation = this.evaluate(a, envCtx);
@@ -463,18 +546,30 @@ export class Lockstep {
     this.currentState = 'committing';
     const next = (k + 1n).toString();
     const order: Id[] = [];
-    const hooks: [RunPhase, bigint][] = prepareNext ? [['commit', k], ['prepare', k + 1n]] : [['commit', k]];
+    const hooks: [RunPhase, bigint][] = prepareNext
+      ? [
+          ['commit', k],
+          ['prepare', k + 1n],
+        ]
+      : [['commit', k]];
     const pending: PendingPrepare = { step: k + 1n, replies: [], order: [] };
     const byWorker = new Map<Id, Promise<Reply<AgentPrepareResult>>>();
     const committed = await this.dispatch(this.fleet.agents, hooks, async (w) => {
-      const commit = this.call(w, METHODS.agentCommit, scope, {
-        agents: w.plan.agentIds.map((agentId) => ({
-          agentId,
-          observation: advanced.observations.get(agentId)!,
-          preparedRequestId: decisions.get(agentId)!.requestId,
-          rewards: advanced.evaluation.byAgent.get(agentId) ?? [],
-        })),
-      }, 'commit', this.plan.deadlines.stepMs);
+      const commit = this.call(
+        w,
+        METHODS.agentCommit,
+        scope,
+        {
+          agents: w.plan.agentIds.map((agentId) => ({
+            agentId,
+            observation: advanced.observations.get(agentId)!,
+            preparedRequestId: decisions.get(agentId)!.requestId,
+            rewards: advanced.evaluation.byAgent.get(agentId) ?? [],
+          })),
+        },
+        'commit',
+        this.plan.deadlines.stepMs,
+      );
       // Never after an abort: the run is stopping.
       if (prepareNext && !this.opts.signal?.aborted) {
         const p = this.sendPrepare(w, k + 1n, pending.order);
@@ -489,7 +584,11 @@ export class Lockstep {
     for (const rep of committed) {
       const ctx = this.ctx(rep.worker, 'commit', k);
       for (const c of this.entriesFor(rep.worker, rep.result.agents, ctx)) {
-        this.expect(c.committedStep === next, `${c.agentId}: committedStep is ${JSON.stringify(c.committedStep)}, expected "${next}"`, ctx);
+        this.expect(
+          c.committedStep === next,
+          `${c.agentId}: committedStep is ${JSON.stringify(c.committedStep)}, expected "${next}"`,
+          ctx,
+        );
         requestIds.push({ agentId: c.agentId, requestId: rep.requestId });
       }
     }
@@ -538,7 +637,9 @@ export class Lockstep {
         commitRequestIds: committed.requestIds.sort((x, y) => byString(x.agentId, y.agentId)),
         completionOrder: { commit: committed.order, prepare: prepared.order },
         pids: this.fleet.pids().map(({ pid, workerId }) => ({ pid, workerId })),
-        prepareRequestIds: [...prepared.decisions.entries()].map(([agentId, v]) => ({ agentId, requestId: v.requestId })).sort((x, y) => byString(x.agentId, y.agentId)),
+        prepareRequestIds: [...prepared.decisions.entries()]
+          .map(([agentId, v]) => ({ agentId, requestId: v.requestId }))
+          .sort((x, y) => byString(x.agentId, y.agentId)),
         wallTimeNs: (process.hrtime.bigint() - this.opts.startedAt).toString(),
       },
     };
@@ -553,7 +654,11 @@ export class Lockstep {
     const ctx = this.ctx(this.agentWorker.get(d.agentId)!, 'prepare', k);
     const action: JsonObject = {};
     for (const f of fields) {
-      this.expect(Object.hasOwn(d.decision, f), `${d.agentId}: decision has no field ${JSON.stringify(f)} (actionFields)`, ctx);
+      this.expect(
+        Object.hasOwn(d.decision, f),
+        `${d.agentId}: decision has no field ${JSON.stringify(f)} (actionFields)`,
+        ctx,
+      );
       action[f] = d.decision[f];
     }
     return action;
@@ -569,13 +674,19 @@ export class Lockstep {
     for (const r of a.rewards) {
       this.expect(this.agentWorker.has(r.agentId), `a reward names unknown agent ${JSON.stringify(r.agentId)}`, ctx);
       this.expect(isId(r.eventId) && isId(r.ruleId), `a reward for ${r.agentId} has a bad eventId or ruleId`, ctx);
-      this.expect(typeof r.value === 'number' && Number.isFinite(r.value), `a reward for ${r.agentId} has a non-finite value`, ctx);
+      this.expect(
+        typeof r.value === 'number' && Number.isFinite(r.value),
+        `a reward for ${r.agentId} has a non-finite value`,
+        ctx,
+      );
       const list = byAgent.get(r.agentId) ?? [];
       list.push({ eventId: r.eventId, ruleId: r.ruleId, value: r.value });
       byAgent.set(r.agentId, list);
       rewards.push({ agentId: r.agentId, eventId: r.eventId, ruleId: r.ruleId, value: r.value });
     }
-    rewards.sort((x, y) => byString(x.agentId, y.agentId) || byString(x.eventId, y.eventId) || byString(x.ruleId, y.ruleId));
+    rewards.sort(
+      (x, y) => byString(x.agentId, y.agentId) || byString(x.eventId, y.eventId) || byString(x.ruleId, y.ruleId),
+    );
     return { rewards, byAgent };
   }
 
@@ -587,7 +698,11 @@ export class Lockstep {
    * worker order whatever the completion order. The first failure in worker order is thrown
    * after the in-flight calls settled, so no reply is left unobserved.
    */
-  private async dispatch<T>(workers: LaunchedWorker[], phases: [RunPhase, bigint][], send: (w: LaunchedWorker) => Promise<Reply<T>>): Promise<Reply<T>[]> {
+  private async dispatch<T>(
+    workers: LaunchedWorker[],
+    phases: [RunPhase, bigint][],
+    send: (w: LaunchedWorker) => Promise<Reply<T>>,
+  ): Promise<Reply<T>[]> {
     for (const [phase, step] of phases) await this.opts.hooks?.beforePhase?.(step, phase);
     const mode = this.opts.dispatch;
     if (mode === 'concurrent') {
@@ -618,19 +733,33 @@ export class Lockstep {
     let requestId: string | undefined;
     for (let attempt = 0; ; attempt++) {
       try {
-        const rep = await this.withAbort(w.client.call(method, scope, params, requestId ? { deadlineMs, requestId } : { deadlineMs }), ctx);
+        const rep = await this.withAbort(
+          w.client.call(method, scope, params, requestId ? { deadlineMs, requestId } : { deadlineMs }),
+          ctx,
+        );
         const reply = rep.reply;
         if (reply.type === 'error') {
-          throw new StepFault('error-reply', `${method} ${rep.requestId}: ${reply.error.code}: ${reply.error.message} (mutation ${reply.error.mutation})`, ctx);
+          throw new StepFault(
+            'error-reply',
+            `${method} ${rep.requestId}: ${reply.error.code}: ${reply.error.message} (mutation ${reply.error.mutation})`,
+            ctx,
+          );
         }
         this.expect(reply.workerId === w.plan.workerId, `reply from worker ${JSON.stringify(reply.workerId)}`, ctx);
-        this.expect(sameScope(reply.scope, scope), `reply scope ${JSON.stringify(reply.scope)} differs from the request's`, ctx);
+        this.expect(
+          sameScope(reply.scope, scope),
+          `reply scope ${JSON.stringify(reply.scope)} differs from the request's`,
+          ctx,
+        );
         return { worker: w, requestId: rep.requestId, result: reply.result };
       } catch (e) {
         // A reply lost in transport: re-send the same request id and body once; the worker's
         // idempotency cache answers without executing again (docs/spec/lockstep.md, uncertain call).
         if (e instanceof WorkerCallError && e.kind === 'reply-dropped' && attempt === 0 && e.requestId) {
-          this.opts.logger.warn({ workerId: w.plan.workerId, method, requestId: e.requestId }, 'reply dropped; re-sending the same request');
+          this.opts.logger.warn(
+            { workerId: w.plan.workerId, method, requestId: e.requestId },
+            'reply dropped; re-sending the same request',
+          );
           requestId = e.requestId;
           continue;
         }
@@ -693,7 +822,11 @@ export class Lockstep {
     this.expect(Array.isArray(entries), 'reply has no agents list', ctx);
     const got = entries.map((e) => e.agentId).sort(byString);
     const want = this.sortedAgentIds(w);
-    this.expect(got.length === want.length && got.every((id, i) => id === want[i]), `reply covers agents [${got.join(', ')}], expected [${want.join(', ')}]`, ctx);
+    this.expect(
+      got.length === want.length && got.every((id, i) => id === want[i]),
+      `reply covers agents [${got.join(', ')}], expected [${want.join(', ')}]`,
+      ctx,
+    );
     return entries;
   }
 
@@ -707,7 +840,10 @@ export class Lockstep {
   }
 
   /** Observations must cover every agent exactly once. */
-  private readObservations(list: { agentId: Id; observation: JsonObject }[] | undefined, ctx: Site): Map<Id, JsonObject> {
+  private readObservations(
+    list: { agentId: Id; observation: JsonObject }[] | undefined,
+    ctx: Site,
+  ): Map<Id, JsonObject> {
     this.expect(Array.isArray(list), 'observations is not a list', ctx);
     const out = new Map<Id, JsonObject>();
     for (const o of list) {
@@ -716,7 +852,11 @@ export class Lockstep {
       this.expect(isObject(o.observation), `observation for ${o.agentId} is not an object`, ctx);
       out.set(o.agentId, o.observation);
     }
-    this.expect(out.size === this.agentWorker.size, `observations cover ${out.size} of ${this.agentWorker.size} agents`, ctx);
+    this.expect(
+      out.size === this.agentWorker.size,
+      `observations cover ${out.size} of ${this.agentWorker.size} agents`,
+      ctx,
+    );
     return out;
   }
 }

@@ -39,7 +39,13 @@ export function pdeathsigWrapper(): string | null {
   setprivPath = null;
   if (process.platform !== 'linux') return setprivPath;
   const candidate = findSetpriv();
-  if (candidate && spawnSync(candidate, ['--pdeathsig', 'KILL', '--', process.execPath, '-e', ''], { stdio: 'ignore', timeout: 10_000 }).status === 0) {
+  if (
+    candidate &&
+    spawnSync(candidate, ['--pdeathsig', 'KILL', '--', process.execPath, '-e', ''], {
+      stdio: 'ignore',
+      timeout: 10_000,
+    }).status === 0
+  ) {
     setprivPath = candidate;
   }
   return setprivPath;

@@ -4,7 +4,19 @@
 // Every write goes through write-failure.ts, so a full disk is a named WriteFailure and
 // trace.jsonl never keeps half a line. NOT what goes into the files (run.ts decides) and nothing
 // about workers or the step loop.
-import { accessSync, closeSync, constants, existsSync, fstatSync, fsyncSync, ftruncateSync, mkdirSync, openSync, realpathSync, statSync } from 'node:fs';
+import {
+  accessSync,
+  closeSync,
+  constants,
+  existsSync,
+  fstatSync,
+  fsyncSync,
+  ftruncateSync,
+  mkdirSync,
+  openSync,
+  realpathSync,
+  statSync,
+} from 'node:fs';
 import { dirname, join, resolve, sep } from 'node:path';
 import { writeAll, writeFileDurable } from './durable-file.js';
 import { asWriteFailure, guardWrite, type WriteFailure } from './write-failure.js';
@@ -36,12 +48,14 @@ export function checkRunsParent(parent: string, flag = '--out'): void {
   let real: string;
   try {
     real = realpathSync(nearest);
-    if (!statSync(real).isDirectory()) refuse(nearest === resolve(parent) ? 'is not a directory' : `cannot be created: ${nearest} is not a directory`);
+    if (!statSync(real).isDirectory())
+      refuse(nearest === resolve(parent) ? 'is not a directory' : `cannot be created: ${nearest} is not a directory`);
   } catch (e) {
     if (e instanceof DetsimError) throw e;
     return refuse(`cannot be checked (${(e as NodeJS.ErrnoException).code ?? 'error'})`);
   }
-  if (KERNEL_FS_ROOTS.some((root) => real === root || real.startsWith(`${root}${sep}`))) refuse(`is on a kernel filesystem (${real}), not a place for run directories`);
+  if (KERNEL_FS_ROOTS.some((root) => real === root || real.startsWith(`${root}${sep}`)))
+    refuse(`is on a kernel filesystem (${real}), not a place for run directories`);
   try {
     accessSync(real, constants.W_OK | constants.X_OK);
   } catch (e) {
@@ -137,7 +151,10 @@ export class RunLog {
   private pending: string[] | null;
   failure: WriteFailure | undefined;
 
-  constructor(readonly path: string, opts: { deferred?: boolean } = {}) {
+  constructor(
+    readonly path: string,
+    opts: { deferred?: boolean } = {},
+  ) {
     this.pending = opts.deferred ? [] : null;
     if (!opts.deferred) this.open();
   }

@@ -76,7 +76,9 @@ export class RunFailure extends Error {
   }
 
   private static describe(kind: RunFailureKind, detail: string, ctx: RunFailureContext): string {
-    const who = ctx.workerId ? `worker ${ctx.workerId}${ctx.agentIds && ctx.agentIds.length > 0 ? ` (agents ${ctx.agentIds.join(', ')})` : ctx.workerId === 'worker-env' ? ' (environment)' : ''}` : 'the run';
+    const who = ctx.workerId
+      ? `worker ${ctx.workerId}${ctx.agentIds && ctx.agentIds.length > 0 ? ` (agents ${ctx.agentIds.join(', ')})` : ctx.workerId === 'worker-env' ? ' (environment)' : ''}`
+      : 'the run';
     const where = `${ctx.step !== undefined && ctx.step !== null ? `step ${ctx.step}, ` : ''}phase ${ctx.phase}`;
     const what: Record<RunFailureKind, string> = {
       'never-ready': 'never became ready',
@@ -101,7 +103,14 @@ export class RunFailure extends Error {
   }
 
   toJSON(): Record<string, unknown> {
-    return { kind: this.kind, workerId: this.workerId ?? null, agentIds: [...this.agentIds], step: this.step, phase: this.phase, message: this.message };
+    return {
+      kind: this.kind,
+      workerId: this.workerId ?? null,
+      agentIds: [...this.agentIds],
+      step: this.step,
+      phase: this.phase,
+      message: this.message,
+    };
   }
 }
 

@@ -16,7 +16,17 @@
 // - Owner records carry a random token, so "still the same file" and "still mine" (release) never
 //   mistake a new lock for an old one. The token is physical: never hashed, never behaviour.
 import { randomUUID } from 'node:crypto';
-import { closeSync, fstatSync, fsyncSync, linkSync, openSync, readdirSync, readFileSync, unlinkSync, writeSync } from 'node:fs';
+import {
+  closeSync,
+  fstatSync,
+  fsyncSync,
+  linkSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  unlinkSync,
+  writeSync,
+} from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { DetsimError } from '../core/formats/errors.js';
@@ -92,7 +102,12 @@ export function acquireRunLock(runDir: string, command: string): RunLock {
 }
 
 /** Run `work` holding `<runDir>/run.lock`; released however it ends. `onTakeOver` hears of a stale lock replaced. */
-export async function withRunLock<T>(runDir: string, command: string, work: () => Promise<T>, onTakeOver?: (stale: LockOwner) => void): Promise<T> {
+export async function withRunLock<T>(
+  runDir: string,
+  command: string,
+  work: () => Promise<T>,
+  onTakeOver?: (stale: LockOwner) => void,
+): Promise<T> {
   const lock = acquireRunLock(runDir, command);
   if (lock.tookOver) onTakeOver?.(lock.tookOver);
   try {
@@ -118,7 +133,11 @@ function takeLock(runDir: string, path: string, draft: Draft): LockOwner | null 
       pause(PAUSE_MS);
     }
   }
-  throw new DetsimError('perm_run_dir_locked', `${path}: another process is taking over the stale lock at the same moment, or an earlier takeover was interrupted; try again (if no detsim process uses ${runDir}, remove ${RUN_LOCK_FILE}.takeover-* files there)`, RUN_LOCK_FILE);
+  throw new DetsimError(
+    'perm_run_dir_locked',
+    `${path}: another process is taking over the stale lock at the same moment, or an earlier takeover was interrupted; try again (if no detsim process uses ${runDir}, remove ${RUN_LOCK_FILE}.takeover-* files there)`,
+    RUN_LOCK_FILE,
+  );
 }
 
 type StaleOutcome = 'removed' | 'changed' | 'busy';
@@ -163,9 +182,17 @@ function isHeld(seen: SeenFile, draft: Draft): boolean {
 
 function lockedError(runDir: string, path: string, owner: LockOwner | null): DetsimError {
   if (owner === null) {
-    return new DetsimError('perm_run_dir_locked', `${path} is unreadable and less than ${UNREADABLE_LOCK_GRACE_MS / 1000} s old; try again, or remove it if no process uses ${runDir}`, RUN_LOCK_FILE);
+    return new DetsimError(
+      'perm_run_dir_locked',
+      `${path} is unreadable and less than ${UNREADABLE_LOCK_GRACE_MS / 1000} s old; try again, or remove it if no process uses ${runDir}`,
+      RUN_LOCK_FILE,
+    );
   }
-  return new DetsimError('perm_run_dir_locked', `${runDir} is in use by ${owner.command} (pid ${owner.pid} on ${owner.hostname}); wait for it to finish, or remove ${path} if that process is gone`, RUN_LOCK_FILE);
+  return new DetsimError(
+    'perm_run_dir_locked',
+    `${runDir} is in use by ${owner.command} (pid ${owner.pid} on ${owner.hostname}); wait for it to finish, or remove ${path} if that process is gone`,
+    RUN_LOCK_FILE,
+  );
 }
 
 /** Write and fsync our owner record under a name no other process uses. */

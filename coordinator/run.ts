@@ -36,7 +36,14 @@ export interface RunOptions extends SessionOptions {
 export type RunResult = SessionResult;
 
 /** The resolved composition recorded in run.json (no physical data: no pids, paths or times), in its one schema (run-json.ts). */
-export function runRecord(plan: RunPlan, ids: Identities, fleet: Fleet, steps: number, dispatch: Dispatch, epoch: Id): RunJson {
+export function runRecord(
+  plan: RunPlan,
+  ids: Identities,
+  fleet: Fleet,
+  steps: number,
+  dispatch: Dispatch,
+  epoch: Id,
+): RunJson {
   const helloOf = (workerId: Id) => fleet.all().find((w) => w.plan.workerId === workerId)!.hello;
   return {
     format: RUN_FORMAT,
@@ -77,7 +84,14 @@ export function runRecord(plan: RunPlan, ids: Identities, fleet: Fleet, steps: n
     }),
     workers: plan.workers.map((w) => {
       const h = helloOf(w.workerId);
-      return { workerId: w.workerId, role: w.role, agentIds: w.agentIds, runtime: h.runtime, buildDigest: h.buildDigest, capabilities: h.capabilities };
+      return {
+        workerId: w.workerId,
+        role: w.role,
+        agentIds: w.agentIds,
+        runtime: h.runtime,
+        buildDigest: h.buildDigest,
+        capabilities: h.capabilities,
+      };
     }),
     agentsPerWorker: plan.agentsPerWorker,
     transport: plan.transport,

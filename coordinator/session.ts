@@ -18,7 +18,14 @@ import { Lockstep, type Dispatch, type LockstepHooks } from './lockstep.js';
 import { RUN_FILES, writeJsonDurable, type RunLog, type TraceWriter } from './run-dir.js';
 import { RunFailure, type RunPhase } from './run-failure.js';
 import { isWriteFailure, writeFailureOfErrno, type WriteFailure } from './write-failure.js';
-import { BehaviourDigest, canonicalBehaviour, EpochRebase, traceLine, type TraceBehaviour, type TransitionTrace } from './trace.js';
+import {
+  BehaviourDigest,
+  canonicalBehaviour,
+  EpochRebase,
+  traceLine,
+  type TraceBehaviour,
+  type TransitionTrace,
+} from './trace.js';
 import { writeReceipt, type ReceiptResult } from './receipt/receipt.js';
 
 export const SUMMARY_FORMAT = 'detsim-summary-v1';
@@ -33,7 +40,10 @@ export interface RunProgress {
 }
 
 /** Test hooks: per-phase callback, worker command override, the launched fleet. */
-export type SessionHooks = LockstepHooks & { commandFor?: (w: PlannedWorker) => WorkerCommand | undefined; onLaunched?: (fleet: Fleet) => void };
+export type SessionHooks = LockstepHooks & {
+  commandFor?: (w: PlannedWorker) => WorkerCommand | undefined;
+  onLaunched?: (fleet: Fleet) => void;
+};
 
 /** What a run extension sees once every participant is initialized (or restored). */
 export interface RunExtensionContext {
@@ -147,13 +157,20 @@ export class ReceiptNotWritten extends DetsimError {
     kind: SessionStart['kind'],
     readonly runDir: string,
   ) {
-    super(write.reason, `${kind} completed but its receipt was not written: ${write.message}; run.json, trace.jsonl and summary.json are complete`, write.field);
+    super(
+      write.reason,
+      `${kind} completed but its receipt was not written: ${write.message}; run.json, trace.jsonl and summary.json are complete`,
+      write.field,
+    );
     this.name = 'ReceiptNotWritten';
   }
 }
 
 /** The session's one abort wiring: the caller's signal and, when asked, SIGINT/SIGTERM. */
-export function abortWiring(opts: { signal?: AbortSignal; handleSignals?: boolean }): { signal: AbortSignal; release: () => void } {
+export function abortWiring(opts: { signal?: AbortSignal; handleSignals?: boolean }): {
+  signal: AbortSignal;
+  release: () => void;
+} {
   const controller = new AbortController();
   const onAbort = () => controller.abort();
   opts.signal?.addEventListener('abort', onAbort, { once: true });
@@ -192,9 +209,21 @@ export async function runLoop(start: SessionStart, opts: SessionOptions): Promis
   logger.info(start.startedFields, `${kind} started`);
 
   try {
-    fleet = await launchFleet(plan, { logger, signal, commandFor: opts.hooks?.commandFor, ...(start.storeDir ? { storeDir: start.storeDir } : {}) });
+    fleet = await launchFleet(plan, {
+      logger,
+      signal,
+      commandFor: opts.hooks?.commandFor,
+      ...(start.storeDir ? { storeDir: start.storeDir } : {}),
+    });
     opts.hooks?.onLaunched?.(fleet);
-    const lockstep = new Lockstep(plan, fleet, { dispatch: start.dispatch, epoch: start.lockstepEpoch, startedAt, logger, signal, hooks: opts.hooks });
+    const lockstep = new Lockstep(plan, fleet, {
+      dispatch: start.dispatch,
+      epoch: start.lockstepEpoch,
+      startedAt,
+      logger,
+      signal,
+      hooks: opts.hooks,
+    });
     traces = await start.begin({ fleet, lockstep, logger });
     await opts.extension?.started({ plan, runDir, fleet, lockstep, traces, logger, epoch: start.epoch, steps, signal });
     await stepLoop(start, { lockstep, traces, logger, digest, signal }, opts);
@@ -218,18 +247,30 @@ export async function runLoop(start: SessionStart, opts: SessionOptions): Promis
   failure = writeSummary(runDir, summary, failure, String(digest.steps));
   logger.info({ summary }, `${kind} finished`);
   log.close();
-  failure ??= log.failure ? RunFailure.ofWrite(log.failure, { step: String(digest.steps), phase: 'shutdown' }) : undefined;
+  failure ??= log.failure
+    ? RunFailure.ofWrite(log.failure, { step: String(digest.steps), phase: 'shutdown' })
+    : undefined;
   if (failure) {
     failure.runDir = resolve(runDir);
     throw failure;
   }
   // The last act: the run files are final, so the receipt gathers exactly what they hold.
   const receipt = receiptOf(kind, resolve(runDir));
-  return { runDir: resolve(runDir), behaviourDigest: summary.behaviourDigest, steps: digest.steps, reproHash: receipt.reproHash, receipt };
+  return {
+    runDir: resolve(runDir),
+    behaviourDigest: summary.behaviourDigest,
+    steps: digest.steps,
+    reproHash: receipt.reproHash,
+    receipt,
+  };
 }
 
 /** The step loop proper, the same for a fresh and a restored start. */
-async function stepLoop(start: SessionStart, live: { lockstep: Lockstep; traces: TraceWriter; logger: Logger; digest: BehaviourDigest; signal: AbortSignal }, opts: SessionOptions): Promise<void> {
+async function stepLoop(
+  start: SessionStart,
+  live: { lockstep: Lockstep; traces: TraceWriter; logger: Logger; digest: BehaviourDigest; signal: AbortSignal },
+  opts: SessionOptions,
+): Promise<void> {
   const { lockstep, traces, logger, digest, signal } = live;
   const { steps, kind, log } = start;
   // Progress rates count stepping only, from here (start-up is not a step).
@@ -237,13 +278,17 @@ async function stepLoop(start: SessionStart, live: { lockstep: Lockstep; traces:
   opts.onProgress?.({ step: digest.steps, steps, elapsedMs: 0 });
   while (digest.steps < steps) {
     const k = digest.steps;
-    if (signal.aborted) throw new RunFailure('aborted', `the ${kind} was interrupted`, { step: String(k), phase: 'prepare' });
+    if (signal.aborted)
+      throw new RunFailure('aborted', `the ${kind} was interrupted`, { step: String(k), phase: 'prepare' });
     // Prepare(k+1) may ride behind Commit(k) unless k+1 is the end or the extension captures there.
-    const prepareNext = (opts.pipeline ?? false) && k + 1 < steps && !(opts.extension?.needsReadyAt?.(BigInt(k + 1)) ?? false);
+    const prepareNext =
+      (opts.pipeline ?? false) && k + 1 < steps && !(opts.extension?.needsReadyAt?.(BigInt(k + 1)) ?? false);
     const trace = await lockstep.step({ prepareNext });
     const behaviourText = canonicalBehaviour(trace.behaviour);
     traces.appendLine(traceLine(behaviourText, trace.operational));
-    digest.addCanonical(start.epoch === start.baseEpoch ? behaviourText : canonicalBehaviour(rebase(trace.behaviour, start.baseEpoch)));
+    digest.addCanonical(
+      start.epoch === start.baseEpoch ? behaviourText : canonicalBehaviour(rebase(trace.behaviour, start.baseEpoch)),
+    );
     logger.debug({ step: k, wallTimeNs: trace.operational.wallTimeNs }, 'step committed');
     await opts.extension?.afterStep(trace);
     log.throwIfFailed();
@@ -255,11 +300,22 @@ async function stepLoop(start: SessionStart, live: { lockstep: Lockstep; traces:
 /** Ctrl-C reaches the workers too; their deaths are a consequence of the abort, not its cause. */
 function interruptedOr(failure: RunFailure, signal: AbortSignal, kind: SessionStart['kind']): RunFailure {
   if (!signal.aborted || failure.kind === 'aborted') return failure;
-  return new RunFailure('aborted', `the ${kind} was interrupted (${failure.message})`, { step: failure.step, phase: failure.phase });
+  return new RunFailure('aborted', `the ${kind} was interrupted (${failure.message})`, {
+    step: failure.step,
+    phase: failure.phase,
+  });
 }
 
 /** The one summary.json builder: status, steps, the (rebased) behaviour digest, failure, extension and start fields. */
-function summaryOf(start: SessionStart, end: { failure: RunFailure | undefined; digest: BehaviourDigest; wallTimeMs: number; extensionFields: Record<string, unknown> }) {
+function summaryOf(
+  start: SessionStart,
+  end: {
+    failure: RunFailure | undefined;
+    digest: BehaviourDigest;
+    wallTimeMs: number;
+    extensionFields: Record<string, unknown>;
+  },
+) {
   const { failure } = end;
   const rebased = start.kind === 'resume' ? `, each rebased to epoch ${start.baseEpoch} (EpochRebase)` : '';
   return {
@@ -317,14 +373,23 @@ export function closeNoting(close: () => void, failure: RunFailure | undefined, 
  * A summary that still cannot be written ends the run as an io failure that says so, folded into
  * the run's own failure when it has one.
  */
-export function writeSummary(runDir: string, summary: unknown, failure: RunFailure | undefined, step: string): RunFailure | undefined {
+export function writeSummary(
+  runDir: string,
+  summary: unknown,
+  failure: RunFailure | undefined,
+  step: string,
+): RunFailure | undefined {
   try {
     writeSummaryMakingRoom(runDir, summary);
     return failure;
   } catch (e) {
     if (!isWriteFailure(e)) throw e;
     if (!failure) return RunFailure.ofWrite(e, { step, phase: 'shutdown' });
-    const folded = new RunFailure(failure.kind, `${failure.detail}; ${RUN_FILES.summary} was not written either (${e.code})`, { workerId: failure.workerId, agentIds: failure.agentIds, step: failure.step, phase: failure.phase });
+    const folded = new RunFailure(
+      failure.kind,
+      `${failure.detail}; ${RUN_FILES.summary} was not written either (${e.code})`,
+      { workerId: failure.workerId, agentIds: failure.agentIds, step: failure.step, phase: failure.phase },
+    );
     folded.reason = failure.reason ?? e.reason;
     return folded;
   }

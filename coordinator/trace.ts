@@ -70,7 +70,9 @@ export function normalizeBehaviour(b: TraceBehaviour): TraceBehaviour {
   return {
     ...b,
     agents: [...b.agents].sort((x, y) => byString(x.agentId, y.agentId)),
-    rewards: [...b.rewards].sort((x, y) => byString(x.agentId, y.agentId) || byString(x.eventId, y.eventId) || byString(x.ruleId, y.ruleId)),
+    rewards: [...b.rewards].sort(
+      (x, y) => byString(x.agentId, y.agentId) || byString(x.eventId, y.eventId) || byString(x.ruleId, y.ruleId),
+    ),
   };
 }
 
@@ -146,11 +148,19 @@ export class EpochRebase {
   apply(b: TraceBehaviour): TraceBehaviour {
     const at = `step ${b.scope.step}`;
     if (b.scope.epoch !== this.from) {
-      throw new DetsimError('audit_trace_mismatch', `${at}: scope.epoch is ${JSON.stringify(b.scope.epoch)}, the rebase expects ${JSON.stringify(this.from)}`, 'scope.epoch');
+      throw new DetsimError(
+        'audit_trace_mismatch',
+        `${at}: scope.epoch is ${JSON.stringify(b.scope.epoch)}, the rebase expects ${JSON.stringify(this.from)}`,
+        'scope.epoch',
+      );
     }
     const expectedBatch = batchIdFor(this.from, b.scope.step);
     if (b.batchId !== expectedBatch) {
-      throw new DetsimError('audit_trace_mismatch', `${at}: batchId ${JSON.stringify(b.batchId)} is not the epoch-derived ${JSON.stringify(expectedBatch)}`, 'batchId');
+      throw new DetsimError(
+        'audit_trace_mismatch',
+        `${at}: batchId ${JSON.stringify(b.batchId)} is not the epoch-derived ${JSON.stringify(expectedBatch)}`,
+        'batchId',
+      );
     }
     const re = epochTokenPattern(this.from);
     const rewriteEvent = (id: Id) => id.replace(re, (_m, lead: string) => `${lead}${this.to}`);
@@ -174,7 +184,11 @@ export interface TraceDifference {
   actual: unknown;
 }
 
-function firstDifference(a: unknown, b: unknown, path: string): { path: string; expected: unknown; actual: unknown } | null {
+function firstDifference(
+  a: unknown,
+  b: unknown,
+  path: string,
+): { path: string; expected: unknown; actual: unknown } | null {
   if (a === b) return null;
   if (Array.isArray(a) && Array.isArray(b)) {
     for (let i = 0; i < Math.max(a.length, b.length); i++) {
@@ -184,10 +198,21 @@ function firstDifference(a: unknown, b: unknown, path: string): { path: string; 
     }
     return null;
   }
-  if (typeof a === 'object' && typeof b === 'object' && a !== null && b !== null && !Array.isArray(a) && !Array.isArray(b)) {
+  if (
+    typeof a === 'object' &&
+    typeof b === 'object' &&
+    a !== null &&
+    b !== null &&
+    !Array.isArray(a) &&
+    !Array.isArray(b)
+  ) {
     const keys = [...new Set([...Object.keys(a), ...Object.keys(b)])].sort(byString);
     for (const k of keys) {
-      const d = firstDifference((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k], path ? `${path}.${k}` : k);
+      const d = firstDifference(
+        (a as Record<string, unknown>)[k],
+        (b as Record<string, unknown>)[k],
+        path ? `${path}.${k}` : k,
+      );
       if (d) return d;
     }
     return null;
@@ -200,13 +225,22 @@ function firstDifference(a: unknown, b: unknown, path: string): { path: string; 
  * rebased onto the expected step's epoch first (EpochRebase); a rebase refusal is a difference.
  * Returns the first difference, or null when equal.
  */
-export function compareBehaviours(expected: readonly TraceBehaviour[], actual: readonly TraceBehaviour[]): TraceDifference | null {
+export function compareBehaviours(
+  expected: readonly TraceBehaviour[],
+  actual: readonly TraceBehaviour[],
+): TraceDifference | null {
   const n = Math.max(expected.length, actual.length);
   for (let i = 0; i < n; i++) {
     const e = expected[i];
     const a = actual[i];
     if (e === undefined || a === undefined) {
-      return { index: i, step: (e ?? a)!.scope.step, path: '(steps)', expected: expected.length, actual: actual.length };
+      return {
+        index: i,
+        step: (e ?? a)!.scope.step,
+        path: '(steps)',
+        expected: expected.length,
+        actual: actual.length,
+      };
     }
     let rebased = a;
     if (a.scope.epoch !== e.scope.epoch) {

@@ -24,8 +24,16 @@ export class WriteFailure extends DetsimError {
   /** The errno code (ENOSPC, EIO, …). */
   readonly code: string;
 
-  constructor(readonly path: string, code: string, note?: string) {
-    super(reasonOfErrno(code), `cannot write ${path}: ${DESCRIPTIONS[code] ?? 'write failed'} (${code})${note ? `; ${note}` : ''}`, path);
+  constructor(
+    readonly path: string,
+    code: string,
+    note?: string,
+  ) {
+    super(
+      reasonOfErrno(code),
+      `cannot write ${path}: ${DESCRIPTIONS[code] ?? 'write failed'} (${code})${note ? `; ${note}` : ''}`,
+      path,
+    );
     this.name = 'WriteFailure';
     this.code = code;
   }

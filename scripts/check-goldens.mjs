@@ -27,7 +27,10 @@ function tryGit(args) {
   try {
     return { out: git(args), error: null };
   } catch (e) {
-    const first = String(e.stderr ?? e.message).split('\n').find((l) => l.trim().length > 0) ?? 'git failed';
+    const first =
+      String(e.stderr ?? e.message)
+        .split('\n')
+        .find((l) => l.trim().length > 0) ?? 'git failed';
     return { out: null, error: first.trim() };
   }
 }
@@ -92,11 +95,17 @@ for (const record of out.split('\x01').slice(1)) {
   if (!subject.includes(MARKER)) offenders.push({ sha, subject, files });
 }
 for (const o of offenders) {
-  console.error(`check-goldens: [audit_golden_unmarked] ${o.sha.slice(0, 12)} ${JSON.stringify(o.subject)} changes ${o.files.join(', ')} without ${MARKER} in its subject`);
+  console.error(
+    `check-goldens: [audit_golden_unmarked] ${o.sha.slice(0, 12)} ${JSON.stringify(o.subject)} changes ${o.files.join(', ')} without ${MARKER} in its subject`,
+  );
 }
 if (offenders.length > 0) {
-  console.error(`check-goldens: ${offenders.length} commit(s) change golden values without ${MARKER}; amend their subjects or revert the change`);
+  console.error(
+    `check-goldens: ${offenders.length} commit(s) change golden values without ${MARKER}; amend their subjects or revert the change`,
+  );
   process.exit(1);
 }
 const scope = explicit === null ? 'the complete history of HEAD' : range;
-console.log(`check-goldens: ${commits.length} commit(s) in ${scope}, ${checked} change fixtures/golden/, all marked ${MARKER}`);
+console.log(
+  `check-goldens: ${commits.length} commit(s) in ${scope}, ${checked} change fixtures/golden/, all marked ${MARKER}`,
+);

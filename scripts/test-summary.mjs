@@ -34,7 +34,8 @@ if (existsSync(vitest)) {
   // A count without names (an old or partial report) is still a skip: never let it pass unnamed.
   const counted = (r.numPendingTests ?? 0) + (r.numTodoTests ?? 0);
   const named = skips.length;
-  for (let i = named; i < counted; i++) skips.push({ name: `(an unnamed skipped vitest test in ${vitest})`, why: null });
+  for (let i = named; i < counted; i++)
+    skips.push({ name: `(an unnamed skipped vitest test in ${vitest})`, why: null });
 } else {
   console.error('test-summary: no vitest report at reports/vitest.json');
   failed += 1;
@@ -51,7 +52,8 @@ if (existsSync(cargo)) {
   // Names may hold spaces (doc-tests: "src/lib.rs - f (line 3)"); an ignore reason may follow.
   const named = [...log.matchAll(/^test (.+?) \.\.\. ignored\b/gm)].map((m) => m[1]);
   for (const name of named) skips.push({ name: `cargo ${name}`, why: allowedCargo.get(name) ?? null });
-  for (let i = named.length; i < ignored; i++) skips.push({ name: `(an unnamed ignored cargo test in ${cargo})`, why: null });
+  for (let i = named.length; i < ignored; i++)
+    skips.push({ name: `(an unnamed ignored cargo test in ${cargo})`, why: null });
 }
 const pytest = 'reports/pytest.txt';
 if (existsSync(pytest)) {
@@ -72,7 +74,8 @@ if (existsSync(pytest)) {
   // -rs names each skip: "SKIPPED [1] tests/test_x.py:12: reason".
   const named = [...log.matchAll(/^SKIPPED \[\d+\] (\S+?):\d+: /gm)].map((m) => m[1]);
   for (const name of named) skips.push({ name: `pytest ${name}`, why: allowedPytest.get(name) ?? null });
-  for (let i = named.length; i < skipped; i++) skips.push({ name: `(an unnamed skipped pytest test in ${pytest})`, why: null });
+  for (let i = named.length; i < skipped; i++)
+    skips.push({ name: `(an unnamed skipped pytest test in ${pytest})`, why: null });
 }
 console.log(`${passed} passed, ${failed} failed, ${skips.length} skipped`);
 const unexpected = skips.filter((s) => s.why === null);
@@ -80,5 +83,8 @@ for (const s of skips) {
   if (s.why !== null) console.log(`skipped (expected: ${s.why}): ${s.name}`);
   else console.error(`test-summary: unexpected skip (not in scripts/expected-skips.json): ${s.name}`);
 }
-if (unexpected.length > 0) console.error(`test-summary: ${unexpected.length} unexpected skip(s) fail CI: run them (install what they need) or, if the skip is by design, add them to scripts/expected-skips.json with why`);
+if (unexpected.length > 0)
+  console.error(
+    `test-summary: ${unexpected.length} unexpected skip(s) fail CI: run them (install what they need) or, if the skip is by design, add them to scripts/expected-skips.json with why`,
+  );
 process.exit(failed > 0 || unexpected.length > 0 ? 1 : 0);

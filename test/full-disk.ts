@@ -27,7 +27,8 @@ function probe(): string | null {
 export const fullDiskUnavailable: string | null = (() => {
   const problem = probe();
   if (problem === null) return null;
-  if (process.env.CI) throw new Error(`full-disk tests need to mount a tmpfs (root), and CI must not skip them: ${problem}`);
+  if (process.env.CI)
+    throw new Error(`full-disk tests need to mount a tmpfs (root), and CI must not skip them: ${problem}`);
   console.warn(`full-disk tests skipped: cannot mount a tmpfs here (${problem})`);
   return problem;
 })();

@@ -3,13 +3,41 @@
 // of State.Capture / StageRestore / ActivateRestore. Not the transport, not Hello/Status.
 import { canonicalDigest, canonicalize } from '../core/formats/canonical-json.js';
 import { DetsimError } from '../core/formats/errors.js';
-import { RationalNs, type Scope, readI32, readId, readObject, readRequestId, readU64, refuseUnknownFields } from '../core/formats/scalars.js';
+import {
+  RationalNs,
+  type Scope,
+  readI32,
+  readId,
+  readObject,
+  readRequestId,
+  readU64,
+  refuseUnknownFields,
+} from '../core/formats/scalars.js';
 // The results below are built as JsonObject (the step cache and the slots keep them so) and cast to
 // their table type where a handler returns them: the literal that builds each one follows bodies.ts.
 import {
-  type AgentCommitResult, type AgentInitializeResultEntry, type METHODS, type PreparedDecision, ProtocolRefusal, type Request, type ResultOf,
+  type AgentCommitResult,
+  type AgentInitializeResultEntry,
+  type METHODS,
+  type PreparedDecision,
+  ProtocolRefusal,
+  type Request,
+  type ResultOf,
 } from '../core/protocol/index.js';
-import { agentCompatibilityDigest, checkEpoch, checkSession, checkStep, firstMismatch, profileDigest, readStageParams, requireScope, restoreToken, sha256, stagedPayload, type StageParams } from './checks.js';
+import {
+  agentCompatibilityDigest,
+  checkEpoch,
+  checkSession,
+  checkStep,
+  firstMismatch,
+  profileDigest,
+  readStageParams,
+  requireScope,
+  restoreToken,
+  sha256,
+  stagedPayload,
+  type StageParams,
+} from './checks.js';
 import type { HostContext, HostReply } from './host-context.js';
 import { callModel, invalid, loadModel } from './model-call.js';
 import { resolveAgentModel } from './models/registry.js';
@@ -64,11 +92,11 @@ interface AgentSlot extends AgentIdentity, AgentTimeline {
 
 const PAYLOAD_VERSION = 1;
 
-
 function readEntries(params: JsonObject, allowed: readonly string[], method: string): JsonObject[] {
   refuseUnknownFields(params, ['agents'], 'params');
   const list = params.agents;
-  if (!Array.isArray(list) || list.length === 0) throw new ProtocolRefusal('INVALID_ARGUMENT', `${method}: params.agents must be a non-empty list`);
+  if (!Array.isArray(list) || list.length === 0)
+    throw new ProtocolRefusal('INVALID_ARGUMENT', `${method}: params.agents must be a non-empty list`);
   const seen = new Set<string>();
   return list.map((raw, i) => {
     const e = readObject(raw, `params.agents[${i}]`);
@@ -85,8 +113,13 @@ function readRewards(value: unknown, field: string): AgentReward[] {
   return value.map((raw, i) => {
     const r = readObject(raw, `${field}[${i}]`);
     refuseUnknownFields(r, ['eventId', 'ruleId', 'value'], `${field}[${i}]`);
-    if (typeof r.value !== 'number' || !Number.isFinite(r.value)) throw new ProtocolRefusal('INVALID_ARGUMENT', `${field}[${i}].value must be a finite number`);
-    return { eventId: readId(r.eventId, `${field}[${i}].eventId`), ruleId: readId(r.ruleId, `${field}[${i}].ruleId`), value: r.value };
+    if (typeof r.value !== 'number' || !Number.isFinite(r.value))
+      throw new ProtocolRefusal('INVALID_ARGUMENT', `${field}[${i}].value must be a finite number`);
+    return {
+      eventId: readId(r.eventId, `${field}[${i}].eventId`),
+      ruleId: readId(r.ruleId, `${field}[${i}].ruleId`),
+      value: r.value,
+    };
   });
 }
 
@@ -129,10 +162,18 @@ export class AgentHost {
   async initialize(req: Request): Promise<HostReply<ResultOf<typeof METHODS.agentInitialize>>> {
     const scope = requireScope(req);
     checkSession(scope, this.ctx.sessionId);
-    if (scope.step !== '0') throw new ProtocolRefusal('INVALID_ARGUMENT', `Agent.Initialize: scope.step must be "0", not ${JSON.stringify(scope.step)}`);
+    if (scope.step !== '0')
+      throw new ProtocolRefusal(
+        'INVALID_ARGUMENT',
+        `Agent.Initialize: scope.step must be "0", not ${JSON.stringify(scope.step)}`,
+      );
     let entries: JsonObject[];
     try {
-      entries = readEntries(req.params, ['agentId', 'model', 'params', 'seed', 'stepDuration', 'observation'], req.method);
+      entries = readEntries(
+        req.params,
+        ['agentId', 'model', 'params', 'seed', 'stepDuration', 'observation'],
+        req.method,
+      );
     } catch (e) {
       return invalid(e);
     }
@@ -147,7 +188,10 @@ export class AgentHost {
           results.push(existing.initResult);
           continue;
         }
-        throw new ProtocolRefusal('CONFLICT', `Agent.Initialize: agent ${String(e.agentId)} is already initialized with a different request`);
+        throw new ProtocolRefusal(
+          'CONFLICT',
+          `Agent.Initialize: agent ${String(e.agentId)} is already initialized with a different request`,
+        );
       }
       const slot = await this.buildAgent(e, i, scope, digest);
       built.push(slot);
@@ -163,10 +207,20 @@ export class AgentHost {
 
   private async buildAgent(e: JsonObject, i: number, scope: Scope, initDigest: string): Promise<AgentSlot> {
     const field = `params.agents[${i}]`;
-    let agentId: string, modelSpec: string, seed: number, stepDuration: RationalNs, observation: JsonObject, rawParams: JsonObject;
+    let agentId: string,
+      modelSpec: string,
+      seed: number,
+      stepDuration: RationalNs,
+      observation: JsonObject,
+      rawParams: JsonObject;
     try {
       agentId = readId(e.agentId, `${field}.agentId`);
-      if (typeof e.model !== 'string' || e.model.length === 0) throw new DetsimError('struct_invalid_field', `${field}.model must be a model name or module path`, `${field}.model`);
+      if (typeof e.model !== 'string' || e.model.length === 0)
+        throw new DetsimError(
+          'struct_invalid_field',
+          `${field}.model must be a model name or module path`,
+          `${field}.model`,
+        );
       modelSpec = e.model;
       rawParams = readObject(e.params, `${field}.params`);
       seed = readI32(e.seed, `${field}.seed`);
@@ -203,8 +257,21 @@ export class AgentHost {
   }
 
   /** Resolve the model and everything the profile and compatibility digests cover. */
-  private async identityFor(agentId: string, modelSpec: string, rawParams: JsonObject, seed: number, stepDuration: RationalNs, field: string): Promise<AgentIdentity> {
-    const { model, strict, params } = await loadModel((spec) => resolveAgentModel(spec, this.ctx.launchedModels), modelSpec, rawParams, field, this.ctx.strictUserModels);
+  private async identityFor(
+    agentId: string,
+    modelSpec: string,
+    rawParams: JsonObject,
+    seed: number,
+    stepDuration: RationalNs,
+    field: string,
+  ): Promise<AgentIdentity> {
+    const { model, strict, params } = await loadModel(
+      (spec) => resolveAgentModel(spec, this.ctx.launchedModels),
+      modelSpec,
+      rawParams,
+      field,
+      this.ctx.strictUserModels,
+    );
     let tickDuration: RationalNs;
     try {
       tickDuration = RationalNs.readDuration(model.tickDuration ?? ONE_MS, `model ${modelSpec} tickDuration`);
@@ -215,8 +282,29 @@ export class AgentHost {
     const plasticityVersion = model.plasticityVersion ?? 'none-v1';
     const datasetDigest = model.datasetDigest ?? NO_DATASET_DIGEST;
     const profile = profileDigest(modelSpec, modelVersion, params);
-    const compatibilityDigest = agentCompatibilityDigest({ agentId, profileDigest: profile, datasetDigest, modelVersion, plasticityVersion, seed });
-    return { agentId, modelSpec, model, strict, params, seed, stepDuration, tickDuration, modelVersion, plasticityVersion, profileDigest: profile, datasetDigest, compatibilityDigest };
+    const compatibilityDigest = agentCompatibilityDigest({
+      agentId,
+      profileDigest: profile,
+      datasetDigest,
+      modelVersion,
+      plasticityVersion,
+      seed,
+    });
+    return {
+      agentId,
+      modelSpec,
+      model,
+      strict,
+      params,
+      seed,
+      stepDuration,
+      tickDuration,
+      modelVersion,
+      plasticityVersion,
+      profileDigest: profile,
+      datasetDigest,
+      compatibilityDigest,
+    };
   }
 
   // ---- Agent.Prepare --------------------------------------------------------------------------
@@ -231,7 +319,11 @@ export class AgentHost {
       return invalid(e);
     }
     const plan = this.planStep(req, scope, entries, (slot) => {
-      if (slot.phase !== 'ready') throw new ProtocolRefusal('INVALID_PHASE', `agent ${slot.agentId} is ${slot.phase}, not ready, at step ${scope.step}`);
+      if (slot.phase !== 'ready')
+        throw new ProtocolRefusal(
+          'INVALID_PHASE',
+          `agent ${slot.agentId} is ${slot.phase}, not ready, at step ${scope.step}`,
+        );
     });
     const out: JsonObject[] = [];
     for (const p of plan) {
@@ -242,10 +334,21 @@ export class AgentHost {
       }
       const slot = p.slot;
       const ticks = slot.clock.advance();
-      const decision = this.runModel(slot, 'prepare', () => slot.model.prepare(slot.state, { agentId: slot.agentId, step: slot.committedStep, ticks: Number(ticks), observation: slot.observation }));
+      const decision = this.runModel(slot, 'prepare', () =>
+        slot.model.prepare(slot.state, {
+          agentId: slot.agentId,
+          step: slot.committedStep,
+          ticks: Number(ticks),
+          observation: slot.observation,
+        }),
+      );
       if (typeof decision !== 'object' || decision === null || Array.isArray(decision)) {
         slot.phase = 'failed';
-        throw new ProtocolRefusal('BACKEND_FAILURE', `agent ${slot.agentId}: prepare returned no decision object`, 'unknown');
+        throw new ProtocolRefusal(
+          'BACKEND_FAILURE',
+          `agent ${slot.agentId}: prepare returned no decision object`,
+          'unknown',
+        );
       }
       // Keys (also the remainder's) in RFC 8785 order, so the reply encodes on the canonical fast path.
       const { denominator, numerator } = slot.clock.remainder.toJSON();
@@ -286,10 +389,17 @@ export class AgentHost {
       return invalid(e);
     }
     const plan = this.planStep(req, scope, entries, (slot) => {
-      if (slot.phase !== 'prepared') throw new ProtocolRefusal('INVALID_PHASE', `agent ${slot.agentId} is ${slot.phase}, not prepared, at step ${scope.step}`);
+      if (slot.phase !== 'prepared')
+        throw new ProtocolRefusal(
+          'INVALID_PHASE',
+          `agent ${slot.agentId} is ${slot.phase}, not prepared, at step ${scope.step}`,
+        );
       const prepId = parsed.get(slot.agentId)!.preparedRequestId;
       if (!slot.preparedIds.has(prepId)) {
-        throw new ProtocolRefusal('CONFLICT', `agent ${slot.agentId}: preparedRequestId ${prepId} is not the Prepare that prepared step ${scope.step}`);
+        throw new ProtocolRefusal(
+          'CONFLICT',
+          `agent ${slot.agentId}: preparedRequestId ${prepId} is not the Prepare that prepared step ${scope.step}`,
+        );
       }
     });
     const out: JsonObject[] = [];
@@ -301,7 +411,9 @@ export class AgentHost {
       const slot = p.slot;
       const c = parsed.get(slot.agentId)!;
       const step = slot.committedStep;
-      this.runModel(slot, 'commit', () => slot.model.commit(slot.state, { agentId: slot.agentId, step, observation: c.observation, rewards: c.rewards }));
+      this.runModel(slot, 'commit', () =>
+        slot.model.commit(slot.state, { agentId: slot.agentId, step, observation: c.observation, rewards: c.rewards }),
+      );
       slot.observation = c.observation;
       slot.committedStep = step + 1n;
       slot.phase = 'ready';
@@ -321,7 +433,12 @@ export class AgentHost {
    * The shared front half of a step mutation: epoch, dedup (before any phase check), then step and
    * phase checks for entries that will execute. Throws before anything mutates.
    */
-  private planStep(req: Request, scope: Scope, entries: JsonObject[], phaseCheck: (slot: AgentSlot) => void): { slot: AgentSlot; key: string; digest: string; cached?: JsonObject }[] {
+  private planStep(
+    req: Request,
+    scope: Scope,
+    entries: JsonObject[],
+    phaseCheck: (slot: AgentSlot) => void,
+  ): { slot: AgentSlot; key: string; digest: string; cached?: JsonObject }[] {
     const plan: { slot: AgentSlot; key: string; digest: string; cached?: JsonObject }[] = [];
     for (const e of entries) {
       const slot = this.slot(e.agentId as string);
@@ -331,12 +448,20 @@ export class AgentHost {
       const digest = canonicalize(e);
       const hit = this.cache.get(key);
       if (hit) {
-        if (hit.digest !== digest) throw new ProtocolRefusal('CONFLICT', `agent ${slot.agentId}: ${req.method} for step ${scope.step} was already answered for a different body`);
+        if (hit.digest !== digest)
+          throw new ProtocolRefusal(
+            'CONFLICT',
+            `agent ${slot.agentId}: ${req.method} for step ${scope.step} was already answered for a different body`,
+          );
         plan.push({ slot, key, digest, cached: hit.result });
         continue;
       }
       if (BigInt(scope.step) < slot.committedStep && this.cache.hasExpired(req.requestId)) {
-        throw new ProtocolRefusal('RESULT_EXPIRED', `agent ${slot.agentId}: the result of ${req.requestId} (${req.method}, step ${scope.step}) is no longer kept`, 'applied');
+        throw new ProtocolRefusal(
+          'RESULT_EXPIRED',
+          `agent ${slot.agentId}: the result of ${req.requestId} (${req.method}, step ${scope.step}) is no longer kept`,
+          'applied',
+        );
       }
       checkStep(scope, slot.committedStep, `agent ${slot.agentId}`);
       phaseCheck(slot);
@@ -348,10 +473,12 @@ export class AgentHost {
   private slot(agentId: string): AgentSlot {
     const slot = this.agents.get(agentId);
     if (!slot) {
-      if (this.agents.size === 0) throw new ProtocolRefusal('INVALID_PHASE', `agent ${agentId} is not initialized on this worker`);
+      if (this.agents.size === 0)
+        throw new ProtocolRefusal('INVALID_PHASE', `agent ${agentId} is not initialized on this worker`);
       throw new ProtocolRefusal('INVALID_ARGUMENT', `agent ${agentId} is not hosted by this worker`);
     }
-    if (slot.phase === 'failed') throw new ProtocolRefusal('INVALID_PHASE', `agent ${agentId} failed earlier and must be restored`);
+    if (slot.phase === 'failed')
+      throw new ProtocolRefusal('INVALID_PHASE', `agent ${agentId} failed earlier and must be restored`);
     return slot;
   }
 
@@ -373,7 +500,11 @@ export class AgentHost {
     try {
       refuseUnknownFields(req.params, ['checkpointId', 'agentId'], 'params');
       checkpointId = readId(req.params.checkpointId, 'params.checkpointId');
-      if (req.params.agentId === null) throw new ProtocolRefusal('INVALID_ARGUMENT', 'params.agentId is null but this worker hosts agents, not the environment');
+      if (req.params.agentId === null)
+        throw new ProtocolRefusal(
+          'INVALID_ARGUMENT',
+          'params.agentId is null but this worker hosts agents, not the environment',
+        );
       agentId = readId(req.params.agentId, 'params.agentId');
     } catch (e) {
       return invalid(e);
@@ -381,8 +512,14 @@ export class AgentHost {
     const slot = this.slot(agentId);
     checkEpoch(scope, slot.epoch, `agent ${agentId}`);
     const boundary = checkStep(scope, slot.committedStep, `agent ${agentId}`);
-    if (slot.phase !== 'ready') throw new ProtocolRefusal('INVALID_PHASE', `agent ${agentId} is ${slot.phase}: capture only at a committed boundary`);
-    const modelState = callModel(slot.strict, `agent ${agentId}`, 'capture', 'none', () => slot.model.capture(slot.state));
+    if (slot.phase !== 'ready')
+      throw new ProtocolRefusal(
+        'INVALID_PHASE',
+        `agent ${agentId} is ${slot.phase}: capture only at a committed boundary`,
+      );
+    const modelState = callModel(slot.strict, `agent ${agentId}`, 'capture', 'none', () =>
+      slot.model.capture(slot.state),
+    );
     const payload = {
       payloadVersion: PAYLOAD_VERSION,
       kind: 'agent',
@@ -399,7 +536,11 @@ export class AgentHost {
       plasticityVersion: slot.plasticityVersion,
       profileDigest: slot.profileDigest,
       datasetDigest: slot.datasetDigest,
-      accumulator: { tickDuration: slot.tickDuration.toJSON(), remainder: slot.clock.remainder.toJSON(), brainTicks: slot.clock.brainTicks.toString() },
+      accumulator: {
+        tickDuration: slot.tickDuration.toJSON(),
+        remainder: slot.clock.remainder.toJSON(),
+        brainTicks: slot.clock.brainTicks.toString(),
+      },
       observation: slot.observation,
       state: modelState,
     };
@@ -407,18 +548,31 @@ export class AgentHost {
     try {
       bytes = encodeState(payload);
     } catch (e) {
-      throw new ProtocolRefusal('BACKEND_FAILURE', `agent ${agentId}: capture state cannot be encoded: ${(e as Error).message}`, 'none');
+      throw new ProtocolRefusal(
+        'BACKEND_FAILURE',
+        `agent ${agentId}: capture state cannot be encoded: ${(e as Error).message}`,
+        'none',
+      );
     }
     // Hash exactly the bytes that travel; never re-encode to verify.
     return {
-      result: { checkpointId, agentId, boundary: boundary.toString(), compatibilityDigest: slot.compatibilityDigest, payload: { digest: sha256(bytes), byteLength: String(bytes.byteLength) } },
+      result: {
+        checkpointId,
+        agentId,
+        boundary: boundary.toString(),
+        compatibilityDigest: slot.compatibilityDigest,
+        payload: { digest: sha256(bytes), byteLength: String(bytes.byteLength) },
+      },
       attachment: bytes,
     };
   }
 
   // ---- State.StageRestore ---------------------------------------------------------------------
 
-  async stageRestore(req: Request, attachment: Uint8Array | undefined): Promise<HostReply<ResultOf<typeof METHODS.stageRestore>>> {
+  async stageRestore(
+    req: Request,
+    attachment: Uint8Array | undefined,
+  ): Promise<HostReply<ResultOf<typeof METHODS.stageRestore>>> {
     const scope = requireScope(req);
     checkSession(scope, this.ctx.sessionId);
     let staged: StageParams;
@@ -431,22 +585,50 @@ export class AgentHost {
     const agentId = staged.agentId!;
     const live = this.agents.get(agentId);
     if (live) {
-      if (live.phase === 'prepared') throw new ProtocolRefusal('INVALID_PHASE', `agent ${agentId} is prepared: restore only from ready or uninitialized`);
-      if (scope.epoch === live.epoch) throw new ProtocolRefusal('STALE_EPOCH', `agent ${agentId}: the restore epoch ${scope.epoch} must be new (it is the current epoch)`);
+      if (live.phase === 'prepared')
+        throw new ProtocolRefusal(
+          'INVALID_PHASE',
+          `agent ${agentId} is prepared: restore only from ready or uninitialized`,
+        );
+      if (scope.epoch === live.epoch)
+        throw new ProtocolRefusal(
+          'STALE_EPOCH',
+          `agent ${agentId}: the restore epoch ${scope.epoch} must be new (it is the current epoch)`,
+        );
     }
-    if (this.staged.has(agentId)) throw new ProtocolRefusal('CONFLICT', `agent ${agentId} already has a staged restore`);
-    const payload = this.readPayload(await stagedPayload(attachment, staged, this.ctx.storeDir), agentId, checkpointId, sourceScope);
+    if (this.staged.has(agentId))
+      throw new ProtocolRefusal('CONFLICT', `agent ${agentId} already has a staged restore`);
+    const payload = this.readPayload(
+      await stagedPayload(attachment, staged, this.ctx.storeDir),
+      agentId,
+      checkpointId,
+      sourceScope,
+    );
     // Compatibility is recomputed from this worker's own config (or, on a fresh worker, from the
     // model code it would load) plus the payload's seed, never taken from the payload.
     const identity = live
-      ? { ...live, compatibilityDigest: agentCompatibilityDigest({ ...live, seed: payload.seed as number }), seed: payload.seed as number }
-      : await this.identityFor(agentId, payload.model as string, payload.params as JsonObject, payload.seed as number, RationalNs.read(payload.stepDuration, 'payload.stepDuration'), 'payload');
+      ? {
+          ...live,
+          compatibilityDigest: agentCompatibilityDigest({ ...live, seed: payload.seed as number }),
+          seed: payload.seed as number,
+        }
+      : await this.identityFor(
+          agentId,
+          payload.model as string,
+          payload.params as JsonObject,
+          payload.seed as number,
+          RationalNs.read(payload.stepDuration, 'payload.stepDuration'),
+          'payload',
+        );
     if (!live && typeof payload.strict === 'boolean') identity.strict = payload.strict;
     const order = ['modelVersion', 'plasticityVersion', 'datasetDigest', 'profileDigest'] as const;
     const mismatch = firstMismatch(payload, identity as unknown as Record<string, unknown>, order);
     if (mismatch) throw new ProtocolRefusal('INCOMPATIBLE_STATE', `agent ${agentId}: ${mismatch}`);
     if (identity.compatibilityDigest !== compatibilityDigest) {
-      throw new ProtocolRefusal('INCOMPATIBLE_STATE', `agent ${agentId}: compatibilityDigest ${compatibilityDigest} differs from the recomputed ${identity.compatibilityDigest} (seed ${identity.seed})`);
+      throw new ProtocolRefusal(
+        'INCOMPATIBLE_STATE',
+        `agent ${agentId}: compatibilityDigest ${compatibilityDigest} differs from the recomputed ${identity.compatibilityDigest} (seed ${identity.seed})`,
+      );
     }
     const timeline = this.timelineFrom(payload, identity, scope);
     const token = restoreToken(checkpointId, scope, ref.digest, this.ctx.incarnationId);
@@ -459,7 +641,10 @@ export class AgentHost {
     try {
       payload = readObject(decodeState(bytes), 'payload');
     } catch (e) {
-      throw new ProtocolRefusal('INCOMPATIBLE_STATE', `agent ${agentId}: payload is not a state payload: ${(e as Error).message}`);
+      throw new ProtocolRefusal(
+        'INCOMPATIBLE_STATE',
+        `agent ${agentId}: payload is not a state payload: ${(e as Error).message}`,
+      );
     }
     const expect = (field: string, ok: boolean, what: string): void => {
       if (!ok) throw new ProtocolRefusal('INCOMPATIBLE_STATE', `agent ${agentId}: payload ${field} ${what}`);
@@ -467,9 +652,21 @@ export class AgentHost {
     expect('payloadVersion', payload.payloadVersion === PAYLOAD_VERSION, `must be ${PAYLOAD_VERSION}`);
     expect('kind', payload.kind === 'agent', 'must be "agent"');
     expect('agentId', payload.agentId === agentId, `is ${JSON.stringify(payload.agentId)}, not ${agentId}`);
-    expect('checkpointId', payload.checkpointId === checkpointId, `is ${JSON.stringify(payload.checkpointId)}, not ${checkpointId}`);
-    expect('sourceScope', canonicalDigest(payload.sourceScope ?? null) === canonicalDigest(sourceScope), 'differs from params.sourceScope');
-    expect('committedStep', payload.committedStep === sourceScope.step, `is ${JSON.stringify(payload.committedStep)}, not ${sourceScope.step}`);
+    expect(
+      'checkpointId',
+      payload.checkpointId === checkpointId,
+      `is ${JSON.stringify(payload.checkpointId)}, not ${checkpointId}`,
+    );
+    expect(
+      'sourceScope',
+      canonicalDigest(payload.sourceScope ?? null) === canonicalDigest(sourceScope),
+      'differs from params.sourceScope',
+    );
+    expect(
+      'committedStep',
+      payload.committedStep === sourceScope.step,
+      `is ${JSON.stringify(payload.committedStep)}, not ${sourceScope.step}`,
+    );
     expect('model', typeof payload.model === 'string', 'must be a string');
     expect('params', typeof payload.params === 'object' && payload.params !== null, 'must be an object');
     expect('observation', typeof payload.observation === 'object' && payload.observation !== null, 'must be an object');
@@ -489,10 +686,17 @@ export class AgentHost {
     try {
       const acc = readObject(payload.accumulator, 'payload.accumulator');
       const tick = RationalNs.readDuration(acc.tickDuration, 'payload.accumulator.tickDuration');
-      if (!tick.equals(identity.tickDuration)) throw new Error(`payload tickDuration ${tick} differs from the model's ${identity.tickDuration}`);
+      if (!tick.equals(identity.tickDuration))
+        throw new Error(`payload tickDuration ${tick} differs from the model's ${identity.tickDuration}`);
       const step = RationalNs.readDuration(payload.stepDuration, 'payload.stepDuration');
-      if (!step.equals(identity.stepDuration)) throw new Error(`payload stepDuration ${step} differs from this agent's ${identity.stepDuration}`);
-      clock = new TickClock(step, tick, RationalNs.read(acc.remainder, 'payload.accumulator.remainder'), BigInt(readU64(acc.brainTicks, 'payload.accumulator.brainTicks')));
+      if (!step.equals(identity.stepDuration))
+        throw new Error(`payload stepDuration ${step} differs from this agent's ${identity.stepDuration}`);
+      clock = new TickClock(
+        step,
+        tick,
+        RationalNs.read(acc.remainder, 'payload.accumulator.remainder'),
+        BigInt(readU64(acc.brainTicks, 'payload.accumulator.brainTicks')),
+      );
     } catch (e) {
       throw new ProtocolRefusal('INCOMPATIBLE_STATE', `agent ${agentId}: ${(e as Error).message}`);
     }
@@ -512,17 +716,29 @@ export class AgentHost {
     try {
       refuseUnknownFields(req.params, ['restoreToken', 'agentId'], 'params');
       token = readId(req.params.restoreToken, 'params.restoreToken');
-      if (req.params.agentId === null) throw new ProtocolRefusal('INVALID_ARGUMENT', 'params.agentId is null but this worker hosts agents, not the environment');
+      if (req.params.agentId === null)
+        throw new ProtocolRefusal(
+          'INVALID_ARGUMENT',
+          'params.agentId is null but this worker hosts agents, not the environment',
+        );
       agentId = readId(req.params.agentId, 'params.agentId');
     } catch (e) {
       return invalid(e);
     }
-    if (this.usedTokens.has(token)) throw new ProtocolRefusal('CONFLICT', `agent ${agentId}: restore token ${token} was already activated`);
+    if (this.usedTokens.has(token))
+      throw new ProtocolRefusal('CONFLICT', `agent ${agentId}: restore token ${token} was already activated`);
     const staged = this.staged.get(agentId);
     if (!staged) throw new ProtocolRefusal('INVALID_PHASE', `agent ${agentId}: nothing is staged to activate`);
-    if (staged.token !== token) throw new ProtocolRefusal('IDENTITY_MISMATCH', `agent ${agentId}: restore token ${token} is not the staged one (the staged restore is kept)`);
+    if (staged.token !== token)
+      throw new ProtocolRefusal(
+        'IDENTITY_MISMATCH',
+        `agent ${agentId}: restore token ${token} is not the staged one (the staged restore is kept)`,
+      );
     if (staged.scope.epoch !== scope.epoch || staged.scope.step !== scope.step) {
-      throw new ProtocolRefusal('IDENTITY_MISMATCH', `agent ${agentId}: scope ${scope.epoch}/${scope.step} differs from the staged ${staged.scope.epoch}/${staged.scope.step}`);
+      throw new ProtocolRefusal(
+        'IDENTITY_MISMATCH',
+        `agent ${agentId}: scope ${scope.epoch}/${scope.step} differs from the staged ${staged.scope.epoch}/${staged.scope.step}`,
+      );
     }
     const { identity, timeline } = staged;
     const old = this.agents.get(agentId);

@@ -4,7 +4,15 @@
 import { createHash } from 'node:crypto';
 import { isAbsolute } from 'node:path';
 import { canonicalDigest } from '../core/formats/canonical-json.js';
-import { type Scope, readDigest, readId, readObject, readScope, readU64, refuseUnknownFields } from '../core/formats/scalars.js';
+import {
+  type Scope,
+  readDigest,
+  readId,
+  readObject,
+  readScope,
+  readU64,
+  refuseUnknownFields,
+} from '../core/formats/scalars.js';
 import { type PayloadRef, ProtocolRefusal, type Request } from '../core/protocol/index.js';
 import { type PayloadFile, readStoreRange } from './payload-file.js';
 
@@ -16,22 +24,30 @@ export function requireScope(req: Request): Scope {
 /** The request's session must be the one this worker was bound to at Hello. */
 export function checkSession(scope: Scope, sessionId: string): void {
   if (scope.sessionId !== sessionId) {
-    throw new ProtocolRefusal('IDENTITY_MISMATCH', `scope.sessionId ${JSON.stringify(scope.sessionId)} is not this worker's session ${JSON.stringify(sessionId)}`);
+    throw new ProtocolRefusal(
+      'IDENTITY_MISMATCH',
+      `scope.sessionId ${JSON.stringify(scope.sessionId)} is not this worker's session ${JSON.stringify(sessionId)}`,
+    );
   }
 }
 
 /** Any epoch other than the participant's current one is stale. */
 export function checkEpoch(scope: Scope, current: string, who: string): void {
   if (scope.epoch !== current) {
-    throw new ProtocolRefusal('STALE_EPOCH', `${who}: scope.epoch ${JSON.stringify(scope.epoch)} is not the current epoch ${JSON.stringify(current)}`);
+    throw new ProtocolRefusal(
+      'STALE_EPOCH',
+      `${who}: scope.epoch ${JSON.stringify(scope.epoch)} is not the current epoch ${JSON.stringify(current)}`,
+    );
   }
 }
 
 /** A step behind the boundary is STALE_STEP, ahead of it FUTURE_STEP. */
 export function checkStep(scope: Scope, boundary: bigint, who: string): bigint {
   const step = BigInt(scope.step);
-  if (step < boundary) throw new ProtocolRefusal('STALE_STEP', `${who}: scope.step ${step} is behind the boundary ${boundary}`);
-  if (step > boundary) throw new ProtocolRefusal('FUTURE_STEP', `${who}: scope.step ${step} is ahead of the boundary ${boundary}`);
+  if (step < boundary)
+    throw new ProtocolRefusal('STALE_STEP', `${who}: scope.step ${step} is behind the boundary ${boundary}`);
+  if (step > boundary)
+    throw new ProtocolRefusal('FUTURE_STEP', `${who}: scope.step ${step} is ahead of the boundary ${boundary}`);
   return step;
 }
 
@@ -43,14 +59,21 @@ export function sha256(bytes: Uint8Array | string): string {
 export function checkAttachment(attachment: Uint8Array | undefined, ref: PayloadRef, payloadName: string): void {
   if (!attachment) throw new ProtocolRefusal('BUFFER_INVALID', 'StageRestore carries no payload attachment');
   if (String(attachment.byteLength) !== ref.byteLength) {
-    throw new ProtocolRefusal('BUFFER_INVALID', `payload attachment is ${attachment.byteLength} bytes; payload.byteLength says ${ref.byteLength}`);
+    throw new ProtocolRefusal(
+      'BUFFER_INVALID',
+      `payload attachment is ${attachment.byteLength} bytes; payload.byteLength says ${ref.byteLength}`,
+    );
   }
   checkDigest(attachment, ref, payloadName);
 }
 
 /** Never echo the digest of what was read: with payload-file-v1 that would be an oracle on a file's bytes. */
 function checkDigest(bytes: Uint8Array, ref: PayloadRef, payloadName: string): void {
-  if (sha256(bytes) !== ref.digest) throw new ProtocolRefusal('BUFFER_INVALID', `params.payload.digest: the payload digest check failed for payload ${payloadName}`);
+  if (sha256(bytes) !== ref.digest)
+    throw new ProtocolRefusal(
+      'BUFFER_INVALID',
+      `params.payload.digest: the payload digest check failed for payload ${payloadName}`,
+    );
 }
 
 /** The envelope's name for a participant's payload (checkpoint/manifest.ts PAYLOAD_NAMES). */
@@ -75,7 +98,14 @@ export interface AgentCompatibility {
 
 /** Agent compatibility digest: canonicalDigest({agentId, profileDigest, datasetDigest, modelVersion, plasticityVersion, seed}). */
 export function agentCompatibilityDigest(c: AgentCompatibility): string {
-  return canonicalDigest({ agentId: c.agentId, profileDigest: c.profileDigest, datasetDigest: c.datasetDigest, modelVersion: c.modelVersion, plasticityVersion: c.plasticityVersion, seed: c.seed });
+  return canonicalDigest({
+    agentId: c.agentId,
+    profileDigest: c.profileDigest,
+    datasetDigest: c.datasetDigest,
+    modelVersion: c.modelVersion,
+    plasticityVersion: c.plasticityVersion,
+    seed: c.seed,
+  });
 }
 
 export interface EnvironmentCompatibility {
@@ -88,7 +118,13 @@ export interface EnvironmentCompatibility {
 
 /** Environment compatibility digest: canonicalDigest({environmentId, modelVersion, ports, profileDigest, seed}). */
 export function environmentCompatibilityDigest(c: EnvironmentCompatibility): string {
-  return canonicalDigest({ environmentId: c.environmentId, profileDigest: c.profileDigest, modelVersion: c.modelVersion, seed: c.seed, ports: c.ports.map((p) => ({ portId: p.portId, agentId: p.agentId })) });
+  return canonicalDigest({
+    environmentId: c.environmentId,
+    profileDigest: c.profileDigest,
+    modelVersion: c.modelVersion,
+    seed: c.seed,
+    ports: c.ports.map((p) => ({ portId: p.portId, agentId: p.agentId })),
+  });
 }
 
 /** Profile digest: canonicalDigest({model, modelVersion, params}) with params as the model resolved them. */
@@ -97,9 +133,14 @@ export function profileDigest(model: string, modelVersion: string, params: Recor
 }
 
 /** Name the first recorded identity field that differs from the live/recomputed one. */
-export function firstMismatch(recorded: Record<string, unknown>, live: Record<string, unknown>, order: readonly string[]): string | undefined {
+export function firstMismatch(
+  recorded: Record<string, unknown>,
+  live: Record<string, unknown>,
+  order: readonly string[],
+): string | undefined {
   for (const f of order) {
-    if (canonicalDigest(recorded[f] ?? null) !== canonicalDigest(live[f] ?? null)) return `${f}: payload has ${JSON.stringify(recorded[f])}, this worker has ${JSON.stringify(live[f])}`;
+    if (canonicalDigest(recorded[f] ?? null) !== canonicalDigest(live[f] ?? null))
+      return `${f}: payload has ${JSON.stringify(recorded[f])}, this worker has ${JSON.stringify(live[f])}`;
   }
   return undefined;
 }
@@ -119,27 +160,51 @@ export interface StageParams {
  * Read State.StageRestore params (DetsimError on a malformed field) and check them against the
  * request scope. `host` says who this worker hosts: agents need an agentId, the environment null.
  */
-export function readStageParams(params: Record<string, unknown>, scope: Scope, host: 'agent' | 'environment'): StageParams {
+export function readStageParams(
+  params: Record<string, unknown>,
+  scope: Scope,
+  host: 'agent' | 'environment',
+): StageParams {
   refuseUnknownFields(params, ['checkpointId', 'agentId', 'sourceScope', 'compatibilityDigest', 'payload'], 'params');
   const checkpointId = readId(params.checkpointId, 'params.checkpointId');
-  if (host === 'agent' && params.agentId === null) throw new ProtocolRefusal('INVALID_ARGUMENT', 'params.agentId is null but this worker hosts agents, not the environment');
-  if (host === 'environment' && params.agentId !== null) throw new ProtocolRefusal('INVALID_ARGUMENT', 'params.agentId must be null: this worker hosts the environment');
+  if (host === 'agent' && params.agentId === null)
+    throw new ProtocolRefusal(
+      'INVALID_ARGUMENT',
+      'params.agentId is null but this worker hosts agents, not the environment',
+    );
+  if (host === 'environment' && params.agentId !== null)
+    throw new ProtocolRefusal('INVALID_ARGUMENT', 'params.agentId must be null: this worker hosts the environment');
   const agentId = host === 'agent' ? readId(params.agentId, 'params.agentId') : null;
   const sourceScope = readScope(params.sourceScope, 'params.sourceScope');
   const compatibilityDigest = readDigest(params.compatibilityDigest, 'params.compatibilityDigest');
   const p = readObject(params.payload, 'params.payload');
   refuseUnknownFields(p, ['digest', 'byteLength', 'file'], 'params.payload');
-  const ref = { digest: readDigest(p.digest, 'params.payload.digest'), byteLength: readU64(p.byteLength, 'params.payload.byteLength') };
+  const ref = {
+    digest: readDigest(p.digest, 'params.payload.digest'),
+    byteLength: readU64(p.byteLength, 'params.payload.byteLength'),
+  };
   const file = p.file === undefined ? null : readPayloadFile(p.file);
-  if (sourceScope.sessionId !== scope.sessionId) throw new ProtocolRefusal('IDENTITY_MISMATCH', `params.sourceScope.sessionId ${sourceScope.sessionId} is not this session ${scope.sessionId}`);
-  if (sourceScope.step !== scope.step) throw new ProtocolRefusal('INVALID_ARGUMENT', `scope.step ${scope.step} must equal params.sourceScope.step ${sourceScope.step}`);
+  if (sourceScope.sessionId !== scope.sessionId)
+    throw new ProtocolRefusal(
+      'IDENTITY_MISMATCH',
+      `params.sourceScope.sessionId ${sourceScope.sessionId} is not this session ${scope.sessionId}`,
+    );
+  if (sourceScope.step !== scope.step)
+    throw new ProtocolRefusal(
+      'INVALID_ARGUMENT',
+      `scope.step ${scope.step} must equal params.sourceScope.step ${sourceScope.step}`,
+    );
   return { checkpointId, agentId, sourceScope, compatibilityDigest, ref, file };
 }
 
 function readPayloadFile(value: unknown): PayloadFile {
   const f = readObject(value, 'params.payload.file');
   refuseUnknownFields(f, ['path', 'offset'], 'params.payload.file');
-  if (typeof f.path !== 'string' || !isAbsolute(f.path)) throw new ProtocolRefusal('INVALID_ARGUMENT', `params.payload.file.path ${JSON.stringify(f.path ?? null)} is not an absolute path`);
+  if (typeof f.path !== 'string' || !isAbsolute(f.path))
+    throw new ProtocolRefusal(
+      'INVALID_ARGUMENT',
+      `params.payload.file.path ${JSON.stringify(f.path ?? null)} is not an absolute path`,
+    );
   return { path: f.path, offset: BigInt(readU64(f.offset, 'params.payload.file.offset')) };
 }
 
@@ -149,13 +214,21 @@ function readPayloadFile(value: unknown): PayloadFile {
  * launch; without it every payload file is refused). The worker hashes what it read, so a file
  * changed since the coordinator verified it is refused, never staged.
  */
-export async function stagedPayload(attachment: Uint8Array | undefined, staged: StageParams, storeDir: string | undefined): Promise<Uint8Array> {
+export async function stagedPayload(
+  attachment: Uint8Array | undefined,
+  staged: StageParams,
+  storeDir: string | undefined,
+): Promise<Uint8Array> {
   const name = payloadNameOf(staged.agentId);
   if (!staged.file) {
     checkAttachment(attachment, staged.ref, name);
     return attachment!;
   }
-  if (attachment) throw new ProtocolRefusal('INVALID_ARGUMENT', 'StageRestore carries both an attachment and params.payload.file: send one');
+  if (attachment)
+    throw new ProtocolRefusal(
+      'INVALID_ARGUMENT',
+      'StageRestore carries both an attachment and params.payload.file: send one',
+    );
   const bytes = await readStoreRange(storeDir, staged.file, BigInt(staged.ref.byteLength));
   checkDigest(bytes, staged.ref, name);
   return bytes;

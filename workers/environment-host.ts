@@ -6,9 +6,27 @@ import { RationalNs, type Scope, readI32, readId, readObject, refuseUnknownField
 // The step results below are built as JsonObject (the step cache keeps them so) and cast to their
 // table type where a handler returns them: the literal that builds each one follows bodies.ts.
 import {
-  type EnvironmentAdvanceResult, type EnvironmentInitializeResult, type METHODS, ProtocolRefusal, type Request, type ResultOf,
+  type EnvironmentAdvanceResult,
+  type EnvironmentInitializeResult,
+  type METHODS,
+  ProtocolRefusal,
+  type Request,
+  type ResultOf,
 } from '../core/protocol/index.js';
-import { checkEpoch, checkSession, checkStep, environmentCompatibilityDigest, firstMismatch, profileDigest, readStageParams, requireScope, restoreToken, sha256, stagedPayload, type StageParams } from './checks.js';
+import {
+  checkEpoch,
+  checkSession,
+  checkStep,
+  environmentCompatibilityDigest,
+  firstMismatch,
+  profileDigest,
+  readStageParams,
+  requireScope,
+  restoreToken,
+  sha256,
+  stagedPayload,
+  type StageParams,
+} from './checks.js';
 import type { HostContext, HostReply } from './host-context.js';
 import { callModel, invalid, loadModel } from './model-call.js';
 import { resolveEnvironmentModel } from './models/registry.js';
@@ -52,9 +70,9 @@ interface Staged {
 
 const PAYLOAD_VERSION = 1;
 
-
 function readPorts(value: unknown, field: string): PortBinding[] {
-  if (!Array.isArray(value) || value.length === 0) throw new ProtocolRefusal('INVALID_ARGUMENT', `${field} must be a non-empty list`);
+  if (!Array.isArray(value) || value.length === 0)
+    throw new ProtocolRefusal('INVALID_ARGUMENT', `${field} must be a non-empty list`);
   const ports = new Set<string>();
   const agents = new Set<string>();
   return value.map((raw, i) => {
@@ -63,7 +81,8 @@ function readPorts(value: unknown, field: string): PortBinding[] {
     const portId = readId(p.portId, `${field}[${i}].portId`);
     const agentId = readId(p.agentId, `${field}[${i}].agentId`);
     if (ports.has(portId)) throw new ProtocolRefusal('INVALID_ARGUMENT', `${field}: port ${portId} appears twice`);
-    if (agents.has(agentId)) throw new ProtocolRefusal('INVALID_ARGUMENT', `${field}: agent ${agentId} is bound to two ports`);
+    if (agents.has(agentId))
+      throw new ProtocolRefusal('INVALID_ARGUMENT', `${field}: agent ${agentId} is bound to two ports`);
     ports.add(portId);
     agents.add(agentId);
     return { portId, agentId };
@@ -103,18 +122,32 @@ export class EnvironmentHost {
   async initialize(req: Request): Promise<HostReply<ResultOf<typeof METHODS.environmentInitialize>>> {
     const scope = requireScope(req);
     checkSession(scope, this.ctx.sessionId);
-    if (scope.step !== '0') throw new ProtocolRefusal('INVALID_ARGUMENT', `Environment.Initialize: scope.step must be "0", not ${JSON.stringify(scope.step)}`);
+    if (scope.step !== '0')
+      throw new ProtocolRefusal(
+        'INVALID_ARGUMENT',
+        `Environment.Initialize: scope.step must be "0", not ${JSON.stringify(scope.step)}`,
+      );
     const digest = canonicalDigest({ method: req.method, scope, params: req.params });
     if (this.env) {
-      if (this.env.initDigest === digest && this.env.epoch === scope.epoch) return { result: this.env.initResult as unknown as EnvironmentInitializeResult };
-      throw new ProtocolRefusal('CONFLICT', 'Environment.Initialize: the environment is already initialized with a different request');
+      if (this.env.initDigest === digest && this.env.epoch === scope.epoch)
+        return { result: this.env.initResult as unknown as EnvironmentInitializeResult };
+      throw new ProtocolRefusal(
+        'CONFLICT',
+        'Environment.Initialize: the environment is already initialized with a different request',
+      );
     }
-    let environmentId: string, modelSpec: string, rawParams: JsonObject, seed: number, stepDuration: RationalNs, ports: PortBinding[];
+    let environmentId: string,
+      modelSpec: string,
+      rawParams: JsonObject,
+      seed: number,
+      stepDuration: RationalNs,
+      ports: PortBinding[];
     try {
       const p = req.params;
       refuseUnknownFields(p, ['environmentId', 'model', 'params', 'seed', 'stepDuration', 'ports'], 'params');
       environmentId = readId(p.environmentId, 'params.environmentId');
-      if (typeof p.model !== 'string' || p.model.length === 0) throw new ProtocolRefusal('INVALID_ARGUMENT', 'params.model must be a model name or module path');
+      if (typeof p.model !== 'string' || p.model.length === 0)
+        throw new ProtocolRefusal('INVALID_ARGUMENT', 'params.model must be a model name or module path');
       modelSpec = p.model;
       rawParams = readObject(p.params, 'params.params');
       seed = readI32(p.seed, 'params.seed');
@@ -125,26 +158,73 @@ export class EnvironmentHost {
     }
     const identity = await this.identityFor(environmentId, modelSpec, rawParams, seed, stepDuration, ports, 'params');
     const state = callModel(identity.strict, `environment ${environmentId}`, 'initialize', 'none', () =>
-      identity.model.initialize({ environmentId, seed, params: identity.params, ports, stepDuration: stepDuration.toJSON() }),
+      identity.model.initialize({
+        environmentId,
+        seed,
+        params: identity.params,
+        ports,
+        stepDuration: stepDuration.toJSON(),
+      }),
     );
-    const observations = callModel(identity.strict, `environment ${environmentId}`, 'observe', 'none', () => identity.model.observe(state));
-    const initResult: JsonObject = { environmentId, modelVersion: identity.modelVersion, profileDigest: identity.profileDigest, boundary: '0', observations: byAgentId(observations) };
+    const observations = callModel(identity.strict, `environment ${environmentId}`, 'observe', 'none', () =>
+      identity.model.observe(state),
+    );
+    const initResult: JsonObject = {
+      environmentId,
+      modelVersion: identity.modelVersion,
+      profileDigest: identity.profileDigest,
+      boundary: '0',
+      observations: byAgentId(observations),
+    };
     this.env = { ...identity, state, epoch: scope.epoch, boundary: 0n, failed: false, initDigest: digest, initResult };
     this.ctx.progress(req.requestId);
     return { result: initResult as unknown as EnvironmentInitializeResult };
   }
 
-  private async identityFor(environmentId: string, modelSpec: string, rawParams: JsonObject, seed: number, stepDuration: RationalNs, ports: PortBinding[], field: string): Promise<EnvIdentity> {
-    const { model, strict, params } = await loadModel((spec) => resolveEnvironmentModel(spec, this.ctx.launchedModels), modelSpec, rawParams, field, this.ctx.strictUserModels);
+  private async identityFor(
+    environmentId: string,
+    modelSpec: string,
+    rawParams: JsonObject,
+    seed: number,
+    stepDuration: RationalNs,
+    ports: PortBinding[],
+    field: string,
+  ): Promise<EnvIdentity> {
+    const { model, strict, params } = await loadModel(
+      (spec) => resolveEnvironmentModel(spec, this.ctx.launchedModels),
+      modelSpec,
+      rawParams,
+      field,
+      this.ctx.strictUserModels,
+    );
     const modelVersion = model.modelVersion;
     const profile = profileDigest(modelSpec, modelVersion, params);
-    const compatibilityDigest = environmentCompatibilityDigest({ environmentId, profileDigest: profile, modelVersion, seed, ports });
-    return { environmentId, modelSpec, model, strict, params, seed, stepDuration, ports, modelVersion, profileDigest: profile, compatibilityDigest };
+    const compatibilityDigest = environmentCompatibilityDigest({
+      environmentId,
+      profileDigest: profile,
+      modelVersion,
+      seed,
+      ports,
+    });
+    return {
+      environmentId,
+      modelSpec,
+      model,
+      strict,
+      params,
+      seed,
+      stepDuration,
+      ports,
+      modelVersion,
+      profileDigest: profile,
+      compatibilityDigest,
+    };
   }
 
   private live(): EnvSlot {
     if (!this.env) throw new ProtocolRefusal('INVALID_PHASE', 'the environment is not initialized');
-    if (this.env.failed) throw new ProtocolRefusal('INVALID_PHASE', 'the environment failed earlier and must be restored');
+    if (this.env.failed)
+      throw new ProtocolRefusal('INVALID_PHASE', 'the environment failed earlier and must be restored');
     return this.env;
   }
 
@@ -159,11 +239,19 @@ export class EnvironmentHost {
     const digest = canonicalize(req.params); // method and scope are part of the key
     const hit = this.cache.get(key);
     if (hit) {
-      if (hit.digest !== digest) throw new ProtocolRefusal('CONFLICT', `Environment.Advance for step ${scope.step} was already answered for a different body`);
+      if (hit.digest !== digest)
+        throw new ProtocolRefusal(
+          'CONFLICT',
+          `Environment.Advance for step ${scope.step} was already answered for a different body`,
+        );
       return { result: hit.result as unknown as EnvironmentAdvanceResult };
     }
     if (BigInt(scope.step) < env.boundary && this.cache.hasExpired(req.requestId)) {
-      throw new ProtocolRefusal('RESULT_EXPIRED', `environment: the result of ${req.requestId} (step ${scope.step}) is no longer kept`, 'applied');
+      throw new ProtocolRefusal(
+        'RESULT_EXPIRED',
+        `environment: the result of ${req.requestId} (step ${scope.step}) is no longer kept`,
+        'applied',
+      );
     }
     const step = checkStep(scope, env.boundary, `environment ${env.environmentId}`);
     let batchId: string;
@@ -173,14 +261,20 @@ export class EnvironmentHost {
       batchId = readId(req.params.batchId, 'params.batchId');
       const list = req.params.actions;
       if (!Array.isArray(list) || list.length !== env.ports.length) {
-        throw new ProtocolRefusal('INVALID_ARGUMENT', `params.actions must hold one action per port (${env.ports.length}), in port order`);
+        throw new ProtocolRefusal(
+          'INVALID_ARGUMENT',
+          `params.actions must hold one action per port (${env.ports.length}), in port order`,
+        );
       }
       for (const [i, raw] of list.entries()) {
         const a = readObject(raw, `params.actions[${i}]`);
         refuseUnknownFields(a, ['portId', 'agentId', 'action'], `params.actions[${i}]`);
         const port = env.ports[i]!;
         if (a.portId !== port.portId || a.agentId !== port.agentId) {
-          throw new ProtocolRefusal('INVALID_ARGUMENT', `params.actions[${i}] is ${JSON.stringify(a.portId)}/${JSON.stringify(a.agentId)}; port order expects ${port.portId}/${port.agentId}`);
+          throw new ProtocolRefusal(
+            'INVALID_ARGUMENT',
+            `params.actions[${i}] is ${JSON.stringify(a.portId)}/${JSON.stringify(a.agentId)}; port order expects ${port.portId}/${port.agentId}`,
+          );
         }
         const action = readObject(a.action, `params.actions[${i}].action`);
         const bad = env.model.checkAction?.(action, port.portId);
@@ -227,14 +321,17 @@ export class EnvironmentHost {
     try {
       refuseUnknownFields(req.params, ['checkpointId', 'agentId'], 'params');
       checkpointId = readId(req.params.checkpointId, 'params.checkpointId');
-      if (req.params.agentId !== null) throw new ProtocolRefusal('INVALID_ARGUMENT', 'params.agentId must be null: this worker hosts the environment');
+      if (req.params.agentId !== null)
+        throw new ProtocolRefusal('INVALID_ARGUMENT', 'params.agentId must be null: this worker hosts the environment');
     } catch (e) {
       return invalid(e);
     }
     const env = this.live();
     checkEpoch(scope, env.epoch, `environment ${env.environmentId}`);
     const boundary = checkStep(scope, env.boundary, `environment ${env.environmentId}`);
-    const modelState = callModel(env.strict, `environment ${env.environmentId}`, 'capture', 'none', () => env.model.capture(env.state));
+    const modelState = callModel(env.strict, `environment ${env.environmentId}`, 'capture', 'none', () =>
+      env.model.capture(env.state),
+    );
     const payload = {
       payloadVersion: PAYLOAD_VERSION,
       kind: 'environment',
@@ -256,17 +353,30 @@ export class EnvironmentHost {
     try {
       bytes = encodeState(payload);
     } catch (e) {
-      throw new ProtocolRefusal('BACKEND_FAILURE', `environment ${env.environmentId}: capture state cannot be encoded: ${(e as Error).message}`, 'none');
+      throw new ProtocolRefusal(
+        'BACKEND_FAILURE',
+        `environment ${env.environmentId}: capture state cannot be encoded: ${(e as Error).message}`,
+        'none',
+      );
     }
     return {
-      result: { checkpointId, agentId: null, boundary: boundary.toString(), compatibilityDigest: env.compatibilityDigest, payload: { digest: sha256(bytes), byteLength: String(bytes.byteLength) } },
+      result: {
+        checkpointId,
+        agentId: null,
+        boundary: boundary.toString(),
+        compatibilityDigest: env.compatibilityDigest,
+        payload: { digest: sha256(bytes), byteLength: String(bytes.byteLength) },
+      },
       attachment: bytes,
     };
   }
 
   // ---- State.StageRestore ---------------------------------------------------------------------
 
-  async stageRestore(req: Request, attachment: Uint8Array | undefined): Promise<HostReply<ResultOf<typeof METHODS.stageRestore>>> {
+  async stageRestore(
+    req: Request,
+    attachment: Uint8Array | undefined,
+  ): Promise<HostReply<ResultOf<typeof METHODS.stageRestore>>> {
     const scope = requireScope(req);
     checkSession(scope, this.ctx.sessionId);
     let staged: StageParams;
@@ -277,9 +387,17 @@ export class EnvironmentHost {
     }
     const { checkpointId, sourceScope, compatibilityDigest, ref } = staged;
     const live = this.env;
-    if (live && scope.epoch === live.epoch) throw new ProtocolRefusal('STALE_EPOCH', `environment: the restore epoch ${scope.epoch} must be new (it is the current epoch)`);
+    if (live && scope.epoch === live.epoch)
+      throw new ProtocolRefusal(
+        'STALE_EPOCH',
+        `environment: the restore epoch ${scope.epoch} must be new (it is the current epoch)`,
+      );
     if (this.staged) throw new ProtocolRefusal('CONFLICT', 'the environment already has a staged restore');
-    const payload = this.readPayload(await stagedPayload(attachment, staged, this.ctx.storeDir), checkpointId, sourceScope);
+    const payload = this.readPayload(
+      await stagedPayload(attachment, staged, this.ctx.storeDir),
+      checkpointId,
+      sourceScope,
+    );
     let identity: EnvIdentity;
     if (live) {
       const seed = payload.seed as number;
@@ -292,19 +410,47 @@ export class EnvironmentHost {
       } catch (e) {
         throw new ProtocolRefusal('INCOMPATIBLE_STATE', `environment: ${(e as Error).message}`);
       }
-      identity = await this.identityFor(payload.environmentId as string, payload.model as string, payload.params as JsonObject, payload.seed as number, stepDuration, ports, 'payload');
+      identity = await this.identityFor(
+        payload.environmentId as string,
+        payload.model as string,
+        payload.params as JsonObject,
+        payload.seed as number,
+        stepDuration,
+        ports,
+        'payload',
+      );
       if (typeof payload.strict === 'boolean') identity.strict = payload.strict;
     }
-    const mismatch = firstMismatch(payload, identity as unknown as Record<string, unknown>, ['environmentId', 'modelVersion', 'profileDigest', 'ports']);
+    const mismatch = firstMismatch(payload, identity as unknown as Record<string, unknown>, [
+      'environmentId',
+      'modelVersion',
+      'profileDigest',
+      'ports',
+    ]);
     if (mismatch) throw new ProtocolRefusal('INCOMPATIBLE_STATE', `environment: ${mismatch}`);
     if (identity.compatibilityDigest !== compatibilityDigest) {
-      throw new ProtocolRefusal('INCOMPATIBLE_STATE', `environment: compatibilityDigest ${compatibilityDigest} differs from the recomputed ${identity.compatibilityDigest} (seed ${identity.seed})`);
+      throw new ProtocolRefusal(
+        'INCOMPATIBLE_STATE',
+        `environment: compatibilityDigest ${compatibilityDigest} differs from the recomputed ${identity.compatibilityDigest} (seed ${identity.seed})`,
+      );
     }
     const state = callModel(identity.strict, `environment ${identity.environmentId}`, 'restore', 'none', () =>
-      identity.model.restore(payload.state, { environmentId: identity.environmentId, seed: identity.seed, params: identity.params, ports: identity.ports, stepDuration: identity.stepDuration.toJSON() }),
+      identity.model.restore(payload.state, {
+        environmentId: identity.environmentId,
+        seed: identity.seed,
+        params: identity.params,
+        ports: identity.ports,
+        stepDuration: identity.stepDuration.toJSON(),
+      }),
     );
     const token = restoreToken(checkpointId, scope, ref.digest, this.ctx.incarnationId);
-    this.staged = { token, checkpointId, scope, identity, timeline: { state, epoch: scope.epoch, boundary: BigInt(scope.step) } };
+    this.staged = {
+      token,
+      checkpointId,
+      scope,
+      identity,
+      timeline: { state, epoch: scope.epoch, boundary: BigInt(scope.step) },
+    };
     return { result: { checkpointId, agentId: null, restoreToken: token } };
   }
 
@@ -313,16 +459,31 @@ export class EnvironmentHost {
     try {
       payload = readObject(decodeState(bytes), 'payload');
     } catch (e) {
-      throw new ProtocolRefusal('INCOMPATIBLE_STATE', `environment: payload is not a state payload: ${(e as Error).message}`);
+      throw new ProtocolRefusal(
+        'INCOMPATIBLE_STATE',
+        `environment: payload is not a state payload: ${(e as Error).message}`,
+      );
     }
     const expect = (field: string, ok: boolean, what: string): void => {
       if (!ok) throw new ProtocolRefusal('INCOMPATIBLE_STATE', `environment: payload ${field} ${what}`);
     };
     expect('payloadVersion', payload.payloadVersion === PAYLOAD_VERSION, `must be ${PAYLOAD_VERSION}`);
     expect('kind', payload.kind === 'environment', 'must be "environment"');
-    expect('checkpointId', payload.checkpointId === checkpointId, `is ${JSON.stringify(payload.checkpointId)}, not ${checkpointId}`);
-    expect('sourceScope', canonicalDigest(payload.sourceScope ?? null) === canonicalDigest(sourceScope), 'differs from params.sourceScope');
-    expect('committedStep', payload.committedStep === sourceScope.step, `is ${JSON.stringify(payload.committedStep)}, not ${sourceScope.step}`);
+    expect(
+      'checkpointId',
+      payload.checkpointId === checkpointId,
+      `is ${JSON.stringify(payload.checkpointId)}, not ${checkpointId}`,
+    );
+    expect(
+      'sourceScope',
+      canonicalDigest(payload.sourceScope ?? null) === canonicalDigest(sourceScope),
+      'differs from params.sourceScope',
+    );
+    expect(
+      'committedStep',
+      payload.committedStep === sourceScope.step,
+      `is ${JSON.stringify(payload.committedStep)}, not ${sourceScope.step}`,
+    );
     expect('environmentId', typeof payload.environmentId === 'string', 'must be a string');
     expect('model', typeof payload.model === 'string', 'must be a string');
     expect('params', typeof payload.params === 'object' && payload.params !== null, 'must be an object');
@@ -340,25 +501,49 @@ export class EnvironmentHost {
     try {
       refuseUnknownFields(req.params, ['restoreToken', 'agentId'], 'params');
       token = readId(req.params.restoreToken, 'params.restoreToken');
-      if (req.params.agentId !== null) throw new ProtocolRefusal('INVALID_ARGUMENT', 'params.agentId must be null: this worker hosts the environment');
+      if (req.params.agentId !== null)
+        throw new ProtocolRefusal('INVALID_ARGUMENT', 'params.agentId must be null: this worker hosts the environment');
     } catch (e) {
       return invalid(e);
     }
-    if (this.usedTokens.has(token)) throw new ProtocolRefusal('CONFLICT', `environment: restore token ${token} was already activated`);
+    if (this.usedTokens.has(token))
+      throw new ProtocolRefusal('CONFLICT', `environment: restore token ${token} was already activated`);
     const staged = this.staged;
     if (!staged) throw new ProtocolRefusal('INVALID_PHASE', 'environment: nothing is staged to activate');
-    if (staged.token !== token) throw new ProtocolRefusal('IDENTITY_MISMATCH', `environment: restore token ${token} is not the staged one (the staged restore is kept)`);
+    if (staged.token !== token)
+      throw new ProtocolRefusal(
+        'IDENTITY_MISMATCH',
+        `environment: restore token ${token} is not the staged one (the staged restore is kept)`,
+      );
     if (staged.scope.epoch !== scope.epoch || staged.scope.step !== scope.step) {
-      throw new ProtocolRefusal('IDENTITY_MISMATCH', `environment: scope ${scope.epoch}/${scope.step} differs from the staged ${staged.scope.epoch}/${staged.scope.step}`);
+      throw new ProtocolRefusal(
+        'IDENTITY_MISMATCH',
+        `environment: scope ${scope.epoch}/${scope.step} differs from the staged ${staged.scope.epoch}/${staged.scope.step}`,
+      );
     }
     const id = staged.identity;
-    const observations = callModel(id.strict, `environment ${id.environmentId}`, 'observe', 'none', () => id.model.observe(staged.timeline.state));
+    const observations = callModel(id.strict, `environment ${id.environmentId}`, 'observe', 'none', () =>
+      id.model.observe(staged.timeline.state),
+    );
     const old = this.env;
-    this.env = { ...id, ...staged.timeline, failed: false, initDigest: old?.initDigest ?? '', initResult: old?.initResult ?? {} };
+    this.env = {
+      ...id,
+      ...staged.timeline,
+      failed: false,
+      initDigest: old?.initDigest ?? '',
+      initResult: old?.initResult ?? {},
+    };
     this.staged = undefined;
     this.usedTokens.add(token);
     this.cache.evictAgent(null);
     this.ctx.progress(req.requestId);
-    return { result: { checkpointId: staged.checkpointId, agentId: null, committedStep: scope.step, observation: { observations: byAgentId(observations) } } };
+    return {
+      result: {
+        checkpointId: staged.checkpointId,
+        agentId: null,
+        committedStep: scope.step,
+        observation: { observations: byAgentId(observations) },
+      },
+    };
   }
 }

@@ -6,7 +6,13 @@ import { type JsonObject, type Mutation, ProtocolRefusal } from '../core/protoco
 import { type ResolvableModel, type ResolvedParams, resolveModelParams } from '../core/models/params.js';
 import { runGuarded } from './strict.js';
 
-export function callModel<T>(strict: boolean, participant: string, callback: string, mutation: Mutation, fn: () => T): T {
+export function callModel<T>(
+  strict: boolean,
+  participant: string,
+  callback: string,
+  mutation: Mutation,
+  fn: () => T,
+): T {
   try {
     return runGuarded(strict, participant, callback, fn);
   } catch (e) {

@@ -15,20 +15,26 @@ export interface PayloadFile {
 
 /** Refusal texts, word for word the Rust worker's (crates-bridge/worker/src/payload_file.rs). */
 export const PAYLOAD_FILE_REFUSALS = {
-  noStore: 'params.payload.file: this worker was started without --store-dir and reads no payload files (send the payload as an attachment)',
+  noStore:
+    'params.payload.file: this worker was started without --store-dir and reads no payload files (send the payload as an attachment)',
   outside: "params.payload.file.path is not a regular file inside this worker's store directory",
   pastEnd: 'params.payload.file: offset + byteLength run past the end of the payload file',
   unreadable: 'params.payload.file: the payload file cannot be read',
 } as const;
 
-const refuse = (code: 'UNSUPPORTED' | 'INVALID_ARGUMENT' | 'BUFFER_INVALID', message: string): ProtocolRefusal => new ProtocolRefusal(code, message);
+const refuse = (code: 'UNSUPPORTED' | 'INVALID_ARGUMENT' | 'BUFFER_INVALID', message: string): ProtocolRefusal =>
+  new ProtocolRefusal(code, message);
 
 /**
  * The `byteLength` bytes at `offset` of `file.path`, which must resolve (symlinks and `..`
  * followed) to a regular file under `storeDir`. The range is checked against the opened file's
  * size before anything is allocated.
  */
-export async function readStoreRange(storeDir: string | undefined, file: PayloadFile, byteLength: bigint): Promise<Buffer> {
+export async function readStoreRange(
+  storeDir: string | undefined,
+  file: PayloadFile,
+  byteLength: bigint,
+): Promise<Buffer> {
   if (storeDir === undefined) throw refuse('UNSUPPORTED', PAYLOAD_FILE_REFUSALS.noStore);
   const fh = await openInsideStore(storeDir, file.path);
   try {
@@ -77,9 +83,13 @@ async function readExactly(fh: FileHandle, offset: number, length: number): Prom
   }
   let at = 0;
   while (at < length) {
-    const got = await fh.read(out, at, length - at, offset + at).then((r) => r.bytesRead, () => -1);
+    const got = await fh.read(out, at, length - at, offset + at).then(
+      (r) => r.bytesRead,
+      () => -1,
+    );
     // 0: the file shrank after its size was checked; -1: a read error. Neither names a size.
-    if (got <= 0) throw refuse('BUFFER_INVALID', got === 0 ? PAYLOAD_FILE_REFUSALS.pastEnd : PAYLOAD_FILE_REFUSALS.unreadable);
+    if (got <= 0)
+      throw refuse('BUFFER_INVALID', got === 0 ? PAYLOAD_FILE_REFUSALS.pastEnd : PAYLOAD_FILE_REFUSALS.unreadable);
     at += got;
   }
   return out;

@@ -6,7 +6,14 @@ import { fstatSync, statSync } from 'node:fs';
 import { isAbsolute } from 'node:path';
 import { DetsimError } from '../core/formats/errors.js';
 import { isId } from '../core/formats/scalars.js';
-import { DEFAULT_MAX_MESSAGE_BYTES, type Role, type SessionConnection, type StartedServer, parseListenAddress, startWorkerServer } from '../core/protocol/index.js';
+import {
+  DEFAULT_MAX_MESSAGE_BYTES,
+  type Role,
+  type SessionConnection,
+  type StartedServer,
+  parseListenAddress,
+  startWorkerServer,
+} from '../core/protocol/index.js';
 import { modulePathOf } from './models/registry.js';
 import { type StreamState, WorkerRuntime } from './runtime.js';
 import { startParentWatchdog } from './parent-watchdog.js';
@@ -44,20 +51,48 @@ export interface RawWorkerOptions {
 
 /** Validate CLI options; a refusal names the flag. */
 export function readWorkerOptions(raw: RawWorkerOptions): WorkerProcessOptions {
-  if (typeof raw.listen !== 'string') throw new DetsimError('struct_missing_field', '--listen unix:/abs/path|host:port is required', '--listen');
+  if (typeof raw.listen !== 'string')
+    throw new DetsimError('struct_missing_field', '--listen unix:/abs/path|host:port is required', '--listen');
   parseListenAddress(raw.listen, '--listen');
-  if (raw.role !== 'agent' && raw.role !== 'environment') throw new DetsimError('struct_invalid_field', `--role must be agent or environment, not ${JSON.stringify(raw.role ?? null)}`, '--role');
-  if (!isId(raw.workerId)) throw new DetsimError('struct_invalid_id', `--worker-id ${JSON.stringify(raw.workerId ?? null)} is not an Id`, '--worker-id');
-  if (raw.session !== undefined && !isId(raw.session)) throw new DetsimError('struct_invalid_id', `--session ${JSON.stringify(raw.session)} is not an Id`, '--session');
+  if (raw.role !== 'agent' && raw.role !== 'environment')
+    throw new DetsimError(
+      'struct_invalid_field',
+      `--role must be agent or environment, not ${JSON.stringify(raw.role ?? null)}`,
+      '--role',
+    );
+  if (!isId(raw.workerId))
+    throw new DetsimError(
+      'struct_invalid_id',
+      `--worker-id ${JSON.stringify(raw.workerId ?? null)} is not an Id`,
+      '--worker-id',
+    );
+  if (raw.session !== undefined && !isId(raw.session))
+    throw new DetsimError('struct_invalid_id', `--session ${JSON.stringify(raw.session)} is not an Id`, '--session');
   let maxMessageBytes = DEFAULT_MAX_MESSAGE_BYTES;
   if (raw.maxMessageBytes !== undefined) {
     maxMessageBytes = Number(raw.maxMessageBytes);
-    if (!Number.isInteger(maxMessageBytes) || maxMessageBytes < 2 * 1024 * 1024 || maxMessageBytes > 1024 * 1024 * 1024) {
-      throw new DetsimError('struct_invalid_field', '--max-message-bytes must be an integer from 2 MiB to 1 GiB (chunks are 1 MiB)', '--max-message-bytes');
+    if (
+      !Number.isInteger(maxMessageBytes) ||
+      maxMessageBytes < 2 * 1024 * 1024 ||
+      maxMessageBytes > 1024 * 1024 * 1024
+    ) {
+      throw new DetsimError(
+        'struct_invalid_field',
+        '--max-message-bytes must be an integer from 2 MiB to 1 GiB (chunks are 1 MiB)',
+        '--max-message-bytes',
+      );
     }
   }
   const models = readModelFlags(raw.models);
-  const out: WorkerProcessOptions = { listen: raw.listen, role: raw.role, workerId: raw.workerId, strict: raw.strict === true, models, maxMessageBytes, parentWatch: raw.parentWatch !== false };
+  const out: WorkerProcessOptions = {
+    listen: raw.listen,
+    role: raw.role,
+    workerId: raw.workerId,
+    strict: raw.strict === true,
+    models,
+    maxMessageBytes,
+    parentWatch: raw.parentWatch !== false,
+  };
   if (typeof raw.session === 'string') out.sessionId = raw.session;
   if (raw.storeDir !== undefined) out.storeDir = readStoreDir(raw.storeDir);
   return out;
@@ -66,28 +101,51 @@ export function readWorkerOptions(raw: RawWorkerOptions): WorkerProcessOptions {
 /** `--model <path>` values: each an existing file, kept as an absolute path (relative to the working directory). */
 function readModelFlags(raw: unknown): string[] {
   if (raw === undefined) return [];
-  if (!Array.isArray(raw) || !raw.every((m) => typeof m === 'string' && m !== '')) throw new DetsimError('struct_invalid_field', '--model takes a model module path', '--model');
-  return [...new Set(raw.map((spec: string) => {
-    const path = modulePathOf(spec);
-    let isFile = false;
-    try {
-      isFile = statSync(path).isFile();
-    } catch {
-      isFile = false;
-    }
-    if (!isFile) throw new DetsimError('struct_unknown_model', `--model ${JSON.stringify(spec)}: no such model module file (${path})`, '--model');
-    return path;
-  }))].sort();
+  if (!Array.isArray(raw) || !raw.every((m) => typeof m === 'string' && m !== ''))
+    throw new DetsimError('struct_invalid_field', '--model takes a model module path', '--model');
+  return [
+    ...new Set(
+      raw.map((spec: string) => {
+        const path = modulePathOf(spec);
+        let isFile = false;
+        try {
+          isFile = statSync(path).isFile();
+        } catch {
+          isFile = false;
+        }
+        if (!isFile)
+          throw new DetsimError(
+            'struct_unknown_model',
+            `--model ${JSON.stringify(spec)}: no such model module file (${path})`,
+            '--model',
+          );
+        return path;
+      }),
+    ),
+  ].sort();
 }
 
 function readStoreDir(value: unknown): string {
-  if (typeof value !== 'string' || !isAbsolute(value)) throw new DetsimError('struct_invalid_field', `--store-dir ${JSON.stringify(value)} is not an absolute path`, '--store-dir');
+  if (typeof value !== 'string' || !isAbsolute(value))
+    throw new DetsimError(
+      'struct_invalid_field',
+      `--store-dir ${JSON.stringify(value)} is not an absolute path`,
+      '--store-dir',
+    );
   return value;
 }
 
 /** Run until shutdown; resolves once the server is listening and the ready line is printed. */
-export async function runWorkerProcess(options: WorkerProcessOptions): Promise<{ server: StartedServer; runtime: WorkerRuntime }> {
-  const runtimeOptions: ConstructorParameters<typeof WorkerRuntime>[0] = { role: options.role, workerId: options.workerId, strict: options.strict ?? false, models: options.models ?? [], maxMessageBytes: options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES };
+export async function runWorkerProcess(
+  options: WorkerProcessOptions,
+): Promise<{ server: StartedServer; runtime: WorkerRuntime }> {
+  const runtimeOptions: ConstructorParameters<typeof WorkerRuntime>[0] = {
+    role: options.role,
+    workerId: options.workerId,
+    strict: options.strict ?? false,
+    models: options.models ?? [],
+    maxMessageBytes: options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES,
+  };
   if (options.sessionId) runtimeOptions.sessionId = options.sessionId;
   if (options.storeDir) runtimeOptions.storeDir = options.storeDir;
   const runtime = new WorkerRuntime(runtimeOptions);
@@ -113,13 +171,15 @@ export async function runWorkerProcess(options: WorkerProcessOptions): Promise<{
     {
       onMessage(message, connection) {
         // One request at a time, replies in request order (the protocol's correlation rule).
-        chain = chain.then(async () => {
-          const out = await runtime.handle(message.body, message.attachment, streamOf(connection));
-          await connection.send(out.body, out.attachment);
-          if (out.stop) setImmediate(() => exit(0));
-        }).catch((e: unknown) => {
-          process.stderr.write(`detsim worker ${options.workerId}: reply failed: ${(e as Error).message}\n`);
-        });
+        chain = chain
+          .then(async () => {
+            const out = await runtime.handle(message.body, message.attachment, streamOf(connection));
+            await connection.send(out.body, out.attachment);
+            if (out.stop) setImmediate(() => exit(0));
+          })
+          .catch((e: unknown) => {
+            process.stderr.write(`detsim worker ${options.workerId}: reply failed: ${(e as Error).message}\n`);
+          });
       },
       onProtocolError(why) {
         process.stderr.write(`detsim worker ${options.workerId}: framing error, stream ended: ${why}\n`);

@@ -8,8 +8,21 @@ import { canonicalBytes, canonicalDigest } from '../core/formats/canonical-json.
 import { DetsimError } from '../core/formats/errors.js';
 import { readDigest, readId, readRequestId, refuseUnknownFields } from '../core/formats/scalars.js';
 import {
-  CAPABILITIES, CONTRACT_DIGEST, DEFAULT_MAX_MESSAGE_BYTES, type ErrorBody, METHODS, type Method, PROTOCOL_MAJOR, PROTOCOL_MINOR,
-  ProtocolRefusal, type Request, type ResultOf, type Role, decodeBody, isMethod, readRequest,
+  CAPABILITIES,
+  CONTRACT_DIGEST,
+  DEFAULT_MAX_MESSAGE_BYTES,
+  type ErrorBody,
+  METHODS,
+  type Method,
+  PROTOCOL_MAJOR,
+  PROTOCOL_MINOR,
+  ProtocolRefusal,
+  type Request,
+  type ResultOf,
+  type Role,
+  decodeBody,
+  isMethod,
+  readRequest,
 } from '../core/protocol/index.js';
 import { AgentHost } from './agent-host.js';
 import { EnvironmentHost } from './environment-host.js';
@@ -59,11 +72,21 @@ export type Handlers = { readonly [M in Method]: Handler<M> };
 
 /** Served even to a stopping worker (once the stream said Hello). */
 const ALWAYS_SERVED = new Set<string>([METHODS.status, METHODS.shutdown, METHODS.acknowledge]);
-const LIFECYCLE = new Set<string>([METHODS.agentInitialize, METHODS.environmentInitialize, METHODS.capture, METHODS.stageRestore, METHODS.activateRestore]);
+const LIFECYCLE = new Set<string>([
+  METHODS.agentInitialize,
+  METHODS.environmentInitialize,
+  METHODS.capture,
+  METHODS.stageRestore,
+  METHODS.activateRestore,
+]);
 export const MAX_AGENTS_PER_WORKER = 64;
 export const RUNTIME_NAME = `detsim-ts/${process.version}`;
 /** Identifies this implementation of the contract (not the build bytes: there is no build step to hash). */
-export const BUILD_DIGEST = canonicalDigest({ implementation: 'detsim-ts-worker', version: '0.1.0', contractDigest: CONTRACT_DIGEST });
+export const BUILD_DIGEST = canonicalDigest({
+  implementation: 'detsim-ts-worker',
+  version: '0.1.0',
+  contractDigest: CONTRACT_DIGEST,
+});
 
 export class WorkerRuntime implements HostContext {
   readonly workerId: string;
@@ -118,7 +141,8 @@ export class WorkerRuntime implements HostContext {
       [METHODS.environmentInitialize]: (req) => environment(req).initialize(req),
       [METHODS.environmentAdvance]: (req) => environment(req).advance(req),
       [METHODS.capture]: (req) => (a ? a.capture(req) : env!.capture(req)),
-      [METHODS.stageRestore]: (req, attachment) => (a ? a.stageRestore(req, attachment) : env!.stageRestore(req, attachment)),
+      [METHODS.stageRestore]: (req, attachment) =>
+        a ? a.stageRestore(req, attachment) : env!.stageRestore(req, attachment),
       [METHODS.activateRestore]: (req) => (a ? a.activateRestore(req) : env!.activateRestore(req)),
     };
   }
@@ -138,7 +162,13 @@ export class WorkerRuntime implements HostContext {
     try {
       req = readRequest(decodeBody(body));
     } catch (e) {
-      return { body: this.errorEnvelope(salvageRequestId(body), null, { code: 'INVALID_ARGUMENT', message: `malformed request: ${(e as Error).message}`, mutation: 'none' }) };
+      return {
+        body: this.errorEnvelope(salvageRequestId(body), null, {
+          code: 'INVALID_ARGUMENT',
+          message: `malformed request: ${(e as Error).message}`,
+          mutation: 'none',
+        }),
+      };
     }
     try {
       const reply = await this.dispatch(req, attachment, stream);
@@ -168,14 +198,26 @@ export class WorkerRuntime implements HostContext {
     const digest = canonicalDigest({ method: req.method, scope: req.scope, params: req.params });
     const cached = this.lifecycle.get(req.requestId);
     if (cached) {
-      if (cached.digest !== digest) throw new ProtocolRefusal('CONFLICT', `${req.requestId} was already used for a different ${req.method} request`);
+      if (cached.digest !== digest)
+        throw new ProtocolRefusal(
+          'CONFLICT',
+          `${req.requestId} was already used for a different ${req.method} request`,
+        );
       return cached.attachment ? { result: cached.result, attachment: cached.attachment } : { result: cached.result };
     }
     if (this.lifecycle.full) {
-      throw new ProtocolRefusal('BUSY', `${LifecycleCache.LIMIT} lifecycle replies await Worker.Acknowledge; acknowledge them first`);
+      throw new ProtocolRefusal(
+        'BUSY',
+        `${LifecycleCache.LIMIT} lifecycle replies await Worker.Acknowledge; acknowledge them first`,
+      );
     }
     const reply = await this.route(req, attachment);
-    this.lifecycle.put(req.requestId, reply.attachment ? { digest, result: reply.result, attachment: reply.attachment } : { digest, result: reply.result });
+    this.lifecycle.put(
+      req.requestId,
+      reply.attachment
+        ? { digest, result: reply.result, attachment: reply.attachment }
+        : { digest, result: reply.result },
+    );
     return reply;
   }
 
@@ -202,19 +244,30 @@ export class WorkerRuntime implements HostContext {
       throw new ProtocolRefusal('INVALID_ARGUMENT', 'params.supportedMajors must be a list of integers');
     }
     if (contractDigest !== CONTRACT_DIGEST) {
-      throw new ProtocolRefusal('IDENTITY_MISMATCH', `contractDigest: the caller has ${contractDigest}, this worker speaks ${CONTRACT_DIGEST}`);
+      throw new ProtocolRefusal(
+        'IDENTITY_MISMATCH',
+        `contractDigest: the caller has ${contractDigest}, this worker speaks ${CONTRACT_DIGEST}`,
+      );
     }
     // Identity refusals say which check failed, never this worker's own id or bound session.
     if (expectedWorkerId !== this.workerId) {
       throw new ProtocolRefusal('IDENTITY_MISMATCH', 'workerId: params.expectedWorkerId does not name this worker');
     }
-    if (p.role !== 'agent' && p.role !== 'environment') throw new ProtocolRefusal('UNSUPPORTED', `role: ${JSON.stringify(p.role)} is not a worker role`);
-    if (p.role !== this.role) throw new ProtocolRefusal('UNSUPPORTED', `role: the caller asks for ${p.role}, this worker runs as ${this.role}`);
+    if (p.role !== 'agent' && p.role !== 'environment')
+      throw new ProtocolRefusal('UNSUPPORTED', `role: ${JSON.stringify(p.role)} is not a worker role`);
+    if (p.role !== this.role)
+      throw new ProtocolRefusal('UNSUPPORTED', `role: the caller asks for ${p.role}, this worker runs as ${this.role}`);
     if (!p.supportedMajors.includes(PROTOCOL_MAJOR)) {
-      throw new ProtocolRefusal('UNSUPPORTED', `supportedMajors: ${JSON.stringify(p.supportedMajors)} does not include ${PROTOCOL_MAJOR}`);
+      throw new ProtocolRefusal(
+        'UNSUPPORTED',
+        `supportedMajors: ${JSON.stringify(p.supportedMajors)} does not include ${PROTOCOL_MAJOR}`,
+      );
     }
     if (this.boundSession !== undefined && this.boundSession !== sessionId) {
-      throw new ProtocolRefusal('IDENTITY_MISMATCH', 'sessionId: params.sessionId is not the session this worker is bound to');
+      throw new ProtocolRefusal(
+        'IDENTITY_MISMATCH',
+        'sessionId: params.sessionId is not the session this worker is bound to',
+      );
     }
     this.boundSession = sessionId;
     return {
@@ -227,8 +280,16 @@ export class WorkerRuntime implements HostContext {
         runtime: RUNTIME_NAME,
         buildDigest: BUILD_DIGEST,
         contractDigest: CONTRACT_DIGEST,
-        capabilities: [this.role === 'agent' ? CAPABILITIES.agentStep : CAPABILITIES.worldStep, CAPABILITIES.checkpoint, CAPABILITIES.payloadFile].sort(),
-        limits: { maxAgents: this.role === 'agent' ? MAX_AGENTS_PER_WORKER : 0, maxMessageBytes: this.maxMessageBytes, workerThreads: 1 },
+        capabilities: [
+          this.role === 'agent' ? CAPABILITIES.agentStep : CAPABILITIES.worldStep,
+          CAPABILITIES.checkpoint,
+          CAPABILITIES.payloadFile,
+        ].sort(),
+        limits: {
+          maxAgents: this.role === 'agent' ? MAX_AGENTS_PER_WORKER : 0,
+          maxMessageBytes: this.maxMessageBytes,
+          workerThreads: 1,
+        },
       },
     };
   }
@@ -242,7 +303,10 @@ export class WorkerRuntime implements HostContext {
     const host = this.agents ?? this.environment!;
     const epoch = host.currentEpoch;
     const boundary = host.boundary;
-    const currentScope = this.boundSession && epoch !== undefined && boundary !== undefined ? { sessionId: this.boundSession, epoch, step: boundary.toString() } : null;
+    const currentScope =
+      this.boundSession && epoch !== undefined && boundary !== undefined
+        ? { sessionId: this.boundSession, epoch, step: boundary.toString() }
+        : null;
     return {
       result: {
         state: this.stopping ? 'stopping' : host.state,
@@ -257,7 +321,8 @@ export class WorkerRuntime implements HostContext {
     const ids = req.params.requestIds;
     try {
       refuseUnknownFields(req.params, ['requestIds'], 'params');
-      if (!Array.isArray(ids) || ids.length < 1 || ids.length > 16) throw new ProtocolRefusal('INVALID_ARGUMENT', 'params.requestIds must hold 1..16 request ids');
+      if (!Array.isArray(ids) || ids.length < 1 || ids.length > 16)
+        throw new ProtocolRefusal('INVALID_ARGUMENT', 'params.requestIds must hold 1..16 request ids');
       ids.forEach((id, i) => readRequestId(id, `params.requestIds[${i}]`));
     } catch (e) {
       throw asInvalid(e);
@@ -293,11 +358,25 @@ export class WorkerRuntime implements HostContext {
 
   // Keys in RFC 8785 order: with a result built the same way, canonicalBytes takes its fast path.
   private resultEnvelope(req: Request, result: object): Buffer {
-    return canonicalBytes({ incarnationId: this.incarnationId, requestId: req.requestId, result, scope: req.scope, type: 'result', workerId: this.workerId });
+    return canonicalBytes({
+      incarnationId: this.incarnationId,
+      requestId: req.requestId,
+      result,
+      scope: req.scope,
+      type: 'result',
+      workerId: this.workerId,
+    });
   }
 
   private errorEnvelope(requestId: string, scope: Request['scope'], error: ErrorBody): Buffer {
-    return canonicalBytes({ type: 'error', requestId, workerId: this.workerId, incarnationId: this.incarnationId, scope, error });
+    return canonicalBytes({
+      type: 'error',
+      requestId,
+      workerId: this.workerId,
+      incarnationId: this.incarnationId,
+      scope,
+      error,
+    });
   }
 
   /** For the process: the message size limit in force. */
@@ -329,4 +408,3 @@ function salvageRequestId(body: Buffer): string {
   }
   return 'req-0';
 }
-

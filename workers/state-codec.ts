@@ -18,14 +18,18 @@ function sorted(value: unknown, path: string): unknown {
   if (value instanceof Uint8Array) return value;
   if (ArrayBuffer.isView(value)) {
     // Other typed arrays are encoded non-deterministically by msgpackr: refuse rather than guess.
-    throw new Error(`state ${path}: ${value.constructor.name} must be passed as a Uint8Array view (use f64Bytes / bytesOf)`);
+    throw new Error(
+      `state ${path}: ${value.constructor.name} must be passed as a Uint8Array view (use f64Bytes / bytesOf)`,
+    );
   }
   if (Array.isArray(value)) return value.map((v, i) => sorted(v, `${path}[${i}]`));
   if (typeof value === 'object') {
     const proto = Object.getPrototypeOf(value);
-    if (proto !== Object.prototype && proto !== null) throw new Error(`state ${path}: ${proto?.constructor?.name ?? 'object'} is not plain data`);
+    if (proto !== Object.prototype && proto !== null)
+      throw new Error(`state ${path}: ${proto?.constructor?.name ?? 'object'} is not plain data`);
     const m = new Map<string, unknown>();
-    for (const key of Object.keys(value).sort()) m.set(key, sorted((value as Record<string, unknown>)[key], `${path}.${key}`));
+    for (const key of Object.keys(value).sort())
+      m.set(key, sorted((value as Record<string, unknown>)[key], `${path}.${key}`));
     return m;
   }
   throw new Error(`state ${path}: ${typeof value} cannot be captured`);

@@ -7,8 +7,14 @@ const realRandom = Math.random;
 
 /** Thrown inside a model callback under strict mode when it calls Math.random, Date.now or new Date(). */
 export class StrictModeViolation extends Error {
-  constructor(readonly participant: string, readonly callName: string, readonly callback: string) {
-    super(`strict mode: ${participant} called ${callName} inside ${callback} (nondeterministic; derive randomness from the seed and time from the step)`);
+  constructor(
+    readonly participant: string,
+    readonly callName: string,
+    readonly callback: string,
+  ) {
+    super(
+      `strict mode: ${participant} called ${callName} inside ${callback} (nondeterministic; derive randomness from the seed and time from the step)`,
+    );
     this.name = 'StrictModeViolation';
   }
 }

@@ -12,7 +12,12 @@ export class TickClock {
   /** Total ticks executed (brainTicks). */
   brainTicks: bigint;
 
-  constructor(readonly stepDuration: RationalNs, readonly tickDuration: RationalNs, remainder: RationalNs = RationalNs.ZERO, brainTicks = 0n) {
+  constructor(
+    readonly stepDuration: RationalNs,
+    readonly tickDuration: RationalNs,
+    remainder: RationalNs = RationalNs.ZERO,
+    brainTicks = 0n,
+  ) {
     const a = stepDuration.den;
     const b = tickDuration.den;
     const c = remainder.den;
@@ -20,7 +25,8 @@ export class TickClock {
     this.stepUnits = stepDuration.num * (this.den / a);
     this.tickUnits = tickDuration.num * (this.den / b);
     this.remUnits = remainder.num * (this.den / c);
-    if (this.remUnits >= this.tickUnits) throw new Error(`remainder ${remainder} is not below the tick ${tickDuration}`);
+    if (this.remUnits >= this.tickUnits)
+      throw new Error(`remainder ${remainder} is not below the tick ${tickDuration}`);
     this.brainTicks = brainTicks;
   }
 

@@ -34,10 +34,25 @@ function lockstepChart(s: SuiteReceipt, r: Receipt): string {
   const series: LineSeries[] = [];
   procs.forEach((p, i) => {
     const mine = rows.filter((x) => x.processes === p);
-    series.push({ name: `detsim, ${p} agent process${p > 1 ? 'es' : ''}`, points: mine.map((x) => [x.agents, x.agentStepsPerSec]), color: i });
-    series.push({ name: `raw grpc-js echo, ${p} process${p > 1 ? 'es' : ''}`, points: mine.map((x) => [x.agents, x.echoAgentStepsPerSec]), color: i, dashed: true });
+    series.push({
+      name: `detsim, ${p} agent process${p > 1 ? 'es' : ''}`,
+      points: mine.map((x) => [x.agents, x.agentStepsPerSec]),
+      color: i,
+    });
+    series.push({
+      name: `raw grpc-js echo, ${p} process${p > 1 ? 'es' : ''}`,
+      points: mine.map((x) => [x.agents, x.echoAgentStepsPerSec]),
+      color: i,
+      dashed: true,
+    });
   });
-  return lineChart({ title: 'lockstep: walker agent-steps/s against agents (dashed: raw echo limit, same messages)', subtitle: subtitle(r), xLabel: 'agents (N)', yLabel: 'agent-steps/s', series });
+  return lineChart({
+    title: 'lockstep: walker agent-steps/s against agents (dashed: raw echo limit, same messages)',
+    subtitle: subtitle(r),
+    xLabel: 'agents (N)',
+    yLabel: 'agent-steps/s',
+    series,
+  });
 }
 
 interface MemorySampleLike {
@@ -51,8 +66,11 @@ function soakChart(s: SuiteReceipt, r: Receipt): string {
   const samples = (s.details?.samples as MemorySampleLike[] | undefined) ?? [];
   const agents = Number(s.details?.agents ?? 1);
   const MiB = 1024 * 1024;
-  const pick = (f: (x: MemorySampleLike) => number): [number, number][] => samples.map((x) => [x.step * agents, f(x) / MiB]);
-  const verdicts = Object.entries((s.details?.verdicts as Record<string, string> | undefined) ?? {}).map(([k, v]) => `${k} ${v}`).join(', ');
+  const pick = (f: (x: MemorySampleLike) => number): [number, number][] =>
+    samples.map((x) => [x.step * agents, f(x) / MiB]);
+  const verdicts = Object.entries((s.details?.verdicts as Record<string, string> | undefined) ?? {})
+    .map(([k, v]) => `${k} ${v}`)
+    .join(', ');
   return lineChart({
     title: `soak: memory over the run (${verdicts || 'no verdict'})`,
     subtitle: subtitle(r),
@@ -71,7 +89,9 @@ function ratioChart(s: SuiteReceipt, r: Receipt): string {
   const rows = (s.figures as Figure[]).map((f) => ({
     label: f.name.length > 62 ? `${f.name.slice(0, 60)}…` : f.name,
     value: f.ratio,
-    text: f.limit ? `${f.ratio!.toFixed(2)}× (${num(f.value)} vs ${num(f.limit.value)} ${f.unit})` : `${num(f.value)} ${f.unit} (no limit)`,
+    text: f.limit
+      ? `${f.ratio!.toFixed(2)}× (${num(f.value)} vs ${num(f.limit.value)} ${f.unit})`
+      : `${num(f.value)} ${f.unit} (no limit)`,
   }));
   const skipped = typeof s.details?.skipped === 'string' ? ` — skipped: ${s.details.skipped}` : '';
   return barChart({
@@ -85,7 +105,10 @@ function ratioChart(s: SuiteReceipt, r: Receipt): string {
 }
 
 export function chartsFor(r: Receipt): Chart[] {
-  return r.suites.map((s) => ({ suite: s.name, svg: s.name === 'lockstep' ? lockstepChart(s, r) : s.name === 'soak' ? soakChart(s, r) : ratioChart(s, r) }));
+  return r.suites.map((s) => ({
+    suite: s.name,
+    svg: s.name === 'lockstep' ? lockstepChart(s, r) : s.name === 'soak' ? soakChart(s, r) : ratioChart(s, r),
+  }));
 }
 
 /** Write `<receipt name>.<suite>.svg` next to the receipt (or into `dir`); returns the paths. */

@@ -48,8 +48,16 @@ export function machineInfo(): Machine {
 
 export function gitInfo(cwd: string): Receipt['git'] {
   try {
-    const commit = execFileSync('git', ['rev-parse', 'HEAD'], { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
-    const status = execFileSync('git', ['status', '--porcelain', '--untracked-files=no'], { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
+    const commit = execFileSync('git', ['rev-parse', 'HEAD'], {
+      cwd,
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'ignore'],
+    }).trim();
+    const status = execFileSync('git', ['status', '--porcelain', '--untracked-files=no'], {
+      cwd,
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'ignore'],
+    });
     return { commit, dirty: status.trim() !== '' };
   } catch {
     return { commit: null, dirty: null };
@@ -82,7 +90,10 @@ function num(x: number): string {
 
 /** A markdown table: one row per figure, with its limit and the ratio. */
 export function table(suites: SuiteReceipt[]): string {
-  const rows = ['| suite | figure | value | ± | limit (same run) | limit value | ratio |', '| --- | --- | --: | --: | --- | --: | --: |'];
+  const rows = [
+    '| suite | figure | value | ± | limit (same run) | limit value | ratio |',
+    '| --- | --- | --: | --: | --- | --: | --: |',
+  ];
   for (const s of suites) {
     for (const f of s.figures as Figure[]) {
       const rme = f.rmePercent === undefined ? '' : `${f.rmePercent.toFixed(1)}%`;

@@ -54,5 +54,9 @@ export interface BenchSuite {
 /** A figure beside its limit; the ratio is computed here so every suite computes it the same way. */
 export function withLimit(f: Omit<Figure, 'limit' | 'ratio'>, limit: { name: string; value: number } | null): Figure {
   if (!limit) return { ...f, limit: null, ratio: null };
-  return { ...f, limit: { name: limit.name, value: limit.value, unit: f.unit }, ratio: limit.value > 0 ? f.value / limit.value : null };
+  return {
+    ...f,
+    limit: { name: limit.name, value: limit.value, unit: f.unit },
+    ratio: limit.value > 0 ? f.value / limit.value : null,
+  };
 }

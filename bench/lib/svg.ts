@@ -67,7 +67,11 @@ function header(width: number, height: number, title: string, subtitle?: string)
     `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}">`,
     `<rect width="${width}" height="${height}" fill="white"/>`,
     `<text x="${width / 2}" y="22" text-anchor="middle" font-size="15" font-weight="bold" ${FONT}>${esc(title)}</text>`,
-    ...(subtitle ? [`<text x="${width / 2}" y="40" text-anchor="middle" font-size="11" fill="#555" ${FONT}>${esc(subtitle)}</text>`] : []),
+    ...(subtitle
+      ? [
+          `<text x="${width / 2}" y="40" text-anchor="middle" font-size="11" fill="#555" ${FONT}>${esc(subtitle)}</text>`,
+        ]
+      : []),
   ];
 }
 
@@ -89,17 +93,27 @@ export function lineChart(c: LineChart): string {
     out.push(`<line x1="${m.left}" y1="${Y(t)}" x2="${m.left + pw}" y2="${Y(t)}" stroke="#e5e5e5"/>`);
     out.push(`<text x="${m.left - 6}" y="${Y(t) + 4}" text-anchor="end" font-size="11" ${FONT}>${fmt(t)}</text>`);
   }
-  for (const t of xt) out.push(`<text x="${X(t)}" y="${m.top + ph + 16}" text-anchor="middle" font-size="11" ${FONT}>${fmt(t)}</text>`);
+  for (const t of xt)
+    out.push(`<text x="${X(t)}" y="${m.top + ph + 16}" text-anchor="middle" font-size="11" ${FONT}>${fmt(t)}</text>`);
   out.push(`<line x1="${m.left}" y1="${m.top + ph}" x2="${m.left + pw}" y2="${m.top + ph}" stroke="black"/>`);
   out.push(`<line x1="${m.left}" y1="${m.top}" x2="${m.left}" y2="${m.top + ph}" stroke="black"/>`);
-  out.push(`<text x="${m.left + pw / 2}" y="${H - 14}" text-anchor="middle" font-size="12" ${FONT}>${esc(c.xLabel)}</text>`);
-  out.push(`<text transform="translate(18 ${m.top + ph / 2}) rotate(-90)" text-anchor="middle" font-size="12" ${FONT}>${esc(c.yLabel)}</text>`);
+  out.push(
+    `<text x="${m.left + pw / 2}" y="${H - 14}" text-anchor="middle" font-size="12" ${FONT}>${esc(c.xLabel)}</text>`,
+  );
+  out.push(
+    `<text transform="translate(18 ${m.top + ph / 2}) rotate(-90)" text-anchor="middle" font-size="12" ${FONT}>${esc(c.yLabel)}</text>`,
+  );
   c.series.forEach((s, i) => {
     const color = PALETTE[(s.color ?? i) % PALETTE.length]!;
     const dash = s.dashed ? ' stroke-dasharray="6 4"' : '';
     const pts = [...s.points].sort((a, b) => a[0] - b[0]);
-    out.push(`<polyline fill="none" stroke="${color}" stroke-width="2"${dash} points="${pts.map((p) => `${X(p[0]).toFixed(1)},${Y(p[1]).toFixed(1)}`).join(' ')}"/>`);
-    for (const p of pts) out.push(`<circle cx="${X(p[0]).toFixed(1)}" cy="${Y(p[1]).toFixed(1)}" r="3" fill="${s.dashed ? 'white' : color}" stroke="${color}"/>`);
+    out.push(
+      `<polyline fill="none" stroke="${color}" stroke-width="2"${dash} points="${pts.map((p) => `${X(p[0]).toFixed(1)},${Y(p[1]).toFixed(1)}`).join(' ')}"/>`,
+    );
+    for (const p of pts)
+      out.push(
+        `<circle cx="${X(p[0]).toFixed(1)}" cy="${Y(p[1]).toFixed(1)}" r="3" fill="${s.dashed ? 'white' : color}" stroke="${color}"/>`,
+      );
     const ly = m.top + 8 + i * 18;
     const lx = m.left + pw + 16;
     out.push(`<line x1="${lx}" y1="${ly}" x2="${lx + 24}" y2="${ly}" stroke="${color}" stroke-width="2"${dash}/>`);
@@ -121,23 +135,38 @@ export function barChart(c: BarChart): string {
   const xt = ticks(Math.max(c.reference?.value ?? 0, ...vals, 1e-9));
   const X = (x: number): number => m.left + (x / xt.at(-1)!) * pw;
   const out = header(W, H, c.title, c.subtitle);
-  out.push(`<rect x="${m.left}" y="50" width="14" height="10" fill="${PALETTE[0]}"/><text x="${m.left + 20}" y="59" font-size="11" ${FONT}>${esc(c.barLegend)}</text>`);
-  if (c.reference) out.push(`<line x1="${m.left + 350}" y1="55" x2="${m.left + 374}" y2="55" stroke="${PALETTE[1]}" stroke-width="2" stroke-dasharray="5 3"/><text x="${m.left + 380}" y="59" font-size="11" ${FONT}>${esc(c.reference.label)}</text>`);
+  out.push(
+    `<rect x="${m.left}" y="50" width="14" height="10" fill="${PALETTE[0]}"/><text x="${m.left + 20}" y="59" font-size="11" ${FONT}>${esc(c.barLegend)}</text>`,
+  );
+  if (c.reference)
+    out.push(
+      `<line x1="${m.left + 350}" y1="55" x2="${m.left + 374}" y2="55" stroke="${PALETTE[1]}" stroke-width="2" stroke-dasharray="5 3"/><text x="${m.left + 380}" y="59" font-size="11" ${FONT}>${esc(c.reference.label)}</text>`,
+    );
   for (const t of xt) {
     out.push(`<line x1="${X(t)}" y1="${m.top}" x2="${X(t)}" y2="${m.top + ph}" stroke="#e5e5e5"/>`);
     out.push(`<text x="${X(t)}" y="${m.top + ph + 16}" text-anchor="middle" font-size="11" ${FONT}>${fmt(t)}</text>`);
   }
   c.rows.forEach((r, i) => {
     const y = m.top + i * rowH;
-    out.push(`<text x="${m.left - 8}" y="${y + rowH / 2 + 4}" text-anchor="end" font-size="11" ${FONT}>${esc(r.label)}</text>`);
-    if (r.value !== null) out.push(`<rect x="${m.left}" y="${y + 5}" width="${Math.max(0.5, X(r.value) - m.left).toFixed(1)}" height="${rowH - 10}" fill="${PALETTE[0]}"/>`);
+    out.push(
+      `<text x="${m.left - 8}" y="${y + rowH / 2 + 4}" text-anchor="end" font-size="11" ${FONT}>${esc(r.label)}</text>`,
+    );
+    if (r.value !== null)
+      out.push(
+        `<rect x="${m.left}" y="${y + 5}" width="${Math.max(0.5, X(r.value) - m.left).toFixed(1)}" height="${rowH - 10}" fill="${PALETTE[0]}"/>`,
+      );
     const tx = r.value === null ? m.left + 4 : X(r.value) + 6;
     out.push(`<text x="${tx.toFixed(1)}" y="${y + rowH / 2 + 4}" font-size="11" ${FONT}>${esc(r.text)}</text>`);
   });
   out.push(`<line x1="${m.left}" y1="${m.top + ph}" x2="${m.left + pw}" y2="${m.top + ph}" stroke="black"/>`);
   out.push(`<line x1="${m.left}" y1="${m.top}" x2="${m.left}" y2="${m.top + ph}" stroke="black"/>`);
-  if (c.reference) out.push(`<line x1="${X(c.reference.value)}" y1="${m.top - 4}" x2="${X(c.reference.value)}" y2="${m.top + ph}" stroke="${PALETTE[1]}" stroke-width="2" stroke-dasharray="5 3"/>`);
-  out.push(`<text x="${m.left + pw / 2}" y="${H - 12}" text-anchor="middle" font-size="12" ${FONT}>${esc(c.xLabel)}</text>`);
+  if (c.reference)
+    out.push(
+      `<line x1="${X(c.reference.value)}" y1="${m.top - 4}" x2="${X(c.reference.value)}" y2="${m.top + ph}" stroke="${PALETTE[1]}" stroke-width="2" stroke-dasharray="5 3"/>`,
+    );
+  out.push(
+    `<text x="${m.left + pw / 2}" y="${H - 12}" text-anchor="middle" font-size="12" ${FONT}>${esc(c.xLabel)}</text>`,
+  );
   out.push('</svg>');
   return `${out.join('\n')}\n`;
 }

@@ -52,13 +52,22 @@ export function makeState(bytes: number, seed = 42): Uint8Array {
   return new Uint8Array(words.buffer);
 }
 
-interface FixturePayload { name: string; base64: string }
+interface FixturePayload {
+  name: string;
+  base64: string;
+}
 
 /** The reference fixture's manifest and small payloads, with the agent payload replaced by `state`. */
 function groupOf(state: Uint8Array): { manifest: Record<string, unknown>; payloads: EnvelopePayloadInput[] } {
-  const fixture = JSON.parse(readFileSync(FIXTURE, 'utf8')) as { manifest: Record<string, unknown>; payloads: FixturePayload[] };
+  const fixture = JSON.parse(readFileSync(FIXTURE, 'utf8')) as {
+    manifest: Record<string, unknown>;
+    payloads: FixturePayload[];
+  };
   const { payloads: _listed, ...manifest } = fixture.manifest;
-  const payloads = fixture.payloads.map((p) => ({ name: p.name, bytes: p.name === STATE_PAYLOAD ? state : Buffer.from(p.base64, 'base64') }));
+  const payloads = fixture.payloads.map((p) => ({
+    name: p.name,
+    bytes: p.name === STATE_PAYLOAD ? state : Buffer.from(p.base64, 'base64'),
+  }));
   return { manifest, payloads };
 }
 
@@ -77,7 +86,8 @@ async function restoreOnce(store: CheckpointStore, checkpointId: string, expecte
   const loaded = await store.load(checkpointId);
   const state = loaded.envelope.payloads.find((p) => p.name === STATE_PAYLOAD);
   const seconds = (performance.now() - start) / 1000;
-  if (!state || state.digest !== expected) throw new Error(`detsim restore: state payload digest ${state?.digest} != saved ${expected}`);
+  if (!state || state.digest !== expected)
+    throw new Error(`detsim restore: state payload digest ${state?.digest} != saved ${expected}`);
   return seconds;
 }
 
@@ -86,7 +96,11 @@ export const CHECKPOINT_METHOD =
   'store manifest temp+fsync+rename+directory fsync, rotation keep=1) of encodeEnvelopeParts output, timed with the encoding; ' +
   'restore = CheckpointStore.load (readFile, decodeEnvelope seven checks, envelope digest, record identity) + state digest check';
 
-export async function measureDetsimCheckpoint(opts: { stateBytes: number; dir: string; repeats: number }): Promise<DetsimCheckpointFigures> {
+export async function measureDetsimCheckpoint(opts: {
+  stateBytes: number;
+  dir: string;
+  repeats: number;
+}): Promise<DetsimCheckpointFigures> {
   const state = makeState(opts.stateBytes);
   const expected = createHash('sha256').update(state).digest('hex');
   const storeDir = join(opts.dir, 'detsim-store');

@@ -60,7 +60,11 @@ export function rateFromTrace(traceText: string, c: LockstepCase): { seconds: nu
 }
 
 /** One real run (launch, initialize, warm-up + measured steps, shutdown) in a scratch directory. */
-export async function measureDetsimLockstep(c: LockstepCase, scratch: string = tmpdir(), log: (line: string) => void = () => undefined): Promise<DetsimLockstepFigures> {
+export async function measureDetsimLockstep(
+  c: LockstepCase,
+  scratch: string = tmpdir(),
+  log: (line: string) => void = () => undefined,
+): Promise<DetsimLockstepFigures> {
   const plan = resolveConfig(walkerConfig(c, `peers-n${c.n}`));
   const outDir = mkdtempSync(join(scratch, 'peers-run-'));
   try {

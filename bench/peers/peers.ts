@@ -4,7 +4,12 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { measureDetsimCheckpoint, summarize, type DetsimCheckpointFigures, type TimingSummary } from './detsim-checkpoint.js';
+import {
+  measureDetsimCheckpoint,
+  summarize,
+  type DetsimCheckpointFigures,
+  type TimingSummary,
+} from './detsim-checkpoint.js';
 import { measureDetsimLockstep, type DetsimLockstepFigures, type LockstepCase } from './detsim-lockstep.js';
 import { preparePythonEnv, runPeerScript, type ModuleProbe, type PythonEnv } from './python-env.js';
 
@@ -55,9 +60,30 @@ export interface PeersReport {
   quick: boolean;
   /** 1/5/15-minute load averages before and after: the machine is shared, so say how busy it was. */
   loadAverage: { before: number[]; after: number[] };
-  python: { setup: PythonEnv['setup']; interpreter: string | null; notes: string[]; modules: Record<string, ModuleProbe> };
-  lockstep: { sizes: number[]; steps: number; warmupSteps: number; agentsPerWorker: number; width: number; height: number; food: number; rows: LockstepRow[] };
-  checkpoint: { stateBytes: number; repeats: number; dir: string; detsim: Figure<DetsimCheckpointFigures>; safetensors: Figure<SafetensorsFigures>; rows: CheckpointRow[] };
+  python: {
+    setup: PythonEnv['setup'];
+    interpreter: string | null;
+    notes: string[];
+    modules: Record<string, ModuleProbe>;
+  };
+  lockstep: {
+    sizes: number[];
+    steps: number;
+    warmupSteps: number;
+    agentsPerWorker: number;
+    width: number;
+    height: number;
+    food: number;
+    rows: LockstepRow[];
+  };
+  checkpoint: {
+    stateBytes: number;
+    repeats: number;
+    dir: string;
+    detsim: Figure<DetsimCheckpointFigures>;
+    safetensors: Figure<SafetensorsFigures>;
+    rows: CheckpointRow[];
+  };
   peers: PeerStatus[];
 }
 
@@ -69,7 +95,13 @@ export interface PeersSizes {
   repeats: number;
 }
 
-export const FULL_SIZES: PeersSizes = { sizes: [1, 4, 16], steps: 3000, warmupSteps: 200, stateBytes: 256 * 1024 * 1024, repeats: 5 };
+export const FULL_SIZES: PeersSizes = {
+  sizes: [1, 4, 16],
+  steps: 3000,
+  warmupSteps: 200,
+  stateBytes: 256 * 1024 * 1024,
+  repeats: 5,
+};
 export const QUICK_SIZES: PeersSizes = { sizes: [1], steps: 40, warmupSteps: 10, stateBytes: 1024 * 1024, repeats: 1 };
 /** The world both sides step: forage-v1 parameters (the Python peer mirrors its rules). */
 const TORUS = { width: 32, height: 32, food: 16 };
@@ -113,7 +145,20 @@ function ratioOf(a: number | null, b: number | null): number | null {
 }
 
 async function gymFigures(python: string, c: LockstepCase): Promise<GymFigures> {
-  const args = ['--n', String(c.n), '--steps', String(c.steps), '--warmup', String(c.warmupSteps), '--width', String(c.width), '--height', String(c.height), '--food', String(c.food)];
+  const args = [
+    '--n',
+    String(c.n),
+    '--steps',
+    String(c.steps),
+    '--warmup',
+    String(c.warmupSteps),
+    '--width',
+    String(c.width),
+    '--height',
+    String(c.height),
+    '--food',
+    String(c.food),
+  ];
   const r = await runPeerScript(python, 'gym_walk.py', args, 10 * 60_000);
   if (!r.ok) throw new Error(r.reason);
   const out = r.value as { versions: Record<string, string>; results: Omit<GymFigures, 'versions'>[] };
@@ -122,12 +167,29 @@ async function gymFigures(python: string, c: LockstepCase): Promise<GymFigures> 
   return { ...row, versions: out.versions };
 }
 
-async function safetensorsFigures(python: string, stateBytes: number, dir: string, repeats: number): Promise<SafetensorsFigures> {
-  const r = await runPeerScript(python, 'safetensors_io.py', ['--bytes', String(stateBytes), '--dir', dir, '--repeats', String(repeats)], 10 * 60_000);
+async function safetensorsFigures(
+  python: string,
+  stateBytes: number,
+  dir: string,
+  repeats: number,
+): Promise<SafetensorsFigures> {
+  const r = await runPeerScript(
+    python,
+    'safetensors_io.py',
+    ['--bytes', String(stateBytes), '--dir', dir, '--repeats', String(repeats)],
+    10 * 60_000,
+  );
   if (!r.ok) throw new Error(r.reason);
   const out = r.value as SafetensorsFigures;
-  if (!(out.save?.mbPerSec > 0) || !(out.loadVerify?.mbPerSec > 0)) throw new Error('safetensors_io.py reported no figure');
-  return { stateBytes: out.stateBytes, fileBytes: out.fileBytes, versions: out.versions, save: out.save, loadVerify: out.loadVerify };
+  if (!(out.save?.mbPerSec > 0) || !(out.loadVerify?.mbPerSec > 0))
+    throw new Error('safetensors_io.py reported no figure');
+  return {
+    stateBytes: out.stateBytes,
+    fileBytes: out.fileBytes,
+    versions: out.versions,
+    save: out.save,
+    loadVerify: out.loadVerify,
+  };
 }
 
 function merged(a: TimingSummary, b: TimingSummary, bytes: number): TimingSummary {
@@ -135,7 +197,10 @@ function merged(a: TimingSummary, b: TimingSummary, bytes: number): TimingSummar
 }
 
 /** One figure from repeated single runs: the first failure wins, otherwise the samples are pooled. */
-function mergeRuns<T>(runs: readonly Figure<T>[], join2: (a: T & { status: 'measured' }, b: T & { status: 'measured' }) => T & { status: 'measured' }): Figure<T> {
+function mergeRuns<T>(
+  runs: readonly Figure<T>[],
+  join2: (a: T & { status: 'measured' }, b: T & { status: 'measured' }) => T & { status: 'measured' },
+): Figure<T> {
   const failed = runs.find((r) => r.status === 'unavailable');
   if (failed) return failed;
   const ok = runs as (T & { status: 'measured' })[];
@@ -145,7 +210,9 @@ function mergeRuns<T>(runs: readonly Figure<T>[], join2: (a: T & { status: 'meas
 
 function peerStatus(peer: PeerStatus['peer'], figures: readonly Figure<unknown>[]): PeerStatus {
   const missing = figures.find((f) => f.status === 'unavailable') as { reason: string } | undefined;
-  return missing ? { peer, status: 'unavailable', reason: `peer unavailable: ${missing.reason}` } : { peer, status: 'measured' };
+  return missing
+    ? { peer, status: 'unavailable', reason: `peer unavailable: ${missing.reason}` }
+    : { peer, status: 'measured' };
 }
 
 /** Run the whole comparison. Each N runs detsim then its peer back to back, so both see the same machine. */
@@ -157,17 +224,35 @@ export async function runPeers(opts: PeersOptions): Promise<PeersReport> {
   const loadBefore = loadavg();
   const env = await preparePythonEnv({ quick: opts.quick, modules: ['gymnasium', 'numpy', 'safetensors'] });
   env.notes.forEach((n) => log(`peers: ${n}`));
-  const gymMissing = env.python === null ? env.notes.at(-1) ?? 'no Python environment' : unavailableReason(env.modules, ['gymnasium', 'numpy']);
-  const stMissing = env.python === null ? env.notes.at(-1) ?? 'no Python environment' : unavailableReason(env.modules, ['safetensors', 'numpy']);
+  const gymMissing =
+    env.python === null
+      ? (env.notes.at(-1) ?? 'no Python environment')
+      : unavailableReason(env.modules, ['gymnasium', 'numpy']);
+  const stMissing =
+    env.python === null
+      ? (env.notes.at(-1) ?? 'no Python environment')
+      : unavailableReason(env.modules, ['safetensors', 'numpy']);
 
   const rows: LockstepRow[] = [];
   for (const n of sizes.sizes) {
-    const c: LockstepCase = { n, steps: sizes.steps, warmupSteps: sizes.warmupSteps, agentsPerWorker: AGENTS_PER_WORKER, ...TORUS };
+    const c: LockstepCase = {
+      n,
+      steps: sizes.steps,
+      warmupSteps: sizes.warmupSteps,
+      agentsPerWorker: AGENTS_PER_WORKER,
+      ...TORUS,
+    };
     log(`peers: lockstep N=${n}: detsim walker/forage`);
     const detsim = await attempt(() => detsimLockstep(c));
     log(`peers: lockstep N=${n}: gymnasium AsyncVectorEnv`);
-    const gymnasium: Figure<GymFigures> = gymMissing !== null ? { status: 'unavailable', reason: gymMissing } : await attempt(() => gymFigures(env.python!, c));
-    const ratio = ratioOf(detsim.status === 'measured' ? detsim.agentStepsPerSec : null, gymnasium.status === 'measured' ? gymnasium.envStepsPerSec : null);
+    const gymnasium: Figure<GymFigures> =
+      gymMissing !== null
+        ? { status: 'unavailable', reason: gymMissing }
+        : await attempt(() => gymFigures(env.python!, c));
+    const ratio = ratioOf(
+      detsim.status === 'measured' ? detsim.agentStepsPerSec : null,
+      gymnasium.status === 'measured' ? gymnasium.envStepsPerSec : null,
+    );
     rows.push({ n, detsim, gymnasium, ratio });
   }
 
@@ -178,29 +263,75 @@ export async function runPeers(opts: PeersOptions): Promise<PeersReport> {
   const stRuns: Figure<SafetensorsFigures>[] = [];
   try {
     for (let rep = 1; rep <= sizes.repeats; rep++) {
-      log(`peers: checkpoint ${sizes.stateBytes} bytes, repeat ${rep}/${sizes.repeats}: detsim durable commit + restore`);
+      log(
+        `peers: checkpoint ${sizes.stateBytes} bytes, repeat ${rep}/${sizes.repeats}: detsim durable commit + restore`,
+      );
       detsimRuns.push(await attempt(() => measureDetsimCheckpoint({ stateBytes: sizes.stateBytes, dir, repeats: 1 })));
-      log(`peers: checkpoint ${sizes.stateBytes} bytes, repeat ${rep}/${sizes.repeats}: safetensors save_file + fsync, load_file + SHA-256`);
-      stRuns.push(stMissing !== null ? { status: 'unavailable', reason: stMissing } : await attempt(() => safetensorsFigures(env.python!, sizes.stateBytes, dir, 1)));
+      log(
+        `peers: checkpoint ${sizes.stateBytes} bytes, repeat ${rep}/${sizes.repeats}: safetensors save_file + fsync, load_file + SHA-256`,
+      );
+      stRuns.push(
+        stMissing !== null
+          ? { status: 'unavailable', reason: stMissing }
+          : await attempt(() => safetensorsFigures(env.python!, sizes.stateBytes, dir, 1)),
+      );
     }
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
-  const detsimCk = mergeRuns(detsimRuns, (a, b) => ({ ...a, save: merged(a.save, b.save, sizes.stateBytes), restoreVerify: merged(a.restoreVerify, b.restoreVerify, sizes.stateBytes) }));
-  const stCk = mergeRuns(stRuns, (a, b) => ({ ...a, save: merged(a.save, b.save, sizes.stateBytes), loadVerify: merged(a.loadVerify, b.loadVerify, sizes.stateBytes) }));
+  const detsimCk = mergeRuns(detsimRuns, (a, b) => ({
+    ...a,
+    save: merged(a.save, b.save, sizes.stateBytes),
+    restoreVerify: merged(a.restoreVerify, b.restoreVerify, sizes.stateBytes),
+  }));
+  const stCk = mergeRuns(stRuns, (a, b) => ({
+    ...a,
+    save: merged(a.save, b.save, sizes.stateBytes),
+    loadVerify: merged(a.loadVerify, b.loadVerify, sizes.stateBytes),
+  }));
   const d = detsimCk.status === 'measured' ? detsimCk : null;
   const s = stCk.status === 'measured' ? stCk : null;
   const ckRows: CheckpointRow[] = [
-    { operation: 'save+fsync', detsimMBps: d?.save.mbPerSec ?? null, safetensorsMBps: s?.save.mbPerSec ?? null, ratio: null },
-    { operation: 'load+verify', detsimMBps: d?.restoreVerify.mbPerSec ?? null, safetensorsMBps: s?.loadVerify.mbPerSec ?? null, ratio: null },
+    {
+      operation: 'save+fsync',
+      detsimMBps: d?.save.mbPerSec ?? null,
+      safetensorsMBps: s?.save.mbPerSec ?? null,
+      ratio: null,
+    },
+    {
+      operation: 'load+verify',
+      detsimMBps: d?.restoreVerify.mbPerSec ?? null,
+      safetensorsMBps: s?.loadVerify.mbPerSec ?? null,
+      ratio: null,
+    },
   ].map((r) => ({ ...r, ratio: ratioOf(r.detsimMBps, r.safetensorsMBps) }) as CheckpointRow);
 
   return {
     quick: opts.quick,
     loadAverage: { before: loadBefore, after: loadavg() },
     python: { setup: env.setup, interpreter: env.python, notes: env.notes, modules: env.modules },
-    lockstep: { sizes: sizes.sizes, steps: sizes.steps, warmupSteps: sizes.warmupSteps, agentsPerWorker: AGENTS_PER_WORKER, ...TORUS, rows },
-    checkpoint: { stateBytes: sizes.stateBytes, repeats: sizes.repeats, dir, detsim: detsimCk, safetensors: stCk, rows: ckRows },
-    peers: [peerStatus('gymnasium', rows.map((r) => r.gymnasium)), peerStatus('safetensors', [stCk])],
+    lockstep: {
+      sizes: sizes.sizes,
+      steps: sizes.steps,
+      warmupSteps: sizes.warmupSteps,
+      agentsPerWorker: AGENTS_PER_WORKER,
+      ...TORUS,
+      rows,
+    },
+    checkpoint: {
+      stateBytes: sizes.stateBytes,
+      repeats: sizes.repeats,
+      dir,
+      detsim: detsimCk,
+      safetensors: stCk,
+      rows: ckRows,
+    },
+    peers: [
+      peerStatus(
+        'gymnasium',
+        rows.map((r) => r.gymnasium),
+      ),
+      peerStatus('safetensors', [stCk]),
+    ],
   };
 }

@@ -8,7 +8,9 @@ import { fileURLToPath } from 'node:url';
 
 export const PEERS_DIR = dirname(fileURLToPath(import.meta.url));
 /** bench/.venv; DETSIM_PEERS_VENV points elsewhere (the tests use it to stand for a machine without the peers). */
-export const VENV_DIR = process.env.DETSIM_PEERS_VENV ? resolve(process.env.DETSIM_PEERS_VENV) : resolve(PEERS_DIR, '..', '.venv');
+export const VENV_DIR = process.env.DETSIM_PEERS_VENV
+  ? resolve(process.env.DETSIM_PEERS_VENV)
+  : resolve(PEERS_DIR, '..', '.venv');
 export const REQUIREMENTS = join(PEERS_DIR, 'requirements.txt');
 const REPO_ROOT = resolve(PEERS_DIR, '..', '..');
 const INSTALL_TIMEOUT_MS = 10 * 60_000;
@@ -43,21 +45,33 @@ export interface ExecResult {
 /** Run a command with a deadline; never throws (the caller reports the failure). */
 export function run(cmd: string, args: readonly string[], timeoutMs: number, cwd?: string): Promise<ExecResult> {
   return new Promise((done) => {
-    execFile(cmd, args, { timeout: timeoutMs, maxBuffer: 64 * 1024 * 1024, cwd, env: process.env }, (error, stdout, stderr) => {
-      if (!error) return done({ ok: true, stdout, stderr, failure: '' });
-      const e = error as NodeJS.ErrnoException & { killed?: boolean; signal?: string | null; code?: number | string };
-      const failure = e.code === 'ENOENT' ? `${cmd} not found`
-        : e.killed ? `${cmd} timed out after ${timeoutMs} ms`
-        : e.signal ? `${cmd} killed by ${e.signal}`
-        : `${cmd} exited ${String(e.code)}`;
-      done({ ok: false, stdout, stderr, failure });
-    });
+    execFile(
+      cmd,
+      args,
+      { timeout: timeoutMs, maxBuffer: 64 * 1024 * 1024, cwd, env: process.env },
+      (error, stdout, stderr) => {
+        if (!error) return done({ ok: true, stdout, stderr, failure: '' });
+        const e = error as NodeJS.ErrnoException & { killed?: boolean; signal?: string | null; code?: number | string };
+        const failure =
+          e.code === 'ENOENT'
+            ? `${cmd} not found`
+            : e.killed
+              ? `${cmd} timed out after ${timeoutMs} ms`
+              : e.signal
+                ? `${cmd} killed by ${e.signal}`
+                : `${cmd} exited ${String(e.code)}`;
+        done({ ok: false, stdout, stderr, failure });
+      },
+    );
   });
 }
 
 /** The last non-empty line of a tool's stderr: pip and python put the cause there. */
 export function lastLine(text: string): string {
-  const lines = text.split('\n').map((l) => l.trim()).filter((l) => l.length > 0);
+  const lines = text
+    .split('\n')
+    .map((l) => l.trim())
+    .filter((l) => l.length > 0);
   return lines.at(-1) ?? '';
 }
 
@@ -79,7 +93,11 @@ export function venvPython(venvDir = VENV_DIR): string {
 }
 
 /** Import each module in the venv and compare its version with the pin. */
-export async function probeModules(python: string, modules: readonly string[], pins: Record<string, string>): Promise<Record<string, ModuleProbe>> {
+export async function probeModules(
+  python: string,
+  modules: readonly string[],
+  pins: Record<string, string>,
+): Promise<Record<string, ModuleProbe>> {
   const script = [
     'import importlib, json, sys',
     'out = {}',
@@ -101,7 +119,9 @@ export async function probeModules(python: string, modules: readonly string[], p
     const probe = parsed[m] ?? { unavailable: `import ${m}: no answer from the probe` };
     const pin = pins[m.toLowerCase()];
     if ('version' in probe && pin !== undefined && probe.version !== pin) {
-      result[m] = { unavailable: `${m} ${probe.version} is installed in ${shown(VENV_DIR)}, the pin is ${pin} (run the full bench to reinstall)` };
+      result[m] = {
+        unavailable: `${m} ${probe.version} is installed in ${shown(VENV_DIR)}, the pin is ${pin} (run the full bench to reinstall)`,
+      };
     } else {
       result[m] = probe;
     }
@@ -124,7 +144,8 @@ export async function preparePythonEnv(opts: PrepareOptions): Promise<PythonEnv>
   const requirements = opts.requirements ?? REQUIREMENTS;
   const python = venvPython(venvDir);
   const notes: string[] = [];
-  const unavailableAll = (why: string): Record<string, ModuleProbe> => Object.fromEntries(opts.modules.map((m) => [m, { unavailable: why }]));
+  const unavailableAll = (why: string): Record<string, ModuleProbe> =>
+    Object.fromEntries(opts.modules.map((m) => [m, { unavailable: why }]));
   const pins = readPins(requirements);
   let setup: PythonEnv['setup'] = existsSync(python) ? 'existing' : 'absent';
 
@@ -165,12 +186,20 @@ export async function preparePythonEnv(opts: PrepareOptions): Promise<PythonEnv>
 }
 
 /** Run a peer script in the venv and parse the one JSON line it prints last. */
-export async function runPeerScript(python: string, script: string, args: readonly string[], timeoutMs: number): Promise<{ ok: true; value: unknown } | { ok: false; reason: string }> {
+export async function runPeerScript(
+  python: string,
+  script: string,
+  args: readonly string[],
+  timeoutMs: number,
+): Promise<{ ok: true; value: unknown } | { ok: false; reason: string }> {
   const r = await run(python, [join(PEERS_DIR, script), ...args], timeoutMs);
   if (!r.ok) return { ok: false, reason: `${script} failed: ${r.failure}: ${lastLine(r.stderr)}` };
   try {
     return { ok: true, value: JSON.parse(lastLine(r.stdout)) };
   } catch {
-    return { ok: false, reason: `${script} printed no JSON line (last line: ${JSON.stringify(lastLine(r.stdout)).slice(0, 200)})` };
+    return {
+      ok: false,
+      reason: `${script} printed no JSON line (last line: ${JSON.stringify(lastLine(r.stdout)).slice(0, 200)})`,
+    };
   }
 }

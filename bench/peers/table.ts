@@ -2,7 +2,8 @@
 // NOT a measurement and not the receipt: it only formats figures already in the report.
 import type { PeersReport } from './peers.js';
 
-const fmt = (x: number | null, digits = 0): string => (x === null ? '—' : x.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits }));
+const fmt = (x: number | null, digits = 0): string =>
+  x === null ? '—' : x.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
 const ratio = (x: number | null): string => (x === null ? 'n/a' : `${x.toFixed(2)}×`);
 
 export interface Gap {
@@ -13,15 +14,19 @@ export interface Gap {
 /** Every measured detsim ÷ peer ratio, labelled. */
 export function ratios(r: PeersReport): Gap[] {
   const out: Gap[] = [];
-  for (const row of r.lockstep.rows) if (row.ratio !== null) out.push({ what: `steps/s at N=${row.n} (detsim walker/forage ÷ Gymnasium AsyncVectorEnv)`, ratio: row.ratio });
-  for (const row of r.checkpoint.rows) if (row.ratio !== null) out.push({ what: `${row.operation} MB/s (detsim ÷ safetensors)`, ratio: row.ratio });
+  for (const row of r.lockstep.rows)
+    if (row.ratio !== null)
+      out.push({ what: `steps/s at N=${row.n} (detsim walker/forage ÷ Gymnasium AsyncVectorEnv)`, ratio: row.ratio });
+  for (const row of r.checkpoint.rows)
+    if (row.ratio !== null) out.push({ what: `${row.operation} MB/s (detsim ÷ safetensors)`, ratio: row.ratio });
   return out;
 }
 
 /** The ratio farthest from parity (1×) on a log scale, in either direction. */
 export function largestGap(r: PeersReport): Gap | null {
   let best: Gap | null = null;
-  for (const g of ratios(r)) if (best === null || Math.abs(Math.log(g.ratio)) > Math.abs(Math.log(best.ratio))) best = g;
+  for (const g of ratios(r))
+    if (best === null || Math.abs(Math.log(g.ratio)) > Math.abs(Math.log(best.ratio))) best = g;
   return best;
 }
 
@@ -36,12 +41,16 @@ function failed(f: { status: string; reason?: string }): string {
 
 export function peersTable(r: PeersReport): string {
   const lines: string[] = [];
-  lines.push('| N | detsim agent-steps/s | detsim agent processes | Gymnasium env-steps/s | Gymnasium processes | detsim ÷ peer |');
+  lines.push(
+    '| N | detsim agent-steps/s | detsim agent processes | Gymnasium env-steps/s | Gymnasium processes | detsim ÷ peer |',
+  );
   lines.push('| --: | --: | --: | --: | --: | --: |');
   for (const row of r.lockstep.rows) {
     const d = row.detsim.status === 'measured' ? row.detsim : null;
     const g = row.gymnasium.status === 'measured' ? row.gymnasium : null;
-    lines.push(`| ${row.n} | ${fmt(d?.agentStepsPerSec ?? null)} | ${d?.agentProcesses ?? '—'} | ${fmt(g?.envStepsPerSec ?? null)} | ${g?.processes ?? '—'} | ${ratio(row.ratio)} |`);
+    lines.push(
+      `| ${row.n} | ${fmt(d?.agentStepsPerSec ?? null)} | ${d?.agentProcesses ?? '—'} | ${fmt(g?.envStepsPerSec ?? null)} | ${g?.processes ?? '—'} | ${ratio(row.ratio)} |`,
+    );
   }
   lines.push('');
   const mib = r.checkpoint.stateBytes / (1024 * 1024);
@@ -51,12 +60,20 @@ export function peersTable(r: PeersReport): string {
     lines.push(`| ${row.operation} | ${fmt(row.detsimMBps)} | ${fmt(row.safetensorsMBps)} | ${ratio(row.ratio)} |`);
   }
   const notes = [
-    ...r.lockstep.rows.flatMap((row) => [failed(row.detsim) && `detsim N=${row.n}${failed(row.detsim)}`, why(row.gymnasium) && `Gymnasium N=${row.n}${why(row.gymnasium)}`]),
+    ...r.lockstep.rows.flatMap((row) => [
+      failed(row.detsim) && `detsim N=${row.n}${failed(row.detsim)}`,
+      why(row.gymnasium) && `Gymnasium N=${row.n}${why(row.gymnasium)}`,
+    ]),
     failed(r.checkpoint.detsim) && `detsim checkpoint${failed(r.checkpoint.detsim)}`,
     why(r.checkpoint.safetensors) && `safetensors${why(r.checkpoint.safetensors)}`,
   ].filter((x) => x);
   if (notes.length > 0) lines.push('', ...notes.map((n) => `- ${n}`));
   const gap = largestGap(r);
-  lines.push('', gap === null ? 'Largest gap: none measured (no ratio available).' : `Largest gap: ${gap.what} = ${gap.ratio.toFixed(2)}×.`);
+  lines.push(
+    '',
+    gap === null
+      ? 'Largest gap: none measured (no ratio available).'
+      : `Largest gap: ${gap.what} = ${gap.ratio.toFixed(2)}×.`,
+  );
   return lines.join('\n');
 }

@@ -30,7 +30,13 @@ function filler(bytes: number, seed: number): Buffer {
 
 function checkpoint(checkpointId: string, payloads: Buffer[]) {
   const D = (s: string): string => sha256Hex(s);
-  const agents = payloads.map((_, i) => ({ agentId: `fly-${i}`, profileDigest: D(`profile-${i}`), seed: i + 1, brainTicks: '1000', payload: `agent-fly-${i}` }));
+  const agents = payloads.map((_, i) => ({
+    agentId: `fly-${i}`,
+    profileDigest: D(`profile-${i}`),
+    seed: i + 1,
+    brainTicks: '1000',
+    payload: `agent-fly-${i}`,
+  }));
   const manifest = {
     envelopeVersion: 1,
     checkpointId,
@@ -40,13 +46,23 @@ function checkpoint(checkpointId: string, payloads: Buffer[]) {
     schedulerId: 'lockstep-v1',
     compositionDigest: D('composition'),
     portMap: agents.map((a, i) => ({ portId: `port-${i}`, agentId: a.agentId })),
-    compatibility: { backendDigest: D('b'), contentDigest: D('c'), patchDigest: D('p'), controllerDigest: D('ctl'), parserDigest: D('parser'), stateFormatId: 'flysess-1' },
+    compatibility: {
+      backendDigest: D('b'),
+      contentDigest: D('c'),
+      patchDigest: D('p'),
+      controllerDigest: D('ctl'),
+      parserDigest: D('parser'),
+      stateFormatId: 'flysess-1',
+    },
     agents,
     coordinator: {},
     environment: { workerId: 'env', payload: 'world' },
     helperState: [],
   };
-  const encoded = encodeEnvelopeParts(manifest, [{ name: 'world', bytes: Buffer.from('world') }, ...payloads.map((bytes, i) => ({ name: `agent-fly-${i}`, bytes }))]);
+  const encoded = encodeEnvelopeParts(manifest, [
+    { name: 'world', bytes: Buffer.from('world') },
+    ...payloads.map((bytes, i) => ({ name: `agent-fly-${i}`, bytes })),
+  ]);
   return { identity: generationIdentityOf(encoded.manifest), encoded };
 }
 
@@ -60,7 +76,7 @@ async function rawWriteSync(path: string, parts: readonly Uint8Array[]): Promise
   try {
     let pos = 0;
     for (const p of parts) {
-      for (let at = 0; at < p.byteLength; ) {
+      for (let at = 0; at < p.byteLength;) {
         const { bytesWritten } = await fh.write(p, at, Math.min(WRITE_SLICE, p.byteLength - at), pos);
         at += bytesWritten;
         pos += bytesWritten;
@@ -96,7 +112,8 @@ const median = (xs: number[]): number => {
 
 export const checkpointStore: BenchSuite = {
   name: 'checkpoint-store',
-  description: 'STATE-01 durable commit of a 256 MiB envelope vs raw write+fsync of the same bytes (also with rehash); restore (read + FLYSESS1 checks + record) vs raw read + SHA-256',
+  description:
+    'STATE-01 durable commit of a 256 MiB envelope vs raw write+fsync of the same bytes (also with rehash); restore (read + FLYSESS1 checks + record) vs raw read + SHA-256',
   async run(ctx) {
     const totalMiB = ctx.quick ? 32 : 256;
     const reps = ctx.quick ? 2 : 5;
@@ -161,25 +178,70 @@ export const checkpointStore: BenchSuite = {
     const mb = bytes / MB;
     const figures: Figure[] = [
       withLimit(
-        { id: 'commit.durable', name: `durable commit of a ${totalMiB} MiB envelope (temp write, fsync, rename, dir fsync, manifest temp+fsync+rename+dir fsync; digest from the encoder)`, value: mb / median(commitS), unit: 'MB/s', higherIsBetter: true, samples: reps, note: 'target ≥ 0.85 of the limit' },
+        {
+          id: 'commit.durable',
+          name: `durable commit of a ${totalMiB} MiB envelope (temp write, fsync, rename, dir fsync, manifest temp+fsync+rename+dir fsync; digest from the encoder)`,
+          value: mb / median(commitS),
+          unit: 'MB/s',
+          higherIsBetter: true,
+          samples: reps,
+          note: 'target ≥ 0.85 of the limit',
+        },
         { name: 'raw write (4 MiB writes) + fsync of the same bytes', value: mb / median(rawS) },
       ),
       withLimit(
-        { id: 'commit.durable-rehash', name: `the same commit with rehash: true (SHA-256 of the bytes while writing, beside the encoder's digest)`, value: mb / median(rehashS), unit: 'MB/s', higherIsBetter: true, samples: reps },
+        {
+          id: 'commit.durable-rehash',
+          name: `the same commit with rehash: true (SHA-256 of the bytes while writing, beside the encoder's digest)`,
+          value: mb / median(rehashS),
+          unit: 'MB/s',
+          higherIsBetter: true,
+          samples: reps,
+        },
         { name: 'raw write (4 MiB writes) + fsync of the same bytes', value: mb / median(rawS) },
       ),
       withLimit(
-        { id: 'restore.verify', name: `restore read of the ${totalMiB} MiB generation (readFile, seven FLYSESS1 checks, envelope digest, record)`, value: mb / median(loadS), unit: 'MB/s', higherIsBetter: true, samples: reps, note: 'target ≥ 0.70 of the limit' },
+        {
+          id: 'restore.verify',
+          name: `restore read of the ${totalMiB} MiB generation (readFile, seven FLYSESS1 checks, envelope digest, record)`,
+          value: mb / median(loadS),
+          unit: 'MB/s',
+          higherIsBetter: true,
+          samples: reps,
+          note: 'target ≥ 0.70 of the limit',
+        },
         { name: 'raw readFile + one SHA-256 of the same bytes', value: mb / median(rawReadS) },
       ),
       withLimit(
-        { id: 'commit.loop-gap', name: 'longest event-loop delay during a durable commit (what a step loop waits at most)', value: Math.max(...gaps), unit: 'ms', higherIsBetter: false, samples: reps * 2 },
+        {
+          id: 'commit.loop-gap',
+          name: 'longest event-loop delay during a durable commit (what a step loop waits at most)',
+          value: Math.max(...gaps),
+          unit: 'ms',
+          higherIsBetter: false,
+          samples: reps * 2,
+        },
         // The same probe while the main thread does nothing but await a raw write: scheduling noise of a shared machine.
         { name: 'the same probe during raw write + fsync', value: Math.max(...rawGaps) },
       ),
     ];
     // Reps are interleaved, so the per-rep ratios pair runs that saw the same machine load.
     const paired = (num: number[], den: number[]): number[] => num.map((x, i) => Math.round((den[i]! / x) * 100) / 100);
-    return { figures, details: { envelopeBytes: bytes, reps, loopDelayP99Ms: p99s, pairedCommitRatios: paired(commitS, rawS), pairedRehashRatios: paired(rehashS, rawS), pairedRestoreRatios: paired(loadS, rawReadS), commitSeconds: commitS, rehashCommitSeconds: rehashS, rawWriteSeconds: rawS, loadSeconds: loadS, rawReadSeconds: rawReadS } };
+    return {
+      figures,
+      details: {
+        envelopeBytes: bytes,
+        reps,
+        loopDelayP99Ms: p99s,
+        pairedCommitRatios: paired(commitS, rawS),
+        pairedRehashRatios: paired(rehashS, rawS),
+        pairedRestoreRatios: paired(loadS, rawReadS),
+        commitSeconds: commitS,
+        rehashCommitSeconds: rehashS,
+        rawWriteSeconds: rawS,
+        loadSeconds: loadS,
+        rawReadSeconds: rawReadS,
+      },
+    };
   },
 };

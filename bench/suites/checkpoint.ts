@@ -25,7 +25,10 @@ const MB = 1e6;
 const logger = pino({ level: 'silent' });
 
 function lifPlan(neuronsA: number, neuronsB: number): RunPlan {
-  const cfg = parseConfigText(readFileSync('examples/lif-pair.yaml', 'utf8'), 'examples/lif-pair.yaml') as Record<string, any>;
+  const cfg = parseConfigText(readFileSync('examples/lif-pair.yaml', 'utf8'), 'examples/lif-pair.yaml') as Record<
+    string,
+    any
+  >;
   cfg.agents[0].params = { neurons: neuronsA };
   cfg.agents[1].params = { neurons: neuronsB };
   cfg.deadlines = { startupMs: 60_000, stepMs: 120_000, captureMs: 300_000 };
@@ -35,11 +38,23 @@ function lifPlan(neuronsA: number, neuronsB: number): RunPlan {
 async function group(plan: RunPlan, runDir: string, capacity = 2) {
   // The workers may read payload files of this run's store only (payload-file-v1 restores).
   const fleet = await launchFleet(plan, { logger, storeDir: storeDirOf(runDir) });
-  const lockstep = new Lockstep(plan, fleet, { dispatch: 'concurrent', epoch: 'e1', startedAt: process.hrtime.bigint(), logger });
+  const lockstep = new Lockstep(plan, fleet, {
+    dispatch: 'concurrent',
+    epoch: 'e1',
+    startedAt: process.hrtime.bigint(),
+    logger,
+  });
   await lockstep.initialize();
   const ck = await openCheckpointing(runDir, { capacity, maxQueuedBytes: 1024 * 1024 * 1024 });
   const g = new CheckpointGroup({ plan, fleet, lockstep, logger, writer: ck.writer, ledger: ck.ledger });
-  return { g, ck, close: async () => { await ck.writer.drain(); await fleet.shutdown('run-complete', 1000); } };
+  return {
+    g,
+    ck,
+    close: async () => {
+      await ck.writer.drain();
+      await fleet.shutdown('run-complete', 1000);
+    },
+  };
 }
 
 const seconds = (t: number) => (performance.now() - t) / 1000;
@@ -47,7 +62,8 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.len
 
 export const checkpoint: BenchSuite = {
   name: 'checkpoint',
-  description: 'step rate with captures in flight vs without (same session, interleaved); group restore (read+verify+stage+activate+install) vs raw read+SHA-256; 256 MiB agent state capture/commit/restore',
+  description:
+    'step rate with captures in flight vs without (same session, interleaved); group restore (read+verify+stage+activate+install) vs raw read+SHA-256; 256 MiB agent state capture/commit/restore',
   async run(ctx) {
     const figures: Figure[] = [];
     const details: Record<string, unknown> = {};
@@ -66,7 +82,9 @@ export const checkpoint: BenchSuite = {
       const tickets: SaveTicket[] = [];
       await s.g.step(); // warm-up
       for (let r = 0; r < rounds; r++) {
-        ctx.log(`checkpoint: round ${r + 1}/${rounds}: ${steps} steps plain, ${steps} steps capturing at every boundary`);
+        ctx.log(
+          `checkpoint: round ${r + 1}/${rounds}: ${steps} steps plain, ${steps} steps capturing at every boundary`,
+        );
         let t = performance.now();
         for (let i = 0; i < steps; i++) await s.g.step();
         plain.push(steps / seconds(t));
@@ -90,9 +108,42 @@ export const checkpoint: BenchSuite = {
         await s.ck.writer.drain();
       }
       const outcomes = await Promise.all(tickets.map((tk) => tk.wait()));
-      details.inflight = { neuronsPerAgent: neurons, steps, rounds, captures, busy, committed: outcomes.filter((o) => o.kind === 'Committed').length };
-      figures.push(withLimit({ id: 'step-rate.writer-in-flight', name: `lockstep steps/s while the writer seals (hashes), writes and fsyncs the previous boundary's capture (step time only, the capture calls excluded)`, value: median(stepsOnly), unit: 'steps/s', higherIsBetter: true, samples: rounds, note: 'target: dip ≤ 20% (ratio ≥ 0.80)' }, { name: 'the same session stepping without captures (interleaved rounds)', value: median(plain) }));
-      figures.push(withLimit({ id: 'step-rate.capture-in-flight', name: `lockstep steps/s capturing at every boundary (2 lif agents × ${neurons} neurons, writer committing in the background; ${busy} captures BUSY)`, value: median(inflight), unit: 'steps/s', higherIsBetter: true, samples: rounds, note: 'worst case: includes every State.Capture transfer and reply check on the loop (hashing and encoding run in the writer)' }, { name: 'the same session stepping without captures (interleaved rounds)', value: median(plain) }));
+      details.inflight = {
+        neuronsPerAgent: neurons,
+        steps,
+        rounds,
+        captures,
+        busy,
+        committed: outcomes.filter((o) => o.kind === 'Committed').length,
+      };
+      figures.push(
+        withLimit(
+          {
+            id: 'step-rate.writer-in-flight',
+            name: `lockstep steps/s while the writer seals (hashes), writes and fsyncs the previous boundary's capture (step time only, the capture calls excluded)`,
+            value: median(stepsOnly),
+            unit: 'steps/s',
+            higherIsBetter: true,
+            samples: rounds,
+            note: 'target: dip ≤ 20% (ratio ≥ 0.80)',
+          },
+          { name: 'the same session stepping without captures (interleaved rounds)', value: median(plain) },
+        ),
+      );
+      figures.push(
+        withLimit(
+          {
+            id: 'step-rate.capture-in-flight',
+            name: `lockstep steps/s capturing at every boundary (2 lif agents × ${neurons} neurons, writer committing in the background; ${busy} captures BUSY)`,
+            value: median(inflight),
+            unit: 'steps/s',
+            higherIsBetter: true,
+            samples: rounds,
+            note: 'worst case: includes every State.Capture transfer and reply check on the loop (hashing and encoding run in the writer)',
+          },
+          { name: 'the same session stepping without captures (interleaved rounds)', value: median(plain) },
+        ),
+      );
 
       // (2) restore of the last committed generation into a new epoch, vs raw read + SHA-256.
       const hw = s.ck.store.highWater()!;
@@ -101,7 +152,9 @@ export const checkpoint: BenchSuite = {
       const restoreS: number[] = [];
       for (let r = 0; r < rounds; r++) {
         let t = performance.now();
-        createHash('sha256').update(await readFile(file)).digest('hex');
+        createHash('sha256')
+          .update(await readFile(file))
+          .digest('hex');
         rawS.push(seconds(t));
         t = performance.now();
         await restoreGroup(s.g, { store: s.ck.store, checkpointId: hw.checkpointId }, { epoch: `e${r + 2}` });
@@ -109,14 +162,29 @@ export const checkpoint: BenchSuite = {
         s.g.resume();
       }
       const mb = Number(hw.byteLength) / MB;
-      figures.push(withLimit({ id: 'restore.group', name: `group restore of a ${mb.toFixed(1)} MB checkpoint (read, FLYSESS1 checks, identities, stage (workers read their payload from the file and hash it) + activate, install)`, value: mb / median(restoreS), unit: 'MB/s', higherIsBetter: true, samples: rounds, note: 'target ≥ 0.70 of the limit' }, { name: 'raw readFile + one SHA-256 of the same file', value: mb / median(rawS) }));
+      figures.push(
+        withLimit(
+          {
+            id: 'restore.group',
+            name: `group restore of a ${mb.toFixed(1)} MB checkpoint (read, FLYSESS1 checks, identities, stage (workers read their payload from the file and hash it) + activate, install)`,
+            value: mb / median(restoreS),
+            unit: 'MB/s',
+            higherIsBetter: true,
+            samples: rounds,
+            note: 'target ≥ 0.70 of the limit',
+          },
+          { name: 'raw readFile + one SHA-256 of the same file', value: mb / median(rawS) },
+        ),
+      );
     } finally {
       await s.close();
     }
 
     // (3) a 256 MiB agent state (32 MiB with --quick).
     const big = ctx.quick ? 2_800_000 : 22_400_000;
-    ctx.log(`checkpoint: ${big} neurons (${((big * 12) / 2 ** 20).toFixed(0)} MiB state): initialize, 1 step, capture, commit, restore`);
+    ctx.log(
+      `checkpoint: ${big} neurons (${((big * 12) / 2 ** 20).toFixed(0)} MiB state): initialize, 1 step, capture, commit, restore`,
+    );
     const b = await group(lifPlan(big, 16), join(ctx.tmpDir, 'big'));
     try {
       await b.g.step();
@@ -133,9 +201,42 @@ export const checkpoint: BenchSuite = {
       await b.g.step();
       const mb = rec.byteLength / MB;
       details.big = { neurons: big, envelopeBytes: rec.byteLength, captureS, commitS, restoreS };
-      figures.push(withLimit({ id: 'big.capture', name: `capture of a ${mb.toFixed(0)} MB group (State.Capture in 1 MiB chunks, reply checks, FLYSESS1 layout, submit; the writer hashes)`, value: mb / captureS, unit: 'MB/s', higherIsBetter: true }, null));
-      figures.push(withLimit({ id: 'big.capture-to-durable', name: `capture → durable commit of the ${mb.toFixed(0)} MB group`, value: mb / commitS, unit: 'MB/s', higherIsBetter: true }, null));
-      figures.push(withLimit({ id: 'big.restore', name: `group restore of the ${mb.toFixed(0)} MB checkpoint (read, verify, stage from the file, activate, install), then one more step`, value: mb / restoreS, unit: 'MB/s', higherIsBetter: true }, null));
+      figures.push(
+        withLimit(
+          {
+            id: 'big.capture',
+            name: `capture of a ${mb.toFixed(0)} MB group (State.Capture in 1 MiB chunks, reply checks, FLYSESS1 layout, submit; the writer hashes)`,
+            value: mb / captureS,
+            unit: 'MB/s',
+            higherIsBetter: true,
+          },
+          null,
+        ),
+      );
+      figures.push(
+        withLimit(
+          {
+            id: 'big.capture-to-durable',
+            name: `capture → durable commit of the ${mb.toFixed(0)} MB group`,
+            value: mb / commitS,
+            unit: 'MB/s',
+            higherIsBetter: true,
+          },
+          null,
+        ),
+      );
+      figures.push(
+        withLimit(
+          {
+            id: 'big.restore',
+            name: `group restore of the ${mb.toFixed(0)} MB checkpoint (read, verify, stage from the file, activate, install), then one more step`,
+            value: mb / restoreS,
+            unit: 'MB/s',
+            higherIsBetter: true,
+          },
+          null,
+        ),
+      );
     } finally {
       await b.close();
     }

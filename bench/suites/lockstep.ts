@@ -51,7 +51,14 @@ function vmHwmBytes(pid: number): number {
 }
 
 /** One real lockstep run; rate measured from trace wallTimeNs after the warm-up steps. */
-export async function measureLockstep(agents: number, processes: number, steps: number, warmup: number, tmp = tmpdir(), pipeline = false): Promise<{ rate: number; workersRss: number }> {
+export async function measureLockstep(
+  agents: number,
+  processes: number,
+  steps: number,
+  warmup: number,
+  tmp = tmpdir(),
+  pipeline = false,
+): Promise<{ rate: number; workersRss: number }> {
   const perWorker = Math.ceil(agents / processes);
   const side = Math.max(8, Math.ceil(Math.sqrt(agents * 4)));
   const plan = resolveConfig({
@@ -75,7 +82,8 @@ export async function measureLockstep(agents: number, processes: number, steps: 
       hooks: {
         onLaunched: (f) => (pids = f.pids().map((p) => p.pid)),
         beforePhase: (step, phase) => {
-          if (step === BigInt(steps - 1) && phase === 'commit') workersRss = pids.reduce((s, p) => s + vmHwmBytes(p), 0);
+          if (step === BigInt(steps - 1) && phase === 'commit')
+            workersRss = pids.reduce((s, p) => s + vmHwmBytes(p), 0);
         },
       },
     });
@@ -96,7 +104,11 @@ interface EchoPeer {
 
 async function startEcho(dir: string, i: number): Promise<EchoPeer> {
   const listen = `unix:${join(dir, `e${i}.sock`)}`;
-  const child = spawn(process.execPath, ['--import', import.meta.resolve('tsx'), new URL('./echo-worker.ts', import.meta.url).pathname, '--listen', listen], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const child = spawn(
+    process.execPath,
+    ['--import', import.meta.resolve('tsx'), new URL('./echo-worker.ts', import.meta.url).pathname, '--listen', listen],
+    { stdio: ['pipe', 'pipe', 'inherit'] },
+  );
   await new Promise<void>((res, rej) => {
     createInterface({ input: child.stdout! }).once('line', () => res());
     child.once('exit', (c) => rej(new Error(`echo worker exited ${c}`)));
@@ -120,12 +132,24 @@ function roundTrip(peer: EchoPeer, body: Buffer): Promise<Frame> {
 /** Bodies shaped like the real requests of one step for a worker hosting `ids`. */
 function stepBodies(ids: string[], k: number): { prepare: Buffer; commit: Buffer } {
   const scope = { sessionId: 'bench', epoch: 'e1', step: String(k) };
-  const prepare = canonicalBytes({ method: 'Agent.Prepare', requestId: `req-${2 * k + 3}`, scope, params: { agents: ids.map((agentId) => ({ agentId })) } });
+  const prepare = canonicalBytes({
+    method: 'Agent.Prepare',
+    requestId: `req-${2 * k + 3}`,
+    scope,
+    params: { agents: ids.map((agentId) => ({ agentId })) },
+  });
   const commit = canonicalBytes({
     method: 'Agent.Commit',
     requestId: `req-${2 * k + 4}`,
     scope,
-    params: { agents: ids.map((agentId) => ({ agentId, preparedRequestId: `req-${2 * k + 3}`, observation: { foodDx: -3, foodDy: 2, score: 1, x: 5, y: 7 }, rewards: [] })) },
+    params: {
+      agents: ids.map((agentId) => ({
+        agentId,
+        preparedRequestId: `req-${2 * k + 3}`,
+        observation: { foodDx: -3, foodDy: 2, score: 1, x: 5, y: 7 },
+        rewards: [],
+      })),
+    },
   });
   return { prepare, commit };
 }
@@ -136,12 +160,20 @@ function stepBodies(ids: string[], k: number): { prepare: Buffer; commit: Buffer
  * opt-in run mode): each peer's Prepare(k+1) goes out right behind its Commit(k) (none after the
  * last step) and only the Commit replies are awaited before the next Advance.
  */
-export async function measureEcho(agents: number, processes: number, steps: number, warmup: number, pipelined = false): Promise<number> {
+export async function measureEcho(
+  agents: number,
+  processes: number,
+  steps: number,
+  warmup: number,
+  pipelined = false,
+): Promise<number> {
   const dir = mkdtempSync('/tmp/ds-echo-');
   const peers = await Promise.all(Array.from({ length: processes + 1 }, (_, i) => startEcho(dir, i)));
   try {
     const perWorker = Math.ceil(agents / processes);
-    const groups = Array.from({ length: processes }, (_, p) => Array.from({ length: Math.min(perWorker, agents - p * perWorker) }, (_, j) => `walker-${p * perWorker + j}`)).filter((g) => g.length > 0);
+    const groups = Array.from({ length: processes }, (_, p) =>
+      Array.from({ length: Math.min(perWorker, agents - p * perWorker) }, (_, j) => `walker-${p * perWorker + j}`),
+    ).filter((g) => g.length > 0);
     const all = groups.flat();
     let t0 = 0n;
     let prepares = groups.map((g, p) => roundTrip(peers[p + 1]!, stepBodies(g, 0).prepare));
@@ -149,7 +181,15 @@ export async function measureEcho(agents: number, processes: number, steps: numb
       if (k === warmup) t0 = process.hrtime.bigint();
       if (!pipelined && k > 0) prepares = groups.map((g, p) => roundTrip(peers[p + 1]!, stepBodies(g, k).prepare));
       await Promise.all(prepares);
-      const advance = canonicalBytes({ method: 'Environment.Advance', requestId: `req-${k + 2}`, scope: { sessionId: 'bench', epoch: 'e1', step: String(k) }, params: { batchId: `batch-e1-${k}`, actions: all.map((agentId) => ({ agentId, portId: agentId, action: { move: 'north' } })) } });
+      const advance = canonicalBytes({
+        method: 'Environment.Advance',
+        requestId: `req-${k + 2}`,
+        scope: { sessionId: 'bench', epoch: 'e1', step: String(k) },
+        params: {
+          batchId: `batch-e1-${k}`,
+          actions: all.map((agentId) => ({ agentId, portId: agentId, action: { move: 'north' } })),
+        },
+      });
       await roundTrip(peers[0]!, advance);
       const commits: Promise<Frame>[] = [];
       prepares = [];
@@ -194,7 +234,9 @@ export async function benchLockstep(opts: LockstepBenchOptions = {}): Promise<Lo
         coordinatorPeakRssMiB: Math.round(process.resourceUsage().maxRSS / 1024),
         workersPeakRssMiB: Math.round(workersRss / MiB),
       };
-      log(`lockstep N=${agents} P=${processes}: ${row.agentStepsPerSec} agent-steps/s (echo ${row.echoAgentStepsPerSec}, ×${row.slowdown})`);
+      log(
+        `lockstep N=${agents} P=${processes}: ${row.agentStepsPerSec} agent-steps/s (echo ${row.echoAgentStepsPerSec}, ×${row.slowdown})`,
+      );
       rows.push(row);
     }
   }
@@ -202,25 +244,47 @@ export async function benchLockstep(opts: LockstepBenchOptions = {}): Promise<Lo
 }
 
 export function lockstepTable(rows: LockstepRow[]): string {
-  const head = '| agents | processes | agent-steps/s | steps/s | raw echo agent-steps/s | echo ÷ lockstep | coordinator peak RSS MiB | workers peak RSS MiB (sum) |\n| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |';
-  return [head, ...rows.map((r) => `| ${r.agents} | ${r.processes} | ${r.agentStepsPerSec} | ${r.stepsPerSec} | ${r.echoAgentStepsPerSec} | ${r.slowdown} | ${r.coordinatorPeakRssMiB} | ${r.workersPeakRssMiB} |`)].join('\n');
+  const head =
+    '| agents | processes | agent-steps/s | steps/s | raw echo agent-steps/s | echo ÷ lockstep | coordinator peak RSS MiB | workers peak RSS MiB (sum) |\n| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |';
+  return [
+    head,
+    ...rows.map(
+      (r) =>
+        `| ${r.agents} | ${r.processes} | ${r.agentStepsPerSec} | ${r.stepsPerSec} | ${r.echoAgentStepsPerSec} | ${r.slowdown} | ${r.coordinatorPeakRssMiB} | ${r.workersPeakRssMiB} |`,
+    ),
+  ].join('\n');
 }
 
 /** The harness entry (`npm run bench -- lockstep [--quick]`). */
 export const lockstep: BenchSuite = {
   name: 'lockstep',
-  description: 'agent-steps/s of real lockstep runs (walker on forage, worker processes over gRPC/Unix sockets) beside a raw grpc-js stream echo with the same messages per step; peak RSS',
+  description:
+    'agent-steps/s of real lockstep runs (walker on forage, worker processes over gRPC/Unix sockets) beside a raw grpc-js stream echo with the same messages per step; peak RSS',
   async run(ctx) {
     const rows = await benchLockstep(
       ctx.quick
         ? { agents: [1, 16], processes: [1, 4], steps: 120, warmup: 30, tmpDir: ctx.tmpDir, log: ctx.log }
-        : { agents: [1, 4, 16, 60], processes: [1, 2, 4, 8], steps: 600, warmup: 150, tmpDir: ctx.tmpDir, log: ctx.log },
+        : {
+            agents: [1, 4, 16, 60],
+            processes: [1, 2, 4, 8],
+            steps: 600,
+            warmup: 150,
+            tmpDir: ctx.tmpDir,
+            log: ctx.log,
+          },
     );
     const figures: Figure[] = [];
     for (const r of rows) {
       figures.push(
         withLimit(
-          { id: `lockstep.n${r.agents}.p${r.processes}`, name: `${r.agents} walkers in ${r.processes} agent process${r.processes > 1 ? 'es' : ''}`, value: r.agentStepsPerSec, unit: 'agent-steps/s', higherIsBetter: true, samples: r.steps },
+          {
+            id: `lockstep.n${r.agents}.p${r.processes}`,
+            name: `${r.agents} walkers in ${r.processes} agent process${r.processes > 1 ? 'es' : ''}`,
+            value: r.agentStepsPerSec,
+            unit: 'agent-steps/s',
+            higherIsBetter: true,
+            samples: r.steps,
+          },
           { name: 'raw grpc-js stream echo, same messages per step', value: r.echoAgentStepsPerSec },
         ),
       );
@@ -232,16 +296,47 @@ export const lockstep: BenchSuite = {
     const warmup = ctx.quick ? 30 : 150;
     const piped = await measureLockstep(n, p, steps, warmup, ctx.tmpDir, true);
     const pipedEcho = await measureEcho(n, p, steps, warmup, true);
-    ctx.log(`lockstep N=${n} P=${p} pipelined: ${Math.round(piped.rate)} agent-steps/s (echo ${Math.round(pipedEcho)})`);
+    ctx.log(
+      `lockstep N=${n} P=${p} pipelined: ${Math.round(piped.rate)} agent-steps/s (echo ${Math.round(pipedEcho)})`,
+    );
     figures.push(
       withLimit(
-        { id: `lockstep.n${n}.p${p}.pipelined`, name: `${n} walkers in ${p} agent processes, opt-in pipeline (Prepare(k+1) behind Commit(k); relaxes Phase D)`, value: Math.round(piped.rate), unit: 'agent-steps/s', higherIsBetter: true, samples: steps },
+        {
+          id: `lockstep.n${n}.p${p}.pipelined`,
+          name: `${n} walkers in ${p} agent processes, opt-in pipeline (Prepare(k+1) behind Commit(k); relaxes Phase D)`,
+          value: Math.round(piped.rate),
+          unit: 'agent-steps/s',
+          higherIsBetter: true,
+          samples: steps,
+        },
         { name: 'raw grpc-js stream echo, same pipelined messages per step', value: Math.round(pipedEcho) },
       ),
     );
     const peak = rows.reduce((m, r) => Math.max(m, r.workersPeakRssMiB), 0);
-    figures.push(withLimit({ id: 'lockstep.rss.workers', name: 'peak RSS of one run\'s worker processes (sum, largest config)', value: peak, unit: 'MiB', higherIsBetter: false }, null));
-    figures.push(withLimit({ id: 'lockstep.rss.coordinator', name: 'peak RSS of the coordinator (bench process)', value: Math.round(process.resourceUsage().maxRSS / 1024), unit: 'MiB', higherIsBetter: false }, null));
+    figures.push(
+      withLimit(
+        {
+          id: 'lockstep.rss.workers',
+          name: "peak RSS of one run's worker processes (sum, largest config)",
+          value: peak,
+          unit: 'MiB',
+          higherIsBetter: false,
+        },
+        null,
+      ),
+    );
+    figures.push(
+      withLimit(
+        {
+          id: 'lockstep.rss.coordinator',
+          name: 'peak RSS of the coordinator (bench process)',
+          value: Math.round(process.resourceUsage().maxRSS / 1024),
+          unit: 'MiB',
+          higherIsBetter: false,
+        },
+        null,
+      ),
+    );
     return { figures, details: { rows, table: lockstepTable(rows) } };
   },
 };

@@ -26,7 +26,8 @@ async function walkerRun(outDir: string, steps: number, warmup: number): Promise
 
 export const receipts: BenchSuite = {
   name: 'receipts',
-  description: 'ReproHash cost per step at N = 16 (seal a real 16-walker run\'s receipt: canonical split + hash) beside the wall time of one lockstep step of the same run',
+  description:
+    "ReproHash cost per step at N = 16 (seal a real 16-walker run's receipt: canonical split + hash) beside the wall time of one lockstep step of the same run",
   async run(ctx) {
     const steps = ctx.quick ? 80 : 1000;
     const warmup = Math.floor(steps / 4);
@@ -47,13 +48,52 @@ export const receipts: BenchSuite = {
       const sealed = sealReceipt(unsealed).receipt;
       const receiptBytes = Buffer.byteLength(canonicalize(sealed));
       const perStep = (ms: number): number => (ms * 1000) / steps;
-      const limit = { name: `wall time of one lockstep step of the same run (${AGENTS} walkers, ${PROCESSES} agent processes, trace wallTimeNs)`, value: stepUs };
+      const limit = {
+        name: `wall time of one lockstep step of the same run (${AGENTS} walkers, ${PROCESSES} agent processes, trace wallTimeNs)`,
+        value: stepUs,
+      };
       const figures: Figure[] = [
-        withLimit({ id: 'reprohash.per-step', name: `sealReceipt (ReproHash) of a ${steps}-step, ${AGENTS}-walker receipt, per step`, value: perStep(rates.seal!.meanMs), unit: 'µs/step', higherIsBetter: false, rmePercent: rates.seal!.rmePercent, samples: rates.seal!.samples }, limit),
-        withLimit({ id: 'receipt.write.per-step', name: 'writeReceipt (read run files, build, seal, canonical text, durable write), per step', value: perStep(rates.write!.meanMs), unit: 'µs/step', higherIsBetter: false, rmePercent: rates.write!.rmePercent, samples: rates.write!.samples }, limit),
+        withLimit(
+          {
+            id: 'reprohash.per-step',
+            name: `sealReceipt (ReproHash) of a ${steps}-step, ${AGENTS}-walker receipt, per step`,
+            value: perStep(rates.seal!.meanMs),
+            unit: 'µs/step',
+            higherIsBetter: false,
+            rmePercent: rates.seal!.rmePercent,
+            samples: rates.seal!.samples,
+          },
+          limit,
+        ),
+        withLimit(
+          {
+            id: 'receipt.write.per-step',
+            name: 'writeReceipt (read run files, build, seal, canonical text, durable write), per step',
+            value: perStep(rates.write!.meanMs),
+            unit: 'µs/step',
+            higherIsBetter: false,
+            rmePercent: rates.write!.rmePercent,
+            samples: rates.write!.samples,
+          },
+          limit,
+        ),
       ];
-      ctx.log(`receipts: step ${stepUs.toFixed(0)} µs; ReproHash ${figures[0]!.value.toFixed(1)} µs/step (${(100 * figures[0]!.ratio!).toFixed(1)}% of a step)`);
-      return { figures, details: { agents: AGENTS, processes: PROCESSES, steps, warmup, stepUs, receiptBytes, sealMs: rates.seal!.meanMs, writeMs: rates.write!.meanMs } };
+      ctx.log(
+        `receipts: step ${stepUs.toFixed(0)} µs; ReproHash ${figures[0]!.value.toFixed(1)} µs/step (${(100 * figures[0]!.ratio!).toFixed(1)}% of a step)`,
+      );
+      return {
+        figures,
+        details: {
+          agents: AGENTS,
+          processes: PROCESSES,
+          steps,
+          warmup,
+          stepUs,
+          receiptBytes,
+          sealMs: rates.seal!.meanMs,
+          writeMs: rates.write!.meanMs,
+        },
+      };
     } finally {
       rmSync(out, { recursive: true, force: true });
     }

@@ -52,7 +52,9 @@ export const soak: BenchSuite = {
     let pids: number[] = [];
     const started = performance.now();
     try {
-      ctx.log(`soak: ${AGENTS} walkers in ${PROCESSES} agent processes, ${steps} steps (${agentSteps} agent-steps), memory every ${every} steps`);
+      ctx.log(
+        `soak: ${AGENTS} walkers in ${PROCESSES} agent processes, ${steps} steps (${agentSteps} agent-steps), memory every ${every} steps`,
+      );
       await runSession(plan, {
         outDir: out,
         onWarning: () => undefined,
@@ -62,8 +64,16 @@ export const soak: BenchSuite = {
           const m = process.memoryUsage();
           const w = pids.map(vmRssBytes);
           if (w.some((x) => x === 0)) return;
-          samples.push({ step: p.step, coordinatorRss: m.rss, coordinatorHeapUsed: m.heapUsed, workersRss: w.reduce((a, b) => a + b, 0) });
-          if (p.step % (every * 10) === 0) ctx.log(`soak: step ${p.step}/${steps}: coordinator RSS ${(m.rss / MiB).toFixed(0)} MiB, heap ${(m.heapUsed / MiB).toFixed(0)} MiB, workers RSS ${(samples.at(-1)!.workersRss / MiB).toFixed(0)} MiB`);
+          samples.push({
+            step: p.step,
+            coordinatorRss: m.rss,
+            coordinatorHeapUsed: m.heapUsed,
+            workersRss: w.reduce((a, b) => a + b, 0),
+          });
+          if (p.step % (every * 10) === 0)
+            ctx.log(
+              `soak: step ${p.step}/${steps}: coordinator RSS ${(m.rss / MiB).toFixed(0)} MiB, heap ${(m.heapUsed / MiB).toFixed(0)} MiB, workers RSS ${(samples.at(-1)!.workersRss / MiB).toFixed(0)} MiB`,
+            );
         },
       });
     } finally {
@@ -84,13 +94,34 @@ export const soak: BenchSuite = {
       verdicts[id] = verdict;
       figures.push({
         ...withLimit(
-          { id: `soak.${id}`, name: `${name}, mean of the last quarter of ${agentSteps.toLocaleString('en-US')} agent-steps`, value: Math.round((10 * last) / MiB) / 10, unit: 'MiB', higherIsBetter: false, samples: samples.length },
+          {
+            id: `soak.${id}`,
+            name: `${name}, mean of the last quarter of ${agentSteps.toLocaleString('en-US')} agent-steps`,
+            value: Math.round((10 * last) / MiB) / 10,
+            unit: 'MiB',
+            higherIsBetter: false,
+            samples: samples.length,
+          },
           { name: 'mean of the first quarter, same run', value: Math.round((10 * first) / MiB) / 10 },
         ),
         note: `${verdict}: ${(100 * growth).toFixed(1)}% last vs first quarter (flat = growth < ${FLAT_GROWTH * 100}%)`,
       });
     }
     ctx.log(`soak: ${figures.map((f) => `${f.id} ${f.note}`).join('; ')}`);
-    return { figures, details: { agents: AGENTS, processes: PROCESSES, steps, agentSteps, sampleEvery: every, flatGrowth: FLAT_GROWTH, seconds, agentStepsPerSec: Math.round(agentSteps / seconds), verdicts, samples } };
+    return {
+      figures,
+      details: {
+        agents: AGENTS,
+        processes: PROCESSES,
+        steps,
+        agentSteps,
+        sampleEvery: every,
+        flatGrowth: FLAT_GROWTH,
+        seconds,
+        agentStepsPerSec: Math.round(agentSteps / seconds),
+        verdicts,
+        samples,
+      },
+    };
   },
 };

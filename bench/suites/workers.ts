@@ -29,12 +29,32 @@ export interface WorkersRow {
 }
 
 const CASES: WorkersCase[] = [
-  { id: 'walker', name: '16 walkers in 4 agent processes', model: 'walker', agents: 16, agentsPerWorker: 4, params: {} },
-  { id: 'lif', name: '2 lif agents (1000 neurons) in 2 agent processes', model: 'lif', agents: 2, agentsPerWorker: 1, params: { neurons: 1000 } },
+  {
+    id: 'walker',
+    name: '16 walkers in 4 agent processes',
+    model: 'walker',
+    agents: 16,
+    agentsPerWorker: 4,
+    params: {},
+  },
+  {
+    id: 'lif',
+    name: '2 lif agents (1000 neurons) in 2 agent processes',
+    model: 'lif',
+    agents: 2,
+    agentsPerWorker: 1,
+    params: { neurons: 1000 },
+  },
 ];
 
 /** One run of a case on one runtime; the rate from trace wall times after the warm-up steps. */
-export async function measureWorkers(c: WorkersCase, runtime: WorkerRuntimeName, steps: number, warmup: number, tmp = tmpdir()): Promise<WorkersRow> {
+export async function measureWorkers(
+  c: WorkersCase,
+  runtime: WorkerRuntimeName,
+  steps: number,
+  warmup: number,
+  tmp = tmpdir(),
+): Promise<WorkersRow> {
   const plan = resolveConfig({
     sessionId: `bench-workers-${c.id}`,
     masterSeed: '1',
@@ -50,7 +70,12 @@ export async function measureWorkers(c: WorkersCase, runtime: WorkerRuntimeName,
     const r = await runSession(plan, { outDir: out, onWarning: () => undefined });
     const walls = readRunTraces(r.runDir).map((t) => BigInt(t.operational.wallTimeNs));
     const ns = Number(walls[steps - 1]! - walls[warmup - 1]!);
-    return { id: c.id, runtime, agentStepsPerSec: Math.round(((steps - warmup) * c.agents * 1e9) / ns), behaviourDigest: r.behaviourDigest };
+    return {
+      id: c.id,
+      runtime,
+      agentStepsPerSec: Math.round(((steps - warmup) * c.agents * 1e9) / ns),
+      behaviourDigest: r.behaviourDigest,
+    };
   } finally {
     rmSync(out, { recursive: true, force: true });
   }
@@ -60,7 +85,8 @@ const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floo
 
 export const workers: BenchSuite = {
   name: 'workers',
-  description: 'agent-steps/s of walker and lif on Rust workers (crates-bridge/worker) beside TypeScript workers, same configuration, same run (alternating repeats, median)',
+  description:
+    'agent-steps/s of walker and lif on Rust workers (crates-bridge/worker) beside TypeScript workers, same configuration, same run (alternating repeats, median)',
   async run(ctx) {
     if (!existsSync(rustWorkerPath())) {
       // Not measured, and said so (the other suites still run): the bench never builds.
@@ -78,7 +104,9 @@ export const workers: BenchSuite = {
       const digests = new Set<string>();
       for (let i = 0; i < repeats; i++) {
         // Alternate the order so load bursts on a shared machine hit both runtimes.
-        for (const runtime of (i % 2 === 0 ? ['typescript', 'rust'] : ['rust', 'typescript']) as ('typescript' | 'rust')[]) {
+        for (const runtime of (i % 2 === 0 ? ['typescript', 'rust'] : ['rust', 'typescript']) as (
+          'typescript' | 'rust'
+        )[]) {
           const row = await measureWorkers(c, runtime, steps, warmup, ctx.tmpDir);
           ctx.log(`workers ${c.id} ${runtime}: ${row.agentStepsPerSec} agent-steps/s`);
           rows.push(row);
@@ -86,14 +114,35 @@ export const workers: BenchSuite = {
           digests.add(row.behaviourDigest);
         }
       }
-      const note = digests.size === 1 ? 'same behaviourDigest on both runtimes' : `BEHAVIOUR DIFFERS: ${digests.size} digests`;
+      const note =
+        digests.size === 1 ? 'same behaviourDigest on both runtimes' : `BEHAVIOUR DIFFERS: ${digests.size} digests`;
       figures.push(
         withLimit(
-          { id: `workers.${c.id}.rust`, name: `${c.name} on Rust workers`, value: median(by.rust), unit: 'agent-steps/s', higherIsBetter: true, samples: repeats, note },
+          {
+            id: `workers.${c.id}.rust`,
+            name: `${c.name} on Rust workers`,
+            value: median(by.rust),
+            unit: 'agent-steps/s',
+            higherIsBetter: true,
+            samples: repeats,
+            note,
+          },
           { name: 'the same configuration on TypeScript workers', value: median(by.typescript) },
         ),
       );
-      figures.push(withLimit({ id: `workers.${c.id}.typescript`, name: `${c.name} on TypeScript workers`, value: median(by.typescript), unit: 'agent-steps/s', higherIsBetter: true, samples: repeats }, null));
+      figures.push(
+        withLimit(
+          {
+            id: `workers.${c.id}.typescript`,
+            name: `${c.name} on TypeScript workers`,
+            value: median(by.typescript),
+            unit: 'agent-steps/s',
+            higherIsBetter: true,
+            samples: repeats,
+          },
+          null,
+        ),
+      );
     }
     return { figures, details: { rows, cases: CASES, repeats } };
   },

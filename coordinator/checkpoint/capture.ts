@@ -43,34 +43,68 @@ export function checkpointIdFor(epoch: Id, boundary: bigint | number): Id {
  * SHA-256 is not computed here (that would stall the step loop on a large state): the writer
  * hashes the bytes it seals and fails the save if they differ from the digest returned here.
  */
-function checkReply(r: CaptureResult, attachment: Buffer | undefined, want: { checkpointId: Id; agentId: Id | null; boundary: U64; compatibilityDigest: Digest }): { bytes: Buffer; digest: Digest } {
+function checkReply(
+  r: CaptureResult,
+  attachment: Buffer | undefined,
+  want: { checkpointId: Id; agentId: Id | null; boundary: U64; compatibilityDigest: Digest },
+): { bytes: Buffer; digest: Digest } {
   const who = participantOf(want.agentId);
   if (r.checkpointId !== want.checkpointId || r.agentId !== want.agentId || r.boundary !== want.boundary) {
-    throw new CheckpointRefusal('IDENTITY_MISMATCH', 'ident_capture_reply', `${who}: capture reply is for checkpoint ${JSON.stringify(r.checkpointId)}, participant ${JSON.stringify(r.agentId)}, boundary ${JSON.stringify(r.boundary)}; asked ${want.checkpointId}, ${JSON.stringify(want.agentId)}, ${want.boundary}`, { participant: who });
+    throw new CheckpointRefusal(
+      'IDENTITY_MISMATCH',
+      'ident_capture_reply',
+      `${who}: capture reply is for checkpoint ${JSON.stringify(r.checkpointId)}, participant ${JSON.stringify(r.agentId)}, boundary ${JSON.stringify(r.boundary)}; asked ${want.checkpointId}, ${JSON.stringify(want.agentId)}, ${want.boundary}`,
+      { participant: who },
+    );
   }
   if (r.compatibilityDigest !== want.compatibilityDigest) {
-    throw new CheckpointRefusal('INCOMPATIBLE_STATE', 'audit_capture_compatibility', `${who}: compatibilityDigest ${r.compatibilityDigest} differs from the expected ${want.compatibilityDigest} (agent id, profile, dataset, versions and seed)`, { participant: who });
+    throw new CheckpointRefusal(
+      'INCOMPATIBLE_STATE',
+      'audit_capture_compatibility',
+      `${who}: compatibilityDigest ${r.compatibilityDigest} differs from the expected ${want.compatibilityDigest} (agent id, profile, dataset, versions and seed)`,
+      { participant: who },
+    );
   }
   let digest: Digest, byteLength: U64;
   try {
     digest = readDigest(r.payload?.digest, 'payload.digest');
     byteLength = readU64(r.payload?.byteLength, 'payload.byteLength');
   } catch (e) {
-    throw new CheckpointRefusal('BUFFER_INVALID', 'audit_capture_buffer', `${who}: ${(e as Error).message}`, { participant: who });
+    throw new CheckpointRefusal('BUFFER_INVALID', 'audit_capture_buffer', `${who}: ${(e as Error).message}`, {
+      participant: who,
+    });
   }
-  if (!attachment) throw new CheckpointRefusal('BUFFER_INVALID', 'audit_capture_buffer', `${who}: the capture reply carries no payload attachment`, { participant: who });
+  if (!attachment)
+    throw new CheckpointRefusal(
+      'BUFFER_INVALID',
+      'audit_capture_buffer',
+      `${who}: the capture reply carries no payload attachment`,
+      { participant: who },
+    );
   if (String(attachment.byteLength) !== byteLength) {
-    throw new CheckpointRefusal('BUFFER_INVALID', 'audit_capture_buffer', `${who}: payload attachment is ${attachment.byteLength} bytes, the reply says ${byteLength}`, { participant: who });
+    throw new CheckpointRefusal(
+      'BUFFER_INVALID',
+      'audit_capture_buffer',
+      `${who}: payload attachment is ${attachment.byteLength} bytes, the reply says ${byteLength}`,
+      { participant: who },
+    );
   }
   return { bytes: attachment, digest };
 }
 
 function reserve(group: CheckpointGroup): Reservation {
-  if (!group.writer) throw new CheckpointRefusal('UNSUPPORTED', 'perm_invalid_phase', 'no checkpoint store is attached to this run');
+  if (!group.writer)
+    throw new CheckpointRefusal('UNSUPPORTED', 'perm_invalid_phase', 'no checkpoint store is attached to this run');
   try {
     return group.writer.reserve();
   } catch (e) {
-    if (e instanceof WriterBusyError) throw new CheckpointRefusal('BUSY', e.reason, `capture refused: ${e.message} (nothing was asked, the run keeps stepping)`, { field: 'writer' });
+    if (e instanceof WriterBusyError)
+      throw new CheckpointRefusal(
+        'BUSY',
+        e.reason,
+        `capture refused: ${e.message} (nothing was asked, the run keeps stepping)`,
+        { field: 'writer' },
+      );
     throw e;
   }
 }
@@ -82,7 +116,11 @@ function reserve(group: CheckpointGroup): Reservation {
 export async function captureGroup(group: CheckpointGroup, opts: CaptureOptions): Promise<CaptureReceipt> {
   const phase = group.phase;
   if ((phase !== 'ready' && phase !== 'paused') || group.lockstep.state !== 'ready') {
-    throw new CheckpointRefusal('INVALID_PHASE', 'perm_invalid_phase', `capture only at a committed boundary Ready(k)/Paused(k): the group is ${phase === 'ready' ? group.lockstep.state : phase}`);
+    throw new CheckpointRefusal(
+      'INVALID_PHASE',
+      'perm_invalid_phase',
+      `capture only at a committed boundary Ready(k)/Paused(k): the group is ${phase === 'ready' ? group.lockstep.state : phase}`,
+    );
   }
   const live = group.live();
   const reservation = reserve(group);
@@ -101,17 +139,37 @@ export async function captureGroup(group: CheckpointGroup, opts: CaptureOptions)
     const env = liveEnvironment(live);
     const envRep = await group.call(null, 'environment', METHODS.capture, scope, { checkpointId, agentId: null });
     noteAck(null, envRep.requestId);
-    const world = checkReply(envRep.result, envRep.attachment, { checkpointId, agentId: null, boundary, compatibilityDigest: env.compatibilityDigest });
+    const world = checkReply(envRep.result, envRep.attachment, {
+      checkpointId,
+      agentId: null,
+      boundary,
+      compatibilityDigest: env.compatibilityDigest,
+    });
     const agents: { agentId: Id; bytes: Buffer; digest: Digest }[] = [];
     for (const row of liveAgentRows(live)) {
       const who = participantOf(row.agentId);
       const rep = await group.call(row.agentId, who, METHODS.capture, scope, { checkpointId, agentId: row.agentId });
       noteAck(row.agentId, rep.requestId);
-      agents.push({ agentId: row.agentId, ...checkReply(rep.result, rep.attachment, { checkpointId, agentId: row.agentId, boundary, compatibilityDigest: row.compatibilityDigest }) });
+      agents.push({
+        agentId: row.agentId,
+        ...checkReply(rep.result, rep.attachment, {
+          checkpointId,
+          agentId: row.agentId,
+          boundary,
+          compatibilityDigest: row.compatibilityDigest,
+        }),
+      });
     }
     const { manifest, payloads } = buildCheckpoint(live, checkpointId, group.coordinatorState(), { world, agents });
     const draft = layoutEnvelope(manifest, payloads);
-    await group.ledger?.append({ event: 'captured', checkpointId, boundary, epoch: group.epoch, sessionId: group.plan.sessionId, detail: { byteLength: String(draft.byteLength), durable: !opts.replaceable } });
+    await group.ledger?.append({
+      event: 'captured',
+      checkpointId,
+      boundary,
+      epoch: group.epoch,
+      sessionId: group.plan.sessionId,
+      detail: { byteLength: String(draft.byteLength), durable: !opts.replaceable },
+    });
     const ticket = group.writer!.submit(reservation, {
       identity: generationIdentityOf(draft.manifest),
       envelope: { byteLength: draft.byteLength, seal: () => sealOffLoop(draft) },
@@ -124,7 +182,13 @@ export async function captureGroup(group: CheckpointGroup, opts: CaptureOptions)
     reservation.release();
     await group.acknowledge(acks);
     if (e instanceof CheckpointRefusal) throw e;
-    if (isDetsimError(e)) throw new CheckpointRefusal(e.reason.startsWith('size_writer') ? 'BUSY' : 'FAILED', e.reason, `capture ${checkpointId}: ${e.message}`, { field: e.field });
+    if (isDetsimError(e))
+      throw new CheckpointRefusal(
+        e.reason.startsWith('size_writer') ? 'BUSY' : 'FAILED',
+        e.reason,
+        `capture ${checkpointId}: ${e.message}`,
+        { field: e.field },
+      );
     throw e;
   } finally {
     group.endCapture();

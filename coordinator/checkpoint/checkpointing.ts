@@ -29,7 +29,11 @@ export function storeDirOf(runDir: string): string {
 
 export async function openCheckpointing(runDir: string, opts: CheckpointingOptions = {}): Promise<Checkpointing> {
   const ledger = await Ledger.open(runDir);
-  const store = await CheckpointStore.open(storeDirOf(runDir), { create: true, ...(opts.keep !== undefined ? { keep: opts.keep } : {}), ...(opts.fs ? { fs: opts.fs } : {}) });
+  const store = await CheckpointStore.open(storeDirOf(runDir), {
+    create: true,
+    ...(opts.keep !== undefined ? { keep: opts.keep } : {}),
+    ...(opts.fs ? { fs: opts.fs } : {}),
+  });
   const writer = new CheckpointWriter(store, {
     ...(opts.capacity !== undefined ? { capacity: opts.capacity } : {}),
     ...(opts.maxQueuedBytes !== undefined ? { maxQueuedBytes: opts.maxQueuedBytes } : {}),

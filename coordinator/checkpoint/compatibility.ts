@@ -19,7 +19,14 @@ export const INSPECTION_SCHEMA = 'detsim-observation-v1';
 export const EXECUTOR_ID = 'decision-fields-v1';
 
 /** Field order of the compatibility block check (docs/spec/checkpoint-store.md, restore step 2). */
-export const COMPATIBILITY_FIELDS = ['stateFormatId', 'backendDigest', 'contentDigest', 'patchDigest', 'controllerDigest', 'parserDigest'] as const;
+export const COMPATIBILITY_FIELDS = [
+  'stateFormatId',
+  'backendDigest',
+  'contentDigest',
+  'patchDigest',
+  'controllerDigest',
+  'parserDigest',
+] as const;
 export type CompatibilityBlock = Record<(typeof COMPATIBILITY_FIELDS)[number], string>;
 
 /** Short names used in refusals ("parser", "backend", …). */
@@ -44,13 +51,28 @@ export function compatibilityBlock(live: LiveComposition): CompatibilityBlock {
   const uniq = (xs: string[]) => [...new Set(xs)].sort();
   return {
     // The code that computes: the worker protocol and every worker implementation/runtime.
-    backendDigest: canonicalDigest({ contractDigest: CONTRACT_DIGEST, buildDigests: uniq(live.workers.map((w) => w.buildDigest)), runtimes: uniq(live.workers.map((w) => w.runtime)) }),
+    backendDigest: canonicalDigest({
+      contractDigest: CONTRACT_DIGEST,
+      buildDigests: uniq(live.workers.map((w) => w.buildDigest)),
+      runtimes: uniq(live.workers.map((w) => w.runtime)),
+    }),
     // What is simulated: the models and versions of every participant.
     contentDigest: canonicalDigest({
-      environment: { model: plan.environment.model, modelVersion: identities.environment.modelVersion, profileDigest: identities.environment.profileDigest },
+      environment: {
+        model: plan.environment.model,
+        modelVersion: identities.environment.modelVersion,
+        profileDigest: identities.environment.profileDigest,
+      },
       agents: plan.agents.map((a) => {
         const id = identities.agents.get(a.agentId)!;
-        return { agentId: a.agentId, model: a.model, modelVersion: id.modelVersion, plasticityVersion: id.plasticityVersion, profileDigest: id.profileDigest, datasetDigest: id.datasetDigest };
+        return {
+          agentId: a.agentId,
+          model: a.model,
+          modelVersion: id.modelVersion,
+          plasticityVersion: id.plasticityVersion,
+          profileDigest: id.profileDigest,
+          datasetDigest: id.datasetDigest,
+        };
       }),
     }),
     // The configuration patch: clock, ids, ports and params (seeds are checked one by one instead).
@@ -58,50 +80,133 @@ export function compatibilityBlock(live: LiveComposition): CompatibilityBlock {
       sessionId: plan.sessionId,
       seedAlgorithm: plan.seedAlgorithm,
       stepDuration: plan.stepDuration.toJSON(),
-      environment: { environmentId: plan.environment.environmentId, model: plan.environment.model, params: plan.environment.params },
+      environment: {
+        environmentId: plan.environment.environmentId,
+        model: plan.environment.model,
+        params: plan.environment.params,
+      },
       agents: plan.agents.map((a) => ({ agentId: a.agentId, portId: a.portId, model: a.model, params: a.params })),
     }),
     // How decisions reach ports: [{portId, controls}] in port order.
-    controllerDigest: canonicalDigest(plan.agents.map((a) => ({ portId: a.portId, controls: { agentId: a.agentId, executor: EXECUTOR_ID, actionFields: a.actionFields ?? null } }))),
+    controllerDigest: canonicalDigest(
+      plan.agents.map((a) => ({
+        portId: a.portId,
+        controls: { agentId: a.agentId, executor: EXECUTOR_ID, actionFields: a.actionFields ?? null },
+      })),
+    ),
     // How observations are read back: the inspection schema of the environment model.
-    parserDigest: canonicalDigest({ inspectionSchema: INSPECTION_SCHEMA, environmentModelVersion: identities.environment.modelVersion }),
+    parserDigest: canonicalDigest({
+      inspectionSchema: INSPECTION_SCHEMA,
+      environmentModelVersion: identities.environment.modelVersion,
+    }),
     stateFormatId: STATE_FORMAT_ID,
   };
 }
 
 /** The agent capture compatibility digest (covers the resolved seed), as the worker computes it. */
-export function expectedAgentDigest(a: { agentId: Id; profileDigest: Digest; datasetDigest: Digest; modelVersion: string; plasticityVersion: string; seed: number }): Digest {
-  return canonicalDigest({ agentId: a.agentId, profileDigest: a.profileDigest, datasetDigest: a.datasetDigest, modelVersion: a.modelVersion, plasticityVersion: a.plasticityVersion, seed: a.seed });
+export function expectedAgentDigest(a: {
+  agentId: Id;
+  profileDigest: Digest;
+  datasetDigest: Digest;
+  modelVersion: string;
+  plasticityVersion: string;
+  seed: number;
+}): Digest {
+  return canonicalDigest({
+    agentId: a.agentId,
+    profileDigest: a.profileDigest,
+    datasetDigest: a.datasetDigest,
+    modelVersion: a.modelVersion,
+    plasticityVersion: a.plasticityVersion,
+    seed: a.seed,
+  });
 }
 
 /** The environment capture compatibility digest: {environmentId, modelVersion, ports, profileDigest, seed}. */
-export function expectedEnvironmentDigest(e: { environmentId: Id; modelVersion: string; profileDigest: Digest; seed: number; ports: { portId: Id; agentId: Id }[] }): Digest {
-  return canonicalDigest({ environmentId: e.environmentId, profileDigest: e.profileDigest, modelVersion: e.modelVersion, seed: e.seed, ports: e.ports.map((p) => ({ portId: p.portId, agentId: p.agentId })) });
+export function expectedEnvironmentDigest(e: {
+  environmentId: Id;
+  modelVersion: string;
+  profileDigest: Digest;
+  seed: number;
+  ports: { portId: Id; agentId: Id }[];
+}): Digest {
+  return canonicalDigest({
+    environmentId: e.environmentId,
+    profileDigest: e.profileDigest,
+    modelVersion: e.modelVersion,
+    seed: e.seed,
+    ports: e.ports.map((p) => ({ portId: p.portId, agentId: p.agentId })),
+  });
 }
 
 /** Composition digest (docs/spec/checkpoint-envelope.md): session, epoch, contract, one line per agent by id. */
 export function compositionDigest(live: LiveComposition, epoch: Id): Digest {
   const h = createHash('sha256');
   h.update(`detsim/composition-v1\nsession=${live.plan.sessionId}\nepoch=${epoch}\ncontract=${CONTRACT_DIGEST}\n`);
-  const rows = live.plan.agents.map((a) => ({ agentId: a.agentId, portId: a.portId, profile: live.identities.agents.get(a.agentId)!.profileDigest }));
+  const rows = live.plan.agents.map((a) => ({
+    agentId: a.agentId,
+    portId: a.portId,
+    profile: live.identities.agents.get(a.agentId)!.profileDigest,
+  }));
   rows.sort((x, y) => (x.agentId < y.agentId ? -1 : x.agentId > y.agentId ? 1 : 0));
   for (const r of rows) h.update(`agent=${r.agentId} port=${r.portId} profile=${r.profile}\n`);
   return h.digest('hex');
 }
 
 /** Live per-agent slot facts (sorted by agent id) that a checkpoint's agent rows must equal. */
-export function liveAgentRows(live: LiveComposition): { agentId: Id; portId: Id; workerId: Id; profileDigest: Digest; datasetDigest: Digest; modelVersion: string; plasticityVersion: string; seed: number; compatibilityDigest: Digest }[] {
+export function liveAgentRows(live: LiveComposition): {
+  agentId: Id;
+  portId: Id;
+  workerId: Id;
+  profileDigest: Digest;
+  datasetDigest: Digest;
+  modelVersion: string;
+  plasticityVersion: string;
+  seed: number;
+  compatibilityDigest: Digest;
+}[] {
   return live.plan.agents
     .map((a) => {
       const id = live.identities.agents.get(a.agentId)!;
-      const row = { agentId: a.agentId, portId: a.portId, workerId: a.workerId, profileDigest: id.profileDigest, datasetDigest: id.datasetDigest, modelVersion: id.modelVersion, plasticityVersion: id.plasticityVersion, seed: a.seed };
+      const row = {
+        agentId: a.agentId,
+        portId: a.portId,
+        workerId: a.workerId,
+        profileDigest: id.profileDigest,
+        datasetDigest: id.datasetDigest,
+        modelVersion: id.modelVersion,
+        plasticityVersion: id.plasticityVersion,
+        seed: a.seed,
+      };
       return { ...row, compatibilityDigest: expectedAgentDigest(row) };
     })
     .sort((x, y) => (x.agentId < y.agentId ? -1 : x.agentId > y.agentId ? 1 : 0));
 }
 
-export function liveEnvironment(live: LiveComposition): { workerId: Id; environmentId: Id; model: string; modelVersion: string; profileDigest: Digest; seed: number; compatibilityDigest: Digest } {
+export function liveEnvironment(live: LiveComposition): {
+  workerId: Id;
+  environmentId: Id;
+  model: string;
+  modelVersion: string;
+  profileDigest: Digest;
+  seed: number;
+  compatibilityDigest: Digest;
+} {
   const { plan, identities } = live;
-  const row = { environmentId: plan.environment.environmentId, modelVersion: identities.environment.modelVersion, profileDigest: identities.environment.profileDigest, seed: plan.environment.seed, ports: portMapOf(plan) };
-  return { workerId: plan.environment.workerId, environmentId: row.environmentId, model: plan.environment.model, modelVersion: row.modelVersion, profileDigest: row.profileDigest, seed: row.seed, compatibilityDigest: expectedEnvironmentDigest(row) };
+  const row = {
+    environmentId: plan.environment.environmentId,
+    modelVersion: identities.environment.modelVersion,
+    profileDigest: identities.environment.profileDigest,
+    seed: plan.environment.seed,
+    ports: portMapOf(plan),
+  };
+  return {
+    workerId: plan.environment.workerId,
+    environmentId: row.environmentId,
+    model: plan.environment.model,
+    modelVersion: row.modelVersion,
+    profileDigest: row.profileDigest,
+    seed: row.seed,
+    compatibilityDigest: expectedEnvironmentDigest(row),
+  };
 }

@@ -10,7 +10,13 @@ import type { Fleet, LaunchedWorker } from '../launcher.js';
 import type { Lockstep } from '../lockstep.js';
 import { IllegalTransition } from '../illegal-transition.js';
 import {
-  describeExit, METHODS, WorkerCallError, type JsonObject, type Method, type ParamsOf, type ResultOf,
+  describeExit,
+  METHODS,
+  WorkerCallError,
+  type JsonObject,
+  type Method,
+  type ParamsOf,
+  type ResultOf,
 } from '../../core/protocol/index.js';
 import type { Ledger } from '../store/ledger.js';
 import type { CheckpointWriter } from '../store/writer.js';
@@ -21,7 +27,16 @@ import { CheckpointRefusal, type CheckpointStatus, type Participant } from './re
 
 export type GroupPhase = 'ready' | 'paused' | 'capturing' | 'restoring' | 'fenced';
 
-const STATUSES: readonly string[] = ['INVALID_PHASE', 'BUSY', 'UNSUPPORTED', 'IDENTITY_MISMATCH', 'INCOMPATIBLE_STATE', 'BUFFER_INVALID', 'STALE_EPOCH', 'CONFLICT'];
+const STATUSES: readonly string[] = [
+  'INVALID_PHASE',
+  'BUSY',
+  'UNSUPPORTED',
+  'IDENTITY_MISMATCH',
+  'INCOMPATIBLE_STATE',
+  'BUFFER_INVALID',
+  'STALE_EPOCH',
+  'CONFLICT',
+];
 
 /**
  * The run's behaviour so far, rebased to its first epoch, as a hash chain: d0 = SHA-256 of
@@ -34,14 +49,19 @@ export const BEHAVIOUR_CHAIN_GENESIS = createHash('sha256').update('detsim/behav
 export class RollingBehaviour {
   private value: string;
   private count: bigint;
-  constructor(readonly baseEpoch: Id, from?: BehaviourPrefix) {
+  constructor(
+    readonly baseEpoch: Id,
+    from?: BehaviourPrefix,
+  ) {
     this.value = from?.digest ?? BEHAVIOUR_CHAIN_GENESIS;
     this.count = from ? BigInt(from.steps) : 0n;
   }
 
   add(b: TraceBehaviour): void {
     const rebased = b.scope.epoch === this.baseEpoch ? b : new EpochRebase(b.scope.epoch, this.baseEpoch).apply(b);
-    this.value = createHash('sha256').update(`${this.value}\n${canonicalBehaviour(rebased)}\n`, 'utf8').digest('hex');
+    this.value = createHash('sha256')
+      .update(`${this.value}\n${canonicalBehaviour(rebased)}\n`, 'utf8')
+      .digest('hex');
     this.count++;
   }
 
@@ -201,11 +221,21 @@ export class CheckpointGroup {
 
   live(): LiveComposition {
     const ids = this.lockstep.identities;
-    if (!ids) throw new CheckpointRefusal('INVALID_PHASE', 'perm_invalid_phase', 'the group is not initialized (no committed boundary yet)');
+    if (!ids)
+      throw new CheckpointRefusal(
+        'INVALID_PHASE',
+        'perm_invalid_phase',
+        'the group is not initialized (no committed boundary yet)',
+      );
     return {
       plan: this.plan,
       identities: ids,
-      workers: this.fleet.all().map((w) => ({ workerId: w.plan.workerId, role: w.plan.role, buildDigest: w.hello.buildDigest, runtime: w.hello.runtime })),
+      workers: this.fleet.all().map((w) => ({
+        workerId: w.plan.workerId,
+        role: w.plan.role,
+        buildDigest: w.hello.buildDigest,
+        runtime: w.hello.runtime,
+      })),
     };
   }
 
@@ -221,7 +251,11 @@ export class CheckpointGroup {
   /** One lockstep step through the group: refused unless Ready (paused needs resume(), fenced a restore). */
   async step(): Promise<TransitionTrace> {
     if (this.phase !== 'ready' || this.lockstep.state !== 'ready') {
-      throw new CheckpointRefusal('INVALID_PHASE', 'perm_invalid_phase', `cannot step: the group is ${this.phase === 'ready' ? this.lockstep.state : this.phase}${this.phase === 'paused' ? ' (resume it first)' : ''}`);
+      throw new CheckpointRefusal(
+        'INVALID_PHASE',
+        'perm_invalid_phase',
+        `cannot step: the group is ${this.phase === 'ready' ? this.lockstep.state : this.phase}${this.phase === 'paused' ? ' (resume it first)' : ''}`,
+      );
     }
     const trace = await this.lockstep.step();
     this.noteTrace(trace);
@@ -230,7 +264,12 @@ export class CheckpointGroup {
 
   /** Paused(k) → Ready(k): a restored group runs only when resumed explicitly. */
   resume(): void {
-    if (this.phase !== 'paused') throw new CheckpointRefusal('INVALID_PHASE', 'perm_invalid_phase', `cannot resume: the group is ${this.phase}, not paused`);
+    if (this.phase !== 'paused')
+      throw new CheckpointRefusal(
+        'INVALID_PHASE',
+        'perm_invalid_phase',
+        `cannot resume: the group is ${this.phase}, not paused`,
+      );
     this.currentPhase = 'ready';
   }
 
@@ -263,17 +302,37 @@ export class CheckpointGroup {
     const w = this.workerOf(agentId);
     let rep;
     try {
-      rep = await w.client.call(method, scope, params, { deadlineMs: this.deadlineMs, ...(opts.attachment ? { attachment: opts.attachment } : {}) });
+      rep = await w.client.call(method, scope, params, {
+        deadlineMs: this.deadlineMs,
+        ...(opts.attachment ? { attachment: opts.attachment } : {}),
+      });
     } catch (e) {
       // Transport failure, deadline or a dead process: the participant's state is unknown.
-      const why = e instanceof WorkerCallError && e.kind === 'deadline' ? `no reply within the capture deadline of ${this.deadlineMs} ms` : w.process.exitInfo ? `process ${w.process.pid} exited (${describeExit(w.process.exitInfo)})` : e instanceof Error ? e.message : String(e);
-      throw new CheckpointRefusal('FAILED', 'audit_participant_refused', `${participant} (${w.plan.workerId}): ${method} failed: ${why}`, { participant, mutation: 'unknown' });
+      const why =
+        e instanceof WorkerCallError && e.kind === 'deadline'
+          ? `no reply within the capture deadline of ${this.deadlineMs} ms`
+          : w.process.exitInfo
+            ? `process ${w.process.pid} exited (${describeExit(w.process.exitInfo)})`
+            : e instanceof Error
+              ? e.message
+              : String(e);
+      throw new CheckpointRefusal(
+        'FAILED',
+        'audit_participant_refused',
+        `${participant} (${w.plan.workerId}): ${method} failed: ${why}`,
+        { participant, mutation: 'unknown' },
+      );
     }
     const reply = rep.reply;
     if (reply.type === 'error') {
       const code = reply.error.code;
       const status = (STATUSES.includes(code) ? code : 'FAILED') as CheckpointStatus;
-      throw new CheckpointRefusal(status, 'audit_participant_refused', `${participant} (${w.plan.workerId}) refused ${method}: ${code}: ${reply.error.message}`, { participant, workerCode: code, mutation: reply.error.mutation });
+      throw new CheckpointRefusal(
+        status,
+        'audit_participant_refused',
+        `${participant} (${w.plan.workerId}) refused ${method}: ${code}: ${reply.error.message}`,
+        { participant, workerCode: code, mutation: reply.error.mutation },
+      );
     }
     const out: CallResult<ResultOf<M>> = { requestId: rep.requestId, result: reply.result };
     if (rep.attachment) out.attachment = rep.attachment;
@@ -285,7 +344,12 @@ export class CheckpointGroup {
     for (const [w, ids] of byWorker) {
       for (let i = 0; i < ids.length; i += 16) {
         try {
-          await w.client.call(METHODS.acknowledge, null, { requestIds: ids.slice(i, i + 16) }, { deadlineMs: this.deadlineMs });
+          await w.client.call(
+            METHODS.acknowledge,
+            null,
+            { requestIds: ids.slice(i, i + 16) },
+            { deadlineMs: this.deadlineMs },
+          );
         } catch (e) {
           this.logger.warn({ workerId: w.plan.workerId, err: (e as Error).message }, 'acknowledge failed');
         }

@@ -5,10 +5,32 @@
 import { canonicalBytes, parseCanonical, type JsonValue } from '../../core/formats/canonical-json.js';
 import type { EnvelopeManifest, EnvelopePayloadInput } from '../../core/formats/envelope.js';
 import { DetsimError } from '../../core/formats/errors.js';
-import { RationalNs, readDigest, readId, readObject, readU64, type Digest, type Id, type RationalNsJson, type Scope, type U64 } from '../../core/formats/scalars.js';
+import {
+  RationalNs,
+  readDigest,
+  readId,
+  readObject,
+  readU64,
+  type Digest,
+  type Id,
+  type RationalNsJson,
+  type Scope,
+  type U64,
+} from '../../core/formats/scalars.js';
 import type { JsonObject } from '../../core/protocol/index.js';
 import { CheckpointRefusal } from './refusal.js';
-import { compatibilityBlock, compositionDigest, EPISODE_ID, EXECUTOR_ID, INSPECTION_SCHEMA, liveAgentRows, liveEnvironment, portMapOf, SCHEDULER_ID, type LiveComposition } from './compatibility.js';
+import {
+  compatibilityBlock,
+  compositionDigest,
+  EPISODE_ID,
+  EXECUTOR_ID,
+  INSPECTION_SCHEMA,
+  liveAgentRows,
+  liveEnvironment,
+  portMapOf,
+  SCHEDULER_ID,
+  type LiveComposition,
+} from './compatibility.js';
 
 export const COORDINATOR_PAYLOAD_VERSION = 1;
 export const PAYLOAD_NAMES = {
@@ -82,7 +104,15 @@ export function coordinatorPayloads(live: LiveComposition, state: CoordinatorSta
   const actionFields = new Map(live.plan.agents.map((a) => [a.agentId, a.actionFields ?? null]));
   const executors = rows.map((r) => ({
     name: PAYLOAD_NAMES.executor(r.agentId),
-    bytes: canonicalBytes({ payloadVersion: COORDINATOR_PAYLOAD_VERSION, kind: 'executor', agentId: r.agentId, portId: r.portId, executor: EXECUTOR_ID, actionFields: actionFields.get(r.agentId) ?? null, committedStep: k }),
+    bytes: canonicalBytes({
+      payloadVersion: COORDINATOR_PAYLOAD_VERSION,
+      kind: 'executor',
+      agentId: r.agentId,
+      portId: r.portId,
+      executor: EXECUTOR_ID,
+      actionFields: actionFields.get(r.agentId) ?? null,
+      committedStep: k,
+    }),
   }));
   const admission = {
     payloadVersion: COORDINATOR_PAYLOAD_VERSION,
@@ -113,7 +143,12 @@ function clockOf(state: CoordinatorState, agentId: Id): AgentClock {
 }
 
 /** The manifest (without `payloads`, which the encoder fills from the table) and every payload in order. */
-export function buildCheckpoint(live: LiveComposition, checkpointId: Id, state: CoordinatorState, captured: ParticipantPayloads): { manifest: Omit<EnvelopeManifest, 'payloads'>; payloads: EnvelopePayloadInput[] } {
+export function buildCheckpoint(
+  live: LiveComposition,
+  checkpointId: Id,
+  state: CoordinatorState,
+  captured: ParticipantPayloads,
+): { manifest: Omit<EnvelopeManifest, 'payloads'>; payloads: EnvelopePayloadInput[] } {
   const { plan } = live;
   const k = state.boundary.toString();
   const sourceScope: Scope = { sessionId: plan.sessionId, epoch: state.epoch, step: k };
@@ -147,7 +182,15 @@ export function buildCheckpoint(live: LiveComposition, checkpointId: Id, state: 
       admissionState: PAYLOAD_NAMES.admission,
       eventWatermarks: { lastSourceStep: k, issued: state.eventsIssued.toString() },
     },
-    environment: { workerId: env.workerId, environmentId: env.environmentId, modelVersion: env.modelVersion, profileDigest: env.profileDigest, seed: env.seed, compatibilityDigest: env.compatibilityDigest, payload: PAYLOAD_NAMES.world },
+    environment: {
+      workerId: env.workerId,
+      environmentId: env.environmentId,
+      modelVersion: env.modelVersion,
+      profileDigest: env.profileDigest,
+      seed: env.seed,
+      compatibilityDigest: env.compatibilityDigest,
+      payload: PAYLOAD_NAMES.world,
+    },
     helperState: [],
   };
   const agentPayloads = new Map(captured.agents.map((a) => [a.agentId, a]));
@@ -175,10 +218,17 @@ export interface RestoredCoordinatorState {
 }
 
 function bad(name: string, what: string): never {
-  throw new CheckpointRefusal('INCOMPATIBLE_STATE', 'audit_coordinator_payload', `payload ${name}: ${what}`, { field: `payloads.${name}` });
+  throw new CheckpointRefusal('INCOMPATIBLE_STATE', 'audit_coordinator_payload', `payload ${name}: ${what}`, {
+    field: `payloads.${name}`,
+  });
 }
 
-function readPayloadJson(payloads: Map<string, Uint8Array>, name: string, kind: string, k: string): Record<string, JsonValue> {
+function readPayloadJson(
+  payloads: Map<string, Uint8Array>,
+  name: string,
+  kind: string,
+  k: string,
+): Record<string, JsonValue> {
   const bytes = payloads.get(name);
   if (!bytes) bad(name, 'is missing from the envelope');
   let o: Record<string, JsonValue>;
@@ -187,7 +237,8 @@ function readPayloadJson(payloads: Map<string, Uint8Array>, name: string, kind: 
   } catch (e) {
     bad(name, `is not canonical JSON: ${(e as Error).message}`);
   }
-  if (o.payloadVersion !== COORDINATOR_PAYLOAD_VERSION) bad(name, `payloadVersion is ${JSON.stringify(o.payloadVersion)}, not ${COORDINATOR_PAYLOAD_VERSION}`);
+  if (o.payloadVersion !== COORDINATOR_PAYLOAD_VERSION)
+    bad(name, `payloadVersion is ${JSON.stringify(o.payloadVersion)}, not ${COORDINATOR_PAYLOAD_VERSION}`);
   if (o.kind !== kind) bad(name, `kind is ${JSON.stringify(o.kind)}, not ${JSON.stringify(kind)}`);
   const step = o.committedStep ?? o.boundary;
   if (step !== k) bad(name, `is for boundary ${JSON.stringify(step)}, the checkpoint is at ${k}`);
@@ -195,40 +246,76 @@ function readPayloadJson(payloads: Map<string, Uint8Array>, name: string, kind: 
 }
 
 /** Validate every coordinator payload against the manifest and return the state to install. */
-export function readCoordinatorPayloads(manifest: EnvelopeManifest, payloads: Map<string, Uint8Array>): RestoredCoordinatorState {
+export function readCoordinatorPayloads(
+  manifest: EnvelopeManifest,
+  payloads: Map<string, Uint8Array>,
+): RestoredCoordinatorState {
   const k = manifest.sourceScope.step;
   const agentIds = manifest.agents.map((a) => a.agentId as Id);
   const sameIds = (got: Id[], name: string) => {
-    if (got.length !== agentIds.length || got.some((id, i) => id !== agentIds[i])) bad(name, `covers agents [${got.join(', ')}], the manifest lists [${agentIds.join(', ')}]`);
+    if (got.length !== agentIds.length || got.some((id, i) => id !== agentIds[i]))
+      bad(name, `covers agents [${got.join(', ')}], the manifest lists [${agentIds.join(', ')}]`);
   };
   try {
     const ledger = readPayloadJson(payloads, PAYLOAD_NAMES.taskLedger, 'task-ledger', k);
     const totals = ledger.rewardTotals as unknown as { agentId: Id; total: number }[];
-    if (!Array.isArray(totals) || totals.some((t) => typeof t.total !== 'number')) bad(PAYLOAD_NAMES.taskLedger, 'rewardTotals is not a list of {agentId, total}');
-    sameIds(totals.map((t) => t.agentId), PAYLOAD_NAMES.taskLedger);
+    if (!Array.isArray(totals) || totals.some((t) => typeof t.total !== 'number'))
+      bad(PAYLOAD_NAMES.taskLedger, 'rewardTotals is not a list of {agentId, total}');
+    sameIds(
+      totals.map((t) => t.agentId),
+      PAYLOAD_NAMES.taskLedger,
+    );
     const b = readObject(ledger.behaviour, 'behaviour');
-    const behaviour: BehaviourPrefix = { baseEpoch: readId(b.baseEpoch, 'behaviour.baseEpoch'), steps: readU64(b.steps, 'behaviour.steps'), digest: readDigest(b.digest, 'behaviour.digest') };
-    if (behaviour.steps !== k) bad(PAYLOAD_NAMES.taskLedger, `behaviour covers ${behaviour.steps} steps, the boundary is ${k}`);
+    const behaviour: BehaviourPrefix = {
+      baseEpoch: readId(b.baseEpoch, 'behaviour.baseEpoch'),
+      steps: readU64(b.steps, 'behaviour.steps'),
+      digest: readDigest(b.digest, 'behaviour.digest'),
+    };
+    if (behaviour.steps !== k)
+      bad(PAYLOAD_NAMES.taskLedger, `behaviour covers ${behaviour.steps} steps, the boundary is ${k}`);
 
     const prior = readPayloadJson(payloads, PAYLOAD_NAMES.priorInspection, 'prior-inspection', k);
-    if (prior.inspectionSchema !== INSPECTION_SCHEMA) bad(PAYLOAD_NAMES.priorInspection, `inspectionSchema is ${JSON.stringify(prior.inspectionSchema)}, not ${INSPECTION_SCHEMA}`);
+    if (prior.inspectionSchema !== INSPECTION_SCHEMA)
+      bad(
+        PAYLOAD_NAMES.priorInspection,
+        `inspectionSchema is ${JSON.stringify(prior.inspectionSchema)}, not ${INSPECTION_SCHEMA}`,
+      );
     const observations = prior.observations as unknown as { agentId: Id; observation: JsonObject }[];
     if (!Array.isArray(observations)) bad(PAYLOAD_NAMES.priorInspection, 'observations is not a list');
-    sameIds(observations.map((o) => o.agentId), PAYLOAD_NAMES.priorInspection);
+    sameIds(
+      observations.map((o) => o.agentId),
+      PAYLOAD_NAMES.priorInspection,
+    );
 
     for (const id of agentIds) {
       const ex = readPayloadJson(payloads, PAYLOAD_NAMES.executor(id), 'executor', k);
-      if (ex.agentId !== id || ex.executor !== EXECUTOR_ID) bad(PAYLOAD_NAMES.executor(id), `is for ${JSON.stringify(ex.agentId)} with executor ${JSON.stringify(ex.executor)}`);
+      if (ex.agentId !== id || ex.executor !== EXECUTOR_ID)
+        bad(
+          PAYLOAD_NAMES.executor(id),
+          `is for ${JSON.stringify(ex.agentId)} with executor ${JSON.stringify(ex.executor)}`,
+        );
     }
 
     const adm = readPayloadJson(payloads, PAYLOAD_NAMES.admission, 'coordinator', k);
-    const admAgents = adm.agents as unknown as { agentId: Id; seed: number; brainTicks: U64; remainder: RationalNsJson }[];
+    const admAgents = adm.agents as unknown as {
+      agentId: Id;
+      seed: number;
+      brainTicks: U64;
+      remainder: RationalNsJson;
+    }[];
     if (!Array.isArray(admAgents)) bad(PAYLOAD_NAMES.admission, 'agents is not a list');
-    sameIds(admAgents.map((a) => a.agentId), PAYLOAD_NAMES.admission);
+    sameIds(
+      admAgents.map((a) => a.agentId),
+      PAYLOAD_NAMES.admission,
+    );
     const clocks = new Map<Id, AgentClock>();
     admAgents.forEach((a, i) => {
       const row = manifest.agents[i]!;
-      if (a.seed !== row.seed) bad(PAYLOAD_NAMES.admission, `agent ${a.agentId} seed ${a.seed} differs from the manifest's ${JSON.stringify(row.seed)}`);
+      if (a.seed !== row.seed)
+        bad(
+          PAYLOAD_NAMES.admission,
+          `agent ${a.agentId} seed ${a.seed} differs from the manifest's ${JSON.stringify(row.seed)}`,
+        );
       RationalNs.read(a.remainder, `agents[${i}].remainder`);
       clocks.set(a.agentId, { brainTicks: readU64(a.brainTicks, `agents[${i}].brainTicks`), remainder: a.remainder });
     });
@@ -242,7 +329,13 @@ export function readCoordinatorPayloads(manifest: EnvelopeManifest, payloads: Ma
     };
   } catch (e) {
     if (e instanceof CheckpointRefusal) throw e;
-    if (e instanceof DetsimError) throw new CheckpointRefusal('INCOMPATIBLE_STATE', 'audit_coordinator_payload', `coordinator payload: ${e.message}`, { field: e.field });
+    if (e instanceof DetsimError)
+      throw new CheckpointRefusal(
+        'INCOMPATIBLE_STATE',
+        'audit_coordinator_payload',
+        `coordinator payload: ${e.message}`,
+        { field: e.field },
+      );
     throw e;
   }
 }

@@ -30,7 +30,12 @@ function recordedSeeds(rec: RecordedRun): RecordedSeed[] {
 }
 
 function refuse(runJson: string, field: string, message: string): never {
-  throw new CheckpointRefusal('IDENTITY_MISMATCH', 'ident_seed_mismatch', `checkpoint refused: ${runJson}: ${message}`, { field });
+  throw new CheckpointRefusal(
+    'IDENTITY_MISMATCH',
+    'ident_seed_mismatch',
+    `checkpoint refused: ${runJson}: ${message}`,
+    { field },
+  );
 }
 
 /**
@@ -40,19 +45,36 @@ function refuse(runJson: string, field: string, message: string): never {
 export function checkRecordedSeeds(rec: RecordedRun, runDir: string): void {
   const runJson = join(runDir, RUN_FILES.run);
   const { plan } = rec;
-  if (plan.seedAlgorithm !== SEED_ALGORITHM) refuse(runJson, 'seedDerivation', `seedDerivation is ${JSON.stringify(plan.seedAlgorithm)}; detsim derives seeds with ${SEED_ALGORITHM}`);
+  if (plan.seedAlgorithm !== SEED_ALGORITHM)
+    refuse(
+      runJson,
+      'seedDerivation',
+      `seedDerivation is ${JSON.stringify(plan.seedAlgorithm)}; detsim derives seeds with ${SEED_ALGORITHM}`,
+    );
   const seeds = recordedSeeds(rec).map((s) => ({ ...s, derived: deriveSeed(plan.masterSeed, s.id) }));
   const wrong = seeds.filter((s) => s.recorded !== s.derived);
   if (wrong.length === 0) return;
   if (wrong.length === seeds.length) {
-    refuse(runJson, 'masterSeed', `masterSeed ${JSON.stringify(plan.masterSeed)} does not derive the seeds run.json records (${SEED_ALGORITHM} gives ${wrong[0]!.field} (${wrong[0]!.id}) ${wrong[0]!.derived}, run.json records ${JSON.stringify(wrong[0]!.recorded)}): it differs from the master seed the run used`);
+    refuse(
+      runJson,
+      'masterSeed',
+      `masterSeed ${JSON.stringify(plan.masterSeed)} does not derive the seeds run.json records (${SEED_ALGORITHM} gives ${wrong[0]!.field} (${wrong[0]!.id}) ${wrong[0]!.derived}, run.json records ${JSON.stringify(wrong[0]!.recorded)}): it differs from the master seed the run used`,
+    );
   }
   const w = wrong[0]!;
-  refuse(runJson, w.field, `${w.field} (${w.id}) is ${JSON.stringify(w.recorded)}, but ${SEED_ALGORITHM} of masterSeed ${JSON.stringify(plan.masterSeed)} gives ${w.derived}`);
+  refuse(
+    runJson,
+    w.field,
+    `${w.field} (${w.id}) is ${JSON.stringify(w.recorded)}, but ${SEED_ALGORITHM} of masterSeed ${JSON.stringify(plan.masterSeed)} gives ${w.derived}`,
+  );
 }
 
 /** Throws the first disagreement between run.json and the checkpoint (CheckpointRefusal, the field named). */
 export function checkRecordedComposition(m: EnvelopeManifest, rec: RecordedRun, runDir: string): void {
   checkRecordedSeeds(rec, runDir);
-  checkIdentity(m, { plan: rec.plan, identities: rec.identities, workers: [] }, { against: `${RUN_FILES.run}'s`, withoutBackend: true });
+  checkIdentity(
+    m,
+    { plan: rec.plan, identities: rec.identities, workers: [] },
+    { against: `${RUN_FILES.run}'s`, withoutBackend: true },
+  );
 }

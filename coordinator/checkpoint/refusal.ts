@@ -25,7 +25,12 @@ export class CheckpointRefusal extends DetsimError {
     readonly status: CheckpointStatus,
     reason: ReasonCode,
     message: string,
-    readonly opts: { field?: string; participant?: Participant | null; mutation?: 'none' | 'applied' | 'unknown'; workerCode?: string } = {},
+    readonly opts: {
+      field?: string;
+      participant?: Participant | null;
+      mutation?: 'none' | 'applied' | 'unknown';
+      workerCode?: string;
+    } = {},
   ) {
     super(reason, message, opts.field);
     this.name = 'CheckpointRefusal';

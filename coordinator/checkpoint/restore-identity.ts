@@ -5,7 +5,18 @@
 import { canonicalize } from '../../core/formats/canonical-json.js';
 import type { EnvelopeManifest } from '../../core/formats/envelope.js';
 import type { ReasonCode } from '../../core/formats/reasons.js';
-import { COMPATIBILITY_FIELDS, compatibilityBlock, compatibilityFieldName, compositionDigest, EPISODE_ID, liveAgentRows, liveEnvironment, portMapOf, SCHEDULER_ID, type LiveComposition } from './compatibility.js';
+import {
+  COMPATIBILITY_FIELDS,
+  compatibilityBlock,
+  compatibilityFieldName,
+  compositionDigest,
+  EPISODE_ID,
+  liveAgentRows,
+  liveEnvironment,
+  portMapOf,
+  SCHEDULER_ID,
+  type LiveComposition,
+} from './compatibility.js';
 import { CheckpointRefusal, type CheckpointStatus } from './refusal.js';
 
 function refuse(status: CheckpointStatus, reason: ReasonCode, field: string, message: string): never {
@@ -25,44 +36,115 @@ export interface IdentityCheckOptions {
 export function checkIdentity(m: EnvelopeManifest, live: LiveComposition, opts: IdentityCheckOptions = {}): void {
   const { plan } = live;
   const the = opts.against ?? 'the live';
-  if (m.sourceScope.sessionId !== plan.sessionId) refuse('IDENTITY_MISMATCH', 'ident_session_mismatch', 'sourceScope.sessionId', `session ${show(m.sourceScope.sessionId)}, ${the} session is ${show(plan.sessionId)}`);
-  if (m.episodeId !== EPISODE_ID) refuse('IDENTITY_MISMATCH', 'ident_episode_mismatch', 'episodeId', `episode ${show(m.episodeId)}, ${the} episode is ${show(EPISODE_ID)}`);
-  if (m.schedulerId !== SCHEDULER_ID) refuse('INCOMPATIBLE_STATE', 'ident_scheduler_mismatch', 'schedulerId', `scheduler ${show(m.schedulerId)}, detsim runs ${SCHEDULER_ID}`);
+  if (m.sourceScope.sessionId !== plan.sessionId)
+    refuse(
+      'IDENTITY_MISMATCH',
+      'ident_session_mismatch',
+      'sourceScope.sessionId',
+      `session ${show(m.sourceScope.sessionId)}, ${the} session is ${show(plan.sessionId)}`,
+    );
+  if (m.episodeId !== EPISODE_ID)
+    refuse(
+      'IDENTITY_MISMATCH',
+      'ident_episode_mismatch',
+      'episodeId',
+      `episode ${show(m.episodeId)}, ${the} episode is ${show(EPISODE_ID)}`,
+    );
+  if (m.schedulerId !== SCHEDULER_ID)
+    refuse(
+      'INCOMPATIBLE_STATE',
+      'ident_scheduler_mismatch',
+      'schedulerId',
+      `scheduler ${show(m.schedulerId)}, detsim runs ${SCHEDULER_ID}`,
+    );
 
   const block = compatibilityBlock(live);
   for (const f of COMPATIBILITY_FIELDS) {
     if (opts.withoutBackend && f === 'backendDigest') continue;
     const got = (m.compatibility as Record<string, unknown>)[f];
     if (got !== block[f]) {
-      refuse('INCOMPATIBLE_STATE', 'ident_compatibility_mismatch', `compatibility.${f}`, `compatibility ${compatibilityFieldName(f)} differs: the checkpoint has ${show(got)}, ${the} composition ${show(block[f])}`);
+      refuse(
+        'INCOMPATIBLE_STATE',
+        'ident_compatibility_mismatch',
+        `compatibility.${f}`,
+        `compatibility ${compatibilityFieldName(f)} differs: the checkpoint has ${show(got)}, ${the} composition ${show(block[f])}`,
+      );
     }
   }
   const extra = Object.keys(m.compatibility).filter((k) => !(COMPATIBILITY_FIELDS as readonly string[]).includes(k));
-  if (extra.length > 0) refuse('INCOMPATIBLE_STATE', 'ident_compatibility_mismatch', `compatibility.${extra[0]}`, `compatibility has an unknown field ${show(extra[0])}`);
+  if (extra.length > 0)
+    refuse(
+      'INCOMPATIBLE_STATE',
+      'ident_compatibility_mismatch',
+      `compatibility.${extra[0]}`,
+      `compatibility has an unknown field ${show(extra[0])}`,
+    );
 
   const ports = portMapOf(plan);
-  if (canonicalize(m.portMap) !== canonicalize(ports)) refuse('IDENTITY_MISMATCH', 'ident_port_map_mismatch', 'portMap', `port map ${show(m.portMap)} differs from ${the} ${show(ports)}`);
+  if (canonicalize(m.portMap) !== canonicalize(ports))
+    refuse(
+      'IDENTITY_MISMATCH',
+      'ident_port_map_mismatch',
+      'portMap',
+      `port map ${show(m.portMap)} differs from ${the} ${show(ports)}`,
+    );
 
   const env = liveEnvironment(live);
   const menv = m.environment as Record<string, unknown>;
   for (const f of ['workerId', 'environmentId', 'modelVersion', 'profileDigest'] as const) {
-    if (menv[f] !== env[f]) refuse('IDENTITY_MISMATCH', 'ident_environment_mismatch', `environment.${f}`, `environment ${f} ${show(menv[f])} differs from ${the} ${show(env[f])}`);
+    if (menv[f] !== env[f])
+      refuse(
+        'IDENTITY_MISMATCH',
+        'ident_environment_mismatch',
+        `environment.${f}`,
+        `environment ${f} ${show(menv[f])} differs from ${the} ${show(env[f])}`,
+      );
   }
-  if (menv.seed !== env.seed) refuse('IDENTITY_MISMATCH', 'ident_seed_mismatch', 'environment.seed', `environment seed ${show(menv.seed)} differs from ${the} seed ${env.seed}`);
+  if (menv.seed !== env.seed)
+    refuse(
+      'IDENTITY_MISMATCH',
+      'ident_seed_mismatch',
+      'environment.seed',
+      `environment seed ${show(menv.seed)} differs from ${the} seed ${env.seed}`,
+    );
 
   const rows = liveAgentRows(live);
   const got = m.agents.map((a) => a.agentId);
   const want = rows.map((r) => r.agentId);
-  if (canonicalize(got) !== canonicalize(want)) refuse('IDENTITY_MISMATCH', 'ident_agent_set_mismatch', 'agents', `agents [${got.join(', ')}] differ from ${the} [${want.join(', ')}]`);
+  if (canonicalize(got) !== canonicalize(want))
+    refuse(
+      'IDENTITY_MISMATCH',
+      'ident_agent_set_mismatch',
+      'agents',
+      `agents [${got.join(', ')}] differ from ${the} [${want.join(', ')}]`,
+    );
   m.agents.forEach((a, i) => {
     const r = rows[i]!;
     for (const f of ['profileDigest', 'datasetDigest', 'modelVersion', 'plasticityVersion'] as const) {
-      if (a[f] !== r[f]) refuse('IDENTITY_MISMATCH', 'ident_profile_mismatch', `agents[${i}].${f}`, `agent ${r.agentId} ${f} ${show(a[f])} differs from ${the} slot's ${show(r[f])}`);
+      if (a[f] !== r[f])
+        refuse(
+          'IDENTITY_MISMATCH',
+          'ident_profile_mismatch',
+          `agents[${i}].${f}`,
+          `agent ${r.agentId} ${f} ${show(a[f])} differs from ${the} slot's ${show(r[f])}`,
+        );
     }
-    if (a.seed !== r.seed) refuse('IDENTITY_MISMATCH', 'ident_seed_mismatch', `agents[${i}].seed`, `agent ${r.agentId} seed ${show(a.seed)} differs from ${the} slot's ${r.seed}`);
+    if (a.seed !== r.seed)
+      refuse(
+        'IDENTITY_MISMATCH',
+        'ident_seed_mismatch',
+        `agents[${i}].seed`,
+        `agent ${r.agentId} seed ${show(a.seed)} differs from ${the} slot's ${r.seed}`,
+      );
   });
 
   // Everything above in one digest (and the protocol contract): a last guard, never the first named.
   const comp = compositionDigest(live, m.sourceScope.epoch);
-  if (m.compositionDigest !== comp) refuse('IDENTITY_MISMATCH', 'ident_composition_mismatch', 'compositionDigest', `composition digest ${m.compositionDigest} differs from ${the} ${comp}`);
+  if (m.compositionDigest !== comp)
+    refuse(
+      'IDENTITY_MISMATCH',
+      'ident_composition_mismatch',
+      'compositionDigest',
+      `composition digest ${m.compositionDigest} differs from ${the} ${comp}`,
+    );
 }

@@ -9,7 +9,13 @@ import { decodeEnvelope, type DecodedEnvelope, type EnvelopeManifest } from '../
 import { isDetsimError } from '../../core/formats/errors.js';
 import type { Digest, Id, Scope } from '../../core/formats/scalars.js';
 import type { LaunchedWorker } from '../launcher.js';
-import { CAPABILITIES, METHODS, type ActivateRestoreParams, type JsonObject, type StageRestoreParams } from '../../core/protocol/index.js';
+import {
+  CAPABILITIES,
+  METHODS,
+  type ActivateRestoreParams,
+  type JsonObject,
+  type StageRestoreParams,
+} from '../../core/protocol/index.js';
 import { loadGeneration, type CheckpointStore } from '../store/store.js';
 import { expectedAgentDigest, expectedEnvironmentDigest } from './compatibility.js';
 import type { CheckpointGroup } from './group.js';
@@ -21,7 +27,8 @@ import { checkIdentity } from './restore-identity.js';
  * Where the checkpoint comes from: a store (named id or high-water; `loaded` when the caller
  * already read and verified it with loadCheckpoint), or envelope bytes as they are.
  */
-export type RestoreSource = { store: CheckpointStore; checkpointId?: Id; loaded?: LoadedCheckpoint } | { bytes: Uint8Array; label?: string };
+export type RestoreSource =
+  { store: CheckpointStore; checkpointId?: Id; loaded?: LoadedCheckpoint } | { bytes: Uint8Array; label?: string };
 
 export interface RestoreHooks {
   /** Test hook: change the params of one participant's StageRestore or ActivateRestore before they go out. */
@@ -74,13 +81,26 @@ export async function loadCheckpoint(source: RestoreSource): Promise<LoadedCheck
     if ('store' in source) {
       const record = source.store.select(source.checkpointId);
       const g = await loadGeneration(source.store.dir, record);
-      return { envelope: g.envelope, byteLength: g.bytes.length, label: record.file, path: resolve(source.store.dir, record.file) };
+      return {
+        envelope: g.envelope,
+        byteLength: g.bytes.length,
+        label: record.file,
+        path: resolve(source.store.dir, record.file),
+      };
     }
-    return { envelope: decodeEnvelope(source.bytes), byteLength: source.bytes.byteLength, label: source.label ?? 'checkpoint', path: null };
+    return {
+      envelope: decodeEnvelope(source.bytes),
+      byteLength: source.bytes.byteLength,
+      label: source.label ?? 'checkpoint',
+      path: null,
+    };
   } catch (e) {
     if (isDetsimError(e)) {
-      const label = 'store' in source ? source.checkpointId ?? 'high-water checkpoint' : source.label ?? 'checkpoint';
-      throw new CheckpointRefusal('INCOMPATIBLE_STATE', e.reason, `checkpoint refused: ${label}: ${e.message}`, { field: e.field });
+      const label =
+        'store' in source ? (source.checkpointId ?? 'high-water checkpoint') : (source.label ?? 'checkpoint');
+      throw new CheckpointRefusal('INCOMPATIBLE_STATE', e.reason, `checkpoint refused: ${label}: ${e.message}`, {
+        field: e.field,
+      });
     }
     throw e;
   }
@@ -91,10 +111,19 @@ function preconditions(group: CheckpointGroup, epoch: Id): void {
     throw new CheckpointRefusal('INVALID_PHASE', 'perm_invalid_phase', `cannot restore while ${group.phase}`);
   }
   if (group.tainted.size > 0) {
-    throw new CheckpointRefusal('INVALID_PHASE', 'perm_invalid_phase', `cannot restore over tainted participants (${[...group.tainted].sort().join(', ')}): replace them first`);
+    throw new CheckpointRefusal(
+      'INVALID_PHASE',
+      'perm_invalid_phase',
+      `cannot restore over tainted participants (${[...group.tainted].sort().join(', ')}): replace them first`,
+    );
   }
   if (epoch === group.epoch) {
-    throw new CheckpointRefusal('STALE_EPOCH', 'ident_stale_epoch', `cannot restore into the current epoch ${epoch}: a restore always starts a new epoch`, { field: 'epoch' });
+    throw new CheckpointRefusal(
+      'STALE_EPOCH',
+      'ident_stale_epoch',
+      `cannot restore into the current epoch ${epoch}: a restore always starts a new epoch`,
+      { field: 'epoch' },
+    );
   }
 }
 
@@ -113,12 +142,31 @@ function stagePlan(m: EnvelopeManifest): StagePlan[] {
       agentId: null,
       participant: 'environment',
       payloadName: String(env.payload),
-      compatibilityDigest: expectedEnvironmentDigest({ environmentId: String(env.environmentId), modelVersion: String(env.modelVersion), profileDigest: String(env.profileDigest), seed: env.seed as number, ports: m.portMap as { portId: Id; agentId: Id }[] }),
+      compatibilityDigest: expectedEnvironmentDigest({
+        environmentId: String(env.environmentId),
+        modelVersion: String(env.modelVersion),
+        profileDigest: String(env.profileDigest),
+        seed: env.seed as number,
+        ports: m.portMap as { portId: Id; agentId: Id }[],
+      }),
     },
   ];
   for (const a of m.agents) {
-    const row = a as unknown as { agentId: Id; profileDigest: Digest; datasetDigest: Digest; modelVersion: string; plasticityVersion: string; seed: number; payload: string };
-    out.push({ agentId: row.agentId, participant: participantOf(row.agentId), payloadName: row.payload, compatibilityDigest: expectedAgentDigest(row) });
+    const row = a as unknown as {
+      agentId: Id;
+      profileDigest: Digest;
+      datasetDigest: Digest;
+      modelVersion: string;
+      plasticityVersion: string;
+      seed: number;
+      payload: string;
+    };
+    out.push({
+      agentId: row.agentId,
+      participant: participantOf(row.agentId),
+      payloadName: row.payload,
+      compatibilityDigest: expectedAgentDigest(row),
+    });
   }
   return out;
 }
@@ -131,7 +179,11 @@ function payloadMap(envelope: DecodedEnvelope): Map<string, Uint8Array> {
  * Restore the group from a checkpoint into `opts.epoch`. On success the group is Paused(k) in the
  * new epoch (call group.resume() to step). On a refusal before staging nothing changed anywhere.
  */
-export async function restoreGroup(group: CheckpointGroup, source: RestoreSource, opts: RestoreOptions): Promise<RestoreReport> {
+export async function restoreGroup(
+  group: CheckpointGroup,
+  source: RestoreSource,
+  opts: RestoreOptions,
+): Promise<RestoreReport> {
   preconditions(group, opts.epoch);
   const loaded = await loadCheckpoint(source);
   const m = loaded.envelope.manifest;
@@ -139,13 +191,23 @@ export async function restoreGroup(group: CheckpointGroup, source: RestoreSource
   const payloads = payloadMap(loaded.envelope);
   const coord = readCoordinatorPayloads(m, payloads);
   if (opts.expectBehaviour && canonicalize(opts.expectBehaviour) !== canonicalize(coord.behaviour)) {
-    throw new CheckpointRefusal('INCOMPATIBLE_STATE', 'audit_trace_prefix_mismatch', `checkpoint refused: the run's trace before boundary ${m.sourceScope.step} gives behaviour chain ${canonicalize(opts.expectBehaviour)}, the checkpoint recorded ${canonicalize(coord.behaviour)}`, { field: 'task-ledger.behaviour' });
+    throw new CheckpointRefusal(
+      'INCOMPATIBLE_STATE',
+      'audit_trace_prefix_mismatch',
+      `checkpoint refused: the run's trace before boundary ${m.sourceScope.step} gives behaviour chain ${canonicalize(opts.expectBehaviour)}, the checkpoint recorded ${canonicalize(coord.behaviour)}`,
+      { field: 'task-ledger.behaviour' },
+    );
   }
   const plan = stagePlan(m);
   for (const p of plan) {
     const want = p.agentId === null ? PAYLOAD_NAMES.world : PAYLOAD_NAMES.agent(p.agentId);
     if (p.payloadName !== want || !payloads.has(want)) {
-      throw new CheckpointRefusal('INCOMPATIBLE_STATE', 'audit_coordinator_payload', `checkpoint refused: ${p.participant} payload ${JSON.stringify(p.payloadName)} is not the envelope's ${want}`, { field: 'payloads' });
+      throw new CheckpointRefusal(
+        'INCOMPATIBLE_STATE',
+        'audit_coordinator_payload',
+        `checkpoint refused: ${p.participant} payload ${JSON.stringify(p.payloadName)} is not the envelope's ${want}`,
+        { field: 'payloads' },
+      );
     }
   }
 
@@ -161,19 +223,40 @@ export async function restoreGroup(group: CheckpointGroup, source: RestoreSource
   // Stage: the environment first, then agents sorted by id. A refusal taints those already staged.
   const staged: RestoredParticipant[] = [];
   for (const p of plan) {
-    let params: StageRestoreParams = { checkpointId: m.checkpointId, agentId: p.agentId, sourceScope: m.sourceScope, compatibilityDigest: p.compatibilityDigest, payload: payloadRef(loaded, p.payloadName, group.workerOf(p.agentId).hello.capabilities) };
+    let params: StageRestoreParams = {
+      checkpointId: m.checkpointId,
+      agentId: p.agentId,
+      sourceScope: m.sourceScope,
+      compatibilityDigest: p.compatibilityDigest,
+      payload: payloadRef(loaded, p.payloadName, group.workerOf(p.agentId).hello.capabilities),
+    };
     params = opts.hooks?.beforeStage?.(p.participant, params) ?? params;
     // A worker that reads the verified file itself gets no attachment (no copy through the transport).
     const attachment = 'file' in params.payload ? undefined : payloads.get(p.payloadName)!;
     try {
-      const rep = await group.call(p.agentId, p.participant, METHODS.stageRestore, scope, params, attachment ? { attachment } : {});
+      const rep = await group.call(
+        p.agentId,
+        p.participant,
+        METHODS.stageRestore,
+        scope,
+        params,
+        attachment ? { attachment } : {},
+      );
       noteAck(p.agentId, rep.requestId);
-      staged.push({ participant: p.participant, agentId: p.agentId, workerId: group.workerOf(p.agentId).plan.workerId, restoreToken: rep.result.restoreToken });
+      staged.push({
+        participant: p.participant,
+        agentId: p.agentId,
+        workerId: group.workerOf(p.agentId).plan.workerId,
+        restoreToken: rep.result.restoreToken,
+      });
     } catch (e) {
       if (staged.length > 0) group.fence(staged.map((s) => s.participant));
       else group.abandonRestore();
       await group.acknowledge(acks);
-      throw annotate(e, `stage failed; nothing activates${staged.length > 0 ? `; tainted: ${staged.map((s) => s.participant).join(', ')}` : '; nothing was staged'}`);
+      throw annotate(
+        e,
+        `stage failed; nothing activates${staged.length > 0 ? `; tainted: ${staged.map((s) => s.participant).join(', ')}` : '; nothing was staged'}`,
+      );
     }
   }
 
@@ -192,14 +275,30 @@ export async function restoreGroup(group: CheckpointGroup, source: RestoreSource
       noteAck(s.agentId, rep.requestId);
       const r = rep.result;
       if (r.checkpointId !== m.checkpointId || r.committedStep !== m.sourceScope.step) {
-        throw new CheckpointRefusal('IDENTITY_MISMATCH', 'audit_restored_state', `${s.participant} activated checkpoint ${JSON.stringify(r.checkpointId)} at step ${JSON.stringify(r.committedStep)}, expected ${m.checkpointId} at ${m.sourceScope.step}`, { participant: s.participant });
+        throw new CheckpointRefusal(
+          'IDENTITY_MISMATCH',
+          'audit_restored_state',
+          `${s.participant} activated checkpoint ${JSON.stringify(r.checkpointId)} at step ${JSON.stringify(r.committedStep)}, expected ${m.checkpointId} at ${m.sourceScope.step}`,
+          { participant: s.participant },
+        );
       }
       if (s.agentId === null) {
         const obs = (r.observation as { observations?: unknown } | null)?.observations;
-        if (!Array.isArray(obs)) throw new CheckpointRefusal('INCOMPATIBLE_STATE', 'audit_restored_state', 'environment activation returned no observations', { participant: s.participant });
+        if (!Array.isArray(obs))
+          throw new CheckpointRefusal(
+            'INCOMPATIBLE_STATE',
+            'audit_restored_state',
+            'environment activation returned no observations',
+            { participant: s.participant },
+          );
         observations = obs as { agentId: Id; observation: JsonObject }[];
       } else if (r.observation !== null) {
-        throw new CheckpointRefusal('INCOMPATIBLE_STATE', 'audit_restored_state', `${s.participant} activation returned an observation (agents return null)`, { participant: s.participant });
+        throw new CheckpointRefusal(
+          'INCOMPATIBLE_STATE',
+          'audit_restored_state',
+          `${s.participant} activation returned an observation (agents return null)`,
+          { participant: s.participant },
+        );
       }
     } catch (e) {
       await fence(e, `activation of ${s.participant} failed`);
@@ -207,7 +306,15 @@ export async function restoreGroup(group: CheckpointGroup, source: RestoreSource
   }
   // The environment's restored view must be the one the coordinator sealed at capture.
   if (canonicalize(observations) !== canonicalize(coord.observations)) {
-    await fence(new CheckpointRefusal('INCOMPATIBLE_STATE', 'audit_restored_state', `the restored environment's observations differ from prior-inspection at boundary ${k}`, { participant: 'environment' }), 'install refused');
+    await fence(
+      new CheckpointRefusal(
+        'INCOMPATIBLE_STATE',
+        'audit_restored_state',
+        `the restored environment's observations differ from prior-inspection at boundary ${k}`,
+        { participant: 'environment' },
+      ),
+      'install refused',
+    );
   }
 
   // Install the coordinator state: observations at k, clocks, reward ledger, behaviour chain; Paused(k).
@@ -235,17 +342,27 @@ export async function restoreGroup(group: CheckpointGroup, source: RestoreSource
 }
 
 /** The StageRestore payload ref: a range of the verified file for a worker that reads local files, else by attachment. */
-function payloadRef(loaded: LoadedCheckpoint, name: string, capabilities: readonly string[]): StageRestoreParams['payload'] {
+function payloadRef(
+  loaded: LoadedCheckpoint,
+  name: string,
+  capabilities: readonly string[],
+): StageRestoreParams['payload'] {
   const entry = loaded.envelope.layout.entries.find((e) => e.name === name)!;
   const ref: StageRestoreParams['payload'] = { digest: entry.digest, byteLength: String(entry.byteLength) };
   // Every worker of a fleet runs on this machine (the launcher spawned it), so the path is valid there.
-  if (loaded.path !== null && capabilities.includes(CAPABILITIES.payloadFile)) ref.file = { path: loaded.path, offset: String(entry.offset) };
+  if (loaded.path !== null && capabilities.includes(CAPABILITIES.payloadFile))
+    ref.file = { path: loaded.path, offset: String(entry.offset) };
   return ref;
 }
 
 function annotate(e: unknown, what: string): unknown {
   if (e instanceof CheckpointRefusal) {
-    return new CheckpointRefusal(e.status, e.reason, `${e.message} (${what})`, { field: e.field, participant: e.participant, mutation: e.mutation, workerCode: e.workerCode });
+    return new CheckpointRefusal(e.status, e.reason, `${e.message} (${what})`, {
+      field: e.field,
+      participant: e.participant,
+      mutation: e.mutation,
+      workerCode: e.workerCode,
+    });
   }
   return e;
 }

@@ -93,12 +93,21 @@ export function splitTrace(text: string, k: bigint, path: string): TraceSplit {
     } catch (e) {
       // Only the last line may be torn by a kill mid-append; anything else is damage.
       if (i === lines.length - 1) return void out.abandoned.push(line);
-      refuse('audit_trace_prefix_mismatch', `${path} line ${i + 1} is not a trace line: ${(e as Error).message}`, `line ${i + 1}`);
+      refuse(
+        'audit_trace_prefix_mismatch',
+        `${path} line ${i + 1} is not a trace line: ${(e as Error).message}`,
+        `line ${i + 1}`,
+      );
     }
     const step = BigInt(t.behaviour.scope.step);
     out.epochs.add(t.behaviour.scope.epoch);
     if (step < k) {
-      if (step !== BigInt(out.kept.length)) refuse('audit_trace_prefix_mismatch', `${path} line ${i + 1} is step ${step}, expected step ${out.kept.length}`, `line ${i + 1}`);
+      if (step !== BigInt(out.kept.length))
+        refuse(
+          'audit_trace_prefix_mismatch',
+          `${path} line ${i + 1} is step ${step}, expected step ${out.kept.length}`,
+          `line ${i + 1}`,
+        );
       out.kept.push(line);
       out.keptBehaviours.push(t.behaviour);
     } else {
@@ -106,15 +115,24 @@ export function splitTrace(text: string, k: bigint, path: string): TraceSplit {
       out.abandonedSteps.push(step);
     }
   });
-  if (BigInt(out.kept.length) !== k) refuse('audit_trace_prefix_mismatch', `${path} holds ${out.kept.length} steps before the checkpoint boundary ${k}; the run's trace is incomplete`, 'trace.jsonl');
+  if (BigInt(out.kept.length) !== k)
+    refuse(
+      'audit_trace_prefix_mismatch',
+      `${path} holds ${out.kept.length} steps before the checkpoint boundary ${k}; the run's trace is incomplete`,
+      'trace.jsonl',
+    );
   return out;
 }
 
 /** Every epoch id the run directory mentions (run.json, trace lines, ledger lines). */
 function epochsSeen(runDir: string, first: Id, traceEpochs: Set<Id>): number {
-  const nums = [first, ...traceEpochs].map((e) => /^e([0-9]+)$/.exec(e)?.[1]).filter((x): x is string => x !== undefined).map(Number);
+  const nums = [first, ...traceEpochs]
+    .map((e) => /^e([0-9]+)$/.exec(e)?.[1])
+    .filter((x): x is string => x !== undefined)
+    .map(Number);
   const ledger = join(runDir, LEDGER_FILE);
-  if (existsSync(ledger)) for (const m of readFileSync(ledger, 'utf8').matchAll(/"epoch":"e([0-9]+)"/g)) nums.push(Number(m[1]));
+  if (existsSync(ledger))
+    for (const m of readFileSync(ledger, 'utf8').matchAll(/"epoch":"e([0-9]+)"/g)) nums.push(Number(m[1]));
   return Math.max(0, ...nums);
 }
 
@@ -123,7 +141,12 @@ export async function resumeRun(runDirArg: string, opts: ResumeOptions = {}): Pr
   const runDir = resolve(runDirArg);
   // A missing directory is refused by readRunRecord (in resumeLocked), naming it; there is nothing to lock.
   if (!existsSync(runDir)) return resumeLocked(runDir, opts);
-  return withRunLock(runDir, 'detsim resume', () => resumeLocked(runDir, opts), (stale) => opts.onEvent?.(`run.lock left by ${stale.command} (pid ${stale.pid}), which is gone: taken over`));
+  return withRunLock(
+    runDir,
+    'detsim resume',
+    () => resumeLocked(runDir, opts),
+    (stale) => opts.onEvent?.(`run.lock left by ${stale.command} (pid ${stale.pid}), which is gone: taken over`),
+  );
 }
 
 async function resumeLocked(runDir: string, opts: ResumeOptions): Promise<ResumeResult> {
@@ -155,7 +178,16 @@ async function resumeLocked(runDir: string, opts: ResumeOptions): Promise<Resume
 
   // run.log is held in memory until the restore is accepted: a refused resume leaves it untouched.
   const log = new RunLog(join(runDir, RUN_FILES.log), { deferred: true });
-  const checkpoints = every > 0 ? new CheckpointRun({ every, keep: runEvent.keep, baseEpoch, resumedFrom: record.checkpointId, ...(opts.onEvent ? { onEvent: opts.onEvent } : {}) }) : undefined;
+  const checkpoints =
+    every > 0
+      ? new CheckpointRun({
+          every,
+          keep: runEvent.keep,
+          baseEpoch,
+          resumedFrom: record.checkpointId,
+          ...(opts.onEvent ? { onEvent: opts.onEvent } : {}),
+        })
+      : undefined;
   let restored: RestoreReport | undefined;
   const start: SessionStart = {
     kind: 'resume',
@@ -174,15 +206,43 @@ async function resumeLocked(runDir: string, opts: ResumeOptions): Promise<Resume
     accepted: () => restored !== undefined,
     begin: async ({ fleet, lockstep, logger }) => {
       lockstep.adoptIdentities(rec.identities);
-      const group = new CheckpointGroup({ plan, fleet, lockstep, logger, writer: ck.writer, ledger: ck.ledger, baseEpoch });
-      const ledgerDetail: Record<string, JsonValue> = { tornLines: String(split.abandoned.length - split.abandonedSteps.length) };
-      if (split.abandonedSteps.length > 0) ledgerDetail.abandonedSteps = { from: split.abandonedSteps[0]!.toString(), to: split.abandonedSteps[split.abandonedSteps.length - 1]!.toString() };
-      restored = await restoreGroup(group, { store: ck.store, checkpointId: record.checkpointId, loaded }, { epoch, expectBehaviour: chain.prefix(), ledgerDetail });
+      const group = new CheckpointGroup({
+        plan,
+        fleet,
+        lockstep,
+        logger,
+        writer: ck.writer,
+        ledger: ck.ledger,
+        baseEpoch,
+      });
+      const ledgerDetail: Record<string, JsonValue> = {
+        tornLines: String(split.abandoned.length - split.abandonedSteps.length),
+      };
+      if (split.abandonedSteps.length > 0)
+        ledgerDetail.abandonedSteps = {
+          from: split.abandonedSteps[0]!.toString(),
+          to: split.abandonedSteps[split.abandonedSteps.length - 1]!.toString(),
+        };
+      restored = await restoreGroup(
+        group,
+        { store: ck.store, checkpointId: record.checkpointId, loaded },
+        { epoch, expectBehaviour: chain.prefix(), ledgerDetail },
+      );
       // The restore succeeded: only now does the run directory change (log, then the trace cut by renames).
       log.accept();
       publishStaged(cut);
       group.resume();
-      logger.info({ restored: { checkpointId: restored.checkpointId, boundary: String(restored.boundary), epoch, abandoned: split.abandoned.length } }, 'restored');
+      logger.info(
+        {
+          restored: {
+            checkpointId: restored.checkpointId,
+            boundary: String(restored.boundary),
+            epoch,
+            abandoned: split.abandoned.length,
+          },
+        },
+        'restored',
+      );
       // The checkpoint extension continues on the restored group (and its store) instead of a new one.
       checkpoints?.adopt(group, ck);
       return new TraceWriter(tracePath);
@@ -238,11 +298,15 @@ function stageTraceCut(runDir: string, split: TraceSplit): StagedFile[] {
       const sep = before === '' || before.endsWith('\n') ? '' : '\n';
       staged.push(stageFileDurable(path, `${before}${sep}${split.abandoned.join('\n')}\n`));
     }
-    staged.push(stageFileDurable(join(runDir, RUN_FILES.trace), split.kept.length > 0 ? `${split.kept.join('\n')}\n` : ''));
+    staged.push(
+      stageFileDurable(join(runDir, RUN_FILES.trace), split.kept.length > 0 ? `${split.kept.join('\n')}\n` : ''),
+    );
     return staged;
   } catch (e) {
     discardStaged(staged);
-    throw isWriteFailure(e) ? e.withNote('resume refused before any worker started; nothing in the run directory changed') : e;
+    throw isWriteFailure(e)
+      ? e.withNote('resume refused before any worker started; nothing in the run directory changed')
+      : e;
   }
 }
 
@@ -251,13 +315,21 @@ function requireStore(runDir: string): void {
   const store = storeDirOf(runDir);
   if (existsSync(join(store, 'manifest.json'))) return;
   if (existsSync(store) || lastRunEvent(runDir).every > 0) refuseNoCommit(runDir);
-  refuse('struct_run_record', `${store}: no checkpoint store (run with --checkpoint-every K to make a run resumable)`, 'store');
+  refuse(
+    'struct_run_record',
+    `${store}: no checkpoint store (run with --checkpoint-every K to make a run resumable)`,
+    'store',
+  );
 }
 
 function refuseNoCommit(runDir: string): never {
   const every = lastRunEvent(runDir).every;
   const how = every > 0 ? `the run checkpoints every ${every} steps and ` : '';
-  throw new DetsimError('ident_store_empty', `${storeDirOf(runDir)}: no checkpoint was committed yet (${how}it stopped before its first checkpoint was committed); there is nothing to resume from`, 'store');
+  throw new DetsimError(
+    'ident_store_empty',
+    `${storeDirOf(runDir)}: no checkpoint was committed yet (${how}it stopped before its first checkpoint was committed); there is nothing to resume from`,
+    'store',
+  );
 }
 
 /** The named checkpoint, or the store's high-water mark; an empty store is "no checkpoint committed yet". */
@@ -269,8 +341,17 @@ function selectCheckpoint(store: CheckpointStore, checkpointId: Id | undefined, 
 /** The boundary must not lie beyond the steps to continue to; the message names where that total came from. */
 function checkTotal(total: number, fromFlag: boolean, k: bigint, checkpointId: Id, runDir: string): void {
   if (BigInt(total) >= k) return;
-  if (fromFlag) refuse('struct_run_record', `--steps ${total} is before the boundary ${k} of checkpoint ${checkpointId}`, '--steps');
-  refuse('struct_run_record', `checkpoint ${checkpointId} is at boundary ${k} (${join(storeDirOf(runDir), 'manifest.json')}), beyond the run's total of ${total} steps (${join(runDir, RUN_FILES.run)} steps); pass --steps N with N ≥ ${k} to continue past it`, 'steps');
+  if (fromFlag)
+    refuse(
+      'struct_run_record',
+      `--steps ${total} is before the boundary ${k} of checkpoint ${checkpointId}`,
+      '--steps',
+    );
+  refuse(
+    'struct_run_record',
+    `checkpoint ${checkpointId} is at boundary ${k} (${join(storeDirOf(runDir), 'manifest.json')}), beyond the run's total of ${total} steps (${join(runDir, RUN_FILES.run)} steps); pass --steps N with N ≥ ${k} to continue past it`,
+    'steps',
+  );
 }
 
 /** The checkpoint interval and keep count the run recorded in its ledger (the last `run` event). */
@@ -291,4 +372,3 @@ function lastRunEvent(runDir: string): { every: number; keep: number } {
   }
   return { every, keep };
 }
-

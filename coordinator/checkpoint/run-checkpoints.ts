@@ -69,8 +69,19 @@ export class CheckpointRun implements RunExtension {
   private readonly report: CheckpointRunReport;
 
   constructor(readonly opts: CheckpointRunOptions) {
-    if (!Number.isInteger(opts.every) || opts.every < 1) throw new Error(`checkpoint every must be a positive integer, got ${opts.every}`);
-    this.report = { every: opts.every, keep: opts.keep ?? DEFAULT_KEEP, policy: FAILURE_POLICY, store: STORE_DIR, captured: [], committed: [], notDurable: [], refused: [], highWater: null };
+    if (!Number.isInteger(opts.every) || opts.every < 1)
+      throw new Error(`checkpoint every must be a positive integer, got ${opts.every}`);
+    this.report = {
+      every: opts.every,
+      keep: opts.keep ?? DEFAULT_KEEP,
+      policy: FAILURE_POLICY,
+      store: STORE_DIR,
+      captured: [],
+      committed: [],
+      notDurable: [],
+      refused: [],
+      highWater: null,
+    };
   }
 
   /**
@@ -83,10 +94,38 @@ export class CheckpointRun implements RunExtension {
   }
 
   async started(ctx: RunExtensionContext): Promise<void> {
-    const ck = this.ck ?? (await openCheckpointing(ctx.runDir, { keep: this.report.keep, capacity: this.opts.capacity, maxQueuedBytes: this.opts.maxQueuedBytes, fs: this.opts.fs }));
-    this.group ??= new CheckpointGroup({ plan: ctx.plan, fleet: ctx.fleet, lockstep: ctx.lockstep, logger: ctx.logger, writer: ck.writer, ledger: ck.ledger, baseEpoch: this.opts.baseEpoch ?? ctx.epoch });
-    const resumed: Record<string, string> = this.opts.resumedFrom === undefined ? {} : { resumedFrom: this.opts.resumedFrom };
-    await ck.ledger.append({ event: 'run', epoch: ctx.epoch, sessionId: ctx.plan.sessionId, boundary: ctx.lockstep.boundary.toString(), detail: { checkpointEvery: String(this.opts.every), keep: String(this.report.keep), policy: FAILURE_POLICY, steps: String(ctx.steps), ...resumed } });
+    const ck =
+      this.ck ??
+      (await openCheckpointing(ctx.runDir, {
+        keep: this.report.keep,
+        capacity: this.opts.capacity,
+        maxQueuedBytes: this.opts.maxQueuedBytes,
+        fs: this.opts.fs,
+      }));
+    this.group ??= new CheckpointGroup({
+      plan: ctx.plan,
+      fleet: ctx.fleet,
+      lockstep: ctx.lockstep,
+      logger: ctx.logger,
+      writer: ck.writer,
+      ledger: ck.ledger,
+      baseEpoch: this.opts.baseEpoch ?? ctx.epoch,
+    });
+    const resumed: Record<string, string> =
+      this.opts.resumedFrom === undefined ? {} : { resumedFrom: this.opts.resumedFrom };
+    await ck.ledger.append({
+      event: 'run',
+      epoch: ctx.epoch,
+      sessionId: ctx.plan.sessionId,
+      boundary: ctx.lockstep.boundary.toString(),
+      detail: {
+        checkpointEvery: String(this.opts.every),
+        keep: String(this.report.keep),
+        policy: FAILURE_POLICY,
+        steps: String(ctx.steps),
+        ...resumed,
+      },
+    });
     this.ctx = ctx;
     this.ck = ck;
   }
@@ -128,7 +167,9 @@ export class CheckpointRun implements RunExtension {
     if (o.kind === 'Committed') this.opts.onEvent?.(`checkpoint ${o.checkpointId} committed (boundary ${o.boundary})`);
     else {
       this.ctx?.logger.warn({ outcome: o }, 'checkpoint not durable');
-      this.opts.onEvent?.(`checkpoint ${o.checkpointId} NOT durable: ${o.kind}${o.kind === 'Failed' ? ` (${o.reason}: ${o.message})` : ''}`);
+      this.opts.onEvent?.(
+        `checkpoint ${o.checkpointId} NOT durable: ${o.kind}${o.kind === 'Failed' ? ` (${o.reason}: ${o.message})` : ''}`,
+      );
     }
   }
 
@@ -142,10 +183,18 @@ export class CheckpointRun implements RunExtension {
     for (const id of this.report.captured) {
       let o = this.outcomes.get(id) ?? null;
       // A lost or late reply is resolved by asking the store manifest about the same id; never re-saved.
-      if (o === null || o.kind === 'ReplyLost' || o.kind === 'DeadlineExpired') o = this.ck.writer.resolveDurable(id) ?? o;
+      if (o === null || o.kind === 'ReplyLost' || o.kind === 'DeadlineExpired')
+        o = this.ck.writer.resolveDurable(id) ?? o;
       if (o?.kind === 'Committed') this.report.committed.push(id);
       else {
-        const reason = o === null ? `still being written after ${budget} ms` : o.kind === 'Failed' ? `${o.reason}: ${o.message}` : o.kind === 'Superseded' ? `superseded by ${o.by}` : o.kind;
+        const reason =
+          o === null
+            ? `still being written after ${budget} ms`
+            : o.kind === 'Failed'
+              ? `${o.reason}: ${o.message}`
+              : o.kind === 'Superseded'
+                ? `superseded by ${o.by}`
+                : o.kind;
         this.report.notDurable.push({ checkpointId: id, outcome: o?.kind ?? 'Pending', reason });
       }
     }

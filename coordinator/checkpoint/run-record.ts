@@ -43,10 +43,17 @@ export function readRunRecord(runDir: string): RecordedRun {
     const rec = readRunJson(raw);
     // Resume checks the recorded seeds itself (recorded-composition.ts names masterSeed or the seed).
     const plan = planFromRecord(rec, { keepRecordedSeeds: true });
-    return { plan, identities: identitiesOf(rec), epoch: readId(rec.epoch, 'epoch'), dispatch: rec.dispatch, steps: plan.steps };
+    return {
+      plan,
+      identities: identitiesOf(rec),
+      epoch: readId(rec.epoch, 'epoch'),
+      dispatch: rec.dispatch,
+      steps: plan.steps,
+    };
   } catch (e) {
     // A seed that differs from its derivation keeps its identity code; anything else is a bad record.
-    if (isDetsimError(e) && e.reason === 'ident_seed_mismatch') throw new DetsimError(e.reason, `${join(runDir, RUN_FILES.run)}: ${e.message}`, e.field);
+    if (isDetsimError(e) && e.reason === 'ident_seed_mismatch')
+      throw new DetsimError(e.reason, `${join(runDir, RUN_FILES.run)}: ${e.message}`, e.field);
     if (isDetsimError(e) && e.reason !== 'struct_run_record') fail(runDir, e.message, e.field);
     throw e;
   }
@@ -57,7 +64,15 @@ function identitiesOf(rec: RunJson): Identities {
   const agents = new Map<Id, AgentInitializeResultEntry>();
   for (const a of rec.agents) {
     const { agentId, modelVersion, plasticityVersion, profileDigest, datasetDigest, tickDuration } = a;
-    agents.set(agentId, { agentId, modelVersion, plasticityVersion, profileDigest, datasetDigest, tickDuration, committedStep: '0' });
+    agents.set(agentId, {
+      agentId,
+      modelVersion,
+      plasticityVersion,
+      profileDigest,
+      datasetDigest,
+      tickDuration,
+      committedStep: '0',
+    });
   }
   const { environmentId, modelVersion, profileDigest } = rec.environment;
   return { environment: { environmentId, modelVersion, profileDigest }, agents };
@@ -76,7 +91,11 @@ function runtimeOf(w: RunJson['workers'][number], field: string): WorkerRuntimeN
   if (r.startsWith('detsim-rs/')) return 'rust';
   if (r.startsWith('detsim-ts/')) return 'typescript';
   if (r.startsWith('detsim-py/')) return 'python';
-  throw new DetsimError('struct_invalid_field', `${field}: ${JSON.stringify(r)} is not a detsim-ts/, detsim-rs/ or detsim-py/ worker runtime`, field);
+  throw new DetsimError(
+    'struct_invalid_field',
+    `${field}: ${JSON.stringify(r)} is not a detsim-ts/, detsim-rs/ or detsim-py/ worker runtime`,
+    field,
+  );
 }
 
 /** `{runtime: 'python'}` when the recorded environment worker ran on Python (the default, TypeScript, stays implicit). */
@@ -100,15 +119,30 @@ export function planFromRunJson(runJson: unknown, opts: { keepRecordedSeeds?: bo
 function planFromRecord(r: RunJson, opts: { keepRecordedSeeds?: boolean }): RunPlan {
   const env = r.environment;
   const agentWorkers = r.workers.map((w, i) => ({ w, i })).filter(({ w }) => w.role === 'agent');
-  if (r.seedDerivation !== SEED_ALGORITHM) throw new DetsimError('struct_invalid_field', `run.json: seedDerivation ${JSON.stringify(r.seedDerivation)} is not ${SEED_ALGORITHM}`, 'seedDerivation');
+  if (r.seedDerivation !== SEED_ALGORITHM)
+    throw new DetsimError(
+      'struct_invalid_field',
+      `run.json: seedDerivation ${JSON.stringify(r.seedDerivation)} is not ${SEED_ALGORITHM}`,
+      'seedDerivation',
+    );
   const config = {
     sessionId: r.sessionId,
     masterSeed: r.masterSeed,
     steps: r.steps,
     worldStepNs: { numerator: r.stepDuration.numerator, denominator: r.stepDuration.denominator },
     environment: { id: env.environmentId, model: env.model, params: env.params, ...pythonEnvironment(r.workers) },
-    agents: r.agents.map((a) => ({ id: a.agentId, model: a.model, params: a.params, port: a.portId, ...(a.actionFields === undefined ? {} : { actionFields: a.actionFields }) })),
-    workers: { agentsPerWorker: r.agentsPerWorker, transport: r.transport, runtime: agentWorkers.map(({ w, i }) => runtimeOf(w, `workers[${i}].runtime`)) },
+    agents: r.agents.map((a) => ({
+      id: a.agentId,
+      model: a.model,
+      params: a.params,
+      port: a.portId,
+      ...(a.actionFields === undefined ? {} : { actionFields: a.actionFields }),
+    })),
+    workers: {
+      agentsPerWorker: r.agentsPerWorker,
+      transport: r.transport,
+      runtime: agentWorkers.map(({ w, i }) => runtimeOf(w, `workers[${i}].runtime`)),
+    },
     deadlines: r.deadlines,
   };
   // Recorded module paths are absolute already; the base directory resolves nothing.
@@ -117,9 +151,19 @@ function planFromRecord(r: RunJson, opts: { keepRecordedSeeds?: boolean }): RunP
   if (opts.keepRecordedSeeds) return withRecordedSeeds(plan, r);
   for (const [i, a] of r.agents.entries()) {
     const p = plan.agents[i]!;
-    if (p.seed !== a.seed) throw new DetsimError('ident_seed_mismatch', `run.json: agents[${i}].seed ${String(a.seed)} differs from the derived ${p.seed} for ${p.agentId}`, `agents[${i}].seed`);
+    if (p.seed !== a.seed)
+      throw new DetsimError(
+        'ident_seed_mismatch',
+        `run.json: agents[${i}].seed ${String(a.seed)} differs from the derived ${p.seed} for ${p.agentId}`,
+        `agents[${i}].seed`,
+      );
   }
-  if (plan.environment.seed !== env.seed) throw new DetsimError('ident_seed_mismatch', `run.json: environment.seed ${String(env.seed)} differs from the derived ${plan.environment.seed}`, 'environment.seed');
+  if (plan.environment.seed !== env.seed)
+    throw new DetsimError(
+      'ident_seed_mismatch',
+      `run.json: environment.seed ${String(env.seed)} differs from the derived ${plan.environment.seed}`,
+      'environment.seed',
+    );
   return plan;
 }
 
@@ -127,7 +171,8 @@ function planFromRecord(r: RunJson, opts: { keepRecordedSeeds?: boolean }): RunP
 function withRecordedSeeds(plan: RunPlan, r: RunJson): RunPlan {
   const { agents, environment: env } = r;
   const seedOf = (v: unknown, field: string): number => {
-    if (typeof v !== 'number' || !Number.isInteger(v)) throw new DetsimError('struct_invalid_field', `run.json: ${field} is not an integer seed`, field);
+    if (typeof v !== 'number' || !Number.isInteger(v))
+      throw new DetsimError('struct_invalid_field', `run.json: ${field} is not an integer seed`, field);
     return v;
   };
   return {
@@ -144,6 +189,10 @@ function checkLayout(plan: RunPlan, recorded: RunJson['workers']): void {
   const i = derived.findIndex((d, k) => d !== seen[k]);
   if (i >= 0 || derived.length !== seen.length) {
     const at = i >= 0 ? i : Math.min(derived.length, seen.length);
-    throw new DetsimError('struct_invalid_field', `run.json: workers[${at}] differs from the layout agentsPerWorker ${plan.agentsPerWorker} gives`, `workers[${at}]`);
+    throw new DetsimError(
+      'struct_invalid_field',
+      `run.json: workers[${at}] differs from the layout agentsPerWorker ${plan.agentsPerWorker} gives`,
+      `workers[${at}]`,
+    );
   }
 }

@@ -5,7 +5,10 @@ import { DetsimError } from '../../core/formats/errors.js';
 
 /** Ends a command with an exit code and one line on stderr. */
 export class ExitError extends Error {
-  constructor(readonly exitCode: number, message: string) {
+  constructor(
+    readonly exitCode: number,
+    message: string,
+  ) {
     super(message);
   }
 }
@@ -15,7 +18,10 @@ export function formatError(e: DetsimError): string {
 }
 
 /** Wrap a command action: DetsimError → exit 2 (or `refusalExit`), ExitError → its code. */
-export function action<A extends unknown[]>(fn: (...args: A) => Promise<void> | void, refusalExit = 2): (...args: A) => Promise<void> {
+export function action<A extends unknown[]>(
+  fn: (...args: A) => Promise<void> | void,
+  refusalExit = 2,
+): (...args: A) => Promise<void> {
   return async (...args: A) => {
     try {
       await fn(...args);
@@ -44,7 +50,12 @@ export function action<A extends unknown[]>(fn: (...args: A) => Promise<void> | 
 /** A `--steps N` flag: digits only, then the same bound as a config's `steps` (config.ts checkSteps). */
 export function readStepsFlag(text: string | undefined, flag = '--steps'): number | undefined {
   if (text === undefined) return undefined;
-  if (!/^(0|[1-9][0-9]{0,29})$/.test(text)) throw new DetsimError('struct_invalid_field', `${flag}: ${JSON.stringify(text)} is not a whole number of steps`, flag);
+  if (!/^(0|[1-9][0-9]{0,29})$/.test(text))
+    throw new DetsimError(
+      'struct_invalid_field',
+      `${flag}: ${JSON.stringify(text)} is not a whole number of steps`,
+      flag,
+    );
   return checkSteps(Number(text), flag);
 }
 

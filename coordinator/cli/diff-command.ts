@@ -17,16 +17,31 @@ function receiptOf(runDir: string) {
 function diff(a: string, b: string, opts: { json?: boolean }): void {
   const left = receiptOf(a);
   const right = receiptOf(b);
-  for (const w of [...receiptWarnings({ unknownFields: left.unknownFields, honesty: [] }), ...receiptWarnings({ unknownFields: right.unknownFields, honesty: [] })]) process.stderr.write(`${w}\n`);
+  for (const w of [
+    ...receiptWarnings({ unknownFields: left.unknownFields, honesty: [] }),
+    ...receiptWarnings({ unknownFields: right.unknownFields, honesty: [] }),
+  ])
+    process.stderr.write(`${w}\n`);
   const same = left.reproHash === right.reproHash;
   const divergence = same ? null : diagnose(rebasedReceipt(left.receipt), rebasedReceipt(right.receipt));
   if (opts.json) {
-    writeStdout(canonicalize({ same, left: { runDir: a, reproHash: left.reproHash, steps: left.steps }, right: { runDir: b, reproHash: right.reproHash, steps: right.steps }, divergence }));
+    writeStdout(
+      canonicalize({
+        same,
+        left: { runDir: a, reproHash: left.reproHash, steps: left.steps },
+        right: { runDir: b, reproHash: right.reproHash, steps: right.steps },
+        divergence,
+      }),
+    );
   } else if (same) {
     writeStdout(`DIFF=0: the same run (ReproHash ${left.reproHash}, ${left.steps} steps)`);
   } else {
     writeStdout(`DIFF≠0: ReproHash ${left.reproHash} (${a}) vs ${right.reproHash} (${b})`);
-    writeStdout(divergence ? describeDivergence(divergence, [a, b]) : 'no field-level divergence found in the hashed view (unclassified fields differ?)');
+    writeStdout(
+      divergence
+        ? describeDivergence(divergence, [a, b])
+        : 'no field-level divergence found in the hashed view (unclassified fields differ?)',
+    );
   }
   if (!same) throw new ExitError(1, '');
 }
@@ -34,7 +49,9 @@ function diff(a: string, b: string, opts: { json?: boolean }): void {
 export function registerDiff(program: Command): void {
   program
     .command('diff')
-    .description('compare two run directories: exit 0 when they are the same run (DIFF=0), else 1 naming the first divergence')
+    .description(
+      'compare two run directories: exit 0 when they are the same run (DIFF=0), else 1 naming the first divergence',
+    )
     .argument('<run-a>', 'run directory')
     .argument('<run-b>', 'run directory')
     .option('--json', 'print one canonical JSON object')

@@ -1,7 +1,17 @@
 // `detsim envelope pack|inspect|unpack`: build a FLYSESS1 file from a JSON spec, show a FLYSESS1 or
 // FLYSIM01 file's layout and manifest, or unpack one into a directory. Argument handling, output
 // and atomic writes only; the formats are formats/envelope.ts and formats/legacy-flysim.ts.
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, rmdirSync, statSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  rmdirSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import { writeFileDurable } from '../durable-file.js';
 import type { Command } from 'commander';
@@ -29,7 +39,8 @@ function readInput(path: string): Buffer {
     throw new ExitError(2, `detsim: cannot read ${path}: ${(e as NodeJS.ErrnoException).code ?? String(e)}`);
   }
   // Buffers beyond this cannot be allocated in one piece; say so instead of crashing.
-  if (size > 2 ** 31 - 1) throw new ExitError(2, `detsim: cannot read ${path}: ${size} bytes is larger than one in-memory envelope (2 GiB)`);
+  if (size > 2 ** 31 - 1)
+    throw new ExitError(2, `detsim: cannot read ${path}: ${size} bytes is larger than one in-memory envelope (2 GiB)`);
   try {
     return readFileSync(path);
   } catch (e) {
@@ -65,14 +76,17 @@ function readPackSpec(bytes: Buffer, path: string): PackSpec {
   }
   const spec = readObject(value, 'spec');
   refuseUnknownFields(spec, ['description', 'manifest', 'payloads'], 'spec');
-  if (!Object.hasOwn(spec, 'manifest')) throw new DetsimError('struct_missing_field', 'spec.manifest is missing', 'spec.manifest');
+  if (!Object.hasOwn(spec, 'manifest'))
+    throw new DetsimError('struct_missing_field', 'spec.manifest is missing', 'spec.manifest');
   const manifest = readObject(spec.manifest, 'spec.manifest');
-  if (!Array.isArray(spec.payloads)) throw new DetsimError('struct_invalid_field', 'spec.payloads is not an array of {name, base64}', 'spec.payloads');
+  if (!Array.isArray(spec.payloads))
+    throw new DetsimError('struct_invalid_field', 'spec.payloads is not an array of {name, base64}', 'spec.payloads');
   const payloads = spec.payloads.map((p: unknown, i: number) => {
     const field = `spec.payloads[${i}]`;
     const obj = readObject(p, field);
     refuseUnknownFields(obj, ['name', 'base64'], field);
-    if (typeof obj.name !== 'string') throw new DetsimError('struct_invalid_field', `${field}.name is not a string`, `${field}.name`);
+    if (typeof obj.name !== 'string')
+      throw new DetsimError('struct_invalid_field', `${field}.name is not a string`, `${field}.name`);
     if (typeof obj.base64 !== 'string' || !BASE64_RE.test(obj.base64)) {
       throw new DetsimError('struct_invalid_field', `${field}.base64 is not standard padded base64`, `${field}.base64`);
     }
@@ -85,7 +99,9 @@ function pack(specPath: string, outPath: string): void {
   const spec = readPackSpec(readInput(specPath), specPath);
   const enc = encodeEnvelopeParts(spec.manifest, spec.payloads);
   writeFileAtomic(outPath, enc.parts);
-  writeStdout(`wrote ${outPath}: FLYSESS1, ${enc.byteLength} bytes, ${enc.layout.entries.length} payloads, sha256 ${enc.envelopeDigest}`);
+  writeStdout(
+    `wrote ${outPath}: FLYSESS1, ${enc.byteLength} bytes, ${enc.layout.entries.length} payloads, sha256 ${enc.envelopeDigest}`,
+  );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -103,7 +119,15 @@ function decodeAny(bytes: Buffer): Decoded {
 function inspectJson(path: string, d: Decoded): string {
   if (d.kind === 'flysess') {
     const { layout, manifest, envelopeDigest } = d.env;
-    return canonicalize({ file: path, format: 'FLYSESS1', envelopeVersion: 1, byteLength: layout.totalBytes, envelopeDigest, layout, manifest });
+    return canonicalize({
+      file: path,
+      format: 'FLYSESS1',
+      envelopeVersion: 1,
+      byteLength: layout.totalBytes,
+      envelopeDigest,
+      layout,
+      manifest,
+    });
   }
   const { layout, manifest, format } = d.legacy;
   return canonicalize({ file: path, format, byteLength: layout.totalBytes, layout, manifest });
@@ -121,8 +145,11 @@ function inspectText(path: string, d: Decoded): string {
     lines.push(`size      ${l.totalBytes} bytes, sha256 ${envelopeDigest}`);
     lines.push(`header    ${range(0, l.headerBytes)}`);
     lines.push(`manifest  ${range(l.manifestOffset, l.manifestBytes)}`);
-    lines.push(`table     ${range(l.tableOffset, l.entries.length * l.tableEntryBytes)} (${l.entries.length} entries of ${l.tableEntryBytes})`);
-    for (const e of l.entries) lines.push(`payload   ${range(e.offset, e.byteLength)}  ${e.name.padEnd(20)} sha256 ${e.digest}`);
+    lines.push(
+      `table     ${range(l.tableOffset, l.entries.length * l.tableEntryBytes)} (${l.entries.length} entries of ${l.tableEntryBytes})`,
+    );
+    for (const e of l.entries)
+      lines.push(`payload   ${range(e.offset, e.byteLength)}  ${e.name.padEnd(20)} sha256 ${e.digest}`);
     lines.push(`footer    ${range(l.footerOffset, l.footerBytes)}`);
     lines.push('manifest:', JSON.stringify(manifest, null, 2));
   } else {
@@ -149,9 +176,15 @@ function inspect(path: string, opts: { json?: boolean }): void {
 /** Files to write: manifest.json (the manifest's canonical bytes) and payloads/<name>. */
 function unpackFiles(d: Decoded): { name: string; bytes: Uint8Array }[] {
   if (d.kind === 'flysess') {
-    return [{ name: 'manifest.json', bytes: Buffer.from(canonicalize(d.env.manifest)) }, ...d.env.payloads.map((p) => ({ name: `payloads/${p.name}`, bytes: p.bytes }))];
+    return [
+      { name: 'manifest.json', bytes: Buffer.from(canonicalize(d.env.manifest)) },
+      ...d.env.payloads.map((p) => ({ name: `payloads/${p.name}`, bytes: p.bytes })),
+    ];
   }
-  return [{ name: 'manifest.json', bytes: Buffer.from(canonicalize(d.legacy.manifest)) }, ...d.legacy.chunks.map((c) => ({ name: `payloads/${c.name}`, bytes: c.bytes }))];
+  return [
+    { name: 'manifest.json', bytes: Buffer.from(canonicalize(d.legacy.manifest)) },
+    ...d.legacy.chunks.map((c) => ({ name: `payloads/${c.name}`, bytes: c.bytes })),
+  ];
 }
 
 function unpack(file: string, dir: string): void {
@@ -182,22 +215,30 @@ function writeNewFile(path: string, bytes: Uint8Array): void {
 // ---------------------------------------------------------------------------------------------
 
 export function registerEnvelope(program: Command): void {
-  const envelope = program.command('envelope').description('FLYSESS1 checkpoint envelopes: pack, inspect, unpack (inspect/unpack also read legacy FLYSIM01)');
+  const envelope = program
+    .command('envelope')
+    .description('FLYSESS1 checkpoint envelopes: pack, inspect, unpack (inspect/unpack also read legacy FLYSIM01)');
   envelope
     .command('pack')
-    .description('write a FLYSESS1 envelope from a JSON spec {manifest, payloads: [{name, base64}]}; manifest.payloads is computed (if given it must match)')
+    .description(
+      'write a FLYSESS1 envelope from a JSON spec {manifest, payloads: [{name, base64}]}; manifest.payloads is computed (if given it must match)',
+    )
     .argument('<spec.json>', 'the spec file')
     .argument('<out.flysess>', 'the envelope to write (atomically: temp file, fsync, rename)')
     .action(action((spec: string, out: string) => pack(spec, out)));
   envelope
     .command('inspect')
-    .description('verify a FLYSESS1 (or FLYSIM01) file and print its format, layout and manifest; exit 1 naming the failed check')
+    .description(
+      'verify a FLYSESS1 (or FLYSIM01) file and print its format, layout and manifest; exit 1 naming the failed check',
+    )
     .argument('<file>', 'the envelope')
     .option('--json', 'print one canonical JSON object')
     .action(action((file: string, opts: { json?: boolean }) => inspect(file, opts), 1));
   envelope
     .command('unpack')
-    .description('verify an envelope and write <dir>/manifest.json and <dir>/payloads/<name> (dir must not exist or be empty)')
+    .description(
+      'verify an envelope and write <dir>/manifest.json and <dir>/payloads/<name> (dir must not exist or be empty)',
+    )
     .argument('<file>', 'the envelope')
     .argument('<dir>', 'the directory to create')
     .action(action((file: string, dir: string) => unpack(file, dir), 1));

@@ -14,13 +14,14 @@ async function verify(runDir: string): Promise<void> {
   }
   const notes: string[] = [];
   if (!result.hasHead) notes.push('no head file: removal of final lines cannot be detected');
-  if (result.hasHead && result.beyondHead > 0) notes.push(`${result.beyondHead} line(s) after the head (appended just before a crash)`);
+  if (result.hasHead && result.beyondHead > 0)
+    notes.push(`${result.beyondHead} line(s) after the head (appended just before a crash)`);
   if (result.tornBytes > 0) notes.push(`${result.tornBytes} byte(s) of a line torn by a crash at the end`);
   writeStdout(`${path}: ${result.lines} line(s), hash chain intact${notes.length ? ` (${notes.join('; ')})` : ''}`);
 }
 
 export function registerLedger(program: Command): void {
-  const ledger = program.command('ledger').description('the run directory\'s hash-chained ledger.jsonl');
+  const ledger = program.command('ledger').description("the run directory's hash-chained ledger.jsonl");
   ledger
     .command('verify')
     .description('check every line links to the one before; exit 1 naming a changed, removed or reordered line')

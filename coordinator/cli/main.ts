@@ -18,7 +18,9 @@ import { registerWorker } from './worker-command.js';
 const program = new Command();
 program
   .name('detsim')
-  .description('Deterministic multi-agent simulation coordinator: seeded lockstep runs, FLYSESS1 checkpoints, DIFF=0 replay.')
+  .description(
+    'Deterministic multi-agent simulation coordinator: seeded lockstep runs, FLYSESS1 checkpoints, DIFF=0 replay.',
+  )
   .version('0.1.0')
   .showHelpAfterError(false)
   .exitOverride();

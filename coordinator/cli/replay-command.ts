@@ -28,22 +28,40 @@ export function exitCodeOf(checks: readonly Check[]): 0 | 1 | 2 {
 
 function readWhole(text: string | undefined, field: string, min: number): number | undefined {
   if (text === undefined) return undefined;
-  if (!/^(0|[1-9][0-9]{0,8})$/.test(text) || Number(text) < min) throw new DetsimError('struct_invalid_field', `${field}: ${JSON.stringify(text)} is not a whole number ≥ ${min}`, field);
+  if (!/^(0|[1-9][0-9]{0,8})$/.test(text) || Number(text) < min)
+    throw new DetsimError(
+      'struct_invalid_field',
+      `${field}: ${JSON.stringify(text)} is not a whole number ≥ ${min}`,
+      field,
+    );
   return Number(text);
 }
 
 function readDispatch(text: string | undefined): Dispatch | undefined {
   if (text === undefined) return undefined;
-  if (!(DISPATCH_MODES as readonly string[]).includes(text)) throw new DetsimError('struct_invalid_field', `--dispatch: ${JSON.stringify(text)} is not one of ${DISPATCH_MODES.join(', ')}`, '--dispatch');
+  if (!(DISPATCH_MODES as readonly string[]).includes(text))
+    throw new DetsimError(
+      'struct_invalid_field',
+      `--dispatch: ${JSON.stringify(text)} is not one of ${DISPATCH_MODES.join(', ')}`,
+      '--dispatch',
+    );
   return text as Dispatch;
 }
 
 export function formatReplay(r: ReplayReport): string[] {
   const lines = [`replay ${r.subject}: ${r.runs.length} fresh runs`];
   if (r.reference) lines.push(`  recorded  ${r.reference.reproHash}  ${r.reference.runDir}`);
-  r.runs.forEach((run, i) => lines.push(`  run ${i + 1}     ${run.reproHash}  ${run.dispatch.padEnd(10)}  ${run.runDir}`));
-  for (const c of r.checks) lines.push(`${c.status.toUpperCase().padEnd(4)} ${c.check.padEnd(13)} [${c.reason}] ${c.status === 'pass' ? '' : canonicalize(c.detail)}`.trimEnd());
-  if (r.resume) lines.push(`  resumed   ${r.resume.checkpointId}  ${r.resume.resumedDir} (uninterrupted ${r.resume.uninterruptedDir})`);
+  r.runs.forEach((run, i) =>
+    lines.push(`  run ${i + 1}     ${run.reproHash}  ${run.dispatch.padEnd(10)}  ${run.runDir}`),
+  );
+  for (const c of r.checks)
+    lines.push(
+      `${c.status.toUpperCase().padEnd(4)} ${c.check.padEnd(13)} [${c.reason}] ${c.status === 'pass' ? '' : canonicalize(c.detail)}`.trimEnd(),
+    );
+  if (r.resume)
+    lines.push(
+      `  resumed   ${r.resume.checkpointId}  ${r.resume.resumedDir} (uninterrupted ${r.resume.uninterruptedDir})`,
+    );
   if (r.divergence) lines.push(describeDivergence(r.divergence, ['first run', 'diverging run']));
   return lines;
 }
@@ -54,9 +72,15 @@ export function registerReplay(program: Command): void {
     .description('run a config (or a recorded run directory) N ≥ 2 times with fresh workers and check DIFF=0')
     .argument('<config|run-dir>', 'run configuration file, or a run directory to replay and compare against')
     .option('--runs <n>', 'number of fresh runs (≥ 2)', '2')
-    .option('--dispatch <mode>', `one dispatch mode for every run: ${DISPATCH_MODES.join(' | ')} (default: the runs cycle concurrent, reversed, sequential)`)
+    .option(
+      '--dispatch <mode>',
+      `one dispatch mode for every run: ${DISPATCH_MODES.join(' | ')} (default: the runs cycle concurrent, reversed, sequential)`,
+    )
     .option('--steps <n>', 'number of steps (overrides the config)')
-    .option('--resume-at <k>', 'also: checkpoint at step K, interrupt, resume with fresh workers in a new epoch, and compare with an uninterrupted run')
+    .option(
+      '--resume-at <k>',
+      'also: checkpoint at step K, interrupt, resume with fresh workers in a new epoch, and compare with an uninterrupted run',
+    )
     .option('--out <dir>', 'parent directory of the run directories (default: runs)')
     .option('--json', 'print one canonical JSON object')
     .action(
@@ -67,14 +91,28 @@ export function registerReplay(program: Command): void {
         const resumeAt = readWhole(opts.resumeAt, '--resume-at', 1);
         let report: ReplayReport;
         try {
-          report = await replay(source, { runs, steps, dispatch, resumeAt, outDir: opts.out, onRun: opts.json ? undefined : (i, run) => process.stderr.write(`run ${i + 1} done: ${run.reproHash} ${run.runDir}\n`) });
+          report = await replay(source, {
+            runs,
+            steps,
+            dispatch,
+            resumeAt,
+            outDir: opts.out,
+            onRun: opts.json
+              ? undefined
+              : (i, run) => process.stderr.write(`run ${i + 1} done: ${run.reproHash} ${run.runDir}\n`),
+          });
         } catch (e) {
           if (isRunFailure(e)) throw new ExitError(1, `detsim: [audit_run_failed] a replay run failed: ${e.message}`);
           throw e;
         }
         if (opts.json) {
           const { runs: rs, ...rest } = report;
-          writeStdout(canonicalize({ ...rest, runs: rs.map((r) => ({ runDir: r.runDir, dispatch: r.dispatch, reproHash: r.reproHash })) }));
+          writeStdout(
+            canonicalize({
+              ...rest,
+              runs: rs.map((r) => ({ runDir: r.runDir, dispatch: r.dispatch, reproHash: r.reproHash })),
+            }),
+          );
         } else for (const l of formatReplay(report)) writeStdout(l);
         const code = exitCodeOf(report.checks);
         if (code !== 0) throw new ExitError(code, '');

@@ -21,7 +21,8 @@ interface ResumeCommandOptions {
 /** A whole-number flag where 0 means none (`--checkpoint-every 0`); steps go through readStepsFlag. */
 function whole(text: string | undefined, flag: string): number | undefined {
   if (text === undefined) return undefined;
-  if (!/^(0|[1-9][0-9]{0,8})$/.test(text)) throw new DetsimError('struct_invalid_field', `${flag}: ${JSON.stringify(text)} is not a whole number`, flag);
+  if (!/^(0|[1-9][0-9]{0,8})$/.test(text))
+    throw new DetsimError('struct_invalid_field', `${flag}: ${JSON.stringify(text)} is not a whole number`, flag);
   return Number(text);
 }
 
@@ -39,11 +40,16 @@ function progressLine(): (p: ResumeProgress) => void {
 export function registerResume(program: Command): void {
   program
     .command('resume')
-    .description('restore a checkpointed run (store/ in its run directory) with fresh workers in a new epoch and continue it to its total steps')
+    .description(
+      'restore a checkpointed run (store/ in its run directory) with fresh workers in a new epoch and continue it to its total steps',
+    )
     .argument('<run-dir>', 'run directory written by `detsim run --checkpoint-every K`')
     .option('--checkpoint <id>', 'checkpoint id to restore (default: the store high-water mark)')
     .option('--steps <n>', 'continue up to this boundary (default: the run total recorded in run.json)')
-    .option('--checkpoint-every <k>', 'checkpoint interval while resuming (default: the one the run recorded; 0 = none)')
+    .option(
+      '--checkpoint-every <k>',
+      'checkpoint interval while resuming (default: the one the run recorded; 0 = none)',
+    )
     .option('--json', 'print one canonical JSON object instead of lines')
     .action(
       action(async (runDir: string, opts: ResumeCommandOptions) => {
@@ -67,7 +73,9 @@ export function registerResume(program: Command): void {
           if (opts.json) writeStdout(canonicalize(shown));
           else {
             writeStdout(`run directory    ${r.runDir}`);
-            writeStdout(`restored         ${r.checkpointId} at boundary ${r.boundary} into epoch ${r.epoch} (${r.abandonedSteps} later steps abandoned)`);
+            writeStdout(
+              `restored         ${r.checkpointId} at boundary ${r.boundary} into epoch ${r.epoch} (${r.abandonedSteps} later steps abandoned)`,
+            );
             writeStdout(`behaviour digest ${r.behaviourDigest}`);
             writeStdout(`repro hash       ${r.reproHash}`);
             if (r.checkpoints) for (const line of checkpointSummaryLines(r.checkpoints)) writeStdout(line);

@@ -28,7 +28,11 @@ export { INTERRUPTED_EXIT, RUN_FAILED_EXIT } from './run-outcome.js';
 function readDispatch(text: string | undefined): Dispatch | undefined {
   if (text === undefined) return undefined;
   if (!(DISPATCH_MODES as readonly string[]).includes(text)) {
-    throw new DetsimError('struct_invalid_field', `--dispatch: ${JSON.stringify(text)} is not one of ${DISPATCH_MODES.join(', ')}`, '--dispatch');
+    throw new DetsimError(
+      'struct_invalid_field',
+      `--dispatch: ${JSON.stringify(text)} is not one of ${DISPATCH_MODES.join(', ')}`,
+      '--dispatch',
+    );
   }
   return text as Dispatch;
 }
@@ -43,7 +47,12 @@ function formatEta(seconds: number): string {
 function progressDisplay(): { update: (p: RunProgress) => void; stop: () => void } {
   if (process.stderr.isTTY) {
     const bar = new cliProgress.SingleBar(
-      { format: 'step {value}/{total} [{bar}] {rate} steps/s ETA {eta_formatted}', stream: process.stderr, hideCursor: true, etaBuffer: 50 },
+      {
+        format: 'step {value}/{total} [{bar}] {rate} steps/s ETA {eta_formatted}',
+        stream: process.stderr,
+        hideCursor: true,
+        etaBuffer: 50,
+      },
       cliProgress.Presets.shades_classic,
     );
     let started = false;
@@ -81,9 +90,15 @@ export function registerRun(program: Command): void {
     .argument('<config>', 'run configuration file (.yaml, .yml or .json)')
     .option('--steps <n>', 'number of steps (overrides the config)')
     .option('--out <dir>', 'parent directory of the run directory (default: runs)')
-    .option('--dispatch <mode>', `order of worker messages within a phase: ${DISPATCH_MODES.join(' | ')} (default concurrent)`)
+    .option(
+      '--dispatch <mode>',
+      `order of worker messages within a phase: ${DISPATCH_MODES.join(' | ')} (default concurrent)`,
+    )
     .option('--json', 'print one canonical JSON object {behaviourDigest, runDir, steps} instead of two lines')
-    .option('--checkpoint-every <k>', 'capture a checkpoint every K committed steps into <run dir>/store/ (ledger: <run dir>/ledger.jsonl)')
+    .option(
+      '--checkpoint-every <k>',
+      'capture a checkpoint every K committed steps into <run dir>/store/ (ledger: <run dir>/ledger.jsonl)',
+    )
     .option('--keep <n>', 'checkpoint generations to keep (default 3; with --checkpoint-every)')
     .action(
       action(async (configPath: string, opts: RunCommandOptions) => {
@@ -95,12 +110,28 @@ export function registerRun(program: Command): void {
         const checkpoints = checkpointRunFromFlags(opts.checkpointEvery, opts.keep);
         const progress = progressDisplay();
         try {
-          const result = await runSession(plan, { outDir: opts.out, steps, dispatch, onProgress: progress.update, handleSignals: true, ...(checkpoints ? { extension: checkpoints } : {}) });
+          const result = await runSession(plan, {
+            outDir: opts.out,
+            steps,
+            dispatch,
+            onProgress: progress.update,
+            handleSignals: true,
+            ...(checkpoints ? { extension: checkpoints } : {}),
+          });
           progress.stop();
           // DIFF=0 receipt (coordinator/receipt): the run wrote receipt.json as its last act; its ReproHash printed.
           printReceiptWarnings(result);
           const { runDir, behaviourDigest, steps: done, reproHash } = result;
-          if (opts.json) writeStdout(canonicalize({ runDir, behaviourDigest, steps: done, reproHash, ...(checkpoints ? { checkpoints: checkpoints.result } : {}) }));
+          if (opts.json)
+            writeStdout(
+              canonicalize({
+                runDir,
+                behaviourDigest,
+                steps: done,
+                reproHash,
+                ...(checkpoints ? { checkpoints: checkpoints.result } : {}),
+              }),
+            );
           else {
             writeStdout(`run directory    ${result.runDir}`);
             writeStdout(`behaviour digest ${result.behaviourDigest}`);

@@ -16,9 +16,16 @@ export const INTERRUPTED_EXIT = 130;
 export function runFailureExit(e: unknown, command: 'run' | 'resume'): unknown {
   if (isWriteFailure(e) || e instanceof ReceiptNotWritten) return new ExitError(RUN_FAILED_EXIT, formatError(e));
   if (!isRunFailure(e)) return e;
-  if (e.kind === 'io') return new ExitError(RUN_FAILED_EXIT, `detsim: [${e.reason ?? 'perm_write_failed'}] ${command} failed: ${e.message}`);
+  if (e.kind === 'io')
+    return new ExitError(
+      RUN_FAILED_EXIT,
+      `detsim: [${e.reason ?? 'perm_write_failed'}] ${command} failed: ${e.message}`,
+    );
   const where = e.runDir ? `\ndetsim: run directory ${e.runDir}` : '';
-  return new ExitError(e.kind === 'aborted' ? INTERRUPTED_EXIT : RUN_FAILED_EXIT, `detsim: ${command} failed: ${e.message}${where}`);
+  return new ExitError(
+    e.kind === 'aborted' ? INTERRUPTED_EXIT : RUN_FAILED_EXIT,
+    `detsim: ${command} failed: ${e.message}${where}`,
+  );
 }
 
 /** Print the warnings of the receipt.json a finished run or resume wrote (unclassified fields, honesty) on stderr. */

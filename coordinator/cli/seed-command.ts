@@ -18,7 +18,9 @@ export function registerSeed(program: Command): void {
         const derived = deriveSeeds(opts.master, ids);
         for (const c of derived.collisions) process.stderr.write(`${collisionWarning(c)}\n`);
         if (opts.json) {
-          writeStdout(canonicalize({ algorithm: derived.algorithm, masterSeed: derived.masterSeed, seeds: derived.seeds }));
+          writeStdout(
+            canonicalize({ algorithm: derived.algorithm, masterSeed: derived.masterSeed, seeds: derived.seeds }),
+          );
         } else {
           writeStdout(`${derived.algorithm} master seed ${derived.masterSeed}`);
           for (const s of derived.seeds) writeStdout(`${s.agentId}\t${s.seed}`);

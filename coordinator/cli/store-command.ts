@@ -14,16 +14,26 @@ async function ls(dir: string, opts: { json?: boolean }): Promise<void> {
   const { generations, highWater } = store.snapshot();
   const scan = await store.scan();
   if (opts.json) {
-    writeStdout(canonicalize({ generations: generations.map((g) => ({ ...g, highWater: g.checkpointId === highWater })), highWater, temporaries: scan.temporaries, unreferenced: scan.unreferenced }));
+    writeStdout(
+      canonicalize({
+        generations: generations.map((g) => ({ ...g, highWater: g.checkpointId === highWater })),
+        highWater,
+        temporaries: scan.temporaries,
+        unreferenced: scan.unreferenced,
+      }),
+    );
     return;
   }
   const manifest = (await store.hasManifest()) ? '' : `, no ${STORE_MANIFEST_FILE}`;
   writeStdout(`store ${dir}: ${generations.length} generation(s), high-water ${highWater ?? 'none'}${manifest}`);
   for (const g of generations) {
     const mark = g.checkpointId === highWater ? '*' : ' ';
-    writeStdout(`${mark} ${g.checkpointId}\tboundary ${g.boundary}\tsession ${g.sessionId}\tepoch ${g.epoch}\t${g.byteLength} bytes\tsha256 ${g.envelopeDigest.slice(0, 16)}…`);
+    writeStdout(
+      `${mark} ${g.checkpointId}\tboundary ${g.boundary}\tsession ${g.sessionId}\tepoch ${g.epoch}\t${g.byteLength} bytes\tsha256 ${g.envelopeDigest.slice(0, 16)}…`,
+    );
   }
-  if (scan.unreferenced.length > 0) writeStdout(`unreferenced (never restore candidates): ${scan.unreferenced.join(' ')}`);
+  if (scan.unreferenced.length > 0)
+    writeStdout(`unreferenced (never restore candidates): ${scan.unreferenced.join(' ')}`);
   if (scan.temporaries.length > 0) writeStdout(`temporaries: ${scan.temporaries.join(' ')}`);
 }
 
@@ -32,14 +42,24 @@ async function verify(dir: string): Promise<void> {
   const report = await store.verify();
   for (const g of report.generations) {
     if (g.ok) writeStdout(`ok\t${g.checkpointId}\t${g.file}`);
-    else process.stderr.write(`detsim: [${g.reason}] generation ${g.checkpointId} (${g.file}) fails check ${g.check}: ${g.message}\n`);
+    else
+      process.stderr.write(
+        `detsim: [${g.reason}] generation ${g.checkpointId} (${g.file}) fails check ${g.check}: ${g.message}\n`,
+      );
   }
-  for (const id of report.rotated) writeStdout(`rotated\t${id}\t(rotated out by a writer while verifying: no longer listed)`);
+  for (const id of report.rotated)
+    writeStdout(`rotated\t${id}\t(rotated out by a writer while verifying: no longer listed)`);
   if (report.orphaned.length > 0) {
-    process.stderr.write(`detsim: [audit_store_manifest_missing] ${join(dir, STORE_MANIFEST_FILE)} is missing but ${report.orphaned.length} generation file(s) are present (${report.orphaned.join(' ')}): they are unreferenced, never restore candidates; restore the manifest, or remove them with detsim store gc\n`);
+    process.stderr.write(
+      `detsim: [audit_store_manifest_missing] ${join(dir, STORE_MANIFEST_FILE)} is missing but ${report.orphaned.length} generation file(s) are present (${report.orphaned.join(' ')}): they are unreferenced, never restore candidates; restore the manifest, or remove them with detsim store gc\n`,
+    );
   }
   const bad = report.generations.filter((g) => !g.ok).length;
-  if (!report.ok) throw new ExitError(1, `store ${dir}: ${bad} of ${report.generations.length} generation(s) failed verification${report.orphaned.length > 0 ? `, ${report.orphaned.length} orphaned without a manifest` : ''}`);
+  if (!report.ok)
+    throw new ExitError(
+      1,
+      `store ${dir}: ${bad} of ${report.generations.length} generation(s) failed verification${report.orphaned.length > 0 ? `, ${report.orphaned.length} orphaned without a manifest` : ''}`,
+    );
   const rotated = report.rotated.length > 0 ? `, ${report.rotated.length} rotated out while verifying` : '';
   writeStdout(`store ${dir}: ${report.generations.length} generation(s) verified${rotated}`);
 }
@@ -64,14 +84,20 @@ async function gc(dir: string): Promise<void> {
   // change under it (CheckpointStore.gc also re-reads it before each deletion, for stores of no run).
   // The real path is cleaned, so a symlink changed meanwhile cannot point gc at another store.
   const run = runStoreOf(dir);
-  await (run !== null ? withRunLock(run.runDir, 'detsim store gc', () => gcUnlocked(run.store, dir)) : gcUnlocked(dir, dir));
+  await (run !== null
+    ? withRunLock(run.runDir, 'detsim store gc', () => gcUnlocked(run.store, dir))
+    : gcUnlocked(dir, dir));
 }
 
 async function gcUnlocked(dir: string, shownAs: string): Promise<void> {
   const store = await CheckpointStore.open(dir);
   const removed = await store.gc();
   for (const name of removed) writeStdout(`removed\t${name}`);
-  writeStdout(removed.length === 0 ? `store ${shownAs}: nothing to remove` : `store ${shownAs}: removed ${removed.length} file(s)`);
+  writeStdout(
+    removed.length === 0
+      ? `store ${shownAs}: nothing to remove`
+      : `store ${shownAs}: removed ${removed.length} file(s)`,
+  );
 }
 
 export function registerStore(program: Command): void {
@@ -84,13 +110,17 @@ export function registerStore(program: Command): void {
     .action(action((dir: string, opts: { json?: boolean }) => ls(dir, opts)));
   store
     .command('verify')
-    .description('re-read and fully verify every listed generation; exit 1 on any failure, or on generation files without a manifest')
+    .description(
+      're-read and fully verify every listed generation; exit 1 on any failure, or on generation files without a manifest',
+    )
     .argument('<dir>', 'store directory')
     // An unreadable store manifest is a verification failure too.
     .action(action((dir: string) => verify(dir), 1));
   store
     .command('gc')
-    .description('remove temporaries and unreferenced generations (never automatic), listing each; a run\'s store only under its run lock')
+    .description(
+      "remove temporaries and unreferenced generations (never automatic), listing each; a run's store only under its run lock",
+    )
     .argument('<dir>', 'store directory')
     .action(action((dir: string) => gc(dir)));
 }

@@ -21,14 +21,21 @@ interface VerifyCommandOptions {
 
 function readWhole(text: string | undefined, field: string, min: number): number | undefined {
   if (text === undefined) return undefined;
-  if (!/^(0|[1-9][0-9]{0,8})$/.test(text) || Number(text) < min) throw new DetsimError('struct_invalid_field', `${field}: ${JSON.stringify(text)} is not a whole number ≥ ${min}`, field);
+  if (!/^(0|[1-9][0-9]{0,8})$/.test(text) || Number(text) < min)
+    throw new DetsimError(
+      'struct_invalid_field',
+      `${field}: ${JSON.stringify(text)} is not a whole number ≥ ${min}`,
+      field,
+    );
   return Number(text);
 }
 
 export function registerVerify(program: Command): void {
   program
     .command('verify')
-    .description('the single DIFF=0 entry: replay, goldens, sensitivity, field table and honesty checks; writes attestation.md/.jsonl (exit 0 green, 1 red, 2 yellow)')
+    .description(
+      'the single DIFF=0 entry: replay, goldens, sensitivity, field table and honesty checks; writes attestation.md/.jsonl (exit 0 green, 1 red, 2 yellow)',
+    )
     .option('--config <file...>', 'configurations to verify (default: every examples/*.yaml)')
     .option('--out <dir>', 'directory for attestation.md and attestation.jsonl', 'reports')
     .option('--runs-dir <dir>', 'parent directory of the replay run directories', 'runs/verify')
@@ -60,8 +67,12 @@ export function registerVerify(program: Command): void {
           throw e;
         }
         const a = result.attestation;
-        for (const c of a.checks) if (c.status !== 'pass') writeStdout(`${c.status.toUpperCase()} ${c.subject} ${c.check} [${c.reason}] ${JSON.stringify(c.detail)}`);
-        writeStdout(`grade ${a.grade}, verdict ${a.verdict}, ${a.checks.length} checks (${a.checks.filter((c) => c.status === 'pass').length} pass)`);
+        for (const c of a.checks)
+          if (c.status !== 'pass')
+            writeStdout(`${c.status.toUpperCase()} ${c.subject} ${c.check} [${c.reason}] ${JSON.stringify(c.detail)}`);
+        writeStdout(
+          `grade ${a.grade}, verdict ${a.verdict}, ${a.checks.length} checks (${a.checks.filter((c) => c.status === 'pass').length} pass)`,
+        );
         writeStdout(`verdict_hash ${a.verdict_hash}`);
         writeStdout(`report ${result.files.md} ${result.files.jsonl}`);
         if (a.exitCode !== 0) throw new ExitError(a.exitCode, '');

@@ -8,18 +8,53 @@ export function registerWorker(program: Command): void {
   program
     .command('worker')
     .description('run a worker process (prints one ready line {"ready":true,"listen":...,"pid":...} on stdout)')
-    .requiredOption('--listen <address>', 'unix:/abs/path (under 100 bytes) or a loopback host:port (127.0.0.0/8, ::1, localhost)')
+    .requiredOption(
+      '--listen <address>',
+      'unix:/abs/path (under 100 bytes) or a loopback host:port (127.0.0.0/8, ::1, localhost)',
+    )
     .requiredOption('--role <role>', 'agent or environment')
-    .requiredOption('--worker-id <id>', 'this worker\'s Id (Hello must name it)')
+    .requiredOption('--worker-id <id>', "this worker's Id (Hello must name it)")
     .option('--session <id>', 'bind to this session id up front')
-    .option('--model <path>', 'a model module this worker may load (repeatable); any other module path is refused', (path: string, all: string[]) => [...all, path], [] as string[])
+    .option(
+      '--model <path>',
+      'a model module this worker may load (repeatable); any other module path is refused',
+      (path: string, all: string[]) => [...all, path],
+      [] as string[],
+    )
     .option('--strict', 'strict mode for user models (Math.random, Date.now, new Date() throw)')
     .option('--max-message-bytes <n>', 'gRPC message size limit on both directions (default 8 MiB)')
     .option('--no-parent-watch', 'keep running when the parent process goes away')
-    .option('--store-dir <path>', 'the run\'s checkpoint store: the only directory State.StageRestore payload files may be read from')
+    .option(
+      '--store-dir <path>',
+      "the run's checkpoint store: the only directory State.StageRestore payload files may be read from",
+    )
     .action(
-      action(async (opts: { listen: string; role: string; workerId: string; session?: string; model: string[]; strict?: boolean; maxMessageBytes?: string; parentWatch: boolean; storeDir?: string }) => {
-        await runWorkerProcess(readWorkerOptions({ listen: opts.listen, role: opts.role, workerId: opts.workerId, session: opts.session, models: opts.model, strict: opts.strict === true, maxMessageBytes: opts.maxMessageBytes, parentWatch: opts.parentWatch, storeDir: opts.storeDir }));
-      }),
+      action(
+        async (opts: {
+          listen: string;
+          role: string;
+          workerId: string;
+          session?: string;
+          model: string[];
+          strict?: boolean;
+          maxMessageBytes?: string;
+          parentWatch: boolean;
+          storeDir?: string;
+        }) => {
+          await runWorkerProcess(
+            readWorkerOptions({
+              listen: opts.listen,
+              role: opts.role,
+              workerId: opts.workerId,
+              session: opts.session,
+              models: opts.model,
+              strict: opts.strict === true,
+              maxMessageBytes: opts.maxMessageBytes,
+              parentWatch: opts.parentWatch,
+              storeDir: opts.storeDir,
+            }),
+          );
+        },
+      ),
     );
 }

@@ -61,17 +61,34 @@ export function gradeOf(checks: readonly Check[]): Grade {
   if (!checks.some((c) => c.check === 'replay')) return 'incompatible';
   if (checks.some((c) => c.status === 'fail')) return 'sampled';
   const subjects = [...new Set(checks.filter((c) => c.check === 'replay').map((c) => c.subject))];
-  const allGolden = subjects.every((s) => checks.some((c) => c.subject === s && c.check === 'golden' && c.status === 'pass'));
+  const allGolden = subjects.every((s) =>
+    checks.some((c) => c.subject === s && c.check === 'golden' && c.status === 'pass'),
+  );
   return allGolden ? 'full' : 'sampled';
 }
 
 const ITEMS: [string, string, string[], string][] = [
-  ['D1', 'classification table published, unknown fields counted', ['table', 'field-table'], 'canonical.test.ts D1 ×2, reasons.test.ts D1, verify.test.ts D1 (exit 2)'],
+  [
+    'D1',
+    'classification table published, unknown fields counted',
+    ['table', 'field-table'],
+    'canonical.test.ts D1 ×2, reasons.test.ts D1, verify.test.ts D1 (exit 2)',
+  ],
   ['D2', 'lists sorted before canonicalisation', ['canonical'], 'canonical.test.ts D2'],
   ['D3', 'fixed-point numbers, enum values', ['canonical'], 'canonical.test.ts D3'],
-  ['D4', 'two independent runs agree (and their physical fields differ)', ['replay', 'physical-diff'], 'replay.test.ts D4'],
+  [
+    'D4',
+    'two independent runs agree (and their physical fields differ)',
+    ['replay', 'physical-diff'],
+    'replay.test.ts D4',
+  ],
   ['D5', 'tampering with ReproCore changes the hash', ['sensitivity'], 'canonical.test.ts D5 ×2, replay.test.ts D5'],
-  ['D6', 'goldens (ReproHash and behaviour digest) frozen with the [golden] review marker', ['golden', 'golden-marker'], 'check-goldens.test.ts D6 ×2 and its shallow-clone cases, goldens.test.ts D6, verify.test.ts D6 ×2 (exit 1)'],
+  [
+    'D6',
+    'goldens (ReproHash and behaviour digest) frozen with the [golden] review marker',
+    ['golden', 'golden-marker'],
+    'check-goldens.test.ts D6 ×2 and its shallow-clone cases, goldens.test.ts D6, verify.test.ts D6 ×2 (exit 1)',
+  ],
   ['D7', 'every decision has a non-empty reason', [], 'reasons.test.ts D7 ×2'],
   ['D8', 'receipts carry evidence_class; measured ones a source and time', ['honesty'], 'honesty.test.ts D8 ×3'],
   ['D9', 'verdict_hash reproducible, ts_build outside it', [], 'verify.test.ts D9 ×2'],
@@ -93,7 +110,15 @@ function verdictFields(a: Omit<Attestation, 'verdict_hash' | 'ts_build'>): JsonV
     exitCode: a.exitCode,
     evidence_class: a.evidence_class,
     checklist: a.checklist.map((i) => ({ id: i.id, status: i.status })),
-    checks: a.checks.map((c) => ({ check: c.check, subject: c.subject, status: c.status, action: c.action, layer: c.layer, reason: c.reason, detail: c.detail })),
+    checks: a.checks.map((c) => ({
+      check: c.check,
+      subject: c.subject,
+      status: c.status,
+      action: c.action,
+      layer: c.layer,
+      reason: c.reason,
+      detail: c.detail,
+    })),
   };
 }
 
@@ -103,17 +128,29 @@ export function verdictHashOf(a: Omit<Attestation, 'verdict_hash' | 'ts_build'>)
 
 /** Judge a set of checks. Checks are ordered by (subject, check) so the order they ran in never matters. */
 export function buildAttestation(checksIn: readonly Check[], tsBuild: string): Attestation {
-  const checks = [...checksIn].sort((x, y) => (x.subject < y.subject ? -1 : x.subject > y.subject ? 1 : x.check < y.check ? -1 : x.check > y.check ? 1 : 0));
+  const checks = [...checksIn].sort((x, y) =>
+    x.subject < y.subject ? -1 : x.subject > y.subject ? 1 : x.check < y.check ? -1 : x.check > y.check ? 1 : 0,
+  );
   const { verdict, exitCode } = verdictOf(checks);
   const grade = gradeOf(checks);
-  const reasonsOk = checks.length > 0 && checks.every((c) => c.reason.length > 0 && c.reason in REASONS && c.layer === REASONS[c.reason].layer);
+  const reasonsOk =
+    checks.length > 0 &&
+    checks.every((c) => c.reason.length > 0 && c.reason in REASONS && c.layer === REASONS[c.reason].layer);
   const checklist: ChecklistItem[] = ITEMS.map(([id, title, names, tests]) => {
     let status: CheckStatus = worst(checks.filter((c) => names.includes(c.check)).map((c) => c.status));
     if (id === 'D7') status = reasonsOk ? 'pass' : 'fail';
     if (id === 'D9' || id === 'D10') status = 'pass'; // by construction below, proven by the named tests
     return { id, title, status, checks: names, tests };
   });
-  const base = { attestationVersion: ATTESTATION_VERSION, grade, verdict, exitCode, checks, checklist, evidence_class: 'simulated' as const };
+  const base = {
+    attestationVersion: ATTESTATION_VERSION,
+    grade,
+    verdict,
+    exitCode,
+    checks,
+    checklist,
+    evidence_class: 'simulated' as const,
+  };
   const verdict_hash = verdictHashOf(base);
   return { ...base, verdict_hash, ts_build: tsBuild };
 }
@@ -162,13 +199,19 @@ export function renderMarkdown(a: Attestation): string {
     '',
     '| item | status | evidence in this report | tests |',
     '| --- | --- | --- | --- |',
-    ...a.checklist.map((i) => `| ${i.id} ${i.title} | ${mark(i.status)} | ${i.checks.length ? i.checks.join(', ') : i.id === 'D7' ? 'every check line below carries a registered reason' : i.id === 'D9' ? 'verdict_hash above' : 'the exit code above'} | ${i.tests} |`),
+    ...a.checklist.map(
+      (i) =>
+        `| ${i.id} ${i.title} | ${mark(i.status)} | ${i.checks.length ? i.checks.join(', ') : i.id === 'D7' ? 'every check line below carries a registered reason' : i.id === 'D9' ? 'verdict_hash above' : 'the exit code above'} | ${i.tests} |`,
+    ),
     '',
     '## Checks',
     '',
     '| subject | check | status | action | layer | reason | detail |',
     '| --- | --- | --- | --- | --- | --- | --- |',
-    ...a.checks.map((c) => `| ${c.subject} | ${c.check} | ${mark(c.status)} | ${c.action} | ${c.layer} | \`${c.reason}\` | ${canonicalize(c.detail).replace(/\|/g, '\\|')} |`),
+    ...a.checks.map(
+      (c) =>
+        `| ${c.subject} | ${c.check} | ${mark(c.status)} | ${c.action} | ${c.layer} | \`${c.reason}\` | ${canonicalize(c.detail).replace(/\|/g, '\\|')} |`,
+    ),
     '',
     'Physical facts (run directories, the physical fields that differed) are in attestation.jsonl under `physical`.',
     '',

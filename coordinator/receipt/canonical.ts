@@ -105,17 +105,32 @@ function sortKeyFor(list: unknown[], rule: FieldRule | undefined): string | unde
 
 type Pair = [repro: JsonValue | undefined, physical: JsonValue | undefined];
 
-function walk(value: unknown, pattern: string, rule: FieldRule | undefined, inSubtree: boolean, precision: number, ctx: Ctx): Pair {
+function walk(
+  value: unknown,
+  pattern: string,
+  rule: FieldRule | undefined,
+  inSubtree: boolean,
+  precision: number,
+  ctx: Ctx,
+): Pair {
   if (value === undefined || value === null) return [null, undefined];
   if (typeof value === 'number') return [rule?.cls === 'opaque' ? value : fixedPoint(value, precision), undefined];
   if (typeof value === 'bigint') return [value.toString(), undefined];
   if (typeof value === 'string' || typeof value === 'boolean') return [value, undefined];
   if (Array.isArray(value)) return walkList(value, pattern, rule, inSubtree, precision, ctx);
-  if (typeof value === 'object') return walkObject(value as Record<string, unknown>, pattern, rule, inSubtree, precision, ctx);
+  if (typeof value === 'object')
+    return walkObject(value as Record<string, unknown>, pattern, rule, inSubtree, precision, ctx);
   return [String(value), undefined];
 }
 
-function walkList(list: unknown[], pattern: string, rule: FieldRule | undefined, inSubtree: boolean, precision: number, ctx: Ctx): Pair {
+function walkList(
+  list: unknown[],
+  pattern: string,
+  rule: FieldRule | undefined,
+  inSubtree: boolean,
+  precision: number,
+  ctx: Ctx,
+): Pair {
   const elem = `${pattern}[]`;
   const elemRule = inSubtree ? rule : (ctx.lookup(elem) ?? rule);
   // A list element listed as a subtree (free-form model JSON) is not classified field by field.
@@ -127,14 +142,25 @@ function walkList(list: unknown[], pattern: string, rule: FieldRule | undefined,
   if (key !== undefined) {
     // Stable key first; ties by canonical text so arrival order never decides (R2).
     const text = pairs.map((p) => canonicalize(p[0] ?? null));
-    order = order.sort((i, j) => compareKeyValues(getPath(list[i], key), getPath(list[j], key)) || (text[i]! < text[j]! ? -1 : text[i]! > text[j]! ? 1 : 0));
+    order = order.sort(
+      (i, j) =>
+        compareKeyValues(getPath(list[i], key), getPath(list[j], key)) ||
+        (text[i]! < text[j]! ? -1 : text[i]! > text[j]! ? 1 : 0),
+    );
   }
   const repro = order.map((i) => pairs[i]![0] ?? null);
   const phys = order.map((i) => pairs[i]![1] ?? null);
   return [repro, phys.some((p) => p !== null) ? phys : undefined];
 }
 
-function walkObject(obj: Record<string, unknown>, pattern: string, rule: FieldRule | undefined, inSubtree: boolean, precision: number, ctx: Ctx): Pair {
+function walkObject(
+  obj: Record<string, unknown>,
+  pattern: string,
+  rule: FieldRule | undefined,
+  inSubtree: boolean,
+  precision: number,
+  ctx: Ctx,
+): Pair {
   const repro: Record<string, JsonValue> = {};
   const phys: Record<string, JsonValue> = {};
   for (const key of Object.keys(obj).sort()) {
@@ -175,8 +201,15 @@ function walkObject(obj: Record<string, unknown>, pattern: string, rule: FieldRu
 /** Split a receipt into the ReproCore view and the stripped physical rest, counting unclassified fields. */
 export function canonicalSplit(receipt: unknown, opts: CanonicalOptions = {}): CanonicalSplit {
   const table = opts.table ?? FIELD_TABLE;
-  const ctx: Ctx = { lookup: fieldLookup(table), children: directChildren(table), strip: opts.stripPhysical !== false, unknown: new Map() };
+  const ctx: Ctx = {
+    lookup: fieldLookup(table),
+    children: directChildren(table),
+    strip: opts.stripPhysical !== false,
+    unknown: new Map(),
+  };
   const [repro, physical] = walk(receipt, '', undefined, false, DEFAULT_PRECISION, ctx);
-  const unknownFields = [...ctx.unknown.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([path, count]) => ({ path, count }));
+  const unknownFields = [...ctx.unknown.entries()]
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+    .map(([path, count]) => ({ path, count }));
   return { repro: repro ?? null, physical: ctx.strip ? (physical ?? null) : null, unknownFields };
 }

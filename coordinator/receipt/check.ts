@@ -20,8 +20,14 @@ export interface Check {
   readonly physical: JsonValue;
 }
 
-export function makeCheck(check: string, subject: string, status: CheckStatus, reason: ReasonCode, detail: JsonValue, physical: JsonValue = null): Check {
+export function makeCheck(
+  check: string,
+  subject: string,
+  status: CheckStatus,
+  reason: ReasonCode,
+  detail: JsonValue,
+  physical: JsonValue = null,
+): Check {
   const action: Action = status === 'pass' ? 'allow' : status === 'warn' ? 'advise' : 'block';
   return { check, subject, status, action, layer: REASONS[reason].layer as Layer, reason, detail, physical };
 }
-

@@ -31,7 +31,11 @@ interface Found {
 }
 
 /** How a list element is named in a path: by its key when it has one, else by index. */
-function elementName(a: JsonValue | undefined, b: JsonValue | undefined, i: number): { label: string; agentId: string | null } {
+function elementName(
+  a: JsonValue | undefined,
+  b: JsonValue | undefined,
+  i: number,
+): { label: string; agentId: string | null } {
   for (const k of KEYS) {
     const va = isObj(a) ? a[k] : undefined;
     const vb = isObj(b) ? b[k] : undefined;
@@ -41,7 +45,12 @@ function elementName(a: JsonValue | undefined, b: JsonValue | undefined, i: numb
   return { label: `[${i}]`, agentId: aid };
 }
 
-function firstDiff(a: JsonValue | undefined, b: JsonValue | undefined, path: string, agentId: string | null): Found | null {
+function firstDiff(
+  a: JsonValue | undefined,
+  b: JsonValue | undefined,
+  path: string,
+  agentId: string | null,
+): Found | null {
   if (a === undefined || b === undefined) {
     if (a === b) return null;
     return { path, agentId, left: a === undefined ? '(absent)' : a, right: b === undefined ? '(absent)' : b };
@@ -87,14 +96,26 @@ export function diagnose(left: unknown, right: unknown, opts: CanonicalOptions =
   const sb = Array.isArray(B.steps) ? B.steps : [];
   for (let i = 0; i < Math.max(sa.length, sb.length); i++) {
     if (i >= sa.length || i >= sb.length) {
-      return { part: 'steps-count', step: stepOf(sa[i] ?? sb[i]), path: 'steps.length', agentId: null, left: sa.length, right: sb.length };
+      return {
+        part: 'steps-count',
+        step: stepOf(sa[i] ?? sb[i]),
+        path: 'steps.length',
+        agentId: null,
+        left: sa.length,
+        right: sb.length,
+      };
     }
     const d = firstDiff(sa[i], sb[i], `steps[${i}]`, null);
     if (d) return { part: 'step', step: stepOf(sa[i]), ...d };
   }
   const sum = firstDiff(A.summary, B.summary, 'summary', null);
   if (sum) return { part: 'summary', step: null, ...sum };
-  const rest = firstDiff({ ...A, run: null, steps: null, summary: null }, { ...B, run: null, steps: null, summary: null }, '', null);
+  const rest = firstDiff(
+    { ...A, run: null, steps: null, summary: null },
+    { ...B, run: null, steps: null, summary: null },
+    '',
+    null,
+  );
   return rest ? { part: 'receipt', step: null, ...rest } : null;
 }
 

@@ -23,12 +23,38 @@ export const RECEIPT_VERSION = 'detsim-receipt-v1';
 
 /** The minimum physical set (docs/spec/diff0.md "Terms"); any field of that name anywhere is physical. */
 export const PHYSICAL_NAMES: readonly string[] = [
-  'ts', 'timestamp', 'elapsed', 'duration', 'started_at', 'finished_at', 'thread_order', 'addr', 'id_runtime', 'pid', 'uptime_s', 'generated_at',
+  'ts',
+  'timestamp',
+  'elapsed',
+  'duration',
+  'started_at',
+  'finished_at',
+  'thread_order',
+  'addr',
+  'id_runtime',
+  'pid',
+  'uptime_s',
+  'generated_at',
 ];
 
-const R = (path: string, summary: string, extra: Partial<FieldRule> = {}): FieldRule => ({ path, cls: 'repro', summary, ...extra });
-const P = (path: string, summary: string, extra: Partial<FieldRule> = {}): FieldRule => ({ path, cls: 'physical', summary, ...extra });
-const O = (path: string, summary: string, extra: Partial<FieldRule> = {}): FieldRule => ({ path, cls: 'opaque', summary, ...extra });
+const R = (path: string, summary: string, extra: Partial<FieldRule> = {}): FieldRule => ({
+  path,
+  cls: 'repro',
+  summary,
+  ...extra,
+});
+const P = (path: string, summary: string, extra: Partial<FieldRule> = {}): FieldRule => ({
+  path,
+  cls: 'physical',
+  summary,
+  ...extra,
+});
+const O = (path: string, summary: string, extra: Partial<FieldRule> = {}): FieldRule => ({
+  path,
+  cls: 'opaque',
+  summary,
+  ...extra,
+});
 
 const RECEIPT_ROWS: FieldRule[] = [
   R('receiptVersion', 'receipt format version'),
@@ -36,13 +62,15 @@ const RECEIPT_ROWS: FieldRule[] = [
   P('measure_source', 'command or file a measured figure came from (null when simulated)'),
   P('measure_ts', 'when a measured figure was taken (null when simulated)'),
   P('generated_at', 'when the receipt was written'),
-  P('reproHash', 'derived: this receipt\'s ReproHash (a hash never covers itself)'),
+  P('reproHash', "derived: this receipt's ReproHash (a hash never covers itself)"),
   P('unknownFields', 'derived: the unclassified fields found (R1)', { subtree: true }),
   R('run', 'run.json: the resolved composition'),
   R('steps', 'trace.jsonl: one TransitionTrace per step', { order: 'behaviour.scope.step' }),
   R('steps[]', 'one TransitionTrace'),
   R('summary', 'summary.json'),
-  R('finalStateDigests', 'digest of every participant state at the end (null when the run captured none)', { order: 'participantId' }),
+  R('finalStateDigests', 'digest of every participant state at the end (null when the run captured none)', {
+    order: 'participantId',
+  }),
   R('finalStateDigests[]', 'one participant'),
   R('finalStateDigests[].participantId', 'environment id or agent id'),
   O('finalStateDigests[].digest', 'SHA-256 of the state payload bytes'),
@@ -82,7 +110,11 @@ const RUN_ROWS: FieldRule[] = [
   R('run.agents[].tickDuration', 'agent tick, RationalNs', { subtree: true }),
   R('run.agents[].params', 'agent model parameters', { subtree: true }),
   R('run.agents[].seed', 'derived agent seed (i32)'),
-  R('run.agents[].actionFields', 'decision fields that travel to the environment as the action (null: the whole decision)', { subtree: true }),
+  R(
+    'run.agents[].actionFields',
+    'decision fields that travel to the environment as the action (null: the whole decision)',
+    { subtree: true },
+  ),
   P('run.agents[].workerId', 'worker process hosting the agent (process layout, not behaviour)'),
   P('run.workers', 'worker processes: layout, runtime and build of the host (not behaviour)', { subtree: true }),
   P('run.agentsPerWorker', 'process layout'),
@@ -135,12 +167,23 @@ const SUMMARY_ROWS: FieldRule[] = [
   R('summary.stepsDone', 'steps committed'),
   R('summary.epoch', 'epoch id'),
   R('summary.behaviourDigest', 'SHA-256 of the canonical behaviour traces'),
-  P('summary.behaviourDigestAlgorithm', 'prose describing how behaviourDigest was computed (a resumed run also names its epoch rebase); the digest itself is repro'),
+  P(
+    'summary.behaviourDigestAlgorithm',
+    'prose describing how behaviourDigest was computed (a resumed run also names its epoch rebase); the digest itself is repro',
+  ),
   P('summary.failure', 'what failed, where (messages carry pids, paths and times)', { subtree: true }),
   P('summary.wallTimeMs', 'total wall time'),
   R('summary.finalStateDigests', 'final state digests, when recorded (copied to finalStateDigests)', { subtree: true }),
-  P('summary.checkpoints', 'checkpoint schedule and durability outcomes (coordinator/checkpoint; which saves became durable is physical)', { subtree: true }),
-  P('summary.resume', 'how a resumed run got here: checkpoint, epochs, abandoned steps (coordinator/checkpoint/resume.ts)', { subtree: true }),
+  P(
+    'summary.checkpoints',
+    'checkpoint schedule and durability outcomes (coordinator/checkpoint; which saves became durable is physical)',
+    { subtree: true },
+  ),
+  P(
+    'summary.resume',
+    'how a resumed run got here: checkpoint, epochs, abandoned steps (coordinator/checkpoint/resume.ts)',
+    { subtree: true },
+  ),
 ];
 
 /** The table, in publication order. */
@@ -164,7 +207,11 @@ export function childPath(parent: string, key: string): string {
 export function formatFieldTable(table: readonly FieldRule[] = FIELD_TABLE): string {
   const lines = [`# detsim receipt field table (${RECEIPT_VERSION}); unlisted fields are physical and reported`];
   for (const r of table) {
-    const extra = [r.subtree ? 'subtree' : '', r.order ? `order=${r.order}` : '', r.precision !== undefined ? `precision=${r.precision}` : '']
+    const extra = [
+      r.subtree ? 'subtree' : '',
+      r.order ? `order=${r.order}` : '',
+      r.precision !== undefined ? `precision=${r.precision}` : '',
+    ]
       .filter(Boolean)
       .join(' ');
     lines.push(`${r.cls.padEnd(8)} ${r.path.padEnd(52)} ${r.summary}${extra ? ` [${extra}]` : ''}`);
@@ -182,10 +229,13 @@ export function validateFieldTable(table: readonly FieldRule[]): string[] {
   for (const r of table) {
     if (paths.has(r.path)) problems.push(`${r.path}: listed twice`);
     paths.add(r.path);
-    if (!['physical', 'repro', 'opaque'].includes(r.cls)) problems.push(`${r.path}: class ${JSON.stringify(r.cls)} is not physical, repro or opaque`);
+    if (!['physical', 'repro', 'opaque'].includes(r.cls))
+      problems.push(`${r.path}: class ${JSON.stringify(r.cls)} is not physical, repro or opaque`);
     const name = r.path.split('.').pop()!.replace(/\[\]$/, '');
-    if (r.cls !== 'physical' && PHYSICAL_NAMES.includes(name)) problems.push(`${r.path}: ${name} must be physical (docs/spec/diff0.md)`);
-    if (r.precision !== undefined && !(Number.isInteger(r.precision) && r.precision >= 0 && r.precision <= 20)) problems.push(`${r.path}: precision ${r.precision} is not 0..20`);
+    if (r.cls !== 'physical' && PHYSICAL_NAMES.includes(name))
+      problems.push(`${r.path}: ${name} must be physical (docs/spec/diff0.md)`);
+    if (r.precision !== undefined && !(Number.isInteger(r.precision) && r.precision >= 0 && r.precision <= 20))
+      problems.push(`${r.path}: precision ${r.precision} is not 0..20`);
   }
   for (const p of paths) {
     const parent = p.endsWith('[]') ? p.slice(0, -2) : p.includes('.') ? p.slice(0, p.lastIndexOf('.')) : null;

@@ -44,15 +44,33 @@ export function readGolden(dir: string, example: string, opts: { forUpdate?: boo
   const file = goldenFile(dir, example);
   if (!existsSync(file)) return null;
   const v = parseJsonFile(file) as Record<string, unknown>;
-  if (v === null || typeof v !== 'object' || Array.isArray(v)) throw new DetsimError('struct_invalid_field', `${file}: a golden is a JSON object {example, config, steps, reproHash, behaviourDigest, evidence_class, how}`, '(top level)');
+  if (v === null || typeof v !== 'object' || Array.isArray(v))
+    throw new DetsimError(
+      'struct_invalid_field',
+      `${file}: a golden is a JSON object {example, config, steps, reproHash, behaviourDigest, evidence_class, how}`,
+      '(top level)',
+    );
   const keys = ['behaviourDigest', 'config', 'evidence_class', 'example', 'how', 'reproHash', 'steps'];
   const extra = Object.keys(v).filter((k) => !keys.includes(k));
-  if (extra.length > 0) throw new DetsimError('struct_unknown_field', `${file}: unknown field ${JSON.stringify(extra[0])}`, extra[0]);
+  if (extra.length > 0)
+    throw new DetsimError('struct_unknown_field', `${file}: unknown field ${JSON.stringify(extra[0])}`, extra[0]);
   if (v.behaviourDigest === undefined && opts.forUpdate) v.behaviourDigest = '';
-  else if (v.behaviourDigest === undefined) throw new DetsimError('struct_missing_field', `${file}: behaviourDigest is missing (freeze it with detsim verify --update-goldens)`, 'behaviourDigest');
-  else if (typeof v.behaviourDigest !== 'string' || !/^[0-9a-f]{64}$/.test(v.behaviourDigest)) throw new DetsimError('struct_invalid_field', `${file}: behaviourDigest is not 64 lowercase hex characters`, 'behaviourDigest');
-  if (typeof v.reproHash !== 'string' || !/^[0-9a-f]{16}$/.test(v.reproHash)) throw new DetsimError('struct_invalid_field', `${file}: reproHash is not 16 lowercase hex characters`, 'reproHash');
-  if (typeof v.steps !== 'number' || !Number.isInteger(v.steps) || v.steps < 0) throw new DetsimError('struct_invalid_field', `${file}: steps is not a whole number`, 'steps');
+  else if (v.behaviourDigest === undefined)
+    throw new DetsimError(
+      'struct_missing_field',
+      `${file}: behaviourDigest is missing (freeze it with detsim verify --update-goldens)`,
+      'behaviourDigest',
+    );
+  else if (typeof v.behaviourDigest !== 'string' || !/^[0-9a-f]{64}$/.test(v.behaviourDigest))
+    throw new DetsimError(
+      'struct_invalid_field',
+      `${file}: behaviourDigest is not 64 lowercase hex characters`,
+      'behaviourDigest',
+    );
+  if (typeof v.reproHash !== 'string' || !/^[0-9a-f]{16}$/.test(v.reproHash))
+    throw new DetsimError('struct_invalid_field', `${file}: reproHash is not 16 lowercase hex characters`, 'reproHash');
+  if (typeof v.steps !== 'number' || !Number.isInteger(v.steps) || v.steps < 0)
+    throw new DetsimError('struct_invalid_field', `${file}: steps is not a whole number`, 'steps');
   return v as unknown as Golden;
 }
 
@@ -76,11 +94,26 @@ export function writeGolden(dir: string, g: Golden): string {
  * Compare a run's ReproHash and behaviour digest with the frozen golden values. The behaviour
  * digest is compared first: a changed behaviour fails even when the ReproHash was re-frozen.
  */
-export function goldenCheck(subject: string, golden: Golden | null, reproHash: string | null, behaviourDigest: string | null): Check {
+export function goldenCheck(
+  subject: string,
+  golden: Golden | null,
+  reproHash: string | null,
+  behaviourDigest: string | null,
+): Check {
   if (golden === null) return makeCheck('golden', subject, 'warn', 'meta_golden_missing', { golden: null, reproHash });
   if (golden.behaviourDigest !== behaviourDigest) {
-    return makeCheck('golden', subject, 'fail', 'audit_golden_mismatch', { field: 'behaviourDigest', golden: golden.behaviourDigest, behaviourDigest, steps: golden.steps });
+    return makeCheck('golden', subject, 'fail', 'audit_golden_mismatch', {
+      field: 'behaviourDigest',
+      golden: golden.behaviourDigest,
+      behaviourDigest,
+      steps: golden.steps,
+    });
   }
-  if (golden.reproHash === reproHash) return makeCheck('golden', subject, 'pass', 'audit_golden_hit', { golden: golden.reproHash, steps: golden.steps });
-  return makeCheck('golden', subject, 'fail', 'audit_golden_mismatch', { golden: golden.reproHash, reproHash, steps: golden.steps });
+  if (golden.reproHash === reproHash)
+    return makeCheck('golden', subject, 'pass', 'audit_golden_hit', { golden: golden.reproHash, steps: golden.steps });
+  return makeCheck('golden', subject, 'fail', 'audit_golden_mismatch', {
+    golden: golden.reproHash,
+    reproHash,
+    steps: golden.steps,
+  });
 }

@@ -41,14 +41,26 @@ export function honestyWarnings(obj: unknown, what = 'receipt'): HonestyWarning[
     return [{ check: 'H2', reason: 'hon_missing_evidence_class', message: `${what}: no evidence_class` }];
   }
   if (!EVIDENCE_CLASSES.includes(cls as EvidenceClass)) {
-    return [{ check: 'H2', reason: 'hon_missing_evidence_class', message: `${what}: evidence_class ${JSON.stringify(cls)} is not one of ${EVIDENCE_CLASSES.join(', ')}` }];
+    return [
+      {
+        check: 'H2',
+        reason: 'hon_missing_evidence_class',
+        message: `${what}: evidence_class ${JSON.stringify(cls)} is not one of ${EVIDENCE_CLASSES.join(', ')}`,
+      },
+    ];
   }
   const out: HonestyWarning[] = [];
   if (cls === 'measured' || cls === 'third_party') {
-    if (!present(o.measure_source)) out.push({ check: 'H1', reason: 'hon_measured_no_source', message: `${what}: ${cls} without measure_source` });
-    if (cls === 'measured' && !present(o.measure_ts)) out.push({ check: 'H1', reason: 'hon_measured_no_ts', message: `${what}: measured without measure_ts` });
+    if (!present(o.measure_source))
+      out.push({ check: 'H1', reason: 'hon_measured_no_source', message: `${what}: ${cls} without measure_source` });
+    if (cls === 'measured' && !present(o.measure_ts))
+      out.push({ check: 'H1', reason: 'hon_measured_no_ts', message: `${what}: measured without measure_ts` });
   } else if (o.measure_source != null || o.measure_ts != null) {
-    out.push({ check: 'H1', reason: 'hon_simulated_with_measure', message: `${what}: simulated but carries measure_source/measure_ts (they must be null)` });
+    out.push({
+      check: 'H1',
+      reason: 'hon_simulated_with_measure',
+      message: `${what}: simulated but carries measure_source/measure_ts (they must be null)`,
+    });
   }
   return out;
 }

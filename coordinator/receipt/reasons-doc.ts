@@ -15,8 +15,15 @@ export interface ReasonRow {
 /** Every code, sorted by layer then code (stable, independent of insertion order). */
 export function reasonRows(): ReasonRow[] {
   return (Object.keys(REASONS) as ReasonCode[])
-    .map((reason) => ({ reason, layer: REASONS[reason].layer as Layer, layerName: LAYER_NAMES[REASONS[reason].layer as Layer], summary: REASONS[reason].summary as string }))
-    .sort((a, b) => (a.layer < b.layer ? -1 : a.layer > b.layer ? 1 : a.reason < b.reason ? -1 : a.reason > b.reason ? 1 : 0));
+    .map((reason) => ({
+      reason,
+      layer: REASONS[reason].layer as Layer,
+      layerName: LAYER_NAMES[REASONS[reason].layer as Layer],
+      summary: REASONS[reason].summary as string,
+    }))
+    .sort((a, b) =>
+      a.layer < b.layer ? -1 : a.layer > b.layer ? 1 : a.reason < b.reason ? -1 : a.reason > b.reason ? 1 : 0,
+    );
 }
 
 /** Plain text: one code per line, tab-separated (what `detsim reasons` prints). */
@@ -40,6 +47,7 @@ export function reasonsMarkdown(): string {
     '| layer | code | meaning |',
     '| --- | --- | --- |',
   ];
-  for (const r of reasonRows()) lines.push(`| ${r.layer} ${r.layerName} | \`${r.reason}\` | ${r.summary.replace(/\|/g, '\\|')} |`);
+  for (const r of reasonRows())
+    lines.push(`| ${r.layer} ${r.layerName} | \`${r.reason}\` | ${r.summary.replace(/\|/g, '\\|')} |`);
   return `${lines.join('\n')}\n`;
 }

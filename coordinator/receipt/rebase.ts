@@ -9,6 +9,10 @@ export function rebasedReceipt<R extends Pick<Receipt, 'steps'>>(r: R): R {
   const steps = (Array.isArray(r.steps) ? r.steps : []) as unknown as { behaviour?: TraceBehaviour }[];
   const base = steps[0]?.behaviour?.scope?.epoch;
   if (base === undefined || steps.every((s) => s.behaviour?.scope?.epoch === base)) return r;
-  const rebased = steps.map((s) => (!s.behaviour || s.behaviour.scope.epoch === base ? s : { ...s, behaviour: new EpochRebase(s.behaviour.scope.epoch, base).apply(s.behaviour) }));
+  const rebased = steps.map((s) =>
+    !s.behaviour || s.behaviour.scope.epoch === base
+      ? s
+      : { ...s, behaviour: new EpochRebase(s.behaviour.scope.epoch, base).apply(s.behaviour) },
+  );
   return { ...r, steps: rebased as unknown as R['steps'] };
 }

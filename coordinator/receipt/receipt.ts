@@ -59,7 +59,8 @@ export function readRunFiles(runDir: string): RunFiles {
   const run = readJsonFile(join(runDir, 'run.json'), 'run.json');
   const summary = readJsonFile(join(runDir, 'summary.json'), 'summary.json');
   const tracePath = join(runDir, 'trace.jsonl');
-  if (!existsSync(tracePath)) throw new DetsimError('struct_invalid_receipt', `${tracePath}: trace.jsonl is missing`, 'trace.jsonl');
+  if (!existsSync(tracePath))
+    throw new DetsimError('struct_invalid_receipt', `${tracePath}: trace.jsonl is missing`, 'trace.jsonl');
   const steps = readFileSync(tracePath, 'utf8')
     .split('\n')
     .filter((l) => l.length > 0)
@@ -67,7 +68,12 @@ export function readRunFiles(runDir: string): RunFiles {
       try {
         return parseStrict(line);
       } catch (e) {
-        if (e instanceof DetsimError) throw new DetsimError('struct_invalid_receipt', `${tracePath}: line ${i + 1}: ${e.message}`, `trace.jsonl:${i + 1}`);
+        if (e instanceof DetsimError)
+          throw new DetsimError(
+            'struct_invalid_receipt',
+            `${tracePath}: line ${i + 1}: ${e.message}`,
+            `trace.jsonl:${i + 1}`,
+          );
         throw e;
       }
     });
@@ -82,7 +88,11 @@ function finalDigestsOf(summary: JsonValue): FinalStateDigest[] | null {
 }
 
 /** Assemble a receipt (without its derived fields). `generatedAt` is physical. */
-export function buildReceipt(files: RunFiles, evidence: Evidence = SIMULATED, generatedAt: string | null = null): Receipt {
+export function buildReceipt(
+  files: RunFiles,
+  evidence: Evidence = SIMULATED,
+  generatedAt: string | null = null,
+): Receipt {
   return {
     receiptVersion: RECEIPT_VERSION,
     evidence_class: evidence.evidence_class,
@@ -112,10 +122,18 @@ export { writeFileDurable };
  * later epochs are rebased onto its first for the hash (rebase.ts), so it equals the
  * uninterrupted run's; the receipt itself keeps the steps as they were recorded.
  */
-export function sealReceipt(receipt: Receipt): { receipt: Receipt; reproHash: string; unknownFields: readonly UnknownField[] } {
+export function sealReceipt(receipt: Receipt): {
+  receipt: Receipt;
+  reproHash: string;
+  unknownFields: readonly UnknownField[];
+} {
   const { reproHash: _h, unknownFields: _u, ...unsealed } = receipt;
   const h = reproHash(rebasedReceipt(unsealed));
-  return { receipt: { ...unsealed, reproHash: h.reproHash, unknownFields: [...h.unknownFields] }, reproHash: h.reproHash, unknownFields: h.unknownFields };
+  return {
+    receipt: { ...unsealed, reproHash: h.reproHash, unknownFields: [...h.unknownFields] },
+    reproHash: h.reproHash,
+    unknownFields: h.unknownFields,
+  };
 }
 
 /**
@@ -129,13 +147,22 @@ export function writeReceipt(runDir: string, opts: { evidence?: Evidence; genera
   const sealed = sealReceipt(receipt);
   const receiptPath = join(runDir, RECEIPT_FILE);
   writeFileDurable(receiptPath, `${canonicalize(sealed.receipt)}\n`);
-  return { reproHash: sealed.reproHash, unknownFields: sealed.unknownFields, honesty: honestyWarnings(sealed.receipt), receiptPath, receipt: sealed.receipt };
+  return {
+    reproHash: sealed.reproHash,
+    unknownFields: sealed.unknownFields,
+    honesty: honestyWarnings(sealed.receipt),
+    receiptPath,
+    receipt: sealed.receipt,
+  };
 }
 
 /** One line per unclassified field or honesty warning of a written receipt (for stderr). */
 export function receiptWarnings(r: Pick<ReceiptResult, 'unknownFields' | 'honesty'>): string[] {
   return [
-    ...r.unknownFields.map((u) => `detsim: [meta_unclassified_field] receipt field ${u.path} (${u.count}×) is not in the classification table: treated as physical`),
+    ...r.unknownFields.map(
+      (u) =>
+        `detsim: [meta_unclassified_field] receipt field ${u.path} (${u.count}×) is not in the classification table: treated as physical`,
+    ),
     ...r.honesty.map((h) => `detsim: [${h.reason}] ${h.check}: ${h.message}`),
   ];
 }
@@ -143,6 +170,7 @@ export function receiptWarnings(r: Pick<ReceiptResult, 'unknownFields' | 'honest
 /** Read receipt.json back (strict). */
 export function readReceipt(path: string): Receipt {
   const v = readJsonFile(path, RECEIPT_FILE);
-  if (v === null || typeof v !== 'object' || Array.isArray(v)) throw new DetsimError('struct_invalid_receipt', `${path}: not a JSON object`, RECEIPT_FILE);
+  if (v === null || typeof v !== 'object' || Array.isArray(v))
+    throw new DetsimError('struct_invalid_receipt', `${path}: not a JSON object`, RECEIPT_FILE);
   return v as unknown as Receipt;
 }

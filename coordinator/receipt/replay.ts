@@ -86,7 +86,8 @@ export function planFromRunRecord(runJson: unknown): RunPlan {
   try {
     return planFromRunJson(runJson);
   } catch (e) {
-    if (e instanceof DetsimError && !e.message.startsWith('run.json: ')) throw new DetsimError(e.reason, `run.json: ${e.message}`, e.field);
+    if (e instanceof DetsimError && !e.message.startsWith('run.json: '))
+      throw new DetsimError(e.reason, `run.json: ${e.message}`, e.field);
     throw e;
   }
 }
@@ -148,7 +149,11 @@ export function sensitivityTargets(receipt: Receipt): Path[] {
 
 export function sensitivityProbes(receipt: Receipt, opts: CanonicalOptions = {}): SensitivityProbe[] {
   const before = reproHash(receipt, opts).reproHash;
-  return sensitivityTargets(receipt).map((path) => ({ field: path.join('.'), before, after: reproHash(tamperAt(receipt, path), opts).reproHash }));
+  return sensitivityTargets(receipt).map((path) => ({
+    field: path.join('.'),
+    before,
+    after: reproHash(tamperAt(receipt, path), opts).reproHash,
+  }));
 }
 
 /** Paths (patterns) of the physical leaves that differ between two receipts. */
@@ -159,7 +164,8 @@ export function physicalDifferences(a: Receipt, b: Receipt, opts: CanonicalOptio
   const walk = (x: unknown, y: unknown, path: string) => {
     if (x !== null && y !== null && typeof x === 'object' && typeof y === 'object') {
       const keys = new Set([...Object.keys(x as object), ...Object.keys(y as object)]);
-      for (const k of keys) walk((x as Obj)[k], (y as Obj)[k], Array.isArray(x) ? `${path}[]` : path ? `${path}.${k}` : k);
+      for (const k of keys)
+        walk((x as Obj)[k], (y as Obj)[k], Array.isArray(x) ? `${path}[]` : path ? `${path}.${k}` : k);
     } else if (canonicalize(x ?? null) !== canonicalize(y ?? null)) out.add(path);
   };
   if (pa !== null && pb !== null) walk(pa, pb, '');
@@ -169,7 +175,12 @@ export function physicalDifferences(a: Receipt, b: Receipt, opts: CanonicalOptio
 // ---------------------------------------------------------------------------------------------
 
 /** The replay checks on receipts already made (used by replay() and by tests on fixed receipts). */
-export function replayChecks(subject: string, receipts: readonly Receipt[], reference: Receipt | null, opts: CanonicalOptions = {}): { checks: Check[]; divergence: Divergence | null; sensitivity: SensitivityProbe[]; stable: boolean } {
+export function replayChecks(
+  subject: string,
+  receipts: readonly Receipt[],
+  reference: Receipt | null,
+  opts: CanonicalOptions = {},
+): { checks: Check[]; divergence: Divergence | null; sensitivity: SensitivityProbe[]; stable: boolean } {
   const checks: Check[] = [];
   const hashes = receipts.map((r) => reproHash(r, opts).reproHash);
   const all = reference ? [reference, ...receipts] : [...receipts];
@@ -185,7 +196,11 @@ export function replayChecks(subject: string, receipts: readonly Receipt[], refe
           runs: receipts.length,
           reproHashes: allHashes,
           divergence: divergence ? (divergence as unknown as JsonValue) : null,
-          diagnosis: divergence ? describeDivergence(divergence, ['first run', `run ${mismatch + 1}`]) : receipts.length < 2 ? 'fewer than 2 runs' : 'hashes differ with equal ReproCore views',
+          diagnosis: divergence
+            ? describeDivergence(divergence, ['first run', `run ${mismatch + 1}`])
+            : receipts.length < 2
+              ? 'fewer than 2 runs'
+              : 'hashes differ with equal ReproCore views',
         }),
   );
   const sensitivity = receipts[0] ? sensitivityProbes(receipts[0], opts) : [];
@@ -193,26 +208,47 @@ export function replayChecks(subject: string, receipts: readonly Receipt[], refe
   checks.push(
     sensitivity.length > 0 && insensitive.length === 0
       ? makeCheck('sensitivity', subject, 'pass', 'audit_sensitivity_ok', { fields: sensitivity.map((p) => p.field) })
-      : makeCheck('sensitivity', subject, 'fail', 'audit_sensitivity_failed', { unchanged: insensitive.map((p) => p.field) }),
+      : makeCheck('sensitivity', subject, 'fail', 'audit_sensitivity_failed', {
+          unchanged: insensitive.map((p) => p.field),
+        }),
   );
   const diffs = receipts.length >= 2 ? physicalDifferences(receipts[0]!, receipts[1]!, opts) : [];
   checks.push(
     diffs.length > 0
-      ? makeCheck('physical-diff', subject, 'pass', 'audit_physical_diff_ok', { stripping: 'enabled' }, { differing: diffs })
-      : makeCheck('physical-diff', subject, 'fail', 'audit_no_physical_diff', { stripping: opts.stripPhysical === false ? 'disabled' : 'enabled' }, { differing: [] }),
+      ? makeCheck(
+          'physical-diff',
+          subject,
+          'pass',
+          'audit_physical_diff_ok',
+          { stripping: 'enabled' },
+          { differing: diffs },
+        )
+      : makeCheck(
+          'physical-diff',
+          subject,
+          'fail',
+          'audit_no_physical_diff',
+          { stripping: opts.stripPhysical === false ? 'disabled' : 'enabled' },
+          { differing: [] },
+        ),
   );
   const unknown = new Map<string, number>();
-  for (const r of receipts) for (const u of canonicalSplit(r, opts).unknownFields) unknown.set(u.path, (unknown.get(u.path) ?? 0) + u.count);
+  for (const r of receipts)
+    for (const u of canonicalSplit(r, opts).unknownFields) unknown.set(u.path, (unknown.get(u.path) ?? 0) + u.count);
   checks.push(
     unknown.size === 0
       ? makeCheck('field-table', subject, 'pass', 'meta_field_table_ok', { unknown: 0 })
-      : makeCheck('field-table', subject, 'warn', 'meta_unclassified_field', { unknown: [...unknown.entries()].sort().map(([path, count]) => ({ path, count })) }),
+      : makeCheck('field-table', subject, 'warn', 'meta_unclassified_field', {
+          unknown: [...unknown.entries()].sort().map(([path, count]) => ({ path, count })),
+        }),
   );
   const honesty = receipts.flatMap((r, i) => honestyWarnings(r, `run ${i + 1} receipt`));
   checks.push(
     honesty.length === 0
       ? makeCheck('honesty', subject, 'pass', 'hon_evidence_ok', { receipts: receipts.length })
-      : makeCheck('honesty', subject, 'warn', honesty[0]!.reason, { warnings: honesty.map((h) => ({ check: h.check, reason: h.reason, message: h.message })) }),
+      : makeCheck('honesty', subject, 'warn', honesty[0]!.reason, {
+          warnings: honesty.map((h) => ({ check: h.check, reason: h.reason, message: h.message })),
+        }),
   );
   return { checks, divergence, sensitivity, stable };
 }
@@ -220,7 +256,12 @@ export function replayChecks(subject: string, receipts: readonly Receipt[], refe
 /** Run a configuration (file, plan or recorded run directory) N ≥ 2 times and check DIFF=0. */
 export async function replay(source: string | RunPlan, opts: ReplayOptions = {}): Promise<ReplayReport> {
   const n = opts.runs ?? 2;
-  if (!Number.isInteger(n) || n < 2) throw new DetsimError('struct_invalid_field', `--runs: ${n} is not a whole number ≥ 2 (one run cannot show replay)`, '--runs');
+  if (!Number.isInteger(n) || n < 2)
+    throw new DetsimError(
+      'struct_invalid_field',
+      `--runs: ${n} is not a whole number ≥ 2 (one run cannot show replay)`,
+      '--runs',
+    );
   let plan: RunPlan;
   let reference: { runDir: string; receipt: Receipt } | null = null;
   let subject: string;
@@ -244,24 +285,44 @@ export async function replay(source: string | RunPlan, opts: ReplayOptions = {})
     // The run wrote its receipt.json as its last act (session.ts); replay hashes it with its own options.
     const w = result.receipt;
     const h = reproHash(w.receipt, strip);
-    const run: ReplayRun = { runDir: result.runDir, dispatch, reproHash: h.reproHash, unknownFields: h.unknownFields, honesty: w.honesty, receipt: w.receipt };
+    const run: ReplayRun = {
+      runDir: result.runDir,
+      dispatch,
+      reproHash: h.reproHash,
+      unknownFields: h.unknownFields,
+      honesty: w.honesty,
+      receipt: w.receipt,
+    };
     runs.push(run);
     opts.onRun?.(i, run);
   }
-  const { checks, divergence, sensitivity, stable } = replayChecks(subject, runs.map((r) => r.receipt), reference?.receipt ?? null, strip);
+  const { checks, divergence, sensitivity, stable } = replayChecks(
+    subject,
+    runs.map((r) => r.receipt),
+    reference?.receipt ?? null,
+    strip,
+  );
   let resume: ResumeCheckResult | null = null;
   if (opts.resumeAt !== undefined) {
-    resume = await resumeCheck(plan, opts.resumeAt, { outDir: opts.outDir, steps: opts.steps ?? plan.steps, canonical: strip });
+    resume = await resumeCheck(plan, opts.resumeAt, {
+      outDir: opts.outDir,
+      steps: opts.steps ?? plan.steps,
+      canonical: strip,
+    });
     checks.push(resume.check);
   }
   return {
     subject,
     runs,
-    reference: reference ? { runDir: reference.runDir, reproHash: reproHash(reference.receipt, strip).reproHash } : null,
+    reference: reference
+      ? { runDir: reference.runDir, reproHash: reproHash(reference.receipt, strip).reproHash }
+      : null,
     stable,
     divergence: divergence ?? resume?.divergence ?? null,
     sensitivity,
     checks,
-    resume: resume ? { checkpointId: resume.checkpointId, uninterruptedDir: resume.uninterruptedDir, resumedDir: resume.resumedDir } : null,
+    resume: resume
+      ? { checkpointId: resume.checkpointId, uninterruptedDir: resume.uninterruptedDir, resumedDir: resume.resumedDir }
+      : null,
   };
 }

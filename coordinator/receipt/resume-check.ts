@@ -31,9 +31,18 @@ const COMMIT_WAIT_MS = 60_000;
 export { rebasedReceipt } from './rebase.js';
 
 /** Run uninterrupted and interrupted-at-K-then-resumed, and compare their (rebased) ReproHashes. */
-export async function resumeCheck(plan: RunPlan, k: number, opts: { outDir?: string; steps?: number; canonical?: CanonicalOptions } = {}): Promise<ResumeCheckResult> {
+export async function resumeCheck(
+  plan: RunPlan,
+  k: number,
+  opts: { outDir?: string; steps?: number; canonical?: CanonicalOptions } = {},
+): Promise<ResumeCheckResult> {
   const n = opts.steps ?? plan.steps;
-  if (!Number.isInteger(k) || k < 1 || k + 1 >= n) throw new DetsimError('struct_invalid_field', `--resume-at: ${k} must be ≥ 1 and leave at least 2 steps after it (run has ${n} steps)`, '--resume-at');
+  if (!Number.isInteger(k) || k < 1 || k + 1 >= n)
+    throw new DetsimError(
+      'struct_invalid_field',
+      `--resume-at: ${k} must be ≥ 1 and leave at least 2 steps after it (run has ${n} steps)`,
+      '--resume-at',
+    );
   const outDir = opts.outDir ?? 'runs';
   mkdirSync(outDir, { recursive: true });
   const silent = () => undefined;
@@ -46,7 +55,11 @@ export async function resumeCheck(plan: RunPlan, k: number, opts: { outDir?: str
   let committed!: () => void;
   const isCommitted = new Promise<void>((res) => (committed = res));
   const controller = new AbortController();
-  const extension = new CheckpointRun({ every: k, keep: 3, onEvent: (line) => (line.startsWith(`checkpoint ${checkpointId} committed`) ? committed() : undefined) });
+  const extension = new CheckpointRun({
+    every: k,
+    keep: 3,
+    onEvent: (line) => (line.startsWith(`checkpoint ${checkpointId} committed`) ? committed() : undefined),
+  });
   let interruptedDir: string | undefined;
   try {
     await runSession(plan, {
@@ -71,7 +84,11 @@ export async function resumeCheck(plan: RunPlan, k: number, opts: { outDir?: str
     interruptedDir = e.runDir;
   }
   if (interruptedDir === undefined) {
-    const check = makeCheck('resume', plan.sessionId, 'fail', 'audit_run_failed', { resumeAt: k, steps: n, problem: 'the run was not interrupted' });
+    const check = makeCheck('resume', plan.sessionId, 'fail', 'audit_run_failed', {
+      resumeAt: k,
+      steps: n,
+      problem: 'the run was not interrupted',
+    });
     return { check, uninterruptedDir: plain.runDir, resumedDir: '', checkpointId, divergence: null };
   }
   const r = (await resumeRun(interruptedDir, { checkpointId, steps: n, logLevel: 'warn' })).receipt.receipt;
@@ -80,13 +97,26 @@ export async function resumeCheck(plan: RunPlan, k: number, opts: { outDir?: str
   const divergence = hu === hr ? null : diagnose(u, rebasedReceipt(r), opts.canonical);
   const check =
     divergence === null && hu === hr
-      ? makeCheck('resume', plan.sessionId, 'pass', 'audit_replay_stable', { resumeAt: k, steps: n, checkpointId, reproHash: hu }, { uninterrupted: plain.runDir, resumed: interruptedDir })
+      ? makeCheck(
+          'resume',
+          plan.sessionId,
+          'pass',
+          'audit_replay_stable',
+          { resumeAt: k, steps: n, checkpointId, reproHash: hu },
+          { uninterrupted: plain.runDir, resumed: interruptedDir },
+        )
       : makeCheck(
           'resume',
           plan.sessionId,
           'fail',
           'audit_repro_hash_mismatch',
-          { resumeAt: k, steps: n, checkpointId, reproHashes: [hu, hr], diagnosis: divergence ? describeDivergence(divergence, ['uninterrupted', 'resumed']) : 'hashes differ' },
+          {
+            resumeAt: k,
+            steps: n,
+            checkpointId,
+            reproHashes: [hu, hr],
+            diagnosis: divergence ? describeDivergence(divergence, ['uninterrupted', 'resumed']) : 'hashes differ',
+          },
           { uninterrupted: plain.runDir, resumed: interruptedDir },
         );
   return { check, uninterruptedDir: plain.runDir, resumedDir: interruptedDir, checkpointId, divergence };

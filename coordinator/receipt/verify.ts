@@ -9,7 +9,15 @@ import { loadConfig } from '../config.js';
 import { DetsimError } from '../../core/formats/errors.js';
 import { type Attestation, buildAttestation, writeAttestation } from './attestation.js';
 import { FIELD_TABLE, type FieldRule, validateFieldTable } from './fields.js';
-import { DEFAULT_GOLDEN_DIR, type Golden, exampleName, goldenCheck, parseJsonFile, readGolden, writeGolden } from './goldens.js';
+import {
+  DEFAULT_GOLDEN_DIR,
+  type Golden,
+  exampleName,
+  goldenCheck,
+  parseJsonFile,
+  readGolden,
+  writeGolden,
+} from './goldens.js';
 import type { Receipt } from './receipt.js';
 import { type Check, makeCheck, replay } from './replay.js';
 import { reproHash } from './reprohash.js';
@@ -64,7 +72,10 @@ export function tableCheck(table: readonly FieldRule[]): Check {
 export function canonicalCheck(subject: string, receipt: Receipt, table?: readonly FieldRule[]): Check {
   const opts = { table };
   const h0 = reproHash(receipt, opts).reproHash;
-  const reordered = structuredClone(receipt) as unknown as { run: { agents: unknown[] }; steps: { behaviour: { agents: unknown[]; rewards: unknown[] } }[] };
+  const reordered = structuredClone(receipt) as unknown as {
+    run: { agents: unknown[] };
+    steps: { behaviour: { agents: unknown[]; rewards: unknown[] } }[];
+  };
   reordered.steps.reverse();
   for (const s of reordered.steps) {
     s.behaviour?.agents?.reverse();
@@ -77,11 +88,15 @@ export function canonicalCheck(subject: string, receipt: Receipt, table?: readon
     return reproHash(r, opts).reproHash;
   };
   const failures: string[] = [];
-  if (reproHash(reordered, opts).reproHash !== h0) failures.push('R2: reordering steps, agents and rewards changed the hash');
-  if (withParam(0.1 + 0.2) !== withParam(0.3)) failures.push('R3: 0.1+0.2 and 0.3 hash differently at the default precision');
+  if (reproHash(reordered, opts).reproHash !== h0)
+    failures.push('R2: reordering steps, agents and rewards changed the hash');
+  if (withParam(0.1 + 0.2) !== withParam(0.3))
+    failures.push('R3: 0.1+0.2 and 0.3 hash differently at the default precision');
   if (withParam(-0) !== withParam(0)) failures.push('R3: -0 and 0 hash differently');
   if (withParam(0.3) === withParam(0.4)) failures.push('R3: 0.3 and 0.4 hash the same (numbers do not reach the hash)');
-  return failures.length === 0 ? makeCheck('canonical', subject, 'pass', 'audit_canonical_ok', { probes: 4 }) : makeCheck('canonical', subject, 'fail', 'audit_canonical_failed', { failures });
+  return failures.length === 0
+    ? makeCheck('canonical', subject, 'pass', 'audit_canonical_ok', { probes: 4 })
+    : makeCheck('canonical', subject, 'fail', 'audit_canonical_failed', { failures });
 }
 
 /**
@@ -98,14 +113,20 @@ export function readFieldTableFile(file: string): FieldRule[] {
     v = parseJsonFile(file);
   } catch (e) {
     if (e instanceof DetsimError) throw new DetsimError(e.reason, `--field-table: ${e.message}`, '--field-table');
-    if (typeof (e as NodeJS.ErrnoException).code === 'string') refuse(`cannot be read (${(e as NodeJS.ErrnoException).code})`);
+    if (typeof (e as NodeJS.ErrnoException).code === 'string')
+      refuse(`cannot be read (${(e as NodeJS.ErrnoException).code})`);
     throw e;
   }
-  const rows = Array.isArray(v) ? v : v !== null && typeof v === 'object' ? (v as { fields?: unknown }).fields : undefined;
+  const rows = Array.isArray(v)
+    ? v
+    : v !== null && typeof v === 'object'
+      ? (v as { fields?: unknown }).fields
+      : undefined;
   if (!Array.isArray(rows)) return refuse('holds no list of fields (an array, or an object with `fields`)');
   rows.forEach((r: unknown, i) => {
     const row = r as Partial<Record<keyof FieldRule, unknown>> | null;
-    if (row === null || typeof row !== 'object' || typeof row.path !== 'string' || typeof row.cls !== 'string') refuse(`row ${i} is not a field rule {path, cls, summary}`);
+    if (row === null || typeof row !== 'object' || typeof row.path !== 'string' || typeof row.cls !== 'string')
+      refuse(`row ${i} is not a field rule {path, cls, summary}`);
   });
   return rows as FieldRule[];
 }
@@ -115,10 +136,13 @@ export function goldenMarkerCheck(root = process.cwd()): Check | null {
   const script = join(root, 'scripts', 'check-goldens.mjs');
   if (!existsSync(script) || !existsSync(join(root, '.git'))) return null;
   const r = spawnSync(process.execPath, [script], { cwd: root, encoding: 'utf8' });
-  if (r.status === 0) return makeCheck('golden-marker', 'detsim', 'pass', 'audit_golden_marked', { guard: 'scripts/check-goldens.mjs' });
+  if (r.status === 0)
+    return makeCheck('golden-marker', 'detsim', 'pass', 'audit_golden_marked', { guard: 'scripts/check-goldens.mjs' });
   const first = (r.stderr || r.stdout || '').split('\n').find((l) => l.length > 0) ?? `exit ${r.status}`;
   // A history the guard cannot see (a shallow clone) is its own failure, not an unmarked commit.
-  const reason = first.includes('[meta_golden_history_incomplete]') ? 'meta_golden_history_incomplete' : 'audit_golden_unmarked';
+  const reason = first.includes('[meta_golden_history_incomplete]')
+    ? 'meta_golden_history_incomplete'
+    : 'audit_golden_unmarked';
   return makeCheck('golden-marker', 'detsim', 'fail', reason, { guard: 'scripts/check-goldens.mjs', message: first });
 }
 
@@ -145,16 +169,33 @@ async function verifyConfig(config: string, opts: VerifyOptions, say: (l: string
     onRun: (i, r) => say(`  run ${i + 1} ${r.reproHash} ${r.dispatch} ${r.runDir}`),
   });
   const runDirs = report.runs.map((r) => r.runDir);
-  const checks: Check[] = report.checks.map((c) => (c.check === 'replay' ? { ...c, subject: name, physical: { runDirs } } : { ...c, subject: name }));
+  const checks: Check[] = report.checks.map((c) =>
+    c.check === 'replay' ? { ...c, subject: name, physical: { runDirs } } : { ...c, subject: name },
+  );
   const first = report.runs[0]!;
   checks.push(canonicalCheck(name, first.receipt, opts.table));
   const behaviour = behaviourDigestOf(first.receipt);
   if (opts.updateGoldens && report.stable && behaviour !== null) {
     const rel = relative(process.cwd(), config) || config;
-    const g: Golden = { example: name, config: rel, steps, reproHash: first.reproHash, behaviourDigest: behaviour, evidence_class: 'simulated', how: `detsim verify --update-goldens: ${report.runs.length} fresh runs (${report.runs.map((r) => r.dispatch).join(', ')}) agreed` };
+    const g: Golden = {
+      example: name,
+      config: rel,
+      steps,
+      reproHash: first.reproHash,
+      behaviourDigest: behaviour,
+      evidence_class: 'simulated',
+      how: `detsim verify --update-goldens: ${report.runs.length} fresh runs (${report.runs.map((r) => r.dispatch).join(', ')}) agreed`,
+    };
     if (golden?.reproHash !== g.reproHash || golden.behaviourDigest !== g.behaviourDigest || golden.steps !== steps) {
       // Say whether behaviour moved: a re-freeze after a proto comment edit keeps the behaviour digest.
-      const moved = golden === null ? 'new' : golden.behaviourDigest === '' ? 'behaviour digest first frozen' : golden.behaviourDigest === g.behaviourDigest ? 'behaviour unchanged' : `BEHAVIOUR CHANGED (was ${golden.behaviourDigest})`;
+      const moved =
+        golden === null
+          ? 'new'
+          : golden.behaviourDigest === ''
+            ? 'behaviour digest first frozen'
+            : golden.behaviourDigest === g.behaviourDigest
+              ? 'behaviour unchanged'
+              : `BEHAVIOUR CHANGED (was ${golden.behaviourDigest})`;
       say(`  golden ${writeGolden(goldenDir, g)} ← ${g.reproHash}, behaviour ${g.behaviourDigest} (${moved})`);
     }
     golden = g;
@@ -173,8 +214,14 @@ function behaviourDigestOf(receipt: Receipt): string | null {
 export async function verify(opts: VerifyOptions = {}): Promise<VerifyResult> {
   const say = opts.onProgress ?? (() => undefined);
   const configs = opts.configs && opts.configs.length > 0 ? [...opts.configs] : defaultConfigs();
-  if (configs.length === 0) throw new DetsimError('struct_missing_field', 'no configuration to verify: give --config FILE or add examples/*.yaml', '--config');
-  for (const c of configs) if (!existsSync(c)) throw new DetsimError('struct_invalid_field', `--config: ${c} does not exist`, '--config');
+  if (configs.length === 0)
+    throw new DetsimError(
+      'struct_missing_field',
+      'no configuration to verify: give --config FILE or add examples/*.yaml',
+      '--config',
+    );
+  for (const c of configs)
+    if (!existsSync(c)) throw new DetsimError('struct_invalid_field', `--config: ${c} does not exist`, '--config');
   const table = opts.table ?? FIELD_TABLE;
   const checks: Check[] = [tableCheck(table)];
   if (opts.goldenMarker !== false) {

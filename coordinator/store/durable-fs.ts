@@ -82,7 +82,12 @@ export class DurableFs {
     await this.hooks.reached?.(step, checkpointId);
   }
 
-  private async kindStep(kind: ReplaceKind, generation: CommitStep, manifest: CommitStep, checkpointId: string): Promise<void> {
+  private async kindStep(
+    kind: ReplaceKind,
+    generation: CommitStep,
+    manifest: CommitStep,
+    checkpointId: string,
+  ): Promise<void> {
     if (kind === 'generation') await this.step(generation, checkpointId);
     else if (kind === 'manifest') await this.step(manifest, checkpointId);
   }
@@ -93,12 +98,24 @@ export class DurableFs {
    * again; the caller must not publish anything that refers to it. Hashes the bytes beside the
    * writes unless `hash: false` (the caller already holds a digest of these very buffers).
    */
-  async writeTemp(path: string, data: ByteParts, kind: ReplaceKind, checkpointId: string, options: { hash?: boolean } = {}): Promise<WrittenFile> {
+  async writeTemp(
+    path: string,
+    data: ByteParts,
+    kind: ReplaceKind,
+    checkpointId: string,
+    options: { hash?: boolean } = {},
+  ): Promise<WrittenFile> {
     return this.writeSynced(path, data, kind, checkpointId, options.hash ?? true);
   }
 
   /** Step 3-4 of a durable replace: rename the synced temp file to its final name, fsync the dir. */
-  async publish(dir: string, tmpName: string, finalName: string, kind: ReplaceKind, checkpointId: string): Promise<void> {
+  async publish(
+    dir: string,
+    tmpName: string,
+    finalName: string,
+    kind: ReplaceKind,
+    checkpointId: string,
+  ): Promise<void> {
     await this.rename(join(dir, tmpName), join(dir, finalName));
     await this.kindStep(kind, 'generation-renamed', 'manifest-renamed', checkpointId);
     await this.fsyncDir(dir);
@@ -115,7 +132,13 @@ export class DurableFs {
    * bytes runs beside the I/O, a slice per event-loop turn: writes go to the thread pool while the
    * main thread hashes, and the hash finishes during the fsync instead of before it.
    */
-  private async writeSynced(path: string, data: ByteParts, kind: ReplaceKind, checkpointId: string, hash: boolean): Promise<WrittenFile> {
+  private async writeSynced(
+    path: string,
+    data: ByteParts,
+    kind: ReplaceKind,
+    checkpointId: string,
+    hash: boolean,
+  ): Promise<WrittenFile> {
     this.check({ kind: 'open', path });
     const fh = await open(path, fsConstants.O_WRONLY | fsConstants.O_CREAT | fsConstants.O_TRUNC, 0o644);
     let ok = false;
@@ -140,7 +163,12 @@ export class DurableFs {
   }
 
   /** Write the slices in order, one thread-pool write each, so the event loop turns between them. */
-  private async writeSlices(fh: FileHandle, path: string, slices: readonly Uint8Array[], partialStepFor: string | null): Promise<number> {
+  private async writeSlices(
+    fh: FileHandle,
+    path: string,
+    slices: readonly Uint8Array[],
+    partialStepFor: string | null,
+  ): Promise<number> {
     let offset = 0;
     for (const slice of slices) {
       this.check({ kind: 'write', path, offset });
@@ -210,7 +238,8 @@ export class DurableFs {
 function sliceParts(parts: readonly Uint8Array[]): Uint8Array[] {
   const slices: Uint8Array[] = [];
   for (const part of parts) {
-    for (let at = 0; at < part.byteLength; at += WRITE_SLICE) slices.push(part.subarray(at, Math.min(part.byteLength, at + WRITE_SLICE)));
+    for (let at = 0; at < part.byteLength; at += WRITE_SLICE)
+      slices.push(part.subarray(at, Math.min(part.byteLength, at + WRITE_SLICE)));
   }
   return slices;
 }

@@ -13,7 +13,15 @@ import { join } from 'node:path';
 import { canonicalBytes, parseCanonical, sha256Hex, type JsonValue } from '../../core/formats/canonical-json.js';
 import { DetsimError, isDetsimError } from '../../core/formats/errors.js';
 import type { ReasonCode } from '../../core/formats/reasons.js';
-import { readDigest, readId, readObject, readU64, refuseUnknownFields, type Id, type U64 } from '../../core/formats/scalars.js';
+import {
+  readDigest,
+  readId,
+  readObject,
+  readU64,
+  refuseUnknownFields,
+  type Id,
+  type U64,
+} from '../../core/formats/scalars.js';
 import { DurableFs } from './durable-fs.js';
 import type { WriterEvent } from './writer.js';
 
@@ -26,7 +34,16 @@ export const LEDGER_VERSION = 1;
 export const LEDGER_GENESIS = sha256Hex('detsim/ledger-v1/genesis\n');
 
 /** The kinds of ledger line. */
-export const LEDGER_EVENTS = ['run', 'captured', 'queued', 'committed', 'failed', 'superseded', 'restored', 'recovered'] as const;
+export const LEDGER_EVENTS = [
+  'run',
+  'captured',
+  'queued',
+  'committed',
+  'failed',
+  'superseded',
+  'restored',
+  'recovered',
+] as const;
 /** The kind of one ledger line. */
 export type LedgerEventKind = (typeof LEDGER_EVENTS)[number];
 
@@ -56,7 +73,12 @@ const LINE_FIELDS = ['boundary', 'checkpointId', 'detail', 'epoch', 'event', 'pr
 
 /** Validate an event and build its line object (absent optional fields are left out, never null). */
 function buildLine(e: LedgerEventInput, seq: number, prev: string): LedgerLine {
-  if (!(LEDGER_EVENTS as readonly string[]).includes(e.event)) throw new DetsimError('struct_invalid_field', `ledger event ${JSON.stringify(e.event)} is not one of ${LEDGER_EVENTS.join(', ')}`, 'event');
+  if (!(LEDGER_EVENTS as readonly string[]).includes(e.event))
+    throw new DetsimError(
+      'struct_invalid_field',
+      `ledger event ${JSON.stringify(e.event)} is not one of ${LEDGER_EVENTS.join(', ')}`,
+      'event',
+    );
   const line: Record<string, JsonValue> = { event: e.event, seq: String(seq), prev };
   if (e.checkpointId !== undefined) line.checkpointId = readId(e.checkpointId, 'checkpointId');
   if (e.boundary !== undefined) line.boundary = readU64(e.boundary, 'boundary');
@@ -72,10 +94,20 @@ function readLine(bytes: Uint8Array, lineNo: number): LedgerLine {
     refuseUnknownFields(o, LINE_FIELDS, `line ${lineNo}`);
     readU64(o.seq, `line ${lineNo}.seq`);
     readDigest(o.prev, `line ${lineNo}.prev`);
-    if (!(LEDGER_EVENTS as readonly string[]).includes(o.event as string)) throw new DetsimError('struct_invalid_field', `line ${lineNo}.event ${JSON.stringify(o.event)} is not a ledger event`, 'event');
+    if (!(LEDGER_EVENTS as readonly string[]).includes(o.event as string))
+      throw new DetsimError(
+        'struct_invalid_field',
+        `line ${lineNo}.event ${JSON.stringify(o.event)} is not a ledger event`,
+        'event',
+      );
     return o as unknown as LedgerLine;
   } catch (e) {
-    if (isDetsimError(e)) throw new DetsimError('struct_ledger_line', `line ${lineNo}: not a ledger entry: ${e.message} [${e.reason}]`, `line ${lineNo}`);
+    if (isDetsimError(e))
+      throw new DetsimError(
+        'struct_ledger_line',
+        `line ${lineNo}: not a ledger entry: ${e.message} [${e.reason}]`,
+        `line ${lineNo}`,
+      );
     throw e;
   }
 }
@@ -84,10 +116,16 @@ function readHead(bytes: Uint8Array): LedgerHead {
   try {
     const o = readObject(parseCanonical(bytes), LEDGER_HEAD_FILE);
     refuseUnknownFields(o, ['lastHash', 'ledgerVersion', 'lines'], LEDGER_HEAD_FILE);
-    if (o.ledgerVersion !== LEDGER_VERSION) throw new DetsimError('struct_invalid_field', `ledgerVersion is ${JSON.stringify(o.ledgerVersion)}, not 1`, 'ledgerVersion');
+    if (o.ledgerVersion !== LEDGER_VERSION)
+      throw new DetsimError(
+        'struct_invalid_field',
+        `ledgerVersion is ${JSON.stringify(o.ledgerVersion)}, not 1`,
+        'ledgerVersion',
+      );
     return { lastHash: readDigest(o.lastHash, 'lastHash'), ledgerVersion: 1, lines: readU64(o.lines, 'lines') };
   } catch (e) {
-    if (isDetsimError(e)) throw new DetsimError('struct_ledger_line', `${LEDGER_HEAD_FILE}: ${e.message} [${e.reason}]`, LEDGER_HEAD_FILE);
+    if (isDetsimError(e))
+      throw new DetsimError('struct_ledger_line', `${LEDGER_HEAD_FILE}: ${e.message} [${e.reason}]`, LEDGER_HEAD_FILE);
     throw e;
   }
 }
@@ -159,8 +197,13 @@ export function verifyLedgerBytes(ledger: Uint8Array, headBytes: Uint8Array | nu
     }
     const seq = Number(line.seq);
     if (seq !== i) {
-      const why = seq > i ? `line ${i} is missing (removed) or lines were reordered` : `lines were reordered or repeated`;
-      return result({ line: i, reason: 'audit_ledger_chain', message: `line ${i}: seq is ${line.seq}, expected ${i}: ${why}` });
+      const why =
+        seq > i ? `line ${i} is missing (removed) or lines were reordered` : `lines were reordered or repeated`;
+      return result({
+        line: i,
+        reason: 'audit_ledger_chain',
+        message: `line ${i}: seq is ${line.seq}, expected ${i}: ${why}`,
+      });
     }
     const expected = i === 1 ? LEDGER_GENESIS : hashes[i - 2]!;
     if (line.prev !== expected) {
@@ -174,10 +217,18 @@ export function verifyLedgerBytes(ledger: Uint8Array, headBytes: Uint8Array | nu
   }
   if (head) {
     if (headLines > raw.length) {
-      return result({ line: raw.length + 1, reason: 'audit_ledger_truncated', message: `line ${raw.length + 1} is missing: ${LEDGER_HEAD_FILE} records ${headLines} lines, the ledger has ${raw.length}` });
+      return result({
+        line: raw.length + 1,
+        reason: 'audit_ledger_truncated',
+        message: `line ${raw.length + 1} is missing: ${LEDGER_HEAD_FILE} records ${headLines} lines, the ledger has ${raw.length}`,
+      });
     }
     if (headLines > 0 && hashes[headLines - 1] !== head.lastHash) {
-      return result({ line: headLines, reason: 'audit_ledger_chain', message: `line ${headLines} was changed: its SHA-256 differs from the one ${LEDGER_HEAD_FILE} records` });
+      return result({
+        line: headLines,
+        reason: 'audit_ledger_chain',
+        message: `line ${headLines} was changed: its SHA-256 differs from the one ${LEDGER_HEAD_FILE} records`,
+      });
     }
   }
   return result();
@@ -195,7 +246,8 @@ async function readOptional(path: string): Promise<Buffer | null> {
 /** Verify `<runDir>/ledger.jsonl` (and its head). A missing ledger is an input error. */
 export async function verifyLedger(runDir: string): Promise<LedgerVerifyResult> {
   const ledger = await readOptional(join(runDir, LEDGER_FILE));
-  if (ledger === null) throw new DetsimError('struct_missing_field', `${join(runDir, LEDGER_FILE)} does not exist`, LEDGER_FILE);
+  if (ledger === null)
+    throw new DetsimError('struct_missing_field', `${join(runDir, LEDGER_FILE)} does not exist`, LEDGER_FILE);
   return verifyLedgerBytes(ledger, await readOptional(join(runDir, LEDGER_HEAD_FILE)));
 }
 
@@ -227,7 +279,12 @@ export class Ledger {
     const bytes = await readOptional(path);
     if (bytes === null) return new Ledger(runDir, fs, 0, LEDGER_GENESIS);
     const check = verifyLedgerBytes(bytes, await readOptional(join(runDir, LEDGER_HEAD_FILE)));
-    if (!check.ok) throw new DetsimError(check.problem!.reason, `${path}: ${check.problem!.message}; refusing to append to it`, `line ${check.problem!.line}`);
+    if (!check.ok)
+      throw new DetsimError(
+        check.problem!.reason,
+        `${path}: ${check.problem!.message}; refusing to append to it`,
+        `line ${check.problem!.line}`,
+      );
     const ledger = new Ledger(runDir, fs, check.lines, check.lastHash);
     if (check.tornBytes > 0) {
       await fs.truncateSynced(path, bytes.length - check.tornBytes);
@@ -275,10 +332,21 @@ export class Ledger {
 
 /** The ledger line for a writer event (the coordinator wires writer → ledger; neither imports the other's state). */
 export function ledgerEventOfWriter(e: WriterEvent): LedgerEventInput {
-  const detail: Record<string, JsonValue> = { byteLength: String(e.byteLength), durable: e.durable, episodeId: e.episodeId };
+  const detail: Record<string, JsonValue> = {
+    byteLength: String(e.byteLength),
+    durable: e.durable,
+    episodeId: e.episodeId,
+  };
   if (e.generation !== undefined) detail.generation = e.generation;
   if (e.envelopeDigest !== undefined) detail.envelopeDigest = e.envelopeDigest;
   if (e.reason !== undefined) detail.reason = e.reason;
   if (e.supersededBy !== undefined) detail.supersededBy = e.supersededBy;
-  return { event: e.event, checkpointId: e.checkpointId, boundary: e.boundary, epoch: e.epoch, sessionId: e.sessionId, detail };
+  return {
+    event: e.event,
+    checkpointId: e.checkpointId,
+    boundary: e.boundary,
+    epoch: e.epoch,
+    sessionId: e.sessionId,
+    detail,
+  };
 }

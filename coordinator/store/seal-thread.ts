@@ -8,12 +8,19 @@ import { fileURLToPath } from 'node:url';
 import { parentPort, Worker, workerData } from 'node:worker_threads';
 import { DetsimError, isDetsimError } from '../../core/formats/errors.js';
 import type { ReasonCode } from '../../core/formats/reasons.js';
-import { sealEnvelope, sealEnvelopeAsync, type EncodedEnvelopeParts, type EnvelopeDraft } from '../../core/formats/envelope.js';
+import {
+  sealEnvelope,
+  sealEnvelopeAsync,
+  type EncodedEnvelopeParts,
+  type EnvelopeDraft,
+} from '../../core/formats/envelope.js';
 
 /** Drafts with fewer payload bytes are sealed on the main thread, a slice per turn (a thread hop costs more). */
 export const THREAD_SEAL_MIN_BYTES = 8 * 1024 * 1024;
 
-type Reply = { id: number; ok: true; footer: Uint8Array; envelopeDigest: string; body: Uint8Array[] } | { id: number; ok: false; reason: ReasonCode | null; message: string; field: string | undefined };
+type Reply =
+  | { id: number; ok: true; footer: Uint8Array; envelopeDigest: string; body: Uint8Array[] }
+  | { id: number; ok: false; reason: ReasonCode | null; message: string; field: string | undefined };
 
 /** Buffers at least this large that own their whole ArrayBuffer are moved to the thread and back, not copied. */
 const TRANSFER_MIN_BYTES = 1024 * 1024;
@@ -25,7 +32,13 @@ const TRANSFER_MIN_BYTES = 1024 * 1024;
 function movable(body: readonly Uint8Array[]): ArrayBuffer[] {
   const out = new Set<ArrayBuffer>();
   for (const b of body) {
-    if (b.byteLength >= TRANSFER_MIN_BYTES && b.byteOffset === 0 && b.buffer instanceof ArrayBuffer && b.byteLength === b.buffer.byteLength) out.add(b.buffer);
+    if (
+      b.byteLength >= TRANSFER_MIN_BYTES &&
+      b.byteOffset === 0 &&
+      b.buffer instanceof ArrayBuffer &&
+      b.byteLength === b.buffer.byteLength
+    )
+      out.add(b.buffer);
   }
   return [...out];
 }
@@ -42,7 +55,10 @@ function sealThread(): Worker {
   // From TypeScript source (tests, tsx) the thread registers tsx itself before loading this module
   // (Node 20 does not carry --import loaders into worker threads).
   const w = fromSource
-    ? new Worker(`import(${JSON.stringify(import.meta.resolve('tsx/esm/api'))}).then((t) => { t.register(); return import(${JSON.stringify(import.meta.url)}); });`, { eval: true, workerData: SEAL_THREAD_MARK })
+    ? new Worker(
+        `import(${JSON.stringify(import.meta.resolve('tsx/esm/api'))}).then((t) => { t.register(); return import(${JSON.stringify(import.meta.url)}); });`,
+        { eval: true, workerData: SEAL_THREAD_MARK },
+      )
     : new Worker(fileURLToPath(import.meta.url), { workerData: SEAL_THREAD_MARK });
   w.unref();
   w.on('message', (r: Reply) => {
@@ -78,9 +94,16 @@ export async function sealOffLoop(draft: EnvelopeDraft): Promise<EncodedEnvelope
     w.ref();
     w.postMessage({ id, draft }, movable(draft.body));
   });
-  if (!reply.ok) throw reply.reason ? new DetsimError(reply.reason, reply.message, reply.field) : new Error(reply.message);
+  if (!reply.ok)
+    throw reply.reason ? new DetsimError(reply.reason, reply.message, reply.field) : new Error(reply.message);
   const parts = [...reply.body, reply.footer].map((b) => Buffer.from(b.buffer, b.byteOffset, b.byteLength));
-  return { parts, byteLength: draft.byteLength, envelopeDigest: reply.envelopeDigest, manifest: draft.manifest, layout: draft.layout };
+  return {
+    parts,
+    byteLength: draft.byteLength,
+    envelopeDigest: reply.envelopeDigest,
+    manifest: draft.manifest,
+    layout: draft.layout,
+  };
 }
 
 // ---- the thread's side ----------------------------------------------------------------------
@@ -105,10 +128,25 @@ if (parentPort && (workerData as Partial<typeof SEAL_THREAD_MARK> | null)?.detsi
     try {
       const sealed = sealEnvelope(draft);
       // The body goes back the way it came: moved buffers are moved back.
-      port.postMessage({ id, ok: true, footer: sealed.parts[sealed.parts.length - 1]!, envelopeDigest: sealed.envelopeDigest, body: [...draft.body] } satisfies Reply, movable(draft.body));
+      port.postMessage(
+        {
+          id,
+          ok: true,
+          footer: sealed.parts[sealed.parts.length - 1]!,
+          envelopeDigest: sealed.envelopeDigest,
+          body: [...draft.body],
+        } satisfies Reply,
+        movable(draft.body),
+      );
     } catch (e) {
       const reason = isDetsimError(e) ? e.reason : null;
-      port.postMessage({ id, ok: false, reason, message: e instanceof Error ? e.message : String(e), field: isDetsimError(e) ? e.field : undefined } satisfies Reply);
+      port.postMessage({
+        id,
+        ok: false,
+        reason,
+        message: e instanceof Error ? e.message : String(e),
+        field: isDetsimError(e) ? e.field : undefined,
+      } satisfies Reply);
     }
   });
 }

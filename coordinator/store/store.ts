@@ -7,7 +7,16 @@ import { canonicalBytes, canonicalDigest, parseCanonical, type JsonValue } from 
 import { decodeEnvelopeAsync, type DecodedEnvelope, type EnvelopeManifest } from '../../core/formats/envelope.js';
 import { DetsimError, isDetsimError } from '../../core/formats/errors.js';
 import type { ReasonCode } from '../../core/formats/reasons.js';
-import { readDigest, readId, readObject, readU64, refuseUnknownFields, type Digest, type Id, type U64 } from '../../core/formats/scalars.js';
+import {
+  readDigest,
+  readId,
+  readObject,
+  readU64,
+  refuseUnknownFields,
+  type Digest,
+  type Id,
+  type U64,
+} from '../../core/formats/scalars.js';
 import { DurableFs, type ByteParts } from './durable-fs.js';
 
 export const STATE_FORMAT_ID = 'flysess-1';
@@ -79,12 +88,23 @@ export function generationIdentityOf(manifest: EnvelopeManifest): GenerationIden
 // Store manifest: parse (strict) and build
 
 const MANIFEST_FIELDS = ['generations', 'highWater', 'stateFormatId', 'storeManifestVersion'] as const;
-const RECORD_FIELDS = ['boundary', 'byteLength', 'checkpointId', 'compatibilityDigest', 'envelopeDigest', 'episodeId', 'epoch', 'file', 'sessionId'] as const;
+const RECORD_FIELDS = [
+  'boundary',
+  'byteLength',
+  'checkpointId',
+  'compatibilityDigest',
+  'envelopeDigest',
+  'episodeId',
+  'epoch',
+  'file',
+  'sessionId',
+] as const;
 
 function requireFields(obj: Record<string, unknown>, fields: readonly string[], where: string): void {
   refuseUnknownFields(obj, fields, where);
   for (const f of fields) {
-    if (!Object.hasOwn(obj, f)) throw new DetsimError('struct_missing_field', `${where}.${f} is missing`, `${where}.${f}`);
+    if (!Object.hasOwn(obj, f))
+      throw new DetsimError('struct_missing_field', `${where}.${f} is missing`, `${where}.${f}`);
   }
 }
 
@@ -93,7 +113,11 @@ function readRecord(value: unknown, where: string): GenerationRecord {
   requireFields(o, RECORD_FIELDS, where);
   const checkpointId = readId(o.checkpointId, `${where}.checkpointId`);
   if (o.file !== generationFile(checkpointId)) {
-    throw new DetsimError('struct_store_manifest', `${where}.file is ${JSON.stringify(o.file)}, a generation of ${checkpointId} is ${JSON.stringify(generationFile(checkpointId))}`, `${where}.file`);
+    throw new DetsimError(
+      'struct_store_manifest',
+      `${where}.file is ${JSON.stringify(o.file)}, a generation of ${checkpointId} is ${JSON.stringify(generationFile(checkpointId))}`,
+      `${where}.file`,
+    );
   }
   return {
     boundary: readU64(o.boundary, `${where}.boundary`),
@@ -111,24 +135,47 @@ function readRecord(value: unknown, where: string): GenerationRecord {
 function readManifestValue(value: JsonValue): StoreManifest {
   const o = readObject(value, 'manifest');
   refuseUnknownFields(o, MANIFEST_FIELDS, 'manifest');
-  if (!Object.hasOwn(o, 'storeManifestVersion')) throw new DetsimError('struct_missing_field', 'manifest.storeManifestVersion is missing', 'manifest.storeManifestVersion');
+  if (!Object.hasOwn(o, 'storeManifestVersion'))
+    throw new DetsimError(
+      'struct_missing_field',
+      'manifest.storeManifestVersion is missing',
+      'manifest.storeManifestVersion',
+    );
   if (o.storeManifestVersion !== STORE_MANIFEST_VERSION) {
-    throw new DetsimError('struct_store_manifest_version', `manifest.storeManifestVersion is ${JSON.stringify(o.storeManifestVersion)}, only ${STORE_MANIFEST_VERSION} is supported`, 'manifest.storeManifestVersion');
+    throw new DetsimError(
+      'struct_store_manifest_version',
+      `manifest.storeManifestVersion is ${JSON.stringify(o.storeManifestVersion)}, only ${STORE_MANIFEST_VERSION} is supported`,
+      'manifest.storeManifestVersion',
+    );
   }
   requireFields(o, MANIFEST_FIELDS, 'manifest');
   if (o.stateFormatId !== STATE_FORMAT_ID) {
-    throw new DetsimError('struct_store_format_id', `manifest.stateFormatId is ${JSON.stringify(o.stateFormatId)}, not "${STATE_FORMAT_ID}"`, 'manifest.stateFormatId');
+    throw new DetsimError(
+      'struct_store_format_id',
+      `manifest.stateFormatId is ${JSON.stringify(o.stateFormatId)}, not "${STATE_FORMAT_ID}"`,
+      'manifest.stateFormatId',
+    );
   }
-  if (!Array.isArray(o.generations)) throw new DetsimError('struct_store_manifest', 'manifest.generations is not an array', 'manifest.generations');
+  if (!Array.isArray(o.generations))
+    throw new DetsimError('struct_store_manifest', 'manifest.generations is not an array', 'manifest.generations');
   const generations = o.generations.map((g, i) => readRecord(g, `manifest.generations[${i}]`));
   const seen = new Set<string>();
   for (const [i, g] of generations.entries()) {
-    if (seen.has(g.checkpointId)) throw new DetsimError('struct_store_manifest', `manifest.generations[${i}] repeats checkpoint ${g.checkpointId}`, `manifest.generations[${i}].checkpointId`);
+    if (seen.has(g.checkpointId))
+      throw new DetsimError(
+        'struct_store_manifest',
+        `manifest.generations[${i}] repeats checkpoint ${g.checkpointId}`,
+        `manifest.generations[${i}].checkpointId`,
+      );
     seen.add(g.checkpointId);
   }
   const highWater = o.highWater === null ? null : readId(o.highWater, 'manifest.highWater');
   if (highWater === null ? generations.length > 0 : !seen.has(highWater)) {
-    throw new DetsimError('struct_store_high_water', `manifest.highWater ${JSON.stringify(highWater)} names no listed generation (listed: ${[...seen].join(', ') || 'none'})`, 'manifest.highWater');
+    throw new DetsimError(
+      'struct_store_high_water',
+      `manifest.highWater ${JSON.stringify(highWater)} names no listed generation (listed: ${[...seen].join(', ') || 'none'})`,
+      'manifest.highWater',
+    );
   }
   return { generations, highWater, stateFormatId: STATE_FORMAT_ID, storeManifestVersion: STORE_MANIFEST_VERSION };
 }
@@ -143,7 +190,12 @@ export function parseStoreManifest(bytes: Uint8Array, label = STORE_MANIFEST_FIL
   }
 }
 
-export const EMPTY_STORE_MANIFEST: StoreManifest = { generations: [], highWater: null, stateFormatId: STATE_FORMAT_ID, storeManifestVersion: STORE_MANIFEST_VERSION };
+export const EMPTY_STORE_MANIFEST: StoreManifest = {
+  generations: [],
+  highWater: null,
+  stateFormatId: STATE_FORMAT_ID,
+  storeManifestVersion: STORE_MANIFEST_VERSION,
+};
 
 // ---------------------------------------------------------------------------------------------
 // Commit failures: a stable code per stage, so the writer can report Failed{reason}
@@ -162,7 +214,11 @@ export type CommitFailureReason =
 
 /** A commit that did not become durable. `committed` is false for every reason but manifest_commit_uncertain. */
 export class StoreCommitError extends Error {
-  constructor(readonly reason: CommitFailureReason, message: string, readonly checkpointId: Id) {
+  constructor(
+    readonly reason: CommitFailureReason,
+    message: string,
+    readonly checkpointId: Id,
+  ) {
     super(message);
     this.name = 'StoreCommitError';
   }
@@ -170,7 +226,9 @@ export class StoreCommitError extends Error {
 
 function describeError(e: unknown): string {
   const err = e as NodeJS.ErrnoException;
-  return err && typeof err.code === 'string' ? `${err.code} (${err.syscall ?? 'io'})` : String((e as Error)?.message ?? e);
+  return err && typeof err.code === 'string'
+    ? `${err.code} (${err.syscall ?? 'io'})`
+    : String((e as Error)?.message ?? e);
 }
 
 /** Options of one store commit (a test hook). */
@@ -271,7 +329,8 @@ export class CheckpointStore {
   /** Open a store directory: a missing manifest is an empty store; an invalid one is an error naming what. */
   static async open(dir: string, options: StoreOptions = {}): Promise<CheckpointStore> {
     const keep = options.keep ?? DEFAULT_KEEP_GENERATIONS;
-    if (!Number.isInteger(keep) || keep < 1) throw new DetsimError('struct_invalid_field', `keep must be a positive integer, got ${keep}`, 'keep');
+    if (!Number.isInteger(keep) || keep < 1)
+      throw new DetsimError('struct_invalid_field', `keep must be a positive integer, got ${keep}`, 'keep');
     const fs = options.fs ?? new DurableFs();
     if (options.create) await ensureDir(dir, fs);
     const info = await stat(dir);
@@ -307,7 +366,11 @@ export class CheckpointStore {
     readId(checkpointId, 'checkpointId');
     const found = this.lookup(checkpointId);
     if (!found) {
-      throw new DetsimError('ident_checkpoint_unknown', `checkpoint ${checkpointId} is not listed in ${join(this.dir, STORE_MANIFEST_FILE)}; an unreferenced file is never a restore candidate`, 'checkpointId');
+      throw new DetsimError(
+        'ident_checkpoint_unknown',
+        `checkpoint ${checkpointId} is not listed in ${join(this.dir, STORE_MANIFEST_FILE)}; an unreferenced file is never a restore candidate`,
+        'checkpointId',
+      );
     }
     return found;
   }
@@ -334,15 +397,27 @@ export class CheckpointStore {
     return this.lock.run(() => this.commitLocked(identity, envelope, options));
   }
 
-  private async commitLocked(identity: GenerationIdentity, envelope: EnvelopeBytes, options: CommitOptions): Promise<CommitResult> {
+  private async commitLocked(
+    identity: GenerationIdentity,
+    envelope: EnvelopeBytes,
+    options: CommitOptions,
+  ): Promise<CommitResult> {
     const id = readId(identity.checkpointId, 'checkpointId');
     if (this.lookup(id)) {
       // Renaming over a listed file would disturb a committed generation before the manifest commit.
-      throw new StoreCommitError('checkpoint_exists', `checkpoint ${id} is already committed in ${this.dir}; checkpoint ids are never reused`, id);
+      throw new StoreCommitError(
+        'checkpoint_exists',
+        `checkpoint ${id} is already committed in ${this.dir}; checkpoint ids are never reused`,
+        id,
+      );
     }
     const record = await this.writeGeneration(identity, envelope);
     if (options.stopBeforeManifestCommit) {
-      throw new StoreCommitError('stopped_before_manifest_commit', `${record.file} was renamed but the store manifest was not committed (test hook)`, id);
+      throw new StoreCommitError(
+        'stopped_before_manifest_commit',
+        `${record.file} was renamed but the store manifest was not committed (test hook)`,
+        id,
+      );
     }
     const { next, dropped } = this.nextManifest(record);
     await this.commitManifest(next, id);
@@ -362,35 +437,63 @@ export class CheckpointStore {
       epoch: readId(identity.epoch, 'epoch'),
       sessionId: readId(identity.sessionId, 'sessionId'),
     };
-    const given = envelope.envelopeDigest === undefined ? undefined : readDigest(envelope.envelopeDigest, 'envelopeDigest');
+    const given =
+      envelope.envelopeDigest === undefined ? undefined : readDigest(envelope.envelopeDigest, 'envelopeDigest');
     const tmpPath = join(this.dir, generationTemp(id));
     let written;
     try {
-      written = await this.fs.writeTemp(tmpPath, envelope, 'generation', id, { hash: this.rehash || given === undefined });
+      written = await this.fs.writeTemp(tmpPath, envelope, 'generation', id, {
+        hash: this.rehash || given === undefined,
+      });
     } catch (e) {
-      throw new StoreCommitError('generation_write_failed', `writing ${generationTemp(id)} failed: ${describeError(e)}; the file is abandoned, nothing committed`, id);
+      throw new StoreCommitError(
+        'generation_write_failed',
+        `writing ${generationTemp(id)} failed: ${describeError(e)}; the file is abandoned, nothing committed`,
+        id,
+      );
     }
     if (written.byteLength !== envelope.byteLength) {
       await this.fs.abandon(tmpPath);
-      throw new StoreCommitError('generation_length_mismatch', `${generationTemp(id)}: wrote ${written.byteLength} bytes, the envelope says ${envelope.byteLength}`, id);
+      throw new StoreCommitError(
+        'generation_length_mismatch',
+        `${generationTemp(id)}: wrote ${written.byteLength} bytes, the envelope says ${envelope.byteLength}`,
+        id,
+      );
     }
     if (given !== undefined && written.sha256 !== null && written.sha256 !== given) {
       await this.fs.abandon(tmpPath);
-      throw new StoreCommitError('generation_digest_mismatch', `${generationTemp(id)}: bytes written hash to ${written.sha256}, the envelope says ${given}`, id);
+      throw new StoreCommitError(
+        'generation_digest_mismatch',
+        `${generationTemp(id)}: bytes written hash to ${written.sha256}, the envelope says ${given}`,
+        id,
+      );
     }
     try {
       await this.fs.publish(this.dir, generationTemp(id), generationFile(id), 'generation', id);
     } catch (e) {
-      throw new StoreCommitError('generation_publish_failed', `publishing ${generationFile(id)} failed: ${describeError(e)}; nothing committed`, id);
+      throw new StoreCommitError(
+        'generation_publish_failed',
+        `publishing ${generationFile(id)} failed: ${describeError(e)}; nothing committed`,
+        id,
+      );
     }
-    return { ...fields, byteLength: String(written.byteLength), checkpointId: id, envelopeDigest: written.sha256 ?? given!, file: generationFile(id) };
+    return {
+      ...fields,
+      byteLength: String(written.byteLength),
+      checkpointId: id,
+      envelopeDigest: written.sha256 ?? given!,
+      file: generationFile(id),
+    };
   }
 
   /** Rotation (docs/spec/checkpoint-store.md): append, set highWater, drop the oldest list entries beyond `keep`. */
   private nextManifest(record: GenerationRecord): { next: StoreManifest; dropped: GenerationRecord[] } {
     const all = [...this.manifest.generations.filter((g) => g.checkpointId !== record.checkpointId), record];
     const cut = Math.max(0, all.length - this.keep);
-    return { next: { ...this.manifest, generations: all.slice(cut), highWater: record.checkpointId }, dropped: all.slice(0, cut) };
+    return {
+      next: { ...this.manifest, generations: all.slice(cut), highWater: record.checkpointId },
+      dropped: all.slice(0, cut),
+    };
   }
 
   /** Step 5: manifest temp → fsync → rename (the commit point) → fsync dir. */
@@ -399,13 +502,21 @@ export class CheckpointStore {
     try {
       await this.fs.writeTemp(tmpPath, { parts: [canonicalBytes(next)] }, 'manifest', id);
     } catch (e) {
-      throw new StoreCommitError('manifest_write_failed', `writing ${STORE_MANIFEST_TMP} failed: ${describeError(e)}; ${generationFile(id)} stays unreferenced, nothing committed`, id);
+      throw new StoreCommitError(
+        'manifest_write_failed',
+        `writing ${STORE_MANIFEST_TMP} failed: ${describeError(e)}; ${generationFile(id)} stays unreferenced, nothing committed`,
+        id,
+      );
     }
     try {
       await this.fs.rename(tmpPath, join(this.dir, STORE_MANIFEST_FILE));
     } catch (e) {
       await this.fs.abandon(tmpPath);
-      throw new StoreCommitError('manifest_rename_failed', `renaming ${STORE_MANIFEST_TMP} failed: ${describeError(e)}; nothing committed`, id);
+      throw new StoreCommitError(
+        'manifest_rename_failed',
+        `renaming ${STORE_MANIFEST_TMP} failed: ${describeError(e)}; nothing committed`,
+        id,
+      );
     }
     // The rename happened: the manifest on disk is `next`, so memory follows it.
     this.manifest = next;
@@ -413,7 +524,11 @@ export class CheckpointStore {
     try {
       await this.fs.fsyncDir(this.dir);
     } catch (e) {
-      throw new StoreCommitError('manifest_commit_uncertain', `fsync of ${this.dir} after the manifest rename failed: ${describeError(e)}; the commit of ${id} may not survive a power cut`, id);
+      throw new StoreCommitError(
+        'manifest_commit_uncertain',
+        `fsync of ${this.dir} after the manifest rename failed: ${describeError(e)}; the commit of ${id} may not survive a power cut`,
+        id,
+      );
     }
     await this.fs.step('manifest-dir-synced', id);
   }
@@ -454,7 +569,8 @@ export class CheckpointStore {
     const rotated: Id[] = [];
     for (const record of this.manifest.generations) {
       const check = await checkGeneration(this.dir, record);
-      if (check.reason === 'audit_generation_missing' && !(await this.listedNow(record))) rotated.push(record.checkpointId);
+      if (check.reason === 'audit_generation_missing' && !(await this.listedNow(record)))
+        rotated.push(record.checkpointId);
       else generations.push(check);
     }
     const orphaned = await this.orphanedGenerations();
@@ -483,7 +599,9 @@ export class CheckpointStore {
   async scan(): Promise<StoreScan> {
     const listed = new Set(this.manifest.generations.map((g) => g.file));
     const names = (await readdir(this.dir)).sort();
-    const temporaries = names.filter((n) => n === STORE_MANIFEST_TMP || (n.startsWith('tmp-') && n.endsWith(GENERATION_SUFFIX)));
+    const temporaries = names.filter(
+      (n) => n === STORE_MANIFEST_TMP || (n.startsWith('tmp-') && n.endsWith(GENERATION_SUFFIX)),
+    );
     const unreferenced = names.filter((n) => n.endsWith(GENERATION_SUFFIX) && !n.startsWith('tmp-') && !listed.has(n));
     return { unreferenced, temporaries };
   }
@@ -580,7 +698,12 @@ export async function loadGeneration(dir: string, record: GenerationRecord): Pro
   } catch (e) {
     return fail('file', 'audit_generation_missing', `cannot read ${record.file}: ${describeError(e)}`);
   }
-  if (String(bytes.length) !== record.byteLength) fail('byteLength', 'audit_generation_length', `file has ${bytes.length} bytes, the store records ${record.byteLength}`);
+  if (String(bytes.length) !== record.byteLength)
+    fail(
+      'byteLength',
+      'audit_generation_length',
+      `file has ${bytes.length} bytes, the store records ${record.byteLength}`,
+    );
   let envelope: DecodedEnvelope;
   try {
     envelope = await decodeEnvelopeAsync(bytes);
@@ -589,12 +712,20 @@ export async function loadGeneration(dir: string, record: GenerationRecord): Pro
     throw e;
   }
   if (envelope.envelopeDigest !== record.envelopeDigest) {
-    fail('envelopeDigest', 'audit_generation_digest', `file SHA-256 is ${envelope.envelopeDigest}, the store records ${record.envelopeDigest}`);
+    fail(
+      'envelopeDigest',
+      'audit_generation_digest',
+      `file SHA-256 is ${envelope.envelopeDigest}, the store records ${record.envelopeDigest}`,
+    );
   }
   const implied = generationIdentityOf(envelope.manifest);
   for (const field of IDENTITY_FIELDS) {
     if (implied[field] !== record[field]) {
-      fail(`record.${field}`, 'audit_generation_record', `the envelope manifest implies ${field} ${JSON.stringify(implied[field])}, ${join(dir, STORE_MANIFEST_FILE)} records ${JSON.stringify(record[field])}`);
+      fail(
+        `record.${field}`,
+        'audit_generation_record',
+        `the envelope manifest implies ${field} ${JSON.stringify(implied[field])}, ${join(dir, STORE_MANIFEST_FILE)} records ${JSON.stringify(record[field])}`,
+      );
     }
   }
   return { record, bytes, envelope };

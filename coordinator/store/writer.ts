@@ -4,14 +4,26 @@
 import { DetsimError, isDetsimError } from '../../core/formats/errors.js';
 import type { ReasonCode } from '../../core/formats/reasons.js';
 import type { Digest, Id, U64 } from '../../core/formats/scalars.js';
-import { CheckpointStore, StoreCommitError, type CommitFailureReason, type EnvelopeBytes, type GenerationIdentity } from './store.js';
+import {
+  CheckpointStore,
+  StoreCommitError,
+  type CommitFailureReason,
+  type EnvelopeBytes,
+  type GenerationIdentity,
+} from './store.js';
 
 export const DEFAULT_WRITER_CAPACITY = 2;
 export const DEFAULT_MAX_QUEUED_BYTES = 64 * 1024 * 1024;
 
 /** What a save job became, as the caller learns it. Only Committed is a durable acknowledgment. */
 export type SaveOutcome =
-  | { readonly kind: 'Committed'; readonly checkpointId: Id; readonly boundary: U64; readonly file: string; readonly envelopeDigest: Digest }
+  | {
+      readonly kind: 'Committed';
+      readonly checkpointId: Id;
+      readonly boundary: U64;
+      readonly file: string;
+      readonly envelopeDigest: Digest;
+    }
   | { readonly kind: 'Failed'; readonly checkpointId: Id; readonly reason: FailureReason; readonly message: string }
   | { readonly kind: 'Superseded'; readonly checkpointId: Id; readonly by: Id }
   /** The writer finished but the reply never reached the caller: ask `resolveDurable`, never re-save. */
@@ -150,7 +162,16 @@ export class CheckpointWriter {
   private reserved = 0;
   private queuedBytes = 0;
   private closed = false;
-  private counts = { queued: 0, committed: 0, failed: 0, superseded: 0, rejected: 0, events_dropped: 0, peak_queue: 0, peak_bytes: 0 };
+  private counts = {
+    queued: 0,
+    committed: 0,
+    failed: 0,
+    superseded: 0,
+    rejected: 0,
+    events_dropped: 0,
+    peak_queue: 0,
+    peak_bytes: 0,
+  };
   private commitSeq = new Map<Id, number>();
   private nextSeq = 0;
   private mark: (DurableMark & { seq: number }) | null = null;
@@ -166,9 +187,18 @@ export class CheckpointWriter {
   ) {
     this.capacity = config.capacity ?? DEFAULT_WRITER_CAPACITY;
     this.maxQueuedBytes = config.maxQueuedBytes ?? DEFAULT_MAX_QUEUED_BYTES;
-    if (!Number.isInteger(this.capacity) || this.capacity < 1) throw new DetsimError('struct_invalid_field', `writer capacity must be a positive integer, got ${this.capacity}`, 'capacity');
+    if (!Number.isInteger(this.capacity) || this.capacity < 1)
+      throw new DetsimError(
+        'struct_invalid_field',
+        `writer capacity must be a positive integer, got ${this.capacity}`,
+        'capacity',
+      );
     if (!Number.isSafeInteger(this.maxQueuedBytes) || this.maxQueuedBytes < 0) {
-      throw new DetsimError('struct_invalid_field', `writer maxQueuedBytes must be a non-negative integer, got ${this.maxQueuedBytes}`, 'maxQueuedBytes');
+      throw new DetsimError(
+        'struct_invalid_field',
+        `writer maxQueuedBytes must be a non-negative integer, got ${this.maxQueuedBytes}`,
+        'maxQueuedBytes',
+      );
     }
     this.onEvent = config.onEvent;
   }
@@ -187,7 +217,10 @@ export class CheckpointWriter {
     if (this.closed) throw new DetsimError('size_writer_queue_full', 'the checkpoint writer is closed', 'writer');
     if (this.outstanding() >= this.capacity) {
       this.counts.rejected += 1;
-      throw new WriterBusyError('size_writer_queue_full', `checkpoint writer is full: ${this.outstanding()} of ${this.capacity} slots outstanding (queued + being written)`);
+      throw new WriterBusyError(
+        'size_writer_queue_full',
+        `checkpoint writer is full: ${this.outstanding()} of ${this.capacity} slots outstanding (queued + being written)`,
+      );
     }
     this.reserved += 1;
     this.notePeaks();
@@ -215,7 +248,11 @@ export class CheckpointWriter {
   private enqueue(job: SaveJob): SaveTicket {
     const id = job.identity.checkpointId;
     if (this.store.lookup(id) || this.active?.id === id || this.queue.some((j) => j.id === id)) {
-      throw new DetsimError('ident_checkpoint_exists', `checkpoint ${id} is already committed or being written; checkpoint ids are never reused`, 'checkpointId');
+      throw new DetsimError(
+        'ident_checkpoint_exists',
+        `checkpoint ${id} is already committed or being written; checkpoint ids are never reused`,
+        'checkpointId',
+      );
     }
     const bytes = job.envelope.byteLength;
     const victim = job.replaceable ? this.queue.find((j) => j.replaceable) : undefined;
@@ -224,7 +261,10 @@ export class CheckpointWriter {
     const queuedAfter = this.queuedBytes - (victim?.bytes ?? 0) + (startsNow ? 0 : bytes);
     if (queuedAfter > this.maxQueuedBytes) {
       this.counts.rejected += 1;
-      throw new WriterBusyError('size_writer_bytes_full', `checkpoint ${id} (${bytes} bytes) would bring queued bytes to ${queuedAfter}, over the budget of ${this.maxQueuedBytes}`);
+      throw new WriterBusyError(
+        'size_writer_bytes_full',
+        `checkpoint ${id} (${bytes} bytes) would bring queued bytes to ${queuedAfter}, over the budget of ${this.maxQueuedBytes}`,
+      );
     }
     if (victim) this.supersede(victim, id);
     const entry = makeJob(job);
@@ -274,14 +314,23 @@ export class CheckpointWriter {
     let outcome: SaveOutcome;
     try {
       const envelope = await sealed(job.envelope!);
-      const result = await this.store.commit(job.identity, envelope, { stopBeforeManifestCommit: this.stopBeforeManifest.has(job.id) });
+      const result = await this.store.commit(job.identity, envelope, {
+        stopBeforeManifestCommit: this.stopBeforeManifest.has(job.id),
+      });
       this.commitSeq.set(job.id, this.nextSeq++);
       this.counts.committed += 1;
       const { boundary, file, envelopeDigest } = result.record;
       outcome = { kind: 'Committed', checkpointId: job.id, boundary, file, envelopeDigest };
       this.publish(job, 'committed', { generation: file, envelopeDigest });
     } catch (e) {
-      const reason: FailureReason = e instanceof StoreCommitError ? e.reason : e instanceof SealError ? 'seal_failed' : isDetsimError(e) ? 'invalid_job' : 'store_error';
+      const reason: FailureReason =
+        e instanceof StoreCommitError
+          ? e.reason
+          : e instanceof SealError
+            ? 'seal_failed'
+            : isDetsimError(e)
+              ? 'invalid_job'
+              : 'store_error';
       this.counts.failed += 1;
       outcome = { kind: 'Failed', checkpointId: job.id, reason, message: e instanceof Error ? e.message : String(e) };
       this.publish(job, 'failed', { reason });
@@ -331,7 +380,13 @@ export class CheckpointWriter {
     const record = this.store.lookup(checkpointId);
     if (!record) return null;
     this.moveMark(record.checkpointId, record.boundary);
-    return { kind: 'Committed', checkpointId: record.checkpointId, boundary: record.boundary, file: record.file, envelopeDigest: record.envelopeDigest };
+    return {
+      kind: 'Committed',
+      checkpointId: record.checkpointId,
+      boundary: record.boundary,
+      file: record.file,
+      envelopeDigest: record.envelopeDigest,
+    };
   }
 
   stats(): WriterStats {
@@ -376,7 +431,15 @@ export class CheckpointWriter {
 function makeJob(job: SaveJob): Job {
   let deliver!: (o: SaveOutcome) => void;
   const reply = new Promise<SaveOutcome>((r) => (deliver = r));
-  return { id: job.identity.checkpointId, identity: job.identity, envelope: job.envelope, bytes: job.envelope.byteLength, replaceable: job.replaceable, reply, deliver };
+  return {
+    id: job.identity.checkpointId,
+    identity: job.identity,
+    envelope: job.envelope,
+    bytes: job.envelope.byteLength,
+    replaceable: job.replaceable,
+    reply,
+    deliver,
+  };
 }
 
 function withDeadline(reply: Promise<SaveOutcome>, budgetMs: number, checkpointId: Id): Promise<SaveOutcome> {

@@ -24,7 +24,8 @@ type PathStack = (string | number)[];
 
 function renderPath(stack: PathStack, extra?: string | number): string {
   let path = '$';
-  for (const seg of extra === undefined ? stack : [...stack, extra]) path += typeof seg === 'number' ? `[${seg}]` : `.${seg}`;
+  for (const seg of extra === undefined ? stack : [...stack, extra])
+    path += typeof seg === 'number' ? `[${seg}]` : `.${seg}`;
   return path.length > 200 ? `${path.slice(0, 197)}...` : path;
 }
 
@@ -44,7 +45,12 @@ function serializeString(s: string, stack: PathStack): string {
 
 function write(value: unknown, stack: PathStack): string {
   // The parser's bound, which also turns a cycle into a refusal instead of a stack overflow.
-  if (stack.length > MAX_DEPTH) throw new DetsimError('struct_invalid_json', `nesting deeper than ${MAX_DEPTH} (or a cycle) at ${renderPath(stack)}`, '$');
+  if (stack.length > MAX_DEPTH)
+    throw new DetsimError(
+      'struct_invalid_json',
+      `nesting deeper than ${MAX_DEPTH} (or a cycle) at ${renderPath(stack)}`,
+      '$',
+    );
   if (value === null) return 'null';
   switch (typeof value) {
     case 'boolean':
@@ -76,7 +82,11 @@ function write(value: unknown, stack: PathStack): string {
   }
   if (ArrayBuffer.isView(value) || value instanceof Map || value instanceof Set || value instanceof Date) {
     const path = renderPath(stack);
-    throw new DetsimError('struct_unsupported_value', `${value.constructor.name} at ${path} cannot be written as JSON`, path);
+    throw new DetsimError(
+      'struct_unsupported_value',
+      `${value.constructor.name} at ${path} cannot be written as JSON`,
+      path,
+    );
   }
   // Default sort compares UTF-16 code units, which is exactly RFC 8785's key order.
   const keys = Object.keys(value as object);
@@ -131,7 +141,8 @@ function stringifiesCanonically(value: unknown, depth: number): boolean {
   // Key order first: an object built in code usually fails here, before any nested work.
   for (let i = 1; i < keys.length; i++) if (!(keys[i - 1]! < keys[i]!)) return false;
   for (const key of keys) {
-    if (!key.isWellFormed() || !stringifiesCanonically((value as Record<string, unknown>)[key], depth + 1)) return false;
+    if (!key.isWellFormed() || !stringifiesCanonically((value as Record<string, unknown>)[key], depth + 1))
+      return false;
   }
   return true;
 }
@@ -168,7 +179,10 @@ class Parser {
   private pos = 0;
   constructor(private readonly text: string) {}
 
-  fail(message: string, reason: 'struct_invalid_json' | 'struct_duplicate_key' | 'struct_unsafe_integer' = 'struct_invalid_json'): never {
+  fail(
+    message: string,
+    reason: 'struct_invalid_json' | 'struct_duplicate_key' | 'struct_unsafe_integer' = 'struct_invalid_json',
+  ): never {
     throw new DetsimError(reason, `${message} at offset ${this.pos}`);
   }
 
@@ -196,9 +210,9 @@ class Parser {
     if (c === 0x5b) return this.parseArray(depth);
     if (c === 0x22) return this.parseString();
     if (c === 0x2d || (c >= 0x30 && c <= 0x39)) return this.parseNumber();
-    if (this.text.startsWith('true', this.pos)) return (this.pos += 4), true;
-    if (this.text.startsWith('false', this.pos)) return (this.pos += 5), false;
-    if (this.text.startsWith('null', this.pos)) return (this.pos += 4), null;
+    if (this.text.startsWith('true', this.pos)) return ((this.pos += 4), true);
+    if (this.text.startsWith('false', this.pos)) return ((this.pos += 5), false);
+    if (this.text.startsWith('null', this.pos)) return ((this.pos += 4), null);
     if (this.pos >= this.text.length) this.fail('unexpected end of input');
     return this.fail(`unexpected character ${JSON.stringify(this.text[this.pos])}`);
   }
@@ -301,14 +315,22 @@ class Parser {
     const e = this.text[this.pos + 1];
     this.pos += 2;
     switch (e) {
-      case '"': return '"';
-      case '\\': return '\\';
-      case '/': return '/';
-      case 'b': return '\b';
-      case 'f': return '\f';
-      case 'n': return '\n';
-      case 'r': return '\r';
-      case 't': return '\t';
+      case '"':
+        return '"';
+      case '\\':
+        return '\\';
+      case '/':
+        return '/';
+      case 'b':
+        return '\b';
+      case 'f':
+        return '\f';
+      case 'n':
+        return '\n';
+      case 'r':
+        return '\r';
+      case 't':
+        return '\t';
       case 'u': {
         const hex = this.text.slice(this.pos, this.pos + 4);
         if (!/^[0-9a-fA-F]{4}$/.test(hex)) this.fail('bad \\u escape');

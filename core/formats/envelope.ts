@@ -5,7 +5,19 @@ import { createHash, webcrypto, type Hash } from 'node:crypto';
 import { canonicalBytes, canonicalize, parseCanonical, type JsonValue } from './canonical-json.js';
 import { DetsimError } from './errors.js';
 import type { ReasonCode } from './reasons.js';
-import { isId, RationalNs, readDigest, readId, readObject, readScope, type Digest, type Id, type RationalNsJson, type Scope, type U64 } from './scalars.js';
+import {
+  isId,
+  RationalNs,
+  readDigest,
+  readId,
+  readObject,
+  readScope,
+  type Digest,
+  type Id,
+  type RationalNsJson,
+  type Scope,
+  type U64,
+} from './scalars.js';
 
 /** The 8-byte magic that opens a FLYSESS1 checkpoint envelope. */
 export const ENVELOPE_MAGIC = 'FLYSESS1';
@@ -23,8 +35,20 @@ const U32_MAX = 0xffffffff;
 
 /** The top-level manifest fields check 7 requires (and the only ones it allows). */
 export const REQUIRED_MANIFEST_FIELDS = [
-  'envelopeVersion', 'checkpointId', 'sourceScope', 'episodeId', 'worldTime', 'schedulerId', 'compositionDigest',
-  'portMap', 'compatibility', 'agents', 'coordinator', 'environment', 'helperState', 'payloads',
+  'envelopeVersion',
+  'checkpointId',
+  'sourceScope',
+  'episodeId',
+  'worldTime',
+  'schedulerId',
+  'compositionDigest',
+  'portMap',
+  'compatibility',
+  'agents',
+  'coordinator',
+  'environment',
+  'helperState',
+  'payloads',
 ] as const;
 
 /** A JSON object as the envelope manifest holds it (canonical JSON values). */
@@ -154,7 +178,14 @@ function checkManifestFields(value: JsonValue, entries: readonly EnvelopePayload
       refuse(7, what, r, `manifest.${key} is not a field of envelope version 1`, `manifest.${key}`);
     }
   }
-  if (m.envelopeVersion !== ENVELOPE_VERSION) refuse(7, what, r, `manifest.envelopeVersion is ${canonicalize(m.envelopeVersion)}, not 1`, 'manifest.envelopeVersion');
+  if (m.envelopeVersion !== ENVELOPE_VERSION)
+    refuse(
+      7,
+      what,
+      r,
+      `manifest.envelopeVersion is ${canonicalize(m.envelopeVersion)}, not 1`,
+      'manifest.envelopeVersion',
+    );
   within(7, what, r, () => {
     readId(m.checkpointId, 'manifest.checkpointId');
     readScope(m.sourceScope, 'manifest.sourceScope');
@@ -168,7 +199,14 @@ function checkManifestFields(value: JsonValue, entries: readonly EnvelopePayload
     if (!Array.isArray(m[key])) refuse(7, what, r, `manifest.${key} is not an array`, `manifest.${key}`);
   }
   const agents = m.agents as JsonValue[];
-  if (agents.length > MAX_AGENTS) refuse(7, what, 'size_agents_over_60', `manifest.agents has ${agents.length} agents, more than ${MAX_AGENTS}`, 'manifest.agents');
+  if (agents.length > MAX_AGENTS)
+    refuse(
+      7,
+      what,
+      'size_agents_over_60',
+      `manifest.agents has ${agents.length} agents, more than ${MAX_AGENTS}`,
+      'manifest.agents',
+    );
   agents.forEach((a, i) => within(7, what, r, () => readObject(a, `manifest.agents[${i}]`)));
   checkPayloadList(m.payloads as JsonValue[], entries);
   return m as unknown as EnvelopeManifest;
@@ -178,12 +216,24 @@ function checkPayloadList(listed: JsonValue[], entries: readonly EnvelopePayload
   const what = 'manifest payloads';
   const r: ReasonCode = 'audit_manifest_payloads_mismatch';
   if (listed.length !== entries.length) {
-    refuse(7, what, r, `manifest.payloads lists ${listed.length} payloads, the table has ${entries.length}`, 'manifest.payloads');
+    refuse(
+      7,
+      what,
+      r,
+      `manifest.payloads lists ${listed.length} payloads, the table has ${entries.length}`,
+      'manifest.payloads',
+    );
   }
   entries.forEach((entry, i) => {
     const got = listed[i];
     if (canonicalize(got) !== canonicalize(entry)) {
-      refuse(7, what, r, `manifest.payloads[${i}] is ${canonicalize(got)}, the table ${entryLabel(i, entry.name)} is ${canonicalize(entry)}`, `manifest.payloads[${i}]`);
+      refuse(
+        7,
+        what,
+        r,
+        `manifest.payloads[${i}] is ${canonicalize(got)}, the table ${entryLabel(i, entry.name)} is ${canonicalize(entry)}`,
+        `manifest.payloads[${i}]`,
+      );
     }
   });
 }
@@ -193,15 +243,28 @@ function checkPayloadList(listed: JsonValue[], entries: readonly EnvelopePayload
 
 function payloadRefs(payloads: readonly EnvelopePayloadInput[]): EnvelopePayloadRef[] {
   if (payloads.length > MAX_PAYLOADS) {
-    throw new DetsimError('size_payload_count_over_64', `${payloads.length} payloads, at most ${MAX_PAYLOADS} fit one envelope`, 'payloads');
+    throw new DetsimError(
+      'size_payload_count_over_64',
+      `${payloads.length} payloads, at most ${MAX_PAYLOADS} fit one envelope`,
+      'payloads',
+    );
   }
   const seen = new Set<string>();
   return payloads.map((p, i) => {
     const name = readId(p.name, `payloads[${i}].name`);
-    if (seen.has(name)) throw new DetsimError('struct_envelope_entry', `payloads[${i}].name ${JSON.stringify(name)} repeats an earlier payload name`, `payloads[${i}].name`);
+    if (seen.has(name))
+      throw new DetsimError(
+        'struct_envelope_entry',
+        `payloads[${i}].name ${JSON.stringify(name)} repeats an earlier payload name`,
+        `payloads[${i}].name`,
+      );
     seen.add(name);
-    if (!(p.bytes instanceof Uint8Array)) throw new DetsimError('struct_invalid_field', `payloads[${i}].bytes is not a Uint8Array`, `payloads[${i}].bytes`);
-    const digest = p.digest === undefined ? createHash('sha256').update(p.bytes).digest('hex') : readDigest(p.digest, `payloads[${i}].digest`);
+    if (!(p.bytes instanceof Uint8Array))
+      throw new DetsimError('struct_invalid_field', `payloads[${i}].bytes is not a Uint8Array`, `payloads[${i}].bytes`);
+    const digest =
+      p.digest === undefined
+        ? createHash('sha256').update(p.bytes).digest('hex')
+        : readDigest(p.digest, `payloads[${i}].digest`);
     return { name, byteLength: String(p.bytes.byteLength), digest };
   });
 }
@@ -210,7 +273,11 @@ function payloadRefs(payloads: readonly EnvelopePayloadInput[]): EnvelopePayload
 function completeManifest(manifest: object, refs: EnvelopePayloadRef[]): JsonObject {
   const given = within(7, 'manifest fields', 'struct_envelope_manifest_fields', () => readObject(manifest, 'manifest'));
   if (Object.hasOwn(given, 'payloads') && canonicalize(given.payloads) !== canonicalize(refs)) {
-    throw new DetsimError('audit_manifest_payloads_mismatch', `manifest.payloads ${canonicalize(given.payloads)} differs from the payloads given ${canonicalize(refs)}`, 'manifest.payloads');
+    throw new DetsimError(
+      'audit_manifest_payloads_mismatch',
+      `manifest.payloads ${canonicalize(given.payloads)} differs from the payloads given ${canonicalize(refs)}`,
+      'manifest.payloads',
+    );
   }
   return { ...(given as JsonObject), payloads: refs as unknown as JsonValue };
 }
@@ -246,7 +313,12 @@ export function layoutEnvelope(manifest: object, payloads: readonly EnvelopePayl
   // The writer accepts any finite double, the reader refuses integer literals beyond 2^53-1: check
   // here so that nothing is written that check 3 would refuse.
   within(3, 'manifest', 'struct_envelope_manifest', () => parseCanonical(manifestBytes));
-  if (manifestBytes.length > U32_MAX) throw new DetsimError('size_message_too_large', `manifest is ${manifestBytes.length} bytes, more than a u32 can hold`, 'manifest');
+  if (manifestBytes.length > U32_MAX)
+    throw new DetsimError(
+      'size_message_too_large',
+      `manifest is ${manifestBytes.length} bytes, more than a u32 can hold`,
+      'manifest',
+    );
 
   const tableOffset = align8(HEADER_BYTES + manifestBytes.length);
   const tableEnd = tableOffset + TABLE_ENTRY_BYTES * payloads.length;
@@ -324,7 +396,12 @@ function* sealSteps(draft: EnvelopeDraft): Generator<void, EncodedEnvelopeParts>
     const d = declared.get(i);
     if (check && d) {
       const actual = check.digest('hex');
-      if (actual !== d.digest) throw new DetsimError('audit_payload_digest_mismatch', `payload ${JSON.stringify(d.name)}: its bytes hash to ${actual}, its producer reported ${d.digest}`, `payloads.${d.name}.digest`);
+      if (actual !== d.digest)
+        throw new DetsimError(
+          'audit_payload_digest_mismatch',
+          `payload ${JSON.stringify(d.name)}: its bytes hash to ${actual}, its producer reported ${d.digest}`,
+          `payloads.${d.name}.digest`,
+        );
     }
   }
   const footer = Buffer.alloc(FOOTER_BYTES);
@@ -332,7 +409,13 @@ function* sealSteps(draft: EnvelopeDraft): Generator<void, EncodedEnvelopeParts>
   prefix.copy().digest().copy(footer, 8);
   footer.write(ENVELOPE_FOOTER_MAGIC, 40, 'ascii');
   const envelopeDigest = prefix.update(footer).digest('hex');
-  return { parts: [...draft.body, footer], byteLength: draft.byteLength, envelopeDigest, manifest: draft.manifest, layout: draft.layout };
+  return {
+    parts: [...draft.body, footer],
+    byteLength: draft.byteLength,
+    envelopeDigest,
+    manifest: draft.manifest,
+    layout: draft.layout,
+  };
 }
 
 /** Seal a draft at once (small envelopes, the CLI, tests). */
@@ -348,7 +431,10 @@ export function sealEnvelope(draft: EnvelopeDraft): EncodedEnvelopeParts {
  * Seal a draft a slice at a time, awaiting `pause` between slices (default: one event-loop turn),
  * so that a step loop sharing the thread never waits more than one slice for it.
  */
-export async function sealEnvelopeAsync(draft: EnvelopeDraft, pause: () => Promise<void> = nextTurn): Promise<EncodedEnvelopeParts> {
+export async function sealEnvelopeAsync(
+  draft: EnvelopeDraft,
+  pause: () => Promise<void> = nextTurn,
+): Promise<EncodedEnvelopeParts> {
   const steps = sealSteps(draft);
   for (;;) {
     const r = steps.next();
@@ -387,18 +473,52 @@ function isZero(buf: Buffer, start: number, end: number): boolean {
 /** Check 1: length, magic, version, headerBytes, reserved. */
 function checkHeader(buf: Buffer): { manifestBytes: number; payloadCount: number; tableOffset: number } {
   if (buf.length >= 8 && buf.toString('latin1', 0, 8) === LEGACY_MAGIC) {
-    refuse(1, 'magic', 'struct_envelope_legacy_format', `this is the legacy FLYSIM01 format, not a FLYSESS1 envelope (read it with the FLYSIM01 reader)`, 'magic');
+    refuse(
+      1,
+      'magic',
+      'struct_envelope_legacy_format',
+      `this is the legacy FLYSIM01 format, not a FLYSESS1 envelope (read it with the FLYSIM01 reader)`,
+      'magic',
+    );
   }
-  if (buf.length < MIN_ENVELOPE_BYTES) refuse(1, 'length', 'size_envelope_too_short', `${buf.length} bytes, a FLYSESS1 envelope has at least ${MIN_ENVELOPE_BYTES}`, 'length');
+  if (buf.length < MIN_ENVELOPE_BYTES)
+    refuse(
+      1,
+      'length',
+      'size_envelope_too_short',
+      `${buf.length} bytes, a FLYSESS1 envelope has at least ${MIN_ENVELOPE_BYTES}`,
+      'length',
+    );
   if (buf.toString('latin1', 0, 8) !== ENVELOPE_MAGIC) {
-    refuse(1, 'magic', 'struct_envelope_magic', `magic is ${JSON.stringify(buf.toString('latin1', 0, 8))}, not "FLYSESS1"`, 'magic');
+    refuse(
+      1,
+      'magic',
+      'struct_envelope_magic',
+      `magic is ${JSON.stringify(buf.toString('latin1', 0, 8))}, not "FLYSESS1"`,
+      'magic',
+    );
   }
   const version = buf.readUInt32LE(8);
-  if (version !== ENVELOPE_VERSION) refuse(1, 'version', 'struct_envelope_magic', `envelopeVersion ${version} is not supported (only 1)`, 'envelopeVersion');
+  if (version !== ENVELOPE_VERSION)
+    refuse(
+      1,
+      'version',
+      'struct_envelope_magic',
+      `envelopeVersion ${version} is not supported (only 1)`,
+      'envelopeVersion',
+    );
   const headerBytes = buf.readUInt32LE(12);
-  if (headerBytes !== HEADER_BYTES) refuse(1, 'header size', 'struct_envelope_magic', `headerBytes is ${headerBytes}, not ${HEADER_BYTES}`, 'headerBytes');
+  if (headerBytes !== HEADER_BYTES)
+    refuse(
+      1,
+      'header size',
+      'struct_envelope_magic',
+      `headerBytes is ${headerBytes}, not ${HEADER_BYTES}`,
+      'headerBytes',
+    );
   const reserved = buf.readUInt32LE(28);
-  if (reserved !== 0) refuse(1, 'reserved', 'struct_envelope_magic', `reserved header field is ${reserved}, not 0`, 'reserved');
+  if (reserved !== 0)
+    refuse(1, 'reserved', 'struct_envelope_magic', `reserved header field is ${reserved}, not 0`, 'reserved');
   return { manifestBytes: buf.readUInt32LE(16), payloadCount: buf.readUInt32LE(20), tableOffset: buf.readUInt32LE(24) };
 }
 
@@ -417,17 +537,35 @@ function checkFooter(buf: Buffer, pre: Precomputed): { footerOffset: number; pre
   const footerOffset = buf.length - FOOTER_BYTES;
   const magic = buf.toString('latin1', buf.length - 8);
   if (magic !== ENVELOPE_FOOTER_MAGIC) {
-    refuse(2, 'footer magic', 'audit_envelope_length', `footer magic is ${JSON.stringify(magic)}, not "FLYSESSF" (truncated or not an envelope)`, 'footer.magic');
+    refuse(
+      2,
+      'footer magic',
+      'audit_envelope_length',
+      `footer magic is ${JSON.stringify(magic)}, not "FLYSESSF" (truncated or not an envelope)`,
+      'footer.magic',
+    );
   }
   const fileBytes = buf.readBigUInt64LE(footerOffset);
   if (fileBytes !== BigInt(buf.length)) {
-    refuse(2, 'file length', 'audit_envelope_length', `footer says the file is ${fileBytes} bytes, it is ${buf.length}`, 'footer.fileBytes');
+    refuse(
+      2,
+      'file length',
+      'audit_envelope_length',
+      `footer says the file is ${fileBytes} bytes, it is ${buf.length}`,
+      'footer.fileBytes',
+    );
   }
   const prefixHash = pre.prefix ?? createHash('sha256').update(buf.subarray(0, footerOffset));
   const actual = prefixHash.copy().digest();
   const recorded = buf.subarray(footerOffset + 8, footerOffset + 40);
   if (!actual.equals(recorded)) {
-    refuse(2, 'footer digest', 'audit_envelope_digest', `SHA-256 of the first ${footerOffset} bytes is ${actual.toString('hex')}, the footer records ${recorded.toString('hex')}`, 'footer.digest');
+    refuse(
+      2,
+      'footer digest',
+      'audit_envelope_digest',
+      `SHA-256 of the first ${footerOffset} bytes is ${actual.toString('hex')}, the footer records ${recorded.toString('hex')}`,
+      'footer.digest',
+    );
   }
   return { footerOffset, prefixHash };
 }
@@ -435,57 +573,153 @@ function checkFooter(buf: Buffer, pre: Precomputed): { footerOffset: number; pre
 /** Check 3: manifest inside the payload area, strict JSON, already canonical, an object. */
 function checkManifest(buf: Buffer, manifestBytes: number, footerOffset: number): JsonValue {
   if (HEADER_BYTES + manifestBytes > footerOffset) {
-    refuse(3, 'manifest', 'struct_envelope_manifest', `manifest of ${manifestBytes} bytes at offset ${HEADER_BYTES} runs past the payload area (ends at ${footerOffset})`, 'manifestBytes');
+    refuse(
+      3,
+      'manifest',
+      'struct_envelope_manifest',
+      `manifest of ${manifestBytes} bytes at offset ${HEADER_BYTES} runs past the payload area (ends at ${footerOffset})`,
+      'manifestBytes',
+    );
   }
-  const value = within(3, 'manifest', 'struct_envelope_manifest', () => parseCanonical(buf.subarray(HEADER_BYTES, HEADER_BYTES + manifestBytes)));
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) refuse(3, 'manifest', 'struct_envelope_manifest', 'manifest is not a JSON object', 'manifest');
+  const value = within(3, 'manifest', 'struct_envelope_manifest', () =>
+    parseCanonical(buf.subarray(HEADER_BYTES, HEADER_BYTES + manifestBytes)),
+  );
+  if (typeof value !== 'object' || value === null || Array.isArray(value))
+    refuse(3, 'manifest', 'struct_envelope_manifest', 'manifest is not a JSON object', 'manifest');
   return value;
 }
 
 /** Check 4: table at its laid-out position (zero padding before it), inside the area, ≤ 64 entries. */
-function checkTable(buf: Buffer, manifestBytes: number, payloadCount: number, tableOffset: number, footerOffset: number): number {
+function checkTable(
+  buf: Buffer,
+  manifestBytes: number,
+  payloadCount: number,
+  tableOffset: number,
+  footerOffset: number,
+): number {
   const expected = align8(HEADER_BYTES + manifestBytes);
-  if (tableOffset !== expected) refuse(4, 'payload table', 'struct_envelope_table', `tableOffset is ${tableOffset}, the layout puts it at ${expected}`, 'tableOffset');
+  if (tableOffset !== expected)
+    refuse(
+      4,
+      'payload table',
+      'struct_envelope_table',
+      `tableOffset is ${tableOffset}, the layout puts it at ${expected}`,
+      'tableOffset',
+    );
   const tableEnd = tableOffset + TABLE_ENTRY_BYTES * payloadCount;
   if (tableEnd > footerOffset) {
-    refuse(4, 'payload table', 'struct_envelope_table', `${payloadCount} entries of ${TABLE_ENTRY_BYTES} bytes at ${tableOffset} run past the payload area (ends at ${footerOffset})`, 'payloadCount');
+    refuse(
+      4,
+      'payload table',
+      'struct_envelope_table',
+      `${payloadCount} entries of ${TABLE_ENTRY_BYTES} bytes at ${tableOffset} run past the payload area (ends at ${footerOffset})`,
+      'payloadCount',
+    );
   }
-  if (payloadCount > MAX_PAYLOADS) refuse(4, 'payload table', 'size_payload_count_over_64', `payloadCount is ${payloadCount}, at most ${MAX_PAYLOADS}`, 'payloadCount');
-  if (!isZero(buf, HEADER_BYTES + manifestBytes, tableOffset)) refuse(4, 'payload table', 'struct_envelope_table', 'padding between the manifest and the table is not zero', 'tableOffset');
+  if (payloadCount > MAX_PAYLOADS)
+    refuse(
+      4,
+      'payload table',
+      'size_payload_count_over_64',
+      `payloadCount is ${payloadCount}, at most ${MAX_PAYLOADS}`,
+      'payloadCount',
+    );
+  if (!isZero(buf, HEADER_BYTES + manifestBytes, tableOffset))
+    refuse(
+      4,
+      'payload table',
+      'struct_envelope_table',
+      'padding between the manifest and the table is not zero',
+      'tableOffset',
+    );
   return tableEnd;
 }
 
 /** Check 5, one entry: name, NUL padding, uniqueness, offset, extent, digest. */
-function checkEntry(buf: Buffer, i: number, at: number, prevEnd: number, footerOffset: number, seen: Set<string>, pre: Precomputed): EnvelopeEntry {
+function checkEntry(
+  buf: Buffer,
+  i: number,
+  at: number,
+  prevEnd: number,
+  footerOffset: number,
+  seen: Set<string>,
+  pre: Precomputed,
+): EnvelopeEntry {
   const expectedOffset = align8(prevEnd);
   const what = 'payload entry';
   const nameField = buf.subarray(at, at + NAME_BYTES);
   const nul = nameField.indexOf(0);
   const nameLen = nul === -1 ? NAME_BYTES : nul;
   const name = nameField.toString('latin1', 0, nameLen);
-  if (!isId(name)) refuse(5, what, 'struct_envelope_entry', `${entryLabel(i)}: name ${JSON.stringify(name)} is not an Id`, `table[${i}].name`);
+  if (!isId(name))
+    refuse(
+      5,
+      what,
+      'struct_envelope_entry',
+      `${entryLabel(i)}: name ${JSON.stringify(name)} is not an Id`,
+      `table[${i}].name`,
+    );
   const label = entryLabel(i, name);
-  if (!isZero(nameField, nameLen, NAME_BYTES)) refuse(5, what, 'struct_envelope_entry', `${label}: bytes after the name's NUL are not all NUL`, `table[${i}].name`);
-  if (seen.has(name)) refuse(5, what, 'struct_envelope_entry', `${label}: the name repeats an earlier entry`, `table[${i}].name`);
+  if (!isZero(nameField, nameLen, NAME_BYTES))
+    refuse(
+      5,
+      what,
+      'struct_envelope_entry',
+      `${label}: bytes after the name's NUL are not all NUL`,
+      `table[${i}].name`,
+    );
+  if (seen.has(name))
+    refuse(5, what, 'struct_envelope_entry', `${label}: the name repeats an earlier entry`, `table[${i}].name`);
   seen.add(name);
   const offset = buf.readBigUInt64LE(at + 64);
-  if (offset !== BigInt(expectedOffset)) refuse(5, what, 'struct_envelope_entry', `${label}: offset ${offset} is not the aligned end of the previous payload (${expectedOffset})`, `table[${i}].offset`);
-  if (!isZero(buf, prevEnd, expectedOffset)) refuse(5, what, 'struct_envelope_entry', `${label}: padding before the payload is not zero`, `table[${i}].offset`);
+  if (offset !== BigInt(expectedOffset))
+    refuse(
+      5,
+      what,
+      'struct_envelope_entry',
+      `${label}: offset ${offset} is not the aligned end of the previous payload (${expectedOffset})`,
+      `table[${i}].offset`,
+    );
+  if (!isZero(buf, prevEnd, expectedOffset))
+    refuse(5, what, 'struct_envelope_entry', `${label}: padding before the payload is not zero`, `table[${i}].offset`);
   const length = buf.readBigUInt64LE(at + 72);
   if (offset + length > BigInt(footerOffset)) {
-    refuse(5, what, 'struct_envelope_entry', `${label}: ${length} bytes at ${offset} run past the payload area (ends at ${footerOffset})`, `table[${i}].byteLength`);
+    refuse(
+      5,
+      what,
+      'struct_envelope_entry',
+      `${label}: ${length} bytes at ${offset} run past the payload area (ends at ${footerOffset})`,
+      `table[${i}].byteLength`,
+    );
   }
   const byteLength = Number(length);
   const recorded = buf.subarray(at + 80, at + 112);
-  const actual = pre.ranges?.get(`${expectedOffset}:${byteLength}`) ?? createHash('sha256').update(buf.subarray(expectedOffset, expectedOffset + byteLength)).digest();
+  const actual =
+    pre.ranges?.get(`${expectedOffset}:${byteLength}`) ??
+    createHash('sha256')
+      .update(buf.subarray(expectedOffset, expectedOffset + byteLength))
+      .digest();
   if (!actual.equals(recorded)) {
-    refuse(5, what, 'audit_payload_digest_mismatch', `${label}: payload SHA-256 is ${actual.toString('hex')}, the table records ${recorded.toString('hex')}`, `table[${i}].digest`);
+    refuse(
+      5,
+      what,
+      'audit_payload_digest_mismatch',
+      `${label}: payload SHA-256 is ${actual.toString('hex')}, the table records ${recorded.toString('hex')}`,
+      `table[${i}].digest`,
+    );
   }
   return { name, offset: expectedOffset, byteLength, digest: actual.toString('hex') };
 }
 
 /** Check 5 over all entries (with zero padding between payloads) and check 6 after the last. */
-function checkEntries(buf: Buffer, payloadCount: number, tableOffset: number, tableEnd: number, footerOffset: number, pre: Precomputed): EnvelopeEntry[] {
+function checkEntries(
+  buf: Buffer,
+  payloadCount: number,
+  tableOffset: number,
+  tableEnd: number,
+  footerOffset: number,
+  pre: Precomputed,
+): EnvelopeEntry[] {
   const entries: EnvelopeEntry[] = [];
   const seen = new Set<string>();
   let end = tableEnd;
@@ -494,7 +728,14 @@ function checkEntries(buf: Buffer, payloadCount: number, tableOffset: number, ta
     entries.push(entry);
     end = entry.offset + entry.byteLength;
   }
-  if (end !== footerOffset) refuse(6, 'trailing padding', 'struct_envelope_padding', `${footerOffset - end} bytes between the end of the last payload (${end}) and the footer (${footerOffset})`, 'footer');
+  if (end !== footerOffset)
+    refuse(
+      6,
+      'trailing padding',
+      'struct_envelope_padding',
+      `${footerOffset - end} bytes between the end of the last payload (${end}) and the footer (${footerOffset})`,
+      'footer',
+    );
   return entries;
 }
 
@@ -514,9 +755,13 @@ export async function decodeEnvelopeAsync(bytes: Uint8Array): Promise<DecodedEnv
   const buf = asBuffer(bytes);
   const jobs = tableRanges(buf)
     .filter((r) => r.length >= POOL_HASH_MIN_BYTES)
-    .map((r) => ({ key: `${r.offset}:${r.length}`, digest: webcrypto.subtle.digest('SHA-256', buf.subarray(r.offset, r.offset + r.length)) }));
+    .map((r) => ({
+      key: `${r.offset}:${r.length}`,
+      digest: webcrypto.subtle.digest('SHA-256', buf.subarray(r.offset, r.offset + r.length)),
+    }));
   const pre: Precomputed = {};
-  if (buf.length >= MIN_ENVELOPE_BYTES) pre.prefix = createHash('sha256').update(buf.subarray(0, buf.length - FOOTER_BYTES));
+  if (buf.length >= MIN_ENVELOPE_BYTES)
+    pre.prefix = createHash('sha256').update(buf.subarray(0, buf.length - FOOTER_BYTES));
   const settled = await Promise.allSettled(jobs.map((j) => j.digest));
   pre.ranges = new Map();
   settled.forEach((r, i) => {
@@ -552,7 +797,11 @@ function decodeWith(buf: Buffer, pre: Precomputed): DecodedEnvelope {
   const envelopeDigest = prefixHash.update(buf.subarray(footerOffset)).digest('hex');
   return {
     manifest,
-    payloads: entries.map((e) => ({ name: e.name, bytes: buf.subarray(e.offset, e.offset + e.byteLength), digest: e.digest })),
+    payloads: entries.map((e) => ({
+      name: e.name,
+      bytes: buf.subarray(e.offset, e.offset + e.byteLength),
+      digest: e.digest,
+    })),
     layout: {
       headerBytes: HEADER_BYTES,
       manifestOffset: HEADER_BYTES,

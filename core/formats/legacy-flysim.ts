@@ -57,7 +57,12 @@ function asBuffer(bytes: Uint8Array): Buffer {
 }
 
 function checkMagic(magic: string): void {
-  if (magic.length === 0 || !/^[\x20-\x7e]+$/.test(magic)) throw new DetsimError('struct_invalid_field', `legacy magic ${JSON.stringify(magic)} is not nonempty printable ASCII`, 'magic');
+  if (magic.length === 0 || !/^[\x20-\x7e]+$/.test(magic))
+    throw new DetsimError(
+      'struct_invalid_field',
+      `legacy magic ${JSON.stringify(magic)} is not nonempty printable ASCII`,
+      'magic',
+    );
 }
 
 /** Does this look like a legacy envelope (one of the known magics)? */
@@ -72,11 +77,17 @@ export function decodeLegacyFlysim(bytes: Uint8Array, magic: string = LEGACY_FLY
   const buf = asBuffer(bytes);
   const m = magic.length;
   // 1. magic, and room for the manifest length.
-  if (buf.length < m + 4 || buf.toString('latin1', 0, m) !== magic) refuse(magic, 'magic', `does not start with ${JSON.stringify(magic)} followed by a manifest length`);
+  if (buf.length < m + 4 || buf.toString('latin1', 0, m) !== magic)
+    refuse(magic, 'magic', `does not start with ${JSON.stringify(magic)} followed by a manifest length`);
   // 2. manifest length within the file (leaving room for the CRC).
   const manifestBytes = buf.readUInt32LE(m);
   const manifestOffset = m + 4;
-  if (manifestOffset + manifestBytes + 4 > buf.length) refuse(magic, 'manifest length', `manifest of ${manifestBytes} bytes at ${manifestOffset} runs past the end (${buf.length} bytes)`);
+  if (manifestOffset + manifestBytes + 4 > buf.length)
+    refuse(
+      magic,
+      'manifest length',
+      `manifest of ${manifestBytes} bytes at ${manifestOffset} runs past the end (${buf.length} bytes)`,
+    );
   // 3-4. UTF-8, JSON, an object.
   let manifest: JsonValue;
   try {
@@ -85,20 +96,33 @@ export function decodeLegacyFlysim(bytes: Uint8Array, magic: string = LEGACY_FLY
     if (e instanceof DetsimError) refuse(magic, 'manifest', `${e.message} [${e.reason}]`);
     throw e;
   }
-  if (typeof manifest !== 'object' || manifest === null || Array.isArray(manifest)) refuse(magic, 'manifest', 'manifest is not a JSON object');
+  if (typeof manifest !== 'object' || manifest === null || Array.isArray(manifest))
+    refuse(magic, 'manifest', 'manifest is not a JSON object');
   // 5. schemaVersion.
-  if (manifest.schemaVersion !== LEGACY_SCHEMA_VERSION) refuse(magic, 'schemaVersion', `schemaVersion is ${JSON.stringify(manifest.schemaVersion) ?? 'missing'}, not ${LEGACY_SCHEMA_VERSION}`);
+  if (manifest.schemaVersion !== LEGACY_SCHEMA_VERSION)
+    refuse(
+      magic,
+      'schemaVersion',
+      `schemaVersion is ${JSON.stringify(manifest.schemaVersion) ?? 'missing'}, not ${LEGACY_SCHEMA_VERSION}`,
+    );
   // 6. CRC32 over everything before the last 4 bytes.
   const checksumOffset = buf.length - 4;
   const recorded = buf.readUInt32LE(checksumOffset);
   const actual = crc32(buf.subarray(0, checksumOffset));
-  if (recorded !== actual) refuse(magic, 'crc32', `CRC32 of the first ${checksumOffset} bytes is ${hex32(actual)}, the file records ${hex32(recorded)}`, 'audit_legacy_crc');
+  if (recorded !== actual)
+    refuse(
+      magic,
+      'crc32',
+      `CRC32 of the first ${checksumOffset} bytes is ${hex32(actual)}, the file records ${hex32(recorded)}`,
+      'audit_legacy_crc',
+    );
   // 7. chunk names.
   const names = manifest.chunks;
   if (!Array.isArray(names)) refuse(magic, 'chunks', 'manifest.chunks is not an array');
   const seen = new Set<string>();
   names.forEach((n, i) => {
-    if (typeof n !== 'string' || !CHUNK_NAME_RE.test(n)) refuse(magic, 'chunks', `manifest.chunks[${i}] ${JSON.stringify(n)} is not a chunk name (ASCII letters)`);
+    if (typeof n !== 'string' || !CHUNK_NAME_RE.test(n))
+      refuse(magic, 'chunks', `manifest.chunks[${i}] ${JSON.stringify(n)} is not a chunk name (ASCII letters)`);
     if (seen.has(n)) refuse(magic, 'chunks', `manifest.chunks[${i}] ${JSON.stringify(n)} repeats an earlier chunk`);
     seen.add(n);
   });
@@ -107,21 +131,36 @@ export function decodeLegacyFlysim(bytes: Uint8Array, magic: string = LEGACY_FLY
   const layoutChunks: LegacyLayout['chunks'] = [];
   let pos = manifestOffset + manifestBytes;
   for (const name of names as string[]) {
-    if (pos + 4 > checksumOffset) refuse(magic, 'chunk length', `chunk ${JSON.stringify(name)}: no room for its length at ${pos}`);
+    if (pos + 4 > checksumOffset)
+      refuse(magic, 'chunk length', `chunk ${JSON.stringify(name)}: no room for its length at ${pos}`);
     const byteLength = buf.readUInt32LE(pos);
     const offset = pos + 4;
-    if (offset + byteLength > checksumOffset) refuse(magic, 'chunk length', `chunk ${JSON.stringify(name)}: ${byteLength} bytes at ${offset} run past the checksum (${checksumOffset})`);
+    if (offset + byteLength > checksumOffset)
+      refuse(
+        magic,
+        'chunk length',
+        `chunk ${JSON.stringify(name)}: ${byteLength} bytes at ${offset} run past the checksum (${checksumOffset})`,
+      );
     chunks.push({ name, bytes: buf.subarray(offset, offset + byteLength), offset, byteLength });
     layoutChunks.push({ name, lengthOffset: pos, offset, byteLength });
     pos = offset + byteLength;
   }
   // 9. exactly the CRC remains.
-  if (pos !== checksumOffset) refuse(magic, 'trailing data', `${checksumOffset - pos} bytes after the last chunk, before the checksum`);
+  if (pos !== checksumOffset)
+    refuse(magic, 'trailing data', `${checksumOffset - pos} bytes after the last chunk, before the checksum`);
   return {
     format: magic,
     manifest,
     chunks,
-    layout: { magicBytes: m, manifestOffset, manifestBytes, chunks: layoutChunks, checksumOffset, checksum: hex32(recorded), totalBytes: buf.length },
+    layout: {
+      magicBytes: m,
+      manifestOffset,
+      manifestBytes,
+      chunks: layoutChunks,
+      checksumOffset,
+      checksum: hex32(recorded),
+      totalBytes: buf.length,
+    },
   };
 }
 
@@ -133,12 +172,20 @@ function hex32(n: number): string {
  * Write a legacy envelope (for tests and fixtures only). Like the reference writer it forces
  * `schemaVersion: 2` and `chunks: [names]` into the manifest and serialises it with JSON.stringify.
  */
-export function encodeLegacyFlysim(manifest: object, chunks: readonly LegacyChunkInput[], magic: string = LEGACY_FLYSIM_MAGIC): Buffer {
+export function encodeLegacyFlysim(
+  manifest: object,
+  chunks: readonly LegacyChunkInput[],
+  magic: string = LEGACY_FLYSIM_MAGIC,
+): Buffer {
   checkMagic(magic);
   const names = chunks.map((c) => c.name);
-  const json = Buffer.from(JSON.stringify({ ...manifest, schemaVersion: LEGACY_SCHEMA_VERSION, chunks: names }), 'utf8');
+  const json = Buffer.from(
+    JSON.stringify({ ...manifest, schemaVersion: LEGACY_SCHEMA_VERSION, chunks: names }),
+    'utf8',
+  );
   const parts: Buffer[] = [Buffer.from(magic, 'latin1'), u32(json.length), json];
-  for (const c of chunks) parts.push(u32(c.bytes.byteLength), Buffer.from(c.bytes.buffer, c.bytes.byteOffset, c.bytes.byteLength));
+  for (const c of chunks)
+    parts.push(u32(c.bytes.byteLength), Buffer.from(c.bytes.buffer, c.bytes.byteOffset, c.bytes.byteLength));
   const body = Buffer.concat(parts);
   return Buffer.concat([body, u32(crc32(body))]);
 }

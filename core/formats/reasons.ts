@@ -30,7 +30,10 @@ interface ReasonInfo {
 /** Every reason code detsim can emit. Add new codes here; never rename or reuse one. */
 export const REASONS = {
   // L1 structure: the input is not of the expected form.
-  struct_invalid_json: { layer: 'L1', summary: 'text is not strict JSON (syntax, trailing data, raw control character, lone surrogate)' },
+  struct_invalid_json: {
+    layer: 'L1',
+    summary: 'text is not strict JSON (syntax, trailing data, raw control character, lone surrogate)',
+  },
   struct_invalid_utf8: { layer: 'L1', summary: 'bytes are not valid UTF-8' },
   struct_duplicate_key: { layer: 'L1', summary: 'an object repeats a key' },
   struct_non_finite_number: { layer: 'L1', summary: 'NaN or Infinity where JSON needs a finite number' },
@@ -47,100 +50,254 @@ export const REASONS = {
   struct_unknown_field: { layer: 'L1', summary: 'a field that the schema does not define' },
   struct_duplicate_agent_id: { layer: 'L1', summary: 'a composition repeats an agent id' },
   struct_rational_overflow: { layer: 'L1', summary: 'rational arithmetic left the U64 range' },
-  struct_envelope_magic: { layer: 'L1', summary: 'envelope check 1: not a FLYSESS1 file (wrong magic, version, header or reserved bytes)' },
+  struct_envelope_magic: {
+    layer: 'L1',
+    summary: 'envelope check 1: not a FLYSESS1 file (wrong magic, version, header or reserved bytes)',
+  },
   struct_envelope_legacy_format: { layer: 'L1', summary: 'envelope check 1: a FLYSIM01 legacy file, not FLYSESS1' },
-  struct_envelope_manifest: { layer: 'L1', summary: 'envelope check 3: manifest outside its area, not strict JSON, or not canonical' },
-  struct_envelope_table: { layer: 'L1', summary: 'envelope check 4: payload table misplaced or outside the payload area' },
+  struct_envelope_manifest: {
+    layer: 'L1',
+    summary: 'envelope check 3: manifest outside its area, not strict JSON, or not canonical',
+  },
+  struct_envelope_table: {
+    layer: 'L1',
+    summary: 'envelope check 4: payload table misplaced or outside the payload area',
+  },
   struct_envelope_entry: { layer: 'L1', summary: 'envelope check 5: a table entry has a bad name, offset or extent' },
   struct_envelope_padding: { layer: 'L1', summary: 'envelope check 6: bytes between the last payload and the footer' },
-  struct_envelope_manifest_fields: { layer: 'L1', summary: 'envelope check 7: a required manifest field is missing or wrong' },
+  struct_envelope_manifest_fields: {
+    layer: 'L1',
+    summary: 'envelope check 7: a required manifest field is missing or wrong',
+  },
   struct_legacy_envelope: { layer: 'L1', summary: 'a FLYSIM01 legacy file is malformed' },
   struct_seed_all_zero: { layer: 'L1', summary: 'seed derivation found only zero lanes after four rounds' },
-  struct_unknown_model: { layer: 'L1', summary: 'a run config names a model that is neither built in nor an existing module path' },
+  struct_unknown_model: {
+    layer: 'L1',
+    summary: 'a run config names a model that is neither built in nor an existing module path',
+  },
   // L2 size
   size_envelope_too_short: { layer: 'L2', summary: 'envelope check 1: fewer than 80 bytes' },
   size_payload_count_over_64: { layer: 'L2', summary: 'more than 64 payloads in one envelope' },
   size_agents_over_60: { layer: 'L2', summary: 'more than 60 agents in one composition (envelope v1 bound)' },
   size_message_too_large: { layer: 'L2', summary: 'a message exceeds the negotiated size limit' },
-  size_no_space: { layer: 'L2', summary: 'a run directory file could not be written: no space left on the device (ENOSPC, EDQUOT, EFBIG); files written before stay as they were' },
+  size_no_space: {
+    layer: 'L2',
+    summary:
+      'a run directory file could not be written: no space left on the device (ENOSPC, EDQUOT, EFBIG); files written before stay as they were',
+  },
   // L5 identity
   ident_seed_collision: { layer: 'L5', summary: 'two different agent ids derived the same i32 seed (warning)' },
   ident_seed_mismatch: { layer: 'L5', summary: 'a seed differs from the one recorded for the agent' },
   // L7 audit: digests and recorded facts disagree with the bytes
-  audit_envelope_length: { layer: 'L7', summary: 'envelope check 2: footer fileBytes differs from the actual length, or footer magic missing' },
+  audit_envelope_length: {
+    layer: 'L7',
+    summary: 'envelope check 2: footer fileBytes differs from the actual length, or footer magic missing',
+  },
   audit_envelope_digest: { layer: 'L7', summary: 'envelope check 2: the footer digest does not match the contents' },
   audit_payload_digest_mismatch: { layer: 'L7', summary: 'envelope check 5: a payload does not match its digest' },
-  audit_manifest_payloads_mismatch: { layer: 'L7', summary: 'envelope check 7: manifest payloads differ from the table' },
+  audit_manifest_payloads_mismatch: {
+    layer: 'L7',
+    summary: 'envelope check 7: manifest payloads differ from the table',
+  },
   audit_legacy_crc: { layer: 'L7', summary: 'a FLYSIM01 file fails its CRC32' },
-  audit_trace_mismatch: { layer: 'L7', summary: 'an epoch rebase met a trace field that is not in its epoch-derived form' },
+  audit_trace_mismatch: {
+    layer: 'L7',
+    summary: 'an epoch rebase met a trace field that is not in its epoch-derived form',
+  },
   // STATE-01 store, checkpoint writer and run ledger (coordinator/store/)
   struct_store_manifest: { layer: 'L1', summary: 'the store manifest is not a valid STATE-01 store manifest' },
   struct_store_manifest_version: { layer: 'L1', summary: 'the store manifest version is not 1' },
   struct_store_format_id: { layer: 'L1', summary: 'the store manifest stateFormatId is not flysess-1' },
   struct_store_high_water: { layer: 'L1', summary: 'the store manifest highWater names no listed generation' },
   struct_ledger_line: { layer: 'L1', summary: 'a ledger line is not a canonical JSON ledger entry' },
-  size_writer_queue_full: { layer: 'L2', summary: 'BUSY: every checkpoint writer slot is taken (queued + being written)' },
+  size_writer_queue_full: {
+    layer: 'L2',
+    summary: 'BUSY: every checkpoint writer slot is taken (queued + being written)',
+  },
   size_writer_bytes_full: { layer: 'L2', summary: 'BUSY: the checkpoint would exceed the writer queued-byte budget' },
-  ident_checkpoint_unknown: { layer: 'L5', summary: 'the store manifest lists no generation with this checkpoint id (unreferenced files are never candidates)' },
-  ident_checkpoint_exists: { layer: 'L5', summary: 'the checkpoint id is already listed in the store or being written' },
+  ident_checkpoint_unknown: {
+    layer: 'L5',
+    summary: 'the store manifest lists no generation with this checkpoint id (unreferenced files are never candidates)',
+  },
+  ident_checkpoint_exists: {
+    layer: 'L5',
+    summary: 'the checkpoint id is already listed in the store or being written',
+  },
   ident_store_empty: { layer: 'L5', summary: 'the store has no committed generation to select' },
   audit_generation_missing: { layer: 'L7', summary: 'a listed generation file is missing or unreadable' },
   audit_generation_length: { layer: 'L7', summary: 'a generation file length differs from its store record' },
-  audit_generation_digest: { layer: 'L7', summary: 'a generation file SHA-256 differs from its store record envelopeDigest' },
+  audit_generation_digest: {
+    layer: 'L7',
+    summary: 'a generation file SHA-256 differs from its store record envelopeDigest',
+  },
   audit_generation_record: { layer: 'L7', summary: 'a generation envelope manifest disagrees with its store record' },
-  audit_store_manifest_missing: { layer: 'L7', summary: 'the store manifest is missing while generation files are present (unreferenced: never restore candidates)' },
-  audit_ledger_chain: { layer: 'L7', summary: 'a ledger line does not link to the line before it (changed, removed or reordered)' },
-  audit_ledger_truncated: { layer: 'L7', summary: 'the ledger holds fewer lines than its head records (lines removed at the end)' },
+  audit_store_manifest_missing: {
+    layer: 'L7',
+    summary:
+      'the store manifest is missing while generation files are present (unreferenced: never restore candidates)',
+  },
+  audit_ledger_chain: {
+    layer: 'L7',
+    summary: 'a ledger line does not link to the line before it (changed, removed or reordered)',
+  },
+  audit_ledger_truncated: {
+    layer: 'L7',
+    summary: 'the ledger holds fewer lines than its head records (lines removed at the end)',
+  },
   // Capture, restore and resume (coordinator/checkpoint/)
-  struct_run_record: { layer: 'L1', summary: 'a run directory cannot be resumed: run.json, trace.jsonl or the store is missing or malformed' },
-  perm_out_dir_unwritable: { layer: 'L4', summary: 'the output directory (--out) cannot hold run directories: not a directory, not writable, or under /proc or /sys' },
-  perm_write_failed: { layer: 'L4', summary: 'a run directory file could not be written: the system refused or failed the write (EIO, EROFS, EACCES, …); files written before stay as they were' },
-  perm_run_dir_locked: { layer: 'L4', summary: 'the run directory is in use by a live process (its run.lock): one run, resume or store gc at a time' },
-  perm_listen_not_local: { layer: 'L4', summary: 'a worker listen address is TCP on a non-loopback host (e.g. 0.0.0.0): only unix sockets and 127.0.0.0/8, ::1, localhost' },
-  perm_model_not_launched: { layer: 'L4', summary: 'a model module a worker was not launched with (--model): a worker loads only the built-ins and its launched modules' },
-  perm_invalid_phase: { layer: 'L4', summary: 'INVALID_PHASE: capture, step or restore outside a committed boundary, while fenced, or over tainted participants' },
+  struct_run_record: {
+    layer: 'L1',
+    summary: 'a run directory cannot be resumed: run.json, trace.jsonl or the store is missing or malformed',
+  },
+  perm_out_dir_unwritable: {
+    layer: 'L4',
+    summary:
+      'the output directory (--out) cannot hold run directories: not a directory, not writable, or under /proc or /sys',
+  },
+  perm_write_failed: {
+    layer: 'L4',
+    summary:
+      'a run directory file could not be written: the system refused or failed the write (EIO, EROFS, EACCES, …); files written before stay as they were',
+  },
+  perm_run_dir_locked: {
+    layer: 'L4',
+    summary: 'the run directory is in use by a live process (its run.lock): one run, resume or store gc at a time',
+  },
+  perm_listen_not_local: {
+    layer: 'L4',
+    summary:
+      'a worker listen address is TCP on a non-loopback host (e.g. 0.0.0.0): only unix sockets and 127.0.0.0/8, ::1, localhost',
+  },
+  perm_model_not_launched: {
+    layer: 'L4',
+    summary:
+      'a model module a worker was not launched with (--model): a worker loads only the built-ins and its launched modules',
+  },
+  perm_invalid_phase: {
+    layer: 'L4',
+    summary:
+      'INVALID_PHASE: capture, step or restore outside a committed boundary, while fenced, or over tainted participants',
+  },
   ident_stale_epoch: { layer: 'L5', summary: 'STALE_EPOCH: a restore must go into a new epoch, never the current one' },
   ident_session_mismatch: { layer: 'L5', summary: 'the checkpoint belongs to another session' },
   ident_episode_mismatch: { layer: 'L5', summary: 'the checkpoint belongs to another episode' },
-  ident_scheduler_mismatch: { layer: 'L5', summary: 'the checkpoint was written by another scheduler than lockstep-v1' },
-  ident_compatibility_mismatch: { layer: 'L5', summary: 'a compatibility block field (stateFormatId, backend, content, patch, controller, parser) differs from the live composition' },
+  ident_scheduler_mismatch: {
+    layer: 'L5',
+    summary: 'the checkpoint was written by another scheduler than lockstep-v1',
+  },
+  ident_compatibility_mismatch: {
+    layer: 'L5',
+    summary:
+      'a compatibility block field (stateFormatId, backend, content, patch, controller, parser) differs from the live composition',
+  },
   ident_port_map_mismatch: { layer: 'L5', summary: 'the checkpoint port map differs from the live composition' },
-  ident_environment_mismatch: { layer: 'L5', summary: 'the checkpoint environment (worker, id, model, profile) differs from the live one' },
+  ident_environment_mismatch: {
+    layer: 'L5',
+    summary: 'the checkpoint environment (worker, id, model, profile) differs from the live one',
+  },
   ident_agent_set_mismatch: { layer: 'L5', summary: 'the checkpoint agent ids differ from the live composition' },
-  ident_profile_mismatch: { layer: 'L5', summary: 'an agent profile (profile, dataset, model or plasticity version) differs from the live slot' },
-  ident_composition_mismatch: { layer: 'L5', summary: 'the checkpoint composition digest differs from the live composition' },
-  ident_capture_reply: { layer: 'L5', summary: 'IDENTITY_MISMATCH: a capture reply names another checkpoint, participant or boundary' },
-  audit_capture_compatibility: { layer: 'L7', summary: 'INCOMPATIBLE_STATE: a capture reply compatibility digest differs from the expected one' },
-  audit_capture_buffer: { layer: 'L7', summary: 'BUFFER_INVALID: a capture payload attachment is missing or differs from its digest or length' },
-  audit_participant_refused: { layer: 'L7', summary: 'a participant refused a capture, stage or activation (attributed); the group is tainted' },
-  audit_coordinator_payload: { layer: 'L7', summary: 'a coordinator-owned checkpoint payload is malformed or disagrees with the manifest' },
-  audit_restored_state: { layer: 'L7', summary: 'an activated participant reported state that differs from the checkpoint (step, id, observations)' },
-  audit_trace_prefix_mismatch: { layer: 'L7', summary: 'the run trace before the checkpoint boundary is missing or differs from the behaviour the checkpoint recorded' },
+  ident_profile_mismatch: {
+    layer: 'L5',
+    summary: 'an agent profile (profile, dataset, model or plasticity version) differs from the live slot',
+  },
+  ident_composition_mismatch: {
+    layer: 'L5',
+    summary: 'the checkpoint composition digest differs from the live composition',
+  },
+  ident_capture_reply: {
+    layer: 'L5',
+    summary: 'IDENTITY_MISMATCH: a capture reply names another checkpoint, participant or boundary',
+  },
+  audit_capture_compatibility: {
+    layer: 'L7',
+    summary: 'INCOMPATIBLE_STATE: a capture reply compatibility digest differs from the expected one',
+  },
+  audit_capture_buffer: {
+    layer: 'L7',
+    summary: 'BUFFER_INVALID: a capture payload attachment is missing or differs from its digest or length',
+  },
+  audit_participant_refused: {
+    layer: 'L7',
+    summary: 'a participant refused a capture, stage or activation (attributed); the group is tainted',
+  },
+  audit_coordinator_payload: {
+    layer: 'L7',
+    summary: 'a coordinator-owned checkpoint payload is malformed or disagrees with the manifest',
+  },
+  audit_restored_state: {
+    layer: 'L7',
+    summary: 'an activated participant reported state that differs from the checkpoint (step, id, observations)',
+  },
+  audit_trace_prefix_mismatch: {
+    layer: 'L7',
+    summary:
+      'the run trace before the checkpoint boundary is missing or differs from the behaviour the checkpoint recorded',
+  },
   // DIFF=0 receipts, replay and attestation (coordinator/receipt/): the verify checks' outcomes
-  struct_invalid_receipt: { layer: 'L1', summary: 'a run directory file (run.json, trace.jsonl, summary.json, receipt.json) is missing or malformed' },
+  struct_invalid_receipt: {
+    layer: 'L1',
+    summary: 'a run directory file (run.json, trace.jsonl, summary.json, receipt.json) is missing or malformed',
+  },
   meta_field_table_ok: { layer: 'L6', summary: 'every receipt field is in the classification table' },
-  meta_unclassified_field: { layer: 'L6', summary: 'a receipt field is missing from the classification table: treated as physical, counted and reported (R1)' },
-  meta_field_table_invalid: { layer: 'L6', summary: 'the classification table is missing or inconsistent (duplicate path, repro field with a physical name)' },
+  meta_unclassified_field: {
+    layer: 'L6',
+    summary: 'a receipt field is missing from the classification table: treated as physical, counted and reported (R1)',
+  },
+  meta_field_table_invalid: {
+    layer: 'L6',
+    summary: 'the classification table is missing or inconsistent (duplicate path, repro field with a physical name)',
+  },
   meta_golden_missing: { layer: 'L6', summary: 'a configuration has no golden ReproHash (grade at most sampled)' },
-  meta_golden_history_incomplete: { layer: 'L6', summary: 'the [golden] guard cannot see the commits it must check (shallow clone without DETSIM_GOLDEN_RANGE, a range past the fetched history or unresolvable, no git checkout in CI)' },
+  meta_golden_history_incomplete: {
+    layer: 'L6',
+    summary:
+      'the [golden] guard cannot see the commits it must check (shallow clone without DETSIM_GOLDEN_RANGE, a range past the fetched history or unresolvable, no git checkout in CI)',
+  },
   hon_evidence_ok: { layer: 'L6', summary: 'evidence_class present and consistent with measure_source/measure_ts' },
   hon_missing_evidence_class: { layer: 'L6', summary: 'H2: a receipt or figure without a valid evidence_class' },
   hon_measured_no_source: { layer: 'L6', summary: 'H1: measured or third_party evidence without measure_source' },
   hon_measured_no_ts: { layer: 'L6', summary: 'H1: measured evidence without measure_ts' },
-  hon_simulated_with_measure: { layer: 'L6', summary: 'H1: simulated evidence that carries measure_source or measure_ts' },
+  hon_simulated_with_measure: {
+    layer: 'L6',
+    summary: 'H1: simulated evidence that carries measure_source or measure_ts',
+  },
   audit_golden_hit: { layer: 'L7', summary: 'the ReproHash equals its frozen golden value' },
-  audit_golden_mismatch: { layer: 'L7', summary: 'a ReproHash or behaviour digest differs from its frozen golden value' },
+  audit_golden_mismatch: {
+    layer: 'L7',
+    summary: 'a ReproHash or behaviour digest differs from its frozen golden value',
+  },
   audit_golden_unmarked: { layer: 'L7', summary: 'a commit changes fixtures/golden/ without [golden] in its subject' },
   audit_replay_stable: { layer: 'L8', summary: 'independent runs of one configuration have the same ReproHash' },
-  audit_repro_hash_mismatch: { layer: 'L8', summary: 'independent runs of one configuration have different ReproHashes' },
+  audit_repro_hash_mismatch: {
+    layer: 'L8',
+    summary: 'independent runs of one configuration have different ReproHashes',
+  },
   audit_sensitivity_ok: { layer: 'L8', summary: 'changing one ReproCore field changed the ReproHash' },
-  audit_sensitivity_failed: { layer: 'L8', summary: 'changing a ReproCore field left the ReproHash unchanged: DIFF=0 would be vacuous' },
-  audit_physical_diff_ok: { layer: 'L8', summary: 'the stripped physical fields of the runs differ: stripping does work' },
-  audit_no_physical_diff: { layer: 'L8', summary: 'the stripped physical fields of the runs are identical or empty: stripping proves nothing' },
+  audit_sensitivity_failed: {
+    layer: 'L8',
+    summary: 'changing a ReproCore field left the ReproHash unchanged: DIFF=0 would be vacuous',
+  },
+  audit_physical_diff_ok: {
+    layer: 'L8',
+    summary: 'the stripped physical fields of the runs differ: stripping does work',
+  },
+  audit_no_physical_diff: {
+    layer: 'L8',
+    summary: 'the stripped physical fields of the runs are identical or empty: stripping proves nothing',
+  },
   audit_run_failed: { layer: 'L8', summary: 'a replay run did not complete' },
-  audit_golden_marked: { layer: 'L7', summary: 'every commit that changes fixtures/golden/ carries [golden] in its subject' },
-  audit_canonical_ok: { layer: 'L8', summary: 'reordering lists and float jitter below the precision leave the ReproHash unchanged (R2, R3)' },
-  audit_canonical_failed: { layer: 'L8', summary: 'reordering lists or float jitter below the precision changed the ReproHash (R2, R3 broken)' },
+  audit_golden_marked: {
+    layer: 'L7',
+    summary: 'every commit that changes fixtures/golden/ carries [golden] in its subject',
+  },
+  audit_canonical_ok: {
+    layer: 'L8',
+    summary: 'reordering lists and float jitter below the precision leave the ReproHash unchanged (R2, R3)',
+  },
+  audit_canonical_failed: {
+    layer: 'L8',
+    summary: 'reordering lists or float jitter below the precision changed the ReproHash (R2, R3 broken)',
+  },
 } as const satisfies Record<string, ReasonInfo>;
 
 /** A stable reason code from the registry {@link REASONS} (published in docs/reasons.md). */

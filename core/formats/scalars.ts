@@ -32,7 +32,11 @@ export function isId(value: unknown): value is Id {
 
 export function readId(value: unknown, field: string): Id {
   if (!isId(value)) {
-    throw new DetsimError('struct_invalid_id', `${field}: ${describe(value)} is not an Id (1-64 of a-z 0-9 . _ -, starting with a letter or digit)`, field);
+    throw new DetsimError(
+      'struct_invalid_id',
+      `${field}: ${describe(value)} is not an Id (1-64 of a-z 0-9 . _ -, starting with a letter or digit)`,
+      field,
+    );
   }
   return value;
 }
@@ -43,7 +47,11 @@ export function isU64(value: unknown): value is U64 {
 
 export function readU64(value: unknown, field: string): U64 {
   if (!isU64(value)) {
-    throw new DetsimError('struct_invalid_u64', `${field}: ${describe(value)} is not a U64 (a decimal string, "0" or no leading zero, at most 18446744073709551615)`, field);
+    throw new DetsimError(
+      'struct_invalid_u64',
+      `${field}: ${describe(value)} is not a U64 (a decimal string, "0" or no leading zero, at most 18446744073709551615)`,
+      field,
+    );
   }
   return value;
 }
@@ -53,13 +61,18 @@ export function u64ToBigInt(value: U64): bigint {
 }
 
 export function bigIntToU64(value: bigint, field: string): U64 {
-  if (value < 0n || value > U64_MAX) throw new DetsimError('struct_rational_overflow', `${field}: ${value} is outside the U64 range`, field);
+  if (value < 0n || value > U64_MAX)
+    throw new DetsimError('struct_rational_overflow', `${field}: ${value} is outside the U64 range`, field);
   return value.toString();
 }
 
 export function readDigest(value: unknown, field: string): Digest {
   if (typeof value !== 'string' || !DIGEST_RE.test(value)) {
-    throw new DetsimError('struct_invalid_digest', `${field}: ${describe(value)} is not a SHA-256 digest (64 lowercase hex)`, field);
+    throw new DetsimError(
+      'struct_invalid_digest',
+      `${field}: ${describe(value)} is not a SHA-256 digest (64 lowercase hex)`,
+      field,
+    );
   }
   return value;
 }
@@ -82,7 +95,11 @@ export function readI32(value: unknown, field: string): number {
 export function refuseUnknownFields(obj: Record<string, unknown>, allowed: readonly string[], field: string): void {
   for (const key of Object.keys(obj).sort()) {
     if (!allowed.includes(key)) {
-      throw new DetsimError('struct_unknown_field', `${field}: unknown field ${JSON.stringify(key)}`, `${field}.${key}`);
+      throw new DetsimError(
+        'struct_unknown_field',
+        `${field}: unknown field ${JSON.stringify(key)}`,
+        `${field}.${key}`,
+      );
     }
   }
 }
@@ -110,7 +127,10 @@ function gcd(a: bigint, b: bigint): bigint {
 
 /** Exact nanoseconds as a reduced fraction of U64s (the step and tick durations); JSON form {@link RationalNsJson}. */
 export class RationalNs {
-  private constructor(readonly num: bigint, readonly den: bigint) {}
+  private constructor(
+    readonly num: bigint,
+    readonly den: bigint,
+  ) {}
 
   static readonly ZERO = new RationalNs(0n, 1n);
 
@@ -121,7 +141,8 @@ export class RationalNs {
     const g = num === 0n ? den : gcd(num, den);
     const n = num / g;
     const d = den / g;
-    if (n > U64_MAX || d > U64_MAX) throw new DetsimError('struct_rational_overflow', `${field}: ${n}/${d} does not fit U64`, field);
+    if (n > U64_MAX || d > U64_MAX)
+      throw new DetsimError('struct_rational_overflow', `${field}: ${n}/${d} does not fit U64`, field);
     return new RationalNs(n, d);
   }
 

@@ -40,7 +40,11 @@ export function deriveSeed(masterSeed: string, agentId: string, digest: DigestFn
     const lane = firstNonzeroLane(digest(input));
     if (lane !== null) return lane;
   }
-  throw new DetsimError('struct_seed_all_zero', `seed derivation for ${id} found only zero lanes after ${MAX_ROUNDS} rounds`, 'agentId');
+  throw new DetsimError(
+    'struct_seed_all_zero',
+    `seed derivation for ${id} found only zero lanes after ${MAX_ROUNDS} rounds`,
+    'agentId',
+  );
 }
 
 /** One participant's derived i32 seed. */
@@ -71,7 +75,11 @@ export function deriveSeeds(masterSeed: string, agentIds: readonly string[], dig
   agentIds.forEach((id, i) => {
     readId(id, `agentIds[${i}]`);
     if (seen.has(id)) {
-      throw new DetsimError('struct_duplicate_agent_id', `agentIds[${i}]: ${JSON.stringify(id)} is repeated; equal ids would share a seed`, `agentIds[${i}]`);
+      throw new DetsimError(
+        'struct_duplicate_agent_id',
+        `agentIds[${i}]: ${JSON.stringify(id)} is repeated; equal ids would share a seed`,
+        `agentIds[${i}]`,
+      );
     }
     seen.add(id);
   });

@@ -27,7 +27,10 @@ export class ParamError extends Error {
 export function intParam(params: ParamObject, name: string, dflt: number, min: number, max: number): number {
   const v = params[name] ?? dflt;
   if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) {
-    throw new ParamError(`params.${name}`, `params.${name}: ${JSON.stringify(v)} must be an integer in [${min}, ${max}]`);
+    throw new ParamError(
+      `params.${name}`,
+      `params.${name}: ${JSON.stringify(v)} must be an integer in [${min}, ${max}]`,
+    );
   }
   return v;
 }
@@ -36,7 +39,11 @@ export function intParam(params: ParamObject, name: string, dflt: number, min: n
 export function onlyParams(params: ParamObject, allowed: readonly string[]): void {
   for (const key of Object.keys(params).sort()) {
     if (!allowed.includes(key)) {
-      throw new ParamError(`params.${key}`, `params: unknown field ${JSON.stringify(key)} (allowed: ${allowed.join(', ') || 'none'})`, true);
+      throw new ParamError(
+        `params.${key}`,
+        `params: unknown field ${JSON.stringify(key)} (allowed: ${allowed.join(', ') || 'none'})`,
+        true,
+      );
     }
   }
 }
@@ -86,7 +93,8 @@ export interface ResolvedParams {
 /** Split `strict` off and let the model resolve the rest; throws ParamError naming the param. */
 export function resolveModelParams(model: ResolvableModel | undefined, raw: ParamObject): ResolvedParams {
   const { strict, ...rest } = raw;
-  if ('strict' in raw && typeof strict !== 'boolean') throw new ParamError('params.strict', 'params.strict must be true or false');
+  if ('strict' in raw && typeof strict !== 'boolean')
+    throw new ParamError('params.strict', 'params.strict must be true or false');
   const params = 'strict' in raw ? rest : raw;
   return { params: model?.resolveParams ? model.resolveParams(params) : params, strict: strict as boolean | undefined };
 }

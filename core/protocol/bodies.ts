@@ -34,8 +34,17 @@ export interface HelloResult {
 }
 
 export type WorkerState =
-  | 'uninitialized' | 'ready' | 'preparing' | 'prepared' | 'advancing' | 'committing' | 'capturing'
-  | 'staged-restore' | 'restoring' | 'failed' | 'stopping';
+  | 'uninitialized'
+  | 'ready'
+  | 'preparing'
+  | 'prepared'
+  | 'advancing'
+  | 'committing'
+  | 'capturing'
+  | 'staged-restore'
+  | 'restoring'
+  | 'failed'
+  | 'stopping';
 export type StatusParams = Record<string, never>;
 export interface StatusResult {
   state: WorkerState;
@@ -43,12 +52,23 @@ export interface StatusResult {
   lastCompletedRequestId: string | null;
   progressCounter: U64;
 }
-export interface AcknowledgeParams { requestIds: string[] }
-export interface AcknowledgeResult { acknowledged: number }
-export interface ShutdownParams { reason: Id }
-export interface ShutdownResult { stopping: true }
+export interface AcknowledgeParams {
+  requestIds: string[];
+}
+export interface AcknowledgeResult {
+  acknowledged: number;
+}
+export interface ShutdownParams {
+  reason: Id;
+}
+export interface ShutdownResult {
+  stopping: true;
+}
 
-export interface PortBinding { portId: Id; agentId: Id }
+export interface PortBinding {
+  portId: Id;
+  agentId: Id;
+}
 export interface EnvironmentInitializeParams {
   environmentId: Id;
   model: string;
@@ -57,7 +77,10 @@ export interface EnvironmentInitializeParams {
   stepDuration: RationalNsJson;
   ports: PortBinding[];
 }
-export interface AgentObservation { agentId: Id; observation: JsonObject }
+export interface AgentObservation {
+  agentId: Id;
+  observation: JsonObject;
+}
 export interface EnvironmentInitializeResult {
   environmentId: Id;
   modelVersion: string;
@@ -65,9 +88,21 @@ export interface EnvironmentInitializeResult {
   boundary: '0';
   observations: AgentObservation[];
 }
-export interface PortAction { portId: Id; agentId: Id; action: JsonObject }
-export interface EnvironmentAdvanceParams { batchId: Id; actions: PortAction[] }
-export interface RewardEvent { agentId: Id; eventId: Id; ruleId: Id; value: number }
+export interface PortAction {
+  portId: Id;
+  agentId: Id;
+  action: JsonObject;
+}
+export interface EnvironmentAdvanceParams {
+  batchId: Id;
+  actions: PortAction[];
+}
+export interface RewardEvent {
+  agentId: Id;
+  eventId: Id;
+  ruleId: Id;
+  value: number;
+}
 export interface EnvironmentAdvanceResult {
   batchId: Id;
   appliedFromStep: U64;
@@ -87,7 +122,9 @@ export interface AgentInitializeEntry {
   stepDuration: RationalNsJson;
   observation: JsonObject;
 }
-export interface AgentInitializeParams { agents: AgentInitializeEntry[] }
+export interface AgentInitializeParams {
+  agents: AgentInitializeEntry[];
+}
 export interface AgentInitializeResultEntry {
   agentId: Id;
   modelVersion: string;
@@ -97,9 +134,13 @@ export interface AgentInitializeResultEntry {
   tickDuration: RationalNsJson;
   committedStep: '0';
 }
-export interface AgentInitializeResult { agents: AgentInitializeResultEntry[] }
+export interface AgentInitializeResult {
+  agents: AgentInitializeResultEntry[];
+}
 
-export interface AgentPrepareParams { agents: { agentId: Id }[] }
+export interface AgentPrepareParams {
+  agents: { agentId: Id }[];
+}
 export interface PreparedDecision {
   agentId: Id;
   ticksAdvanced: U64;
@@ -107,20 +148,36 @@ export interface PreparedDecision {
   remainder: RationalNsJson;
   decision: JsonObject;
 }
-export interface AgentPrepareResult { agents: PreparedDecision[] }
+export interface AgentPrepareResult {
+  agents: PreparedDecision[];
+}
 
-export interface AgentReward { eventId: Id; ruleId: Id; value: number }
+export interface AgentReward {
+  eventId: Id;
+  ruleId: Id;
+  value: number;
+}
 export interface AgentCommitEntry {
   agentId: Id;
   preparedRequestId: string;
   observation: JsonObject;
   rewards: AgentReward[];
 }
-export interface AgentCommitParams { agents: AgentCommitEntry[] }
-export interface AgentCommitResult { agents: { agentId: Id; committedStep: U64 }[] }
+export interface AgentCommitParams {
+  agents: AgentCommitEntry[];
+}
+export interface AgentCommitResult {
+  agents: { agentId: Id; committedStep: U64 }[];
+}
 
-export interface PayloadRef { digest: Digest; byteLength: U64 }
-export interface CaptureParams { checkpointId: Id; agentId: Id | null }
+export interface PayloadRef {
+  digest: Digest;
+  byteLength: U64;
+}
+export interface CaptureParams {
+  checkpointId: Id;
+  agentId: Id | null;
+}
 export interface CaptureResult {
   checkpointId: Id;
   agentId: Id | null;
@@ -135,8 +192,15 @@ export interface StageRestoreParams {
   compatibilityDigest: Digest;
   payload: PayloadRef & { file?: { path: string; offset: U64 } };
 }
-export interface StageRestoreResult { checkpointId: Id; agentId: Id | null; restoreToken: Id }
-export interface ActivateRestoreParams { restoreToken: Id; agentId: Id | null }
+export interface StageRestoreResult {
+  checkpointId: Id;
+  agentId: Id | null;
+  restoreToken: Id;
+}
+export interface ActivateRestoreParams {
+  restoreToken: Id;
+  agentId: Id | null;
+}
 export interface ActivateRestoreResult {
   checkpointId: Id;
   agentId: Id | null;

@@ -6,13 +6,22 @@ import { DetsimError } from '../formats/errors.js';
 import type { Id, Scope } from '../formats/scalars.js';
 import { decodeBody, encodeBody } from './body-codec.js';
 import { CAPABILITIES, type HelloParams, type HelloResult, type Role } from './bodies.js';
-import { CONTRACT_DIGEST, DEFAULT_MAX_MESSAGE_BYTES, type Frame, PROTOCOL_MAJOR, channelOptions, parseAddress, workerServiceDefinition } from './contract.js';
+import {
+  CONTRACT_DIGEST,
+  DEFAULT_MAX_MESSAGE_BYTES,
+  type Frame,
+  PROTOCOL_MAJOR,
+  channelOptions,
+  parseAddress,
+  workerServiceDefinition,
+} from './contract.js';
 import { type ErrorCode, METHODS, type Method, type Params, type Reply, readReply } from './envelope.js';
 import type { ParamsOf, ReplyOf } from './methods.js';
 import { FrameAssembler, FrameWriter } from './frames.js';
 
 /** Why a call did not get its reply. Every kind but 'never-connected' leaves the mutation unknown. */
-export type CallFailureKind = 'never-connected' | 'stream-ended' | 'process-exited' | 'deadline' | 'reply-dropped' | 'protocol' | 'closed';
+export type CallFailureKind =
+  'never-connected' | 'stream-ended' | 'process-exited' | 'deadline' | 'reply-dropped' | 'protocol' | 'closed';
 
 export class WorkerCallError extends Error {
   readonly mutation: 'unknown' | 'none';
@@ -32,7 +41,11 @@ export class WorkerCallError extends Error {
 
 /** Hello was answered but the worker is not the one expected (or refused the hello itself). */
 export class HelloRefusedError extends Error {
-  constructor(readonly code: ErrorCode, message: string, readonly field: string | undefined) {
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    readonly field: string | undefined,
+  ) {
     super(message);
     this.name = 'HelloRefusedError';
   }
@@ -144,16 +157,30 @@ export class WorkerClient {
     const target = parseAddress(address, 'address').target;
     const label = options.label ?? address;
     const Ctor = grpc.makeGenericClientConstructor(workerServiceDefinition(), 'Worker');
-    const grpcClient = new Ctor(target, options.credentials ?? grpc.credentials.createInsecure(), channelOptions(options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES));
+    const grpcClient = new Ctor(
+      target,
+      options.credentials ?? grpc.credentials.createInsecure(),
+      channelOptions(options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES),
+    );
     const timeout = options.connectTimeoutMs ?? 10_000;
     let exited: ProcessExitInfo | undefined;
-    options.processExit?.then((info) => { exited = info; });
+    options.processExit?.then((info) => {
+      exited = info;
+    });
     await new Promise<void>((resolve, reject) => {
       grpcClient.waitForReady(Date.now() + timeout, (err) => {
         if (!err) return resolve();
         grpcClient.close();
         const why = exited ? `its process exited (${describeExit(exited)})` : `not ready within ${timeout} ms`;
-        reject(new WorkerCallError('never-connected', `worker ${label} at ${address} never connected: ${why}`, address, undefined, undefined));
+        reject(
+          new WorkerCallError(
+            'never-connected',
+            `worker ${label} at ${address} never connected: ${why}`,
+            address,
+            undefined,
+            undefined,
+          ),
+        );
       });
     });
     const stream = (grpcClient as unknown as { Session(): SessionStream }).Session();
@@ -172,7 +199,12 @@ export class WorkerClient {
    * transport failure. Params and result are typed by the method table (methods.ts); the result is
    * the worker's word, not yet checked: each caller validates what it reads.
    */
-  call<M extends Method>(method: M, scope: Scope | null, params: ParamsOf<M>, options: CallOptions = {}): Promise<Typed<M>> {
+  call<M extends Method>(
+    method: M,
+    scope: Scope | null,
+    params: ParamsOf<M>,
+    options: CallOptions = {},
+  ): Promise<Typed<M>> {
     return this.callUnchecked(method, scope, params as unknown as Params, options) as Promise<Typed<M>>;
   }
 
@@ -180,7 +212,9 @@ export class WorkerClient {
   callUnchecked(method: string, scope: Scope | null, params: Params, options: CallOptions = {}): Promise<CallReply> {
     const requestId = options.requestId ?? `req-${this.nextId++}`;
     if (this.failure) {
-      return Promise.reject(new WorkerCallError(this.failure.kind, this.failure.message, this.address, method, requestId));
+      return Promise.reject(
+        new WorkerCallError(this.failure.kind, this.failure.message, this.address, method, requestId),
+      );
     }
     // Keys in RFC 8785 order: with canonical params the encoder takes its fast path.
     const body = encodeBody({ method, params, requestId, scope });
@@ -188,12 +222,30 @@ export class WorkerClient {
       const entry: Pending = { method, requestId, resolve, reject, timer: undefined, abandoned: false };
       if (options.deadlineMs !== undefined) {
         entry.timer = setTimeout(() => {
-          this.settleFailure(entry, new WorkerCallError('deadline', `worker ${this.label}: ${method} ${requestId} got no reply within ${options.deadlineMs} ms (mutation unknown)`, this.address, method, requestId));
+          this.settleFailure(
+            entry,
+            new WorkerCallError(
+              'deadline',
+              `worker ${this.label}: ${method} ${requestId} got no reply within ${options.deadlineMs} ms (mutation unknown)`,
+              this.address,
+              method,
+              requestId,
+            ),
+          );
         }, options.deadlineMs);
       }
       this.pending.push(entry);
       const failed = (e: Error): void => {
-        this.settleFailure(entry, new WorkerCallError('stream-ended', `worker ${this.label}: sending ${method} ${requestId} failed: ${e.message}`, this.address, method, requestId));
+        this.settleFailure(
+          entry,
+          new WorkerCallError(
+            'stream-ended',
+            `worker ${this.label}: sending ${method} ${requestId} failed: ${e.message}`,
+            this.address,
+            method,
+            requestId,
+          ),
+        );
       };
       try {
         this.writer.send(body, options.attachment).catch(failed);
@@ -206,24 +258,48 @@ export class WorkerClient {
   /** Worker.Hello, then check the worker is the expected one; refuses with IDENTITY_MISMATCH / UNSUPPORTED naming the field. */
   async hello(expected: HelloExpectation): Promise<HelloResult> {
     const contractDigest = expected.contractDigest ?? CONTRACT_DIGEST;
-    const params: HelloParams = { sessionId: expected.sessionId, expectedWorkerId: expected.workerId, role: expected.role, supportedMajors: [PROTOCOL_MAJOR], contractDigest };
+    const params: HelloParams = {
+      sessionId: expected.sessionId,
+      expectedWorkerId: expected.workerId,
+      role: expected.role,
+      supportedMajors: [PROTOCOL_MAJOR],
+      contractDigest,
+    };
     const { reply } = await this.call(METHODS.hello, null, params, { deadlineMs: expected.deadlineMs ?? 10_000 });
     if (reply.type === 'error') {
       // The worker's message starts with the field it refused ("contractDigest: ...").
       const field = /^(contractDigest|workerId|role|sessionId|supportedMajors)\b/.exec(reply.error.message)?.[1];
-      throw new HelloRefusedError(reply.error.code, `worker ${this.label} refused Hello: ${reply.error.code}: ${reply.error.message}`, field);
+      throw new HelloRefusedError(
+        reply.error.code,
+        `worker ${this.label} refused Hello: ${reply.error.code}: ${reply.error.message}`,
+        field,
+      );
     }
     const r = reply.result;
     const mismatch = (code: ErrorCode, field: string, got: unknown, want: unknown): HelloRefusedError =>
-      new HelloRefusedError(code, `worker ${this.label}: ${code}: ${field} is ${JSON.stringify(got)}, expected ${JSON.stringify(want)}`, field);
-    if (r.contractDigest !== contractDigest) throw mismatch('IDENTITY_MISMATCH', 'contractDigest', r.contractDigest, contractDigest);
-    if (r.workerId !== expected.workerId || reply.workerId !== expected.workerId) throw mismatch('IDENTITY_MISMATCH', 'workerId', r.workerId, expected.workerId);
+      new HelloRefusedError(
+        code,
+        `worker ${this.label}: ${code}: ${field} is ${JSON.stringify(got)}, expected ${JSON.stringify(want)}`,
+        field,
+      );
+    if (r.contractDigest !== contractDigest)
+      throw mismatch('IDENTITY_MISMATCH', 'contractDigest', r.contractDigest, contractDigest);
+    if (r.workerId !== expected.workerId || reply.workerId !== expected.workerId)
+      throw mismatch('IDENTITY_MISMATCH', 'workerId', r.workerId, expected.workerId);
     if (r.role !== expected.role) throw mismatch('IDENTITY_MISMATCH', 'role', r.role, expected.role);
-    if (r.selectedMajor !== PROTOCOL_MAJOR) throw mismatch('UNSUPPORTED', 'selectedMajor', r.selectedMajor, PROTOCOL_MAJOR);
-    const required = expected.requiredCapabilities ?? [expected.role === 'agent' ? CAPABILITIES.agentStep : CAPABILITIES.worldStep];
+    if (r.selectedMajor !== PROTOCOL_MAJOR)
+      throw mismatch('UNSUPPORTED', 'selectedMajor', r.selectedMajor, PROTOCOL_MAJOR);
+    const required = expected.requiredCapabilities ?? [
+      expected.role === 'agent' ? CAPABILITIES.agentStep : CAPABILITIES.worldStep,
+    ];
     const caps = Array.isArray(r.capabilities) ? r.capabilities : [];
     for (const cap of required) {
-      if (!caps.includes(cap)) throw new HelloRefusedError('UNSUPPORTED', `worker ${this.label}: UNSUPPORTED: capabilities ${JSON.stringify(caps)} lack required capability ${JSON.stringify(cap)}`, 'capabilities');
+      if (!caps.includes(cap))
+        throw new HelloRefusedError(
+          'UNSUPPORTED',
+          `worker ${this.label}: UNSUPPORTED: capabilities ${JSON.stringify(caps)} lack required capability ${JSON.stringify(cap)}`,
+          'capabilities',
+        );
     }
     this.helloResult = r;
     return r;
@@ -232,7 +308,15 @@ export class WorkerClient {
   /** Tell the client its worker's process exited: pending calls fail as 'process-exited'. */
   notifyProcessExit(info: ProcessExitInfo): void {
     this.exitInfo = info;
-    this.failAll(new WorkerCallError('process-exited', `worker ${this.label}: process exited (${describeExit(info)})`, this.address, undefined, undefined));
+    this.failAll(
+      new WorkerCallError(
+        'process-exited',
+        `worker ${this.label}: process exited (${describeExit(info)})`,
+        this.address,
+        undefined,
+        undefined,
+      ),
+    );
   }
 
   /** Number of calls still waiting for a reply (including abandoned ones whose reply is still due). */
@@ -242,7 +326,9 @@ export class WorkerClient {
 
   /** Close the stream and channel; pending calls fail as 'closed'. */
   close(): void {
-    this.failAll(new WorkerCallError('closed', `worker ${this.label}: client closed`, this.address, undefined, undefined));
+    this.failAll(
+      new WorkerCallError('closed', `worker ${this.label}: client closed`, this.address, undefined, undefined),
+    );
     try {
       this.stream.end();
     } catch {
@@ -269,15 +355,29 @@ export class WorkerClient {
     const entry = this.pending.shift();
     if (!entry) return this.protocolFailure(`reply ${reply.requestId} arrived with no request outstanding`);
     if (entry.requestId !== reply.requestId) {
-      return this.protocolFailure(`reply ${reply.requestId} arrived where ${entry.requestId} (${entry.method}) was due`);
+      return this.protocolFailure(
+        `reply ${reply.requestId} arrived where ${entry.requestId} (${entry.method}) was due`,
+      );
     }
     if (entry.abandoned) return;
     if (entry.timer) clearTimeout(entry.timer);
     entry.abandoned = true;
     if (this.faults.takeDrop(entry.method)) {
-      return entry.reject(new WorkerCallError('reply-dropped', `worker ${this.label}: reply to ${entry.method} ${entry.requestId} dropped by a fault hook (mutation unknown)`, this.address, entry.method, entry.requestId));
+      return entry.reject(
+        new WorkerCallError(
+          'reply-dropped',
+          `worker ${this.label}: reply to ${entry.method} ${entry.requestId} dropped by a fault hook (mutation unknown)`,
+          this.address,
+          entry.method,
+          entry.requestId,
+        ),
+      );
     }
-    entry.resolve(message.attachment ? { requestId: entry.requestId, reply, attachment: message.attachment } : { requestId: entry.requestId, reply });
+    entry.resolve(
+      message.attachment
+        ? { requestId: entry.requestId, reply, attachment: message.attachment }
+        : { requestId: entry.requestId, reply },
+    );
   }
 
   /** Fail one call but keep its slot: its reply is still due on the in-order stream. */
@@ -293,7 +393,9 @@ export class WorkerClient {
     const fail = (): void => {
       this.endTimer = undefined;
       if (this.exitInfo) return; // notifyProcessExit already failed everything with the better reason
-      this.failAll(new WorkerCallError('stream-ended', `worker ${this.label}: ${why}`, this.address, undefined, undefined));
+      this.failAll(
+        new WorkerCallError('stream-ended', `worker ${this.label}: ${why}`, this.address, undefined, undefined),
+      );
     };
     // A killed process usually ends the stream a moment before its exit is observed: give the
     // exit signal a short grace so the failure names the real cause.
@@ -302,7 +404,15 @@ export class WorkerClient {
   }
 
   private protocolFailure(why: string): void {
-    this.failAll(new WorkerCallError('protocol', `worker ${this.label}: protocol violation: ${why}`, this.address, undefined, undefined));
+    this.failAll(
+      new WorkerCallError(
+        'protocol',
+        `worker ${this.label}: protocol violation: ${why}`,
+        this.address,
+        undefined,
+        undefined,
+      ),
+    );
     this.stream.cancel();
   }
 
@@ -314,7 +424,16 @@ export class WorkerClient {
     if (!this.failure) this.failure = error;
     const entries = this.pending.splice(0);
     for (const entry of entries) {
-      this.settleFailure(entry, new WorkerCallError(error.kind, `${error.message} (during ${entry.method} ${entry.requestId})`, this.address, entry.method, entry.requestId));
+      this.settleFailure(
+        entry,
+        new WorkerCallError(
+          error.kind,
+          `${error.message} (during ${entry.method} ${entry.requestId})`,
+          this.address,
+          entry.method,
+          entry.requestId,
+        ),
+      );
     }
   }
 }

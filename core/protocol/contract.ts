@@ -44,7 +44,8 @@ export function workerServiceDefinition(): grpc.ServiceDefinition {
   if (!cachedService) {
     const pkg = protoLoader.loadSync(PROTO_PATH, { keepCase: true, defaults: false, longs: String, enums: String });
     cachedService = pkg['detsim.v1.Worker'] as grpc.ServiceDefinition;
-    if (!cachedService || !('Session' in cachedService)) throw new Error(`${PROTO_PATH} does not define detsim.v1.Worker.Session`);
+    if (!cachedService || !('Session' in cachedService))
+      throw new Error(`${PROTO_PATH} does not define detsim.v1.Worker.Session`);
   }
   return cachedService;
 }
@@ -58,28 +59,43 @@ export function channelOptions(maxMessageBytes = DEFAULT_MAX_MESSAGE_BYTES): grp
   };
 }
 
-export type ListenAddress = { kind: 'unix'; path: string; target: string } | { kind: 'tcp'; host: string; port: number; target: string };
+export type ListenAddress =
+  { kind: 'unix'; path: string; target: string } | { kind: 'tcp'; host: string; port: number; target: string };
 
 /** Parse `unix:/abs/path` or `host:port`; refuse relative or over-long socket paths up front. */
 export function parseAddress(text: string, field = 'listen'): ListenAddress {
   if (text.startsWith('unix:')) {
     const path = text.slice('unix:'.length);
-    if (!isAbsolute(path)) throw new DetsimError('struct_invalid_field', `${field}: unix socket path ${JSON.stringify(path)} must be absolute (unix:/abs/path)`, field);
+    if (!isAbsolute(path))
+      throw new DetsimError(
+        'struct_invalid_field',
+        `${field}: unix socket path ${JSON.stringify(path)} must be absolute (unix:/abs/path)`,
+        field,
+      );
     if (Buffer.byteLength(path) >= MAX_SOCKET_PATH_BYTES) {
-      throw new DetsimError('struct_invalid_field', `${field}: unix socket path is ${Buffer.byteLength(path)} bytes; it must be under ${MAX_SOCKET_PATH_BYTES}`, field);
+      throw new DetsimError(
+        'struct_invalid_field',
+        `${field}: unix socket path is ${Buffer.byteLength(path)} bytes; it must be under ${MAX_SOCKET_PATH_BYTES}`,
+        field,
+      );
     }
     return { kind: 'unix', path, target: `unix:${path}` };
   }
   const m = /^(.+):([0-9]{1,5})$/.exec(text);
   const port = m ? Number(m[2]) : NaN;
   if (!m || !(port >= 0 && port <= 65535)) {
-    throw new DetsimError('struct_invalid_field', `${field}: ${JSON.stringify(text)} is neither unix:/abs/path nor host:port`, field);
+    throw new DetsimError(
+      'struct_invalid_field',
+      `${field}: ${JSON.stringify(text)} is neither unix:/abs/path nor host:port`,
+      field,
+    );
   }
   return { kind: 'tcp', host: m[1]!, port, target: `${m[1]}:${port}` };
 }
 
 /** What a worker may listen on until authenticated remote workers exist (docs/security.md). */
-export const LOCAL_LISTEN_RULE = 'a worker listens only on unix:/abs/path or a loopback host (127.0.0.0/8, ::1, localhost) until authenticated remote workers exist';
+export const LOCAL_LISTEN_RULE =
+  'a worker listens only on unix:/abs/path or a loopback host (127.0.0.0/8, ::1, localhost) until authenticated remote workers exist';
 
 /** True for a loopback host: `localhost`, `::1` (bracketed or not) or a dotted IPv4 address in 127.0.0.0/8. */
 export function isLoopbackHost(host: string): boolean {
@@ -95,7 +111,11 @@ export function isLoopbackHost(host: string): boolean {
 export function parseListenAddress(text: string, field = 'listen'): ListenAddress {
   const address = parseAddress(text, field);
   if (address.kind === 'tcp' && !isLoopbackHost(address.host)) {
-    throw new DetsimError('perm_listen_not_local', `${field}: ${JSON.stringify(address.host)} is not a loopback address; ${LOCAL_LISTEN_RULE}`, field);
+    throw new DetsimError(
+      'perm_listen_not_local',
+      `${field}: ${JSON.stringify(address.host)} is not a loopback address; ${LOCAL_LISTEN_RULE}`,
+      field,
+    );
   }
   return address;
 }

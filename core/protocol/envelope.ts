@@ -2,7 +2,15 @@
 // the 15 error codes and mutation rules, readers that refuse malformed envelopes, and builders.
 // Not the method bodies (bodies.ts) and not the transport: nothing here knows about gRPC.
 import { DetsimError } from '../formats/errors.js';
-import { type Id, type Scope, readId, readObject, readRequestId, readScope, refuseUnknownFields } from '../formats/scalars.js';
+import {
+  type Id,
+  type Scope,
+  readId,
+  readObject,
+  readRequestId,
+  readScope,
+  refuseUnknownFields,
+} from '../formats/scalars.js';
 
 export const METHODS = {
   hello: 'Worker.Hello',
@@ -26,14 +34,30 @@ export function isMethod(value: unknown): value is Method {
 }
 
 export const ERROR_CODES = [
-  'INVALID_ARGUMENT', 'UNSUPPORTED', 'IDENTITY_MISMATCH', 'STALE_EPOCH', 'STALE_STEP', 'FUTURE_STEP',
-  'INVALID_PHASE', 'CONFLICT', 'IN_PROGRESS', 'BUSY', 'BUFFER_INVALID', 'RESULT_EXPIRED',
-  'INCOMPATIBLE_STATE', 'BACKEND_FAILURE', 'INTERNAL',
+  'INVALID_ARGUMENT',
+  'UNSUPPORTED',
+  'IDENTITY_MISMATCH',
+  'STALE_EPOCH',
+  'STALE_STEP',
+  'FUTURE_STEP',
+  'INVALID_PHASE',
+  'CONFLICT',
+  'IN_PROGRESS',
+  'BUSY',
+  'BUFFER_INVALID',
+  'RESULT_EXPIRED',
+  'INCOMPATIBLE_STATE',
+  'BACKEND_FAILURE',
+  'INTERNAL',
 ] as const;
 export type ErrorCode = (typeof ERROR_CODES)[number];
 
 /** Codes that may report a mutation; every other code is a refusal before mutation ("none"). */
-export const MAY_MUTATE_CODES: ReadonlySet<ErrorCode> = new Set<ErrorCode>(['RESULT_EXPIRED', 'BACKEND_FAILURE', 'INTERNAL']);
+export const MAY_MUTATE_CODES: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
+  'RESULT_EXPIRED',
+  'BACKEND_FAILURE',
+  'INTERNAL',
+]);
 export const MUTATIONS = ['none', 'applied', 'unknown'] as const;
 export type Mutation = (typeof MUTATIONS)[number];
 
@@ -101,16 +125,29 @@ export function readErrorBody(value: unknown, field: string): ErrorBody {
   refuseUnknownFields(obj, ['code', 'message', 'mutation'], field);
   const code = requireField(obj, 'code', field);
   if (!(ERROR_CODES as readonly unknown[]).includes(code)) {
-    throw new DetsimError('struct_invalid_field', `${field}.code ${JSON.stringify(code)} is not one of the 15 error codes`, `${field}.code`);
+    throw new DetsimError(
+      'struct_invalid_field',
+      `${field}.code ${JSON.stringify(code)} is not one of the 15 error codes`,
+      `${field}.code`,
+    );
   }
   const message = requireField(obj, 'message', field);
-  if (typeof message !== 'string') throw new DetsimError('struct_invalid_field', `${field}.message must be a string`, `${field}.message`);
+  if (typeof message !== 'string')
+    throw new DetsimError('struct_invalid_field', `${field}.message must be a string`, `${field}.message`);
   const mutation = requireField(obj, 'mutation', field);
   if (!(MUTATIONS as readonly unknown[]).includes(mutation)) {
-    throw new DetsimError('struct_invalid_field', `${field}.mutation must be none, applied or unknown`, `${field}.mutation`);
+    throw new DetsimError(
+      'struct_invalid_field',
+      `${field}.mutation must be none, applied or unknown`,
+      `${field}.mutation`,
+    );
   }
   if (isBeforeMutationCode(code as ErrorCode) && mutation !== 'none') {
-    throw new DetsimError('struct_invalid_field', `${field}: ${code} is a refusal before mutation and must carry mutation "none", not ${JSON.stringify(mutation)}`, `${field}.mutation`);
+    throw new DetsimError(
+      'struct_invalid_field',
+      `${field}: ${code} is a refusal before mutation and must carry mutation "none", not ${JSON.stringify(mutation)}`,
+      `${field}.mutation`,
+    );
   }
   return { code: code as ErrorCode, message, mutation: mutation as Mutation };
 }
@@ -119,7 +156,8 @@ export function readErrorBody(value: unknown, field: string): ErrorBody {
 export function readReply(value: unknown, field = 'reply'): Reply {
   const obj = readObject(value, field);
   const type = requireField(obj, 'type', field);
-  if (type !== 'result' && type !== 'error') throw new DetsimError('struct_invalid_field', `${field}.type must be "result" or "error"`, `${field}.type`);
+  if (type !== 'result' && type !== 'error')
+    throw new DetsimError('struct_invalid_field', `${field}.type must be "result" or "error"`, `${field}.type`);
   const payloadKey = type === 'result' ? 'result' : 'error';
   refuseUnknownFields(obj, ['type', 'requestId', 'workerId', 'incarnationId', 'scope', payloadKey], field);
   const base = {
@@ -128,7 +166,8 @@ export function readReply(value: unknown, field = 'reply'): Reply {
     incarnationId: readId(requireField(obj, 'incarnationId', field), `${field}.incarnationId`),
     scope: readScopeOrNull(requireField(obj, 'scope', field), `${field}.scope`),
   };
-  if (type === 'result') return { type, ...base, result: readObject(requireField(obj, 'result', field), `${field}.result`) };
+  if (type === 'result')
+    return { type, ...base, result: readObject(requireField(obj, 'result', field), `${field}.result`) };
   return { type, ...base, error: readErrorBody(requireField(obj, 'error', field), `${field}.error`) };
 }
 

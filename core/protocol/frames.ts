@@ -46,14 +46,21 @@ export class FrameAssembler {
     const hasChunk = chunk !== undefined && chunk.length > 0;
     if (hasBody && hasChunk) throw new FrameError('a frame carries both body and chunk');
     if (hasChunk) {
-      if (chunk.length > MAX_CHUNK_BYTES) throw new FrameError(`a chunk of ${chunk.length} bytes exceeds ${MAX_CHUNK_BYTES}`);
+      if (chunk.length > MAX_CHUNK_BYTES)
+        throw new FrameError(`a chunk of ${chunk.length} bytes exceeds ${MAX_CHUNK_BYTES}`);
       this.bytes += chunk.length;
-      if (this.bytes > this.maxAttachmentBytes) throw new FrameError(`attachment exceeds ${this.maxAttachmentBytes} bytes`);
+      if (this.bytes > this.maxAttachmentBytes)
+        throw new FrameError(`attachment exceeds ${this.maxAttachmentBytes} bytes`);
       this.chunks.push(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.length));
       return undefined;
     }
     if (!hasBody) throw new FrameError('an empty frame (neither body nor chunk)');
-    const attachment = this.chunks.length === 0 ? undefined : this.chunks.length === 1 ? this.chunks[0] : Buffer.concat(this.chunks, this.bytes);
+    const attachment =
+      this.chunks.length === 0
+        ? undefined
+        : this.chunks.length === 1
+          ? this.chunks[0]
+          : Buffer.concat(this.chunks, this.bytes);
     this.chunks = [];
     this.bytes = 0;
     return { body: Buffer.isBuffer(body) ? body : Buffer.from(body.buffer, body.byteOffset, body.length), attachment };
@@ -79,8 +86,14 @@ function waitDrain(sink: FrameSink): Promise<void> {
       sink.removeListener('close', closed);
       sink.removeListener('error', closed);
     };
-    const drained = (): void => { done(); resolve(); };
-    const closed = (): void => { done(); reject(new FrameError('stream closed while writing an attachment')); };
+    const drained = (): void => {
+      done();
+      resolve();
+    };
+    const closed = (): void => {
+      done();
+      reject(new FrameError('stream closed while writing an attachment'));
+    };
     sink.once('drain', drained);
     sink.once('close', closed);
     sink.once('error', closed);
@@ -105,7 +118,9 @@ export class FrameWriter {
     }
     this.queued++;
     const run = this.tail.then(() => this.writeAll(body, attachment));
-    const settled = run.finally(() => { this.queued--; });
+    const settled = run.finally(() => {
+      this.queued--;
+    });
     this.tail = settled.catch(() => undefined);
     return settled;
   }

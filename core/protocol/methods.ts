@@ -3,11 +3,30 @@
 // and the tests' helpers are typed by it, so a params or result shape can only change here.
 // Types only, NOT validation (each consumer checks what it reads) and NOT the wire format.
 import type {
-  AcknowledgeParams, AcknowledgeResult, ActivateRestoreParams, ActivateRestoreResult, AgentCommitParams,
-  AgentCommitResult, AgentInitializeParams, AgentInitializeResult, AgentPrepareParams, AgentPrepareResult,
-  CaptureParams, CaptureResult, EnvironmentAdvanceParams, EnvironmentAdvanceResult, EnvironmentInitializeParams,
-  EnvironmentInitializeResult, HelloParams, HelloResult, ShutdownParams, ShutdownResult, StageRestoreParams,
-  StageRestoreResult, StatusParams, StatusResult,
+  AcknowledgeParams,
+  AcknowledgeResult,
+  ActivateRestoreParams,
+  ActivateRestoreResult,
+  AgentCommitParams,
+  AgentCommitResult,
+  AgentInitializeParams,
+  AgentInitializeResult,
+  AgentPrepareParams,
+  AgentPrepareResult,
+  CaptureParams,
+  CaptureResult,
+  EnvironmentAdvanceParams,
+  EnvironmentAdvanceResult,
+  EnvironmentInitializeParams,
+  EnvironmentInitializeResult,
+  HelloParams,
+  HelloResult,
+  ShutdownParams,
+  ShutdownResult,
+  StageRestoreParams,
+  StageRestoreResult,
+  StatusParams,
+  StatusResult,
 } from './bodies.js';
 import type { ErrorReply, METHODS, Method, ResultReply } from './envelope.js';
 

@@ -2,7 +2,14 @@
 // deliver reassembled messages to a handler and send its replies back in order with backpressure.
 // Transport only: what a request means is the worker runtime's business (workers/runtime.ts).
 import * as grpc from '@grpc/grpc-js';
-import { DEFAULT_MAX_MESSAGE_BYTES, type Frame, channelOptions, parseListenAddress, removeStaleSocket, workerServiceDefinition } from './contract.js';
+import {
+  DEFAULT_MAX_MESSAGE_BYTES,
+  type Frame,
+  channelOptions,
+  parseListenAddress,
+  removeStaleSocket,
+  workerServiceDefinition,
+} from './contract.js';
 import { type AssembledMessage, FrameAssembler, FrameWriter } from './frames.js';
 
 /** One open session stream as seen by the handler. */
@@ -37,7 +44,11 @@ export interface StartedServer {
   close(): Promise<void>;
 }
 
-export async function startWorkerServer(listen: string, handler: SessionHandler, maxMessageBytes = DEFAULT_MAX_MESSAGE_BYTES): Promise<StartedServer> {
+export async function startWorkerServer(
+  listen: string,
+  handler: SessionHandler,
+  maxMessageBytes = DEFAULT_MAX_MESSAGE_BYTES,
+): Promise<StartedServer> {
   // The transport itself refuses a non-loopback TCP address, whoever asks for it.
   const address = parseListenAddress(listen);
   if (address.kind === 'unix') removeStaleSocket(address.path);
@@ -55,7 +66,8 @@ export async function startWorkerServer(listen: string, handler: SessionHandler,
       call.on('data', (frame: Frame) => {
         let message: AssembledMessage | undefined;
         try {
-          if (frame.chunk && frame.chunk.length > 0 && handler.mayAttach?.(connection) === false) throw new Error(ATTACHMENT_BEFORE_HELLO);
+          if (frame.chunk && frame.chunk.length > 0 && handler.mayAttach?.(connection) === false)
+            throw new Error(ATTACHMENT_BEFORE_HELLO);
           message = assembler.push(frame);
         } catch (e) {
           handler.onProtocolError?.((e as Error).message);
@@ -64,7 +76,10 @@ export async function startWorkerServer(listen: string, handler: SessionHandler,
         }
         if (message) handler.onMessage(message, connection);
       });
-      call.on('end', () => { streams.delete(call); call.end(); });
+      call.on('end', () => {
+        streams.delete(call);
+        call.end();
+      });
       call.on('error', () => streams.delete(call));
       call.on('cancelled', () => streams.delete(call));
     },
@@ -94,8 +109,14 @@ export async function startWorkerServer(listen: string, handler: SessionHandler,
           resolve();
         };
         // A peer that never ends its half of the stream must not hold the shutdown forever.
-        const force = setTimeout(() => { server.forceShutdown(); finish(); }, 500);
-        server.tryShutdown(() => { clearTimeout(force); finish(); });
+        const force = setTimeout(() => {
+          server.forceShutdown();
+          finish();
+        }, 500);
+        server.tryShutdown(() => {
+          clearTimeout(force);
+          finish();
+        });
       }),
   };
 }

@@ -6,13 +6,25 @@ import { largestGap } from '../../bench/peers/table.js';
 import type { PeersReport } from '../../bench/peers/peers.js';
 import { resolveConfig } from '../../coordinator/config.js';
 
-const trace = (wallNs: number[]): string => wallNs.map((ns) => JSON.stringify({ behaviour: {}, operational: { wallTimeNs: String(ns) } })).join('\n') + '\n';
-const c = (n: number, steps: number, warmupSteps: number): LockstepCase => ({ n, steps, warmupSteps, agentsPerWorker: 4, width: 32, height: 32, food: 16 });
+const trace = (wallNs: number[]): string =>
+  wallNs.map((ns) => JSON.stringify({ behaviour: {}, operational: { wallTimeNs: String(ns) } })).join('\n') + '\n';
+const c = (n: number, steps: number, warmupSteps: number): LockstepCase => ({
+  n,
+  steps,
+  warmupSteps,
+  agentsPerWorker: 4,
+  width: 32,
+  height: 32,
+  food: 16,
+});
 
 describe('peers: detsim rate from the trace clock', () => {
   it('counts only the steps after the warm-up boundary', () => {
     // 2 warm-up steps end at 5 s; 4 measured steps end at 7 s: 4 steps × 8 agents in 2 s = 16/s.
-    expect(rateFromTrace(trace([1e9, 5e9, 5.5e9, 6e9, 6.5e9, 7e9]), c(8, 4, 2))).toEqual({ seconds: 2, agentStepsPerSec: 16 });
+    expect(rateFromTrace(trace([1e9, 5e9, 5.5e9, 6e9, 6.5e9, 7e9]), c(8, 4, 2))).toEqual({
+      seconds: 2,
+      agentStepsPerSec: 16,
+    });
   });
 
   it('without warm-up measures from the run clock origin', () => {
@@ -38,8 +50,18 @@ describe('peers: detsim rate from the trace clock', () => {
 describe('peers: largest gap', () => {
   it('is the ratio farthest from parity on a log scale, in either direction', () => {
     const report = {
-      lockstep: { rows: [{ n: 1, ratio: 0.5 }, { n: 4, ratio: null }] },
-      checkpoint: { rows: [{ operation: 'save+fsync', ratio: 3 }, { operation: 'load+verify', ratio: 0.9 }] },
+      lockstep: {
+        rows: [
+          { n: 1, ratio: 0.5 },
+          { n: 4, ratio: null },
+        ],
+      },
+      checkpoint: {
+        rows: [
+          { operation: 'save+fsync', ratio: 3 },
+          { operation: 'load+verify', ratio: 0.9 },
+        ],
+      },
     } as unknown as PeersReport;
     expect(largestGap(report)).toEqual({ what: 'save+fsync MB/s (detsim ÷ safetensors)', ratio: 3 });
   });

@@ -1,7 +1,16 @@
 // The peers bench suite: `npm run bench -- peers --quick` writes a measured receipt in which every
 // comparison has a figure or an explicit "peer unavailable: <why>". Checks structure, never figures.
 import { spawnSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -27,7 +36,11 @@ interface PeerStatus {
 }
 
 /** Run the quick peers suite into a fresh directory and return its one receipt. */
-function quickPeers(env: Record<string, string | undefined>): { status: number | null; stderr: string; receipt: Record<string, any> } {
+function quickPeers(env: Record<string, string | undefined>): {
+  status: number | null;
+  stderr: string;
+  receipt: Record<string, any>;
+} {
   const out = mkdtempSync(join(scratch, 'out-'));
   const r = spawnSync(process.execPath, ['--import', 'tsx', 'bench/run.ts', 'peers', '--quick', '--out', out], {
     cwd: root,
@@ -102,25 +115,36 @@ describe('peers bench suite (--quick)', () => {
   });
 
   const venv = join(root, 'bench', '.venv');
-  it.skipIf(!existsSync(join(venv, 'bin', 'python')))('with bench/.venv (made by a full bench run): every peer has a figure or a reason', () => {
-    const { status, receipt } = quickPeers({ DETSIM_PEERS_VENV: undefined });
-    expect(status).toBe(0);
-    checkReceipt(receipt);
-  });
-  if (!existsSync(join(venv, 'bin', 'python'))) console.log('peers.test: bench/.venv absent (no full `npm run bench -- peers` on this machine): the with-venv case is skipped');
+  it.skipIf(!existsSync(join(venv, 'bin', 'python')))(
+    'with bench/.venv (made by a full bench run): every peer has a figure or a reason',
+    () => {
+      const { status, receipt } = quickPeers({ DETSIM_PEERS_VENV: undefined });
+      expect(status).toBe(0);
+      checkReceipt(receipt);
+    },
+  );
+  if (!existsSync(join(venv, 'bin', 'python')))
+    console.log(
+      'peers.test: bench/.venv absent (no full `npm run bench -- peers` on this machine): the with-venv case is skipped',
+    );
 });
 
 describe('peers Python environment probe', () => {
   it('a venv whose interpreter cannot import the peers makes each one unavailable, naming the failure', async () => {
     const venv = join(scratch, 'broken-venv');
     mkdirSync(join(venv, 'bin'), { recursive: true });
-    writeFileSync(join(venv, 'bin', 'python'), '#!/bin/sh\necho "ModuleNotFoundError: No module named gymnasium" >&2\nexit 1\n');
+    writeFileSync(
+      join(venv, 'bin', 'python'),
+      '#!/bin/sh\necho "ModuleNotFoundError: No module named gymnasium" >&2\nexit 1\n',
+    );
     chmodSync(join(venv, 'bin', 'python'), 0o755);
     const env = await preparePythonEnv({ quick: true, modules: ['gymnasium', 'safetensors'], venvDir: venv });
     expect(env.setup).toBe('existing');
     for (const m of ['gymnasium', 'safetensors']) {
       const probe = env.modules[m]!;
-      expect('unavailable' in probe && probe.unavailable).toMatch(/exited 1: ModuleNotFoundError: No module named gymnasium/);
+      expect('unavailable' in probe && probe.unavailable).toMatch(
+        /exited 1: ModuleNotFoundError: No module named gymnasium/,
+      );
     }
   });
 

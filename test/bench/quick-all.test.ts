@@ -38,7 +38,8 @@ it('npm run bench -- --quick runs every suite and writes a receipt with figures 
   expect(receipt.evidence_class).toBe('measured');
   expect(receipt.measure_source).toMatch(/bench\/run\.ts --quick --out /);
   expect(receipt.quick).toBe(true);
-  for (const key of ['cpuModel', 'cores', 'memoryBytes', 'node', 'os', 'loadAverage']) expect(receipt.machine).toHaveProperty(key);
+  for (const key of ['cpuModel', 'cores', 'memoryBytes', 'node', 'os', 'loadAverage'])
+    expect(receipt.machine).toHaveProperty(key);
   expect(receipt.suites.map((s: { name: string }) => s.name)).toEqual(SUITES.map((s) => s.name));
   for (const suite of receipt.suites as { name: string; figures: Fig[]; details?: Record<string, unknown> }[]) {
     const skipped = suite.details?.skipped;

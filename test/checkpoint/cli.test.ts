@@ -11,12 +11,27 @@ import { tmpDir } from './harness.js';
 describe('detsim run --checkpoint-every / detsim resume (CLI)', () => {
   it('prints the committed count, keeps N, and resume refuses what it must without touching the run', () => {
     const out = tmpDir('detsim-ckcli-');
-    const r = detsim(['run', 'examples/lif-pair.yaml', '--steps', '4', '--checkpoint-every', '1', '--keep', '2', '--out', out]);
+    const r = detsim([
+      'run',
+      'examples/lif-pair.yaml',
+      '--steps',
+      '4',
+      '--checkpoint-every',
+      '1',
+      '--keep',
+      '2',
+      '--out',
+      out,
+    ]);
     expect(r.status, r.stderr).toBe(0);
-    expect(r.stdout).toMatch(/^checkpoints\s+4 committed of 4 captured \(every 1 steps, keep 2, high-water ckpt-e1-4\)$/m);
+    expect(r.stdout).toMatch(
+      /^checkpoints\s+4 committed of 4 captured \(every 1 steps, keep 2, high-water ckpt-e1-4\)$/m,
+    );
     expect(r.stderr).toMatch(/checkpoint ckpt-e1-4 committed \(boundary 4\)/);
     const runDir = join(out, 'lif-pair-1');
-    const store = JSON.parse(readFileSync(join(runDir, 'store', 'manifest.json'), 'utf8')) as { generations: { checkpointId: string }[] };
+    const store = JSON.parse(readFileSync(join(runDir, 'store', 'manifest.json'), 'utf8')) as {
+      generations: { checkpointId: string }[];
+    };
     expect(store.generations.map((g) => g.checkpointId)).toEqual(['ckpt-e1-3', 'ckpt-e1-4']);
 
     // A damaged generation: resume refuses naming the check (exit 1), nothing in the run changes.
@@ -30,7 +45,9 @@ describe('detsim run --checkpoint-every / detsim resume (CLI)', () => {
     const summary = readFileSync(join(damaged, 'summary.json'), 'utf8');
     const bad = detsim(['resume', damaged, '--steps', '4']);
     expect(bad.status).toBe(1);
-    expect(bad.stderr.trim().split('\n').at(-1)).toMatch(/^detsim: \[audit_envelope_digest\] checkpoint refused: ckpt-e1-4: .*check 2 \(footer digest\)/);
+    expect(bad.stderr.trim().split('\n').at(-1)).toMatch(
+      /^detsim: \[audit_envelope_digest\] checkpoint refused: ckpt-e1-4: .*check 2 \(footer digest\)/,
+    );
     expect(readFileSync(join(damaged, 'trace.jsonl'), 'utf8')).toBe(trace);
     expect(readFileSync(join(damaged, 'summary.json'), 'utf8')).toBe(summary);
     expect(existsSync(join(damaged, 'trace.abandoned.jsonl'))).toBe(false);
@@ -44,7 +61,9 @@ describe('detsim run --checkpoint-every / detsim resume (CLI)', () => {
     const editedTrace = readFileSync(join(edited, 'trace.jsonl'), 'utf8');
     const mismatch = detsim(['resume', edited, '--checkpoint', 'ckpt-e1-3']);
     expect(mismatch.status).toBe(1);
-    expect(mismatch.stderr.trim().split('\n').at(-1)).toMatch(/^detsim: \[audit_trace_prefix_mismatch\] checkpoint refused: the run's trace before boundary 3/);
+    expect(mismatch.stderr.trim().split('\n').at(-1)).toMatch(
+      /^detsim: \[audit_trace_prefix_mismatch\] checkpoint refused: the run's trace before boundary 3/,
+    );
     expect(readFileSync(join(edited, 'trace.jsonl'), 'utf8')).toBe(editedTrace);
 
     const unknown = detsim(['resume', runDir, '--checkpoint', 'ckpt-e1-1']);
@@ -61,10 +80,14 @@ describe('detsim run --checkpoint-every / detsim resume (CLI)', () => {
     const out = tmpDir('detsim-ckcli-');
     const keepAlone = detsim(['run', 'examples/lif-pair.yaml', '--keep', '2', '--out', out]);
     expect(keepAlone.status).toBe(2);
-    expect(keepAlone.stderr.trim()).toMatch(/^detsim: \[struct_invalid_field\] --keep: only meaningful with --checkpoint-every$/);
+    expect(keepAlone.stderr.trim()).toMatch(
+      /^detsim: \[struct_invalid_field\] --keep: only meaningful with --checkpoint-every$/,
+    );
     const zero = detsim(['run', 'examples/lif-pair.yaml', '--checkpoint-every', '0', '--out', out]);
     expect(zero.status).toBe(2);
-    expect(zero.stderr.trim()).toMatch(/^detsim: \[struct_invalid_field\] --checkpoint-every: "0" is not a positive whole number$/);
+    expect(zero.stderr.trim()).toMatch(
+      /^detsim: \[struct_invalid_field\] --checkpoint-every: "0" is not a positive whole number$/,
+    );
     expect(existsSync(join(out, 'lif-pair-1'))).toBe(false);
     const plain = detsim(['run', 'examples/lif-pair.yaml', '--steps', '1', '--out', out]);
     expect(plain.status, plain.stderr).toBe(0);

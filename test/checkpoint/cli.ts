@@ -27,7 +27,13 @@ export function committedIds(runDir: string): string[] {
  * Start `detsim run` as a child and SIGKILL it once `ready(runDir)` holds (polled), optionally
  * after a further delay. Resolves with the run directory once the child is gone.
  */
-export async function runAndKill(args: string[], runDir: string, ready: (runDir: string) => boolean, extraDelayMs = 0, budgetMs = 180_000): Promise<{ killed: boolean }> {
+export async function runAndKill(
+  args: string[],
+  runDir: string,
+  ready: (runDir: string) => boolean,
+  extraDelayMs = 0,
+  budgetMs = 180_000,
+): Promise<{ killed: boolean }> {
   const child = spawn(process.execPath, [...CLI, ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
   child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
@@ -48,7 +54,10 @@ export async function runAndKill(args: string[], runDir: string, ready: (runDir:
 }
 
 export function traces(runDir: string, file = 'trace.jsonl'): TransitionTrace[] {
-  return readFileSync(join(runDir, file), 'utf8').split('\n').filter((l) => l !== '').map((l) => parseStrict(l) as unknown as TransitionTrace);
+  return readFileSync(join(runDir, file), 'utf8')
+    .split('\n')
+    .filter((l) => l !== '')
+    .map((l) => parseStrict(l) as unknown as TransitionTrace);
 }
 
 export function summary(runDir: string): Record<string, any> {
@@ -56,9 +65,15 @@ export function summary(runDir: string): Record<string, any> {
 }
 
 /** `detsim` as a child that runs alongside others; resolves with its exit status and output. */
-export function detsimAsync(args: string[], opts: { preload?: string; env?: NodeJS.ProcessEnv } = {}): Promise<{ status: number | null; stdout: string; stderr: string }> {
+export function detsimAsync(
+  args: string[],
+  opts: { preload?: string; env?: NodeJS.ProcessEnv } = {},
+): Promise<{ status: number | null; stdout: string; stderr: string }> {
   const preload = opts.preload ? ['--import', opts.preload] : [];
-  const child = spawn(process.execPath, ['--import', 'tsx', ...preload, ...CLI.slice(2), ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...opts.env } });
+  const child = spawn(process.execPath, ['--import', 'tsx', ...preload, ...CLI.slice(2), ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, ...opts.env },
+  });
   let stdout = '';
   let stderr = '';
   child.stdout!.on('data', (d: Buffer) => (stdout += d.toString()));

@@ -41,7 +41,10 @@ async function epochs(s: Session): Promise<Record<string, string | null>> {
   const out: Record<string, string | null> = {};
   for (const w of s.fleet.all()) {
     const r = await w.client.call(METHODS.status, null, {}, { deadlineMs: 10_000 });
-    out[w.plan.workerId] = r.reply.type === 'result' ? ((r.reply.result as { currentScope: { epoch: string } | null }).currentScope?.epoch ?? null) : 'error';
+    out[w.plan.workerId] =
+      r.reply.type === 'result'
+        ? ((r.reply.result as { currentScope: { epoch: string } | null }).currentScope?.epoch ?? null)
+        : 'error';
   }
   return out;
 }
@@ -59,12 +62,15 @@ async function checkpointAt2(s: Session): Promise<Buffer> {
 function corrupt(bytes: Buffer, name: string): Buffer {
   const d = decodeEnvelope(bytes);
   const { payloads: _drop, ...manifest } = d.manifest;
-  return encodeEnvelope(manifest, d.payloads.map((p) => {
-    if (p.name !== name) return { name: p.name, bytes: p.bytes };
-    const b = Buffer.from(p.bytes);
-    b[b.length - 1]! ^= 0xff;
-    return { name: p.name, bytes: b };
-  }));
+  return encodeEnvelope(
+    manifest,
+    d.payloads.map((p) => {
+      if (p.name !== name) return { name: p.name, bytes: p.bytes };
+      const b = Buffer.from(p.bytes);
+      b[b.length - 1]! ^= 0xff;
+      return { name: p.name, bytes: b };
+    }),
+  );
 }
 
 /** Re-encode with the manifest edited. */
@@ -72,11 +78,17 @@ function editManifest(bytes: Buffer, edit: (m: Record<string, any>) => void): Bu
   const d = decodeEnvelope(bytes);
   const { payloads: _drop, ...manifest } = structuredClone(d.manifest) as Record<string, any>;
   edit(manifest);
-  return encodeEnvelope(manifest, d.payloads.map((p) => ({ name: p.name, bytes: p.bytes })));
+  return encodeEnvelope(
+    manifest,
+    d.payloads.map((p) => ({ name: p.name, bytes: p.bytes })),
+  );
 }
 
 async function refusal(p: Promise<unknown>): Promise<CheckpointRefusal> {
-  const e = await p.then(() => null, (err: unknown) => err);
+  const e = await p.then(
+    () => null,
+    (err: unknown) => err,
+  );
   expect(e).toBeInstanceOf(CheckpointRefusal);
   return e as CheckpointRefusal;
 }
@@ -84,221 +96,314 @@ async function refusal(p: Promise<unknown>): Promise<CheckpointRefusal> {
 const T = 240_000;
 
 describe('STATE-01 fault cases over real workers', () => {
-  it('corrupt world or task-ledger: refused before anyone activates, nothing tainted, intact bytes then restore', async () => {
-    const s = await session();
-    const good = await checkpointAt2(s);
-    const sent = spy(s);
-    // world: the environment is staged first and refuses; nobody was staged.
-    const w = await refusal(restoreGroup(s.group, { bytes: corrupt(good, 'world') }, { epoch: 'e2' }));
-    expect(w.participant).toBe('environment');
-    expect(w.workerCode).toMatch(/INCOMPATIBLE_STATE|INVALID_ARGUMENT/);
-    expect(s.group.tainted.size).toBe(0);
-    expect(sent.filter((m) => m.endsWith(METHODS.activateRestore))).toEqual([]);
-    // task-ledger: a coordinator payload, refused before any participant is staged.
-    const before = sent.length;
-    const t = await refusal(restoreGroup(s.group, { bytes: corrupt(good, 'task-ledger') }, { epoch: 'e2' }));
-    expect(t.reason).toBe('audit_coordinator_payload');
-    expect(sent.slice(before).filter((m) => m.includes('State.'))).toEqual([]);
-    expect(Object.values(await epochs(s)).every((e) => e === 'e1')).toBe(true);
-    // Intact bytes restore on the same workers.
-    const rep = await restoreGroup(s.group, { bytes: good }, { epoch: 'e2' });
-    expect(rep.boundary).toBe(2n);
-    expect(s.group.phase).toBe('paused');
-    expect(Object.values(await epochs(s)).every((e) => e === 'e2')).toBe(true);
-  }, T);
+  it(
+    'corrupt world or task-ledger: refused before anyone activates, nothing tainted, intact bytes then restore',
+    async () => {
+      const s = await session();
+      const good = await checkpointAt2(s);
+      const sent = spy(s);
+      // world: the environment is staged first and refuses; nobody was staged.
+      const w = await refusal(restoreGroup(s.group, { bytes: corrupt(good, 'world') }, { epoch: 'e2' }));
+      expect(w.participant).toBe('environment');
+      expect(w.workerCode).toMatch(/INCOMPATIBLE_STATE|INVALID_ARGUMENT/);
+      expect(s.group.tainted.size).toBe(0);
+      expect(sent.filter((m) => m.endsWith(METHODS.activateRestore))).toEqual([]);
+      // task-ledger: a coordinator payload, refused before any participant is staged.
+      const before = sent.length;
+      const t = await refusal(restoreGroup(s.group, { bytes: corrupt(good, 'task-ledger') }, { epoch: 'e2' }));
+      expect(t.reason).toBe('audit_coordinator_payload');
+      expect(sent.slice(before).filter((m) => m.includes('State.'))).toEqual([]);
+      expect(Object.values(await epochs(s)).every((e) => e === 'e1')).toBe(true);
+      // Intact bytes restore on the same workers.
+      const rep = await restoreGroup(s.group, { bytes: good }, { epoch: 'e2' });
+      expect(rep.boundary).toBe(2n);
+      expect(s.group.phase).toBe('paused');
+      expect(Object.values(await epochs(s)).every((e) => e === 'e2')).toBe(true);
+    },
+    T,
+  );
 
-  it('corrupt one agent payload: the group install fails, stagers tainted, nobody runs e2; replaced workers restore the intact bytes', async () => {
-    const s = await session();
-    const good = await checkpointAt2(s);
-    const sent = spy(s);
-    const e = await refusal(restoreGroup(s.group, { bytes: corrupt(good, 'agent-lif-b') }, { epoch: 'e2' }));
-    expect(e.participant).toBe('agent lif-b');
-    expect(e.workerCode).toMatch(/INCOMPATIBLE_STATE|INVALID_ARGUMENT/);
-    expect(sent.filter((m) => m.endsWith(METHODS.activateRestore))).toEqual([]);
-    expect([...s.group.tainted].sort()).toEqual(['agent lif-a', 'environment']);
-    expect(Object.values(await epochs(s)).every((x) => x === 'e1')).toBe(true);
-    await expect(s.group.step()).rejects.toMatchObject({ status: 'INVALID_PHASE' });
-    expect((await refusal(restoreGroup(s.group, { bytes: good }, { epoch: 'e3' }))).status).toBe('INVALID_PHASE');
-    // Replace every participant (fresh processes), then the intact bytes restore.
-    const fresh = await session({ identities: s.lockstep.identities!, runDir: tmpDir() });
-    await restoreGroup(fresh.group, { bytes: good }, { epoch: 'e2' });
-    fresh.group.resume();
-    expect((await fresh.group.step()).behaviour.scope).toMatchObject({ epoch: 'e2', step: '2' });
-  }, T);
+  it(
+    'corrupt one agent payload: the group install fails, stagers tainted, nobody runs e2; replaced workers restore the intact bytes',
+    async () => {
+      const s = await session();
+      const good = await checkpointAt2(s);
+      const sent = spy(s);
+      const e = await refusal(restoreGroup(s.group, { bytes: corrupt(good, 'agent-lif-b') }, { epoch: 'e2' }));
+      expect(e.participant).toBe('agent lif-b');
+      expect(e.workerCode).toMatch(/INCOMPATIBLE_STATE|INVALID_ARGUMENT/);
+      expect(sent.filter((m) => m.endsWith(METHODS.activateRestore))).toEqual([]);
+      expect([...s.group.tainted].sort()).toEqual(['agent lif-a', 'environment']);
+      expect(Object.values(await epochs(s)).every((x) => x === 'e1')).toBe(true);
+      await expect(s.group.step()).rejects.toMatchObject({ status: 'INVALID_PHASE' });
+      expect((await refusal(restoreGroup(s.group, { bytes: good }, { epoch: 'e3' }))).status).toBe('INVALID_PHASE');
+      // Replace every participant (fresh processes), then the intact bytes restore.
+      const fresh = await session({ identities: s.lockstep.identities!, runDir: tmpDir() });
+      await restoreGroup(fresh.group, { bytes: good }, { epoch: 'e2' });
+      fresh.group.resume();
+      expect((await fresh.group.step()).behaviour.scope).toMatchObject({ epoch: 'e2', step: '2' });
+    },
+    T,
+  );
 
-  it('one participant refuses StageRestore: attributed to it, nobody activates', async () => {
-    const s = await session();
-    const good = await checkpointAt2(s);
-    const sent = spy(s);
-    const e = await refusal(restoreGroup(s.group, { bytes: good }, {
-      epoch: 'e2',
-      hooks: { beforeStage: (who, p) => (who === 'agent lif-a' ? { ...p, compatibilityDigest: 'f'.repeat(64) } : p) },
-    }));
-    expect(e.participant).toBe('agent lif-a');
-    expect(e.workerCode).toBe('INCOMPATIBLE_STATE');
-    expect(e.message).toMatch(/nothing activates/);
-    expect(sent.filter((m) => m.endsWith(METHODS.activateRestore))).toEqual([]);
-    expect([...s.group.tainted]).toEqual(['environment']);
-    expect(Object.values(await epochs(s)).every((x) => x === 'e1')).toBe(true);
-  }, T);
+  it(
+    'one participant refuses StageRestore: attributed to it, nobody activates',
+    async () => {
+      const s = await session();
+      const good = await checkpointAt2(s);
+      const sent = spy(s);
+      const e = await refusal(
+        restoreGroup(
+          s.group,
+          { bytes: good },
+          {
+            epoch: 'e2',
+            hooks: {
+              beforeStage: (who, p) => (who === 'agent lif-a' ? { ...p, compatibilityDigest: 'f'.repeat(64) } : p),
+            },
+          },
+        ),
+      );
+      expect(e.participant).toBe('agent lif-a');
+      expect(e.workerCode).toBe('INCOMPATIBLE_STATE');
+      expect(e.message).toMatch(/nothing activates/);
+      expect(sent.filter((m) => m.endsWith(METHODS.activateRestore))).toEqual([]);
+      expect([...s.group.tainted]).toEqual(['environment']);
+      expect(Object.values(await epochs(s)).every((x) => x === 'e1')).toBe(true);
+    },
+    T,
+  );
 
-  it('half activation (second agent fails ActivateRestore): fenced, stepping refused, restore over the tainted refused; replaced, it restores', async () => {
-    const s = await session();
-    const good = await checkpointAt2(s);
-    const e = await refusal(restoreGroup(s.group, { bytes: good }, {
-      epoch: 'e2',
-      hooks: { beforeActivate: (who, p) => (who === 'agent lif-b' ? { ...p, restoreToken: 'rt-00000000000000000000000000000000' } : p) },
-    }));
-    expect(e.participant).toBe('agent lif-b');
-    expect(e.message).toMatch(/fenced/);
-    expect(s.group.phase).toBe('fenced');
-    expect([...s.group.tainted].sort()).toEqual(['agent lif-a', 'agent lif-b', 'environment']);
-    expect(await epochs(s)).toEqual({ 'worker-env': 'e2', 'worker-0': 'e2', 'worker-1': 'e1' });
-    await expect(s.group.step()).rejects.toMatchObject({ status: 'INVALID_PHASE' });
-    await expect(captureGroup(s.group, { checkpointId: 'ckpt-x' })).rejects.toMatchObject({ status: 'INVALID_PHASE' });
-    expect((await refusal(restoreGroup(s.group, { bytes: good }, { epoch: 'e3' }))).status).toBe('INVALID_PHASE');
-    const fresh = await session({ identities: s.lockstep.identities!, runDir: tmpDir() });
-    const rep = await restoreGroup(fresh.group, { bytes: good }, { epoch: 'e3' });
-    expect(rep.epoch).toBe('e3');
-    expect(fresh.group.phase).toBe('paused');
-    fresh.group.resume();
-    expect((await fresh.group.step()).behaviour.scope).toMatchObject({ epoch: 'e3', step: '2' });
-  }, T);
+  it(
+    'half activation (second agent fails ActivateRestore): fenced, stepping refused, restore over the tainted refused; replaced, it restores',
+    async () => {
+      const s = await session();
+      const good = await checkpointAt2(s);
+      const e = await refusal(
+        restoreGroup(
+          s.group,
+          { bytes: good },
+          {
+            epoch: 'e2',
+            hooks: {
+              beforeActivate: (who, p) =>
+                who === 'agent lif-b' ? { ...p, restoreToken: 'rt-00000000000000000000000000000000' } : p,
+            },
+          },
+        ),
+      );
+      expect(e.participant).toBe('agent lif-b');
+      expect(e.message).toMatch(/fenced/);
+      expect(s.group.phase).toBe('fenced');
+      expect([...s.group.tainted].sort()).toEqual(['agent lif-a', 'agent lif-b', 'environment']);
+      expect(await epochs(s)).toEqual({ 'worker-env': 'e2', 'worker-0': 'e2', 'worker-1': 'e1' });
+      await expect(s.group.step()).rejects.toMatchObject({ status: 'INVALID_PHASE' });
+      await expect(captureGroup(s.group, { checkpointId: 'ckpt-x' })).rejects.toMatchObject({
+        status: 'INVALID_PHASE',
+      });
+      expect((await refusal(restoreGroup(s.group, { bytes: good }, { epoch: 'e3' }))).status).toBe('INVALID_PHASE');
+      const fresh = await session({ identities: s.lockstep.identities!, runDir: tmpDir() });
+      const rep = await restoreGroup(fresh.group, { bytes: good }, { epoch: 'e3' });
+      expect(rep.epoch).toBe('e3');
+      expect(fresh.group.phase).toBe('paused');
+      fresh.group.resume();
+      expect((await fresh.group.step()).behaviour.scope).toMatchObject({ epoch: 'e3', step: '2' });
+    },
+    T,
+  );
 
-  it('a restore token activates once (CONFLICT); old-epoch Prepare and Advance are STALE_EPOCH; restoring into the current epoch is STALE_EPOCH', async () => {
-    const s = await session();
-    const good = await checkpointAt2(s);
-    await s.group.step();
-    const rep = await restoreGroup(s.group, { store: s.ck.store }, { epoch: 'e2' });
-    const env = rep.participants.find((p) => p.agentId === null)!;
-    const again = await s.fleet.environment.client.call(METHODS.activateRestore, { sessionId: 'lif-pair', epoch: 'e2', step: '2' }, { restoreToken: env.restoreToken, agentId: null }, { deadlineMs: 10_000 });
-    expect(again.reply.type === 'error' && again.reply.error.code).toBe('CONFLICT');
-    const old = { sessionId: 'lif-pair', epoch: 'e1', step: '2' };
-    const prep = await s.fleet.agents[0]!.client.call(METHODS.agentPrepare, old, { agents: [{ agentId: 'lif-a' }] }, { deadlineMs: 10_000 });
-    expect(prep.reply.type === 'error' && prep.reply.error.code).toBe('STALE_EPOCH');
-    const adv = await s.fleet.environment.client.call(METHODS.environmentAdvance, old, { batchId: 'batch-e1-2', actions: [] }, { deadlineMs: 10_000 });
-    expect(adv.reply.type === 'error' && adv.reply.error.code).toBe('STALE_EPOCH');
-    expect((await refusal(restoreGroup(s.group, { bytes: good }, { epoch: 'e2' }))).status).toBe('STALE_EPOCH');
-    // Paused(2) until resumed explicitly; capture works from Paused and returns to Paused.
-    await expect(s.group.step()).rejects.toMatchObject({ status: 'INVALID_PHASE' });
-    const c = await captureGroup(s.group, { checkpointId: 'ckpt-e2-2' });
-    expect((await c.ticket.wait(30_000)).kind).toBe('Committed');
-    expect(s.group.phase).toBe('paused');
-    s.group.resume();
-    expect((await s.group.step()).behaviour.scope).toMatchObject({ epoch: 'e2', step: '2' });
-  }, T);
+  it(
+    'a restore token activates once (CONFLICT); old-epoch Prepare and Advance are STALE_EPOCH; restoring into the current epoch is STALE_EPOCH',
+    async () => {
+      const s = await session();
+      const good = await checkpointAt2(s);
+      await s.group.step();
+      const rep = await restoreGroup(s.group, { store: s.ck.store }, { epoch: 'e2' });
+      const env = rep.participants.find((p) => p.agentId === null)!;
+      const again = await s.fleet.environment.client.call(
+        METHODS.activateRestore,
+        { sessionId: 'lif-pair', epoch: 'e2', step: '2' },
+        { restoreToken: env.restoreToken, agentId: null },
+        { deadlineMs: 10_000 },
+      );
+      expect(again.reply.type === 'error' && again.reply.error.code).toBe('CONFLICT');
+      const old = { sessionId: 'lif-pair', epoch: 'e1', step: '2' };
+      const prep = await s.fleet.agents[0]!.client.call(
+        METHODS.agentPrepare,
+        old,
+        { agents: [{ agentId: 'lif-a' }] },
+        { deadlineMs: 10_000 },
+      );
+      expect(prep.reply.type === 'error' && prep.reply.error.code).toBe('STALE_EPOCH');
+      const adv = await s.fleet.environment.client.call(
+        METHODS.environmentAdvance,
+        old,
+        { batchId: 'batch-e1-2', actions: [] },
+        { deadlineMs: 10_000 },
+      );
+      expect(adv.reply.type === 'error' && adv.reply.error.code).toBe('STALE_EPOCH');
+      expect((await refusal(restoreGroup(s.group, { bytes: good }, { epoch: 'e2' }))).status).toBe('STALE_EPOCH');
+      // Paused(2) until resumed explicitly; capture works from Paused and returns to Paused.
+      await expect(s.group.step()).rejects.toMatchObject({ status: 'INVALID_PHASE' });
+      const c = await captureGroup(s.group, { checkpointId: 'ckpt-e2-2' });
+      expect((await c.ticket.wait(30_000)).kind).toBe('Committed');
+      expect(s.group.phase).toBe('paused');
+      s.group.resume();
+      expect((await s.group.step()).behaviour.scope).toMatchObject({ epoch: 'e2', step: '2' });
+    },
+    T,
+  );
 
-  it('another compatibility field (edited parserDigest) or another seed: refused naming it, nothing staged', async () => {
-    const s = await session();
-    const good = await checkpointAt2(s);
-    const sent = spy(s);
-    const p = await refusal(restoreGroup(s.group, { bytes: editManifest(good, (m) => (m.compatibility.parserDigest = 'a'.repeat(64))) }, { epoch: 'e2' }));
-    expect(p.reason).toBe('ident_compatibility_mismatch');
-    expect(p.message).toMatch(/compatibility parser differs/);
-    expect(p.field).toBe('compatibility.parserDigest');
-    const seed = await refusal(restoreGroup(s.group, { bytes: editManifest(good, (m) => (m.agents[1].seed = 12345)) }, { epoch: 'e2' }));
-    expect(seed.reason).toBe('ident_seed_mismatch');
-    expect(seed.message).toMatch(/agent lif-b seed 12345/);
-    expect(sent.filter((m) => m.includes('State.'))).toEqual([]);
-    expect(s.group.tainted.size).toBe(0);
-  }, T);
+  it(
+    'another compatibility field (edited parserDigest) or another seed: refused naming it, nothing staged',
+    async () => {
+      const s = await session();
+      const good = await checkpointAt2(s);
+      const sent = spy(s);
+      const p = await refusal(
+        restoreGroup(
+          s.group,
+          { bytes: editManifest(good, (m) => (m.compatibility.parserDigest = 'a'.repeat(64))) },
+          { epoch: 'e2' },
+        ),
+      );
+      expect(p.reason).toBe('ident_compatibility_mismatch');
+      expect(p.message).toMatch(/compatibility parser differs/);
+      expect(p.field).toBe('compatibility.parserDigest');
+      const seed = await refusal(
+        restoreGroup(s.group, { bytes: editManifest(good, (m) => (m.agents[1].seed = 12345)) }, { epoch: 'e2' }),
+      );
+      expect(seed.reason).toBe('ident_seed_mismatch');
+      expect(seed.message).toMatch(/agent lif-b seed 12345/);
+      expect(sent.filter((m) => m.includes('State.'))).toEqual([]);
+      expect(s.group.tainted.size).toBe(0);
+    },
+    T,
+  );
 
-  it('capture only at a committed boundary: before initialization INVALID_PHASE', async () => {
-    const s = await session();
-    const bare = await session({ identities: s.lockstep.identities!, runDir: tmpDir() });
-    const sent = spy(bare);
-    const e = await refusal(captureGroup(bare.group, { checkpointId: 'ckpt-e1-0' }));
-    expect(e.status).toBe('INVALID_PHASE');
-    expect(sent).toEqual([]);
-    expect(bare.ck.writer.stats().outstanding).toBe(0);
-  }, T);
+  it(
+    'capture only at a committed boundary: before initialization INVALID_PHASE',
+    async () => {
+      const s = await session();
+      const bare = await session({ identities: s.lockstep.identities!, runDir: tmpDir() });
+      const sent = spy(bare);
+      const e = await refusal(captureGroup(bare.group, { checkpointId: 'ckpt-e1-0' }));
+      expect(e.status).toBe('INVALID_PHASE');
+      expect(sent).toEqual([]);
+      expect(bare.ck.writer.stats().outstanding).toBe(0);
+    },
+    T,
+  );
 
-  it('from the store, TypeScript workers read their payloads from the verified file (no attachment); a file changed after verification is refused by the stager, nobody activates', async () => {
-    const s = await session();
-    await checkpointAt2(s);
-    const sent: { method: string; file: unknown; attachment: boolean }[] = [];
-    for (const w of s.fleet.all()) {
-      const orig = w.client.call.bind(w.client);
-      w.client.call = (method, scope, params, o) => {
-        if (method === METHODS.stageRestore) sent.push({ method, file: (params as { payload: { file?: unknown } }).payload.file, attachment: o?.attachment !== undefined });
-        return orig(method, scope, params, o);
+  it(
+    'from the store, TypeScript workers read their payloads from the verified file (no attachment); a file changed after verification is refused by the stager, nobody activates',
+    async () => {
+      const s = await session();
+      await checkpointAt2(s);
+      const sent: { method: string; file: unknown; attachment: boolean }[] = [];
+      for (const w of s.fleet.all()) {
+        const orig = w.client.call.bind(w.client);
+        w.client.call = (method, scope, params, o) => {
+          if (method === METHODS.stageRestore)
+            sent.push({
+              method,
+              file: (params as { payload: { file?: unknown } }).payload.file,
+              attachment: o?.attachment !== undefined,
+            });
+          return orig(method, scope, params, o);
+        };
+      }
+      const record = s.ck.store.highWater()!;
+      const path = join(s.ck.store.dir, record.file);
+      const report = await restoreGroup(s.group, { store: s.ck.store }, { epoch: 'e2' });
+      expect(report.participants.map((p) => p.participant)).toEqual(['environment', 'agent lif-a', 'agent lif-b']);
+      expect(sent).toHaveLength(3);
+      for (const m of sent) expect(m).toMatchObject({ attachment: false, file: { path: resolve(path) } });
+      s.group.resume();
+      await s.group.step();
+
+      // Between the coordinator's verification and lif-b's stage, lif-b's payload bytes change on disk.
+      const entry = decodeEnvelope(readFileSync(path)).layout.entries.find((e) => e.name === 'agent-lif-b')!;
+      const e = await refusal(
+        restoreGroup(
+          s.group,
+          { store: s.ck.store },
+          {
+            epoch: 'e3',
+            hooks: {
+              beforeStage: (who, p) => {
+                if (who === 'agent lif-b') {
+                  const bytes = readFileSync(path);
+                  bytes[entry.offset + entry.byteLength - 1]! ^= 0xff;
+                  writeFileSync(path, bytes);
+                }
+                return p;
+              },
+            },
+          },
+        ),
+      );
+      expect(e.participant).toBe('agent lif-b');
+      expect(e.workerCode).toBe('BUFFER_INVALID');
+      expect(e.message).toMatch(/the payload digest check failed for payload agent-lif-b/);
+      expect(e.message).toMatch(/nothing activates/);
+      expect(Object.values(await epochs(s)).every((x) => x === 'e2')).toBe(true);
+    },
+    T,
+  );
+
+  it(
+    "a payload damaged after its participant hashed it: capture returns and stepping goes on (hashing is the writer's), the save fails naming it, the last commit stays",
+    async () => {
+      const s = await session();
+      await checkpointAt2(s);
+      const victim = s.fleet.agents[0]!;
+      const agentId = victim.plan.agentIds[0]!;
+      const orig = victim.client.call.bind(victim.client);
+      victim.client.call = async (method, scope, params, o) => {
+        const rep = await orig(method, scope, params, o);
+        if (method === METHODS.capture && rep.attachment) rep.attachment[0]! ^= 0xff; // damaged in transit
+        return rep;
       };
-    }
-    const record = s.ck.store.highWater()!;
-    const path = join(s.ck.store.dir, record.file);
-    const report = await restoreGroup(s.group, { store: s.ck.store }, { epoch: 'e2' });
-    expect(report.participants.map((p) => p.participant)).toEqual(['environment', 'agent lif-a', 'agent lif-b']);
-    expect(sent).toHaveLength(3);
-    for (const m of sent) expect(m).toMatchObject({ attachment: false, file: { path: resolve(path) } });
-    s.group.resume();
-    await s.group.step();
+      await s.group.step();
+      const rec = await captureGroup(s.group, { checkpointId: 'ckpt-e1-3' });
+      const t = await s.group.step();
+      expect(t.behaviour.scope.step).toBe('3');
+      const outcome = await rec.ticket.wait(30_000);
+      expect(outcome).toMatchObject({ kind: 'Failed', reason: 'seal_failed' });
+      expect(outcome.kind === 'Failed' && outcome.message).toContain(`payload "agent-${agentId}": its bytes hash to`);
+      expect(s.ck.store.highWater()?.checkpointId).toBe('ckpt-e1-2');
+      expect((await s.ck.store.verify()).ok).toBe(true);
+    },
+    T,
+  );
 
-    // Between the coordinator's verification and lif-b's stage, lif-b's payload bytes change on disk.
-    const entry = decodeEnvelope(readFileSync(path)).layout.entries.find((e) => e.name === 'agent-lif-b')!;
-    const e = await refusal(restoreGroup(s.group, { store: s.ck.store }, {
-      epoch: 'e3',
-      hooks: {
-        beforeStage: (who, p) => {
-          if (who === 'agent lif-b') {
-            const bytes = readFileSync(path);
-            bytes[entry.offset + entry.byteLength - 1]! ^= 0xff;
-            writeFileSync(path, bytes);
-          }
-          return p;
-        },
-      },
-    }));
-    expect(e.participant).toBe('agent lif-b');
-    expect(e.workerCode).toBe('BUFFER_INVALID');
-    expect(e.message).toMatch(/the payload digest check failed for payload agent-lif-b/);
-    expect(e.message).toMatch(/nothing activates/);
-    expect(Object.values(await epochs(s)).every((x) => x === 'e2')).toBe(true);
-  }, T);
-
-  it('a payload damaged after its participant hashed it: capture returns and stepping goes on (hashing is the writer\'s), the save fails naming it, the last commit stays', async () => {
-    const s = await session();
-    await checkpointAt2(s);
-    const victim = s.fleet.agents[0]!;
-    const agentId = victim.plan.agentIds[0]!;
-    const orig = victim.client.call.bind(victim.client);
-    victim.client.call = async (method, scope, params, o) => {
-      const rep = await orig(method, scope, params, o);
-      if (method === METHODS.capture && rep.attachment) rep.attachment[0]! ^= 0xff; // damaged in transit
-      return rep;
-    };
-    await s.group.step();
-    const rec = await captureGroup(s.group, { checkpointId: 'ckpt-e1-3' });
-    const t = await s.group.step();
-    expect(t.behaviour.scope.step).toBe('3');
-    const outcome = await rec.ticket.wait(30_000);
-    expect(outcome).toMatchObject({ kind: 'Failed', reason: 'seal_failed' });
-    expect(outcome.kind === 'Failed' && outcome.message).toContain(`payload "agent-${agentId}": its bytes hash to`);
-    expect(s.ck.store.highWater()?.checkpointId).toBe('ckpt-e1-2');
-    expect((await s.ck.store.verify()).ok).toBe(true);
-  }, T);
-
-  it('queue stress: with the writer stalled the third capture is BUSY before anyone is asked, the run keeps stepping, bounds hold, both commit later', async () => {
-    const s = await session();
-    const release = s.ck.writer.testHooks.stall();
-    await s.group.step();
-    const c1 = await captureGroup(s.group, { checkpointId: 'ckpt-e1-1' });
-    await s.group.step();
-    const c2 = await captureGroup(s.group, { checkpointId: 'ckpt-e1-2' });
-    await s.group.step();
-    const sent = spy(s);
-    const busy = await refusal(captureGroup(s.group, { checkpointId: 'ckpt-e1-3' }));
-    expect(busy.status).toBe('BUSY');
-    expect(busy.mutation).toBe('none');
-    expect(sent).toEqual([]);
-    const t = await s.group.step();
-    expect(t.behaviour.scope.step).toBe('3');
-    const stats = s.ck.writer.stats();
-    expect(stats.peak_queue).toBeLessThanOrEqual(2);
-    expect(stats.peak_bytes).toBeLessThanOrEqual(64 * 1024 * 1024);
-    expect(stats.rejected).toBe(1);
-    release();
-    expect((await c1.ticket.wait(30_000)).kind).toBe('Committed');
-    expect((await c2.ticket.wait(30_000)).kind).toBe('Committed');
-    expect(s.ck.store.generations().map((g) => g.checkpointId)).toEqual(['ckpt-e1-1', 'ckpt-e1-2']);
-  }, T);
+  it(
+    'queue stress: with the writer stalled the third capture is BUSY before anyone is asked, the run keeps stepping, bounds hold, both commit later',
+    async () => {
+      const s = await session();
+      const release = s.ck.writer.testHooks.stall();
+      await s.group.step();
+      const c1 = await captureGroup(s.group, { checkpointId: 'ckpt-e1-1' });
+      await s.group.step();
+      const c2 = await captureGroup(s.group, { checkpointId: 'ckpt-e1-2' });
+      await s.group.step();
+      const sent = spy(s);
+      const busy = await refusal(captureGroup(s.group, { checkpointId: 'ckpt-e1-3' }));
+      expect(busy.status).toBe('BUSY');
+      expect(busy.mutation).toBe('none');
+      expect(sent).toEqual([]);
+      const t = await s.group.step();
+      expect(t.behaviour.scope.step).toBe('3');
+      const stats = s.ck.writer.stats();
+      expect(stats.peak_queue).toBeLessThanOrEqual(2);
+      expect(stats.peak_bytes).toBeLessThanOrEqual(64 * 1024 * 1024);
+      expect(stats.rejected).toBe(1);
+      release();
+      expect((await c1.ticket.wait(30_000)).kind).toBe('Committed');
+      expect((await c2.ticket.wait(30_000)).kind).toBe('Committed');
+      expect(s.ck.store.generations().map((g) => g.checkpointId)).toEqual(['ckpt-e1-1', 'ckpt-e1-2']);
+    },
+    T,
+  );
 });

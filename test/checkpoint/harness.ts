@@ -6,7 +6,12 @@ import { dirname, join, resolve } from 'node:path';
 import { pino } from 'pino';
 import { parseConfigText, resolveConfig, type RunPlan } from '../../coordinator/config.js';
 import { CheckpointGroup } from '../../coordinator/checkpoint/group.js';
-import { openCheckpointing, storeDirOf, type Checkpointing, type CheckpointingOptions } from '../../coordinator/checkpoint/checkpointing.js';
+import {
+  openCheckpointing,
+  storeDirOf,
+  type Checkpointing,
+  type CheckpointingOptions,
+} from '../../coordinator/checkpoint/checkpointing.js';
 import { launchFleet, type Fleet } from '../../coordinator/launcher.js';
 import { Lockstep, type Identities } from '../../coordinator/lockstep.js';
 
@@ -19,13 +24,15 @@ export function planOf(file: string, edit?: (cfg: Record<string, any>) => void):
   return resolveConfig(cfg, { baseDir: dirname(resolve(file)) });
 }
 
-export const LIF = (neurons = 64) => planOf('examples/lif-pair.yaml', (c) => {
-  for (const a of c.agents) a.params = { neurons };
-});
-export const WALKERS = (count = 6) => planOf('examples/forage-walkers.yaml', (c) => {
-  c.agents.count = count;
-  c.workers.agentsPerWorker = 3;
-});
+export const LIF = (neurons = 64) =>
+  planOf('examples/lif-pair.yaml', (c) => {
+    for (const a of c.agents) a.params = { neurons };
+  });
+export const WALKERS = (count = 6) =>
+  planOf('examples/forage-walkers.yaml', (c) => {
+    c.agents.count = count;
+    c.workers.agentsPerWorker = 3;
+  });
 
 export function tmpDir(prefix = 'detsim-ckpt-'): string {
   return mkdtempSync(join(tmpdir(), prefix));
@@ -42,17 +49,38 @@ export interface Session {
 }
 
 /** Launch and (unless `identities` is given: a fresh fleet for a restore) initialize a session. */
-export async function startSession(plan: RunPlan, opts: { runDir?: string; epoch?: string; identities?: Identities; checkpointing?: CheckpointingOptions } = {}): Promise<Session> {
+export async function startSession(
+  plan: RunPlan,
+  opts: { runDir?: string; epoch?: string; identities?: Identities; checkpointing?: CheckpointingOptions } = {},
+): Promise<Session> {
   const runDir = opts.runDir ?? tmpDir();
   const fleet = await launchFleet(plan, { logger, storeDir: storeDirOf(runDir) });
-  const lockstep = new Lockstep(plan, fleet, { dispatch: 'concurrent', epoch: opts.epoch ?? 'e1', startedAt: process.hrtime.bigint(), logger });
+  const lockstep = new Lockstep(plan, fleet, {
+    dispatch: 'concurrent',
+    epoch: opts.epoch ?? 'e1',
+    startedAt: process.hrtime.bigint(),
+    logger,
+  });
   try {
     if (opts.identities) lockstep.adoptIdentities(opts.identities);
     else await lockstep.initialize();
     const ck = await openCheckpointing(runDir, opts.checkpointing);
-    const group = new CheckpointGroup({ plan, fleet, lockstep, logger, writer: ck.writer, ledger: ck.ledger, baseEpoch: 'e1' });
+    const group = new CheckpointGroup({
+      plan,
+      fleet,
+      lockstep,
+      logger,
+      writer: ck.writer,
+      ledger: ck.ledger,
+      baseEpoch: 'e1',
+    });
     return {
-      plan, fleet, lockstep, group, ck, runDir,
+      plan,
+      fleet,
+      lockstep,
+      group,
+      ck,
+      runDir,
       close: async () => {
         await ck.writer.drain();
         await fleet.shutdown('run-complete', 1000);

@@ -7,7 +7,13 @@ import { runResumeKillLoop } from '../../bench/resume-kill-loop.js';
 describe('resume SIGKILL loop (short)', () => {
   it('2 iterations: store verifies, resume works, behaviour equals the uninterrupted run', async () => {
     const lines: string[] = [];
-    const r = await runResumeKillLoop({ iterations: 2, seed: 7, referenceSteps: 24, maxDelayMs: 800, log: (l) => lines.push(l) });
+    const r = await runResumeKillLoop({
+      iterations: 2,
+      seed: 7,
+      referenceSteps: 24,
+      maxDelayMs: 800,
+      log: (l) => lines.push(l),
+    });
     for (const it of r.iterations) {
       expect(it.killed, lines.join('\n')).toBe(true);
       expect(it.storeVerified, lines.join('\n')).toBe(true);

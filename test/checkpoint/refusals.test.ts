@@ -8,10 +8,11 @@ import { restoreGroup } from '../../coordinator/checkpoint/restore.js';
 import { encodeLegacyFlysim } from '../../core/formats/legacy-flysim.js';
 import { planOf, startSession, type Session } from './harness.js';
 
-const lif = (neurons: number, masterSeed = '7') => planOf('examples/lif-pair.yaml', (c) => {
-  c.masterSeed = masterSeed;
-  for (const a of c.agents) a.params = { neurons };
-});
+const lif = (neurons: number, masterSeed = '7') =>
+  planOf('examples/lif-pair.yaml', (c) => {
+    c.masterSeed = masterSeed;
+    for (const a of c.agents) a.params = { neurons };
+  });
 
 async function captured(s: Session, id: string): Promise<Buffer> {
   await s.group.step();
@@ -33,7 +34,10 @@ function stateCalls(s: Session): string[] {
 }
 
 async function refused(s: Session, source: Parameters<typeof restoreGroup>[1]): Promise<CheckpointRefusal> {
-  const e = await restoreGroup(s.group, source, { epoch: 'e2' }).then(() => null, (x: unknown) => x);
+  const e = await restoreGroup(s.group, source, { epoch: 'e2' }).then(
+    () => null,
+    (x: unknown) => x,
+  );
   expect(e).toBeInstanceOf(CheckpointRefusal);
   return e as CheckpointRefusal;
 }
@@ -49,7 +53,10 @@ describe('restore refuses foreign and damaged files before staging anyone', () =
       const foreignSeed = await captured(seeded, 'ckpt-e1-1');
       const sent = stateCalls(live);
 
-      const legacy = await refused(live, { bytes: encodeLegacyFlysim({ note: 'old' }, [{ name: 'world', bytes: Buffer.from('x') }]), label: 'old.checkpoint' });
+      const legacy = await refused(live, {
+        bytes: encodeLegacyFlysim({ note: 'old' }, [{ name: 'world', bytes: Buffer.from('x') }]),
+        label: 'old.checkpoint',
+      });
       expect(legacy.reason).toBe('struct_envelope_legacy_format');
       expect(legacy.message).toMatch(/check 1/);
       expect(legacy.message).toMatch(/FLYSIM01/);

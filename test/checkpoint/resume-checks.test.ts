@@ -50,113 +50,187 @@ beforeAll(() => {
 }, T);
 
 describe('resume checks run.json against the checkpoint before any worker starts', () => {
-  it('an edited masterSeed, agent seed or model version is refused naming the field; no worker is spawned, nothing changes', async () => {
-    const seeded = copyWith('master-seed', 'run.json', (r) => (r.masterSeed = '8'));
-    const spawned: string[] = [];
-    const before = snapshotDir(seeded);
-    const e = await resumeRun(seeded, { commandFor: (w) => void spawned.push(w.workerId) }).then(() => null, (x: unknown) => x);
-    expect(e).toMatchObject({ reason: 'ident_seed_mismatch', field: 'masterSeed' });
-    expect(spawned).toEqual([]);
-    expect(snapshotDir(seeded)).toEqual(before);
-    const cli = refusedLine(seeded);
-    expect(cli.status).toBe(1);
-    expect(cli.line).toMatch(/^detsim: \[ident_seed_mismatch\] checkpoint refused: .*run\.json: masterSeed "8" does not derive the seeds run\.json records/);
+  it(
+    'an edited masterSeed, agent seed or model version is refused naming the field; no worker is spawned, nothing changes',
+    async () => {
+      const seeded = copyWith('master-seed', 'run.json', (r) => (r.masterSeed = '8'));
+      const spawned: string[] = [];
+      const before = snapshotDir(seeded);
+      const e = await resumeRun(seeded, { commandFor: (w) => void spawned.push(w.workerId) }).then(
+        () => null,
+        (x: unknown) => x,
+      );
+      expect(e).toMatchObject({ reason: 'ident_seed_mismatch', field: 'masterSeed' });
+      expect(spawned).toEqual([]);
+      expect(snapshotDir(seeded)).toEqual(before);
+      const cli = refusedLine(seeded);
+      expect(cli.status).toBe(1);
+      expect(cli.line).toMatch(
+        /^detsim: \[ident_seed_mismatch\] checkpoint refused: .*run\.json: masterSeed "8" does not derive the seeds run\.json records/,
+      );
 
-    const agentSeed = copyWith('agent-seed', 'run.json', (r) => (r.agents[1].seed = 5));
-    const a = refusedLine(agentSeed);
-    expect(a.status).toBe(1);
-    expect(a.line).toMatch(/^detsim: \[ident_seed_mismatch\] .*agents\[1\]\.seed \(lif-b\) is 5, but seed-derivation-v1 of masterSeed "7" gives /);
+      const agentSeed = copyWith('agent-seed', 'run.json', (r) => (r.agents[1].seed = 5));
+      const a = refusedLine(agentSeed);
+      expect(a.status).toBe(1);
+      expect(a.line).toMatch(
+        /^detsim: \[ident_seed_mismatch\] .*agents\[1\]\.seed \(lif-b\) is 5, but seed-derivation-v1 of masterSeed "7" gives /,
+      );
 
-    const version = copyWith('model-version', 'run.json', (r) => (r.agents[0].modelVersion = 'lif-v0'));
-    const v = refusedLine(version);
-    expect(v.status).toBe(1);
-    expect(v.line).toMatch(/^detsim: \[ident_compatibility_mismatch\] checkpoint refused: compatibility content differs: .*run\.json's composition/);
-  }, T);
+      const version = copyWith('model-version', 'run.json', (r) => (r.agents[0].modelVersion = 'lif-v0'));
+      const v = refusedLine(version);
+      expect(v.status).toBe(1);
+      expect(v.line).toMatch(
+        /^detsim: \[ident_compatibility_mismatch\] checkpoint refused: compatibility content differs: .*run\.json's composition/,
+      );
+    },
+    T,
+  );
 
-  it('a boundary that does not fit is refused naming the manifest or run.json, never a flag that was not passed', () => {
-    const edited = copyWith('manifest-boundary', 'store/manifest.json', (m) => (m.generations.at(-1).boundary = '300'));
-    const m = refusedLine(edited);
-    expect(m.status).toBe(1);
-    expect(m.line).not.toMatch(/--steps/);
-    expect(m.line).toMatch(/^detsim: \[audit_generation_record\] .*record\.boundary: the envelope manifest implies boundary "6", .*store\/manifest\.json records "300"$/);
+  it(
+    'a boundary that does not fit is refused naming the manifest or run.json, never a flag that was not passed',
+    () => {
+      const edited = copyWith(
+        'manifest-boundary',
+        'store/manifest.json',
+        (m) => (m.generations.at(-1).boundary = '300'),
+      );
+      const m = refusedLine(edited);
+      expect(m.status).toBe(1);
+      expect(m.line).not.toMatch(/--steps/);
+      expect(m.line).toMatch(
+        /^detsim: \[audit_generation_record\] .*record\.boundary: the envelope manifest implies boundary "6", .*store\/manifest\.json records "300"$/,
+      );
 
-    const shorter = copyWith('run-steps', 'run.json', (r) => (r.steps = 3));
-    const s = refusedLine(shorter);
-    expect(s.status).toBe(2);
-    expect(s.line).toMatch(/^detsim: \[struct_run_record\] checkpoint ckpt-e1-6 is at boundary 6 \(.*store\/manifest\.json\), beyond the run's total of 3 steps \(.*run\.json steps\); pass --steps N with N ≥ 6/);
-    const flag = refusedLine(shorter, ['--steps', '5']);
-    expect(flag.line).toMatch(/^detsim: \[struct_run_record\] --steps 5 is before the boundary 6 of checkpoint ckpt-e1-6$/);
-  }, T);
+      const shorter = copyWith('run-steps', 'run.json', (r) => (r.steps = 3));
+      const s = refusedLine(shorter);
+      expect(s.status).toBe(2);
+      expect(s.line).toMatch(
+        /^detsim: \[struct_run_record\] checkpoint ckpt-e1-6 is at boundary 6 \(.*store\/manifest\.json\), beyond the run's total of 3 steps \(.*run\.json steps\); pass --steps N with N ≥ 6/,
+      );
+      const flag = refusedLine(shorter, ['--steps', '5']);
+      expect(flag.line).toMatch(
+        /^detsim: \[struct_run_record\] --steps 5 is before the boundary 6 of checkpoint ckpt-e1-6$/,
+      );
+    },
+    T,
+  );
 
-  it('a run that never committed a checkpoint is told so; a run without a store keeps the hint', () => {
-    const r = detsim(['run', 'examples/lif-pair.yaml', '--steps', '2', '--checkpoint-every', '1000', '--out', join(out, 'never')]);
-    expect(r.status, r.stderr).toBe(0);
-    const never = refusedLine(join(out, 'never', 'lif-pair-1'));
-    expect(never.status).toBe(2);
-    expect(never.line).toMatch(/^detsim: \[ident_store_empty\] .*store: no checkpoint was committed yet \(the run checkpoints every 1000 steps and it stopped before its first checkpoint was committed\)/);
-    expect(never.line).not.toMatch(/run with --checkpoint-every/);
+  it(
+    'a run that never committed a checkpoint is told so; a run without a store keeps the hint',
+    () => {
+      const r = detsim([
+        'run',
+        'examples/lif-pair.yaml',
+        '--steps',
+        '2',
+        '--checkpoint-every',
+        '1000',
+        '--out',
+        join(out, 'never'),
+      ]);
+      expect(r.status, r.stderr).toBe(0);
+      const never = refusedLine(join(out, 'never', 'lif-pair-1'));
+      expect(never.status).toBe(2);
+      expect(never.line).toMatch(
+        /^detsim: \[ident_store_empty\] .*store: no checkpoint was committed yet \(the run checkpoints every 1000 steps and it stopped before its first checkpoint was committed\)/,
+      );
+      expect(never.line).not.toMatch(/run with --checkpoint-every/);
 
-    const plain = join(out, 'no-store');
-    cpSync(base, plain, { recursive: true });
-    for (const f of ['store', 'ledger.jsonl', 'ledger.head.json']) rmSync(join(plain, f), { recursive: true });
-    const none = refusedLine(plain);
-    expect(none.status).toBe(2);
-    expect(none.line).toMatch(/^detsim: \[struct_run_record\] .*store: no checkpoint store \(run with --checkpoint-every K to make a run resumable\)$/);
-  }, T);
+      const plain = join(out, 'no-store');
+      cpSync(base, plain, { recursive: true });
+      for (const f of ['store', 'ledger.jsonl', 'ledger.head.json']) rmSync(join(plain, f), { recursive: true });
+      const none = refusedLine(plain);
+      expect(none.status).toBe(2);
+      expect(none.line).toMatch(
+        /^detsim: \[struct_run_record\] .*store: no checkpoint store \(run with --checkpoint-every K to make a run resumable\)$/,
+      );
+    },
+    T,
+  );
 
-  it('a resume refused after its workers started leaves run.log and every other file untouched', () => {
-    const dir = join(out, 'edited-trace');
-    cpSync(base, dir, { recursive: true });
-    const lines = readFileSync(join(dir, 'trace.jsonl'), 'utf8').split('\n');
-    lines[0] = lines[0]!.replace(/"controlDigest":"[0-9a-f]{64}"/, `"controlDigest":"${'0'.repeat(64)}"`);
-    writeFileSync(join(dir, 'trace.jsonl'), lines.join('\n'));
-    const r = refusedLine(dir, ['--checkpoint', 'ckpt-e1-4']);
-    expect(r.status).toBe(1);
-    expect(r.line).toMatch(/^detsim: \[audit_trace_prefix_mismatch\] checkpoint refused: the run's trace before boundary 4/);
-  }, T);
+  it(
+    'a resume refused after its workers started leaves run.log and every other file untouched',
+    () => {
+      const dir = join(out, 'edited-trace');
+      cpSync(base, dir, { recursive: true });
+      const lines = readFileSync(join(dir, 'trace.jsonl'), 'utf8').split('\n');
+      lines[0] = lines[0]!.replace(/"controlDigest":"[0-9a-f]{64}"/, `"controlDigest":"${'0'.repeat(64)}"`);
+      writeFileSync(join(dir, 'trace.jsonl'), lines.join('\n'));
+      const r = refusedLine(dir, ['--checkpoint', 'ckpt-e1-4']);
+      expect(r.status).toBe(1);
+      expect(r.line).toMatch(
+        /^detsim: \[audit_trace_prefix_mismatch\] checkpoint refused: the run's trace before boundary 4/,
+      );
+    },
+    T,
+  );
 });
 
 describe.skipIf(fullDiskUnavailable !== null)('resume on a full disk', () => {
   let disk: SmallDisk;
   afterAll(() => disk?.unmount());
 
-  it('no room for the trace cut: refused as the I/O failure it is, before any worker, nothing changed', () => {
-    disk = mountSmallDisk(1024 * 1024);
-    const dir = join(disk.dir, 'run');
-    cpSync(base, dir, { recursive: true });
-    // Two pages free: room for run.lock, not for trace.abandoned.jsonl and the cut trace.jsonl.
-    disk.fillLeaving(2 * PAGE);
-    const r = refusedLine(dir, ['--checkpoint', 'ckpt-e1-4']);
-    expect(r.status).toBe(1);
-    expect(r.line).toMatch(/^detsim: \[size_no_space\] cannot write .*\/trace(\.abandoned)?\.jsonl: no space left on the device \(ENOSPC\); resume refused before any worker started; nothing in the run directory changed$/);
-  }, T);
+  it(
+    'no room for the trace cut: refused as the I/O failure it is, before any worker, nothing changed',
+    () => {
+      disk = mountSmallDisk(1024 * 1024);
+      const dir = join(disk.dir, 'run');
+      cpSync(base, dir, { recursive: true });
+      // Two pages free: room for run.lock, not for trace.abandoned.jsonl and the cut trace.jsonl.
+      disk.fillLeaving(2 * PAGE);
+      const r = refusedLine(dir, ['--checkpoint', 'ckpt-e1-4']);
+      expect(r.status).toBe(1);
+      expect(r.line).toMatch(
+        /^detsim: \[size_no_space\] cannot write .*\/trace(\.abandoned)?\.jsonl: no space left on the device \(ENOSPC\); resume refused before any worker started; nothing in the run directory changed$/,
+      );
+    },
+    T,
+  );
 
-  it('the disk fills after the restore: an I/O failure, the trace cut whole, summary.json replaced (never stale) and agreeing with the trace', () => {
-    disk?.unmount();
-    disk = mountSmallDisk(1024 * 1024);
-    const dir = join(disk.dir, 'run');
-    cpSync(base, dir, { recursive: true });
-    const original = readFileSync(join(dir, 'trace.jsonl'), 'utf8').split('\n');
-    // Room for the lock and the trace cut, then a few steps more.
-    disk.fillLeaving(8 * PAGE);
-    const r = detsim(['resume', dir, '--checkpoint', 'ckpt-e1-4', '--steps', '400', '--checkpoint-every', '0']);
-    expect(r.status).toBe(1);
-    expect(r.stderr).not.toMatch(/\n\s+at /);
-    const line = r.stderr.trim().split('\n').at(-1)!;
-    expect(line).toMatch(/^detsim: \[size_no_space\] resume failed: the run could not write its files at step [0-9]+, phase [a-z-]+: cannot write .*\/run\/(trace\.jsonl|run\.log): no space left on the device \(ENOSPC\)/);
-    expect(line).not.toMatch(/broke the protocol/);
-    // The cut happened whole: steps 0..3 as they were, the killed run's 4 and 5 only in the abandoned file.
-    expect(readFileSync(join(dir, 'trace.abandoned.jsonl'), 'utf8')).toBe(`${original.slice(4, 6).join('\n')}\n`);
-    const kept = traces(dir);
-    expect(kept.map((t) => t.behaviour.scope.step)).toEqual(kept.map((_, i) => String(i)));
-    expect(readFileSync(join(dir, 'trace.jsonl'), 'utf8').startsWith(`${original.slice(0, 4).join('\n')}\n`)).toBe(true);
-    expect(kept.slice(4).every((t) => t.behaviour.scope.epoch === 'e2')).toBe(true);
-    // The killed run's summary.json no longer describes the directory: it is replaced (the room it
-    // held is enough), never left stale.
-    expect(summary(dir)).toMatchObject({ status: 'failed', stepsDone: kept.length, failure: { kind: 'io' }, resume: { checkpointId: 'ckpt-e1-4', abandonedLines: 2 } });
-    expect(line).not.toMatch(/summary\.json was not written/);
-    const digest = new BehaviourDigest();
-    for (const t of kept) digest.add(t.behaviour.scope.epoch === 'e1' ? t.behaviour : new EpochRebase(t.behaviour.scope.epoch, 'e1').apply(t.behaviour));
-    expect(summary(dir).behaviourDigest).toBe(digest.digest());
-  }, T);
+  it(
+    'the disk fills after the restore: an I/O failure, the trace cut whole, summary.json replaced (never stale) and agreeing with the trace',
+    () => {
+      disk?.unmount();
+      disk = mountSmallDisk(1024 * 1024);
+      const dir = join(disk.dir, 'run');
+      cpSync(base, dir, { recursive: true });
+      const original = readFileSync(join(dir, 'trace.jsonl'), 'utf8').split('\n');
+      // Room for the lock and the trace cut, then a few steps more.
+      disk.fillLeaving(8 * PAGE);
+      const r = detsim(['resume', dir, '--checkpoint', 'ckpt-e1-4', '--steps', '400', '--checkpoint-every', '0']);
+      expect(r.status).toBe(1);
+      expect(r.stderr).not.toMatch(/\n\s+at /);
+      const line = r.stderr.trim().split('\n').at(-1)!;
+      expect(line).toMatch(
+        /^detsim: \[size_no_space\] resume failed: the run could not write its files at step [0-9]+, phase [a-z-]+: cannot write .*\/run\/(trace\.jsonl|run\.log): no space left on the device \(ENOSPC\)/,
+      );
+      expect(line).not.toMatch(/broke the protocol/);
+      // The cut happened whole: steps 0..3 as they were, the killed run's 4 and 5 only in the abandoned file.
+      expect(readFileSync(join(dir, 'trace.abandoned.jsonl'), 'utf8')).toBe(`${original.slice(4, 6).join('\n')}\n`);
+      const kept = traces(dir);
+      expect(kept.map((t) => t.behaviour.scope.step)).toEqual(kept.map((_, i) => String(i)));
+      expect(readFileSync(join(dir, 'trace.jsonl'), 'utf8').startsWith(`${original.slice(0, 4).join('\n')}\n`)).toBe(
+        true,
+      );
+      expect(kept.slice(4).every((t) => t.behaviour.scope.epoch === 'e2')).toBe(true);
+      // The killed run's summary.json no longer describes the directory: it is replaced (the room it
+      // held is enough), never left stale.
+      expect(summary(dir)).toMatchObject({
+        status: 'failed',
+        stepsDone: kept.length,
+        failure: { kind: 'io' },
+        resume: { checkpointId: 'ckpt-e1-4', abandonedLines: 2 },
+      });
+      expect(line).not.toMatch(/summary\.json was not written/);
+      const digest = new BehaviourDigest();
+      for (const t of kept)
+        digest.add(
+          t.behaviour.scope.epoch === 'e1'
+            ? t.behaviour
+            : new EpochRebase(t.behaviour.scope.epoch, 'e1').apply(t.behaviour),
+        );
+      expect(summary(dir).behaviourDigest).toBe(digest.digest());
+    },
+    T,
+  );
 });

@@ -25,7 +25,11 @@ describe.each(cases)('resume-equivalence (%s)', (_name, example, dirName, M) => 
 
     // The killed run is planned much longer than M so that it is still running when killed.
     const bDir = join(b, dirName);
-    const { killed } = await runAndKill(['run', example, '--steps', '400', '--checkpoint-every', '2', '--out', b], bDir, (d) => committedIds(d).includes('ckpt-e1-2'));
+    const { killed } = await runAndKill(
+      ['run', example, '--steps', '400', '--checkpoint-every', '2', '--out', b],
+      bDir,
+      (d) => committedIds(d).includes('ckpt-e1-2'),
+    );
     expect(killed).toBe(true);
     expect(existsSync(join(bDir, 'summary.json'))).toBe(false);
 
@@ -42,7 +46,12 @@ describe.each(cases)('resume-equivalence (%s)', (_name, example, dirName, M) => 
     expect(compareBehaviours(expected, actual)).toBeNull();
     expect(summary(bDir).behaviourDigest).toBe(summary(aDir).behaviourDigest);
     expect(summary(bDir).stepsDone).toBe(M);
-    expect(summary(bDir).resume).toMatchObject({ checkpointId: 'ckpt-e1-2', boundary: '2', fromEpoch: 'e1', epoch: 'e2' });
+    expect(summary(bDir).resume).toMatchObject({
+      checkpointId: 'ckpt-e1-2',
+      boundary: '2',
+      fromEpoch: 'e1',
+      epoch: 'e2',
+    });
 
     // The comparison can fail: without the rebase the resumed steps differ (epoch, batchId) ...
     expect(canonicalBehaviour(actual[2]!)).not.toBe(canonicalBehaviour(expected[2]!));

@@ -29,7 +29,10 @@ describe('run with --checkpoint-every', () => {
     expect(rep.notDurable[0]).toMatchObject({ checkpointId: 'ckpt-e1-2', outcome: 'Failed' });
     expect(rep.notDurable[0]!.reason).toMatch(/ENOSPC/);
     expect(r.steps).toBe(4);
-    const summary = parseStrict(readFileSync(join(r.runDir, 'summary.json'))) as unknown as { status: string; checkpoints: typeof rep };
+    const summary = parseStrict(readFileSync(join(r.runDir, 'summary.json'))) as unknown as {
+      status: string;
+      checkpoints: typeof rep;
+    };
     expect(summary.status).toBe('completed');
     expect(summary.checkpoints.notDurable[0]!.checkpointId).toBe('ckpt-e1-2');
     // keep 2: rotation left the newest two; every listed generation verifies.

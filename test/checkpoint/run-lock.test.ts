@@ -29,7 +29,8 @@ function liveProcess(): number {
 
 /** The pid of a process that has exited. */
 function deadPid(): number {
-  return spawnSync(process.execPath, ['-e', 'process.stdout.write(String(process.pid))'], { encoding: 'utf8' }).stdout as unknown as number;
+  return spawnSync(process.execPath, ['-e', 'process.stdout.write(String(process.pid))'], { encoding: 'utf8' })
+    .stdout as unknown as number;
 }
 
 /** Make a file look `seconds` old. */
@@ -39,14 +40,21 @@ function age(path: string, seconds: number): void {
 }
 
 function writeLock(dir: string, pid: number, host = hostname()): void {
-  writeFileSync(join(dir, RUN_LOCK_FILE), `${JSON.stringify({ pid: Number(pid), hostname: host, command: 'detsim run' })}\n`);
+  writeFileSync(
+    join(dir, RUN_LOCK_FILE),
+    `${JSON.stringify({ pid: Number(pid), hostname: host, command: 'detsim run' })}\n`,
+  );
 }
 
 describe('run.lock', () => {
   it('is exclusive while held, names its holder, and is free again after release', () => {
     const dir = tmpDir('detsim-lock-');
     const lock = acquireRunLock(dir, 'detsim resume');
-    expect(JSON.parse(readFileSync(lock.path, 'utf8'))).toMatchObject({ pid: process.pid, hostname: hostname(), command: 'detsim resume' });
+    expect(JSON.parse(readFileSync(lock.path, 'utf8'))).toMatchObject({
+      pid: process.pid,
+      hostname: hostname(),
+      command: 'detsim resume',
+    });
     const e = refused(() => acquireRunLock(dir, 'detsim store gc'));
     expect(e.reason).toBe('perm_run_dir_locked');
     expect(e.message).toContain(`in use by detsim resume (pid ${process.pid} on ${hostname()})`);
@@ -71,7 +79,9 @@ describe('run.lock', () => {
     lock.release();
     // Unreadable: only an older detsim's crash leaves one (a lock now appears whole), so it is held while young.
     writeFileSync(join(dir, RUN_LOCK_FILE), '{"pid":12');
-    expect(refused(() => acquireRunLock(dir, 'detsim resume')).message).toContain('is unreadable and less than 10 s old');
+    expect(refused(() => acquireRunLock(dir, 'detsim resume')).message).toContain(
+      'is unreadable and less than 10 s old',
+    );
     age(join(dir, RUN_LOCK_FILE), 3600);
     const torn = acquireRunLock(dir, 'detsim resume');
     expect(torn.tookOver).toMatchObject({ command: 'unreadable lock' });
@@ -83,8 +93,14 @@ describe('run.lock', () => {
     const gone = Number(deadPid());
     writeLock(dir, gone);
     const claim = join(dir, `${RUN_LOCK_FILE}.takeover-${statSync(join(dir, RUN_LOCK_FILE)).ino}-0`);
-    writeFileSync(claim, `${JSON.stringify({ pid: Number(deadPid()), hostname: hostname(), command: 'detsim resume', token: 't' })}\n`);
-    writeFileSync(join(dir, `${RUN_LOCK_FILE}.draft-of-a-dead-process.tmp`), `${JSON.stringify({ pid: gone, hostname: hostname(), command: 'detsim run', token: 'd' })}\n`);
+    writeFileSync(
+      claim,
+      `${JSON.stringify({ pid: Number(deadPid()), hostname: hostname(), command: 'detsim resume', token: 't' })}\n`,
+    );
+    writeFileSync(
+      join(dir, `${RUN_LOCK_FILE}.draft-of-a-dead-process.tmp`),
+      `${JSON.stringify({ pid: gone, hostname: hostname(), command: 'detsim run', token: 'd' })}\n`,
+    );
     const lock = acquireRunLock(dir, 'detsim resume');
     expect(lock.tookOver).toMatchObject({ pid: gone });
     expect(readdirSync(dir)).toEqual([RUN_LOCK_FILE]);
@@ -119,7 +135,12 @@ describe('run.lock', () => {
       writeLock(runDir, Number(deadPid()));
       const barrier = tmpDir('detsim-lockbarrier-');
       const env = { DETSIM_TEST_LOCK_BARRIER: barrier, DETSIM_TEST_LOCK_RACERS: '2' };
-      const racing = [0, 1].map(() => detsimAsync(['resume', runDir, '--steps', String(steps)], { preload: './test/checkpoint/children/lock-barrier.ts', env }));
+      const racing = [0, 1].map(() =>
+        detsimAsync(['resume', runDir, '--steps', String(steps)], {
+          preload: './test/checkpoint/children/lock-barrier.ts',
+          env,
+        }),
+      );
       while (readdirSync(barrier).length < racing.length) await new Promise((res) => setTimeout(res, 5));
       writeFileSync(join(barrier, 'go'), '');
       const results = await Promise.all(racing);
@@ -147,10 +168,15 @@ describe('run.lock', () => {
     writeLock(runDir, pid);
     const trace = readFileSync(join(runDir, 'trace.jsonl'), 'utf8');
     const store = readFileSync(join(runDir, 'store', 'manifest.json'), 'utf8');
-    for (const args of [['resume', runDir, '--steps', '3'], ['store', 'gc', join(runDir, 'store')]]) {
+    for (const args of [
+      ['resume', runDir, '--steps', '3'],
+      ['store', 'gc', join(runDir, 'store')],
+    ]) {
       const x = detsim(args);
       expect(x.status, x.stderr).toBe(2);
-      expect(x.stderr.trim()).toMatch(new RegExp(`^detsim: \\[perm_run_dir_locked\\] .*in use by detsim run \\(pid ${pid} `));
+      expect(x.stderr.trim()).toMatch(
+        new RegExp(`^detsim: \\[perm_run_dir_locked\\] .*in use by detsim run \\(pid ${pid} `),
+      );
     }
     expect(readFileSync(join(runDir, 'trace.jsonl'), 'utf8')).toBe(trace);
     expect(readFileSync(join(runDir, 'store', 'manifest.json'), 'utf8')).toBe(store);

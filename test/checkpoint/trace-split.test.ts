@@ -12,7 +12,18 @@ import { batchIdFor, type TraceBehaviour } from '../../coordinator/trace.js';
 function behaviour(step: number, epoch = 'e1', move = 'north'): TraceBehaviour {
   return {
     scope: { sessionId: 's', epoch, step: String(step) },
-    agents: [{ agentId: 'a', profileDigest: '0'.repeat(64), ticksAdvanced: '16', brainTicks: String(16 * (step + 1)), remainder: { numerator: '0', denominator: '1' }, decision: { move }, decisionDigest: '1'.repeat(64), committedStep: String(step + 1) }],
+    agents: [
+      {
+        agentId: 'a',
+        profileDigest: '0'.repeat(64),
+        ticksAdvanced: '16',
+        brainTicks: String(16 * (step + 1)),
+        remainder: { numerator: '0', denominator: '1' },
+        decision: { move },
+        decisionDigest: '1'.repeat(64),
+        committedStep: String(step + 1),
+      },
+    ],
     batchId: batchIdFor(epoch, step),
     controlDigest: '2'.repeat(64),
     acknowledgedBoundary: String(step + 1),

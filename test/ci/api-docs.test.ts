@@ -45,7 +45,10 @@ function readmeLibraryNames(): string[] {
   const imported = [...section.matchAll(/import \{([^}]*)\} from 'detsim'/g)].flatMap((m) => (m[1] ?? '').split(','));
   const isBodyRow = (l: string) => l.startsWith('| ') && !l.startsWith('| group') && !l.startsWith('| ---');
   const namesIn = (cell: string) => [...cell.matchAll(/`([A-Za-z_][A-Za-z0-9_]*)`/g)].map((m) => m[1] ?? '');
-  const listed = section.split('\n').filter(isBodyRow).flatMap((l) => namesIn(l.split('|')[2] ?? ''));
+  const listed = section
+    .split('\n')
+    .filter(isBodyRow)
+    .flatMap((l) => namesIn(l.split('|')[2] ?? ''));
   return [...new Set([...imported, ...listed].map((n) => n.trim()).filter((n) => n !== ''))].sort();
 }
 

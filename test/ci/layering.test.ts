@@ -18,8 +18,18 @@ async function ruleIdsFor(file: string, code: string): Promise<string[]> {
 
 describe('layering', () => {
   it('core/ may import no other layer', async () => {
-    expect(await ruleIdsFor('core/formats/probe.ts', "import { RUN_FORMAT } from '../../coordinator/run.js';\nexport const X = RUN_FORMAT;\n")).toContain('import-x/no-restricted-paths');
-    expect(await ruleIdsFor('core/formats/probe.ts', "import { walker } from '../../workers/models/walker.js';\nexport const X = walker;\n")).toContain('import-x/no-restricted-paths');
+    expect(
+      await ruleIdsFor(
+        'core/formats/probe.ts',
+        "import { RUN_FORMAT } from '../../coordinator/run.js';\nexport const X = RUN_FORMAT;\n",
+      ),
+    ).toContain('import-x/no-restricted-paths');
+    expect(
+      await ruleIdsFor(
+        'core/formats/probe.ts',
+        "import { walker } from '../../workers/models/walker.js';\nexport const X = walker;\n",
+      ),
+    ).toContain('import-x/no-restricted-paths');
   });
 
   it('coordinator/ may not import workers/, except its CLI (the composition root)', async () => {
@@ -29,8 +39,18 @@ describe('layering', () => {
   });
 
   it('workers/ may not import the coordinator; both may import core/', async () => {
-    expect(await ruleIdsFor('workers/probe.ts', "import { RUN_FORMAT } from '../coordinator/run.js';\nexport const X = RUN_FORMAT;\n")).toContain('import-x/no-restricted-paths');
-    expect(await ruleIdsFor('workers/probe.ts', "import { canonicalize } from '../core/formats/canonical-json.js';\nexport const X = canonicalize;\n")).toEqual([]);
+    expect(
+      await ruleIdsFor(
+        'workers/probe.ts',
+        "import { RUN_FORMAT } from '../coordinator/run.js';\nexport const X = RUN_FORMAT;\n",
+      ),
+    ).toContain('import-x/no-restricted-paths');
+    expect(
+      await ruleIdsFor(
+        'workers/probe.ts',
+        "import { canonicalize } from '../core/formats/canonical-json.js';\nexport const X = canonicalize;\n",
+      ),
+    ).toEqual([]);
   });
 });
 

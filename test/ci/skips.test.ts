@@ -9,7 +9,9 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 const SCRIPT = join(process.cwd(), 'scripts', 'test-summary.mjs');
-const ALLOW = JSON.parse(readFileSync(join(process.cwd(), 'scripts', 'expected-skips.json'), 'utf8')) as { vitest: { file: string; fullName: string; why: string }[] };
+const ALLOW = JSON.parse(readFileSync(join(process.cwd(), 'scripts', 'expected-skips.json'), 'utf8')) as {
+  vitest: { file: string; fullName: string; why: string }[];
+};
 
 interface FakeTest {
   file: string;
@@ -29,7 +31,10 @@ function summary(tests: FakeTest[], opts: { cargo?: string; pytest?: string; pen
     numFailedTestSuites: 0,
     numPendingTests: opts.pendingCount ?? count(['skipped', 'pending']),
     numTodoTests: count(['todo']),
-    testResults: files.map((f) => ({ name: join(dir, f), assertionResults: tests.filter((t) => t.file === f).map((t) => ({ fullName: t.fullName, status: t.status })) })),
+    testResults: files.map((f) => ({
+      name: join(dir, f),
+      assertionResults: tests.filter((t) => t.file === f).map((t) => ({ fullName: t.fullName, status: t.status })),
+    })),
   };
   writeFileSync(join(dir, 'reports', 'vitest.json'), JSON.stringify(report));
   if (opts.cargo !== undefined) writeFileSync(join(dir, 'reports', 'cargo-test.txt'), opts.cargo);
@@ -50,10 +55,15 @@ describe('test-summary: skips fail CI unless expected', () => {
   });
 
   it('an unexpected skipped vitest test fails, naming its file and full name', () => {
-    const r = summary([ok, { file: 'test/cross-lang/seed.test.ts', fullName: 'seeds: TypeScript and Rust agree match', status: 'skipped' }]);
+    const r = summary([
+      ok,
+      { file: 'test/cross-lang/seed.test.ts', fullName: 'seeds: TypeScript and Rust agree match', status: 'skipped' },
+    ]);
     expect(r.status).toBe(1);
     expect(r.stdout).toContain('1 passed, 0 failed, 1 skipped');
-    expect(r.stderr).toContain('unexpected skip (not in scripts/expected-skips.json): test/cross-lang/seed.test.ts > seeds: TypeScript and Rust agree match');
+    expect(r.stderr).toContain(
+      'unexpected skip (not in scripts/expected-skips.json): test/cross-lang/seed.test.ts > seeds: TypeScript and Rust agree match',
+    );
   });
 
   it('a todo, and a skip counted but not named, fail too', () => {
@@ -64,12 +74,15 @@ describe('test-summary: skips fail CI unless expected', () => {
   });
 
   it('an ignored cargo test fails, named; passing cargo tests are counted', () => {
-    const cargo = 'running 2 tests\ntest jcs_vectors_pairs ... ignored, fixtures absent\ntest other ... ok\n\ntest result: ok. 1 passed; 0 failed; 1 ignored; 0 measured; 0 filtered out\n';
+    const cargo =
+      'running 2 tests\ntest jcs_vectors_pairs ... ignored, fixtures absent\ntest other ... ok\n\ntest result: ok. 1 passed; 0 failed; 1 ignored; 0 measured; 0 filtered out\n';
     const r = summary([ok], { cargo });
     expect(r.status).toBe(1);
     expect(r.stdout).toContain('2 passed, 0 failed, 1 skipped');
     expect(r.stderr).toContain('unexpected skip (not in scripts/expected-skips.json): cargo jcs_vectors_pairs');
-    const doc = summary([ok], { cargo: 'test src/lib.rs - f (line 3) ... ignored\n\ntest result: ok. 0 passed; 0 failed; 1 ignored; 0 measured\n' });
+    const doc = summary([ok], {
+      cargo: 'test src/lib.rs - f (line 3) ... ignored\n\ntest result: ok. 0 passed; 0 failed; 1 ignored; 0 measured\n',
+    });
     expect(doc.status).toBe(1);
     expect(doc.stderr).toContain('cargo src/lib.rs - f (line 3)');
     const unnamed = summary([ok], { cargo: 'test result: ok. 0 passed; 0 failed; 2 ignored; 0 measured\n' });
@@ -84,10 +97,14 @@ describe('test-summary: skips fail CI unless expected', () => {
     const broken = summary([ok], { pytest: 'F.E\n=== 1 failed, 79 passed, 1 error in 0.52s ===\n' });
     expect(broken.status).toBe(1);
     expect(broken.stdout).toContain('80 passed, 2 failed, 0 skipped');
-    const skipped = summary([ok], { pytest: 's.\nSKIPPED [1] tests/test_models.py:40: no numpy\n1 passed, 1 skipped in 0.10s\n' });
+    const skipped = summary([ok], {
+      pytest: 's.\nSKIPPED [1] tests/test_models.py:40: no numpy\n1 passed, 1 skipped in 0.10s\n',
+    });
     expect(skipped.status).toBe(1);
     expect(skipped.stdout).toContain('2 passed, 0 failed, 1 skipped');
-    expect(skipped.stderr).toContain('unexpected skip (not in scripts/expected-skips.json): pytest tests/test_models.py');
+    expect(skipped.stderr).toContain(
+      'unexpected skip (not in scripts/expected-skips.json): pytest tests/test_models.py',
+    );
     // A log with no closing line (pytest crashed) is a failure, never nothing.
     expect(summary([ok], { pytest: 'Traceback (most recent call last):\n' }).status).toBe(1);
   });
@@ -104,11 +121,15 @@ describe('UPDATE_MODEL_VECTORS never passes for a comparison', () => {
   it('in CI it is refused: the models test fails and the vectors file is not written', { timeout: 120_000 }, () => {
     const vectors = join('test', 'workers', 'vectors', 'models-v1.json');
     const before = readFileSync(vectors);
-    const r = spawnSync(process.execPath, [join('node_modules', 'vitest', 'vitest.mjs'), 'run', 'test/workers/models.test.ts', '--reporter=default'], {
-      encoding: 'utf8',
-      env: { ...process.env, CI: '1', UPDATE_MODEL_VECTORS: '1' },
-      timeout: 110_000,
-    });
+    const r = spawnSync(
+      process.execPath,
+      [join('node_modules', 'vitest', 'vitest.mjs'), 'run', 'test/workers/models.test.ts', '--reporter=default'],
+      {
+        encoding: 'utf8',
+        env: { ...process.env, CI: '1', UPDATE_MODEL_VECTORS: '1' },
+        timeout: 110_000,
+      },
+    );
     expect(r.status, r.stdout.slice(-2000)).toBe(1);
     expect(r.stdout + r.stderr).toContain('UPDATE_MODEL_VECTORS=1 is refused in CI');
     expect(readFileSync(vectors).equals(before)).toBe(true);

@@ -22,7 +22,9 @@ describe('detsim run (CLI)', () => {
     expect(r.status).toBe(0);
     const [dirLine, digestLine] = r.stdout.trim().split('\n');
     expect(dirLine).toBe(`run directory    ${join(out, 'forage-walkers-1')}`);
-    const summary = parseStrict(readFileSync(join(out, 'forage-walkers-1', 'summary.json'))) as { behaviourDigest: string };
+    const summary = parseStrict(readFileSync(join(out, 'forage-walkers-1', 'summary.json'))) as {
+      behaviourDigest: string;
+    };
     expect(digestLine).toBe(`behaviour digest ${summary.behaviourDigest}`);
     expect(readRun(join(out, 'forage-walkers-1')).traces).toHaveLength(3);
   }, 120_000);
@@ -37,9 +39,21 @@ describe('detsim run (CLI)', () => {
   }, 120_000);
 
   const bad: [string, string, RegExp][] = [
-    ['unknown field', 'sessionId: s\nmasterSeed: "1"\nsteps: 2\nenvironment: { id: env, model: forage }\nagents: { count: 2, prefix: a-, model: walker }\nworkerz: {}\n', /^detsim: \[struct_unknown_field\] workerz: unknown field "workerz"$/],
-    ['61 agents', 'sessionId: s\nmasterSeed: "1"\nsteps: 2\nenvironment: { id: env, model: forage }\nagents: { count: 61, prefix: a-, model: walker }\n', /^detsim: \[size_agents_over_60\] agents\.count: /],
-    ['bad master seed', 'sessionId: s\nmasterSeed: 12\nsteps: 2\nenvironment: { id: env, model: forage }\nagents: { count: 2, prefix: a-, model: walker }\n', /^detsim: \[struct_invalid_u64\] masterSeed: 12 is not a U64/],
+    [
+      'unknown field',
+      'sessionId: s\nmasterSeed: "1"\nsteps: 2\nenvironment: { id: env, model: forage }\nagents: { count: 2, prefix: a-, model: walker }\nworkerz: {}\n',
+      /^detsim: \[struct_unknown_field\] workerz: unknown field "workerz"$/,
+    ],
+    [
+      '61 agents',
+      'sessionId: s\nmasterSeed: "1"\nsteps: 2\nenvironment: { id: env, model: forage }\nagents: { count: 61, prefix: a-, model: walker }\n',
+      /^detsim: \[size_agents_over_60\] agents\.count: /,
+    ],
+    [
+      'bad master seed',
+      'sessionId: s\nmasterSeed: 12\nsteps: 2\nenvironment: { id: env, model: forage }\nagents: { count: 2, prefix: a-, model: walker }\n',
+      /^detsim: \[struct_invalid_u64\] masterSeed: 12 is not a U64/,
+    ],
   ];
   for (const [name, text, line] of bad) {
     it(`refuses a bad config (${name}) with one line, exit 2, nothing written`, () => {
@@ -60,12 +74,18 @@ describe('detsim run (CLI)', () => {
   it('refuses a bad --dispatch with exit 2', () => {
     const r = detsim(['run', 'examples/lif-pair.yaml', '--dispatch', 'random']);
     expect(r.status).toBe(2);
-    expect(r.stderr.trim()).toMatch(/^detsim: \[struct_invalid_field\] --dispatch: "random" is not one of sequential, concurrent, reversed$/);
+    expect(r.stderr.trim()).toMatch(
+      /^detsim: \[struct_invalid_field\] --dispatch: "random" is not one of sequential, concurrent, reversed$/,
+    );
   }, 120_000);
 
   it('SIGINT stops the run: exit 130, summary says aborted, no worker left alive', async () => {
     const out = tmpOut();
-    const child = spawn(process.execPath, [...CLI, 'run', 'examples/forage-walkers.yaml', '--steps', '1000000', '--out', out], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(
+      process.execPath,
+      [...CLI, 'run', 'examples/forage-walkers.yaml', '--steps', '1000000', '--out', out],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
     let stderr = '';
     await new Promise<void>((res) => {
       child.stderr!.on('data', (d: Buffer) => {

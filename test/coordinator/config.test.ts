@@ -29,7 +29,9 @@ function refusal(cfg: Record<string, unknown>): DetsimError {
 describe('config: examples', () => {
   it('forage-walkers: 16 walkers in 4 agent workers plus the environment worker, derived seeds', () => {
     const plan = loadConfig('examples/forage-walkers.yaml');
-    expect(plan.agents.map((a) => a.agentId)).toEqual(Array.from({ length: 16 }, (_, i) => `walker-${String(i).padStart(2, '0')}`));
+    expect(plan.agents.map((a) => a.agentId)).toEqual(
+      Array.from({ length: 16 }, (_, i) => `walker-${String(i).padStart(2, '0')}`),
+    );
     expect(plan.workers.map((w) => [w.workerId, w.role, w.agentIds.length])).toEqual([
       ['worker-env', 'environment', 0],
       ['worker-0', 'agent', 4],
@@ -53,7 +55,9 @@ describe('config: examples', () => {
 
   it('worldStepNs accepts "N/D" and RationalNs; stepHz and worldStepNs together are refused', () => {
     expect(resolveConfig({ ...base(), worldStepNs: '50000000/3' }).stepDuration.toString()).toBe('50000000/3');
-    expect(resolveConfig({ ...base(), worldStepNs: { numerator: '1000000', denominator: '1' } }).stepDuration.toString()).toBe('1000000/1');
+    expect(
+      resolveConfig({ ...base(), worldStepNs: { numerator: '1000000', denominator: '1' } }).stepDuration.toString(),
+    ).toBe('1000000/1');
     expect(refusal({ ...base(), stepHz: 60, worldStepNs: '1000' }).field).toBe('worldStepNs');
   });
 
@@ -67,25 +71,85 @@ describe('config: examples', () => {
 
 describe('config: bad configs are refused naming the field', () => {
   const cases: [string, Record<string, unknown>, string, string][] = [
-    ['duplicate agent ids', { agents: [{ id: 'a', model: 'walker' }, { id: 'a', model: 'walker' }] }, 'struct_duplicate_agent_id', 'agents[1].id'],
-    ['an agent id equal to the environment id', { agents: [{ id: 'env', model: 'walker' }] }, 'struct_duplicate_agent_id', 'environment.id'],
+    [
+      'duplicate agent ids',
+      {
+        agents: [
+          { id: 'a', model: 'walker' },
+          { id: 'a', model: 'walker' },
+        ],
+      },
+      'struct_duplicate_agent_id',
+      'agents[1].id',
+    ],
+    [
+      'an agent id equal to the environment id',
+      { agents: [{ id: 'env', model: 'walker' }] },
+      'struct_duplicate_agent_id',
+      'environment.id',
+    ],
     ['a bad agent id', { agents: [{ id: 'Walker', model: 'walker' }] }, 'struct_invalid_id', 'agents[0].id'],
     ['a bad session id', { sessionId: 'has space' }, 'struct_invalid_id', 'sessionId'],
     ['a master seed with a leading zero', { masterSeed: '01' }, 'struct_invalid_u64', 'masterSeed'],
     ['a master seed as a number', { masterSeed: 42 }, 'struct_invalid_u64', 'masterSeed'],
     ['a master seed beyond U64', { masterSeed: '18446744073709551616' }, 'struct_invalid_u64', 'masterSeed'],
-    ['an unknown agent model', { agents: [{ id: 'a', model: 'teleporter' }] }, 'struct_unknown_model', 'agents[0].model'],
-    ['an unknown environment model', { environment: { id: 'env', model: 'walker' } }, 'struct_unknown_model', 'environment.model'],
-    ['a model path that does not exist', { agents: [{ id: 'a', model: './no/such/model.ts' }] }, 'struct_unknown_model', 'agents[0].model'],
+    [
+      'an unknown agent model',
+      { agents: [{ id: 'a', model: 'teleporter' }] },
+      'struct_unknown_model',
+      'agents[0].model',
+    ],
+    [
+      'an unknown environment model',
+      { environment: { id: 'env', model: 'walker' } },
+      'struct_unknown_model',
+      'environment.model',
+    ],
+    [
+      'a model path that does not exist',
+      { agents: [{ id: 'a', model: './no/such/model.ts' }] },
+      'struct_unknown_model',
+      'agents[0].model',
+    ],
     ['an unknown top-level field', { stepz: 10 }, 'struct_unknown_field', 'stepz'],
-    ['an unknown nested field', { environment: { id: 'env', model: 'forage', paramz: {} } }, 'struct_unknown_field', 'environment.paramz'],
+    [
+      'an unknown nested field',
+      { environment: { id: 'env', model: 'forage', paramz: {} } },
+      'struct_unknown_field',
+      'environment.paramz',
+    ],
     ['a misspelled agent field', { agents: [{ id: 'a', modle: 'walker' }] }, 'struct_unknown_field', 'agents[0].modle'],
-    ['an unknown worker field', { workers: { agentsPerWorkers: 2 } }, 'struct_unknown_field', 'workers.agentsPerWorkers'],
-    ['61 agents in one group', { agents: { count: 61, prefix: 'a-', model: 'walker' } }, 'size_agents_over_60', 'agents.count'],
-    ['61 agents over two groups', { agents: [{ count: 40, prefix: 'a-', model: 'walker' }, { count: 21, prefix: 'b-', model: 'walker' }] }, 'size_agents_over_60', 'agents[1].count'],
+    [
+      'an unknown worker field',
+      { workers: { agentsPerWorkers: 2 } },
+      'struct_unknown_field',
+      'workers.agentsPerWorkers',
+    ],
+    [
+      '61 agents in one group',
+      { agents: { count: 61, prefix: 'a-', model: 'walker' } },
+      'size_agents_over_60',
+      'agents.count',
+    ],
+    [
+      '61 agents over two groups',
+      {
+        agents: [
+          { count: 40, prefix: 'a-', model: 'walker' },
+          { count: 21, prefix: 'b-', model: 'walker' },
+        ],
+      },
+      'size_agents_over_60',
+      'agents[1].count',
+    ],
     ['a missing field', { steps: undefined }, 'struct_missing_field', 'steps'],
     ['a bad transport', { workers: { transport: 'carrier-pigeon' } }, 'struct_invalid_field', 'workers.transport'],
-    ['an empty actionFields list', { agents: [{ id: 'a', model: 'walker', actionFields: [] }] }, 'struct_invalid_field', 'agents[0].actionFields'],
+    [
+      'an empty actionFields list',
+      { agents: [{ id: 'a', model: 'walker', actionFields: [] }] },
+      'struct_invalid_field',
+      'agents[0].actionFields',
+    ],
     ['a zero deadline', { deadlines: { stepMs: 0 } }, 'struct_invalid_field', 'deadlines.stepMs'],
   ];
   for (const [name, patch, reason, field] of cases) {
@@ -107,7 +171,13 @@ describe('config: seed collisions', () => {
   it('two ids that derive the same seed are reported as a warning naming both (not refused)', () => {
     // a51580 and a97906 collide under master seed 1 (found by search; checked here with deriveSeed).
     expect(deriveSeed('1', 'a51580')).toBe(deriveSeed('1', 'a97906'));
-    const plan = resolveConfig({ ...base(), agents: [{ id: 'a51580', model: 'walker' }, { id: 'a97906', model: 'walker' }] });
+    const plan = resolveConfig({
+      ...base(),
+      agents: [
+        { id: 'a51580', model: 'walker' },
+        { id: 'a97906', model: 'walker' },
+      ],
+    });
     expect(plan.seedCollisions).toEqual([{ seed: deriveSeed('1', 'a51580'), agentIds: ['a51580', 'a97906'] }]);
     expect(collisionWarning(plan.seedCollisions[0]!)).toMatch(/a51580 and a97906 derived the same seed/);
   });

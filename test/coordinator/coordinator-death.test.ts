@@ -10,7 +10,6 @@ import { isRunning, loadPlan, tmpOut } from './helpers.js';
 
 afterEach(killLeftovers);
 
-
 describe('workers die with a SIGKILLed coordinator', () => {
   it('a worker spinning forever in model code dies with it', async () => {
     const c = startCoordinator('test/coordinator/fixtures/spin-forever.yaml', 'spin-forever');
@@ -23,7 +22,13 @@ describe('workers die with a SIGKILLed coordinator', () => {
   it('a stopped (SIGSTOP) worker dies with it', async () => {
     const c = startCoordinator('test/coordinator/fixtures/long-walkers.yaml', 'long-walkers');
     const { pids } = await readyWorkers(c, 3);
-    await waitFor('steps to commit', () => existsSync(join(c.runDir, 'trace.jsonl')) && readFileSync(join(c.runDir, 'trace.jsonl'), 'utf8').split('\n').length > 3, 60_000);
+    await waitFor(
+      'steps to commit',
+      () =>
+        existsSync(join(c.runDir, 'trace.jsonl')) &&
+        readFileSync(join(c.runDir, 'trace.jsonl'), 'utf8').split('\n').length > 3,
+      60_000,
+    );
     process.kill(pids[0]!, 'SIGSTOP');
     process.kill(pids[1]!, 'SIGSTOP');
     await sigkill(c);

@@ -39,7 +39,11 @@ const environment: Victim = (fleet) => fleet.environment.process.pid;
 const firstAgent: Victim = (fleet) => fleet.agents[0]!.process.pid;
 
 /** Run, SIGKILL the victim's pid just before `phase` of step 2 goes out, return the failure. */
-async function killAt(phase: RunPhase, victim: Victim, extra: Pick<NonNullable<RunOptions['hooks']>, 'commandFor'> = {}): Promise<RunFailure> {
+async function killAt(
+  phase: RunPhase,
+  victim: Victim,
+  extra: Pick<NonNullable<RunOptions['hooks']>, 'commandFor'> = {},
+): Promise<RunFailure> {
   let fleet: Fleet | undefined;
   return failingRun({
     outDir: tmpOut(),
@@ -66,7 +70,9 @@ describe('death diagnosis', () => {
     for (let run = 0; run < 10; run++) {
       const failure = await killAt(phases[run % phases.length]!, environment);
       expect(failure.kind, failure.message).toBe('worker-exited');
-      expect(failure.message).toMatch(/^worker worker-env \(environment\) died at step [23], phase advance: process \d+ exited \(signal SIGKILL\)/);
+      expect(failure.message).toMatch(
+        /^worker worker-env \(environment\) died at step [23], phase advance: process \d+ exited \(signal SIGKILL\)/,
+      );
     }
     expect(childPids()).toEqual([]);
   }, 300_000);
@@ -76,7 +82,9 @@ describe('death diagnosis', () => {
     for (const phase of phases) {
       const failure = await killAt(phase, firstAgent);
       expect(failure.kind, failure.message).toBe('worker-exited');
-      expect(failure.message).toMatch(/^worker worker-0 \(agents d-0\) died at step [23], phase (prepare|commit): process \d+ exited \(signal SIGKILL\)/);
+      expect(failure.message).toMatch(
+        /^worker worker-0 \(agents d-0\) died at step [23], phase (prepare|commit): process \d+ exited \(signal SIGKILL\)/,
+      );
     }
     expect(childPids()).toEqual([]);
   }, 300_000);
@@ -85,11 +93,18 @@ describe('death diagnosis', () => {
     // The environment runs under a wrapper that dies 300 ms after the real worker (killed while
     // idle, during the agents' Commit): its stream breaks at once, its exit is seen much later.
     const base = defaultWorkerCommand();
-    const wrapper = { command: process.execPath, args: ['--import', 'tsx', join('test', 'coordinator', 'fixtures', 'late-exit.ts'), base.command, ...base.args] };
+    const wrapper = {
+      command: process.execPath,
+      args: ['--import', 'tsx', join('test', 'coordinator', 'fixtures', 'late-exit.ts'), base.command, ...base.args],
+    };
     const innerWorker: Victim = (fleet) => workerChild(fleet.environment.process.pid);
-    const failure = await killAt('commit', innerWorker, { commandFor: (w) => (w.role === 'environment' ? wrapper : undefined) });
+    const failure = await killAt('commit', innerWorker, {
+      commandFor: (w) => (w.role === 'environment' ? wrapper : undefined),
+    });
     expect(failure.kind, failure.message).toBe('worker-exited');
-    expect(failure.message).toMatch(/^worker worker-env \(environment\) died at step 3, phase advance: process \d+ exited \(signal SIGKILL\)/);
+    expect(failure.message).toMatch(
+      /^worker worker-env \(environment\) died at step 3, phase advance: process \d+ exited \(signal SIGKILL\)/,
+    );
     expect(childPids()).toEqual([]);
   }, 120_000);
 });

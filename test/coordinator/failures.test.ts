@@ -56,12 +56,18 @@ describe('run failures', () => {
     expect(failure.agentIds).toEqual(['w-2', 'w-3']);
     expect(failure.step).toBe('2');
     expect(failure.phase).toBe('commit');
-    expect(failure.message).toMatch(/worker worker-1 \(agents w-2, w-3\) died at step 2, phase commit: .*signal SIGKILL/);
+    expect(failure.message).toMatch(
+      /worker worker-1 \(agents w-2, w-3\) died at step 2, phase commit: .*signal SIGKILL/,
+    );
     expect(elapsedMs).toBeLessThan(stepMs);
     // Nothing was committed past the failed step: two full steps in the trace, the failure recorded.
     const r = readRun(failure.runDir!);
     expect(r.traces).toHaveLength(2);
-    expect(r.summary).toMatchObject({ status: 'failed', stepsDone: 2, failure: { kind: 'worker-exited', workerId: 'worker-1', step: '2', phase: 'commit' } });
+    expect(r.summary).toMatchObject({
+      status: 'failed',
+      stepsDone: 2,
+      failure: { kind: 'worker-exited', workerId: 'worker-1', step: '2', phase: 'commit' },
+    });
     for (const { pid } of fleet!.pids()) expect(isAlive(pid)).toBe(false);
     expect(childPids()).toEqual([]);
   }, 120_000);
@@ -85,7 +91,9 @@ describe('run failures', () => {
     expect(failure.agentIds).toEqual(['w-4', 'w-5']);
     expect(failure.step).toBe('1');
     expect(failure.phase).toBe('prepare');
-    expect(failure.message).toMatch(/sent no reply within the deadline at step 1, phase prepare: no reply within the step deadline of 1000 ms/);
+    expect(failure.message).toMatch(
+      /sent no reply within the deadline at step 1, phase prepare: no reply within the step deadline of 1000 ms/,
+    );
     for (const { pid } of fleet!.pids()) expect(isAlive(pid)).toBe(false);
     expect(childPids()).toEqual([]);
   }, 120_000);
@@ -99,13 +107,19 @@ describe('run failures', () => {
         masterSeed: '3',
         steps: 6,
         environment: { id: 'forage', model: 'forage' },
-        agents: [{ id: 'w-0', model: 'walker' }, { id: 'bad', model: './fixtures/bad-mover.ts' }],
+        agents: [
+          { id: 'w-0', model: 'walker' },
+          { id: 'bad', model: './fixtures/bad-mover.ts' },
+        ],
         workers: { agentsPerWorker: 1 },
         deadlines: { startupMs: 60_000 },
       },
       { baseDir: 'test/coordinator' },
     );
-    const failure = await failingRun(p, { outDir: out, hooks: { beforePhase: (step, phase) => void phases.push(`${step}:${phase}`) } });
+    const failure = await failingRun(p, {
+      outDir: out,
+      hooks: { beforePhase: (step, phase) => void phases.push(`${step}:${phase}`) },
+    });
     expect(failure.kind).toBe('error-reply');
     expect(failure.workerId).toBe('worker-env');
     expect(failure.step).toBe('2');
@@ -124,14 +138,25 @@ describe('run failures', () => {
     // timer is the first one armed, so it is reported even if the machine is slow for everyone.)
     const failure = await failingRun(plan({ startupMs: 2_500 }), {
       outDir: out,
-      hooks: { commandFor: (w) => (w.workerId === 'worker-env' ? { command: process.execPath, args: ['-e', 'setInterval(() => {}, 1000)', '--'] } : undefined) },
+      hooks: {
+        commandFor: (w) =>
+          w.workerId === 'worker-env'
+            ? { command: process.execPath, args: ['-e', 'setInterval(() => {}, 1000)', '--'] }
+            : undefined,
+      },
     });
     expect(failure.kind).toBe('never-ready');
     expect(failure.workerId).toBe('worker-env');
     expect(failure.phase).toBe('startup');
-    expect(failure.message).toMatch(/^worker worker-env \(environment\) never became ready at phase startup: no ready line within the start-up deadline of 2500 ms/);
+    expect(failure.message).toMatch(
+      /^worker worker-env \(environment\) never became ready at phase startup: no ready line within the start-up deadline of 2500 ms/,
+    );
     expect(Date.now() - t0).toBeLessThan(15_000);
-    expect(readRun(failure.runDir!).summary).toMatchObject({ status: 'failed', stepsDone: 0, failure: { kind: 'never-ready', workerId: 'worker-env' } });
+    expect(readRun(failure.runDir!).summary).toMatchObject({
+      status: 'failed',
+      stepsDone: 0,
+      failure: { kind: 'never-ready', workerId: 'worker-env' },
+    });
     expect(childPids()).toEqual([]);
   }, 120_000);
 
@@ -139,7 +164,10 @@ describe('run failures', () => {
     const out = tmpOut();
     const failure = await failingRun(plan({ startupMs: 60_000 }), {
       outDir: out,
-      hooks: { commandFor: (w) => (w.workerId === 'worker-0' ? { command: process.execPath, args: ['-e', 'process.exit(3)', '--'] } : undefined) },
+      hooks: {
+        commandFor: (w) =>
+          w.workerId === 'worker-0' ? { command: process.execPath, args: ['-e', 'process.exit(3)', '--'] } : undefined,
+      },
     });
     expect(failure.kind).toBe('never-ready');
     expect(failure.workerId).toBe('worker-0');

@@ -22,10 +22,14 @@ export interface RunFiles {
 }
 
 export function readRun(dir: string): RunFiles {
-  const traceLines = readFileSync(join(dir, 'trace.jsonl'), 'utf8').split('\n').filter((l) => l !== '');
+  const traceLines = readFileSync(join(dir, 'trace.jsonl'), 'utf8')
+    .split('\n')
+    .filter((l) => l !== '');
   return {
     // run.json is written once every participant initialized; a run that failed earlier has none.
-    run: existsSync(join(dir, 'run.json')) ? (parseStrict(readFileSync(join(dir, 'run.json'))) as Record<string, unknown>) : {},
+    run: existsSync(join(dir, 'run.json'))
+      ? (parseStrict(readFileSync(join(dir, 'run.json'))) as Record<string, unknown>)
+      : {},
     summary: parseStrict(readFileSync(join(dir, 'summary.json'))) as Record<string, unknown>,
     traceLines,
     traces: traceLines.map((l) => parseStrict(l) as unknown as TransitionTrace),
@@ -106,12 +110,21 @@ export function recordCalls(fleet: Fleet, events: CallEvent[]): void {
       const step = (scope as Scope | null)?.step ?? '-';
       events.push({ worker: w.plan.workerId, what: 'send', method, step });
       const p = call(method, scope, params, options);
-      p.then(() => events.push({ worker: w.plan.workerId, what: 'reply', method, step }), () => undefined);
+      p.then(
+        () => events.push({ worker: w.plan.workerId, what: 'reply', method, step }),
+        () => undefined,
+      );
       return p;
     };
   }
 }
 
 /** Index of the first matching event, -1 when there is none. */
-export const at = (events: CallEvent[], worker: string, what: CallEvent['what'], method: string, step: number): number =>
+export const at = (
+  events: CallEvent[],
+  worker: string,
+  what: CallEvent['what'],
+  method: string,
+  step: number,
+): number =>
   events.findIndex((e) => e.worker === worker && e.what === what && e.method === method && e.step === String(step));

@@ -33,22 +33,77 @@ function runConfig(text: string, extra: string[] = []) {
 
 const badConfigs: [string, string, string, string][] = [
   // item 8: params the worker would refuse, refused at plan time by the model's own check
-  ['a built-in agent param out of range', variant('params: {}', 'params: { neurons: 2 }'), 'struct_invalid_field', 'agents[0].params.neurons'],
-  ['an unknown environment param', variant('food: 6 }', 'food: 6, colour: 1 }'), 'struct_unknown_field', 'environment.params'],
-  ['an environment param that breaks another (food > cells)', variant('food: 6 }', 'food: 200 }'), 'struct_invalid_field', 'environment.params.food'],
-  ['a strict flag that is not a boolean', variant('params: {}', 'params: { strict: "yes" }'), 'struct_invalid_field', 'agents[0].params.strict'],
+  [
+    'a built-in agent param out of range',
+    variant('params: {}', 'params: { neurons: 2 }'),
+    'struct_invalid_field',
+    'agents[0].params.neurons',
+  ],
+  [
+    'an unknown environment param',
+    variant('food: 6 }', 'food: 6, colour: 1 }'),
+    'struct_unknown_field',
+    'environment.params',
+  ],
+  [
+    'an environment param that breaks another (food > cells)',
+    variant('food: 6 }', 'food: 200 }'),
+    'struct_invalid_field',
+    'environment.params.food',
+  ],
+  [
+    'a strict flag that is not a boolean',
+    variant('params: {}', 'params: { strict: "yes" }'),
+    'struct_invalid_field',
+    'agents[0].params.strict',
+  ],
   // item 8: model modules checked before anything starts (no model code runs in the coordinator)
-  ['a model module that is a directory', variant('model: lif', 'model: ./a-directory.ts'), 'struct_unknown_model', 'agents[0].model'],
-  ['a model module that is not a module', variant('model: lif', 'model: ./not-a-module.txt'), 'struct_unknown_model', 'agents[0].model'],
-  ['a model module that does not exist', variant('model: lif', 'model: ./missing.ts'), 'struct_unknown_model', 'agents[0].model'],
-  ['a model module file: URL naming a host', variant('model: lif', 'model: "file://elsewhere/m.ts"'), 'struct_unknown_model', 'agents[0].model'],
+  [
+    'a model module that is a directory',
+    variant('model: lif', 'model: ./a-directory.ts'),
+    'struct_unknown_model',
+    'agents[0].model',
+  ],
+  [
+    'a model module that is not a module',
+    variant('model: lif', 'model: ./not-a-module.txt'),
+    'struct_unknown_model',
+    'agents[0].model',
+  ],
+  [
+    'a model module that does not exist',
+    variant('model: lif', 'model: ./missing.ts'),
+    'struct_unknown_model',
+    'agents[0].model',
+  ],
+  [
+    'a model module file: URL naming a host',
+    variant('model: lif', 'model: "file://elsewhere/m.ts"'),
+    'struct_unknown_model',
+    'agents[0].model',
+  ],
   // items 9 and 18: one bound on steps
   ['steps: 1e12', variant('steps: 120', 'steps: 1e12'), 'struct_invalid_field', 'steps'],
   ['steps: 0', variant('steps: 120', 'steps: 0'), 'struct_invalid_field', 'steps'],
   // item 10: every deadline within Node's timer range
-  ['deadlines.stepMs above 2^31-1', variant('stepMs: 10000', 'stepMs: 2147483648'), 'struct_invalid_field', 'deadlines.stepMs'],
-  ['deadlines.startupMs above 2^31-1', variant('startupMs: 30000', 'startupMs: 1e12'), 'struct_invalid_field', 'deadlines.startupMs'],
-  ['deadlines.captureMs above 2^31-1', variant('stepMs: 10000', 'stepMs: 10000\n  captureMs: 2147483648'), 'struct_invalid_field', 'deadlines.captureMs'],
+  [
+    'deadlines.stepMs above 2^31-1',
+    variant('stepMs: 10000', 'stepMs: 2147483648'),
+    'struct_invalid_field',
+    'deadlines.stepMs',
+  ],
+  [
+    'deadlines.startupMs above 2^31-1',
+    variant('startupMs: 30000', 'startupMs: 1e12'),
+    'struct_invalid_field',
+    'deadlines.startupMs',
+  ],
+  [
+    'deadlines.captureMs above 2^31-1',
+    variant('stepMs: 10000', 'stepMs: 10000\n  captureMs: 2147483648'),
+    'struct_invalid_field',
+    'deadlines.captureMs',
+  ],
 ];
 
 describe('detsim run refuses bad input before anything starts (CLI)', () => {
@@ -71,8 +126,23 @@ describe('detsim run refuses bad input before anything starts (CLI)', () => {
   it('replay, verify and resume take the same --steps bound', () => {
     // The bound is checked before resume looks at the run directory at all.
     expectCliRefusal(detsimCli(['resume', 'runs/no-such-run', '--steps', '0']), 'struct_invalid_field', '--steps');
-    expectCliRefusal(detsimCli(['replay', 'examples/lif-pair.yaml', '--steps', '0']), 'struct_invalid_field', '--steps');
-    expectCliRefusal(detsimCli(['verify', '--config', 'examples/lif-pair.yaml', '--steps', String(MAX_STEPS + 1), '--no-golden-marker']), 'struct_invalid_field', '--steps');
+    expectCliRefusal(
+      detsimCli(['replay', 'examples/lif-pair.yaml', '--steps', '0']),
+      'struct_invalid_field',
+      '--steps',
+    );
+    expectCliRefusal(
+      detsimCli([
+        'verify',
+        '--config',
+        'examples/lif-pair.yaml',
+        '--steps',
+        String(MAX_STEPS + 1),
+        '--no-golden-marker',
+      ]),
+      'struct_invalid_field',
+      '--steps',
+    );
   });
 
   it('a directory as the config: a named one-line refusal, not an EISDIR stack trace (item 19)', () => {
@@ -110,7 +180,14 @@ describe('--out must be a place where run directories can be written (item 20)',
 });
 
 describe('the bounds themselves (one constant each)', () => {
-  const base = () => structuredClone({ sessionId: 's', masterSeed: '1', steps: 1, environment: { id: 'env', model: 'forage' }, agents: { count: 1, prefix: 'a-', model: 'walker' } }) as Record<string, unknown>;
+  const base = () =>
+    structuredClone({
+      sessionId: 's',
+      masterSeed: '1',
+      steps: 1,
+      environment: { id: 'env', model: 'forage' },
+      agents: { count: 1, prefix: 'a-', model: 'walker' },
+    }) as Record<string, unknown>;
 
   it('a config and the --steps flag accept exactly 1..MAX_STEPS', () => {
     expect(resolveConfig({ ...base(), steps: MAX_STEPS }).steps).toBe(MAX_STEPS);
@@ -121,13 +198,20 @@ describe('the bounds themselves (one constant each)', () => {
 
   it('every deadline accepts 2^31-1 and refuses one more', () => {
     for (const d of ['startupMs', 'stepMs', 'captureMs']) {
-      expect(resolveConfig({ ...base(), deadlines: { [d]: MAX_DEADLINE_MS } }).deadlines[d as 'stepMs']).toBe(MAX_DEADLINE_MS);
-      expect(refusal(() => resolveConfig({ ...base(), deadlines: { [d]: MAX_DEADLINE_MS + 1 } })).field).toBe(`deadlines.${d}`);
+      expect(resolveConfig({ ...base(), deadlines: { [d]: MAX_DEADLINE_MS } }).deadlines[d as 'stepMs']).toBe(
+        MAX_DEADLINE_MS,
+      );
+      expect(refusal(() => resolveConfig({ ...base(), deadlines: { [d]: MAX_DEADLINE_MS + 1 } })).field).toBe(
+        `deadlines.${d}`,
+      );
     }
   });
 
   it('a real model module still passes the plan-time module check', () => {
-    const plan = resolveConfig({ ...base(), agents: { count: 1, prefix: 'a-', model: './test/workers/fixtures/readme-model.ts' } }, { baseDir: process.cwd() });
+    const plan = resolveConfig(
+      { ...base(), agents: { count: 1, prefix: 'a-', model: './test/workers/fixtures/readme-model.ts' } },
+      { baseDir: process.cwd() },
+    );
     expect(plan.agents[0]!.model).toBe(resolve('test/workers/fixtures/readme-model.ts'));
     expect(loadConfig('examples/lif-pair.yaml').agents.map((a) => a.model)).toEqual(['lif', 'lif']);
   });

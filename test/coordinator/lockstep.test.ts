@@ -26,7 +26,12 @@ describe('lockstep: forage-walkers (16 walkers, 4 agent workers)', () => {
     expect(r.summary).toMatchObject({ status: 'completed', stepsDone: 4, behaviourDigest: first.behaviourDigest });
     // The digest is SHA-256 over the canonical behaviour lines in step order (recomputed here).
     expect(sha256Hex(r.traces.map((t) => `${canonicalize(t.behaviour)}\n`).join(''))).toBe(first.behaviourDigest);
-    expect(r.run).toMatchObject({ sessionId: 'forage-walkers', masterSeed: '20261129', seedDerivation: 'seed-derivation-v1', epoch: 'e1' });
+    expect(r.run).toMatchObject({
+      sessionId: 'forage-walkers',
+      masterSeed: '20261129',
+      seedDerivation: 'seed-derivation-v1',
+      epoch: 'e1',
+    });
     const agents = r.run.agents as { agentId: string; seed: number; modelVersion: string }[];
     expect(agents).toHaveLength(16);
     expect(agents[0]).toMatchObject({ agentId: 'walker-00', seed: plan.agents[0]!.seed, modelVersion: 'walker-v1' });
@@ -74,7 +79,11 @@ describe('lockstep: forage-walkers (16 walkers, 4 agent workers)', () => {
 
   it('sequential, concurrent and reversed dispatch give identical traces', async () => {
     // Three agent workers (6 walkers) keep this cheap while every order still differs.
-    const small = resolveConfig({ ...parseConfigText(readFileSync('examples/forage-walkers.yaml', 'utf8'), 'x') as object, agents: { count: 6, prefix: 'walker-', model: 'walker' }, workers: { agentsPerWorker: 2 } });
+    const small = resolveConfig({
+      ...(parseConfigText(readFileSync('examples/forage-walkers.yaml', 'utf8'), 'x') as object),
+      agents: { count: 6, prefix: 'walker-', model: 'walker' },
+      workers: { agentsPerWorker: 2 },
+    });
     small.deadlines.startupMs = 60_000;
     const digests: string[] = [];
     const lines: string[][] = [];
@@ -101,7 +110,10 @@ describe('lockstep: lif-pair', () => {
     expect(readRun(b.runDir).log).toMatch(/"listen":"127\.0\.0\.1:[0-9]+"/);
     expect(b.behaviourDigest).toBe(a.behaviourDigest);
     expect(behaviourLines(b.runDir)).toEqual(behaviourLines(a.runDir));
-    expect(readRun(a.runDir).run.agents).toMatchObject([{ agentId: 'lif-a', modelVersion: 'lif-v1' }, { agentId: 'lif-b', modelVersion: 'lif-v1' }]);
+    expect(readRun(a.runDir).run.agents).toMatchObject([
+      { agentId: 'lif-a', modelVersion: 'lif-v1' },
+      { agentId: 'lif-b', modelVersion: 'lif-v1' },
+    ]);
   }, 180_000);
 });
 

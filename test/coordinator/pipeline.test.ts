@@ -24,7 +24,12 @@ describe('pipelined Prepare', () => {
     const out = tmpOut();
     const run = async (pipeline: boolean | undefined) => {
       const events: Event[] = [];
-      const opts: RunOptions = { outDir: out, steps, ...(pipeline === undefined ? {} : { pipeline }), hooks: { onLaunched: (f) => recordCalls(f, events) } };
+      const opts: RunOptions = {
+        outDir: out,
+        steps,
+        ...(pipeline === undefined ? {} : { pipeline }),
+        hooks: { onLaunched: (f) => recordCalls(f, events) },
+      };
       return { r: await runSession(plan, opts), events };
     };
     const piped = await run(true);
@@ -48,7 +53,8 @@ describe('pipelined Prepare', () => {
     expect(piped.r.behaviourDigest).toBe(plain.r.behaviourDigest);
     expect(behaviourLines(piped.r.runDir)).toEqual(behaviourLines(plain.r.runDir));
     // Operational data still names every Prepare's request id.
-    for (const t of readRun(piped.r.runDir).traces) expect(t.operational.prepareRequestIds.map((p) => p.agentId)).toHaveLength(16);
+    for (const t of readRun(piped.r.runDir).traces)
+      expect(t.operational.prepareRequestIds.map((p) => p.agentId)).toHaveLength(16);
     expect(childPids()).toEqual([]);
   }, 240_000);
 
@@ -74,7 +80,18 @@ describe('pipelined Prepare', () => {
       }
     }
     const ext = new ProbedCheckpointRun({ every, keep: 3 });
-    const r = await runSession(plan, { outDir: out, steps: 7, pipeline: true, extension: ext, hooks: { onLaunched: (f) => { fleet = f; recordCalls(f, events); } } });
+    const r = await runSession(plan, {
+      outDir: out,
+      steps: 7,
+      pipeline: true,
+      extension: ext,
+      hooks: {
+        onLaunched: (f) => {
+          fleet = f;
+          recordCalls(f, events);
+        },
+      },
+    });
     expect(statuses).toEqual([
       { boundary: '3', states: ['ready', 'ready', 'ready', 'ready'], preparedAhead: false },
       { boundary: '6', states: ['ready', 'ready', 'ready', 'ready'], preparedAhead: false },
@@ -83,9 +100,15 @@ describe('pipelined Prepare', () => {
     expect(ext.result.captured).toHaveLength(2);
     for (const w of fleet!.agents.map((a) => a.plan.workerId)) {
       // Into a capture boundary: Prepare(3) and Prepare(6) only after the Commit replies; elsewhere pipelined.
-      expect(at(events, w, 'send', METHODS.agentPrepare, 3)).toBeGreaterThan(at(events, w, 'reply', METHODS.agentCommit, 2));
-      expect(at(events, w, 'send', METHODS.agentPrepare, 6)).toBeGreaterThan(at(events, w, 'reply', METHODS.agentCommit, 5));
-      expect(at(events, w, 'send', METHODS.agentPrepare, 4)).toBeLessThan(at(events, w, 'reply', METHODS.agentCommit, 3));
+      expect(at(events, w, 'send', METHODS.agentPrepare, 3)).toBeGreaterThan(
+        at(events, w, 'reply', METHODS.agentCommit, 2),
+      );
+      expect(at(events, w, 'send', METHODS.agentPrepare, 6)).toBeGreaterThan(
+        at(events, w, 'reply', METHODS.agentCommit, 5),
+      );
+      expect(at(events, w, 'send', METHODS.agentPrepare, 4)).toBeLessThan(
+        at(events, w, 'reply', METHODS.agentCommit, 3),
+      );
     }
     // The captures change nothing in behaviour: same digest as a plain unpipelined run.
     const plain = await runSession(plan, { outDir: out, steps: 7, pipeline: false });
@@ -95,7 +118,11 @@ describe('pipelined Prepare', () => {
 
   it('with 8 agent workers (16 calls in flight) an abort stops the pipelined run, without a listener-leak warning', async () => {
     const out = tmpOut();
-    const eight = resolveConfig({ ...(parseConfigText(readFileSync('examples/forage-walkers.yaml', 'utf8'), 'x') as object), steps: 40, workers: { agentsPerWorker: 2 } });
+    const eight = resolveConfig({
+      ...(parseConfigText(readFileSync('examples/forage-walkers.yaml', 'utf8'), 'x') as object),
+      steps: 40,
+      workers: { agentsPerWorker: 2 },
+    });
     eight.deadlines.startupMs = 60_000;
     expect(eight.workers.filter((w) => w.role === 'agent')).toHaveLength(8);
     const warnings: string[] = [];
@@ -109,7 +136,9 @@ describe('pipelined Prepare', () => {
         pipeline: true,
         signal: controller.signal,
         // Fires in step 2, before its Commits and the pipelined Prepare(3) go out.
-        hooks: { beforePhase: (step, phase) => void (step === 3n && phase === 'prepare' ? controller.abort() : undefined) },
+        hooks: {
+          beforePhase: (step, phase) => void (step === 3n && phase === 'prepare' ? controller.abort() : undefined),
+        },
       });
     } catch (e) {
       failure = e;

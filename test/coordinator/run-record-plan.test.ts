@@ -51,10 +51,14 @@ describe('run.json records the whole plan', () => {
     });
   }
 
-  it('detsim replay <run-dir> of lif-pair (action fields) reproduces the recorded run: exit 0', { timeout: 600_000 }, () => {
-    const runDir = runExample('examples/lif-pair.yaml');
-    const r = detsimCli(['replay', runDir, '--out', mkdtempSync(join(tmpdir(), 'detsim-plan-replay-'))], 300_000);
-    expect(r.stdout).toMatch(/^PASS replay /m);
-    expect(r.status, `${r.stdout}\n${r.stderr}`).toBe(0);
-  });
+  it(
+    'detsim replay <run-dir> of lif-pair (action fields) reproduces the recorded run: exit 0',
+    { timeout: 600_000 },
+    () => {
+      const runDir = runExample('examples/lif-pair.yaml');
+      const r = detsimCli(['replay', runDir, '--out', mkdtempSync(join(tmpdir(), 'detsim-plan-replay-'))], 300_000);
+      expect(r.stdout).toMatch(/^PASS replay /m);
+      expect(r.status, `${r.stdout}\n${r.stderr}`).toBe(0);
+    },
+  );
 });

@@ -35,7 +35,9 @@ describe('socket directories', () => {
     writeFileSync(join(parent, names.stale, 'w0.sock'), '');
     writeFileSync(join(parent, `ds-${dead}-fIlE00`), 'a file, not a socket directory');
     expect(sweepStaleSocketDirs(parent)).toEqual([join(parent, names.stale)]);
-    expect(readdirSync(parent).sort()).toEqual([`ds-${dead}-fIlE00`, names.liveOwner, names.mine, names.oldFormat, names.notOurs].sort());
+    expect(readdirSync(parent).sort()).toEqual(
+      [`ds-${dead}-fIlE00`, names.liveOwner, names.mine, names.oldFormat, names.notOurs].sort(),
+    );
   });
 
   it('creates the run directory under the owner pid, sweeping first', () => {

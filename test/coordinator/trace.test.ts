@@ -5,7 +5,15 @@
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { canonicalize } from '../../core/formats/canonical-json.js';
-import { EpochRebase, behaviourDigest, behaviourStepDigest, canonicalBehaviour, compareBehaviours, normalizeBehaviour, type TraceBehaviour } from '../../coordinator/trace.js';
+import {
+  EpochRebase,
+  behaviourDigest,
+  behaviourStepDigest,
+  canonicalBehaviour,
+  compareBehaviours,
+  normalizeBehaviour,
+  type TraceBehaviour,
+} from '../../coordinator/trace.js';
 
 const D = (c: string) => c.repeat(64);
 
@@ -13,8 +21,26 @@ function step(epoch: string, k: number, over: Partial<TraceBehaviour> = {}): Tra
   return {
     scope: { sessionId: 's', epoch, step: String(k) },
     agents: [
-      { agentId: 'b', profileDigest: D('1'), ticksAdvanced: '17', brainTicks: String(17 * (k + 1)), remainder: { numerator: '0', denominator: '1' }, decision: { move: 'n' }, decisionDigest: D('2'), committedStep: String(k + 1) },
-      { agentId: 'a', profileDigest: D('1'), ticksAdvanced: '16', brainTicks: String(16 * (k + 1)), remainder: { numerator: '2', denominator: '3' }, decision: { move: 'e' }, decisionDigest: D('3'), committedStep: String(k + 1) },
+      {
+        agentId: 'b',
+        profileDigest: D('1'),
+        ticksAdvanced: '17',
+        brainTicks: String(17 * (k + 1)),
+        remainder: { numerator: '0', denominator: '1' },
+        decision: { move: 'n' },
+        decisionDigest: D('2'),
+        committedStep: String(k + 1),
+      },
+      {
+        agentId: 'a',
+        profileDigest: D('1'),
+        ticksAdvanced: '16',
+        brainTicks: String(16 * (k + 1)),
+        remainder: { numerator: '2', denominator: '3' },
+        decision: { move: 'e' },
+        decisionDigest: D('3'),
+        committedStep: String(k + 1),
+      },
     ],
     batchId: `batch-${epoch}-${k}`,
     controlDigest: D('4'),
@@ -111,7 +137,16 @@ describe('traceLine', () => {
   it('equals canonicalize of the whole trace with the behaviour normalized', async () => {
     const { canonicalBehaviour, traceLine } = await import('../../coordinator/trace.js');
     const behaviour = step('e1', 3);
-    const operational = { wallTimeNs: '12', prepareRequestIds: [{ agentId: 'a', requestId: 'req-2' }], commitRequestIds: [], advanceRequestId: 'req-4', completionOrder: { prepare: ['w1', 'w0'], commit: [] }, pids: [{ workerId: 'w0', pid: 7 }] };
-    expect(traceLine(canonicalBehaviour(behaviour), operational)).toBe(canonicalize({ behaviour: normalizeBehaviour(behaviour), operational }));
+    const operational = {
+      wallTimeNs: '12',
+      prepareRequestIds: [{ agentId: 'a', requestId: 'req-2' }],
+      commitRequestIds: [],
+      advanceRequestId: 'req-4',
+      completionOrder: { prepare: ['w1', 'w0'], commit: [] },
+      pids: [{ workerId: 'w0', pid: 7 }],
+    };
+    expect(traceLine(canonicalBehaviour(behaviour), operational)).toBe(
+      canonicalize({ behaviour: normalizeBehaviour(behaviour), operational }),
+    );
   });
 });

@@ -33,48 +33,71 @@ function lastLine(stderr: string): string {
 }
 
 describe.skipIf(fullDiskUnavailable !== null)('a full disk under detsim run', () => {
-  it('trace.jsonl fills the disk mid-run: one named line, exit 1, whole trace lines, summary whole and consistent or said to be missing', () => {
-    const d = small(64 * 1024);
-    const r = detsim(['run', 'examples/lif-pair.yaml', '--steps', '400', '--out', d.dir]);
-    expect(r.status).toBe(1);
-    const line = lastLine(r.stderr);
-    expect(line).toMatch(/^detsim: \[size_no_space\] run failed: the run could not write its files at step [0-9]+, phase [a-z-]+: cannot write .*\/lif-pair-1\/(trace\.jsonl|run\.log): no space left on the device \(ENOSPC\)/);
-    const dir = join(d.dir, 'lif-pair-1');
-    const text = readFileSync(join(dir, 'trace.jsonl'), 'utf8');
-    expect(text === '' || text.endsWith('\n')).toBe(true);
-    const traces = text.split('\n').filter((l) => l !== '').map((l) => parseStrict(l) as unknown as TransitionTrace);
-    expect(traces.map((t) => t.behaviour.scope.step)).toEqual(traces.map((_, i) => String(i)));
-    expect(readdirSync(dir).filter((f) => f.startsWith('tmp-'))).toEqual([]);
-    if (existsSync(join(dir, 'summary.json'))) {
-      const summary = parseStrict(readFileSync(join(dir, 'summary.json'))) as Record<string, any>;
-      const digest = new BehaviourDigest();
-      for (const t of traces) digest.add(t.behaviour);
-      expect(summary).toMatchObject({ status: 'failed', stepsDone: traces.length, behaviourDigest: digest.digest(), failure: { kind: 'io' } });
-    } else {
-      expect(line).toMatch(/summary\.json was not written either \(ENOSPC\)$/);
-    }
-  }, T);
+  it(
+    'trace.jsonl fills the disk mid-run: one named line, exit 1, whole trace lines, summary whole and consistent or said to be missing',
+    () => {
+      const d = small(64 * 1024);
+      const r = detsim(['run', 'examples/lif-pair.yaml', '--steps', '400', '--out', d.dir]);
+      expect(r.status).toBe(1);
+      const line = lastLine(r.stderr);
+      expect(line).toMatch(
+        /^detsim: \[size_no_space\] run failed: the run could not write its files at step [0-9]+, phase [a-z-]+: cannot write .*\/lif-pair-1\/(trace\.jsonl|run\.log): no space left on the device \(ENOSPC\)/,
+      );
+      const dir = join(d.dir, 'lif-pair-1');
+      const text = readFileSync(join(dir, 'trace.jsonl'), 'utf8');
+      expect(text === '' || text.endsWith('\n')).toBe(true);
+      const traces = text
+        .split('\n')
+        .filter((l) => l !== '')
+        .map((l) => parseStrict(l) as unknown as TransitionTrace);
+      expect(traces.map((t) => t.behaviour.scope.step)).toEqual(traces.map((_, i) => String(i)));
+      expect(readdirSync(dir).filter((f) => f.startsWith('tmp-'))).toEqual([]);
+      if (existsSync(join(dir, 'summary.json'))) {
+        const summary = parseStrict(readFileSync(join(dir, 'summary.json'))) as Record<string, any>;
+        const digest = new BehaviourDigest();
+        for (const t of traces) digest.add(t.behaviour);
+        expect(summary).toMatchObject({
+          status: 'failed',
+          stepsDone: traces.length,
+          behaviourDigest: digest.digest(),
+          failure: { kind: 'io' },
+        });
+      } else {
+        expect(line).toMatch(/summary\.json was not written either \(ENOSPC\)$/);
+      }
+    },
+    T,
+  );
 
-  it('receipt.json does not fit after a completed run: one named line, exit 1, the run files complete, no receipt', () => {
-    // Calibrate on this machine: what a 40-step run leaves, and how big its receipt is.
-    const d = small(2 * 1024 * 1024);
-    const cal = detsim(['run', 'examples/lif-pair.yaml', '--steps', '40', '--out', d.dir]);
-    expect(cal.status, cal.stderr).toBe(0);
-    const receiptPages = Math.ceil(readFileSync(join(d.dir, 'lif-pair-1', 'receipt.json')).length / PAGE);
-    rmSync(join(d.dir, 'lif-pair-1', 'receipt.json'));
-    const runUsed = d.used();
-    rmSync(join(d.dir, 'lif-pair-1'), { recursive: true });
-    expect(receiptPages).toBeGreaterThanOrEqual(8);
-    // Room for the run and its transients, and for half its receipt.
-    d.resize(runUsed + (2 + Math.floor(receiptPages / 2)) * PAGE);
-    const r = detsim(['run', 'examples/lif-pair.yaml', '--steps', '40', '--out', d.dir]);
-    expect(r.status).toBe(1);
-    expect(lastLine(r.stderr)).toMatch(/^detsim: \[size_no_space\] run completed but its receipt was not written: cannot write .*\/lif-pair-1\/receipt\.json: no space left on the device \(ENOSPC\); run\.json, trace\.jsonl and summary\.json are complete$/);
-    const dir = join(d.dir, 'lif-pair-1');
-    expect(existsSync(join(dir, 'receipt.json'))).toBe(false);
-    expect(readdirSync(dir).filter((f) => f.startsWith('tmp-'))).toEqual([]);
-    expect(parseStrict(readFileSync(join(dir, 'summary.json')))).toMatchObject({ status: 'completed', stepsDone: 40 });
-  }, T);
+  it(
+    'receipt.json does not fit after a completed run: one named line, exit 1, the run files complete, no receipt',
+    () => {
+      // Calibrate on this machine: what a 40-step run leaves, and how big its receipt is.
+      const d = small(2 * 1024 * 1024);
+      const cal = detsim(['run', 'examples/lif-pair.yaml', '--steps', '40', '--out', d.dir]);
+      expect(cal.status, cal.stderr).toBe(0);
+      const receiptPages = Math.ceil(readFileSync(join(d.dir, 'lif-pair-1', 'receipt.json')).length / PAGE);
+      rmSync(join(d.dir, 'lif-pair-1', 'receipt.json'));
+      const runUsed = d.used();
+      rmSync(join(d.dir, 'lif-pair-1'), { recursive: true });
+      expect(receiptPages).toBeGreaterThanOrEqual(8);
+      // Room for the run and its transients, and for half its receipt.
+      d.resize(runUsed + (2 + Math.floor(receiptPages / 2)) * PAGE);
+      const r = detsim(['run', 'examples/lif-pair.yaml', '--steps', '40', '--out', d.dir]);
+      expect(r.status).toBe(1);
+      expect(lastLine(r.stderr)).toMatch(
+        /^detsim: \[size_no_space\] run completed but its receipt was not written: cannot write .*\/lif-pair-1\/receipt\.json: no space left on the device \(ENOSPC\); run\.json, trace\.jsonl and summary\.json are complete$/,
+      );
+      const dir = join(d.dir, 'lif-pair-1');
+      expect(existsSync(join(dir, 'receipt.json'))).toBe(false);
+      expect(readdirSync(dir).filter((f) => f.startsWith('tmp-'))).toEqual([]);
+      expect(parseStrict(readFileSync(join(dir, 'summary.json')))).toMatchObject({
+        status: 'completed',
+        stepsDone: 40,
+      });
+    },
+    T,
+  );
 });
 
 describe.skipIf(fullDiskUnavailable !== null)('write primitives on a full disk', () => {
@@ -110,7 +133,12 @@ describe.skipIf(fullDiskUnavailable !== null)('write primitives on a full disk',
     } catch (e) {
       error = e;
     }
-    expect(error).toMatchObject({ reason: 'size_no_space', code: 'ENOSPC', path, message: `cannot write ${path}: no space left on the device (ENOSPC)` });
+    expect(error).toMatchObject({
+      reason: 'size_no_space',
+      code: 'ENOSPC',
+      path,
+      message: `cannot write ${path}: no space left on the device (ENOSPC)`,
+    });
     expect(readFileSync(path, 'utf8')).toBe('old\n');
     expect(readdirSync(d.dir).sort()).toEqual(['filler', 'summary.json']);
   });

@@ -51,7 +51,39 @@ const edit = fc.oneof(
   fc.record({
     kind: fc.constant('insert' as const),
     at: fc.nat(),
-    bytes: fc.constantFrom(...['{', '}', '[', ']', '"', ',', ':', '\\', '\\u', '\\ud800', '\\udc00', '0', '-', '.', 'e', 'E+', '9'.repeat(17), ' ', '\n', '\u0001', '\u007f', 'é', '😂', 'true', 'nul'].map((s) => [...utf8(s)]), [0xff], [0xc0, 0xaf], [0xed, 0xa0, 0x80], [0xef, 0xbb, 0xbf]),
+    bytes: fc.constantFrom(
+      ...[
+        '{',
+        '}',
+        '[',
+        ']',
+        '"',
+        ',',
+        ':',
+        '\\',
+        '\\u',
+        '\\ud800',
+        '\\udc00',
+        '0',
+        '-',
+        '.',
+        'e',
+        'E+',
+        '9'.repeat(17),
+        ' ',
+        '\n',
+        '\u0001',
+        '\u007f',
+        'é',
+        '😂',
+        'true',
+        'nul',
+      ].map((s) => [...utf8(s)]),
+      [0xff],
+      [0xc0, 0xaf],
+      [0xed, 0xa0, 0x80],
+      [0xef, 0xbb, 0xbf],
+    ),
   }),
 );
 
@@ -83,17 +115,30 @@ describe.skipIf(skipReason !== null)('canonical JSON: TypeScript and Rust agree'
   it('mutated JSON texts are accepted or refused identically (reason and message)', () => {
     const seen: Seen = { accepted: 0, refused: 0 };
     fc.assert(
-      fc.property(fc.array(fc.tuple(json, fc.array(edit, { minLength: 1, maxLength: 3 })), { minLength: 30, maxLength: 60 }), (cases) => {
-        expectSameOutcomes(cases.map(([v, edits]) => applyEdits(JSON.stringify(v), edits)), seen);
-      }),
+      fc.property(
+        fc.array(fc.tuple(json, fc.array(edit, { minLength: 1, maxLength: 3 })), { minLength: 30, maxLength: 60 }),
+        (cases) => {
+          expectSameOutcomes(
+            cases.map(([v, edits]) => applyEdits(JSON.stringify(v), edits)),
+            seen,
+          );
+        },
+      ),
       { numRuns: 15 },
     );
     expectBothOutcomes(seen);
   });
 
   it('strings with escaped code units, including lone and swapped surrogates', () => {
-    const unit = fc.oneof(fc.integer({ min: 0, max: 0xffff }), fc.integer({ min: 0xd800, max: 0xdfff }), fc.integer({ min: 0x20, max: 0xff }));
-    const piece = fc.tuple(fc.array(unit, { minLength: 0, maxLength: 6 }), fc.array(fc.boolean(), { minLength: 6, maxLength: 6 }));
+    const unit = fc.oneof(
+      fc.integer({ min: 0, max: 0xffff }),
+      fc.integer({ min: 0xd800, max: 0xdfff }),
+      fc.integer({ min: 0x20, max: 0xff }),
+    );
+    const piece = fc.tuple(
+      fc.array(unit, { minLength: 0, maxLength: 6 }),
+      fc.array(fc.boolean(), { minLength: 6, maxLength: 6 }),
+    );
     const render = ([units, escape]: [number[], boolean[]]): string => {
       const s = String.fromCharCode(...units);
       let out = '';
@@ -101,7 +146,11 @@ describe.skipIf(skipReason !== null)('canonical JSON: TypeScript and Rust agree'
         const c = s.charCodeAt(i);
         const isSurrogate = c >= 0xd800 && c <= 0xdfff;
         const raw = !escape[i % 6] && c >= 0x20 && c !== 0x22 && c !== 0x5c && !isSurrogate;
-        out += raw ? s[i] : (escape[(i + 1) % 6] ? `\\u${c.toString(16).padStart(4, "0").toUpperCase()}` : `\\u${c.toString(16).padStart(4, "0")}`);
+        out += raw
+          ? s[i]
+          : escape[(i + 1) % 6]
+            ? `\\u${c.toString(16).padStart(4, '0').toUpperCase()}`
+            : `\\u${c.toString(16).padStart(4, '0')}`;
       }
       return out;
     };
@@ -109,7 +158,10 @@ describe.skipIf(skipReason !== null)('canonical JSON: TypeScript and Rust agree'
     fc.assert(
       fc.property(fc.array(fc.tuple(piece, piece), { minLength: 30, maxLength: 60 }), (pairs) => {
         // A string value and a key: lone surrogates must be refused in both positions.
-        expectSameOutcomes(pairs.flatMap(([a, b]) => [utf8(`"${render(a)}"`), utf8(`{"${render(a)}":"${render(b)}","k":1}`)]), seen);
+        expectSameOutcomes(
+          pairs.flatMap(([a, b]) => [utf8(`"${render(a)}"`), utf8(`{"${render(a)}":"${render(b)}","k":1}`)]),
+          seen,
+        );
       }),
       { numRuns: 15 },
     );
@@ -117,14 +169,25 @@ describe.skipIf(skipReason !== null)('canonical JSON: TypeScript and Rust agree'
   });
 
   it('numbers in every literal form print as ECMAScript does, and unsafe integer literals are refused alike', () => {
-    const forms = fc.double({ noNaN: true, noDefaultInfinity: true }).chain((n) =>
-      fc.constantFrom(String(n), n.toExponential(), n.toExponential().toUpperCase(), n.toPrecision(21), `${String(n)}`.replace('e+', 'e')),
-    );
+    const forms = fc
+      .double({ noNaN: true, noDefaultInfinity: true })
+      .chain((n) =>
+        fc.constantFrom(
+          String(n),
+          n.toExponential(),
+          n.toExponential().toUpperCase(),
+          n.toPrecision(21),
+          `${String(n)}`.replace('e+', 'e'),
+        ),
+      );
     const bigIntegers = fc.bigInt({ min: -(2n ** 70n), max: 2n ** 70n }).map(String);
     const seen: Seen = { accepted: 0, refused: 0 };
     fc.assert(
       fc.property(fc.array(fc.oneof(forms, bigIntegers), { minLength: 40, maxLength: 80 }), (literals) => {
-        expectSameOutcomes(literals.flatMap((l) => [utf8(l), utf8(`[${l},{"n":${l}}]`)]), seen);
+        expectSameOutcomes(
+          literals.flatMap((l) => [utf8(l), utf8(`[${l},{"n":${l}}]`)]),
+          seen,
+        );
       }),
       { numRuns: 15 },
     );

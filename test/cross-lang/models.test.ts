@@ -93,9 +93,23 @@ const observation = fc.oneof(
 const params = fc.oneof(
   { weight: 8, arbitrary: fc.record({ explore: fc.integer({ min: 1, max: 1024 }) }) },
   { weight: 2, arbitrary: fc.constant({}) },
-  { weight: 1, arbitrary: fc.constantFrom({ explore: 0 }, { explore: 1025 }, { explore: 1.5 }, { explore: '8' }, { explore: null }, { explor: 3 }, { explore: 4, extra: 1 }) },
+  {
+    weight: 1,
+    arbitrary: fc.constantFrom(
+      { explore: 0 },
+      { explore: 1025 },
+      { explore: 1.5 },
+      { explore: '8' },
+      { explore: null },
+      { explor: 3 },
+      { explore: 4, extra: 1 },
+    ),
+  },
 );
-const reward = fc.oneof({ weight: 8, arbitrary: fc.double({ min: -10, max: 10, noNaN: true }) }, { weight: 1, arbitrary: fc.double({ noNaN: true, noDefaultInfinity: true }) });
+const reward = fc.oneof(
+  { weight: 8, arbitrary: fc.double({ min: -10, max: 10, noNaN: true }) },
+  { weight: 1, arbitrary: fc.double({ noNaN: true, noDefaultInfinity: true }) },
+);
 const walkerCase: fc.Arbitrary<WalkerCase> = fc.record({
   seed: fc.oneof(fc.integer({ min: -(2 ** 31), max: 2 ** 31 - 1 }), fc.constant(0)),
   params,
@@ -111,7 +125,10 @@ const lifCase: fc.Arbitrary<LifCase> = fc.record({
     { weight: 1, arbitrary: fc.constantFrom({ neurons: 3 }, { neurons: 4.5 }, { neurons: '8' }, { neuron: 8 }) },
   ),
   observation,
-  steps: fc.array(fc.record({ ticks: fc.integer({ min: 0, max: 20 }), observation, rewards: fc.array(reward, { maxLength: 2 }) }), { maxLength: 12 }),
+  steps: fc.array(
+    fc.record({ ticks: fc.integer({ min: 0, max: 20 }), observation, rewards: fc.array(reward, { maxLength: 2 }) }),
+    { maxLength: 12 },
+  ),
   restoreEachStep: fc.boolean(),
 });
 
@@ -121,7 +138,11 @@ const stateValue = fc.letrec((tie) => ({
     { depthSize: 'small' },
     fc.constant(null),
     fc.boolean(),
-    fc.oneof(fc.integer(), fc.integer({ min: -(2 ** 33), max: 2 ** 33 }), fc.double({ noNaN: true, noDefaultInfinity: true })),
+    fc.oneof(
+      fc.integer(),
+      fc.integer({ min: -(2 ** 33), max: 2 ** 33 }),
+      fc.double({ noNaN: true, noDefaultInfinity: true }),
+    ),
     fc.string({ unit: 'binary', maxLength: 40 }),
     fc.string({ unit: 'grapheme-ascii', minLength: 25, maxLength: 300 }),
     fc.uint8Array({ maxLength: 300 }),
@@ -133,7 +154,8 @@ const stateValue = fc.letrec((tie) => ({
 function toTransport(v: unknown): unknown {
   if (v instanceof Uint8Array) return { $bin: b64(v) };
   if (Array.isArray(v)) return v.map(toTransport);
-  if (v !== null && typeof v === 'object') return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, toTransport(x)]));
+  if (v !== null && typeof v === 'object')
+    return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, toTransport(x)]));
   return v;
 }
 
@@ -191,16 +213,30 @@ describe.skipIf(skipReason !== null)('walker, state codec and tick clock: TypeSc
   });
 
   it('the tick clock gives the same ticks, brainTicks and remainder', () => {
-    const duration = fc.tuple(fc.bigInt({ min: 1n, max: 2n ** 40n }), fc.bigInt({ min: 1n, max: 2n ** 20n })).map(([n, d]) => RationalNs.of(n, d));
+    const duration = fc
+      .tuple(fc.bigInt({ min: 1n, max: 2n ** 40n }), fc.bigInt({ min: 1n, max: 2n ** 20n }))
+      .map(([n, d]) => RationalNs.of(n, d));
     fc.assert(
-      fc.property(fc.array(fc.tuple(duration, duration, fc.integer({ min: 0, max: 50 })), { minLength: 10, maxLength: 20 }), (cases) => {
-        const rust = rustOutcomes(cases.map(([step, tick, steps]) => ({ op: 'tick-clock', stepDuration: step.toJSON(), tickDuration: tick.toJSON(), steps })));
-        cases.forEach(([step, tick, steps], i) => {
-          const clock = new TickClock(step, tick);
-          const ticks = Array.from({ length: steps }, () => clock.advance().toString());
-          expect(rust[i]).toEqual({ ok: { ticks, brainTicks: clock.brainTicks.toString(), remainder: clock.remainder.toJSON() } });
-        });
-      }),
+      fc.property(
+        fc.array(fc.tuple(duration, duration, fc.integer({ min: 0, max: 50 })), { minLength: 10, maxLength: 20 }),
+        (cases) => {
+          const rust = rustOutcomes(
+            cases.map(([step, tick, steps]) => ({
+              op: 'tick-clock',
+              stepDuration: step.toJSON(),
+              tickDuration: tick.toJSON(),
+              steps,
+            })),
+          );
+          cases.forEach(([step, tick, steps], i) => {
+            const clock = new TickClock(step, tick);
+            const ticks = Array.from({ length: steps }, () => clock.advance().toString());
+            expect(rust[i]).toEqual({
+              ok: { ticks, brainTicks: clock.brainTicks.toString(), remainder: clock.remainder.toJSON() },
+            });
+          });
+        },
+      ),
       { numRuns: 10 },
     );
   });

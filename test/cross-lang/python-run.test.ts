@@ -26,27 +26,57 @@ type Cfg = Record<string, any>;
 const EXAMPLE = 'examples/mixed-python.yaml';
 const example = (): Cfg => parseConfigText(readFileSync(join(REPO_ROOT, EXAMPLE), 'utf8'), EXAMPLE) as Cfg;
 /** The example with every worker, the environment's too, on one runtime. */
-const allOn = (cfg: Cfg, runtime: 'typescript' | 'python'): Cfg => ({ ...cfg, environment: { ...cfg.environment, runtime }, workers: { ...cfg.workers, runtime } });
+const allOn = (cfg: Cfg, runtime: 'typescript' | 'python'): Cfg => ({
+  ...cfg,
+  environment: { ...cfg.environment, runtime },
+  workers: { ...cfg.workers, runtime },
+});
 const planOf = (cfg: Cfg): RunPlan => {
   const plan = resolveConfig(cfg, { baseDir: REPO_ROOT });
   plan.deadlines.startupMs = Math.max(plan.deadlines.startupMs, 60_000);
   return plan;
 };
-const runtimes = (dir: string): string[][] => ((JSON.parse(readFileSync(join(dir, 'run.json'), 'utf8')) as Cfg).workers as { workerId: string; runtime: string }[]).map((w) => [w.workerId, w.runtime.split('/')[0]!]);
+const runtimes = (dir: string): string[][] =>
+  (
+    (JSON.parse(readFileSync(join(dir, 'run.json'), 'utf8')) as Cfg).workers as { workerId: string; runtime: string }[]
+  ).map((w) => [w.workerId, w.runtime.split('/')[0]!]);
 const behaviourLines = (dir: string): string[] => readRun(dir).traces.map((t) => canonicalize(t.behaviour));
 
 describe('environment.runtime and workers.runtime: python in a run configuration', () => {
   it('plans the environment and agent workers on python as configured; run.json rebuilds the same runtimes', () => {
-    expect(planOf(example()).workers.map((w) => [w.workerId, w.runtime])).toEqual([['worker-env', 'python'], ['worker-0', 'typescript'], ['worker-1', 'rust'], ['worker-2', 'python']]);
+    expect(planOf(example()).workers.map((w) => [w.workerId, w.runtime])).toEqual([
+      ['worker-env', 'python'],
+      ['worker-0', 'typescript'],
+      ['worker-1', 'rust'],
+      ['worker-2', 'python'],
+    ]);
   });
 
   it('a python:package.module:Class model runs only on a Python worker: elsewhere it is refused at plan time, naming the field', () => {
-    const coin: Cfg = { ...example(), agents: [{ id: 'coin-0', model: 'python:detsim_worker.examples:Coin' }], workers: { agentsPerWorker: 1 } };
-    expect(refusal(() => planOf(coin))).toMatchObject({ field: 'workers.runtime', message: 'workers.runtime: agent coin-0 uses python:detsim_worker.examples:Coin, which needs runtime python for its worker' });
-    expect(refusal(() => planOf({ ...coin, workers: { agentsPerWorker: 1, runtime: 'rust' } })).message).toBe('workers.runtime: worker-0 runs on rust, which hosts only the built-in agent models (walker, lif); agent coin-0 uses python:detsim_worker.examples:Coin');
-    expect(refusal(() => planOf({ ...coin, agents: [{ id: 'coin-0', model: 'python:not a module' }] })).reason).toBe('struct_unknown_model');
-    expect(refusal(() => planOf({ ...coin, environment: { ...coin.environment, model: 'python:x.y:Z', runtime: 'typescript' } })).field).toBe('environment.runtime');
-    expect(planOf({ ...coin, workers: { agentsPerWorker: 1, runtime: 'python' } }).agents.map((a) => a.model)).toEqual(['python:detsim_worker.examples:Coin']);
+    const coin: Cfg = {
+      ...example(),
+      agents: [{ id: 'coin-0', model: 'python:detsim_worker.examples:Coin' }],
+      workers: { agentsPerWorker: 1 },
+    };
+    expect(refusal(() => planOf(coin))).toMatchObject({
+      field: 'workers.runtime',
+      message:
+        'workers.runtime: agent coin-0 uses python:detsim_worker.examples:Coin, which needs runtime python for its worker',
+    });
+    expect(refusal(() => planOf({ ...coin, workers: { agentsPerWorker: 1, runtime: 'rust' } })).message).toBe(
+      'workers.runtime: worker-0 runs on rust, which hosts only the built-in agent models (walker, lif); agent coin-0 uses python:detsim_worker.examples:Coin',
+    );
+    expect(refusal(() => planOf({ ...coin, agents: [{ id: 'coin-0', model: 'python:not a module' }] })).reason).toBe(
+      'struct_unknown_model',
+    );
+    expect(
+      refusal(() =>
+        planOf({ ...coin, environment: { ...coin.environment, model: 'python:x.y:Z', runtime: 'typescript' } }),
+      ).field,
+    ).toBe('environment.runtime');
+    expect(planOf({ ...coin, workers: { agentsPerWorker: 1, runtime: 'python' } }).agents.map((a) => a.model)).toEqual([
+      'python:detsim_worker.examples:Coin',
+    ]);
   });
 
   it('detsim run refuses a missing interpreter and a missing package before starting anything: one line naming the fix, exit 2', () => {
@@ -56,59 +86,97 @@ describe('environment.runtime and workers.runtime: python in a run configuration
     writeFileSync(bare, '#!/bin/sh\nexec python3 -I -S "$@"\n');
     chmodSync(bare, 0o755);
     const cases = [
-      ['/nonexistent/python3', 'detsim: [struct_invalid_field] environment.runtime: python needs a Python interpreter (>= 3.10), and "/nonexistent/python3" cannot be run; install python3 or set DETSIM_PYTHON to one\n'],
-      [bare, `detsim: [struct_invalid_field] environment.runtime: python needs the detsim_worker package, which ${JSON.stringify(bare)} cannot import; install it with: ${bare} -m pip install ./workers/python\n`],
+      [
+        '/nonexistent/python3',
+        'detsim: [struct_invalid_field] environment.runtime: python needs a Python interpreter (>= 3.10), and "/nonexistent/python3" cannot be run; install python3 or set DETSIM_PYTHON to one\n',
+      ],
+      [
+        bare,
+        `detsim: [struct_invalid_field] environment.runtime: python needs the detsim_worker package, which ${JSON.stringify(bare)} cannot import; install it with: ${bare} -m pip install ./workers/python\n`,
+      ],
     ] as const;
     const config = join(dir, 'py-env.json');
     writeFileSync(config, JSON.stringify({ ...example(), workers: { agentsPerWorker: 2, runtime: 'typescript' } }));
     for (const [python, stderr] of cases) {
       const out = join(dir, 'runs');
-      const r = spawnSync(process.execPath, ['--import', 'tsx', 'coordinator/cli/main.ts', 'run', config, '--out', out], {
-        cwd: REPO_ROOT, encoding: 'utf8', env: { ...process.env, DETSIM_PYTHON: python }, timeout: 60_000,
-      });
+      const r = spawnSync(
+        process.execPath,
+        ['--import', 'tsx', 'coordinator/cli/main.ts', 'run', config, '--out', out],
+        {
+          cwd: REPO_ROOT,
+          encoding: 'utf8',
+          env: { ...process.env, DETSIM_PYTHON: python },
+          timeout: 60_000,
+        },
+      );
       expect({ status: r.status, stderr: r.stderr, stdout: r.stdout }).toEqual({ status: 2, stderr, stdout: '' });
       expect(existsSync(out)).toBe(false);
     }
   });
 });
 
-describe.skipIf(pythonWorkerSkip !== null || rustWorkerSkip !== null)(`${EXAMPLE} matches the all-TypeScript run`, () => {
-  beforeAll(() => {
-    ensurePythonWorker();
-    ensureRustWorker();
-  }, 1_500_000);
+describe.skipIf(pythonWorkerSkip !== null || rustWorkerSkip !== null)(
+  `${EXAMPLE} matches the all-TypeScript run`,
+  () => {
+    beforeAll(() => {
+      ensurePythonWorker();
+      ensureRustWorker();
+    }, 1_500_000);
 
-  it('TypeScript, Rust and Python agent workers and a Python environment: same traces, digest and ReproHash', async () => {
-    const out = tmpOut('detsim-pyrun-');
-    const run = async (cfg: Cfg) => {
-      const r = await runSession(planOf(cfg), { outDir: out, steps: 40, onWarning: () => undefined });
-      return { dir: r.runDir, digest: r.behaviourDigest, repro: writeReceipt(r.runDir).reproHash };
-    };
-    const ts = await run(allOn(example(), 'typescript'));
-    const mixed = await run(example());
-    expect(runtimes(mixed.dir)).toEqual([['worker-env', 'detsim-py'], ['worker-0', 'detsim-ts'], ['worker-1', 'detsim-rs'], ['worker-2', 'detsim-py']]);
-    expect(readRunRecord(mixed.dir).plan.workers.map((w) => w.runtime)).toEqual(['python', 'typescript', 'rust', 'python']);
-    expect(behaviourLines(mixed.dir)).toEqual(behaviourLines(ts.dir));
-    expect(mixed.digest).toBe(ts.digest);
-    expect(mixed.repro).toBe(ts.repro);
-  }, 300_000);
-});
+    it('TypeScript, Rust and Python agent workers and a Python environment: same traces, digest and ReproHash', async () => {
+      const out = tmpOut('detsim-pyrun-');
+      const run = async (cfg: Cfg) => {
+        const r = await runSession(planOf(cfg), { outDir: out, steps: 40, onWarning: () => undefined });
+        return { dir: r.runDir, digest: r.behaviourDigest, repro: writeReceipt(r.runDir).reproHash };
+      };
+      const ts = await run(allOn(example(), 'typescript'));
+      const mixed = await run(example());
+      expect(runtimes(mixed.dir)).toEqual([
+        ['worker-env', 'detsim-py'],
+        ['worker-0', 'detsim-ts'],
+        ['worker-1', 'detsim-rs'],
+        ['worker-2', 'detsim-py'],
+      ]);
+      expect(readRunRecord(mixed.dir).plan.workers.map((w) => w.runtime)).toEqual([
+        'python',
+        'typescript',
+        'rust',
+        'python',
+      ]);
+      expect(behaviourLines(mixed.dir)).toEqual(behaviourLines(ts.dir));
+      expect(mixed.digest).toBe(ts.digest);
+      expect(mixed.repro).toBe(ts.repro);
+    }, 300_000);
+  },
+);
 
 describe.skipIf(pythonWorkerSkip !== null)('a Python model class in a run', () => {
   beforeAll(() => ensurePythonWorker(), 60_000);
 
   it('python:detsim_worker.examples:Coin runs on a Python worker (launched with --model), checkpoints its numpy state, and repeats its digest', async () => {
     const out = tmpOut('detsim-pycoin-');
-    const cfg = { ...example(), agents: [{ id: 'coin-0', model: 'python:detsim_worker.examples:Coin' }, { id: 'walker-0', model: 'walker' }],
-      workers: { agentsPerWorker: 1, runtime: ['python', 'typescript'] } };
+    const cfg = {
+      ...example(),
+      agents: [
+        { id: 'coin-0', model: 'python:detsim_worker.examples:Coin' },
+        { id: 'walker-0', model: 'walker' },
+      ],
+      workers: { agentsPerWorker: 1, runtime: ['python', 'typescript'] },
+    };
     const file = join(out, 'coin.json');
     writeFileSync(file, JSON.stringify(cfg));
     const cli = detsim(['run', file, '--steps', '12', '--checkpoint-every', '4', '--out', join(out, 'cli')]);
     expect(cli.status, cli.stderr).toBe(0);
     const plain = await runSession(planOf(cfg), { outDir: join(out, 'plain'), steps: 12, onWarning: () => undefined });
     expect(summary(join(out, 'cli', 'mixed-python-1')).behaviourDigest).toBe(plain.behaviourDigest);
-    expect(committedIds(join(out, 'cli', 'mixed-python-1'))).toEqual(expect.arrayContaining(['ckpt-e1-4', 'ckpt-e1-8']));
-    const moves = readRun(plain.runDir).traces.map((t) => (t.behaviour.agents.find((x) => x.agentId === 'coin-0') as unknown as { decision: { move: string } }).decision.move);
+    expect(committedIds(join(out, 'cli', 'mixed-python-1'))).toEqual(
+      expect.arrayContaining(['ckpt-e1-4', 'ckpt-e1-8']),
+    );
+    const moves = readRun(plain.runDir).traces.map(
+      (t) =>
+        (t.behaviour.agents.find((x) => x.agentId === 'coin-0') as unknown as { decision: { move: string } }).decision
+          .move,
+    );
     expect(new Set(moves)).toEqual(new Set(['east', 'west']));
   }, 120_000);
 });
@@ -120,12 +188,20 @@ describe.skipIf(pythonWorkerSkip !== null)('checkpoints restore between Python a
   // As test/cross-lang/worker-checkpoint.test.ts does for Rust: the runtimes swap places, so the
   // composition's backend (the set of runtimes and builds) is the same before and after.
   /** `detsim run` of `cfg` SIGKILLed once ckpt-e1-2 commits, resumed to M steps with `commandFor`; the run directory. */
-  async function killAndResume(dir: string, cfg: Cfg, commandFor: (w: { workerId: string }) => { command: string; args: string[] }): Promise<{ runDir: string; logBefore: number }> {
+  async function killAndResume(
+    dir: string,
+    cfg: Cfg,
+    commandFor: (w: { workerId: string }) => { command: string; args: string[] },
+  ): Promise<{ runDir: string; logBefore: number }> {
     mkdirSync(dir, { recursive: true });
     const file = join(dir, 'config.json');
     writeFileSync(file, JSON.stringify(cfg));
     const runDir = join(dir, 'mixed-python-1');
-    const { killed } = await runAndKill(['run', file, '--steps', '400', '--checkpoint-every', '2', '--out', dir], runDir, (d) => committedIds(d).includes('ckpt-e1-2'));
+    const { killed } = await runAndKill(
+      ['run', file, '--steps', '400', '--checkpoint-every', '2', '--out', dir],
+      runDir,
+      (d) => committedIds(d).includes('ckpt-e1-2'),
+    );
     expect(killed).toBe(true);
     const logBefore = readFileSync(join(runDir, 'run.log'), 'utf8').length;
     const r = await resumeRun(runDir, { checkpointId: 'ckpt-e1-2', steps: M, commandFor });
@@ -137,15 +213,41 @@ describe.skipIf(pythonWorkerSkip !== null)('checkpoints restore between Python a
   // composition's backend (the set of runtimes and builds) is the same before and after.
   it(`Python-captured environment and agents resume on TypeScript workers and TypeScript-captured agents on Python: the TypeScript run's behaviour, and the all-TypeScript kill-and-resume's ReproHash`, async () => {
     const dir = tmpOut('detsim-pyck-');
-    const cfg: Cfg = { ...example(), agents: example().agents.filter((a: Cfg) => a.id !== 'walker-2'), workers: { ...example().workers, agentsPerWorker: 3 } };
-    const plain = await runSession(planOf(allOn(cfg, 'typescript')), { outDir: join(dir, 'a'), steps: M, onWarning: () => undefined });
+    const cfg: Cfg = {
+      ...example(),
+      agents: example().agents.filter((a: Cfg) => a.id !== 'walker-2'),
+      workers: { ...example().workers, agentsPerWorker: 3 },
+    };
+    const plain = await runSession(planOf(allOn(cfg, 'typescript')), {
+      outDir: join(dir, 'a'),
+      steps: M,
+      onWarning: () => undefined,
+    });
     const ts = defaultWorkerCommand();
     const py = pythonCommand();
-    const mixed = { ...cfg, environment: { ...cfg.environment, runtime: 'python' }, workers: { ...cfg.workers, runtime: ['python', 'typescript'] } };
-    const { runDir: swapped, logBefore } = await killAndResume(join(dir, 'b'), mixed, (w) => (w.workerId === 'worker-1' ? py : ts));
-    expect(runtimes(swapped)).toEqual([['worker-env', 'detsim-py'], ['worker-0', 'detsim-py'], ['worker-1', 'detsim-ts']]);
-    const hellos = readRun(swapped).log.slice(logBefore).split('\n').filter((l) => l.includes('"worker ready"')).map((l) => JSON.parse(l) as { workerId: string; hello: { runtime: string } });
-    expect(hellos.map((h) => [h.workerId, h.hello.runtime.split('/')[0]]).sort()).toEqual([['worker-0', 'detsim-ts'], ['worker-1', 'detsim-py'], ['worker-env', 'detsim-ts']]);
+    const mixed = {
+      ...cfg,
+      environment: { ...cfg.environment, runtime: 'python' },
+      workers: { ...cfg.workers, runtime: ['python', 'typescript'] },
+    };
+    const { runDir: swapped, logBefore } = await killAndResume(join(dir, 'b'), mixed, (w) =>
+      w.workerId === 'worker-1' ? py : ts,
+    );
+    expect(runtimes(swapped)).toEqual([
+      ['worker-env', 'detsim-py'],
+      ['worker-0', 'detsim-py'],
+      ['worker-1', 'detsim-ts'],
+    ]);
+    const hellos = readRun(swapped)
+      .log.slice(logBefore)
+      .split('\n')
+      .filter((l) => l.includes('"worker ready"'))
+      .map((l) => JSON.parse(l) as { workerId: string; hello: { runtime: string } });
+    expect(hellos.map((h) => [h.workerId, h.hello.runtime.split('/')[0]]).sort()).toEqual([
+      ['worker-0', 'detsim-ts'],
+      ['worker-1', 'detsim-py'],
+      ['worker-env', 'detsim-ts'],
+    ]);
     const expected = traces(plain.runDir).map((t) => t.behaviour);
     const actual = traces(swapped).map((t) => t.behaviour);
     expect(actual).toHaveLength(M);

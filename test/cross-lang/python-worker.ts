@@ -9,14 +9,17 @@ import { REPO_ROOT } from '../workers/harness.js';
 
 export const VENV_PYTHON = join(REPO_ROOT, 'workers/python/.venv/bin/python');
 /** What .ci/run does to give the tests a Python worker. */
-export const MAKE_PYTHON_VENV = "python3 -m venv workers/python/.venv && workers/python/.venv/bin/pip install './workers/python[test]'";
+export const MAKE_PYTHON_VENV =
+  "python3 -m venv workers/python/.venv && workers/python/.venv/bin/pip install './workers/python[test]'";
 
 const inCi = (process.env.CI ?? '') !== '';
 const found = process.env.DETSIM_PYTHON || (existsSync(VENV_PYTHON) ? VENV_PYTHON : undefined);
 
 /** Why the Python worker tests are skipped (outside CI only), or null when they run. */
 export const pythonWorkerSkip: string | null =
-  found !== undefined || inCi ? null : `Python worker tests skipped: DETSIM_PYTHON is unset and ${VENV_PYTHON} is missing (make it with: ${MAKE_PYTHON_VENV})`;
+  found !== undefined || inCi
+    ? null
+    : `Python worker tests skipped: DETSIM_PYTHON is unset and ${VENV_PYTHON} is missing (make it with: ${MAKE_PYTHON_VENV})`;
 if (pythonWorkerSkip) console.warn(pythonWorkerSkip);
 
 let checked: string | undefined;
@@ -27,9 +30,15 @@ let checked: string | undefined;
  */
 export function ensurePythonWorker(): string {
   if (checked) return checked;
-  if (found === undefined) throw new Error(`no Python for the Python worker tests: set DETSIM_PYTHON or make the venv with: ${MAKE_PYTHON_VENV}`);
+  if (found === undefined)
+    throw new Error(
+      `no Python for the Python worker tests: set DETSIM_PYTHON or make the venv with: ${MAKE_PYTHON_VENV}`,
+    );
   const probe = spawnSync(found, ['-c', 'import detsim_worker'], { encoding: 'utf8' });
-  if (probe.status !== 0) throw new Error(`${found} cannot import detsim_worker (${(probe.stderr ?? '').trim().split('\n').pop()}); make the venv with: ${MAKE_PYTHON_VENV}`);
+  if (probe.status !== 0)
+    throw new Error(
+      `${found} cannot import detsim_worker (${(probe.stderr ?? '').trim().split('\n').pop()}); make the venv with: ${MAKE_PYTHON_VENV}`,
+    );
   process.env.DETSIM_PYTHON = found;
   checked = found;
   return found;

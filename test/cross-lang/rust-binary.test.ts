@@ -16,7 +16,11 @@ const BUILT = new Date('2026-01-02T00:00:00Z');
 const BEFORE = new Date('2026-01-01T00:00:00Z');
 const AFTER = new Date('2026-01-03T00:00:00Z');
 const BINARY = 'crates-bridge/worker/target/release/detsim-worker-rs';
-const SOURCES = ['crates-bridge/worker/src/main.rs', 'crates-bridge/crates/detsim-models/src/lib.rs', 'proto/detsim/v1/worker.proto'];
+const SOURCES = [
+  'crates-bridge/worker/src/main.rs',
+  'crates-bridge/crates/detsim-models/src/lib.rs',
+  'proto/detsim/v1/worker.proto',
+];
 
 function write(path: string, text: string, at: Date): void {
   mkdirSync(dirname(path), { recursive: true });
@@ -31,7 +35,13 @@ function checkout(name: string, text = 'fn main() {}'): string {
   const bin = join(dir, BINARY);
   const generated = join(dir, 'crates-bridge/worker/target/release/build/out/detsim.v1.rs');
   write(generated, 'generated', AFTER);
-  const listed = [...SOURCES.map((s) => join(dir, s)), join(dir, 'crates-bridge/worker/../../proto/detsim/v1/worker.proto'), generated, '/nonexistent/.cargo/registry/src/tonic/lib.rs', join(dir, '../shared/jcs-vectors')];
+  const listed = [
+    ...SOURCES.map((s) => join(dir, s)),
+    join(dir, 'crates-bridge/worker/../../proto/detsim/v1/worker.proto'),
+    generated,
+    '/nonexistent/.cargo/registry/src/tonic/lib.rs',
+    join(dir, '../shared/jcs-vectors'),
+  ];
   write(`${bin}.d`, `${bin}: ${listed.join(' ')}\n`, BUILT);
   write(bin, 'binary', BUILT);
   return dir;
@@ -39,7 +49,11 @@ function checkout(name: string, text = 'fn main() {}'): string {
 
 describe('stale Rust binary guard', () => {
   it('reads the sources of a cargo dep-info file (escaped spaces kept)', () => {
-    expect(depInfoSources('/t/bin: /a/src/main.rs /a/my\\ dir/x.rs  /a/build.rs\n\n/a/src/main.rs:\n')).toEqual(['/a/src/main.rs', '/a/my dir/x.rs', '/a/build.rs']);
+    expect(depInfoSources('/t/bin: /a/src/main.rs /a/my\\ dir/x.rs  /a/build.rs\n\n/a/src/main.rs:\n')).toEqual([
+      '/a/src/main.rs',
+      '/a/my dir/x.rs',
+      '/a/build.rs',
+    ]);
   });
 
   it('passes a binary built after all of its sources in this checkout', () => {
@@ -51,8 +65,12 @@ describe('stale Rust binary guard', () => {
   it('refuses a binary older than one of its sources, naming the source and the rebuild command', () => {
     const dir = checkout('edited');
     utimesSync(join(dir, SOURCES[1]!), AFTER, AFTER);
-    expect(binaryStaleness(join(dir, BINARY), dir)).toBe(`its source ${join(dir, SOURCES[1]!)} changed after it was built`);
-    expect(() => refuseStaleBinary(join(dir, BINARY), 'bash scripts/build-rust-worker.sh', dir)).toThrow(/^stale Rust binary, not testing it: its source .*detsim-models\/src\/lib\.rs changed after it was built\. Rebuild it with: bash scripts\/build-rust-worker\.sh/);
+    expect(binaryStaleness(join(dir, BINARY), dir)).toBe(
+      `its source ${join(dir, SOURCES[1]!)} changed after it was built`,
+    );
+    expect(() => refuseStaleBinary(join(dir, BINARY), 'bash scripts/build-rust-worker.sh', dir)).toThrow(
+      /^stale Rust binary, not testing it: its source .*detsim-models\/src\/lib\.rs changed after it was built\. Rebuild it with: bash scripts\/build-rust-worker\.sh/,
+    );
   });
 
   it('refuses a binary whose listed source is gone', () => {
@@ -66,7 +84,9 @@ describe('stale Rust binary guard', () => {
     const same = checkout('same');
     expect(binaryStaleness(join(other, BINARY), same)).toBeNull();
     const changed = checkout('changed', 'fn main() { changed(); }');
-    expect(binaryStaleness(join(other, BINARY), changed)).toBe(`it was built in ${other}, whose ${SOURCES[0]} differs from this checkout's`);
+    expect(binaryStaleness(join(other, BINARY), changed)).toBe(
+      `it was built in ${other}, whose ${SOURCES[0]} differs from this checkout's`,
+    );
   });
 
   it('refuses a missing binary and a binary without dep-info (its sources cannot be compared)', () => {

@@ -15,13 +15,15 @@ export function depInfoSources(text: string): string[] {
   const first = text.split('\n').find((l) => l.trim() !== '') ?? '';
   const colon = first.search(/: /);
   if (colon < 0) return [];
-  return first
-    .slice(colon + 2)
-    .replace(/\\ /g, '\u0000')
-    .split(/\s+/)
-    .filter((p) => p !== '')
-    // eslint-disable-next-line no-control-regex -- the NUL placed above
-    .map((p) => p.replace(/\u0000/g, ' '));
+  return (
+    first
+      .slice(colon + 2)
+      .replace(/\\ /g, '\u0000')
+      .split(/\s+/)
+      .filter((p) => p !== '')
+      // eslint-disable-next-line no-control-regex -- the NUL placed above
+      .map((p) => p.replace(/\u0000/g, ' '))
+  );
 }
 
 /** The checkout a binary was built in: the directory above its `crates-bridge/` (null if none). */
@@ -44,20 +46,27 @@ export function binaryStaleness(binary: string, checkout: string = CHECKOUT): st
   const bin = resolve(binary);
   if (!existsSync(bin)) return `${bin} is missing`;
   const depFile = `${bin}.d`;
-  if (!existsSync(depFile)) return `${bin} has no dep-info file beside it (${depFile}), so its sources cannot be compared`;
+  if (!existsSync(depFile))
+    return `${bin} has no dep-info file beside it (${depFile}), so its sources cannot be compared`;
   const builtAt = statSync(bin).mtimeMs;
   const builtIn = checkoutOf(bin);
   const here = resolve(checkout);
   for (const listed of depInfoSources(readFileSync(depFile, 'utf8'))) {
     const source = resolve(listed);
     if (builtIn === null ? source.includes(`${sep}.cargo${sep}`) : !inside(builtIn, source)) continue;
-    if (relative(builtIn ?? '/', source).split(sep).includes('target')) continue;
+    if (
+      relative(builtIn ?? '/', source)
+        .split(sep)
+        .includes('target')
+    )
+      continue;
     if (!existsSync(source)) return `its source ${source} is gone`;
     if (statSync(source).isDirectory()) continue;
     if (statSync(source).mtimeMs > builtAt) return `its source ${source} changed after it was built`;
     if (builtIn !== null && resolve(builtIn) !== here) {
       const mine = join(here, relative(builtIn, source));
-      if (!existsSync(mine) || !readFileSync(mine).equals(readFileSync(source))) return `it was built in ${builtIn}, whose ${relative(builtIn, source)} differs from this checkout's`;
+      if (!existsSync(mine) || !readFileSync(mine).equals(readFileSync(source)))
+        return `it was built in ${builtIn}, whose ${relative(builtIn, source)} differs from this checkout's`;
     }
   }
   return null;
@@ -67,6 +76,8 @@ export function binaryStaleness(binary: string, checkout: string = CHECKOUT): st
 export function refuseStaleBinary(binary: string, rebuild: string, checkout: string = CHECKOUT): void {
   const why = binaryStaleness(binary, checkout);
   if (why === null) return;
-  const override = process.env.DETSIM_RUST_WORKER ? ' (DETSIM_RUST_WORKER is set: unset it to let the tests build this checkout\'s binary)' : '';
+  const override = process.env.DETSIM_RUST_WORKER
+    ? " (DETSIM_RUST_WORKER is set: unset it to let the tests build this checkout's binary)"
+    : '';
   throw new Error(`stale Rust binary, not testing it: ${why}. Rebuild it with: ${rebuild}${override}`);
 }

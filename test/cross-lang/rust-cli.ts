@@ -26,7 +26,8 @@ function findCargo(): string | null {
 
 export const cargo = findCargo();
 /** Why the cross-language tests are skipped, or null when they run. */
-export const skipReason = cargo === null ? 'cargo not found: cross-language tests skipped (install Rust with rustup to run them)' : null;
+export const skipReason =
+  cargo === null ? 'cargo not found: cross-language tests skipped (install Rust with rustup to run them)' : null;
 if (skipReason) console.warn(skipReason);
 
 let built = false;
@@ -35,9 +36,22 @@ let built = false;
 export function buildRustCli(): void {
   if (built) return;
   if (cargo === null) throw new Error(skipReason ?? 'cargo not found');
-  const args = ['build', '--locked', '--release', '--manifest-path', manifestPath, '--target-dir', targetDir, '-p', 'detsim-formats', '-p', 'detsim-models'];
+  const args = [
+    'build',
+    '--locked',
+    '--release',
+    '--manifest-path',
+    manifestPath,
+    '--target-dir',
+    targetDir,
+    '-p',
+    'detsim-formats',
+    '-p',
+    'detsim-models',
+  ];
   const r = spawnSync(cargo, args, { encoding: 'utf8', maxBuffer: 64 << 20 });
-  if (r.status !== 0 || !existsSync(rustCliPath) || !existsSync(rustModelsPath)) throw new Error(`cargo ${args.join(' ')} failed:\n${r.stderr}`);
+  if (r.status !== 0 || !existsSync(rustCliPath) || !existsSync(rustModelsPath))
+    throw new Error(`cargo ${args.join(' ')} failed:\n${r.stderr}`);
   for (const binary of [rustCliPath, rustModelsPath]) refuseStaleBinary(binary, 'bash scripts/test-rust.sh');
   built = true;
 }
@@ -71,12 +85,16 @@ export function rustBatch<T = unknown>(requests: object[], binary = rustCliPath)
   const r = spawnSync(binary, ['batch'], { input: transportJson(requests), maxBuffer: 512 << 20 });
   if (r.status !== 0) throw new Error(`${binary} batch exited ${r.status}: ${r.stderr.toString('utf8')}`);
   const out = JSON.parse(r.stdout.toString('utf8')) as Outcome<T>[];
-  if (out.length !== requests.length) throw new Error(`detsim-formats batch returned ${out.length} results for ${requests.length} requests`);
+  if (out.length !== requests.length)
+    throw new Error(`detsim-formats batch returned ${out.length} results for ${requests.length} requests`);
   return out;
 }
 
 /** Run one single-shot subcommand with raw stdin (for the exit-code and stderr contract). */
-export function rustCommand(command: string, stdin: Uint8Array | string): { status: number | null; stdout: Buffer; stderr: string } {
+export function rustCommand(
+  command: string,
+  stdin: Uint8Array | string,
+): { status: number | null; stdout: Buffer; stderr: string } {
   const r = spawnSync(rustCliPath, [command], { input: stdin, maxBuffer: 512 << 20 });
   return { status: r.status, stdout: r.stdout, stderr: r.stderr.toString('utf8') };
 }

@@ -16,7 +16,9 @@ export const RUST_WORKER = rustWorkerPath();
 
 /** Why the Rust worker tests are skipped, or null when they run (the binary exists or cargo can build it). */
 export const rustWorkerSkip: string | null =
-  existsSync(RUST_WORKER) || cargo !== null ? null : `Rust worker tests skipped: ${RUST_WORKER} is missing and cargo is not installed (build it with: bash scripts/build-rust-worker.sh)`;
+  existsSync(RUST_WORKER) || cargo !== null
+    ? null
+    : `Rust worker tests skipped: ${RUST_WORKER} is missing and cargo is not installed (build it with: bash scripts/build-rust-worker.sh)`;
 if (rustWorkerSkip) console.warn(rustWorkerSkip);
 
 let built = false;
@@ -28,7 +30,11 @@ let built = false;
 export function ensureRustWorker(): void {
   if (built) return;
   if (cargo !== null && !process.env.DETSIM_RUST_WORKER) {
-    const r = spawnSync('bash', ['scripts/build-rust-worker.sh'], { cwd: REPO_ROOT, encoding: 'utf8', maxBuffer: 64 << 20 });
+    const r = spawnSync('bash', ['scripts/build-rust-worker.sh'], {
+      cwd: REPO_ROOT,
+      encoding: 'utf8',
+      maxBuffer: 64 << 20,
+    });
     if (r.status !== 0) throw new Error(`bash scripts/build-rust-worker.sh failed:\n${r.stderr.slice(-4000)}`);
   }
   if (!existsSync(RUST_WORKER)) throw new Error(`${RUST_WORKER} is missing after the build`);
@@ -42,7 +48,9 @@ export type Spawned = SpawnedWorker;
 
 export function commandOf(runtime: Runtime): { command: string; args: string[] } {
   if (runtime === 'python') return pythonCommand();
-  return runtime === 'rust' ? { command: RUST_WORKER, args: [] } : { command: process.execPath, args: ['--import', 'tsx', join(REPO_ROOT, 'workers/main.ts')] };
+  return runtime === 'rust'
+    ? { command: RUST_WORKER, args: [] }
+    : { command: process.execPath, args: ['--import', 'tsx', join(REPO_ROOT, 'workers/main.ts')] };
 }
 
 /** Spawn a worker of either runtime, wait for its ready line and connect (no Hello). */

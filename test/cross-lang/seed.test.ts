@@ -19,13 +19,27 @@ const validMaster = fc.bigInt({ min: 0n, max: 2n ** 64n - 1n }).map(String);
 const anyMaster = fc.oneof(
   { weight: 6, arbitrary: validMaster },
   { weight: 1, arbitrary: fc.constantFrom(7, null, true, ['1'], { n: '1' }) as fc.Arbitrary<never> },
-  { weight: 1, arbitrary: fc.constantFrom('01', '', '-1', '+1', '1.0', '1e3', ' 1', '18446744073709551616', '0x10', '99999999999999999999') },
+  {
+    weight: 1,
+    arbitrary: fc.constantFrom(
+      '01',
+      '',
+      '-1',
+      '+1',
+      '1.0',
+      '1e3',
+      ' 1',
+      '18446744073709551616',
+      '0x10',
+      '99999999999999999999',
+    ),
+  },
   { weight: 1, arbitrary: fc.string({ maxLength: 100 }) },
 );
 /** A composition, sometimes with an id repeated. */
-const composition = fc.tuple(fc.array(anyId, { minLength: 0, maxLength: 8 }), fc.nat(), fc.boolean()).map(([ids, at, repeat]) =>
-  repeat && ids.length > 0 ? [...ids, ids[at % ids.length]!] : ids,
-);
+const composition = fc
+  .tuple(fc.array(anyId, { minLength: 0, maxLength: 8 }), fc.nat(), fc.boolean())
+  .map(([ids, at, repeat]) => (repeat && ids.length > 0 ? [...ids, ids[at % ids.length]!] : ids));
 
 describe.skipIf(skipReason !== null)('seeds: TypeScript and Rust agree', () => {
   beforeAll(() => buildRustCli(), 600_000);
@@ -49,7 +63,12 @@ describe.skipIf(skipReason !== null)('seeds: TypeScript and Rust agree', () => {
   });
 
   it('a repeat before a malformed or non-string id is refused as the repeat in both languages, and the other way round', () => {
-    const cases: [string, unknown[]][] = [['0', ['i', 'i', '']], ['0', ['i', 'i', 3]], ['0', ['', 'i', 'i']], ['0', [3, 'i', 'i']]];
+    const cases: [string, unknown[]][] = [
+      ['0', ['i', 'i', '']],
+      ['0', ['i', 'i', 3]],
+      ['0', ['', 'i', 'i']],
+      ['0', [3, 'i', 'i']],
+    ];
     const rust = rustBatch(cases.map(([masterSeed, agentIds]) => ({ op: 'seed', masterSeed, agentIds })));
     const fields = cases.map(([masterSeed, agentIds], i) => {
       const ts = tsOutcome(() => canonicalize(deriveSeeds(masterSeed, agentIds as string[])));
@@ -61,14 +80,22 @@ describe.skipIf(skipReason !== null)('seeds: TypeScript and Rust agree', () => {
 
   it('Xorshift32 draws the same values from random seeds', () => {
     fc.assert(
-      fc.property(fc.array(fc.tuple(fc.integer({ min: -(2 ** 31), max: 2 ** 31 - 1 }), fc.integer({ min: 0, max: 40 })), { minLength: 20, maxLength: 40 }), (cases) => {
-        const rust = rustBatch<{ state: number; values: number[] }>(cases.map(([seed, count]) => ({ op: 'xorshift', seed, count })));
-        cases.forEach(([seed, count], i) => {
-          const rng = new Xorshift32(seed);
-          const values = Array.from({ length: count }, () => rng.nextUint());
-          expect(rust[i]).toEqual({ ok: { state: rng.state, values } });
-        });
-      }),
+      fc.property(
+        fc.array(fc.tuple(fc.integer({ min: -(2 ** 31), max: 2 ** 31 - 1 }), fc.integer({ min: 0, max: 40 })), {
+          minLength: 20,
+          maxLength: 40,
+        }),
+        (cases) => {
+          const rust = rustBatch<{ state: number; values: number[] }>(
+            cases.map(([seed, count]) => ({ op: 'xorshift', seed, count })),
+          );
+          cases.forEach(([seed, count], i) => {
+            const rng = new Xorshift32(seed);
+            const values = Array.from({ length: count }, () => rng.nextUint());
+            expect(rust[i]).toEqual({ ok: { state: rng.state, values } });
+          });
+        },
+      ),
       { numRuns: 10 },
     );
   });

@@ -18,7 +18,13 @@ describe.skipIf(rustWorkerSkip !== null)('a Rust worker dies with its coordinato
     const { pids } = await readyWorkers(c, 3);
     const rust = pids.find((pid) => readFileSync(`/proc/${pid}/cmdline`, 'utf8').startsWith(RUST_WORKER));
     if (rust === undefined) throw new Error(`no worker runs ${RUST_WORKER}`);
-    await waitFor('steps to commit', () => existsSync(join(c.runDir, 'trace.jsonl')) && readFileSync(join(c.runDir, 'trace.jsonl'), 'utf8').split('\n').length > 3, 60_000);
+    await waitFor(
+      'steps to commit',
+      () =>
+        existsSync(join(c.runDir, 'trace.jsonl')) &&
+        readFileSync(join(c.runDir, 'trace.jsonl'), 'utf8').split('\n').length > 3,
+      60_000,
+    );
     process.kill(rust, 'SIGSTOP');
     await sigkill(c);
     await waitFor(`workers ${pids.join(', ')} to die`, () => pids.every((pid) => !isRunning(pid)), 10_000);

@@ -30,19 +30,34 @@ const withRuntime = (cfg: Cfg, runtime: unknown): Cfg => ({ ...cfg, workers: { .
 const behaviourLines = (dir: string): string[] => readRun(dir).traces.map((t) => canonicalize(t.behaviour));
 /** The agents whose trace entries differ between two behaviours of one step. */
 const differingAgents = (a: TraceBehaviour, b: TraceBehaviour): string[] =>
-  a.agents.filter((x) => canonicalize(x) !== canonicalize(b.agents.find((y) => y.agentId === x.agentId))).map((x) => x.agentId);
-const runtimes = (dir: string): string[] => (readRun(dir).run.workers as { runtime: string }[]).map((w) => w.runtime.split('/')[0]!);
+  a.agents
+    .filter((x) => canonicalize(x) !== canonicalize(b.agents.find((y) => y.agentId === x.agentId)))
+    .map((x) => x.agentId);
+const runtimes = (dir: string): string[] =>
+  (readRun(dir).run.workers as { runtime: string }[]).map((w) => w.runtime.split('/')[0]!);
 
 describe('workers.runtime in a run configuration', () => {
   const base = example('examples/mixed-walkers.yaml');
 
   it('places agent workers on runtimes: one for all, or one per agent worker in order; the environment stays TypeScript', () => {
-    expect(planOf(base).workers.map((w) => [w.workerId, w.runtime ?? 'typescript'])).toEqual([['worker-env', 'typescript'], ['worker-0', 'typescript'], ['worker-1', 'rust']]);
-    expect(planOf(withRuntime(base, 'rust')).workers.map((w) => w.runtime ?? 'typescript')).toEqual(['typescript', 'rust', 'rust']);
+    expect(planOf(base).workers.map((w) => [w.workerId, w.runtime ?? 'typescript'])).toEqual([
+      ['worker-env', 'typescript'],
+      ['worker-0', 'typescript'],
+      ['worker-1', 'rust'],
+    ]);
+    expect(planOf(withRuntime(base, 'rust')).workers.map((w) => w.runtime ?? 'typescript')).toEqual([
+      'typescript',
+      'rust',
+      'rust',
+    ]);
     const { workers, ...rest } = base;
     const { runtime: _r, ...w } = workers as Cfg;
     // Without workers.runtime every agent worker is planned on typescript explicitly (run.json's rebuild then equals it).
-    expect(planOf({ ...rest, workers: w }).workers.map((x) => x.runtime)).toEqual([undefined, 'typescript', 'typescript']);
+    expect(planOf({ ...rest, workers: w }).workers.map((x) => x.runtime)).toEqual([
+      undefined,
+      'typescript',
+      'typescript',
+    ]);
   });
 
   it('refuses unknown runtimes, a list of the wrong length, and a module model on a Rust worker, naming workers.runtime', () => {
@@ -54,19 +69,38 @@ describe('workers.runtime in a run configuration', () => {
     }
     const e = refusal(() => planOf(withRuntime(base, ['rust'])));
     expect(e.message).toBe('workers.runtime: 1 runtimes listed for 2 agent workers (one per agent worker, in order)');
-    const mod = { ...base, agents: { ...base.agents, model: './test/workers/fixtures/' + readdirSync(join(REPO_ROOT, 'test/workers/fixtures')).find((f) => f.endsWith('.ts')) } };
+    const mod = {
+      ...base,
+      agents: {
+        ...base.agents,
+        model:
+          './test/workers/fixtures/' +
+          readdirSync(join(REPO_ROOT, 'test/workers/fixtures')).find((f) => f.endsWith('.ts')),
+      },
+    };
     const m = refusal(() => planOf(withRuntime(mod, 'rust')));
     expect(m.field).toBe('workers.runtime');
-    expect(m.message).toMatch(/worker-0 runs on rust, which hosts only the built-in agent models \(walker, lif\); agent walker-0 uses \//);
+    expect(m.message).toMatch(
+      /worker-0 runs on rust, which hosts only the built-in agent models \(walker, lif\); agent walker-0 uses \//,
+    );
   });
 
   it('detsim run refuses a rust runtime whose binary is missing before starting anything: one line, the build command, exit 2, no run directory', () => {
     const out = join(tmpOut(), 'runs');
-    const r = spawnSync(process.execPath, ['--import', 'tsx', 'coordinator/cli/main.ts', 'run', 'examples/mixed-walkers.yaml', '--out', out], {
-      cwd: REPO_ROOT, encoding: 'utf8', env: { ...process.env, DETSIM_RUST_WORKER: '/nonexistent/detsim-worker-rs' }, timeout: 60_000,
-    });
+    const r = spawnSync(
+      process.execPath,
+      ['--import', 'tsx', 'coordinator/cli/main.ts', 'run', 'examples/mixed-walkers.yaml', '--out', out],
+      {
+        cwd: REPO_ROOT,
+        encoding: 'utf8',
+        env: { ...process.env, DETSIM_RUST_WORKER: '/nonexistent/detsim-worker-rs' },
+        timeout: 60_000,
+      },
+    );
     expect(r.status).toBe(2);
-    expect(r.stderr).toBe('detsim: [struct_invalid_field] workers.runtime: rust needs the Rust worker binary, which is missing (/nonexistent/detsim-worker-rs); build it once with: bash scripts/build-rust-worker.sh\n');
+    expect(r.stderr).toBe(
+      'detsim: [struct_invalid_field] workers.runtime: rust needs the Rust worker binary, which is missing (/nonexistent/detsim-worker-rs); build it once with: bash scripts/build-rust-worker.sh\n',
+    );
     expect(r.stdout).toBe('');
     expect(existsSync(out)).toBe(false);
   });
@@ -91,8 +125,13 @@ describe.skipIf(rustWorkerSkip !== null)('runs on Rust workers match the all-Typ
     expect(runtimes(mixed.dir)).toEqual(['detsim-ts', 'detsim-ts', 'detsim-rs']);
     expect(runtimes(rust.dir)).toEqual(['detsim-ts', 'detsim-rs', 'detsim-rs']);
     // A resume rebuilds the plan from run.json: each agent worker goes back to the runtime it ran on.
-    const resumedRuntimes = (dir: string) => readRunRecord(dir).plan.workers.map((w) => [w.workerId, w.runtime ?? 'typescript']);
-    expect(resumedRuntimes(mixed.dir)).toEqual([['worker-env', 'typescript'], ['worker-0', 'typescript'], ['worker-1', 'rust']]);
+    const resumedRuntimes = (dir: string) =>
+      readRunRecord(dir).plan.workers.map((w) => [w.workerId, w.runtime ?? 'typescript']);
+    expect(resumedRuntimes(mixed.dir)).toEqual([
+      ['worker-env', 'typescript'],
+      ['worker-0', 'typescript'],
+      ['worker-1', 'rust'],
+    ]);
     expect(resumedRuntimes(ts.dir).every(([, r]) => r === 'typescript')).toBe(true);
     const lines = behaviourLines(ts.dir);
     expect(lines).toHaveLength(STEPS);
@@ -108,9 +147,15 @@ describe.skipIf(rustWorkerSkip !== null)('runs on Rust workers match the all-Typ
     // differs only in Rust-hosted agents' entries: the comparison sees what the Rust worker does.
     const listed = (rustParams: Record<string, unknown> | null): Cfg => ({
       ...base,
-      agents: Array.from({ length: 8 }, (_, i) => ({ id: `walker-${i}`, model: 'walker', ...(rustParams && i >= 4 ? { params: rustParams } : {}) })),
+      agents: Array.from({ length: 8 }, (_, i) => ({
+        id: `walker-${i}`,
+        model: 'walker',
+        ...(rustParams && i >= 4 ? { params: rustParams } : {}),
+      })),
     });
-    const rustHosted = planOf(listed(null)).agents.filter((a) => a.workerId === 'worker-1').map((a) => a.agentId);
+    const rustHosted = planOf(listed(null))
+      .agents.filter((a) => a.workerId === 'worker-1')
+      .map((a) => a.agentId);
     expect(rustHosted).toEqual(['walker-4', 'walker-5', 'walker-6', 'walker-7']);
     const same = await run(listed(null));
     expect(behaviourLines(same.dir)).toEqual(lines);

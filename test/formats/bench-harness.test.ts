@@ -11,7 +11,12 @@ const root = fileURLToPath(new URL('../../', import.meta.url));
 const out = mkdtempSync(join(tmpdir(), 'detsim-bench-test-'));
 afterAll(() => rmSync(out, { recursive: true, force: true }));
 
-const bench = (...args: string[]) => spawnSync(process.execPath, ['--import', 'tsx', 'bench/run.ts', ...args], { cwd: root, encoding: 'utf8', timeout: 120_000 });
+const bench = (...args: string[]) =>
+  spawnSync(process.execPath, ['--import', 'tsx', 'bench/run.ts', ...args], {
+    cwd: root,
+    encoding: 'utf8',
+    timeout: 120_000,
+  });
 
 describe('bench harness', () => {
   it('formats --quick writes a receipt with the required fields and prints a table', () => {
@@ -30,7 +35,14 @@ describe('bench harness', () => {
     expect(receipt.quick).toBe(true);
     expect(receipt.suites.map((s: { name: string }) => s.name)).toEqual(['formats']);
     const figures = receipt.suites[0].figures as Record<string, unknown>[];
-    expect(figures.map((f) => f.id)).toEqual(['canonicalize.manifest', 'canonicalize.trace', 'deriveSeed', 'envelope.encodeParts', 'envelope.encode', 'envelope.decode']);
+    expect(figures.map((f) => f.id)).toEqual([
+      'canonicalize.manifest',
+      'canonicalize.trace',
+      'deriveSeed',
+      'envelope.encodeParts',
+      'envelope.encode',
+      'envelope.decode',
+    ]);
     for (const f of figures) {
       expect(typeof f.value).toBe('number');
       expect(typeof f.unit).toBe('string');

@@ -7,7 +7,15 @@ import { fileURLToPath } from 'node:url';
 import oracle from 'canonicalize';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { canonicalBytes, canonicalDigest, canonicalize, parseCanonical, parseStrict, serializeNumber, sha256Hex } from '../../core/formats/canonical-json.js';
+import {
+  canonicalBytes,
+  canonicalDigest,
+  canonicalize,
+  parseCanonical,
+  parseStrict,
+  serializeNumber,
+  sha256Hex,
+} from '../../core/formats/canonical-json.js';
 import { DetsimError } from '../../core/formats/errors.js';
 import { refusal } from '../refusal.js';
 import { jsonValue } from './json-arbitrary.js';
@@ -22,7 +30,12 @@ describe('official JCS vectors (fixtures/jcs/rfc8785, cyberphone/json-canonicali
     expect(sums).toHaveLength(19);
     for (const line of sums) {
       const [digest, name] = line.split(/\s+/) as [string, string];
-      expect(createHash('sha256').update(readFileSync(`${JCS_DIR}${name}`)).digest('hex'), name).toBe(digest);
+      expect(
+        createHash('sha256')
+          .update(readFileSync(`${JCS_DIR}${name}`))
+          .digest('hex'),
+        name,
+      ).toBe(digest);
     }
   });
 
@@ -40,7 +53,9 @@ describe('official JCS vectors (fixtures/jcs/rfc8785, cyberphone/json-canonicali
   }
 
   it('es6testfile100m-first10000.txt: all 10,000 numbers print exactly', () => {
-    const lines = readFileSync(`${JCS_DIR}es6testfile100m-first10000.txt`, 'utf8').split('\n').filter((l) => l !== '');
+    const lines = readFileSync(`${JCS_DIR}es6testfile100m-first10000.txt`, 'utf8')
+      .split('\n')
+      .filter((l) => l !== '');
     expect(lines).toHaveLength(10000);
     const bits = Buffer.alloc(8);
     const failures: string[] = [];
@@ -100,7 +115,17 @@ function inMemoryValue(name: string): unknown {
 describe('detsim strict-parser cases (fixtures/jcs/strict-cases.json)', () => {
   it('covers every category the issue names', () => {
     const names = cases.refuse.map((c) => c.name).join('\n');
-    for (const word of ['duplicate key at depth', 'UTF-8', 'NaN', 'Infinity', 'trailing', 'raw', 'lone', 'byte-order mark', 'nested 513']) {
+    for (const word of [
+      'duplicate key at depth',
+      'UTF-8',
+      'NaN',
+      'Infinity',
+      'trailing',
+      'raw',
+      'lone',
+      'byte-order mark',
+      'nested 513',
+    ]) {
       expect(names).toContain(word);
     }
   });
@@ -123,7 +148,8 @@ describe('detsim strict-parser cases (fixtures/jcs/strict-cases.json)', () => {
       const output = c.nest ? input : c.output!;
       expect(canonicalize(parseStrict(input))).toBe(output);
       expect(canonicalize(parseStrict(Buffer.from(input, 'utf8')))).toBe(output);
-      if (c.reparse === false) expect(refusal(() => parseCanonical(Buffer.from(output, 'utf8'))).reason).toBe('struct_unsafe_integer');
+      if (c.reparse === false)
+        expect(refusal(() => parseCanonical(Buffer.from(output, 'utf8'))).reason).toBe('struct_unsafe_integer');
       else expect(canonicalBytes(parseCanonical(Buffer.from(output, 'utf8'))).toString('utf8')).toBe(output);
     });
   }
@@ -157,7 +183,8 @@ describe('canonical JSON API', () => {
     expect(canonicalDigest({})).toBe('44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a');
   });
   it('serializeNumber refuses non-finite numbers', () => {
-    for (const n of [NaN, Infinity, -Infinity]) expect(refusal(() => serializeNumber(n)).reason).toBe('struct_non_finite_number');
+    for (const n of [NaN, Infinity, -Infinity])
+      expect(refusal(() => serializeNumber(n)).reason).toBe('struct_non_finite_number');
   });
 });
 

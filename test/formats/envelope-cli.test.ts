@@ -21,7 +21,11 @@ const dir = mkdtempSync(join(tmpdir(), 'detsim-envelope-cli-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 function detsim(...args: string[]): { status: number | null; stdout: string; stderr: string } {
-  const r = spawnSync(process.execPath, ['--import', 'tsx', 'coordinator/cli/main.ts', ...args], { cwd: root, encoding: 'utf8', timeout: 60_000 });
+  const r = spawnSync(process.execPath, ['--import', 'tsx', 'coordinator/cli/main.ts', ...args], {
+    cwd: root,
+    encoding: 'utf8',
+    timeout: 60_000,
+  });
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
@@ -38,7 +42,8 @@ const file = (name: string, bytes?: Uint8Array | string): string => {
   if (bytes !== undefined) writeFileSync(p, bytes);
   return p;
 };
-const spec = (manifest: Record<string, unknown>, payloads = fixture.payloads): string => JSON.stringify({ manifest, payloads });
+const spec = (manifest: Record<string, unknown>, payloads = fixture.payloads): string =>
+  JSON.stringify({ manifest, payloads });
 
 describe('detsim envelope pack', () => {
   it('packs the fixture spec into the fixture bytes (manifest.payloads given and matching)', () => {
@@ -62,14 +67,26 @@ describe('detsim envelope pack', () => {
 
   it('refuses bad base64 naming the payload, and an unknown spec field', () => {
     const payloads = [{ name: 'world', base64: 'not base64!' }];
-    expectRefusal(detsim('envelope', 'pack', file('b64.json', spec(fixture.manifest, payloads)), file('b64.flysess')), 2, /spec\.payloads\[0\]\.base64/);
+    expectRefusal(
+      detsim('envelope', 'pack', file('b64.json', spec(fixture.manifest, payloads)), file('b64.flysess')),
+      2,
+      /spec\.payloads\[0\]\.base64/,
+    );
     expect(existsSync(join(dir, 'b64.flysess'))).toBe(false);
     const extra = JSON.stringify({ manifest: fixture.manifest, payloads: fixture.payloads, envelope: {} });
-    expectRefusal(detsim('envelope', 'pack', file('extra.json', extra), file('extra.flysess')), 2, /\[struct_unknown_field\] spec: unknown field "envelope"/);
+    expectRefusal(
+      detsim('envelope', 'pack', file('extra.json', extra), file('extra.flysess')),
+      2,
+      /\[struct_unknown_field\] spec: unknown field "envelope"/,
+    );
   });
 
   it('refuses an unreadable spec with exit 2', () => {
-    expectRefusal(detsim('envelope', 'pack', join(dir, 'missing.json'), file('m.flysess')), 2, /cannot read .*missing\.json: ENOENT/);
+    expectRefusal(
+      detsim('envelope', 'pack', join(dir, 'missing.json'), file('m.flysess')),
+      2,
+      /cannot read .*missing\.json: ENOENT/,
+    );
   });
 });
 
@@ -100,7 +117,11 @@ describe('detsim envelope inspect', () => {
   it('a corrupt file exits 1 naming the failed check', () => {
     const bad = Buffer.from(reference);
     bad[2840]! ^= 1;
-    expectRefusal(detsim('envelope', 'inspect', file('bad.flysess', bad)), 1, /^detsim: \[audit_envelope_digest\] check 2 \(footer digest\): /);
+    expectRefusal(
+      detsim('envelope', 'inspect', file('bad.flysess', bad)),
+      1,
+      /^detsim: \[audit_envelope_digest\] check 2 \(footer digest\): /,
+    );
   });
 
   it('an unreadable path exits 2 (missing file, directory)', () => {
@@ -114,7 +135,14 @@ describe('detsim envelope inspect', () => {
     expect(r.status).toBe(0);
     const out = JSON.parse(r.stdout);
     expect(out.format).toBe('FLYSIM01');
-    expect(out.layout.chunks).toEqual([{ name: 'membrane', lengthOffset: out.layout.manifestOffset + out.layout.manifestBytes, offset: out.layout.manifestOffset + out.layout.manifestBytes + 4, byteLength: 4 }]);
+    expect(out.layout.chunks).toEqual([
+      {
+        name: 'membrane',
+        lengthOffset: out.layout.manifestOffset + out.layout.manifestBytes,
+        offset: out.layout.manifestOffset + out.layout.manifestBytes + 4,
+        byteLength: 4,
+      },
+    ]);
     expect(out.manifest).toEqual({ agentVersion: 1, schemaVersion: 2, chunks: ['membrane'] });
   });
 });
@@ -123,7 +151,11 @@ describe('detsim envelope inspect (legacy)', () => {
   it('a FLYSIM01 file with a bad CRC exits 1 naming it', () => {
     const legacy = encodeLegacyFlysim({ agentVersion: 1 }, [{ name: 'membrane', bytes: Buffer.from([1, 2, 3, 4]) }]);
     legacy[legacy.length - 6]! ^= 1;
-    expectRefusal(detsim('envelope', 'inspect', file('legacy-bad.flysim', legacy)), 1, /^detsim: \[audit_legacy_crc\] FLYSIM01 legacy file \(crc32\)/);
+    expectRefusal(
+      detsim('envelope', 'inspect', file('legacy-bad.flysim', legacy)),
+      1,
+      /^detsim: \[audit_legacy_crc\] FLYSIM01 legacy file \(crc32\)/,
+    );
   });
 });
 
@@ -135,7 +167,8 @@ describe('detsim envelope unpack', () => {
     const manifestBytes = reference.subarray(32, 32 + 2101);
     expect(readFileSync(join(target, 'manifest.json')).equals(manifestBytes)).toBe(true);
     expect(readdirSync(join(target, 'payloads')).sort()).toEqual(fixture.payloads.map((p) => p.name).sort());
-    for (const p of fixture.payloads) expect(readFileSync(join(target, 'payloads', p.name)).toString('base64')).toBe(p.base64);
+    for (const p of fixture.payloads)
+      expect(readFileSync(join(target, 'payloads', p.name)).toString('base64')).toBe(p.base64);
   });
 
   it('a corrupt file exits 1 and creates nothing', () => {

@@ -5,7 +5,17 @@ import { readFileSync } from 'node:fs';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { canonicalize } from '../../core/formats/canonical-json.js';
-import { decodeEnvelope, decodeEnvelopeAsync, encodeEnvelope, encodeEnvelopeParts, layoutEnvelope, SEAL_SLICE_BYTES, sealEnvelope, sealEnvelopeAsync, type EnvelopePayloadInput } from '../../core/formats/envelope.js';
+import {
+  decodeEnvelope,
+  decodeEnvelopeAsync,
+  encodeEnvelope,
+  encodeEnvelopeParts,
+  layoutEnvelope,
+  SEAL_SLICE_BYTES,
+  sealEnvelope,
+  sealEnvelopeAsync,
+  type EnvelopePayloadInput,
+} from '../../core/formats/envelope.js';
 import { DetsimError } from '../../core/formats/errors.js';
 import type { ReasonCode } from '../../core/formats/reasons.js';
 import { rawEnvelope, reseal, type RawOptions, type RawPayload } from './envelope-raw.js';
@@ -13,12 +23,19 @@ import { rawEnvelope, reseal, type RawOptions, type RawPayload } from './envelop
 interface Fixture {
   manifest: Record<string, unknown>;
   payloads: { name: string; base64: string }[];
-  envelope: { base64: string; byteLength: number; layout: Record<string, unknown> & { entries: Record<string, unknown>[] } };
+  envelope: {
+    base64: string;
+    byteLength: number;
+    layout: Record<string, unknown> & { entries: Record<string, unknown>[] };
+  };
   corruption: { name: string; offset: number; reason: string }[];
 }
-const fixture = JSON.parse(readFileSync(new URL('../../fixtures/reference/checkpoint-envelope.json', import.meta.url), 'utf8')) as Fixture;
+const fixture = JSON.parse(
+  readFileSync(new URL('../../fixtures/reference/checkpoint-envelope.json', import.meta.url), 'utf8'),
+) as Fixture;
 const reference = Buffer.from(fixture.envelope.base64, 'base64');
-const fixturePayloads = (): EnvelopePayloadInput[] => fixture.payloads.map((p) => ({ name: p.name, bytes: Buffer.from(p.base64, 'base64') }));
+const fixturePayloads = (): EnvelopePayloadInput[] =>
+  fixture.payloads.map((p) => ({ name: p.name, bytes: Buffer.from(p.base64, 'base64') }));
 const sha256 = (b: Uint8Array): string => createHash('sha256').update(b).digest('hex');
 
 /** The DetsimError a decode throws (fails the test if it throws anything else or nothing). */
@@ -42,11 +59,16 @@ function expectRefused(bytes: Uint8Array, check: number, reason: ReasonCode, tex
 
 // A manifest (without payloads) that check 7 accepts: the fixture's.
 const { payloads: _omit, ...baseManifest } = fixture.manifest;
-const refsOf = (ps: { name: string; bytes: Uint8Array }[]) => ps.map((p) => ({ name: p.name, byteLength: String(p.bytes.length), digest: sha256(p.bytes) }));
+const refsOf = (ps: { name: string; bytes: Uint8Array }[]) =>
+  ps.map((p) => ({ name: p.name, byteLength: String(p.bytes.length), digest: sha256(p.bytes) }));
 const manifestText = (ps: { name: string; bytes: Uint8Array }[], extra: Record<string, unknown> = {}): Buffer =>
   Buffer.from(canonicalize({ ...baseManifest, ...extra, payloads: refsOf(ps) }), 'utf8');
 
-const P = (name: string, text: string, over: Partial<RawPayload> = {}): RawPayload => ({ name, bytes: Buffer.from(text), ...over });
+const P = (name: string, text: string, over: Partial<RawPayload> = {}): RawPayload => ({
+  name,
+  bytes: Buffer.from(text),
+  ...over,
+});
 const twoPayloads = (): RawPayload[] => [P('world', 'abc'), P('agent-fly-a', 'hello world')];
 function raw(ps: RawPayload[] = twoPayloads(), o: RawOptions = {}, extra: Record<string, unknown> = {}): Buffer {
   return rawEnvelope(manifestText(ps, extra), ps, o);
@@ -80,12 +102,26 @@ describe('FLYSESS1 reference fixture', () => {
   it('decodes every layout offset, length and digest the fixture lists', () => {
     const d = decodeEnvelope(reference);
     const want = fixture.envelope.layout;
-    for (const key of ['headerBytes', 'manifestOffset', 'manifestBytes', 'tableOffset', 'tableEntryBytes', 'footerOffset', 'footerBytes', 'totalBytes']) {
+    for (const key of [
+      'headerBytes',
+      'manifestOffset',
+      'manifestBytes',
+      'tableOffset',
+      'tableEntryBytes',
+      'footerOffset',
+      'footerBytes',
+      'totalBytes',
+    ]) {
       expect(d.layout[key as keyof typeof d.layout], key).toBe(Number(want[key]));
     }
     expect(d.layout.entries).toHaveLength(want.entries.length);
     want.entries.forEach((e, i) => {
-      expect(d.layout.entries[i]).toEqual({ name: e.name, offset: Number(e.offset), byteLength: Number(e.byteLength), digest: e.digest });
+      expect(d.layout.entries[i]).toEqual({
+        name: e.name,
+        offset: Number(e.offset),
+        byteLength: Number(e.byteLength),
+        digest: e.digest,
+      });
     });
   });
 
@@ -152,15 +188,21 @@ describe('decodeEnvelope: one refusal per check', () => {
       expectRefused(legacy, 1, 'struct_envelope_legacy_format', /legacy FLYSIM01 format/);
       expectRefused(Buffer.from('FLYSIM01\x02\x00\x00\x00{}'), 1, 'struct_envelope_legacy_format');
     });
-    it('refuses random bytes at the magic', () => expectRefused(Buffer.alloc(200, 0x41), 1, 'struct_envelope_magic', /magic/));
-    it('refuses version 2', () => expectRefused(raw(undefined, { version: 2 }), 1, 'struct_envelope_magic', /envelopeVersion 2 is not supported/));
-    it('refuses headerBytes 40', () => expectRefused(raw(undefined, { headerBytes: 40 }), 1, 'struct_envelope_magic', /headerBytes/));
-    it('refuses a non-zero reserved field', () => expectRefused(raw(undefined, { reserved: 1 }), 1, 'struct_envelope_magic', /reserved/));
+    it('refuses random bytes at the magic', () =>
+      expectRefused(Buffer.alloc(200, 0x41), 1, 'struct_envelope_magic', /magic/));
+    it('refuses version 2', () =>
+      expectRefused(raw(undefined, { version: 2 }), 1, 'struct_envelope_magic', /envelopeVersion 2 is not supported/));
+    it('refuses headerBytes 40', () =>
+      expectRefused(raw(undefined, { headerBytes: 40 }), 1, 'struct_envelope_magic', /headerBytes/));
+    it('refuses a non-zero reserved field', () =>
+      expectRefused(raw(undefined, { reserved: 1 }), 1, 'struct_envelope_magic', /reserved/));
   });
 
   describe('check 2 (footer)', () => {
-    it('refuses a truncated file (footer magic gone)', () => expectRefused(raw().subarray(0, -1), 2, 'audit_envelope_length', /footer magic/));
-    it('refuses an extended file', () => expectRefused(Buffer.concat([raw(), Buffer.alloc(8)]), 2, 'audit_envelope_length'));
+    it('refuses a truncated file (footer magic gone)', () =>
+      expectRefused(raw().subarray(0, -1), 2, 'audit_envelope_length', /footer magic/));
+    it('refuses an extended file', () =>
+      expectRefused(Buffer.concat([raw(), Buffer.alloc(8)]), 2, 'audit_envelope_length'));
     it('refuses a footer whose fileBytes disagrees with the length', () => {
       const good = raw();
       const bad = Buffer.concat([good, good.subarray(-48)]); // a valid-looking footer at the new end
@@ -175,7 +217,12 @@ describe('decodeEnvelope: one refusal per check', () => {
 
   describe('check 3 (manifest)', () => {
     it('refuses a manifest length past the payload area (without allocating it)', () => {
-      expectRefused(raw(undefined, { manifestBytes: 0xffffffff }), 3, 'struct_envelope_manifest', /past the payload area/);
+      expectRefused(
+        raw(undefined, { manifestBytes: 0xffffffff }),
+        3,
+        'struct_envelope_manifest',
+        /past the payload area/,
+      );
     });
     it('refuses a manifest that is valid JSON but not canonical', () => {
       const ps = twoPayloads();
@@ -194,14 +241,20 @@ describe('decodeEnvelope: one refusal per check', () => {
       bytes[at] = 0xff;
       expectRefused(rawEnvelope(bytes, ps), 3, 'struct_envelope_manifest', /struct_invalid_utf8/);
     });
-    it('refuses a manifest that is not an object', () => expectRefused(rawEnvelope(Buffer.from('[]'), []), 3, 'struct_envelope_manifest', /not a JSON object/));
+    it('refuses a manifest that is not an object', () =>
+      expectRefused(rawEnvelope(Buffer.from('[]'), []), 3, 'struct_envelope_manifest', /not a JSON object/));
   });
 
   describe('check 4 (payload table)', () => {
     it('refuses a tableOffset away from its laid-out position', () => {
       const ps = twoPayloads();
       const m = manifestText(ps);
-      expectRefused(rawEnvelope(m, ps, { tableOffset: ((32 + m.length + 7) & ~7) + 8 }), 4, 'struct_envelope_table', /tableOffset/);
+      expectRefused(
+        rawEnvelope(m, ps, { tableOffset: ((32 + m.length + 7) & ~7) + 8 }),
+        4,
+        'struct_envelope_table',
+        /tableOffset/,
+      );
     });
     it('refuses a table that runs past the payload area (huge payloadCount, nothing allocated)', () => {
       expectRefused(raw([], { payloadCount: 0xffffffff }), 4, 'struct_envelope_table', /past the payload area/);
@@ -233,7 +286,7 @@ describe('decodeEnvelope: one refusal per check', () => {
     it('refuses an offset that is not the aligned end of the previous payload', () => {
       const ps = twoPayloads();
       const m = manifestText(ps);
-      const first = (32 + m.length + 7 & ~7) + 2 * 112;
+      const first = ((32 + m.length + 7) & ~7) + 2 * 112;
       ps[1]!.offset = BigInt(first + 8 + 8); // correct would be align8(first + 3) = first + 8
       expectRefused(rawEnvelope(m, ps), 5, 'struct_envelope_entry', /entry 1 "agent-fly-a": offset/);
     });
@@ -246,7 +299,12 @@ describe('decodeEnvelope: one refusal per check', () => {
       expectRefused(raw(ps), 5, 'audit_payload_digest_mismatch', /entry 1 "agent-fly-a"/);
     });
     it('refuses non-zero padding before a payload', () => {
-      expectRefused(raw(undefined, { payloadPadByte: 9 }), 5, 'struct_envelope_entry', /entry 1 "agent-fly-a": padding/);
+      expectRefused(
+        raw(undefined, { payloadPadByte: 9 }),
+        5,
+        'struct_envelope_entry',
+        /entry 1 "agent-fly-a": padding/,
+      );
     });
   });
 
@@ -261,16 +319,44 @@ describe('decodeEnvelope: one refusal per check', () => {
       const ps = twoPayloads();
       const m: Record<string, unknown> = { ...baseManifest, payloads: refsOf(ps) };
       delete m.helperState;
-      expectRefused(rawEnvelope(Buffer.from(canonicalize(m)), ps), 7, 'struct_envelope_manifest_fields', /manifest\.helperState is missing/);
+      expectRefused(
+        rawEnvelope(Buffer.from(canonicalize(m)), ps),
+        7,
+        'struct_envelope_manifest_fields',
+        /manifest\.helperState is missing/,
+      );
     });
-    it('refuses an unknown top-level field', () => expectRefused(raw(undefined, {}, { extra: 1 }), 7, 'struct_envelope_manifest_fields', /manifest\.extra/));
-    it('refuses envelopeVersion 2 in the manifest', () => expectRefused(raw(undefined, {}, { envelopeVersion: 2 }), 7, 'struct_envelope_manifest_fields', /envelopeVersion/));
-    it('refuses a checkpointId that is not an Id', () => expectRefused(raw(undefined, {}, { checkpointId: 'Ckpt 1' }), 7, 'struct_envelope_manifest_fields', /manifest\.checkpointId/));
+    it('refuses an unknown top-level field', () =>
+      expectRefused(raw(undefined, {}, { extra: 1 }), 7, 'struct_envelope_manifest_fields', /manifest\.extra/));
+    it('refuses envelopeVersion 2 in the manifest', () =>
+      expectRefused(
+        raw(undefined, {}, { envelopeVersion: 2 }),
+        7,
+        'struct_envelope_manifest_fields',
+        /envelopeVersion/,
+      ));
+    it('refuses a checkpointId that is not an Id', () =>
+      expectRefused(
+        raw(undefined, {}, { checkpointId: 'Ckpt 1' }),
+        7,
+        'struct_envelope_manifest_fields',
+        /manifest\.checkpointId/,
+      ));
     it('refuses an unreduced worldTime', () => {
-      expectRefused(raw(undefined, {}, { worldTime: { numerator: '2', denominator: '4' } }), 7, 'struct_envelope_manifest_fields', /manifest\.worldTime/);
+      expectRefused(
+        raw(undefined, {}, { worldTime: { numerator: '2', denominator: '4' } }),
+        7,
+        'struct_envelope_manifest_fields',
+        /manifest\.worldTime/,
+      );
     });
     it('refuses a bad sourceScope step', () => {
-      expectRefused(raw(undefined, {}, { sourceScope: { sessionId: 'demo', epoch: 'e1', step: 42 } }), 7, 'struct_envelope_manifest_fields', /sourceScope\.step/);
+      expectRefused(
+        raw(undefined, {}, { sourceScope: { sessionId: 'demo', epoch: 'e1', step: 42 } }),
+        7,
+        'struct_envelope_manifest_fields',
+        /sourceScope\.step/,
+      );
     });
     it('refuses more than 60 agents', () => {
       const agents = Array.from({ length: 61 }, (_, i) => ({ agentId: `a${i}` }));
@@ -281,7 +367,12 @@ describe('decodeEnvelope: one refusal per check', () => {
       const refs = refsOf(ps);
       refs[1]!.byteLength = '12';
       const m = Buffer.from(canonicalize({ ...baseManifest, payloads: refs }));
-      expectRefused(rawEnvelope(m, ps), 7, 'audit_manifest_payloads_mismatch', /manifest\.payloads\[1\].*entry 1 "agent-fly-a"/);
+      expectRefused(
+        rawEnvelope(m, ps),
+        7,
+        'audit_manifest_payloads_mismatch',
+        /manifest\.payloads\[1\].*entry 1 "agent-fly-a"/,
+      );
     });
     it('refuses manifest payloads listing fewer entries than the table', () => {
       const ps = twoPayloads();
@@ -300,7 +391,8 @@ describe('decodeEnvelope: one refusal per check', () => {
       const ps = [P('world', 'abc', { digest: Buffer.alloc(32) })];
       expectRefused(raw(ps, {}, { extra: true }), 5, 'audit_payload_digest_mismatch');
     });
-    it('reports check 1 before check 2 when both fail', () => expectRefused(raw(undefined, { version: 9 }).subarray(0, -3), 1, 'struct_envelope_magic'));
+    it('reports check 1 before check 2 when both fail', () =>
+      expectRefused(raw(undefined, { version: 9 }).subarray(0, -3), 1, 'struct_envelope_magic'));
   });
 });
 
@@ -329,7 +421,12 @@ describe('encodeEnvelope refusals', () => {
     expect(e.message).toMatch(/payloads\[0\]\.name/);
   });
   it('refuses a repeated payload name', () => {
-    expect(enc(baseManifest, [{ name: 'w', bytes: bytes('x') }, { name: 'w', bytes: bytes('y') }]).reason).toBe('struct_envelope_entry');
+    expect(
+      enc(baseManifest, [
+        { name: 'w', bytes: bytes('x') },
+        { name: 'w', bytes: bytes('y') },
+      ]).reason,
+    ).toBe('struct_envelope_entry');
   });
   it('refuses a manifest the reader would refuse (missing field)', () => {
     const { episodeId: _e, ...m } = baseManifest;
@@ -340,7 +437,8 @@ describe('encodeEnvelope refusals', () => {
     const e = enc({ ...baseManifest, agents }, []);
     expect(e.reason).toBe('struct_envelope_manifest');
   });
-  it('refuses a manifest that is not an object', () => expect(enc([] as unknown as object, []).reason).toBe('struct_envelope_manifest_fields'));
+  it('refuses a manifest that is not an object', () =>
+    expect(enc([] as unknown as object, []).reason).toBe('struct_envelope_manifest_fields'));
   it('encodes zero payloads and a 64-character name', () => {
     const empty = decodeEnvelope(encodeEnvelope(baseManifest, []));
     expect(empty.layout.footerOffset).toBe(empty.layout.tableOffset);
@@ -388,16 +486,23 @@ const leaf = fc.oneof(
   fc.string({ unit: 'grapheme', maxLength: 12 }),
 );
 const { json } = fc.letrec((tie) => ({
-  json: fc.oneof({ depthSize: 'small', maxDepth: 3 }, leaf, fc.array(tie('json'), { maxLength: 4 }), fc.dictionary(fc.string({ maxLength: 6 }), tie('json'), { maxKeys: 4 })),
+  json: fc.oneof(
+    { depthSize: 'small', maxDepth: 3 },
+    leaf,
+    fc.array(tie('json'), { maxLength: 4 }),
+    fc.dictionary(fc.string({ maxLength: 6 }), tie('json'), { maxKeys: 4 }),
+  ),
 }));
 const objArb = fc.dictionary(fc.string({ maxLength: 8 }), json, { maxKeys: 4 });
-const rationalArb = fc.tuple(fc.bigInt({ min: 0n, max: 10n ** 18n }), fc.bigInt({ min: 1n, max: 10n ** 18n })).map(([n, d]) => {
-  const g = ((a: bigint, b: bigint): bigint => {
-    while (b) [a, b] = [b, a % b];
-    return a;
-  })(n, d);
-  return { numerator: String(n / g), denominator: String(d / g) };
-});
+const rationalArb = fc
+  .tuple(fc.bigInt({ min: 0n, max: 10n ** 18n }), fc.bigInt({ min: 1n, max: 10n ** 18n }))
+  .map(([n, d]) => {
+    const g = ((a: bigint, b: bigint): bigint => {
+      while (b) [a, b] = [b, a % b];
+      return a;
+    })(n, d);
+    return { numerator: String(n / g), denominator: String(d / g) };
+  });
 const manifestArb = fc.record({
   envelopeVersion: fc.constant(1),
   checkpointId: idArb,
@@ -413,16 +518,25 @@ const manifestArb = fc.record({
   environment: objArb,
   helperState: fc.array(idArb, { maxLength: 3 }),
 });
-const payloadsArb = fc.uniqueArray(fc.record({ name: idArb, bytes: fc.uint8Array({ maxLength: 40 }) }), { selector: (p) => p.name, maxLength: 6 });
+const payloadsArb = fc.uniqueArray(fc.record({ name: idArb, bytes: fc.uint8Array({ maxLength: 40 }) }), {
+  selector: (p) => p.name,
+  maxLength: 6,
+});
 const envelopeArb = fc.tuple(manifestArb, payloadsArb).map(([m, ps]) => ({ m, ps, bytes: encodeEnvelope(m, ps) }));
 
 describe('decodeEnvelopeAsync (large payloads hashed on the thread pool beside the prefix)', () => {
   const big = Buffer.alloc(3 * 1024 * 1024 + 5);
   for (let i = 0; i < big.length; i++) big[i] = (i * 31) & 0xff;
-  const good = encodeEnvelope(baseManifest, [{ name: 'world', bytes: big }, { name: 'agent-fly-a', bytes: Buffer.from('small') }]);
+  const good = encodeEnvelope(baseManifest, [
+    { name: 'world', bytes: big },
+    { name: 'agent-fly-a', bytes: Buffer.from('small') },
+  ]);
 
   async function asyncRefusal(bytes: Buffer): Promise<DetsimError> {
-    const e = await decodeEnvelopeAsync(bytes).then(() => null, (err: unknown) => err);
+    const e = await decodeEnvelopeAsync(bytes).then(
+      () => null,
+      (err: unknown) => err,
+    );
     expect(e).toBeInstanceOf(DetsimError);
     return e as DetsimError;
   }
@@ -464,7 +578,10 @@ describe('layout now, seal later (capture hands the writer a draft)', () => {
     const lie = sha256(Buffer.from('something else'));
     const ps = fixturePayloads();
     const named = ps[1]!.name;
-    const draft = layoutEnvelope(baseManifest, ps.map((p, i) => (i === 1 ? { ...p, digest: lie } : p)));
+    const draft = layoutEnvelope(
+      baseManifest,
+      ps.map((p, i) => (i === 1 ? { ...p, digest: lie } : p)),
+    );
     expect(draft.manifest.payloads[1]!.digest).toBe(lie);
     let e: unknown;
     try {
@@ -474,7 +591,9 @@ describe('layout now, seal later (capture hands the writer a draft)', () => {
     }
     expect(e).toBeInstanceOf(DetsimError);
     expect((e as DetsimError).reason).toBe('audit_payload_digest_mismatch');
-    expect((e as DetsimError).message).toBe(`payload ${JSON.stringify(named)}: its bytes hash to ${sha256(ps[1]!.bytes)}, its producer reported ${lie}`);
+    expect((e as DetsimError).message).toBe(
+      `payload ${JSON.stringify(named)}: its bytes hash to ${sha256(ps[1]!.bytes)}, its producer reported ${lie}`,
+    );
   });
 
   it('sealing a large draft pauses once per slice, so a step loop sharing the thread keeps turning', async () => {
@@ -483,7 +602,9 @@ describe('layout now, seal later (capture hands the writer a draft)', () => {
     let pauses = 0;
     const sealed = await sealEnvelopeAsync(draft, async () => void pauses++);
     expect(pauses).toBeGreaterThanOrEqual(6);
-    expect(sealed.envelopeDigest).toBe(encodeEnvelopeParts(baseManifest, [{ name: 'world', bytes: big }]).envelopeDigest);
+    expect(sealed.envelopeDigest).toBe(
+      encodeEnvelopeParts(baseManifest, [{ name: 'world', bytes: big }]).envelopeDigest,
+    );
   });
 });
 
@@ -494,7 +615,9 @@ describe('FLYSESS1 properties', () => {
         const bytes = encodeEnvelope(m, ps);
         const d = decodeEnvelope(bytes);
         expect(canonicalize(d.manifest)).toBe(canonicalize({ ...m, payloads: refsOf(ps) }));
-        expect(d.payloads.map((p) => [p.name, Buffer.from(p.bytes).toString('hex')])).toEqual(ps.map((p) => [p.name, Buffer.from(p.bytes).toString('hex')]));
+        expect(d.payloads.map((p) => [p.name, Buffer.from(p.bytes).toString('hex')])).toEqual(
+          ps.map((p) => [p.name, Buffer.from(p.bytes).toString('hex')]),
+        );
         expect(encodeEnvelope(d.manifest, d.payloads).equals(bytes)).toBe(true);
         expect(d.envelopeDigest).toBe(sha256(bytes));
       }),
@@ -518,7 +641,8 @@ describe('FLYSESS1 properties', () => {
     fc.assert(
       fc.property(envelopeArb, fc.nat(), ({ bytes }, n) => {
         const length = n % bytes.length;
-        const [check, reason]: [number, ReasonCode] = length < 80 ? [1, 'size_envelope_too_short'] : [2, 'audit_envelope_length'];
+        const [check, reason]: [number, ReasonCode] =
+          length < 80 ? [1, 'size_envelope_too_short'] : [2, 'audit_envelope_length'];
         expectRefused(bytes.subarray(0, length), check, reason);
       }),
       { numRuns: 200 },
@@ -554,26 +678,46 @@ describe('FLYSESS1 properties', () => {
     // entries with plausible or hostile names, offsets (overlapping, out of range), lengths and
     // digests, then random payload bytes. The oracle: a table is honest when its names are
     // distinct Ids and its bytes equal the independent writer's layout of the same payloads.
-    const u64 = fc.oneof(fc.bigInt({ min: 0n, max: 1000n }), fc.constant(0xffffffffffffffffn), fc.bigInt({ min: 0n, max: 0xffffffffffffffffn }));
+    const u64 = fc.oneof(
+      fc.bigInt({ min: 0n, max: 1000n }),
+      fc.constant(0xffffffffffffffffn),
+      fc.bigInt({ min: 0n, max: 0xffffffffffffffffn }),
+    );
     const nameField = fc.oneof(
-      { weight: 4, arbitrary: fc.constantFrom('world', 'agent-a', 'agent-b', 'z.9').map((n) => Buffer.from(n, 'latin1')) },
+      {
+        weight: 4,
+        arbitrary: fc.constantFrom('world', 'agent-a', 'agent-b', 'z.9').map((n) => Buffer.from(n, 'latin1')),
+      },
       { weight: 1, arbitrary: fc.constantFrom('world\0x', 'World', '').map((n) => Buffer.from(n, 'latin1')) },
       { weight: 1, arbitrary: fc.uint8Array({ minLength: 64, maxLength: 64 }).map((b) => Buffer.from(b)) },
     );
     /** Mostly the honest value (null: the writer's own), sometimes a hostile override. */
-    const override = <T>(arb: fc.Arbitrary<T>): fc.Arbitrary<T | null> => fc.oneof({ weight: 5, arbitrary: fc.constant(null) }, { weight: 1, arbitrary: arb });
-    const entry = fc.record({ nameField, offset: override(u64), byteLength: override(u64), digest: override(fc.uint8Array({ minLength: 32, maxLength: 32 })) });
+    const override = <T>(arb: fc.Arbitrary<T>): fc.Arbitrary<T | null> =>
+      fc.oneof({ weight: 5, arbitrary: fc.constant(null) }, { weight: 1, arbitrary: arb });
+    const entry = fc.record({
+      nameField,
+      offset: override(u64),
+      byteLength: override(u64),
+      digest: override(fc.uint8Array({ minLength: 32, maxLength: 32 })),
+    });
     const arb = fc.record({
       entries: fc.array(entry, { maxLength: 4 }),
       payloadBytes: fc.array(fc.uint8Array({ maxLength: 20 }), { minLength: 4, maxLength: 4 }),
-      tail: fc.oneof({ weight: 3, arbitrary: fc.constant(new Uint8Array(0)) }, { weight: 1, arbitrary: fc.uint8Array({ minLength: 1, maxLength: 16 }) }),
+      tail: fc.oneof(
+        { weight: 3, arbitrary: fc.constant(new Uint8Array(0)) },
+        { weight: 1, arbitrary: fc.uint8Array({ minLength: 1, maxLength: 16 }) },
+      ),
       manifestListsEntries: fc.boolean(),
     });
     let accepted = 0;
     let refused = 0;
     fc.assert(
       fc.property(arb, ({ entries, payloadBytes, tail, manifestListsEntries }) => {
-        const honest: RawPayload[] = entries.map((e, i) => ({ name: nameOfField(e.nameField), bytes: Buffer.from(payloadBytes[i]!), nameField: e.nameField }));
+        const honest: RawPayload[] = entries.map((e, i) => ({
+          name: nameOfField(e.nameField),
+          bytes: Buffer.from(payloadBytes[i]!),
+          nameField: e.nameField,
+        }));
         const ps: RawPayload[] = entries.map((e, i) => ({
           ...honest[i]!,
           ...(e.offset !== null ? { offset: e.offset } : {}),
@@ -583,16 +727,28 @@ describe('FLYSESS1 properties', () => {
         const manifest = manifestText(manifestListsEntries ? honest : []);
         const bytes = rawEnvelope(manifest, ps, tail.length ? { trailing: Buffer.from(tail) } : {});
         const names = honest.map((p) => p.name);
-        const entriesHonest = entries.every((e) => isHonestNameField(e.nameField)) && new Set(names).size === names.length && bytes.equals(rawEnvelope(manifest, honest, tail.length ? { trailing: Buffer.from(tail) } : {}));
+        const entriesHonest =
+          entries.every((e) => isHonestNameField(e.nameField)) &&
+          new Set(names).size === names.length &&
+          bytes.equals(rawEnvelope(manifest, honest, tail.length ? { trailing: Buffer.from(tail) } : {}));
         const manifestMatches = manifestListsEntries || entries.length === 0;
         if (entriesHonest && tail.length === 0 && manifestMatches) {
           accepted++;
           const d = decodeEnvelope(bytes);
-          expect(d.payloads.map((p) => [p.name, Buffer.from(p.bytes).toString('hex')])).toEqual(honest.map((p) => [p.name, p.bytes.toString('hex')]));
+          expect(d.payloads.map((p) => [p.name, Buffer.from(p.bytes).toString('hex')])).toEqual(
+            honest.map((p) => [p.name, p.bytes.toString('hex')]),
+          );
           return;
         }
         refused++;
-        if (!entriesHonest) expectRefused(bytes, 5, refusal(bytes).reason === 'audit_payload_digest_mismatch' ? 'audit_payload_digest_mismatch' : 'struct_envelope_entry');
+        if (!entriesHonest)
+          expectRefused(
+            bytes,
+            5,
+            refusal(bytes).reason === 'audit_payload_digest_mismatch'
+              ? 'audit_payload_digest_mismatch'
+              : 'struct_envelope_entry',
+          );
         else if (tail.length > 0) expectRefused(bytes, 6, 'struct_envelope_padding');
         else expectRefused(bytes, 7, 'audit_manifest_payloads_mismatch');
       }),

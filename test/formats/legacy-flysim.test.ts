@@ -15,7 +15,13 @@ const u32 = (n: number): Buffer => {
 /** Hand-built legacy bytes: magic, u32 manifest length, manifest, (u32 length, bytes)*, CRC32. */
 function handBuilt(manifestText: string, chunks: Buffer[], magic = 'FLYSIM01', tail = Buffer.alloc(0)): Buffer {
   const m = Buffer.from(manifestText);
-  const body = Buffer.concat([Buffer.from(magic), u32(m.length), m, ...chunks.flatMap((c) => [u32(c.length), c]), tail]);
+  const body = Buffer.concat([
+    Buffer.from(magic),
+    u32(m.length),
+    m,
+    ...chunks.flatMap((c) => [u32(c.length), c]),
+    tail,
+  ]);
   return Buffer.concat([body, u32(crc32(body))]);
 }
 const MANIFEST = '{"agentVersion":1,"remainder":0.25,"schemaVersion":2,"chunks":["membrane","refractory"]}';
@@ -45,13 +51,19 @@ describe('FLYSIM01 reader', () => {
         { name: 'refractory', lengthOffset: 24 + mlen, offset: 28 + mlen, byteLength: 3 },
       ],
       checksumOffset: 31 + mlen,
-      checksum: bytes.readUInt32LE(31 + mlen).toString(16).padStart(8, '0'),
+      checksum: bytes
+        .readUInt32LE(31 + mlen)
+        .toString(16)
+        .padStart(8, '0'),
       totalBytes: 35 + mlen,
     });
   });
 
   it('the test writer produces the same bytes as the hand-built file', () => {
-    const out = encodeLegacyFlysim({ agentVersion: 1, remainder: 0.25 }, [{ name: 'membrane', bytes: membrane }, { name: 'refractory', bytes: refractory }]);
+    const out = encodeLegacyFlysim({ agentVersion: 1, remainder: 0.25 }, [
+      { name: 'membrane', bytes: membrane },
+      { name: 'refractory', bytes: refractory },
+    ]);
     expect(out.equals(good())).toBe(true);
   });
 
@@ -73,30 +85,86 @@ describe('FLYSIM01 reader', () => {
   const cases: [string, () => Buffer, string, RegExp][] = [
     ['wrong magic', () => handBuilt(MANIFEST, [], 'FLYSIM02'), 'struct_legacy_envelope', /\(magic\)/],
     ['shorter than magic + length', () => Buffer.from('FLYSIM01\x01\x00'), 'struct_legacy_envelope', /\(magic\)/],
-    ['manifest length past the end', () => {
-      const b = good();
-      b.writeUInt32LE(0xffffffff, 8);
-      return b;
-    }, 'struct_legacy_envelope', /\(manifest length\)/],
-    ['invalid UTF-8 in the manifest', () => handBuilt('{"a":"\u00ff"}', []).fill(0xff, 18, 19), 'struct_legacy_envelope', /struct_invalid_utf8/],
+    [
+      'manifest length past the end',
+      () => {
+        const b = good();
+        b.writeUInt32LE(0xffffffff, 8);
+        return b;
+      },
+      'struct_legacy_envelope',
+      /\(manifest length\)/,
+    ],
+    [
+      'invalid UTF-8 in the manifest',
+      () => handBuilt('{"a":"\u00ff"}', []).fill(0xff, 18, 19),
+      'struct_legacy_envelope',
+      /struct_invalid_utf8/,
+    ],
     ['manifest not JSON', () => handBuilt('{"schemaVersion":2,', []), 'struct_legacy_envelope', /\(manifest\)/],
     ['manifest an array', () => handBuilt('[2]', []), 'struct_legacy_envelope', /not a JSON object/],
-    ['schemaVersion 1', () => handBuilt('{"schemaVersion":1,"chunks":[]}', []), 'struct_legacy_envelope', /schemaVersion is 1/],
-    ['CRC mismatch', () => {
-      const b = good();
-      b[b.length - 6]! ^= 0x10; // a chunk byte
-      return b;
-    }, 'audit_legacy_crc', /\(crc32\)/],
-    ['chunks not an array', () => handBuilt('{"schemaVersion":2,"chunks":"membrane"}', []), 'struct_legacy_envelope', /not an array/],
-    ['chunk name with a digit', () => handBuilt('{"schemaVersion":2,"chunks":["rng2"]}', [Buffer.alloc(1)]), 'struct_legacy_envelope', /"rng2" is not a chunk name/],
-    ['repeated chunk name', () => handBuilt('{"schemaVersion":2,"chunks":["a","a"]}', [Buffer.alloc(1), Buffer.alloc(1)]), 'struct_legacy_envelope', /repeats/],
-    ['more chunks named than present', () => handBuilt('{"schemaVersion":2,"chunks":["a","b"]}', [Buffer.alloc(1)]), 'struct_legacy_envelope', /chunk "b"/],
-    ['chunk length past the checksum', () => {
-      const text = '{"schemaVersion":2,"chunks":["a"]}';
-      const body = Buffer.concat([Buffer.from('FLYSIM01'), u32(text.length), Buffer.from(text), u32(1000), Buffer.alloc(3)]);
-      return Buffer.concat([body, u32(crc32(body))]);
-    }, 'struct_legacy_envelope', /chunk "a": 1000 bytes/],
-    ['trailing data before the checksum', () => handBuilt(MANIFEST, [membrane, refractory], 'FLYSIM01', Buffer.alloc(2)), 'struct_legacy_envelope', /\(trailing data\): 2 bytes/],
+    [
+      'schemaVersion 1',
+      () => handBuilt('{"schemaVersion":1,"chunks":[]}', []),
+      'struct_legacy_envelope',
+      /schemaVersion is 1/,
+    ],
+    [
+      'CRC mismatch',
+      () => {
+        const b = good();
+        b[b.length - 6]! ^= 0x10; // a chunk byte
+        return b;
+      },
+      'audit_legacy_crc',
+      /\(crc32\)/,
+    ],
+    [
+      'chunks not an array',
+      () => handBuilt('{"schemaVersion":2,"chunks":"membrane"}', []),
+      'struct_legacy_envelope',
+      /not an array/,
+    ],
+    [
+      'chunk name with a digit',
+      () => handBuilt('{"schemaVersion":2,"chunks":["rng2"]}', [Buffer.alloc(1)]),
+      'struct_legacy_envelope',
+      /"rng2" is not a chunk name/,
+    ],
+    [
+      'repeated chunk name',
+      () => handBuilt('{"schemaVersion":2,"chunks":["a","a"]}', [Buffer.alloc(1), Buffer.alloc(1)]),
+      'struct_legacy_envelope',
+      /repeats/,
+    ],
+    [
+      'more chunks named than present',
+      () => handBuilt('{"schemaVersion":2,"chunks":["a","b"]}', [Buffer.alloc(1)]),
+      'struct_legacy_envelope',
+      /chunk "b"/,
+    ],
+    [
+      'chunk length past the checksum',
+      () => {
+        const text = '{"schemaVersion":2,"chunks":["a"]}';
+        const body = Buffer.concat([
+          Buffer.from('FLYSIM01'),
+          u32(text.length),
+          Buffer.from(text),
+          u32(1000),
+          Buffer.alloc(3),
+        ]);
+        return Buffer.concat([body, u32(crc32(body))]);
+      },
+      'struct_legacy_envelope',
+      /chunk "a": 1000 bytes/,
+    ],
+    [
+      'trailing data before the checksum',
+      () => handBuilt(MANIFEST, [membrane, refractory], 'FLYSIM01', Buffer.alloc(2)),
+      'struct_legacy_envelope',
+      /\(trailing data\): 2 bytes/,
+    ],
   ];
   for (const [name, build, reason, text] of cases) {
     it(`refuses ${name}`, () => {
@@ -111,7 +179,14 @@ describe('FLYSIM01 reader', () => {
     const bytes = good();
     const manifestEnd = 12 + Buffer.byteLength(MANIFEST);
     /** The checks that may refuse a flip at `at`: the ones reading that byte before the CRC, and the CRC. */
-    const owners = (at: number): string[] => (at < 8 ? ['magic'] : at < 12 ? ['manifest length', 'manifest', 'crc32'] : at < manifestEnd ? ['manifest', 'schemaVersion', 'crc32'] : ['crc32']);
+    const owners = (at: number): string[] =>
+      at < 8
+        ? ['magic']
+        : at < 12
+          ? ['manifest length', 'manifest', 'crc32']
+          : at < manifestEnd
+            ? ['manifest', 'schemaVersion', 'crc32']
+            : ['crc32'];
     fc.assert(
       fc.property(fc.nat({ max: bytes.length - 1 }), fc.integer({ min: 1, max: 255 }), (at, x) => {
         const bad = Buffer.from(bytes);

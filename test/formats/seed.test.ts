@@ -14,7 +14,9 @@ interface SeedVectors {
   composition: { masterSeed: string; agentIds: string[]; seeds: number[] };
   invalid: { masterSeed: string; agentId?: string; agentIds?: string[]; reason: string }[];
 }
-const fixture = JSON.parse(readFileSync(new URL('../../fixtures/reference/seed-vectors.json', import.meta.url), 'utf8')) as SeedVectors;
+const fixture = JSON.parse(
+  readFileSync(new URL('../../fixtures/reference/seed-vectors.json', import.meta.url), 'utf8'),
+) as SeedVectors;
 
 describe('seed-derivation-v1 reference vectors', () => {
   it('has all 20 vectors', () => expect(fixture.vectors).toHaveLength(20));
@@ -43,10 +45,14 @@ describe('seed-derivation-v1 reference vectors', () => {
     ];
     expect(fixture.invalid).toHaveLength(expected.length);
     fixture.invalid.forEach((bad, i) => {
-      const e = refusal(() => (bad.agentIds ? deriveSeeds(bad.masterSeed, bad.agentIds) : deriveSeed(bad.masterSeed, bad.agentId!)));
+      const e = refusal(() =>
+        bad.agentIds ? deriveSeeds(bad.masterSeed, bad.agentIds) : deriveSeed(bad.masterSeed, bad.agentId!),
+      );
       expect([e.reason, e.field], bad.reason).toEqual(expected[i]);
     });
-    expect(refusal(() => deriveSeeds('0', ['fly-a', 'fly-a'])).message).toBe('agentIds[1]: "fly-a" is repeated; equal ids would share a seed');
+    expect(refusal(() => deriveSeeds('0', ['fly-a', 'fly-a'])).message).toBe(
+      'agentIds[1]: "fly-a" is repeated; equal ids would share a seed',
+    );
   });
 });
 
@@ -93,7 +99,9 @@ describe('seed-derivation-v1 edge cases', () => {
 describe('Xorshift32', () => {
   it('seed 22222 gives the reference sequence', () => {
     const rng = new Xorshift32(22222);
-    expect([rng.nextUint(), rng.nextUint(), rng.nextUint(), rng.nextUint()]).toEqual([1374414818, 2413927497, 829730269, 1025812730]);
+    expect([rng.nextUint(), rng.nextUint(), rng.nextUint(), rng.nextUint()]).toEqual([
+      1374414818, 2413927497, 829730269, 1025812730,
+    ]);
   });
   it('keeps its state as a signed i32 and resumes from it', () => {
     const a = new Xorshift32(-184946063);

@@ -8,8 +8,19 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { canonicalBytes, parseStrict } from '../../core/formats/canonical-json.js';
 import {
-  CONTRACT_DIGEST, FrameAssembler, HelloRefusedError, MAX_CHUNK_BYTES, METHODS, PROTO_PATH, type StartedServer,
-  WorkerCallError, WorkerClient, encodeFrames, readReply, readRequest, startWorkerServer,
+  CONTRACT_DIGEST,
+  FrameAssembler,
+  HelloRefusedError,
+  MAX_CHUNK_BYTES,
+  METHODS,
+  PROTO_PATH,
+  type StartedServer,
+  WorkerCallError,
+  WorkerClient,
+  encodeFrames,
+  readReply,
+  readRequest,
+  startWorkerServer,
 } from '../../core/protocol/index.js';
 
 let dir: string;
@@ -20,8 +31,15 @@ let helloResult: Record<string, unknown>;
 beforeEach(() => {
   dir = mkdtempSync(join(tmpdir(), 'dsp-'));
   helloResult = {
-    selectedMajor: 1, selectedMinor: 0, workerId: 'w1', incarnationId: 'inc-1', role: 'agent', runtime: 'test',
-    buildDigest: '0'.repeat(64), contractDigest: CONTRACT_DIGEST, capabilities: ['agent-step-v1', 'checkpoint-v1'],
+    selectedMajor: 1,
+    selectedMinor: 0,
+    workerId: 'w1',
+    incarnationId: 'inc-1',
+    role: 'agent',
+    runtime: 'test',
+    buildDigest: '0'.repeat(64),
+    contractDigest: CONTRACT_DIGEST,
+    capabilities: ['agent-step-v1', 'checkpoint-v1'],
     limits: { maxAgents: 64, maxMessageBytes: 8388608, workerThreads: 1 },
   };
 });
@@ -41,10 +59,22 @@ async function startScripted(): Promise<string> {
     onMessage(message, conn) {
       const req = readRequest(parseStrict(message.body));
       if (req.method === 'end') return conn.end();
-      const result = req.method === METHODS.hello ? helloResult : { method: req.method, params: req.params, attachmentBytes: String(message.attachment?.length ?? 0) };
-      const body = canonicalBytes({ type: 'result', requestId: req.requestId, workerId: 'w1', incarnationId: 'inc-1', scope: req.scope, result });
+      const result =
+        req.method === METHODS.hello
+          ? helloResult
+          : { method: req.method, params: req.params, attachmentBytes: String(message.attachment?.length ?? 0) };
+      const body = canonicalBytes({
+        type: 'result',
+        requestId: req.requestId,
+        workerId: 'w1',
+        incarnationId: 'inc-1',
+        scope: req.scope,
+        result,
+      });
       const delay = typeof req.params.delayMs === 'number' ? req.params.delayMs : 0;
-      queue = queue.then(() => new Promise<void>((resolve) => setTimeout(resolve, delay))).then(() => conn.send(body, message.attachment));
+      queue = queue
+        .then(() => new Promise<void>((resolve) => setTimeout(resolve, delay)))
+        .then(() => conn.send(body, message.attachment));
     },
   });
   return listen;
@@ -60,14 +90,29 @@ describe('contract', () => {
 describe('envelopes', () => {
   const base = { requestId: 'req-1', workerId: 'w1', incarnationId: 'i1', scope: null };
   it('refuses a before-mutation code that claims a mutation', () => {
-    expect(() => readReply({ ...base, type: 'error', error: { code: 'STALE_STEP', message: 'x', mutation: 'applied' } })).toThrow(/mutation "none"/);
-    expect(readReply({ ...base, type: 'error', error: { code: 'INTERNAL', message: 'x', mutation: 'unknown' } }).type).toBe('error');
+    expect(() =>
+      readReply({ ...base, type: 'error', error: { code: 'STALE_STEP', message: 'x', mutation: 'applied' } }),
+    ).toThrow(/mutation "none"/);
+    expect(
+      readReply({ ...base, type: 'error', error: { code: 'INTERNAL', message: 'x', mutation: 'unknown' } }).type,
+    ).toBe('error');
   });
   it('refuses unknown codes, unknown fields and bad request ids', () => {
-    expect(() => readReply({ ...base, type: 'error', error: { code: 'NOPE', message: 'x', mutation: 'none' } })).toThrow(/15 error codes/);
+    expect(() =>
+      readReply({ ...base, type: 'error', error: { code: 'NOPE', message: 'x', mutation: 'none' } }),
+    ).toThrow(/15 error codes/);
     expect(() => readReply({ ...base, type: 'result', result: {}, extra: 1 })).toThrow(/unknown field "extra"/);
-    expect(() => readRequest({ method: 'Worker.Status', requestId: 'req-01', scope: null, params: {} })).toThrow(/requestId/);
-    expect(readRequest({ method: 'Worker.Status', requestId: 'req-7', scope: { sessionId: 's', epoch: 'e0', step: '3' }, params: {} }).scope?.step).toBe('3');
+    expect(() => readRequest({ method: 'Worker.Status', requestId: 'req-01', scope: null, params: {} })).toThrow(
+      /requestId/,
+    );
+    expect(
+      readRequest({
+        method: 'Worker.Status',
+        requestId: 'req-7',
+        scope: { sessionId: 's', epoch: 'e0', step: '3' },
+        params: {},
+      }).scope?.step,
+    ).toBe('3');
   });
 });
 
@@ -135,15 +180,22 @@ describe('WorkerClient', () => {
     client = await WorkerClient.connect(await startScripted());
     const ok = await client.hello({ sessionId: 's1', workerId: 'w1', role: 'agent' });
     expect(ok.incarnationId).toBe('inc-1');
-    await expect(client.hello({ sessionId: 's1', workerId: 'w2', role: 'agent' })).rejects.toMatchObject({ code: 'IDENTITY_MISMATCH', field: 'workerId' });
-    await expect(client.hello({ sessionId: 's1', workerId: 'w1', role: 'environment' })).rejects.toMatchObject({ code: 'IDENTITY_MISMATCH', field: 'role' });
+    await expect(client.hello({ sessionId: 's1', workerId: 'w2', role: 'agent' })).rejects.toMatchObject({
+      code: 'IDENTITY_MISMATCH',
+      field: 'workerId',
+    });
+    await expect(client.hello({ sessionId: 's1', workerId: 'w1', role: 'environment' })).rejects.toMatchObject({
+      code: 'IDENTITY_MISMATCH',
+      field: 'role',
+    });
     helloResult.contractDigest = 'f'.repeat(64);
     const err = await client.hello({ sessionId: 's1', workerId: 'w1', role: 'agent' }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(HelloRefusedError);
     expect((err as HelloRefusedError).message).toMatch(/IDENTITY_MISMATCH: contractDigest/);
     helloResult.contractDigest = CONTRACT_DIGEST;
-    await expect(client.hello({ sessionId: 's1', workerId: 'w1', role: 'agent', requiredCapabilities: ['pixel-observation-v1'] }))
-      .rejects.toMatchObject({ code: 'UNSUPPORTED', field: 'capabilities' });
+    await expect(
+      client.hello({ sessionId: 's1', workerId: 'w1', role: 'agent', requiredCapabilities: ['pixel-observation-v1'] }),
+    ).rejects.toMatchObject({ code: 'UNSUPPORTED', field: 'capabilities' });
   });
 
   it('reports a stream ended by the worker as stream-ended, and a process exit as process-exited', async () => {
@@ -156,7 +208,11 @@ describe('WorkerClient', () => {
     client.close();
 
     let exit!: (i: { code: number | null; signal: string | null }) => void;
-    client = await WorkerClient.connect(listen, { processExit: new Promise((r) => { exit = r; }) });
+    client = await WorkerClient.connect(listen, {
+      processExit: new Promise((r) => {
+        exit = r;
+      }),
+    });
     const waiting = client.callUnchecked('Agent.Prepare', null, { delayMs: 10_000 });
     exit({ code: null, signal: 'SIGKILL' });
     await expect(waiting).rejects.toMatchObject({ kind: 'process-exited' });
@@ -164,6 +220,8 @@ describe('WorkerClient', () => {
   });
 
   it('a worker that never comes up is never-connected, distinct from a stall', async () => {
-    await expect(WorkerClient.connect(`unix:${join(dir, 'none.sock')}`, { connectTimeoutMs: 200 })).rejects.toMatchObject({ kind: 'never-connected', mutation: 'none' });
+    await expect(
+      WorkerClient.connect(`unix:${join(dir, 'none.sock')}`, { connectTimeoutMs: 200 }),
+    ).rejects.toMatchObject({ kind: 'never-connected', mutation: 'none' });
   });
 });

@@ -12,7 +12,10 @@ import { stopAll } from '../workers/harness.js';
 afterAll(stopAll);
 
 describe('protocol fuzz against a real worker over gRPC', () => {
-  for (const [role, cases] of [['agent', 50], ['environment', 30]] as const) {
+  for (const [role, cases] of [
+    ['agent', 50],
+    ['environment', 30],
+  ] as const) {
     it(`${role} worker: ${cases} random cases, every refusal named, never crashes, hangs, grows or executes`, async () => {
       const report = await runProtocolFuzz({ cases, role, maxPeakRssMiB: 512 });
       expect(report.cases).toBe(cases); // the fixed code-execution probe first, then random ones

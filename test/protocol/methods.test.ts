@@ -4,7 +4,13 @@
 // calls go to a real worker process over gRPC and show the typed result is what comes back.
 import { afterAll, describe, expect, expectTypeOf, it } from 'vitest';
 import {
-  ALL_METHODS, METHODS, type AgentPrepareParams, type ParamsOf, type ResultOf, type StatusResult, type WorkerState,
+  ALL_METHODS,
+  METHODS,
+  type AgentPrepareParams,
+  type ParamsOf,
+  type ResultOf,
+  type StatusResult,
+  type WorkerState,
 } from '../../core/protocol/index.js';
 import type { Handlers } from '../../workers/runtime.js';
 import { resultOf, scope, spawnWorker, stopAll } from '../workers/harness.js';
@@ -37,7 +43,7 @@ describe('the method table', () => {
     expect(ALL_METHODS).toHaveLength(12);
   });
 
-  it('refuses a worker handler whose result is not its method\'s', () => {
+  it("refuses a worker handler whose result is not its method's", () => {
     const handlers: Pick<Handlers, typeof METHODS.status | typeof METHODS.acknowledge> = {
       [METHODS.acknowledge]: () => ({ result: { acknowledged: 1 } }),
       // @ts-expect-error a Worker.Status handler must return a StatusResult

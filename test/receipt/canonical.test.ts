@@ -89,8 +89,24 @@ describe('receipt canonicalisation (R1–R3)', () => {
     const steps = canonicalSplit({ steps: [{ k: '10' }, { k: '9' }] }, { table: T });
     expect(canonicalizeOracle((steps.repro as { steps: unknown }).steps)).toBe('[{"k":"9"},{"k":"10"}]');
     // Equal keys: ties broken by content, so arrival order never decides.
-    const a = canonicalSplit({ items: [{ agentId: 'a', x: 2 }, { agentId: 'a', x: 1 }] }, { table: T });
-    const b = canonicalSplit({ items: [{ agentId: 'a', x: 1 }, { agentId: 'a', x: 2 }] }, { table: T });
+    const a = canonicalSplit(
+      {
+        items: [
+          { agentId: 'a', x: 2 },
+          { agentId: 'a', x: 1 },
+        ],
+      },
+      { table: T },
+    );
+    const b = canonicalSplit(
+      {
+        items: [
+          { agentId: 'a', x: 1 },
+          { agentId: 'a', x: 2 },
+        ],
+      },
+      { table: T },
+    );
     expect(canonicalizeOracle(a.repro)).toBe(canonicalizeOracle(b.repro));
     // Order that is meaning stays as written; scalar lists keep their order.
     const rev = canonicalSplit({ seq: [{ kind: 'rollback' }, { kind: 'save' }], model: { a: [1, 3] } }, { table: T });
@@ -98,7 +114,9 @@ describe('receipt canonicalisation (R1–R3)', () => {
     expect(canonicalizeOracle(rev.repro)).toContain('"a":[1,3]');
     // Real table: completion order of workers and agent order in a step do not reach the hash.
     const r1 = sampleReceipt();
-    const r2 = sampleReceipt({ order: ['worker-1', 'worker-0'] }) as unknown as { steps: { behaviour: { agents: unknown[] } }[] };
+    const r2 = sampleReceipt({ order: ['worker-1', 'worker-0'] }) as unknown as {
+      steps: { behaviour: { agents: unknown[] } }[];
+    };
     for (const st of r2.steps) st.behaviour.agents.reverse();
     expect(reproHash(r2).reproHash).toBe(reproHash(r1).reproHash);
     expect(compareKeyValues('9', '10')).toBeLessThan(0);
@@ -118,13 +136,20 @@ describe('receipt canonicalisation (R1–R3)', () => {
     // Float jitter below the precision does not change the hash; above it, it does.
     const x = { model: { v: 0.1 + 0.2 } };
     expect(reproHash(x, { table: T }).reproHash).toBe(reproHash({ model: { v: 0.3 } }, { table: T }).reproHash);
-    expect(reproHash(x, { table: T }).reproHash).not.toBe(reproHash({ model: { v: 0.3000001 } }, { table: T }).reproHash);
+    expect(reproHash(x, { table: T }).reproHash).not.toBe(
+      reproHash({ model: { v: 0.3000001 } }, { table: T }).reproHash,
+    );
     // Enums by value: a TypeScript string enum member is its value in the canonical text.
-    enum Kind { Save = 'save', Rollback = 'rollback' }
+    enum Kind {
+      Save = 'save',
+      Rollback = 'rollback',
+    }
     expect(reproHash({ seq: [{ kind: Kind.Save }] }, { table: T }).canonical).toContain('"seq":[{"kind":"save"}]');
     expect(reproHash(sampleReceipt()).canonical).toContain('"evidence_class":"simulated"');
     // Absent optional values are null: {a} and {a, opt: null} are the same receipt.
-    expect(reproHash({ id: 'x' }, { table: T }).reproHash).toBe(reproHash({ id: 'x', opt: null }, { table: T }).reproHash);
+    expect(reproHash({ id: 'x' }, { table: T }).reproHash).toBe(
+      reproHash({ id: 'x', opt: null }, { table: T }).reproHash,
+    );
   });
 
   it('physical fields never reach the hash (pids, wall times, completion order, timestamps)', () => {
@@ -149,14 +174,29 @@ function tamper(root: unknown, path: (string | number)[]): unknown {
   for (const p of path.slice(0, -1)) cur = cur[p] as Record<string | number, unknown>;
   const last = path[path.length - 1]!;
   const v = cur[last];
-  cur[last] = typeof v === 'string' ? `${v.slice(0, -1)}${v.endsWith('x') ? 'y' : 'x'}` : typeof v === 'number' ? v + 1 : typeof v === 'boolean' ? !v : 'x';
+  cur[last] =
+    typeof v === 'string'
+      ? `${v.slice(0, -1)}${v.endsWith('x') ? 'y' : 'x'}`
+      : typeof v === 'number'
+        ? v + 1
+        : typeof v === 'boolean'
+          ? !v
+          : 'x';
   return copy;
 }
 
 // Written by hand from the sample: the leaves that are physical (everything else is ReproCore).
 const PHYSICAL_LEAF = [
-  /^generated_at$/, /^measure_source$/, /^measure_ts$/, /^run\.dispatch$/, /^run\.(environment|agents\.\d+)\.workerId$/, /^run\.workers\./,
-  /^run\.(agentsPerWorker|transport)$/, /^run\.deadlines\./, /^steps\.\d+\.operational\./, /^summary\.(wallTimeMs|failure|behaviourDigestAlgorithm)$/,
+  /^generated_at$/,
+  /^measure_source$/,
+  /^measure_ts$/,
+  /^run\.dispatch$/,
+  /^run\.(environment|agents\.\d+)\.workerId$/,
+  /^run\.workers\./,
+  /^run\.(agentsPerWorker|transport)$/,
+  /^run\.deadlines\./,
+  /^steps\.\d+\.operational\./,
+  /^summary\.(wallTimeMs|failure|behaviourDigestAlgorithm)$/,
 ];
 
 describe('sensitivity (D5)', () => {

@@ -10,7 +10,14 @@ import { describe, expect, it } from 'vitest';
 import { goldenMarkerCheck } from '../../coordinator/receipt/verify.js';
 
 const SCRIPT = join(process.cwd(), 'scripts', 'check-goldens.mjs');
-const ENV = { ...process.env, GIT_AUTHOR_NAME: 't', GIT_AUTHOR_EMAIL: 't@example.invalid', GIT_COMMITTER_NAME: 't', GIT_COMMITTER_EMAIL: 't@example.invalid', DETSIM_GOLDEN_RANGE: '' };
+const ENV = {
+  ...process.env,
+  GIT_AUTHOR_NAME: 't',
+  GIT_AUTHOR_EMAIL: 't@example.invalid',
+  GIT_COMMITTER_NAME: 't',
+  GIT_COMMITTER_EMAIL: 't@example.invalid',
+  DETSIM_GOLDEN_RANGE: '',
+};
 delete (ENV as Record<string, string | undefined>).DETSIM_GOLDEN_RANGE;
 
 function git(cwd: string, ...args: string[]): string {
@@ -25,7 +32,11 @@ function commit(repo: string, file: string, text: string, subject: string): void
 }
 
 function check(cwd: string, range?: string, extra: { env?: Record<string, string>; args?: string[] } = {}) {
-  return spawnSync(process.execPath, [SCRIPT, ...(range ? [range] : []), ...(extra.args ?? [])], { cwd, env: { ...ENV, ...extra.env }, encoding: 'utf8' });
+  return spawnSync(process.execPath, [SCRIPT, ...(range ? [range] : []), ...(extra.args ?? [])], {
+    cwd,
+    env: { ...ENV, ...extra.env },
+    encoding: 'utf8',
+  });
 }
 
 function shallowClone(src: string, depth: number): string {
@@ -42,7 +53,12 @@ function repoWithHistory(unmarked: boolean): string {
   commit(repo, 'README.md', 'x\n', 'first');
   commit(repo, 'fixtures/golden/a.json', '{"reproHash":"0000000000000000"}\n', '[golden] freeze a');
   commit(repo, 'src.ts', '1\n', 'code');
-  commit(repo, 'fixtures/golden/a.json', '{"reproHash":"1111111111111111"}\n', unmarked ? 'refactor something' : 'walker v2 [golden]');
+  commit(
+    repo,
+    'fixtures/golden/a.json',
+    '{"reproHash":"1111111111111111"}\n',
+    unmarked ? 'refactor something' : 'walker v2 [golden]',
+  );
   commit(repo, 'src.ts', '2\n', 'more code');
   return repo;
 }
@@ -51,7 +67,9 @@ describe('check-goldens (D6)', () => {
   it('D6: a golden change without [golden] in the subject is refused (exit 1, names the commit)', () => {
     const r = check(repoWithHistory(true));
     expect(r.status).toBe(1);
-    expect(r.stderr).toMatch(/\[audit_golden_unmarked\] [0-9a-f]{12} "refactor something" changes fixtures\/golden\/a\.json without \[golden\]/);
+    expect(r.stderr).toMatch(
+      /\[audit_golden_unmarked\] [0-9a-f]{12} "refactor something" changes fixtures\/golden\/a\.json without \[golden\]/,
+    );
   });
 
   it('D6: a merge that changes a golden beyond both parents is refused; a merge bringing in a marked change is not', () => {
@@ -71,13 +89,17 @@ describe('check-goldens (D6)', () => {
     git(repo, 'commit', '-q', '-m', 'merge side again');
     const r = check(repo);
     expect(r.status).toBe(1);
-    expect(r.stderr).toMatch(/\[audit_golden_unmarked\] [0-9a-f]{12} "merge side again" changes fixtures\/golden\/a\.json/);
+    expect(r.stderr).toMatch(
+      /\[audit_golden_unmarked\] [0-9a-f]{12} "merge side again" changes fixtures\/golden\/a\.json/,
+    );
   });
 
   it('D6: golden changes that carry [golden] pass; the complete history is the default range', () => {
     const r = check(repoWithHistory(false));
     expect(r.status, r.stderr).toBe(0);
-    expect(r.stdout).toMatch(/5 commit\(s\) in the complete history of HEAD, 2 change fixtures\/golden\/, all marked \[golden\]/);
+    expect(r.stdout).toMatch(
+      /5 commit\(s\) in the complete history of HEAD, 2 change fixtures\/golden\/, all marked \[golden\]/,
+    );
   });
 
   it('an explicit range (argument or DETSIM_GOLDEN_RANGE) checks only that range', () => {
@@ -127,7 +149,11 @@ describe('check-goldens (D6)', () => {
     const previous = process.env.DETSIM_GOLDEN_RANGE;
     delete process.env.DETSIM_GOLDEN_RANGE;
     try {
-      expect(goldenMarkerCheck(shallowClone(src, 2))).toMatchObject({ status: 'fail', reason: 'meta_golden_history_incomplete', detail: { message: expect.stringMatching(/shallow clone/) } });
+      expect(goldenMarkerCheck(shallowClone(src, 2))).toMatchObject({
+        status: 'fail',
+        reason: 'meta_golden_history_incomplete',
+        detail: { message: expect.stringMatching(/shallow clone/) },
+      });
     } finally {
       if (previous !== undefined) process.env.DETSIM_GOLDEN_RANGE = previous;
     }

@@ -8,11 +8,16 @@ import { canonicalize } from '../../core/formats/canonical-json.js';
 import { describeDivergence, diagnose, diagnoseRunDirs } from '../../coordinator/receipt/diagnosis.js';
 import { sampleReceipt } from './sample.js';
 
-type Mutable = { steps: { behaviour: { agents: { agentId: string; decision: Record<string, unknown> }[]; worldDigest: string } }[]; run: { masterSeed: string } };
+type Mutable = {
+  steps: { behaviour: { agents: { agentId: string; decision: Record<string, unknown> }[]; worldDigest: string } }[];
+  run: { masterSeed: string };
+};
 
 describe('divergence diagnosis', () => {
   it('equal ReproCores (physical fields differing) give no divergence', () => {
-    expect(diagnose(sampleReceipt(), sampleReceipt({ wall: '77', pid: 9, order: ['worker-1', 'worker-0'] }))).toBeNull();
+    expect(
+      diagnose(sampleReceipt(), sampleReceipt({ wall: '77', pid: 9, order: ['worker-1', 'worker-0'] })),
+    ).toBeNull();
   });
 
   it('names the first diverging step, the field path, both values and the agent', () => {
@@ -20,8 +25,17 @@ describe('divergence diagnosis', () => {
     b.steps[1]!.behaviour.agents[1]!.decision.move = 'west';
     b.steps[1]!.behaviour.worldDigest = '0'.repeat(64); // a later field of the same step
     const d = diagnose(sampleReceipt(), b)!;
-    expect(d).toEqual({ part: 'step', step: '1', path: 'steps[1].behaviour.agents[agentId=a1].decision.move', agentId: 'a1', left: 'south', right: 'west' });
-    expect(describeDivergence(d)).toBe('first divergence at step 1 (agent a1): steps[1].behaviour.agents[agentId=a1].decision.move: run A "south", run B "west"');
+    expect(d).toEqual({
+      part: 'step',
+      step: '1',
+      path: 'steps[1].behaviour.agents[agentId=a1].decision.move',
+      agentId: 'a1',
+      left: 'south',
+      right: 'west',
+    });
+    expect(describeDivergence(d)).toBe(
+      'first divergence at step 1 (agent a1): steps[1].behaviour.agents[agentId=a1].decision.move: run A "south", run B "west"',
+    );
   });
 
   it('the earliest step wins, whatever the order of the trace lines', () => {
@@ -39,7 +53,12 @@ describe('divergence diagnosis', () => {
     const b = sampleReceipt() as unknown as Mutable;
     b.run.masterSeed = '43';
     b.steps[0]!.behaviour.agents[0]!.decision.move = 'up';
-    expect(diagnose(sampleReceipt(), b)).toMatchObject({ part: 'composition', path: 'run.masterSeed', left: '42', right: '43' });
+    expect(diagnose(sampleReceipt(), b)).toMatchObject({
+      part: 'composition',
+      path: 'run.masterSeed',
+      left: '42',
+      right: '43',
+    });
     const c = sampleReceipt() as unknown as Mutable;
     c.steps.pop();
     expect(diagnose(sampleReceipt(), c)).toMatchObject({ part: 'steps-count', step: '1', left: 2, right: 1 });
@@ -60,7 +79,14 @@ describe('diagnosis of two run directories (trace.jsonl files)', () => {
     const changed = sampleReceipt() as unknown as Mutable;
     changed.steps[0]!.behaviour.agents[1]!.decision.move = 'north';
     const b = writeRunDir(changed as never);
-    expect(diagnoseRunDirs(a, b)).toEqual({ part: 'step', step: '0', path: 'steps[0].behaviour.agents[agentId=a1].decision.move', agentId: 'a1', left: 'south', right: 'north' });
+    expect(diagnoseRunDirs(a, b)).toEqual({
+      part: 'step',
+      step: '0',
+      path: 'steps[0].behaviour.agents[agentId=a1].decision.move',
+      agentId: 'a1',
+      left: 'south',
+      right: 'north',
+    });
     expect(diagnoseRunDirs(a, writeRunDir(sampleReceipt({ wall: '1', pid: 2 })))).toBeNull();
   });
 });

@@ -10,7 +10,8 @@ import { tmpDir } from '../checkpoint/harness.js';
 describe('detsim diff', () => {
   it('two runs are DIFF=0; one changed decision is named; a missing run is refused', () => {
     const out = tmpDir('detsim-diff-');
-    for (let i = 0; i < 2; i++) expect(detsim(['run', 'examples/forage-walkers.yaml', '--steps', '4', '--out', out]).status).toBe(0);
+    for (let i = 0; i < 2; i++)
+      expect(detsim(['run', 'examples/forage-walkers.yaml', '--steps', '4', '--out', out]).status).toBe(0);
     const [a, b] = [join(out, 'forage-walkers-1'), join(out, 'forage-walkers-2')];
     // The two runs differ physically (pids, wall times) and still are the same run.
     expect(readFileSync(join(a, 'trace.jsonl'), 'utf8')).not.toBe(readFileSync(join(b, 'trace.jsonl'), 'utf8'));
@@ -21,15 +22,22 @@ describe('detsim diff', () => {
     const changed = join(out, 'changed');
     cpSync(b, changed, { recursive: true });
     const lines = readFileSync(join(changed, 'trace.jsonl'), 'utf8').split('\n');
-    const m = /"agentId":"([^"]+)","brainTicks":"[0-9]+","committedStep":"3","decision":\{"move":"([a-z]+)"/.exec(lines[2]!);
+    const m = /"agentId":"([^"]+)","brainTicks":"[0-9]+","committedStep":"3","decision":\{"move":"([a-z]+)"/.exec(
+      lines[2]!,
+    );
     expect(m).not.toBeNull();
     const other = m![2] === 'north' ? 'south' : 'north';
     lines[2] = lines[2]!.replace(m![0], m![0].replace(`"move":"${m![2]}"`, `"move":"${other}"`));
     writeFileSync(join(changed, 'trace.jsonl'), lines.join('\n'));
     const diff = detsim(['diff', a, changed]);
     expect(diff.status).toBe(1);
-    expect(diff.stdout).toContain(`first divergence at step 2 (agent ${m![1]}): steps[2].behaviour.agents[agentId=${m![1]}].decision.move: ${a} "${m![2]}", ${changed} "${other}"`);
-    const json = JSON.parse(detsim(['diff', a, changed, '--json']).stdout) as { same: boolean; divergence: { step: string; agentId: string } };
+    expect(diff.stdout).toContain(
+      `first divergence at step 2 (agent ${m![1]}): steps[2].behaviour.agents[agentId=${m![1]}].decision.move: ${a} "${m![2]}", ${changed} "${other}"`,
+    );
+    const json = JSON.parse(detsim(['diff', a, changed, '--json']).stdout) as {
+      same: boolean;
+      divergence: { step: string; agentId: string };
+    };
     expect(json).toMatchObject({ same: false, divergence: { step: '2', agentId: m![1] } });
 
     const missing = detsim(['diff', a, join(out, 'nope')]);

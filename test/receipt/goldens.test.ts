@@ -10,7 +10,13 @@ import oracle from 'canonicalize';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_GOLDEN_DIR, type Golden, exampleName, goldenCheck, readGolden } from '../../coordinator/receipt/goldens.js';
+import {
+  DEFAULT_GOLDEN_DIR,
+  type Golden,
+  exampleName,
+  goldenCheck,
+  readGolden,
+} from '../../coordinator/receipt/goldens.js';
 import { refusal } from '../refusal.js';
 import { writeReceipt } from '../../coordinator/receipt/receipt.js';
 import { defaultConfigs } from '../../coordinator/receipt/verify.js';
@@ -44,41 +50,71 @@ describe('golden ReproHashes of the examples', () => {
   });
 
   it('a changed behaviour fails the golden check even when the ReproHash was re-frozen', () => {
-    const g: Golden = { example: 'x', config: 'x.yaml', steps: 3, reproHash: '0123456789abcdef', behaviourDigest: 'a'.repeat(64), evidence_class: 'simulated', how: 'test' };
-    expect(goldenCheck('x', g, g.reproHash, g.behaviourDigest)).toMatchObject({ status: 'pass', reason: 'audit_golden_hit' });
+    const g: Golden = {
+      example: 'x',
+      config: 'x.yaml',
+      steps: 3,
+      reproHash: '0123456789abcdef',
+      behaviourDigest: 'a'.repeat(64),
+      evidence_class: 'simulated',
+      how: 'test',
+    };
+    expect(goldenCheck('x', g, g.reproHash, g.behaviourDigest)).toMatchObject({
+      status: 'pass',
+      reason: 'audit_golden_hit',
+    });
     const moved = goldenCheck('x', g, g.reproHash, 'b'.repeat(64));
-    expect(moved).toMatchObject({ status: 'fail', reason: 'audit_golden_mismatch', detail: { field: 'behaviourDigest', golden: 'a'.repeat(64), behaviourDigest: 'b'.repeat(64) } });
-    expect(goldenCheck('x', g, 'fedcba9876543210', g.behaviourDigest)).toMatchObject({ status: 'fail', reason: 'audit_golden_mismatch', detail: { golden: g.reproHash } });
+    expect(moved).toMatchObject({
+      status: 'fail',
+      reason: 'audit_golden_mismatch',
+      detail: { field: 'behaviourDigest', golden: 'a'.repeat(64), behaviourDigest: 'b'.repeat(64) },
+    });
+    expect(goldenCheck('x', g, 'fedcba9876543210', g.behaviourDigest)).toMatchObject({
+      status: 'fail',
+      reason: 'audit_golden_mismatch',
+      detail: { golden: g.reproHash },
+    });
   });
 
   it('a golden without behaviourDigest is refused naming the field (only --update-goldens may add it)', () => {
     const dir = mkdtempSync(join(tmpdir(), 'detsim-golden-old-'));
     const { behaviourDigest: _dropped, ...old } = readGolden(DEFAULT_GOLDEN_DIR, 'lif-pair')!;
     writeFileSync(join(dir, 'lif-pair.json'), `${JSON.stringify(old)}\n`);
-    expect(refusal(() => readGolden(dir, 'lif-pair'))).toMatchObject({ reason: 'struct_missing_field', field: 'behaviourDigest' });
+    expect(refusal(() => readGolden(dir, 'lif-pair'))).toMatchObject({
+      reason: 'struct_missing_field',
+      field: 'behaviourDigest',
+    });
     expect(readGolden(dir, 'lif-pair', { forUpdate: true })!.behaviourDigest).toBe('');
   });
 
   for (const config of examples) {
-    it(`D6: a fresh run of ${config} reproduces its golden ReproHash and behaviour digest`, { timeout: 600_000 }, async (ctx) => {
-      // An example with Rust agent workers needs the Rust worker binary: build it (a no-op when up
-      // to date) when cargo is here, else skip with the reason (npm test alone on a fresh clone).
-      if (loadConfig(config).workers.some((w) => w.runtime === 'rust')) {
-        if (rustWorkerSkip) return ctx.skip(rustWorkerSkip);
-        ensureRustWorker();
-      }
-      // Likewise a Python worker: the venv .ci/run makes (or $DETSIM_PYTHON); outside CI skip without one.
-      if (loadConfig(config).workers.some((w) => w.runtime === 'python')) {
-        if (pythonWorkerSkip) return ctx.skip(pythonWorkerSkip);
-        ensurePythonWorker();
-      }
-      const g = readGolden(DEFAULT_GOLDEN_DIR, exampleName(config))!;
-      const result = await runSession(config, { outDir: mkdtempSync(join(tmpdir(), 'detsim-golden-')), steps: g.steps, onWarning: () => undefined });
-      const w = writeReceipt(result.runDir);
-      expect(w.unknownFields).toEqual([]);
-      expect(w.reproHash).toBe(g.reproHash);
-      expect(result.behaviourDigest).toBe(g.behaviourDigest);
-      expect(independentBehaviourDigest(result.runDir)).toBe(g.behaviourDigest);
-    });
+    it(
+      `D6: a fresh run of ${config} reproduces its golden ReproHash and behaviour digest`,
+      { timeout: 600_000 },
+      async (ctx) => {
+        // An example with Rust agent workers needs the Rust worker binary: build it (a no-op when up
+        // to date) when cargo is here, else skip with the reason (npm test alone on a fresh clone).
+        if (loadConfig(config).workers.some((w) => w.runtime === 'rust')) {
+          if (rustWorkerSkip) return ctx.skip(rustWorkerSkip);
+          ensureRustWorker();
+        }
+        // Likewise a Python worker: the venv .ci/run makes (or $DETSIM_PYTHON); outside CI skip without one.
+        if (loadConfig(config).workers.some((w) => w.runtime === 'python')) {
+          if (pythonWorkerSkip) return ctx.skip(pythonWorkerSkip);
+          ensurePythonWorker();
+        }
+        const g = readGolden(DEFAULT_GOLDEN_DIR, exampleName(config))!;
+        const result = await runSession(config, {
+          outDir: mkdtempSync(join(tmpdir(), 'detsim-golden-')),
+          steps: g.steps,
+          onWarning: () => undefined,
+        });
+        const w = writeReceipt(result.runDir);
+        expect(w.unknownFields).toEqual([]);
+        expect(w.reproHash).toBe(g.reproHash);
+        expect(result.behaviourDigest).toBe(g.behaviourDigest);
+        expect(independentBehaviourDigest(result.runDir)).toBe(g.behaviourDigest);
+      },
+    );
   }
 });

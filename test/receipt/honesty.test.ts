@@ -30,17 +30,25 @@ describe('evidence classes (D8)', () => {
     expect(r.reproHash).toBe(w.reproHash);
     // A measured receipt carries its source and time, and they stay out of the hash.
     const m = writeReceipt(dir, { evidence: measured('npm run bench -- lockstep', '2026-11-29T17:00:00.000Z') });
-    expect(readReceipt(m.receiptPath)).toMatchObject({ evidence_class: 'measured', measure_source: 'npm run bench -- lockstep', measure_ts: '2026-11-29T17:00:00.000Z' });
+    expect(readReceipt(m.receiptPath)).toMatchObject({
+      evidence_class: 'measured',
+      measure_source: 'npm run bench -- lockstep',
+      measure_ts: '2026-11-29T17:00:00.000Z',
+    });
     expect(m.honesty).toEqual([]);
   });
 
   it('D8: H1 for measured without source or time, H2 for a missing or invalid class', () => {
-    expect(honestyWarnings({ evidence_class: 'measured', measure_source: null, measure_ts: '2026-01-01T00:00:00Z' })).toEqual([
-      { check: 'H1', reason: 'hon_measured_no_source', message: 'receipt: measured without measure_source' },
-    ]);
-    expect(honestyWarnings({ evidence_class: 'measured', measure_source: 'bench', measure_ts: null }).map((w) => w.reason)).toEqual(['hon_measured_no_ts']);
+    expect(
+      honestyWarnings({ evidence_class: 'measured', measure_source: null, measure_ts: '2026-01-01T00:00:00Z' }),
+    ).toEqual([{ check: 'H1', reason: 'hon_measured_no_source', message: 'receipt: measured without measure_source' }]);
+    expect(
+      honestyWarnings({ evidence_class: 'measured', measure_source: 'bench', measure_ts: null }).map((w) => w.reason),
+    ).toEqual(['hon_measured_no_ts']);
     expect(honestyWarnings({ evidence_class: 'third_party', measure_source: '' }).map((w) => w.check)).toEqual(['H1']);
-    expect(honestyWarnings({ evidence_class: 'simulated', measure_source: 'x', measure_ts: null }).map((w) => w.reason)).toEqual(['hon_simulated_with_measure']);
+    expect(
+      honestyWarnings({ evidence_class: 'simulated', measure_source: 'x', measure_ts: null }).map((w) => w.reason),
+    ).toEqual(['hon_simulated_with_measure']);
     expect(honestyWarnings({}).map((w) => [w.check, w.reason])).toEqual([['H2', 'hon_missing_evidence_class']]);
     expect(honestyWarnings({ evidence_class: 'guessed' }).map((w) => w.check)).toEqual(['H2']);
     expect(honestyWarnings({ evidence_class: 'third_party', measure_source: 'https://example.org/paper' })).toEqual([]);

@@ -22,7 +22,17 @@ const good = {
 
 // Bad inputs across config admission, canonical JSON and scalars, each refused by a decision.
 const BAD: [string, () => unknown][] = [
-  ['duplicate agent id', () => resolveConfig({ ...good, agents: [{ id: 'a0', model: 'walker' }, { id: 'a0', model: 'walker' }] })],
+  [
+    'duplicate agent id',
+    () =>
+      resolveConfig({
+        ...good,
+        agents: [
+          { id: 'a0', model: 'walker' },
+          { id: 'a0', model: 'walker' },
+        ],
+      }),
+  ],
   ['bad master seed', () => resolveConfig({ ...good, masterSeed: '007' })],
   ['unknown config field', () => resolveConfig({ ...good, colour: 'red' })],
   ['unknown model', () => resolveConfig({ ...good, agents: [{ id: 'a0', model: 'nope' }] })],
@@ -72,7 +82,10 @@ describe('reason codes (D7)', () => {
     const codes = Object.keys(REASONS) as ReasonCode[];
     expect(codes.length).toBeGreaterThan(30);
     for (const c of codes) {
-      expect(FAMILIES.some((f) => c.startsWith(f)), c).toBe(true);
+      expect(
+        FAMILIES.some((f) => c.startsWith(f)),
+        c,
+      ).toBe(true);
       expect(c, c).toMatch(/^[a-z][a-z0-9_]*$/);
       expect(Object.keys(LAYER_NAMES), c).toContain(REASONS[c].layer);
       expect(REASONS[c].summary.length, c).toBeGreaterThan(0);
@@ -83,12 +96,18 @@ describe('reason codes (D7)', () => {
 
   it('docs/reasons.md is the generated list (regenerate: npx detsim reasons --markdown > docs/reasons.md)', () => {
     const docs = readFileSync(new URL('../../docs/reasons.md', import.meta.url), 'utf8');
-    expect(docs, 'docs/reasons.md is stale: run `npx detsim reasons --markdown > docs/reasons.md`').toBe(reasonsMarkdown());
+    expect(docs, 'docs/reasons.md is stale: run `npx detsim reasons --markdown > docs/reasons.md`').toBe(
+      reasonsMarkdown(),
+    );
   });
 });
 
 describe('publishing (detsim reasons, detsim fields)', () => {
-  const cli = (args: string[]) => spawnSync(process.execPath, ['--import', 'tsx', 'coordinator/cli/main.ts', ...args], { encoding: 'utf8', timeout: 60_000 });
+  const cli = (args: string[]) =>
+    spawnSync(process.execPath, ['--import', 'tsx', 'coordinator/cli/main.ts', ...args], {
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
 
   it('detsim reasons prints every code once with its layer; --markdown is docs/reasons.md', () => {
     const r = cli(['reasons']);
@@ -96,7 +115,9 @@ describe('publishing (detsim reasons, detsim fields)', () => {
     const lines = r.stdout.trim().split('\n');
     expect(lines.map((l) => l.split('\t')[0]).sort()).toEqual(Object.keys(REASONS).sort());
     for (const l of lines) expect(l).toMatch(/^[a-z_0-9]+\tL[1-8] [a-z]+\t.+$/);
-    expect(cli(['reasons', '--markdown']).stdout).toBe(readFileSync(new URL('../../docs/reasons.md', import.meta.url), 'utf8').replace(/\n$/, '') + '\n');
+    expect(cli(['reasons', '--markdown']).stdout).toBe(
+      readFileSync(new URL('../../docs/reasons.md', import.meta.url), 'utf8').replace(/\n$/, '') + '\n',
+    );
   });
 
   it('D1: detsim fields publishes the whole classification table', () => {

@@ -13,7 +13,19 @@ function verifyWith(goldenDir: string, extra: string[] = []) {
   const dir = mkdtempSync(join(tmpdir(), 'detsim-verify-in-'));
   const out = join(dir, 'reports');
   const runs = join(dir, 'runs');
-  const r = detsimCli(['verify', '--config', CONFIG, '--golden-dir', goldenDir, '--out', out, '--runs-dir', runs, '--no-golden-marker', ...extra]);
+  const r = detsimCli([
+    'verify',
+    '--config',
+    CONFIG,
+    '--golden-dir',
+    goldenDir,
+    '--out',
+    out,
+    '--runs-dir',
+    runs,
+    '--no-golden-marker',
+    ...extra,
+  ]);
   return { r, untouched: () => expect([existsSync(out), existsSync(runs)]).toEqual([false, false]) };
 }
 

@@ -35,7 +35,9 @@ describe('detsim store', () => {
     expect(r.status).toBe(0);
     const out = JSON.parse(r.stdout);
     expect(out.highWater).toBe('ckpt-2');
-    expect(out.generations.map((g: { checkpointId: string; highWater: boolean }) => [g.checkpointId, g.highWater])).toEqual([
+    expect(
+      out.generations.map((g: { checkpointId: string; highWater: boolean }) => [g.checkpointId, g.highWater]),
+    ).toEqual([
       ['ckpt-1', false],
       ['ckpt-2', true],
     ]);
@@ -55,10 +57,15 @@ describe('detsim store', () => {
     expect(bad.status).toBe(1);
     expect(bad.stderr).toContain('[audit_generation_length] generation ckpt-1 (ckpt-1.flysess) fails check byteLength');
     expect(bad.stdout).toContain('ok\tckpt-2');
-    await writeFile(join(dir, 'manifest.json'), '{"generations":[],"highWater":"ckpt-1","stateFormatId":"flysess-1","storeManifestVersion":1}');
+    await writeFile(
+      join(dir, 'manifest.json'),
+      '{"generations":[],"highWater":"ckpt-1","stateFormatId":"flysess-1","storeManifestVersion":1}',
+    );
     const broken = detsim('store', 'verify', dir);
     expect(broken.status).toBe(1);
-    expect(broken.stderr.trim()).toMatch(/^detsim: \[struct_store_high_water\] .*manifest.json: manifest.highWater "ckpt-1" names no listed generation/);
+    expect(broken.stderr.trim()).toMatch(
+      /^detsim: \[struct_store_high_water\] .*manifest.json: manifest.highWater "ckpt-1" names no listed generation/,
+    );
   });
 
   it('gc lists what it removes; ls of a missing directory is a one-line input error', async () => {
@@ -78,7 +85,9 @@ describe('detsim store: a lost manifest, and gc of a live run through another pa
     await rm(join(dir, 'manifest.json'));
     const v = detsim('store', 'verify', dir);
     expect(v.status).toBe(1);
-    expect(v.stderr).toMatch(/^detsim: \[audit_store_manifest_missing\] .*manifest.json is missing but 2 generation file\(s\) are present \(ckpt-1.flysess ckpt-2.flysess\)/m);
+    expect(v.stderr).toMatch(
+      /^detsim: \[audit_store_manifest_missing\] .*manifest.json is missing but 2 generation file\(s\) are present \(ckpt-1.flysess ckpt-2.flysess\)/m,
+    );
     expect(v.stdout).not.toContain('verified');
     const ls = detsim('store', 'ls', dir);
     expect(ls.status).toBe(0);
@@ -86,7 +95,7 @@ describe('detsim store: a lost manifest, and gc of a live run through another pa
     expect(ls.stdout).toContain('unreferenced (never restore candidates): ckpt-1.flysess ckpt-2.flysess');
   });
 
-  it('gc through a symlink to a live run\'s store is refused under the run lock and deletes nothing; once the run is gone it proceeds', async () => {
+  it("gc through a symlink to a live run's store is refused under the run lock and deletes nothing; once the run is gone it proceeds", async () => {
     // A run directory: run.json beside the store (the store of beforeEach moved in), a live holder of run.lock.
     const runDir = await tempDir('cli-run');
     await rename(dir, join(runDir, 'store'));
@@ -94,14 +103,19 @@ describe('detsim store: a lost manifest, and gc of a live run through another pa
     await writeFile(join(runDir, 'store', 'tmp-ckpt-3.flysess'), 'in flight');
     await copyFile(join(runDir, 'store', 'ckpt-1.flysess'), join(runDir, 'store', 'ckpt-9.flysess'));
     const holder = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 600000)'], { stdio: 'ignore' });
-    await writeFile(join(runDir, 'run.lock'), `${JSON.stringify({ pid: holder.pid, hostname: hostname(), command: 'detsim run' })}\n`);
+    await writeFile(
+      join(runDir, 'run.lock'),
+      `${JSON.stringify({ pid: holder.pid, hostname: hostname(), command: 'detsim run' })}\n`,
+    );
     const link = join(await tempDir('cli-link'), 'checkpoints');
     await symlink(join(runDir, 'store'), link);
     try {
       const before = (await readdir(join(runDir, 'store'))).sort();
       const refused = detsim('store', 'gc', link);
       expect(refused.status).toBe(2);
-      expect(refused.stderr.trim()).toMatch(new RegExp(`^detsim: \\[perm_run_dir_locked\\] .*in use by detsim run \\(pid ${holder.pid} `));
+      expect(refused.stderr.trim()).toMatch(
+        new RegExp(`^detsim: \\[perm_run_dir_locked\\] .*in use by detsim run \\(pid ${holder.pid} `),
+      );
       expect((await readdir(join(runDir, 'store'))).sort()).toEqual(before);
     } finally {
       holder.kill('SIGKILL');
@@ -118,7 +132,8 @@ describe('detsim store: a lost manifest, and gc of a live run through another pa
 describe('detsim ledger verify', () => {
   it('exits 0 on an intact ledger, 1 naming a changed line, 2 without a ledger', async () => {
     const ledger = await Ledger.open(dir);
-    for (const n of [1, 2, 3]) await ledger.append({ event: 'committed', checkpointId: `ckpt-${n}`, boundary: String(n), epoch: 'e1' });
+    for (const n of [1, 2, 3])
+      await ledger.append({ event: 'committed', checkpointId: `ckpt-${n}`, boundary: String(n), epoch: 'e1' });
     const ok = detsim('ledger', 'verify', dir);
     expect(ok.status).toBe(0);
     expect(ok.stdout).toContain('3 line(s), hash chain intact');

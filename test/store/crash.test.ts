@@ -14,7 +14,9 @@ import { makeCheckpoint, removeDir, tempDir } from './helpers.js';
 const CHILD = fileURLToPath(new URL('./children/crash-commit.ts', import.meta.url));
 const BIG = WRITE_SLICE + 4096; // two slices, so 'generation-temp-partial' leaves a really partial file
 
-function runChild(args: string[]): Promise<{ code: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string }> {
+function runChild(
+  args: string[],
+): Promise<{ code: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, ['--import', 'tsx', CHILD, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
@@ -53,12 +55,17 @@ describe('a process killed after each commit step', () => {
       const store = await CheckpointStore.open(dir, { keep: 2 });
       const committed = index >= committedAt;
       expect(store.highWater()?.checkpointId).toBe(committed ? 'ckpt-3' : 'ckpt-2');
-      expect(store.generations().map((g) => g.checkpointId)).toEqual(committed ? ['ckpt-2', 'ckpt-3'] : ['ckpt-1', 'ckpt-2']);
+      expect(store.generations().map((g) => g.checkpointId)).toEqual(
+        committed ? ['ckpt-2', 'ckpt-3'] : ['ckpt-1', 'ckpt-2'],
+      );
       const report = await store.verify();
       expect(report.generations.filter((g) => !g.ok)).toEqual([]);
       // Every listed generation is whole: exactly the bytes the encoder produced.
       for (const g of store.generations()) {
-        const expected = g.checkpointId === 'ckpt-3' ? makeCheckpoint('ckpt-3', 3, { payloadBytes: BIG }) : makeCheckpoint(g.checkpointId, Number(g.boundary));
+        const expected =
+          g.checkpointId === 'ckpt-3'
+            ? makeCheckpoint('ckpt-3', 3, { payloadBytes: BIG })
+            : makeCheckpoint(g.checkpointId, Number(g.boundary));
         const loaded = await store.load(g.checkpointId);
         expect(loaded.envelope.envelopeDigest).toBe(expected.encoded.envelopeDigest);
       }
@@ -68,7 +75,8 @@ describe('a process killed after each commit step', () => {
       expect(existsSync(join(dir, 'ckpt-3.flysess'))).toBe(renamed);
       // Before the rename the temp file is left behind (really half-written at the partial step).
       expect(existsSync(join(dir, 'tmp-ckpt-3.flysess'))).toBe(!renamed);
-      if (step === 'generation-temp-partial') expect((await stat(join(dir, 'tmp-ckpt-3.flysess'))).size).toBeLessThan(BIG);
+      if (step === 'generation-temp-partial')
+        expect((await stat(join(dir, 'tmp-ckpt-3.flysess'))).size).toBeLessThan(BIG);
       // The store goes on: the next commit overwrites stale temporaries and succeeds.
       const next = makeCheckpoint('ckpt-4', 4);
       await store.commit(next.identity, next.encoded);

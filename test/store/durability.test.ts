@@ -25,7 +25,9 @@ afterEach(() => {
 /** open/fsync/rename/unlink as short lines, paths relative to `dir` ('.' is the directory itself). */
 function sequence(ops: readonly RealOp[], dir: string): string[] {
   const rel = (p: string) => (p === dir ? '.' : p.startsWith(`${dir}/`) ? p.slice(dir.length + 1) : basename(p));
-  return ops.filter((o) => o.kind !== 'write' && o.kind !== 'close').map((o) => `${o.kind} ${rel(o.path)}${o.to ? ` -> ${rel(o.to)}` : ''}`);
+  return ops
+    .filter((o) => o.kind !== 'write' && o.kind !== 'close')
+    .map((o) => `${o.kind} ${rel(o.path)}${o.to ? ` -> ${rel(o.to)}` : ''}`);
 }
 
 describe('durability: the real fs calls of a commit', () => {
@@ -59,7 +61,9 @@ describe('durability: the real fs calls of a commit', () => {
       ]);
       // Each fsync came after the file's bytes: the writes precede it.
       const firstFsync = ops.findIndex((o) => o.kind === 'fsync');
-      expect(ops.slice(0, firstFsync).some((o) => o.kind === 'write' && o.path === join(dir, 'tmp-ckpt-3.flysess'))).toBe(true);
+      expect(
+        ops.slice(0, firstFsync).some((o) => o.kind === 'write' && o.path === join(dir, 'tmp-ckpt-3.flysess')),
+      ).toBe(true);
       expect(durabilityViolations(ops)).toEqual([]);
     } finally {
       await removeDir(dir);
@@ -78,49 +82,82 @@ describe('durability: the real fs calls of a commit', () => {
       { kind: 'fsync', path: `${d}/log` },
     ];
     expect(durabilityViolations(good, [`${d}/log`])).toEqual([]);
-    expect(durabilityViolations(good.filter((_, i) => i !== 2), [`${d}/log`])).toEqual([`${d}/tmp-a renamed without an fsync of that file after its last write`]);
-    expect(durabilityViolations(good.filter((_, i) => i !== 4), [`${d}/log`])).toEqual([`directory ${d} not fsynced after renaming to ${d}/a`]);
-    expect(durabilityViolations(good.filter((_, i) => i !== 6), [`${d}/log`])).toEqual([`${d}/log not fsynced after its last write`]);
+    expect(
+      durabilityViolations(
+        good.filter((_, i) => i !== 2),
+        [`${d}/log`],
+      ),
+    ).toEqual([`${d}/tmp-a renamed without an fsync of that file after its last write`]);
+    expect(
+      durabilityViolations(
+        good.filter((_, i) => i !== 4),
+        [`${d}/log`],
+      ),
+    ).toEqual([`directory ${d} not fsynced after renaming to ${d}/a`]);
+    expect(
+      durabilityViolations(
+        good.filter((_, i) => i !== 6),
+        [`${d}/log`],
+      ),
+    ).toEqual([`${d}/log not fsynced after its last write`]);
     // An fsync of the file BEFORE its last write does not count.
     const early: RealOp[] = [good[0]!, good[2]!, good[1]!, ...good.slice(3)];
-    expect(durabilityViolations(early)).toEqual([`${d}/tmp-a renamed without an fsync of that file after its last write`]);
+    expect(durabilityViolations(early)).toEqual([
+      `${d}/tmp-a renamed without an fsync of that file after its last write`,
+    ]);
   });
 
-  it('a real checkpointed run: run.json, summary.json, every generation and manifest, the trace and the ledger are synced in order', { timeout: 120_000 }, async () => {
-    const out = tmpOut('detsim-durable-run-');
-    recorder = await FsRecorder.start();
-    const plan = loadPlan(join('test', 'receipt', 'fixtures', 'tiny-walkers.yaml'));
-    const result = await runSession(plan, { outDir: out, steps: 5, onWarning: () => undefined, logLevel: 'warn', extension: new CheckpointRun({ every: 2, keep: 1 }) });
-    recorder.stop();
-    const runDir = result.runDir;
-    const ops = recorder.under(runDir);
-    const trace = join(runDir, 'trace.jsonl');
-    const ledger = join(runDir, 'ledger.jsonl');
-    expect(durabilityViolations(ops, [trace, ledger])).toEqual([]);
+  it(
+    'a real checkpointed run: run.json, summary.json, every generation and manifest, the trace and the ledger are synced in order',
+    { timeout: 120_000 },
+    async () => {
+      const out = tmpOut('detsim-durable-run-');
+      recorder = await FsRecorder.start();
+      const plan = loadPlan(join('test', 'receipt', 'fixtures', 'tiny-walkers.yaml'));
+      const result = await runSession(plan, {
+        outDir: out,
+        steps: 5,
+        onWarning: () => undefined,
+        logLevel: 'warn',
+        extension: new CheckpointRun({ every: 2, keep: 1 }),
+      });
+      recorder.stop();
+      const runDir = result.runDir;
+      const ops = recorder.under(runDir);
+      const trace = join(runDir, 'trace.jsonl');
+      const ledger = join(runDir, 'ledger.jsonl');
+      expect(durabilityViolations(ops, [trace, ledger])).toEqual([]);
 
-    const renamesTo = (name: string) => ops.filter((o) => o.kind === 'rename' && o.to !== undefined && basename(o.to) === name).length;
-    expect(renamesTo('run.json')).toBe(1);
-    expect(renamesTo('summary.json')).toBe(1);
-    expect(renamesTo('ledger.head.json')).toBeGreaterThan(0);
-    for (const step of [2, 4]) expect(renamesTo(`ckpt-e1-${step}.flysess`), `ckpt-e1-${step}`).toBe(1);
-    expect(renamesTo('manifest.json')).toBe(2);
-    expect(ops.filter((o) => o.kind === 'unlink' && basename(o.path) === 'ckpt-e1-2.flysess')).toHaveLength(1); // keep 1: rotated
+      const renamesTo = (name: string) =>
+        ops.filter((o) => o.kind === 'rename' && o.to !== undefined && basename(o.to) === name).length;
+      expect(renamesTo('run.json')).toBe(1);
+      expect(renamesTo('summary.json')).toBe(1);
+      expect(renamesTo('ledger.head.json')).toBeGreaterThan(0);
+      for (const step of [2, 4]) expect(renamesTo(`ckpt-e1-${step}.flysess`), `ckpt-e1-${step}`).toBe(1);
+      expect(renamesTo('manifest.json')).toBe(2);
+      expect(ops.filter((o) => o.kind === 'unlink' && basename(o.path) === 'ckpt-e1-2.flysess')).toHaveLength(1); // keep 1: rotated
 
-    // A checkpoint never outlives its trace lines: before each generation is renamed into place,
-    // trace.jsonl was fsynced after the write of that boundary's line.
-    const traceWrites = ops.map((o, i) => (o.kind === 'write' && o.path === trace ? i : -1)).filter((i) => i >= 0);
-    expect(traceWrites).toHaveLength(5);
-    for (const step of [2, 4]) {
-      const at = ops.findIndex((o) => o.kind === 'rename' && o.to !== undefined && basename(o.to) === `ckpt-e1-${step}.flysess`);
-      const lineWritten = traceWrites[step - 1]!;
-      expect(lineWritten, `trace line ${step} written before ckpt-e1-${step}`).toBeLessThan(at);
-      expect(ops.slice(lineWritten + 1, at).some((o) => o.kind === 'fsync' && o.path === trace), `trace.jsonl fsynced before ckpt-e1-${step} is published`).toBe(true);
-    }
-    // Step 5 is past the last checkpoint: only closing the trace fsyncs its line (checked above
-    // by the append-only rule; here explicitly).
-    expect(ops.slice(traceWrites[4]! + 1).some((o) => o.kind === 'fsync' && o.path === trace)).toBe(true);
-    // The ledger's first line creates the file: the run directory is fsynced after it.
-    const firstLedgerWrite = ops.findIndex((o) => o.kind === 'write' && o.path === ledger);
-    expect(ops.slice(firstLedgerWrite).some((o) => o.kind === 'fsync' && o.path === runDir)).toBe(true);
-  });
+      // A checkpoint never outlives its trace lines: before each generation is renamed into place,
+      // trace.jsonl was fsynced after the write of that boundary's line.
+      const traceWrites = ops.map((o, i) => (o.kind === 'write' && o.path === trace ? i : -1)).filter((i) => i >= 0);
+      expect(traceWrites).toHaveLength(5);
+      for (const step of [2, 4]) {
+        const at = ops.findIndex(
+          (o) => o.kind === 'rename' && o.to !== undefined && basename(o.to) === `ckpt-e1-${step}.flysess`,
+        );
+        const lineWritten = traceWrites[step - 1]!;
+        expect(lineWritten, `trace line ${step} written before ckpt-e1-${step}`).toBeLessThan(at);
+        expect(
+          ops.slice(lineWritten + 1, at).some((o) => o.kind === 'fsync' && o.path === trace),
+          `trace.jsonl fsynced before ckpt-e1-${step} is published`,
+        ).toBe(true);
+      }
+      // Step 5 is past the last checkpoint: only closing the trace fsyncs its line (checked above
+      // by the append-only rule; here explicitly).
+      expect(ops.slice(traceWrites[4]! + 1).some((o) => o.kind === 'fsync' && o.path === trace)).toBe(true);
+      // The ledger's first line creates the file: the run directory is fsynced after it.
+      const firstLedgerWrite = ops.findIndex((o) => o.kind === 'write' && o.path === ledger);
+      expect(ops.slice(firstLedgerWrite).some((o) => o.kind === 'fsync' && o.path === runDir)).toBe(true);
+    },
+  );
 });

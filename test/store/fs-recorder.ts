@@ -78,24 +78,33 @@ export class FsRecorder {
       rec.record('unlink', resolve(path));
       return unlink(path);
     });
-    this.wrap(proto, 'sync', (sync) =>
-      function (this: { fd: number }) {
-        rec.record('fsync', pathOf(this.fd));
-        return sync.call(this);
-      },
+    this.wrap(
+      proto,
+      'sync',
+      (sync) =>
+        function (this: { fd: number }) {
+          rec.record('fsync', pathOf(this.fd));
+          return sync.call(this);
+        },
     );
-    this.wrap(proto, 'write', (write) =>
-      function (this: { fd: number }, ...args: unknown[]) {
-        rec.record('write', pathOf(this.fd));
-        return write.apply(this, args);
-      },
+    this.wrap(
+      proto,
+      'write',
+      (write) =>
+        function (this: { fd: number }, ...args: unknown[]) {
+          rec.record('write', pathOf(this.fd));
+          return write.apply(this, args);
+        },
     );
-    this.wrap(proto, 'close', (close) =>
-      function (this: { fd: number }) {
-        const fd = this.fd;
-        rec.record('close', pathOf(fd));
-        return close.call(this).finally(() => rec.fdPath.delete(fd));
-      },
+    this.wrap(
+      proto,
+      'close',
+      (close) =>
+        function (this: { fd: number }) {
+          const fd = this.fd;
+          rec.record('close', pathOf(fd));
+          return close.call(this).finally(() => rec.fdPath.delete(fd));
+        },
     );
     // node:fs synchronous calls (durable-file.ts, run-dir.ts).
     const sync = fs as unknown as Record<string, unknown>;
@@ -151,7 +160,8 @@ export class FsRecorder {
 export function durabilityViolations(ops: readonly RealOp[], appendOnly: readonly string[] = []): string[] {
   const problems: string[] = [];
   const dirOf = (p: string) => p.slice(0, p.lastIndexOf('/'));
-  const fsyncOf = (path: string, from: number, to: number) => ops.slice(from, to).some((o) => o.kind === 'fsync' && o.path === path);
+  const fsyncOf = (path: string, from: number, to: number) =>
+    ops.slice(from, to).some((o) => o.kind === 'fsync' && o.path === path);
   const lastWrite = (path: string, before: number) => {
     for (let i = before - 1; i >= 0; i--) if (ops[i]!.kind === 'write' && ops[i]!.path === path) return i;
     return -1;
@@ -159,14 +169,17 @@ export function durabilityViolations(ops: readonly RealOp[], appendOnly: readonl
   ops.forEach((op, i) => {
     if (op.kind === 'rename') {
       const w = lastWrite(op.path, i);
-      if (w < 0 || !fsyncOf(op.path, w + 1, i)) problems.push(`${op.path} renamed without an fsync of that file after its last write`);
+      if (w < 0 || !fsyncOf(op.path, w + 1, i))
+        problems.push(`${op.path} renamed without an fsync of that file after its last write`);
       // Before the next rename into the same directory (a manifest must not be published before
       // the generation it names is durably in the directory); renames elsewhere may interleave.
       const dir = dirOf(op.to!);
       const next = ops.findIndex((o, j) => j > i && o.kind === 'rename' && dirOf(o.to!) === dir);
-      if (!fsyncOf(dir, i + 1, next < 0 ? ops.length : next)) problems.push(`directory ${dir} not fsynced after renaming to ${op.to}`);
+      if (!fsyncOf(dir, i + 1, next < 0 ? ops.length : next))
+        problems.push(`directory ${dir} not fsynced after renaming to ${op.to}`);
     }
-    if (op.kind === 'unlink' && !fsyncOf(dirOf(op.path), i + 1, ops.length)) problems.push(`directory ${dirOf(op.path)} not fsynced after unlinking ${op.path}`);
+    if (op.kind === 'unlink' && !fsyncOf(dirOf(op.path), i + 1, ops.length))
+      problems.push(`directory ${dirOf(op.path)} not fsynced after unlinking ${op.path}`);
   });
   for (const path of appendOnly) {
     const w = lastWrite(path, ops.length);

@@ -3,7 +3,13 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { encodeEnvelopeParts, layoutEnvelope, sealEnvelopeAsync, type EncodedEnvelopeParts, type EnvelopePayloadInput } from '../../core/formats/envelope.js';
+import {
+  encodeEnvelopeParts,
+  layoutEnvelope,
+  sealEnvelopeAsync,
+  type EncodedEnvelopeParts,
+  type EnvelopePayloadInput,
+} from '../../core/formats/envelope.js';
 import { sha256Hex } from '../../core/formats/canonical-json.js';
 import { generationIdentityOf, type GenerationIdentity } from '../../coordinator/store/store.js';
 import type { SaveJob } from '../../coordinator/store/writer.js';
@@ -19,7 +25,11 @@ export interface TestCheckpoint {
 }
 
 /** A complete, valid checkpoint manifest for a one-agent session; `payloadBytes` sizes the agent payload. */
-export function makeCheckpoint(checkpointId: string, step: number, opts: { epoch?: string; payloadBytes?: number; fill?: number } = {}): TestCheckpoint {
+export function makeCheckpoint(
+  checkpointId: string,
+  step: number,
+  opts: { epoch?: string; payloadBytes?: number; fill?: number } = {},
+): TestCheckpoint {
   const agentBytes = Buffer.alloc(opts.payloadBytes ?? 64, opts.fill ?? step & 0xff);
   const manifest = {
     envelopeVersion: 1,
@@ -38,7 +48,9 @@ export function makeCheckpoint(checkpointId: string, step: number, opts: { epoch
       parserDigest: D('parser'),
       stateFormatId: 'flysess-1',
     },
-    agents: [{ agentId: 'fly-a', profileDigest: D('profile'), seed: 7, brainTicks: String(step), payload: 'agent-fly-a' }],
+    agents: [
+      { agentId: 'fly-a', profileDigest: D('profile'), seed: 7, brainTicks: String(step), payload: 'agent-fly-a' },
+    ],
     coordinator: { taskLedger: 'task-ledger' },
     environment: { workerId: 'env', payload: 'world' },
     helperState: [],
@@ -61,8 +73,15 @@ export function jobOf(c: TestCheckpoint, replaceable = false): SaveJob {
  * its producers reported (`reported` overrides one, e.g. a lie), sealed by the writer.
  */
 export function deferredJobOf(c: TestCheckpoint, reported: Record<string, string> = {}): SaveJob {
-  const draft = layoutEnvelope(c.manifest, c.payloads.map((p) => ({ ...p, digest: reported[p.name] ?? sha256Hex(p.bytes) })));
-  return { identity: c.identity, envelope: { byteLength: draft.byteLength, seal: () => sealEnvelopeAsync(draft) }, replaceable: false };
+  const draft = layoutEnvelope(
+    c.manifest,
+    c.payloads.map((p) => ({ ...p, digest: reported[p.name] ?? sha256Hex(p.bytes) })),
+  );
+  return {
+    identity: c.identity,
+    envelope: { byteLength: draft.byteLength, seal: () => sealEnvelopeAsync(draft) },
+    replaceable: false,
+  };
 }
 
 export async function tempDir(label: string): Promise<string> {

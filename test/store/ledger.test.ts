@@ -6,7 +6,14 @@ import { join } from 'node:path';
 import fc from 'fast-check';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { DetsimError } from '../../core/formats/errors.js';
-import { LEDGER_FILE, LEDGER_GENESIS, LEDGER_HEAD_FILE, Ledger, verifyLedger, verifyLedgerBytes } from '../../coordinator/store/ledger.js';
+import {
+  LEDGER_FILE,
+  LEDGER_GENESIS,
+  LEDGER_HEAD_FILE,
+  Ledger,
+  verifyLedger,
+  verifyLedgerBytes,
+} from '../../coordinator/store/ledger.js';
 import { removeDir, tempDir } from './helpers.js';
 
 let dir: string;
@@ -26,7 +33,13 @@ async function writeRun(): Promise<void> {
     ledger.append({ event: 'run', sessionId: 'demo', epoch: 'e1', detail: { steps: '10' } }),
     ledger.append({ event: 'captured', checkpointId: 'ckpt-2', boundary: '2', epoch: 'e1' }),
     ledger.append({ event: 'queued', checkpointId: 'ckpt-2', boundary: '2', epoch: 'e1' }),
-    ledger.append({ event: 'committed', checkpointId: 'ckpt-2', boundary: '2', epoch: 'e1', detail: { generation: 'ckpt-2.flysess' } }),
+    ledger.append({
+      event: 'committed',
+      checkpointId: 'ckpt-2',
+      boundary: '2',
+      epoch: 'e1',
+      detail: { generation: 'ckpt-2.flysess' },
+    }),
     ledger.append({ event: 'restored', checkpointId: 'ckpt-2', boundary: '2', epoch: 'e2' }),
   ];
   await Promise.all(all);
@@ -45,7 +58,14 @@ describe('ledger.jsonl', () => {
     const ls = await lines();
     expect(LEDGER_GENESIS).toBe(sha('detsim/ledger-v1/genesis\n'));
     expect(ls.map((l) => JSON.parse(l).event)).toEqual(['run', 'captured', 'queued', 'committed', 'restored']);
-    expect(JSON.parse(ls[0]!)).toEqual({ event: 'run', sessionId: 'demo', epoch: 'e1', detail: { steps: '10' }, seq: '1', prev: LEDGER_GENESIS });
+    expect(JSON.parse(ls[0]!)).toEqual({
+      event: 'run',
+      sessionId: 'demo',
+      epoch: 'e1',
+      detail: { steps: '10' },
+      seq: '1',
+      prev: LEDGER_GENESIS,
+    });
     for (let i = 1; i < ls.length; i++) {
       expect(JSON.parse(ls[i]!).prev).toBe(sha(ls[i - 1]!));
       expect(JSON.parse(ls[i]!).seq).toBe(String(i + 1));
@@ -57,21 +77,63 @@ describe('ledger.jsonl', () => {
     await writeRun();
     const again = await Ledger.open(dir);
     expect(again.length).toBe(5);
-    await again.append({ event: 'failed', checkpointId: 'ckpt-4', boundary: '4', epoch: 'e2', detail: { reason: 'generation_write_failed' } });
+    await again.append({
+      event: 'failed',
+      checkpointId: 'ckpt-4',
+      boundary: '4',
+      epoch: 'e2',
+      detail: { reason: 'generation_write_failed' },
+    });
     const ls = await lines();
     expect(JSON.parse(ls[5]!).prev).toBe(sha(ls[4]!));
     expect((await verifyLedger(dir)).ok).toBe(true);
   });
 
   const tampers: { name: string; edit: (ls: string[]) => string[]; line: number; reason: string }[] = [
-    { name: 'a changed first line', edit: (ls) => [ls[0]!.replace('"steps":"10"', '"steps":"11"'), ...ls.slice(1)], line: 1, reason: 'audit_ledger_chain' },
-    { name: 'a changed middle line', edit: (ls) => ls.map((l, i) => (i === 2 ? l.replace('"ckpt-2"', '"ckpt-3"') : l)), line: 3, reason: 'audit_ledger_chain' },
-    { name: 'a changed last line', edit: (ls) => ls.map((l, i) => (i === 4 ? l.replace('"e2"', '"e9"') : l)), line: 5, reason: 'audit_ledger_chain' },
-    { name: 'a removed middle line', edit: (ls) => ls.filter((_, i) => i !== 2), line: 3, reason: 'audit_ledger_chain' },
+    {
+      name: 'a changed first line',
+      edit: (ls) => [ls[0]!.replace('"steps":"10"', '"steps":"11"'), ...ls.slice(1)],
+      line: 1,
+      reason: 'audit_ledger_chain',
+    },
+    {
+      name: 'a changed middle line',
+      edit: (ls) => ls.map((l, i) => (i === 2 ? l.replace('"ckpt-2"', '"ckpt-3"') : l)),
+      line: 3,
+      reason: 'audit_ledger_chain',
+    },
+    {
+      name: 'a changed last line',
+      edit: (ls) => ls.map((l, i) => (i === 4 ? l.replace('"e2"', '"e9"') : l)),
+      line: 5,
+      reason: 'audit_ledger_chain',
+    },
+    {
+      name: 'a removed middle line',
+      edit: (ls) => ls.filter((_, i) => i !== 2),
+      line: 3,
+      reason: 'audit_ledger_chain',
+    },
     { name: 'a removed first line', edit: (ls) => ls.slice(1), line: 1, reason: 'audit_ledger_chain' },
     { name: 'a removed last line', edit: (ls) => ls.slice(0, -1), line: 5, reason: 'audit_ledger_truncated' },
-    { name: 'two reordered lines', edit: (ls) => [ls[0]!, ls[2]!, ls[1]!, ls[3]!, ls[4]!], line: 2, reason: 'audit_ledger_chain' },
-    { name: 'a reordered line with its seq rewritten', edit: (ls) => [ls[0]!, ls[2]!.replace('"seq":"3"', '"seq":"2"'), ls[1]!.replace('"seq":"2"', '"seq":"3"'), ls[3]!, ls[4]!], line: 2, reason: 'audit_ledger_chain' },
+    {
+      name: 'two reordered lines',
+      edit: (ls) => [ls[0]!, ls[2]!, ls[1]!, ls[3]!, ls[4]!],
+      line: 2,
+      reason: 'audit_ledger_chain',
+    },
+    {
+      name: 'a reordered line with its seq rewritten',
+      edit: (ls) => [
+        ls[0]!,
+        ls[2]!.replace('"seq":"3"', '"seq":"2"'),
+        ls[1]!.replace('"seq":"2"', '"seq":"3"'),
+        ls[3]!,
+        ls[4]!,
+      ],
+      line: 2,
+      reason: 'audit_ledger_chain',
+    },
   ];
   for (const t of tampers) {
     it(`detects ${t.name}, naming line ${t.line}`, async () => {
@@ -108,14 +170,25 @@ describe('ledger.jsonl', () => {
 describe('ledger tamper detection (property)', () => {
   it('any single deleted, swapped or byte-modified line is detected and the first affected line named', async () => {
     const ledger = await Ledger.open(dir);
-    for (let n = 1; n <= 12; n++) await ledger.append({ event: n % 2 ? 'queued' : 'committed', checkpointId: `ckpt-${n}`, boundary: String(n), epoch: 'e1' });
+    for (let n = 1; n <= 12; n++)
+      await ledger.append({
+        event: n % 2 ? 'queued' : 'committed',
+        checkpointId: `ckpt-${n}`,
+        boundary: String(n),
+        epoch: 'e1',
+      });
     const text = await readFile(join(dir, LEDGER_FILE), 'utf8');
     const head = await readFile(join(dir, LEDGER_HEAD_FILE));
     const original = text.split('\n').slice(0, -1);
     const edit = fc.oneof(
       fc.record({ op: fc.constant('delete' as const), i: fc.nat({ max: 11 }) }),
       fc.record({ op: fc.constant('swap' as const), i: fc.nat({ max: 10 }), d: fc.integer({ min: 1, max: 11 }) }),
-      fc.record({ op: fc.constant('modify' as const), i: fc.nat({ max: 11 }), at: fc.nat(), ch: fc.constantFrom('0', '9', 'a', 'f', 'x', '"', '{', ' ') }),
+      fc.record({
+        op: fc.constant('modify' as const),
+        i: fc.nat({ max: 11 }),
+        at: fc.nat(),
+        ch: fc.constantFrom('0', '9', 'a', 'f', 'x', '"', '{', ' '),
+      }),
     );
     fc.assert(
       fc.property(edit, (e) => {

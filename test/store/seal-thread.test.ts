@@ -12,7 +12,13 @@ import { makeCheckpoint } from './helpers.js';
 
 function draftOf(payloadBytes: number, reported: Record<string, string> = {}) {
   const c = makeCheckpoint('ckpt-t', 1, { payloadBytes });
-  return { c, draft: layoutEnvelope(c.manifest, c.payloads.map((p) => ({ ...p, digest: reported[p.name] ?? sha256Hex(p.bytes) }))) };
+  return {
+    c,
+    draft: layoutEnvelope(
+      c.manifest,
+      c.payloads.map((p) => ({ ...p, digest: reported[p.name] ?? sha256Hex(p.bytes) })),
+    ),
+  };
 }
 
 describe('sealOffLoop', () => {
@@ -49,12 +55,19 @@ describe('sealOffLoop', () => {
       }
       throw new Error('sealed a lie');
     })();
-    const there = await sealOffLoop(draft).then(() => null, (e: unknown) => e);
+    const there = await sealOffLoop(draft).then(
+      () => null,
+      (e: unknown) => e,
+    );
     expect(there).toBeInstanceOf(DetsimError);
-    expect([(there as DetsimError).reason, (there as DetsimError).message, (there as DetsimError).field]).toEqual([here.reason, here.message, here.field]);
+    expect([(there as DetsimError).reason, (there as DetsimError).message, (there as DetsimError).field]).toEqual([
+      here.reason,
+      here.message,
+      here.field,
+    ]);
   });
 
-  it('imported in some other worker thread, the module leaves that thread\'s messages alone', async () => {
+  it("imported in some other worker thread, the module leaves that thread's messages alone", async () => {
     const url = new URL('../../coordinator/store/seal-thread.ts', import.meta.url).href;
     const code = `import(${JSON.stringify(import.meta.resolve('tsx/esm/api'))}).then((t) => { t.register(); return import(${JSON.stringify(url)}); }).then(() => {
       const { parentPort } = require('node:worker_threads');

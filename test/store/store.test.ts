@@ -93,7 +93,12 @@ describe('commit and the store manifest', () => {
     const store = await CheckpointStore.open(dir, { keep: 3 });
     await commitN(store, [1, 2, 3, 4, 5]);
     expect(store.generations().map((g) => g.checkpointId)).toEqual(['ckpt-3', 'ckpt-4', 'ckpt-5']);
-    expect((await readdir(dir)).sort()).toEqual(['ckpt-3.flysess', 'ckpt-4.flysess', 'ckpt-5.flysess', 'manifest.json']);
+    expect((await readdir(dir)).sort()).toEqual([
+      'ckpt-3.flysess',
+      'ckpt-4.flysess',
+      'ckpt-5.flysess',
+      'manifest.json',
+    ]);
   });
 
   it('highWater is the most recently committed generation, not the highest boundary', async () => {
@@ -141,7 +146,9 @@ describe('commit and the store manifest', () => {
   it('refuses an invalid record field before writing anything', async () => {
     const store = await CheckpointStore.open(dir);
     const c = makeCheckpoint('ckpt-1', 1);
-    await expect(store.commit({ ...c.identity, boundary: '-1' }, c.encoded)).rejects.toMatchObject({ reason: 'struct_invalid_u64' });
+    await expect(store.commit({ ...c.identity, boundary: '-1' }, c.encoded)).rejects.toMatchObject({
+      reason: 'struct_invalid_u64',
+    });
     expect(await readdir(dir)).toEqual([]);
   });
 
@@ -149,13 +156,18 @@ describe('commit and the store manifest', () => {
     const store = await CheckpointStore.open(dir);
     const c = makeCheckpoint('ckpt-big', 3, { payloadBytes: 3 * WRITE_SLICE + 12345, fill: 0xa5 });
     const writes: FsOp[] = [];
-    const traced = await CheckpointStore.open(dir, { rehash: true, fs: new DurableFs({ before: (op) => void (op.kind === 'write' && writes.push(op)) }) });
+    const traced = await CheckpointStore.open(dir, {
+      rehash: true,
+      fs: new DurableFs({ before: (op) => void (op.kind === 'write' && writes.push(op)) }),
+    });
     await traced.commit(c.identity, c.encoded);
     expect(writes.length).toBeGreaterThanOrEqual(4);
     await store.reload();
     const loaded = await store.load();
     expect(loaded.envelope.envelopeDigest).toBe(c.encoded.envelopeDigest);
-    expect(loaded.envelope.payloads.find((p) => p.name === 'agent-fly-a')?.bytes.byteLength).toBe(3 * WRITE_SLICE + 12345);
+    expect(loaded.envelope.payloads.find((p) => p.name === 'agent-fly-a')?.bytes.byteLength).toBe(
+      3 * WRITE_SLICE + 12345,
+    );
     expect((await store.verify()).ok).toBe(true);
   });
 });
@@ -267,16 +279,29 @@ describe('selection, verify and gc', () => {
     await commitN(store, [4]);
     await writeFile(join(dir, 'tmp-manifest.json'), '{');
     expect((await readdir(dir)).length).toBe(8);
-    expect(await store.scan()).toEqual({ unreferenced: ['ckpt-9.flysess'], temporaries: ['tmp-ckpt-3.flysess', 'tmp-manifest.json'] });
+    expect(await store.scan()).toEqual({
+      unreferenced: ['ckpt-9.flysess'],
+      temporaries: ['tmp-ckpt-3.flysess', 'tmp-manifest.json'],
+    });
     expect(await store.gc()).toEqual(['ckpt-9.flysess', 'tmp-ckpt-3.flysess', 'tmp-manifest.json']);
-    expect((await readdir(dir)).sort()).toEqual(['ckpt-1.flysess', 'ckpt-2.flysess', 'ckpt-4.flysess', 'manifest.json', 'notes.txt']);
+    expect((await readdir(dir)).sort()).toEqual([
+      'ckpt-1.flysess',
+      'ckpt-2.flysess',
+      'ckpt-4.flysess',
+      'manifest.json',
+      'notes.txt',
+    ]);
     expect((await store.verify()).ok).toBe(true);
   });
 });
 
 describe('verify and gc beside a live writer, and a store that lost its manifest (issue 11 items 5, 12, 24)', () => {
   it('verify() against a store another process keeps committing and rotating: never a spurious missing generation', async () => {
-    const child = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(new URL('./children/commit-loop.ts', import.meta.url)), dir], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(
+      process.execPath,
+      ['--import', 'tsx', fileURLToPath(new URL('./children/commit-loop.ts', import.meta.url)), dir],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
     try {
       await new Promise<void>((res, rej) => {
         child.stdout!.on('data', (d: Buffer) => d.toString().includes('ready') && res());
@@ -284,7 +309,10 @@ describe('verify and gc beside a live writer, and a store that lost its manifest
       });
       for (let i = 0; i < 60; i++) {
         const report = await (await CheckpointStore.open(dir, { keep: 2 })).verify();
-        expect(report.generations.filter((g) => !g.ok), `verify ${i}`).toEqual([]);
+        expect(
+          report.generations.filter((g) => !g.ok),
+          `verify ${i}`,
+        ).toEqual([]);
         expect(report.generations.length + report.rotated.length).toBe(2);
       }
     } finally {
@@ -308,7 +336,11 @@ describe('verify and gc beside a live writer, and a store that lost its manifest
     await removeDir(join(dir, 'ckpt-1.flysess'));
     const report = await store.verify();
     expect(report).toMatchObject({ ok: false, rotated: [] });
-    expect(report.generations[0]).toMatchObject({ checkpointId: 'ckpt-1', ok: false, reason: 'audit_generation_missing' });
+    expect(report.generations[0]).toMatchObject({
+      checkpointId: 'ckpt-1',
+      ok: false,
+      reason: 'audit_generation_missing',
+    });
   });
 
   it('verify() fails a directory of generations without a store manifest, naming them orphaned', async () => {
@@ -371,15 +403,69 @@ describe('write errors injected through the file layer', () => {
     return readFile(join(dir, STORE_MANIFEST_FILE));
   }
 
-  const cases: { name: string; code: 'ENOSPC' | 'EIO'; when: (op: FsOp) => boolean; reason: string; leaves: string[] }[] = [
-    { name: 'ENOSPC on the first generation write', code: 'ENOSPC', when: (op) => op.kind === 'write' && op.path.endsWith('tmp-ckpt-2.flysess'), reason: 'generation_write_failed', leaves: [] },
-    { name: 'ENOSPC mid-file (second slice)', code: 'ENOSPC', when: (op) => op.kind === 'write' && (op.offset ?? 0) > 0, reason: 'generation_write_failed', leaves: [] },
-    { name: 'EIO on the generation fsync', code: 'EIO', when: (op) => op.kind === 'fsync' && op.path.endsWith('tmp-ckpt-2.flysess'), reason: 'generation_write_failed', leaves: [] },
-    { name: 'EIO on the generation rename', code: 'EIO', when: (op) => op.kind === 'rename' && op.path.endsWith('tmp-ckpt-2.flysess'), reason: 'generation_publish_failed', leaves: ['tmp-ckpt-2.flysess'] },
-    { name: 'EIO on the directory fsync after the generation rename', code: 'EIO', when: (op) => op.kind === 'dir-fsync', reason: 'generation_publish_failed', leaves: ['ckpt-2.flysess'] },
-    { name: 'ENOSPC on the manifest temp write', code: 'ENOSPC', when: (op) => op.kind === 'write' && op.path.endsWith('tmp-manifest.json'), reason: 'manifest_write_failed', leaves: ['ckpt-2.flysess'] },
-    { name: 'EIO on the manifest temp fsync', code: 'EIO', when: (op) => op.kind === 'fsync' && op.path.endsWith('tmp-manifest.json'), reason: 'manifest_write_failed', leaves: ['ckpt-2.flysess'] },
-    { name: 'EIO on the manifest rename', code: 'EIO', when: (op) => op.kind === 'rename' && op.path.endsWith('tmp-manifest.json'), reason: 'manifest_rename_failed', leaves: ['ckpt-2.flysess'] },
+  const cases: {
+    name: string;
+    code: 'ENOSPC' | 'EIO';
+    when: (op: FsOp) => boolean;
+    reason: string;
+    leaves: string[];
+  }[] = [
+    {
+      name: 'ENOSPC on the first generation write',
+      code: 'ENOSPC',
+      when: (op) => op.kind === 'write' && op.path.endsWith('tmp-ckpt-2.flysess'),
+      reason: 'generation_write_failed',
+      leaves: [],
+    },
+    {
+      name: 'ENOSPC mid-file (second slice)',
+      code: 'ENOSPC',
+      when: (op) => op.kind === 'write' && (op.offset ?? 0) > 0,
+      reason: 'generation_write_failed',
+      leaves: [],
+    },
+    {
+      name: 'EIO on the generation fsync',
+      code: 'EIO',
+      when: (op) => op.kind === 'fsync' && op.path.endsWith('tmp-ckpt-2.flysess'),
+      reason: 'generation_write_failed',
+      leaves: [],
+    },
+    {
+      name: 'EIO on the generation rename',
+      code: 'EIO',
+      when: (op) => op.kind === 'rename' && op.path.endsWith('tmp-ckpt-2.flysess'),
+      reason: 'generation_publish_failed',
+      leaves: ['tmp-ckpt-2.flysess'],
+    },
+    {
+      name: 'EIO on the directory fsync after the generation rename',
+      code: 'EIO',
+      when: (op) => op.kind === 'dir-fsync',
+      reason: 'generation_publish_failed',
+      leaves: ['ckpt-2.flysess'],
+    },
+    {
+      name: 'ENOSPC on the manifest temp write',
+      code: 'ENOSPC',
+      when: (op) => op.kind === 'write' && op.path.endsWith('tmp-manifest.json'),
+      reason: 'manifest_write_failed',
+      leaves: ['ckpt-2.flysess'],
+    },
+    {
+      name: 'EIO on the manifest temp fsync',
+      code: 'EIO',
+      when: (op) => op.kind === 'fsync' && op.path.endsWith('tmp-manifest.json'),
+      reason: 'manifest_write_failed',
+      leaves: ['ckpt-2.flysess'],
+    },
+    {
+      name: 'EIO on the manifest rename',
+      code: 'EIO',
+      when: (op) => op.kind === 'rename' && op.path.endsWith('tmp-manifest.json'),
+      reason: 'manifest_rename_failed',
+      leaves: ['ckpt-2.flysess'],
+    },
   ];
 
   for (const c of cases) {

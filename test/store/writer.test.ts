@@ -13,7 +13,12 @@ import { DurableFs, errnoError, WRITE_SLICE } from '../../coordinator/store/dura
 import { Ledger, verifyLedger } from '../../coordinator/store/ledger.js';
 import { ledgerEventOfWriter } from '../../coordinator/store/ledger.js';
 import { CheckpointStore } from '../../coordinator/store/store.js';
-import { CheckpointWriter, DEFAULT_MAX_QUEUED_BYTES, WriterBusyError, type WriterEvent } from '../../coordinator/store/writer.js';
+import {
+  CheckpointWriter,
+  DEFAULT_MAX_QUEUED_BYTES,
+  WriterBusyError,
+  type WriterEvent,
+} from '../../coordinator/store/writer.js';
 import { deferredJobOf, jobOf, makeCheckpoint, removeDir, tempDir, turns } from './helpers.js';
 
 let dir: string;
@@ -58,7 +63,13 @@ describe('STATE-01 store-side cases', () => {
     expect(writer.durableMark()).toBeNull();
     // The writer did finish: the store manifest knows the same id.
     const envelopeDigest = sha256Hex(await readFile(join(dir, 'ckpt-1.flysess')));
-    expect(writer.resolveDurable('ckpt-1')).toEqual({ kind: 'Committed', checkpointId: 'ckpt-1', boundary: '2', file: 'ckpt-1.flysess', envelopeDigest });
+    expect(writer.resolveDurable('ckpt-1')).toEqual({
+      kind: 'Committed',
+      checkpointId: 'ckpt-1',
+      boundary: '2',
+      file: 'ckpt-1.flysess',
+      envelopeDigest,
+    });
     expect(writer.durableMark()).toEqual({ checkpointId: 'ckpt-1', boundary: '2' });
     expect(store.commitCount()).toBe(1);
     expect(writer.stats().committed).toBe(1);
@@ -155,7 +166,14 @@ describe('STATE-01 store-side cases', () => {
     expect([stats.committed, stats.superseded]).toEqual([2, 1]);
     expect(store.generations().map((g) => g.checkpointId)).toEqual(['ckpt-1', 'ckpt-3']);
     expect(existsSync(join(dir, 'ckpt-2.flysess'))).toBe(false);
-    expect(events.map((e) => `${e.event}:${e.checkpointId}`)).toEqual(['queued:ckpt-1', 'queued:ckpt-2', 'superseded:ckpt-2', 'queued:ckpt-3', 'committed:ckpt-1', 'committed:ckpt-3']);
+    expect(events.map((e) => `${e.event}:${e.checkpointId}`)).toEqual([
+      'queued:ckpt-1',
+      'queued:ckpt-2',
+      'superseded:ckpt-2',
+      'queued:ckpt-3',
+      'committed:ckpt-1',
+      'committed:ckpt-3',
+    ]);
     expect(events.find((e) => e.event === 'superseded')?.supersededBy).toBe('ckpt-3');
   });
 });
@@ -280,9 +298,13 @@ describe('queue rules', () => {
     const writer = new CheckpointWriter(store);
     expect((await writer.submit(writer.reserve(), jobOf(makeCheckpoint('ckpt-1', 1))).wait()).kind).toBe('Committed');
     const lie = sha256Hex('not the agent payload');
-    const outcome = await writer.submit(writer.reserve(), deferredJobOf(makeCheckpoint('ckpt-2', 2), { 'agent-fly-a': lie })).wait();
+    const outcome = await writer
+      .submit(writer.reserve(), deferredJobOf(makeCheckpoint('ckpt-2', 2), { 'agent-fly-a': lie }))
+      .wait();
     expect(outcome).toMatchObject({ kind: 'Failed', checkpointId: 'ckpt-2', reason: 'seal_failed' });
-    expect(outcome.kind === 'Failed' && outcome.message).toContain(`payload "agent-fly-a": its bytes hash to ${sha256Hex(makeCheckpoint('ckpt-2', 2).payloads[1]!.bytes)}, its producer reported ${lie}`);
+    expect(outcome.kind === 'Failed' && outcome.message).toContain(
+      `payload "agent-fly-a": its bytes hash to ${sha256Hex(makeCheckpoint('ckpt-2', 2).payloads[1]!.bytes)}, its producer reported ${lie}`,
+    );
     expect(readdirSync(dir).sort()).toEqual(['ckpt-1.flysess', 'manifest.json']);
     expect(store.highWater()?.checkpointId).toBe('ckpt-1');
     expect((await store.verify()).ok).toBe(true);

@@ -14,28 +14,49 @@ const AGENTS = [
 ];
 const IDS = AGENTS.map((a) => ({ agentId: a.agentId }));
 
-interface Prepared { agentId: string; ticksAdvanced: string; brainTicks: string; remainder: { numerator: string; denominator: string }; decision: Record<string, unknown> }
+interface Prepared {
+  agentId: string;
+  ticksAdvanced: string;
+  brainTicks: string;
+  remainder: { numerator: string; denominator: string };
+  decision: Record<string, unknown>;
+}
 
 async function boot(id: string): Promise<SpawnedWorker> {
   const w = await spawnWorker('agent', id);
-  const init = resultOf<{ agents: { agentId: string; committedStep: string; tickDuration: unknown }[] }>(await w.client.call(METHODS.agentInitialize, scope(0), { agents: AGENTS }));
+  const init = resultOf<{ agents: { agentId: string; committedStep: string; tickDuration: unknown }[] }>(
+    await w.client.call(METHODS.agentInitialize, scope(0), { agents: AGENTS }),
+  );
   expect(init.agents.map((a) => a.agentId)).toEqual(['a-lif', 'a-walk']);
   expect(init.agents[0]!.tickDuration).toEqual({ numerator: '1000000', denominator: '1' });
   return w;
 }
 
-async function prepare(c: WorkerClient, k: number, requestId?: string): Promise<{ requestId: string; agents: Prepared[] }> {
+async function prepare(
+  c: WorkerClient,
+  k: number,
+  requestId?: string,
+): Promise<{ requestId: string; agents: Prepared[] }> {
   const r = await c.call(METHODS.agentPrepare, scope(k), { agents: IDS }, requestId ? { requestId } : {});
   return { requestId: r.requestId, agents: resultOf<{ agents: Prepared[] }>(r).agents };
 }
 
 function commitParams(prepId: string, k: number): Record<string, unknown> {
   const obs = { ...OBS, x: (OBS.x + k) % 16 };
-  return { agents: AGENTS.map((a) => ({ agentId: a.agentId, preparedRequestId: prepId, observation: obs, rewards: k % 2 === 0 ? [{ eventId: `eat-${k}-${a.agentId}`, ruleId: 'eat', value: 1 }] : [] })) };
+  return {
+    agents: AGENTS.map((a) => ({
+      agentId: a.agentId,
+      preparedRequestId: prepId,
+      observation: obs,
+      rewards: k % 2 === 0 ? [{ eventId: `eat-${k}-${a.agentId}`, ruleId: 'eat', value: 1 }] : [],
+    })),
+  };
 }
 
 async function commit(c: WorkerClient, prepId: string, k: number): Promise<void> {
-  const r = resultOf<{ agents: { agentId: string; committedStep: string }[] }>(await c.callUnchecked(METHODS.agentCommit, scope(k), commitParams(prepId, k)));
+  const r = resultOf<{ agents: { agentId: string; committedStep: string }[] }>(
+    await c.callUnchecked(METHODS.agentCommit, scope(k), commitParams(prepId, k)),
+  );
   expect(r.agents.map((a) => a.committedStep)).toEqual([String(k + 1), String(k + 1)]);
 }
 
@@ -58,7 +79,11 @@ describe('agent worker', () => {
       }
       await commit(w.client, p.requestId, k);
     }
-    expect(seen).toEqual([['16', '16'], ['17', '17'], ['17', '17']]);
+    expect(seen).toEqual([
+      ['16', '16'],
+      ['17', '17'],
+      ['17', '17'],
+    ]);
     await w.stop();
   });
 
@@ -76,7 +101,9 @@ describe('agent worker', () => {
       let p: { requestId: string; agents: Prepared[] };
       if (k === 2) {
         tested.client.faults.dropNextReply(METHODS.agentPrepare);
-        const lost = await tested.client.call(METHODS.agentPrepare, scope(k), { agents: IDS }).catch((e: unknown) => e as { kind: string; requestId: string });
+        const lost = await tested.client
+          .call(METHODS.agentPrepare, scope(k), { agents: IDS })
+          .catch((e: unknown) => e as { kind: string; requestId: string });
         expect(lost).toMatchObject({ kind: 'reply-dropped', mutation: 'unknown' });
         const before = await progress(tested.client);
         p = await prepare(tested.client, k, (lost as { requestId: string }).requestId); // same id, same body
@@ -114,7 +141,9 @@ describe('agent worker', () => {
     const e = errorOf(await w.client.callUnchecked(METHODS.agentCommit, scope(0), changed));
     expect(e).toMatchObject({ code: 'CONFLICT', mutation: 'none' });
     expect(e.message).toMatch(/a-lif/);
-    const same = resultOf<{ agents: unknown[] }>(await w.client.callUnchecked(METHODS.agentCommit, scope(0), commitParams(p.requestId, 0)));
+    const same = resultOf<{ agents: unknown[] }>(
+      await w.client.callUnchecked(METHODS.agentCommit, scope(0), commitParams(p.requestId, 0)),
+    );
     expect(same.agents).toHaveLength(2);
     await w.stop();
   });
@@ -129,15 +158,34 @@ describe('agent worker', () => {
     }
     const before = await progress(w.client);
     // the original request of an evicted step: RESULT_EXPIRED (it did run); a fresh id: STALE_STEP
-    const expired = errorOf(await w.client.call(METHODS.agentPrepare, scope(0), { agents: IDS }, { requestId: prepIds[0] }));
+    const expired = errorOf(
+      await w.client.call(METHODS.agentPrepare, scope(0), { agents: IDS }, { requestId: prepIds[0] }),
+    );
     expect(expired).toMatchObject({ code: 'RESULT_EXPIRED', mutation: 'applied' });
-    const call = (method: string, s: ReturnType<typeof scope>, params: Record<string, unknown>) => w.client.callUnchecked(method, s, params).then(errorOf);
-    expect(await call(METHODS.agentPrepare, scope(3, 'e0'), { agents: IDS })).toMatchObject({ code: 'STALE_EPOCH', mutation: 'none' });
-    expect(await call(METHODS.agentPrepare, scope(0), { agents: IDS })).toMatchObject({ code: 'STALE_STEP', mutation: 'none' });
-    expect(await call(METHODS.agentPrepare, scope(5), { agents: IDS })).toMatchObject({ code: 'FUTURE_STEP', mutation: 'none' });
-    expect(await call(METHODS.agentCommit, scope(3), commitParams('req-1', 3))).toMatchObject({ code: 'INVALID_PHASE', mutation: 'none' });
-    expect(await call(METHODS.agentPrepare, scope(3), { agents: [{ agentId: 'nobody' }] })).toMatchObject({ code: 'INVALID_ARGUMENT' });
-    expect(await call(METHODS.agentPrepare, scope(3), { agents: IDS, extra: 1 })).toMatchObject({ code: 'INVALID_ARGUMENT' });
+    const call = (method: string, s: ReturnType<typeof scope>, params: Record<string, unknown>) =>
+      w.client.callUnchecked(method, s, params).then(errorOf);
+    expect(await call(METHODS.agentPrepare, scope(3, 'e0'), { agents: IDS })).toMatchObject({
+      code: 'STALE_EPOCH',
+      mutation: 'none',
+    });
+    expect(await call(METHODS.agentPrepare, scope(0), { agents: IDS })).toMatchObject({
+      code: 'STALE_STEP',
+      mutation: 'none',
+    });
+    expect(await call(METHODS.agentPrepare, scope(5), { agents: IDS })).toMatchObject({
+      code: 'FUTURE_STEP',
+      mutation: 'none',
+    });
+    expect(await call(METHODS.agentCommit, scope(3), commitParams('req-1', 3))).toMatchObject({
+      code: 'INVALID_PHASE',
+      mutation: 'none',
+    });
+    expect(await call(METHODS.agentPrepare, scope(3), { agents: [{ agentId: 'nobody' }] })).toMatchObject({
+      code: 'INVALID_ARGUMENT',
+    });
+    expect(await call(METHODS.agentPrepare, scope(3), { agents: IDS, extra: 1 })).toMatchObject({
+      code: 'INVALID_ARGUMENT',
+    });
     expect(await call('Agent.Teleport', scope(3), {})).toMatchObject({ code: 'UNSUPPORTED' });
     expect(await call(METHODS.environmentAdvance, scope(3), {})).toMatchObject({ code: 'UNSUPPORTED' });
     expect(await progress(w.client)).toBe(before);

@@ -7,12 +7,20 @@ import { STEP_60HZ, resultOf, scope, spawnWorker, stopAll } from './harness.js';
 
 afterAll(stopAll);
 const enabled = process.env.DETSIM_BIG_STATE === '1';
-if (!enabled) console.log('big-state.test.ts: skipped (set DETSIM_BIG_STATE=1 to run the 256 MiB capture/restore check)');
+if (!enabled)
+  console.log('big-state.test.ts: skipped (set DETSIM_BIG_STATE=1 to run the 256 MiB capture/restore check)');
 
 describe.skipIf(!enabled)('256 MiB agent state', () => {
   it('captures, restores and continues identically', { timeout: 600_000 }, async () => {
     const neurons = Math.ceil((256 * 1024 * 1024) / 12); // 12 bytes per neuron
-    const spec = { agentId: 'l', model: 'lif', params: { neurons }, seed: 3, stepDuration: STEP_60HZ, observation: { foodDx: 1, foodDy: 0 } };
+    const spec = {
+      agentId: 'l',
+      model: 'lif',
+      params: { neurons },
+      seed: 3,
+      stepDuration: STEP_60HZ,
+      observation: { foodDx: 1, foodDy: 0 },
+    };
     const long = { deadlineMs: 600_000 };
     const a = await spawnWorker('agent', 'big-a');
     resultOf(await a.client.call(METHODS.agentInitialize, scope(0), { agents: [spec] }, long));
@@ -20,10 +28,25 @@ describe.skipIf(!enabled)('256 MiB agent state', () => {
     const r = resultOf<CaptureResult>(cap);
     expect(cap.attachment!.length).toBeGreaterThanOrEqual(256 * 1024 * 1024);
     const b = await spawnWorker('agent', 'big-b');
-    const token = resultOf<{ restoreToken: string }>(await b.client.call(METHODS.stageRestore, scope(0, 'e2'), { checkpointId: 'big', agentId: 'l', sourceScope: scope(0), compatibilityDigest: r.compatibilityDigest, payload: r.payload }, { ...long, attachment: cap.attachment! })).restoreToken;
+    const token = resultOf<{ restoreToken: string }>(
+      await b.client.call(
+        METHODS.stageRestore,
+        scope(0, 'e2'),
+        {
+          checkpointId: 'big',
+          agentId: 'l',
+          sourceScope: scope(0),
+          compatibilityDigest: r.compatibilityDigest,
+          payload: r.payload,
+        },
+        { ...long, attachment: cap.attachment! },
+      ),
+    ).restoreToken;
     resultOf(await b.client.call(METHODS.activateRestore, scope(0, 'e2'), { restoreToken: token, agentId: 'l' }, long));
     const pa = resultOf(await a.client.call(METHODS.agentPrepare, scope(0), { agents: [{ agentId: 'l' }] }, long));
-    const pb = resultOf(await b.client.call(METHODS.agentPrepare, scope(0, 'e2'), { agents: [{ agentId: 'l' }] }, long));
+    const pb = resultOf(
+      await b.client.call(METHODS.agentPrepare, scope(0, 'e2'), { agents: [{ agentId: 'l' }] }, long),
+    );
     expect(pb).toEqual(pa);
   });
 });

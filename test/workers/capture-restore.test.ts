@@ -17,7 +17,14 @@ const OBS = { x: 1, y: 2, foodDx: -3, foodDy: 1, score: 0 };
 function agentsSpec(neurons = 200): Record<string, unknown>[] {
   return [
     { agentId: 'a-lif', model: 'lif', params: { neurons }, seed: -987654, stepDuration: STEP_60HZ, observation: OBS },
-    { agentId: 'a-walk', model: 'walker', params: { explore: 3 }, seed: 4242, stepDuration: STEP_60HZ, observation: OBS },
+    {
+      agentId: 'a-walk',
+      model: 'walker',
+      params: { explore: 3 },
+      seed: 4242,
+      stepDuration: STEP_60HZ,
+      observation: OBS,
+    },
   ];
 }
 const IDS = [{ agentId: 'a-lif' }, { agentId: 'a-walk' }];
@@ -26,7 +33,12 @@ async function step(c: WorkerClient, k: number, epoch: string, ids = IDS): Promi
   const p = await c.call(METHODS.agentPrepare, scope(k, epoch), { agents: ids });
   const prepared = resultOf<{ agents: unknown[] }>(p).agents;
   const obs = { x: k % 7, y: (k * 3) % 5, foodDx: (k % 5) - 2, foodDy: (k % 3) - 1, score: k };
-  const agents = ids.map((a) => ({ agentId: a.agentId, preparedRequestId: p.requestId, observation: obs, rewards: k % 3 === 0 ? [{ eventId: `eat-${k}-${a.agentId}`, ruleId: 'eat', value: 1 }] : [] }));
+  const agents = ids.map((a) => ({
+    agentId: a.agentId,
+    preparedRequestId: p.requestId,
+    observation: obs,
+    rewards: k % 3 === 0 ? [{ eventId: `eat-${k}-${a.agentId}`, ruleId: 'eat', value: 1 }] : [],
+  }));
   resultOf(await c.call(METHODS.agentCommit, scope(k, epoch), { agents }));
   return prepared;
 }
@@ -41,7 +53,13 @@ async function bootAgents(id: string, neurons?: number): Promise<SpawnedWorker> 
   return w;
 }
 
-async function capture(c: WorkerClient, checkpointId: string, agentId: string | null, k: number, epoch = 'e1'): Promise<{ result: CaptureResult; payload: Buffer; requestId: string }> {
+async function capture(
+  c: WorkerClient,
+  checkpointId: string,
+  agentId: string | null,
+  k: number,
+  epoch = 'e1',
+): Promise<{ result: CaptureResult; payload: Buffer; requestId: string }> {
   const r = await c.call(METHODS.capture, scope(k, epoch), { checkpointId, agentId });
   const result = resultOf<CaptureResult>(r);
   expect(r.attachment).toBeDefined();
@@ -49,10 +67,22 @@ async function capture(c: WorkerClient, checkpointId: string, agentId: string | 
 }
 
 function stageParams(cap: CaptureResult, sourceEpoch: string, k: number): Record<string, unknown> {
-  return { checkpointId: cap.checkpointId, agentId: cap.agentId, sourceScope: scope(k, sourceEpoch), compatibilityDigest: cap.compatibilityDigest, payload: cap.payload };
+  return {
+    checkpointId: cap.checkpointId,
+    agentId: cap.agentId,
+    sourceScope: scope(k, sourceEpoch),
+    compatibilityDigest: cap.compatibilityDigest,
+    payload: cap.payload,
+  };
 }
 
-function expectedToken(checkpointId: string, epoch: string, step: number, payloadDigest: string, incarnationId: string): string {
+function expectedToken(
+  checkpointId: string,
+  epoch: string,
+  step: number,
+  payloadDigest: string,
+  incarnationId: string,
+): string {
   const text = `detsim/restore-token-v1\n${checkpointId}\n${SESSION}\n${epoch}\n${step}\n${payloadDigest}\n${incarnationId}\n`;
   return `rt-${createHash('sha256').update(text).digest('hex').slice(0, 32)}`;
 }
@@ -68,22 +98,39 @@ describe('agent capture and restore', () => {
     const caps = [await capture(a.client, 'ck-4', 'a-lif', K), await capture(a.client, 'ck-4', 'a-walk', K)];
     expect(await progress(a.client)).toBe(before); // capture does not mutate
     for (const c of caps) {
-      expect(c.result).toMatchObject({ checkpointId: 'ck-4', boundary: String(K), payload: { byteLength: String(c.payload.length) } });
+      expect(c.result).toMatchObject({
+        checkpointId: 'ck-4',
+        boundary: String(K),
+        payload: { byteLength: String(c.payload.length) },
+      });
       expect(c.result.payload.digest).toBe(createHash('sha256').update(c.payload).digest('hex'));
     }
     // capturing twice gives the same bytes (deterministic encoding)
     const again = await capture(a.client, 'ck-4', 'a-lif', K);
     expect(again.payload.equals(caps[0]!.payload)).toBe(true);
-    expect(resultOf<{ acknowledged: number }>(await a.client.call(METHODS.acknowledge, null, { requestIds: [...caps, again].map((c) => c.requestId) })).acknowledged).toBe(3);
+    expect(
+      resultOf<{ acknowledged: number }>(
+        await a.client.call(METHODS.acknowledge, null, { requestIds: [...caps, again].map((c) => c.requestId) }),
+      ).acknowledged,
+    ).toBe(3);
     const expected: unknown[] = [];
     for (let k = K; k < M; k++) expected.push(await step(a.client, k, 'e1'));
 
     const b = await spawnWorker('agent', 'w-fresh');
     const incarnation = b.client.identity!.incarnationId;
     for (const c of caps) {
-      const staged = resultOf<{ restoreToken: string; agentId: string }>(await b.client.callUnchecked(METHODS.stageRestore, scope(K, 'e2'), stageParams(c.result, 'e1', K), { attachment: c.payload }));
+      const staged = resultOf<{ restoreToken: string; agentId: string }>(
+        await b.client.callUnchecked(METHODS.stageRestore, scope(K, 'e2'), stageParams(c.result, 'e1', K), {
+          attachment: c.payload,
+        }),
+      );
       expect(staged.restoreToken).toBe(expectedToken('ck-4', 'e2', K, c.result.payload.digest, incarnation));
-      const act = resultOf<{ committedStep: string; observation: unknown }>(await b.client.call(METHODS.activateRestore, scope(K, 'e2'), { restoreToken: staged.restoreToken, agentId: c.result.agentId }));
+      const act = resultOf<{ committedStep: string; observation: unknown }>(
+        await b.client.call(METHODS.activateRestore, scope(K, 'e2'), {
+          restoreToken: staged.restoreToken,
+          agentId: c.result.agentId,
+        }),
+      );
       expect(act).toMatchObject({ committedStep: String(K), observation: null, checkpointId: 'ck-4' });
     }
     const got: unknown[] = [];
@@ -101,8 +148,18 @@ describe('agent capture and restore', () => {
     const expected: unknown[] = [];
     for (let k = K; k < M; k++) expected.push(await step(a.client, k, 'e1'));
     // a is now at Ready(M) in e1; stage both agents back to K in e2
-    const stage = (c: typeof cap, extra: Partial<Record<string, unknown>> = {}, attachment: Buffer = c.payload, epoch = 'e2') =>
-      a.client.callUnchecked(METHODS.stageRestore, scope(K, epoch), { ...stageParams(c.result, 'e1', K), ...extra }, { attachment });
+    const stage = (
+      c: typeof cap,
+      extra: Partial<Record<string, unknown>> = {},
+      attachment: Buffer = c.payload,
+      epoch = 'e2',
+    ) =>
+      a.client.callUnchecked(
+        METHODS.stageRestore,
+        scope(K, epoch),
+        { ...stageParams(c.result, 'e1', K), ...extra },
+        { attachment },
+      );
     expect(errorOf(await stage(cap, {}, cap.payload, 'e1'))).toMatchObject({ code: 'STALE_EPOCH' });
     const flipped = Buffer.from(cap.payload);
     flipped[flipped.length - 1]! ^= 1;
@@ -112,21 +169,45 @@ describe('agent capture and restore', () => {
     expect(wrongCompat).toMatchObject({ code: 'INCOMPATIBLE_STATE' });
     expect(wrongCompat.message).toMatch(/compatibilityDigest/);
     expect(errorOf(await stage(cap, { agentId: 'a-lif' }))).toMatchObject({ code: 'INCOMPATIBLE_STATE' }); // payload of another agent
-    expect(errorOf(await a.client.call(METHODS.activateRestore, scope(K, 'e2'), { restoreToken: 'rt-0', agentId: 'a-walk' }))).toMatchObject({ code: 'INVALID_PHASE' });
+    expect(
+      errorOf(
+        await a.client.call(METHODS.activateRestore, scope(K, 'e2'), { restoreToken: 'rt-0', agentId: 'a-walk' }),
+      ),
+    ).toMatchObject({ code: 'INVALID_PHASE' });
 
     const token = resultOf<{ restoreToken: string }>(await stage(cap)).restoreToken;
     const tokenLif = resultOf<{ restoreToken: string }>(await stage(capLif)).restoreToken;
     expect(errorOf(await stage(cap))).toMatchObject({ code: 'CONFLICT' }); // one staged restore at a time
-    expect(errorOf(await a.client.call(METHODS.activateRestore, scope(K, 'e2'), { restoreToken: tokenLif, agentId: 'a-walk' }))).toMatchObject({ code: 'IDENTITY_MISMATCH' });
-    const act = await a.client.call(METHODS.activateRestore, scope(K, 'e2'), { restoreToken: token, agentId: 'a-walk' });
+    expect(
+      errorOf(
+        await a.client.call(METHODS.activateRestore, scope(K, 'e2'), { restoreToken: tokenLif, agentId: 'a-walk' }),
+      ),
+    ).toMatchObject({ code: 'IDENTITY_MISMATCH' });
+    const act = await a.client.call(METHODS.activateRestore, scope(K, 'e2'), {
+      restoreToken: token,
+      agentId: 'a-walk',
+    });
     expect(resultOf(act)).toMatchObject({ committedStep: String(K) });
-    const replay = await a.client.call(METHODS.activateRestore, scope(K, 'e2'), { restoreToken: token, agentId: 'a-walk' }, { requestId: act.requestId });
+    const replay = await a.client.call(
+      METHODS.activateRestore,
+      scope(K, 'e2'),
+      { restoreToken: token, agentId: 'a-walk' },
+      { requestId: act.requestId },
+    );
     expect(replay.reply).toEqual(act.reply); // exact duplicate: cached reply
-    expect(errorOf(await a.client.call(METHODS.activateRestore, scope(K, 'e2'), { restoreToken: token, agentId: 'a-walk' }))).toMatchObject({ code: 'CONFLICT' });
-    resultOf(await a.client.call(METHODS.activateRestore, scope(K, 'e2'), { restoreToken: tokenLif, agentId: 'a-lif' }));
+    expect(
+      errorOf(await a.client.call(METHODS.activateRestore, scope(K, 'e2'), { restoreToken: token, agentId: 'a-walk' })),
+    ).toMatchObject({ code: 'CONFLICT' });
+    resultOf(
+      await a.client.call(METHODS.activateRestore, scope(K, 'e2'), { restoreToken: tokenLif, agentId: 'a-lif' }),
+    );
     // after activation the old epoch is stale, for steps and captures alike
-    expect(errorOf(await a.client.call(METHODS.agentPrepare, scope(K, 'e1'), { agents: IDS }))).toMatchObject({ code: 'STALE_EPOCH' });
-    expect(errorOf(await a.client.call(METHODS.capture, scope(K, 'e1'), { checkpointId: 'ck-y', agentId: 'a-walk' }))).toMatchObject({ code: 'STALE_EPOCH' });
+    expect(errorOf(await a.client.call(METHODS.agentPrepare, scope(K, 'e1'), { agents: IDS }))).toMatchObject({
+      code: 'STALE_EPOCH',
+    });
+    expect(
+      errorOf(await a.client.call(METHODS.capture, scope(K, 'e1'), { checkpointId: 'ck-y', agentId: 'a-walk' })),
+    ).toMatchObject({ code: 'STALE_EPOCH' });
     const got: unknown[] = [];
     for (let k = K; k < M; k++) got.push(await step(a.client, k, 'e2'));
     expect(got).toEqual(expected);
@@ -148,13 +229,26 @@ describe('agent capture and restore', () => {
     const b = await spawnWorker('agent', 'w-file-b', ['--store-dir', dir]);
     const stage = (file: Record<string, unknown>, attachment?: Buffer) => {
       const params = stageParams(cap.result, 'e1', K);
-      return b.client.callUnchecked(METHODS.stageRestore, scope(K, 'e2'), { ...params, payload: { ...(params.payload as object), file } }, attachment ? { attachment } : {});
+      return b.client.callUnchecked(
+        METHODS.stageRestore,
+        scope(K, 'e2'),
+        { ...params, payload: { ...(params.payload as object), file } },
+        attachment ? { attachment } : {},
+      );
     };
-    expect(errorOf(await stage({ path: 'ckpt.flysess', offset: String(offset) }))).toMatchObject({ code: 'INVALID_ARGUMENT' });
-    expect(errorOf(await stage({ path, offset: String(offset) }, cap.payload)).message).toMatch(/both an attachment and params.payload.file/);
+    expect(errorOf(await stage({ path: 'ckpt.flysess', offset: String(offset) }))).toMatchObject({
+      code: 'INVALID_ARGUMENT',
+    });
+    expect(errorOf(await stage({ path, offset: String(offset) }, cap.payload)).message).toMatch(
+      /both an attachment and params.payload.file/,
+    );
     expect(errorOf(await stage({ path, offset: String(offset + 1) }))).toMatchObject({ code: 'BUFFER_INVALID' }); // wrong range: digest differs
-    expect(errorOf(await stage({ path, offset: String(offset + 10) })).message).toMatch(/run past the end of the payload file/);
-    expect(errorOf(await stage({ path: join(dir, 'missing.flysess'), offset: '0' })).message).toMatch(/not a regular file inside this worker's store directory/);
+    expect(errorOf(await stage({ path, offset: String(offset + 10) })).message).toMatch(
+      /run past the end of the payload file/,
+    );
+    expect(errorOf(await stage({ path: join(dir, 'missing.flysess'), offset: '0' })).message).toMatch(
+      /not a regular file inside this worker's store directory/,
+    );
     const token = resultOf<{ restoreToken: string }>(await stage({ path, offset: String(offset) })).restoreToken;
     resultOf(await b.client.call(METHODS.activateRestore, scope(K, 'e2'), { restoreToken: token, agentId: 'a-walk' }));
     const got: unknown[] = [];
@@ -168,12 +262,20 @@ describe('agent capture and restore', () => {
   it('captures only at the committed boundary', async () => {
     const a = await bootAgents('w-cap');
     await step(a.client, 0, 'e1');
-    expect(errorOf(await a.client.call(METHODS.capture, scope(0), { checkpointId: 'c', agentId: 'a-walk' }))).toMatchObject({ code: 'STALE_STEP', mutation: 'none' });
-    expect(errorOf(await a.client.call(METHODS.capture, scope(2), { checkpointId: 'c', agentId: 'a-walk' }))).toMatchObject({ code: 'FUTURE_STEP' });
+    expect(
+      errorOf(await a.client.call(METHODS.capture, scope(0), { checkpointId: 'c', agentId: 'a-walk' })),
+    ).toMatchObject({ code: 'STALE_STEP', mutation: 'none' });
+    expect(
+      errorOf(await a.client.call(METHODS.capture, scope(2), { checkpointId: 'c', agentId: 'a-walk' })),
+    ).toMatchObject({ code: 'FUTURE_STEP' });
     const p = await a.client.call(METHODS.agentPrepare, scope(1), { agents: IDS });
     resultOf(p);
-    expect(errorOf(await a.client.call(METHODS.capture, scope(1), { checkpointId: 'c', agentId: 'a-walk' }))).toMatchObject({ code: 'INVALID_PHASE' });
-    expect(errorOf(await a.client.call(METHODS.capture, scope(1), { checkpointId: 'c', agentId: null }))).toMatchObject({ code: 'INVALID_ARGUMENT' });
+    expect(
+      errorOf(await a.client.call(METHODS.capture, scope(1), { checkpointId: 'c', agentId: 'a-walk' })),
+    ).toMatchObject({ code: 'INVALID_PHASE' });
+    expect(errorOf(await a.client.call(METHODS.capture, scope(1), { checkpointId: 'c', agentId: null }))).toMatchObject(
+      { code: 'INVALID_ARGUMENT' },
+    );
     await a.stop();
   });
 
@@ -186,7 +288,10 @@ describe('agent capture and restore', () => {
     const busy = errorOf(await a.client.call(METHODS.capture, scope(0), { checkpointId: 'c16', agentId: 'a-walk' }));
     expect(busy).toMatchObject({ code: 'BUSY', mutation: 'none' });
     expect(busy.message).toMatch(/Acknowledge/);
-    expect(resultOf<{ acknowledged: number }>(await a.client.call(METHODS.acknowledge, null, { requestIds: ids })).acknowledged).toBe(16);
+    expect(
+      resultOf<{ acknowledged: number }>(await a.client.call(METHODS.acknowledge, null, { requestIds: ids }))
+        .acknowledged,
+    ).toBe(16);
     await capture(a.client, 'c16', 'a-walk', 0);
     await a.stop();
   });
@@ -202,8 +307,17 @@ describe('agent capture and restore', () => {
     const expected = await step(a.client, 1, 'e1', lifOnly);
     const b = await spawnWorker('agent', 'w-big2');
     for (const c of [cap, capWalk]) {
-      const token = resultOf<{ restoreToken: string }>(await b.client.callUnchecked(METHODS.stageRestore, scope(1, 'e2'), stageParams(c.result, 'e1', 1), { attachment: c.payload })).restoreToken;
-      resultOf(await b.client.call(METHODS.activateRestore, scope(1, 'e2'), { restoreToken: token, agentId: c.result.agentId }));
+      const token = resultOf<{ restoreToken: string }>(
+        await b.client.callUnchecked(METHODS.stageRestore, scope(1, 'e2'), stageParams(c.result, 'e1', 1), {
+          attachment: c.payload,
+        }),
+      ).restoreToken;
+      resultOf(
+        await b.client.call(METHODS.activateRestore, scope(1, 'e2'), {
+          restoreToken: token,
+          agentId: c.result.agentId,
+        }),
+      );
     }
     expect(await step(b.client, 1, 'e2', lifOnly)).toEqual(expected);
     await a.stop();
@@ -212,24 +326,45 @@ describe('agent capture and restore', () => {
 });
 
 describe('environment capture and restore', () => {
-  const PORTS = [{ portId: 'p0', agentId: 'a' }, { portId: 'p1', agentId: 'b' }, { portId: 'p2', agentId: 'c' }];
-  const INIT = { environmentId: 'world', model: 'forage', params: { width: 7, height: 5, food: 4 }, seed: 5, stepDuration: STEP_60HZ, ports: PORTS };
+  const PORTS = [
+    { portId: 'p0', agentId: 'a' },
+    { portId: 'p1', agentId: 'b' },
+    { portId: 'p2', agentId: 'c' },
+  ];
+  const INIT = {
+    environmentId: 'world',
+    model: 'forage',
+    params: { width: 7, height: 5, food: 4 },
+    seed: 5,
+    stepDuration: STEP_60HZ,
+    ports: PORTS,
+  };
   const MOVES = ['north', 'east', 'south', 'west', 'stay'];
   const advance = (c: WorkerClient, k: number, epoch: string): Promise<CallReply> =>
-    c.call(METHODS.environmentAdvance, scope(k, epoch), { batchId: `batch-${k}`, actions: PORTS.map((p, i) => ({ ...p, action: { move: MOVES[(k * 7 + i * 3) % 5] } })) });
+    c.call(METHODS.environmentAdvance, scope(k, epoch), {
+      batchId: `batch-${k}`,
+      actions: PORTS.map((p, i) => ({ ...p, action: { move: MOVES[(k * 7 + i * 3) % 5] } })),
+    });
 
   it('a restored forage world continues exactly like the uninterrupted one', async () => {
     const a = await spawnWorker('environment', 'env-a');
     resultOf(await a.client.call(METHODS.environmentInitialize, scope(0), INIT));
     let lastObs: unknown;
-    for (let k = 0; k < 6; k++) lastObs = resultOf<{ observations: unknown }>(await advance(a.client, k, 'e1')).observations;
+    for (let k = 0; k < 6; k++)
+      lastObs = resultOf<{ observations: unknown }>(await advance(a.client, k, 'e1')).observations;
     const cap = await capture(a.client, 'ck-6', null, 6);
     expect(cap.result.agentId).toBeNull();
     const expected: unknown[] = [];
     for (let k = 6; k < 20; k++) expected.push(resultOf(await advance(a.client, k, 'e1')));
     const b = await spawnWorker('environment', 'env-b');
-    const token = resultOf<{ restoreToken: string }>(await b.client.callUnchecked(METHODS.stageRestore, scope(6, 'e2'), stageParams(cap.result, 'e1', 6), { attachment: cap.payload })).restoreToken;
-    const act = resultOf<{ observation: { observations: unknown } }>(await b.client.call(METHODS.activateRestore, scope(6, 'e2'), { restoreToken: token, agentId: null }));
+    const token = resultOf<{ restoreToken: string }>(
+      await b.client.callUnchecked(METHODS.stageRestore, scope(6, 'e2'), stageParams(cap.result, 'e1', 6), {
+        attachment: cap.payload,
+      }),
+    ).restoreToken;
+    const act = resultOf<{ observation: { observations: unknown } }>(
+      await b.client.call(METHODS.activateRestore, scope(6, 'e2'), { restoreToken: token, agentId: null }),
+    );
     expect(act.observation.observations).toEqual(lastObs);
     const got: unknown[] = [];
     for (let k = 6; k < 20; k++) got.push(resultOf(await advance(b.client, k, 'e2')));

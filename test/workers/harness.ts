@@ -7,7 +7,13 @@ import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import type { Scope } from '../../core/formats/scalars.js';
-import { type CallReply, type ProcessExitInfo, type Reply, type Role, WorkerClient } from '../../core/protocol/index.js';
+import {
+  type CallReply,
+  type ProcessExitInfo,
+  type Reply,
+  type Role,
+  WorkerClient,
+} from '../../core/protocol/index.js';
 
 export const REPO_ROOT = resolve(fileURLToPath(new URL('../..', import.meta.url)));
 export const SESSION = 's1';
@@ -27,8 +33,19 @@ export interface SpawnedWorker {
 const dirs: string[] = [];
 const live = new Set<SpawnedWorker>();
 
-export async function spawnWorker(role: Role, workerId: string, extra: string[] = [], hello = true, listenAt?: string): Promise<SpawnedWorker> {
-  const w = await launchWorker(process.execPath, ['--import', 'tsx', 'workers/main.ts'], { role, workerId, extra, listenAt });
+export async function spawnWorker(
+  role: Role,
+  workerId: string,
+  extra: string[] = [],
+  hello = true,
+  listenAt?: string,
+): Promise<SpawnedWorker> {
+  const w = await launchWorker(process.execPath, ['--import', 'tsx', 'workers/main.ts'], {
+    role,
+    workerId,
+    extra,
+    listenAt,
+  });
   if (hello) await w.client.hello({ sessionId: SESSION, workerId, role });
   return w;
 }
@@ -38,16 +55,26 @@ export async function spawnWorker(role: Role, workerId: string, extra: string[] 
  * short Unix socket (or `listenAt`), wait for its ready line, and connect a WorkerClient wired to
  * its exit. No Hello. stopAll() stops every worker started here.
  */
-export async function launchWorker(command: string, args: string[], opts: { role: Role; workerId: string; extra?: string[]; listenAt?: string }): Promise<SpawnedWorker> {
+export async function launchWorker(
+  command: string,
+  args: string[],
+  opts: { role: Role; workerId: string; extra?: string[]; listenAt?: string },
+): Promise<SpawnedWorker> {
   const dir = mkdtempSync(join(tmpdir(), 'dsw-'));
   dirs.push(dir);
   const requested = opts.listenAt ?? `unix:${join(dir, 'w.sock')}`;
-  const proc = spawn(command, [...args, '--listen', requested, '--role', opts.role, '--worker-id', opts.workerId, ...(opts.extra ?? [])], {
-    cwd: REPO_ROOT,
-    stdio: ['pipe', 'pipe', 'pipe'],
-  });
+  const proc = spawn(
+    command,
+    [...args, '--listen', requested, '--role', opts.role, '--worker-id', opts.workerId, ...(opts.extra ?? [])],
+    {
+      cwd: REPO_ROOT,
+      stdio: ['pipe', 'pipe', 'pipe'],
+    },
+  );
   let stderr = '';
-  proc.stderr!.on('data', (d: Buffer) => { stderr += d.toString(); });
+  proc.stderr!.on('data', (d: Buffer) => {
+    stderr += d.toString();
+  });
   const exited = new Promise<ProcessExitInfo>((res) => proc.once('exit', (code, signal) => res({ code, signal })));
   const readyLine = await new Promise<string>((res, rej) => {
     const rl = createInterface({ input: proc.stdout! });
@@ -57,7 +84,12 @@ export async function launchWorker(command: string, args: string[], opts: { role
   const listen = (JSON.parse(readyLine) as { listen: string }).listen; // the bound address (a real port for host:0)
   const client = await WorkerClient.connect(listen, { processExit: exited, label: opts.workerId });
   const w: SpawnedWorker = {
-    proc, listen, client, exited, readyLine, stderr: () => stderr,
+    proc,
+    listen,
+    client,
+    exited,
+    readyLine,
+    stderr: () => stderr,
     async stop() {
       live.delete(w);
       client.close();
@@ -86,13 +118,16 @@ type ResultIn<Rep> = Rep extends { type: 'result'; result: infer R } ? R : never
  * method table when the call named its method (`resultOf(await client.call(METHODS.status, …))` is a
  * StatusResult); a reply of callUnchecked is a plain record unless the test names its type `T`.
  */
-export function resultOf<T = never, Rep extends Reply = Reply>(r: CallReply<Rep> | Rep): [T] extends [never] ? ResultIn<Rep> : T {
+export function resultOf<T = never, Rep extends Reply = Reply>(
+  r: CallReply<Rep> | Rep,
+): [T] extends [never] ? ResultIn<Rep> : T {
   const reply = 'reply' in r ? r.reply : r;
   if (reply.type !== 'result') throw new Error(`expected a result, got ${reply.error.code}: ${reply.error.message}`);
   return reply.result as [T] extends [never] ? ResultIn<Rep> : T;
 }
 
 export function errorOf(r: CallReply): { code: string; message: string; mutation: string } {
-  if (r.reply.type !== 'error') throw new Error(`expected an error reply, got result ${JSON.stringify(r.reply.result)}`);
+  if (r.reply.type !== 'error')
+    throw new Error(`expected an error reply, got result ${JSON.stringify(r.reply.result)}`);
   return r.reply.error;
 }

@@ -17,7 +17,13 @@ describe('Worker.Hello', () => {
     const before = errorOf(await w.client.call(METHODS.agentPrepare, scope(0), { agents: [{ agentId: 'x' }] }));
     expect(before).toMatchObject({ code: 'INVALID_PHASE', mutation: 'none' });
     const hello = await w.client.hello({ sessionId: SESSION, workerId: 'w-a', role: 'agent' });
-    expect(hello).toMatchObject({ selectedMajor: 1, selectedMinor: 0, workerId: 'w-a', role: 'agent', contractDigest: CONTRACT_DIGEST });
+    expect(hello).toMatchObject({
+      selectedMajor: 1,
+      selectedMinor: 0,
+      workerId: 'w-a',
+      role: 'agent',
+      contractDigest: CONTRACT_DIGEST,
+    });
     expect(hello.capabilities).toEqual(['agent-step-v1', 'checkpoint-v1', 'payload-file-v1']);
     expect(hello.incarnationId).toMatch(/^inc-[0-9a-f]{16}$/);
     expect(hello.limits.maxMessageBytes).toBe(8 * 1024 * 1024);
@@ -26,8 +32,16 @@ describe('Worker.Hello', () => {
 
   it('refuses a different contract digest, worker id, role or major, naming the field', async () => {
     const w = await spawnWorker('environment', 'w-env', ['--session', SESSION], false);
-    const refusal = (p: Promise<unknown>) => p.then(() => { throw new Error('accepted'); }, (e: unknown) => e as HelloRefusedError);
-    const digest = await refusal(w.client.hello({ sessionId: SESSION, workerId: 'w-env', role: 'environment', contractDigest: 'a'.repeat(64) }));
+    const refusal = (p: Promise<unknown>) =>
+      p.then(
+        () => {
+          throw new Error('accepted');
+        },
+        (e: unknown) => e as HelloRefusedError,
+      );
+    const digest = await refusal(
+      w.client.hello({ sessionId: SESSION, workerId: 'w-env', role: 'environment', contractDigest: 'a'.repeat(64) }),
+    );
     expect(digest).toBeInstanceOf(HelloRefusedError);
     expect(digest.code).toBe('IDENTITY_MISMATCH');
     expect(digest.message).toMatch(/contractDigest/);
@@ -42,10 +56,25 @@ describe('Worker.Hello', () => {
     const session = await refusal(w.client.hello({ sessionId: 's-other', workerId: 'w-env', role: 'environment' }));
     expect(session.code).toBe('IDENTITY_MISMATCH');
     expect(session.message).toMatch(/sessionId/);
-    const major = errorOf(await w.client.call(METHODS.hello, null, { sessionId: SESSION, expectedWorkerId: 'w-env', role: 'environment', supportedMajors: [2], contractDigest: CONTRACT_DIGEST }));
+    const major = errorOf(
+      await w.client.call(METHODS.hello, null, {
+        sessionId: SESSION,
+        expectedWorkerId: 'w-env',
+        role: 'environment',
+        supportedMajors: [2],
+        contractDigest: CONTRACT_DIGEST,
+      }),
+    );
     expect(major).toMatchObject({ code: 'UNSUPPORTED', mutation: 'none' });
     expect(major.message).toMatch(/supportedMajors/);
-    const cap = await refusal(w.client.hello({ sessionId: SESSION, workerId: 'w-env', role: 'environment', requiredCapabilities: ['world-step-v1', 'pixel-observation-v1'] }));
+    const cap = await refusal(
+      w.client.hello({
+        sessionId: SESSION,
+        workerId: 'w-env',
+        role: 'environment',
+        requiredCapabilities: ['world-step-v1', 'pixel-observation-v1'],
+      }),
+    );
     expect(cap.code).toBe('UNSUPPORTED');
     expect(cap.message).toMatch(/pixel-observation-v1/);
     const ok = await w.client.hello({ sessionId: SESSION, workerId: 'w-env', role: 'environment' });
@@ -77,12 +106,22 @@ describe('Worker.Hello', () => {
 
   it('serves nothing before Hello: Status, Shutdown and Acknowledge are INVALID_PHASE; after Hello, Shutdown replies then the process exits 0', async () => {
     const w = await spawnWorker('agent', 'w-stop', [], false);
-    for (const [method, params] of [[METHODS.status, {}], [METHODS.shutdown, { reason: 'done' }], [METHODS.acknowledge, { requestIds: ['req-1'] }]] as const) {
-      expect(errorOf(await w.client.callUnchecked(method, null, params))).toEqual({ code: 'INVALID_PHASE', message: `${method} before Worker.Hello`, mutation: 'none' });
+    for (const [method, params] of [
+      [METHODS.status, {}],
+      [METHODS.shutdown, { reason: 'done' }],
+      [METHODS.acknowledge, { requestIds: ['req-1'] }],
+    ] as const) {
+      expect(errorOf(await w.client.callUnchecked(method, null, params))).toEqual({
+        code: 'INVALID_PHASE',
+        message: `${method} before Worker.Hello`,
+        mutation: 'none',
+      });
     }
     expect(w.proc.exitCode).toBeNull();
     await w.client.hello({ sessionId: SESSION, workerId: 'w-stop', role: 'agent' });
-    const st = resultOf<{ state: string; progressCounter: string; currentScope: unknown }>(await w.client.call(METHODS.status, null, {}));
+    const st = resultOf<{ state: string; progressCounter: string; currentScope: unknown }>(
+      await w.client.call(METHODS.status, null, {}),
+    );
     expect(st).toMatchObject({ state: 'uninitialized', progressCounter: '0', currentScope: null });
     expect(resultOf(await w.client.call(METHODS.shutdown, null, { reason: 'done' }))).toEqual({ stopping: true });
     expect(await w.exited).toEqual({ code: 0, signal: null });
@@ -91,12 +130,30 @@ describe('Worker.Hello', () => {
   it('refuses bad flags with one line and exit 2, before listening', async () => {
     const { spawnSync } = await import('node:child_process');
     const { REPO_ROOT } = await import('./harness.js');
-    const r = spawnSync(process.execPath, ['--import', 'tsx', 'workers/main.ts', '--listen', 'unix:relative.sock', '--role', 'agent', '--worker-id', 'w1'], { cwd: REPO_ROOT, encoding: 'utf8' });
+    const r = spawnSync(
+      process.execPath,
+      ['--import', 'tsx', 'workers/main.ts', '--listen', 'unix:relative.sock', '--role', 'agent', '--worker-id', 'w1'],
+      { cwd: REPO_ROOT, encoding: 'utf8' },
+    );
     expect(r.status).toBe(2);
     expect(r.stderr.trim().split('\n')).toHaveLength(1);
     expect(r.stderr).toMatch(/--listen.*absolute/);
     expect(r.stdout).toBe('');
-    const long = spawnSync(process.execPath, ['--import', 'tsx', 'workers/main.ts', '--listen', `unix:/tmp/${'x'.repeat(120)}.sock`, '--role', 'agent', '--worker-id', 'w1'], { cwd: REPO_ROOT, encoding: 'utf8' });
+    const long = spawnSync(
+      process.execPath,
+      [
+        '--import',
+        'tsx',
+        'workers/main.ts',
+        '--listen',
+        `unix:/tmp/${'x'.repeat(120)}.sock`,
+        '--role',
+        'agent',
+        '--worker-id',
+        'w1',
+      ],
+      { cwd: REPO_ROOT, encoding: 'utf8' },
+    );
     expect(long.status).toBe(2);
     expect(long.stderr).toMatch(/under 100/);
   });

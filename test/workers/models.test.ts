@@ -41,18 +41,30 @@ const stored = existsSync(VECTORS) ? (JSON.parse(readFileSync(VECTORS, 'utf8')) 
 const recorded: Record<string, unknown> = {};
 function vector(name: string, value: unknown): void {
   recorded[name] = value;
-  if (!updating) expect(JSON.parse(JSON.stringify(value)), `vector ${name} differs from ${VECTORS} (UPDATE_MODEL_VECTORS=1 rewrites it)`).toEqual(stored[name]);
+  if (!updating)
+    expect(
+      JSON.parse(JSON.stringify(value)),
+      `vector ${name} differs from ${VECTORS} (UPDATE_MODEL_VECTORS=1 rewrites it)`,
+    ).toEqual(stored[name]);
 }
 
 it('the model vectors were compared, not rewritten (UPDATE_MODEL_VECTORS is unset)', () => {
-  expect(inCi && updating, 'UPDATE_MODEL_VECTORS=1 is refused in CI: nothing was written, nothing compared').toBe(false);
-  expect(updating, `UPDATE_MODEL_VECTORS=1: ${VECTORS} is rewritten and nothing was compared; review the diff, unset it and run again`).toBe(false);
+  expect(inCi && updating, 'UPDATE_MODEL_VECTORS=1 is refused in CI: nothing was written, nothing compared').toBe(
+    false,
+  );
+  expect(
+    updating,
+    `UPDATE_MODEL_VECTORS=1: ${VECTORS} is rewritten and nothing was compared; review the diff, unset it and run again`,
+  ).toBe(false);
 });
 
 afterAll(() => {
   if (!updating || inCi) return;
   mkdirSync(dirname(VECTORS), { recursive: true });
-  writeFileSync(VECTORS, `${JSON.stringify({ about: 'detsim reference model vectors v1: inputs and expected outputs of walker-v1, lif-v1, forage-v1 (see the RULES comments in workers/models/)', ...recorded }, null, 1)}\n`);
+  writeFileSync(
+    VECTORS,
+    `${JSON.stringify({ about: 'detsim reference model vectors v1: inputs and expected outputs of walker-v1, lif-v1, forage-v1 (see the RULES comments in workers/models/)', ...recorded }, null, 1)}\n`,
+  );
 });
 
 describe('TickClock', () => {
@@ -183,11 +195,18 @@ describe('lif follows its RULES', () => {
       expect(lif.prepare(s, { agentId: 'l', step: BigInt(k), ticks: T, observation: o })).toEqual(want);
       steps.push({ ticks: T, observation: o, decision: want });
     }
-    const membraneSha256 = createHash('sha256').update(new Uint8Array(Float64Array.from(mem).buffer)).digest('hex');
+    const membraneSha256 = createHash('sha256')
+      .update(new Uint8Array(Float64Array.from(mem).buffer))
+      .digest('hex');
     const captured = lif.capture(s) as { membrane: Uint8Array; rng: number };
     expect(createHash('sha256').update(captured.membrane).digest('hex')).toBe(membraneSha256);
     expect(captured.rng).toBe(next.state());
-    vector('lif', { seed, params: { neurons: n }, steps, after: { rngState: next.state(), membraneF64LeSha256: membraneSha256 } });
+    vector('lif', {
+      seed,
+      params: { neurons: n },
+      steps,
+      after: { rngState: next.state(), membraneF64LeSha256: membraneSha256 },
+    });
   });
 
   it('capture → restore continues identically', () => {
@@ -196,7 +215,9 @@ describe('lif follows its RULES', () => {
     const bytes = encodeState(lif.capture(a));
     const b = lif.restore(decodeState(bytes), { agentId: 'l', seed: 9, params: { neurons: 50 }, observation: {} });
     for (let k = 1; k < 10; k++) {
-      expect(lif.prepare(b, { agentId: 'l', step: BigInt(k), ticks: 17, observation: obsAt(k) })).toEqual(lif.prepare(a, { agentId: 'l', step: BigInt(k), ticks: 17, observation: obsAt(k) }));
+      expect(lif.prepare(b, { agentId: 'l', step: BigInt(k), ticks: 17, observation: obsAt(k) })).toEqual(
+        lif.prepare(a, { agentId: 'l', step: BigInt(k), ticks: 17, observation: obsAt(k) }),
+      );
     }
   });
 });
@@ -207,8 +228,18 @@ describe('forage follows its RULES', () => {
     const H = 6;
     const F = 5;
     const seed = 31337;
-    const ports = [{ portId: 'p0', agentId: 'z' }, { portId: 'p1', agentId: 'a' }, { portId: 'p2', agentId: 'm' }];
-    const s = forage.initialize({ environmentId: 'w', seed, params: { width: W, height: H, food: F }, ports, stepDuration: { numerator: '1', denominator: '1' } });
+    const ports = [
+      { portId: 'p0', agentId: 'z' },
+      { portId: 'p1', agentId: 'a' },
+      { portId: 'p2', agentId: 'm' },
+    ];
+    const s = forage.initialize({
+      environmentId: 'w',
+      seed,
+      params: { width: W, height: H, food: F },
+      ports,
+      stepDuration: { numerator: '1', denominator: '1' },
+    });
     // independent model
     const next = xs(seed);
     const ag = ports.map((p) => ({ id: p.agentId, x: next() % W, y: next() % H, score: 0 }));
@@ -243,7 +274,13 @@ describe('forage follows its RULES', () => {
       return out;
     };
     expect(forage.observe(s)).toEqual(observe());
-    const D: Record<string, [number, number]> = { stay: [0, 0], north: [0, -1], east: [1, 0], south: [0, 1], west: [-1, 0] };
+    const D: Record<string, [number, number]> = {
+      stay: [0, 0],
+      north: [0, -1],
+      east: [1, 0],
+      south: [0, 1],
+      west: [-1, 0],
+    };
     const names = Object.keys(D);
     const steps: unknown[] = [];
     const initialObservations = observe();
@@ -252,7 +289,8 @@ describe('forage follows its RULES', () => {
       const seen = observe() as Record<string, { foodDx: number; foodDy: number }>;
       const actions = ports.map((p, i) => {
         const o = seen[p.agentId]!;
-        const greedy = o.foodDx > 0 ? 'east' : o.foodDx < 0 ? 'west' : o.foodDy > 0 ? 'south' : o.foodDy < 0 ? 'north' : 'stay';
+        const greedy =
+          o.foodDx > 0 ? 'east' : o.foodDx < 0 ? 'west' : o.foodDy > 0 ? 'south' : o.foodDy < 0 ? 'north' : 'stay';
         return { ...p, action: { move: (k + i) % 4 === 0 ? names[(k * 3 + i * 2) % 5]! : greedy } };
       });
       const got = forage.advance(s, { step: BigInt(k), actions });
@@ -272,11 +310,23 @@ describe('forage follows its RULES', () => {
       });
       expect(got.rewards).toEqual(rewards);
       expect(forage.observe(s)).toEqual(observe());
-      const world = { agents: ag.map((a) => [a.id, a.x, a.y, a.score]), food: [...food].sort((p, q) => p - q), rng: next.state() };
+      const world = {
+        agents: ag.map((a) => [a.id, a.x, a.y, a.score]),
+        food: [...food].sort((p, q) => p - q),
+        rng: next.state(),
+      };
       expect(canonicalDigest(forage.digest(s))).toBe(canonicalDigest(world));
-      if (k < 100) steps.push({ moves: actions.map((a) => a.action.move), rewards, worldDigest: canonicalDigest(world) });
+      if (k < 100)
+        steps.push({ moves: actions.map((a) => a.action.move), rewards, worldDigest: canonicalDigest(world) });
     }
-    vector('forage', { seed, params: { width: W, height: H, food: F }, ports, initialObservations, steps, finalObservations: observe() });
+    vector('forage', {
+      seed,
+      params: { width: W, height: H, food: F },
+      ports,
+      initialObservations,
+      steps,
+      finalObservations: observe(),
+    });
     expect(ag.reduce((t, a) => t + a.score, 0)).toBeGreaterThan(20);
   });
 });

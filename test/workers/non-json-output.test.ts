@@ -15,7 +15,12 @@ describe('model output that is not JSON data', () => {
     const w = await spawnWorker('agent', 'w-nan', ['--model', MODEL]);
     const agents = [{ agentId: 'u-nan', model: MODEL, params: {}, seed: 1, stepDuration: STEP_60HZ, observation: {} }];
     resultOf(await w.client.call(METHODS.agentInitialize, scope(0), { agents }));
-    const reply = await w.client.call(METHODS.agentPrepare, scope(0), { agents: [{ agentId: 'u-nan' }] }, { deadlineMs: 10_000 });
+    const reply = await w.client.call(
+      METHODS.agentPrepare,
+      scope(0),
+      { agents: [{ agentId: 'u-nan' }] },
+      { deadlineMs: 10_000 },
+    );
     const e = errorOf(reply);
     expect(e.code).toBe('BACKEND_FAILURE');
     expect(e.message).toMatch(/^Agent\.Prepare: the model returned a value that is not JSON data: .*NaN/);

@@ -15,7 +15,11 @@ import { REPO_ROOT, STEP_60HZ, resultOf, scope, SESSION } from './harness.js';
  * A parent that spawns a worker directly (no launcher, so no parent-death signal) with a stdin pipe
  * as the launcher does, relays its ready line and stderr, then waits.
  */
-async function workerUnderParent(sock: string, workerId: string, models: string[] = []): Promise<{ parent: ChildProcess; pid: number; stderr: () => string }> {
+async function workerUnderParent(
+  sock: string,
+  workerId: string,
+  models: string[] = [],
+): Promise<{ parent: ChildProcess; pid: number; stderr: () => string }> {
   const script = `
     const { spawn } = require('node:child_process');
     const w = spawn(process.execPath, ['--import', 'tsx', 'workers/main.ts', '--listen', 'unix:${sock}', '--role', 'agent', '--worker-id', '${workerId}'${models.map((m) => `, '--model', ${JSON.stringify(m)}`).join('')}], { stdio: ['pipe', 'pipe', 'inherit'] });
@@ -50,10 +54,15 @@ describe('orphan guard', () => {
     const { parent, pid, stderr } = await workerUnderParent(sock, 'spin', [model]);
     const client = await WorkerClient.connect(`unix:${sock}`, { label: 'spin' });
     await client.hello({ sessionId: SESSION, workerId: 'spin', role: 'agent' });
-    resultOf(await client.call(METHODS.agentInitialize, scope(0), { agents: [{ agentId: 'sp', model, params: {}, seed: 1, stepDuration: STEP_60HZ, observation: {} }] }));
+    resultOf(
+      await client.call(METHODS.agentInitialize, scope(0), {
+        agents: [{ agentId: 'sp', model, params: {}, seed: 1, stepDuration: STEP_60HZ, observation: {} }],
+      }),
+    );
     void client.call(METHODS.agentPrepare, scope(0), { agents: [{ agentId: 'sp' }] }).catch(() => undefined);
     const spinning = Date.now() + 30_000;
-    while (!stderr().includes('spinning in prepare') && Date.now() < spinning) await new Promise((r) => setTimeout(r, 50));
+    while (!stderr().includes('spinning in prepare') && Date.now() < spinning)
+      await new Promise((r) => setTimeout(r, 50));
     expect(stderr()).toContain('spinning in prepare');
     parent.kill('SIGKILL');
     const deadline = Date.now() + 10_000;

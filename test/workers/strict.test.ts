@@ -11,16 +11,31 @@ afterAll(stopAll);
 
 const MODEL = join(REPO_ROOT, 'test/workers/fixtures/nondeterministic-agent.ts');
 const agent = (agentId: string, call: string, strict?: boolean) => ({
-  agentId, model: MODEL, params: strict === undefined ? { call } : { call, strict }, seed: 1, stepDuration: STEP_60HZ, observation: {},
+  agentId,
+  model: MODEL,
+  params: strict === undefined ? { call } : { call, strict },
+  seed: 1,
+  stepDuration: STEP_60HZ,
+  observation: {},
 });
 
 describe('strict mode', () => {
   it('fails a user model that calls Math.random / Date.now / new Date() when strict: true, naming agent and call', async () => {
     const w = await spawnWorker('agent', 'w-strict', ['--model', MODEL]);
-    const agents = [agent('u-date', 'date', true), agent('u-free', 'random'), agent('u-now', 'now', true), agent('u-rand', 'random', true), agent('u-ok', 'none', true)];
+    const agents = [
+      agent('u-date', 'date', true),
+      agent('u-free', 'random'),
+      agent('u-now', 'now', true),
+      agent('u-rand', 'random', true),
+      agent('u-ok', 'none', true),
+    ];
     resultOf(await w.client.call(METHODS.agentInitialize, scope(0), { agents }));
     const one = async (agentId: string) => w.client.call(METHODS.agentPrepare, scope(0), { agents: [{ agentId }] });
-    for (const [id, call] of [['u-rand', 'Math.random()'], ['u-now', 'Date.now()'], ['u-date', 'new Date()']] as const) {
+    for (const [id, call] of [
+      ['u-rand', 'Math.random()'],
+      ['u-now', 'Date.now()'],
+      ['u-date', 'new Date()'],
+    ] as const) {
       const e = errorOf(await one(id));
       expect(e.code).toBe('BACKEND_FAILURE');
       expect(e.message).toContain(`agent ${id}`);

@@ -34,7 +34,11 @@ describe('a stranger on a live worker’s socket', () => {
     resultOf(await w.client.call(METHODS.agentInitialize, scope(0), { agents: [WALKER] }));
     const stranger = await WorkerClient.connect(w.listen, { processExit: w.exited, label: 'stranger' });
     for (const [method, sc, params] of NOT_HELLO) {
-      expect(errorOf(await stranger.callUnchecked(method, sc, params)), method).toEqual({ code: 'INVALID_PHASE', message: `${method} before Worker.Hello`, mutation: 'none' });
+      expect(errorOf(await stranger.callUnchecked(method, sc, params)), method).toEqual({
+        code: 'INVALID_PHASE',
+        message: `${method} before Worker.Hello`,
+        mutation: 'none',
+      });
     }
     // The Shutdown above did nothing: the worker and the coordinator's stream are untouched.
     expect(w.proc.exitCode).toBeNull();
@@ -49,11 +53,27 @@ describe('a stranger on a live worker’s socket', () => {
   it('learns neither the worker id nor the bound session from a refused Hello', async () => {
     const w = await spawnWorker('agent', 'w-secret-7', ['--session', 's-secret-9'], false);
     const stranger = await WorkerClient.connect(w.listen, { processExit: w.exited, label: 'stranger' });
-    const hello = { sessionId: 's-guess', expectedWorkerId: 'w-guess', role: 'agent', supportedMajors: [1], contractDigest: CONTRACT_DIGEST };
+    const hello = {
+      sessionId: 's-guess',
+      expectedWorkerId: 'w-guess',
+      role: 'agent',
+      supportedMajors: [1],
+      contractDigest: CONTRACT_DIGEST,
+    };
     const wrongId = errorOf(await stranger.callUnchecked(METHODS.hello, null, hello));
-    expect(wrongId).toEqual({ code: 'IDENTITY_MISMATCH', message: 'workerId: params.expectedWorkerId does not name this worker', mutation: 'none' });
-    const wrongSession = errorOf(await stranger.callUnchecked(METHODS.hello, null, { ...hello, expectedWorkerId: 'w-secret-7' }));
-    expect(wrongSession).toEqual({ code: 'IDENTITY_MISMATCH', message: 'sessionId: params.sessionId is not the session this worker is bound to', mutation: 'none' });
+    expect(wrongId).toEqual({
+      code: 'IDENTITY_MISMATCH',
+      message: 'workerId: params.expectedWorkerId does not name this worker',
+      mutation: 'none',
+    });
+    const wrongSession = errorOf(
+      await stranger.callUnchecked(METHODS.hello, null, { ...hello, expectedWorkerId: 'w-secret-7' }),
+    );
+    expect(wrongSession).toEqual({
+      code: 'IDENTITY_MISMATCH',
+      message: 'sessionId: params.sessionId is not the session this worker is bound to',
+      mutation: 'none',
+    });
     for (const e of [wrongId, wrongSession]) expect(e.message).not.toMatch(/secret/);
     // Still un-introduced after the refused Hellos.
     expect(errorOf(await stranger.call(METHODS.status, null, {})).code).toBe('INVALID_PHASE');
@@ -64,19 +84,52 @@ describe('a stranger on a live worker’s socket', () => {
 
 describe('listen addresses', () => {
   const worker = (listen: string) =>
-    spawnSync(process.execPath, ['--import', 'tsx', 'workers/main.ts', '--listen', listen, '--role', 'agent', '--worker-id', 'w1', '--no-parent-watch'], { cwd: REPO_ROOT, encoding: 'utf8', timeout: 30_000 });
+    spawnSync(
+      process.execPath,
+      [
+        '--import',
+        'tsx',
+        'workers/main.ts',
+        '--listen',
+        listen,
+        '--role',
+        'agent',
+        '--worker-id',
+        'w1',
+        '--no-parent-watch',
+      ],
+      { cwd: REPO_ROOT, encoding: 'utf8', timeout: 30_000 },
+    );
 
   it('refuses 0.0.0.0, a LAN address, :: and a host name with one named line, exit 2, before listening', () => {
     for (const host of ['0.0.0.0', '192.168.1.10', '::', 'example.com', '127.0.0.256']) {
       const r = worker(`${host}:0`);
       expect(r.status, host).toBe(2);
       expect(r.stdout).toBe('');
-      expect(r.stderr).toBe(`detsim: [perm_listen_not_local] --listen: ${JSON.stringify(host)} is not a loopback address; a worker listens only on unix:/abs/path or a loopback host (127.0.0.0/8, ::1, localhost) until authenticated remote workers exist\n`);
+      expect(r.stderr).toBe(
+        `detsim: [perm_listen_not_local] --listen: ${JSON.stringify(host)} is not a loopback address; a worker listens only on unix:/abs/path or a loopback host (127.0.0.0/8, ::1, localhost) until authenticated remote workers exist\n`,
+      );
     }
   });
 
   it('`detsim worker --listen 0.0.0.0:0` is refused the same way', () => {
-    const r = spawnSync(process.execPath, ['--import', 'tsx', 'coordinator/cli/main.ts', 'worker', '--listen', '0.0.0.0:0', '--role', 'agent', '--worker-id', 'w1', '--no-parent-watch'], { cwd: REPO_ROOT, encoding: 'utf8', timeout: 30_000 });
+    const r = spawnSync(
+      process.execPath,
+      [
+        '--import',
+        'tsx',
+        'coordinator/cli/main.ts',
+        'worker',
+        '--listen',
+        '0.0.0.0:0',
+        '--role',
+        'agent',
+        '--worker-id',
+        'w1',
+        '--no-parent-watch',
+      ],
+      { cwd: REPO_ROOT, encoding: 'utf8', timeout: 30_000 },
+    );
     expect(r.status).toBe(2);
     expect(r.stderr).toMatch(/^detsim: \[perm_listen_not_local\] --listen: "0\.0\.0\.0" is not a loopback address; /);
   });
@@ -97,18 +150,28 @@ describe('model modules', () => {
     process.env.DETSIM_TEST_MARKER = marker;
     try {
       const bare = await spawnWorker('agent', 'w-bare');
-      const refused = errorOf(await bare.client.call(METHODS.agentInitialize, scope(0), { agents: [{ ...WALKER, model: MARKER_MODEL }] }));
+      const refused = errorOf(
+        await bare.client.call(METHODS.agentInitialize, scope(0), { agents: [{ ...WALKER, model: MARKER_MODEL }] }),
+      );
       expect(refused).toEqual({
         code: 'INVALID_ARGUMENT',
         message: `params.agents[0].model: model ${JSON.stringify(MARKER_MODEL)} was not launched with this worker (perm_model_not_launched): a worker loads only the built-in models (walker, lif) and the model modules given to it at launch (--model); it was not loaded`,
         mutation: 'none',
       });
       // A relative spelling of the same file is the same refusal: nothing was imported.
-      expect(errorOf(await bare.client.call(METHODS.agentInitialize, scope(0), { agents: [{ ...WALKER, model: './test/workers/fixtures/marker-model.ts' }] })).message).toMatch(/perm_model_not_launched/);
+      expect(
+        errorOf(
+          await bare.client.call(METHODS.agentInitialize, scope(0), {
+            agents: [{ ...WALKER, model: './test/workers/fixtures/marker-model.ts' }],
+          }),
+        ).message,
+      ).toMatch(/perm_model_not_launched/);
       expect(existsSync(marker)).toBe(false);
       await bare.stop();
       const launched = await spawnWorker('agent', 'w-launched', ['--model', MARKER_MODEL]);
-      resultOf(await launched.client.call(METHODS.agentInitialize, scope(0), { agents: [{ ...WALKER, model: MARKER_MODEL }] }));
+      resultOf(
+        await launched.client.call(METHODS.agentInitialize, scope(0), { agents: [{ ...WALKER, model: MARKER_MODEL }] }),
+      );
       expect(existsSync(marker)).toBe(true);
       await launched.stop();
     } finally {
@@ -120,19 +183,48 @@ describe('model modules', () => {
   it('the launcher gives each worker the module paths of the models it hosts, and no others', () => {
     const plan = resolveConfig(
       {
-        sessionId: 'launch', masterSeed: '1', steps: 1,
+        sessionId: 'launch',
+        masterSeed: '1',
+        steps: 1,
         environment: { id: 'forage', model: 'forage' },
-        agents: [{ id: 'w-0', model: 'walker' }, { id: 'm-0', model: './fixtures/marker-model.ts' }, { id: 'r-0', model: './fixtures/readme-model.ts' }],
+        agents: [
+          { id: 'w-0', model: 'walker' },
+          { id: 'm-0', model: './fixtures/marker-model.ts' },
+          { id: 'r-0', model: './fixtures/readme-model.ts' },
+        ],
         workers: { agentsPerWorker: 1 },
       },
       { baseDir: join(REPO_ROOT, 'test/workers') },
     );
-    expect(plan.workers.map((w) => launchedModelsFor(plan, w))).toEqual([[], [], [MARKER_MODEL], [join(REPO_ROOT, 'test/workers/fixtures/readme-model.ts')]]);
+    expect(plan.workers.map((w) => launchedModelsFor(plan, w))).toEqual([
+      [],
+      [],
+      [MARKER_MODEL],
+      [join(REPO_ROOT, 'test/workers/fixtures/readme-model.ts')],
+    ]);
   });
 
   it('refuses a --model that is not a file, naming the flag, exit 2', () => {
-    const r = spawnSync(process.execPath, ['--import', 'tsx', 'workers/main.ts', '--listen', 'unix:/tmp/dsx-never.sock', '--role', 'agent', '--worker-id', 'w1', '--model', '/nonexistent/model.ts'], { cwd: REPO_ROOT, encoding: 'utf8', timeout: 30_000 });
+    const r = spawnSync(
+      process.execPath,
+      [
+        '--import',
+        'tsx',
+        'workers/main.ts',
+        '--listen',
+        'unix:/tmp/dsx-never.sock',
+        '--role',
+        'agent',
+        '--worker-id',
+        'w1',
+        '--model',
+        '/nonexistent/model.ts',
+      ],
+      { cwd: REPO_ROOT, encoding: 'utf8', timeout: 30_000 },
+    );
     expect(r.status).toBe(2);
-    expect(r.stderr).toBe('detsim: [struct_unknown_model] --model "/nonexistent/model.ts": no such model module file (/nonexistent/model.ts)\n');
+    expect(r.stderr).toBe(
+      'detsim: [struct_unknown_model] --model "/nonexistent/model.ts": no such model module file (/nonexistent/model.ts)\n',
+    );
   });
 });

@@ -26,7 +26,11 @@ async function moves(client: WorkerClient, from: number, to: number, epoch = 'e1
   for (let k = from; k < to; k++) {
     const p = await client.call(METHODS.agentPrepare, scope(k, epoch), { agents: [{ agentId: 'u' }] });
     out.push(resultOf<{ agents: { decision: { move: string } }[] }>(p).agents[0]!.decision.move);
-    resultOf(await client.call(METHODS.agentCommit, scope(k, epoch), { agents: [{ agentId: 'u', preparedRequestId: p.requestId, observation: {}, rewards: [] }] }));
+    resultOf(
+      await client.call(METHODS.agentCommit, scope(k, epoch), {
+        agents: [{ agentId: 'u', preparedRequestId: p.requestId, observation: {}, rewards: [] }],
+      }),
+    );
   }
   return out;
 }
@@ -34,11 +38,17 @@ async function moves(client: WorkerClient, from: number, to: number, epoch = 'e1
 describe('user models', () => {
   it('runs the README example by path: its modelVersion, its exact draws, its captured RNG state, restored by a fresh worker', async () => {
     const w = await spawnWorker('agent', 'w-user', ['--model', MODEL]);
-    const bad = errorOf(await w.client.call(METHODS.agentInitialize, scope(0), { agents: [{ agentId: 'u', model: 'nonesuch', params: {}, seed: 1, stepDuration: STEP_60HZ, observation: {} }] }));
+    const bad = errorOf(
+      await w.client.call(METHODS.agentInitialize, scope(0), {
+        agents: [{ agentId: 'u', model: 'nonesuch', params: {}, seed: 1, stepDuration: STEP_60HZ, observation: {} }],
+      }),
+    );
     expect(bad).toMatchObject({ code: 'INVALID_ARGUMENT', mutation: 'none' });
     expect(bad.message).toMatch(/params\.agents\[0\]\.model.*nonesuch/);
     const agent = { agentId: 'u', model: MODEL, params: {}, seed: SEED, stepDuration: STEP_60HZ, observation: {} };
-    const init = resultOf<{ agents: { agentId: string; modelVersion: string }[] }>(await w.client.call(METHODS.agentInitialize, scope(0), { agents: [agent] }));
+    const init = resultOf<{ agents: { agentId: string; modelVersion: string }[] }>(
+      await w.client.call(METHODS.agentInitialize, scope(0), { agents: [agent] }),
+    );
     expect(init.agents).toMatchObject([{ agentId: 'u', modelVersion: 'my-model-v1' }]);
 
     const rng = new Xorshift32(SEED);
@@ -55,8 +65,16 @@ describe('user models', () => {
 
     // A fresh worker restores the capture and draws what the original would have drawn next.
     const fresh = await spawnWorker('agent', 'w-user-2', ['--model', MODEL]);
-    const stage = { checkpointId: 'c6', agentId: 'u', sourceScope: scope(6), compatibilityDigest: captured.compatibilityDigest, payload: captured.payload };
-    const token = resultOf<{ restoreToken: string }>(await fresh.client.call(METHODS.stageRestore, scope(6, 'e2'), stage, { attachment: cap.attachment! })).restoreToken;
+    const stage = {
+      checkpointId: 'c6',
+      agentId: 'u',
+      sourceScope: scope(6),
+      compatibilityDigest: captured.compatibilityDigest,
+      payload: captured.payload,
+    };
+    const token = resultOf<{ restoreToken: string }>(
+      await fresh.client.call(METHODS.stageRestore, scope(6, 'e2'), stage, { attachment: cap.attachment! }),
+    ).restoreToken;
     resultOf(await fresh.client.call(METHODS.activateRestore, scope(6, 'e2'), { restoreToken: token, agentId: 'u' }));
     expect(await moves(fresh.client, 6, 12, 'e2')).toEqual(want.slice(6));
     await Promise.all([w.stop(), fresh.stop()]);

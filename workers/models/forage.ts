@@ -46,7 +46,6 @@ interface ForageState {
   agents: ForageAgent[];
 }
 
-
 function insertSorted(list: number[], c: number): void {
   let i = list.length;
   while (i > 0 && list[i - 1]! > c) i--;
@@ -99,12 +98,20 @@ export const forage = defineEnvironmentModel<ForageState>({
       const y = rng.nextUint() % p.height;
       return { agentId: port.agentId, portId: port.portId, x, y, score: 0 };
     });
-    const s: ForageState = { width: p.width, height: p.height, rng, hasFood: new Uint8Array(p.width * p.height), food: [], agents };
+    const s: ForageState = {
+      width: p.width,
+      height: p.height,
+      rng,
+      hasFood: new Uint8Array(p.width * p.height),
+      food: [],
+      agents,
+    };
     for (let f = 0; f < p.food; f++) place(s, -1);
     return s;
   },
   checkAction(action, portId) {
-    if (!isMove(action.move)) return `actions[${portId}].move: ${JSON.stringify(action.move)} is not one of stay, north, east, south, west`;
+    if (!isMove(action.move))
+      return `actions[${portId}].move: ${JSON.stringify(action.move)} is not one of stay, north, east, south, west`;
     const extra = Object.keys(action).filter((k) => k !== 'move');
     return extra.length > 0 ? `actions[${portId}]: unknown field ${JSON.stringify(extra.sort()[0])}` : undefined;
   },
@@ -150,16 +157,28 @@ export const forage = defineEnvironmentModel<ForageState>({
   restore(data, ctx) {
     const p = forageParams(ctx.params);
     const d = data as { agents?: unknown; food?: unknown; height?: unknown; rng?: unknown; width?: unknown };
-    if (d.width !== p.width || d.height !== p.height) throw new Error('forage payload: width/height differ from params');
-    if (typeof d.rng !== 'number' || !Array.isArray(d.food) || !Array.isArray(d.agents)) throw new Error('forage payload: rng, food and agents are required');
-    const agents = (d.agents as ForageAgent[]).map((a) => ({ agentId: a.agentId, portId: a.portId, x: a.x, y: a.y, score: a.score }));
-    if (agents.length !== ctx.ports.length || agents.some((a, i) => a.agentId !== ctx.ports[i]!.agentId || a.portId !== ctx.ports[i]!.portId)) {
+    if (d.width !== p.width || d.height !== p.height)
+      throw new Error('forage payload: width/height differ from params');
+    if (typeof d.rng !== 'number' || !Array.isArray(d.food) || !Array.isArray(d.agents))
+      throw new Error('forage payload: rng, food and agents are required');
+    const agents = (d.agents as ForageAgent[]).map((a) => ({
+      agentId: a.agentId,
+      portId: a.portId,
+      x: a.x,
+      y: a.y,
+      score: a.score,
+    }));
+    if (
+      agents.length !== ctx.ports.length ||
+      agents.some((a, i) => a.agentId !== ctx.ports[i]!.agentId || a.portId !== ctx.ports[i]!.portId)
+    ) {
       throw new Error('forage payload: agents differ from the configured ports');
     }
     const cells = p.width * p.height;
     const hasFood = new Uint8Array(cells);
     const food = (d.food as number[]).map((c) => {
-      if (!Number.isInteger(c) || c < 0 || c >= cells) throw new Error(`forage payload: food cell ${c} is outside the world`);
+      if (!Number.isInteger(c) || c < 0 || c >= cells)
+        throw new Error(`forage payload: food cell ${c} is outside the world`);
       hasFood[c] = 1;
       return c;
     });

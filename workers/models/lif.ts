@@ -36,7 +36,6 @@ interface LifState {
   rewardTotal: number;
 }
 
-
 function runTicks(s: LifState, ticks: number, drive: Float64Array, spikes: number[]): void {
   const { n, rng, membrane, baseline } = s;
   for (let t = 0; t < ticks; t++) {
@@ -85,18 +84,39 @@ export const lif = defineAgentModel<LifState>({
     for (const r of ctx.rewards) state.rewardTotal += r.value;
   },
   capture(state) {
-    return { baseline: bytesOf(state.baseline), membrane: bytesOf(state.membrane), neurons: state.n, rewardTotal: state.rewardTotal, rng: state.rng.state };
+    return {
+      baseline: bytesOf(state.baseline),
+      membrane: bytesOf(state.membrane),
+      neurons: state.n,
+      rewardTotal: state.rewardTotal,
+      rng: state.rng.state,
+    };
   },
   restore(data, ctx) {
-    const d = data as { baseline?: unknown; membrane?: unknown; neurons?: unknown; rewardTotal?: unknown; rng?: unknown };
+    const d = data as {
+      baseline?: unknown;
+      membrane?: unknown;
+      neurons?: unknown;
+      rewardTotal?: unknown;
+      rng?: unknown;
+    };
     const n = lifParams(ctx.params).neurons;
     if (d.neurons !== n) throw new Error(`lif payload: neurons ${String(d.neurons)} differs from params.neurons ${n}`);
-    if (!(d.membrane instanceof Uint8Array) || d.membrane.byteLength !== n * 8) throw new Error('lif payload: membrane must be n * 8 bytes');
-    if (!(d.baseline instanceof Uint8Array) || d.baseline.byteLength !== n * 4) throw new Error('lif payload: baseline must be n * 4 bytes');
-    if (typeof d.rewardTotal !== 'number' || typeof d.rng !== 'number') throw new Error('lif payload: rewardTotal and rng must be numbers');
+    if (!(d.membrane instanceof Uint8Array) || d.membrane.byteLength !== n * 8)
+      throw new Error('lif payload: membrane must be n * 8 bytes');
+    if (!(d.baseline instanceof Uint8Array) || d.baseline.byteLength !== n * 4)
+      throw new Error('lif payload: baseline must be n * 4 bytes');
+    if (typeof d.rewardTotal !== 'number' || typeof d.rng !== 'number')
+      throw new Error('lif payload: rewardTotal and rng must be numbers');
     const rng = new Xorshift32(0);
     rng.state = d.rng | 0;
-    return { n, rng, membrane: f64FromBytes(d.membrane), baseline: f32FromBytes(d.baseline), rewardTotal: d.rewardTotal };
+    return {
+      n,
+      rng,
+      membrane: f64FromBytes(d.membrane),
+      baseline: f32FromBytes(d.baseline),
+      rewardTotal: d.rewardTotal,
+    };
   },
 });
 export default lif;

@@ -16,6 +16,7 @@ export function isMove(value: unknown): value is Move {
 export function foodOffset(observation: Record<string, unknown>): { dx: number; dy: number } | undefined {
   const dx = observation.foodDx;
   const dy = observation.foodDy;
-  if (typeof dx !== 'number' || typeof dy !== 'number' || !Number.isInteger(dx) || !Number.isInteger(dy)) return undefined;
+  if (typeof dx !== 'number' || typeof dy !== 'number' || !Number.isInteger(dx) || !Number.isInteger(dy))
+    return undefined;
   return { dx, dy };
 }

@@ -9,8 +9,13 @@ import { forage } from './forage.js';
 import { lif } from './lif.js';
 import { walker } from './walker.js';
 
-export const BUILTIN_AGENT_MODELS: Record<string, AgentModel<unknown>> = { walker: walker as AgentModel<unknown>, lif: lif as AgentModel<unknown> };
-export const BUILTIN_ENVIRONMENT_MODELS: Record<string, EnvironmentModel<unknown>> = { forage: forage as EnvironmentModel<unknown> };
+export const BUILTIN_AGENT_MODELS: Record<string, AgentModel<unknown>> = {
+  walker: walker as AgentModel<unknown>,
+  lif: lif as AgentModel<unknown>,
+};
+export const BUILTIN_ENVIRONMENT_MODELS: Record<string, EnvironmentModel<unknown>> = {
+  forage: forage as EnvironmentModel<unknown>,
+};
 
 export interface ResolvedModel<M> {
   model: M;
@@ -27,35 +32,65 @@ export function modulePathOf(spec: string): string {
 }
 
 /** Refuse a module path that is not among `launched` (absolute paths); the message names the spec only. */
-function requireLaunched(spec: string, path: string, launched: readonly string[], builtins: Record<string, unknown>): void {
+function requireLaunched(
+  spec: string,
+  path: string,
+  launched: readonly string[],
+  builtins: Record<string, unknown>,
+): void {
   if (launched.includes(path)) return;
   throw new Error(
     `model ${JSON.stringify(spec)} was not launched with this worker (perm_model_not_launched): a worker loads only the built-in models (${Object.keys(builtins).join(', ')}) and the model modules given to it at launch (--model); it was not loaded`,
   );
 }
 
-async function importModel(spec: string, kind: 'agent' | 'environment', launched: readonly string[], builtins: Record<string, unknown>): Promise<unknown> {
+async function importModel(
+  spec: string,
+  kind: 'agent' | 'environment',
+  launched: readonly string[],
+  builtins: Record<string, unknown>,
+): Promise<unknown> {
   const path = modulePathOf(spec);
   requireLaunched(spec, path, launched, builtins);
   const mod = (await import(pathToFileURL(path).href)) as { default?: unknown; model?: unknown };
   const model = mod.default ?? mod.model;
   if (!model || typeof model !== 'object' || (model as { kind?: unknown }).kind !== kind) {
-    throw new Error(`model ${spec}: the module must export (default or \`model\`) an ${kind} model made with define${kind === 'agent' ? 'Agent' : 'Environment'}Model`);
+    throw new Error(
+      `model ${spec}: the module must export (default or \`model\`) an ${kind} model made with define${kind === 'agent' ? 'Agent' : 'Environment'}Model`,
+    );
   }
   return model;
 }
 
 /** `launched`: the absolute model module paths this worker was launched with. */
-export async function resolveAgentModel(spec: string, launched: readonly string[]): Promise<ResolvedModel<AgentModel<unknown>>> {
+export async function resolveAgentModel(
+  spec: string,
+  launched: readonly string[],
+): Promise<ResolvedModel<AgentModel<unknown>>> {
   const builtin = BUILTIN_AGENT_MODELS[spec];
   if (builtin) return { model: builtin, builtin: true };
-  if (!looksLikePath(spec)) throw new Error(`model ${JSON.stringify(spec)}: not a built-in agent model (${Object.keys(BUILTIN_AGENT_MODELS).join(', ')}) nor a module path`);
-  return { model: (await importModel(spec, 'agent', launched, BUILTIN_AGENT_MODELS)) as AgentModel<unknown>, builtin: false };
+  if (!looksLikePath(spec))
+    throw new Error(
+      `model ${JSON.stringify(spec)}: not a built-in agent model (${Object.keys(BUILTIN_AGENT_MODELS).join(', ')}) nor a module path`,
+    );
+  return {
+    model: (await importModel(spec, 'agent', launched, BUILTIN_AGENT_MODELS)) as AgentModel<unknown>,
+    builtin: false,
+  };
 }
 
-export async function resolveEnvironmentModel(spec: string, launched: readonly string[]): Promise<ResolvedModel<EnvironmentModel<unknown>>> {
+export async function resolveEnvironmentModel(
+  spec: string,
+  launched: readonly string[],
+): Promise<ResolvedModel<EnvironmentModel<unknown>>> {
   const builtin = BUILTIN_ENVIRONMENT_MODELS[spec];
   if (builtin) return { model: builtin, builtin: true };
-  if (!looksLikePath(spec)) throw new Error(`model ${JSON.stringify(spec)}: not a built-in environment model (${Object.keys(BUILTIN_ENVIRONMENT_MODELS).join(', ')}) nor a module path`);
-  return { model: (await importModel(spec, 'environment', launched, BUILTIN_ENVIRONMENT_MODELS)) as EnvironmentModel<unknown>, builtin: false };
+  if (!looksLikePath(spec))
+    throw new Error(
+      `model ${JSON.stringify(spec)}: not a built-in environment model (${Object.keys(BUILTIN_ENVIRONMENT_MODELS).join(', ')}) nor a module path`,
+    );
+  return {
+    model: (await importModel(spec, 'environment', launched, BUILTIN_ENVIRONMENT_MODELS)) as EnvironmentModel<unknown>,
+    builtin: false,
+  };
 }

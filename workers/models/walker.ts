@@ -24,7 +24,6 @@ interface WalkerState {
   rewardTotal: number;
 }
 
-
 export const walker = defineAgentModel<WalkerState>({
   modelVersion: 'walker-v1',
   plasticityVersion: 'none-v1',
@@ -50,7 +49,8 @@ export const walker = defineAgentModel<WalkerState>({
   },
   restore(data, ctx) {
     const d = data as { rewardTotal?: unknown; rng?: unknown };
-    if (typeof d.rewardTotal !== 'number' || typeof d.rng !== 'number' || !Number.isInteger(d.rng)) throw new Error('walker payload: rewardTotal and rng must be numbers');
+    if (typeof d.rewardTotal !== 'number' || typeof d.rng !== 'number' || !Number.isInteger(d.rng))
+      throw new Error('walker payload: rewardTotal and rng must be numbers');
     const rng = new Xorshift32(0);
     rng.state = d.rng | 0;
     return { rng, explore: walkerParams(ctx.params).explore, rewardTotal: d.rewardTotal };

@@ -5,7 +5,14 @@ import { DurableFs, type CommitStep } from '../../../coordinator/store/durable-f
 import { CheckpointStore } from '../../../coordinator/store/store.js';
 import { makeCheckpoint } from '../helpers.js';
 
-const [dir, stopAt, checkpointId, step, payloadBytes, keep] = process.argv.slice(2) as [string, CommitStep, string, string, string, string];
+const [dir, stopAt, checkpointId, step, payloadBytes, keep] = process.argv.slice(2) as [
+  string,
+  CommitStep,
+  string,
+  string,
+  string,
+  string,
+];
 const fs = new DurableFs({
   reached(reached) {
     if (reached !== stopAt) return;
