@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .canonical_json import canonical_digest, canonicalize, is_number, js_stringify
-from .checks import (agent_compatibility_digest, check_epoch, check_session, check_step, first_mismatch, profile_digest,
+from .checks import (capture_reply, agent_compatibility_digest, check_epoch, check_session, check_step, first_mismatch, profile_digest,
                      read_stage_params, require_scope, restore_token, sha256, staged_payload)
 from .model_call import call_model, invalid, load_model
 from .op_cache import StepCache, StepEntry, op_key
@@ -356,13 +356,7 @@ class AgentHost:
                             'brainTicks': str(slot.clock.brain_ticks)},
             'observation': slot.observation, 'state': model_state,
         }
-        try:
-            data = encode_state(payload)
-        except StateCodecError as e:
-            raise ProtocolRefusal('BACKEND_FAILURE', f'agent {agent_id}: capture state cannot be encoded: {e}', 'none') from None
-        return {'result': {'checkpointId': checkpoint_id, 'agentId': agent_id, 'boundary': str(boundary),
-                           'compatibilityDigest': ident.compatibility_digest,
-                           'payload': {'digest': sha256(data), 'byteLength': str(len(data))}}, 'attachment': data}
+        return capture_reply(payload, f'agent {agent_id}', checkpoint_id, agent_id, boundary, ident.compatibility_digest)
 
     # ---- State.StageRestore ---------------------------------------------------------------------
 

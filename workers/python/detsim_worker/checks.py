@@ -11,6 +11,7 @@ from typing import Any
 from .canonical_json import canonical_digest, js_stringify
 from .payload_file import read_store_range
 from .protocol import ProtocolRefusal, Request
+from .state_codec import StateCodecError, encode_state
 from .scalars import MISSING, read_digest, read_id, read_object, read_scope, read_u64, refuse_unknown_fields
 
 
@@ -141,3 +142,16 @@ def staged_payload(attachment: bytes | None, staged: StageParams, store_dir: str
     data = read_store_range(store_dir, path, offset, int(staged.byte_length))
     _check_digest(data, staged.digest, name)
     return data
+
+
+def capture_reply(payload: dict, who: str, checkpoint_id: str, agent_id: str | None, boundary: int,
+                  compatibility_digest: str) -> dict:
+    """One participant's State.Capture reply (agent or environment alike): its payload encoded as the
+    attachment, with the digest and length the coordinator checks when it seals the envelope."""
+    try:
+        data = encode_state(payload)
+    except StateCodecError as e:
+        raise ProtocolRefusal('BACKEND_FAILURE', f'{who}: capture state cannot be encoded: {e}', 'none') from None
+    return {'result': {'checkpointId': checkpoint_id, 'agentId': agent_id, 'boundary': str(boundary),
+                       'compatibilityDigest': compatibility_digest,
+                       'payload': {'digest': sha256(data), 'byteLength': str(len(data))}}, 'attachment': data}

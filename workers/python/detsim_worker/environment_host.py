@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .canonical_json import canonical_digest, canonicalize, js_stringify, utf16_key
-from .checks import (check_epoch, check_session, check_step, environment_compatibility_digest, first_mismatch, profile_digest,
+from .checks import (capture_reply, check_epoch, check_session, check_step, environment_compatibility_digest, first_mismatch, profile_digest,
                      read_stage_params, require_scope, restore_token, sha256, staged_payload)
 from .model_call import call_model, invalid, load_model
 from .op_cache import StepCache, StepEntry, op_key
@@ -261,13 +261,8 @@ class EnvironmentHost:
             'params': ident.params, 'strict': ident.strict, 'seed': ident.seed, 'stepDuration': ident.step_duration.to_json(),
             'ports': ident.ports, 'modelVersion': ident.model_version, 'profileDigest': ident.profile_digest, 'state': model_state,
         }
-        try:
-            data = encode_state(payload)
-        except StateCodecError as e:
-            raise ProtocolRefusal('BACKEND_FAILURE', f'environment {ident.environment_id}: capture state cannot be encoded: {e}', 'none') from None
-        return {'result': {'checkpointId': checkpoint_id, 'agentId': None, 'boundary': str(boundary),
-                           'compatibilityDigest': ident.compatibility_digest,
-                           'payload': {'digest': sha256(data), 'byteLength': str(len(data))}}, 'attachment': data}
+        return capture_reply(payload, f'environment {ident.environment_id}', checkpoint_id, None, boundary,
+                             ident.compatibility_digest)
 
     # ---- State.StageRestore ---------------------------------------------------------------------
 
