@@ -11,8 +11,10 @@
 //   `run.lock.takeover-<inode>-<level>`, also created by link(). While run.lock is that stale file
 //   nobody else can remove it (its owner is dead, creators cannot replace it, other takers need the
 //   claim), so the claim holder re-reads run.lock, and only if it is still the very file it judged
-//   stale (same inode, same bytes) unlinks it. A claim whose holder died moves takers to the next
-//   level; a live one makes them wait. Then the usual link() decides who gets the lock.
+//   stale (same inode, same bytes) rename()s its own draft over it: run.lock goes from the stale
+//   record straight to the taker's, never absent, so no creator can slip in between and the
+//   taker always knows the stale owner it replaced. A claim whose holder died moves takers to the
+//   next level; a live one makes them wait.
 // - Owner records carry a random token, so "still the same file" and "still mine" (release) never
 //   mistake a new lock for an old one. The token is physical: never hashed, never behaviour.
 import { randomUUID } from 'node:crypto';
@@ -21,6 +23,7 @@ import {
   fstatSync,
   fsyncSync,
   linkSync,
+  renameSync,
   openSync,
   readdirSync,
   readFileSync,
@@ -117,17 +120,16 @@ export async function withRunLock<T>(
   }
 }
 
-/** Link the draft to run.lock; on a stale lock take it over and link again. Returns the stale owner replaced. */
+/** Link the draft to run.lock, or rename it over a stale lock (taking it over). Returns the stale owner replaced. */
 function takeLock(runDir: string, path: string, draft: Draft): LockOwner | null {
-  let tookOver: LockOwner | null = null;
   let busyWaits = 0;
   for (let turn = 0; turn < ACQUIRE_TURNS; turn++) {
-    if (linkExclusive(draft.path, path)) return tookOver;
+    if (linkExclusive(draft.path, path)) return null;
     const seen = readSeen(path);
     if (seen === null) continue; // released between our link and our read: link again
     if (isHeld(seen, draft)) throw lockedError(runDir, path, seen.owner);
-    const outcome = removeStale(runDir, path, seen, draft);
-    if (outcome === 'removed') tookOver = ownerOnly(seen.owner ?? UNREADABLE);
+    const outcome = replaceStale(runDir, path, seen, draft);
+    if (outcome === 'replaced') return ownerOnly(seen.owner ?? UNREADABLE);
     if (outcome === 'busy') {
       if (++busyWaits > BUSY_WAITS) break;
       pause(PAUSE_MS);
@@ -140,21 +142,22 @@ function takeLock(runDir: string, path: string, draft: Draft): LockOwner | null 
   );
 }
 
-type StaleOutcome = 'removed' | 'changed' | 'busy';
+type StaleOutcome = 'replaced' | 'changed' | 'busy';
 
 /**
- * Remove run.lock if it is still the stale file `seen`, holding a takeover claim on it while
- * checking and unlinking (see the file comment for why nobody else can change it meanwhile).
- * 'changed': run.lock is another file by now; 'busy': a live process holds the claim.
+ * Replace run.lock by our draft if it is still the stale file `seen`, holding a takeover claim on
+ * it while checking and renaming (see the file comment for why nobody else can change it meanwhile).
+ * 'replaced': we hold the lock; 'changed': run.lock is another file by now; 'busy': a live process
+ * holds the claim.
  */
-function removeStale(runDir: string, path: string, seen: SeenFile, draft: Draft): StaleOutcome {
+function replaceStale(runDir: string, path: string, seen: SeenFile, draft: Draft): StaleOutcome {
   const claim = claimTakeover(runDir, seen.ino, draft);
   if (claim === null) return 'busy';
   try {
     const now = readSeen(path);
     if (now === null || now.ino !== seen.ino || !now.bytes.equals(seen.bytes)) return 'changed';
-    unlinkSync(path);
-    return 'removed';
+    renameSync(draft.path, path);
+    return 'replaced';
   } finally {
     // Safe to drop at once: the stale file is gone (or was not current) and never comes back.
     unlinkQuietly(claim);

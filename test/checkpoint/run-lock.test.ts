@@ -120,7 +120,7 @@ describe('run.lock', () => {
   // Issue 11 item 4: check-then-unlink let several processes "take over" one stale lock, and a
   // reader could judge a lock being written as torn and delete it. Real processes, many rounds.
   it('6 processes racing for one directory, round after round (free, stale, old unreadable, stale with a dead claim): exactly one holder each round', async () => {
-    const rounds = await runLockRace({ dir: tmpDir('detsim-lockrace-'), racers: 6, rounds: 16 });
+    const rounds = await runLockRace({ dir: tmpDir('detsim-lockrace-'), racers: 6, rounds: 48 });
     expect(rounds.map((r) => r.tookOver)).toEqual(rounds.map((r) => r.kind !== 'free'));
   }, 120_000);
 
