@@ -98,6 +98,10 @@ const WorkerRuntimeSchema = z.custom<WorkerRuntimeName | WorkerRuntimeName[]>(
   },
 );
 
+export const TRANSPORTS = ['unix', 'tcp', 'thread'] as const;
+/** Heap limit of one worker thread unless workers.threadHeapMb says otherwise (MiB). */
+export const DEFAULT_THREAD_HEAP_MB = 2048;
+
 const TopSchema = z.strictObject({
   sessionId: IdSchema,
   masterSeed: U64Schema,
@@ -114,7 +118,9 @@ const TopSchema = z.strictObject({
   workers: z
     .strictObject({
       agentsPerWorker: PositiveInt.optional(),
-      transport: z.enum(['unix', 'tcp']).optional(),
+      transport: z.enum(TRANSPORTS).optional(),
+      /** Heap limit of each worker thread in MiB (workers.transport: thread). */
+      threadHeapMb: z.number().int().min(16).max(65536).optional(),
       /** Agent worker runtime: one for all agent workers, or one per agent worker in plan order. */
       runtime: WorkerRuntimeSchema.optional(),
     })
@@ -133,8 +139,12 @@ export type RunConfigInput = z.infer<typeof TopSchema>;
 // ---------------------------------------------------------------------------------------------
 // The resolved plan: everything a run needs, with no defaults left implicit.
 
-/** How the coordinator reaches a worker: a Unix socket or loopback TCP. */
-export type Transport = 'unix' | 'tcp';
+/**
+ * How the coordinator reaches a worker: gRPC over a Unix socket or loopback TCP to a worker
+ * process, or a worker thread in the coordinator's process (TypeScript workers; Rust and Python
+ * workers of such a run stay processes on Unix sockets). Physical: never part of a ReproHash.
+ */
+export type Transport = (typeof TRANSPORTS)[number];
 
 /** One agent of a resolved plan: id, port, model, params, derived seed, worker and action fields. */
 export interface PlannedAgent {
@@ -174,6 +184,8 @@ export interface RunPlan {
   workers: PlannedWorker[];
   agentsPerWorker: number;
   transport: Transport;
+  /** Heap limit of each worker thread (MiB) when the transport is thread. */
+  threadHeapMb: number;
   deadlines: { startupMs: number; stepMs: number; captureMs: number };
   seedCollisions: SeedCollision[];
 }
@@ -596,6 +608,7 @@ export function resolveConfig(value: unknown, opts: { baseDir?: string } = {}): 
     workers,
     agentsPerWorker,
     transport: cfg.workers?.transport ?? 'unix',
+    threadHeapMb: cfg.workers?.threadHeapMb ?? DEFAULT_THREAD_HEAP_MB,
     deadlines: { ...DEFAULT_DEADLINES, ...cfg.deadlines },
     seedCollisions: collisions,
   };

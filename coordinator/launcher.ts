@@ -1,6 +1,8 @@
-// The local launcher: spawns one environment worker and the agent workers of a RunPlan on short
-// Unix sockets (or TCP), waits for each ready line, connects a WorkerClient and says Hello; shuts
-// them all down on completion, failure or abort, and never leaves an orphan process. NOT the step loop.
+// The local launcher: starts one environment worker and the agent workers of a RunPlan, each on its
+// transport (a child process on a short Unix socket or loopback TCP, waiting for its ready line; or
+// a worker thread for `workers.transport: thread`), connects a WorkerClient over its link and says
+// Hello; shuts them all down on completion, failure or abort, and never leaves an orphan process or
+// thread. The starter is a parameter (LaunchOptions.startWorker). NOT the step loop.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, rmSync } from 'node:fs';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
@@ -23,6 +25,8 @@ import {
 import { dieWithCoordinator } from './parent-death.js';
 import { RunFailure, type RunPhase } from './run-failure.js';
 import { createSocketDir } from './socket-dir.js';
+import { ThreadWorker } from './thread-worker.js';
+import type { WorkerInstance } from './worker-instance.js';
 
 /** How to start one worker process: the command and its arguments before the worker flags. */
 export interface WorkerCommand {
@@ -37,6 +41,29 @@ export interface LaunchOptions {
   commandFor?: (worker: PlannedWorker) => WorkerCommand | undefined;
   /** The run's checkpoint store, passed as `--store-dir`: the only place workers may read restore payloads from. */
   storeDir?: string;
+  /**
+   * Start some workers another way (the bench's inline host): return undefined to leave a worker
+   * to the plan's transport.
+   */
+  startWorker?: (worker: PlannedWorker, ctx: StartContext) => StartingWorker | undefined;
+}
+
+/** What starting one worker needs besides the worker itself. */
+export interface StartContext {
+  plan: RunPlan;
+  logger: Logger;
+  signal?: AbortSignal;
+  storeDir?: string;
+  /** The model modules this worker may load (its `--model` flags). */
+  models: readonly string[];
+  /** When the start-up deadline (plan.deadlines.startupMs from launch) runs out, in Date.now() ms. */
+  deadlineAt: number;
+}
+
+/** A worker being started: its instance at once, its connected client once it is up. */
+export interface StartingWorker {
+  instance: WorkerInstance;
+  connected: Promise<{ client: WorkerClient; address: string }>;
 }
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -170,7 +197,8 @@ function guardChild(child: ChildProcess): void {
 }
 
 /** One spawned worker process: its ready line, exit, and the tail of its stderr for diagnosis. */
-export class WorkerProcess {
+export class WorkerProcess implements WorkerInstance {
+  readonly kind = 'process' as const;
   readonly child: ChildProcess;
   readonly exited: Promise<ProcessExitInfo>;
   exitInfo: ProcessExitInfo | undefined;
@@ -251,6 +279,10 @@ export class WorkerProcess {
     return this.exitInfo === undefined;
   }
 
+  describe(): string {
+    return `process ${this.pid}`;
+  }
+
   lastStderr(): string {
     const t = this.stderrTail
       .filter((l) => l.trim() !== '')
@@ -317,13 +349,15 @@ export class WorkerProcess {
 
 export interface LaunchedWorker {
   plan: PlannedWorker;
-  process: WorkerProcess;
+  /** The process or thread that runs it. */
+  instance: WorkerInstance;
   client: WorkerClient;
   hello: HelloResult;
-  listen: string;
+  /** Where it is: `unix:/…`, `127.0.0.1:port` or `thread:<workerId>`. */
+  address: string;
 }
 
-/** The live worker processes of one run, connected and introduced. */
+/** The live workers (processes, threads) of one run, connected and introduced. */
 export class Fleet {
   private stopping: Promise<void> | undefined;
 
@@ -331,7 +365,7 @@ export class Fleet {
     readonly environment: LaunchedWorker,
     /** Agent workers in plan order (worker-0, worker-1, …). */
     readonly agents: LaunchedWorker[],
-    private readonly processes: WorkerProcess[],
+    private readonly instances: WorkerInstance[],
     private readonly socketDir: string | undefined,
     private readonly logger: Logger,
   ) {}
@@ -341,18 +375,18 @@ export class Fleet {
   }
 
   pids(): { workerId: Id; pid: number }[] {
-    return this.processes.map((p) => ({ workerId: p.plan.workerId, pid: p.pid }));
+    return this.instances.map((p) => ({ workerId: p.plan.workerId, pid: p.pid }));
   }
 
-  /** Ask every live worker to stop, wait briefly, then SIGKILL whatever is left. Idempotent. */
+  /** Ask every live worker to stop, wait briefly, then kill whatever is left. Idempotent. */
   shutdown(reason: Id = 'run-complete', graceMs = 2_000): Promise<void> {
-    this.stopping ??= shutdownProcesses(this.processes, this.all(), reason, graceMs, this.socketDir, this.logger);
+    this.stopping ??= shutdownInstances(this.instances, this.all(), reason, graceMs, this.socketDir, this.logger);
     return this.stopping;
   }
 }
 
-async function shutdownProcesses(
-  processes: WorkerProcess[],
+async function shutdownInstances(
+  processes: WorkerInstance[],
   connected: LaunchedWorker[],
   reason: Id,
   graceMs: number,
@@ -361,7 +395,7 @@ async function shutdownProcesses(
 ): Promise<void> {
   await Promise.all(
     connected.map(async (w) => {
-      if (!w.process.alive) return;
+      if (!w.instance.alive) return;
       try {
         await w.client.call(METHODS.shutdown, null, { reason }, { deadlineMs: graceMs });
       } catch {
@@ -375,14 +409,14 @@ async function shutdownProcesses(
   logger.info({ reason }, 'workers stopped');
 }
 
-/** Wait up to graceMs for the processes to exit, then SIGKILL the rest and wait for their exit. */
-async function killAll(processes: WorkerProcess[], graceMs: number): Promise<void> {
+/** Wait up to graceMs for the workers to exit, then kill the rest and wait for their exit. */
+async function killAll(processes: WorkerInstance[], graceMs: number): Promise<void> {
   const live = processes.filter((p) => p.alive);
   if (live.length === 0) return;
   let timer: NodeJS.Timeout | undefined;
   await Promise.race([Promise.all(live.map((p) => p.exited)), new Promise((r) => (timer = setTimeout(r, graceMs)))]);
   if (timer) clearTimeout(timer);
-  for (const p of processes) p.kill('SIGKILL');
+  for (const p of processes) p.kill();
   await Promise.all(processes.map((p) => p.exited));
 }
 
@@ -404,10 +438,15 @@ function listenAddress(plan: RunPlan, socketDir: string | undefined, index: numb
   return `unix:${join(socketDir!, `w${index}.sock`)}`;
 }
 
+/** Whether `worker` runs as a thread: the thread transport hosts TypeScript workers; Rust and Python keep processes. */
+export function runsOnThread(plan: RunPlan, worker: PlannedWorker): boolean {
+  return plan.transport === 'thread' && (worker.runtime ?? 'typescript') === 'typescript';
+}
+
 /** Translate a client failure into a RunFailure naming the worker, its agents, step and phase. */
 export function callFailure(
   e: unknown,
-  w: { plan: PlannedWorker; process: WorkerProcess },
+  w: { plan: PlannedWorker; instance: WorkerInstance },
   step: string | null,
   phase: RunPhase,
   deadlineMs?: number,
@@ -416,11 +455,11 @@ export function callFailure(
   if (e instanceof RunFailure) return e;
   if (e instanceof HelloRefusedError) return new RunFailure('identity', e.message, ctx);
   if (e instanceof WorkerCallError) {
-    const exit = w.process.exitInfo;
+    const exit = w.instance.exitInfo;
     if (e.kind === 'process-exited' || (exit && e.kind !== 'deadline')) {
       return new RunFailure(
         'worker-exited',
-        `process ${w.process.pid} exited (${exit ? describeExit(exit) : 'unknown'})${w.process.lastStderr()}`,
+        `${w.instance.describe()} exited (${exit ? describeExit(exit) : 'unknown'})${w.instance.lastStderr()}`,
         ctx,
       );
     }
@@ -448,7 +487,7 @@ function socketDirFor(logger: Logger): string {
 export const EXIT_DIAGNOSIS_MS = 500;
 
 /** Resolve once `proc` has exited or `ms` passed, whichever comes first. */
-async function exitWithin(proc: WorkerProcess, ms: number): Promise<void> {
+async function exitWithin(proc: WorkerInstance, ms: number): Promise<void> {
   let timer: NodeJS.Timeout | undefined;
   await Promise.race([proc.exited, new Promise((r) => (timer = setTimeout(r, ms)))]);
   if (timer) clearTimeout(timer);
@@ -462,81 +501,140 @@ async function exitWithin(proc: WorkerProcess, ms: number): Promise<void> {
  */
 export async function diagnoseCallFailure(
   e: unknown,
-  w: { plan: PlannedWorker; process: WorkerProcess },
+  w: { plan: PlannedWorker; instance: WorkerInstance },
   step: string | null,
   phase: RunPhase,
   deadlineMs?: number,
 ): Promise<RunFailure> {
-  if (e instanceof WorkerCallError && e.kind !== 'deadline' && w.process.alive)
-    await exitWithin(w.process, EXIT_DIAGNOSIS_MS);
+  if (e instanceof WorkerCallError && e.kind !== 'deadline' && w.instance.alive)
+    await exitWithin(w.instance, EXIT_DIAGNOSIS_MS);
   return callFailure(e, w, step, phase, deadlineMs);
 }
 
+/** Start one worker as a child process on its socket: ready line, then a gRPC client. */
+function startProcess(worker: PlannedWorker, ctx: StartContext, cmd: WorkerCommand, listen: string): StartingWorker {
+  const proc = new WorkerProcess(
+    worker,
+    withStoreDir(cmd, ctx.storeDir),
+    listen,
+    ctx.plan.sessionId,
+    ctx.logger,
+    ctx.models,
+  );
+  const connected = (async () => {
+    const address = await proc.ready(ctx.plan.deadlines.startupMs, ctx.signal);
+    try {
+      const client = await WorkerClient.connect(address, {
+        processExit: proc.exited,
+        label: worker.workerId,
+        connectTimeoutMs: Math.max(1, ctx.deadlineAt - Date.now()),
+      });
+      return { client, address };
+    } catch (e) {
+      throw await diagnoseCallFailure(e, { plan: worker, instance: proc }, null, 'startup');
+    }
+  })();
+  return { instance: proc, connected };
+}
+
+/** Start one TypeScript worker as a thread of this process: a client over its port at once. */
+function startThread(worker: PlannedWorker, ctx: StartContext): StartingWorker {
+  const thread = new ThreadWorker(worker, {
+    sessionId: ctx.plan.sessionId,
+    models: ctx.models,
+    heapMb: ctx.plan.threadHeapMb,
+    logger: ctx.logger,
+    ...(ctx.storeDir !== undefined ? { storeDir: ctx.storeDir } : {}),
+  });
+  const client = new WorkerClient(thread.link, { processExit: thread.exited, label: worker.workerId });
+  return { instance: thread, connected: Promise.resolve({ client, address: thread.link.address }) };
+}
+
+/** Say Hello to a started worker within what is left of the start-up deadline. */
+async function introduce(
+  plan: RunPlan,
+  starting: StartingWorker,
+  deadlineAt: number,
+  connected: LaunchedWorker[],
+): Promise<LaunchedWorker> {
+  const { instance } = starting;
+  const { client, address } = await starting.connected;
+  const w: LaunchedWorker = {
+    plan: instance.plan,
+    instance,
+    client,
+    address,
+    hello: undefined as unknown as HelloResult,
+  };
+  connected.push(w);
+  const remaining = Math.max(1, deadlineAt - Date.now());
+  try {
+    w.hello = await client.hello({
+      sessionId: plan.sessionId,
+      workerId: instance.plan.workerId,
+      role: instance.plan.role,
+      contractDigest: CONTRACT_DIGEST,
+      deadlineMs: remaining,
+    });
+  } catch (e) {
+    throw await diagnoseCallFailure(e, w, null, 'hello', remaining);
+  }
+  return w;
+}
+
 /**
- * Spawn, await readiness, connect and Hello every worker of the plan. On any failure every
- * process already started is stopped before the RunFailure is thrown.
+ * Start, connect and Hello every worker of the plan, each on its transport. On any failure every
+ * worker already started is stopped before the RunFailure is thrown.
  */
 export async function launchFleet(plan: RunPlan, opts: LaunchOptions): Promise<Fleet> {
   const { logger } = opts;
   checkWorkerBinaries(plan);
-  const socketDir = plan.transport === 'unix' ? socketDirFor(logger) : undefined;
+  const needsSockets = plan.transport !== 'tcp' && plan.workers.some((w) => !runsOnThread(plan, w));
+  const socketDir = needsSockets ? socketDirFor(logger) : undefined;
   const base = defaultWorkerCommand();
-  const processes = plan.workers.map(
-    (w, i) =>
-      new WorkerProcess(
-        w,
-        withStoreDir(opts.commandFor?.(w) ?? workerCommandFor(w, base), opts.storeDir),
-        listenAddress(plan, socketDir, i),
-        plan.sessionId,
-        logger,
-        launchedModelsFor(plan, w),
-      ),
-  );
+  const deadlineAt = Date.now() + plan.deadlines.startupMs;
+  const starting = plan.workers.map((w, i) => {
+    const ctx: StartContext = { plan, logger, models: launchedModelsFor(plan, w), deadlineAt };
+    if (opts.signal) ctx.signal = opts.signal;
+    if (opts.storeDir !== undefined) ctx.storeDir = opts.storeDir;
+    const custom = opts.startWorker?.(w, ctx);
+    if (custom) return custom;
+    if (runsOnThread(plan, w) && !opts.commandFor?.(w)) return startThread(w, ctx);
+    const cmd = opts.commandFor?.(w) ?? workerCommandFor(w, base);
+    return startProcess(w, ctx, cmd, listenAddress(plan, socketDir, i));
+  });
+  const instances = starting.map((s) => s.instance);
   logger.info(
-    { workers: processes.map((p) => ({ workerId: p.plan.workerId, pid: p.pid, agents: p.plan.agentIds })) },
+    {
+      workers: instances.map((p) => ({
+        workerId: p.plan.workerId,
+        pid: p.pid,
+        runs: p.kind,
+        agents: p.plan.agentIds,
+      })),
+    },
     'workers spawned',
   );
   const connected: LaunchedWorker[] = [];
-  const startedAt = Date.now();
-  const attempts = processes.map(async (proc) => {
-    const listen = await proc.ready(plan.deadlines.startupMs, opts.signal);
-    const remaining = Math.max(1, plan.deadlines.startupMs - (Date.now() - startedAt));
-    let client: WorkerClient;
-    try {
-      client = await WorkerClient.connect(listen, {
-        processExit: proc.exited,
-        label: proc.plan.workerId,
-        connectTimeoutMs: remaining,
-      });
-    } catch (e) {
-      throw await diagnoseCallFailure(e, { plan: proc.plan, process: proc }, null, 'startup');
-    }
-    const w = { plan: proc.plan, process: proc, client, listen, hello: undefined as unknown as HelloResult };
-    connected.push(w);
-    try {
-      w.hello = await client.hello({
-        sessionId: plan.sessionId,
-        workerId: proc.plan.workerId,
-        role: proc.plan.role,
-        contractDigest: CONTRACT_DIGEST,
-        deadlineMs: remaining,
-      });
-    } catch (e) {
-      throw await diagnoseCallFailure(e, w, null, 'hello', remaining);
-    }
-    logger.info({ workerId: proc.plan.workerId, pid: proc.pid, listen, hello: w.hello }, 'worker ready');
-    return w as LaunchedWorker;
+  const attempts = starting.map(async (s) => {
+    const w = await introduce(plan, s, deadlineAt, connected);
+    const { instance, address, hello } = w;
+    logger.info(
+      { workerId: w.plan.workerId, pid: instance.pid, runs: instance.kind, listen: address, hello },
+      'worker ready',
+    );
+    return w;
   });
   try {
     const launched = await Promise.all(attempts);
-    return new Fleet(launched[0]!, launched.slice(1), processes, socketDir, logger);
+    return new Fleet(launched[0]!, launched.slice(1), instances, socketDir, logger);
   } catch (e) {
     // The first failure is the cause; kill everyone, let the other attempts settle, then clean up.
     logger.error({ err: (e as Error).message }, 'launch failed');
-    for (const p of processes) p.kill('SIGKILL');
+    for (const p of instances) p.kill();
     await Promise.allSettled(attempts);
     for (const w of connected) w.client.close();
-    await killAll(processes, 0);
+    await killAll(instances, 0);
     if (socketDir) rmSync(socketDir, { recursive: true, force: true });
     throw e;
   }

@@ -5,6 +5,7 @@
 // record (run-record.ts) and not the checks of what the values mean (config.ts, seeds, layout).
 import { z } from 'zod';
 import { DetsimError } from '../core/formats/errors.js';
+import { DEFAULT_THREAD_HEAP_MB, TRANSPORTS } from './config.js';
 import { DISPATCH_MODES } from './lockstep.js';
 
 export const RUN_FORMAT = 'detsim-run-v1';
@@ -64,7 +65,9 @@ export const RUN_JSON_SCHEMA = z.object({
   agents: z.array(RecordedAgent),
   workers: z.array(RecordedWorker),
   agentsPerWorker: z.number(),
-  transport: z.enum(['unix', 'tcp']),
+  transport: z.enum(TRANSPORTS),
+  // Older records lack it: the default limit.
+  threadHeapMb: z.number().default(DEFAULT_THREAD_HEAP_MB),
   deadlines: z.object({ startupMs: z.number(), stepMs: z.number(), captureMs: z.number() }),
   seedCollisions: z.array(z.object({ seed: z.number(), agentIds: z.tuple([z.string(), z.string()]) })),
 });

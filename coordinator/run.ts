@@ -95,6 +95,7 @@ export function runRecord(
     }),
     agentsPerWorker: plan.agentsPerWorker,
     transport: plan.transport,
+    threadHeapMb: plan.threadHeapMb,
     deadlines: plan.deadlines,
     seedCollisions: plan.seedCollisions,
   };

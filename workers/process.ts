@@ -15,6 +15,7 @@ import {
   startWorkerServer,
 } from '../core/protocol/index.js';
 import { modulePathOf } from './models/registry.js';
+import { RequestQueue } from './request-queue.js';
 import { type StreamState, WorkerRuntime } from './runtime.js';
 import { startParentWatchdog } from './parent-watchdog.js';
 
@@ -99,7 +100,7 @@ export function readWorkerOptions(raw: RawWorkerOptions): WorkerProcessOptions {
 }
 
 /** `--model <path>` values: each an existing file, kept as an absolute path (relative to the working directory). */
-function readModelFlags(raw: unknown): string[] {
+export function readModelFlags(raw: unknown): string[] {
   if (raw === undefined) return [];
   if (!Array.isArray(raw) || !raw.every((m) => typeof m === 'string' && m !== ''))
     throw new DetsimError('struct_invalid_field', '--model takes a model module path', '--model');
@@ -149,7 +150,6 @@ export async function runWorkerProcess(
   if (options.sessionId) runtimeOptions.sessionId = options.sessionId;
   if (options.storeDir) runtimeOptions.storeDir = options.storeDir;
   const runtime = new WorkerRuntime(runtimeOptions);
-  let chain: Promise<void> = Promise.resolve();
   let server: StartedServer | undefined;
   // Hello-first is per stream: each Session stream starts un-introduced.
   const streams = new WeakMap<SessionConnection, StreamState>();
@@ -166,20 +166,18 @@ export async function runWorkerProcess(
     if (server) void server.close().then(done, done);
     else done();
   };
+  const queue = new RequestQueue(
+    runtime,
+    () => exit(0),
+    (why) => process.stderr.write(`detsim worker ${options.workerId}: reply failed: ${why}\n`),
+  );
   server = await startWorkerServer(
     options.listen,
     {
       onMessage(message, connection) {
-        // One request at a time, replies in request order (the protocol's correlation rule).
-        chain = chain
-          .then(async () => {
-            const out = await runtime.handle(message.body, message.attachment, streamOf(connection));
-            await connection.send(out.body, out.attachment);
-            if (out.stop) setImmediate(() => exit(0));
-          })
-          .catch((e: unknown) => {
-            process.stderr.write(`detsim worker ${options.workerId}: reply failed: ${(e as Error).message}\n`);
-          });
+        queue.enqueue(message.body, message.attachment, streamOf(connection), (body, attachment) =>
+          connection.send(body, attachment),
+        );
       },
       onProtocolError(why) {
         process.stderr.write(`detsim worker ${options.workerId}: framing error, stream ended: ${why}\n`);

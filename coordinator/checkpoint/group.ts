@@ -307,12 +307,12 @@ export class CheckpointGroup {
         ...(opts.attachment ? { attachment: opts.attachment } : {}),
       });
     } catch (e) {
-      // Transport failure, deadline or a dead process: the participant's state is unknown.
+      // Transport failure, deadline or a dead process or thread: the participant's state is unknown.
       const why =
         e instanceof WorkerCallError && e.kind === 'deadline'
           ? `no reply within the capture deadline of ${this.deadlineMs} ms`
-          : w.process.exitInfo
-            ? `process ${w.process.pid} exited (${describeExit(w.process.exitInfo)})`
+          : w.instance.exitInfo
+            ? `${w.instance.describe()} exited (${describeExit(w.instance.exitInfo)})`
             : e instanceof Error
               ? e.message
               : String(e);

@@ -141,6 +141,7 @@ function planFromRecord(r: RunJson, opts: { keepRecordedSeeds?: boolean }): RunP
     workers: {
       agentsPerWorker: r.agentsPerWorker,
       transport: r.transport,
+      threadHeapMb: r.threadHeapMb,
       runtime: agentWorkers.map(({ w, i }) => runtimeOf(w, `workers[${i}].runtime`)),
     },
     deadlines: r.deadlines,

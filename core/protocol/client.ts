@@ -1,23 +1,17 @@
-// WorkerClient: the coordinator's end of one worker process's long-lived bidirectional stream.
-// It correlates replies in request order, runs an application timer per call, and reports
-// stream end, process exit and deadlines as distinct failures. Not the lockstep logic.
-import * as grpc from '@grpc/grpc-js';
+// WorkerClient: the coordinator's end of one worker's link (a gRPC stream or a thread's port: any
+// Link). Request tracking lives here once for every transport: request ids, replies correlated in
+// request order, an application timer per call, and link end, worker exit and deadlines reported
+// as distinct failures. Not the transport (link.ts and its implementations), not the lockstep logic.
+import type * as grpc from '@grpc/grpc-js';
 import { DetsimError } from '../formats/errors.js';
 import type { Id, Scope } from '../formats/scalars.js';
 import { decodeBody, encodeBody } from './body-codec.js';
 import { CAPABILITIES, type HelloParams, type HelloResult, type Role } from './bodies.js';
-import {
-  CONTRACT_DIGEST,
-  DEFAULT_MAX_MESSAGE_BYTES,
-  type Frame,
-  PROTOCOL_MAJOR,
-  channelOptions,
-  parseAddress,
-  workerServiceDefinition,
-} from './contract.js';
+import { CONTRACT_DIGEST, PROTOCOL_MAJOR } from './contract.js';
 import { type ErrorCode, METHODS, type Method, type Params, type Reply, readReply } from './envelope.js';
+import { GrpcConnectError, connectGrpcLink } from './grpc-link.js';
+import type { Link, LinkEndKind } from './link.js';
 import type { ParamsOf, ReplyOf } from './methods.js';
-import { FrameAssembler, FrameWriter } from './frames.js';
 
 /** Why a call did not get its reply. Every kind but 'never-connected' leaves the mutation unknown. */
 export type CallFailureKind =
@@ -51,22 +45,29 @@ export class HelloRefusedError extends Error {
   }
 }
 
+/** How a worker's process (or thread) ended. */
 export interface ProcessExitInfo {
   code: number | null;
   signal: string | null;
+  /** A thread that died of an uncaught error or ran out of memory: what happened, in one line. */
+  error?: string;
 }
 
-export interface ConnectOptions {
+/** How a client watches the worker behind its link. */
+export interface ClientOptions {
+  /** Resolves when the worker's process (or thread) exits; pending calls then fail as 'process-exited'. */
+  processExit?: Promise<ProcessExitInfo>;
+  /** After the link ends, wait this long for processExit before calling it 'stream-ended'. */
+  exitGraceMs?: number;
+  /** A label for messages (e.g. the worker id); defaults to the address. */
+  label?: string;
+}
+
+export interface ConnectOptions extends ClientOptions {
   maxMessageBytes?: number;
   /** How long to wait for the channel to become ready ("never connected" after that). */
   connectTimeoutMs?: number;
-  /** Resolves when the worker's process exits; pending calls then fail as 'process-exited'. */
-  processExit?: Promise<ProcessExitInfo>;
-  /** After the stream ends, wait this long for processExit before calling it 'stream-ended'. */
-  exitGraceMs?: number;
   credentials?: grpc.ChannelCredentials;
-  /** A label for messages (e.g. the worker id); defaults to the address. */
-  label?: string;
 }
 
 export interface CallOptions {
@@ -107,8 +108,6 @@ interface Pending {
   abandoned: boolean;
 }
 
-type SessionStream = grpc.ClientDuplexStream<Frame, Frame>;
-
 /** Test hooks that simulate transport faults without touching the worker. */
 export class ClientFaults {
   private readonly dropFor = new Map<string, number>();
@@ -130,63 +129,58 @@ export class ClientFaults {
 
 export class WorkerClient {
   readonly faults = new ClientFaults();
+  readonly address: string;
+  readonly label: string;
   private readonly pending: Pending[] = [];
-  private readonly writer: FrameWriter;
-  private readonly assembler = new FrameAssembler();
   private nextId = 1;
   private failure: WorkerCallError | undefined;
   private exitInfo: ProcessExitInfo | undefined;
   private endTimer: NodeJS.Timeout | undefined;
   private helloResult: HelloResult | undefined;
+  private readonly exitGraceMs: number;
 
-  private constructor(
-    readonly address: string,
-    readonly label: string,
-    private readonly grpcClient: grpc.Client,
-    private readonly stream: SessionStream,
-    private readonly exitGraceMs: number,
+  /** A client over an open link (any transport). */
+  constructor(
+    private readonly link: Link,
+    options: ClientOptions = {},
   ) {
-    this.writer = new FrameWriter(stream);
-    stream.on('data', (frame: Frame) => this.onFrame(frame));
-    stream.on('end', () => this.onStreamEnd('the worker ended the stream'));
-    stream.on('error', (e: Error) => this.onStreamEnd(`stream error: ${e.message}`));
+    this.address = link.address;
+    this.label = options.label ?? link.address;
+    this.exitGraceMs = options.exitGraceMs ?? 250;
+    link.open({
+      message: (body, attachment) => this.onMessage(body, attachment),
+      ended: (kind, why) => this.onLinkEnd(kind, why),
+    });
+    options.processExit?.then((info) => this.notifyProcessExit(info));
   }
 
-  /** Connect to one worker and open its session stream. Fails as 'never-connected' if it never comes up. */
+  /** Connect to one gRPC worker and open its session stream. Fails as 'never-connected' if it never comes up. */
   static async connect(address: string, options: ConnectOptions = {}): Promise<WorkerClient> {
-    const target = parseAddress(address, 'address').target;
     const label = options.label ?? address;
-    const Ctor = grpc.makeGenericClientConstructor(workerServiceDefinition(), 'Worker');
-    const grpcClient = new Ctor(
-      target,
-      options.credentials ?? grpc.credentials.createInsecure(),
-      channelOptions(options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES),
-    );
     const timeout = options.connectTimeoutMs ?? 10_000;
     let exited: ProcessExitInfo | undefined;
     options.processExit?.then((info) => {
       exited = info;
     });
-    await new Promise<void>((resolve, reject) => {
-      grpcClient.waitForReady(Date.now() + timeout, (err) => {
-        if (!err) return resolve();
-        grpcClient.close();
-        const why = exited ? `its process exited (${describeExit(exited)})` : `not ready within ${timeout} ms`;
-        reject(
-          new WorkerCallError(
-            'never-connected',
-            `worker ${label} at ${address} never connected: ${why}`,
-            address,
-            undefined,
-            undefined,
-          ),
-        );
+    let link: Link;
+    try {
+      link = await connectGrpcLink(address, {
+        connectTimeoutMs: timeout,
+        ...(options.maxMessageBytes !== undefined ? { maxMessageBytes: options.maxMessageBytes } : {}),
+        ...(options.credentials ? { credentials: options.credentials } : {}),
       });
-    });
-    const stream = (grpcClient as unknown as { Session(): SessionStream }).Session();
-    const client = new WorkerClient(address, label, grpcClient, stream, options.exitGraceMs ?? 250);
-    options.processExit?.then((info) => client.notifyProcessExit(info));
-    return client;
+    } catch (e) {
+      if (!(e instanceof GrpcConnectError)) throw e;
+      const why = exited ? `its process exited (${describeExit(exited)})` : `not ready within ${timeout} ms`;
+      throw new WorkerCallError(
+        'never-connected',
+        `worker ${label} at ${address} never connected: ${why}`,
+        address,
+        undefined,
+        undefined,
+      );
+    }
+    return new WorkerClient(link, { ...options, label });
   }
 
   /** The Hello result once hello() succeeded. */
@@ -248,7 +242,7 @@ export class WorkerClient {
         );
       };
       try {
-        this.writer.send(body, options.attachment).catch(failed);
+        this.link.send(body, options.attachment).catch(failed);
       } catch (e) {
         failed(e as Error); // a stream that is already gone may throw synchronously
       }
@@ -324,31 +318,18 @@ export class WorkerClient {
     return this.pending.length;
   }
 
-  /** Close the stream and channel; pending calls fail as 'closed'. */
+  /** Close the link; pending calls fail as 'closed'. */
   close(): void {
     this.failAll(
       new WorkerCallError('closed', `worker ${this.label}: client closed`, this.address, undefined, undefined),
     );
-    try {
-      this.stream.end();
-    } catch {
-      // already ended
-    }
-    this.stream.cancel();
-    this.grpcClient.close();
+    this.link.close();
   }
 
-  private onFrame(frame: Frame): void {
-    let message;
-    try {
-      message = this.assembler.push(frame);
-    } catch (e) {
-      return this.protocolFailure(`bad frame: ${(e as Error).message}`);
-    }
-    if (!message) return;
+  private onMessage(body: Buffer, attachment: Buffer | undefined): void {
     let reply: Reply;
     try {
-      reply = readReply(decodeBody(message.body));
+      reply = readReply(decodeBody(body));
     } catch (e) {
       return this.protocolFailure(`bad reply: ${e instanceof DetsimError ? e.message : String(e)}`);
     }
@@ -374,9 +355,7 @@ export class WorkerClient {
       );
     }
     entry.resolve(
-      message.attachment
-        ? { requestId: entry.requestId, reply, attachment: message.attachment }
-        : { requestId: entry.requestId, reply },
+      attachment ? { requestId: entry.requestId, reply, attachment } : { requestId: entry.requestId, reply },
     );
   }
 
@@ -388,7 +367,8 @@ export class WorkerClient {
     entry.reject(error);
   }
 
-  private onStreamEnd(why: string): void {
+  private onLinkEnd(kind: LinkEndKind, why: string): void {
+    if (kind === 'protocol') return this.protocolFailure(why);
     if (this.failure || this.endTimer) return;
     const fail = (): void => {
       this.endTimer = undefined;
@@ -413,7 +393,7 @@ export class WorkerClient {
         undefined,
       ),
     );
-    this.stream.cancel();
+    this.link.close();
   }
 
   private failAll(error: WorkerCallError): void {
@@ -439,5 +419,6 @@ export class WorkerClient {
 }
 
 export function describeExit(info: ProcessExitInfo): string {
+  if (info.error !== undefined) return info.error;
   return info.signal ? `signal ${info.signal}` : `exit code ${info.code}`;
 }

@@ -1,5 +1,6 @@
 // The worker protocol module shared by the coordinator and the workers: contract (proto, digest,
-// options, addresses), envelopes, bodies, frame codec, the client and the server transport.
+// options, addresses), envelopes, bodies, frame codec, the links (gRPC, thread port), the client
+// and the server transport.
 // Re-exports only; no logic lives here.
 export * from './contract.js';
 export * from './envelope.js';
@@ -7,5 +8,8 @@ export * from './bodies.js';
 export * from './methods.js';
 export * from './frames.js';
 export * from './body-codec.js';
+export * from './link.js';
+export * from './grpc-link.js';
+export * from './port-link.js';
 export * from './client.js';
 export * from './server.js';

@@ -35,8 +35,8 @@ async function failingRun(opts: RunOptions): Promise<RunFailure> {
 }
 
 type Victim = (fleet: Fleet) => number;
-const environment: Victim = (fleet) => fleet.environment.process.pid;
-const firstAgent: Victim = (fleet) => fleet.agents[0]!.process.pid;
+const environment: Victim = (fleet) => fleet.environment.instance.pid;
+const firstAgent: Victim = (fleet) => fleet.agents[0]!.instance.pid;
 
 /** Run, SIGKILL the victim's pid just before `phase` of step 2 goes out, return the failure. */
 async function killAt(
@@ -97,7 +97,7 @@ describe('death diagnosis', () => {
       command: process.execPath,
       args: ['--import', 'tsx', join('test', 'coordinator', 'fixtures', 'late-exit.ts'), base.command, ...base.args],
     };
-    const innerWorker: Victim = (fleet) => workerChild(fleet.environment.process.pid);
+    const innerWorker: Victim = (fleet) => workerChild(fleet.environment.instance.pid);
     const failure = await killAt('commit', innerWorker, {
       commandFor: (w) => (w.role === 'environment' ? wrapper : undefined),
     });

@@ -45,7 +45,7 @@ describe('run failures', () => {
         beforePhase: (step, phase) => {
           if (step === 2n && phase === 'commit') {
             killedAt = process.hrtime.bigint();
-            fleet!.agents[1]!.process.kill('SIGKILL');
+            fleet!.agents[1]!.instance.kill();
           }
         },
       },
@@ -82,7 +82,7 @@ describe('run failures', () => {
       hooks: {
         onLaunched: (f) => (fleet = f),
         beforePhase: (step, phase) => {
-          if (step === 1n && phase === 'prepare') fleet!.agents[2]!.process.kill('SIGSTOP');
+          if (step === 1n && phase === 'prepare') process.kill(fleet!.agents[2]!.instance.pid, 'SIGSTOP');
         },
       },
     });

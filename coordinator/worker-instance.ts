@@ -1,0 +1,25 @@
+// One running worker as the coordinator watches it, whatever runs it: a child process (gRPC over a
+// Unix socket or loopback TCP), a worker thread in this process, or the bench's inline host.
+// What the launcher, the lockstep and the checkpoint code need to name a death; nothing else.
+// Not the link to the worker (core/protocol/link.ts) and not how it is started (launcher.ts).
+import type { PlannedWorker } from './config.js';
+import type { ProcessExitInfo } from '../core/protocol/index.js';
+
+export interface WorkerInstance {
+  readonly plan: PlannedWorker;
+  /** 'process' or 'thread' (the bench's inline host says 'inline'): physical, never in a hash. */
+  readonly kind: 'process' | 'thread' | 'inline';
+  /** The OS process that runs it (the coordinator's own for a thread). */
+  readonly pid: number;
+  /** Resolves once it has exited (a thread: ended, crashed or terminated). */
+  readonly exited: Promise<ProcessExitInfo>;
+  /** Set once it has exited. */
+  readonly exitInfo: ProcessExitInfo | undefined;
+  readonly alive: boolean;
+  /** Who it is in a failure message: `process 1234`, `thread 3`. */
+  describe(): string;
+  /** `; last stderr: …` when it wrote any, else ''. */
+  lastStderr(): string;
+  /** Stop it now (SIGKILL a process, terminate a thread), even while it spins. */
+  kill(): void;
+}

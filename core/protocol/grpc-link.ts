@@ -1,0 +1,105 @@
+// The gRPC Link: a detsim.v1.Worker Session stream (one bidirectional stream of frames) carrying
+// whole messages through the frame codec. Connects, waits for the channel, opens the stream.
+// Not request tracking (client.ts) and not the worker's server side (server.ts).
+import * as grpc from '@grpc/grpc-js';
+import {
+  DEFAULT_MAX_MESSAGE_BYTES,
+  type Frame,
+  channelOptions,
+  parseAddress,
+  workerServiceDefinition,
+} from './contract.js';
+import { FrameAssembler, FrameWriter } from './frames.js';
+import type { Link, LinkReceiver } from './link.js';
+
+type SessionStream = grpc.ClientDuplexStream<Frame, Frame>;
+
+export interface GrpcLinkOptions {
+  maxMessageBytes?: number;
+  /** How long to wait for the channel to become ready. */
+  connectTimeoutMs: number;
+  credentials?: grpc.ChannelCredentials;
+}
+
+/** Why a gRPC link could not be opened: the channel never became ready in time. */
+export class GrpcConnectError extends Error {
+  constructor(readonly timeoutMs: number) {
+    super(`not ready within ${timeoutMs} ms`);
+    this.name = 'GrpcConnectError';
+  }
+}
+
+/** Connect to `address` and open its Session stream; rejects with GrpcConnectError if it never comes up. */
+export async function connectGrpcLink(address: string, options: GrpcLinkOptions): Promise<Link> {
+  const target = parseAddress(address, 'address').target;
+  const Ctor = grpc.makeGenericClientConstructor(workerServiceDefinition(), 'Worker');
+  const client = new Ctor(
+    target,
+    options.credentials ?? grpc.credentials.createInsecure(),
+    channelOptions(options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES),
+  );
+  await new Promise<void>((resolve, reject) => {
+    client.waitForReady(Date.now() + options.connectTimeoutMs, (err) => {
+      if (!err) return resolve();
+      client.close();
+      reject(new GrpcConnectError(options.connectTimeoutMs));
+    });
+  });
+  const stream = (client as unknown as { Session(): SessionStream }).Session();
+  return new GrpcLink(address, client, stream);
+}
+
+class GrpcLink implements Link {
+  private readonly writer: FrameWriter;
+  private readonly assembler = new FrameAssembler();
+  private receiver: LinkReceiver | undefined;
+  private over = false;
+
+  constructor(
+    readonly address: string,
+    private readonly client: grpc.Client,
+    private readonly stream: SessionStream,
+  ) {
+    this.writer = new FrameWriter(stream);
+  }
+
+  open(receiver: LinkReceiver): void {
+    this.receiver = receiver;
+    this.stream.on('data', (frame: Frame) => this.onFrame(frame));
+    this.stream.on('end', () => this.end('stream-ended', 'the worker ended the stream'));
+    this.stream.on('error', (e: Error) => this.end('stream-ended', `stream error: ${e.message}`));
+  }
+
+  send(body: Uint8Array, attachment?: Uint8Array): Promise<void> {
+    return this.writer.send(body, attachment);
+  }
+
+  close(): void {
+    this.over = true;
+    try {
+      this.stream.end();
+    } catch {
+      // already ended
+    }
+    this.stream.cancel();
+    this.client.close();
+  }
+
+  private onFrame(frame: Frame): void {
+    let message;
+    try {
+      message = this.assembler.push(frame);
+    } catch (e) {
+      this.end('protocol', `bad frame: ${(e as Error).message}`);
+      this.stream.cancel();
+      return;
+    }
+    if (message && !this.over) this.receiver!.message(message.body, message.attachment);
+  }
+
+  private end(kind: 'stream-ended' | 'protocol', why: string): void {
+    if (this.over) return;
+    this.over = true;
+    this.receiver!.ended(kind, why);
+  }
+}

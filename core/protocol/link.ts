@@ -1,0 +1,31 @@
+// The transport seam: a Link is one ordered, bidirectional channel of whole messages (a canonical
+// JSON body and an optional attachment) between the coordinator and one worker. The gRPC stream
+// (grpc-link.ts) and a worker thread's message port (port-link.ts) are Links; request ids,
+// in-order replies, deadlines and failure naming live once above them, in client.ts.
+// Not the envelopes (envelope.ts), not the process or thread that runs the worker.
+
+/** Why a link ended: the peer or the carrier closed it, or it broke the framing rules. */
+export type LinkEndKind = 'stream-ended' | 'protocol';
+
+/** What a link reports to the one client that opened it. */
+export interface LinkReceiver {
+  /** One complete message, in the order the worker sent them. */
+  message(body: Buffer, attachment: Buffer | undefined): void;
+  /** The link is over; no message follows. Called at most once. */
+  ended(kind: LinkEndKind, why: string): void;
+}
+
+export interface Link {
+  /** Where the worker is, for messages: `unix:/…`, `127.0.0.1:40123`, `thread:worker-0`. */
+  readonly address: string;
+  /** Start delivering to `receiver`; called once, before the first send. */
+  open(receiver: LinkReceiver): void;
+  /**
+   * Send one message. Messages arrive whole and in order; a message without attachment may go out
+   * synchronously. Rejects (or throws) when the link is broken. The caller keeps ownership of
+   * `attachment`: a link never detaches or mutates the caller's bytes.
+   */
+  send(body: Uint8Array, attachment?: Uint8Array): Promise<void>;
+  /** End the link from this side; nothing is delivered after it. */
+  close(): void;
+}

@@ -1,0 +1,96 @@
+// The thread Link: whole messages over a worker_threads port (the coordinator's `Worker` object on
+// one side, the thread's `parentPort` on the other), with no framing and no sockets. A body or an
+// attachment crosses as one copy into a fresh buffer that is then transferred (moved, not cloned):
+// the sender keeps its own bytes, because a worker's idempotency cache may have to replay them.
+// Not the thread's lifecycle (coordinator/thread-worker.ts) and not request tracking (client.ts).
+import type { Link, LinkReceiver } from './link.js';
+
+/** One message as it crosses a port. */
+export interface PortMessage {
+  body: Uint8Array;
+  attachment?: Uint8Array;
+}
+
+/** What both ends of a thread offer: a worker_threads `Worker` or `MessagePort`. */
+export interface MessagePortLike {
+  postMessage(value: unknown, transferList?: readonly ArrayBuffer[]): void;
+  on(event: 'message', listener: (value: unknown) => void): unknown;
+  off(event: 'message', listener: (value: unknown) => void): unknown;
+}
+
+/** Copy `bytes` into a buffer of its own, so that buffer can be transferred without touching the sender's. */
+function owned(bytes: Uint8Array): Uint8Array {
+  return new Uint8Array(bytes);
+}
+
+/** Post one message (body, optional attachment) on `port`, transferring the copies. */
+export function postPortMessage(port: MessagePortLike, body: Uint8Array, attachment?: Uint8Array): void {
+  const b = owned(body);
+  if (attachment && attachment.length > 0) {
+    const a = owned(attachment);
+    port.postMessage({ body: b, attachment: a } satisfies PortMessage, [
+      b.buffer as ArrayBuffer,
+      a.buffer as ArrayBuffer,
+    ]);
+  } else {
+    port.postMessage({ body: b } satisfies PortMessage, [b.buffer as ArrayBuffer]);
+  }
+}
+
+/** Read a message posted by postPortMessage; undefined for anything else. */
+export function readPortMessage(value: unknown): { body: Buffer; attachment: Buffer | undefined } | undefined {
+  const m = value as Partial<PortMessage> | null;
+  if (typeof m !== 'object' || m === null || !(m.body instanceof Uint8Array)) return undefined;
+  const body = Buffer.from(m.body.buffer, m.body.byteOffset, m.body.length);
+  const a = m.attachment;
+  return { body, attachment: a instanceof Uint8Array ? Buffer.from(a.buffer, a.byteOffset, a.length) : undefined };
+}
+
+/** The coordinator's Link to a worker thread. `onGone` is how the thread's end reaches the link. */
+export class PortLink implements Link {
+  private receiver: LinkReceiver | undefined;
+  private over = false;
+  private readonly listener = (value: unknown): void => this.onMessage(value);
+
+  constructor(
+    readonly address: string,
+    private readonly port: MessagePortLike,
+  ) {}
+
+  open(receiver: LinkReceiver): void {
+    this.receiver = receiver;
+    this.port.on('message', this.listener);
+  }
+
+  send(body: Uint8Array, attachment?: Uint8Array): Promise<void> {
+    if (this.over) return Promise.reject(new Error('the thread link is closed'));
+    postPortMessage(this.port, body, attachment);
+    return Promise.resolve();
+  }
+
+  /** The thread is gone (it exited or was terminated): the link ends. */
+  threadGone(why: string): void {
+    if (this.over) return;
+    this.over = true;
+    this.port.off('message', this.listener);
+    this.receiver?.ended('stream-ended', why);
+  }
+
+  close(): void {
+    if (this.over) return;
+    this.over = true;
+    this.port.off('message', this.listener);
+  }
+
+  private onMessage(value: unknown): void {
+    if (this.over) return;
+    const message = readPortMessage(value);
+    if (!message) {
+      this.over = true;
+      this.port.off('message', this.listener);
+      this.receiver!.ended('protocol', 'a message that is not {body, attachment?} arrived on the thread port');
+      return;
+    }
+    this.receiver!.message(message.body, message.attachment);
+  }
+}

@@ -1,0 +1,51 @@
+// Worker thread entry (`workers.transport: thread`): the same WorkerRuntime as a worker process,
+// served over the thread's parentPort instead of a gRPC server. One stream (the port), Hello-first
+// like any stream; an attachment before Hello ends the thread, as it ends a gRPC stream.
+// Options arrive as workerData, checked as the process checks its flags. Not the coordinator's
+// side of the thread (coordinator/thread-worker.ts).
+import { parentPort, workerData } from 'node:worker_threads';
+import { ATTACHMENT_BEFORE_HELLO, postPortMessage, readPortMessage, type Role } from '../core/protocol/index.js';
+import { readModelFlags } from './process.js';
+import { RequestQueue } from './request-queue.js';
+import { type RuntimeOptions, type StreamState, WorkerRuntime } from './runtime.js';
+
+/** What the coordinator passes to a worker thread (all of it checked here). */
+export interface ThreadWorkerData {
+  role: Role;
+  workerId: string;
+  sessionId: string;
+  models: string[];
+  storeDir?: string;
+  strict?: boolean;
+}
+
+function fail(why: string): never {
+  process.stderr.write(`detsim worker thread: ${why}\n`);
+  process.exit(1);
+}
+
+const port = parentPort ?? fail('not started as a worker thread');
+const data = workerData as ThreadWorkerData;
+const options: RuntimeOptions = {
+  role: data.role,
+  workerId: data.workerId,
+  sessionId: data.sessionId,
+  strict: data.strict === true,
+  models: readModelFlags(data.models),
+};
+if (data.storeDir !== undefined) options.storeDir = data.storeDir;
+const runtime = new WorkerRuntime(options);
+const stream: StreamState = { introduced: false };
+const queue = new RequestQueue(
+  runtime,
+  () => process.exit(0),
+  (why) => process.stderr.write(`detsim worker ${data.workerId}: reply failed: ${why}\n`),
+);
+port.on('message', (value: unknown) => {
+  const message = readPortMessage(value);
+  if (!message) fail(`${data.workerId}: a message that is not {body, attachment?} arrived; thread ended`);
+  if (message.attachment && !stream.introduced) fail(`${data.workerId}: ${ATTACHMENT_BEFORE_HELLO}; thread ended`);
+  queue.enqueue(message.body, message.attachment, stream, (body, attachment) =>
+    postPortMessage(port, body, attachment),
+  );
+});
