@@ -25,7 +25,7 @@ import { DetsimError } from '../../core/formats/errors.js';
 import type { Id } from '../../core/formats/scalars.js';
 import type { WorkerCommand } from '../launcher.js';
 import { epochId } from '../lockstep.js';
-import type { PlannedWorker } from '../config.js';
+import type { PlannedWorker, Transport } from '../config.js';
 import { RUN_FILES, RunLog, TraceWriter } from '../run-dir.js';
 import { withRunLock } from '../run-lock.js';
 import { runLoop, type RunProgress, type SessionOptions, type SessionResult, type SessionStart } from '../session.js';
@@ -55,6 +55,8 @@ export interface ResumeOptions extends Omit<SessionOptions, 'extension'> {
   /** Override the recorded checkpoint interval (0 = no checkpoints while resuming). */
   checkpointEvery?: number;
   onEvent?: (line: string) => void;
+  /** Reach the workers this way instead of the recorded transport (physical: the ReproHash is the same). */
+  transport?: Transport;
   /** Test hook: replace some workers' command. */
   commandFor?: (w: PlannedWorker) => WorkerCommand | undefined;
 }
@@ -151,7 +153,7 @@ export async function resumeRun(runDirArg: string, opts: ResumeOptions = {}): Pr
 
 async function resumeLocked(runDir: string, opts: ResumeOptions): Promise<ResumeResult> {
   const rec = readRunRecord(runDir);
-  const plan = rec.plan;
+  const plan = opts.transport ? { ...rec.plan, transport: opts.transport } : rec.plan;
   requireStore(runDir);
   const tracePath = join(runDir, RUN_FILES.trace);
   if (!existsSync(tracePath)) refuse('struct_run_record', `${tracePath}: missing`, 'trace.jsonl');

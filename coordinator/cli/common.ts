@@ -1,6 +1,6 @@
 // Shared CLI plumbing: one readable line and a non-zero exit for refused input, never a stack
 // trace for a user mistake. Exit 1 = a file failed verification; exit 2 = usage or input error.
-import { checkSteps } from '../config.js';
+import { TRANSPORTS, checkSteps, type Transport } from '../config.js';
 import { DetsimError } from '../../core/formats/errors.js';
 
 /** Ends a command with an exit code and one line on stderr. */
@@ -58,6 +58,21 @@ export function readStepsFlag(text: string | undefined, flag = '--steps'): numbe
     );
   return checkSteps(Number(text), flag);
 }
+
+/** `--transport unix|tcp|thread`: how this run reaches its workers (physical: never changes a ReproHash). */
+export function readTransportFlag(text: string | undefined): Transport | undefined {
+  if (text === undefined) return undefined;
+  if (!(TRANSPORTS as readonly string[]).includes(text))
+    throw new DetsimError(
+      'struct_invalid_field',
+      `--transport: ${JSON.stringify(text)} is not one of ${TRANSPORTS.join(', ')}`,
+      '--transport',
+    );
+  return text as Transport;
+}
+
+/** The --transport option's help text, the same on every command that starts workers. */
+export const TRANSPORT_HELP = `how to reach TypeScript workers: ${TRANSPORTS.join(' | ')} (overrides workers.transport; never changes a ReproHash)`;
 
 export function writeStdout(text: string): void {
   process.stdout.write(text.endsWith('\n') ? text : `${text}\n`);

@@ -8,7 +8,7 @@ import { DISPATCH_MODES, type Dispatch } from '../lockstep.js';
 import { isRunFailure } from '../run-failure.js';
 import { describeDivergence } from '../receipt/diagnosis.js';
 import { type Check, type ReplayReport, replay } from '../receipt/replay.js';
-import { action, ExitError, readStepsFlag, writeStdout } from './common.js';
+import { TRANSPORT_HELP, action, ExitError, readStepsFlag, readTransportFlag, writeStdout } from './common.js';
 
 interface ReplayCommandOptions {
   runs?: string;
@@ -16,6 +16,7 @@ interface ReplayCommandOptions {
   out?: string;
   steps?: string;
   resumeAt?: string;
+  transport?: string;
   json?: boolean;
 }
 
@@ -82,9 +83,11 @@ export function registerReplay(program: Command): void {
       'also: checkpoint at step K, interrupt, resume with fresh workers in a new epoch, and compare with an uninterrupted run',
     )
     .option('--out <dir>', 'parent directory of the run directories (default: runs)')
+    .option('--transport <t>', TRANSPORT_HELP)
     .option('--json', 'print one canonical JSON object')
     .action(
       action(async (source: string, opts: ReplayCommandOptions) => {
+        const transport = readTransportFlag(opts.transport);
         const runs = readWhole(opts.runs, '--runs', 2);
         const steps = readStepsFlag(opts.steps);
         const dispatch = readDispatch(opts.dispatch);
@@ -96,6 +99,7 @@ export function registerReplay(program: Command): void {
             steps,
             dispatch,
             resumeAt,
+            transport,
             outDir: opts.out,
             onRun: opts.json
               ? undefined

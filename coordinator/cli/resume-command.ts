@@ -8,13 +8,22 @@ import { canonicalize } from '../../core/formats/canonical-json.js';
 import { DetsimError } from '../../core/formats/errors.js';
 import { readId } from '../../core/formats/scalars.js';
 import { checkpointSummaryLines } from './checkpoint-flags.js';
-import { action, ExitError, formatError, readStepsFlag, writeStdout } from './common.js';
+import {
+  TRANSPORT_HELP,
+  action,
+  ExitError,
+  formatError,
+  readStepsFlag,
+  readTransportFlag,
+  writeStdout,
+} from './common.js';
 import { printReceiptWarnings, runFailureExit } from './run-outcome.js';
 
 interface ResumeCommandOptions {
   checkpoint?: string;
   steps?: string;
   checkpointEvery?: string;
+  transport?: string;
   json?: boolean;
 }
 
@@ -50,9 +59,11 @@ export function registerResume(program: Command): void {
       '--checkpoint-every <k>',
       'checkpoint interval while resuming (default: the one the run recorded; 0 = none)',
     )
+    .option('--transport <t>', TRANSPORT_HELP)
     .option('--json', 'print one canonical JSON object instead of lines')
     .action(
       action(async (runDir: string, opts: ResumeCommandOptions) => {
+        const transport = readTransportFlag(opts.transport);
         const checkpointId = opts.checkpoint === undefined ? undefined : readId(opts.checkpoint, '--checkpoint');
         const steps = readStepsFlag(opts.steps);
         const every = whole(opts.checkpointEvery, '--checkpoint-every');
@@ -63,6 +74,7 @@ export function registerResume(program: Command): void {
             ...(checkpointId ? { checkpointId } : {}),
             ...(steps !== undefined ? { steps } : {}),
             ...(every !== undefined ? { checkpointEvery: every } : {}),
+            ...(transport ? { transport } : {}),
             onProgress: progressLine(),
             onEvent: (line) => process.stderr.write(`${line}\n`),
           });

@@ -9,7 +9,7 @@ import { DetsimError } from '../../core/formats/errors.js';
 import { checkWorkerBinaries } from '../launcher.js';
 import { DISPATCH_MODES, type Dispatch } from '../lockstep.js';
 import { runSession, type RunProgress } from '../run.js';
-import { action, readStepsFlag, writeStdout } from './common.js';
+import { TRANSPORT_HELP, action, readStepsFlag, readTransportFlag, writeStdout } from './common.js';
 import { checkpointRunFromFlags, checkpointSummaryLines } from './checkpoint-flags.js';
 import { printReceiptWarnings, runFailureExit } from './run-outcome.js';
 
@@ -19,6 +19,7 @@ interface RunCommandOptions {
   steps?: string;
   out?: string;
   dispatch?: string;
+  transport?: string;
   json?: boolean;
 }
 
@@ -94,6 +95,7 @@ export function registerRun(program: Command): void {
       '--dispatch <mode>',
       `order of worker messages within a phase: ${DISPATCH_MODES.join(' | ')} (default concurrent)`,
     )
+    .option('--transport <t>', TRANSPORT_HELP)
     .option('--json', 'print one canonical JSON object {behaviourDigest, runDir, steps} instead of two lines')
     .option(
       '--checkpoint-every <k>',
@@ -105,7 +107,9 @@ export function registerRun(program: Command): void {
         const steps = readStepsFlag(opts.steps);
         const dispatch = readDispatch(opts.dispatch);
         // Every check on the config happens here, before any process starts.
-        const plan = loadConfig(configPath);
+        const transport = readTransportFlag(opts.transport);
+        const loaded = loadConfig(configPath);
+        const plan = transport ? { ...loaded, transport } : loaded;
         checkWorkerBinaries(plan);
         const checkpoints = checkpointRunFromFlags(opts.checkpointEvery, opts.keep);
         const progress = progressDisplay();

@@ -3,7 +3,7 @@
 // is sensitive (self-check) and that stripping removed physical fields that really differed.
 // It does not render reports (attestation.ts) and knows nothing of goldens (goldens.ts).
 import { canonicalize, type JsonValue } from '../../core/formats/canonical-json.js';
-import { loadConfig, type RunPlan } from '../config.js';
+import { loadConfig, type RunPlan, type Transport } from '../config.js';
 import { planFromRunJson } from '../checkpoint/run-record.js';
 import { DetsimError } from '../../core/formats/errors.js';
 import { type Check, makeCheck } from './check.js';
@@ -61,6 +61,8 @@ export interface ReplayOptions {
   readonly dispatch?: Dispatch;
   readonly outDir?: string;
   readonly steps?: number;
+  /** Reach the workers this way (physical: the ReproHash must not change with it). */
+  readonly transport?: Transport | undefined;
   /** false disables stripping of physical fields (only to prove the physical-diff check fails). */
   readonly stripPhysical?: boolean;
   /** Another classification table (to check a table change); the published one by default. */
@@ -276,6 +278,7 @@ export async function replay(source: string | RunPlan, opts: ReplayOptions = {})
     plan = typeof source === 'string' ? loadConfig(source) : source;
     subject = plan.sessionId;
   }
+  if (opts.transport) plan = { ...plan, transport: opts.transport };
   const strip: CanonicalOptions = { stripPhysical: opts.stripPhysical, table: opts.table };
   const runs: ReplayRun[] = [];
   for (let i = 0; i < n; i++) {
