@@ -13,7 +13,7 @@ import { pino, type Logger } from 'pino';
 import type { PlannedWorker, RunPlan } from './config.js';
 import { DetsimError } from '../core/formats/errors.js';
 import type { Digest, Id } from '../core/formats/scalars.js';
-import { launchFleet, type Fleet, type WorkerCommand } from './launcher.js';
+import { launchFleet, type Fleet, type LaunchOptions, type WorkerCommand } from './launcher.js';
 import { Lockstep, type Dispatch, type LockstepHooks } from './lockstep.js';
 import { RUN_FILES, writeJsonDurable, type RunLog, type TraceWriter } from './run-dir.js';
 import { RunFailure, type RunPhase } from './run-failure.js';
@@ -39,9 +39,11 @@ export interface RunProgress {
   elapsedMs: number;
 }
 
-/** Test hooks: per-phase callback, worker command override, the launched fleet. */
+/** Test and bench hooks: per-phase callback, worker command or starter override, the launched fleet. */
 export type SessionHooks = LockstepHooks & {
   commandFor?: (w: PlannedWorker) => WorkerCommand | undefined;
+  /** Start some workers another way (the bench's inline ceiling hosts them in this thread). */
+  startWorker?: LaunchOptions['startWorker'];
   onLaunched?: (fleet: Fleet) => void;
 };
 
@@ -213,6 +215,7 @@ export async function runLoop(start: SessionStart, opts: SessionOptions): Promis
       logger,
       signal,
       commandFor: opts.hooks?.commandFor,
+      startWorker: opts.hooks?.startWorker,
       ...(start.storeDir ? { storeDir: start.storeDir } : {}),
     });
     opts.hooks?.onLaunched?.(fleet);

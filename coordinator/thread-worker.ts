@@ -4,7 +4,7 @@
 // named death, its stderr tail, and terminate() as the kill that works even on a spinning model.
 // Not the worker's code (workers/thread-main.ts) and not request tracking (core/protocol/client.ts).
 import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { createInterface } from 'node:readline';
 import { Worker } from 'node:worker_threads';
 import type { Logger } from 'pino';
@@ -16,17 +16,19 @@ import type { WorkerInstance } from './worker-instance.js';
 const here = dirname(fileURLToPath(import.meta.url));
 const fromSource = import.meta.url.endsWith('.ts');
 
-/** The thread entry module, and the loader it needs when the coordinator itself runs from TS source. */
-function threadEntry(): { url: URL; execArgv: string[] } {
-  if (fromSource) {
-    return {
-      url: new URL(`file://${join(resolve(here, '..'), 'workers', 'thread-main.ts')}`),
-      execArgv: ['--import', import.meta.resolve('tsx')],
-    };
-  }
+/**
+ * How to start the thread: dist/workers/thread-main.js from compiled code; from TS source (tsx,
+ * vitest) a one-line bootstrap that registers tsx in the thread first, because Node 20 does not
+ * apply a parent's module hooks (nor `--import` in a Worker's execArgv) to worker threads.
+ */
+function threadEntry(): { script: string | URL; eval: boolean } {
+  if (!fromSource)
+    return { script: pathToFileURL(join(resolve(here, '..', '..'), 'dist', 'workers', 'thread-main.js')), eval: false };
+  const tsx = import.meta.resolve('tsx/esm/api');
+  const main = pathToFileURL(join(resolve(here, '..'), 'workers', 'thread-main.ts')).href;
   return {
-    url: new URL(`file://${join(resolve(here, '..', '..'), 'dist', 'workers', 'thread-main.js')}`),
-    execArgv: [],
+    script: `import(${JSON.stringify(tsx)}).then((m) => { m.register(); return import(${JSON.stringify(main)}); });`,
+    eval: true,
   };
 }
 
@@ -58,8 +60,8 @@ export class ThreadWorker implements WorkerInstance {
     opts: ThreadWorkerOptions,
   ) {
     const entry = threadEntry();
-    this.thread = new Worker(entry.url, {
-      execArgv: entry.execArgv,
+    this.thread = new Worker(entry.script, {
+      eval: entry.eval,
       workerData: {
         role: plan.role,
         workerId: plan.workerId,

@@ -1,7 +1,7 @@
 // WorkerClient: the coordinator's end of one worker's link (a gRPC stream or a thread's port: any
 // Link). Request tracking lives here once for every transport: request ids, replies correlated in
-// request order, an application timer per call, and link end, worker exit and deadlines reported
-// as distinct failures. Not the transport (link.ts and its implementations), not the lockstep logic.
+// request order, a deadline per call (one timer per client), and link end, worker exit and
+// deadlines reported as distinct failures. Not the transport (link.ts and its implementations), not the lockstep logic.
 import type * as grpc from '@grpc/grpc-js';
 import { DetsimError } from '../formats/errors.js';
 import type { Id, Scope } from '../formats/scalars.js';
@@ -103,7 +103,9 @@ interface Pending {
   requestId: string;
   resolve: (r: CallReply) => void;
   reject: (e: WorkerCallError) => void;
-  timer: NodeJS.Timeout | undefined;
+  /** performance.now() by which the reply is due; undefined: no deadline. */
+  deadlineAt: number | undefined;
+  deadlineMs: number | undefined;
   /** Settled already (deadline or dropped): the late reply is consumed and discarded. */
   abandoned: boolean;
 }
@@ -138,6 +140,8 @@ export class WorkerClient {
   private endTimer: NodeJS.Timeout | undefined;
   private helloResult: HelloResult | undefined;
   private readonly exitGraceMs: number;
+  /** One timer for all of this client's deadlines, not one per call (a step sends several calls). */
+  private readonly deadlines = new DeadlineTimer((now) => this.expireDeadlines(now));
 
   /** A client over an open link (any transport). */
   constructor(
@@ -213,21 +217,10 @@ export class WorkerClient {
     // Keys in RFC 8785 order: with canonical params the encoder takes its fast path.
     const body = encodeBody({ method, params, requestId, scope });
     return new Promise<CallReply>((resolve, reject) => {
-      const entry: Pending = { method, requestId, resolve, reject, timer: undefined, abandoned: false };
-      if (options.deadlineMs !== undefined) {
-        entry.timer = setTimeout(() => {
-          this.settleFailure(
-            entry,
-            new WorkerCallError(
-              'deadline',
-              `worker ${this.label}: ${method} ${requestId} got no reply within ${options.deadlineMs} ms (mutation unknown)`,
-              this.address,
-              method,
-              requestId,
-            ),
-          );
-        }, options.deadlineMs);
-      }
+      const { deadlineMs } = options;
+      const deadlineAt = deadlineMs === undefined ? undefined : performance.now() + deadlineMs;
+      const entry: Pending = { method, requestId, resolve, reject, deadlineAt, deadlineMs, abandoned: false };
+      if (deadlineAt !== undefined) this.deadlines.watch(deadlineAt);
       this.pending.push(entry);
       const failed = (e: Error): void => {
         this.settleFailure(
@@ -318,8 +311,30 @@ export class WorkerClient {
     return this.pending.length;
   }
 
+  /** Fail every call whose deadline has passed; returns the earliest deadline still ahead. */
+  private expireDeadlines(now: number): number | undefined {
+    let next: number | undefined;
+    for (const entry of this.pending) {
+      if (entry.abandoned || entry.deadlineAt === undefined) continue;
+      if (entry.deadlineAt <= now) {
+        this.settleFailure(
+          entry,
+          new WorkerCallError(
+            'deadline',
+            `worker ${this.label}: ${entry.method} ${entry.requestId} got no reply within ${entry.deadlineMs} ms (mutation unknown)`,
+            this.address,
+            entry.method,
+            entry.requestId,
+          ),
+        );
+      } else if (next === undefined || entry.deadlineAt < next) next = entry.deadlineAt;
+    }
+    return next;
+  }
+
   /** Close the link; pending calls fail as 'closed'. */
   close(): void {
+    this.deadlines.stop();
     this.failAll(
       new WorkerCallError('closed', `worker ${this.label}: client closed`, this.address, undefined, undefined),
     );
@@ -341,7 +356,6 @@ export class WorkerClient {
       );
     }
     if (entry.abandoned) return;
-    if (entry.timer) clearTimeout(entry.timer);
     entry.abandoned = true;
     if (this.faults.takeDrop(entry.method)) {
       return entry.reject(
@@ -363,7 +377,6 @@ export class WorkerClient {
   private settleFailure(entry: Pending, error: WorkerCallError): void {
     if (entry.abandoned) return;
     entry.abandoned = true;
-    if (entry.timer) clearTimeout(entry.timer);
     entry.reject(error);
   }
 
@@ -415,6 +428,43 @@ export class WorkerClient {
         ),
       );
     }
+  }
+}
+
+/**
+ * A single lazily re-armed timer: watch(at) makes sure it fires no later than `at`; when it fires
+ * it asks for expiries and re-arms for the next deadline. A reply that arrives in time costs no
+ * timer call at all. Unref'd: the link (socket, thread) is what keeps the process alive.
+ */
+class DeadlineTimer {
+  private timer: NodeJS.Timeout | undefined;
+  private armedFor = Infinity;
+
+  constructor(private readonly expire: (now: number) => number | undefined) {}
+
+  watch(at: number): void {
+    if (this.timer && this.armedFor <= at) return;
+    this.arm(at);
+  }
+
+  stop(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+    this.armedFor = Infinity;
+  }
+
+  private arm(at: number): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.armedFor = at;
+    this.timer = setTimeout(() => this.fire(), Math.max(0, Math.ceil(at - performance.now())));
+    this.timer.unref();
+  }
+
+  private fire(): void {
+    this.timer = undefined;
+    this.armedFor = Infinity;
+    const next = this.expire(performance.now());
+    if (next !== undefined) this.arm(next);
   }
 }
 
