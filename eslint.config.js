@@ -30,6 +30,7 @@ const layering = {
 export default tseslint.config(
   {
     ignores: [
+      '.scratch/**',
       'dist/**',
       'docs/api/**',
       'node_modules/**',

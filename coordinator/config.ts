@@ -98,7 +98,7 @@ const WorkerRuntimeSchema = z.custom<WorkerRuntimeName | WorkerRuntimeName[]>(
   },
 );
 
-export const TRANSPORTS = ['unix', 'tcp', 'thread'] as const;
+export const TRANSPORTS = ['unix', 'tcp', 'thread'] as const satisfies readonly Transport[];
 /** Heap limit of one worker thread unless workers.threadHeapMb says otherwise (MiB). */
 export const DEFAULT_THREAD_HEAP_MB = 2048;
 
@@ -144,7 +144,7 @@ export type RunConfigInput = z.infer<typeof TopSchema>;
  * process, or a worker thread in the coordinator's process (TypeScript workers; Rust and Python
  * workers of such a run stay processes on Unix sockets). Physical: never part of a ReproHash.
  */
-export type Transport = (typeof TRANSPORTS)[number];
+export type Transport = 'unix' | 'tcp' | 'thread';
 
 /** One agent of a resolved plan: id, port, model, params, derived seed, worker and action fields. */
 export interface PlannedAgent {
