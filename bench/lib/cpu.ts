@@ -48,9 +48,14 @@ function processCpuNs(): number {
   return (u.user + u.system) * 1000;
 }
 
-/** Now. `workerPids` other than this process's own pid (a thread transport may report it) are summed. */
+/** Worker pids that are other processes: a thread worker reports this process's pid or none (≤ 0). */
+export function otherProcesses(pids: readonly number[]): number[] {
+  return pids.filter((p) => p > 0 && p !== process.pid);
+}
+
+/** Now. Only `workerPids` that are other processes are summed (threads are in processNs already). */
 export function cpuSnapshot(workerPids: readonly number[]): CpuSnapshot {
-  const others = workerPids.filter((p) => p !== process.pid);
+  const others = otherProcesses(workerPids);
   return {
     coordinatorThreadNs: taskRunNs(process.pid, process.pid),
     processNs: processCpuNs(),

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { resolveConfig } from '../../coordinator/config.js';
 import { runSession } from '../../coordinator/run.js';
-import { cpuBetween, cpuSnapshot, type CpuSnapshot, type CpuSpent } from '../lib/cpu.js';
+import { cpuBetween, cpuSnapshot, otherProcesses, type CpuSnapshot, type CpuSpent } from '../lib/cpu.js';
 import { percentile } from '../lib/measure.js';
 import type { BenchSuite, Figure } from '../lib/suite.js';
 import { withLimit } from '../lib/suite.js';
@@ -178,7 +178,7 @@ export async function measureLockstep(
         onLaunched: (f) => (pids = f.pids().map((p) => p.pid)),
         beforePhase: (step, phase) => {
           if (step === BigInt(steps - 1) && phase === 'commit')
-            workersRss = pids.filter((p) => p !== process.pid).reduce((s, p) => s + vmHwmBytes(p), 0);
+            workersRss = otherProcesses(pids).reduce((s, p) => s + vmHwmBytes(p), 0);
         },
       },
     });
