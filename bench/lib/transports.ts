@@ -50,7 +50,8 @@ function configTransport(transport: 'unix' | 'thread'): TransportPlan {
 /**
  * The inline ceiling is a runSession option, not config. Until this build's runSession has it,
  * rows on it are skipped. Wiring it: return { available: true, setup: { workers: {}, runOptions:
- * { <the inline option> } } } here; every lockstep and peers row on 'inline' then runs.
+ * { <the inline option, e.g. hooks: { startWorker } > } } } here; every lockstep and peers row on
+ * 'inline' then runs (the lockstep suite adds its own hooks beside any given here).
  */
 export function inlineTransport(): TransportPlan {
   return { available: false, reason: `${NOT_AVAILABLE} (runSession has no inline option yet)` };

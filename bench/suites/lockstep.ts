@@ -175,6 +175,7 @@ export async function measureLockstep(
         if (p.step === steps) cpuEnd = cpuSnapshot(pids);
       },
       hooks: {
+        ...t.setup.runOptions.hooks, // the inline transport starts its workers through a hook
         onLaunched: (f) => (pids = f.pids().map((p) => p.pid)),
         beforePhase: (step, phase) => {
           if (step === BigInt(steps - 1) && phase === 'commit')
