@@ -395,7 +395,10 @@ export function lockstepFigures(rows: LockstepRow[]): Figure[] {
             higherIsBetter: true,
             samples: r.steps - r.warmup,
           },
-          { name: `inline ceiling, ${r.agents} walkers (no transport)`, value: ceiling.agentStepsPerSec },
+          {
+            name: `inline ceiling, ${r.agents} walker${r.agents === 1 ? '' : 's'} (no transport)`,
+            value: ceiling.agentStepsPerSec,
+          },
         ),
       );
   }
