@@ -341,7 +341,7 @@ function pairFigure(
       higherIsBetter,
       samples: r.steps - r.warmup,
     },
-    limit === null ? null : { name: echoName(r.transport as 'unix' | 'thread', r.pipeline), value: limit },
+    limit === null || r.transport === 'inline' ? null : { name: echoName(r.transport, r.pipeline), value: limit },
   );
 }
 
