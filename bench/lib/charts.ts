@@ -1,6 +1,7 @@
 // The bench charts: one SVG per suite of a results receipt (lockstep: agent-steps/s against agents,
-// one line per process count beside the raw echo; soak: MiB against agent-steps; every other suite: figure ÷ limit bars with the
-// values in MB/s, steps/s... as text). NOT the SVG primitives (svg.ts) and never a measurement.
+// one line per transport and worker count beside its raw echo; soak: MiB against agent-steps; every
+// other suite: figure ÷ limit bars with the values in MB/s, steps/s... as text). NOT the SVG
+// primitives (svg.ts) and never a measurement.
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import type { Receipt, SuiteReceipt } from './receipt.js';
@@ -24,30 +25,39 @@ function subtitle(r: Receipt): string {
 interface LockstepRowLike {
   agents: number;
   processes: number;
+  /** Absent in receipts from before the transport rows: those were all unix. */
+  transport?: string;
+  pipeline?: boolean;
   agentStepsPerSec: number;
-  echoAgentStepsPerSec: number;
+  echoAgentStepsPerSec: number | null;
 }
 
+/** One line per transport and worker count (pipelined rows left out), dashed: its echo. */
 function lockstepChart(s: SuiteReceipt, r: Receipt): string {
-  const rows = ((s.details?.rows as LockstepRowLike[] | undefined) ?? []).slice();
-  const procs = [...new Set(rows.map((x) => x.processes))].sort((a, b) => a - b);
+  const rows = ((s.details?.rows as LockstepRowLike[] | undefined) ?? []).filter((x) => !x.pipeline);
+  const key = (x: LockstepRowLike): string => `${x.transport ?? 'unix'} ${x.transport === 'inline' ? 0 : x.processes}`;
+  const keys = [...new Set(rows.map(key))].sort();
   const series: LineSeries[] = [];
-  procs.forEach((p, i) => {
-    const mine = rows.filter((x) => x.processes === p);
-    series.push({
-      name: `detsim, ${p} agent process${p > 1 ? 'es' : ''}`,
-      points: mine.map((x) => [x.agents, x.agentStepsPerSec]),
-      color: i,
-    });
-    series.push({
-      name: `raw grpc-js echo, ${p} process${p > 1 ? 'es' : ''}`,
-      points: mine.map((x) => [x.agents, x.echoAgentStepsPerSec]),
-      color: i,
-      dashed: true,
-    });
+  keys.forEach((k, i) => {
+    const mine = rows.filter((x) => key(x) === k);
+    const [transport, p] = [mine[0]!.transport ?? 'unix', mine[0]!.processes];
+    const noun = transport === 'thread' ? 'thread' : 'process';
+    const where =
+      transport === 'inline'
+        ? 'inline (no transport)'
+        : `${p} agent ${noun}${p > 1 ? (noun === 'thread' ? 's' : 'es') : ''}`;
+    series.push({ name: `detsim, ${where}`, points: mine.map((x) => [x.agents, x.agentStepsPerSec]), color: i });
+    const echoed = mine.filter((x) => x.echoAgentStepsPerSec !== null);
+    if (echoed.length > 0)
+      series.push({
+        name: `raw ${transport === 'thread' ? 'postMessage' : 'grpc-js'} echo, ${where}`,
+        points: echoed.map((x) => [x.agents, x.echoAgentStepsPerSec!]),
+        color: i,
+        dashed: true,
+      });
   });
   return lineChart({
-    title: 'lockstep: walker agent-steps/s against agents (dashed: raw echo limit, same messages)',
+    title: 'lockstep: walker agent-steps/s against agents (dashed: raw echo limit, same messages, same transport)',
     subtitle: subtitle(r),
     xLabel: 'agents (N)',
     yLabel: 'agent-steps/s',

@@ -62,3 +62,11 @@ export async function measure(tasks: Record<string, () => unknown>, o: MeasureOp
   }
   return out;
 }
+
+/** Nearest-rank percentile of a sample (p in 0..100), e.g. per-step latencies; NaN for an empty one. */
+export function percentile(values: readonly number[], p: number): number {
+  if (values.length === 0) return NaN;
+  const sorted = [...values].sort((x, y) => x - y);
+  const rank = Math.max(1, Math.ceil((p / 100) * sorted.length));
+  return sorted[rank - 1]!;
+}

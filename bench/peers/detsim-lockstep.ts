@@ -1,15 +1,18 @@
 // The detsim side of the Gymnasium comparison: a real `runSession` of N `walker` agents on the
-// `forage` environment (real worker processes, gRPC over Unix sockets), timed from the run's own
-// trace.jsonl step clock after a warm-up, so process start-up is not counted. NOT the lockstep suite.
+// `forage` environment on one transport (gRPC worker processes over Unix sockets, worker threads, or
+// inline: bench/lib/transports.ts), timed from the run's own trace.jsonl step clock after a warm-up,
+// so start-up is not counted. NOT the lockstep suite.
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { resolveConfig } from '../../coordinator/config.js';
 import { runSession } from '../../coordinator/run.js';
 import { parseTraceLines } from '../../coordinator/trace.js';
+import { transportPlan, type BenchTransport, type TransportSetup } from '../lib/transports.js';
 
 export interface LockstepCase {
   n: number;
+  transport: BenchTransport;
   steps: number;
   warmupSteps: number;
   agentsPerWorker: number;
@@ -20,7 +23,9 @@ export interface LockstepCase {
 
 export interface DetsimLockstepFigures {
   n: number;
-  agentProcesses: number;
+  transport: BenchTransport;
+  /** Agent workers: processes (unix) or threads (thread); 0 inline. */
+  agentWorkers: number;
   steps: number;
   warmupSteps: number;
   seconds: number;
@@ -28,8 +33,12 @@ export interface DetsimLockstepFigures {
   behaviourDigest: string | null;
 }
 
-/** The run configuration, in the config file's shape (coordinator/config.ts). */
-export function walkerConfig(c: LockstepCase, sessionId: string): Record<string, unknown> {
+/** The run configuration, in the config file's shape (coordinator/config.ts); `setup` from transportPlan. */
+export function walkerConfig(
+  c: LockstepCase,
+  sessionId: string,
+  setup: TransportSetup = { workers: { transport: 'unix' }, runOptions: {} },
+): Record<string, unknown> {
   return {
     sessionId,
     masterSeed: '42',
@@ -37,7 +46,7 @@ export function walkerConfig(c: LockstepCase, sessionId: string): Record<string,
     stepHz: 60,
     environment: { id: 'world', model: 'forage', params: { width: c.width, height: c.height, food: c.food } },
     agents: { count: c.n, prefix: 'walker-', model: 'walker' },
-    workers: { agentsPerWorker: c.agentsPerWorker, transport: 'unix' },
+    workers: { agentsPerWorker: c.agentsPerWorker, ...setup.workers },
     // The machine is shared: generous deadlines so a busy neighbour slows the run, not fails it.
     deadlines: { startupMs: 60_000, stepMs: 20_000 },
   };
@@ -59,20 +68,26 @@ export function rateFromTrace(traceText: string, c: LockstepCase): { seconds: nu
   return { seconds, agentStepsPerSec: (c.n * c.steps) / seconds };
 }
 
-/** One real run (launch, initialize, warm-up + measured steps, shutdown) in a scratch directory. */
+/**
+ * One real run (launch, initialize, warm-up + measured steps, shutdown) in a scratch directory.
+ * Throws when this build lacks the transport (callers check transportPlan first to skip instead).
+ */
 export async function measureDetsimLockstep(
   c: LockstepCase,
   scratch: string = tmpdir(),
   log: (line: string) => void = () => undefined,
 ): Promise<DetsimLockstepFigures> {
-  const plan = resolveConfig(walkerConfig(c, `peers-n${c.n}`));
+  const t = transportPlan(c.transport);
+  if (!t.available) throw new Error(t.reason);
+  const plan = resolveConfig(walkerConfig(c, `peers-n${c.n}`, t.setup));
   const outDir = mkdtempSync(join(scratch, 'peers-run-'));
   try {
-    const result = await runSession(plan, { outDir, onWarning: log });
+    const result = await runSession(plan, { ...t.setup.runOptions, outDir, onWarning: log });
     const rate = rateFromTrace(readFileSync(join(result.runDir, 'trace.jsonl'), 'utf8'), c);
     return {
       n: c.n,
-      agentProcesses: plan.workers.filter((w) => w.role === 'agent').length,
+      transport: c.transport,
+      agentWorkers: c.transport === 'inline' ? 0 : plan.workers.filter((w) => w.role === 'agent').length,
       steps: c.steps,
       warmupSteps: c.warmupSteps,
       seconds: rate.seconds,

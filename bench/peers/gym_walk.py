@@ -1,6 +1,7 @@
 # Gymnasium peer of detsim's lockstep walker-on-forage step: forage-v1's seeded torus with food and
-# walker-v1's one-draw policy, N subprocess copies under gymnasium.vector.AsyncVectorEnv (policy in
-# the main process, as researchers run it); prints one JSON line with env-steps/s.
+# walker-v1's one-draw policy, N copies under gymnasium.vector.AsyncVectorEnv (one subprocess each)
+# or SyncVectorEnv (all in this process), policy in the main process as researchers run it; prints
+# one JSON line with env-steps/s per (N, vector).
 # Not a detsim model and not a detsim measurement: only the peer's env-steps/s, timed here.
 import argparse
 import bisect
@@ -12,7 +13,7 @@ import time
 import gymnasium
 import numpy as np
 from gymnasium import spaces
-from gymnasium.vector import AsyncVectorEnv
+from gymnasium.vector import AsyncVectorEnv, SyncVectorEnv
 
 # forage-v1's moves and walker-v1's direction order (workers/models/moves.ts): y points down.
 MOVE_DX = {"stay": 0, "north": 0, "east": 1, "south": 0, "west": -1}
@@ -128,8 +129,11 @@ def make_env(width: int, height: int, food: int):
     return lambda: TorusForage(width, height, food)
 
 
-def measure(n: int, args) -> dict:
-    envs = AsyncVectorEnv([make_env(args.width, args.height, args.food) for _ in range(n)])
+VECTORS = {"async": AsyncVectorEnv, "sync": SyncVectorEnv}
+
+
+def measure(n: int, vector: str, args) -> dict:
+    envs = VECTORS[vector]([make_env(args.width, args.height, args.food) for _ in range(n)])
     try:
         obs, _ = envs.reset(seed=[args.seed + i for i in range(n)])
         policies = [Walker(args.seed * 7919 + i + 1) for i in range(n)]
@@ -151,7 +155,8 @@ def measure(n: int, args) -> dict:
         envs.close()
     return {
         "n": n,
-        "processes": n,
+        "vector": vector,
+        "processes": n if vector == "async" else 0,
         "steps": args.steps,
         "warmupSteps": args.warmup,
         "seconds": seconds,
@@ -163,6 +168,7 @@ def measure(n: int, args) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--n", type=int, action="append", required=True, help="vector size; repeat")
+    parser.add_argument("--vector", choices=sorted(VECTORS), action="append", help="async (default), sync; repeat")
     parser.add_argument("--steps", type=int, required=True)
     parser.add_argument("--warmup", type=int, required=True)
     parser.add_argument("--width", type=int, default=32)
@@ -170,9 +176,9 @@ def main() -> None:
     parser.add_argument("--food", type=int, default=16)
     parser.add_argument("--seed", type=int, default=42)
     args = parser.parse_args()
-    results = [measure(n, args) for n in args.n]
+    results = [measure(n, v, args) for n in args.n for v in (args.vector or ["async"])]
     print(json.dumps({
-        "peer": "gymnasium.vector.AsyncVectorEnv",
+        "peer": "gymnasium.vector",
         "versions": {"gymnasium": gymnasium.__version__, "numpy": np.__version__, "python": platform.python_version()},
         "env": {"width": args.width, "height": args.height, "food": args.food, "seed": args.seed},
         "results": results,

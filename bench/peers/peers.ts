@@ -1,6 +1,7 @@
-// The peers comparison: detsim beside Gymnasium AsyncVectorEnv (steps/s at N = 1, 4, 16) and
-// beside safetensors (256 MiB save+fsync, load+verify), measured in one process run, with ratios
-// detsim ÷ peer. NOT the harness (bench/run.ts writes the receipt) and never a made-up figure.
+// The peers comparison: detsim on each transport beside Gymnasium AsyncVectorEnv and SyncVectorEnv
+// (steps/s at N = 1, 4, 16) and beside safetensors (256 MiB save+fsync, load+verify), measured in
+// one process run, with ratios detsim ÷ peer. NOT the harness (bench/run.ts writes the receipt)
+// and never a made-up figure.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -12,12 +13,18 @@ import {
 } from './detsim-checkpoint.js';
 import { measureDetsimLockstep, type DetsimLockstepFigures, type LockstepCase } from './detsim-lockstep.js';
 import { preparePythonEnv, runPeerScript, type ModuleProbe, type PythonEnv } from './python-env.js';
+import { transportPlan, type BenchTransport } from '../lib/transports.js';
 
 /** A measured figure, or the reason there is none. */
 export type Figure<T> = ({ status: 'measured' } & T) | { status: 'unavailable'; reason: string };
 
+/** AsyncVectorEnv: one subprocess per env; SyncVectorEnv: every env in the stepping process. */
+export type GymVector = 'async' | 'sync';
+
 export interface GymFigures {
   n: number;
+  vector: GymVector;
+  /** Env subprocesses (N for async, 0 for sync). */
   processes: number;
   steps: number;
   warmupSteps: number;
@@ -34,12 +41,23 @@ export interface SafetensorsFigures {
   loadVerify: TimingSummary;
 }
 
+/** detsim's side of a row: measured, failed ('unavailable' — always detsim's fault), or skipped
+ * because this build lacks the transport (bench/lib/transports.ts). */
+export type DetsimOutcome = Figure<DetsimLockstepFigures> | { status: 'skipped'; reason: string };
+
+/** One N on one detsim transport; the Gymnasium figures are measured once per N and shared. */
 export interface LockstepRow {
   n: number;
-  detsim: Figure<DetsimLockstepFigures>;
+  transport: BenchTransport;
+  detsim: DetsimOutcome;
+  /** AsyncVectorEnv, N subprocess copies: the issue's reference peer. */
   gymnasium: Figure<GymFigures>;
-  /** detsim agent-steps/s ÷ Gymnasium env-steps/s; null when either side is unavailable. */
+  /** SyncVectorEnv, N copies stepped in one process. */
+  gymnasiumSync: Figure<GymFigures>;
+  /** detsim agent-steps/s ÷ AsyncVectorEnv env-steps/s; null when either side has no figure. */
   ratio: number | null;
+  /** detsim agent-steps/s ÷ SyncVectorEnv env-steps/s; null when either side has no figure. */
+  ratioSync: number | null;
 }
 
 export interface CheckpointRow {
@@ -68,6 +86,7 @@ export interface PeersReport {
   };
   lockstep: {
     sizes: number[];
+    transports: BenchTransport[];
     steps: number;
     warmupSteps: number;
     agentsPerWorker: number;
@@ -89,6 +108,8 @@ export interface PeersReport {
 
 export interface PeersSizes {
   sizes: number[];
+  /** The detsim transports measured at every size (skipped with the reason where this build lacks one). */
+  transports: BenchTransport[];
   steps: number;
   warmupSteps: number;
   stateBytes: number;
@@ -97,15 +118,23 @@ export interface PeersSizes {
 
 export const FULL_SIZES: PeersSizes = {
   sizes: [1, 4, 16],
+  transports: ['unix', 'thread', 'inline'],
   steps: 3000,
   warmupSteps: 200,
   stateBytes: 256 * 1024 * 1024,
   repeats: 5,
 };
-export const QUICK_SIZES: PeersSizes = { sizes: [1], steps: 40, warmupSteps: 10, stateBytes: 1024 * 1024, repeats: 1 };
+export const QUICK_SIZES: PeersSizes = {
+  sizes: [1],
+  transports: ['unix', 'thread', 'inline'],
+  steps: 40,
+  warmupSteps: 10,
+  stateBytes: 1024 * 1024,
+  repeats: 1,
+};
 /** The world both sides step: forage-v1 parameters (the Python peer mirrors its rules). */
 const TORUS = { width: 32, height: 32, food: 16 };
-/** detsim packs agents into worker processes (4 per process, the config default); Gymnasium runs one process per env. */
+/** detsim packs agents into workers (4 per process or thread, the config default); AsyncVectorEnv: a process per env. */
 const AGENTS_PER_WORKER = 4;
 
 export interface PeersOptions {
@@ -144,10 +173,15 @@ function ratioOf(a: number | null, b: number | null): number | null {
   return a === null || b === null || !(b > 0) ? null : a / b;
 }
 
-async function gymFigures(python: string, c: LockstepCase): Promise<GymFigures> {
+/** Both vector envs at N in one script run (AsyncVectorEnv first, then SyncVectorEnv). */
+async function gymFigures(python: string, c: LockstepCase): Promise<Record<GymVector, GymFigures>> {
   const args = [
     '--n',
     String(c.n),
+    '--vector',
+    'async',
+    '--vector',
+    'sync',
     '--steps',
     String(c.steps),
     '--warmup',
@@ -162,9 +196,12 @@ async function gymFigures(python: string, c: LockstepCase): Promise<GymFigures> 
   const r = await runPeerScript(python, 'gym_walk.py', args, 10 * 60_000);
   if (!r.ok) throw new Error(r.reason);
   const out = r.value as { versions: Record<string, string>; results: Omit<GymFigures, 'versions'>[] };
-  const row = out.results.find((x) => x.n === c.n);
-  if (!row || !(row.envStepsPerSec > 0)) throw new Error(`gym_walk.py reported no figure for N=${c.n}`);
-  return { ...row, versions: out.versions };
+  const pick = (vector: GymVector): GymFigures => {
+    const row = out.results.find((x) => x.n === c.n && x.vector === vector);
+    if (!row || !(row.envStepsPerSec > 0)) throw new Error(`gym_walk.py reported no ${vector} figure for N=${c.n}`);
+    return { ...row, versions: out.versions };
+  };
+  return { async: pick('async'), sync: pick('sync') };
 }
 
 async function safetensorsFigures(
@@ -235,25 +272,43 @@ export async function runPeers(opts: PeersOptions): Promise<PeersReport> {
 
   const rows: LockstepRow[] = [];
   for (const n of sizes.sizes) {
-    const c: LockstepCase = {
+    const c = (transport: BenchTransport): LockstepCase => ({
       n,
+      transport,
       steps: sizes.steps,
       warmupSteps: sizes.warmupSteps,
       agentsPerWorker: AGENTS_PER_WORKER,
       ...TORUS,
-    };
-    log(`peers: lockstep N=${n}: detsim walker/forage`);
-    const detsim = await attempt(() => detsimLockstep(c));
-    log(`peers: lockstep N=${n}: gymnasium AsyncVectorEnv`);
-    const gymnasium: Figure<GymFigures> =
+    });
+    const detsim = new Map<BenchTransport, DetsimOutcome>();
+    for (const transport of sizes.transports) {
+      const t = transportPlan(transport);
+      log(`peers: lockstep N=${n}: detsim walker/forage, ${transport}${t.available ? '' : `: skipped, ${t.reason}`}`);
+      detsim.set(
+        transport,
+        t.available ? await attempt(() => detsimLockstep(c(transport))) : { status: 'skipped', reason: t.reason },
+      );
+    }
+    log(`peers: lockstep N=${n}: gymnasium AsyncVectorEnv, SyncVectorEnv`);
+    const gym: Figure<Record<GymVector, GymFigures>> =
       gymMissing !== null
         ? { status: 'unavailable', reason: gymMissing }
-        : await attempt(() => gymFigures(env.python!, c));
-    const ratio = ratioOf(
-      detsim.status === 'measured' ? detsim.agentStepsPerSec : null,
-      gymnasium.status === 'measured' ? gymnasium.envStepsPerSec : null,
-    );
-    rows.push({ n, detsim, gymnasium, ratio });
+        : await attempt(() => gymFigures(env.python!, c('unix')));
+    const gymnasium: Figure<GymFigures> = gym.status === 'measured' ? { status: 'measured', ...gym.async } : gym;
+    const gymnasiumSync: Figure<GymFigures> = gym.status === 'measured' ? { status: 'measured', ...gym.sync } : gym;
+    for (const [transport, d] of detsim) {
+      const mine = d.status === 'measured' ? d.agentStepsPerSec : null;
+      const rate = (g: Figure<GymFigures>): number | null => (g.status === 'measured' ? g.envStepsPerSec : null);
+      rows.push({
+        n,
+        transport,
+        detsim: d,
+        gymnasium,
+        gymnasiumSync,
+        ratio: ratioOf(mine, rate(gymnasium)),
+        ratioSync: ratioOf(mine, rate(gymnasiumSync)),
+      });
+    }
   }
 
   // Both sides write into one fresh directory on the same filesystem, alternating one repeat of
@@ -312,6 +367,7 @@ export async function runPeers(opts: PeersOptions): Promise<PeersReport> {
     python: { setup: env.setup, interpreter: env.python, notes: env.notes, modules: env.modules },
     lockstep: {
       sizes: sizes.sizes,
+      transports: sizes.transports,
       steps: sizes.steps,
       warmupSteps: sizes.warmupSteps,
       agentsPerWorker: AGENTS_PER_WORKER,
@@ -329,7 +385,7 @@ export async function runPeers(opts: PeersOptions): Promise<PeersReport> {
     peers: [
       peerStatus(
         'gymnasium',
-        rows.map((r) => r.gymnasium),
+        rows.flatMap((r) => [r.gymnasium, r.gymnasiumSync]),
       ),
       peerStatus('safetensors', [stCk]),
     ],

@@ -1,5 +1,6 @@
 // Renders a PeersReport as the markdown table bench/README.md quotes, and names the largest gap.
 // NOT a measurement and not the receipt: it only formats figures already in the report.
+import { placement } from '../lib/transports.js';
 import type { PeersReport } from './peers.js';
 
 const fmt = (x: number | null, digits = 0): string =>
@@ -14,9 +15,12 @@ export interface Gap {
 /** Every measured detsim ÷ peer ratio, labelled. */
 export function ratios(r: PeersReport): Gap[] {
   const out: Gap[] = [];
-  for (const row of r.lockstep.rows)
-    if (row.ratio !== null)
-      out.push({ what: `steps/s at N=${row.n} (detsim walker/forage ÷ Gymnasium AsyncVectorEnv)`, ratio: row.ratio });
+  for (const row of r.lockstep.rows) {
+    const what = (peer: string): string =>
+      `steps/s at N=${row.n} (detsim walker/forage, ${row.transport} ÷ Gymnasium ${peer})`;
+    if (row.ratio !== null) out.push({ what: what('AsyncVectorEnv'), ratio: row.ratio });
+    if (row.ratioSync !== null) out.push({ what: what('SyncVectorEnv'), ratio: row.ratioSync });
+  }
   for (const row of r.checkpoint.rows)
     if (row.ratio !== null) out.push({ what: `${row.operation} MB/s (detsim ÷ safetensors)`, ratio: row.ratio });
   return out;
@@ -34,22 +38,27 @@ function why(f: { status: string; reason?: string }): string {
   return f.status === 'unavailable' ? ` (unavailable: ${f.reason})` : '';
 }
 
-/** detsim's own side has no "unavailable": when it has no figure, it failed. */
+/** detsim's own side has no "unavailable": when it has no figure, it failed (or its transport is not in this build). */
 function failed(f: { status: string; reason?: string }): string {
-  return f.status === 'unavailable' ? ` FAILED: ${f.reason}` : '';
+  return f.status === 'unavailable' ? ` FAILED: ${f.reason}` : f.status === 'skipped' ? ` skipped: ${f.reason}` : '';
 }
 
 export function peersTable(r: PeersReport): string {
   const lines: string[] = [];
   lines.push(
-    '| N | detsim agent-steps/s | detsim agent processes | Gymnasium env-steps/s | Gymnasium processes | detsim ÷ peer |',
+    '| N | detsim on | detsim agent-steps/s | AsyncVectorEnv env-steps/s (N processes) | detsim ÷ Async | ' +
+      'SyncVectorEnv env-steps/s | detsim ÷ Sync |',
   );
-  lines.push('| --: | --: | --: | --: | --: | --: |');
+  lines.push('| --: | --- | --: | --: | --: | --: | --: |');
   for (const row of r.lockstep.rows) {
     const d = row.detsim.status === 'measured' ? row.detsim : null;
     const g = row.gymnasium.status === 'measured' ? row.gymnasium : null;
+    const gs = row.gymnasiumSync.status === 'measured' ? row.gymnasiumSync : null;
+    const where = placement(row.transport, Math.ceil(row.n / r.lockstep.agentsPerWorker));
+    const rate = d ? fmt(d.agentStepsPerSec) : row.detsim.status === 'skipped' ? 'skipped' : '—';
     lines.push(
-      `| ${row.n} | ${fmt(d?.agentStepsPerSec ?? null)} | ${d?.agentProcesses ?? '—'} | ${fmt(g?.envStepsPerSec ?? null)} | ${g?.processes ?? '—'} | ${ratio(row.ratio)} |`,
+      `| ${row.n} | ${where} | ${rate} | ${fmt(g?.envStepsPerSec ?? null)} | ${ratio(row.ratio)} | ` +
+        `${fmt(gs?.envStepsPerSec ?? null)} | ${ratio(row.ratioSync)} |`,
     );
   }
   lines.push('');
@@ -60,10 +69,11 @@ export function peersTable(r: PeersReport): string {
     lines.push(`| ${row.operation} | ${fmt(row.detsimMBps)} | ${fmt(row.safetensorsMBps)} | ${ratio(row.ratio)} |`);
   }
   const notes = [
-    ...r.lockstep.rows.flatMap((row) => [
-      failed(row.detsim) && `detsim N=${row.n}${failed(row.detsim)}`,
-      why(row.gymnasium) && `Gymnasium N=${row.n}${why(row.gymnasium)}`,
-    ]),
+    ...r.lockstep.rows.map((row) => failed(row.detsim) && `detsim N=${row.n} ${row.transport}${failed(row.detsim)}`),
+    ...r.lockstep.sizes.map((n) => {
+      const row = r.lockstep.rows.find((x) => x.n === n);
+      return row && why(row.gymnasium) && `Gymnasium N=${n}${why(row.gymnasium)}`;
+    }),
     failed(r.checkpoint.detsim) && `detsim checkpoint${failed(r.checkpoint.detsim)}`,
     why(r.checkpoint.safetensors) && `safetensors${why(r.checkpoint.safetensors)}`,
   ].filter((x) => x);

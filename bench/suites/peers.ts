@@ -1,7 +1,9 @@
 // Suite `peers`: detsim beside what researchers use instead, same machine, same run — walker agents
-// on forage beside Gymnasium AsyncVectorEnv (N = 1, 4, 16), and a 256 MiB durable checkpoint commit
-// and restore beside safetensors. NOT the peers themselves (bench/peers/) and never a made-up figure.
-import { runPeers, type PeersReport } from '../peers/peers.js';
+// on forage on each transport (unix, thread, inline) beside Gymnasium AsyncVectorEnv and
+// SyncVectorEnv (N = 1, 4, 16), and a 256 MiB durable checkpoint commit and restore beside
+// safetensors. NOT the peers themselves (bench/peers/) and never a made-up figure.
+import { placement } from '../lib/transports.js';
+import { runPeers, type GymFigures, type GymVector, type LockstepRow, type PeersReport } from '../peers/peers.js';
 import { largestGap, peersTable } from '../peers/table.js';
 import { withLimit, type BenchSuite, type Figure } from '../lib/suite.js';
 
@@ -9,32 +11,42 @@ function unavailableNote(f: { status: string; reason?: string }): string | undef
   return f.status === 'unavailable' ? `peer unavailable: ${f.reason}` : undefined;
 }
 
+function peerName(g: GymFigures): string {
+  return g.vector === 'async'
+    ? `Gymnasium AsyncVectorEnv env-steps/s (${g.processes} subprocess${g.processes === 1 ? '' : 'es'})`
+    : `Gymnasium SyncVectorEnv env-steps/s (${g.n} env${g.n === 1 ? '' : 's'} in one process)`;
+}
+
+/** A measured detsim row beside one Gymnasium vector env: `gymnasium.n16.thread`, `gymnasium-sync.n16.thread`. */
+function gymFigure(row: LockstepRow, vector: GymVector): Figure | null {
+  const g = vector === 'async' ? row.gymnasium : row.gymnasiumSync;
+  const idPrefix = vector === 'async' ? 'gymnasium' : 'gymnasium-sync';
+  const d = row.detsim;
+  if (d.status !== 'measured') return null;
+  const note = unavailableNote(g);
+  return {
+    ...withLimit(
+      {
+        id: `${idPrefix}.n${row.n}.${row.transport}`,
+        name:
+          `walker/forage agent-steps/s, N=${row.n}, ${placement(row.transport, d.agentWorkers)}, ` +
+          `beside ${vector === 'async' ? 'Async' : 'Sync'}VectorEnv`,
+        value: d.agentStepsPerSec,
+        unit: 'steps/s',
+        higherIsBetter: true,
+        samples: d.steps,
+      },
+      g.status === 'measured' ? { name: peerName(g), value: g.envStepsPerSec } : null,
+    ),
+    ...(note ? { note } : {}),
+  };
+}
+
 /** One harness figure per comparison whose detsim side was measured; the peer is its limit when measured. */
 export function peersFigures(r: PeersReport): Figure[] {
   const figures: Figure[] = [];
-  for (const row of r.lockstep.rows) {
-    if (row.detsim.status !== 'measured') continue;
-    const g = row.gymnasium;
-    figures.push({
-      ...withLimit(
-        {
-          id: `gymnasium.n${row.n}`,
-          name: `walker/forage agent-steps/s, N=${row.n} (${row.detsim.agentProcesses} agent process${row.detsim.agentProcesses === 1 ? '' : 'es'})`,
-          value: row.detsim.agentStepsPerSec,
-          unit: 'steps/s',
-          higherIsBetter: true,
-          samples: row.detsim.steps,
-        },
-        g.status === 'measured'
-          ? {
-              name: `Gymnasium AsyncVectorEnv env-steps/s (${g.processes} subprocess${g.processes === 1 ? '' : 'es'})`,
-              value: g.envStepsPerSec,
-            }
-          : null,
-      ),
-      ...(unavailableNote(g) ? { note: unavailableNote(g) } : {}),
-    });
-  }
+  for (const row of r.lockstep.rows)
+    for (const f of [gymFigure(row, 'async'), gymFigure(row, 'sync')]) if (f) figures.push(f);
   const d = r.checkpoint.detsim;
   const s = r.checkpoint.safetensors;
   const mib = r.checkpoint.stateBytes / (1024 * 1024);
@@ -75,11 +87,21 @@ export function peersFigures(r: PeersReport): Figure[] {
   return figures;
 }
 
+/** detsim rows on a transport this build lacks: no figure, the reason instead (not a failure). */
+export function skippedRows(r: PeersReport): { comparison: string; reason: string }[] {
+  return r.lockstep.rows.flatMap((row) =>
+    row.detsim.status === 'skipped'
+      ? [{ comparison: `gymnasium.n${row.n}.${row.transport}`, reason: row.detsim.reason }]
+      : [],
+  );
+}
+
 /** detsim comparisons that have no figure because detsim itself failed (never a peer's fault). */
 export function detsimFailures(r: PeersReport): { comparison: string; reason: string }[] {
   const out: { comparison: string; reason: string }[] = [];
   for (const row of r.lockstep.rows)
-    if (row.detsim.status === 'unavailable') out.push({ comparison: `gymnasium.n${row.n}`, reason: row.detsim.reason });
+    if (row.detsim.status === 'unavailable')
+      out.push({ comparison: `gymnasium.n${row.n}.${row.transport}`, reason: row.detsim.reason });
   if (r.checkpoint.detsim.status === 'unavailable')
     out.push({ comparison: 'safetensors', reason: r.checkpoint.detsim.reason });
   return out;
@@ -88,14 +110,22 @@ export function detsimFailures(r: PeersReport): { comparison: string; reason: st
 export const peers: BenchSuite = {
   name: 'peers',
   description:
-    'detsim beside its peers in the same run: walker/forage vs Gymnasium AsyncVectorEnv (N = 1, 4, 16); 256 MiB durable commit and restore vs safetensors save/load (peers from bench/.venv, pinned in bench/peers/requirements.txt)',
+    'detsim beside its peers in the same run: walker/forage on each transport (unix, thread, inline) vs ' +
+    'Gymnasium AsyncVectorEnv and SyncVectorEnv (N = 1, 4, 16); 256 MiB durable commit and restore vs ' +
+    'safetensors save/load (peers from bench/.venv, pinned in bench/peers/requirements.txt)',
   async run(ctx) {
     const report = await runPeers({ quick: ctx.quick, scratch: ctx.tmpDir, log: (l) => ctx.log(l) });
     ctx.log(peersTable(report));
     const gap = largestGap(report);
     return {
       figures: peersFigures(report),
-      details: { peers: report.peers, detsimFailures: detsimFailures(report), largestGap: gap, report },
+      details: {
+        peers: report.peers,
+        detsimFailures: detsimFailures(report),
+        skippedRows: skippedRows(report),
+        largestGap: gap,
+        report,
+      },
     };
   },
 };

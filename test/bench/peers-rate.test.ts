@@ -10,6 +10,7 @@ const trace = (wallNs: number[]): string =>
   wallNs.map((ns) => JSON.stringify({ behaviour: {}, operational: { wallTimeNs: String(ns) } })).join('\n') + '\n';
 const c = (n: number, steps: number, warmupSteps: number): LockstepCase => ({
   n,
+  transport: 'unix',
   steps,
   warmupSteps,
   agentsPerWorker: 4,
@@ -44,6 +45,12 @@ describe('peers: detsim rate from the trace clock', () => {
     expect(plan.environment.params).toEqual({ width: 32, height: 32, food: 16 });
     expect(plan.workers.filter((w) => w.role === 'agent')).toHaveLength(4);
     expect(plan.steps).toBe(12);
+    expect(plan.transport).toBe('unix');
+  });
+
+  it('a transport setup goes into the config’s workers beside agentsPerWorker', () => {
+    const cfg = walkerConfig(c(16, 10, 2), 'peers-n16', { workers: { transport: 'thread' }, runOptions: {} });
+    expect(cfg.workers).toEqual({ agentsPerWorker: 4, transport: 'thread' });
   });
 });
 
@@ -52,8 +59,8 @@ describe('peers: largest gap', () => {
     const report = {
       lockstep: {
         rows: [
-          { n: 1, ratio: 0.5 },
-          { n: 4, ratio: null },
+          { n: 1, transport: 'unix', ratio: 0.5, ratioSync: 0.4 },
+          { n: 4, transport: 'thread', ratio: null, ratioSync: null },
         ],
       },
       checkpoint: {
@@ -64,5 +71,11 @@ describe('peers: largest gap', () => {
       },
     } as unknown as PeersReport;
     expect(largestGap(report)).toEqual({ what: 'save+fsync MB/s (detsim ÷ safetensors)', ratio: 3 });
+    const rows = report.lockstep.rows as { ratioSync: number | null }[];
+    rows[0]!.ratioSync = 0.2; // now the farthest: 1/0.2 = 5 > 3
+    expect(largestGap(report)).toEqual({
+      what: 'steps/s at N=1 (detsim walker/forage, unix ÷ Gymnasium SyncVectorEnv)',
+      ratio: 0.2,
+    });
   });
 });

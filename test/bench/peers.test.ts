@@ -16,6 +16,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { preparePythonEnv, readPins } from '../../bench/peers/python-env.js';
+import { NOT_AVAILABLE, transportPlan, type BenchTransport } from '../../bench/lib/transports.js';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
 const scratch = mkdtempSync(join(tmpdir(), 'detsim-peers-test-'));
@@ -53,8 +54,12 @@ function quickPeers(env: Record<string, string | undefined>): {
   return { status: r.status, stderr: r.stderr, receipt: JSON.parse(readFileSync(join(out, files[0]!), 'utf8')) };
 }
 
+const TRANSPORTS: BenchTransport[] = ['unix', 'thread', 'inline'];
+/** The transports this build runs: each gets a figure beside each Gymnasium vector env; the others a skip. */
+const RUNNABLE = TRANSPORTS.filter((t) => transportPlan(t).available);
+const GYM_FIGURES = RUNNABLE.flatMap((t) => [`gymnasium.n1.${t}`, `gymnasium-sync.n1.${t}`]);
 const PEER_FIGURES: Record<string, string[]> = {
-  gymnasium: ['gymnasium.n1'],
+  gymnasium: GYM_FIGURES,
   safetensors: ['safetensors.save', 'safetensors.load'],
 };
 
@@ -71,7 +76,14 @@ function checkReceipt(receipt: Record<string, any>): { figures: Fig[]; peers: Pe
   const peers = suite.details.peers as PeerStatus[];
   // detsim's own side is always measured: a broken detsim is a failure, not an unavailable peer.
   expect(suite.details.detsimFailures).toEqual([]);
-  expect(figures.map((f) => f.id)).toEqual(['gymnasium.n1', 'safetensors.save', 'safetensors.load']);
+  expect(figures.map((f) => f.id)).toEqual([...GYM_FIGURES, 'safetensors.save', 'safetensors.load']);
+  expect(RUNNABLE).toContain('unix');
+  // A transport this build lacks is a worded skip, never a failure and never a figure.
+  const skipped = suite.details.skippedRows as { comparison: string; reason: string }[];
+  expect(skipped.map((s) => s.comparison)).toEqual(
+    TRANSPORTS.filter((t) => !RUNNABLE.includes(t)).map((t) => `gymnasium.n1.${t}`),
+  );
+  for (const s of skipped) expect(s.reason.startsWith(NOT_AVAILABLE)).toBe(true);
   expect(peers.map((p) => p.peer)).toEqual(['gymnasium', 'safetensors']);
   for (const f of figures) {
     expect(Number.isFinite(f.value) && f.value > 0).toBe(true);

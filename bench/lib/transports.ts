@@ -1,0 +1,70 @@
+// How a bench row asks for a worker transport: the config `workers` fields and the runSession
+// options each transport needs, or why this build cannot run it. Shared by the lockstep and peers
+// suites so that a transport is wired once. NOT a transport and never a measurement.
+import { resolveConfig } from '../../coordinator/config.js';
+import type { RunOptions } from '../../coordinator/run.js';
+
+/**
+ * `unix`: gRPC worker processes over Unix sockets (the default). `thread`: TypeScript workers in
+ * worker_threads of the coordinator's process (`workers.transport: thread`). `inline`: agents and
+ * environment stepped in the coordinator's own thread, no transport (a runSession option, not config).
+ */
+export type BenchTransport = 'unix' | 'thread' | 'inline';
+
+/** What a run on a transport needs: merged into the config's `workers` and into runSession's options. */
+export interface TransportSetup {
+  workers: Record<string, unknown>;
+  runOptions: Partial<RunOptions>;
+}
+
+export type TransportPlan = { available: true; setup: TransportSetup } | { available: false; reason: string };
+
+/** The prefix of every skip reason, so receipts and tests can tell a skip from a failure. */
+export const NOT_AVAILABLE = 'transport not available in this build';
+
+/** Why resolveConfig refuses these `workers` fields, or null when it accepts them (a probe, no run). */
+export function configRefusal(workers: Record<string, unknown>): string | null {
+  try {
+    resolveConfig({
+      sessionId: 'transport-probe',
+      masterSeed: '1',
+      steps: 1,
+      environment: { id: 'world', model: 'forage' },
+      agents: { count: 1, prefix: 'walker-', model: 'walker' },
+      workers,
+    });
+    return null;
+  } catch (e) {
+    return (e instanceof Error ? e.message : String(e)).split('\n')[0]!;
+  }
+}
+
+/** A transport selected through config: available exactly when this build's config accepts it. */
+function configTransport(transport: 'unix' | 'thread'): TransportPlan {
+  const workers = { transport };
+  const refused = configRefusal(workers);
+  if (refused !== null) return { available: false, reason: `${NOT_AVAILABLE} (config refuses it: ${refused})` };
+  return { available: true, setup: { workers, runOptions: {} } };
+}
+
+/**
+ * The inline ceiling is a runSession option, not config. Until this build's runSession has it,
+ * rows on it are skipped. Wiring it: return { available: true, setup: { workers: {}, runOptions:
+ * { <the inline option, e.g. hooks: { startWorker } > } } } here; every lockstep and peers row on
+ * 'inline' then runs (the lockstep suite adds its own hooks beside any given here).
+ */
+export function inlineTransport(): TransportPlan {
+  return { available: false, reason: `${NOT_AVAILABLE} (runSession has no inline option yet)` };
+}
+
+/** The config `workers` fields and runSession options of a transport, or why it cannot run here. */
+export function transportPlan(transport: BenchTransport): TransportPlan {
+  return transport === 'inline' ? inlineTransport() : configTransport(transport);
+}
+
+/** How a row names where its agents run, e.g. "4 agent processes", "4 agent threads", "inline". */
+export function placement(transport: BenchTransport, workers: number): string {
+  if (transport === 'inline') return "inline (the coordinator's thread, no transport)";
+  const noun = transport === 'thread' ? 'thread' : 'process';
+  return `${workers} agent ${noun}${workers === 1 ? '' : transport === 'thread' ? 's' : 'es'}`;
+}

@@ -1,0 +1,118 @@
+// The lockstep bench's row table and figure arithmetic: which transports this build can run (and
+// the worded skip of the others), row labels, figures beside their echo or the inline ceiling,
+// percentiles. Hand-made rows; no run is timed here and no figure value is judged.
+import { describe, expect, it } from 'vitest';
+import { percentile } from '../../bench/lib/measure.js';
+import { configRefusal, NOT_AVAILABLE, transportPlan } from '../../bench/lib/transports.js';
+import {
+  benchLockstep,
+  FULL_ROWS,
+  lockstepFigures,
+  lockstepTable,
+  QUICK_ROWS,
+  rowSpec,
+  type LockstepRow,
+  type StepFigures,
+} from '../../bench/suites/lockstep.js';
+
+const figures = (rate: number): StepFigures => ({
+  agentStepsPerSec: rate,
+  p50StepMs: 2,
+  p99StepMs: 8,
+  cpuUsPerAgentStep: { coordinatorThread: 50, process: 60, workerProcesses: 40, all: 100 },
+});
+
+function row(
+  agents: number,
+  processes: number,
+  transport: 'unix' | 'thread' | 'inline',
+  pipeline = false,
+): LockstepRow {
+  const echo = transport === 'inline' ? null : figures(4000);
+  return {
+    ...rowSpec(agents, processes, transport, pipeline),
+    ...figures(transport === 'inline' ? 8000 : 2000),
+    steps: 120,
+    warmup: 30,
+    stepsPerSec: 100,
+    echo,
+    echoAgentStepsPerSec: echo?.agentStepsPerSec ?? null,
+    slowdown: echo ? 2 : null,
+    coordinatorPeakRssMiB: 100,
+    workersPeakRssMiB: 200,
+  };
+}
+
+describe('lockstep bench: transports', () => {
+  it('unix always runs; thread runs exactly when this build’s config accepts workers.transport: thread', () => {
+    expect(transportPlan('unix')).toEqual({
+      available: true,
+      setup: { workers: { transport: 'unix' }, runOptions: {} },
+    });
+    const refused = configRefusal({ transport: 'thread' });
+    const thread = transportPlan('thread');
+    expect(thread.available).toBe(refused === null);
+    if (!thread.available) {
+      expect(thread.reason.startsWith(NOT_AVAILABLE)).toBe(true);
+      expect(thread.reason).toContain('workers.transport');
+    }
+  });
+
+  it('every row on a transport this build lacks comes back skipped with the reason, nothing run', async () => {
+    const missing = QUICK_ROWS.filter((r) => !transportPlan(r.transport).available);
+    const { rows, skipped } = await benchLockstep({ rows: missing, log: () => undefined });
+    expect(rows).toEqual([]);
+    expect(skipped.map((s) => s.label)).toEqual(missing.map((r) => r.label));
+    for (const s of skipped) expect(s.reason.startsWith(NOT_AVAILABLE)).toBe(true);
+    expect(lockstepTable([], skipped).split('\n')).toHaveLength(2 + skipped.length);
+  });
+
+  it('labels name N, where the agents run, and the pipelined mode; the tables hold every transport', () => {
+    expect(rowSpec(16, 4, 'unix').label).toBe('n16.p4');
+    expect(rowSpec(16, 4, 'thread').label).toBe('n16.thread4');
+    expect(rowSpec(16, 4, 'inline')).toMatchObject({ label: 'n16.inline', processes: 1 });
+    expect(rowSpec(16, 4, 'unix', true).label).toBe('n16.p4.pipelined');
+    for (const table of [QUICK_ROWS, FULL_ROWS]) {
+      expect(new Set(table.map((r) => r.transport))).toEqual(new Set(['unix', 'thread', 'inline']));
+      expect(new Set(table.map((r) => r.label)).size).toBe(table.length);
+    }
+  });
+});
+
+describe('lockstep bench: figures', () => {
+  const rows = [row(16, 4, 'unix'), row(16, 4, 'unix', true), row(16, 4, 'thread'), row(16, 1, 'inline')];
+  const byId = new Map(lockstepFigures(rows).map((f) => [f.id, f]));
+
+  it('a transport row: rate, p50, p99 and three CPU figures, each beside the same measure of its echo', () => {
+    for (const suffix of ['', '.p50', '.p99', '.cpu.coordinator', '.cpu.process', '.cpu.all']) {
+      const f = byId.get(`lockstep.n16.thread4${suffix}`)!;
+      expect(f.limit?.name).toBe('raw worker_threads postMessage echo, same messages per step');
+      expect(f.ratio).toBeCloseTo(f.value / f.limit!.value, 12);
+    }
+    expect(byId.get('lockstep.n16.p4')).toMatchObject({ value: 2000, ratio: 0.5, higherIsBetter: true });
+    expect(byId.get('lockstep.n16.p4.p99')).toMatchObject({ unit: 'ms/step', higherIsBetter: false });
+    expect(byId.get('lockstep.n16.p4.cpu.all')?.limit?.name).toMatch(/^raw grpc-js stream echo/);
+  });
+
+  it('the inline ceiling has no echo; the other rows at its N are also figured beside it, pipelined ones not', () => {
+    expect(byId.get('lockstep.n16.inline')).toMatchObject({ limit: null, ratio: null });
+    expect(byId.get('lockstep.n16.thread4.vs-inline')).toMatchObject({ value: 2000, ratio: 0.25 });
+    expect(byId.get('lockstep.n16.p4.vs-inline')?.limit?.value).toBe(8000);
+    expect(byId.has('lockstep.n16.p4.pipelined.vs-inline')).toBe(false);
+    expect(byId.has('lockstep.n16.inline.vs-inline')).toBe(false);
+  });
+
+  it('a row without a coordinator-thread CPU reading (no /proc schedstat) has no such figure', () => {
+    const r = row(1, 1, 'unix');
+    r.cpuUsPerAgentStep = { ...r.cpuUsPerAgentStep, coordinatorThread: null };
+    expect(lockstepFigures([r]).map((f) => f.id)).not.toContain('lockstep.n1.p1.cpu.coordinator');
+  });
+
+  it('percentiles are nearest-rank', () => {
+    const xs = Array.from({ length: 100 }, (_, i) => 100 - i); // 100..1, unsorted
+    expect(percentile(xs, 50)).toBe(50);
+    expect(percentile(xs, 99)).toBe(99);
+    expect(percentile([7], 99)).toBe(7);
+    expect(percentile([], 50)).toBeNaN();
+  });
+});
