@@ -3,6 +3,7 @@
 // suites so that a transport is wired once. NOT a transport and never a measurement.
 import { resolveConfig } from '../../coordinator/config.js';
 import type { RunOptions } from '../../coordinator/run.js';
+import { startInline } from './inline-transport.js';
 
 /**
  * `unix`: gRPC worker processes over Unix sockets (the default). `thread`: TypeScript workers in
@@ -47,14 +48,9 @@ function configTransport(transport: 'unix' | 'thread'): TransportPlan {
   return { available: true, setup: { workers, runOptions: {} } };
 }
 
-/**
- * The inline ceiling is a runSession option, not config. Until this build's runSession has it,
- * rows on it are skipped. Wiring it: return { available: true, setup: { workers: {}, runOptions:
- * { <the inline option, e.g. hooks: { startWorker } > } } } here; every lockstep and peers row on
- * 'inline' then runs (the lockstep suite adds its own hooks beside any given here).
- */
+/** The inline ceiling: every worker hosted in the coordinator's thread (bench/lib/inline-transport.ts). */
 export function inlineTransport(): TransportPlan {
-  return { available: false, reason: `${NOT_AVAILABLE} (runSession has no inline option yet)` };
+  return { available: true, setup: { workers: {}, runOptions: { hooks: { startWorker: startInline } } } };
 }
 
 /** The config `workers` fields and runSession options of a transport, or why it cannot run here. */

@@ -5,7 +5,6 @@ import { describe, expect, it } from 'vitest';
 import { percentile } from '../../bench/lib/measure.js';
 import { configRefusal, NOT_AVAILABLE, transportPlan } from '../../bench/lib/transports.js';
 import {
-  benchLockstep,
   FULL_ROWS,
   lockstepFigures,
   lockstepTable,
@@ -44,27 +43,27 @@ function row(
 }
 
 describe('lockstep bench: transports', () => {
-  it('unix always runs; thread runs exactly when this build’s config accepts workers.transport: thread', () => {
+  it('every transport runs in this build: unix and thread through config, inline through the startWorker hook', () => {
     expect(transportPlan('unix')).toEqual({
       available: true,
       setup: { workers: { transport: 'unix' }, runOptions: {} },
     });
-    const refused = configRefusal({ transport: 'thread' });
-    const thread = transportPlan('thread');
-    expect(thread.available).toBe(refused === null);
-    if (!thread.available) {
-      expect(thread.reason.startsWith(NOT_AVAILABLE)).toBe(true);
-      expect(thread.reason).toContain('workers.transport');
-    }
+    expect(transportPlan('thread')).toEqual({
+      available: true,
+      setup: { workers: { transport: 'thread' }, runOptions: {} },
+    });
+    const inline = transportPlan('inline');
+    expect(inline.available && inline.setup.runOptions.hooks?.startWorker).toBeTypeOf('function');
   });
 
-  it('every row on a transport this build lacks comes back skipped with the reason, nothing run', async () => {
-    const missing = QUICK_ROWS.filter((r) => !transportPlan(r.transport).available);
-    const { rows, skipped } = await benchLockstep({ rows: missing, log: () => undefined });
-    expect(rows).toEqual([]);
-    expect(skipped.map((s) => s.label)).toEqual(missing.map((r) => r.label));
-    for (const s of skipped) expect(s.reason.startsWith(NOT_AVAILABLE)).toBe(true);
-    expect(lockstepTable([], skipped).split('\n')).toHaveLength(2 + skipped.length);
+  it('a transport the config refuses is named by the probe that decides skips, and a skipped row shows its reason', () => {
+    expect(configRefusal({ transport: 'thread' })).toBeNull();
+    const refused = configRefusal({ transport: 'carrier-pigeon' });
+    expect(refused).toContain('workers.transport');
+    const reason = `${NOT_AVAILABLE} (config refuses it: ${refused})`;
+    const table = lockstepTable([], [{ ...rowSpec(16, 4, 'thread'), reason }]);
+    expect(table.split('\n')).toHaveLength(3);
+    expect(table).toContain(NOT_AVAILABLE);
   });
 
   it('labels name N, where the agents run, and the pipelined mode; the tables hold every transport', () => {
