@@ -1,0 +1,230 @@
+// Profile of the lockstep step path (issue 13 part 3): runs real sessions (runSession: walkers on
+// forage, real worker processes over gRPC on Unix sockets, a real run directory) and prints
+// agent-steps/s (from trace wallTimeNs after a warm-up, median of --runs), and with --profile a
+// self-time summary by function of the coordinator and of every worker (V8 --cpu-prof). A developer
+// tool for finding where a step's time goes; NOT a bench suite (no limit, no receipt) and NOT a test.
+//
+//   node --import tsx bench/profile-step.ts                      # 16/16, 16/4, 1/1: rates only
+//   node --import tsx bench/profile-step.ts --agents 16 --per-worker 4 --steps 2000 --runs 3
+//   node --import tsx bench/profile-step.ts --agents 16 --per-worker 16 --profile /tmp/prof
+//   node --import tsx bench/profile-step.ts --summarize /tmp/prof          # summarize again, no run
+//   (add --dist to time the compiled coordinator and workers of `npm run build`; --profile always does)
+//
+// --profile DIR (after `npm run build`) re-runs this script once as a child on dist/ under
+// `node --cpu-prof` (profiles in DIR/coordinator) with DETSIM_WORKER_NODE_ARGS set so every TypeScript worker writes its own
+// profile to DIR/workers (coordinator/launcher.ts passes those flags on), then summarizes both.
+// The machine is shared: run each measurement 2-3 times and read the median.
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { resolveConfig } from '../coordinator/config.js';
+import { runSession as runFromSource } from '../coordinator/run.js';
+import { readRunTraces } from './suites/lockstep-read.js';
+
+interface Config {
+  agents: number;
+  perWorker: number;
+}
+
+interface Args {
+  configs: Config[];
+  steps: number;
+  warmup: number;
+  runs: number;
+  profile?: string;
+  summarize?: string;
+  top: number;
+  /** Run the compiled coordinator (dist/, so are its workers): real line numbers in profiles. */
+  dist: boolean;
+  /** Write the monotonic window of the measured steps (µs) here, for the profile summary. */
+  window?: string;
+}
+
+const DEFAULT_CONFIGS: Config[] = [
+  { agents: 16, perWorker: 16 },
+  { agents: 16, perWorker: 4 },
+  { agents: 1, perWorker: 1 },
+];
+
+function parseArgs(argv: string[]): Args {
+  const flag = (name: string): string | undefined => {
+    const i = argv.indexOf(name);
+    return i >= 0 ? argv[i + 1] : undefined;
+  };
+  const num = (name: string, dflt: number): number => Number(flag(name) ?? dflt);
+  const agents = flag('--agents');
+  const configs = agents
+    ? [{ agents: Number(agents), perWorker: num('--per-worker', Number(agents)) }]
+    : DEFAULT_CONFIGS;
+  return {
+    configs,
+    steps: num('--steps', 2000),
+    warmup: num('--warmup', 200),
+    runs: num('--runs', 1),
+    profile: flag('--profile'),
+    summarize: flag('--summarize'),
+    top: num('--top', 25),
+    dist: argv.includes('--dist'),
+    window: flag('--window'),
+  };
+}
+
+/** One real run; agent-steps/s between the end of the warm-up and the last step (trace wall times). */
+async function measure(c: Config, args: Args): Promise<number> {
+  const { steps, warmup } = args;
+  const runSession = args.dist
+    ? (
+        (await import(new URL('../dist/coordinator/run.js', import.meta.url).href)) as {
+          runSession: typeof runFromSource;
+        }
+      ).runSession
+    : runFromSource;
+  const side = Math.max(8, Math.ceil(Math.sqrt(c.agents * 4)));
+  const plan = resolveConfig({
+    sessionId: `profile-${c.agents}-${c.perWorker}`,
+    masterSeed: '1',
+    steps,
+    stepHz: 60,
+    environment: { id: 'forage', model: 'forage', params: { width: side, height: side, food: c.agents } },
+    agents: { count: c.agents, prefix: 'walker-', model: 'walker' },
+    workers: { agentsPerWorker: c.perWorker },
+    deadlines: { startupMs: 30_000, stepMs: 10_000 },
+  });
+  const out = mkdtempSync(join(tmpdir(), 'profile-step-'));
+  try {
+    const window: number[] = [];
+    const nowUs = (): number => Number(process.hrtime.bigint() / 1000n);
+    const onProgress = ({ step }: { step: number }): void => {
+      if (step === warmup || step === steps) window.push(nowUs());
+    };
+    const r = await runSession(plan, { outDir: out, onWarning: () => undefined, onProgress });
+    if (args.window) writeFileSync(args.window, JSON.stringify({ startUs: window[0], endUs: window[1] }));
+    const walls = readRunTraces(r.runDir).map((t) => BigInt(t.operational.wallTimeNs));
+    const ns = Number(walls[steps - 1]! - walls[warmup - 1]!);
+    return ((steps - warmup) * c.agents * 1e9) / ns;
+  } finally {
+    rmSync(out, { recursive: true, force: true });
+  }
+}
+
+const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+
+async function rates(args: Args): Promise<void> {
+  for (const c of args.configs) {
+    const got: number[] = [];
+    for (let i = 0; i < args.runs; i++) got.push(await measure(c, args));
+    const m = median(got);
+    const perStepUs = (c.agents * 1e6) / m;
+    console.log(
+      `${c.agents} walkers / ${c.agents / c.perWorker} processes: ${Math.round(m)} agent-steps/s ` +
+        `(median of ${got.map((r) => Math.round(r)).join(', ')}; ${perStepUs.toFixed(0)} µs per lockstep step)`,
+    );
+  }
+}
+
+// ---- .cpuprofile summary ---------------------------------------------------------------------
+
+interface CpuProfile {
+  nodes: {
+    id: number;
+    callFrame: { functionName: string; url: string; lineNumber: number };
+  }[];
+  startTime: number;
+  samples: number[];
+  timeDeltas: number[];
+}
+
+/** The measured steps' window on the monotonic clock (µs), as the profiled run wrote it. */
+interface Window {
+  startUs: number;
+  endUs: number;
+}
+
+/**
+ * Self time in ms by function (name and file:line), from the samples taken inside `window` (V8's
+ * profile clock is the monotonic clock process.hrtime reads, shared by every process).
+ */
+function selfTimes(p: CpuProfile, window: Window | undefined): { total: number; byFn: Map<string, number> } {
+  const label = new Map<number, string>();
+  for (const n of p.nodes) {
+    const f = n.callFrame;
+    const file = f.url.replace(/^.*\/(node_modules\/|wt\/[^/]+\/|main\/)/, '$1');
+    label.set(n.id, f.url ? `${f.functionName || '(anonymous)'} ${file}:${f.lineNumber + 1}` : f.functionName);
+  }
+  const byFn = new Map<string, number>();
+  let total = 0;
+  let t = p.startTime;
+  for (let i = 0; i < p.samples.length; i++) {
+    t += p.timeDeltas[i] ?? 0;
+    if (window && (t < window.startUs || t > window.endUs)) continue;
+    const ms = (p.timeDeltas[i] ?? 0) / 1000;
+    const key = label.get(p.samples[i]!)!;
+    byFn.set(key, (byFn.get(key) ?? 0) + ms);
+    total += ms;
+  }
+  return { total, byFn };
+}
+
+function summarizeDir(dir: string, title: string, top: number, window: Window | undefined): void {
+  let files: string[];
+  try {
+    files = readdirSync(dir).filter((f) => f.endsWith('.cpuprofile'));
+  } catch {
+    return;
+  }
+  for (const f of files.sort()) {
+    const { total, byFn } = selfTimes(JSON.parse(readFileSync(join(dir, f), 'utf8')) as CpuProfile, window);
+    const idle = byFn.get('(idle)') ?? 0;
+    if (total - idle < 50) continue; // a module-loader thread, idle while stepping
+    console.log(`\n## ${title} ${f}: ${total.toFixed(0)} ms sampled, ${(total - idle).toFixed(0)} ms busy`);
+    const rows = [...byFn.entries()].filter(([k]) => k !== '(idle)').sort((a, b) => b[1] - a[1]);
+    for (const [k, ms] of rows.slice(0, top))
+      console.log(`${ms.toFixed(1).padStart(9)} ms ${((100 * ms) / (total - idle)).toFixed(1).padStart(5)}%  ${k}`);
+  }
+}
+
+function summarize(dir: string, top: number): void {
+  let window: Window | undefined;
+  try {
+    window = JSON.parse(readFileSync(join(dir, 'window.json'), 'utf8')) as Window;
+    console.log(`samples of the measured steps only: ${((window.endUs - window.startUs) / 1000).toFixed(0)} ms`);
+  } catch {
+    window = undefined;
+  }
+  summarizeDir(join(dir, 'coordinator'), 'coordinator', top, window);
+  summarizeDir(join(dir, 'workers'), 'worker', top, window);
+}
+
+/** Run this script once more under --cpu-prof (coordinator and workers), then summarize. */
+function profile(args: Args, dir: string): void {
+  rmSync(dir, { recursive: true, force: true });
+  mkdirSync(join(dir, 'coordinator'), { recursive: true });
+  mkdirSync(join(dir, 'workers'), { recursive: true });
+  const c = args.configs[0]!;
+  const child = spawnSync(
+    process.execPath,
+    [
+      '--cpu-prof',
+      `--cpu-prof-dir=${join(dir, 'coordinator')}`,
+      '--import',
+      'tsx',
+      fileURLToPath(import.meta.url),
+      ...['--agents', String(c.agents), '--per-worker', String(c.perWorker)],
+      ...['--steps', String(args.steps), '--warmup', String(args.warmup)],
+      ...['--dist', '--window', join(dir, 'window.json')],
+    ],
+    {
+      stdio: 'inherit',
+      env: { ...process.env, DETSIM_WORKER_NODE_ARGS: `--cpu-prof --cpu-prof-dir=${join(dir, 'workers')}` },
+    },
+  );
+  if (child.status !== 0) throw new Error(`profiled run exited ${child.status}`);
+  summarize(dir, args.top);
+}
+
+const args = parseArgs(process.argv.slice(2));
+if (args.summarize) summarize(args.summarize, args.top);
+else if (args.profile) profile(args, args.profile);
+else await rates(args);
