@@ -108,22 +108,22 @@ function write(value: unknown, stack: PathStack): string {
 }
 
 /**
- * Whether JSON.stringify already prints `value` canonically: plain objects and arrays only, every
- * object's keys in RFC 8785 order, finite numbers, well-formed strings, nothing undefined, within
- * MAX_DEPTH. Data parsed from canonical bytes (every reply body, the decisions and observations
- * it carries) passes; anything else (unsorted keys, class instances, refusals) takes the writer,
- * which prints or refuses it exactly as before. For such data the two agree: JSON.stringify uses
- * Number::toString and the RFC 8785 string escaping, and lists keys in Object.keys order.
+ * Whether JSON.stringify already prints `value` canonically, but for lone surrogates (which
+ * canonicalize looks for in the printed text): plain objects and arrays only, every object's keys
+ * in RFC 8785 order, finite numbers, nothing undefined, within MAX_DEPTH. Data parsed from
+ * canonical bytes (every reply body, the decisions and observations it carries) passes; anything
+ * else (unsorted keys, class instances, refusals) takes the writer, which prints or refuses it
+ * exactly as before. For such data the two agree: JSON.stringify uses Number::toString and the
+ * RFC 8785 string escaping, and lists keys in own-key order.
  */
 function stringifiesCanonically(value: unknown, depth: number): boolean {
   if (value === null) return true;
   switch (typeof value) {
     case 'boolean':
+    case 'string':
       return true;
     case 'number':
       return Number.isFinite(value);
-    case 'string':
-      return value.isWellFormed();
     case 'object':
       break;
     default:
@@ -137,20 +137,27 @@ function stringifiesCanonically(value: unknown, depth: number): boolean {
     return true;
   }
   if (proto !== Object.prototype && proto !== null) return false;
-  const keys = Object.keys(value as object);
-  // Key order first: an object built in code usually fails here, before any nested work.
-  for (let i = 1; i < keys.length; i++) if (!(keys[i - 1]! < keys[i]!)) return false;
-  for (const key of keys) {
-    if (!key.isWellFormed() || !stringifiesCanonically((value as Record<string, unknown>)[key], depth + 1))
-      return false;
+  // for-in allocates no key list; it visits own keys in Object.keys order (an enumerable key
+  // inherited from a polluted Object.prototype comes after them and can only fail the order check).
+  let prev: string | undefined;
+  for (const key in value as object) {
+    // Key order first: an object built in code usually fails here, before any nested work.
+    if (prev !== undefined && !(prev < key)) return false;
+    prev = key;
+    if (!stringifiesCanonically((value as Record<string, unknown>)[key], depth + 1)) return false;
   }
   return true;
 }
 
 /** The RFC 8785 canonical text of a JSON value. */
 export function canonicalize(value: unknown): string {
-  // Fast path: already-canonical data (e.g. parsed from a canonical body) is JSON.stringify's output.
-  if (stringifiesCanonically(value, 0)) return JSON.stringify(value);
+  // Fast path: already-canonical data (e.g. parsed from a canonical body) is JSON.stringify's output,
+  // unless a string holds a lone surrogate, which JSON.stringify escapes as \udXXX (lowercase) and
+  // the writer refuses: any "\ud" in the text (rare, and maybe only an escaped backslash) goes there.
+  if (stringifiesCanonically(value, 0)) {
+    const text = JSON.stringify(value);
+    if (!text.includes('\\ud')) return text;
+  }
   return write(value, []);
 }
 
