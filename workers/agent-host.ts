@@ -1,7 +1,7 @@
 // The agent side of a worker process: hosts one or more agents and implements Agent.Initialize /
 // Prepare / Commit (batched: one message carries all of the process's agents) and the agent side
 // of State.Capture / StageRestore / ActivateRestore. Not the transport, not Hello/Status.
-import { canonicalDigest, canonicalize } from '../core/formats/canonical-json.js';
+import { canonicalDigest } from '../core/formats/canonical-json.js';
 import { DetsimError } from '../core/formats/errors.js';
 import {
   RationalNs,
@@ -43,7 +43,7 @@ import { callModel, invalid, loadModel } from './model-call.js';
 import { resolveAgentModel } from './models/registry.js';
 import { ONE_MS, NO_DATASET_DIGEST, type AgentModel, type AgentReward, type JsonObject } from './sdk.js';
 import { decodeState, encodeState } from './state-codec.js';
-import { StepCache, opKey } from './op-cache.js';
+import { StepCache, bodyKey, opKey } from './op-cache.js';
 import { TickClock } from './tick-clock.js';
 
 type Phase = 'ready' | 'prepared' | 'failed';
@@ -444,8 +444,8 @@ export class AgentHost {
       const slot = this.slot(e.agentId as string);
       checkEpoch(scope, slot.epoch, `agent ${slot.agentId}`);
       const key = opKey(scope, req.method, slot.agentId);
-      // The key already fixes method and scope: the entry's canonical text identifies the body.
-      const digest = canonicalize(e);
+      // The key already fixes method and scope: the entry identifies the body.
+      const digest = bodyKey(e);
       const hit = this.cache.get(key);
       if (hit) {
         if (hit.digest !== digest)
