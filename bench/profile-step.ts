@@ -1,6 +1,7 @@
 // Profile of the lockstep step path (issue 13 part 3): runs real sessions (runSession: walkers on
 // forage, real worker processes over gRPC on Unix sockets, a real run directory) and prints
-// agent-steps/s (from trace wallTimeNs after a warm-up, median of --runs), and with --profile a
+// agent-steps/s (from trace wallTimeNs after a warm-up, median of --runs) with the CPU time per
+// step of the coordinator and of each worker process (process.cpuUsage, /proc), and with --profile a
 // self-time summary by function of the coordinator and of every worker (V8 --cpu-prof). A developer
 // tool for finding where a step's time goes; NOT a bench suite (no limit, no receipt) and NOT a test.
 //
@@ -8,6 +9,7 @@
 //   node --import tsx bench/profile-step.ts --agents 16 --per-worker 4 --steps 2000 --runs 3
 //   node --import tsx bench/profile-step.ts --agents 16 --per-worker 16 --profile /tmp/prof
 //   node --import tsx bench/profile-step.ts --summarize /tmp/prof          # summarize again, no run
+//   node --import tsx bench/profile-step.ts --inline [--profile DIR]      # no transport: detsim's own work
 //   (add --dist to time the compiled coordinator and workers of `npm run build`; --profile always does)
 //
 // --profile DIR (after `npm run build`) re-runs this script once as a child on dist/ under
@@ -19,7 +21,16 @@ import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSyn
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { resolveConfig } from '../coordinator/config.js';
+import { pino } from 'pino';
+import { resolveConfig, type RunPlan } from '../coordinator/config.js';
+import type { Fleet } from '../coordinator/launcher.js';
+import * as lockstepSource from '../coordinator/lockstep.js';
+import * as runDirSource from '../coordinator/run-dir.js';
+import * as traceSource from '../coordinator/trace.js';
+import type { Scope } from '../core/formats/scalars.js';
+import * as protocolSource from '../core/protocol/index.js';
+import type { Params } from '../core/protocol/index.js';
+import * as runtimeSource from '../workers/runtime.js';
 import { runSession as runFromSource } from '../coordinator/run.js';
 import { readRunTraces } from './suites/lockstep-read.js';
 
@@ -40,6 +51,8 @@ interface Args {
   dist: boolean;
   /** Write the monotonic window of the measured steps (µs) here, for the profile summary. */
   window?: string;
+  /** No processes, no transport: the hosts in this process, messages still encoded and checked. */
+  inline: boolean;
 }
 
 const DEFAULT_CONFIGS: Config[] = [
@@ -68,21 +81,13 @@ function parseArgs(argv: string[]): Args {
     top: num('--top', 25),
     dist: argv.includes('--dist'),
     window: flag('--window'),
+    inline: argv.includes('--inline'),
   };
 }
 
-/** One real run; agent-steps/s between the end of the warm-up and the last step (trace wall times). */
-async function measure(c: Config, args: Args): Promise<number> {
-  const { steps, warmup } = args;
-  const runSession = args.dist
-    ? (
-        (await import(new URL('../dist/coordinator/run.js', import.meta.url).href)) as {
-          runSession: typeof runFromSource;
-        }
-      ).runSession
-    : runFromSource;
+function planFor(c: Config, steps: number): RunPlan {
   const side = Math.max(8, Math.ceil(Math.sqrt(c.agents * 4)));
-  const plan = resolveConfig({
+  return resolveConfig({
     sessionId: `profile-${c.agents}-${c.perWorker}`,
     masterSeed: '1',
     steps,
@@ -92,18 +97,139 @@ async function measure(c: Config, args: Args): Promise<number> {
     workers: { agentsPerWorker: c.perWorker },
     deadlines: { startupMs: 30_000, stepMs: 10_000 },
   });
+}
+
+/**
+ * The same lockstep and per-step session work (trace line, behaviour digest, trace.jsonl append) with
+ * every worker's runtime in this process: each message is still encoded, decoded and checked on both
+ * sides exactly as over gRPC (client.ts's encode/decode/readReply, the worker runtime's handle), only
+ * the transport is gone. The cost of detsim's own work alone, one thread.
+ */
+async function measureInline(plan: RunPlan, c: Config, args: Args): Promise<Measured> {
+  const { Lockstep, TraceWriter, BehaviourDigest, canonicalBehaviour, traceLine } = {
+    ...(await load('coordinator/lockstep.js', lockstepSource, args.dist)),
+    ...(await load('coordinator/run-dir.js', runDirSource, args.dist)),
+    ...(await load('coordinator/trace.js', traceSource, args.dist)),
+  };
+  const { decodeBody, encodeBody, readReply } = await load('core/protocol/index.js', protocolSource, args.dist);
+  const { WorkerRuntime } = await load('workers/runtime.js', runtimeSource, args.dist);
+  let nextId = 1;
+  const workerOf = (w: RunPlan['workers'][number]) => {
+    const runtime = new WorkerRuntime({ role: w.role, workerId: w.workerId, sessionId: plan.sessionId });
+    const stream = { introduced: true };
+    const call = async (method: string, scope: Scope | null, params: Params, o: { requestId?: string } = {}) => {
+      const requestId = o.requestId ?? `req-${nextId++}`;
+      const out = await runtime.handle(encodeBody({ method, params, requestId, scope }), undefined, stream);
+      return { requestId, reply: readReply(decodeBody(out.body)) };
+    };
+    return { plan: w, client: { call } };
+  };
+  const workers = plan.workers.map(workerOf);
+  const fleet = {
+    environment: workers.find((w) => w.plan.role === 'environment')!,
+    agents: workers.filter((w) => w.plan.role === 'agent'),
+    pids: () => workers.map((w, i) => ({ workerId: w.plan.workerId, pid: i + 1 })),
+  } as unknown as Fleet;
+  const out = mkdtempSync(join(tmpdir(), 'profile-step-'));
+  try {
+    const startedAt = process.hrtime.bigint();
+    const logger = pino({ level: 'info' }, { write: () => undefined });
+    const lockstep = new Lockstep(plan, fleet, { dispatch: 'concurrent', epoch: 'e1', startedAt, logger });
+    await lockstep.initialize();
+    const traces = new TraceWriter(join(out, 'trace.jsonl'));
+    const digest = new BehaviourDigest();
+    let t0 = 0n;
+    let cpu0 = 0;
+    for (let k = 0; k < args.steps; k++) {
+      if (k === args.warmup) {
+        t0 = process.hrtime.bigint();
+        const u = process.cpuUsage();
+        cpu0 = u.user + u.system;
+        if (args.window) writeFileSync(args.window, JSON.stringify({ startUs: Number(t0 / 1000n), endUs: 0 }));
+      }
+      // The session loop's per-step work (session.ts stepLoop).
+      const trace = await lockstep.step();
+      const behaviourText = canonicalBehaviour(trace.behaviour);
+      traces.appendLine(traceLine(behaviourText, trace.operational));
+      digest.addCanonical(behaviourText);
+    }
+    const t1 = process.hrtime.bigint();
+    const u = process.cpuUsage();
+    traces.close();
+    if (args.window)
+      writeFileSync(args.window, JSON.stringify({ startUs: Number(t0 / 1000n), endUs: Number(t1 / 1000n) }));
+    const n = args.steps - args.warmup;
+    return {
+      rate: (n * c.agents * 1e9) / Number(t1 - t0),
+      coordinatorUs: (u.user + u.system - cpu0) / n,
+      workersUs: [],
+    };
+  } finally {
+    rmSync(out, { recursive: true, force: true });
+  }
+}
+
+/** A module from source (as imported above) or, with --dist, its compiled twin under dist/. */
+async function load<M>(path: string, source: M, dist: boolean): Promise<M> {
+  return dist ? ((await import(new URL(`../dist/${path}`, import.meta.url).href)) as M) : source;
+}
+
+/** One run's figures: agent-steps/s, and CPU µs per lockstep step of the coordinator and of each worker. */
+interface Measured {
+  rate: number;
+  coordinatorUs: number;
+  workersUs: { workerId: string; us: number }[];
+}
+
+/** CPU seconds (user + system) a process has used so far, from /proc (clock ticks of 10 ms). */
+function procCpuSeconds(pid: number): number {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / 100;
+  } catch {
+    return Number.NaN;
+  }
+}
+
+/**
+ * One real run: agent-steps/s between the end of the warm-up and the last step (trace wall times),
+ * and the CPU time each process spent per step over the same steps (no profiler involved).
+ */
+async function measure(c: Config, args: Args): Promise<Measured> {
+  const { steps, warmup } = args;
+  const { runSession } = await load('coordinator/run.js', { runSession: runFromSource }, args.dist);
+  const plan = planFor(c, steps);
+  if (args.inline) return measureInline(plan, c, args);
   const out = mkdtempSync(join(tmpdir(), 'profile-step-'));
   try {
     const window: number[] = [];
+    const cpu: { coordinator: number; workers: number[] }[] = [];
+    let pids: { workerId: string; pid: number }[] = [];
     const nowUs = (): number => Number(process.hrtime.bigint() / 1000n);
     const onProgress = ({ step }: { step: number }): void => {
-      if (step === warmup || step === steps) window.push(nowUs());
+      if (step !== warmup && step !== steps) return;
+      window.push(nowUs());
+      const own = process.cpuUsage();
+      cpu.push({ coordinator: (own.user + own.system) / 1e6, workers: pids.map((p) => procCpuSeconds(p.pid)) });
     };
-    const r = await runSession(plan, { outDir: out, onWarning: () => undefined, onProgress });
+    const r = await runSession(plan, {
+      outDir: out,
+      onWarning: () => undefined,
+      onProgress,
+      hooks: { onLaunched: (f) => (pids = f.pids()) },
+    });
     if (args.window) writeFileSync(args.window, JSON.stringify({ startUs: window[0], endUs: window[1] }));
     const walls = readRunTraces(r.runDir).map((t) => BigInt(t.operational.wallTimeNs));
     const ns = Number(walls[steps - 1]! - walls[warmup - 1]!);
-    return ((steps - warmup) * c.agents * 1e9) / ns;
+    const perStepUs = (seconds: number): number => (seconds * 1e6) / (steps - warmup);
+    return {
+      rate: ((steps - warmup) * c.agents * 1e9) / ns,
+      coordinatorUs: perStepUs(cpu[1]!.coordinator - cpu[0]!.coordinator),
+      workersUs: pids.map((p, i) => ({
+        workerId: p.workerId,
+        us: perStepUs(cpu[1]!.workers[i]! - cpu[0]!.workers[i]!),
+      })),
+    };
   } finally {
     rmSync(out, { recursive: true, force: true });
   }
@@ -113,13 +239,17 @@ const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floo
 
 async function rates(args: Args): Promise<void> {
   for (const c of args.configs) {
-    const got: number[] = [];
+    const got: Measured[] = [];
     for (let i = 0; i < args.runs; i++) got.push(await measure(c, args));
-    const m = median(got);
+    const m = median(got.map((g) => g.rate));
     const perStepUs = (c.agents * 1e6) / m;
+    const us = (xs: number[]): string => `${Math.round(median(xs))}`;
+    const workers = got[0]!.workersUs.map(({ workerId }, w) => `${workerId} ${us(got.map((g) => g.workersUs[w]!.us))}`);
     console.log(
-      `${c.agents} walkers / ${c.agents / c.perWorker} processes: ${Math.round(m)} agent-steps/s ` +
-        `(median of ${got.map((r) => Math.round(r)).join(', ')}; ${perStepUs.toFixed(0)} µs per lockstep step)`,
+      `${c.agents} walkers / ${c.agents / c.perWorker} ${args.inline ? 'inline hosts' : 'processes'}: ` +
+        `${Math.round(m)} agent-steps/s ` +
+        `(median of ${got.map((g) => Math.round(g.rate)).join(', ')}; ${perStepUs.toFixed(0)} µs per lockstep step)\n` +
+        `  CPU µs per step (median): coordinator ${us(got.map((g) => g.coordinatorUs))}; ${workers.join(', ')}`,
     );
   }
 }
@@ -214,6 +344,7 @@ function profile(args: Args, dir: string): void {
       ...['--agents', String(c.agents), '--per-worker', String(c.perWorker)],
       ...['--steps', String(args.steps), '--warmup', String(args.warmup)],
       ...['--dist', '--window', join(dir, 'window.json')],
+      ...(args.inline ? ['--inline'] : []),
     ],
     {
       stdio: 'inherit',
