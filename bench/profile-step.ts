@@ -1,7 +1,8 @@
 // Profile of the lockstep step path (issue 13 part 3): runs real sessions (runSession: walkers on
 // forage, real worker processes over gRPC on Unix sockets, a real run directory) and prints
 // agent-steps/s (from trace wallTimeNs after a warm-up, median of --runs) with the CPU time per
-// step of the coordinator and of each worker process (process.cpuUsage, /proc), and with --profile a
+// step of the main thread of the coordinator and of each worker process (/proc: GC and compiler
+// helper threads left out, they inflate under load), and with --profile a
 // self-time summary by function of the coordinator and of every worker (V8 --cpu-prof). A developer
 // tool for finding where a step's time goes; NOT a bench suite (no limit, no receipt) and NOT a test.
 //
@@ -10,7 +11,8 @@
 //   node --import tsx bench/profile-step.ts --agents 16 --per-worker 16 --profile /tmp/prof
 //   node --import tsx bench/profile-step.ts --summarize /tmp/prof          # summarize again, no run
 //   node --import tsx bench/profile-step.ts --inline [--profile DIR]      # no transport: detsim's own work
-//   (add --dist to time the compiled coordinator and workers of `npm run build`; --profile always does)
+//   (add --dist to time the compiled coordinator and workers of `npm run build`; --profile always does;
+//   --dist-dir DIR times another build, e.g. an older commit's, for an A/B run under the same load)
 //
 // --profile DIR (after `npm run build`) re-runs this script once as a child on dist/ under
 // `node --cpu-prof` (profiles in DIR/coordinator) with DETSIM_WORKER_NODE_ARGS set so every TypeScript worker writes its own
@@ -20,7 +22,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { pino } from 'pino';
 import { resolveConfig, type RunPlan } from '../coordinator/config.js';
 import type { Fleet } from '../coordinator/launcher.js';
@@ -49,6 +51,8 @@ interface Args {
   top: number;
   /** Run the compiled coordinator (dist/, so are its workers): real line numbers in profiles. */
   dist: boolean;
+  /** The dist/ directory to run (another build, e.g. of an older commit, for an A/B comparison). */
+  distDir: string;
   /** Write the monotonic window of the measured steps (µs) here, for the profile summary. */
   window?: string;
   /** No processes, no transport: the hosts in this process, messages still encoded and checked. */
@@ -79,7 +83,8 @@ function parseArgs(argv: string[]): Args {
     profile: flag('--profile'),
     summarize: flag('--summarize'),
     top: num('--top', 25),
-    dist: argv.includes('--dist'),
+    dist: argv.includes('--dist') || flag('--dist-dir') !== undefined,
+    distDir: flag('--dist-dir') ?? fileURLToPath(new URL('../dist', import.meta.url)),
     window: flag('--window'),
     inline: argv.includes('--inline'),
   };
@@ -107,12 +112,12 @@ function planFor(c: Config, steps: number): RunPlan {
  */
 async function measureInline(plan: RunPlan, c: Config, args: Args): Promise<Measured> {
   const { Lockstep, TraceWriter, BehaviourDigest, canonicalBehaviour, traceLine } = {
-    ...(await load('coordinator/lockstep.js', lockstepSource, args.dist)),
-    ...(await load('coordinator/run-dir.js', runDirSource, args.dist)),
-    ...(await load('coordinator/trace.js', traceSource, args.dist)),
+    ...(await load('coordinator/lockstep.js', lockstepSource, args)),
+    ...(await load('coordinator/run-dir.js', runDirSource, args)),
+    ...(await load('coordinator/trace.js', traceSource, args)),
   };
-  const { decodeBody, encodeBody, readReply } = await load('core/protocol/index.js', protocolSource, args.dist);
-  const { WorkerRuntime } = await load('workers/runtime.js', runtimeSource, args.dist);
+  const { decodeBody, encodeBody, readReply } = await load('core/protocol/index.js', protocolSource, args);
+  const { WorkerRuntime } = await load('workers/runtime.js', runtimeSource, args);
   let nextId = 1;
   const workerOf = (w: RunPlan['workers'][number]) => {
     const runtime = new WorkerRuntime({ role: w.role, workerId: w.workerId, sessionId: plan.sessionId });
@@ -143,8 +148,7 @@ async function measureInline(plan: RunPlan, c: Config, args: Args): Promise<Meas
     for (let k = 0; k < args.steps; k++) {
       if (k === args.warmup) {
         t0 = process.hrtime.bigint();
-        const u = process.cpuUsage();
-        cpu0 = u.user + u.system;
+        cpu0 = procCpuSeconds(process.pid);
         if (args.window) writeFileSync(args.window, JSON.stringify({ startUs: Number(t0 / 1000n), endUs: 0 }));
       }
       // The session loop's per-step work (session.ts stepLoop).
@@ -154,14 +158,14 @@ async function measureInline(plan: RunPlan, c: Config, args: Args): Promise<Meas
       digest.addCanonical(behaviourText);
     }
     const t1 = process.hrtime.bigint();
-    const u = process.cpuUsage();
+    const cpu1 = procCpuSeconds(process.pid);
     traces.close();
     if (args.window)
       writeFileSync(args.window, JSON.stringify({ startUs: Number(t0 / 1000n), endUs: Number(t1 / 1000n) }));
     const n = args.steps - args.warmup;
     return {
       rate: (n * c.agents * 1e9) / Number(t1 - t0),
-      coordinatorUs: (u.user + u.system - cpu0) / n,
+      coordinatorUs: ((cpu1 - cpu0) * 1e6) / n,
       workersUs: [],
     };
   } finally {
@@ -169,9 +173,9 @@ async function measureInline(plan: RunPlan, c: Config, args: Args): Promise<Meas
   }
 }
 
-/** A module from source (as imported above) or, with --dist, its compiled twin under dist/. */
-async function load<M>(path: string, source: M, dist: boolean): Promise<M> {
-  return dist ? ((await import(new URL(`../dist/${path}`, import.meta.url).href)) as M) : source;
+/** A module from source (as imported above) or, with --dist, its compiled twin under dist/ (or --dist-dir). */
+async function load<M>(path: string, source: M, args: Args): Promise<M> {
+  return args.dist ? ((await import(pathToFileURL(join(args.distDir, path)).href)) as M) : source;
 }
 
 /** One run's figures: agent-steps/s, and CPU µs per lockstep step of the coordinator and of each worker. */
@@ -181,10 +185,10 @@ interface Measured {
   workersUs: { workerId: string; us: number }[];
 }
 
-/** CPU seconds (user + system) a process has used so far, from /proc (clock ticks of 10 ms). */
+/** CPU seconds (user + system) the main thread of a process has used so far, from /proc (ticks of 10 ms). */
 function procCpuSeconds(pid: number): number {
   try {
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    const fields = readFileSync(`/proc/${pid}/task/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
     return (Number(fields[11]) + Number(fields[12])) / 100;
   } catch {
     return Number.NaN;
@@ -197,7 +201,7 @@ function procCpuSeconds(pid: number): number {
  */
 async function measure(c: Config, args: Args): Promise<Measured> {
   const { steps, warmup } = args;
-  const { runSession } = await load('coordinator/run.js', { runSession: runFromSource }, args.dist);
+  const { runSession } = await load('coordinator/run.js', { runSession: runFromSource }, args);
   const plan = planFor(c, steps);
   if (args.inline) return measureInline(plan, c, args);
   const out = mkdtempSync(join(tmpdir(), 'profile-step-'));
@@ -209,8 +213,7 @@ async function measure(c: Config, args: Args): Promise<Measured> {
     const onProgress = ({ step }: { step: number }): void => {
       if (step !== warmup && step !== steps) return;
       window.push(nowUs());
-      const own = process.cpuUsage();
-      cpu.push({ coordinator: (own.user + own.system) / 1e6, workers: pids.map((p) => procCpuSeconds(p.pid)) });
+      cpu.push({ coordinator: procCpuSeconds(process.pid), workers: pids.map((p) => procCpuSeconds(p.pid)) });
     };
     const r = await runSession(plan, {
       outDir: out,

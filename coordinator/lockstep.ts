@@ -5,7 +5,7 @@
 // "the next Advance never follows a half-commit", see StepOptions). NOT process handling, NOT files.
 import type { Logger } from 'pino';
 import type { RunPlan } from './config.js';
-import { canonicalDigest, type JsonValue } from '../core/formats/canonical-json.js';
+import { canonicalDigest, canonicalize, sha256Hex, type JsonValue } from '../core/formats/canonical-json.js';
 import { DetsimError } from '../core/formats/errors.js';
 import { RationalNs, isId, readDigest, readU64, type Digest, type Id, type Scope } from '../core/formats/scalars.js';
 import { diagnoseCallFailure, type Fleet, type LaunchedWorker } from './launcher.js';
@@ -168,6 +168,10 @@ export function epochId(n: number): Id {
 }
 
 const byString = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+/** How many distinct decision texts the digest memo holds before it starts over. */
+const DECISION_MEMO = 1024;
+/** Longer decision texts are hashed every time (they rarely repeat, and the memo stays small). */
+const DECISION_MEMO_TEXT = 256;
 
 /** The states from which a restored group may be installed or the loop failed from outside. */
 const AT_REST: readonly LockstepState[] = ['starting', 'ready', 'failed'];
@@ -613,7 +617,7 @@ export class Lockstep {
         brainTicks: d.brainTicks,
         committedStep: next,
         decision: d.decision as JsonValue,
-        decisionDigest: canonicalDigest(d.decision),
+        decisionDigest: this.decisionDigest(d.decision),
         profileDigest: this.knownIdentities!.agents.get(d.agentId)!.profileDigest,
         remainder: d.remainder,
         ticksAdvanced: d.ticksAdvanced,
@@ -643,6 +647,22 @@ export class Lockstep {
         wallTimeNs: (process.hrtime.bigint() - this.opts.startedAt).toString(),
       },
     };
+  }
+
+  /** Digests of decision texts seen lately: agents mostly repeat a few decisions. */
+  private readonly decisionDigests = new Map<string, Digest>();
+
+  /** The canonical digest of a decision, hashing each distinct decision text once (a bounded memo). */
+  private decisionDigest(decision: JsonObject): Digest {
+    const text = canonicalize(decision);
+    if (text.length > DECISION_MEMO_TEXT) return sha256Hex(text);
+    let digest = this.decisionDigests.get(text);
+    if (digest === undefined) {
+      if (this.decisionDigests.size >= DECISION_MEMO) this.decisionDigests.clear();
+      digest = sha256Hex(text);
+      this.decisionDigests.set(text, digest);
+    }
+    return digest;
   }
 
   /**

@@ -91,6 +91,8 @@ interface AgentSlot extends AgentIdentity, AgentTimeline {
 }
 
 const PAYLOAD_VERSION = 1;
+/** The body identity of every Prepare entry: it holds nothing but the agent id, which is in the key. */
+const PREPARE_BODY = (): string => '';
 
 function readEntries(params: JsonObject, allowed: readonly string[], method: string): JsonObject[] {
   refuseUnknownFields(params, ['agents'], 'params');
@@ -318,7 +320,8 @@ export class AgentHost {
     } catch (e) {
       return invalid(e);
     }
-    const plan = this.planStep(req, scope, entries, (slot) => {
+    // A Prepare entry is exactly {agentId} (readEntries), which the operation key already names.
+    const plan = this.planStep(req, scope, entries, PREPARE_BODY, (slot) => {
       if (slot.phase !== 'ready')
         throw new ProtocolRefusal(
           'INVALID_PHASE',
@@ -388,7 +391,7 @@ export class AgentHost {
     } catch (e) {
       return invalid(e);
     }
-    const plan = this.planStep(req, scope, entries, (slot) => {
+    const plan = this.planStep(req, scope, entries, bodyKey, (slot) => {
       if (slot.phase !== 'prepared')
         throw new ProtocolRefusal(
           'INVALID_PHASE',
@@ -437,6 +440,7 @@ export class AgentHost {
     req: Request,
     scope: Scope,
     entries: JsonObject[],
+    identify: (entry: JsonObject) => string,
     phaseCheck: (slot: AgentSlot) => void,
   ): { slot: AgentSlot; key: string; digest: string; cached?: JsonObject }[] {
     const plan: { slot: AgentSlot; key: string; digest: string; cached?: JsonObject }[] = [];
@@ -445,7 +449,7 @@ export class AgentHost {
       checkEpoch(scope, slot.epoch, `agent ${slot.agentId}`);
       const key = opKey(scope, req.method, slot.agentId);
       // The key already fixes method and scope: the entry identifies the body.
-      const digest = bodyKey(e);
+      const digest = identify(e);
       const hit = this.cache.get(key);
       if (hit) {
         if (hit.digest !== digest)
