@@ -300,6 +300,19 @@ function selfTimes(p: CpuProfile, window: Window | undefined): { total: number; 
   return { total, byFn };
 }
 
+/**
+ * Where a function comes from: detsim's own code, grpc-js (and protobufjs under it), Node's own
+ * JavaScript, V8 builtins and natives without a file (JSON, hashing, writes), garbage collection, or
+ * "(program)": native work with no JavaScript on the stack (libuv, the HTTP/2 session, the profiler).
+ */
+function originOf(label: string): string {
+  if (label === '(program)' || label === '(garbage collector)') return label;
+  if (/(^| )(node_modules\/)?@grpc\/|protobufjs|Frame\$/.test(label)) return 'grpc-js';
+  if (/ (dist|coordinator|core|workers|bench)\/|wt\/[^/]+\//.test(label)) return 'detsim';
+  if (/ node:/.test(label)) return 'node';
+  return 'natives';
+}
+
 function summarizeDir(dir: string, title: string, top: number, window: Window | undefined): void {
   let files: string[];
   try {
@@ -313,6 +326,12 @@ function summarizeDir(dir: string, title: string, top: number, window: Window | 
     if (total - idle < 50) continue; // a module-loader thread, idle while stepping
     console.log(`\n## ${title} ${f}: ${total.toFixed(0)} ms sampled, ${(total - idle).toFixed(0)} ms busy`);
     const rows = [...byFn.entries()].filter(([k]) => k !== '(idle)').sort((a, b) => b[1] - a[1]);
+    const byOrigin = new Map<string, number>();
+    for (const [k, ms] of rows) byOrigin.set(originOf(k), (byOrigin.get(originOf(k)) ?? 0) + ms);
+    const origins = [...byOrigin.entries()].sort((a, b) => b[1] - a[1]);
+    console.log(
+      `by origin: ${origins.map(([o, ms]) => `${o} ${((100 * ms) / (total - idle)).toFixed(0)}%`).join(', ')}`,
+    );
     for (const [k, ms] of rows.slice(0, top))
       console.log(`${ms.toFixed(1).padStart(9)} ms ${((100 * ms) / (total - idle)).toFixed(1).padStart(5)}%  ${k}`);
   }
