@@ -338,10 +338,10 @@ export class Lockstep {
     const r = env.result;
     this.expect(
       r.environmentId === plan.environment.environmentId,
-      `environmentId is ${JSON.stringify(r.environmentId)}`,
+      () => `environmentId is ${JSON.stringify(r.environmentId)}`,
       ctxEnv,
     );
-    this.expect(r.boundary === '0', `boundary is ${JSON.stringify(r.boundary)}, expected "0"`, ctxEnv);
+    this.expect(r.boundary === '0', () => `boundary is ${JSON.stringify(r.boundary)}, expected "0"`, ctxEnv);
     this.checkDigest(r.profileDigest, 'profileDigest', ctxEnv);
     this.observations = this.readObservations(r.observations, ctxEnv);
 
@@ -373,7 +373,7 @@ export class Lockstep {
       for (const entry of this.entriesFor(rep.worker, rep.result.agents, ctx)) {
         this.expect(
           entry.committedStep === '0',
-          `${entry.agentId}: committedStep is ${JSON.stringify(entry.committedStep)}, expected "0"`,
+          () => `${entry.agentId}: committedStep is ${JSON.stringify(entry.committedStep)}, expected "0"`,
           ctx,
         );
         this.checkDigest(entry.profileDigest, `${entry.agentId}.profileDigest`, ctx);
@@ -477,7 +477,7 @@ export class Lockstep {
           readU64(d.brainTicks, `${d.agentId}.brainTicks`);
           RationalNs.read(d.remainder, `${d.agentId}.remainder`);
         });
-        this.expect(isObject(d.decision), `${d.agentId}: decision is not an object`, ctx);
+        this.expect(isObject(d.decision), () => `${d.agentId}: decision is not an object`, ctx);
         decisions.set(d.agentId, { d, requestId: rep.requestId });
       }
     }
@@ -514,19 +514,20 @@ export class Lockstep {
     const a = adv.result;
     this.expect(
       a.batchId === batchId,
-      `batchId is ${JSON.stringify(a.batchId)}, expected ${JSON.stringify(batchId)}`,
+      () => `batchId is ${JSON.stringify(a.batchId)}, expected ${JSON.stringify(batchId)}`,
       envCtx,
     );
     this.expect(
       a.appliedFromStep === k.toString(),
-      `appliedFromStep is ${JSON.stringify(a.appliedFromStep)}, expected "${k}"`,
+      () => `appliedFromStep is ${JSON.stringify(a.appliedFromStep)}, expected "${k}"`,
       envCtx,
     );
-    this.expect(a.nextStep === next, `nextStep is ${JSON.stringify(a.nextStep)}, expected "${next}"`, envCtx);
+    this.expect(a.nextStep === next, () => `nextStep is ${JSON.stringify(a.nextStep)}, expected "${next}"`, envCtx);
     // The environment echoes the canonical digest of the batch it applied: it must be ours.
     this.expect(
       a.appliedControlsDigest === controlDigest,
-      `appliedControlsDigest ${JSON.stringify(a.appliedControlsDigest)} is not the digest of the batch sent (${controlDigest})`,
+      () =>
+        `appliedControlsDigest ${JSON.stringify(a.appliedControlsDigest)} is not the digest of the batch sent (${controlDigest})`,
       envCtx,
     );
     this.checkDigest(a.worldDigest, 'worldDigest', envCtx);
@@ -590,7 +591,7 @@ export class Lockstep {
       for (const c of this.entriesFor(rep.worker, rep.result.agents, ctx)) {
         this.expect(
           c.committedStep === next,
-          `${c.agentId}: committedStep is ${JSON.stringify(c.committedStep)}, expected "${next}"`,
+          () => `${c.agentId}: committedStep is ${JSON.stringify(c.committedStep)}, expected "${next}"`,
           ctx,
         );
         requestIds.push({ agentId: c.agentId, requestId: rep.requestId });
@@ -676,7 +677,7 @@ export class Lockstep {
     for (const f of fields) {
       this.expect(
         Object.hasOwn(d.decision, f),
-        `${d.agentId}: decision has no field ${JSON.stringify(f)} (actionFields)`,
+        () => `${d.agentId}: decision has no field ${JSON.stringify(f)} (actionFields)`,
         ctx,
       );
       action[f] = d.decision[f];
@@ -692,11 +693,19 @@ export class Lockstep {
     const byAgent = new Map<Id, { eventId: Id; ruleId: Id; value: number }[]>();
     const rewards: TraceReward[] = [];
     for (const r of a.rewards) {
-      this.expect(this.agentWorker.has(r.agentId), `a reward names unknown agent ${JSON.stringify(r.agentId)}`, ctx);
-      this.expect(isId(r.eventId) && isId(r.ruleId), `a reward for ${r.agentId} has a bad eventId or ruleId`, ctx);
+      this.expect(
+        this.agentWorker.has(r.agentId),
+        () => `a reward names unknown agent ${JSON.stringify(r.agentId)}`,
+        ctx,
+      );
+      this.expect(
+        isId(r.eventId) && isId(r.ruleId),
+        () => `a reward for ${r.agentId} has a bad eventId or ruleId`,
+        ctx,
+      );
       this.expect(
         typeof r.value === 'number' && Number.isFinite(r.value),
-        `a reward for ${r.agentId} has a non-finite value`,
+        () => `a reward for ${r.agentId} has a non-finite value`,
         ctx,
       );
       const list = byAgent.get(r.agentId) ?? [];
@@ -749,7 +758,8 @@ export class Lockstep {
     phase: RunPhase,
     deadlineMs: number,
   ): Promise<Reply<ResultOf<M>>> {
-    const ctx = this.ctx(w, phase, BigInt(scope.step));
+    // scope.step is this.scope(k).step, already the decimal string a Site carries.
+    const ctx: Site = { workerId: w.plan.workerId, agentIds: w.plan.agentIds, step: scope.step, phase };
     let requestId: string | undefined;
     for (let attempt = 0; ; attempt++) {
       try {
@@ -765,10 +775,14 @@ export class Lockstep {
             ctx,
           );
         }
-        this.expect(reply.workerId === w.plan.workerId, `reply from worker ${JSON.stringify(reply.workerId)}`, ctx);
+        this.expect(
+          reply.workerId === w.plan.workerId,
+          () => `reply from worker ${JSON.stringify(reply.workerId)}`,
+          ctx,
+        );
         this.expect(
           sameScope(reply.scope, scope),
-          `reply scope ${JSON.stringify(reply.scope)} differs from the request's`,
+          () => `reply scope ${JSON.stringify(reply.scope)} differs from the request's`,
           ctx,
         );
         return { worker: w, requestId: rep.requestId, result: reply.result };
@@ -815,8 +829,9 @@ export class Lockstep {
     return { workerId: w.plan.workerId, agentIds: w.plan.agentIds, step: step.toString(), phase };
   }
 
-  private expect(cond: boolean, what: string, ctx: Site): asserts cond {
-    if (!cond) throw new StepFault('protocol', what, ctx);
+  /** A contract check on a reply; the message is built only when the check fails (these run per agent per step). */
+  private expect(cond: boolean, what: string | (() => string), ctx: Site): asserts cond {
+    if (!cond) throw new StepFault('protocol', typeof what === 'string' ? what : what(), ctx);
   }
 
   /** Run a scalar reader on a reply field; its refusal becomes a protocol failure naming the worker. */
@@ -844,7 +859,7 @@ export class Lockstep {
     const want = this.sortedAgentIds(w);
     this.expect(
       got.length === want.length && got.every((id, i) => id === want[i]),
-      `reply covers agents [${got.join(', ')}], expected [${want.join(', ')}]`,
+      () => `reply covers agents [${got.join(', ')}], expected [${want.join(', ')}]`,
       ctx,
     );
     return entries;
@@ -867,14 +882,18 @@ export class Lockstep {
     this.expect(Array.isArray(list), 'observations is not a list', ctx);
     const out = new Map<Id, JsonObject>();
     for (const o of list) {
-      this.expect(this.agentWorker.has(o.agentId), `observation for unknown agent ${JSON.stringify(o.agentId)}`, ctx);
-      this.expect(!out.has(o.agentId), `two observations for ${o.agentId}`, ctx);
-      this.expect(isObject(o.observation), `observation for ${o.agentId} is not an object`, ctx);
+      this.expect(
+        this.agentWorker.has(o.agentId),
+        () => `observation for unknown agent ${JSON.stringify(o.agentId)}`,
+        ctx,
+      );
+      this.expect(!out.has(o.agentId), () => `two observations for ${o.agentId}`, ctx);
+      this.expect(isObject(o.observation), () => `observation for ${o.agentId} is not an object`, ctx);
       out.set(o.agentId, o.observation);
     }
     this.expect(
       out.size === this.agentWorker.size,
-      `observations cover ${out.size} of ${this.agentWorker.size} agents`,
+      () => `observations cover ${out.size} of ${this.agentWorker.size} agents`,
       ctx,
     );
     return out;
