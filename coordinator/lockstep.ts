@@ -7,7 +7,16 @@ import type { Logger } from 'pino';
 import type { RunPlan } from './config.js';
 import { canonicalDigest, canonicalize, sha256Hex, type JsonValue } from '../core/formats/canonical-json.js';
 import { DetsimError } from '../core/formats/errors.js';
-import { RationalNs, isId, readDigest, readU64, type Digest, type Id, type Scope } from '../core/formats/scalars.js';
+import {
+  RationalNs,
+  isId,
+  isU64,
+  readDigest,
+  readU64,
+  type Digest,
+  type Id,
+  type Scope,
+} from '../core/formats/scalars.js';
 import { diagnoseCallFailure, type Fleet, type LaunchedWorker } from './launcher.js';
 import {
   METHODS,
@@ -168,6 +177,8 @@ export function epochId(n: number): Id {
 }
 
 const byString = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+/** How many distinct valid remainders the memo holds before it starts over. */
+const REMAINDER_MEMO = 1024;
 /** How many distinct decision texts the digest memo holds before it starts over. */
 const DECISION_MEMO = 1024;
 /** Longer decision texts are hashed every time (they rarely repeat, and the memo stays small). */
@@ -472,11 +483,14 @@ export class Lockstep {
     for (const rep of prepared) {
       const ctx = this.ctx(rep.worker, 'prepare', k);
       for (const d of this.entriesFor(rep.worker, rep.result.agents, ctx)) {
-        this.checked(ctx, () => {
-          readU64(d.ticksAdvanced, `${d.agentId}.ticksAdvanced`);
-          readU64(d.brainTicks, `${d.agentId}.brainTicks`);
-          RationalNs.read(d.remainder, `${d.agentId}.remainder`);
-        });
+        if (!isU64(d.ticksAdvanced) || !isU64(d.brainTicks) || !this.isKnownRemainder(d.remainder)) {
+          this.checked(ctx, () => {
+            readU64(d.ticksAdvanced, `${d.agentId}.ticksAdvanced`);
+            readU64(d.brainTicks, `${d.agentId}.brainTicks`);
+            RationalNs.read(d.remainder, `${d.agentId}.remainder`);
+          });
+          this.rememberRemainder(d.remainder);
+        }
         this.expect(isObject(d.decision), () => `${d.agentId}: decision is not an object`, ctx);
         decisions.set(d.agentId, { d, requestId: rep.requestId });
       }
@@ -648,6 +662,26 @@ export class Lockstep {
         wallTimeNs: (process.hrtime.bigint() - this.opts.startedAt).toString(),
       },
     };
+  }
+
+  /**
+   * Remainders (numerator/denominator) already read as valid rationals: an agent's remainder cycles
+   * through a few values, and reading one (BigInts, a gcd) per agent per step is the check's cost.
+   */
+  private readonly validRemainders = new Set<string>();
+
+  /** Whether `value` is exactly {denominator, numerator} with a pair RationalNs.read accepted before. */
+  private isKnownRemainder(value: unknown): boolean {
+    const key = remainderKey(value);
+    return key !== undefined && this.validRemainders.has(key);
+  }
+
+  /** Remember a remainder RationalNs.read just accepted (the set is bounded: it starts over when full). */
+  private rememberRemainder(value: unknown): void {
+    const key = remainderKey(value);
+    if (key === undefined) return;
+    if (this.validRemainders.size >= REMAINDER_MEMO) this.validRemainders.clear();
+    this.validRemainders.add(key);
   }
 
   /** Digests of decision texts seen lately: agents mostly repeat a few decisions. */
@@ -898,6 +932,16 @@ export class Lockstep {
     );
     return out;
   }
+}
+
+/** `numerator/denominator` of a plain {denominator, numerator} object of two strings, else undefined. */
+function remainderKey(value: unknown): string | undefined {
+  if (!isObject(value)) return undefined;
+  let keys = 0;
+  for (const key in value) if (Object.hasOwn(value, key)) keys++;
+  const { numerator, denominator } = value;
+  if (keys !== 2 || typeof numerator !== 'string' || typeof denominator !== 'string') return undefined;
+  return `${numerator}/${denominator}`;
 }
 
 function isObject(v: unknown): v is JsonObject {

@@ -363,7 +363,8 @@ export class AgentHost {
         ticksAdvanced: ticks.toString(),
       };
       slot.phase = 'prepared';
-      slot.preparedIds = new Set([req.requestId]);
+      slot.preparedIds.clear();
+      slot.preparedIds.add(req.requestId);
       this.cache.put(p.key, slot.committedStep, { digest: p.digest, result, requestId: req.requestId });
       this.ctx.progress(req.requestId);
       out.push(result);
@@ -420,7 +421,7 @@ export class AgentHost {
       slot.observation = c.observation;
       slot.committedStep = step + 1n;
       slot.phase = 'ready';
-      slot.preparedIds = new Set();
+      slot.preparedIds.clear();
       const result: JsonObject = { agentId: slot.agentId, committedStep: slot.committedStep.toString() };
       this.cache.put(p.key, step, { digest: p.digest, result, requestId: req.requestId });
       this.ctx.progress(req.requestId);
@@ -444,9 +445,11 @@ export class AgentHost {
     phaseCheck: (slot: AgentSlot) => void,
   ): { slot: AgentSlot; key: string; digest: string; cached?: JsonObject }[] {
     const plan: { slot: AgentSlot; key: string; digest: string; cached?: JsonObject }[] = [];
+    // Parsed once per message; the checks below build their refusal texts only when they refuse.
+    const step = BigInt(scope.step);
     for (const e of entries) {
       const slot = this.slot(e.agentId as string);
-      checkEpoch(scope, slot.epoch, `agent ${slot.agentId}`);
+      if (scope.epoch !== slot.epoch) checkEpoch(scope, slot.epoch, `agent ${slot.agentId}`);
       const key = opKey(scope, req.method, slot.agentId);
       // The key already fixes method and scope: the entry identifies the body.
       const digest = identify(e);
@@ -460,14 +463,14 @@ export class AgentHost {
         plan.push({ slot, key, digest, cached: hit.result });
         continue;
       }
-      if (BigInt(scope.step) < slot.committedStep && this.cache.hasExpired(req.requestId)) {
+      if (step < slot.committedStep && this.cache.hasExpired(req.requestId)) {
         throw new ProtocolRefusal(
           'RESULT_EXPIRED',
           `agent ${slot.agentId}: the result of ${req.requestId} (${req.method}, step ${scope.step}) is no longer kept`,
           'applied',
         );
       }
-      checkStep(scope, slot.committedStep, `agent ${slot.agentId}`);
+      if (step !== slot.committedStep) checkStep(scope, slot.committedStep, `agent ${slot.agentId}`);
       phaseCheck(slot);
       plan.push({ slot, key, digest });
     }
