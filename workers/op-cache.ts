@@ -12,7 +12,7 @@ export interface StepEntry<T> {
 }
 
 /** How many request ids of evicted results are remembered. */
-const EXPIRED_MEMORY = 4096;
+export const EXPIRED_MEMORY = 4096;
 
 /** The operation key minus the constant parts (session and worker are fixed per process). */
 export function opKey(scope: Scope, method: string, agentId: string | null): string {
@@ -34,6 +34,12 @@ export class StepCache<T> {
   /** The keys put for each step, in the order they were put: eviction visits only old steps. */
   private readonly keysByStep = new Map<bigint, string[]>();
   private readonly expired = new Set<string>();
+  /**
+   * The remembered ids oldest first, as a ring over EXPIRED_MEMORY slots: forgetting the oldest by
+   * taking a Set's first value walks over every id deleted before it, a cost that grew with the run.
+   */
+  private readonly expiredRing: string[] = [];
+  private expiredOldest = 0;
 
   get(key: string): StepEntry<T> | undefined {
     return this.entries.get(key);
@@ -57,10 +63,22 @@ export class StepCache<T> {
         const entry = this.entries.get(key);
         if (!entry) continue; // evicted with its agent
         this.entries.delete(key);
-        this.expired.add(entry.requestId);
-        if (this.expired.size > EXPIRED_MEMORY) this.expired.delete(this.expired.values().next().value as string);
+        this.rememberExpired(entry.requestId);
       }
     }
+  }
+
+  /** Remember an evicted result's request id, forgetting the oldest beyond EXPIRED_MEMORY. */
+  private rememberExpired(requestId: string): void {
+    if (this.expired.has(requestId)) return;
+    this.expired.add(requestId);
+    if (this.expiredRing.length < EXPIRED_MEMORY) {
+      this.expiredRing.push(requestId);
+      return;
+    }
+    this.expired.delete(this.expiredRing[this.expiredOldest]!);
+    this.expiredRing[this.expiredOldest] = requestId;
+    this.expiredOldest = (this.expiredOldest + 1) % EXPIRED_MEMORY;
   }
 
   /** Whether this request id executed a result that has since been evicted. */

@@ -4,7 +4,7 @@
 // use of it (agent-steps.test.ts drives that through a real worker process).
 import { describe, expect, it } from 'vitest';
 import { decodeBody, encodeBody } from '../../core/protocol/index.js';
-import { StepCache, bodyKey, opKey } from '../../workers/op-cache.js';
+import { EXPIRED_MEMORY, StepCache, bodyKey, opKey } from '../../workers/op-cache.js';
 
 const scope = (step: number) => ({ sessionId: 's', epoch: 'e1', step: String(step) });
 
@@ -30,6 +30,32 @@ describe('StepCache', () => {
       true,
       false,
     ]);
+  });
+});
+
+describe('StepCache expired memory', () => {
+  it('remembers the request ids of the last EXPIRED_MEMORY evicted results, forgetting the oldest first', () => {
+    const cache = new StepCache<string>();
+    const total = EXPIRED_MEMORY + 5;
+    for (let step = 0; step < total; step++) {
+      cache.put(opKey(scope(step), 'Agent.Commit', 'a'), BigInt(step), {
+        digest: '',
+        result: '',
+        requestId: `req-${step}`,
+      });
+      // The same request id evicted twice is remembered once (it keeps its place).
+      if (step === 10)
+        cache.put(opKey(scope(step), 'Agent.Commit', 'b'), BigInt(step), {
+          digest: '',
+          result: '',
+          requestId: 'req-10',
+        });
+      cache.evictBefore(BigInt(step));
+    }
+    const remembered = (step: number) => cache.hasExpired(`req-${step}`);
+    expect([0, 1, 2, 3].map(remembered)).toEqual([false, false, false, false]);
+    expect([4, 10, total - 2].map(remembered)).toEqual([true, true, true]);
+    expect(remembered(total - 1)).toBe(false); // not evicted yet
   });
 });
 
