@@ -5,9 +5,18 @@
 // "the next Advance never follows a half-commit", see StepOptions). NOT process handling, NOT files.
 import type { Logger } from 'pino';
 import type { RunPlan } from './config.js';
-import { canonicalDigest, type JsonValue } from '../core/formats/canonical-json.js';
+import { canonicalDigest, canonicalize, sha256Hex, type JsonValue } from '../core/formats/canonical-json.js';
 import { DetsimError } from '../core/formats/errors.js';
-import { RationalNs, isId, readDigest, readU64, type Digest, type Id, type Scope } from '../core/formats/scalars.js';
+import {
+  RationalNs,
+  isId,
+  isU64,
+  readDigest,
+  readU64,
+  type Digest,
+  type Id,
+  type Scope,
+} from '../core/formats/scalars.js';
 import { diagnoseCallFailure, type Fleet, type LaunchedWorker } from './launcher.js';
 import {
   METHODS,
@@ -168,6 +177,12 @@ export function epochId(n: number): Id {
 }
 
 const byString = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+/** How many distinct valid remainders the memo holds before it starts over. */
+const REMAINDER_MEMO = 1024;
+/** How many distinct decision texts the digest memo holds before it starts over. */
+const DECISION_MEMO = 1024;
+/** Longer decision texts are hashed every time (they rarely repeat, and the memo stays small). */
+const DECISION_MEMO_TEXT = 256;
 
 /** The states from which a restored group may be installed or the loop failed from outside. */
 const AT_REST: readonly LockstepState[] = ['starting', 'ready', 'failed'];
@@ -334,10 +349,10 @@ export class Lockstep {
     const r = env.result;
     this.expect(
       r.environmentId === plan.environment.environmentId,
-      `environmentId is ${JSON.stringify(r.environmentId)}`,
+      () => `environmentId is ${JSON.stringify(r.environmentId)}`,
       ctxEnv,
     );
-    this.expect(r.boundary === '0', `boundary is ${JSON.stringify(r.boundary)}, expected "0"`, ctxEnv);
+    this.expect(r.boundary === '0', () => `boundary is ${JSON.stringify(r.boundary)}, expected "0"`, ctxEnv);
     this.checkDigest(r.profileDigest, 'profileDigest', ctxEnv);
     this.observations = this.readObservations(r.observations, ctxEnv);
 
@@ -369,7 +384,7 @@ export class Lockstep {
       for (const entry of this.entriesFor(rep.worker, rep.result.agents, ctx)) {
         this.expect(
           entry.committedStep === '0',
-          `${entry.agentId}: committedStep is ${JSON.stringify(entry.committedStep)}, expected "0"`,
+          () => `${entry.agentId}: committedStep is ${JSON.stringify(entry.committedStep)}, expected "0"`,
           ctx,
         );
         this.checkDigest(entry.profileDigest, `${entry.agentId}.profileDigest`, ctx);
@@ -468,12 +483,15 @@ export class Lockstep {
     for (const rep of prepared) {
       const ctx = this.ctx(rep.worker, 'prepare', k);
       for (const d of this.entriesFor(rep.worker, rep.result.agents, ctx)) {
-        this.checked(ctx, () => {
-          readU64(d.ticksAdvanced, `${d.agentId}.ticksAdvanced`);
-          readU64(d.brainTicks, `${d.agentId}.brainTicks`);
-          RationalNs.read(d.remainder, `${d.agentId}.remainder`);
-        });
-        this.expect(isObject(d.decision), `${d.agentId}: decision is not an object`, ctx);
+        if (!isU64(d.ticksAdvanced) || !isU64(d.brainTicks) || !this.isKnownRemainder(d.remainder)) {
+          this.checked(ctx, () => {
+            readU64(d.ticksAdvanced, `${d.agentId}.ticksAdvanced`);
+            readU64(d.brainTicks, `${d.agentId}.brainTicks`);
+            RationalNs.read(d.remainder, `${d.agentId}.remainder`);
+          });
+          this.rememberRemainder(d.remainder);
+        }
+        this.expect(isObject(d.decision), () => `${d.agentId}: decision is not an object`, ctx);
         decisions.set(d.agentId, { d, requestId: rep.requestId });
       }
     }
@@ -510,19 +528,20 @@ export class Lockstep {
     const a = adv.result;
     this.expect(
       a.batchId === batchId,
-      `batchId is ${JSON.stringify(a.batchId)}, expected ${JSON.stringify(batchId)}`,
+      () => `batchId is ${JSON.stringify(a.batchId)}, expected ${JSON.stringify(batchId)}`,
       envCtx,
     );
     this.expect(
       a.appliedFromStep === k.toString(),
-      `appliedFromStep is ${JSON.stringify(a.appliedFromStep)}, expected "${k}"`,
+      () => `appliedFromStep is ${JSON.stringify(a.appliedFromStep)}, expected "${k}"`,
       envCtx,
     );
-    this.expect(a.nextStep === next, `nextStep is ${JSON.stringify(a.nextStep)}, expected "${next}"`, envCtx);
+    this.expect(a.nextStep === next, () => `nextStep is ${JSON.stringify(a.nextStep)}, expected "${next}"`, envCtx);
     // The environment echoes the canonical digest of the batch it applied: it must be ours.
     this.expect(
       a.appliedControlsDigest === controlDigest,
-      `appliedControlsDigest ${JSON.stringify(a.appliedControlsDigest)} is not the digest of the batch sent (${controlDigest})`,
+      () =>
+        `appliedControlsDigest ${JSON.stringify(a.appliedControlsDigest)} is not the digest of the batch sent (${controlDigest})`,
       envCtx,
     );
     this.checkDigest(a.worldDigest, 'worldDigest', envCtx);
@@ -586,7 +605,7 @@ export class Lockstep {
       for (const c of this.entriesFor(rep.worker, rep.result.agents, ctx)) {
         this.expect(
           c.committedStep === next,
-          `${c.agentId}: committedStep is ${JSON.stringify(c.committedStep)}, expected "${next}"`,
+          () => `${c.agentId}: committedStep is ${JSON.stringify(c.committedStep)}, expected "${next}"`,
           ctx,
         );
         requestIds.push({ agentId: c.agentId, requestId: rep.requestId });
@@ -613,7 +632,7 @@ export class Lockstep {
         brainTicks: d.brainTicks,
         committedStep: next,
         decision: d.decision as JsonValue,
-        decisionDigest: canonicalDigest(d.decision),
+        decisionDigest: this.decisionDigest(d.decision),
         profileDigest: this.knownIdentities!.agents.get(d.agentId)!.profileDigest,
         remainder: d.remainder,
         ticksAdvanced: d.ticksAdvanced,
@@ -646,6 +665,42 @@ export class Lockstep {
   }
 
   /**
+   * Remainders (numerator/denominator) already read as valid rationals: an agent's remainder cycles
+   * through a few values, and reading one (BigInts, a gcd) per agent per step is the check's cost.
+   */
+  private readonly validRemainders = new Set<string>();
+
+  /** Whether `value` is exactly {denominator, numerator} with a pair RationalNs.read accepted before. */
+  private isKnownRemainder(value: unknown): boolean {
+    const key = remainderKey(value);
+    return key !== undefined && this.validRemainders.has(key);
+  }
+
+  /** Remember a remainder RationalNs.read just accepted (the set is bounded: it starts over when full). */
+  private rememberRemainder(value: unknown): void {
+    const key = remainderKey(value);
+    if (key === undefined) return;
+    if (this.validRemainders.size >= REMAINDER_MEMO) this.validRemainders.clear();
+    this.validRemainders.add(key);
+  }
+
+  /** Digests of decision texts seen lately: agents mostly repeat a few decisions. */
+  private readonly decisionDigests = new Map<string, Digest>();
+
+  /** The canonical digest of a decision, hashing each distinct decision text once (a bounded memo). */
+  private decisionDigest(decision: JsonObject): Digest {
+    const text = canonicalize(decision);
+    if (text.length > DECISION_MEMO_TEXT) return sha256Hex(text);
+    let digest = this.decisionDigests.get(text);
+    if (digest === undefined) {
+      if (this.decisionDigests.size >= DECISION_MEMO) this.decisionDigests.clear();
+      digest = sha256Hex(text);
+      this.decisionDigests.set(text, digest);
+    }
+    return digest;
+  }
+
+  /**
    * The executor of Phase B: a decision becomes its port's action. With `actionFields` only those
    * fields travel (a model may report diagnostics beside its move); every one must be present.
    */
@@ -656,7 +711,7 @@ export class Lockstep {
     for (const f of fields) {
       this.expect(
         Object.hasOwn(d.decision, f),
-        `${d.agentId}: decision has no field ${JSON.stringify(f)} (actionFields)`,
+        () => `${d.agentId}: decision has no field ${JSON.stringify(f)} (actionFields)`,
         ctx,
       );
       action[f] = d.decision[f];
@@ -672,11 +727,19 @@ export class Lockstep {
     const byAgent = new Map<Id, { eventId: Id; ruleId: Id; value: number }[]>();
     const rewards: TraceReward[] = [];
     for (const r of a.rewards) {
-      this.expect(this.agentWorker.has(r.agentId), `a reward names unknown agent ${JSON.stringify(r.agentId)}`, ctx);
-      this.expect(isId(r.eventId) && isId(r.ruleId), `a reward for ${r.agentId} has a bad eventId or ruleId`, ctx);
+      this.expect(
+        this.agentWorker.has(r.agentId),
+        () => `a reward names unknown agent ${JSON.stringify(r.agentId)}`,
+        ctx,
+      );
+      this.expect(
+        isId(r.eventId) && isId(r.ruleId),
+        () => `a reward for ${r.agentId} has a bad eventId or ruleId`,
+        ctx,
+      );
       this.expect(
         typeof r.value === 'number' && Number.isFinite(r.value),
-        `a reward for ${r.agentId} has a non-finite value`,
+        () => `a reward for ${r.agentId} has a non-finite value`,
         ctx,
       );
       const list = byAgent.get(r.agentId) ?? [];
@@ -729,7 +792,8 @@ export class Lockstep {
     phase: RunPhase,
     deadlineMs: number,
   ): Promise<Reply<ResultOf<M>>> {
-    const ctx = this.ctx(w, phase, BigInt(scope.step));
+    // scope.step is this.scope(k).step, already the decimal string a Site carries.
+    const ctx: Site = { workerId: w.plan.workerId, agentIds: w.plan.agentIds, step: scope.step, phase };
     let requestId: string | undefined;
     for (let attempt = 0; ; attempt++) {
       try {
@@ -745,10 +809,14 @@ export class Lockstep {
             ctx,
           );
         }
-        this.expect(reply.workerId === w.plan.workerId, `reply from worker ${JSON.stringify(reply.workerId)}`, ctx);
+        this.expect(
+          reply.workerId === w.plan.workerId,
+          () => `reply from worker ${JSON.stringify(reply.workerId)}`,
+          ctx,
+        );
         this.expect(
           sameScope(reply.scope, scope),
-          `reply scope ${JSON.stringify(reply.scope)} differs from the request's`,
+          () => `reply scope ${JSON.stringify(reply.scope)} differs from the request's`,
           ctx,
         );
         return { worker: w, requestId: rep.requestId, result: reply.result };
@@ -795,8 +863,9 @@ export class Lockstep {
     return { workerId: w.plan.workerId, agentIds: w.plan.agentIds, step: step.toString(), phase };
   }
 
-  private expect(cond: boolean, what: string, ctx: Site): asserts cond {
-    if (!cond) throw new StepFault('protocol', what, ctx);
+  /** A contract check on a reply; the message is built only when the check fails (these run per agent per step). */
+  private expect(cond: boolean, what: string | (() => string), ctx: Site): asserts cond {
+    if (!cond) throw new StepFault('protocol', typeof what === 'string' ? what : what(), ctx);
   }
 
   /** Run a scalar reader on a reply field; its refusal becomes a protocol failure naming the worker. */
@@ -824,7 +893,7 @@ export class Lockstep {
     const want = this.sortedAgentIds(w);
     this.expect(
       got.length === want.length && got.every((id, i) => id === want[i]),
-      `reply covers agents [${got.join(', ')}], expected [${want.join(', ')}]`,
+      () => `reply covers agents [${got.join(', ')}], expected [${want.join(', ')}]`,
       ctx,
     );
     return entries;
@@ -847,18 +916,32 @@ export class Lockstep {
     this.expect(Array.isArray(list), 'observations is not a list', ctx);
     const out = new Map<Id, JsonObject>();
     for (const o of list) {
-      this.expect(this.agentWorker.has(o.agentId), `observation for unknown agent ${JSON.stringify(o.agentId)}`, ctx);
-      this.expect(!out.has(o.agentId), `two observations for ${o.agentId}`, ctx);
-      this.expect(isObject(o.observation), `observation for ${o.agentId} is not an object`, ctx);
+      this.expect(
+        this.agentWorker.has(o.agentId),
+        () => `observation for unknown agent ${JSON.stringify(o.agentId)}`,
+        ctx,
+      );
+      this.expect(!out.has(o.agentId), () => `two observations for ${o.agentId}`, ctx);
+      this.expect(isObject(o.observation), () => `observation for ${o.agentId} is not an object`, ctx);
       out.set(o.agentId, o.observation);
     }
     this.expect(
       out.size === this.agentWorker.size,
-      `observations cover ${out.size} of ${this.agentWorker.size} agents`,
+      () => `observations cover ${out.size} of ${this.agentWorker.size} agents`,
       ctx,
     );
     return out;
   }
+}
+
+/** `numerator/denominator` of a plain {denominator, numerator} object of two strings, else undefined. */
+function remainderKey(value: unknown): string | undefined {
+  if (!isObject(value)) return undefined;
+  let keys = 0;
+  for (const key in value) if (Object.hasOwn(value, key)) keys++;
+  const { numerator, denominator } = value;
+  if (keys !== 2 || typeof numerator !== 'string' || typeof denominator !== 'string') return undefined;
+  return `${numerator}/${denominator}`;
 }
 
 function isObject(v: unknown): v is JsonObject {

@@ -65,15 +65,22 @@ export interface TransitionTrace {
 
 const byString = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
 
-/** The comparison form: agents sorted by id, rewards by (agentId, eventId, ruleId). */
+const byAgent = (x: TraceAgent, y: TraceAgent) => byString(x.agentId, y.agentId);
+const byReward = (x: TraceReward, y: TraceReward) =>
+  byString(x.agentId, y.agentId) || byString(x.eventId, y.eventId) || byString(x.ruleId, y.ruleId);
+
+function isSorted<T>(list: readonly T[], order: (x: T, y: T) => number): boolean {
+  for (let i = 1; i < list.length; i++) if (order(list[i - 1]!, list[i]!) > 0) return false;
+  return true;
+}
+
+/**
+ * The comparison form: agents sorted by id, rewards by (agentId, eventId, ruleId). A behaviour
+ * already in that form (every step the lockstep builds) is returned as it is, not copied.
+ */
 export function normalizeBehaviour(b: TraceBehaviour): TraceBehaviour {
-  return {
-    ...b,
-    agents: [...b.agents].sort((x, y) => byString(x.agentId, y.agentId)),
-    rewards: [...b.rewards].sort(
-      (x, y) => byString(x.agentId, y.agentId) || byString(x.eventId, y.eventId) || byString(x.ruleId, y.ruleId),
-    ),
-  };
+  if (isSorted(b.agents, byAgent) && isSorted(b.rewards, byReward)) return b;
+  return { ...b, agents: [...b.agents].sort(byAgent), rewards: [...b.rewards].sort(byReward) };
 }
 
 /** The canonical JSON line of one step's behaviour (what the behaviour digest hashes). */

@@ -1,7 +1,7 @@
 // The agent side of a worker process: hosts one or more agents and implements Agent.Initialize /
 // Prepare / Commit (batched: one message carries all of the process's agents) and the agent side
 // of State.Capture / StageRestore / ActivateRestore. Not the transport, not Hello/Status.
-import { canonicalDigest, canonicalize } from '../core/formats/canonical-json.js';
+import { canonicalDigest } from '../core/formats/canonical-json.js';
 import { DetsimError } from '../core/formats/errors.js';
 import {
   RationalNs,
@@ -43,7 +43,7 @@ import { callModel, invalid, loadModel } from './model-call.js';
 import { resolveAgentModel } from './models/registry.js';
 import { ONE_MS, NO_DATASET_DIGEST, type AgentModel, type AgentReward, type JsonObject } from './sdk.js';
 import { decodeState, encodeState } from './state-codec.js';
-import { StepCache, opKey } from './op-cache.js';
+import { StepCache, bodyKey, opKey } from './op-cache.js';
 import { TickClock } from './tick-clock.js';
 
 type Phase = 'ready' | 'prepared' | 'failed';
@@ -91,6 +91,8 @@ interface AgentSlot extends AgentIdentity, AgentTimeline {
 }
 
 const PAYLOAD_VERSION = 1;
+/** The body identity of every Prepare entry: it holds nothing but the agent id, which is in the key. */
+const PREPARE_BODY = (): string => '';
 
 function readEntries(params: JsonObject, allowed: readonly string[], method: string): JsonObject[] {
   refuseUnknownFields(params, ['agents'], 'params');
@@ -318,7 +320,8 @@ export class AgentHost {
     } catch (e) {
       return invalid(e);
     }
-    const plan = this.planStep(req, scope, entries, (slot) => {
+    // A Prepare entry is exactly {agentId} (readEntries), which the operation key already names.
+    const plan = this.planStep(req, scope, entries, PREPARE_BODY, (slot) => {
       if (slot.phase !== 'ready')
         throw new ProtocolRefusal(
           'INVALID_PHASE',
@@ -360,7 +363,8 @@ export class AgentHost {
         ticksAdvanced: ticks.toString(),
       };
       slot.phase = 'prepared';
-      slot.preparedIds = new Set([req.requestId]);
+      slot.preparedIds.clear();
+      slot.preparedIds.add(req.requestId);
       this.cache.put(p.key, slot.committedStep, { digest: p.digest, result, requestId: req.requestId });
       this.ctx.progress(req.requestId);
       out.push(result);
@@ -388,7 +392,7 @@ export class AgentHost {
     } catch (e) {
       return invalid(e);
     }
-    const plan = this.planStep(req, scope, entries, (slot) => {
+    const plan = this.planStep(req, scope, entries, bodyKey, (slot) => {
       if (slot.phase !== 'prepared')
         throw new ProtocolRefusal(
           'INVALID_PHASE',
@@ -417,7 +421,7 @@ export class AgentHost {
       slot.observation = c.observation;
       slot.committedStep = step + 1n;
       slot.phase = 'ready';
-      slot.preparedIds = new Set();
+      slot.preparedIds.clear();
       const result: JsonObject = { agentId: slot.agentId, committedStep: slot.committedStep.toString() };
       this.cache.put(p.key, step, { digest: p.digest, result, requestId: req.requestId });
       this.ctx.progress(req.requestId);
@@ -437,15 +441,18 @@ export class AgentHost {
     req: Request,
     scope: Scope,
     entries: JsonObject[],
+    identify: (entry: JsonObject) => string,
     phaseCheck: (slot: AgentSlot) => void,
   ): { slot: AgentSlot; key: string; digest: string; cached?: JsonObject }[] {
     const plan: { slot: AgentSlot; key: string; digest: string; cached?: JsonObject }[] = [];
+    // Parsed once per message; the checks below build their refusal texts only when they refuse.
+    const step = BigInt(scope.step);
     for (const e of entries) {
       const slot = this.slot(e.agentId as string);
-      checkEpoch(scope, slot.epoch, `agent ${slot.agentId}`);
+      if (scope.epoch !== slot.epoch) checkEpoch(scope, slot.epoch, `agent ${slot.agentId}`);
       const key = opKey(scope, req.method, slot.agentId);
-      // The key already fixes method and scope: the entry's canonical text identifies the body.
-      const digest = canonicalize(e);
+      // The key already fixes method and scope: the entry identifies the body.
+      const digest = identify(e);
       const hit = this.cache.get(key);
       if (hit) {
         if (hit.digest !== digest)
@@ -456,14 +463,14 @@ export class AgentHost {
         plan.push({ slot, key, digest, cached: hit.result });
         continue;
       }
-      if (BigInt(scope.step) < slot.committedStep && this.cache.hasExpired(req.requestId)) {
+      if (step < slot.committedStep && this.cache.hasExpired(req.requestId)) {
         throw new ProtocolRefusal(
           'RESULT_EXPIRED',
           `agent ${slot.agentId}: the result of ${req.requestId} (${req.method}, step ${scope.step}) is no longer kept`,
           'applied',
         );
       }
-      checkStep(scope, slot.committedStep, `agent ${slot.agentId}`);
+      if (step !== slot.committedStep) checkStep(scope, slot.committedStep, `agent ${slot.agentId}`);
       phaseCheck(slot);
       plan.push({ slot, key, digest });
     }

@@ -1,7 +1,7 @@
 // The environment side of a worker process: one environment model behind Environment.Initialize /
 // Advance and the environment side of State.Capture / StageRestore / ActivateRestore.
 // Not the transport, not Hello/Status, not reward evaluation policy (the model reports rewards).
-import { canonicalDigest, canonicalize } from '../core/formats/canonical-json.js';
+import { canonicalDigest } from '../core/formats/canonical-json.js';
 import { RationalNs, type Scope, readI32, readId, readObject, refuseUnknownFields } from '../core/formats/scalars.js';
 // The step results below are built as JsonObject (the step cache keeps them so) and cast to their
 // table type where a handler returns them: the literal that builds each one follows bodies.ts.
@@ -30,7 +30,7 @@ import {
 import type { HostContext, HostReply } from './host-context.js';
 import { callModel, invalid, loadModel } from './model-call.js';
 import { resolveEnvironmentModel } from './models/registry.js';
-import { StepCache, opKey } from './op-cache.js';
+import { StepCache, bodyKey, opKey } from './op-cache.js';
 import type { EnvironmentModel, JsonObject, PortAction, PortBinding } from './sdk.js';
 import { decodeState, encodeState } from './state-codec.js';
 
@@ -236,7 +236,7 @@ export class EnvironmentHost {
     const env = this.live();
     checkEpoch(scope, env.epoch, `environment ${env.environmentId}`);
     const key = opKey(scope, req.method, null);
-    const digest = canonicalize(req.params); // method and scope are part of the key
+    const digest = bodyKey(req.params); // method and scope are part of the key
     const hit = this.cache.get(key);
     if (hit) {
       if (hit.digest !== digest)

@@ -108,22 +108,22 @@ function write(value: unknown, stack: PathStack): string {
 }
 
 /**
- * Whether JSON.stringify already prints `value` canonically: plain objects and arrays only, every
- * object's keys in RFC 8785 order, finite numbers, well-formed strings, nothing undefined, within
- * MAX_DEPTH. Data parsed from canonical bytes (every reply body, the decisions and observations
- * it carries) passes; anything else (unsorted keys, class instances, refusals) takes the writer,
- * which prints or refuses it exactly as before. For such data the two agree: JSON.stringify uses
- * Number::toString and the RFC 8785 string escaping, and lists keys in Object.keys order.
+ * Whether JSON.stringify already prints `value` canonically, but for lone surrogates (which
+ * canonicalize looks for in the printed text): plain objects and arrays only, every object's keys
+ * in RFC 8785 order, finite numbers, nothing undefined, within MAX_DEPTH. Data parsed from
+ * canonical bytes (every reply body, the decisions and observations it carries) passes; anything
+ * else (unsorted keys, class instances, refusals) takes the writer, which prints or refuses it
+ * exactly as before. For such data the two agree: JSON.stringify uses Number::toString and the
+ * RFC 8785 string escaping, and lists keys in own-key order.
  */
 function stringifiesCanonically(value: unknown, depth: number): boolean {
   if (value === null) return true;
   switch (typeof value) {
     case 'boolean':
+    case 'string':
       return true;
     case 'number':
       return Number.isFinite(value);
-    case 'string':
-      return value.isWellFormed();
     case 'object':
       break;
     default:
@@ -137,20 +137,27 @@ function stringifiesCanonically(value: unknown, depth: number): boolean {
     return true;
   }
   if (proto !== Object.prototype && proto !== null) return false;
-  const keys = Object.keys(value as object);
-  // Key order first: an object built in code usually fails here, before any nested work.
-  for (let i = 1; i < keys.length; i++) if (!(keys[i - 1]! < keys[i]!)) return false;
-  for (const key of keys) {
-    if (!key.isWellFormed() || !stringifiesCanonically((value as Record<string, unknown>)[key], depth + 1))
-      return false;
+  // for-in allocates no key list; it visits own keys in Object.keys order (an enumerable key
+  // inherited from a polluted Object.prototype comes after them and can only fail the order check).
+  let prev: string | undefined;
+  for (const key in value as object) {
+    // Key order first: an object built in code usually fails here, before any nested work.
+    if (prev !== undefined && !(prev < key)) return false;
+    prev = key;
+    if (!stringifiesCanonically((value as Record<string, unknown>)[key], depth + 1)) return false;
   }
   return true;
 }
 
 /** The RFC 8785 canonical text of a JSON value. */
 export function canonicalize(value: unknown): string {
-  // Fast path: already-canonical data (e.g. parsed from a canonical body) is JSON.stringify's output.
-  if (stringifiesCanonically(value, 0)) return JSON.stringify(value);
+  // Fast path: already-canonical data (e.g. parsed from a canonical body) is JSON.stringify's output,
+  // unless a string holds a lone surrogate, which JSON.stringify escapes as \udXXX (lowercase) and
+  // the writer refuses: any "\ud" in the text (rare, and maybe only an escaped backslash) goes there.
+  if (stringifiesCanonically(value, 0)) {
+    const text = JSON.stringify(value);
+    if (!text.includes('\\ud')) return text;
+  }
   return write(value, []);
 }
 
@@ -170,6 +177,149 @@ export function canonicalDigest(value: unknown): string {
   // The canonical text is well-formed (lone surrogates are refused), so hashing it as UTF-8 hashes
   // exactly canonicalBytes(value) without building that Buffer.
   return sha256Hex(canonicalize(value));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Canonical text check: one pass over a JSON text that proves it is already RFC 8785 canonical,
+// without building or re-printing the value. It only ever says "certainly canonical"; anything it
+// does not handle (escaped keys, U+FFFD, deep nesting, a non-canonical form) is "not proven", and
+// the caller then takes its exact path, so refusals and their reasons stay that path's.
+
+/** Nesting the checker follows; deeper texts are left to the exact path. */
+const SCAN_MAX_DEPTH = 64;
+/** Set by scanString when the string held an escape (keys with escapes are left to the exact path). */
+let scannedEscape = false;
+
+/**
+ * Whether `text` is exactly `canonicalize(JSON.parse(text))`: no whitespace, object keys strictly
+ * increasing in UTF-16 code units (so none repeats), strings escaped the RFC 8785 way and free of
+ * lone surrogates, numbers printed as ECMAScript Number::toString prints them, and nothing after
+ * the value. False means only "not proven here".
+ */
+export function isCanonicalText(text: string): boolean {
+  return text.length > 0 && scanValue(text, 0, 0) === text.length;
+}
+
+/** The index just past the canonical value starting at `i`, or -1. */
+function scanValue(t: string, i: number, depth: number): number {
+  const c = t.charCodeAt(i);
+  if (c === 0x22) return scanString(t, i);
+  if (c === 0x7b) return scanObject(t, i, depth);
+  if (c === 0x5b) return scanArray(t, i, depth);
+  if (c === 0x2d || (c >= 0x30 && c <= 0x39)) return scanNumber(t, i);
+  if (c === 0x74) return t.startsWith('true', i) ? i + 4 : -1;
+  if (c === 0x66) return t.startsWith('false', i) ? i + 5 : -1;
+  if (c === 0x6e) return t.startsWith('null', i) ? i + 4 : -1;
+  return -1;
+}
+
+function scanObject(t: string, i: number, depth: number): number {
+  if (depth >= SCAN_MAX_DEPTH) return -1;
+  let j = i + 1;
+  if (t.charCodeAt(j) === 0x7d) return j + 1;
+  let prevStart = -1;
+  let prevEnd = -1;
+  for (;;) {
+    if (t.charCodeAt(j) !== 0x22) return -1;
+    scannedEscape = false;
+    const keyEnd = scanString(t, j);
+    if (keyEnd < 0 || scannedEscape) return -1;
+    // Keys without escapes compare as their raw text: strictly increasing means sorted and unique.
+    if (prevStart >= 0 && !textLess(t, prevStart, prevEnd, j + 1, keyEnd - 1)) return -1;
+    prevStart = j + 1;
+    prevEnd = keyEnd - 1;
+    if (t.charCodeAt(keyEnd) !== 0x3a) return -1;
+    j = scanValue(t, keyEnd + 1, depth + 1);
+    if (j < 0) return -1;
+    const c = t.charCodeAt(j);
+    if (c === 0x2c) j++;
+    else return c === 0x7d ? j + 1 : -1;
+  }
+}
+
+/** Whether t[a, aEnd) < t[b, bEnd) in UTF-16 code units (the order of JavaScript's default sort). */
+function textLess(t: string, a: number, aEnd: number, b: number, bEnd: number): boolean {
+  for (; a < aEnd && b < bEnd; a++, b++) {
+    const x = t.charCodeAt(a);
+    const y = t.charCodeAt(b);
+    if (x !== y) return x < y;
+  }
+  return a === aEnd && b < bEnd;
+}
+
+function scanArray(t: string, i: number, depth: number): number {
+  if (depth >= SCAN_MAX_DEPTH) return -1;
+  let j = i + 1;
+  if (t.charCodeAt(j) === 0x5d) return j + 1;
+  for (;;) {
+    j = scanValue(t, j, depth + 1);
+    if (j < 0) return -1;
+    const c = t.charCodeAt(j);
+    if (c === 0x2c) j++;
+    else return c === 0x5d ? j + 1 : -1;
+  }
+}
+
+/** A string with exactly JSON.stringify's escaping of a well-formed string. */
+function scanString(t: string, i: number): number {
+  for (let j = i + 1; j < t.length;) {
+    let c = t.charCodeAt(j);
+    // The common run: printable characters below the surrogates, other than the quote and backslash.
+    while (c >= 0x20 && c < 0xd800 && c !== 0x22 && c !== 0x5c) c = t.charCodeAt(++j);
+    if (c === 0x22) return j + 1;
+    if (j >= t.length) return -1;
+    if (c < 0x20) return -1;
+    if (c === 0x5c) {
+      scannedEscape = true;
+      const e = t.charCodeAt(j + 1);
+      // \" \\ \b \f \n \r \t; \u only for the other control characters, in lowercase hex.
+      if (e === 0x22 || e === 0x5c || e === 0x62 || e === 0x66 || e === 0x6e || e === 0x72 || e === 0x74) j += 2;
+      else if (e === 0x75 && isShortControlEscape(t, j + 2)) j += 6;
+      else return -1;
+    } else if (c >= 0xd800 && c <= 0xdfff) {
+      // A surrogate pair is printed as itself; a lone half is refused by canonicalize.
+      const low = t.charCodeAt(j + 1);
+      if (c > 0xdbff || !(low >= 0xdc00 && low <= 0xdfff)) return -1;
+      j += 2;
+    } else if (c === 0xfffd) {
+      return -1; // maybe invalid UTF-8 replaced by the decoder: the exact path compares bytes
+    } else j++;
+  }
+  return -1;
+}
+
+/** Whether t[k, k+4) is "00" and two lowercase hex digits naming a control character without a short escape. */
+function isShortControlEscape(t: string, k: number): boolean {
+  if (t.charCodeAt(k) !== 0x30 || t.charCodeAt(k + 1) !== 0x30) return false;
+  const hi = t.charCodeAt(k + 2);
+  const lo = t.charCodeAt(k + 3);
+  if (hi !== 0x30 && hi !== 0x31) return false;
+  const loValue = lo >= 0x30 && lo <= 0x39 ? lo - 0x30 : lo >= 0x61 && lo <= 0x66 ? lo - 0x61 + 10 : -1;
+  if (loValue < 0) return false;
+  const code = (hi - 0x30) * 16 + loValue;
+  return code !== 0x08 && code !== 0x09 && code !== 0x0a && code !== 0x0c && code !== 0x0d;
+}
+
+/** A number exactly as Number::toString prints it (integers of up to 15 digits are so by form). */
+function scanNumber(t: string, i: number): number {
+  let j = i;
+  if (t.charCodeAt(j) === 0x2d) j++;
+  const digitsStart = j;
+  let c = t.charCodeAt(j);
+  if (c === 0x30) c = t.charCodeAt(++j);
+  else if (c >= 0x31 && c <= 0x39) {
+    do c = t.charCodeAt(++j);
+    while (c >= 0x30 && c <= 0x39);
+  } else return -1;
+  if (c !== 0x2e && c !== 0x65 && c !== 0x45 && !(c >= 0x30 && c <= 0x39)) {
+    const digits = j - digitsStart;
+    if (digits <= 15 && !(digits === 1 && j - i === 2 && t.charCodeAt(digitsStart) === 0x30)) return j;
+  } else {
+    // A fraction or an exponent: consume the literal the JSON way, then compare with Number::toString.
+    while (j < t.length && /[0-9.eE+-]/.test(t[j]!)) j++;
+  }
+  const literal = t.slice(i, j);
+  return String(Number(literal)) === literal ? j : -1;
 }
 
 // ---------------------------------------------------------------------------------------------

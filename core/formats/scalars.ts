@@ -42,7 +42,12 @@ export function readId(value: unknown, field: string): Id {
 }
 
 export function isU64(value: unknown): value is U64 {
-  return typeof value === 'string' && U64_RE.test(value) && value.length <= 20 && BigInt(value) <= U64_MAX;
+  // Below 20 digits a U64 cannot exceed the maximum (20 digits): no BigInt for the common case.
+  return (
+    typeof value === 'string' &&
+    U64_RE.test(value) &&
+    (value.length < 20 || (value.length === 20 && BigInt(value) <= U64_MAX))
+  );
 }
 
 export function readU64(value: unknown, field: string): U64 {
@@ -93,6 +98,10 @@ export function readI32(value: unknown, field: string): number {
 
 /** Refuse fields the schema does not define: a misspelled field fails, it never silently defaults. */
 export function refuseUnknownFields(obj: Record<string, unknown>, allowed: readonly string[], field: string): void {
+  // The common case, every key known, needs no sorted key list; a refusal names the first unknown key in order.
+  let unknown = false;
+  for (const key in obj) if (Object.hasOwn(obj, key) && !allowed.includes(key)) unknown = true;
+  if (!unknown) return;
   for (const key of Object.keys(obj).sort()) {
     if (!allowed.includes(key)) {
       throw new DetsimError(

@@ -1,9 +1,11 @@
 // Envelope bodies on the wire are RFC 8785 canonical JSON. Reading one on the hot path: the
-// native JSON.parse, then the canonical writer, then a comparison with the text received. Any
-// input that is not exactly canonical (duplicate keys, whitespace, key order, number forms,
-// unsafe integers, invalid UTF-8, lone surrogates) fails the comparison, so this is as strict
-// as the formats parser and several times faster on small messages. Not a general JSON reader.
-import { canonicalBytes, canonicalize, parseStrict } from '../formats/canonical-json.js';
+// native JSON.parse, then a one-pass check that the text received is already canonical
+// (isCanonicalText). A text it cannot prove canonical takes the exact path: the canonical writer
+// over the parsed value, compared with the text. Any input that is not exactly canonical
+// (duplicate keys, whitespace, key order, number forms, unsafe integers, invalid UTF-8, lone
+// surrogates) fails, so this is as strict as the formats parser and several times faster on
+// small messages. Not a general JSON reader.
+import { canonicalBytes, canonicalize, isCanonicalText, parseStrict } from '../formats/canonical-json.js';
 import { DetsimError } from '../formats/errors.js';
 
 export function encodeBody(value: unknown): Buffer {
@@ -19,6 +21,8 @@ export function decodeBody(bytes: Buffer): unknown {
     parseStrict(bytes); // throws the precise reason (syntax, UTF-8, ...)
     throw new DetsimError('struct_invalid_json', 'body is not JSON');
   }
+  // The common case, proven on the text itself without printing the value again.
+  if (isCanonicalText(text)) return value;
   let again: string;
   try {
     again = canonicalize(value);

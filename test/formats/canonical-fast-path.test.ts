@@ -4,7 +4,7 @@
 import oracle from 'canonicalize';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { canonicalDigest, canonicalize, sha256Hex } from '../../core/formats/canonical-json.js';
+import { canonicalDigest, canonicalize, isCanonicalText, sha256Hex } from '../../core/formats/canonical-json.js';
 import { DetsimError } from '../../core/formats/errors.js';
 import { decodeBody } from '../../core/protocol/body-codec.js';
 import { jsonValue } from './json-arbitrary.js';
@@ -68,5 +68,71 @@ describe('canonicalize fast path', () => {
     expect(() => decodeBody(bad)).toThrow(DetsimError);
     // A real U+FFFD in a canonical body is fine.
     expect(decodeBody(Buffer.from('{"a":"\ufffd"}', 'utf8'))).toEqual({ a: '\ufffd' });
+  });
+
+  it('isCanonicalText proves the canonical texts of random values', () => {
+    fc.assert(
+      fc.property(json, (v) => {
+        const text = oracle(v)!;
+        // Only escaped keys and U+FFFD are left to the exact path.
+        const escapedKey = /"(?:[^"\\]|\\.)*\\.(?:[^"\\]|\\.)*":/.test(text);
+        if (!escapedKey && !text.includes('\ufffd')) expect(isCanonicalText(text)).toBe(true);
+      }),
+      { numRuns: 400 },
+    );
+  });
+
+  it('isCanonicalText never proves a text that is not exactly canonicalize(JSON.parse(text))', () => {
+    const exact = (t: string): boolean => {
+      try {
+        return canonicalize(JSON.parse(t)) === t;
+      } catch {
+        return false;
+      }
+    };
+    // Canonical texts with one edit (a character inserted, removed or replaced), and short random texts.
+    const edited = fc
+      .tuple(json, fc.nat(), fc.constantFrom('', ' ', '"', '\\', ',', ':', '0', '-', '.', 'e', '}', ']', 'a', '\ud800'))
+      .map(([v, at, ch]) => {
+        const t = oracle(v)!;
+        const i = t.length === 0 ? 0 : at % t.length;
+        return at % 3 === 0 ? t.slice(0, i) + ch + t.slice(i) : t.slice(0, i) + ch + t.slice(i + 1);
+      });
+    const random = fc.string({ unit: fc.constantFrom(...'{}[]",:-.0159eE+ab\\u'.split('')), maxLength: 16 });
+    fc.assert(
+      fc.property(fc.oneof(edited, random), (t) => {
+        if (isCanonicalText(t)) expect(exact(t)).toBe(true);
+      }),
+      { numRuns: 3000 },
+    );
+  });
+
+  it('isCanonicalText: the forms canonical JSON prints, and near misses', () => {
+    const yes = ['{"10":1,"9":2}', '"\\u0007\\b\\"\\\\"', '1e+21', '0.1', '-5', '"\ud83d\ude00"', '[]', '{}', 'null'];
+    for (const t of yes) expect([t, isCanonicalText(t)]).toEqual([t, true]);
+    const no = [
+      '{"b":1,"a":2}',
+      '{"a": 1}',
+      '{"a":1.0}',
+      '{"a":1,"a":1}',
+      '{"a":9007199254740993}',
+      '{"a":"\\ud800"}',
+      '"\ud800"',
+      '-0',
+      '01',
+      '1e400',
+      '1E+21',
+      '"\\/"',
+      '"\\u001F"',
+      '"\\u0008"',
+      '"\\u0041"',
+      '{"a":1}x',
+      '\ufeff{}',
+      '',
+      '[1,]',
+      '{"a":1,}',
+      'tru',
+    ];
+    for (const t of no) expect([t, isCanonicalText(t)]).toEqual([t, false]);
   });
 });

@@ -88,6 +88,11 @@ describe('Digest, request id, i32, Scope, unknown fields', () => {
     const e = refusal(() => refuseUnknownFields({ seed: 1, sede: 2 }, ['seed'], 'agent'));
     expect(e.field).toBe('agent.sede');
   });
+  it('refuseUnknownFields names the first unknown field in key order, whatever the insertion order', () => {
+    const e = refusal(() => refuseUnknownFields({ seed: 1, zeta: 2, beta: 3 }, ['seed'], 'agent'));
+    expect(e.field).toBe('agent.beta');
+    expect(() => refuseUnknownFields({ seed: 1 }, ['seed', 'other'], 'agent')).not.toThrow();
+  });
 });
 
 describe('RationalNs', () => {

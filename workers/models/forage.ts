@@ -79,7 +79,8 @@ function observeAgent(s: ForageState, a: ForageAgent): Record<string, unknown> {
       bdy = dy;
     }
   }
-  return { x: a.x, y: a.y, foodDx: bdx, foodDy: bdy, score: a.score };
+  // Keys in RFC 8785 order: the reply carrying the observations then encodes on the canonical fast path.
+  return { foodDx: bdx, foodDy: bdy, score: a.score, x: a.x, y: a.y };
 }
 
 function checkPorts(ports: PortBinding[]): void {
