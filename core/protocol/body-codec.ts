@@ -30,10 +30,11 @@ export function decodeBody(bytes: Buffer): unknown {
     parseStrict(bytes); // a lone surrogate or unsafe value: report it the strict parser's way
     throw e;
   }
-  if (!sameBytes(bytes, text, again)) {
-    parseStrict(bytes); // duplicate keys, bad UTF-8 and unsafe integers get their own reason
+  // The strict parser runs on this rare path either way: it names duplicate keys, bad UTF-8 and
+  // unsafe integers (which print back unchanged, so the comparison alone would pass them).
+  parseStrict(bytes);
+  if (!sameBytes(bytes, text, again))
     throw new DetsimError('struct_not_canonical', 'body is not RFC 8785 canonical JSON');
-  }
   return value;
 }
 

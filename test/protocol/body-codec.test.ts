@@ -23,6 +23,10 @@ describe('decodeBody', () => {
     expect(refuse('{"a":1.0}')).toBe('struct_not_canonical');
     expect(refuse('{"a":1,"a":1}')).toBe('struct_duplicate_key');
     expect(refuse('{"a":9007199254740993}')).toBe('struct_unsafe_integer');
+    // 2^53 and -2^53 print back unchanged: only the safe-integer check catches them.
+    expect(refuse('{"a":9007199254740992}')).toBe('struct_unsafe_integer');
+    expect(refuse('{"a":[-9007199254740992]}')).toBe('struct_unsafe_integer');
+    expect(refuse('{"a":-9007199254740991}')).toBe('accepted');
     expect(refuse('{"a":"\\ud800"}')).toBe('struct_invalid_json');
     expect(refuse(Buffer.from([0x7b, 0x22, 0x61, 0x22, 0x3a, 0x22, 0xff, 0x22, 0x7d]))).toBe('struct_invalid_utf8');
     expect(refuse('{"a":1}x')).toBe('struct_invalid_json');
