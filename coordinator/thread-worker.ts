@@ -4,7 +4,7 @@
 // named death, its stderr tail, and terminate() as the kill that works even on a spinning model.
 // Not the worker's code (workers/thread-main.ts) and not request tracking (core/protocol/client.ts).
 import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { createInterface } from 'node:readline';
 import { Worker } from 'node:worker_threads';
 import type { Logger } from 'pino';
@@ -16,17 +16,24 @@ import type { WorkerInstance } from './worker-instance.js';
 const here = dirname(fileURLToPath(import.meta.url));
 const fromSource = import.meta.url.endsWith('.ts');
 
-/** The thread entry module, and the loader it needs when the coordinator itself runs from TS source. */
-function threadEntry(): { url: URL; execArgv: string[] } {
+/**
+ * What the thread runs: compiled, dist/workers/thread-main.js itself. From TS source (tsx, vitest)
+ * a small evaluated bootstrap registers tsx's loader inside the thread and then imports
+ * workers/thread-main.ts: a Worker ignores `--import` in its execArgv here (Node 20), so a .ts
+ * entry would fail with ERR_UNKNOWN_FILE_EXTENSION before the worker said anything.
+ */
+function threadEntry(): { entry: URL | string; evaluated: boolean } {
   if (fromSource) {
+    const main = pathToFileURL(join(resolve(here, '..'), 'workers', 'thread-main.ts')).href;
+    const api = import.meta.resolve('tsx/esm/api');
     return {
-      url: new URL(`file://${join(resolve(here, '..'), 'workers', 'thread-main.ts')}`),
-      execArgv: ['--import', import.meta.resolve('tsx')],
+      entry: `import(${JSON.stringify(api)}).then((tsx) => { tsx.register(); return import(${JSON.stringify(main)}); });`,
+      evaluated: true,
     };
   }
   return {
-    url: new URL(`file://${join(resolve(here, '..', '..'), 'dist', 'workers', 'thread-main.js')}`),
-    execArgv: [],
+    entry: pathToFileURL(join(resolve(here, '..', '..'), 'dist', 'workers', 'thread-main.js')),
+    evaluated: false,
   };
 }
 
@@ -50,6 +57,8 @@ export class ThreadWorker implements WorkerInstance {
   exitInfo: ProcessExitInfo | undefined;
   readonly link: PortLink;
   private readonly thread: Worker;
+  /** Kept from the start: a Worker's threadId reads -1 once it has exited, when a death is named. */
+  private readonly threadId: number;
   private readonly stderrTail: string[] = [];
   private error: string | undefined;
 
@@ -58,8 +67,8 @@ export class ThreadWorker implements WorkerInstance {
     opts: ThreadWorkerOptions,
   ) {
     const entry = threadEntry();
-    this.thread = new Worker(entry.url, {
-      execArgv: entry.execArgv,
+    this.thread = new Worker(entry.entry, {
+      eval: entry.evaluated,
       workerData: {
         role: plan.role,
         workerId: plan.workerId,
@@ -72,6 +81,7 @@ export class ThreadWorker implements WorkerInstance {
       stderr: true,
       env: process.env,
     });
+    this.threadId = this.thread.threadId;
     this.link = new PortLink(`thread:${plan.workerId}`, this.thread);
     const { logger } = opts;
     createInterface({ input: this.thread.stderr }).on('line', (line) => {
@@ -104,7 +114,7 @@ export class ThreadWorker implements WorkerInstance {
   }
 
   describe(): string {
-    return `thread ${this.thread.threadId}`;
+    return `thread ${this.threadId}`;
   }
 
   lastStderr(): string {
