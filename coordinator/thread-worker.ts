@@ -125,7 +125,10 @@ export class ThreadWorker implements WorkerInstance {
     return t ? `; last stderr: ${t}` : '';
   }
 
+  /** Terminate the thread; its death then reads `terminated by the coordinator`, not terminate()'s exit code 1. */
   kill(): void {
-    if (this.alive) void this.thread.terminate();
+    if (!this.alive) return;
+    this.error ??= 'terminated by the coordinator';
+    void this.thread.terminate();
   }
 }
