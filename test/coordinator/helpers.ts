@@ -138,3 +138,8 @@ export function loggedWorkerRuns(log: string): Record<string, string> {
   }
   return {};
 }
+
+/** OS threads of this process now (/proc/self/task): each live worker thread is one more. */
+export function osThreadCount(): number {
+  return readdirSync('/proc/self/task').length;
+}

@@ -11,7 +11,7 @@ import type { Fleet } from '../../coordinator/launcher.js';
 import { RunFailure } from '../../coordinator/run-failure.js';
 import { runSession } from '../../coordinator/run.js';
 import { detsimTimed } from '../checkpoint/cli.js';
-import { childPids, readRun, tmpOut } from './helpers.js';
+import { childPids, osThreadCount, readRun, tmpOut } from './helpers.js';
 
 const FIXTURES = resolve('test', 'coordinator', 'fixtures');
 
@@ -140,6 +140,7 @@ describe('a failing model on a thread fails the run as on a process', () => {
     const seen: ReturnType<typeof named>[] = [];
     for (const transport of BOTH) {
       const t0 = process.hrtime.bigint();
+      const threads = osThreadCount();
       const { failure, fleet } = await failingRun(
         isolationPlan(transport, [{ id: 'spin-b', model: './spin-forever.ts' }], { stepMs }),
       );
@@ -150,6 +151,7 @@ describe('a failing model on a thread fails the run as on a process', () => {
       recorded(failure);
       // The spinning worker was stopped (a thread terminated mid-loop), not left running.
       nothingLeft(fleet);
+      expect(osThreadCount()).toBeLessThanOrEqual(threads);
     }
     expect(seen[0]).toMatchObject({ kind: 'deadline', workerId: 'worker-1', agentIds: ['spin-b'], phase: 'prepare' });
     expect(seen[1]).toEqual(seen[0]);
@@ -183,6 +185,7 @@ describe('a failing model on a thread fails the run as on a process', () => {
   }, 120_000);
 
   it('a model that exhausts its thread heap (workers.threadHeapMb: 64): worker-exited, "ran out of memory"; the coordinator goes on', async () => {
+    const threads = osThreadCount();
     const { failure, fleet } = await failingRun(
       isolationPlan('thread', [{ id: 'hog', model: './grow-forever.ts' }], { threadHeapMb: 64 }),
     );
@@ -194,6 +197,7 @@ describe('a failing model on a thread fails the run as on a process', () => {
     expect(failure.message).toMatch(/ran out of memory/);
     recorded(failure);
     nothingLeft(fleet);
+    expect(osThreadCount()).toBeLessThanOrEqual(threads);
     // The coordinator's own process survived and still runs threads: a fresh run completes.
     const after = await runSession(isolationPlan('thread', []), { outDir: tmpOut('detsim-isolation-') });
     expect(after.steps).toBe(6);

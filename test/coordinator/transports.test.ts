@@ -13,7 +13,7 @@ import { defaultConfigs } from '../../coordinator/receipt/verify.js';
 import { runSession } from '../../coordinator/run.js';
 import { committedIds, detsim, detsimTimed, runAndKill } from '../checkpoint/cli.js';
 import { prepareRuntimesFor } from '../cross-lang/example-runtimes.js';
-import { loadPlan, loggedWorkerRuns, readRun, tmpOut } from './helpers.js';
+import { loadPlan, loggedWorkerRuns, osThreadCount, readRun, tmpOut } from './helpers.js';
 
 const examples = defaultConfigs('examples');
 const LIF = 'examples/lif-pair.yaml';
@@ -179,6 +179,17 @@ describe('replay, diff and verify on the thread transport', () => {
 });
 
 describe('thread workers never keep the coordinator alive', () => {
+  it(
+    'runSession on thread leaves no OS thread behind (/proc/self/task), run after run',
+    { timeout: 120_000 },
+    async () => {
+      await runOn(LIF, 'thread', 2); // warm-up: libuv's pool and the like start once
+      const before = osThreadCount();
+      for (let i = 0; i < 3; i++) await runOn(LIF, 'thread', 2);
+      expect(osThreadCount()).toBeLessThanOrEqual(before);
+    },
+  );
+
   it('detsim run --transport thread exits within 3 s of printing its result', { timeout: 120_000 }, async () => {
     const out = tmpOut('detsim-thread-exit-');
     const r = await detsimTimed(
