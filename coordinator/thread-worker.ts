@@ -6,6 +6,7 @@
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { createInterface } from 'node:readline';
+import { inspect } from 'node:util';
 import { Worker } from 'node:worker_threads';
 import type { Logger } from 'pino';
 import type { PlannedWorker } from './config.js';
@@ -45,9 +46,14 @@ export interface ThreadWorkerOptions {
   logger: Logger;
 }
 
-/** What a thread's 'error' event means, in one line for the failure message. */
-function describeThreadError(e: Error & { code?: string }): string {
-  if (e.code === 'ERR_WORKER_OUT_OF_MEMORY') return `ran out of memory (${e.message})`;
+/**
+ * What a thread's 'error' event means, in one line for the failure message. The event carries
+ * whatever the model threw, which need not be an Error (`throw null` arrives as null): reading it
+ * must never throw here, in the coordinator's own thread.
+ */
+function describeThreadError(e: unknown): string {
+  if (!(e instanceof Error)) return `threw a value that is not an Error: ${inspect(e, { depth: 1 }).slice(0, 200)}`;
+  if ((e as { code?: unknown }).code === 'ERR_WORKER_OUT_OF_MEMORY') return `ran out of memory (${e.message})`;
   return `threw ${e.name}: ${e.message}`;
 }
 
@@ -92,7 +98,7 @@ export class ThreadWorker implements WorkerInstance {
     createInterface({ input: this.thread.stdout }).on('line', (line) =>
       logger.info({ workerId: plan.workerId, stdout: line }, 'worker stdout'),
     );
-    this.thread.on('error', (e: Error) => {
+    this.thread.on('error', (e: unknown) => {
       this.error ??= describeThreadError(e);
     });
     this.exited = new Promise((res) => {

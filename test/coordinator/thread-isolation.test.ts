@@ -135,6 +135,26 @@ describe('a failing model on a thread fails the run as on a process', () => {
     }
   }, 180_000);
 
+  it('an uncaught `throw null` outside any callback: the coordinator survives and names the death on both', async () => {
+    for (const transport of BOTH) {
+      const { failure, fleet } = await failingRun(
+        isolationPlan(transport, [{ id: 'nul', model: './throw-null-later.ts' }]),
+      );
+      expect(named(failure), transport).toMatchObject({
+        kind: 'worker-exited',
+        workerId: 'worker-1',
+        agentIds: ['nul'],
+      });
+      expect(failure.message).toMatch(
+        transport === 'thread'
+          ? /thread \d+ exited \(threw a value that is not an Error: null\)$/
+          : /process \d+ exited \(exit code \d+\)/,
+      );
+      recorded(failure);
+      nothingLeft(fleet);
+    }
+  }, 180_000);
+
   it('a model that spins forever in Prepare: a step deadline naming worker, step and phase; the thread is terminated', async () => {
     const stepMs = 1_500;
     const seen: ReturnType<typeof named>[] = [];
