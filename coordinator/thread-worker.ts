@@ -19,16 +19,17 @@ const fromSource = import.meta.url.endsWith('.ts');
 
 /**
  * What the thread runs: compiled, dist/workers/thread-main.js itself. From TS source (tsx, vitest)
- * a small evaluated bootstrap registers tsx's loader inside the thread and then imports
- * workers/thread-main.ts: a Worker ignores `--import` in its execArgv here (Node 20), so a .ts
- * entry would fail with ERR_UNKNOWN_FILE_EXTENSION before the worker said anything.
+ * a small evaluated bootstrap registers tsx's ESM and CommonJS loaders inside the thread (what
+ * `--import tsx` does for a worker process) and then imports workers/thread-main.ts: a Worker
+ * ignores `--import` in its execArgv here (Node 20), and with the ESM loader alone a .ts model in a
+ * directory without package.json (CommonJS by Node's rules) would fail to load on a thread only.
  */
 function threadEntry(): { entry: URL | string; evaluated: boolean } {
   if (fromSource) {
     const main = pathToFileURL(join(resolve(here, '..'), 'workers', 'thread-main.ts')).href;
-    const api = import.meta.resolve('tsx/esm/api');
+    const [esm, cjs] = [import.meta.resolve('tsx/esm/api'), import.meta.resolve('tsx/cjs/api')];
     return {
-      entry: `import(${JSON.stringify(api)}).then((tsx) => { tsx.register(); return import(${JSON.stringify(main)}); });`,
+      entry: `Promise.all([import(${JSON.stringify(esm)}), import(${JSON.stringify(cjs)})]).then(([esm, cjs]) => { esm.register(); cjs.register(); return import(${JSON.stringify(main)}); });`,
       evaluated: true,
     };
   }

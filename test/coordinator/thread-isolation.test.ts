@@ -224,6 +224,38 @@ describe('a failing model on a thread fails the run as on a process', () => {
   }, 180_000);
 });
 
+describe('user model modules on a thread load as in a process', () => {
+  it("a TypeScript model outside any package (no package.json: CommonJS by Node's rules) runs on both transports", async () => {
+    const dir = tmpOut('detsim-loose-model-');
+    const model = join(dir, 'stay-put.ts');
+    const sdk = join(process.cwd(), 'workers', 'sdk.js');
+    writeFileSync(
+      model,
+      [
+        `import { defineAgentModel } from ${JSON.stringify(sdk)};`,
+        'export default defineAgentModel<{ n: number }>({',
+        "  modelVersion: 'stay-put-v1',",
+        '  initialize: () => ({ n: 0 }),',
+        "  prepare: (state) => ((state.n += 1), { move: 'stay' }),",
+        '  commit() {},',
+        '  capture: (state) => ({ n: state.n }),',
+        '  restore: (data) => ({ n: (data as { n: number }).n }),',
+        '});',
+        '',
+      ].join('\n'),
+    );
+    const digests: string[] = [];
+    for (const transport of BOTH) {
+      const result = await runSession(isolationPlan(transport, [{ id: 'loose', model }]), {
+        outDir: tmpOut('detsim-isolation-'),
+      });
+      expect(result.steps, transport).toBe(6);
+      digests.push(result.behaviourDigest);
+    }
+    expect(digests[1]).toBe(digests[0]);
+  }, 180_000);
+});
+
 describe('strict mode per thread', () => {
   it('Math.random under strict fails with the StrictModeViolation text on both transports, the same failure', async () => {
     const seen: ReturnType<typeof named>[] = [];
