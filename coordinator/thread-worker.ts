@@ -58,6 +58,9 @@ function describeThreadError(e: unknown): string {
   return `threw ${e.name}: ${e.message}`;
 }
 
+/** How long a terminated thread may take to end before it is abandoned (blocked outside JavaScript). */
+export const THREAD_ABANDON_MS = 1_000;
+
 export class ThreadWorker implements WorkerInstance {
   readonly kind = 'thread' as const;
   readonly exited: Promise<ProcessExitInfo>;
@@ -68,6 +71,8 @@ export class ThreadWorker implements WorkerInstance {
   private readonly threadId: number;
   private readonly stderrTail: string[] = [];
   private error: string | undefined;
+  private readonly logger: Logger;
+  private resolveExited!: (info: ProcessExitInfo) => void;
 
   constructor(
     readonly plan: PlannedWorker,
@@ -102,14 +107,18 @@ export class ThreadWorker implements WorkerInstance {
     this.thread.on('error', (e: unknown) => {
       this.error ??= describeThreadError(e);
     });
-    this.exited = new Promise((res) => {
-      this.thread.once('exit', (code) => {
-        this.exitInfo = this.error === undefined ? { code, signal: null } : { code, signal: null, error: this.error };
-        logger.info({ workerId: plan.workerId, code, error: this.error }, 'worker thread exited');
-        this.link.threadGone(`the worker thread ended (${this.error ?? `exit code ${code}`})`);
-        res(this.exitInfo);
-      });
-    });
+    this.logger = logger;
+    this.exited = new Promise((res) => (this.resolveExited = res));
+    this.thread.once('exit', (code) => this.ended(code));
+  }
+
+  /** The thread is over (or abandoned): record how, end the link, resolve `exited`. Once. */
+  private ended(code: number | null): void {
+    if (this.exitInfo !== undefined) return; // an abandoned thread, ending at last
+    this.exitInfo = this.error === undefined ? { code, signal: null } : { code, signal: null, error: this.error };
+    this.logger.info({ workerId: this.plan.workerId, code, error: this.error }, 'worker thread exited');
+    this.link.threadGone(`the worker thread ended (${this.error ?? `exit code ${code}`})`);
+    this.resolveExited(this.exitInfo);
   }
 
   get pid(): number {
@@ -132,10 +141,30 @@ export class ThreadWorker implements WorkerInstance {
     return t ? `; last stderr: ${t}` : '';
   }
 
-  /** Terminate the thread; its death then reads `terminated by the coordinator`, not terminate()'s exit code 1. */
+  /**
+   * Terminate the thread; its death then reads `terminated by the coordinator`, not terminate()'s
+   * exit code 1. terminate() stops JavaScript, not a thread blocked in a system call (a model in
+   * execSync, a blocking read): such a thread is abandoned after THREAD_ABANDON_MS, counted as
+   * exited and unref'd, so the run ends and its coordinator is not held by it; the OS thread ends
+   * when its call returns, or with the process.
+   */
   kill(): void {
     if (!this.alive) return;
     this.error ??= 'terminated by the coordinator';
     void this.thread.terminate();
+    const timer = setTimeout(() => this.abandon(), THREAD_ABANDON_MS);
+    timer.unref();
+    void this.exited.then(() => clearTimeout(timer));
+  }
+
+  private abandon(): void {
+    if (!this.alive) return;
+    this.logger.warn(
+      { workerId: this.plan.workerId, waitedMs: THREAD_ABANDON_MS },
+      'worker thread did not end when terminated (blocked outside JavaScript): abandoned',
+    );
+    this.thread.unref();
+    this.error = `${this.error ?? 'terminated'}; still blocked outside JavaScript ${THREAD_ABANDON_MS} ms later, abandoned`;
+    this.ended(null);
   }
 }

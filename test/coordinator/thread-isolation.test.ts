@@ -3,7 +3,7 @@
 // model's words) as on worker processes; the coordinator survives it and no thread is left behind;
 // strict mode guards each thread on its own. Real threads and processes, user model modules from
 // test/coordinator/fixtures. Not the happy path across transports (transports.test.ts).
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { resolveConfig, type RunPlan, type Transport } from '../../coordinator/config.js';
@@ -203,6 +203,36 @@ describe('a failing model on a thread fails the run as on a process', () => {
     expect(r.exitAfterResultMs).not.toBeNull();
     expect(r.exitAfterResultMs!).toBeLessThan(5_000);
   }, 120_000);
+
+  it('a model blocked in a system call (terminate() cannot reach it): the run still fails at the deadline, the thread is abandoned, then ends', async () => {
+    const threads = osThreadCount();
+    const t0 = process.hrtime.bigint();
+    const { failure, fleet } = await failingRun(
+      isolationPlan('thread', [{ id: 'stuck', model: './block-in-syscall.ts' }], { stepMs: 1_500 }),
+    );
+    // Well before the model's `sleep 60` returns.
+    expect(Number(process.hrtime.bigint() - t0) / 1e6).toBeLessThan(30_000);
+    expect(named(failure)).toMatchObject({
+      kind: 'deadline',
+      workerId: 'worker-1',
+      agentIds: ['stuck'],
+      phase: 'prepare',
+    });
+    recorded(failure);
+    const stuck = fleet.agents[1]!.instance;
+    expect(stuck.exitInfo?.error).toMatch(
+      /^terminated by the coordinator; still blocked outside JavaScript \d+ ms later, abandoned$/,
+    );
+    expect(readRun(failure.runDir!).log).toContain('abandoned');
+    // End the system call (the model's sleep child): the abandoned thread then ends for good.
+    const sleeper = childPids().filter((pid) => readFileSync(`/proc/${pid}/cmdline`, 'utf8').startsWith('sleep\0'));
+    expect(sleeper).toHaveLength(1);
+    process.kill(sleeper[0]!, 'SIGKILL');
+    const until = Date.now() + 20_000;
+    while (osThreadCount() > threads && Date.now() < until) await new Promise((r) => setTimeout(r, 100));
+    expect(osThreadCount()).toBeLessThanOrEqual(threads);
+    expect(childPids()).toEqual([]);
+  }, 180_000);
 
   it('a model that exhausts its thread heap (workers.threadHeapMb: 64): worker-exited, "ran out of memory"; the coordinator goes on', async () => {
     const threads = osThreadCount();
