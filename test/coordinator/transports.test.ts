@@ -108,7 +108,7 @@ describe.each([
 
 describe('replay, diff and verify on the thread transport', () => {
   it(
-    'detsim replay --transport thread (also --resume-at) reproduces the unix ReproHash; diff of a thread and a unix run is DIFF=0',
+    'detsim replay --transport thread (a config with --resume-at, a recorded unix run) reproduces the unix ReproHash; diff of a thread and a unix run is DIFF=0',
     { timeout: 300_000 },
     async () => {
       const plain = await runOn(LIF, 'unix', LIF_STEPS);
@@ -141,6 +141,18 @@ describe('replay, diff and verify on the thread transport', () => {
       const diff = detsim(['diff', report.runs[0]!.runDir, plain.runDir]);
       expect(diff.status, diff.stdout + diff.stderr).toBe(0);
       expect(diff.stdout).toContain(`DIFF=0: the same run (ReproHash ${plain.reproHash}, ${LIF_STEPS} steps)`);
+      // The recorded unix run replays on threads against its own record.
+      const again = detsim(['replay', plain.runDir, '--transport', 'thread', '--out', out, '--json']);
+      expect(again.status, again.stderr).toBe(0);
+      const own = JSON.parse(again.stdout) as {
+        reference: { reproHash: string };
+        runs: { reproHash: string; runDir: string }[];
+      };
+      expect(own.reference.reproHash).toBe(plain.reproHash);
+      for (const run of own.runs) {
+        expect(run.reproHash).toBe(plain.reproHash);
+        expect(new Set(Object.values(loggedWorkerRuns(readRun(run.runDir).log)))).toEqual(new Set(['thread']));
+      }
     },
   );
 
