@@ -11,7 +11,7 @@ import { Worker } from 'node:worker_threads';
 import type { Logger } from 'pino';
 import type { PlannedWorker } from './config.js';
 import type { Id } from '../core/formats/scalars.js';
-import { PortLink, type ProcessExitInfo } from '../core/protocol/index.js';
+import { PortLink, isThreadReady, type ProcessExitInfo } from '../core/protocol/index.js';
 import type { WorkerInstance } from './worker-instance.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -65,6 +65,8 @@ export class ThreadWorker implements WorkerInstance {
   readonly kind = 'thread' as const;
   readonly exited: Promise<ProcessExitInfo>;
   exitInfo: ProcessExitInfo | undefined;
+  /** Resolves once the thread checked its options and listens (THREAD_READY); open the link only then. */
+  readonly ready: Promise<void>;
   readonly link: PortLink;
   private readonly thread: Worker;
   /** Kept from the start: a Worker's threadId reads -1 once it has exited, when a death is named. */
@@ -108,6 +110,14 @@ export class ThreadWorker implements WorkerInstance {
       this.error ??= describeThreadError(e);
     });
     this.logger = logger;
+    this.ready = new Promise((res) => {
+      const onMessage = (value: unknown): void => {
+        if (!isThreadReady(value)) return;
+        this.thread.off('message', onMessage);
+        res();
+      };
+      this.thread.on('message', onMessage);
+    });
     this.exited = new Promise((res) => (this.resolveExited = res));
     this.thread.once('exit', (code) => this.ended(code));
   }

@@ -3,7 +3,7 @@
 // model's words) as on worker processes; the coordinator survives it and no thread is left behind;
 // strict mode guards each thread on its own. Real threads and processes, user model modules from
 // test/coordinator/fixtures. Not the happy path across transports (transports.test.ts).
-import { readFileSync, writeFileSync } from 'node:fs';
+import { copyFileSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { resolveConfig, type RunPlan, type Transport } from '../../coordinator/config.js';
@@ -283,6 +283,31 @@ describe('user model modules on a thread load as in a process', () => {
       digests.push(result.behaviourDigest);
     }
     expect(digests[1]).toBe(digests[0]);
+  }, 180_000);
+});
+
+describe('a thread that refuses its options fails start-up as a process does', () => {
+  it('a model module gone by launch: never-ready at startup naming [struct_unknown_model] on both transports', async () => {
+    const seen: ReturnType<typeof named>[] = [];
+    for (const transport of BOTH) {
+      const dir = tmpOut('detsim-gone-model-');
+      const model = join(dir, 'gone.ts');
+      copyFileSync(join(FIXTURES, 'throw-in-prepare.ts'), model);
+      const plan = isolationPlan(transport, [{ id: 'gone', model }]);
+      rmSync(model); // after the plan checked it, before a worker loads it
+      const threads = osThreadCount();
+      const { failure } = await failingRun(plan); // no fleet: the launch failed
+      expect(failure.message, transport).toMatch(
+        new RegExp(
+          `^worker worker-1 \\(agents gone\\) never became ready at phase startup: its ${transport === 'thread' ? 'thread' : 'process'} exited before it was ready \\(exit code 2\\); last stderr: detsim: \\[struct_unknown_model\\] --model ".*gone\\.ts": no such model module file`,
+        ),
+      );
+      seen.push(named(failure));
+      expect(childPids()).toEqual([]);
+      expect(osThreadCount()).toBeLessThanOrEqual(threads);
+    }
+    expect(seen[0]).toMatchObject({ kind: 'never-ready', workerId: 'worker-1', agentIds: ['gone'], phase: 'startup' });
+    expect(seen[1]).toEqual(seen[0]);
   }, 180_000);
 });
 
