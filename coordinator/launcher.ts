@@ -292,48 +292,14 @@ export class WorkerProcess implements WorkerInstance {
   }
 
   /** Resolve with the announced address once the ready line arrives; fail on exit, deadline or abort. */
-  async ready(deadlineMs: number, signal?: AbortSignal): Promise<string> {
-    let timer: NodeJS.Timeout | undefined;
-    let onAbort: (() => void) | undefined;
-    const ctx = {
-      workerId: this.plan.workerId,
-      agentIds: this.plan.agentIds,
-      step: null,
-      phase: 'startup' as RunPhase,
-    };
-    try {
-      return await Promise.race([
-        this.readyLine.then((r) => r.listen),
-        this.exited.then((info) => {
-          throw new RunFailure(
-            'never-ready',
-            `its process exited before it was ready (${describeExit(info)})${this.lastStderr()}`,
-            ctx,
-          );
-        }),
-        new Promise<never>((_, rej) => {
-          timer = setTimeout(
-            () =>
-              rej(
-                new RunFailure(
-                  'never-ready',
-                  `no ready line within the start-up deadline of ${deadlineMs} ms${this.lastStderr()}`,
-                  ctx,
-                ),
-              ),
-            deadlineMs,
-          );
-        }),
-        new Promise<never>((_, rej) => {
-          onAbort = () => rej(new RunFailure('aborted', 'the run was interrupted', ctx));
-          if (signal?.aborted) onAbort();
-          signal?.addEventListener('abort', onAbort, { once: true });
-        }),
-      ]);
-    } finally {
-      if (timer) clearTimeout(timer);
-      if (onAbort) signal?.removeEventListener('abort', onAbort);
-    }
+  ready(deadlineMs: number, signal?: AbortSignal): Promise<string> {
+    return untilReady(
+      this,
+      this.readyLine.then((r) => r.listen),
+      'no ready line',
+      deadlineMs,
+      signal,
+    );
   }
 
   kill(sig: NodeJS.Signals = 'SIGKILL'): void {
@@ -344,6 +310,61 @@ export class WorkerProcess implements WorkerInstance {
         // already gone
       }
     }
+  }
+}
+
+/**
+ * Resolve with what `announced` yields once the worker said it is ready (a process's ready line, a
+ * thread's ready message); fail as never-ready when it exits first, when the start-up deadline
+ * passes (`silence` names what never came), or on abort.
+ */
+async function untilReady<T>(
+  w: WorkerInstance,
+  announced: Promise<T>,
+  silence: string,
+  deadlineMs: number,
+  signal?: AbortSignal,
+): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  let onAbort: (() => void) | undefined;
+  const ctx = {
+    workerId: w.plan.workerId,
+    agentIds: w.plan.agentIds,
+    step: null,
+    phase: 'startup' as RunPhase,
+  };
+  try {
+    return await Promise.race([
+      announced,
+      w.exited.then((info) => {
+        throw new RunFailure(
+          'never-ready',
+          `its ${w.kind} exited before it was ready (${describeExit(info)})${w.lastStderr()}`,
+          ctx,
+        );
+      }),
+      new Promise<never>((_, rej) => {
+        timer = setTimeout(
+          () =>
+            rej(
+              new RunFailure(
+                'never-ready',
+                `${silence} within the start-up deadline of ${deadlineMs} ms${w.lastStderr()}`,
+                ctx,
+              ),
+            ),
+          deadlineMs,
+        );
+      }),
+      new Promise<never>((_, rej) => {
+        onAbort = () => rej(new RunFailure('aborted', 'the run was interrupted', ctx));
+        if (signal?.aborted) onAbort();
+        signal?.addEventListener('abort', onAbort, { once: true });
+      }),
+    ]);
+  } finally {
+    if (timer) clearTimeout(timer);
+    if (onAbort) signal?.removeEventListener('abort', onAbort);
   }
 }
 
@@ -537,7 +558,7 @@ function startProcess(worker: PlannedWorker, ctx: StartContext, cmd: WorkerComma
   return { instance: proc, connected };
 }
 
-/** Start one TypeScript worker as a thread of this process: a client over its port at once. */
+/** Start one TypeScript worker as a thread of this process: a client over its port once it is ready. */
 function startThread(worker: PlannedWorker, ctx: StartContext): StartingWorker {
   const thread = new ThreadWorker(worker, {
     sessionId: ctx.plan.sessionId,
@@ -546,8 +567,13 @@ function startThread(worker: PlannedWorker, ctx: StartContext): StartingWorker {
     logger: ctx.logger,
     ...(ctx.storeDir !== undefined ? { storeDir: ctx.storeDir } : {}),
   });
-  const client = new WorkerClient(thread.link, { processExit: thread.exited, label: worker.workerId });
-  return { instance: thread, connected: Promise.resolve({ client, address: thread.link.address }) };
+  const connected = (async () => {
+    // Like a process's ready line: a thread that refuses its options exits before it is ready.
+    await untilReady(thread, thread.ready, 'no ready message', ctx.plan.deadlines.startupMs, ctx.signal);
+    const client = new WorkerClient(thread.link, { processExit: thread.exited, label: worker.workerId });
+    return { client, address: thread.link.address };
+  })();
+  return { instance: thread, connected };
 }
 
 /** Say Hello to a started worker within what is left of the start-up deadline. */

@@ -6,29 +6,36 @@
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { createInterface } from 'node:readline';
+import { inspect } from 'node:util';
 import { Worker } from 'node:worker_threads';
 import type { Logger } from 'pino';
 import type { PlannedWorker } from './config.js';
 import type { Id } from '../core/formats/scalars.js';
-import { PortLink, type ProcessExitInfo } from '../core/protocol/index.js';
+import { PortLink, isThreadReady, type ProcessExitInfo } from '../core/protocol/index.js';
 import type { WorkerInstance } from './worker-instance.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const fromSource = import.meta.url.endsWith('.ts');
 
 /**
- * How to start the thread: dist/workers/thread-main.js from compiled code; from TS source (tsx,
- * vitest) a one-line bootstrap that registers tsx in the thread first, because Node 20 does not
- * apply a parent's module hooks (nor `--import` in a Worker's execArgv) to worker threads.
+ * What the thread runs: compiled, dist/workers/thread-main.js itself. From TS source (tsx, vitest)
+ * a small evaluated bootstrap registers tsx's ESM and CommonJS loaders inside the thread (what
+ * `--import tsx` does for a worker process) and then imports workers/thread-main.ts: a Worker
+ * ignores `--import` in its execArgv here (Node 20), and with the ESM loader alone a .ts model in a
+ * directory without package.json (CommonJS by Node's rules) would fail to load on a thread only.
  */
-function threadEntry(): { script: string | URL; eval: boolean } {
-  if (!fromSource)
-    return { script: pathToFileURL(join(resolve(here, '..', '..'), 'dist', 'workers', 'thread-main.js')), eval: false };
-  const tsx = import.meta.resolve('tsx/esm/api');
-  const main = pathToFileURL(join(resolve(here, '..'), 'workers', 'thread-main.ts')).href;
+function threadEntry(): { entry: URL | string; evaluated: boolean } {
+  if (fromSource) {
+    const main = pathToFileURL(join(resolve(here, '..'), 'workers', 'thread-main.ts')).href;
+    const [esm, cjs] = [import.meta.resolve('tsx/esm/api'), import.meta.resolve('tsx/cjs/api')];
+    return {
+      entry: `Promise.all([import(${JSON.stringify(esm)}), import(${JSON.stringify(cjs)})]).then(([esm, cjs]) => { esm.register(); cjs.register(); return import(${JSON.stringify(main)}); });`,
+      evaluated: true,
+    };
+  }
   return {
-    script: `import(${JSON.stringify(tsx)}).then((m) => { m.register(); return import(${JSON.stringify(main)}); });`,
-    eval: true,
+    entry: pathToFileURL(join(resolve(here, '..', '..'), 'dist', 'workers', 'thread-main.js')),
+    evaluated: false,
   };
 }
 
@@ -40,28 +47,42 @@ export interface ThreadWorkerOptions {
   logger: Logger;
 }
 
-/** What a thread's 'error' event means, in one line for the failure message. */
-function describeThreadError(e: Error & { code?: string }): string {
-  if (e.code === 'ERR_WORKER_OUT_OF_MEMORY') return `ran out of memory (${e.message})`;
+/**
+ * What a thread's 'error' event means, in one line for the failure message. The event carries
+ * whatever the model threw, which need not be an Error (`throw null` arrives as null): reading it
+ * must never throw here, in the coordinator's own thread.
+ */
+function describeThreadError(e: unknown): string {
+  if (!(e instanceof Error)) return `threw a value that is not an Error: ${inspect(e, { depth: 1 }).slice(0, 200)}`;
+  if ((e as { code?: unknown }).code === 'ERR_WORKER_OUT_OF_MEMORY') return `ran out of memory (${e.message})`;
   return `threw ${e.name}: ${e.message}`;
 }
+
+/** How long a terminated thread may take to end before it is abandoned (blocked outside JavaScript). */
+export const THREAD_ABANDON_MS = 1_000;
 
 export class ThreadWorker implements WorkerInstance {
   readonly kind = 'thread' as const;
   readonly exited: Promise<ProcessExitInfo>;
   exitInfo: ProcessExitInfo | undefined;
+  /** Resolves once the thread checked its options and listens (THREAD_READY); open the link only then. */
+  readonly ready: Promise<void>;
   readonly link: PortLink;
   private readonly thread: Worker;
+  /** Kept from the start: a Worker's threadId reads -1 once it has exited, when a death is named. */
+  private readonly threadId: number;
   private readonly stderrTail: string[] = [];
   private error: string | undefined;
+  private readonly logger: Logger;
+  private resolveExited!: (info: ProcessExitInfo) => void;
 
   constructor(
     readonly plan: PlannedWorker,
     opts: ThreadWorkerOptions,
   ) {
     const entry = threadEntry();
-    this.thread = new Worker(entry.script, {
-      eval: entry.eval,
+    this.thread = new Worker(entry.entry, {
+      eval: entry.evaluated,
       workerData: {
         role: plan.role,
         workerId: plan.workerId,
@@ -74,6 +95,7 @@ export class ThreadWorker implements WorkerInstance {
       stderr: true,
       env: process.env,
     });
+    this.threadId = this.thread.threadId;
     this.link = new PortLink(`thread:${plan.workerId}`, this.thread);
     const { logger } = opts;
     createInterface({ input: this.thread.stderr }).on('line', (line) => {
@@ -84,17 +106,29 @@ export class ThreadWorker implements WorkerInstance {
     createInterface({ input: this.thread.stdout }).on('line', (line) =>
       logger.info({ workerId: plan.workerId, stdout: line }, 'worker stdout'),
     );
-    this.thread.on('error', (e: Error) => {
+    this.thread.on('error', (e: unknown) => {
       this.error ??= describeThreadError(e);
     });
-    this.exited = new Promise((res) => {
-      this.thread.once('exit', (code) => {
-        this.exitInfo = this.error === undefined ? { code, signal: null } : { code, signal: null, error: this.error };
-        logger.info({ workerId: plan.workerId, code, error: this.error }, 'worker thread exited');
-        this.link.threadGone(`the worker thread ended (${this.error ?? `exit code ${code}`})`);
-        res(this.exitInfo);
-      });
+    this.logger = logger;
+    this.ready = new Promise((res) => {
+      const onMessage = (value: unknown): void => {
+        if (!isThreadReady(value)) return;
+        this.thread.off('message', onMessage);
+        res();
+      };
+      this.thread.on('message', onMessage);
     });
+    this.exited = new Promise((res) => (this.resolveExited = res));
+    this.thread.once('exit', (code) => this.ended(code));
+  }
+
+  /** The thread is over (or abandoned): record how, end the link, resolve `exited`. Once. */
+  private ended(code: number | null): void {
+    if (this.exitInfo !== undefined) return; // an abandoned thread, ending at last
+    this.exitInfo = this.error === undefined ? { code, signal: null } : { code, signal: null, error: this.error };
+    this.logger.info({ workerId: this.plan.workerId, code, error: this.error }, 'worker thread exited');
+    this.link.threadGone(`the worker thread ended (${this.error ?? `exit code ${code}`})`);
+    this.resolveExited(this.exitInfo);
   }
 
   get pid(): number {
@@ -106,7 +140,7 @@ export class ThreadWorker implements WorkerInstance {
   }
 
   describe(): string {
-    return `thread ${this.thread.threadId}`;
+    return `thread ${this.threadId}`;
   }
 
   lastStderr(): string {
@@ -117,7 +151,30 @@ export class ThreadWorker implements WorkerInstance {
     return t ? `; last stderr: ${t}` : '';
   }
 
+  /**
+   * Terminate the thread; its death then reads `terminated by the coordinator`, not terminate()'s
+   * exit code 1. terminate() stops JavaScript, not a thread blocked in a system call (a model in
+   * execSync, a blocking read): such a thread is abandoned after THREAD_ABANDON_MS, counted as
+   * exited and unref'd, so the run ends and its coordinator is not held by it; the OS thread ends
+   * when its call returns, or with the process.
+   */
   kill(): void {
-    if (this.alive) void this.thread.terminate();
+    if (!this.alive) return;
+    this.error ??= 'terminated by the coordinator';
+    void this.thread.terminate();
+    const timer = setTimeout(() => this.abandon(), THREAD_ABANDON_MS);
+    timer.unref();
+    void this.exited.then(() => clearTimeout(timer));
+  }
+
+  private abandon(): void {
+    if (!this.alive) return;
+    this.logger.warn(
+      { workerId: this.plan.workerId, waitedMs: THREAD_ABANDON_MS },
+      'worker thread did not end when terminated (blocked outside JavaScript): abandoned',
+    );
+    this.thread.unref();
+    this.error = `${this.error ?? 'terminated'}; still blocked outside JavaScript ${THREAD_ABANDON_MS} ms later, abandoned`;
+    this.ended(null);
   }
 }

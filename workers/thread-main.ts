@@ -1,10 +1,18 @@
 // Worker thread entry (`workers.transport: thread`): the same WorkerRuntime as a worker process,
 // served over the thread's parentPort instead of a gRPC server. One stream (the port), Hello-first
 // like any stream; an attachment before Hello ends the thread, as it ends a gRPC stream.
-// Options arrive as workerData, checked as the process checks its flags. Not the coordinator's
+// Options arrive as workerData, checked as the process checks its flags (a refusal: exit 2); once
+// it listens the thread posts THREAD_READY, its ready line. Not the coordinator's
 // side of the thread (coordinator/thread-worker.ts).
 import { parentPort, workerData } from 'node:worker_threads';
-import { ATTACHMENT_BEFORE_HELLO, postPortMessage, readPortMessage, type Role } from '../core/protocol/index.js';
+import { DetsimError } from '../core/formats/errors.js';
+import {
+  ATTACHMENT_BEFORE_HELLO,
+  THREAD_READY,
+  postPortMessage,
+  readPortMessage,
+  type Role,
+} from '../core/protocol/index.js';
 import { readModelFlags } from './process.js';
 import { RequestQueue } from './request-queue.js';
 import { type RuntimeOptions, type StreamState, WorkerRuntime } from './runtime.js';
@@ -24,16 +32,28 @@ function fail(why: string): never {
   process.exit(1);
 }
 
+/** Check the options as a worker process checks its flags; a refusal ends the thread as it ends a process (exit 2). */
+function readOptions(data: ThreadWorkerData): RuntimeOptions {
+  try {
+    const options: RuntimeOptions = {
+      role: data.role,
+      workerId: data.workerId,
+      sessionId: data.sessionId,
+      strict: data.strict === true,
+      models: readModelFlags(data.models),
+    };
+    if (data.storeDir !== undefined) options.storeDir = data.storeDir;
+    return options;
+  } catch (e) {
+    if (!(e instanceof DetsimError)) throw e;
+    process.stderr.write(`detsim: [${e.reason}] ${e.message}\n`);
+    process.exit(2);
+  }
+}
+
 const port = parentPort ?? fail('not started as a worker thread');
 const data = workerData as ThreadWorkerData;
-const options: RuntimeOptions = {
-  role: data.role,
-  workerId: data.workerId,
-  sessionId: data.sessionId,
-  strict: data.strict === true,
-  models: readModelFlags(data.models),
-};
-if (data.storeDir !== undefined) options.storeDir = data.storeDir;
+const options = readOptions(data);
 const runtime = new WorkerRuntime(options);
 const stream: StreamState = { introduced: false };
 const queue = new RequestQueue(
@@ -49,3 +69,4 @@ port.on('message', (value: unknown) => {
     postPortMessage(port, body, attachment),
   );
 });
+port.postMessage(THREAD_READY);

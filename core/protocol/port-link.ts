@@ -21,6 +21,18 @@ export interface MessagePortLike {
   off(event: 'message', listener: (value: unknown) => void): unknown;
 }
 
+/**
+ * The first message a worker thread posts, once its options are checked and it listens: its ready
+ * line. It comes before any reply, and before the coordinator opens its link to the thread.
+ */
+export const THREAD_READY = { detsimThreadReady: true } as const;
+
+export function isThreadReady(value: unknown): boolean {
+  return (
+    typeof value === 'object' && value !== null && (value as { detsimThreadReady?: unknown }).detsimThreadReady === true
+  );
+}
+
 /** Copy `bytes` into a buffer of its own, so that buffer can be transferred without touching the sender's. */
 function owned(bytes: Uint8Array): Uint8Array {
   return new Uint8Array(bytes);

@@ -80,3 +80,32 @@ export function detsimAsync(
   child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
   return new Promise((resolve) => child.once('close', (status) => resolve({ status, stdout, stderr })));
 }
+
+/**
+ * `detsim` as a child, timed: how long after its result line (output on stdout or stderr matching
+ * `resultLine`) the process exited, in ms (null when no such line came), and how long it ran. A
+ * coordinator whose worker processes or threads outlive the run would print its result and hang.
+ */
+export function detsimTimed(
+  args: string[],
+  resultLine: RegExp,
+): Promise<{ status: number | null; stdout: string; stderr: string; exitAfterResultMs: number | null; ranMs: number }> {
+  const started = process.hrtime.bigint();
+  const child = spawn(process.execPath, [...CLI, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  let resultAt: bigint | undefined;
+  const seen = () => {
+    if (resultAt === undefined && resultLine.test(stdout + stderr)) resultAt = process.hrtime.bigint();
+  };
+  child.stdout!.on('data', (d: Buffer) => ((stdout += d.toString()), seen()));
+  child.stderr!.on('data', (d: Buffer) => ((stderr += d.toString()), seen()));
+  const ms = (from: bigint) => Number(process.hrtime.bigint() - from) / 1e6;
+  return new Promise((resolve) =>
+    child.once('exit', (status) => {
+      const exitAfterResultMs = resultAt === undefined ? null : ms(resultAt);
+      const ranMs = ms(started);
+      child.once('close', () => resolve({ status, stdout, stderr, exitAfterResultMs, ranMs }));
+    }),
+  );
+}

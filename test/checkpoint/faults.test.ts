@@ -1,5 +1,6 @@
-// STATE-01 worker-involving fault cases (docs/spec/checkpoint-store.md), adapted to detsim, over real worker
-// processes: corrupt payloads, a participant refusing StageRestore, half activation (fenced),
+// STATE-01 worker-involving fault cases (docs/spec/checkpoint-store.md), adapted to detsim, over real workers
+// on each transport (processes on Unix sockets, worker threads): corrupt payloads, a participant dying
+// mid-capture, a participant refusing StageRestore, half activation (fenced),
 // token activates once, stale epochs after restore, another compatibility field, capture only at
 // a committed boundary, and queue stress (third capture BUSY while the run keeps stepping).
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -10,6 +11,7 @@ import { CheckpointRefusal } from '../../coordinator/checkpoint/refusal.js';
 import { restoreGroup } from '../../coordinator/checkpoint/restore.js';
 import { decodeEnvelope, encodeEnvelope } from '../../core/formats/envelope.js';
 import { METHODS } from '../../core/protocol/index.js';
+import type { Transport } from '../../coordinator/config.js';
 import { LIF, startSession, tmpDir, type Session } from './harness.js';
 
 const open: Session[] = [];
@@ -17,8 +19,9 @@ afterEach(async () => {
   for (const s of open.splice(0)) await s.close().catch(() => undefined);
 });
 
-async function session(opts: Parameters<typeof startSession>[1] = {}): Promise<Session> {
-  const s = await startSession(LIF(16), opts);
+/** A lif-pair session on `transport` (worker processes on Unix sockets, or worker threads). */
+async function sessionOn(transport: Transport, opts: Parameters<typeof startSession>[1] = {}): Promise<Session> {
+  const s = await startSession({ ...LIF(16), transport }, opts);
   open.push(s);
   return s;
 }
@@ -95,7 +98,9 @@ async function refusal(p: Promise<unknown>): Promise<CheckpointRefusal> {
 
 const T = 240_000;
 
-describe('STATE-01 fault cases over real workers', () => {
+describe.each(['unix', 'thread'] as const)('STATE-01 fault cases over real workers (%s)', (transport) => {
+  const session = (opts: Parameters<typeof startSession>[1] = {}) => sessionOn(transport, opts);
+
   it(
     'corrupt world or task-ledger: refused before anyone activates, nothing tainted, intact bytes then restore',
     async () => {
@@ -372,6 +377,41 @@ describe('STATE-01 fault cases over real workers', () => {
       const outcome = await rec.ticket.wait(30_000);
       expect(outcome).toMatchObject({ kind: 'Failed', reason: 'seal_failed' });
       expect(outcome.kind === 'Failed' && outcome.message).toContain(`payload "agent-${agentId}": its bytes hash to`);
+      expect(s.ck.store.highWater()?.checkpointId).toBe('ckpt-e1-2');
+      expect((await s.ck.store.verify()).ok).toBe(true);
+    },
+    T,
+  );
+
+  it(
+    'a participant that dies while the group captures: the capture fails naming it and how it died, nothing is submitted, the last commit stays intact',
+    async () => {
+      const s = await session();
+      await checkpointAt2(s);
+      await s.group.step();
+      // lif-b's worker dies just as its State.Capture goes out (the environment and lif-a replied).
+      const victim = s.fleet.agents[1]!;
+      const orig = victim.client.call.bind(victim.client);
+      victim.client.call = async (method, scope, params, o) => {
+        if (method === METHODS.capture) {
+          victim.instance.kill();
+          await victim.instance.exited;
+        }
+        return orig(method, scope, params, o);
+      };
+      const e = await refusal(captureGroup(s.group, { checkpointId: 'ckpt-e1-3' }));
+      expect(e.status).toBe('FAILED');
+      expect(e.participant).toBe('agent lif-b');
+      expect(e.message).toMatch(
+        transport === 'thread'
+          ? /^agent lif-b \(worker-1\): State\.Capture failed: thread \d+ exited \(terminated by the coordinator\)/
+          : /^agent lif-b \(worker-1\): State\.Capture failed: process \d+ exited \(signal SIGKILL\)/,
+      );
+      // Never durable: not captured, not committed; the writer holds nothing; the store is as it was.
+      const ledger = readFileSync(join(s.runDir, 'ledger.jsonl'), 'utf8');
+      expect(ledger).not.toContain('ckpt-e1-3');
+      expect(s.ck.writer.stats().outstanding).toBe(0);
+      expect(s.ck.store.generations().map((g) => g.checkpointId)).toEqual(['ckpt-e1-2']);
       expect(s.ck.store.highWater()?.checkpointId).toBe('ckpt-e1-2');
       expect((await s.ck.store.verify()).ok).toBe(true);
     },

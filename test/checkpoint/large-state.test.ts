@@ -1,6 +1,7 @@
 // State of any size: a ~32 MiB lif agent state (2.8 M neurons, 12 bytes each) captures through
 // chunked attachments, commits durably, and restores into a new epoch where the next step equals
-// the uninterrupted one. (The 256 MiB version is bench/suites/checkpoint.ts: too slow for CI.)
+// the uninterrupted one, on worker processes and on worker threads (transferred port messages).
+// (The 256 MiB version is bench/suites/checkpoint.ts: too slow for CI.)
 import { describe, expect, it } from 'vitest';
 import { captureGroup } from '../../coordinator/checkpoint/capture.js';
 import { restoreGroup } from '../../coordinator/checkpoint/restore.js';
@@ -9,11 +10,12 @@ import { planOf, startSession } from './harness.js';
 
 export const BIG_NEURONS = 2_800_000;
 
-describe('large agent state', () => {
+describe.each(['unix', 'thread'] as const)('large agent state (%s)', (transport) => {
   it('a 32 MiB agent state captures, commits and restores (chunked transfers)', async () => {
     const plan = planOf('examples/lif-pair.yaml', (c) => {
       c.agents[0].params = { neurons: BIG_NEURONS };
       c.agents[1].params = { neurons: 16 };
+      c.workers = { ...c.workers, transport };
     });
     const s = await startSession(plan);
     try {

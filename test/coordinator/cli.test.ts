@@ -79,29 +79,33 @@ describe('detsim run (CLI)', () => {
     );
   }, 120_000);
 
-  it('SIGINT stops the run: exit 130, summary says aborted, no worker left alive', async () => {
-    const out = tmpOut();
-    const child = spawn(
-      process.execPath,
-      [...CLI, 'run', 'examples/forage-walkers.yaml', '--steps', '1000000', '--out', out],
-      { stdio: ['ignore', 'pipe', 'pipe'] },
-    );
-    let stderr = '';
-    await new Promise<void>((res) => {
-      child.stderr!.on('data', (d: Buffer) => {
-        stderr += d.toString();
-        if (/step [1-9][0-9]*\//.test(stderr)) res();
+  it.each(['unix', 'thread'])(
+    'SIGINT stops the run (%s): exit 130, summary says aborted, no worker left alive',
+    async (transport) => {
+      const out = tmpOut();
+      const child = spawn(
+        process.execPath,
+        [...CLI, 'run', 'examples/forage-walkers.yaml', '--steps', '1000000', '--transport', transport, '--out', out],
+        { stdio: ['ignore', 'pipe', 'pipe'] },
+      );
+      let stderr = '';
+      await new Promise<void>((res) => {
+        child.stderr!.on('data', (d: Buffer) => {
+          stderr += d.toString();
+          if (/step [1-9][0-9]*\//.test(stderr)) res();
+        });
       });
-    });
-    child.kill('SIGINT');
-    const code = await new Promise<number | null>((res) => child.once('exit', (c) => res(c)));
-    expect(code).toBe(130);
-    expect(stderr).toMatch(/run failed: .*was stopped/);
-    const dir = join(out, 'forage-walkers-1');
-    const { summary, log } = readRun(dir);
-    expect(summary).toMatchObject({ status: 'aborted' });
-    const pids = loggedWorkerPids(log);
-    expect(pids).toHaveLength(5);
-    for (const pid of pids) expect(isAlive(pid)).toBe(false);
-  }, 120_000);
+      child.kill('SIGINT');
+      const code = await new Promise<number | null>((res) => child.once('exit', (c) => res(c)));
+      expect(code).toBe(130);
+      expect(stderr).toMatch(/run failed: .*was stopped/);
+      const dir = join(out, 'forage-walkers-1');
+      const { summary, log } = readRun(dir);
+      expect(summary).toMatchObject({ status: 'aborted' });
+      const pids = loggedWorkerPids(log);
+      expect(pids).toHaveLength(5);
+      for (const pid of pids) expect(isAlive(pid)).toBe(false);
+    },
+    120_000,
+  );
 });

@@ -1,17 +1,18 @@
 // A worker killed during a run is reported as "died … signal SIGKILL", never as "lost its stream":
 // the coordinator diagnoses death from the process, not from the stream's error. Real runs, real
-// worker processes, real kills — at every phase, many times, and with an exit observed late.
+// worker processes, real kills — at every phase, many times, and with an exit observed late; and
+// worker threads terminated at every phase.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { resolveConfig, type RunPlan } from '../../coordinator/config.js';
+import { resolveConfig, type RunPlan, type Transport } from '../../coordinator/config.js';
 import { defaultWorkerCommand, type Fleet } from '../../coordinator/launcher.js';
 import type { RunPhase } from '../../coordinator/run-failure.js';
 import { RunFailure } from '../../coordinator/run-failure.js';
 import { runSession, type RunOptions } from '../../coordinator/run.js';
 import { childPids, tmpOut } from './helpers.js';
 
-function plan(): RunPlan {
+function plan(transport: Transport = 'unix'): RunPlan {
   return resolveConfig({
     sessionId: 'diagnosis',
     masterSeed: '13',
@@ -19,14 +20,14 @@ function plan(): RunPlan {
     stepHz: 60,
     environment: { id: 'forage', model: 'forage', params: { width: 8, height: 8, food: 4 } },
     agents: { count: 2, prefix: 'd-', model: 'walker' },
-    workers: { agentsPerWorker: 1 },
+    workers: { agentsPerWorker: 1, transport },
     deadlines: { startupMs: 60_000, stepMs: 20_000 },
   });
 }
 
-async function failingRun(opts: RunOptions): Promise<RunFailure> {
+async function failingRun(opts: RunOptions, transport: Transport = 'unix'): Promise<RunFailure> {
   try {
-    await runSession(plan(), opts);
+    await runSession(plan(transport), opts);
   } catch (e) {
     if (e instanceof RunFailure) return e;
     throw e;
@@ -107,4 +108,40 @@ describe('death diagnosis', () => {
     );
     expect(childPids()).toEqual([]);
   }, 120_000);
+});
+
+describe('death diagnosis on the thread transport', () => {
+  it('a worker thread terminated just before each phase of a step is reported as died, terminated by the coordinator', async () => {
+    const cases: [RunPhase, 'environment' | 'agent'][] = [
+      ['prepare', 'environment'],
+      ['advance', 'environment'],
+      ['commit', 'environment'],
+      ['prepare', 'agent'],
+      ['advance', 'agent'],
+      ['commit', 'agent'],
+    ];
+    for (const [phase, who] of cases) {
+      let fleet: Fleet | undefined;
+      const failure = await failingRun(
+        {
+          outDir: tmpOut(),
+          hooks: {
+            onLaunched: (f) => (fleet = f),
+            beforePhase: (step, p) => {
+              if (step === 2n && p === phase)
+                (who === 'environment' ? fleet!.environment : fleet!.agents[0]!).instance.kill();
+            },
+          },
+        },
+        'thread',
+      );
+      expect(failure.kind, failure.message).toBe('worker-exited');
+      expect(failure.message).toMatch(
+        who === 'environment'
+          ? /^worker worker-env \(environment\) died at step [23], phase advance: thread \d+ exited \(terminated by the coordinator\)$/
+          : /^worker worker-0 \(agents d-0\) died at step [23], phase (prepare|commit): thread \d+ exited \(terminated by the coordinator\)$/,
+      );
+      for (const w of fleet!.all()) expect(w.instance.exitInfo, w.plan.workerId).toBeDefined();
+    }
+  }, 300_000);
 });

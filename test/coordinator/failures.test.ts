@@ -1,14 +1,15 @@
-// Failures with real processes: a worker SIGKILLed mid-step, a worker that stalls (SIGSTOP), a
-// worker that never becomes ready and one that dies at start-up. Each run stops promptly, names
+// Failures with real processes: a worker SIGKILLed mid-step (and, on the thread transport, a worker
+// thread terminated), a worker that stalls (SIGSTOP), a worker that never becomes ready and one
+// that dies at start-up. Each run stops promptly, names
 // worker, agents, step and phase, records the failure, and leaves no process behind.
 import { describe, expect, it } from 'vitest';
-import { resolveConfig, type RunPlan } from '../../coordinator/config.js';
+import { resolveConfig, type RunPlan, type Transport } from '../../coordinator/config.js';
 import type { Fleet } from '../../coordinator/launcher.js';
 import { RunFailure } from '../../coordinator/run-failure.js';
 import { runSession, type RunOptions } from '../../coordinator/run.js';
 import { childPids, isAlive, readRun, tmpOut } from './helpers.js';
 
-function plan(deadlines: Record<string, number>): RunPlan {
+function plan(deadlines: Record<string, number>, transport: Transport = 'unix'): RunPlan {
   return resolveConfig({
     sessionId: 'faults',
     masterSeed: '3',
@@ -16,7 +17,7 @@ function plan(deadlines: Record<string, number>): RunPlan {
     stepHz: 60,
     environment: { id: 'forage', model: 'forage' },
     agents: { count: 6, prefix: 'w-', model: 'walker' },
-    workers: { agentsPerWorker: 2 },
+    workers: { agentsPerWorker: 2, transport },
     deadlines,
   });
 }
@@ -31,13 +32,19 @@ async function failingRun(p: RunPlan, opts: RunOptions): Promise<RunFailure> {
   throw new Error('the run succeeded');
 }
 
-describe('run failures', () => {
-  it('a worker SIGKILLed mid-step: stops within the step deadline, names worker, agents, step and phase, no orphans', async () => {
+/** How a killed worker's death reads: a process is SIGKILLed, a thread terminated. */
+const KILLED: Record<'unix' | 'thread', RegExp> = {
+  unix: /process \d+ exited \(signal SIGKILL\)/,
+  thread: /thread \d+ exited \(terminated by the coordinator\)/,
+};
+
+describe.each(['unix', 'thread'] as const)('run failures (%s)', (transport) => {
+  it('a worker killed mid-step: stops within the step deadline, names worker, agents, step and phase, no orphans', async () => {
     const out = tmpOut();
     let fleet: Fleet | undefined;
     let killedAt = 0n;
     const stepMs = 4_000;
-    const failure = await failingRun(plan({ startupMs: 60_000, stepMs }), {
+    const failure = await failingRun(plan({ startupMs: 60_000, stepMs }, transport), {
       outDir: out,
       hooks: {
         onLaunched: (f) => (fleet = f),
@@ -56,9 +63,8 @@ describe('run failures', () => {
     expect(failure.agentIds).toEqual(['w-2', 'w-3']);
     expect(failure.step).toBe('2');
     expect(failure.phase).toBe('commit');
-    expect(failure.message).toMatch(
-      /worker worker-1 \(agents w-2, w-3\) died at step 2, phase commit: .*signal SIGKILL/,
-    );
+    expect(failure.message).toMatch(/^worker worker-1 \(agents w-2, w-3\) died at step 2, phase commit: /);
+    expect(failure.message).toMatch(KILLED[transport]);
     expect(elapsedMs).toBeLessThan(stepMs);
     // Nothing was committed past the failed step: two full steps in the trace, the failure recorded.
     const r = readRun(failure.runDir!);
@@ -68,10 +74,13 @@ describe('run failures', () => {
       stepsDone: 2,
       failure: { kind: 'worker-exited', workerId: 'worker-1', step: '2', phase: 'commit' },
     });
-    for (const { pid } of fleet!.pids()) expect(isAlive(pid)).toBe(false);
+    for (const w of fleet!.all()) expect(w.instance.exitInfo, w.plan.workerId).toBeDefined();
+    if (transport === 'unix') for (const { pid } of fleet!.pids()) expect(isAlive(pid)).toBe(false);
     expect(childPids()).toEqual([]);
   }, 120_000);
+});
 
+describe('run failures', () => {
   it('a worker that stalls mid-step: "no reply within the step deadline", distinct from a death', async () => {
     const out = tmpOut();
     let fleet: Fleet | undefined;

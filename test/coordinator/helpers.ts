@@ -128,3 +128,18 @@ export const at = (
   step: number,
 ): number =>
   events.findIndex((e) => e.worker === worker && e.what === what && e.method === method && e.step === String(step));
+
+/** How each worker ran (run.log "workers spawned"): `process` or `thread`, by worker id. */
+export function loggedWorkerRuns(log: string): Record<string, string> {
+  for (const line of log.split('\n')) {
+    if (!line.includes('"workers spawned"')) continue;
+    const rec = JSON.parse(line) as { workers: { workerId: string; runs: string }[] };
+    return Object.fromEntries(rec.workers.map((w) => [w.workerId, w.runs]));
+  }
+  return {};
+}
+
+/** OS threads of this process now (/proc/self/task): each live worker thread is one more. */
+export function osThreadCount(): number {
+  return readdirSync('/proc/self/task').length;
+}

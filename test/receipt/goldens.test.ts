@@ -21,9 +21,7 @@ import { refusal } from '../refusal.js';
 import { writeReceipt } from '../../coordinator/receipt/receipt.js';
 import { defaultConfigs } from '../../coordinator/receipt/verify.js';
 import { runSession } from '../../coordinator/run.js';
-import { loadConfig } from '../../coordinator/config.js';
-import { ensureRustWorker, rustWorkerSkip } from '../cross-lang/rust-worker.js';
-import { ensurePythonWorker, pythonWorkerSkip } from '../cross-lang/python-worker.js';
+import { prepareRuntimesFor } from '../cross-lang/example-runtimes.js';
 
 const examples = defaultConfigs('examples');
 
@@ -92,17 +90,10 @@ describe('golden ReproHashes of the examples', () => {
       `D6: a fresh run of ${config} reproduces its golden ReproHash and behaviour digest`,
       { timeout: 600_000 },
       async (ctx) => {
-        // An example with Rust agent workers needs the Rust worker binary: build it (a no-op when up
-        // to date) when cargo is here, else skip with the reason (npm test alone on a fresh clone).
-        if (loadConfig(config).workers.some((w) => w.runtime === 'rust')) {
-          if (rustWorkerSkip) return ctx.skip(rustWorkerSkip);
-          ensureRustWorker();
-        }
-        // Likewise a Python worker: the venv .ci/run makes (or $DETSIM_PYTHON); outside CI skip without one.
-        if (loadConfig(config).workers.some((w) => w.runtime === 'python')) {
-          if (pythonWorkerSkip) return ctx.skip(pythonWorkerSkip);
-          ensurePythonWorker();
-        }
+        // Rust or Python workers need their binary or interpreter: made ready when possible, else
+        // skipped with the reason (npm test alone on a fresh clone; in CI both are there).
+        const skip = prepareRuntimesFor(config);
+        if (skip) return ctx.skip(skip);
         const g = readGolden(DEFAULT_GOLDEN_DIR, exampleName(config))!;
         const result = await runSession(config, {
           outDir: mkdtempSync(join(tmpdir(), 'detsim-golden-')),

@@ -1,0 +1,216 @@
+// The transport is physical (issue #13): every example run on Unix sockets, loopback TCP and worker
+// threads gives one ReproHash and one behaviour digest, the golden ones; a run checkpointed on one
+// transport resumes on another with the uninterrupted run's ReproHash; replay, diff and verify work
+// on thread runs; and a thread run's coordinator exits as soon as it has printed its result (no
+// worker thread keeps it alive). Real workers, real threads, real files. Not the thread failure
+// cases (thread-isolation.test.ts).
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { TRANSPORTS, type Transport } from '../../coordinator/config.js';
+import { DEFAULT_GOLDEN_DIR, exampleName, readGolden } from '../../coordinator/receipt/goldens.js';
+import { defaultConfigs } from '../../coordinator/receipt/verify.js';
+import { runSession } from '../../coordinator/run.js';
+import { committedIds, detsim, detsimTimed, runAndKill } from '../checkpoint/cli.js';
+import { prepareRuntimesFor } from '../cross-lang/example-runtimes.js';
+import { loadPlan, loggedWorkerRuns, osThreadCount, readRun, tmpOut } from './helpers.js';
+
+const examples = defaultConfigs('examples');
+const LIF = 'examples/lif-pair.yaml';
+/** The short lif-pair run the resume and replay cases compare against. */
+const LIF_STEPS = 12;
+
+/** One in-process run of `config` on `transport`: its ReproHash, behaviour digest and how its workers ran. */
+async function runOn(config: string, transport: Transport, steps: number) {
+  const result = await runSession(
+    { ...loadPlan(config), transport },
+    { outDir: tmpOut('detsim-transport-'), steps, onWarning: () => undefined },
+  );
+  return {
+    runDir: result.runDir,
+    reproHash: result.reproHash,
+    behaviourDigest: result.behaviourDigest,
+    runs: loggedWorkerRuns(readRun(result.runDir).log),
+  };
+}
+
+const reproHashOf = (stdout: string) => /repro hash\s+([0-9a-f]{16})/.exec(stdout)?.[1];
+
+describe('one ReproHash across transports', () => {
+  expect(TRANSPORTS).toEqual(['unix', 'tcp', 'thread']);
+
+  for (const config of examples) {
+    it(
+      `${config}: unix, tcp and thread each give its golden ReproHash and behaviour digest`,
+      { timeout: 600_000 },
+      async (ctx) => {
+        const skip = prepareRuntimesFor(config);
+        if (skip) return ctx.skip(skip);
+        const g = readGolden(DEFAULT_GOLDEN_DIR, exampleName(config))!;
+        const plan = loadPlan(config);
+        for (const transport of TRANSPORTS) {
+          const r = await runOn(config, transport, g.steps);
+          expect({ transport, reproHash: r.reproHash, behaviourDigest: r.behaviourDigest }).toEqual({
+            transport,
+            reproHash: g.reproHash,
+            behaviourDigest: g.behaviourDigest,
+          });
+          // The transport was really used: TypeScript workers on threads, the others in processes.
+          const expected = Object.fromEntries(
+            plan.workers.map((w) => [
+              w.workerId,
+              transport === 'thread' && (w.runtime ?? 'typescript') === 'typescript' ? 'thread' : 'process',
+            ]),
+          );
+          expect(r.runs).toEqual(expected);
+        }
+      },
+    );
+  }
+});
+
+describe.each([
+  ['thread', 'unix'],
+  ['unix', 'thread'],
+] as const)('resume across transports: checkpointed on %s, resumed on %s', (from, to) => {
+  it(
+    "SIGKILLed after a committed checkpoint, resumed on the other transport: the uninterrupted run's (golden) ReproHash",
+    { timeout: 300_000 },
+    async () => {
+      // The run total is part of the ReproHash: the killed run is planned for the golden's steps.
+      const g = readGolden(DEFAULT_GOLDEN_DIR, 'lif-pair')!;
+      const out = tmpOut('detsim-cross-');
+      const runDir = join(out, 'lif-pair-1');
+      const { killed } = await runAndKill(
+        ['run', LIF, '--steps', String(g.steps), '--checkpoint-every', '2', '--transport', from, '--out', out],
+        runDir,
+        (d) => committedIds(d).includes('ckpt-e1-2'),
+      );
+      expect(killed).toBe(true);
+      expect(existsSync(join(runDir, 'summary.json'))).toBe(false);
+      const r = detsim(['resume', runDir, '--checkpoint', 'ckpt-e1-2', '--transport', to]);
+      expect(r.status, r.stderr).toBe(0);
+      expect(r.stdout).toMatch(/restored\s+ckpt-e1-2 at boundary 2 into epoch e2/);
+      expect(reproHashOf(r.stdout)).toBe(g.reproHash);
+      expect(readRun(runDir).summary.behaviourDigest).toBe(g.behaviourDigest);
+      // Both sessions ran where they were told: the first "workers spawned" line is the killed
+      // run's, the last the resume's.
+      const spawned = readFileSync(join(runDir, 'run.log'), 'utf8')
+        .split('\n')
+        .filter((l) => l.includes('"workers spawned"'));
+      expect(spawned).toHaveLength(2);
+      const kinds = (line: string) => [...new Set(Object.values(loggedWorkerRuns(line)))];
+      const kind = (t: Transport) => (t === 'thread' ? 'thread' : 'process');
+      expect(spawned.map(kinds)).toEqual([[kind(from)], [kind(to)]]);
+    },
+  );
+});
+
+describe('replay, diff and verify on the thread transport', () => {
+  it(
+    'detsim replay --transport thread (a config with --resume-at, a recorded unix run) reproduces the unix ReproHash; diff of a thread and a unix run is DIFF=0',
+    { timeout: 300_000 },
+    async () => {
+      const plain = await runOn(LIF, 'unix', LIF_STEPS);
+      const out = tmpOut('detsim-replay-thread-');
+      const r = detsim([
+        'replay',
+        LIF,
+        '--transport',
+        'thread',
+        '--steps',
+        String(LIF_STEPS),
+        '--resume-at',
+        '4',
+        '--out',
+        out,
+        '--json',
+      ]);
+      expect(r.status, r.stderr).toBe(0);
+      const report = JSON.parse(r.stdout) as {
+        stable: boolean;
+        runs: { reproHash: string; runDir: string }[];
+        checks: { check: string; status: string }[];
+      };
+      expect(report.runs.length).toBeGreaterThanOrEqual(2);
+      for (const run of report.runs) {
+        expect(run.reproHash).toBe(plain.reproHash);
+        expect(new Set(Object.values(loggedWorkerRuns(readRun(run.runDir).log)))).toEqual(new Set(['thread']));
+      }
+      expect(report.checks.filter((c) => c.status !== 'pass')).toEqual([]);
+      const diff = detsim(['diff', report.runs[0]!.runDir, plain.runDir]);
+      expect(diff.status, diff.stdout + diff.stderr).toBe(0);
+      expect(diff.stdout).toContain(`DIFF=0: the same run (ReproHash ${plain.reproHash}, ${LIF_STEPS} steps)`);
+      // The recorded unix run replays on threads against its own record.
+      const again = detsim(['replay', plain.runDir, '--transport', 'thread', '--out', out, '--json']);
+      expect(again.status, again.stderr).toBe(0);
+      const own = JSON.parse(again.stdout) as {
+        reference: { reproHash: string };
+        runs: { reproHash: string; runDir: string }[];
+      };
+      expect(own.reference.reproHash).toBe(plain.reproHash);
+      for (const run of own.runs) {
+        expect(run.reproHash).toBe(plain.reproHash);
+        expect(new Set(Object.values(loggedWorkerRuns(readRun(run.runDir).log)))).toEqual(new Set(['thread']));
+      }
+    },
+  );
+
+  it(
+    'detsim verify of a config with workers.transport: thread hits the example golden (grade full, green)',
+    { timeout: 300_000 },
+    () => {
+      // The example with its transport set to thread, under the example's own name: the golden applies.
+      const dir = tmpOut('detsim-verify-thread-');
+      mkdirSync(join(dir, 'cfg'));
+      const config = join(dir, 'cfg', 'forage-walkers.yaml');
+      const text = readFileSync('examples/forage-walkers.yaml', 'utf8');
+      expect(text).toContain('  transport: unix\n');
+      writeFileSync(config, text.replace('  transport: unix\n', '  transport: thread\n'));
+      const r = detsim([
+        'verify',
+        '--config',
+        config,
+        '--out',
+        join(dir, 'report'),
+        '--runs-dir',
+        join(dir, 'runs'),
+        '--no-golden-marker',
+      ]);
+      expect(r.status, r.stdout + r.stderr).toBe(0);
+      expect(r.stdout).toMatch(/grade full, verdict green/);
+      const checks = readFileSync(join(dir, 'report', 'attestation.jsonl'), 'utf8')
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => JSON.parse(l) as { check?: string; status?: string; reason?: string });
+      expect(checks.find((c) => c.check === 'golden')).toMatchObject({ status: 'pass', reason: 'audit_golden_hit' });
+      const runDir = join(dir, 'runs', 'forage-walkers-1');
+      expect(new Set(Object.values(loggedWorkerRuns(readRun(runDir).log)))).toEqual(new Set(['thread']));
+    },
+  );
+});
+
+describe('thread workers never keep the coordinator alive', () => {
+  it(
+    'runSession on thread leaves no OS thread behind (/proc/self/task), run after run',
+    { timeout: 120_000 },
+    async () => {
+      await runOn(LIF, 'thread', 2); // warm-up: libuv's pool and the like start once
+      const before = osThreadCount();
+      for (let i = 0; i < 3; i++) await runOn(LIF, 'thread', 2);
+      expect(osThreadCount()).toBeLessThanOrEqual(before);
+    },
+  );
+
+  it('detsim run --transport thread exits within 3 s of printing its result', { timeout: 120_000 }, async () => {
+    const out = tmpOut('detsim-thread-exit-');
+    const r = await detsimTimed(
+      ['run', LIF, '--steps', '6', '--transport', 'thread', '--checkpoint-every', '2', '--out', out],
+      /checkpoints\s+\d+ committed/,
+    );
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.exitAfterResultMs).not.toBeNull();
+    expect(r.exitAfterResultMs!).toBeLessThan(3_000);
+    expect(new Set(Object.values(loggedWorkerRuns(readRun(join(out, 'lif-pair-1')).log)))).toEqual(new Set(['thread']));
+  });
+});
