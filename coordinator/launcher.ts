@@ -26,7 +26,7 @@ import { dieWithCoordinator } from './parent-death.js';
 import { RunFailure, type RunPhase } from './run-failure.js';
 import { createSocketDir } from './socket-dir.js';
 import { ThreadWorker } from './thread-worker.js';
-import type { WorkerInstance } from './worker-instance.js';
+import { StderrTail, type WorkerInstance } from './worker-instance.js';
 
 /** How to start one worker process: the command and its arguments before the worker flags. */
 export interface WorkerCommand {
@@ -202,7 +202,7 @@ export class WorkerProcess implements WorkerInstance {
   readonly child: ChildProcess;
   readonly exited: Promise<ProcessExitInfo>;
   exitInfo: ProcessExitInfo | undefined;
-  private readonly stderrTail: string[] = [];
+  private readonly stderrTail: StderrTail;
   private readyLine: Promise<{ listen: string; pid: number }>;
 
   constructor(
@@ -246,11 +246,7 @@ export class WorkerProcess implements WorkerInstance {
       });
     });
     this.child.stdin?.on('error', () => undefined);
-    createInterface({ input: this.child.stderr! }).on('line', (line) => {
-      this.stderrTail.push(line);
-      if (this.stderrTail.length > 20) this.stderrTail.shift();
-      logger.warn({ workerId: plan.workerId, stderr: line }, 'worker stderr');
-    });
+    this.stderrTail = new StderrTail(this.child.stderr!, plan.workerId, logger);
     const lines = createInterface({ input: this.child.stdout! });
     this.readyLine = new Promise((res) => {
       let seen = false;
@@ -284,11 +280,7 @@ export class WorkerProcess implements WorkerInstance {
   }
 
   lastStderr(): string {
-    const t = this.stderrTail
-      .filter((l) => l.trim() !== '')
-      .slice(-3)
-      .join(' | ');
-    return t ? `; last stderr: ${t}` : '';
+    return this.stderrTail.describe();
   }
 
   /** Resolve with the announced address once the ready line arrives; fail on exit, deadline or abort. */

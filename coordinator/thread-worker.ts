@@ -12,7 +12,7 @@ import type { Logger } from 'pino';
 import type { PlannedWorker } from './config.js';
 import type { Id } from '../core/formats/scalars.js';
 import { PortLink, isThreadReady, type ProcessExitInfo } from '../core/protocol/index.js';
-import type { WorkerInstance } from './worker-instance.js';
+import { StderrTail, type WorkerInstance } from './worker-instance.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const fromSource = import.meta.url.endsWith('.ts');
@@ -71,7 +71,7 @@ export class ThreadWorker implements WorkerInstance {
   private readonly thread: Worker;
   /** Kept from the start: a Worker's threadId reads -1 once it has exited, when a death is named. */
   private readonly threadId: number;
-  private readonly stderrTail: string[] = [];
+  private readonly stderrTail: StderrTail;
   private error: string | undefined;
   private readonly logger: Logger;
   private resolveExited!: (info: ProcessExitInfo) => void;
@@ -98,11 +98,7 @@ export class ThreadWorker implements WorkerInstance {
     this.threadId = this.thread.threadId;
     this.link = new PortLink(`thread:${plan.workerId}`, this.thread);
     const { logger } = opts;
-    createInterface({ input: this.thread.stderr }).on('line', (line) => {
-      this.stderrTail.push(line);
-      if (this.stderrTail.length > 20) this.stderrTail.shift();
-      logger.warn({ workerId: plan.workerId, stderr: line }, 'worker stderr');
-    });
+    this.stderrTail = new StderrTail(this.thread.stderr, plan.workerId, logger);
     createInterface({ input: this.thread.stdout }).on('line', (line) =>
       logger.info({ workerId: plan.workerId, stdout: line }, 'worker stdout'),
     );
@@ -144,11 +140,7 @@ export class ThreadWorker implements WorkerInstance {
   }
 
   lastStderr(): string {
-    const t = this.stderrTail
-      .filter((l) => l.trim() !== '')
-      .slice(-3)
-      .join(' | ');
-    return t ? `; last stderr: ${t}` : '';
+    return this.stderrTail.describe();
   }
 
   /**

@@ -1,6 +1,7 @@
 // Shared CLI plumbing: one readable line and a non-zero exit for refused input, never a stack
 // trace for a user mistake. Exit 1 = a file failed verification; exit 2 = usage or input error.
 import { TRANSPORTS, checkSteps, type Transport } from '../config.js';
+import { DISPATCH_MODES, type Dispatch } from '../lockstep.js';
 import { DetsimError } from '../../core/formats/errors.js';
 
 /** Ends a command with an exit code and one line on stderr. */
@@ -59,16 +60,30 @@ export function readStepsFlag(text: string | undefined, flag = '--steps'): numbe
   return checkSteps(Number(text), flag);
 }
 
-/** `--transport unix|tcp|thread`: how this run reaches its workers (physical: never changes a ReproHash). */
-export function readTransportFlag(text: string | undefined): Transport | undefined {
+/** A flag that takes one of a fixed set of words; the refusal names the flag and lists them. */
+export function readChoiceFlag<T extends string>(
+  text: string | undefined,
+  choices: readonly T[],
+  flag: string,
+): T | undefined {
   if (text === undefined) return undefined;
-  if (!(TRANSPORTS as readonly string[]).includes(text))
+  if (!(choices as readonly string[]).includes(text))
     throw new DetsimError(
       'struct_invalid_field',
-      `--transport: ${JSON.stringify(text)} is not one of ${TRANSPORTS.join(', ')}`,
-      '--transport',
+      `${flag}: ${JSON.stringify(text)} is not one of ${choices.join(', ')}`,
+      flag,
     );
-  return text as Transport;
+  return text as T;
+}
+
+/** `--transport unix|tcp|thread`: how this run reaches its workers (physical: never changes a ReproHash). */
+export function readTransportFlag(text: string | undefined): Transport | undefined {
+  return readChoiceFlag(text, TRANSPORTS, '--transport');
+}
+
+/** `--dispatch concurrent|sequential|reversed`: the order of one phase's worker messages. */
+export function readDispatchFlag(text: string | undefined): Dispatch | undefined {
+  return readChoiceFlag(text, DISPATCH_MODES, '--dispatch');
 }
 
 /** The --transport option's help text, the same on every command that starts workers. */

@@ -4,11 +4,19 @@
 import type { Command } from 'commander';
 import { canonicalize } from '../../core/formats/canonical-json.js';
 import { DetsimError } from '../../core/formats/errors.js';
-import { DISPATCH_MODES, type Dispatch } from '../lockstep.js';
+import { DISPATCH_MODES } from '../lockstep.js';
 import { isRunFailure } from '../run-failure.js';
 import { describeDivergence } from '../receipt/diagnosis.js';
 import { type Check, type ReplayReport, replay } from '../receipt/replay.js';
-import { TRANSPORT_HELP, action, ExitError, readStepsFlag, readTransportFlag, writeStdout } from './common.js';
+import {
+  TRANSPORT_HELP,
+  action,
+  ExitError,
+  readStepsFlag,
+  readTransportFlag,
+  readDispatchFlag,
+  writeStdout,
+} from './common.js';
 
 interface ReplayCommandOptions {
   runs?: string;
@@ -36,17 +44,6 @@ function readWhole(text: string | undefined, field: string, min: number): number
       field,
     );
   return Number(text);
-}
-
-function readDispatch(text: string | undefined): Dispatch | undefined {
-  if (text === undefined) return undefined;
-  if (!(DISPATCH_MODES as readonly string[]).includes(text))
-    throw new DetsimError(
-      'struct_invalid_field',
-      `--dispatch: ${JSON.stringify(text)} is not one of ${DISPATCH_MODES.join(', ')}`,
-      '--dispatch',
-    );
-  return text as Dispatch;
 }
 
 export function formatReplay(r: ReplayReport): string[] {
@@ -90,7 +87,7 @@ export function registerReplay(program: Command): void {
         const transport = readTransportFlag(opts.transport);
         const runs = readWhole(opts.runs, '--runs', 2);
         const steps = readStepsFlag(opts.steps);
-        const dispatch = readDispatch(opts.dispatch);
+        const dispatch = readDispatchFlag(opts.dispatch);
         const resumeAt = readWhole(opts.resumeAt, '--resume-at', 1);
         let report: ReplayReport;
         try {

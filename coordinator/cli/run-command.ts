@@ -5,11 +5,10 @@ import cliProgress from 'cli-progress';
 import type { Command } from 'commander';
 import { loadConfig } from '../config.js';
 import { canonicalize } from '../../core/formats/canonical-json.js';
-import { DetsimError } from '../../core/formats/errors.js';
 import { checkWorkerBinaries } from '../launcher.js';
-import { DISPATCH_MODES, type Dispatch } from '../lockstep.js';
+import { DISPATCH_MODES } from '../lockstep.js';
 import { runSession, type RunProgress } from '../run.js';
-import { TRANSPORT_HELP, action, readStepsFlag, readTransportFlag, writeStdout } from './common.js';
+import { TRANSPORT_HELP, action, readStepsFlag, readTransportFlag, readDispatchFlag, writeStdout } from './common.js';
 import { checkpointRunFromFlags, checkpointSummaryLines } from './checkpoint-flags.js';
 import { printReceiptWarnings, runFailureExit } from './run-outcome.js';
 
@@ -25,18 +24,6 @@ interface RunCommandOptions {
 
 /** Exit codes: 0 done, 1 the run failed (a worker died, stalled or misbehaved, a file could not be written), 2 bad input, 130 interrupted. */
 export { INTERRUPTED_EXIT, RUN_FAILED_EXIT } from './run-outcome.js';
-
-function readDispatch(text: string | undefined): Dispatch | undefined {
-  if (text === undefined) return undefined;
-  if (!(DISPATCH_MODES as readonly string[]).includes(text)) {
-    throw new DetsimError(
-      'struct_invalid_field',
-      `--dispatch: ${JSON.stringify(text)} is not one of ${DISPATCH_MODES.join(', ')}`,
-      '--dispatch',
-    );
-  }
-  return text as Dispatch;
-}
 
 function formatEta(seconds: number): string {
   if (!Number.isFinite(seconds)) return '?';
@@ -105,7 +92,7 @@ export function registerRun(program: Command): void {
     .action(
       action(async (configPath: string, opts: RunCommandOptions) => {
         const steps = readStepsFlag(opts.steps);
-        const dispatch = readDispatch(opts.dispatch);
+        const dispatch = readDispatchFlag(opts.dispatch);
         // Every check on the config happens here, before any process starts.
         const transport = readTransportFlag(opts.transport);
         const loaded = loadConfig(configPath);
