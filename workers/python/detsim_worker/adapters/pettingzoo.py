@@ -11,7 +11,7 @@
 # non-finite float is refused (detsim data is finite JSON). Rewards travel as detsim rewards with
 # ruleId "reward", one per agent per step whose reward is not zero.
 #
-# Episodes. env.reset(seed=detsim seed + episode) starts episode 0; when env.agents is empty after
+# Episodes. env.reset(seed=unsigned detsim seed + episode) starts episode 0; when env.agents is empty after
 # a step (every agent terminated or truncated), the next advance first resets with episode + 1.
 #
 # State. A ParallelEnv has no state API, so the user says how to capture it: either hooks
@@ -29,6 +29,11 @@ from ..sdk import AgentModel, EnvironmentModel
 
 ParallelEnvFactory = Callable[[], Any]
 Policy = Callable[[Any, np.random.Generator], Any]
+
+
+def unsigned_seed(seed: int) -> int:
+    """A detsim seed is a signed 32-bit integer; numpy and PettingZoo take its unsigned bits."""
+    return seed & 0xFFFFFFFF
 
 
 def to_json_data(value: Any, where: str) -> Any:
@@ -99,7 +104,7 @@ class ParallelEnvAdapter(EnvironmentModel):
         if len(ctx.ports) != len(possible):
             raise ValueError(f'ports: the env has {len(possible)} agents ({", ".join(possible)}); '
                              f'the run configures {len(ctx.ports)}')
-        return _EnvState(env, {p['agentId']: possible[i] for i, p in enumerate(ctx.ports)}, ctx.seed)
+        return _EnvState(env, {p['agentId']: possible[i] for i, p in enumerate(ctx.ports)}, unsigned_seed(ctx.seed))
 
     def _reset(self, s: _EnvState) -> None:
         obs, _ = s.env.reset(seed=s.seed + s.episode)
@@ -199,7 +204,7 @@ class PolicyAgentAdapter(AgentModel):
         self.model_version = model_version
 
     def initialize(self, ctx):
-        return {'rng': np.random.Generator(np.random.PCG64(ctx.seed))}
+        return {'rng': np.random.Generator(np.random.PCG64(unsigned_seed(ctx.seed)))}
 
     def prepare(self, state, ctx):
         observation = ctx.observation.get('observation')
