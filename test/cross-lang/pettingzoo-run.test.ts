@@ -1,4 +1,4 @@
-// examples/pettingzoo-rps.yaml end to end through the real CLI: PettingZoo's classic/rps-v2 (from
+// examples/pettingzoo/rps.yaml end to end through the real CLI: PettingZoo's classic/rps-v2 (from
 // PyPI, the [pettingzoo] extra) as a Python environment worker and two policy agents on a Python
 // agent worker, through detsim_worker.adapters.pettingzoo. `detsim run --checkpoint-every 8`, then
 // `detsim resume` of a copy from a middle checkpoint (restored by action replay, not pickle), must
@@ -13,7 +13,7 @@ import { committedIds, detsim, summary, traces } from '../checkpoint/cli.js';
 import { tmpOut } from '../coordinator/helpers.js';
 import { ensurePythonWorker, MAKE_PYTHON_VENV, pythonWorkerSkip } from './python-worker.js';
 
-const EXAMPLE = 'examples/pettingzoo-rps.yaml';
+const EXAMPLE = 'examples/pettingzoo/rps.yaml';
 
 /** The interpreter, checked to import PettingZoo too: the example needs the [pettingzoo] extra. */
 function ensurePettingZoo(): void {

@@ -1,6 +1,6 @@
 # Example models built with the PettingZoo adapters (detsim_worker.adapters.pettingzoo): PettingZoo's
 # rock-paper-scissors (pettingzoo.classic.rps_v2, parallel API) as a detsim environment, and two
-# per-agent policies as detsim agents; examples/pettingzoo-rps.yaml runs them. Needs the extra:
+# per-agent policies as detsim agents; examples/pettingzoo/rps.yaml runs them. Needs the extra:
 # pip install './workers/python[pettingzoo]'. Not built-ins: a worker loads them only when launched with them.
 from __future__ import annotations
 
