@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The Python half of the test suite: makes ONE venv (workers/python/.venv, reused within a run),
-# installs the Python worker package with its pinned test dependencies, and runs its pytest suite,
+# installs the Python worker package with its pinned test dependencies and the [pettingzoo] extra,
+# and runs its pytest suite,
 # teeing the log to reports/pytest.txt, which scripts/test-summary.mjs adds to the "N passed,
 # N failed" line. .ci/run then exports DETSIM_PYTHON=workers/python/.venv/bin/python, so npm test's
 # cross-language tests and `workers.runtime: python` runs use the same interpreter (the vitest
@@ -20,7 +21,7 @@ start=$(date +%s)
 if [ ! -x "$venv/bin/python" ]; then
   "$python" -m venv "$venv" || exit 1
 fi
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check './workers/python[test]' || exit 1
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check './workers/python[test,pettingzoo]' || exit 1
 (cd workers/python && .venv/bin/python -m pytest -q -rs -p no:cacheprovider tests) 2>&1 | tee reports/pytest.txt
 status=${PIPESTATUS[0]}
 if [ "$status" -eq 5 ]; then echo "test-python: pytest collected no tests (exit 5): that is a failure" >&2; status=1; fi

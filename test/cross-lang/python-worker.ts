@@ -10,7 +10,7 @@ import { REPO_ROOT } from '../workers/harness.js';
 export const VENV_PYTHON = join(REPO_ROOT, 'workers/python/.venv/bin/python');
 /** What .ci/run does to give the tests a Python worker. */
 export const MAKE_PYTHON_VENV =
-  "python3 -m venv workers/python/.venv && workers/python/.venv/bin/pip install './workers/python[test]'";
+  "python3 -m venv workers/python/.venv && workers/python/.venv/bin/pip install './workers/python[test,pettingzoo]'";
 
 const inCi = (process.env.CI ?? '') !== '';
 const found = process.env.DETSIM_PYTHON || (existsSync(VENV_PYTHON) ? VENV_PYTHON : undefined);

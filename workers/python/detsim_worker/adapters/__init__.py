@@ -1,0 +1,1 @@
+# Adapters from other simulation APIs (PettingZoo) to the detsim SDK. Not loaded unless imported.
