@@ -1,7 +1,8 @@
 // `detsim run --verbose` with a Python user model that raises: the run fails naming the worker,
 // agent, step, phase and the model's error text; its Python traceback reaches the user only with
-// --verbose (the launcher passes --verbose to Python workers). Not the in-process bad-model checks
-// (workers/python/tests/test_strict.py) nor the missing interpreter/package refusals (python-run.test.ts).
+// --verbose (the launcher passes --verbose to Python workers); a NaN decision fails alike. Not the
+// in-process bad-model checks (workers/python/tests/test_strict.py) nor the missing interpreter and
+// package refusals (python-run.test.ts).
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -35,10 +36,15 @@ class Raises(AgentModel):
 
 def explode(ctx):
     raise ValueError('the model broke')
+
+
+class NotJson(Raises):
+    def prepare(self, state, ctx):
+        return {'move': float('nan')}
 `;
 
-/** A run config (one Python agent worker hosting the raising model, a TypeScript environment) and its module dir. */
-function raisingRun(): { config: string; modules: string; out: string } {
+/** A run config (one Python agent worker hosting `model`, a TypeScript environment) and its module dir. */
+function badModelRun(model = 'Raises'): { config: string; modules: string; out: string } {
   const source = 'examples/mixed-python.yaml';
   const example = parseConfigText(readFileSync(join(REPO_ROOT, source), 'utf8'), source) as Record<string, any>;
   const dir = tmpOut('detsim-pyverbose-');
@@ -52,7 +58,7 @@ function raisingRun(): { config: string; modules: string; out: string } {
       ...example,
       steps: 3,
       environment: { ...example.environment, runtime: 'typescript' },
-      agents: [{ id: 'bad-0', model: 'python:raising_model:Raises' }],
+      agents: [{ id: 'bad-0', model: `python:raising_model:${model}` }],
       workers: { agentsPerWorker: 1, runtime: 'python' },
     }),
   );
@@ -63,7 +69,7 @@ describe.skipIf(pythonWorkerSkip !== null)('a Python model that raises, with and
   beforeAll(() => ensurePythonWorker(), 60_000);
 
   it('fails the run naming worker, agent, step, phase and the error text; the traceback only with --verbose', async () => {
-    const { config, modules, out } = raisingRun();
+    const { config, modules, out } = badModelRun();
     const env = { PYTHONPATH: modules };
     const plain = await detsimAsync(['run', config, '--out', join(out, 'plain')], { env });
     const verbose = await detsimAsync(['run', config, '--out', join(out, 'verbose'), '--verbose'], { env });
@@ -80,5 +86,16 @@ describe.skipIf(pythonWorkerSkip !== null)('a Python model that raises, with and
     expect(verbose.stderr).toMatch(/raising_model\.py", line \d+, in explode/);
     expect(verbose.stderr).toMatch(/ValueError: the model broke/);
     expect(verbose.stderr).not.toMatch(/detsim_worker[/\\]model_call\.py/);
+  }, 120_000);
+
+  it('a NaN in the decision fails the run the same way, naming the value as not JSON', async () => {
+    const { config, modules, out } = badModelRun('NotJson');
+    const r = await detsimAsync(['run', config, '--out', out], { env: { PYTHONPATH: modules } });
+    expect(r.status, r.stderr).toBe(1);
+    expect(r.stderr).toContain(
+      'detsim: run failed: worker worker-0 (agents bad-0) answered with an error at step 0, phase prepare: ' +
+        'Agent.Prepare req-3: BACKEND_FAILURE: agent bad-0: prepare returned a decision that is not JSON',
+    );
+    expect(r.stderr).not.toMatch(/Traceback/);
   }, 120_000);
 });
