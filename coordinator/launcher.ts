@@ -46,6 +46,8 @@ export interface LaunchOptions {
    * to the plan's transport.
    */
   startWorker?: (worker: PlannedWorker, ctx: StartContext) => StartingWorker | undefined;
+  /** `--verbose`: Python workers include a model's traceback in its failure (never without it). */
+  verbose?: boolean;
 }
 
 /** What starting one worker needs besides the worker itself. */
@@ -163,13 +165,18 @@ function checkPythonWorker(plan: RunPlan): void {
   }
 }
 
-/** The command for one planned worker: the Rust binary for rust, `python -m detsim_worker` for python, else TypeScript. */
+/**
+ * The command for one planned worker: the Rust binary for rust, `python -m detsim_worker` for python
+ * (with `--verbose` when asked: model tracebacks in failures), else TypeScript.
+ */
 export function workerCommandFor(
   worker: PlannedWorker,
   typescript: WorkerCommand = defaultWorkerCommand(),
+  verbose = false,
 ): WorkerCommand {
   if (worker.runtime === 'rust') return { command: rustWorkerPath(), args: [] };
-  if (worker.runtime === 'python') return { command: pythonInterpreter(), args: ['-m', 'detsim_worker'] };
+  if (worker.runtime === 'python')
+    return { command: pythonInterpreter(), args: ['-m', 'detsim_worker', ...(verbose ? ['--verbose'] : [])] };
   return typescript;
 }
 
@@ -618,7 +625,7 @@ export async function launchFleet(plan: RunPlan, opts: LaunchOptions): Promise<F
     const custom = opts.startWorker?.(w, ctx);
     if (custom) return custom;
     if (runsOnThread(plan, w) && !opts.commandFor?.(w)) return startThread(w, ctx);
-    const cmd = opts.commandFor?.(w) ?? workerCommandFor(w, base);
+    const cmd = opts.commandFor?.(w) ?? workerCommandFor(w, base, opts.verbose);
     return startProcess(w, ctx, cmd, listenAddress(plan, socketDir, i));
   });
   const instances = starting.map((s) => s.instance);

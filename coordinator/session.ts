@@ -92,6 +92,8 @@ export interface SessionOptions {
    * other workers may already have prepared the next step. The session fails either way.
    */
   pipeline?: boolean;
+  /** `--verbose`: Python workers put a model's traceback in its failure message. */
+  verbose?: boolean;
 }
 
 /** What the live session hands a start once its workers are up. */
@@ -216,6 +218,7 @@ export async function runLoop(start: SessionStart, opts: SessionOptions): Promis
       signal,
       commandFor: opts.hooks?.commandFor,
       startWorker: opts.hooks?.startWorker,
+      verbose: opts.verbose,
       ...(start.storeDir ? { storeDir: start.storeDir } : {}),
     });
     opts.hooks?.onLaunched?.(fleet);

@@ -1,12 +1,20 @@
 // Bench suite `workers`: agent-steps/s of the walker and lif agents on Rust workers
-// (crates-bridge/worker) beside the same configuration on TypeScript workers, measured in the
-// same run (alternating repeats, median). Also records that both runs gave the same behaviour
-// digest. Numbers only; correctness lives in test/cross-lang/worker*.test.ts. NOT a test.
+// (crates-bridge/worker) and on Python workers (workers/python) beside the same configuration on
+// TypeScript workers, measured in the same run (rotating order, median). Also records whether every
+// runtime gave the same behaviour digest. A runtime that is not available is skipped with its reason.
+// Numbers only, never a gate; correctness lives in test/cross-lang/worker*.test.ts. NOT a test.
+import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { resolveConfig, type WorkerRuntimeName } from '../../coordinator/config.js';
-import { RUST_WORKER_BUILD_COMMAND, rustWorkerPath } from '../../coordinator/launcher.js';
+import {
+  RUST_WORKER_BUILD_COMMAND,
+  pythonInterpreter,
+  pythonWorkerInstallCommand,
+  rustWorkerPath,
+} from '../../coordinator/launcher.js';
 import { runSession } from '../../coordinator/run.js';
 import type { BenchSuite, Figure } from '../lib/suite.js';
 import { withLimit } from '../lib/suite.js';
@@ -83,30 +91,63 @@ export async function measureWorkers(
 
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
+type Measured = 'typescript' | 'rust' | 'python';
+const OTHERS: readonly Exclude<Measured, 'typescript'>[] = ['rust', 'python'];
+const LABEL: Record<Measured, string> = { typescript: 'TypeScript', rust: 'Rust', python: 'Python' };
+const VENV_PYTHON = fileURLToPath(new URL('../../workers/python/.venv/bin/python', import.meta.url));
+
+/** Why the Rust worker cannot be measured, or null. The bench never builds it. */
+function rustSkip(): string | null {
+  return existsSync(rustWorkerPath())
+    ? null
+    : `the Rust worker is missing (${rustWorkerPath()}); build it once with: ${RUST_WORKER_BUILD_COMMAND}`;
+}
+
+/**
+ * Why Python workers cannot be measured, or null. The interpreter is $DETSIM_PYTHON, else the
+ * workers/python/.venv one scripts/test-python.sh makes, else python3; when it can import
+ * detsim_worker it is exported as DETSIM_PYTHON so the launcher runs the same one.
+ */
+function pythonSkip(): string | null {
+  const python = process.env.DETSIM_PYTHON || (existsSync(VENV_PYTHON) ? VENV_PYTHON : pythonInterpreter());
+  const probe = spawnSync(python, ['-c', 'import detsim_worker'], { stdio: 'ignore', timeout: 30_000 });
+  if (probe.error)
+    return `no Python interpreter (${python} cannot be run); set DETSIM_PYTHON or run scripts/test-python.sh`;
+  if (probe.status !== 0)
+    return `${python} cannot import detsim_worker; install it with: ${pythonWorkerInstallCommand(python)}`;
+  process.env.DETSIM_PYTHON = python;
+  return null;
+}
+
+/** A rotation of the runtimes per repeat, so load bursts on a shared machine hit each of them. */
+const rotated = <T>(xs: readonly T[], i: number): T[] => xs.map((_, j) => xs[(i + j) % xs.length]!);
+
 export const workers: BenchSuite = {
   name: 'workers',
   description:
-    'agent-steps/s of walker and lif on Rust workers (crates-bridge/worker) beside TypeScript workers, same configuration, same run (alternating repeats, median)',
+    'agent-steps/s of walker and lif on Rust workers (crates-bridge/worker) and Python workers (workers/python) beside TypeScript workers, same configuration, same run (rotating order, median)',
   async run(ctx) {
-    if (!existsSync(rustWorkerPath())) {
-      // Not measured, and said so (the other suites still run): the bench never builds.
-      const skipped = `the Rust worker is missing (${rustWorkerPath()}); build it once with: ${RUST_WORKER_BUILD_COMMAND}`;
-      ctx.log(`workers: skipped: ${skipped}`);
+    const skips: Partial<Record<Measured, string>> = {};
+    const reasons = { rust: rustSkip(), python: pythonSkip() };
+    for (const r of OTHERS) if (reasons[r] !== null) skips[r] = reasons[r];
+    for (const [r, why] of Object.entries(skips)) ctx.log(`workers: ${r} skipped: ${why}`);
+    const others = OTHERS.filter((r) => reasons[r] === null);
+    if (others.length === 0) {
+      // Not measured, and said so (the other suites still run): the bench never builds nor installs.
+      const skipped = OTHERS.map((r) => `${LABEL[r]}: ${skips[r]}`).join('; ');
       return { figures: [], details: { skipped } };
     }
+    const runtimes: Measured[] = ['typescript', ...others];
     const repeats = ctx.quick ? 1 : 3;
     const figures: Figure[] = [];
     const rows: WorkersRow[] = [];
     for (const c of CASES) {
       const steps = ctx.quick ? 60 : c.model === 'lif' ? 300 : 600;
       const warmup = Math.floor(steps / 4);
-      const by: Record<'typescript' | 'rust', number[]> = { typescript: [], rust: [] };
+      const by: Record<Measured, number[]> = { typescript: [], rust: [], python: [] };
       const digests = new Set<string>();
       for (let i = 0; i < repeats; i++) {
-        // Alternate the order so load bursts on a shared machine hit both runtimes.
-        for (const runtime of (i % 2 === 0 ? ['typescript', 'rust'] : ['rust', 'typescript']) as (
-          'typescript' | 'rust'
-        )[]) {
+        for (const runtime of rotated(runtimes, i)) {
           const row = await measureWorkers(c, runtime, steps, warmup, ctx.tmpDir);
           ctx.log(`workers ${c.id} ${runtime}: ${row.agentStepsPerSec} agent-steps/s`);
           rows.push(row);
@@ -115,21 +156,22 @@ export const workers: BenchSuite = {
         }
       }
       const note =
-        digests.size === 1 ? 'same behaviourDigest on both runtimes' : `BEHAVIOUR DIFFERS: ${digests.size} digests`;
-      figures.push(
-        withLimit(
-          {
-            id: `workers.${c.id}.rust`,
-            name: `${c.name} on Rust workers`,
-            value: median(by.rust),
-            unit: 'agent-steps/s',
-            higherIsBetter: true,
-            samples: repeats,
-            note,
-          },
-          { name: 'the same configuration on TypeScript workers', value: median(by.typescript) },
-        ),
-      );
+        digests.size === 1 ? 'same behaviourDigest on every runtime' : `BEHAVIOUR DIFFERS: ${digests.size} digests`;
+      for (const runtime of others)
+        figures.push(
+          withLimit(
+            {
+              id: `workers.${c.id}.${runtime}`,
+              name: `${c.name} on ${LABEL[runtime]} workers`,
+              value: median(by[runtime]),
+              unit: 'agent-steps/s',
+              higherIsBetter: true,
+              samples: repeats,
+              note,
+            },
+            { name: 'the same configuration on TypeScript workers', value: median(by.typescript) },
+          ),
+        );
       figures.push(
         withLimit(
           {
@@ -144,6 +186,6 @@ export const workers: BenchSuite = {
         ),
       );
     }
-    return { figures, details: { rows, cases: CASES, repeats } };
+    return { figures, details: { rows, cases: CASES, repeats, runtimesSkipped: skips } };
   },
 };

@@ -26,6 +26,7 @@ interface ReplayCommandOptions {
   resumeAt?: string;
   transport?: string;
   json?: boolean;
+  verbose?: boolean;
 }
 
 /** 1 when any check failed, 2 when any warned, else 0. */
@@ -82,6 +83,7 @@ export function registerReplay(program: Command): void {
     .option('--out <dir>', 'parent directory of the run directories (default: runs)')
     .option('--transport <t>', TRANSPORT_HELP)
     .option('--json', 'print one canonical JSON object')
+    .option('--verbose', "a Python model's failure carries its Python traceback")
     .action(
       action(async (source: string, opts: ReplayCommandOptions) => {
         const transport = readTransportFlag(opts.transport);
@@ -98,6 +100,7 @@ export function registerReplay(program: Command): void {
             resumeAt,
             transport,
             outDir: opts.out,
+            runOptions: { verbose: opts.verbose === true },
             onRun: opts.json
               ? undefined
               : (i, run) => process.stderr.write(`run ${i + 1} done: ${run.reproHash} ${run.runDir}\n`),

@@ -25,6 +25,7 @@ interface ResumeCommandOptions {
   checkpointEvery?: string;
   transport?: string;
   json?: boolean;
+  verbose?: boolean;
 }
 
 /** A whole-number flag where 0 means none (`--checkpoint-every 0`); steps go through readStepsFlag. */
@@ -61,6 +62,7 @@ export function registerResume(program: Command): void {
     )
     .option('--transport <t>', TRANSPORT_HELP)
     .option('--json', 'print one canonical JSON object instead of lines')
+    .option('--verbose', "a Python model's failure carries its Python traceback")
     .action(
       action(async (runDir: string, opts: ResumeCommandOptions) => {
         const transport = readTransportFlag(opts.transport);
@@ -71,6 +73,7 @@ export function registerResume(program: Command): void {
           const r = await resumeRun(runDir, {
             // Ctrl-C / SIGTERM stop the resumed run like `detsim run` (the session loop's one abort wiring).
             handleSignals: true,
+            verbose: opts.verbose === true,
             ...(checkpointId ? { checkpointId } : {}),
             ...(steps !== undefined ? { steps } : {}),
             ...(every !== undefined ? { checkpointEvery: every } : {}),

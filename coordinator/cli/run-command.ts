@@ -20,6 +20,7 @@ interface RunCommandOptions {
   dispatch?: string;
   transport?: string;
   json?: boolean;
+  verbose?: boolean;
 }
 
 /** Exit codes: 0 done, 1 the run failed (a worker died, stalled or misbehaved, a file could not be written), 2 bad input, 130 interrupted. */
@@ -89,6 +90,7 @@ export function registerRun(program: Command): void {
       'capture a checkpoint every K committed steps into <run dir>/store/ (ledger: <run dir>/ledger.jsonl)',
     )
     .option('--keep <n>', 'checkpoint generations to keep (default 3; with --checkpoint-every)')
+    .option('--verbose', "a Python model's failure carries its Python traceback")
     .action(
       action(async (configPath: string, opts: RunCommandOptions) => {
         const steps = readStepsFlag(opts.steps);
@@ -107,6 +109,7 @@ export function registerRun(program: Command): void {
             dispatch,
             onProgress: progress.update,
             handleSignals: true,
+            verbose: opts.verbose === true,
             ...(checkpoints ? { extension: checkpoints } : {}),
           });
           progress.stop();

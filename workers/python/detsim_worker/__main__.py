@@ -1,6 +1,7 @@
 # Worker process entry: `python -m detsim_worker --listen unix:/path|host:port --role agent|environment
 # --worker-id <Id> [--session <Id>] [--model python:pkg.mod:Class]… [--strict] [--max-message-bytes N]
-# [--no-parent-watch] [--store-dir <abs path>]`. Flag checks worded as workers/main.ts + process.ts;
+# [--no-parent-watch] [--store-dir <abs path>] [--verbose]` (--verbose: a model's failure carries its
+# traceback). Flag checks worded as workers/main.ts + process.ts;
 # prints the one ready line; exits 0 on Shutdown, SIGTERM/SIGINT, or when its parent goes away.
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import threading
 from .scalars import InputError, is_id
 
 VALUE_FLAGS = {'--listen', '--role', '--worker-id', '--session', '--model', '--max-message-bytes', '--store-dir'}
-BOOL_FLAGS = {'--strict', '--no-parent-watch'}
+BOOL_FLAGS = {'--strict', '--no-parent-watch', '--verbose'}
 
 
 class UsageError(Exception):
@@ -82,7 +83,7 @@ def read_options(v: dict) -> dict:
         raise InputError('struct_invalid_field', f'--store-dir {json.dumps(store_dir)} is not an absolute path')
     return {'listen': listen, 'role': role, 'worker_id': worker_id, 'session': session, 'strict': v.get('--strict', False),
             'max_message_bytes': max_bytes, 'models': sorted(set(v['--model'])), 'store_dir': store_dir,
-            'parent_watch': not v.get('--no-parent-watch', False)}
+            'parent_watch': not v.get('--no-parent-watch', False), 'verbose': v.get('--verbose', False)}
 
 
 def watch_parent(on_gone) -> None:
@@ -123,7 +124,9 @@ def main(argv: list[str]) -> int:
     except InputError as e:
         sys.stderr.write(f'detsim: [{e.reason}] {e}\n')
         return 2
+    from .model_call import include_tracebacks
     from .runtime import WorkerRuntime
+    include_tracebacks(options['verbose'])
     from .server import remove_stale_socket, start_server
     runtime = WorkerRuntime(options['role'], options['worker_id'], options['session'], options['strict'],
                             options['max_message_bytes'], options['models'], options['store_dir'])

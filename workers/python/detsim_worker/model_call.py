@@ -1,8 +1,10 @@
 # Calling into model code (workers/model-call.ts): the strict guard, a model's exception as a
-# BACKEND_FAILURE refusal naming the participant and the callback, and model + params loading.
-# Nothing about the protocol's phases or caches.
+# BACKEND_FAILURE refusal naming the participant and the callback (with the model's traceback only
+# when the worker runs with --verbose), and model + params loading. Nothing about the protocol's
+# phases or caches.
 from __future__ import annotations
 
+import traceback
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -12,6 +14,25 @@ from .scalars import InputError
 from .strict import guarded
 
 
+_tracebacks = False
+
+
+def include_tracebacks(on: bool) -> None:
+    """Set once at start-up from --verbose: a model's failure then carries its Python traceback."""
+    global _tracebacks
+    _tracebacks = on
+
+
+def model_failure_text(e: Exception) -> str:
+    """The model's error text; under --verbose followed by its traceback (the worker's own frames left out)."""
+    if not _tracebacks:
+        return str(e)
+    tb = e.__traceback__
+    while tb is not None and tb.tb_frame.f_globals.get('__name__', '').startswith('detsim_worker.'):
+        tb = tb.tb_next
+    return f'{e}\n' + ''.join(traceback.format_exception(type(e), e, tb)).rstrip('\n')
+
+
 def call_model(strict: bool, participant: str, callback: str, mutation: str, fn: Callable[[], Any]) -> Any:
     try:
         with guarded(strict, participant, callback):
@@ -19,7 +40,7 @@ def call_model(strict: bool, participant: str, callback: str, mutation: str, fn:
     except ProtocolRefusal:
         raise
     except Exception as e:  # a model's own failure, reported in-band (never a traceback on the wire)
-        raise ProtocolRefusal('BACKEND_FAILURE', f'{participant}: {callback} failed: {e}', mutation) from None
+        raise ProtocolRefusal('BACKEND_FAILURE', f'{participant}: {callback} failed: {model_failure_text(e)}', mutation) from None
 
 
 def invalid(e: Exception) -> Exception:

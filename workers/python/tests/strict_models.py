@@ -39,3 +39,13 @@ class Raises(_Base):
 class NotJson(_Base):
     def prepare(self, state, ctx):
         return {'x': float('nan')}
+
+
+class NotJsonSet(_Base):
+    def prepare(self, state, ctx):
+        return {'x': {1, 2}}
+
+
+class NotAnObject(_Base):
+    def prepare(self, state, ctx):
+        return 'east'

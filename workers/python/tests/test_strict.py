@@ -1,12 +1,14 @@
 # Strict mode and bad models, in process (the runtime without gRPC): nondeterministic calls are
 # trapped inside model callbacks with a named failure, a raising model or a non-JSON decision is a
-# BACKEND_FAILURE naming the agent and the callback, and the trapped functions come back afterwards.
+# BACKEND_FAILURE naming the agent and the callback (its traceback only under --verbose), and the
+# trapped functions come back afterwards.
 import random
 import time
 
 import pytest
 
 from detsim_worker.canonical_json import canonical_bytes, parse_strict
+from detsim_worker.model_call import include_tracebacks
 from detsim_worker.runtime import CONTRACT_DIGEST, StreamState, WorkerRuntime
 
 SCOPE = {'sessionId': 's-1', 'epoch': 'e1', 'step': '0'}
@@ -45,6 +47,22 @@ def test_a_raising_model_and_a_non_json_decision_fail_by_name():
     assert raised == {'code': 'BACKEND_FAILURE', 'message': 'agent a-1: prepare failed: the model broke', 'mutation': 'unknown'}
     nan = prepared('NotJson', strict=False)['error']
     assert nan['code'] == 'BACKEND_FAILURE' and nan['message'].startswith('agent a-1: prepare returned a decision that is not JSON')
+    a_set = prepared('NotJsonSet', strict=False)['error']
+    assert a_set['code'] == 'BACKEND_FAILURE' and a_set['message'].startswith('agent a-1: prepare returned a decision that is not JSON')
+    not_object = prepared('NotAnObject', strict=False)['error']
+    assert not_object == {'code': 'BACKEND_FAILURE', 'message': 'agent a-1: prepare returned no decision object', 'mutation': 'unknown'}
+
+
+def test_with_verbose_a_raising_model_carries_its_traceback_without_the_worker_frames():
+    include_tracebacks(True)
+    try:
+        message = prepared('Raises', strict=False)['error']['message']
+    finally:
+        include_tracebacks(False)
+    first, *rest = message.split('\n')
+    assert first == 'agent a-1: prepare failed: the model broke'
+    assert rest[0] == 'Traceback (most recent call last):' and rest[-1] == 'ValueError: the model broke'
+    assert 'strict_models.py' in message and 'detsim_worker' not in message
 
 
 def test_a_model_not_launched_is_refused_before_import():
