@@ -36,7 +36,8 @@ export interface WorkersRow {
   behaviourDigest: string;
 }
 
-const CASES: WorkersCase[] = [
+/** The measured cases (exported so the suite's test measures the same walker case). */
+export const CASES: WorkersCase[] = [
   {
     id: 'walker',
     name: '16 walkers in 4 agent processes',

@@ -4,7 +4,7 @@
 // value is judged (bench/ holds those). Not the quick-all structure check (quick-all.test.ts).
 import { tmpdir } from 'node:os';
 import { afterEach, describe, expect, it } from 'vitest';
-import { measureWorkers, workers, type WorkersCase } from '../../bench/suites/workers.js';
+import { CASES, measureWorkers, workers } from '../../bench/suites/workers.js';
 import { ensurePythonWorker, pythonWorkerSkip } from '../cross-lang/python-worker.js';
 
 const saved = { rust: process.env.DETSIM_RUST_WORKER, python: process.env.DETSIM_PYTHON };
@@ -33,14 +33,7 @@ describe('bench workers suite', () => {
     'measures the walker case on Python workers with the TypeScript behaviour',
     async () => {
       ensurePythonWorker();
-      const walker: WorkersCase = {
-        id: 'walker',
-        name: '16 walkers in 4 agent processes',
-        model: 'walker',
-        agents: 16,
-        agentsPerWorker: 4,
-        params: {},
-      };
+      const walker = CASES.find((c) => c.id === 'walker')!;
       const python = await measureWorkers(walker, 'python', 12, 4);
       const typescript = await measureWorkers(walker, 'typescript', 12, 4);
       expect(python.agentStepsPerSec).toBeGreaterThan(0);
