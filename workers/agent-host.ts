@@ -37,12 +37,14 @@ import {
   sha256,
   stagedPayload,
   type StageParams,
+  PAYLOAD_VERSION,
+  readPayloadHeader,
 } from './checks.js';
 import type { HostContext, HostReply } from './host-context.js';
 import { callModel, invalid, loadModel } from './model-call.js';
 import { resolveAgentModel } from './models/registry.js';
 import { ONE_MS, NO_DATASET_DIGEST, type AgentModel, type AgentReward, type JsonObject } from './sdk.js';
-import { decodeState, encodeState } from './state-codec.js';
+import { encodeState } from './state-codec.js';
 import { StepCache, bodyKey, opKey } from './op-cache.js';
 import { TickClock } from './tick-clock.js';
 
@@ -90,7 +92,6 @@ interface AgentSlot extends AgentIdentity, AgentTimeline {
   initResult: JsonObject;
 }
 
-const PAYLOAD_VERSION = 1;
 /** The body identity of every Prepare entry: it holds nothing but the agent id, which is in the key. */
 const PREPARE_BODY = (): string => '';
 
@@ -644,36 +645,12 @@ export class AgentHost {
   }
 
   private readPayload(bytes: Uint8Array, agentId: string, checkpointId: string, sourceScope: Scope): JsonObject {
-    let payload: JsonObject;
-    try {
-      payload = readObject(decodeState(bytes), 'payload');
-    } catch (e) {
-      throw new ProtocolRefusal(
-        'INCOMPATIBLE_STATE',
-        `agent ${agentId}: payload is not a state payload: ${(e as Error).message}`,
-      );
-    }
-    const expect = (field: string, ok: boolean, what: string): void => {
-      if (!ok) throw new ProtocolRefusal('INCOMPATIBLE_STATE', `agent ${agentId}: payload ${field} ${what}`);
-    };
-    expect('payloadVersion', payload.payloadVersion === PAYLOAD_VERSION, `must be ${PAYLOAD_VERSION}`);
-    expect('kind', payload.kind === 'agent', 'must be "agent"');
-    expect('agentId', payload.agentId === agentId, `is ${JSON.stringify(payload.agentId)}, not ${agentId}`);
-    expect(
-      'checkpointId',
-      payload.checkpointId === checkpointId,
-      `is ${JSON.stringify(payload.checkpointId)}, not ${checkpointId}`,
-    );
-    expect(
-      'sourceScope',
-      canonicalDigest(payload.sourceScope ?? null) === canonicalDigest(sourceScope),
-      'differs from params.sourceScope',
-    );
-    expect(
-      'committedStep',
-      payload.committedStep === sourceScope.step,
-      `is ${JSON.stringify(payload.committedStep)}, not ${sourceScope.step}`,
-    );
+    const { payload, expect } = readPayloadHeader(bytes, `agent ${agentId}`, {
+      kind: 'agent',
+      agentId,
+      checkpointId,
+      sourceScope,
+    });
     expect('model', typeof payload.model === 'string', 'must be a string');
     expect('params', typeof payload.params === 'object' && payload.params !== null, 'must be an object');
     expect('observation', typeof payload.observation === 'object' && payload.observation !== null, 'must be an object');

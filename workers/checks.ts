@@ -15,6 +15,8 @@ import {
 } from '../core/formats/scalars.js';
 import { type PayloadRef, ProtocolRefusal, type Request } from '../core/protocol/index.js';
 import { type PayloadFile, readStoreRange } from './payload-file.js';
+import type { JsonObject } from './sdk.js';
+import { decodeState } from './state-codec.js';
 
 export function requireScope(req: Request): Scope {
   if (!req.scope) throw new ProtocolRefusal('INVALID_ARGUMENT', `${req.method} needs a scope`);
@@ -232,4 +234,52 @@ export async function stagedPayload(
   const bytes = await readStoreRange(storeDir, staged.file, BigInt(staged.ref.byteLength));
   checkDigest(bytes, staged.ref, name);
   return bytes;
+}
+
+/** The version of the state payload both hosts write and read (payloadVersion). */
+export const PAYLOAD_VERSION = 1;
+
+/** Throws INCOMPATIBLE_STATE `<who>: payload <field> <what>` unless `ok`: one payload field check. */
+export type PayloadFieldCheck = (field: string, ok: boolean, what: string) => void;
+
+/**
+ * Decode a state payload and check the header both hosts share, in this order: payloadVersion,
+ * kind, the agent id (agents only), checkpointId, sourceScope, committedStep. Returns the payload
+ * and the field check for the host's own fields, so every refusal reads the same way.
+ */
+export function readPayloadHeader(
+  bytes: Uint8Array,
+  who: string,
+  expected: { kind: 'agent' | 'environment'; agentId?: string; checkpointId: string; sourceScope: Scope },
+): { payload: JsonObject; expect: PayloadFieldCheck } {
+  let payload: JsonObject;
+  try {
+    payload = readObject(decodeState(bytes), 'payload');
+  } catch (e) {
+    throw new ProtocolRefusal('INCOMPATIBLE_STATE', `${who}: payload is not a state payload: ${(e as Error).message}`);
+  }
+  const expect: PayloadFieldCheck = (field, ok, what) => {
+    if (!ok) throw new ProtocolRefusal('INCOMPATIBLE_STATE', `${who}: payload ${field} ${what}`);
+  };
+  const { kind, agentId, checkpointId, sourceScope } = expected;
+  expect('payloadVersion', payload.payloadVersion === PAYLOAD_VERSION, `must be ${PAYLOAD_VERSION}`);
+  expect('kind', payload.kind === kind, `must be "${kind}"`);
+  if (agentId !== undefined)
+    expect('agentId', payload.agentId === agentId, `is ${JSON.stringify(payload.agentId)}, not ${agentId}`);
+  expect(
+    'checkpointId',
+    payload.checkpointId === checkpointId,
+    `is ${JSON.stringify(payload.checkpointId)}, not ${checkpointId}`,
+  );
+  expect(
+    'sourceScope',
+    canonicalDigest(payload.sourceScope ?? null) === canonicalDigest(sourceScope),
+    'differs from params.sourceScope',
+  );
+  expect(
+    'committedStep',
+    payload.committedStep === sourceScope.step,
+    `is ${JSON.stringify(payload.committedStep)}, not ${sourceScope.step}`,
+  );
+  return { payload, expect };
 }

@@ -26,13 +26,15 @@ import {
   sha256,
   stagedPayload,
   type StageParams,
+  PAYLOAD_VERSION,
+  readPayloadHeader,
 } from './checks.js';
 import type { HostContext, HostReply } from './host-context.js';
 import { callModel, invalid, loadModel } from './model-call.js';
 import { resolveEnvironmentModel } from './models/registry.js';
 import { StepCache, bodyKey, opKey } from './op-cache.js';
 import type { EnvironmentModel, JsonObject, PortAction, PortBinding } from './sdk.js';
-import { decodeState, encodeState } from './state-codec.js';
+import { encodeState } from './state-codec.js';
 
 interface EnvIdentity {
   environmentId: string;
@@ -67,8 +69,6 @@ interface Staged {
   identity: EnvIdentity;
   timeline: EnvTimeline;
 }
-
-const PAYLOAD_VERSION = 1;
 
 function readPorts(value: unknown, field: string): PortBinding[] {
   if (!Array.isArray(value) || value.length === 0)
@@ -455,35 +455,11 @@ export class EnvironmentHost {
   }
 
   private readPayload(bytes: Uint8Array, checkpointId: string, sourceScope: Scope): JsonObject {
-    let payload: JsonObject;
-    try {
-      payload = readObject(decodeState(bytes), 'payload');
-    } catch (e) {
-      throw new ProtocolRefusal(
-        'INCOMPATIBLE_STATE',
-        `environment: payload is not a state payload: ${(e as Error).message}`,
-      );
-    }
-    const expect = (field: string, ok: boolean, what: string): void => {
-      if (!ok) throw new ProtocolRefusal('INCOMPATIBLE_STATE', `environment: payload ${field} ${what}`);
-    };
-    expect('payloadVersion', payload.payloadVersion === PAYLOAD_VERSION, `must be ${PAYLOAD_VERSION}`);
-    expect('kind', payload.kind === 'environment', 'must be "environment"');
-    expect(
-      'checkpointId',
-      payload.checkpointId === checkpointId,
-      `is ${JSON.stringify(payload.checkpointId)}, not ${checkpointId}`,
-    );
-    expect(
-      'sourceScope',
-      canonicalDigest(payload.sourceScope ?? null) === canonicalDigest(sourceScope),
-      'differs from params.sourceScope',
-    );
-    expect(
-      'committedStep',
-      payload.committedStep === sourceScope.step,
-      `is ${JSON.stringify(payload.committedStep)}, not ${sourceScope.step}`,
-    );
+    const { payload, expect } = readPayloadHeader(bytes, 'environment', {
+      kind: 'environment',
+      checkpointId,
+      sourceScope,
+    });
     expect('environmentId', typeof payload.environmentId === 'string', 'must be a string');
     expect('model', typeof payload.model === 'string', 'must be a string');
     expect('params', typeof payload.params === 'object' && payload.params !== null, 'must be an object');
