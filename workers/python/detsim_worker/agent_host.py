@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .canonical_json import canonical_digest, canonicalize, is_number, js_stringify
-from .checks import (capture_reply, agent_compatibility_digest, check_epoch, check_session, check_step, first_mismatch, profile_digest,
+from .checks import (PAYLOAD_VERSION, read_payload_header, capture_reply, agent_compatibility_digest, check_epoch, check_session, check_step, first_mismatch, profile_digest,
                      read_stage_params, require_scope, restore_token, sha256, staged_payload)
 from .model_call import call_model, invalid, load_model
 from .op_cache import StepCache, StepEntry, op_key
@@ -17,10 +17,9 @@ from .registry import resolve_model
 from .scalars import (MISSING, InputError, RationalNs, read_i32, read_id, read_object, read_request_id, read_u64,
                       refuse_unknown_fields)
 from .sdk import NO_DATASET_DIGEST, ONE_MS, AgentCommitContext, AgentInitContext, AgentPrepareContext
-from .state_codec import StateCodecError, decode_state, encode_state
+from .state_codec import encode_state
 from .tick_clock import TickClock
 
-PAYLOAD_VERSION = 1
 
 
 @dataclass
@@ -400,21 +399,7 @@ class AgentHost:
         return {'result': {'checkpointId': staged.checkpoint_id, 'agentId': agent_id, 'restoreToken': token}}
 
     def _read_payload(self, data: bytes, agent_id: str, checkpoint_id: str, source_scope: dict) -> dict:
-        try:
-            payload = read_object(decode_state(data), 'payload')
-        except (StateCodecError, InputError) as e:
-            raise ProtocolRefusal('INCOMPATIBLE_STATE', f'agent {agent_id}: payload is not a state payload: {e}') from None
-
-        def expect(fld: str, ok: bool, what: str) -> None:
-            if not ok:
-                raise ProtocolRefusal('INCOMPATIBLE_STATE', f'agent {agent_id}: payload {fld} {what}')
-        shown = lambda k: 'undefined' if k not in payload else js_stringify(payload[k])  # noqa: E731
-        expect('payloadVersion', payload.get('payloadVersion') == PAYLOAD_VERSION, f'must be {PAYLOAD_VERSION}')
-        expect('kind', payload.get('kind') == 'agent', 'must be "agent"')
-        expect('agentId', payload.get('agentId') == agent_id, f'is {shown("agentId")}, not {agent_id}')
-        expect('checkpointId', payload.get('checkpointId') == checkpoint_id, f'is {shown("checkpointId")}, not {checkpoint_id}')
-        expect('sourceScope', _same(payload.get('sourceScope'), source_scope), 'differs from params.sourceScope')
-        expect('committedStep', payload.get('committedStep') == source_scope['step'], f"is {shown('committedStep')}, not {source_scope['step']}")
+        payload, expect = read_payload_header(data, f'agent {agent_id}', 'agent', checkpoint_id, source_scope, agent_id)
         expect('model', isinstance(payload.get('model'), str), 'must be a string')
         expect('params', isinstance(payload.get('params'), (dict, list)), 'must be an object')
         expect('observation', isinstance(payload.get('observation'), (dict, list)), 'must be an object')
@@ -473,13 +458,6 @@ class AgentHost:
         self.current_epoch = scope['epoch']
         self.ctx.progress(req.request_id)
         return {'result': {'checkpointId': staged.checkpoint_id, 'agentId': agent_id, 'committedStep': scope['step'], 'observation': None}}
-
-
-def _same(a: Any, b: Any) -> bool:
-    try:
-        return canonical_digest(a) == canonical_digest(b)
-    except ValueError:
-        return False
 
 
 __all__ = ['AgentHost', 'copy']

@@ -11,8 +11,8 @@ from typing import Any
 from .canonical_json import canonical_digest, js_stringify
 from .payload_file import read_store_range
 from .protocol import ProtocolRefusal, Request
-from .state_codec import StateCodecError, encode_state
-from .scalars import MISSING, read_digest, read_id, read_object, read_scope, read_u64, refuse_unknown_fields
+from .state_codec import StateCodecError, decode_state, encode_state
+from .scalars import MISSING, InputError, read_digest, read_id, read_object, read_scope, read_u64, refuse_unknown_fields
 
 
 def require_scope(req: Request) -> dict:
@@ -155,3 +155,42 @@ def capture_reply(payload: dict, who: str, checkpoint_id: str, agent_id: str | N
     return {'result': {'checkpointId': checkpoint_id, 'agentId': agent_id, 'boundary': str(boundary),
                        'compatibilityDigest': compatibility_digest,
                        'payload': {'digest': sha256(data), 'byteLength': str(len(data))}}, 'attachment': data}
+
+
+# The version of the state payload both hosts write and read (payloadVersion).
+PAYLOAD_VERSION = 1
+
+
+def _same_canonical(a: Any, b: Any) -> bool:
+    try:
+        return canonical_digest(a) == canonical_digest(b)
+    except ValueError:
+        return False
+
+
+def read_payload_header(data: bytes, who: str, kind: str, checkpoint_id: str, source_scope: dict,
+                        agent_id: str | None = None) -> tuple[dict, Any]:
+    """Decode a state payload and check the header both hosts share, in this order: payloadVersion,
+    kind, the agent id (agents only), checkpointId, sourceScope, committedStep. Returns the payload
+    and the field check (`expect`) for the host's own fields, so every refusal reads the same way."""
+    try:
+        payload = read_object(decode_state(data), 'payload')
+    except (StateCodecError, InputError) as e:
+        raise ProtocolRefusal('INCOMPATIBLE_STATE', f'{who}: payload is not a state payload: {e}') from None
+
+    def expect(fld: str, ok: bool, what: str) -> None:
+        if not ok:
+            raise ProtocolRefusal('INCOMPATIBLE_STATE', f'{who}: payload {fld} {what}')
+
+    def shown(k: str) -> str:
+        return 'undefined' if k not in payload else js_stringify(payload[k])
+    expect('payloadVersion', payload.get('payloadVersion') == PAYLOAD_VERSION, f'must be {PAYLOAD_VERSION}')
+    expect('kind', payload.get('kind') == kind, f'must be "{kind}"')
+    if agent_id is not None:
+        expect('agentId', payload.get('agentId') == agent_id, f'is {shown("agentId")}, not {agent_id}')
+    expect('checkpointId', payload.get('checkpointId') == checkpoint_id, f'is {shown("checkpointId")}, not {checkpoint_id}')
+    expect('sourceScope', _same_canonical(payload.get('sourceScope'), source_scope), 'differs from params.sourceScope')
+    expect('committedStep', payload.get('committedStep') == source_scope['step'],
+           f"is {shown('committedStep')}, not {source_scope['step']}")
+    return payload, expect
+

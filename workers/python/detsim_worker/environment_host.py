@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .canonical_json import canonical_digest, canonicalize, js_stringify, utf16_key
-from .checks import (capture_reply, check_epoch, check_session, check_step, environment_compatibility_digest, first_mismatch, profile_digest,
+from .checks import (PAYLOAD_VERSION, read_payload_header, capture_reply, check_epoch, check_session, check_step, environment_compatibility_digest, first_mismatch, profile_digest,
                      read_stage_params, require_scope, restore_token, sha256, staged_payload)
 from .model_call import call_model, invalid, load_model
 from .op_cache import StepCache, StepEntry, op_key
@@ -15,9 +15,8 @@ from .protocol import ProtocolRefusal, Request
 from .registry import resolve_model
 from .scalars import MISSING, InputError, RationalNs, read_i32, read_id, read_object, refuse_unknown_fields
 from .sdk import EnvironmentAdvanceContext, EnvironmentInitContext
-from .state_codec import StateCodecError, decode_state, encode_state
+from .state_codec import encode_state
 
-PAYLOAD_VERSION = 1
 
 
 @dataclass
@@ -304,24 +303,7 @@ class EnvironmentHost:
         return {'result': {'checkpointId': staged.checkpoint_id, 'agentId': None, 'restoreToken': token}}
 
     def _read_payload(self, data: bytes, checkpoint_id: str, source_scope: dict) -> dict:
-        try:
-            payload = read_object(decode_state(data), 'payload')
-        except (StateCodecError, InputError) as e:
-            raise ProtocolRefusal('INCOMPATIBLE_STATE', f'environment: payload is not a state payload: {e}') from None
-
-        def expect(fld: str, ok: bool, what: str) -> None:
-            if not ok:
-                raise ProtocolRefusal('INCOMPATIBLE_STATE', f'environment: payload {fld} {what}')
-        shown = lambda k: 'undefined' if k not in payload else js_stringify(payload[k])  # noqa: E731
-        expect('payloadVersion', payload.get('payloadVersion') == PAYLOAD_VERSION, f'must be {PAYLOAD_VERSION}')
-        expect('kind', payload.get('kind') == 'environment', 'must be "environment"')
-        expect('checkpointId', payload.get('checkpointId') == checkpoint_id, f'is {shown("checkpointId")}, not {checkpoint_id}')
-        try:
-            same_scope = canonical_digest(payload.get('sourceScope')) == canonical_digest(source_scope)
-        except ValueError:
-            same_scope = False
-        expect('sourceScope', same_scope, 'differs from params.sourceScope')
-        expect('committedStep', payload.get('committedStep') == source_scope['step'], f"is {shown('committedStep')}, not {source_scope['step']}")
+        payload, expect = read_payload_header(data, 'environment', 'environment', checkpoint_id, source_scope)
         expect('environmentId', isinstance(payload.get('environmentId'), str), 'must be a string')
         expect('model', isinstance(payload.get('model'), str), 'must be a string')
         expect('params', isinstance(payload.get('params'), (dict, list)), 'must be an object')
