@@ -319,10 +319,7 @@ function scanNumber(t: string, i: number): number {
     while (j < t.length && /[0-9.eE+-]/.test(t[j]!)) j++;
   }
   const literal = t.slice(i, j);
-  const value = Number(literal);
-  // An integer literal beyond 2^53 prints back unchanged but is not a safe integer: not proven here.
-  if (c !== 0x2e && c !== 0x65 && c !== 0x45 && !Number.isSafeInteger(value)) return -1;
-  return String(value) === literal ? j : -1;
+  return String(Number(literal)) === literal ? j : -1;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -8,6 +8,13 @@
 import { canonicalBytes, canonicalize, isCanonicalText, parseStrict } from '../formats/canonical-json.js';
 import { DetsimError } from '../formats/errors.js';
 
+/**
+ * An integer literal of 16 or more digits may lie beyond 2^53: canonical JSON prints it back
+ * unchanged, but the protocol refuses unsafe integers, so such a body takes the exact path (whose
+ * strict parser names them). Digit runs inside strings rarely follow `:`, `,` or `[`.
+ */
+const MAYBE_UNSAFE_INTEGER = /[:,[]-?[0-9]{16}/;
+
 export function encodeBody(value: unknown): Buffer {
   return canonicalBytes(value);
 }
@@ -22,7 +29,7 @@ export function decodeBody(bytes: Buffer): unknown {
     throw new DetsimError('struct_invalid_json', 'body is not JSON');
   }
   // The common case, proven on the text itself without printing the value again.
-  if (isCanonicalText(text)) return value;
+  if (isCanonicalText(text) && !MAYBE_UNSAFE_INTEGER.test(text)) return value;
   let again: string;
   try {
     again = canonicalize(value);
