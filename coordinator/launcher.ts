@@ -2,7 +2,8 @@
 // transport (a child process on a short Unix socket or loopback TCP, waiting for its ready line; or
 // a worker thread for `workers.transport: thread`), connects a WorkerClient over its link and says
 // Hello; shuts them all down on completion, failure or abort, and never leaves an orphan process or
-// thread. The starter is a parameter (LaunchOptions.startWorker). NOT the step loop.
+// thread. The starter is a parameter (LaunchOptions.startWorker); workers already running elsewhere
+// (rendezvous: LaunchOptions.existing) are connected to instead, and never killed. NOT the step loop.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, rmSync } from 'node:fs';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
