@@ -96,6 +96,23 @@ describe('detsim worker --rendezvous', () => {
       py.child.kill('SIGTERM');
       expect(await py.exited).toBe(0);
       expect(readdirSync(pyDir)).toEqual([]);
+      // The flag refusals are worded alike too.
+      const flags = ['--listen', '127.0.0.1:0', '--role', 'agent', '--worker-id', 'w'];
+      for (const [extra, line] of [
+        [['--advertise', 'h:1'], 'detsim: [struct_invalid_field] --advertise is only used with --rendezvous DIR'],
+        [
+          ['--rendezvous', join(pyDir, 'nope')],
+          `detsim: [struct_invalid_field] --rendezvous "${join(pyDir, 'nope')}" is not an existing directory`,
+        ],
+      ] as const) {
+        const r = spawnSync(python, ['-m', 'detsim_worker', ...flags, ...extra], { encoding: 'utf8', cwd: REPO_ROOT });
+        expect([r.status, r.stderr.trim()]).toEqual([2, line]);
+        const t = spawnSync(process.execPath, [CLI_MAIN, 'worker', ...flags, ...extra], {
+          encoding: 'utf8',
+          cwd: REPO_ROOT,
+        });
+        expect([t.status, t.stderr.trim()]).toEqual([2, line]);
+      }
     },
   );
 });
