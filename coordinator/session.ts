@@ -94,6 +94,8 @@ export interface SessionOptions {
   pipeline?: boolean;
   /** `--verbose`: Python workers put a model's traceback in its failure message. */
   verbose?: boolean;
+  /** Workers already running elsewhere (rendezvous), by worker id: connected to, never started nor killed. */
+  existingWorkers?: LaunchOptions['existing'];
 }
 
 /** What the live session hands a start once its workers are up. */
@@ -219,6 +221,7 @@ export async function runLoop(start: SessionStart, opts: SessionOptions): Promis
       commandFor: opts.hooks?.commandFor,
       startWorker: opts.hooks?.startWorker,
       verbose: opts.verbose,
+      ...(opts.existingWorkers ? { existing: opts.existingWorkers } : {}),
       ...(start.storeDir ? { storeDir: start.storeDir } : {}),
     });
     opts.hooks?.onLaunched?.(fleet);
