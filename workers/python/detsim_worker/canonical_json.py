@@ -183,10 +183,13 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def _parse_int(text: str) -> int:
-    value = int(text)
-    if abs(value) > MAX_SAFE_INTEGER:
-        raise CanonicalJsonError('struct_invalid_json', f'integer literal {text[:40]} is beyond 2^53-1')
-    return value
+    # JSON has no leading zeros, so 17 digits or more is beyond 2^53-1: refused before int() (which
+    # would refuse 4,300 digits in its own words) ever reads them. The text of core/formats/canonical-json.ts,
+    # less its offset (json.loads does not tell this hook where the literal is).
+    if len(text.lstrip('-')) > 16 or abs(int(text)) > MAX_SAFE_INTEGER:
+        shown = text if len(text) <= 40 else f'{text[:40]}…'
+        raise CanonicalJsonError('struct_unsafe_integer', f'integer {shown} is beyond ±(2^53−1); write counters as U64 strings')
+    return int(text)
 
 
 def _parse_float(text: str) -> float:

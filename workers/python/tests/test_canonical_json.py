@@ -62,3 +62,16 @@ def test_strict_canonical(case):
 def test_strict_refuse(case):
     with pytest.raises(CanonicalJsonError):
         parse_strict(_input_of(case))
+
+
+@pytest.mark.parametrize('literal', ['9007199254740992', '-9007199254740992', '123456789012345678901234567890', '9' * 5000])
+def test_an_unsafe_integer_literal_is_refused_as_typescript_and_rust_refuse_it(literal):
+    with pytest.raises(CanonicalJsonError) as e:
+        parse_strict(f'{{"n":[{literal}]}}'.encode())
+    assert e.value.reason == 'struct_unsafe_integer'
+    shown = literal if len(literal) <= 40 else f'{literal[:40]}…'
+    assert str(e.value) == f'integer {shown} is beyond ±(2^53−1); write counters as U64 strings'
+
+
+def test_the_largest_safe_integers_parse():
+    assert parse_strict(b'[9007199254740991,-9007199254740991,0]') == [9007199254740991, -9007199254740991, 0]
