@@ -188,7 +188,8 @@ def _parse_int(text: str) -> int:
     # less its offset (json.loads does not tell this hook where the literal is).
     if len(text.lstrip('-')) > 16 or abs(int(text)) > MAX_SAFE_INTEGER:
         shown = text if len(text) <= 40 else f'{text[:40]}…'
-        raise CanonicalJsonError('struct_unsafe_integer', f'integer {shown} is beyond ±(2^53−1); write counters as U64 strings')
+        raise CanonicalJsonError('struct_unsafe_integer',
+                                 f'integer {shown} is beyond ±(2^53−1); write counters as U64 strings')
     return int(text)
 
 

@@ -64,7 +64,7 @@ def test_strict_refuse(case):
         parse_strict(_input_of(case))
 
 
-@pytest.mark.parametrize('literal', ['9007199254740992', '-9007199254740992', '123456789012345678901234567890', '9' * 5000])
+@pytest.mark.parametrize('literal', ['9007199254740992', '-9007199254740992', '1234567890123456789012345', '9' * 5000])
 def test_an_unsafe_integer_literal_is_refused_as_typescript_and_rust_refuse_it(literal):
     with pytest.raises(CanonicalJsonError) as e:
         parse_strict(f'{{"n":[{literal}]}}'.encode())

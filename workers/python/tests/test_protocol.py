@@ -1,8 +1,9 @@
 # The Python worker process over real gRPC (a Unix socket): the ready line, Hello-first, Hello
 # refusals, idempotency (same key + body: the cached reply; a different body: CONFLICT), epochs and
 # steps, capture -> restore into a fresh worker, payload-file-v1 confinement, flag refusals, an
-# unsafe integer literal in a request body, the contract digest. The message-for-message comparison with the TypeScript worker is vitest's
-# (test/cross-lang/worker-protocol.test.ts); this suite runs without Node.
+# unsafe integer literal in a request body, the contract digest. The message-for-message comparison
+# with the TypeScript worker is vitest's (test/cross-lang/worker-protocol.test.ts); this suite runs
+# without Node.
 import json
 import os
 import subprocess
@@ -124,7 +125,8 @@ def test_ready_line_hello_first_and_hello_refusals(worker):
 def test_a_request_body_with_an_unsafe_integer_is_refused_as_typescript_refuses_it(worker):
     # The TypeScript and Rust workers' words (core/formats/canonical-json.ts), less the offset.
     worker.hello()
-    reply = worker.call_raw(b'{"method":"Worker.Status","params":{"n":9007199254740992},"requestId":"req-70","scope":null}')
+    body = b'{"method":"Worker.Status","params":{"n":9007199254740992},"requestId":"req-70","scope":null}'
+    reply = worker.call_raw(body)
     assert reply['requestId'] == 'req-70'
     assert reply['error'] == {'code': 'INVALID_ARGUMENT', 'mutation': 'none', 'message': (
         'malformed request: integer 9007199254740992 is beyond ±(2^53−1); write counters as U64 strings')}
