@@ -123,13 +123,13 @@ def test_ready_line_hello_first_and_hello_refusals(worker):
 
 
 def test_a_request_body_with_an_unsafe_integer_is_refused_as_typescript_refuses_it(worker):
-    # The TypeScript and Rust workers' words (core/formats/canonical-json.ts), less the offset.
+    # The TypeScript and Rust workers' words (core/formats/canonical-json.ts), offset included.
     worker.hello()
     body = b'{"method":"Worker.Status","params":{"n":9007199254740992},"requestId":"req-70","scope":null}'
     reply = worker.call_raw(body)
     assert reply['requestId'] == 'req-70'
     assert reply['error'] == {'code': 'INVALID_ARGUMENT', 'mutation': 'none', 'message': (
-        'malformed request: integer 9007199254740992 is beyond ±(2^53−1); write counters as U64 strings')}
+        'malformed request: integer 9007199254740992 is beyond ±(2^53−1); write counters as U64 strings at offset 40')}
 
 
 def test_steps_idempotency_epochs_and_conflicts(worker):
