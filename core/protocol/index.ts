@@ -13,3 +13,4 @@ export * from './grpc-link.js';
 export * from './port-link.js';
 export * from './client.js';
 export * from './server.js';
+export * from './tls.js';
