@@ -123,6 +123,8 @@ const TopSchema = z.strictObject({
       threadHeapMb: z.number().int().min(16).max(65536).optional(),
       /** Agent worker runtime: one for all agent workers, or one per agent worker in plan order. */
       runtime: WorkerRuntimeSchema.optional(),
+      /** Mutual TLS + bearer token on TCP workers: a `detsim certs` directory (physical: never hashed). */
+      tls: z.strictObject({ dir: z.string().min(1) }).optional(),
     })
     .optional(),
   deadlines: z
@@ -188,6 +190,11 @@ export interface RunPlan {
   threadHeapMb: number;
   deadlines: { startupMs: number; stepMs: number; captureMs: number };
   seedCollisions: SeedCollision[];
+  /**
+   * Mutual TLS + bearer token for the workers (`workers.tls.dir` or `detsim run --tls-dir`, absolute):
+   * physical like the transport, never in run.json, a hash or a trace (coordinator/tls.ts).
+   */
+  tls?: { dir: string };
 }
 
 export const ENVIRONMENT_WORKER_ID = 'worker-env';
@@ -611,5 +618,6 @@ export function resolveConfig(value: unknown, opts: { baseDir?: string } = {}): 
     threadHeapMb: cfg.workers?.threadHeapMb ?? DEFAULT_THREAD_HEAP_MB,
     deadlines: { ...DEFAULT_DEADLINES, ...cfg.deadlines },
     seedCollisions: collisions,
+    ...(cfg.workers?.tls ? { tls: { dir: resolve(baseDir, cfg.workers.tls.dir) } } : {}),
   };
 }

@@ -8,6 +8,7 @@ import { existsSync, rmSync } from 'node:fs';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import type { ChannelCredentials } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import type { PlannedWorker, RunPlan } from './config.js';
 import { DetsimError } from '../core/formats/errors.js';
@@ -26,6 +27,7 @@ import { dieWithCoordinator } from './parent-death.js';
 import { RunFailure, type RunPhase } from './run-failure.js';
 import { createSocketDir } from './socket-dir.js';
 import { ThreadWorker } from './thread-worker.js';
+import { checkWorkerTls } from './tls.js';
 import { StderrTail, type WorkerInstance } from './worker-instance.js';
 
 /** How to start one worker process: the command and its arguments before the worker flags. */
@@ -60,6 +62,8 @@ export interface StartContext {
   models: readonly string[];
   /** When the start-up deadline (plan.deadlines.startupMs from launch) runs out, in Date.now() ms. */
   deadlineAt: number;
+  /** A TLS run (plan.tls): how the coordinator reaches its workers (mutual TLS + bearer token). */
+  credentials?: ChannelCredentials;
 }
 
 /** A worker being started: its instance at once, its connected client once it is up. */
@@ -127,6 +131,11 @@ export function checkWorkerBinaries(plan: RunPlan): void {
 /** `cmd` with `--store-dir <dir>` appended when the run has a checkpoint store (payload-file-v1 reads only there). */
 export function withStoreDir(cmd: WorkerCommand, storeDir: string | undefined): WorkerCommand {
   return storeDir === undefined ? cmd : { command: cmd.command, args: [...cmd.args, '--store-dir', resolve(storeDir)] };
+}
+
+/** `cmd` with `--tls-dir <dir>` appended on a TLS run: the worker serves mutual TLS with the run's token. */
+export function withTlsDir(cmd: WorkerCommand, plan: RunPlan): WorkerCommand {
+  return plan.tls === undefined ? cmd : { command: cmd.command, args: [...cmd.args, '--tls-dir', plan.tls.dir] };
 }
 
 /** The interpreter that runs Python workers: $DETSIM_PYTHON, else python3 on PATH. */
@@ -535,7 +544,7 @@ export async function diagnoseCallFailure(
 function startProcess(worker: PlannedWorker, ctx: StartContext, cmd: WorkerCommand, listen: string): StartingWorker {
   const proc = new WorkerProcess(
     worker,
-    withStoreDir(cmd, ctx.storeDir),
+    withTlsDir(withStoreDir(cmd, ctx.storeDir), ctx.plan),
     listen,
     ctx.plan.sessionId,
     ctx.logger,
@@ -548,6 +557,7 @@ function startProcess(worker: PlannedWorker, ctx: StartContext, cmd: WorkerComma
         processExit: proc.exited,
         label: worker.workerId,
         connectTimeoutMs: Math.max(1, ctx.deadlineAt - Date.now()),
+        ...(ctx.credentials ? { credentials: ctx.credentials } : {}),
       });
       return { client, address };
     } catch (e) {
@@ -614,6 +624,7 @@ async function introduce(
 export async function launchFleet(plan: RunPlan, opts: LaunchOptions): Promise<Fleet> {
   const { logger } = opts;
   checkWorkerBinaries(plan);
+  const credentials = checkWorkerTls(plan);
   const needsSockets = plan.transport !== 'tcp' && plan.workers.some((w) => !runsOnThread(plan, w));
   const socketDir = needsSockets ? socketDirFor(logger) : undefined;
   const base = defaultWorkerCommand();
@@ -622,6 +633,7 @@ export async function launchFleet(plan: RunPlan, opts: LaunchOptions): Promise<F
     const ctx: StartContext = { plan, logger, models: launchedModelsFor(plan, w), deadlineAt };
     if (opts.signal) ctx.signal = opts.signal;
     if (opts.storeDir !== undefined) ctx.storeDir = opts.storeDir;
+    if (credentials) ctx.credentials = credentials;
     const custom = opts.startWorker?.(w, ctx);
     if (custom) return custom;
     if (runsOnThread(plan, w) && !opts.commandFor?.(w)) return startThread(w, ctx);

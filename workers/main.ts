@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Worker process entry: `node workers/main.js --listen unix:/path|host:port --role agent|environment
 // --worker-id <Id> [--session <Id>] [--model <path>]… [--strict] [--max-message-bytes N] [--no-parent-watch]
-// [--store-dir <abs path>]`.
+// [--store-dir <abs path>] [--tls-dir DIR | --tls-ca F --tls-cert F --tls-key F --token-file F]`.
 // Argument parsing only; everything else is workers/process.ts.
 import { parseArgs } from 'node:util';
 import { DetsimError } from '../core/formats/errors.js';
@@ -19,6 +19,11 @@ try {
       'max-message-bytes': { type: 'string' },
       'no-parent-watch': { type: 'boolean' },
       'store-dir': { type: 'string' },
+      'tls-dir': { type: 'string' },
+      'tls-ca': { type: 'string' },
+      'tls-cert': { type: 'string' },
+      'tls-key': { type: 'string' },
+      'token-file': { type: 'string' },
     },
     strict: true,
     allowPositionals: false,
@@ -33,6 +38,11 @@ try {
     maxMessageBytes: values['max-message-bytes'],
     parentWatch: values['no-parent-watch'] !== true,
     storeDir: values['store-dir'],
+    tlsDir: values['tls-dir'],
+    tlsCa: values['tls-ca'],
+    tlsCert: values['tls-cert'],
+    tlsKey: values['tls-key'],
+    tokenFile: values['token-file'],
   });
   await runWorkerProcess(options);
 } catch (e) {

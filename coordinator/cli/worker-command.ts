@@ -10,7 +10,7 @@ export function registerWorker(program: Command): void {
     .description('run a worker process (prints one ready line {"ready":true,"listen":...,"pid":...} on stdout)')
     .requiredOption(
       '--listen <address>',
-      'unix:/abs/path (under 100 bytes) or a loopback host:port (127.0.0.0/8, ::1, localhost)',
+      'unix:/abs/path (under 100 bytes), a loopback host:port (127.0.0.0/8, ::1, localhost), or any host:port with TLS',
     )
     .requiredOption('--role <role>', 'agent or environment')
     .requiredOption('--worker-id <id>', "this worker's Id (Hello must name it)")
@@ -28,6 +28,14 @@ export function registerWorker(program: Command): void {
       '--store-dir <path>',
       "the run's checkpoint store: the only directory State.StageRestore payload files may be read from",
     )
+    .option(
+      '--tls-dir <dir>',
+      'mutual TLS + bearer token from a `detsim certs` directory (ca.pem, worker.pem, worker-key.pem, token)',
+    )
+    .option('--tls-ca <file>', "the run's CA certificate (overrides --tls-dir's)")
+    .option('--tls-cert <file>', "this worker's certificate (overrides --tls-dir's)")
+    .option('--tls-key <file>', "this worker's private key (overrides --tls-dir's)")
+    .option('--token-file <file>', "the run's bearer token (overrides --tls-dir's)")
     .action(
       action(
         async (opts: {
@@ -40,6 +48,11 @@ export function registerWorker(program: Command): void {
           maxMessageBytes?: string;
           parentWatch: boolean;
           storeDir?: string;
+          tlsDir?: string;
+          tlsCa?: string;
+          tlsCert?: string;
+          tlsKey?: string;
+          tokenFile?: string;
         }) => {
           await runWorkerProcess(
             readWorkerOptions({
@@ -52,6 +65,11 @@ export function registerWorker(program: Command): void {
               maxMessageBytes: opts.maxMessageBytes,
               parentWatch: opts.parentWatch,
               storeDir: opts.storeDir,
+              tlsDir: opts.tlsDir,
+              tlsCa: opts.tlsCa,
+              tlsCert: opts.tlsCert,
+              tlsKey: opts.tlsKey,
+              tokenFile: opts.tokenFile,
             }),
           );
         },
