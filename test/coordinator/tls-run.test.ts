@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../coordinator/config.js';
+import { loadConfig, resolveConfig } from '../../coordinator/config.js';
 import { launchFleet } from '../../coordinator/launcher.js';
 import { WorkerCallError, WorkerClient } from '../../core/protocol/index.js';
 import { DetsimError } from '../../core/formats/errors.js';
@@ -154,5 +154,26 @@ describe('a TLS run', () => {
       'perm_tls_unsupported',
       'workers.tls.dir: worker worker-1 runs on rust, whose worker does not serve TLS; use typescript or python workers on a TLS run',
     ]);
+  });
+
+  it('takes workers.tls.dir from the config, relative to the config file', () => {
+    const config = {
+      sessionId: 's1',
+      masterSeed: '1',
+      steps: 1,
+      environment: { id: 'env', model: 'forage' },
+      agents: { count: 1, prefix: 'a-', model: 'walker' },
+      workers: { transport: 'tcp', tls: { dir: 'certs' } },
+    };
+    expect(resolveConfig(config, { baseDir: '/experiments/x' }).tls).toEqual({ dir: '/experiments/x/certs' });
+  });
+});
+
+describe('detsim worker --tls-dir (the CLI)', () => {
+  it('refuses an unreadable set naming the file, exit 2, before listening', () => {
+    const r = detsimCli(['worker', '--listen', '0.0.0.0:0', '--role', 'agent', '--worker-id', 'w1', '--tls-dir', root]);
+    expect(expectCliRefusal(r, 'perm_tls_unreadable', '--tls-dir')).toBe(
+      `detsim: [perm_tls_unreadable] --tls-dir: token ${join(root, 'token')} cannot be read (ENOENT)`,
+    );
   });
 });
