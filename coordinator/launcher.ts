@@ -8,7 +8,6 @@ import { existsSync, rmSync } from 'node:fs';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import type { ChannelCredentials } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import type { PlannedWorker, RunPlan } from './config.js';
 import { DetsimError } from '../core/formats/errors.js';
@@ -27,7 +26,7 @@ import { dieWithCoordinator } from './parent-death.js';
 import { RunFailure, type RunPhase } from './run-failure.js';
 import { createSocketDir } from './socket-dir.js';
 import { ThreadWorker } from './thread-worker.js';
-import { checkWorkerTls } from './tls.js';
+import { type CoordinatorTls, checkWorkerTls, probeWorkerTls } from './tls.js';
 import { StderrTail, type WorkerInstance } from './worker-instance.js';
 
 /** How to start one worker process: the command and its arguments before the worker flags. */
@@ -63,7 +62,7 @@ export interface StartContext {
   /** When the start-up deadline (plan.deadlines.startupMs from launch) runs out, in Date.now() ms. */
   deadlineAt: number;
   /** A TLS run (plan.tls): how the coordinator reaches its workers (mutual TLS + bearer token). */
-  credentials?: ChannelCredentials;
+  tls?: CoordinatorTls;
 }
 
 /** A worker being started: its instance at once, its connected client once it is up. */
@@ -552,12 +551,13 @@ function startProcess(worker: PlannedWorker, ctx: StartContext, cmd: WorkerComma
   );
   const connected = (async () => {
     const address = await proc.ready(ctx.plan.deadlines.startupMs, ctx.signal);
+    if (ctx.tls) await refuseForeignWorker(address, ctx.tls, worker);
     try {
       const client = await WorkerClient.connect(address, {
         processExit: proc.exited,
         label: worker.workerId,
         connectTimeoutMs: Math.max(1, ctx.deadlineAt - Date.now()),
-        ...(ctx.credentials ? { credentials: ctx.credentials } : {}),
+        ...(ctx.tls ? { credentials: ctx.tls.credentials } : {}),
       });
       return { client, address };
     } catch (e) {
@@ -565,6 +565,18 @@ function startProcess(worker: PlannedWorker, ctx: StartContext, cmd: WorkerComma
     }
   })();
   return { instance: proc, connected };
+}
+
+/** A TLS worker whose identity does not match this run's set is named at once, not after a connect timeout. */
+async function refuseForeignWorker(address: string, tls: CoordinatorTls, worker: PlannedWorker): Promise<void> {
+  const refused = await probeWorkerTls(address, tls.material);
+  if (refused)
+    throw new RunFailure('identity', `[${refused.reason}] ${refused.message}`, {
+      workerId: worker.workerId,
+      agentIds: worker.agentIds,
+      step: null,
+      phase: 'startup',
+    });
 }
 
 /** Start one TypeScript worker as a thread of this process: a client over its port once it is ready. */
@@ -624,7 +636,7 @@ async function introduce(
 export async function launchFleet(plan: RunPlan, opts: LaunchOptions): Promise<Fleet> {
   const { logger } = opts;
   checkWorkerBinaries(plan);
-  const credentials = checkWorkerTls(plan);
+  const tls = checkWorkerTls(plan);
   const needsSockets = plan.transport !== 'tcp' && plan.workers.some((w) => !runsOnThread(plan, w));
   const socketDir = needsSockets ? socketDirFor(logger) : undefined;
   const base = defaultWorkerCommand();
@@ -633,7 +645,7 @@ export async function launchFleet(plan: RunPlan, opts: LaunchOptions): Promise<F
     const ctx: StartContext = { plan, logger, models: launchedModelsFor(plan, w), deadlineAt };
     if (opts.signal) ctx.signal = opts.signal;
     if (opts.storeDir !== undefined) ctx.storeDir = opts.storeDir;
-    if (credentials) ctx.credentials = credentials;
+    if (tls) ctx.tls = tls;
     const custom = opts.startWorker?.(w, ctx);
     if (custom) return custom;
     if (runsOnThread(plan, w) && !opts.commandFor?.(w)) return startThread(w, ctx);

@@ -10,7 +10,8 @@ import { join } from 'node:path';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig, resolveConfig } from '../../coordinator/config.js';
-import { launchFleet } from '../../coordinator/launcher.js';
+import { defaultWorkerCommand, launchFleet } from '../../coordinator/launcher.js';
+import { isRunFailure } from '../../coordinator/run-failure.js';
 import { WorkerCallError, WorkerClient } from '../../core/protocol/index.js';
 import { DetsimError } from '../../core/formats/errors.js';
 import { DEFAULT_GOLDEN_DIR, readGolden } from '../../coordinator/receipt/goldens.js';
@@ -138,6 +139,46 @@ describe('a TLS run', () => {
       await fleet.shutdown();
     }
   }, 60_000);
+
+  it.each([
+    [
+      'a certificate of another CA',
+      ['--tls-cert', 'worker.pem', '--tls-key', 'worker-key.pem'],
+      "the worker's certificate is not signed by this run's CA (UNABLE_TO_VERIFY_LEAF_SIGNATURE)",
+    ],
+    [
+      'another CA as its trust',
+      ['--tls-ca', 'ca.pem'],
+      "the worker refused this coordinator's certificate: it trusts another CA (another run's set?)",
+    ],
+  ])(
+    'names a launched worker with %s at once, before any Hello (identity, not a timeout)',
+    async (_, files, why) => {
+      const other = join(root, 'other-certs');
+      if (!existsSync(other)) expect(detsimCli(['certs', other]).status).toBe(0);
+      const plan = { ...loadConfig('examples/forage-walkers.yaml'), transport: 'tcp' as const, tls: { dir: certs } };
+      const base = defaultWorkerCommand();
+      // The worker's own flags override --tls-dir's files: here with those of another run's set.
+      const flags = files.map((f, i) => (i % 2 === 1 ? join(other, f) : f));
+      const startedAt = Date.now();
+      const e = await launchFleet(plan, {
+        logger: pino({ level: 'silent' }),
+        commandFor: () => ({ command: base.command, args: [...base.args, ...flags] }),
+      }).then(
+        () => new Error('launched: expected a refusal'),
+        (err: unknown) => err,
+      );
+      if (!isRunFailure(e)) throw e;
+      expect(e.kind).toBe('identity');
+      // Whichever worker is probed first is named: `worker worker-N (agents …) is not the expected worker …`.
+      expect(e.message, e.message).toMatch(
+        /^worker worker-[0-9a-z-]+ .* is not the expected worker at phase startup: /,
+      );
+      expect(e.message.endsWith(`: [ident_foreign_certificate] ${why}`), e.message).toBe(true);
+      expect(Date.now() - startedAt).toBeLessThan(plan.deadlines.startupMs);
+    },
+    60_000,
+  );
 
   it('refuses a Rust worker on a TLS run before any worker starts (it does not serve TLS)', async () => {
     const plan = { ...loadConfig('examples/mixed-walkers.yaml'), transport: 'tcp' as const, tls: { dir: certs } };
