@@ -9,12 +9,13 @@ import { checkWorkerBinaries } from '../launcher.js';
 import { DISPATCH_MODES } from '../lockstep.js';
 import { runSession, type RunProgress } from '../run.js';
 import { TRANSPORT_HELP, action, readStepsFlag, readTransportFlag, readDispatchFlag, writeStdout } from './common.js';
-import { checkpointRunFromFlags, checkpointSummaryLines } from './checkpoint-flags.js';
+import { MAX_RESTARTS_HELP, checkpointRunFromFlags, checkpointSummaryLines } from './checkpoint-flags.js';
 import { printReceiptWarnings, runFailureExit } from './run-outcome.js';
 
 interface RunCommandOptions {
   checkpointEvery?: string;
   keep?: string;
+  maxRestarts?: string;
   steps?: string;
   out?: string;
   dispatch?: string;
@@ -90,6 +91,7 @@ export function registerRun(program: Command): void {
       'capture a checkpoint every K committed steps into <run dir>/store/ (ledger: <run dir>/ledger.jsonl)',
     )
     .option('--keep <n>', 'checkpoint generations to keep (default 3; with --checkpoint-every)')
+    .option('--max-restarts <n>', `${MAX_RESTARTS_HELP}; needs --checkpoint-every`)
     .option('--verbose', "a Python model's failure carries its Python traceback")
     .action(
       action(async (configPath: string, opts: RunCommandOptions) => {
@@ -100,7 +102,7 @@ export function registerRun(program: Command): void {
         const loaded = loadConfig(configPath);
         const plan = transport ? { ...loaded, transport } : loaded;
         checkWorkerBinaries(plan);
-        const checkpoints = checkpointRunFromFlags(opts.checkpointEvery, opts.keep);
+        const checkpoints = checkpointRunFromFlags(opts.checkpointEvery, opts.keep, opts.maxRestarts);
         const progress = progressDisplay();
         try {
           const result = await runSession(plan, {
