@@ -5,7 +5,7 @@
 // and the short version of bench/recover-kill-loop.ts. Each recovered run must end with the
 // ReproHash and behaviour digest of an uninterrupted run (the golden, or the same config again).
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
