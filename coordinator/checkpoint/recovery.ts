@@ -57,13 +57,17 @@ export interface RecoveryOptions {
 /** What builds the recovery of a run's checkpoints (resume takes one from its caller). */
 export type RecoveryFactory = (checkpoints: CheckpointRun) => SessionRecovery;
 
-/** A factory for {@link ResumeOptions.recover} and the CLI: recovery with this restart budget. */
+/**
+ * Recovery with this restart budget, for `resumeRun(dir, { recover: recoveryWith({ maxRestarts: 2 }) })`
+ * or a run's checkpoints: `ck.recovery = recoveryWith({ maxRestarts: 2 })(ck)`.
+ */
 export function recoveryWith(opts: RecoveryOptions): RecoveryFactory {
   return (checkpoints) => new LostWorkerRecovery(checkpoints, opts);
 }
 
 /** Recover a run's lost workers from its committed checkpoints, at most `maxRestarts` times. */
 export class LostWorkerRecovery implements SessionRecovery {
+  /** The recoveries so far, in order. */
   readonly done: RecoveryRecord[] = [];
 
   constructor(
@@ -71,6 +75,7 @@ export class LostWorkerRecovery implements SessionRecovery {
     private readonly opts: RecoveryOptions,
   ) {}
 
+  /** A lost worker with a restart left and a committed checkpoint: where to return; otherwise why not. */
   async consider(lost: RunFailure): Promise<Target | RunFailure | undefined> {
     if (!RECOVERABLE_KINDS.includes(lost.kind)) return undefined;
     const flag = `--max-restarts ${this.opts.maxRestarts}`;
@@ -85,6 +90,7 @@ export class LostWorkerRecovery implements SessionRecovery {
     return { storeDir: storeDirOf(this.checkpoints.context.runDir), lost, record };
   }
 
+  /** Cut the trace back to the checkpoint and restore the replacement group into a new epoch. */
   async restore(target: RecoveryTarget, live: LiveSession & { traces: TraceWriter }): Promise<Recovered> {
     const { lost, record } = target as Target;
     const ck = this.checkpoints.ck!;
@@ -129,6 +135,7 @@ export class LostWorkerRecovery implements SessionRecovery {
     }
   }
 
+  /** summary.json: `recoveries` (a count) and `recovery` (the budget and each recovery); both physical. */
   summaryFields(): Record<string, unknown> {
     return { recoveries: this.done.length, recovery: { maxRestarts: this.opts.maxRestarts, recovered: this.done } };
   }
