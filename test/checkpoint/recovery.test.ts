@@ -142,6 +142,15 @@ describe('recovery from a lost worker (--max-restarts)', () => {
     expect(resumed.stderr.split('\n').filter((l) => l.startsWith('recovered:'))).toHaveLength(1);
     expect(resumed.stderr).toMatch(/restarts exhausted \(1 used, at steps 5; --max-restarts 1\)/);
     expect(ledgerEvents(runDir, 'recovery')).toHaveLength(2);
+
+    // A resume that takes no checkpoints has nothing to recover to: refused before anything changes.
+    const ledger = readFileSync(join(runDir, 'ledger.jsonl'), 'utf8');
+    expectCliRefusal(
+      detsimCli(['resume', runDir, '--checkpoint-every', '0', '--max-restarts', '1']),
+      'struct_invalid_field',
+      '--max-restarts',
+    );
+    expect(readFileSync(join(runDir, 'ledger.jsonl'), 'utf8')).toBe(ledger);
   }, 240_000);
 
   it('no committed checkpoint to return to: the run fails, saying why', () => {
