@@ -132,6 +132,8 @@ const TopSchema = z.strictObject({
       captureMs: DeadlineSchema.optional(),
     })
     .optional(),
+  /** Recovery from a lost worker: `--max-restarts N` of `detsim run` overrides it (needs checkpoints). */
+  recovery: z.strictObject({ maxRestarts: z.number().int().min(0).max(999_999_999) }).optional(),
 });
 
 export type RunConfigInput = z.infer<typeof TopSchema>;
@@ -188,6 +190,8 @@ export interface RunPlan {
   threadHeapMb: number;
   deadlines: { startupMs: number; stepMs: number; captureMs: number };
   seedCollisions: SeedCollision[];
+  /** `recovery.maxRestarts` when the config sets it (a run-time policy, never in run.json). */
+  recovery?: { maxRestarts: number };
 }
 
 export const ENVIRONMENT_WORKER_ID = 'worker-env';
@@ -611,5 +615,6 @@ export function resolveConfig(value: unknown, opts: { baseDir?: string } = {}): 
     threadHeapMb: cfg.workers?.threadHeapMb ?? DEFAULT_THREAD_HEAP_MB,
     deadlines: { ...DEFAULT_DEADLINES, ...cfg.deadlines },
     seedCollisions: collisions,
+    ...(cfg.recovery ? { recovery: { maxRestarts: cfg.recovery.maxRestarts } } : {}),
   };
 }

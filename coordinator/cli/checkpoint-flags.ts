@@ -3,6 +3,7 @@
 // coordinator/checkpoint/run-checkpoints.ts.
 import { CheckpointRun, DEFAULT_KEEP, type CheckpointRunReport } from '../checkpoint/run-checkpoints.js';
 import { recoveryWith, type RecoveryFactory } from '../checkpoint/recovery.js';
+import type { RunPlan } from '../config.js';
 import { DetsimError } from '../../core/formats/errors.js';
 
 function positive(text: string, flag: string): number {
@@ -23,17 +24,21 @@ export function checkpointRunFromFlags(
   every: string | undefined,
   keep: string | undefined,
   maxRestarts?: string,
+  configured?: RunPlan['recovery'],
 ): CheckpointRun | undefined {
-  const restarts = readMaxRestarts(maxRestarts);
+  // The flag overrides the config's recovery.maxRestarts; the refusal names whichever asked.
+  const restarts = maxRestarts === undefined ? (configured?.maxRestarts ?? 0) : readMaxRestarts(maxRestarts);
   if (every === undefined) {
     if (keep !== undefined)
       throw new DetsimError('struct_invalid_field', '--keep: only meaningful with --checkpoint-every', '--keep');
-    if (restarts > 0)
+    if (restarts > 0) {
+      const field = maxRestarts === undefined ? 'recovery.maxRestarts' : '--max-restarts';
       throw new DetsimError(
         'struct_invalid_field',
-        '--max-restarts: a recovery returns to the last committed checkpoint; add --checkpoint-every K',
-        '--max-restarts',
+        `${field}: a recovery returns to the last committed checkpoint; add --checkpoint-every K`,
+        field,
       );
+    }
     return undefined;
   }
   const run = new CheckpointRun({

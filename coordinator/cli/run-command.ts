@@ -102,7 +102,7 @@ export function registerRun(program: Command): void {
         const loaded = loadConfig(configPath);
         const plan = transport ? { ...loaded, transport } : loaded;
         checkWorkerBinaries(plan);
-        const checkpoints = checkpointRunFromFlags(opts.checkpointEvery, opts.keep, opts.maxRestarts);
+        const checkpoints = checkpointRunFromFlags(opts.checkpointEvery, opts.keep, opts.maxRestarts, plan.recovery);
         const progress = progressDisplay();
         try {
           const result = await runSession(plan, {

@@ -5,9 +5,9 @@
 // and the short version of bench/recover-kill-loop.ts. Each recovered run must end with the
 // ReproHash and behaviour digest of an uninterrupted run (the golden, or the same config again).
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { killAtSteps, runRecoverKillLoop } from '../../bench/recover-kill-loop.js';
 import { loadConfig } from '../../coordinator/config.js';
@@ -48,9 +48,20 @@ function fault(f: { faultStep: number; mode?: 'exit' | 'spin'; always?: boolean 
   return { marker, out: join(dir, 'runs'), env: { DETSIM_FAULT_ONCE: JSON.stringify({ ...f, marker }) } };
 }
 
+/** The fault config with `recovery: { maxRestarts }` (the model by absolute path: the same run.json), beside f's runs. */
+function withRecovery(f: ReturnType<typeof fault>, maxRestarts: number | string): string {
+  const text = readFileSync(FAULT_CONFIG, 'utf8').replace(
+    './fault-once.ts',
+    resolve(FAULT_CONFIG, '..', 'fault-once.ts'),
+  );
+  const path = join(f.out, '..', 'with-recovery.yaml');
+  writeFileSync(path, `${text}recovery: { maxRestarts: ${maxRestarts} }\n`);
+  return path;
+}
+
 /** `detsim run` of the fault config from source (its workers load the .ts model); run directory and ReproHash. */
-function run(f: ReturnType<typeof fault>, args: string[]) {
-  const r = detsimFrom(['run', FAULT_CONFIG, '--out', f.out, ...args], f.env);
+function run(f: ReturnType<typeof fault>, args: string[], config = FAULT_CONFIG) {
+  const r = detsimFrom(['run', config, '--out', f.out, ...args], f.env);
   const field = (name: string) => new RegExp(`^${name}\\s+(\\S+)`, 'm').exec(r.stdout)?.[1];
   return { ...r, runDir: field('run directory'), reproHash: field('repro hash') };
 }
@@ -116,9 +127,10 @@ describe('recovery from a lost worker (--max-restarts)', () => {
     expect(r.reproHash).toBe(await referenceHash());
   }, 240_000);
 
-  it('a worker process that stalls past the step deadline is killed and replaced', async () => {
+  it('a worker process that stalls past the step deadline is killed and replaced (recovery.maxRestarts in the config)', async () => {
     const f = fault({ faultStep: 5, mode: 'spin' });
-    const r = run(f, ['--checkpoint-every', '2', '--max-restarts', '1']);
+    const config = withRecovery(f, 1);
+    const r = run(f, ['--checkpoint-every', '2'], config);
     expect(r.status, r.stderr).toBe(0);
     const summary = json(join(r.runDir!, 'summary.json'));
     expect(summary.recovery.recovered).toMatchObject([{ workerId: 'worker-1', reason: 'deadline', step: '5' }]);
@@ -163,7 +175,7 @@ describe('recovery from a lost worker (--max-restarts)', () => {
     expect(json(join(f.out, 'recover-1', 'summary.json')).recoveries).toBe(0);
   }, 240_000);
 
-  it('--max-restarts is refused without checkpoints to return to, and when it is not a whole number', () => {
+  it("--max-restarts (or the config's recovery.maxRestarts) is refused without checkpoints to return to, and when it is not a whole number", () => {
     const out = mkdtempSync(join(tmpdir(), 'detsim-recover-'));
     const flags = ['--out', join(out, 'runs')];
     expectCliRefusal(
@@ -177,6 +189,20 @@ describe('recovery from a lost worker (--max-restarts)', () => {
       '--max-restarts',
     );
     expect(existsSync(join(out, 'runs'))).toBe(false);
+    // The config's recovery.maxRestarts: the same check, naming the config field.
+    const f = fault({ faultStep: 3 });
+    const configured = ['--out', f.out];
+    expectCliRefusal(
+      detsimCli(['run', withRecovery(f, 2), ...configured]),
+      'struct_invalid_field',
+      'recovery.maxRestarts',
+    );
+    expectCliRefusal(
+      detsimCli(['run', withRecovery(f, -1), ...configured]),
+      'struct_invalid_field',
+      'recovery.maxRestarts',
+    );
+    expect(existsSync(f.out)).toBe(false);
   });
 
   it('the kill loop (short, bench/recover-kill-loop.ts): seeded random kills of worker threads all recover to DIFF=0', async () => {
