@@ -267,23 +267,18 @@ export async function runLoop(start: SessionStart, opts: SessionOptions): Promis
       } catch (e) {
         // A lost worker: fence the old group, start replacements the same way, restore, continue.
         const lost = failureOf(e, String(digest.steps), 'prepare');
-        const target = signal.aborted ? undefined : await opts.extension?.recovery?.consider(lost);
+        const recovery = signal.aborted ? undefined : opts.extension?.recovery;
+        const target = await recovery?.consider(lost);
         if (target === undefined) throw e;
         if (target instanceof RunFailure) throw target;
-        try {
-          await fleet.fence('recovery');
-          traces.close();
-          fleet = await launch(target.storeDir);
-          const identities = lockstep.identities!;
-          lockstep = lockstepOn(fleet, lockstep.epoch);
-          lockstep.adoptIdentities(identities);
-          const recovered = await opts.extension!.recovery!.restore(target, { fleet, lockstep, logger, traces });
-          ({ traces, epoch } = recovered);
-          lastEpoch = epoch;
-          digest = digestOf(recovered.keptBehaviours, start.baseEpoch);
-        } catch (again) {
-          throw recoveryFailed(lost, again);
-        }
+        const next = await replaceGroup({ fleet, lockstep, logger, traces }, lost, recovery!, target, {
+          // The replacement is the fleet to stop at the end, even if its restore fails.
+          launch: async () => (fleet = await launch(target.storeDir)),
+          lockstepOn,
+        });
+        ({ lockstep, traces, epoch } = next);
+        lastEpoch = epoch;
+        digest = digestOf(next.keptBehaviours, start.baseEpoch);
       }
     }
   } catch (e) {
@@ -368,6 +363,31 @@ async function stepLoop(
     opts.onProgress?.({ step: k + 1, steps, elapsedMs: Date.now() - loopStart });
   }
   log.throwIfFailed();
+}
+
+/**
+ * Replace a lost group: fence the old fleet (clients closed, workers killed), close the trace
+ * writer, launch the replacement the same way and let the recovery restore it into a new epoch.
+ * A failure on the way ends the run as the loss it tried to recover from, saying how.
+ */
+async function replaceGroup(
+  old: LiveSession & { traces: TraceWriter },
+  lost: RunFailure,
+  recovery: SessionRecovery,
+  target: RecoveryTarget,
+  how: { launch: () => Promise<Fleet>; lockstepOn: (f: Fleet, epoch: Id) => Lockstep },
+): Promise<Recovered & { lockstep: Lockstep }> {
+  try {
+    await old.fleet.fence('recovery');
+    old.traces.close();
+    const fleet = await how.launch();
+    const lockstep = how.lockstepOn(fleet, old.lockstep.epoch);
+    lockstep.adoptIdentities(old.lockstep.identities!);
+    const recovered = await recovery.restore(target, { fleet, lockstep, logger: old.logger, traces: old.traces });
+    return { ...recovered, lockstep };
+  } catch (e) {
+    throw recoveryFailed(lost, e);
+  }
 }
 
 /** The running behaviour digest over steps already in the trace, each rebased onto the run's first epoch. */
