@@ -150,6 +150,8 @@ const TopSchema = z.strictObject({
       captureMs: DeadlineSchema.optional(),
     })
     .optional(),
+  /** Recovery from a lost worker: `--max-restarts N` of `detsim run` overrides it (needs checkpoints). */
+  recovery: z.strictObject({ maxRestarts: z.number().int().min(0).max(999_999_999) }).optional(),
 });
 
 export type RunConfigInput = z.infer<typeof TopSchema>;
@@ -216,6 +218,8 @@ export interface RunPlan {
    * physical like the transport, never in run.json, a hash or a trace (coordinator/tls.ts).
    */
   tls?: { dir: string };
+  /** `recovery.maxRestarts` when the config sets it (a run-time policy, never in run.json). */
+  recovery?: { maxRestarts: number };
 }
 
 /** Workers found in a rendezvous directory: where, and how long to wait for all their records. */
@@ -649,6 +653,7 @@ export function resolveConfig(value: unknown, opts: { baseDir?: string } = {}): 
     seedCollisions: collisions,
     ...(rendezvous ? { rendezvous } : {}),
     ...(cfg.workers?.tls ? { tls: { dir: resolve(baseDir, cfg.workers.tls.dir) } } : {}),
+    ...(cfg.recovery ? { recovery: { maxRestarts: cfg.recovery.maxRestarts } } : {}),
   };
 }
 

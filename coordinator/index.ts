@@ -60,6 +60,9 @@ export type { RunFailureKind, RunPhase, RunFailureContext } from './run-failure.
 export { CheckpointRun } from './checkpoint/run-checkpoints.js';
 export type { CheckpointRunOptions, CheckpointRunReport } from './checkpoint/run-checkpoints.js';
 export { resumeRun } from './checkpoint/resume.js';
+export { recoveryWith, RECOVERABLE_KINDS } from './checkpoint/recovery.js';
+export type { RecoveryOptions, RecoveryFactory, RecoveryRecord } from './checkpoint/recovery.js';
+export type { SessionRecovery, RecoveryTarget, Recovered, LiveSession } from './session.js';
 export type { ResumeOptions, ResumeResult, ResumeProgress } from './checkpoint/resume.js';
 
 // DIFF=0: receipts and their ReproHash, diagnosis, replay, verify.

@@ -426,6 +426,21 @@ export class Fleet {
     this.stopping ??= shutdownInstances(this.instances, this.all(), reason, graceMs, this.socketDir, this.logger);
     return this.stopping;
   }
+
+  /**
+   * Fence the fleet (a recovery replaces it): close every client at once, so nothing more is sent
+   * and a late reply is dropped, then kill every worker without asking and wait for the exits.
+   * Idempotent, and a later shutdown() is this one.
+   */
+  fence(reason: Id): Promise<void> {
+    this.stopping ??= (async () => {
+      for (const w of this.all()) w.client.close();
+      await killAll(this.instances, 0);
+      if (this.socketDir) rmSync(this.socketDir, { recursive: true, force: true });
+      this.logger.info({ reason }, 'workers fenced');
+    })();
+    return this.stopping;
+  }
 }
 
 async function shutdownInstances(

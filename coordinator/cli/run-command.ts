@@ -11,12 +11,13 @@ import { checkWorkerTls } from '../tls.js';
 import { DISPATCH_MODES } from '../lockstep.js';
 import { runSession, type RunProgress } from '../run.js';
 import { TRANSPORT_HELP, action, readStepsFlag, readTransportFlag, readDispatchFlag, writeStdout } from './common.js';
-import { checkpointRunFromFlags, checkpointSummaryLines } from './checkpoint-flags.js';
+import { MAX_RESTARTS_HELP, checkpointRunFromFlags, checkpointSummaryLines } from './checkpoint-flags.js';
 import { printReceiptWarnings, runFailureExit } from './run-outcome.js';
 
 interface RunCommandOptions {
   checkpointEvery?: string;
   keep?: string;
+  maxRestarts?: string;
   steps?: string;
   out?: string;
   dispatch?: string;
@@ -98,6 +99,7 @@ export function registerRun(program: Command): void {
       'capture a checkpoint every K committed steps into <run dir>/store/ (ledger: <run dir>/ledger.jsonl)',
     )
     .option('--keep <n>', 'checkpoint generations to keep (default 3; with --checkpoint-every)')
+    .option('--max-restarts <n>', `${MAX_RESTARTS_HELP}; needs --checkpoint-every`)
     .option('--verbose', "a Python model's failure carries its Python traceback")
     .option('--tls-dir <dir>', 'mutual TLS + bearer token for tcp workers from a `detsim certs` directory')
     .action(
@@ -110,7 +112,7 @@ export function registerRun(program: Command): void {
         const plan = withTlsFlag(transport ? { ...loaded, transport } : loaded, opts.tlsDir);
         checkWorkerBinaries(plan);
         checkWorkerTls(plan);
-        const checkpoints = checkpointRunFromFlags(opts.checkpointEvery, opts.keep);
+        const checkpoints = checkpointRunFromFlags(opts.checkpointEvery, opts.keep, opts.maxRestarts, plan.recovery);
         const progress = progressDisplay();
         try {
           const result = await runSession(plan, {
