@@ -102,6 +102,15 @@ export const TRANSPORTS = ['unix', 'tcp', 'thread'] as const satisfies readonly 
 /** Heap limit of one worker thread unless workers.threadHeapMb says otherwise (MiB). */
 export const DEFAULT_THREAD_HEAP_MB = 2048;
 
+/** How workers are started: `local` (child processes or threads of this coordinator) or `slurm` (srun job steps). */
+export const LAUNCHERS = ['local', 'slurm'] as const;
+export type LauncherKind = (typeof LAUNCHERS)[number];
+/** `launcher: slurm`, or `launcher: { kind: slurm, srunArgs: [...] }` with extra srun flags for every worker step. */
+const LauncherSchema = z.union([
+  z.enum(LAUNCHERS),
+  z.strictObject({ kind: z.enum(LAUNCHERS), srunArgs: z.array(z.string().min(1)).optional() }),
+]);
+
 const TopSchema = z.strictObject({
   sessionId: IdSchema,
   masterSeed: U64Schema,
@@ -125,6 +134,7 @@ const TopSchema = z.strictObject({
       runtime: WorkerRuntimeSchema.optional(),
     })
     .optional(),
+  launcher: LauncherSchema.optional(),
   deadlines: z
     .strictObject({
       startupMs: DeadlineSchema.optional(),
@@ -188,9 +198,39 @@ export interface RunPlan {
   threadHeapMb: number;
   deadlines: { startupMs: number; stepMs: number; captureMs: number };
   seedCollisions: SeedCollision[];
+  /** How workers are started; absent means local (launcher.ts). */
+  launcher?: LauncherPlan;
 }
 
 export const ENVIRONMENT_WORKER_ID = 'worker-env';
+
+/**
+ * How a run's workers are started (physical: never in run.json nor a ReproHash). `slurm`: each worker
+ * process is one `srun` job step of the allocation `detsim run` runs in (coordinator/slurm/srun.ts).
+ */
+export type LauncherPlan = { kind: 'local' } | { kind: 'slurm'; srunArgs: string[] };
+
+/** A config's `launcher` field as a plan; srun flags on a local launcher, or slurm with threads, are refused. */
+function resolveLauncher(raw: NonNullable<RunConfigInput['launcher']>, transport: Transport): LauncherPlan {
+  const kind = typeof raw === 'string' ? raw : raw.kind;
+  const srunArgs = typeof raw === 'string' ? undefined : raw.srunArgs;
+  if (kind === 'local') {
+    if (srunArgs !== undefined)
+      throw new DetsimError(
+        'struct_invalid_field',
+        'launcher.srunArgs: srun flags need kind slurm',
+        'launcher.srunArgs',
+      );
+    return { kind };
+  }
+  if (transport === 'thread')
+    throw new DetsimError(
+      'struct_invalid_field',
+      'launcher: slurm starts worker processes with srun; workers.transport: thread runs them in the coordinator',
+      'launcher',
+    );
+  return { kind, srunArgs: srunArgs ?? [] };
+}
 
 // ---------------------------------------------------------------------------------------------
 
@@ -611,5 +651,8 @@ export function resolveConfig(value: unknown, opts: { baseDir?: string } = {}): 
     threadHeapMb: cfg.workers?.threadHeapMb ?? DEFAULT_THREAD_HEAP_MB,
     deadlines: { ...DEFAULT_DEADLINES, ...cfg.deadlines },
     seedCollisions: collisions,
+    ...(cfg.launcher !== undefined
+      ? { launcher: resolveLauncher(cfg.launcher, cfg.workers?.transport ?? 'unix') }
+      : {}),
   };
 }

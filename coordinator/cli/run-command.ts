@@ -3,12 +3,21 @@
 // display live here; the run itself is run.ts (runSession).
 import cliProgress from 'cli-progress';
 import type { Command } from 'commander';
-import { loadConfig } from '../config.js';
+import { LAUNCHERS, loadConfig, type LauncherKind, type RunPlan } from '../config.js';
 import { canonicalize } from '../../core/formats/canonical-json.js';
 import { checkWorkerBinaries } from '../launcher.js';
 import { DISPATCH_MODES } from '../lockstep.js';
 import { runSession, type RunProgress } from '../run.js';
-import { TRANSPORT_HELP, action, readStepsFlag, readTransportFlag, readDispatchFlag, writeStdout } from './common.js';
+import { checkSlurmLauncher } from '../slurm/srun.js';
+import {
+  TRANSPORT_HELP,
+  action,
+  readChoiceFlag,
+  readStepsFlag,
+  readTransportFlag,
+  readDispatchFlag,
+  writeStdout,
+} from './common.js';
 import { checkpointRunFromFlags, checkpointSummaryLines } from './checkpoint-flags.js';
 import { printReceiptWarnings, runFailureExit } from './run-outcome.js';
 
@@ -19,6 +28,7 @@ interface RunCommandOptions {
   out?: string;
   dispatch?: string;
   transport?: string;
+  launcher?: string;
   json?: boolean;
   verbose?: boolean;
 }
@@ -72,6 +82,13 @@ function progressDisplay(): { update: (p: RunProgress) => void; stop: () => void
   };
 }
 
+/** `--launcher local|slurm` over the config's launcher (srunArgs kept when the config names slurm). */
+function withLauncherFlag(plan: RunPlan, text: string | undefined): RunPlan {
+  const kind = readChoiceFlag<LauncherKind>(text, LAUNCHERS, '--launcher');
+  if (kind === undefined || kind === (plan.launcher?.kind ?? 'local')) return plan;
+  return { ...plan, launcher: kind === 'slurm' ? { kind, srunArgs: [] } : { kind } };
+}
+
 export function registerRun(program: Command): void {
   program
     .command('run')
@@ -84,6 +101,10 @@ export function registerRun(program: Command): void {
       `order of worker messages within a phase: ${DISPATCH_MODES.join(' | ')} (default concurrent)`,
     )
     .option('--transport <t>', TRANSPORT_HELP)
+    .option(
+      '--launcher <kind>',
+      `how workers start: ${LAUNCHERS.join(' | ')} (slurm: one srun job step each, inside an allocation; overrides launcher)`,
+    )
     .option('--json', 'print one canonical JSON object {behaviourDigest, runDir, steps} instead of two lines')
     .option(
       '--checkpoint-every <k>',
@@ -98,8 +119,9 @@ export function registerRun(program: Command): void {
         // Every check on the config happens here, before any process starts.
         const transport = readTransportFlag(opts.transport);
         const loaded = loadConfig(configPath);
-        const plan = transport ? { ...loaded, transport } : loaded;
+        const plan = withLauncherFlag(transport ? { ...loaded, transport } : loaded, opts.launcher);
         checkWorkerBinaries(plan);
+        checkSlurmLauncher(plan);
         const checkpoints = checkpointRunFromFlags(opts.checkpointEvery, opts.keep);
         const progress = progressDisplay();
         try {
