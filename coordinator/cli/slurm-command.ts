@@ -11,7 +11,7 @@ import { loadConfig } from '../config.js';
 import { checkWorkerBinaries } from '../launcher.js';
 import { DEFAULT_RUNS_DIR } from '../run.js';
 import { batchScript, jobOutputPattern } from '../slurm/batch-script.js';
-import { requireSlurmCommand } from '../slurm/srun.js';
+import { checkSlurmTransport, requireSlurmCommand } from '../slurm/srun.js';
 import { submitBatchScript } from '../slurm/submit.js';
 import { checkpointRunFromFlags } from './checkpoint-flags.js';
 import { action, readStepsFlag, writeStdout } from './common.js';
@@ -46,6 +46,7 @@ async function submit(configPath: string, sbatchArgs: string[], opts: SubmitOpti
   // Every check happens before anything is written: the config, the flags, sbatch on PATH.
   const plan = loadConfig(configPath);
   checkWorkerBinaries(plan);
+  checkSlurmTransport(plan);
   const runArgs = runArgsOf(opts);
   const outDir = resolve(opts.out ?? DEFAULT_RUNS_DIR);
   const script = batchScript({

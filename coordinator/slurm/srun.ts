@@ -56,13 +56,18 @@ export function checkSlurmLauncher(plan: RunPlan, env: NodeJS.ProcessEnv = proce
       'launcher: slurm starts workers as job steps of a Slurm allocation, and SLURM_JOB_ID is not set; submit the run with `detsim slurm submit <config>` (or run it inside salloc)',
       'launcher',
     );
+  checkSlurmTransport(plan);
+  requireSlurmCommand('srun', 'launcher: slurm');
+}
+
+/** Worker threads live in the coordinator's process: they cannot be srun job steps. */
+export function checkSlurmTransport(plan: RunPlan): void {
   if (plan.transport === 'thread')
     throw new DetsimError(
       'struct_invalid_field',
       'launcher: slurm starts worker processes with srun; --transport thread runs them in the coordinator',
       'launcher',
     );
-  requireSlurmCommand('srun', 'launcher: slurm');
 }
 
 /**

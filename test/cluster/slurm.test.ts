@@ -6,7 +6,7 @@
 // The Slurm cases skip, saying why, only when no Slurm node is idle here (test-summary then fails CI).
 // NOT a test of Slurm itself, nor of multi-node placement (single node: Unix sockets under /tmp).
 import { spawnSync, type SpawnSyncReturns } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -124,6 +124,15 @@ describe('Slurm refusals that need no cluster', () => {
     const out = join(work, 'no-sbatch');
     const r = detsim(['slurm', 'submit', CONFIG, '--out', out], { ...process.env, PATH: work });
     expectCliRefusal(r, 'perm_slurm_command_missing', 'sbatch: not found on PATH');
+    expect(existsSync(out)).toBe(false);
+  });
+
+  it('a config with thread workers is refused by slurm submit before anything is written', () => {
+    const out = join(work, 'thread');
+    const config = join(work, 'thread.yaml');
+    writeFileSync(config, `${readFileSync(CONFIG, 'utf8').replace('transport: unix', 'transport: thread')}`);
+    const r = detsim(['slurm', 'submit', config, '--out', out]);
+    expectCliRefusal(r, 'struct_invalid_field', 'launcher: slurm starts worker processes');
     expect(existsSync(out)).toBe(false);
   });
 
