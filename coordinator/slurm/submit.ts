@@ -37,7 +37,8 @@ export function submitBatchScript(
   scriptPath: string,
   sbatchArgs: readonly string[],
 ): Submitted {
-  mkdirSync(dirname(scriptPath), { recursive: true });
+  // The first directory made for the script (undefined: it existed): removed again if the job is refused.
+  const created = mkdirSync(dirname(scriptPath), { recursive: true });
   const staged = join(dirname(scriptPath), `.${basename(scriptPath)}.${process.pid}.tmp`);
   writeFileSync(staged, script, { mode: 0o755 });
   try {
@@ -52,6 +53,9 @@ export function submitBatchScript(
       );
     renameSync(staged, scriptPath);
     return { jobId: id[1]!, scriptPath };
+  } catch (e) {
+    if (created !== undefined) rmSync(created, { recursive: true, force: true });
+    throw e;
   } finally {
     rmSync(staged, { force: true });
   }

@@ -112,10 +112,12 @@ describe.skipIf(down !== null)('detsim slurm submit on the local Slurm', { timeo
 
   it('a job sbatch refuses is one named line, exit 2, and leaves no script and no directory', () => {
     const out = join(work, 'refused', 'runs');
-    const r = detsim(['slurm', 'submit', CONFIG, '--out', out, '--partition=no-such-partition']);
+    const script = join(work, 'refused-script', 'job.sbatch');
+    const r = detsim(['slurm', 'submit', CONFIG, '--out', out, '--script', script, '--partition=no-such-partition']);
     const line = expectCliRefusal(r, 'perm_slurm_job_refused', 'sbatch refused the job');
     expect(line).toContain('invalid partition');
     expect(existsSync(join(work, 'refused'))).toBe(false);
+    expect(existsSync(join(work, 'refused-script'))).toBe(false);
   });
 });
 
