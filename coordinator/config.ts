@@ -99,6 +99,10 @@ const WorkerRuntimeSchema = z.custom<WorkerRuntimeName | WorkerRuntimeName[]>(
 );
 
 export const TRANSPORTS = ['unix', 'tcp', 'thread'] as const satisfies readonly Transport[];
+/** Where workers come from: started by the launcher (local) or found in a rendezvous directory. */
+export const PLACEMENTS = ['local', 'rendezvous'] as const;
+/** How long a rendezvous waits for its records unless workers.rendezvous.timeoutSeconds says otherwise. */
+export const DEFAULT_RENDEZVOUS_TIMEOUT_SECONDS = 120;
 /** Heap limit of one worker thread unless workers.threadHeapMb says otherwise (MiB). */
 export const DEFAULT_THREAD_HEAP_MB = 2048;
 
@@ -132,6 +136,18 @@ const TopSchema = z.strictObject({
       threadHeapMb: z.number().int().min(16).max(65536).optional(),
       /** Agent worker runtime: one for all agent workers, or one per agent worker in plan order. */
       runtime: WorkerRuntimeSchema.optional(),
+      /** local: the launcher starts every worker; rendezvous: it connects to workers started by hand. */
+      placement: z.enum(PLACEMENTS).optional(),
+      rendezvous: z
+        .strictObject({
+          dir: z.string().min(1),
+          timeoutSeconds: z
+            .number()
+            .positive()
+            .max(MAX_DEADLINE_MS / 1000, `must be at most ${MAX_DEADLINE_MS / 1000}`)
+            .optional(),
+        })
+        .optional(),
     })
     .optional(),
   launcher: LauncherSchema.optional(),
@@ -200,6 +216,18 @@ export interface RunPlan {
   seedCollisions: SeedCollision[];
   /** How workers are started; absent means local (launcher.ts). */
   launcher?: LauncherPlan;
+  /**
+   * `workers.placement: rendezvous`: every worker was started by hand and announces itself in `dir`;
+   * absent: local (the launcher starts them). Physical: never recorded in run.json nor hashed.
+   */
+  rendezvous?: RendezvousPlacement;
+}
+
+/** Workers found in a rendezvous directory: where, and how long to wait for all their records. */
+export interface RendezvousPlacement {
+  /** Absolute (a relative config value resolves against the config file's directory). */
+  dir: string;
+  timeoutMs: number;
 }
 
 export const ENVIRONMENT_WORKER_ID = 'worker-env';
@@ -211,7 +239,10 @@ export const ENVIRONMENT_WORKER_ID = 'worker-env';
 export type LauncherPlan = { kind: 'local' } | { kind: 'slurm'; srunArgs: string[] };
 
 /** A config's `launcher` field as a plan; srun flags on a local launcher, or slurm with threads, are refused. */
-function resolveLauncher(raw: NonNullable<RunConfigInput['launcher']>, transport: Transport): LauncherPlan {
+function resolveLauncher(
+  raw: NonNullable<RunConfigInput['launcher']>,
+  workers: RunConfigInput['workers'],
+): LauncherPlan {
   const kind = typeof raw === 'string' ? raw : raw.kind;
   const srunArgs = typeof raw === 'string' ? undefined : raw.srunArgs;
   if (kind === 'local') {
@@ -223,10 +254,17 @@ function resolveLauncher(raw: NonNullable<RunConfigInput['launcher']>, transport
       );
     return { kind };
   }
-  if (transport === 'thread')
+  if (workers?.transport === 'thread')
     throw new DetsimError(
       'struct_invalid_field',
       'launcher: slurm starts worker processes with srun; workers.transport: thread runs them in the coordinator',
+      'launcher',
+    );
+  // Until workers listen beyond loopback (TLS), srun steps cannot register from other nodes.
+  if (workers?.placement === 'rendezvous')
+    throw new DetsimError(
+      'struct_invalid_field',
+      'launcher: slurm starts every worker itself; workers.placement: rendezvous connects to workers started by hand',
       'launcher',
     );
   return { kind, srunArgs: srunArgs ?? [] };
@@ -631,6 +669,7 @@ export function resolveConfig(value: unknown, opts: { baseDir?: string } = {}): 
     };
   });
   assignRuntimes(workers, planned, cfg.workers?.runtime);
+  const rendezvous = resolvePlacement(cfg, baseDir);
   return {
     sessionId: cfg.sessionId,
     masterSeed: derived.masterSeed,
@@ -647,12 +686,40 @@ export function resolveConfig(value: unknown, opts: { baseDir?: string } = {}): 
     agents: planned,
     workers,
     agentsPerWorker,
-    transport: cfg.workers?.transport ?? 'unix',
+    transport: cfg.workers?.transport ?? (rendezvous ? 'tcp' : 'unix'),
     threadHeapMb: cfg.workers?.threadHeapMb ?? DEFAULT_THREAD_HEAP_MB,
     deadlines: { ...DEFAULT_DEADLINES, ...cfg.deadlines },
     seedCollisions: collisions,
-    ...(cfg.launcher !== undefined
-      ? { launcher: resolveLauncher(cfg.launcher, cfg.workers?.transport ?? 'unix') }
-      : {}),
+    ...(cfg.launcher !== undefined ? { launcher: resolveLauncher(cfg.launcher, cfg.workers) } : {}),
+    ...(rendezvous ? { rendezvous } : {}),
   };
+}
+
+/** workers.placement and workers.rendezvous, which go together; a rendezvous reaches workers over TCP. */
+function resolvePlacement(cfg: RunConfigInput, baseDir: string): RendezvousPlacement | undefined {
+  const placement = cfg.workers?.placement ?? 'local';
+  const block = cfg.workers?.rendezvous;
+  if (placement === 'local') {
+    if (block)
+      throw new DetsimError(
+        'struct_invalid_field',
+        'workers.rendezvous: only used with workers.placement: rendezvous',
+        'workers.rendezvous',
+      );
+    return undefined;
+  }
+  if (!block)
+    throw new DetsimError(
+      'struct_missing_field',
+      'workers.rendezvous: required with workers.placement: rendezvous ({ dir, timeoutSeconds })',
+      'workers.rendezvous',
+    );
+  if (cfg.workers?.transport === 'thread')
+    throw new DetsimError(
+      'struct_invalid_field',
+      'workers.transport: thread cannot reach workers found by rendezvous (they are processes, possibly elsewhere)',
+      'workers.transport',
+    );
+  const seconds = block.timeoutSeconds ?? DEFAULT_RENDEZVOUS_TIMEOUT_SECONDS;
+  return { dir: resolve(baseDir, block.dir), timeoutMs: Math.ceil(seconds * 1000) };
 }

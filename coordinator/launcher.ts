@@ -2,7 +2,8 @@
 // transport (a child process on a short Unix socket or loopback TCP, waiting for its ready line; or
 // a worker thread for `workers.transport: thread`), connects a WorkerClient over its link and says
 // Hello; shuts them all down on completion, failure or abort, and never leaves an orphan process or
-// thread. The starter is a parameter (LaunchOptions.startWorker). NOT the step loop.
+// thread. The starter is a parameter (LaunchOptions.startWorker); workers already running elsewhere
+// (rendezvous: LaunchOptions.existing) are connected to instead, and never killed. NOT the step loop.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, rmSync } from 'node:fs';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
@@ -18,11 +19,14 @@ import {
   METHODS,
   WorkerCallError,
   WorkerClient,
+  GrpcConnectError,
+  connectGrpcLink,
   describeExit,
   type HelloResult,
   type ProcessExitInfo,
 } from '../core/protocol/index.js';
 import { dieWithCoordinator } from './parent-death.js';
+import { RemoteWorker } from './remote-worker.js';
 import { RunFailure, type RunPhase } from './run-failure.js';
 import { createSocketDir } from './socket-dir.js';
 import { ThreadWorker } from './thread-worker.js';
@@ -48,6 +52,17 @@ export interface LaunchOptions {
   startWorker?: (worker: PlannedWorker, ctx: StartContext) => StartingWorker | undefined;
   /** `--verbose`: Python workers include a model's traceback in its failure (never without it). */
   verbose?: boolean;
+  /**
+   * Workers that are already running (started by hand, found by rendezvous: coordinator/rendezvous.ts),
+   * by worker id: the launcher connects to them instead of starting them, and never kills them.
+   */
+  existing?: ReadonlyMap<Id, ExistingWorker>;
+}
+
+/** A worker started elsewhere: where to connect, and the certificate it must present (TLS), if any. */
+export interface ExistingWorker {
+  address: string;
+  certificateFingerprint: string | null;
 }
 
 /** What starting one worker needs besides the worker itself. */
@@ -582,6 +597,30 @@ function startThread(worker: PlannedWorker, ctx: StartContext): StartingWorker {
   return { instance: thread, connected };
 }
 
+/**
+ * Connect to a worker started elsewhere (rendezvous): no process of ours to wait for, a client as
+ * soon as its channel is ready within the start-up deadline; the usual Hello follows.
+ */
+function connectExisting(worker: PlannedWorker, ctx: StartContext, found: ExistingWorker): StartingWorker {
+  const remote = new RemoteWorker(worker, found.address);
+  const connected = (async () => {
+    const timeoutMs = Math.max(1, ctx.deadlineAt - Date.now());
+    try {
+      const link = await connectGrpcLink(found.address, { connectTimeoutMs: timeoutMs });
+      const client = new WorkerClient(remote.watch(link), { processExit: remote.exited, label: worker.workerId });
+      return { client, address: found.address };
+    } catch (e) {
+      if (!(e instanceof GrpcConnectError)) throw e;
+      throw new RunFailure(
+        'never-ready',
+        `${remote.describe()} (its rendezvous record) never connected within ${timeoutMs} ms`,
+        { workerId: worker.workerId, agentIds: worker.agentIds, step: null, phase: 'startup' },
+      );
+    }
+  })();
+  return { instance: remote, connected };
+}
+
 /** Say Hello to a started worker within what is left of the start-up deadline. */
 async function introduce(
   plan: RunPlan,
@@ -620,7 +659,7 @@ async function introduce(
  */
 export async function launchFleet(plan: RunPlan, opts: LaunchOptions): Promise<Fleet> {
   const { logger } = opts;
-  checkWorkerBinaries(plan);
+  checkWorkerBinaries({ ...plan, workers: plan.workers.filter((w) => !opts.existing?.has(w.workerId)) });
   const needsSockets = plan.transport !== 'tcp' && plan.workers.some((w) => !runsOnThread(plan, w));
   const socketDir = needsSockets ? socketDirFor(logger) : undefined;
   const base = defaultWorkerCommand();
@@ -632,6 +671,8 @@ export async function launchFleet(plan: RunPlan, opts: LaunchOptions): Promise<F
     if (opts.storeDir !== undefined) ctx.storeDir = opts.storeDir;
     const custom = opts.startWorker?.(w, ctx);
     if (custom) return custom;
+    const found = opts.existing?.get(w.workerId);
+    if (found) return connectExisting(w, ctx, found);
     if (runsOnThread(plan, w) && !opts.commandFor?.(w)) return startThread(w, ctx);
     const cmd = opts.commandFor?.(w) ?? workerCommandFor(w, base, opts.verbose);
     return startProcess(w, ctx, cmd, listenAddress(plan, socketDir, i));

@@ -13,7 +13,8 @@ import { CONTRACT_DIGEST, PROTOCOL_MAJOR, PROTOCOL_MINOR } from '../core/protoco
 import { allocateRunDir, RUN_FILES, RunLog, TraceWriter, writeJsonDurable } from './run-dir.js';
 import { withRunLock } from './run-lock.js';
 import { RUN_FORMAT, type RunJson } from './run-json.js';
-import { runLoop, type SessionOptions, type SessionResult, type SessionStart } from './session.js';
+import { awaitRendezvous } from './rendezvous.js';
+import { abortWiring, runLoop, type SessionOptions, type SessionResult, type SessionStart } from './session.js';
 
 export { RUN_FORMAT } from './run-json.js';
 export { closeNoting, failureOf, SUMMARY_FORMAT, writeSummary } from './session.js';
@@ -113,8 +114,22 @@ export async function runSession(config: RunPlan | string, opts: RunOptions = {}
   const warn = opts.onWarning ?? ((l: string) => process.stderr.write(`${l}\n`));
   for (const c of plan.seedCollisions) warn(collisionWarning(c));
 
+  // Workers placed by rendezvous are found before the run directory exists: a refusal writes nothing.
+  const existingWorkers = await findExistingWorkers(plan, opts);
   const runDir = allocateRunDir(opts.outDir ?? DEFAULT_RUNS_DIR, plan.sessionId);
-  return withRunLock(runDir, 'detsim run', () => runLoop(freshStart(plan, runDir, steps, dispatch), opts));
+  const session = existingWorkers ? { ...opts, existingWorkers } : opts;
+  return withRunLock(runDir, 'detsim run', () => runLoop(freshStart(plan, runDir, steps, dispatch), session));
+}
+
+/** With `workers.placement: rendezvous`: wait (interruptibly) for every worker's record. */
+async function findExistingWorkers(plan: RunPlan, opts: RunOptions): Promise<SessionOptions['existingWorkers']> {
+  if (!plan.rendezvous) return undefined;
+  const { signal, release } = abortWiring(opts);
+  try {
+    return await awaitRendezvous(plan, plan.rendezvous, signal);
+  } finally {
+    release();
+  }
 }
 
 /**

@@ -95,6 +95,8 @@ export interface SessionOptions {
   pipeline?: boolean;
   /** `--verbose`: Python workers put a model's traceback in its failure message. */
   verbose?: boolean;
+  /** Workers already running elsewhere (rendezvous), by worker id: connected to, never started nor killed. */
+  existingWorkers?: LaunchOptions['existing'];
 }
 
 /** What the live session hands a start once its workers are up. */
@@ -221,6 +223,7 @@ export async function runLoop(start: SessionStart, opts: SessionOptions): Promis
       // launcher: slurm starts each worker as an srun job step (slurm/srun.ts); a hook's starter wins.
       startWorker: opts.hooks?.startWorker ?? starterForPlan(plan, opts.verbose),
       verbose: opts.verbose,
+      ...(opts.existingWorkers ? { existing: opts.existingWorkers } : {}),
       ...(start.storeDir ? { storeDir: start.storeDir } : {}),
     });
     opts.hooks?.onLaunched?.(fleet);

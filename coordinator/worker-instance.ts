@@ -1,5 +1,6 @@
 // One running worker as the coordinator watches it, whatever runs it: a child process (gRPC over a
-// Unix socket or loopback TCP), a worker thread in this process, or the bench's inline host.
+// Unix socket or loopback TCP), a worker thread in this process, a worker started elsewhere and
+// found by rendezvous (remote-worker.ts), or the bench's inline host.
 // What the launcher, the lockstep and the checkpoint code need to name a death; nothing else.
 // Not the link to the worker (core/protocol/link.ts) and not how it is started (launcher.ts).
 import type { Readable } from 'node:stream';
@@ -10,8 +11,8 @@ import type { ProcessExitInfo } from '../core/protocol/index.js';
 
 export interface WorkerInstance {
   readonly plan: PlannedWorker;
-  /** 'process' or 'thread' (the bench's inline host says 'inline'): physical, never in a hash. */
-  readonly kind: 'process' | 'thread' | 'inline';
+  /** 'process', 'thread', 'remote' (started elsewhere: rendezvous) or the bench's 'inline': physical, never in a hash. */
+  readonly kind: 'process' | 'thread' | 'inline' | 'remote';
   /** The OS process that runs it (the coordinator's own for a thread). */
   readonly pid: number;
   /** Resolves once it has exited (a thread: ended, crashed or terminated). */

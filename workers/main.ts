@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Worker process entry: `node workers/main.js --listen unix:/path|host:port --role agent|environment
 // --worker-id <Id> [--session <Id>] [--model <path>]… [--strict] [--max-message-bytes N] [--no-parent-watch]
-// [--store-dir <abs path>]`.
+// [--store-dir <abs path>] [--rendezvous DIR [--advertise HOST:PORT]]`.
 // Argument parsing only; everything else is workers/process.ts.
 import { parseArgs } from 'node:util';
 import { DetsimError } from '../core/formats/errors.js';
@@ -19,6 +19,8 @@ try {
       'max-message-bytes': { type: 'string' },
       'no-parent-watch': { type: 'boolean' },
       'store-dir': { type: 'string' },
+      rendezvous: { type: 'string' },
+      advertise: { type: 'string' },
     },
     strict: true,
     allowPositionals: false,
@@ -33,6 +35,8 @@ try {
     maxMessageBytes: values['max-message-bytes'],
     parentWatch: values['no-parent-watch'] !== true,
     storeDir: values['store-dir'],
+    rendezvous: values.rendezvous,
+    advertise: values.advertise,
   });
   await runWorkerProcess(options);
 } catch (e) {

@@ -3,7 +3,7 @@
 // runtime one at a time (replies in request order, each stream Hello-first) and exits on
 // Shutdown, SIGTERM/SIGINT, or when its parent goes away. Not the protocol semantics (runtime.ts).
 import { fstatSync, statSync } from 'node:fs';
-import { isAbsolute } from 'node:path';
+import { isAbsolute, resolve } from 'node:path';
 import { DetsimError } from '../core/formats/errors.js';
 import { isId } from '../core/formats/scalars.js';
 import {
@@ -11,7 +11,15 @@ import {
   type Role,
   type SessionConnection,
   type StartedServer,
+  CONTRACT_DIGEST,
+  RENDEZVOUS_FORMAT,
+  type RendezvousRecord,
+  advertisedAddress,
+  checkAdvertise,
   parseListenAddress,
+  removeRendezvousRecord,
+  rendezvousRecordBytes,
+  writeRendezvousRecord,
   startWorkerServer,
 } from '../core/protocol/index.js';
 import { modulePathOf } from './models/registry.js';
@@ -35,6 +43,10 @@ export interface WorkerProcessOptions {
   parentWatch?: boolean;
   /** The run's checkpoint store: payload-file-v1 reads only files under it (absent: none). */
   storeDir?: string;
+  /** `--rendezvous DIR`: once listening, write this worker's record there (removed again on exit). */
+  rendezvous?: string;
+  /** `--advertise HOST:PORT`: the address the record announces (port 0: the bound port). */
+  advertise?: string;
 }
 
 export interface RawWorkerOptions {
@@ -48,6 +60,8 @@ export interface RawWorkerOptions {
   maxMessageBytes?: unknown;
   parentWatch?: unknown;
   storeDir?: unknown;
+  rendezvous?: unknown;
+  advertise?: unknown;
 }
 
 /** Validate CLI options; a refusal names the flag. */
@@ -96,7 +110,31 @@ export function readWorkerOptions(raw: RawWorkerOptions): WorkerProcessOptions {
   };
   if (typeof raw.session === 'string') out.sessionId = raw.session;
   if (raw.storeDir !== undefined) out.storeDir = readStoreDir(raw.storeDir);
+  readRendezvousFlags(raw, out);
   return out;
+}
+
+/** `--rendezvous DIR` (an existing directory) and `--advertise HOST:PORT` (only with it). */
+function readRendezvousFlags(raw: RawWorkerOptions, out: WorkerProcessOptions): void {
+  if (raw.advertise !== undefined && typeof raw.advertise !== 'string')
+    throw new DetsimError('struct_invalid_field', '--advertise must be HOST:PORT', '--advertise');
+  if (raw.rendezvous !== undefined) {
+    let isDir = false;
+    try {
+      isDir = typeof raw.rendezvous === 'string' && statSync(raw.rendezvous).isDirectory();
+    } catch {
+      isDir = false;
+    }
+    if (!isDir)
+      throw new DetsimError(
+        'struct_invalid_field',
+        `--rendezvous ${JSON.stringify(raw.rendezvous)} is not an existing directory`,
+        '--rendezvous',
+      );
+    out.rendezvous = resolve(raw.rendezvous as string);
+  }
+  checkAdvertise(out.listen, out.rendezvous, raw.advertise);
+  if (raw.advertise !== undefined) out.advertise = raw.advertise;
 }
 
 /** `--model <path>` values: each an existing file, kept as an absolute path (relative to the working directory). */
@@ -159,10 +197,14 @@ export async function runWorkerProcess(
     return state;
   };
   let exiting = false;
+  let leaveRendezvous = (): void => undefined;
   const exit = (code: number): void => {
     if (exiting) return;
     exiting = true;
-    const done = (): never => process.exit(code);
+    const done = (): never => {
+      leaveRendezvous();
+      return process.exit(code);
+    };
     if (server) void server.close().then(done, done);
     else done();
   };
@@ -194,8 +236,30 @@ export async function runWorkerProcess(
     // The loop above is deaf while model code blocks it; the watchdog thread is not.
     startParentWatchdog();
   }
+  if (options.rendezvous !== undefined) leaveRendezvous = joinRendezvous(options, server.listen);
   process.stdout.write(`${JSON.stringify({ ready: true, listen: server.listen, pid: process.pid })}\n`);
   return { server, runtime };
+}
+
+/**
+ * Write this worker's rendezvous record (it is listening already, so a coordinator that reads it
+ * can connect at once); returns what removes it again on exit. A record is physical: it names
+ * where the worker is, never what it computes.
+ */
+function joinRendezvous(options: WorkerProcessOptions, bound: string): () => void {
+  const record: RendezvousRecord = {
+    format: RENDEZVOUS_FORMAT,
+    workerId: options.workerId,
+    role: options.role,
+    address: advertisedAddress(bound, options.advertise),
+    session: options.sessionId ?? null,
+    contractDigest: CONTRACT_DIGEST,
+    // Plaintext until the worker serves TLS: no certificate, no fingerprint.
+    certificateFingerprint: null,
+  };
+  const path = writeRendezvousRecord(options.rendezvous!, record);
+  const written = rendezvousRecordBytes(record);
+  return () => removeRendezvousRecord(path, written);
 }
 
 /** Orphan guard: leave when stdin (a pipe from the launcher) closes or the parent pid changes. */

@@ -28,6 +28,8 @@ export function registerWorker(program: Command): void {
       '--store-dir <path>',
       "the run's checkpoint store: the only directory State.StageRestore payload files may be read from",
     )
+    .option('--rendezvous <dir>', "once listening, write this worker's record into this directory (removed on exit)")
+    .option('--advertise <host:port>', 'the address the rendezvous record announces (port 0: the bound port)')
     .action(
       action(
         async (opts: {
@@ -40,6 +42,8 @@ export function registerWorker(program: Command): void {
           maxMessageBytes?: string;
           parentWatch: boolean;
           storeDir?: string;
+          rendezvous?: string;
+          advertise?: string;
         }) => {
           await runWorkerProcess(
             readWorkerOptions({
@@ -52,6 +56,8 @@ export function registerWorker(program: Command): void {
               maxMessageBytes: opts.maxMessageBytes,
               parentWatch: opts.parentWatch,
               storeDir: opts.storeDir,
+              rendezvous: opts.rendezvous,
+              advertise: opts.advertise,
             }),
           );
         },

@@ -60,8 +60,14 @@ export function checkSlurmLauncher(plan: RunPlan, env: NodeJS.ProcessEnv = proce
   requireSlurmCommand('srun', 'launcher: slurm');
 }
 
-/** Worker threads live in the coordinator's process: they cannot be srun job steps. */
+/** Worker threads live in the coordinator's process, and rendezvous workers are started by hand: neither can be srun steps. */
 export function checkSlurmTransport(plan: RunPlan): void {
+  if (plan.rendezvous)
+    throw new DetsimError(
+      'struct_invalid_field',
+      'launcher: slurm starts every worker itself; workers.placement: rendezvous connects to workers started by hand',
+      'launcher',
+    );
   if (plan.transport === 'thread')
     throw new DetsimError(
       'struct_invalid_field',

@@ -217,6 +217,14 @@ export const REASONS = {
     layer: 'L5',
     summary: 'the checkpoint composition digest differs from the live composition',
   },
+  ident_rendezvous_timeout: {
+    layer: 'L5',
+    summary: 'a worker the plan needs left no record in the rendezvous directory before the timeout',
+  },
+  ident_rendezvous_mismatch: {
+    layer: 'L5',
+    summary: 'a rendezvous record names another worker, role, session or protocol contract than the plan needs',
+  },
   ident_capture_reply: {
     layer: 'L5',
     summary: 'IDENTITY_MISMATCH: a capture reply names another checkpoint, participant or boundary',

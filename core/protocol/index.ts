@@ -10,6 +10,7 @@ export * from './frames.js';
 export * from './body-codec.js';
 export * from './link.js';
 export * from './grpc-link.js';
+export * from './rendezvous.js';
 export * from './port-link.js';
 export * from './client.js';
 export * from './server.js';

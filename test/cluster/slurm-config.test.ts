@@ -27,12 +27,21 @@ describe('config: launcher', () => {
     });
   });
 
-  it('refuses an unknown launcher, srun flags on a local launcher, and slurm with thread workers, naming the field', () => {
+  it('refuses an unknown launcher, srun flags on a local launcher, slurm with thread or rendezvous workers, naming the field', () => {
     expect(refusal(() => resolveConfig(base({ launcher: 'pbs' }))).field).toBe('launcher');
     const local = refusal(() => resolveConfig(base({ launcher: { kind: 'local', srunArgs: ['-x'] } })));
     expect([local.reason, local.field]).toEqual(['struct_invalid_field', 'launcher.srunArgs']);
     const thread = refusal(() => resolveConfig(base({ launcher: 'slurm', workers: { transport: 'thread' } })));
     expect([thread.reason, thread.field]).toEqual(['struct_invalid_field', 'launcher']);
+    const rv = refusal(() =>
+      resolveConfig(
+        base({
+          launcher: 'slurm',
+          workers: { transport: 'tcp', placement: 'rendezvous', rendezvous: { dir: '/tmp/rv' } },
+        }),
+      ),
+    );
+    expect([rv.reason, rv.field]).toEqual(['struct_invalid_field', 'launcher']);
     const typo = refusal(() => resolveConfig(base({ launcher: { kind: 'slurm', srunArg: [] } })));
     expect([typo.reason, typo.field]).toEqual(['struct_unknown_field', 'launcher.srunArg']);
   });

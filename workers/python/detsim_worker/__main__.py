@@ -12,9 +12,11 @@ import stat
 import sys
 import threading
 
+from .rendezvous import advertised_address, check_advertise, check_rendezvous_dir, remove_record, write_record
 from .scalars import InputError, is_id
 
-VALUE_FLAGS = {'--listen', '--role', '--worker-id', '--session', '--model', '--max-message-bytes', '--store-dir'}
+VALUE_FLAGS = {'--listen', '--role', '--worker-id', '--session', '--model', '--max-message-bytes', '--store-dir',
+               '--rendezvous', '--advertise'}
 BOOL_FLAGS = {'--strict', '--no-parent-watch', '--verbose'}
 
 
@@ -81,9 +83,12 @@ def read_options(v: dict) -> dict:
     store_dir = v.get('--store-dir')
     if store_dir is not None and not os.path.isabs(store_dir):
         raise InputError('struct_invalid_field', f'--store-dir {json.dumps(store_dir)} is not an absolute path')
+    rendezvous = check_rendezvous_dir(v.get('--rendezvous'))
+    check_advertise(listen, rendezvous, v.get('--advertise'))
     return {'listen': listen, 'role': role, 'worker_id': worker_id, 'session': session, 'strict': v.get('--strict', False),
             'max_message_bytes': max_bytes, 'models': sorted(set(v['--model'])), 'store_dir': store_dir,
-            'parent_watch': not v.get('--no-parent-watch', False), 'verbose': v.get('--verbose', False)}
+            'parent_watch': not v.get('--no-parent-watch', False), 'verbose': v.get('--verbose', False),
+            'rendezvous': rendezvous, 'advertise': v.get('--advertise')}
 
 
 def watch_parent(on_gone) -> None:
@@ -140,10 +145,18 @@ def main(argv: list[str]) -> int:
         signal.signal(sig, lambda *_: stop_event.set())
     if options['parent_watch']:
         watch_parent(stop_event.set)
+    joined = None
+    if options['rendezvous'] is not None:
+        from .runtime import CONTRACT_DIGEST
+        # Plaintext until the worker serves TLS: no certificate, no fingerprint.
+        joined = write_record(options['rendezvous'], options['worker_id'], options['role'],
+                              advertised_address(bound, options['advertise']), options['session'], CONTRACT_DIGEST)
     sys.stdout.write(json.dumps({'ready': True, 'listen': bound, 'pid': os.getpid()}, separators=(',', ':')) + '\n')
     sys.stdout.flush()
     while not stop_event.wait(1.0):
         pass
+    if joined is not None:
+        remove_record(*joined)
     server.stop(0.5).wait(2)
     if bound.startswith('unix:'):
         remove_stale_socket(bound[len('unix:'):])

@@ -1,0 +1,157 @@
+// Worker placement by rendezvous (`workers.placement: rendezvous`): before anything is written,
+// wait until every worker of the plan has announced itself in the rendezvous directory, check each
+// record (form; worker id, role, session and contract against the plan), and hand the launcher
+// where to connect. Records are read in worker-id order; fs.watch wakes the wait early, a poll
+// covers filesystems that send no events (NFS). A timeout names every missing worker.
+// Not the record format (core/protocol/rendezvous.ts) nor the connection (launcher.ts).
+import { readFileSync, statSync, watch, type FSWatcher } from 'node:fs';
+import { join } from 'node:path';
+import type { RendezvousPlacement, RunPlan } from './config.js';
+import { DetsimError } from '../core/formats/errors.js';
+import type { Id } from '../core/formats/scalars.js';
+import {
+  CONTRACT_DIGEST,
+  readRendezvousRecord,
+  rendezvousFileName,
+  type RendezvousRecord,
+} from '../core/protocol/index.js';
+import type { ExistingWorker } from './launcher.js';
+import { RunFailure } from './run-failure.js';
+
+/** How often the directory is read when no watch event comes. */
+export const RENDEZVOUS_POLL_MS = 250;
+
+/**
+ * Wait for the record of every worker of `plan` in its rendezvous directory; return where each
+ * worker is, by worker id. Refusals (exit 2, nothing written): the directory is missing, a record
+ * is malformed or names another worker, role, session or contract, or the timeout passes first.
+ */
+export async function awaitRendezvous(
+  plan: RunPlan,
+  placement: RendezvousPlacement,
+  signal?: AbortSignal,
+): Promise<Map<Id, ExistingWorker>> {
+  checkDirectory(placement.dir);
+  const needed = plan.workers.map((w) => w.workerId).sort();
+  const found = new Map<Id, ExistingWorker>();
+  const deadline = Date.now() + placement.timeoutMs;
+  const wake = new Wake(placement.dir);
+  try {
+    for (;;) {
+      for (const workerId of needed) {
+        if (found.has(workerId)) continue;
+        const record = readRecordOf(placement.dir, workerId);
+        if (record) found.set(workerId, acceptRecord(plan, workerId, record, placement.dir));
+      }
+      if (found.size === needed.length) return new Map(needed.map((id) => [id, found.get(id)!]));
+      if (signal?.aborted)
+        throw new RunFailure('aborted', 'the run was interrupted while waiting for rendezvous records', {
+          step: null,
+          phase: 'startup',
+        });
+      const left = deadline - Date.now();
+      if (left <= 0)
+        throw timeout(
+          placement,
+          needed.filter((id) => !found.has(id)),
+        );
+      await wake.next(Math.min(left, RENDEZVOUS_POLL_MS), signal);
+    }
+  } finally {
+    wake.close();
+  }
+}
+
+function checkDirectory(dir: string): void {
+  let isDir = false;
+  try {
+    isDir = statSync(dir).isDirectory();
+  } catch {
+    isDir = false;
+  }
+  if (!isDir)
+    throw new DetsimError(
+      'struct_invalid_field',
+      `workers.rendezvous.dir: ${dir} is not an existing directory`,
+      'workers.rendezvous.dir',
+    );
+}
+
+/** One worker's record, or undefined while there is none (a record appears whole: renamed into place). */
+function readRecordOf(dir: string, workerId: Id): RendezvousRecord | undefined {
+  const source = join(dir, rendezvousFileName(workerId));
+  let bytes: Buffer;
+  try {
+    bytes = readFileSync(source);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT') return undefined;
+    throw new DetsimError(
+      'struct_invalid_field',
+      `${source}: cannot read this rendezvous record (${code ?? 'error'})`,
+      'workers.rendezvous.dir',
+    );
+  }
+  return readRendezvousRecord(bytes, source);
+}
+
+/** Check a record against the worker the plan needs in its place; a mismatch names the field. */
+function acceptRecord(plan: RunPlan, workerId: Id, record: RendezvousRecord, dir: string): ExistingWorker {
+  const worker = plan.workers.find((w) => w.workerId === workerId)!;
+  const source = join(dir, rendezvousFileName(workerId));
+  const mismatch = (field: string, why: string): never => {
+    throw new DetsimError('ident_rendezvous_mismatch', `${source}: ${field}: ${why}`, field);
+  };
+  if (record.workerId !== workerId) mismatch('workerId', `the record names another worker, not ${workerId}`);
+  if (record.role !== worker.role)
+    mismatch('role', `the record says ${record.role}; the plan needs ${worker.role} for ${workerId}`);
+  if (record.session !== null && record.session !== plan.sessionId)
+    mismatch('session', `the worker is bound to another session, not ${plan.sessionId}`);
+  if (record.contractDigest !== CONTRACT_DIGEST)
+    mismatch('contractDigest', 'the worker speaks another protocol contract than this coordinator');
+  return { address: record.address, certificateFingerprint: record.certificateFingerprint };
+}
+
+function timeout(placement: RendezvousPlacement, missing: Id[]): DetsimError {
+  const seconds = placement.timeoutMs / 1000;
+  return new DetsimError(
+    'ident_rendezvous_timeout',
+    `workers.rendezvous: no record from ${missing.join(', ')} in ${placement.dir} within ${seconds} s` +
+      ` (start each with: detsim worker … --rendezvous ${placement.dir})`,
+    'workers.rendezvous.timeoutSeconds',
+  );
+}
+
+/** Wakes the wait when the directory changes (fs.watch), else after the poll interval. */
+class Wake {
+  private watcher: FSWatcher | undefined;
+  private pending: (() => void) | undefined;
+
+  constructor(dir: string) {
+    try {
+      this.watcher = watch(dir, () => this.pending?.());
+      this.watcher.on('error', () => this.close());
+    } catch {
+      this.watcher = undefined; // no events here (e.g. some network filesystems): polling alone
+    }
+  }
+
+  next(ms: number, signal?: AbortSignal): Promise<void> {
+    return new Promise((resolve) => {
+      const done = (): void => {
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', done);
+        this.pending = undefined;
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      signal?.addEventListener('abort', done, { once: true });
+      this.pending = done;
+    });
+  }
+
+  close(): void {
+    this.watcher?.close();
+    this.watcher = undefined;
+  }
+}

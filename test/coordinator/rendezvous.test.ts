@@ -1,0 +1,221 @@
+// Rendezvous on one host (loopback): `detsim worker --rendezvous DIR` (and the Python worker) write
+// one canonical record atomically, the same bytes for the same facts, and remove it on exit;
+// `workers.placement: rendezvous` connects to hand-started workers (TypeScript and Python) and
+// reproduces the golden ReproHash; the workers exit on the coordinator's Shutdown (never killed);
+// a directory that never fills is refused naming the missing workers (exit 2, no run directory);
+// a record for a wrong role, malformed or foreign, is refused naming the field.
+// The multi-host case (network namespaces) is rendezvous-netns.test.ts.
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { resolveConfig } from '../../coordinator/config.js';
+import { runSession } from '../../coordinator/run.js';
+import { canonicalize } from '../../core/formats/canonical-json.js';
+import { CONTRACT_DIGEST, readRendezvousRecord } from '../../core/protocol/index.js';
+import { refusal } from '../refusal.js';
+import { CLI_MAIN, expectCliRefusal } from '../cli-refusal.js';
+import { ensurePythonWorker, pythonWorkerSkip } from '../cross-lang/python-worker.js';
+import { REPO_ROOT } from '../workers/harness.js';
+import { rendezvousConfig, startHandWorker, stopAll } from './hand-workers.js';
+
+const tempDir = (prefix: string): string => mkdtempSync(join(tmpdir(), prefix));
+const golden = (name: string): { reproHash: string; steps: number } =>
+  JSON.parse(readFileSync(join(REPO_ROOT, 'fixtures/golden', `${name}.json`), 'utf8'));
+
+/** `detsim run <config>` as a child process (async: hand-started workers keep running meanwhile). */
+function detsimRun(args: string[]): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  return new Promise((res) => {
+    const child = spawn(process.execPath, [CLI_MAIN, 'run', ...args], { cwd: REPO_ROOT });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    child.once('exit', (status) => res({ status, stdout, stderr }));
+  });
+}
+
+afterEach(stopAll);
+
+describe('detsim worker --rendezvous', () => {
+  it('writes one canonical record once listening (no temporary left) and removes it on exit', async () => {
+    const dir = tempDir('ds-rv-');
+    const w = startHandWorker({ workerId: 'worker-0', role: 'agent', rendezvous: dir, extra: ['--session', 's1'] });
+    const listen = await w.ready;
+    expect(readdirSync(dir)).toEqual(['worker-0.json']);
+    const bytes = readFileSync(join(dir, 'worker-0.json'));
+    const record = readRendezvousRecord(bytes, 'worker-0.json');
+    expect(record).toEqual({
+      format: 'detsim-rendezvous-v1',
+      workerId: 'worker-0',
+      role: 'agent',
+      address: listen,
+      session: 's1',
+      contractDigest: CONTRACT_DIGEST,
+      certificateFingerprint: null,
+    });
+    expect(bytes.toString('utf8')).toBe(`${canonicalize(record)}\n`);
+    w.child.kill('SIGTERM');
+    expect(await w.exited).toBe(0);
+    expect(readdirSync(dir)).toEqual([]);
+  });
+
+  it('--advertise HOST:0 announces that host with the bound port; --advertise alone is refused', async () => {
+    const dir = tempDir('ds-rv-');
+    const w = startHandWorker({
+      workerId: 'worker-env',
+      role: 'environment',
+      rendezvous: dir,
+      extra: ['--advertise', '192.0.2.7:0'],
+    });
+    const port = (await w.ready).split(':')[1];
+    const record = readRendezvousRecord(readFileSync(join(dir, 'worker-env.json')), 'worker-env.json');
+    expect(record.address).toBe(`192.0.2.7:${port}`);
+    const r = spawnSync(
+      process.execPath,
+      [CLI_MAIN, 'worker', '--listen', '127.0.0.1:0', '--role', 'agent', '--worker-id', 'w', '--advertise', 'h:1'],
+      { encoding: 'utf8', cwd: REPO_ROOT },
+    );
+    expect(r.status).toBe(2);
+    expect(r.stderr.trim()).toBe('detsim: [struct_invalid_field] --advertise is only used with --rendezvous DIR');
+  });
+
+  it.skipIf(pythonWorkerSkip !== null)(
+    'the Python worker writes the same record bytes as the TypeScript worker, and removes it on exit',
+    async () => {
+      const python = ensurePythonWorker();
+      const [tsDir, pyDir] = [tempDir('ds-rv-ts-'), tempDir('ds-rv-py-')];
+      const same = { workerId: 'worker-3', role: 'agent' as const, extra: ['--advertise', '192.0.2.1:7000'] };
+      const ts = startHandWorker({ ...same, rendezvous: tsDir });
+      const py = startHandWorker({ ...same, rendezvous: pyDir, python });
+      await Promise.all([ts.ready, py.ready]);
+      const tsBytes = readFileSync(join(tsDir, 'worker-3.json'));
+      expect(readFileSync(join(pyDir, 'worker-3.json')).equals(tsBytes)).toBe(true);
+      expect(readdirSync(pyDir)).toEqual(['worker-3.json']);
+      py.child.kill('SIGTERM');
+      expect(await py.exited).toBe(0);
+      expect(readdirSync(pyDir)).toEqual([]);
+      // The flag refusals are worded alike too.
+      const flags = ['--listen', '127.0.0.1:0', '--role', 'agent', '--worker-id', 'w'];
+      for (const [extra, line] of [
+        [['--advertise', 'h:1'], 'detsim: [struct_invalid_field] --advertise is only used with --rendezvous DIR'],
+        [
+          ['--rendezvous', join(pyDir, 'nope')],
+          `detsim: [struct_invalid_field] --rendezvous "${join(pyDir, 'nope')}" is not an existing directory`,
+        ],
+      ] as const) {
+        const r = spawnSync(python, ['-m', 'detsim_worker', ...flags, ...extra], { encoding: 'utf8', cwd: REPO_ROOT });
+        expect([r.status, r.stderr.trim()]).toEqual([2, line]);
+        const t = spawnSync(process.execPath, [CLI_MAIN, 'worker', ...flags, ...extra], {
+          encoding: 'utf8',
+          cwd: REPO_ROOT,
+        });
+        expect([t.status, t.stderr.trim()]).toEqual([2, line]);
+      }
+    },
+  );
+});
+
+describe('workers.placement: rendezvous', () => {
+  it.skipIf(pythonWorkerSkip !== null)(
+    'lif-pair on hand-started workers (TypeScript and Python) has its golden ReproHash; the workers exit on Shutdown',
+    async () => {
+      const python = ensurePythonWorker();
+      const dir = tempDir('ds-rv-');
+      const out = tempDir('ds-rv-out-');
+      const workers = [
+        startHandWorker({ workerId: 'worker-env', role: 'environment', rendezvous: dir }),
+        startHandWorker({ workerId: 'worker-0', role: 'agent', rendezvous: dir, python }),
+        startHandWorker({ workerId: 'worker-1', role: 'agent', rendezvous: dir, extra: ['--session', 'lif-pair'] }),
+      ];
+      const plan = resolveConfig(rendezvousConfig('examples/lif-pair.yaml', dir, 60), { baseDir: REPO_ROOT });
+      const { reproHash, steps } = golden('lif-pair');
+      const result = await runSession(plan, { outDir: out, steps, logLevel: 'warn' });
+      expect(result.reproHash).toBe(reproHash);
+      // Not killed: each left on the coordinator's Shutdown (exit 0) and took its record along.
+      expect(await Promise.all(workers.map((w) => w.exited))).toEqual([0, 0, 0]);
+      expect(readdirSync(dir)).toEqual([]);
+    },
+  );
+
+  it('a directory that never fills: one line naming the missing workers, exit 2, no run directory', async () => {
+    const dir = tempDir('ds-rv-');
+    const out = tempDir('ds-rv-out-');
+    const env = startHandWorker({ workerId: 'worker-env', role: 'environment', rendezvous: dir });
+    await env.ready;
+    const cfg = join(dir, '..', `${dir.split('/').pop()}-cfg.json`);
+    writeFileSync(cfg, JSON.stringify(rendezvousConfig('examples/lif-pair.yaml', dir, 1)));
+    const r = await detsimRun([cfg, '--out', out]);
+    const line = expectCliRefusal(
+      { ...r, pid: 0, output: [], signal: null },
+      'ident_rendezvous_timeout',
+      'workers.rendezvous',
+    );
+    expect(line).toContain(`no record from worker-0, worker-1 in ${dir} within 1 s`);
+    expect(readdirSync(out)).toEqual([]);
+    // The worker that did come is left alone, record and all.
+    expect(readdirSync(dir)).toEqual(['worker-env.json']);
+  });
+
+  it('a record for the wrong role, a malformed one and a foreign session are refused naming the field', async () => {
+    const dir = tempDir('ds-rv-');
+    const plan = resolveConfig(rendezvousConfig('examples/lif-pair.yaml', dir, 5), { baseDir: REPO_ROOT });
+    const record = (over: Record<string, unknown>) => ({
+      format: 'detsim-rendezvous-v1',
+      workerId: 'worker-0',
+      role: 'agent',
+      address: '127.0.0.1:9',
+      session: null,
+      contractDigest: CONTRACT_DIGEST,
+      certificateFingerprint: null,
+      ...over,
+    });
+    const refusedWith = async (text: string): Promise<{ reason: string; message: string }> => {
+      writeFileSync(join(dir, 'worker-0.json'), text);
+      const e = await runSession(plan, { outDir: tempDir('ds-rv-out-') }).then(
+        () => undefined,
+        (err: unknown) => err as { reason: string; message: string },
+      );
+      expect(e, 'accepted: expected a refusal').toBeDefined();
+      return e!;
+    };
+    const where = join(dir, 'worker-0.json');
+    const wrongRole = await refusedWith(JSON.stringify(record({ role: 'environment' })));
+    expect(wrongRole.reason).toBe('ident_rendezvous_mismatch');
+    expect(wrongRole.message).toBe(`${where}: role: the record says environment; the plan needs agent for worker-0`);
+    const noAddress = record({});
+    delete (noAddress as Record<string, unknown>).address;
+    const missing = await refusedWith(JSON.stringify(noAddress));
+    expect([missing.reason, missing.message]).toEqual([
+      'struct_missing_field',
+      `${where}: address: required field is missing`,
+    ]);
+    const foreign = await refusedWith(JSON.stringify(record({ session: 'another-run' })));
+    expect([foreign.reason, foreign.message]).toEqual([
+      'ident_rendezvous_mismatch',
+      `${where}: session: the worker is bound to another session, not lif-pair`,
+    ]);
+    const garbage = await refusedWith('{"format": ');
+    expect([garbage.reason, garbage.message]).toEqual([
+      'struct_invalid_json',
+      `${where}: not a rendezvous record (not strict JSON)`,
+    ]);
+  });
+
+  it('config: placement and its block go together; thread cannot reach rendezvous workers', () => {
+    const cfg = rendezvousConfig('examples/lif-pair.yaml', '/tmp', 5);
+    const without = { ...cfg, workers: { ...cfg.workers, rendezvous: undefined } };
+    expect(refusal(() => resolveConfig(without)).message).toBe(
+      'workers.rendezvous: required with workers.placement: rendezvous ({ dir, timeoutSeconds })',
+    );
+    const local = { ...cfg, workers: { ...cfg.workers, placement: 'local' } };
+    expect(refusal(() => resolveConfig(local)).field).toBe('workers.rendezvous');
+    const thread = { ...cfg, workers: { ...cfg.workers, transport: 'thread' } };
+    expect(refusal(() => resolveConfig(thread)).field).toBe('workers.transport');
+    const plan = resolveConfig({ ...cfg, workers: { ...cfg.workers, rendezvous: { dir: 'rv' } } }, { baseDir: '/x' });
+    expect(plan.rendezvous).toEqual({ dir: '/x/rv', timeoutMs: 120_000 });
+    expect(plan.transport).toBe('tcp');
+    expect(resolveConfig({ ...cfg, workers: {} }).rendezvous).toBeUndefined();
+  });
+});

@@ -1,0 +1,98 @@
+# Rendezvous records (core/protocol/rendezvous.ts): the one file a worker started with
+# `--rendezvous DIR` writes once it is listening, so a coordinator sharing DIR can find it. The same
+# canonical JSON bytes as the TypeScript worker for the same facts, written atomically (temp + fsync +
+# rename + directory fsync) and removed on exit while still ours. Physical: never in a ReproHash.
+# Not the coordinator's waiting and checking.
+from __future__ import annotations
+
+import os
+import re
+
+from .canonical_json import canonical_bytes
+from .scalars import InputError
+
+RENDEZVOUS_FORMAT = 'detsim-rendezvous-v1'
+WILDCARD_HOSTS = ('0.0.0.0', '::', '[::]')
+
+
+def _tcp_address(text: str) -> tuple[str, int] | None:
+    """host:port as core/protocol/contract.ts parseAddress reads it, or None (unix: or malformed)."""
+    m = re.fullmatch(r'(.+):([0-9]{1,5})', text, re.S)
+    if text.startswith('unix:') or not m or int(m.group(2)) > 65535:
+        return None
+    return m.group(1), int(m.group(2))
+
+
+def check_advertise(listen: str, rendezvous: str | None, advertise: str | None) -> None:
+    """--advertise HOST:PORT only with --rendezvous; required when listening on a wildcard host."""
+    if advertise is not None:
+        if rendezvous is None:
+            raise InputError('struct_invalid_field', '--advertise is only used with --rendezvous DIR')
+        if _tcp_address(advertise) is None:
+            raise InputError('struct_invalid_field', '--advertise must be HOST:PORT')
+        return
+    address = _tcp_address(listen)
+    if rendezvous is not None and address is not None and address[0] in WILDCARD_HOSTS:
+        raise InputError('struct_missing_field', f'--advertise HOST:PORT is required with --rendezvous when listening '
+                                                 f'on {address[0]} (no peer can dial it)')
+
+
+def check_rendezvous_dir(path: str | None) -> str | None:
+    if path is None:
+        return None
+    if not os.path.isdir(path):
+        from .canonical_json import js_stringify
+        raise InputError('struct_invalid_field', f'--rendezvous {js_stringify(path)} is not an existing directory')
+    return os.path.abspath(path)
+
+
+def advertised_address(bound: str, advertise: str | None) -> str:
+    """--advertise (its port 0 = the bound port), else the bound address."""
+    if advertise is None:
+        return bound
+    wanted, actual = _tcp_address(advertise), _tcp_address(bound)
+    if wanted is None or wanted[1] != 0 or actual is None:
+        return advertise
+    return f'{wanted[0]}:{actual[1]}'
+
+
+def record_bytes(record: dict) -> bytes:
+    return canonical_bytes(record) + b'\n'
+
+
+def write_record(directory: str, worker_id: str, role: str, address: str, session: str | None,
+                 contract_digest: str, fingerprint: str | None = None) -> tuple[str, bytes]:
+    """Write this worker's record atomically; returns its path and bytes (for remove_record)."""
+    record = {'format': RENDEZVOUS_FORMAT, 'workerId': worker_id, 'role': role, 'address': address,
+              'session': session, 'contractDigest': contract_digest, 'certificateFingerprint': fingerprint}
+    data = record_bytes(record)
+    path = os.path.join(directory, f'{worker_id}.json')
+    tmp = os.path.join(directory, f'.{worker_id}.json.tmp-{os.getpid()}')
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        os.unlink(tmp)
+        raise
+    os.close(fd)
+    os.rename(tmp, path)
+    dir_fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+    return path, data
+
+
+def remove_record(path: str, written: bytes) -> None:
+    """Remove the record on the way out, only while it is still the one this worker wrote."""
+    try:
+        with open(path, 'rb') as f:
+            if f.read() == written:
+                os.remove(path)
+    except OSError:
+        pass
