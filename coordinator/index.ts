@@ -47,7 +47,7 @@ export type { ReasonCode, Layer, Action, Decision } from '../core/formats/reason
 
 // Runs: the config and its plan, a session, its failure, resume.
 export { loadConfig, resolveConfig, WORKER_RUNTIMES } from './config.js';
-export type { RunPlan, PlannedAgent, PlannedWorker, Transport, WorkerRuntimeName } from './config.js';
+export type { LauncherPlan, RunPlan, PlannedAgent, PlannedWorker, Transport, WorkerRuntimeName } from './config.js';
 export type { RendezvousPlacement } from './config.js';
 export type { ExistingWorker } from './launcher.js';
 export { runSession } from './run.js';

@@ -15,6 +15,7 @@ import { DetsimError } from '../core/formats/errors.js';
 import type { Digest, Id } from '../core/formats/scalars.js';
 import { launchFleet, type Fleet, type LaunchOptions, type WorkerCommand } from './launcher.js';
 import { Lockstep, type Dispatch, type LockstepHooks } from './lockstep.js';
+import { starterForPlan } from './slurm/srun.js';
 import { RUN_FILES, writeJsonDurable, type RunLog, type TraceWriter } from './run-dir.js';
 import { RunFailure, type RunPhase } from './run-failure.js';
 import { isWriteFailure, writeFailureOfErrno, type WriteFailure } from './write-failure.js';
@@ -249,7 +250,8 @@ export async function runLoop(start: SessionStart, opts: SessionOptions): Promis
       logger,
       signal,
       commandFor: opts.hooks?.commandFor,
-      startWorker: opts.hooks?.startWorker,
+      // launcher: slurm starts each worker as an srun job step (slurm/srun.ts); a hook's starter wins.
+      startWorker: opts.hooks?.startWorker ?? starterForPlan(plan, opts.verbose),
       verbose: opts.verbose,
       ...(opts.existingWorkers ? { existing: opts.existingWorkers } : {}),
       ...(storeDir ? { storeDir } : {}),
