@@ -15,7 +15,8 @@ import { DetsimError } from '../core/formats/errors.js';
 import type { Digest, Id } from '../core/formats/scalars.js';
 import { launchFleet, type Fleet, type LaunchOptions, type WorkerCommand } from './launcher.js';
 import { Lockstep, type Dispatch, type LockstepHooks } from './lockstep.js';
-import { RUN_FILES, writeJsonDurable, type RunLog, type TraceWriter } from './run-dir.js';
+import { RUN_FILES, writeJsonDurable, type RunLog } from './run-dir.js';
+import type { TraceSink } from './trace-store.js';
 import { RunFailure, type RunPhase } from './run-failure.js';
 import { isWriteFailure, writeFailureOfErrno, type WriteFailure } from './write-failure.js';
 import {
@@ -53,7 +54,7 @@ export interface RunExtensionContext {
   runDir: string;
   fleet: Fleet;
   lockstep: Lockstep;
-  traces: TraceWriter;
+  traces: TraceSink;
   logger: Logger;
   epoch: Id;
   steps: number;
@@ -115,7 +116,7 @@ export interface SessionStart {
   /** run.log (a restored start holds it in memory until the restore is accepted). */
   readonly log: RunLog;
   /** A trace writer opened before launch (a fresh start: a trace that cannot be created starts no worker). */
-  readonly traces?: TraceWriter;
+  readonly traces?: TraceSink;
   /** The epoch the lockstep starts in (a restored start: the checkpoint's; the restore moves it on). */
   readonly lockstepEpoch: Id;
   /** The epoch new steps are taken in. */
@@ -131,7 +132,7 @@ export interface SessionStart {
   /** false while a failure is still a refusal that must leave the run directory as it was. */
   accepted(): boolean;
   /** Once launched: initialize and write run.json, or restore; the trace writer new steps go to. */
-  begin(live: LiveSession): Promise<TraceWriter>;
+  begin(live: LiveSession): Promise<TraceSink>;
   /** A failure before acceptance: undo what was staged; the error to throw. */
   refused(e: unknown): unknown;
   /** Summary fields this start adds (a resume block). */
@@ -245,7 +246,7 @@ export async function runLoop(start: SessionStart, opts: SessionOptions): Promis
     await fleet?.shutdown(stopped ? 'run-failed' : 'run-complete', stopped ? 500 : 2_000);
   }
   if (refusal) throw start.refused(refusal.e);
-  failure = closeNoting(() => traces?.close(), failure, String(digest.steps));
+  failure = await closeNotingAsync(() => traces?.close(), failure, String(digest.steps));
   const extensionFields = opts.extension ? await opts.extension.finish(failure) : {};
   await start.end();
 
@@ -274,7 +275,7 @@ export async function runLoop(start: SessionStart, opts: SessionOptions): Promis
 /** The step loop proper, the same for a fresh and a restored start. */
 async function stepLoop(
   start: SessionStart,
-  live: { lockstep: Lockstep; traces: TraceWriter; logger: Logger; digest: BehaviourDigest; signal: AbortSignal },
+  live: { lockstep: Lockstep; traces: TraceSink; logger: Logger; digest: BehaviourDigest; signal: AbortSignal },
   opts: SessionOptions,
 ): Promise<void> {
   const { lockstep, traces, logger, digest, signal } = live;
@@ -291,7 +292,9 @@ async function stepLoop(
       (opts.pipeline ?? false) && k + 1 < steps && !(opts.extension?.needsReadyAt?.(BigInt(k + 1)) ?? false);
     const trace = await lockstep.step({ prepareNext });
     const behaviourText = canonicalBehaviour(trace.behaviour);
-    traces.appendLine(traceLine(behaviourText, trace.operational));
+    // A segmented trace compresses off the loop; a promise here is its back-pressure.
+    const appended = traces.appendLine(traceLine(behaviourText, trace.operational));
+    if (appended) await appended;
     digest.addCanonical(
       start.epoch === start.baseEpoch ? behaviourText : canonicalBehaviour(rebase(trace.behaviour, start.baseEpoch)),
     );
@@ -366,6 +369,20 @@ export function failureOf(e: unknown, step: string, phase: RunPhase): RunFailure
 export function closeNoting(close: () => void, failure: RunFailure | undefined, step: string): RunFailure | undefined {
   try {
     close();
+    return failure;
+  } catch (e) {
+    return failure ?? failureOf(e, step, 'shutdown');
+  }
+}
+
+/** closeNoting for a file whose close is asynchronous (a segmented trace writer drains and fsyncs). */
+async function closeNotingAsync(
+  close: () => void | Promise<void>,
+  failure: RunFailure | undefined,
+  step: string,
+): Promise<RunFailure | undefined> {
+  try {
+    await close();
     return failure;
   } catch (e) {
     return failure ?? failureOf(e, step, 'shutdown');

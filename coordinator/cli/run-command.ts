@@ -8,7 +8,15 @@ import { canonicalize } from '../../core/formats/canonical-json.js';
 import { checkWorkerBinaries } from '../launcher.js';
 import { DISPATCH_MODES } from '../lockstep.js';
 import { runSession, type RunProgress } from '../run.js';
-import { TRANSPORT_HELP, action, readStepsFlag, readTransportFlag, readDispatchFlag, writeStdout } from './common.js';
+import {
+  TRANSPORT_HELP,
+  action,
+  readChoiceFlag,
+  readStepsFlag,
+  readTransportFlag,
+  readDispatchFlag,
+  writeStdout,
+} from './common.js';
 import { checkpointRunFromFlags, checkpointSummaryLines } from './checkpoint-flags.js';
 import { printReceiptWarnings, runFailureExit } from './run-outcome.js';
 
@@ -21,6 +29,7 @@ interface RunCommandOptions {
   transport?: string;
   json?: boolean;
   verbose?: boolean;
+  traceFormat?: string;
 }
 
 /** Exit codes: 0 done, 1 the run failed (a worker died, stalled or misbehaved, a file could not be written), 2 bad input, 130 interrupted. */
@@ -91,10 +100,12 @@ export function registerRun(program: Command): void {
     )
     .option('--keep <n>', 'checkpoint generations to keep (default 3; with --checkpoint-every)')
     .option('--verbose', "a Python model's failure carries its Python traceback")
+    .option('--trace-format <f>', 'trace on disk: jsonl (trace.jsonl, default) | segments (trace/*.jsonl.gz, compact)')
     .action(
       action(async (configPath: string, opts: RunCommandOptions) => {
         const steps = readStepsFlag(opts.steps);
         const dispatch = readDispatchFlag(opts.dispatch);
+        const traceFormat = readChoiceFlag(opts.traceFormat, ['jsonl', 'segments'] as const, '--trace-format');
         // Every check on the config happens here, before any process starts.
         const transport = readTransportFlag(opts.transport);
         const loaded = loadConfig(configPath);
@@ -110,6 +121,7 @@ export function registerRun(program: Command): void {
             onProgress: progress.update,
             handleSignals: true,
             verbose: opts.verbose === true,
+            traceFormat,
             ...(checkpoints ? { extension: checkpoints } : {}),
           });
           progress.stop();
