@@ -17,6 +17,7 @@ import { launchFleet, type Fleet, type LaunchOptions, type WorkerCommand } from 
 import { Lockstep, type Dispatch, type LockstepHooks } from './lockstep.js';
 import { RUN_FILES, writeJsonDurable, type RunLog } from './run-dir.js';
 import type { TraceSink } from './trace-store.js';
+import type { Sha256State } from './sha256-state.js';
 import { RunFailure, type RunPhase } from './run-failure.js';
 import { isWriteFailure, writeFailureOfErrno, type WriteFailure } from './write-failure.js';
 import {
@@ -125,6 +126,8 @@ export interface SessionStart {
   readonly baseEpoch: Id;
   /** Behaviours of the steps the trace already holds before the loop (a restored start's kept prefix). */
   readonly keptBehaviours: readonly TraceBehaviour[];
+  /** Or, for a segmented trace, the behaviour digest's saved state after them (nothing re-read). */
+  readonly keptDigest?: { state: Sha256State; steps: number };
   /** Fields of the "started" log line. */
   readonly startedFields: Record<string, unknown>;
   /** The store directory the workers read restores from (a restored start). */
@@ -204,7 +207,7 @@ export async function runLoop(start: SessionStart, opts: SessionOptions): Promis
   const logger: Logger = pino({ level: opts.logLevel ?? 'info', base: { sessionId: plan.sessionId } }, log);
   const startedAt = process.hrtime.bigint();
   const startedWall = Date.now();
-  const digest = new BehaviourDigest();
+  const digest = new BehaviourDigest(start.keptDigest);
   for (const b of start.keptBehaviours) digest.add(rebase(b, start.baseEpoch));
   const { signal, release } = abortWiring(opts);
   let fleet: Fleet | undefined;
@@ -292,12 +295,12 @@ async function stepLoop(
       (opts.pipeline ?? false) && k + 1 < steps && !(opts.extension?.needsReadyAt?.(BigInt(k + 1)) ?? false);
     const trace = await lockstep.step({ prepareNext });
     const behaviourText = canonicalBehaviour(trace.behaviour);
-    // A segmented trace compresses off the loop; a promise here is its back-pressure.
-    const appended = traces.appendLine(traceLine(behaviourText, trace.operational));
+    const digestText =
+      start.epoch === start.baseEpoch ? behaviourText : canonicalBehaviour(rebase(trace.behaviour, start.baseEpoch));
+    // A segmented trace seals off the loop (and hashes digestText there); a promise here is its back-pressure.
+    const appended = traces.appendLine(traceLine(behaviourText, trace.operational), digestText);
     if (appended) await appended;
-    digest.addCanonical(
-      start.epoch === start.baseEpoch ? behaviourText : canonicalBehaviour(rebase(trace.behaviour, start.baseEpoch)),
-    );
+    digest.addCanonical(digestText);
     logger.debug({ step: k, wallTimeNs: trace.operational.wallTimeNs }, 'step committed');
     await opts.extension?.afterStep(trace);
     log.throwIfFailed();

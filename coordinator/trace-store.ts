@@ -10,14 +10,32 @@
 // the digest the index (or a receipt) binds, and yields the steps in order.
 // NOT the meaning of a step (trace.ts), the receipt (receipt/receipt.ts) or the step loop.
 import { createHash } from 'node:crypto';
-import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import {
+  closeSync,
+  existsSync,
+  fsyncSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  readdirSync,
+  renameSync,
+  rmSync,
+} from 'node:fs';
 import { open as openAsync } from 'node:fs/promises';
 import { join } from 'node:path';
-import { gunzipSync, gzip, gzipSync, constants as zlibConstants } from 'node:zlib';
+import { gunzipSync } from 'node:zlib';
 import { canonicalize, parseStrict } from '../core/formats/canonical-json.js';
 import { DetsimError } from '../core/formats/errors.js';
-import { fsyncDir, writeAll, writeFileDurable } from './durable-file.js';
-import type { TransitionTrace } from './trace.js';
+import {
+  discardStaged,
+  fsyncDir,
+  publishStaged,
+  stageFileDurable,
+  writeAll,
+  type StagedFile,
+} from './durable-file.js';
+import { canonicalBehaviour, type TransitionTrace } from './trace.js';
+import { genesisHashes, sealSegment, sealSegmentOffLoop, type TraceHashState } from './trace-seal-thread.js';
 import { asWriteFailure, guardWrite } from './write-failure.js';
 
 /** The old single-file trace (one canonical line per step). */
@@ -44,6 +62,8 @@ export interface SegmentEntry {
   bytes: number;
   /** SHA-256 of the file's bytes. */
   sha256: string;
+  /** The running hashes after its last step (what resume continues from without reading earlier segments). */
+  after?: TraceHashState;
 }
 
 /** Where a trace sits on disk: the whole binding a receipt records (`receipt.trace`). */
@@ -57,8 +77,11 @@ export interface TraceBinding {
 
 /** The writer a session appends to: the old TraceWriter (sync) and SegmentedTraceWriter (async) both fit. */
 export interface TraceSink {
-  /** Append one canonical trace line; a returned promise means "wait before the next step" (back-pressure). */
-  appendLine(line: string): void | Promise<void>;
+  /**
+   * Append one canonical trace line (and, for a segmented trace, the step's behaviour text as the
+   * behaviour digest hashes it); a returned promise means "wait before the next step" (back-pressure).
+   */
+  appendLine(line: string, behaviourText?: string): void | Promise<void>;
   /** Make every appended line durable (before a checkpoint at this boundary is committed). */
   sync(): void | Promise<void>;
   /** sync, then release the files; safe to call twice. */
@@ -66,13 +89,14 @@ export interface TraceSink {
 }
 
 const segmentName = (seq: number) => `${String(seq).padStart(6, '0')}.jsonl.gz`;
-const sha256 = (b: Uint8Array) => createHash('sha256').update(b).digest('hex');
+const SEGMENT_FILE = /^([0-9]{6})\.jsonl\.gz$/;
 
-function gzipAsync(data: Buffer): Promise<Buffer> {
-  return new Promise((ok, fail) =>
-    gzip(data, { level: zlibConstants.Z_DEFAULT_COMPRESSION }, (e, out) => (e ? fail(e) : ok(out))),
-  );
+/** One past the highest segment number in the index or the directory (an orphan from a crash is never overwritten). */
+function nextSegmentSeq(dir: string, index: readonly SegmentEntry[]): number {
+  const names = [...index.map((s) => s.segment), ...(existsSync(dir) ? readdirSync(dir) : [])];
+  return names.reduce((n, f) => Math.max(n, Number(SEGMENT_FILE.exec(f)?.[1] ?? -1) + 1), 0);
 }
+const sha256 = (b: Uint8Array) => createHash('sha256').update(b).digest('hex');
 
 /**
  * Writes a segmented trace: lines are gathered in memory until `segmentSteps` of them (or a
@@ -83,6 +107,11 @@ function gzipAsync(data: Buffer): Promise<Buffer> {
 export class SegmentedTraceWriter implements TraceSink {
   readonly dir: string;
   private lines: string[] = [];
+  private behaviours: string[] = [];
+  /** The running hashes at the end of the last sealed segment (null: a line came without its behaviour text). */
+  private hashes: TraceHashState | null;
+  /** False once a line came without its behaviour text: the index then records no hashes. */
+  private hashing: boolean;
   private nextSeq: number;
   private nextStep: bigint;
   private firstOfOpen: bigint;
@@ -100,9 +129,11 @@ export class SegmentedTraceWriter implements TraceSink {
     guardWrite(this.dir, () => mkdirSync(this.dir, { recursive: true }));
     const index = readTraceIndex(runDir);
     const last = index[index.length - 1];
-    this.nextSeq = last ? Number(last.segment.slice(0, 6)) + 1 : 0;
+    this.nextSeq = nextSegmentSeq(this.dir, index);
     this.nextStep = last ? BigInt(last.firstStep) + BigInt(last.steps) : 0n;
     this.firstOfOpen = this.nextStep;
+    this.hashes = last ? (last.after ?? null) : genesisHashes();
+    this.hashing = this.hashes !== null;
     const path = join(this.dir, TRACE_INDEX);
     this.indexFd = guardWrite(path, () => openSync(path, 'a'));
   }
@@ -112,10 +143,12 @@ export class SegmentedTraceWriter implements TraceSink {
     return this.nextStep;
   }
 
-  appendLine(line: string): void | Promise<void> {
+  appendLine(line: string, behaviourText?: string): void | Promise<void> {
     this.throwIfFailed();
     if (this.closed) throw new Error('trace writer closed');
     this.lines.push(line);
+    if (behaviourText === undefined) this.hashing = false;
+    else this.behaviours.push(behaviourText);
     this.nextStep++;
     if (this.lines.length < (this.opts.segmentSteps ?? DEFAULT_SEGMENT_STEPS)) return;
     this.seal();
@@ -155,19 +188,30 @@ export class SegmentedTraceWriter implements TraceSink {
     this.throwIfFailed();
   }
 
-  /** Hand the open lines to compression now; the write waits its turn behind earlier segments. */
+  /**
+   * Hand the open lines to the sealing thread: it gzips them and advances the running hashes from
+   * the previous segment's end, so segments are sealed one after another, each written, fsynced
+   * and recorded in the index in step order.
+   */
   private seal(): void {
-    const text = Buffer.from(`${this.lines.join('\n')}\n`, 'utf8');
-    const steps = this.lines.length;
-    const entry = { seq: this.nextSeq++, firstStep: this.firstOfOpen, steps };
+    const text = `${this.lines.join('\n')}\n`;
+    const behaviour = this.behaviours.length > 0 ? `${this.behaviours.join('\n')}\n` : '';
+    const entry = { seq: this.nextSeq++, firstStep: this.firstOfOpen, steps: this.lines.length };
     this.lines = [];
+    this.behaviours = [];
     this.firstOfOpen = this.nextStep;
     this.inFlight++;
-    const compressed = gzipAsync(text);
-    compressed.catch(() => undefined); // reported by the write below, in order
     this.tail = this.tail.then(async () => {
       try {
-        if (this.failure === undefined) await this.writeSegment(entry, await compressed);
+        if (this.failure !== undefined) return;
+        const from = this.hashing ? this.hashes : null;
+        const sealed = await sealSegmentOffLoop({
+          text,
+          behaviour: from ? behaviour : '',
+          from: from ?? genesisHashes(),
+        });
+        this.hashes = from && this.hashing ? sealed.to : null;
+        await this.writeSegment(entry, Buffer.from(sealed.gz.buffer, sealed.gz.byteOffset, sealed.gz.byteLength));
       } catch (e) {
         this.failure ??= asWriteFailure(e, join(this.dir, segmentName(entry.seq)));
       } finally {
@@ -191,6 +235,7 @@ export class SegmentedTraceWriter implements TraceSink {
       steps: e.steps,
       bytes: bytes.byteLength,
       sha256: sha256(bytes),
+      ...(this.hashes ? { after: this.hashes } : {}),
     };
     writeAll(this.indexFd!, Buffer.from(`${canonicalize(line)}\n`, 'utf8'));
   }
@@ -387,40 +432,117 @@ export function traceBytesOnDisk(runDir: string): number {
 }
 
 /**
- * Cut a segmented trace back to the steps before `step` (recovery and resume rewind): segments
- * starting at or after it are removed, the one holding it is rewritten with its earlier lines,
- * and the index is replaced durably. The writer must be closed. Returns the removed step count.
+ * Cut a segmented trace back to the steps before `step` (recovery rewinds): later segments are
+ * removed, one that straddles it is resealed with its earlier lines (hashes recomputed; `rebased`
+ * gives a line's behaviour text as the digest hashes it — by default its canonical behaviour,
+ * right for a run in one epoch), and the index is replaced durably. The writer must be closed.
+ * Returns the number of steps removed.
  */
-export function truncateSegmentedTrace(runDir: string, step: bigint): number {
+export function truncateSegmentedTrace(
+  runDir: string,
+  step: bigint,
+  rebased: (line: string) => string = (line) =>
+    canonicalBehaviour((parseStrict(line) as unknown as TransitionTrace).behaviour),
+): number {
+  const cut = stageSegmentedCut(runDir, step, rebased);
+  publishStaged(cut.staged);
+  const dir = join(runDir, TRACE_DIR);
+  for (const name of cut.leaving) guardWrite(join(dir, name), () => rmSync(join(dir, name), { force: true }));
+  fsyncDir(dir);
+  return cut.abandonedSteps;
+}
+
+/** A segmented trace cut at a checkpoint boundary, staged: publishing it is renames only. */
+export interface SegmentedCut {
+  /** The running hashes after the kept steps (the checkpoint's chain must equal `chain`). */
+  hashes: TraceHashState;
+  keptSteps: bigint;
+  /** Steps of the killed run beyond the boundary (first and last), or null. */
+  abandoned: { from: bigint; to: bigint } | null;
+  abandonedSteps: number;
+  staged: StagedFile[];
+  /** Segment files that leave the trace: renamed to `abandoned-<epoch>-<name>` once the cut is published. */
+  leaving: string[];
+}
+
+/**
+ * Stage the cut of a segmented trace at boundary `k` reading only what it must: whole segments
+ * before k are kept by their index entries (their running hashes say where the chain and digest
+ * stand), a segment that straddles k is read and resealed with its earlier lines (`rebased`
+ * gives each kept line's behaviour text as the digest hashes it), later segments are abandoned.
+ */
+export function stageSegmentedCut(
+  runDir: string,
+  k: bigint,
+  rebased: (line: string) => string,
+  opts: ReadTraceOptions = {},
+): SegmentedCut {
   const dir = join(runDir, TRACE_DIR);
   const index = readTraceIndex(runDir);
   const kept: SegmentEntry[] = [];
-  let removed = 0;
-  for (const s of index) {
+  const leaving: string[] = [];
+  let hashes = genesisHashes();
+  let abandonedSteps = 0;
+  let abandonedFrom: bigint | null = null;
+  let resealed: { entry: SegmentEntry; gz: Buffer } | null = null;
+  let nextSeq = nextSegmentSeq(dir, index);
+  for (const [i, s] of index.entries()) {
     const first = BigInt(s.firstStep);
     const end = first + BigInt(s.steps);
-    if (end <= step) kept.push(s);
-    else if (first >= step) removed += s.steps;
-    else {
-      const lines = gunzipSync(readFileSync(join(dir, s.segment)))
-        .toString('utf8')
-        .split('\n');
-      const keep = Number(step - first);
-      const bytes = gzipSyncCanonical(lines.slice(0, keep));
-      const name = s.segment;
-      writeFileDurable(join(dir, name), [bytes]);
-      kept.push({ segment: name, firstStep: s.firstStep, steps: keep, bytes: bytes.byteLength, sha256: sha256(bytes) });
-      removed += s.steps - keep;
+    if (end <= k) {
+      if (!s.after) throw noHashes(dir, s);
+      kept.push(s);
+      hashes = s.after;
+      continue;
     }
+    leaving.push(s.segment);
+    abandonedFrom ??= first >= k ? first : k;
+    abandonedSteps += Number(end - (first >= k ? first : k));
+    if (first >= k) continue;
+    opts.onOpen?.(join(dir, s.segment));
+    const lines = gunzipSync(checkSegmentFile(dir, s, i, new Map(), TRACE_INDEX))
+      .toString('utf8')
+      .split('\n');
+    const keep = lines.slice(0, Number(k - first));
+    const out = sealSegment({
+      text: `${keep.join('\n')}\n`,
+      behaviour: keep.map((l) => `${rebased(l)}\n`).join(''),
+      from: hashes,
+    });
+    const gz = Buffer.from(out.gz.buffer, out.gz.byteOffset, out.gz.byteLength);
+    hashes = out.to;
+    const entry = { segment: segmentName(nextSeq++), firstStep: s.firstStep, steps: keep.length, bytes: gz.byteLength };
+    resealed = { entry: { ...entry, sha256: sha256(gz), after: hashes }, gz };
   }
-  writeFileDurable(join(dir, TRACE_INDEX), kept.map((s) => `${canonicalize(s)}\n`).join(''));
-  const keptNames = new Set(kept.map((s) => s.segment));
-  for (const f of readdirSync(dir))
-    if (f.endsWith('.jsonl.gz') && !keptNames.has(f)) guardWrite(join(dir, f), () => rmSync(join(dir, f)));
-  fsyncDir(dir);
-  return removed;
+  const keptSteps = kept.reduce((n, s) => n + BigInt(s.steps), 0n) + BigInt(resealed?.entry.steps ?? 0);
+  const staged: StagedFile[] = [];
+  try {
+    if (resealed) staged.push(stageFileDurable(join(dir, resealed.entry.segment), [resealed.gz]));
+    const entries = resealed ? [...kept, resealed.entry] : kept;
+    staged.push(stageFileDurable(join(dir, TRACE_INDEX), entries.map((e) => `${canonicalize(e)}\n`).join('')));
+  } catch (e) {
+    discardStaged(staged);
+    throw e;
+  }
+  const abandoned =
+    abandonedFrom === null ? null : { from: abandonedFrom, to: abandonedFrom + BigInt(abandonedSteps) - 1n };
+  return { hashes, keptSteps, abandoned, abandonedSteps, staged, leaving };
 }
 
-function gzipSyncCanonical(lines: string[]): Buffer {
-  return gzipSync(Buffer.from(`${lines.join('\n')}\n`, 'utf8'));
+function noHashes(dir: string, s: SegmentEntry): DetsimError {
+  return new DetsimError(
+    'struct_run_record',
+    `${join(dir, TRACE_INDEX)}: segment ${s.segment} records no running hashes; this trace cannot be resumed`,
+    TRACE_INDEX,
+  );
+}
+
+/** Publish a staged cut: the new segment and the index by rename (the index last), then move the leaving files aside. */
+export function publishSegmentedCut(runDir: string, cut: SegmentedCut, epoch: string): void {
+  publishStaged(cut.staged);
+  const dir = join(runDir, TRACE_DIR);
+  for (const name of cut.leaving)
+    if (existsSync(join(dir, name)))
+      guardWrite(join(dir, name), () => renameSync(join(dir, name), join(dir, `abandoned-${epoch}-${name}`)));
+  fsyncDir(dir);
 }
