@@ -26,14 +26,7 @@ import { join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
 import { canonicalize, parseStrict } from '../core/formats/canonical-json.js';
 import { DetsimError } from '../core/formats/errors.js';
-import {
-  discardStaged,
-  fsyncDir,
-  publishStaged,
-  stageFileDurable,
-  writeAll,
-  type StagedFile,
-} from './durable-file.js';
+import { discardStaged, fsyncDir, publishStaged, stageFileDurable, writeAll, type StagedFile } from './durable-file.js';
 import { canonicalBehaviour, type TransitionTrace } from './trace.js';
 import { genesisHashes, sealSegment, sealSegmentOffLoop, type TraceHashState } from './trace-seal-thread.js';
 import { asWriteFailure, guardWrite } from './write-failure.js';
