@@ -64,8 +64,11 @@ export {
   truncateSegmentedTrace,
   SegmentedTraceWriter,
   DEFAULT_SEGMENT_STEPS,
+  TRACE_FORMATS,
 } from './trace-store.js';
 export type { TraceSink, TraceBinding, SegmentEntry, ReadTraceOptions, TraceFormat } from './trace-store.js';
+export type { TraceHashState } from './trace-seal-thread.js';
+export type { Sha256State } from './sha256-state.js';
 export { RunFailure, isRunFailure } from './run-failure.js';
 export type { RunFailureKind, RunPhase, RunFailureContext } from './run-failure.js';
 export { CheckpointRun } from './checkpoint/run-checkpoints.js';

@@ -36,7 +36,9 @@ export const TRACE_JSONL = 'trace.jsonl';
 /** The directory of a segmented trace and its index file. */
 export const TRACE_DIR = 'trace';
 export const TRACE_INDEX = 'index.jsonl';
+/** The format ids a receipt's `trace.format` names, by format. */
 export const TRACE_FORMATS = { jsonl: 'detsim-trace-jsonl-v1', segments: 'detsim-trace-segments-v1' } as const;
+/** A trace's on-disk format: `jsonl` (trace.jsonl) or `segments` (trace/ + index). */
 export type TraceFormat = keyof typeof TRACE_FORMATS;
 /** Default steps per segment: ~4k steps of 16 walkers is ~32 MB of lines, ~1.7 MB on disk. */
 export const DEFAULT_SEGMENT_STEPS = 4096;
