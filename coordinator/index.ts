@@ -55,6 +55,22 @@ export type { RunOptions, RunResult, RunProgress, RunExtension, RunExtensionCont
 export type { SessionOptions, SessionResult } from './session.js';
 export type { Dispatch } from './lockstep.js';
 export type { TransitionTrace, TraceBehaviour, TraceOperational, TraceAgent, TraceReward } from './trace.js';
+// The trace on disk (trace.jsonl or trace/ segments): THE reader, the segmented writer, the receipt binding.
+export {
+  readTrace,
+  readTraceSync,
+  traceFormatOf,
+  readTraceIndex,
+  traceBindingOf,
+  checkTraceBinding,
+  truncateSegmentedTrace,
+  SegmentedTraceWriter,
+  DEFAULT_SEGMENT_STEPS,
+  TRACE_FORMATS,
+} from './trace-store.js';
+export type { TraceSink, TraceBinding, SegmentEntry, ReadTraceOptions, TraceFormat } from './trace-store.js';
+export type { TraceHashState } from './trace-seal-thread.js';
+export type { Sha256State } from './sha256-state.js';
 export { RunFailure, isRunFailure } from './run-failure.js';
 export type { RunFailureKind, RunPhase, RunFailureContext } from './run-failure.js';
 export { CheckpointRun } from './checkpoint/run-checkpoints.js';
@@ -66,8 +82,16 @@ export type { SessionRecovery, RecoveryTarget, Recovered, LiveSession } from './
 export type { ResumeOptions, ResumeResult, ResumeProgress } from './checkpoint/resume.js';
 
 // DIFF=0: receipts and their ReproHash, diagnosis, replay, verify.
-export { writeReceipt, readReceipt, buildReceipt, readRunFiles, RECEIPT_FILE } from './receipt/receipt.js';
-export type { Receipt, ReceiptResult, RunFiles, FinalStateDigest } from './receipt/receipt.js';
+export {
+  writeReceipt,
+  readReceipt,
+  buildReceipt,
+  readRunFiles,
+  hydrateReceipt,
+  checkReceiptBinding,
+  RECEIPT_FILE,
+} from './receipt/receipt.js';
+export type { Receipt, ReceiptFile, ReceiptResult, RunFiles, FinalStateDigest } from './receipt/receipt.js';
 export { reproHash, reproHashOfText } from './receipt/reprohash.js';
 export type { ReproHashResult } from './receipt/reprohash.js';
 export type { CanonicalOptions, UnknownField } from './receipt/canonical.js';

@@ -15,6 +15,7 @@ import { withRunLock } from './run-lock.js';
 import { RUN_FORMAT, type RunJson } from './run-json.js';
 import { awaitRendezvous } from './rendezvous.js';
 import { abortWiring, runLoop, type SessionOptions, type SessionResult, type SessionStart } from './session.js';
+import { SegmentedTraceWriter, type TraceSink } from './trace-store.js';
 
 export { RUN_FORMAT } from './run-json.js';
 export { closeNoting, failureOf, SUMMARY_FORMAT, writeSummary } from './session.js';
@@ -38,6 +39,13 @@ export interface RunOptions extends SessionOptions {
   dispatch?: Dispatch;
   /** Warnings (seed collisions) as one line each; default: stderr. */
   onWarning?: (line: string) => void;
+  /**
+   * The trace's on-disk format: `jsonl` (trace.jsonl, the default for now) or `segments`
+   * (trace/NNNNNN.jsonl.gz + index, compressed off the step loop; docs/spec/trace-store.md).
+   */
+  traceFormat?: 'jsonl' | 'segments';
+  /** Steps per trace segment (`segments` only; default DEFAULT_SEGMENT_STEPS). */
+  segmentSteps?: number;
 }
 
 /** runDir, behaviourDigest, steps completed, and the ReproHash of the receipt.json the run wrote. */
@@ -125,7 +133,7 @@ export async function runSession(config: RunPlan | string, opts: RunOptions = {}
   const existingWorkers = await findExistingWorkers(plan, opts);
   const runDir = allocateRunDir(opts.outDir ?? DEFAULT_RUNS_DIR, plan.sessionId);
   const session = existingWorkers ? { ...opts, existingWorkers } : opts;
-  return withRunLock(runDir, 'detsim run', () => runLoop(freshStart(plan, runDir, steps, dispatch), session));
+  return withRunLock(runDir, 'detsim run', () => runLoop(freshStart(plan, runDir, steps, dispatch, opts), session));
 }
 
 /** With `workers.placement: rendezvous`: wait (interruptibly) for every worker's record. */
@@ -144,13 +152,22 @@ async function findExistingWorkers(plan: RunPlan, opts: RunOptions): Promise<Ses
  * created before any worker starts (one that cannot be stops the run there); once launched, the
  * workers are initialized and run.json records the composition.
  */
-function freshStart(plan: RunPlan, runDir: string, steps: number, dispatch: Dispatch): SessionStart {
+function freshStart(
+  plan: RunPlan,
+  runDir: string,
+  steps: number,
+  dispatch: Dispatch,
+  trace: Pick<RunOptions, 'traceFormat' | 'segmentSteps'> = {},
+): SessionStart {
   const log = new RunLog(join(runDir, RUN_FILES.log));
   // A run.log that cannot even be created stops the run before any worker starts.
   log.throwIfFailed();
-  let traces: TraceWriter;
+  let traces: TraceSink;
   try {
-    traces = new TraceWriter(join(runDir, RUN_FILES.trace));
+    traces =
+      trace.traceFormat === 'segments'
+        ? new SegmentedTraceWriter(runDir, { segmentSteps: trace.segmentSteps })
+        : new TraceWriter(join(runDir, RUN_FILES.trace));
   } catch (e) {
     log.close();
     throw e;

@@ -16,7 +16,9 @@ import type { Digest, Id } from '../core/formats/scalars.js';
 import { launchFleet, type Fleet, type LaunchOptions, type WorkerCommand } from './launcher.js';
 import { Lockstep, type Dispatch, type LockstepHooks } from './lockstep.js';
 import { starterForPlan } from './slurm/srun.js';
-import { RUN_FILES, writeJsonDurable, type RunLog, type TraceWriter } from './run-dir.js';
+import { RUN_FILES, writeJsonDurable, type RunLog } from './run-dir.js';
+import type { TraceSink } from './trace-store.js';
+import type { Sha256State } from './sha256-state.js';
 import { RunFailure, type RunPhase } from './run-failure.js';
 import { isWriteFailure, writeFailureOfErrno, type WriteFailure } from './write-failure.js';
 import {
@@ -54,7 +56,7 @@ export interface RunExtensionContext {
   runDir: string;
   fleet: Fleet;
   lockstep: Lockstep;
-  traces: TraceWriter;
+  traces: TraceSink;
   logger: Logger;
   epoch: Id;
   steps: number;
@@ -85,7 +87,7 @@ export interface RecoveryTarget {
 export interface Recovered {
   readonly epoch: Id;
   readonly keptBehaviours: readonly TraceBehaviour[];
-  readonly traces: TraceWriter;
+  readonly traces: TraceSink;
 }
 
 /**
@@ -99,7 +101,7 @@ export interface SessionRecovery {
    */
   consider(failure: RunFailure): Promise<RecoveryTarget | RunFailure | undefined>;
   /** With the replacement fleet up (its trace writer closed): restore into a new epoch, cut the trace back. */
-  restore(target: RecoveryTarget, live: LiveSession & { traces: TraceWriter }): Promise<Recovered>;
+  restore(target: RecoveryTarget, live: LiveSession & { traces: TraceSink }): Promise<Recovered>;
   /** summary.json fields: how many recoveries, and each one. */
   summaryFields(): Record<string, unknown>;
 }
@@ -148,7 +150,7 @@ export interface SessionStart {
   /** run.log (a restored start holds it in memory until the restore is accepted). */
   readonly log: RunLog;
   /** A trace writer opened before launch (a fresh start: a trace that cannot be created starts no worker). */
-  readonly traces?: TraceWriter;
+  readonly traces?: TraceSink;
   /** The epoch the lockstep starts in (a restored start: the checkpoint's; the restore moves it on). */
   readonly lockstepEpoch: Id;
   /** The epoch new steps are taken in. */
@@ -157,6 +159,8 @@ export interface SessionStart {
   readonly baseEpoch: Id;
   /** Behaviours of the steps the trace already holds before the loop (a restored start's kept prefix). */
   readonly keptBehaviours: readonly TraceBehaviour[];
+  /** Or, for a segmented trace, the behaviour digest's saved state after them (nothing re-read). */
+  readonly keptDigest?: { state: Sha256State; steps: number };
   /** Fields of the "started" log line. */
   readonly startedFields: Record<string, unknown>;
   /** The store directory the workers read restores from (a restored start). */
@@ -164,7 +168,7 @@ export interface SessionStart {
   /** false while a failure is still a refusal that must leave the run directory as it was. */
   accepted(): boolean;
   /** Once launched: initialize and write run.json, or restore; the trace writer new steps go to. */
-  begin(live: LiveSession): Promise<TraceWriter>;
+  begin(live: LiveSession): Promise<TraceSink>;
   /** A failure before acceptance: undo what was staged; the error to throw. */
   refused(e: unknown): unknown;
   /** Summary fields this start adds (a resume block). */
@@ -236,7 +240,7 @@ export async function runLoop(start: SessionStart, opts: SessionOptions): Promis
   const logger: Logger = pino({ level: opts.logLevel ?? 'info', base: { sessionId: plan.sessionId } }, log);
   const startedAt = process.hrtime.bigint();
   const startedWall = Date.now();
-  let digest = digestOf(start.keptBehaviours, start.baseEpoch);
+  let digest = digestOf(start.keptBehaviours, start.baseEpoch, start.keptDigest);
   const { signal, release } = abortWiring(opts);
   let fleet: Fleet | undefined;
   let traces = start.traces;
@@ -298,7 +302,7 @@ export async function runLoop(start: SessionStart, opts: SessionOptions): Promis
     await fleet?.shutdown(stopped ? 'run-failed' : 'run-complete', stopped ? 500 : 2_000);
   }
   if (refusal) throw start.refused(refusal.e);
-  failure = closeNoting(() => traces?.close(), failure, String(digest.steps));
+  failure = await closeNotingAsync(() => traces?.close(), failure, String(digest.steps));
   const extensionFields = opts.extension ? await opts.extension.finish(failure) : {};
   await start.end();
 
@@ -335,7 +339,7 @@ async function stepLoop(
   start: SessionStart,
   live: {
     lockstep: Lockstep;
-    traces: TraceWriter;
+    traces: TraceSink;
     logger: Logger;
     digest: BehaviourDigest;
     signal: AbortSignal;
@@ -358,10 +362,12 @@ async function stepLoop(
       (opts.pipeline ?? false) && k + 1 < steps && !(opts.extension?.needsReadyAt?.(BigInt(k + 1)) ?? false);
     const trace = await lockstep.step({ prepareNext });
     const behaviourText = canonicalBehaviour(trace.behaviour);
-    traces.appendLine(traceLine(behaviourText, trace.operational));
-    digest.addCanonical(
-      epoch === start.baseEpoch ? behaviourText : canonicalBehaviour(rebase(trace.behaviour, start.baseEpoch)),
-    );
+    const digestText =
+      epoch === start.baseEpoch ? behaviourText : canonicalBehaviour(rebase(trace.behaviour, start.baseEpoch));
+    // A segmented trace seals off the loop (and hashes digestText there); a promise here is its back-pressure.
+    const appended = traces.appendLine(traceLine(behaviourText, trace.operational), digestText);
+    if (appended) await appended;
+    digest.addCanonical(digestText);
     logger.debug({ step: k, wallTimeNs: trace.operational.wallTimeNs }, 'step committed');
     await opts.extension?.afterStep(trace);
     log.throwIfFailed();
@@ -376,7 +382,7 @@ async function stepLoop(
  * A failure on the way ends the run as the loss it tried to recover from, saying how.
  */
 async function replaceGroup(
-  old: LiveSession & { traces: TraceWriter },
+  old: LiveSession & { traces: TraceSink },
   lost: RunFailure,
   recovery: SessionRecovery,
   target: RecoveryTarget,
@@ -384,7 +390,7 @@ async function replaceGroup(
 ): Promise<Recovered & { lockstep: Lockstep }> {
   try {
     await old.fleet.fence('recovery');
-    old.traces.close();
+    await old.traces.close();
     const fleet = await how.launch();
     const lockstep = how.lockstepOn(fleet, old.lockstep.epoch);
     lockstep.adoptIdentities(old.lockstep.identities!);
@@ -396,8 +402,12 @@ async function replaceGroup(
 }
 
 /** The running behaviour digest over steps already in the trace, each rebased onto the run's first epoch. */
-function digestOf(kept: readonly TraceBehaviour[], baseEpoch: Id): BehaviourDigest {
-  const digest = new BehaviourDigest();
+function digestOf(
+  kept: readonly TraceBehaviour[],
+  baseEpoch: Id,
+  from?: { state: Sha256State; steps: number },
+): BehaviourDigest {
+  const digest = new BehaviourDigest(from);
   for (const b of kept) digest.add(rebase(b, baseEpoch));
   return digest;
 }
@@ -481,6 +491,20 @@ export function failureOf(e: unknown, step: string, phase: RunPhase): RunFailure
 export function closeNoting(close: () => void, failure: RunFailure | undefined, step: string): RunFailure | undefined {
   try {
     close();
+    return failure;
+  } catch (e) {
+    return failure ?? failureOf(e, step, 'shutdown');
+  }
+}
+
+/** closeNoting for a file whose close is asynchronous (a segmented trace writer drains and fsyncs). */
+async function closeNotingAsync(
+  close: () => void | Promise<void>,
+  failure: RunFailure | undefined,
+  step: string,
+): Promise<RunFailure | undefined> {
+  try {
+    await close();
     return failure;
   } catch (e) {
     return failure ?? failureOf(e, step, 'shutdown');

@@ -4,6 +4,7 @@
 import { createHash, type Hash } from 'node:crypto';
 import { canonicalDigest, canonicalize, parseStrict, type JsonValue } from '../core/formats/canonical-json.js';
 import { DetsimError } from '../core/formats/errors.js';
+import { Sha256Stream, type Sha256State } from './sha256-state.js';
 import type { Digest, Id, RationalNsJson, Scope, U64 } from '../core/formats/scalars.js';
 
 /** One agent's part of a step's behaviour: ticks, remainder, decision digest, committed step. */
@@ -99,8 +100,16 @@ export function behaviourStepDigest(b: TraceBehaviour): Digest {
  * lines of trace.jsonl re-canonicalized).
  */
 export class BehaviourDigest {
-  private readonly hash: Hash = createHash('sha256');
-  private count = 0;
+  private readonly hash: Hash | undefined;
+  /** A digest continued from a saved state (a resume that did not re-read the trace before it). */
+  private readonly continued: Sha256Stream | undefined;
+  private count: number;
+
+  constructor(from?: { state: Sha256State; steps: number }) {
+    this.continued = from ? Sha256Stream.from(from.state) : undefined;
+    this.hash = from ? undefined : createHash('sha256');
+    this.count = from?.steps ?? 0;
+  }
 
   add(b: TraceBehaviour): void {
     this.addCanonical(canonicalBehaviour(b));
@@ -108,7 +117,8 @@ export class BehaviourDigest {
 
   /** Add one step given its canonicalBehaviour() text (saves canonicalizing twice). */
   addCanonical(text: string): void {
-    this.hash.update(`${text}\n`, 'utf8');
+    if (this.continued) this.continued.update(`${text}\n`);
+    else this.hash!.update(`${text}\n`, 'utf8');
     this.count++;
   }
 
@@ -117,7 +127,7 @@ export class BehaviourDigest {
   }
 
   digest(): Digest {
-    return this.hash.copy().digest('hex');
+    return this.continued ? this.continued.digest() : this.hash!.copy().digest('hex');
   }
 }
 

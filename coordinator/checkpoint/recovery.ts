@@ -13,6 +13,7 @@ import type { Id } from '../../core/formats/scalars.js';
 import { discardStaged, publishStaged } from '../durable-file.js';
 import { epochId } from '../lockstep.js';
 import { RUN_FILES, TraceWriter } from '../run-dir.js';
+import { traceFormatOf, type TraceSink } from '../trace-store.js';
 import { RunFailure, type RunFailureKind } from '../run-failure.js';
 import type { LiveSession, Recovered, RecoveryTarget, SessionRecovery } from '../session.js';
 import type { GenerationRecord } from '../store/store.js';
@@ -83,6 +84,9 @@ export class LostWorkerRecovery implements SessionRecovery {
       const at = this.done.map((r) => r.step ?? '?').join(', ');
       return cannot(lost, `restarts exhausted (${this.done.length} used, at steps ${at}; ${flag})`);
     }
+    // Recovery cuts trace.jsonl back like resume; the segmented trace's cut is not wired in yet.
+    if (traceFormatOf(this.checkpoints.context.runDir) === 'segments')
+      return cannot(lost, `recovery does not cut a segmented trace yet (--trace-format segments; ${flag})`);
     const ck = this.checkpoints.ck;
     if (ck) await this.checkpoints.savesSettled(SAVES_SETTLE_MS);
     const record = ck?.store.highWater() ?? null;
@@ -91,7 +95,7 @@ export class LostWorkerRecovery implements SessionRecovery {
   }
 
   /** Cut the trace back to the checkpoint and restore the replacement group into a new epoch. */
-  async restore(target: RecoveryTarget, live: LiveSession & { traces: TraceWriter }): Promise<Recovered> {
+  async restore(target: RecoveryTarget, live: LiveSession & { traces: TraceSink }): Promise<Recovered> {
     const { lost, record } = target as Target;
     const ck = this.checkpoints.ck!;
     const ctx = this.checkpoints.context;

@@ -37,7 +37,8 @@ import {
   type SessionStart,
 } from '../session.js';
 import { LEDGER_FILE } from '../store/ledger.js';
-import type { TraceBehaviour, TransitionTrace } from '../trace.js';
+import { canonicalBehaviour, EpochRebase, type TraceBehaviour, type TransitionTrace } from '../trace.js';
+import { publishSegmentedCut, SegmentedTraceWriter, stageSegmentedCut, traceFormatOf } from '../trace-store.js';
 import { openCheckpointing, storeDirOf } from './checkpointing.js';
 import { CheckpointGroup, RollingBehaviour } from './group.js';
 import { loadCheckpoint, restoreGroup, type RestoreReport } from './restore.js';
@@ -135,6 +136,39 @@ export function splitTrace(text: string, k: bigint, path: string): TraceSplit {
   return out;
 }
 
+/**
+ * The cut of a segmented trace at k, staged, and what the resume needs from it: the chain at k
+ * from the index's running hashes (no earlier segment is read), the abandoned steps for the
+ * ledger (`split` holds no kept lines: only counts). Refuses a trace that does not reach k.
+ */
+function stageSegmentedResume(runDir: string, k: bigint, baseEpoch: Id) {
+  const rebasedText = (line: string) => {
+    const b = (parseStrict(line) as unknown as TransitionTrace).behaviour;
+    return canonicalBehaviour(b.scope.epoch === baseEpoch ? b : new EpochRebase(b.scope.epoch, baseEpoch).apply(b));
+  };
+  const cut = stageSegmentedCut(runDir, k, rebasedText);
+  if (cut.keptSteps !== k) {
+    discardStaged(cut.staged);
+    refuse(
+      'audit_trace_prefix_mismatch',
+      `${join(runDir, 'trace')}: holds ${cut.keptSteps} steps before the checkpoint boundary ${k}; the run's trace is incomplete`,
+      'trace',
+    );
+  }
+  const abandonedSteps: bigint[] = [];
+  for (let x = cut.abandoned?.from ?? 1n; x <= (cut.abandoned?.to ?? 0n); x++) abandonedSteps.push(x);
+  // Only counts: no kept line is held (the session continues the digest from the saved state).
+  const split: TraceSplit = {
+    kept: [],
+    keptBehaviours: [],
+    abandoned: new Array<string>(abandonedSteps.length).fill(''),
+    abandonedSteps,
+    epochs: new Set(),
+  };
+  const chain = new RollingBehaviour(baseEpoch, { baseEpoch, steps: k.toString(), digest: cut.hashes.chain });
+  return { cut, split, chain };
+}
+
 /** Every epoch id the run directory mentions (run.json, trace lines, ledger lines). */
 export function epochsSeen(runDir: string, first: Id, traceEpochs: Set<Id>): number {
   const nums = [first, ...traceEpochs]
@@ -165,7 +199,8 @@ async function resumeLocked(runDir: string, opts: ResumeOptions): Promise<Resume
   const plan = opts.transport ? { ...rec.plan, transport: opts.transport } : rec.plan;
   requireStore(runDir);
   const tracePath = join(runDir, RUN_FILES.trace);
-  if (!existsSync(tracePath)) refuse('struct_run_record', `${tracePath}: missing`, 'trace.jsonl');
+  const segmented = traceFormatOf(runDir) === 'segments';
+  if (!segmented && !existsSync(tracePath)) refuse('struct_run_record', `${tracePath}: missing`, 'trace.jsonl');
 
   // Everything is checked before any worker starts: the checkpoint is read and verified, run.json
   // must be its composition, the boundary must fit the steps, the trace must match the chain.
@@ -176,10 +211,12 @@ async function resumeLocked(runDir: string, opts: ResumeOptions): Promise<Resume
   const k = BigInt(record.boundary);
   const total = opts.steps ?? rec.steps;
   checkTotal(total, opts.steps !== undefined, k, record.checkpointId, runDir);
-  const split = splitTrace(readFileSync(tracePath, 'utf8'), k, tracePath);
-  const baseEpoch = split.keptBehaviours[0]?.scope.epoch ?? rec.epoch;
-  const chain = new RollingBehaviour(baseEpoch);
-  for (const b of split.keptBehaviours) chain.add(b);
+  // A segmented trace is cut reading only the segment that straddles k (trace-store.ts); trace.jsonl whole.
+  const segCut = segmented ? stageSegmentedResume(runDir, k, rec.epoch) : null;
+  const split = segCut?.split ?? splitTrace(readFileSync(tracePath, 'utf8'), k, tracePath);
+  const baseEpoch = segCut ? rec.epoch : (split.keptBehaviours[0]?.scope.epoch ?? rec.epoch);
+  const chain = segCut?.chain ?? new RollingBehaviour(baseEpoch);
+  if (!segCut) for (const b of split.keptBehaviours) chain.add(b);
   const epoch = epochId(epochsSeen(runDir, rec.epoch, split.epochs) + 1);
   const runEvent = lastRunEvent(runDir);
   const every = opts.checkpointEvery ?? runEvent.every;
@@ -191,7 +228,7 @@ async function resumeLocked(runDir: string, opts: ResumeOptions): Promise<Resume
     );
   // The cut trace is written (and fsynced) now, beside the files it replaces: running out of space
   // here refuses the resume with nothing changed; after the restore only renames remain.
-  const cut = stageTraceCut(runDir, split);
+  const cut = segCut?.cut.staged ?? stageTraceCut(runDir, split);
 
   // run.log is held in memory until the restore is accepted: a refused resume leaves it untouched.
   const log = new RunLog(join(runDir, RUN_FILES.log), { deferred: true });
@@ -219,6 +256,7 @@ async function resumeLocked(runDir: string, opts: ResumeOptions): Promise<Resume
     epoch,
     baseEpoch,
     keptBehaviours: split.keptBehaviours,
+    ...(segCut ? { keptDigest: { state: segCut.cut.hashes.digest, steps: Number(k) } } : {}),
     startedFields: { checkpointId: record.checkpointId, boundary: record.boundary, epoch, total },
     storeDir: storeDirOf(runDir),
     accepted: () => restored !== undefined,
@@ -248,7 +286,8 @@ async function resumeLocked(runDir: string, opts: ResumeOptions): Promise<Resume
       );
       // The restore succeeded: only now does the run directory change (log, then the trace cut by renames).
       log.accept();
-      publishStaged(cut);
+      if (segCut) publishSegmentedCut(runDir, segCut.cut, epoch);
+      else publishStaged(cut);
       group.resume();
       logger.info(
         {
@@ -263,7 +302,7 @@ async function resumeLocked(runDir: string, opts: ResumeOptions): Promise<Resume
       );
       // The checkpoint extension continues on the restored group (and its store) instead of a new one.
       checkpoints?.adopt(group, ck);
-      return new TraceWriter(tracePath);
+      return segCut ? new SegmentedTraceWriter(runDir) : new TraceWriter(tracePath);
     },
     refused: (e) => {
       // Refused before anything in the run directory changed: drop the held log and the staged
@@ -280,7 +319,8 @@ async function resumeLocked(runDir: string, opts: ResumeOptions): Promise<Resume
         fromEpoch: restored!.fromEpoch,
         epoch,
         abandonedLines: split.abandoned.length,
-        abandonedFile: split.abandoned.length > 0 ? ABANDONED_TRACE_FILE : null,
+        abandonedFile:
+          split.abandoned.length === 0 ? null : segCut ? `trace/abandoned-${epoch}-*` : ABANDONED_TRACE_FILE,
       },
     }),
     end: async () => {

@@ -174,7 +174,7 @@ export class CheckpointRun implements RunExtension {
     const k = group.boundary;
     if (k % BigInt(this.opts.every) !== 0n) return;
     // The trace lines of every step before k reach the disk before a checkpoint at k can.
-    this.ctx!.traces.sync();
+    await this.ctx!.traces.sync();
     const checkpointId = checkpointIdFor(group.epoch, k);
     try {
       const rec = await captureGroup(group, { checkpointId, replaceable: this.opts.hot ?? false });

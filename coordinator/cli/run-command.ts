@@ -1,6 +1,7 @@
 // `detsim run <config>`: load and check the config, run the session with a progress display on
 // stderr, and print the run directory and behaviour digest on stdout. Only argument handling and
 // display live here; the run itself is run.ts (runSession).
+import { DetsimError } from '../../core/formats/errors.js';
 import cliProgress from 'cli-progress';
 import type { Command } from 'commander';
 import { resolve } from 'node:path';
@@ -35,6 +36,7 @@ interface RunCommandOptions {
   json?: boolean;
   verbose?: boolean;
   tlsDir?: string;
+  traceFormat?: string;
 }
 
 /** Exit codes: 0 done, 1 the run failed (a worker died, stalled or misbehaved, a file could not be written), 2 bad input, 130 interrupted. */
@@ -123,10 +125,12 @@ export function registerRun(program: Command): void {
     .option('--max-restarts <n>', `${MAX_RESTARTS_HELP}; needs --checkpoint-every`)
     .option('--verbose', "a Python model's failure carries its Python traceback")
     .option('--tls-dir <dir>', 'mutual TLS + bearer token for tcp workers from a `detsim certs` directory')
+    .option('--trace-format <f>', 'trace on disk: jsonl (trace.jsonl, default) | segments (trace/*.jsonl.gz, compact)')
     .action(
       action(async (configPath: string, opts: RunCommandOptions) => {
         const steps = readStepsFlag(opts.steps);
         const dispatch = readDispatchFlag(opts.dispatch);
+        const traceFormat = readChoiceFlag(opts.traceFormat, ['jsonl', 'segments'] as const, '--trace-format');
         // Every check on the config happens here, before any process starts.
         const transport = readTransportFlag(opts.transport);
         const loaded = loadConfig(configPath);
@@ -138,6 +142,12 @@ export function registerRun(program: Command): void {
         checkWorkerTls(plan);
         checkSlurmLauncher(plan);
         const checkpoints = checkpointRunFromFlags(opts.checkpointEvery, opts.keep, opts.maxRestarts, plan.recovery);
+        if (traceFormat === 'segments' && checkpoints?.recovery)
+          throw new DetsimError(
+            'struct_invalid_field',
+            '--trace-format segments cannot be combined with --max-restarts yet (recovery cuts trace.jsonl only)',
+            '--trace-format',
+          );
         const progress = progressDisplay();
         try {
           const result = await runSession(plan, {
@@ -147,6 +157,7 @@ export function registerRun(program: Command): void {
             onProgress: progress.update,
             handleSignals: true,
             verbose: opts.verbose === true,
+            traceFormat,
             ...(checkpoints ? { extension: checkpoints } : {}),
           });
           progress.stop();

@@ -65,7 +65,12 @@ const RECEIPT_ROWS: FieldRule[] = [
   P('reproHash', "derived: this receipt's ReproHash (a hash never covers itself)"),
   P('unknownFields', 'derived: the unclassified fields found (R1)', { subtree: true }),
   R('run', 'run.json: the resolved composition'),
-  R('steps', 'trace.jsonl: one TransitionTrace per step', { order: 'behaviour.scope.step' }),
+  R('steps', 'the trace: one TransitionTrace per step (read from the trace; receipt.json binds it as `trace`)', {
+    order: 'behaviour.scope.step',
+  }),
+  P('trace', 'the trace files bound by SHA-256 (format, steps, segments); digests cover physical fields', {
+    subtree: true,
+  }),
   R('steps[]', 'one TransitionTrace'),
   R('summary', 'summary.json'),
   R('finalStateDigests', 'digest of every participant state at the end (null when the run captured none)', {

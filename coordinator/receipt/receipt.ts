@@ -1,6 +1,9 @@
-// The run receipt: run.json + trace.jsonl + summary.json of one run directory gathered into
-// receipt.json with its evidence class, and its ReproHash. It does not run anything (replay.ts)
-// and does not classify fields itself (fields.ts, canonical.ts).
+// The run receipt: run.json + the trace + summary.json of one run directory, with its evidence
+// class and its ReproHash. receipt.json never copies the trace: it binds it by digest (`trace`,
+// trace-store.ts TraceBinding), and the ReproHash is taken over the steps read back through the
+// trace reader, one at a time. In memory (`buildReceipt`) a receipt carries its steps, for diff,
+// replay and diagnosis. It does not run anything (replay.ts) and does not classify fields itself
+// (fields.ts, canonical.ts).
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { writeFileDurable } from '../durable-file.js';
@@ -11,6 +14,8 @@ import { RECEIPT_VERSION } from './fields.js';
 import { type Evidence, type HonestyWarning, SIMULATED, honestyWarnings } from './honesty.js';
 import { rebasedReceipt } from './rebase.js';
 import { reproHash } from './reprohash.js';
+import { StepsOutOfOrder, streamedReproHash } from './streamed.js';
+import { checkTraceBinding, readTraceSync, traceBindingOf, type TraceBinding } from '../trace-store.js';
 
 /** The receipt's file name inside a run directory. */
 export const RECEIPT_FILE = 'receipt.json';
@@ -29,13 +34,19 @@ export interface Receipt {
   measure_ts: string | null;
   generated_at: string | null;
   run: JsonValue;
+  /** In memory: every step. receipt.json (written by writeReceipt) has none: it binds the trace as `trace`. */
   steps: JsonValue[];
+  /** receipt.json: the trace files bound by SHA-256 (physical: the digests cover wall times). */
+  trace?: TraceBinding;
   summary: JsonValue;
   finalStateDigests: FinalStateDigest[] | null;
   /** Derived (physical): the ReproHash of this receipt and the unclassified fields found. */
   reproHash?: string;
   unknownFields?: UnknownField[];
 }
+
+/** receipt.json as written: no steps, the trace bound by digest instead. */
+export type ReceiptFile = Omit<Receipt, 'steps'> & { trace: TraceBinding };
 
 /** The files of a run directory a receipt is built from, parsed. */
 export interface RunFiles {
@@ -54,30 +65,25 @@ function readJsonFile(path: string, what: string): JsonValue {
   }
 }
 
-/** Read the three files of a run directory (strict JSON; one trace per line). */
+/**
+ * Read the three files of a run directory (strict JSON; the trace through the one reader, either
+ * format). When the directory holds a receipt.json that binds its trace, the trace is checked
+ * against that binding first (a missing, tampered or reordered segment is refused, named).
+ */
 export function readRunFiles(runDir: string): RunFiles {
   const run = readJsonFile(join(runDir, 'run.json'), 'run.json');
   const summary = readJsonFile(join(runDir, 'summary.json'), 'summary.json');
-  const tracePath = join(runDir, 'trace.jsonl');
-  if (!existsSync(tracePath))
-    throw new DetsimError('struct_invalid_receipt', `${tracePath}: trace.jsonl is missing`, 'trace.jsonl');
-  const steps = readFileSync(tracePath, 'utf8')
-    .split('\n')
-    .filter((l) => l.length > 0)
-    .map((line, i) => {
-      try {
-        return parseStrict(line);
-      } catch (e) {
-        if (e instanceof DetsimError)
-          throw new DetsimError(
-            'struct_invalid_receipt',
-            `${tracePath}: line ${i + 1}: ${e.message}`,
-            `trace.jsonl:${i + 1}`,
-          );
-        throw e;
-      }
-    });
+  checkReceiptBinding(runDir);
+  const steps = [...readTraceSync(runDir)] as unknown as JsonValue[];
   return { run, steps, summary };
+}
+
+/** A run directory's receipt.json and its trace verify together: the binding must hold (no-op without one). */
+export function checkReceiptBinding(runDir: string): void {
+  const path = join(runDir, RECEIPT_FILE);
+  if (!existsSync(path)) return;
+  const bound = readReceipt(path).trace;
+  if (bound !== undefined) checkTraceBinding(runDir, bound, RECEIPT_FILE);
 }
 
 /** Final state digests recorded by the run, if it recorded any (summary.finalStateDigests). */
@@ -112,7 +118,8 @@ export interface ReceiptResult {
   readonly unknownFields: readonly UnknownField[];
   readonly honesty: readonly HonestyWarning[];
   readonly receiptPath: string;
-  readonly receipt: Receipt;
+  /** As written to receipt.json (no steps; see {@link hydrateReceipt}). */
+  readonly receipt: ReceiptFile;
 }
 
 export { writeFileDurable };
@@ -138,22 +145,52 @@ export function sealReceipt(receipt: Receipt): {
 
 /**
  * Build receipt.json for a finished run directory and return its ReproHash. The session loop
- * (session.ts) calls it as the last act of every completed run and resume.
+ * (session.ts) calls it as the last act of every completed run and resume. The steps are read
+ * through the trace reader one at a time (flat memory); the file binds the trace by digest.
  */
 export function writeReceipt(runDir: string, opts: { evidence?: Evidence; generatedAt?: string } = {}): ReceiptResult {
-  const files = readRunFiles(runDir);
+  const run = readJsonFile(join(runDir, 'run.json'), 'run.json');
+  const summary = readJsonFile(join(runDir, 'summary.json'), 'summary.json');
+  const trace = traceBindingOf(runDir);
   // generated_at is physical: excluded from the hash, recorded for people.
-  const receipt = buildReceipt(files, opts.evidence ?? SIMULATED, opts.generatedAt ?? new Date().toISOString());
-  const sealed = sealReceipt(receipt);
+  const { steps: _none, ...head } = buildReceipt(
+    { run, summary, steps: [] },
+    opts.evidence ?? SIMULATED,
+    opts.generatedAt ?? new Date().toISOString(),
+  );
+  let sealed: { reproHash: string; unknownFields: readonly UnknownField[] };
+  try {
+    sealed = streamedReproHash(head as unknown as Record<string, unknown>, readTraceSync(runDir));
+  } catch (e) {
+    if (!(e instanceof StepsOutOfOrder)) throw e;
+    // An old trace out of step order: R2 sorts it, which needs every step in memory.
+    sealed = sealReceipt({ ...head, steps: [...readTraceSync(runDir)] as unknown as JsonValue[] });
+  }
+  const receipt: ReceiptFile = {
+    ...head,
+    trace,
+    reproHash: sealed.reproHash,
+    unknownFields: [...sealed.unknownFields],
+  };
   const receiptPath = join(runDir, RECEIPT_FILE);
-  writeFileDurable(receiptPath, `${canonicalize(sealed.receipt)}\n`);
+  writeFileDurable(receiptPath, `${canonicalize(receipt)}\n`);
   return {
     reproHash: sealed.reproHash,
     unknownFields: sealed.unknownFields,
-    honesty: honestyWarnings(sealed.receipt),
+    honesty: honestyWarnings(receipt),
     receiptPath,
-    receipt: sealed.receipt,
+    receipt,
   };
+}
+
+/**
+ * A receipt.json with its steps read back from the run directory's trace, after checking that the
+ * trace is the one it binds: the in-memory receipt diff, replay and diagnosis compare.
+ */
+export function hydrateReceipt(runDir: string, file: Omit<Receipt, 'steps'> & { steps?: JsonValue[] }): Receipt {
+  if (file.trace === undefined) return { ...file, steps: file.steps ?? [] };
+  checkTraceBinding(runDir, file.trace, RECEIPT_FILE);
+  return { ...file, steps: [...readTraceSync(runDir)] as unknown as JsonValue[] };
 }
 
 /** One line per unclassified field or honesty warning of a written receipt (for stderr). */
@@ -167,7 +204,7 @@ export function receiptWarnings(r: Pick<ReceiptResult, 'unknownFields' | 'honest
   ];
 }
 
-/** Read receipt.json back (strict). */
+/** Read receipt.json back (strict). A receipt that binds its trace has no steps: see {@link hydrateReceipt}. */
 export function readReceipt(path: string): Receipt {
   const v = readJsonFile(path, RECEIPT_FILE);
   if (v === null || typeof v !== 'object' || Array.isArray(v))

@@ -13,7 +13,7 @@ import { type CanonicalOptions, type UnknownField, canonicalSplit } from './cano
 import type { FieldRule } from './fields.js';
 import { type Divergence, describeDivergence, diagnose } from './diagnosis.js';
 import { type HonestyWarning, honestyWarnings } from './honesty.js';
-import { type Receipt, buildReceipt, readRunFiles } from './receipt.js';
+import { type Receipt, buildReceipt, hydrateReceipt, readRunFiles } from './receipt.js';
 import { reproHash } from './reprohash.js';
 import { type ResumeCheckResult, rebasedReceipt, resumeCheck } from './resume-check.js';
 import { existsSync, statSync } from 'node:fs';
@@ -286,15 +286,17 @@ export async function replay(source: string | RunPlan, opts: ReplayOptions = {})
     const steps = opts.steps ?? (reference ? plan.steps : undefined);
     const result = await runSession(plan, { ...opts.runOptions, outDir: opts.outDir, steps, dispatch });
     // The run wrote its receipt.json as its last act (session.ts); replay hashes it with its own options.
+    // receipt.json binds the trace: its steps are read back (and the binding checked) to hash with these options.
     const w = result.receipt;
-    const h = reproHash(w.receipt, strip);
+    const receipt = hydrateReceipt(result.runDir, w.receipt);
+    const h = reproHash(receipt, strip);
     const run: ReplayRun = {
       runDir: result.runDir,
       dispatch,
       reproHash: h.reproHash,
       unknownFields: h.unknownFields,
       honesty: w.honesty,
-      receipt: w.receipt,
+      receipt,
     };
     runs.push(run);
     opts.onRun?.(i, run);

@@ -16,6 +16,7 @@ import type { CanonicalOptions } from './canonical.js';
 import { type Divergence, describeDivergence, diagnose } from './diagnosis.js';
 import { type Check, makeCheck } from './check.js';
 import { reproHash } from './reprohash.js';
+import { hydrateReceipt } from './receipt.js';
 
 export interface ResumeCheckResult {
   readonly check: Check;
@@ -50,7 +51,7 @@ export async function resumeCheck(
   const verbose = opts.verbose === true;
   const plain = await runSession(plan, { outDir, steps: n, dispatch: 'concurrent', onWarning: silent, verbose });
   // Each run and the resume write their receipt.json as their last act (the session loop).
-  const u = plain.receipt.receipt;
+  const u = hydrateReceipt(plain.runDir, plain.receipt.receipt);
 
   // The interrupted run: checkpoint every K steps; before step K+1 runs, wait for ckpt-e1-K to be durable, then interrupt.
   const checkpointId = checkpointIdFor(epochId(1), k);
@@ -94,7 +95,8 @@ export async function resumeCheck(
     });
     return { check, uninterruptedDir: plain.runDir, resumedDir: '', checkpointId, divergence: null };
   }
-  const r = (await resumeRun(interruptedDir, { checkpointId, steps: n, logLevel: 'warn', verbose })).receipt.receipt;
+  const resumed = await resumeRun(interruptedDir, { checkpointId, steps: n, logLevel: 'warn', verbose });
+  const r = hydrateReceipt(resumed.runDir, resumed.receipt.receipt);
   const hu = reproHash(u, opts.canonical).reproHash;
   const hr = reproHash(rebasedReceipt(r), opts.canonical).reproHash;
   const divergence = hu === hr ? null : diagnose(u, rebasedReceipt(r), opts.canonical);

@@ -281,6 +281,19 @@ export const REASONS = {
     summary:
       'the run trace before the checkpoint boundary is missing or differs from the behaviour the checkpoint recorded',
   },
+  // The trace a receipt (or a segmented trace's index) binds by digest (coordinator/trace-store.ts)
+  audit_trace_segment_missing: {
+    layer: 'L7',
+    summary: 'a trace segment that a receipt or the trace index binds is not in the run directory',
+  },
+  audit_trace_segment_tampered: {
+    layer: 'L7',
+    summary: "a trace segment's bytes (or the trace index) differ from the SHA-256 the receipt or index binds",
+  },
+  audit_trace_segment_reordered: {
+    layer: 'L7',
+    summary: 'a trace segment holds the bytes bound to another position: segments were swapped or reordered',
+  },
   // DIFF=0 receipts, replay and attestation (coordinator/receipt/): the verify checks' outcomes
   struct_invalid_receipt: {
     layer: 'L1',

@@ -72,28 +72,30 @@ describe.skipIf(fullDiskUnavailable !== null)('a full disk under detsim run', ()
   it(
     'receipt.json does not fit after a completed run: one named line, exit 1, the run files complete, no receipt',
     () => {
-      // Calibrate on this machine: what a 40-step run leaves, and how big its receipt is.
+      // Calibrate on this machine: what a 10-step run leaves, and how big its receipt is.
       const d = small(2 * 1024 * 1024);
-      const cal = detsim(['run', 'examples/lif-pair.yaml', '--steps', '40', '--out', d.dir]);
+      const cal = detsim(['run', 'examples/forage-walkers.yaml', '--steps', '10', '--out', d.dir]);
       expect(cal.status, cal.stderr).toBe(0);
-      const receiptPages = Math.ceil(readFileSync(join(d.dir, 'lif-pair-1', 'receipt.json')).length / PAGE);
-      rmSync(join(d.dir, 'lif-pair-1', 'receipt.json'));
+      const receiptPages = Math.ceil(readFileSync(join(d.dir, 'forage-walkers-1', 'receipt.json')).length / PAGE);
+      rmSync(join(d.dir, 'forage-walkers-1', 'receipt.json'));
       const runUsed = d.used();
-      rmSync(join(d.dir, 'lif-pair-1'), { recursive: true });
-      expect(receiptPages).toBeGreaterThanOrEqual(8);
-      // Room for the run and its transients, and for half its receipt.
-      d.resize(runUsed + (2 + Math.floor(receiptPages / 2)) * PAGE);
-      const r = detsim(['run', 'examples/lif-pair.yaml', '--steps', '40', '--out', d.dir]);
+      rmSync(join(d.dir, 'forage-walkers-1'), { recursive: true });
+      // receipt.json binds the trace by digest instead of copying it: run.json (16 agents) and summary
+      // make it a few pages, not one per step.
+      expect(receiptPages).toBeGreaterThanOrEqual(3);
+      // Room for the run and its transients, not for its receipt.
+      d.resize(runUsed + 2 * PAGE);
+      const r = detsim(['run', 'examples/forage-walkers.yaml', '--steps', '10', '--out', d.dir]);
       expect(r.status).toBe(1);
       expect(lastLine(r.stderr)).toMatch(
-        /^detsim: \[size_no_space\] run completed but its receipt was not written: cannot write .*\/lif-pair-1\/receipt\.json: no space left on the device \(ENOSPC\); run\.json, trace\.jsonl and summary\.json are complete$/,
+        /^detsim: \[size_no_space\] run completed but its receipt was not written: cannot write .*\/forage-walkers-1\/receipt\.json: no space left on the device \(ENOSPC\); run\.json, trace\.jsonl and summary\.json are complete$/,
       );
-      const dir = join(d.dir, 'lif-pair-1');
+      const dir = join(d.dir, 'forage-walkers-1');
       expect(existsSync(join(dir, 'receipt.json'))).toBe(false);
       expect(readdirSync(dir).filter((f) => f.startsWith('tmp-'))).toEqual([]);
       expect(parseStrict(readFileSync(join(dir, 'summary.json')))).toMatchObject({
         status: 'completed',
-        stepsDone: 40,
+        stepsDone: 10,
       });
     },
     T,

@@ -1,7 +1,8 @@
 // `detsim diff` over real run directories: two runs of one config are DIFF=0 (exit 0); a run whose
 // trace was changed in one decision is DIFF≠0 (exit 1) naming the step, agent, field and both
 // values; physical differences (pids, times) never count; a missing directory is refused (exit 2).
-import { cpSync, readFileSync, writeFileSync } from 'node:fs';
+// A changed trace beside the receipt.json that binds it is refused as tampered (exit 2) before any diff.
+import { cpSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { detsim } from '../checkpoint/cli.js';
@@ -29,6 +30,11 @@ describe('detsim diff', () => {
     const other = m![2] === 'north' ? 'south' : 'north';
     lines[2] = lines[2]!.replace(m![0], m![0].replace(`"move":"${m![2]}"`, `"move":"${other}"`));
     writeFileSync(join(changed, 'trace.jsonl'), lines.join('\n'));
+    const bound = detsim(['diff', a, changed]);
+    expect(bound.status).toBe(2);
+    expect(bound.stderr).toMatch(/^detsim: \[audit_trace_segment_tampered\] .*trace\.jsonl: segment 0's bytes differ/m);
+    // Without the receipt that bound it, the changed trace is another run: diagnosed, not refused.
+    rmSync(join(changed, 'receipt.json'));
     const diff = detsim(['diff', a, changed]);
     expect(diff.status).toBe(1);
     expect(diff.stdout).toContain(

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { diagnose } from '../../coordinator/receipt/diagnosis.js';
-import { readReceipt } from '../../coordinator/receipt/receipt.js';
+import { hydrateReceipt, readReceipt } from '../../coordinator/receipt/receipt.js';
 import { reproHash } from '../../coordinator/receipt/reprohash.js';
 import { rebasedReceipt } from '../../coordinator/receipt/resume-check.js';
 import { parseStrict } from '../../core/formats/canonical-json.js';
@@ -48,8 +48,10 @@ describe('replay --resume-at', () => {
       const check = report.checks.find((c) => c.check === 'resume')!;
       expect(check).toMatchObject({ status: 'pass', detail: { checkpointId: 'ckpt-e1-2', resumeAt: 2, steps: 5 } });
 
-      const u = readReceipt(join(report.resume.uninterruptedDir, 'receipt.json'));
-      const resumed = readReceipt(join(report.resume.resumedDir, 'receipt.json'));
+      // receipt.json binds its trace by digest: the steps are read back through the trace reader.
+      const read = (dir: string) => hydrateReceipt(dir, readReceipt(join(dir, 'receipt.json')));
+      const u = read(report.resume.uninterruptedDir);
+      const resumed = read(report.resume.resumedDir);
       expect((resumed.steps as unknown as Steps).map((s) => s.behaviour.scope.epoch)).toEqual([
         'e1',
         'e1',

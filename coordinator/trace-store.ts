@@ -1,0 +1,543 @@
+// The trace on disk and its one reader (docs/spec/trace-store.md). Two formats:
+//   - `jsonl` (the old one): <runDir>/trace.jsonl, one canonical TransitionTrace per line.
+//   - `segments`: <runDir>/trace/NNNNNN.jsonl.gz, each a gzip of the same canonical lines for a
+//     run of consecutive steps, and <runDir>/trace/index.jsonl, one canonical line per segment
+//     {segment, firstStep, steps, bytes, sha256} appended once the segment is durable.
+// The segmented writer compresses off the step loop (zlib's thread pool), keeps at most a few
+// sealed segments in flight (back-pressure: append returns a promise to await), and `sync()`
+// seals the open segment and fsyncs segments, index and directory, so a checkpoint committed after
+// it never points past durable trace. The reader detects the format, checks every segment against
+// the digest the index (or a receipt) binds, and yields the steps in order.
+// NOT the meaning of a step (trace.ts), the receipt (receipt/receipt.ts) or the step loop.
+import { createHash } from 'node:crypto';
+import {
+  closeSync,
+  existsSync,
+  fsyncSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  readdirSync,
+  renameSync,
+  rmSync,
+} from 'node:fs';
+import { open as openAsync } from 'node:fs/promises';
+import { join } from 'node:path';
+import { gunzipSync } from 'node:zlib';
+import { canonicalize, parseStrict } from '../core/formats/canonical-json.js';
+import { DetsimError } from '../core/formats/errors.js';
+import { discardStaged, fsyncDir, publishStaged, stageFileDurable, writeAll, type StagedFile } from './durable-file.js';
+import { canonicalBehaviour, type TransitionTrace } from './trace.js';
+import { genesisHashes, sealSegment, sealSegmentOffLoop, type TraceHashState } from './trace-seal-thread.js';
+import { asWriteFailure, guardWrite } from './write-failure.js';
+
+/** The old single-file trace (one canonical line per step). */
+export const TRACE_JSONL = 'trace.jsonl';
+/** The directory of a segmented trace and its index file. */
+export const TRACE_DIR = 'trace';
+export const TRACE_INDEX = 'index.jsonl';
+/** The format ids a receipt's `trace.format` names, by format. */
+export const TRACE_FORMATS = { jsonl: 'detsim-trace-jsonl-v1', segments: 'detsim-trace-segments-v1' } as const;
+/** A trace's on-disk format: `jsonl` (trace.jsonl) or `segments` (trace/ + index). */
+export type TraceFormat = keyof typeof TRACE_FORMATS;
+/** Default steps per segment: ~4k steps of 16 walkers is ~32 MB of lines, ~1.7 MB on disk. */
+export const DEFAULT_SEGMENT_STEPS = 4096;
+/** Sealed segments allowed in flight (compressing or writing) before append makes the loop wait. */
+export const DEFAULT_MAX_IN_FLIGHT = 2;
+
+/** One segment of a segmented trace, as the index (and a receipt) binds it. */
+export interface SegmentEntry {
+  /** File name inside trace/. */
+  segment: string;
+  /** U64 string: the step of its first line. */
+  firstStep: string;
+  /** Number of lines (steps). */
+  steps: number;
+  /** Bytes of the file (compressed). */
+  bytes: number;
+  /** SHA-256 of the file's bytes. */
+  sha256: string;
+  /** The running hashes after its last step (what resume continues from without reading earlier segments). */
+  after?: TraceHashState;
+}
+
+/** Where a trace sits on disk: the whole binding a receipt records (`receipt.trace`). */
+export interface TraceBinding {
+  format: (typeof TRACE_FORMATS)[TraceFormat];
+  /** Total steps over all segments. */
+  steps: number;
+  /** In step order; a jsonl trace is one "segment", trace.jsonl itself. */
+  segments: SegmentEntry[];
+}
+
+/** The writer a session appends to: the old TraceWriter (sync) and SegmentedTraceWriter (async) both fit. */
+export interface TraceSink {
+  /**
+   * Append one canonical trace line (and, for a segmented trace, the step's behaviour text as the
+   * behaviour digest hashes it); a returned promise means "wait before the next step" (back-pressure).
+   */
+  appendLine(line: string, behaviourText?: string): void | Promise<void>;
+  /** Make every appended line durable (before a checkpoint at this boundary is committed). */
+  sync(): void | Promise<void>;
+  /** sync, then release the files; safe to call twice. */
+  close(): void | Promise<void>;
+}
+
+const segmentName = (seq: number) => `${String(seq).padStart(6, '0')}.jsonl.gz`;
+const SEGMENT_FILE = /^([0-9]{6})\.jsonl\.gz$/;
+
+/** One past the highest segment number in the index or the directory (an orphan from a crash is never overwritten). */
+function nextSegmentSeq(dir: string, index: readonly SegmentEntry[]): number {
+  const names = [...index.map((s) => s.segment), ...(existsSync(dir) ? readdirSync(dir) : [])];
+  return names.reduce((n, f) => Math.max(n, Number(SEGMENT_FILE.exec(f)?.[1] ?? -1) + 1), 0);
+}
+const sha256 = (b: Uint8Array) => createHash('sha256').update(b).digest('hex');
+
+/**
+ * Writes a segmented trace: lines are gathered in memory until `segmentSteps` of them (or a
+ * `sync()`), then sealed: gzip runs in zlib's thread pool, and the segment file is written,
+ * fsynced and recorded in index.jsonl in step order. At most `maxInFlight` sealed segments wait;
+ * beyond that `appendLine` returns a promise that settles when the oldest is on disk.
+ */
+export class SegmentedTraceWriter implements TraceSink {
+  readonly dir: string;
+  private lines: string[] = [];
+  private behaviours: string[] = [];
+  /** The running hashes at the end of the last sealed segment (null: a line came without its behaviour text). */
+  private hashes: TraceHashState | null;
+  /** False once a line came without its behaviour text: the index then records no hashes. */
+  private hashing: boolean;
+  private nextSeq: number;
+  private nextStep: bigint;
+  private firstOfOpen: bigint;
+  private tail: Promise<void> = Promise.resolve();
+  private inFlight = 0;
+  private failure: unknown;
+  private indexFd: number | undefined;
+  private closed = false;
+
+  constructor(
+    readonly runDir: string,
+    private readonly opts: { segmentSteps?: number; maxInFlight?: number } = {},
+  ) {
+    this.dir = join(runDir, TRACE_DIR);
+    guardWrite(this.dir, () => mkdirSync(this.dir, { recursive: true }));
+    const index = readTraceIndex(runDir);
+    const last = index[index.length - 1];
+    this.nextSeq = nextSegmentSeq(this.dir, index);
+    this.nextStep = last ? BigInt(last.firstStep) + BigInt(last.steps) : 0n;
+    this.firstOfOpen = this.nextStep;
+    this.hashes = last ? (last.after ?? null) : genesisHashes();
+    this.hashing = this.hashes !== null;
+    const path = join(this.dir, TRACE_INDEX);
+    this.indexFd = guardWrite(path, () => openSync(path, 'a'));
+  }
+
+  /** The step the next appended line must carry. */
+  get step(): bigint {
+    return this.nextStep;
+  }
+
+  appendLine(line: string, behaviourText?: string): void | Promise<void> {
+    this.throwIfFailed();
+    if (this.closed) throw new Error('trace writer closed');
+    this.lines.push(line);
+    if (behaviourText === undefined) this.hashing = false;
+    else this.behaviours.push(behaviourText);
+    this.nextStep++;
+    if (this.lines.length < (this.opts.segmentSteps ?? DEFAULT_SEGMENT_STEPS)) return;
+    this.seal();
+    if (this.inFlight > (this.opts.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT)) return this.drainOne();
+  }
+
+  /** Seal the open segment (if any), wait for every segment to be durable, fsync the index and directory. */
+  async sync(): Promise<void> {
+    this.throwIfFailed();
+    if (this.lines.length > 0) this.seal();
+    await this.tail;
+    this.throwIfFailed();
+    const fd = this.indexFd;
+    if (fd !== undefined) guardWrite(join(this.dir, TRACE_INDEX), () => fsyncSync(fd));
+    fsyncDir(this.dir);
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    try {
+      await this.sync();
+    } finally {
+      this.closed = true;
+      if (this.indexFd !== undefined) closeSync(this.indexFd);
+      this.indexFd = undefined;
+    }
+  }
+
+  private throwIfFailed(): void {
+    if (this.failure !== undefined) throw this.failure;
+  }
+
+  /** Wait until fewer than the allowed segments are in flight. */
+  private async drainOne(): Promise<void> {
+    const limit = this.opts.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT;
+    while (this.inFlight > limit && this.failure === undefined) await this.tail;
+    this.throwIfFailed();
+  }
+
+  /**
+   * Hand the open lines to the sealing thread: it gzips them and advances the running hashes from
+   * the previous segment's end, so segments are sealed one after another, each written, fsynced
+   * and recorded in the index in step order.
+   */
+  private seal(): void {
+    const text = `${this.lines.join('\n')}\n`;
+    const behaviour = this.behaviours.length > 0 ? `${this.behaviours.join('\n')}\n` : '';
+    const entry = { seq: this.nextSeq++, firstStep: this.firstOfOpen, steps: this.lines.length };
+    this.lines = [];
+    this.behaviours = [];
+    this.firstOfOpen = this.nextStep;
+    this.inFlight++;
+    this.tail = this.tail.then(async () => {
+      try {
+        if (this.failure !== undefined) return;
+        const from = this.hashing ? this.hashes : null;
+        const sealed = await sealSegmentOffLoop({
+          text,
+          behaviour: from ? behaviour : '',
+          from: from ?? genesisHashes(),
+        });
+        this.hashes = from && this.hashing ? sealed.to : null;
+        await this.writeSegment(entry, Buffer.from(sealed.gz.buffer, sealed.gz.byteOffset, sealed.gz.byteLength));
+      } catch (e) {
+        this.failure ??= asWriteFailure(e, join(this.dir, segmentName(entry.seq)));
+      } finally {
+        this.inFlight--;
+      }
+    });
+  }
+
+  private async writeSegment(e: { seq: number; firstStep: bigint; steps: number }, bytes: Buffer): Promise<void> {
+    const name = segmentName(e.seq);
+    const fh = await openAsync(join(this.dir, name), 'w');
+    try {
+      await fh.writeFile(bytes);
+      await fh.sync();
+    } finally {
+      await fh.close();
+    }
+    const line: SegmentEntry = {
+      segment: name,
+      firstStep: e.firstStep.toString(),
+      steps: e.steps,
+      bytes: bytes.byteLength,
+      sha256: sha256(bytes),
+      ...(this.hashes ? { after: this.hashes } : {}),
+    };
+    writeAll(this.indexFd!, Buffer.from(`${canonicalize(line)}\n`, 'utf8'));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reading
+
+/** Which format a run directory's trace is in, or null when it has none. */
+export function traceFormatOf(runDir: string): TraceFormat | null {
+  if (existsSync(join(runDir, TRACE_DIR, TRACE_INDEX))) return 'segments';
+  if (existsSync(join(runDir, TRACE_JSONL))) return 'jsonl';
+  return null;
+}
+
+/** The index of a segmented trace (a torn last line, written by a crash mid-append, is ignored). */
+export function readTraceIndex(runDir: string): SegmentEntry[] {
+  const path = join(runDir, TRACE_DIR, TRACE_INDEX);
+  if (!existsSync(path)) return [];
+  const lines = readFileSync(path, 'utf8').split('\n');
+  const out: SegmentEntry[] = [];
+  lines.forEach((line, i) => {
+    if (line.length === 0) return;
+    try {
+      out.push(parseStrict(line) as unknown as SegmentEntry);
+    } catch (e) {
+      if (i === lines.length - 1) return; // torn: the segment it named is not part of the trace
+      throw new DetsimError(
+        'struct_invalid_receipt',
+        `${path}: line ${i + 1}: ${(e as Error).message}`,
+        `${TRACE_INDEX}:${i + 1}`,
+      );
+    }
+  });
+  return out;
+}
+
+/** The binding of the trace as it is on disk now (what a receipt records). */
+export function traceBindingOf(runDir: string): TraceBinding {
+  const format = traceFormatOf(runDir);
+  if (format === null) throw missingTrace(runDir);
+  if (format === 'segments') {
+    const segments = readTraceIndex(runDir);
+    return { format: TRACE_FORMATS.segments, steps: segments.reduce((n, s) => n + s.steps, 0), segments };
+  }
+  const bytes = readFileSync(join(runDir, TRACE_JSONL));
+  const steps = bytes
+    .toString('utf8')
+    .split('\n')
+    .filter((l) => l.length > 0).length;
+  return {
+    format: TRACE_FORMATS.jsonl,
+    steps,
+    segments: [{ segment: TRACE_JSONL, firstStep: '0', steps, bytes: bytes.byteLength, sha256: sha256(bytes) }],
+  };
+}
+
+function missingTrace(runDir: string): DetsimError {
+  return new DetsimError(
+    'struct_invalid_receipt',
+    `${runDir}: no trace (neither ${TRACE_JSONL} nor ${TRACE_DIR}/${TRACE_INDEX})`,
+    TRACE_JSONL,
+  );
+}
+
+/**
+ * Check the trace on disk against a binding (a receipt's `trace`): every bound segment present
+ * (audit_trace_segment_missing), in its place (audit_trace_segment_reordered: its bytes are those
+ * bound to another position) and unchanged (audit_trace_segment_tampered); nothing more or less.
+ */
+export function checkTraceBinding(runDir: string, bound: TraceBinding, what = 'receipt.json'): void {
+  const onDisk = traceFormatOf(runDir);
+  const dir = bound.format === TRACE_FORMATS.segments ? join(runDir, TRACE_DIR) : runDir;
+  if (onDisk === null || TRACE_FORMATS[onDisk] !== bound.format)
+    throw new DetsimError(
+      'audit_trace_segment_missing',
+      `${runDir}: ${what} binds a ${bound.format} trace, the run directory holds ${onDisk ? TRACE_FORMATS[onDisk] : 'none'}`,
+      'trace.format',
+    );
+  const byDigest = new Map(bound.segments.map((s, i) => [s.sha256, i]));
+  bound.segments.forEach((s, i) => checkSegmentFile(dir, s, i, byDigest, what));
+  if (bound.format === TRACE_FORMATS.segments) {
+    const index = readTraceIndex(runDir);
+    if (canonicalize(index) !== canonicalize(bound.segments))
+      throw new DetsimError(
+        'audit_trace_segment_tampered',
+        `${join(dir, TRACE_INDEX)}: lists ${index.length} segments that differ from the ${bound.segments.length} ${what} binds`,
+        `trace.segments`,
+      );
+  }
+}
+
+/** One segment file against its bound entry: present, then its own bytes, else named as moved or changed. */
+function checkSegmentFile(
+  dir: string,
+  s: SegmentEntry,
+  i: number,
+  byDigest: ReadonlyMap<string, number>,
+  what: string,
+): Buffer {
+  const path = join(dir, s.segment);
+  if (!existsSync(path))
+    throw new DetsimError(
+      'audit_trace_segment_missing',
+      `${path}: segment ${i} (steps from ${s.firstStep}, ${s.steps} steps) bound by ${what} is missing`,
+      `trace.segments[${i}]`,
+    );
+  const bytes = readFileSync(path);
+  const digest = sha256(bytes);
+  if (digest === s.sha256) return bytes;
+  const other = byDigest.get(digest);
+  if (other !== undefined && other !== i)
+    throw new DetsimError(
+      'audit_trace_segment_reordered',
+      `${path}: holds the bytes ${what} binds to segment ${other}, not those of segment ${i}`,
+      `trace.segments[${i}]`,
+    );
+  throw new DetsimError(
+    'audit_trace_segment_tampered',
+    `${path}: segment ${i}'s bytes differ from the SHA-256 ${what} binds`,
+    `trace.segments[${i}]`,
+  );
+}
+
+/** Options of the reader. */
+export interface ReadTraceOptions {
+  /** Skip whole segments that end before this step (lines before it in the first kept segment are still yielded). */
+  fromStep?: bigint;
+  /** Called with each file the reader opens (instrumentation: resume must open only the last segments). */
+  onOpen?: (path: string) => void;
+}
+
+/** The canonical lines of a run's trace, in step order, checked against the index; a jsonl trace as it is. */
+export function* readTraceLinesSync(runDir: string, opts: ReadTraceOptions = {}): Generator<string> {
+  const format = traceFormatOf(runDir);
+  if (format === null) throw missingTrace(runDir);
+  if (format === 'jsonl') {
+    const path = join(runDir, TRACE_JSONL);
+    opts.onOpen?.(path);
+    for (const line of readFileSync(path, 'utf8').split('\n')) if (line.length > 0) yield line;
+    return;
+  }
+  const dir = join(runDir, TRACE_DIR);
+  const index = readTraceIndex(runDir);
+  const byDigest = new Map(index.map((s, i) => [s.sha256, i]));
+  for (const [i, s] of index.entries()) {
+    if (opts.fromStep !== undefined && BigInt(s.firstStep) + BigInt(s.steps) <= opts.fromStep) continue;
+    opts.onOpen?.(join(dir, s.segment));
+    const bytes = checkSegmentFile(dir, s, i, byDigest, TRACE_INDEX);
+    const lines = gunzipSync(bytes).toString('utf8').split('\n');
+    if (lines[lines.length - 1] === '') lines.pop();
+    if (lines.length !== s.steps)
+      throw new DetsimError(
+        'audit_trace_segment_tampered',
+        `${join(dir, s.segment)}: holds ${lines.length} lines, ${TRACE_INDEX} says ${s.steps}`,
+        `trace.segments[${i}]`,
+      );
+    yield* lines;
+  }
+}
+
+/** The steps of a run's trace in order (either format), parsed strictly. Synchronous twin of {@link readTrace}. */
+export function* readTraceSync(runDir: string, opts: ReadTraceOptions = {}): Generator<TransitionTrace> {
+  let n = 0;
+  for (const line of readTraceLinesSync(runDir, opts)) {
+    n++;
+    try {
+      yield parseStrict(line) as unknown as TransitionTrace;
+    } catch (e) {
+      if (!(e instanceof DetsimError)) throw e;
+      throw new DetsimError('struct_invalid_receipt', `${runDir}: trace line ${n}: ${e.message}`, `trace:${n}`);
+    }
+  }
+}
+
+/**
+ * THE trace reader: the steps of a run directory's trace as an async iterator, whatever the
+ * format (trace.jsonl or trace/ segments), each segment checked against its digest first.
+ */
+export async function* readTrace(runDir: string, opts: ReadTraceOptions = {}): AsyncGenerator<TransitionTrace> {
+  for (const t of readTraceSync(runDir, opts)) {
+    yield t;
+    // Let other work run between steps (a long trace is read without starving the event loop).
+    if (Number(t.behaviour.scope.step) % 1024 === 1023) await new Promise((r) => setImmediate(r));
+  }
+}
+
+/** Bytes a trace occupies on disk (every file of the binding, plus the index). */
+export function traceBytesOnDisk(runDir: string): number {
+  const b = traceBindingOf(runDir);
+  const index = join(runDir, TRACE_DIR, TRACE_INDEX);
+  const extra = b.format === TRACE_FORMATS.segments && existsSync(index) ? readFileSync(index).byteLength : 0;
+  return b.segments.reduce((n, s) => n + s.bytes, 0) + extra;
+}
+
+/**
+ * Cut a segmented trace back to the steps before `step` (recovery rewinds): later segments are
+ * removed, one that straddles it is resealed with its earlier lines (hashes recomputed; `rebased`
+ * gives a line's behaviour text as the digest hashes it — by default its canonical behaviour,
+ * right for a run in one epoch), and the index is replaced durably. The writer must be closed.
+ * Returns the number of steps removed.
+ */
+export function truncateSegmentedTrace(
+  runDir: string,
+  step: bigint,
+  rebased: (line: string) => string = (line) =>
+    canonicalBehaviour((parseStrict(line) as unknown as TransitionTrace).behaviour),
+): number {
+  const cut = stageSegmentedCut(runDir, step, rebased);
+  publishStaged(cut.staged);
+  const dir = join(runDir, TRACE_DIR);
+  for (const name of cut.leaving) guardWrite(join(dir, name), () => rmSync(join(dir, name), { force: true }));
+  fsyncDir(dir);
+  return cut.abandonedSteps;
+}
+
+/** A segmented trace cut at a checkpoint boundary, staged: publishing it is renames only. */
+export interface SegmentedCut {
+  /** The running hashes after the kept steps (the checkpoint's chain must equal `chain`). */
+  hashes: TraceHashState;
+  keptSteps: bigint;
+  /** Steps of the killed run beyond the boundary (first and last), or null. */
+  abandoned: { from: bigint; to: bigint } | null;
+  abandonedSteps: number;
+  staged: StagedFile[];
+  /** Segment files that leave the trace: renamed to `abandoned-<epoch>-<name>` once the cut is published. */
+  leaving: string[];
+}
+
+/**
+ * Stage the cut of a segmented trace at boundary `k` reading only what it must: whole segments
+ * before k are kept by their index entries (their running hashes say where the chain and digest
+ * stand), a segment that straddles k is read and resealed with its earlier lines (`rebased`
+ * gives each kept line's behaviour text as the digest hashes it), later segments are abandoned.
+ */
+export function stageSegmentedCut(
+  runDir: string,
+  k: bigint,
+  rebased: (line: string) => string,
+  opts: ReadTraceOptions = {},
+): SegmentedCut {
+  const dir = join(runDir, TRACE_DIR);
+  const index = readTraceIndex(runDir);
+  const kept: SegmentEntry[] = [];
+  const leaving: string[] = [];
+  let hashes = genesisHashes();
+  let abandonedSteps = 0;
+  let abandonedFrom: bigint | null = null;
+  let resealed: { entry: SegmentEntry; gz: Buffer } | null = null;
+  let nextSeq = nextSegmentSeq(dir, index);
+  for (const [i, s] of index.entries()) {
+    const first = BigInt(s.firstStep);
+    const end = first + BigInt(s.steps);
+    if (end <= k) {
+      if (!s.after) throw noHashes(dir, s);
+      kept.push(s);
+      hashes = s.after;
+      continue;
+    }
+    leaving.push(s.segment);
+    abandonedFrom ??= first >= k ? first : k;
+    abandonedSteps += Number(end - (first >= k ? first : k));
+    if (first >= k) continue;
+    opts.onOpen?.(join(dir, s.segment));
+    const lines = gunzipSync(checkSegmentFile(dir, s, i, new Map(), TRACE_INDEX))
+      .toString('utf8')
+      .split('\n');
+    const keep = lines.slice(0, Number(k - first));
+    const out = sealSegment({
+      text: `${keep.join('\n')}\n`,
+      behaviour: keep.map((l) => `${rebased(l)}\n`).join(''),
+      from: hashes,
+    });
+    const gz = Buffer.from(out.gz.buffer, out.gz.byteOffset, out.gz.byteLength);
+    hashes = out.to;
+    const entry = { segment: segmentName(nextSeq++), firstStep: s.firstStep, steps: keep.length, bytes: gz.byteLength };
+    resealed = { entry: { ...entry, sha256: sha256(gz), after: hashes }, gz };
+  }
+  const keptSteps = kept.reduce((n, s) => n + BigInt(s.steps), 0n) + BigInt(resealed?.entry.steps ?? 0);
+  const staged: StagedFile[] = [];
+  try {
+    if (resealed) staged.push(stageFileDurable(join(dir, resealed.entry.segment), [resealed.gz]));
+    const entries = resealed ? [...kept, resealed.entry] : kept;
+    staged.push(stageFileDurable(join(dir, TRACE_INDEX), entries.map((e) => `${canonicalize(e)}\n`).join('')));
+  } catch (e) {
+    discardStaged(staged);
+    throw e;
+  }
+  const abandoned =
+    abandonedFrom === null ? null : { from: abandonedFrom, to: abandonedFrom + BigInt(abandonedSteps) - 1n };
+  return { hashes, keptSteps, abandoned, abandonedSteps, staged, leaving };
+}
+
+function noHashes(dir: string, s: SegmentEntry): DetsimError {
+  return new DetsimError(
+    'struct_run_record',
+    `${join(dir, TRACE_INDEX)}: segment ${s.segment} records no running hashes; this trace cannot be resumed`,
+    TRACE_INDEX,
+  );
+}
+
+/** Publish a staged cut: the new segment and the index by rename (the index last), then move the leaving files aside. */
+export function publishSegmentedCut(runDir: string, cut: SegmentedCut, epoch: string): void {
+  publishStaged(cut.staged);
+  const dir = join(runDir, TRACE_DIR);
+  for (const name of cut.leaving)
+    if (existsSync(join(dir, name)))
+      guardWrite(join(dir, name), () => renameSync(join(dir, name), join(dir, `abandoned-${epoch}-${name}`)));
+  fsyncDir(dir);
+}
