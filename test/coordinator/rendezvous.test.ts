@@ -6,7 +6,7 @@
 // a record for a wrong role, malformed or foreign, is refused naming the field.
 // The multi-host case (network namespaces) is rendezvous-netns.test.ts.
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -98,11 +98,18 @@ describe('detsim worker --rendezvous', () => {
       expect(readdirSync(pyDir)).toEqual([]);
       // The flag refusals are worded alike too.
       const flags = ['--listen', '127.0.0.1:0', '--role', 'agent', '--worker-id', 'w'];
+      // A record that cannot be written (here: a directory is in its place) stops the worker, no temporary left.
+      const blocked = tempDir('ds-rv-blocked-');
+      mkdirSync(join(blocked, 'w.json'));
       for (const [extra, line] of [
         [['--advertise', 'h:1'], 'detsim: [struct_invalid_field] --advertise is only used with --rendezvous DIR'],
         [
           ['--rendezvous', join(pyDir, 'nope')],
           `detsim: [struct_invalid_field] --rendezvous "${join(pyDir, 'nope')}" is not an existing directory`,
+        ],
+        [
+          ['--rendezvous', blocked],
+          "detsim: [perm_write_failed] --rendezvous: cannot write this worker's record (EISDIR)",
         ],
       ] as const) {
         const r = spawnSync(python, ['-m', 'detsim_worker', ...flags, ...extra], { encoding: 'utf8', cwd: REPO_ROOT });
@@ -113,6 +120,7 @@ describe('detsim worker --rendezvous', () => {
         });
         expect([t.status, t.stderr.trim()]).toEqual([2, line]);
       }
+      expect(readdirSync(blocked)).toEqual(['w.json']);
     },
   );
 });

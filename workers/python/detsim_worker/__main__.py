@@ -5,6 +5,7 @@
 # prints the one ready line; exits 0 on Shutdown, SIGTERM/SIGINT, or when its parent goes away.
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -149,8 +150,14 @@ def main(argv: list[str]) -> int:
     if options['rendezvous'] is not None:
         from .runtime import CONTRACT_DIGEST
         # Plaintext until the worker serves TLS: no certificate, no fingerprint.
-        joined = write_record(options['rendezvous'], options['worker_id'], options['role'],
-                              advertised_address(bound, options['advertise']), options['session'], CONTRACT_DIGEST)
+        try:
+            joined = write_record(options['rendezvous'], options['worker_id'], options['role'],
+                                  advertised_address(bound, options['advertise']), options['session'], CONTRACT_DIGEST)
+        except OSError as e:
+            code = errno.errorcode.get(e.errno or 0, 'error')
+            sys.stderr.write(f"detsim: [perm_write_failed] --rendezvous: cannot write this worker's record ({code})\n")
+            server.stop(0)
+            return 2
     sys.stdout.write(json.dumps({'ready': True, 'listen': bound, 'pid': os.getpid()}, separators=(',', ':')) + '\n')
     sys.stdout.flush()
     while not stop_event.wait(1.0):

@@ -68,18 +68,20 @@ def write_record(directory: str, worker_id: str, role: str, address: str, sessio
     data = record_bytes(record)
     path = os.path.join(directory, f'{worker_id}.json')
     tmp = os.path.join(directory, f'.{worker_id}.json.tmp-{os.getpid()}')
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.rename(tmp, path)
     except BaseException:
-        os.close(fd)
-        os.unlink(tmp)
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
         raise
-    os.close(fd)
-    os.rename(tmp, path)
     dir_fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(dir_fd)
