@@ -1,6 +1,7 @@
 // Prints the plain closing line CI reads, "N passed, N failed, N skipped", summed over the vitest
 // JSON report, the cargo test log (when the Rust workspace ran) and the pytest log (when the Python
-// worker's suite ran), then names every skipped test.
+// worker's suite ran), then names every skipped test. Failures count tests (a test file that failed
+// to run at all counts as one, named), never the suites around a failing test.
 // Exits 1 if anything failed, or if any test was skipped (vitest, pytest) or ignored (cargo) that is not on
 // the documented allow-list scripts/expected-skips.json: a skipped test never fails, so an
 // unexpected skip is a failure here. Reads reports only; runs nothing.
@@ -22,9 +23,16 @@ const vitest = 'reports/vitest.json';
 if (existsSync(vitest)) {
   const r = JSON.parse(readFileSync(vitest, 'utf8'));
   passed += r.numPassedTests;
-  failed += r.numFailedTests + (r.numFailedTestSuites ?? 0);
+  // Tests, not suites: numFailedTestSuites counts each file and describe block around a failing test.
+  failed += r.numFailedTests;
   for (const file of r.testResults ?? []) {
     const rel = relative(process.cwd(), file.name);
+    // A file that failed without a failing test never ran (an import or syntax error): one failure, named.
+    if (file.status === 'failed' && !(file.assertionResults ?? []).some((t) => t.status === 'failed')) {
+      failed += 1;
+      const why = String(file.message ?? '').split('\n')[0];
+      console.error(`test-summary: ${rel} failed to run (counted as 1 failed): ${why}`);
+    }
     for (const t of file.assertionResults ?? []) {
       if (!SKIPPED.has(t.status)) continue;
       const name = `${rel} > ${t.fullName}`;

@@ -42,6 +42,7 @@ import {
 } from './checks.js';
 import type { HostContext, HostReply } from './host-context.js';
 import { callModel, invalid, loadModel } from './model-call.js';
+import { PrepareStateGuard } from './prepare-guard.js';
 import { resolveAgentModel } from './models/registry.js';
 import { ONE_MS, NO_DATASET_DIGEST, type AgentModel, type AgentReward, type JsonObject } from './sdk.js';
 import { encodeState } from './state-codec.js';
@@ -56,6 +57,8 @@ interface AgentIdentity {
   modelSpec: string;
   model: AgentModel<unknown>;
   strict: boolean;
+  /** A built-in model: the shared-state guard (strict user models only) skips it. */
+  builtin: boolean;
   params: JsonObject;
   seed: number;
   stepDuration: RationalNs;
@@ -268,7 +271,7 @@ export class AgentHost {
     stepDuration: RationalNs,
     field: string,
   ): Promise<AgentIdentity> {
-    const { model, strict, params } = await loadModel(
+    const { model, strict, params, builtin } = await loadModel(
       (spec) => resolveAgentModel(spec, this.ctx.launchedModels),
       modelSpec,
       rawParams,
@@ -298,6 +301,7 @@ export class AgentHost {
       modelSpec,
       model,
       strict,
+      builtin,
       params,
       seed,
       stepDuration,
@@ -330,6 +334,7 @@ export class AgentHost {
         );
     });
     const out: JsonObject[] = [];
+    const guard = new PrepareStateGuard();
     for (const p of plan) {
       if (p.cached) {
         p.slot.preparedIds.add(req.requestId);
@@ -369,7 +374,10 @@ export class AgentHost {
       this.cache.put(p.key, slot.committedStep, { digest: p.digest, result, requestId: req.requestId });
       this.ctx.progress(req.requestId);
       out.push(result);
+      // Strict user models only: two captures per agent-step cost up to a quarter of a lif step.
+      if (slot.strict && !slot.builtin) guard.record(slot.agentId, () => slot.model.capture(slot.state));
     }
+    guard.check((agentId) => (this.agents.get(agentId)!.phase = 'failed'));
     return { result: { agents: out as unknown as PreparedDecision[] } };
   }
 

@@ -34,6 +34,8 @@ export interface LoadedModel<M> {
   strict: boolean;
   /** The params after the model resolved them (defaults filled in): what the profile digest covers. */
   params: JsonObject;
+  /** A built-in model (trusted code: checks aimed at a researcher's model skip it). */
+  builtin: boolean;
 }
 
 /** Resolve a model spec and its params the same way for agents and environments; refusals name `field`. */
@@ -58,5 +60,6 @@ export async function loadModel<M extends ResolvableModel>(
   } catch (err) {
     throw new ProtocolRefusal('INVALID_ARGUMENT', `${field}.${(err as Error).message}`);
   }
-  return { model, strict: checked.strict ?? (builtin ? true : strictUserModels), params: checked.params as JsonObject };
+  const strict = checked.strict ?? (builtin ? true : strictUserModels);
+  return { model, strict, params: checked.params as JsonObject, builtin };
 }

@@ -59,7 +59,9 @@ export interface AgentCommitContext {
 
 /**
  * An agent model. Callbacks must be deterministic functions of (state, context): no clock, no
- * Math.random, no unsorted iteration. `prepare` runs the ticks and returns the decision; `commit`
+ * Math.random, no unsorted iteration. `prepare` runs the ticks and returns the decision (it may change
+ * its own agent's state, never another's: under strict mode the worker refuses a prepare that changed
+ * another agent's state, see workers/prepare-guard.ts); `commit`
  * takes rewards without ticking; `capture` returns plain data (typed arrays as Uint8Array views),
  * `restore` rebuilds the state from exactly that data.
  */

@@ -41,6 +41,16 @@ export function encodeState(value: unknown): Buffer {
   return new Packr(OPTIONS).pack(sorted(value, '$'));
 }
 
+const transient = new Packr(OPTIONS);
+
+/**
+ * The same bytes as encodeState, in a buffer the next call reuses: compare or copy them at once.
+ * For checks that encode every step (workers/prepare-guard.ts), where a fresh Packr costs most.
+ */
+export function encodeStateTransient(value: unknown): Buffer {
+  return transient.pack(sorted(value, '$'));
+}
+
 /** Decode payload bytes back to plain data (maps become objects, bin becomes Buffer/Uint8Array). */
 export function decodeState(bytes: Uint8Array): unknown {
   return decoder.unpack(bytes);

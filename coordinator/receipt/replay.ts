@@ -311,6 +311,7 @@ export async function replay(source: string | RunPlan, opts: ReplayOptions = {})
       outDir: opts.outDir,
       steps: opts.steps ?? plan.steps,
       canonical: strip,
+      verbose: opts.runOptions?.verbose === true,
     });
     checks.push(resume.check);
   }

@@ -34,7 +34,7 @@ export { rebasedReceipt } from './rebase.js';
 export async function resumeCheck(
   plan: RunPlan,
   k: number,
-  opts: { outDir?: string; steps?: number; canonical?: CanonicalOptions } = {},
+  opts: { outDir?: string; steps?: number; canonical?: CanonicalOptions; verbose?: boolean } = {},
 ): Promise<ResumeCheckResult> {
   const n = opts.steps ?? plan.steps;
   if (!Number.isInteger(k) || k < 1 || k + 1 >= n)
@@ -46,7 +46,9 @@ export async function resumeCheck(
   const outDir = opts.outDir ?? 'runs';
   mkdirSync(outDir, { recursive: true });
   const silent = () => undefined;
-  const plain = await runSession(plan, { outDir, steps: n, dispatch: 'concurrent', onWarning: silent });
+  // `--verbose` reaches every run of the check (a Python model's failure then carries its traceback).
+  const verbose = opts.verbose === true;
+  const plain = await runSession(plan, { outDir, steps: n, dispatch: 'concurrent', onWarning: silent, verbose });
   // Each run and the resume write their receipt.json as their last act (the session loop).
   const u = plain.receipt.receipt;
 
@@ -67,6 +69,7 @@ export async function resumeCheck(
       steps: n,
       dispatch: 'concurrent',
       onWarning: silent,
+      verbose,
       signal: controller.signal,
       extension,
       hooks: {
@@ -91,7 +94,7 @@ export async function resumeCheck(
     });
     return { check, uninterruptedDir: plain.runDir, resumedDir: '', checkpointId, divergence: null };
   }
-  const r = (await resumeRun(interruptedDir, { checkpointId, steps: n, logLevel: 'warn' })).receipt.receipt;
+  const r = (await resumeRun(interruptedDir, { checkpointId, steps: n, logLevel: 'warn', verbose })).receipt.receipt;
   const hu = reproHash(u, opts.canonical).reproHash;
   const hr = reproHash(rebasedReceipt(r), opts.canonical).reproHash;
   const divergence = hu === hr ? null : diagnose(u, rebasedReceipt(r), opts.canonical);

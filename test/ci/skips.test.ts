@@ -1,6 +1,7 @@
 // A skipped test never fails, so CI must: scripts/test-summary.mjs fails (exit 1) on any skipped
 // vitest test or ignored cargo test that is not on scripts/expected-skips.json, naming each one,
-// and UPDATE_MODEL_VECTORS=1 never passes for a comparison (refused in CI). Runs the real script
+// the closing line counts failed tests exactly (not the suites around them, checked on a real vitest
+// report), and UPDATE_MODEL_VECTORS=1 never passes for a comparison (refused in CI). Runs the real script
 // on report files written into a scratch directory; not a test of vitest itself.
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
@@ -114,6 +115,36 @@ describe('test-summary: skips fail CI unless expected', () => {
     const clean = summary([ok]);
     expect(clean.status).toBe(0);
     expect(clean.stdout.trim()).toBe('1 passed, 0 failed, 0 skipped');
+  });
+});
+
+describe('test-summary: the closing line counts failed tests, not suites', () => {
+  // A real vitest JSON report: test/a.test.ts has one failing test inside two describe blocks
+  // (numFailedTestSuites counts the file and both blocks), test/b.test.ts failed to import.
+  const REPORT = JSON.parse(
+    readFileSync(join(process.cwd(), 'test', 'ci', 'fixtures', 'vitest-report-nested-failure.json'), 'utf8'),
+  ) as { numFailedTestSuites: number; testResults: { name: string }[] };
+
+  function summarize(report: object) {
+    const dir = mkdtempSync(join(tmpdir(), 'detsim-summary-'));
+    mkdirSync(join(dir, 'reports'));
+    writeFileSync(join(dir, 'reports', 'vitest.json'), JSON.stringify(report));
+    return spawnSync(process.execPath, [SCRIPT], { cwd: dir, encoding: 'utf8' });
+  }
+
+  it('one failing test in nested describe blocks is "1 failed"', () => {
+    const r = summarize({ ...REPORT, numFailedTestSuites: 3, testResults: REPORT.testResults.slice(0, 1) });
+    expect(r.status).toBe(1);
+    expect(r.stdout.split('\n')[0]).toBe('1 passed, 1 failed, 0 skipped');
+  });
+
+  it('a test file that failed to run counts as one failure, named with its error', () => {
+    const r = summarize(REPORT);
+    expect(r.status).toBe(1);
+    expect(r.stdout.split('\n')[0]).toBe('1 passed, 2 failed, 0 skipped');
+    expect(r.stderr).toContain(
+      "test-summary: test/b.test.ts failed to run (counted as 1 failed): Cannot find module './does-not-exist.js'",
+    );
   });
 });
 

@@ -1,8 +1,8 @@
 // Isolation on the thread transport (issue #13): a user model that throws, spins forever or exhausts
 // its heap fails the run with the same named failure (kind, worker, agents, step, phase, the
 // model's words) as on worker processes; the coordinator survives it and no thread is left behind;
-// strict mode guards each thread on its own. Real threads and processes, user model modules from
-// test/coordinator/fixtures. Not the happy path across transports (transports.test.ts).
+// strict mode guards each thread on its own, its shared-state guard included. Real threads and
+// processes, user model modules from test/coordinator/fixtures. Not the happy path across transports (transports.test.ts).
 import { copyFileSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -19,7 +19,7 @@ const FIXTURES = resolve('test', 'coordinator', 'fixtures');
 function isolationPlan(
   transport: Transport,
   agents: Record<string, unknown>[],
-  extra: { stepMs?: number; threadHeapMb?: number } = {},
+  extra: { stepMs?: number; threadHeapMb?: number; agentsPerWorker?: number } = {},
 ): RunPlan {
   return resolveConfig(
     {
@@ -30,7 +30,7 @@ function isolationPlan(
       environment: { id: 'forage', model: 'forage', params: { width: 8, height: 8, food: 4 } },
       agents: [{ id: 'walk-a', model: 'walker' }, ...agents],
       workers: {
-        agentsPerWorker: 1,
+        agentsPerWorker: extra.agentsPerWorker ?? 1,
         transport,
         ...(extra.threadHeapMb !== undefined ? { threadHeapMb: extra.threadHeapMb } : {}),
       },
@@ -325,6 +325,27 @@ describe('strict mode per thread', () => {
       nothingLeft(fleet);
     }
     expect(seen[0]).toMatchObject({ workerId: 'worker-1', agentIds: ['strict-r'], phase: 'prepare' });
+    expect(seen[1]).toEqual(seen[0]);
+  }, 180_000);
+
+  it('a strict model whose agents share one state fails at step 0, phase prepare, naming the agent, on both', async () => {
+    // walk-a, shared-a and shared-b on worker-0: shared-b's prepare moves shared-a's (the same) state.
+    const seen: ReturnType<typeof named>[] = [];
+    for (const transport of BOTH) {
+      const sharing = ['shared-a', 'shared-b'].map((id) => ({
+        id,
+        model: './shared-state-agent.ts',
+        params: { shared: true, strict: true },
+      }));
+      const { failure, fleet } = await failingRun(isolationPlan(transport, sharing, { agentsPerWorker: 3 }));
+      expect(failure.message, transport).toMatch(
+        /^worker worker-0 \(agents walk-a, shared-a, shared-b\) .* at step 0, phase prepare: .*BACKEND_FAILURE: agent shared-a: another agent's prepare changed this agent's state \(agents on one worker must not share mutable state/,
+      );
+      seen.push(named(failure));
+      recorded(failure);
+      nothingLeft(fleet);
+    }
+    expect(seen[0]).toMatchObject({ workerId: 'worker-0', step: '0', phase: 'prepare' });
     expect(seen[1]).toEqual(seen[0]);
   }, 180_000);
 

@@ -1,6 +1,8 @@
 // `detsim run --verbose` with a Python user model that raises: the run fails naming the worker,
 // agent, step, phase and the model's error text; its Python traceback reaches the user only with
-// --verbose (the launcher passes --verbose to Python workers); a NaN decision fails alike. Not the
+// --verbose (the launcher passes --verbose to Python workers); a NaN decision fails alike, and so do
+// two strict agents that share one state (each prepare moves the other's); `replay --resume-at`
+// passes --verbose on to its resume check. Not the
 // in-process bad-model checks (workers/python/tests/test_strict.py) nor the missing interpreter and
 // package refusals (python-run.test.ts).
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -41,10 +43,39 @@ def explode(ctx):
 class NotJson(Raises):
     def prepare(self, state, ctx):
         return {'move': float('nan')}
+
+
+class Shared(Raises):
+    counter = {'n': 0}
+
+    def initialize(self, ctx):
+        return Shared.counter
+
+    def prepare(self, state, ctx):
+        state['n'] += 1
+        return {'move': 'east'}
+
+    def capture(self, state):
+        return {'n': state['n']}
+
+
+class RestoreRaises(Raises):
+    def prepare(self, state, ctx):
+        return {'move': 'east'}
+
+    def restore(self, data, ctx):
+        return explode_restore(data)
+
+
+def explode_restore(data):
+    raise ValueError('the restore broke')
 `;
 
-/** A run config (one Python agent worker hosting `model`, a TypeScript environment) and its module dir. */
-function badModelRun(model = 'Raises'): { config: string; modules: string; out: string } {
+/** A run config (one Python agent worker hosting `agents` of `model`, a TypeScript environment) and its module dir. */
+function badModelRun(
+  model = 'Raises',
+  agents: Record<string, unknown>[] = [{ id: 'bad-0' }],
+): { config: string; modules: string; out: string } {
   const source = 'examples/mixed-python.yaml';
   const example = parseConfigText(readFileSync(join(REPO_ROOT, source), 'utf8'), source) as Record<string, any>;
   const dir = tmpOut('detsim-pyverbose-');
@@ -58,8 +89,8 @@ function badModelRun(model = 'Raises'): { config: string; modules: string; out: 
       ...example,
       steps: 3,
       environment: { ...example.environment, runtime: 'typescript' },
-      agents: [{ id: 'bad-0', model: `python:raising_model:${model}` }],
-      workers: { agentsPerWorker: 1, runtime: 'python' },
+      agents: agents.map((a) => ({ ...a, model: `python:raising_model:${model}` })),
+      workers: { agentsPerWorker: agents.length, runtime: 'python' },
     }),
   );
   return { config, modules, out: join(dir, 'runs') };
@@ -95,6 +126,34 @@ describe.skipIf(pythonWorkerSkip !== null)('a Python model that raises, with and
     expect(r.stderr).toContain(
       'detsim: run failed: worker worker-0 (agents bad-0) answered with an error at step 0, phase prepare: ' +
         'Agent.Prepare req-3: BACKEND_FAILURE: agent bad-0: prepare returned a decision that is not JSON',
+    );
+    expect(r.stderr).not.toMatch(/Traceback/);
+  }, 120_000);
+
+  it('replay --resume-at --verbose: a model failing only in the resume check carries its traceback', async () => {
+    // The replay runs never restore; the resume check's resumed run does, and restore raises there.
+    const { config, modules, out } = badModelRun('RestoreRaises');
+    const r = await detsimAsync(['replay', config, '--resume-at', '1', '--out', out, '--verbose'], {
+      env: { PYTHONPATH: modules },
+    });
+    expect(r.status, r.stderr).not.toBe(0);
+    expect(r.stderr).toContain(
+      'detsim: [audit_participant_refused] agent bad-0 (worker-0) refused State.StageRestore: BACKEND_FAILURE: ' +
+        'agent bad-0: restore failed: the restore broke',
+    );
+    expect(r.stderr).toMatch(/Traceback \(most recent call last\)/);
+    expect(r.stderr).toMatch(/raising_model\.py", line \d+, in explode_restore/);
+  }, 120_000);
+
+  it("under strict, two agents sharing one state fail the run: the second prepare changed the first agent's state", async () => {
+    const pair = ['bad-0', 'bad-1'].map((id) => ({ id, params: { strict: true } }));
+    const { config, modules, out } = badModelRun('Shared', pair);
+    const r = await detsimAsync(['run', config, '--out', out], { env: { PYTHONPATH: modules } });
+    expect(r.status, r.stderr).toBe(1);
+    expect(r.stderr).toContain(
+      'detsim: run failed: worker worker-0 (agents bad-0, bad-1) answered with an error at step 0, phase prepare: ' +
+        "Agent.Prepare req-3: BACKEND_FAILURE: agent bad-0: another agent's prepare changed this agent's state " +
+        '(agents on one worker must not share mutable state: give each agent its own in initialize and restore)',
     );
     expect(r.stderr).not.toMatch(/Traceback/);
   }, 120_000);

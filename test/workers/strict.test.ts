@@ -1,6 +1,7 @@
 // Strict mode with a real worker process and a user model module: Math.random, Date.now and
 // new Date() inside a model callback fail the call, naming the agent and the call; without the
-// flag the same model runs. Plus the guard's unit behaviour (globals restored, explicit dates ok).
+// flag the same model runs; a strict user model's prepare that changed another agent's state (shared
+// state) fails naming that agent. Plus the guard's unit behaviour (globals restored, explicit dates ok).
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { METHODS } from '../../core/protocol/index.js';
@@ -52,6 +53,34 @@ describe('strict mode', () => {
     resultOf(await w.client.call(METHODS.agentInitialize, scope(0), { agents: [agent('u-rand', 'random')] }));
     const e = errorOf(await w.client.call(METHODS.agentPrepare, scope(0), { agents: [{ agentId: 'u-rand' }] }));
     expect(e.message).toMatch(/agent u-rand called Math\.random\(\)/);
+    await w.stop();
+  });
+
+  it("refuses a prepare that changed another agent's state (shared state), strict user models only", async () => {
+    const shared = join(REPO_ROOT, 'test/coordinator/fixtures/shared-state-agent.ts');
+    const w = await spawnWorker('agent', 'w-shared', ['--model', shared]);
+    const two = (prefix: string, params: Record<string, unknown>) =>
+      [`${prefix}-a`, `${prefix}-b`].map((agentId) => ({ ...agent(agentId, 'none'), model: shared, params }));
+    const agents = [
+      ...two('loose', { shared: true }),
+      ...two('own', { shared: false, strict: true }),
+      ...two('strict', { shared: true, strict: true }),
+    ];
+    resultOf(await w.client.call(METHODS.agentInitialize, scope(0), { agents }));
+    const prepare = async (prefix: string) =>
+      w.client.call(METHODS.agentPrepare, scope(0), {
+        agents: [{ agentId: `${prefix}-a` }, { agentId: `${prefix}-b` }],
+      });
+    // Each prepare moves its own agent's state: that is what prepare is for.
+    expect(resultOf<{ agents: unknown[] }>(await prepare('own')).agents).toHaveLength(2);
+    const e = errorOf(await prepare('strict'));
+    expect(e.code).toBe('BACKEND_FAILURE');
+    expect(e.message).toBe(
+      "agent strict-a: another agent's prepare changed this agent's state " +
+        '(agents on one worker must not share mutable state: give each agent its own in initialize and restore)',
+    );
+    // opt-in, as the rest of strict mode: without it the shared state goes unnoticed
+    expect(resultOf<{ agents: unknown[] }>(await prepare('loose')).agents).toHaveLength(2);
     await w.stop();
   });
 

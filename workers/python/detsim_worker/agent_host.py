@@ -12,6 +12,7 @@ from .checks import (PAYLOAD_VERSION, read_payload_header, capture_reply, agent_
                      read_stage_params, require_scope, restore_token, sha256, staged_payload)
 from .model_call import call_model, invalid, load_model
 from .op_cache import StepCache, StepEntry, op_key
+from .prepare_guard import PrepareStateGuard
 from .protocol import ProtocolRefusal, Request
 from .registry import resolve_model
 from .scalars import (MISSING, InputError, RationalNs, read_i32, read_id, read_object, read_request_id, read_u64,
@@ -37,6 +38,7 @@ class AgentIdentity:
     profile_digest: str
     dataset_digest: str
     compatibility_digest: str
+    builtin: bool = False  # a built-in model: the shared-state guard (strict user models only) skips it
 
     def as_record(self) -> dict:
         return {'modelVersion': self.model_version, 'plasticityVersion': self.plasticity_version,
@@ -196,7 +198,7 @@ class AgentHost:
         profile = profile_digest(model_spec, model_version, loaded.params)
         compat = agent_compatibility_digest(agent_id, profile, dataset, model_version, plasticity, seed)
         return AgentIdentity(agent_id, model_spec, model, loaded.strict, loaded.params, seed, step_duration, tick, model_version,
-                             plasticity, profile, dataset, compat)
+                             plasticity, profile, dataset, compat, loaded.builtin)
 
     # ---- Agent.Prepare --------------------------------------------------------------------------
 
@@ -213,6 +215,7 @@ class AgentHost:
                 raise ProtocolRefusal('INVALID_PHASE', f"agent {slot.agent_id} is {slot.phase}, not ready, at step {scope['step']}")
         plan = self._plan_step(req, scope, entries, phase_check)
         out = []
+        guard = PrepareStateGuard()
         for slot, key, digest, cached in plan:
             if cached is not None:
                 slot.prepared_ids.add(req.request_id)
@@ -236,7 +239,14 @@ class AgentHost:
             self.cache.put(key, slot.committed_step, StepEntry(digest, result, req.request_id))
             self.ctx.progress(req.request_id)
             out.append(result)
+            # Strict user models only: two captures per agent-step cost up to a quarter of a lif step.
+            if slot.identity.strict and not slot.identity.builtin:
+                guard.record(slot.agent_id, lambda s=slot: s.identity.model.capture(s.state))
+        guard.check(self._fail)
         return {'result': {'agents': out}}
+
+    def _fail(self, agent_id: str) -> None:
+        self.agents[agent_id].phase = 'failed'
 
     # ---- Agent.Commit ---------------------------------------------------------------------------
 

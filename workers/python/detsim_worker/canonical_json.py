@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from typing import Any
 
 MAX_DEPTH = 512
@@ -182,11 +183,35 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
+class _UnsafeInteger(Exception):
+    """Raised by the parse_int hook; parse_strict turns it into the refusal with the literal's offset."""
+
+    def __init__(self, literal: str) -> None:
+        super().__init__(literal)
+        self.literal = literal
+
+
+# JSON tokens that may hold digits: a whole string (skipped) or a number.
+_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|-?[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?')
+
+
 def _parse_int(text: str) -> int:
-    value = int(text)
-    if abs(value) > MAX_SAFE_INTEGER:
-        raise CanonicalJsonError('struct_invalid_json', f'integer literal {text[:40]} is beyond 2^53-1')
-    return value
+    # JSON has no leading zeros, so 17 digits or more is beyond 2^53-1: refused before int() (which
+    # would refuse 4,300 digits in its own words) ever reads them.
+    if len(text.lstrip('-')) > 16 or abs(int(text)) > MAX_SAFE_INTEGER:
+        raise _UnsafeInteger(text)
+    return int(text)
+
+
+def _unsafe_integer(text: str, literal: str) -> CanonicalJsonError:
+    """The refusal in core/formats/canonical-json.ts's words and reason: the literal, its offset in UTF-16 units."""
+    # json.loads reads left to right, so the first integer token with this text is the one it refused.
+    start = next((m.start() for m in _TOKEN.finditer(text) if m.group() == literal), 0)
+    offset = len(text[:start].encode('utf-16-le')) // 2
+    if not math.isfinite(float(literal)):  # beyond a double altogether: refused as not a number first
+        return CanonicalJsonError('struct_invalid_json', f'number {literal} is out of range at offset {offset}')
+    return CanonicalJsonError('struct_unsafe_integer',
+                              f'integer {literal} is beyond ±(2^53−1); write counters as U64 strings at offset {offset}')
 
 
 def _parse_float(text: str) -> float:
@@ -237,6 +262,8 @@ def parse_strict(data: bytes | str) -> Any:
                            parse_float=_parse_float, parse_constant=_refuse_constant)
     except CanonicalJsonError:
         raise
+    except _UnsafeInteger as e:
+        raise _unsafe_integer(text, e.literal) from None
     except RecursionError:
         raise CanonicalJsonError('struct_invalid_json', f'nesting deeper than {MAX_DEPTH}') from None
     except ValueError as e:

@@ -52,6 +52,7 @@ class LoadedModel:
     model: Any
     strict: bool
     params: dict
+    builtin: bool = False  # trusted code: checks aimed at a researcher's model skip it
 
 
 def load_model(resolve: Callable[[str], tuple[Any, bool]], spec: str, raw_params: dict, field: str, strict_user_models: bool) -> LoadedModel:
@@ -65,4 +66,4 @@ def load_model(resolve: Callable[[str], tuple[Any, bool]], spec: str, raw_params
         raise ProtocolRefusal('INVALID_ARGUMENT', f'{field}.{e}') from None
     except Exception as e:
         raise ProtocolRefusal('INVALID_ARGUMENT', f'{field}.params: {e}') from None
-    return LoadedModel(model, strict if strict is not None else (True if builtin else strict_user_models), params)
+    return LoadedModel(model, strict if strict is not None else (True if builtin else strict_user_models), params, builtin)

@@ -80,6 +80,8 @@ class AgentModel:
         raise NotImplementedError
 
     def prepare(self, state: Any, ctx: AgentPrepareContext) -> dict:
+        """Run ctx.ticks ticks and return the decision. It may change this agent's state, never another's
+        (strict mode refuses a prepare that changed another agent's state: prepare_guard.py)."""
         raise NotImplementedError
 
     def commit(self, state: Any, ctx: AgentCommitContext) -> None:

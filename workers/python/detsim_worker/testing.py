@@ -2,8 +2,10 @@
 # from one seed and compares the decision (agents) or the observations, rewards and world digest
 # (environments) and the captured state of EVERY step, not only the first (a model may diverge
 # late), then captures -> encodes -> decodes -> restores at several boundaries and checks the
-# restored copy continues identically. It fails with ModelCheckError naming the first step and
-# field that differ. Not the protocol: no worker process, no gRPC.
+# restored copy continues identically. Agents: the two copies prepare one after the other as two
+# agents on one worker do, and a copy's prepare that changed the other's state (shared state) fails
+# naming the step. It fails with ModelCheckError naming the first step and field that differ. Not
+# the protocol: no worker process, no gRPC.
 from __future__ import annotations
 
 from typing import Any, Callable
@@ -19,10 +21,16 @@ STEP_60HZ = {'numerator': '50000000', 'denominator': '3'}
 
 
 class ModelCheckError(AssertionError):
-    def __init__(self, step: int, field: str, detail: str) -> None:
-        super().__init__(f'step {step}: {field} differs: {detail}')
+    def __init__(self, step: int, field: str, detail: str, text: str | None = None) -> None:
+        super().__init__(text or f'step {step}: {field} differs: {detail}')
         self.step = step
         self.field = field
+
+
+def _shared_state_error(step: int) -> ModelCheckError:
+    return ModelCheckError(step, 'state', '', (
+        f"step {step}: prepare changed another agent's state: the second copy's prepare changed the first copy's "
+        'captured state (agents must not share mutable state: give each agent its own in initialize and restore)'))
 
 
 def _first_difference(a: Any, b: Any, path: str) -> str | None:
@@ -88,13 +96,31 @@ def _check_agent(model, params, steps, seed, observation, marks, step_duration) 
         ctx = AgentInitContext('agent-0', seed, params, observation(0))
         return {'state': model.initialize(ctx), 'clock': TickClock(step, tick), 'obs': observation(0)}
 
-    def advance(run, k):
+    def prepare(run, k):
         ticks = run['clock'].advance()
         decision = model.prepare(run['state'], AgentPrepareContext('agent-0', k, ticks, run['obs']))
         canonical_digest(decision)  # a decision must be JSON
+        return decision
+
+    def commit(run, k):
         run['obs'] = observation(k + 1)
         model.commit(run['state'], AgentCommitContext('agent-0', k, run['obs'], [{'eventId': f'r-{k}', 'ruleId': 'r', 'value': (k % 3) * 0.5}]))
+
+    def advance(run, k):
+        decision = prepare(run, k)
+        commit(run, k)
         return decision
+
+    def prepare_both(k):
+        """Both copies' prepares, as two agents on one worker: b's must leave a's state as a's left it."""
+        da = prepare(a, k)
+        after_a = encode_state(model.capture(a['state']))
+        db = prepare(b, k)
+        if encode_state(model.capture(a['state'])) != after_a:
+            raise _shared_state_error(k)
+        commit(a, k)
+        commit(b, k)
+        return da, db
 
     a, b = start(), start()
     restored: list[tuple[int, dict]] = []
@@ -103,7 +129,7 @@ def _check_agent(model, params, steps, seed, observation, marks, step_duration) 
             copy = {'state': model.restore(_state(model, a['state']), AgentInitContext('agent-0', seed, params, a['obs'])),
                     'clock': TickClock(step, tick, a['clock'].remainder, a['clock'].brain_ticks), 'obs': a['obs']}
             restored.append((k, copy))
-        da, db = advance(a, k), advance(b, k)
+        da, db = prepare_both(k)
         _compare(k, 'decision', da, db)
         _compare(k, 'state', _state(model, a['state']), _state(model, b['state']))
         for since, copy in restored:

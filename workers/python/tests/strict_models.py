@@ -49,3 +49,21 @@ class NotJsonSet(_Base):
 class NotAnObject(_Base):
     def prepare(self, state, ctx):
         return 'east'
+
+
+class Shared(_Base):
+    """Every agent gets the one class-level state (params shared: false: its own), and each prepare moves it."""
+    counter = {'n': 0}
+
+    def initialize(self, ctx):
+        return self.counter if ctx.params.get('shared', True) else {'n': 0}
+
+    def prepare(self, state, ctx):
+        state['n'] += 1
+        return {'move': ('north', 'east', 'south', 'west')[state['n'] % 4]}
+
+    def capture(self, state):
+        return {'n': state['n']}
+
+    def restore(self, data, ctx):
+        return {'n': data['n']}

@@ -62,3 +62,21 @@ def test_strict_canonical(case):
 def test_strict_refuse(case):
     with pytest.raises(CanonicalJsonError):
         parse_strict(_input_of(case))
+
+
+@pytest.mark.parametrize('literal', ['9007199254740992', '-9007199254740992', '1234567890123456789012345', '9' * 5000])
+def test_an_unsafe_integer_literal_is_refused_as_typescript_and_rust_refuse_it(literal):
+    # The same literal inside a string and a key first: the offset is the number's, in UTF-16 units.
+    with pytest.raises(CanonicalJsonError) as e:
+        parse_strict(f'{{"é{literal}":"{literal}","n":[1.5,{literal}]}}'.encode())
+    offset = 2 * len(literal) + 17  # what the TypeScript parser reports for this text
+    if len(literal) < 309:
+        assert e.value.reason == 'struct_unsafe_integer'
+        assert str(e.value) == f'integer {literal} is beyond ±(2^53−1); write counters as U64 strings at offset {offset}'
+    else:  # beyond a double: TypeScript and Rust call it out of range
+        assert e.value.reason == 'struct_invalid_json'
+        assert str(e.value) == f'number {literal} is out of range at offset {offset}'
+
+
+def test_the_largest_safe_integers_parse():
+    assert parse_strict(b'[9007199254740991,-9007199254740991,0]') == [9007199254740991, -9007199254740991, 0]

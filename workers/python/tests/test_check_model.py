@@ -1,6 +1,7 @@
 # detsim_worker.testing.check_model: passes the built-ins and the example model; fails a model that
 # is nondeterministic from the start, one that diverges only at a later step (the check compares
-# every step), and one whose restore loses state, naming the step and the field.
+# every step), one whose restore loses state, and one whose agents share one state (a prepare moves
+# another agent's), naming the step and the field.
 import random
 
 import pytest
@@ -75,3 +76,25 @@ def test_a_restore_that_loses_state_fails_naming_the_boundary():
     with pytest.raises(ModelCheckError) as e:
         check_model(ForgetfulRestore, steps=10, boundaries=[4])
     assert (e.value.step, e.value.field) == (4, 'decision (restored at boundary 4).n')
+
+
+class SharedCounter(Unseeded):
+    """Deterministic alone, but every instance's state is one class-level dict that each prepare moves."""
+
+    counter = {'n': 0}
+
+    def initialize(self, ctx):
+        return SharedCounter.counter
+
+    def prepare(self, state, ctx):
+        state['n'] += 1
+        return {'move': 'east'}
+
+
+def test_a_model_whose_agents_share_state_fails_naming_the_step_and_prepare():
+    with pytest.raises(ModelCheckError) as e:
+        check_model(SharedCounter, steps=10)
+    assert (e.value.step, e.value.field) == (0, 'state')
+    assert str(e.value) == (
+        "step 0: prepare changed another agent's state: the second copy's prepare changed the first copy's captured "
+        'state (agents must not share mutable state: give each agent its own in initialize and restore)')

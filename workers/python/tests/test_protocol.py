@@ -1,8 +1,9 @@
 # The Python worker process over real gRPC (a Unix socket): the ready line, Hello-first, Hello
 # refusals, idempotency (same key + body: the cached reply; a different body: CONFLICT), epochs and
-# steps, capture -> restore into a fresh worker, payload-file-v1 confinement, flag refusals, the
-# contract digest. The message-for-message comparison with the TypeScript worker is vitest's
-# (test/cross-lang/worker-protocol.test.ts); this suite runs without Node.
+# steps, capture -> restore into a fresh worker, payload-file-v1 confinement, flag refusals, an
+# unsafe integer literal in a request body, the contract digest. The message-for-message comparison
+# with the TypeScript worker is vitest's (test/cross-lang/worker-protocol.test.ts); this suite runs
+# without Node.
 import json
 import os
 import subprocess
@@ -64,6 +65,12 @@ class Worker:
             return reply, (b''.join(chunks) if chunks else None)
         raise EOFError('stream ended')
 
+    def call_raw(self, body):
+        """Send `body` bytes as they are (no canonicalizing) and return the parsed reply."""
+        requests, replies = self.stream
+        requests.put([worker_pb2.Frame(body=body)])
+        return parse_strict(next(replies).body)
+
     def hello(self, role='agent', worker_id='w-1'):
         return self.call('Worker.Hello', None, {'sessionId': SESSION, 'expectedWorkerId': worker_id, 'role': role,
                                                 'supportedMajors': [1], 'contractDigest': CONTRACT_DIGEST})[0]
@@ -113,6 +120,16 @@ def test_ready_line_hello_first_and_hello_refusals(worker):
     other = worker.open_stream()
     assert code(worker.call('Worker.Status', None, {}, stream=other)[0]) == 'INVALID_PHASE'
     other[0].put(None)
+
+
+def test_a_request_body_with_an_unsafe_integer_is_refused_as_typescript_refuses_it(worker):
+    # The TypeScript and Rust workers' words (core/formats/canonical-json.ts), offset included.
+    worker.hello()
+    body = b'{"method":"Worker.Status","params":{"n":9007199254740992},"requestId":"req-70","scope":null}'
+    reply = worker.call_raw(body)
+    assert reply['requestId'] == 'req-70'
+    assert reply['error'] == {'code': 'INVALID_ARGUMENT', 'mutation': 'none', 'message': (
+        'malformed request: integer 9007199254740992 is beyond ±(2^53−1); write counters as U64 strings at offset 40')}
 
 
 def test_steps_idempotency_epochs_and_conflicts(worker):

@@ -1,6 +1,7 @@
 # Strict mode and bad models, in process (the runtime without gRPC): nondeterministic calls are
 # trapped inside model callbacks with a named failure, a raising model or a non-JSON decision is a
-# BACKEND_FAILURE naming the agent and the callback (its traceback only under --verbose), and the
+# BACKEND_FAILURE naming the agent and the callback (its traceback only under --verbose), a prepare
+# that changed another agent's state (shared state) fails naming that agent under strict, and the
 # trapped functions come back afterwards.
 import random
 import time
@@ -51,6 +52,32 @@ def test_a_raising_model_and_a_non_json_decision_fail_by_name():
     assert a_set['code'] == 'BACKEND_FAILURE' and a_set['message'].startswith('agent a-1: prepare returned a decision that is not JSON')
     not_object = prepared('NotAnObject', strict=False)['error']
     assert not_object == {'code': 'BACKEND_FAILURE', 'message': 'agent a-1: prepare returned no decision object', 'mutation': 'unknown'}
+
+
+def prepared_pair(strict, shared):
+    """Two agents of strict_models:Shared on one worker, prepared in one message: the reply, and the runtime."""
+    spec = 'python:strict_models:Shared'
+    rt = WorkerRuntime('agent', 'w-1', models=[spec], strict=strict)
+    stream = StreamState()
+    call(rt, stream, 'Worker.Hello', None, {'sessionId': 's-1', 'expectedWorkerId': 'w-1', 'role': 'agent', 'supportedMajors': [1], 'contractDigest': CONTRACT_DIGEST})
+    agents = [{'agentId': a, 'model': spec, 'params': {'shared': shared}, 'seed': 1, 'stepDuration': STEP, 'observation': {}}
+              for a in ('a-1', 'a-2')]
+    assert call(rt, stream, 'Agent.Initialize', SCOPE, {'agents': agents})['type'] == 'result'
+    return call(rt, stream, 'Agent.Prepare', SCOPE, {'agents': [{'agentId': 'a-1'}, {'agentId': 'a-2'}]}), (rt, stream)
+
+
+def test_strict_mode_refuses_a_prepare_that_changed_another_agents_state():
+    reply, (rt, stream) = prepared_pair(strict=True, shared=True)
+    assert reply['error'] == {'code': 'BACKEND_FAILURE', 'mutation': 'unknown', 'message': (
+        "agent a-1: another agent's prepare changed this agent's state "
+        '(agents on one worker must not share mutable state: give each agent its own in initialize and restore)')}
+    again = call(rt, stream, 'Agent.Prepare', {**SCOPE, 'step': '0'}, {'agents': [{'agentId': 'a-1'}]})
+    assert again['error']['message'] == 'agent a-1 failed earlier and must be restored'
+
+
+def test_a_prepare_that_changes_only_its_own_agents_state_passes_and_the_guard_is_strict_only():
+    assert prepared_pair(strict=True, shared=False)[0]['type'] == 'result'
+    assert prepared_pair(strict=False, shared=True)[0]['type'] == 'result'
 
 
 def test_with_verbose_a_raising_model_carries_its_traceback_without_the_worker_frames():
