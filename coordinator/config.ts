@@ -139,6 +139,8 @@ const TopSchema = z.strictObject({
             .optional(),
         })
         .optional(),
+      /** Mutual TLS + bearer token on TCP workers: a `detsim certs` directory (physical: never hashed). */
+      tls: z.strictObject({ dir: z.string().min(1) }).optional(),
     })
     .optional(),
   deadlines: z
@@ -209,6 +211,11 @@ export interface RunPlan {
    * absent: local (the launcher starts them). Physical: never recorded in run.json nor hashed.
    */
   rendezvous?: RendezvousPlacement;
+  /**
+   * Mutual TLS + bearer token for the workers (`workers.tls.dir` or `detsim run --tls-dir`, absolute):
+   * physical like the transport, never in run.json, a hash or a trace (coordinator/tls.ts).
+   */
+  tls?: { dir: string };
 }
 
 /** Workers found in a rendezvous directory: where, and how long to wait for all their records. */
@@ -641,6 +648,7 @@ export function resolveConfig(value: unknown, opts: { baseDir?: string } = {}): 
     deadlines: { ...DEFAULT_DEADLINES, ...cfg.deadlines },
     seedCollisions: collisions,
     ...(rendezvous ? { rendezvous } : {}),
+    ...(cfg.workers?.tls ? { tls: { dir: resolve(baseDir, cfg.workers.tls.dir) } } : {}),
   };
 }
 

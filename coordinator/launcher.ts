@@ -30,6 +30,7 @@ import { RemoteWorker } from './remote-worker.js';
 import { RunFailure, type RunPhase } from './run-failure.js';
 import { createSocketDir } from './socket-dir.js';
 import { ThreadWorker } from './thread-worker.js';
+import { type CoordinatorTls, checkWorkerTls, probeWorkerTls } from './tls.js';
 import { StderrTail, type WorkerInstance } from './worker-instance.js';
 
 /** How to start one worker process: the command and its arguments before the worker flags. */
@@ -75,6 +76,8 @@ export interface StartContext {
   models: readonly string[];
   /** When the start-up deadline (plan.deadlines.startupMs from launch) runs out, in Date.now() ms. */
   deadlineAt: number;
+  /** A TLS run (plan.tls): how the coordinator reaches its workers (mutual TLS + bearer token). */
+  tls?: CoordinatorTls;
 }
 
 /** A worker being started: its instance at once, its connected client once it is up. */
@@ -142,6 +145,11 @@ export function checkWorkerBinaries(plan: RunPlan): void {
 /** `cmd` with `--store-dir <dir>` appended when the run has a checkpoint store (payload-file-v1 reads only there). */
 export function withStoreDir(cmd: WorkerCommand, storeDir: string | undefined): WorkerCommand {
   return storeDir === undefined ? cmd : { command: cmd.command, args: [...cmd.args, '--store-dir', resolve(storeDir)] };
+}
+
+/** `cmd` with `--tls-dir <dir>` appended on a TLS run: the worker serves mutual TLS with the run's token. */
+export function withTlsDir(cmd: WorkerCommand, plan: RunPlan): WorkerCommand {
+  return plan.tls === undefined ? cmd : { command: cmd.command, args: [...cmd.args, '--tls-dir', plan.tls.dir] };
 }
 
 /** The interpreter that runs Python workers: $DETSIM_PYTHON, else python3 on PATH. */
@@ -550,7 +558,7 @@ export async function diagnoseCallFailure(
 function startProcess(worker: PlannedWorker, ctx: StartContext, cmd: WorkerCommand, listen: string): StartingWorker {
   const proc = new WorkerProcess(
     worker,
-    withStoreDir(cmd, ctx.storeDir),
+    withTlsDir(withStoreDir(cmd, ctx.storeDir), ctx.plan),
     listen,
     ctx.plan.sessionId,
     ctx.logger,
@@ -558,11 +566,13 @@ function startProcess(worker: PlannedWorker, ctx: StartContext, cmd: WorkerComma
   );
   const connected = (async () => {
     const address = await proc.ready(ctx.plan.deadlines.startupMs, ctx.signal);
+    if (ctx.tls) await refuseForeignWorker(address, ctx.tls, worker);
     try {
       const client = await WorkerClient.connect(address, {
         processExit: proc.exited,
         label: worker.workerId,
         connectTimeoutMs: Math.max(1, ctx.deadlineAt - Date.now()),
+        ...(ctx.tls ? { credentials: ctx.tls.credentials } : {}),
       });
       return { client, address };
     } catch (e) {
@@ -570,6 +580,18 @@ function startProcess(worker: PlannedWorker, ctx: StartContext, cmd: WorkerComma
     }
   })();
   return { instance: proc, connected };
+}
+
+/** A TLS worker whose identity does not match this run's set is named at once, not after a connect timeout. */
+async function refuseForeignWorker(address: string, tls: CoordinatorTls, worker: PlannedWorker): Promise<void> {
+  const refused = await probeWorkerTls(address, tls.material);
+  if (refused)
+    throw new RunFailure('identity', `[${refused.reason}] ${refused.message}`, {
+      workerId: worker.workerId,
+      agentIds: worker.agentIds,
+      step: null,
+      phase: 'startup',
+    });
 }
 
 /** Start one TypeScript worker as a thread of this process: a client over its port once it is ready. */
@@ -653,6 +675,7 @@ async function introduce(
 export async function launchFleet(plan: RunPlan, opts: LaunchOptions): Promise<Fleet> {
   const { logger } = opts;
   checkWorkerBinaries({ ...plan, workers: plan.workers.filter((w) => !opts.existing?.has(w.workerId)) });
+  const tls = checkWorkerTls(plan);
   const needsSockets = plan.transport !== 'tcp' && plan.workers.some((w) => !runsOnThread(plan, w));
   const socketDir = needsSockets ? socketDirFor(logger) : undefined;
   const base = defaultWorkerCommand();
@@ -661,6 +684,7 @@ export async function launchFleet(plan: RunPlan, opts: LaunchOptions): Promise<F
     const ctx: StartContext = { plan, logger, models: launchedModelsFor(plan, w), deadlineAt };
     if (opts.signal) ctx.signal = opts.signal;
     if (opts.storeDir !== undefined) ctx.storeDir = opts.storeDir;
+    if (tls) ctx.tls = tls;
     const custom = opts.startWorker?.(w, ctx);
     if (custom) return custom;
     const found = opts.existing?.get(w.workerId);

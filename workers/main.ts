@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // Worker process entry: `node workers/main.js --listen unix:/path|host:port --role agent|environment
 // --worker-id <Id> [--session <Id>] [--model <path>]… [--strict] [--max-message-bytes N] [--no-parent-watch]
-// [--store-dir <abs path>] [--rendezvous DIR [--advertise HOST:PORT]]`.
+// [--store-dir <abs path>] [--tls-dir DIR | --tls-ca F --tls-cert F --tls-key F --token-file F]
+// [--rendezvous DIR [--advertise HOST:PORT]]`.
 // Argument parsing only; everything else is workers/process.ts.
 import { parseArgs } from 'node:util';
 import { DetsimError } from '../core/formats/errors.js';
@@ -21,6 +22,11 @@ try {
       'store-dir': { type: 'string' },
       rendezvous: { type: 'string' },
       advertise: { type: 'string' },
+      'tls-dir': { type: 'string' },
+      'tls-ca': { type: 'string' },
+      'tls-cert': { type: 'string' },
+      'tls-key': { type: 'string' },
+      'token-file': { type: 'string' },
     },
     strict: true,
     allowPositionals: false,
@@ -37,6 +43,11 @@ try {
     storeDir: values['store-dir'],
     rendezvous: values.rendezvous,
     advertise: values.advertise,
+    tlsDir: values['tls-dir'],
+    tlsCa: values['tls-ca'],
+    tlsCert: values['tls-cert'],
+    tlsKey: values['tls-key'],
+    tokenFile: values['token-file'],
   });
   await runWorkerProcess(options);
 } catch (e) {

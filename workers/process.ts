@@ -1,11 +1,12 @@
-// A worker process: validates its options (a loopback or unix listen address, the model modules
-// it may load), binds the gRPC server, prints the one ready line, feeds requests through the
+// A worker process: validates its options (a loopback or unix listen address, or any TCP address
+// with mutual TLS and a bearer token; the model modules it may load), binds the gRPC server, prints the one ready line, feeds requests through the
 // runtime one at a time (replies in request order, each stream Hello-first) and exits on
 // Shutdown, SIGTERM/SIGINT, or when its parent goes away. Not the protocol semantics (runtime.ts).
 import { fstatSync, statSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 import { DetsimError } from '../core/formats/errors.js';
 import { isId } from '../core/formats/scalars.js';
+import { type TlsMaterial, type TlsPaths, readTlsMaterial, tlsPathsIn } from '../core/formats/tls-dir.js';
 import {
   DEFAULT_MAX_MESSAGE_BYTES,
   type Role,
@@ -47,6 +48,8 @@ export interface WorkerProcessOptions {
   rendezvous?: string;
   /** `--advertise HOST:PORT`: the address the record announces (port 0: the bound port). */
   advertise?: string;
+  /** Mutual TLS and the bearer token (TCP only; required on a non-loopback host). Secret: never logged. */
+  tls?: TlsMaterial;
 }
 
 export interface RawWorkerOptions {
@@ -62,13 +65,26 @@ export interface RawWorkerOptions {
   storeDir?: unknown;
   rendezvous?: unknown;
   advertise?: unknown;
+  /** `--tls-dir DIR` (a `detsim certs` directory), or the four files one by one. */
+  tlsDir?: unknown;
+  tlsCert?: unknown;
+  tlsKey?: unknown;
+  tlsCa?: unknown;
+  tokenFile?: unknown;
 }
 
 /** Validate CLI options; a refusal names the flag. */
 export function readWorkerOptions(raw: RawWorkerOptions): WorkerProcessOptions {
   if (typeof raw.listen !== 'string')
     throw new DetsimError('struct_missing_field', '--listen unix:/abs/path|host:port is required', '--listen');
-  parseListenAddress(raw.listen, '--listen');
+  const tlsPaths = readTlsFlags(raw);
+  const listen = parseListenAddress(raw.listen, '--listen', tlsPaths !== undefined);
+  if (tlsPaths && listen.kind !== 'tcp')
+    throw new DetsimError(
+      'struct_invalid_field',
+      '--tls-dir: TLS is for TCP workers; a unix socket is reachable only from this machine',
+      '--tls-dir',
+    );
   if (raw.role !== 'agent' && raw.role !== 'environment')
     throw new DetsimError(
       'struct_invalid_field',
@@ -111,6 +127,7 @@ export function readWorkerOptions(raw: RawWorkerOptions): WorkerProcessOptions {
   if (typeof raw.session === 'string') out.sessionId = raw.session;
   if (raw.storeDir !== undefined) out.storeDir = readStoreDir(raw.storeDir);
   readRendezvousFlags(raw, out);
+  if (tlsPaths) out.tls = readTlsMaterial(tlsPaths, tlsField(raw));
   return out;
 }
 
@@ -135,6 +152,48 @@ function readRendezvousFlags(raw: RawWorkerOptions, out: WorkerProcessOptions): 
   }
   checkAdvertise(out.listen, out.rendezvous, raw.advertise);
   if (raw.advertise !== undefined) out.advertise = raw.advertise;
+}
+
+const TLS_FILE_FLAGS = [
+  ['tlsCa', '--tls-ca'],
+  ['tlsCert', '--tls-cert'],
+  ['tlsKey', '--tls-key'],
+  ['tokenFile', '--token-file'],
+] as const;
+
+/** The flag TLS files came from, for refusals: `--tls-dir` unless the files were named one by one. */
+function tlsField(raw: RawWorkerOptions): string {
+  return raw.tlsDir !== undefined ? '--tls-dir' : '--tls-cert';
+}
+
+/**
+ * Where this worker's TLS files are: `--tls-dir DIR` (ca.pem, worker.pem, worker-key.pem, token),
+ * each file overridable by its own flag; without --tls-dir all four file flags are needed. Undefined: no TLS.
+ */
+function readTlsFlags(raw: RawWorkerOptions): TlsPaths | undefined {
+  const given = TLS_FILE_FLAGS.filter(([key]) => raw[key] !== undefined);
+  if (raw.tlsDir === undefined && given.length === 0) return undefined;
+  for (const [key, flag] of [['tlsDir', '--tls-dir'], ...TLS_FILE_FLAGS] as const) {
+    const value = raw[key];
+    if (value !== undefined && (typeof value !== 'string' || value === ''))
+      throw new DetsimError('struct_invalid_field', `${flag} takes a path`, flag);
+  }
+  if (raw.tlsDir === undefined) {
+    const missing = TLS_FILE_FLAGS.find(([key]) => raw[key] === undefined);
+    if (missing)
+      throw new DetsimError(
+        'struct_missing_field',
+        `${missing[1]} is required with ${given[0]![1]} (or give --tls-dir DIR made by detsim certs)`,
+        missing[1],
+      );
+  }
+  const base = raw.tlsDir === undefined ? undefined : tlsPathsIn(raw.tlsDir as string, 'worker');
+  return {
+    ca: (raw.tlsCa as string | undefined) ?? base!.ca,
+    cert: (raw.tlsCert as string | undefined) ?? base!.cert,
+    key: (raw.tlsKey as string | undefined) ?? base!.key,
+    token: (raw.tokenFile as string | undefined) ?? base!.token,
+  };
 }
 
 /** `--model <path>` values: each an existing file, kept as an absolute path (relative to the working directory). */
@@ -225,8 +284,12 @@ export async function runWorkerProcess(
       },
       // State attachments only make sense after this stream's own Hello (docs/security.md).
       mayAttach: (connection) => streamOf(connection).introduced,
+      onAuthRefused(reason, why) {
+        process.stderr.write(`detsim worker ${options.workerId}: [${reason}] refused ${why}\n`);
+      },
     },
     options.maxMessageBytes,
+    options.tls,
   );
   if (options.rendezvous !== undefined) {
     try {

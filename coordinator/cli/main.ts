@@ -14,6 +14,7 @@ import { registerStore } from './store-command.js';
 import { registerLedger } from './ledger-command.js';
 import { registerDiff } from './diff-command.js';
 import { registerWorker } from './worker-command.js';
+import { registerCerts } from './certs-command.js';
 
 const program = new Command();
 program
@@ -37,6 +38,7 @@ registerStore(program);
 registerLedger(program);
 registerDiff(program);
 registerWorker(program);
+registerCerts(program);
 
 try {
   await program.parseAsync(process.argv);

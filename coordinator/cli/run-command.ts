@@ -3,9 +3,11 @@
 // display live here; the run itself is run.ts (runSession).
 import cliProgress from 'cli-progress';
 import type { Command } from 'commander';
-import { loadConfig } from '../config.js';
+import { resolve } from 'node:path';
+import { loadConfig, type RunPlan } from '../config.js';
 import { canonicalize } from '../../core/formats/canonical-json.js';
 import { checkWorkerBinaries } from '../launcher.js';
+import { checkWorkerTls } from '../tls.js';
 import { DISPATCH_MODES } from '../lockstep.js';
 import { runSession, type RunProgress } from '../run.js';
 import { TRANSPORT_HELP, action, readStepsFlag, readTransportFlag, readDispatchFlag, writeStdout } from './common.js';
@@ -21,6 +23,7 @@ interface RunCommandOptions {
   transport?: string;
   json?: boolean;
   verbose?: boolean;
+  tlsDir?: string;
 }
 
 /** Exit codes: 0 done, 1 the run failed (a worker died, stalled or misbehaved, a file could not be written), 2 bad input, 130 interrupted. */
@@ -72,6 +75,11 @@ function progressDisplay(): { update: (p: RunProgress) => void; stop: () => void
   };
 }
 
+/** `--tls-dir DIR` overrides the config's workers.tls (relative to the working directory). */
+function withTlsFlag(plan: RunPlan, dir: string | undefined): RunPlan {
+  return dir === undefined ? plan : { ...plan, tls: { dir: resolve(dir) } };
+}
+
 export function registerRun(program: Command): void {
   program
     .command('run')
@@ -91,6 +99,7 @@ export function registerRun(program: Command): void {
     )
     .option('--keep <n>', 'checkpoint generations to keep (default 3; with --checkpoint-every)')
     .option('--verbose', "a Python model's failure carries its Python traceback")
+    .option('--tls-dir <dir>', 'mutual TLS + bearer token for tcp workers from a `detsim certs` directory')
     .action(
       action(async (configPath: string, opts: RunCommandOptions) => {
         const steps = readStepsFlag(opts.steps);
@@ -98,8 +107,9 @@ export function registerRun(program: Command): void {
         // Every check on the config happens here, before any process starts.
         const transport = readTransportFlag(opts.transport);
         const loaded = loadConfig(configPath);
-        const plan = transport ? { ...loaded, transport } : loaded;
+        const plan = withTlsFlag(transport ? { ...loaded, transport } : loaded, opts.tlsDir);
         checkWorkerBinaries(plan);
+        checkWorkerTls(plan);
         const checkpoints = checkpointRunFromFlags(opts.checkpointEvery, opts.keep);
         const progress = progressDisplay();
         try {

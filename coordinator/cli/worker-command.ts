@@ -10,7 +10,7 @@ export function registerWorker(program: Command): void {
     .description('run a worker process (prints one ready line {"ready":true,"listen":...,"pid":...} on stdout)')
     .requiredOption(
       '--listen <address>',
-      'unix:/abs/path (under 100 bytes) or a loopback host:port (127.0.0.0/8, ::1, localhost)',
+      'unix:/abs/path (under 100 bytes), a loopback host:port (127.0.0.0/8, ::1, localhost), or any host:port with TLS',
     )
     .requiredOption('--role <role>', 'agent or environment')
     .requiredOption('--worker-id <id>', "this worker's Id (Hello must name it)")
@@ -30,6 +30,14 @@ export function registerWorker(program: Command): void {
     )
     .option('--rendezvous <dir>', "once listening, write this worker's record into this directory (removed on exit)")
     .option('--advertise <host:port>', 'the address the rendezvous record announces (port 0: the bound port)')
+    .option(
+      '--tls-dir <dir>',
+      'mutual TLS + bearer token from a `detsim certs` directory (ca.pem, worker.pem, worker-key.pem, token)',
+    )
+    .option('--tls-ca <file>', "the run's CA certificate (overrides --tls-dir's)")
+    .option('--tls-cert <file>', "this worker's certificate (overrides --tls-dir's)")
+    .option('--tls-key <file>', "this worker's private key (overrides --tls-dir's)")
+    .option('--token-file <file>', "the run's bearer token (overrides --tls-dir's)")
     .action(
       action(
         async (opts: {
@@ -44,6 +52,11 @@ export function registerWorker(program: Command): void {
           storeDir?: string;
           rendezvous?: string;
           advertise?: string;
+          tlsDir?: string;
+          tlsCa?: string;
+          tlsCert?: string;
+          tlsKey?: string;
+          tokenFile?: string;
         }) => {
           await runWorkerProcess(
             readWorkerOptions({
@@ -58,6 +71,11 @@ export function registerWorker(program: Command): void {
               storeDir: opts.storeDir,
               rendezvous: opts.rendezvous,
               advertise: opts.advertise,
+              tlsDir: opts.tlsDir,
+              tlsCa: opts.tlsCa,
+              tlsCert: opts.tlsCert,
+              tlsKey: opts.tlsKey,
+              tokenFile: opts.tokenFile,
             }),
           );
         },

@@ -166,8 +166,35 @@ export const REASONS = {
   perm_listen_not_local: {
     layer: 'L4',
     summary:
-      'a worker listen address is TCP on a non-loopback host (e.g. 0.0.0.0): only unix sockets and 127.0.0.0/8, ::1, localhost',
+      'a worker listen address is TCP on a non-loopback host (e.g. 0.0.0.0) without TLS and a bearer token: plaintext only on unix sockets and 127.0.0.0/8, ::1, localhost',
   },
+  // Authenticated remote workers (core/protocol/tls.ts, core/formats/tls-dir.ts, coordinator/certs.ts)
+  perm_tls_unreadable: {
+    layer: 'L4',
+    summary: 'a TLS file (CA certificate, certificate, private key, token) is missing, unreadable or malformed',
+  },
+  perm_certs_target: {
+    layer: 'L4',
+    summary:
+      'detsim certs: the target directory already holds one of its files (never overwritten) or is open to other users',
+  },
+  perm_tls_unsupported: {
+    layer: 'L4',
+    summary: 'a worker runtime that cannot serve TLS was asked to join a TLS run',
+  },
+  ident_no_client_certificate: {
+    layer: 'L5',
+    summary: 'a TLS worker was reached without a client certificate (mutual TLS is required)',
+  },
+  ident_foreign_certificate: {
+    layer: 'L5',
+    summary: "a peer's certificate is not signed by this run's CA (another run's or another authority's)",
+  },
+  ident_token_missing: {
+    layer: 'L5',
+    summary: 'a call to a TLS worker carries no bearer token (authorization metadata)',
+  },
+  ident_token_wrong: { layer: 'L5', summary: "a call to a TLS worker carries a bearer token that is not the run's" },
   perm_model_not_launched: {
     layer: 'L4',
     summary:

@@ -93,9 +93,9 @@ export function parseAddress(text: string, field = 'listen'): ListenAddress {
   return { kind: 'tcp', host: m[1]!, port, target: `${m[1]}:${port}` };
 }
 
-/** What a worker may listen on until authenticated remote workers exist (docs/security.md). */
+/** What a worker may listen on (docs/security.md): plaintext stays on this machine. */
 export const LOCAL_LISTEN_RULE =
-  'a worker listens only on unix:/abs/path or a loopback host (127.0.0.0/8, ::1, localhost) until authenticated remote workers exist';
+  'without TLS a worker listens only on unix:/abs/path or a loopback host (127.0.0.0/8, ::1, localhost); any other host needs TLS and a bearer token (--tls-dir)';
 
 /** True for a loopback host: `localhost`, `::1` (bracketed or not) or a dotted IPv4 address in 127.0.0.0/8. */
 export function isLoopbackHost(host: string): boolean {
@@ -105,12 +105,12 @@ export function isLoopbackHost(host: string): boolean {
 }
 
 /**
- * A worker's listen address: parseAddress, then refuse any TCP host that is not loopback
- * (`0.0.0.0`, a LAN address, a host name), because the protocol has no authentication yet.
+ * A worker's listen address: parseAddress, then refuse a TCP host that is not loopback (`0.0.0.0`,
+ * a LAN address, a host name) unless the worker is `authenticated` (mutual TLS and a bearer token).
  */
-export function parseListenAddress(text: string, field = 'listen'): ListenAddress {
+export function parseListenAddress(text: string, field = 'listen', authenticated = false): ListenAddress {
   const address = parseAddress(text, field);
-  if (address.kind === 'tcp' && !isLoopbackHost(address.host)) {
+  if (address.kind === 'tcp' && !authenticated && !isLoopbackHost(address.host)) {
     throw new DetsimError(
       'perm_listen_not_local',
       `${field}: ${JSON.stringify(address.host)} is not a loopback address; ${LOCAL_LISTEN_RULE}`,

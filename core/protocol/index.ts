@@ -14,3 +14,4 @@ export * from './rendezvous.js';
 export * from './port-link.js';
 export * from './client.js';
 export * from './server.js';
+export * from './tls.js';

@@ -1,6 +1,8 @@
 // The worker's end of the transport: a gRPC server bound to one address whose Session streams
 // deliver reassembled messages to a handler and send its replies back in order with backpressure.
 // Transport only: what a request means is the worker runtime's business (workers/runtime.ts).
+import type { EventEmitter } from 'node:events';
+import type { TLSSocket } from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
 import {
   DEFAULT_MAX_MESSAGE_BYTES,
@@ -11,6 +13,14 @@ import {
   workerServiceDefinition,
 } from './contract.js';
 import { type AssembledMessage, FrameAssembler, FrameWriter } from './frames.js';
+import {
+  TOKEN_METADATA_KEY,
+  TOKEN_REFUSALS,
+  type TlsCredentialsInput,
+  type TokenRefusal,
+  checkBearer,
+  workerServerCredentials,
+} from './tls.js';
 
 /** One open session stream as seen by the handler. */
 export interface SessionConnection {
@@ -31,6 +41,8 @@ export interface SessionHandler {
    * attachment limit before any introduction. Default: always.
    */
   mayAttach?(connection: SessionConnection): boolean;
+  /** A stream or a TLS handshake was refused (TLS workers only); the peer got no body, ever. */
+  onAuthRefused?(reason: AuthRefusal, why: string): void;
 }
 
 /** Why a stream was ended when it sent a chunk before it was allowed to (see mayAttach). */
@@ -44,18 +56,25 @@ export interface StartedServer {
   close(): Promise<void>;
 }
 
+/**
+ * Bind a worker server on `listen`. With `tls`, the handshake requires a client certificate signed
+ * by `tls.ca` and every stream must carry `tls.token` before its first frame is read; without it,
+ * the address must be a unix socket or loopback.
+ */
 export async function startWorkerServer(
   listen: string,
   handler: SessionHandler,
   maxMessageBytes = DEFAULT_MAX_MESSAGE_BYTES,
+  tls?: TlsCredentialsInput,
 ): Promise<StartedServer> {
-  // The transport itself refuses a non-loopback TCP address, whoever asks for it.
-  const address = parseListenAddress(listen);
+  // The transport itself refuses a non-loopback plaintext TCP address, whoever asks for it.
+  const address = parseListenAddress(listen, 'listen', tls !== undefined);
   if (address.kind === 'unix') removeStaleSocket(address.path);
   const server = new grpc.Server(channelOptions(maxMessageBytes));
   const streams = new Set<grpc.ServerDuplexStream<Frame, Frame>>();
   server.addService(workerServiceDefinition(), {
     Session: (call: grpc.ServerDuplexStream<Frame, Frame>) => {
+      if (tls && refuseUnauthorized(call, tls.token, handler)) return;
       streams.add(call);
       const assembler = new FrameAssembler();
       const writer = new FrameWriter(call);
@@ -86,8 +105,10 @@ export async function startWorkerServer(
   });
   const bindTarget = address.kind === 'unix' ? address.target : `${address.host}:${address.port}`;
   const port = await new Promise<number>((resolve, reject) => {
-    server.bindAsync(bindTarget, grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p)));
+    const credentials = tls ? workerServerCredentials(tls) : grpc.ServerCredentials.createInsecure();
+    server.bindAsync(bindTarget, credentials, (err, p) => (err ? reject(err) : resolve(p)));
   });
+  if (tls) watchHandshakes(server, handler);
   const bound = address.kind === 'unix' ? address.target : `${address.host}:${port}`;
   return {
     listen: bound,
@@ -119,4 +140,59 @@ export async function startWorkerServer(
         });
       }),
   };
+}
+
+/**
+ * End a stream whose bearer token is missing or wrong with UNAUTHENTICATED and the named refusal as
+ * its status details, before any frame of it is read: a stranger gets no body, bytes or ids.
+ */
+function refuseUnauthorized(
+  call: grpc.ServerDuplexStream<Frame, Frame>,
+  token: string,
+  handler: SessionHandler,
+): boolean {
+  const refusal = checkBearer(token, call.metadata.get(TOKEN_METADATA_KEY)[0]);
+  if (refusal === undefined) return false;
+  handler.onAuthRefused?.(refusal, TOKEN_REFUSALS[refusal]);
+  call.emit('error', { code: grpc.status.UNAUTHENTICATED, details: `[${refusal}] ${TOKEN_REFUSALS[refusal]}` });
+  return true;
+}
+
+/** The named refusals of a TLS worker: the handshake's (certificate) and the stream's (token). */
+export type AuthRefusal = TokenRefusal | 'ident_no_client_certificate' | 'ident_foreign_certificate';
+
+/**
+ * What a failed handshake means, from Node's TLS error code and the socket's verification error
+ * (the peer itself only sees a TLS alert or a closed connection).
+ */
+export function handshakeRefusal(
+  code: string | undefined,
+  verifyError: string | null | undefined,
+): { reason: AuthRefusal; why: string } {
+  if (verifyError)
+    return {
+      reason: 'ident_foreign_certificate',
+      why: `a client certificate this run's CA did not issue to a coordinator (${verifyError})`,
+    };
+  if (code === 'ERR_SSL_PEER_DID_NOT_RETURN_A_CERTIFICATE')
+    return { reason: 'ident_no_client_certificate', why: 'a TLS connection without a client certificate' };
+  return {
+    reason: 'ident_no_client_certificate',
+    why: `a connection that did not complete mutual TLS (${code ?? 'no code'})`,
+  };
+}
+
+/**
+ * Name refused TLS handshakes on the worker's side. grpc-js rejects them inside its HTTP/2 servers
+ * without telling its user, so listen on those (grpc-js 1.14's private `http2Servers`; were it
+ * gone, the handshakes would still be refused, only unnamed in the worker's log).
+ */
+function watchHandshakes(server: grpc.Server, handler: SessionHandler): void {
+  const servers = (server as unknown as { http2Servers?: Map<EventEmitter, unknown> }).http2Servers;
+  for (const http2Server of servers?.keys() ?? []) {
+    http2Server.on('tlsClientError', (err: NodeJS.ErrnoException, socket?: TLSSocket) => {
+      const { reason, why } = handshakeRefusal(err.code, socket?.authorizationError?.toString());
+      handler.onAuthRefused?.(reason, why);
+    });
+  }
 }

@@ -668,7 +668,7 @@ describe.skipIf(rustWorkerSkip !== null)('Rust worker process: TCP, signals, orp
     expect(rust).toEqual({
       code: 2,
       stderr:
-        'detsim: [perm_listen_not_local] --listen: "0.0.0.0" is not a loopback address; a worker listens only on unix:/abs/path or a loopback host (127.0.0.0/8, ::1, localhost) until authenticated remote workers exist\n',
+        'detsim: [perm_listen_not_local] --listen: "0.0.0.0" is not a loopback address; without TLS a worker listens only on unix:/abs/path or a loopback host (127.0.0.0/8, ::1, localhost); any other host needs TLS and a bearer token (--tls-dir)\n',
     });
     expect(await run(process.execPath, ['--import', 'tsx', 'workers/main.ts'])).toEqual(rust);
   });

@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import type { ChannelCredentials } from '@grpc/grpc-js';
 import type { Scope } from '../../core/formats/scalars.js';
 import {
   type CallReply,
@@ -58,7 +59,7 @@ export async function spawnWorker(
 export async function launchWorker(
   command: string,
   args: string[],
-  opts: { role: Role; workerId: string; extra?: string[]; listenAt?: string },
+  opts: { role: Role; workerId: string; extra?: string[]; listenAt?: string; credentials?: ChannelCredentials },
 ): Promise<SpawnedWorker> {
   const dir = mkdtempSync(join(tmpdir(), 'dsw-'));
   dirs.push(dir);
@@ -82,7 +83,11 @@ export async function launchWorker(
     void exited.then((i) => rej(new Error(`${command} worker exited before ready (${i.code}/${i.signal}): ${stderr}`)));
   });
   const listen = (JSON.parse(readyLine) as { listen: string }).listen; // the bound address (a real port for host:0)
-  const client = await WorkerClient.connect(listen, { processExit: exited, label: opts.workerId });
+  const client = await WorkerClient.connect(listen, {
+    processExit: exited,
+    label: opts.workerId,
+    ...(opts.credentials ? { credentials: opts.credentials } : {}),
+  });
   const w: SpawnedWorker = {
     proc,
     listen,

@@ -107,7 +107,7 @@ describe('listen addresses', () => {
       expect(r.status, host).toBe(2);
       expect(r.stdout).toBe('');
       expect(r.stderr).toBe(
-        `detsim: [perm_listen_not_local] --listen: ${JSON.stringify(host)} is not a loopback address; a worker listens only on unix:/abs/path or a loopback host (127.0.0.0/8, ::1, localhost) until authenticated remote workers exist\n`,
+        `detsim: [perm_listen_not_local] --listen: ${JSON.stringify(host)} is not a loopback address; without TLS a worker listens only on unix:/abs/path or a loopback host (127.0.0.0/8, ::1, localhost); any other host needs TLS and a bearer token (--tls-dir)\n`,
       );
     }
   });

@@ -83,8 +83,11 @@ pub fn parse_address(text: &str, field: &str) -> Result<Address, DetsimError> {
     Ok(Address::Tcp(host.to_string(), port as u16))
 }
 
-/// What a worker may listen on until authenticated remote workers exist (as LOCAL_LISTEN_RULE in contract.ts).
-pub const LOCAL_LISTEN_RULE: &str = "a worker listens only on unix:/abs/path or a loopback host (127.0.0.0/8, ::1, localhost) until authenticated remote workers exist";
+/// What a worker may listen on without TLS (as LOCAL_LISTEN_RULE in contract.ts, word for word).
+pub const LOCAL_LISTEN_RULE: &str = "without TLS a worker listens only on unix:/abs/path or a loopback host (127.0.0.0/8, ::1, localhost); any other host needs TLS and a bearer token (--tls-dir)";
+
+/// The TLS flags of the TypeScript and Python workers: this worker names them and refuses (no TLS here yet).
+const TLS_FLAGS: [&str; 5] = ["tls-dir", "tls-ca", "tls-cert", "tls-key", "token-file"];
 
 /// True for a loopback host: `localhost`, `::1` (bracketed or not) or a dotted IPv4 address in 127.0.0.0/8.
 pub fn is_loopback_host(host: &str) -> bool {
@@ -103,7 +106,7 @@ pub fn is_loopback_host(host: &str) -> bool {
         })
 }
 
-/// A worker's listen address: parse_address, then refuse a TCP host that is not loopback (no authentication yet).
+/// A worker's listen address: parse_address, then refuse a TCP host that is not loopback (this worker has no TLS).
 pub fn parse_listen_address(text: &str, field: &str) -> Result<Address, DetsimError> {
     let address = parse_address(text, field)?;
     if let Address::Tcp(host, _) = &address
@@ -167,6 +170,12 @@ pub fn parse(args: &[String]) -> Result<Options, CliError> {
             values.insert(key, value);
         } else if let Some(&key) = boolean.iter().find(|k| **k == name) {
             flags.insert(key);
+        } else if TLS_FLAGS.contains(&name) {
+            return Err(CliError::Refused(DetsimError::at(
+                Reason::PermTlsUnsupported,
+                format!("--{name}: the Rust worker does not serve TLS yet; run TypeScript or Python workers on a TLS run"),
+                &format!("--{name}"),
+            )));
         } else {
             return Err(CliError::Usage(format!("Unknown option '--{name}'")));
         }
@@ -371,6 +380,18 @@ mod tests {
             refused(&["--listen", "unix:/tmp/x", "--bogus"]),
             "Unknown option '--bogus'"
         );
+        for flag in ["--tls-dir", "--tls-ca", "--tls-cert", "--tls-key", "--token-file"] {
+            match parse(&args(&["--listen", "0.0.0.0:0", flag, "/tmp/t"])) {
+                Err(CliError::Refused(e)) => assert_eq!(
+                    (e.reason, e.message),
+                    (
+                        Reason::PermTlsUnsupported,
+                        format!("{flag}: the Rust worker does not serve TLS yet; run TypeScript or Python workers on a TLS run")
+                    )
+                ),
+                _ => panic!("{flag} accepted"),
+            }
+        }
         assert_eq!(
             refused(&[
                 "--listen",

@@ -1,6 +1,7 @@
 # Worker process entry: `python -m detsim_worker --listen unix:/path|host:port --role agent|environment
 # --worker-id <Id> [--session <Id>] [--model python:pkg.mod:Class]… [--strict] [--max-message-bytes N]
-# [--no-parent-watch] [--store-dir <abs path>] [--verbose]` (--verbose: a model's failure carries its
+# [--no-parent-watch] [--store-dir <abs path>] [--verbose]
+# [--tls-dir DIR | --tls-ca F --tls-cert F --tls-key F --token-file F] (mutual TLS + bearer token)` (--verbose: a model's failure carries its
 # traceback). Flag checks worded as workers/main.ts + process.ts;
 # prints the one ready line; exits 0 on Shutdown, SIGTERM/SIGINT, or when its parent goes away.
 from __future__ import annotations
@@ -17,7 +18,7 @@ from .rendezvous import advertised_address, check_advertise, check_rendezvous_di
 from .scalars import InputError, is_id
 
 VALUE_FLAGS = {'--listen', '--role', '--worker-id', '--session', '--model', '--max-message-bytes', '--store-dir',
-               '--rendezvous', '--advertise'}
+               '--rendezvous', '--advertise', '--tls-dir', '--tls-ca', '--tls-cert', '--tls-key', '--token-file'}
 BOOL_FLAGS = {'--strict', '--no-parent-watch', '--verbose'}
 
 
@@ -56,10 +57,14 @@ def parse_args(argv: list[str]) -> dict:
 def read_options(v: dict) -> dict:
     from .protocol import DEFAULT_MAX_MESSAGE_BYTES
     from .server import parse_listen_address
+    from .tls import describe_field, read_tls_flags, read_tls_material
     listen = v.get('--listen')
     if listen is None:
         raise InputError('struct_missing_field', '--listen unix:/abs/path|host:port is required')
-    parse_listen_address(listen, '--listen')
+    tls_paths = read_tls_flags(v)
+    if parse_listen_address(listen, '--listen', tls_paths is not None).kind != 'tcp' and tls_paths is not None:
+        raise InputError('struct_invalid_field',
+                         '--tls-dir: TLS is for TCP workers; a unix socket is reachable only from this machine')
     role = v.get('--role')
     if role not in ('agent', 'environment'):
         raise InputError('struct_invalid_field', f'--role must be agent or environment, not {json.dumps(role)}')
@@ -89,7 +94,8 @@ def read_options(v: dict) -> dict:
     return {'listen': listen, 'role': role, 'worker_id': worker_id, 'session': session, 'strict': v.get('--strict', False),
             'max_message_bytes': max_bytes, 'models': sorted(set(v['--model'])), 'store_dir': store_dir,
             'parent_watch': not v.get('--no-parent-watch', False), 'verbose': v.get('--verbose', False),
-            'rendezvous': rendezvous, 'advertise': v.get('--advertise')}
+            'rendezvous': rendezvous, 'advertise': v.get('--advertise'),
+            'tls': read_tls_material(tls_paths, describe_field(v)) if tls_paths is not None else None}
 
 
 def watch_parent(on_gone) -> None:
@@ -138,7 +144,8 @@ def main(argv: list[str]) -> int:
                             options['max_message_bytes'], options['models'], options['store_dir'])
     # The Shutdown reply is yielded before this fires; the grace period below lets it reach the caller.
     try:
-        server, bound = start_server(options['listen'], runtime, lambda: threading.Timer(0.05, stop_event.set).start())
+        server, bound = start_server(options['listen'], runtime, lambda: threading.Timer(0.05, stop_event.set).start(),
+                                     options['tls'])
     except (OSError, RuntimeError) as e:
         sys.stderr.write(f'detsim worker: cannot start: {e}\n')
         return 1

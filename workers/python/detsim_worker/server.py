@@ -1,5 +1,5 @@
 # The worker's end of the transport (core/protocol/server.ts + frames.ts): a gRPC server bound to
-# one loopback or unix address whose Session streams reassemble chunk+body frames into messages,
+# one loopback or unix address (any TCP address with mutual TLS and the run's token) whose Session streams reassemble chunk+body frames into messages,
 # hand them to the runtime one at a time (a process-wide lock: replies in request order) and send
 # the replies back as frames. Not the protocol semantics (runtime.py).
 from __future__ import annotations
@@ -18,11 +18,12 @@ from ._generated import worker_pb2, worker_pb2_grpc
 from .protocol import MAX_CHUNK_BYTES
 from .runtime import StreamState, WorkerRuntime
 from .scalars import InputError
+from .tls import TOKEN_METADATA_KEY, TOKEN_REFUSALS, TlsMaterial, check_bearer
 
 MAX_SOCKET_PATH_BYTES = 100
 MAX_ATTACHMENT_BYTES = 2 * 1024 * 1024 * 1024 - 1
-LOCAL_LISTEN_RULE = ('a worker listens only on unix:/abs/path or a loopback host (127.0.0.0/8, ::1, localhost) '
-                     'until authenticated remote workers exist')
+LOCAL_LISTEN_RULE = ('without TLS a worker listens only on unix:/abs/path or a loopback host (127.0.0.0/8, ::1, '
+                     'localhost); any other host needs TLS and a bearer token (--tls-dir)')
 ATTACHMENT_BEFORE_HELLO = 'an attachment chunk before Worker.Hello on this stream'
 
 
@@ -39,8 +40,8 @@ def _q(text: str) -> str:
     return js_stringify(text)
 
 
-def parse_listen_address(text: str, field: str = 'listen') -> ListenAddress:
-    """unix:/abs/path or a loopback host:port; refusals worded as core/protocol/contract.ts words them."""
+def parse_listen_address(text: str, field: str = 'listen', authenticated: bool = False) -> ListenAddress:
+    """unix:/abs/path, a loopback host:port, or (authenticated: TLS + token) any host:port; worded as contract.ts."""
     if text.startswith('unix:'):
         path = text[len('unix:'):]
         if not os.path.isabs(path):
@@ -53,7 +54,7 @@ def parse_listen_address(text: str, field: str = 'listen') -> ListenAddress:
     if not m or int(m.group(2)) > 65535:
         raise InputError('struct_invalid_field', f'{field}: {_q(text)} is neither unix:/abs/path nor host:port')
     host = m.group(1)
-    if not is_loopback_host(host):
+    if not authenticated and not is_loopback_host(host):
         raise InputError('perm_listen_not_local', f'{field}: {_q(host)} is not a loopback address; {LOCAL_LISTEN_RULE}')
     return ListenAddress('tcp', host=host, port=int(m.group(2)))
 
@@ -110,12 +111,15 @@ def encode_frames(body: bytes, attachment: bytes | None) -> Iterator[worker_pb2.
 
 
 class WorkerService(worker_pb2_grpc.WorkerServicer):
-    def __init__(self, runtime: WorkerRuntime, on_stop: Callable[[], None]) -> None:
+    def __init__(self, runtime: WorkerRuntime, on_stop: Callable[[], None], token: str | None = None) -> None:
         self.runtime = runtime
         self.on_stop = on_stop
+        self.token = token  # a TLS worker's run token: every stream must carry it
         self.lock = threading.Lock()  # one request at a time across every stream, as the TS worker
 
     def Session(self, request_iterator, context):  # noqa: N802 (the gRPC method name)
+        if self.token is not None:
+            self._refuse_unauthorized(context)
         stream = StreamState()
         assembler = _Assembler()
         for frame in request_iterator:
@@ -135,15 +139,26 @@ class WorkerService(worker_pb2_grpc.WorkerServicer):
                 self.on_stop()
 
 
-def start_server(listen: str, runtime: WorkerRuntime, on_stop: Callable[[], None]) -> tuple[grpc.Server, str]:
-    address = parse_listen_address(listen, '--listen')
+    def _refuse_unauthorized(self, context) -> None:
+        """End a stream without the run's token with UNAUTHENTICATED before reading a frame (server.ts refuseUnauthorized)."""
+        presented = next((value for key, value in context.invocation_metadata() if key == TOKEN_METADATA_KEY), None)
+        refusal = check_bearer(self.token, presented)
+        if refusal is not None:
+            sys.stderr.write(f'detsim worker {self.runtime.worker_id}: [{refusal}] refused {TOKEN_REFUSALS[refusal]}\n')
+            context.abort(grpc.StatusCode.UNAUTHENTICATED, f'[{refusal}] {TOKEN_REFUSALS[refusal]}')
+
+
+def start_server(listen: str, runtime: WorkerRuntime, on_stop: Callable[[], None],
+                 tls: TlsMaterial | None = None) -> tuple[grpc.Server, str]:
+    """Bind and start; with `tls`, mutual TLS (a client certificate of tls.ca required) and the token on every stream."""
+    address = parse_listen_address(listen, '--listen', tls is not None)
     options = [('grpc.max_receive_message_length', runtime.max_message_bytes),
                ('grpc.max_send_message_length', runtime.max_message_bytes),
                ('grpc.so_reuseport', 0)]
     # Enough threads for the coordinator's stream plus strangers; the lock serializes the work.
     from concurrent.futures import ThreadPoolExecutor
     server = grpc.server(ThreadPoolExecutor(max_workers=8), options=options)
-    worker_pb2_grpc.add_WorkerServicer_to_server(WorkerService(runtime, on_stop), server)
+    worker_pb2_grpc.add_WorkerServicer_to_server(WorkerService(runtime, on_stop, tls.token if tls else None), server)
     if address.kind == 'unix':
         remove_stale_socket(address.path)
         target = f'unix:{address.path}'
@@ -151,7 +166,9 @@ def start_server(listen: str, runtime: WorkerRuntime, on_stop: Callable[[], None
         bound = target
     else:
         host = address.host if not address.host.startswith('[') and ':' not in address.host else f"[{address.host.strip('[]')}]"
-        port = server.add_insecure_port(f'{host}:{address.port}')
+        port = (server.add_secure_port(f'{host}:{address.port}', grpc.ssl_server_credentials(
+            [(tls.key, tls.cert)], root_certificates=tls.ca, require_client_auth=True)) if tls
+            else server.add_insecure_port(f'{host}:{address.port}'))
         if port == 0:
             raise OSError(f'cannot bind {address.host}:{address.port}')
         bound = f'{address.host}:{port}'

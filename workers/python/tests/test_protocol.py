@@ -207,8 +207,8 @@ def test_shutdown_exits_0_and_a_closed_stdin_too():
 @pytest.mark.parametrize('args,stderr', [
     (['--bogus'], "detsim worker: Unknown option '--bogus'\n"),
     (['--listen', '0.0.0.0:0', '--role', 'agent', '--worker-id', 'w'],
-     'detsim: [perm_listen_not_local] --listen: "0.0.0.0" is not a loopback address; a worker listens only on unix:/abs/path or a '
-     'loopback host (127.0.0.0/8, ::1, localhost) until authenticated remote workers exist\n'),
+     'detsim: [perm_listen_not_local] --listen: "0.0.0.0" is not a loopback address; without TLS a worker listens only on '
+     'unix:/abs/path or a loopback host (127.0.0.0/8, ::1, localhost); any other host needs TLS and a bearer token (--tls-dir)\n'),
     (['--listen', 'unix:/tmp/x.sock', '--role', 'agent', '--worker-id', 'Bad'], 'detsim: [struct_invalid_id] --worker-id "Bad" is not an Id\n'),
 ])
 def test_bad_flags_are_refused_in_one_line_exit_2(args, stderr):

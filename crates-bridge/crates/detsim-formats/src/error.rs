@@ -32,6 +32,7 @@ reasons! {
     AuditManifestPayloadsMismatch => "audit_manifest_payloads_mismatch",
     AuditPayloadDigestMismatch => "audit_payload_digest_mismatch",
     PermListenNotLocal => "perm_listen_not_local",
+    PermTlsUnsupported => "perm_tls_unsupported",
     SizeAgentsOver60 => "size_agents_over_60",
     SizeEnvelopeTooShort => "size_envelope_too_short",
     SizeMessageTooLarge => "size_message_too_large",

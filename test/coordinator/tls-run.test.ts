@@ -1,0 +1,220 @@
+// TLS runs and `detsim certs` through the built CLI (issue 15 §1): TLS is physical — a forage-walkers
+// run over tcp with mutual TLS and the bearer token reproduces the golden ReproHash of the plaintext
+// run, and no key or token reaches the run directory; a TLS run that cannot work is refused before
+// anything starts (one named line, exit 2, no run directory); `detsim certs` writes the set with
+// private modes and refuses to overwrite, naming the files.
+import { X509Certificate } from 'node:crypto';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, unlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pino from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig, resolveConfig } from '../../coordinator/config.js';
+import { defaultWorkerCommand, launchFleet } from '../../coordinator/launcher.js';
+import { isRunFailure } from '../../coordinator/run-failure.js';
+import { WorkerCallError, WorkerClient } from '../../core/protocol/index.js';
+import { DetsimError } from '../../core/formats/errors.js';
+import { DEFAULT_GOLDEN_DIR, readGolden } from '../../coordinator/receipt/goldens.js';
+import { detsimCli, expectCliRefusal } from '../cli-refusal.js';
+import { snapshotDir } from '../dir-snapshot.js';
+
+const root = mkdtempSync(join(tmpdir(), 'detsim-tls-run-'));
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+const FILES = ['ca.pem', 'coordinator.pem', 'coordinator-key.pem', 'worker.pem', 'worker-key.pem', 'token'];
+
+/** Every file under `dir`, as text. */
+function allText(dir: string): string {
+  return readdirSync(dir, { recursive: true, withFileTypes: true })
+    .filter((e) => e.isFile())
+    .map((e) => readFileSync(join(e.parentPath, e.name), 'latin1'))
+    .join('\n');
+}
+
+describe('detsim certs', () => {
+  it('writes the set: keys and token 0600 in a 0700 directory, worker SANs with every --host, no CA key', () => {
+    const dir = join(root, 'set');
+    const r = detsimCli(['certs', dir, '--host', '10.1.2.3', '--host', 'node7.cluster']);
+    expect([r.status, r.stderr]).toEqual([0, '']);
+    expect(r.stdout).toBe(`${FILES.join('\n')}\n`);
+    expect(readdirSync(dir).sort()).toEqual([...FILES].sort());
+    expect(statSync(dir).mode & 0o777).toBe(0o700);
+    for (const secret of ['coordinator-key.pem', 'worker-key.pem', 'token'])
+      expect(statSync(join(dir, secret)).mode & 0o777, secret).toBe(0o600);
+    const worker = new X509Certificate(readFileSync(join(dir, 'worker.pem')));
+    expect(worker.subjectAltName).toBe(
+      'DNS:localhost, IP Address:127.0.0.1, IP Address:0:0:0:0:0:0:0:1, IP Address:10.1.2.3, DNS:node7.cluster',
+    );
+    const ca = new X509Certificate(readFileSync(join(dir, 'ca.pem')));
+    expect(worker.verify(ca.publicKey)).toBe(true);
+    expect(new X509Certificate(readFileSync(join(dir, 'coordinator.pem'))).verify(ca.publicKey)).toBe(true);
+    expect(readFileSync(join(dir, 'token'), 'utf8')).toMatch(/^[0-9a-f]{64}\n$/);
+  });
+
+  it('refuses to overwrite: names the files already there, exit 2, changes nothing', () => {
+    const dir = join(root, 'partial');
+    mkdirSync(dir, { mode: 0o700 });
+    expect(detsimCli(['certs', dir]).status).toBe(0);
+    unlinkSync(join(dir, 'ca.pem'));
+    const before = snapshotDir(dir);
+    const line = expectCliRefusal(detsimCli(['certs', dir]), 'perm_certs_target', dir);
+    expect(line).toBe(
+      `detsim: [perm_certs_target] ${dir} already holds coordinator.pem, coordinator-key.pem, worker.pem, worker-key.pem, token; detsim certs never overwrites (use an empty directory)`,
+    );
+    expect(snapshotDir(dir)).toEqual(before);
+  });
+});
+
+describe('a TLS run', () => {
+  const certs = join(root, 'run-certs');
+  beforeAll(() => expect(detsimCli(['certs', certs]).status).toBe(0));
+
+  it('forage-walkers over tcp with mutual TLS reproduces the golden ReproHash; no key or token in the run', () => {
+    const golden = readGolden(DEFAULT_GOLDEN_DIR, 'forage-walkers')!;
+    const out = join(root, 'runs');
+    const r = detsimCli(
+      [
+        'run',
+        golden.config,
+        '--steps',
+        String(golden.steps),
+        '--transport',
+        'tcp',
+        '--tls-dir',
+        certs,
+        '--out',
+        out,
+        '--json',
+      ],
+      120_000,
+    );
+    expect(r.status, r.stderr).toBe(0);
+    const result = JSON.parse(r.stdout) as { reproHash: string; behaviourDigest: string; runDir: string };
+    expect([result.reproHash, result.behaviourDigest]).toEqual([golden.reproHash, golden.behaviourDigest]);
+    const written = allText(out) + r.stdout + r.stderr;
+    expect(written).not.toContain(readFileSync(join(certs, 'token'), 'utf8').trim());
+    for (const key of ['coordinator-key.pem', 'worker-key.pem']) {
+      const body = readFileSync(join(certs, key), 'utf8').split('\n')[1]!;
+      expect(written).not.toContain(body);
+    }
+    expect(written).not.toContain(certs);
+  }, 150_000);
+
+  const refusedBeforeStart = (args: string[], reason: string, field: string): string => {
+    const out = join(root, `refused-${reason}`);
+    const line = expectCliRefusal(
+      detsimCli(['run', 'examples/forage-walkers.yaml', '--steps', '2', '--out', out, ...args]),
+      reason,
+      field,
+    );
+    expect(existsSync(out) ? readdirSync(out) : []).toEqual([]);
+    return line;
+  };
+
+  it('is refused on the unix transport: TLS is for TCP workers', () => {
+    expect(refusedBeforeStart(['--tls-dir', certs], 'struct_invalid_field', 'workers.tls.dir')).toBe(
+      "detsim: [struct_invalid_field] workers.tls.dir: TLS is for TCP workers; set workers.transport: tcp (this run's transport is unix)",
+    );
+  });
+
+  it('is refused when a file of the set is missing, naming it', () => {
+    const broken = join(root, 'broken-certs');
+    expect(detsimCli(['certs', broken]).status).toBe(0);
+    unlinkSync(join(broken, 'coordinator-key.pem'));
+    expect(
+      refusedBeforeStart(['--transport', 'tcp', '--tls-dir', broken], 'perm_tls_unreadable', 'workers.tls.dir'),
+    ).toBe(
+      `detsim: [perm_tls_unreadable] workers.tls.dir: private key ${join(broken, 'coordinator-key.pem')} cannot be read (ENOENT)`,
+    );
+  });
+
+  it('launches its workers on TLS only: the fleet says Hello, a plaintext client never connects', async () => {
+    const plan = { ...loadConfig('examples/forage-walkers.yaml'), transport: 'tcp' as const, tls: { dir: certs } };
+    const fleet = await launchFleet(plan, { logger: pino({ level: 'silent' }) });
+    try {
+      expect(fleet.agents.map((w) => w.hello.workerId)).toEqual(plan.workers.slice(1).map((w) => w.workerId));
+      const plaintext = WorkerClient.connect(fleet.agents[0]!.address, { connectTimeoutMs: 1_000 });
+      await expect(plaintext).rejects.toBeInstanceOf(WorkerCallError);
+    } finally {
+      await fleet.shutdown();
+    }
+  }, 60_000);
+
+  it.each([
+    [
+      'a certificate of another CA',
+      ['--tls-cert', 'worker.pem', '--tls-key', 'worker-key.pem'],
+      "the worker's certificate is not signed by this run's CA (UNABLE_TO_VERIFY_LEAF_SIGNATURE)",
+    ],
+    [
+      'another CA as its trust',
+      ['--tls-ca', 'ca.pem'],
+      "the worker refused this coordinator's certificate: it trusts another CA (another run's set?)",
+    ],
+  ])(
+    'names a launched worker with %s at once, before any Hello (identity, not a timeout)',
+    async (_, files, why) => {
+      const other = join(root, 'other-certs');
+      if (!existsSync(other)) expect(detsimCli(['certs', other]).status).toBe(0);
+      const plan = { ...loadConfig('examples/forage-walkers.yaml'), transport: 'tcp' as const, tls: { dir: certs } };
+      const base = defaultWorkerCommand();
+      // The worker's own flags override --tls-dir's files: here with those of another run's set.
+      const flags = files.map((f, i) => (i % 2 === 1 ? join(other, f) : f));
+      const startedAt = Date.now();
+      const e = await launchFleet(plan, {
+        logger: pino({ level: 'silent' }),
+        commandFor: () => ({ command: base.command, args: [...base.args, ...flags] }),
+      }).then(
+        () => new Error('launched: expected a refusal'),
+        (err: unknown) => err,
+      );
+      if (!isRunFailure(e)) throw e;
+      expect(e.kind).toBe('identity');
+      // Whichever worker is probed first is named: `worker worker-N (agents …) is not the expected worker …`.
+      expect(e.message, e.message).toMatch(
+        /^worker worker-[0-9a-z-]+ .* is not the expected worker at phase startup: /,
+      );
+      expect(e.message.endsWith(`: [ident_foreign_certificate] ${why}`), e.message).toBe(true);
+      expect(Date.now() - startedAt).toBeLessThan(plan.deadlines.startupMs);
+    },
+    60_000,
+  );
+
+  it('refuses a Rust worker on a TLS run before any worker starts (it does not serve TLS)', async () => {
+    const plan = { ...loadConfig('examples/mixed-walkers.yaml'), transport: 'tcp' as const, tls: { dir: certs } };
+    const saved = process.env.DETSIM_RUST_WORKER;
+    process.env.DETSIM_RUST_WORKER = process.execPath; // only its existence is checked before the TLS refusal
+    const e = await launchFleet(plan, { logger: pino({ level: 'silent' }) }).then(
+      () => new Error('launched: expected a refusal'),
+      (err: unknown) => err,
+    );
+    if (saved === undefined) delete process.env.DETSIM_RUST_WORKER;
+    else process.env.DETSIM_RUST_WORKER = saved;
+    if (!(e instanceof DetsimError)) throw e;
+    expect([e.reason, e.message]).toEqual([
+      'perm_tls_unsupported',
+      'workers.tls.dir: worker worker-1 runs on rust, whose worker does not serve TLS; use typescript or python workers on a TLS run',
+    ]);
+  });
+
+  it('takes workers.tls.dir from the config, relative to the config file', () => {
+    const config = {
+      sessionId: 's1',
+      masterSeed: '1',
+      steps: 1,
+      environment: { id: 'env', model: 'forage' },
+      agents: { count: 1, prefix: 'a-', model: 'walker' },
+      workers: { transport: 'tcp', tls: { dir: 'certs' } },
+    };
+    expect(resolveConfig(config, { baseDir: '/experiments/x' }).tls).toEqual({ dir: '/experiments/x/certs' });
+  });
+});
+
+describe('detsim worker --tls-dir (the CLI)', () => {
+  it('refuses an unreadable set naming the file, exit 2, before listening', () => {
+    const r = detsimCli(['worker', '--listen', '0.0.0.0:0', '--role', 'agent', '--worker-id', 'w1', '--tls-dir', root]);
+    expect(expectCliRefusal(r, 'perm_tls_unreadable', '--tls-dir')).toBe(
+      `detsim: [perm_tls_unreadable] --tls-dir: token ${join(root, 'token')} cannot be read (ENOENT)`,
+    );
+  });
+});

@@ -1,0 +1,244 @@
+// Authenticated TCP workers (issue 15 §1): `detsim certs` makes a per-run set; a TLS worker
+// (TypeScript and Python, hand-started as a remote worker would be) serves only a client that
+// presents the run's coordinator certificate and bearer token and names the session it is bound to.
+// Each refusal is shown with a real stranger client — a grpc-js client built here with the wrong
+// credentials — which gets a status and never a reply body, while the worker keeps serving its
+// coordinator. Plaintext on a non-loopback host is refused at start.
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import * as grpc from '@grpc/grpc-js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { readTlsMaterial, tlsPathsIn } from '../../core/formats/tls-dir.js';
+import {
+  CONTRACT_DIGEST,
+  METHODS,
+  WorkerClient,
+  type Frame,
+  channelOptions,
+  checkBearer,
+  workerServiceDefinition,
+} from '../../core/protocol/index.js';
+import { makeCertSet } from '../../coordinator/certs.js';
+import { coordinatorCredentials } from '../../coordinator/tls.js';
+import { pythonCommand, pythonWorkerSkip } from '../cross-lang/python-worker.js';
+import { REPO_ROOT, type SpawnedWorker, errorOf, launchWorker, resultOf, stopAll } from './harness.js';
+
+const root = mkdtempSync(join(tmpdir(), 'detsim-tls-'));
+const RUN = join(root, 'run');
+const OTHER = join(root, 'other');
+beforeAll(() => {
+  makeCertSet(RUN);
+  makeCertSet(OTHER);
+});
+afterAll(async () => {
+  await stopAll();
+  rmSync(root, { recursive: true, force: true });
+});
+
+interface StrangerOutcome {
+  code: number;
+  details: string;
+  frames: number;
+}
+
+/** A stranger: its own grpc-js client opens a Session, sends a Hello body, and reports what came back. */
+async function stranger(address: string, creds: grpc.ChannelCredentials, token?: string): Promise<StrangerOutcome> {
+  const Client = grpc.makeGenericClientConstructor(workerServiceDefinition(), 'Worker');
+  const client = new Client(address, creds, channelOptions());
+  const metadata = new grpc.Metadata();
+  if (token !== undefined) metadata.set('authorization', `Bearer ${token}`);
+  const call = (client as unknown as { Session(m: grpc.Metadata): grpc.ClientDuplexStream<Frame, Frame> }).Session(
+    metadata,
+  );
+  let frames = 0;
+  call.on('data', () => frames++);
+  const hello = { sessionId: 's1', expectedWorkerId: 'w1', role: 'agent', supportedMajors: [1] };
+  call.write({ body: Buffer.from(JSON.stringify({ requestId: 'r1', method: 'Worker.Hello', params: hello })) });
+  const status = await new Promise<grpc.ServiceError>((res) => call.on('error', res));
+  client.close();
+  return { code: status.code, details: status.details, frames };
+}
+
+const material = (dir: string) => readTlsMaterial(tlsPathsIn(dir, 'coordinator'), 'test');
+const tsWorker = { command: process.execPath, args: ['--import', 'tsx', 'workers/main.ts'] };
+
+const runtimes: [string, () => { command: string; args: string[] }, boolean][] = [
+  ['typescript', () => tsWorker, false],
+  ['python', pythonCommand, pythonWorkerSkip !== null],
+];
+
+describe.each(runtimes)('a TLS worker (%s) hand-started with --tls-dir', (runtime, command, skip) => {
+  let w: SpawnedWorker;
+  beforeAll(async () => {
+    if (skip) return;
+    const { command: cmd, args } = command();
+    w = await launchWorker(cmd, args, {
+      role: 'agent',
+      workerId: 'w1',
+      listenAt: '127.0.0.1:0',
+      extra: ['--session', 's1', '--tls-dir', RUN, '--no-parent-watch'],
+      credentials: coordinatorCredentials(RUN),
+    });
+  }, 60_000);
+
+  /** The worker still serves its own coordinator after a refusal. */
+  async function stillServes(): Promise<void> {
+    expect(resultOf(await w.client.call(METHODS.status, null, {})).state).toBeTypeOf('string');
+  }
+
+  it.skipIf(skip)("serves the run's coordinator: Hello with the run's certificate, token and session", async () => {
+    const hello = await w.client.hello({ sessionId: 's1', workerId: 'w1', role: 'agent' });
+    expect(hello.workerId).toBe('w1');
+  });
+
+  it.skipIf(skip)('refuses a client without a certificate at the handshake: no reply body', async () => {
+    const out = await stranger(w.listen, grpc.credentials.createSsl(material(RUN).ca), material(RUN).token);
+    expect(out).toMatchObject({ code: grpc.status.UNAVAILABLE, frames: 0 });
+    if (runtime === 'typescript') {
+      expect(out.details).toMatch(/certificate required/);
+      await expect.poll(() => w.stderr()).toMatch(/\[ident_no_client_certificate\] refused a TLS connection without/);
+    }
+    await stillServes();
+  });
+
+  it.skipIf(skip)("refuses a certificate from another run's CA at the handshake: no reply body", async () => {
+    const other = material(OTHER);
+    const out = await stranger(
+      w.listen,
+      grpc.credentials.createSsl(material(RUN).ca, other.key, other.cert),
+      material(RUN).token,
+    );
+    expect(out).toMatchObject({ code: grpc.status.UNAVAILABLE, frames: 0 });
+    if (runtime === 'typescript')
+      await expect
+        .poll(() => w.stderr())
+        .toMatch(/\[ident_foreign_certificate\] refused a client certificate this run's CA did not issue/);
+    await stillServes();
+  });
+
+  it.skipIf(skip)('refuses a plaintext client: no reply body', async () => {
+    const out = await stranger(w.listen, grpc.credentials.createInsecure(), material(RUN).token);
+    expect(out).toMatchObject({ code: grpc.status.UNAVAILABLE, frames: 0 });
+    await stillServes();
+  });
+
+  const sslOf = (dir: string) => {
+    const m = material(dir);
+    return grpc.credentials.createSsl(m.ca, m.key, m.cert);
+  };
+
+  it.skipIf(skip)('refuses a stream without a bearer token: UNAUTHENTICATED, named, no body', async () => {
+    const out = await stranger(w.listen, sslOf(RUN));
+    expect(out).toEqual({
+      code: grpc.status.UNAUTHENTICATED,
+      details: '[ident_token_missing] authorization: the call carries no bearer token; this worker serves only its run',
+      frames: 0,
+    });
+    await expect.poll(() => w.stderr()).toMatch(/: \[ident_token_missing\] refused authorization: /);
+    await stillServes();
+  });
+
+  it.skipIf(skip)('refuses a wrong bearer token (another run’s): UNAUTHENTICATED, named, no body', async () => {
+    const out = await stranger(w.listen, sslOf(RUN), material(OTHER).token);
+    expect(out).toEqual({
+      code: grpc.status.UNAUTHENTICATED,
+      details: "[ident_token_wrong] authorization: the bearer token is not this worker's run token",
+      frames: 0,
+    });
+    expect(w.stderr()).not.toContain(material(OTHER).token);
+    expect(w.stderr()).not.toContain(material(RUN).token);
+    await stillServes();
+  });
+
+  it.skipIf(skip)('refuses the wrong session after authentication: named, without ids', async () => {
+    const hello = {
+      sessionId: 's-other',
+      expectedWorkerId: 'w1',
+      role: 'agent',
+      supportedMajors: [1],
+      contractDigest: CONTRACT_DIGEST,
+    };
+    const refused = errorOf(await w.client.callUnchecked(METHODS.hello, null, hello));
+    expect(refused).toEqual({
+      code: 'IDENTITY_MISMATCH',
+      message: 'sessionId: params.sessionId is not the session this worker is bound to',
+      mutation: 'none',
+    });
+    await stillServes();
+  });
+});
+
+describe('checkBearer (constant-time token comparison)', () => {
+  const token = 'a'.repeat(64);
+  it('accepts exactly `Bearer <token>` and names every other case', () => {
+    expect(checkBearer(token, `Bearer ${token}`)).toBeUndefined();
+    expect(checkBearer(token, Buffer.from(`Bearer ${token}`))).toBeUndefined();
+    expect(checkBearer(token, `Bearer ${'b'.repeat(64)}`)).toBe('ident_token_wrong');
+    expect(checkBearer(token, `Bearer ${token}x`)).toBe('ident_token_wrong');
+    expect(checkBearer(token, 'Bearer a')).toBe('ident_token_wrong');
+    expect(checkBearer(token, undefined)).toBe('ident_token_missing');
+    expect(checkBearer(token, 'Bearer ')).toBe('ident_token_missing');
+    expect(checkBearer(token, `Basic ${token}`)).toBe('ident_token_missing');
+  });
+});
+
+describe('starting a worker: TLS and the listen address', () => {
+  const start = (extra: string[], listen = '0.0.0.0:0') =>
+    spawnSync(
+      process.execPath,
+      ['--import', 'tsx', 'workers/main.ts', '--listen', listen, '--role', 'agent', '--worker-id', 'w1', ...extra],
+      { cwd: REPO_ROOT, encoding: 'utf8', timeout: 30_000 },
+    );
+
+  it('listens on 0.0.0.0 with --tls-dir (ready line), and refuses it without, one named line, exit 2', async () => {
+    const w = spawn(
+      process.execPath,
+      [...tsWorker.args, '--listen', '0.0.0.0:0', '--role', 'agent', '--worker-id', 'w1', '--tls-dir', RUN],
+      { cwd: REPO_ROOT, stdio: ['pipe', 'pipe', 'inherit'] },
+    );
+    const ready = await new Promise<string>((res) => createInterface({ input: w.stdout! }).once('line', res));
+    const port = /^0\.0\.0\.0:([1-9][0-9]*)$/.exec((JSON.parse(ready) as { listen: string }).listen)![1];
+    const client = await WorkerClient.connect(`127.0.0.1:${port}`, { credentials: coordinatorCredentials(RUN) });
+    expect((await client.hello({ sessionId: 's1', workerId: 'w1', role: 'agent' })).workerId).toBe('w1');
+    client.close();
+    w.kill('SIGKILL');
+    const r = start([]);
+    expect([r.status, r.stdout]).toEqual([2, '']);
+    expect(r.stderr).toBe(
+      'detsim: [perm_listen_not_local] --listen: "0.0.0.0" is not a loopback address; without TLS a worker listens only on unix:/abs/path or a loopback host (127.0.0.0/8, ::1, localhost); any other host needs TLS and a bearer token (--tls-dir)\n',
+    );
+  });
+
+  it('refuses a missing, malformed or partial TLS set naming the file or flag, exit 2, never echoing content', () => {
+    const broken = join(root, 'broken');
+    makeCertSet(broken);
+    const secret = readFileSync(join(broken, 'worker-key.pem'), 'utf8');
+    unlinkSync(join(broken, 'token'));
+    let r = start(['--tls-dir', broken]);
+    expect([r.status, r.stdout, r.stderr]).toEqual([
+      2,
+      '',
+      `detsim: [perm_tls_unreadable] --tls-dir: token ${join(broken, 'token')} cannot be read (ENOENT)\n`,
+    ]);
+    writeFileSync(join(broken, 'token'), `${'t'.repeat(64)}\n`, { mode: 0o600 });
+    writeFileSync(join(broken, 'worker.pem'), secret);
+    r = start(['--tls-dir', broken]);
+    expect(r.stderr).toBe(
+      `detsim: [perm_tls_unreadable] --tls-dir: certificate ${join(broken, 'worker.pem')} is not a PEM certificate\n`,
+    );
+    expect(r.stderr).not.toContain('PRIVATE KEY');
+    r = start(['--tls-cert', join(RUN, 'worker.pem')]);
+    expect([r.status, r.stderr]).toEqual([
+      2,
+      'detsim: [struct_missing_field] --tls-ca is required with --tls-cert (or give --tls-dir DIR made by detsim certs)\n',
+    ]);
+    r = start(['--tls-dir', RUN], `unix:${join(root, 'w.sock')}`);
+    expect([r.status, r.stderr]).toEqual([
+      2,
+      'detsim: [struct_invalid_field] --tls-dir: TLS is for TCP workers; a unix socket is reachable only from this machine\n',
+    ]);
+  });
+});
