@@ -14,6 +14,7 @@ import {
   type StartedServer,
   CONTRACT_DIGEST,
   RENDEZVOUS_FORMAT,
+  certificateFingerprint,
   type RendezvousRecord,
   advertisedAddress,
   checkAdvertise,
@@ -324,8 +325,8 @@ function joinRendezvous(options: WorkerProcessOptions, bound: string): () => voi
     address: advertisedAddress(bound, options.advertise),
     session: options.sessionId ?? null,
     contractDigest: CONTRACT_DIGEST,
-    // Plaintext until the worker serves TLS: no certificate, no fingerprint.
-    certificateFingerprint: null,
+    // The certificate a TLS worker presents, so the coordinator can pin it; null in plaintext.
+    certificateFingerprint: options.tls ? certificateFingerprint(options.tls.cert) : null,
   };
   let path: string;
   try {

@@ -14,7 +14,7 @@ import stat
 import sys
 import threading
 
-from .rendezvous import advertised_address, check_advertise, check_rendezvous_dir, remove_record, write_record
+from .rendezvous import advertised_address, certificate_fingerprint, check_advertise, check_rendezvous_dir, remove_record, write_record
 from .scalars import InputError, is_id
 
 VALUE_FLAGS = {'--listen', '--role', '--worker-id', '--session', '--model', '--max-message-bytes', '--store-dir',
@@ -156,10 +156,11 @@ def main(argv: list[str]) -> int:
     joined = None
     if options['rendezvous'] is not None:
         from .runtime import CONTRACT_DIGEST
-        # Plaintext until the worker serves TLS: no certificate, no fingerprint.
+        # A TLS worker names the certificate it serves, so the coordinator can pin it; null in plaintext.
         try:
             joined = write_record(options['rendezvous'], options['worker_id'], options['role'],
-                                  advertised_address(bound, options['advertise']), options['session'], CONTRACT_DIGEST)
+                                  advertised_address(bound, options['advertise']), options['session'], CONTRACT_DIGEST,
+                                  certificate_fingerprint(options['tls'].cert) if options['tls'] is not None else None)
         except OSError as e:
             code = errno.errorcode.get(e.errno or 0, 'error')
             sys.stderr.write(f"detsim: [perm_write_failed] --rendezvous: cannot write this worker's record ({code})\n")

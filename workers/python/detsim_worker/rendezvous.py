@@ -56,6 +56,13 @@ def advertised_address(bound: str, advertise: str | None) -> str:
     return f'{wanted[0]}:{actual[1]}'
 
 
+def certificate_fingerprint(pem: bytes) -> str:
+    """Lowercase hex SHA-256 of the DER certificate (core/protocol/tls.ts certificateFingerprint)."""
+    import hashlib
+    import ssl
+    return hashlib.sha256(ssl.PEM_cert_to_DER_cert(pem.decode('ascii'))).hexdigest()
+
+
 def record_bytes(record: dict) -> bytes:
     return canonical_bytes(record) + b'\n'
 
