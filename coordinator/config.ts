@@ -106,6 +106,15 @@ export const DEFAULT_RENDEZVOUS_TIMEOUT_SECONDS = 120;
 /** Heap limit of one worker thread unless workers.threadHeapMb says otherwise (MiB). */
 export const DEFAULT_THREAD_HEAP_MB = 2048;
 
+/** How workers are started: `local` (child processes or threads of this coordinator) or `slurm` (srun job steps). */
+export const LAUNCHERS = ['local', 'slurm'] as const;
+export type LauncherKind = (typeof LAUNCHERS)[number];
+/** `launcher: slurm`, or `launcher: { kind: slurm, srunArgs: [...] }` with extra srun flags for every worker step. */
+const LauncherSchema = z.union([
+  z.enum(LAUNCHERS),
+  z.strictObject({ kind: z.enum(LAUNCHERS), srunArgs: z.array(z.string().min(1)).optional() }),
+]);
+
 const TopSchema = z.strictObject({
   sessionId: IdSchema,
   masterSeed: U64Schema,
@@ -143,6 +152,7 @@ const TopSchema = z.strictObject({
       tls: z.strictObject({ dir: z.string().min(1) }).optional(),
     })
     .optional(),
+  launcher: LauncherSchema.optional(),
   deadlines: z
     .strictObject({
       startupMs: DeadlineSchema.optional(),
@@ -150,6 +160,8 @@ const TopSchema = z.strictObject({
       captureMs: DeadlineSchema.optional(),
     })
     .optional(),
+  /** Recovery from a lost worker: `--max-restarts N` of `detsim run` overrides it (needs checkpoints). */
+  recovery: z.strictObject({ maxRestarts: z.number().int().min(0).max(999_999_999) }).optional(),
 });
 
 export type RunConfigInput = z.infer<typeof TopSchema>;
@@ -206,6 +218,8 @@ export interface RunPlan {
   threadHeapMb: number;
   deadlines: { startupMs: number; stepMs: number; captureMs: number };
   seedCollisions: SeedCollision[];
+  /** How workers are started; absent means local (launcher.ts). */
+  launcher?: LauncherPlan;
   /**
    * `workers.placement: rendezvous`: every worker was started by hand and announces itself in `dir`;
    * absent: local (the launcher starts them). Physical: never recorded in run.json nor hashed.
@@ -216,6 +230,8 @@ export interface RunPlan {
    * physical like the transport, never in run.json, a hash or a trace (coordinator/tls.ts).
    */
   tls?: { dir: string };
+  /** `recovery.maxRestarts` when the config sets it (a run-time policy, never in run.json). */
+  recovery?: { maxRestarts: number };
 }
 
 /** Workers found in a rendezvous directory: where, and how long to wait for all their records. */
@@ -226,6 +242,44 @@ export interface RendezvousPlacement {
 }
 
 export const ENVIRONMENT_WORKER_ID = 'worker-env';
+
+/**
+ * How a run's workers are started (physical: never in run.json nor a ReproHash). `slurm`: each worker
+ * process is one `srun` job step of the allocation `detsim run` runs in (coordinator/slurm/srun.ts).
+ */
+export type LauncherPlan = { kind: 'local' } | { kind: 'slurm'; srunArgs: string[] };
+
+/** A config's `launcher` field as a plan; srun flags on a local launcher, or slurm with threads, are refused. */
+function resolveLauncher(
+  raw: NonNullable<RunConfigInput['launcher']>,
+  workers: RunConfigInput['workers'],
+): LauncherPlan {
+  const kind = typeof raw === 'string' ? raw : raw.kind;
+  const srunArgs = typeof raw === 'string' ? undefined : raw.srunArgs;
+  if (kind === 'local') {
+    if (srunArgs !== undefined)
+      throw new DetsimError(
+        'struct_invalid_field',
+        'launcher.srunArgs: srun flags need kind slurm',
+        'launcher.srunArgs',
+      );
+    return { kind };
+  }
+  if (workers?.transport === 'thread')
+    throw new DetsimError(
+      'struct_invalid_field',
+      'launcher: slurm starts worker processes with srun; workers.transport: thread runs them in the coordinator',
+      'launcher',
+    );
+  // Until workers listen beyond loopback (TLS), srun steps cannot register from other nodes.
+  if (workers?.placement === 'rendezvous')
+    throw new DetsimError(
+      'struct_invalid_field',
+      'launcher: slurm starts every worker itself; workers.placement: rendezvous connects to workers started by hand',
+      'launcher',
+    );
+  return { kind, srunArgs: srunArgs ?? [] };
+}
 
 // ---------------------------------------------------------------------------------------------
 
@@ -647,8 +701,10 @@ export function resolveConfig(value: unknown, opts: { baseDir?: string } = {}): 
     threadHeapMb: cfg.workers?.threadHeapMb ?? DEFAULT_THREAD_HEAP_MB,
     deadlines: { ...DEFAULT_DEADLINES, ...cfg.deadlines },
     seedCollisions: collisions,
+    ...(cfg.launcher !== undefined ? { launcher: resolveLauncher(cfg.launcher, cfg.workers) } : {}),
     ...(rendezvous ? { rendezvous } : {}),
     ...(cfg.workers?.tls ? { tls: { dir: resolve(baseDir, cfg.workers.tls.dir) } } : {}),
+    ...(cfg.recovery ? { recovery: { maxRestarts: cfg.recovery.maxRestarts } } : {}),
   };
 }
 

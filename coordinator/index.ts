@@ -47,7 +47,7 @@ export type { ReasonCode, Layer, Action, Decision } from '../core/formats/reason
 
 // Runs: the config and its plan, a session, its failure, resume.
 export { loadConfig, resolveConfig, WORKER_RUNTIMES } from './config.js';
-export type { RunPlan, PlannedAgent, PlannedWorker, Transport, WorkerRuntimeName } from './config.js';
+export type { LauncherPlan, RunPlan, PlannedAgent, PlannedWorker, Transport, WorkerRuntimeName } from './config.js';
 export type { RendezvousPlacement } from './config.js';
 export type { ExistingWorker } from './launcher.js';
 export { runSession } from './run.js';
@@ -60,6 +60,9 @@ export type { RunFailureKind, RunPhase, RunFailureContext } from './run-failure.
 export { CheckpointRun } from './checkpoint/run-checkpoints.js';
 export type { CheckpointRunOptions, CheckpointRunReport } from './checkpoint/run-checkpoints.js';
 export { resumeRun } from './checkpoint/resume.js';
+export { recoveryWith, RECOVERABLE_KINDS } from './checkpoint/recovery.js';
+export type { RecoveryOptions, RecoveryFactory, RecoveryRecord } from './checkpoint/recovery.js';
+export type { SessionRecovery, RecoveryTarget, Recovered, LiveSession } from './session.js';
 export type { ResumeOptions, ResumeResult, ResumeProgress } from './checkpoint/resume.js';
 
 // DIFF=0: receipts and their ReproHash, diagnosis, replay, verify.

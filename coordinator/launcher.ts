@@ -78,6 +78,8 @@ export interface StartContext {
   deadlineAt: number;
   /** A TLS run (plan.tls): how the coordinator reaches its workers (mutual TLS + bearer token). */
   tls?: CoordinatorTls;
+  /** The address a process worker is to listen on (a Unix socket in the run's socket dir, or loopback TCP). */
+  listen?: string;
 }
 
 /** A worker being started: its instance at once, its connected client once it is up. */
@@ -426,6 +428,21 @@ export class Fleet {
     this.stopping ??= shutdownInstances(this.instances, this.all(), reason, graceMs, this.socketDir, this.logger);
     return this.stopping;
   }
+
+  /**
+   * Fence the fleet (a recovery replaces it): close every client at once, so nothing more is sent
+   * and a late reply is dropped, then kill every worker without asking and wait for the exits.
+   * Idempotent, and a later shutdown() is this one.
+   */
+  fence(reason: Id): Promise<void> {
+    this.stopping ??= (async () => {
+      for (const w of this.all()) w.client.close();
+      await killAll(this.instances, 0);
+      if (this.socketDir) rmSync(this.socketDir, { recursive: true, force: true });
+      this.logger.info({ reason }, 'workers fenced');
+    })();
+    return this.stopping;
+  }
 }
 
 async function shutdownInstances(
@@ -555,7 +572,12 @@ export async function diagnoseCallFailure(
 }
 
 /** Start one worker as a child process on its socket: ready line, then a gRPC client. */
-function startProcess(worker: PlannedWorker, ctx: StartContext, cmd: WorkerCommand, listen: string): StartingWorker {
+export function startProcess(
+  worker: PlannedWorker,
+  ctx: StartContext,
+  cmd: WorkerCommand,
+  listen: string,
+): StartingWorker {
   const proc = new WorkerProcess(
     worker,
     withTlsDir(withStoreDir(cmd, ctx.storeDir), ctx.plan),
@@ -685,6 +707,7 @@ export async function launchFleet(plan: RunPlan, opts: LaunchOptions): Promise<F
   const deadlineAt = Date.now() + plan.deadlines.startupMs;
   const starting = plan.workers.map((w, i) => {
     const ctx: StartContext = { plan, logger, models: launchedModelsFor(plan, w), deadlineAt };
+    if (socketDir !== undefined || plan.transport === 'tcp') ctx.listen = listenAddress(plan, socketDir, i);
     if (opts.signal) ctx.signal = opts.signal;
     if (opts.storeDir !== undefined) ctx.storeDir = opts.storeDir;
     if (tls) ctx.tls = tls;

@@ -19,7 +19,14 @@ import { abortWiring, runLoop, type SessionOptions, type SessionResult, type Ses
 
 export { RUN_FORMAT } from './run-json.js';
 export { closeNoting, failureOf, SUMMARY_FORMAT, writeSummary } from './session.js';
-export type { RunExtension, RunExtensionContext, RunProgress } from './session.js';
+export type {
+  Recovered,
+  RecoveryTarget,
+  RunExtension,
+  RunExtensionContext,
+  RunProgress,
+  SessionRecovery,
+} from './session.js';
 
 export const DEFAULT_RUNS_DIR = 'runs';
 

@@ -15,6 +15,7 @@ import { DetsimError } from '../core/formats/errors.js';
 import type { Digest, Id } from '../core/formats/scalars.js';
 import { launchFleet, type Fleet, type LaunchOptions, type WorkerCommand } from './launcher.js';
 import { Lockstep, type Dispatch, type LockstepHooks } from './lockstep.js';
+import { starterForPlan } from './slurm/srun.js';
 import { RUN_FILES, writeJsonDurable, type RunLog, type TraceWriter } from './run-dir.js';
 import { RunFailure, type RunPhase } from './run-failure.js';
 import { isWriteFailure, writeFailureOfErrno, type WriteFailure } from './write-failure.js';
@@ -71,6 +72,36 @@ export interface RunExtension {
   needsReadyAt?(boundary: bigint): boolean;
   afterStep(trace: TransitionTrace): Promise<void>;
   finish(failure: RunFailure | undefined): Promise<Record<string, unknown>>;
+  /** Recovery from a lost worker (`--max-restarts N`, coordinator/checkpoint/recovery.ts); absent: none. */
+  recovery?: SessionRecovery;
+}
+
+/** Where a recovery returns to, once it agreed to recover: the replacement workers read restores from storeDir. */
+export interface RecoveryTarget {
+  readonly storeDir: string;
+}
+
+/** What the loop continues from after a recovery: the new epoch, the trace steps kept, the writer for new steps. */
+export interface Recovered {
+  readonly epoch: Id;
+  readonly keptBehaviours: readonly TraceBehaviour[];
+  readonly traces: TraceWriter;
+}
+
+/**
+ * Recovery from a lost worker. The session loop fences the old fleet and starts the replacement
+ * through the same launcher; the recovery decides whether it may, and restores the new group.
+ */
+export interface SessionRecovery {
+  /**
+   * After a step failed: undefined when it is not a loss this recovers from (the failure stands as
+   * it is), a RunFailure saying why it cannot (restarts exhausted, no committed checkpoint), or where to return.
+   */
+  consider(failure: RunFailure): Promise<RecoveryTarget | RunFailure | undefined>;
+  /** With the replacement fleet up (its trace writer closed): restore into a new epoch, cut the trace back. */
+  restore(target: RecoveryTarget, live: LiveSession & { traces: TraceWriter }): Promise<Recovered>;
+  /** summary.json fields: how many recoveries, and each one. */
+  summaryFields(): Record<string, unknown>;
 }
 
 /** How the loop runs, whatever the start: the same options for run and resume. */
@@ -205,37 +236,56 @@ export async function runLoop(start: SessionStart, opts: SessionOptions): Promis
   const logger: Logger = pino({ level: opts.logLevel ?? 'info', base: { sessionId: plan.sessionId } }, log);
   const startedAt = process.hrtime.bigint();
   const startedWall = Date.now();
-  const digest = new BehaviourDigest();
-  for (const b of start.keptBehaviours) digest.add(rebase(b, start.baseEpoch));
+  let digest = digestOf(start.keptBehaviours, start.baseEpoch);
   const { signal, release } = abortWiring(opts);
   let fleet: Fleet | undefined;
   let traces = start.traces;
   let failure: RunFailure | undefined;
   let refusal: { e: unknown } | undefined;
+  let lastEpoch = start.epoch;
   logger.info(start.startedFields, `${kind} started`);
 
-  try {
-    fleet = await launchFleet(plan, {
+  const launch = (storeDir: string | undefined): Promise<Fleet> =>
+    launchFleet(plan, {
       logger,
       signal,
       commandFor: opts.hooks?.commandFor,
-      startWorker: opts.hooks?.startWorker,
+      // launcher: slurm starts each worker as an srun job step (slurm/srun.ts); a hook's starter wins.
+      startWorker: opts.hooks?.startWorker ?? starterForPlan(plan, opts.verbose),
       verbose: opts.verbose,
       ...(opts.existingWorkers ? { existing: opts.existingWorkers } : {}),
-      ...(start.storeDir ? { storeDir: start.storeDir } : {}),
-    });
-    opts.hooks?.onLaunched?.(fleet);
-    const lockstep = new Lockstep(plan, fleet, {
-      dispatch: start.dispatch,
-      epoch: start.lockstepEpoch,
-      startedAt,
-      logger,
-      signal,
-      hooks: opts.hooks,
-    });
+      ...(storeDir ? { storeDir } : {}),
+    }).then((f) => (opts.hooks?.onLaunched?.(f), f));
+  const lockstepOn = (f: Fleet, epoch: Id) =>
+    new Lockstep(plan, f, { dispatch: start.dispatch, epoch, startedAt, logger, signal, hooks: opts.hooks });
+
+  try {
+    fleet = await launch(start.storeDir);
+    let lockstep = lockstepOn(fleet, start.lockstepEpoch);
     traces = await start.begin({ fleet, lockstep, logger });
-    await opts.extension?.started({ plan, runDir, fleet, lockstep, traces, logger, epoch: start.epoch, steps, signal });
-    await stepLoop(start, { lockstep, traces, logger, digest, signal }, opts);
+    let epoch = start.epoch;
+    await opts.extension?.started({ plan, runDir, fleet, lockstep, traces, logger, epoch, steps, signal });
+    for (;;) {
+      try {
+        await stepLoop(start, { lockstep, traces, logger, digest, signal, epoch }, opts);
+        break;
+      } catch (e) {
+        // A lost worker: fence the old group, start replacements the same way, restore, continue.
+        const lost = failureOf(e, String(digest.steps), 'prepare');
+        const recovery = signal.aborted ? undefined : opts.extension?.recovery;
+        const target = await recovery?.consider(lost);
+        if (target === undefined) throw e;
+        if (target instanceof RunFailure) throw target;
+        const next = await replaceGroup({ fleet, lockstep, logger, traces }, lost, recovery!, target, {
+          // The replacement is the fleet to stop at the end, even if its restore fails.
+          launch: async () => (fleet = await launch(target.storeDir)),
+          lockstepOn,
+        });
+        ({ lockstep, traces, epoch } = next);
+        lastEpoch = epoch;
+        digest = digestOf(next.keptBehaviours, start.baseEpoch);
+      }
+    }
   } catch (e) {
     if (!start.accepted()) refusal = { e };
     else {
@@ -252,7 +302,13 @@ export async function runLoop(start: SessionStart, opts: SessionOptions): Promis
   const extensionFields = opts.extension ? await opts.extension.finish(failure) : {};
   await start.end();
 
-  const summary = summaryOf(start, { failure, digest, wallTimeMs: Date.now() - startedWall, extensionFields });
+  const summary = summaryOf(start, {
+    failure,
+    digest,
+    epoch: lastEpoch,
+    wallTimeMs: Date.now() - startedWall,
+    extensionFields,
+  });
   failure = writeSummary(runDir, summary, failure, String(digest.steps));
   logger.info({ summary }, `${kind} finished`);
   log.close();
@@ -277,10 +333,18 @@ export async function runLoop(start: SessionStart, opts: SessionOptions): Promis
 /** The step loop proper, the same for a fresh and a restored start. */
 async function stepLoop(
   start: SessionStart,
-  live: { lockstep: Lockstep; traces: TraceWriter; logger: Logger; digest: BehaviourDigest; signal: AbortSignal },
+  live: {
+    lockstep: Lockstep;
+    traces: TraceWriter;
+    logger: Logger;
+    digest: BehaviourDigest;
+    signal: AbortSignal;
+    /** The epoch new steps are taken in (a recovery moves it on). */
+    epoch: Id;
+  },
   opts: SessionOptions,
 ): Promise<void> {
-  const { lockstep, traces, logger, digest, signal } = live;
+  const { lockstep, traces, logger, digest, signal, epoch } = live;
   const { steps, kind, log } = start;
   // Progress rates count stepping only, from here (start-up is not a step).
   const loopStart = Date.now();
@@ -296,7 +360,7 @@ async function stepLoop(
     const behaviourText = canonicalBehaviour(trace.behaviour);
     traces.appendLine(traceLine(behaviourText, trace.operational));
     digest.addCanonical(
-      start.epoch === start.baseEpoch ? behaviourText : canonicalBehaviour(rebase(trace.behaviour, start.baseEpoch)),
+      epoch === start.baseEpoch ? behaviourText : canonicalBehaviour(rebase(trace.behaviour, start.baseEpoch)),
     );
     logger.debug({ step: k, wallTimeNs: trace.operational.wallTimeNs }, 'step committed');
     await opts.extension?.afterStep(trace);
@@ -304,6 +368,49 @@ async function stepLoop(
     opts.onProgress?.({ step: k + 1, steps, elapsedMs: Date.now() - loopStart });
   }
   log.throwIfFailed();
+}
+
+/**
+ * Replace a lost group: fence the old fleet (clients closed, workers killed), close the trace
+ * writer, launch the replacement the same way and let the recovery restore it into a new epoch.
+ * A failure on the way ends the run as the loss it tried to recover from, saying how.
+ */
+async function replaceGroup(
+  old: LiveSession & { traces: TraceWriter },
+  lost: RunFailure,
+  recovery: SessionRecovery,
+  target: RecoveryTarget,
+  how: { launch: () => Promise<Fleet>; lockstepOn: (f: Fleet, epoch: Id) => Lockstep },
+): Promise<Recovered & { lockstep: Lockstep }> {
+  try {
+    await old.fleet.fence('recovery');
+    old.traces.close();
+    const fleet = await how.launch();
+    const lockstep = how.lockstepOn(fleet, old.lockstep.epoch);
+    lockstep.adoptIdentities(old.lockstep.identities!);
+    const recovered = await recovery.restore(target, { fleet, lockstep, logger: old.logger, traces: old.traces });
+    return { ...recovered, lockstep };
+  } catch (e) {
+    throw recoveryFailed(lost, e);
+  }
+}
+
+/** The running behaviour digest over steps already in the trace, each rebased onto the run's first epoch. */
+function digestOf(kept: readonly TraceBehaviour[], baseEpoch: Id): BehaviourDigest {
+  const digest = new BehaviourDigest();
+  for (const b of kept) digest.add(rebase(b, baseEpoch));
+  return digest;
+}
+
+/** A recovery that itself failed ends the run as the loss it tried to recover from, saying how it failed. */
+function recoveryFailed(lost: RunFailure, e: unknown): RunFailure {
+  const why = e instanceof Error ? e.message : String(e);
+  return new RunFailure(lost.kind, `${lost.detail}; recovery failed: ${why}`, {
+    workerId: lost.workerId,
+    agentIds: lost.agentIds,
+    step: lost.step,
+    phase: lost.phase,
+  });
 }
 
 /** Ctrl-C reaches the workers too; their deaths are a consequence of the abort, not its cause. */
@@ -321,12 +428,17 @@ function summaryOf(
   end: {
     failure: RunFailure | undefined;
     digest: BehaviourDigest;
+    /** The epoch the session ended in (a recovery moves it on). */
+    epoch: Id;
     wallTimeMs: number;
     extensionFields: Record<string, unknown>;
   },
 ) {
   const { failure } = end;
-  const rebased = start.kind === 'resume' ? `, each rebased to epoch ${start.baseEpoch} (EpochRebase)` : '';
+  const rebased =
+    start.kind === 'resume' || end.epoch !== start.baseEpoch
+      ? `, each rebased to epoch ${start.baseEpoch} (EpochRebase)`
+      : '';
   return {
     format: SUMMARY_FORMAT,
     sessionId: start.plan.sessionId,

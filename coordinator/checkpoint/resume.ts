@@ -28,7 +28,14 @@ import { epochId } from '../lockstep.js';
 import type { PlannedWorker, Transport } from '../config.js';
 import { RUN_FILES, RunLog, TraceWriter } from '../run-dir.js';
 import { withRunLock } from '../run-lock.js';
-import { runLoop, type RunProgress, type SessionOptions, type SessionResult, type SessionStart } from '../session.js';
+import {
+  runLoop,
+  type RunProgress,
+  type SessionOptions,
+  type SessionRecovery,
+  type SessionResult,
+  type SessionStart,
+} from '../session.js';
 import { LEDGER_FILE } from '../store/ledger.js';
 import type { TraceBehaviour, TransitionTrace } from '../trace.js';
 import { openCheckpointing, storeDirOf } from './checkpointing.js';
@@ -59,6 +66,8 @@ export interface ResumeOptions extends Omit<SessionOptions, 'extension'> {
   transport?: Transport;
   /** Test hook: replace some workers' command. */
   commandFor?: (w: PlannedWorker) => WorkerCommand | undefined;
+  /** Recover lost workers from the resumed run's checkpoints (`--max-restarts N`: recovery.ts recoveryWith). */
+  recover?: (checkpoints: CheckpointRun) => SessionRecovery;
 }
 
 /** The session's result (runDir, behaviourDigest over the whole run, steps, ReproHash) and what was restored. */
@@ -70,7 +79,7 @@ export interface ResumeResult extends SessionResult {
   checkpoints: CheckpointRunReport | null;
 }
 
-interface TraceSplit {
+export interface TraceSplit {
   kept: string[];
   keptBehaviours: TraceBehaviour[];
   abandoned: string[];
@@ -127,7 +136,7 @@ export function splitTrace(text: string, k: bigint, path: string): TraceSplit {
 }
 
 /** Every epoch id the run directory mentions (run.json, trace lines, ledger lines). */
-function epochsSeen(runDir: string, first: Id, traceEpochs: Set<Id>): number {
+export function epochsSeen(runDir: string, first: Id, traceEpochs: Set<Id>): number {
   const nums = [first, ...traceEpochs]
     .map((e) => /^e([0-9]+)$/.exec(e)?.[1])
     .filter((x): x is string => x !== undefined)
@@ -174,6 +183,12 @@ async function resumeLocked(runDir: string, opts: ResumeOptions): Promise<Resume
   const epoch = epochId(epochsSeen(runDir, rec.epoch, split.epochs) + 1);
   const runEvent = lastRunEvent(runDir);
   const every = opts.checkpointEvery ?? runEvent.every;
+  if (opts.recover && every === 0)
+    throw new DetsimError(
+      'struct_invalid_field',
+      '--max-restarts: a recovery returns to a checkpoint, and this resume takes none (the run recorded no interval, or --checkpoint-every 0)',
+      '--max-restarts',
+    );
   // The cut trace is written (and fsynced) now, beside the files it replaces: running out of space
   // here refuses the resume with nothing changed; after the restore only renames remain.
   const cut = stageTraceCut(runDir, split);
@@ -190,6 +205,7 @@ async function resumeLocked(runDir: string, opts: ResumeOptions): Promise<Resume
           ...(opts.onEvent ? { onEvent: opts.onEvent } : {}),
         })
       : undefined;
+  if (checkpoints && opts.recover) checkpoints.recovery = opts.recover(checkpoints);
   let restored: RestoreReport | undefined;
   const start: SessionStart = {
     kind: 'resume',
@@ -291,7 +307,11 @@ async function resumeLocked(runDir: string, opts: ResumeOptions): Promise<Resume
  * held plus every line beyond the boundary. Publishing them is renames only, so the cut is
  * all-or-nothing against a full disk; a failure to stage removes what was staged and names the file.
  */
-function stageTraceCut(runDir: string, split: TraceSplit): StagedFile[] {
+export function stageTraceCut(
+  runDir: string,
+  split: TraceSplit,
+  note = 'resume refused before any worker started; nothing in the run directory changed',
+): StagedFile[] {
   const staged: StagedFile[] = [];
   try {
     if (split.abandoned.length > 0) {
@@ -306,9 +326,7 @@ function stageTraceCut(runDir: string, split: TraceSplit): StagedFile[] {
     return staged;
   } catch (e) {
     discardStaged(staged);
-    throw isWriteFailure(e)
-      ? e.withNote('resume refused before any worker started; nothing in the run directory changed')
-      : e;
+    throw isWriteFailure(e) ? e.withNote(note) : e;
   }
 }
 

@@ -4,7 +4,7 @@
 // became durable. Failure policy: continue — a refused or failed capture is reported and recorded
 // in the ledger, never reported as durable, and the run carries on. NOT the capture flow itself.
 import type { Id } from '../../core/formats/scalars.js';
-import type { RunExtension, RunExtensionContext } from '../run.js';
+import type { RunExtension, RunExtensionContext, SessionRecovery } from '../run.js';
 import type { RunFailure } from '../run-failure.js';
 import type { DurableFs } from '../store/durable-fs.js';
 import type { SaveOutcome } from '../store/writer.js';
@@ -63,7 +63,10 @@ export interface CheckpointRunReport {
 export class CheckpointRun implements RunExtension {
   group: CheckpointGroup | undefined;
   ck: Checkpointing | undefined;
+  /** Recovery from a lost worker, when enabled (`--max-restarts N`: checkpoint/recovery.ts). */
+  recovery: SessionRecovery | undefined;
   private ctx: RunExtensionContext | undefined;
+  private base: Id | undefined;
   private readonly outcomes = new Map<Id, SaveOutcome | null>();
   private readonly waits: Promise<void>[] = [];
   private readonly report: CheckpointRunReport;
@@ -128,6 +131,31 @@ export class CheckpointRun implements RunExtension {
     });
     this.ctx = ctx;
     this.ck = ck;
+    this.base = this.opts.baseEpoch ?? ctx.epoch;
+  }
+
+  /** What the session is stepping on now (its fleet, lockstep and trace writer), once started. */
+  get context(): RunExtensionContext {
+    if (!this.ctx) throw new Error('checkpoints: the session has not started');
+    return this.ctx;
+  }
+
+  /** The run's first epoch, onto which behaviour is rebased. */
+  get baseEpoch(): Id {
+    return this.base ?? this.opts.baseEpoch ?? this.context.epoch;
+  }
+
+  /** Go on capturing a recovered session: its restored group, fleet, lockstep, trace writer and epoch. */
+  rebind(group: CheckpointGroup, live: Pick<RunExtensionContext, 'fleet' | 'lockstep' | 'traces' | 'epoch'>): void {
+    this.group = group;
+    this.ctx = { ...this.context, ...live };
+  }
+
+  /** Wait (at most budgetMs) for the saves submitted so far to settle, so the store's high-water is current. */
+  async savesSettled(budgetMs: number): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([Promise.all(this.waits), new Promise<void>((r) => (timer = setTimeout(r, budgetMs)))]);
+    if (timer) clearTimeout(timer);
   }
 
   /** A capture at this boundary needs every agent Ready: the run must not pipeline a Prepare into it. */
@@ -177,9 +205,7 @@ export class CheckpointRun implements RunExtension {
   async finish(_failure: RunFailure | undefined): Promise<Record<string, unknown>> {
     if (!this.ck) return {};
     const budget = this.opts.durableWaitMs ?? DEFAULT_DURABLE_WAIT_MS;
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([Promise.all(this.waits), new Promise<void>((r) => (timer = setTimeout(r, budget)))]);
-    if (timer) clearTimeout(timer);
+    await this.savesSettled(budget);
     for (const id of this.report.captured) {
       let o = this.outcomes.get(id) ?? null;
       // A lost or late reply is resolved by asking the store manifest about the same id; never re-saved.
@@ -200,7 +226,7 @@ export class CheckpointRun implements RunExtension {
     }
     this.report.highWater = this.ck.store.snapshot().highWater;
     await this.ck.ledger.flush().catch(() => undefined);
-    return { checkpoints: this.report };
+    return { checkpoints: this.report, ...this.recovery?.summaryFields() };
   }
 
   get result(): CheckpointRunReport {

@@ -15,6 +15,7 @@ import { registerLedger } from './ledger-command.js';
 import { registerDiff } from './diff-command.js';
 import { registerWorker } from './worker-command.js';
 import { registerCerts } from './certs-command.js';
+import { registerSlurm } from './slurm-command.js';
 
 const program = new Command();
 program
@@ -39,6 +40,7 @@ registerLedger(program);
 registerDiff(program);
 registerWorker(program);
 registerCerts(program);
+registerSlurm(program);
 
 try {
   await program.parseAsync(process.argv);

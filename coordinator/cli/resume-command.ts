@@ -7,7 +7,7 @@ import { resumeRun, type ResumeProgress } from '../checkpoint/resume.js';
 import { canonicalize } from '../../core/formats/canonical-json.js';
 import { DetsimError } from '../../core/formats/errors.js';
 import { readId } from '../../core/formats/scalars.js';
-import { checkpointSummaryLines } from './checkpoint-flags.js';
+import { MAX_RESTARTS_HELP, checkpointSummaryLines, recoverFromFlag } from './checkpoint-flags.js';
 import {
   TRANSPORT_HELP,
   action,
@@ -23,6 +23,7 @@ interface ResumeCommandOptions {
   checkpoint?: string;
   steps?: string;
   checkpointEvery?: string;
+  maxRestarts?: string;
   transport?: string;
   json?: boolean;
   verbose?: boolean;
@@ -60,6 +61,7 @@ export function registerResume(program: Command): void {
       '--checkpoint-every <k>',
       'checkpoint interval while resuming (default: the one the run recorded; 0 = none)',
     )
+    .option('--max-restarts <n>', MAX_RESTARTS_HELP)
     .option('--transport <t>', TRANSPORT_HELP)
     .option('--json', 'print one canonical JSON object instead of lines')
     .option('--verbose', "a Python model's failure carries its Python traceback")
@@ -69,6 +71,7 @@ export function registerResume(program: Command): void {
         const checkpointId = opts.checkpoint === undefined ? undefined : readId(opts.checkpoint, '--checkpoint');
         const steps = readStepsFlag(opts.steps);
         const every = whole(opts.checkpointEvery, '--checkpoint-every');
+        const recover = recoverFromFlag(opts.maxRestarts);
         try {
           const r = await resumeRun(runDir, {
             // Ctrl-C / SIGTERM stop the resumed run like `detsim run` (the session loop's one abort wiring).
@@ -78,6 +81,7 @@ export function registerResume(program: Command): void {
             ...(steps !== undefined ? { steps } : {}),
             ...(every !== undefined ? { checkpointEvery: every } : {}),
             ...(transport ? { transport } : {}),
+            ...recover,
             onProgress: progressLine(),
             onEvent: (line) => process.stderr.write(`${line}\n`),
           });

@@ -4,23 +4,34 @@
 import cliProgress from 'cli-progress';
 import type { Command } from 'commander';
 import { resolve } from 'node:path';
-import { loadConfig, type RunPlan } from '../config.js';
+import { LAUNCHERS, loadConfig, type LauncherKind, type RunPlan } from '../config.js';
 import { canonicalize } from '../../core/formats/canonical-json.js';
 import { checkWorkerBinaries } from '../launcher.js';
 import { checkWorkerTls } from '../tls.js';
 import { DISPATCH_MODES } from '../lockstep.js';
 import { runSession, type RunProgress } from '../run.js';
-import { TRANSPORT_HELP, action, readStepsFlag, readTransportFlag, readDispatchFlag, writeStdout } from './common.js';
-import { checkpointRunFromFlags, checkpointSummaryLines } from './checkpoint-flags.js';
+import { checkSlurmLauncher } from '../slurm/srun.js';
+import {
+  TRANSPORT_HELP,
+  action,
+  readChoiceFlag,
+  readStepsFlag,
+  readTransportFlag,
+  readDispatchFlag,
+  writeStdout,
+} from './common.js';
+import { MAX_RESTARTS_HELP, checkpointRunFromFlags, checkpointSummaryLines } from './checkpoint-flags.js';
 import { printReceiptWarnings, runFailureExit } from './run-outcome.js';
 
 interface RunCommandOptions {
   checkpointEvery?: string;
   keep?: string;
+  maxRestarts?: string;
   steps?: string;
   out?: string;
   dispatch?: string;
   transport?: string;
+  launcher?: string;
   json?: boolean;
   verbose?: boolean;
   tlsDir?: string;
@@ -80,6 +91,13 @@ function withTlsFlag(plan: RunPlan, dir: string | undefined): RunPlan {
   return dir === undefined ? plan : { ...plan, tls: { dir: resolve(dir) } };
 }
 
+/** `--launcher local|slurm` over the config's launcher (srunArgs kept when the config names slurm). */
+function withLauncherFlag(plan: RunPlan, text: string | undefined): RunPlan {
+  const kind = readChoiceFlag<LauncherKind>(text, LAUNCHERS, '--launcher');
+  if (kind === undefined || kind === (plan.launcher?.kind ?? 'local')) return plan;
+  return { ...plan, launcher: kind === 'slurm' ? { kind, srunArgs: [] } : { kind } };
+}
+
 export function registerRun(program: Command): void {
   program
     .command('run')
@@ -92,12 +110,17 @@ export function registerRun(program: Command): void {
       `order of worker messages within a phase: ${DISPATCH_MODES.join(' | ')} (default concurrent)`,
     )
     .option('--transport <t>', TRANSPORT_HELP)
+    .option(
+      '--launcher <kind>',
+      `how workers start: ${LAUNCHERS.join(' | ')} (slurm: one srun job step each, inside an allocation; overrides launcher)`,
+    )
     .option('--json', 'print one canonical JSON object {behaviourDigest, runDir, steps} instead of two lines')
     .option(
       '--checkpoint-every <k>',
       'capture a checkpoint every K committed steps into <run dir>/store/ (ledger: <run dir>/ledger.jsonl)',
     )
     .option('--keep <n>', 'checkpoint generations to keep (default 3; with --checkpoint-every)')
+    .option('--max-restarts <n>', `${MAX_RESTARTS_HELP}; needs --checkpoint-every`)
     .option('--verbose', "a Python model's failure carries its Python traceback")
     .option('--tls-dir <dir>', 'mutual TLS + bearer token for tcp workers from a `detsim certs` directory')
     .action(
@@ -107,10 +130,14 @@ export function registerRun(program: Command): void {
         // Every check on the config happens here, before any process starts.
         const transport = readTransportFlag(opts.transport);
         const loaded = loadConfig(configPath);
-        const plan = withTlsFlag(transport ? { ...loaded, transport } : loaded, opts.tlsDir);
+        const plan = withLauncherFlag(
+          withTlsFlag(transport ? { ...loaded, transport } : loaded, opts.tlsDir),
+          opts.launcher,
+        );
         checkWorkerBinaries(plan);
         checkWorkerTls(plan);
-        const checkpoints = checkpointRunFromFlags(opts.checkpointEvery, opts.keep);
+        checkSlurmLauncher(plan);
+        const checkpoints = checkpointRunFromFlags(opts.checkpointEvery, opts.keep, opts.maxRestarts, plan.recovery);
         const progress = progressDisplay();
         try {
           const result = await runSession(plan, {

@@ -185,6 +185,12 @@ const SUMMARY_ROWS: FieldRule[] = [
     'how a resumed run got here: checkpoint, epochs, abandoned steps (coordinator/checkpoint/resume.ts)',
     { subtree: true },
   ),
+  P('summary.recoveries', 'how many lost workers the run recovered from (--max-restarts; a fault, not behaviour)'),
+  P(
+    'summary.recovery',
+    'each recovery: worker, reason, step, checkpoint, epochs (coordinator/checkpoint/recovery.ts)',
+    { subtree: true },
+  ),
 ];
 
 /** The table, in publication order. */

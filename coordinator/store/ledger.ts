@@ -43,6 +43,8 @@ export const LEDGER_EVENTS = [
   'superseded',
   'restored',
   'recovered',
+  // A lost worker recovered from (--max-restarts): who, why, where, from which checkpoint into which epoch.
+  'recovery',
 ] as const;
 /** The kind of one ledger line. */
 export type LedgerEventKind = (typeof LEDGER_EVENTS)[number];

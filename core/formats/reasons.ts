@@ -205,6 +205,19 @@ export const REASONS = {
     summary:
       'INVALID_PHASE: capture, step or restore outside a committed boundary, while fenced, or over tainted participants',
   },
+  perm_slurm_no_allocation: {
+    layer: 'L4',
+    summary:
+      'launcher: slurm outside a Slurm allocation (SLURM_JOB_ID unset): submit with `detsim slurm submit`, or run in salloc',
+  },
+  perm_slurm_command_missing: {
+    layer: 'L4',
+    summary: 'a Slurm command detsim needs (sbatch, srun) is not on PATH: nothing was written or submitted',
+  },
+  perm_slurm_job_refused: {
+    layer: 'L4',
+    summary: 'sbatch refused the job (non-zero exit, or no job id): its first line is quoted; no batch script is left',
+  },
   ident_stale_epoch: { layer: 'L5', summary: 'STALE_EPOCH: a restore must go into a new epoch, never the current one' },
   ident_session_mismatch: { layer: 'L5', summary: 'the checkpoint belongs to another session' },
   ident_episode_mismatch: { layer: 'L5', summary: 'the checkpoint belongs to another episode' },

@@ -1,0 +1,121 @@
+// The Slurm launcher (`launcher: slurm`): inside an allocation, each worker process is one `srun`
+// job step (`srun --nodes=1 --ntasks=1 --exact --overlap … <worker command> --listen … --role …`),
+// started through the launcher's starter parameter (LaunchOptions.startWorker) as a WorkerProcess
+// whose child is srun: srun relays the worker's ready line (stdout), stderr and exit status, and its
+// stdin pipe is the worker's "coordinator gone" signal, so everything the local launcher checks
+// (ready, deaths, stderr tails, shutdown) works unchanged. The workers listen on the addresses the
+// coordinator assigns (Unix sockets under /tmp, or loopback TCP): one node only. Also the checks a
+// slurm launch needs before anything starts. NOT the batch script (batch-script.ts), NOT sbatch.
+import { accessSync, constants } from 'node:fs';
+import { delimiter, join } from 'node:path';
+import type { LauncherPlan, PlannedWorker, RunPlan } from '../config.js';
+import { DetsimError } from '../../core/formats/errors.js';
+import {
+  defaultWorkerCommand,
+  startProcess,
+  workerCommandFor,
+  type LaunchOptions,
+  type WorkerCommand,
+} from '../launcher.js';
+
+/** The first executable `name` on `path` ($PATH by default), or null. */
+export function findOnPath(name: string, path = process.env.PATH ?? ''): string | null {
+  for (const dir of path.split(delimiter).filter((d) => d !== '')) {
+    const candidate = join(dir, name);
+    try {
+      accessSync(candidate, constants.X_OK);
+      return candidate;
+    } catch {
+      // not here
+    }
+  }
+  return null;
+}
+
+/** Refuse (one named line) when a Slurm command detsim needs is not on PATH; its path otherwise. */
+export function requireSlurmCommand(name: 'sbatch' | 'srun', why: string): string {
+  const found = findOnPath(name);
+  if (found === null)
+    throw new DetsimError(
+      'perm_slurm_command_missing',
+      `${name}: not found on PATH; ${why} needs Slurm's ${name} (install slurm-client, or load the cluster's slurm module)`,
+      name,
+    );
+  return found;
+}
+
+/**
+ * Refuse a plan whose launcher is slurm when it cannot work here, before anything starts: outside
+ * an allocation (SLURM_JOB_ID unset), without srun on PATH, or with the thread transport.
+ */
+export function checkSlurmLauncher(plan: RunPlan, env: NodeJS.ProcessEnv = process.env): void {
+  if (plan.launcher?.kind !== 'slurm') return;
+  if (!env.SLURM_JOB_ID)
+    throw new DetsimError(
+      'perm_slurm_no_allocation',
+      'launcher: slurm starts workers as job steps of a Slurm allocation, and SLURM_JOB_ID is not set; submit the run with `detsim slurm submit <config>` (or run it inside salloc)',
+      'launcher',
+    );
+  checkSlurmTransport(plan);
+  requireSlurmCommand('srun', 'launcher: slurm');
+}
+
+/** Worker threads live in the coordinator's process, and rendezvous workers are started by hand: neither can be srun steps. */
+export function checkSlurmTransport(plan: RunPlan): void {
+  if (plan.rendezvous)
+    throw new DetsimError(
+      'struct_invalid_field',
+      'launcher: slurm starts every worker itself; workers.placement: rendezvous connects to workers started by hand',
+      'launcher',
+    );
+  if (plan.transport === 'thread')
+    throw new DetsimError(
+      'struct_invalid_field',
+      'launcher: slurm starts worker processes with srun; --transport thread runs them in the coordinator',
+      'launcher',
+    );
+}
+
+/**
+ * The srun command that runs `cmd` as one job step for `worker`: one task on one node, exactly the
+ * CPUs it asks for; `--overlap` lets a step start even when the allocation has fewer CPUs than
+ * workers (lockstep workers mostly wait on each other), so a small salloc never deadlocks start-up.
+ * `--kill-on-bad-exit` ends the step when the worker fails; the config's srunArgs come last.
+ */
+export function srunCommand(cmd: WorkerCommand, worker: PlannedWorker, srunArgs: readonly string[]): WorkerCommand {
+  return {
+    command: 'srun',
+    args: [
+      '--nodes=1',
+      '--ntasks=1',
+      '--exact',
+      '--overlap',
+      '--kill-on-bad-exit=1',
+      `--job-name=${worker.workerId}`,
+      ...srunArgs,
+      cmd.command,
+      ...cmd.args,
+    ],
+  };
+}
+
+/** The starter (LaunchOptions.startWorker) for `launcher: slurm`: every worker process as an srun step. */
+export function srunStarter(
+  launcher: Extract<LauncherPlan, { kind: 'slurm' }>,
+  verbose = false,
+): NonNullable<LaunchOptions['startWorker']> {
+  const typescript = defaultWorkerCommand();
+  return (worker, ctx) => {
+    if (ctx.listen === undefined) return undefined;
+    const cmd = srunCommand(workerCommandFor(worker, typescript, verbose), worker, launcher.srunArgs);
+    ctx.logger.info({ workerId: worker.workerId, srun: cmd.args.slice(0, -1) }, 'worker starts as an srun job step');
+    return startProcess(worker, ctx, cmd, ctx.listen);
+  };
+}
+
+/** The starter a plan's launcher asks for (undefined: the local launcher's own), after its checks. */
+export function starterForPlan(plan: RunPlan, verbose = false): LaunchOptions['startWorker'] {
+  if (plan.launcher?.kind !== 'slurm') return undefined;
+  checkSlurmLauncher(plan);
+  return srunStarter(plan.launcher, verbose);
+}

@@ -1,0 +1,223 @@
+// Recovery from a lost worker (`--max-restarts N`, coordinator/checkpoint/recovery.ts) with real
+// worker processes and threads: a worker SIGKILLed by pid at chosen steps, a model that exits or
+// stalls past the step deadline once (a marker file in the test's temp dir makes the replacement
+// go on), restarts exhausted, no committed checkpoint, the flags' refusals, a resume that recovers,
+// and the short version of bench/recover-kill-loop.ts. Each recovered run must end with the
+// ReproHash and behaviour digest of an uninterrupted run (the golden, or the same config again).
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { killAtSteps, runRecoverKillLoop } from '../../bench/recover-kill-loop.js';
+import { loadConfig } from '../../coordinator/config.js';
+import { runSession } from '../../coordinator/run.js';
+import { verifyLedger } from '../../coordinator/store/ledger.js';
+import { detsimCli, expectCliRefusal } from '../cli-refusal.js';
+
+const GOLDEN = JSON.parse(readFileSync('fixtures/golden/lif-pair.json', 'utf8')) as {
+  reproHash: string;
+  behaviourDigest: string;
+  steps: number;
+};
+
+function json(path: string): Record<string, any> {
+  return JSON.parse(readFileSync(path, 'utf8')) as Record<string, any>;
+}
+
+function ledgerEvents(runDir: string, event: string): Record<string, any>[] {
+  return readFileSync(join(runDir, 'ledger.jsonl'), 'utf8')
+    .split('\n')
+    .filter((l) => l.includes(`"event":"${event}"`))
+    .map((l) => JSON.parse(l) as Record<string, any>);
+}
+
+function traceSteps(runDir: string): number[] {
+  return readFileSync(join(runDir, 'trace.jsonl'), 'utf8')
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => Number((JSON.parse(l) as { behaviour: { scope: { step: string } } }).behaviour.scope.step));
+}
+
+const FAULT_CONFIG = 'test/checkpoint/fixtures/fault-once.yaml';
+
+/** A fault for the fault-once model (its marker in a fresh temp dir) and where the runs go. */
+function fault(f: { faultStep: number; mode?: 'exit' | 'spin'; always?: boolean }) {
+  const dir = mkdtempSync(join(tmpdir(), 'detsim-recover-'));
+  const marker = join(dir, 'faulted');
+  return { marker, out: join(dir, 'runs'), env: { DETSIM_FAULT_ONCE: JSON.stringify({ ...f, marker }) } };
+}
+
+/** The fault config with `recovery: { maxRestarts }` (the model by absolute path: the same run.json), beside f's runs. */
+function withRecovery(f: ReturnType<typeof fault>, maxRestarts: number | string): string {
+  const text = readFileSync(FAULT_CONFIG, 'utf8').replace(
+    './fault-once.ts',
+    resolve(FAULT_CONFIG, '..', 'fault-once.ts'),
+  );
+  const path = join(f.out, '..', 'with-recovery.yaml');
+  writeFileSync(path, `${text}recovery: { maxRestarts: ${maxRestarts} }\n`);
+  return path;
+}
+
+/** `detsim run` of the fault config from source (its workers load the .ts model); run directory and ReproHash. */
+function run(f: ReturnType<typeof fault>, args: string[], config = FAULT_CONFIG) {
+  const r = detsimFrom(['run', config, '--out', f.out, ...args], f.env);
+  const field = (name: string) => new RegExp(`^${name}\\s+(\\S+)`, 'm').exec(r.stdout)?.[1];
+  return { ...r, runDir: field('run directory'), reproHash: field('repro hash') };
+}
+
+function detsimFrom(args: string[], env: Record<string, string>) {
+  return spawnSync(process.execPath, ['--import', 'tsx', 'coordinator/cli/main.ts', ...args], {
+    encoding: 'utf8',
+    timeout: 240_000,
+    env: { ...process.env, ...env },
+  });
+}
+
+/** The uninterrupted run of the fault config (no fault asked for), once. */
+let reference: Promise<string> | undefined;
+function referenceHash(): Promise<string> {
+  reference ??= runSession(FAULT_CONFIG, { outDir: mkdtempSync(join(tmpdir(), 'detsim-recover-ref-')) }).then(
+    (r) => r.reproHash,
+  );
+  return reference;
+}
+
+describe('recovery from a lost worker (--max-restarts)', () => {
+  it('workers SIGKILLed by pid at steps 17 and 43 (an agent worker, then the environment): the run recovers twice and ends with the golden ReproHash', async () => {
+    const r = await killAtSteps(loadConfig('examples/lif-pair.yaml'), {
+      steps: GOLDEN.steps,
+      every: 10,
+      maxRestarts: 2,
+      kills: [
+        { step: 17, worker: 2, phase: 'advance' },
+        { step: 43, worker: 0, phase: 'commit' },
+      ],
+      outDir: mkdtempSync(join(tmpdir(), 'detsim-recover-')),
+    });
+    expect(r.reproHash).toBe(GOLDEN.reproHash);
+    expect(r.behaviourDigest).toBe(GOLDEN.behaviourDigest);
+    expect(traceSteps(r.runDir)).toEqual([...Array(GOLDEN.steps).keys()]);
+    const summary = json(join(r.runDir, 'summary.json'));
+    expect(summary.status).toBe('completed');
+    expect(summary.recoveries).toBe(2);
+    expect(summary.recovery.recovered.map((x: any) => [x.workerId, x.step, x.checkpointId, x.epoch])).toEqual([
+      ['worker-1', '17', 'ckpt-e1-10', 'e2'],
+      ['worker-env', '44', 'ckpt-e2-40', 'e3'],
+    ]);
+    const recoveries = ledgerEvents(r.runDir, 'recovery');
+    expect(recoveries.map((l) => [l.detail.workerId, l.detail.reason, l.boundary, l.epoch])).toEqual([
+      ['worker-1', 'worker-exited', '10', 'e2'],
+      ['worker-env', 'worker-exited', '40', 'e3'],
+    ]);
+    expect((await verifyLedger(r.runDir)).ok).toBe(true);
+    // The repeated steps' first lines were moved aside, never kept twice.
+    expect(existsSync(join(r.runDir, 'trace.abandoned.jsonl'))).toBe(true);
+  }, 240_000);
+
+  it('thread transport: a model that calls process.exit at step 7 in its first epoch; one progress line, the uninterrupted ReproHash', async () => {
+    const f = fault({ faultStep: 7, mode: 'exit' });
+    const r = run(f, ['--transport', 'thread', '--checkpoint-every', '3', '--max-restarts', '2']);
+    expect(r.status, r.stderr).toBe(0);
+    expect(existsSync(f.marker)).toBe(true);
+    const lines = r.stderr.split('\n').filter((l) => l.startsWith('recovered:'));
+    expect(lines, r.stderr).toHaveLength(1);
+    expect(lines[0]).toMatch(/worker worker-1 worker-exited at step 7; restored ckpt-e1-6 .* into epoch e2/);
+    expect(json(join(r.runDir!, 'summary.json')).recoveries).toBe(1);
+    expect(r.reproHash).toBe(await referenceHash());
+  }, 240_000);
+
+  it('a worker process that stalls past the step deadline is killed and replaced (recovery.maxRestarts in the config)', async () => {
+    const f = fault({ faultStep: 5, mode: 'spin' });
+    const config = withRecovery(f, 1);
+    const r = run(f, ['--checkpoint-every', '2'], config);
+    expect(r.status, r.stderr).toBe(0);
+    const summary = json(join(r.runDir!, 'summary.json'));
+    expect(summary.recovery.recovered).toMatchObject([{ workerId: 'worker-1', reason: 'deadline', step: '5' }]);
+    expect(r.reproHash).toBe(await referenceHash());
+  }, 240_000);
+
+  it('restarts exhausted: the run fails as it would have, saying so; a resume with --max-restarts recovers and fails the same way', () => {
+    const f = fault({ faultStep: 5, always: true });
+    const r = run(f, ['--checkpoint-every', '2', '--max-restarts', '1']);
+    expect(r.status).toBe(1);
+    expect(r.stderr).toMatch(
+      /worker worker-1 \(agents fault-b\) died at step 5, phase prepare: .*; restarts exhausted \(1 used, at steps 5; --max-restarts 1\)/,
+    );
+    const runDir = join(f.out, 'recover-1');
+    const summary = json(join(runDir, 'summary.json'));
+    expect([summary.status, summary.recoveries]).toEqual(['failed', 1]);
+    expect(ledgerEvents(runDir, 'recovery')).toHaveLength(1);
+
+    const resumed = detsimFrom(['resume', runDir, '--max-restarts', '1'], f.env);
+    expect(resumed.status).toBe(1);
+    expect(resumed.stderr.split('\n').filter((l) => l.startsWith('recovered:'))).toHaveLength(1);
+    expect(resumed.stderr).toMatch(/restarts exhausted \(1 used, at steps 5; --max-restarts 1\)/);
+    expect(ledgerEvents(runDir, 'recovery')).toHaveLength(2);
+
+    // A resume that takes no checkpoints has nothing to recover to: refused before anything changes.
+    const ledger = readFileSync(join(runDir, 'ledger.jsonl'), 'utf8');
+    expectCliRefusal(
+      detsimCli(['resume', runDir, '--checkpoint-every', '0', '--max-restarts', '1']),
+      'struct_invalid_field',
+      '--max-restarts',
+    );
+    expect(readFileSync(join(runDir, 'ledger.jsonl'), 'utf8')).toBe(ledger);
+  }, 240_000);
+
+  it('no committed checkpoint to return to: the run fails, saying why', () => {
+    const f = fault({ faultStep: 3, always: true });
+    const r = run(f, ['--checkpoint-every', '10', '--max-restarts', '2']);
+    expect(r.status).toBe(1);
+    expect(r.stderr).toMatch(
+      /died at step 3, phase prepare: .*; no committed checkpoint to recover from \(--max-restarts 2\)/,
+    );
+    expect(json(join(f.out, 'recover-1', 'summary.json')).recoveries).toBe(0);
+  }, 240_000);
+
+  it("--max-restarts (or the config's recovery.maxRestarts) is refused without checkpoints to return to, and when it is not a whole number", () => {
+    const out = mkdtempSync(join(tmpdir(), 'detsim-recover-'));
+    const flags = ['--out', join(out, 'runs')];
+    expectCliRefusal(
+      detsimCli(['run', FAULT_CONFIG, ...flags, '--max-restarts', '2']),
+      'struct_invalid_field',
+      '--max-restarts',
+    );
+    expectCliRefusal(
+      detsimCli(['run', FAULT_CONFIG, ...flags, '--checkpoint-every', '2', '--max-restarts', 'two']),
+      'struct_invalid_field',
+      '--max-restarts',
+    );
+    expect(existsSync(join(out, 'runs'))).toBe(false);
+    // The config's recovery.maxRestarts: the same check, naming the config field.
+    const f = fault({ faultStep: 3 });
+    const configured = ['--out', f.out];
+    expectCliRefusal(
+      detsimCli(['run', withRecovery(f, 2), ...configured]),
+      'struct_invalid_field',
+      'recovery.maxRestarts',
+    );
+    expectCliRefusal(
+      detsimCli(['run', withRecovery(f, -1), ...configured]),
+      'struct_invalid_field',
+      'recovery.maxRestarts',
+    );
+    expect(existsSync(f.out)).toBe(false);
+  });
+
+  it('the kill loop (short, bench/recover-kill-loop.ts): seeded random kills of worker threads all recover to DIFF=0', async () => {
+    const lines: string[] = [];
+    const r = await runRecoverKillLoop({
+      iterations: 1,
+      seed: 5,
+      steps: 30,
+      kills: 2,
+      transport: 'thread',
+      log: (l) => lines.push(l),
+    });
+    for (const it of r.iterations) {
+      expect(it.equal, lines.join('\n')).toBe(true);
+      expect(it.recoveries, lines.join('\n')).toBe(2);
+    }
+  }, 240_000);
+});

@@ -1,0 +1,96 @@
+// The `launcher` field of a run config and the checks `launcher: slurm` makes before anything starts
+// (pure: no Slurm needed), plus the srun command one worker step runs and the batch script's quoting.
+// NOT the real launch (test/cluster/slurm.test.ts runs it against the local Slurm).
+import { describe, expect, it } from 'vitest';
+import { resolveConfig, type RunPlan } from '../../coordinator/config.js';
+import { batchScript, shellWord } from '../../coordinator/slurm/batch-script.js';
+import { checkSlurmLauncher, srunCommand } from '../../coordinator/slurm/srun.js';
+import { refusal } from '../refusal.js';
+
+const base = (extra: Record<string, unknown> = {}): Record<string, unknown> => ({
+  sessionId: 's',
+  masterSeed: '1',
+  steps: 3,
+  environment: { id: 'env', model: 'forage' },
+  agents: { count: 2, prefix: 'a-', model: 'walker' },
+  ...extra,
+});
+
+describe('config: launcher', () => {
+  it('absent means local (no launcher in the plan); slurm as a word or an object with srunArgs', () => {
+    expect(resolveConfig(base()).launcher).toBeUndefined();
+    expect(resolveConfig(base({ launcher: 'local' })).launcher).toEqual({ kind: 'local' });
+    expect(resolveConfig(base({ launcher: 'slurm' })).launcher).toEqual({ kind: 'slurm', srunArgs: [] });
+    expect(resolveConfig(base({ launcher: { kind: 'slurm', srunArgs: ['--mem=1G'] } })).launcher).toEqual({
+      kind: 'slurm',
+      srunArgs: ['--mem=1G'],
+    });
+  });
+
+  it('refuses an unknown launcher, srun flags on a local launcher, slurm with thread or rendezvous workers, naming the field', () => {
+    expect(refusal(() => resolveConfig(base({ launcher: 'pbs' }))).field).toBe('launcher');
+    const local = refusal(() => resolveConfig(base({ launcher: { kind: 'local', srunArgs: ['-x'] } })));
+    expect([local.reason, local.field]).toEqual(['struct_invalid_field', 'launcher.srunArgs']);
+    const thread = refusal(() => resolveConfig(base({ launcher: 'slurm', workers: { transport: 'thread' } })));
+    expect([thread.reason, thread.field]).toEqual(['struct_invalid_field', 'launcher']);
+    const rv = refusal(() =>
+      resolveConfig(
+        base({
+          launcher: 'slurm',
+          workers: { transport: 'tcp', placement: 'rendezvous', rendezvous: { dir: '/tmp/rv' } },
+        }),
+      ),
+    );
+    expect([rv.reason, rv.field]).toEqual(['struct_invalid_field', 'launcher']);
+    const typo = refusal(() => resolveConfig(base({ launcher: { kind: 'slurm', srunArg: [] } })));
+    expect([typo.reason, typo.field]).toEqual(['struct_unknown_field', 'launcher.srunArg']);
+  });
+});
+
+describe('launcher: slurm checks and commands', () => {
+  const slurmPlan = (): RunPlan => resolveConfig(base({ launcher: 'slurm' }));
+
+  it('is refused outside an allocation (SLURM_JOB_ID unset), and with --transport thread inside one', () => {
+    const e = refusal(() => checkSlurmLauncher(slurmPlan(), {}));
+    expect([e.reason, e.field]).toEqual(['perm_slurm_no_allocation', 'launcher']);
+    const t = refusal(() => checkSlurmLauncher({ ...slurmPlan(), transport: 'thread' }, { SLURM_JOB_ID: '7' }));
+    expect([t.reason, t.field]).toEqual(['struct_invalid_field', 'launcher']);
+    // A local plan needs nothing from Slurm.
+    expect(() => checkSlurmLauncher(resolveConfig(base()), {})).not.toThrow();
+  });
+
+  it('one worker is one srun step: one task on one node, its CPUs exactly, the config srunArgs before the command', () => {
+    const worker = slurmPlan().workers[1]!;
+    const cmd = srunCommand({ command: '/usr/bin/node', args: ['w.js'] }, worker, ['--mem=1G']);
+    expect(cmd).toEqual({
+      command: 'srun',
+      args: [
+        '--nodes=1',
+        '--ntasks=1',
+        '--exact',
+        '--overlap',
+        '--kill-on-bad-exit=1',
+        '--job-name=worker-0',
+        '--mem=1G',
+        '/usr/bin/node',
+        'w.js',
+      ],
+    });
+  });
+
+  it('the batch script quotes every word the shell would split or expand', () => {
+    expect(shellWord('/a/b.yaml')).toBe('/a/b.yaml');
+    expect(shellWord("it's $HOME")).toBe(`'it'\\''s $HOME'`);
+    const script = batchScript({
+      configPath: '/c/my run.yaml',
+      sessionId: 's',
+      workers: 3,
+      outDir: '/o',
+      workDir: '/w',
+      node: '/n',
+      cli: '/m.js',
+      runArgs: ['--steps', '4'],
+    });
+    expect(script.split('\n').at(-2)).toBe("exec /n /m.js run '/c/my run.yaml' --launcher slurm --out /o --steps 4");
+  });
+});

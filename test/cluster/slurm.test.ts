@@ -1,0 +1,159 @@
+// `launcher: slurm` and `detsim slurm submit` against the real single-node Slurm that
+// scripts/slurm-up.sh brings up (CI runs it before npm test): a submitted forage-walkers run
+// reproduces its golden ReproHash with every worker an srun job step; `scancel` ends a run like
+// Ctrl-C (summary.json aborted, the checkpoint store verifies); sbatch refusing a job or missing
+// from PATH, and launcher: slurm outside an allocation, are one-line refusals that leave nothing.
+// The Slurm cases skip, saying why, only when no Slurm node is idle here (test-summary then fails CI).
+// NOT a test of Slurm itself, nor of multi-node placement (single node: Unix sockets under /tmp).
+import { spawnSync, type SpawnSyncReturns } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { CLI_MAIN, expectCliRefusal } from '../cli-refusal.js';
+
+const GOLDEN = JSON.parse(readFileSync('fixtures/golden/forage-walkers.json', 'utf8')) as {
+  reproHash: string;
+  steps: number;
+};
+const CONFIG = 'examples/forage-walkers.yaml';
+const work = mkdtempSync(join(tmpdir(), 'detsim-slurm-test-'));
+afterAll(() => rmSync(work, { recursive: true, force: true }));
+
+/** Why the Slurm cases cannot run here, or null when a node is idle (`sinfo`). */
+function slurmDownReason(): string | null {
+  const r = spawnSync('sinfo', ['-h', '-o', '%T'], { encoding: 'utf8', timeout: 10_000 });
+  if (r.error) return `sinfo cannot be run (${(r.error as NodeJS.ErrnoException).code}); run scripts/slurm-up.sh`;
+  if (r.status !== 0) return `sinfo failed (${r.stderr.trim()}); run scripts/slurm-up.sh`;
+  if (!r.stdout.split('\n').some((s) => s.trim() === 'idle' || s.trim() === 'mixed'))
+    return `no idle Slurm node (sinfo: ${r.stdout.trim() || 'none'}); run scripts/slurm-up.sh`;
+  return null;
+}
+const down = slurmDownReason();
+if (down) process.stderr.write(`test/cluster/slurm.test.ts: Slurm cases skipped: ${down}\n`);
+
+/** The built CLI with `env` (the coordinator's own environment without any SLURM_ variables). */
+function detsim(args: string[], env: NodeJS.ProcessEnv = process.env): SpawnSyncReturns<string> {
+  const clean = Object.fromEntries(Object.entries(env).filter(([k]) => !k.startsWith('SLURM_')));
+  return spawnSync(process.execPath, [CLI_MAIN, ...args], { encoding: 'utf8', timeout: 60_000, env: clean });
+}
+
+/** Submit `CONFIG` into `out`; the job id it printed. */
+function submit(out: string, extra: string[]): string {
+  const r = detsim(['slurm', 'submit', CONFIG, '--out', out, ...extra]);
+  expect(r.status, r.stderr).toBe(0);
+  const id = /^submitted job +([0-9]+)$/m.exec(r.stdout)?.[1];
+  expect(id, r.stdout).toBeDefined();
+  return id!;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Poll until `done()` holds, or fail naming `what` after `ms`. */
+async function until(what: string, done: () => boolean, ms = 90_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!done()) {
+    if (Date.now() > end) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
+    await sleep(200);
+  }
+}
+
+/** Whether Slurm still lists the job (pending, running or completing). */
+function jobListed(jobId: string): boolean {
+  const r = spawnSync('squeue', ['-h', '-j', jobId, '-o', '%i'], { encoding: 'utf8' });
+  return r.status === 0 && r.stdout.trim() !== '';
+}
+
+const readJson = (path: string) => JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>;
+
+// A job's start-up competes with everything else on a shared 2-core machine: generous limits, short when idle.
+describe.skipIf(down !== null)('detsim slurm submit on the local Slurm', { timeout: 150_000 }, () => {
+  it('a submitted forage-walkers run, every worker an srun job step, reproduces the golden ReproHash', async () => {
+    const out = join(work, 'golden');
+    const jobId = submit(out, ['--steps', String(GOLDEN.steps), '--time=5']);
+    const runDir = join(out, 'forage-walkers-1');
+    await until(`job ${jobId} to finish`, () => !jobListed(jobId));
+    const output = readFileSync(join(out, `slurm-${jobId}.out`), 'utf8');
+    expect(existsSync(join(runDir, 'receipt.json')), output).toBe(true);
+    expect(output).toContain(`repro hash       ${GOLDEN.reproHash}`);
+    expect(readJson(join(runDir, 'summary.json')).status).toBe('completed');
+    // Each of the 5 workers (environment + 4 agent workers) was started as an srun job step.
+    const steps = readFileSync(join(runDir, 'run.log'), 'utf8')
+      .split('\n')
+      .filter((l) => l.includes('worker starts as an srun job step'));
+    expect(steps).toHaveLength(5);
+    expect(readFileSync(join(out, 'slurm-forage-walkers.sbatch'), 'utf8')).toContain('--launcher slurm');
+  });
+
+  it('scancel stops the run like Ctrl-C: summary.json says aborted, the store verifies, a resume reproduces the golden', async () => {
+    const out = join(work, 'cancel');
+    const jobId = submit(out, ['--steps', String(GOLDEN.steps), '--checkpoint-every', '5']);
+    const runDir = join(out, 'forage-walkers-1');
+    const trace = join(runDir, 'trace.jsonl');
+    // Cancel early in the run (~45 steps/s here): once a checkpoint is committed and a few steps later.
+    await until(
+      '12 steps in the trace',
+      () => existsSync(trace) && readFileSync(trace, 'utf8').split('\n').length > 12,
+    );
+    expect(spawnSync('scancel', [jobId]).status).toBe(0);
+    await until(`job ${jobId} to end`, () => !jobListed(jobId));
+    const summary = readJson(join(runDir, 'summary.json'));
+    expect(summary.status, JSON.stringify(summary)).toBe('aborted');
+    expect(Number(summary.stepsDone)).toBeLessThan(GOLDEN.steps);
+    expect(readFileSync(join(out, `slurm-${jobId}.out`), 'utf8')).toContain('the run was interrupted');
+    expect(readdirSync(runDir)).not.toContain('run.lock');
+    const verify = detsim(['store', 'verify', join(runDir, 'store')]);
+    expect(verify.status, verify.stderr).toBe(0);
+    // The cancelled run continues from its high-water checkpoint (local workers) to the golden.
+    const resumed = detsim(['resume', runDir]);
+    expect(resumed.status, resumed.stderr).toBe(0);
+    expect(resumed.stdout).toContain(`repro hash       ${GOLDEN.reproHash}`);
+  });
+
+  it('a job sbatch refuses is one named line, exit 2, and leaves no script and no directory', () => {
+    const out = join(work, 'refused', 'runs');
+    const script = join(work, 'refused-script', 'job.sbatch');
+    const r = detsim(['slurm', 'submit', CONFIG, '--out', out, '--script', script, '--partition=no-such-partition']);
+    const line = expectCliRefusal(r, 'perm_slurm_job_refused', 'sbatch refused the job');
+    expect(line).toContain('invalid partition');
+    expect(existsSync(join(work, 'refused'))).toBe(false);
+    expect(existsSync(join(work, 'refused-script'))).toBe(false);
+  });
+});
+
+describe('Slurm refusals that need no cluster', () => {
+  it('sbatch missing from PATH: one named line, exit 2, nothing written', () => {
+    const out = join(work, 'no-sbatch');
+    const r = detsim(['slurm', 'submit', CONFIG, '--out', out], { ...process.env, PATH: work });
+    expectCliRefusal(r, 'perm_slurm_command_missing', 'sbatch: not found on PATH');
+    expect(existsSync(out)).toBe(false);
+  });
+
+  it('a config with thread workers is refused by slurm submit before anything is written', () => {
+    const out = join(work, 'thread');
+    const config = join(work, 'thread.yaml');
+    writeFileSync(config, `${readFileSync(CONFIG, 'utf8').replace('transport: unix', 'transport: thread')}`);
+    const r = detsim(['slurm', 'submit', config, '--out', out]);
+    expectCliRefusal(r, 'struct_invalid_field', 'launcher: slurm starts worker processes');
+    expect(existsSync(out)).toBe(false);
+  });
+
+  it('detsim run --launcher slurm outside an allocation is refused before any run directory exists', () => {
+    const out = join(work, 'no-allocation');
+    const r = detsim(['run', CONFIG, '--launcher', 'slurm', '--out', out]);
+    expectCliRefusal(r, 'perm_slurm_no_allocation', 'launcher: slurm');
+    expect(existsSync(out)).toBe(false);
+  });
+
+  it('--dry-run prints the batch script (one task per worker, --launcher slurm) and writes nothing', () => {
+    const out = join(work, 'dry');
+    const r = detsim(['slurm', 'submit', CONFIG, '--out', out, '--steps', '7', '--dry-run'], {
+      ...process.env,
+      PATH: work,
+    });
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout).toContain('#SBATCH --ntasks=5\n');
+    expect(r.stdout).toMatch(/^exec .* run .*forage-walkers\.yaml --launcher slurm --out \S+ --steps 7$/m);
+    expect(existsSync(out)).toBe(false);
+  });
+});
