@@ -643,7 +643,10 @@ function connectExisting(worker: PlannedWorker, ctx: StartContext, found: Existi
   const connected = (async () => {
     const timeoutMs = Math.max(1, ctx.deadlineAt - Date.now());
     try {
-      const link = await connectGrpcLink(found.address, { connectTimeoutMs: timeoutMs });
+      const link = await connectGrpcLink(found.address, {
+        connectTimeoutMs: timeoutMs,
+        ...(ctx.tls ? { credentials: ctx.tls.credentials } : {}),
+      });
       const client = new WorkerClient(remote.watch(link), { processExit: remote.exited, label: worker.workerId });
       return { client, address: found.address };
     } catch (e) {

@@ -14,6 +14,7 @@ import { allocateRunDir, RUN_FILES, RunLog, TraceWriter, writeJsonDurable } from
 import { withRunLock } from './run-lock.js';
 import { RUN_FORMAT, type RunJson } from './run-json.js';
 import { awaitRendezvous } from './rendezvous.js';
+import { checkRendezvousCertificates } from './rendezvous-tls.js';
 import { abortWiring, runLoop, type SessionOptions, type SessionResult, type SessionStart } from './session.js';
 import { SegmentedTraceWriter, type TraceSink } from './trace-store.js';
 
@@ -141,7 +142,9 @@ async function findExistingWorkers(plan: RunPlan, opts: RunOptions): Promise<Ses
   if (!plan.rendezvous) return undefined;
   const { signal, release } = abortWiring(opts);
   try {
-    return await awaitRendezvous(plan, plan.rendezvous, signal);
+    const found = await awaitRendezvous(plan, plan.rendezvous, signal);
+    await checkRendezvousCertificates(plan, plan.rendezvous, found);
+    return found;
   } finally {
     release();
   }

@@ -14,6 +14,7 @@ import {
   type StartedServer,
   CONTRACT_DIGEST,
   RENDEZVOUS_FORMAT,
+  certificateFingerprint,
   type RendezvousRecord,
   advertisedAddress,
   checkAdvertise,
@@ -260,10 +261,9 @@ export async function runWorkerProcess(
   const exit = (code: number): void => {
     if (exiting) return;
     exiting = true;
-    const done = (): never => {
-      leaveRendezvous();
-      return process.exit(code);
-    };
+    // First of all: no coordinator may find a worker that is on its way out.
+    leaveRendezvous();
+    const done = (): never => process.exit(code);
     if (server) void server.close().then(done, done);
     else done();
   };
@@ -292,6 +292,15 @@ export async function runWorkerProcess(
     options.maxMessageBytes,
     options.tls,
   );
+  if (options.rendezvous !== undefined) {
+    try {
+      leaveRendezvous = joinRendezvous(options, server.listen);
+    } catch (e) {
+      // Nobody can find this worker: it stops listening and leaves (the refusal names the flag).
+      await server.close();
+      throw e;
+    }
+  }
   process.once('SIGTERM', () => exit(0));
   process.once('SIGINT', () => exit(0));
   if (options.parentWatch !== false) {
@@ -299,7 +308,6 @@ export async function runWorkerProcess(
     // The loop above is deaf while model code blocks it; the watchdog thread is not.
     startParentWatchdog();
   }
-  if (options.rendezvous !== undefined) leaveRendezvous = joinRendezvous(options, server.listen);
   process.stdout.write(`${JSON.stringify({ ready: true, listen: server.listen, pid: process.pid })}\n`);
   return { server, runtime };
 }
@@ -317,10 +325,20 @@ function joinRendezvous(options: WorkerProcessOptions, bound: string): () => voi
     address: advertisedAddress(bound, options.advertise),
     session: options.sessionId ?? null,
     contractDigest: CONTRACT_DIGEST,
-    // Plaintext until the worker serves TLS: no certificate, no fingerprint.
-    certificateFingerprint: null,
+    // The certificate a TLS worker presents, so the coordinator can pin it; null in plaintext.
+    certificateFingerprint: options.tls ? certificateFingerprint(options.tls.cert) : null,
   };
-  const path = writeRendezvousRecord(options.rendezvous!, record);
+  let path: string;
+  try {
+    path = writeRendezvousRecord(options.rendezvous!, record);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code ?? 'error';
+    throw new DetsimError(
+      'perm_write_failed',
+      `--rendezvous: cannot write this worker's record (${code})`,
+      '--rendezvous',
+    );
+  }
   const written = rendezvousRecordBytes(record);
   return () => removeRendezvousRecord(path, written);
 }

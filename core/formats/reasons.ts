@@ -250,7 +250,8 @@ export const REASONS = {
   },
   ident_rendezvous_mismatch: {
     layer: 'L5',
-    summary: 'a rendezvous record names another worker, role, session or protocol contract than the plan needs',
+    summary:
+      'a rendezvous record names another worker, role, session, protocol contract or TLS certificate than the plan needs',
   },
   ident_capture_reply: {
     layer: 'L5',

@@ -58,18 +58,20 @@ export function writeRendezvousRecord(dir: string, record: RendezvousRecord): st
   const path = join(dir, rendezvousFileName(record.workerId));
   const tmp = join(dir, `.${rendezvousFileName(record.workerId)}.tmp-${process.pid}`);
   const bytes = rendezvousRecordBytes(record);
-  const fd = openSync(tmp, 'w', 0o644);
   try {
-    let off = 0;
-    while (off < bytes.byteLength) off += writeSync(fd, bytes, off, bytes.byteLength - off);
-    fsyncSync(fd);
+    const fd = openSync(tmp, 'w', 0o644);
+    try {
+      let off = 0;
+      while (off < bytes.byteLength) off += writeSync(fd, bytes, off, bytes.byteLength - off);
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+    renameSync(tmp, path);
   } catch (e) {
-    closeSync(fd);
     rmSync(tmp, { force: true });
     throw e;
   }
-  closeSync(fd);
-  renameSync(tmp, path);
   const dirFd = openSync(dir, 'r');
   try {
     fsyncSync(dirFd);

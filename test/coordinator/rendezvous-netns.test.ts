@@ -1,11 +1,10 @@
 // Multi-host on one machine: two network namespaces, each joined to this (the coordinator's) one by a
 // veth pair with addresses from 10.100.0.0/10 (a /24 per test pid, so parallel runs never clash),
 // host the workers of examples/forage-walkers.yaml, started by hand with `ip netns exec … detsim
-// worker --rendezvous DIR --advertise <its veth address>`; the coordinator finds them through the
-// rendezvous directory, reaches them over TCP across the veths, and the run has the golden ReproHash.
-// Plaintext: a worker without TLS may only listen on loopback, so each namespace runs a TCP relay
-// (fixtures/tcp-relay.mjs) from its veth address to the workers' loopback ports; mutual TLS (issue
-// 15 §1, another branch) will let the workers listen on the veth address themselves.
+// worker --listen <its veth address> --tls-dir … --rendezvous DIR`; the coordinator finds them
+// through the rendezvous directory, checks the certificate each presents against its record,
+// reaches them over TCP with mutual TLS and the run's bearer token (a `detsim certs` set whose
+// worker certificate names both veth addresses), and the run has the golden ReproHash.
 // Namespaces and veths are removed even on failure. Skips (saying why) only when not root or without `ip`.
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync } from 'node:fs';
@@ -14,8 +13,10 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { resolveConfig } from '../../coordinator/config.js';
 import { runSession } from '../../coordinator/run.js';
+import { certificateFingerprint, readRendezvousRecord } from '../../core/protocol/index.js';
+import { CLI_MAIN } from '../cli-refusal.js';
 import { REPO_ROOT } from '../workers/harness.js';
-import { rendezvousConfig, startHandWorker, startProcess, stopAll, type HandWorker } from './hand-workers.js';
+import { rendezvousConfig, startHandWorker, stopAll, type HandWorker } from './hand-workers.js';
 
 /** Why this test cannot run here, or null. */
 function netnsSkip(): string | null {
@@ -98,35 +99,39 @@ describe('rendezvous across network namespaces', () => {
       const dir = mkdtempSync(join(tmpdir(), 'ds-rv-netns-'));
       try {
         for (const h of hosts) createHost(h);
-        const inNs = (h: Host) => ['ip', 'netns', 'exec', h.ns];
-        const relays = hosts.map((h, i) =>
-          startProcess(
-            [
-              ...inNs(h),
-              process.execPath,
-              join(REPO_ROOT, 'test/coordinator/fixtures/tcp-relay.mjs'),
-              ...PLACEMENT.filter((p) => p.host === i).map((p) => `${h.nsIp}:${p.port}=127.0.0.1:${p.port}`),
-            ],
-            `relay in ${h.ns}`,
-          ),
+        const tlsDir = join(dir, 'tls');
+        const certs = spawnSync(
+          process.execPath,
+          [CLI_MAIN, 'certs', tlsDir, ...hosts.flatMap((h) => ['--host', h.nsIp])],
+          { cwd: REPO_ROOT, encoding: 'utf8' },
         );
+        expect(certs.status, certs.stderr).toBe(0);
         const workers: HandWorker[] = PLACEMENT.map((p) =>
           startHandWorker({
             workerId: p.workerId,
             role: p.role,
             rendezvous: dir,
-            listen: `127.0.0.1:${p.port}`,
-            extra: ['--advertise', `${hosts[p.host]!.nsIp}:${p.port}`],
-            prefix: inNs(hosts[p.host]!),
+            listen: `${hosts[p.host]!.nsIp}:${p.port}`,
+            extra: ['--tls-dir', tlsDir],
+            prefix: ['ip', 'netns', 'exec', hosts[p.host]!.ns],
           }),
         );
-        await Promise.all(relays.map((r) => r.ready));
-        const plan = resolveConfig(rendezvousConfig('examples/forage-walkers.yaml', dir, 60), { baseDir: REPO_ROOT });
+        await Promise.all(workers.map((w) => w.ready));
+        const pinned = certificateFingerprint(readFileSync(join(tlsDir, 'worker.pem')));
+        for (const p of PLACEMENT) {
+          const record = readRendezvousRecord(readFileSync(join(dir, `${p.workerId}.json`)), p.workerId);
+          expect(record.certificateFingerprint).toBe(pinned);
+        }
+        const cfg = rendezvousConfig('examples/forage-walkers.yaml', dir, 60);
+        const plan = resolveConfig(
+          { ...cfg, workers: { ...cfg.workers, tls: { dir: tlsDir } } },
+          { baseDir: REPO_ROOT },
+        );
         const golden = JSON.parse(readFileSync(join(REPO_ROOT, 'fixtures/golden/forage-walkers.json'), 'utf8'));
         const out = mkdtempSync(join(tmpdir(), 'ds-rv-netns-out-'));
         const result = await runSession(plan, { outDir: out, steps: golden.steps, logLevel: 'info' });
         expect(result.reproHash).toBe(golden.reproHash);
-        // The coordinator reached each worker at its namespace's veth address, not on loopback.
+        // The coordinator reached each worker at its namespace's veth address (over mutual TLS).
         const ready = readFileSync(join(result.runDir, 'run.log'), 'utf8')
           .split('\n')
           .filter((l) => l.includes('"worker ready"'))

@@ -6,14 +6,14 @@
 // a record for a wrong role, malformed or foreign, is refused naming the field.
 // The multi-host case (network namespaces) is rendezvous-netns.test.ts.
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { resolveConfig } from '../../coordinator/config.js';
+import { resolveConfig, type RunPlan } from '../../coordinator/config.js';
 import { runSession } from '../../coordinator/run.js';
 import { canonicalize } from '../../core/formats/canonical-json.js';
-import { CONTRACT_DIGEST, readRendezvousRecord } from '../../core/protocol/index.js';
+import { CONTRACT_DIGEST, certificateFingerprint, readRendezvousRecord } from '../../core/protocol/index.js';
 import { refusal } from '../refusal.js';
 import { CLI_MAIN, expectCliRefusal } from '../cli-refusal.js';
 import { ensurePythonWorker, pythonWorkerSkip } from '../cross-lang/python-worker.js';
@@ -82,15 +82,20 @@ describe('detsim worker --rendezvous', () => {
   });
 
   it.skipIf(pythonWorkerSkip !== null)(
-    'the Python worker writes the same record bytes as the TypeScript worker, and removes it on exit',
+    'the Python worker writes the same record bytes (TLS fingerprint included) as the TypeScript worker, and removes it on exit',
     async () => {
       const python = ensurePythonWorker();
       const [tsDir, pyDir] = [tempDir('ds-rv-ts-'), tempDir('ds-rv-py-')];
-      const same = { workerId: 'worker-3', role: 'agent' as const, extra: ['--advertise', '192.0.2.1:7000'] };
+      // With TLS on, so the certificate fingerprint is compared too.
+      const tlsDir = join(tempDir('ds-rv-tls-'), 'set');
+      expect(spawnSync(process.execPath, [CLI_MAIN, 'certs', tlsDir], { cwd: REPO_ROOT }).status).toBe(0);
+      const extra = ['--advertise', '192.0.2.1:7000', '--tls-dir', tlsDir];
+      const same = { workerId: 'worker-3', role: 'agent' as const, extra };
       const ts = startHandWorker({ ...same, rendezvous: tsDir });
       const py = startHandWorker({ ...same, rendezvous: pyDir, python });
       await Promise.all([ts.ready, py.ready]);
       const tsBytes = readFileSync(join(tsDir, 'worker-3.json'));
+      expect(readRendezvousRecord(tsBytes, 'ts').certificateFingerprint).toMatch(/^[0-9a-f]{64}$/);
       expect(readFileSync(join(pyDir, 'worker-3.json')).equals(tsBytes)).toBe(true);
       expect(readdirSync(pyDir)).toEqual(['worker-3.json']);
       py.child.kill('SIGTERM');
@@ -98,11 +103,18 @@ describe('detsim worker --rendezvous', () => {
       expect(readdirSync(pyDir)).toEqual([]);
       // The flag refusals are worded alike too.
       const flags = ['--listen', '127.0.0.1:0', '--role', 'agent', '--worker-id', 'w'];
+      // A record that cannot be written (here: a directory is in its place) stops the worker, no temporary left.
+      const blocked = tempDir('ds-rv-blocked-');
+      mkdirSync(join(blocked, 'w.json'));
       for (const [extra, line] of [
         [['--advertise', 'h:1'], 'detsim: [struct_invalid_field] --advertise is only used with --rendezvous DIR'],
         [
           ['--rendezvous', join(pyDir, 'nope')],
           `detsim: [struct_invalid_field] --rendezvous "${join(pyDir, 'nope')}" is not an existing directory`,
+        ],
+        [
+          ['--rendezvous', blocked],
+          "detsim: [perm_write_failed] --rendezvous: cannot write this worker's record (EISDIR)",
         ],
       ] as const) {
         const r = spawnSync(python, ['-m', 'detsim_worker', ...flags, ...extra], { encoding: 'utf8', cwd: REPO_ROOT });
@@ -113,6 +125,7 @@ describe('detsim worker --rendezvous', () => {
         });
         expect([t.status, t.stderr.trim()]).toEqual([2, line]);
       }
+      expect(readdirSync(blocked)).toEqual(['w.json']);
     },
   );
 });
@@ -201,6 +214,48 @@ describe('workers.placement: rendezvous', () => {
       'struct_invalid_json',
       `${where}: not a rendezvous record (not strict JSON)`,
     ]);
+  });
+
+  it('TLS: the certificate a worker presents must be the one its record names; a plaintext run refuses a TLS record', async () => {
+    const dir = tempDir('ds-rv-');
+    const tlsDir = join(tempDir('ds-rv-tls-'), 'set');
+    const certs = spawnSync(process.execPath, [CLI_MAIN, 'certs', tlsDir], { cwd: REPO_ROOT, encoding: 'utf8' });
+    expect(certs.status, certs.stderr).toBe(0);
+    const w = startHandWorker({ workerId: 'worker-0', role: 'agent', rendezvous: dir, extra: ['--tls-dir', tlsDir] });
+    await w.ready;
+    const where = join(dir, 'worker-0.json');
+    const real = readRendezvousRecord(readFileSync(where), where);
+    expect(real.certificateFingerprint).toBe(certificateFingerprint(readFileSync(join(tlsDir, 'worker.pem'))));
+    // The other two records of lif-pair only need to be well formed: worker-0 is checked first (id order).
+    for (const [workerId, role] of [
+      ['worker-1', 'agent'],
+      ['worker-env', 'environment'],
+    ] as const)
+      writeFileSync(join(dir, `${workerId}.json`), canonicalize({ ...real, workerId, role }));
+    const cfg = rendezvousConfig('examples/lif-pair.yaml', dir, 5);
+    const tlsPlan = resolveConfig(
+      { ...cfg, workers: { ...cfg.workers, tls: { dir: tlsDir } } },
+      { baseDir: REPO_ROOT },
+    );
+    const refusedBy = async (plan: RunPlan): Promise<{ reason: string; message: string }> => {
+      const out = tempDir('ds-rv-out-');
+      const e = await runSession(plan, { outDir: out }).then(
+        () => undefined,
+        (err: unknown) => err as { reason: string; message: string },
+      );
+      expect(readdirSync(out)).toEqual([]);
+      return e!;
+    };
+    writeFileSync(where, canonicalize({ ...real, certificateFingerprint: '0'.repeat(64) }));
+    expect(await refusedBy(tlsPlan)).toMatchObject({
+      reason: 'ident_rendezvous_mismatch',
+      message: `${where}: certificateFingerprint: the worker at its recorded address presents another certificate than the record names`,
+    });
+    writeFileSync(where, canonicalize(real));
+    expect(await refusedBy(resolveConfig(cfg, { baseDir: REPO_ROOT }))).toMatchObject({
+      reason: 'ident_rendezvous_mismatch',
+      message: `${where}: certificateFingerprint: the worker serves TLS; give the run its TLS directory (workers.tls.dir or --tls-dir)`,
+    });
   });
 
   it('config: placement and its block go together; thread cannot reach rendezvous workers', () => {

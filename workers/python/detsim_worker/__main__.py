@@ -6,6 +6,7 @@
 # prints the one ready line; exits 0 on Shutdown, SIGTERM/SIGINT, or when its parent goes away.
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -13,7 +14,7 @@ import stat
 import sys
 import threading
 
-from .rendezvous import advertised_address, check_advertise, check_rendezvous_dir, remove_record, write_record
+from .rendezvous import advertised_address, certificate_fingerprint, check_advertise, check_rendezvous_dir, remove_record, write_record
 from .scalars import InputError, is_id
 
 VALUE_FLAGS = {'--listen', '--role', '--worker-id', '--session', '--model', '--max-message-bytes', '--store-dir',
@@ -155,9 +156,16 @@ def main(argv: list[str]) -> int:
     joined = None
     if options['rendezvous'] is not None:
         from .runtime import CONTRACT_DIGEST
-        # Plaintext until the worker serves TLS: no certificate, no fingerprint.
-        joined = write_record(options['rendezvous'], options['worker_id'], options['role'],
-                              advertised_address(bound, options['advertise']), options['session'], CONTRACT_DIGEST)
+        # A TLS worker names the certificate it serves, so the coordinator can pin it; null in plaintext.
+        try:
+            joined = write_record(options['rendezvous'], options['worker_id'], options['role'],
+                                  advertised_address(bound, options['advertise']), options['session'], CONTRACT_DIGEST,
+                                  certificate_fingerprint(options['tls'].cert) if options['tls'] is not None else None)
+        except OSError as e:
+            code = errno.errorcode.get(e.errno or 0, 'error')
+            sys.stderr.write(f"detsim: [perm_write_failed] --rendezvous: cannot write this worker's record ({code})\n")
+            server.stop(0)
+            return 2
     sys.stdout.write(json.dumps({'ready': True, 'listen': bound, 'pid': os.getpid()}, separators=(',', ':')) + '\n')
     sys.stdout.flush()
     while not stop_event.wait(1.0):

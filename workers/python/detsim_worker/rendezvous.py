@@ -56,6 +56,13 @@ def advertised_address(bound: str, advertise: str | None) -> str:
     return f'{wanted[0]}:{actual[1]}'
 
 
+def certificate_fingerprint(pem: bytes) -> str:
+    """Lowercase hex SHA-256 of the DER certificate (core/protocol/tls.ts certificateFingerprint)."""
+    import hashlib
+    import ssl
+    return hashlib.sha256(ssl.PEM_cert_to_DER_cert(pem.decode('ascii'))).hexdigest()
+
+
 def record_bytes(record: dict) -> bytes:
     return canonical_bytes(record) + b'\n'
 
@@ -68,18 +75,20 @@ def write_record(directory: str, worker_id: str, role: str, address: str, sessio
     data = record_bytes(record)
     path = os.path.join(directory, f'{worker_id}.json')
     tmp = os.path.join(directory, f'.{worker_id}.json.tmp-{os.getpid()}')
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.rename(tmp, path)
     except BaseException:
-        os.close(fd)
-        os.unlink(tmp)
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
         raise
-    os.close(fd)
-    os.rename(tmp, path)
     dir_fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(dir_fd)
