@@ -7,7 +7,7 @@ import { mkdirSync, rmSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Command } from 'commander';
-import { loadConfig } from '../config.js';
+import { loadConfig, type RunPlan } from '../config.js';
 import { checkWorkerBinaries } from '../launcher.js';
 import { DEFAULT_RUNS_DIR } from '../run.js';
 import { batchScript, jobOutputPattern } from '../slurm/batch-script.js';
@@ -22,17 +22,19 @@ interface SubmitOptions {
   script?: string;
   checkpointEvery?: string;
   keep?: string;
+  maxRestarts?: string;
   dryRun?: boolean;
 }
 
 /** The `detsim run` flags the job passes on, each checked here first (a bad one is refused before sbatch). */
-function runArgsOf(opts: SubmitOptions): string[] {
+function runArgsOf(opts: SubmitOptions, configured: RunPlan['recovery']): string[] {
   const args: string[] = [];
   const steps = readStepsFlag(opts.steps);
   if (steps !== undefined) args.push('--steps', String(steps));
-  if (checkpointRunFromFlags(opts.checkpointEvery, opts.keep)) {
+  if (checkpointRunFromFlags(opts.checkpointEvery, opts.keep, opts.maxRestarts, configured)) {
     args.push('--checkpoint-every', opts.checkpointEvery!);
     if (opts.keep !== undefined) args.push('--keep', opts.keep);
+    if (opts.maxRestarts !== undefined) args.push('--max-restarts', opts.maxRestarts);
   }
   return args;
 }
@@ -47,7 +49,7 @@ async function submit(configPath: string, sbatchArgs: string[], opts: SubmitOpti
   const plan = loadConfig(configPath);
   checkWorkerBinaries(plan);
   checkSlurmTransport(plan);
-  const runArgs = runArgsOf(opts);
+  const runArgs = runArgsOf(opts, plan.recovery);
   const outDir = resolve(opts.out ?? DEFAULT_RUNS_DIR);
   const script = batchScript({
     configPath: resolve(configPath),
@@ -96,6 +98,10 @@ export function registerSlurm(program: Command): void {
     .option('--script <path>', 'where the batch script is written (default: <out>/slurm-<sessionId>.sbatch)')
     .option('--checkpoint-every <k>', 'passed to detsim run: capture a checkpoint every K committed steps')
     .option('--keep <n>', 'passed to detsim run: checkpoint generations to keep (with --checkpoint-every)')
+    .option(
+      '--max-restarts <n>',
+      'passed to detsim run: recover from a lost worker up to N times (with --checkpoint-every)',
+    )
     .option('--dry-run', 'print the batch script and submit nothing (writes nothing)')
     .allowUnknownOption()
     .action(action(submit));

@@ -11,9 +11,9 @@ import { join, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { killAtSteps, runRecoverKillLoop } from '../../bench/recover-kill-loop.js';
 import { loadConfig } from '../../coordinator/config.js';
-import { runSession } from '../../coordinator/run.js';
 import { verifyLedger } from '../../coordinator/store/ledger.js';
 import { detsimCli, expectCliRefusal } from '../cli-refusal.js';
+import { FAULT_CONFIG, fault, referenceHash } from './fault-once-harness.js';
 
 const GOLDEN = JSON.parse(readFileSync('fixtures/golden/lif-pair.json', 'utf8')) as {
   reproHash: string;
@@ -37,15 +37,6 @@ function traceSteps(runDir: string): number[] {
     .split('\n')
     .filter(Boolean)
     .map((l) => Number((JSON.parse(l) as { behaviour: { scope: { step: string } } }).behaviour.scope.step));
-}
-
-const FAULT_CONFIG = 'test/checkpoint/fixtures/fault-once.yaml';
-
-/** A fault for the fault-once model (its marker in a fresh temp dir) and where the runs go. */
-function fault(f: { faultStep: number; mode?: 'exit' | 'spin'; always?: boolean }) {
-  const dir = mkdtempSync(join(tmpdir(), 'detsim-recover-'));
-  const marker = join(dir, 'faulted');
-  return { marker, out: join(dir, 'runs'), env: { DETSIM_FAULT_ONCE: JSON.stringify({ ...f, marker }) } };
 }
 
 /** The fault config with `recovery: { maxRestarts }` (the model by absolute path: the same run.json), beside f's runs. */
@@ -72,15 +63,6 @@ function detsimFrom(args: string[], env: Record<string, string>) {
     timeout: 240_000,
     env: { ...process.env, ...env },
   });
-}
-
-/** The uninterrupted run of the fault config (no fault asked for), once. */
-let reference: Promise<string> | undefined;
-function referenceHash(): Promise<string> {
-  reference ??= runSession(FAULT_CONFIG, { outDir: mkdtempSync(join(tmpdir(), 'detsim-recover-ref-')) }).then(
-    (r) => r.reproHash,
-  );
-  return reference;
 }
 
 describe('recovery from a lost worker (--max-restarts)', () => {

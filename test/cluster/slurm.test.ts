@@ -5,12 +5,13 @@
 // from PATH, and launcher: slurm outside an allocation, are one-line refusals that leave nothing.
 // The Slurm cases skip, saying why, only when no Slurm node is idle here (test-summary then fails CI).
 // NOT a test of Slurm itself, nor of multi-node placement (single node: Unix sockets under /tmp).
-import { spawnSync, type SpawnSyncReturns } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { CLI_MAIN, expectCliRefusal } from '../cli-refusal.js';
+import { expectCliRefusal } from '../cli-refusal.js';
+import { detsim, jobListed, readJson, slurmDownReason, submit, until } from './slurm-harness.js';
 
 const GOLDEN = JSON.parse(readFileSync('fixtures/golden/forage-walkers.json', 'utf8')) as {
   reproHash: string;
@@ -20,57 +21,14 @@ const CONFIG = 'examples/forage-walkers.yaml';
 const work = mkdtempSync(join(tmpdir(), 'detsim-slurm-test-'));
 afterAll(() => rmSync(work, { recursive: true, force: true }));
 
-/** Why the Slurm cases cannot run here, or null when a node is idle (`sinfo`). */
-function slurmDownReason(): string | null {
-  const r = spawnSync('sinfo', ['-h', '-o', '%T'], { encoding: 'utf8', timeout: 10_000 });
-  if (r.error) return `sinfo cannot be run (${(r.error as NodeJS.ErrnoException).code}); run scripts/slurm-up.sh`;
-  if (r.status !== 0) return `sinfo failed (${r.stderr.trim()}); run scripts/slurm-up.sh`;
-  if (!r.stdout.split('\n').some((s) => s.trim() === 'idle' || s.trim() === 'mixed'))
-    return `no idle Slurm node (sinfo: ${r.stdout.trim() || 'none'}); run scripts/slurm-up.sh`;
-  return null;
-}
 const down = slurmDownReason();
 if (down) process.stderr.write(`test/cluster/slurm.test.ts: Slurm cases skipped: ${down}\n`);
-
-/** The built CLI with `env` (the coordinator's own environment without any SLURM_ variables). */
-function detsim(args: string[], env: NodeJS.ProcessEnv = process.env): SpawnSyncReturns<string> {
-  const clean = Object.fromEntries(Object.entries(env).filter(([k]) => !k.startsWith('SLURM_')));
-  return spawnSync(process.execPath, [CLI_MAIN, ...args], { encoding: 'utf8', timeout: 60_000, env: clean });
-}
-
-/** Submit `CONFIG` into `out`; the job id it printed. */
-function submit(out: string, extra: string[]): string {
-  const r = detsim(['slurm', 'submit', CONFIG, '--out', out, ...extra]);
-  expect(r.status, r.stderr).toBe(0);
-  const id = /^submitted job +([0-9]+)$/m.exec(r.stdout)?.[1];
-  expect(id, r.stdout).toBeDefined();
-  return id!;
-}
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-/** Poll until `done()` holds, or fail naming `what` after `ms`. */
-async function until(what: string, done: () => boolean, ms = 90_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!done()) {
-    if (Date.now() > end) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-    await sleep(200);
-  }
-}
-
-/** Whether Slurm still lists the job (pending, running or completing). */
-function jobListed(jobId: string): boolean {
-  const r = spawnSync('squeue', ['-h', '-j', jobId, '-o', '%i'], { encoding: 'utf8' });
-  return r.status === 0 && r.stdout.trim() !== '';
-}
-
-const readJson = (path: string) => JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>;
 
 // A job's start-up competes with everything else on a shared 2-core machine: generous limits, short when idle.
 describe.skipIf(down !== null)('detsim slurm submit on the local Slurm', { timeout: 150_000 }, () => {
   it('a submitted forage-walkers run, every worker an srun job step, reproduces the golden ReproHash', async () => {
     const out = join(work, 'golden');
-    const jobId = submit(out, ['--steps', String(GOLDEN.steps), '--time=5']);
+    const jobId = submit(CONFIG, out, ['--steps', String(GOLDEN.steps), '--time=5']);
     const runDir = join(out, 'forage-walkers-1');
     await until(`job ${jobId} to finish`, () => !jobListed(jobId));
     const output = readFileSync(join(out, `slurm-${jobId}.out`), 'utf8');
@@ -87,7 +45,7 @@ describe.skipIf(down !== null)('detsim slurm submit on the local Slurm', { timeo
 
   it('scancel stops the run like Ctrl-C: summary.json says aborted, the store verifies, a resume reproduces the golden', async () => {
     const out = join(work, 'cancel');
-    const jobId = submit(out, ['--steps', String(GOLDEN.steps), '--checkpoint-every', '5']);
+    const jobId = submit(CONFIG, out, ['--steps', String(GOLDEN.steps), '--checkpoint-every', '5']);
     const runDir = join(out, 'forage-walkers-1');
     const trace = join(runDir, 'trace.jsonl');
     // Cancel early in the run (~45 steps/s here): once a checkpoint is committed and a few steps later.
@@ -145,15 +103,22 @@ describe('Slurm refusals that need no cluster', () => {
     expect(existsSync(out)).toBe(false);
   });
 
-  it('--dry-run prints the batch script (one task per worker, --launcher slurm) and writes nothing', () => {
+  it('--dry-run prints the batch script (one task per worker, --launcher slurm, the run flags) and writes nothing', () => {
     const out = join(work, 'dry');
-    const r = detsim(['slurm', 'submit', CONFIG, '--out', out, '--steps', '7', '--dry-run'], {
-      ...process.env,
-      PATH: work,
-    });
+    const flags = ['--steps', '7', '--checkpoint-every', '5', '--max-restarts', '2', '--dry-run'];
+    const r = detsim(['slurm', 'submit', CONFIG, '--out', out, ...flags], { ...process.env, PATH: work });
     expect(r.status, r.stderr).toBe(0);
     expect(r.stdout).toContain('#SBATCH --ntasks=5\n');
-    expect(r.stdout).toMatch(/^exec .* run .*forage-walkers\.yaml --launcher slurm --out \S+ --steps 7$/m);
+    expect(r.stdout).toMatch(
+      /^exec .* run .*forage-walkers\.yaml --launcher slurm --out \S+ --steps 7 --checkpoint-every 5 --max-restarts 2$/m,
+    );
+    expect(existsSync(out)).toBe(false);
+  });
+
+  it('--max-restarts without --checkpoint-every is refused by slurm submit before sbatch, naming the flag', () => {
+    const out = join(work, 'restarts');
+    const r = detsim(['slurm', 'submit', CONFIG, '--out', out, '--max-restarts', '1']);
+    expectCliRefusal(r, 'struct_invalid_field', '--max-restarts');
     expect(existsSync(out)).toBe(false);
   });
 });
