@@ -23,6 +23,7 @@ import { generationTemp } from '../store/store.js';
 import type { DeferredEnvelope } from '../store/writer.js';
 import type { CheckpointGroup } from './group.js';
 import { CheckpointRefusal, type Participant } from './refusal.js';
+import { firstRejection, settleSideBySide } from './side-by-side.js';
 
 /** A payload a participant holds after a `hold: true` Capture, to be written by State.WritePayload. */
 export interface HeldPayload {
@@ -118,7 +119,7 @@ async function writeAt(fh: Awaited<ReturnType<typeof open>>, bytes: Uint8Array, 
 }
 
 /**
- * State.WritePayload to every holder at once (distinct workers write in parallel); all are awaited,
+ * State.WritePayload to the holders side by side (bounded; distinct workers write in parallel); all are awaited,
  * and the refusal reported is the first in envelope order, whatever order they finished in.
  */
 async function writeHeldPayloads(
@@ -130,25 +131,21 @@ async function writeHeldPayloads(
 ): Promise<void> {
   const writes = draft.layout.entries.flatMap((entry) => {
     const h = held.get(entry.name);
-    if (!h) return [];
-    return [
-      group
-        .call(h.agentId, h.participant, METHODS.writePayload, scope, {
-          captureRequestId: h.captureRequestId,
-          file: { path, offset: String(entry.offset) },
-        })
-        .then((rep) => {
-          if (rep.result.byteLength !== String(entry.byteLength))
-            throw new CheckpointRefusal(
-              'BUFFER_INVALID',
-              'audit_capture_buffer',
-              `${h.participant}: State.WritePayload wrote ${JSON.stringify(rep.result.byteLength)} bytes, the capture reply said ${entry.byteLength}`,
-              { participant: h.participant },
-            );
-        }),
-    ];
+    return h ? [{ entry, h }] : [];
   });
-  const settled = await Promise.allSettled(writes);
-  const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
+  const settled = await settleSideBySide(writes, async ({ entry, h }) => {
+    const rep = await group.call(h.agentId, h.participant, METHODS.writePayload, scope, {
+      captureRequestId: h.captureRequestId,
+      file: { path, offset: String(entry.offset) },
+    });
+    if (rep.result.byteLength !== String(entry.byteLength))
+      throw new CheckpointRefusal(
+        'BUFFER_INVALID',
+        'audit_capture_buffer',
+        `${h.participant}: State.WritePayload wrote ${JSON.stringify(rep.result.byteLength)} bytes, the capture reply said ${entry.byteLength}`,
+        { participant: h.participant },
+      );
+  });
+  const failed = firstRejection(settled);
   if (failed) throw failed.reason;
 }
