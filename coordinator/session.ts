@@ -66,6 +66,8 @@ export interface RunExtensionContext {
  * result becomes summary fields). A throw from started/afterStep fails the session like any step failure.
  */
 export interface RunExtension {
+  /** The store directory the workers are launched with (`--store-dir`), if the extension keeps one. */
+  storeDirFor?(runDir: string): string;
   started(ctx: RunExtensionContext): Promise<void>;
   /** Whether afterStep will need every agent Ready (not prepared ahead) at this boundary, e.g. to capture it. */
   needsReadyAt?(boundary: bigint): boolean;
@@ -193,6 +195,11 @@ export function abortWiring(opts: { signal?: AbortSignal; handleSignals?: boolea
   };
 }
 
+/** Launch options for a store directory: workers may then read restore payloads and write capture payloads there. */
+function withStoreDir(storeDir: string | undefined): { storeDir?: string } {
+  return storeDir ? { storeDir } : {};
+}
+
 /**
  * Run a session from its start to `start.steps`: launch, begin (initialize or restore), step,
  * write summary.json and then receipt.json. A refusal before the start is accepted is thrown as
@@ -219,7 +226,7 @@ export async function runLoop(start: SessionStart, opts: SessionOptions): Promis
       commandFor: opts.hooks?.commandFor,
       startWorker: opts.hooks?.startWorker,
       verbose: opts.verbose,
-      ...(start.storeDir ? { storeDir: start.storeDir } : {}),
+      ...withStoreDir(start.storeDir ?? opts.extension?.storeDirFor?.(runDir)),
     });
     opts.hooks?.onLaunched?.(fleet);
     const lockstep = new Lockstep(plan, fleet, {

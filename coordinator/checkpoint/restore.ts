@@ -1,7 +1,8 @@
 // Restore (docs/spec/checkpoint-store.md): select a checkpoint (by id or the store's high-water mark), read and
-// verify it, check identities before staging anyone, stage every participant into a NEW epoch
-// (side by side, bounded; failures reported in reference order: the environment, then agents by
-// id), activate all in that order, install the coordinator state and stop at Paused(k).
+// verify it, check identities before staging anyone, stage the environment then the agents (side
+// by side, bounded; the failure reported is the first in reference order: the environment, then
+// agents by id) into a NEW epoch, activate all in that order, install the coordinator state and
+// stop at Paused(k).
 // Group install rule: any stage failure taints the stagers and nothing activates; any activation
 // failure fences the group (nothing steps). NOT capture, NOT the CLI, NOT the store's file checks.
 import { resolve } from 'node:path';
@@ -222,11 +223,12 @@ export async function restoreGroup(
     acks.set(w, [...(acks.get(w) ?? []), requestId]);
   };
 
-  // Stage side by side (bounded), each participant independent of the others; every one is asked
-  // and awaited, so who staged does not depend on timing. Any refusal taints every stager and
-  // nothing activates; the refusal reported is the first in reference order (environment, then
-  // agents by id), whatever order the replies came in.
-  const settled = await settleSideBySide(plan, async (p) => {
+  // Stage the environment first, then the agents side by side (bounded), each independent of the
+  // others; every agent is asked and awaited, so who staged does not depend on timing. Any refusal
+  // taints every stager and nothing activates; the refusal reported is the first in reference
+  // order (environment, then agents by id), whatever order the replies came in. A refusing
+  // environment leaves nobody staged, so the same workers can retry with intact bytes.
+  const stageOne = async (p: StagePlan): Promise<{ requestId: string; restoreToken: Id }> => {
     let params: StageRestoreParams = {
       checkpointId: m.checkpointId,
       agentId: p.agentId,
@@ -246,7 +248,13 @@ export async function restoreGroup(
       attachment ? { attachment } : {},
     );
     return { requestId: rep.requestId, restoreToken: rep.result.restoreToken };
-  });
+  };
+  const [envPlan, ...agentPlans] = plan;
+  const envStaged = await settleSideBySide([envPlan!], stageOne);
+  const settled =
+    envStaged[0]!.status === 'fulfilled'
+      ? [...envStaged, ...(await settleSideBySide(agentPlans, stageOne))]
+      : envStaged;
   const staged: RestoredParticipant[] = [];
   settled.forEach((r, i) => {
     if (r.status !== 'fulfilled') return;
