@@ -27,13 +27,14 @@ export const PAYLOAD_FILE_REFUSALS = {
 /** Refusal texts of State.WritePayload (capture-file-v1). */
 export const CAPTURE_FILE_REFUSALS = {
   noStore: 'params.file: this worker was started without --store-dir and writes no checkpoint files',
-  notTemp: "params.file.path is not a checkpoint temporary file (tmp-<checkpointId>.flysess) inside this worker's store directory",
+  notTemp:
+    "params.file.path is not a checkpoint temporary file (tmp-<checkpointId>.flysess) inside this worker's store directory",
   unwritable: 'params.file: the checkpoint temporary file cannot be written',
 } as const;
 
 /** The only files State.WritePayload writes: the store's checkpoint temporaries. */
 const TEMP_GENERATION = /^tmp-[a-z0-9][a-z0-9._-]{0,63}\.flysess$/;
-/** One write() call moves at most this much (a single fs write is capped below 2 GiB). */
+/** One read() or write() call moves at most this much (a single fs call is capped below 2 GiB). */
 const MAX_WRITE_BYTES = 1024 * 1024 * 1024;
 
 const refuse = (code: 'UNSUPPORTED' | 'INVALID_ARGUMENT' | 'BUFFER_INVALID', message: string): ProtocolRefusal =>
@@ -75,8 +76,9 @@ export async function writeStoreTemp(
   const fh = await openInsideStore(storeDir, path, constants.O_WRONLY, CAPTURE_FILE_REFUSALS.notTemp);
   try {
     // The resolved name must still be a temporary (a symlink named tmp-* could point elsewhere in the store).
-    if (!TEMP_GENERATION.test(basename(await realpath(path)))) throw refuse('INVALID_ARGUMENT', CAPTURE_FILE_REFUSALS.notTemp);
-    for (let at = 0; at < bytes.byteLength; ) {
+    if (!TEMP_GENERATION.test(basename(await realpath(path))))
+      throw refuse('INVALID_ARGUMENT', CAPTURE_FILE_REFUSALS.notTemp);
+    for (let at = 0; at < bytes.byteLength;) {
       const n = Math.min(MAX_WRITE_BYTES, bytes.byteLength - at);
       const wrote = await fh.write(bytes, at, n, Number(offset) + at).then(
         (r) => r.bytesWritten,
@@ -127,7 +129,8 @@ async function readExactly(fh: FileHandle, offset: number, length: number): Prom
   }
   let at = 0;
   while (at < length) {
-    const got = await fh.read(out, at, length - at, offset + at).then(
+    // One read() moves at most MAX_WRITE_BYTES (a single fs call stops below 2 GiB).
+    const got = await fh.read(out, at, Math.min(length - at, MAX_WRITE_BYTES), offset + at).then(
       (r) => r.bytesRead,
       () => -1,
     );

@@ -43,7 +43,7 @@ export function capturesToFile(group: CheckpointGroup, worker: LaunchedWorker): 
 }
 
 /** Test hooks of the file path. */
-export interface CaptureFileHooks extends FileSealOptions {}
+export type CaptureFileHooks = FileSealOptions;
 
 /**
  * Lay out the envelope, write its head and in-memory payloads into `tmp-<id>.flysess`, have every
