@@ -117,6 +117,9 @@ export class DurableFs {
     this.check({ kind: 'open', path });
     const fh = await open(path, fsConstants.O_RDONLY);
     try {
+      // The bytes were written before this call (by the workers and the sealer); a fault injected
+      // at 'write' fails here, as it would have failed the write itself.
+      this.check({ kind: 'write', path, offset: 0 });
       await this.step('generation-temp-written', checkpointId);
       this.check({ kind: 'fsync', path });
       await fh.sync();
