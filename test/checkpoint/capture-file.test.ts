@@ -75,6 +75,27 @@ describe('co-located capture (capture-file-v1)', () => {
     expect((await local.s.ck.store.scan()).temporaries).toEqual([]);
   }, 180_000);
 
+  it('a superseded hot capture removes its temp file; the durable one in flight and the newer hot one commit', async () => {
+    const s = await startSession(LIF(64), { checkpointing: { capacity: 3 } });
+    open.push(s);
+    await s.group.step();
+    const release = s.ck.writer.testHooks.stall();
+    const x = await captureGroup(s.group, { checkpointId: 'ckpt-x' });
+    const a = await captureGroup(s.group, { checkpointId: 'ckpt-a', replaceable: true });
+    expect((await s.ck.store.scan()).temporaries).toEqual(['tmp-ckpt-a.flysess', 'tmp-ckpt-x.flysess']);
+    const b = await captureGroup(s.group, { checkpointId: 'ckpt-b', replaceable: true });
+    expect(await a.ticket.wait(30_000)).toMatchObject({ kind: 'Superseded', by: 'ckpt-b' });
+    // The discard runs asynchronously beside the supersession: wait for it (bounded).
+    await expect
+      .poll(async () => (await s.ck.store.scan()).temporaries, { timeout: 10_000 })
+      .toEqual(['tmp-ckpt-b.flysess', 'tmp-ckpt-x.flysess']);
+    release();
+    expect(await x.ticket.wait(60_000)).toMatchObject({ kind: 'Committed' });
+    expect(await b.ticket.wait(60_000)).toMatchObject({ kind: 'Committed' });
+    expect((await s.ck.store.scan()).temporaries).toEqual([]);
+    expect((await s.ck.store.verify()).ok).toBe(true);
+  }, 120_000);
+
   it('a mixed fleet (TypeScript writes, Rust streams) seals the same bytes as the all-streamed path and restores', async (ctx) => {
     const config = 'examples/mixed-walkers.yaml';
     const skip = prepareRuntimesFor(config);
