@@ -69,6 +69,8 @@ export interface RunExtensionContext {
  * result becomes summary fields). A throw from started/afterStep fails the session like any step failure.
  */
 export interface RunExtension {
+  /** The store directory the workers are launched with (`--store-dir`), if the extension keeps one. */
+  storeDirFor?(runDir: string): string;
   started(ctx: RunExtensionContext): Promise<void>;
   /** Whether afterStep will need every agent Ready (not prepared ahead) at this boundary, e.g. to capture it. */
   needsReadyAt?(boundary: bigint): boolean;
@@ -230,6 +232,11 @@ export function abortWiring(opts: { signal?: AbortSignal; handleSignals?: boolea
   };
 }
 
+/** Launch options for a store directory: workers may then read restore payloads and write capture payloads there. */
+function withStoreDir(storeDir: string | undefined): { storeDir?: string } {
+  return storeDir ? { storeDir } : {};
+}
+
 /**
  * Run a session from its start to `start.steps`: launch, begin (initialize or restore), step,
  * write summary.json and then receipt.json. A refusal before the start is accepted is thrown as
@@ -258,13 +265,13 @@ export async function runLoop(start: SessionStart, opts: SessionOptions): Promis
       startWorker: opts.hooks?.startWorker ?? starterForPlan(plan, opts.verbose),
       verbose: opts.verbose,
       ...(opts.existingWorkers ? { existing: opts.existingWorkers } : {}),
-      ...(storeDir ? { storeDir } : {}),
+      ...withStoreDir(storeDir),
     }).then((f) => (opts.hooks?.onLaunched?.(f), f));
   const lockstepOn = (f: Fleet, epoch: Id) =>
     new Lockstep(plan, f, { dispatch: start.dispatch, epoch, startedAt, logger, signal, hooks: opts.hooks });
 
   try {
-    fleet = await launch(start.storeDir);
+    fleet = await launch(start.storeDir ?? opts.extension?.storeDirFor?.(runDir));
     let lockstep = lockstepOn(fleet, start.lockstepEpoch);
     traces = await start.begin({ fleet, lockstep, logger });
     let epoch = start.epoch;

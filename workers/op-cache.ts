@@ -101,6 +101,8 @@ export interface LifecycleReply {
   digest: string;
   result: object;
   attachment?: Uint8Array;
+  /** capture-file-v1: the attachment is held for State.WritePayload and never sent in a reply. */
+  held?: true;
 }
 
 /** Lifecycle replies by request id, held until acknowledged; at LIMIT outstanding, new ones are BUSY. */

@@ -2,10 +2,12 @@
 // the run's store directory, the one directory the launcher gave this worker (`--store-dir`).
 // Every other path is refused, and the refusals are the same for a missing file, a file outside
 // the store and an unreadable one, so they reveal nothing about files the worker cannot read.
+// capture-file-v1 writes the other way: a held capture payload into a checkpoint TEMP file of the
+// same store (writeStoreTemp); a committed generation or the store manifest is never writable.
 // Not the digest check (checks.ts stagedPayload) and not the coordinator's store.
 import { constants } from 'node:fs';
 import { type FileHandle, open, realpath, stat } from 'node:fs/promises';
-import { isAbsolute, relative, sep } from 'node:path';
+import { basename, isAbsolute, relative, sep } from 'node:path';
 import { ProtocolRefusal } from '../core/protocol/index.js';
 
 export interface PayloadFile {
@@ -22,6 +24,19 @@ export const PAYLOAD_FILE_REFUSALS = {
   unreadable: 'params.payload.file: the payload file cannot be read',
 } as const;
 
+/** Refusal texts of State.WritePayload (capture-file-v1). */
+export const CAPTURE_FILE_REFUSALS = {
+  noStore: 'params.file: this worker was started without --store-dir and writes no checkpoint files',
+  notTemp:
+    "params.file.path is not a checkpoint temporary file (tmp-<checkpointId>.flysess) inside this worker's store directory",
+  unwritable: 'params.file: the checkpoint temporary file cannot be written',
+} as const;
+
+/** The only files State.WritePayload writes: the store's checkpoint temporaries. */
+const TEMP_GENERATION = /^tmp-[a-z0-9][a-z0-9._-]{0,63}\.flysess$/;
+/** One read() or write() call moves at most this much (a single fs call is capped below 2 GiB). */
+const MAX_WRITE_BYTES = 1024 * 1024 * 1024;
+
 const refuse = (code: 'UNSUPPORTED' | 'INVALID_ARGUMENT' | 'BUFFER_INVALID', message: string): ProtocolRefusal =>
   new ProtocolRefusal(code, message);
 
@@ -36,7 +51,7 @@ export async function readStoreRange(
   byteLength: bigint,
 ): Promise<Buffer> {
   if (storeDir === undefined) throw refuse('UNSUPPORTED', PAYLOAD_FILE_REFUSALS.noStore);
-  const fh = await openInsideStore(storeDir, file.path);
+  const fh = await openInsideStore(storeDir, file.path, constants.O_RDONLY, PAYLOAD_FILE_REFUSALS.outside);
   try {
     const size = BigInt((await fh.stat()).size);
     if (file.offset + byteLength > size) throw refuse('BUFFER_INVALID', PAYLOAD_FILE_REFUSALS.pastEnd);
@@ -46,14 +61,45 @@ export async function readStoreRange(
   }
 }
 
+/**
+ * Write `bytes` at `offset` of `path`, which must resolve to an existing regular file under
+ * `storeDir` named like a checkpoint temporary (the coordinator created it; nothing else is writable).
+ */
+export async function writeStoreTemp(
+  storeDir: string | undefined,
+  path: string,
+  offset: bigint,
+  bytes: Uint8Array,
+): Promise<void> {
+  if (storeDir === undefined) throw refuse('UNSUPPORTED', CAPTURE_FILE_REFUSALS.noStore);
+  if (!TEMP_GENERATION.test(basename(path))) throw refuse('INVALID_ARGUMENT', CAPTURE_FILE_REFUSALS.notTemp);
+  const fh = await openInsideStore(storeDir, path, constants.O_WRONLY, CAPTURE_FILE_REFUSALS.notTemp);
+  try {
+    // The resolved name must still be a temporary (a symlink named tmp-* could point elsewhere in the store).
+    if (!TEMP_GENERATION.test(basename(await realpath(path))))
+      throw refuse('INVALID_ARGUMENT', CAPTURE_FILE_REFUSALS.notTemp);
+    for (let at = 0; at < bytes.byteLength;) {
+      const n = Math.min(MAX_WRITE_BYTES, bytes.byteLength - at);
+      const wrote = await fh.write(bytes, at, n, Number(offset) + at).then(
+        (r) => r.bytesWritten,
+        () => -1,
+      );
+      if (wrote <= 0) throw refuse('BUFFER_INVALID', CAPTURE_FILE_REFUSALS.unwritable);
+      at += wrote;
+    }
+  } finally {
+    await fh.close().catch(() => undefined);
+  }
+}
+
 /** Open the real file behind `path` only if it lies under the store and is a regular file. */
-async function openInsideStore(storeDir: string, path: string): Promise<FileHandle> {
-  const outside = (): ProtocolRefusal => refuse('INVALID_ARGUMENT', PAYLOAD_FILE_REFUSALS.outside);
+async function openInsideStore(storeDir: string, path: string, mode: number, refusal: string): Promise<FileHandle> {
+  const outside = (): ProtocolRefusal => refuse('INVALID_ARGUMENT', refusal);
   const root = await realpath(storeDir).catch(() => null);
   const real = await realpath(path).catch(() => null);
   if (root === null || real === null || !isUnder(root, real)) throw outside();
   // O_NOFOLLOW: the resolved path has no symlink left; O_NONBLOCK: a FIFO cannot stall the open.
-  const fh = await open(real, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK).catch(() => null);
+  const fh = await open(real, mode | constants.O_NOFOLLOW | constants.O_NONBLOCK).catch(() => null);
   if (fh === null) throw outside();
   try {
     // The path may have been swapped between realpath and open: the opened file must be the
@@ -83,7 +129,8 @@ async function readExactly(fh: FileHandle, offset: number, length: number): Prom
   }
   let at = 0;
   while (at < length) {
-    const got = await fh.read(out, at, length - at, offset + at).then(
+    // One read() moves at most MAX_WRITE_BYTES (a single fs call stops below 2 GiB).
+    const got = await fh.read(out, at, Math.min(length - at, MAX_WRITE_BYTES), offset + at).then(
       (r) => r.bytesRead,
       () => -1,
     );

@@ -25,6 +25,7 @@ import {
   readRequest,
 } from '../core/protocol/index.js';
 import { AgentHost } from './agent-host.js';
+import { holdsCapture, withoutHold, writeHeldPayload } from './capture-file.js';
 import { EnvironmentHost } from './environment-host.js';
 import type { HostContext, HostReply } from './host-context.js';
 import { LifecycleCache } from './op-cache.js';
@@ -144,6 +145,7 @@ export class WorkerRuntime implements HostContext {
       [METHODS.stageRestore]: (req, attachment) =>
         a ? a.stageRestore(req, attachment) : env!.stageRestore(req, attachment),
       [METHODS.activateRestore]: (req) => (a ? a.activateRestore(req) : env!.activateRestore(req)),
+      [METHODS.writePayload]: (req) => writeHeldPayload(req, this.lifecycle, this.storeDir),
     };
   }
 
@@ -196,6 +198,7 @@ export class WorkerRuntime implements HostContext {
     // The attachment is not hashed here: StageRestore's params name its digest and the host verifies
     // it, so the params already identify the request (and a 256 MiB payload is hashed only once).
     const digest = canonicalDigest({ method: req.method, scope: req.scope, params: req.params });
+    const held = req.method === METHODS.capture && holdsCapture(req, this.storeDir);
     const cached = this.lifecycle.get(req.requestId);
     if (cached) {
       if (cached.digest !== digest)
@@ -203,7 +206,9 @@ export class WorkerRuntime implements HostContext {
           'CONFLICT',
           `${req.requestId} was already used for a different ${req.method} request`,
         );
-      return cached.attachment ? { result: cached.result, attachment: cached.attachment } : { result: cached.result };
+      return cached.attachment && !cached.held
+        ? { result: cached.result, attachment: cached.attachment }
+        : { result: cached.result };
     }
     if (this.lifecycle.full) {
       throw new ProtocolRefusal(
@@ -211,14 +216,15 @@ export class WorkerRuntime implements HostContext {
         `${LifecycleCache.LIMIT} lifecycle replies await Worker.Acknowledge; acknowledge them first`,
       );
     }
-    const reply = await this.route(req, attachment);
+    const reply = await this.route(held ? withoutHold(req) : req, attachment);
     this.lifecycle.put(
       req.requestId,
       reply.attachment
-        ? { digest, result: reply.result, attachment: reply.attachment }
+        ? { digest, result: reply.result, attachment: reply.attachment, ...(held ? { held: true as const } : {}) }
         : { digest, result: reply.result },
     );
-    return reply;
+    // A held payload stays here until Worker.Acknowledge; State.WritePayload writes it to a file.
+    return held ? { result: reply.result } : reply;
   }
 
   private route(req: Request, attachment: Uint8Array | undefined): HostReply | Promise<HostReply> {
@@ -284,6 +290,7 @@ export class WorkerRuntime implements HostContext {
           this.role === 'agent' ? CAPABILITIES.agentStep : CAPABILITIES.worldStep,
           CAPABILITIES.checkpoint,
           CAPABILITIES.payloadFile,
+          ...(this.storeDir !== undefined ? [CAPABILITIES.captureFile] : []),
         ].sort(),
         limits: {
           maxAgents: this.role === 'agent' ? MAX_AGENTS_PER_WORKER : 0,

@@ -4,23 +4,32 @@
 // FLYSESS1 layout and hands it to the writer, which hashes (checking every payload against the
 // digest its participant reported), seals and writes off the step loop.
 // NOT the writer or store (store/), NOT restore, and it never decides when to capture.
-import { layoutEnvelope } from '../../core/formats/envelope.js';
+import {
+  layoutEnvelope,
+  type EnvelopeDraft,
+  type EnvelopeManifest,
+  type EnvelopePayloadInput,
+  type LayoutPayloadInput,
+} from '../../core/formats/envelope.js';
 import { isDetsimError } from '../../core/formats/errors.js';
 import { readDigest, readU64, type Digest, type Id, type U64 } from '../../core/formats/scalars.js';
 import type { LaunchedWorker } from '../launcher.js';
 import { METHODS, type CaptureResult } from '../../core/protocol/index.js';
 import { sealOffLoop } from '../store/seal-thread.js';
 import { generationIdentityOf } from '../store/store.js';
-import { WriterBusyError, type Reservation, type SaveTicket } from '../store/writer.js';
+import { WriterBusyError, type DeferredEnvelope, type Reservation, type SaveTicket } from '../store/writer.js';
+import { capturesToFile, writeEnvelopeFile, type CaptureFileHooks, type HeldPayload } from './capture-file.js';
 import { liveAgentRows, liveEnvironment } from './compatibility.js';
 import type { CheckpointGroup } from './group.js';
-import { buildCheckpoint } from './manifest.js';
+import { buildCheckpoint, PAYLOAD_NAMES, type CapturedPayload } from './manifest.js';
 import { CheckpointRefusal, participantOf } from './refusal.js';
 
 export interface CaptureOptions {
   checkpointId: Id;
   /** Hot capture: a newer hot capture may supersede it while queued (default false: durable). */
   replaceable?: boolean;
+  /** Test hooks of the co-located (capture-file-v1) path: seal chunk size, allocation probe. */
+  fileHooks?: CaptureFileHooks;
 }
 
 export interface CaptureReceipt {
@@ -46,8 +55,8 @@ export function checkpointIdFor(epoch: Id, boundary: bigint | number): Id {
 function checkReply(
   r: CaptureResult,
   attachment: Buffer | undefined,
-  want: { checkpointId: Id; agentId: Id | null; boundary: U64; compatibilityDigest: Digest },
-): { bytes: Buffer; digest: Digest } {
+  want: { checkpointId: Id; agentId: Id | null; boundary: U64; compatibilityDigest: Digest; held: boolean },
+): CapturedPayload & { digest: Digest } {
   const who = participantOf(want.agentId);
   if (r.checkpointId !== want.checkpointId || r.agentId !== want.agentId || r.boundary !== want.boundary) {
     throw new CheckpointRefusal(
@@ -74,6 +83,17 @@ function checkReply(
       participant: who,
     });
   }
+  if (want.held) {
+    // capture-file-v1: the bytes stay with the participant; they are checked once written (file-seal.ts).
+    if (attachment)
+      throw new CheckpointRefusal(
+        'BUFFER_INVALID',
+        'audit_capture_buffer',
+        `${who}: a held capture reply carries a payload attachment`,
+        { participant: who },
+      );
+    return { byteLength: byteLengthOf(byteLength, who), digest };
+  }
   if (!attachment)
     throw new CheckpointRefusal(
       'BUFFER_INVALID',
@@ -92,6 +112,16 @@ function checkReply(
   return { bytes: attachment, digest };
 }
 
+/** A held payload's length as a number: a state this large cannot be laid out past 2^53 bytes. */
+function byteLengthOf(byteLength: U64, who: string): number {
+  const n = Number(byteLength);
+  if (!Number.isSafeInteger(n))
+    throw new CheckpointRefusal('BUFFER_INVALID', 'audit_capture_buffer', `${who}: payload.byteLength is too large`, {
+      participant: who,
+    });
+  return n;
+}
+
 function reserve(group: CheckpointGroup): Reservation {
   if (!group.writer)
     throw new CheckpointRefusal('UNSUPPORTED', 'perm_invalid_phase', 'no checkpoint store is attached to this run');
@@ -107,6 +137,15 @@ function reserve(group: CheckpointGroup): Reservation {
       );
     throw e;
   }
+}
+
+/** The streamed path's job: every payload in memory, sealed by the writer (off the step loop). */
+function inMemoryEnvelope(
+  manifest: Omit<EnvelopeManifest, 'payloads'>,
+  payloads: readonly LayoutPayloadInput[],
+): { draft: EnvelopeDraft; envelope: DeferredEnvelope } {
+  const draft = layoutEnvelope(manifest, payloads as EnvelopePayloadInput[]);
+  return { draft, envelope: { byteLength: draft.byteLength, seal: () => sealOffLoop(draft) } };
 }
 
 /**
@@ -134,50 +173,60 @@ export async function captureGroup(group: CheckpointGroup, opts: CaptureOptions)
     const w = group.workerOf(agentId);
     acks.set(w, [...(acks.get(w) ?? []), requestId]);
   };
+  const held = new Map<string, HeldPayload>();
+  // One participant's Capture: held (capture-file-v1) or streamed, and its reply checked.
+  const captureOne = async (agentId: Id | null, compatibilityDigest: Digest): Promise<CapturedPayload> => {
+    const who = participantOf(agentId);
+    const hold = capturesToFile(group, group.workerOf(agentId));
+    const params = hold ? { checkpointId, agentId, hold: true as const } : { checkpointId, agentId };
+    const rep = await group.call(agentId, who, METHODS.capture, scope, params);
+    noteAck(agentId, rep.requestId);
+    const payload = checkReply(rep.result, rep.attachment, {
+      checkpointId,
+      agentId,
+      boundary,
+      compatibilityDigest,
+      held: hold,
+    });
+    const name = agentId === null ? PAYLOAD_NAMES.world : PAYLOAD_NAMES.agent(agentId);
+    if (hold) held.set(name, { agentId, participant: who, captureRequestId: rep.requestId });
+    return payload;
+  };
   try {
     // The environment first, then agents sorted by id; each agent's payload separately.
-    const env = liveEnvironment(live);
-    const envRep = await group.call(null, 'environment', METHODS.capture, scope, { checkpointId, agentId: null });
-    noteAck(null, envRep.requestId);
-    const world = checkReply(envRep.result, envRep.attachment, {
-      checkpointId,
-      agentId: null,
-      boundary,
-      compatibilityDigest: env.compatibilityDigest,
-    });
-    const agents: { agentId: Id; bytes: Buffer; digest: Digest }[] = [];
-    for (const row of liveAgentRows(live)) {
-      const who = participantOf(row.agentId);
-      const rep = await group.call(row.agentId, who, METHODS.capture, scope, { checkpointId, agentId: row.agentId });
-      noteAck(row.agentId, rep.requestId);
-      agents.push({
-        agentId: row.agentId,
-        ...checkReply(rep.result, rep.attachment, {
-          checkpointId,
-          agentId: row.agentId,
-          boundary,
-          compatibilityDigest: row.compatibilityDigest,
-        }),
-      });
-    }
+    const world = await captureOne(null, liveEnvironment(live).compatibilityDigest);
+    const agents: ({ agentId: Id } & CapturedPayload)[] = [];
+    for (const row of liveAgentRows(live))
+      agents.push({ agentId: row.agentId, ...(await captureOne(row.agentId, row.compatibilityDigest)) });
     const { manifest, payloads } = buildCheckpoint(live, checkpointId, group.coordinatorState(), { world, agents });
-    const draft = layoutEnvelope(manifest, payloads);
+    // Held payloads go straight into the envelope file; otherwise the writer seals the bytes in memory.
+    const { draft, envelope } =
+      held.size > 0
+        ? await writeEnvelopeFile(group, manifest, payloads, held, scope, opts.fileHooks)
+        : inMemoryEnvelope(manifest, payloads);
+    const byteLength = draft.layout.totalBytes;
     await group.ledger?.append({
       event: 'captured',
       checkpointId,
       boundary,
       epoch: group.epoch,
       sessionId: group.plan.sessionId,
-      detail: { byteLength: String(draft.byteLength), durable: !opts.replaceable },
+      detail: { byteLength: String(byteLength), durable: !opts.replaceable },
     });
-    const ticket = group.writer!.submit(reservation, {
-      identity: generationIdentityOf(draft.manifest),
-      envelope: { byteLength: draft.byteLength, seal: () => sealOffLoop(draft) },
-      replaceable: opts.replaceable ?? false,
-    });
+    let ticket: SaveTicket;
+    try {
+      ticket = group.writer!.submit(reservation, {
+        identity: generationIdentityOf(draft.manifest),
+        envelope,
+        replaceable: opts.replaceable ?? false,
+      });
+    } catch (e) {
+      await envelope.discard?.();
+      throw e;
+    }
     // The writer owns the bytes now: release the workers' cached capture replies.
     await group.acknowledge(acks);
-    return { checkpointId, epoch: group.epoch, boundary, byteLength: draft.byteLength, ticket };
+    return { checkpointId, epoch: group.epoch, boundary, byteLength, ticket };
   } catch (e) {
     reservation.release();
     await group.acknowledge(acks);

@@ -3,7 +3,12 @@
 // coordinator-admission. Building them at capture and reading them back at restore.
 // NOT the envelope bytes (formats/envelope.ts) and NOT the store.
 import { canonicalBytes, parseCanonical, type JsonValue } from '../../core/formats/canonical-json.js';
-import type { EnvelopeManifest, EnvelopePayloadInput } from '../../core/formats/envelope.js';
+import type {
+  EnvelopeManifest,
+  EnvelopePayloadInput,
+  LayoutPayloadInput,
+  SizedPayloadInput,
+} from '../../core/formats/envelope.js';
 import { DetsimError } from '../../core/formats/errors.js';
 import {
   RationalNs,
@@ -69,10 +74,10 @@ export interface CoordinatorState {
 
 /** Captured participant payloads: the environment first, then agents sorted by id. */
 /** One participant's captured state and the SHA-256 it reported (checked when the envelope is sealed). */
-export interface CapturedPayload {
-  bytes: Uint8Array;
-  digest?: Digest;
-}
+export type CapturedPayload =
+  | { bytes: Uint8Array; digest?: Digest }
+  /** capture-file-v1: the participant holds the bytes and writes them into the envelope file itself. */
+  | Omit<SizedPayloadInput, 'name'>;
 
 export interface ParticipantPayloads {
   world: CapturedPayload;
@@ -148,7 +153,7 @@ export function buildCheckpoint(
   checkpointId: Id,
   state: CoordinatorState,
   captured: ParticipantPayloads,
-): { manifest: Omit<EnvelopeManifest, 'payloads'>; payloads: EnvelopePayloadInput[] } {
+): { manifest: Omit<EnvelopeManifest, 'payloads'>; payloads: LayoutPayloadInput[] } {
   const { plan } = live;
   const k = state.boundary.toString();
   const sourceScope: Scope = { sessionId: plan.sessionId, epoch: state.epoch, step: k };
@@ -194,11 +199,11 @@ export function buildCheckpoint(
     helperState: [],
   };
   const agentPayloads = new Map(captured.agents.map((a) => [a.agentId, a]));
-  const payloads: EnvelopePayloadInput[] = [
+  const payloads: LayoutPayloadInput[] = [
     { name: PAYLOAD_NAMES.world, ...captured.world },
     ...rows.map((r) => {
-      const { bytes, digest } = agentPayloads.get(r.agentId)!;
-      return { name: PAYLOAD_NAMES.agent(r.agentId), bytes, ...(digest === undefined ? {} : { digest }) };
+      const { agentId: _agentId, ...payload } = agentPayloads.get(r.agentId)!;
+      return { name: PAYLOAD_NAMES.agent(r.agentId), ...payload };
     }),
     ...coordinatorPayloads(live, state),
   ];

@@ -1,6 +1,8 @@
 // Restore (docs/spec/checkpoint-store.md): select a checkpoint (by id or the store's high-water mark), read and
-// verify it, check identities before staging anyone, stage the environment then agents into a NEW
-// epoch, activate all in the same order, install the coordinator state and stop at Paused(k).
+// verify it, check identities before staging anyone, stage the environment then the agents (side
+// by side, bounded; the failure reported is the first in reference order: the environment, then
+// agents by id) into a NEW epoch, activate all in that order, install the coordinator state and
+// stop at Paused(k).
 // Group install rule: any stage failure taints the stagers and nothing activates; any activation
 // failure fences the group (nothing steps). NOT capture, NOT the CLI, NOT the store's file checks.
 import { resolve } from 'node:path';
@@ -22,6 +24,7 @@ import type { CheckpointGroup } from './group.js';
 import { PAYLOAD_NAMES, readCoordinatorPayloads, type BehaviourPrefix } from './manifest.js';
 import { CheckpointRefusal, participantOf, type Participant } from './refusal.js';
 import { checkIdentity } from './restore-identity.js';
+import { firstRejection, settleSideBySide } from './side-by-side.js';
 
 /**
  * Where the checkpoint comes from: a store (named id or high-water; `loaded` when the caller
@@ -220,9 +223,12 @@ export async function restoreGroup(
     acks.set(w, [...(acks.get(w) ?? []), requestId]);
   };
 
-  // Stage: the environment first, then agents sorted by id. A refusal taints those already staged.
-  const staged: RestoredParticipant[] = [];
-  for (const p of plan) {
+  // Stage the environment first, then the agents side by side (bounded), each independent of the
+  // others; every agent is asked and awaited, so who staged does not depend on timing. Any refusal
+  // taints every stager and nothing activates; the refusal reported is the first in reference
+  // order (environment, then agents by id), whatever order the replies came in. A refusing
+  // environment leaves nobody staged, so the same workers can retry with intact bytes.
+  const stageOne = async (p: StagePlan): Promise<{ requestId: string; restoreToken: Id }> => {
     let params: StageRestoreParams = {
       checkpointId: m.checkpointId,
       agentId: p.agentId,
@@ -233,31 +239,43 @@ export async function restoreGroup(
     params = opts.hooks?.beforeStage?.(p.participant, params) ?? params;
     // A worker that reads the verified file itself gets no attachment (no copy through the transport).
     const attachment = 'file' in params.payload ? undefined : payloads.get(p.payloadName)!;
-    try {
-      const rep = await group.call(
-        p.agentId,
-        p.participant,
-        METHODS.stageRestore,
-        scope,
-        params,
-        attachment ? { attachment } : {},
-      );
-      noteAck(p.agentId, rep.requestId);
-      staged.push({
-        participant: p.participant,
-        agentId: p.agentId,
-        workerId: group.workerOf(p.agentId).plan.workerId,
-        restoreToken: rep.result.restoreToken,
-      });
-    } catch (e) {
-      if (staged.length > 0) group.fence(staged.map((s) => s.participant));
-      else group.abandonRestore();
-      await group.acknowledge(acks);
-      throw annotate(
-        e,
-        `stage failed; nothing activates${staged.length > 0 ? `; tainted: ${staged.map((s) => s.participant).join(', ')}` : '; nothing was staged'}`,
-      );
-    }
+    const rep = await group.call(
+      p.agentId,
+      p.participant,
+      METHODS.stageRestore,
+      scope,
+      params,
+      attachment ? { attachment } : {},
+    );
+    return { requestId: rep.requestId, restoreToken: rep.result.restoreToken };
+  };
+  const [envPlan, ...agentPlans] = plan;
+  const envStaged = await settleSideBySide([envPlan!], stageOne);
+  const settled =
+    envStaged[0]!.status === 'fulfilled'
+      ? [...envStaged, ...(await settleSideBySide(agentPlans, stageOne))]
+      : envStaged;
+  const staged: RestoredParticipant[] = [];
+  settled.forEach((r, i) => {
+    if (r.status !== 'fulfilled') return;
+    const p = plan[i]!;
+    noteAck(p.agentId, r.value.requestId);
+    staged.push({
+      participant: p.participant,
+      agentId: p.agentId,
+      workerId: group.workerOf(p.agentId).plan.workerId,
+      restoreToken: r.value.restoreToken,
+    });
+  });
+  const failed = firstRejection(settled);
+  if (failed) {
+    if (staged.length > 0) group.fence(staged.map((s) => s.participant));
+    else group.abandonRestore();
+    await group.acknowledge(acks);
+    throw annotate(
+      failed.reason,
+      `stage failed; nothing activates${staged.length > 0 ? `; tainted: ${staged.map((s) => s.participant).join(', ')}` : '; nothing was staged'}`,
+    );
   }
 
   // Activate in the same order. Any failure fences the group: nothing steps until a restore over replaced participants.

@@ -10,7 +10,7 @@ import type { DurableFs } from '../store/durable-fs.js';
 import type { SaveOutcome } from '../store/writer.js';
 import type { TransitionTrace } from '../trace.js';
 import { captureGroup, checkpointIdFor } from './capture.js';
-import { openCheckpointing, STORE_DIR, type Checkpointing } from './checkpointing.js';
+import { openCheckpointing, storeDirOf, STORE_DIR, type Checkpointing } from './checkpointing.js';
 import { CheckpointGroup } from './group.js';
 import { isCheckpointRefusal } from './refusal.js';
 
@@ -94,6 +94,11 @@ export class CheckpointRun implements RunExtension {
   adopt(group: CheckpointGroup, ck: Checkpointing): void {
     this.group = group;
     this.ck = ck;
+  }
+
+  /** Workers get the run's store so that co-located ones write capture payloads into it (capture-file-v1). */
+  storeDirFor(runDir: string): string {
+    return storeDirOf(runDir);
   }
 
   async started(ctx: RunExtensionContext): Promise<void> {

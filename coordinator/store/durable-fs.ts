@@ -108,6 +108,31 @@ export class DurableFs {
     return this.writeSynced(path, data, kind, checkpointId, options.hash ?? true);
   }
 
+  /**
+   * Step 2 of a durable replace for a temp file already written in full (capture-file-v1: the
+   * workers and the sealer wrote it): fsync it and report its length. On failure it is abandoned.
+   */
+  async syncWritten(path: string, checkpointId: string): Promise<WrittenFile> {
+    let ok = false;
+    this.check({ kind: 'open', path });
+    const fh = await open(path, fsConstants.O_RDONLY);
+    try {
+      // The bytes were written before this call (by the workers and the sealer); a fault injected
+      // at 'write' fails here, as it would have failed the write itself.
+      this.check({ kind: 'write', path, offset: 0 });
+      await this.step('generation-temp-written', checkpointId);
+      this.check({ kind: 'fsync', path });
+      await fh.sync();
+      const byteLength = (await fh.stat()).size;
+      await this.step('generation-temp-synced', checkpointId);
+      ok = true;
+      return { byteLength, sha256: null };
+    } finally {
+      await fh.close().catch(() => undefined);
+      if (!ok) await this.unlink(path).catch(() => undefined);
+    }
+  }
+
   /** Step 3-4 of a durable replace: rename the synced temp file to its final name, fsync the dir. */
   async publish(
     dir: string,

@@ -69,6 +69,17 @@ export interface EnvelopeBytes extends ByteParts {
   readonly envelopeDigest?: Digest;
 }
 
+/**
+ * An envelope already written in full to the store's temp file `tmp-<checkpointId>.flysess`
+ * (capture-file-v1: workers wrote their payloads, the sealer hashed it and wrote the footer).
+ * The store fsyncs and commits that file as it is; `envelopeDigest` is what the sealer computed.
+ */
+export interface WrittenEnvelope {
+  readonly written: true;
+  readonly byteLength: number;
+  readonly envelopeDigest: Digest;
+}
+
 export const generationFile = (checkpointId: Id): string => `${checkpointId}${GENERATION_SUFFIX}`;
 export const generationTemp = (checkpointId: Id): string => `tmp-${checkpointId}${GENERATION_SUFFIX}`;
 
@@ -393,17 +404,23 @@ export class CheckpointStore {
   }
 
   /** Write a generation and commit it: temp → fsync → rename → fsync dir → manifest (same) → rotate. */
-  commit(identity: GenerationIdentity, envelope: EnvelopeBytes, options: CommitOptions = {}): Promise<CommitResult> {
+  commit(
+    identity: GenerationIdentity,
+    envelope: EnvelopeBytes | WrittenEnvelope,
+    options: CommitOptions = {},
+  ): Promise<CommitResult> {
     return this.lock.run(() => this.commitLocked(identity, envelope, options));
   }
 
   private async commitLocked(
     identity: GenerationIdentity,
-    envelope: EnvelopeBytes,
+    envelope: EnvelopeBytes | WrittenEnvelope,
     options: CommitOptions,
   ): Promise<CommitResult> {
     const id = readId(identity.checkpointId, 'checkpointId');
     if (this.lookup(id)) {
+      // A temp file written for this job is this job's alone: never leave it behind.
+      if ('written' in envelope) await this.fs.abandon(join(this.dir, generationTemp(id)));
       // Renaming over a listed file would disturb a committed generation before the manifest commit.
       throw new StoreCommitError(
         'checkpoint_exists',
@@ -427,7 +444,10 @@ export class CheckpointStore {
   }
 
   /** Generation steps 1-4; the temp file is abandoned on any failure or mismatch. */
-  private async writeGeneration(identity: GenerationIdentity, envelope: EnvelopeBytes): Promise<GenerationRecord> {
+  private async writeGeneration(
+    identity: GenerationIdentity,
+    envelope: EnvelopeBytes | WrittenEnvelope,
+  ): Promise<GenerationRecord> {
     const id = identity.checkpointId;
     // Validate everything the record needs before a byte is written.
     const fields = {
@@ -442,9 +462,10 @@ export class CheckpointStore {
     const tmpPath = join(this.dir, generationTemp(id));
     let written;
     try {
-      written = await this.fs.writeTemp(tmpPath, envelope, 'generation', id, {
-        hash: this.rehash || given === undefined,
-      });
+      written =
+        'written' in envelope
+          ? await this.fs.syncWritten(tmpPath, id)
+          : await this.fs.writeTemp(tmpPath, envelope, 'generation', id, { hash: this.rehash || given === undefined });
     } catch (e) {
       throw new StoreCommitError(
         'generation_write_failed',

@@ -10,6 +10,7 @@ import {
   type CommitFailureReason,
   type EnvelopeBytes,
   type GenerationIdentity,
+  type WrittenEnvelope,
 } from './store.js';
 
 export const DEFAULT_WRITER_CAPACITY = 2;
@@ -115,7 +116,14 @@ export class Reservation {
  */
 export interface DeferredEnvelope {
   readonly byteLength: number;
-  seal(): Promise<EnvelopeBytes>;
+  /**
+   * Bytes this job holds in memory while queued, when not `byteLength` (capture-file-v1: the
+   * payloads are already in the temp file, only the head is in memory). Counts against the budget.
+   */
+  readonly memoryBytes?: number;
+  seal(): Promise<EnvelopeBytes | WrittenEnvelope>;
+  /** Called once when the job ends without a commit attempt (superseded, seal failed): drop its temp file. */
+  discard?(): Promise<void>;
 }
 
 /** One save submitted to the writer: the generation identity, its envelope, hot or durable. */
@@ -143,7 +151,9 @@ interface Job {
   readonly id: Id;
   readonly identity: GenerationIdentity;
   envelope: EnvelopeBytes | DeferredEnvelope | null;
+  /** Bytes held in memory while queued (the budget); `fileBytes` is the envelope's size. */
   readonly bytes: number;
+  readonly fileBytes: number;
   readonly replaceable: boolean;
   readonly reply: Promise<SaveOutcome>;
   deliver(outcome: SaveOutcome): void;
@@ -245,9 +255,14 @@ export class CheckpointWriter {
     }
   }
 
+  /** Whether `id` is committed, queued or being written (its temp file is then not a capture's to write). */
+  claims(id: Id): boolean {
+    return this.store.lookup(id) !== null || this.active?.id === id || this.queue.some((j) => j.id === id);
+  }
+
   private enqueue(job: SaveJob): SaveTicket {
     const id = job.identity.checkpointId;
-    if (this.store.lookup(id) || this.active?.id === id || this.queue.some((j) => j.id === id)) {
+    if (this.claims(id)) {
       throw new DetsimError(
         'ident_checkpoint_exists',
         `checkpoint ${id} is already committed or being written; checkpoint ids are never reused`,
@@ -282,6 +297,7 @@ export class CheckpointWriter {
     this.queuedBytes -= victim.bytes;
     this.counts.superseded += 1;
     this.publish(victim, 'superseded', { supersededBy: by });
+    discardEnvelope(victim.envelope);
     victim.envelope = null; // release the payload handles now
     this.reply(victim, { kind: 'Superseded', checkpointId: victim.id, by });
   }
@@ -353,7 +369,7 @@ export class CheckpointWriter {
       epoch: job.identity.epoch,
       episodeId: job.identity.episodeId,
       boundary: job.identity.boundary,
-      byteLength: job.bytes,
+      byteLength: job.fileBytes,
       durable: !job.replaceable,
       ...extra,
     };
@@ -435,7 +451,8 @@ function makeJob(job: SaveJob): Job {
     id: job.identity.checkpointId,
     identity: job.identity,
     envelope: job.envelope,
-    bytes: job.envelope.byteLength,
+    bytes: budgetBytesOf(job.envelope),
+    fileBytes: job.envelope.byteLength,
     replaceable: job.replaceable,
     reply,
     deliver,
@@ -452,14 +469,25 @@ function withDeadline(reply: Promise<SaveOutcome>, budgetMs: number, checkpointI
   });
 }
 
+/** What a job holds in memory while queued: the writer's byte budget counts this. */
+function budgetBytesOf(envelope: EnvelopeBytes | DeferredEnvelope): number {
+  return 'seal' in envelope ? (envelope.memoryBytes ?? envelope.byteLength) : envelope.byteLength;
+}
+
+/** Let a deferred envelope drop what it wrote (best effort: a leftover temp is an orphan gc removes). */
+function discardEnvelope(envelope: EnvelopeBytes | DeferredEnvelope | null): void {
+  if (envelope && 'seal' in envelope) void envelope.discard?.().catch(() => undefined);
+}
+
 /** A deferred envelope's seal failed: nothing was written for it. */
 class SealError extends Error {}
 
-async function sealed(envelope: EnvelopeBytes | DeferredEnvelope): Promise<EnvelopeBytes> {
+async function sealed(envelope: EnvelopeBytes | DeferredEnvelope): Promise<EnvelopeBytes | WrittenEnvelope> {
   if (!('seal' in envelope)) return envelope;
   try {
     return await envelope.seal();
   } catch (e) {
+    await envelope.discard?.().catch(() => undefined);
     throw new SealError(`sealing the envelope failed, nothing written: ${e instanceof Error ? e.message : String(e)}`);
   }
 }

@@ -241,7 +241,28 @@ function checkPayloadList(listed: JsonValue[], entries: readonly EnvelopePayload
 // ---------------------------------------------------------------------------------------------
 // Writer
 
-function payloadRefs(payloads: readonly EnvelopePayloadInput[]): EnvelopePayloadRef[] {
+/**
+ * A payload known by its size and digest only: laid out like any other, its bytes are written into
+ * the file by their producer (capture-file-v1) and checked against `digest` when the file is sealed.
+ */
+export interface SizedPayloadInput {
+  name: string;
+  byteLength: number;
+  digest: Digest;
+}
+
+/** What a layout takes: payloads in memory, or known by size and digest. */
+export type LayoutPayloadInput = EnvelopePayloadInput | SizedPayloadInput;
+
+function isSized(p: LayoutPayloadInput): p is SizedPayloadInput {
+  return !('bytes' in p);
+}
+
+function sizeOf(p: LayoutPayloadInput): number {
+  return isSized(p) ? p.byteLength : p.bytes.byteLength;
+}
+
+function payloadRefs(payloads: readonly LayoutPayloadInput[]): EnvelopePayloadRef[] {
   if (payloads.length > MAX_PAYLOADS) {
     throw new DetsimError(
       'size_payload_count_over_64',
@@ -259,6 +280,15 @@ function payloadRefs(payloads: readonly EnvelopePayloadInput[]): EnvelopePayload
         `payloads[${i}].name`,
       );
     seen.add(name);
+    if (isSized(p)) {
+      if (!Number.isSafeInteger(p.byteLength) || p.byteLength < 0)
+        throw new DetsimError(
+          'struct_invalid_field',
+          `payloads[${i}].byteLength is not a byte count`,
+          `payloads[${i}].byteLength`,
+        );
+      return { name, byteLength: String(p.byteLength), digest: readDigest(p.digest, `payloads[${i}].digest`) };
+    }
     if (!(p.bytes instanceof Uint8Array))
       throw new DetsimError('struct_invalid_field', `payloads[${i}].bytes is not a Uint8Array`, `payloads[${i}].bytes`);
     const digest =
@@ -300,11 +330,19 @@ export interface EnvelopeDraft {
   readonly declared: readonly { readonly part: number; readonly name: Id; readonly digest: Digest }[];
 }
 
+/** The laid-out head of an envelope: header, manifest, zero padding and table in one buffer. */
+export interface EnvelopeHead {
+  readonly manifest: EnvelopeManifest;
+  readonly layout: EnvelopeLayout;
+  /** Bytes [0, end of table): header, manifest, padding, table. */
+  readonly head: Buffer;
+}
+
 /**
- * Lay out an envelope without touching the bytes of payloads that come with a digest (cheap and
- * synchronous: the manifest, header and table). Refuses what the reader would refuse.
+ * Lay out an envelope from payload sizes and digests: the manifest, header and table bytes and
+ * every payload's offset. No payload byte is read. Refuses what the reader would refuse.
  */
-export function layoutEnvelope(manifest: object, payloads: readonly EnvelopePayloadInput[]): EnvelopeDraft {
+export function layoutEnvelopeHead(manifest: object, payloads: readonly LayoutPayloadInput[]): EnvelopeHead {
   const refs = payloadRefs(payloads);
   const full = completeManifest(manifest, refs);
   // The writer refuses what the reader would refuse.
@@ -326,7 +364,7 @@ export function layoutEnvelope(manifest: object, payloads: readonly EnvelopePayl
   let end = tableEnd;
   refs.forEach((ref, i) => {
     const offset = align8(end);
-    const byteLength = payloads[i]!.bytes.byteLength;
+    const byteLength = sizeOf(payloads[i]!);
     entries.push({ name: ref.name, offset, byteLength, digest: ref.digest });
     end = offset + byteLength;
   });
@@ -349,17 +387,6 @@ export function layoutEnvelope(manifest: object, payloads: readonly EnvelopePayl
     writeU64(head, at + 72, e.byteLength);
     Buffer.from(e.digest, 'hex').copy(head, at + 80);
   });
-
-  const body: Uint8Array[] = [head];
-  const declared: { part: number; name: Id; digest: Digest }[] = [];
-  let at = tableEnd;
-  entries.forEach((e, i) => {
-    if (e.offset > at) body.push(Buffer.alloc(e.offset - at));
-    if (payloads[i]!.digest !== undefined) declared.push({ part: body.length, name: e.name, digest: e.digest });
-    body.push(payloads[i]!.bytes);
-    at = e.offset + e.byteLength;
-  });
-
   const layout: EnvelopeLayout = {
     headerBytes: HEADER_BYTES,
     manifestOffset: HEADER_BYTES,
@@ -371,7 +398,34 @@ export function layoutEnvelope(manifest: object, payloads: readonly EnvelopePayl
     footerBytes: FOOTER_BYTES,
     totalBytes,
   };
-  return { manifest: checked, layout, byteLength: totalBytes, body, declared };
+  return { manifest: checked, layout, head };
+}
+
+/** The 48-byte footer: fileBytes, the prefix digest (raw), the footer magic. */
+export function envelopeFooter(fileBytes: number, prefixDigest: Buffer): Buffer {
+  const footer = Buffer.alloc(FOOTER_BYTES);
+  writeU64(footer, 0, fileBytes);
+  prefixDigest.copy(footer, 8);
+  footer.write(ENVELOPE_FOOTER_MAGIC, 40, 'ascii');
+  return footer;
+}
+
+/**
+ * Lay out an envelope without touching the bytes of payloads that come with a digest (cheap and
+ * synchronous: the manifest, header and table). Refuses what the reader would refuse.
+ */
+export function layoutEnvelope(manifest: object, payloads: readonly EnvelopePayloadInput[]): EnvelopeDraft {
+  const { manifest: checked, layout, head } = layoutEnvelopeHead(manifest, payloads);
+  const body: Uint8Array[] = [head];
+  const declared: { part: number; name: Id; digest: Digest }[] = [];
+  let at = head.byteLength;
+  layout.entries.forEach((e, i) => {
+    if (e.offset > at) body.push(Buffer.alloc(e.offset - at));
+    if (payloads[i]!.digest !== undefined) declared.push({ part: body.length, name: e.name, digest: e.digest });
+    body.push(payloads[i]!.bytes);
+    at = e.offset + e.byteLength;
+  });
+  return { manifest: checked, layout, byteLength: layout.totalBytes, body, declared };
 }
 
 /** Bytes hashed per step of an incremental seal (about half a millisecond of SHA-256). */
@@ -404,10 +458,7 @@ function* sealSteps(draft: EnvelopeDraft): Generator<void, EncodedEnvelopeParts>
         );
     }
   }
-  const footer = Buffer.alloc(FOOTER_BYTES);
-  writeU64(footer, 0, draft.byteLength);
-  prefix.copy().digest().copy(footer, 8);
-  footer.write(ENVELOPE_FOOTER_MAGIC, 40, 'ascii');
+  const footer = envelopeFooter(draft.byteLength, prefix.copy().digest());
   const envelopeDigest = prefix.update(footer).digest('hex');
   return {
     parts: [...draft.body, footer],

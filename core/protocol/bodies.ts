@@ -11,6 +11,12 @@ export const CAPABILITIES = {
   checkpoint: 'checkpoint-v1',
   /** StageRestore may name a range of a local file instead of carrying the payload. */
   payloadFile: 'payload-file-v1',
+  /**
+   * Capture may hold the payload (`hold: true`: the reply carries size and digest, no attachment)
+   * and State.WritePayload then writes it into a checkpoint temp file in the worker's store
+   * directory (docs/spec/capture-file.md). Offered only by a worker started with --store-dir.
+   */
+  captureFile: 'capture-file-v1',
 } as const;
 
 export interface HelloParams {
@@ -177,6 +183,8 @@ export interface PayloadRef {
 export interface CaptureParams {
   checkpointId: Id;
   agentId: Id | null;
+  /** capture-file-v1: keep the payload until acknowledged and reply without an attachment. */
+  hold?: true;
 }
 export interface CaptureResult {
   checkpointId: Id;
@@ -184,6 +192,14 @@ export interface CaptureResult {
   boundary: U64;
   compatibilityDigest: Digest;
   payload: PayloadRef;
+}
+/** capture-file-v1: write the payload a held Capture (its request id) keeps at `offset` of `path`. */
+export interface WritePayloadParams {
+  captureRequestId: string;
+  file: { path: string; offset: U64 };
+}
+export interface WritePayloadResult {
+  byteLength: U64;
 }
 export interface StageRestoreParams {
   checkpointId: Id;

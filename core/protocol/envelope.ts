@@ -25,6 +25,8 @@ export const METHODS = {
   capture: 'State.Capture',
   stageRestore: 'State.StageRestore',
   activateRestore: 'State.ActivateRestore',
+  /** capture-file-v1 only (a minor addition: no proto message changes, a worker without it never gets it). */
+  writePayload: 'State.WritePayload',
 } as const;
 export type Method = (typeof METHODS)[keyof typeof METHODS];
 export const ALL_METHODS: readonly Method[] = Object.values(METHODS);

@@ -27,6 +27,8 @@ import type {
   StageRestoreResult,
   StatusParams,
   StatusResult,
+  WritePayloadParams,
+  WritePayloadResult,
 } from './bodies.js';
 import type { ErrorReply, METHODS, Method, ResultReply } from './envelope.js';
 
@@ -46,6 +48,7 @@ export interface MethodTable {
   [METHODS.capture]: Entry<CaptureParams, CaptureResult>;
   [METHODS.stageRestore]: Entry<StageRestoreParams, StageRestoreResult>;
   [METHODS.activateRestore]: Entry<ActivateRestoreParams, ActivateRestoreResult>;
+  [METHODS.writePayload]: Entry<WritePayloadParams, WritePayloadResult>;
 }
 
 // The table covers exactly the methods of METHODS: a method added there without a row here fails.

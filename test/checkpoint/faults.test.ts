@@ -3,7 +3,7 @@
 // mid-capture, a participant refusing StageRestore, half activation (fenced),
 // token activates once, stale epochs after restore, another compatibility field, capture only at
 // a committed boundary, and queue stress (third capture BUSY while the run keeps stepping).
-import { readFileSync, writeFileSync } from 'node:fs';
+import { closeSync, openSync, readFileSync, readSync, writeFileSync, writeSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { captureGroup, checkpointIdFor } from '../../coordinator/checkpoint/capture.js';
@@ -18,6 +18,19 @@ const open: Session[] = [];
 afterEach(async () => {
   for (const s of open.splice(0)) await s.close().catch(() => undefined);
 });
+
+/** Invert one byte of a file in place (a payload damaged after its producer wrote it). */
+function flipByte(path: string, at: number): void {
+  const fd = openSync(path, 'r+');
+  try {
+    const b = Buffer.alloc(1);
+    readSync(fd, b, 0, 1, at);
+    b[0]! ^= 0xff;
+    writeSync(fd, b, 0, 1, at);
+  } finally {
+    closeSync(fd);
+  }
+}
 
 /** A lif-pair session on `transport` (worker processes on Unix sockets, or worker threads). */
 async function sessionOn(transport: Transport, opts: Parameters<typeof startSession>[1] = {}): Promise<Session> {
@@ -173,7 +186,8 @@ describe.each(['unix', 'thread'] as const)('STATE-01 fault cases over real worke
       expect(e.workerCode).toBe('INCOMPATIBLE_STATE');
       expect(e.message).toMatch(/nothing activates/);
       expect(sent.filter((m) => m.endsWith(METHODS.activateRestore))).toEqual([]);
-      expect([...s.group.tainted]).toEqual(['environment']);
+      // Staging runs side by side: every participant is asked, every stager is tainted.
+      expect([...s.group.tainted].sort()).toEqual(['agent lif-b', 'environment']);
       expect(Object.values(await epochs(s)).every((x) => x === 'e1')).toBe(true);
     },
     T,
@@ -365,9 +379,16 @@ describe.each(['unix', 'thread'] as const)('STATE-01 fault cases over real worke
       const victim = s.fleet.agents[0]!;
       const agentId = victim.plan.agentIds[0]!;
       const orig = victim.client.call.bind(victim.client);
+      let damaged = 0;
       victim.client.call = async (method, scope, params, o) => {
         const rep = await orig(method, scope, params, o);
-        if (method === METHODS.capture && rep.attachment) rep.attachment[0]! ^= 0xff; // damaged in transit
+        // Streamed: damaged in transit. Co-located (capture-file-v1): damaged in the file after the write.
+        if (method === METHODS.capture && rep.attachment) rep.attachment[0]! ^= 0xff;
+        if (method === METHODS.writePayload && rep.reply.type === 'result') {
+          const { path, offset } = (params as { file: { path: string; offset: string } }).file;
+          flipByte(path, Number(offset));
+        } else if (method !== METHODS.capture || !rep.attachment) return rep;
+        damaged++;
         return rep;
       };
       await s.group.step();
@@ -375,10 +396,12 @@ describe.each(['unix', 'thread'] as const)('STATE-01 fault cases over real worke
       const t = await s.group.step();
       expect(t.behaviour.scope.step).toBe('3');
       const outcome = await rec.ticket.wait(30_000);
+      expect(damaged).toBe(1);
       expect(outcome).toMatchObject({ kind: 'Failed', reason: 'seal_failed' });
       expect(outcome.kind === 'Failed' && outcome.message).toContain(`payload "agent-${agentId}": its bytes hash to`);
       expect(s.ck.store.highWater()?.checkpointId).toBe('ckpt-e1-2');
       expect((await s.ck.store.verify()).ok).toBe(true);
+      expect((await s.ck.store.scan()).temporaries).toEqual([]);
     },
     T,
   );

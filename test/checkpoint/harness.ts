@@ -51,10 +51,17 @@ export interface Session {
 /** Launch and (unless `identities` is given: a fresh fleet for a restore) initialize a session. */
 export async function startSession(
   plan: RunPlan,
-  opts: { runDir?: string; epoch?: string; identities?: Identities; checkpointing?: CheckpointingOptions } = {},
+  opts: {
+    runDir?: string;
+    epoch?: string;
+    identities?: Identities;
+    checkpointing?: CheckpointingOptions;
+    /** Workers without --store-dir: no capture-file-v1, every payload streams through the coordinator. */
+    streamed?: boolean;
+  } = {},
 ): Promise<Session> {
   const runDir = opts.runDir ?? tmpDir();
-  const fleet = await launchFleet(plan, { logger, storeDir: storeDirOf(runDir) });
+  const fleet = await launchFleet(plan, { logger, ...(opts.streamed ? {} : { storeDir: storeDirOf(runDir) }) });
   const lockstep = new Lockstep(plan, fleet, {
     dispatch: 'concurrent',
     epoch: opts.epoch ?? 'e1',

@@ -1,0 +1,123 @@
+// Co-located capture (capture-file-v1) over real worker processes: the envelope the workers write
+// straight into the store's temp file is byte-identical to the streamed path's; no payload byte
+// travels through the coordinator; the seal pass reads in bounded chunks; a mixed fleet (TypeScript
+// workers write, the Rust worker streams) gives the same bytes and restores.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { captureGroup } from '../../coordinator/checkpoint/capture.js';
+import { storeDirOf } from '../../coordinator/checkpoint/checkpointing.js';
+import { restoreGroup } from '../../coordinator/checkpoint/restore.js';
+import type { RunPlan } from '../../coordinator/config.js';
+import { decodeEnvelope } from '../../core/formats/envelope.js';
+import { CAPABILITIES, METHODS } from '../../core/protocol/index.js';
+import { prepareRuntimesFor } from '../cross-lang/example-runtimes.js';
+import { LIF, planOf, startSession, type Session } from './harness.js';
+
+const open: Session[] = [];
+afterEach(async () => {
+  for (const s of open.splice(0)) await s.close();
+});
+
+/** Count the payload bytes that reach the coordinator in capture replies. */
+function countAttachments(s: Session): { bytes: number; writes: number } {
+  const seen = { bytes: 0, writes: 0 };
+  for (const w of s.fleet.all()) {
+    const orig = w.client.call.bind(w.client);
+    w.client.call = async (method, scope, params, o) => {
+      const rep = await orig(method, scope, params, o);
+      if (method === METHODS.capture) seen.bytes += rep.attachment?.byteLength ?? 0;
+      if (method === METHODS.writePayload) seen.writes++;
+      return rep;
+    };
+  }
+  return seen;
+}
+
+/** Start a session, step to `k`, capture `id` and wait until it is durable; the committed file's bytes. */
+async function committedAt(
+  plan: RunPlan,
+  k: number,
+  id: string,
+  opts: { streamed?: boolean; chunkBytes?: number } = {},
+): Promise<{ s: Session; file: Buffer; seen: { bytes: number; writes: number }; maxAlloc: number }> {
+  const s = await startSession(plan, opts.streamed ? { streamed: true } : {});
+  open.push(s);
+  for (let i = 0; i < k; i++) await s.group.step();
+  const seen = countAttachments(s);
+  let maxAlloc = 0;
+  const fileHooks =
+    opts.chunkBytes === undefined
+      ? {}
+      : { chunkBytes: opts.chunkBytes, onAllocate: (n: number) => (maxAlloc = Math.max(maxAlloc, n)) };
+  const rec = await captureGroup(s.group, { checkpointId: id, fileHooks });
+  expect(await rec.ticket.wait(60_000)).toMatchObject({ kind: 'Committed' });
+  const file = readFileSync(join(storeDirOf(s.runDir), `${id}.flysess`));
+  return { s, file, seen, maxAlloc };
+}
+
+describe('co-located capture (capture-file-v1)', () => {
+  it('TypeScript workers write their payloads into the envelope file: byte-identical to the streamed path, no payload through the coordinator, seal pass in bounded chunks', async () => {
+    const plan = LIF(4096);
+    const chunk = 8 * 1024;
+    const local = await committedAt(plan, 3, 'ckpt-e1-3', { chunkBytes: chunk });
+    const streamed = await committedAt(plan, 3, 'ckpt-e1-3', { streamed: true });
+    for (const w of local.s.fleet.all()) expect(w.hello.capabilities).toContain(CAPABILITIES.captureFile);
+    for (const w of streamed.s.fleet.all()) expect(w.hello.capabilities).not.toContain(CAPABILITIES.captureFile);
+    expect(local.seen).toEqual({ bytes: 0, writes: 3 }); // environment + two agents, none streamed
+    expect(streamed.seen.writes).toBe(0);
+    expect(streamed.seen.bytes).toBeGreaterThan(chunk * 4);
+    expect(local.file.equals(streamed.file)).toBe(true);
+    // The seal pass read the many-chunk file a chunk at a time: never a buffer the size of a payload.
+    const largest = Math.max(...decodeEnvelope(local.file).layout.entries.map((e) => e.byteLength));
+    expect(largest).toBeGreaterThan(chunk * 2);
+    expect(local.maxAlloc).toBe(chunk);
+    expect((await local.s.ck.store.scan()).temporaries).toEqual([]);
+  }, 180_000);
+
+  it('a superseded hot capture removes its temp file; the durable one in flight and the newer hot one commit', async () => {
+    const s = await startSession(LIF(64), { checkpointing: { capacity: 3 } });
+    open.push(s);
+    await s.group.step();
+    const release = s.ck.writer.testHooks.stall();
+    const x = await captureGroup(s.group, { checkpointId: 'ckpt-x' });
+    const a = await captureGroup(s.group, { checkpointId: 'ckpt-a', replaceable: true });
+    expect((await s.ck.store.scan()).temporaries).toEqual(['tmp-ckpt-a.flysess', 'tmp-ckpt-x.flysess']);
+    const b = await captureGroup(s.group, { checkpointId: 'ckpt-b', replaceable: true });
+    expect(await a.ticket.wait(30_000)).toMatchObject({ kind: 'Superseded', by: 'ckpt-b' });
+    // The discard runs asynchronously beside the supersession: wait for it (bounded).
+    await expect
+      .poll(async () => (await s.ck.store.scan()).temporaries, { timeout: 10_000 })
+      .toEqual(['tmp-ckpt-b.flysess', 'tmp-ckpt-x.flysess']);
+    release();
+    expect(await x.ticket.wait(60_000)).toMatchObject({ kind: 'Committed' });
+    expect(await b.ticket.wait(60_000)).toMatchObject({ kind: 'Committed' });
+    expect((await s.ck.store.scan()).temporaries).toEqual([]);
+    expect((await s.ck.store.verify()).ok).toBe(true);
+  }, 120_000);
+
+  it('a mixed fleet (TypeScript writes, Rust streams) seals the same bytes as the all-streamed path and restores', async (ctx) => {
+    const config = 'examples/mixed-walkers.yaml';
+    const skip = prepareRuntimesFor(config);
+    if (skip) return ctx.skip(skip);
+    const plan = planOf(config);
+    const local = await committedAt(plan, 4, 'ckpt-e1-4', { chunkBytes: 4096 });
+    const streamed = await committedAt(plan, 4, 'ckpt-e1-4', { streamed: true });
+    const caps = local.s.fleet.all().map((w) => w.hello.capabilities.includes(CAPABILITIES.captureFile));
+    expect(caps).toContain(true);
+    expect(caps).toContain(false); // the Rust worker lacks it and streams
+    expect(local.seen.writes).toBeGreaterThan(0);
+    expect(local.seen.bytes).toBeGreaterThan(0);
+    expect(local.file.equals(streamed.file)).toBe(true);
+    const traces = [];
+    for (let i = 0; i < 2; i++) traces.push((await local.s.group.step()).behaviour);
+    await restoreGroup(local.s.group, { store: local.s.ck.store }, { epoch: 'e2' });
+    local.s.group.resume();
+    for (let i = 0; i < 2; i++) {
+      const again = (await local.s.group.step()).behaviour;
+      expect(again.agents).toEqual(traces[i]!.agents);
+      expect(again.worldDigest).toBe(traces[i]!.worldDigest);
+      expect(again.controlDigest).toBe(traces[i]!.controlDigest);
+    }
+  }, 180_000);
+});

@@ -1,0 +1,103 @@
+// capture-file-v1 on a real TypeScript worker process: offered only with --store-dir; a held
+// Capture replies with size and digest and no attachment (a replay too); State.WritePayload writes
+// exactly the held bytes at the given offset of a checkpoint temp file in the store, and refuses
+// any other file, an unknown capture, malformed params, and a worker without a store.
+import { createHash } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { METHODS, type CaptureResult } from '../../core/protocol/index.js';
+import { STEP_60HZ, errorOf, resultOf, scope, spawnWorker, stopAll } from './harness.js';
+
+afterAll(stopAll);
+
+const OBS = { x: 1, y: 2, foodDx: -3, foodDy: 1, score: 0 };
+const AGENTS = [
+  { agentId: 'a-walk', model: 'walker', params: { explore: 3 }, seed: 4242, stepDuration: STEP_60HZ, observation: OBS },
+];
+
+async function boot(id: string, storeDir?: string) {
+  const w = await spawnWorker('agent', id, storeDir ? ['--store-dir', storeDir] : []);
+  resultOf(await w.client.callUnchecked(METHODS.agentInitialize, scope(0), { agents: AGENTS }));
+  return w;
+}
+
+describe('capture-file-v1 (TypeScript worker)', () => {
+  it('offered only with --store-dir; hold without a store is UNSUPPORTED', async () => {
+    const bare = await boot('w-cf-bare');
+    expect(bare.client.identity!.capabilities).not.toContain('capture-file-v1');
+    const e = errorOf(
+      await bare.client.callUnchecked(METHODS.capture, scope(0), { checkpointId: 'ck', agentId: 'a-walk', hold: true }),
+    );
+    expect(e).toMatchObject({ code: 'UNSUPPORTED', mutation: 'none' });
+    expect(e.message).toMatch(/without --store-dir/);
+    await bare.stop();
+  });
+
+  it('a held capture carries no attachment; WritePayload writes exactly its bytes into a store temp file, nothing else', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'detsim-capture-file-'));
+    const w = await boot('w-cf', dir);
+    expect(w.client.identity!.capabilities).toContain('capture-file-v1');
+    // The streamed reply, for the bytes and digest the held one must match.
+    const streamed = await w.client.call(METHODS.capture, scope(0), { checkpointId: 'ck-h', agentId: 'a-walk' });
+    const bytes = streamed.attachment!;
+    const params = { checkpointId: 'ck-h', agentId: 'a-walk', hold: true as const };
+    const held = await w.client.call(METHODS.capture, scope(0), params);
+    expect(held.attachment).toBeUndefined();
+    const r = resultOf<CaptureResult>(held);
+    expect(r.payload).toEqual({
+      byteLength: String(bytes.byteLength),
+      digest: createHash('sha256').update(bytes).digest('hex'),
+    });
+    const bad = await w.client.callUnchecked(METHODS.capture, scope(0), { ...params, hold: false });
+    expect(errorOf(bad).message).toMatch(/params.hold must be true/);
+
+    const tmp = join(dir, 'tmp-ck-h.flysess');
+    writeFileSync(tmp, Buffer.alloc(16 + bytes.byteLength + 8, 0xee));
+    const write = (extra: Record<string, unknown>) =>
+      w.client.callUnchecked(METHODS.writePayload, scope(0), {
+        captureRequestId: held.requestId,
+        file: { path: tmp, offset: '16' },
+        ...extra,
+      });
+    expect(resultOf<{ byteLength: string }>(await write({}))).toEqual({ byteLength: String(bytes.byteLength) });
+    const file = readFileSync(tmp);
+    expect(file.subarray(16, 16 + bytes.byteLength).equals(bytes)).toBe(true);
+    expect(file.subarray(0, 16).every((b) => b === 0xee)).toBe(true);
+    expect(file.subarray(16 + bytes.byteLength).every((b) => b === 0xee)).toBe(true);
+
+    // Refusals: not a temp, a committed generation, the manifest, outside the store, a symlink, unknown capture, bad params.
+    writeFileSync(join(dir, 'ck-h.flysess'), 'x');
+    writeFileSync(join(dir, 'manifest.json'), '{}');
+    symlinkSync(join(dir, 'ck-h.flysess'), join(dir, 'tmp-link.flysess'));
+    const outside = join(mkdtempSync(join(tmpdir(), 'detsim-outside-')), 'tmp-ck-h.flysess');
+    writeFileSync(outside, '');
+    for (const path of [
+      join(dir, 'ck-h.flysess'),
+      join(dir, 'manifest.json'),
+      outside,
+      join(dir, 'tmp-link.flysess'),
+      'tmp-ck-h.flysess',
+    ]) {
+      const e = errorOf(await write({ file: { path, offset: '0' } }));
+      expect(e, path).toMatchObject({ code: 'INVALID_ARGUMENT', mutation: 'none' });
+      expect(e.message).toMatch(/not a checkpoint temporary file/);
+    }
+    expect(readFileSync(join(dir, 'ck-h.flysess'), 'utf8')).toBe('x');
+    expect(readFileSync(outside).byteLength).toBe(0);
+    // The streamed capture holds nothing to write; an unknown id neither.
+    expect(errorOf(await write({ captureRequestId: streamed.requestId })).message).toMatch(/no held capture/);
+    expect(errorOf(await write({ captureRequestId: 'req-999999' })).message).toMatch(/no held capture/);
+    expect(errorOf(await write({ file: { path: tmp, offset: '-1' } })).code).toBe('INVALID_ARGUMENT');
+    expect(errorOf(await write({ extra: 1 })).code).toBe('INVALID_ARGUMENT');
+
+    // A replay of the held capture still carries no attachment; once acknowledged nothing is held.
+    const again = await w.client.call(METHODS.capture, scope(0), params, { requestId: held.requestId });
+    expect(again.attachment).toBeUndefined();
+    resultOf(await w.client.call(METHODS.acknowledge, null, { requestIds: [held.requestId, streamed.requestId] }));
+    expect(errorOf(await write({})).message).toMatch(/no held capture/);
+    await w.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+});

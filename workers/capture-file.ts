@@ -1,0 +1,56 @@
+// capture-file-v1 on the worker side (docs/spec/capture-file.md): a Capture with `hold: true`
+// keeps its payload in the lifecycle cache and replies with size and digest only; State.WritePayload
+// then writes the held bytes into the coordinator's checkpoint temporary at the offset it assigns.
+// NOT the capture itself (the hosts encode the state) and NOT the file confinement (payload-file.ts).
+import { readObject, readRequestId, readU64, refuseUnknownFields } from '../core/formats/scalars.js';
+import { ProtocolRefusal, type Request, type WritePayloadResult } from '../core/protocol/index.js';
+import type { HostReply } from './host-context.js';
+import type { LifecycleCache } from './op-cache.js';
+import { CAPTURE_FILE_REFUSALS, writeStoreTemp } from './payload-file.js';
+
+/**
+ * Whether this Capture asks to hold its payload. `hold` must be exactly `true` when present, and
+ * only a worker with a store directory (the one that offers capture-file-v1) accepts it.
+ */
+export function holdsCapture(req: Request, storeDir: string | undefined): boolean {
+  if (!Object.hasOwn(req.params, 'hold')) return false;
+  if (req.params.hold !== true) throw new ProtocolRefusal('INVALID_ARGUMENT', 'params.hold must be true when present');
+  if (storeDir === undefined) throw new ProtocolRefusal('UNSUPPORTED', CAPTURE_FILE_REFUSALS.noStore);
+  return true;
+}
+
+/** The request the host sees: the same Capture without `hold` (its own field checks stay as they are). */
+export function withoutHold(req: Request): Request {
+  const { hold: _hold, ...params } = req.params;
+  return { ...req, params };
+}
+
+/** State.WritePayload: write the payload a held Capture keeps (until acknowledged) into the temp file. */
+export async function writeHeldPayload(
+  req: Request,
+  lifecycle: LifecycleCache,
+  storeDir: string | undefined,
+): Promise<HostReply<WritePayloadResult>> {
+  let captureRequestId: string, path: string, offset: bigint;
+  try {
+    refuseUnknownFields(req.params, ['captureRequestId', 'file'], 'params');
+    captureRequestId = readRequestId(req.params.captureRequestId, 'params.captureRequestId');
+    const file = readObject(req.params.file, 'params.file');
+    refuseUnknownFields(file, ['path', 'offset'], 'params.file');
+    if (typeof file.path !== 'string' || file.path.length === 0)
+      throw new ProtocolRefusal('INVALID_ARGUMENT', 'params.file.path must be a non-empty string');
+    path = file.path;
+    offset = BigInt(readU64(file.offset, 'params.file.offset'));
+  } catch (e) {
+    if (e instanceof ProtocolRefusal) throw e;
+    throw new ProtocolRefusal('INVALID_ARGUMENT', (e as Error).message);
+  }
+  const held = lifecycle.get(captureRequestId);
+  if (!held?.held || !held.attachment)
+    throw new ProtocolRefusal(
+      'INVALID_ARGUMENT',
+      'params.captureRequestId names no held capture awaiting acknowledgment on this worker',
+    );
+  await writeStoreTemp(storeDir, path, offset, held.attachment);
+  return { result: { byteLength: String(held.attachment.byteLength) } };
+}
