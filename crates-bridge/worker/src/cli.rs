@@ -173,8 +173,10 @@ pub fn parse(args: &[String]) -> Result<Options, CliError> {
         } else if TLS_FLAGS.contains(&name) {
             return Err(CliError::Refused(DetsimError::at(
                 Reason::PermTlsUnsupported,
-                format!("--{name}: the Rust worker does not serve TLS yet; run TypeScript or Python workers on a TLS run"),
-                &format!("--{name}"),
+                format!(
+                    "--{name}: the Rust worker does not serve TLS yet; run TypeScript or Python workers on a TLS run"
+                ),
+                format!("--{name}"),
             )));
         } else {
             return Err(CliError::Usage(format!("Unknown option '--{name}'")));
@@ -386,7 +388,9 @@ mod tests {
                     (e.reason, e.message),
                     (
                         Reason::PermTlsUnsupported,
-                        format!("{flag}: the Rust worker does not serve TLS yet; run TypeScript or Python workers on a TLS run")
+                        format!(
+                            "{flag}: the Rust worker does not serve TLS yet; run TypeScript or Python workers on a TLS run"
+                        )
                     )
                 ),
                 _ => panic!("{flag} accepted"),
