@@ -4,8 +4,8 @@
 // — so none of that CPU work runs on the event loop the step loop shares. Small segments (tests)
 // are sealed on the calling thread. NOT the file writing or the index (trace-store.ts).
 import { createHash } from 'node:crypto';
-import { fileURLToPath } from 'node:url';
-import { parentPort, Worker, workerData } from 'node:worker_threads';
+import { parentPort, type Worker, workerData } from 'node:worker_threads';
+import { startModuleThread } from './module-thread.js';
 import { gzipSync } from 'node:zlib';
 import { Sha256Stream, type Sha256State } from './sha256-state.js';
 
@@ -54,7 +54,6 @@ export function genesisHashes(): TraceHashState {
 /** Segments with fewer characters are sealed on the calling thread (a thread hop costs more). */
 export const THREAD_SEAL_MIN_CHARS = 1 << 20;
 
-const fromSource = import.meta.url.endsWith('.ts');
 const MARK = { detsimTraceSealThread: 1 } as const;
 let thread: Worker | null = null;
 let nextId = 0;
@@ -62,14 +61,7 @@ const waiting = new Map<number, { resolve: (r: SealOutput) => void; reject: (e: 
 
 function sealThread(): Worker {
   if (thread) return thread;
-  // From TypeScript source (tests, tsx) the thread registers tsx itself (as store/seal-thread.ts does).
-  const w = fromSource
-    ? new Worker(
-        `import(${JSON.stringify(import.meta.resolve('tsx/esm/api'))}).then((t) => { t.register(); return import(${JSON.stringify(import.meta.url)}); });`,
-        { eval: true, workerData: MARK },
-      )
-    : new Worker(fileURLToPath(import.meta.url), { workerData: MARK });
-  w.unref();
+  const w = startModuleThread(import.meta.url, MARK);
   w.on('message', (r: { id: number; out?: SealOutput; error?: string }) => {
     const p = waiting.get(r.id);
     waiting.delete(r.id);

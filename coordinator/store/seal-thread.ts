@@ -4,8 +4,8 @@
 // (formats/envelope.ts seals; this only moves the call), NOT the store or the writer queue.
 import { readlinkSync } from 'node:fs';
 import { setPriority } from 'node:os';
-import { fileURLToPath } from 'node:url';
-import { parentPort, Worker, workerData } from 'node:worker_threads';
+import { parentPort, type Worker, workerData } from 'node:worker_threads';
+import { startModuleThread } from '../module-thread.js';
 import { DetsimError, isDetsimError } from '../../core/formats/errors.js';
 import type { ReasonCode } from '../../core/formats/reasons.js';
 import {
@@ -43,7 +43,6 @@ function movable(body: readonly Uint8Array[]): ArrayBuffer[] {
   return [...out];
 }
 
-const fromSource = import.meta.url.endsWith('.ts');
 /** Marks the thread this module starts, so that importing it in any other worker thread does nothing. */
 const SEAL_THREAD_MARK = { detsimSealThread: 1 } as const;
 let thread: Worker | null = null;
@@ -52,15 +51,7 @@ const waiting = new Map<number, { resolve: (r: Reply) => void; reject: (e: Error
 
 function sealThread(): Worker {
   if (thread) return thread;
-  // From TypeScript source (tests, tsx) the thread registers tsx itself before loading this module
-  // (Node 20 does not carry --import loaders into worker threads).
-  const w = fromSource
-    ? new Worker(
-        `import(${JSON.stringify(import.meta.resolve('tsx/esm/api'))}).then((t) => { t.register(); return import(${JSON.stringify(import.meta.url)}); });`,
-        { eval: true, workerData: SEAL_THREAD_MARK },
-      )
-    : new Worker(fileURLToPath(import.meta.url), { workerData: SEAL_THREAD_MARK });
-  w.unref();
+  const w = startModuleThread(import.meta.url, SEAL_THREAD_MARK);
   w.on('message', (r: Reply) => {
     const p = waiting.get(r.id);
     waiting.delete(r.id);
