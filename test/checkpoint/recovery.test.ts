@@ -170,6 +170,22 @@ describe('recovery from a lost worker (--max-restarts)', () => {
       'struct_invalid_field',
       '--max-restarts',
     );
+    // Recovery cuts trace.jsonl only: a segmented trace with --max-restarts is refused up front.
+    expectCliRefusal(
+      detsimCli([
+        'run',
+        FAULT_CONFIG,
+        ...flags,
+        '--checkpoint-every',
+        '2',
+        '--max-restarts',
+        '1',
+        '--trace-format',
+        'segments',
+      ]),
+      'struct_invalid_field',
+      '--trace-format',
+    );
     expect(existsSync(join(out, 'runs'))).toBe(false);
     // The config's recovery.maxRestarts: the same check, naming the config field.
     const f = fault({ faultStep: 3 });
