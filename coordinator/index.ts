@@ -114,6 +114,7 @@ export type {
   GenerationRecord,
   GenerationIdentity,
   EnvelopeBytes,
+  WrittenEnvelope,
   CommitOptions,
   CommitResult,
   CommitFailureReason,

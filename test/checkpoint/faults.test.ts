@@ -3,7 +3,7 @@
 // mid-capture, a participant refusing StageRestore, half activation (fenced),
 // token activates once, stale epochs after restore, another compatibility field, capture only at
 // a committed boundary, and queue stress (third capture BUSY while the run keeps stepping).
-import { closeSync, openSync, readFileSync, readSync, writeFileSync, writeSync } from 'node:fs';
+import { closeSync, openSync, readFileSync, readSync, writeSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { captureGroup, checkpointIdFor } from '../../coordinator/checkpoint/capture.js';
@@ -351,11 +351,7 @@ describe.each(['unix', 'thread'] as const)('STATE-01 fault cases over real worke
             epoch: 'e3',
             hooks: {
               beforeStage: (who, p) => {
-                if (who === 'agent lif-b') {
-                  const bytes = readFileSync(path);
-                  bytes[entry.offset + entry.byteLength - 1]! ^= 0xff;
-                  writeFileSync(path, bytes);
-                }
+                if (who === 'agent lif-b') flipByte(path, entry.offset + entry.byteLength - 1);
                 return p;
               },
             },

@@ -14,6 +14,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { canonicalize } from '../../core/formats/canonical-json.js';
 import {
+  CAPABILITIES,
   CONTRACT_DIGEST,
   METHODS,
   WorkerClient,
@@ -172,7 +173,12 @@ for (const other of OTHERS)
       if (t.reply.type !== 'result' || r.reply.type !== 'result') throw new Error('Hello refused');
       const { runtime, buildDigest, incarnationId, ...rest } = r.reply.result as Record<string, unknown>;
       const { runtime: _r, buildDigest: _b, incarnationId: _i, ...tsRest } = t.reply.result as Record<string, unknown>;
-      expect(rest).toEqual(tsRest);
+      // capture-file-v1 (docs/spec/capture-file.md) is the TypeScript worker's alone, offered with
+      // --store-dir; the other workers keep the streamed capture path. Everything else is shared.
+      const tsCapabilities = tsRest.capabilities as string[];
+      expect(tsCapabilities).toContain(CAPABILITIES.captureFile);
+      expect(rest.capabilities).not.toContain(CAPABILITIES.captureFile);
+      expect(rest).toEqual({ ...tsRest, capabilities: tsCapabilities.filter((c) => c !== CAPABILITIES.captureFile) });
       expect(rest.contractDigest).toBe(
         createHash('sha256')
           .update(readFileSync(join(REPO_ROOT, 'proto/detsim/v1/worker.proto')))
