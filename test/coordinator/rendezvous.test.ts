@@ -3,7 +3,9 @@
 // `workers.placement: rendezvous` connects to hand-started workers (TypeScript and Python) and
 // reproduces the golden ReproHash; the workers exit on the coordinator's Shutdown (never killed);
 // a directory that never fills is refused naming the missing workers (exit 2, no run directory);
-// a record for a wrong role, malformed or foreign, is refused naming the field.
+// a record for a wrong role, malformed or foreign, is refused naming the field; a stale record (its
+// worker killed with -9) and a worker that answers Hello as another are refused before stepping (exit
+// 2, no run directory); a missing rendezvous directory is refused alike by coordinator and worker.
 // The multi-host case (network namespaces) is rendezvous-netns.test.ts.
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -311,6 +313,23 @@ describe('workers.placement: rendezvous', () => {
       reason: 'ident_rendezvous_mismatch',
       message: `${where}: certificateFingerprint: the worker serves TLS; give the run its TLS directory (workers.tls.dir or --tls-dir)`,
     });
+  });
+
+  it('a rendezvous directory that does not exist is refused by name, by the coordinator and by a worker', async () => {
+    const missing = join(tempDir('ds-rv-'), 'nope');
+    const plan = resolveConfig(rendezvousConfig('examples/lif-pair.yaml', missing, 5), { baseDir: REPO_ROOT });
+    const out = tempDir('ds-rv-out-');
+    await expect(runSession(plan, { outDir: out })).rejects.toMatchObject({
+      reason: 'struct_invalid_field',
+      message: `workers.rendezvous.dir: ${missing} is not an existing directory`,
+    });
+    expect(readdirSync(out)).toEqual([]);
+    const flags = ['--listen', '127.0.0.1:0', '--role', 'agent', '--worker-id', 'w', '--rendezvous', missing];
+    const r = spawnSync(process.execPath, [CLI_MAIN, 'worker', ...flags], { encoding: 'utf8', cwd: REPO_ROOT });
+    expect([r.status, r.stderr.trim()]).toEqual([
+      2,
+      `detsim: [struct_invalid_field] --rendezvous ${JSON.stringify(missing)} is not an existing directory`,
+    ]);
   });
 
   it('config: placement and its block go together; thread cannot reach rendezvous workers', () => {

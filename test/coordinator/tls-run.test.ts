@@ -1,7 +1,9 @@
 // TLS runs and `detsim certs` through the built CLI (issue 15 §1): TLS is physical — a forage-walkers
 // run over tcp with mutual TLS and the bearer token reproduces the golden ReproHash of the plaintext
 // run, and no key or token reaches the run directory; a TLS run that cannot work is refused before
-// anything starts (one named line, exit 2, no run directory); `detsim certs` writes the set with
+// anything starts (one named line, exit 2, no run directory), and so is a launched worker with another
+// CA's certificate (its run directory removed) and a set mixed from two; no DEP0123 warning (the TLS
+// server name is never an IP address); `detsim certs` writes the set with
 // private modes and refuses to overwrite, naming the files.
 import { X509Certificate } from 'node:crypto';
 import {
