@@ -58,12 +58,22 @@ export function workerServerCredentials(tls: TlsCredentialsInput): grpc.ServerCr
   return grpc.ServerCredentials.createSsl(tls.ca, [{ private_key: tls.key, cert_chain: tls.cert }], true);
 }
 
-/** The client side: TLS with the coordinator's certificate, and the bearer token on every call. */
-export function coordinatorChannelCredentials(tls: TlsCredentialsInput): grpc.ChannelCredentials {
+/**
+ * The client side: TLS with the coordinator's certificate, and the bearer token on every call.
+ * `verify` replaces the host-name check (e.g. a worker pinned by its rendezvous record's fingerprint);
+ * the chain is verified against `tls.ca` either way.
+ */
+export function coordinatorChannelCredentials(
+  tls: TlsCredentialsInput,
+  verify?: grpc.VerifyOptions,
+): grpc.ChannelCredentials {
   const token = grpc.credentials.createFromMetadataGenerator((_params, callback) => {
     const metadata = new grpc.Metadata();
     metadata.set(TOKEN_METADATA_KEY, `Bearer ${tls.token}`);
     callback(null, metadata);
   });
-  return grpc.credentials.combineChannelCredentials(grpc.credentials.createSsl(tls.ca, tls.key, tls.cert), token);
+  return grpc.credentials.combineChannelCredentials(
+    grpc.credentials.createSsl(tls.ca, tls.key, tls.cert, verify),
+    token,
+  );
 }
