@@ -244,10 +244,10 @@ async function resumeLocked(runDir: string, opts: ResumeOptions): Promise<Resume
       '--max-restarts: a recovery returns to a checkpoint, and this resume takes none (the run recorded no interval, or --checkpoint-every 0)',
       '--max-restarts',
     );
-  // The cut trace is written (and fsynced) now, beside the files it replaces: running out of space
-  // here refuses the resume with nothing changed; after the restore only renames remain.
   // Workers started by hand announce themselves again (launch.json recorded a rendezvous placement).
   const existingWorkers = await findExistingWorkers(plan, opts);
+  // The cut trace is written (and fsynced) now, beside the files it replaces: running out of space
+  // here refuses the resume with nothing changed; after the restore only renames remain.
   const cut = segCut?.cut.staged ?? stageTraceCut(runDir, split);
 
   // run.log is held in memory until the restore is accepted: a refused resume leaves it untouched.

@@ -4,7 +4,7 @@
 // <run dir>/tls) is resumed from an early checkpoint with its per-run set removed; the resumed
 // workers are started with --tls-dir (seen in their own argv, recorded by a --require spy), the set
 // is made again, and the resumed ReproHash equals the uninterrupted golden. Runs the built CLI.
-// NOT Slurm (test/cluster/slurm-tls.test.ts) and not the TLS handshake itself (tls-run.test.ts).
+// Also relaunchPlan, case by case (pure). NOT Slurm (test/cluster/slurm-tls.test.ts) nor the TLS handshake (tls-run).
 import {
   existsSync,
   mkdirSync,
@@ -19,12 +19,21 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { afterAll, describe, expect, it } from 'vitest';
+import { resolveConfig, type RunPlan } from '../../coordinator/config.js';
+import { relaunchPlan, type LaunchFacts } from '../../coordinator/launch-facts.js';
 import { DEFAULT_GOLDEN_DIR, readGolden } from '../../coordinator/receipt/goldens.js';
 import { CLI_MAIN, detsimCli } from '../cli-refusal.js';
 
 const root = mkdtempSync(join(tmpdir(), 'detsim-launch-facts-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 const golden = readGolden(DEFAULT_GOLDEN_DIR, 'forage-walkers')!;
+const base = (): Record<string, unknown> => ({
+  sessionId: 's',
+  masterSeed: '1',
+  steps: 3,
+  environment: { id: 'env', model: 'forage' },
+  agents: { count: 2, prefix: 'a-', model: 'walker' },
+});
 
 /** forage-walkers over tcp asking for TLS without a set: the run makes its own. */
 function perRunTlsConfig(): string {
@@ -93,4 +102,38 @@ describe('launch.json and resume', () => {
     expect(spiedFlag(spies, '--listen')).toEqual(Array(5).fill('127.0.0.1:0'));
     expect(existsSync(join(tls, 'worker-key.pem'))).toBe(true);
   }, 240_000);
+});
+
+describe('relaunchPlan: the plan a resume launches from launch.json', () => {
+  const recorded = (): RunPlan => ({ ...resolveConfig(base()), transport: 'tcp' });
+  const facts = (launcher: 'local' | 'slurm', rendezvous: boolean, tlsDir: string | null): LaunchFacts => ({
+    format: 'detsim-launch-v1',
+    launcher: { kind: launcher, srunArgs: launcher === 'slurm' ? ['--mem=1G'] : [] },
+    placement: rendezvous ? { kind: 'rendezvous', dir: '/shared/rv', timeoutMs: 5000 } : { kind: 'local' },
+    tls: tlsDir === null ? null : { dir: tlsDir, perRun: false },
+  });
+
+  it('relaunches srun steps found by rendezvous with TLS, as recorded', () => {
+    const plan = relaunchPlan(recorded(), facts('slurm', true, '/certs'), root);
+    expect([plan.launcher, plan.rendezvous, plan.tls]).toEqual([
+      { kind: 'slurm', srunArgs: ['--mem=1G'] },
+      { dir: '/shared/rv', timeoutMs: 5000 },
+      { dir: '/certs' },
+    ]);
+  });
+
+  it('--launcher local starts them here: drops the placement that was Slurm’s, keeps TLS', () => {
+    const plan = relaunchPlan(recorded(), facts('slurm', true, '/certs'), root, 'local');
+    expect([plan.launcher, plan.rendezvous, plan.tls]).toEqual([undefined, undefined, { dir: '/certs' }]);
+  });
+
+  it('hand-started workers are awaited in the rendezvous directory again; no launch.json changes nothing', () => {
+    const plan = relaunchPlan(recorded(), facts('local', true, null), root);
+    expect([plan.launcher, plan.rendezvous, plan.tls]).toEqual([
+      undefined,
+      { dir: '/shared/rv', timeoutMs: 5000 },
+      undefined,
+    ]);
+    expect(relaunchPlan(recorded(), undefined, root)).toEqual(recorded());
+  });
 });
