@@ -15,6 +15,7 @@ import { allocateRunDir, RUN_FILES, RunLog, TraceWriter, writeJsonDurable } from
 import { withRunLock } from './run-lock.js';
 import { WorkerIdentityRefusal, isStartupIdentityFailure, type RunFailure } from './run-failure.js';
 import { RUN_FORMAT, type RunJson } from './run-json.js';
+import { prepareLaunch } from './launch-facts.js';
 import { awaitRendezvous } from './rendezvous.js';
 import { checkRendezvousCertificates } from './rendezvous-tls.js';
 import { abortWiring, runLoop, type SessionOptions, type SessionResult, type SessionStart } from './session.js';
@@ -135,10 +136,12 @@ export async function runSession(config: RunPlan | string, opts: RunOptions = {}
   // Workers placed by rendezvous are found before the run directory exists: a refusal writes nothing.
   const existingWorkers = await findExistingWorkers(plan, opts);
   const runDir = allocateRunDir(opts.outDir ?? DEFAULT_RUNS_DIR, plan.sessionId);
+  // launch.json (and a per-run TLS set) before any worker starts: resume relaunches the same way.
+  const launched = prepareLaunch(plan, runDir);
   const session = existingWorkers ? { ...opts, existingWorkers } : opts;
   try {
     return await withRunLock(runDir, 'detsim run', () =>
-      runLoop(freshStart(plan, runDir, steps, dispatch, opts), session),
+      runLoop(freshStart(launched, runDir, steps, dispatch, opts), session),
     );
   } catch (e) {
     // A worker refused for its identity at launch: the run never began, and leaves nothing behind
@@ -148,9 +151,15 @@ export async function runSession(config: RunPlan | string, opts: RunOptions = {}
   }
 }
 
-/** With `workers.placement: rendezvous`: wait (interruptibly) for every worker's record. */
-async function findExistingWorkers(plan: RunPlan, opts: RunOptions): Promise<SessionOptions['existingWorkers']> {
-  if (!plan.rendezvous) return undefined;
+/**
+ * With `workers.placement: rendezvous` and workers started by hand: wait (interruptibly) for every
+ * worker's record. Slurm's srun steps register later, once the launcher started them (slurm/).
+ */
+export async function findExistingWorkers(
+  plan: RunPlan,
+  opts: Pick<RunOptions, 'signal' | 'handleSignals'>,
+): Promise<SessionOptions['existingWorkers']> {
+  if (!plan.rendezvous || plan.launcher?.kind === 'slurm') return undefined;
   const { signal, release } = abortWiring(opts);
   try {
     const found = await awaitRendezvous(plan, plan.rendezvous, signal);

@@ -11,7 +11,7 @@ import type { PlannedWorker, RunPlan } from './config.js';
 import { DetsimError } from '../core/formats/errors.js';
 import { TLS_FILES, type TlsMaterial, readTlsMaterial, tlsPathsIn } from '../core/formats/tls-dir.js';
 import { parseAddress } from '../core/protocol/contract.js';
-import { certificateDnsName, coordinatorChannelCredentials } from '../core/protocol/tls.js';
+import { certificateDnsName, coordinatorChannelCredentials, verifyDialledHost } from '../core/protocol/tls.js';
 
 export { certificateFingerprint } from '../core/protocol/tls.js';
 
@@ -108,7 +108,10 @@ export function tlsChannelTo(
   const target = parseAddress(address, 'address');
   const host = target.kind === 'tcp' ? target.host.replace(/^\[(.*)\]$/, '$1') : undefined;
   if (host === undefined || isIP(host) === 0 || tls.serverName === undefined) return { credentials: tls.credentials };
-  return { credentials: coordinatorChannelCredentials(tls.material, host), serverName: tls.serverName };
+  return {
+    credentials: coordinatorChannelCredentials(tls.material, verifyDialledHost(host)),
+    serverName: tls.serverName,
+  };
 }
 
 function runtimeOf(worker: PlannedWorker): string {

@@ -60,15 +60,14 @@ export function workerServerCredentials(tls: TlsCredentialsInput): grpc.ServerCr
 }
 
 /**
- * The client side: TLS with the coordinator's certificate, and the bearer token on every call. With
- * `dialledHost`, the worker's certificate is checked against that host whatever server name the
- * channel sends (GrpcLinkOptions.serverName); without, against the channel's target host.
+ * The client side: TLS with the coordinator's certificate, and the bearer token on every call.
+ * `verify` replaces the host-name check (e.g. {@link verifyDialledHost}, or a worker pinned by its
+ * rendezvous record's fingerprint); the chain is verified against `tls.ca` either way.
  */
-export function coordinatorChannelCredentials(tls: TlsCredentialsInput, dialledHost?: string): grpc.ChannelCredentials {
-  const verify =
-    dialledHost === undefined
-      ? undefined
-      : { checkServerIdentity: (_serverName: string, cert: PeerCertificate) => checkServerIdentity(dialledHost, cert) };
+export function coordinatorChannelCredentials(
+  tls: TlsCredentialsInput,
+  verify?: grpc.VerifyOptions,
+): grpc.ChannelCredentials {
   const token = grpc.credentials.createFromMetadataGenerator((_params, callback) => {
     const metadata = new grpc.Metadata();
     metadata.set(TOKEN_METADATA_KEY, `Bearer ${tls.token}`);
@@ -78,6 +77,16 @@ export function coordinatorChannelCredentials(tls: TlsCredentialsInput, dialledH
     grpc.credentials.createSsl(tls.ca, tls.key, tls.cert, verify),
     token,
   );
+}
+
+/**
+ * Check the worker's certificate against the host dialled, whatever server name the channel sends
+ * (GrpcLinkOptions.serverName carries a DNS name where the host dialled is an IP address).
+ */
+export function verifyDialledHost(dialledHost: string): grpc.VerifyOptions {
+  return {
+    checkServerIdentity: (_serverName: string, cert: PeerCertificate) => checkServerIdentity(dialledHost, cert),
+  };
 }
 
 /**

@@ -36,10 +36,10 @@ afterAll(() => rmSync(root, { recursive: true, force: true }));
 
 const FILES = ['ca.pem', 'coordinator.pem', 'coordinator-key.pem', 'worker.pem', 'worker-key.pem', 'token'];
 
-/** Every file under `dir`, as text. */
-function allText(dir: string): string {
+/** Every file under `dir`, as text (but `skip`). */
+function allText(dir: string, skip = ''): string {
   return readdirSync(dir, { recursive: true, withFileTypes: true })
-    .filter((e) => e.isFile())
+    .filter((e) => e.isFile() && e.name !== skip)
     .map((e) => readFileSync(join(e.parentPath, e.name), 'latin1'))
     .join('\n');
 }
@@ -113,7 +113,12 @@ describe('a TLS run', () => {
     expect(r.stderr).not.toContain('DEP0123');
     const result = JSON.parse(r.stdout) as { reproHash: string; behaviourDigest: string; runDir: string };
     expect([result.reproHash, result.behaviourDigest]).toEqual([golden.reproHash, golden.behaviourDigest]);
-    const written = allText(out) + r.stdout + r.stderr;
+    // Where the set is is a launch fact (launch.json, for resume); no other file names it.
+    const written = allText(out, 'launch.json') + r.stdout + r.stderr;
+    expect(JSON.parse(readFileSync(join(result.runDir, 'launch.json'), 'utf8')).tls).toEqual({
+      dir: certs,
+      perRun: false,
+    });
     expect(written).not.toContain(readFileSync(join(certs, 'token'), 'utf8').trim());
     for (const key of ['coordinator-key.pem', 'worker-key.pem']) {
       const body = readFileSync(join(certs, key), 'utf8').split('\n')[1]!;
