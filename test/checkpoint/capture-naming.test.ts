@@ -9,6 +9,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { captureGroup } from '../../coordinator/checkpoint/capture.js';
 import { CheckpointRefusal } from '../../coordinator/checkpoint/refusal.js';
 import { METHODS, WorkerCallError } from '../../core/protocol/index.js';
+import { rejectionOf } from '../refusal.js';
 import { LIF, startSession, type Session } from './harness.js';
 
 const T = 120_000;
@@ -24,15 +25,6 @@ async function steppedSession(): Promise<Session> {
   return s;
 }
 
-async function refusal(p: Promise<unknown>): Promise<CheckpointRefusal> {
-  const e = await p.then(
-    () => null,
-    (err: unknown) => err,
-  );
-  expect(e).toBeInstanceOf(CheckpointRefusal);
-  return e as CheckpointRefusal;
-}
-
 describe('capture failure naming', () => {
   it(
     "a worker's stream breaks before its exit is seen: the capture still names its death",
@@ -46,7 +38,7 @@ describe('capture failure naming', () => {
         victim.instance.kill();
         throw new WorkerCallError('stream-ended', 'the session stream ended', 'test', method, undefined);
       };
-      const e = await refusal(captureGroup(s.group, { checkpointId: 'ckpt-e1-1' }));
+      const e = await rejectionOf(captureGroup(s.group, { checkpointId: 'ckpt-e1-1' }), CheckpointRefusal);
       expect(e.participant).toBe('agent lif-b');
       expect(e.message).toMatch(
         /^agent lif-b \(worker-1\): State\.Capture failed: process \d+ exited \(signal SIGKILL\)$/,
@@ -76,7 +68,7 @@ describe('capture failure naming', () => {
           return { ...rep, reply: { ...rep.reply, type: 'error', error } } as unknown as typeof rep;
         };
       }
-      const e = await refusal(captureGroup(s.group, { checkpointId: 'ckpt-e1-1' }));
+      const e = await rejectionOf(captureGroup(s.group, { checkpointId: 'ckpt-e1-1' }), CheckpointRefusal);
       expect(e.participant).toBe('agent lif-a');
       expect(e.message).toBe('agent lif-a (worker-0) refused State.Capture: FAILED: forced');
     },
