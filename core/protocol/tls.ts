@@ -3,6 +3,7 @@
 // credentials of both ends (mutual TLS; the bearer token as call metadata) and the constant-time
 // token check. Not file reading: callers pass PEM bytes and the token in (core/formats/tls-dir.ts).
 import { X509Certificate, createHash, timingSafeEqual } from 'node:crypto';
+import { checkServerIdentity, type PeerCertificate } from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
 import { DetsimError } from '../formats/errors.js';
 
@@ -58,12 +59,32 @@ export function workerServerCredentials(tls: TlsCredentialsInput): grpc.ServerCr
   return grpc.ServerCredentials.createSsl(tls.ca, [{ private_key: tls.key, cert_chain: tls.cert }], true);
 }
 
-/** The client side: TLS with the coordinator's certificate, and the bearer token on every call. */
-export function coordinatorChannelCredentials(tls: TlsCredentialsInput): grpc.ChannelCredentials {
+/**
+ * The client side: TLS with the coordinator's certificate, and the bearer token on every call. With
+ * `dialledHost`, the worker's certificate is checked against that host whatever server name the
+ * channel sends (GrpcLinkOptions.serverName); without, against the channel's target host.
+ */
+export function coordinatorChannelCredentials(tls: TlsCredentialsInput, dialledHost?: string): grpc.ChannelCredentials {
+  const verify =
+    dialledHost === undefined
+      ? undefined
+      : { checkServerIdentity: (_serverName: string, cert: PeerCertificate) => checkServerIdentity(dialledHost, cert) };
   const token = grpc.credentials.createFromMetadataGenerator((_params, callback) => {
     const metadata = new grpc.Metadata();
     metadata.set(TOKEN_METADATA_KEY, `Bearer ${tls.token}`);
     callback(null, metadata);
   });
-  return grpc.credentials.combineChannelCredentials(grpc.credentials.createSsl(tls.ca, tls.key, tls.cert), token);
+  return grpc.credentials.combineChannelCredentials(
+    grpc.credentials.createSsl(tls.ca, tls.key, tls.cert, verify),
+    token,
+  );
+}
+
+/**
+ * A DNS name the certificate `pem` carries (its first DNS subject alternative name), to send as
+ * the TLS server name where the host dialled is an IP address; undefined when it names none.
+ */
+export function certificateDnsName(pem: string | Buffer): string | undefined {
+  const names = new X509Certificate(pem).subjectAltName ?? '';
+  return /(?:^|, )DNS:([^,]+)/.exec(names)?.[1];
 }
