@@ -548,7 +548,7 @@ function socketDirFor(logger: Logger): string {
 export const EXIT_DIAGNOSIS_MS = 500;
 
 /** Resolve once `proc` has exited or `ms` passed, whichever comes first. */
-async function exitWithin(proc: WorkerInstance, ms: number): Promise<void> {
+export async function exitWithin(proc: WorkerInstance, ms: number): Promise<void> {
   let timer: NodeJS.Timeout | undefined;
   await Promise.race([proc.exited, new Promise((r) => (timer = setTimeout(r, ms)))]);
   if (timer) clearTimeout(timer);
