@@ -19,12 +19,15 @@ import { probeReason, probeWorker } from './worker-probe.js';
  * (plan.tls) each record must name a fingerprint, on a plaintext run none (its worker would refuse
  * a plaintext connection); then the worker must answer at its recorded address (else it is
  * unreachable: a stale record) and, on a TLS run, present exactly that certificate, signed by the
- * run's CA and naming the host. A refusal names the record and the field.
+ * run's CA and naming the host (with `pinned`, not the host: the caller connects pinned to the
+ * record's fingerprint, e.g. Slurm steps on nodes whose names no certificate could list in
+ * advance). A refusal names the record and the field.
  */
 export async function checkRendezvousCertificates(
   plan: RunPlan,
   placement: RendezvousPlacement,
   found: ReadonlyMap<Id, ExistingWorker>,
+  pinned = false,
 ): Promise<void> {
   const identity = plan.tls ? readCoordinatorTls(plan.tls.dir) : undefined;
   for (const [workerId, worker] of found) {
@@ -41,7 +44,7 @@ export async function checkRendezvousCertificates(
       refuse('the worker serves TLS; give the run its TLS directory (workers.tls.dir or --tls-dir)');
     if (identity && expected === null)
       refuse('the worker serves no TLS, and this run reaches its workers only over TLS');
-    const probe = await probeWorker(worker.address, identity, plan.deadlines.startupMs);
+    const probe = await probeWorker(worker.address, identity, plan.deadlines.startupMs, !pinned);
     if (!probe.ok)
       throw new DetsimError(
         probeReason(probe.kind),

@@ -36,14 +36,16 @@ const PROBE_SETTLE_MS = 2_000;
 
 /**
  * Probe the worker at `address` (host:port, or unix:/path) within `timeoutMs`: with `material` a TLS
- * handshake whose certificate must chain to its CA and name the host dialled, after which the
- * worker must accept ours (an HTTP/2 server speaks first; a refusing one closes the connection);
- * without, a plain connect.
+ * handshake whose certificate must chain to its CA and name the host dialled (unless `checkHost`
+ * is false: a caller that pins the certificate by fingerprint instead), after which the worker must
+ * accept ours (an HTTP/2 server speaks first; a refusing one closes the connection); without, a
+ * plain connect.
  */
 export function probeWorker(
   address: string,
   material: TlsMaterial | undefined,
   timeoutMs: number,
+  checkHost = true,
 ): Promise<WorkerProbe> {
   const target = parseAddress(address, 'address');
   const host = target.kind === 'tcp' ? target.host.replace(/^\[(.*)\]$/, '$1') : undefined;
@@ -97,7 +99,7 @@ export function probeWorker(
           'foreign-certificate',
           `the worker's certificate is not signed by this run's CA (${String(tls.authorizationError)})`,
         );
-      if (host !== undefined && checkServerIdentity(host, peer) !== undefined)
+      if (checkHost && host !== undefined && checkServerIdentity(host, peer) !== undefined)
         return fail(
           'wrong-host',
           `the worker's certificate does not name ${host} (make the set with detsim certs --host ${host})`,

@@ -108,7 +108,7 @@ export function startRendezvousStep(
     let fingerprint: string;
     try {
       const found = await awaitRendezvous(one, { dir: launchDir.dir, timeoutMs: left() }, ctx.signal);
-      await checkRendezvousCertificates(one, launchDir, found);
+      await checkRendezvousCertificates(one, launchDir, found, true);
       ({ address, certificateFingerprint: fingerprint } = found.get(worker.workerId)! as {
         address: string;
         certificateFingerprint: string;
