@@ -138,6 +138,7 @@ async fn serve(options: Options) -> Result<(), Box<dyn std::error::Error>> {
     let address = options.listen.clone();
     let server = tonic::transport::Server::builder();
     // Listening already, so a coordinator that reads the record can connect at once; then the ready line.
+    // Before the parent watch starts: a refused record is reported even when stdin is already closed.
     let announce = |listen: String| {
         if let Some(dir) = &options.rendezvous {
             let record = rendezvous::Record {
@@ -169,10 +170,10 @@ async fn serve(options: Options) -> Result<(), Box<dyn std::error::Error>> {
             Address::Unix(path) => {
                 cli::remove_stale_socket(path);
                 let listener = tokio::net::UnixListener::bind(path)?;
+                announce(format!("unix:{path}"));
                 if options.parent_watch {
                     watch_parent(address.clone());
                 }
-                announce(format!("unix:{path}"));
                 Box::pin(server.serve_with_incoming_shutdown(
                     svc,
                     tokio_stream::wrappers::UnixListenerStream::new(listener),
@@ -182,10 +183,10 @@ async fn serve(options: Options) -> Result<(), Box<dyn std::error::Error>> {
             Address::Tcp(host, port) => {
                 let listener = tokio::net::TcpListener::bind((host.as_str(), *port)).await?;
                 let bound = listener.local_addr()?.port();
+                announce(format!("{host}:{bound}"));
                 if options.parent_watch {
                     watch_parent(address.clone());
                 }
-                announce(format!("{host}:{bound}"));
                 match &options.tls {
                     Some(tls) => {
                         let worker_id = options.worker_id.clone();
