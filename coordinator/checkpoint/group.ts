@@ -11,6 +11,7 @@ import type { Lockstep } from '../lockstep.js';
 import { IllegalTransition } from '../illegal-transition.js';
 import {
   describeExit,
+  LIFECYCLE_REPLY_LIMIT,
   METHODS,
   WorkerCallError,
   type JsonObject,
@@ -342,12 +343,12 @@ export class CheckpointGroup {
   /** Release cached lifecycle replies (capture payloads, stage/activate results) on each worker. Best effort. */
   async acknowledge(byWorker: Map<LaunchedWorker, string[]>): Promise<void> {
     for (const [w, ids] of byWorker) {
-      for (let i = 0; i < ids.length; i += 16) {
+      for (let i = 0; i < ids.length; i += LIFECYCLE_REPLY_LIMIT) {
         try {
           await w.client.call(
             METHODS.acknowledge,
             null,
-            { requestIds: ids.slice(i, i + 16) },
+            { requestIds: ids.slice(i, i + LIFECYCLE_REPLY_LIMIT) },
             { deadlineMs: this.deadlineMs },
           );
         } catch (e) {
