@@ -1,5 +1,5 @@
 // Test harness for rendezvous: start workers "by hand" (`detsim worker … --rendezvous DIR`, or the
-// Python worker), optionally inside a network namespace (a command prefix such as
+// Python or the Rust worker), optionally inside a network namespace (a command prefix such as
 // `ip netns exec NS`), wait for their ready lines, and stop whatever is still running at the end.
 // Also a config for an example with `workers.placement: rendezvous`. Not a test.
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -28,6 +28,8 @@ export interface HandWorkerSpec {
   extra?: string[];
   /** `python` runs `$DETSIM_PYTHON -m detsim_worker` (the caller resolves the interpreter). */
   python?: string;
+  /** `rust` runs the Rust worker binary at this path (agents only). */
+  rust?: string;
   /** A command prefix, e.g. ['ip', 'netns', 'exec', 'ns-1']. */
   prefix?: string[];
 }
@@ -49,7 +51,9 @@ function commandOf(spec: HandWorkerSpec): string[] {
   ];
   const worker = spec.python
     ? [spec.python, '-m', 'detsim_worker', ...flags]
-    : [process.execPath, join(REPO_ROOT, CLI_MAIN), 'worker', ...flags];
+    : spec.rust
+      ? [spec.rust, ...flags]
+      : [process.execPath, join(REPO_ROOT, CLI_MAIN), 'worker', ...flags];
   return [...(spec.prefix ?? []), ...worker];
 }
 

@@ -1,5 +1,5 @@
-// Rendezvous on one host (loopback): `detsim worker --rendezvous DIR` (and the Python worker) write
-// one canonical record atomically, the same bytes for the same facts, and remove it on exit;
+// Rendezvous on one host (loopback): `detsim worker --rendezvous DIR` (and the Python and Rust
+// workers) write one canonical record atomically, the same bytes for the same facts, and remove it on exit;
 // `workers.placement: rendezvous` connects to hand-started workers (TypeScript and Python) and
 // reproduces the golden ReproHash; the workers exit on the coordinator's Shutdown (never killed);
 // a directory that never fills is refused naming the missing workers (exit 2, no run directory);
@@ -19,6 +19,7 @@ import { CONTRACT_DIGEST, certificateFingerprint, readRendezvousRecord } from '.
 import { refusal } from '../refusal.js';
 import { CLI_MAIN, expectCliRefusal } from '../cli-refusal.js';
 import { ensurePythonWorker, pythonWorkerSkip } from '../cross-lang/python-worker.js';
+import { RUST_WORKER, ensureRustWorker, rustWorkerSkip } from '../cross-lang/rust-worker.js';
 import { REPO_ROOT } from '../workers/harness.js';
 import { type HandWorker, rendezvousConfig, startHandWorker, stopAll } from './hand-workers.js';
 
@@ -156,6 +157,77 @@ describe('detsim worker --rendezvous', () => {
   );
 });
 
+describe('the Rust worker with --rendezvous', () => {
+  const tlsSet = (): string => {
+    const dir = join(tempDir('ds-rv-tls-'), 'set');
+    expect(spawnSync(process.execPath, [CLI_MAIN, 'certs', dir], { cwd: REPO_ROOT }).status).toBe(0);
+    return dir;
+  };
+
+  it.skipIf(rustWorkerSkip !== null)(
+    'writes the same record bytes (TLS fingerprint included) as the TypeScript worker, removes it on exit, refuses alike',
+    async () => {
+      ensureRustWorker();
+      const [tsDir, rsDir] = [tempDir('ds-rv-ts-'), tempDir('ds-rv-rs-')];
+      const extra = ['--advertise', '192.0.2.1:7000', '--tls-dir', tlsSet(), '--session', 's1'];
+      const same = { workerId: 'worker-3', role: 'agent' as const, extra };
+      const ts = startHandWorker({ ...same, rendezvous: tsDir });
+      const rs = startHandWorker({ ...same, rendezvous: rsDir, rust: RUST_WORKER });
+      await Promise.all([ts.ready, rs.ready]);
+      const tsBytes = readFileSync(join(tsDir, 'worker-3.json'));
+      expect(readRendezvousRecord(tsBytes, 'ts').certificateFingerprint).toMatch(/^[0-9a-f]{64}$/);
+      expect(readdirSync(rsDir)).toEqual(['worker-3.json']);
+      expect(readFileSync(join(rsDir, 'worker-3.json')).toString()).toBe(tsBytes.toString());
+      rs.child.kill('SIGTERM');
+      expect(await rs.exited).toBe(0);
+      expect(readdirSync(rsDir)).toEqual([]);
+      // --advertise HOST:0 announces the port the Rust worker bound; a plaintext record has no fingerprint.
+      const zero = startHandWorker({
+        workerId: 'worker-4',
+        role: 'agent',
+        rendezvous: rsDir,
+        rust: RUST_WORKER,
+        extra: ['--advertise', '192.0.2.7:0'],
+      });
+      const port = (await zero.ready).split(':')[1];
+      const record = readRendezvousRecord(readFileSync(join(rsDir, 'worker-4.json')), 'worker-4.json');
+      expect(record).toEqual({
+        format: 'detsim-rendezvous-v1',
+        workerId: 'worker-4',
+        role: 'agent',
+        address: `192.0.2.7:${port}`,
+        session: null,
+        contractDigest: CONTRACT_DIGEST,
+        certificateFingerprint: null,
+      });
+      zero.child.kill('SIGTERM');
+      expect(await zero.exited).toBe(0);
+      expect(readdirSync(rsDir)).toEqual([]);
+      // The flag refusals are worded alike too; a record that cannot be written stops the worker.
+      const flags = ['--listen', '127.0.0.1:0', '--role', 'agent', '--worker-id', 'w'];
+      const blocked = tempDir('ds-rv-blocked-');
+      mkdirSync(join(blocked, 'w.json'));
+      for (const extra of [
+        ['--advertise', 'h:1'],
+        ['--rendezvous', join(rsDir, 'nope')],
+        ['--rendezvous', blocked],
+        ['--rendezvous', rsDir, '--advertise', 'unix:/tmp/x.sock'],
+        ['--rendezvous', rsDir, '--listen', '0.0.0.0:0', '--tls-dir', tlsSet()],
+      ]) {
+        const r = spawnSync(RUST_WORKER, [...flags, ...extra], { encoding: 'utf8', cwd: REPO_ROOT });
+        const t = spawnSync(process.execPath, [CLI_MAIN, 'worker', ...flags, ...extra], {
+          encoding: 'utf8',
+          cwd: REPO_ROOT,
+        });
+        expect([r.status, r.stdout, r.stderr], extra.join(' ')).toEqual([2, '', t.stderr]);
+        expect(r.stderr).toMatch(/^detsim: \[[a-z_]+\] --(rendezvous|advertise)[^\n]*\n$/);
+      }
+      expect(readdirSync(blocked)).toEqual(['w.json']);
+    },
+    60_000,
+  );
+});
+
 describe('workers.placement: rendezvous', () => {
   it.skipIf(pythonWorkerSkip !== null)(
     'lif-pair on hand-started workers (TypeScript and Python) has its golden ReproHash; the workers exit on Shutdown',
@@ -176,6 +248,31 @@ describe('workers.placement: rendezvous', () => {
       expect(await Promise.all(workers.map((w) => w.exited))).toEqual([0, 0, 0]);
       expect(readdirSync(dir)).toEqual([]);
     },
+  );
+
+  it.skipIf(rustWorkerSkip !== null)(
+    'mixed-walkers on hand-started TLS workers (a Rust agent worker among them) has its golden ReproHash',
+    async () => {
+      ensureRustWorker();
+      const dir = tempDir('ds-rv-');
+      const out = tempDir('ds-rv-out-');
+      const certs = join(tempDir('ds-rv-tls-'), 'set');
+      expect(spawnSync(process.execPath, [CLI_MAIN, 'certs', certs], { cwd: REPO_ROOT }).status).toBe(0);
+      const extra = ['--tls-dir', certs];
+      const workers = [
+        startHandWorker({ workerId: 'worker-env', role: 'environment', rendezvous: dir, extra }),
+        startHandWorker({ workerId: 'worker-0', role: 'agent', rendezvous: dir, extra }),
+        startHandWorker({ workerId: 'worker-1', role: 'agent', rendezvous: dir, extra, rust: RUST_WORKER }),
+      ];
+      const cfg = rendezvousConfig('examples/mixed-walkers.yaml', dir, 60);
+      const plan = resolveConfig({ ...cfg, workers: { ...cfg.workers, tls: { dir: certs } } }, { baseDir: REPO_ROOT });
+      const { reproHash, steps } = golden('mixed-walkers');
+      const result = await runSession(plan, { outDir: out, steps, logLevel: 'warn' });
+      expect(result.reproHash).toBe(reproHash);
+      expect(await Promise.all(workers.map((w) => w.exited))).toEqual([0, 0, 0]);
+      expect(readdirSync(dir)).toEqual([]);
+    },
+    1_500_000,
   );
 
   it('a directory that never fills: one line naming the missing workers, exit 2, no run directory', async () => {

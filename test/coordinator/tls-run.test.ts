@@ -1,9 +1,10 @@
 // TLS runs and `detsim certs` through the built CLI (issue 15 §1): TLS is physical — a forage-walkers
 // run over tcp with mutual TLS and the bearer token reproduces the golden ReproHash of the plaintext
-// run, and no key or token reaches the run directory; a TLS run that cannot work is refused before
-// anything starts (one named line, exit 2, no run directory), and so is a launched worker with another
-// CA's certificate (its run directory removed) and a set mixed from two; no DEP0123 warning (the TLS
-// server name is never an IP address); `detsim certs` writes the set with
+// run, and so does mixed-walkers with its Rust agent worker; no key or token reaches the run directory;
+// a TLS run that cannot work is refused before anything starts (one named line, exit 2, no run
+// directory), and so is a launched worker with another CA's certificate (its run directory removed)
+// and a set mixed from two; no DEP0123 warning (the TLS server name is never an IP address);
+// `detsim certs` writes the set with
 // private modes and refuses to overwrite, naming the files.
 import { X509Certificate } from 'node:crypto';
 import {
@@ -30,6 +31,7 @@ import { DetsimError } from '../../core/formats/errors.js';
 import { DEFAULT_GOLDEN_DIR, readGolden } from '../../coordinator/receipt/goldens.js';
 import { detsimCli, expectCliRefusal } from '../cli-refusal.js';
 import { snapshotDir } from '../dir-snapshot.js';
+import { ensureRustWorker, rustWorkerSkip } from '../cross-lang/rust-worker.js';
 
 const root = mkdtempSync(join(tmpdir(), 'detsim-tls-run-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -89,9 +91,10 @@ describe('a TLS run', () => {
   const certs = join(root, 'run-certs');
   beforeAll(() => expect(detsimCli(['certs', certs]).status).toBe(0));
 
-  it('forage-walkers over tcp with mutual TLS reproduces the golden ReproHash; no key or token in the run', () => {
-    const golden = readGolden(DEFAULT_GOLDEN_DIR, 'forage-walkers')!;
-    const out = join(root, 'runs');
+  /** Run `example`'s golden over tcp with this run's TLS set; it must reproduce the golden, leaking no secret. */
+  function expectGoldenOverTls(example: string): void {
+    const golden = readGolden(DEFAULT_GOLDEN_DIR, example)!;
+    const out = join(root, `runs-${example}`);
     const r = detsimCli(
       [
         'run',
@@ -125,7 +128,20 @@ describe('a TLS run', () => {
       expect(written).not.toContain(body);
     }
     expect(written).not.toContain(certs);
+  }
+
+  it('forage-walkers over tcp with mutual TLS reproduces the golden ReproHash; no key or token in the run', () => {
+    expectGoldenOverTls('forage-walkers');
   }, 150_000);
+
+  it.skipIf(rustWorkerSkip !== null)(
+    'mixed-walkers (a TypeScript and a Rust agent worker) over tcp with mutual TLS reproduces its golden ReproHash',
+    () => {
+      ensureRustWorker();
+      expectGoldenOverTls('mixed-walkers');
+    },
+    1_500_000,
+  );
 
   const refusedBeforeStart = (args: string[], reason: string, field: string): string => {
     const out = join(root, `refused-${reason}`);
@@ -240,23 +256,6 @@ describe('a TLS run', () => {
     },
     60_000,
   );
-
-  it('refuses a Rust worker on a TLS run before any worker starts (it does not serve TLS)', async () => {
-    const plan = { ...loadConfig('examples/mixed-walkers.yaml'), transport: 'tcp' as const, tls: { dir: certs } };
-    const saved = process.env.DETSIM_RUST_WORKER;
-    process.env.DETSIM_RUST_WORKER = process.execPath; // only its existence is checked before the TLS refusal
-    const e = await launchFleet(plan, { logger: pino({ level: 'silent' }) }).then(
-      () => new Error('launched: expected a refusal'),
-      (err: unknown) => err,
-    );
-    if (saved === undefined) delete process.env.DETSIM_RUST_WORKER;
-    else process.env.DETSIM_RUST_WORKER = saved;
-    if (!(e instanceof DetsimError)) throw e;
-    expect([e.reason, e.message]).toEqual([
-      'perm_tls_unsupported',
-      'workers.tls.dir: worker worker-1 runs on rust, whose worker does not serve TLS; use typescript or python workers on a TLS run',
-    ]);
-  });
 
   it('takes workers.tls.dir from the config, relative to the config file', () => {
     const config = {

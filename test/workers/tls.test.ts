@@ -1,5 +1,5 @@
 // Authenticated TCP workers (issue 15 §1): `detsim certs` makes a per-run set; a TLS worker
-// (TypeScript and Python, hand-started as a remote worker would be) serves only a client that
+// (TypeScript, Python and Rust, hand-started as a remote worker would be) serves only a client that
 // presents the run's coordinator certificate and bearer token and names the session it is bound to.
 // Each refusal is shown with a real stranger client — a grpc-js client built here with the wrong
 // credentials — which gets a status and never a reply body, while the worker keeps serving its
@@ -24,6 +24,7 @@ import {
 import { makeCertSet } from '../../coordinator/certs.js';
 import { coordinatorCredentials } from '../../coordinator/tls.js';
 import { pythonCommand, pythonWorkerSkip } from '../cross-lang/python-worker.js';
+import { RUST_WORKER, ensureRustWorker, rustWorkerSkip } from '../cross-lang/rust-worker.js';
 import { REPO_ROOT, type SpawnedWorker, errorOf, launchWorker, resultOf, stopAll } from './harness.js';
 
 const root = mkdtempSync(join(tmpdir(), 'detsim-tls-'));
@@ -65,10 +66,18 @@ async function stranger(address: string, creds: grpc.ChannelCredentials, token?:
 const material = (dir: string) => readTlsMaterial(tlsPathsIn(dir, 'coordinator'), 'test');
 const tsWorker = { command: process.execPath, args: ['--import', 'tsx', 'workers/main.ts'] };
 
+const rustWorker = () => {
+  ensureRustWorker();
+  return { command: RUST_WORKER, args: [] };
+};
+
 const runtimes: [string, () => { command: string; args: string[] }, boolean][] = [
   ['typescript', () => tsWorker, false],
   ['python', pythonCommand, pythonWorkerSkip !== null],
+  ['rust', rustWorker, rustWorkerSkip !== null],
 ];
+/** Runtimes whose worker names a refused handshake on stderr (grpcio gives the Python worker no hook). */
+const namesHandshakes = (runtime: string) => runtime !== 'python';
 
 describe.each(runtimes)('a TLS worker (%s) hand-started with --tls-dir', (runtime, command, skip) => {
   let w: SpawnedWorker;
@@ -97,10 +106,9 @@ describe.each(runtimes)('a TLS worker (%s) hand-started with --tls-dir', (runtim
   it.skipIf(skip)('refuses a client without a certificate at the handshake: no reply body', async () => {
     const out = await stranger(w.listen, grpc.credentials.createSsl(material(RUN).ca), material(RUN).token);
     expect(out).toMatchObject({ code: grpc.status.UNAVAILABLE, frames: 0 });
-    if (runtime === 'typescript') {
-      expect(out.details).toMatch(/certificate required/);
+    if (runtime !== 'python') expect(out.details).toMatch(/certificate required/);
+    if (namesHandshakes(runtime))
       await expect.poll(() => w.stderr()).toMatch(/\[ident_no_client_certificate\] refused a TLS connection without/);
-    }
     await stillServes();
   });
 
@@ -112,7 +120,7 @@ describe.each(runtimes)('a TLS worker (%s) hand-started with --tls-dir', (runtim
       material(RUN).token,
     );
     expect(out).toMatchObject({ code: grpc.status.UNAVAILABLE, frames: 0 });
-    if (runtime === 'typescript')
+    if (namesHandshakes(runtime))
       await expect
         .poll(() => w.stderr())
         .toMatch(/\[ident_foreign_certificate\] refused a client certificate this run's CA did not issue/);
@@ -122,6 +130,8 @@ describe.each(runtimes)('a TLS worker (%s) hand-started with --tls-dir', (runtim
   it.skipIf(skip)('refuses a plaintext client: no reply body', async () => {
     const out = await stranger(w.listen, grpc.credentials.createInsecure(), material(RUN).token);
     expect(out).toMatchObject({ code: grpc.status.UNAVAILABLE, frames: 0 });
+    if (namesHandshakes(runtime))
+      await expect.poll(() => w.stderr()).toMatch(/\[ident_no_client_certificate\] refused a connection that did not/);
     await stillServes();
   });
 
@@ -186,25 +196,41 @@ describe('checkBearer (constant-time token comparison)', () => {
 });
 
 describe('starting a worker: TLS and the listen address', () => {
-  const start = (extra: string[], listen = '0.0.0.0:0') =>
-    spawnSync(
-      process.execPath,
-      ['--import', 'tsx', 'workers/main.ts', '--listen', listen, '--role', 'agent', '--worker-id', 'w1', ...extra],
-      { cwd: REPO_ROOT, encoding: 'utf8', timeout: 30_000 },
-    );
+  const flags = (listen: string) => ['--listen', listen, '--role', 'agent', '--worker-id', 'w1'];
+  const startWith = (worker: { command: string; args: string[] }, extra: string[], listen = '0.0.0.0:0') =>
+    spawnSync(worker.command, [...worker.args, ...flags(listen), ...extra], {
+      cwd: REPO_ROOT,
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
+  const start = (extra: string[], listen = '0.0.0.0:0') => startWith(tsWorker, extra, listen);
+  /** startWith without blocking, so that several starts overlap. */
+  const startAsync = (worker: { command: string; args: string[] }, extra: string[], listen = '0.0.0.0:0') =>
+    new Promise<{ status: number | null; stdout: string; stderr: string }>((res) => {
+      const p = spawn(worker.command, [...worker.args, ...flags(listen), ...extra], { cwd: REPO_ROOT });
+      let [stdout, stderr] = ['', ''];
+      p.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+      p.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+      // 'close', not 'exit': only then has all of stderr been read.
+      p.once('close', (status) => res({ status, stdout, stderr }));
+    });
 
-  it('listens on 0.0.0.0 with --tls-dir (ready line), and refuses it without, one named line, exit 2', async () => {
-    const w = spawn(
-      process.execPath,
-      [...tsWorker.args, '--listen', '0.0.0.0:0', '--role', 'agent', '--worker-id', 'w1', '--tls-dir', RUN],
-      { cwd: REPO_ROOT, stdio: ['pipe', 'pipe', 'inherit'] },
-    );
+  /** Start `worker` on 0.0.0.0 with the run's set and say Hello through loopback with the coordinator's. */
+  async function helloOnAllInterfaces(worker: { command: string; args: string[] }): Promise<void> {
+    const w = spawn(worker.command, [...worker.args, ...flags('0.0.0.0:0'), '--tls-dir', RUN], {
+      cwd: REPO_ROOT,
+      stdio: ['pipe', 'pipe', 'inherit'],
+    });
     const ready = await new Promise<string>((res) => createInterface({ input: w.stdout! }).once('line', res));
     const port = /^0\.0\.0\.0:([1-9][0-9]*)$/.exec((JSON.parse(ready) as { listen: string }).listen)![1];
     const client = await WorkerClient.connect(`127.0.0.1:${port}`, { credentials: coordinatorCredentials(RUN) });
     expect((await client.hello({ sessionId: 's1', workerId: 'w1', role: 'agent' })).workerId).toBe('w1');
     client.close();
     w.kill('SIGKILL');
+  }
+
+  it('listens on 0.0.0.0 with --tls-dir (ready line), and refuses it without, one named line, exit 2', async () => {
+    await helloOnAllInterfaces(tsWorker);
     const r = start([]);
     expect([r.status, r.stdout]).toEqual([2, '']);
     expect(r.stderr).toBe(
@@ -241,4 +267,39 @@ describe('starting a worker: TLS and the listen address', () => {
       'detsim: [struct_invalid_field] --tls-dir: TLS is for TCP workers; a unix socket is reachable only from this machine\n',
     ]);
   });
+
+  it.skipIf(rustWorkerSkip !== null)(
+    'the Rust worker: serves on 0.0.0.0 with --tls-dir, and refuses every bad set word for word as TypeScript',
+    async () => {
+      const rust = rustWorker();
+      await helloOnAllInterfaces(rust);
+      const broken = join(root, 'broken-rs');
+      makeCertSet(broken);
+      const secret = readFileSync(join(broken, 'worker-key.pem'), 'utf8');
+      const cases: [string[], string?][] = [
+        [['--tls-dir', join(root, 'nowhere')]],
+        [['--tls-cert', join(RUN, 'worker.pem')]],
+        [['--tls-ca', join(RUN, 'ca.pem'), '--token-file', join(RUN, 'token')]],
+        [['--tls-dir', '']],
+        [['--tls-dir', RUN], `unix:${join(root, 'w.sock')}`],
+        [['--tls-dir', RUN, '--token-file', join(RUN, 'worker.pem')]],
+        [['--tls-dir', RUN, '--tls-cert', join(broken, 'worker-key.pem')]],
+        [['--tls-dir', RUN, '--tls-key', join(RUN, 'worker.pem')]],
+        [['--tls-dir', RUN, '--tls-ca', root]],
+      ];
+      // Side by side: each TypeScript worker start costs seconds of tsx.
+      const outcomes = await Promise.all(
+        cases.map(([extra, listen]) =>
+          Promise.all([startAsync(tsWorker, extra, listen), startAsync(rust, extra, listen)]),
+        ),
+      );
+      for (const [i, [ts, rs]] of outcomes.entries()) {
+        expect([rs.status, rs.stdout, rs.stderr], cases[i]![0].join(' ')).toEqual([2, '', ts.stderr]);
+        expect(ts.status).toBe(2);
+        expect(rs.stderr).toMatch(/^detsim: \[[a-z_0-9]+\] [^\n]+\n$/);
+        expect(rs.stderr).not.toContain(secret.split('\n')[1]!);
+      }
+    },
+    60_000,
+  );
 });

@@ -1,7 +1,9 @@
 // The worker's command-line flags, validated as workers/process.ts readWorkerOptions does: a
 // refusal names the flag (`detsim: [reason] message`, exit 2). Also the listen address rules
-// (as contract.ts parseListenAddress: unix sockets and loopback TCP hosts only).
+// (as contract.ts parseListenAddress: unix sockets and loopback TCP hosts, any TCP host with TLS)
+// and which TLS files to read (`--tls-dir DIR` or the four file flags, as readTlsFlags).
 // Not the server: nothing here binds or serves.
+use crate::tls::{TlsPaths, WorkerTls, load_worker_tls};
 use detsim_formats::scalars::is_id;
 use detsim_formats::{DetsimError, Reason};
 
@@ -24,6 +26,12 @@ pub struct Options {
     pub parent_watch: bool,
     /// The run's checkpoint store: payload-file-v1 reads only files under it (None: none).
     pub store_dir: Option<String>,
+    /// Mutual TLS and the bearer token (`--tls-dir` or the file flags; TCP only). Secret: never logged.
+    pub tls: Option<WorkerTls>,
+    /// `--rendezvous DIR`: once listening, write this worker's record there (removed again on exit).
+    pub rendezvous: Option<std::path::PathBuf>,
+    /// `--advertise HOST:PORT`: the address the record announces (port 0: the bound port).
+    pub advertise: Option<String>,
 }
 
 pub enum CliError {
@@ -86,8 +94,8 @@ pub fn parse_address(text: &str, field: &str) -> Result<Address, DetsimError> {
 /// What a worker may listen on without TLS (as LOCAL_LISTEN_RULE in contract.ts, word for word).
 pub const LOCAL_LISTEN_RULE: &str = "without TLS a worker listens only on unix:/abs/path or a loopback host (127.0.0.0/8, ::1, localhost); any other host needs TLS and a bearer token (--tls-dir)";
 
-/// The TLS flags of the TypeScript and Python workers: this worker names them and refuses (no TLS here yet).
-const TLS_FLAGS: [&str; 5] = ["tls-dir", "tls-ca", "tls-cert", "tls-key", "token-file"];
+/// The TLS file flags in the order readTlsFlags names them (the first given, the first missing).
+const TLS_FILE_FLAGS: [&str; 4] = ["tls-ca", "tls-cert", "tls-key", "token-file"];
 
 /// True for a loopback host: `localhost`, `::1` (bracketed or not) or a dotted IPv4 address in 127.0.0.0/8.
 pub fn is_loopback_host(host: &str) -> bool {
@@ -106,10 +114,12 @@ pub fn is_loopback_host(host: &str) -> bool {
         })
 }
 
-/// A worker's listen address: parse_address, then refuse a TCP host that is not loopback (this worker has no TLS).
-pub fn parse_listen_address(text: &str, field: &str) -> Result<Address, DetsimError> {
+/// A worker's listen address: parse_address, then refuse a TCP host that is not loopback unless the
+/// worker is `authenticated` (mutual TLS and a bearer token).
+pub fn parse_listen_address(text: &str, field: &str, authenticated: bool) -> Result<Address, DetsimError> {
     let address = parse_address(text, field)?;
     if let Address::Tcp(host, _) = &address
+        && !authenticated
         && !is_loopback_host(host)
     {
         return Err(DetsimError::at(
@@ -143,6 +153,13 @@ pub fn parse(args: &[String]) -> Result<Options, CliError> {
         "session",
         "max-message-bytes",
         "store-dir",
+        "tls-dir",
+        "tls-ca",
+        "tls-cert",
+        "tls-key",
+        "token-file",
+        "rendezvous",
+        "advertise",
     ];
     let boolean = ["strict", "no-parent-watch"];
     let mut i = 0;
@@ -170,14 +187,6 @@ pub fn parse(args: &[String]) -> Result<Options, CliError> {
             values.insert(key, value);
         } else if let Some(&key) = boolean.iter().find(|k| **k == name) {
             flags.insert(key);
-        } else if TLS_FLAGS.contains(&name) {
-            return Err(CliError::Refused(DetsimError::at(
-                Reason::PermTlsUnsupported,
-                format!(
-                    "--{name}: the Rust worker does not serve TLS yet; run TypeScript or Python workers on a TLS run"
-                ),
-                format!("--{name}"),
-            )));
         } else {
             return Err(CliError::Usage(format!("Unknown option '--{name}'")));
         }
@@ -192,7 +201,15 @@ pub fn parse(args: &[String]) -> Result<Options, CliError> {
             "--listen",
         )
     })?;
-    let listen = parse_listen_address(listen, "--listen").map_err(CliError::Refused)?;
+    let tls_paths = read_tls_flags(&values).map_err(CliError::Refused)?;
+    let listen = parse_listen_address(listen, "--listen", tls_paths.is_some()).map_err(CliError::Refused)?;
+    if tls_paths.is_some() && matches!(listen, Address::Unix(_)) {
+        return Err(refused(
+            Reason::StructInvalidField,
+            "--tls-dir: TLS is for TCP workers; a unix socket is reachable only from this machine".into(),
+            "--tls-dir",
+        ));
+    }
     match values.get("role").map(String::as_str) {
         Some("agent") => {}
         Some("environment") => {
@@ -256,6 +273,18 @@ pub fn parse(args: &[String]) -> Result<Options, CliError> {
             "--store-dir",
         ));
     }
+    let rendezvous = crate::rendezvous::read_flags(&listen, values.get("rendezvous"), values.get("advertise"))
+        .map_err(CliError::Refused)?;
+    // The files are read last, as readWorkerOptions does: every flag is checked before any file.
+    let tls_field = if values.contains_key("tls-dir") {
+        "--tls-dir"
+    } else {
+        "--tls-cert"
+    };
+    let tls = match &tls_paths {
+        Some(paths) => Some(load_worker_tls(paths, tls_field).map_err(CliError::Refused)?),
+        None => None,
+    };
     Ok(Options {
         listen,
         worker_id,
@@ -263,7 +292,56 @@ pub fn parse(args: &[String]) -> Result<Options, CliError> {
         max_message_bytes,
         parent_watch: !flags.contains("no-parent-watch"),
         store_dir,
+        tls,
+        rendezvous,
+        advertise: values.get("advertise").cloned(),
     })
+}
+
+/// Where this worker's TLS files are (readTlsFlags in process.ts): `--tls-dir DIR`, each file
+/// overridable by its own flag; without --tls-dir all four file flags are needed. None: no TLS.
+fn read_tls_flags(values: &std::collections::HashMap<&str, String>) -> Result<Option<TlsPaths>, DetsimError> {
+    let given: Vec<&str> = TLS_FILE_FLAGS.into_iter().filter(|f| values.contains_key(f)).collect();
+    let dir = values.get("tls-dir");
+    if dir.is_none() && given.is_empty() {
+        return Ok(None);
+    }
+    for flag in std::iter::once("tls-dir").chain(TLS_FILE_FLAGS) {
+        if values.get(flag).is_some_and(String::is_empty) {
+            return Err(DetsimError::at(
+                Reason::StructInvalidField,
+                format!("--{flag} takes a path"),
+                format!("--{flag}"),
+            ));
+        }
+    }
+    let Some(dir) = dir else {
+        if let Some(missing) = TLS_FILE_FLAGS.into_iter().find(|f| !values.contains_key(f)) {
+            return Err(DetsimError::at(
+                Reason::StructMissingField,
+                format!(
+                    "--{missing} is required with --{} (or give --tls-dir DIR made by detsim certs)",
+                    given[0]
+                ),
+                format!("--{missing}"),
+            ));
+        }
+        let file = |f: &str| values[f].clone();
+        return Ok(Some(TlsPaths {
+            ca: file("tls-ca"),
+            cert: file("tls-cert"),
+            key: file("tls-key"),
+            token: file("token-file"),
+        }));
+    };
+    let base = TlsPaths::worker_files_in(dir);
+    let file = |f: &str, default: String| values.get(f).cloned().unwrap_or(default);
+    Ok(Some(TlsPaths {
+        ca: file("tls-ca", base.ca),
+        cert: file("tls-cert", base.cert),
+        key: file("tls-key", base.key),
+        token: file("token-file", base.token),
+    }))
 }
 
 #[cfg(test)]
@@ -304,7 +382,7 @@ mod tests {
             "[::1]:0",
             "unix:/tmp/a.sock",
         ] {
-            assert!(parse_listen_address(ok, "--listen").is_ok(), "{ok}");
+            assert!(parse_listen_address(ok, "--listen", false).is_ok(), "{ok}");
         }
         for bad in [
             "0.0.0.0",
@@ -315,7 +393,11 @@ mod tests {
             "127.0.0",
             "127.0.0.1.5",
         ] {
-            let e = parse_listen_address(&format!("{bad}:0"), "--listen").unwrap_err();
+            let e = parse_listen_address(&format!("{bad}:0"), "--listen", false).unwrap_err();
+            assert!(
+                parse_listen_address(&format!("{bad}:0"), "--listen", true).is_ok(),
+                "{bad} with TLS"
+            );
             assert_eq!(
                 (e.reason, e.field.as_deref()),
                 (Reason::PermListenNotLocal, Some("--listen")),
@@ -382,20 +464,36 @@ mod tests {
             refused(&["--listen", "unix:/tmp/x", "--bogus"]),
             "Unknown option '--bogus'"
         );
-        for flag in ["--tls-dir", "--tls-ca", "--tls-cert", "--tls-key", "--token-file"] {
-            match parse(&args(&["--listen", "0.0.0.0:0", flag, "/tmp/t"])) {
-                Err(CliError::Refused(e)) => assert_eq!(
-                    (e.reason, e.message),
-                    (
-                        Reason::PermTlsUnsupported,
-                        format!(
-                            "{flag}: the Rust worker does not serve TLS yet; run TypeScript or Python workers on a TLS run"
-                        )
-                    )
-                ),
-                _ => panic!("{flag} accepted"),
+        let tls = |extra: &[&str]| {
+            let mut a = vec!["--listen", "0.0.0.0:0", "--role", "agent", "--worker-id", "w"];
+            a.extend_from_slice(extra);
+            match parse(&args(&a)) {
+                Err(CliError::Refused(e)) => format!("[{}] {}", e.reason, e.message),
+                Err(CliError::Usage(m)) => m,
+                Ok(_) => "ok".into(),
             }
-        }
+        };
+        assert_eq!(
+            tls(&["--tls-cert", "/t/worker.pem"]),
+            "[struct_missing_field] --tls-ca is required with --tls-cert (or give --tls-dir DIR made by detsim certs)"
+        );
+        assert_eq!(
+            tls(&["--token-file", "/t/token", "--tls-ca", "/t/ca.pem"]),
+            "[struct_missing_field] --tls-cert is required with --tls-ca (or give --tls-dir DIR made by detsim certs)"
+        );
+        assert_eq!(tls(&["--tls-dir="]), "[struct_invalid_field] --tls-dir takes a path");
+        assert_eq!(
+            tls(&["--tls-dir", "/nonexistent-detsim"]),
+            "[perm_tls_unreadable] --tls-dir: token /nonexistent-detsim/token cannot be read (ENOENT)"
+        );
+        assert_eq!(
+            tls(&["--tls-dir", "/d", "--token-file", "/nonexistent-detsim/t"]),
+            "[perm_tls_unreadable] --tls-dir: token /nonexistent-detsim/t cannot be read (ENOENT)"
+        );
+        assert!(
+            tls(&["--tls-dir", "/d", "--listen", "unix:/tmp/x.sock"])
+                .starts_with("[struct_invalid_field] --tls-dir: TLS is for TCP workers")
+        );
         assert_eq!(
             refused(&[
                 "--listen",

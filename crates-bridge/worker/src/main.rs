@@ -1,6 +1,8 @@
 // detsim-worker-rs: a detsim agent worker in Rust (`--listen unix:/path|host:port --role agent
-// --worker-id <Id> [--session <Id>] [--store-dir <abs path>]`), the same flags and ready line as workers/main.ts, hosting
-// the walker and lif models over proto/detsim/v1. Process concerns only; semantics are runtime.rs.
+// --worker-id <Id> [--session <Id>] [--store-dir <abs path>] [--tls-dir DIR | --tls-ca F --tls-cert F
+// --tls-key F --token-file F] [--rendezvous DIR [--advertise HOST:PORT]]`), the same flags and ready
+// line as workers/main.ts, hosting the walker and lif models over proto/detsim/v1. Process concerns
+// only; semantics are runtime.rs, TLS is tls.rs, the rendezvous record rendezvous.rs.
 mod agent_host;
 mod checks;
 mod cli;
@@ -8,8 +10,10 @@ mod models;
 mod payload;
 mod payload_file;
 mod refusal;
+mod rendezvous;
 mod runtime;
 mod server;
+mod tls;
 
 pub mod pb {
     tonic::include_proto!("detsim.v1");
@@ -31,7 +35,9 @@ fn incarnation_id() -> String {
     format!("inc-{}", bytes.iter().map(|b| format!("{b:02x}")).collect::<String>())
 }
 
+/// On every way out: first the rendezvous record (no coordinator may find a worker on its way out), then the socket.
 fn remove_socket(address: &Address) {
+    rendezvous::leave();
     if let Address::Unix(path) = address {
         cli::remove_stale_socket(path);
     }
@@ -104,6 +110,7 @@ async fn serve(options: Options) -> Result<(), Box<dyn std::error::Error>> {
         runtime: Arc::new(Mutex::new(runtime)),
         stop: stop.clone(),
         worker_id: options.worker_id.clone(),
+        token: options.tls.as_ref().map(|t| t.token.clone()),
     };
     let max = options.max_message_bytes as usize;
     let svc = pb::worker_server::WorkerServer::new(service)
@@ -130,7 +137,25 @@ async fn serve(options: Options) -> Result<(), Box<dyn std::error::Error>> {
     };
     let address = options.listen.clone();
     let server = tonic::transport::Server::builder();
+    // Listening already, so a coordinator that reads the record can connect at once; then the ready line.
+    // Before the parent watch starts: a refused record is reported even when stdin is already closed.
     let announce = |listen: String| {
+        if let Some(dir) = &options.rendezvous {
+            let record = rendezvous::Record {
+                worker_id: &options.worker_id,
+                address: rendezvous::advertised_address(&listen, options.advertise.as_deref()),
+                session: options.session.as_deref(),
+                contract_digest: runtime::contract_digest(),
+                // The certificate a TLS worker presents, so the coordinator can pin it; null in plaintext.
+                certificate_fingerprint: options.tls.as_ref().map(|t| t.certificate_fingerprint.as_str()),
+            };
+            if let Err(e) = rendezvous::write_record(dir, &options.worker_id, rendezvous::record_bytes(&record)) {
+                // Nobody can find this worker: it leaves (the refusal names the flag).
+                remove_socket(&address);
+                eprintln!("detsim: [{}] {}", e.reason, e.message);
+                std::process::exit(2);
+            }
+        }
         let line = format!(
             "{{\"ready\":true,\"listen\":{},\"pid\":{}}}\n",
             refusal::quoted(&listen),
@@ -145,10 +170,10 @@ async fn serve(options: Options) -> Result<(), Box<dyn std::error::Error>> {
             Address::Unix(path) => {
                 cli::remove_stale_socket(path);
                 let listener = tokio::net::UnixListener::bind(path)?;
+                announce(format!("unix:{path}"));
                 if options.parent_watch {
                     watch_parent(address.clone());
                 }
-                announce(format!("unix:{path}"));
                 Box::pin(server.serve_with_incoming_shutdown(
                     svc,
                     tokio_stream::wrappers::UnixListenerStream::new(listener),
@@ -158,15 +183,25 @@ async fn serve(options: Options) -> Result<(), Box<dyn std::error::Error>> {
             Address::Tcp(host, port) => {
                 let listener = tokio::net::TcpListener::bind((host.as_str(), *port)).await?;
                 let bound = listener.local_addr()?.port();
+                announce(format!("{host}:{bound}"));
                 if options.parent_watch {
                     watch_parent(address.clone());
                 }
-                announce(format!("{host}:{bound}"));
-                Box::pin(server.serve_with_incoming_shutdown(
-                    svc,
-                    tokio_stream::wrappers::TcpListenerStream::new(listener),
-                    signal,
-                ))
+                match &options.tls {
+                    Some(tls) => {
+                        let worker_id = options.worker_id.clone();
+                        let refused = move |refusal: tls::AuthRefusal, why: &str| {
+                            eprintln!("detsim worker {worker_id}: [{}] refused {why}", refusal.reason());
+                        };
+                        let incoming = tls::incoming(listener, tls.acceptor.clone(), refused);
+                        Box::pin(server.serve_with_incoming_shutdown(svc, incoming, signal))
+                    }
+                    None => Box::pin(server.serve_with_incoming_shutdown(
+                        svc,
+                        tokio_stream::wrappers::TcpListenerStream::new(listener),
+                        signal,
+                    )),
+                }
             }
         };
     // After a stop request the open streams get a short grace to drain, as server.ts close().

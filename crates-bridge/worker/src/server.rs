@@ -1,10 +1,13 @@
 // The worker's end of the transport (as core/protocol/server.ts + frames.ts): the tonic
 // Session service, reassembling chunk frames + one body frame into a message, feeding the shared
 // runtime one message at a time (with the stream's own Hello state) and writing each reply back as
-// chunks then body. No protocol semantics.
+// chunks then body. On a TLS worker a stream whose bearer token is missing or wrong is refused
+// UNAUTHENTICATED, named, before any of its frames is read (refuseUnauthorized in server.ts).
+// No protocol semantics.
 use crate::pb::Frame;
 use crate::pb::worker_server::Worker;
 use crate::runtime::WorkerRuntime;
+use crate::tls::{TOKEN_METADATA_KEY, check_bearer, token_refusal_text};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use tokio::sync::{Notify, mpsc};
@@ -20,6 +23,23 @@ pub struct WorkerService {
     /// Notified once a Shutdown reply has been queued: the process then exits.
     pub stop: Arc<Notify>,
     pub worker_id: String,
+    /// The run's bearer token on a TLS worker (secret: never logged); None serves without one.
+    pub token: Option<String>,
+}
+
+impl WorkerService {
+    /// Refuse a stream whose bearer token is missing or wrong: UNAUTHENTICATED with the named refusal
+    /// as its details, logged as the TypeScript worker logs it; a stranger gets no body, bytes or ids.
+    fn refuse_unauthorized<T>(&self, request: &Request<T>) -> Result<(), Status> {
+        let Some(token) = &self.token else { return Ok(()) };
+        let presented = request.metadata().get(TOKEN_METADATA_KEY).map(|v| v.as_bytes());
+        let Some(refusal) = check_bearer(token, presented) else {
+            return Ok(());
+        };
+        let (reason, text) = (refusal.reason(), token_refusal_text(refusal));
+        eprintln!("detsim worker {}: [{reason}] refused {text}", self.worker_id);
+        Err(Status::unauthenticated(format!("[{reason}] {text}")))
+    }
 }
 
 /// Why a stream is ended when it sends a chunk before its own Hello, as in server.ts.
@@ -91,6 +111,7 @@ impl Worker for WorkerService {
     type SessionStream = Pin<Box<dyn Stream<Item = Result<Frame, Status>> + Send + 'static>>;
 
     async fn session(&self, request: Request<Streaming<Frame>>) -> Result<Response<Self::SessionStream>, Status> {
+        self.refuse_unauthorized(&request)?;
         let mut incoming = request.into_inner();
         let (tx, rx) = mpsc::channel::<Result<Frame, Status>>(16);
         let runtime = self.runtime.clone();
