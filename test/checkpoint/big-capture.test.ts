@@ -5,13 +5,15 @@
 // Real worker processes, real files; the envelope is checked against the reference writer byte for
 // byte and restored. The 64-bit table and footer fields are checked on a layout of > 4 GiB sizes
 // (no bytes: the layout reads none). The big case itself is `bench/big-state.ts --total 5GiB`.
-import { readFileSync } from 'node:fs';
+import { readFileSync, readdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { captureGroup, type CaptureOptions } from '../../coordinator/checkpoint/capture.js';
 import { storeDirOf } from '../../coordinator/checkpoint/checkpointing.js';
 import { restoreGroup } from '../../coordinator/checkpoint/restore.js';
 import type { RunPlan } from '../../coordinator/config.js';
+import { CheckpointRefusal } from '../../coordinator/checkpoint/refusal.js';
+import { METHODS } from '../../core/protocol/index.js';
 import {
   FOOTER_BYTES,
   TABLE_ENTRY_BYTES,
@@ -95,6 +97,36 @@ describe('big states at CI size', () => {
       expect(again.worldDigest).toBe(want.worldDigest);
     }
   }, 180_000);
+
+  it('a capture refused after payloads spilled removes the spill file; the next capture commits', async () => {
+    const s = await startSession(BALLAST(), { streamed: true });
+    open.push(s);
+    await s.group.step();
+    // The last agent's capture fails in transport: refused after both agents before it spilled.
+    const restore: (() => void)[] = [];
+    for (const w of s.fleet.all()) {
+      const orig = w.client.call;
+      restore.push(() => (w.client.call = orig));
+      const call = orig.bind(w.client);
+      w.client.call = (method, scope, params, o) => {
+        if (method === METHODS.capture && (params as { agentId?: unknown }).agentId === 'ballast-2')
+          return Promise.reject(new Error('the link dropped'));
+        return call(method, scope, params, o);
+      };
+    }
+    let kept = 0;
+    const hooks = { spillAboveBytes: MiB, onKept: (n: number) => void (kept = n) };
+    const e = await captureGroup(s.group, { checkpointId: 'ckpt-x', fileHooks: hooks }).catch((x: unknown) => x);
+    expect(e).toBeInstanceOf(CheckpointRefusal);
+    expect((e as CheckpointRefusal).reason).toBe('audit_participant_refused');
+    expect((e as CheckpointRefusal).message).toContain('ballast-2');
+    expect(kept).toBeLessThan(MiB); // the environment's payload only: both agents before ballast-2 spilled
+    expect(readdirSync(storeDirOf(s.runDir)).filter((n) => n.startsWith('tmp-'))).toEqual([]);
+    for (const r of restore) r();
+    const rec = await captureGroup(s.group, { checkpointId: 'ckpt-y', fileHooks: hooks });
+    expect(await rec.ticket.wait(60_000)).toMatchObject({ kind: 'Committed' });
+    expect((await s.ck.store.verify()).ok).toBe(true);
+  }, 120_000);
 
   it('lays out a state above 4 GiB with a payload above 2 GiB: 64-bit offsets and lengths in the table and the footer', () => {
     const GiB = 2 ** 30;
