@@ -12,6 +12,7 @@ import { Ledger, ledgerEventOfWriter, verifyLedger } from '../coordinator/store/
 import { CheckpointStore } from '../coordinator/store/store.js';
 import { CheckpointWriter, WriterBusyError } from '../coordinator/store/writer.js';
 import { makeCheckpoint } from '../test/store/helpers.js';
+import { flagValue, reportLoop, startedAsScript } from './lib/loop-report.js';
 
 const SELF = fileURLToPath(import.meta.url);
 
@@ -154,26 +155,25 @@ export async function runKillLoop(options: KillLoopOptions): Promise<KillIterati
   return results;
 }
 
-function argValue(args: string[], name: string): string | undefined {
-  const i = args.indexOf(name);
-  return i === -1 ? undefined : args[i + 1];
-}
-
 const args = process.argv.slice(2);
-if (process.argv[1] === SELF) {
+if (startedAsScript(import.meta.url)) {
   if (args[0] === '--child') {
     await child(args[1]!, Number(args[2]));
   } else {
-    const keep = argValue(args, '--dir');
+    const keep = flagValue('--dir');
     const runDir = keep ?? (await mkdtemp(join(tmpdir(), 'detsim-kill-loop-')));
-    const iterations = Number(argValue(args, '--iterations') ?? 50);
-    const seed = Number(argValue(args, '--seed') ?? 0x5eed);
-    const started = process.hrtime.bigint();
-    const results = await runKillLoop({ runDir, iterations, seed, log: (l) => process.stdout.write(`${l}\n`) });
-    const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-    const commits = results.reduce((a, r) => a + r.committedSeen, 0);
-    process.stdout.write(
-      `kill-loop: ${iterations} SIGKILLs in ${seconds.toFixed(1)} s, ${commits} commits acknowledged, store and ledger verified after every kill\n`,
+    const iterations = Number(flagValue('--iterations') ?? 50);
+    const seed = Number(flagValue('--seed') ?? 0x5eed);
+    // runKillLoop throws at the first kill after which the store or ledger does not verify.
+    await reportLoop(
+      'kill-loop',
+      () => runKillLoop({ runDir, iterations, seed, log: (l) => process.stdout.write(`${l}\n`) }),
+      {
+        unit: 'SIGKILLs',
+        failed: () => false,
+        facts: (its) => [`${its.reduce((a, r) => a + r.committedSeen, 0)} commits acknowledged`],
+        passNote: 'store and ledger verified after every kill',
+      },
     );
     if (keep === undefined) await rm(runDir, { recursive: true, force: true });
   }

@@ -22,6 +22,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { isDetsimError } from '../core/formats/errors.js';
 import { acquireRunLock, RUN_LOCK_FILE } from '../coordinator/run-lock.js';
+import { flagValue, reportLoop, startedAsScript } from './lib/loop-report.js';
 
 const SELF = fileURLToPath(import.meta.url);
 const JOURNAL = 'journal';
@@ -211,24 +212,24 @@ export async function runLockRace(options: LockRaceOptions): Promise<LockRaceRou
   }
 }
 
-function argValue(args: string[], name: string): string | undefined {
-  const i = args.indexOf(name);
-  return i === -1 ? undefined : args[i + 1];
-}
-
 const args = process.argv.slice(2);
-if (process.argv[1] === SELF) {
+if (startedAsScript(import.meta.url)) {
   if (args[0] === '--child') {
     child(args[1]!, Number(args[2]), Number(args[3]), Number(args[4]));
   } else {
-    const dir = argValue(args, '--dir') ?? mkdtempSync(join(tmpdir(), 'detsim-lock-race-'));
-    const racers = Number(argValue(args, '--racers') ?? 8);
-    const rounds = Number(argValue(args, '--rounds') ?? 400);
-    const started = process.hrtime.bigint();
-    const results = await runLockRace({ dir, racers, rounds, log: (l) => process.stdout.write(`${l}\n`) });
-    const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-    process.stdout.write(
-      `lock race: ${results.length} rounds of ${racers} racers in ${seconds.toFixed(1)} s, exactly one holder every round\n`,
+    const dir = flagValue('--dir') ?? mkdtempSync(join(tmpdir(), 'detsim-lock-race-'));
+    const racers = Number(flagValue('--racers') ?? 8);
+    const rounds = Number(flagValue('--rounds') ?? 400);
+    // runLockRace throws at the first round that breaks mutual exclusion.
+    await reportLoop(
+      'lock race',
+      () => runLockRace({ dir, racers, rounds, log: (l) => process.stdout.write(`${l}\n`) }),
+      {
+        unit: 'rounds',
+        failed: () => false,
+        facts: () => [`${racers} racers`],
+        passNote: 'exactly one holder every round',
+      },
     );
   }
 }

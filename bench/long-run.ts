@@ -4,7 +4,7 @@
 // and the time of `detsim resume` from the last checkpoint before the end (which reads no earlier
 // segment; its receipt re-reads the trace once, streamed, and is timed apart). Usage:
 //   node --import tsx bench/long-run.ts [--steps 1000000] [--segment-steps 4096] [--checkpoint-every K]
-//     [--out DIR] [--samples 20]
+//     [--out DIR] [--samples 20] [--config FILE (a 16-walker config, e.g. one on Rust workers)]
 // The short version is test/trace/trace-store.test.ts. NOT a CI test: it runs for a long time.
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync } from 'node:fs';
@@ -18,7 +18,7 @@ import { runSession } from '../coordinator/run.js';
 import { readTraceIndex, traceBytesOnDisk } from '../coordinator/trace-store.js';
 
 const ROOT = join(fileURLToPath(import.meta.url), '..', '..');
-const CONFIG = join(ROOT, 'examples', 'forage-walkers.yaml');
+const DEFAULT_CONFIG = join(ROOT, 'examples', 'forage-walkers.yaml');
 const AGENTS = 16;
 
 interface Sample {
@@ -28,6 +28,8 @@ interface Sample {
   heapMiB: number;
 }
 
+const sampleLine = (s: Sample) =>
+  `${String(s.step).padEnd(11)} ${String(s.elapsedS).padEnd(10)} ${String(s.rssMiB).padEnd(8)} ${s.heapMiB}`;
 const mib = (b: number) => Math.round((b / 2 ** 20) * 10) / 10;
 
 function parse() {
@@ -38,6 +40,7 @@ function parse() {
       'checkpoint-every': { type: 'string' },
       out: { type: 'string' },
       samples: { type: 'string', default: '20' },
+      config: { type: 'string', default: DEFAULT_CONFIG },
     },
   });
   const steps = Number(values.steps);
@@ -48,6 +51,7 @@ function parse() {
     segmentSteps: Number(values['segment-steps']),
     out: values.out ?? mkdtempSync(join(tmpdir(), 'detsim-long-run-')),
     samples: Number(values.samples),
+    config: values.config,
   };
 }
 
@@ -57,13 +61,17 @@ async function main(): Promise<void> {
   const sampleEvery = Math.max(1, Math.floor(o.steps / o.samples));
   const take = (step: number, elapsedMs: number) => {
     const m = process.memoryUsage();
-    samples.push({ step, elapsedS: Math.round(elapsedMs / 100) / 10, rssMiB: mib(m.rss), heapMiB: mib(m.heapUsed) });
+    const s = { step, elapsedS: Math.round(elapsedMs / 100) / 10, rssMiB: mib(m.rss), heapMiB: mib(m.heapUsed) };
+    samples.push(s);
+    // Printed as taken: a run stopped early still leaves its memory curve in the log.
+    console.log(sampleLine(s));
   };
   console.log(
     `long-run: ${o.steps} steps, ${AGENTS} walkers, segments of ${o.segmentSteps}, checkpoint every ${o.every}`,
   );
+  console.log('step        elapsed_s  rss_MiB  heap_MiB');
   const started = Date.now();
-  const r = await runSession(CONFIG, {
+  const r = await runSession(o.config, {
     outDir: o.out,
     steps: o.steps,
     traceFormat: 'segments',
@@ -83,11 +91,8 @@ async function main(): Promise<void> {
   console.log(
     `run: ${r.runDir} in ${runS.toFixed(1)} s (${(o.steps / runS).toFixed(0)} steps/s), ReproHash ${r.reproHash}`,
   );
-  console.log('\nstep        elapsed_s  rss_MiB  heap_MiB');
-  for (const s of samples)
-    console.log(
-      `${String(s.step).padEnd(11)} ${String(s.elapsedS).padEnd(10)} ${String(s.rssMiB).padEnd(8)} ${s.heapMiB}`,
-    );
+  const rss = samples.map((x) => x.rssMiB);
+  console.log(`coordinator RSS over the run: min ${Math.min(...rss)} MiB, max ${Math.max(...rss)} MiB`);
   const segments = readTraceIndex(r.runDir).length;
   console.log(
     `\ntrace:   ${traceBytes} bytes in ${segments} segments = ${(traceBytes / (o.steps * AGENTS)).toFixed(1)} B/agent-step`,

@@ -17,6 +17,7 @@ import type { Fleet } from '../coordinator/launcher.js';
 import type { RunPhase } from '../coordinator/run-failure.js';
 import { runSession, type RunResult } from '../coordinator/run.js';
 import { Xorshift32 } from '../core/formats/xorshift.js';
+import { flagValue, reportLoop, startedAsScript } from './lib/loop-report.js';
 
 const ROOT = join(fileURLToPath(import.meta.url), '..', '..');
 
@@ -144,23 +145,18 @@ export async function runRecoverKillLoop(
   return { reference, iterations: out };
 }
 
-if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
-  const arg = (name: string) => {
-    const i = process.argv.indexOf(name);
-    return i > 0 ? process.argv[i + 1] : undefined;
-  };
-  const result = await runRecoverKillLoop({
-    iterations: Number(arg('--iterations') ?? 20),
-    seed: Number(arg('--seed') ?? 20261201),
-    kills: Number(arg('--kills') ?? 3),
-    config: arg('--config'),
-    transport: arg('--transport') as Transport | undefined,
+if (startedAsScript(import.meta.url)) {
+  const run = await runRecoverKillLoop({
+    iterations: Number(flagValue('--iterations') ?? 20),
+    seed: Number(flagValue('--seed') ?? 20261201),
+    kills: Number(flagValue('--kills') ?? 3),
+    config: flagValue('--config'),
+    transport: flagValue('--transport') as Transport | undefined,
     log: (l) => process.stderr.write(`${l}\n`),
   });
-  const bad = result.iterations.filter((i) => !i.equal || i.recoveries !== i.kills.length);
-  const recoveries = result.iterations.reduce((n, i) => n + i.recoveries, 0);
-  process.stdout.write(
-    `${result.iterations.length} iterations, ${recoveries} recoveries, ${bad.length} failed${bad.length === 0 ? ', DIFF=0' : ''}\n`,
-  );
-  process.exitCode = bad.length === 0 ? 0 : 1;
+  await reportLoop('recover-kill-loop', async () => run.iterations, {
+    failed: (i) => !i.equal || i.recoveries !== i.kills.length,
+    facts: (its) => [`${its.reduce((n, i) => n + i.recoveries, 0)} recoveries`],
+    passNote: 'DIFF=0',
+  });
 }

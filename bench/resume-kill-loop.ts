@@ -20,6 +20,7 @@ import {
   type TraceBehaviour,
   type TransitionTrace,
 } from '../coordinator/trace.js';
+import { flagValue, reportLoop, startedAsScript } from './lib/loop-report.js';
 
 const ROOT = join(fileURLToPath(import.meta.url), '..', '..');
 const CLI = ['--import', 'tsx', join(ROOT, 'coordinator', 'cli', 'main.ts')];
@@ -166,19 +167,19 @@ export async function runResumeKillLoop(
   return { reference: refDir, iterations: out };
 }
 
-if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
-  const arg = (name: string) => {
-    const i = process.argv.indexOf(name);
-    return i > 0 ? process.argv[i + 1] : undefined;
-  };
-  const result = await runResumeKillLoop({
-    iterations: Number(arg('--iterations') ?? 20),
-    seed: Number(arg('--seed') ?? 20261129),
-    config: arg('--config'),
-    killResume: process.argv.includes('--kill-resume'),
-    log: (l) => process.stderr.write(`${l}\n`),
-  });
-  const bad = result.iterations.filter((i) => !i.storeVerified || !i.resumed || !i.equal);
-  process.stdout.write(`${result.iterations.length} iterations, ${bad.length} failed\n`);
-  process.exitCode = bad.length === 0 ? 0 : 1;
+if (startedAsScript(import.meta.url)) {
+  await reportLoop(
+    'resume-kill-loop',
+    async () =>
+      (
+        await runResumeKillLoop({
+          iterations: Number(flagValue('--iterations') ?? 20),
+          seed: Number(flagValue('--seed') ?? 20261129),
+          config: flagValue('--config'),
+          killResume: process.argv.includes('--kill-resume'),
+          log: (l) => process.stderr.write(`${l}\n`),
+        })
+      ).iterations,
+    { failed: (i) => !i.storeVerified || !i.resumed || !i.equal },
+  );
 }

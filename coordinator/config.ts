@@ -148,8 +148,11 @@ const TopSchema = z.strictObject({
             .optional(),
         })
         .optional(),
-      /** Mutual TLS + bearer token on TCP workers: a `detsim certs` directory (physical: never hashed). */
-      tls: z.strictObject({ dir: z.string().min(1) }).optional(),
+      /**
+       * Mutual TLS + bearer token on TCP workers: a `detsim certs` directory (physical: never hashed);
+       * `{}` (no dir): a per-run set the coordinator makes in the run directory (launch-facts.ts).
+       */
+      tls: z.strictObject({ dir: z.string().min(1).optional() }).optional(),
     })
     .optional(),
   launcher: LauncherSchema.optional(),
@@ -230,6 +233,12 @@ export interface RunPlan {
    * physical like the transport, never in run.json, a hash or a trace (coordinator/tls.ts).
    */
   tls?: { dir: string };
+  /**
+   * TLS with a per-run set the coordinator makes into the run directory before any worker starts
+   * (`workers.tls: {}`, or launcher: slurm with placement rendezvous and no workers.tls): it becomes
+   * `tls` once made (coordinator/launch-facts.ts). Physical, like `tls`.
+   */
+  perRunTls?: true;
   /** `recovery.maxRestarts` when the config sets it (a run-time policy, never in run.json). */
   recovery?: { maxRestarts: number };
 }
@@ -271,12 +280,12 @@ function resolveLauncher(
       'launcher: slurm starts worker processes with srun; workers.transport: thread runs them in the coordinator',
       'launcher',
     );
-  // Until workers listen beyond loopback (TLS), srun steps cannot register from other nodes.
-  if (workers?.placement === 'rendezvous')
+  // srun steps on other nodes register in the rendezvous directory and are reached over TCP (TLS).
+  if (workers?.placement === 'rendezvous' && workers.transport === 'unix')
     throw new DetsimError(
       'struct_invalid_field',
-      'launcher: slurm starts every worker itself; workers.placement: rendezvous connects to workers started by hand',
-      'launcher',
+      'workers.transport: unix cannot reach srun steps found by rendezvous (they may run on other nodes); use tcp',
+      'workers.transport',
     );
   return { kind, srunArgs: srunArgs ?? [] };
 }
@@ -703,9 +712,39 @@ export function resolveConfig(value: unknown, opts: { baseDir?: string } = {}): 
     seedCollisions: collisions,
     ...(cfg.launcher !== undefined ? { launcher: resolveLauncher(cfg.launcher, cfg.workers) } : {}),
     ...(rendezvous ? { rendezvous } : {}),
-    ...(cfg.workers?.tls ? { tls: { dir: resolve(baseDir, cfg.workers.tls.dir) } } : {}),
+    ...resolveTls(cfg, baseDir, rendezvous),
     ...(cfg.recovery ? { recovery: { maxRestarts: cfg.recovery.maxRestarts } } : {}),
   };
+}
+
+/**
+ * workers.tls: a given set (`dir`), or a per-run set (`{}`, and the default of launcher: slurm with
+ * placement rendezvous: workers that listen beyond loopback never serve plaintext). A per-run set
+ * needs workers this coordinator starts, over TCP: hand-started workers need their set beforehand.
+ */
+function resolveTls(
+  cfg: RunConfigInput,
+  baseDir: string,
+  rendezvous: RendezvousPlacement | undefined,
+): Pick<RunPlan, 'tls' | 'perRunTls'> {
+  const block = cfg.workers?.tls;
+  if (block?.dir !== undefined) return { tls: { dir: resolve(baseDir, block.dir) } };
+  const slurm =
+    cfg.launcher !== undefined && (typeof cfg.launcher === 'string' ? cfg.launcher : cfg.launcher.kind) === 'slurm';
+  if (!block && !(slurm && rendezvous)) return {};
+  if (rendezvous && !slurm)
+    throw new DetsimError(
+      'struct_missing_field',
+      'workers.tls.dir: workers started by hand need their TLS set before the run (make it with detsim certs)',
+      'workers.tls.dir',
+    );
+  if ((cfg.workers?.transport ?? (rendezvous ? 'tcp' : 'unix')) !== 'tcp')
+    throw new DetsimError(
+      'struct_invalid_field',
+      'workers.tls: TLS is for TCP workers; set workers.transport: tcp',
+      'workers.transport',
+    );
+  return { perRunTls: true };
 }
 
 /** workers.placement and workers.rendezvous, which go together; a rendezvous reaches workers over TCP. */

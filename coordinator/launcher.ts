@@ -30,7 +30,8 @@ import { RemoteWorker } from './remote-worker.js';
 import { RunFailure, type RunPhase } from './run-failure.js';
 import { createSocketDir } from './socket-dir.js';
 import { ThreadWorker } from './thread-worker.js';
-import { type CoordinatorTls, checkWorkerTls, probeWorkerTls } from './tls.js';
+import { type CoordinatorTls, checkWorkerTls, tlsChannelTo } from './tls.js';
+import { probeReason, probeWorker } from './worker-probe.js';
 import { StderrTail, type WorkerInstance } from './worker-instance.js';
 
 /** How to start one worker process: the command and its arguments before the worker flags. */
@@ -513,7 +514,7 @@ export function callFailure(
 ): RunFailure {
   const ctx = { workerId: w.plan.workerId, agentIds: w.plan.agentIds, step, phase };
   if (e instanceof RunFailure) return e;
-  if (e instanceof HelloRefusedError) return new RunFailure('identity', e.message, ctx);
+  if (e instanceof HelloRefusedError) return RunFailure.ofIdentity('ident_worker_mismatch', e.message, ctx);
   if (e instanceof WorkerCallError) {
     const exit = w.instance.exitInfo;
     if (e.kind === 'process-exited' || (exit && e.kind !== 'deadline')) {
@@ -547,7 +548,7 @@ function socketDirFor(logger: Logger): string {
 export const EXIT_DIAGNOSIS_MS = 500;
 
 /** Resolve once `proc` has exited or `ms` passed, whichever comes first. */
-async function exitWithin(proc: WorkerInstance, ms: number): Promise<void> {
+export async function exitWithin(proc: WorkerInstance, ms: number): Promise<void> {
   let timer: NodeJS.Timeout | undefined;
   await Promise.race([proc.exited, new Promise((r) => (timer = setTimeout(r, ms)))]);
   if (timer) clearTimeout(timer);
@@ -588,13 +589,13 @@ export function startProcess(
   );
   const connected = (async () => {
     const address = await proc.ready(ctx.plan.deadlines.startupMs, ctx.signal);
-    if (ctx.tls) await refuseForeignWorker(address, ctx.tls, worker);
+    if (ctx.tls) await refuseForeignWorker(address, ctx, worker);
     try {
       const client = await WorkerClient.connect(address, {
         processExit: proc.exited,
         label: worker.workerId,
         connectTimeoutMs: Math.max(1, ctx.deadlineAt - Date.now()),
-        ...(ctx.tls ? { credentials: ctx.tls.credentials } : {}),
+        ...(ctx.tls ? tlsChannelTo(ctx.tls, address) : {}),
       });
       return { client, address };
     } catch (e) {
@@ -605,15 +606,14 @@ export function startProcess(
 }
 
 /** A TLS worker whose identity does not match this run's set is named at once, not after a connect timeout. */
-async function refuseForeignWorker(address: string, tls: CoordinatorTls, worker: PlannedWorker): Promise<void> {
-  const refused = await probeWorkerTls(address, tls.material);
-  if (refused)
-    throw new RunFailure('identity', `[${refused.reason}] ${refused.message}`, {
-      workerId: worker.workerId,
-      agentIds: worker.agentIds,
-      step: null,
-      phase: 'startup',
-    });
+async function refuseForeignWorker(address: string, ctx: StartContext, worker: PlannedWorker): Promise<void> {
+  const probe = await probeWorker(address, ctx.tls!.material, Math.max(1, ctx.deadlineAt - Date.now()));
+  if (probe.ok) return;
+  const where = { workerId: worker.workerId, agentIds: worker.agentIds, step: null, phase: 'startup' as const };
+  // Its ready line named this address: a worker that does not answer there failed to start.
+  if (probe.kind === 'unreachable')
+    throw new RunFailure('never-ready', `no connection at ${address} (${probe.message})`, where);
+  throw RunFailure.ofIdentity(probeReason(probe.kind), probe.message, where);
 }
 
 /** Start one TypeScript worker as a thread of this process: a client over its port once it is ready. */
@@ -645,7 +645,7 @@ function connectExisting(worker: PlannedWorker, ctx: StartContext, found: Existi
     try {
       const link = await connectGrpcLink(found.address, {
         connectTimeoutMs: timeoutMs,
-        ...(ctx.tls ? { credentials: ctx.tls.credentials } : {}),
+        ...(ctx.tls ? tlsChannelTo(ctx.tls, found.address) : {}),
       });
       const client = new WorkerClient(remote.watch(link), { processExit: remote.exited, label: worker.workerId });
       return { client, address: found.address };

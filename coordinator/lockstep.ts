@@ -397,9 +397,37 @@ export class Lockstep {
       agents,
     };
     this.knownIdentities = identities;
+    await this.releaseInitializeReplies([env, ...replies]);
     this.currentState = 'ready';
     this.committedBoundary = 0n;
     return identities;
+  }
+
+  /**
+   * Acknowledge the Initialize replies once the whole group is initialized. A worker keeps at most
+   * 16 unacknowledged lifecycle replies (session-protocol §3); left cached, the Initialize reply
+   * took one of them for the whole run, so a worker hosting 16 agents could not be captured.
+   */
+  private async releaseInitializeReplies(replies: { worker: LaunchedWorker; requestId: string }[]): Promise<void> {
+    for (const { worker, requestId } of replies) {
+      const phase = worker === this.fleet.environment ? 'environment-initialize' : 'agent-initialize';
+      const ctx = this.ctx(worker, phase, 0n);
+      const rep = await this.withAbort(
+        worker.client.call(
+          METHODS.acknowledge,
+          null,
+          { requestIds: [requestId] },
+          { deadlineMs: this.plan.deadlines.stepMs },
+        ),
+        ctx,
+      );
+      if (rep.reply.type === 'error')
+        throw new StepFault(
+          'error-reply',
+          `${METHODS.acknowledge}: ${rep.reply.error.code}: ${rep.reply.error.message}`,
+          ctx,
+        );
+    }
   }
 
   // -------------------------------------------------------------------------------------------

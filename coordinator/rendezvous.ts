@@ -4,10 +4,11 @@
 // where to connect. Records are read in worker-id order; fs.watch wakes the wait early, a poll
 // covers filesystems that send no events (NFS). A timeout names every missing worker.
 // Not the record format (core/protocol/rendezvous.ts) nor the connection (launcher.ts).
-import { readFileSync, statSync, watch, type FSWatcher } from 'node:fs';
+import { readFileSync, watch, type FSWatcher } from 'node:fs';
 import { join } from 'node:path';
 import type { RendezvousPlacement, RunPlan } from './config.js';
 import { DetsimError } from '../core/formats/errors.js';
+import { requireExistingDirectory } from '../core/formats/existing-dir.js';
 import type { Id } from '../core/formats/scalars.js';
 import {
   CONTRACT_DIGEST,
@@ -31,7 +32,7 @@ export async function awaitRendezvous(
   placement: RendezvousPlacement,
   signal?: AbortSignal,
 ): Promise<Map<Id, ExistingWorker>> {
-  checkDirectory(placement.dir);
+  requireExistingDirectory(placement.dir, `workers.rendezvous.dir: ${placement.dir}`, 'workers.rendezvous.dir');
   const needed = plan.workers.map((w) => w.workerId).sort();
   const found = new Map<Id, ExistingWorker>();
   const deadline = Date.now() + placement.timeoutMs;
@@ -60,21 +61,6 @@ export async function awaitRendezvous(
   } finally {
     wake.close();
   }
-}
-
-function checkDirectory(dir: string): void {
-  let isDir = false;
-  try {
-    isDir = statSync(dir).isDirectory();
-  } catch {
-    isDir = false;
-  }
-  if (!isDir)
-    throw new DetsimError(
-      'struct_invalid_field',
-      `workers.rendezvous.dir: ${dir} is not an existing directory`,
-      'workers.rendezvous.dir',
-    );
 }
 
 /** One worker's record, or undefined while there is none (a record appears whole: renamed into place). */

@@ -1,6 +1,7 @@
 // RunFailure: why a run stopped, naming the worker, its agents, the step and the phase. Kinds keep
 // "never became ready", "no reply within the step deadline" and "the process died" apart.
 // NOT an input refusal (that is DetsimError, exit 2): a RunFailure is a run that went wrong.
+import { DetsimError } from '../core/formats/errors.js';
 import type { ReasonCode } from '../core/formats/reasons.js';
 import type { Id } from '../core/formats/scalars.js';
 import type { WriteFailure } from './write-failure.js';
@@ -61,7 +62,10 @@ export class RunFailure extends Error {
   readonly detail: string;
   /** The run directory whose summary.json records this failure, once written. */
   runDir: string | undefined;
-  /** For kind io: the stable reason code of the write failure (size_no_space, perm_write_failed). */
+  /**
+   * For kind io: the stable reason code of the write failure (size_no_space, perm_write_failed); for
+   * kind identity: which identity check refused the worker (ident_worker_mismatch, ident_foreign_certificate, …).
+   */
   reason: ReasonCode | undefined;
 
   constructor(kind: RunFailureKind, detail: string, ctx: RunFailureContext) {
@@ -102,6 +106,13 @@ export class RunFailure extends Error {
     return f;
   }
 
+  /** The worker is not the one expected (its Hello, its certificate): `reason` names the check. */
+  static ofIdentity(reason: ReasonCode, detail: string, ctx: RunFailureContext): RunFailure {
+    const f = new RunFailure('identity', detail, ctx);
+    f.reason = reason;
+    return f;
+  }
+
   toJSON(): Record<string, unknown> {
     return {
       kind: this.kind,
@@ -117,4 +128,25 @@ export class RunFailure extends Error {
 /** Whether `e` is a {@link RunFailure}. */
 export function isRunFailure(e: unknown): e is RunFailure {
   return e instanceof RunFailure;
+}
+
+/**
+ * A worker refused for its identity while the run was starting (its Hello, its certificate): the
+ * run never began, so it is an input refusal (exit 2) and its run directory was removed: nothing
+ * half-written. `reason` is the identity check's, the message the RunFailure's (worker, agents, phase).
+ */
+export class WorkerIdentityRefusal extends DetsimError {
+  constructor(readonly failure: RunFailure) {
+    super(
+      failure.reason ?? 'ident_worker_mismatch',
+      `${failure.message}; refused before the run started, nothing was written`,
+      failure.workerId,
+    );
+    this.name = 'WorkerIdentityRefusal';
+  }
+}
+
+/** Whether `e` is a worker's identity failure during the start-up (launch, Hello): a refusal while the run has not begun. */
+export function isStartupIdentityFailure(e: unknown): e is RunFailure {
+  return e instanceof RunFailure && e.kind === 'identity' && (e.phase === 'startup' || e.phase === 'hello');
 }

@@ -3,6 +3,7 @@
 // the one session loop (session.ts), which `detsim run`, replay and resume share. Also run.json's
 // writer (runRecord). NOT the loop itself (session.ts), the step protocol (lockstep.ts) nor
 // process handling (launcher.ts).
+import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadConfig, type RunPlan } from './config.js';
 import type { Id } from '../core/formats/scalars.js';
@@ -12,7 +13,9 @@ import { epochId, type Dispatch, type Identities } from './lockstep.js';
 import { CONTRACT_DIGEST, PROTOCOL_MAJOR, PROTOCOL_MINOR } from '../core/protocol/index.js';
 import { allocateRunDir, RUN_FILES, RunLog, TraceWriter, writeJsonDurable } from './run-dir.js';
 import { withRunLock } from './run-lock.js';
+import { WorkerIdentityRefusal, isStartupIdentityFailure, type RunFailure } from './run-failure.js';
 import { RUN_FORMAT, type RunJson } from './run-json.js';
+import { prepareLaunch } from './launch-facts.js';
 import { awaitRendezvous } from './rendezvous.js';
 import { checkRendezvousCertificates } from './rendezvous-tls.js';
 import { abortWiring, runLoop, type SessionOptions, type SessionResult, type SessionStart } from './session.js';
@@ -133,13 +136,30 @@ export async function runSession(config: RunPlan | string, opts: RunOptions = {}
   // Workers placed by rendezvous are found before the run directory exists: a refusal writes nothing.
   const existingWorkers = await findExistingWorkers(plan, opts);
   const runDir = allocateRunDir(opts.outDir ?? DEFAULT_RUNS_DIR, plan.sessionId);
+  // launch.json (and a per-run TLS set) before any worker starts: resume relaunches the same way.
+  const launched = prepareLaunch(plan, runDir);
   const session = existingWorkers ? { ...opts, existingWorkers } : opts;
-  return withRunLock(runDir, 'detsim run', () => runLoop(freshStart(plan, runDir, steps, dispatch, opts), session));
+  try {
+    return await withRunLock(runDir, 'detsim run', () =>
+      runLoop(freshStart(launched, runDir, steps, dispatch, opts), session),
+    );
+  } catch (e) {
+    // A worker refused for its identity at launch: the run never began, and leaves nothing behind
+    // (its directory was this run's alone, and its lock is released by now).
+    if (e instanceof WorkerIdentityRefusal) rmSync(runDir, { recursive: true, force: true });
+    throw e;
+  }
 }
 
-/** With `workers.placement: rendezvous`: wait (interruptibly) for every worker's record. */
-async function findExistingWorkers(plan: RunPlan, opts: RunOptions): Promise<SessionOptions['existingWorkers']> {
-  if (!plan.rendezvous) return undefined;
+/**
+ * With `workers.placement: rendezvous` and workers started by hand: wait (interruptibly) for every
+ * worker's record. Slurm's srun steps register later, once the launcher started them (slurm/).
+ */
+export async function findExistingWorkers(
+  plan: RunPlan,
+  opts: Pick<RunOptions, 'signal' | 'handleSignals'>,
+): Promise<SessionOptions['existingWorkers']> {
+  if (!plan.rendezvous || plan.launcher?.kind === 'slurm') return undefined;
   const { signal, release } = abortWiring(opts);
   try {
     const found = await awaitRendezvous(plan, plan.rendezvous, signal);
@@ -153,7 +173,8 @@ async function findExistingWorkers(plan: RunPlan, opts: RunOptions): Promise<Ses
 /**
  * The fresh start, in a freshly allocated and locked run directory: run.log and trace.jsonl are
  * created before any worker starts (one that cannot be stops the run there); once launched, the
- * workers are initialized and run.json records the composition.
+ * workers are initialized and run.json records the composition. A worker refused for its identity
+ * before that (Hello, certificate) is a refusal: the files are closed and the run directory goes.
  */
 function freshStart(
   plan: RunPlan,
@@ -176,6 +197,7 @@ function freshStart(
     throw e;
   }
   const epoch = epochId(1);
+  let began = false;
   return {
     kind: 'run',
     plan,
@@ -189,14 +211,23 @@ function freshStart(
     baseEpoch: epoch,
     keptBehaviours: [],
     startedFields: { runDir, steps, dispatch, agents: plan.agents.length, workers: plan.workers.length },
-    accepted: () => true,
+    accepted: (e) => began || !isStartupIdentityFailure(e),
     begin: async ({ fleet, lockstep, logger }) => {
+      began = true;
       const ids = await lockstep.initialize();
       writeJsonDurable(runDir, RUN_FILES.run, runRecord(plan, ids, fleet, steps, dispatch, epoch));
       logger.info('initialized');
       return traces;
     },
-    refused: (e) => e,
+    refused: async (e) => {
+      log.close();
+      try {
+        await traces.close();
+      } catch {
+        // nothing to keep: the run directory is removed with it
+      }
+      return new WorkerIdentityRefusal(e as RunFailure);
+    },
     summaryFields: () => ({}),
     end: async () => undefined,
   };

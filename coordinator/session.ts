@@ -167,11 +167,11 @@ export interface SessionStart {
   readonly startedFields: Record<string, unknown>;
   /** The store directory the workers read restores from (a restored start). */
   readonly storeDir?: string;
-  /** false while a failure is still a refusal that must leave the run directory as it was. */
-  accepted(): boolean;
+  /** false while a failure (`e`) is still a refusal that must leave the run directory as it was. */
+  accepted(e: unknown): boolean;
   /** Once launched: initialize and write run.json, or restore; the trace writer new steps go to. */
   begin(live: LiveSession): Promise<TraceSink>;
-  /** A failure before acceptance: undo what was staged; the error to throw. */
+  /** A failure before acceptance: undo what was staged; the error to throw (or a promise of it). */
   refused(e: unknown): unknown;
   /** Summary fields this start adds (a resume block). */
   summaryFields(): Record<string, unknown>;
@@ -298,7 +298,7 @@ export async function runLoop(start: SessionStart, opts: SessionOptions): Promis
       }
     }
   } catch (e) {
-    if (!start.accepted()) refusal = { e };
+    if (!start.accepted(e)) refusal = { e };
     else {
       failure = interruptedOr(failureOf(e, String(digest.steps), 'prepare'), signal, kind);
       logger.error({ failure: failure.toJSON() }, `${kind} failed`);
@@ -308,7 +308,7 @@ export async function runLoop(start: SessionStart, opts: SessionOptions): Promis
     const stopped = failure ?? refusal;
     await fleet?.shutdown(stopped ? 'run-failed' : 'run-complete', stopped ? 500 : 2_000);
   }
-  if (refusal) throw start.refused(refusal.e);
+  if (refusal) throw await start.refused(refusal.e);
   failure = await closeNotingAsync(() => traces?.close(), failure, String(digest.steps));
   const extensionFields = opts.extension ? await opts.extension.finish(failure) : {};
   await start.end();

@@ -3,13 +3,15 @@
 // credentials (mutual TLS, the bearer token as call metadata) from a `detsim certs` directory.
 // Also what a hand-started or rendezvous worker is reached with. Not the worker side
 // (workers/process.ts) and not making the set (certs.ts). Never logs a key or the token.
+import { X509Certificate } from 'node:crypto';
 import { isIP } from 'node:net';
-import { checkServerIdentity, connect as tlsConnect } from 'node:tls';
+import { join } from 'node:path';
 import type * as grpc from '@grpc/grpc-js';
 import type { PlannedWorker, RunPlan } from './config.js';
 import { DetsimError } from '../core/formats/errors.js';
-import { type TlsMaterial, readTlsMaterial, tlsPathsIn } from '../core/formats/tls-dir.js';
-import { coordinatorChannelCredentials } from '../core/protocol/tls.js';
+import { TLS_FILES, type TlsMaterial, readTlsMaterial, tlsPathsIn } from '../core/formats/tls-dir.js';
+import { parseAddress } from '../core/protocol/contract.js';
+import { certificateDnsName, coordinatorChannelCredentials, verifyDialledHost } from '../core/protocol/tls.js';
 
 export { certificateFingerprint } from '../core/protocol/tls.js';
 
@@ -49,79 +51,67 @@ export function checkWorkerTls(plan: RunPlan): CoordinatorTls | undefined {
       TLS_FIELD,
     );
   // Read the worker's files too: a set missing a worker file would fail every worker later, one by one.
-  readTlsMaterial(tlsPathsIn(plan.tls.dir, 'worker'), TLS_FIELD);
+  const worker = readTlsMaterial(tlsPathsIn(plan.tls.dir, 'worker'), TLS_FIELD);
   const material = readCoordinatorTls(plan.tls.dir);
-  return { material, credentials: coordinatorChannelCredentials(material) };
+  refuseForeignLeaf(plan.tls.dir, TLS_FILES.workerCert, worker);
+  refuseForeignLeaf(plan.tls.dir, TLS_FILES.coordinatorCert, material);
+  return {
+    material,
+    credentials: coordinatorChannelCredentials(material),
+    serverName: certificateDnsName(worker.cert),
+  };
+}
+
+/**
+ * Refuse a set whose certificate `name` is not signed by its own ca.pem (files mixed from two
+ * `detsim certs` runs): every worker launched with it would be refused one by one; named now,
+ * before anything is written.
+ */
+function refuseForeignLeaf(dir: string, name: string, side: TlsMaterial): void {
+  const ca = parseCertificate(side.ca, join(dir, TLS_FILES.ca));
+  const leaf = parseCertificate(side.cert, join(dir, name));
+  if (leaf.checkIssued(ca) && leaf.verify(ca.publicKey)) return;
+  throw new DetsimError(
+    'ident_foreign_certificate',
+    `${TLS_FIELD}: ${join(dir, name)} is not signed by ${join(dir, TLS_FILES.ca)} (files from two different sets?)`,
+    TLS_FIELD,
+  );
+}
+
+/** A PEM certificate read from `path`; one that does not parse is refused naming the file, never echoing it. */
+function parseCertificate(pem: Buffer, path: string): X509Certificate {
+  try {
+    return new X509Certificate(pem);
+  } catch {
+    throw new DetsimError('perm_tls_unreadable', `${TLS_FIELD}: ${path} is not a readable certificate`, TLS_FIELD);
+  }
 }
 
 /** The coordinator's TLS for one run: its material (for the handshake probe) and the gRPC credentials. */
 export interface CoordinatorTls {
   material: TlsMaterial;
   credentials: grpc.ChannelCredentials;
+  /** A DNS name of the set's worker certificate: the TLS server name sent to a worker dialled by IP address. */
+  serverName: string | undefined;
 }
 
-/** How long the probe waits for the worker's first bytes after the handshake (a refusal closes at once). */
-const PROBE_SETTLE_MS = 2_000;
-
 /**
- * One TLS handshake with a worker before gRPC connects, so that a mismatched identity is named at
- * once instead of surfacing as a connect timeout: undefined when the worker accepts this run's
- * coordinator, else the named reason. The worker's certificate must chain to the run's CA and name
- * the host dialled; the worker must then accept ours (an HTTP/2 server speaks first, a refusing
- * one closes the connection).
+ * How to reach the TLS worker at `address`: by host name, with the run's credentials as they are
+ * (the name is sent as TLS server name and checked against the certificate); by IP address, which
+ * a TLS server name must not be (RFC 6066; Node warns DEP0123 for each connection), with the set's
+ * worker DNS name sent instead, while the certificate is still checked against the IP address dialled.
  */
-export function probeWorkerTls(
+export function tlsChannelTo(
+  tls: CoordinatorTls,
   address: string,
-  material: TlsMaterial,
-): Promise<{ reason: 'ident_foreign_certificate'; message: string } | undefined> {
-  const m = /^(.+):([0-9]+)$/.exec(address);
-  if (!m) return Promise.resolve(undefined);
-  const host = m[1]!.replace(/^\[(.*)\]$/, '$1');
-  return new Promise((resolve) => {
-    let timer: NodeJS.Timeout | undefined;
-    const socket = tlsConnect({
-      host,
-      port: Number(m[2]),
-      ca: material.ca,
-      cert: material.cert,
-      key: material.key,
-      ALPNProtocols: ['h2'],
-      rejectUnauthorized: false,
-      ...(isIP(host) === 0 ? { servername: host } : {}),
-    });
-    const settle = (outcome: { reason: 'ident_foreign_certificate'; message: string } | undefined): void => {
-      if (timer) clearTimeout(timer);
-      socket.removeAllListeners();
-      socket.on('error', () => undefined);
-      socket.destroy();
-      resolve(outcome);
-    };
-    const refusedOurs = (): void =>
-      settle({
-        reason: 'ident_foreign_certificate',
-        message: "the worker refused this coordinator's certificate: it trusts another CA (another run's set?)",
-      });
-    socket.once('secureConnect', () => {
-      const peer = socket.getPeerCertificate();
-      if (!socket.authorized)
-        return settle({
-          reason: 'ident_foreign_certificate',
-          message: `the worker's certificate is not signed by this run's CA (${String(socket.authorizationError)})`,
-        });
-      if (checkServerIdentity(host, peer) !== undefined)
-        return settle({
-          reason: 'ident_foreign_certificate',
-          message: `the worker's certificate does not name ${host} (make the set with detsim certs --host ${host})`,
-        });
-      socket.once('data', () => settle(undefined));
-      socket.once('close', refusedOurs);
-      timer = setTimeout(() => settle(undefined), PROBE_SETTLE_MS);
-    });
-    // A TLS alert or a reset is the worker refusing us; anything else (refused, unreachable) is gRPC's to report.
-    socket.once('error', (e: NodeJS.ErrnoException) =>
-      e.code?.startsWith('ERR_SSL') || e.code === 'ECONNRESET' ? refusedOurs() : settle(undefined),
-    );
-  });
+): { credentials: grpc.ChannelCredentials; serverName?: string } {
+  const target = parseAddress(address, 'address');
+  const host = target.kind === 'tcp' ? target.host.replace(/^\[(.*)\]$/, '$1') : undefined;
+  if (host === undefined || isIP(host) === 0 || tls.serverName === undefined) return { credentials: tls.credentials };
+  return {
+    credentials: coordinatorChannelCredentials(tls.material, verifyDialledHost(host)),
+    serverName: tls.serverName,
+  };
 }
 
 function runtimeOf(worker: PlannedWorker): string {

@@ -4,8 +4,7 @@
 // — so none of that CPU work runs on the event loop the step loop shares. Small segments (tests)
 // are sealed on the calling thread. NOT the file writing or the index (trace-store.ts).
 import { createHash } from 'node:crypto';
-import { parentPort, type Worker, workerData } from 'node:worker_threads';
-import { startModuleThread } from './module-thread.js';
+import { ModuleThreadRpc, onModuleThread, serveModuleThread } from './module-thread.js';
 import { gzipSync } from 'node:zlib';
 import { Sha256Stream, type Sha256State } from './sha256-state.js';
 
@@ -55,51 +54,12 @@ export function genesisHashes(): TraceHashState {
 export const THREAD_SEAL_MIN_CHARS = 1 << 20;
 
 const MARK = { detsimTraceSealThread: 1 } as const;
-let thread: Worker | null = null;
-let nextId = 0;
-const waiting = new Map<number, { resolve: (r: SealOutput) => void; reject: (e: Error) => void }>();
-
-function sealThread(): Worker {
-  if (thread) return thread;
-  const w = startModuleThread(import.meta.url, MARK);
-  w.on('message', (r: { id: number; out?: SealOutput; error?: string }) => {
-    const p = waiting.get(r.id);
-    waiting.delete(r.id);
-    if (waiting.size === 0) w.unref();
-    if (r.out) p?.resolve(r.out);
-    else p?.reject(new Error(r.error ?? 'trace sealing failed'));
-  });
-  const fail = (e: Error): void => {
-    thread = null;
-    for (const p of waiting.values()) p.reject(e);
-    waiting.clear();
-  };
-  w.on('error', fail);
-  w.on('exit', (code) => fail(new Error(`the trace sealing thread exited (code ${code})`)));
-  thread = w;
-  return w;
-}
+const sealThread = new ModuleThreadRpc<SealInput, SealOutput>(import.meta.url, MARK, 'trace sealing');
 
 /** Seal a segment off the event loop (on the thread when it is large). */
 export async function sealSegmentOffLoop(input: SealInput): Promise<SealOutput> {
   if (input.text.length + input.behaviour.length < THREAD_SEAL_MIN_CHARS) return sealSegment(input);
-  const w = sealThread();
-  const id = nextId++;
-  return new Promise<SealOutput>((resolve, reject) => {
-    waiting.set(id, { resolve, reject });
-    w.ref();
-    w.postMessage({ id, input });
-  });
+  return sealThread.call(input);
 }
 
-if (parentPort && (workerData as Partial<typeof MARK> | null)?.detsimTraceSealThread === 1) {
-  const port = parentPort;
-  port.on('message', ({ id, input }: { id: number; input: SealInput }) => {
-    try {
-      const out = sealSegment(input);
-      port.postMessage({ id, out });
-    } catch (e) {
-      port.postMessage({ id, error: (e as Error).message });
-    }
-  });
-}
+if (onModuleThread(MARK)) serveModuleThread((input: SealInput) => ({ value: sealSegment(input) }));

@@ -18,6 +18,8 @@ const DESCRIPTIONS: Record<string, string> = {
   EROFS: 'read-only file system',
   EACCES: 'permission denied',
   EPERM: 'operation not permitted',
+  ENOTDIR: 'a component of the path is not a directory',
+  EISDIR: 'a directory stands where the file goes',
 };
 
 export class WriteFailure extends DetsimError {

@@ -2,6 +2,7 @@
 // mutations keyed by the operation key, kept for the current and previous step. LifecycleCache:
 // whole replies of lifecycle calls kept until Worker.Acknowledge. No execution logic here.
 import type { Scope } from '../core/formats/scalars.js';
+import { LIFECYCLE_REPLY_LIMIT } from '../core/protocol/bodies.js';
 
 export interface StepEntry<T> {
   /** Identity of the body under this key: bodyKey of the params entry (method and scope are in the key). */
@@ -107,7 +108,7 @@ export interface LifecycleReply {
 
 /** Lifecycle replies by request id, held until acknowledged; at LIMIT outstanding, new ones are BUSY. */
 export class LifecycleCache {
-  static readonly LIMIT = 16;
+  static readonly LIMIT = LIFECYCLE_REPLY_LIMIT;
   private readonly replies = new Map<string, LifecycleReply>();
 
   get(requestId: string): LifecycleReply | undefined {

@@ -5,6 +5,7 @@
 import { fstatSync, statSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 import { DetsimError } from '../core/formats/errors.js';
+import { requireExistingDirectory } from '../core/formats/existing-dir.js';
 import { isId } from '../core/formats/scalars.js';
 import { type TlsMaterial, type TlsPaths, readTlsMaterial, tlsPathsIn } from '../core/formats/tls-dir.js';
 import {
@@ -137,19 +138,12 @@ function readRendezvousFlags(raw: RawWorkerOptions, out: WorkerProcessOptions): 
   if (raw.advertise !== undefined && typeof raw.advertise !== 'string')
     throw new DetsimError('struct_invalid_field', '--advertise must be HOST:PORT', '--advertise');
   if (raw.rendezvous !== undefined) {
-    let isDir = false;
-    try {
-      isDir = typeof raw.rendezvous === 'string' && statSync(raw.rendezvous).isDirectory();
-    } catch {
-      isDir = false;
-    }
-    if (!isDir)
-      throw new DetsimError(
-        'struct_invalid_field',
-        `--rendezvous ${JSON.stringify(raw.rendezvous)} is not an existing directory`,
-        '--rendezvous',
-      );
-    out.rendezvous = resolve(raw.rendezvous as string);
+    const dir = requireExistingDirectory(
+      raw.rendezvous,
+      `--rendezvous ${JSON.stringify(raw.rendezvous)}`,
+      '--rendezvous',
+    );
+    out.rendezvous = resolve(dir);
   }
   checkAdvertise(out.listen, out.rendezvous, raw.advertise);
   if (raw.advertise !== undefined) out.advertise = raw.advertise;

@@ -14,7 +14,6 @@ import {
 } from '../../core/formats/envelope.js';
 import { isDetsimError } from '../../core/formats/errors.js';
 import { readDigest, readU64, type Digest, type Id, type U64 } from '../../core/formats/scalars.js';
-import type { LaunchedWorker } from '../launcher.js';
 import { METHODS, type CaptureResult } from '../../core/protocol/index.js';
 import { sealOffLoop } from '../store/seal-thread.js';
 import { generationIdentityOf } from '../store/store.js';
@@ -23,6 +22,7 @@ import { capturesToFile, writeEnvelopeFile, type CaptureFileHooks, type HeldPayl
 import { StreamedPayloads } from './capture-spill.js';
 import { liveAgentRows, liveEnvironment } from './compatibility.js';
 import type { CheckpointGroup } from './group.js';
+import { LifecycleSlots } from './lifecycle-slots.js';
 import { buildCheckpoint, PAYLOAD_NAMES, type CapturedPayload } from './manifest.js';
 import { CheckpointRefusal, participantOf } from './refusal.js';
 
@@ -170,20 +170,21 @@ export async function captureGroup(group: CheckpointGroup, opts: CaptureOptions)
   const boundary = k.toString();
   const scope = group.scope(group.epoch, k);
   const { checkpointId } = opts;
-  const acks = new Map<LaunchedWorker, string[]>();
-  const noteAck = (agentId: Id | null, requestId: string) => {
-    const w = group.workerOf(agentId);
-    acks.set(w, [...(acks.get(w) ?? []), requestId]);
-  };
+  const slots = new LifecycleSlots((byWorker) => group.acknowledge(byWorker));
   const held = new Map<string, HeldPayload>();
   const streamed = new StreamedPayloads(group.writer!.store.dir, checkpointId, opts.fileHooks);
   // One participant's Capture: held (capture-file-v1) or streamed, and its reply checked.
   const captureOne = async (agentId: Id | null, compatibilityDigest: Digest): Promise<CapturedPayload> => {
     const who = participantOf(agentId);
-    const hold = capturesToFile(group, group.workerOf(agentId));
+    const worker = group.workerOf(agentId);
+    const hold = capturesToFile(group, worker) && slots.mayHold(worker);
+    await slots.reserve(worker);
     const params = hold ? { checkpointId, agentId, hold: true as const } : { checkpointId, agentId };
-    const rep = await group.call(agentId, who, METHODS.capture, scope, params);
-    noteAck(agentId, rep.requestId);
+    const rep = await group.call(agentId, who, METHODS.capture, scope, params).catch((e: unknown) => {
+      slots.cancel(worker);
+      throw e;
+    });
+    slots.fill(worker, rep.requestId, hold);
     const payload = checkReply(rep.result, rep.attachment, {
       checkpointId,
       agentId,
@@ -228,11 +229,11 @@ export async function captureGroup(group: CheckpointGroup, opts: CaptureOptions)
       throw e;
     }
     // The writer owns the bytes now: release the workers' cached capture replies.
-    await group.acknowledge(acks);
+    await slots.releaseAll();
     return { checkpointId, epoch: group.epoch, boundary, byteLength, ticket };
   } catch (e) {
     reservation.release();
-    await group.acknowledge(acks);
+    await slots.releaseAll();
     if (e instanceof CheckpointRefusal) throw e;
     if (isDetsimError(e))
       throw new CheckpointRefusal(

@@ -6,11 +6,12 @@ import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { RunPlan } from '../config.js';
 import type { Id, Scope } from '../../core/formats/scalars.js';
-import type { Fleet, LaunchedWorker } from '../launcher.js';
+import { EXIT_DIAGNOSIS_MS, exitWithin, type Fleet, type LaunchedWorker } from '../launcher.js';
 import type { Lockstep } from '../lockstep.js';
 import { IllegalTransition } from '../illegal-transition.js';
 import {
   describeExit,
+  LIFECYCLE_REPLY_LIMIT,
   METHODS,
   WorkerCallError,
   type JsonObject,
@@ -308,6 +309,10 @@ export class CheckpointGroup {
       });
     } catch (e) {
       // Transport failure, deadline or a dead process or thread: the participant's state is unknown.
+      // A broken stream is seen a moment before the worker's exit: wait briefly for the exit, so that
+      // a death is named as one whichever of the two arrived first (not the completion order).
+      if (e instanceof WorkerCallError && e.kind !== 'deadline' && w.instance.alive)
+        await exitWithin(w.instance, EXIT_DIAGNOSIS_MS);
       const why =
         e instanceof WorkerCallError && e.kind === 'deadline'
           ? `no reply within the capture deadline of ${this.deadlineMs} ms`
@@ -342,12 +347,12 @@ export class CheckpointGroup {
   /** Release cached lifecycle replies (capture payloads, stage/activate results) on each worker. Best effort. */
   async acknowledge(byWorker: Map<LaunchedWorker, string[]>): Promise<void> {
     for (const [w, ids] of byWorker) {
-      for (let i = 0; i < ids.length; i += 16) {
+      for (let i = 0; i < ids.length; i += LIFECYCLE_REPLY_LIMIT) {
         try {
           await w.client.call(
             METHODS.acknowledge,
             null,
-            { requestIds: ids.slice(i, i + 16) },
+            { requestIds: ids.slice(i, i + LIFECYCLE_REPLY_LIMIT) },
             { deadlineMs: this.deadlineMs },
           );
         } catch (e) {

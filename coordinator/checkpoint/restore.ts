@@ -10,7 +10,6 @@ import { canonicalize, type JsonValue } from '../../core/formats/canonical-json.
 import { decodeEnvelope, type DecodedEnvelope, type EnvelopeManifest } from '../../core/formats/envelope.js';
 import { isDetsimError } from '../../core/formats/errors.js';
 import type { Digest, Id, Scope } from '../../core/formats/scalars.js';
-import type { LaunchedWorker } from '../launcher.js';
 import {
   CAPABILITIES,
   METHODS,
@@ -24,6 +23,7 @@ import type { CheckpointGroup } from './group.js';
 import { PAYLOAD_NAMES, readCoordinatorPayloads, type BehaviourPrefix } from './manifest.js';
 import { CheckpointRefusal, participantOf, type Participant } from './refusal.js';
 import { checkIdentity } from './restore-identity.js';
+import { LifecycleSlots } from './lifecycle-slots.js';
 import { firstRejection, settleSideBySide } from './side-by-side.js';
 
 /**
@@ -217,10 +217,17 @@ export async function restoreGroup(
   const k = BigInt(m.sourceScope.step);
   const scope: Scope = group.scope(opts.epoch, k);
   group.beginRestore();
-  const acks = new Map<LaunchedWorker, string[]>();
-  const noteAck = (agentId: Id | null, requestId: string) => {
-    const w = group.workerOf(agentId);
-    acks.set(w, [...(acks.get(w) ?? []), requestId]);
+  const slots = new LifecycleSlots((byWorker) => group.acknowledge(byWorker));
+  // One lifecycle call on the worker of `agentId`, its reply counted until acknowledged.
+  const counted = async <T extends { requestId: string }>(agentId: Id | null, call: () => Promise<T>): Promise<T> => {
+    const worker = group.workerOf(agentId);
+    await slots.reserve(worker);
+    const rep = await call().catch((e: unknown) => {
+      slots.cancel(worker);
+      throw e;
+    });
+    slots.fill(worker, rep.requestId);
+    return rep;
   };
 
   // Stage the environment first, then the agents side by side (bounded), each independent of the
@@ -239,13 +246,8 @@ export async function restoreGroup(
     params = opts.hooks?.beforeStage?.(p.participant, params) ?? params;
     // A worker that reads the verified file itself gets no attachment (no copy through the transport).
     const attachment = 'file' in params.payload ? undefined : payloads.get(p.payloadName)!;
-    const rep = await group.call(
-      p.agentId,
-      p.participant,
-      METHODS.stageRestore,
-      scope,
-      params,
-      attachment ? { attachment } : {},
+    const rep = await counted(p.agentId, () =>
+      group.call(p.agentId, p.participant, METHODS.stageRestore, scope, params, attachment ? { attachment } : {}),
     );
     return { requestId: rep.requestId, restoreToken: rep.result.restoreToken };
   };
@@ -259,7 +261,6 @@ export async function restoreGroup(
   settled.forEach((r, i) => {
     if (r.status !== 'fulfilled') return;
     const p = plan[i]!;
-    noteAck(p.agentId, r.value.requestId);
     staged.push({
       participant: p.participant,
       agentId: p.agentId,
@@ -271,7 +272,7 @@ export async function restoreGroup(
   if (failed) {
     if (staged.length > 0) group.fence(staged.map((s) => s.participant));
     else group.abandonRestore();
-    await group.acknowledge(acks);
+    await slots.releaseAll();
     throw annotate(
       failed.reason,
       `stage failed; nothing activates${staged.length > 0 ? `; tainted: ${staged.map((s) => s.participant).join(', ')}` : '; nothing was staged'}`,
@@ -282,15 +283,16 @@ export async function restoreGroup(
   let observations: { agentId: Id; observation: JsonObject }[] | undefined;
   const fence = async (e: unknown, what: string): Promise<never> => {
     group.fence(staged.map((s) => s.participant));
-    await group.acknowledge(acks);
+    await slots.releaseAll();
     throw annotate(e, `${what}; the group is fenced (tainted: ${staged.map((s) => s.participant).join(', ')})`);
   };
   for (const s of staged) {
     let params: ActivateRestoreParams = { restoreToken: s.restoreToken, agentId: s.agentId };
     params = opts.hooks?.beforeActivate?.(s.participant, params) ?? params;
     try {
-      const rep = await group.call(s.agentId, s.participant, METHODS.activateRestore, scope, params);
-      noteAck(s.agentId, rep.requestId);
+      const rep = await counted(s.agentId, () =>
+        group.call(s.agentId, s.participant, METHODS.activateRestore, scope, params),
+      );
       const r = rep.result;
       if (r.checkpointId !== m.checkpointId || r.committedStep !== m.sourceScope.step) {
         throw new CheckpointRefusal(
@@ -337,7 +339,7 @@ export async function restoreGroup(
 
   // Install the coordinator state: observations at k, clocks, reward ledger, behaviour chain; Paused(k).
   group.install(opts.epoch, k, observations!, coord);
-  await group.acknowledge(acks);
+  await slots.releaseAll();
   await group.ledger?.append({
     event: 'restored',
     checkpointId: m.checkpointId,

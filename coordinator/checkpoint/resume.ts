@@ -25,7 +25,11 @@ import { DetsimError } from '../../core/formats/errors.js';
 import type { Id } from '../../core/formats/scalars.js';
 import type { WorkerCommand } from '../launcher.js';
 import { epochId } from '../lockstep.js';
-import type { PlannedWorker, Transport } from '../config.js';
+import type { LauncherKind, PlannedWorker, RunPlan, Transport } from '../config.js';
+import { readLaunchFacts, relaunchPlan } from '../launch-facts.js';
+import { findExistingWorkers } from '../run.js';
+import { checkSlurmLauncher } from '../slurm/srun.js';
+import { checkWorkerTls } from '../tls.js';
 import { RUN_FILES, RunLog, TraceWriter } from '../run-dir.js';
 import { withRunLock } from '../run-lock.js';
 import {
@@ -65,6 +69,8 @@ export interface ResumeOptions extends Omit<SessionOptions, 'extension'> {
   onEvent?: (line: string) => void;
   /** Reach the workers this way instead of the recorded transport (physical: the ReproHash is the same). */
   transport?: Transport;
+  /** Start the workers this way instead of the launcher launch.json records (physical, like the transport). */
+  launcher?: LauncherKind;
   /** Test hook: replace some workers' command. */
   commandFor?: (w: PlannedWorker) => WorkerCommand | undefined;
   /** Recover lost workers from the resumed run's checkpoints (`--max-restarts N`: recovery.ts recoveryWith). */
@@ -181,6 +187,18 @@ export function epochsSeen(runDir: string, first: Id, traceEpochs: Set<Id>): num
   return Math.max(0, ...nums);
 }
 
+/**
+ * The plan a resume launches: run.json's composition, started the way launch.json records (launcher,
+ * placement, TLS; `--launcher`/`--transport` override), checked before anything starts.
+ */
+function relaunchPlanFor(runDir: string, recorded: RunPlan, opts: ResumeOptions): RunPlan {
+  const relaunched = relaunchPlan(recorded, readLaunchFacts(runDir), runDir, opts.launcher);
+  const plan = opts.transport ? { ...relaunched, transport: opts.transport } : relaunched;
+  checkWorkerTls(plan);
+  checkSlurmLauncher(plan);
+  return plan;
+}
+
 /** Resume a run directory. Throws DetsimError/CheckpointRefusal before touching it, RunFailure after. */
 export async function resumeRun(runDirArg: string, opts: ResumeOptions = {}): Promise<ResumeResult> {
   const runDir = resolve(runDirArg);
@@ -196,7 +214,7 @@ export async function resumeRun(runDirArg: string, opts: ResumeOptions = {}): Pr
 
 async function resumeLocked(runDir: string, opts: ResumeOptions): Promise<ResumeResult> {
   const rec = readRunRecord(runDir);
-  const plan = opts.transport ? { ...rec.plan, transport: opts.transport } : rec.plan;
+  const plan = relaunchPlanFor(runDir, rec.plan, opts);
   requireStore(runDir);
   const tracePath = join(runDir, RUN_FILES.trace);
   const segmented = traceFormatOf(runDir) === 'segments';
@@ -226,6 +244,8 @@ async function resumeLocked(runDir: string, opts: ResumeOptions): Promise<Resume
       '--max-restarts: a recovery returns to a checkpoint, and this resume takes none (the run recorded no interval, or --checkpoint-every 0)',
       '--max-restarts',
     );
+  // Workers started by hand announce themselves again (launch.json recorded a rendezvous placement).
+  const existingWorkers = await findExistingWorkers(plan, opts);
   // The cut trace is written (and fsynced) now, beside the files it replaces: running out of space
   // here refuses the resume with nothing changed; after the restore only renames remain.
   const cut = segCut?.cut.staged ?? stageTraceCut(runDir, split);
@@ -330,7 +350,12 @@ async function resumeLocked(runDir: string, opts: ResumeOptions): Promise<Resume
     },
   };
   const hooks = { ...opts.hooks, ...(opts.commandFor ? { commandFor: opts.commandFor } : {}) };
-  const result = await runLoop(start, { ...opts, hooks, ...(checkpoints ? { extension: checkpoints } : {}) });
+  const result = await runLoop(start, {
+    ...opts,
+    hooks,
+    ...(checkpoints ? { extension: checkpoints } : {}),
+    ...(existingWorkers ? { existingWorkers } : {}),
+  });
   return {
     ...result,
     checkpointId: restored!.checkpointId,

@@ -1,6 +1,7 @@
 // `detsim replay <config|run-dir>`: run a configuration N ≥ 2 times with fresh workers and check
 // DIFF=0 (equal ReproHashes, sensitivity, physical diff). Argument handling and display only;
-// the checks are coordinator/receipt/replay.ts. Exit 0 green, 1 red, 2 yellow.
+// the checks are coordinator/receipt/replay.ts. Exit 0 green, 1 red
+// (or a file could not be written), 2 yellow.
 import type { Command } from 'commander';
 import { canonicalize } from '../../core/formats/canonical-json.js';
 import { DetsimError } from '../../core/formats/errors.js';
@@ -17,6 +18,7 @@ import {
   readDispatchFlag,
   writeStdout,
 } from './common.js';
+import { writeFailureExit } from './run-outcome.js';
 
 interface ReplayCommandOptions {
   runs?: string;
@@ -106,8 +108,10 @@ export function registerReplay(program: Command): void {
               : (i, run) => process.stderr.write(`run ${i + 1} done: ${run.reproHash} ${run.runDir}\n`),
           });
         } catch (e) {
-          if (isRunFailure(e)) throw new ExitError(1, `detsim: [audit_run_failed] a replay run failed: ${e.message}`);
-          throw e;
+          throw (
+            writeFailureExit(e, 'replay') ??
+            (isRunFailure(e) ? new ExitError(1, `detsim: [audit_run_failed] a replay run failed: ${e.message}`) : e)
+          );
         }
         if (opts.json) {
           const { runs: rs, ...rest } = report;

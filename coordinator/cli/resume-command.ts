@@ -2,6 +2,7 @@
 // workers in a new epoch and continue it in the same run directory, with progress on stderr.
 // Only argument handling and display; the work is coordinator/checkpoint/resume.ts.
 import type { Command } from 'commander';
+import { LAUNCHERS, type LauncherKind } from '../config.js';
 import { isCheckpointRefusal } from '../checkpoint/refusal.js';
 import { resumeRun, type ResumeProgress } from '../checkpoint/resume.js';
 import { canonicalize } from '../../core/formats/canonical-json.js';
@@ -13,6 +14,7 @@ import {
   action,
   ExitError,
   formatError,
+  readChoiceFlag,
   readStepsFlag,
   readTransportFlag,
   writeStdout,
@@ -25,6 +27,7 @@ interface ResumeCommandOptions {
   checkpointEvery?: string;
   maxRestarts?: string;
   transport?: string;
+  launcher?: string;
   json?: boolean;
   verbose?: boolean;
 }
@@ -63,11 +66,16 @@ export function registerResume(program: Command): void {
     )
     .option('--max-restarts <n>', MAX_RESTARTS_HELP)
     .option('--transport <t>', TRANSPORT_HELP)
+    .option(
+      '--launcher <kind>',
+      `how workers start: ${LAUNCHERS.join(' | ')} (default: as the run recorded in launch.json; slurm needs an allocation)`,
+    )
     .option('--json', 'print one canonical JSON object instead of lines')
     .option('--verbose', "a Python model's failure carries its Python traceback")
     .action(
       action(async (runDir: string, opts: ResumeCommandOptions) => {
         const transport = readTransportFlag(opts.transport);
+        const launcher = readChoiceFlag<LauncherKind>(opts.launcher, LAUNCHERS, '--launcher');
         const checkpointId = opts.checkpoint === undefined ? undefined : readId(opts.checkpoint, '--checkpoint');
         const steps = readStepsFlag(opts.steps);
         const every = whole(opts.checkpointEvery, '--checkpoint-every');
@@ -81,6 +89,7 @@ export function registerResume(program: Command): void {
             ...(steps !== undefined ? { steps } : {}),
             ...(every !== undefined ? { checkpointEvery: every } : {}),
             ...(transport ? { transport } : {}),
+            ...(launcher ? { launcher } : {}),
             ...recover,
             onProgress: progressLine(),
             onEvent: (line) => process.stderr.write(`${line}\n`),

@@ -90,7 +90,9 @@ function progressDisplay(): { update: (p: RunProgress) => void; stop: () => void
 
 /** `--tls-dir DIR` overrides the config's workers.tls (relative to the working directory). */
 function withTlsFlag(plan: RunPlan, dir: string | undefined): RunPlan {
-  return dir === undefined ? plan : { ...plan, tls: { dir: resolve(dir) } };
+  if (dir === undefined) return plan;
+  const { perRunTls: _given, ...rest } = plan;
+  return { ...rest, tls: { dir: resolve(dir) } };
 }
 
 /** `--launcher local|slurm` over the config's launcher (srunArgs kept when the config names slurm). */

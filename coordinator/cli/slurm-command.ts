@@ -13,6 +13,7 @@ import { DEFAULT_RUNS_DIR } from '../run.js';
 import { batchScript, jobOutputPattern } from '../slurm/batch-script.js';
 import { checkSlurmTransport, requireSlurmCommand } from '../slurm/srun.js';
 import { submitBatchScript } from '../slurm/submit.js';
+import { checkWorkerTls } from '../tls.js';
 import { checkpointRunFromFlags } from './checkpoint-flags.js';
 import { action, readStepsFlag, writeStdout } from './common.js';
 
@@ -49,6 +50,7 @@ async function submit(configPath: string, sbatchArgs: string[], opts: SubmitOpti
   const plan = loadConfig(configPath);
   checkWorkerBinaries(plan);
   checkSlurmTransport(plan);
+  checkWorkerTls(plan);
   const runArgs = runArgsOf(opts, plan.recovery);
   const outDir = resolve(opts.out ?? DEFAULT_RUNS_DIR);
   const script = batchScript({
@@ -60,6 +62,9 @@ async function submit(configPath: string, sbatchArgs: string[], opts: SubmitOpti
     node: process.execPath,
     cli: cliEntry(),
     runArgs,
+    ...(plan.rendezvous
+      ? { rendezvous: { dir: plan.rendezvous.dir, ...(plan.tls ? { tlsDir: plan.tls.dir } : {}) } }
+      : {}),
   });
   if (opts.dryRun) {
     process.stdout.write(script);

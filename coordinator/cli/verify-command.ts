@@ -1,11 +1,13 @@
 // `detsim verify [--config FILE…] [--out DIR]`: the single CI entry for DIFF=0 — replay,
 // goldens, sensitivity, field table, honesty — writing attestation.md/.jsonl. Argument handling
-// and display only; the checks are coordinator/receipt/verify.ts. Exit 0 green, 1 red, 2 yellow.
+// and display only; the checks are coordinator/receipt/verify.ts. Exit 0 green, 1 red
+// (or a file could not be written), 2 yellow.
 import type { Command } from 'commander';
 import { DetsimError } from '../../core/formats/errors.js';
 import { isRunFailure } from '../run-failure.js';
 import { readFieldTableFile, verify } from '../receipt/verify.js';
 import { action, ExitError, readStepsFlag, writeStdout } from './common.js';
+import { writeFailureExit } from './run-outcome.js';
 
 interface VerifyCommandOptions {
   config?: string[];
@@ -63,8 +65,10 @@ export function registerVerify(program: Command): void {
             onProgress: (l) => process.stderr.write(`${l}\n`),
           });
         } catch (e) {
-          if (isRunFailure(e)) throw new ExitError(1, `detsim: [audit_run_failed] a verify run failed: ${e.message}`);
-          throw e;
+          throw (
+            writeFailureExit(e, 'verify') ??
+            (isRunFailure(e) ? new ExitError(1, `detsim: [audit_run_failed] a verify run failed: ${e.message}`) : e)
+          );
         }
         const a = result.attestation;
         for (const c of a.checks)

@@ -7,6 +7,7 @@ import { mkdirSync } from 'node:fs';
 import { canonicalize, sha256Hex, type JsonValue } from '../../core/formats/canonical-json.js';
 import { REASONS } from '../../core/formats/reasons.js';
 import { writeFileDurable } from './receipt.js';
+import { guardWrite } from '../write-failure.js';
 import type { Check, CheckStatus } from './replay.js';
 
 /** How much determinism a verification may claim (docs/spec/diff0.md "Grades"). */
@@ -219,8 +220,9 @@ export function renderMarkdown(a: Attestation): string {
   return out.join('\n');
 }
 
+/** Write attestation.jsonl and attestation.md into `outDir`; a failed write is a WriteFailure naming the path. */
 export function writeAttestation(outDir: string, a: Attestation): { md: string; jsonl: string } {
-  mkdirSync(outDir, { recursive: true });
+  guardWrite(outDir, () => mkdirSync(outDir, { recursive: true }));
   const md = join(outDir, 'attestation.md');
   const jsonl = join(outDir, 'attestation.jsonl');
   writeFileDurable(jsonl, renderJsonl(a));

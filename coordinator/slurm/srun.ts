@@ -3,13 +3,16 @@
 // started through the launcher's starter parameter (LaunchOptions.startWorker) as a WorkerProcess
 // whose child is srun: srun relays the worker's ready line (stdout), stderr and exit status, and its
 // stdin pipe is the worker's "coordinator gone" signal, so everything the local launcher checks
-// (ready, deaths, stderr tails, shutdown) works unchanged. The workers listen on the addresses the
-// coordinator assigns (Unix sockets under /tmp, or loopback TCP): one node only. Also the checks a
-// slurm launch needs before anything starts. NOT the batch script (batch-script.ts), NOT sbatch.
+// (ready, deaths, stderr tails, shutdown) works unchanged. Without a rendezvous placement the workers
+// listen on the addresses the coordinator assigns (Unix sockets under /tmp, or loopback TCP): one
+// node only; with `workers.placement: rendezvous` they may run on any node, serve TLS and announce
+// themselves (rendezvous-steps.ts). Also the checks a slurm launch needs before anything starts.
+// NOT the batch script (batch-script.ts), NOT sbatch.
 import { accessSync, constants } from 'node:fs';
 import { delimiter, join } from 'node:path';
 import type { LauncherPlan, PlannedWorker, RunPlan } from '../config.js';
 import { DetsimError } from '../../core/formats/errors.js';
+import { srunRendezvousStarter } from './rendezvous-steps.js';
 import {
   defaultWorkerCommand,
   startProcess,
@@ -60,13 +63,22 @@ export function checkSlurmLauncher(plan: RunPlan, env: NodeJS.ProcessEnv = proce
   requireSlurmCommand('srun', 'launcher: slurm');
 }
 
-/** Worker threads live in the coordinator's process, and rendezvous workers are started by hand: neither can be srun steps. */
+/**
+ * Worker threads live in the coordinator's process: they cannot be srun steps. Steps found by
+ * rendezvous (possibly on other nodes) are reached over TCP with TLS (slurm/rendezvous-steps.ts).
+ */
 export function checkSlurmTransport(plan: RunPlan): void {
-  if (plan.rendezvous)
+  if (plan.rendezvous && plan.transport !== 'tcp')
     throw new DetsimError(
       'struct_invalid_field',
-      'launcher: slurm starts every worker itself; workers.placement: rendezvous connects to workers started by hand',
-      'launcher',
+      `workers.transport: srun steps found by rendezvous are reached over tcp, not ${plan.transport}`,
+      'workers.transport',
+    );
+  if (plan.rendezvous && !plan.tls && !plan.perRunTls)
+    throw new DetsimError(
+      'struct_invalid_field',
+      'workers.tls: srun steps found by rendezvous listen beyond loopback and need TLS (workers.tls: {} makes a per-run set)',
+      'workers.tls',
     );
   if (plan.transport === 'thread')
     throw new DetsimError(
@@ -117,5 +129,12 @@ export function srunStarter(
 export function starterForPlan(plan: RunPlan, verbose = false): LaunchOptions['startWorker'] {
   if (plan.launcher?.kind !== 'slurm') return undefined;
   checkSlurmLauncher(plan);
-  return srunStarter(plan.launcher, verbose);
+  if (!plan.rendezvous) return srunStarter(plan.launcher, verbose);
+  const { srunArgs } = plan.launcher;
+  const typescript = defaultWorkerCommand();
+  return srunRendezvousStarter(
+    plan.rendezvous,
+    (cmd, worker) => srunCommand(cmd, worker, srunArgs),
+    (worker) => workerCommandFor(worker, typescript, verbose),
+  );
 }

@@ -4,10 +4,7 @@
 // (formats/envelope.ts seals; this only moves the call), NOT the store or the writer queue.
 import { readlinkSync } from 'node:fs';
 import { setPriority } from 'node:os';
-import { parentPort, type Worker, workerData } from 'node:worker_threads';
-import { startModuleThread } from '../module-thread.js';
-import { DetsimError, isDetsimError } from '../../core/formats/errors.js';
-import type { ReasonCode } from '../../core/formats/reasons.js';
+import { ModuleThreadRpc, onModuleThread, serveModuleThread } from '../module-thread.js';
 import {
   sealEnvelope,
   sealEnvelopeAsync,
@@ -18,9 +15,12 @@ import {
 /** Drafts with fewer payload bytes are sealed on the main thread, a slice per turn (a thread hop costs more). */
 export const THREAD_SEAL_MIN_BYTES = 8 * 1024 * 1024;
 
-type Reply =
-  | { id: number; ok: true; footer: Uint8Array; envelopeDigest: string; body: Uint8Array[] }
-  | { id: number; ok: false; reason: ReasonCode | null; message: string; field: string | undefined };
+/** What the thread sends back for a draft: the footer, the digest, and the body buffers it was lent. */
+interface Sealed {
+  footer: Uint8Array;
+  envelopeDigest: string;
+  body: Uint8Array[];
+}
 
 /** Buffers at least this large that own their whole ArrayBuffer are moved to the thread and back, not copied. */
 const TRANSFER_MIN_BYTES = 1024 * 1024;
@@ -45,29 +45,7 @@ function movable(body: readonly Uint8Array[]): ArrayBuffer[] {
 
 /** Marks the thread this module starts, so that importing it in any other worker thread does nothing. */
 const SEAL_THREAD_MARK = { detsimSealThread: 1 } as const;
-let thread: Worker | null = null;
-let nextId = 0;
-const waiting = new Map<number, { resolve: (r: Reply) => void; reject: (e: Error) => void }>();
-
-function sealThread(): Worker {
-  if (thread) return thread;
-  const w = startModuleThread(import.meta.url, SEAL_THREAD_MARK);
-  w.on('message', (r: Reply) => {
-    const p = waiting.get(r.id);
-    waiting.delete(r.id);
-    if (waiting.size === 0) w.unref();
-    p?.resolve(r);
-  });
-  const fail = (e: Error): void => {
-    thread = null;
-    for (const p of waiting.values()) p.reject(e);
-    waiting.clear();
-  };
-  w.on('error', fail);
-  w.on('exit', (code) => fail(new Error(`the sealing thread exited (code ${code})`)));
-  thread = w;
-  return w;
-}
+const sealThread = new ModuleThreadRpc<EnvelopeDraft, Sealed>(import.meta.url, SEAL_THREAD_MARK, 'sealing');
 
 /**
  * Seal a draft off the event loop: on the sealing thread when it is large, else a slice per
@@ -78,15 +56,7 @@ function sealThread(): Worker {
 export async function sealOffLoop(draft: EnvelopeDraft): Promise<EncodedEnvelopeParts> {
   const payloadBytes = draft.body.reduce((n, b) => n + b.byteLength, 0);
   if (payloadBytes < THREAD_SEAL_MIN_BYTES) return sealEnvelopeAsync(draft);
-  const w = sealThread();
-  const id = nextId++;
-  const reply = await new Promise<Reply>((resolve, reject) => {
-    waiting.set(id, { resolve, reject });
-    w.ref();
-    w.postMessage({ id, draft }, movable(draft.body));
-  });
-  if (!reply.ok)
-    throw reply.reason ? new DetsimError(reply.reason, reply.message, reply.field) : new Error(reply.message);
+  const reply = await sealThread.call(draft, movable(draft.body));
   const parts = [...reply.body, reply.footer].map((b) => Buffer.from(b.buffer, b.byteOffset, b.byteLength));
   return {
     parts,
@@ -112,32 +82,18 @@ function yieldCpuToStepping(): void {
   }
 }
 
-if (parentPort && (workerData as Partial<typeof SEAL_THREAD_MARK> | null)?.detsimSealThread === 1) {
-  const port = parentPort;
+if (onModuleThread(SEAL_THREAD_MARK)) {
   yieldCpuToStepping();
-  port.on('message', ({ id, draft }: { id: number; draft: EnvelopeDraft }) => {
-    try {
-      const sealed = sealEnvelope(draft);
-      // The body goes back the way it came: moved buffers are moved back.
-      port.postMessage(
-        {
-          id,
-          ok: true,
-          footer: sealed.parts[sealed.parts.length - 1]!,
-          envelopeDigest: sealed.envelopeDigest,
-          body: [...draft.body],
-        } satisfies Reply,
-        movable(draft.body),
-      );
-    } catch (e) {
-      const reason = isDetsimError(e) ? e.reason : null;
-      port.postMessage({
-        id,
-        ok: false,
-        reason,
-        message: e instanceof Error ? e.message : String(e),
-        field: isDetsimError(e) ? e.field : undefined,
-      } satisfies Reply);
-    }
+  serveModuleThread((draft: EnvelopeDraft) => {
+    const sealed = sealEnvelope(draft);
+    // The body goes back the way it came: moved buffers are moved back.
+    return {
+      value: {
+        footer: sealed.parts[sealed.parts.length - 1]!,
+        envelopeDigest: sealed.envelopeDigest,
+        body: [...draft.body],
+      },
+      transfer: movable(draft.body),
+    };
   });
 }

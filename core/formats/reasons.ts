@@ -253,6 +253,16 @@ export const REASONS = {
     summary:
       'a rendezvous record names another worker, role, session, protocol contract or TLS certificate than the plan needs',
   },
+  ident_worker_unreachable: {
+    layer: 'L5',
+    summary:
+      'a worker the run is to connect to (a rendezvous record) answers no connection at its address: its worker is gone (a stale record) or unreachable',
+  },
+  ident_worker_mismatch: {
+    layer: 'L5',
+    summary:
+      "a worker answered Hello as another worker, role, session or protocol contract than the plan's (or lacks a capability it needs): refused before stepping, nothing written",
+  },
   ident_capture_reply: {
     layer: 'L5',
     summary: 'IDENTITY_MISMATCH: a capture reply names another checkpoint, participant or boundary',

@@ -58,6 +58,12 @@ export interface StatusResult {
   lastCompletedRequestId: string | null;
   progressCounter: U64;
 }
+/**
+ * How many lifecycle replies (Initialize, Capture, StageRestore, ActivateRestore) a worker keeps
+ * unacknowledged; one more is refused BUSY. The coordinator acknowledges before it reaches it.
+ */
+export const LIFECYCLE_REPLY_LIMIT = 16;
+
 export interface AcknowledgeParams {
   requestIds: string[];
 }

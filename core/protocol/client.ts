@@ -68,6 +68,8 @@ export interface ConnectOptions extends ClientOptions {
   /** How long to wait for the channel to become ready ("never connected" after that). */
   connectTimeoutMs?: number;
   credentials?: grpc.ChannelCredentials;
+  /** The TLS server name to send instead of the address's host (see GrpcLinkOptions.serverName). */
+  serverName?: string;
 }
 
 export interface CallOptions {
@@ -172,6 +174,7 @@ export class WorkerClient {
         connectTimeoutMs: timeout,
         ...(options.maxMessageBytes !== undefined ? { maxMessageBytes: options.maxMessageBytes } : {}),
         ...(options.credentials ? { credentials: options.credentials } : {}),
+        ...(options.serverName !== undefined ? { serverName: options.serverName } : {}),
       });
     } catch (e) {
       if (!(e instanceof GrpcConnectError)) throw e;

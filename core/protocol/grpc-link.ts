@@ -19,6 +19,12 @@ export interface GrpcLinkOptions {
   /** How long to wait for the channel to become ready. */
   connectTimeoutMs: number;
   credentials?: grpc.ChannelCredentials;
+  /**
+   * TLS only: the server name (SNI) to send instead of the address's host, e.g. a DNS name of the
+   * worker's certificate when the address is an IP (which SNI must not carry). The credentials
+   * then decide what the certificate is checked against (core/protocol/tls.ts).
+   */
+  serverName?: string;
 }
 
 /** Why a gRPC link could not be opened: the channel never became ready in time. */
@@ -33,11 +39,10 @@ export class GrpcConnectError extends Error {
 export async function connectGrpcLink(address: string, options: GrpcLinkOptions): Promise<Link> {
   const target = parseAddress(address, 'address').target;
   const Ctor = grpc.makeGenericClientConstructor(workerServiceDefinition(), 'Worker');
-  const client = new Ctor(
-    target,
-    options.credentials ?? grpc.credentials.createInsecure(),
-    channelOptions(options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES),
-  );
+  const client = new Ctor(target, options.credentials ?? grpc.credentials.createInsecure(), {
+    ...channelOptions(options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES),
+    ...(options.serverName !== undefined ? { 'grpc.ssl_target_name_override': options.serverName } : {}),
+  });
   await new Promise<void>((resolve, reject) => {
     client.waitForReady(Date.now() + options.connectTimeoutMs, (err) => {
       if (!err) return resolve();

@@ -3,6 +3,7 @@
 // credentials of both ends (mutual TLS; the bearer token as call metadata) and the constant-time
 // token check. Not file reading: callers pass PEM bytes and the token in (core/formats/tls-dir.ts).
 import { X509Certificate, createHash, timingSafeEqual } from 'node:crypto';
+import { checkServerIdentity, type PeerCertificate } from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
 import { DetsimError } from '../formats/errors.js';
 
@@ -58,12 +59,41 @@ export function workerServerCredentials(tls: TlsCredentialsInput): grpc.ServerCr
   return grpc.ServerCredentials.createSsl(tls.ca, [{ private_key: tls.key, cert_chain: tls.cert }], true);
 }
 
-/** The client side: TLS with the coordinator's certificate, and the bearer token on every call. */
-export function coordinatorChannelCredentials(tls: TlsCredentialsInput): grpc.ChannelCredentials {
+/**
+ * The client side: TLS with the coordinator's certificate, and the bearer token on every call.
+ * `verify` replaces the host-name check (e.g. {@link verifyDialledHost}, or a worker pinned by its
+ * rendezvous record's fingerprint); the chain is verified against `tls.ca` either way.
+ */
+export function coordinatorChannelCredentials(
+  tls: TlsCredentialsInput,
+  verify?: grpc.VerifyOptions,
+): grpc.ChannelCredentials {
   const token = grpc.credentials.createFromMetadataGenerator((_params, callback) => {
     const metadata = new grpc.Metadata();
     metadata.set(TOKEN_METADATA_KEY, `Bearer ${tls.token}`);
     callback(null, metadata);
   });
-  return grpc.credentials.combineChannelCredentials(grpc.credentials.createSsl(tls.ca, tls.key, tls.cert), token);
+  return grpc.credentials.combineChannelCredentials(
+    grpc.credentials.createSsl(tls.ca, tls.key, tls.cert, verify),
+    token,
+  );
+}
+
+/**
+ * Check the worker's certificate against the host dialled, whatever server name the channel sends
+ * (GrpcLinkOptions.serverName carries a DNS name where the host dialled is an IP address).
+ */
+export function verifyDialledHost(dialledHost: string): grpc.VerifyOptions {
+  return {
+    checkServerIdentity: (_serverName: string, cert: PeerCertificate) => checkServerIdentity(dialledHost, cert),
+  };
+}
+
+/**
+ * A DNS name the certificate `pem` carries (its first DNS subject alternative name), to send as
+ * the TLS server name where the host dialled is an IP address; undefined when it names none.
+ */
+export function certificateDnsName(pem: string | Buffer): string | undefined {
+  const names = new X509Certificate(pem).subjectAltName ?? '';
+  return /(?:^|, )DNS:([^,]+)/.exec(names)?.[1];
 }

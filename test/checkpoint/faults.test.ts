@@ -12,6 +12,7 @@ import { restoreGroup } from '../../coordinator/checkpoint/restore.js';
 import { decodeEnvelope, encodeEnvelope } from '../../core/formats/envelope.js';
 import { METHODS } from '../../core/protocol/index.js';
 import type { Transport } from '../../coordinator/config.js';
+import { rejectionOf } from '../refusal.js';
 import { LIF, startSession, tmpDir, type Session } from './harness.js';
 
 const open: Session[] = [];
@@ -100,14 +101,7 @@ function editManifest(bytes: Buffer, edit: (m: Record<string, any>) => void): Bu
   );
 }
 
-async function refusal(p: Promise<unknown>): Promise<CheckpointRefusal> {
-  const e = await p.then(
-    () => null,
-    (err: unknown) => err,
-  );
-  expect(e).toBeInstanceOf(CheckpointRefusal);
-  return e as CheckpointRefusal;
-}
+const refusal = (p: Promise<unknown>): Promise<CheckpointRefusal> => rejectionOf(p, CheckpointRefusal);
 
 const T = 240_000;
 

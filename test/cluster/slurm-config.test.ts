@@ -27,7 +27,25 @@ describe('config: launcher', () => {
     });
   });
 
-  it('refuses an unknown launcher, srun flags on a local launcher, slurm with thread or rendezvous workers, naming the field', () => {
+  it('slurm + placement: rendezvous reaches its srun steps over tcp with a per-run TLS set unless a dir is given', () => {
+    const workers = { placement: 'rendezvous', rendezvous: { dir: '/tmp/rv' } };
+    const plan = resolveConfig(base({ launcher: 'slurm', workers }));
+    expect([plan.transport, plan.perRunTls, plan.tls]).toEqual(['tcp', true, undefined]);
+    const given = resolveConfig(base({ launcher: 'slurm', workers: { ...workers, tls: { dir: '/tmp/set' } } }));
+    expect([given.perRunTls, given.tls]).toEqual([undefined, { dir: '/tmp/set' }]);
+    // `workers.tls: {}` asks for a per-run set with the local launcher too (tcp); hand-started workers need a dir.
+    expect(resolveConfig(base({ workers: { transport: 'tcp', tls: {} } })).perRunTls).toBe(true);
+    const byHand = refusal(() => resolveConfig(base({ workers: { ...workers, tls: {} } })));
+    expect([byHand.reason, byHand.field]).toEqual(['struct_missing_field', 'workers.tls.dir']);
+    const unixTls = refusal(() => resolveConfig(base({ workers: { tls: {} } })));
+    expect([unixTls.reason, unixTls.field]).toEqual(['struct_invalid_field', 'workers.transport']);
+    // A plaintext rendezvous config run with --launcher slurm: its steps would listen beyond loopback without TLS.
+    const plain = { ...resolveConfig(base({ workers })), launcher: { kind: 'slurm' as const, srunArgs: [] } };
+    const e = refusal(() => checkSlurmLauncher(plain, { SLURM_JOB_ID: '7' }));
+    expect([e.reason, e.field]).toEqual(['struct_invalid_field', 'workers.tls']);
+  });
+
+  it('refuses an unknown launcher, srun flags on a local launcher, slurm with thread or unix rendezvous workers, naming the field', () => {
     expect(refusal(() => resolveConfig(base({ launcher: 'pbs' }))).field).toBe('launcher');
     const local = refusal(() => resolveConfig(base({ launcher: { kind: 'local', srunArgs: ['-x'] } })));
     expect([local.reason, local.field]).toEqual(['struct_invalid_field', 'launcher.srunArgs']);
@@ -37,11 +55,11 @@ describe('config: launcher', () => {
       resolveConfig(
         base({
           launcher: 'slurm',
-          workers: { transport: 'tcp', placement: 'rendezvous', rendezvous: { dir: '/tmp/rv' } },
+          workers: { transport: 'unix', placement: 'rendezvous', rendezvous: { dir: '/tmp/rv' } },
         }),
       ),
     );
-    expect([rv.reason, rv.field]).toEqual(['struct_invalid_field', 'launcher']);
+    expect([rv.reason, rv.field]).toEqual(['struct_invalid_field', 'workers.transport']);
     const typo = refusal(() => resolveConfig(base({ launcher: { kind: 'slurm', srunArg: [] } })));
     expect([typo.reason, typo.field]).toEqual(['struct_unknown_field', 'launcher.srunArg']);
   });

@@ -62,8 +62,9 @@ describe.skipIf(down !== null)('detsim slurm submit on the local Slurm', { timeo
     expect(readdirSync(runDir)).not.toContain('run.lock');
     const verify = detsim(['store', 'verify', join(runDir, 'store')]);
     expect(verify.status, verify.stderr).toBe(0);
-    // The cancelled run continues from its high-water checkpoint (local workers) to the golden.
-    const resumed = detsim(['resume', runDir]);
+    // The cancelled run continues from its high-water checkpoint (local workers: --launcher local
+    // overrides the srun launch launch.json records) to the golden.
+    const resumed = detsim(['resume', runDir, '--launcher', 'local']);
     expect(resumed.status, resumed.stderr).toBe(0);
     expect(resumed.stdout).toContain(`repro hash       ${GOLDEN.reproHash}`);
   });

@@ -3,7 +3,9 @@
 // `workers.placement: rendezvous` connects to hand-started workers (TypeScript and Python) and
 // reproduces the golden ReproHash; the workers exit on the coordinator's Shutdown (never killed);
 // a directory that never fills is refused naming the missing workers (exit 2, no run directory);
-// a record for a wrong role, malformed or foreign, is refused naming the field.
+// a record for a wrong role, malformed or foreign, is refused naming the field; a stale record (its
+// worker killed with -9) and a worker that answers Hello as another are refused before stepping (exit
+// 2, no run directory); a missing rendezvous directory is refused alike by coordinator and worker.
 // The multi-host case (network namespaces) is rendezvous-netns.test.ts.
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -18,7 +20,7 @@ import { refusal } from '../refusal.js';
 import { CLI_MAIN, expectCliRefusal } from '../cli-refusal.js';
 import { ensurePythonWorker, pythonWorkerSkip } from '../cross-lang/python-worker.js';
 import { REPO_ROOT } from '../workers/harness.js';
-import { rendezvousConfig, startHandWorker, stopAll } from './hand-workers.js';
+import { type HandWorker, rendezvousConfig, startHandWorker, stopAll } from './hand-workers.js';
 
 const tempDir = (prefix: string): string => mkdtempSync(join(tmpdir(), prefix));
 const golden = (name: string): { reproHash: string; steps: number } =>
@@ -34,6 +36,30 @@ function detsimRun(args: string[]): Promise<{ status: number | null; stdout: str
     child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
     child.once('exit', (status) => res({ status, stdout, stderr }));
   });
+}
+
+/** lif-pair placed by rendezvous in `dir`, written as a config file beside it (not in it: it holds records only). */
+function lifPairConfigFile(dir: string, timeoutSeconds: number): string {
+  const cfg = join(dir, '..', `${dir.split('/').pop()}-cfg.json`);
+  writeFileSync(cfg, JSON.stringify(rendezvousConfig('examples/lif-pair.yaml', dir, timeoutSeconds)));
+  return cfg;
+}
+
+/** detsimRun's outcome in the shape expectCliRefusal reads. */
+const asSpawnResult = (r: { status: number | null; stdout: string; stderr: string }) => ({
+  ...r,
+  pid: 0,
+  output: [],
+  signal: null,
+});
+
+/** lif-pair's three workers started by hand (plaintext) in `dir`, ready, by worker id. */
+async function startLifPairWorkers(dir: string): Promise<Map<string, HandWorker>> {
+  const workers = (['worker-env', 'worker-0', 'worker-1'] as const).map((workerId) =>
+    startHandWorker({ workerId, role: workerId === 'worker-env' ? 'environment' : 'agent', rendezvous: dir }),
+  );
+  await Promise.all(workers.map((w) => w.ready));
+  return new Map(workers.map((w) => [w.workerId, w]));
 }
 
 afterEach(stopAll);
@@ -157,18 +183,49 @@ describe('workers.placement: rendezvous', () => {
     const out = tempDir('ds-rv-out-');
     const env = startHandWorker({ workerId: 'worker-env', role: 'environment', rendezvous: dir });
     await env.ready;
-    const cfg = join(dir, '..', `${dir.split('/').pop()}-cfg.json`);
-    writeFileSync(cfg, JSON.stringify(rendezvousConfig('examples/lif-pair.yaml', dir, 1)));
-    const r = await detsimRun([cfg, '--out', out]);
-    const line = expectCliRefusal(
-      { ...r, pid: 0, output: [], signal: null },
-      'ident_rendezvous_timeout',
-      'workers.rendezvous',
-    );
+    const r = await detsimRun([lifPairConfigFile(dir, 1), '--out', out]);
+    const line = expectCliRefusal(asSpawnResult(r), 'ident_rendezvous_timeout', 'workers.rendezvous');
     expect(line).toContain(`no record from worker-0, worker-1 in ${dir} within 1 s`);
     expect(readdirSync(out)).toEqual([]);
     // The worker that did come is left alone, record and all.
     expect(readdirSync(dir)).toEqual(['worker-env.json']);
+  });
+
+  it('a stale record (its worker killed with -9): one line naming the worker as unreachable, exit 2, no run directory', async () => {
+    const dir = tempDir('ds-rv-');
+    const out = tempDir('ds-rv-out-');
+    const workers = await startLifPairWorkers(dir);
+    const killed = workers.get('worker-0')!;
+    killed.child.kill('SIGKILL');
+    await killed.exited;
+    // SIGKILL leaves its record behind: it names an address where nobody listens any more.
+    const where = join(dir, 'worker-0.json');
+    const { address } = readRendezvousRecord(readFileSync(where), where);
+    const r = await detsimRun([lifPairConfigFile(dir, 5), '--out', out]);
+    expect(expectCliRefusal(asSpawnResult(r), 'ident_worker_unreachable', where)).toBe(
+      `detsim: [ident_worker_unreachable] ${where}: address: worker worker-0 is unreachable at ${address} (ECONNREFUSED);` +
+        ' a stale record if its worker is gone (remove the record and start the worker again)',
+    );
+    expect(readdirSync(out)).toEqual([]);
+  });
+
+  it('a worker that answers Hello as another worker is refused before stepping: exit 2, no run directory', async () => {
+    const dir = tempDir('ds-rv-');
+    const out = tempDir('ds-rv-out-');
+    await startLifPairWorkers(dir);
+    // worker-0's record now sends the coordinator to worker-1: a well-formed record, a live worker, the wrong one.
+    const record = (id: string) => readRendezvousRecord(readFileSync(join(dir, `${id}.json`)), id);
+    writeFileSync(
+      join(dir, 'worker-0.json'),
+      canonicalize({ ...record('worker-0'), address: record('worker-1').address }),
+    );
+    const r = await detsimRun([lifPairConfigFile(dir, 5), '--out', out]);
+    expect(expectCliRefusal(asSpawnResult(r), 'ident_worker_mismatch', 'worker worker-0 (agents lif-a)')).toBe(
+      'detsim: [ident_worker_mismatch] worker worker-0 (agents lif-a) is not the expected worker at phase hello:' +
+        ' worker worker-0 refused Hello: IDENTITY_MISMATCH: workerId: params.expectedWorkerId does not name this worker;' +
+        ' refused before the run started, nothing was written',
+    );
+    expect(readdirSync(out)).toEqual([]);
   });
 
   it('a record for the wrong role, a malformed one and a foreign session are refused naming the field', async () => {
@@ -256,6 +313,23 @@ describe('workers.placement: rendezvous', () => {
       reason: 'ident_rendezvous_mismatch',
       message: `${where}: certificateFingerprint: the worker serves TLS; give the run its TLS directory (workers.tls.dir or --tls-dir)`,
     });
+  });
+
+  it('a rendezvous directory that does not exist is refused by name, by the coordinator and by a worker', async () => {
+    const missing = join(tempDir('ds-rv-'), 'nope');
+    const plan = resolveConfig(rendezvousConfig('examples/lif-pair.yaml', missing, 5), { baseDir: REPO_ROOT });
+    const out = tempDir('ds-rv-out-');
+    await expect(runSession(plan, { outDir: out })).rejects.toMatchObject({
+      reason: 'struct_invalid_field',
+      message: `workers.rendezvous.dir: ${missing} is not an existing directory`,
+    });
+    expect(readdirSync(out)).toEqual([]);
+    const flags = ['--listen', '127.0.0.1:0', '--role', 'agent', '--worker-id', 'w', '--rendezvous', missing];
+    const r = spawnSync(process.execPath, [CLI_MAIN, 'worker', ...flags], { encoding: 'utf8', cwd: REPO_ROOT });
+    expect([r.status, r.stderr.trim()]).toEqual([
+      2,
+      `detsim: [struct_invalid_field] --rendezvous ${JSON.stringify(missing)} is not an existing directory`,
+    ]);
   });
 
   it('config: placement and its block go together; thread cannot reach rendezvous workers', () => {

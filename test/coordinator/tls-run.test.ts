@@ -1,10 +1,22 @@
 // TLS runs and `detsim certs` through the built CLI (issue 15 §1): TLS is physical — a forage-walkers
 // run over tcp with mutual TLS and the bearer token reproduces the golden ReproHash of the plaintext
 // run, and no key or token reaches the run directory; a TLS run that cannot work is refused before
-// anything starts (one named line, exit 2, no run directory); `detsim certs` writes the set with
+// anything starts (one named line, exit 2, no run directory), and so is a launched worker with another
+// CA's certificate (its run directory removed) and a set mixed from two; no DEP0123 warning (the TLS
+// server name is never an IP address); `detsim certs` writes the set with
 // private modes and refuses to overwrite, naming the files.
 import { X509Certificate } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, unlinkSync } from 'node:fs';
+import {
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  readdirSync,
+  rmSync,
+  statSync,
+  unlinkSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
@@ -12,6 +24,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig, resolveConfig } from '../../coordinator/config.js';
 import { defaultWorkerCommand, launchFleet } from '../../coordinator/launcher.js';
 import { isRunFailure } from '../../coordinator/run-failure.js';
+import { runSession } from '../../coordinator/run.js';
 import { WorkerCallError, WorkerClient } from '../../core/protocol/index.js';
 import { DetsimError } from '../../core/formats/errors.js';
 import { DEFAULT_GOLDEN_DIR, readGolden } from '../../coordinator/receipt/goldens.js';
@@ -23,12 +36,19 @@ afterAll(() => rmSync(root, { recursive: true, force: true }));
 
 const FILES = ['ca.pem', 'coordinator.pem', 'coordinator-key.pem', 'worker.pem', 'worker-key.pem', 'token'];
 
-/** Every file under `dir`, as text. */
-function allText(dir: string): string {
+/** Every file under `dir`, as text (but `skip`). */
+function allText(dir: string, skip = ''): string {
   return readdirSync(dir, { recursive: true, withFileTypes: true })
-    .filter((e) => e.isFile())
+    .filter((e) => e.isFile() && e.name !== skip)
     .map((e) => readFileSync(join(e.parentPath, e.name), 'latin1'))
     .join('\n');
+}
+
+/** Another run's set (made once): its CA, its worker pair. */
+function otherCerts(): string {
+  const other = join(root, 'other-certs');
+  if (!existsSync(other)) expect(detsimCli(['certs', other]).status).toBe(0);
+  return other;
 }
 
 describe('detsim certs', () => {
@@ -89,9 +109,16 @@ describe('a TLS run', () => {
       120_000,
     );
     expect(r.status, r.stderr).toBe(0);
+    // gRPC is given a DNS name of the worker certificate as TLS server name, never the IP address dialled.
+    expect(r.stderr).not.toContain('DEP0123');
     const result = JSON.parse(r.stdout) as { reproHash: string; behaviourDigest: string; runDir: string };
     expect([result.reproHash, result.behaviourDigest]).toEqual([golden.reproHash, golden.behaviourDigest]);
-    const written = allText(out) + r.stdout + r.stderr;
+    // Where the set is is a launch fact (launch.json, for resume); no other file names it.
+    const written = allText(out, 'launch.json') + r.stdout + r.stderr;
+    expect(JSON.parse(readFileSync(join(result.runDir, 'launch.json'), 'utf8')).tls).toEqual({
+      dir: certs,
+      perRun: false,
+    });
     expect(written).not.toContain(readFileSync(join(certs, 'token'), 'utf8').trim());
     for (const key of ['coordinator-key.pem', 'worker-key.pem']) {
       const body = readFileSync(join(certs, key), 'utf8').split('\n')[1]!;
@@ -128,6 +155,40 @@ describe('a TLS run', () => {
     );
   });
 
+  it('is refused when the worker pair comes from another set, naming the file (exit 2, no run directory)', () => {
+    const mixed = join(root, 'mixed-certs');
+    expect(detsimCli(['certs', mixed]).status).toBe(0);
+    for (const file of ['worker.pem', 'worker-key.pem']) copyFileSync(join(otherCerts(), file), join(mixed, file));
+    expect(
+      refusedBeforeStart(['--transport', 'tcp', '--tls-dir', mixed], 'ident_foreign_certificate', 'workers.tls.dir'),
+    ).toBe(
+      `detsim: [ident_foreign_certificate] workers.tls.dir: ${join(mixed, 'worker.pem')} is not signed by ${join(mixed, 'ca.pem')} (files from two different sets?)`,
+    );
+  });
+
+  it('a launched worker presenting another CA’s certificate is refused before the run begins: no run directory', async () => {
+    const out = join(root, 'refused-launched-identity');
+    const plan = { ...loadConfig('examples/forage-walkers.yaml'), transport: 'tcp' as const, tls: { dir: certs } };
+    const base = defaultWorkerCommand();
+    const foreign = ['--tls-cert', join(otherCerts(), 'worker.pem'), '--tls-key', join(otherCerts(), 'worker-key.pem')];
+    const e = await runSession(plan, {
+      outDir: out,
+      steps: 2,
+      logLevel: 'warn',
+      hooks: { commandFor: () => ({ command: base.command, args: [...base.args, ...foreign] }) },
+    }).then(
+      () => new Error('ran: expected a refusal'),
+      (err: unknown) => err,
+    );
+    if (!(e instanceof DetsimError)) throw e;
+    expect(e.reason).toBe('ident_foreign_certificate');
+    expect(e.message).toMatch(
+      /^worker worker-[0-9a-z-]+ .* is not the expected worker at phase startup: the worker's certificate is not signed by this run's CA \(UNABLE_TO_VERIFY_LEAF_SIGNATURE\); refused before the run started, nothing was written$/,
+    );
+    // Nothing half-written: no run directory (so no run.log, trace, ledger or lock).
+    expect(readdirSync(out)).toEqual([]);
+  }, 60_000);
+
   it('launches its workers on TLS only: the fleet says Hello, a plaintext client never connects', async () => {
     const plan = { ...loadConfig('examples/forage-walkers.yaml'), transport: 'tcp' as const, tls: { dir: certs } };
     const fleet = await launchFleet(plan, { logger: pino({ level: 'silent' }) });
@@ -154,8 +215,7 @@ describe('a TLS run', () => {
   ])(
     'names a launched worker with %s at once, before any Hello (identity, not a timeout)',
     async (_, files, why) => {
-      const other = join(root, 'other-certs');
-      if (!existsSync(other)) expect(detsimCli(['certs', other]).status).toBe(0);
+      const other = otherCerts();
       const plan = { ...loadConfig('examples/forage-walkers.yaml'), transport: 'tcp' as const, tls: { dir: certs } };
       const base = defaultWorkerCommand();
       // The worker's own flags override --tls-dir's files: here with those of another run's set.
@@ -174,7 +234,8 @@ describe('a TLS run', () => {
       expect(e.message, e.message).toMatch(
         /^worker worker-[0-9a-z-]+ .* is not the expected worker at phase startup: /,
       );
-      expect(e.message.endsWith(`: [ident_foreign_certificate] ${why}`), e.message).toBe(true);
+      expect(e.reason).toBe('ident_foreign_certificate');
+      expect(e.message.endsWith(`: ${why}`), e.message).toBe(true);
       expect(Date.now() - startedAt).toBeLessThan(plan.deadlines.startupMs);
     },
     60_000,

@@ -1,0 +1,111 @@
+// The one connection the coordinator opens to a worker before gRPC does, so that a worker that is
+// not there or not this run's is named at once instead of surfacing as a connect timeout: a TCP
+// connect on a plaintext run, a TLS handshake (presenting the coordinator's client certificate,
+// trusting the run's CA) on a TLS run. It returns the certificate the worker presented, or why
+// the probe failed, by kind. Node's own net/tls, not gRPC: nothing is sent but the handshake.
+// Used by the launcher (a launched TLS worker) and by the rendezvous check (every record's worker).
+// Not the gRPC credentials (tls.ts) and not what a caller makes of a failure (its refusal).
+import { connect as netConnect, type Socket } from 'node:net';
+import { checkServerIdentity, connect as tlsConnect, type PeerCertificate, type TLSSocket } from 'node:tls';
+import type { ReasonCode } from '../core/formats/reasons.js';
+import type { TlsMaterial } from '../core/formats/tls-dir.js';
+import { parseAddress } from '../core/protocol/index.js';
+
+/** Why a probe failed. */
+export type ProbeFailureKind =
+  /** No connection (refused, unreachable, no handshake in time): the worker is gone or not there. */
+  | 'unreachable'
+  /** The worker's certificate does not chain to the run's CA. */
+  | 'foreign-certificate'
+  /** The certificate chains to the run's CA but does not name the host dialled. */
+  | 'wrong-host'
+  /** The worker refused the coordinator's certificate (it trusts another CA). */
+  | 'refused-ours';
+
+/** What a probe found: the worker's certificate (TLS; undefined in plaintext), or why it failed. */
+export type WorkerProbe =
+  { ok: true; certificate: PeerCertificate | undefined } | { ok: false; kind: ProbeFailureKind; message: string };
+
+/** The reason code a failed probe is refused with. */
+export function probeReason(kind: ProbeFailureKind): ReasonCode {
+  return kind === 'unreachable' ? 'ident_worker_unreachable' : 'ident_foreign_certificate';
+}
+
+/** How long a TLS probe waits for the worker's first bytes after the handshake (a refusal closes at once). */
+const PROBE_SETTLE_MS = 2_000;
+
+/**
+ * Probe the worker at `address` (host:port, or unix:/path) within `timeoutMs`: with `material` a TLS
+ * handshake whose certificate must chain to its CA and name the host dialled, after which the
+ * worker must accept ours (an HTTP/2 server speaks first; a refusing one closes the connection);
+ * without, a plain connect.
+ */
+export function probeWorker(
+  address: string,
+  material: TlsMaterial | undefined,
+  timeoutMs: number,
+): Promise<WorkerProbe> {
+  const target = parseAddress(address, 'address');
+  const host = target.kind === 'tcp' ? target.host.replace(/^\[(.*)\]$/, '$1') : undefined;
+  const where = target.kind === 'tcp' ? { host: host!, port: target.port } : { path: target.path };
+  return new Promise((resolve) => {
+    let timer: NodeJS.Timeout | undefined;
+    const socket: Socket | TLSSocket = material
+      ? tlsConnect({
+          ...where,
+          ca: material.ca,
+          cert: material.cert,
+          key: material.key,
+          ALPNProtocols: ['h2'],
+          // Both checks are made below, to name which one failed; the handshake itself accepts.
+          rejectUnauthorized: false,
+          checkServerIdentity: () => undefined,
+        })
+      : netConnect(where);
+    const settle = (outcome: WorkerProbe): void => {
+      clearTimeout(timer);
+      socket.removeAllListeners();
+      socket.on('error', () => undefined);
+      socket.destroy();
+      resolve(outcome);
+    };
+    const fail = (kind: ProbeFailureKind, message: string): void => settle({ ok: false, kind, message });
+    const refusedOurs = (): void =>
+      fail(
+        'refused-ours',
+        "the worker refused this coordinator's certificate: it trusts another CA (another run's set?)",
+      );
+    timer = setTimeout(
+      () => fail('unreachable', `no ${material ? 'TLS handshake' : 'connection'} within ${timeoutMs} ms`),
+      timeoutMs,
+    );
+    socket.once('error', (e: NodeJS.ErrnoException) => {
+      // A TLS alert or a reset is the worker refusing us; anything else means nobody answered.
+      if (material && (e.code?.startsWith('ERR_SSL') || e.code === 'ECONNRESET')) return refusedOurs();
+      fail('unreachable', e.code ?? 'connection error');
+    });
+    if (!material) {
+      socket.once('connect', () => settle({ ok: true, certificate: undefined }));
+      return;
+    }
+    const tls = socket as TLSSocket;
+    tls.once('secureConnect', () => {
+      clearTimeout(timer);
+      const peer = tls.getPeerCertificate();
+      if (!tls.authorized)
+        return fail(
+          'foreign-certificate',
+          `the worker's certificate is not signed by this run's CA (${String(tls.authorizationError)})`,
+        );
+      if (host !== undefined && checkServerIdentity(host, peer) !== undefined)
+        return fail(
+          'wrong-host',
+          `the worker's certificate does not name ${host} (make the set with detsim certs --host ${host})`,
+        );
+      const accepted = (): void => settle({ ok: true, certificate: peer });
+      tls.once('data', accepted);
+      tls.once('close', refusedOurs);
+      timer = setTimeout(accepted, PROBE_SETTLE_MS);
+    });
+  });
+}
