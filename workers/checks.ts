@@ -53,8 +53,18 @@ export function checkStep(scope: Scope, boundary: bigint, who: string): bigint {
   return step;
 }
 
+/**
+ * One Hash.update takes at most 2^31 - 1 bytes (Node refuses more: "data is too long"), and a
+ * state payload may be larger (up to a Buffer's 4 GiB): feed it a slice at a time.
+ */
+export const HASH_UPDATE_MAX_BYTES = 1024 * 1024 * 1024;
+
 export function sha256(bytes: Uint8Array | string): string {
-  return createHash('sha256').update(bytes).digest('hex');
+  const hash = createHash('sha256');
+  if (typeof bytes === 'string') return hash.update(bytes).digest('hex');
+  for (let at = 0; at < bytes.byteLength; at += HASH_UPDATE_MAX_BYTES)
+    hash.update(bytes.subarray(at, Math.min(bytes.byteLength, at + HASH_UPDATE_MAX_BYTES)));
+  return hash.digest('hex');
 }
 
 /** The staged payload must be exactly the referenced bytes: length first, then digest. */

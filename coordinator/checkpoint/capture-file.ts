@@ -6,7 +6,7 @@
 // The file is byte-identical to the streamed path's. NOT the capture order or reply checks
 // (capture.ts), NOT the seal pass (store/file-seal.ts), NOT the commit (store.ts).
 import { constants } from 'node:fs';
-import { open, unlink } from 'node:fs/promises';
+import { open, unlink, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
   layoutEnvelopeHead,
@@ -21,6 +21,7 @@ import type { LaunchedWorker } from '../launcher.js';
 import { sealWrittenFile, type DeclaredRange, type FileSealOptions } from '../store/file-seal.js';
 import { generationTemp } from '../store/store.js';
 import type { DeferredEnvelope } from '../store/writer.js';
+import { writeRange, type SpillOptions, type StreamedPayloads } from './capture-spill.js';
 import type { CheckpointGroup } from './group.js';
 import { CheckpointRefusal, type Participant } from './refusal.js';
 import { firstRejection, settleSideBySide } from './side-by-side.js';
@@ -42,12 +43,12 @@ export function capturesToFile(group: CheckpointGroup, worker: LaunchedWorker): 
   return group.writer !== undefined && worker.hello.capabilities.includes(CAPABILITIES.captureFile);
 }
 
-/** Test hooks of the file path. */
-export type CaptureFileHooks = FileSealOptions;
+/** Test hooks of the file path: the seal's chunk size and probe, the streamed-payload spill budget and probe. */
+export type CaptureFileHooks = FileSealOptions & SpillOptions;
 
 /**
- * Lay out the envelope, write its head and in-memory payloads into `tmp-<id>.flysess`, have every
- * holder write its payload (side by side; the failure reported is the first in envelope order),
+ * Lay out the envelope, write its head and in-memory payloads into `tmp-<id>.flysess`, copy the
+ * streamed payloads that were spilled (capture-spill.ts), have every holder write its payload (side by side; the failure reported is the first in envelope order),
  * and return the writer's deferred job. On any failure the temp file is removed and the refusal
  * names the participant.
  */
@@ -57,6 +58,7 @@ export async function writeEnvelopeFile(
   payloads: readonly LayoutPayloadInput[],
   held: ReadonlyMap<string, HeldPayload>,
   scope: Scope,
+  streamed: StreamedPayloads,
   hooks: CaptureFileHooks = {},
 ): Promise<{ draft: EnvelopeHead; envelope: DeferredEnvelope }> {
   const writer = group.writer!;
@@ -71,7 +73,7 @@ export async function writeEnvelopeFile(
   const path = join(writer.store.dir, generationTemp(id));
   const discard = (): Promise<void> => unlink(path).catch(() => undefined);
   try {
-    await writeHeadAndOwnPayloads(path, draft, payloads);
+    await writeHeadAndOwnPayloads(path, draft, payloads, streamed);
     await writeHeldPayloads(group, scope, path, draft, held);
   } catch (e) {
     await discard();
@@ -90,31 +92,27 @@ export async function writeEnvelopeFile(
   };
 }
 
-/** Create the temp file at its final length (holes read as the zero padding) with the head and the payloads in memory. */
+/**
+ * Create the temp file at its final length (holes read as the zero padding) with the head, the
+ * payloads in memory and the spilled streamed payloads.
+ */
 async function writeHeadAndOwnPayloads(
   path: string,
   draft: EnvelopeHead,
   payloads: readonly LayoutPayloadInput[],
+  streamed: StreamedPayloads,
 ): Promise<void> {
-  const fh = await open(path, constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC, 0o644);
+  const fh: FileHandle = await open(path, constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC, 0o644);
   try {
     await fh.truncate(draft.layout.footerOffset);
-    await writeAt(fh, draft.head, 0);
+    await writeRange(fh, draft.head, 0);
     for (const [i, entry] of draft.layout.entries.entries()) {
       const p = payloads[i]!;
-      if ('bytes' in p) await writeAt(fh, p.bytes, entry.offset);
+      if ('bytes' in p) await writeRange(fh, p.bytes, entry.offset);
     }
+    await streamed.copyInto(fh, draft.layout.entries);
   } finally {
     await fh.close();
-  }
-}
-
-async function writeAt(fh: Awaited<ReturnType<typeof open>>, bytes: Uint8Array, position: number): Promise<void> {
-  for (let at = 0; at < bytes.byteLength;) {
-    const n = Math.min(bytes.byteLength - at, 1024 * 1024 * 1024);
-    const { bytesWritten } = await fh.write(bytes, at, n, position + at);
-    if (bytesWritten === 0) throw new Error(`write made no progress at offset ${position + at}`);
-    at += bytesWritten;
   }
 }
 

@@ -2,7 +2,8 @@
 // reserved before anyone is asked (full → BUSY, nothing changes); State.Capture to the environment
 // first, then agents by id; every reply checked; the coordinator builds its own payloads and the
 // FLYSESS1 layout and hands it to the writer, which hashes (checking every payload against the
-// digest its participant reported), seals and writes off the step loop.
+// digest its participant reported), seals and writes off the step loop. Streamed payloads past an
+// in-memory budget go to a spill file as they arrive (capture-spill.ts), so memory stays bounded.
 // NOT the writer or store (store/), NOT restore, and it never decides when to capture.
 import {
   layoutEnvelope,
@@ -18,6 +19,7 @@ import { sealOffLoop } from '../store/seal-thread.js';
 import { generationIdentityOf } from '../store/store.js';
 import { WriterBusyError, type DeferredEnvelope, type Reservation, type SaveTicket } from '../store/writer.js';
 import { capturesToFile, writeEnvelopeFile, type CaptureFileHooks, type HeldPayload } from './capture-file.js';
+import { StreamedPayloads } from './capture-spill.js';
 import { liveAgentRows, liveEnvironment } from './compatibility.js';
 import type { CheckpointGroup } from './group.js';
 import { LifecycleSlots } from './lifecycle-slots.js';
@@ -28,7 +30,7 @@ export interface CaptureOptions {
   checkpointId: Id;
   /** Hot capture: a newer hot capture may supersede it while queued (default false: durable). */
   replaceable?: boolean;
-  /** Test hooks of the co-located (capture-file-v1) path: seal chunk size, allocation probe. */
+  /** Test hooks of the file path: seal chunk size, allocation probe, spill budget and probe. */
   fileHooks?: CaptureFileHooks;
 }
 
@@ -170,6 +172,7 @@ export async function captureGroup(group: CheckpointGroup, opts: CaptureOptions)
   const { checkpointId } = opts;
   const slots = new LifecycleSlots((byWorker) => group.acknowledge(byWorker));
   const held = new Map<string, HeldPayload>();
+  const streamed = new StreamedPayloads(group.writer!.store.dir, checkpointId, opts.fileHooks);
   // One participant's Capture: held (capture-file-v1) or streamed, and its reply checked.
   const captureOne = async (agentId: Id | null, compatibilityDigest: Digest): Promise<CapturedPayload> => {
     const who = participantOf(agentId);
@@ -191,7 +194,7 @@ export async function captureGroup(group: CheckpointGroup, opts: CaptureOptions)
     });
     const name = agentId === null ? PAYLOAD_NAMES.world : PAYLOAD_NAMES.agent(agentId);
     if (hold) held.set(name, { agentId, participant: who, captureRequestId: rep.requestId });
-    return payload;
+    return 'bytes' in payload ? streamed.add(name, payload.bytes, payload.digest) : payload;
   };
   try {
     // The environment first, then agents sorted by id; each agent's payload separately.
@@ -200,10 +203,10 @@ export async function captureGroup(group: CheckpointGroup, opts: CaptureOptions)
     for (const row of liveAgentRows(live))
       agents.push({ agentId: row.agentId, ...(await captureOne(row.agentId, row.compatibilityDigest)) });
     const { manifest, payloads } = buildCheckpoint(live, checkpointId, group.coordinatorState(), { world, agents });
-    // Held payloads go straight into the envelope file; otherwise the writer seals the bytes in memory.
+    // Held and spilled payloads go straight into the envelope file; otherwise the writer seals the bytes in memory.
     const { draft, envelope } =
-      held.size > 0
-        ? await writeEnvelopeFile(group, manifest, payloads, held, scope, opts.fileHooks)
+      held.size > 0 || streamed.spills
+        ? await writeEnvelopeFile(group, manifest, payloads, held, scope, streamed, opts.fileHooks)
         : inMemoryEnvelope(manifest, payloads);
     const byteLength = draft.layout.totalBytes;
     await group.ledger?.append({
@@ -241,6 +244,7 @@ export async function captureGroup(group: CheckpointGroup, opts: CaptureOptions)
       );
     throw e;
   } finally {
+    await streamed.discard();
     group.endCapture();
   }
 }
