@@ -15,7 +15,7 @@ import { recoveryWith } from '../coordinator/checkpoint/recovery.js';
 import { CheckpointRun } from '../coordinator/checkpoint/run-checkpoints.js';
 import type { Fleet } from '../coordinator/launcher.js';
 import type { RunPhase } from '../coordinator/run-failure.js';
-import { runSession, type RunResult } from '../coordinator/run.js';
+import { runSession, type RunOptions, type RunResult } from '../coordinator/run.js';
 import { Xorshift32 } from '../core/formats/xorshift.js';
 import { flagValue, reportLoop, startedAsScript } from './lib/loop-report.js';
 
@@ -41,7 +41,16 @@ function killWorker(fleet: Fleet, index: number): void {
  */
 export async function killAtSteps(
   plan: RunPlan,
-  opts: { steps: number; every: number; maxRestarts: number; kills: Kill[]; outDir: string; log?: (l: string) => void },
+  opts: {
+    steps: number;
+    every: number;
+    maxRestarts: number;
+    kills: Kill[];
+    outDir: string;
+    log?: (l: string) => void;
+    /** The trace's format and segment size (default: the run's default, segments of DEFAULT_SEGMENT_STEPS). */
+    trace?: Pick<RunOptions, 'traceFormat' | 'segmentSteps'>;
+  },
 ): Promise<RunResult> {
   const log = opts.log ?? (() => undefined);
   const checkpoints = new CheckpointRun({ every: opts.every, onEvent: log });
@@ -52,6 +61,7 @@ export async function killAtSteps(
     steps: opts.steps,
     outDir: opts.outDir,
     extension: checkpoints,
+    ...opts.trace,
     hooks: {
       onLaunched: (f) => (fleet = f),
       beforePhase: (step, phase) => {

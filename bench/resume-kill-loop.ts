@@ -18,8 +18,8 @@ import {
   describeDifference,
   EpochRebase,
   type TraceBehaviour,
-  type TransitionTrace,
 } from '../coordinator/trace.js';
+import { readTraceSync } from '../coordinator/trace-store.js';
 import { flagValue, reportLoop, startedAsScript } from './lib/loop-report.js';
 
 const ROOT = join(fileURLToPath(import.meta.url), '..', '..');
@@ -54,10 +54,7 @@ function cli(args: string[]) {
 }
 
 function readTraces(runDir: string): TraceBehaviour[] {
-  return readFileSync(join(runDir, 'trace.jsonl'), 'utf8')
-    .split('\n')
-    .filter((l) => l !== '')
-    .map((l) => (parseStrict(l) as unknown as TransitionTrace).behaviour);
+  return [...readTraceSync(runDir)].map((t) => t.behaviour);
 }
 
 function committed(runDir: string): boolean {

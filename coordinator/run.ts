@@ -1,4 +1,4 @@
-// runSession: one complete lockstep run from a RunPlan to a run directory (run.json, trace.jsonl,
+// runSession: one complete lockstep run from a RunPlan to a run directory (run.json, the trace,
 // run.log, summary.json, receipt.json) and its behaviour digest and ReproHash — the fresh start of
 // the one session loop (session.ts), which `detsim run`, replay and resume share. Also run.json's
 // writer (runRecord). NOT the loop itself (session.ts), the step protocol (lockstep.ts) nor
@@ -44,8 +44,8 @@ export interface RunOptions extends SessionOptions {
   /** Warnings (seed collisions) as one line each; default: stderr. */
   onWarning?: (line: string) => void;
   /**
-   * The trace's on-disk format: `jsonl` (trace.jsonl, the default for now) or `segments`
-   * (trace/NNNNNN.jsonl.gz + index, compressed off the step loop; docs/spec/trace-store.md).
+   * The trace's on-disk format: `segments` (the default: trace/NNNNNN.jsonl.gz + index, compressed
+   * off the step loop; docs/spec/trace-store.md) or `jsonl` (the old uncompressed trace.jsonl).
    */
   traceFormat?: 'jsonl' | 'segments';
   /** Steps per trace segment (`segments` only; default DEFAULT_SEGMENT_STEPS). */
@@ -171,7 +171,7 @@ export async function findExistingWorkers(
 }
 
 /**
- * The fresh start, in a freshly allocated and locked run directory: run.log and trace.jsonl are
+ * The fresh start, in a freshly allocated and locked run directory: run.log and the trace are
  * created before any worker starts (one that cannot be stops the run there); once launched, the
  * workers are initialized and run.json records the composition. A worker refused for its identity
  * before that (Hello, certificate) is a refusal: the files are closed and the run directory goes.
@@ -189,9 +189,9 @@ function freshStart(
   let traces: TraceSink;
   try {
     traces =
-      trace.traceFormat === 'segments'
-        ? new SegmentedTraceWriter(runDir, { segmentSteps: trace.segmentSteps })
-        : new TraceWriter(join(runDir, RUN_FILES.trace));
+      trace.traceFormat === 'jsonl'
+        ? new TraceWriter(join(runDir, RUN_FILES.trace))
+        : new SegmentedTraceWriter(runDir, { segmentSteps: trace.segmentSteps });
   } catch (e) {
     log.close();
     throw e;

@@ -89,6 +89,8 @@ export interface RecoveryTarget {
 export interface Recovered {
   readonly epoch: Id;
   readonly keptBehaviours: readonly TraceBehaviour[];
+  /** The behaviour digest's state after the kept steps, when they are not given (a segmented trace's saved state). */
+  readonly keptDigest?: { state: Sha256State; steps: number };
   readonly traces: TraceSink;
 }
 
@@ -202,7 +204,7 @@ export class ReceiptNotWritten extends DetsimError {
   ) {
     super(
       write.reason,
-      `${kind} completed but its receipt was not written: ${write.message}; run.json, trace.jsonl and summary.json are complete`,
+      `${kind} completed but its receipt was not written: ${write.message}; run.json, the trace and summary.json are complete`,
       write.field,
     );
     this.name = 'ReceiptNotWritten';
@@ -294,7 +296,7 @@ export async function runLoop(start: SessionStart, opts: SessionOptions): Promis
         });
         ({ lockstep, traces, epoch } = next);
         lastEpoch = epoch;
-        digest = digestOf(next.keptBehaviours, start.baseEpoch);
+        digest = digestOf(next.keptBehaviours, start.baseEpoch, next.keptDigest);
       }
     }
   } catch (e) {

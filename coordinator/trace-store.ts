@@ -133,6 +133,11 @@ export class SegmentedTraceWriter implements TraceSink {
     this.indexFd = guardWrite(path, () => openSync(path, 'a'));
   }
 
+  /** A new writer appending to the same trace with the same options (after a recovery cut it back). */
+  reopen(): SegmentedTraceWriter {
+    return new SegmentedTraceWriter(this.runDir, this.opts);
+  }
+
   /** The step the next appended line must carry. */
   get step(): bigint {
     return this.nextStep;

@@ -1,13 +1,14 @@
 // The detsim side of the Gymnasium comparison: a real `runSession` of N `walker` agents on the
 // `forage` environment on one transport (gRPC worker processes over Unix sockets, worker threads, or
-// inline: bench/lib/transports.ts), timed from the run's own trace.jsonl step clock after a warm-up,
+// inline: bench/lib/transports.ts), timed from the step clock in the run's own trace after a warm-up,
 // so start-up is not counted. NOT the lockstep suite.
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { resolveConfig } from '../../coordinator/config.js';
 import { runSession } from '../../coordinator/run.js';
 import { parseTraceLines } from '../../coordinator/trace.js';
+import { readTraceLinesSync } from '../../coordinator/trace-store.js';
 import { transportPlan, type BenchTransport, type TransportSetup } from '../lib/transports.js';
 
 export interface LockstepCase {
@@ -83,7 +84,7 @@ export async function measureDetsimLockstep(
   const outDir = mkdtempSync(join(scratch, 'peers-run-'));
   try {
     const result = await runSession(plan, { ...t.setup.runOptions, outDir, onWarning: log });
-    const rate = rateFromTrace(readFileSync(join(result.runDir, 'trace.jsonl'), 'utf8'), c);
+    const rate = rateFromTrace([...readTraceLinesSync(result.runDir)].map((l) => `${l}\n`).join(''), c);
     return {
       n: c.n,
       transport: c.transport,

@@ -3,24 +3,29 @@
 // replacement workers through the same launcher; this decides whether it may recover (a restart
 // left, a committed checkpoint to return to) and restores the whole replacement group from the
 // store's high-water checkpoint into a new epoch with the resume code (restore.ts, group.ts), after
-// cutting trace.jsonl back to the checkpoint's boundary exactly as `detsim resume` does (the steps
-// re-executed are never in the trace twice; the lines they had move to trace.abandoned.jsonl). The
-// ledger records each recovery (`recovery`, after the restore's own `restored`); summary.json
-// counts them. NOT the fencing or launching (session.ts, launcher.ts), not the restore flow itself.
+// cutting the trace back to the checkpoint's boundary exactly as `detsim resume` does (the steps
+// re-executed are never in the trace twice). A segmented trace (the default) is cut reading only
+// the segment that straddles the boundary: the behaviour chain and digest continue from the
+// running hashes its index saved per segment, and the cut-off segments move to
+// trace/abandoned-<epoch>-*; trace.jsonl is split whole and its cut-off lines move to
+// trace.abandoned.jsonl. The ledger records each recovery (`recovery`, after the restore's own
+// `restored`); summary.json counts them. NOT the fencing or launching (session.ts, launcher.ts),
+// not the restore flow itself, not the trace formats (trace-store.ts).
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Id } from '../../core/formats/scalars.js';
 import { discardStaged, publishStaged } from '../durable-file.js';
 import { epochId } from '../lockstep.js';
 import { RUN_FILES, TraceWriter } from '../run-dir.js';
-import { traceFormatOf, type TraceSink } from '../trace-store.js';
+import { publishSegmentedCut, SegmentedTraceWriter, traceFormatOf, type TraceSink } from '../trace-store.js';
 import { RunFailure, type RunFailureKind } from '../run-failure.js';
 import type { LiveSession, Recovered, RecoveryTarget, SessionRecovery } from '../session.js';
 import type { GenerationRecord } from '../store/store.js';
+import type { BehaviourPrefix } from './manifest.js';
 import { storeDirOf } from './checkpointing.js';
 import { CheckpointGroup, RollingBehaviour } from './group.js';
 import { restoreGroup } from './restore.js';
-import { epochsSeen, splitTrace, stageTraceCut } from './resume.js';
+import { epochsSeen, splitTrace, stageSegmentedResume, stageTraceCut } from './resume.js';
 import type { CheckpointRun } from './run-checkpoints.js';
 
 /** The losses a recovery answers: the worker died, its stream broke, or it stalled past its deadline. */
@@ -84,9 +89,6 @@ export class LostWorkerRecovery implements SessionRecovery {
       const at = this.done.map((r) => r.step ?? '?').join(', ');
       return cannot(lost, `restarts exhausted (${this.done.length} used, at steps ${at}; ${flag})`);
     }
-    // Recovery cuts trace.jsonl back like resume; the segmented trace's cut is not wired in yet.
-    if (traceFormatOf(this.checkpoints.context.runDir) === 'segments')
-      return cannot(lost, `recovery does not cut a segmented trace yet (--trace-format segments; ${flag})`);
     const ck = this.checkpoints.ck;
     if (ck) await this.checkpoints.savesSettled(SAVES_SETTLE_MS);
     const record = ck?.store.highWater() ?? null;
@@ -100,25 +102,20 @@ export class LostWorkerRecovery implements SessionRecovery {
     const ck = this.checkpoints.ck!;
     const ctx = this.checkpoints.context;
     const baseEpoch = this.checkpoints.baseEpoch;
-    const k = BigInt(record.boundary);
-    const tracePath = join(ctx.runDir, RUN_FILES.trace);
-    const split = splitTrace(readFileSync(tracePath, 'utf8'), k, tracePath);
-    const chain = new RollingBehaviour(baseEpoch);
-    for (const b of split.keptBehaviours) chain.add(b);
-    await ck.ledger.flush();
-    const fromEpoch = live.lockstep.epoch;
-    const epoch = epochId(Math.max(epochsSeen(ctx.runDir, baseEpoch, split.epochs), epochNumber(fromEpoch)) + 1);
-    const cut = stageTraceCut(ctx.runDir, split, 'the recovery stopped before the restore');
+    const cut = stageRecoveryCut(ctx.runDir, BigInt(record.boundary), baseEpoch, live.traces);
     try {
+      await ck.ledger.flush();
+      const fromEpoch = live.lockstep.epoch;
+      const epoch = epochId(Math.max(epochsSeen(ctx.runDir, baseEpoch, cut.epochs), epochNumber(fromEpoch)) + 1);
       const group = new CheckpointGroup({ ...live, plan: ctx.plan, writer: ck.writer, ledger: ck.ledger, baseEpoch });
       await restoreGroup(
         group,
         { store: ck.store, checkpointId: record.checkpointId },
-        { epoch, expectBehaviour: chain.prefix(), ledgerDetail: { recovery: String(this.done.length + 1) } },
+        { epoch, expectBehaviour: cut.expectBehaviour, ledgerDetail: { recovery: String(this.done.length + 1) } },
       );
-      publishStaged(cut);
+      cut.publish(epoch);
       group.resume();
-      const traces = new TraceWriter(tracePath);
+      const traces = cut.reopen();
       this.checkpoints.rebind(group, { fleet: live.fleet, lockstep: live.lockstep, traces, epoch });
       const done: RecoveryRecord = {
         workerId: lost.workerId ?? null,
@@ -129,13 +126,13 @@ export class LostWorkerRecovery implements SessionRecovery {
         boundary: record.boundary,
         fromEpoch,
         epoch,
-        stepsRepeated: split.abandonedSteps.length,
+        stepsRepeated: cut.stepsRepeated,
       };
       this.done.push(done);
       await this.note(done, ctx.plan.sessionId, live);
-      return { epoch, keptBehaviours: split.keptBehaviours, traces };
+      return { epoch, ...cut.kept, traces };
     } finally {
-      discardStaged(cut);
+      cut.discard();
     }
   }
 
@@ -170,6 +167,59 @@ export class LostWorkerRecovery implements SessionRecovery {
         `(restart ${this.done.length} of ${this.opts.maxRestarts})`,
     );
   }
+}
+
+/** The trace cut back to a checkpoint's boundary, staged (nothing in the run directory changed yet). */
+interface RecoveryCut {
+  /** The behaviour chain over the kept steps: the checkpoint's recorded chain must equal it. */
+  readonly expectBehaviour: BehaviourPrefix;
+  /** Epochs the kept trace lines name (empty for a segmented trace: its index names none). */
+  readonly epochs: Set<Id>;
+  /** Steps after the boundary that are cut off and executed again. */
+  readonly stepsRepeated: number;
+  /** What the behaviour digest continues from: the kept behaviours, or the digest state saved at k. */
+  readonly kept: Pick<Recovered, 'keptBehaviours' | 'keptDigest'>;
+  /** Put the cut trace in place (renames only), the cut-off part moved aside under the new epoch. */
+  publish(epoch: Id): void;
+  /** Drop whatever was staged and not published; safe after publish. */
+  discard(): void;
+  /** The writer new steps are appended with, in the trace's format. */
+  reopen(): TraceSink;
+}
+
+/**
+ * Stage the cut of the run's trace at boundary k, in its format: a segmented trace reads only the
+ * segment that straddles k (the chain and digest continue from the index's saved hashes, as
+ * resume does); trace.jsonl is split whole and the chain rebuilt from its kept lines.
+ */
+function stageRecoveryCut(runDir: string, k: bigint, baseEpoch: Id, closed: TraceSink): RecoveryCut {
+  if (traceFormatOf(runDir) === 'segments') {
+    const { cut, split, chain } = stageSegmentedResume(runDir, k, baseEpoch);
+    return {
+      expectBehaviour: chain.prefix(),
+      epochs: split.epochs,
+      stepsRepeated: cut.abandonedSteps,
+      kept: { keptBehaviours: [], keptDigest: { state: cut.hashes.digest, steps: Number(k) } },
+      publish: (epoch) => publishSegmentedCut(runDir, cut, epoch),
+      discard: () => discardStaged(cut.staged),
+      // The same segment size as the writer it replaces.
+      reopen: () => (closed instanceof SegmentedTraceWriter ? closed.reopen() : new SegmentedTraceWriter(runDir)),
+    };
+  }
+  const tracePath = join(runDir, RUN_FILES.trace);
+  const split = splitTrace(readFileSync(tracePath, 'utf8'), k, tracePath);
+  const chain = new RollingBehaviour(baseEpoch);
+  for (const b of split.keptBehaviours) chain.add(b);
+  const staged = stageTraceCut(runDir, split, 'the recovery stopped before the restore');
+  return {
+    expectBehaviour: chain.prefix(),
+    epochs: split.epochs,
+    stepsRepeated: split.abandonedSteps.length,
+    kept: { keptBehaviours: split.keptBehaviours },
+    publish: () => publishStaged(staged),
+    discard: () => discardStaged(staged),
+    reopen: () => new TraceWriter(tracePath),
+  };
 }
 
 /** The loss as it is, saying why it was not recovered from. */

@@ -143,11 +143,11 @@ export function splitTrace(text: string, k: bigint, path: string): TraceSplit {
 }
 
 /**
- * The cut of a segmented trace at k, staged, and what the resume needs from it: the chain at k
- * from the index's running hashes (no earlier segment is read), the abandoned steps for the
- * ledger (`split` holds no kept lines: only counts). Refuses a trace that does not reach k.
+ * The cut of a segmented trace at k, staged, and what a resume (or a recovery) needs from it: the
+ * chain at k from the index's running hashes (no earlier segment is read), the abandoned steps for
+ * the ledger (`split` holds no kept lines: only counts). Refuses a trace that does not reach k.
  */
-function stageSegmentedResume(runDir: string, k: bigint, baseEpoch: Id) {
+export function stageSegmentedResume(runDir: string, k: bigint, baseEpoch: Id) {
   const rebasedText = (line: string) => {
     const b = (parseStrict(line) as unknown as TransitionTrace).behaviour;
     return canonicalBehaviour(b.scope.epoch === baseEpoch ? b : new EpochRebase(b.scope.epoch, baseEpoch).apply(b));

@@ -1,7 +1,6 @@
 // `detsim run <config>`: load and check the config, run the session with a progress display on
 // stderr, and print the run directory and behaviour digest on stdout. Only argument handling and
 // display live here; the run itself is run.ts (runSession).
-import { DetsimError } from '../../core/formats/errors.js';
 import cliProgress from 'cli-progress';
 import type { Command } from 'commander';
 import { resolve } from 'node:path';
@@ -127,7 +126,7 @@ export function registerRun(program: Command): void {
     .option('--max-restarts <n>', `${MAX_RESTARTS_HELP}; needs --checkpoint-every`)
     .option('--verbose', "a Python model's failure carries its Python traceback")
     .option('--tls-dir <dir>', 'mutual TLS + bearer token for tcp workers from a `detsim certs` directory')
-    .option('--trace-format <f>', 'trace on disk: jsonl (trace.jsonl, default) | segments (trace/*.jsonl.gz, compact)')
+    .option('--trace-format <f>', 'trace on disk: segments (trace/*.jsonl.gz, compact; default) | jsonl (trace.jsonl)')
     .action(
       action(async (configPath: string, opts: RunCommandOptions) => {
         const steps = readStepsFlag(opts.steps);
@@ -144,12 +143,6 @@ export function registerRun(program: Command): void {
         checkWorkerTls(plan);
         checkSlurmLauncher(plan);
         const checkpoints = checkpointRunFromFlags(opts.checkpointEvery, opts.keep, opts.maxRestarts, plan.recovery);
-        if (traceFormat === 'segments' && checkpoints?.recovery)
-          throw new DetsimError(
-            'struct_invalid_field',
-            '--trace-format segments cannot be combined with --max-restarts yet (recovery cuts trace.jsonl only)',
-            '--trace-format',
-          );
         const progress = progressDisplay();
         try {
           const result = await runSession(plan, {

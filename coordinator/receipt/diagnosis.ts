@@ -119,7 +119,7 @@ export function diagnose(left: unknown, right: unknown, opts: CanonicalOptions =
   return rest ? { part: 'receipt', step: null, ...rest } : null;
 }
 
-/** Diagnose two run directories (their run.json, trace.jsonl and summary.json). */
+/** Diagnose two run directories (their run.json, trace and summary.json). */
 export function diagnoseRunDirs(leftDir: string, rightDir: string, opts: CanonicalOptions = {}): Divergence | null {
   return diagnose(buildReceipt(readRunFiles(leftDir)), buildReceipt(readRunFiles(rightDir)), opts);
 }

@@ -147,7 +147,7 @@ export const REASONS = {
   // Capture, restore and resume (coordinator/checkpoint/)
   struct_run_record: {
     layer: 'L1',
-    summary: 'a run directory cannot be resumed: run.json, trace.jsonl or the store is missing or malformed',
+    summary: 'a run directory cannot be resumed: run.json, the trace or the store is missing or malformed',
   },
   perm_out_dir_unwritable: {
     layer: 'L4',
@@ -308,7 +308,7 @@ export const REASONS = {
   // DIFF=0 receipts, replay and attestation (coordinator/receipt/): the verify checks' outcomes
   struct_invalid_receipt: {
     layer: 'L1',
-    summary: 'a run directory file (run.json, trace.jsonl, summary.json, receipt.json) is missing or malformed',
+    summary: 'a run directory file (run.json, the trace, summary.json, receipt.json) is missing or malformed',
   },
   meta_field_table_ok: { layer: 'L6', summary: 'every receipt field is in the classification table' },
   meta_unclassified_field: {

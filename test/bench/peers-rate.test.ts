@@ -1,4 +1,4 @@
-// The peers bench's detsim rate arithmetic: agent-steps/s from trace.jsonl step clocks after the
+// The peers bench's detsim rate arithmetic: agent-steps/s from the trace's step clocks after the
 // warm-up, and the largest-gap pick. Hand-computed expectations; no timing is measured here.
 import { describe, expect, it } from 'vitest';
 import { rateFromTrace, walkerConfig, type LockstepCase } from '../../bench/peers/detsim-lockstep.js';

@@ -2,11 +2,12 @@
 // bad flags are refused with one line and exit 2; `detsim resume` refuses a run without a store
 // (exit 2), an unknown checkpoint id, and a damaged generation (exit 1, the check named) without
 // changing anything in the run directory.
-import { cpSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { detsim } from './cli.js';
 import { tmpDir } from './harness.js';
+import { traceFingerprint } from '../trace-read.js';
 
 describe('detsim run --checkpoint-every / detsim resume (CLI)', () => {
   it('prints the committed count, keeps N, and resume refuses what it must without touching the run', () => {
@@ -41,30 +42,30 @@ describe('detsim run --checkpoint-every / detsim resume (CLI)', () => {
     const bytes = readFileSync(gen);
     bytes[200]! ^= 0x01;
     writeFileSync(gen, bytes);
-    const trace = readFileSync(join(damaged, 'trace.jsonl'), 'utf8');
+    const trace = traceFingerprint(damaged);
     const summary = readFileSync(join(damaged, 'summary.json'), 'utf8');
     const bad = detsim(['resume', damaged, '--steps', '4']);
     expect(bad.status).toBe(1);
     expect(bad.stderr.trim().split('\n').at(-1)).toMatch(
       /^detsim: \[audit_envelope_digest\] checkpoint refused: ckpt-e1-4: .*check 2 \(footer digest\)/,
     );
-    expect(readFileSync(join(damaged, 'trace.jsonl'), 'utf8')).toBe(trace);
+    expect(traceFingerprint(damaged)).toBe(trace);
     expect(readFileSync(join(damaged, 'summary.json'), 'utf8')).toBe(summary);
-    expect(existsSync(join(damaged, 'trace.abandoned.jsonl'))).toBe(false);
+    expect(readdirSync(join(damaged, 'trace')).filter((f) => f.startsWith('abandoned-'))).toEqual([]);
 
     // A trace whose kept steps differ from the behaviour the checkpoint recorded: refused, untouched.
+    // (Resume continues from the behaviour chain the segmented trace's index saved per segment.)
     const edited = join(out, 'edited');
     cpSync(runDir, edited, { recursive: true });
-    const lines = readFileSync(join(edited, 'trace.jsonl'), 'utf8').split('\n');
-    lines[0] = lines[0]!.replace(/"controlDigest":"[0-9a-f]{64}"/, `"controlDigest":"${'0'.repeat(64)}"`);
-    writeFileSync(join(edited, 'trace.jsonl'), lines.join('\n'));
-    const editedTrace = readFileSync(join(edited, 'trace.jsonl'), 'utf8');
+    const index = join(edited, 'trace', 'index.jsonl');
+    writeFileSync(index, readFileSync(index, 'utf8').replace(/"chain":"[0-9a-f]{64}"/g, `"chain":"${'0'.repeat(64)}"`));
+    const editedTrace = traceFingerprint(edited);
     const mismatch = detsim(['resume', edited, '--checkpoint', 'ckpt-e1-3']);
     expect(mismatch.status).toBe(1);
     expect(mismatch.stderr.trim().split('\n').at(-1)).toMatch(
       /^detsim: \[audit_trace_prefix_mismatch\] checkpoint refused: the run's trace before boundary 3/,
     );
-    expect(readFileSync(join(edited, 'trace.jsonl'), 'utf8')).toBe(editedTrace);
+    expect(traceFingerprint(edited)).toBe(editedTrace);
 
     const unknown = detsim(['resume', runDir, '--checkpoint', 'ckpt-e1-1']);
     expect(unknown.status).toBe(2);

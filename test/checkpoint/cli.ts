@@ -5,6 +5,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseStrict } from '../../core/formats/canonical-json.js';
 import type { TransitionTrace } from '../../coordinator/trace.js';
+import { traceOf } from '../trace-read.js';
 
 const CLI = ['--import', 'tsx', 'coordinator/cli/main.ts'];
 
@@ -53,11 +54,9 @@ export async function runAndKill(
   return { killed };
 }
 
-export function traces(runDir: string, file = 'trace.jsonl'): TransitionTrace[] {
-  return readFileSync(join(runDir, file), 'utf8')
-    .split('\n')
-    .filter((l) => l !== '')
-    .map((l) => parseStrict(l) as unknown as TransitionTrace);
+/** The run's trace steps, read through the library's reader (either format). */
+export function traces(runDir: string): TransitionTrace[] {
+  return traceOf(runDir);
 }
 
 export function summary(runDir: string): Record<string, any> {

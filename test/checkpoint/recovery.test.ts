@@ -4,16 +4,21 @@
 // go on), restarts exhausted, no committed checkpoint, the flags' refusals, a resume that recovers,
 // and the short version of bench/recover-kill-loop.ts. Each recovered run must end with the
 // ReproHash and behaviour digest of an uninterrupted run (the golden, or the same config again).
+// Runs use the default segmented trace (the cut continues from the hashes its index saved per
+// segment), except one that pins trace.jsonl.
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { killAtSteps, runRecoverKillLoop } from '../../bench/recover-kill-loop.js';
 import { loadConfig } from '../../coordinator/config.js';
 import { verifyLedger } from '../../coordinator/store/ledger.js';
+import { checkReceiptBinding, readReceipt } from '../../coordinator/receipt/receipt.js';
+import { readTraceIndex, traceFormatOf } from '../../coordinator/trace-store.js';
 import { detsimCli, expectCliRefusal } from '../cli-refusal.js';
 import { FAULT_CONFIG, fault, referenceHash } from './fault-once-harness.js';
+import { traceOf, traceStepsOf } from '../trace-read.js';
 
 const GOLDEN = JSON.parse(readFileSync('fixtures/golden/lif-pair.json', 'utf8')) as {
   reproHash: string;
@@ -30,13 +35,6 @@ function ledgerEvents(runDir: string, event: string): Record<string, any>[] {
     .split('\n')
     .filter((l) => l.includes(`"event":"${event}"`))
     .map((l) => JSON.parse(l) as Record<string, any>);
-}
-
-function traceSteps(runDir: string): number[] {
-  return readFileSync(join(runDir, 'trace.jsonl'), 'utf8')
-    .split('\n')
-    .filter(Boolean)
-    .map((l) => Number((JSON.parse(l) as { behaviour: { scope: { step: string } } }).behaviour.scope.step));
 }
 
 /** The fault config with `recovery: { maxRestarts }` (the model by absolute path: the same run.json), beside f's runs. */
@@ -66,8 +64,9 @@ function detsimFrom(args: string[], env: Record<string, string>) {
 }
 
 describe('recovery from a lost worker (--max-restarts)', () => {
-  it('workers SIGKILLed by pid at steps 17 and 43 (an agent worker, then the environment): the run recovers twice and ends with the golden ReproHash', async () => {
+  it('trace.jsonl (pinned): workers SIGKILLed by pid at steps 17 and 43 (an agent worker, then the environment): the run recovers twice and ends with the golden ReproHash', async () => {
     const r = await killAtSteps(loadConfig('examples/lif-pair.yaml'), {
+      trace: { traceFormat: 'jsonl' },
       steps: GOLDEN.steps,
       every: 10,
       maxRestarts: 2,
@@ -79,7 +78,7 @@ describe('recovery from a lost worker (--max-restarts)', () => {
     });
     expect(r.reproHash).toBe(GOLDEN.reproHash);
     expect(r.behaviourDigest).toBe(GOLDEN.behaviourDigest);
-    expect(traceSteps(r.runDir)).toEqual([...Array(GOLDEN.steps).keys()]);
+    expect(traceStepsOf(r.runDir)).toEqual([...Array(GOLDEN.steps).keys()]);
     const summary = json(join(r.runDir, 'summary.json'));
     expect(summary.status).toBe('completed');
     expect(summary.recoveries).toBe(2);
@@ -95,6 +94,57 @@ describe('recovery from a lost worker (--max-restarts)', () => {
     expect((await verifyLedger(r.runDir)).ok).toBe(true);
     // The repeated steps' first lines were moved aside, never kept twice.
     expect(existsSync(join(r.runDir, 'trace.abandoned.jsonl'))).toBe(true);
+  }, 240_000);
+
+  it('segmented trace (4 steps a segment): a worker SIGKILLed at step 17 recovers to the golden; the cut keeps the segments before the checkpoint as they are and sets the later ones aside', async () => {
+    const r = await killAtSteps(loadConfig('examples/lif-pair.yaml'), {
+      trace: { traceFormat: 'segments', segmentSteps: 4 },
+      steps: GOLDEN.steps,
+      every: 10,
+      maxRestarts: 1,
+      kills: [{ step: 17, worker: 1, phase: 'advance' }],
+      outDir: mkdtempSync(join(tmpdir(), 'detsim-recover-seg-')),
+    });
+    expect([r.reproHash, r.behaviourDigest]).toEqual([GOLDEN.reproHash, GOLDEN.behaviourDigest]);
+    expect(traceStepsOf(r.runDir)).toEqual([...Array(GOLDEN.steps).keys()]);
+    expect(json(join(r.runDir, 'summary.json')).recovery.recovered).toMatchObject([
+      { workerId: 'worker-0', boundary: '10', epoch: 'e2', stepsRepeated: 7 },
+    ]);
+    // The checkpoint at 10 sealed segment 2 (steps 8, 9): segments 0-2 are kept as written, segments
+    // 3 and 4 (steps 10-16 of epoch e1) are set aside, and epoch e2 goes on from step 10 in a new segment 3.
+    const index = readTraceIndex(r.runDir);
+    expect(index.slice(0, 4).map((s) => [s.segment, s.firstStep, s.steps])).toEqual([
+      ['000000.jsonl.gz', '0', 4],
+      ['000001.jsonl.gz', '4', 4],
+      ['000002.jsonl.gz', '8', 2],
+      ['000003.jsonl.gz', '10', 4],
+    ]);
+    expect(readdirSync(join(r.runDir, 'trace')).filter((f) => f.startsWith('abandoned-'))).toEqual([
+      'abandoned-e2-000003.jsonl.gz',
+      'abandoned-e2-000004.jsonl.gz',
+    ]);
+    expect(traceOf(r.runDir).map((t) => t.behaviour.scope.epoch)).toEqual(
+      [...Array(GOLDEN.steps).keys()].map((i) => (i < 10 ? 'e1' : 'e2')),
+    );
+    expect(existsSync(join(r.runDir, 'trace.jsonl'))).toBe(false);
+  }, 240_000);
+
+  it('fault-once: a worker process that SIGKILLs itself at step 7 with --trace-format segments recovers to the uninterrupted ReproHash', async () => {
+    const f = fault({ faultStep: 7, mode: 'kill' });
+    const r = run(f, ['--trace-format', 'segments', '--checkpoint-every', '3', '--max-restarts', '1']);
+    expect(r.status, r.stderr).toBe(0);
+    expect(existsSync(f.marker)).toBe(true);
+    expect(r.stderr).toMatch(
+      /^recovered: worker worker-1 worker-exited at step 7; restored ckpt-e1-6 .* into epoch e2/m,
+    );
+    expect(traceFormatOf(r.runDir!)).toBe('segments');
+    expect(traceStepsOf(r.runDir!)).toEqual([...Array(12).keys()]);
+    expect(json(join(r.runDir!, 'summary.json')).recoveries).toBe(1);
+    expect(r.reproHash).toBe(await referenceHash());
+    // The receipt binds the recovered trace, segment by segment.
+    const bound = readReceipt(join(r.runDir!, 'receipt.json')).trace;
+    expect(bound?.format).toBe('detsim-trace-segments-v1');
+    checkReceiptBinding(r.runDir!);
   }, 240_000);
 
   it('thread transport: a model that calls process.exit at step 7 in its first epoch; one progress line, the uninterrupted ReproHash', async () => {
@@ -169,22 +219,6 @@ describe('recovery from a lost worker (--max-restarts)', () => {
       detsimCli(['run', FAULT_CONFIG, ...flags, '--checkpoint-every', '2', '--max-restarts', 'two']),
       'struct_invalid_field',
       '--max-restarts',
-    );
-    // Recovery cuts trace.jsonl only: a segmented trace with --max-restarts is refused up front.
-    expectCliRefusal(
-      detsimCli([
-        'run',
-        FAULT_CONFIG,
-        ...flags,
-        '--checkpoint-every',
-        '2',
-        '--max-restarts',
-        '1',
-        '--trace-format',
-        'segments',
-      ]),
-      'struct_invalid_field',
-      '--trace-format',
     );
     expect(existsSync(join(out, 'runs'))).toBe(false);
     // The config's recovery.maxRestarts: the same check, naming the config field.

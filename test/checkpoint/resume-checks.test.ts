@@ -5,7 +5,8 @@
 // that never committed a checkpoint is told so; a resume refused after its workers started leaves
 // run.log (and every other file) byte for byte as it was; and a disk too full for the trace cut
 // refuses the resume as the I/O failure it is, changing nothing; a disk that fills after the
-// restore is an I/O failure too, with the trace cut whole (a real full tmpfs).
+// restore is an I/O failure too, with the trace cut whole (a real full tmpfs; trace.jsonl pinned).
+// The run resumed is in the default (segmented) trace format unless pinned.
 import { cpSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -153,9 +154,11 @@ describe('resume checks run.json against the checkpoint before any worker starts
     () => {
       const dir = join(out, 'edited-trace');
       cpSync(base, dir, { recursive: true });
-      const lines = readFileSync(join(dir, 'trace.jsonl'), 'utf8').split('\n');
-      lines[0] = lines[0]!.replace(/"controlDigest":"[0-9a-f]{64}"/, `"controlDigest":"${'0'.repeat(64)}"`);
-      writeFileSync(join(dir, 'trace.jsonl'), lines.join('\n'));
+      // The segmented trace's index saves the behaviour chain at each segment's end, which resume
+      // continues from instead of re-reading the kept segments: edited, it disagrees with the checkpoint.
+      const index = join(dir, 'trace', 'index.jsonl');
+      const zeros = `"chain":"${'0'.repeat(64)}"`;
+      writeFileSync(index, readFileSync(index, 'utf8').replace(/"chain":"[0-9a-f]{64}"/g, zeros));
       const r = refusedLine(dir, ['--checkpoint', 'ckpt-e1-4']);
       expect(r.status).toBe(1);
       expect(r.line).toMatch(
@@ -166,8 +169,19 @@ describe('resume checks run.json against the checkpoint before any worker starts
   );
 });
 
-describe.skipIf(fullDiskUnavailable !== null)('resume on a full disk', () => {
+describe.skipIf(fullDiskUnavailable !== null)('resume on a full disk (trace.jsonl pinned)', () => {
   let disk: SmallDisk;
+  /** The same checkpointed run with the old trace.jsonl format: these tests check its cut's files. */
+  let jsonlBase: string;
+  beforeAll(() => {
+    const r = detsim([
+      'run',
+      'examples/lif-pair.yaml',
+      ...['--steps', '6', '--checkpoint-every', '2', '--trace-format', 'jsonl', '--out', join(out, 'jsonl')],
+    ]);
+    expect(r.status, r.stderr).toBe(0);
+    jsonlBase = join(out, 'jsonl', 'lif-pair-1');
+  }, T);
   afterAll(() => disk?.unmount());
 
   it(
@@ -175,7 +189,7 @@ describe.skipIf(fullDiskUnavailable !== null)('resume on a full disk', () => {
     () => {
       disk = mountSmallDisk(1024 * 1024);
       const dir = join(disk.dir, 'run');
-      cpSync(base, dir, { recursive: true });
+      cpSync(jsonlBase, dir, { recursive: true });
       // Two pages free: room for run.lock, not for trace.abandoned.jsonl and the cut trace.jsonl.
       disk.fillLeaving(2 * PAGE);
       const r = refusedLine(dir, ['--checkpoint', 'ckpt-e1-4']);
@@ -193,7 +207,7 @@ describe.skipIf(fullDiskUnavailable !== null)('resume on a full disk', () => {
       disk?.unmount();
       disk = mountSmallDisk(1024 * 1024);
       const dir = join(disk.dir, 'run');
-      cpSync(base, dir, { recursive: true });
+      cpSync(jsonlBase, dir, { recursive: true });
       const original = readFileSync(join(dir, 'trace.jsonl'), 'utf8').split('\n');
       // Room for the lock and the trace cut, then a few steps more.
       disk.fillLeaving(8 * PAGE);

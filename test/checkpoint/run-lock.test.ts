@@ -14,6 +14,7 @@ import { acquireRunLock, RUN_LOCK_FILE } from '../../coordinator/run-lock.js';
 import { refusal as refused } from '../refusal.js';
 import { detsim, detsimAsync } from './cli.js';
 import { tmpDir } from './harness.js';
+import { traceFingerprint } from '../trace-read.js';
 
 const children: ReturnType<typeof spawn>[] = [];
 afterEach(() => {
@@ -166,7 +167,7 @@ describe('run.lock', () => {
     expect(existsSync(join(runDir, RUN_LOCK_FILE))).toBe(false);
     const pid = liveProcess();
     writeLock(runDir, pid);
-    const trace = readFileSync(join(runDir, 'trace.jsonl'), 'utf8');
+    const trace = traceFingerprint(runDir);
     const store = readFileSync(join(runDir, 'store', 'manifest.json'), 'utf8');
     for (const args of [
       ['resume', runDir, '--steps', '3'],
@@ -178,7 +179,7 @@ describe('run.lock', () => {
         new RegExp(`^detsim: \\[perm_run_dir_locked\\] .*in use by detsim run \\(pid ${pid} `),
       );
     }
-    expect(readFileSync(join(runDir, 'trace.jsonl'), 'utf8')).toBe(trace);
+    expect(traceFingerprint(runDir)).toBe(trace);
     expect(readFileSync(join(runDir, 'store', 'manifest.json'), 'utf8')).toBe(store);
     // Once the holder is gone the same resume goes ahead (the stale lock is taken over) and releases it.
     // (Not awaited: the killed holder stays an unreaped zombie, which must count as gone too.)

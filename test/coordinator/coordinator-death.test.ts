@@ -1,11 +1,18 @@
 // A SIGKILLed coordinator (the real CLI, `detsim run`) leaves nothing behind: every worker dies with
 // it — one spinning forever in model code, one stopped with SIGSTOP — and the socket directory it
 // could not remove is swept by the next launch, while a live coordinator's directory is untouched.
-import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync, readdirSync, rmSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { runSession } from '../../coordinator/run.js';
-import { killLeftovers, readyWorkers, sigkill, socketDir, startCoordinator, waitFor } from './coordinator-process.js';
+import {
+  killLeftovers,
+  readyWorkers,
+  sigkill,
+  socketDir,
+  startCoordinator,
+  stepsCommitted,
+  waitFor,
+} from './coordinator-process.js';
 import { isRunning, loadPlan, tmpOut } from './helpers.js';
 
 afterEach(killLeftovers);
@@ -20,15 +27,9 @@ describe('workers die with a SIGKILLed coordinator', () => {
   }, 180_000);
 
   it('a stopped (SIGSTOP) worker dies with it', async () => {
-    const c = startCoordinator('test/coordinator/fixtures/long-walkers.yaml', 'long-walkers');
+    const c = startCoordinator('test/coordinator/fixtures/long-walkers.yaml', 'long-walkers', { jsonlTrace: true });
     const { pids } = await readyWorkers(c, 3);
-    await waitFor(
-      'steps to commit',
-      () =>
-        existsSync(join(c.runDir, 'trace.jsonl')) &&
-        readFileSync(join(c.runDir, 'trace.jsonl'), 'utf8').split('\n').length > 3,
-      60_000,
-    );
+    await stepsCommitted(c, 2);
     process.kill(pids[0]!, 'SIGSTOP');
     process.kill(pids[1]!, 'SIGSTOP');
     await sigkill(c);

@@ -26,10 +26,17 @@ export interface Coordinator {
 const started: Coordinator[] = [];
 const workerPids: number[] = [];
 
-/** Start `detsim run <config>` as its own process, like a user would. */
-export function startCoordinator(config: string, session: string): Coordinator {
+/**
+ * Start `detsim run <config>` as its own process, like a user would. `jsonlTrace` pins the old
+ * trace.jsonl, whose lines appear on disk as steps commit (a segment appears only once sealed):
+ * for tests that wait for steps to commit before they strike.
+ */
+export function startCoordinator(config: string, session: string, opts: { jsonlTrace?: boolean } = {}): Coordinator {
   const out = tmpOut();
-  const child = spawn(process.execPath, [...CLI, 'run', config, '--out', out], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const format = opts.jsonlTrace ? ['--trace-format', 'jsonl'] : [];
+  const child = spawn(process.execPath, [...CLI, 'run', config, '--out', out, ...format], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
   child.stderr!.resume();
   const exited = new Promise<void>((res) => child.once('exit', () => res()));
   const runDir = join(out, `${session}-1`);
@@ -37,6 +44,13 @@ export function startCoordinator(config: string, session: string): Coordinator {
   const c = { child, exited, runDir, log };
   started.push(c);
   return c;
+}
+
+/** Wait until more than `steps` steps are in trace.jsonl (a coordinator started with `jsonlTrace`). */
+export async function stepsCommitted(c: Coordinator, steps: number): Promise<void> {
+  const path = join(c.runDir, 'trace.jsonl');
+  const lines = () => (existsSync(path) ? readFileSync(path, 'utf8').split('\n').length - 1 : 0);
+  await waitFor('steps to commit', () => lines() > steps, 60_000);
 }
 
 /** Wait until every worker said Hello; returns their pids and socket addresses (from run.log). */

@@ -8,6 +8,7 @@ import { parseStrict } from '../../core/formats/canonical-json.js';
 import type { TransitionTrace } from '../../coordinator/trace.js';
 import type { Scope } from '../../core/formats/scalars.js';
 import type { Fleet } from '../../coordinator/launcher.js';
+import { traceLinesOf } from '../trace-read.js';
 
 export function tmpOut(prefix = 'detsim-run-'): string {
   return mkdtempSync(join(tmpdir(), prefix));
@@ -22,9 +23,7 @@ export interface RunFiles {
 }
 
 export function readRun(dir: string): RunFiles {
-  const traceLines = readFileSync(join(dir, 'trace.jsonl'), 'utf8')
-    .split('\n')
-    .filter((l) => l !== '');
+  const traceLines = traceLinesOf(dir);
   return {
     // run.json is written once every participant initialized; a run that failed earlier has none.
     run: existsSync(join(dir, 'run.json'))

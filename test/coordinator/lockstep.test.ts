@@ -8,6 +8,7 @@ import { canonicalize, sha256Hex } from '../../core/formats/canonical-json.js';
 import type { Fleet } from '../../coordinator/launcher.js';
 import { runSession } from '../../coordinator/run.js';
 import { compareBehaviours, describeDifference } from '../../coordinator/trace.js';
+import { traceFormatOf } from '../../coordinator/trace-store.js';
 import { childPids, loadPlan, readRun, tmpOut } from './helpers.js';
 
 const behaviourLines = (dir: string) => readRun(dir).traces.map((t) => canonicalize(t.behaviour));
@@ -17,11 +18,12 @@ describe('lockstep: forage-walkers (16 walkers, 4 agent workers)', () => {
   const plan = loadPlan('examples/forage-walkers.yaml');
   let first: Awaited<ReturnType<typeof runSession>>;
 
-  it('runs and writes run.json, trace.jsonl, run.log and summary.json', async () => {
+  it('runs and writes run.json, the trace (segments by default), run.log and summary.json', async () => {
     first = await runSession(plan, { outDir: out, steps: 4 });
     expect(first.runDir).toBe(`${out}/forage-walkers-1`);
     expect(first.steps).toBe(4);
     const r = readRun(first.runDir);
+    expect(traceFormatOf(first.runDir)).toBe('segments');
     expect(r.traces).toHaveLength(4);
     expect(r.summary).toMatchObject({ status: 'completed', stepsDone: 4, behaviourDigest: first.behaviourDigest });
     // The digest is SHA-256 over the canonical behaviour lines in step order (recomputed here).

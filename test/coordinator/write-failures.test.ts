@@ -1,6 +1,7 @@
 // A full disk under a run directory, for real (a tiny tmpfs): every failed write is one line
 // `detsim: [size_no_space] …`, a non-zero exit and no stack trace, and the files already written
-// stay consistent — trace.jsonl holds whole lines only, summary.json is either whole and agrees
+// stay consistent — trace.jsonl (pinned with --trace-format jsonl: the compact default would fit
+// the tiny disk) holds whole lines only, summary.json is either whole and agrees
 // with the trace or absent and said to be, receipt.json is never half written. Also the write
 // primitives themselves (trace writer, durable replace) on a full disk.
 import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -37,7 +38,7 @@ describe.skipIf(fullDiskUnavailable !== null)('a full disk under detsim run', ()
     'trace.jsonl fills the disk mid-run: one named line, exit 1, whole trace lines, summary whole and consistent or said to be missing',
     () => {
       const d = small(64 * 1024);
-      const r = detsim(['run', 'examples/lif-pair.yaml', '--steps', '400', '--out', d.dir]);
+      const r = detsim(['run', 'examples/lif-pair.yaml', '--steps', '400', '--trace-format', 'jsonl', '--out', d.dir]);
       expect(r.status).toBe(1);
       const line = lastLine(r.stderr);
       expect(line).toMatch(
@@ -88,7 +89,7 @@ describe.skipIf(fullDiskUnavailable !== null)('a full disk under detsim run', ()
       const r = detsim(['run', 'examples/forage-walkers.yaml', '--steps', '10', '--out', d.dir]);
       expect(r.status).toBe(1);
       expect(lastLine(r.stderr)).toMatch(
-        /^detsim: \[size_no_space\] run completed but its receipt was not written: cannot write .*\/forage-walkers-1\/receipt\.json: no space left on the device \(ENOSPC\); run\.json, trace\.jsonl and summary\.json are complete$/,
+        /^detsim: \[size_no_space\] run completed but its receipt was not written: cannot write .*\/forage-walkers-1\/receipt\.json: no space left on the device \(ENOSPC\); run\.json, the trace and summary\.json are complete$/,
       );
       const dir = join(d.dir, 'forage-walkers-1');
       expect(existsSync(join(dir, 'receipt.json'))).toBe(false);

@@ -1,10 +1,16 @@
 // The Rust agent worker dies with a SIGKILLed coordinator (the real CLI) even while stopped with
 // SIGSTOP — a stopped process runs none of its own parent-watch threads; the launcher's
 // parent-death signal (setpriv --pdeathsig KILL) ends it.
-import { existsSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { readFileSync } from 'node:fs';
 import { afterEach, beforeAll, describe, it } from 'vitest';
-import { killLeftovers, readyWorkers, sigkill, startCoordinator, waitFor } from '../coordinator/coordinator-process.js';
+import {
+  killLeftovers,
+  readyWorkers,
+  sigkill,
+  startCoordinator,
+  stepsCommitted,
+  waitFor,
+} from '../coordinator/coordinator-process.js';
 import { isRunning } from '../coordinator/helpers.js';
 import { RUST_WORKER, ensureRustWorker, rustWorkerSkip } from './rust-worker.js';
 
@@ -14,17 +20,11 @@ describe.skipIf(rustWorkerSkip !== null)('a Rust worker dies with its coordinato
   beforeAll(() => ensureRustWorker(), 1_500_000);
 
   it('a stopped (SIGSTOP) Rust worker dies when its coordinator is SIGKILLed', async () => {
-    const c = startCoordinator('test/coordinator/fixtures/long-mixed.yaml', 'long-mixed');
+    const c = startCoordinator('test/coordinator/fixtures/long-mixed.yaml', 'long-mixed', { jsonlTrace: true });
     const { pids } = await readyWorkers(c, 3);
     const rust = pids.find((pid) => readFileSync(`/proc/${pid}/cmdline`, 'utf8').startsWith(RUST_WORKER));
     if (rust === undefined) throw new Error(`no worker runs ${RUST_WORKER}`);
-    await waitFor(
-      'steps to commit',
-      () =>
-        existsSync(join(c.runDir, 'trace.jsonl')) &&
-        readFileSync(join(c.runDir, 'trace.jsonl'), 'utf8').split('\n').length > 3,
-      60_000,
-    );
+    await stepsCommitted(c, 2);
     process.kill(rust, 'SIGSTOP');
     await sigkill(c);
     await waitFor(`workers ${pids.join(', ')} to die`, () => pids.every((pid) => !isRunning(pid)), 10_000);

@@ -2,11 +2,12 @@
 // trace was changed in one decision is DIFF≠0 (exit 1) naming the step, agent, field and both
 // values; physical differences (pids, times) never count; a missing directory is refused (exit 2).
 // A changed trace beside the receipt.json that binds it is refused as tampered (exit 2) before any diff.
-import { cpSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { detsim } from '../checkpoint/cli.js';
 import { tmpDir } from '../checkpoint/harness.js';
+import { editTrace, traceLinesOf } from '../trace-read.js';
 
 describe('detsim diff', () => {
   it('two runs are DIFF=0; one changed decision is named; a missing run is refused', () => {
@@ -15,24 +16,26 @@ describe('detsim diff', () => {
       expect(detsim(['run', 'examples/forage-walkers.yaml', '--steps', '4', '--out', out]).status).toBe(0);
     const [a, b] = [join(out, 'forage-walkers-1'), join(out, 'forage-walkers-2')];
     // The two runs differ physically (pids, wall times) and still are the same run.
-    expect(readFileSync(join(a, 'trace.jsonl'), 'utf8')).not.toBe(readFileSync(join(b, 'trace.jsonl'), 'utf8'));
+    expect(traceLinesOf(a)).not.toEqual(traceLinesOf(b));
     const same = detsim(['diff', a, b]);
     expect(same.status, same.stderr).toBe(0);
     expect(same.stdout).toMatch(/^DIFF=0: the same run \(ReproHash [0-9a-f]{16}, 4 steps\)$/m);
 
     const changed = join(out, 'changed');
     cpSync(b, changed, { recursive: true });
-    const lines = readFileSync(join(changed, 'trace.jsonl'), 'utf8').split('\n');
     const m = /"agentId":"([^"]+)","brainTicks":"[0-9]+","committedStep":"3","decision":\{"move":"([a-z]+)"/.exec(
-      lines[2]!,
+      traceLinesOf(changed)[2]!,
     );
     expect(m).not.toBeNull();
     const other = m![2] === 'north' ? 'south' : 'north';
-    lines[2] = lines[2]!.replace(m![0], m![0].replace(`"move":"${m![2]}"`, `"move":"${other}"`));
-    writeFileSync(join(changed, 'trace.jsonl'), lines.join('\n'));
+    editTrace(changed, (lines) =>
+      lines.map((l, i) => (i === 2 ? l.replace(m![0], m![0].replace(`"move":"${m![2]}"`, `"move":"${other}"`)) : l)),
+    );
     const bound = detsim(['diff', a, changed]);
     expect(bound.status).toBe(2);
-    expect(bound.stderr).toMatch(/^detsim: \[audit_trace_segment_tampered\] .*trace\.jsonl: segment 0's bytes differ/m);
+    expect(bound.stderr).toMatch(
+      /^detsim: \[audit_trace_segment_tampered\] .*trace\/000000\.jsonl\.gz: segment 0's bytes differ/m,
+    );
     // Without the receipt that bound it, the changed trace is another run: diagnosed, not refused.
     rmSync(join(changed, 'receipt.json'));
     const diff = detsim(['diff', a, changed]);

@@ -1,11 +1,13 @@
 // Goldens (D6): every example in examples/ has a frozen ReproHash and behaviour digest in
 // fixtures/golden/, and a fresh run of the example at the golden's step count reproduces both. The
 // goldens were frozen only after two fresh runs agreed (detsim verify --update-goldens); this test
-// is a third, independent run, and recomputes the behaviour digest from trace.jsonl with the
-// independent `canonicalize` package (not detsim's canonical JSON). The behaviour digest does not
+// is a third, independent run, and recomputes the behaviour digest from the trace's lines (read
+// through the library's reader, in the default segmented format) with the independent
+// `canonicalize` package (not detsim's canonical JSON). One example runs again with the old
+// trace.jsonl format pinned: the storage format moves no golden. The behaviour digest does not
 // cover the protocol file, so a golden re-frozen after a proto edit cannot hide a behaviour change.
 import { createHash } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
 import oracle from 'canonicalize';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -21,14 +23,16 @@ import { refusal } from '../refusal.js';
 import { writeReceipt } from '../../coordinator/receipt/receipt.js';
 import { defaultConfigs } from '../../coordinator/receipt/verify.js';
 import { runSession } from '../../coordinator/run.js';
+import { traceFormatOf } from '../../coordinator/trace-store.js';
+import { traceLinesOf } from '../trace-read.js';
 import { prepareRuntimesFor } from '../cross-lang/example-runtimes.js';
 
 const examples = defaultConfigs('examples');
 
-/** sha256 over oracle-canonical(behaviour) + "\n" of every trace.jsonl line: the digest, recomputed independently. */
+/** sha256 over oracle-canonical(behaviour) + "\n" of every trace line: the digest, recomputed independently. */
 function independentBehaviourDigest(runDir: string): string {
   const h = createHash('sha256');
-  for (const line of readFileSync(join(runDir, 'trace.jsonl'), 'utf8').split('\n').filter(Boolean)) {
+  for (const line of traceLinesOf(runDir)) {
     h.update(`${oracle((JSON.parse(line) as { behaviour: unknown }).behaviour)}\n`);
   }
   return h.digest('hex');
@@ -85,6 +89,18 @@ describe('golden ReproHashes of the examples', () => {
     expect(readGolden(dir, 'lif-pair', { forUpdate: true })!.behaviourDigest).toBe('');
   });
 
+  it('the old trace.jsonl format (pinned) reproduces the forage-walkers golden too', async () => {
+    const g = readGolden(DEFAULT_GOLDEN_DIR, 'forage-walkers')!;
+    const result = await runSession(g.config, {
+      outDir: mkdtempSync(join(tmpdir(), 'detsim-golden-jsonl-')),
+      steps: g.steps,
+      traceFormat: 'jsonl',
+    });
+    expect(traceFormatOf(result.runDir)).toBe('jsonl');
+    expect([result.reproHash, result.behaviourDigest]).toEqual([g.reproHash, g.behaviourDigest]);
+    expect(independentBehaviourDigest(result.runDir)).toBe(g.behaviourDigest);
+  }, 240_000);
+
   for (const config of examples) {
     it(
       `D6: a fresh run of ${config} reproduces its golden ReproHash and behaviour digest`,
@@ -104,6 +120,7 @@ describe('golden ReproHashes of the examples', () => {
         expect(w.unknownFields).toEqual([]);
         expect(w.reproHash).toBe(g.reproHash);
         expect(result.behaviourDigest).toBe(g.behaviourDigest);
+        expect(traceFormatOf(result.runDir)).toBe('segments');
         expect(independentBehaviourDigest(result.runDir)).toBe(g.behaviourDigest);
       },
     );

@@ -2,14 +2,14 @@
 // agree (D4), the self-check and physical-diff checks pass on real runs and fail when they must,
 // and a nondeterministic agent is caught with a diagnosis naming the step, field and agent.
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { parseStrict } from '../../core/formats/canonical-json.js';
 import { hydrateReceipt, readReceipt } from '../../coordinator/receipt/receipt.js';
 import { type ReplayReport, replay, replayChecks } from '../../coordinator/receipt/replay.js';
 import { reproHash } from '../../coordinator/receipt/reprohash.js';
+import { traceOf } from '../trace-read.js';
 
 const FIX = join(process.cwd(), 'test', 'receipt', 'fixtures');
 const tmp = (p: string) => mkdtempSync(join(tmpdir(), p));
@@ -17,11 +17,7 @@ const statusOf = (r: { checks: readonly { check: string; status: string }[] }) =
   Object.fromEntries(r.checks.map((c) => [c.check, c.status]));
 
 type Trace = { behaviour: { scope: { step: string }; agents: { agentId: string; decision: { move: string } }[] } };
-const traces = (dir: string): Trace[] =>
-  readFileSync(join(dir, 'trace.jsonl'), 'utf8')
-    .split('\n')
-    .filter(Boolean)
-    .map((l) => parseStrict(l) as unknown as Trace);
+const traces = (dir: string): Trace[] => traceOf(dir) as unknown as Trace[];
 
 describe('replay with fresh worker processes', () => {
   let tiny: ReplayReport;

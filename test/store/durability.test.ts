@@ -120,6 +120,8 @@ describe('durability: the real fs calls of a commit', () => {
         onWarning: () => undefined,
         logLevel: 'warn',
         extension: new CheckpointRun({ every: 2, keep: 1 }),
+        // trace.jsonl pinned: this checks its line-by-line writes (segments are written per sync).
+        traceFormat: 'jsonl',
       });
       recorder.stop();
       const runDir = result.runDir;
