@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { CLI_MAIN, expectCliRefusal } from '../cli-refusal.js';
 import { detsim, jobListed, readJson, slurmDownReason, submit, until } from './slurm-harness.js';
+import { stepsOnDisk } from '../trace-read.js';
 
 const GOLDEN = JSON.parse(readFileSync('fixtures/golden/forage-walkers.json', 'utf8')) as {
   reproHash: string;
@@ -89,11 +90,7 @@ describe.skipIf(down !== null)(
       const out = join(work, 'cancel');
       const jobId = submit(CONFIG, out, ['--steps', String(GOLDEN.steps), '--checkpoint-every', '5', '--time=5']);
       const runDir = join(out, 'forage-walkers-1');
-      const trace = join(runDir, 'trace.jsonl');
-      await until(
-        '12 steps in the trace',
-        () => existsSync(trace) && readFileSync(trace, 'utf8').split('\n').length > 12,
-      );
+      await until('10 steps in the trace', () => stepsOnDisk(runDir) >= 10);
       expect(spawnSync('scancel', [jobId]).status).toBe(0);
       await until(`job ${jobId} to end`, () => !jobListed(jobId));
       const summary = readJson(join(runDir, 'summary.json'));
