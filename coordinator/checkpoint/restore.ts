@@ -7,7 +7,7 @@
 // failure fences the group (nothing steps). NOT capture, NOT the CLI, NOT the store's file checks.
 import { resolve } from 'node:path';
 import { canonicalize, type JsonValue } from '../../core/formats/canonical-json.js';
-import { decodeEnvelope, type DecodedEnvelope, type EnvelopeManifest } from '../../core/formats/envelope.js';
+import { decodeEnvelope, type EnvelopeManifest, type VerifiedEnvelope } from '../../core/formats/envelope.js';
 import { isDetsimError } from '../../core/formats/errors.js';
 import type { Digest, Id, Scope } from '../../core/formats/scalars.js';
 import type { LaunchedWorker } from '../launcher.js';
@@ -18,7 +18,8 @@ import {
   type JsonObject,
   type StageRestoreParams,
 } from '../../core/protocol/index.js';
-import { loadGeneration, type CheckpointStore } from '../store/store.js';
+import { readFileRange, type ReadEnvelopeOptions } from '../store/generation-reader.js';
+import { verifyGeneration, type CheckpointStore } from '../store/store.js';
 import { expectedAgentDigest, expectedEnvironmentDigest } from './compatibility.js';
 import type { CheckpointGroup } from './group.js';
 import { PAYLOAD_NAMES, readCoordinatorPayloads, type BehaviourPrefix } from './manifest.js';
@@ -70,32 +71,45 @@ export interface RestoreReport {
 }
 
 export interface LoadedCheckpoint {
-  envelope: DecodedEnvelope;
+  envelope: VerifiedEnvelope;
   byteLength: number;
   label: string;
   /** The verified file's absolute path (a store generation), which local workers may read themselves. */
   path: string | null;
+  /** One payload's bytes (a store generation's are read from the file now, one payload at a time). */
+  readPayload(name: string): Promise<Uint8Array>;
 }
 
-/** Read and verify the checkpoint; every refusal names the check (reason from the reader or the store). */
-export async function loadCheckpoint(source: RestoreSource): Promise<LoadedCheckpoint> {
+/**
+ * Read and verify the checkpoint; every refusal names the check (reason from the reader or the
+ * store). A store generation is verified in bounded chunks (`read`: chunk size, co-located workers'
+ * payload verdicts) and never held in memory.
+ */
+export async function loadCheckpoint(source: RestoreSource, read: ReadEnvelopeOptions = {}): Promise<LoadedCheckpoint> {
   if ('store' in source && source.loaded) return source.loaded;
   try {
     if ('store' in source) {
       const record = source.store.select(source.checkpointId);
-      const g = await loadGeneration(source.store.dir, record);
+      const g = await verifyGeneration(source.store.dir, record, read);
+      const path = resolve(g.path);
       return {
         envelope: g.envelope,
-        byteLength: g.bytes.length,
+        byteLength: g.byteLength,
         label: record.file,
-        path: resolve(source.store.dir, record.file),
+        path,
+        readPayload: (name) => {
+          const e = g.envelope.layout.entries.find((x) => x.name === name)!;
+          return readFileRange(path, e.offset, e.byteLength);
+        },
       };
     }
+    const decoded = decodeEnvelope(source.bytes);
     return {
-      envelope: decodeEnvelope(source.bytes),
+      envelope: decoded,
       byteLength: source.bytes.byteLength,
       label: source.label ?? 'checkpoint',
       path: null,
+      readPayload: async (name) => decoded.payloads.find((p) => p.name === name)!.bytes,
     };
   } catch (e) {
     if (isDetsimError(e)) {
@@ -174,8 +188,14 @@ function stagePlan(m: EnvelopeManifest): StagePlan[] {
   return out;
 }
 
-function payloadMap(envelope: DecodedEnvelope): Map<string, Uint8Array> {
-  return new Map(envelope.payloads.map((p) => [p.name, p.bytes]));
+/** The coordinator's own payloads (every one but the participants' states), read into memory: they are small. */
+async function coordinatorPayloads(loaded: LoadedCheckpoint): Promise<Map<string, Uint8Array>> {
+  const m = loaded.envelope.manifest;
+  const participants = new Set([PAYLOAD_NAMES.world, ...m.agents.map((a) => PAYLOAD_NAMES.agent(a.agentId as Id))]);
+  const out = new Map<string, Uint8Array>();
+  for (const e of loaded.envelope.layout.entries)
+    if (!participants.has(e.name)) out.set(e.name, await loaded.readPayload(e.name));
+  return out;
 }
 
 /**
@@ -191,8 +211,8 @@ export async function restoreGroup(
   const loaded = await loadCheckpoint(source);
   const m = loaded.envelope.manifest;
   checkIdentity(m, group.live());
-  const payloads = payloadMap(loaded.envelope);
-  const coord = readCoordinatorPayloads(m, payloads);
+  const names = new Set(loaded.envelope.layout.entries.map((e) => e.name));
+  const coord = readCoordinatorPayloads(m, await coordinatorPayloads(loaded));
   if (opts.expectBehaviour && canonicalize(opts.expectBehaviour) !== canonicalize(coord.behaviour)) {
     throw new CheckpointRefusal(
       'INCOMPATIBLE_STATE',
@@ -204,7 +224,7 @@ export async function restoreGroup(
   const plan = stagePlan(m);
   for (const p of plan) {
     const want = p.agentId === null ? PAYLOAD_NAMES.world : PAYLOAD_NAMES.agent(p.agentId);
-    if (p.payloadName !== want || !payloads.has(want)) {
+    if (p.payloadName !== want || !names.has(want)) {
       throw new CheckpointRefusal(
         'INCOMPATIBLE_STATE',
         'audit_coordinator_payload',
@@ -237,8 +257,9 @@ export async function restoreGroup(
       payload: payloadRef(loaded, p.payloadName, group.workerOf(p.agentId).hello.capabilities),
     };
     params = opts.hooks?.beforeStage?.(p.participant, params) ?? params;
-    // A worker that reads the verified file itself gets no attachment (no copy through the transport).
-    const attachment = 'file' in params.payload ? undefined : payloads.get(p.payloadName)!;
+    // A worker that reads the verified file itself gets no attachment (no copy through the transport);
+    // any other gets this one payload, read from the file for its call only.
+    const attachment = 'file' in params.payload ? undefined : await loaded.readPayload(p.payloadName);
     const rep = await group.call(
       p.agentId,
       p.participant,
