@@ -14,7 +14,8 @@ import {
   refuseUnknownFields,
 } from '../core/formats/scalars.js';
 import { type PayloadRef, ProtocolRefusal, type Request } from '../core/protocol/index.js';
-import { type PayloadFile, readStoreRange } from './payload-file.js';
+import { type PayloadFile, readStoreRangeHashed } from './payload-file.js';
+import type { PrefetchedPayloads } from './restore-prefetch.js';
 import type { JsonObject } from './sdk.js';
 import { decodeState } from './state-codec.js';
 
@@ -70,8 +71,8 @@ export function checkAttachment(attachment: Uint8Array | undefined, ref: Payload
 }
 
 /** Never echo the digest of what was read: with payload-file-v1 that would be an oracle on a file's bytes. */
-function checkDigest(bytes: Uint8Array, ref: PayloadRef, payloadName: string): void {
-  if (sha256(bytes) !== ref.digest)
+function checkDigest(bytes: Uint8Array, ref: PayloadRef, payloadName: string, digest = sha256(bytes)): void {
+  if (digest !== ref.digest)
     throw new ProtocolRefusal(
       'BUFFER_INVALID',
       `params.payload.digest: the payload digest check failed for payload ${payloadName}`,
@@ -220,8 +221,12 @@ export async function stagedPayload(
   attachment: Uint8Array | undefined,
   staged: StageParams,
   storeDir: string | undefined,
+  prefetched?: PrefetchedPayloads,
 ): Promise<Uint8Array> {
   const name = payloadNameOf(staged.agentId);
+  // restore-prefetch-v1: bytes read and hashed against exactly this reference while the coordinator verified.
+  const early = await prefetched?.take(staged);
+  if (early && !attachment) return early;
   if (!staged.file) {
     checkAttachment(attachment, staged.ref, name);
     return attachment!;
@@ -231,8 +236,8 @@ export async function stagedPayload(
       'INVALID_ARGUMENT',
       'StageRestore carries both an attachment and params.payload.file: send one',
     );
-  const bytes = await readStoreRange(storeDir, staged.file, BigInt(staged.ref.byteLength));
-  checkDigest(bytes, staged.ref, name);
+  const { bytes, digest } = await readStoreRangeHashed(storeDir, staged.file, BigInt(staged.ref.byteLength));
+  checkDigest(bytes, staged.ref, name, digest);
   return bytes;
 }
 

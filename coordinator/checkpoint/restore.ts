@@ -7,7 +7,13 @@
 // failure fences the group (nothing steps). NOT capture, NOT the CLI, NOT the store's file checks.
 import { resolve } from 'node:path';
 import { canonicalize, type JsonValue } from '../../core/formats/canonical-json.js';
-import { decodeEnvelope, type EnvelopeManifest, type VerifiedEnvelope } from '../../core/formats/envelope.js';
+import {
+  decodeEnvelope,
+  rangeKey,
+  type ClaimedRange,
+  type EnvelopeManifest,
+  type VerifiedEnvelope,
+} from '../../core/formats/envelope.js';
 import { isDetsimError } from '../../core/formats/errors.js';
 import type { Digest, Id, Scope } from '../../core/formats/scalars.js';
 import type { LaunchedWorker } from '../launcher.js';
@@ -18,7 +24,7 @@ import {
   type JsonObject,
   type StageRestoreParams,
 } from '../../core/protocol/index.js';
-import { readFileRange, type ReadEnvelopeOptions } from '../store/generation-reader.js';
+import { readFileRange, type DelegatedDigests, type ReadEnvelopeOptions } from '../store/generation-reader.js';
 import { verifyGeneration, type CheckpointStore } from '../store/store.js';
 import { expectedAgentDigest, expectedEnvironmentDigest } from './compatibility.js';
 import type { CheckpointGroup } from './group.js';
@@ -208,7 +214,20 @@ export async function restoreGroup(
   opts: RestoreOptions,
 ): Promise<RestoreReport> {
   preconditions(group, opts.epoch);
-  const loaded = await loadCheckpoint(source);
+  const prefetch = new Prefetch(group, source);
+  try {
+    return await restoreLoaded(group, await loadCheckpoint(source, prefetch.readOptions()), opts);
+  } finally {
+    // A prefetch its StageRestore did not use up (a refusal, a failed stage) is dropped now.
+    await prefetch.release();
+  }
+}
+
+async function restoreLoaded(
+  group: CheckpointGroup,
+  loaded: LoadedCheckpoint,
+  opts: RestoreOptions,
+): Promise<RestoreReport> {
   const m = loaded.envelope.manifest;
   checkIdentity(m, group.live());
   const names = new Set(loaded.envelope.layout.entries.map((e) => e.name));
@@ -378,6 +397,80 @@ export async function restoreGroup(
     behaviour: coord.behaviour,
     manifest: m,
   };
+}
+
+/**
+ * restore-prefetch-v1: while the coordinator reads the generation for its checks, each co-located
+ * participant whose worker offers it reads and hashes its own payload range (a second process, so
+ * the two SHA-256 passes run side by side). Its verdict stands in for check 5's hash of that range
+ * (a range it does not confirm is hashed by the coordinator, so refusals read as before), and the
+ * StageRestore that follows the verification uses the bytes it read. Nothing is staged early:
+ * staging, activation and their order are unchanged.
+ */
+class Prefetch {
+  private readonly asked: { agentId: Id | null; participant: Participant }[] = [];
+
+  constructor(
+    private readonly group: CheckpointGroup,
+    private readonly source: RestoreSource,
+  ) {}
+
+  /** The reader options: the delegate that asks the workers, when the source is a store file not yet read. */
+  readOptions(): ReadEnvelopeOptions {
+    if (!('store' in this.source) || this.source.loaded) return {};
+    const { store, checkpointId } = this.source;
+    // An unknown checkpoint is refused by loadCheckpoint, as always: nobody is asked.
+    const record = store.lookup(checkpointId ?? store.snapshot().highWater ?? '');
+    if (!record) return {};
+    const path = resolve(store.dir, record.file);
+    return { delegate: (claimed) => this.ask(claimed, path) };
+  }
+
+  private ask(claimed: readonly ClaimedRange[], path: string): DelegatedDigests {
+    const out: DelegatedDigests = new Map();
+    for (const r of claimed) {
+      const agentId = this.participantOf(r.name);
+      if (agentId === undefined || !this.offered(agentId)) continue;
+      const participant = agentId === null ? 'environment' : participantOf(agentId);
+      this.asked.push({ agentId, participant });
+      const payload = {
+        digest: r.digest,
+        byteLength: String(r.length),
+        file: { path, offset: String(r.offset) },
+      };
+      const call = this.group.call(agentId, participant, METHODS.prefetchPayload, this.scope(), { agentId, payload });
+      out.set(
+        rangeKey(r.offset, r.length),
+        call.then((rep) => rep.result.matched === true),
+      );
+    }
+    return out;
+  }
+
+  /** The participant a payload name belongs to (undefined: the coordinator's own payload, or unknown). */
+  private participantOf(name: string): Id | null | undefined {
+    if (name === PAYLOAD_NAMES.world) return null;
+    return this.group.plan.agents.map((a) => a.agentId).find((id) => PAYLOAD_NAMES.agent(id) === name);
+  }
+
+  private offered(agentId: Id | null): boolean {
+    const caps = this.group.workerOf(agentId).hello.capabilities;
+    return caps.includes(CAPABILITIES.payloadFile) && caps.includes(CAPABILITIES.restorePrefetch);
+  }
+
+  /** The group's present scope: a prefetch belongs to no restore epoch (it stages nothing). */
+  private scope(): Scope {
+    return this.group.scope(this.group.epoch, this.group.boundary);
+  }
+
+  /** Drop whatever each asked worker still holds (best effort: a failure here changes no outcome). */
+  async release(): Promise<void> {
+    for (const { agentId, participant } of this.asked) {
+      await this.group
+        .call(agentId, participant, METHODS.prefetchPayload, this.scope(), { agentId, payload: null })
+        .catch(() => undefined);
+    }
+  }
 }
 
 /** The StageRestore payload ref: a range of the verified file for a worker that reads local files, else by attachment. */
