@@ -76,7 +76,7 @@ const unconfirmed: ReadEnvelopeOptions['delegate'] = (claimed) =>
 /** The reference with byte `at` flipped, as it is and with its footer digest made to match again. */
 function damaged(at: number): Buffer[] {
   const b = Buffer.from(reference);
-  b[at] ^= 0x01;
+  b[at]! ^= 0x01;
   return at < b.length - 48 ? [b, reseal(b)] : [b];
 }
 
