@@ -241,6 +241,29 @@ export async function stagedPayload(
   return bytes;
 }
 
+/** Payloads decoded ahead of their stage (restore-prefetch-v1), by the very bytes they were decoded from. */
+const predecoded = new WeakMap<Uint8Array, unknown>();
+
+/**
+ * Decode a prefetched payload now, while the coordinator still verifies its file, so that its
+ * StageRestore only checks fields. Bytes that do not decode are left for the stage to refuse.
+ */
+export function predecode(bytes: Uint8Array): void {
+  try {
+    predecoded.set(bytes, decodeState(bytes));
+  } catch {
+    // The stage decodes again and refuses with its usual message.
+  }
+}
+
+/** decodeState, or the value predecode already got from these very bytes (used once). */
+function decodeStaged(bytes: Uint8Array): unknown {
+  if (!predecoded.has(bytes)) return decodeState(bytes);
+  const value = predecoded.get(bytes);
+  predecoded.delete(bytes);
+  return value;
+}
+
 /** The version of the state payload both hosts write and read (payloadVersion). */
 export const PAYLOAD_VERSION = 1;
 
@@ -259,7 +282,7 @@ export function readPayloadHeader(
 ): { payload: JsonObject; expect: PayloadFieldCheck } {
   let payload: JsonObject;
   try {
-    payload = readObject(decodeState(bytes), 'payload');
+    payload = readObject(decodeStaged(bytes), 'payload');
   } catch (e) {
     throw new ProtocolRefusal('INCOMPATIBLE_STATE', `${who}: payload is not a state payload: ${(e as Error).message}`);
   }

@@ -8,7 +8,7 @@
 import { stat } from 'node:fs/promises';
 import { readDigest, readId, readObject, readU64, refuseUnknownFields } from '../core/formats/scalars.js';
 import { ProtocolRefusal, type PrefetchPayloadResult, type Request } from '../core/protocol/index.js';
-import type { StageParams } from './checks.js';
+import { predecode, type StageParams } from './checks.js';
 import type { HostReply } from './host-context.js';
 import { readStoreRangeHashed } from './payload-file.js';
 
@@ -47,6 +47,8 @@ export class PrefetchedPayloads {
     const version = await fileVersion(ref.file.path);
     const { bytes, digest } = await readStoreRangeHashed(storeDir, ref.file, BigInt(ref.byteLength));
     if (digest !== ref.digest || version === null) return { result: { matched: false } };
+    // Hash and decode before the stage: the stage then only checks fields (checks.ts decodeStaged).
+    predecode(bytes);
     this.held.set(participantKey(agentId), {
       key: referenceKey(ref.file.path, ref.file.offset, ref.byteLength, ref.digest),
       version,

@@ -217,9 +217,11 @@ export async function restoreGroup(
   const prefetch = new Prefetch(group, source);
   try {
     return await restoreLoaded(group, await loadCheckpoint(source, prefetch.readOptions()), opts);
-  } finally {
-    // A prefetch its StageRestore did not use up (a refusal, a failed stage) is dropped now.
+  } catch (e) {
+    // A refusal or a failed stage may leave prefetched bytes no StageRestore used up: drop them.
+    // (A restore that succeeds staged everyone, and each stage used up its participant's prefetch.)
     await prefetch.release();
+    throw e;
   }
 }
 

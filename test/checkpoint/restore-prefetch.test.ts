@@ -78,7 +78,7 @@ async function bothPathsAgree(plan: RunPlan): Promise<Session> {
   expect(offering.length).toBeGreaterThan(0);
   const seen = watch(s);
   expect(await restoredSteps(s, 'e2')).toEqual(after);
-  // Each offering worker confirmed its range while the coordinator verified, then was released.
+  // Each offering worker confirmed its range while the coordinator verified (its stage used it up).
   const hosted = offering.reduce((n, w) => n + Math.max(1, w.plan.agentIds.length), 0);
   expect(seen.prefetched.filter((m) => m === true)).toHaveLength(hosted);
   expect(seen.prefetched.filter((m) => m === false)).toHaveLength(0);
