@@ -615,7 +615,7 @@ export class AgentHost {
     if (this.staged.has(agentId))
       throw new ProtocolRefusal('CONFLICT', `agent ${agentId} already has a staged restore`);
     const payload = this.readPayload(
-      await stagedPayload(attachment, staged, this.ctx.storeDir),
+      await stagedPayload(attachment, staged, this.ctx.storeDir, this.ctx.prefetched),
       agentId,
       checkpointId,
       sourceScope,

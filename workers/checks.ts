@@ -14,7 +14,8 @@ import {
   refuseUnknownFields,
 } from '../core/formats/scalars.js';
 import { type PayloadRef, ProtocolRefusal, type Request } from '../core/protocol/index.js';
-import { type PayloadFile, readStoreRange } from './payload-file.js';
+import { type PayloadFile, readStoreRangeHashed } from './payload-file.js';
+import type { PrefetchedPayloads } from './restore-prefetch.js';
 import type { JsonObject } from './sdk.js';
 import { decodeState } from './state-codec.js';
 
@@ -80,8 +81,8 @@ export function checkAttachment(attachment: Uint8Array | undefined, ref: Payload
 }
 
 /** Never echo the digest of what was read: with payload-file-v1 that would be an oracle on a file's bytes. */
-function checkDigest(bytes: Uint8Array, ref: PayloadRef, payloadName: string): void {
-  if (sha256(bytes) !== ref.digest)
+function checkDigest(bytes: Uint8Array, ref: PayloadRef, payloadName: string, digest = sha256(bytes)): void {
+  if (digest !== ref.digest)
     throw new ProtocolRefusal(
       'BUFFER_INVALID',
       `params.payload.digest: the payload digest check failed for payload ${payloadName}`,
@@ -230,8 +231,12 @@ export async function stagedPayload(
   attachment: Uint8Array | undefined,
   staged: StageParams,
   storeDir: string | undefined,
+  prefetched?: PrefetchedPayloads,
 ): Promise<Uint8Array> {
   const name = payloadNameOf(staged.agentId);
+  // restore-prefetch-v1: bytes read and hashed against exactly this reference while the coordinator verified.
+  const early = await prefetched?.take(staged);
+  if (early && !attachment) return early;
   if (!staged.file) {
     checkAttachment(attachment, staged.ref, name);
     return attachment!;
@@ -241,9 +246,32 @@ export async function stagedPayload(
       'INVALID_ARGUMENT',
       'StageRestore carries both an attachment and params.payload.file: send one',
     );
-  const bytes = await readStoreRange(storeDir, staged.file, BigInt(staged.ref.byteLength));
-  checkDigest(bytes, staged.ref, name);
+  const { bytes, digest } = await readStoreRangeHashed(storeDir, staged.file, BigInt(staged.ref.byteLength));
+  checkDigest(bytes, staged.ref, name, digest);
   return bytes;
+}
+
+/** Payloads decoded ahead of their stage (restore-prefetch-v1), by the very bytes they were decoded from. */
+const predecoded = new WeakMap<Uint8Array, unknown>();
+
+/**
+ * Decode a prefetched payload now, while the coordinator still verifies its file, so that its
+ * StageRestore only checks fields. Bytes that do not decode are left for the stage to refuse.
+ */
+export function predecode(bytes: Uint8Array): void {
+  try {
+    predecoded.set(bytes, decodeState(bytes));
+  } catch {
+    // The stage decodes again and refuses with its usual message.
+  }
+}
+
+/** decodeState, or the value predecode already got from these very bytes (used once). */
+function decodeStaged(bytes: Uint8Array): unknown {
+  if (!predecoded.has(bytes)) return decodeState(bytes);
+  const value = predecoded.get(bytes);
+  predecoded.delete(bytes);
+  return value;
 }
 
 /** The version of the state payload both hosts write and read (payloadVersion). */
@@ -264,7 +292,7 @@ export function readPayloadHeader(
 ): { payload: JsonObject; expect: PayloadFieldCheck } {
   let payload: JsonObject;
   try {
-    payload = readObject(decodeState(bytes), 'payload');
+    payload = readObject(decodeStaged(bytes), 'payload');
   } catch (e) {
     throw new ProtocolRefusal('INCOMPATIBLE_STATE', `${who}: payload is not a state payload: ${(e as Error).message}`);
   }

@@ -394,7 +394,7 @@ export class EnvironmentHost {
       );
     if (this.staged) throw new ProtocolRefusal('CONFLICT', 'the environment already has a staged restore');
     const payload = this.readPayload(
-      await stagedPayload(attachment, staged, this.ctx.storeDir),
+      await stagedPayload(attachment, staged, this.ctx.storeDir, this.ctx.prefetched),
       checkpointId,
       sourceScope,
     );

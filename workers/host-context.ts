@@ -1,5 +1,6 @@
 // What a participant host (agent or environment) needs from the runtime: identity, the bound
 // session, the progress counter and the strict-mode default. An interface only; runtime.ts owns it.
+import type { PrefetchedPayloads } from './restore-prefetch.js';
 
 export interface HostContext {
   readonly workerId: string;
@@ -12,6 +13,8 @@ export interface HostContext {
   readonly launchedModels: readonly string[];
   /** The run's checkpoint store (`--store-dir`): the only place payload-file-v1 may read; none: no payload files. */
   readonly storeDir?: string | undefined;
+  /** restore-prefetch-v1: payloads read and hashed ahead of their StageRestore (runtime.ts owns them). */
+  readonly prefetched?: PrefetchedPayloads;
   /** Record real progress: bumps progressCounter and lastCompletedRequestId. */
   progress(requestId: string): void;
 }

@@ -5,6 +5,7 @@
 // capture-file-v1 writes the other way: a held capture payload into a checkpoint TEMP file of the
 // same store (writeStoreTemp); a committed generation or the store manifest is never writable.
 // Not the digest check (checks.ts stagedPayload) and not the coordinator's store.
+import { createHash } from 'node:crypto';
 import { constants } from 'node:fs';
 import { type FileHandle, open, realpath, stat } from 'node:fs/promises';
 import { basename, isAbsolute, relative, sep } from 'node:path';
@@ -56,6 +57,43 @@ export async function readStoreRange(
     const size = BigInt((await fh.stat()).size);
     if (file.offset + byteLength > size) throw refuse('BUFFER_INVALID', PAYLOAD_FILE_REFUSALS.pastEnd);
     return await readExactly(fh, Number(file.offset), Number(byteLength));
+  } finally {
+    await fh.close().catch(() => undefined);
+  }
+}
+
+/** Reads of a hashed range move this much at a time: the next read runs while this one is hashed. */
+const HASHED_READ_BYTES = 4 * 1024 * 1024;
+
+/**
+ * readStoreRange that hashes as it reads (one pass over the bytes, the next read in flight while a
+ * chunk is hashed): the bytes and their SHA-256 (hex). The digest is for the caller's comparison
+ * only; it is never sent back (that would be an oracle on the file's bytes).
+ */
+export async function readStoreRangeHashed(
+  storeDir: string | undefined,
+  file: PayloadFile,
+  byteLength: bigint,
+  chunkBytes = HASHED_READ_BYTES,
+): Promise<{ bytes: Buffer; digest: string }> {
+  if (storeDir === undefined) throw refuse('UNSUPPORTED', PAYLOAD_FILE_REFUSALS.noStore);
+  const fh = await openInsideStore(storeDir, file.path, constants.O_RDONLY, PAYLOAD_FILE_REFUSALS.outside);
+  try {
+    const size = BigInt((await fh.stat()).size);
+    if (file.offset + byteLength > size) throw refuse('BUFFER_INVALID', PAYLOAD_FILE_REFUSALS.pastEnd);
+    const out = allocate(Number(byteLength));
+    const hash = createHash('sha256');
+    const base = Number(file.offset);
+    const readChunk = (at: number): Promise<number> =>
+      readFully(fh, out.subarray(at, Math.min(out.length, at + chunkBytes)), base + at).then(() => at);
+    let pending = out.length > 0 ? readChunk(0) : null;
+    while (pending) {
+      const at = await pending;
+      const next = at + chunkBytes;
+      pending = next < out.length ? readChunk(next) : null;
+      hash.update(out.subarray(at, Math.min(out.length, next)));
+    }
+    return { bytes: out, digest: hash.digest('hex') };
   } finally {
     await fh.close().catch(() => undefined);
   }
@@ -120,13 +158,21 @@ function isUnder(root: string, real: string): boolean {
   return rel !== '' && rel !== '..' && !rel.startsWith(`..${sep}`) && !isAbsolute(rel);
 }
 
-async function readExactly(fh: FileHandle, offset: number, length: number): Promise<Buffer> {
-  let out: Buffer;
+function allocate(length: number): Buffer {
   try {
-    out = Buffer.allocUnsafe(length);
+    return Buffer.allocUnsafe(length);
   } catch {
     throw refuse('BUFFER_INVALID', PAYLOAD_FILE_REFUSALS.unreadable);
   }
+}
+
+function readExactly(fh: FileHandle, offset: number, length: number): Promise<Buffer> {
+  return readFully(fh, allocate(length), offset);
+}
+
+/** Fill `out` from `offset` of the file; a short file or a read error is refused without naming a size. */
+async function readFully(fh: FileHandle, out: Buffer, offset: number): Promise<Buffer> {
+  const length = out.length;
   let at = 0;
   while (at < length) {
     // One read() moves at most MAX_WRITE_BYTES (a single fs call stops below 2 GiB).

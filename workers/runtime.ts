@@ -26,6 +26,7 @@ import {
 } from '../core/protocol/index.js';
 import { AgentHost } from './agent-host.js';
 import { holdsCapture, withoutHold, writeHeldPayload } from './capture-file.js';
+import { PrefetchedPayloads } from './restore-prefetch.js';
 import { EnvironmentHost } from './environment-host.js';
 import type { HostContext, HostReply } from './host-context.js';
 import { LifecycleCache } from './op-cache.js';
@@ -101,6 +102,8 @@ export class WorkerRuntime implements HostContext {
   private lastCompletedRequestId: string | null = null;
   private stopping = false;
   private readonly lifecycle = new LifecycleCache();
+  /** restore-prefetch-v1: payloads read and hashed while the coordinator verifies their file. */
+  readonly prefetched = new PrefetchedPayloads();
   private readonly maxMessageBytes: number;
   readonly agents: AgentHost | undefined;
   readonly environment: EnvironmentHost | undefined;
@@ -146,6 +149,7 @@ export class WorkerRuntime implements HostContext {
         a ? a.stageRestore(req, attachment) : env!.stageRestore(req, attachment),
       [METHODS.activateRestore]: (req) => (a ? a.activateRestore(req) : env!.activateRestore(req)),
       [METHODS.writePayload]: (req) => writeHeldPayload(req, this.lifecycle, this.storeDir),
+      [METHODS.prefetchPayload]: (req) => this.prefetched.prefetch(req, this.storeDir),
     };
   }
 
@@ -290,7 +294,7 @@ export class WorkerRuntime implements HostContext {
           this.role === 'agent' ? CAPABILITIES.agentStep : CAPABILITIES.worldStep,
           CAPABILITIES.checkpoint,
           CAPABILITIES.payloadFile,
-          ...(this.storeDir !== undefined ? [CAPABILITIES.captureFile] : []),
+          ...(this.storeDir !== undefined ? [CAPABILITIES.captureFile, CAPABILITIES.restorePrefetch] : []),
         ].sort(),
         limits: {
           maxAgents: this.role === 'agent' ? MAX_AGENTS_PER_WORKER : 0,

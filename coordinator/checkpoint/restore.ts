@@ -7,7 +7,13 @@
 // failure fences the group (nothing steps). NOT capture, NOT the CLI, NOT the store's file checks.
 import { resolve } from 'node:path';
 import { canonicalize, type JsonValue } from '../../core/formats/canonical-json.js';
-import { decodeEnvelope, type DecodedEnvelope, type EnvelopeManifest } from '../../core/formats/envelope.js';
+import {
+  decodeEnvelope,
+  rangeKey,
+  type ClaimedRange,
+  type EnvelopeManifest,
+  type VerifiedEnvelope,
+} from '../../core/formats/envelope.js';
 import { isDetsimError } from '../../core/formats/errors.js';
 import type { Digest, Id, Scope } from '../../core/formats/scalars.js';
 import {
@@ -17,7 +23,8 @@ import {
   type JsonObject,
   type StageRestoreParams,
 } from '../../core/protocol/index.js';
-import { loadGeneration, type CheckpointStore } from '../store/store.js';
+import { readFileRange, type DelegatedDigests, type ReadEnvelopeOptions } from '../store/generation-reader.js';
+import { verifyGeneration, type CheckpointStore } from '../store/store.js';
 import { expectedAgentDigest, expectedEnvironmentDigest } from './compatibility.js';
 import type { CheckpointGroup } from './group.js';
 import { PAYLOAD_NAMES, readCoordinatorPayloads, type BehaviourPrefix } from './manifest.js';
@@ -70,32 +77,45 @@ export interface RestoreReport {
 }
 
 export interface LoadedCheckpoint {
-  envelope: DecodedEnvelope;
+  envelope: VerifiedEnvelope;
   byteLength: number;
   label: string;
   /** The verified file's absolute path (a store generation), which local workers may read themselves. */
   path: string | null;
+  /** One payload's bytes (a store generation's are read from the file now, one payload at a time). */
+  readPayload(name: string): Promise<Uint8Array>;
 }
 
-/** Read and verify the checkpoint; every refusal names the check (reason from the reader or the store). */
-export async function loadCheckpoint(source: RestoreSource): Promise<LoadedCheckpoint> {
+/**
+ * Read and verify the checkpoint; every refusal names the check (reason from the reader or the
+ * store). A store generation is verified in bounded chunks (`read`: chunk size, co-located workers'
+ * payload verdicts) and never held in memory.
+ */
+export async function loadCheckpoint(source: RestoreSource, read: ReadEnvelopeOptions = {}): Promise<LoadedCheckpoint> {
   if ('store' in source && source.loaded) return source.loaded;
   try {
     if ('store' in source) {
       const record = source.store.select(source.checkpointId);
-      const g = await loadGeneration(source.store.dir, record);
+      const g = await verifyGeneration(source.store.dir, record, read);
+      const path = resolve(g.path);
       return {
         envelope: g.envelope,
-        byteLength: g.bytes.length,
+        byteLength: g.byteLength,
         label: record.file,
-        path: resolve(source.store.dir, record.file),
+        path,
+        readPayload: (name) => {
+          const e = g.envelope.layout.entries.find((x) => x.name === name)!;
+          return readFileRange(path, e.offset, e.byteLength);
+        },
       };
     }
+    const decoded = decodeEnvelope(source.bytes);
     return {
-      envelope: decodeEnvelope(source.bytes),
+      envelope: decoded,
       byteLength: source.bytes.byteLength,
       label: source.label ?? 'checkpoint',
       path: null,
+      readPayload: async (name) => decoded.payloads.find((p) => p.name === name)!.bytes,
     };
   } catch (e) {
     if (isDetsimError(e)) {
@@ -174,8 +194,14 @@ function stagePlan(m: EnvelopeManifest): StagePlan[] {
   return out;
 }
 
-function payloadMap(envelope: DecodedEnvelope): Map<string, Uint8Array> {
-  return new Map(envelope.payloads.map((p) => [p.name, p.bytes]));
+/** The coordinator's own payloads (every one but the participants' states), read into memory: they are small. */
+async function coordinatorPayloads(loaded: LoadedCheckpoint): Promise<Map<string, Uint8Array>> {
+  const m = loaded.envelope.manifest;
+  const participants = new Set([PAYLOAD_NAMES.world, ...m.agents.map((a) => PAYLOAD_NAMES.agent(a.agentId as Id))]);
+  const out = new Map<string, Uint8Array>();
+  for (const e of loaded.envelope.layout.entries)
+    if (!participants.has(e.name)) out.set(e.name, await loaded.readPayload(e.name));
+  return out;
 }
 
 /**
@@ -188,11 +214,26 @@ export async function restoreGroup(
   opts: RestoreOptions,
 ): Promise<RestoreReport> {
   preconditions(group, opts.epoch);
-  const loaded = await loadCheckpoint(source);
+  const prefetch = new Prefetch(group, source);
+  try {
+    return await restoreLoaded(group, await loadCheckpoint(source, prefetch.readOptions()), opts);
+  } catch (e) {
+    // A refusal or a failed stage may leave prefetched bytes no StageRestore used up: drop them.
+    // (A restore that succeeds staged everyone, and each stage used up its participant's prefetch.)
+    await prefetch.release();
+    throw e;
+  }
+}
+
+async function restoreLoaded(
+  group: CheckpointGroup,
+  loaded: LoadedCheckpoint,
+  opts: RestoreOptions,
+): Promise<RestoreReport> {
   const m = loaded.envelope.manifest;
   checkIdentity(m, group.live());
-  const payloads = payloadMap(loaded.envelope);
-  const coord = readCoordinatorPayloads(m, payloads);
+  const names = new Set(loaded.envelope.layout.entries.map((e) => e.name));
+  const coord = readCoordinatorPayloads(m, await coordinatorPayloads(loaded));
   if (opts.expectBehaviour && canonicalize(opts.expectBehaviour) !== canonicalize(coord.behaviour)) {
     throw new CheckpointRefusal(
       'INCOMPATIBLE_STATE',
@@ -204,7 +245,7 @@ export async function restoreGroup(
   const plan = stagePlan(m);
   for (const p of plan) {
     const want = p.agentId === null ? PAYLOAD_NAMES.world : PAYLOAD_NAMES.agent(p.agentId);
-    if (p.payloadName !== want || !payloads.has(want)) {
+    if (p.payloadName !== want || !names.has(want)) {
       throw new CheckpointRefusal(
         'INCOMPATIBLE_STATE',
         'audit_coordinator_payload',
@@ -244,8 +285,9 @@ export async function restoreGroup(
       payload: payloadRef(loaded, p.payloadName, group.workerOf(p.agentId).hello.capabilities),
     };
     params = opts.hooks?.beforeStage?.(p.participant, params) ?? params;
-    // A worker that reads the verified file itself gets no attachment (no copy through the transport).
-    const attachment = 'file' in params.payload ? undefined : payloads.get(p.payloadName)!;
+    // A worker that reads the verified file itself gets no attachment (no copy through the transport);
+    // any other gets this one payload, read from the file for its call only.
+    const attachment = 'file' in params.payload ? undefined : await loaded.readPayload(p.payloadName);
     const rep = await counted(p.agentId, () =>
       group.call(p.agentId, p.participant, METHODS.stageRestore, scope, params, attachment ? { attachment } : {}),
     );
@@ -359,6 +401,80 @@ export async function restoreGroup(
     behaviour: coord.behaviour,
     manifest: m,
   };
+}
+
+/**
+ * restore-prefetch-v1: while the coordinator reads the generation for its checks, each co-located
+ * participant whose worker offers it reads and hashes its own payload range (a second process, so
+ * the two SHA-256 passes run side by side). Its verdict stands in for check 5's hash of that range
+ * (a range it does not confirm is hashed by the coordinator, so refusals read as before), and the
+ * StageRestore that follows the verification uses the bytes it read. Nothing is staged early:
+ * staging, activation and their order are unchanged.
+ */
+class Prefetch {
+  private readonly asked: { agentId: Id | null; participant: Participant }[] = [];
+
+  constructor(
+    private readonly group: CheckpointGroup,
+    private readonly source: RestoreSource,
+  ) {}
+
+  /** The reader options: the delegate that asks the workers, when the source is a store file not yet read. */
+  readOptions(): ReadEnvelopeOptions {
+    if (!('store' in this.source) || this.source.loaded) return {};
+    const { store, checkpointId } = this.source;
+    // An unknown checkpoint is refused by loadCheckpoint, as always: nobody is asked.
+    const record = store.lookup(checkpointId ?? store.snapshot().highWater ?? '');
+    if (!record) return {};
+    const path = resolve(store.dir, record.file);
+    return { delegate: (claimed) => this.ask(claimed, path) };
+  }
+
+  private ask(claimed: readonly ClaimedRange[], path: string): DelegatedDigests {
+    const out: DelegatedDigests = new Map();
+    for (const r of claimed) {
+      const agentId = this.participantOf(r.name);
+      if (agentId === undefined || !this.offered(agentId)) continue;
+      const participant = agentId === null ? 'environment' : participantOf(agentId);
+      this.asked.push({ agentId, participant });
+      const payload = {
+        digest: r.digest,
+        byteLength: String(r.length),
+        file: { path, offset: String(r.offset) },
+      };
+      const call = this.group.call(agentId, participant, METHODS.prefetchPayload, this.scope(), { agentId, payload });
+      out.set(
+        rangeKey(r.offset, r.length),
+        call.then((rep) => rep.result.matched === true),
+      );
+    }
+    return out;
+  }
+
+  /** The participant a payload name belongs to (undefined: the coordinator's own payload, or unknown). */
+  private participantOf(name: string): Id | null | undefined {
+    if (name === PAYLOAD_NAMES.world) return null;
+    return this.group.plan.agents.map((a) => a.agentId).find((id) => PAYLOAD_NAMES.agent(id) === name);
+  }
+
+  private offered(agentId: Id | null): boolean {
+    const caps = this.group.workerOf(agentId).hello.capabilities;
+    return caps.includes(CAPABILITIES.payloadFile) && caps.includes(CAPABILITIES.restorePrefetch);
+  }
+
+  /** The group's present scope: a prefetch belongs to no restore epoch (it stages nothing). */
+  private scope(): Scope {
+    return this.group.scope(this.group.epoch, this.group.boundary);
+  }
+
+  /** Drop whatever each asked worker still holds (best effort: a failure here changes no outcome). */
+  async release(): Promise<void> {
+    for (const { agentId, participant } of this.asked) {
+      await this.group
+        .call(agentId, participant, METHODS.prefetchPayload, this.scope(), { agentId, payload: null })
+        .catch(() => undefined);
+    }
+  }
 }
 
 /** The StageRestore payload ref: a range of the verified file for a worker that reads local files, else by attachment. */

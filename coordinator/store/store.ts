@@ -1,10 +1,10 @@
 // The STATE-01 checkpoint store: one flat directory of FLYSESS1 generations and the canonical
 // store manifest that commits them (docs/spec/checkpoint-store.md). It knows envelopes only as bytes plus a
 // record; it is NOT the writer queue (writer.ts), nor capture/restore, nor any transport.
-import { mkdir, readdir, readFile, stat } from 'node:fs/promises';
+import { mkdir, open, readdir, readFile, stat, type FileHandle } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { canonicalBytes, canonicalDigest, parseCanonical, type JsonValue } from '../../core/formats/canonical-json.js';
-import { decodeEnvelopeAsync, type DecodedEnvelope, type EnvelopeManifest } from '../../core/formats/envelope.js';
+import { type DecodedEnvelope, type EnvelopeManifest, type VerifiedEnvelope } from '../../core/formats/envelope.js';
 import { DetsimError, isDetsimError } from '../../core/formats/errors.js';
 import type { ReasonCode } from '../../core/formats/reasons.js';
 import {
@@ -18,6 +18,7 @@ import {
   type U64,
 } from '../../core/formats/scalars.js';
 import { DurableFs, type ByteParts } from './durable-fs.js';
+import { readFileRange, verifyEnvelopeFile, type ReadEnvelopeOptions } from './generation-reader.js';
 
 export const STATE_FORMAT_ID = 'flysess-1';
 export const STORE_MANIFEST_VERSION = 1;
@@ -278,11 +279,20 @@ export interface StoreVerifyReport {
   readonly orphaned: readonly string[];
 }
 
-/** A generation's record and verified bytes. */
+/** A generation's record and verified bytes (CheckpointStore.load: small envelopes, tools and tests). */
 export interface LoadedGeneration {
   readonly record: GenerationRecord;
   readonly bytes: Buffer;
   readonly envelope: DecodedEnvelope;
+}
+
+/** A generation verified in bounded chunks: its record, where it is and what it holds; no payload in memory. */
+export interface VerifiedGeneration {
+  readonly record: GenerationRecord;
+  /** The generation file's path (dir joined with record.file). */
+  readonly path: string;
+  readonly byteLength: number;
+  readonly envelope: VerifiedEnvelope;
 }
 
 /** Files in a store directory the manifest does not reference (never restore candidates). */
@@ -573,10 +583,20 @@ export class CheckpointStore {
     return unrotated;
   }
 
-  /** Read a listed generation and check it fully; throws the first failed check. */
+  /**
+   * Read a listed generation into memory after checking it fully; throws the first failed check.
+   * For small envelopes (tools, tests): verify and restore use verifyGeneration, which never holds one.
+   */
   async load(checkpointId?: Id): Promise<LoadedGeneration> {
     const record = this.select(checkpointId);
-    return loadGeneration(this.dir, record);
+    const g = await verifyGeneration(this.dir, record);
+    const bytes = await readFileRange(g.path, 0, g.byteLength);
+    const payloads = g.envelope.layout.entries.map((e) => ({
+      name: e.name,
+      bytes: bytes.subarray(e.offset, e.offset + e.byteLength),
+      digest: e.digest,
+    }));
+    return { record, bytes, envelope: { ...g.envelope, payloads } };
   }
 
   /**
@@ -692,7 +712,7 @@ function failed(record: GenerationRecord, check: string, reason: ReasonCode, mes
 /** Every check of one generation against its record, in order; the first failure is reported. */
 async function checkGeneration(dir: string, record: GenerationRecord): Promise<GenerationCheck> {
   try {
-    await loadGeneration(dir, record);
+    await verifyGeneration(dir, record);
     return { checkpointId: record.checkpointId, file: record.file, ok: true };
   } catch (e) {
     if (e instanceof GenerationCheckError) return e.result;
@@ -708,38 +728,71 @@ class GenerationCheckError extends DetsimError {
 
 const IDENTITY_FIELDS = ['checkpointId', 'sessionId', 'epoch', 'episodeId', 'boundary', 'compatibilityDigest'] as const;
 
-/** Read a generation and check length, the FLYSESS1 checks, the envelope digest and the record fields. */
-export async function loadGeneration(dir: string, record: GenerationRecord): Promise<LoadedGeneration> {
+/**
+ * Check a generation against its record without holding it: the file's length, the FLYSESS1 checks
+ * in order (read in bounded chunks), the envelope digest and the record fields; throws the first
+ * failed check. `options` are the chunk size (tests) and a co-located worker's payload verdicts.
+ */
+export async function verifyGeneration(
+  dir: string,
+  record: GenerationRecord,
+  options: ReadEnvelopeOptions = {},
+): Promise<VerifiedGeneration> {
   const fail = (check: string, reason: ReasonCode, message: string): never => {
     throw new GenerationCheckError(failed(record, check, reason, message));
   };
-  let bytes: Buffer;
+  const path = join(dir, record.file);
+  let fh: FileHandle;
+  let size: number;
   try {
-    bytes = await readFile(join(dir, record.file));
+    fh = await open(path, 'r');
   } catch (e) {
     return fail('file', 'audit_generation_missing', `cannot read ${record.file}: ${describeError(e)}`);
   }
-  if (String(bytes.length) !== record.byteLength)
-    fail(
-      'byteLength',
-      'audit_generation_length',
-      `file has ${bytes.length} bytes, the store records ${record.byteLength}`,
-    );
-  let envelope: DecodedEnvelope;
   try {
-    envelope = await decodeEnvelopeAsync(bytes);
-  } catch (e) {
-    if (isDetsimError(e)) return fail('envelope', e.reason, e.message);
-    throw e;
+    try {
+      size = await regularFileSize(fh);
+    } catch (e) {
+      return fail('file', 'audit_generation_missing', `cannot read ${record.file}: ${describeError(e)}`);
+    }
+    if (String(size) !== record.byteLength)
+      fail('byteLength', 'audit_generation_length', `file has ${size} bytes, the store records ${record.byteLength}`);
+    let envelope: VerifiedEnvelope;
+    try {
+      envelope = await verifyEnvelopeFile(fh, size, options);
+    } catch (e) {
+      if (isDetsimError(e)) return fail('envelope', e.reason, e.message);
+      throw e;
+    }
+    if (envelope.envelopeDigest !== record.envelopeDigest) {
+      fail(
+        'envelopeDigest',
+        'audit_generation_digest',
+        `file SHA-256 is ${envelope.envelopeDigest}, the store records ${record.envelopeDigest}`,
+      );
+    }
+    checkRecordFields(dir, record, envelope.manifest, fail);
+    return { record, path, byteLength: size, envelope };
+  } finally {
+    await fh.close().catch(() => undefined);
   }
-  if (envelope.envelopeDigest !== record.envelopeDigest) {
-    fail(
-      'envelopeDigest',
-      'audit_generation_digest',
-      `file SHA-256 is ${envelope.envelopeDigest}, the store records ${record.envelopeDigest}`,
-    );
-  }
-  const implied = generationIdentityOf(envelope.manifest);
+}
+
+/** The size of an opened regular file; anything else fails the way reading it would (e.g. EISDIR). */
+async function regularFileSize(fh: FileHandle): Promise<number> {
+  const info = await fh.stat();
+  if (!info.isFile()) await fh.read(Buffer.alloc(1), 0, 1, 0);
+  return info.size;
+}
+
+/** The record fields must be those the envelope manifest implies. */
+function checkRecordFields(
+  dir: string,
+  record: GenerationRecord,
+  manifest: EnvelopeManifest,
+  fail: (check: string, reason: ReasonCode, message: string) => never,
+): void {
+  const implied = generationIdentityOf(manifest);
   for (const field of IDENTITY_FIELDS) {
     if (implied[field] !== record[field]) {
       fail(
@@ -749,5 +802,4 @@ export async function loadGeneration(dir: string, record: GenerationRecord): Pro
       );
     }
   }
-  return { record, bytes, envelope };
 }

@@ -130,13 +130,28 @@ export interface DecodedPayload {
   digest: Digest;
 }
 
-/** A verified FLYSESS1 envelope: the manifest, the payloads in table order and the layout. */
-export interface DecodedEnvelope {
+/** A verified FLYSESS1 envelope known by its manifest, layout and digest (payload bytes stay where they are). */
+export interface VerifiedEnvelope {
   manifest: EnvelopeManifest;
-  payloads: DecodedPayload[];
   layout: EnvelopeLayout;
   /** SHA-256 (hex) of the whole file, footer included. */
   envelopeDigest: Digest;
+}
+
+/** A verified FLYSESS1 envelope in memory: also the payloads in table order. */
+export interface DecodedEnvelope extends VerifiedEnvelope {
+  payloads: DecodedPayload[];
+}
+
+/**
+ * Random access to an envelope's bytes for the seven checks. The checks ask it for small ranges
+ * only (header, footer, manifest, table, padding); the SHA-256 of the prefix and of every payload
+ * come precomputed ({@link EnvelopeDigests}) when the source is not in memory (a file read in chunks).
+ */
+export interface EnvelopeSource {
+  readonly length: number;
+  /** The bytes [start, end); the caller keeps within [0, length). */
+  bytes(start: number, end: number): Buffer;
 }
 
 export function align8(n: number): number {
@@ -521,8 +536,13 @@ function isZero(buf: Buffer, start: number, end: number): boolean {
   return true;
 }
 
+function bufferSource(buf: Buffer): EnvelopeSource {
+  return { length: buf.length, bytes: (start, end) => buf.subarray(start, end) };
+}
+
 /** Check 1: length, magic, version, headerBytes, reserved. */
-function checkHeader(buf: Buffer): { manifestBytes: number; payloadCount: number; tableOffset: number } {
+function checkHeader(src: EnvelopeSource): { manifestBytes: number; payloadCount: number; tableOffset: number } {
+  const buf = src.bytes(0, Math.min(src.length, HEADER_BYTES));
   if (buf.length >= 8 && buf.toString('latin1', 0, 8) === LEGACY_MAGIC) {
     refuse(
       1,
@@ -532,12 +552,12 @@ function checkHeader(buf: Buffer): { manifestBytes: number; payloadCount: number
       'magic',
     );
   }
-  if (buf.length < MIN_ENVELOPE_BYTES)
+  if (src.length < MIN_ENVELOPE_BYTES)
     refuse(
       1,
       'length',
       'size_envelope_too_short',
-      `${buf.length} bytes, a FLYSESS1 envelope has at least ${MIN_ENVELOPE_BYTES}`,
+      `${src.length} bytes, a FLYSESS1 envelope has at least ${MIN_ENVELOPE_BYTES}`,
       'length',
     );
   if (buf.toString('latin1', 0, 8) !== ENVELOPE_MAGIC) {
@@ -574,19 +594,27 @@ function checkHeader(buf: Buffer): { manifestBytes: number; payloadCount: number
 }
 
 /**
- * SHA-256 work done before the checks run (decodeEnvelopeAsync): the prefix hash state, and
- * digests of byte ranges keyed `${offset}:${length}`. The checks use them only for exactly the
- * bytes they would hash themselves, so results and refusals are those of decodeEnvelope.
+ * SHA-256 work done before the checks run (decodeEnvelopeAsync, the store's chunked file reader):
+ * the prefix hash state, and digests of byte ranges keyed by {@link rangeKey}. The checks use them
+ * only for exactly the bytes they would hash themselves, so results and refusals are those of
+ * decodeEnvelope.
  */
-interface Precomputed {
+export interface EnvelopeDigests {
   prefix?: Hash;
   ranges?: Map<string, Buffer>;
 }
+type Precomputed = EnvelopeDigests;
+
+/** The key of a precomputed range digest. */
+export function rangeKey(offset: number, length: number): string {
+  return `${offset}:${length}`;
+}
 
 /** Check 2: footer magic, fileBytes, prefix digest. Returns the hash state after the prefix. */
-function checkFooter(buf: Buffer, pre: Precomputed): { footerOffset: number; prefixHash: Hash } {
-  const footerOffset = buf.length - FOOTER_BYTES;
-  const magic = buf.toString('latin1', buf.length - 8);
+function checkFooter(src: EnvelopeSource, pre: Precomputed): { footerOffset: number; prefixHash: Hash } {
+  const footerOffset = src.length - FOOTER_BYTES;
+  const footer = src.bytes(footerOffset, src.length);
+  const magic = footer.toString('latin1', FOOTER_BYTES - 8);
   if (magic !== ENVELOPE_FOOTER_MAGIC) {
     refuse(
       2,
@@ -596,19 +624,19 @@ function checkFooter(buf: Buffer, pre: Precomputed): { footerOffset: number; pre
       'footer.magic',
     );
   }
-  const fileBytes = buf.readBigUInt64LE(footerOffset);
-  if (fileBytes !== BigInt(buf.length)) {
+  const fileBytes = footer.readBigUInt64LE(0);
+  if (fileBytes !== BigInt(src.length)) {
     refuse(
       2,
       'file length',
       'audit_envelope_length',
-      `footer says the file is ${fileBytes} bytes, it is ${buf.length}`,
+      `footer says the file is ${fileBytes} bytes, it is ${src.length}`,
       'footer.fileBytes',
     );
   }
-  const prefixHash = pre.prefix ?? createHash('sha256').update(buf.subarray(0, footerOffset));
+  const prefixHash = pre.prefix ?? createHash('sha256').update(src.bytes(0, footerOffset));
   const actual = prefixHash.copy().digest();
-  const recorded = buf.subarray(footerOffset + 8, footerOffset + 40);
+  const recorded = footer.subarray(8, 40);
   if (!actual.equals(recorded)) {
     refuse(
       2,
@@ -622,7 +650,7 @@ function checkFooter(buf: Buffer, pre: Precomputed): { footerOffset: number; pre
 }
 
 /** Check 3: manifest inside the payload area, strict JSON, already canonical, an object. */
-function checkManifest(buf: Buffer, manifestBytes: number, footerOffset: number): JsonValue {
+function checkManifest(src: EnvelopeSource, manifestBytes: number, footerOffset: number): JsonValue {
   if (HEADER_BYTES + manifestBytes > footerOffset) {
     refuse(
       3,
@@ -633,7 +661,7 @@ function checkManifest(buf: Buffer, manifestBytes: number, footerOffset: number)
     );
   }
   const value = within(3, 'manifest', 'struct_envelope_manifest', () =>
-    parseCanonical(buf.subarray(HEADER_BYTES, HEADER_BYTES + manifestBytes)),
+    parseCanonical(src.bytes(HEADER_BYTES, HEADER_BYTES + manifestBytes)),
   );
   if (typeof value !== 'object' || value === null || Array.isArray(value))
     refuse(3, 'manifest', 'struct_envelope_manifest', 'manifest is not a JSON object', 'manifest');
@@ -642,7 +670,7 @@ function checkManifest(buf: Buffer, manifestBytes: number, footerOffset: number)
 
 /** Check 4: table at its laid-out position (zero padding before it), inside the area, ≤ 64 entries. */
 function checkTable(
-  buf: Buffer,
+  src: EnvelopeSource,
   manifestBytes: number,
   payloadCount: number,
   tableOffset: number,
@@ -675,7 +703,8 @@ function checkTable(
       `payloadCount is ${payloadCount}, at most ${MAX_PAYLOADS}`,
       'payloadCount',
     );
-  if (!isZero(buf, HEADER_BYTES + manifestBytes, tableOffset))
+  const padding = src.bytes(HEADER_BYTES + manifestBytes, tableOffset);
+  if (!isZero(padding, 0, padding.length))
     refuse(
       4,
       'payload table',
@@ -688,7 +717,7 @@ function checkTable(
 
 /** Check 5, one entry: name, NUL padding, uniqueness, offset, extent, digest. */
 function checkEntry(
-  buf: Buffer,
+  src: EnvelopeSource,
   i: number,
   at: number,
   prevEnd: number,
@@ -698,7 +727,8 @@ function checkEntry(
 ): EnvelopeEntry {
   const expectedOffset = align8(prevEnd);
   const what = 'payload entry';
-  const nameField = buf.subarray(at, at + NAME_BYTES);
+  const row = src.bytes(at, at + TABLE_ENTRY_BYTES);
+  const nameField = row.subarray(0, NAME_BYTES);
   const nul = nameField.indexOf(0);
   const nameLen = nul === -1 ? NAME_BYTES : nul;
   const name = nameField.toString('latin1', 0, nameLen);
@@ -722,7 +752,7 @@ function checkEntry(
   if (seen.has(name))
     refuse(5, what, 'struct_envelope_entry', `${label}: the name repeats an earlier entry`, `table[${i}].name`);
   seen.add(name);
-  const offset = buf.readBigUInt64LE(at + 64);
+  const offset = row.readBigUInt64LE(64);
   if (offset !== BigInt(expectedOffset))
     refuse(
       5,
@@ -731,9 +761,10 @@ function checkEntry(
       `${label}: offset ${offset} is not the aligned end of the previous payload (${expectedOffset})`,
       `table[${i}].offset`,
     );
-  if (!isZero(buf, prevEnd, expectedOffset))
+  const padding = src.bytes(prevEnd, expectedOffset);
+  if (!isZero(padding, 0, padding.length))
     refuse(5, what, 'struct_envelope_entry', `${label}: padding before the payload is not zero`, `table[${i}].offset`);
-  const length = buf.readBigUInt64LE(at + 72);
+  const length = row.readBigUInt64LE(72);
   if (offset + length > BigInt(footerOffset)) {
     refuse(
       5,
@@ -744,11 +775,11 @@ function checkEntry(
     );
   }
   const byteLength = Number(length);
-  const recorded = buf.subarray(at + 80, at + 112);
+  const recorded = row.subarray(80, TABLE_ENTRY_BYTES);
   const actual =
-    pre.ranges?.get(`${expectedOffset}:${byteLength}`) ??
+    pre.ranges?.get(rangeKey(expectedOffset, byteLength)) ??
     createHash('sha256')
-      .update(buf.subarray(expectedOffset, expectedOffset + byteLength))
+      .update(src.bytes(expectedOffset, expectedOffset + byteLength))
       .digest();
   if (!actual.equals(recorded)) {
     refuse(
@@ -764,7 +795,7 @@ function checkEntry(
 
 /** Check 5 over all entries (with zero padding between payloads) and check 6 after the last. */
 function checkEntries(
-  buf: Buffer,
+  src: EnvelopeSource,
   payloadCount: number,
   tableOffset: number,
   tableEnd: number,
@@ -775,7 +806,7 @@ function checkEntries(
   const seen = new Set<string>();
   let end = tableEnd;
   for (let i = 0; i < payloadCount; i++) {
-    const entry = checkEntry(buf, i, tableOffset + i * TABLE_ENTRY_BYTES, end, footerOffset, seen, pre);
+    const entry = checkEntry(src, i, tableOffset + i * TABLE_ENTRY_BYTES, end, footerOffset, seen, pre);
     entries.push(entry);
     end = entry.offset + entry.byteLength;
   }
@@ -804,10 +835,10 @@ const POOL_HASH_MIN_BYTES = 1024 * 1024;
  */
 export async function decodeEnvelopeAsync(bytes: Uint8Array): Promise<DecodedEnvelope> {
   const buf = asBuffer(bytes);
-  const jobs = tableRanges(buf)
+  const jobs = claimedRanges(bufferSource(buf))
     .filter((r) => r.length >= POOL_HASH_MIN_BYTES)
     .map((r) => ({
-      key: `${r.offset}:${r.length}`,
+      key: rangeKey(r.offset, r.length),
       digest: webcrypto.subtle.digest('SHA-256', buf.subarray(r.offset, r.offset + r.length)),
     }));
   const pre: Precomputed = {};
@@ -821,38 +852,70 @@ export async function decodeEnvelopeAsync(bytes: Uint8Array): Promise<DecodedEnv
   return decodeWith(buf, pre);
 }
 
-/** The byte ranges the table claims, read leniently (the checks judge them later); ranges outside the buffer are skipped. */
-function tableRanges(buf: Buffer): { offset: number; length: number }[] {
-  if (buf.length < HEADER_BYTES) return [];
-  const count = Math.min(buf.readUInt32LE(20), MAX_PAYLOADS);
-  const tableOffset = buf.readUInt32LE(24);
-  const out: { offset: number; length: number }[] = [];
+/** One payload range as the table claims it, before any check has judged it. */
+export interface ClaimedRange {
+  name: string;
+  offset: number;
+  length: number;
+  /** The digest the table records (hex). */
+  digest: Digest;
+}
+
+/**
+ * The byte ranges the table claims, read leniently (the checks judge them later; check 5 hashes
+ * only ranges among these); ranges outside the source are skipped.
+ */
+export function claimedRanges(src: EnvelopeSource): ClaimedRange[] {
+  if (src.length < HEADER_BYTES) return [];
+  const header = src.bytes(0, HEADER_BYTES);
+  const count = Math.min(header.readUInt32LE(20), MAX_PAYLOADS);
+  const tableOffset = header.readUInt32LE(24);
+  const out: ClaimedRange[] = [];
   for (let i = 0; i < count; i++) {
     const at = tableOffset + i * TABLE_ENTRY_BYTES;
-    if (at + TABLE_ENTRY_BYTES > buf.length) break;
-    const offset = buf.readBigUInt64LE(at + 64);
-    const length = buf.readBigUInt64LE(at + 72);
-    if (offset + length <= BigInt(buf.length)) out.push({ offset: Number(offset), length: Number(length) });
+    if (at + TABLE_ENTRY_BYTES > src.length) break;
+    const row = src.bytes(at, at + TABLE_ENTRY_BYTES);
+    const offset = row.readBigUInt64LE(64);
+    const length = row.readBigUInt64LE(72);
+    if (offset + length > BigInt(src.length)) continue;
+    const nul = row.subarray(0, NAME_BYTES).indexOf(0);
+    out.push({
+      name: row.toString('latin1', 0, nul === -1 ? NAME_BYTES : nul),
+      offset: Number(offset),
+      length: Number(length),
+      digest: row.toString('hex', 80, TABLE_ENTRY_BYTES),
+    });
   }
   return out;
 }
 
 function decodeWith(buf: Buffer, pre: Precomputed): DecodedEnvelope {
-  const header = checkHeader(buf);
-  const { footerOffset, prefixHash } = checkFooter(buf, pre);
-  const manifestValue = checkManifest(buf, header.manifestBytes, footerOffset);
-  const tableEnd = checkTable(buf, header.manifestBytes, header.payloadCount, header.tableOffset, footerOffset);
-  const entries = checkEntries(buf, header.payloadCount, header.tableOffset, tableEnd, footerOffset, pre);
-  const refs = entries.map((e) => ({ name: e.name, byteLength: String(e.byteLength), digest: e.digest }));
-  const manifest = checkManifestFields(manifestValue, refs);
-  const envelopeDigest = prefixHash.update(buf.subarray(footerOffset)).digest('hex');
+  const verified = verifyEnvelope(bufferSource(buf), pre);
   return {
-    manifest,
-    payloads: entries.map((e) => ({
+    ...verified,
+    payloads: verified.layout.entries.map((e) => ({
       name: e.name,
       bytes: buf.subarray(e.offset, e.offset + e.byteLength),
       digest: e.digest,
     })),
+  };
+}
+
+/**
+ * The seven checks in spec order over any source; refuses with the first that fails. A source not
+ * in memory must come with `pre` holding the prefix hash and the digest of every claimed range.
+ */
+export function verifyEnvelope(src: EnvelopeSource, pre: EnvelopeDigests = {}): VerifiedEnvelope {
+  const header = checkHeader(src);
+  const { footerOffset, prefixHash } = checkFooter(src, pre);
+  const manifestValue = checkManifest(src, header.manifestBytes, footerOffset);
+  const tableEnd = checkTable(src, header.manifestBytes, header.payloadCount, header.tableOffset, footerOffset);
+  const entries = checkEntries(src, header.payloadCount, header.tableOffset, tableEnd, footerOffset, pre);
+  const refs = entries.map((e) => ({ name: e.name, byteLength: String(e.byteLength), digest: e.digest }));
+  const manifest = checkManifestFields(manifestValue, refs);
+  const envelopeDigest = prefixHash.update(src.bytes(footerOffset, src.length)).digest('hex');
+  return {
+    manifest,
     layout: {
       headerBytes: HEADER_BYTES,
       manifestOffset: HEADER_BYTES,
@@ -862,7 +925,7 @@ function decodeWith(buf: Buffer, pre: Precomputed): DecodedEnvelope {
       entries,
       footerOffset,
       footerBytes: FOOTER_BYTES,
-      totalBytes: buf.length,
+      totalBytes: src.length,
     },
     envelopeDigest,
   };

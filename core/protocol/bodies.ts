@@ -17,6 +17,12 @@ export const CAPABILITIES = {
    * directory (docs/spec/capture-file.md). Offered only by a worker started with --store-dir.
    */
   captureFile: 'capture-file-v1',
+  /**
+   * State.PrefetchPayload reads and hashes a payload's range of a committed checkpoint file while
+   * the coordinator verifies that file; the StageRestore naming the same range then uses those
+   * bytes. Offered only by a worker started with --store-dir (the TypeScript worker).
+   */
+  restorePrefetch: 'restore-prefetch-v1',
 } as const;
 
 export interface HelloParams {
@@ -206,6 +212,18 @@ export interface WritePayloadParams {
 }
 export interface WritePayloadResult {
   byteLength: U64;
+}
+/**
+ * restore-prefetch-v1: read the range `payload.file` names and check it against `payload` (null:
+ * drop what was prefetched for this participant). `matched` only says whether the bytes hash to
+ * `payload.digest`, never what they hash to.
+ */
+export interface PrefetchPayloadParams {
+  agentId: Id | null;
+  payload: (PayloadRef & { file: { path: string; offset: U64 } }) | null;
+}
+export interface PrefetchPayloadResult {
+  matched: boolean;
 }
 export interface StageRestoreParams {
   checkpointId: Id;

@@ -27,6 +27,8 @@ export const METHODS = {
   activateRestore: 'State.ActivateRestore',
   /** capture-file-v1 only (a minor addition: no proto message changes, a worker without it never gets it). */
   writePayload: 'State.WritePayload',
+  /** restore-prefetch-v1 only (same kind of minor addition as State.WritePayload). */
+  prefetchPayload: 'State.PrefetchPayload',
 } as const;
 export type Method = (typeof METHODS)[keyof typeof METHODS];
 export const ALL_METHODS: readonly Method[] = Object.values(METHODS);

@@ -29,6 +29,8 @@ import type {
   StatusResult,
   WritePayloadParams,
   WritePayloadResult,
+  PrefetchPayloadParams,
+  PrefetchPayloadResult,
 } from './bodies.js';
 import type { ErrorReply, METHODS, Method, ResultReply } from './envelope.js';
 
@@ -49,6 +51,7 @@ export interface MethodTable {
   [METHODS.stageRestore]: Entry<StageRestoreParams, StageRestoreResult>;
   [METHODS.activateRestore]: Entry<ActivateRestoreParams, ActivateRestoreResult>;
   [METHODS.writePayload]: Entry<WritePayloadParams, WritePayloadResult>;
+  [METHODS.prefetchPayload]: Entry<PrefetchPayloadParams, PrefetchPayloadResult>;
 }
 
 // The table covers exactly the methods of METHODS: a method added there without a row here fails.

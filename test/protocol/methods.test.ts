@@ -40,7 +40,7 @@ describe('the method table', () => {
   it('ties each method of METHODS to its bodies', () => {
     expectTypeOf<ParamsOf<typeof METHODS.agentPrepare>>().toEqualTypeOf<AgentPrepareParams>();
     expectTypeOf<ResultOf<typeof METHODS.status>>().toEqualTypeOf<StatusResult>();
-    expect(ALL_METHODS).toHaveLength(13);
+    expect(ALL_METHODS).toHaveLength(14);
   });
 
   it("refuses a worker handler whose result is not its method's", () => {
