@@ -173,12 +173,16 @@ for (const other of OTHERS)
       if (t.reply.type !== 'result' || r.reply.type !== 'result') throw new Error('Hello refused');
       const { runtime, buildDigest, incarnationId, ...rest } = r.reply.result as Record<string, unknown>;
       const { runtime: _r, buildDigest: _b, incarnationId: _i, ...tsRest } = t.reply.result as Record<string, unknown>;
-      // capture-file-v1 (docs/spec/capture-file.md) is the TypeScript worker's alone, offered with
-      // --store-dir; the other workers keep the streamed capture path. Everything else is shared.
+      // capture-file-v1 and restore-prefetch-v1 (docs/spec/capture-file.md) are the TypeScript
+      // worker's alone, offered with --store-dir; the other workers keep the streamed capture and
+      // restore paths. Everything else is shared.
+      const tsOnly: string[] = [CAPABILITIES.captureFile, CAPABILITIES.restorePrefetch];
       const tsCapabilities = tsRest.capabilities as string[];
-      expect(tsCapabilities).toContain(CAPABILITIES.captureFile);
-      expect(rest.capabilities).not.toContain(CAPABILITIES.captureFile);
-      expect(rest).toEqual({ ...tsRest, capabilities: tsCapabilities.filter((c) => c !== CAPABILITIES.captureFile) });
+      for (const c of tsOnly) {
+        expect(tsCapabilities).toContain(c);
+        expect(rest.capabilities).not.toContain(c);
+      }
+      expect(rest).toEqual({ ...tsRest, capabilities: tsCapabilities.filter((c) => !tsOnly.includes(c)) });
       expect(rest.contractDigest).toBe(
         createHash('sha256')
           .update(readFileSync(join(REPO_ROOT, 'proto/detsim/v1/worker.proto')))
