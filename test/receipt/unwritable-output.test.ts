@@ -93,7 +93,7 @@ describe.skipIf(fullDiskUnavailable !== null)('replay: a run receipt does not fi
       const r = detsimCli(['replay', 'examples/forage-walkers.yaml', '--steps', '10', '--out', d.dir], T);
       expect(r.error).toBeUndefined();
       expect(lastLine(r.stderr)).toMatch(
-        /^detsim: \[size_no_space\] run completed but its receipt was not written: cannot write .*\/forage-walkers-1\/receipt\.json: no space left on the device \(ENOSPC\); run\.json, trace\.jsonl and summary\.json are complete$/,
+        /^detsim: \[size_no_space\] run completed but its receipt was not written: cannot write .*\/forage-walkers-1\/receipt\.json: no space left on the device \(ENOSPC\); run\.json, the trace and summary\.json are complete$/,
       );
       expect(r.status).toBe(1);
     },
