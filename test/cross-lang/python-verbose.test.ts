@@ -108,7 +108,7 @@ describe.skipIf(pythonWorkerSkip !== null)('a Python model that raises, with and
       expect(r.status, r.stderr).toBe(1);
       expect(r.stderr).toContain(
         'detsim: run failed: worker worker-0 (agents bad-0) answered with an error at step 0, phase prepare: ' +
-          'Agent.Prepare req-3: BACKEND_FAILURE: agent bad-0: prepare failed: the model broke',
+          'Agent.Prepare req-4: BACKEND_FAILURE: agent bad-0: prepare failed: the model broke',
       );
     }
     expect(plain.stderr).toContain('prepare failed: the model broke (mutation unknown)\n');
@@ -125,7 +125,7 @@ describe.skipIf(pythonWorkerSkip !== null)('a Python model that raises, with and
     expect(r.status, r.stderr).toBe(1);
     expect(r.stderr).toContain(
       'detsim: run failed: worker worker-0 (agents bad-0) answered with an error at step 0, phase prepare: ' +
-        'Agent.Prepare req-3: BACKEND_FAILURE: agent bad-0: prepare returned a decision that is not JSON',
+        'Agent.Prepare req-4: BACKEND_FAILURE: agent bad-0: prepare returned a decision that is not JSON',
     );
     expect(r.stderr).not.toMatch(/Traceback/);
   }, 120_000);
@@ -152,7 +152,7 @@ describe.skipIf(pythonWorkerSkip !== null)('a Python model that raises, with and
     expect(r.status, r.stderr).toBe(1);
     expect(r.stderr).toContain(
       'detsim: run failed: worker worker-0 (agents bad-0, bad-1) answered with an error at step 0, phase prepare: ' +
-        "Agent.Prepare req-3: BACKEND_FAILURE: agent bad-0: another agent's prepare changed this agent's state " +
+        "Agent.Prepare req-4: BACKEND_FAILURE: agent bad-0: another agent's prepare changed this agent's state " +
         '(agents on one worker must not share mutable state: give each agent its own in initialize and restore)',
     );
     expect(r.stderr).not.toMatch(/Traceback/);
