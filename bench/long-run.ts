@@ -2,7 +2,7 @@
 // for N steps with a segmented trace and checkpoints, reporting the coordinator's RSS and heap
 // over time (they must stay flat), the trace and receipt bytes on disk (per agent-step, per step),
 // and the time of `detsim resume` from the last checkpoint before the end (which reads no earlier
-// segment; its receipt re-reads the trace once, streamed, and is timed apart). Usage:
+// segment; its receipt hashes the segments' repro files, no step walked again, and is timed apart). Usage:
 //   node --import tsx bench/long-run.ts [--steps 1000000] [--segment-steps 4096] [--checkpoint-every K]
 //     [--out DIR] [--samples 20] [--config FILE (a 16-walker config, e.g. one on Rust workers)]
 // The short version is test/trace/trace-store.test.ts. NOT a CI test: it runs for a long time.
@@ -125,7 +125,7 @@ async function main(): Promise<void> {
   writeReceipt(r.runDir);
   const receiptS = (Date.now() - t1) / 1000;
   console.log(
-    `resume from ${ckpt}: ${resumeS.toFixed(1)} s in all (${o.every} steps stepped again; includes writing the receipt, which streams the whole trace once: ${receiptS.toFixed(1)} s when timed alone)`,
+    `resume from ${ckpt}: ${resumeS.toFixed(1)} s in all (${o.every} steps stepped again; includes writing the receipt, which hashes every step's repro text from the segments' repro files: ${receiptS.toFixed(1)} s when timed alone)`,
   );
   console.log(
     `machine: ${cpus().length} × ${cpus()[0]?.model ?? '?'}, ${mib(totalmem())} MiB, node ${process.version}`,

@@ -1,12 +1,16 @@
-// The trace's sealing thread: for one segment of a segmented trace it gzips the lines and advances
+// The trace's sealing thread: for one segment of a segmented trace it gzips the lines, advances
 // the two running hashes the index records at the segment's end — the behaviour chain
 // (checkpoint/group.ts RollingBehaviour) and the behaviour digest's SHA-256 state (sha256-state.ts)
-// — so none of that CPU work runs on the event loop the step loop shares. Small segments (tests)
+// — and makes the segment's repro file (each step's ReproHash text, receipt/step-repro.ts), so
+// none of that CPU work runs on the event loop the step loop shares. Small segments (tests)
 // are sealed on the calling thread. NOT the file writing or the index (trace-store.ts).
 import { createHash } from 'node:crypto';
 import { ModuleThreadRpc, onModuleThread, serveModuleThread } from './module-thread.js';
 import { gzipSync } from 'node:zlib';
+import type { UnknownField } from './receipt/canonical.js';
+import { stepRepro, UnknownTally } from './receipt/step-repro.js';
 import { Sha256Stream, type Sha256State } from './sha256-state.js';
+import type { TraceBehaviour } from './trace.js';
 
 /** The running hashes at a segment boundary: the chain value and the behaviour digest's state. */
 export interface TraceHashState {
@@ -20,15 +24,32 @@ export interface SealInput {
   /** canonical(behaviour rebased to the run's first epoch) + "\n" for each step, in order. */
   behaviour: string;
   from: TraceHashState;
+  /** Also make the segment's repro file (needs `behaviour`). */
+  repro?: boolean;
+}
+
+/** A segment's repro file: the steps' ReproHash texts (step-repro.ts), comma-separated, gzipped. */
+export interface SealedRepro {
+  gz: Uint8Array;
+  /** The epoch every step was rebased onto. */
+  base: string;
+  unknownFields: UnknownField[];
 }
 
 export interface SealOutput {
   gz: Uint8Array;
   to: TraceHashState;
+  repro?: SealedRepro;
 }
 
-/** The pure work: gzip the lines, run the chain and the digest over the behaviour texts. */
+/** The pure work: gzip the lines, run the chain and the digest over the behaviour texts, make the repro file. */
 export function sealSegment(input: SealInput): SealOutput {
+  const hashed = advanceHashes(input);
+  const gz = gzipSync(Buffer.from(input.text, 'utf8'));
+  return input.repro && input.behaviour.length > 0 ? { gz, to: hashed, repro: reproOf(input) } : { gz, to: hashed };
+}
+
+function advanceHashes(input: SealInput): TraceHashState {
   let chain = input.from.chain;
   const digest = Sha256Stream.from(input.from.digest);
   digest.update(input.behaviour);
@@ -39,7 +60,28 @@ export function sealSegment(input: SealInput): SealOutput {
       .digest('hex');
     start = end + 1;
   }
-  return { gz: gzipSync(Buffer.from(input.text, 'utf8')), to: { chain, digest: digest.state() } };
+  return { chain, digest: digest.state() };
+}
+
+/**
+ * Each step's repro text: the trace line with its behaviour replaced by the rebased one (exactly
+ * what streamed.ts walks when it reads the trace), so a receipt can hash these instead.
+ */
+function reproOf(input: SealInput): SealedRepro {
+  const lines = input.text.split('\n');
+  const behaviours = input.behaviour.split('\n');
+  const unknown = new UnknownTally();
+  const texts: string[] = [];
+  let base = '';
+  for (let i = 0; i < behaviours.length - 1; i++) {
+    const behaviour = JSON.parse(behaviours[i]!) as TraceBehaviour;
+    const step = { ...(JSON.parse(lines[i]!) as object), behaviour };
+    base ||= behaviour.scope.epoch;
+    const r = stepRepro(step);
+    texts.push(r.text);
+    unknown.add(r.unknownFields);
+  }
+  return { gz: gzipSync(Buffer.from(texts.join(','), 'utf8')), base, unknownFields: unknown.list() };
 }
 
 /** The behaviour chain's value before any step (checkpoint/group.ts BEHAVIOUR_CHAIN_GENESIS; a test holds them equal). */

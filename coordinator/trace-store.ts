@@ -24,11 +24,19 @@ import {
 import { open as openAsync } from 'node:fs/promises';
 import { join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
-import { canonicalize, parseStrict } from '../core/formats/canonical-json.js';
+import { canonicalize, parseExpectedCanonical, parseStrict } from '../core/formats/canonical-json.js';
 import { DetsimError } from '../core/formats/errors.js';
 import { discardStaged, fsyncDir, publishStaged, stageFileDurable, writeAll, type StagedFile } from './durable-file.js';
 import { canonicalBehaviour, type TransitionTrace } from './trace.js';
-import { genesisHashes, sealSegment, sealSegmentOffLoop, type TraceHashState } from './trace-seal-thread.js';
+import type { UnknownField } from './receipt/canonical.js';
+import {
+  genesisHashes,
+  sealSegment,
+  sealSegmentOffLoop,
+  type SealedRepro,
+  type SealOutput,
+  type TraceHashState,
+} from './trace-seal-thread.js';
 import { asWriteFailure, guardWrite } from './write-failure.js';
 
 /** The old single-file trace (one canonical line per step). */
@@ -59,6 +67,20 @@ export interface SegmentEntry {
   sha256: string;
   /** The running hashes after its last step (what resume continues from without reading earlier segments). */
   after?: TraceHashState;
+  /** Its repro file: each step's ReproHash text made when the segment was sealed (a receipt hashes these). */
+  repro?: ReproEntry;
+}
+
+/** A segment's repro file as the index records it. */
+export interface ReproEntry {
+  /** File name inside trace/ (NNNNNN.repro.gz beside NNNNNN.jsonl.gz). */
+  file: string;
+  bytes: number;
+  sha256: string;
+  /** The epoch its steps were rebased onto (the run's first). */
+  base: string;
+  /** Unclassified fields over its steps, by path. */
+  unknownFields: UnknownField[];
 }
 
 /** Where a trace sits on disk: the whole binding a receipt records (`receipt.trace`). */
@@ -84,6 +106,8 @@ export interface TraceSink {
 }
 
 const segmentName = (seq: number) => `${String(seq).padStart(6, '0')}.jsonl.gz`;
+/** A segment's repro file name. */
+const reproName = (segment: string) => segment.replace(/\.jsonl\.gz$/, '.repro.gz');
 const SEGMENT_FILE = /^([0-9]{6})\.jsonl\.gz$/;
 
 /** One past the highest segment number in the index or the directory (an orphan from a crash is never overwritten). */
@@ -209,9 +233,10 @@ export class SegmentedTraceWriter implements TraceSink {
           text,
           behaviour: from ? behaviour : '',
           from: from ?? genesisHashes(),
+          repro: from !== null,
         });
         this.hashes = from && this.hashing ? sealed.to : null;
-        await this.writeSegment(entry, Buffer.from(sealed.gz.buffer, sealed.gz.byteOffset, sealed.gz.byteLength));
+        await this.writeSegment(entry, sealed);
       } catch (e) {
         this.failure ??= asWriteFailure(e, join(this.dir, segmentName(entry.seq)));
       } finally {
@@ -220,15 +245,13 @@ export class SegmentedTraceWriter implements TraceSink {
     });
   }
 
-  private async writeSegment(e: { seq: number; firstStep: bigint; steps: number }, bytes: Buffer): Promise<void> {
+  /** The segment file and its repro file, each written and fsynced, then the index line naming both. */
+  private async writeSegment(e: { seq: number; firstStep: bigint; steps: number }, sealed: SealOutput): Promise<void> {
     const name = segmentName(e.seq);
-    const fh = await openAsync(join(this.dir, name), 'w');
-    try {
-      await fh.writeFile(bytes);
-      await fh.sync();
-    } finally {
-      await fh.close();
-    }
+    const bytes = bufferOf(sealed.gz);
+    await writeFileSynced(join(this.dir, name), bytes);
+    const repro = this.hashes && sealed.repro ? reproEntryOf(name, sealed.repro) : undefined;
+    if (repro) await writeFileSynced(join(this.dir, repro.entry.file), repro.bytes);
     const line: SegmentEntry = {
       segment: name,
       firstStep: e.firstStep.toString(),
@@ -236,9 +259,28 @@ export class SegmentedTraceWriter implements TraceSink {
       bytes: bytes.byteLength,
       sha256: sha256(bytes),
       ...(this.hashes ? { after: this.hashes } : {}),
+      ...(repro ? { repro: repro.entry } : {}),
     };
     writeAll(this.indexFd!, Buffer.from(`${canonicalize(line)}\n`, 'utf8'));
   }
+}
+
+const bufferOf = (b: Uint8Array) => Buffer.from(b.buffer, b.byteOffset, b.byteLength);
+
+async function writeFileSynced(path: string, bytes: Buffer): Promise<void> {
+  const fh = await openAsync(path, 'w');
+  try {
+    await fh.writeFile(bytes);
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+}
+
+function reproEntryOf(segment: string, r: SealedRepro): { entry: ReproEntry; bytes: Buffer } {
+  const bytes = bufferOf(r.gz);
+  const entry = { file: reproName(segment), bytes: bytes.byteLength, sha256: sha256(bytes), base: r.base };
+  return { entry: { ...entry, unknownFields: r.unknownFields }, bytes };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -403,7 +445,7 @@ export function* readTraceSync(runDir: string, opts: ReadTraceOptions = {}): Gen
   for (const line of readTraceLinesSync(runDir, opts)) {
     n++;
     try {
-      yield parseStrict(line) as unknown as TransitionTrace;
+      yield parseExpectedCanonical(line) as unknown as TransitionTrace;
     } catch (e) {
       if (!(e instanceof DetsimError)) throw e;
       throw new DetsimError('struct_invalid_receipt', `${runDir}: trace line ${n}: ${e.message}`, `trace:${n}`);
@@ -423,12 +465,59 @@ export async function* readTrace(runDir: string, opts: ReadTraceOptions = {}): A
   }
 }
 
-/** Bytes a trace occupies on disk (every file of the binding, plus the index). */
+/** Bytes a trace occupies on disk (every file of the binding with its repro file, plus the index). */
 export function traceBytesOnDisk(runDir: string): number {
   const b = traceBindingOf(runDir);
   const index = join(runDir, TRACE_DIR, TRACE_INDEX);
   const extra = b.format === TRACE_FORMATS.segments && existsSync(index) ? readFileSync(index).byteLength : 0;
-  return b.segments.reduce((n, s) => n + s.bytes, 0) + extra;
+  return b.segments.reduce((n, s) => n + s.bytes + (s.repro?.bytes ?? 0), 0) + extra;
+}
+
+/** A repro file is missing or not the one the index names: the caller walks the trace itself instead. */
+export class ReproFileUnusable extends Error {}
+
+/** One segment's repro texts (comma-separated, in step order) and the unknown fields they hold. */
+export interface ReproTexts {
+  texts: Buffer;
+  unknownFields: readonly UnknownField[];
+}
+
+/**
+ * The repro texts of a whole segmented trace, segment by segment, when every segment has a repro
+ * file made for the epoch its first step was taken in and the segments run from step 0 without a
+ * gap; otherwise null (an older or jsonl trace: the caller walks the steps). A repro file whose
+ * bytes differ from the index's digest throws ReproFileUnusable while iterating.
+ */
+export function readReproTexts(runDir: string): Iterable<ReproTexts> | null {
+  if (traceFormatOf(runDir) !== 'segments') return null;
+  const index = readTraceIndex(runDir);
+  const base = index[0]?.repro?.base;
+  let next = 0n;
+  for (const s of index) {
+    if (s.repro === undefined || s.repro.base !== base || BigInt(s.firstStep) !== next) return null;
+    next += BigInt(s.steps);
+  }
+  if (base === undefined || firstEpochOf(runDir, index[0]!) !== base) return null;
+  return reproTextsOf(join(runDir, TRACE_DIR), index);
+}
+
+function* reproTextsOf(dir: string, index: readonly SegmentEntry[]): Generator<ReproTexts> {
+  for (const s of index) {
+    const r = s.repro!;
+    const path = join(dir, r.file);
+    if (!existsSync(path)) throw new ReproFileUnusable(`${path}: missing`);
+    const bytes = readFileSync(path);
+    if (sha256(bytes) !== r.sha256) throw new ReproFileUnusable(`${path}: differs from ${TRACE_INDEX}`);
+    yield { texts: gunzipSync(bytes), unknownFields: r.unknownFields };
+  }
+}
+
+/** The epoch of the trace's first step (read from the first segment, checked against the index). */
+function firstEpochOf(runDir: string, first: SegmentEntry): string | undefined {
+  const dir = join(runDir, TRACE_DIR);
+  const text = gunzipSync(checkSegmentFile(dir, first, 0, new Map(), TRACE_INDEX)).toString('utf8');
+  const line = text.slice(0, text.indexOf('\n'));
+  return (parseExpectedCanonical(line) as unknown as TransitionTrace).behaviour?.scope?.epoch;
 }
 
 /**
@@ -485,6 +574,7 @@ export function stageSegmentedCut(
   let abandonedSteps = 0;
   let abandonedFrom: bigint | null = null;
   let resealed: { entry: SegmentEntry; gz: Buffer } | null = null;
+  let resealedRepro: { entry: ReproEntry; bytes: Buffer } | undefined;
   let nextSeq = nextSegmentSeq(dir, index);
   for (const [i, s] of index.entries()) {
     const first = BigInt(s.firstStep);
@@ -495,7 +585,7 @@ export function stageSegmentedCut(
       hashes = s.after;
       continue;
     }
-    leaving.push(s.segment);
+    leaving.push(s.segment, ...(s.repro ? [s.repro.file] : []));
     abandonedFrom ??= first >= k ? first : k;
     abandonedSteps += Number(end - (first >= k ? first : k));
     if (first >= k) continue;
@@ -508,16 +598,21 @@ export function stageSegmentedCut(
       text: `${keep.join('\n')}\n`,
       behaviour: keep.map((l) => `${rebased(l)}\n`).join(''),
       from: hashes,
+      repro: s.repro !== undefined,
     });
-    const gz = Buffer.from(out.gz.buffer, out.gz.byteOffset, out.gz.byteLength);
+    const gz = bufferOf(out.gz);
     hashes = out.to;
-    const entry = { segment: segmentName(nextSeq++), firstStep: s.firstStep, steps: keep.length, bytes: gz.byteLength };
-    resealed = { entry: { ...entry, sha256: sha256(gz), after: hashes }, gz };
+    const segment = segmentName(nextSeq++);
+    const repro = out.repro ? reproEntryOf(segment, out.repro) : undefined;
+    const entry = { segment, firstStep: s.firstStep, steps: keep.length, bytes: gz.byteLength };
+    resealed = { entry: { ...entry, sha256: sha256(gz), after: hashes, ...(repro ? { repro: repro.entry } : {}) }, gz };
+    resealedRepro = repro;
   }
   const keptSteps = kept.reduce((n, s) => n + BigInt(s.steps), 0n) + BigInt(resealed?.entry.steps ?? 0);
   const staged: StagedFile[] = [];
   try {
     if (resealed) staged.push(stageFileDurable(join(dir, resealed.entry.segment), [resealed.gz]));
+    if (resealedRepro) staged.push(stageFileDurable(join(dir, resealedRepro.entry.file), [resealedRepro.bytes]));
     const entries = resealed ? [...kept, resealed.entry] : kept;
     staged.push(stageFileDurable(join(dir, TRACE_INDEX), entries.map((e) => `${canonicalize(e)}\n`).join('')));
   } catch (e) {

@@ -32,10 +32,36 @@ export interface CanonicalSplit {
 export const STABLE_KEYS: readonly string[] = ['step', 'seq', 'agentId'];
 
 interface Ctx {
-  readonly lookup: (path: string) => FieldRule | undefined;
-  readonly children: Map<string, FieldRule[]>;
+  readonly table: TableIndex;
   readonly strip: boolean;
   readonly unknown: Map<string, number>;
+}
+
+/** A classification table prepared for walking: its rules by path, direct children, and child paths memoised. */
+interface TableIndex {
+  readonly lookup: (path: string) => FieldRule | undefined;
+  readonly children: Map<string, FieldRule[]>;
+  /** pattern → key → childPath(pattern, key): a receipt repeats the same few thousand paths millions of times. */
+  readonly paths: Map<string, Map<string, string>>;
+}
+
+const tableIndexes = new WeakMap<readonly FieldRule[], TableIndex>();
+
+function tableIndexOf(table: readonly FieldRule[]): TableIndex {
+  let t = tableIndexes.get(table);
+  if (t === undefined) {
+    t = { lookup: fieldLookup(table), children: directChildren(table), paths: new Map() };
+    tableIndexes.set(table, t);
+  }
+  return t;
+}
+
+function childPathOf(t: TableIndex, pattern: string, key: string): string {
+  let byKey = t.paths.get(pattern);
+  if (byKey === undefined) t.paths.set(pattern, (byKey = new Map()));
+  let path = byKey.get(key);
+  if (path === undefined) byKey.set(key, (path = childPath(pattern, key)));
+  return path;
 }
 
 /** R3: a non-integer becomes a fixed-point string; an integer stays exact; -0 becomes 0. */
@@ -132,7 +158,7 @@ function walkList(
   ctx: Ctx,
 ): Pair {
   const elem = `${pattern}[]`;
-  const elemRule = inSubtree ? rule : (ctx.lookup(elem) ?? rule);
+  const elemRule = inSubtree ? rule : (ctx.table.lookup(elem) ?? rule);
   // A list element listed as a subtree (free-form model JSON) is not classified field by field.
   const elemSub = inSubtree || elemRule?.subtree === true;
   const elemPrecision = elemRule?.precision ?? precision;
@@ -140,13 +166,18 @@ function walkList(
   const key = sortKeyFor(list, inSubtree ? undefined : rule);
   let order = pairs.map((_, i) => i);
   if (key !== undefined) {
-    // Stable key first; ties by canonical text so arrival order never decides (R2).
-    const text = pairs.map((p) => canonicalize(p[0] ?? null));
-    order = order.sort(
-      (i, j) =>
-        compareKeyValues(getPath(list[i], key), getPath(list[j], key)) ||
-        (text[i]! < text[j]! ? -1 : text[i]! > text[j]! ? 1 : 0),
-    );
+    // Stable key first; ties by canonical text so arrival order never decides (R2). The texts are
+    // made only for elements whose keys tie (rare: keys are ids), not for every element.
+    const keys = list.map((e) => getPath(e, key));
+    const text: (string | undefined)[] = [];
+    const textOf = (i: number) => (text[i] ??= canonicalize(pairs[i]![0] ?? null));
+    order = order.sort((i, j) => {
+      const byKey = compareKeyValues(keys[i], keys[j]);
+      if (byKey !== 0) return byKey;
+      const a = textOf(i);
+      const b = textOf(j);
+      return a < b ? -1 : a > b ? 1 : 0;
+    });
   }
   const repro = order.map((i) => pairs[i]![0] ?? null);
   const phys = order.map((i) => pairs[i]![1] ?? null);
@@ -164,12 +195,12 @@ function walkObject(
   const repro: Record<string, JsonValue> = {};
   const phys: Record<string, JsonValue> = {};
   for (const key of Object.keys(obj).sort()) {
-    const path = childPath(pattern, key);
+    const path = childPathOf(ctx.table, pattern, key);
     let r: FieldRule | undefined;
     let sub = inSubtree;
     if (inSubtree && rule) r = rule;
     else {
-      r = ctx.lookup(path);
+      r = ctx.table.lookup(path);
       if (r === undefined) {
         if (!PHYSICAL_NAMES.includes(key)) ctx.unknown.set(path, (ctx.unknown.get(path) ?? 0) + 1);
         r = { path, cls: 'physical', summary: 'unclassified' };
@@ -190,7 +221,7 @@ function walkObject(
   }
   // R3: an absent optional repro field is null, so {a} and {a, b: null} are the same receipt.
   if (!inSubtree) {
-    for (const c of ctx.children.get(pattern) ?? []) {
+    for (const c of ctx.table.children.get(pattern) ?? []) {
       const key = c.path.slice(pattern === '' ? 0 : pattern.length + 1);
       if (c.cls !== 'physical' && !(key in obj)) repro[key] = null;
     }
@@ -202,8 +233,7 @@ function walkObject(
 export function canonicalSplit(receipt: unknown, opts: CanonicalOptions = {}): CanonicalSplit {
   const table = opts.table ?? FIELD_TABLE;
   const ctx: Ctx = {
-    lookup: fieldLookup(table),
-    children: directChildren(table),
+    table: tableIndexOf(table),
     strip: opts.stripPhysical !== false,
     unknown: new Map(),
   };

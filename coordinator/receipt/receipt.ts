@@ -14,8 +14,15 @@ import { RECEIPT_VERSION } from './fields.js';
 import { type Evidence, type HonestyWarning, SIMULATED, honestyWarnings } from './honesty.js';
 import { rebasedReceipt } from './rebase.js';
 import { reproHash } from './reprohash.js';
-import { StepsOutOfOrder, streamedReproHash } from './streamed.js';
-import { checkTraceBinding, readTraceSync, traceBindingOf, type TraceBinding } from '../trace-store.js';
+import { ReproStepsHasher, StepsOutOfOrder, streamedReproHash } from './streamed.js';
+import {
+  checkTraceBinding,
+  readReproTexts,
+  readTraceSync,
+  ReproFileUnusable,
+  traceBindingOf,
+  type TraceBinding,
+} from '../trace-store.js';
 
 /** The receipt's file name inside a run directory. */
 export const RECEIPT_FILE = 'receipt.json';
@@ -158,14 +165,7 @@ export function writeReceipt(runDir: string, opts: { evidence?: Evidence; genera
     opts.evidence ?? SIMULATED,
     opts.generatedAt ?? new Date().toISOString(),
   );
-  let sealed: { reproHash: string; unknownFields: readonly UnknownField[] };
-  try {
-    sealed = streamedReproHash(head as unknown as Record<string, unknown>, readTraceSync(runDir));
-  } catch (e) {
-    if (!(e instanceof StepsOutOfOrder)) throw e;
-    // An old trace out of step order: R2 sorts it, which needs every step in memory.
-    sealed = sealReceipt({ ...head, steps: [...readTraceSync(runDir)] as unknown as JsonValue[] });
-  }
+  const sealed = sealedFromReproFiles(head, runDir) ?? sealedByWalkingTrace(head, runDir);
   const receipt: ReceiptFile = {
     ...head,
     trace,
@@ -181,6 +181,37 @@ export function writeReceipt(runDir: string, opts: { evidence?: Evidence; genera
     receiptPath,
     receipt,
   };
+}
+
+type Sealed = { reproHash: string; unknownFields: readonly UnknownField[] };
+
+/**
+ * The ReproHash from the trace's repro files (each step's text made when its segment was sealed):
+ * SHA-256 over text already made, no step parsed or walked again. Null when the trace has none
+ * (an older or jsonl trace) or one is not the file the index names.
+ */
+function sealedFromReproFiles(head: Omit<Receipt, 'steps'>, runDir: string): Sealed | null {
+  const segments = readReproTexts(runDir);
+  if (segments === null) return null;
+  const hasher = new ReproStepsHasher(head as unknown as Record<string, unknown>);
+  try {
+    for (const s of segments) hasher.addTexts(s.texts, s.unknownFields);
+  } catch (e) {
+    if (e instanceof ReproFileUnusable) return null;
+    throw e;
+  }
+  return hasher.finish();
+}
+
+/** The ReproHash by reading every step of the trace and walking it (streamed, flat memory). */
+function sealedByWalkingTrace(head: Omit<Receipt, 'steps'>, runDir: string): Sealed {
+  try {
+    return streamedReproHash(head as unknown as Record<string, unknown>, readTraceSync(runDir));
+  } catch (e) {
+    if (!(e instanceof StepsOutOfOrder)) throw e;
+    // An old trace out of step order: R2 sorts it, which needs every step in memory.
+    return sealReceipt({ ...head, steps: [...readTraceSync(runDir)] as unknown as JsonValue[] });
+  }
 }
 
 /**

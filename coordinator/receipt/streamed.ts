@@ -1,18 +1,70 @@
-// The ReproHash of a receipt whose steps are read from the trace one at a time: the same text
-// `reproHash(receipt)` would hash with every step in memory (canonical.ts R1–R3, the epoch rebase
-// of rebase.ts), fed to SHA-256 piece by piece, so a million-step run is sealed in flat memory.
-// NOT the classification (canonical.ts) nor the trace format (trace-store.ts).
-import { createHash } from 'node:crypto';
+// The ReproHash of a receipt whose steps come one at a time: the same text `reproHash(receipt)`
+// would hash with every step in memory (canonical.ts R1–R3, the epoch rebase of rebase.ts), fed to
+// SHA-256 piece by piece, so a million-step run is sealed in flat memory. Steps come either as
+// trace steps (walked here, step-repro.ts) or as repro texts made ahead of time (a segmented
+// trace's repro files). NOT the classification (canonical.ts) nor the trace format (trace-store.ts).
+import { createHash, type Hash } from 'node:crypto';
 import { canonicalize } from '../../core/formats/canonical-json.js';
-import { EpochRebase, type TraceBehaviour } from '../trace.js';
 import { canonicalSplit, compareKeyValues, type UnknownField } from './canonical.js';
 import { REPRO_HASH_HEX } from './reprohash.js';
+import { epochOf, rebaseStep, stepRepro, UnknownTally } from './step-repro.js';
 
 /** Stands in for the step list in the head's canonical text; a NUL never occurs in canonical receipt text otherwise. */
 const STEPS_SENTINEL = '\u0000detsim-steps\u0000';
 
 /** A step list that is not in increasing step order: the caller hashes it in memory instead (R2 sorts it). */
 export class StepsOutOfOrder extends Error {}
+
+/**
+ * SHA-256 over a receipt head's canonical text with the step list spliced in: the head's text up
+ * to its step list, then each step's repro text (comma-separated), then the rest of the head.
+ */
+export class ReproStepsHasher {
+  private readonly hash: Hash;
+  private readonly tail: string;
+  private readonly unknown = new UnknownTally();
+  private first = true;
+  private base: string | undefined;
+  private previousKey: unknown;
+
+  /** `head` is a receipt without steps. */
+  constructor(head: Record<string, unknown>) {
+    const headSplit = canonicalSplit({ ...head, steps: [STEPS_SENTINEL] });
+    const text = canonicalize(headSplit.repro);
+    const marker = canonicalize([STEPS_SENTINEL]);
+    const at = text.indexOf(marker);
+    if (at < 0 || text.indexOf(marker, at + 1) >= 0)
+      throw new Error('streamedReproHash: the steps marker is not unique');
+    this.hash = createHash('sha256').update(text.slice(0, at + 1), 'utf8');
+    this.tail = text.slice(at + marker.length - 1);
+    this.unknown.add(headSplit.unknownFields);
+  }
+
+  /** A trace step as recorded: rebased onto the first step's epoch and walked here. Throws StepsOutOfOrder. */
+  addStep(raw: unknown): void {
+    const step = rebaseStep(raw, (this.base ??= epochOf(raw)));
+    const key = (step as { behaviour?: { scope?: { step?: unknown } } }).behaviour?.scope?.step;
+    if (!this.first && compareKeyValues(this.previousKey, key) >= 0) throw new StepsOutOfOrder();
+    this.previousKey = key;
+    const r = stepRepro(step);
+    this.addTexts(r.text, r.unknownFields);
+  }
+
+  /** Repro texts of consecutive steps made ahead of time (comma-separated, in step order), with their unknown fields. */
+  addTexts(texts: string | Uint8Array, unknownFields: readonly UnknownField[]): void {
+    if (texts.length === 0) return;
+    if (!this.first) this.hash.update(',', 'utf8');
+    if (typeof texts === 'string') this.hash.update(texts, 'utf8');
+    else this.hash.update(texts);
+    this.unknown.add(unknownFields);
+    this.first = false;
+  }
+
+  finish(): { reproHash: string; unknownFields: UnknownField[] } {
+    this.hash.update(this.tail, 'utf8');
+    return { reproHash: this.hash.digest('hex').slice(0, REPRO_HASH_HEX), unknownFields: this.unknown.list() };
+  }
+}
 
 /**
  * ReproHash over `head` (a receipt without steps) with `steps` as its step list. Steps must come
@@ -23,41 +75,7 @@ export function streamedReproHash(
   head: Record<string, unknown>,
   steps: Iterable<unknown>,
 ): { reproHash: string; unknownFields: UnknownField[] } {
-  const headSplit = canonicalSplit({ ...head, steps: [STEPS_SENTINEL] });
-  const text = canonicalize(headSplit.repro);
-  const marker = canonicalize([STEPS_SENTINEL]);
-  const at = text.indexOf(marker);
-  if (at < 0 || text.indexOf(marker, at + 1) >= 0) throw new Error('streamedReproHash: the steps marker is not unique');
-  const hash = createHash('sha256').update(text.slice(0, at + 1), 'utf8');
-  const unknown = new Map<string, number>(headSplit.unknownFields.map((u) => [u.path, u.count]));
-  let base: string | undefined;
-  let previous: unknown;
-  let first = true;
-  for (const raw of steps) {
-    const step = rebaseStep(raw, (base ??= epochOf(raw)));
-    const key = (step as { behaviour?: { scope?: { step?: unknown } } }).behaviour?.scope?.step;
-    if (!first && compareKeyValues(previous, key) >= 0) throw new StepsOutOfOrder();
-    const split = canonicalSplit({ steps: [step] });
-    for (const u of split.unknownFields) unknown.set(u.path, (unknown.get(u.path) ?? 0) + u.count);
-    const view = (split.repro as { steps: unknown[] }).steps[0];
-    hash.update(`${first ? '' : ','}${canonicalize(view as never)}`, 'utf8');
-    previous = key;
-    first = false;
-  }
-  hash.update(text.slice(at + marker.length - 1), 'utf8');
-  const unknownFields = [...unknown.entries()]
-    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-    .map(([path, count]) => ({ path, count }));
-  return { reproHash: hash.digest('hex').slice(0, REPRO_HASH_HEX), unknownFields };
-}
-
-function epochOf(step: unknown): string | undefined {
-  return (step as { behaviour?: TraceBehaviour }).behaviour?.scope?.epoch;
-}
-
-/** rebase.ts per step: a later epoch's step is rewritten onto the first step's epoch. */
-function rebaseStep(step: unknown, base: string | undefined): unknown {
-  const b = (step as { behaviour?: TraceBehaviour }).behaviour;
-  if (!b || base === undefined || b.scope.epoch === base) return step;
-  return { ...(step as object), behaviour: new EpochRebase(b.scope.epoch, base).apply(b) };
+  const hasher = new ReproStepsHasher(head);
+  for (const raw of steps) hasher.addStep(raw);
+  return hasher.finish();
 }

@@ -549,6 +549,34 @@ export function parseStrict(input: string | Uint8Array): JsonValue {
   return new Parser(text).parseDocument();
 }
 
+/**
+ * Parse text that is expected to be canonical (a line detsim wrote), strictly, at the native
+ * parser's speed: JSON.parse, then re-serialise; equal text proves the strict parse would give the
+ * same value (no duplicate key, lone surrogate or unrepresentable number survives a canonical round
+ * trip unchanged). Anything else takes the strict parser, which accepts or refuses it as always.
+ */
+export function parseExpectedCanonical(text: string): JsonValue {
+  try {
+    const value = JSON.parse(text) as JsonValue;
+    if (canonicalize(value) === text && !hasPlainUnsafeInteger(value)) return value;
+  } catch {
+    // not canonical, or not JSON: the strict parser says which
+  }
+  return parseStrict(text);
+}
+
+/**
+ * An integer beyond ±(2^53−1) that canonical text writes in plain digits (below 1e21): the strict
+ * parser refuses its literal, JSON.parse rounds it silently, so the fast path must not accept it.
+ */
+function hasPlainUnsafeInteger(v: JsonValue): boolean {
+  if (typeof v === 'number') return !Number.isSafeInteger(v) && Number.isInteger(v) && Math.abs(v) < 1e21;
+  if (v === null || typeof v !== 'object') return false;
+  if (Array.isArray(v)) return v.some(hasPlainUnsafeInteger);
+  for (const k in v) if (hasPlainUnsafeInteger(v[k]!)) return true;
+  return false;
+}
+
 /** Parse, and require the bytes to be already canonical (re-serialising gives the same bytes). */
 export function parseCanonical(bytes: Uint8Array): JsonValue {
   const value = parseStrict(bytes);

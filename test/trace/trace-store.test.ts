@@ -8,9 +8,11 @@
 import { createHash } from 'node:crypto';
 import { cpSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { gunzipSync, gzipSync } from 'node:zlib';
+import { canonicalize, sha256Hex } from '../../core/formats/canonical-json.js';
 import { describe, expect, it } from 'vitest';
 import { BEHAVIOUR_CHAIN_GENESIS, RollingBehaviour } from '../../coordinator/checkpoint/group.js';
-import { readReceipt } from '../../coordinator/receipt/receipt.js';
+import { readReceipt, writeReceipt } from '../../coordinator/receipt/receipt.js';
 import { runSession } from '../../coordinator/run.js';
 import { CheckpointRun } from '../../coordinator/checkpoint/run-checkpoints.js';
 import { resumeRun } from '../../coordinator/checkpoint/resume.js';
@@ -20,11 +22,13 @@ import { CHAIN_GENESIS } from '../../coordinator/trace-seal-thread.js';
 import {
   checkTraceBinding,
   readTrace,
+  readReproTexts,
   readTraceIndex,
   readTraceSync,
   SegmentedTraceWriter,
   stageSegmentedCut,
   traceBindingOf,
+  traceBytesOnDisk,
   traceFormatOf,
   truncateSegmentedTrace,
 } from '../../coordinator/trace-store.js';
@@ -194,8 +198,45 @@ describe('a receipt binds its trace by digest', () => {
   });
 });
 
+/** A copy of a run directory with one step's repro text changed in segment `seg`'s repro file (index updated to match, or not). */
+function withEditedReproFile(runDir: string, to: string, seg: number, indexToo: boolean): string {
+  cpSync(runDir, to, { recursive: true });
+  const index = readTraceIndex(to);
+  const entry = index[seg]!.repro!;
+  const path = join(to, 'trace', entry.file);
+  const text = gunzipSync(readFileSync(path)).toString('utf8').replace('"walker-00"', '"walker-0X"');
+  const bytes = gzipSync(Buffer.from(text, 'utf8'));
+  writeFileSync(path, bytes);
+  if (indexToo) {
+    index[seg] = { ...index[seg]!, repro: { ...entry, bytes: bytes.length, sha256: sha256Hex(bytes) } };
+    writeFileSync(join(to, 'trace', 'index.jsonl'), index.map((e) => `${canonicalize(e as never)}\n`).join(''));
+  }
+  return to;
+}
+
+/**
+ * receipt.json's ReproHash is hashed from the repro files the sealing thread made (no step walked
+ * again): one edited consistently with the index changes it (so they are what is hashed); one
+ * that differs from the index's digest, or an index without repro files, falls back to walking the
+ * trace and still gives the golden.
+ */
+function checkReceiptFromReproFiles(runDir: string, scratch: string, golden: string): void {
+  const index = readTraceIndex(runDir);
+  expect(index.every((s) => s.repro?.base === index[0]!.repro!.base)).toBe(true);
+  expect(traceBytesOnDisk(runDir)).toBeGreaterThan(index.reduce((n, s) => n + s.bytes, 0));
+  const edited = withEditedReproFile(runDir, join(scratch, 'edited'), 1, true);
+  expect(writeReceipt(edited).reproHash).not.toBe(golden);
+  const stale = withEditedReproFile(runDir, join(scratch, 'stale'), 1, false);
+  expect(writeReceipt(stale).reproHash).toBe(golden);
+  const old = join(scratch, 'no-repro');
+  cpSync(runDir, old, { recursive: true });
+  const bare = index.map(({ repro: _r, ...rest }) => `${canonicalize(rest as never)}\n`).join('');
+  writeFileSync(join(old, 'trace', 'index.jsonl'), bare);
+  expect(writeReceipt(old).reproHash).toBe(golden);
+}
+
 describe('segmented trace in a real run', () => {
-  it('the forage-walkers golden reproduces; the receipt binds, not copies; diff refuses a damaged segment', async () => {
+  it('the forage-walkers golden reproduces; the receipt binds, not copies, and hashes the repro files; diff refuses a damaged segment', async () => {
     const golden = JSON.parse(readFileSync('fixtures/golden/forage-walkers.json', 'utf8')) as {
       steps: number;
       reproHash: string;
@@ -228,6 +269,8 @@ describe('segmented trace in a real run', () => {
     expect(d.status).toBe(2);
     expect(d.stderr).toMatch(/^detsim: \[audit_trace_segment_missing\] .*segment 3 \(steps from 96, 24 steps\)/m);
     expect(d.stderr).not.toMatch(/\n\s+at /);
+
+    checkReceiptFromReproFiles(r.runDir, out, golden.reproHash);
   }, 240_000);
 
   it('a segmented run resumed from a checkpoint reproduces the lif-pair golden, reading no earlier segment', async () => {
@@ -255,5 +298,7 @@ describe('segmented trace in a real run', () => {
     const kept = before.filter((s) => BigInt(s.firstStep) + BigInt(s.steps) <= 40n);
     expect(after.slice(0, kept.length)).toEqual(kept);
     expect(resumed.abandonedSteps).toBe(20);
+    // Its receipt was hashed from repro files: the resumed epoch's steps were rebased when sealed.
+    expect(readReproTexts(r.runDir)).not.toBeNull();
   }, 240_000);
 });
