@@ -8,13 +8,12 @@
 // to that fingerprint: node names need not be in the certificate. Each launch (and each recovery's
 // relaunch) uses a fresh directory inside the configured one, so no record of an earlier fleet is
 // ever read. NOT the single-node srun starter (srun.ts) nor the batch script (batch-script.ts).
-import { createHash } from 'node:crypto';
 import { mkdirSync, mkdtempSync } from 'node:fs';
 import { join } from 'node:path';
 import type { PlannedWorker, RendezvousPlacement, RunPlan } from '../config.js';
 import { DetsimError } from '../../core/formats/errors.js';
 import { WorkerClient } from '../../core/protocol/index.js';
-import { coordinatorChannelCredentials } from '../../core/protocol/tls.js';
+import { coordinatorChannelCredentials, derFingerprint } from '../../core/protocol/tls.js';
 import {
   diagnoseCallFailure,
   type LaunchOptions,
@@ -69,7 +68,7 @@ export function freshLaunchDir(placement: RendezvousPlacement): string {
 function pinnedCredentials(ctx: StartContext, fingerprint: string) {
   return coordinatorChannelCredentials(ctx.tls!.material, {
     checkServerIdentity: (_host, cert) =>
-      createHash('sha256').update(cert.raw).digest('hex') === fingerprint
+      derFingerprint(cert.raw) === fingerprint
         ? undefined
         : new Error("the worker's certificate is not the one its rendezvous record names"),
   });
