@@ -7,7 +7,8 @@
 // presents against the record's fingerprint (rendezvous-tls.ts), and connects with mutual TLS pinned
 // to that fingerprint: node names need not be in the certificate. Each launch (and each recovery's
 // relaunch) uses a fresh directory inside the configured one, so no record of an earlier fleet is
-// ever read; it is removed again once the launch's steps have exited and left it empty. NOT the single-node srun starter (srun.ts) nor the batch script (batch-script.ts).
+// ever read; it is removed again once the launch's steps have exited and left it empty.
+// NOT the single-node srun starter (srun.ts) nor the batch script (batch-script.ts).
 import { mkdirSync, mkdtempSync, rmdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { PlannedWorker, RendezvousPlacement, RunPlan } from '../config.js';

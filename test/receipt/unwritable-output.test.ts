@@ -64,8 +64,9 @@ describe('verify: the attestation cannot be written', () => {
     const dir = mkdtempSync(join(tmpdir(), 'detsim-unwritable-'));
     mkdirSync(join(dir, 'reports', 'attestation.md'), { recursive: true });
     const r = verifyInto(dir, join(dir, 'reports'));
+    const target = join(dir, 'reports', 'attestation.md');
     expect(lastLine(r.stderr)).toBe(
-      `detsim: [perm_write_failed] cannot write ${join(dir, 'reports', 'attestation.md')}: a directory stands where the file goes (EISDIR)`,
+      `detsim: [perm_write_failed] cannot write ${target}: a directory stands where the file goes (EISDIR)`,
     );
     expect(r.status).toBe(1);
     expectNoReplay(dir, r.stderr);
