@@ -173,6 +173,10 @@ export const REASONS = {
     layer: 'L4',
     summary: 'a TLS file (CA certificate, certificate, private key, token) is missing, unreadable or malformed',
   },
+  perm_tls_expired: {
+    layer: 'L4',
+    summary: "a certificate of the run's TLS set (CA, coordinator or worker) has expired: no handshake would succeed",
+  },
   perm_certs_target: {
     layer: 'L4',
     summary:
