@@ -158,7 +158,7 @@ function issueInto(staging: string, hosts: string[], days: number): void {
 }
 
 /** The openssl configuration: CA, client (clientAuth) and server (serverAuth + SANs) extensions. */
-function opensslConfig(hosts: string[]): string {
+export function opensslConfig(hosts: string[]): string {
   const names = ['DNS:localhost', 'IP:127.0.0.1', 'IP:::1', ...hosts.map((h) => (isIP(h) ? `IP:${h}` : `DNS:${h}`))];
   return [
     '[req]',

@@ -15,7 +15,7 @@ import { parseStrict } from '../core/formats/canonical-json.js';
 import { DetsimError } from '../core/formats/errors.js';
 import { TLS_FILES } from '../core/formats/tls-dir.js';
 import { writeJsonDurable } from './run-dir.js';
-import { checkWorkerTls } from './tls.js';
+import { checkWorkerTls, setExpiresWithin } from './tls.js';
 
 export const LAUNCH_FILE = 'launch.json';
 export const LAUNCH_FORMAT = 'detsim-launch-v1';
@@ -62,10 +62,19 @@ export function prepareLaunch(plan: RunPlan, runDir: string): RunPlan {
   }
 }
 
-/** `plan` with its per-run set made in `<run dir>/tls` (kept when the set is there already: a resume). */
+/** A per-run set that expires sooner than this is made anew on resume (a run may last hours). */
+export const PER_RUN_TLS_RENEW_MS = 60 * 60 * 1000;
+
+/**
+ * `plan` with its per-run set made in `<run dir>/tls`, kept when the set is there already (a
+ * resume) unless it has expired or expires within PER_RUN_TLS_RENEW_MS: then it is made anew the
+ * way the run made it. Nothing else holds it: the workers are relaunched with the new set.
+ */
 function withPerRunTls(plan: RunPlan, runDir: string): RunPlan {
   const dir = join(runDir, PER_RUN_TLS_DIR);
   if (!plan.perRunTls) return plan;
+  if (existsSync(join(dir, TLS_FILES.ca)) && setExpiresWithin(dir, PER_RUN_TLS_RENEW_MS))
+    rmSync(dir, { recursive: true, force: true });
   if (!existsSync(join(dir, TLS_FILES.ca))) makeCertSet(dir);
   const { perRunTls: _made, ...rest } = plan;
   return { ...rest, tls: { dir } };
@@ -91,7 +100,7 @@ export function readLaunchFacts(runDir: string): LaunchFacts | undefined {
 
 /**
  * The plan a resume launches with: the plan run.json rebuilds, with the recorded launcher,
- * placement and TLS (a per-run set missing from the run directory is made again there).
+ * placement and TLS (a per-run set missing from the run directory, or expiring, is made again there).
  * `launcher` overrides the recorded kind: `local` starts the workers here (dropping a rendezvous
  * placement that was Slurm's), keeping TLS. Without launch.json the plan is unchanged.
  */

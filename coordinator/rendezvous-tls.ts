@@ -4,12 +4,12 @@
 // (lowercase hex SHA-256 of the DER), signed by the run's CA; a plaintext run refuses a record that
 // names a certificate. One probe (worker-probe.ts) per record.
 // Not the record format (core/protocol/rendezvous.ts) nor the gRPC credentials (tls.ts).
-import { createHash } from 'node:crypto';
 import { join } from 'node:path';
 import type { RendezvousPlacement, RunPlan } from './config.js';
 import { DetsimError } from '../core/formats/errors.js';
 import type { Id } from '../core/formats/scalars.js';
 import { rendezvousFileName } from '../core/protocol/index.js';
+import { derFingerprint } from '../core/protocol/tls.js';
 import type { ExistingWorker } from './launcher.js';
 import { readCoordinatorTls } from './tls.js';
 import { probeReason, probeWorker } from './worker-probe.js';
@@ -54,7 +54,7 @@ export async function checkRendezvousCertificates(
           : `${source}: address: worker ${workerId} at ${worker.address}: ${probe.message}`,
         'address',
       );
-    if (probe.certificate && createHash('sha256').update(probe.certificate.raw).digest('hex') !== expected)
+    if (probe.certificate && derFingerprint(probe.certificate.raw) !== expected)
       refuse('the worker at its recorded address presents another certificate than the record names');
   }
 }

@@ -6,6 +6,7 @@
 // the token.
 import { X509Certificate } from 'node:crypto';
 import { isIP } from 'node:net';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type * as grpc from '@grpc/grpc-js';
 import type { RunPlan } from './config.js';
@@ -46,6 +47,7 @@ export function checkWorkerTls(plan: RunPlan): CoordinatorTls | undefined {
   const material = readCoordinatorTls(plan.tls.dir);
   refuseForeignLeaf(plan.tls.dir, TLS_FILES.workerCert, worker);
   refuseForeignLeaf(plan.tls.dir, TLS_FILES.coordinatorCert, material);
+  refuseExpired(plan.tls.dir);
   return {
     material,
     credentials: coordinatorChannelCredentials(material),
@@ -67,6 +69,46 @@ function refuseForeignLeaf(dir: string, name: string, side: TlsMaterial): void {
     `${TLS_FIELD}: ${join(dir, name)} is not signed by ${join(dir, TLS_FILES.ca)} (files from two different sets?)`,
     TLS_FIELD,
   );
+}
+
+/** The certificates of a set that every handshake checks: the CA and both leaves. */
+const SET_CERTIFICATES = [TLS_FILES.ca, TLS_FILES.coordinatorCert, TLS_FILES.workerCert] as const;
+
+/** When each of the set's certificates in `dir` expires (ms since the epoch), in SET_CERTIFICATES order. */
+function expiriesIn(dir: string): { path: string; notAfter: number }[] {
+  return SET_CERTIFICATES.map((name) => {
+    const path = join(dir, name);
+    return { path, notAfter: Date.parse(parseCertificate(readFileSync(path), path).validTo) };
+  });
+}
+
+/**
+ * Refuse a set with an expired certificate before any worker starts: every worker would fail its
+ * handshake, named only as a connection failure. The set is the user's (a per-run set is renewed
+ * before this check: {@link setExpiresWithin}); the refusal names the file and says what to do.
+ */
+function refuseExpired(dir: string): void {
+  const now = Date.now();
+  for (const { path, notAfter } of expiriesIn(dir))
+    if (!(notAfter > now))
+      throw new DetsimError(
+        'perm_tls_expired',
+        `${TLS_FIELD}: ${path} expired on ${new Date(notAfter).toISOString()}; make a new set (detsim certs)`,
+        TLS_FIELD,
+      );
+}
+
+/**
+ * Whether a certificate of the set in `dir` has expired or expires within `horizonMs` from now
+ * (a resume renews its per-run set then, rather than have workers refused mid-run). A set that
+ * cannot be read says false: the checks that follow refuse it by name.
+ */
+export function setExpiresWithin(dir: string, horizonMs: number): boolean {
+  try {
+    return expiriesIn(dir).some(({ notAfter }) => !(notAfter > Date.now() + horizonMs));
+  } catch {
+    return false;
+  }
 }
 
 /** A PEM certificate read from `path`; one that does not parse is refused naming the file, never echoing it. */

@@ -60,6 +60,18 @@ export function readStepsFlag(text: string | undefined, flag = '--steps'): numbe
   return checkSteps(Number(text), flag);
 }
 
+/** A flag that takes a whole number ≥ `min` (e.g. `--runs`, `--resume-at`); the refusal names the flag. */
+export function readWhole(text: string | undefined, field: string, min: number): number | undefined {
+  if (text === undefined) return undefined;
+  if (!/^(0|[1-9][0-9]{0,8})$/.test(text) || Number(text) < min)
+    throw new DetsimError(
+      'struct_invalid_field',
+      `${field}: ${JSON.stringify(text)} is not a whole number ≥ ${min}`,
+      field,
+    );
+  return Number(text);
+}
+
 /** A flag that takes one of a fixed set of words; the refusal names the flag and lists them. */
 export function readChoiceFlag<T extends string>(
   text: string | undefined,

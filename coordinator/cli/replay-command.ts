@@ -4,7 +4,6 @@
 // (or a file could not be written), 2 yellow.
 import type { Command } from 'commander';
 import { canonicalize } from '../../core/formats/canonical-json.js';
-import { DetsimError } from '../../core/formats/errors.js';
 import { DISPATCH_MODES } from '../lockstep.js';
 import { isRunFailure } from '../run-failure.js';
 import { describeDivergence } from '../receipt/diagnosis.js';
@@ -16,6 +15,7 @@ import {
   readStepsFlag,
   readTransportFlag,
   readDispatchFlag,
+  readWhole,
   writeStdout,
 } from './common.js';
 import { writeFailureExit } from './run-outcome.js';
@@ -36,17 +36,6 @@ export function exitCodeOf(checks: readonly Check[]): 0 | 1 | 2 {
   if (checks.some((c) => c.status === 'fail')) return 1;
   if (checks.some((c) => c.status === 'warn')) return 2;
   return 0;
-}
-
-function readWhole(text: string | undefined, field: string, min: number): number | undefined {
-  if (text === undefined) return undefined;
-  if (!/^(0|[1-9][0-9]{0,8})$/.test(text) || Number(text) < min)
-    throw new DetsimError(
-      'struct_invalid_field',
-      `${field}: ${JSON.stringify(text)} is not a whole number ≥ ${min}`,
-      field,
-    );
-  return Number(text);
 }
 
 export function formatReplay(r: ReplayReport): string[] {

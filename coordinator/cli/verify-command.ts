@@ -3,10 +3,9 @@
 // and display only; the checks are coordinator/receipt/verify.ts. Exit 0 green, 1 red
 // (or a file could not be written), 2 yellow.
 import type { Command } from 'commander';
-import { DetsimError } from '../../core/formats/errors.js';
 import { isRunFailure } from '../run-failure.js';
 import { readFieldTableFile, verify } from '../receipt/verify.js';
-import { action, ExitError, readStepsFlag, writeStdout } from './common.js';
+import { action, ExitError, readStepsFlag, readWhole, writeStdout } from './common.js';
 import { writeFailureExit } from './run-outcome.js';
 
 interface VerifyCommandOptions {
@@ -19,17 +18,6 @@ interface VerifyCommandOptions {
   updateGoldens?: boolean;
   fieldTable?: string;
   goldenMarker?: boolean;
-}
-
-function readWhole(text: string | undefined, field: string, min: number): number | undefined {
-  if (text === undefined) return undefined;
-  if (!/^(0|[1-9][0-9]{0,8})$/.test(text) || Number(text) < min)
-    throw new DetsimError(
-      'struct_invalid_field',
-      `${field}: ${JSON.stringify(text)} is not a whole number ≥ ${min}`,
-      field,
-    );
-  return Number(text);
 }
 
 export function registerVerify(program: Command): void {

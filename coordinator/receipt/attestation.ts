@@ -2,12 +2,12 @@
 // (full / sampled / incompatible), derives the verdict and exit code (0 green, 1 red, 2 yellow),
 // maps the checks onto the D1–D10 checklist, hashes the verdict (ts_build and every physical
 // field left out) and renders attestation.md and attestation.jsonl. It runs no check itself.
-import { join } from 'node:path';
-import { mkdirSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { existsSync, lstatSync, mkdirSync, mkdtempSync, rmdirSync, statSync } from 'node:fs';
 import { canonicalize, sha256Hex, type JsonValue } from '../../core/formats/canonical-json.js';
 import { REASONS } from '../../core/formats/reasons.js';
 import { writeFileDurable } from './receipt.js';
-import { guardWrite } from '../write-failure.js';
+import { guardWrite, WriteFailure } from '../write-failure.js';
 import type { Check, CheckStatus } from './replay.js';
 
 /** How much determinism a verification may claim (docs/spec/diff0.md "Grades"). */
@@ -220,11 +220,32 @@ export function renderMarkdown(a: Attestation): string {
   return out.join('\n');
 }
 
+/** Where the attestation files go in `outDir`. */
+function attestationPaths(outDir: string): { md: string; jsonl: string } {
+  return { md: join(outDir, 'attestation.md'), jsonl: join(outDir, 'attestation.jsonl') };
+}
+
+/**
+ * Check, before any run, that the attestation can be written into `outDir`, leaving no trace: the
+ * nearest existing directory on the way to it must be a directory (else ENOTDIR, as the late mkdir
+ * would fail) in which a probe directory can be made and removed (else its errno), and neither
+ * report path may be a directory (EISDIR). A refusal is the WriteFailure the late write raises,
+ * naming the same path, so an unwritable --out costs no replay. A disk that fills meanwhile is
+ * still caught by the late write.
+ */
+export function checkAttestationWritable(outDir: string): void {
+  let existing = resolve(outDir);
+  while (!existsSync(existing) && dirname(existing) !== existing) existing = dirname(existing);
+  if (!statSync(existing).isDirectory()) throw new WriteFailure(outDir, 'ENOTDIR');
+  guardWrite(outDir, () => rmdirSync(mkdtempSync(join(existing, '.attestation-probe-'))));
+  for (const path of Object.values(attestationPaths(outDir)))
+    if (lstatSync(path, { throwIfNoEntry: false })?.isDirectory()) throw new WriteFailure(path, 'EISDIR');
+}
+
 /** Write attestation.jsonl and attestation.md into `outDir`; a failed write is a WriteFailure naming the path. */
 export function writeAttestation(outDir: string, a: Attestation): { md: string; jsonl: string } {
   guardWrite(outDir, () => mkdirSync(outDir, { recursive: true }));
-  const md = join(outDir, 'attestation.md');
-  const jsonl = join(outDir, 'attestation.jsonl');
+  const { md, jsonl } = attestationPaths(outDir);
   writeFileDurable(jsonl, renderJsonl(a));
   writeFileDurable(md, renderMarkdown(a));
   return { md, jsonl };

@@ -1,7 +1,7 @@
 // The published list of reason codes (docs/spec/diff0.md "Reason codes"): renders the shared
 // registry formats/reasons.ts as text for `detsim reasons` and as docs/reasons.md.
 // It holds no codes itself; codes are added to the registry by whoever emits them.
-import { LAYER_NAMES, REASONS, type Layer, type ReasonCode } from '../../core/formats/reasons.js';
+import { LAYER_NAMES, REASONS, RETIRED_REASONS, type Layer, type ReasonCode } from '../../core/formats/reasons.js';
 
 export const FAMILIES = ['struct_', 'size_', 'danger_', 'perm_', 'ident_', 'meta_', 'audit_', 'hon_'] as const;
 
@@ -47,7 +47,32 @@ export function reasonsMarkdown(): string {
     '| layer | code | meaning |',
     '| --- | --- | --- |',
   ];
-  for (const r of reasonRows())
-    lines.push(`| ${r.layer} ${r.layerName} | \`${r.reason}\` | ${r.summary.replace(/\|/g, '\\|')} |`);
+  for (const r of reasonRows()) lines.push(`| ${r.layer} ${r.layerName} | \`${r.reason}\` | ${cell(r.summary)} |`);
+  lines.push(...retiredSection());
   return `${lines.join('\n')}\n`;
+}
+
+/** Text for one table cell: a `|` in it must not end the cell. */
+function cell(text: string): string {
+  return text.replace(/\|/g, '\\|');
+}
+
+/** The codes nothing emits now (RETIRED_REASONS), sorted by code: still meaningful in old records, never reused. */
+function retiredSection(): string[] {
+  const codes = Object.keys(RETIRED_REASONS).sort() as (keyof typeof RETIRED_REASONS)[];
+  if (codes.length === 0) return [];
+  const lines = [
+    '',
+    '## Retired codes',
+    '',
+    'Nothing emits these any more; older receipts, attestations and logs may still carry them. They are never reused.',
+    '',
+    '| layer | code | meaning | retired because |',
+    '| --- | --- | --- | --- |',
+  ];
+  for (const code of codes) {
+    const r = RETIRED_REASONS[code];
+    lines.push(`| ${r.layer} ${LAYER_NAMES[r.layer]} | \`${code}\` | ${cell(r.summary)} | ${cell(r.retired)} |`);
+  }
+  return lines;
 }

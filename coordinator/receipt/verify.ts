@@ -7,7 +7,7 @@ import { join, relative } from 'node:path';
 import type { RunPlan } from '../config.js';
 import { loadConfig } from '../config.js';
 import { DetsimError } from '../../core/formats/errors.js';
-import { type Attestation, buildAttestation, writeAttestation } from './attestation.js';
+import { type Attestation, buildAttestation, checkAttestationWritable, writeAttestation } from './attestation.js';
 import { FIELD_TABLE, type FieldRule, validateFieldTable } from './fields.js';
 import {
   DEFAULT_GOLDEN_DIR,
@@ -222,6 +222,8 @@ export async function verify(opts: VerifyOptions = {}): Promise<VerifyResult> {
     );
   for (const c of configs)
     if (!existsSync(c)) throw new DetsimError('struct_invalid_field', `--config: ${c} does not exist`, '--config');
+  // An unwritable --out is refused now, not after minutes of replays.
+  checkAttestationWritable(opts.outDir ?? 'reports');
   const table = opts.table ?? FIELD_TABLE;
   const checks: Check[] = [tableCheck(table)];
   if (opts.goldenMarker !== false) {

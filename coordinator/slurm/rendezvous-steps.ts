@@ -7,14 +7,14 @@
 // presents against the record's fingerprint (rendezvous-tls.ts), and connects with mutual TLS pinned
 // to that fingerprint: node names need not be in the certificate. Each launch (and each recovery's
 // relaunch) uses a fresh directory inside the configured one, so no record of an earlier fleet is
-// ever read. NOT the single-node srun starter (srun.ts) nor the batch script (batch-script.ts).
-import { createHash } from 'node:crypto';
-import { mkdirSync, mkdtempSync } from 'node:fs';
+// ever read; it is removed again once the launch's steps have exited and left it empty.
+// NOT the single-node srun starter (srun.ts) nor the batch script (batch-script.ts).
+import { mkdirSync, mkdtempSync, rmdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { PlannedWorker, RendezvousPlacement, RunPlan } from '../config.js';
 import { DetsimError } from '../../core/formats/errors.js';
 import { WorkerClient } from '../../core/protocol/index.js';
-import { coordinatorChannelCredentials } from '../../core/protocol/tls.js';
+import { coordinatorChannelCredentials, derFingerprint } from '../../core/protocol/tls.js';
 import {
   diagnoseCallFailure,
   type LaunchOptions,
@@ -69,7 +69,7 @@ export function freshLaunchDir(placement: RendezvousPlacement): string {
 function pinnedCredentials(ctx: StartContext, fingerprint: string) {
   return coordinatorChannelCredentials(ctx.tls!.material, {
     checkServerIdentity: (_host, cert) =>
-      createHash('sha256').update(cert.raw).digest('hex') === fingerprint
+      derFingerprint(cert.raw) === fingerprint
         ? undefined
         : new Error("the worker's certificate is not the one its rendezvous record names"),
   });
@@ -141,6 +141,7 @@ export function srunRendezvousStarter(
   workerCommand: (worker: PlannedWorker) => WorkerCommand,
 ): NonNullable<LaunchOptions['startWorker']> {
   let launchDir: RendezvousPlacement | undefined;
+  let running = 0;
   return (worker, ctx) => {
     if (!ctx.tls)
       throw new DetsimError(
@@ -148,8 +149,30 @@ export function srunRendezvousStarter(
         'workers.tls: srun steps found by rendezvous listen beyond loopback and need TLS',
         'workers.tls',
       );
-    launchDir ??= { dir: freshLaunchDir(placement), timeoutMs: placement.timeoutMs };
-    const cmd = toSrun(advertisingCommand(workerCommand(worker), launchDir.dir), worker);
-    return startRendezvousStep(worker, ctx, cmd, launchDir);
+    const dir = (launchDir ??= { dir: freshLaunchDir(placement), timeoutMs: placement.timeoutMs });
+    const cmd = toSrun(advertisingCommand(workerCommand(worker), dir.dir), worker);
+    const started = startRendezvousStep(worker, ctx, cmd, dir);
+    // The fleet's steps all start in one pass (launchFleet), so the count reaches 0 only when the
+    // launch is over: its last step has exited, whether the run ended, failed or was cancelled.
+    running += 1;
+    void started.instance.exited.then(() => {
+      if (--running > 0) return;
+      if (launchDir === dir) launchDir = undefined;
+      removeIfEmpty(dir.dir);
+    });
+    return started;
   };
+}
+
+/**
+ * Remove a launch directory this coordinator made once its steps are gone. Each worker removes its
+ * own record on exit, so the directory is then empty; one a killed worker left a record in is
+ * kept (rmdir refuses it), as evidence and for the stale-record refusal to name.
+ */
+function removeIfEmpty(dir: string): void {
+  try {
+    rmdirSync(dir);
+  } catch {
+    // ENOTEMPTY (a record left behind) or already gone: nothing of ours to remove.
+  }
 }

@@ -173,14 +173,14 @@ export const REASONS = {
     layer: 'L4',
     summary: 'a TLS file (CA certificate, certificate, private key, token) is missing, unreadable or malformed',
   },
+  perm_tls_expired: {
+    layer: 'L4',
+    summary: "a certificate of the run's TLS set (CA, coordinator or worker) has expired: no handshake would succeed",
+  },
   perm_certs_target: {
     layer: 'L4',
     summary:
       'detsim certs: the target directory already holds one of its files (never overwritten) or is open to other users',
-  },
-  perm_tls_unsupported: {
-    layer: 'L4',
-    summary: 'a worker runtime that cannot serve TLS was asked to join a TLS run',
   },
   ident_no_client_certificate: {
     layer: 'L5',
@@ -374,6 +374,24 @@ export const REASONS = {
 
 /** A stable reason code from the registry {@link REASONS} (published in docs/reasons.md). */
 export type ReasonCode = keyof typeof REASONS;
+
+/** A code nothing emits any more: kept out of REASONS (so nothing can emit it) but published, never reused. */
+interface RetiredReasonInfo extends ReasonInfo {
+  /** Why nothing emits it now. */
+  readonly retired: string;
+}
+
+/**
+ * Codes that were emitted once and are not now. Old receipts, attestations and logs may still
+ * carry them, so they stay published with their meaning, and a new code never takes their name.
+ */
+export const RETIRED_REASONS = {
+  perm_tls_unsupported: {
+    layer: 'L4',
+    summary: 'a worker runtime that cannot serve TLS was asked to join a TLS run',
+    retired: 'every worker runtime (TypeScript, Python, Rust) serves TLS',
+  },
+} as const satisfies Record<string, RetiredReasonInfo>;
 
 /** A decision about input: its action, layer and reason code. */
 export interface Decision {

@@ -19,7 +19,15 @@ export function certificateFingerprint(pem: string | Buffer, field = 'certificat
   } catch {
     throw new DetsimError('struct_invalid_field', `${field}: not a PEM X.509 certificate`, field);
   }
-  return createHash('sha256').update(certificate.raw).digest('hex');
+  return derFingerprint(certificate.raw);
+}
+
+/**
+ * Lowercase hex SHA-256 of a certificate's DER bytes (`X509Certificate.raw`, or the `raw` of the
+ * certificate a TLS peer presents): the one definition of the fingerprint records carry.
+ */
+export function derFingerprint(der: Buffer): string {
+  return createHash('sha256').update(der).digest('hex');
 }
 
 /** The gRPC metadata key that carries the bearer token (`authorization: Bearer <token>`). */

@@ -7,7 +7,16 @@
 // allocation; inside salloc it reproduces the golden). Skips, saying why, when no Slurm node is idle.
 // NOT the single-node Unix-socket launcher (slurm.test.ts) nor a multi-host network (rendezvous-netns).
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -51,6 +60,11 @@ function expectTlsRendezvousSteps(steps: { srun: string[]; listen: string }[], r
   }
 }
 
+/** The launch directories left in the rendezvous directory (each launch's is removed once its steps exit). */
+function launchDirsLeft(): string[] {
+  return readdirSync(join(work, 'rdv')).filter((name) => name.startsWith('launch-'));
+}
+
 const down = slurmDownReason();
 if (down) process.stderr.write(`test/cluster/slurm-tls.test.ts: Slurm cases skipped: ${down}\n`);
 
@@ -84,6 +98,7 @@ describe.skipIf(down !== null)(
         tls: { dir: join(runDir, 'tls'), perRun: true },
       });
       expect(JSON.stringify(readJson(join(runDir, 'receipt.json')))).not.toContain('launch');
+      expect(launchDirsLeft()).toEqual([]);
     });
 
     it('scancel aborts it like Ctrl-C; resume relaunches TLS srun steps (refused outside an allocation) to the golden', async () => {
@@ -108,6 +123,8 @@ describe.skipIf(down !== null)(
       const steps = srunSteps(runDir);
       expect(steps).toHaveLength(10);
       expectTlsRendezvousSteps(steps.slice(5), runDir);
+      // Neither the cancelled launch's directory nor the resume's is left behind.
+      expect(launchDirsLeft()).toEqual([]);
     });
   },
 );

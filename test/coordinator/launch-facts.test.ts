@@ -3,8 +3,10 @@
 // the same way: a forage-walkers run over tcp with a per-run TLS set (`workers.tls: {}`, made into
 // <run dir>/tls) is resumed from an early checkpoint with its per-run set removed; the resumed
 // workers are started with --tls-dir (seen in their own argv, recorded by a --require spy), the set
-// is made again, and the resumed ReproHash equals the uninterrupted golden. Runs the built CLI.
+// is made again, and the resumed ReproHash equals the uninterrupted golden; a per-run set that has
+// expired is made anew on resume. Runs the built CLI.
 // Also relaunchPlan, case by case (pure). NOT Slurm (test/cluster/slurm-tls.test.ts) nor the TLS handshake (tls-run).
+import { X509Certificate } from 'node:crypto';
 import {
   existsSync,
   mkdirSync,
@@ -20,9 +22,10 @@ import { join } from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { afterAll, describe, expect, it } from 'vitest';
 import { resolveConfig, type RunPlan } from '../../coordinator/config.js';
-import { relaunchPlan, type LaunchFacts } from '../../coordinator/launch-facts.js';
+import { PER_RUN_TLS_RENEW_MS, relaunchPlan, type LaunchFacts } from '../../coordinator/launch-facts.js';
 import { DEFAULT_GOLDEN_DIR, readGolden } from '../../coordinator/receipt/goldens.js';
 import { CLI_MAIN, detsimCli } from '../cli-refusal.js';
+import { makeExpiredTlsSet } from '../expired-tls-set.js';
 
 const root = mkdtempSync(join(tmpdir(), 'detsim-launch-facts-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -101,6 +104,33 @@ describe('launch.json and resume', () => {
     expect(spiedFlag(spies, '--tls-dir')).toEqual(Array(5).fill(tls));
     expect(spiedFlag(spies, '--listen')).toEqual(Array(5).fill('127.0.0.1:0'));
     expect(existsSync(join(tls, 'worker-key.pem'))).toBe(true);
+  }, 240_000);
+});
+
+describe('an expired per-run TLS set on resume', () => {
+  it('is made anew the way the run made it: the resume serves TLS again and reproduces the run', () => {
+    const out = join(root, 'expired-runs');
+    const run = detsimCli(
+      ['run', perRunTlsConfig(), '--steps', '20', '--checkpoint-every', '10', '--out', out, '--json'],
+      120_000,
+    );
+    expect(run.status, run.stderr).toBe(0);
+    const { runDir, reproHash } = JSON.parse(run.stdout) as { runDir: string; reproHash: string };
+    const tls = join(runDir, 'tls');
+    rmSync(tls, { recursive: true });
+    makeExpiredTlsSet(tls);
+    const resumed = detsimCli(
+      ['resume', runDir, '--checkpoint', 'ckpt-e1-10', '--checkpoint-every', '0', '--json'],
+      120_000,
+    );
+    expect(resumed.status, resumed.stderr).toBe(0);
+    expect((JSON.parse(resumed.stdout) as { reproHash: string }).reproHash).toBe(reproHash);
+    // Every certificate of the set is fresh again (valid for more than the renewal horizon).
+    for (const name of ['ca.pem', 'coordinator.pem', 'worker.pem']) {
+      const notAfter = Date.parse(new X509Certificate(readFileSync(join(tls, name))).validTo);
+      expect(notAfter, name).toBeGreaterThan(Date.now() + PER_RUN_TLS_RENEW_MS);
+    }
+    expect(statSync(tls).mode & 0o777).toBe(0o700);
   }, 240_000);
 });
 

@@ -2,8 +2,8 @@
 // run over tcp with mutual TLS and the bearer token reproduces the golden ReproHash of the plaintext
 // run, and so does mixed-walkers with its Rust agent worker; no key or token reaches the run directory;
 // a TLS run that cannot work is refused before anything starts (one named line, exit 2, no run
-// directory), and so is a launched worker with another CA's certificate (its run directory removed)
-// and a set mixed from two; no DEP0123 warning (the TLS server name is never an IP address);
+// directory), and so is a launched worker with another CA's certificate (its run directory removed),
+// a set mixed from two and an expired set; no DEP0123 warning (the TLS server name is never an IP address);
 // `detsim certs` writes the set with
 // private modes and refuses to overwrite, naming the files.
 import { X509Certificate } from 'node:crypto';
@@ -31,6 +31,7 @@ import { DetsimError } from '../../core/formats/errors.js';
 import { DEFAULT_GOLDEN_DIR, readGolden } from '../../coordinator/receipt/goldens.js';
 import { detsimCli, expectCliRefusal } from '../cli-refusal.js';
 import { snapshotDir } from '../dir-snapshot.js';
+import { makeExpiredTlsSet } from '../expired-tls-set.js';
 import { ensureRustWorker, rustWorkerSkip } from '../cross-lang/rust-worker.js';
 
 const root = mkdtempSync(join(tmpdir(), 'detsim-tls-run-'));
@@ -179,6 +180,16 @@ describe('a TLS run', () => {
       refusedBeforeStart(['--transport', 'tcp', '--tls-dir', mixed], 'ident_foreign_certificate', 'workers.tls.dir'),
     ).toBe(
       `detsim: [ident_foreign_certificate] workers.tls.dir: ${join(mixed, 'worker.pem')} is not signed by ${join(mixed, 'ca.pem')} (files from two different sets?)`,
+    );
+  });
+
+  it('is refused when its certificates have expired, naming the file (exit 2, no run directory)', () => {
+    const expired = join(root, 'expired-certs');
+    makeExpiredTlsSet(expired);
+    expect(
+      refusedBeforeStart(['--transport', 'tcp', '--tls-dir', expired], 'perm_tls_expired', 'workers.tls.dir'),
+    ).toBe(
+      `detsim: [perm_tls_expired] workers.tls.dir: ${join(expired, 'ca.pem')} expired on 2020-02-01T00:00:00.000Z; make a new set (detsim certs)`,
     );
   });
 

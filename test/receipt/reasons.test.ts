@@ -7,7 +7,7 @@ import { resolveConfig } from '../../coordinator/config.js';
 import { parseStrict } from '../../core/formats/canonical-json.js';
 import { decodeEnvelope } from '../../core/formats/envelope.js';
 import { DetsimError } from '../../core/formats/errors.js';
-import { LAYER_NAMES, REASONS, type Decision, type ReasonCode } from '../../core/formats/reasons.js';
+import { LAYER_NAMES, REASONS, RETIRED_REASONS, type Decision, type ReasonCode } from '../../core/formats/reasons.js';
 import { readId, readU64 } from '../../core/formats/scalars.js';
 import { FIELD_TABLE } from '../../coordinator/receipt/fields.js';
 import { FAMILIES, reasonsMarkdown, reasonsText } from '../../coordinator/receipt/reasons-doc.js';
@@ -92,6 +92,21 @@ describe('reason codes (D7)', () => {
     }
     const text = reasonsText();
     for (const c of codes) expect(text).toContain(`${c}\t`);
+  });
+
+  it('retired perm_tls_unsupported (every runtime serves TLS): not emittable, still published, never reused', () => {
+    expect(REASONS).not.toHaveProperty('perm_tls_unsupported');
+    expect(RETIRED_REASONS).toHaveProperty('perm_tls_unsupported');
+    for (const code of Object.keys(RETIRED_REASONS)) {
+      expect(REASONS, code).not.toHaveProperty(code);
+      expect(
+        FAMILIES.some((f) => code.startsWith(f)),
+        code,
+      ).toBe(true);
+    }
+    const retired = reasonsMarkdown().split('## Retired codes')[1] ?? '';
+    expect(retired).toContain('| L4 permission | `perm_tls_unsupported` |');
+    expect(reasonsText()).not.toContain('perm_tls_unsupported');
   });
 
   it('docs/reasons.md is the generated list (regenerate: npx detsim reasons --markdown > docs/reasons.md)', () => {

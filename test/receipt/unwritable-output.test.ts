@@ -1,9 +1,9 @@
 // `detsim verify` and `detsim replay` when a file they must write cannot be written: one line
 // `detsim: [perm_write_failed|size_no_space] …` naming the file, exit 1 — never 2, which for these
 // commands means yellow (and before, a usage error) — and no stack trace. The verify cases write
-// the attestation under a regular file or onto a directory; the replay case fills a real tiny
-// tmpfs (test/full-disk.ts) so that a run's receipt.json does not fit.
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+// the attestation under a regular file or onto a directory (refused before any replay runs); the
+// replay case fills a real tiny tmpfs (test/full-disk.ts) so that a run's receipt.json does not fit.
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -20,37 +20,57 @@ function lastLine(stderr: string): string {
   return stderr.trim().split('\n').at(-1)!;
 }
 
-describe('verify: the attestation cannot be written', () => {
-  it(
-    '--out under a regular file: perm_write_failed naming the path, exit 1 (was exit 2 with no reason code)',
-    () => {
-      const dir = mkdtempSync(join(tmpdir(), 'detsim-unwritable-'));
-      writeFileSync(join(dir, 'plain'), '');
-      const r = detsimCli(
-        [
-          'verify',
-          '--config',
-          'examples/lif-pair.yaml',
-          '--steps',
-          '3',
-          '--golden-dir',
-          mkdtempSync(join(tmpdir(), 'detsim-no-goldens-')),
-          '--runs-dir',
-          join(dir, 'runs'),
-          '--out',
-          join(dir, 'plain', 'reports'),
-          '--no-golden-marker',
-        ],
-        T,
-      );
-      expect(r.error).toBeUndefined();
-      expect(lastLine(r.stderr)).toBe(
-        `detsim: [perm_write_failed] cannot write ${join(dir, 'plain', 'reports')}: a component of the path is not a directory (ENOTDIR)`,
-      );
-      expect(r.status).toBe(1);
-    },
+/** `detsim verify` of one example into `runs` under `dir`, writing the attestation into `out`. */
+function verifyInto(dir: string, out: string) {
+  return detsimCli(
+    [
+      'verify',
+      '--config',
+      'examples/lif-pair.yaml',
+      '--steps',
+      '3',
+      '--golden-dir',
+      mkdtempSync(join(tmpdir(), 'detsim-no-goldens-')),
+      '--runs-dir',
+      join(dir, 'runs'),
+      '--out',
+      out,
+      '--no-golden-marker',
+    ],
     T,
   );
+}
+
+/** No replay ran: no progress line about runs, and the runs directory was never made. */
+function expectNoReplay(dir: string, stderr: string): void {
+  expect(stderr).not.toMatch(/fresh runs|run 1 /);
+  expect(existsSync(join(dir, 'runs'))).toBe(false);
+}
+
+describe('verify: the attestation cannot be written', () => {
+  it('--out under a regular file: perm_write_failed naming the path, exit 1, before any replay runs', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'detsim-unwritable-'));
+    writeFileSync(join(dir, 'plain'), '');
+    const r = verifyInto(dir, join(dir, 'plain', 'reports'));
+    expect(r.error).toBeUndefined();
+    expect(lastLine(r.stderr)).toBe(
+      `detsim: [perm_write_failed] cannot write ${join(dir, 'plain', 'reports')}: a component of the path is not a directory (ENOTDIR)`,
+    );
+    expect(r.status).toBe(1);
+    expectNoReplay(dir, r.stderr);
+  });
+
+  it('--out whose attestation.md is a directory: perm_write_failed naming that file, before any replay runs', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'detsim-unwritable-'));
+    mkdirSync(join(dir, 'reports', 'attestation.md'), { recursive: true });
+    const r = verifyInto(dir, join(dir, 'reports'));
+    const target = join(dir, 'reports', 'attestation.md');
+    expect(lastLine(r.stderr)).toBe(
+      `detsim: [perm_write_failed] cannot write ${target}: a directory stands where the file goes (EISDIR)`,
+    );
+    expect(r.status).toBe(1);
+    expectNoReplay(dir, r.stderr);
+  });
 
   it('a directory where attestation.jsonl goes: a WriteFailure naming that file (the CLI makes it exit 1)', () => {
     const out = mkdtempSync(join(tmpdir(), 'detsim-unwritable-'));
