@@ -116,13 +116,13 @@ async fn serve(options: Options) -> Result<(), Box<dyn std::error::Error>> {
     let svc = pb::worker_server::WorkerServer::new(service)
         .max_decoding_message_size(max)
         .max_encoding_message_size(max);
+    // The handlers are installed here, before the ready line: a SIGTERM that comes right after it
+    // must stop the worker cleanly (exit 0), not kill it with the default action.
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+    let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).expect("SIGINT handler");
     let shutdown = {
         let stop = stop.clone();
         async move {
-            let mut term =
-                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
-            let mut int =
-                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).expect("SIGINT handler");
             tokio::select! {
                 _ = stop.notified() => {}
                 _ = term.recv() => {}
