@@ -87,6 +87,15 @@ interface StagedRestore {
   timeline: AgentTimeline;
 }
 
+/** A model state restored ahead of its stage (restore-prefetch-v1), with the inputs it was restored from. */
+interface WarmedState {
+  model: AgentModel<unknown>;
+  params: JsonObject;
+  seed: number;
+  strict: boolean;
+  state: unknown;
+}
+
 interface AgentSlot extends AgentIdentity, AgentTimeline {
   phase: Phase;
   /** Request ids that received this step's Prepare result (a retry may use a new id). */
@@ -134,6 +143,8 @@ export class AgentHost {
   private readonly staged = new Map<string, StagedRestore>();
   private readonly usedTokens = new Set<string>();
   private readonly cache = new StepCache<JsonObject>();
+  /** restore-prefetch-v1: model state restored from a prefetched payload ahead of its stage, by that payload. */
+  private readonly warmed = new WeakMap<object, WarmedState>();
   /** The epoch of the last Initialize or activation (for Status). */
   currentEpoch: string | undefined;
 
@@ -585,6 +596,50 @@ export class AgentHost {
 
   // ---- State.StageRestore ---------------------------------------------------------------------
 
+  /**
+   * restore-prefetch-v1: while the coordinator still verifies the file, run a live agent's model
+   * restore on the prefetched payload into new state (the live agent is untouched). The stage of
+   * that very payload takes the result only if its identity gives the model the same inputs; any
+   * error here is dropped, so the stage restores again and refuses exactly as it would have.
+   */
+  warmRestore(agentId: string | null, decoded: unknown): void {
+    const live = agentId === null ? undefined : this.agents.get(agentId);
+    if (!live || typeof decoded !== 'object' || decoded === null) return;
+    const payload = decoded as JsonObject;
+    const { seed, observation } = payload;
+    if (payload.kind !== 'agent' || payload.agentId !== agentId || !Number.isInteger(seed)) return;
+    if (typeof observation !== 'object' || observation === null) return;
+    try {
+      const inputs = { model: live.model, params: live.params, seed: seed as number, strict: live.strict };
+      const state = this.restoreModelState(inputs, live.agentId, payload);
+      this.warmed.set(payload, { ...inputs, state });
+    } catch {
+      // Left to the stage.
+    }
+  }
+
+  /** The model's restore of `payload.state` (a fresh state; nothing live is touched). */
+  private restoreModelState(inputs: Omit<WarmedState, 'state'>, agentId: string, payload: JsonObject): unknown {
+    const { model, params, seed, strict } = inputs;
+    const observation = payload.observation as JsonObject;
+    return callModel(strict, `agent ${agentId}`, 'restore', 'none', () =>
+      model.restore(payload.state, { agentId, seed, params, observation }),
+    );
+  }
+
+  /** The warmed state of this payload when it was made from the same inputs, else a restore now. */
+  private stagedModelState(identity: AgentIdentity, payload: JsonObject): unknown {
+    const warm = this.warmed.get(payload);
+    this.warmed.delete(payload);
+    const same =
+      warm !== undefined &&
+      warm.model === identity.model &&
+      warm.params === identity.params &&
+      warm.seed === identity.seed &&
+      warm.strict === identity.strict;
+    return same ? warm.state : this.restoreModelState(identity, identity.agentId, payload);
+  }
+
   async stageRestore(
     req: Request,
     attachment: Uint8Array | undefined,
@@ -693,9 +748,7 @@ export class AgentHost {
       throw new ProtocolRefusal('INCOMPATIBLE_STATE', `agent ${agentId}: ${(e as Error).message}`);
     }
     const observation = payload.observation as JsonObject;
-    const state = callModel(identity.strict, `agent ${agentId}`, 'restore', 'none', () =>
-      identity.model.restore(payload.state, { agentId, seed: identity.seed, params: identity.params, observation }),
-    );
+    const state = this.stagedModelState(identity, payload);
     return { state, clock, observation, epoch: scope.epoch, committedStep: BigInt(scope.step) };
   }
 

@@ -257,12 +257,16 @@ const predecoded = new WeakMap<Uint8Array, unknown>();
 /**
  * Decode a prefetched payload now, while the coordinator still verifies its file, so that its
  * StageRestore only checks fields. Bytes that do not decode are left for the stage to refuse.
+ * Returns the decoded value (undefined when they do not decode); the stage gets this very object.
  */
-export function predecode(bytes: Uint8Array): void {
+export function predecode(bytes: Uint8Array): unknown {
   try {
-    predecoded.set(bytes, decodeState(bytes));
+    const value = decodeState(bytes);
+    predecoded.set(bytes, value);
+    return value;
   } catch {
     // The stage decodes again and refuses with its usual message.
+    return undefined;
   }
 }
 

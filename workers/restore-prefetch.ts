@@ -35,9 +35,17 @@ const participantKey = (agentId: string | null): string => (agentId === null ? '
 const referenceKey = (path: string, offset: bigint, byteLength: string, digest: string): string =>
   JSON.stringify([path, offset.toString(), byteLength, digest]);
 
+/**
+ * A host's early start on a prefetched payload (e.g. its model's restore into new state), given the
+ * decoded value the StageRestore will get: it must change nothing a stage or step sees.
+ */
+export type WarmPrefetched = (agentId: string | null, decoded: unknown) => void;
+
 /** The payloads this worker prefetched, at most one per participant. */
 export class PrefetchedPayloads {
   private readonly held = new Map<string, Prefetched>();
+
+  constructor(private readonly warm?: WarmPrefetched) {}
 
   /** State.PrefetchPayload: read and hash the range; keep the bytes when they match. */
   async prefetch(req: Request, storeDir: string | undefined): Promise<HostReply<PrefetchPayloadResult>> {
@@ -48,7 +56,8 @@ export class PrefetchedPayloads {
     const { bytes, digest } = await readStoreRangeHashed(storeDir, ref.file, BigInt(ref.byteLength));
     if (digest !== ref.digest || version === null) return { result: { matched: false } };
     // Hash and decode before the stage: the stage then only checks fields (checks.ts decodeStaged).
-    predecode(bytes);
+    const decoded = predecode(bytes);
+    if (decoded !== undefined) this.warm?.(agentId, decoded);
     this.held.set(participantKey(agentId), {
       key: referenceKey(ref.file.path, ref.file.offset, ref.byteLength, ref.digest),
       version,

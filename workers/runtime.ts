@@ -103,7 +103,7 @@ export class WorkerRuntime implements HostContext {
   private stopping = false;
   private readonly lifecycle = new LifecycleCache();
   /** restore-prefetch-v1: payloads read and hashed while the coordinator verifies their file. */
-  readonly prefetched = new PrefetchedPayloads();
+  readonly prefetched = new PrefetchedPayloads((agentId, decoded) => this.agents?.warmRestore(agentId, decoded));
   private readonly maxMessageBytes: number;
   readonly agents: AgentHost | undefined;
   readonly environment: EnvironmentHost | undefined;

@@ -346,18 +346,22 @@ export class CheckpointGroup {
 
   /** Release cached lifecycle replies (capture payloads, stage/activate results) on each worker. Best effort. */
   async acknowledge(byWorker: Map<LaunchedWorker, string[]>): Promise<void> {
-    for (const [w, ids] of byWorker) {
-      for (let i = 0; i < ids.length; i += LIFECYCLE_REPLY_LIMIT) {
-        try {
-          await w.client.call(
-            METHODS.acknowledge,
-            null,
-            { requestIds: ids.slice(i, i + LIFECYCLE_REPLY_LIMIT) },
-            { deadlineMs: this.deadlineMs },
-          );
-        } catch (e) {
-          this.logger.warn({ workerId: w.plan.workerId, err: (e as Error).message }, 'acknowledge failed');
-        }
+    // Workers are independent: each gets its batches in order, all workers side by side (one
+    // round trip for the group instead of one per worker). Best effort: a failure is logged only.
+    await Promise.all([...byWorker].map(([w, ids]) => this.acknowledgeOn(w, ids)));
+  }
+
+  private async acknowledgeOn(w: LaunchedWorker, ids: readonly string[]): Promise<void> {
+    for (let i = 0; i < ids.length; i += LIFECYCLE_REPLY_LIMIT) {
+      try {
+        await w.client.call(
+          METHODS.acknowledge,
+          null,
+          { requestIds: ids.slice(i, i + LIFECYCLE_REPLY_LIMIT) },
+          { deadlineMs: this.deadlineMs },
+        );
+      } catch (e) {
+        this.logger.warn({ workerId: w.plan.workerId, err: (e as Error).message }, 'acknowledge failed');
       }
     }
   }

@@ -1,8 +1,8 @@
 // Restore (docs/spec/checkpoint-store.md): select a checkpoint (by id or the store's high-water mark), read and
 // verify it, check identities before staging anyone, stage the environment then the agents (side
 // by side, bounded; the failure reported is the first in reference order: the environment, then
-// agents by id) into a NEW epoch, activate all in that order, install the coordinator state and
-// stop at Paused(k).
+// agents by id) into a NEW epoch, activate them the same way (the environment alone, then the
+// agents side by side, the same reporting rule), install the coordinator state and stop at Paused(k).
 // Group install rule: any stage failure taints the stagers and nothing activates; any activation
 // failure fences the group (nothing steps). NOT capture, NOT the CLI, NOT the store's file checks.
 import { resolve } from 'node:path';
@@ -103,9 +103,10 @@ export async function loadCheckpoint(source: RestoreSource, read: ReadEnvelopeOp
         byteLength: g.byteLength,
         label: record.file,
         path,
-        readPayload: (name) => {
+        readPayload: async (name) => {
           const e = g.envelope.layout.entries.find((x) => x.name === name)!;
-          return readFileRange(path, e.offset, e.byteLength);
+          // A range the verify pass kept is the very bytes it hashed: no second read of the file.
+          return g.kept.get(rangeKey(e.offset, e.byteLength)) ?? readFileRange(path, e.offset, e.byteLength);
         },
       };
     }
@@ -194,6 +195,11 @@ function stagePlan(m: EnvelopeManifest): StagePlan[] {
   return out;
 }
 
+/** Whether a payload is the coordinator's own (not the environment's or an agent's state). */
+function isCoordinatorPayload(name: string): boolean {
+  return name !== PAYLOAD_NAMES.world && !name.startsWith(PAYLOAD_NAMES.agent(''));
+}
+
 /** The coordinator's own payloads (every one but the participants' states), read into memory: they are small. */
 async function coordinatorPayloads(loaded: LoadedCheckpoint): Promise<Map<string, Uint8Array>> {
   const m = loaded.envelope.manifest;
@@ -216,7 +222,8 @@ export async function restoreGroup(
   preconditions(group, opts.epoch);
   const prefetch = new Prefetch(group, source);
   try {
-    return await restoreLoaded(group, await loadCheckpoint(source, prefetch.readOptions()), opts);
+    const read: ReadEnvelopeOptions = { ...prefetch.readOptions(), keep: (r) => isCoordinatorPayload(r.name) };
+    return await restoreLoaded(group, await loadCheckpoint(source, read), opts);
   } catch (e) {
     // A refusal or a failed stage may leave prefetched bytes no StageRestore used up: drop them.
     // (A restore that succeeds staged everyone, and each stage used up its participant's prefetch.)
@@ -321,50 +328,60 @@ async function restoreLoaded(
     );
   }
 
-  // Activate in the same order. Any failure fences the group: nothing steps until a restore over replaced participants.
+  // Activate the environment, then the agents side by side (bounded), in the same reference order
+  // as staging. Any failure fences the group (every stager tainted: nothing steps until a restore
+  // over replaced participants); the failure reported is the first in reference order, whatever
+  // order the replies came in. An environment that fails to activate is the only one asked.
   let observations: { agentId: Id; observation: JsonObject }[] | undefined;
   const fence = async (e: unknown, what: string): Promise<never> => {
     group.fence(staged.map((s) => s.participant));
     await slots.releaseAll();
     throw annotate(e, `${what}; the group is fenced (tainted: ${staged.map((s) => s.participant).join(', ')})`);
   };
-  for (const s of staged) {
+  const activateOne = async (s: RestoredParticipant): Promise<void> => {
     let params: ActivateRestoreParams = { restoreToken: s.restoreToken, agentId: s.agentId };
     params = opts.hooks?.beforeActivate?.(s.participant, params) ?? params;
-    try {
-      const rep = await counted(s.agentId, () =>
-        group.call(s.agentId, s.participant, METHODS.activateRestore, scope, params),
+    const rep = await counted(s.agentId, () =>
+      group.call(s.agentId, s.participant, METHODS.activateRestore, scope, params),
+    );
+    const r = rep.result;
+    if (r.checkpointId !== m.checkpointId || r.committedStep !== m.sourceScope.step) {
+      throw new CheckpointRefusal(
+        'IDENTITY_MISMATCH',
+        'audit_restored_state',
+        `${s.participant} activated checkpoint ${JSON.stringify(r.checkpointId)} at step ${JSON.stringify(r.committedStep)}, expected ${m.checkpointId} at ${m.sourceScope.step}`,
+        { participant: s.participant },
       );
-      const r = rep.result;
-      if (r.checkpointId !== m.checkpointId || r.committedStep !== m.sourceScope.step) {
-        throw new CheckpointRefusal(
-          'IDENTITY_MISMATCH',
-          'audit_restored_state',
-          `${s.participant} activated checkpoint ${JSON.stringify(r.checkpointId)} at step ${JSON.stringify(r.committedStep)}, expected ${m.checkpointId} at ${m.sourceScope.step}`,
-          { participant: s.participant },
-        );
-      }
-      if (s.agentId === null) {
-        const obs = (r.observation as { observations?: unknown } | null)?.observations;
-        if (!Array.isArray(obs))
-          throw new CheckpointRefusal(
-            'INCOMPATIBLE_STATE',
-            'audit_restored_state',
-            'environment activation returned no observations',
-            { participant: s.participant },
-          );
-        observations = obs as { agentId: Id; observation: JsonObject }[];
-      } else if (r.observation !== null) {
+    }
+    if (s.agentId === null) {
+      const obs = (r.observation as { observations?: unknown } | null)?.observations;
+      if (!Array.isArray(obs))
         throw new CheckpointRefusal(
           'INCOMPATIBLE_STATE',
           'audit_restored_state',
-          `${s.participant} activation returned an observation (agents return null)`,
+          'environment activation returned no observations',
           { participant: s.participant },
         );
-      }
-    } catch (e) {
-      await fence(e, `activation of ${s.participant} failed`);
+      observations = obs as { agentId: Id; observation: JsonObject }[];
+    } else if (r.observation !== null) {
+      throw new CheckpointRefusal(
+        'INCOMPATIBLE_STATE',
+        'audit_restored_state',
+        `${s.participant} activation returned an observation (agents return null)`,
+        { participant: s.participant },
+      );
     }
+  };
+  const [envStagedOne, ...agentsStaged] = staged;
+  const envActivated = await settleSideBySide([envStagedOne!], activateOne);
+  const activated =
+    envActivated[0]!.status === 'fulfilled'
+      ? [...envActivated, ...(await settleSideBySide(agentsStaged, activateOne))]
+      : envActivated;
+  const activationFailed = firstRejection(activated);
+  if (activationFailed) {
+    const who = staged[activated.indexOf(activationFailed)]!.participant;
+    await fence(activationFailed.reason, `activation of ${who} failed`);
   }
   // The environment's restored view must be the one the coordinator sealed at capture.
   if (canonicalize(observations) !== canonicalize(coord.observations)) {
@@ -381,15 +398,20 @@ async function restoreLoaded(
 
   // Install the coordinator state: observations at k, clocks, reward ledger, behaviour chain; Paused(k).
   group.install(opts.epoch, k, observations!, coord);
-  await slots.releaseAll();
-  await group.ledger?.append({
-    event: 'restored',
-    checkpointId: m.checkpointId,
-    boundary: m.sourceScope.step,
-    epoch: opts.epoch,
-    sessionId: m.sourceScope.sessionId,
-    detail: { ...opts.ledgerDetail, fromEpoch: m.sourceScope.epoch, envelopeDigest: loaded.envelope.envelopeDigest },
-  });
+  // The acknowledgements (best effort, they never throw) go out while the ledger line is made durable.
+  const released = slots.releaseAll();
+  try {
+    await group.ledger?.append({
+      event: 'restored',
+      checkpointId: m.checkpointId,
+      boundary: m.sourceScope.step,
+      epoch: opts.epoch,
+      sessionId: m.sourceScope.sessionId,
+      detail: { ...opts.ledgerDetail, fromEpoch: m.sourceScope.epoch, envelopeDigest: loaded.envelope.envelopeDigest },
+    });
+  } finally {
+    await released;
+  }
   return {
     checkpointId: m.checkpointId,
     boundary: k,

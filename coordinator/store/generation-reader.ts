@@ -3,7 +3,9 @@
 // their order with those digests, so outcomes and refusals are decodeEnvelope's. Memory is the
 // small parts (header, manifest, table, footer) plus two read chunks, whatever the file's size.
 // A co-located worker may hash its own payload range meanwhile (`delegate`): check 5 then takes its
-// verdict and this reader hashes that range only if the worker did not confirm it.
+// verdict and this reader hashes that range only if the worker did not confirm it. Ranges the
+// caller will use (`keep`, e.g. restore's small coordinator payloads) are copied out of the pass's
+// chunks, so they are the very bytes that were hashed and the file is not opened again for them.
 // NOT the store's record checks (store.ts) and NOT restore.
 import { createHash, type Hash } from 'node:crypto';
 import { readSync } from 'node:fs';
@@ -21,6 +23,8 @@ import {
 
 /** Bytes per read of the verify pass (two are in memory at once). */
 export const DEFAULT_READ_CHUNK_BYTES = 4 * 1024 * 1024;
+/** A `keep` range longer than this is not kept (read it when it is needed): memory stays bounded. */
+export const MAX_KEPT_RANGE_BYTES = 1024 * 1024;
 /** The start of the file kept in memory for the checks (header, manifest and table fit it in practice). */
 const HEAD_BYTES = 64 * 1024;
 
@@ -36,6 +40,16 @@ export interface ReadEnvelopeOptions {
    * taken from it; a range it does not confirm is hashed here, so a refusal reads as it would.
    */
   readonly delegate?: (claimed: readonly ClaimedRange[]) => DelegatedDigests;
+  /**
+   * The claimed ranges whose bytes the caller wants. The pass copies them out as it hashes them;
+   * a range another party confirms, or longer than MAX_KEPT_RANGE_BYTES, is not kept.
+   */
+  readonly keep?: (range: ClaimedRange) => boolean;
+}
+
+/** A verified file, with the bytes of the ranges the caller asked to keep (by rangeKey). */
+export interface VerifiedEnvelopeFile extends VerifiedEnvelope {
+  readonly kept: ReadonlyMap<string, Buffer>;
 }
 
 /** Verify the FLYSESS1 file open at `fh` (its size `size`) in bounded chunks; throws the first failed check. */
@@ -43,7 +57,7 @@ export async function verifyEnvelopeFile(
   fh: FileHandle,
   size: number,
   options: ReadEnvelopeOptions = {},
-): Promise<VerifiedEnvelope> {
+): Promise<VerifiedEnvelopeFile> {
   const chunkBytes = options.chunkBytes ?? DEFAULT_READ_CHUNK_BYTES;
   const source = await fileSource(fh, size);
   const claimed = claimedRanges(source);
@@ -56,14 +70,16 @@ export async function verifyEnvelopeFile(
       () => [key, false] as const,
     ),
   );
-  const pass = size >= MIN_ENVELOPE_BYTES ? await hashPass(fh, size - FOOTER_BYTES, own, chunkBytes) : null;
+  const keep = own.filter((r) => r.length <= MAX_KEPT_RANGE_BYTES && options.keep?.(r) === true);
+  const pass = size >= MIN_ENVELOPE_BYTES ? await hashPass(fh, size - FOOTER_BYTES, own, keep, chunkBytes) : null;
   const ranges = pass?.ranges ?? new Map<string, Buffer>();
   for (const [key, ok] of await Promise.all(verdicts)) {
     const r = claimed.find((c) => rangeKey(c.offset, c.length) === key)!;
     // Confirmed: the digest check 5 will compare is the claimed one. Not confirmed: hash it here.
     ranges.set(key, ok ? Buffer.from(r.digest, 'hex') : await hashRange(fh, r, chunkBytes));
   }
-  return verifyEnvelope(source, pass ? { prefix: pass.prefix, ranges } : {});
+  const verified = verifyEnvelope(source, pass ? { prefix: pass.prefix, ranges } : {});
+  return { ...verified, kept: pass?.kept ?? new Map() };
 }
 
 /** Only ranges the table claims exactly once can take another party's verdict (the key names one digest). */
@@ -122,28 +138,34 @@ async function fillAt(fh: FileHandle, out: Buffer, position: number): Promise<Bu
 }
 
 /**
- * One sequential read of [0, end): every byte into the prefix hash, and the bytes of each range
- * into that range's hash. The next chunk is read while this one is hashed (two buffers).
+ * One sequential read of [0, end): every byte into the prefix hash, the bytes of each range into
+ * that range's hash, and the bytes of each `keep` range (a subset of `ranges`, or outside [0, end)
+ * and then left out) copied out. The next chunk is read while this one is hashed (two buffers).
  */
 async function hashPass(
   fh: FileHandle,
   end: number,
   ranges: readonly ClaimedRange[],
+  keep: readonly ClaimedRange[],
   chunkBytes: number,
-): Promise<{ prefix: Hash; ranges: Map<string, Buffer> }> {
+): Promise<{ prefix: Hash; ranges: Map<string, Buffer>; kept: Map<string, Buffer> }> {
   const prefix = createHash('sha256');
   const open = ranges.map((r) => ({ r, hash: createHash('sha256') }));
+  const kept = new Map<string, Buffer>();
+  for (const r of keep) if (r.offset + r.length <= end) kept.set(rangeKey(r.offset, r.length), Buffer.alloc(r.length));
   await eachChunk(fh, 0, end, chunkBytes, (chunk, at) => {
     prefix.update(chunk);
     for (const { r, hash } of open) {
       const from = Math.max(r.offset, at);
       const to = Math.min(r.offset + r.length, at + chunk.length);
-      if (from < to) hash.update(chunk.subarray(from - at, to - at));
+      if (from >= to) continue;
+      hash.update(chunk.subarray(from - at, to - at));
+      kept.get(rangeKey(r.offset, r.length))?.set(chunk.subarray(from - at, to - at), from - r.offset);
     }
   });
   const digests = new Map<string, Buffer>();
   for (const { r, hash } of open) digests.set(rangeKey(r.offset, r.length), hash.digest());
-  return { prefix, ranges: digests };
+  return { prefix, ranges: digests, kept };
 }
 
 /** SHA-256 of one range, read in chunks. */

@@ -293,6 +293,8 @@ export interface VerifiedGeneration {
   readonly path: string;
   readonly byteLength: number;
   readonly envelope: VerifiedEnvelope;
+  /** The bytes of the ranges `options.keep` asked for, as the verify pass read them (by rangeKey). */
+  readonly kept: ReadonlyMap<string, Buffer>;
 }
 
 /** Files in a store directory the manifest does not reference (never restore candidates). */
@@ -758,8 +760,9 @@ export async function verifyGeneration(
     if (String(size) !== record.byteLength)
       fail('byteLength', 'audit_generation_length', `file has ${size} bytes, the store records ${record.byteLength}`);
     let envelope: VerifiedEnvelope;
+    let kept: ReadonlyMap<string, Buffer>;
     try {
-      envelope = await verifyEnvelopeFile(fh, size, options);
+      ({ kept, ...envelope } = await verifyEnvelopeFile(fh, size, options));
     } catch (e) {
       if (isDetsimError(e)) return fail('envelope', e.reason, e.message);
       throw e;
@@ -772,7 +775,7 @@ export async function verifyGeneration(
       );
     }
     checkRecordFields(dir, record, envelope.manifest, fail);
-    return { record, path, byteLength: size, envelope };
+    return { record, path, byteLength: size, envelope, kept };
   } finally {
     await fh.close().catch(() => undefined);
   }

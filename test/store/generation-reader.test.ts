@@ -2,7 +2,8 @@
 // reader: for the reference envelope and for damaged copies of it (each byte flipped, with and
 // without a resealed footer, truncated), verifyGeneration with chunks of a few bytes accepts exactly
 // what decodeEnvelope accepts and refuses with exactly its reason and message, whether a payload's
-// check-5 digest is hashed here or left to a delegate that does not confirm it.
+// check-5 digest is hashed here or left to a delegate that does not confirm it; the ranges asked
+// for with `keep` come back as the very bytes the pass hashed.
 import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -123,5 +124,24 @@ describe('verifyGeneration reads in bounded chunks, with the in-memory reader’
     };
     expect(await streamed(reference, { chunkBytes: 5, delegate: confirmed })).toEqual({ ok: true });
     expect(asked).toBeGreaterThan(0);
+  });
+
+  it('`keep`: the pass hands back the bytes of the ranges asked for (chunks of 1, 7, 4096), none other, none confirmed elsewhere', async () => {
+    const payloads = decodeEnvelope(reference).payloads;
+    const entries = decodeEnvelope(reference).layout.entries;
+    const wanted = new Set(payloads.filter((_, i) => i % 2 === 0).map((p) => p.name));
+    expect(wanted.size).toBeGreaterThan(1);
+    for (const chunkBytes of [1, 7, 4096]) {
+      const g = await verifyGeneration(dir, generation(reference), { chunkBytes, keep: (r) => wanted.has(r.name) });
+      const byKey = new Map(entries.map((e) => [rangeKey(e.offset, e.byteLength), e.name]));
+      expect([...g.kept.keys()].map((k) => byKey.get(k)).sort()).toEqual([...wanted].sort());
+      for (const e of entries.filter((x) => wanted.has(x.name)))
+        expect(g.kept.get(rangeKey(e.offset, e.byteLength))).toEqual(payloads.find((p) => p.name === e.name)!.bytes);
+    }
+    // A range a delegate confirmed was not hashed here, so its bytes were not kept either.
+    const confirmed: ReadEnvelopeOptions['delegate'] = (claimed) =>
+      new Map(claimed.map((r) => [rangeKey(r.offset, r.length), Promise.resolve(true)]));
+    const g = await verifyGeneration(dir, generation(reference), { delegate: confirmed, keep: () => true });
+    expect(g.kept.size).toBe(0);
   });
 });
