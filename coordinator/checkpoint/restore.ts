@@ -31,7 +31,7 @@ import { PAYLOAD_NAMES, readCoordinatorPayloads, type BehaviourPrefix } from './
 import { CheckpointRefusal, participantOf, type Participant } from './refusal.js';
 import { checkIdentity } from './restore-identity.js';
 import { LifecycleSlots } from './lifecycle-slots.js';
-import { firstRejection, settleSideBySide } from './side-by-side.js';
+import { firstRejection, settleFirstThenRest } from './side-by-side.js';
 
 /**
  * Where the checkpoint comes from: a store (named id or high-water; `loaded` when the caller
@@ -300,12 +300,7 @@ async function restoreLoaded(
     );
     return { requestId: rep.requestId, restoreToken: rep.result.restoreToken };
   };
-  const [envPlan, ...agentPlans] = plan;
-  const envStaged = await settleSideBySide([envPlan!], stageOne);
-  const settled =
-    envStaged[0]!.status === 'fulfilled'
-      ? [...envStaged, ...(await settleSideBySide(agentPlans, stageOne))]
-      : envStaged;
+  const settled = await settleFirstThenRest(plan, stageOne);
   const staged: RestoredParticipant[] = [];
   settled.forEach((r, i) => {
     if (r.status !== 'fulfilled') return;
@@ -372,12 +367,7 @@ async function restoreLoaded(
       );
     }
   };
-  const [envStagedOne, ...agentsStaged] = staged;
-  const envActivated = await settleSideBySide([envStagedOne!], activateOne);
-  const activated =
-    envActivated[0]!.status === 'fulfilled'
-      ? [...envActivated, ...(await settleSideBySide(agentsStaged, activateOne))]
-      : envActivated;
+  const activated = await settleFirstThenRest(staged, activateOne);
   const activationFailed = firstRejection(activated);
   if (activationFailed) {
     const who = staged[activated.indexOf(activationFailed)]!.participant;

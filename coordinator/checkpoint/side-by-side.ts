@@ -34,3 +34,16 @@ export async function settleSideBySide<T, R>(
 export function firstRejection<R>(settled: readonly PromiseSettledResult<R>[]): PromiseRejectedResult | undefined {
   return settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
 }
+
+/**
+ * The first item alone (the environment, which the agents' restore depends on), then — only if it
+ * succeeded — the rest side by side; outcomes indexed like `items` (a failed first leaves the rest unasked).
+ */
+export async function settleFirstThenRest<T, R>(
+  items: readonly T[],
+  fn: (item: T, index: number) => Promise<R>,
+): Promise<PromiseSettledResult<R>[]> {
+  const first = await settleSideBySide(items.slice(0, 1), fn);
+  if (first[0]?.status !== 'fulfilled') return first;
+  return [...first, ...(await settleSideBySide(items.slice(1), (item, i) => fn(item, i + 1)))];
+}

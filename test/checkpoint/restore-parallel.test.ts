@@ -5,7 +5,7 @@
 // the whole group (all-or-nothing unchanged).
 import { afterEach, describe, expect, it } from 'vitest';
 import { captureGroup } from '../../coordinator/checkpoint/capture.js';
-import { restoreGroup } from '../../coordinator/checkpoint/restore.js';
+import { restoreGroup, type RestoreHooks } from '../../coordinator/checkpoint/restore.js';
 import { METHODS } from '../../core/protocol/index.js';
 import { CheckpointRefusal } from '../../coordinator/checkpoint/refusal.js';
 import { LIF, startSession, type Session } from './harness.js';
@@ -41,27 +41,31 @@ afterEach(async () => {
   for (const s of open.splice(0)) await s.close();
 });
 
+/**
+ * A two-lif session stepped once and checkpointed, then restored with `hooks` while the replies
+ * to `method` come back in reverse order: what was sent and completed, and what restore threw.
+ */
+async function restoreWithReversedReplies(method: string, hooks: RestoreHooks) {
+  const s = await startSession(LIF(16));
+  open.push(s);
+  await s.group.step();
+  const rec = await captureGroup(s.group, { checkpointId: 'ckpt-e1-1' });
+  expect((await rec.ticket.wait(30_000)).kind).toBe('Committed');
+  const [a, b] = [s.fleet.agents[0]!, s.fleet.agents[1]!];
+  const { sent, completed } = reverseReplies(s, method);
+  const e = await restoreGroup(s.group, { store: s.ck.store }, { epoch: 'e2', hooks }).then(
+    () => null,
+    (err: unknown) => err,
+  );
+  return { s, a, b, sent, completed, e };
+}
+
 describe('restore stages side by side', () => {
   it('two refusing stagers answering in reverse order: the first in reference order is reported, the rest tainted, nobody activates', async () => {
-    const s = await startSession(LIF(16));
-    open.push(s);
-    await s.group.step();
-    const rec = await captureGroup(s.group, { checkpointId: 'ckpt-e1-1' });
-    expect((await rec.ticket.wait(30_000)).kind).toBe('Committed');
-    const [a, b] = [s.fleet.agents[0]!, s.fleet.agents[1]!];
-    const { sent, completed } = reverseReplies(s, METHODS.stageRestore);
     const bad = 'f'.repeat(64);
-    const e = await restoreGroup(
-      s.group,
-      { store: s.ck.store },
-      {
-        epoch: 'e2',
-        hooks: { beforeStage: (who, p) => (who === 'environment' ? p : { ...p, compatibilityDigest: bad }) },
-      },
-    ).then(
-      () => null,
-      (err: unknown) => err,
-    );
+    const { s, a, b, sent, completed, e } = await restoreWithReversedReplies(METHODS.stageRestore, {
+      beforeStage: (who, p) => (who === 'environment' ? p : { ...p, compatibilityDigest: bad }),
+    });
     expect(e).toBeInstanceOf(CheckpointRefusal);
     if (!(e instanceof CheckpointRefusal)) return;
     // Every participant was asked; lif-b's refusal came back before lif-a's.
@@ -80,25 +84,10 @@ describe('restore stages side by side', () => {
   }, 120_000);
 
   it('two agents refusing activation, answering in reverse order: lif-a is reported, the group is fenced', async () => {
-    const s = await startSession(LIF(16));
-    open.push(s);
-    await s.group.step();
-    const rec = await captureGroup(s.group, { checkpointId: 'ckpt-e1-1' });
-    expect((await rec.ticket.wait(30_000)).kind).toBe('Committed');
-    const [a, b] = [s.fleet.agents[0]!, s.fleet.agents[1]!];
-    const { sent, completed } = reverseReplies(s, METHODS.activateRestore);
     const forged = 'rt-00000000000000000000000000000000';
-    const e = await restoreGroup(
-      s.group,
-      { store: s.ck.store },
-      {
-        epoch: 'e2',
-        hooks: { beforeActivate: (who, p) => (who === 'environment' ? p : { ...p, restoreToken: forged }) },
-      },
-    ).then(
-      () => null,
-      (err: unknown) => err,
-    );
+    const { s, a, b, sent, completed, e } = await restoreWithReversedReplies(METHODS.activateRestore, {
+      beforeActivate: (who, p) => (who === 'environment' ? p : { ...p, restoreToken: forged }),
+    });
     expect(e).toBeInstanceOf(CheckpointRefusal);
     if (!(e instanceof CheckpointRefusal)) return;
     // The environment activated first and alone; both agents were asked, lif-b answered first.
