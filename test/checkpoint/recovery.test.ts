@@ -15,7 +15,7 @@ import { killAtSteps, runRecoverKillLoop } from '../../bench/recover-kill-loop.j
 import { loadConfig } from '../../coordinator/config.js';
 import { verifyLedger } from '../../coordinator/store/ledger.js';
 import { checkReceiptBinding, readReceipt } from '../../coordinator/receipt/receipt.js';
-import { readTraceIndex, traceFormatOf } from '../../coordinator/trace-store.js';
+import { readReproTexts, readTraceIndex, traceFormatOf } from '../../coordinator/trace-store.js';
 import { detsimCli, expectCliRefusal } from '../cli-refusal.js';
 import { FAULT_CONFIG, fault, referenceHash } from './fault-once-harness.js';
 import { traceOf, traceStepsOf } from '../trace-read.js';
@@ -111,7 +111,8 @@ describe('recovery from a lost worker (--max-restarts)', () => {
       { workerId: 'worker-0', boundary: '10', epoch: 'e2', stepsRepeated: 7 },
     ]);
     // The checkpoint at 10 sealed segment 2 (steps 8, 9): segments 0-2 are kept as written, segments
-    // 3 and 4 (steps 10-16 of epoch e1) are set aside, and epoch e2 goes on from step 10 in a new segment 3.
+    // 3 and 4 (steps 10-16 of epoch e1) are set aside with their repro files, and epoch e2 goes on
+    // from step 10 in a new segment 3.
     const index = readTraceIndex(r.runDir);
     expect(index.slice(0, 4).map((s) => [s.segment, s.firstStep, s.steps])).toEqual([
       ['000000.jsonl.gz', '0', 4],
@@ -121,8 +122,11 @@ describe('recovery from a lost worker (--max-restarts)', () => {
     ]);
     expect(readdirSync(join(r.runDir, 'trace')).filter((f) => f.startsWith('abandoned-'))).toEqual([
       'abandoned-e2-000003.jsonl.gz',
+      'abandoned-e2-000003.repro.gz',
       'abandoned-e2-000004.jsonl.gz',
+      'abandoned-e2-000004.repro.gz',
     ]);
+    expect(readReproTexts(r.runDir)).not.toBeNull();
     expect(traceOf(r.runDir).map((t) => t.behaviour.scope.epoch)).toEqual(
       [...Array(GOLDEN.steps).keys()].map((i) => (i < 10 ? 'e1' : 'e2')),
     );
