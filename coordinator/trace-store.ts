@@ -1,8 +1,9 @@
 // The trace on disk and its one reader (docs/spec/trace-store.md). Two formats:
 //   - `jsonl` (the old one): <runDir>/trace.jsonl, one canonical TransitionTrace per line.
 //   - `segments`: <runDir>/trace/NNNNNN.jsonl.gz, each a gzip of the same canonical lines for a
-//     run of consecutive steps, and <runDir>/trace/index.jsonl, one canonical line per segment
-//     {segment, firstStep, steps, bytes, sha256} appended once the segment is durable.
+//     run of consecutive steps, beside it NNNNNN.repro.gz (each step's ReproHash text, made when it
+//     was sealed, so a receipt walks no step again), and <runDir>/trace/index.jsonl, one canonical
+//     line per segment {segment, firstStep, steps, bytes, sha256, after, repro} appended once both are durable.
 // The segmented writer compresses off the step loop (zlib's thread pool), keeps at most a few
 // sealed segments in flight (back-pressure: append returns a promise to await), and `sync()`
 // seals the open segment and fsyncs segments, index and directory, so a checkpoint committed after
