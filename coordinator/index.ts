@@ -68,7 +68,14 @@ export {
   DEFAULT_SEGMENT_STEPS,
   TRACE_FORMATS,
 } from './trace-store.js';
-export type { TraceSink, TraceBinding, SegmentEntry, ReadTraceOptions, TraceFormat } from './trace-store.js';
+export type {
+  TraceSink,
+  TraceBinding,
+  SegmentEntry,
+  ReproEntry,
+  ReadTraceOptions,
+  TraceFormat,
+} from './trace-store.js';
 export type { TraceHashState } from './trace-seal-thread.js';
 export type { Sha256State } from './sha256-state.js';
 export { RunFailure, isRunFailure } from './run-failure.js';
