@@ -1,13 +1,16 @@
-// Driving the real CLI (node --import tsx coordinator/cli/main.ts) from checkpoint tests: a run,
-// a run killed with SIGKILL once its ledger shows a committed checkpoint, and resume.
+// Driving the real CLI (the built one, node dist/coordinator/cli/main.js, as an installed detsim runs;
+// `npm test` builds first) from checkpoint tests: a run, a run killed with SIGKILL once its ledger
+// shows a committed checkpoint, and resume. Built, not `--import tsx` from source: tsx compiles the
+// CLI and every worker it spawns on each start, about twice the CPU of a whole short run.
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseStrict } from '../../core/formats/canonical-json.js';
 import type { TransitionTrace } from '../../coordinator/trace.js';
 import { traceOf } from '../trace-read.js';
+import { CLI_MAIN } from '../cli-refusal.js';
 
-const CLI = ['--import', 'tsx', 'coordinator/cli/main.ts'];
+const CLI = [CLI_MAIN];
 
 export function detsim(args: string[], timeout = 240_000) {
   return spawnSync(process.execPath, [...CLI, ...args], { encoding: 'utf8', timeout });
@@ -68,8 +71,9 @@ export function detsimAsync(
   args: string[],
   opts: { preload?: string; env?: NodeJS.ProcessEnv } = {},
 ): Promise<{ status: number | null; stdout: string; stderr: string }> {
-  const preload = opts.preload ? ['--import', opts.preload] : [];
-  const child = spawn(process.execPath, ['--import', 'tsx', ...preload, ...CLI.slice(2), ...args], {
+  // A TypeScript preload needs tsx to load it; the CLI itself stays the built one.
+  const preload = opts.preload ? ['--import', 'tsx', '--import', opts.preload] : [];
+  const child = spawn(process.execPath, [...preload, ...CLI, ...args], {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, ...opts.env },
   });
