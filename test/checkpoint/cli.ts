@@ -11,6 +11,8 @@ import { traceOf } from '../trace-read.js';
 import { CLI_MAIN } from '../cli-refusal.js';
 
 const CLI = [CLI_MAIN];
+/** The CLI from source: for a config whose model is a .ts module (the built worker cannot load one). */
+export const SOURCE_CLI = ['--import', 'tsx', 'coordinator/cli/main.ts'];
 
 export function detsim(args: string[], timeout = 240_000) {
   return spawnSync(process.execPath, [...CLI, ...args], { encoding: 'utf8', timeout });
@@ -88,13 +90,15 @@ export function detsimAsync(
  * `detsim` as a child, timed: how long after its result line (output on stdout or stderr matching
  * `resultLine`) the process exited, in ms (null when no such line came), and how long it ran. A
  * coordinator whose worker processes or threads outlive the run would print its result and hang.
+ * `cli`: the built CLI unless a config needs SOURCE_CLI.
  */
 export function detsimTimed(
   args: string[],
   resultLine: RegExp,
+  cli = CLI,
 ): Promise<{ status: number | null; stdout: string; stderr: string; exitAfterResultMs: number | null; ranMs: number }> {
   const started = process.hrtime.bigint();
-  const child = spawn(process.execPath, [...CLI, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [...cli, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
   let resultAt: bigint | undefined;
