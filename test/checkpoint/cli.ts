@@ -1,13 +1,18 @@
-// Driving the real CLI (node --import tsx coordinator/cli/main.ts) from checkpoint tests: a run,
-// a run killed with SIGKILL once its ledger shows a committed checkpoint, and resume.
+// Driving the real CLI (the built one, node dist/coordinator/cli/main.js, as an installed detsim runs;
+// `npm test` builds first) from checkpoint tests: a run, a run killed with SIGKILL once its ledger
+// shows a committed checkpoint, and resume. Built, not `--import tsx` from source: tsx compiles the
+// CLI and every worker it spawns on each start, about twice the CPU of a whole short run.
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseStrict } from '../../core/formats/canonical-json.js';
 import type { TransitionTrace } from '../../coordinator/trace.js';
 import { traceOf } from '../trace-read.js';
+import { CLI_MAIN } from '../cli-refusal.js';
 
-const CLI = ['--import', 'tsx', 'coordinator/cli/main.ts'];
+const CLI = [CLI_MAIN];
+/** The CLI from source: for a config whose model is a .ts module (the built worker cannot load one). */
+export const SOURCE_CLI = ['--import', 'tsx', 'coordinator/cli/main.ts'];
 
 export function detsim(args: string[], timeout = 240_000) {
   return spawnSync(process.execPath, [...CLI, ...args], { encoding: 'utf8', timeout });
@@ -68,8 +73,9 @@ export function detsimAsync(
   args: string[],
   opts: { preload?: string; env?: NodeJS.ProcessEnv } = {},
 ): Promise<{ status: number | null; stdout: string; stderr: string }> {
-  const preload = opts.preload ? ['--import', opts.preload] : [];
-  const child = spawn(process.execPath, ['--import', 'tsx', ...preload, ...CLI.slice(2), ...args], {
+  // A TypeScript preload needs tsx to load it; the CLI itself stays the built one.
+  const preload = opts.preload ? ['--import', 'tsx', '--import', opts.preload] : [];
+  const child = spawn(process.execPath, [...preload, ...CLI, ...args], {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, ...opts.env },
   });
@@ -84,13 +90,15 @@ export function detsimAsync(
  * `detsim` as a child, timed: how long after its result line (output on stdout or stderr matching
  * `resultLine`) the process exited, in ms (null when no such line came), and how long it ran. A
  * coordinator whose worker processes or threads outlive the run would print its result and hang.
+ * `cli`: the built CLI unless a config needs SOURCE_CLI.
  */
 export function detsimTimed(
   args: string[],
   resultLine: RegExp,
+  cli = CLI,
 ): Promise<{ status: number | null; stdout: string; stderr: string; exitAfterResultMs: number | null; ranMs: number }> {
   const started = process.hrtime.bigint();
-  const child = spawn(process.execPath, [...CLI, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [...cli, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
   let resultAt: bigint | undefined;

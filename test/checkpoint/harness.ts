@@ -14,6 +14,7 @@ import {
 } from '../../coordinator/checkpoint/checkpointing.js';
 import { launchFleet, type Fleet } from '../../coordinator/launcher.js';
 import { Lockstep, type Identities } from '../../coordinator/lockstep.js';
+import { builtWorkersFor } from '../coordinator/helpers.js';
 
 export const logger = pino({ level: 'silent' });
 
@@ -61,7 +62,12 @@ export async function startSession(
   } = {},
 ): Promise<Session> {
   const runDir = opts.runDir ?? tmpDir();
-  const fleet = await launchFleet(plan, { logger, ...(opts.streamed ? {} : { storeDir: storeDirOf(runDir) }) });
+  // Built TypeScript worker processes where they fit (not tsx from source: ~0.5 s of CPU a start).
+  const fleet = await launchFleet(plan, {
+    logger,
+    commandFor: builtWorkersFor(plan),
+    ...(opts.streamed ? {} : { storeDir: storeDirOf(runDir) }),
+  });
   const lockstep = new Lockstep(plan, fleet, {
     dispatch: 'concurrent',
     epoch: opts.epoch ?? 'e1',

@@ -1,4 +1,4 @@
-// `detsim run` end to end through the real CLI entry (node --import tsx coordinator/cli/main.ts):
+// `detsim run` end to end through the real CLI entry (the built dist/coordinator/cli/main.js):
 // a run prints its directory and digest, bad configs are refused with one line and exit 2 before
 // anything is written or started, and Ctrl-C (SIGINT) stops the run leaving no worker alive.
 import { spawn, spawnSync } from 'node:child_process';
@@ -7,8 +7,11 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parseStrict } from '../../core/formats/canonical-json.js';
 import { isAlive, loggedWorkerPids, readRun, tmpOut } from './helpers.js';
+import { CLI_MAIN } from '../cli-refusal.js';
 
-const CLI = ['--import', 'tsx', 'coordinator/cli/main.ts'];
+// Built (`npm test` builds first), as an installed detsim runs: from source, tsx compiles the CLI and
+// each worker it spawns on every start.
+const CLI = [CLI_MAIN];
 
 function detsim(args: string[]) {
   return spawnSync(process.execPath, [...CLI, ...args], { encoding: 'utf8', timeout: 110_000 });

@@ -6,11 +6,11 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { resolveConfig, type RunPlan, type Transport } from '../../coordinator/config.js';
-import { defaultWorkerCommand, type Fleet } from '../../coordinator/launcher.js';
+import type { Fleet } from '../../coordinator/launcher.js';
 import type { RunPhase } from '../../coordinator/run-failure.js';
 import { RunFailure } from '../../coordinator/run-failure.js';
 import { runSession, type RunOptions } from '../../coordinator/run.js';
-import { childPids, tmpOut } from './helpers.js';
+import { BUILT_WORKER, builtWorkersFor, childPids, tmpOut } from './helpers.js';
 
 function plan(transport: Transport = 'unix'): RunPlan {
   return resolveConfig({
@@ -39,7 +39,10 @@ type Victim = (fleet: Fleet) => number;
 const environment: Victim = (fleet) => fleet.environment.instance.pid;
 const firstAgent: Victim = (fleet) => fleet.agents[0]!.instance.pid;
 
-/** Run, SIGKILL the victim's pid just before `phase` of step 2 goes out, return the failure. */
+/**
+ * Run on built worker processes (14 runs of 3 workers here), SIGKILL the victim's pid just before
+ * `phase` of step 2 goes out, return the failure.
+ */
 async function killAt(
   phase: RunPhase,
   victim: Victim,
@@ -49,6 +52,7 @@ async function killAt(
   return failingRun({
     outDir: tmpOut(),
     hooks: {
+      commandFor: builtWorkersFor(plan()),
       ...extra,
       onLaunched: (f) => (fleet = f),
       beforePhase: (step, p) => {
@@ -93,14 +97,14 @@ describe('death diagnosis', () => {
   it('a worker whose exit is observed well after its stream broke is still reported as died', async () => {
     // The environment runs under a wrapper that dies 300 ms after the real worker (killed while
     // idle, during the agents' Commit): its stream breaks at once, its exit is seen much later.
-    const base = defaultWorkerCommand();
+    const base = BUILT_WORKER;
     const wrapper = {
       command: process.execPath,
       args: ['--import', 'tsx', join('test', 'coordinator', 'fixtures', 'late-exit.ts'), base.command, ...base.args],
     };
     const innerWorker: Victim = (fleet) => workerChild(fleet.environment.instance.pid);
     const failure = await killAt('commit', innerWorker, {
-      commandFor: (w) => (w.role === 'environment' ? wrapper : undefined),
+      commandFor: (w) => (w.role === 'environment' ? wrapper : BUILT_WORKER),
     });
     expect(failure.kind, failure.message).toBe('worker-exited');
     expect(failure.message).toMatch(

@@ -3,12 +3,36 @@
 import { existsSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { loadConfig, type RunPlan } from '../../coordinator/config.js';
+import { fileURLToPath } from 'node:url';
+import { loadConfig, type PlannedWorker, type RunPlan } from '../../coordinator/config.js';
 import { parseStrict } from '../../core/formats/canonical-json.js';
 import type { TransitionTrace } from '../../coordinator/trace.js';
 import type { Scope } from '../../core/formats/scalars.js';
-import type { Fleet } from '../../coordinator/launcher.js';
+import { launchedModelsFor, runsOnThread, type Fleet, type WorkerCommand } from '../../coordinator/launcher.js';
 import { traceLinesOf } from '../trace-read.js';
+
+/**
+ * The built TypeScript worker (`node dist/workers/main.js`, what an installed detsim spawns; `npm test`
+ * builds first), for in-process runs that start many worker processes (`hooks.commandFor`). From TS
+ * source the coordinator starts each worker under tsx, which costs about 0.5 s of CPU a start.
+ * Process workers only: a commandFor answer makes a thread-transport worker a process.
+ */
+export const BUILT_WORKER: WorkerCommand = {
+  command: process.execPath,
+  args: [fileURLToPath(new URL('../../dist/workers/main.js', import.meta.url))],
+};
+
+/**
+ * A `commandFor` for `plan` that starts its TypeScript worker processes built (BUILT_WORKER). It leaves
+ * be: threads (a command would make them processes), Rust and Python workers, and workers that load a
+ * model module (a .ts model needs tsx, which the built worker does not load).
+ */
+export function builtWorkersFor(plan: RunPlan): (w: PlannedWorker) => WorkerCommand | undefined {
+  return (w) =>
+    runsOnThread(plan, w) || (w.runtime ?? 'typescript') !== 'typescript' || launchedModelsFor(plan, w).length > 0
+      ? undefined
+      : BUILT_WORKER;
+}
 
 export function tmpOut(prefix = 'detsim-run-'): string {
   return mkdtempSync(join(tmpdir(), prefix));

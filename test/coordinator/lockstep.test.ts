@@ -3,15 +3,17 @@
 // is caught, and the run directory holds what it promises. Few steps each: correctness only.
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { parseConfigText, resolveConfig } from '../../coordinator/config.js';
+import { parseConfigText, resolveConfig, type RunPlan } from '../../coordinator/config.js';
 import { canonicalize, sha256Hex } from '../../core/formats/canonical-json.js';
 import type { Fleet } from '../../coordinator/launcher.js';
 import { runSession } from '../../coordinator/run.js';
 import { compareBehaviours, describeDifference } from '../../coordinator/trace.js';
 import { traceFormatOf } from '../../coordinator/trace-store.js';
-import { childPids, loadPlan, readRun, tmpOut } from './helpers.js';
+import { builtWorkersFor, childPids, loadPlan, readRun, tmpOut } from './helpers.js';
 
 const behaviourLines = (dir: string) => readRun(dir).traces.map((t) => canonicalize(t.behaviour));
+/** Real worker processes, the built ones (helpers.ts builtWorkersFor: not tsx from source on each start). */
+const built = (plan: RunPlan) => ({ commandFor: builtWorkersFor(plan) });
 
 describe('lockstep: forage-walkers (16 walkers, 4 agent workers)', () => {
   const out = tmpOut();
@@ -19,7 +21,7 @@ describe('lockstep: forage-walkers (16 walkers, 4 agent workers)', () => {
   let first: Awaited<ReturnType<typeof runSession>>;
 
   it('runs and writes run.json, the trace (segments by default), run.log and summary.json', async () => {
-    first = await runSession(plan, { outDir: out, steps: 4 });
+    first = await runSession(plan, { outDir: out, steps: 4, hooks: built(plan) });
     expect(first.runDir).toBe(`${out}/forage-walkers-1`);
     expect(first.steps).toBe(4);
     const r = readRun(first.runDir);
@@ -51,7 +53,7 @@ describe('lockstep: forage-walkers (16 walkers, 4 agent workers)', () => {
   }, 120_000);
 
   it('a second run gives identical behaviour traces and digest, different operational data', async () => {
-    const second = await runSession(plan, { outDir: out, steps: 4 });
+    const second = await runSession(plan, { outDir: out, steps: 4, hooks: built(plan) });
     expect(second.runDir).toBe(`${out}/forage-walkers-2`);
     expect(second.behaviourDigest).toBe(first.behaviourDigest);
     expect(behaviourLines(second.runDir)).toEqual(behaviourLines(first.runDir));
@@ -65,6 +67,7 @@ describe('lockstep: forage-walkers (16 walkers, 4 agent workers)', () => {
       outDir: out,
       steps: 4,
       hooks: {
+        ...built(plan),
         onLaunched: (f) => (fleet = f),
         beforePhase: (step, phase) => {
           if (step === 1n && phase === 'prepare') fleet!.agents[1]!.client.faults.dropNextReply('Agent.Prepare');
@@ -90,7 +93,7 @@ describe('lockstep: forage-walkers (16 walkers, 4 agent workers)', () => {
     const digests: string[] = [];
     const lines: string[][] = [];
     for (const dispatch of ['sequential', 'concurrent', 'reversed'] as const) {
-      const r = await runSession(small, { outDir: out, steps: 3, dispatch });
+      const r = await runSession(small, { outDir: out, steps: 3, dispatch, hooks: built(small) });
       digests.push(r.behaviourDigest);
       lines.push(behaviourLines(r.runDir));
       const order = readRun(r.runDir).traces[0]!.operational.completionOrder.prepare;
@@ -107,8 +110,9 @@ describe('lockstep: lif-pair', () => {
   it('two runs give identical behaviour traces and digest (the second over TCP instead of Unix sockets)', async () => {
     const out = tmpOut();
     const plan = loadPlan('examples/lif-pair.yaml');
-    const a = await runSession(plan, { outDir: out, steps: 3 });
-    const b = await runSession({ ...plan, transport: 'tcp' }, { outDir: out, steps: 3 });
+    const a = await runSession(plan, { outDir: out, steps: 3, hooks: built(plan) });
+    const tcp = { ...plan, transport: 'tcp' as const };
+    const b = await runSession(tcp, { outDir: out, steps: 3, hooks: built(tcp) });
     expect(readRun(b.runDir).log).toMatch(/"listen":"127\.0\.0\.1:[0-9]+"/);
     expect(b.behaviourDigest).toBe(a.behaviourDigest);
     expect(behaviourLines(b.runDir)).toEqual(behaviourLines(a.runDir));

@@ -10,7 +10,7 @@ import { resolveConfig, type RunPlan, type Transport } from '../../coordinator/c
 import type { Fleet } from '../../coordinator/launcher.js';
 import { RunFailure } from '../../coordinator/run-failure.js';
 import { runSession } from '../../coordinator/run.js';
-import { detsimTimed } from '../checkpoint/cli.js';
+import { detsimTimed, SOURCE_CLI } from '../checkpoint/cli.js';
 import { childPids, osThreadCount, readRun, tmpOut } from './helpers.js';
 
 const FIXTURES = resolve('test', 'coordinator', 'fixtures');
@@ -195,7 +195,8 @@ describe('a failing model on a thread fails the run as on a process', () => {
         deadlines: { startupMs: 60_000, stepMs: 1_500 },
       }),
     );
-    const r = await detsimTimed(['run', config, '--out', dir], /detsim: run failed/);
+    // From source: the spinning model is a .ts module, which only a worker under tsx can load.
+    const r = await detsimTimed(['run', config, '--out', dir], /detsim: run failed/, SOURCE_CLI);
     expect(r.status).toBe(1);
     expect(r.stderr).toMatch(
       /detsim: run failed: worker worker-1 \(agents spin-b\) sent no reply within the deadline at step \d+, phase prepare/,

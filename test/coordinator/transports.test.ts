@@ -13,19 +13,25 @@ import { defaultConfigs } from '../../coordinator/receipt/verify.js';
 import { runSession } from '../../coordinator/run.js';
 import { committedIds, detsim, detsimTimed, runAndKill } from '../checkpoint/cli.js';
 import { prepareRuntimesFor } from '../cross-lang/example-runtimes.js';
-import { loadPlan, loggedWorkerRuns, osThreadCount, readRun, tmpOut } from './helpers.js';
+import { builtWorkersFor, loadPlan, loggedWorkerRuns, osThreadCount, readRun, tmpOut } from './helpers.js';
 
 const examples = defaultConfigs('examples');
 const LIF = 'examples/lif-pair.yaml';
 /** The short lif-pair run the resume and replay cases compare against. */
 const LIF_STEPS = 12;
 
-/** One in-process run of `config` on `transport`: its ReproHash, behaviour digest and how its workers ran. */
+/**
+ * One in-process run of `config` on `transport`: its ReproHash, behaviour digest and how its workers ran.
+ * TypeScript worker processes are the built ones (not tsx from source; helpers.ts builtWorkersFor).
+ */
 async function runOn(config: string, transport: Transport, steps: number) {
-  const result = await runSession(
-    { ...loadPlan(config), transport },
-    { outDir: tmpOut('detsim-transport-'), steps, onWarning: () => undefined },
-  );
+  const plan = { ...loadPlan(config), transport };
+  const result = await runSession(plan, {
+    outDir: tmpOut('detsim-transport-'),
+    steps,
+    onWarning: () => undefined,
+    hooks: { commandFor: builtWorkersFor(plan) },
+  });
   return {
     runDir: result.runDir,
     reproHash: result.reproHash,

@@ -9,6 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { decodeEnvelope } from '../../core/formats/envelope.js';
 import { encodeLegacyFlysim } from '../../core/formats/legacy-flysim.js';
+import { CLI_MAIN } from '../cli-refusal.js';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
 const fixture = JSON.parse(readFileSync(join(root, 'fixtures/reference/checkpoint-envelope.json'), 'utf8')) as {
@@ -20,8 +21,9 @@ const reference = Buffer.from(fixture.envelope.base64, 'base64');
 const dir = mkdtempSync(join(tmpdir(), 'detsim-envelope-cli-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
+/** The built CLI (`npm test` builds first): from source, tsx compiles it on every start (about 1 s of CPU). */
 function detsim(...args: string[]): { status: number | null; stdout: string; stderr: string } {
-  const r = spawnSync(process.execPath, ['--import', 'tsx', 'coordinator/cli/main.ts', ...args], {
+  const r = spawnSync(process.execPath, [CLI_MAIN, ...args], {
     cwd: root,
     encoding: 'utf8',
     timeout: 60_000,

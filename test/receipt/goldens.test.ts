@@ -26,6 +26,11 @@ import { runSession } from '../../coordinator/run.js';
 import { traceFormatOf } from '../../coordinator/trace-store.js';
 import { traceLinesOf } from '../trace-read.js';
 import { prepareRuntimesFor } from '../cross-lang/example-runtimes.js';
+import { loadConfig } from '../../coordinator/config.js';
+import { builtWorkersFor } from '../coordinator/helpers.js';
+
+/** Start the config's TypeScript worker processes built (helpers.ts builtWorkersFor: not tsx on each start). */
+const built = (config: string) => ({ commandFor: builtWorkersFor(loadConfig(config)) });
 
 const examples = defaultConfigs('examples');
 
@@ -95,6 +100,7 @@ describe('golden ReproHashes of the examples', () => {
       outDir: mkdtempSync(join(tmpdir(), 'detsim-golden-jsonl-')),
       steps: g.steps,
       traceFormat: 'jsonl',
+      hooks: built(g.config),
     });
     expect(traceFormatOf(result.runDir)).toBe('jsonl');
     expect([result.reproHash, result.behaviourDigest]).toEqual([g.reproHash, g.behaviourDigest]);
@@ -115,6 +121,7 @@ describe('golden ReproHashes of the examples', () => {
           outDir: mkdtempSync(join(tmpdir(), 'detsim-golden-')),
           steps: g.steps,
           onWarning: () => undefined,
+          hooks: built(config),
         });
         const w = writeReceipt(result.runDir);
         expect(w.unknownFields).toEqual([]);

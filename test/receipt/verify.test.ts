@@ -10,12 +10,14 @@ import { canonicalize, parseStrict } from '../../core/formats/canonical-json.js'
 import { buildAttestation, gradeOf } from '../../coordinator/receipt/attestation.js';
 import { FIELD_TABLE } from '../../coordinator/receipt/fields.js';
 import { makeCheck } from '../../coordinator/receipt/replay.js';
+import { CLI_MAIN } from '../cli-refusal.js';
 
 const CONFIG = join('test', 'receipt', 'fixtures', 'tiny-walkers.yaml');
 const tmp = (p: string) => mkdtempSync(join(tmpdir(), p));
 
+/** The built CLI (`npm test` builds first): from source, tsx compiles it and each worker on every start. */
 function detsim(args: string[]) {
-  return spawnSync(process.execPath, ['--import', 'tsx', 'coordinator/cli/main.ts', ...args], {
+  return spawnSync(process.execPath, [CLI_MAIN, ...args], {
     encoding: 'utf8',
     timeout: 120_000,
   });

@@ -8,9 +8,11 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { Ledger, LEDGER_FILE } from '../../coordinator/store/ledger.js';
 import { CheckpointStore } from '../../coordinator/store/store.js';
 import { makeCheckpoint, removeDir, tempDir } from './helpers.js';
+import { CLI_MAIN } from '../cli-refusal.js';
 
+/** The built CLI (`npm test` builds first): from source, tsx compiles it on every start. */
 function detsim(...args: string[]): { status: number | null; stdout: string; stderr: string } {
-  const r = spawnSync(process.execPath, ['--import', 'tsx', 'coordinator/cli/main.ts', ...args], { encoding: 'utf8' });
+  const r = spawnSync(process.execPath, [CLI_MAIN, ...args], { encoding: 'utf8' });
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
