@@ -98,6 +98,7 @@ describe('state layout', () => {
       ['a truncated payload', encodeState({ a: big }).subarray(0, 100)],
       ['trailing bytes', Buffer.concat([encodeState({ a: big }), Buffer.from([0])])],
       ['the unused type byte 0xc1', Buffer.from([0x81, 0xa1, 0x61, 0xc1])],
+      ['an ext value (fixext 1), which the codec never writes', Buffer.from([0x81, 0xa1, 0x61, 0xd4, 0x01, 0x00])],
     ];
     for (const [what, bytes] of cases) expect(scanLayout(whole(bytes), bytes.length), what).toBeNull();
     // A repeated key (not made by the codec, which sorts unique keys): which value wins is the codec's business.
