@@ -15,6 +15,7 @@ import {
 } from '../core/formats/scalars.js';
 import { type PayloadRef, ProtocolRefusal, type Request } from '../core/protocol/index.js';
 import { type PayloadFile, readStoreRangeHashed } from './payload-file.js';
+import { readStoreScattered } from './payload-scatter.js';
 import type { PrefetchedPayloads } from './restore-prefetch.js';
 import type { JsonObject } from './sdk.js';
 import { decodeState } from './state-codec.js';
@@ -246,9 +247,26 @@ export async function stagedPayload(
       'INVALID_ARGUMENT',
       'StageRestore carries both an attachment and params.payload.file: send one',
     );
-  const { bytes, digest } = await readStoreRangeHashed(storeDir, staged.file, BigInt(staged.ref.byteLength));
+  const { bytes, digest } = await readStorePayload(storeDir, staged.file, BigInt(staged.ref.byteLength));
   checkDigest(bytes, staged.ref, name, digest);
   return bytes;
+}
+
+/**
+ * A payload range of a checkpoint file in the run's store, read and hashed once: with its large
+ * fields in memory of their own when its layout allows (payload-scatter.ts; `bytes` is then a
+ * stand-in that decodes, once, to the value read), else read whole.
+ */
+export async function readStorePayload(
+  storeDir: string | undefined,
+  file: PayloadFile,
+  byteLength: bigint,
+): Promise<{ bytes: Uint8Array; digest: string }> {
+  const scattered = await readStoreScattered(storeDir, file, byteLength);
+  if (scattered === null) return readStoreRangeHashed(storeDir, file, byteLength);
+  const standIn = new Uint8Array(0);
+  predecoded.set(standIn, scattered.decoded);
+  return { bytes: standIn, digest: scattered.digest };
 }
 
 /** Payloads decoded ahead of their stage (restore-prefetch-v1), by the very bytes they were decoded from. */
@@ -260,6 +278,7 @@ const predecoded = new WeakMap<Uint8Array, unknown>();
  * Returns the decoded value (undefined when they do not decode); the stage gets this very object.
  */
 export function predecode(bytes: Uint8Array): unknown {
+  if (predecoded.has(bytes)) return predecoded.get(bytes);
   try {
     const value = decodeState(bytes);
     predecoded.set(bytes, value);

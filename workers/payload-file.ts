@@ -51,15 +51,7 @@ export async function readStoreRange(
   file: PayloadFile,
   byteLength: bigint,
 ): Promise<Buffer> {
-  if (storeDir === undefined) throw refuse('UNSUPPORTED', PAYLOAD_FILE_REFUSALS.noStore);
-  const fh = await openInsideStore(storeDir, file.path, constants.O_RDONLY, PAYLOAD_FILE_REFUSALS.outside);
-  try {
-    const size = BigInt((await fh.stat()).size);
-    if (file.offset + byteLength > size) throw refuse('BUFFER_INVALID', PAYLOAD_FILE_REFUSALS.pastEnd);
-    return await readExactly(fh, Number(file.offset), Number(byteLength));
-  } finally {
-    await fh.close().catch(() => undefined);
-  }
+  return withStoreRange(storeDir, file, byteLength, (fh) => readExactly(fh, Number(file.offset), Number(byteLength)));
 }
 
 /** Reads of a hashed range move this much at a time: the next read runs while this one is hashed. */
@@ -76,27 +68,62 @@ export async function readStoreRangeHashed(
   byteLength: bigint,
   chunkBytes = HASHED_READ_BYTES,
 ): Promise<{ bytes: Buffer; digest: string }> {
+  return withStoreRange(storeDir, file, byteLength, async (fh) => {
+    const out = allocate(Number(byteLength));
+    const digest = await readHashed(fh, [{ into: out, offset: Number(file.offset) }], chunkBytes);
+    return { bytes: out, digest };
+  });
+}
+
+/**
+ * Run `use` on the opened file behind `file.path` (refused unless it resolves to a regular file
+ * under `storeDir`), once its size is known to hold `byteLength` bytes at `file.offset`.
+ */
+export async function withStoreRange<T>(
+  storeDir: string | undefined,
+  file: PayloadFile,
+  byteLength: bigint,
+  use: (fh: FileHandle) => Promise<T>,
+): Promise<T> {
   if (storeDir === undefined) throw refuse('UNSUPPORTED', PAYLOAD_FILE_REFUSALS.noStore);
   const fh = await openInsideStore(storeDir, file.path, constants.O_RDONLY, PAYLOAD_FILE_REFUSALS.outside);
   try {
     const size = BigInt((await fh.stat()).size);
     if (file.offset + byteLength > size) throw refuse('BUFFER_INVALID', PAYLOAD_FILE_REFUSALS.pastEnd);
-    const out = allocate(Number(byteLength));
-    const hash = createHash('sha256');
-    const base = Number(file.offset);
-    const readChunk = (at: number): Promise<number> =>
-      readFully(fh, out.subarray(at, Math.min(out.length, at + chunkBytes)), base + at).then(() => at);
-    let pending = out.length > 0 ? readChunk(0) : null;
-    while (pending) {
-      const at = await pending;
-      const next = at + chunkBytes;
-      pending = next < out.length ? readChunk(next) : null;
-      hash.update(out.subarray(at, Math.min(out.length, next)));
-    }
-    return { bytes: out, digest: hash.digest('hex') };
+    return await use(fh);
   } finally {
     await fh.close().catch(() => undefined);
   }
+}
+
+/** A destination of a hashed read: fill `into` with the file's bytes at `offset`. */
+export interface HashedPiece {
+  readonly into: Uint8Array;
+  readonly offset: number;
+}
+
+/**
+ * Fill each piece in turn and hash them all in that order, as one SHA-256 (hex): the next chunk is
+ * read while this one is hashed. Refusals as readStoreRange's (a short file, a read error).
+ */
+export async function readHashed(
+  fh: FileHandle,
+  pieces: readonly HashedPiece[],
+  chunkBytes = HASHED_READ_BYTES,
+): Promise<string> {
+  const chunks: HashedPiece[] = [];
+  for (const { into, offset } of pieces)
+    for (let at = 0; at < into.byteLength; at += chunkBytes)
+      chunks.push({ into: into.subarray(at, Math.min(into.byteLength, at + chunkBytes)), offset: offset + at });
+  const hash = createHash('sha256');
+  const readChunk = (i: number): Promise<number> => readFully(fh, chunks[i]!.into, chunks[i]!.offset).then(() => i);
+  let pending = chunks.length > 0 ? readChunk(0) : null;
+  while (pending) {
+    const i = await pending;
+    pending = i + 1 < chunks.length ? readChunk(i + 1) : null;
+    hash.update(chunks[i]!.into);
+  }
+  return hash.digest('hex');
 }
 
 /**
@@ -158,7 +185,7 @@ function isUnder(root: string, real: string): boolean {
   return rel !== '' && rel !== '..' && !rel.startsWith(`..${sep}`) && !isAbsolute(rel);
 }
 
-function allocate(length: number): Buffer {
+export function allocate(length: number): Buffer {
   try {
     return Buffer.allocUnsafe(length);
   } catch {
@@ -171,7 +198,7 @@ function readExactly(fh: FileHandle, offset: number, length: number): Promise<Bu
 }
 
 /** Fill `out` from `offset` of the file; a short file or a read error is refused without naming a size. */
-async function readFully(fh: FileHandle, out: Buffer, offset: number): Promise<Buffer> {
+async function readFully<B extends Uint8Array>(fh: FileHandle, out: B, offset: number): Promise<B> {
   const length = out.length;
   let at = 0;
   while (at < length) {

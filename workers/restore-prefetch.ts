@@ -8,15 +8,14 @@
 import { stat } from 'node:fs/promises';
 import { readDigest, readId, readObject, readU64, refuseUnknownFields } from '../core/formats/scalars.js';
 import { ProtocolRefusal, type PrefetchPayloadResult, type Request } from '../core/protocol/index.js';
-import { predecode, type StageParams } from './checks.js';
+import { predecode, readStorePayload, type StageParams } from './checks.js';
 import type { HostReply } from './host-context.js';
-import { readStoreRangeHashed } from './payload-file.js';
 
 /** What a prefetch read: the exact reference it was checked against, the file's version, and the bytes. */
 interface Prefetched {
   readonly key: string;
   readonly version: string | null;
-  readonly bytes: Buffer;
+  readonly bytes: Uint8Array;
 }
 
 /**
@@ -53,7 +52,7 @@ export class PrefetchedPayloads {
     this.held.delete(participantKey(agentId));
     if (ref === null) return { result: { matched: false } };
     const version = await fileVersion(ref.file.path);
-    const { bytes, digest } = await readStoreRangeHashed(storeDir, ref.file, BigInt(ref.byteLength));
+    const { bytes, digest } = await readStorePayload(storeDir, ref.file, BigInt(ref.byteLength));
     if (digest !== ref.digest || version === null) return { result: { matched: false } };
     // Hash and decode before the stage: the stage then only checks fields (checks.ts decodeStaged).
     const decoded = predecode(bytes);

@@ -3,6 +3,7 @@
 // epochs, capture payloads and the wire. Not the runtime itself (workers/runtime.ts).
 import { createHash } from 'node:crypto';
 import type { RationalNsJson } from '../core/formats/scalars.js';
+import { takeOver } from './owned-bytes.js';
 import type { StateValue } from './state-codec.js';
 
 export { Xorshift32 } from '../core/formats/xorshift.js';
@@ -166,17 +167,25 @@ export function bytesOf(array: ArrayBufferView): Uint8Array {
   return new Uint8Array(array.buffer, array.byteOffset, array.byteLength);
 }
 
-/** Copy bytes (possibly unaligned) into a new Float64Array. */
+/**
+ * The bytes as a Float64Array: a copy (they may be unaligned, and the caller's buffer may be reused),
+ * or, for a large state field a restore read into memory of its own, that memory itself, taken over
+ * without a copy (at most once; see owned-bytes.ts). Either way the values are the bytes' values.
+ */
 export function f64FromBytes(bytes: Uint8Array): Float64Array {
   if (bytes.byteLength % 8 !== 0) throw new Error(`${bytes.byteLength} bytes is not a whole number of f64`);
+  const own = takeOver(bytes, 8);
+  if (own) return new Float64Array(own);
   const out = new Float64Array(bytes.byteLength / 8);
   new Uint8Array(out.buffer).set(bytes);
   return out;
 }
 
-/** Copy bytes (possibly unaligned) into a new Float32Array. */
+/** The bytes as a Float32Array: a copy, or a restore's own memory taken over (as f64FromBytes). */
 export function f32FromBytes(bytes: Uint8Array): Float32Array {
   if (bytes.byteLength % 4 !== 0) throw new Error(`${bytes.byteLength} bytes is not a whole number of f32`);
+  const own = takeOver(bytes, 4);
+  if (own) return new Float32Array(own);
   const out = new Float32Array(bytes.byteLength / 4);
   new Uint8Array(out.buffer).set(bytes);
   return out;

@@ -168,7 +168,10 @@ export const checkpoint: BenchSuite = {
       const file = join(s.ck.store.dir, hw.file);
       const rawS: number[] = [];
       const restoreS: number[] = [];
-      for (let r = 0; r < rounds; r++) {
+      // A restore takes ~0.1 s: more rounds than the stepping part, so one scheduling hiccup on a
+      // shared 2-core machine does not move the median.
+      const restoreRounds = ctx.quick ? 2 : 9;
+      for (let r = 0; r < restoreRounds; r++) {
         let t = performance.now();
         createHash('sha256')
           .update(await readFile(file))
@@ -188,7 +191,7 @@ export const checkpoint: BenchSuite = {
             value: mb / median(restoreS),
             unit: 'MB/s',
             higherIsBetter: true,
-            samples: rounds,
+            samples: restoreRounds,
             note: 'target ≥ 0.50 of the limit (issue 16, 24 MB)',
           },
           { name: 'raw readFile + one SHA-256 of the same file', value: mb / median(rawS) },

@@ -184,18 +184,37 @@ async function eachChunk(
   use: (chunk: Buffer, at: number) => void,
 ): Promise<void> {
   const size = Math.max(1, Math.min(chunkBytes, end - start));
-  const buffers = [Buffer.allocUnsafe(size), Buffer.allocUnsafe(size)];
+  const buffers = [chunkBuffer(size), chunkBuffer(size)];
   const readInto = (i: number, at: number): Promise<Buffer> =>
     fillAt(fh, buffers[i]!.subarray(0, Math.min(size, end - at)), at);
   let at = start;
   let pending = at < end ? readInto(0, at) : null;
-  for (let i = 0; pending; i ^= 1) {
-    const chunk = await pending;
-    const next = at + chunk.length;
-    pending = next < end ? readInto(i ^ 1, next) : null;
-    use(chunk, at);
-    at = next;
+  try {
+    for (let i = 0; pending; i ^= 1) {
+      const chunk = await pending;
+      const next = at + chunk.length;
+      pending = next < end ? readInto(i ^ 1, next) : null;
+      use(chunk, at);
+      at = next;
+    }
+  } finally {
+    // A read still in flight (`use` threw) ends before its buffer is kept for the next pass.
+    await pending?.catch(() => undefined);
+    for (const b of buffers) if (b.length <= DEFAULT_READ_CHUNK_BYTES) spareChunks.push(b);
+    spareChunks.splice(0, Math.max(0, spareChunks.length - 2)); // keep the latest two
   }
+}
+
+/**
+ * Read buffers kept for the next pass (at most two, each at most the default chunk): a restore's
+ * pass then reads into memory already touched instead of paging in fresh memory every time.
+ * Nothing outlives a pass in them: `use` copies what it keeps.
+ */
+const spareChunks: Buffer[] = [];
+
+function chunkBuffer(size: number): Buffer {
+  const i = spareChunks.findIndex((b) => b.length === size);
+  return i >= 0 ? spareChunks.splice(i, 1)[0]! : Buffer.allocUnsafe(size);
 }
 
 /** The bytes [offset, offset + length) of a verified file, read in chunks into one buffer (one payload). */

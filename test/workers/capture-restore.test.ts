@@ -4,12 +4,22 @@
 // staged, stale epoch after activation); lifecycle replies are BUSY until acknowledged; a state
 // larger than one gRPC message travels chunked.
 import { createHash } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { METHODS, type CallReply, type CaptureResult, type WorkerClient } from '../../core/protocol/index.js';
-import { STEP_60HZ, SESSION, type SpawnedWorker, errorOf, resultOf, scope, spawnWorker, stopAll } from './harness.js';
+import {
+  REPO_ROOT,
+  STEP_60HZ,
+  SESSION,
+  type SpawnedWorker,
+  errorOf,
+  resultOf,
+  scope,
+  spawnWorker,
+  stopAll,
+} from './harness.js';
 
 afterAll(stopAll);
 
@@ -138,6 +148,85 @@ describe('agent capture and restore', () => {
     expect(got).toEqual(expected);
     await a.stop();
     await b.stop();
+  });
+
+  it('a large lif restored from the store file (its fields read into memory the model takes over) decides like the uninterrupted worker', async () => {
+    const neurons = 40_000; // 480 KB of typed arrays: above MIN_SCATTER_BYTES, fields above MIN_FIELD_BYTES
+    const store = mkdtempSync(join(tmpdir(), 'detsim-big-lif-'));
+    try {
+      const a = await bootAgents('w-big-orig', neurons);
+      for (let k = 0; k < K; k++) await step(a.client, k, 'e1');
+      const cap = await capture(a.client, 'ck-big', 'a-lif', K);
+      const file = join(store, 'ck-big.flysess');
+      writeFileSync(file, Buffer.concat([Buffer.alloc(3, 0x5a), cap.payload]));
+      const expected: unknown[] = [];
+      for (let k = K; k < M; k++) expected.push(await step(a.client, k, 'e1', [{ agentId: 'a-lif' }]));
+
+      const b = await spawnWorker('agent', 'w-big-fresh', ['--store-dir', store]);
+      const payload = { ...cap.result.payload, file: { path: file, offset: '3' } };
+      const pre = await b.client.call(METHODS.prefetchPayload, scope(0), { agentId: 'a-lif', payload });
+      expect(resultOf<{ matched: boolean }>(pre).matched).toBe(true);
+      const staged = resultOf<{ restoreToken: string }>(
+        await b.client.callUnchecked(METHODS.stageRestore, scope(K, 'e2'), {
+          ...stageParams(cap.result, 'e1', K),
+          payload,
+        }),
+      );
+      resultOf(
+        await b.client.call(METHODS.activateRestore, scope(K, 'e2'), {
+          restoreToken: staged.restoreToken,
+          agentId: 'a-lif',
+        }),
+      );
+      const got: unknown[] = [];
+      for (let k = K; k < M; k++) got.push(await step(b.client, k, 'e2', [{ agentId: 'a-lif' }]));
+      expect(got).toEqual(expected);
+      await a.stop();
+      await b.stop();
+    } finally {
+      rmSync(store, { recursive: true, force: true });
+    }
+  });
+
+  it('a user model takes its restored field over when the payload is read from the store file, and copies an attachment', async () => {
+    const store = mkdtempSync(join(tmpdir(), 'detsim-takeover-'));
+    try {
+      const reportFile = join(store, 'report.txt');
+      writeFileSync(reportFile, '');
+      const model = join(REPO_ROOT, 'test/workers/fixtures/takeover-model.ts');
+      const agent = { agentId: 't', model, params: { reportFile, n: 50_000 }, seed: 3, stepDuration: STEP_60HZ };
+      const a = await spawnWorker('agent', 'w-take', ['--model', model, '--store-dir', store]);
+      resultOf(await a.client.call(METHODS.agentInitialize, scope(0), { agents: [{ ...agent, observation: OBS }] }));
+      for (let k = 0; k < K; k++) await step(a.client, k, 'e1', [{ agentId: 't' }]);
+      const cap = await capture(a.client, 'ck-t', 't', K);
+      const expected = await step(a.client, K, 'e1', [{ agentId: 't' }]);
+      const file = join(store, 'ck-t.flysess');
+      writeFileSync(file, cap.payload);
+      const restoreAt = async (epoch: string, via: 'file' | 'attachment'): Promise<unknown> => {
+        const payload =
+          via === 'file' ? { ...cap.result.payload, file: { path: file, offset: '0' } } : cap.result.payload;
+        const staged = resultOf<{ restoreToken: string }>(
+          await a.client.callUnchecked(
+            METHODS.stageRestore,
+            scope(K, epoch),
+            { ...stageParams(cap.result, 'e1', K), payload },
+            via === 'file' ? {} : { attachment: cap.payload },
+          ),
+        );
+        const act = await a.client.call(METHODS.activateRestore, scope(K, epoch), {
+          restoreToken: staged.restoreToken,
+          agentId: 't',
+        });
+        resultOf(act);
+        return step(a.client, K, epoch, [{ agentId: 't' }]);
+      };
+      expect(await restoreAt('e2', 'file')).toEqual(expected);
+      expect(await restoreAt('e3', 'attachment')).toEqual(expected);
+      expect(readFileSync(reportFile, 'utf8')).toBe('taken\ncopied\n');
+      await a.stop();
+    } finally {
+      rmSync(store, { recursive: true, force: true });
+    }
   });
 
   it('restores into a worker that moved on (Ready at a later step) and enforces the activation rules', async () => {
