@@ -25,7 +25,8 @@ import { withLimit, type BenchSuite, type Figure } from '../lib/suite.js';
 const MB = 1e6;
 const logger = pino({ level: 'silent' });
 
-function lifPlan(neuronsA: number, neuronsB: number): RunPlan {
+/** The lif-pair example with each agent's neuron count and deadlines long enough for big states. */
+export function lifPlan(neuronsA: number, neuronsB: number): RunPlan {
   const cfg = parseConfigText(readFileSync('examples/lif-pair.yaml', 'utf8'), 'examples/lif-pair.yaml') as Record<
     string,
     any
@@ -36,7 +37,8 @@ function lifPlan(neuronsA: number, neuronsB: number): RunPlan {
   return resolveConfig(cfg, { baseDir: process.cwd() });
 }
 
-async function group(plan: RunPlan, runDir: string, capacity = 2) {
+/** A lif-pair group over real worker processes, initialized, with checkpointing into `runDir`. */
+export async function group(plan: RunPlan, runDir: string, capacity = 2) {
   // The workers may read payload files of this run's store only (payload-file-v1 restores).
   const fleet = await launchFleet(plan, { logger, storeDir: storeDirOf(runDir) });
   const lockstep = new Lockstep(plan, fleet, {
