@@ -14,8 +14,8 @@ import {
   refuseUnknownFields,
 } from '../core/formats/scalars.js';
 import { type PayloadRef, ProtocolRefusal, type Request } from '../core/protocol/index.js';
-import { type PayloadFile, readStoreRangeHashed } from './payload-file.js';
-import { readStoreScattered } from './payload-scatter.js';
+import type { PayloadFile } from './payload-file.js';
+import { readStorePayloadOnce } from './payload-scatter.js';
 import type { PrefetchedPayloads } from './restore-prefetch.js';
 import type { JsonObject } from './sdk.js';
 import { decodeState } from './state-codec.js';
@@ -262,11 +262,11 @@ export async function readStorePayload(
   file: PayloadFile,
   byteLength: bigint,
 ): Promise<{ bytes: Uint8Array; digest: string }> {
-  const scattered = await readStoreScattered(storeDir, file, byteLength);
-  if (scattered === null) return readStoreRangeHashed(storeDir, file, byteLength);
+  const read = await readStorePayloadOnce(storeDir, file, byteLength);
+  if ('bytes' in read) return read;
   const standIn = new Uint8Array(0);
-  predecoded.set(standIn, scattered.decoded);
-  return { bytes: standIn, digest: scattered.digest };
+  predecoded.set(standIn, read.decoded);
+  return { bytes: standIn, digest: read.digest };
 }
 
 /** Payloads decoded ahead of their stage (restore-prefetch-v1), by the very bytes they were decoded from. */

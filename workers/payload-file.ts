@@ -58,24 +58,6 @@ export async function readStoreRange(
 const HASHED_READ_BYTES = 4 * 1024 * 1024;
 
 /**
- * readStoreRange that hashes as it reads (one pass over the bytes, the next read in flight while a
- * chunk is hashed): the bytes and their SHA-256 (hex). The digest is for the caller's comparison
- * only; it is never sent back (that would be an oracle on the file's bytes).
- */
-export async function readStoreRangeHashed(
-  storeDir: string | undefined,
-  file: PayloadFile,
-  byteLength: bigint,
-  chunkBytes = HASHED_READ_BYTES,
-): Promise<{ bytes: Buffer; digest: string }> {
-  return withStoreRange(storeDir, file, byteLength, async (fh) => {
-    const out = allocate(Number(byteLength));
-    const digest = await readHashed(fh, [{ into: out, offset: Number(file.offset) }], chunkBytes);
-    return { bytes: out, digest };
-  });
-}
-
-/**
  * Run `use` on the opened file behind `file.path` (refused unless it resolves to a regular file
  * under `storeDir`), once its size is known to hold `byteLength` bytes at `file.offset`.
  */
@@ -104,7 +86,8 @@ export interface HashedPiece {
 
 /**
  * Fill each piece in turn and hash them all in that order, as one SHA-256 (hex): the next chunk is
- * read while this one is hashed. Refusals as readStoreRange's (a short file, a read error).
+ * read while this one is hashed. Refusals as readStoreRange's (a short file, a read error). The
+ * digest is for the caller's comparison only; it is never sent back (an oracle on the file's bytes).
  */
 export async function readHashed(
   fh: FileHandle,

@@ -27,21 +27,54 @@ export interface ScatteredPayload {
   readonly decoded: unknown;
 }
 
+/** A payload read whole: its bytes and their SHA-256. */
+export interface WholePayload {
+  readonly digest: string;
+  readonly bytes: Buffer;
+}
+
 /**
- * The `byteLength` bytes at `file.offset` (a file under `storeDir`, refused as readStoreRange
- * refuses), hashed, and decoded with each large bin field in memory of its own; null when the
- * payload is small or its layout cannot be named (read it whole then).
+ * The `byteLength` bytes at `file.offset` of a file under `storeDir` (refused as readStoreRange
+ * refuses), read and hashed once through one open file: decoded with each large bin field in
+ * memory of its own when the layout allows, else whole.
  */
+export async function readStorePayloadOnce(
+  storeDir: string | undefined,
+  file: PayloadFile,
+  byteLength: bigint,
+): Promise<ScatteredPayload | WholePayload> {
+  return withStoreRange(storeDir, file, byteLength, async (fh) => {
+    const base = Number(file.offset);
+    const length = Number(byteLength);
+    return (await readScattered(fh, base, length)) ?? readWhole(fh, base, length);
+  });
+}
+
+/** readStorePayloadOnce's scattered outcome only: null when the payload is read whole instead. */
 export async function readStoreScattered(
   storeDir: string | undefined,
   file: PayloadFile,
   byteLength: bigint,
 ): Promise<ScatteredPayload | null> {
-  if (byteLength < BigInt(MIN_SCATTER_BYTES) || byteLength > BigInt(Number.MAX_SAFE_INTEGER)) return null;
-  return withStoreRange(storeDir, file, byteLength, (fh) => readScattered(fh, Number(file.offset), Number(byteLength)));
+  const read = await readStorePayloadOnce(storeDir, file, byteLength);
+  return 'decoded' in read ? read : null;
 }
 
-async function readScattered(fh: FileHandle, base: number, length: number): Promise<ScatteredPayload | null> {
+async function readWhole(fh: FileHandle, base: number, length: number): Promise<WholePayload> {
+  const bytes = allocate(length);
+  return { bytes, digest: await readHashed(fh, [{ into: bytes, offset: base }]) };
+}
+
+/**
+ * The payload with its large fields apart; null (nothing read yet) when it is small or its layout
+ * cannot be named. Once read, a layout that does not line up gives the bytes read, whole.
+ */
+async function readScattered(
+  fh: FileHandle,
+  base: number,
+  length: number,
+): Promise<ScatteredPayload | WholePayload | null> {
+  if (length < MIN_SCATTER_BYTES) return null;
   const fields = scanLayout(windowedFile(fh, base, length), length);
   if (fields === null || fields.length === 0) return null;
   const parts = partsOf(fields, length);
@@ -51,9 +84,11 @@ async function readScattered(fh: FileHandle, base: number, length: number): Prom
   );
   // The scan read the file before it was hashed: the layout must be the same in the hashed bytes.
   const skeleton = Buffer.concat(parts.filter((p) => p.field === null).map((p) => p.into));
-  if (!sameLayout(scanLayout(skeletonSource(skeleton, fields), length), fields)) return null;
-  const decoded = decodeWithout(skeleton, fields, parts);
-  return decoded === undefined ? null : { digest, decoded };
+  const decoded = sameLayout(scanLayout(skeletonSource(skeleton, fields), length), fields)
+    ? decodeWithout(skeleton, fields, parts)
+    : undefined;
+  // Not this layout after all: the very bytes that were hashed, in payload order (no second read).
+  return decoded === undefined ? { digest, bytes: Buffer.concat(parts.map((p) => p.into)) } : { digest, decoded };
 }
 
 /** The file's payload bytes as a layout source: small reads (a window at a time) at absolute offsets. */
