@@ -1,23 +1,22 @@
 // Profile of a group restore (issue 16, the 24 MB target): one lif-pair group over real worker
 // processes captures and commits one checkpoint, then restores it --rounds times into new epochs,
-// each beside a raw readFile + SHA-256 of the same file (the bench's limit). It prints each
-// round's restore and raw times with the coordinator's CPU (user/system) during the restore, the
-// medians and their ratio, and with --timeline every worker call of each round (start and end in
+// each beside a raw readFile + SHA-256 of the same file (the bench's limit, timed in a process of
+// its own: bench/lib/raw-read.ts). It prints each round's restore and raw times with the
+// coordinator's CPU (user/system) during the restore, the medians and their ratio, and with --timeline every worker call of each round (start and end in
 // ms from the restore's start), so one sees whether the workers' prefetch, the coordinator's
 // verify pass or the stage/activate tail is the long pole. A developer tool; NOT a bench suite (no
 // receipt) and NOT a test. The machine is shared: run it 2-3 times and read the medians.
 //
 //   node --import tsx bench/profile-restore.ts                       # 1 M neurons per agent (24 MB), 11 rounds
 //   node --import tsx bench/profile-restore.ts --neurons 200000 --rounds 21 --timeline
-import { createHash } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { captureGroup } from '../coordinator/checkpoint/capture.js';
 import type { CheckpointGroup } from '../coordinator/checkpoint/group.js';
 import { restoreGroup } from '../coordinator/checkpoint/restore.js';
+import { RawReadLimit } from './lib/raw-read.js';
 import { group, lifPlan } from './suites/checkpoint.js';
 
 const { values } = parseArgs({
@@ -48,6 +47,7 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.len
 
 const runDir = mkdtempSync(join(tmpdir(), 'detsim-profile-restore-'));
 const s = await group(lifPlan(neurons, neurons), runDir);
+const limit = RawReadLimit.start();
 try {
   await s.g.step();
   const rec = await captureGroup(s.g, { checkpointId: `ckpt-e1-${s.g.boundary}` });
@@ -62,16 +62,12 @@ try {
   const restoreMs: number[] = [];
   const rawMs: number[] = [];
   for (let r = 0; r < rounds; r++) {
-    let t = performance.now();
-    createHash('sha256')
-      .update(await readFile(file))
-      .digest();
-    rawMs.push(performance.now() - t);
+    rawMs.push(await limit.time(file));
     calls.length = 0;
     const cpu = process.cpuUsage();
-    start = t = performance.now();
+    start = performance.now();
     await restoreGroup(s.g, { store: s.ck.store, checkpointId: hw.checkpointId }, { epoch: `e${r + 2}` });
-    restoreMs.push(performance.now() - t);
+    restoreMs.push(performance.now() - start);
     const used = process.cpuUsage(cpu);
     s.g.resume();
     console.log(
@@ -85,6 +81,7 @@ try {
     `median: restore ${median(restoreMs).toFixed(1)} ms, raw ${median(rawMs).toFixed(1)} ms, ratio ${ratio.toFixed(2)}x`,
   );
 } finally {
+  limit.stop();
   await s.close();
   rmSync(runDir, { recursive: true, force: true });
 }

@@ -41,7 +41,7 @@ import {
   readPayloadHeader,
 } from './checks.js';
 import type { HostContext, HostReply } from './host-context.js';
-import { callModel, invalid, loadModel } from './model-call.js';
+import { callModel, invalid, loadModel, releaseState } from './model-call.js';
 import { PrepareStateGuard } from './prepare-guard.js';
 import { resolveAgentModel } from './models/registry.js';
 import { ONE_MS, NO_DATASET_DIGEST, type AgentModel, type AgentReward, type JsonObject } from './sdk.js';
@@ -798,6 +798,7 @@ export class AgentHost {
     this.agents.set(agentId, slot);
     this.staged.delete(agentId);
     this.usedTokens.add(token);
+    if (old) releaseState(old.model, old.state);
     this.cache.evictAgent(agentId);
     this.currentEpoch = scope.epoch;
     this.ctx.progress(req.requestId);

@@ -30,7 +30,7 @@ import {
   readPayloadHeader,
 } from './checks.js';
 import type { HostContext, HostReply } from './host-context.js';
-import { callModel, invalid, loadModel } from './model-call.js';
+import { callModel, invalid, loadModel, releaseState } from './model-call.js';
 import { resolveEnvironmentModel } from './models/registry.js';
 import { StepCache, bodyKey, opKey } from './op-cache.js';
 import type { EnvironmentModel, JsonObject, PortAction, PortBinding } from './sdk.js';
@@ -511,6 +511,7 @@ export class EnvironmentHost {
     };
     this.staged = undefined;
     this.usedTokens.add(token);
+    if (old) releaseState(old.model, old.state);
     this.cache.evictAgent(null);
     this.ctx.progress(req.requestId);
     return {

@@ -22,6 +22,19 @@ export function callModel<T>(
   }
 }
 
+/**
+ * Tell a model that the worker dropped `state` for good (its optional `release` hook: it may give
+ * the state's large arrays back for a later restore, sdk.ts recycle). Nothing the worker reports
+ * depends on it, so a release that throws changes nothing.
+ */
+export function releaseState(model: { release?: (state: never) => void }, state: unknown): void {
+  try {
+    model.release?.(state as never);
+  } catch {
+    // The state is dropped either way; its memory is then left to the garbage collector.
+  }
+}
+
 /** A refused input (DetsimError) as an INVALID_ARGUMENT refusal; anything else is rethrown. */
 export function invalid(e: unknown): never {
   if (e instanceof DetsimError) throw new ProtocolRefusal('INVALID_ARGUMENT', e.message);

@@ -5,12 +5,14 @@
 // first (state-layout.ts), then every byte is read and hashed once in payload order, then the
 // layout is scanned again over the bytes that were hashed, and the payload is decoded by the state
 // codec with those fields cut out and put back by path. Any step that does not line up gives null
-// and the caller reads the payload whole, exactly as before.
+// and the caller reads the payload whole, exactly as before. A field reads into memory a model gave
+// back (recycled-bytes.ts) when a buffer of its length waits there.
 // NOT the digest check or the stage (checks.ts), NOT the file confinement (payload-file.ts).
 import { readSync } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import { allocate, readHashed, withStoreRange, type HashedPiece, type PayloadFile } from './payload-file.js';
 import { handOver } from './owned-bytes.js';
+import { reuse } from './recycled-bytes.js';
 import { decodeState } from './state-codec.js';
 import { scanLayout, type BinField, type LayoutSource } from './state-layout.js';
 
@@ -130,7 +132,8 @@ function partsOf(fields: readonly BinField[], length: number): Part[] {
   let at = 0;
   for (const field of fields) {
     if (field.at > at) parts.push({ at, into: allocate(field.at - at), field: null });
-    parts.push({ at: field.at, into: allocate(field.length), field });
+    // Memory a model gave back after an earlier restore when one of this length waits, else fresh.
+    parts.push({ at: field.at, into: reuse(field.length) ?? allocate(field.length), field });
     at = field.at + field.length;
   }
   if (length > at) parts.push({ at, into: allocate(length - at), field: null });

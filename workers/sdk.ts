@@ -4,6 +4,7 @@
 import { createHash } from 'node:crypto';
 import type { RationalNsJson } from '../core/formats/scalars.js';
 import { takeOver } from './owned-bytes.js';
+import { giveBack } from './recycled-bytes.js';
 import type { StateValue } from './state-codec.js';
 
 export { Xorshift32 } from '../core/formats/xorshift.js';
@@ -64,7 +65,8 @@ export interface AgentCommitContext {
  * its own agent's state, never another's: under strict mode the worker refuses a prepare that changed
  * another agent's state, see workers/prepare-guard.ts); `commit`
  * takes rewards without ticking; `capture` returns plain data (typed arrays as Uint8Array views),
- * `restore` rebuilds the state from exactly that data.
+ * `restore` rebuilds the state from exactly that data; the optional `release` is told when the
+ * worker dropped a state for good (a restore's activation replaced it), see {@link recycle}.
  */
 export interface AgentModel<S = unknown> {
   kind: 'agent';
@@ -82,6 +84,8 @@ export interface AgentModel<S = unknown> {
   commit(state: S, ctx: AgentCommitContext): void;
   capture(state: S): StateValue;
   restore(data: unknown, ctx: AgentInitContext): S;
+  /** Optional: the worker dropped `state` for good (see {@link recycle}). */
+  release?(state: S): void;
 }
 
 /** Which agent drives which environment port. */
@@ -147,6 +151,8 @@ export interface EnvironmentModel<S = unknown> {
   digest(state: S): unknown;
   capture(state: S): StateValue;
   restore(data: unknown, ctx: EnvironmentInitContext): S;
+  /** Optional: the worker dropped `state` for good (see {@link recycle}). */
+  release?(state: S): void;
 }
 
 /** Any model module: an agent or an environment model. */
@@ -189,6 +195,17 @@ export function f32FromBytes(bytes: Uint8Array): Float32Array {
   const out = new Float32Array(bytes.byteLength / 4);
   new Uint8Array(out.buffer).set(bytes);
   return out;
+}
+
+/**
+ * Give back a large typed array the model will never touch again, from its `release(state)` hook
+ * (called once a restore's activation replaced `state`): a later restore may read a state field of
+ * the same byte length into its memory instead of fresh memory, overwriting every byte. Kept only
+ * when the array spans its whole ArrayBuffer of at least 64 KiB (and 512 MiB wait at most);
+ * otherwise the garbage collector frees it as usual. Never give back memory still in use.
+ */
+export function recycle(array: ArrayBufferView): void {
+  giveBack(array);
 }
 
 // Param helpers live in the kernel so the coordinator's plan-time check runs the same code.

@@ -2,12 +2,12 @@
 // (1) step rate while captures are in flight (a capture at every boundary, the writer committing
 // in the background) beside the step rate of the same session without captures, interleaved in
 // rounds (target: dip ≤ 20%); (2) restore of a committed group checkpoint (read + verify +
-// identity checks + stage + activate + install) beside raw readFile + SHA-256 of the same file
+// identity checks + stage + activate + install) beside raw readFile + SHA-256 of the same file (in a
+// process of its own, bench/lib/raw-read.ts)
 // (issue 16 target: ≥ 0.5× at 24 MB); (3) a 256 MiB agent state (lif, 22 M neurons; 32 MiB with --quick): capture →
 // durable commit (beside raw write + fsync) → restore (beside raw read + SHA-256). Store-only throughput is `checkpoint-store`. Numbers only, NOT a test.
-import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { open, readFile, stat, unlink } from 'node:fs/promises';
+import { open, stat, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { captureGroup } from '../../coordinator/checkpoint/capture.js';
@@ -20,7 +20,8 @@ import { launchFleet } from '../../coordinator/launcher.js';
 import { CAPABILITIES } from '../../core/protocol/index.js';
 import { Lockstep } from '../../coordinator/lockstep.js';
 import type { SaveTicket } from '../../coordinator/store/writer.js';
-import { withLimit, type BenchSuite, type Figure } from '../lib/suite.js';
+import { RawReadLimit } from '../lib/raw-read.js';
+import { withLimit, type BenchSuite, type Figure, type SuiteContext } from '../lib/suite.js';
 
 const MB = 1e6;
 const logger = pino({ level: 'silent' });
@@ -87,205 +88,209 @@ export const checkpoint: BenchSuite = {
   async run(ctx) {
     const figures: Figure[] = [];
     const details: Record<string, unknown> = {};
-
-    // (1) + (2): lif-pair, 1 M neurons per agent (≈ 24 MiB per capture).
-    const neurons = ctx.quick ? 300_000 : 1_000_000;
-    const steps = ctx.quick ? 4 : 8;
-    const rounds = ctx.quick ? 2 : 3;
-    const s = await group(lifPlan(neurons, neurons), join(ctx.tmpDir, 'inflight'));
+    // The read limit runs in a process of its own: its whole-file buffers are not this process's garbage.
+    const rawRead = RawReadLimit.start();
     try {
-      const plain: number[] = [];
-      const inflight: number[] = [];
-      const stepsOnly: number[] = [];
-      let captures = 0;
-      let busy = 0;
-      const tickets: SaveTicket[] = [];
-      await s.g.step(); // warm-up
-      for (let r = 0; r < rounds; r++) {
-        ctx.log(
-          `checkpoint: round ${r + 1}/${rounds}: ${steps} steps plain, ${steps} steps capturing at every boundary`,
-        );
-        let t = performance.now();
-        for (let i = 0; i < steps; i++) await s.g.step();
-        plain.push(steps / seconds(t));
-        t = performance.now();
-        let stepTime = 0;
-        for (let i = 0; i < steps; i++) {
-          try {
-            const rec = await captureGroup(s.g, { checkpointId: `ckpt-e1-${s.g.boundary}` });
-            tickets.push(rec.ticket);
-            captures++;
-          } catch (e) {
-            if (!isCheckpointRefusal(e) || e.status !== 'BUSY') throw e;
-            busy++;
-          }
-          const st = performance.now();
-          await s.g.step();
-          stepTime += seconds(st);
-        }
-        inflight.push(steps / seconds(t));
-        stepsOnly.push(steps / stepTime);
-        await s.ck.writer.drain();
-      }
-      const outcomes = await Promise.all(tickets.map((tk) => tk.wait()));
-      details.inflight = {
-        neuronsPerAgent: neurons,
-        steps,
-        rounds,
-        captures,
-        busy,
-        committed: outcomes.filter((o) => o.kind === 'Committed').length,
-      };
-      figures.push(
-        withLimit(
-          {
-            id: 'step-rate.writer-in-flight',
-            name: `lockstep steps/s while the writer seals (hashes), writes and fsyncs the previous boundary's capture (step time only, the capture calls excluded)`,
-            value: median(stepsOnly),
-            unit: 'steps/s',
-            higherIsBetter: true,
-            samples: rounds,
-            note: 'target: dip ≤ 20% (ratio ≥ 0.80)',
-          },
-          { name: 'the same session stepping without captures (interleaved rounds)', value: median(plain) },
-        ),
-      );
-      figures.push(
-        withLimit(
-          {
-            id: 'step-rate.capture-in-flight',
-            name: `lockstep steps/s capturing at every boundary (2 lif agents × ${neurons} neurons, writer committing in the background; ${busy} captures BUSY)`,
-            value: median(inflight),
-            unit: 'steps/s',
-            higherIsBetter: true,
-            samples: rounds,
-            note: 'worst case: includes every State.Capture transfer and reply check on the loop (hashing and encoding run in the writer)',
-          },
-          { name: 'the same session stepping without captures (interleaved rounds)', value: median(plain) },
-        ),
-      );
-
-      // (2) restore of the last committed generation into a new epoch, vs raw read + SHA-256.
-      const hw = s.ck.store.highWater()!;
-      const file = join(s.ck.store.dir, hw.file);
-      const rawS: number[] = [];
-      const restoreS: number[] = [];
-      // A restore takes ~0.1 s: more rounds than the stepping part, so one scheduling hiccup on a
-      // shared 2-core machine does not move the median.
-      const restoreRounds = ctx.quick ? 2 : 9;
-      for (let r = 0; r < restoreRounds; r++) {
-        let t = performance.now();
-        createHash('sha256')
-          .update(await readFile(file))
-          .digest('hex');
-        rawS.push(seconds(t));
-        t = performance.now();
-        await restoreGroup(s.g, { store: s.ck.store, checkpointId: hw.checkpointId }, { epoch: `e${r + 2}` });
-        restoreS.push(seconds(t));
-        s.g.resume();
-      }
-      const mb = Number(hw.byteLength) / MB;
-      figures.push(
-        withLimit(
-          {
-            id: 'restore.group',
-            name: `group restore of a ${mb.toFixed(1)} MB checkpoint (read, FLYSESS1 checks, identities, stage (workers read their payload from the file and hash it) + activate, install)`,
-            value: mb / median(restoreS),
-            unit: 'MB/s',
-            higherIsBetter: true,
-            samples: restoreRounds,
-            note: 'target ≥ 0.50 of the limit (issue 16, 24 MB)',
-          },
-          { name: 'raw readFile + one SHA-256 of the same file', value: mb / median(rawS) },
-        ),
-      );
+      await measureAll(ctx, figures, details, rawRead);
     } finally {
-      await s.close();
-    }
-
-    // (3) a 256 MiB agent state (32 MiB with --quick).
-    const big = ctx.quick ? 2_800_000 : 22_400_000;
-    ctx.log(
-      `checkpoint: ${big} neurons (${((big * 12) / 2 ** 20).toFixed(0)} MiB state): initialize, 1 step, capture, commit, restore`,
-    );
-    const b = await group(lifPlan(big, 16), join(ctx.tmpDir, 'big'));
-    try {
-      await b.g.step();
-      let t = performance.now();
-      const rec = await captureGroup(b.g, { checkpointId: 'ckpt-e1-1' });
-      const captureS = seconds(t);
-      const outcome = await rec.ticket.wait();
-      const commitS = seconds(t);
-      if (outcome.kind !== 'Committed') throw new Error(`256 MiB checkpoint not committed: ${outcome.kind}`);
-      t = performance.now();
-      await restoreGroup(b.g, { store: b.ck.store }, { epoch: 'e2' });
-      const restoreS = seconds(t);
-      b.g.resume();
-      await b.g.step();
-      const mb = rec.byteLength / MB;
-      // The limits, on the same bytes: raw write + fsync of a fresh file; raw read + one SHA-256.
-      const generation = join(b.ck.store.dir, 'ckpt-e1-1.flysess');
-      const rawWriteS = await rawWriteFsync(generation, join(ctx.tmpDir, 'big', 'raw-write.bin'));
-      t = performance.now();
-      createHash('sha256')
-        .update(await readFile(generation))
-        .digest('hex');
-      const rawReadS = seconds(t);
-      const colocated = b.g.fleet.all().filter((w) => w.hello.capabilities.includes(CAPABILITIES.captureFile)).length;
-      details.big = {
-        neurons: big,
-        envelopeBytes: rec.byteLength,
-        captureS,
-        commitS,
-        restoreS,
-        rawWriteS,
-        rawReadS,
-        colocatedWorkers: colocated,
-      };
-      figures.push(
-        withLimit(
-          {
-            id: 'big.capture',
-            name: `capture of a ${mb.toFixed(0)} MB group (State.Capture in 1 MiB chunks, reply checks, FLYSESS1 layout, submit; the writer hashes)`,
-            value: mb / captureS,
-            unit: 'MB/s',
-            higherIsBetter: true,
-          },
-          null,
-        ),
-      );
-      figures.push(
-        withLimit(
-          {
-            id: 'big.capture-to-durable',
-            name: `capture → durable commit of the ${mb.toFixed(0)} MB group (${colocated} co-located workers write their payloads into the envelope file)`,
-            value: mb / commitS,
-            unit: 'MB/s',
-            higherIsBetter: true,
-            note: 'target ≥ 0.70 of the limit for co-located workers',
-          },
-          {
-            name: 'raw write + fsync of the same number of bytes (one 8 MiB buffer, rewritten)',
-            value: mb / rawWriteS,
-          },
-        ),
-      );
-      figures.push(
-        withLimit(
-          {
-            id: 'big.restore',
-            name: `group restore of the ${mb.toFixed(0)} MB checkpoint (read, verify, stage from the file, activate, install)`,
-            value: mb / restoreS,
-            unit: 'MB/s',
-            higherIsBetter: true,
-            note: 'target ≥ 0.70 of the limit',
-          },
-          { name: 'raw readFile + one SHA-256 of the same file', value: mb / rawReadS },
-        ),
-      );
-    } finally {
-      await b.close();
+      rawRead.stop();
     }
     return { figures, details };
   },
 };
+
+async function measureAll(
+  ctx: SuiteContext,
+  figures: Figure[],
+  details: Record<string, unknown>,
+  rawRead: RawReadLimit,
+) {
+  // (1) + (2): lif-pair, 1 M neurons per agent (≈ 24 MiB per capture).
+  const neurons = ctx.quick ? 300_000 : 1_000_000;
+  const steps = ctx.quick ? 4 : 8;
+  const rounds = ctx.quick ? 2 : 3;
+  const s = await group(lifPlan(neurons, neurons), join(ctx.tmpDir, 'inflight'));
+  try {
+    const plain: number[] = [];
+    const inflight: number[] = [];
+    const stepsOnly: number[] = [];
+    let captures = 0;
+    let busy = 0;
+    const tickets: SaveTicket[] = [];
+    await s.g.step(); // warm-up
+    for (let r = 0; r < rounds; r++) {
+      ctx.log(`checkpoint: round ${r + 1}/${rounds}: ${steps} steps plain, ${steps} steps capturing at every boundary`);
+      let t = performance.now();
+      for (let i = 0; i < steps; i++) await s.g.step();
+      plain.push(steps / seconds(t));
+      t = performance.now();
+      let stepTime = 0;
+      for (let i = 0; i < steps; i++) {
+        try {
+          const rec = await captureGroup(s.g, { checkpointId: `ckpt-e1-${s.g.boundary}` });
+          tickets.push(rec.ticket);
+          captures++;
+        } catch (e) {
+          if (!isCheckpointRefusal(e) || e.status !== 'BUSY') throw e;
+          busy++;
+        }
+        const st = performance.now();
+        await s.g.step();
+        stepTime += seconds(st);
+      }
+      inflight.push(steps / seconds(t));
+      stepsOnly.push(steps / stepTime);
+      await s.ck.writer.drain();
+    }
+    const outcomes = await Promise.all(tickets.map((tk) => tk.wait()));
+    details.inflight = {
+      neuronsPerAgent: neurons,
+      steps,
+      rounds,
+      captures,
+      busy,
+      committed: outcomes.filter((o) => o.kind === 'Committed').length,
+    };
+    figures.push(
+      withLimit(
+        {
+          id: 'step-rate.writer-in-flight',
+          name: `lockstep steps/s while the writer seals (hashes), writes and fsyncs the previous boundary's capture (step time only, the capture calls excluded)`,
+          value: median(stepsOnly),
+          unit: 'steps/s',
+          higherIsBetter: true,
+          samples: rounds,
+          note: 'target: dip ≤ 20% (ratio ≥ 0.80)',
+        },
+        { name: 'the same session stepping without captures (interleaved rounds)', value: median(plain) },
+      ),
+    );
+    figures.push(
+      withLimit(
+        {
+          id: 'step-rate.capture-in-flight',
+          name: `lockstep steps/s capturing at every boundary (2 lif agents × ${neurons} neurons, writer committing in the background; ${busy} captures BUSY)`,
+          value: median(inflight),
+          unit: 'steps/s',
+          higherIsBetter: true,
+          samples: rounds,
+          note: 'worst case: includes every State.Capture transfer and reply check on the loop (hashing and encoding run in the writer)',
+        },
+        { name: 'the same session stepping without captures (interleaved rounds)', value: median(plain) },
+      ),
+    );
+
+    // (2) restore of the last committed generation into a new epoch, vs raw read + SHA-256.
+    const hw = s.ck.store.highWater()!;
+    const file = join(s.ck.store.dir, hw.file);
+    const rawS: number[] = [];
+    const restoreS: number[] = [];
+    // A restore takes ~0.1 s: more rounds than the stepping part, so one scheduling hiccup on a
+    // shared 2-core machine does not move the median.
+    const restoreRounds = ctx.quick ? 2 : 9;
+    for (let r = 0; r < restoreRounds; r++) {
+      rawS.push((await rawRead.time(file)) / 1000);
+      const t = performance.now();
+      await restoreGroup(s.g, { store: s.ck.store, checkpointId: hw.checkpointId }, { epoch: `e${r + 2}` });
+      restoreS.push(seconds(t));
+      s.g.resume();
+    }
+    const mb = Number(hw.byteLength) / MB;
+    figures.push(
+      withLimit(
+        {
+          id: 'restore.group',
+          name: `group restore of a ${mb.toFixed(1)} MB checkpoint (read, FLYSESS1 checks, identities, stage (workers read their payload from the file and hash it) + activate, install)`,
+          value: mb / median(restoreS),
+          unit: 'MB/s',
+          higherIsBetter: true,
+          samples: restoreRounds,
+          note: 'target ≥ 0.50 of the limit (issue 16, 24 MB)',
+        },
+        { name: 'raw readFile + one SHA-256 of the same file', value: mb / median(rawS) },
+      ),
+    );
+  } finally {
+    await s.close();
+  }
+
+  // (3) a 256 MiB agent state (32 MiB with --quick).
+  const big = ctx.quick ? 2_800_000 : 22_400_000;
+  ctx.log(
+    `checkpoint: ${big} neurons (${((big * 12) / 2 ** 20).toFixed(0)} MiB state): initialize, 1 step, capture, commit, restore`,
+  );
+  const b = await group(lifPlan(big, 16), join(ctx.tmpDir, 'big'));
+  try {
+    await b.g.step();
+    let t = performance.now();
+    const rec = await captureGroup(b.g, { checkpointId: 'ckpt-e1-1' });
+    const captureS = seconds(t);
+    const outcome = await rec.ticket.wait();
+    const commitS = seconds(t);
+    if (outcome.kind !== 'Committed') throw new Error(`256 MiB checkpoint not committed: ${outcome.kind}`);
+    t = performance.now();
+    await restoreGroup(b.g, { store: b.ck.store }, { epoch: 'e2' });
+    const restoreS = seconds(t);
+    b.g.resume();
+    await b.g.step();
+    const mb = rec.byteLength / MB;
+    // The limits, on the same bytes: raw write + fsync of a fresh file; raw read + one SHA-256.
+    const generation = join(b.ck.store.dir, 'ckpt-e1-1.flysess');
+    const rawWriteS = await rawWriteFsync(generation, join(ctx.tmpDir, 'big', 'raw-write.bin'));
+    const rawReadS = (await rawRead.time(generation)) / 1000;
+    const colocated = b.g.fleet.all().filter((w) => w.hello.capabilities.includes(CAPABILITIES.captureFile)).length;
+    details.big = {
+      neurons: big,
+      envelopeBytes: rec.byteLength,
+      captureS,
+      commitS,
+      restoreS,
+      rawWriteS,
+      rawReadS,
+      colocatedWorkers: colocated,
+    };
+    figures.push(
+      withLimit(
+        {
+          id: 'big.capture',
+          name: `capture of a ${mb.toFixed(0)} MB group (State.Capture in 1 MiB chunks, reply checks, FLYSESS1 layout, submit; the writer hashes)`,
+          value: mb / captureS,
+          unit: 'MB/s',
+          higherIsBetter: true,
+        },
+        null,
+      ),
+    );
+    figures.push(
+      withLimit(
+        {
+          id: 'big.capture-to-durable',
+          name: `capture → durable commit of the ${mb.toFixed(0)} MB group (${colocated} co-located workers write their payloads into the envelope file)`,
+          value: mb / commitS,
+          unit: 'MB/s',
+          higherIsBetter: true,
+          note: 'target ≥ 0.70 of the limit for co-located workers',
+        },
+        {
+          name: 'raw write + fsync of the same number of bytes (one 8 MiB buffer, rewritten)',
+          value: mb / rawWriteS,
+        },
+      ),
+    );
+    figures.push(
+      withLimit(
+        {
+          id: 'big.restore',
+          name: `group restore of the ${mb.toFixed(0)} MB checkpoint (read, verify, stage from the file, activate, install)`,
+          value: mb / restoreS,
+          unit: 'MB/s',
+          higherIsBetter: true,
+          note: 'target ≥ 0.70 of the limit',
+        },
+        { name: 'raw readFile + one SHA-256 of the same file', value: mb / rawReadS },
+      ),
+    );
+  } finally {
+    await b.close();
+  }
+}

@@ -1,7 +1,7 @@
 // Verifying a FLYSESS1 file in bounded chunks: one sequential read feeds check 2's prefix hash and
 // check 5's payload hashes, then the seven checks run (core/formats/envelope.ts verifyEnvelope) in
 // their order with those digests, so outcomes and refusals are decodeEnvelope's. Memory is the
-// small parts (header, manifest, table, footer) plus two read chunks, whatever the file's size.
+// small parts (header, manifest, table, footer) plus one read window, whatever the file's size.
 // A co-located worker may hash its own payload range meanwhile (`delegate`): check 5 then takes its
 // verdict and this reader hashes that range only if the worker did not confirm it. Ranges the
 // caller will use (`keep`, e.g. restore's small coordinator payloads) are copied out of the pass's
@@ -21,8 +21,8 @@ import {
   type VerifiedEnvelope,
 } from '../../core/formats/envelope.js';
 
-/** Bytes per read of the verify pass (two are in memory at once). */
-export const DEFAULT_READ_CHUNK_BYTES = 4 * 1024 * 1024;
+/** Bytes per read of the verify pass: a window that stays in the CPU's cache while it is hashed. */
+export const DEFAULT_READ_CHUNK_BYTES = 128 * 1024;
 /** A `keep` range longer than this is not kept (read it when it is needed): memory stays bounded. */
 export const MAX_KEPT_RANGE_BYTES = 1024 * 1024;
 /** The start of the file kept in memory for the checks (header, manifest and table fit it in practice). */
@@ -175,7 +175,14 @@ async function hashRange(fh: FileHandle, r: ClaimedRange, chunkBytes: number): P
   return hash.digest();
 }
 
-/** Read [start, end) in chunks of `chunkBytes`, reading the next chunk while `use` handles this one. */
+/**
+ * Read [start, end) in windows of `chunkBytes` into one reused buffer, synchronously, each handed
+ * to `use` while it is still in the CPU cache; every YIELD_BYTES the pass lets the event loop run
+ * (worker replies, timers). Why not large asynchronous reads: on a VM whose memory bandwidth is
+ * low, copying 4 MiB chunks out of the page cache costs more than the SHA-256 over them (measured
+ * in bench/README.md, "a cache-sized verify window"), and each asynchronous read is a thread-pool
+ * round trip.
+ */
 async function eachChunk(
   fh: FileHandle,
   start: number,
@@ -183,38 +190,49 @@ async function eachChunk(
   chunkBytes: number,
   use: (chunk: Buffer, at: number) => void,
 ): Promise<void> {
-  const size = Math.max(1, Math.min(chunkBytes, end - start));
-  const buffers = [chunkBuffer(size), chunkBuffer(size)];
-  const readInto = (i: number, at: number): Promise<Buffer> =>
-    fillAt(fh, buffers[i]!.subarray(0, Math.min(size, end - at)), at);
-  let at = start;
-  let pending = at < end ? readInto(0, at) : null;
+  const window = takeWindow(Math.max(1, Math.min(chunkBytes, end - start)));
   try {
-    for (let i = 0; pending; i ^= 1) {
-      const chunk = await pending;
-      const next = at + chunk.length;
-      pending = next < end ? readInto(i ^ 1, next) : null;
+    for (let at = start, sinceYield = 0; at < end;) {
+      const chunk = fillSync(fh, window.subarray(0, Math.min(window.length, end - at)), at);
       use(chunk, at);
-      at = next;
+      at += chunk.length;
+      sinceYield += chunk.length;
+      if (sinceYield >= YIELD_BYTES && at < end) {
+        sinceYield = 0;
+        await new Promise((resolve) => setImmediate(resolve));
+      }
     }
   } finally {
-    // A read still in flight (`use` threw) ends before its buffer is kept for the next pass.
-    await pending?.catch(() => undefined);
-    for (const b of buffers) if (b.length <= DEFAULT_READ_CHUNK_BYTES) spareChunks.push(b);
-    spareChunks.splice(0, Math.max(0, spareChunks.length - 2)); // keep the latest two
+    if (window.length === DEFAULT_READ_CHUNK_BYTES) spareWindow = window;
   }
 }
 
-/**
- * Read buffers kept for the next pass (at most two, each at most the default chunk): a restore's
- * pass then reads into memory already touched instead of paging in fresh memory every time.
- * Nothing outlives a pass in them: `use` copies what it keeps.
- */
-const spareChunks: Buffer[] = [];
+/** Bytes the pass reads and hashes between two turns of the event loop (a few ms of work). */
+const YIELD_BYTES = 1024 * 1024;
 
-function chunkBuffer(size: number): Buffer {
-  const i = spareChunks.findIndex((b) => b.length === size);
-  return i >= 0 ? spareChunks.splice(i, 1)[0]! : Buffer.allocUnsafe(size);
+/** Fill `out` with the bytes at `position`, synchronously. */
+function fillSync(fh: FileHandle, out: Buffer, position: number): Buffer {
+  for (let at = 0; at < out.length;) {
+    const n = readSync(fh.fd, out, at, out.length - at, position + at);
+    if (n === 0) throw new Error(`the file shrank while it was read (at ${position + at})`);
+    at += n;
+  }
+  return out;
+}
+
+/**
+ * The read window kept for the next pass (one, at most the default size): nothing outlives a pass
+ * in it, since `use` copies what it keeps. Two passes at once each get a window of their own.
+ */
+let spareWindow: Buffer | null = null;
+
+function takeWindow(size: number): Buffer {
+  const w = spareWindow;
+  if (w !== null && w.length === size) {
+    spareWindow = null;
+    return w;
+  }
+  return Buffer.allocUnsafe(size);
 }
 
 /** The bytes [offset, offset + length) of a verified file, read in chunks into one buffer (one payload). */

@@ -8,6 +8,8 @@
 // bytes without its "\n" (line 1: LEDGER_GENESIS). `ledger.head.json` = {lastHash, ledgerVersion: 1,
 // lines}, replaced durably after each fsynced append; lines after the head are a crash between the
 // two writes and are accepted, fewer lines than the head means lines were removed at the end.
+// An append resolves once its line is durable; the head follows it (flush() waits for the head),
+// so a caller such as a restore waits for one fsync, not three.
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { canonicalBytes, parseCanonical, sha256Hex, type JsonValue } from '../../core/formats/canonical-json.js';
@@ -299,14 +301,25 @@ export class Ledger {
     return this.lines;
   }
 
-  /** Append one event; resolves once the line and the head are fsynced. Appends keep call order. */
+  /**
+   * Append one event; resolves once its line is fsynced. The head is replaced right after, before
+   * any later append writes (flush() waits for it); a failed head write makes the next append or
+   * flush fail. Appends keep call order.
+   */
   append(event: LedgerEventInput): Promise<LedgerLine> {
-    const run = this.tail.then(() => this.appendNow(event));
-    this.tail = run.catch(() => undefined);
-    return run;
+    const line = this.tail.then(() => this.appendLine(event));
+    // A refused line (it marks the ledger broken itself if it may have torn the file) writes no head.
+    this.tail = line.then(
+      () =>
+        this.writeHead().catch((e: unknown) => {
+          this.broken ??= e as Error;
+        }),
+      () => undefined,
+    );
+    return line;
   }
 
-  private async appendNow(event: LedgerEventInput): Promise<LedgerLine> {
+  private async appendLine(event: LedgerEventInput): Promise<LedgerLine> {
     if (this.broken) throw new Error(`ledger ${this.runDir} is unusable after a failed append: ${this.broken.message}`);
     const line = buildLine(event, this.lines + 1, this.lastHash);
     const bytes = canonicalBytes(line);
@@ -320,15 +333,20 @@ export class Ledger {
     }
     this.lines += 1;
     this.lastHash = sha256Hex(bytes);
-    const head: LedgerHead = { lastHash: this.lastHash, ledgerVersion: LEDGER_VERSION, lines: String(this.lines) };
-    await this.fs.writeTemp(join(this.runDir, LEDGER_HEAD_TMP), { parts: [canonicalBytes(head)] }, 'other', '');
-    await this.fs.publish(this.runDir, LEDGER_HEAD_TMP, LEDGER_HEAD_FILE, 'other', '');
     return line;
   }
 
-  /** Wait for every append issued so far. */
+  /** Replace the head durably with the present line count and last hash. */
+  private async writeHead(): Promise<void> {
+    const head: LedgerHead = { lastHash: this.lastHash, ledgerVersion: LEDGER_VERSION, lines: String(this.lines) };
+    await this.fs.writeTemp(join(this.runDir, LEDGER_HEAD_TMP), { parts: [canonicalBytes(head)] }, 'other', '');
+    await this.fs.publish(this.runDir, LEDGER_HEAD_TMP, LEDGER_HEAD_FILE, 'other', '');
+  }
+
+  /** Wait for every append issued so far and the head after the last; throws if one failed. */
   async flush(): Promise<void> {
     await this.tail;
+    if (this.broken) throw new Error(`ledger ${this.runDir} is unusable after a failed append: ${this.broken.message}`);
   }
 }
 

@@ -1,5 +1,6 @@
 // The run ledger: hash chain from a fixed genesis, fsynced appends in call order, tamper detection
-// (changed, removed, reordered lines, at the start, middle and end) and torn-tail recovery.
+// (changed, removed, reordered lines, at the start, middle and end), torn-tail recovery, and the
+// head that follows each line (an append waits for its line only).
 import { createHash } from 'node:crypto';
 import { appendFile, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -14,6 +15,7 @@ import {
   verifyLedger,
   verifyLedgerBytes,
 } from '../../coordinator/store/ledger.js';
+import { DurableFs } from '../../coordinator/store/durable-fs.js';
 import { removeDir, tempDir } from './helpers.js';
 
 let dir: string;
@@ -43,6 +45,7 @@ async function writeRun(): Promise<void> {
     ledger.append({ event: 'restored', checkpointId: 'ckpt-2', boundary: '2', epoch: 'e2' }),
   ];
   await Promise.all(all);
+  await ledger.flush();
 }
 
 async function lines(): Promise<string[]> {
@@ -177,6 +180,7 @@ describe('ledger tamper detection (property)', () => {
         boundary: String(n),
         epoch: 'e1',
       });
+    await ledger.flush();
     const text = await readFile(join(dir, LEDGER_FILE), 'utf8');
     const head = await readFile(join(dir, LEDGER_HEAD_FILE));
     const original = text.split('\n').slice(0, -1);
@@ -214,5 +218,33 @@ describe('ledger tamper detection (property)', () => {
       }),
       { numRuns: 300 },
     );
+  });
+});
+
+describe('the head follows the line', () => {
+  it('an append resolves once its line is durable; flush waits for the head, which then names it', async () => {
+    const ledger = await Ledger.open(dir);
+    await ledger.append({ event: 'run', sessionId: 'demo', epoch: 'e1' });
+    const line = await ledger.append({ event: 'restored', checkpointId: 'ckpt-2', boundary: '2', epoch: 'e2' });
+    expect(JSON.parse((await lines())[1]!)).toEqual(line);
+    await ledger.flush();
+    const head = JSON.parse(await readFile(join(dir, LEDGER_HEAD_FILE), 'utf8'));
+    expect(head).toEqual({ lastHash: sha((await lines())[1]!), ledgerVersion: 1, lines: '2' });
+    expect(await verifyLedger(dir)).toMatchObject({ ok: true, lines: 2, beyondHead: 0 });
+  });
+
+  it('a failed head write leaves the line durable, and the next append and flush fail naming it', async () => {
+    class HeadFails extends DurableFs {
+      override publish(...args: Parameters<DurableFs['publish']>): ReturnType<DurableFs['publish']> {
+        if (args[2] === LEDGER_HEAD_FILE) return Promise.reject(new Error('ENOSPC: no space left on device'));
+        return super.publish(...args);
+      }
+    }
+    const ledger = await Ledger.open(dir, { fs: new HeadFails() });
+    await ledger.append({ event: 'run', sessionId: 'demo', epoch: 'e1' });
+    await expect(ledger.flush()).rejects.toThrow(/unusable after a failed append: ENOSPC/);
+    await expect(ledger.append({ event: 'queued', checkpointId: 'ckpt-2' })).rejects.toThrow(/ENOSPC/);
+    expect(await lines()).toHaveLength(1);
+    expect(await verifyLedger(dir)).toMatchObject({ ok: true, lines: 1, beyondHead: 1, hasHead: false });
   });
 });

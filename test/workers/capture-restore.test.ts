@@ -188,7 +188,7 @@ describe('agent capture and restore', () => {
     }
   });
 
-  it('a user model takes its restored field over when the payload is read from the store file, and copies an attachment', async () => {
+  it('a user model takes its restored field over when the payload is read from the store file (into memory it gave back, once it has), and copies an attachment', async () => {
     const store = mkdtempSync(join(tmpdir(), 'detsim-takeover-'));
     try {
       const reportFile = join(store, 'report.txt');
@@ -220,9 +220,12 @@ describe('agent capture and restore', () => {
         resultOf(act);
         return step(a.client, K, epoch, [{ agentId: 't' }]);
       };
+      // e2 reads into fresh memory (nothing was given back yet); its activation drops the initial
+      // state, whose array the model gives back; e4 reads its field into memory given back.
       expect(await restoreAt('e2', 'file')).toEqual(expected);
       expect(await restoreAt('e3', 'attachment')).toEqual(expected);
-      expect(readFileSync(reportFile, 'utf8')).toBe('taken\ncopied\n');
+      expect(await restoreAt('e4', 'file')).toEqual(expected);
+      expect(readFileSync(reportFile, 'utf8')).toBe('taken\ncopied\ntaken reused\n');
       await a.stop();
     } finally {
       rmSync(store, { recursive: true, force: true });
@@ -461,5 +464,38 @@ describe('environment capture and restore', () => {
     expect(errorOf(await advance(b.client, 20, 'e1'))).toMatchObject({ code: 'STALE_EPOCH' });
     await a.stop();
     await b.stop();
+  });
+
+  it("an environment's activation releases the state it replaced, once (the model's release hook)", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'detsim-release-'));
+    try {
+      const reportFile = join(dir, 'report.txt');
+      writeFileSync(reportFile, '');
+      const model = join(REPO_ROOT, 'test/workers/fixtures/release-env-model.ts');
+      const init = { ...INIT, model, params: { ...INIT.params, reportFile } };
+      const a = await spawnWorker('environment', 'env-rel', ['--model', model]);
+      resultOf(await a.client.call(METHODS.environmentInitialize, scope(0), init));
+      for (let k = 0; k < 3; k++) resultOf(await advance(a.client, k, 'e1'));
+      const cap = await capture(a.client, 'ck-3', null, 3);
+      for (let k = 3; k < 5; k++) resultOf(await advance(a.client, k, 'e1'));
+      const restoreAt = async (epoch: string): Promise<void> => {
+        const token = resultOf<{ restoreToken: string }>(
+          await a.client.callUnchecked(METHODS.stageRestore, scope(3, epoch), stageParams(cap.result, 'e1', 3), {
+            attachment: cap.payload,
+          }),
+        ).restoreToken;
+        // Staged only: the live state is still the one stepping, nothing is released.
+        expect(readFileSync(reportFile, 'utf8')).toBe(epoch === 'e2' ? '' : 'released a state of 5 steps\n');
+        resultOf(await a.client.call(METHODS.activateRestore, scope(3, epoch), { restoreToken: token, agentId: null }));
+      };
+      await restoreAt('e2');
+      expect(readFileSync(reportFile, 'utf8')).toBe('released a state of 5 steps\n');
+      resultOf(await advance(a.client, 3, 'e2'));
+      await restoreAt('e3');
+      expect(readFileSync(reportFile, 'utf8')).toBe('released a state of 5 steps\nreleased a state of 4 steps\n');
+      await a.stop();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

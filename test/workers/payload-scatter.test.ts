@@ -1,8 +1,9 @@
 // Reading a state payload with its large bin fields in memory of their own (workers/state-layout.ts,
-// workers/payload-scatter.ts, workers/owned-bytes.ts): the layout names exactly the large bins,
+// workers/payload-scatter.ts, workers/owned-bytes.ts, workers/recycled-bytes.ts): the layout names exactly the large bins,
 // the scattered read hashes and decodes to what a whole read gives, a layout it cannot name falls
 // back to the whole read, and f64FromBytes / f32FromBytes take such memory over once, never memory
-// anyone else may hold. Real files in a temporary store.
+// anyone else may hold; memory a model gives back is read into by a later field of its length.
+// Real files in a temporary store.
 import { createHash } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -12,7 +13,8 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { handOver } from '../../workers/owned-bytes.js';
 import { readStorePayload } from '../../workers/checks.js';
 import { MIN_SCATTER_BYTES, readStoreScattered } from '../../workers/payload-scatter.js';
-import { f32FromBytes, f64FromBytes } from '../../workers/sdk.js';
+import { giveBack, RECYCLE_MAX_BYTES, RECYCLE_MIN_BYTES, recycledBytes, reuse } from '../../workers/recycled-bytes.js';
+import { f32FromBytes, f64FromBytes, recycle } from '../../workers/sdk.js';
 import { decodeState, encodeState } from '../../workers/state-codec.js';
 import { MIN_FIELD_BYTES, scanLayout } from '../../workers/state-layout.js';
 
@@ -192,5 +194,45 @@ describe('taking memory over', () => {
     handOver(part);
     expect(f64FromBytes(part).buffer).not.toBe(backing);
     expect(f64FromBytes(new Uint8Array(backing)).buffer).not.toBe(backing);
+  });
+});
+
+describe('memory a model gives back (recycled-bytes.ts)', () => {
+  it('a field of the same length is read into it, every byte overwritten; other lengths get fresh memory', async () => {
+    const payload = encodeState(lifLike(40_000));
+    const file = stored('recycle.flysess', payload);
+    const stale = new Float64Array(40_000).fill(-1); // the membrane's length, full of old values
+    const other = new Float64Array(40_001);
+    recycle(stale);
+    recycle(other);
+    const before = recycledBytes();
+    const got = await readStoreScattered(store, file, BigInt(payload.length));
+    const state = (got!.decoded as { state: { baseline: Uint8Array; membrane: Uint8Array } }).state;
+    expect(state.membrane.buffer).toBe(stale.buffer);
+    expect(state.baseline.buffer).not.toBe(other.buffer);
+    expect(recycledBytes()).toBe(before - stale.byteLength);
+    expect(got!.decoded).toEqual(decodeState(payload));
+    expect(got!.digest).toBe(sha256(payload));
+    // Taken once: the next read of the same payload gets fresh memory.
+    const again = await readStoreScattered(store, file, BigInt(payload.length));
+    expect((again!.decoded as { state: { membrane: Uint8Array } }).state.membrane.buffer).not.toBe(stale.buffer);
+    expect(reuse(other.byteLength)?.buffer).toBe(other.buffer);
+  });
+
+  it('keeps only whole, unshared buffers of field size, each once, up to the cap', () => {
+    const whole64 = new Uint8Array(RECYCLE_MIN_BYTES);
+    expect(giveBack(whole64)).toBe(true);
+    expect(giveBack(whole64)).toBe(false); // already kept
+    expect(giveBack(new Uint8Array(RECYCLE_MIN_BYTES - 1))).toBe(false); // too small to be a field
+    expect(giveBack(new Uint8Array(new ArrayBuffer(2 * RECYCLE_MIN_BYTES), 8))).toBe(false); // a part
+    expect(giveBack(new Uint8Array(new SharedArrayBuffer(RECYCLE_MIN_BYTES)))).toBe(false);
+    expect(reuse(RECYCLE_MIN_BYTES)?.buffer).toBe(whole64.buffer);
+    expect(reuse(RECYCLE_MIN_BYTES)).toBeNull();
+    // The cap: a buffer that would take the pool past RECYCLE_MAX_BYTES is left to the GC.
+    const left = RECYCLE_MAX_BYTES - recycledBytes();
+    const fits = new Uint8Array(left - RECYCLE_MIN_BYTES);
+    expect(giveBack(fits)).toBe(true);
+    expect(giveBack(new Uint8Array(RECYCLE_MIN_BYTES + 8))).toBe(false);
+    expect(reuse(fits.byteLength)?.buffer).toBe(fits.buffer);
   });
 });

@@ -22,7 +22,7 @@
 //           decision = {move, spikes: [spikes[0], spikes[1], spikes[2], spikes[3]]}
 //   commit: rewardTotal += value for each reward in order (f64). No ticks.
 //   capture: {baseline: bytes (f32 LE), membrane: bytes (f64 LE), neurons, rewardTotal, rng: i32}
-import { Xorshift32, bytesOf, defineAgentModel, f32FromBytes, f64FromBytes, rngSeed } from '../sdk.js';
+import { Xorshift32, bytesOf, defineAgentModel, f32FromBytes, f64FromBytes, recycle, rngSeed } from '../sdk.js';
 import { lifParams } from '../../core/models/params.js';
 import { DIRECTIONS, foodOffset } from './moves.js';
 
@@ -117,6 +117,11 @@ export const lif = defineAgentModel<LifState>({
       baseline: f32FromBytes(d.baseline),
       rewardTotal: d.rewardTotal,
     };
+  },
+  // Nothing keeps a dropped state's arrays: a later restore may read its fields into them.
+  release(state) {
+    recycle(state.membrane);
+    recycle(state.baseline);
   },
 });
 export default lif;
