@@ -8,10 +8,11 @@ import { open, type FileHandle } from 'node:fs/promises';
 import { envelopeFooter, type EnvelopeLayout } from '../../core/formats/envelope.js';
 import { DetsimError } from '../../core/formats/errors.js';
 import type { Digest, Id } from '../../core/formats/scalars.js';
+import { eachWindow, WINDOW_BYTES } from './file-window.js';
 import type { WrittenEnvelope } from './store.js';
 
-/** Bytes read and hashed per step of a file seal (bounded memory; the event loop turns between steps). */
-export const FILE_SEAL_CHUNK_BYTES = 1024 * 1024;
+/** Bytes read and hashed per read of a file seal (one cache-sized window; the event loop turns every 1 MiB). */
+export const FILE_SEAL_CHUNK_BYTES = WINDOW_BYTES;
 
 /** A payload range whose bytes must hash to the digest its producer reported. */
 export interface DeclaredRange {
@@ -48,31 +49,32 @@ export async function sealWrittenFile(
   const chunkBytes = options.chunkBytes ?? FILE_SEAL_CHUNK_BYTES;
   const fh = await open(path, 'r+');
   try {
-    options.onAllocate?.(chunkBytes);
-    const chunk = Buffer.allocUnsafe(chunkBytes);
+    options.onAllocate?.(Math.min(chunkBytes, layout.footerOffset));
     const prefix = createHash('sha256');
     const checks: RangeCheck[] = [...declared]
       .sort((x, y) => x.offset - y.offset)
       .map((range) => ({ range, hash: createHash('sha256') }));
-    for (let at = 0; at < layout.footerOffset;) {
-      const want = Math.min(chunkBytes, layout.footerOffset - at);
-      const got = await readFully(fh, chunk, want, at);
-      if (got < want)
-        throw new DetsimError(
-          'audit_envelope_length',
-          `the envelope temp file ends at ${at + got} bytes, its layout puts the footer at ${layout.footerOffset}`,
-          'footer',
-        );
-      const view = chunk.subarray(0, want);
-      prefix.update(view);
-      const end = at + want;
-      for (const c of checks) {
-        const from = Math.max(at, c.range.offset);
-        const stop = Math.min(end, c.range.offset + c.range.byteLength);
-        if (from < stop) c.hash.update(view.subarray(from - at, stop - at));
-      }
-      at = end;
-    }
+    const reached = await eachWindow(
+      fh,
+      0,
+      layout.footerOffset,
+      (view, at) => {
+        prefix.update(view);
+        const end = at + view.length;
+        for (const c of checks) {
+          const from = Math.max(at, c.range.offset);
+          const stop = Math.min(end, c.range.offset + c.range.byteLength);
+          if (from < stop) c.hash.update(view.subarray(from - at, stop - at));
+        }
+      },
+      chunkBytes,
+    );
+    if (reached < layout.footerOffset)
+      throw new DetsimError(
+        'audit_envelope_length',
+        `the envelope temp file ends at ${reached} bytes, its layout puts the footer at ${layout.footerOffset}`,
+        'footer',
+      );
     // In file order: the first payload whose bytes differ is the one refused.
     for (const c of checks) checkRange(c);
     const footer = envelopeFooter(layout.totalBytes, prefix.copy().digest());
@@ -92,16 +94,6 @@ function checkRange({ range, hash }: RangeCheck): void {
       `payload ${JSON.stringify(range.name)}: its bytes hash to ${actual}, its producer reported ${range.digest}`,
       `payloads.${range.name}.digest`,
     );
-}
-
-async function readFully(fh: FileHandle, into: Buffer, length: number, position: number): Promise<number> {
-  let got = 0;
-  while (got < length) {
-    const { bytesRead } = await fh.read(into, got, length - got, position + got);
-    if (bytesRead === 0) break;
-    got += bytesRead;
-  }
-  return got;
 }
 
 async function writeFully(fh: FileHandle, bytes: Uint8Array, position: number): Promise<void> {

@@ -20,9 +20,10 @@ import {
   type EnvelopeSource,
   type VerifiedEnvelope,
 } from '../../core/formats/envelope.js';
+import { eachWindow, WINDOW_BYTES } from './file-window.js';
 
 /** Bytes per read of the verify pass: a window that stays in the CPU's cache while it is hashed. */
-export const DEFAULT_READ_CHUNK_BYTES = 128 * 1024;
+export const DEFAULT_READ_CHUNK_BYTES = WINDOW_BYTES;
 /** A `keep` range longer than this is not kept (read it when it is needed): memory stays bounded. */
 export const MAX_KEPT_RANGE_BYTES = 1024 * 1024;
 /** The start of the file kept in memory for the checks (header, manifest and table fit it in practice). */
@@ -175,14 +176,7 @@ async function hashRange(fh: FileHandle, r: ClaimedRange, chunkBytes: number): P
   return hash.digest();
 }
 
-/**
- * Read [start, end) in windows of `chunkBytes` into one reused buffer, synchronously, each handed
- * to `use` while it is still in the CPU cache; every YIELD_BYTES the pass lets the event loop run
- * (worker replies, timers). Why not large asynchronous reads: on a VM whose memory bandwidth is
- * low, copying 4 MiB chunks out of the page cache costs more than the SHA-256 over them (measured
- * in bench/README.md, "a cache-sized verify window"), and each asynchronous read is a thread-pool
- * round trip.
- */
+/** Hand [start, end) to `use` window by window (file-window.ts); a file that ends first is refused. */
 async function eachChunk(
   fh: FileHandle,
   start: number,
@@ -190,49 +184,8 @@ async function eachChunk(
   chunkBytes: number,
   use: (chunk: Buffer, at: number) => void,
 ): Promise<void> {
-  const window = takeWindow(Math.max(1, Math.min(chunkBytes, end - start)));
-  try {
-    for (let at = start, sinceYield = 0; at < end;) {
-      const chunk = fillSync(fh, window.subarray(0, Math.min(window.length, end - at)), at);
-      use(chunk, at);
-      at += chunk.length;
-      sinceYield += chunk.length;
-      if (sinceYield >= YIELD_BYTES && at < end) {
-        sinceYield = 0;
-        await new Promise((resolve) => setImmediate(resolve));
-      }
-    }
-  } finally {
-    if (window.length === DEFAULT_READ_CHUNK_BYTES) spareWindow = window;
-  }
-}
-
-/** Bytes the pass reads and hashes between two turns of the event loop (a few ms of work). */
-const YIELD_BYTES = 1024 * 1024;
-
-/** Fill `out` with the bytes at `position`, synchronously. */
-function fillSync(fh: FileHandle, out: Buffer, position: number): Buffer {
-  for (let at = 0; at < out.length;) {
-    const n = readSync(fh.fd, out, at, out.length - at, position + at);
-    if (n === 0) throw new Error(`the file shrank while it was read (at ${position + at})`);
-    at += n;
-  }
-  return out;
-}
-
-/**
- * The read window kept for the next pass (one, at most the default size): nothing outlives a pass
- * in it, since `use` copies what it keeps. Two passes at once each get a window of their own.
- */
-let spareWindow: Buffer | null = null;
-
-function takeWindow(size: number): Buffer {
-  const w = spareWindow;
-  if (w !== null && w.length === size) {
-    spareWindow = null;
-    return w;
-  }
-  return Buffer.allocUnsafe(size);
+  const reached = await eachWindow(fh, start, end, use, chunkBytes);
+  if (reached < end) throw new Error(`the file shrank while it was read (at ${reached})`);
 }
 
 /** The bytes [offset, offset + length) of a verified file, read in chunks into one buffer (one payload). */
