@@ -34,7 +34,6 @@ import {
   readStageParams,
   requireScope,
   restoreToken,
-  sha256,
   stagedPayload,
   type StageParams,
   PAYLOAD_VERSION,
@@ -45,7 +44,7 @@ import { callModel, invalid, loadModel, releaseState } from './model-call.js';
 import { PrepareStateGuard } from './prepare-guard.js';
 import { resolveAgentModel } from './models/registry.js';
 import { ONE_MS, NO_DATASET_DIGEST, type AgentModel, type AgentReward, type JsonObject } from './sdk.js';
-import { encodeState } from './state-codec.js';
+import { encodeCapture } from './capture-encode.js';
 import { StepCache, bodyKey, opKey } from './op-cache.js';
 import { TickClock } from './tick-clock.js';
 
@@ -520,7 +519,8 @@ export class AgentHost {
 
   // ---- State.Capture --------------------------------------------------------------------------
 
-  capture(req: Request): HostReply<ResultOf<typeof METHODS.capture>> {
+  /** State.Capture; `held` (capture-file-v1): the payload is kept as pieces for State.WritePayload. */
+  capture(req: Request, held = false): HostReply<ResultOf<typeof METHODS.capture>> {
     const scope = requireScope(req);
     checkSession(scope, this.ctx.sessionId);
     let checkpointId: string, agentId: string;
@@ -571,26 +571,16 @@ export class AgentHost {
       observation: slot.observation,
       state: modelState,
     };
-    let bytes: Buffer;
-    try {
-      bytes = encodeState(payload);
-    } catch (e) {
-      throw new ProtocolRefusal(
-        'BACKEND_FAILURE',
-        `agent ${agentId}: capture state cannot be encoded: ${(e as Error).message}`,
-        'none',
-      );
-    }
-    // Hash exactly the bytes that travel; never re-encode to verify.
+    const encoded = encodeCapture(payload, `agent ${agentId}`, held);
     return {
       result: {
         checkpointId,
         agentId,
         boundary: boundary.toString(),
         compatibilityDigest: slot.compatibilityDigest,
-        payload: { digest: sha256(bytes), byteLength: String(bytes.byteLength) },
+        payload: { digest: encoded.digest, byteLength: String(encoded.byteLength) },
       },
-      attachment: bytes,
+      ...(encoded.pieces ? { pieces: encoded.pieces } : { attachment: encoded.attachment! }),
     };
   }
 

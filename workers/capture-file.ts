@@ -1,6 +1,8 @@
 // capture-file-v1 on the worker side (docs/spec/capture-file.md): a Capture with `hold: true`
 // keeps its payload in the lifecycle cache and replies with size and digest only; State.WritePayload
 // then writes the held bytes into the coordinator's checkpoint temporary at the offset it assigns.
+// A held payload is pieces (capture-encode.ts): its large bins are the model's own arrays, written
+// before the group steps again; if they changed meanwhile, the file seal's digest check refuses it.
 // NOT the capture itself (the hosts encode the state) and NOT the file confinement (payload-file.ts).
 import { readObject, readRequestId, readU64, refuseUnknownFields } from '../core/formats/scalars.js';
 import { ProtocolRefusal, type Request, type WritePayloadResult } from '../core/protocol/index.js';
@@ -45,12 +47,12 @@ export async function writeHeldPayload(
     if (e instanceof ProtocolRefusal) throw e;
     throw new ProtocolRefusal('INVALID_ARGUMENT', (e as Error).message);
   }
-  const held = lifecycle.get(captureRequestId);
-  if (!held?.held || !held.attachment)
+  const held = lifecycle.get(captureRequestId)?.held;
+  if (!held)
     throw new ProtocolRefusal(
       'INVALID_ARGUMENT',
       'params.captureRequestId names no held capture awaiting acknowledgment on this worker',
     );
-  await writeStoreTemp(storeDir, path, offset, held.attachment);
-  return { result: { byteLength: String(held.attachment.byteLength) } };
+  await writeStoreTemp(storeDir, path, offset, held);
+  return { result: { byteLength: String(held.reduce((n, p) => n + p.byteLength, 0)) } };
 }

@@ -23,7 +23,6 @@ import {
   readStageParams,
   requireScope,
   restoreToken,
-  sha256,
   stagedPayload,
   type StageParams,
   PAYLOAD_VERSION,
@@ -34,7 +33,7 @@ import { callModel, invalid, loadModel, releaseState } from './model-call.js';
 import { resolveEnvironmentModel } from './models/registry.js';
 import { StepCache, bodyKey, opKey } from './op-cache.js';
 import type { EnvironmentModel, JsonObject, PortAction, PortBinding } from './sdk.js';
-import { encodeState } from './state-codec.js';
+import { encodeCapture } from './capture-encode.js';
 
 interface EnvIdentity {
   environmentId: string;
@@ -314,7 +313,8 @@ export class EnvironmentHost {
 
   // ---- State.Capture --------------------------------------------------------------------------
 
-  capture(req: Request): HostReply<ResultOf<typeof METHODS.capture>> {
+  /** State.Capture; `held` (capture-file-v1): the payload is kept as pieces for State.WritePayload. */
+  capture(req: Request, held = false): HostReply<ResultOf<typeof METHODS.capture>> {
     const scope = requireScope(req);
     checkSession(scope, this.ctx.sessionId);
     let checkpointId: string;
@@ -349,25 +349,16 @@ export class EnvironmentHost {
       profileDigest: env.profileDigest,
       state: modelState,
     };
-    let bytes: Buffer;
-    try {
-      bytes = encodeState(payload);
-    } catch (e) {
-      throw new ProtocolRefusal(
-        'BACKEND_FAILURE',
-        `environment ${env.environmentId}: capture state cannot be encoded: ${(e as Error).message}`,
-        'none',
-      );
-    }
+    const encoded = encodeCapture(payload, `environment ${env.environmentId}`, held);
     return {
       result: {
         checkpointId,
         agentId: null,
         boundary: boundary.toString(),
         compatibilityDigest: env.compatibilityDigest,
-        payload: { digest: sha256(bytes), byteLength: String(bytes.byteLength) },
+        payload: { digest: encoded.digest, byteLength: String(encoded.byteLength) },
       },
-      attachment: bytes,
+      ...(encoded.pieces ? { pieces: encoded.pieces } : { attachment: encoded.attachment! }),
     };
   }
 

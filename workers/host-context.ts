@@ -23,4 +23,6 @@ export interface HostContext {
 export interface HostReply<R extends object = object> {
   result: R;
   attachment?: Uint8Array;
+  /** A held capture's payload (capture-file-v1), in order, kept for State.WritePayload; never sent. */
+  pieces?: readonly Uint8Array[];
 }

@@ -102,8 +102,8 @@ export interface LifecycleReply {
   digest: string;
   result: object;
   attachment?: Uint8Array;
-  /** capture-file-v1: the attachment is held for State.WritePayload and never sent in a reply. */
-  held?: true;
+  /** capture-file-v1: the payload held for State.WritePayload (in order), never sent in a reply. */
+  held?: readonly Uint8Array[];
 }
 
 /** Lifecycle replies by request id, held until acknowledged; at LIMIT outstanding, new ones are BUSY. */

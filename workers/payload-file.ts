@@ -110,14 +110,14 @@ export async function readHashed(
 }
 
 /**
- * Write `bytes` at `offset` of `path`, which must resolve to an existing regular file under
+ * Write `pieces`, one after the other, from `offset` of `path`, which must resolve to an existing regular file under
  * `storeDir` named like a checkpoint temporary (the coordinator created it; nothing else is writable).
  */
 export async function writeStoreTemp(
   storeDir: string | undefined,
   path: string,
   offset: bigint,
-  bytes: Uint8Array,
+  pieces: readonly Uint8Array[],
 ): Promise<void> {
   if (storeDir === undefined) throw refuse('UNSUPPORTED', CAPTURE_FILE_REFUSALS.noStore);
   if (!TEMP_GENERATION.test(basename(path))) throw refuse('INVALID_ARGUMENT', CAPTURE_FILE_REFUSALS.notTemp);
@@ -126,14 +126,18 @@ export async function writeStoreTemp(
     // The resolved name must still be a temporary (a symlink named tmp-* could point elsewhere in the store).
     if (!TEMP_GENERATION.test(basename(await realpath(path))))
       throw refuse('INVALID_ARGUMENT', CAPTURE_FILE_REFUSALS.notTemp);
-    for (let at = 0; at < bytes.byteLength;) {
-      const n = Math.min(MAX_WRITE_BYTES, bytes.byteLength - at);
-      const wrote = await fh.write(bytes, at, n, Number(offset) + at).then(
-        (r) => r.bytesWritten,
-        () => -1,
-      );
-      if (wrote <= 0) throw refuse('BUFFER_INVALID', CAPTURE_FILE_REFUSALS.unwritable);
-      at += wrote;
+    let position = Number(offset);
+    for (const bytes of pieces) {
+      for (let at = 0; at < bytes.byteLength;) {
+        const n = Math.min(MAX_WRITE_BYTES, bytes.byteLength - at);
+        const wrote = await fh.write(bytes, at, n, position + at).then(
+          (r) => r.bytesWritten,
+          () => -1,
+        );
+        if (wrote <= 0) throw refuse('BUFFER_INVALID', CAPTURE_FILE_REFUSALS.unwritable);
+        at += wrote;
+      }
+      position += bytes.byteLength;
     }
   } finally {
     await fh.close().catch(() => undefined);

@@ -210,9 +210,7 @@ export class WorkerRuntime implements HostContext {
           'CONFLICT',
           `${req.requestId} was already used for a different ${req.method} request`,
         );
-      return cached.attachment && !cached.held
-        ? { result: cached.result, attachment: cached.attachment }
-        : { result: cached.result };
+      return cached.attachment ? { result: cached.result, attachment: cached.attachment } : { result: cached.result };
     }
     if (this.lifecycle.full) {
       throw new ProtocolRefusal(
@@ -220,15 +218,22 @@ export class WorkerRuntime implements HostContext {
         `${LifecycleCache.LIMIT} lifecycle replies await Worker.Acknowledge; acknowledge them first`,
       );
     }
-    const reply = await this.route(held ? withoutHold(req) : req, attachment);
+    const reply = await (held ? this.captureHeld(withoutHold(req)) : this.route(req, attachment));
     this.lifecycle.put(
       req.requestId,
-      reply.attachment
-        ? { digest, result: reply.result, attachment: reply.attachment, ...(held ? { held: true as const } : {}) }
-        : { digest, result: reply.result },
+      reply.pieces
+        ? { digest, result: reply.result, held: reply.pieces }
+        : reply.attachment
+          ? { digest, result: reply.result, attachment: reply.attachment }
+          : { digest, result: reply.result },
     );
     // A held payload stays here until Worker.Acknowledge; State.WritePayload writes it to a file.
     return held ? { result: reply.result } : reply;
+  }
+
+  /** A Capture whose payload is held (capture-file-v1): the host keeps it as pieces, not one buffer. */
+  private captureHeld(req: Request): HostReply {
+    return this.agents ? this.agents.capture(req, true) : this.environment!.capture(req, true);
   }
 
   private route(req: Request, attachment: Uint8Array | undefined): HostReply | Promise<HostReply> {

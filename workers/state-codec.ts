@@ -2,6 +2,7 @@
 // sizes, every object re-keyed in sorted order (as a Map, so integer-like keys keep their place),
 // typed arrays as Uint8Array views. Not a general serializer: only plain data goes in.
 import { Packr } from 'msgpackr';
+import { MIN_FIELD_BYTES, scanLayout } from './state-layout.js';
 
 const OPTIONS = { useRecords: false, variableMapSize: true } as const;
 const decoder = new Packr(OPTIONS);
@@ -37,9 +38,115 @@ function sorted(value: unknown, path: string): unknown {
 
 /** Encode plain data to deterministic msgpack bytes (a fresh buffer owned by the caller). */
 export function encodeState(value: unknown): Buffer {
-  // A fresh Packr per payload: a shared one hands out views into a reused buffer.
-  return new Packr(OPTIONS).pack(sorted(value, '$'));
+  return packTree(sorted(value, '$'));
 }
+
+/**
+ * The same bytes as encodeState, as pieces to be written in order: the payload's own bytes around
+ * its large bins (copied, small) and each large bin as the very Uint8Array the model returned, not
+ * copied. So the pieces stay right only while the model's arrays do not change: for a held capture
+ * (capture-file.md), which the group writes before it steps again, and whose bytes the file seal
+ * checks against the digest. One piece (encodeState's buffer) when no large bins add up to 1 MiB
+ * or their layout cannot be named exactly (state-layout.ts).
+ */
+export function encodeStatePieces(value: unknown): Uint8Array[] {
+  const tree = sorted(value, '$');
+  const views: Uint8Array[] = [];
+  const skeleton = replaceLargeBins(tree, () => PLACEHOLDER, views);
+  const large = views.reduce((n, v) => n + v.byteLength, 0);
+  if (large < PRESIZE_FROM_BYTES || views.some((v) => v.byteLength > MAX_BIN32_BYTES)) return [packTree(tree)];
+  // The skeleton holds a placeholder bin32 of 64 KiB where each large bin goes: the layout scan
+  // finds them by offset, in the order the codec wrote them (the order replaceLargeBins met them).
+  const bytes = Buffer.from(new Packr(OPTIONS).pack(skeleton)); // out of the codec's shared buffer
+  const fields = scanLayout((start, end) => bytes.subarray(start, end), bytes.length);
+  if (fields === null || fields.length !== views.length || fields.some((f) => f.length !== PLACEHOLDER.length))
+    return [packTree(tree)];
+  const pieces: Uint8Array[] = [];
+  let at = 0;
+  fields.forEach((f, i) => {
+    const length = Buffer.alloc(4);
+    length.writeUInt32BE(views[i]!.byteLength);
+    pieces.push(bytes.subarray(at, f.at - 4), length, views[i]!); // 0xc6 stays; its length is the view's
+    at = f.at + f.length;
+  });
+  pieces.push(bytes.subarray(at));
+  return pieces;
+}
+
+/** What stands in for a large bin in encodeStatePieces' skeleton: the smallest bin the layout scan names. */
+const PLACEHOLDER = new Uint8Array(MIN_FIELD_BYTES);
+const MAX_BIN32_BYTES = 0xffffffff;
+
+/** A copy of the sorted tree with each bin of LARGE_BIN_BYTES or more replaced by `by()`, collected in `into`. */
+function replaceLargeBins(tree: unknown, by: () => Uint8Array, into: Uint8Array[]): unknown {
+  const walk = (v: unknown): unknown => {
+    if (v instanceof Uint8Array) {
+      if (v.byteLength < LARGE_BIN_BYTES) return v;
+      into.push(v);
+      return by();
+    }
+    if (Array.isArray(v)) return v.map(walk);
+    if (v instanceof Map) return new Map([...v].map(([k, x]) => [k, walk(x)]));
+    return v;
+  };
+  return walk(tree);
+}
+
+function packTree(tree: unknown): Buffer {
+  // A fresh Packr per payload: a shared one hands out views into a reused buffer.
+  const packr = new Packr(OPTIONS);
+  const size = sizeWithLargeBins(tree);
+  if (size === null) return packr.pack(tree);
+  // Large bins (a model's typed-array state): pack into a buffer of the payload's size (+ headroom).
+  // Left to itself the codec grows its buffer by 1.25x and copies, so a 269 MB state passed
+  // through 112 MB and 336 MB buffers (paging in both) and the payload kept 67 MB of slack.
+  packr.useBuffer(Buffer.allocUnsafeSlow(size + codecHeadroom(tree)));
+  try {
+    return packr.pack(tree);
+  } finally {
+    // The codec keeps its last buffer for the next payload: hand it a small one, not this payload.
+    packr.useBuffer(Buffer.allocUnsafe(8192));
+  }
+}
+
+/** Bins from this size are counted apart when sizing a payload (the codec writes them as bin32). */
+const LARGE_BIN_BYTES = MIN_FIELD_BYTES;
+/** Below this many bytes of large bins the codec's own buffer growth is cheap enough. */
+const PRESIZE_FROM_BYTES = 1024 * 1024;
+
+/**
+ * The exact encoded size of `tree` when its large bins add up to PRESIZE_FROM_BYTES or more, else
+ * null: the tree with each large bin emptied is packed (a few bytes), then each bin adds its length
+ * and 3 header bytes (an empty bin is 0xc4 0x00, a bin32 is 0xc6 and a 4-byte length).
+ */
+function sizeWithLargeBins(tree: unknown): number | null {
+  const views: Uint8Array[] = [];
+  const skeleton = replaceLargeBins(tree, () => EMPTY, views);
+  const large = views.reduce((n, v) => n + v.byteLength, 0);
+  if (large < PRESIZE_FROM_BYTES) return null;
+  return new Packr(OPTIONS).pack(skeleton).length + large + 3 * views.length;
+}
+
+/**
+ * Room the codec wants past the bytes it writes: 10 bytes always, and before each string it
+ * reserves the string's worst case (3 bytes per UTF-16 unit and a header) whether it needs it or not.
+ */
+function codecHeadroom(tree: unknown): number {
+  let longest = 0;
+  const walk = (v: unknown): void => {
+    if (typeof v === 'string') longest = Math.max(longest, v.length);
+    else if (Array.isArray(v)) v.forEach(walk);
+    else if (v instanceof Map)
+      for (const [k, x] of v) {
+        walk(k);
+        walk(x);
+      }
+  };
+  walk(tree);
+  return 3 * longest + 32;
+}
+
+const EMPTY = new Uint8Array(0);
 
 const transient = new Packr(OPTIONS);
 

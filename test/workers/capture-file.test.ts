@@ -100,4 +100,56 @@ describe('capture-file-v1 (TypeScript worker)', () => {
     await w.stop();
     rmSync(dir, { recursive: true, force: true });
   });
+
+  it("a large state is held as the model's own arrays: WritePayload writes the streamed capture's bytes, and a step before it shows", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'detsim-capture-pieces-'));
+    const lif = { agentId: 'a-lif', model: 'lif', params: { neurons: 200_000 }, seed: 7, stepDuration: STEP_60HZ };
+    const w = await spawnWorker('agent', 'w-cf-lif', ['--store-dir', dir]);
+    try {
+      resultOf(
+        await w.client.callUnchecked(METHODS.agentInitialize, scope(0), { agents: [{ ...lif, observation: OBS }] }),
+      );
+      const stepOnce = async (k: number) => {
+        const p = await w.client.call(METHODS.agentPrepare, scope(k), { agents: [{ agentId: 'a-lif' }] });
+        resultOf(p);
+        const agents = [{ agentId: 'a-lif', preparedRequestId: p.requestId, observation: OBS, rewards: [] }];
+        resultOf(await w.client.call(METHODS.agentCommit, scope(k), { agents }));
+      };
+      await stepOnce(0);
+      const streamed = await w.client.call(METHODS.capture, scope(1), { checkpointId: 'ck-p', agentId: 'a-lif' });
+      const bytes = streamed.attachment!;
+      expect(bytes.byteLength).toBeGreaterThan(2_400_000); // 12 bytes per neuron: pieces, not one copy
+      const holdAndWrite = async (name: string, between?: () => Promise<void>) => {
+        const held = await w.client.call(METHODS.capture, scope(1), {
+          checkpointId: 'ck-p',
+          agentId: 'a-lif',
+          hold: true,
+        });
+        const reported = resultOf<CaptureResult>(held).payload;
+        await between?.();
+        const tmp = join(dir, `tmp-${name}.flysess`);
+        writeFileSync(tmp, Buffer.alloc(8 + bytes.byteLength, 0xee));
+        const params = { captureRequestId: held.requestId, file: { path: tmp, offset: '8' } };
+        resultOf(await w.client.call(METHODS.writePayload, scope(1), params));
+        const written = readFileSync(tmp).subarray(8);
+        return { reported, written, same: createHash('sha256').update(written).digest('hex') === reported.digest };
+      };
+      const still = await holdAndWrite('still');
+      expect(still.written.equals(bytes)).toBe(true);
+      expect(still.reported).toEqual({
+        byteLength: String(bytes.byteLength),
+        digest: createHash('sha256').update(bytes).digest('hex'),
+      });
+      expect(still.same).toBe(true);
+      // The coordinator never steps a group between a held Capture and its WritePayload; if the
+      // state did change, the bytes written no longer hash to the digest reported, which the file
+      // seal refuses (audit_payload_digest_mismatch), so the change cannot go unnoticed.
+      const moved = await holdAndWrite('moved', () => stepOnce(1));
+      expect(moved.same).toBe(false);
+      expect(moved.written.byteLength).toBe(bytes.byteLength);
+    } finally {
+      await w.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });

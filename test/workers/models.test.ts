@@ -12,7 +12,9 @@ import { RationalNs } from '../../core/formats/scalars.js';
 import { forage } from '../../workers/models/forage.js';
 import { lif } from '../../workers/models/lif.js';
 import { walker } from '../../workers/models/walker.js';
-import { decodeState, encodeState } from '../../workers/state-codec.js';
+import { decodeState, encodeState, encodeStatePieces } from '../../workers/state-codec.js';
+import { Packr } from 'msgpackr';
+import fc from 'fast-check';
 import { TickClock } from '../../workers/tick-clock.js';
 
 const MS = RationalNs.of(1_000_000n, 1n);
@@ -113,12 +115,96 @@ describe('state codec', () => {
     expect(back.a.z).toEqual([1.5, 'q']);
   });
 
+  it('a state with large bins encodes to the bytes msgpackr gives on its own, in a buffer of about their size', () => {
+    // The reference: msgpackr with the codec's options over the same sorted tree, left to grow its buffer.
+    const reference = (v: unknown): Buffer =>
+      new Packr({ useRecords: false, variableMapSize: true }).pack(sortedTree(v));
+    const bin = (n: number, seed: number) => Uint8Array.from({ length: n }, (_, i) => (i * 13 + seed) & 0xff);
+    const small = fc.oneof(
+      fc.integer(),
+      fc.double({ noNaN: true, noDefaultInfinity: true }),
+      fc.string(),
+      fc.boolean(),
+    );
+    const state = fc.record({
+      big: fc.array(fc.integer({ min: 64 * 1024, max: 700 * 1024 }), { minLength: 1, maxLength: 3 }),
+      tiny: fc.array(fc.integer({ min: 0, max: 300 }), { maxLength: 3 }),
+      extra: fc.dictionary(fc.string({ maxLength: 6 }), small, { maxKeys: 5 }),
+    });
+    fc.assert(
+      fc.property(state, ({ big, tiny, extra }) => {
+        const value = {
+          ...extra,
+          fields: Object.fromEntries(big.map((n, i) => [`f${i}`, bin(n, i)])),
+          list: tiny.map((n, i) => bin(n, i + 7)),
+        };
+        const bytes = encodeState(value);
+        expect(bytes.equals(reference(value))).toBe(true);
+        if (big.reduce((a, b) => a + b, 0) >= 1024 * 1024) {
+          expect(bytes.byteOffset).toBe(0);
+          // Never grown (the codec grows by 25% at least): what is left is the codec's headroom.
+          expect(bytes.buffer.byteLength - bytes.byteLength).toBeLessThan(4096);
+        }
+      }),
+      { numRuns: 25 },
+    );
+  });
+
+  it("encodeStatePieces gives encodeState's bytes, its large bins as the model's own arrays (no copy)", () => {
+    const bin = (n: number, seed: number) => Uint8Array.from({ length: n }, (_, i) => (i * 29 + seed) & 0xff);
+    const small = fc.oneof(
+      fc.integer(),
+      fc.double({ noNaN: true, noDefaultInfinity: true }),
+      fc.string(),
+      fc.boolean(),
+    );
+    const state = fc.record({
+      big: fc.array(fc.integer({ min: 64 * 1024, max: 700 * 1024 }), { minLength: 1, maxLength: 3 }),
+      tiny: fc.array(fc.integer({ min: 0, max: 300 }), { maxLength: 3 }),
+      extra: fc.dictionary(fc.string({ maxLength: 6 }), small, { maxKeys: 5 }),
+    });
+    fc.assert(
+      fc.property(state, ({ big, tiny, extra }) => {
+        const arrays = big.map((n, i) => bin(n, i));
+        const value = {
+          ...extra,
+          fields: arrays,
+          list: tiny.map((n, i) => bin(n, i + 7)),
+          nested: { last: arrays[0]! },
+        };
+        const pieces = encodeStatePieces(value);
+        expect(Buffer.concat(pieces).equals(encodeState(value))).toBe(true);
+        const total = big.reduce((a, b) => a + b, 0) + big[0]!;
+        // A layout with 1 MiB of large bins comes apart; the arrays are the pieces themselves.
+        if (total >= 1024 * 1024) for (const a of arrays) expect(pieces).toContain(a);
+        else expect(pieces).toHaveLength(1);
+      }),
+      { numRuns: 25 },
+    );
+    // A key the layout scan cannot name (not ASCII): one piece, still the same bytes.
+    const odd = { clé: bin(2 * 1024 * 1024, 1) };
+    expect(encodeStatePieces(odd)).toHaveLength(1);
+    expect(Buffer.from(encodeStatePieces(odd)[0]!).equals(encodeState(odd))).toBe(true);
+  });
+
   it('refuses typed arrays other than Uint8Array and non-finite numbers', () => {
     expect(() => encodeState({ m: new Float64Array(2) })).toThrow(/Float64Array must be passed as a Uint8Array view/);
     expect(() => encodeState({ v: NaN })).toThrow(/finite/);
     expect(() => encodeState({ d: new Date(0) })).toThrow(/plain data/);
   });
 });
+
+/** Plain data with every object's keys in sorted order (as Maps), the way the codec orders them. */
+function sortedTree(v: unknown): unknown {
+  if (v instanceof Uint8Array || v === null || typeof v !== 'object') return v;
+  if (Array.isArray(v)) return v.map(sortedTree);
+  const o = v as Record<string, unknown>;
+  return new Map(
+    Object.keys(o)
+      .sort()
+      .map((k) => [k, sortedTree(o[k])]),
+  );
+}
 
 function obsAt(k: number): Record<string, unknown> {
   if (k % 11 === 5) return { x: 0, y: 0 }; // no food offset
