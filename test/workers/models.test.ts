@@ -119,20 +119,8 @@ describe('state codec', () => {
     // The reference: msgpackr with the codec's options over the same sorted tree, left to grow its buffer.
     const reference = (v: unknown): Buffer =>
       new Packr({ useRecords: false, variableMapSize: true }).pack(sortedTree(v));
-    const bin = (n: number, seed: number) => Uint8Array.from({ length: n }, (_, i) => (i * 13 + seed) & 0xff);
-    const small = fc.oneof(
-      fc.integer(),
-      fc.double({ noNaN: true, noDefaultInfinity: true }),
-      fc.string(),
-      fc.boolean(),
-    );
-    const state = fc.record({
-      big: fc.array(fc.integer({ min: 64 * 1024, max: 700 * 1024 }), { minLength: 1, maxLength: 3 }),
-      tiny: fc.array(fc.integer({ min: 0, max: 300 }), { maxLength: 3 }),
-      extra: fc.dictionary(fc.string({ maxLength: 6 }), small, { maxKeys: 5 }),
-    });
     fc.assert(
-      fc.property(state, ({ big, tiny, extra }) => {
+      fc.property(stateWithBins, ({ big, tiny, extra }) => {
         const value = {
           ...extra,
           fields: Object.fromEntries(big.map((n, i) => [`f${i}`, bin(n, i)])),
@@ -151,20 +139,8 @@ describe('state codec', () => {
   });
 
   it("encodeStatePieces gives encodeState's bytes, its large bins as the model's own arrays (no copy)", () => {
-    const bin = (n: number, seed: number) => Uint8Array.from({ length: n }, (_, i) => (i * 29 + seed) & 0xff);
-    const small = fc.oneof(
-      fc.integer(),
-      fc.double({ noNaN: true, noDefaultInfinity: true }),
-      fc.string(),
-      fc.boolean(),
-    );
-    const state = fc.record({
-      big: fc.array(fc.integer({ min: 64 * 1024, max: 700 * 1024 }), { minLength: 1, maxLength: 3 }),
-      tiny: fc.array(fc.integer({ min: 0, max: 300 }), { maxLength: 3 }),
-      extra: fc.dictionary(fc.string({ maxLength: 6 }), small, { maxKeys: 5 }),
-    });
     fc.assert(
-      fc.property(state, ({ big, tiny, extra }) => {
+      fc.property(stateWithBins, ({ big, tiny, extra }) => {
         const arrays = big.map((n, i) => bin(n, i));
         const value = {
           ...extra,
@@ -192,6 +168,20 @@ describe('state codec', () => {
     expect(() => encodeState({ v: NaN })).toThrow(/finite/);
     expect(() => encodeState({ d: new Date(0) })).toThrow(/plain data/);
   });
+});
+
+/** Bytes of length `n` that differ with `seed`. */
+const bin = (n: number, seed: number) => Uint8Array.from({ length: n }, (_, i) => (i * 13 + seed) & 0xff);
+
+/** A state's makings: large bins (64-700 KiB, 1 to 3 of them), small bins, and small scalars by key. */
+const stateWithBins = fc.record({
+  big: fc.array(fc.integer({ min: 64 * 1024, max: 700 * 1024 }), { minLength: 1, maxLength: 3 }),
+  tiny: fc.array(fc.integer({ min: 0, max: 300 }), { maxLength: 3 }),
+  extra: fc.dictionary(
+    fc.string({ maxLength: 6 }),
+    fc.oneof(fc.integer(), fc.double({ noNaN: true, noDefaultInfinity: true }), fc.string(), fc.boolean()),
+    { maxKeys: 5 },
+  ),
 });
 
 /** Plain data with every object's keys in sorted order (as Maps), the way the codec orders them. */
