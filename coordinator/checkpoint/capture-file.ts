@@ -18,7 +18,8 @@ import { DetsimError } from '../../core/formats/errors.js';
 import type { Id, Scope } from '../../core/formats/scalars.js';
 import { CAPABILITIES, METHODS } from '../../core/protocol/index.js';
 import type { LaunchedWorker } from '../launcher.js';
-import { sealWrittenFile, type DeclaredRange, type FileSealOptions } from '../store/file-seal.js';
+import { type DeclaredRange, type FileSealOptions } from '../store/file-seal.js';
+import { sealFileOffLoop } from '../store/seal-thread.js';
 import { generationTemp } from '../store/store.js';
 import type { DeferredEnvelope } from '../store/writer.js';
 import { writeRange, type SpillOptions, type StreamedPayloads } from './capture-spill.js';
@@ -86,7 +87,7 @@ export async function writeEnvelopeFile(
     envelope: {
       byteLength: draft.layout.totalBytes,
       memoryBytes: draft.head.byteLength,
-      seal: () => sealWrittenFile(path, draft.layout, declared, hooks),
+      seal: () => sealFileOffLoop(path, draft.layout, declared, hooks),
       discard,
     },
   };

@@ -4,11 +4,12 @@
 // or whole-envelope buffer; Node Buffers stop at 4 GiB, single reads at 2 GiB).
 // NOT the layout (core/formats/envelope.ts), NOT the fsync/rename/commit (store.ts does those).
 import { createHash, type Hash } from 'node:crypto';
+import { closeSync, openSync, writeSync } from 'node:fs';
 import { open, type FileHandle } from 'node:fs/promises';
 import { envelopeFooter, type EnvelopeLayout } from '../../core/formats/envelope.js';
 import { DetsimError } from '../../core/formats/errors.js';
 import type { Digest, Id } from '../../core/formats/scalars.js';
-import { eachWindow, WINDOW_BYTES } from './file-window.js';
+import { eachWindow, eachWindowSync, WINDOW_BYTES } from './file-window.js';
 import type { WrittenEnvelope } from './store.js';
 
 /** Bytes read and hashed per read of a file seal (one cache-sized window; the event loop turns every 1 MiB). */
@@ -39,6 +40,8 @@ interface RangeCheck {
  * Hash [0, footerOffset) of the temp file in one pass (each byte read once; a byte inside a declared
  * payload feeds two hashes: the prefix and its payload's check), refuse a payload whose bytes differ
  * from its reported digest, then write the footer. Each byte is read once and hashed at most twice.
+ * On the event loop, a turn every 1 MiB (small files, tests); sealFileOffLoop (seal-thread.ts) runs
+ * sealWrittenFileSync on the sealing thread for large ones.
  */
 export async function sealWrittenFile(
   path: string,
@@ -50,38 +53,79 @@ export async function sealWrittenFile(
   const fh = await open(path, 'r+');
   try {
     options.onAllocate?.(Math.min(chunkBytes, layout.footerOffset));
-    const prefix = createHash('sha256');
-    const checks: RangeCheck[] = [...declared]
-      .sort((x, y) => x.offset - y.offset)
-      .map((range) => ({ range, hash: createHash('sha256') }));
-    const reached = await eachWindow(
-      fh,
-      0,
-      layout.footerOffset,
-      (view, at) => {
-        prefix.update(view);
-        const end = at + view.length;
-        for (const c of checks) {
-          const from = Math.max(at, c.range.offset);
-          const stop = Math.min(end, c.range.offset + c.range.byteLength);
-          if (from < stop) c.hash.update(view.subarray(from - at, stop - at));
-        }
-      },
-      chunkBytes,
-    );
-    if (reached < layout.footerOffset)
-      throw new DetsimError(
-        'audit_envelope_length',
-        `the envelope temp file ends at ${reached} bytes, its layout puts the footer at ${layout.footerOffset}`,
-        'footer',
-      );
-    // In file order: the first payload whose bytes differ is the one refused.
-    for (const c of checks) checkRange(c);
-    const footer = envelopeFooter(layout.totalBytes, prefix.copy().digest());
+    const pass = new SealPass(layout, declared);
+    pass.reached(await eachWindow(fh, 0, layout.footerOffset, pass.use, chunkBytes));
+    const { footer, written } = pass.finish();
     await writeFully(fh, footer, layout.footerOffset);
-    return { written: true, byteLength: layout.totalBytes, envelopeDigest: prefix.update(footer).digest('hex') };
+    return written;
   } finally {
     await fh.close().catch(() => undefined);
+  }
+}
+
+/** sealWrittenFile in one synchronous call: for the sealing thread, whose loop nothing else shares. */
+export function sealWrittenFileSync(
+  path: string,
+  layout: EnvelopeLayout,
+  declared: readonly DeclaredRange[],
+): WrittenEnvelope {
+  const fd = openSync(path, 'r+');
+  try {
+    const pass = new SealPass(layout, declared);
+    pass.reached(eachWindowSync(fd, 0, layout.footerOffset, pass.use));
+    const { footer, written } = pass.finish();
+    for (let at = 0; at < footer.byteLength;) {
+      const n = writeSync(fd, footer, at, footer.byteLength - at, layout.footerOffset + at);
+      if (n === 0) throw new Error(`write made no progress at offset ${layout.footerOffset + at}`);
+      at += n;
+    }
+    return written;
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** The hashes of one seal pass: the prefix, and each declared range's check. */
+class SealPass {
+  private readonly prefix = createHash('sha256');
+  private readonly checks: RangeCheck[];
+
+  constructor(
+    private readonly layout: EnvelopeLayout,
+    declared: readonly DeclaredRange[],
+  ) {
+    this.checks = [...declared]
+      .sort((x, y) => x.offset - y.offset)
+      .map((range) => ({ range, hash: createHash('sha256') }));
+  }
+
+  /** Feed the bytes at `at` of the file to the prefix and to the checks of the ranges they fall in. */
+  readonly use = (view: Buffer, at: number): void => {
+    this.prefix.update(view);
+    const end = at + view.length;
+    for (const c of this.checks) {
+      const from = Math.max(at, c.range.offset);
+      const stop = Math.min(end, c.range.offset + c.range.byteLength);
+      if (from < stop) c.hash.update(view.subarray(from - at, stop - at));
+    }
+  };
+
+  /** The pass read up to `reached`: short of the footer's offset, the file is refused. */
+  reached(reached: number): void {
+    if (reached < this.layout.footerOffset)
+      throw new DetsimError(
+        'audit_envelope_length',
+        `the envelope temp file ends at ${reached} bytes, its layout puts the footer at ${this.layout.footerOffset}`,
+        'footer',
+      );
+  }
+
+  /** Check every range (in file order: the first that differs is refused), then the footer and digest. */
+  finish(): { footer: Uint8Array; written: WrittenEnvelope } {
+    for (const c of this.checks) checkRange(c);
+    const footer = envelopeFooter(this.layout.totalBytes, this.prefix.copy().digest());
+    const envelopeDigest = this.prefix.update(footer).digest('hex');
+    return { footer, written: { written: true, byteLength: this.layout.totalBytes, envelopeDigest } };
   }
 }
 

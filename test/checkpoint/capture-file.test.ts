@@ -2,7 +2,7 @@
 // straight into the store's temp file is byte-identical to the streamed path's; no payload byte
 // travels through the coordinator; the seal pass reads in bounded chunks; a mixed fleet (TypeScript
 // workers write, the Rust worker streams) gives the same bytes and restores.
-import { readFileSync } from 'node:fs';
+import { closeSync, openSync, readFileSync, readSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { captureGroup } from '../../coordinator/checkpoint/capture.js';
@@ -10,6 +10,7 @@ import { storeDirOf } from '../../coordinator/checkpoint/checkpointing.js';
 import { restoreGroup } from '../../coordinator/checkpoint/restore.js';
 import type { RunPlan } from '../../coordinator/config.js';
 import { decodeEnvelope } from '../../core/formats/envelope.js';
+import { THREAD_SEAL_MIN_BYTES } from '../../coordinator/store/seal-thread.js';
 import { CAPABILITIES, METHODS } from '../../core/protocol/index.js';
 import { prepareRuntimesFor } from '../cross-lang/example-runtimes.js';
 import { LIF, planOf, startSession, type Session } from './harness.js';
@@ -73,6 +74,40 @@ describe('co-located capture (capture-file-v1)', () => {
     expect(largest).toBeGreaterThan(chunk * 2);
     expect(local.maxAlloc).toBe(chunk);
     expect((await local.s.ck.store.scan()).temporaries).toEqual([]);
+  }, 180_000);
+
+  it('an envelope of 8 MiB or more (sealed on the sealing thread) has the same bytes, and a damaged payload still fails the save naming it', async () => {
+    const plan = LIF(400_000); // 2 agents x 12 bytes per neuron: a 9.6 MB envelope
+    const local = await committedAt(plan, 1, 'ckpt-e1-1');
+    const streamed = await committedAt(plan, 1, 'ckpt-e1-1', { streamed: true });
+    expect(local.file.byteLength).toBeGreaterThan(THREAD_SEAL_MIN_BYTES);
+    expect(local.file.equals(streamed.file)).toBe(true);
+    // The sealing thread's refusal crosses back as the same seal_failed, naming the payload.
+    const s = local.s;
+    const victim = s.fleet.agents[0]!;
+    const orig = victim.client.call.bind(victim.client);
+    victim.client.call = async (method, scope, params, o) => {
+      const rep = await orig(method, scope, params, o);
+      if (method === METHODS.writePayload && rep.reply.type === 'result') {
+        const { path, offset } = (params as { file: { path: string; offset: string } }).file;
+        const fd = openSync(path, 'r+');
+        const at = Number(offset) + 1_000_000;
+        const b = Buffer.alloc(1);
+        readSync(fd, b, 0, 1, at);
+        b[0]! ^= 0xff;
+        writeSync(fd, b, 0, 1, at);
+        closeSync(fd);
+      }
+      return rep;
+    };
+    await s.group.step();
+    const rec = await captureGroup(s.group, { checkpointId: 'ckpt-e1-2' });
+    const outcome = await rec.ticket.wait(60_000);
+    expect(outcome).toMatchObject({ kind: 'Failed', reason: 'seal_failed' });
+    expect(outcome.kind === 'Failed' && outcome.message).toContain(
+      `payload "agent-${victim.plan.agentIds[0]}": its bytes hash to`,
+    );
+    expect(s.ck.store.highWater()?.checkpointId).toBe('ckpt-e1-1');
   }, 180_000);
 
   it('a superseded hot capture removes its temp file; the durable one in flight and the newer hot one commit', async () => {
