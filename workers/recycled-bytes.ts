@@ -2,7 +2,7 @@
 // restore replaced the state that held it): the next restore reads a large state field of the
 // same length into it (payload-scatter.ts) instead of into fresh memory. Why: a fresh 12 MB field
 // costs its page faults, and the external-memory garbage collections that a new ArrayBuffer per
-// restore sets off, in every worker on every restore (bench/README.md, "recycled field memory").
+// restore sets off, in every worker on every restore (bench/README.md, "Recycled field memory").
 // Every byte of a reused buffer is overwritten by the read (or the read is refused), so nothing
 // of the old state can reach the new one. NOT the owned-bytes handover (the other direction) and
 // NOT a general allocator: only whole ArrayBuffers of field size, matched by exact length.

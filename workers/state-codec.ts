@@ -45,7 +45,7 @@ export function encodeState(value: unknown): Buffer {
  * The same bytes as encodeState, as pieces to be written in order: the payload's own bytes around
  * its large bins (copied, small) and each large bin as the very Uint8Array the model returned, not
  * copied. So the pieces stay right only while the model's arrays do not change: for a held capture
- * (capture-file.md), which the group writes before it steps again, and whose bytes the file seal
+ * (docs/spec/capture-file.md), which the group writes before it steps again, and whose bytes the file seal
  * checks against the digest. One piece (encodeState's buffer) when no large bins add up to 1 MiB
  * or their layout cannot be named exactly (state-layout.ts).
  */

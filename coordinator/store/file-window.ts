@@ -3,7 +3,7 @@
 // the event loop gets a turn (worker replies, timers, the step loop). Why not large asynchronous
 // reads: on a VM with low memory bandwidth, copying 1-4 MiB chunks out of the page cache costs more
 // than the SHA-256 over them (24 MB: ≈ 19 ms through a 4 MiB buffer, ≈ 5 ms through 128 KiB; see
-// bench/README.md, "a cache-sized read window"), and each asynchronous read is a thread-pool round
+// bench/README.md, "A cache-sized verify window"), and each asynchronous read is a thread-pool round
 // trip. Used by the verify pass (generation-reader.ts) and the file seal (file-seal.ts, which on the
 // sealing thread reads without yielding: eachWindowSync).
 // NOT hashing, NOT any check: callers decide what a short file means.
