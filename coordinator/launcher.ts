@@ -745,13 +745,44 @@ export async function launchFleet(plan: RunPlan, opts: LaunchOptions): Promise<F
     const launched = await Promise.all(attempts);
     return new Fleet(launched[0]!, launched.slice(1), instances, socketDir, logger);
   } catch (e) {
-    // The first failure is the cause; kill everyone, let the other attempts settle, then clean up.
-    logger.error({ err: (e as Error).message }, 'launch failed');
+    // The first failure is the cause (or, when the shared start-up budget ran out, the one the
+    // budget rule names); kill everyone, let the other attempts settle, then clean up.
+    const cause = ranOutOfStartup(e) ? await whoRanOutOfStartup(attempts, e) : e;
+    logger.error({ err: (cause as Error).message }, 'launch failed');
     for (const p of instances) p.kill();
     await Promise.allSettled(attempts);
     for (const w of connected) w.client.close();
     await killAll(instances, 0);
     if (socketDir) rmSync(socketDir, { recursive: true, force: true });
-    throw e;
+    throw cause;
   }
+}
+
+/** How long past the first start-up deadline the others may take to report theirs. */
+const STARTUP_SETTLE_GRACE_MS = 2_000;
+
+function ranOutOfStartup(e: unknown): e is RunFailure {
+  return e instanceof RunFailure && (e.kind === 'never-ready' || e.kind === 'deadline');
+}
+
+/**
+ * Every worker shares one start-up budget, so when it runs out on a slow machine a healthy worker's
+ * Hello and a silent worker's ready line time out together, in timer order. Which one reports
+ * must not depend on that race: once the others settle (each is bounded by the same budget), the
+ * first worker in plan order that never became ready is the cause, else the first that failed.
+ */
+export async function whoRanOutOfStartup(
+  attempts: Promise<unknown>[],
+  first: RunFailure,
+  graceMs = STARTUP_SETTLE_GRACE_MS,
+): Promise<unknown> {
+  let grace: NodeJS.Timeout | undefined;
+  const settled = await Promise.race([
+    Promise.allSettled(attempts),
+    new Promise<undefined>((done) => (grace = setTimeout(() => done(undefined), graceMs))),
+  ]);
+  clearTimeout(grace);
+  if (settled === undefined) return first;
+  const failures = settled.flatMap((r) => (r.status === 'rejected' ? [r.reason as unknown] : []));
+  return failures.find((f) => f instanceof RunFailure && f.kind === 'never-ready') ?? failures[0] ?? first;
 }

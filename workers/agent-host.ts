@@ -106,6 +106,23 @@ interface AgentSlot extends AgentIdentity, AgentTimeline {
 /** The body identity of every Prepare entry: it holds nothing but the agent id, which is in the key. */
 const PREPARE_BODY = (): string => '';
 
+/**
+ * The ticks this Prepare runs. A clock that would leave U64 fails the agent as the Rust worker does
+ * (BACKEND_FAILURE, mutation unknown): the run cannot go on with a time it cannot represent.
+ */
+function advanceClock(slot: AgentSlot): bigint {
+  try {
+    return slot.clock.advance();
+  } catch (e) {
+    slot.phase = 'failed';
+    throw new ProtocolRefusal(
+      'BACKEND_FAILURE',
+      `agent ${slot.agentId}: prepare failed: ${(e as Error).message}`,
+      'unknown',
+    );
+  }
+}
+
 function readEntries(params: JsonObject, allowed: readonly string[], method: string): JsonObject[] {
   refuseUnknownFields(params, ['agents'], 'params');
   const list = params.agents;
@@ -352,7 +369,7 @@ export class AgentHost {
         continue;
       }
       const slot = p.slot;
-      const ticks = slot.clock.advance();
+      const ticks = advanceClock(slot);
       const decision = this.runModel(slot, 'prepare', () =>
         slot.model.prepare(slot.state, {
           agentId: slot.agentId,

@@ -1,7 +1,8 @@
 // The exact rational tick accumulator of docs/spec/lockstep.md: per Prepare, acc += stepDuration;
 // ticks = floor(acc / tick); acc -= ticks * tick. Held as integers over a common denominator so
 // the hot path is bigint add/divide only. Not the model: it only says how many ticks to run.
-import { RationalNs } from '../core/formats/scalars.js';
+import { DetsimError } from '../core/formats/errors.js';
+import { RationalNs, U64_MAX } from '../core/formats/scalars.js';
 
 export class TickClock {
   private readonly den: bigint;
@@ -30,12 +31,18 @@ export class TickClock {
     this.brainTicks = brainTicks;
   }
 
-  /** Advance by one world step; returns the ticks to run now. */
+  /**
+   * Advance by one world step; returns the ticks to run now. Ticks or a total beyond U64 are an
+   * error (struct_rational_overflow, as the Rust port says it) and leave the clock unchanged.
+   */
   advance(): bigint {
     const acc = this.remUnits + this.stepUnits;
     const ticks = acc / this.tickUnits;
+    if (ticks > U64_MAX) throw new DetsimError('struct_rational_overflow', 'tick clock: ticks beyond U64');
+    const total = this.brainTicks + ticks;
+    if (total > U64_MAX) throw new DetsimError('struct_rational_overflow', 'tick clock: brainTicks beyond U64');
     this.remUnits = acc - ticks * this.tickUnits;
-    this.brainTicks += ticks;
+    this.brainTicks = total;
     return ticks;
   }
 

@@ -4,7 +4,7 @@
 // worker, agents, step and phase, records the failure, and leaves no process behind.
 import { describe, expect, it } from 'vitest';
 import { resolveConfig, type RunPlan, type Transport } from '../../coordinator/config.js';
-import type { Fleet } from '../../coordinator/launcher.js';
+import { whoRanOutOfStartup, type Fleet } from '../../coordinator/launcher.js';
 import { RunFailure } from '../../coordinator/run-failure.js';
 import { runSession, type RunOptions } from '../../coordinator/run.js';
 import { childPids, isAlive, readRun, tmpOut } from './helpers.js';
@@ -143,8 +143,8 @@ describe('run failures', () => {
   it('a worker that never becomes ready is reported as such, and nothing is left running', async () => {
     const out = tmpOut();
     const t0 = Date.now();
-    // The environment worker is a real process that never prints its ready line. (Its start-up
-    // timer is the first one armed, so it is reported even if the machine is slow for everyone.)
+    // The environment worker is a real process that never prints its ready line. (If the machine is
+    // slow for everyone, the others' Hello may time out first; the budget rule still names it.)
     const failure = await failingRun(plan({ startupMs: 2_500 }), {
       outDir: out,
       hooks: {
@@ -183,4 +183,28 @@ describe('run failures', () => {
     expect(failure.message).toMatch(/exited before it was ready \(exit code 3\)/);
     expect(childPids()).toEqual([]);
   }, 120_000);
+});
+
+describe('the shared start-up budget', () => {
+  const where = (workerId: string) => ({ workerId, agentIds: [], step: null, phase: 'startup' as const });
+  const after = (ms: number, f: RunFailure) => new Promise<never>((_, rej) => setTimeout(() => rej(f), ms));
+
+  it('names the worker that never became ready even when a healthy Hello timed out first', async () => {
+    const hello = new RunFailure('deadline', 'no reply within the start-up deadline', where('worker-0'));
+    const silent = new RunFailure('never-ready', 'no ready line', where('worker-env'));
+    const attempts = [after(5, hello), Promise.resolve('ready'), after(150, silent)];
+    attempts.forEach((a) => a.catch(() => {}));
+    await expect(whoRanOutOfStartup(attempts, hello)).resolves.toBe(silent);
+  });
+
+  it('keeps the first failure when nobody was silent, or when another attempt does not settle in the grace', async () => {
+    const a = new RunFailure('deadline', 'a', where('worker-0'));
+    const b = new RunFailure('deadline', 'b', where('worker-1'));
+    const both = [after(40, a), after(5, b)];
+    both.forEach((x) => x.catch(() => {}));
+    // Plan order, not completion order: worker-0 is named though worker-1 failed first.
+    await expect(whoRanOutOfStartup(both, b)).resolves.toBe(a);
+    const hung = [after(5, b), new Promise<never>(() => {})];
+    await expect(whoRanOutOfStartup(hung, b, 50)).resolves.toBe(b);
+  });
 });

@@ -8,7 +8,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { canonicalDigest } from '../../core/formats/canonical-json.js';
-import { RationalNs } from '../../core/formats/scalars.js';
+import { RationalNs, U64_MAX } from '../../core/formats/scalars.js';
 import { forage } from '../../workers/models/forage.js';
 import { lif } from '../../workers/models/lif.js';
 import { walker } from '../../workers/models/walker.js';
@@ -101,6 +101,18 @@ describe('TickClock', () => {
     const b = new TickClock(RationalNs.of(50_000_000n, 3n), MS, a.remainder, a.brainTicks);
     for (let i = 0; i < 10; i++) expect(b.advance()).toBe(a.advance());
     expect(b.brainTicks).toBe(a.brainTicks);
+  });
+
+  it('refuses ticks or a total beyond U64 and leaves the clock as it was', () => {
+    const oneNs = RationalNs.of(1n, 1n);
+    const total = new TickClock(oneNs, oneNs, RationalNs.ZERO, U64_MAX);
+    expect(() => total.advance()).toThrow(/brainTicks beyond U64/);
+    expect(total.brainTicks).toBe(U64_MAX);
+    // 2^64 ticks in one step: 2^40 ns steps of 2^-24 ns ticks.
+    const step = new TickClock(RationalNs.of(2n ** 40n, 1n), RationalNs.of(1n, 2n ** 24n));
+    expect(() => step.advance()).toThrow(/ticks beyond U64/);
+    expect(step.brainTicks).toBe(0n);
+    expect(step.remainder.toJSON()).toEqual({ numerator: '0', denominator: '1' });
   });
 });
 

@@ -221,7 +221,11 @@ class AgentHost:
                 slot.prepared_ids.add(req.request_id)
                 out.append(cached)
                 continue
-            ticks = slot.clock.advance()
+            try:
+                ticks = slot.clock.advance()
+            except OverflowError as e:
+                slot.phase = 'failed'
+                raise ProtocolRefusal('BACKEND_FAILURE', f'agent {slot.agent_id}: prepare failed: {e}', 'unknown') from None
             decision = self._run_model(slot, 'prepare', lambda: slot.identity.model.prepare(
                 slot.state, AgentPrepareContext(slot.agent_id, slot.committed_step, ticks, slot.observation)))
             if not isinstance(decision, dict):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from .scalars import RationalNs
+from .scalars import U64_MAX, RationalNs
 
 
 def _lcm(a: int, b: int) -> int:
@@ -24,8 +24,13 @@ class TickClock:
         self.brain_ticks = brain_ticks
 
     def advance(self) -> int:
+        """Ticks to run this step; ticks or a total beyond U64 raise and leave the clock unchanged."""
         acc = self.rem_units + self.step_units
         ticks = acc // self.tick_units
+        if ticks > U64_MAX:
+            raise OverflowError('tick clock: ticks beyond U64')
+        if self.brain_ticks + ticks > U64_MAX:
+            raise OverflowError('tick clock: brainTicks beyond U64')
         self.rem_units = acc - ticks * self.tick_units
         self.brain_ticks += ticks
         return ticks

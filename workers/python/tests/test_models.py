@@ -1,16 +1,20 @@
 # The Python built-in models against test/workers/vectors/models-v1.json, the reference vectors the
 # TypeScript and Rust models reproduce: every recorded decision, reward and world digest, bit for bit.
-# Not the protocol (test_protocol.py).
+# The tick clock refuses to leave U64. Not the protocol (test_protocol.py).
 import hashlib
 import json
 from pathlib import Path
+
+import pytest
 
 from detsim_worker.canonical_json import canonical_digest
 from detsim_worker.models.forage import forage
 from detsim_worker.models.lif import lif
 from detsim_worker.models.walker import walker
 from detsim_worker.sdk import AgentCommitContext, AgentInitContext, AgentPrepareContext, EnvironmentAdvanceContext, EnvironmentInitContext
+from detsim_worker.scalars import U64_MAX, RationalNs
 from detsim_worker.state_codec import decode_state, encode_state
+from detsim_worker.tick_clock import TickClock
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 VECTORS = json.loads((REPO_ROOT / 'test' / 'workers' / 'vectors' / 'models-v1.json').read_text('utf-8'))
@@ -68,3 +72,16 @@ def test_state_codec_writes_msgpackr_bytes():
     assert encode_state(2**32) == bytes.fromhex('cb41f0000000000000')
     assert encode_state(b'\x01\x02') == bytes.fromhex('c4020102')
     assert encode_state('x' * 40)[:2] == bytes.fromhex('d928')
+
+
+def test_tick_clock_refuses_to_leave_u64_and_keeps_its_state():
+    one_ns = RationalNs(1, 1)
+    total = TickClock(one_ns, one_ns, RationalNs(0, 1), U64_MAX)
+    with pytest.raises(OverflowError, match='brainTicks beyond U64'):
+        total.advance()
+    assert total.brain_ticks == U64_MAX
+    # 2^64 ticks in one step: 2^40 ns steps of 2^-24 ns ticks.
+    step = TickClock(RationalNs(2**40, 1), RationalNs(1, 2**24))
+    with pytest.raises(OverflowError, match='ticks beyond U64'):
+        step.advance()
+    assert step.brain_ticks == 0 and step.remainder.to_json() == {'numerator': '0', 'denominator': '1'}
