@@ -1,7 +1,9 @@
-// Sealing an envelope that is already in its temp file (capture-file-v1): one streaming pass over
-// the file computes the prefix SHA-256 and checks every producer-reported payload digest, then the
-// footer is written at its offset. Memory stays one chunk whatever the file size (no whole-payload
-// or whole-envelope buffer; Node Buffers stop at 4 GiB, single reads at 2 GiB).
+// Sealing an envelope that is already in its temp file (capture-file-v1): the prefix SHA-256 over
+// the file, a check of every producer-reported payload digest, then the footer at its offset. One
+// streaming pass with both hashes on the event loop (small files), or the two halves as separate
+// synchronous passes that the sealing and checking threads run side by side (large files). Memory
+// stays one window per pass whatever the file size (no whole-payload or whole-envelope buffer;
+// Node Buffers stop at 4 GiB, single reads at 2 GiB).
 // NOT the layout (core/formats/envelope.ts), NOT the fsync/rename/commit (store.ts does those).
 import { createHash, type Hash } from 'node:crypto';
 import { closeSync, openSync, writeSync } from 'node:fs';
@@ -40,8 +42,8 @@ interface RangeCheck {
  * Hash [0, footerOffset) of the temp file in one pass (each byte read once; a byte inside a declared
  * payload feeds two hashes: the prefix and its payload's check), refuse a payload whose bytes differ
  * from its reported digest, then write the footer. Each byte is read once and hashed at most twice.
- * On the event loop, a turn every 1 MiB (small files, tests); sealFileOffLoop (seal-thread.ts) runs
- * sealWrittenFileSync on the sealing thread for large ones.
+ * On the event loop, a turn every 1 MiB (small files, tests); for large ones sealFileOffLoop
+ * (seal-thread.ts) runs the same work as two passes on two threads (sealPrefixSync, checkRangesSync).
  */
 export async function sealWrittenFile(
   path: string,
@@ -63,15 +65,15 @@ export async function sealWrittenFile(
   }
 }
 
-/** sealWrittenFile in one synchronous call: for the sealing thread, whose loop nothing else shares. */
-export function sealWrittenFileSync(
-  path: string,
-  layout: EnvelopeLayout,
-  declared: readonly DeclaredRange[],
-): WrittenEnvelope {
+/**
+ * The prefix half of sealWrittenFile in one synchronous call, for the sealing thread: hash
+ * [0, footerOffset), refuse a short file, write the footer. The payload checks run beside it
+ * (checkRangesSync on the checking thread); the caller fails the save if those fail.
+ */
+export function sealPrefixSync(path: string, layout: EnvelopeLayout): WrittenEnvelope {
   const fd = openSync(path, 'r+');
   try {
-    const pass = new SealPass(layout, declared);
+    const pass = new SealPass(layout, []);
     pass.reached(eachWindowSync(fd, 0, layout.footerOffset, pass.use));
     const { footer, written } = pass.finish();
     for (let at = 0; at < footer.byteLength;) {
@@ -80,6 +82,24 @@ export function sealWrittenFileSync(
       at += n;
     }
     return written;
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/**
+ * The check half in one synchronous call, for the checking thread: hash each declared range of the
+ * file on its own and refuse the first (in file order) whose bytes differ from its reported digest.
+ * A range the file does not reach hashes short and is refused the same way.
+ */
+export function checkRangesSync(path: string, declared: readonly DeclaredRange[]): void {
+  const fd = openSync(path, 'r');
+  try {
+    for (const range of [...declared].sort((x, y) => x.offset - y.offset)) {
+      const hash = createHash('sha256');
+      eachWindowSync(fd, range.offset, range.offset + range.byteLength, (view) => hash.update(view));
+      checkRange({ range, hash });
+    }
   } finally {
     closeSync(fd);
   }

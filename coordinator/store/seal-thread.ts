@@ -1,9 +1,10 @@
-// The writer's sealing thread: seals FLYSESS1 drafts, and envelopes co-located workers wrote into
-// their temp file (the prefix digest and the check of every reported payload digest — all the
-// SHA-256 work of a save) on a worker thread, so a large capture's hashing never runs on the event
-// loop the step loop shares. NOT the envelope format
+// The writer's sealing threads: one seals FLYSESS1 drafts and the prefix of envelopes co-located
+// workers wrote into their temp file, the other checks those envelopes' reported payload digests
+// beside it (all the SHA-256 work of a save), so a large capture's hashing never runs on the event
+// loop the step loop shares and takes one pass of time, not two. NOT the envelope format
 // (formats/envelope.ts seals; this only moves the call), NOT the store or the writer queue.
 import { readlinkSync } from 'node:fs';
+import { open } from 'node:fs/promises';
 import { setPriority } from 'node:os';
 import { ModuleThreadRpc, onModuleThread, serveModuleThread, type ThreadAnswer } from '../module-thread.js';
 import {
@@ -13,7 +14,14 @@ import {
   type EnvelopeDraft,
   type EnvelopeLayout,
 } from '../../core/formats/envelope.js';
-import { sealWrittenFile, sealWrittenFileSync, type DeclaredRange, type FileSealOptions } from './file-seal.js';
+import { isDetsimError } from '../../core/formats/errors.js';
+import {
+  checkRangesSync,
+  sealPrefixSync,
+  sealWrittenFile,
+  type DeclaredRange,
+  type FileSealOptions,
+} from './file-seal.js';
 import type { WrittenEnvelope } from './store.js';
 
 /** Drafts with fewer payload bytes are sealed on the main thread, a slice per turn (a thread hop costs more). */
@@ -47,16 +55,22 @@ function movable(body: readonly Uint8Array[]): ArrayBuffer[] {
   return [...out];
 }
 
-/** Marks the thread this module starts, so that importing it in any other worker thread does nothing. */
+/** Marks the threads this module starts, so that importing it in any other worker thread does nothing. */
 const SEAL_THREAD_MARK = { detsimSealThread: 1 } as const;
-/** What the thread seals: a draft in memory, or an envelope already in its temp file (capture-file-v1). */
-type SealRequest =
-  { draft: EnvelopeDraft } | { file: { path: string; layout: EnvelopeLayout; declared: DeclaredRange[] } };
+const CHECK_THREAD_MARK = { detsimSealThread: 2 } as const;
+/** What the sealing thread seals: a draft in memory, or the prefix of an envelope already in its temp file. */
+type SealRequest = { draft: EnvelopeDraft } | { prefix: { path: string; layout: EnvelopeLayout } };
 const sealThread = new ModuleThreadRpc<SealRequest, Sealed | WrittenEnvelope>(
   import.meta.url,
   SEAL_THREAD_MARK,
   'sealing',
 );
+/** What the checking thread checks: the declared payload ranges of an envelope in its temp file. */
+interface CheckRequest {
+  path: string;
+  declared: DeclaredRange[];
+}
+const checkThread = new ModuleThreadRpc<CheckRequest, null>(import.meta.url, CHECK_THREAD_MARK, 'payload checking');
 
 /**
  * Seal a draft off the event loop: on the sealing thread when it is large, else a slice per
@@ -79,9 +93,13 @@ export async function sealOffLoop(draft: EnvelopeDraft): Promise<EncodedEnvelope
 }
 
 /**
- * Seal an envelope already in its temp file (file-seal.ts): on the sealing thread when it is large,
- * so its SHA-256 passes never hold the event loop the step loop shares; else on the loop, a turn
- * every 1 MiB (and always there under a test's allocation probe). Refusals are the same DetsimErrors.
+ * Seal an envelope already in its temp file (file-seal.ts). A large one takes two passes side by
+ * side, so its hashing costs one pass of time and never holds the event loop the step loop
+ * shares: the sealing thread hashes the prefix and writes the footer while the checking thread
+ * re-hashes every declared payload; meanwhile the file's writeback starts (flushEarly), so the
+ * store's fsync finds little left to write. A small file (or under a test's allocation probe) is
+ * sealed on the loop, a turn every 1 MiB. Refusals are the same DetsimErrors, in the same order:
+ * a short file, then the first payload (in file order) that differs.
  */
 export async function sealFileOffLoop(
   path: string,
@@ -91,7 +109,32 @@ export async function sealFileOffLoop(
 ): Promise<WrittenEnvelope> {
   if (layout.footerOffset < THREAD_SEAL_MIN_BYTES || options.onAllocate)
     return sealWrittenFile(path, layout, declared, options);
-  return (await sealThread.call({ file: { path, layout, declared: [...declared] } })) as WrittenEnvelope;
+  const [prefix, checks, flush] = await Promise.allSettled([
+    sealThread.call({ prefix: { path, layout } }) as Promise<WrittenEnvelope>,
+    declared.length > 0 ? checkThread.call({ path, declared: [...declared] }) : null,
+    flushEarly(path),
+  ]);
+  if (prefix.status === 'rejected' && isDetsimError(prefix.reason) && prefix.reason.reason === 'audit_envelope_length')
+    throw prefix.reason;
+  if (checks.status === 'rejected') throw checks.reason;
+  if (prefix.status === 'rejected') throw prefix.reason;
+  if (flush.status === 'rejected') throw flush.reason;
+  return prefix.value;
+}
+
+/**
+ * fdatasync the temp file while it is being hashed: its writeback (the longest part of a large
+ * save's fsync) overlaps the hashing instead of following it. Not the durability step (the store
+ * fsyncs after the footer, as for every generation); but its failure fails the seal, because a
+ * writeback error this call reports would not be reported to the store's fsync again.
+ */
+async function flushEarly(path: string): Promise<void> {
+  const fh = await open(path, 'r');
+  try {
+    await fh.datasync();
+  } finally {
+    await fh.close().catch(() => undefined);
+  }
 }
 
 // ---- the thread's side ----------------------------------------------------------------------
@@ -112,10 +155,7 @@ function yieldCpuToStepping(): void {
 if (onModuleThread(SEAL_THREAD_MARK)) {
   yieldCpuToStepping();
   serveModuleThread((request: SealRequest): ThreadAnswer<Sealed | WrittenEnvelope> => {
-    if ('file' in request) {
-      const { path, layout, declared } = request.file;
-      return { value: sealWrittenFileSync(path, layout, declared) };
-    }
+    if ('prefix' in request) return { value: sealPrefixSync(request.prefix.path, request.prefix.layout) };
     const draft = request.draft;
     const sealed = sealEnvelope(draft);
     // The body goes back the way it came: moved buffers are moved back.
@@ -127,5 +167,13 @@ if (onModuleThread(SEAL_THREAD_MARK)) {
       },
       transfer: movable(draft.body),
     };
+  });
+}
+
+if (onModuleThread(CHECK_THREAD_MARK)) {
+  yieldCpuToStepping();
+  serveModuleThread((request: CheckRequest): ThreadAnswer<null> => {
+    checkRangesSync(request.path, request.declared);
+    return { value: null };
   });
 }

@@ -1,13 +1,18 @@
 // Sealing on the writer's thread (store/seal-thread.ts): a large draft sealed there gives the same
 // bytes and digest as sealing at once (its large buffers moved there and back, not copied), a lying
 // payload digest gives the same refusal, and the event loop keeps turning meanwhile. Small drafts
-// stay on the main thread.
+// stay on the main thread. An envelope already in its temp file, sealed by the two threads side by
+// side (prefix + footer, payload checks), gives the one-pass seal's bytes, digest and refusals.
+import { mkdtempSync, readFileSync, truncateSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
 import { sha256Hex } from '../../core/formats/canonical-json.js';
-import { layoutEnvelope, sealEnvelope } from '../../core/formats/envelope.js';
+import { layoutEnvelope, layoutEnvelopeHead, sealEnvelope } from '../../core/formats/envelope.js';
 import { DetsimError } from '../../core/formats/errors.js';
-import { sealOffLoop, THREAD_SEAL_MIN_BYTES } from '../../coordinator/store/seal-thread.js';
+import { sealWrittenFile, type DeclaredRange } from '../../coordinator/store/file-seal.js';
+import { sealFileOffLoop, sealOffLoop, THREAD_SEAL_MIN_BYTES } from '../../coordinator/store/seal-thread.js';
 import { makeCheckpoint } from './helpers.js';
 
 function draftOf(payloadBytes: number, reported: Record<string, string> = {}) {
@@ -88,5 +93,63 @@ describe('sealOffLoop', () => {
   it('a small draft is sealed on the main thread with the same result', async () => {
     const { c, draft } = draftOf(1024);
     expect((await sealOffLoop(draft)).envelopeDigest).toBe(c.encoded.envelopeDigest);
+  });
+});
+
+/**
+ * The checkpoint's envelope written into a temp file as co-located capture leaves it (head and
+ * payloads, no footer), with the digests its producers reported (`reported` overrides one).
+ */
+function writtenFile(payloadBytes: number, reported: Record<string, string> = {}) {
+  const c = makeCheckpoint('ckpt-f', 1, { payloadBytes });
+  const inputs = c.payloads.map((p) => ({
+    name: p.name,
+    byteLength: p.bytes.byteLength,
+    digest: reported[p.name] ?? sha256Hex(p.bytes),
+  }));
+  const { head, layout } = layoutEnvelopeHead(c.manifest, inputs);
+  const file = Buffer.alloc(layout.footerOffset);
+  head.copy(file, 0);
+  layout.entries.forEach((e, i) => file.set(c.payloads[i]!.bytes, e.offset));
+  const path = join(mkdtempSync(join(tmpdir(), 'detsim-seal-')), 'tmp-ckpt-f.flysess');
+  writeFileSync(path, file);
+  const declared: DeclaredRange[] = [...layout.entries];
+  return { c, path, layout, declared, file };
+}
+
+async function refusal(p: Promise<unknown>): Promise<[string, string, string | undefined]> {
+  const e = await p.then(
+    () => null,
+    (x: unknown) => x,
+  );
+  expect(e).toBeInstanceOf(DetsimError);
+  return [(e as DetsimError).reason, (e as DetsimError).message, (e as DetsimError).field];
+}
+
+describe('sealFileOffLoop', () => {
+  it('a large written envelope sealed by the two threads: the streamed bytes and digest, footer written', async () => {
+    const { c, path, layout, declared } = writtenFile(2 * THREAD_SEAL_MIN_BYTES);
+    expect(layout.footerOffset).toBeGreaterThanOrEqual(THREAD_SEAL_MIN_BYTES);
+    const sealed = await sealFileOffLoop(path, layout, declared);
+    expect(sealed.envelopeDigest).toBe(c.encoded.envelopeDigest);
+    expect(readFileSync(path).equals(Buffer.concat(c.encoded.parts))).toBe(true);
+  });
+
+  it('lying digests and a short file: the same refusal as the one-pass seal, the first payload in file order', async () => {
+    const lie = sha256Hex('lie');
+    // Two payloads lie; the one-pass seal names the first in file order, and so must the threads.
+    const both = { 'agent-fly-a': lie, 'task-ledger': lie };
+    const a = writtenFile(THREAD_SEAL_MIN_BYTES + 1, both);
+    const b = writtenFile(THREAD_SEAL_MIN_BYTES + 1, both);
+    const here = await refusal(sealWrittenFile(a.path, a.layout, a.declared));
+    expect(here[0]).toBe('audit_payload_digest_mismatch');
+    expect(await refusal(sealFileOffLoop(b.path, b.layout, b.declared))).toEqual(here);
+    // A file cut short: its payload hashes differ too, but the length is what both name first.
+    const c = writtenFile(THREAD_SEAL_MIN_BYTES + 1);
+    const d = writtenFile(THREAD_SEAL_MIN_BYTES + 1);
+    for (const f of [c, d]) truncateSync(f.path, f.layout.footerOffset - 100);
+    const shortHere = await refusal(sealWrittenFile(c.path, c.layout, c.declared));
+    expect(shortHere[0]).toBe('audit_envelope_length');
+    expect(await refusal(sealFileOffLoop(d.path, d.layout, d.declared))).toEqual(shortHere);
   });
 });
