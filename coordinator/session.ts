@@ -302,7 +302,7 @@ export async function runLoop(start: SessionStart, opts: SessionOptions): Promis
   } catch (e) {
     if (!start.accepted(e)) refusal = { e };
     else {
-      failure = interruptedOr(failureOf(e, String(digest.steps), 'prepare'), signal, kind);
+      failure = await interruptedOr(failureOf(e, String(digest.steps), 'prepare'), signal, kind);
       logger.error({ failure: failure.toJSON() }, `${kind} failed`);
     }
   } finally {
@@ -432,12 +432,49 @@ function recoveryFailed(lost: RunFailure, e: unknown): RunFailure {
   });
 }
 
-/** Ctrl-C reaches the workers too; their deaths are a consequence of the abort, not its cause. */
-function interruptedOr(failure: RunFailure, signal: AbortSignal, kind: SessionStart['kind']): RunFailure {
+/** How long a worker death that looks like an interruption waits for that interruption to reach us. */
+const INTERRUPT_GRACE_MS = 2_000;
+
+/**
+ * A worker that ended by SIGINT, SIGTERM or SIGHUP (the TypeScript worker answers those with exit
+ * code 0, and exits 0 for nothing else mid-run), or an srun step Slurm cancelled: what a Ctrl-C to
+ * the process group or an scancel of the job does to every process, this one included.
+ */
+function looksInterrupted(failure: RunFailure): boolean {
+  return (
+    failure.kind === 'worker-exited' &&
+    /exited \((?:signal SIG(?:INT|TERM|HUP)|exit code 0)\)|\bCANCELLED AT\b/.test(failure.message)
+  );
+}
+
+/**
+ * Ctrl-C and scancel reach the workers too; their deaths are a consequence of the abort, not its
+ * cause. Which process sees the signal first is up to the kernel or slurmstepd, so a death that
+ * looks like an interruption waits (at most INTERRUPT_GRACE_MS) for the abort to arrive here.
+ */
+async function interruptedOr(
+  failure: RunFailure,
+  signal: AbortSignal,
+  kind: SessionStart['kind'],
+): Promise<RunFailure> {
+  if (!signal.aborted && looksInterrupted(failure)) await abortWithin(signal, INTERRUPT_GRACE_MS);
   if (!signal.aborted || failure.kind === 'aborted') return failure;
   return new RunFailure('aborted', `the ${kind} was interrupted (${failure.message})`, {
     step: failure.step,
     phase: failure.phase,
+  });
+}
+
+/** Resolve once `signal` aborts or `ms` have passed, whichever is first. */
+function abortWithin(signal: AbortSignal, ms: number): Promise<void> {
+  return new Promise((resolve) => {
+    const done = (): void => {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal.addEventListener('abort', done, { once: true });
   });
 }
 

@@ -81,6 +81,38 @@ describe.each(['unix', 'thread'] as const)('run failures (%s)', (transport) => {
 });
 
 describe('run failures', () => {
+  it('a worker ended by SIGTERM just before the run is interrupted: the run says aborted; with no interruption, the death', async () => {
+    // Ctrl-C or scancel reaches every process, and the worker may see it first: its death is then
+    // a consequence of the interruption, which arrives here a moment later (at most the grace).
+    const outcomes: RunFailure[] = [];
+    for (const interrupt of [true, false]) {
+      let fleet: Fleet | undefined;
+      const abort = new AbortController();
+      outcomes.push(
+        await failingRun(plan({ startupMs: 60_000 }), {
+          outDir: tmpOut(),
+          signal: abort.signal,
+          hooks: {
+            onLaunched: (f) => (fleet = f),
+            beforePhase: (step, phase) => {
+              if (step !== 2n || phase !== 'commit') return;
+              process.kill(fleet!.agents[1]!.instance.pid, 'SIGTERM');
+              if (interrupt) setTimeout(() => abort.abort(), 300);
+            },
+          },
+        }),
+      );
+    }
+    const [interrupted, died] = outcomes;
+    expect(interrupted!.kind).toBe('aborted');
+    expect(interrupted!.message).toMatch(/the run was interrupted \(.*worker-1 .*exited \(exit code 0\)/);
+    expect(readRun(interrupted!.runDir!).summary).toMatchObject({ status: 'aborted' });
+    expect(died!.kind).toBe('worker-exited');
+    expect(died!.workerId).toBe('worker-1');
+    expect(readRun(died!.runDir!).summary).toMatchObject({ status: 'failed' });
+    expect(childPids()).toEqual([]);
+  }, 120_000);
+
   it('a worker that stalls mid-step: "no reply within the step deadline", distinct from a death', async () => {
     const out = tmpOut();
     let fleet: Fleet | undefined;
