@@ -1,7 +1,7 @@
 // Sealing an envelope that is already in its temp file (capture-file-v1): the prefix SHA-256 over
 // the file, a check of every producer-reported payload digest, then the footer at its offset. One
-// streaming pass with both hashes on the event loop (small files), or the two halves as separate
-// synchronous passes that the sealing and checking threads run side by side (large files). Memory
+// streaming pass with both hashes (on the event loop, or the sealing thread), or for very large
+// files the two halves as separate passes that two threads run side by side. Memory
 // stays one window per pass whatever the file size (no whole-payload or whole-envelope buffer;
 // Node Buffers stop at 4 GiB, single reads at 2 GiB).
 // NOT the layout (core/formats/envelope.ts), NOT the fsync/rename/commit (store.ts does those).
@@ -30,6 +30,8 @@ export interface FileSealOptions {
   readonly chunkBytes?: number;
   /** Test probe: told the size of every buffer the seal allocates. */
   readonly onAllocate?: (bytes: number) => void;
+  /** From this file size the payload checks run on a thread of their own (tests lower it). */
+  readonly parallelCheckMinBytes?: number;
 }
 
 /** A declared range being checked and its running hash. */
@@ -42,8 +44,9 @@ interface RangeCheck {
  * Hash [0, footerOffset) of the temp file in one pass (each byte read once; a byte inside a declared
  * payload feeds two hashes: the prefix and its payload's check), refuse a payload whose bytes differ
  * from its reported digest, then write the footer. Each byte is read once and hashed at most twice.
- * On the event loop, a turn every 1 MiB (small files, tests); for large ones sealFileOffLoop
- * (seal-thread.ts) runs the same work as two passes on two threads (sealPrefixSync, checkRangesSync).
+ * On the event loop, a turn every 1 MiB (small files, tests); sealFileOffLoop (seal-thread.ts) runs
+ * it on the sealing thread for large files (sealWrittenFileSync), and for very large ones as two
+ * passes on two threads (sealWrittenFileSync without the checks, checkRangesSync).
  */
 export async function sealWrittenFile(
   path: string,
@@ -66,14 +69,18 @@ export async function sealWrittenFile(
 }
 
 /**
- * The prefix half of sealWrittenFile in one synchronous call, for the sealing thread: hash
- * [0, footerOffset), refuse a short file, write the footer. The payload checks run beside it
- * (checkRangesSync on the checking thread); the caller fails the save if those fail.
+ * sealWrittenFile in one synchronous call, for the sealing thread: hash [0, footerOffset) (and
+ * check `declared` in the same pass), refuse a short file, write the footer. With `declared`
+ * empty it is the prefix half alone, while checkRangesSync checks the payloads on another thread.
  */
-export function sealPrefixSync(path: string, layout: EnvelopeLayout): WrittenEnvelope {
+export function sealWrittenFileSync(
+  path: string,
+  layout: EnvelopeLayout,
+  declared: readonly DeclaredRange[],
+): WrittenEnvelope {
   const fd = openSync(path, 'r+');
   try {
-    const pass = new SealPass(layout, []);
+    const pass = new SealPass(layout, declared);
     pass.reached(eachWindowSync(fd, 0, layout.footerOffset, pass.use));
     const { footer, written } = pass.finish();
     for (let at = 0; at < footer.byteLength;) {

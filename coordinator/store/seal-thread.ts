@@ -1,10 +1,10 @@
-// The writer's sealing threads: one seals FLYSESS1 drafts and the prefix of envelopes co-located
-// workers wrote into their temp file, the other checks those envelopes' reported payload digests
-// beside it (all the SHA-256 work of a save), so a large capture's hashing never runs on the event
-// loop the step loop shares and takes one pass of time, not two. NOT the envelope format
+// The writer's sealing threads: one seals FLYSESS1 drafts and envelopes co-located workers wrote
+// into their temp file (the prefix digest and the check of every reported payload digest: all the
+// SHA-256 work of a save), so a large capture's hashing never runs on the event loop the step loop
+// shares; for a very large envelope the other checks the payload digests beside it, so the seal
+// takes one pass of time, not two. NOT the envelope format
 // (formats/envelope.ts seals; this only moves the call), NOT the store or the writer queue.
 import { readlinkSync } from 'node:fs';
-import { open } from 'node:fs/promises';
 import { setPriority } from 'node:os';
 import { ModuleThreadRpc, onModuleThread, serveModuleThread, type ThreadAnswer } from '../module-thread.js';
 import {
@@ -17,8 +17,8 @@ import {
 import { isDetsimError } from '../../core/formats/errors.js';
 import {
   checkRangesSync,
-  sealPrefixSync,
   sealWrittenFile,
+  sealWrittenFileSync,
   type DeclaredRange,
   type FileSealOptions,
 } from './file-seal.js';
@@ -58,8 +58,12 @@ function movable(body: readonly Uint8Array[]): ArrayBuffer[] {
 /** Marks the threads this module starts, so that importing it in any other worker thread does nothing. */
 const SEAL_THREAD_MARK = { detsimSealThread: 1 } as const;
 const CHECK_THREAD_MARK = { detsimSealThread: 2 } as const;
-/** What the sealing thread seals: a draft in memory, or the prefix of an envelope already in its temp file. */
-type SealRequest = { draft: EnvelopeDraft } | { prefix: { path: string; layout: EnvelopeLayout } };
+/**
+ * What the sealing thread seals: a draft in memory, or an envelope already in its temp file (its
+ * declared payloads checked in the same pass; none when the checking thread checks them).
+ */
+type SealRequest =
+  { draft: EnvelopeDraft } | { file: { path: string; layout: EnvelopeLayout; declared: DeclaredRange[] } };
 const sealThread = new ModuleThreadRpc<SealRequest, Sealed | WrittenEnvelope>(
   import.meta.url,
   SEAL_THREAD_MARK,
@@ -93,13 +97,21 @@ export async function sealOffLoop(draft: EnvelopeDraft): Promise<EncodedEnvelope
 }
 
 /**
- * Seal an envelope already in its temp file (file-seal.ts). A large one takes two passes side by
- * side, so its hashing costs one pass of time and never holds the event loop the step loop
- * shares: the sealing thread hashes the prefix and writes the footer while the checking thread
- * re-hashes every declared payload; meanwhile the file's writeback starts (flushEarly), so the
- * store's fsync finds little left to write. A small file (or under a test's allocation probe) is
- * sealed on the loop, a turn every 1 MiB. Refusals are the same DetsimErrors, in the same order:
- * a short file, then the first payload (in file order) that differs.
+ * Files at least this large are sealed by two threads side by side (prefix, payload checks): on
+ * two cores that takes the step loop's second core for a while (measured: the step rate beside a
+ * writer sealing 24 MB captures fell from ~0.9× to ~0.8×), which only a large save's time to
+ * durability is worth (bench/README.md, "Two hashing threads for a large seal").
+ */
+export const PARALLEL_CHECK_MIN_BYTES = 128 * 1024 * 1024;
+
+/**
+ * Seal an envelope already in its temp file (file-seal.ts) without holding the event loop the step
+ * loop shares. A large file is sealed on the sealing thread in one pass; a very large one in two
+ * passes side by side, so its hashing takes one pass of time: the sealing thread hashes the prefix
+ * and writes the footer while the checking thread re-hashes every declared payload. A small file
+ * (or under a test's allocation probe) is sealed on the loop, a turn every 1 MiB. Refusals are the
+ * same DetsimErrors, in the same order: a short file, then the first payload (in file order) that
+ * differs.
  */
 export async function sealFileOffLoop(
   path: string,
@@ -109,32 +121,19 @@ export async function sealFileOffLoop(
 ): Promise<WrittenEnvelope> {
   if (layout.footerOffset < THREAD_SEAL_MIN_BYTES || options.onAllocate)
     return sealWrittenFile(path, layout, declared, options);
-  const [prefix, checks, flush] = await Promise.allSettled([
-    sealThread.call({ prefix: { path, layout } }) as Promise<WrittenEnvelope>,
-    declared.length > 0 ? checkThread.call({ path, declared: [...declared] }) : null,
-    flushEarly(path),
+  const sealFile = (checked: readonly DeclaredRange[]): Promise<WrittenEnvelope> =>
+    sealThread.call({ file: { path, layout, declared: [...checked] } }) as Promise<WrittenEnvelope>;
+  if (layout.footerOffset < (options.parallelCheckMinBytes ?? PARALLEL_CHECK_MIN_BYTES) || declared.length === 0)
+    return sealFile(declared);
+  const [prefix, checks] = await Promise.allSettled([
+    sealFile([]),
+    checkThread.call({ path, declared: [...declared] }),
   ]);
   if (prefix.status === 'rejected' && isDetsimError(prefix.reason) && prefix.reason.reason === 'audit_envelope_length')
     throw prefix.reason;
   if (checks.status === 'rejected') throw checks.reason;
   if (prefix.status === 'rejected') throw prefix.reason;
-  if (flush.status === 'rejected') throw flush.reason;
   return prefix.value;
-}
-
-/**
- * fdatasync the temp file while it is being hashed: its writeback (the longest part of a large
- * save's fsync) overlaps the hashing instead of following it. Not the durability step (the store
- * fsyncs after the footer, as for every generation); but its failure fails the seal, because a
- * writeback error this call reports would not be reported to the store's fsync again.
- */
-async function flushEarly(path: string): Promise<void> {
-  const fh = await open(path, 'r');
-  try {
-    await fh.datasync();
-  } finally {
-    await fh.close().catch(() => undefined);
-  }
 }
 
 // ---- the thread's side ----------------------------------------------------------------------
@@ -155,7 +154,10 @@ function yieldCpuToStepping(): void {
 if (onModuleThread(SEAL_THREAD_MARK)) {
   yieldCpuToStepping();
   serveModuleThread((request: SealRequest): ThreadAnswer<Sealed | WrittenEnvelope> => {
-    if ('prefix' in request) return { value: sealPrefixSync(request.prefix.path, request.prefix.layout) };
+    if ('file' in request) {
+      const { path, layout, declared } = request.file;
+      return { value: sealWrittenFileSync(path, layout, declared) };
+    }
     const draft = request.draft;
     const sealed = sealEnvelope(draft);
     // The body goes back the way it came: moved buffers are moved back.

@@ -1,8 +1,8 @@
 // Sealing on the writer's thread (store/seal-thread.ts): a large draft sealed there gives the same
 // bytes and digest as sealing at once (its large buffers moved there and back, not copied), a lying
 // payload digest gives the same refusal, and the event loop keeps turning meanwhile. Small drafts
-// stay on the main thread. An envelope already in its temp file, sealed by the two threads side by
-// side (prefix + footer, payload checks), gives the one-pass seal's bytes, digest and refusals.
+// stay on the main thread. An envelope already in its temp file, sealed on the sealing thread or by
+// two threads side by side (prefix + footer, payload checks), gives the loop's bytes, digest and refusals.
 import { mkdtempSync, readFileSync, truncateSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -126,16 +126,22 @@ async function refusal(p: Promise<unknown>): Promise<[string, string, string | u
   return [(e as DetsimError).reason, (e as DetsimError).message, (e as DetsimError).field];
 }
 
-describe('sealFileOffLoop', () => {
-  it('a large written envelope sealed by the two threads: the streamed bytes and digest, footer written', async () => {
+/** The two ways a large file is sealed off the loop: one pass on the sealing thread, or two threads side by side. */
+const ways = [
+  ['one pass on the sealing thread', {}],
+  ['prefix and checks on two threads', { parallelCheckMinBytes: THREAD_SEAL_MIN_BYTES }],
+] as const;
+
+describe.each(ways)('sealFileOffLoop (%s)', (_, options) => {
+  it('a large written envelope: the streamed bytes and digest, footer written', async () => {
     const { c, path, layout, declared } = writtenFile(2 * THREAD_SEAL_MIN_BYTES);
     expect(layout.footerOffset).toBeGreaterThanOrEqual(THREAD_SEAL_MIN_BYTES);
-    const sealed = await sealFileOffLoop(path, layout, declared);
+    const sealed = await sealFileOffLoop(path, layout, declared, options);
     expect(sealed.envelopeDigest).toBe(c.encoded.envelopeDigest);
     expect(readFileSync(path).equals(Buffer.concat(c.encoded.parts))).toBe(true);
   });
 
-  it('lying digests and a short file: the same refusal as the one-pass seal, the first payload in file order', async () => {
+  it('lying digests and a short file: the same refusal as the one-pass seal on the loop, the first payload in file order', async () => {
     const lie = sha256Hex('lie');
     // Two payloads lie; the one-pass seal names the first in file order, and so must the threads.
     const both = { 'agent-fly-a': lie, 'task-ledger': lie };
@@ -143,13 +149,14 @@ describe('sealFileOffLoop', () => {
     const b = writtenFile(THREAD_SEAL_MIN_BYTES + 1, both);
     const here = await refusal(sealWrittenFile(a.path, a.layout, a.declared));
     expect(here[0]).toBe('audit_payload_digest_mismatch');
-    expect(await refusal(sealFileOffLoop(b.path, b.layout, b.declared))).toEqual(here);
+    expect(here[1]).toContain('"agent-fly-a"');
+    expect(await refusal(sealFileOffLoop(b.path, b.layout, b.declared, options))).toEqual(here);
     // A file cut short: its payload hashes differ too, but the length is what both name first.
     const c = writtenFile(THREAD_SEAL_MIN_BYTES + 1);
     const d = writtenFile(THREAD_SEAL_MIN_BYTES + 1);
     for (const f of [c, d]) truncateSync(f.path, f.layout.footerOffset - 100);
     const shortHere = await refusal(sealWrittenFile(c.path, c.layout, c.declared));
     expect(shortHere[0]).toBe('audit_envelope_length');
-    expect(await refusal(sealFileOffLoop(d.path, d.layout, d.declared))).toEqual(shortHere);
+    expect(await refusal(sealFileOffLoop(d.path, d.layout, d.declared, options))).toEqual(shortHere);
   });
 });
