@@ -25,7 +25,8 @@ import {
   readRequest,
 } from '../core/protocol/index.js';
 import { AgentHost } from './agent-host.js';
-import { holdsCapture, withoutHold, writeHeldPayload } from './capture-file.js';
+import type { CaptureHold } from './capture-encode.js';
+import { captureHoldOf, withoutHold, writeHeldPayload } from './capture-file.js';
 import { PrefetchedPayloads } from './restore-prefetch.js';
 import { EnvironmentHost } from './environment-host.js';
 import type { HostContext, HostReply } from './host-context.js';
@@ -202,7 +203,8 @@ export class WorkerRuntime implements HostContext {
     // The attachment is not hashed here: StageRestore's params name its digest and the host verifies
     // it, so the params already identify the request (and a 256 MiB payload is hashed only once).
     const digest = canonicalDigest({ method: req.method, scope: req.scope, params: req.params });
-    const held = req.method === METHODS.capture && holdsCapture(req, this.storeDir);
+    const hold = req.method === METHODS.capture ? captureHoldOf(req, this.storeDir) : 'none';
+    const held = hold !== 'none';
     const cached = this.lifecycle.get(req.requestId);
     if (cached) {
       if (cached.digest !== digest)
@@ -218,11 +220,11 @@ export class WorkerRuntime implements HostContext {
         `${LifecycleCache.LIMIT} lifecycle replies await Worker.Acknowledge; acknowledge them first`,
       );
     }
-    const reply = await (held ? this.captureHeld(withoutHold(req)) : this.route(req, attachment));
+    const reply = await (held ? this.captureHeld(withoutHold(req), hold) : this.route(req, attachment));
     this.lifecycle.put(
       req.requestId,
       reply.pieces
-        ? { digest, result: reply.result, held: reply.pieces }
+        ? { digest, result: reply.result, held: reply.pieces, hashAtWrite: hold === 'at-write' }
         : reply.attachment
           ? { digest, result: reply.result, attachment: reply.attachment }
           : { digest, result: reply.result },
@@ -231,9 +233,9 @@ export class WorkerRuntime implements HostContext {
     return held ? { result: reply.result } : reply;
   }
 
-  /** A Capture whose payload is held (capture-file-v1): the host keeps it as pieces, not one buffer. */
-  private captureHeld(req: Request): HostReply {
-    return this.agents ? this.agents.capture(req, true) : this.environment!.capture(req, true);
+  /** A Capture whose payload is held (capture-file-v1/v2): the host keeps it as pieces, not one buffer. */
+  private captureHeld(req: Request, hold: CaptureHold): HostReply {
+    return this.agents ? this.agents.capture(req, hold) : this.environment!.capture(req, hold);
   }
 
   private route(req: Request, attachment: Uint8Array | undefined): HostReply | Promise<HostReply> {
@@ -299,7 +301,9 @@ export class WorkerRuntime implements HostContext {
           this.role === 'agent' ? CAPABILITIES.agentStep : CAPABILITIES.worldStep,
           CAPABILITIES.checkpoint,
           CAPABILITIES.payloadFile,
-          ...(this.storeDir !== undefined ? [CAPABILITIES.captureFile, CAPABILITIES.restorePrefetch] : []),
+          ...(this.storeDir !== undefined
+            ? [CAPABILITIES.captureFile, CAPABILITIES.captureFileHashAtWrite, CAPABILITIES.restorePrefetch]
+            : []),
         ].sort(),
         limits: {
           maxAgents: this.role === 'agent' ? MAX_AGENTS_PER_WORKER : 0,
