@@ -42,6 +42,7 @@ export async function writeHeldPayload(
   req: Request,
   lifecycle: LifecycleCache,
   storeDir: string | undefined,
+  stateChanges: number,
 ): Promise<HostReply<WritePayloadResult>> {
   let captureRequestId: string, path: string, offset: bigint;
   try {
@@ -64,7 +65,14 @@ export async function writeHeldPayload(
       'INVALID_ARGUMENT',
       'params.captureRequestId names no held capture awaiting acknowledgment on this worker',
     );
-  const digest = await writeStoreTemp(storeDir, path, offset, held, { hash: entry.hashAtWrite === true });
+  // v1 reported the digest at Capture, so the seal sees a state that moved since; v2 hashes what it
+  // writes, so it must refuse a state that may have moved (the coordinator never steps in between).
+  if (entry.hashAtWrite && entry.hashAtWrite.stateChanges !== stateChanges)
+    throw new ProtocolRefusal(
+      'INVALID_PHASE',
+      'params.captureRequestId: this worker has served a state-changing call since that capture (held with hashAtWrite); capture again',
+    );
+  const digest = await writeStoreTemp(storeDir, path, offset, held, { hash: entry.hashAtWrite !== undefined });
   const byteLength = String(held.reduce((n, p) => n + p.byteLength, 0));
   return { result: digest === null ? { byteLength } : { byteLength, digest } };
 }

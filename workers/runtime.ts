@@ -82,6 +82,18 @@ const LIFECYCLE = new Set<string>([
   METHODS.stageRestore,
   METHODS.activateRestore,
 ]);
+/**
+ * Calls that may change a participant's live state: a capture held with hashAtWrite refuses its
+ * write once any of these was served after it (its digest would be of a state past the boundary).
+ */
+const STATE_CHANGING = new Set<string>([
+  METHODS.agentInitialize,
+  METHODS.environmentInitialize,
+  METHODS.agentPrepare,
+  METHODS.agentCommit,
+  METHODS.environmentAdvance,
+  METHODS.activateRestore,
+]);
 export const MAX_AGENTS_PER_WORKER = 64;
 export const RUNTIME_NAME = `detsim-ts/${process.version}`;
 /** Identifies this implementation of the contract (not the build bytes: there is no build step to hash). */
@@ -100,6 +112,8 @@ export class WorkerRuntime implements HostContext {
   readonly storeDir: string | undefined;
   private boundSession: string | undefined;
   private progressCounter = 0n;
+  /** State-changing calls served so far (STATE_CHANGING): a hashAtWrite capture notes the count it saw. */
+  private stateChanges = 0;
   private lastCompletedRequestId: string | null = null;
   private stopping = false;
   private readonly lifecycle = new LifecycleCache();
@@ -149,7 +163,7 @@ export class WorkerRuntime implements HostContext {
       [METHODS.stageRestore]: (req, attachment) =>
         a ? a.stageRestore(req, attachment) : env!.stageRestore(req, attachment),
       [METHODS.activateRestore]: (req) => (a ? a.activateRestore(req) : env!.activateRestore(req)),
-      [METHODS.writePayload]: (req) => writeHeldPayload(req, this.lifecycle, this.storeDir),
+      [METHODS.writePayload]: (req) => writeHeldPayload(req, this.lifecycle, this.storeDir, this.stateChanges),
       [METHODS.prefetchPayload]: (req) => this.prefetched.prefetch(req, this.storeDir),
     };
   }
@@ -196,6 +210,7 @@ export class WorkerRuntime implements HostContext {
     }
     // Nothing, not even Status or Shutdown, is served to a stream that has not introduced itself.
     if (!stream.introduced) throw new ProtocolRefusal('INVALID_PHASE', `${req.method} before Worker.Hello`);
+    if (STATE_CHANGING.has(req.method)) this.stateChanges++;
     if (ALWAYS_SERVED.has(req.method)) return this.route(req, attachment);
     if (this.stopping) throw new ProtocolRefusal('INVALID_PHASE', 'the worker is stopping');
     if (!LIFECYCLE.has(req.method)) return this.route(req, attachment);
@@ -224,7 +239,12 @@ export class WorkerRuntime implements HostContext {
     this.lifecycle.put(
       req.requestId,
       reply.pieces
-        ? { digest, result: reply.result, held: reply.pieces, hashAtWrite: hold === 'at-write' }
+        ? {
+            digest,
+            result: reply.result,
+            held: reply.pieces,
+            ...(hold === 'at-write' ? { hashAtWrite: { stateChanges: this.stateChanges } } : {}),
+          }
         : reply.attachment
           ? { digest, result: reply.result, attachment: reply.attachment }
           : { digest, result: reply.result },

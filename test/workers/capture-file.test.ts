@@ -3,7 +3,8 @@
 // exactly the held bytes at the given offset of a checkpoint temp file in the store, and refuses
 // any other file, an unknown capture, malformed params, and a worker without a store. capture-file-v2:
 // a Capture held with hashAtWrite replies with the size only, and WritePayload replies with the
-// SHA-256 of what it wrote (across many write slices), which is the streamed capture's digest.
+// SHA-256 of what it wrote (across many write slices), which is the streamed capture's digest; a
+// state-changing call between the two refuses the write.
 import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -193,6 +194,20 @@ describe('capture-file-v2: the digest at write (TypeScript worker)', () => {
       expect(resultOf(await w.client.call(METHODS.writePayload, scope(0), v1Write))).toEqual({
         byteLength: String(bytes.byteLength),
       });
+
+      // A state-changing call after a hashAtWrite capture: its write is refused and writes nothing
+      // (v1 leaves that to the seal's digest check; v2's digest would be of the moved state).
+      const late = await w.client.call(METHODS.capture, scope(0), params);
+      const p = await w.client.call(METHODS.agentPrepare, scope(0), { agents: [{ agentId: 'a-lif' }] });
+      resultOf(p);
+      writeFileSync(tmp, Buffer.alloc(5 + bytes.byteLength + 3, 0xee));
+      const refused = await w.client.callUnchecked(METHODS.writePayload, scope(0), {
+        captureRequestId: late.requestId,
+        file: { path: tmp, offset: '5' },
+      });
+      expect(errorOf(refused)).toMatchObject({ code: 'INVALID_PHASE' });
+      expect(errorOf(refused).message).toMatch(/state-changing call since that capture/);
+      expect(readFileSync(tmp).every((b) => b === 0xee)).toBe(true);
 
       // hashAtWrite is exactly true, and only beside hold.
       const notTrue = await w.client.callUnchecked(METHODS.capture, scope(0), { ...params, hashAtWrite: 1 });
