@@ -44,7 +44,7 @@ import { callModel, invalid, loadModel, releaseState } from './model-call.js';
 import { PrepareStateGuard } from './prepare-guard.js';
 import { resolveAgentModel } from './models/registry.js';
 import { ONE_MS, NO_DATASET_DIGEST, type AgentModel, type AgentReward, type JsonObject } from './sdk.js';
-import { encodeCapture } from './capture-encode.js';
+import { capturedBytes, capturedPayload, encodeCapture, type CaptureHold } from './capture-encode.js';
 import { StepCache, bodyKey, opKey } from './op-cache.js';
 import { TickClock } from './tick-clock.js';
 
@@ -536,8 +536,8 @@ export class AgentHost {
 
   // ---- State.Capture --------------------------------------------------------------------------
 
-  /** State.Capture; `held` (capture-file-v1): the payload is kept as pieces for State.WritePayload. */
-  capture(req: Request, held = false): HostReply<ResultOf<typeof METHODS.capture>> {
+  /** State.Capture; held (capture-file-v1/v2): the payload is kept as pieces for State.WritePayload. */
+  capture(req: Request, hold: CaptureHold = 'none'): HostReply<ResultOf<typeof METHODS.capture>> {
     const scope = requireScope(req);
     checkSession(scope, this.ctx.sessionId);
     let checkpointId: string, agentId: string;
@@ -588,16 +588,16 @@ export class AgentHost {
       observation: slot.observation,
       state: modelState,
     };
-    const encoded = encodeCapture(payload, `agent ${agentId}`, held);
+    const encoded = encodeCapture(payload, `agent ${agentId}`, hold);
     return {
       result: {
         checkpointId,
         agentId,
         boundary: boundary.toString(),
         compatibilityDigest: slot.compatibilityDigest,
-        payload: { digest: encoded.digest, byteLength: String(encoded.byteLength) },
+        payload: capturedPayload(encoded),
       },
-      ...(encoded.pieces ? { pieces: encoded.pieces } : { attachment: encoded.attachment! }),
+      ...capturedBytes(encoded),
     };
   }
 

@@ -33,7 +33,7 @@ import { callModel, invalid, loadModel, releaseState } from './model-call.js';
 import { resolveEnvironmentModel } from './models/registry.js';
 import { StepCache, bodyKey, opKey } from './op-cache.js';
 import type { EnvironmentModel, JsonObject, PortAction, PortBinding } from './sdk.js';
-import { encodeCapture } from './capture-encode.js';
+import { capturedBytes, capturedPayload, encodeCapture, type CaptureHold } from './capture-encode.js';
 
 interface EnvIdentity {
   environmentId: string;
@@ -313,8 +313,8 @@ export class EnvironmentHost {
 
   // ---- State.Capture --------------------------------------------------------------------------
 
-  /** State.Capture; `held` (capture-file-v1): the payload is kept as pieces for State.WritePayload. */
-  capture(req: Request, held = false): HostReply<ResultOf<typeof METHODS.capture>> {
+  /** State.Capture; held (capture-file-v1/v2): the payload is kept as pieces for State.WritePayload. */
+  capture(req: Request, hold: CaptureHold = 'none'): HostReply<ResultOf<typeof METHODS.capture>> {
     const scope = requireScope(req);
     checkSession(scope, this.ctx.sessionId);
     let checkpointId: string;
@@ -349,16 +349,16 @@ export class EnvironmentHost {
       profileDigest: env.profileDigest,
       state: modelState,
     };
-    const encoded = encodeCapture(payload, `environment ${env.environmentId}`, held);
+    const encoded = encodeCapture(payload, `environment ${env.environmentId}`, hold);
     return {
       result: {
         checkpointId,
         agentId: null,
         boundary: boundary.toString(),
         compatibilityDigest: env.compatibilityDigest,
-        payload: { digest: encoded.digest, byteLength: String(encoded.byteLength) },
+        payload: capturedPayload(encoded),
       },
-      ...(encoded.pieces ? { pieces: encoded.pieces } : { attachment: encoded.attachment! }),
+      ...capturedBytes(encoded),
     };
   }
 

@@ -104,6 +104,11 @@ export interface LifecycleReply {
   attachment?: Uint8Array;
   /** capture-file-v1: the payload held for State.WritePayload (in order), never sent in a reply. */
   held?: readonly Uint8Array[];
+  /**
+   * capture-file-v2: the held payload was not hashed at Capture; State.WritePayload hashes it, and
+   * only while the worker has served no state-changing call since (`stateChanges` then).
+   */
+  hashAtWrite?: { stateChanges: number };
 }
 
 /** Lifecycle replies by request id, held until acknowledged; at LIMIT outstanding, new ones are BUSY. */

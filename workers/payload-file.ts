@@ -3,7 +3,8 @@
 // Every other path is refused, and the refusals are the same for a missing file, a file outside
 // the store and an unreadable one, so they reveal nothing about files the worker cannot read.
 // capture-file-v1 writes the other way: a held capture payload into a checkpoint TEMP file of the
-// same store (writeStoreTemp); a committed generation or the store manifest is never writable.
+// same store (writeStoreTemp, which for v2 also hashes what it writes); a committed generation or
+// the store manifest is never writable.
 // Not the digest check (checks.ts stagedPayload) and not the coordinator's store.
 import { createHash } from 'node:crypto';
 import { constants } from 'node:fs';
@@ -109,16 +110,22 @@ export async function readHashed(
   return hash.digest('hex');
 }
 
+/** A hashed write moves this much per call: the next slice is hashed while this one is written. */
+const HASHED_WRITE_BYTES = 4 * 1024 * 1024;
+
 /**
  * Write `pieces`, one after the other, from `offset` of `path`, which must resolve to an existing regular file under
  * `storeDir` named like a checkpoint temporary (the coordinator created it; nothing else is writable).
+ * With `hash`, returns the SHA-256 of the bytes written (capture-file-v2): each slice is hashed on
+ * this thread while the thread pool writes it, so the hash costs no time beyond the write's own.
  */
 export async function writeStoreTemp(
   storeDir: string | undefined,
   path: string,
   offset: bigint,
   pieces: readonly Uint8Array[],
-): Promise<void> {
+  options: { hash?: boolean } = {},
+): Promise<string | null> {
   if (storeDir === undefined) throw refuse('UNSUPPORTED', CAPTURE_FILE_REFUSALS.noStore);
   if (!TEMP_GENERATION.test(basename(path))) throw refuse('INVALID_ARGUMENT', CAPTURE_FILE_REFUSALS.notTemp);
   const fh = await openInsideStore(storeDir, path, constants.O_WRONLY, CAPTURE_FILE_REFUSALS.notTemp);
@@ -126,22 +133,35 @@ export async function writeStoreTemp(
     // The resolved name must still be a temporary (a symlink named tmp-* could point elsewhere in the store).
     if (!TEMP_GENERATION.test(basename(await realpath(path))))
       throw refuse('INVALID_ARGUMENT', CAPTURE_FILE_REFUSALS.notTemp);
+    const hash = options.hash ? createHash('sha256') : null;
+    const slice = hash ? HASHED_WRITE_BYTES : MAX_WRITE_BYTES;
     let position = Number(offset);
     for (const bytes of pieces) {
-      for (let at = 0; at < bytes.byteLength;) {
-        const n = Math.min(MAX_WRITE_BYTES, bytes.byteLength - at);
-        const wrote = await fh.write(bytes, at, n, position + at).then(
-          (r) => r.bytesWritten,
-          () => -1,
-        );
-        if (wrote <= 0) throw refuse('BUFFER_INVALID', CAPTURE_FILE_REFUSALS.unwritable);
-        at += wrote;
+      for (let at = 0; at < bytes.byteLength; at += slice) {
+        const part = bytes.subarray(at, Math.min(bytes.byteLength, at + slice));
+        const writing = writeAll(fh, part, position + at);
+        hash?.update(part);
+        if (!(await writing)) throw refuse('BUFFER_INVALID', CAPTURE_FILE_REFUSALS.unwritable);
       }
       position += bytes.byteLength;
     }
+    return hash ? hash.digest('hex') : null;
   } finally {
     await fh.close().catch(() => undefined);
   }
+}
+
+/** Write all of `bytes` at `position`; false when the file refuses (any error, or no progress). */
+async function writeAll(fh: FileHandle, bytes: Uint8Array, position: number): Promise<boolean> {
+  for (let at = 0; at < bytes.byteLength;) {
+    const wrote = await fh.write(bytes, at, bytes.byteLength - at, position + at).then(
+      (r) => r.bytesWritten,
+      () => -1,
+    );
+    if (wrote <= 0) return false;
+    at += wrote;
+  }
+  return true;
 }
 
 /** Open the real file behind `path` only if it lies under the store and is a regular file. */

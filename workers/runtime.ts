@@ -25,7 +25,8 @@ import {
   readRequest,
 } from '../core/protocol/index.js';
 import { AgentHost } from './agent-host.js';
-import { holdsCapture, withoutHold, writeHeldPayload } from './capture-file.js';
+import type { CaptureHold } from './capture-encode.js';
+import { captureHoldOf, withoutHold, writeHeldPayload } from './capture-file.js';
 import { PrefetchedPayloads } from './restore-prefetch.js';
 import { EnvironmentHost } from './environment-host.js';
 import type { HostContext, HostReply } from './host-context.js';
@@ -81,6 +82,18 @@ const LIFECYCLE = new Set<string>([
   METHODS.stageRestore,
   METHODS.activateRestore,
 ]);
+/**
+ * Calls that may change a participant's live state: a capture held with hashAtWrite refuses its
+ * write once any of these was served after it (its digest would be of a state past the boundary).
+ */
+const STATE_CHANGING = new Set<string>([
+  METHODS.agentInitialize,
+  METHODS.environmentInitialize,
+  METHODS.agentPrepare,
+  METHODS.agentCommit,
+  METHODS.environmentAdvance,
+  METHODS.activateRestore,
+]);
 export const MAX_AGENTS_PER_WORKER = 64;
 export const RUNTIME_NAME = `detsim-ts/${process.version}`;
 /** Identifies this implementation of the contract (not the build bytes: there is no build step to hash). */
@@ -99,6 +112,8 @@ export class WorkerRuntime implements HostContext {
   readonly storeDir: string | undefined;
   private boundSession: string | undefined;
   private progressCounter = 0n;
+  /** State-changing calls served so far (STATE_CHANGING): a hashAtWrite capture notes the count it saw. */
+  private stateChanges = 0;
   private lastCompletedRequestId: string | null = null;
   private stopping = false;
   private readonly lifecycle = new LifecycleCache();
@@ -148,7 +163,7 @@ export class WorkerRuntime implements HostContext {
       [METHODS.stageRestore]: (req, attachment) =>
         a ? a.stageRestore(req, attachment) : env!.stageRestore(req, attachment),
       [METHODS.activateRestore]: (req) => (a ? a.activateRestore(req) : env!.activateRestore(req)),
-      [METHODS.writePayload]: (req) => writeHeldPayload(req, this.lifecycle, this.storeDir),
+      [METHODS.writePayload]: (req) => writeHeldPayload(req, this.lifecycle, this.storeDir, this.stateChanges),
       [METHODS.prefetchPayload]: (req) => this.prefetched.prefetch(req, this.storeDir),
     };
   }
@@ -195,6 +210,7 @@ export class WorkerRuntime implements HostContext {
     }
     // Nothing, not even Status or Shutdown, is served to a stream that has not introduced itself.
     if (!stream.introduced) throw new ProtocolRefusal('INVALID_PHASE', `${req.method} before Worker.Hello`);
+    if (STATE_CHANGING.has(req.method)) this.stateChanges++;
     if (ALWAYS_SERVED.has(req.method)) return this.route(req, attachment);
     if (this.stopping) throw new ProtocolRefusal('INVALID_PHASE', 'the worker is stopping');
     if (!LIFECYCLE.has(req.method)) return this.route(req, attachment);
@@ -202,7 +218,8 @@ export class WorkerRuntime implements HostContext {
     // The attachment is not hashed here: StageRestore's params name its digest and the host verifies
     // it, so the params already identify the request (and a 256 MiB payload is hashed only once).
     const digest = canonicalDigest({ method: req.method, scope: req.scope, params: req.params });
-    const held = req.method === METHODS.capture && holdsCapture(req, this.storeDir);
+    const hold = req.method === METHODS.capture ? captureHoldOf(req, this.storeDir) : 'none';
+    const held = hold !== 'none';
     const cached = this.lifecycle.get(req.requestId);
     if (cached) {
       if (cached.digest !== digest)
@@ -218,11 +235,16 @@ export class WorkerRuntime implements HostContext {
         `${LifecycleCache.LIMIT} lifecycle replies await Worker.Acknowledge; acknowledge them first`,
       );
     }
-    const reply = await (held ? this.captureHeld(withoutHold(req)) : this.route(req, attachment));
+    const reply = await (held ? this.captureHeld(withoutHold(req), hold) : this.route(req, attachment));
     this.lifecycle.put(
       req.requestId,
       reply.pieces
-        ? { digest, result: reply.result, held: reply.pieces }
+        ? {
+            digest,
+            result: reply.result,
+            held: reply.pieces,
+            ...(hold === 'at-write' ? { hashAtWrite: { stateChanges: this.stateChanges } } : {}),
+          }
         : reply.attachment
           ? { digest, result: reply.result, attachment: reply.attachment }
           : { digest, result: reply.result },
@@ -231,9 +253,9 @@ export class WorkerRuntime implements HostContext {
     return held ? { result: reply.result } : reply;
   }
 
-  /** A Capture whose payload is held (capture-file-v1): the host keeps it as pieces, not one buffer. */
-  private captureHeld(req: Request): HostReply {
-    return this.agents ? this.agents.capture(req, true) : this.environment!.capture(req, true);
+  /** A Capture whose payload is held (capture-file-v1/v2): the host keeps it as pieces, not one buffer. */
+  private captureHeld(req: Request, hold: CaptureHold): HostReply {
+    return this.agents ? this.agents.capture(req, hold) : this.environment!.capture(req, hold);
   }
 
   private route(req: Request, attachment: Uint8Array | undefined): HostReply | Promise<HostReply> {
@@ -299,7 +321,9 @@ export class WorkerRuntime implements HostContext {
           this.role === 'agent' ? CAPABILITIES.agentStep : CAPABILITIES.worldStep,
           CAPABILITIES.checkpoint,
           CAPABILITIES.payloadFile,
-          ...(this.storeDir !== undefined ? [CAPABILITIES.captureFile, CAPABILITIES.restorePrefetch] : []),
+          ...(this.storeDir !== undefined
+            ? [CAPABILITIES.captureFile, CAPABILITIES.captureFileHashAtWrite, CAPABILITIES.restorePrefetch]
+            : []),
         ].sort(),
         limits: {
           maxAgents: this.role === 'agent' ? MAX_AGENTS_PER_WORKER : 0,

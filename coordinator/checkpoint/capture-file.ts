@@ -1,7 +1,8 @@
-// Co-located capture (capture-file-v1, docs/spec/capture-file.md): participants whose worker
+// Co-located capture (capture-file-v1/v2, docs/spec/capture-file.md): participants whose worker
 // offers the capability hold their payload at Capture and write it themselves into the envelope's
-// temp file at the offset the layout assigns; the coordinator writes the head (header, manifest,
-// table) and the payloads it holds, and hands the writer a job that seals the file in place
+// temp file at the offset the layout assigns (v2: hashing it as they write, and replying with the
+// digest); the coordinator writes the payloads it holds and then the head (header, manifest,
+// table), and hands the writer a job that seals the file in place
 // (prefix digest + a check of every reported payload digest, then the footer) and commits it.
 // The file is byte-identical to the streamed path's. NOT the capture order or reply checks
 // (capture.ts), NOT the seal pass (store/file-seal.ts), NOT the commit (store.ts).
@@ -15,7 +16,7 @@ import {
   type LayoutPayloadInput,
 } from '../../core/formats/envelope.js';
 import { DetsimError } from '../../core/formats/errors.js';
-import type { Id, Scope } from '../../core/formats/scalars.js';
+import { readDigest, type Digest, type Id, type Scope } from '../../core/formats/scalars.js';
 import { CAPABILITIES, METHODS } from '../../core/protocol/index.js';
 import type { LaunchedWorker } from '../launcher.js';
 import { type DeclaredRange, type FileSealOptions } from '../store/file-seal.js';
@@ -33,7 +34,15 @@ export interface HeldPayload {
   readonly participant: Participant;
   /** The Capture request whose held reply keeps the bytes (until acknowledged). */
   readonly captureRequestId: string;
+  /** capture-file-v2: its digest comes with State.WritePayload's reply, not the Capture's. */
+  readonly hashAtWrite: boolean;
 }
+
+/**
+ * Stands for the digest of a payload held with `hashAtWrite` until its write reports it: lays the
+ * envelope out (a digest's text has one length), never written (writeEnvelopeFile replaces it).
+ */
+export const DIGEST_AT_WRITE = '0'.repeat(64);
 
 /**
  * Whether this worker writes its payload into the envelope file: it offers capture-file-v1 (a TS
@@ -44,14 +53,20 @@ export function capturesToFile(group: CheckpointGroup, worker: LaunchedWorker): 
   return group.writer !== undefined && worker.hello.capabilities.includes(CAPABILITIES.captureFile);
 }
 
+/** Whether this worker (which captures to the file) hashes its payload as it writes it (capture-file-v2). */
+export function hashesAtWrite(worker: LaunchedWorker): boolean {
+  return worker.hello.capabilities.includes(CAPABILITIES.captureFileHashAtWrite);
+}
+
 /** Test hooks of the file path: the seal's chunk size and probe, the streamed-payload spill budget and probe. */
 export type CaptureFileHooks = FileSealOptions & SpillOptions;
 
 /**
- * Lay out the envelope, write its head and in-memory payloads into `tmp-<id>.flysess`, copy the
- * streamed payloads that were spilled (capture-spill.ts), have every holder write its payload (side by side; the failure reported is the first in envelope order),
- * and return the writer's deferred job. On any failure the temp file is removed and the refusal
- * names the participant.
+ * Lay out the envelope; write its in-memory payloads and the streamed payloads that were spilled
+ * (capture-spill.ts) into `tmp-<id>.flysess`; have every holder write its payload (side by side;
+ * the failure reported is the first in envelope order); then write the head, with the digests
+ * holders gave at write (capture-file-v2). Returns the writer's deferred job. On any failure the
+ * temp file is removed and the refusal names the participant.
  */
 export async function writeEnvelopeFile(
   group: CheckpointGroup,
@@ -70,18 +85,23 @@ export async function writeEnvelopeFile(
       `checkpoint ${id} is already committed or being written; checkpoint ids are never reused`,
       'checkpointId',
     );
-  const draft = layoutEnvelopeHead(manifest, payloads);
+  const planned = layoutEnvelopeHead(manifest, payloads);
   const path = join(writer.store.dir, generationTemp(id));
   const discard = (): Promise<void> => unlink(path).catch(() => undefined);
+  let draft: EnvelopeHead;
+  let laidOut: readonly LayoutPayloadInput[];
   try {
-    await writeHeadAndOwnPayloads(path, draft, payloads, streamed);
-    await writeHeldPayloads(group, scope, path, draft, held);
+    await writeOwnPayloads(path, planned, payloads, streamed);
+    const atWrite = await writeHeldPayloads(group, scope, path, planned, held);
+    laidOut = payloads.map((p) => (atWrite.has(p.name) ? { ...p, digest: atWrite.get(p.name)! } : p));
+    draft = atWrite.size > 0 ? relaidOut(planned, manifest, laidOut) : planned;
+    await writeHead(path, draft);
   } catch (e) {
     await discard();
     throw e;
   }
   // Every payload a producer reported a digest for is checked at seal, as on the streamed path.
-  const declared: DeclaredRange[] = draft.layout.entries.filter((_, i) => payloads[i]!.digest !== undefined);
+  const declared: DeclaredRange[] = draft.layout.entries.filter((_, i) => laidOut[i]!.digest !== undefined);
   return {
     draft,
     envelope: {
@@ -94,10 +114,26 @@ export async function writeEnvelopeFile(
 }
 
 /**
- * Create the temp file at its final length (holes read as the zero padding) with the head, the
- * payloads in memory and the spilled streamed payloads.
+ * The layout again with the digests holders gave at write: the same offsets and head length as
+ * the one the payloads were written by (a digest's text has one length), or an internal error.
  */
-async function writeHeadAndOwnPayloads(
+function relaidOut(
+  planned: EnvelopeHead,
+  manifest: Omit<EnvelopeManifest, 'payloads'>,
+  payloads: readonly LayoutPayloadInput[],
+): EnvelopeHead {
+  const final = layoutEnvelopeHead(manifest, payloads);
+  const offsets = (h: EnvelopeHead): string => JSON.stringify(h.layout.entries.map((e) => [e.offset, e.byteLength]));
+  if (final.head.byteLength !== planned.head.byteLength || offsets(final) !== offsets(planned))
+    throw new Error('the envelope layout moved when the digests reported at write were filled in');
+  return final;
+}
+
+/**
+ * Create the temp file at its final length (holes read as the zero padding) with the payloads in
+ * memory and the spilled streamed payloads; the head comes last (writeHead), once every digest is known.
+ */
+async function writeOwnPayloads(
   path: string,
   draft: EnvelopeHead,
   payloads: readonly LayoutPayloadInput[],
@@ -106,7 +142,6 @@ async function writeHeadAndOwnPayloads(
   const fh: FileHandle = await open(path, constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC, 0o644);
   try {
     await fh.truncate(draft.layout.footerOffset);
-    await writeRange(fh, draft.head, 0);
     for (const [i, entry] of draft.layout.entries.entries()) {
       const p = payloads[i]!;
       if ('bytes' in p) await writeRange(fh, p.bytes, entry.offset);
@@ -117,9 +152,20 @@ async function writeHeadAndOwnPayloads(
   }
 }
 
+/** Write the head (header, manifest, table) at the start of the temp file. */
+async function writeHead(path: string, draft: EnvelopeHead): Promise<void> {
+  const fh: FileHandle = await open(path, constants.O_WRONLY);
+  try {
+    await writeRange(fh, draft.head, 0);
+  } finally {
+    await fh.close();
+  }
+}
+
 /**
- * State.WritePayload to the holders side by side (bounded; distinct workers write in parallel); all are awaited,
- * and the refusal reported is the first in envelope order, whatever order they finished in.
+ * State.WritePayload to the holders side by side (bounded; distinct workers write in parallel); all
+ * are awaited, and the refusal reported is the first in envelope order, whatever order they
+ * finished in. Returns the digests of the payloads held with `hashAtWrite`, by payload name.
  */
 async function writeHeldPayloads(
   group: CheckpointGroup,
@@ -127,24 +173,31 @@ async function writeHeldPayloads(
   path: string,
   draft: EnvelopeHead,
   held: ReadonlyMap<string, HeldPayload>,
-): Promise<void> {
+): Promise<Map<string, Digest>> {
   const writes = draft.layout.entries.flatMap((entry) => {
     const h = held.get(entry.name);
     return h ? [{ entry, h }] : [];
   });
+  const atWrite = new Map<string, Digest>();
   const settled = await settleSideBySide(writes, async ({ entry, h }) => {
     const rep = await group.call(h.agentId, h.participant, METHODS.writePayload, scope, {
       captureRequestId: h.captureRequestId,
       file: { path, offset: String(entry.offset) },
     });
+    const refuse = (why: string): CheckpointRefusal =>
+      new CheckpointRefusal('BUFFER_INVALID', 'audit_capture_buffer', `${h.participant}: State.WritePayload ${why}`, {
+        participant: h.participant,
+      });
     if (rep.result.byteLength !== String(entry.byteLength))
-      throw new CheckpointRefusal(
-        'BUFFER_INVALID',
-        'audit_capture_buffer',
-        `${h.participant}: State.WritePayload wrote ${JSON.stringify(rep.result.byteLength)} bytes, the capture reply said ${entry.byteLength}`,
-        { participant: h.participant },
-      );
+      throw refuse(`wrote ${JSON.stringify(rep.result.byteLength)} bytes, the capture reply said ${entry.byteLength}`);
+    if (!h.hashAtWrite) return;
+    try {
+      atWrite.set(entry.name, readDigest(rep.result.digest, 'digest'));
+    } catch (e) {
+      throw refuse(`gave no digest of what it wrote: ${(e as Error).message}`);
+    }
   });
   const failed = firstRejection(settled);
   if (failed) throw failed.reason;
+  return atWrite;
 }

@@ -18,7 +18,14 @@ import { METHODS, type CaptureResult } from '../../core/protocol/index.js';
 import { sealOffLoop } from '../store/seal-thread.js';
 import { generationIdentityOf } from '../store/store.js';
 import { WriterBusyError, type DeferredEnvelope, type Reservation, type SaveTicket } from '../store/writer.js';
-import { capturesToFile, writeEnvelopeFile, type CaptureFileHooks, type HeldPayload } from './capture-file.js';
+import {
+  capturesToFile,
+  DIGEST_AT_WRITE,
+  hashesAtWrite,
+  writeEnvelopeFile,
+  type CaptureFileHooks,
+  type HeldPayload,
+} from './capture-file.js';
 import { StreamedPayloads } from './capture-spill.js';
 import { liveAgentRows, liveEnvironment } from './compatibility.js';
 import type { CheckpointGroup } from './group.js';
@@ -57,7 +64,14 @@ export function checkpointIdFor(epoch: Id, boundary: bigint | number): Id {
 function checkReply(
   r: CaptureResult,
   attachment: Buffer | undefined,
-  want: { checkpointId: Id; agentId: Id | null; boundary: U64; compatibilityDigest: Digest; held: boolean },
+  want: {
+    checkpointId: Id;
+    agentId: Id | null;
+    boundary: U64;
+    compatibilityDigest: Digest;
+    held: boolean;
+    hashAtWrite: boolean;
+  },
 ): CapturedPayload & { digest: Digest } {
   const who = participantOf(want.agentId);
   if (r.checkpointId !== want.checkpointId || r.agentId !== want.agentId || r.boundary !== want.boundary) {
@@ -78,7 +92,10 @@ function checkReply(
   }
   let digest: Digest, byteLength: U64;
   try {
-    digest = readDigest(r.payload?.digest, 'payload.digest');
+    // capture-file-v2: no digest yet (the write reports it); DIGEST_AT_WRITE holds its place.
+    if (want.hashAtWrite && r.payload !== null && typeof r.payload === 'object' && 'digest' in r.payload)
+      throw new Error('payload.digest must be absent: this capture was held with hashAtWrite');
+    digest = want.hashAtWrite ? DIGEST_AT_WRITE : readDigest(r.payload?.digest, 'payload.digest');
     byteLength = readU64(r.payload?.byteLength, 'payload.byteLength');
   } catch (e) {
     throw new CheckpointRefusal('BUFFER_INVALID', 'audit_capture_buffer', `${who}: ${(e as Error).message}`, {
@@ -178,8 +195,11 @@ export async function captureGroup(group: CheckpointGroup, opts: CaptureOptions)
     const who = participantOf(agentId);
     const worker = group.workerOf(agentId);
     const hold = capturesToFile(group, worker) && slots.mayHold(worker);
+    const hashAtWrite = hold && hashesAtWrite(worker);
     await slots.reserve(worker);
-    const params = hold ? { checkpointId, agentId, hold: true as const } : { checkpointId, agentId };
+    const params = hold
+      ? { checkpointId, agentId, hold: true as const, ...(hashAtWrite ? { hashAtWrite: true as const } : {}) }
+      : { checkpointId, agentId };
     const rep = await group.call(agentId, who, METHODS.capture, scope, params).catch((e: unknown) => {
       slots.cancel(worker);
       throw e;
@@ -191,9 +211,10 @@ export async function captureGroup(group: CheckpointGroup, opts: CaptureOptions)
       boundary,
       compatibilityDigest,
       held: hold,
+      hashAtWrite,
     });
     const name = agentId === null ? PAYLOAD_NAMES.world : PAYLOAD_NAMES.agent(agentId);
-    if (hold) held.set(name, { agentId, participant: who, captureRequestId: rep.requestId });
+    if (hold) held.set(name, { agentId, participant: who, captureRequestId: rep.requestId, hashAtWrite });
     return 'bytes' in payload ? streamed.add(name, payload.bytes, payload.digest) : payload;
   };
   try {

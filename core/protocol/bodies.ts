@@ -18,6 +18,12 @@ export const CAPABILITIES = {
    */
   captureFile: 'capture-file-v1',
   /**
+   * capture-file-v1, and a held Capture may leave its digest to the write (`hashAtWrite: true`):
+   * the reply gives only the size, and State.WritePayload hashes each piece while the previous one
+   * is being written and replies with the digest (docs/spec/capture-file.md, "Hashing at write").
+   */
+  captureFileHashAtWrite: 'capture-file-v2',
+  /**
    * State.PrefetchPayload reads and hashes a payload's range of a committed checkpoint file while
    * the coordinator verifies that file; the StageRestore naming the same range then uses those
    * bytes. Offered only by a worker started with --store-dir (the TypeScript worker).
@@ -197,14 +203,19 @@ export interface CaptureParams {
   agentId: Id | null;
   /** capture-file-v1: keep the payload until acknowledged and reply without an attachment. */
   hold?: true;
+  /** capture-file-v2 (only with `hold`): no digest now; State.WritePayload's reply carries it. */
+  hashAtWrite?: true;
 }
 export interface CaptureResult {
   checkpointId: Id;
   agentId: Id | null;
   boundary: U64;
   compatibilityDigest: Digest;
+  /** A `hashAtWrite` capture replies with the size alone (SizedCaptureResult). */
   payload: PayloadRef;
 }
+/** capture-file-v2: the reply to a Capture held with `hashAtWrite`: the digest comes with State.WritePayload. */
+export type SizedCaptureResult = Omit<CaptureResult, 'payload'> & { payload: { byteLength: U64 } };
 /** capture-file-v1: write the payload a held Capture (its request id) keeps at `offset` of `path`. */
 export interface WritePayloadParams {
   captureRequestId: string;
@@ -212,6 +223,8 @@ export interface WritePayloadParams {
 }
 export interface WritePayloadResult {
   byteLength: U64;
+  /** capture-file-v2: the SHA-256 of the bytes written, for a capture held with `hashAtWrite`. */
+  digest?: Digest;
 }
 /**
  * restore-prefetch-v1: read the range `payload.file` names and check it against `payload` (null:

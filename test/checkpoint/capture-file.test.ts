@@ -1,4 +1,5 @@
-// Co-located capture (capture-file-v1) over real worker processes: the envelope the workers write
+// Co-located capture (capture-file-v1, and v2 where the workers hash as they write) over real worker
+// processes: the envelope the workers write
 // straight into the store's temp file is byte-identical to the streamed path's; no payload byte
 // travels through the coordinator; the seal pass reads in bounded chunks; a mixed fleet (TypeScript
 // workers write, the Rust worker streams) gives the same bytes and restores.
@@ -20,15 +21,17 @@ afterEach(async () => {
   for (const s of open.splice(0)) await s.close();
 });
 
-/** Count the payload bytes that reach the coordinator in capture replies. */
-function countAttachments(s: Session): { bytes: number; writes: number } {
-  const seen = { bytes: 0, writes: 0 };
+/** Count the payload bytes that reach the coordinator in capture replies, and the writes that gave a digest. */
+function countAttachments(s: Session): { bytes: number; writes: number; digestsAtWrite: number } {
+  const seen = { bytes: 0, writes: 0, digestsAtWrite: 0 };
   for (const w of s.fleet.all()) {
     const orig = w.client.call.bind(w.client);
     w.client.call = async (method, scope, params, o) => {
       const rep = await orig(method, scope, params, o);
       if (method === METHODS.capture) seen.bytes += rep.attachment?.byteLength ?? 0;
       if (method === METHODS.writePayload) seen.writes++;
+      if (method === METHODS.writePayload && 'digest' in ((rep.reply as { result?: object }).result ?? {}))
+        seen.digestsAtWrite++;
       return rep;
     };
   }
@@ -40,10 +43,14 @@ async function committedAt(
   plan: RunPlan,
   k: number,
   id: string,
-  opts: { streamed?: boolean; chunkBytes?: number } = {},
-): Promise<{ s: Session; file: Buffer; seen: { bytes: number; writes: number }; maxAlloc: number }> {
+  opts: { streamed?: boolean; chunkBytes?: number; v1Only?: boolean } = {},
+): Promise<{ s: Session; file: Buffer; seen: ReturnType<typeof countAttachments>; maxAlloc: number }> {
   const s = await startSession(plan, opts.streamed ? { streamed: true } : {});
   open.push(s);
+  // A worker that offers capture-file-v1 only (as a v1 worker's Hello would say).
+  if (opts.v1Only)
+    for (const w of s.fleet.all())
+      w.hello.capabilities = w.hello.capabilities.filter((c) => c !== CAPABILITIES.captureFileHashAtWrite);
   for (let i = 0; i < k; i++) await s.group.step();
   const seen = countAttachments(s);
   let maxAlloc = 0;
@@ -65,10 +72,15 @@ describe('co-located capture (capture-file-v1)', () => {
     const streamed = await committedAt(plan, 3, 'ckpt-e1-3', { streamed: true });
     for (const w of local.s.fleet.all()) expect(w.hello.capabilities).toContain(CAPABILITIES.captureFile);
     for (const w of streamed.s.fleet.all()) expect(w.hello.capabilities).not.toContain(CAPABILITIES.captureFile);
-    expect(local.seen).toEqual({ bytes: 0, writes: 3 }); // environment + two agents, none streamed
+    // environment + two agents, none streamed, each hashing as it wrote (capture-file-v2)
+    expect(local.seen).toEqual({ bytes: 0, writes: 3, digestsAtWrite: 3 });
     expect(streamed.seen.writes).toBe(0);
     expect(streamed.seen.bytes).toBeGreaterThan(chunk * 4);
     expect(local.file.equals(streamed.file)).toBe(true);
+    // Workers that offer v1 only: digests at Capture, none at write; the same bytes.
+    const v1 = await committedAt(plan, 3, 'ckpt-e1-3', { v1Only: true });
+    expect(v1.seen).toEqual({ bytes: 0, writes: 3, digestsAtWrite: 0 });
+    expect(v1.file.equals(streamed.file)).toBe(true);
     // The seal pass read the many-chunk file a chunk at a time: never a buffer the size of a payload.
     const largest = Math.max(...decodeEnvelope(local.file).layout.entries.map((e) => e.byteLength));
     expect(largest).toBeGreaterThan(chunk * 2);
@@ -108,6 +120,29 @@ describe('co-located capture (capture-file-v1)', () => {
       `payload "agent-${victim.plan.agentIds[0]}": its bytes hash to`,
     );
     expect(s.ck.store.highWater()?.checkpointId).toBe('ckpt-e1-1');
+  }, 180_000);
+
+  it('capture-file-v2: a WritePayload reply without the digest refuses the capture naming the participant, and leaves no temp file', async () => {
+    const s = await startSession(LIF(64));
+    open.push(s);
+    await s.group.step();
+    const victim = s.fleet.agents[1]!;
+    const orig = victim.client.call.bind(victim.client);
+    victim.client.call = async (method, scope, params, o) => {
+      const rep = await orig(method, scope, params, o);
+      if (method === METHODS.writePayload && rep.reply.type === 'result')
+        delete (rep.reply.result as { digest?: string }).digest;
+      return rep;
+    };
+    const refused = await captureGroup(s.group, { checkpointId: 'ckpt-e1-1' }).then(
+      () => null,
+      (e: unknown) => e as Error & { reason?: string },
+    );
+    expect(refused?.message).toMatch(
+      new RegExp(`agent ${victim.plan.agentIds[0]}: State.WritePayload gave no digest of what it wrote`),
+    );
+    expect((await s.ck.store.scan()).temporaries).toEqual([]);
+    expect(s.ck.store.highWater()).toBeNull();
   }, 180_000);
 
   it('a superseded hot capture removes its temp file; the durable one in flight and the newer hot one commit', async () => {

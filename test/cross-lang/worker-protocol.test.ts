@@ -173,10 +173,14 @@ for (const other of OTHERS)
       if (t.reply.type !== 'result' || r.reply.type !== 'result') throw new Error('Hello refused');
       const { runtime, buildDigest, incarnationId, ...rest } = r.reply.result as Record<string, unknown>;
       const { runtime: _r, buildDigest: _b, incarnationId: _i, ...tsRest } = t.reply.result as Record<string, unknown>;
-      // capture-file-v1 and restore-prefetch-v1 (docs/spec/capture-file.md) are the TypeScript
+      // capture-file-v1/v2 and restore-prefetch-v1 (docs/spec/capture-file.md) are the TypeScript
       // worker's alone, offered with --store-dir; the other workers keep the streamed capture and
       // restore paths. Everything else is shared.
-      const tsOnly: string[] = [CAPABILITIES.captureFile, CAPABILITIES.restorePrefetch];
+      const tsOnly: string[] = [
+        CAPABILITIES.captureFile,
+        CAPABILITIES.captureFileHashAtWrite,
+        CAPABILITIES.restorePrefetch,
+      ];
       const tsCapabilities = tsRest.capabilities as string[];
       for (const c of tsOnly) {
         expect(tsCapabilities).toContain(c);

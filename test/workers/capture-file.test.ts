@@ -1,7 +1,10 @@
 // capture-file-v1 on a real TypeScript worker process: offered only with --store-dir; a held
 // Capture replies with size and digest and no attachment (a replay too); State.WritePayload writes
 // exactly the held bytes at the given offset of a checkpoint temp file in the store, and refuses
-// any other file, an unknown capture, malformed params, and a worker without a store.
+// any other file, an unknown capture, malformed params, and a worker without a store. capture-file-v2:
+// a Capture held with hashAtWrite replies with the size only, and WritePayload replies with the
+// SHA-256 of what it wrote (across many write slices), which is the streamed capture's digest; a
+// state-changing call between the two refuses the write.
 import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -147,6 +150,75 @@ describe('capture-file-v1 (TypeScript worker)', () => {
       const moved = await holdAndWrite('moved', () => stepOnce(1));
       expect(moved.same).toBe(false);
       expect(moved.written.byteLength).toBe(bytes.byteLength);
+    } finally {
+      await w.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('capture-file-v2: the digest at write (TypeScript worker)', () => {
+  it('a Capture held with hashAtWrite gives its size only; WritePayload writes the same bytes and replies with their digest', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'detsim-capture-v2-'));
+    // 900k neurons: a payload of ~10.8 MB, so the write hashes it over several 4 MiB slices.
+    const lif = { agentId: 'a-lif', model: 'lif', params: { neurons: 900_000 }, seed: 9, stepDuration: STEP_60HZ };
+    const w = await spawnWorker('agent', 'w-cf-v2', ['--store-dir', dir]);
+    try {
+      expect(w.client.identity!.capabilities).toEqual(expect.arrayContaining(['capture-file-v1', 'capture-file-v2']));
+      resultOf(
+        await w.client.callUnchecked(METHODS.agentInitialize, scope(0), { agents: [{ ...lif, observation: OBS }] }),
+      );
+      const streamed = await w.client.call(METHODS.capture, scope(0), { checkpointId: 'ck-v2', agentId: 'a-lif' });
+      const bytes = streamed.attachment!;
+      expect(bytes.byteLength).toBeGreaterThan(2 * 4 * 1024 * 1024); // three write slices
+      const digest = createHash('sha256').update(bytes).digest('hex');
+
+      const params = { checkpointId: 'ck-v2', agentId: 'a-lif', hold: true as const, hashAtWrite: true as const };
+      const held = await w.client.call(METHODS.capture, scope(0), params);
+      expect(held.attachment).toBeUndefined();
+      expect(resultOf<CaptureResult>(held).payload).toEqual({ byteLength: String(bytes.byteLength) });
+      const tmp = join(dir, 'tmp-ck-v2.flysess');
+      writeFileSync(tmp, Buffer.alloc(5 + bytes.byteLength + 3, 0xee));
+      const write = { captureRequestId: held.requestId, file: { path: tmp, offset: '5' } };
+      const wrote = resultOf(await w.client.call(METHODS.writePayload, scope(0), write));
+      expect(wrote).toEqual({ byteLength: String(bytes.byteLength), digest });
+      const file = readFileSync(tmp);
+      expect(file.subarray(5, 5 + bytes.byteLength).equals(bytes)).toBe(true);
+      expect([...file.subarray(0, 5), ...file.subarray(5 + bytes.byteLength)]).toEqual(Array(8).fill(0xee));
+
+      // A v1 hold (digest at Capture) on the same worker: WritePayload gives no digest.
+      const { hashAtWrite: _atWrite, ...v1Params } = params;
+      const v1 = await w.client.call(METHODS.capture, scope(0), v1Params);
+      expect(resultOf<CaptureResult>(v1).payload).toEqual({ byteLength: String(bytes.byteLength), digest });
+      const v1Write = { captureRequestId: v1.requestId, file: { path: tmp, offset: '5' } };
+      expect(resultOf(await w.client.call(METHODS.writePayload, scope(0), v1Write))).toEqual({
+        byteLength: String(bytes.byteLength),
+      });
+
+      // A state-changing call after a hashAtWrite capture: its write is refused and writes nothing
+      // (v1 leaves that to the seal's digest check; v2's digest would be of the moved state).
+      const late = await w.client.call(METHODS.capture, scope(0), params);
+      const p = await w.client.call(METHODS.agentPrepare, scope(0), { agents: [{ agentId: 'a-lif' }] });
+      resultOf(p);
+      writeFileSync(tmp, Buffer.alloc(5 + bytes.byteLength + 3, 0xee));
+      const refused = await w.client.callUnchecked(METHODS.writePayload, scope(0), {
+        captureRequestId: late.requestId,
+        file: { path: tmp, offset: '5' },
+      });
+      expect(errorOf(refused)).toMatchObject({ code: 'INVALID_PHASE' });
+      expect(errorOf(refused).message).toMatch(/state-changing call since that capture/);
+      expect(readFileSync(tmp).every((b) => b === 0xee)).toBe(true);
+
+      // hashAtWrite is exactly true, and only beside hold.
+      const notTrue = await w.client.callUnchecked(METHODS.capture, scope(0), { ...params, hashAtWrite: 1 });
+      expect(errorOf(notTrue)).toMatchObject({ code: 'INVALID_ARGUMENT' });
+      expect(errorOf(notTrue).message).toMatch(/params.hashAtWrite must be true/);
+      const alone = await w.client.callUnchecked(METHODS.capture, scope(0), {
+        checkpointId: 'ck-v2',
+        agentId: 'a-lif',
+        hashAtWrite: true,
+      });
+      expect(errorOf(alone).message).toMatch(/params.hashAtWrite is only valid with params.hold/);
     } finally {
       await w.stop();
       rmSync(dir, { recursive: true, force: true });
