@@ -142,10 +142,10 @@ export async function sealFileOffLoop(
 
 /**
  * fdatasync a very large temp file while the threads hash it: most of its writeback then overlaps
- * the hashing instead of following it in the store's fsync (≈ 0.2-0.3 s of a 269 MB save here;
- * bench/README.md, "Two hashing threads for a large seal"). Not the durability step: the store
- * still fsyncs after the footer. Its failure fails the seal, because a writeback error this call
- * reports would not be reported to the store's fsync again.
+ * the hashing instead of following it in the store's fsync (bench/README.md, "Two hashing threads
+ * for a large seal"). Not the durability step: the store still fsyncs after the footer. Its
+ * failure fails the seal, because a writeback error this call reports would not be reported to the
+ * store's fsync again.
  */
 async function flushEarly(path: string): Promise<void> {
   const fh = await open(path, 'r');
