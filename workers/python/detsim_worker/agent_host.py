@@ -345,7 +345,7 @@ class AgentHost:
 
     # ---- State.Capture --------------------------------------------------------------------------
 
-    def capture(self, req: Request) -> dict:
+    def capture(self, req: Request, hold: str = 'none') -> dict:
         scope = require_scope(req)
         check_session(scope, self.ctx.session_id)
         try:
@@ -369,7 +369,7 @@ class AgentHost:
                             'brainTicks': str(slot.clock.brain_ticks)},
             'observation': slot.observation, 'state': model_state,
         }
-        return capture_reply(payload, f'agent {agent_id}', checkpoint_id, agent_id, boundary, ident.compatibility_digest)
+        return capture_reply(payload, f'agent {agent_id}', checkpoint_id, agent_id, boundary, ident.compatibility_digest, hold)
 
     # ---- State.StageRestore ---------------------------------------------------------------------
 

@@ -145,16 +145,19 @@ def staged_payload(attachment: bytes | None, staged: StageParams, store_dir: str
 
 
 def capture_reply(payload: dict, who: str, checkpoint_id: str, agent_id: str | None, boundary: int,
-                  compatibility_digest: str) -> dict:
+                  compatibility_digest: str, hold: str = 'none') -> dict:
     """One participant's State.Capture reply (agent or environment alike): its payload encoded as the
-    attachment, with the digest and length the coordinator checks when it seals the envelope."""
+    attachment, with the digest and length the coordinator checks when it seals the envelope. A held
+    capture (capture_file.py) keeps the bytes as 'held' instead of sending them; held 'at-write'
+    (capture-file-v2) it is not hashed here, State.WritePayload hashes what it writes."""
     try:
         data = encode_state(payload)
     except StateCodecError as e:
         raise ProtocolRefusal('BACKEND_FAILURE', f'{who}: capture state cannot be encoded: {e}', 'none') from None
-    return {'result': {'checkpointId': checkpoint_id, 'agentId': agent_id, 'boundary': str(boundary),
-                       'compatibilityDigest': compatibility_digest,
-                       'payload': {'digest': sha256(data), 'byteLength': str(len(data))}}, 'attachment': data}
+    ref = {'byteLength': str(len(data))} if hold == 'at-write' else {'digest': sha256(data), 'byteLength': str(len(data))}
+    result = {'checkpointId': checkpoint_id, 'agentId': agent_id, 'boundary': str(boundary),
+              'compatibilityDigest': compatibility_digest, 'payload': ref}
+    return {'result': result, 'attachment': data} if hold == 'none' else {'result': result, 'held': data}
 
 
 # The version of the state payload both hosts write and read (payloadVersion).

@@ -239,7 +239,7 @@ class EnvironmentHost:
 
     # ---- State.Capture --------------------------------------------------------------------------
 
-    def capture(self, req: Request) -> dict:
+    def capture(self, req: Request, hold: str = 'none') -> dict:
         scope = require_scope(req)
         check_session(scope, self.ctx.session_id)
         try:
@@ -261,7 +261,7 @@ class EnvironmentHost:
             'ports': ident.ports, 'modelVersion': ident.model_version, 'profileDigest': ident.profile_digest, 'state': model_state,
         }
         return capture_reply(payload, f'environment {ident.environment_id}', checkpoint_id, None, boundary,
-                             ident.compatibility_digest)
+                             ident.compatibility_digest, hold)
 
     # ---- State.StageRestore ---------------------------------------------------------------------
 

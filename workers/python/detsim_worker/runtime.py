@@ -13,6 +13,7 @@ from typing import Any
 
 from . import protocol as P
 from .agent_host import AgentHost
+from .capture_file import capture_hold_of, without_hold, write_held_payload
 from .canonical_json import canonical_bytes, canonical_digest, parse_strict, sha256_hex
 from .environment_host import EnvironmentHost
 from .op_cache import LifecycleCache
@@ -20,6 +21,10 @@ from .protocol import ProtocolRefusal, Request, read_request
 from .scalars import MISSING, InputError, is_int, read_digest, read_id, read_request_id, refuse_unknown_fields
 
 LIFECYCLE = {P.AGENT_INITIALIZE, P.ENV_INITIALIZE, P.CAPTURE, P.STAGE_RESTORE, P.ACTIVATE_RESTORE}
+# Calls that may change a participant's live state: a capture held with hashAtWrite refuses its write
+# once any of these was served after it (its digest would be of a state past the boundary).
+STATE_CHANGING = {P.AGENT_INITIALIZE, P.ENV_INITIALIZE, P.AGENT_PREPARE, P.AGENT_COMMIT, P.ENV_ADVANCE,
+                  P.ACTIVATE_RESTORE}
 MAX_AGENTS_PER_WORKER = 64
 RUNTIME_NAME = f'detsim-py/{platform.python_version()}'
 
@@ -59,6 +64,8 @@ class WorkerRuntime:
         self.max_message_bytes = max_message_bytes
         self.incarnation_id = incarnation_id or f'inc-{os.urandom(8).hex()}'
         self.progress_counter = 0
+        # State-changing calls served so far (STATE_CHANGING): a hashAtWrite capture notes the count it saw.
+        self.state_changes = 0
         self.last_completed_request_id: str | None = None
         self.stopping = False
         self.lifecycle = LifecycleCache()
@@ -94,6 +101,8 @@ class WorkerRuntime:
             return reply
         if not stream.introduced:
             raise ProtocolRefusal('INVALID_PHASE', f'{req.method} before Worker.Hello')
+        if req.method in STATE_CHANGING:
+            self.state_changes += 1
         if req.method == P.STATUS:
             return self._status(req)
         if req.method == P.SHUTDOWN:
@@ -105,6 +114,7 @@ class WorkerRuntime:
         if req.method not in LIFECYCLE:
             return self._route(req, attachment)
         digest = canonical_digest({'method': req.method, 'scope': req.scope, 'params': req.params})
+        hold = capture_hold_of(req, self.store_dir) if req.method == P.CAPTURE else 'none'
         cached = self.lifecycle.get(req.request_id)
         if cached:
             if cached['digest'] != digest:
@@ -112,8 +122,13 @@ class WorkerRuntime:
             return cached
         if self.lifecycle.full:
             raise ProtocolRefusal('BUSY', f'{LifecycleCache.LIMIT} lifecycle replies await Worker.Acknowledge; acknowledge them first')
-        reply = self._route(req, attachment)
-        self.lifecycle.put(req.request_id, {'digest': digest, **reply})
+        if hold == 'none':
+            reply = self._route(req, attachment)
+        else:  # held (capture-file-v1/v2): the bytes stay in the cache until Worker.Acknowledge, never sent
+            host: Any = self.agents if self.agents is not None else self.environment
+            reply = host.capture(without_hold(req), hold)
+        at_write = {'hash_at_write': self.state_changes} if hold == 'at-write' else {}
+        self.lifecycle.put(req.request_id, {'digest': digest, **reply, **at_write})
         return reply
 
     def _route(self, req: Request, attachment: bytes | None) -> dict:
@@ -134,6 +149,8 @@ class WorkerRuntime:
             return host.stage_restore(req, attachment)
         if m == P.ACTIVATE_RESTORE:
             return host.activate_restore(req)
+        if m == P.WRITE_PAYLOAD:
+            return write_held_payload(req, self.lifecycle, self.store_dir, self.state_changes)
         raise ProtocolRefusal('UNSUPPORTED', f'unknown method {_js(m)}')
 
     # ---- Worker.* -------------------------------------------------------------------------------
@@ -170,10 +187,14 @@ class WorkerRuntime:
             'selectedMajor': P.PROTOCOL_MAJOR, 'selectedMinor': P.PROTOCOL_MINOR, 'workerId': self.worker_id,
             'incarnationId': self.incarnation_id, 'role': self.role, 'runtime': RUNTIME_NAME, 'buildDigest': BUILD_DIGEST,
             'contractDigest': CONTRACT_DIGEST,
-            'capabilities': sorted([CAPABILITIES[self.role], 'checkpoint-v1', 'payload-file-v1']),
+            'capabilities': sorted([CAPABILITIES[self.role], 'checkpoint-v1', 'payload-file-v1', *self._capture_file()]),
             'limits': {'maxAgents': MAX_AGENTS_PER_WORKER if self.role == 'agent' else 0,
                        'maxMessageBytes': self.max_message_bytes, 'workerThreads': 1},
         }}
+
+    def _capture_file(self) -> list[str]:
+        """capture-file-v1 and v2 (docs/spec/capture-file.md): only a worker given the run's store writes into it."""
+        return ['capture-file-v1', 'capture-file-v2'] if self.store_dir is not None else []
 
     def _status(self, req: Request) -> dict:
         try:

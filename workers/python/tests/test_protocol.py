@@ -115,7 +115,8 @@ def test_ready_line_hello_first_and_hello_refusals(worker):
     assert code(worker.hello(role='environment')) == 'UNSUPPORTED'
     hello = worker.hello()
     assert hello['result']['runtime'].startswith('detsim-py/')
-    assert hello['result']['capabilities'] == ['agent-step-v1', 'checkpoint-v1', 'payload-file-v1']
+    # capture-file-v1/v2 come with --store-dir (the fixture's); a worker without a store offers neither.
+    assert hello['result']['capabilities'] == ['agent-step-v1', 'capture-file-v1', 'capture-file-v2', 'checkpoint-v1', 'payload-file-v1']
     # Hello-first is per stream: a second stream is served nothing until its own Hello.
     other = worker.open_stream()
     assert code(worker.call('Worker.Status', None, {}, stream=other)[0]) == 'INVALID_PHASE'
@@ -191,6 +192,89 @@ def test_payload_file_outside_the_store_is_refused_alike(worker):
              'payload': {'digest': 'b' * 64, 'byteLength': '4', 'file': {'path': '/etc/passwd', 'offset': '0'}}}
     reply, _ = worker.call('State.StageRestore', sc(0, 'e2'), stage)
     assert reply['error'] == {'code': 'INVALID_ARGUMENT', 'message': "params.payload.file.path is not a regular file inside this worker's store directory", 'mutation': 'none'}
+
+
+def _step(w, k):
+    p, _ = w.call('Agent.Prepare', sc(k), {'agents': IDS})
+    w.call('Agent.Commit', sc(k), {'agents': [{'agentId': a['agentId'], 'preparedRequestId': p['requestId'],
+                                               'observation': {'foodDx': k, 'foodDy': 1}, 'rewards': []} for a in IDS]})
+
+
+def test_a_held_capture_is_written_into_a_checkpoint_temp_file_v1_with_its_digest_v2_hashed_at_write():
+    import hashlib
+    store = tempfile.mkdtemp(prefix='dpw-store-', dir='/tmp')
+    w = Worker(extra=['--store-dir', store])
+    try:
+        w.hello()
+        w.call('Agent.Initialize', sc(0), {'agents': AGENTS})
+        _step(w, 0)
+        ref = {'checkpointId': 'ck-1', 'agentId': 'a-lif'}
+        streamed, data = w.call('State.Capture', sc(1), ref)
+        v1, none1 = w.call('State.Capture', sc(1), {**ref, 'hold': True})
+        v2, none2 = w.call('State.Capture', sc(1), {**ref, 'hold': True, 'hashAtWrite': True})
+        assert none1 is None and none2 is None and data
+        assert v1['result'] == streamed['result']
+        assert v2['result']['payload'] == {'byteLength': str(len(data))}
+        # A replay of a held capture also carries no attachment.
+        assert w.call('State.Capture', sc(1), {**ref, 'hold': True}, request_id=v1['requestId']) == (v1, None)
+        tmp = os.path.join(store, 'tmp-ck-1.flysess')
+        with open(tmp, 'wb') as f:
+            f.write(bytes(2 * len(data) + 16))
+
+        def write(capture, path=tmp, offset='8'):
+            return w.call('State.WritePayload', None, {'captureRequestId': capture['requestId'], 'file': {'path': path, 'offset': offset}})[0]
+
+        assert write(v1)['result'] == {'byteLength': str(len(data))}
+        got = write(v2, offset=str(8 + len(data)))['result']
+        assert got == {'byteLength': str(len(data)), 'digest': hashlib.sha256(data).hexdigest()}
+        with open(tmp, 'rb') as f:
+            assert f.read() == bytes(8) + data + data + bytes(8)
+        # Only a checkpoint temporary inside the store is writable, with one text for every other path.
+        outside = tempfile.mkdtemp(prefix='dpw-out-', dir='/tmp')
+        victim = os.path.join(outside, 'tmp-ck-9.flysess')
+        with open(victim, 'wb') as f:
+            f.write(b'keep')
+        os.symlink(victim, os.path.join(store, 'tmp-ck-8.flysess'))
+        with open(os.path.join(store, 'ck-1.flysess'), 'wb') as f:
+            f.write(bytes(len(data)))
+        os.symlink(os.path.join(store, 'ck-1.flysess'), os.path.join(store, 'tmp-ck-7.flysess'))
+        not_temp = {'code': 'INVALID_ARGUMENT', 'mutation': 'none', 'message': (
+            "params.file.path is not a checkpoint temporary file (tmp-<checkpointId>.flysess) inside this worker's store directory")}
+        for path in (os.path.join(store, 'ck-1.flysess'), victim, os.path.join(store, 'tmp-ck-8.flysess'),
+                     os.path.join(store, 'tmp-ck-7.flysess'), os.path.join(store, 'tmp-missing.flysess'), store):
+            assert write(v1, path=path)['error'] == not_temp, path
+        with open(victim, 'rb') as f:
+            assert f.read() == b'keep'
+        # Strict params; an unknown or streamed capture is not writable.
+        assert write({'requestId': streamed['requestId']})['error']['message'] == (
+            'params.captureRequestId names no held capture awaiting acknowledgment on this worker')
+        assert code(w.call('State.WritePayload', None, {'captureRequestId': v1['requestId'], 'file': {'path': tmp, 'offset': '0', 'x': 1}})[0]) == 'INVALID_ARGUMENT'
+        assert code(w.call('State.WritePayload', None, {'captureRequestId': v1['requestId'], 'file': {'path': '', 'offset': '0'}})[0]) == 'INVALID_ARGUMENT'
+        for bad in ({'hold': False}, {'hashAtWrite': True}, {'hold': True, 'hashAtWrite': 1}):
+            assert code(w.call('State.Capture', sc(1), {**ref, **bad})[0]) == 'INVALID_ARGUMENT', bad
+        # After a state-changing call, v2 refuses to hash a state that may have moved; v1 (digest at
+        # Capture, checked by the seal) still writes.
+        _step(w, 1)
+        moved = write(v2)['error']
+        assert moved['code'] == 'INVALID_PHASE' and 'state-changing call since that capture' in moved['message']
+        assert code(write(v1)) == 'ok'
+        # Acknowledged: the held bytes are gone.
+        w.call('Worker.Acknowledge', None, {'requestIds': [v1['requestId'], v2['requestId']]})
+        assert code(write(v1)) == 'INVALID_ARGUMENT'
+    finally:
+        w.stop()
+
+
+def test_a_worker_without_a_store_refuses_to_hold_a_capture():
+    w = Worker()
+    try:
+        assert 'capture-file-v1' not in w.hello()['result']['capabilities']
+        w.call('Agent.Initialize', sc(0), {'agents': AGENTS})
+        reply, _ = w.call('State.Capture', sc(0), {'checkpointId': 'ck-0', 'agentId': 'a-walk', 'hold': True})
+        assert reply['error'] == {'code': 'UNSUPPORTED', 'mutation': 'none', 'message': (
+            'params.file: this worker was started without --store-dir and writes no checkpoint files')}
+    finally:
+        w.stop()
 
 
 def test_shutdown_exits_0_and_a_closed_stdin_too():
