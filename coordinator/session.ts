@@ -284,7 +284,9 @@ export async function runLoop(start: SessionStart, opts: SessionOptions): Promis
         break;
       } catch (e) {
         // A lost worker: fence the old group, start replacements the same way, restore, continue.
+        // Unless the death is the first sign of a Ctrl-C or scancel: never relaunch into that.
         const lost = failureOf(e, String(digest.steps), 'prepare');
+        await graceForInterruption(lost, signal);
         const recovery = signal.aborted ? undefined : opts.extension?.recovery;
         const target = await recovery?.consider(lost);
         if (target === undefined) throw e;
@@ -457,12 +459,17 @@ async function interruptedOr(
   signal: AbortSignal,
   kind: SessionStart['kind'],
 ): Promise<RunFailure> {
-  if (!signal.aborted && looksInterrupted(failure)) await abortWithin(signal, INTERRUPT_GRACE_MS);
+  await graceForInterruption(failure, signal);
   if (!signal.aborted || failure.kind === 'aborted') return failure;
   return new RunFailure('aborted', `the ${kind} was interrupted (${failure.message})`, {
     step: failure.step,
     phase: failure.phase,
   });
+}
+
+/** Wait (at most INTERRUPT_GRACE_MS) for the abort that a death looking like an interruption foretells. */
+async function graceForInterruption(failure: RunFailure, signal: AbortSignal): Promise<void> {
+  if (!signal.aborted && looksInterrupted(failure)) await abortWithin(signal, INTERRUPT_GRACE_MS);
 }
 
 /** Resolve once `signal` aborts or `ms` have passed, whichever is first. */

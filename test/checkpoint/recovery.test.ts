@@ -13,6 +13,11 @@ import { join, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { killAtSteps, runRecoverKillLoop } from '../../bench/recover-kill-loop.js';
 import { loadConfig } from '../../coordinator/config.js';
+import { recoveryWith } from '../../coordinator/checkpoint/recovery.js';
+import { CheckpointRun } from '../../coordinator/checkpoint/run-checkpoints.js';
+import type { Fleet } from '../../coordinator/launcher.js';
+import { RunFailure } from '../../coordinator/run-failure.js';
+import { runSession } from '../../coordinator/run.js';
 import { verifyLedger } from '../../coordinator/store/ledger.js';
 import { checkReceiptBinding, readReceipt } from '../../coordinator/receipt/receipt.js';
 import { readReproTexts, readTraceIndex, traceFormatOf } from '../../coordinator/trace-store.js';
@@ -172,6 +177,44 @@ describe('recovery from a lost worker (--max-restarts)', () => {
     expect(summary.recovery.recovered).toMatchObject([{ workerId: 'worker-1', reason: 'deadline', step: '5' }]);
     expect(r.reproHash).toBe(await referenceHash());
   }, 240_000);
+
+  it('a worker ended by SIGTERM just before the run is interrupted is not relaunched: the run says aborted, with no recovery', async () => {
+    // Ctrl-C or scancel reaches every process, and the worker may see it first: recovering from that
+    // death would start new workers (new srun steps) into a run that is being stopped.
+    const checkpoints = new CheckpointRun({ every: 2 });
+    checkpoints.recovery = recoveryWith({ maxRestarts: 3 })(checkpoints);
+    const abort = new AbortController();
+    const launched: Fleet[] = [];
+    const failure = await runSession(loadConfig('examples/lif-pair.yaml'), {
+      steps: 40,
+      outDir: mkdtempSync(join(tmpdir(), 'detsim-recover-int-')),
+      extension: checkpoints,
+      signal: abort.signal,
+      hooks: {
+        onLaunched: (f) => launched.push(f),
+        beforePhase: (step, phase) => {
+          if (step !== 5n || phase !== 'commit') return;
+          process.kill(launched[0]!.agents[0]!.instance.pid, 'SIGTERM');
+          setTimeout(() => abort.abort(), 300);
+        },
+      },
+    }).then(
+      () => null,
+      (e: unknown) => e as RunFailure,
+    );
+    expect(failure).toBeInstanceOf(RunFailure);
+    expect(failure!.kind).toBe('aborted');
+    expect(failure!.message).toMatch(/interrupted \(worker worker-0 \(agents lif-a\) died .*exited \(exit code 0\)\)$/);
+    expect(failure!.message).not.toMatch(/recovery/);
+    // Not even begun: the group was not fenced for a recovery, and no replacement was launched.
+    const log = readFileSync(join(failure!.runDir!, 'run.log'), 'utf8');
+    expect(log).not.toMatch(/"reason":"recovery"/);
+    expect(log).not.toMatch(/launch failed/);
+    expect(launched).toHaveLength(1);
+    const summary = json(join(failure!.runDir!, 'summary.json'));
+    expect(summary.status).toBe('aborted');
+    expect(summary.recoveries ?? 0).toBe(0);
+  }, 120_000);
 
   it('restarts exhausted: the run fails as it would have, saying so; a resume with --max-restarts recovers and fails the same way', () => {
     const f = fault({ faultStep: 5, always: true });
