@@ -75,7 +75,10 @@ export interface StartContext {
   storeDir?: string;
   /** The model modules this worker may load (its `--model` flags). */
   models: readonly string[];
-  /** When the start-up deadline (plan.deadlines.startupMs from launch) runs out, in Date.now() ms. */
+  /**
+   * When the start-up deadline (plan.deadlines.startupMs from launch) runs out, in performance.now()
+   * ms: a monotonic clock, so a wall-clock step neither shortens nor stretches start-up.
+   */
   deadlineAt: number;
   /** A TLS run (plan.tls): how the coordinator reaches its workers (mutual TLS + bearer token). */
   tls?: CoordinatorTls;
@@ -594,7 +597,7 @@ export function startProcess(
       const client = await WorkerClient.connect(address, {
         processExit: proc.exited,
         label: worker.workerId,
-        connectTimeoutMs: Math.max(1, ctx.deadlineAt - Date.now()),
+        connectTimeoutMs: Math.max(1, ctx.deadlineAt - performance.now()),
         ...(ctx.tls ? tlsChannelTo(ctx.tls, address) : {}),
       });
       return { client, address };
@@ -607,7 +610,7 @@ export function startProcess(
 
 /** A TLS worker whose identity does not match this run's set is named at once, not after a connect timeout. */
 async function refuseForeignWorker(address: string, ctx: StartContext, worker: PlannedWorker): Promise<void> {
-  const probe = await probeWorker(address, ctx.tls!.material, Math.max(1, ctx.deadlineAt - Date.now()));
+  const probe = await probeWorker(address, ctx.tls!.material, Math.max(1, ctx.deadlineAt - performance.now()));
   if (probe.ok) return;
   const where = { workerId: worker.workerId, agentIds: worker.agentIds, step: null, phase: 'startup' as const };
   // Its ready line named this address: a worker that does not answer there failed to start.
@@ -641,7 +644,7 @@ function startThread(worker: PlannedWorker, ctx: StartContext): StartingWorker {
 function connectExisting(worker: PlannedWorker, ctx: StartContext, found: ExistingWorker): StartingWorker {
   const remote = new RemoteWorker(worker, found.address);
   const connected = (async () => {
-    const timeoutMs = Math.max(1, ctx.deadlineAt - Date.now());
+    const timeoutMs = Math.max(1, ctx.deadlineAt - performance.now());
     try {
       const link = await connectGrpcLink(found.address, {
         connectTimeoutMs: timeoutMs,
@@ -678,7 +681,7 @@ async function introduce(
     hello: undefined as unknown as HelloResult,
   };
   connected.push(w);
-  const remaining = Math.max(1, deadlineAt - Date.now());
+  const remaining = Math.max(1, deadlineAt - performance.now());
   try {
     w.hello = await client.hello({
       sessionId: plan.sessionId,
@@ -704,7 +707,7 @@ export async function launchFleet(plan: RunPlan, opts: LaunchOptions): Promise<F
   const needsSockets = plan.transport !== 'tcp' && plan.workers.some((w) => !runsOnThread(plan, w));
   const socketDir = needsSockets ? socketDirFor(logger) : undefined;
   const base = defaultWorkerCommand();
-  const deadlineAt = Date.now() + plan.deadlines.startupMs;
+  const deadlineAt = performance.now() + plan.deadlines.startupMs;
   const starting = plan.workers.map((w, i) => {
     const ctx: StartContext = { plan, logger, models: launchedModelsFor(plan, w), deadlineAt };
     if (socketDir !== undefined || plan.transport === 'tcp') ctx.listen = listenAddress(plan, socketDir, i);

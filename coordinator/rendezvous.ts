@@ -35,7 +35,7 @@ export async function awaitRendezvous(
   requireExistingDirectory(placement.dir, `workers.rendezvous.dir: ${placement.dir}`, 'workers.rendezvous.dir');
   const needed = plan.workers.map((w) => w.workerId).sort();
   const found = new Map<Id, ExistingWorker>();
-  const deadline = Date.now() + placement.timeoutMs;
+  const deadline = performance.now() + placement.timeoutMs;
   const wake = new Wake(placement.dir);
   try {
     for (;;) {
@@ -50,7 +50,7 @@ export async function awaitRendezvous(
           step: null,
           phase: 'startup',
         });
-      const left = deadline - Date.now();
+      const left = deadline - performance.now();
       if (left <= 0)
         throw timeout(
           placement,

@@ -131,7 +131,9 @@ export async function writeStoreTemp(
   const fh = await openInsideStore(storeDir, path, constants.O_WRONLY, CAPTURE_FILE_REFUSALS.notTemp);
   try {
     // The resolved name must still be a temporary (a symlink named tmp-* could point elsewhere in the store).
-    if (!TEMP_GENERATION.test(basename(await realpath(path))))
+    // A path gone since the open gets the same refusal (never an INTERNAL error naming the file).
+    const real = await realpath(path).catch(() => null);
+    if (real === null || !TEMP_GENERATION.test(basename(real)))
       throw refuse('INVALID_ARGUMENT', CAPTURE_FILE_REFUSALS.notTemp);
     const hash = options.hash ? createHash('sha256') : null;
     const slice = hash ? HASHED_WRITE_BYTES : MAX_WRITE_BYTES;

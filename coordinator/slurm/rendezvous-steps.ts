@@ -102,7 +102,7 @@ export function startRendezvousStep(
   const connected = (async () => {
     // The ready line comes once the record is written; the record says where the step is.
     await proc.ready(ctx.plan.deadlines.startupMs, ctx.signal);
-    const left = (): number => Math.max(1, ctx.deadlineAt - Date.now());
+    const left = (): number => Math.max(1, ctx.deadlineAt - performance.now());
     const one: RunPlan = { ...ctx.plan, workers: [worker] };
     let address: string;
     let fingerprint: string;

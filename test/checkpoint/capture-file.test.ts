@@ -1,8 +1,8 @@
 // Co-located capture (capture-file-v1, and v2 where the workers hash as they write) over real worker
 // processes: the envelope the workers write
 // straight into the store's temp file is byte-identical to the streamed path's; no payload byte
-// travels through the coordinator; the seal pass reads in bounded chunks; a mixed fleet (TypeScript
-// workers write, the Rust worker streams) gives the same bytes and restores.
+// travels through the coordinator; the seal pass reads in bounded chunks; a fleet of TypeScript,
+// Rust and Python workers writes the same bytes (also when one language streams) and restores.
 import { closeSync, openSync, readFileSync, readSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -43,7 +43,7 @@ async function committedAt(
   plan: RunPlan,
   k: number,
   id: string,
-  opts: { streamed?: boolean; chunkBytes?: number; v1Only?: boolean } = {},
+  opts: { streamed?: boolean; chunkBytes?: number; v1Only?: boolean; streamFrom?: RegExp } = {},
 ): Promise<{ s: Session; file: Buffer; seen: ReturnType<typeof countAttachments>; maxAlloc: number }> {
   const s = await startSession(plan, opts.streamed ? { streamed: true } : {});
   open.push(s);
@@ -51,6 +51,11 @@ async function committedAt(
   if (opts.v1Only)
     for (const w of s.fleet.all())
       w.hello.capabilities = w.hello.capabilities.filter((c) => c !== CAPABILITIES.captureFileHashAtWrite);
+  // Workers whose runtime matches `streamFrom` say they lack capture-file, so they stream (a mixed capture).
+  if (opts.streamFrom)
+    for (const w of s.fleet.all())
+      if (opts.streamFrom.test(w.hello.runtime))
+        w.hello.capabilities = w.hello.capabilities.filter((c) => !c.startsWith('capture-file-'));
   for (let i = 0; i < k; i++) await s.group.step();
   const seen = countAttachments(s);
   let maxAlloc = 0;
@@ -166,19 +171,24 @@ describe('co-located capture (capture-file-v1)', () => {
     expect((await s.ck.store.verify()).ok).toBe(true);
   }, 120_000);
 
-  it('a mixed fleet (TypeScript writes, Rust streams) seals the same bytes as the all-streamed path and restores', async (ctx) => {
-    const config = 'examples/mixed-walkers.yaml';
+  it('workers in all three languages (TypeScript, Rust, Python) write into the envelope file: the same bytes as the streamed path, also with one language streaming, and the group restores', async (ctx) => {
+    const config = 'examples/mixed-python.yaml';
     const skip = prepareRuntimesFor(config);
     if (skip) return ctx.skip(skip);
     const plan = planOf(config);
     const local = await committedAt(plan, 4, 'ckpt-e1-4', { chunkBytes: 4096 });
+    const mixed = await committedAt(plan, 4, 'ckpt-e1-4', { streamFrom: /^detsim-py\// });
     const streamed = await committedAt(plan, 4, 'ckpt-e1-4', { streamed: true });
-    const caps = local.s.fleet.all().map((w) => w.hello.capabilities.includes(CAPABILITIES.captureFile));
-    expect(caps).toContain(true);
-    expect(caps).toContain(false); // the Rust worker lacks it and streams
-    expect(local.seen.writes).toBeGreaterThan(0);
-    expect(local.seen.bytes).toBeGreaterThan(0);
+    const runtimes = local.s.fleet.all().map((w) => w.hello.runtime.split('/')[0]);
+    expect(new Set(runtimes)).toEqual(new Set(['detsim-ts', 'detsim-rs', 'detsim-py']));
+    for (const w of local.s.fleet.all()) expect(w.hello.capabilities).toContain(CAPABILITIES.captureFileHashAtWrite);
+    // The environment and six agents: every payload written by its own worker, hashed as it was written.
+    expect(local.seen).toEqual({ bytes: 0, writes: 7, digestsAtWrite: 7 });
+    // The Python workers (the environment and two agents) stream; the others write.
+    expect(mixed.seen.writes).toBe(4);
+    expect(mixed.seen.bytes).toBeGreaterThan(0);
     expect(local.file.equals(streamed.file)).toBe(true);
+    expect(mixed.file.equals(streamed.file)).toBe(true);
     const traces = [];
     for (let i = 0; i < 2; i++) traces.push((await local.s.group.step()).behaviour);
     await restoreGroup(local.s.group, { store: local.s.ck.store }, { epoch: 'e2' });

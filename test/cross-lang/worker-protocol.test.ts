@@ -173,15 +173,14 @@ for (const other of OTHERS)
       if (t.reply.type !== 'result' || r.reply.type !== 'result') throw new Error('Hello refused');
       const { runtime, buildDigest, incarnationId, ...rest } = r.reply.result as Record<string, unknown>;
       const { runtime: _r, buildDigest: _b, incarnationId: _i, ...tsRest } = t.reply.result as Record<string, unknown>;
-      // capture-file-v1/v2 and restore-prefetch-v1 (docs/spec/capture-file.md) are the TypeScript
-      // worker's alone, offered with --store-dir; the other workers keep the streamed capture and
-      // restore paths. Everything else is shared.
-      const tsOnly: string[] = [
-        CAPABILITIES.captureFile,
-        CAPABILITIES.captureFileHashAtWrite,
-        CAPABILITIES.restorePrefetch,
-      ];
+      // restore-prefetch-v1 is the TypeScript worker's alone, offered with --store-dir; the other
+      // workers keep the plain restore path. Everything else is shared, capture-file-v1/v2 included
+      // (docs/spec/capture-file.md; all three offer them with --store-dir).
+      const tsOnly: string[] = [CAPABILITIES.restorePrefetch];
       const tsCapabilities = tsRest.capabilities as string[];
+      expect(tsCapabilities).toEqual(
+        expect.arrayContaining([CAPABILITIES.captureFile, CAPABILITIES.captureFileHashAtWrite]),
+      );
       for (const c of tsOnly) {
         expect(tsCapabilities).toContain(c);
         expect(rest.capabilities).not.toContain(c);
@@ -604,6 +603,95 @@ for (const other of OTHERS)
       }
       expect(rsDecisions[0]).toBe(tsDecisions[0]);
       expect(rsDecisions).not.toEqual(tsDecisions);
+    });
+
+    it('capture-file-v1/v2: a held capture sends no bytes; State.WritePayload writes the same bytes into a checkpoint temp file, and refuses alike', async () => {
+      const k = 21; // the boundary both live workers reached in e2 (the test above)
+      const ref = { checkpointId: 'ck-held', agentId: 'a-lif' };
+      // The tests above left lifecycle replies unacknowledged: release them all (the cache holds 16).
+      const last = Number((await both(METHODS.status, null, {}, 'ok')).t.requestId.slice('req-'.length));
+      for (let from = 1; from <= last; from += 16) {
+        const requestIds = Array.from({ length: Math.min(16, last - from + 1) }, (_, i) => `req-${from + i}`);
+        await both(METHODS.acknowledge, null, { requestIds }, 'ok');
+      }
+      const streamed = await both(METHODS.capture, sc(k, 'e2'), ref, 'ok');
+      const data = streamed.t.attachment!;
+      const v1 = await both(METHODS.capture, sc(k, 'e2'), { ...ref, hold: true }, 'ok');
+      const v2 = await both(METHODS.capture, sc(k, 'e2'), { ...ref, hold: true, hashAtWrite: true }, 'ok');
+      expect(v1.t.attachment).toBeUndefined();
+      expect(v1.t.reply).toMatchObject({ result: (streamed.t.reply as { result: object }).result });
+      expect((v2.t.reply as unknown as { result: { payload: unknown } }).result.payload).toEqual({
+        byteLength: String(data.length),
+      });
+      for (const bad of [{ hold: false }, { hashAtWrite: true }, { hold: true, hashAtWrite: 1 }])
+        await both(METHODS.capture, sc(k, 'e2'), { ...ref, ...bad }, 'INVALID_ARGUMENT');
+      // Each side writes its own temporary (the store is shared); replies and bytes must agree.
+      const temp = { ts: join(store, 'tmp-ck-ts.flysess'), other: join(store, 'tmp-ck-other.flysess') };
+      for (const path of Object.values(temp)) writeFileSync(path, Buffer.alloc(2 * data.length + 16));
+      const writeEach = async (capture: CallReply, offset: number, expected: Expected): Promise<CallReply> => {
+        const params = (path: string): Params => ({
+          captureRequestId: capture.requestId,
+          file: { path, offset: String(offset) },
+        });
+        const [t, r] = await Promise.all([
+          ts.client.callUnchecked(METHODS.writePayload, null, params(temp.ts)),
+          rs.client.callUnchecked(METHODS.writePayload, null, params(temp.other)),
+        ]);
+        expect({ typescript: outcomeOf(t), other: outcomeOf(r) }).toEqual({ typescript: expected, other: expected });
+        expect(norm(r)).toBe(norm(t));
+        return t;
+      };
+      expect((await writeEach(v1.t, 8, 'ok')).reply).toMatchObject({ result: { byteLength: String(data.length) } });
+      const digest = createHash('sha256').update(data).digest('hex');
+      expect((await writeEach(v2.t, 8 + data.length, 'ok')).reply).toMatchObject({ result: { digest } });
+      const expectedFile = Buffer.concat([Buffer.alloc(8), data, data, Buffer.alloc(8)]);
+      expect(readFileSync(temp.ts).equals(expectedFile)).toBe(true);
+      expect(readFileSync(temp.other).equals(expectedFile)).toBe(true);
+      // Refused alike: strict params, a capture that is not held, and every file that is not a
+      // checkpoint temporary inside the store (one text for all of them).
+      const write = (params: Params, expected: Expected) => both(METHODS.writePayload, null, params, expected);
+      const file = { path: temp.ts, offset: '0' };
+      await write({ captureRequestId: v1.t.requestId, file: { ...file, extra: 1 } }, 'INVALID_ARGUMENT');
+      await write({ captureRequestId: v1.t.requestId, file: { path: '', offset: '0' } }, 'INVALID_ARGUMENT');
+      await write({ captureRequestId: v1.t.requestId, file: { path: temp.ts, offset: '-1' } }, 'INVALID_ARGUMENT');
+      await write({ captureRequestId: v1.t.requestId }, 'INVALID_ARGUMENT');
+      await write({ captureRequestId: streamed.t.requestId, file }, 'INVALID_ARGUMENT');
+      const outside = mkdtempSync(join(tmpdir(), 'detsim-xlang-out-'));
+      writeFileSync(join(outside, 'tmp-ck-out.flysess'), 'keep');
+      symlinkSync(join(outside, 'tmp-ck-out.flysess'), join(store, 'tmp-ck-link.flysess'));
+      writeFileSync(join(store, 'ck-done.flysess'), Buffer.alloc(data.length));
+      symlinkSync(join(store, 'ck-done.flysess'), join(store, 'tmp-ck-alias.flysess'));
+      for (const path of [
+        join(store, 'ck-done.flysess'),
+        join(store, 'tmp-ck-link.flysess'),
+        join(store, 'tmp-ck-alias.flysess'),
+        join(store, 'tmp-ck-missing.flysess'),
+        join(outside, 'tmp-ck-out.flysess'),
+        store,
+      ]) {
+        const { t } = await write(
+          { captureRequestId: v1.t.requestId, file: { path, offset: '0' } },
+          'INVALID_ARGUMENT',
+        );
+        expect((t.reply as { error: { message: string } }).error.message, path).toBe(
+          "params.file.path is not a checkpoint temporary file (tmp-<checkpointId>.flysess) inside this worker's store directory",
+        );
+      }
+      expect(readFileSync(join(outside, 'tmp-ck-out.flysess'), 'utf8')).toBe('keep');
+      rmSync(outside, { recursive: true, force: true });
+      // After a state-changing call a v2 hold refuses (its digest would be of a moved state); a v1
+      // hold still writes (the seal checks its bytes against the digest given at Capture).
+      await stepBoth(k, 'e2');
+      await writeEach(v2.t, 8, 'INVALID_PHASE');
+      await writeEach(v1.t, 8, 'ok');
+      // Acknowledged, the held bytes are gone.
+      await both(
+        METHODS.acknowledge,
+        null,
+        { requestIds: [v1.t.requestId, v2.t.requestId, streamed.t.requestId] },
+        'ok',
+      );
+      await writeEach(v1.t, 8, 'INVALID_ARGUMENT');
     });
 
     it('Shutdown replies {stopping: true} and the process exits 0', async () => {

@@ -2,6 +2,7 @@
 // batched Agent.Initialize / Prepare / Commit with per-entry idempotency, and the agent side of
 // State.Capture / StageRestore / ActivateRestore. Not Worker.* nor the transport (runtime.rs, server.rs),
 // nor the request checks it shares (checks.rs).
+use crate::capture_file::{CaptureHold, captured_payload};
 use crate::checks::{
     AgentCompatibility, agent_compatibility_digest, check_epoch, check_step, digest_of, first_mismatch, member,
     profile_digest, read_agent_id, read_stage_params, restore_token, session_scope, staged_payload,
@@ -577,11 +578,15 @@ impl AgentHost {
 
     // ---- State.Capture --------------------------------------------------------------------------
 
+    /// State.Capture. The payload is always the reply's attachment; for a held capture (capture-file-v1/v2)
+    /// the runtime keeps it for State.WritePayload instead of sending it, and with `CaptureHold::AtWrite`
+    /// nothing is hashed here (the reply's payload is the size alone).
     pub fn capture(
         &mut self,
         method: &str,
         scope: &Option<Scope>,
         params: &[(String, Value)],
+        hold: CaptureHold,
         ctx: &mut Ctx,
     ) -> Outcome<HostReply> {
         let scope = session_scope(scope, method, ctx.session_id)?;
@@ -649,19 +654,14 @@ impl AgentHost {
                 format!("agent {agent_id}: capture state cannot be encoded: {}", e.message),
             )
         })?;
-        // Hash exactly the bytes that travel; never re-encode to verify.
+        // Hash exactly the bytes that travel (or are written); never re-encode to verify.
+        let digest = (hold != CaptureHold::AtWrite).then(|| sha256_hex(&bytes));
         let result = obj(vec![
             ("checkpointId", s(&checkpoint_id)),
             ("agentId", s(&agent_id)),
             ("boundary", u64s(boundary)),
             ("compatibilityDigest", s(&id.compatibility_digest)),
-            (
-                "payload",
-                obj(vec![
-                    ("digest", s(&sha256_hex(&bytes))),
-                    ("byteLength", u64s(bytes.len() as u64)),
-                ]),
-            ),
+            ("payload", captured_payload(digest, bytes.len())),
         ]);
         Ok(HostReply {
             result,

@@ -4,6 +4,7 @@
 // line as workers/main.ts, hosting the walker and lif models over proto/detsim/v1. Process concerns
 // only; semantics are runtime.rs, TLS is tls.rs, the rendezvous record rendezvous.rs.
 mod agent_host;
+mod capture_file;
 mod checks;
 mod cli;
 mod models;

@@ -1,8 +1,10 @@
 // The Rust worker runtime, as workers/runtime.ts: turns one request message into exactly one
 // reply. Owns Worker.Hello / Status / Acknowledge / Shutdown, session binding, the Hello-first
 // gate (a stream is served nothing until it said a successful Hello), the lifecycle reply cache
-// and the envelopes; dispatches Agent.* and State.* to the agent host. Not the transport.
+// (with the payloads of held captures, capture-file-v1/v2) and the envelopes; dispatches Agent.* and
+// State.* to the agent host and State.WritePayload to capture_file.rs. Not the transport.
 use crate::agent_host::{AgentHost, Ctx, HostReply};
+use crate::capture_file::{CaptureHold, Held, capture_hold_of, without_hold, write_held_payload};
 use crate::checks::member;
 use crate::refusal::{ErrorCode, Outcome, Refusal, obj, s, shown};
 use detsim_formats::json::{canonical_bytes, canonical_digest, js_stringify, parse_strict};
@@ -21,6 +23,17 @@ const LIFECYCLE: [&str; 5] = [
     "Environment.Initialize",
     "State.Capture",
     "State.StageRestore",
+    "State.ActivateRestore",
+];
+/// Calls that may change a participant's live state (STATE_CHANGING in runtime.ts, the environment's
+/// included even though this worker refuses them): a capture held with hashAtWrite refuses its write
+/// once any of these was served after it.
+const STATE_CHANGING: [&str; 6] = [
+    "Agent.Initialize",
+    "Environment.Initialize",
+    "Agent.Prepare",
+    "Agent.Commit",
+    "Environment.Advance",
     "State.ActivateRestore",
 ];
 
@@ -57,6 +70,8 @@ struct Lifecycle {
     digest: String,
     result: Value,
     attachment: Option<Vec<u8>>,
+    /// capture-file-v1/v2: the payload held for State.WritePayload, never sent in a reply.
+    held: Option<Held>,
 }
 
 pub struct WorkerRuntime {
@@ -66,10 +81,13 @@ pub struct WorkerRuntime {
     progress_counter: u64,
     last_completed: Option<String>,
     stopping: bool,
+    /// State-changing calls served so far (STATE_CHANGING): a hashAtWrite capture notes the count it saw.
+    state_changes: u64,
     lifecycle: HashMap<String, Lifecycle>,
     max_message_bytes: u64,
     agents: AgentHost,
-    /// The run's checkpoint store (`--store-dir`): the only directory payload-file-v1 may read.
+    /// The run's checkpoint store (`--store-dir`): the only directory payload-file-v1 may read and
+    /// capture-file-v1/v2 may write (its checkpoint temporaries only).
     pub store_dir: Option<String>,
 }
 
@@ -154,6 +172,7 @@ impl WorkerRuntime {
             progress_counter: 0,
             last_completed: None,
             stopping: false,
+            state_changes: 0,
             lifecycle: HashMap::new(),
             max_message_bytes,
             agents: AgentHost::default(),
@@ -219,6 +238,9 @@ impl WorkerRuntime {
                 format!("{} before Worker.Hello", req.method),
             ));
         }
+        if STATE_CHANGING.contains(&req.method.as_str()) {
+            self.state_changes += 1;
+        }
         match req.method.as_str() {
             "Worker.Status" => return self.status(req),
             "Worker.Shutdown" => return self.shutdown(req),
@@ -231,13 +253,22 @@ impl WorkerRuntime {
         if !LIFECYCLE.contains(&req.method.as_str()) {
             return self.route(req, attachment);
         }
-        // Lifecycle replies are kept until acknowledged: the same id and body replays the reply.
+        self.lifecycle_call(req, attachment)
+    }
+
+    /// A lifecycle call: its reply is kept until acknowledged, and the same id and body replays it.
+    fn lifecycle_call(&mut self, req: &Request, attachment: Option<&[u8]>) -> Outcome<HostReply> {
         let digest = canonical_digest(&obj(vec![
             ("method", s(&req.method)),
             ("scope", req.scope_json.clone()),
             ("params", Value::Object(req.params.clone())),
         ]))
         .expect("parsed values");
+        // Before the cache lookup, as runtime.ts: a malformed hold is refused even on a replay.
+        let hold = match req.method.as_str() {
+            "State.Capture" => capture_hold_of(&req.params, self.store_dir.is_some())?,
+            _ => CaptureHold::None,
+        };
         if let Some(cached) = self.lifecycle.get(&req.request_id) {
             if cached.digest != digest {
                 return Err(Refusal::new(
@@ -248,6 +279,7 @@ impl WorkerRuntime {
                     ),
                 ));
             }
+            // A held capture has no attachment to replay: its payload goes to a file, not the reply.
             return Ok(HostReply {
                 result: cached.result.clone(),
                 attachment: cached.attachment.clone(),
@@ -259,25 +291,75 @@ impl WorkerRuntime {
                 format!("{LIFECYCLE_LIMIT} lifecycle replies await Worker.Acknowledge; acknowledge them first"),
             ));
         }
-        let reply = self.route(req, attachment)?;
+        let reply = match hold {
+            CaptureHold::None => self.route(req, attachment)?,
+            _ => self.capture_held(req, hold)?,
+        };
+        Ok(self.remember(&req.request_id, digest, reply, hold))
+    }
+
+    /// A held Capture (capture-file-v1/v2): the host sees the request without `hold` and `hashAtWrite`.
+    fn capture_held(&mut self, req: &Request, hold: CaptureHold) -> Outcome<HostReply> {
+        let params = without_hold(&req.params);
+        self.host(&req.request_id, |agents, ctx| {
+            agents.capture(&req.method, &req.scope, &params, hold, ctx)
+        })
+    }
+
+    /// Cache a lifecycle reply until Worker.Acknowledge; a held payload stays here (State.WritePayload
+    /// writes it to a file) and the reply sent goes without it.
+    fn remember(&mut self, request_id: &str, digest: String, mut reply: HostReply, hold: CaptureHold) -> HostReply {
+        let held = match hold {
+            CaptureHold::None => None,
+            _ => Some(Held {
+                bytes: reply.attachment.take().unwrap_or_default(),
+                hash_at_write: (hold == CaptureHold::AtWrite).then_some(self.state_changes),
+            }),
+        };
         self.lifecycle.insert(
-            req.request_id.clone(),
+            request_id.to_string(),
             Lifecycle {
                 digest,
                 result: reply.result.clone(),
                 attachment: reply.attachment.clone(),
+                held,
             },
         );
-        Ok(reply)
+        reply
     }
 
     fn route(&mut self, req: &Request, attachment: Option<&[u8]>) -> Outcome<HostReply> {
+        let (m, sc, p) = (req.method.as_str(), &req.scope, req.params.as_slice());
+        if m == "State.WritePayload" {
+            let lifecycle = &self.lifecycle;
+            let held_of = |id: &str| lifecycle.get(id).and_then(|entry| entry.held.as_ref());
+            return write_held_payload(p, held_of, self.store_dir.as_deref(), self.state_changes);
+        }
+        self.host(&req.request_id, |agents, ctx| match m {
+            "Agent.Initialize" => agents.initialize(m, sc, p, ctx),
+            "Agent.Prepare" => agents.prepare(m, &req.request_id, sc, p, ctx),
+            "Agent.Commit" => agents.commit(m, sc, p, ctx),
+            "Environment.Initialize" | "Environment.Advance" => Err(Refusal::new(
+                ErrorCode::Unsupported,
+                format!("{m}: this worker hosts agents"),
+            )),
+            "State.Capture" => agents.capture(m, sc, p, CaptureHold::None, ctx),
+            "State.StageRestore" => agents.stage_restore(m, sc, p, attachment, ctx),
+            "State.ActivateRestore" => agents.activate_restore(m, sc, p, ctx),
+            _ => Err(Refusal::new(
+                ErrorCode::Unsupported,
+                format!("unknown method {}", js_stringify(&Value::String(m.into()))),
+            )),
+        })
+    }
+
+    /// Run `call` on the agent host with the context it needs (a completed call counts as progress).
+    fn host<T>(&mut self, request_id: &str, call: impl FnOnce(&mut AgentHost, &mut Ctx) -> T) -> T {
         let session = self.bound_session.clone().unwrap_or_default();
         let (counter, last) = (&mut self.progress_counter, &mut self.last_completed);
-        let rid = req.request_id.clone();
         let mut progress = || {
             *counter += 1;
-            *last = Some(rid.clone());
+            *last = Some(request_id.to_string());
         };
         let mut ctx = Ctx {
             session_id: &session,
@@ -285,23 +367,7 @@ impl WorkerRuntime {
             store_dir: self.store_dir.as_deref(),
             progress: &mut progress,
         };
-        let (m, sc, p) = (req.method.as_str(), &req.scope, req.params.as_slice());
-        match m {
-            "Agent.Initialize" => self.agents.initialize(m, sc, p, &mut ctx),
-            "Agent.Prepare" => self.agents.prepare(m, &req.request_id, sc, p, &mut ctx),
-            "Agent.Commit" => self.agents.commit(m, sc, p, &mut ctx),
-            "Environment.Initialize" | "Environment.Advance" => Err(Refusal::new(
-                ErrorCode::Unsupported,
-                format!("{m}: this worker hosts agents"),
-            )),
-            "State.Capture" => self.agents.capture(m, sc, p, &mut ctx),
-            "State.StageRestore" => self.agents.stage_restore(m, sc, p, attachment, &mut ctx),
-            "State.ActivateRestore" => self.agents.activate_restore(m, sc, p, &mut ctx),
-            _ => Err(Refusal::new(
-                ErrorCode::Unsupported,
-                format!("unknown method {}", js_stringify(&Value::String(m.into()))),
-            )),
-        }
+        call(&mut self.agents, &mut ctx)
     }
 
     // ---- Worker.* -------------------------------------------------------------------------------
@@ -400,10 +466,7 @@ impl WorkerRuntime {
                 ("runtime", s(RUNTIME_NAME)),
                 ("buildDigest", s(&build_digest())),
                 ("contractDigest", s(&mine)),
-                (
-                    "capabilities",
-                    Value::Array(vec![s("agent-step-v1"), s("checkpoint-v1"), s("payload-file-v1")]),
-                ),
+                ("capabilities", Value::Array(self.capabilities())),
                 (
                     "limits",
                     obj(vec![
@@ -415,6 +478,16 @@ impl WorkerRuntime {
             ]),
             attachment: None,
         })
+    }
+
+    /// Sorted as runtime.ts sorts them; capture-file-v1/v2 need a store to write into (`--store-dir`).
+    fn capabilities(&self) -> Vec<Value> {
+        let mut names = vec!["agent-step-v1", "checkpoint-v1", "payload-file-v1"];
+        if self.store_dir.is_some() {
+            names.extend(["capture-file-v1", "capture-file-v2"]);
+        }
+        names.sort_unstable();
+        names.into_iter().map(s).collect()
     }
 
     fn status(&self, req: &Request) -> Outcome<HostReply> {
@@ -613,5 +686,259 @@ mod tests {
             "sessionId: params.sessionId is not the session this worker is bound to"
         );
         assert!(!stream);
+    }
+
+    // ---- capture-file-v1/v2 ---------------------------------------------------------------------
+
+    use crate::payload_file::tests::TempDir;
+
+    const INIT: &str = r#"{"agents":[{"agentId":"a-walk","model":"walker","observation":{"foodDx":-3,"foodDy":1,"score":0,"x":1,"y":2},"params":{"explore":3},"seed":4242,"stepDuration":{"denominator":"3","numerator":"50000000"}}]}"#;
+
+    /// A worker on an introduced stream; with a store, its one agent initialized at step 0.
+    struct Worker {
+        rt: WorkerRuntime,
+        next: u64,
+    }
+
+    impl Worker {
+        fn new(store: Option<&str>) -> Worker {
+            let mut rt = rt();
+            rt.store_dir = store.map(str::to_string);
+            let mut w = Worker { rt, next: 100 };
+            w.ok("Agent.Initialize", Some(0), INIT);
+            w
+        }
+
+        /// Send one request (params as JSON text); the reply and its attachment.
+        fn call(&mut self, method: &str, step: Option<u64>, params: &str) -> (String, Value, Option<Vec<u8>>) {
+            self.next += 1;
+            let id = format!("req-{}", self.next);
+            self.call_as(&id, method, step, params)
+        }
+
+        fn call_as(
+            &mut self,
+            id: &str,
+            method: &str,
+            step: Option<u64>,
+            params: &str,
+        ) -> (String, Value, Option<Vec<u8>>) {
+            let scope = step.map_or(Value::Null, |k| {
+                obj(vec![
+                    ("epoch", s("e1")),
+                    ("sessionId", s("s1")),
+                    ("step", s(&k.to_string())),
+                ])
+            });
+            let body = canonical_bytes(&obj(vec![
+                ("method", s(method)),
+                ("params", parse_strict(params.as_bytes()).unwrap()),
+                ("requestId", s(id)),
+                ("scope", scope),
+            ]))
+            .unwrap();
+            let out = self.rt.handle(&body, None, &mut true);
+            (id.to_string(), reply(&out), out.attachment)
+        }
+
+        fn ok(&mut self, method: &str, step: Option<u64>, params: &str) -> (String, Value, Option<Vec<u8>>) {
+            let (id, v, attachment) = self.call(method, step, params);
+            assert!(v.get("result").is_some(), "{method}: {}", js_stringify(&v));
+            (id, v, attachment)
+        }
+
+        fn refused(&mut self, method: &str, step: Option<u64>, params: &str) -> (String, String) {
+            let (_, v, attachment) = self.call(method, step, params);
+            assert!(attachment.is_none());
+            let e = v
+                .get("error")
+                .unwrap_or_else(|| panic!("{method}: {}", js_stringify(&v)));
+            let text = |k: &str| e.get(k).and_then(Value::as_str).unwrap().to_string();
+            (text("code"), text("message"))
+        }
+    }
+
+    const CAPTURE: &str = r#"{"agentId":"a-walk","checkpointId":"c1"HOLD}"#;
+    const HOLD_V1: &str = r#","hold":true"#;
+    const HOLD_V2: &str = r#","hashAtWrite":true,"hold":true"#;
+
+    fn capture(hold: &str) -> String {
+        CAPTURE.replace("HOLD", hold)
+    }
+
+    fn write_payload(capture_id: &str, path: &str, offset: u64) -> String {
+        let file = obj(vec![("offset", s(&offset.to_string())), ("path", s(path))]);
+        js_stringify(&obj(vec![("captureRequestId", s(capture_id)), ("file", file)]))
+    }
+
+    fn payload_of(v: &Value) -> String {
+        js_stringify(v.get("result").and_then(|r| r.get("payload")).unwrap())
+    }
+
+    fn result_of(v: &Value) -> String {
+        js_stringify(v.get("result").unwrap())
+    }
+
+    const NO_HELD: &str = "params.captureRequestId names no held capture awaiting acknowledgment on this worker";
+
+    #[test]
+    fn hello_offers_capture_file_v1_and_v2_only_with_a_store_dir_sorted_as_the_typescript_worker() {
+        let capabilities = |store: Option<&str>| {
+            let mut r = rt();
+            r.store_dir = store.map(str::to_string);
+            let v = reply(&r.handle(&hello_body(), None, &mut false));
+            js_stringify(v.get("result").and_then(|x| x.get("capabilities")).unwrap())
+        };
+        assert_eq!(
+            capabilities(None),
+            r#"["agent-step-v1","checkpoint-v1","payload-file-v1"]"#
+        );
+        assert_eq!(
+            capabilities(Some("/store")),
+            r#"["agent-step-v1","capture-file-v1","capture-file-v2","checkpoint-v1","payload-file-v1"]"#
+        );
+    }
+
+    #[test]
+    fn a_held_capture_replies_without_attachment_v1_with_digest_and_size_v2_with_the_size_alone() {
+        let store = TempDir::new("rt-hold");
+        let mut w = Worker::new(Some(store.text()));
+        let (_, streamed, bytes) = w.ok("State.Capture", Some(0), &capture(""));
+        let bytes = bytes.expect("a streamed capture carries its payload");
+        let (v1_id, v1, attachment) = w.ok("State.Capture", Some(0), &capture(HOLD_V1));
+        assert!(attachment.is_none());
+        assert_eq!(payload_of(&v1), payload_of(&streamed));
+        assert_eq!(
+            payload_of(&v1),
+            format!(
+                r#"{{"byteLength":"{}","digest":"{}"}}"#,
+                bytes.len(),
+                detsim_formats::sha256_hex(&bytes)
+            )
+        );
+        let (_, v2, attachment) = w.ok("State.Capture", Some(0), &capture(HOLD_V2));
+        assert!(attachment.is_none());
+        assert_eq!(payload_of(&v2), format!(r#"{{"byteLength":"{}"}}"#, bytes.len()));
+        // A replay of the held capture is the cached reply, again without the payload.
+        let (_, replay, attachment) = w.call_as(&v1_id, "State.Capture", Some(0), &capture(HOLD_V1));
+        assert!(attachment.is_none());
+        assert_eq!(result_of(&replay), result_of(&v1));
+    }
+
+    #[test]
+    fn hold_refusals_come_before_the_lifecycle_cache_and_without_a_store_a_hold_is_unsupported() {
+        let mut w = Worker::new(None);
+        let (code, message) = w.refused("State.Capture", Some(0), &capture(HOLD_V1));
+        assert_eq!(code, "UNSUPPORTED");
+        assert_eq!(
+            message,
+            "params.file: this worker was started without --store-dir and writes no checkpoint files"
+        );
+        let (id, _, _) = w.ok("State.Capture", Some(0), &capture(""));
+        let (_, replay, _) = w.call_as(&id, "State.Capture", Some(0), &capture(r#","hold":false"#));
+        assert_eq!(
+            js_stringify(replay.get("error").unwrap()),
+            r#"{"code":"INVALID_ARGUMENT","message":"params.hold must be true when present","mutation":"none"}"#
+        );
+        assert_eq!(
+            w.refused("State.Capture", Some(0), &capture(r#","hashAtWrite":true"#))
+                .1,
+            "params.hashAtWrite is only valid with params.hold"
+        );
+    }
+
+    #[test]
+    fn write_payload_writes_the_held_bytes_at_the_offset_v1_with_the_size_v2_with_the_digest_too() {
+        let store = TempDir::new("rt-write");
+        let temp = store.at("tmp-c1.flysess");
+        std::fs::write(&temp, b"").unwrap();
+        let mut w = Worker::new(Some(store.text()));
+        let (_, streamed, bytes) = w.ok("State.Capture", Some(0), &capture(""));
+        let bytes = bytes.unwrap();
+        let (v1, _, _) = w.ok("State.Capture", Some(0), &capture(HOLD_V1));
+        let (v2, _, _) = w.ok("State.Capture", Some(0), &capture(HOLD_V2));
+        let at = 5 + bytes.len() as u64;
+        let (_, r1, attachment) = w.ok("State.WritePayload", None, &write_payload(&v1, &temp, 5));
+        assert!(attachment.is_none());
+        assert_eq!(result_of(&r1), format!(r#"{{"byteLength":"{}"}}"#, bytes.len()));
+        let (_, r2, _) = w.ok("State.WritePayload", None, &write_payload(&v2, &temp, at));
+        let digest = streamed
+            .get("result")
+            .and_then(|r| r.get("payload"))
+            .and_then(|p| p.get("digest"));
+        assert_eq!(
+            result_of(&r2),
+            format!(
+                r#"{{"byteLength":"{}","digest":{}}}"#,
+                bytes.len(),
+                js_stringify(digest.unwrap())
+            )
+        );
+        let file = std::fs::read(&temp).unwrap();
+        assert_eq!(&file[..5], &[0; 5]);
+        assert_eq!(file[5..at as usize], bytes[..]);
+        assert_eq!(file[at as usize..], bytes[..]);
+        // Writing the same bytes twice is harmless: not a lifecycle call.
+        w.ok("State.WritePayload", None, &write_payload(&v1, &temp, 5));
+        assert_eq!(std::fs::read(&temp).unwrap(), file);
+        let (code, _) = w.refused(
+            "State.WritePayload",
+            None,
+            &write_payload(&v1, &store.at("c1.flysess"), 0),
+        );
+        assert_eq!(code, "INVALID_ARGUMENT");
+    }
+
+    #[test]
+    fn only_a_held_unacknowledged_capture_is_writable_and_v2_only_before_any_state_changing_call() {
+        let store = TempDir::new("rt-which");
+        let temp = store.at("tmp-c1.flysess");
+        std::fs::write(&temp, b"").unwrap();
+        let mut w = Worker::new(Some(store.text()));
+        let (streamed, _, _) = w.ok("State.Capture", Some(0), &capture(""));
+        let (v1, _, _) = w.ok("State.Capture", Some(0), &capture(HOLD_V1));
+        let (v2, _, _) = w.ok("State.Capture", Some(0), &capture(HOLD_V2));
+        for id in [streamed.as_str(), "req-99999"] {
+            let refusal = w.refused("State.WritePayload", None, &write_payload(id, &temp, 0));
+            assert_eq!(refusal, ("INVALID_ARGUMENT".into(), NO_HELD.into()));
+        }
+        w.ok("Agent.Prepare", Some(0), r#"{"agents":[{"agentId":"a-walk"}]}"#);
+        let (code, message) = w.refused("State.WritePayload", None, &write_payload(&v2, &temp, 0));
+        assert_eq!(code, "INVALID_PHASE");
+        assert_eq!(
+            message,
+            "params.captureRequestId: this worker has served a state-changing call since that capture (held with hashAtWrite); capture again"
+        );
+        // v1 reported its digest at Capture (the seal checks the bytes against it): still written.
+        w.ok("State.WritePayload", None, &write_payload(&v1, &temp, 0));
+        w.ok("Worker.Acknowledge", None, &format!(r#"{{"requestIds":["{v1}"]}}"#));
+        let refusal = w.refused("State.WritePayload", None, &write_payload(&v1, &temp, 0));
+        assert_eq!(refusal, ("INVALID_ARGUMENT".into(), NO_HELD.into()));
+    }
+
+    #[test]
+    fn a_state_changing_call_counts_even_when_refused_and_write_payload_is_refused_while_stopping() {
+        let store = TempDir::new("rt-stop");
+        let temp = store.at("tmp-c1.flysess");
+        std::fs::write(&temp, b"").unwrap();
+        let mut w = Worker::new(Some(store.text()));
+        let (v2, _, _) = w.ok("State.Capture", Some(0), &capture(HOLD_V2));
+        // This worker hosts no environment, but the call still counts, as in runtime.ts.
+        w.refused("Environment.Advance", Some(0), "{}");
+        assert_eq!(
+            w.refused("State.WritePayload", None, &write_payload(&v2, &temp, 0)).0,
+            "INVALID_PHASE"
+        );
+        let (v2, _, _) = w.ok("State.Capture", Some(0), &capture(HOLD_V2));
+        w.ok("Worker.Shutdown", None, r#"{"reason":"done"}"#);
+        assert_eq!(
+            w.refused("State.WritePayload", None, &write_payload(&v2, &temp, 0)),
+            ("INVALID_PHASE".into(), "the worker is stopping".into())
+        );
+        let body = br#"{"method":"State.WritePayload","params":{},"requestId":"req-1","scope":null}"#;
+        assert_eq!(
+            code(&w.rt.handle(body, None, &mut false)).as_deref(),
+            Some("INVALID_PHASE")
+        );
     }
 }

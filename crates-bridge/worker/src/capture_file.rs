@@ -1,0 +1,297 @@
+// capture-file-v1 and v2 on the Rust worker's side, as workers/capture-file.ts (docs/spec/capture-file.md):
+// a Capture with `hold: true` keeps its payload in the lifecycle cache and replies with size and
+// digest only (v2, with `hashAtWrite: true`: the size only); State.WritePayload then writes the held
+// bytes into the coordinator's checkpoint temporary at the offset it assigns (v2: hashing them as it
+// goes, and replying with the digest). Refusals are the TypeScript worker's, word for word and in
+// the same order.
+// NOT the capture itself (agent_host.rs encodes the state), NOT the lifecycle cache (runtime.rs)
+// and NOT the file confinement (payload_file.rs).
+use crate::agent_host::HostReply;
+use crate::checks::member;
+use crate::payload_file::{CAPTURE_NO_STORE, write_store_temp};
+use crate::refusal::{ErrorCode, Outcome, Refusal, obj, s};
+use detsim_formats::Value;
+use detsim_formats::scalars::{read_object, read_request_id, read_u64, refuse_unknown_fields};
+
+/// How a Capture keeps its payload: sent as the reply's attachment, held with its digest
+/// (capture-file-v1), or held with its digest left to State.WritePayload (capture-file-v2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CaptureHold {
+    None,
+    Hashed,
+    AtWrite,
+}
+
+/// A held capture payload, kept with its cached Capture reply until Worker.Acknowledge.
+pub struct Held {
+    pub bytes: Vec<u8>,
+    /// capture-file-v2: the count of state-changing calls served when it was captured; its write
+    /// is refused once that count has moved (the digest would be of a state past the boundary).
+    pub hash_at_write: Option<u64>,
+}
+
+/// How this Capture asks to keep its payload. `hold` must be exactly `true` when present, and only a
+/// worker with a store directory (the one that offers capture-file-v1 and v2) accepts it;
+/// `hashAtWrite` (v2) must be exactly `true` when present, and only beside `hold`.
+pub fn capture_hold_of(params: &[(String, Value)], has_store: bool) -> Outcome<CaptureHold> {
+    let invalid = |m: &str| Err(Refusal::new(ErrorCode::InvalidArgument, m));
+    let at_write = member(params, "hashAtWrite");
+    if at_write.is_some_and(|v| *v != Value::Bool(true)) {
+        return invalid("params.hashAtWrite must be true when present");
+    }
+    let Some(hold) = member(params, "hold") else {
+        if at_write.is_some() {
+            return invalid("params.hashAtWrite is only valid with params.hold");
+        }
+        return Ok(CaptureHold::None);
+    };
+    if *hold != Value::Bool(true) {
+        return invalid("params.hold must be true when present");
+    }
+    if !has_store {
+        return Err(Refusal::new(ErrorCode::Unsupported, CAPTURE_NO_STORE));
+    }
+    Ok(if at_write.is_some() {
+        CaptureHold::AtWrite
+    } else {
+        CaptureHold::Hashed
+    })
+}
+
+/// The params the host sees: the same Capture without `hold` and `hashAtWrite` (its own field
+/// checks stay as they are).
+pub fn without_hold(params: &[(String, Value)]) -> Vec<(String, Value)> {
+    params
+        .iter()
+        .filter(|(k, _)| k != "hold" && k != "hashAtWrite")
+        .cloned()
+        .collect()
+}
+
+/// The Capture reply's `payload`: digest and size, or the size alone for a capture whose digest
+/// the write gives (capture-encode.ts capturedPayload).
+pub fn captured_payload(digest: Option<String>, byte_length: usize) -> Value {
+    let byte_length = s(&byte_length.to_string());
+    match digest {
+        Some(d) => obj(vec![("digest", s(&d)), ("byteLength", byte_length)]),
+        None => obj(vec![("byteLength", byte_length)]),
+    }
+}
+
+/// State.WritePayload's params: the held capture and where its bytes go.
+struct WriteParams {
+    capture_request_id: String,
+    path: String,
+    offset: u64,
+}
+
+fn read_write_params(params: &[(String, Value)]) -> Outcome<WriteParams> {
+    refuse_unknown_fields(params, &["captureRequestId", "file"], "params")?;
+    let capture_request_id = read_request_id(member(params, "captureRequestId"), "params.captureRequestId")?;
+    let file = read_object(member(params, "file"), "params.file")?;
+    refuse_unknown_fields(file, &["path", "offset"], "params.file")?;
+    let path = match member(file, "path") {
+        Some(Value::String(p)) if !p.is_empty() => p.clone(),
+        _ => {
+            return Err(Refusal::new(
+                ErrorCode::InvalidArgument,
+                "params.file.path must be a non-empty string",
+            ));
+        }
+    };
+    let offset = read_u64(member(file, "offset"), "params.file.offset")?;
+    Ok(WriteParams {
+        capture_request_id: capture_request_id.to_string(),
+        path,
+        offset,
+    })
+}
+
+/// State.WritePayload: write the payload a held Capture keeps (until acknowledged) into the temp
+/// file. `held_of` finds the payload a Capture request id holds; `state_changes` is the count of
+/// state-changing calls served so far.
+pub fn write_held_payload<'a>(
+    params: &[(String, Value)],
+    held_of: impl FnOnce(&str) -> Option<&'a Held>,
+    store_dir: Option<&str>,
+    state_changes: u64,
+) -> Outcome<HostReply> {
+    let p = read_write_params(params)?;
+    let Some(held) = held_of(&p.capture_request_id) else {
+        return Err(Refusal::new(
+            ErrorCode::InvalidArgument,
+            "params.captureRequestId names no held capture awaiting acknowledgment on this worker",
+        ));
+    };
+    // v1 reported the digest at Capture, so the seal sees a state that moved since; v2 hashes what it
+    // writes, so it must refuse a state that may have moved (the coordinator never steps in between).
+    if held.hash_at_write.is_some_and(|seen| seen != state_changes) {
+        return Err(Refusal::new(
+            ErrorCode::InvalidPhase,
+            "params.captureRequestId: this worker has served a state-changing call since that capture (held with hashAtWrite); capture again",
+        ));
+    }
+    let digest = write_store_temp(store_dir, &p.path, p.offset, &held.bytes, held.hash_at_write.is_some())?;
+    let byte_length = s(&held.bytes.len().to_string());
+    let result = match digest {
+        Some(d) => obj(vec![("byteLength", byte_length), ("digest", s(&d))]),
+        None => obj(vec![("byteLength", byte_length)]),
+    };
+    Ok(HostReply {
+        result,
+        attachment: None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::payload_file::tests::TempDir;
+    use detsim_formats::{parse_strict, sha256_hex};
+
+    fn params(json: &str) -> Vec<(String, Value)> {
+        parse_strict(json.as_bytes()).unwrap().as_object().unwrap().to_vec()
+    }
+
+    fn refused<T>(outcome: Outcome<T>) -> (&'static str, String) {
+        let r = outcome.err().expect("a refusal");
+        (r.code.as_str(), r.message)
+    }
+
+    fn invalid(message: &str) -> (&'static str, String) {
+        ("INVALID_ARGUMENT", message.to_string())
+    }
+
+    #[test]
+    fn hold_and_hash_at_write_are_only_true_hash_at_write_only_beside_hold_and_hold_needs_a_store() {
+        let hold = |json: &str, store: bool| capture_hold_of(&params(json), store);
+        assert_eq!(hold(r#"{"agentId":"a"}"#, false).unwrap(), CaptureHold::None);
+        assert_eq!(hold(r#"{"hold":true}"#, true).unwrap(), CaptureHold::Hashed);
+        assert_eq!(
+            hold(r#"{"hashAtWrite":true,"hold":true}"#, true).unwrap(),
+            CaptureHold::AtWrite
+        );
+        let must_be_true = invalid("params.hashAtWrite must be true when present");
+        assert_eq!(
+            refused(hold(r#"{"hashAtWrite":false,"hold":true}"#, true)),
+            must_be_true
+        );
+        // The hashAtWrite value is checked first, before hold is looked at.
+        assert_eq!(refused(hold(r#"{"hashAtWrite":"yes","hold":1}"#, false)), must_be_true);
+        assert_eq!(
+            refused(hold(r#"{"hashAtWrite":true}"#, true)),
+            invalid("params.hashAtWrite is only valid with params.hold")
+        );
+        for bad in [r#"{"hold":false}"#, r#"{"hold":null}"#, r#"{"hold":"true"}"#] {
+            assert_eq!(
+                refused(hold(bad, true)),
+                invalid("params.hold must be true when present")
+            );
+        }
+        assert_eq!(
+            refused(hold(r#"{"hold":true}"#, false)),
+            ("UNSUPPORTED", CAPTURE_NO_STORE.to_string())
+        );
+        let host_sees = without_hold(&params(r#"{"agentId":"a","hashAtWrite":true,"hold":true}"#));
+        assert_eq!(host_sees, params(r#"{"agentId":"a"}"#));
+    }
+
+    #[test]
+    fn the_captured_payload_is_digest_and_size_or_the_size_alone() {
+        let js = |v: &Value| detsim_formats::json::js_stringify(v);
+        assert_eq!(
+            js(&captured_payload(Some("d".into()), 12)),
+            r#"{"digest":"d","byteLength":"12"}"#
+        );
+        assert_eq!(js(&captured_payload(None, 12)), r#"{"byteLength":"12"}"#);
+    }
+
+    const WRITE: &str = r#"{"captureRequestId":"req-7","file":{"offset":"OFF","path":"PATH"}}"#;
+
+    fn write_params(path: &str, offset: &str) -> Vec<(String, Value)> {
+        params(&WRITE.replace("PATH", path).replace("OFF", offset))
+    }
+
+    fn write(params: &[(String, Value)], held: Option<&Held>, store: Option<&str>, changes: u64) -> Outcome<HostReply> {
+        write_held_payload(params, |id| (id == "req-7").then_some(held).flatten(), store, changes)
+    }
+
+    #[test]
+    fn write_payload_params_are_strict_and_checked_before_the_capture_is_looked_up() {
+        let cases = [
+            (
+                r#"{"captureRequestId":"req-7","extra":1,"file":{}}"#,
+                r#"params: unknown field "extra""#,
+            ),
+            (
+                r#"{"captureRequestId":"7","file":{}}"#,
+                r#"params.captureRequestId: "7" is not a request id req-<U64>"#,
+            ),
+            (
+                r#"{"captureRequestId":"req-7","file":[]}"#,
+                "params.file: [] is not an object",
+            ),
+            (
+                r#"{"captureRequestId":"req-7","file":{"mode":1,"offset":"0","path":"/p"}}"#,
+                r#"params.file: unknown field "mode""#,
+            ),
+            (
+                r#"{"captureRequestId":"req-7","file":{"offset":"0","path":""}}"#,
+                "params.file.path must be a non-empty string",
+            ),
+            (
+                r#"{"captureRequestId":"req-7","file":{"offset":"0"}}"#,
+                "params.file.path must be a non-empty string",
+            ),
+            (
+                r#"{"captureRequestId":"req-7","file":{"offset":"01","path":"/p"}}"#,
+                r#"params.file.offset: "01" is not a U64 (a decimal string, "0" or no leading zero, at most 18446744073709551615)"#,
+            ),
+        ];
+        for (json, message) in cases {
+            let got = refused(write(&params(json), None, None, 0));
+            assert_eq!(got, invalid(message), "{json}");
+        }
+    }
+
+    #[test]
+    fn an_unknown_capture_is_refused_and_a_hash_at_write_capture_only_while_no_state_changed() {
+        let store = TempDir::new("held");
+        let temp = store.at("tmp-c1.flysess");
+        std::fs::write(&temp, b"").unwrap();
+        let p = write_params(&temp, "2");
+        assert_eq!(
+            refused(write(&p, None, Some(store.text()), 0)),
+            invalid("params.captureRequestId names no held capture awaiting acknowledgment on this worker")
+        );
+        let v1 = Held {
+            bytes: b"abc".to_vec(),
+            hash_at_write: None,
+        };
+        let v2 = Held {
+            bytes: b"abc".to_vec(),
+            hash_at_write: Some(4),
+        };
+        // v1 writes whatever was served since (the seal checks the bytes against the Capture's digest).
+        let reply = write(&p, Some(&v1), Some(store.text()), 9).unwrap();
+        assert_eq!(
+            detsim_formats::json::js_stringify(&reply.result),
+            r#"{"byteLength":"3"}"#
+        );
+        assert!(reply.attachment.is_none());
+        let phase = refused(write(&p, Some(&v2), Some(store.text()), 5));
+        assert_eq!(phase.0, "INVALID_PHASE");
+        assert_eq!(
+            phase.1,
+            "params.captureRequestId: this worker has served a state-changing call since that capture (held with hashAtWrite); capture again"
+        );
+        let reply = write(&p, Some(&v2), Some(store.text()), 4).unwrap();
+        assert_eq!(
+            detsim_formats::json::js_stringify(&reply.result),
+            format!(r#"{{"byteLength":"3","digest":"{}"}}"#, sha256_hex(b"abc"))
+        );
+        assert_eq!(std::fs::read(&temp).unwrap(), b"\0\0abc");
+        // The hold is checked before the store: without one, the write itself is refused UNSUPPORTED.
+        assert_eq!(refused(write(&p, Some(&v1), None, 0)).0, "UNSUPPORTED");
+    }
+}
