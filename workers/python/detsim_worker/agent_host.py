@@ -389,7 +389,7 @@ class AgentHost:
                 raise ProtocolRefusal('STALE_EPOCH', f"agent {agent_id}: the restore epoch {scope['epoch']} must be new (it is the current epoch)")
         if agent_id in self.staged:
             raise ProtocolRefusal('CONFLICT', f'agent {agent_id} already has a staged restore')
-        payload = self._read_payload(staged_payload(attachment, staged, self.ctx.store_dir), agent_id, staged.checkpoint_id, staged.source_scope)
+        payload = self._read_payload(staged_payload(attachment, staged, self.ctx.store_dir, self.ctx.prefetched), agent_id, staged.checkpoint_id, staged.source_scope)
         seed = payload['seed']
         if live:
             li = live.identity

@@ -11,6 +11,7 @@ from typing import Any
 from .canonical_json import canonical_digest, js_stringify
 from .payload_file import read_store_range
 from .protocol import ProtocolRefusal, Request
+from .restore_prefetch import PrefetchedPayloads
 from .state_codec import StateCodecError, decode_state, encode_state
 from .scalars import MISSING, InputError, read_digest, read_id, read_object, read_scope, read_u64, refuse_unknown_fields
 
@@ -127,8 +128,13 @@ def _read_payload_file(value: Any) -> tuple[str, int]:
     return path, int(read_u64(f.get('offset', MISSING), 'params.payload.file.offset'))
 
 
-def staged_payload(attachment: bytes | None, staged: StageParams, store_dir: str | None) -> bytes:
+def staged_payload(attachment: bytes | None, staged: StageParams, store_dir: str | None,
+                   prefetched: PrefetchedPayloads | None = None) -> bytes:
     name = _payload_name(staged.agent_id)
+    # restore-prefetch-v1: bytes read and hashed against exactly this reference while the coordinator verified.
+    early = prefetched.take(staged.agent_id, staged.file, staged.byte_length, staged.digest) if prefetched else None
+    if early is not None and attachment is None:
+        return early
     if staged.file is None:
         if attachment is None:
             raise ProtocolRefusal('BUFFER_INVALID', 'StageRestore carries no payload attachment')

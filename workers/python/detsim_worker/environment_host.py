@@ -277,7 +277,7 @@ class EnvironmentHost:
             raise ProtocolRefusal('STALE_EPOCH', f"environment: the restore epoch {scope['epoch']} must be new (it is the current epoch)")
         if self.staged:
             raise ProtocolRefusal('CONFLICT', 'the environment already has a staged restore')
-        payload = self._read_payload(staged_payload(attachment, staged, self.ctx.store_dir), staged.checkpoint_id, staged.source_scope)
+        payload = self._read_payload(staged_payload(attachment, staged, self.ctx.store_dir, self.ctx.prefetched), staged.checkpoint_id, staged.source_scope)
         seed = payload['seed']
         if live:
             li = live.identity

@@ -20,6 +20,7 @@ CAPTURE = 'State.Capture'
 STAGE_RESTORE = 'State.StageRestore'
 ACTIVATE_RESTORE = 'State.ActivateRestore'
 WRITE_PAYLOAD = 'State.WritePayload'
+PREFETCH_PAYLOAD = 'State.PrefetchPayload'
 
 MAY_MUTATE = frozenset({'RESULT_EXPIRED', 'BACKEND_FAILURE', 'INTERNAL'})
 DEFAULT_MAX_MESSAGE_BYTES = 8 * 1024 * 1024

@@ -18,6 +18,7 @@ from .canonical_json import canonical_bytes, canonical_digest, parse_strict, sha
 from .environment_host import EnvironmentHost
 from .op_cache import LifecycleCache
 from .protocol import ProtocolRefusal, Request, read_request
+from .restore_prefetch import PrefetchedPayloads
 from .scalars import MISSING, InputError, is_int, read_digest, read_id, read_request_id, refuse_unknown_fields
 
 LIFECYCLE = {P.AGENT_INITIALIZE, P.ENV_INITIALIZE, P.CAPTURE, P.STAGE_RESTORE, P.ACTIVATE_RESTORE}
@@ -69,6 +70,8 @@ class WorkerRuntime:
         self.last_completed_request_id: str | None = None
         self.stopping = False
         self.lifecycle = LifecycleCache()
+        # restore-prefetch-v1: payloads read and hashed while the coordinator verifies their file.
+        self.prefetched = PrefetchedPayloads()
         self.agents = AgentHost(self) if role == 'agent' else None
         self.environment = EnvironmentHost(self) if role == 'environment' else None
 
@@ -149,6 +152,8 @@ class WorkerRuntime:
             return host.stage_restore(req, attachment)
         if m == P.ACTIVATE_RESTORE:
             return host.activate_restore(req)
+        if m == P.PREFETCH_PAYLOAD:
+            return self.prefetched.prefetch(req.params, self.store_dir)
         if m == P.WRITE_PAYLOAD:
             return write_held_payload(req, self.lifecycle, self.store_dir, self.state_changes)
         raise ProtocolRefusal('UNSUPPORTED', f'unknown method {_js(m)}')
@@ -187,14 +192,14 @@ class WorkerRuntime:
             'selectedMajor': P.PROTOCOL_MAJOR, 'selectedMinor': P.PROTOCOL_MINOR, 'workerId': self.worker_id,
             'incarnationId': self.incarnation_id, 'role': self.role, 'runtime': RUNTIME_NAME, 'buildDigest': BUILD_DIGEST,
             'contractDigest': CONTRACT_DIGEST,
-            'capabilities': sorted([CAPABILITIES[self.role], 'checkpoint-v1', 'payload-file-v1', *self._capture_file()]),
+            'capabilities': sorted([CAPABILITIES[self.role], 'checkpoint-v1', 'payload-file-v1', *self._store_capabilities()]),
             'limits': {'maxAgents': MAX_AGENTS_PER_WORKER if self.role == 'agent' else 0,
                        'maxMessageBytes': self.max_message_bytes, 'workerThreads': 1},
         }}
 
-    def _capture_file(self) -> list[str]:
-        """capture-file-v1 and v2 (docs/spec/capture-file.md): only a worker given the run's store writes into it."""
-        return ['capture-file-v1', 'capture-file-v2'] if self.store_dir is not None else []
+    def _store_capabilities(self) -> list[str]:
+        """capture-file-v1/v2 and restore-prefetch-v1: only a worker given the run's store writes and prefetches in it."""
+        return ['capture-file-v1', 'capture-file-v2', 'restore-prefetch-v1'] if self.store_dir is not None else []
 
     def _status(self, req: Request) -> dict:
         try:

@@ -115,8 +115,9 @@ def test_ready_line_hello_first_and_hello_refusals(worker):
     assert code(worker.hello(role='environment')) == 'UNSUPPORTED'
     hello = worker.hello()
     assert hello['result']['runtime'].startswith('detsim-py/')
-    # capture-file-v1/v2 come with --store-dir (the fixture's); a worker without a store offers neither.
-    assert hello['result']['capabilities'] == ['agent-step-v1', 'capture-file-v1', 'capture-file-v2', 'checkpoint-v1', 'payload-file-v1']
+    # capture-file-v1/v2 and restore-prefetch-v1 come with --store-dir (the fixture's); a worker without a store offers none.
+    assert hello['result']['capabilities'] == ['agent-step-v1', 'capture-file-v1', 'capture-file-v2', 'checkpoint-v1', 'payload-file-v1',
+                                               'restore-prefetch-v1']
     # Hello-first is per stream: a second stream is served nothing until its own Hello.
     other = worker.open_stream()
     assert code(worker.call('Worker.Status', None, {}, stream=other)[0]) == 'INVALID_PHASE'
@@ -275,6 +276,65 @@ def test_a_worker_without_a_store_refuses_to_hold_a_capture():
             'params.file: this worker was started without --store-dir and writes no checkpoint files')}
     finally:
         w.stop()
+
+
+def test_a_prefetched_payload_is_confirmed_and_staged_and_a_file_changed_since_is_read_again_and_refused():
+    store = tempfile.mkdtemp(prefix='dpw-store-', dir='/tmp')
+    w = Worker(extra=['--store-dir', store])
+    try:
+        w.hello()
+        w.call('Agent.Initialize', sc(0), {'agents': AGENTS})
+        _step(w, 0)
+        cap, data = w.call('State.Capture', sc(1), {'checkpointId': 'ck-1', 'agentId': 'a-lif'})
+        path = os.path.join(store, 'ck-1.flysess')
+        with open(path, 'wb') as f:
+            f.write(b'xyz' + data)
+        result = cap['result']
+        ref = dict(result['payload'], file={'path': path, 'offset': '3'})
+
+        def prefetch(payload, agent='a-lif'):
+            return w.call('State.PrefetchPayload', sc(1), {'agentId': agent, 'payload': payload})[0]
+
+        assert prefetch(dict(ref, digest='0' * 64))['result'] == {'matched': False}
+        assert prefetch(None)['result'] == {'matched': False}
+        assert code(prefetch(dict(ref, extra=1))) == 'INVALID_ARGUMENT'
+        assert prefetch(dict(ref, file={'path': '/etc/passwd', 'offset': '0'}))['error']['message'] == (
+            "params.payload.file.path is not a regular file inside this worker's store directory")
+        stage = {'checkpointId': 'ck-1', 'agentId': 'a-lif', 'sourceScope': sc(1), 'compatibilityDigest': result['compatibilityDigest'], 'payload': ref}
+        # Prefetched, then the file changes: the stage reads it again, and its digest check refuses.
+        assert prefetch(ref)['result'] == {'matched': True}
+        at = 3 + len(data) // 2
+        with open(path, 'r+b') as f:
+            f.seek(at)
+            f.write(bytes([data[at - 3] ^ 0xff]))
+        refused = w.call('State.StageRestore', sc(1, 'e2'), stage)[0]
+        assert refused['error']['code'] == 'BUFFER_INVALID'
+        # Repaired and prefetched again: the stage of that very range goes through.
+        with open(path, 'r+b') as f:
+            f.seek(at)
+            f.write(bytes([data[at - 3]]))
+        assert prefetch(ref)['result'] == {'matched': True}
+        assert code(w.call('State.StageRestore', sc(1, 'e2'), stage)[0]) == 'ok'
+    finally:
+        w.stop()
+
+
+def test_a_stage_takes_prefetched_bytes_only_for_the_very_range_and_digest_and_uses_them_up():
+    from detsim_worker.restore_prefetch import PrefetchedPayloads
+    store = tempfile.mkdtemp(prefix='dpw-store-', dir='/tmp')
+    path = os.path.join(store, 'ck.flysess')
+    with open(path, 'wb') as f:
+        f.write(b'--payload--')
+    digest = sha256_hex(b'payload')
+    params = {'agentId': 'a', 'payload': {'digest': digest, 'byteLength': '7', 'file': {'path': path, 'offset': '2'}}}
+    p = PrefetchedPayloads()
+    assert p.prefetch(params, store)['result'] == {'matched': True}
+    assert p.take('a', (path, 3), '7', digest) is None  # another range: not used, and used up
+    assert p.take('a', (path, 2), '7', digest) is None
+    p.prefetch(params, store)
+    assert p.take('b', (path, 2), '7', digest) is None  # another participant's
+    assert p.take('a', (path, 2), '7', digest) == b'payload'
+    assert p.take('a', (path, 2), '7', digest) is None
 
 
 def test_shutdown_exits_0_and_a_closed_stdin_too():
