@@ -201,69 +201,76 @@ def _step(w, k):
                                                'observation': {'foodDx': k, 'foodDy': 1}, 'rewards': []} for a in IDS]})
 
 
-def test_a_held_capture_is_written_into_a_checkpoint_temp_file_v1_with_its_digest_v2_hashed_at_write():
-    import hashlib
+@pytest.fixture()
+def stepped():
+    """A worker with a store of its own, introduced, its agents initialized and stepped once: (worker, store)."""
     store = tempfile.mkdtemp(prefix='dpw-store-', dir='/tmp')
     w = Worker(extra=['--store-dir', store])
     try:
         w.hello()
         w.call('Agent.Initialize', sc(0), {'agents': AGENTS})
         _step(w, 0)
-        ref = {'checkpointId': 'ck-1', 'agentId': 'a-lif'}
-        streamed, data = w.call('State.Capture', sc(1), ref)
-        v1, none1 = w.call('State.Capture', sc(1), {**ref, 'hold': True})
-        v2, none2 = w.call('State.Capture', sc(1), {**ref, 'hold': True, 'hashAtWrite': True})
-        assert none1 is None and none2 is None and data
-        assert v1['result'] == streamed['result']
-        assert v2['result']['payload'] == {'byteLength': str(len(data))}
-        # A replay of a held capture also carries no attachment.
-        assert w.call('State.Capture', sc(1), {**ref, 'hold': True}, request_id=v1['requestId']) == (v1, None)
-        tmp = os.path.join(store, 'tmp-ck-1.flysess')
-        with open(tmp, 'wb') as f:
-            f.write(bytes(2 * len(data) + 16))
-
-        def write(capture, path=tmp, offset='8'):
-            return w.call('State.WritePayload', None, {'captureRequestId': capture['requestId'], 'file': {'path': path, 'offset': offset}})[0]
-
-        assert write(v1)['result'] == {'byteLength': str(len(data))}
-        got = write(v2, offset=str(8 + len(data)))['result']
-        assert got == {'byteLength': str(len(data)), 'digest': hashlib.sha256(data).hexdigest()}
-        with open(tmp, 'rb') as f:
-            assert f.read() == bytes(8) + data + data + bytes(8)
-        # Only a checkpoint temporary inside the store is writable, with one text for every other path.
-        outside = tempfile.mkdtemp(prefix='dpw-out-', dir='/tmp')
-        victim = os.path.join(outside, 'tmp-ck-9.flysess')
-        with open(victim, 'wb') as f:
-            f.write(b'keep')
-        os.symlink(victim, os.path.join(store, 'tmp-ck-8.flysess'))
-        with open(os.path.join(store, 'ck-1.flysess'), 'wb') as f:
-            f.write(bytes(len(data)))
-        os.symlink(os.path.join(store, 'ck-1.flysess'), os.path.join(store, 'tmp-ck-7.flysess'))
-        not_temp = {'code': 'INVALID_ARGUMENT', 'mutation': 'none', 'message': (
-            "params.file.path is not a checkpoint temporary file (tmp-<checkpointId>.flysess) inside this worker's store directory")}
-        for path in (os.path.join(store, 'ck-1.flysess'), victim, os.path.join(store, 'tmp-ck-8.flysess'),
-                     os.path.join(store, 'tmp-ck-7.flysess'), os.path.join(store, 'tmp-missing.flysess'), store):
-            assert write(v1, path=path)['error'] == not_temp, path
-        with open(victim, 'rb') as f:
-            assert f.read() == b'keep'
-        # Strict params; an unknown or streamed capture is not writable.
-        assert write({'requestId': streamed['requestId']})['error']['message'] == (
-            'params.captureRequestId names no held capture awaiting acknowledgment on this worker')
-        assert code(w.call('State.WritePayload', None, {'captureRequestId': v1['requestId'], 'file': {'path': tmp, 'offset': '0', 'x': 1}})[0]) == 'INVALID_ARGUMENT'
-        assert code(w.call('State.WritePayload', None, {'captureRequestId': v1['requestId'], 'file': {'path': '', 'offset': '0'}})[0]) == 'INVALID_ARGUMENT'
-        for bad in ({'hold': False}, {'hashAtWrite': True}, {'hold': True, 'hashAtWrite': 1}):
-            assert code(w.call('State.Capture', sc(1), {**ref, **bad})[0]) == 'INVALID_ARGUMENT', bad
-        # After a state-changing call, v2 refuses to hash a state that may have moved; v1 (digest at
-        # Capture, checked by the seal) still writes.
-        _step(w, 1)
-        moved = write(v2)['error']
-        assert moved['code'] == 'INVALID_PHASE' and 'state-changing call since that capture' in moved['message']
-        assert code(write(v1)) == 'ok'
-        # Acknowledged: the held bytes are gone.
-        w.call('Worker.Acknowledge', None, {'requestIds': [v1['requestId'], v2['requestId']]})
-        assert code(write(v1)) == 'INVALID_ARGUMENT'
+        yield w, store
     finally:
         w.stop()
+
+
+def test_a_held_capture_is_written_into_a_checkpoint_temp_file_v1_with_its_digest_v2_hashed_at_write(stepped):
+    import hashlib
+    w, store = stepped
+    ref = {'checkpointId': 'ck-1', 'agentId': 'a-lif'}
+    streamed, data = w.call('State.Capture', sc(1), ref)
+    v1, none1 = w.call('State.Capture', sc(1), {**ref, 'hold': True})
+    v2, none2 = w.call('State.Capture', sc(1), {**ref, 'hold': True, 'hashAtWrite': True})
+    assert none1 is None and none2 is None and data
+    assert v1['result'] == streamed['result']
+    assert v2['result']['payload'] == {'byteLength': str(len(data))}
+    # A replay of a held capture also carries no attachment.
+    assert w.call('State.Capture', sc(1), {**ref, 'hold': True}, request_id=v1['requestId']) == (v1, None)
+    tmp = os.path.join(store, 'tmp-ck-1.flysess')
+    with open(tmp, 'wb') as f:
+        f.write(bytes(2 * len(data) + 16))
+
+    def write(capture, path=tmp, offset='8'):
+        return w.call('State.WritePayload', None, {'captureRequestId': capture['requestId'], 'file': {'path': path, 'offset': offset}})[0]
+
+    assert write(v1)['result'] == {'byteLength': str(len(data))}
+    got = write(v2, offset=str(8 + len(data)))['result']
+    assert got == {'byteLength': str(len(data)), 'digest': hashlib.sha256(data).hexdigest()}
+    with open(tmp, 'rb') as f:
+        assert f.read() == bytes(8) + data + data + bytes(8)
+    # Only a checkpoint temporary inside the store is writable, with one text for every other path.
+    outside = tempfile.mkdtemp(prefix='dpw-out-', dir='/tmp')
+    victim = os.path.join(outside, 'tmp-ck-9.flysess')
+    with open(victim, 'wb') as f:
+        f.write(b'keep')
+    os.symlink(victim, os.path.join(store, 'tmp-ck-8.flysess'))
+    with open(os.path.join(store, 'ck-1.flysess'), 'wb') as f:
+        f.write(bytes(len(data)))
+    os.symlink(os.path.join(store, 'ck-1.flysess'), os.path.join(store, 'tmp-ck-7.flysess'))
+    not_temp = {'code': 'INVALID_ARGUMENT', 'mutation': 'none', 'message': (
+        "params.file.path is not a checkpoint temporary file (tmp-<checkpointId>.flysess) inside this worker's store directory")}
+    for path in (os.path.join(store, 'ck-1.flysess'), victim, os.path.join(store, 'tmp-ck-8.flysess'),
+                 os.path.join(store, 'tmp-ck-7.flysess'), os.path.join(store, 'tmp-missing.flysess'), store):
+        assert write(v1, path=path)['error'] == not_temp, path
+    with open(victim, 'rb') as f:
+        assert f.read() == b'keep'
+    # Strict params; an unknown or streamed capture is not writable.
+    assert write({'requestId': streamed['requestId']})['error']['message'] == (
+        'params.captureRequestId names no held capture awaiting acknowledgment on this worker')
+    assert code(w.call('State.WritePayload', None, {'captureRequestId': v1['requestId'], 'file': {'path': tmp, 'offset': '0', 'x': 1}})[0]) == 'INVALID_ARGUMENT'
+    assert code(w.call('State.WritePayload', None, {'captureRequestId': v1['requestId'], 'file': {'path': '', 'offset': '0'}})[0]) == 'INVALID_ARGUMENT'
+    for bad in ({'hold': False}, {'hashAtWrite': True}, {'hold': True, 'hashAtWrite': 1}):
+        assert code(w.call('State.Capture', sc(1), {**ref, **bad})[0]) == 'INVALID_ARGUMENT', bad
+    # After a state-changing call, v2 refuses to hash a state that may have moved; v1 (digest at
+    # Capture, checked by the seal) still writes.
+    _step(w, 1)
+    moved = write(v2)['error']
+    assert moved['code'] == 'INVALID_PHASE' and 'state-changing call since that capture' in moved['message']
+    assert code(write(v1)) == 'ok'
+    # Acknowledged: the held bytes are gone.
+    w.call('Worker.Acknowledge', None, {'requestIds': [v1['requestId'], v2['requestId']]})
+    assert code(write(v1)) == 'INVALID_ARGUMENT'
 
 
 def test_a_worker_without_a_store_refuses_to_hold_a_capture():
@@ -278,45 +285,38 @@ def test_a_worker_without_a_store_refuses_to_hold_a_capture():
         w.stop()
 
 
-def test_a_prefetched_payload_is_confirmed_and_staged_and_a_file_changed_since_is_read_again_and_refused():
-    store = tempfile.mkdtemp(prefix='dpw-store-', dir='/tmp')
-    w = Worker(extra=['--store-dir', store])
-    try:
-        w.hello()
-        w.call('Agent.Initialize', sc(0), {'agents': AGENTS})
-        _step(w, 0)
-        cap, data = w.call('State.Capture', sc(1), {'checkpointId': 'ck-1', 'agentId': 'a-lif'})
-        path = os.path.join(store, 'ck-1.flysess')
-        with open(path, 'wb') as f:
-            f.write(b'xyz' + data)
-        result = cap['result']
-        ref = dict(result['payload'], file={'path': path, 'offset': '3'})
+def test_a_prefetched_payload_is_confirmed_and_staged_and_a_file_changed_since_is_read_again_and_refused(stepped):
+    w, store = stepped
+    cap, data = w.call('State.Capture', sc(1), {'checkpointId': 'ck-1', 'agentId': 'a-lif'})
+    path = os.path.join(store, 'ck-1.flysess')
+    with open(path, 'wb') as f:
+        f.write(b'xyz' + data)
+    result = cap['result']
+    ref = dict(result['payload'], file={'path': path, 'offset': '3'})
 
-        def prefetch(payload, agent='a-lif'):
-            return w.call('State.PrefetchPayload', sc(1), {'agentId': agent, 'payload': payload})[0]
+    def prefetch(payload, agent='a-lif'):
+        return w.call('State.PrefetchPayload', sc(1), {'agentId': agent, 'payload': payload})[0]
 
-        assert prefetch(dict(ref, digest='0' * 64))['result'] == {'matched': False}
-        assert prefetch(None)['result'] == {'matched': False}
-        assert code(prefetch(dict(ref, extra=1))) == 'INVALID_ARGUMENT'
-        assert prefetch(dict(ref, file={'path': '/etc/passwd', 'offset': '0'}))['error']['message'] == (
-            "params.payload.file.path is not a regular file inside this worker's store directory")
-        stage = {'checkpointId': 'ck-1', 'agentId': 'a-lif', 'sourceScope': sc(1), 'compatibilityDigest': result['compatibilityDigest'], 'payload': ref}
-        # Prefetched, then the file changes: the stage reads it again, and its digest check refuses.
-        assert prefetch(ref)['result'] == {'matched': True}
-        at = 3 + len(data) // 2
-        with open(path, 'r+b') as f:
-            f.seek(at)
-            f.write(bytes([data[at - 3] ^ 0xff]))
-        refused = w.call('State.StageRestore', sc(1, 'e2'), stage)[0]
-        assert refused['error']['code'] == 'BUFFER_INVALID'
-        # Repaired and prefetched again: the stage of that very range goes through.
-        with open(path, 'r+b') as f:
-            f.seek(at)
-            f.write(bytes([data[at - 3]]))
-        assert prefetch(ref)['result'] == {'matched': True}
-        assert code(w.call('State.StageRestore', sc(1, 'e2'), stage)[0]) == 'ok'
-    finally:
-        w.stop()
+    assert prefetch(dict(ref, digest='0' * 64))['result'] == {'matched': False}
+    assert prefetch(None)['result'] == {'matched': False}
+    assert code(prefetch(dict(ref, extra=1))) == 'INVALID_ARGUMENT'
+    assert prefetch(dict(ref, file={'path': '/etc/passwd', 'offset': '0'}))['error']['message'] == (
+        "params.payload.file.path is not a regular file inside this worker's store directory")
+    stage = {'checkpointId': 'ck-1', 'agentId': 'a-lif', 'sourceScope': sc(1), 'compatibilityDigest': result['compatibilityDigest'], 'payload': ref}
+    # Prefetched, then the file changes: the stage reads it again, and its digest check refuses.
+    assert prefetch(ref)['result'] == {'matched': True}
+    at = 3 + len(data) // 2
+    with open(path, 'r+b') as f:
+        f.seek(at)
+        f.write(bytes([data[at - 3] ^ 0xff]))
+    refused = w.call('State.StageRestore', sc(1, 'e2'), stage)[0]
+    assert refused['error']['code'] == 'BUFFER_INVALID'
+    # Repaired and prefetched again: the stage of that very range goes through.
+    with open(path, 'r+b') as f:
+        f.seek(at)
+        f.write(bytes([data[at - 3]]))
+    assert prefetch(ref)['result'] == {'matched': True}
+    assert code(w.call('State.StageRestore', sc(1, 'e2'), stage)[0]) == 'ok'
 
 
 def test_a_stage_takes_prefetched_bytes_only_for_the_very_range_and_digest_and_uses_them_up():
