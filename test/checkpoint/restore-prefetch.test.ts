@@ -1,7 +1,7 @@
-// Restore with restore-prefetch-v1 over real worker processes: co-located TypeScript workers read
-// and hash their own payload range while the coordinator verifies the generation, and the restored
-// group steps exactly as the streamed path's (workers without the capability) and as an
-// uninterrupted run, for a TypeScript-only and a mixed fleet; a damaged payload (footer resealed so
+// Restore with restore-prefetch-v1 over real worker processes: co-located workers (TypeScript, Rust,
+// Python) read and hash their own payload range while the coordinator verifies the generation, and
+// the restored group steps exactly as the streamed path's (workers without the capability) and as an
+// uninterrupted run, for a TypeScript-only and two mixed fleets; a damaged payload (footer resealed so
 // that check 5 is the one to fail) is refused with the same reason and message on both paths,
 // before anyone is staged.
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -74,8 +74,9 @@ async function restoredSteps(s: Session, epoch: string): Promise<unknown[]> {
 
 async function bothPathsAgree(plan: RunPlan): Promise<Session> {
   const { s, after } = await checkpointed(plan);
+  // Every worker of these fleets is co-located and given the store: all of them offer it.
   const offering = s.fleet.all().filter((w) => w.hello.capabilities.includes(CAPABILITIES.restorePrefetch));
-  expect(offering.length).toBeGreaterThan(0);
+  expect(offering).toHaveLength(s.fleet.all().length);
   const seen = watch(s);
   expect(await restoredSteps(s, 'e2')).toEqual(after);
   // Each offering worker confirmed its range while the coordinator verified (its stage used it up).
@@ -95,7 +96,7 @@ describe('restore with restore-prefetch-v1', () => {
   }, 180_000);
 
   for (const config of ['examples/mixed-walkers.yaml', 'examples/mixed-python.yaml']) {
-    it(`a mixed fleet (${config}: TypeScript prefetches, the other runtime does not): the same`, async (ctx) => {
+    it(`a mixed fleet (${config}: every runtime prefetches its own range): the same`, async (ctx) => {
       const skip = prepareRuntimesFor(config);
       if (skip) return ctx.skip(skip);
       const s = await bothPathsAgree(planOf(config));

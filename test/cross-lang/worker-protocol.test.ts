@@ -173,19 +173,16 @@ for (const other of OTHERS)
       if (t.reply.type !== 'result' || r.reply.type !== 'result') throw new Error('Hello refused');
       const { runtime, buildDigest, incarnationId, ...rest } = r.reply.result as Record<string, unknown>;
       const { runtime: _r, buildDigest: _b, incarnationId: _i, ...tsRest } = t.reply.result as Record<string, unknown>;
-      // restore-prefetch-v1 is the TypeScript worker's alone, offered with --store-dir; the other
-      // workers keep the plain restore path. Everything else is shared, capture-file-v1/v2 included
-      // (docs/spec/capture-file.md; all three offer them with --store-dir).
-      const tsOnly: string[] = [CAPABILITIES.restorePrefetch];
-      const tsCapabilities = tsRest.capabilities as string[];
-      expect(tsCapabilities).toEqual(
-        expect.arrayContaining([CAPABILITIES.captureFile, CAPABILITIES.captureFileHashAtWrite]),
+      // Everything is shared, the capabilities that come with --store-dir included: capture-file-v1/v2
+      // and restore-prefetch-v1 (docs/spec/capture-file.md, docs/spec/checkpoint-store.md).
+      expect(tsRest.capabilities).toEqual(
+        expect.arrayContaining([
+          CAPABILITIES.captureFile,
+          CAPABILITIES.captureFileHashAtWrite,
+          CAPABILITIES.restorePrefetch,
+        ]),
       );
-      for (const c of tsOnly) {
-        expect(tsCapabilities).toContain(c);
-        expect(rest.capabilities).not.toContain(c);
-      }
-      expect(rest).toEqual({ ...tsRest, capabilities: tsCapabilities.filter((c) => !tsOnly.includes(c)) });
+      expect(rest).toEqual(tsRest);
       expect(rest.contractDigest).toBe(
         createHash('sha256')
           .update(readFileSync(join(REPO_ROOT, 'proto/detsim/v1/worker.proto')))
@@ -692,6 +689,35 @@ for (const other of OTHERS)
         'ok',
       );
       await writeEach(v1.t, 8, 'INVALID_ARGUMENT');
+    });
+
+    it('restore-prefetch-v1: State.PrefetchPayload confirms a range of a store file by its digest, and refuses alike', async () => {
+      const k = 22; // the boundary both live workers reached in e2 (the tests above)
+      const { t } = await both(METHODS.capture, sc(k, 'e2'), { checkpointId: 'ck-pre', agentId: 'a-walk' }, 'ok');
+      const data = t.attachment!;
+      const path = join(store, 'ck-pre.flysess');
+      writeFileSync(path, Buffer.concat([Buffer.from('xyz'), data]));
+      const digest = createHash('sha256').update(data).digest('hex');
+      const ref = { digest, byteLength: String(data.length), file: { path, offset: '3' } };
+      const prefetch = (payload: unknown, expected: Expected, agentId: unknown = 'a-walk') =>
+        both(METHODS.prefetchPayload, sc(k, 'e2'), { agentId, payload } as Params, expected);
+      const matched = async (payload: unknown, agentId?: unknown): Promise<boolean> =>
+        ((await prefetch(payload, 'ok', agentId)).t.reply as unknown as { result: { matched: boolean } }).result
+          .matched;
+      expect(await matched(ref)).toBe(true);
+      expect(await matched({ ...ref, digest: 'f'.repeat(64) })).toBe(false);
+      expect(await matched({ ...ref, file: { path, offset: '2' } })).toBe(false);
+      expect(await matched(null)).toBe(false);
+      expect(await matched(ref, null)).toBe(true);
+      await prefetch({ ...ref, extra: 1 }, 'INVALID_ARGUMENT');
+      await prefetch({ ...ref, file: { path: '', offset: '3' } }, 'INVALID_ARGUMENT');
+      await prefetch({ ...ref, file: { path, offset: '3', x: 1 } }, 'INVALID_ARGUMENT');
+      await prefetch({ ...ref, byteLength: 'many' }, 'INVALID_ARGUMENT');
+      await prefetch(ref, 'INVALID_ARGUMENT', 7);
+      await prefetch({ ...ref, file: { path, offset: '4' } }, 'BUFFER_INVALID');
+      await prefetch({ ...ref, file: { path: '/etc/passwd', offset: '0' } }, 'INVALID_ARGUMENT');
+      await prefetch({ ...ref, file: { path: join(store, 'missing.flysess'), offset: '0' } }, 'INVALID_ARGUMENT');
+      await both(METHODS.acknowledge, null, { requestIds: [t.requestId] }, 'ok');
     });
 
     it('Shutdown replies {stopping: true} and the process exits 0', async () => {

@@ -10,6 +10,7 @@ use crate::checks::{
 use crate::models::{Brain, ModelKind};
 use crate::payload::{self, to_state};
 use crate::refusal::{ErrorCode, Mutation, Outcome, Refusal, obj, quoted, s, shown};
+use crate::restore_prefetch::PrefetchedPayloads;
 use detsim_formats::json::{canonicalize, sha256_hex};
 use detsim_formats::scalars::{read_i32, read_id, read_object, read_request_id, read_u64, refuse_unknown_fields};
 use detsim_formats::{RationalNs, Scope, Value};
@@ -97,6 +98,8 @@ pub struct Ctx<'a> {
     pub incarnation_id: &'a str,
     /// The run's checkpoint store (`--store-dir`): the only place payload-file-v1 may read; None: no payload files.
     pub store_dir: Option<&'a str>,
+    /// restore-prefetch-v1: payloads read and hashed ahead of their StageRestore (runtime.rs owns them).
+    pub prefetched: &'a mut PrefetchedPayloads,
     pub progress: &'a mut dyn FnMut(),
 }
 
@@ -707,7 +710,7 @@ impl AgentHost {
                 format!("agent {agent_id} already has a staged restore"),
             ));
         }
-        let bytes = staged_payload(attachment, &staged, ctx.store_dir)?;
+        let bytes = staged_payload(attachment, &staged, ctx.store_dir, ctx.prefetched)?;
         let payload = read_payload(&bytes, &agent_id, &checkpoint_id, &staged.source_scope)?;
         let seed = match payload::get(&payload, "seed") {
             Some(StateValue::Number(n)) => *n as i32,

@@ -1,10 +1,12 @@
 // Refusal checks shared by the request handlers, as workers/checks.ts: scope/session/epoch/step
-// rules, the agentId of State.* params, State.StageRestore's params and payload bytes (attachment
-// or payload-file-v1), restore tokens and compatibility digests. Each returns a Refusal with the
-// protocol's code and the TypeScript worker's message word for word; none of them mutates anything.
+// rules, the agentId of State.* params, State.StageRestore's params and payload bytes (attachment,
+// payload-file-v1, or the bytes restore-prefetch-v1 read ahead), restore tokens and compatibility
+// digests. Each returns a Refusal with the protocol's code and the TypeScript worker's message word
+// for word; none of them mutates anything (beyond using up a prefetch, as checks.ts).
 // Not the hosts' state machines (agent_host.rs) nor Worker.* (runtime.rs).
 use crate::payload_file;
 use crate::refusal::{ErrorCode, Outcome, Refusal, obj, quoted, s, shown};
+use crate::restore_prefetch::PrefetchedPayloads;
 use detsim_formats::json::{canonical_digest, sha256_hex};
 use detsim_formats::scalars::{read_digest, read_id, read_object, read_u64, refuse_unknown_fields};
 use detsim_formats::{Scope, Value};
@@ -239,13 +241,21 @@ fn read_payload_file(value: &Value) -> Outcome<PayloadFile> {
 /// The bytes to stage, exactly the referenced ones (length, then digest): the request's attachment,
 /// or with payload-file-v1 a range of a checkpoint file in the run's store (`store_dir`; without it
 /// every payload file is refused). The bytes read are hashed here, so a file changed since the
-/// coordinator verified it is refused, never staged.
+/// coordinator verified it is refused, never staged. With restore-prefetch-v1, the bytes a prefetch
+/// of exactly this reference read and hashed (the file unchanged since) are staged without reading
+/// again; this participant's prefetch is used up by every stage that gets here, used or not.
 pub fn staged_payload<'a>(
     attachment: Option<&'a [u8]>,
     staged: &StageParams,
     store_dir: Option<&str>,
+    prefetched: &mut PrefetchedPayloads,
 ) -> Outcome<Cow<'a, [u8]>> {
     let name = format!("agent-{}", staged.agent_id);
+    // Taken before the attachment is looked at, as checks.ts: a stage with both is refused below
+    // and still uses the prefetch up.
+    if let Some(bytes) = prefetched.take(staged).filter(|_| attachment.is_none()) {
+        return Ok(Cow::Owned(bytes));
+    }
     let Some(file) = &staged.file else {
         return Ok(Cow::Borrowed(check_attachment(attachment, staged, &name)?));
     };
@@ -342,6 +352,10 @@ mod tests {
         assert_eq!(read_agent_id(&params(r#"{"agentId":"a-1"}"#)).unwrap(), "a-1");
     }
 
+    fn none() -> PrefetchedPayloads {
+        PrefetchedPayloads::default()
+    }
+
     const STAGE: &str = concat!(
         r#"{"agentId":"a","checkpointId":"c","compatibilityDigest":"D","payload":{"byteLength":"3","digest":"D"FILE},"#,
         r#""sourceScope":{"epoch":"e0","sessionId":"s1","step":"0"}}"#
@@ -355,25 +369,31 @@ mod tests {
     #[test]
     fn the_staged_payload_is_the_attachment_of_the_referenced_length_and_digest_or_one_file_never_both() {
         let staged = read_stage_params(&stage_params(""), &scope(0)).unwrap();
-        assert_eq!(&*staged_payload(Some(b"abc"), &staged, None).unwrap(), b"abc");
         assert_eq!(
-            refused(staged_payload(Some(b"abcd"), &staged, None)),
+            &*staged_payload(Some(b"abc"), &staged, None, &mut none()).unwrap(),
+            b"abc"
+        );
+        assert_eq!(
+            refused(staged_payload(Some(b"abcd"), &staged, None, &mut none())),
             (
                 "BUFFER_INVALID",
                 "payload attachment is 4 bytes; payload.byteLength says 3".into()
             )
         );
         assert_eq!(
-            refused(staged_payload(Some(b"abd"), &staged, None)).1,
+            refused(staged_payload(Some(b"abd"), &staged, None, &mut none())).1,
             "params.payload.digest: the payload digest check failed for payload agent-a"
         );
         let from_file = stage_params(r#","file":{"offset":"0","path":"/nowhere/x"}"#);
         let staged = read_stage_params(&from_file, &scope(0)).unwrap();
         assert_eq!(
-            refused(staged_payload(Some(b"abc"), &staged, None)).1,
+            refused(staged_payload(Some(b"abc"), &staged, None, &mut none())).1,
             "StageRestore carries both an attachment and params.payload.file: send one"
         );
-        assert_eq!(refused(staged_payload(None, &staged, None)).0, "UNSUPPORTED");
+        assert_eq!(
+            refused(staged_payload(None, &staged, None, &mut none())).0,
+            "UNSUPPORTED"
+        );
         let relative = stage_params(r#","file":{"offset":"0","path":"x"}"#);
         assert_eq!(
             refused(read_stage_params(&relative, &scope(0))).1,
@@ -382,6 +402,37 @@ mod tests {
         assert_eq!(
             refused(read_stage_params(&stage_params(""), &scope(1))).0,
             "INVALID_ARGUMENT"
+        );
+    }
+
+    #[test]
+    fn prefetched_bytes_of_the_same_reference_are_staged_without_a_read_unless_an_attachment_came_too() {
+        let store = crate::payload_file::tests::TempDir::new("checks-prefetch");
+        let path = store.at("c1.flysess");
+        std::fs::write(&path, b"abc").unwrap();
+        let digest = sha256_hex(b"abc");
+        let prefetch = format!(
+            r#"{{"agentId":"a","payload":{{"byteLength":"3","digest":"{digest}","file":{{"offset":"0","path":"{path}"}}}}}}"#
+        );
+        let from_file = stage_params(&format!(r#","file":{{"offset":"0","path":"{path}"}}"#));
+        let staged = read_stage_params(&from_file, &scope(0)).unwrap();
+        let mut prefetched = none();
+        prefetched.prefetch(&params(&prefetch), Some(store.text())).unwrap();
+        // No store given to the stage: a read would be refused UNSUPPORTED, so these bytes were not read again.
+        assert_eq!(&*staged_payload(None, &staged, None, &mut prefetched).unwrap(), b"abc");
+        assert_eq!(
+            refused(staged_payload(None, &staged, None, &mut prefetched)).0,
+            "UNSUPPORTED"
+        );
+        // With an attachment as well: refused as before, and the prefetch is used up all the same.
+        prefetched.prefetch(&params(&prefetch), Some(store.text())).unwrap();
+        assert_eq!(
+            refused(staged_payload(Some(b"abc"), &staged, None, &mut prefetched)).1,
+            "StageRestore carries both an attachment and params.payload.file: send one"
+        );
+        assert_eq!(
+            refused(staged_payload(None, &staged, None, &mut prefetched)).0,
+            "UNSUPPORTED"
         );
     }
 

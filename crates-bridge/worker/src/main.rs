@@ -12,6 +12,7 @@ mod payload;
 mod payload_file;
 mod refusal;
 mod rendezvous;
+mod restore_prefetch;
 mod runtime;
 mod server;
 mod tls;

@@ -1,12 +1,15 @@
 // The Rust worker runtime, as workers/runtime.ts: turns one request message into exactly one
 // reply. Owns Worker.Hello / Status / Acknowledge / Shutdown, session binding, the Hello-first
 // gate (a stream is served nothing until it said a successful Hello), the lifecycle reply cache
-// (with the payloads of held captures, capture-file-v1/v2) and the envelopes; dispatches Agent.* and
-// State.* to the agent host and State.WritePayload to capture_file.rs. Not the transport.
+// (with the payloads of held captures, capture-file-v1/v2), the payloads prefetched for restores
+// (restore-prefetch-v1) and the envelopes; dispatches Agent.* and State.* to the agent host,
+// State.WritePayload to capture_file.rs and State.PrefetchPayload to restore_prefetch.rs.
+// Not the transport.
 use crate::agent_host::{AgentHost, Ctx, HostReply};
 use crate::capture_file::{CaptureHold, Held, capture_hold_of, without_hold, write_held_payload};
 use crate::checks::member;
 use crate::refusal::{ErrorCode, Outcome, Refusal, obj, s, shown};
+use crate::restore_prefetch::PrefetchedPayloads;
 use detsim_formats::json::{canonical_bytes, canonical_digest, js_stringify, parse_strict};
 use detsim_formats::scalars::{is_u64, read_digest, read_id, read_object, read_request_id, refuse_unknown_fields};
 use detsim_formats::{DetsimError, Reason, Scope, Value};
@@ -84,10 +87,12 @@ pub struct WorkerRuntime {
     /// State-changing calls served so far (STATE_CHANGING): a hashAtWrite capture notes the count it saw.
     state_changes: u64,
     lifecycle: HashMap<String, Lifecycle>,
+    /// restore-prefetch-v1: payloads read and hashed while the coordinator verifies their file.
+    prefetched: PrefetchedPayloads,
     max_message_bytes: u64,
     agents: AgentHost,
     /// The run's checkpoint store (`--store-dir`): the only directory payload-file-v1 may read and
-    /// capture-file-v1/v2 may write (its checkpoint temporaries only).
+    /// capture-file-v1/v2 may write (its checkpoint temporaries only) and restore-prefetch-v1 may read ahead.
     pub store_dir: Option<String>,
 }
 
@@ -174,6 +179,7 @@ impl WorkerRuntime {
             stopping: false,
             state_changes: 0,
             lifecycle: HashMap::new(),
+            prefetched: PrefetchedPayloads::default(),
             max_message_bytes,
             agents: AgentHost::default(),
             store_dir: None,
@@ -335,6 +341,12 @@ impl WorkerRuntime {
             let held_of = |id: &str| lifecycle.get(id).and_then(|entry| entry.held.as_ref());
             return write_held_payload(p, held_of, self.store_dir.as_deref(), self.state_changes);
         }
+        // As runtime.ts's handler table: neither the scope nor the session is looked at (the gates in
+        // dispatch apply: Hello first, not while stopping; not a lifecycle call, not state-changing),
+        // and no progress is counted, since nothing on the agents' timelines moved.
+        if m == "State.PrefetchPayload" {
+            return self.prefetched.prefetch(p, self.store_dir.as_deref());
+        }
         self.host(&req.request_id, |agents, ctx| match m {
             "Agent.Initialize" => agents.initialize(m, sc, p, ctx),
             "Agent.Prepare" => agents.prepare(m, &req.request_id, sc, p, ctx),
@@ -365,6 +377,7 @@ impl WorkerRuntime {
             session_id: &session,
             incarnation_id: &self.incarnation_id,
             store_dir: self.store_dir.as_deref(),
+            prefetched: &mut self.prefetched,
             progress: &mut progress,
         };
         call(&mut self.agents, &mut ctx)
@@ -480,11 +493,12 @@ impl WorkerRuntime {
         })
     }
 
-    /// Sorted as runtime.ts sorts them; capture-file-v1/v2 need a store to write into (`--store-dir`).
+    /// Sorted as runtime.ts sorts them; capture-file-v1/v2 need a store to write into and
+    /// restore-prefetch-v1 one to read ahead from (`--store-dir`).
     fn capabilities(&self) -> Vec<Value> {
         let mut names = vec!["agent-step-v1", "checkpoint-v1", "payload-file-v1"];
         if self.store_dir.is_some() {
-            names.extend(["capture-file-v1", "capture-file-v2"]);
+            names.extend(["capture-file-v1", "capture-file-v2", "restore-prefetch-v1"]);
         }
         names.sort_unstable();
         names.into_iter().map(s).collect()
@@ -698,13 +712,19 @@ mod tests {
     struct Worker {
         rt: WorkerRuntime,
         next: u64,
+        /// The epoch of the scopes sent (a restore names a new one).
+        epoch: &'static str,
     }
 
     impl Worker {
         fn new(store: Option<&str>) -> Worker {
             let mut rt = rt();
             rt.store_dir = store.map(str::to_string);
-            let mut w = Worker { rt, next: 100 };
+            let mut w = Worker {
+                rt,
+                next: 100,
+                epoch: "e1",
+            };
             w.ok("Agent.Initialize", Some(0), INIT);
             w
         }
@@ -725,7 +745,7 @@ mod tests {
         ) -> (String, Value, Option<Vec<u8>>) {
             let scope = step.map_or(Value::Null, |k| {
                 obj(vec![
-                    ("epoch", s("e1")),
+                    ("epoch", s(self.epoch)),
                     ("sessionId", s("s1")),
                     ("step", s(&k.to_string())),
                 ])
@@ -782,7 +802,7 @@ mod tests {
     const NO_HELD: &str = "params.captureRequestId names no held capture awaiting acknowledgment on this worker";
 
     #[test]
-    fn hello_offers_capture_file_v1_and_v2_only_with_a_store_dir_sorted_as_the_typescript_worker() {
+    fn hello_offers_capture_file_v1_v2_and_restore_prefetch_v1_only_with_a_store_dir_sorted_as_typescript() {
         let capabilities = |store: Option<&str>| {
             let mut r = rt();
             r.store_dir = store.map(str::to_string);
@@ -795,7 +815,7 @@ mod tests {
         );
         assert_eq!(
             capabilities(Some("/store")),
-            r#"["agent-step-v1","capture-file-v1","capture-file-v2","checkpoint-v1","payload-file-v1"]"#
+            r#"["agent-step-v1","capture-file-v1","capture-file-v2","checkpoint-v1","payload-file-v1","restore-prefetch-v1"]"#
         );
     }
 
@@ -939,6 +959,201 @@ mod tests {
         assert_eq!(
             code(&w.rt.handle(body, None, &mut false)).as_deref(),
             Some("INVALID_PHASE")
+        );
+    }
+
+    // ---- restore-prefetch-v1 --------------------------------------------------------------------
+
+    /// A worker (its scopes now in the new epoch e2) whose agent's captured payload lies in the
+    /// store's `c1.flysess` at offset 16, followed by as many other bytes.
+    struct Restore {
+        w: Worker,
+        path: String,
+        payload: Vec<u8>,
+        compat: String,
+        store: TempDir,
+    }
+
+    const AT: u64 = 16;
+
+    impl Restore {
+        fn new(tag: &str) -> Restore {
+            let store = TempDir::new(tag);
+            let mut w = Worker::new(Some(store.text()));
+            let (_, v, bytes) = w.ok("State.Capture", Some(0), &capture(""));
+            let payload = bytes.unwrap();
+            let result = v.get("result").unwrap();
+            let compat = result.get("compatibilityDigest").and_then(Value::as_str).unwrap();
+            let path = store.at("c1.flysess");
+            std::fs::write(&path, Restore::file_with(&payload)).unwrap();
+            w.epoch = "e2";
+            Restore {
+                w,
+                path,
+                compat: compat.to_string(),
+                payload,
+                store,
+            }
+        }
+
+        /// A checkpoint file's stand-in: a header, the payload, then other bytes of the same length.
+        fn file_with(payload: &[u8]) -> Vec<u8> {
+            let mut file = vec![b'h'; AT as usize];
+            file.extend_from_slice(payload);
+            file.extend(std::iter::repeat_n(b'x', payload.len()));
+            file
+        }
+
+        /// `{byteLength, digest, file}` of the payload, read at `offset`.
+        fn reference(&self, offset: u64) -> Value {
+            let file = obj(vec![("offset", s(&offset.to_string())), ("path", s(&self.path))]);
+            obj(vec![
+                ("byteLength", s(&self.payload.len().to_string())),
+                ("digest", s(&detsim_formats::sha256_hex(&self.payload))),
+                ("file", file),
+            ])
+        }
+
+        fn prefetch(&mut self, payload: Value) -> String {
+            let params = obj(vec![("agentId", s("a-walk")), ("payload", payload)]);
+            let (_, v, attachment) = self.w.ok("State.PrefetchPayload", Some(0), &js_stringify(&params));
+            assert!(attachment.is_none());
+            result_of(&v)
+        }
+
+        fn stage_params(&self, offset: u64) -> String {
+            let source = obj(vec![("epoch", s("e1")), ("sessionId", s("s1")), ("step", s("0"))]);
+            js_stringify(&obj(vec![
+                ("agentId", s("a-walk")),
+                ("checkpointId", s("c1")),
+                ("compatibilityDigest", s(&self.compat)),
+                ("payload", self.reference(offset)),
+                ("sourceScope", source),
+            ]))
+        }
+
+        /// State.StageRestore naming the payload at `offset`: the restore token, or the refusal.
+        fn stage(&mut self, offset: u64) -> Result<String, (String, String)> {
+            let params = self.stage_params(offset);
+            let (_, v, _) = self.w.call("State.StageRestore", Some(0), &params);
+            let text = |x: &Value, k: &str| x.get(k).and_then(Value::as_str).unwrap().to_string();
+            match v.get("result") {
+                Some(r) => Ok(text(r, "restoreToken")),
+                None => Err((
+                    text(v.get("error").unwrap(), "code"),
+                    text(v.get("error").unwrap(), "message"),
+                )),
+            }
+        }
+    }
+
+    const MATCHED: &str = r#"{"matched":true}"#;
+    const NOT_MATCHED: &str = r#"{"matched":false}"#;
+    const NO_STORE_READ: &str = "params.payload.file: this worker was started without --store-dir and reads no payload files (send the payload as an attachment)";
+    const DIGEST_FAILED: &str = "params.payload.digest: the payload digest check failed for payload agent-a-walk";
+
+    #[test]
+    fn a_stage_of_the_prefetched_range_uses_the_prefetched_bytes_without_reading_the_file() {
+        let mut r = Restore::new("rt-pf-use");
+        assert_eq!(r.prefetch(r.reference(AT)), MATCHED);
+        // Without a store the stage could read no file: these are the prefetched bytes.
+        r.w.rt.store_dir = None;
+        assert!(r.stage(AT).unwrap().starts_with("rt-"));
+        // The same stage without a prefetch is refused for want of a store, as payload-file-v1.
+        let mut r = Restore::new("rt-pf-none");
+        r.w.rt.store_dir = None;
+        assert_eq!(r.stage(AT), Err(("UNSUPPORTED".into(), NO_STORE_READ.into())));
+    }
+
+    #[test]
+    fn nothing_is_kept_for_a_wrong_digest_and_payload_null_drops_the_prefetch() {
+        let mut r = Restore::new("rt-pf-drop");
+        let mut wrong = r.reference(AT);
+        if let Value::Object(members) = &mut wrong {
+            members.iter_mut().find(|(k, _)| k == "digest").unwrap().1 = s(&"0".repeat(64));
+        }
+        assert_eq!(r.prefetch(wrong), NOT_MATCHED);
+        r.w.rt.store_dir = None;
+        assert_eq!(r.stage(AT).unwrap_err().0, "UNSUPPORTED");
+        let mut r = Restore::new("rt-pf-null");
+        assert_eq!(r.prefetch(r.reference(AT)), MATCHED);
+        assert_eq!(r.prefetch(Value::Null), NOT_MATCHED);
+        r.w.rt.store_dir = None;
+        assert_eq!(r.stage(AT).unwrap_err().0, "UNSUPPORTED");
+    }
+
+    #[test]
+    fn a_file_rewritten_after_the_prefetch_is_read_again_by_the_stage_and_refused_by_its_digest() {
+        let mut r = Restore::new("rt-pf-rewritten");
+        assert_eq!(r.prefetch(r.reference(AT)), MATCHED);
+        // Another file (new inode, mtime, ctime) under the same name, with other bytes in the range.
+        let mut other = r.payload.clone();
+        other[0] ^= 0xff;
+        let replacement = format!("{}.new", r.path);
+        std::fs::write(&replacement, Restore::file_with(&other)).unwrap();
+        std::fs::rename(&replacement, &r.path).unwrap();
+        assert_eq!(r.stage(AT), Err(("BUFFER_INVALID".into(), DIGEST_FAILED.into())));
+    }
+
+    #[test]
+    fn a_prefetch_of_another_range_is_not_used_and_is_used_up_by_the_stage_all_the_same() {
+        let mut r = Restore::new("rt-pf-other");
+        assert_eq!(r.prefetch(r.reference(AT)), MATCHED);
+        // The stage names the same digest at the next range, which holds other bytes: read and refused.
+        let next = AT + r.payload.len() as u64;
+        assert_eq!(r.stage(next), Err(("BUFFER_INVALID".into(), DIGEST_FAILED.into())));
+        r.w.rt.store_dir = None;
+        assert_eq!(r.stage(AT).unwrap_err().0, "UNSUPPORTED");
+    }
+
+    #[test]
+    fn prefetch_is_served_after_hello_whatever_the_scope_but_not_while_stopping_nor_kept_nor_counted() {
+        let mut r = Restore::new("rt-pf-route");
+        // No restore here: the agent's own epoch, for the capture below.
+        r.w.epoch = "e1";
+        let params = js_stringify(&obj(vec![("agentId", s("a-walk")), ("payload", r.reference(AT))]));
+        let body = |id: &str, session: &str| {
+            let scope = obj(vec![("epoch", s("e9")), ("sessionId", s(session)), ("step", s("7"))]);
+            let v = obj(vec![
+                ("method", s("State.PrefetchPayload")),
+                ("params", parse_strict(params.as_bytes()).unwrap()),
+                ("requestId", s(id)),
+                ("scope", scope),
+            ]);
+            canonical_bytes(&v).unwrap()
+        };
+        let status = |w: &mut Worker| result_of(&w.ok("Worker.Status", None, "{}").1);
+        let before = status(&mut r.w);
+        let out = r.w.rt.handle(&body("req-1", "s1"), None, &mut false);
+        assert_eq!(
+            js_stringify(reply(&out).get("error").unwrap()),
+            r#"{"code":"INVALID_PHASE","message":"State.PrefetchPayload before Worker.Hello","mutation":"none"}"#
+        );
+        // Another session's scope, no scope at all: served (runtime.ts checks neither for this method).
+        let out = r.w.rt.handle(&body("req-2", "s-other"), None, &mut true);
+        assert_eq!(result_of(&reply(&out)), MATCHED);
+        let (v2, _, _) = r.w.ok("State.Capture", Some(0), &capture(HOLD_V2));
+        // Not a lifecycle call: an id used again is no CONFLICT, and more than 16 never make the worker BUSY.
+        for _ in 0..LIFECYCLE_LIMIT + 1 {
+            let (_, v, _) = r.w.call_as("req-7", "State.PrefetchPayload", None, &params);
+            assert_eq!(result_of(&v), MATCHED);
+        }
+        let (_, v, _) = r.w.call_as(
+            "req-7",
+            "State.PrefetchPayload",
+            None,
+            r#"{"agentId":"a-walk","payload":null}"#,
+        );
+        assert_eq!(result_of(&v), NOT_MATCHED);
+        // Not state-changing (a v2 write still goes) and no progress counted.
+        let temp = r.store.at("tmp-c2.flysess");
+        std::fs::write(&temp, b"").unwrap();
+        r.w.ok("State.WritePayload", None, &write_payload(&v2, &temp, 0));
+        assert_eq!(status(&mut r.w), before);
+        r.w.ok("Worker.Shutdown", None, r#"{"reason":"done"}"#);
+        assert_eq!(
+            r.w.refused("State.PrefetchPayload", None, &params),
+            ("INVALID_PHASE".into(), "the worker is stopping".into())
         );
     }
 }
