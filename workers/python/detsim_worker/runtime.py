@@ -1,7 +1,9 @@
 # The worker runtime (workers/runtime.ts): one request message in, exactly one reply out. Owns
 # Worker.Hello / Status / Acknowledge / Shutdown, session binding, the Hello-first gate per stream,
-# the lifecycle reply cache and the mapping of refusals to error replies; dispatches the rest to
-# the agent or environment host. Not the transport (server.py) nor the process (__main__.py).
+# the lifecycle reply cache (with the payloads of held captures) and the mapping of refusals to
+# error replies; dispatches State.WritePayload to capture_file.py, State.PrefetchPayload to
+# restore_prefetch.py and the rest to the agent or environment host. Not the transport (server.py)
+# nor the process (__main__.py).
 from __future__ import annotations
 
 import os
