@@ -1,11 +1,14 @@
 # Strict mode for model callbacks (workers/strict.ts in Python): while a callback runs, the global
 # `random` functions, time.time/time_ns, os.urandom and numpy.random's global-state functions raise
-# StrictModeViolation naming the participant and the call. Not a sandbox: it catches the common
-# sources of hidden nondeterminism, nothing more (a seeded numpy Generator stays allowed).
+# StrictModeViolation naming the participant and the call, on the thread that runs the callback
+# only: every other thread of the process (gRPC's server loop calls time.time() every second) gets
+# the real functions. Not a sandbox: it catches the common sources of hidden nondeterminism,
+# nothing more (a seeded numpy Generator stays allowed; a thread the model starts is not guarded).
 from __future__ import annotations
 
 import os
 import random
+import threading
 import time
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
@@ -26,10 +29,14 @@ class StrictModeViolation(RuntimeError):
 
 
 _current: list[tuple[str, str]] = []
+# The thread whose callback is guarded (the functions are module attributes, shared by all threads).
+_guarded_thread: list[int] = []
 
 
-def _trap(name: str) -> Callable[..., Any]:
-    def refuse(*_args: Any, **_kwargs: Any) -> Any:
+def _trap(name: str, real: Callable[..., Any]) -> Callable[..., Any]:
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        if not _current or threading.get_ident() != _guarded_thread[-1]:
+            return real(*args, **kwargs)
         participant, callback = _current[-1]
         raise StrictModeViolation(participant, name, callback)
     return refuse
@@ -55,19 +62,22 @@ def guarded(strict: bool, participant: str, callback: str) -> Iterator[None]:
         return
     outer = bool(_current)
     _current.append((participant, callback))
+    _guarded_thread.append(threading.get_ident())
     saved: list[tuple[Any, str, Any]] = []
     if not outer:
         for module, name, shown in _targets():
-            saved.append((module, name, getattr(module, name)))
-            setattr(module, name, _trap(shown))
+            real = getattr(module, name)
+            saved.append((module, name, real))
+            setattr(module, name, _trap(shown, real))
         try:
             import numpy.random as npr
             real_default_rng = npr.default_rng
             saved.append((npr, 'default_rng', real_default_rng))
+            unseeded = _trap('numpy.random.default_rng() without a seed', real_default_rng)
 
             def default_rng(seed: Any = None, *args: Any, **kwargs: Any) -> Any:
                 if seed is None:
-                    return _trap('numpy.random.default_rng() without a seed')()
+                    return unseeded(seed, *args, **kwargs)
                 return real_default_rng(seed, *args, **kwargs)
             npr.default_rng = default_rng
         except ImportError:  # pragma: no cover
@@ -76,5 +86,6 @@ def guarded(strict: bool, participant: str, callback: str) -> Iterator[None]:
         yield
     finally:
         _current.pop()
+        _guarded_thread.pop()
         for module, name, real in saved:
             setattr(module, name, real)

@@ -67,3 +67,15 @@ class Shared(_Base):
 
     def restore(self, data, ctx):
         return {'n': data['n']}
+
+
+class Slow(_Base):
+    """An initialize that takes 1.5 s (waiting on the monotonic clock, which strict mode allows)."""
+
+    def initialize(self, ctx):
+        import threading
+        threading.Event().wait(1.5)
+        return {}
+
+    def prepare(self, state, ctx):
+        return {'move': 'stay'}

@@ -26,16 +26,17 @@ STEP = {'numerator': '50000000', 'denominator': '3'}
 class Worker:
     """A worker process on a Unix socket and one Session stream to it."""
 
-    def __init__(self, role='agent', worker_id='w-1', extra=()):
+    def __init__(self, role='agent', worker_id='w-1', extra=(), cwd=None):
         self.dir = tempfile.mkdtemp(prefix='dpw-', dir='/tmp')
         self.proc = subprocess.Popen([sys.executable, '-m', 'detsim_worker', '--listen', f'unix:{self.dir}/w.sock', '--role', role,
-                                      '--worker-id', worker_id, *extra], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                                      '--worker-id', worker_id, *extra], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                     cwd=cwd)
         self.ready = json.loads(self.proc.stdout.readline())
         self.channel = grpc.insecure_channel(self.ready['listen'])
         self.next_id = 0
         self.stream = self.open_stream()
 
-    def open_stream(self):
+    def open_stream(self, timeout=None):
         import queue
         requests = queue.Queue()
 
@@ -45,7 +46,7 @@ class Worker:
                 if item is None:
                     return
                 yield from item
-        replies = worker_pb2_grpc.WorkerStub(self.channel).Session(frames())
+        replies = worker_pb2_grpc.WorkerStub(self.channel).Session(frames(), timeout=timeout)
         return requests, replies
 
     def call(self, method, scope, params, attachment=None, request_id=None, stream=None):
@@ -335,6 +336,23 @@ def test_a_stage_takes_prefetched_bytes_only_for_the_very_range_and_digest_and_u
     assert p.take('b', (path, 2), '7', digest) is None  # another participant's
     assert p.take('a', (path, 2), '7', digest) == b'payload'
     assert p.take('a', (path, 2), '7', digest) is None
+
+
+def test_a_strict_callback_longer_than_a_second_leaves_the_server_serving():
+    # gRPC's server loop calls time.time() every second on its own thread; strict mode once trapped it
+    # there and the worker stopped answering (the run waited out its deadline).
+    spec = 'python:strict_models:Slow'
+    w = Worker(extra=['--model', spec, '--strict'], cwd=Path(__file__).parent)  # strict_models.py is importable there
+    w.stream[0].put(None)
+    w.stream = w.open_stream(timeout=30)  # a worker that stopped answering fails this test, never hangs it
+    try:
+        w.hello()
+        agent = {'agentId': 'a-slow', 'model': spec, 'params': {}, 'seed': 1, 'stepDuration': STEP, 'observation': {}}
+        assert code(w.call('Agent.Initialize', sc(0), {'agents': [agent]})[0]) == 'ok'
+        assert code(w.call('Agent.Prepare', sc(0), {'agents': [{'agentId': 'a-slow'}]})[0]) == 'ok'
+        assert w.proc.poll() is None
+    finally:
+        w.stop()
 
 
 def test_shutdown_exits_0_and_a_closed_stdin_too():

@@ -99,3 +99,26 @@ def test_a_model_not_launched_is_refused_before_import():
     reply = call(rt, stream, 'Agent.Initialize', SCOPE, {'agents': [{'agentId': 'a-1', 'model': 'python:strict_models:Dice', 'params': {}, 'seed': 1, 'stepDuration': STEP, 'observation': {}}]})
     assert reply['error']['code'] == 'INVALID_ARGUMENT'
     assert 'was not launched with this worker (perm_model_not_launched)' in reply['error']['message']
+
+
+def test_strict_mode_traps_the_callbacks_thread_only_other_threads_keep_the_real_functions():
+    # gRPC's server loop calls time.time() on its own thread every second: trapping it there, while a
+    # long callback runs, ended the worker's server (the run then waited out its step deadline).
+    import threading
+    from detsim_worker.strict import StrictModeViolation, guarded
+    seen: dict[str, object] = {}
+
+    def elsewhere():
+        seen['time'] = time.time()
+        seen['random'] = random.random()
+
+    with guarded(True, 'agent a-1', 'initialize'):
+        with pytest.raises(StrictModeViolation):
+            time.time()
+        other = threading.Thread(target=elsewhere)
+        other.start()
+        other.join()
+        with pytest.raises(StrictModeViolation):
+            random.random()
+    assert isinstance(seen['time'], float) and seen['time'] > 1.7e9
+    assert isinstance(seen['random'], float)
