@@ -1,7 +1,9 @@
 // Big-state checkpoint script (issue 16): a group of `ballast` agents (bench/models/ballast.ts)
 // whose states add up to --total (default 0.25 GiB) with no payload above --max-payload, captured
-// (co-located TypeScript workers write into the envelope file), committed durably, verified and
-// restored on real worker processes, then stepped once more. Prints each phase's time, MB/s, the
+// (co-located workers write into the envelope file; with --streamed they are taken as lacking
+// capture-file and send their payloads through the coordinator), committed durably, verified and restored on real
+// worker processes, then stepped once more. With --runtime python or rust the agents are the
+// built-in lif on workers of that language instead (12 bytes of state per neuron). Prints each phase's time, MB/s, the
 // coordinator's peak RSS, and the ratios against a raw write + fsync / read + SHA-256 of the same
 // byte count on the same disk. A developer script with no limit and no receipt: NOT a bench suite
 // and NOT a test (the same path at CI size is test/checkpoint/big-capture.test.ts).
@@ -9,6 +11,7 @@
 //   node --import tsx bench/big-state.ts                                   # a quick run (0.25 GiB)
 //   node --import tsx bench/big-state.ts --total 5GiB --max-payload 2.5GiB # the big case: > 4 GiB in
 //         total, one payload > 2 GiB (the workers hold ~2.3× the state in RAM; the disk needs ~2.5×)
+//   node --import tsx bench/big-state.ts --runtime python [--streamed]    # Python (or Rust) workers
 import { createHash } from 'node:crypto';
 import { closeSync, fsyncSync, mkdtempSync, openSync, readFileSync, readSync, rmSync, statfsSync } from 'node:fs';
 import { writeSync } from 'node:fs';
@@ -45,8 +48,17 @@ const { values } = parseArgs({
     total: { type: 'string', default: '0.25GiB' },
     'max-payload': { type: 'string', default: '0.125GiB' },
     dir: { type: 'string' },
+    runtime: { type: 'string', default: 'typescript' },
+    streamed: { type: 'boolean', default: false },
   },
 });
+const runtime = values.runtime!;
+if (!['typescript', 'python', 'rust'].includes(runtime)) {
+  console.log(`--runtime ${JSON.stringify(runtime)}: one of typescript, python, rust`);
+  process.exit(2);
+}
+/** The built-in lif holds a f32 baseline and a f64 membrane per neuron. */
+const LIF_BYTES_PER_NEURON = 12;
 const total = bytesOf(values.total!);
 const maxPayload = Math.min(bytesOf(values['max-payload']!), MAX_BALLAST_BYTES);
 const sizes = agentSizes(total, maxPayload);
@@ -106,15 +118,30 @@ function rawBaseline(dir: string): void {
 
 const cfg = parseConfigText(readFileSync('examples/lif-pair.yaml', 'utf8'), 'lif-pair.yaml') as Record<string, any>;
 const model = resolve('bench/models/ballast.ts');
-cfg.agents = sizes.map((bytes, i) => ({ id: `ballast-${i}`, model, params: { bytes }, actionFields: ['move'] }));
+cfg.agents = sizes.map((bytes, i) =>
+  runtime === 'typescript'
+    ? { id: `ballast-${i}`, model, params: { bytes }, actionFields: ['move'] }
+    : {
+        id: `lif-${i}`,
+        model: 'lif',
+        params: { neurons: Math.ceil(bytes / LIF_BYTES_PER_NEURON) },
+        actionFields: ['move'],
+      },
+);
+cfg.workers = { ...cfg.workers, runtime };
 cfg.deadlines = { startupMs: 600_000, stepMs: 3_600_000, captureMs: 3_600_000 };
 const plan = resolveConfig(cfg, { baseDir: process.cwd() });
 const runDir = mkdtempSync(join(base, 'detsim-big-state-'));
 const logger = pino({ level: 'silent' });
 console.log(
-  `${sizes.length} ballast agents of ${sizes.map(GiB).join(', ')} = ${GiB(total)} of state; run dir ${runDir}`,
+  `${sizes.length} ${runtime === 'typescript' ? 'ballast' : 'lif'} agents of ${sizes.map(GiB).join(', ')} = ${GiB(total)} of state on ${runtime} workers, payloads ${values.streamed ? 'streamed through the coordinator' : 'written into the envelope file'}; run dir ${runDir}`,
 );
 const fleet = await launchFleet(plan, { logger, storeDir: storeDirOf(runDir) });
+// --streamed: the workers keep their store (restore reads the file as usual) but are taken as
+// lacking capture-file, so their capture payloads travel through the coordinator.
+if (values.streamed)
+  for (const w of fleet.all())
+    w.hello.capabilities = w.hello.capabilities.filter((c) => !c.startsWith('capture-file-'));
 let failed = false;
 const step = async <T>(name: string, fn: () => Promise<T> | T): Promise<T | undefined> => {
   if (failed) return undefined;
