@@ -320,9 +320,15 @@ export class WorkerRuntime implements HostContext {
         capabilities: [
           this.role === 'agent' ? CAPABILITIES.agentStep : CAPABILITIES.worldStep,
           CAPABILITIES.checkpoint,
-          CAPABILITIES.payloadFile,
+          // Only a worker given the run's store reads, writes and prefetches payload files in it; one
+          // without (a hand-started worker) is sent its restore payloads as attachments instead.
           ...(this.storeDir !== undefined
-            ? [CAPABILITIES.captureFile, CAPABILITIES.captureFileHashAtWrite, CAPABILITIES.restorePrefetch]
+            ? [
+                CAPABILITIES.payloadFile,
+                CAPABILITIES.captureFile,
+                CAPABILITIES.captureFileHashAtWrite,
+                CAPABILITIES.restorePrefetch,
+              ]
             : []),
         ].sort(),
         limits: {

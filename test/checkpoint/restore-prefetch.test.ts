@@ -46,9 +46,12 @@ function withoutPrefetch(s: Session): void {
     w.hello = { ...w.hello, capabilities: w.hello.capabilities.filter((c) => c !== CAPABILITIES.restorePrefetch) };
 }
 
-/** A session stepped to 2 and checkpointed there, with the behaviour of steps 3 and 4 uninterrupted. */
-async function checkpointed(plan: RunPlan): Promise<{ s: Session; after: unknown[] }> {
-  const s = await startSession(plan);
+/**
+ * A session stepped to 2 and checkpointed there, with the behaviour of steps 3 and 4 uninterrupted.
+ * `noStore`: its workers are started without --store-dir, as a hand-started worker may be.
+ */
+async function checkpointed(plan: RunPlan, noStore = false): Promise<{ s: Session; after: unknown[] }> {
+  const s = await startSession(plan, noStore ? { streamed: true } : {});
   open.push(s);
   for (let i = 0; i < 2; i++) await s.group.step();
   const rec = await captureGroup(s.group, { checkpointId: 'ckpt-e1-2' });
@@ -104,6 +107,18 @@ describe('restore with restore-prefetch-v1', () => {
       expect(runtimes.size).toBeGreaterThan(1);
     }, 240_000);
   }
+
+  it('workers without a store (started without --store-dir, e.g. by hand) offer no payload files and are sent their payloads as attachments: the group restores', async (ctx) => {
+    const config = 'examples/mixed-python.yaml';
+    const skip = prepareRuntimesFor(config);
+    if (skip) return ctx.skip(skip);
+    const { s, after } = await checkpointed(planOf(config), true);
+    for (const w of s.fleet.all()) expect(w.hello.capabilities).not.toContain(CAPABILITIES.payloadFile);
+    const seen = watch(s);
+    expect(await restoredSteps(s, 'e2')).toEqual(after);
+    expect(seen.prefetched).toEqual([]);
+    expect(seen.staged).toBe(7); // the environment and six agents, each from an attachment
+  }, 240_000);
 
   it('a damaged payload behind a resealed footer: the same check-5 refusal on both paths, nobody staged', async () => {
     const { s } = await checkpointed(LIF(4096));

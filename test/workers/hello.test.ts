@@ -24,7 +24,8 @@ describe('Worker.Hello', () => {
       role: 'agent',
       contractDigest: CONTRACT_DIGEST,
     });
-    expect(hello.capabilities).toEqual(['agent-step-v1', 'checkpoint-v1', 'payload-file-v1']);
+    // Without --store-dir: no payload files (read, written or prefetched), so none of their capabilities.
+    expect(hello.capabilities).toEqual(['agent-step-v1', 'checkpoint-v1']);
     expect(hello.incarnationId).toMatch(/^inc-[0-9a-f]{16}$/);
     expect(hello.limits.maxMessageBytes).toBe(8 * 1024 * 1024);
     await w.stop();
@@ -78,7 +79,7 @@ describe('Worker.Hello', () => {
     expect(cap.code).toBe('UNSUPPORTED');
     expect(cap.message).toMatch(/pixel-observation-v1/);
     const ok = await w.client.hello({ sessionId: SESSION, workerId: 'w-env', role: 'environment' });
-    expect(ok.capabilities).toEqual(['checkpoint-v1', 'payload-file-v1', 'world-step-v1']);
+    expect(ok.capabilities).toEqual(['checkpoint-v1', 'world-step-v1']);
     await w.stop();
   });
 

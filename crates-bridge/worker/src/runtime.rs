@@ -493,12 +493,18 @@ impl WorkerRuntime {
         })
     }
 
-    /// Sorted as runtime.ts sorts them; capture-file-v1/v2 need a store to write into and
-    /// restore-prefetch-v1 one to read ahead from (`--store-dir`).
+    /// Sorted as runtime.ts sorts them; payload-file-v1 needs a store to read from, capture-file-v1/v2
+    /// one to write into and restore-prefetch-v1 one to read ahead from (`--store-dir`): a worker
+    /// without one is sent its restore payloads as attachments.
     fn capabilities(&self) -> Vec<Value> {
-        let mut names = vec!["agent-step-v1", "checkpoint-v1", "payload-file-v1"];
+        let mut names = vec!["agent-step-v1", "checkpoint-v1"];
         if self.store_dir.is_some() {
-            names.extend(["capture-file-v1", "capture-file-v2", "restore-prefetch-v1"]);
+            names.extend([
+                "payload-file-v1",
+                "capture-file-v1",
+                "capture-file-v2",
+                "restore-prefetch-v1",
+            ]);
         }
         names.sort_unstable();
         names.into_iter().map(s).collect()
@@ -802,17 +808,14 @@ mod tests {
     const NO_HELD: &str = "params.captureRequestId names no held capture awaiting acknowledgment on this worker";
 
     #[test]
-    fn hello_offers_capture_file_v1_v2_and_restore_prefetch_v1_only_with_a_store_dir_sorted_as_typescript() {
+    fn hello_offers_payload_file_capture_file_and_restore_prefetch_only_with_a_store_dir_sorted_as_typescript() {
         let capabilities = |store: Option<&str>| {
             let mut r = rt();
             r.store_dir = store.map(str::to_string);
             let v = reply(&r.handle(&hello_body(), None, &mut false));
             js_stringify(v.get("result").and_then(|x| x.get("capabilities")).unwrap())
         };
-        assert_eq!(
-            capabilities(None),
-            r#"["agent-step-v1","checkpoint-v1","payload-file-v1"]"#
-        );
+        assert_eq!(capabilities(None), r#"["agent-step-v1","checkpoint-v1"]"#);
         assert_eq!(
             capabilities(Some("/store")),
             r#"["agent-step-v1","capture-file-v1","capture-file-v2","checkpoint-v1","payload-file-v1","restore-prefetch-v1"]"#

@@ -194,14 +194,17 @@ class WorkerRuntime:
             'selectedMajor': P.PROTOCOL_MAJOR, 'selectedMinor': P.PROTOCOL_MINOR, 'workerId': self.worker_id,
             'incarnationId': self.incarnation_id, 'role': self.role, 'runtime': RUNTIME_NAME, 'buildDigest': BUILD_DIGEST,
             'contractDigest': CONTRACT_DIGEST,
-            'capabilities': sorted([CAPABILITIES[self.role], 'checkpoint-v1', 'payload-file-v1', *self._store_capabilities()]),
+            'capabilities': sorted([CAPABILITIES[self.role], 'checkpoint-v1', *self._store_capabilities()]),
             'limits': {'maxAgents': MAX_AGENTS_PER_WORKER if self.role == 'agent' else 0,
                        'maxMessageBytes': self.max_message_bytes, 'workerThreads': 1},
         }}
 
     def _store_capabilities(self) -> list[str]:
-        """capture-file-v1/v2 and restore-prefetch-v1: only a worker given the run's store writes and prefetches in it."""
-        return ['capture-file-v1', 'capture-file-v2', 'restore-prefetch-v1'] if self.store_dir is not None else []
+        """payload-file-v1, capture-file-v1/v2 and restore-prefetch-v1: only a worker given the run's store
+        reads, writes and prefetches payload files in it (one without is sent restore payloads as attachments)."""
+        if self.store_dir is None:
+            return []
+        return ['payload-file-v1', 'capture-file-v1', 'capture-file-v2', 'restore-prefetch-v1']
 
     def _status(self, req: Request) -> dict:
         try:

@@ -277,7 +277,7 @@ def test_a_held_capture_is_written_into_a_checkpoint_temp_file_v1_with_its_diges
 def test_a_worker_without_a_store_refuses_to_hold_a_capture():
     w = Worker()
     try:
-        assert 'capture-file-v1' not in w.hello()['result']['capabilities']
+        assert w.hello()['result']['capabilities'] == ['agent-step-v1', 'checkpoint-v1']  # no payload files without a store
         w.call('Agent.Initialize', sc(0), {'agents': AGENTS})
         reply, _ = w.call('State.Capture', sc(0), {'checkpointId': 'ck-0', 'agentId': 'a-walk', 'hold': True})
         assert reply['error'] == {'code': 'UNSUPPORTED', 'mutation': 'none', 'message': (
@@ -388,7 +388,7 @@ def test_an_environment_worker_on_loopback_tcp_initializes_advances_and_caches()
     w.next_id = 0
     w.stream = w.open_stream()
     try:
-        assert w.hello(role='environment', worker_id='w-env')['result']['capabilities'] == ['checkpoint-v1', 'payload-file-v1', 'world-step-v1']
+        assert w.hello(role='environment', worker_id='w-env')['result']['capabilities'] == ['checkpoint-v1', 'world-step-v1']
         ports = [{'portId': 'p0', 'agentId': 'z'}, {'portId': 'p1', 'agentId': 'a'}]
         init, _ = w.call('Environment.Initialize', sc(0), {'environmentId': 'forage', 'model': 'forage', 'params': {'width': 5, 'height': 4, 'food': 3},
                                                            'seed': 7, 'stepDuration': STEP, 'ports': ports})
