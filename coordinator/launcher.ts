@@ -33,6 +33,7 @@ import { ThreadWorker } from './thread-worker.js';
 import { type CoordinatorTls, checkWorkerTls, tlsChannelTo } from './tls.js';
 import { probeReason, probeWorker } from './worker-probe.js';
 import { StderrTail, type WorkerInstance } from './worker-instance.js';
+import { ensureStoreId } from './store/store-id.js';
 
 /** How to start one worker process: the command and its arguments before the worker flags. */
 export interface WorkerCommand {
@@ -73,6 +74,8 @@ export interface StartContext {
   logger: Logger;
   signal?: AbortSignal;
   storeDir?: string;
+  /** The store's token (store/store-id.ts), passed beside `--store-dir`. */
+  storeId?: string;
   /** The model modules this worker may load (its `--model` flags). */
   models: readonly string[];
   /**
@@ -148,9 +151,15 @@ export function checkWorkerBinaries(plan: RunPlan): void {
   }
 }
 
-/** `cmd` with `--store-dir <dir>` appended when the run has a checkpoint store (payload-file-v1 reads only there). */
-export function withStoreDir(cmd: WorkerCommand, storeDir: string | undefined): WorkerCommand {
-  return storeDir === undefined ? cmd : { command: cmd.command, args: [...cmd.args, '--store-dir', resolve(storeDir)] };
+/**
+ * `cmd` with `--store-dir <dir> --store-id <token>` appended when the run has a checkpoint store:
+ * the worker reads and writes checkpoint files only there, and only if that directory holds the
+ * token (store/store-id.ts), i.e. it is this very store and not a same-named one on another node.
+ */
+export function withStore(cmd: WorkerCommand, ctx: Pick<StartContext, 'storeDir' | 'storeId'>): WorkerCommand {
+  if (ctx.storeDir === undefined) return cmd;
+  const id = ctx.storeId === undefined ? [] : ['--store-id', ctx.storeId];
+  return { command: cmd.command, args: [...cmd.args, '--store-dir', resolve(ctx.storeDir), ...id] };
 }
 
 /** `cmd` with `--tls-dir <dir>` appended on a TLS run: the worker serves mutual TLS with the run's token. */
@@ -584,7 +593,7 @@ export function startProcess(
 ): StartingWorker {
   const proc = new WorkerProcess(
     worker,
-    withTlsDir(withStoreDir(cmd, ctx.storeDir), ctx.plan),
+    withTlsDir(withStore(cmd, ctx), ctx.plan),
     listen,
     ctx.plan.sessionId,
     ctx.logger,
@@ -708,11 +717,13 @@ export async function launchFleet(plan: RunPlan, opts: LaunchOptions): Promise<F
   const socketDir = needsSockets ? socketDirFor(logger) : undefined;
   const base = defaultWorkerCommand();
   const deadlineAt = performance.now() + plan.deadlines.startupMs;
+  const storeId = opts.storeDir === undefined ? undefined : ensureStoreId(opts.storeDir);
   const starting = plan.workers.map((w, i) => {
     const ctx: StartContext = { plan, logger, models: launchedModelsFor(plan, w), deadlineAt };
     if (socketDir !== undefined || plan.transport === 'tcp') ctx.listen = listenAddress(plan, socketDir, i);
     if (opts.signal) ctx.signal = opts.signal;
     if (opts.storeDir !== undefined) ctx.storeDir = opts.storeDir;
+    if (storeId !== undefined) ctx.storeId = storeId;
     if (tls) ctx.tls = tls;
     const custom = opts.startWorker?.(w, ctx);
     if (custom) return custom;

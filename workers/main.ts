@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Worker process entry: `node workers/main.js --listen unix:/path|host:port --role agent|environment
 // --worker-id <Id> [--session <Id>] [--model <path>]… [--strict] [--max-message-bytes N] [--no-parent-watch]
-// [--store-dir <abs path>] [--tls-dir DIR | --tls-ca F --tls-cert F --tls-key F --token-file F]
+// [--store-dir <abs path> [--store-id <token>]] [--tls-dir DIR | --tls-ca F --tls-cert F --tls-key F --token-file F]
 // [--rendezvous DIR [--advertise HOST:PORT]]`.
 // Argument parsing only; everything else is workers/process.ts.
 import { parseArgs } from 'node:util';
@@ -20,6 +20,7 @@ try {
       'max-message-bytes': { type: 'string' },
       'no-parent-watch': { type: 'boolean' },
       'store-dir': { type: 'string' },
+      'store-id': { type: 'string' },
       rendezvous: { type: 'string' },
       advertise: { type: 'string' },
       'tls-dir': { type: 'string' },
@@ -41,6 +42,7 @@ try {
     maxMessageBytes: values['max-message-bytes'],
     parentWatch: values['no-parent-watch'] !== true,
     storeDir: values['store-dir'],
+    storeId: values['store-id'],
     rendezvous: values.rendezvous,
     advertise: values.advertise,
     tlsDir: values['tls-dir'],

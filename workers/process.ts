@@ -24,6 +24,8 @@ import {
   rendezvousRecordBytes,
   writeRendezvousRecord,
   startWorkerServer,
+  STORE_ID_PATTERN,
+  storeHoldsId,
 } from '../core/protocol/index.js';
 import { modulePathOf } from './models/registry.js';
 import { RequestQueue } from './request-queue.js';
@@ -46,6 +48,11 @@ export interface WorkerProcessOptions {
   parentWatch?: boolean;
   /** The run's checkpoint store: payload-file-v1 reads only files under it (absent: none). */
   storeDir?: string;
+  /**
+   * `--store-id`: the token the coordinator keeps in its store (core/protocol/store-id.ts). With it,
+   * `storeDir` is used only if it holds this token; otherwise the worker runs as if it had no store.
+   */
+  storeId?: string;
   /** `--rendezvous DIR`: once listening, write this worker's record there (removed again on exit). */
   rendezvous?: string;
   /** `--advertise HOST:PORT`: the address the record announces (port 0: the bound port). */
@@ -65,6 +72,7 @@ export interface RawWorkerOptions {
   maxMessageBytes?: unknown;
   parentWatch?: unknown;
   storeDir?: unknown;
+  storeId?: unknown;
   rendezvous?: unknown;
   advertise?: unknown;
   /** `--tls-dir DIR` (a `detsim certs` directory), or the four files one by one. */
@@ -128,6 +136,7 @@ export function readWorkerOptions(raw: RawWorkerOptions): WorkerProcessOptions {
   };
   if (typeof raw.session === 'string') out.sessionId = raw.session;
   if (raw.storeDir !== undefined) out.storeDir = readStoreDir(raw.storeDir);
+  if (raw.storeId !== undefined) out.storeId = readStoreId(raw.storeId, out.storeDir);
   readRendezvousFlags(raw, out);
   if (tlsPaths) out.tls = readTlsMaterial(tlsPaths, tlsField(raw));
   return out;
@@ -228,6 +237,33 @@ function readStoreDir(value: unknown): string {
   return value;
 }
 
+function readStoreId(value: unknown, storeDir: string | undefined): string {
+  if (typeof value !== 'string' || !STORE_ID_PATTERN.test(value))
+    throw new DetsimError('struct_invalid_field', '--store-id must be 32 lowercase hex digits', '--store-id');
+  if (storeDir === undefined)
+    throw new DetsimError(
+      'struct_invalid_field',
+      '--store-id names the token of a --store-dir; give both',
+      '--store-id',
+    );
+  return value;
+}
+
+/**
+ * The store directory this worker may use: `--store-dir`, unless `--store-id` was given and the
+ * directory does not hold that token (another node's directory of the same name, or none). Then
+ * the worker says so once on stderr and offers no capability that names store files: its payloads
+ * travel as attachments.
+ */
+function usableStoreDir(options: WorkerProcessOptions): string | undefined {
+  const dir = options.storeDir;
+  if (dir === undefined || options.storeId === undefined || storeHoldsId(dir, options.storeId)) return dir;
+  process.stderr.write(
+    `detsim worker ${options.workerId}: --store-dir ${dir} does not hold this run's store id (not the coordinator's store here); checkpoint payloads travel as attachments\n`,
+  );
+  return undefined;
+}
+
 /** Run until shutdown; resolves once the server is listening and the ready line is printed. */
 export async function runWorkerProcess(
   options: WorkerProcessOptions,
@@ -240,7 +276,8 @@ export async function runWorkerProcess(
     maxMessageBytes: options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES,
   };
   if (options.sessionId) runtimeOptions.sessionId = options.sessionId;
-  if (options.storeDir) runtimeOptions.storeDir = options.storeDir;
+  const storeDir = usableStoreDir(options);
+  if (storeDir) runtimeOptions.storeDir = storeDir;
   const runtime = new WorkerRuntime(runtimeOptions);
   let server: StartedServer | undefined;
   // Hello-first is per stream: each Session stream starts un-introduced.

@@ -28,6 +28,10 @@ export function registerWorker(program: Command): void {
       '--store-dir <path>',
       "the run's checkpoint store: the only directory State.StageRestore payload files may be read from",
     )
+    .option(
+      '--store-id <token>',
+      "the token in <store-dir>/store-id: without it there, the worker does not use --store-dir (another node's directory of that name)",
+    )
     .option('--rendezvous <dir>', "once listening, write this worker's record into this directory (removed on exit)")
     .option('--advertise <host:port>', 'the address the rendezvous record announces (port 0: the bound port)')
     .option(
@@ -50,6 +54,7 @@ export function registerWorker(program: Command): void {
           maxMessageBytes?: string;
           parentWatch: boolean;
           storeDir?: string;
+          storeId?: string;
           rendezvous?: string;
           advertise?: string;
           tlsDir?: string;
@@ -69,6 +74,7 @@ export function registerWorker(program: Command): void {
               maxMessageBytes: opts.maxMessageBytes,
               parentWatch: opts.parentWatch,
               storeDir: opts.storeDir,
+              storeId: opts.storeId,
               rendezvous: opts.rendezvous,
               advertise: opts.advertise,
               tlsDir: opts.tlsDir,

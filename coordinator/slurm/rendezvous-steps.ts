@@ -22,7 +22,7 @@ import {
   type StartingWorker,
   type WorkerCommand,
   WorkerProcess,
-  withStoreDir,
+  withStore,
   withTlsDir,
 } from '../launcher.js';
 import { awaitRendezvous } from '../rendezvous.js';
@@ -93,7 +93,7 @@ export function startRendezvousStep(
   cmd: WorkerCommand,
   launchDir: RendezvousPlacement,
 ): StartingWorker {
-  const full = withTlsDir(withStoreDir(cmd, ctx.storeDir), ctx.plan);
+  const full = withTlsDir(withStore(cmd, ctx), ctx.plan);
   ctx.logger.info(
     { workerId: worker.workerId, srun: full.args, listen: STEP_LISTEN, rendezvous: launchDir.dir },
     'worker starts as an srun job step',

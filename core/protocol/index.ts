@@ -11,6 +11,7 @@ export * from './body-codec.js';
 export * from './link.js';
 export * from './grpc-link.js';
 export * from './rendezvous.js';
+export * from './store-id.js';
 export * from './port-link.js';
 export * from './client.js';
 export * from './server.js';

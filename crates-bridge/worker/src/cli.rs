@@ -26,6 +26,8 @@ pub struct Options {
     pub parent_watch: bool,
     /// The run's checkpoint store: payload-file-v1 reads only files under it (None: none).
     pub store_dir: Option<String>,
+    /// `--store-id`: the token the coordinator keeps in its store; without it there, `store_dir` is not used.
+    pub store_id: Option<String>,
     /// Mutual TLS and the bearer token (`--tls-dir` or the file flags; TCP only). Secret: never logged.
     pub tls: Option<WorkerTls>,
     /// `--rendezvous DIR`: once listening, write this worker's record there (removed again on exit).
@@ -153,6 +155,7 @@ pub fn parse(args: &[String]) -> Result<Options, CliError> {
         "session",
         "max-message-bytes",
         "store-dir",
+        "store-id",
         "tls-dir",
         "tls-ca",
         "tls-cert",
@@ -273,6 +276,23 @@ pub fn parse(args: &[String]) -> Result<Options, CliError> {
             "--store-dir",
         ));
     }
+    let store_id = values.get("store-id").cloned();
+    if let Some(token) = &store_id {
+        if !crate::store_id::is_store_id(token) {
+            return Err(refused(
+                Reason::StructInvalidField,
+                "--store-id must be 32 lowercase hex digits".into(),
+                "--store-id",
+            ));
+        }
+        if store_dir.is_none() {
+            return Err(refused(
+                Reason::StructInvalidField,
+                "--store-id names the token of a --store-dir; give both".into(),
+                "--store-id",
+            ));
+        }
+    }
     let rendezvous = crate::rendezvous::read_flags(&listen, values.get("rendezvous"), values.get("advertise"))
         .map_err(CliError::Refused)?;
     // The files are read last, as readWorkerOptions does: every flag is checked before any file.
@@ -292,6 +312,7 @@ pub fn parse(args: &[String]) -> Result<Options, CliError> {
         max_message_bytes,
         parent_watch: !flags.contains("no-parent-watch"),
         store_dir,
+        store_id,
         tls,
         rendezvous,
         advertise: values.get("advertise").cloned(),

@@ -1,5 +1,5 @@
 // detsim-worker-rs: a detsim agent worker in Rust (`--listen unix:/path|host:port --role agent
-// --worker-id <Id> [--session <Id>] [--store-dir <abs path>] [--tls-dir DIR | --tls-ca F --tls-cert F
+// --worker-id <Id> [--session <Id>] [--store-dir <abs path> [--store-id <token>]] [--tls-dir DIR | --tls-ca F --tls-cert F
 // --tls-key F --token-file F] [--rendezvous DIR [--advertise HOST:PORT]]`), the same flags and ready
 // line as workers/main.ts, hosting the walker and lif models over proto/detsim/v1. Process concerns
 // only; semantics are runtime.rs, TLS is tls.rs, the rendezvous record rendezvous.rs.
@@ -15,6 +15,7 @@ mod rendezvous;
 mod restore_prefetch;
 mod runtime;
 mod server;
+mod store_id;
 mod tls;
 
 pub mod pb {
@@ -99,6 +100,21 @@ fn main() {
     std::process::exit(0);
 }
 
+/// `--store-dir`, unless `--store-id` was given and the directory does not hold it (workers/process.ts usableStoreDir).
+fn usable_store_dir(options: &Options) -> Option<String> {
+    let dir = options.store_dir.clone()?;
+    match &options.store_id {
+        Some(token) if !store_id::store_holds_id(&dir, token) => {
+            eprintln!(
+                "detsim worker {}: --store-dir {dir} does not hold this run's store id (not the coordinator's store here); checkpoint payloads travel as attachments",
+                options.worker_id
+            );
+            None
+        }
+        _ => Some(dir),
+    }
+}
+
 async fn serve(options: Options) -> Result<(), Box<dyn std::error::Error>> {
     let mut runtime = WorkerRuntime::new(
         options.worker_id.clone(),
@@ -106,7 +122,7 @@ async fn serve(options: Options) -> Result<(), Box<dyn std::error::Error>> {
         incarnation_id(),
         options.max_message_bytes,
     );
-    runtime.store_dir = options.store_dir.clone();
+    runtime.store_dir = usable_store_dir(&options);
     let stop = Arc::new(Notify::new());
     let service = WorkerService {
         runtime: Arc::new(Mutex::new(runtime)),

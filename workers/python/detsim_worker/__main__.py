@@ -1,6 +1,6 @@
 # Worker process entry: `python -m detsim_worker --listen unix:/path|host:port --role agent|environment
 # --worker-id <Id> [--session <Id>] [--model python:pkg.mod:Class]… [--strict] [--max-message-bytes N]
-# [--no-parent-watch] [--store-dir <abs path>] [--verbose]
+# [--no-parent-watch] [--store-dir <abs path> [--store-id <token>]] [--verbose]
 # [--tls-dir DIR | --tls-ca F --tls-cert F --tls-key F --token-file F] (mutual TLS + bearer token)` (--verbose: a model's failure carries its
 # traceback). Flag checks worded as workers/main.ts + process.ts;
 # prints the one ready line; exits 0 on Shutdown, SIGTERM/SIGINT, or when its parent goes away.
@@ -16,8 +16,9 @@ import threading
 
 from .rendezvous import advertised_address, certificate_fingerprint, check_advertise, check_rendezvous_dir, remove_record, write_record
 from .scalars import InputError, is_id
+from .store_id import STORE_ID_PATTERN, store_holds_id
 
-VALUE_FLAGS = {'--listen', '--role', '--worker-id', '--session', '--model', '--max-message-bytes', '--store-dir',
+VALUE_FLAGS = {'--listen', '--role', '--worker-id', '--session', '--model', '--max-message-bytes', '--store-dir', '--store-id',
                '--rendezvous', '--advertise', '--tls-dir', '--tls-ca', '--tls-cert', '--tls-key', '--token-file'}
 BOOL_FLAGS = {'--strict', '--no-parent-watch', '--verbose'}
 
@@ -89,10 +90,16 @@ def read_options(v: dict) -> dict:
     store_dir = v.get('--store-dir')
     if store_dir is not None and not os.path.isabs(store_dir):
         raise InputError('struct_invalid_field', f'--store-dir {json.dumps(store_dir)} is not an absolute path')
+    store_id = v.get('--store-id')
+    if store_id is not None and not STORE_ID_PATTERN.match(store_id):
+        raise InputError('struct_invalid_field', '--store-id must be 32 lowercase hex digits')
+    if store_id is not None and store_dir is None:
+        raise InputError('struct_invalid_field', '--store-id names the token of a --store-dir; give both')
     rendezvous = check_rendezvous_dir(v.get('--rendezvous'))
     check_advertise(listen, rendezvous, v.get('--advertise'))
     return {'listen': listen, 'role': role, 'worker_id': worker_id, 'session': session, 'strict': v.get('--strict', False),
             'max_message_bytes': max_bytes, 'models': sorted(set(v['--model'])), 'store_dir': store_dir,
+            'store_id': store_id,
             'parent_watch': not v.get('--no-parent-watch', False), 'verbose': v.get('--verbose', False),
             'rendezvous': rendezvous, 'advertise': v.get('--advertise'),
             'tls': read_tls_material(tls_paths, describe_field(v)) if tls_paths is not None else None}
@@ -127,6 +134,16 @@ def watch_parent(on_gone) -> None:
 stop_event = threading.Event()
 
 
+def usable_store_dir(options: dict) -> str | None:
+    """--store-dir, unless --store-id was given and the directory does not hold it (workers/process.ts usableStoreDir)."""
+    store_dir, store_id = options['store_dir'], options['store_id']
+    if store_dir is None or store_id is None or store_holds_id(store_dir, store_id):
+        return store_dir
+    sys.stderr.write(f"detsim worker {options['worker_id']}: --store-dir {store_dir} does not hold this run's store id "
+                     "(not the coordinator's store here); checkpoint payloads travel as attachments\n")
+    return None
+
+
 def main(argv: list[str]) -> int:
     try:
         options = read_options(parse_args(argv))
@@ -141,7 +158,7 @@ def main(argv: list[str]) -> int:
     include_tracebacks(options['verbose'])
     from .server import remove_stale_socket, start_server
     runtime = WorkerRuntime(options['role'], options['worker_id'], options['session'], options['strict'],
-                            options['max_message_bytes'], options['models'], options['store_dir'])
+                            options['max_message_bytes'], options['models'], usable_store_dir(options))
     # The Shutdown reply is yielded before this fires; the grace period below lets it reach the caller.
     try:
         server, bound = start_server(options['listen'], runtime, lambda: threading.Timer(0.05, stop_event.set).start(),

@@ -1,0 +1,39 @@
+// The store id file (docs/spec/capture-file.md, "Which workers are co-located"): the coordinator
+// keeps a random token in `<store>/store-id` and starts each worker process with `--store-dir
+// <store> --store-id <token>`; a worker takes the directory as the coordinator's store, and offers
+// the capabilities that name its files, only if the directory holds that very token. The
+// TypeScript, Python and Rust workers read it alike. Physical: the token never enters a hash.
+// NOT the coordinator's writing of the token (coordinator/store/store-id.ts), NOT authentication.
+import { closeSync, constants, fstatSync, openSync, readSync } from 'node:fs';
+import { join } from 'node:path';
+
+/** The file in the store directory that holds the token. */
+export const STORE_ID_FILE = 'store-id';
+
+/** A token: 32 lowercase hex digits (128 random bits), the whole content of the file. */
+export const STORE_ID_PATTERN = /^[0-9a-f]{32}$/;
+
+/**
+ * Whether `<storeDir>/store-id` is a regular file whose whole content is `token`. Every failure
+ * (missing, a symlink, a FIFO, unreadable, another token) is false: the worker then simply does
+ * not use the directory, and says nothing about what it found there.
+ */
+export function storeHoldsId(storeDir: string, token: string): boolean {
+  let fd: number;
+  try {
+    // O_NOFOLLOW: the token must be in this directory; O_NONBLOCK: a FIFO cannot stall start-up.
+    fd = openSync(join(storeDir, STORE_ID_FILE), constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+  } catch {
+    return false;
+  }
+  try {
+    if (!fstatSync(fd).isFile()) return false;
+    const buf = Buffer.alloc(64);
+    const n = readSync(fd, buf, 0, buf.length, 0);
+    return buf.toString('latin1', 0, n) === token;
+  } catch {
+    return false;
+  } finally {
+    closeSync(fd);
+  }
+}
