@@ -7,7 +7,7 @@
 // NOT the capture itself (agent_host.rs encodes the state), NOT the lifecycle cache (runtime.rs)
 // and NOT the file confinement (payload_file.rs).
 use crate::agent_host::HostReply;
-use crate::checks::member;
+use crate::checks::{member, non_empty_path};
 use crate::payload_file::{CAPTURE_NO_STORE, write_store_temp};
 use crate::refusal::{ErrorCode, Outcome, Refusal, obj, s};
 use detsim_formats::Value;
@@ -90,15 +90,7 @@ fn read_write_params(params: &[(String, Value)]) -> Outcome<WriteParams> {
     let capture_request_id = read_request_id(member(params, "captureRequestId"), "params.captureRequestId")?;
     let file = read_object(member(params, "file"), "params.file")?;
     refuse_unknown_fields(file, &["path", "offset"], "params.file")?;
-    let path = match member(file, "path") {
-        Some(Value::String(p)) if !p.is_empty() => p.clone(),
-        _ => {
-            return Err(Refusal::new(
-                ErrorCode::InvalidArgument,
-                "params.file.path must be a non-empty string",
-            ));
-        }
-    };
+    let path = non_empty_path(file, "params.file.path")?;
     let offset = read_u64(member(file, "offset"), "params.file.offset")?;
     Ok(WriteParams {
         capture_request_id: capture_request_id.to_string(),

@@ -17,6 +17,18 @@ pub fn member<'a>(members: &'a [(String, Value)], key: &str) -> Option<&'a Value
     members.iter().find(|(k, _)| k == key).map(|(_, v)| v)
 }
 
+/// A file path member that must be a non-empty string (State.WritePayload's `file.path`,
+/// State.PrefetchPayload's `payload.file.path`), refused in the TypeScript worker's words.
+pub fn non_empty_path(members: &[(String, Value)], field: &str) -> Outcome<String> {
+    match member(members, "path") {
+        Some(Value::String(p)) if !p.is_empty() => Ok(p.clone()),
+        _ => Err(Refusal::new(
+            ErrorCode::InvalidArgument,
+            format!("{field} must be a non-empty string"),
+        )),
+    }
+}
+
 pub fn require_scope(scope: &Option<Scope>, method: &str) -> Outcome<Scope> {
     scope
         .clone()

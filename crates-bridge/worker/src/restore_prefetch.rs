@@ -9,9 +9,9 @@
 // and NOT the TypeScript worker's warm restore (running the model restore ahead: an optimisation of
 // that worker only).
 use crate::agent_host::HostReply;
-use crate::checks::{StageParams, member};
+use crate::checks::{StageParams, member, non_empty_path};
 use crate::payload_file::read_store_range;
-use crate::refusal::{ErrorCode, Outcome, Refusal, obj};
+use crate::refusal::{Outcome, obj};
 use detsim_formats::Value;
 use detsim_formats::json::sha256_hex;
 use detsim_formats::scalars::{read_digest, read_id, read_object, read_u64, refuse_unknown_fields};
@@ -138,15 +138,7 @@ fn read_prefetch_params(params: &[(String, Value)]) -> Outcome<(Option<String>, 
     refuse_unknown_fields(p, &["digest", "byteLength", "file"], "params.payload")?;
     let f = read_object(member(p, "file"), "params.payload.file")?;
     refuse_unknown_fields(f, &["path", "offset"], "params.payload.file")?;
-    let path = match member(f, "path") {
-        Some(Value::String(path)) if !path.is_empty() => path.clone(),
-        _ => {
-            return Err(Refusal::new(
-                ErrorCode::InvalidArgument,
-                "params.payload.file.path must be a non-empty string",
-            ));
-        }
-    };
+    let path = non_empty_path(f, "params.payload.file.path")?;
     let digest = read_digest(member(p, "digest"), "params.payload.digest")?.to_string();
     let byte_length = read_u64(member(p, "byteLength"), "params.payload.byteLength")?;
     let offset = read_u64(member(f, "offset"), "params.payload.file.offset")?;

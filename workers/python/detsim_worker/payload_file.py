@@ -53,16 +53,20 @@ def read_store_range(store_dir: str | None, path: str, offset: int, byte_length:
     try:
         if offset + byte_length > os.fstat(fd).st_size:
             raise ProtocolRefusal('BUFFER_INVALID', REFUSALS['past_end'])
-        out = bytearray()
-        while len(out) < byte_length:
+        pieces: list[bytes] = []
+        done = 0
+        while done < byte_length:
             try:
-                got = os.pread(fd, byte_length - len(out), offset + len(out))
+                # Linux moves at most 0x7ffff000 bytes a call; most ranges come back in one piece.
+                got = os.pread(fd, min(byte_length - done, 0x7ffff000), offset + done)
             except OSError:
                 raise ProtocolRefusal('BUFFER_INVALID', REFUSALS['unreadable']) from None
             if not got:
                 raise ProtocolRefusal('BUFFER_INVALID', REFUSALS['past_end'])
-            out += got
-        return bytes(out)
+            pieces.append(got)
+            done += len(got)
+        # One piece is returned as read: no second copy of a payload that came in one read.
+        return pieces[0] if len(pieces) == 1 else b''.join(pieces)
     finally:
         os.close(fd)
 
