@@ -160,12 +160,15 @@ def main(argv: list[str]) -> int:
     runtime = WorkerRuntime(options['role'], options['worker_id'], options['session'], options['strict'],
                             options['max_message_bytes'], options['models'], usable_store_dir(options))
     # The Shutdown reply is yielded before this fires; the grace period below lets it reach the caller.
+    before = set(threading.enumerate())
     try:
         server, bound = start_server(options['listen'], runtime, lambda: threading.Timer(0.05, stop_event.set).start(),
                                      options['tls'])
     except (OSError, RuntimeError) as e:
         sys.stderr.write(f'detsim worker: cannot start: {e}\n')
         return 1
+    # The threads server.start() began (gRPC's serving loop): when one ends, nobody answers any more.
+    serving = [t for t in threading.enumerate() if t not in before]
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop_event.set())
     if options['parent_watch']:
@@ -185,14 +188,27 @@ def main(argv: list[str]) -> int:
             return 2
     sys.stdout.write(json.dumps({'ready': True, 'listen': bound, 'pid': os.getpid()}, separators=(',', ':')) + '\n')
     sys.stdout.flush()
-    while not stop_event.wait(1.0):
-        pass
+    ended = wait_for_stop(serving)
+    if ended is not None:
+        # A worker that can no longer answer leaves at once, so its coordinator sees it die instead
+        # of waiting out a deadline on a process that is alive and silent.
+        sys.stderr.write(f"detsim worker {options['worker_id']}: gRPC's serving thread {ended.name!r} ended; "
+                         'this worker can no longer answer and exits\n')
     if joined is not None:
         remove_record(*joined)
     server.stop(0.5).wait(2)
     if bound.startswith('unix:'):
         remove_stale_socket(bound[len('unix:'):])
-    return 0
+    return 0 if ended is None else 1
+
+
+def wait_for_stop(serving: list[threading.Thread]) -> threading.Thread | None:
+    """Wait until told to stop (None), or until one of the serving threads ends first (that thread)."""
+    while not stop_event.wait(0.25):
+        for t in serving:
+            if not t.is_alive():
+                return t
+    return None
 
 
 if __name__ == '__main__':

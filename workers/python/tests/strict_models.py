@@ -79,3 +79,19 @@ class Slow(_Base):
 
     def prepare(self, state, ctx):
         return {'move': 'stay'}
+
+
+class BreaksTheServer(_Base):
+    """A (non-strict) initialize that breaks time.time for the whole process, as strict mode once did:
+    gRPC's serving loop calls it every second on its own thread, raises, and that thread ends."""
+
+    def initialize(self, ctx):
+        import time
+
+        def broken():
+            raise RuntimeError('time.time is broken by this model')
+        time.time = broken
+        return {}
+
+    def prepare(self, state, ctx):
+        return {'move': 'stay'}

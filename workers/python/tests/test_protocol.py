@@ -26,11 +26,11 @@ STEP = {'numerator': '50000000', 'denominator': '3'}
 class Worker:
     """A worker process on a Unix socket and one Session stream to it."""
 
-    def __init__(self, role='agent', worker_id='w-1', extra=(), cwd=None):
+    def __init__(self, role='agent', worker_id='w-1', extra=(), cwd=None, stderr=None):
         self.dir = tempfile.mkdtemp(prefix='dpw-', dir='/tmp')
         self.proc = subprocess.Popen([sys.executable, '-m', 'detsim_worker', '--listen', f'unix:{self.dir}/w.sock', '--role', role,
                                       '--worker-id', worker_id, *extra], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                                     cwd=cwd)
+                                     cwd=cwd, stderr=stderr)
         self.ready = json.loads(self.proc.stdout.readline())
         self.channel = grpc.insecure_channel(self.ready['listen'])
         self.next_id = 0
@@ -353,6 +353,22 @@ def test_a_strict_callback_longer_than_a_second_leaves_the_server_serving():
         assert w.proc.poll() is None
     finally:
         w.stop()
+
+
+def test_a_worker_whose_grpc_serving_thread_ends_exits_1_naming_it():
+    # Before, such a worker stayed alive and silent, and its run waited out the step deadline.
+    spec = 'python:strict_models:BreaksTheServer'
+    w = Worker(extra=['--model', spec], cwd=Path(__file__).parent, stderr=subprocess.PIPE)
+    try:
+        w.hello()
+        agent = {'agentId': 'a-b', 'model': spec, 'params': {}, 'seed': 1, 'stepDuration': STEP, 'observation': {}}
+        assert code(w.call('Agent.Initialize', sc(0), {'agents': [agent]})[0]) == 'ok'
+        assert w.proc.wait(timeout=20) == 1
+        assert w.proc.stderr.read().splitlines()[-1] == (
+            "detsim worker w-1: gRPC's serving thread 'Thread-1 (_serve)' ended; this worker can no longer answer and exits")
+    finally:
+        if w.proc.poll() is None:
+            w.stop()
 
 
 def test_shutdown_exits_0_and_a_closed_stdin_too():
