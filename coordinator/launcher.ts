@@ -60,6 +60,8 @@ export interface LaunchOptions {
    * by worker id: the launcher connects to them instead of starting them, and never kills them.
    */
   existing?: ReadonlyMap<Id, ExistingWorker>;
+  /** Test hook: the longest reply attachment a process worker's link receives (default 2 GiB − 1). */
+  maxAttachmentBytes?: number;
 }
 
 /** A worker started elsewhere: where to connect, and the certificate it must present (TLS), if any. */
@@ -74,6 +76,8 @@ export interface StartContext {
   logger: Logger;
   signal?: AbortSignal;
   storeDir?: string;
+  /** Test hook: the longest reply attachment a process worker's link receives (default 2 GiB − 1). */
+  maxAttachmentBytes?: number;
   /** The store's token (store/store-id.ts), passed beside `--store-dir`. */
   storeId?: string;
   /** The model modules this worker may load (its `--model` flags). */
@@ -608,6 +612,7 @@ export function startProcess(
         label: worker.workerId,
         connectTimeoutMs: Math.max(1, ctx.deadlineAt - performance.now()),
         ...(ctx.tls ? tlsChannelTo(ctx.tls, address) : {}),
+        ...(ctx.maxAttachmentBytes !== undefined ? { maxAttachmentBytes: ctx.maxAttachmentBytes } : {}),
       });
       return { client, address };
     } catch (e) {
@@ -724,6 +729,7 @@ export async function launchFleet(plan: RunPlan, opts: LaunchOptions): Promise<F
     if (opts.signal) ctx.signal = opts.signal;
     if (opts.storeDir !== undefined) ctx.storeDir = opts.storeDir;
     if (storeId !== undefined) ctx.storeId = storeId;
+    if (opts.maxAttachmentBytes !== undefined) ctx.maxAttachmentBytes = opts.maxAttachmentBytes;
     if (tls) ctx.tls = tls;
     const custom = opts.startWorker?.(w, ctx);
     if (custom) return custom;

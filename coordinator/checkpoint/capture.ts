@@ -31,7 +31,7 @@ import { liveAgentRows, liveEnvironment } from './compatibility.js';
 import type { CheckpointGroup } from './group.js';
 import { LifecycleSlots } from './lifecycle-slots.js';
 import { buildCheckpoint, PAYLOAD_NAMES, type CapturedPayload } from './manifest.js';
-import { CheckpointRefusal, participantOf } from './refusal.js';
+import { CheckpointRefusal, participantOf, tooLargeToStream } from './refusal.js';
 
 export interface CaptureOptions {
   checkpointId: Id;
@@ -64,6 +64,7 @@ export function checkpointIdFor(epoch: Id, boundary: bigint | number): Id {
 function checkReply(
   r: CaptureResult,
   attachment: Buffer | undefined,
+  droppedAttachmentBytes: number | undefined,
   want: {
     checkpointId: Id;
     agentId: Id | null;
@@ -113,6 +114,7 @@ function checkReply(
       );
     return { byteLength: byteLengthOf(byteLength, who), digest };
   }
+  if (droppedAttachmentBytes !== undefined) throw tooLargeToStream(who, droppedAttachmentBytes);
   if (!attachment)
     throw new CheckpointRefusal(
       'BUFFER_INVALID',
@@ -205,7 +207,7 @@ export async function captureGroup(group: CheckpointGroup, opts: CaptureOptions)
       throw e;
     });
     slots.fill(worker, rep.requestId, hold);
-    const payload = checkReply(rep.result, rep.attachment, {
+    const payload = checkReply(rep.result, rep.attachment, rep.droppedAttachmentBytes, {
       checkpointId,
       agentId,
       boundary,

@@ -79,6 +79,8 @@ export interface CallResult<T> {
   requestId: string;
   result: T;
   attachment?: Buffer;
+  /** The reply's attachment was too long to receive and was dropped (CallReply.droppedAttachmentBytes). */
+  droppedAttachmentBytes?: number;
 }
 
 export interface GroupOptions {
@@ -341,6 +343,7 @@ export class CheckpointGroup {
     }
     const out: CallResult<ResultOf<M>> = { requestId: rep.requestId, result: reply.result };
     if (rep.attachment) out.attachment = rep.attachment;
+    if (rep.droppedAttachmentBytes !== undefined) out.droppedAttachmentBytes = rep.droppedAttachmentBytes;
     return out;
   }
 

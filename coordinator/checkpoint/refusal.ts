@@ -5,6 +5,7 @@
 import { DetsimError } from '../../core/formats/errors.js';
 import type { ReasonCode } from '../../core/formats/reasons.js';
 import type { Id } from '../../core/formats/scalars.js';
+import { DEFAULT_MAX_ATTACHMENT_BYTES } from '../../core/protocol/frames.js';
 
 export type CheckpointStatus =
   | 'INVALID_PHASE'
@@ -57,4 +58,17 @@ export function isCheckpointRefusal(e: unknown): e is CheckpointRefusal {
 
 export function participantOf(agentId: Id | null): Participant {
   return agentId === null ? 'environment' : `agent ${agentId}`;
+}
+
+/**
+ * A payload too long for one streamed attachment (the gRPC link drops it and the worker stays
+ * reachable): refused by name, so the save fails and the last committed checkpoint stays as it is.
+ */
+export function tooLargeToStream(who: Participant, byteLength: number): CheckpointRefusal {
+  return new CheckpointRefusal(
+    'UNSUPPORTED',
+    'size_message_too_large',
+    `${who}: its payload of ${byteLength} bytes is larger than one streamed attachment (at most ${DEFAULT_MAX_ATTACHMENT_BYTES} bytes); a worker that shares the coordinator's store moves a payload of any size through the envelope file instead (docs/spec/capture-file.md)`,
+    { participant: who },
+  );
 }

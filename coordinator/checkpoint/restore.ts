@@ -18,6 +18,7 @@ import { isDetsimError } from '../../core/formats/errors.js';
 import type { Digest, Id, Scope } from '../../core/formats/scalars.js';
 import {
   CAPABILITIES,
+  DEFAULT_MAX_ATTACHMENT_BYTES,
   METHODS,
   type ActivateRestoreParams,
   type JsonObject,
@@ -28,7 +29,7 @@ import { verifyGeneration, type CheckpointStore } from '../store/store.js';
 import { expectedAgentDigest, expectedEnvironmentDigest } from './compatibility.js';
 import type { CheckpointGroup } from './group.js';
 import { PAYLOAD_NAMES, readCoordinatorPayloads, type BehaviourPrefix } from './manifest.js';
-import { CheckpointRefusal, participantOf, type Participant } from './refusal.js';
+import { CheckpointRefusal, participantOf, tooLargeToStream, type Participant } from './refusal.js';
 import { checkIdentity } from './restore-identity.js';
 import { LifecycleSlots } from './lifecycle-slots.js';
 import { firstRejection, settleFirstThenRest } from './side-by-side.js';
@@ -43,6 +44,8 @@ export type RestoreSource =
 export interface RestoreHooks {
   /** Test hook: change the params of one participant's StageRestore or ActivateRestore before they go out. */
   beforeStage?: (participant: Participant, params: StageRestoreParams) => StageRestoreParams;
+  /** The longest payload sent as one attachment (default: the workers' limit, 2 GiB − 1; tests lower it). */
+  maxAttachmentBytes?: number;
   beforeActivate?: (participant: Participant, params: ActivateRestoreParams) => ActivateRestoreParams;
 }
 
@@ -261,6 +264,8 @@ async function restoreLoaded(
       );
     }
   }
+
+  refuseUnsendable(group, loaded, plan, opts.hooks?.maxAttachmentBytes ?? DEFAULT_MAX_ATTACHMENT_BYTES);
 
   const k = BigInt(m.sourceScope.step);
   const scope: Scope = group.scope(opts.epoch, k);
@@ -486,6 +491,24 @@ class Prefetch {
         .call(agentId, participant, METHODS.prefetchPayload, this.scope(), { agentId, payload: null })
         .catch(() => undefined);
     }
+  }
+}
+
+/**
+ * Before anything is staged: a payload that would have to travel as an attachment longer than a
+ * worker receives (2 GiB − 1) refuses the restore, naming the first such participant in reference
+ * order. Sent anyway, it would end the worker's stream mid-restore.
+ */
+function refuseUnsendable(
+  group: CheckpointGroup,
+  loaded: LoadedCheckpoint,
+  plan: readonly StagePlan[],
+  sendable: number,
+): void {
+  for (const p of plan) {
+    const ref = payloadRef(loaded, p.payloadName, group.workerOf(p.agentId).hello.capabilities);
+    if (!('file' in ref) && Number(ref.byteLength) > sendable)
+      throw tooLargeToStream(p.participant, Number(ref.byteLength));
   }
 }
 

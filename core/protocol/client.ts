@@ -70,6 +70,8 @@ export interface ConnectOptions extends ClientOptions {
   credentials?: grpc.ChannelCredentials;
   /** The TLS server name to send instead of the address's host (see GrpcLinkOptions.serverName). */
   serverName?: string;
+  /** The longest reply attachment received (GrpcLinkOptions.maxAttachmentBytes; tests lower it). */
+  maxAttachmentBytes?: number;
 }
 
 export interface CallOptions {
@@ -85,6 +87,8 @@ export interface CallReply<R = Reply> {
   requestId: string;
   reply: R;
   attachment?: Buffer;
+  /** The reply's attachment was this long, past what the link carries, and was dropped (link.ts). */
+  droppedAttachmentBytes?: number;
 }
 
 export interface HelloExpectation {
@@ -154,7 +158,7 @@ export class WorkerClient {
     this.label = options.label ?? link.address;
     this.exitGraceMs = options.exitGraceMs ?? 250;
     link.open({
-      message: (body, attachment) => this.onMessage(body, attachment),
+      message: (body, attachment, dropped) => this.onMessage(body, attachment, dropped),
       ended: (kind, why) => this.onLinkEnd(kind, why),
     });
     options.processExit?.then((info) => this.notifyProcessExit(info));
@@ -175,6 +179,7 @@ export class WorkerClient {
         ...(options.maxMessageBytes !== undefined ? { maxMessageBytes: options.maxMessageBytes } : {}),
         ...(options.credentials ? { credentials: options.credentials } : {}),
         ...(options.serverName !== undefined ? { serverName: options.serverName } : {}),
+        ...(options.maxAttachmentBytes !== undefined ? { maxAttachmentBytes: options.maxAttachmentBytes } : {}),
       });
     } catch (e) {
       if (!(e instanceof GrpcConnectError)) throw e;
@@ -344,7 +349,7 @@ export class WorkerClient {
     this.link.close();
   }
 
-  private onMessage(body: Buffer, attachment: Buffer | undefined): void {
+  private onMessage(body: Buffer, attachment: Buffer | undefined, droppedAttachmentBytes?: number): void {
     let reply: Reply;
     try {
       reply = readReply(decodeBody(body));
@@ -371,9 +376,12 @@ export class WorkerClient {
         ),
       );
     }
-    entry.resolve(
-      attachment ? { requestId: entry.requestId, reply, attachment } : { requestId: entry.requestId, reply },
-    );
+    entry.resolve({
+      requestId: entry.requestId,
+      reply,
+      ...(attachment ? { attachment } : {}),
+      ...(droppedAttachmentBytes !== undefined ? { droppedAttachmentBytes } : {}),
+    });
   }
 
   /** Fail one call but keep its slot: its reply is still due on the in-order stream. */

@@ -10,6 +10,8 @@ export const DEFAULT_MAX_ATTACHMENT_BYTES = 2 * 1024 * 1024 * 1024 - 1;
 export interface AssembledMessage {
   body: Buffer;
   attachment: Buffer | undefined;
+  /** With `dropOversized`: the length of an attachment past the limit, whose bytes were dropped. */
+  droppedAttachmentBytes?: number;
 }
 
 /** Split a message into frames: chunk views (no copy) then the body. */
@@ -31,12 +33,21 @@ export class FrameError extends Error {
   }
 }
 
-/** Collects chunk frames until a body frame completes the message. */
+/**
+ * Collects chunk frames until a body frame completes the message. An attachment past the limit
+ * breaks the framing rules (FrameError), unless `dropOversized`: then its bytes are dropped as they
+ * come, and its message arrives whole without them, saying how long it was. The stream stays
+ * usable, and the receiver refuses that one message by name (a capture reply too large to stream).
+ */
 export class FrameAssembler {
   private chunks: Buffer[] = [];
   private bytes = 0;
+  private dropping = false;
 
-  constructor(private readonly maxAttachmentBytes = DEFAULT_MAX_ATTACHMENT_BYTES) {}
+  constructor(
+    private readonly maxAttachmentBytes = DEFAULT_MAX_ATTACHMENT_BYTES,
+    private readonly dropOversized = false,
+  ) {}
 
   /** Feed one frame; returns the completed message on its body frame, else undefined. */
   push(frame: Frame): AssembledMessage | undefined {
@@ -49,12 +60,24 @@ export class FrameAssembler {
       if (chunk.length > MAX_CHUNK_BYTES)
         throw new FrameError(`a chunk of ${chunk.length} bytes exceeds ${MAX_CHUNK_BYTES}`);
       this.bytes += chunk.length;
-      if (this.bytes > this.maxAttachmentBytes)
+      if (this.bytes > this.maxAttachmentBytes && !this.dropOversized)
         throw new FrameError(`attachment exceeds ${this.maxAttachmentBytes} bytes`);
-      this.chunks.push(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.length));
+      if (this.bytes > this.maxAttachmentBytes) {
+        this.dropping = true;
+        this.chunks = [];
+      }
+      if (!this.dropping)
+        this.chunks.push(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.length));
       return undefined;
     }
     if (!hasBody) throw new FrameError('an empty frame (neither body nor chunk)');
+    const bodyBuffer = Buffer.isBuffer(body) ? body : Buffer.from(body.buffer, body.byteOffset, body.length);
+    if (this.dropping) {
+      const droppedAttachmentBytes = this.bytes;
+      this.dropping = false;
+      this.bytes = 0;
+      return { body: bodyBuffer, attachment: undefined, droppedAttachmentBytes };
+    }
     const attachment =
       this.chunks.length === 0
         ? undefined
@@ -63,12 +86,12 @@ export class FrameAssembler {
           : Buffer.concat(this.chunks, this.bytes);
     this.chunks = [];
     this.bytes = 0;
-    return { body: Buffer.isBuffer(body) ? body : Buffer.from(body.buffer, body.byteOffset, body.length), attachment };
+    return { body: bodyBuffer, attachment };
   }
 
   /** True while chunks wait for their body frame. */
   get partial(): boolean {
-    return this.chunks.length > 0;
+    return this.chunks.length > 0 || this.dropping;
   }
 }
 

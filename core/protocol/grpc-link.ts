@@ -9,7 +9,7 @@ import {
   parseAddress,
   workerServiceDefinition,
 } from './contract.js';
-import { FrameAssembler, FrameWriter } from './frames.js';
+import { DEFAULT_MAX_ATTACHMENT_BYTES, FrameAssembler, FrameWriter } from './frames.js';
 import type { Link, LinkReceiver } from './link.js';
 
 type SessionStream = grpc.ClientDuplexStream<Frame, Frame>;
@@ -25,6 +25,8 @@ export interface GrpcLinkOptions {
    * then decide what the certificate is checked against (core/protocol/tls.ts).
    */
   serverName?: string;
+  /** The longest reply attachment received (default 2 GiB − 1); tests lower it. */
+  maxAttachmentBytes?: number;
 }
 
 /** Why a gRPC link could not be opened: the channel never became ready in time. */
@@ -51,12 +53,14 @@ export async function connectGrpcLink(address: string, options: GrpcLinkOptions)
     });
   });
   const stream = (client as unknown as { Session(): SessionStream }).Session();
-  return new GrpcLink(address, client, stream);
+  return new GrpcLink(address, client, stream, options.maxAttachmentBytes ?? DEFAULT_MAX_ATTACHMENT_BYTES);
 }
 
 class GrpcLink implements Link {
   private readonly writer: FrameWriter;
-  private readonly assembler = new FrameAssembler();
+  // A reply's attachment past the limit is dropped, not a broken stream: the caller refuses that
+  // one reply by name (a capture payload too large to stream), and the worker stays reachable.
+  private readonly assembler: FrameAssembler;
   private receiver: LinkReceiver | undefined;
   private over = false;
 
@@ -64,8 +68,10 @@ class GrpcLink implements Link {
     readonly address: string,
     private readonly client: grpc.Client,
     private readonly stream: SessionStream,
+    maxAttachmentBytes: number,
   ) {
     this.writer = new FrameWriter(stream);
+    this.assembler = new FrameAssembler(maxAttachmentBytes, true);
   }
 
   open(receiver: LinkReceiver): void {
@@ -99,7 +105,7 @@ class GrpcLink implements Link {
       this.stream.cancel();
       return;
     }
-    if (message && !this.over) this.receiver!.message(message.body, message.attachment);
+    if (message && !this.over) this.receiver!.message(message.body, message.attachment, message.droppedAttachmentBytes);
   }
 
   private end(kind: 'stream-ended' | 'protocol', why: string): void {

@@ -9,8 +9,11 @@ export type LinkEndKind = 'stream-ended' | 'protocol';
 
 /** What a link reports to the one client that opened it. */
 export interface LinkReceiver {
-  /** One complete message, in the order the worker sent them. */
-  message(body: Buffer, attachment: Buffer | undefined): void;
+  /**
+   * One complete message, in the order the worker sent them. `droppedAttachmentBytes`: its
+   * attachment was longer than the link carries (gRPC: 2 GiB − 1) and was dropped, not delivered.
+   */
+  message(body: Buffer, attachment: Buffer | undefined, droppedAttachmentBytes?: number): void;
   /** The link is over; no message follows. Called at most once. */
   ended(kind: LinkEndKind, why: string): void;
 }

@@ -61,6 +61,8 @@ export async function startSession(
     streamed?: boolean;
     /** How each built TypeScript worker process is started, given its command (default: as it is). */
     wrapCommand?: (cmd: WorkerCommand) => WorkerCommand;
+    /** The longest reply attachment the workers' links receive (LaunchOptions.maxAttachmentBytes). */
+    maxAttachmentBytes?: number;
   } = {},
 ): Promise<Session> {
   const runDir = opts.runDir ?? tmpDir();
@@ -76,6 +78,7 @@ export async function startSession(
         }
       : built,
     ...(opts.streamed ? {} : { storeDir: storeDirOf(runDir) }),
+    ...(opts.maxAttachmentBytes !== undefined ? { maxAttachmentBytes: opts.maxAttachmentBytes } : {}),
   });
   const lockstep = new Lockstep(plan, fleet, {
     dispatch: 'concurrent',

@@ -129,6 +129,22 @@ describe('frames', () => {
     expect(out[4]!.attachment!.equals(att)).toBe(true);
     expect(out[4]!.body.toString()).toBe('{"a":1}');
   });
+  it('an attachment past the limit breaks the framing, or with dropOversized arrives as its length only and the next message assembles', () => {
+    const att = Buffer.alloc(2 * MAX_CHUNK_BYTES + 7, 1);
+    const limit = MAX_CHUNK_BYTES + 1;
+    const strict = new FrameAssembler(limit);
+    const [first, second] = encodeFrames(Buffer.from('{"a":1}'), att);
+    strict.push(first!);
+    expect(() => strict.push(second!)).toThrow(`attachment exceeds ${limit} bytes`);
+    const dropping = new FrameAssembler(limit, true);
+    const out = encodeFrames(Buffer.from('{"a":1}'), att).map((f) => dropping.push(f));
+    expect(out.slice(0, 3)).toEqual([undefined, undefined, undefined]);
+    expect(out[3]).toEqual({ body: Buffer.from('{"a":1}'), attachment: undefined, droppedAttachmentBytes: att.length });
+    expect(dropping.partial).toBe(false);
+    const small = Buffer.alloc(limit, 2);
+    const next = encodeFrames(Buffer.from('{"b":2}'), small).map((f) => dropping.push(f));
+    expect(next[next.length - 1]).toEqual({ body: Buffer.from('{"b":2}'), attachment: small });
+  });
   it('refuses a frame with both body and chunk, or neither', () => {
     expect(() => new FrameAssembler().push({ body: Buffer.from('x'), chunk: Buffer.from('y') })).toThrow(/both/);
     expect(() => new FrameAssembler().push({})).toThrow(/empty frame/);
