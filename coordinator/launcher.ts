@@ -76,10 +76,10 @@ export interface StartContext {
   logger: Logger;
   signal?: AbortSignal;
   storeDir?: string;
-  /** Test hook: the longest reply attachment a process worker's link receives (default 2 GiB − 1). */
-  maxAttachmentBytes?: number;
   /** The store's token (store/store-id.ts), passed beside `--store-dir`. */
   storeId?: string;
+  /** Test hook: the longest reply attachment a process worker's link receives (default 2 GiB − 1). */
+  maxAttachmentBytes?: number;
   /** The model modules this worker may load (its `--model` flags). */
   models: readonly string[];
   /**

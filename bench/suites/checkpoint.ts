@@ -227,11 +227,17 @@ async function measureAll(
 
   // (3) a 256 MiB state (32 MiB with --quick): in one agent, then split over two agents' workers.
   const big = ctx.quick ? 2_800_000 : 22_400_000;
-  await measureBig(ctx, figures, details, rawRead, { key: 'big', neurons: [big, 16], shape: 'one agent' });
+  await measureBig(ctx, figures, details, rawRead, {
+    key: 'big',
+    neurons: [big, 16],
+    shape: 'one agent',
+    largePayloads: 1,
+  });
   await measureBig(ctx, figures, details, rawRead, {
     key: 'big2',
     neurons: [big / 2, big / 2],
     shape: 'two agents of half the state each',
+    largePayloads: 2,
   });
 }
 
@@ -241,7 +247,8 @@ async function measureBig(
   figures: Figure[],
   details: Record<string, unknown>,
   rawRead: RawReadLimit,
-  big: { key: string; neurons: [number, number]; shape: string },
+  /** largePayloads: how many payloads carry the state (the 16-neuron companion's does not count). */
+  big: { key: string; neurons: [number, number]; shape: string; largePayloads: number },
 ): Promise<void> {
   const [na, nb] = big.neurons;
   ctx.log(
@@ -272,7 +279,7 @@ async function measureBig(
     // side by side on at most this machine's cores), then the prefix digest over the manifest that
     // holds them and over every payload again, one pass. bench/README.md, "The capture → durable bound".
     const pass = rawSha256(stateBytes);
-    const hashFloorS = pass / Math.min(payloadWorkers(big.neurons), cpus().length) + pass;
+    const hashFloorS = pass / Math.min(big.largePayloads, cpus().length) + pass;
     let t = performance.now();
     const rec = await captureGroup(b.g, { checkpointId: 'ckpt-e1-1' });
     const captureS = seconds(t);
@@ -345,10 +352,4 @@ async function measureBig(
   } finally {
     await b.close();
   }
-}
-
-/** Agents whose payload is large enough to count in the hash floor (the 16-neuron companion does not). */
-function payloadWorkers(neurons: readonly number[]): number {
-  const largest = Math.max(...neurons);
-  return neurons.filter((n) => n * 4 >= largest).length;
 }

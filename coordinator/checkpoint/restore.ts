@@ -44,9 +44,9 @@ export type RestoreSource =
 export interface RestoreHooks {
   /** Test hook: change the params of one participant's StageRestore or ActivateRestore before they go out. */
   beforeStage?: (participant: Participant, params: StageRestoreParams) => StageRestoreParams;
+  beforeActivate?: (participant: Participant, params: ActivateRestoreParams) => ActivateRestoreParams;
   /** The longest payload sent as one attachment (default: the workers' limit, 2 GiB − 1; tests lower it). */
   maxAttachmentBytes?: number;
-  beforeActivate?: (participant: Participant, params: ActivateRestoreParams) => ActivateRestoreParams;
 }
 
 export interface RestoreOptions {

@@ -6,9 +6,9 @@
 // streamed as attachments instead of failing every checkpoint on a path it cannot see.
 // NOT the store manifest, and NOT authentication (TLS and the bearer token are that).
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, readFileSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { STORE_ID_FILE, STORE_ID_PATTERN } from '../../core/protocol/store-id.js';
+import { readStoreId, STORE_ID_FILE } from '../../core/protocol/store-id.js';
 import { fsyncDir, writeFileDurable } from '../durable-file.js';
 
 /**
@@ -19,19 +19,9 @@ import { fsyncDir, writeFileDurable } from '../durable-file.js';
 export function ensureStoreId(storeDir: string): string {
   const made = mkdirSync(storeDir, { recursive: true });
   if (made !== undefined) fsyncDir(dirname(made));
-  const path = join(storeDir, STORE_ID_FILE);
-  const existing = readToken(path);
+  const existing = readStoreId(storeDir);
   if (existing !== null) return existing;
   const token = randomBytes(16).toString('hex');
-  writeFileDurable(path, token);
+  writeFileDurable(join(storeDir, STORE_ID_FILE), token);
   return token;
-}
-
-function readToken(path: string): string | null {
-  try {
-    const text = readFileSync(path, 'latin1');
-    return STORE_ID_PATTERN.test(text) ? text : null;
-  } catch {
-    return null;
-  }
 }

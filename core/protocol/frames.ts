@@ -60,9 +60,8 @@ export class FrameAssembler {
       if (chunk.length > MAX_CHUNK_BYTES)
         throw new FrameError(`a chunk of ${chunk.length} bytes exceeds ${MAX_CHUNK_BYTES}`);
       this.bytes += chunk.length;
-      if (this.bytes > this.maxAttachmentBytes && !this.dropOversized)
-        throw new FrameError(`attachment exceeds ${this.maxAttachmentBytes} bytes`);
-      if (this.bytes > this.maxAttachmentBytes) {
+      if (this.bytes > this.maxAttachmentBytes && !this.dropping) {
+        if (!this.dropOversized) throw new FrameError(`attachment exceeds ${this.maxAttachmentBytes} bytes`);
         this.dropping = true;
         this.chunks = [];
       }

@@ -14,26 +14,31 @@ export const STORE_ID_FILE = 'store-id';
 export const STORE_ID_PATTERN = /^[0-9a-f]{32}$/;
 
 /**
- * Whether `<storeDir>/store-id` is a regular file whose whole content is `token`. Every failure
- * (missing, a symlink, a FIFO, unreadable, another token) is false: the worker then simply does
- * not use the directory, and says nothing about what it found there.
+ * The token `<storeDir>/store-id` holds, or null: the file must be a regular file (opened without
+ * following a symlink, and non-blocking) whose whole content is a token. Every failure (missing, a
+ * symlink, a FIFO, unreadable, not a token) is null, and says nothing about what was found there.
  */
-export function storeHoldsId(storeDir: string, token: string): boolean {
+export function readStoreId(storeDir: string): string | null {
   let fd: number;
   try {
     // O_NOFOLLOW: the token must be in this directory; O_NONBLOCK: a FIFO cannot stall start-up.
     fd = openSync(join(storeDir, STORE_ID_FILE), constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
   } catch {
-    return false;
+    return null;
   }
   try {
-    if (!fstatSync(fd).isFile()) return false;
+    if (!fstatSync(fd).isFile()) return null;
     const buf = Buffer.alloc(64);
-    const n = readSync(fd, buf, 0, buf.length, 0);
-    return buf.toString('latin1', 0, n) === token;
+    const text = buf.toString('latin1', 0, readSync(fd, buf, 0, buf.length, 0));
+    return STORE_ID_PATTERN.test(text) ? text : null;
   } catch {
-    return false;
+    return null;
   } finally {
     closeSync(fd);
   }
+}
+
+/** Whether `<storeDir>/store-id` holds exactly `token` (the worker's check; see readStoreId). */
+export function storeHoldsId(storeDir: string, token: string): boolean {
+  return readStoreId(storeDir) === token;
 }
