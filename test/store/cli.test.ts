@@ -136,6 +136,9 @@ describe('detsim ledger verify', () => {
     const ledger = await Ledger.open(dir);
     for (const n of [1, 2, 3])
       await ledger.append({ event: 'committed', checkpointId: `ckpt-${n}`, boundary: String(n), epoch: 'e1' });
+    // An append resolves once its line is durable; the head that anchors it follows (flush waits for
+    // it). Without the head, the changed line 2 could only be named as line 3 (a fresh-clone CI flake).
+    await ledger.flush();
     const ok = detsim('ledger', 'verify', dir);
     expect(ok.status).toBe(0);
     expect(ok.stdout).toContain('3 line(s), hash chain intact');
