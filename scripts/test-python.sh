@@ -3,9 +3,8 @@
 # installs the Python worker package with its pinned test dependencies and the [pettingzoo] extra,
 # and runs its pytest suite,
 # teeing the log to reports/pytest.txt, which scripts/test-summary.mjs adds to the "N passed,
-# N failed" line. .ci/run then exports DETSIM_PYTHON=workers/python/.venv/bin/python, so npm test's
-# cross-language tests and `workers.runtime: python` runs use the same interpreter (the vitest
-# helper test/cross-lang/python-worker.ts also finds this venv by itself).
+# N failed" line. npm test's cross-language tests (test/cross-lang/python-worker.ts) and the launcher
+# (`workers.runtime: python`, when DETSIM_PYTHON is unset) then find this venv by themselves.
 # pytest's exit 5 (no tests collected) is a failure: a suite that ran nothing never passes.
 set -uo pipefail
 cd "$(dirname "$0")/.."

@@ -1,5 +1,5 @@
 // Test harness for the Python worker (workers/python, `python -m detsim_worker`): which interpreter
-// the tests use ($DETSIM_PYTHON, else the venv .ci/run makes at workers/python/.venv), and why they
+// the tests use ($DETSIM_PYTHON, else the venv scripts/test-python.sh makes at workers/python/.venv), and why they
 // skip outside CI when there is neither. In CI a missing interpreter FAILS the tests (ensurePythonWorker
 // throws naming the command that makes the venv). Not a test.
 import { spawnSync } from 'node:child_process';
@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { REPO_ROOT } from '../workers/harness.js';
 
 export const VENV_PYTHON = join(REPO_ROOT, 'workers/python/.venv/bin/python');
-/** What .ci/run does to give the tests a Python worker. */
+/** What scripts/test-python.sh does to give the tests a Python worker. */
 export const MAKE_PYTHON_VENV =
   "python3 -m venv workers/python/.venv && workers/python/.venv/bin/pip install './workers/python[test,pettingzoo]'";
 
