@@ -44,6 +44,7 @@ import { callModel, invalid, loadModel, releaseState } from './model-call.js';
 import { PrepareStateGuard } from './prepare-guard.js';
 import { resolveAgentModel } from './models/registry.js';
 import { ONE_MS, NO_DATASET_DIGEST, type AgentModel, type AgentReward, type JsonObject } from './sdk.js';
+import { exactCapture } from './capture-check.js';
 import { capturedBytes, capturedPayload, encodeCapture, type CaptureHold } from './capture-encode.js';
 import { StepCache, bodyKey, opKey } from './op-cache.js';
 import { TickClock } from './tick-clock.js';
@@ -564,6 +565,17 @@ export class AgentHost {
     const modelState = callModel(slot.strict, `agent ${agentId}`, 'capture', 'none', () =>
       slot.model.capture(slot.state),
     );
+    if (slot.strict && !slot.builtin) {
+      const ctx = { agentId, seed: slot.seed, params: slot.params, observation: slot.observation };
+      const model = slot.model;
+      exactCapture(
+        { restore: (d) => model.restore(d, ctx), capture: (s) => model.capture(s as never) },
+        modelState,
+        slot.strict,
+        `agent ${agentId}`,
+        slot.state,
+      );
+    }
     const payload = {
       payloadVersion: PAYLOAD_VERSION,
       kind: 'agent',

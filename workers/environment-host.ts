@@ -30,9 +30,10 @@ import {
 } from './checks.js';
 import type { HostContext, HostReply } from './host-context.js';
 import { callModel, invalid, loadModel, releaseState } from './model-call.js';
-import { resolveEnvironmentModel } from './models/registry.js';
+import { resolveEnvironmentModel, BUILTIN_ENVIRONMENT_MODELS } from './models/registry.js';
 import { StepCache, bodyKey, opKey } from './op-cache.js';
 import type { EnvironmentModel, JsonObject, PortAction, PortBinding } from './sdk.js';
+import { exactCapture } from './capture-check.js';
 import { capturedBytes, capturedPayload, encodeCapture, type CaptureHold } from './capture-encode.js';
 
 interface EnvIdentity {
@@ -332,6 +333,23 @@ export class EnvironmentHost {
     const modelState = callModel(env.strict, `environment ${env.environmentId}`, 'capture', 'none', () =>
       env.model.capture(env.state),
     );
+    if (env.strict && !Object.hasOwn(BUILTIN_ENVIRONMENT_MODELS, env.modelSpec)) {
+      const ctx = {
+        environmentId: env.environmentId,
+        seed: env.seed,
+        params: env.params,
+        ports: env.ports,
+        stepDuration: env.stepDuration.toJSON(),
+      };
+      const model = env.model;
+      exactCapture(
+        { restore: (d) => model.restore(d, ctx), capture: (s) => model.capture(s) },
+        modelState,
+        env.strict,
+        `environment ${env.environmentId}`,
+        env.state,
+      );
+    }
     const payload = {
       payloadVersion: PAYLOAD_VERSION,
       kind: 'environment',

@@ -1,27 +1,63 @@
-// Deterministic state payload encoding for captures: msgpackr with records off and variable map
-// sizes, every object re-keyed in sorted order (as a Map, so integer-like keys keep their place),
-// typed arrays as Uint8Array views. Not a general serializer: only plain data goes in.
-import { Packr } from 'msgpackr';
+// Deterministic state payload encoding for captures, lossless or refused (docs/spec/state-codec.md):
+// msgpackr with records off and variable map sizes, every object re-keyed in sorted order (as a Map,
+// so integer-like keys keep their place); a BigInt as int64/uint64 or msgpackr's big-integer ext, -0
+// as float64 -0, Uint8Array as bin, other typed arrays as the ndarray ext (dtype, shape, little-endian
+// bytes) that the Python worker writes for numpy arrays. Not a general serializer: only plain data goes in.
+import { Packr, addExtension } from 'msgpackr';
 import { MIN_FIELD_BYTES, scanLayout } from './state-layout.js';
+import { NDARRAY_EXT, NegativeZero, decodeNdarray, encodeNdarray, ndarrayClasses } from './state-ndarray.js';
 
-const OPTIONS = { useRecords: false, variableMapSize: true } as const;
+const OPTIONS = { useRecords: false, variableMapSize: true, useBigIntExtension: true } as const;
+
+// -0 is written as float64 -0 (msgpackr writes the int 0): its marker writes those 9 bytes itself.
+addExtension({
+  Class: NegativeZero,
+  type: 0x2d,
+  pack(_value: unknown, allocate: (size: number) => { target: Uint8Array; position: number }) {
+    const { target, position } = allocate(9);
+    target.set([0xcb, 0x80, 0, 0, 0, 0, 0, 0, 0], position);
+  },
+  unpack() {
+    throw new Error('state payload: unsupported msgpack ext type 45');
+  },
+} as unknown as Parameters<typeof addExtension>[0]);
+for (const Class of ndarrayClasses)
+  addExtension({ Class, type: NDARRAY_EXT, pack: encodeNdarray, unpack: decodeNdarray });
+
 const decoder = new Packr(OPTIONS);
 
-/** Plain data a model may return from capture(). Typed arrays must be Uint8Array (see f64Bytes). */
-export type StateValue = null | boolean | number | string | Uint8Array | StateValue[] | { [key: string]: StateValue };
+/** A typed array a model may capture: Uint8Array travels as bytes, the others with their element type. */
+export type StateArray =
+  | Uint8Array
+  | Int8Array
+  | Uint16Array
+  | Int16Array
+  | Uint32Array
+  | Int32Array
+  | Float32Array
+  | Float64Array
+  | BigInt64Array
+  | BigUint64Array;
+
+/** Plain data a model may return from capture(); it comes back from restore exactly (same types). */
+export type StateValue =
+  null | boolean | number | bigint | string | StateArray | StateValue[] | { [key: string]: StateValue };
 
 function sorted(value: unknown, path: string): unknown {
   if (value === null || typeof value === 'boolean' || typeof value === 'string') return value;
   if (typeof value === 'number') {
     if (!Number.isFinite(value)) throw new Error(`state ${path}: ${value} is not a finite number`);
+    return Object.is(value, -0) ? NEGATIVE_ZERO : value;
+  }
+  if (typeof value === 'bigint') {
+    if (value >= 1n << 65535n || value < -(1n << 65535n))
+      throw new Error(`state ${path}: a BigInt of ${value.toString(2).length} bits is too large to capture`);
     return value;
   }
   if (value instanceof Uint8Array) return value;
   if (ArrayBuffer.isView(value)) {
-    // Other typed arrays are encoded non-deterministically by msgpackr: refuse rather than guess.
-    throw new Error(
-      `state ${path}: ${value.constructor.name} must be passed as a Uint8Array view (use f64Bytes / bytesOf)`,
-    );
+    if ((ndarrayClasses as readonly unknown[]).includes(value.constructor)) return value;
+    throw new Error(`state ${path}: a ${value.constructor.name} cannot be captured (use one of the typed arrays)`);
   }
   if (Array.isArray(value)) return value.map((v, i) => sorted(v, `${path}[${i}]`));
   if (typeof value === 'object') {
@@ -35,6 +71,8 @@ function sorted(value: unknown, path: string): unknown {
   }
   throw new Error(`state ${path}: ${typeof value} cannot be captured`);
 }
+
+const NEGATIVE_ZERO = new NegativeZero();
 
 /** Encode plain data to deterministic msgpack bytes (a fresh buffer owned by the caller). */
 export function encodeState(value: unknown): Buffer {

@@ -22,7 +22,11 @@ pub fn to_json(value: &StateValue) -> Option<Value> {
         StateValue::Bool(b) => Value::Bool(*b),
         StateValue::Number(n) => Value::Number(*n),
         StateValue::Str(s) => Value::String(s.clone()),
-        StateValue::Bin(_) => return None,
+        StateValue::Bin(_) | StateValue::BigInt(_) | StateValue::NdArray { .. } => return None,
+        // JSON numbers are exact up to 2^53 only.
+        StateValue::Int(v) if v.unsigned_abs() <= 1 << 53 => Value::Number(*v as f64),
+        StateValue::Uint(v) if *v <= 1 << 53 => Value::Number(*v as f64),
+        StateValue::Int(_) | StateValue::Uint(_) => return None,
         StateValue::Array(items) => Value::Array(items.iter().map(to_json).collect::<Option<Vec<_>>>()?),
         StateValue::Map(members) => Value::Object(
             members

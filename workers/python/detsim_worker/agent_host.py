@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .canonical_json import canonical_digest, canonicalize, is_number, js_stringify
+from .capture_check import exact_capture
 from .checks import (PAYLOAD_VERSION, read_payload_header, capture_reply, agent_compatibility_digest, check_epoch, check_session, check_step, first_mismatch, profile_digest,
                      read_stage_params, require_scope, restore_token, sha256, staged_payload)
 from .model_call import call_model, invalid, load_model
@@ -359,6 +360,9 @@ class AgentHost:
             raise ProtocolRefusal('INVALID_PHASE', f'agent {agent_id} is {slot.phase}: capture only at a committed boundary')
         ident = slot.identity
         model_state = call_model(ident.strict, f'agent {agent_id}', 'capture', 'none', lambda: ident.model.capture(slot.state))
+        if ident.strict and not ident.builtin:
+            ctx = AgentInitContext(agent_id, ident.seed, ident.params, slot.observation)
+            exact_capture(ident.model, model_state, ctx, ident.strict, f'agent {agent_id}', slot.state)
         payload = {
             'payloadVersion': PAYLOAD_VERSION, 'kind': 'agent', 'agentId': agent_id, 'checkpointId': checkpoint_id,
             'sourceScope': scope, 'committedStep': str(boundary), 'model': ident.model_spec, 'params': ident.params,

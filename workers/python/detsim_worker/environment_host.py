@@ -254,6 +254,9 @@ class EnvironmentHost:
         check_epoch(scope, env.epoch, f'environment {ident.environment_id}')
         boundary = check_step(scope, env.boundary, f'environment {ident.environment_id}')
         model_state = call_model(ident.strict, f'environment {ident.environment_id}', 'capture', 'none', lambda: ident.model.capture(env.state))
+        if ident.strict and ident.model_spec.startswith('python:'):
+            exact_capture(ident.model, model_state, ident.init_context(), ident.strict,
+                          f'environment {ident.environment_id}', env.state)
         payload = {
             'payloadVersion': PAYLOAD_VERSION, 'kind': 'environment', 'environmentId': ident.environment_id,
             'checkpointId': checkpoint_id, 'sourceScope': scope, 'committedStep': str(boundary), 'model': ident.model_spec,

@@ -3,9 +3,15 @@
 # observe, digest, capture, restore (and optionally check_action). The runtime owns ticks,
 # idempotency, epochs, capture payloads and the wire. Not the runtime (runtime.py).
 #
-# State payloads: capture() returns plain data (None, bool, int, float, str, bytes, list, dict with
-# str keys). A numpy array is stored as its raw little-endian bytes in C order (no dtype header);
-# restore() gets bytes back and rebuilds the array with numpy.frombuffer(data, '<f8') etc.
+# State payloads: capture() returns plain data (None, bool, int of any size, float, str, bytes, list,
+# dict with str keys, numpy arrays); restore() gets exactly that back (numpy arrays with their dtype
+# and shape, writable), except that a float with an integral value in the 32-bit range comes back as
+# an int, as JavaScript holds it (docs/spec/state-codec.md). A numpy Generator is captured with
+# rng_state(gen) and rebuilt with restore_rng(data).
+#
+# Seeds: ctx.seed is the agent's derived seed as seed-derivation-v1 defines it, a signed 32-bit
+# integer (it may be negative). ctx.seed_u32 is the same 32 bits unsigned, and ctx.numpy_rng() a
+# numpy Generator on PCG64 seeded with seed_u32.
 from __future__ import annotations
 
 import hashlib
@@ -25,8 +31,68 @@ def rng_seed(seed: int) -> int:
     return ZERO_SEED_SUBSTITUTE if seed == 0 else seed
 
 
+def rng_state(gen: Any) -> dict:
+    """A numpy Generator's state as plain data the state codec keeps exactly (its bit generator's name
+    and state; PCG64's 128-bit integers stay integers). Capture it; rebuild with restore_rng."""
+    import numpy as np
+
+    if not isinstance(gen, np.random.Generator):
+        raise TypeError(f'rng_state: a numpy.random.Generator is expected, not {type(gen).__name__}')
+    return gen.bit_generator.state
+
+
+def restore_rng(data: Any, field: str = 'rng') -> Any:
+    """The numpy Generator whose state rng_state returned, drawing exactly as the captured one would.
+    A state that does not fit (an unknown bit generator, a float where an int must be) is refused,
+    naming `field`."""
+    import numpy as np
+
+    name = data.get('bit_generator') if isinstance(data, dict) else None
+    bit_generator = getattr(np.random, name, None) if isinstance(name, str) else None
+    if bit_generator is None or not isinstance(bit_generator, type) or not issubclass(bit_generator, np.random.BitGenerator):
+        raise ValueError(f'{field}.bit_generator: {name!r} is not a numpy bit generator')
+    _refuse_floats(data, field)
+    bits = bit_generator()
+    try:
+        bits.state = data
+    except (TypeError, ValueError, KeyError) as e:
+        raise ValueError(f'{field}: not a {name} state: {e}') from None
+    return np.random.Generator(bits)
+
+
+def _refuse_floats(value: Any, field: str) -> None:
+    if isinstance(value, dict):
+        for key, v in value.items():
+            _refuse_floats(v, f'{field}.{key}')
+    elif isinstance(value, float):
+        raise ValueError(f'{field}: {value!r} is a float where the bit generator state holds an integer '
+                         '(a lossy capture?)')
+
+
+def set_rng_state(gen: Any, data: Any, field: str = 'rng') -> None:
+    """Put the state rng_state returned into an existing Generator (same checks as restore_rng)."""
+    gen.bit_generator.state = restore_rng(data, field).bit_generator.state
+
+
+class _Seeded:
+    seed: int
+
+    @property
+    def seed_u32(self) -> int:
+        """ctx.seed's 32 bits as an unsigned integer (0 .. 2^32-1): what numpy and most libraries take."""
+        return self.seed & 0xFFFFFFFF
+
+    def numpy_rng(self) -> Any:
+        """A numpy Generator on PCG64 seeded with seed_u32; capture it with rng_state, rebuild with restore_rng."""
+        import numpy as np
+
+        return np.random.Generator(np.random.PCG64(self.seed_u32))
+
+
 @dataclass
-class AgentInitContext:
+class AgentInitContext(_Seeded):
+    """What initialize (and restore) get. seed: the derived seed, a signed 32-bit integer (seed-derivation-v1);
+    seed_u32 / numpy_rng() for libraries that want a non-negative seed."""
     agent_id: str
     seed: int
     params: dict
@@ -50,7 +116,8 @@ class AgentCommitContext:
 
 
 @dataclass
-class EnvironmentInitContext:
+class EnvironmentInitContext(_Seeded):
+    """What initialize (and restore) get; seed as in AgentInitContext (signed 32-bit; seed_u32, numpy_rng())."""
     environment_id: str
     seed: int
     params: dict

@@ -1,7 +1,11 @@
 # Capture payload bytes exactly as workers/state-codec.ts writes them (msgpackr, records off,
-# variable map sizes, objects re-keyed in UTF-16 order): integers that fit u32/i32 take the smallest
-# int form (so 3.0 is the int 3, as JavaScript holds it), other numbers float64; bytes are bin.
-# numpy arrays are stored as their little-endian bytes (bin). Not a general msgpack library.
+# variable map sizes, objects re-keyed in UTF-16 order), lossless or refused (docs/spec/state-codec.md):
+# integers in the 32-bit range take the smallest int form, wider ones int64/uint64 and beyond 64 bits
+# msgpackr's big-integer ext (0x42); a float with an integral value in the 32-bit range is written as
+# that int (as JavaScript holds it, so a Python float 3.0 comes back as the int 3), -0.0 and every other
+# float as float64; bytes are bin; a numpy array is the ndarray ext (0x6e: dtype, shape, little-endian
+# C-order bytes) and comes back as a writable array of that dtype and shape. Anything else is refused,
+# naming its path. Not a general msgpack library.
 from __future__ import annotations
 
 import math
@@ -19,10 +23,51 @@ def _shown(n: float) -> str:
     return 'NaN' if math.isnan(n) else ('Infinity' if n > 0 else '-Infinity')
 
 
-def _write_number(n: int | float, out: bytearray) -> None:
+BIGINT_EXT = 0x42
+NDARRAY_EXT = 0x6E
+# The largest integer msgpackr's big-integer ext writes in its chunked form (2^65536).
+MAX_BIGINT_BITS = 65536
+# numpy dtypes an ndarray payload may hold (numpy typestr, little-endian or byte-order-free).
+NDARRAY_DTYPES = ('<f8', '<f4', '<i8', '<i4', '<i2', '|i1', '<u8', '<u4', '<u2', '|u1', '|b1')
+
+
+def _write_ext(ext_type: int, data: bytes, out: bytearray) -> None:
+    """A msgpack ext: fixext for 1/2/4/8/16 bytes, else ext8/16/32 (as msgpackr's writeExtensionData)."""
+    fixed = {1: 0xD4, 2: 0xD5, 4: 0xD6, 8: 0xD7, 16: 0xD8}
+    n = len(data)
+    if n in fixed:
+        out.append(fixed[n])
+    elif n < 0x100:
+        out += bytes([0xC7, n])
+    elif n < 0x10000:
+        out += b'\xc8' + n.to_bytes(2, 'big')
+    else:
+        out += b'\xc9' + n.to_bytes(4, 'big')
+    out.append(ext_type)
+    out += data
+
+
+def _write_wide_int(n: int, path: str, out: bytearray) -> None:
+    """An int outside the 32-bit forms: int64, uint64, or msgpackr's big-integer ext (two's complement,
+    big-endian, in the fewest whole 64-bit chunks that hold it signed)."""
+    if -2**63 <= n < 2**63:
+        out += b'\xd3' + n.to_bytes(8, 'big', signed=True)
+    elif 0 < n < 2**64:
+        out += b'\xcf' + n.to_bytes(8, 'big')
+    elif n.bit_length() >= MAX_BIGINT_BITS:
+        raise StateCodecError(f'state {path}: an integer of {n.bit_length()} bits is too large to capture')
+    else:
+        chunks = 1
+        while not -(1 << (64 * chunks - 1)) <= n < (1 << (64 * chunks - 1)):
+            chunks += 1
+        _write_ext(BIGINT_EXT, n.to_bytes(8 * chunks, 'big', signed=True), out)
+
+
+def _write_number(n: int | float, path: str, out: bytearray) -> None:
     if isinstance(n, int) and not (-2**31 <= n <= 2**32 - 1):
-        n = float(n)
-    if isinstance(n, float) and n.is_integer() and -2**31 <= n <= 2**32 - 1:
+        _write_wide_int(n, path, out)
+        return
+    if isinstance(n, float) and n.is_integer() and -2**31 <= n <= 2**32 - 1 and not _negative_zero(n):
         n = int(n)
     if isinstance(n, int):
         if n >= 0:
@@ -62,6 +107,10 @@ def _write_len(length: int, fix: int | None, fix_max: int, forms: list[tuple[int
             return
 
 
+def _negative_zero(n: float) -> bool:
+    return n == 0 and math.copysign(1.0, n) < 0
+
+
 def _write(value: Any, path: str, out: bytearray) -> None:
     if value is None:
         out.append(0xC0)
@@ -69,10 +118,12 @@ def _write(value: Any, path: str, out: bytearray) -> None:
         out.append(0xC3)
     elif value is False:
         out.append(0xC2)
-    elif isinstance(value, (int, float)):
+    elif type(value) in (int, float):
         if isinstance(value, float) and not math.isfinite(value):
             raise StateCodecError(f'state {path}: {_shown(value)} is not a finite number')
-        _write_number(value, out)
+        _write_number(value, path, out)
+    elif _is_numpy_scalar(value):
+        _write(_numpy_scalar(value, path), path, out)
     elif isinstance(value, str):
         data = value.encode('utf-8')
         _write_len(len(data), 0xA0, 0x20, [(0xD9, 1), (0xDA, 2), (0xDB, 4)], out)
@@ -82,7 +133,7 @@ def _write(value: Any, path: str, out: bytearray) -> None:
         _write_len(len(data), None, 0, [(0xC4, 1), (0xC5, 2), (0xC6, 4)], out)
         out += data
     elif _is_ndarray(value):
-        _write(_ndarray_bytes(value), path, out)
+        _write_ext(NDARRAY_EXT, _ndarray_ext(value, path), out)
     elif isinstance(value, (list, tuple)):
         _write_len(len(value), 0x90, 0x10, [(0xDC, 2), (0xDD, 4)], out)
         for i, item in enumerate(value):
@@ -96,16 +147,56 @@ def _write(value: Any, path: str, out: bytearray) -> None:
             _write(key, path, out)
             _write(value[key], f'{path}.{key}', out)
     else:
-        raise StateCodecError(f'state {path}: {type(value).__name__} cannot be captured')
+        raise StateCodecError(f'state {path}: {type(value).__name__} cannot be captured exactly '
+                              '(plain data only: None, bool, int, float, str, bytes, list, dict, numpy arrays)')
 
 
 def _is_ndarray(value: Any) -> bool:
     return type(value).__module__ == 'numpy' and type(value).__name__ == 'ndarray'
 
 
-def _ndarray_bytes(array: Any) -> bytes:
-    """The documented layout: C order, little-endian elements, no header (the dtype is the model's business)."""
-    return array.astype(array.dtype.newbyteorder('<'), copy=False).tobytes(order='C')
+def _is_numpy_scalar(value: Any) -> bool:
+    return type(value).__module__ == 'numpy' and not _is_ndarray(value) and getattr(value, 'shape', None) == ()
+
+
+def _numpy_scalar(value: Any, path: str) -> Any:
+    """A numpy bool or integer scalar as the Python value it holds; a numpy float only when float64 (exact)."""
+    kind = value.dtype.kind
+    if kind in 'biu' or (kind == 'f' and value.dtype.itemsize == 8):
+        return value.item()
+    raise StateCodecError(f'state {path}: a numpy {value.dtype} scalar cannot be captured exactly '
+                          '(use a Python float, or a numpy array of that dtype)')
+
+
+def _ndarray_ext(array: Any, path: str) -> bytes:
+    """The ndarray ext's data: u8 dtype length, the numpy typestr (ASCII), u8 ndim, each dim as u32
+    big-endian, then the elements little-endian in C order."""
+    typestr = array.dtype.newbyteorder('<').str
+    if typestr not in NDARRAY_DTYPES:
+        raise StateCodecError(f'state {path}: a numpy array of dtype {array.dtype} cannot be captured '
+                              f"(dtypes: {', '.join(NDARRAY_DTYPES)})")
+    if array.ndim > 255 or any(d > 0xFFFFFFFF for d in array.shape):
+        raise StateCodecError(f'state {path}: a numpy array of shape {array.shape} cannot be captured')
+    head = bytes([len(typestr)]) + typestr.encode('ascii') + bytes([array.ndim])
+    dims = b''.join(int(d).to_bytes(4, 'big') for d in array.shape)
+    return head + dims + array.astype(typestr, copy=False).tobytes(order='C')
+
+
+def _ndarray_from_ext(data: bytes) -> Any:
+    import numpy as np
+
+    length = data[0] if data else 0
+    typestr = data[1:1 + length].decode('ascii', 'replace')
+    if typestr not in NDARRAY_DTYPES or len(data) < 2 + length:
+        raise StateCodecError('state payload: an ndarray ext has an unknown dtype')
+    ndim = data[1 + length]
+    at = 2 + length
+    shape = tuple(int.from_bytes(data[at + 4 * i:at + 4 * i + 4], 'big') for i in range(ndim))
+    body = data[at + 4 * ndim:]
+    dtype = np.dtype(typestr)
+    if len(data) < at + 4 * ndim or len(body) != dtype.itemsize * math.prod(shape):
+        raise StateCodecError('state payload: an ndarray ext does not hold its shape')
+    return np.frombuffer(body, dtype=dtype).reshape(shape).copy()
 
 
 def encode_state(value: Any) -> bytes:
@@ -166,7 +257,20 @@ class _Reader:
             return [self.value(depth + 1) for _ in range(self.uint(2 if b == 0xDC else 4))]
         if b in (0xDE, 0xDF):
             return self.map(self.uint(2 if b == 0xDE else 4), depth)
+        if b in (0xD4, 0xD5, 0xD6, 0xD7, 0xD8, 0xC7, 0xC8, 0xC9):
+            return self.ext(b)
         raise StateCodecError(f'state payload: unsupported msgpack type 0x{b:02x}')
+
+    def ext(self, b: int) -> Any:
+        fixed = {0xD4: 1, 0xD5: 2, 0xD6: 4, 0xD7: 8, 0xD8: 16}
+        n = fixed[b] if b in fixed else self.uint({0xC7: 1, 0xC8: 2, 0xC9: 4}[b])
+        ext_type = self.take(1)[0]
+        data = self.take(n)
+        if ext_type == BIGINT_EXT and n > 0:
+            return int.from_bytes(data, 'big', signed=True)
+        if ext_type == NDARRAY_EXT:
+            return _ndarray_from_ext(data)
+        raise StateCodecError(f'state payload: unsupported msgpack ext type {ext_type}')
 
     def str(self, n: int) -> str:
         try:

@@ -1,8 +1,10 @@
 # check_model: a pytest-friendly determinism check for a Python model class. It runs the model twice
 # from one seed and compares the decision (agents) or the observations, rewards and world digest
 # (environments) and the captured state of EVERY step, not only the first (a model may diverge
-# late), then captures -> encodes -> decodes -> restores at several boundaries and checks the
-# restored copy continues identically. Agents: the two copies prepare one after the other as two
+# late), then captures -> encodes -> decodes -> restores at every boundary of a short window and at
+# random boundaries of the longer run (seeded, so a failure repeats), checks each restored copy equals
+# the live state as data (capture_check.live_difference: a dropped Generator field is named at once)
+# and continues identically to the end. Agents: the two copies prepare one after the other as two
 # agents on one worker do, and a copy's prepare that changed the other's state (shared state) fails
 # naming the step. It fails with ModelCheckError naming the first step and field that differ. Not
 # the protocol: no worker process, no gRPC.
@@ -10,7 +12,10 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import random
+
 from .canonical_json import canonical_digest, canonicalize
+from .capture_check import live_difference, shown
 from .scalars import RationalNs
 from .sdk import (ONE_MS, AgentCommitContext, AgentInitContext, AgentPrepareContext, EnvironmentAdvanceContext,
                   EnvironmentInitContext)
@@ -72,20 +77,60 @@ def _state(model: Any, state: Any) -> Any:
     return decode_state(encode_state(model.capture(state)))
 
 
-def check_model(model: Any, params: dict | None = None, steps: int = 50, seed: int = 12345,
+def restore_boundaries(steps: int, seed: int, window: int = 20, random_boundaries: int = 10) -> list[int]:
+    """Where check_model restores: every boundary 1 .. window-1, and `random_boundaries` drawn from the rest of
+    the run by random.Random(seed) (the same every time for the same arguments)."""
+    first = set(range(1, min(window, steps)))
+    rest = list(range(max(window, 1), steps))
+    return sorted(first | set(random.Random(seed).sample(rest, min(random_boundaries, len(rest)))))
+
+
+def check_model(model: Any, params: dict | None = None, steps: int = 200, seed: int = 12345,
                 observation: Callable[[int], dict] | None = None,
                 actions: Callable[[int, dict], dict] | None = None,
                 ports: list[dict] | None = None, boundaries: list[int] | None = None,
-                step_duration: dict = STEP_60HZ) -> None:
-    """Raise ModelCheckError at the first nondeterministic step or field; return None when the model passes."""
+                step_duration: dict = STEP_60HZ, window: int = 20, random_boundaries: int = 10) -> None:
+    """Raise ModelCheckError at the first nondeterministic step or field; return None when the model passes.
+    Restores at `boundaries` when given, else at restore_boundaries(steps, seed, window, random_boundaries)."""
     model = model() if isinstance(model, type) else model
     resolved = model.resolve_params(dict(params or {}))
-    marks = sorted(set(boundaries if boundaries is not None else [1, steps // 2, steps - 1]) & set(range(1, steps)))
+    chosen = boundaries if boundaries is not None else restore_boundaries(steps, seed, window, random_boundaries)
+    marks = sorted(set(chosen) & set(range(1, steps)))
     if model.kind == 'agent':
         _check_agent(model, resolved, steps, seed, observation or (lambda k: {'foodDx': k % 5 - 2, 'foodDy': 1 - k % 3}), marks, step_duration)
     else:
         _check_environment(model, resolved, steps, seed, actions or (lambda k, port: {}),
                            ports or [{'portId': 'p0', 'agentId': 'a0'}, {'portId': 'p1', 'agentId': 'a1'}], marks, step_duration)
+
+
+def _restore(model: Any, boundary: int, state: Any, ctx: Any) -> Any:
+    """The model's restore of its own capture (encoded, then decoded); its error names the boundary and phase."""
+    data = _state(model, state)
+    try:
+        return model.restore(data, ctx)
+    except Exception as e:
+        raise ModelCheckError(boundary, 'restore', '', f'boundary {boundary}: restore failed: {type(e).__name__}: {e}') from e
+
+
+def _after_restore(since: int, step: int, phase: str, fn: Callable[[], Any]) -> Any:
+    """A callback on a restored copy; its error names the step, the phase and the boundary restored at."""
+    try:
+        return fn()
+    except ModelCheckError:
+        raise
+    except Exception as e:
+        raise ModelCheckError(step, phase, '', (
+            f'step {step}: {phase} failed on the copy restored at boundary {since}: {type(e).__name__}: {e}')) from e
+
+
+def _same_live(boundary: int, live: Any, copy: Any) -> None:
+    found = live_difference(live, copy)
+    if found:
+        where, was, now = found
+        field = f'state{where[1:]}'
+        raise ModelCheckError(boundary, field, '', (
+            f'boundary {boundary}: {field} differs right after a restore: {shown(was)} live, {shown(now)} restored '
+            '(capture must return everything restore needs, exactly)'))
 
 
 def _check_agent(model, params, steps, seed, observation, marks, step_duration) -> None:
@@ -126,14 +171,15 @@ def _check_agent(model, params, steps, seed, observation, marks, step_duration) 
     restored: list[tuple[int, dict]] = []
     for k in range(steps):
         if k in marks:
-            copy = {'state': model.restore(_state(model, a['state']), AgentInitContext('agent-0', seed, params, a['obs'])),
+            copy = {'state': _restore(model, k, a['state'], AgentInitContext('agent-0', seed, params, a['obs'])),
                     'clock': TickClock(step, tick, a['clock'].remainder, a['clock'].brain_ticks), 'obs': a['obs']}
+            _same_live(k, a['state'], copy['state'])
             restored.append((k, copy))
         da, db = prepare_both(k)
         _compare(k, 'decision', da, db)
         _compare(k, 'state', _state(model, a['state']), _state(model, b['state']))
         for since, copy in restored:
-            dc = advance(copy, k)
+            dc = _after_restore(since, k, 'prepare or commit', lambda: advance(copy, k))
             _compare(k, f'decision (restored at boundary {since})', da, dc)
             _compare(k, f'state (restored at boundary {since})', _state(model, a['state']), _state(model, copy['state']))
 
@@ -152,9 +198,12 @@ def _check_environment(model, params, steps, seed, actions, ports, marks, step_d
     restored: list[tuple[int, Any]] = []
     for k in range(steps):
         if k in marks:
-            restored.append((k, model.restore(_state(model, a), init_ctx())))
+            copy = _restore(model, k, a, init_ctx())
+            _same_live(k, a, copy)
+            restored.append((k, copy))
         ra, rb = advance(a, k), advance(b, k)
         _compare(k, 'step', ra, rb)
         _compare(k, 'state', _state(model, a), _state(model, b))
         for since, copy in restored:
-            _compare(k, f'step (restored at boundary {since})', ra, advance(copy, k))
+            _compare(k, f'step (restored at boundary {since})', ra,
+                     _after_restore(since, k, 'advance', lambda: advance(copy, k)))

@@ -75,7 +75,8 @@ def test_a_model_that_diverges_late_fails_at_that_step():
 def test_a_restore_that_loses_state_fails_naming_the_boundary():
     with pytest.raises(ModelCheckError) as e:
         check_model(ForgetfulRestore, steps=10, boundaries=[4])
-    assert (e.value.step, e.value.field) == (4, 'decision (restored at boundary 4).n')
+    assert (e.value.step, e.value.field) == (4, 'state.n')
+    assert 'differs right after a restore' in str(e.value)
 
 
 class SharedCounter(Unseeded):

@@ -69,7 +69,10 @@ def test_capture_restore_round_trips_continue_identically():
 def test_state_codec_writes_msgpackr_bytes():
     # Integer-valued floats are ints (JavaScript has one number type); others float64; keys sorted.
     assert encode_state({'b': 1.0, 'a': -1, 'c': 0.5}) == bytes.fromhex('83a161ffa16201a163cb3fe0000000000000')
-    assert encode_state(2**32) == bytes.fromhex('cb41f0000000000000')
+    # A float beyond 32 bits is float64 as JavaScript writes it; a Python int beyond 32 bits stays an
+    # int (int64), never a float (docs/spec/state-codec.md).
+    assert encode_state(2.0**32) == bytes.fromhex('cb41f0000000000000')
+    assert encode_state(2**32) == bytes.fromhex('d30000000100000000')
     assert encode_state(b'\x01\x02') == bytes.fromhex('c4020102')
     assert encode_state('x' * 40)[:2] == bytes.fromhex('d928')
 

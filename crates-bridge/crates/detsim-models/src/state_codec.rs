@@ -1,6 +1,9 @@
 // Capture payload bytes exactly as workers/state-codec.ts writes them (msgpackr with records off
-// and variable map sizes, objects re-keyed in sorted order): the msgpack subset plain state uses.
-// Not a general msgpack library: no extensions, no timestamps, no records.
+// and variable map sizes, objects re-keyed in sorted order): the msgpack subset plain state uses,
+// lossless (docs/spec/state-codec.md): int64/uint64 stay integers, a wider integer is msgpackr's
+// big-integer ext (0x42) kept as its bytes, -0 is a float64, an n-dimensional array is the ndarray
+// ext (0x6e) kept as dtype, shape and bytes. Not a general msgpack library: no other extensions,
+// no timestamps, no records.
 use detsim_formats::{DetsimError, Reason};
 
 /// Plain state data: what a model's capture returns.
@@ -9,6 +12,15 @@ pub enum StateValue {
     Nil,
     Bool(bool),
     Number(f64),
+    /// A msgpack int64 (what a TypeScript BigInt or a wide Python int in that range is written as).
+    Int(i64),
+    /// A msgpack uint64 above i64::MAX.
+    Uint(u64),
+    /// An integer beyond 64 bits: msgpackr's big-integer ext data (two's complement, big-endian,
+    /// a whole number of 64-bit chunks).
+    BigInt(Vec<u8>),
+    /// An n-dimensional array: numpy typestr (e.g. "<f8"), shape, little-endian C-order bytes.
+    NdArray { dtype: String, shape: Vec<u32>, data: Vec<u8> },
     Str(String),
     Bin(Vec<u8>),
     Array(Vec<StateValue>),
@@ -20,10 +32,49 @@ fn codec_error(message: impl Into<String>) -> DetsimError {
     DetsimError::new(Reason::StructInvalidField, message)
 }
 
+const BIGINT_EXT: u8 = 0x42;
+const NDARRAY_EXT: u8 = 0x6e;
+
+/// A msgpack ext: fixext for 1/2/4/8/16 bytes, else ext8/16/32 (as msgpackr writes them).
+fn write_ext(ext_type: u8, data: &[u8], out: &mut Vec<u8>) {
+    match data.len() {
+        1 => out.push(0xd4),
+        2 => out.push(0xd5),
+        4 => out.push(0xd6),
+        8 => out.push(0xd7),
+        16 => out.push(0xd8),
+        n if n < 0x100 => out.extend([0xc7, n as u8]),
+        n if n < 0x10000 => {
+            out.push(0xc8);
+            out.extend((n as u16).to_be_bytes());
+        }
+        n => {
+            out.push(0xc9);
+            out.extend((n as u32).to_be_bytes());
+        }
+    }
+    out.push(ext_type);
+    out.extend(data);
+}
+
+fn ndarray_data(dtype: &str, shape: &[u32], data: &[u8]) -> Vec<u8> {
+    let mut out = vec![dtype.len() as u8];
+    out.extend(dtype.as_bytes());
+    out.push(shape.len() as u8);
+    for d in shape {
+        out.extend(d.to_be_bytes());
+    }
+    out.extend(data);
+    out
+}
+
 fn write_number(n: f64, out: &mut Vec<u8>) {
-    // msgpackr: integers that fit u32 / i32 use the smallest int form (-0 counts as 0);
-    // everything else is a float64.
-    if n.fract() == 0.0 && (0.0..=u32::MAX as f64).contains(&n) {
+    // msgpackr: integers that fit u32 / i32 use the smallest int form; -0 and everything else is a
+    // float64 (-0 as float64 -0: lossless, as the TypeScript and Python codecs write it).
+    if n == 0.0 && n.is_sign_negative() {
+        out.push(0xcb);
+        out.extend(n.to_be_bytes());
+    } else if n.fract() == 0.0 && (0.0..=u32::MAX as f64).contains(&n) {
         let v = n as u32;
         match v {
             0..=0x7f => out.push(v as u8),
@@ -101,6 +152,16 @@ fn write(value: &StateValue, path: &str, out: &mut Vec<u8>) -> Result<(), Detsim
             }
             write_number(*n, out);
         }
+        StateValue::Int(v) => {
+            out.push(0xd3);
+            out.extend(v.to_be_bytes());
+        }
+        StateValue::Uint(v) => {
+            out.push(0xcf);
+            out.extend(v.to_be_bytes());
+        }
+        StateValue::BigInt(bytes) => write_ext(BIGINT_EXT, bytes, out),
+        StateValue::NdArray { dtype, shape, data } => write_ext(NDARRAY_EXT, &ndarray_data(dtype, shape, data), out),
         StateValue::Str(s) => {
             write_len(s.len(), 0xa0, 0x20, [(0xd9, 1), (0xda, 2), (0xdb, 4)], out);
             out.extend(s.as_bytes());
@@ -173,11 +234,28 @@ impl Reader<'_> {
             0xcc => StateValue::Number(self.uint(1)? as f64),
             0xcd => StateValue::Number(self.uint(2)? as f64),
             0xce => StateValue::Number(self.uint(4)? as f64),
-            0xcf => StateValue::Number(u64::from_be_bytes(self.take(8)?.try_into().unwrap()) as f64),
+            0xcf => StateValue::Uint(u64::from_be_bytes(self.take(8)?.try_into().unwrap())),
             0xd0 => StateValue::Number(self.take(1)?[0] as i8 as f64),
             0xd1 => StateValue::Number(i16::from_be_bytes(self.take(2)?.try_into().unwrap()) as f64),
             0xd2 => StateValue::Number(i32::from_be_bytes(self.take(4)?.try_into().unwrap()) as f64),
-            0xd3 => StateValue::Number(i64::from_be_bytes(self.take(8)?.try_into().unwrap()) as f64),
+            0xd3 => StateValue::Int(i64::from_be_bytes(self.take(8)?.try_into().unwrap())),
+            0xd4 => self.ext(1)?,
+            0xd5 => self.ext(2)?,
+            0xd6 => self.ext(4)?,
+            0xd7 => self.ext(8)?,
+            0xd8 => self.ext(16)?,
+            0xc7 => {
+                let n = self.uint(1)?;
+                self.ext(n)?
+            }
+            0xc8 => {
+                let n = self.uint(2)?;
+                self.ext(n)?
+            }
+            0xc9 => {
+                let n = self.uint(4)?;
+                self.ext(n)?
+            }
             0xca => StateValue::Number(f32::from_be_bytes(self.take(4)?.try_into().unwrap()) as f64),
             0xcb => StateValue::Number(f64::from_be_bytes(self.take(8)?.try_into().unwrap())),
             0xa0..=0xbf => self.string((tag & 0x1f) as usize)?,
@@ -231,6 +309,16 @@ impl Reader<'_> {
         })
     }
 
+    fn ext(&mut self, n: usize) -> Result<StateValue, DetsimError> {
+        let ext_type = self.take(1)?[0];
+        let data = self.take(n)?;
+        match ext_type {
+            BIGINT_EXT if n > 0 => Ok(StateValue::BigInt(data.to_vec())),
+            NDARRAY_EXT => read_ndarray(data),
+            other => Err(codec_error(format!("state payload: unsupported msgpack ext type {other}"))),
+        }
+    }
+
     fn string(&mut self, n: usize) -> Result<StateValue, DetsimError> {
         let bytes = self.take(n)?;
         String::from_utf8(bytes.to_vec())
@@ -259,6 +347,37 @@ impl Reader<'_> {
 }
 
 /// Decode payload bytes back to plain state; trailing bytes are refused.
+const NDARRAY_DTYPES: [(&str, usize); 11] = [
+    ("<f8", 8),
+    ("<f4", 4),
+    ("<i8", 8),
+    ("<i4", 4),
+    ("<i2", 2),
+    ("|i1", 1),
+    ("<u8", 8),
+    ("<u4", 4),
+    ("<u2", 2),
+    ("|u1", 1),
+    ("|b1", 1),
+];
+
+fn read_ndarray(data: &[u8]) -> Result<StateValue, DetsimError> {
+    let bad = |why: &str| codec_error(format!("state payload: an ndarray ext {why}"));
+    let len = *data.first().ok_or_else(|| bad("is empty"))? as usize;
+    let dtype = data.get(1..1 + len).ok_or_else(|| bad("is truncated"))?;
+    let dtype = std::str::from_utf8(dtype).map_err(|_| bad("has an unknown dtype"))?.to_string();
+    let size = NDARRAY_DTYPES.iter().find(|(t, _)| *t == dtype).ok_or_else(|| bad("has an unknown dtype"))?.1;
+    let ndim = *data.get(1 + len).ok_or_else(|| bad("is truncated"))? as usize;
+    let at = 2 + len + 4 * ndim;
+    let dims = data.get(2 + len..at).ok_or_else(|| bad("is truncated"))?;
+    let shape: Vec<u32> = dims.chunks(4).map(|c| u32::from_be_bytes(c.try_into().unwrap())).collect();
+    let count = shape.iter().try_fold(size as u64, |n, &d| n.checked_mul(d as u64));
+    if count != Some((data.len() - at) as u64) {
+        return Err(bad("does not hold its shape"));
+    }
+    Ok(StateValue::NdArray { dtype, shape, data: data[at..].to_vec() })
+}
+
 pub fn decode_state(bytes: &[u8]) -> Result<StateValue, DetsimError> {
     let mut r = Reader { bytes, pos: 0 };
     let v = r.value(0)?;

@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..sdk import AgentModel, EnvironmentModel
+from ..sdk import AgentModel, EnvironmentModel, restore_rng, rng_state
 
 ParallelEnvFactory = Callable[[], Any]
 Policy = Callable[[Any, np.random.Generator], Any]
@@ -174,37 +174,28 @@ class ParallelEnvAdapter(EnvironmentModel):
         return s
 
 
-def _rng_state_json(rng: np.random.Generator) -> dict:
-    """bit_generator.state as JSON data: integers wider than 53 bits travel as decimal strings."""
-    def enc(v):
-        if isinstance(v, dict):
-            return {k: enc(x) for k, x in v.items()}
-        return str(v) if isinstance(v, int) and not isinstance(v, bool) else v
-    return enc(rng.bit_generator.state)
-
-
-def _rng_from_json(data: dict) -> np.random.Generator:
+def _rng_from_capture(data: Any) -> np.random.Generator:
+    """The policy rng from its capture: rng_state's plain data, or (checkpoints written before the SDK
+    had rng_state) the same dict with its integers as decimal strings."""
     def dec(v):
         if isinstance(v, dict):
             return {k: dec(x) for k, x in v.items()}
         return int(v) if isinstance(v, str) and v.lstrip('-').isdigit() else v
-    bits = np.random.PCG64()
-    bits.state = dec(data)
-    return np.random.Generator(bits)
+    return restore_rng(dec(data), 'state.rng')
 
 
 class PolicyAgentAdapter(AgentModel):
     """A detsim agent calling `policy(observation, rng) -> action` each step; its only state is the rng.
 
-    rng is a numpy Generator (PCG64) seeded with the detsim seed; the checkpoint is its
-    bit_generator.state as JSON. The decision is {"action": policy(...)} as JSON data."""
+    rng is ctx.numpy_rng() (PCG64 seeded with the unsigned detsim seed); the checkpoint is
+    sdk.rng_state(rng), kept exactly by the state codec. The decision is {"action": policy(...)} as JSON data."""
 
     def __init__(self, policy: Policy, *, model_version: str):
         self.policy = policy
         self.model_version = model_version
 
     def initialize(self, ctx):
-        return {'rng': np.random.Generator(np.random.PCG64(unsigned_seed(ctx.seed)))}
+        return {'rng': ctx.numpy_rng()}
 
     def prepare(self, state, ctx):
         observation = ctx.observation.get('observation')
@@ -214,7 +205,7 @@ class PolicyAgentAdapter(AgentModel):
         return None
 
     def capture(self, state):
-        return {'rng': _rng_state_json(state['rng'])}
+        return {'rng': rng_state(state['rng'])}
 
     def restore(self, data, ctx):
-        return {'rng': _rng_from_json(data['rng'])}
+        return {'rng': _rng_from_capture(data['rng'])}

@@ -12,7 +12,8 @@ use std::process::ExitCode;
 const USAGE: &str = "usage: detsim-models batch < requests.json
   requests: [{\"op\": ..., ...}] → [{\"ok\": result} | {\"error\": {reason, message, field}}]
   ops: encode-state {value}            value: JSON, {\"$bin\": base64} for bytes → base64 msgpack
-       decode-state {base64}           → value in the same JSON form
+       decode-state {base64}           → value in the same JSON form ({\"$int\"}, {\"$bigint\"}, {\"$dtype\", ...} for the wide forms)
+       reencode-state {base64}         → base64 of decode then encode (lossless: the same bytes)
        walker {seed, params, observation, steps: [{observation, rewards: [number]}], restoreEachStep}
                                        → {decisions: [{move}], captures: [base64]}
        lif {seed, params, observation, steps: [{ticks, observation, rewards: [number]}], restoreEachStep}
@@ -58,6 +59,14 @@ fn from_state(v: &StateValue) -> Value {
         StateValue::Number(n) => Value::Number(*n),
         StateValue::Str(s) => Value::String(s.clone()),
         StateValue::Bin(b) => obj(vec![("$bin", B64.encode(b).into())]),
+        StateValue::Int(v) => obj(vec![("$int", v.to_string().into())]),
+        StateValue::Uint(v) => obj(vec![("$int", v.to_string().into())]),
+        StateValue::BigInt(b) => obj(vec![("$bigint", B64.encode(b).into())]),
+        StateValue::NdArray { dtype, shape, data } => obj(vec![
+            ("$dtype", dtype.as_str().into()),
+            ("$shape", Value::Array(shape.iter().map(|&d| Value::Number(d as f64)).collect())),
+            ("$data", B64.encode(data).into()),
+        ]),
         StateValue::Array(items) => Value::Array(items.iter().map(from_state).collect()),
         StateValue::Map(m) => Value::Object(m.iter().map(|(k, v)| (k.clone(), from_state(v))).collect()),
     }
@@ -161,6 +170,12 @@ fn one(req: &Value) -> Result<Value, DetsimError> {
                 .decode(field(req, "base64")?.as_str().unwrap_or(""))
                 .map_err(|e| bad(format!("base64: {e}")))?;
             Ok(from_state(&decode_state(&bytes)?))
+        }
+        "reencode-state" => {
+            let bytes = B64
+                .decode(field(req, "base64")?.as_str().unwrap_or(""))
+                .map_err(|e| bad(format!("base64: {e}")))?;
+            Ok(Value::String(B64.encode(encode_state(&decode_state(&bytes)?)?)))
         }
         "walker" => walker_op(req),
         "lif" => lif_op(req),
