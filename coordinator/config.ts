@@ -2,7 +2,7 @@
 // (every agent id, port, seed and worker assignment). Refusals name the field and a reason code.
 // NOT the run itself (run.ts) and not process handling (launcher.ts): nothing here starts anything.
 import { accessSync, constants, readFileSync, statSync } from 'node:fs';
-import { dirname, extname, isAbsolute, resolve } from 'node:path';
+import { basename, dirname, extname, isAbsolute, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
@@ -22,7 +22,7 @@ export const DEFAULT_DEADLINES = { startupMs: 15_000, stepMs: 5_000, captureMs: 
 export const MAX_STEPS = 999_999_999;
 /** Node's timer limit: a longer setTimeout silently fires after 1 ms, so no deadline may exceed it. */
 export const MAX_DEADLINE_MS = 2 ** 31 - 1;
-/** The extensions Node (and tsx for TypeScript) imports as a module: anything else cannot be a model. */
+/** The extensions Node (and tsx for TypeScript, from source only) imports as a module: anything else cannot be a model. */
 export const MODEL_MODULE_EXTENSIONS = ['.js', '.mjs', '.cjs', '.ts', '.mts', '.cts'] as const;
 
 // ---------------------------------------------------------------------------------------------
@@ -223,6 +223,14 @@ export interface RunPlan {
   seedCollisions: SeedCollision[];
   /** How workers are started; absent means local (launcher.ts). */
   launcher?: LauncherPlan;
+  /**
+   * Where Python user models are imported from (`--model-path` of each Python worker): the config
+   * file's directory; for a recorded run, also where its run directory lies (model-source.ts).
+   * Physical; only set when the plan has a Python user model.
+   */
+  modelDirs?: string[];
+  /** `python:…` user model → SHA-256 of its module's source, found by the plan-time probe (launcher.ts). */
+  modelDigests?: Record<string, string>;
   /**
    * `workers.placement: rendezvous`: every worker was started by hand and announces itself in `dir`;
    * absent: local (the launcher starts them). Physical: never recorded in run.json nor hashed.
@@ -447,7 +455,18 @@ function checkModuleFile(path: string, shown: string, field: string): void {
   if (!isFile) refuse('is not a file');
   if (!(MODEL_MODULE_EXTENSIONS as readonly string[]).includes(extname(path)))
     refuse(`is not a module (${MODEL_MODULE_EXTENSIONS.join(', ')})`);
+  if (!FROM_SOURCE && TYPESCRIPT_EXTENSIONS.includes(extname(path))) {
+    const js = path.replace(/\.(m|c)?ts$/, (_m, k: string | undefined) => `.${k ?? ''}js`);
+    refuse(
+      `is TypeScript, which the built CLI does not load (Node 20 runs JavaScript): compile it first with \`npx tsc --module nodenext --target es2022 ${basename(path)}\` and name ./${basename(js)} in the config`,
+    );
+  }
 }
+
+/** TypeScript module extensions: loaded only when detsim itself runs from source (tsx). */
+const TYPESCRIPT_EXTENSIONS: readonly string[] = ['.ts', '.mts', '.cts'];
+/** Whether this coordinator runs from its TypeScript source (tsx, the tests) rather than dist/. */
+const FROM_SOURCE = import.meta.url.endsWith('.ts');
 
 /** The worker's own param check (core/models/params.ts), run before anything starts. */
 function checkParams(
@@ -714,8 +733,16 @@ export function resolveConfig(value: unknown, opts: { baseDir?: string } = {}): 
     ...(rendezvous ? { rendezvous } : {}),
     ...resolveTls(cfg, baseDir, rendezvous),
     ...(cfg.recovery ? { recovery: { maxRestarts: cfg.recovery.maxRestarts } } : {}),
+    ...(hasPythonUserModel([envModel, ...planned.map((a) => a.model)]) ? { modelDirs: [baseDir] } : {}),
   };
 }
+
+/** A `python:` model of the user's own (not one the detsim_worker package ships). */
+export function isPythonUserModel(model: string): boolean {
+  return isPythonModel(model) && !/^python:detsim_worker[.:]/.test(model);
+}
+
+const hasPythonUserModel = (models: readonly string[]): boolean => models.some(isPythonUserModel);
 
 /**
  * workers.tls: a given set (`dir`), or a per-run set (`{}`, and the default of launcher: slurm with

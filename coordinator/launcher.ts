@@ -4,7 +4,7 @@
 // Hello; shuts them all down on completion, failure or abort, and never leaves an orphan process or
 // thread. The starter is a parameter (LaunchOptions.startWorker); workers already running elsewhere
 // (rendezvous: LaunchOptions.existing) are connected to instead, and never killed. NOT the step loop.
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, rmSync } from 'node:fs';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -34,6 +34,9 @@ import { type CoordinatorTls, checkWorkerTls, tlsChannelTo } from './tls.js';
 import { probeReason, probeWorker } from './worker-probe.js';
 import { StderrTail, type WorkerInstance } from './worker-instance.js';
 import { ensureStoreId } from './store/store-id.js';
+import { checkPythonWorker, pythonInterpreter } from './python-runtime.js';
+
+export { pythonInterpreter, pythonWorkerInstallCommand } from './python-runtime.js';
 
 /** How to start one worker process: the command and its arguments before the worker flags. */
 export interface WorkerCommand {
@@ -171,54 +174,22 @@ export function withTlsDir(cmd: WorkerCommand, plan: RunPlan): WorkerCommand {
   return plan.tls === undefined ? cmd : { command: cmd.command, args: [...cmd.args, '--tls-dir', plan.tls.dir] };
 }
 
-/** The interpreter that runs Python workers: $DETSIM_PYTHON, else python3 on PATH. */
-export function pythonInterpreter(): string {
-  return process.env.DETSIM_PYTHON || 'python3';
-}
-
-/** The command that installs the Python worker package into `python`. */
-export function pythonWorkerInstallCommand(python = pythonInterpreter()): string {
-  return `${python} -m pip install ./workers/python`;
-}
-
-/**
- * Refuse a plan that puts workers on Python when the interpreter or the detsim_worker package is
- * missing, before anything starts; the message names the field and the fix.
- */
-function checkPythonWorker(plan: RunPlan): void {
-  const onPython = plan.workers.filter((w) => w.runtime === 'python');
-  if (onPython.length === 0) return;
-  const field = onPython.some((w) => w.role === 'agent') ? 'workers.runtime' : 'environment.runtime';
-  const python = pythonInterpreter();
-  const probe = spawnSync(python, ['-c', 'import detsim_worker'], { stdio: 'ignore', timeout: 30_000 });
-  if (probe.error) {
-    throw new DetsimError(
-      'struct_invalid_field',
-      `${field}: python needs a Python interpreter (>= 3.10), and ${JSON.stringify(python)} cannot be run; install python3 or set DETSIM_PYTHON to one`,
-      field,
-    );
-  }
-  if (probe.status !== 0) {
-    throw new DetsimError(
-      'struct_invalid_field',
-      `${field}: python needs the detsim_worker package, which ${JSON.stringify(python)} cannot import; install it with: ${pythonWorkerInstallCommand(python)}`,
-      field,
-    );
-  }
-}
-
 /**
  * The command for one planned worker: the Rust binary for rust, `python -m detsim_worker` for python
- * (with `--verbose` when asked: model tracebacks in failures), else TypeScript.
+ * (with `--verbose` when asked: model tracebacks in failures; `--model-path DIR` for each directory
+ * its models are imported from, plan.modelDirs), else TypeScript.
  */
 export function workerCommandFor(
   worker: PlannedWorker,
   typescript: WorkerCommand = defaultWorkerCommand(),
   verbose = false,
+  modelDirs: readonly string[] = [],
 ): WorkerCommand {
   if (worker.runtime === 'rust') return { command: rustWorkerPath(), args: [] };
-  if (worker.runtime === 'python')
-    return { command: pythonInterpreter(), args: ['-m', 'detsim_worker', ...(verbose ? ['--verbose'] : [])] };
+  if (worker.runtime === 'python') {
+    const paths = modelDirs.flatMap((d) => ['--model-path', d]);
+    return { command: pythonInterpreter(), args: ['-m', 'detsim_worker', ...(verbose ? ['--verbose'] : []), ...paths] };
+  }
   return typescript;
 }
 
@@ -736,7 +707,7 @@ export async function launchFleet(plan: RunPlan, opts: LaunchOptions): Promise<F
     const found = opts.existing?.get(w.workerId);
     if (found) return connectExisting(w, ctx, found);
     if (runsOnThread(plan, w) && !opts.commandFor?.(w)) return startThread(w, ctx);
-    const cmd = opts.commandFor?.(w) ?? workerCommandFor(w, base, opts.verbose);
+    const cmd = opts.commandFor?.(w) ?? workerCommandFor(w, base, opts.verbose, plan.modelDirs);
     return startProcess(w, ctx, cmd, listenAddress(plan, socketDir, i));
   });
   const instances = starting.map((s) => s.instance);

@@ -13,9 +13,19 @@ export const RUN_FORMAT = 'detsim-run-v1';
 const Rational = z.object({ numerator: z.string(), denominator: z.string() });
 const Params = z.record(z.string(), z.unknown());
 
+/**
+ * A participant's model: a built-in name, a module's path-free identity `module:<file>@sha256:<digest>`
+ * (core/models/identity.ts; older records hold its absolute path), or `python:pkg.mod:Class`, with
+ * `@sha256:<digest of its module's source>` for a user model. `modelPath`: where a module was (physical).
+ */
+const ModelFields = {
+  model: z.string(),
+  modelPath: z.string().optional(),
+};
+
 const RecordedEnvironment = z.object({
   environmentId: z.string(),
-  model: z.string(),
+  ...ModelFields,
   modelVersion: z.string(),
   profileDigest: z.string(),
   params: Params.default({}),
@@ -26,7 +36,7 @@ const RecordedEnvironment = z.object({
 const RecordedAgent = z.object({
   agentId: z.string(),
   portId: z.string(),
-  model: z.string(),
+  ...ModelFields,
   modelVersion: z.string(),
   plasticityVersion: z.string(),
   profileDigest: z.string(),

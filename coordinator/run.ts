@@ -15,6 +15,7 @@ import { allocateRunDir, RUN_FILES, RunLog, TraceWriter, writeJsonDurable } from
 import { withRunLock } from './run-lock.js';
 import { WorkerIdentityRefusal, isStartupIdentityFailure, type RunFailure } from './run-failure.js';
 import { RUN_FORMAT, type RunJson } from './run-json.js';
+import { recordedModel } from './model-source.js';
 import { prepareLaunch } from './launch-facts.js';
 import { awaitRendezvous } from './rendezvous.js';
 import { checkRendezvousCertificates } from './rendezvous-tls.js';
@@ -77,7 +78,7 @@ export function runRecord(
     protocol: { major: PROTOCOL_MAJOR, minor: PROTOCOL_MINOR, contractDigest: CONTRACT_DIGEST },
     environment: {
       environmentId: plan.environment.environmentId,
-      model: plan.environment.model,
+      ...recordedModel(plan.environment.model, plan.modelDigests),
       modelVersion: ids.environment.modelVersion,
       profileDigest: ids.environment.profileDigest,
       params: plan.environment.params,
@@ -89,7 +90,7 @@ export function runRecord(
       return {
         agentId: a.agentId,
         portId: a.portId,
-        model: a.model,
+        ...recordedModel(a.model, plan.modelDigests),
         modelVersion: id.modelVersion,
         plasticityVersion: id.plasticityVersion,
         profileDigest: id.profileDigest,

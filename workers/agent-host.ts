@@ -42,8 +42,9 @@ import {
 import type { HostContext, HostReply } from './host-context.js';
 import { callModel, invalid, loadModel, releaseState } from './model-call.js';
 import { PrepareStateGuard } from './prepare-guard.js';
-import { resolveAgentModel } from './models/registry.js';
+import { modulePathOf, resolveAgentModel } from './models/registry.js';
 import { ONE_MS, NO_DATASET_DIGEST, type AgentModel, type AgentReward, type JsonObject } from './sdk.js';
+import { moduleIdentity } from '../core/models/identity.js';
 import { exactCapture } from './capture-check.js';
 import { capturedBytes, capturedPayload, encodeCapture, type CaptureHold } from './capture-encode.js';
 import { StepCache, bodyKey, opKey } from './op-cache.js';
@@ -315,7 +316,8 @@ export class AgentHost {
     const modelVersion = model.modelVersion;
     const plasticityVersion = model.plasticityVersion ?? 'none-v1';
     const datasetDigest = model.datasetDigest ?? NO_DATASET_DIGEST;
-    const profile = profileDigest(modelSpec, modelVersion, params);
+    // A module model enters by its path-free identity (name and content digest), never its path.
+    const profile = profileDigest(builtin ? modelSpec : moduleIdentity(modulePathOf(modelSpec)), modelVersion, params);
     const compatibilityDigest = agentCompatibilityDigest({
       agentId,
       profileDigest: profile,
@@ -641,7 +643,8 @@ export class AgentHost {
   private restoreModelState(inputs: Omit<WarmedState, 'state'>, agentId: string, payload: JsonObject): unknown {
     const { model, params, seed, strict } = inputs;
     const observation = payload.observation as JsonObject;
-    return callModel(strict, `agent ${agentId}`, 'restore', 'none', () =>
+    // The callback names the boundary: an error in a model's restore says where it was restoring to.
+    return callModel(strict, `agent ${agentId}`, `restore at boundary ${String(payload.committedStep)}`, 'none', () =>
       model.restore(payload.state, { agentId, seed, params, observation }),
     );
   }

@@ -30,9 +30,10 @@ import {
 } from './checks.js';
 import type { HostContext, HostReply } from './host-context.js';
 import { callModel, invalid, loadModel, releaseState } from './model-call.js';
-import { resolveEnvironmentModel, BUILTIN_ENVIRONMENT_MODELS } from './models/registry.js';
+import { BUILTIN_ENVIRONMENT_MODELS, modulePathOf, resolveEnvironmentModel } from './models/registry.js';
 import { StepCache, bodyKey, opKey } from './op-cache.js';
 import type { EnvironmentModel, JsonObject, PortAction, PortBinding } from './sdk.js';
+import { moduleIdentity } from '../core/models/identity.js';
 import { exactCapture } from './capture-check.js';
 import { capturedBytes, capturedPayload, encodeCapture, type CaptureHold } from './capture-encode.js';
 
@@ -190,7 +191,7 @@ export class EnvironmentHost {
     ports: PortBinding[],
     field: string,
   ): Promise<EnvIdentity> {
-    const { model, strict, params } = await loadModel(
+    const { model, strict, params, builtin } = await loadModel(
       (spec) => resolveEnvironmentModel(spec, this.ctx.launchedModels),
       modelSpec,
       rawParams,
@@ -198,7 +199,8 @@ export class EnvironmentHost {
       this.ctx.strictUserModels,
     );
     const modelVersion = model.modelVersion;
-    const profile = profileDigest(modelSpec, modelVersion, params);
+    // A module model enters by its path-free identity (name and content digest), never its path.
+    const profile = profileDigest(builtin ? modelSpec : moduleIdentity(modulePathOf(modelSpec)), modelVersion, params);
     const compatibilityDigest = environmentCompatibilityDigest({
       environmentId,
       profileDigest: profile,
@@ -443,7 +445,8 @@ export class EnvironmentHost {
         `environment: compatibilityDigest ${compatibilityDigest} differs from the recomputed ${identity.compatibilityDigest} (seed ${identity.seed})`,
       );
     }
-    const state = callModel(identity.strict, `environment ${identity.environmentId}`, 'restore', 'none', () =>
+    const where = `restore at boundary ${String(payload.committedStep)}`;
+    const state = callModel(identity.strict, `environment ${identity.environmentId}`, where, 'none', () =>
       identity.model.restore(payload.state, {
         environmentId: identity.environmentId,
         seed: identity.seed,

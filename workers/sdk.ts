@@ -5,11 +5,12 @@ import { createHash } from 'node:crypto';
 import type { RationalNsJson } from '../core/formats/scalars.js';
 import { takeOver } from './owned-bytes.js';
 import { giveBack } from './recycled-bytes.js';
-import type { StateValue } from './state-codec.js';
+import type { StateValue } from './state-value.js';
 
 export { Xorshift32 } from '../core/formats/xorshift.js';
 export { StrictModeViolation } from './strict.js';
-export type { StateValue } from './state-codec.js';
+export type { StateArray, StateValue } from './state-value.js';
+export { checkModel, ModelCheckError, restoreBoundaries, type CheckModelOptions } from './check-model.js';
 export type { RationalNsJson } from '../core/formats/scalars.js';
 
 /** A plain JSON object (params, observations, decisions, actions). */

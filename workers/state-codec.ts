@@ -26,22 +26,7 @@ for (const Class of ndarrayClasses)
 
 const decoder = new Packr(OPTIONS);
 
-/** A typed array a model may capture: Uint8Array travels as bytes, the others with their element type. */
-export type StateArray =
-  | Uint8Array
-  | Int8Array
-  | Uint16Array
-  | Int16Array
-  | Uint32Array
-  | Int32Array
-  | Float32Array
-  | Float64Array
-  | BigInt64Array
-  | BigUint64Array;
-
-/** Plain data a model may return from capture(); it comes back from restore exactly (same types). */
-export type StateValue =
-  null | boolean | number | bigint | string | StateArray | StateValue[] | { [key: string]: StateValue };
+export type { StateArray, StateValue } from './state-value.js';
 
 function sorted(value: unknown, path: string): unknown {
   if (value === null || typeof value === 'boolean' || typeof value === 'string') return value;

@@ -13,6 +13,7 @@ import { SEED_ALGORITHM } from '../../core/formats/seed.js';
 import type { Identities } from '../lockstep.js';
 import type { AgentInitializeResultEntry } from '../../core/protocol/index.js';
 import { RUN_FILES } from '../run-dir.js';
+import { locateRecordedModels, searchDirsFor } from '../model-source.js';
 import { readRunJson, RUN_FORMAT, type RunJson } from '../run-json.js';
 
 export interface RecordedRun {
@@ -42,7 +43,7 @@ export function readRunRecord(runDir: string): RecordedRun {
     if (raw.format !== RUN_FORMAT) fail(runDir, `format is ${JSON.stringify(raw.format)}, not ${RUN_FORMAT}`, 'format');
     const rec = readRunJson(raw);
     // Resume checks the recorded seeds itself (recorded-composition.ts names masterSeed or the seed).
-    const plan = planFromRecord(rec, { keepRecordedSeeds: true });
+    const plan = planFromRecord(rec, { keepRecordedSeeds: true, searchDirs: searchDirsFor(runDir) });
     return {
       plan,
       identities: identitiesOf(rec),
@@ -112,11 +113,19 @@ function pythonEnvironment(workers: RunJson['workers']): { runtime?: 'python' } 
  * `keepRecordedSeeds` leaves the seeds as run.json records them instead (unchecked), for a caller
  * that checks them itself and names what was edited (resume: recorded-composition.ts).
  */
-export function planFromRunJson(runJson: unknown, opts: { keepRecordedSeeds?: boolean } = {}): RunPlan {
+export interface PlanFromRecordOptions {
+  keepRecordedSeeds?: boolean;
+  /** Where module models are looked for after their recorded paths (model-source.ts searchDirsFor). */
+  searchDirs?: readonly string[];
+}
+
+export function planFromRunJson(runJson: unknown, opts: PlanFromRecordOptions = {}): RunPlan {
   return planFromRecord(readRunJson(runJson), opts);
 }
 
-function planFromRecord(r: RunJson, opts: { keepRecordedSeeds?: boolean }): RunPlan {
+function planFromRecord(recorded: RunJson, opts: PlanFromRecordOptions): RunPlan {
+  const located = locateRecordedModels(recorded, opts.searchDirs ?? [process.cwd()]);
+  const r = located.record;
   const env = r.environment;
   const agentWorkers = r.workers.map((w, i) => ({ w, i })).filter(({ w }) => w.role === 'agent');
   if (r.seedDerivation !== SEED_ALGORITHM)
@@ -146,8 +155,10 @@ function planFromRecord(r: RunJson, opts: { keepRecordedSeeds?: boolean }): RunP
     },
     deadlines: r.deadlines,
   };
-  // Recorded module paths are absolute already; the base directory resolves nothing.
+  // Module models are located by their identity above (absolute paths); the base directory resolves nothing.
   const plan = resolveConfig(config, { baseDir: '/' });
+  if (plan.modelDirs) plan.modelDirs = located.modelDirs;
+  if (Object.keys(located.pythonDigests).length) plan.modelDigests = located.pythonDigests;
   checkLayout(plan, r.workers);
   if (opts.keepRecordedSeeds) return withRecordedSeeds(plan, r);
   for (const [i, a] of r.agents.entries()) {

@@ -124,9 +124,17 @@ export function diagnoseRunDirs(leftDir: string, rightDir: string, opts: Canonic
   return diagnose(buildReceipt(readRunFiles(leftDir)), buildReceipt(readRunFiles(rightDir)), opts);
 }
 
-/** One line for people: where, which agent, both values. */
+/** A divergence in a user model's content: the same model name with another digest (…@sha256:…). */
+function isModelSource(d: Divergence): boolean {
+  const name = (v: unknown) => (typeof v === 'string' && v.includes('@sha256:') ? v.split('@sha256:')[0] : null);
+  return d.path.endsWith('.model') && name(d.left) !== null && name(d.left) === name(d.right);
+}
+
+/** One line for people: where, which agent, both values ("model source changed" for a user model's content). */
 export function describeDivergence(d: Divergence, names: [string, string] = ['run A', 'run B']): string {
   const where = d.part === 'step' || d.part === 'steps-count' ? `step ${d.step ?? '?'}` : d.part;
   const agent = d.agentId ? ` (agent ${d.agentId})` : '';
+  if (isModelSource(d))
+    return `first divergence at ${where}${agent}: model source changed: ${d.path}: ${names[0]} ${JSON.stringify(d.left)}, ${names[1]} ${JSON.stringify(d.right)}`;
   return `first divergence at ${where}${agent}: ${d.path}: ${names[0]} ${JSON.stringify(d.left)}, ${names[1]} ${JSON.stringify(d.right)}`;
 }

@@ -5,6 +5,7 @@
 import { canonicalize, type JsonValue } from '../../core/formats/canonical-json.js';
 import { loadConfig, type RunPlan, type Transport } from '../config.js';
 import { planFromRunJson } from '../checkpoint/run-record.js';
+import { searchDirsFor } from '../model-source.js';
 import { DetsimError } from '../../core/formats/errors.js';
 import { type Check, makeCheck } from './check.js';
 import type { Dispatch } from '../lockstep.js';
@@ -84,9 +85,9 @@ export function isRunDir(path: string): boolean {
 type Obj = Record<string, unknown>;
 
 /** Rebuild the RunPlan of a recorded run from its run.json (the one rebuild, shared with resume). */
-export function planFromRunRecord(runJson: unknown): RunPlan {
+export function planFromRunRecord(runJson: unknown, runDir?: string): RunPlan {
   try {
-    return planFromRunJson(runJson);
+    return planFromRunJson(runJson, runDir === undefined ? {} : { searchDirs: searchDirsFor(runDir) });
   } catch (e) {
     if (e instanceof DetsimError && !e.message.startsWith('run.json: '))
       throw new DetsimError(e.reason, `run.json: ${e.message}`, e.field);
@@ -269,7 +270,7 @@ export async function replay(source: string | RunPlan, opts: ReplayOptions = {})
   let subject: string;
   if (typeof source === 'string' && isRunDir(source)) {
     const files = readRunFiles(source);
-    plan = planFromRunRecord(files.run);
+    plan = planFromRunRecord(files.run, source);
     // The recorded run's receipt is rebuilt from its files (a receipt.json on disk is not trusted);
     // a resumed run's later epochs are rebased onto its first (only epoch-derived fields change).
     reference = { runDir: source, receipt: rebasedReceipt(buildReceipt(files)) };

@@ -119,7 +119,11 @@ export function srunStarter(
   const typescript = defaultWorkerCommand();
   return (worker, ctx) => {
     if (ctx.listen === undefined) return undefined;
-    const cmd = srunCommand(workerCommandFor(worker, typescript, verbose), worker, launcher.srunArgs);
+    const cmd = srunCommand(
+      workerCommandFor(worker, typescript, verbose, ctx.plan.modelDirs),
+      worker,
+      launcher.srunArgs,
+    );
     ctx.logger.info({ workerId: worker.workerId, srun: cmd.args.slice(0, -1) }, 'worker starts as an srun job step');
     return startProcess(worker, ctx, cmd, ctx.listen);
   };
@@ -135,6 +139,6 @@ export function starterForPlan(plan: RunPlan, verbose = false): LaunchOptions['s
   return srunRendezvousStarter(
     plan.rendezvous,
     (cmd, worker) => srunCommand(cmd, worker, srunArgs),
-    (worker) => workerCommandFor(worker, typescript, verbose),
+    (worker) => workerCommandFor(worker, typescript, verbose, plan.modelDirs),
   );
 }

@@ -240,6 +240,10 @@ export const REASONS = {
     layer: 'L5',
     summary: 'an agent profile (profile, dataset, model or plasticity version) differs from the live slot',
   },
+  ident_model_source_changed: {
+    layer: 'L5',
+    summary: "a recorded run's model module (by name) has another content digest than the one it recorded",
+  },
   ident_composition_mismatch: {
     layer: 'L5',
     summary: 'the checkpoint composition digest differs from the live composition',

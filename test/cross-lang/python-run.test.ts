@@ -85,14 +85,15 @@ describe('environment.runtime and workers.runtime: python in a run configuration
     const bare = join(dir, 'bare-python');
     writeFileSync(bare, '#!/bin/sh\nexec python3 -I -S "$@"\n');
     chmodSync(bare, 0o755);
+    const venv = ` (or make detsim's venv, used without DETSIM_PYTHON: bash ${join(REPO_ROOT, 'scripts/test-python.sh')})`;
     const cases = [
       [
         '/nonexistent/python3',
-        'detsim: [struct_invalid_field] environment.runtime: python needs a Python interpreter (>= 3.10), and "/nonexistent/python3" cannot be run; install python3 or set DETSIM_PYTHON to one\n',
+        `detsim: [struct_invalid_field] environment.runtime: python needs a Python interpreter (>= 3.10), and "/nonexistent/python3" ($DETSIM_PYTHON) cannot be run; set DETSIM_PYTHON to one${venv}\n`,
       ],
       [
         bare,
-        `detsim: [struct_invalid_field] environment.runtime: python needs the detsim_worker package, which ${JSON.stringify(bare)} cannot import; install it with: ${bare} -m pip install ./workers/python\n`,
+        `detsim: [struct_invalid_field] environment.runtime: python needs the detsim_worker package, which ${JSON.stringify(bare)} ($DETSIM_PYTHON) cannot import; install it with: ${bare} -m pip install ${join(REPO_ROOT, 'workers/python')}${venv}\n`,
       ],
     ] as const;
     const config = join(dir, 'py-env.json');

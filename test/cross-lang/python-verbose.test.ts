@@ -139,7 +139,7 @@ describe.skipIf(pythonWorkerSkip !== null)('a Python model that raises, with and
     expect(r.status, r.stderr).not.toBe(0);
     expect(r.stderr).toContain(
       'detsim: [audit_participant_refused] agent bad-0 (worker-0) refused State.StageRestore: BACKEND_FAILURE: ' +
-        'agent bad-0: restore failed: the restore broke',
+        'agent bad-0: restore at boundary 1 failed: the restore broke',
     );
     expect(r.stderr).toMatch(/Traceback \(most recent call last\)/);
     expect(r.stderr).toMatch(/raising_model\.py", line \d+, in explode_restore/);

@@ -53,7 +53,9 @@ async function importModel(
   const path = modulePathOf(spec);
   requireLaunched(spec, path, launched, builtins);
   const mod = (await import(pathToFileURL(path).href)) as { default?: unknown; model?: unknown };
-  const model = mod.default ?? mod.model;
+  // A CommonJS module compiled by tsc holds its exports under `default` (module.exports.default).
+  const cjs = mod.default as { default?: unknown; model?: unknown; __esModule?: boolean } | undefined;
+  const model = cjs?.__esModule ? (cjs.default ?? cjs.model) : (mod.default ?? mod.model);
   if (!model || typeof model !== 'object' || (model as { kind?: unknown }).kind !== kind) {
     throw new Error(
       `model ${spec}: the module must export (default or \`model\`) an ${kind} model made with define${kind === 'agent' ? 'Agent' : 'Environment'}Model`,

@@ -1,5 +1,5 @@
 # Worker process entry: `python -m detsim_worker --listen unix:/path|host:port --role agent|environment
-# --worker-id <Id> [--session <Id>] [--model python:pkg.mod:Class]… [--strict] [--max-message-bytes N]
+# --worker-id <Id> [--session <Id>] [--model python:pkg.mod:Class]… [--model-path DIR]… [--strict] [--max-message-bytes N]
 # [--no-parent-watch] [--store-dir <abs path> [--store-id <token>]] [--verbose]
 # [--tls-dir DIR | --tls-ca F --tls-cert F --tls-key F --token-file F] (mutual TLS + bearer token)` (--verbose: a model's failure carries its
 # traceback). Flag checks worded as workers/main.ts + process.ts;
@@ -18,7 +18,7 @@ from .rendezvous import advertised_address, certificate_fingerprint, check_adver
 from .scalars import InputError, is_id
 from .store_id import STORE_ID_PATTERN, store_holds_id
 
-VALUE_FLAGS = {'--listen', '--role', '--worker-id', '--session', '--model', '--max-message-bytes', '--store-dir', '--store-id',
+VALUE_FLAGS = {'--listen', '--role', '--worker-id', '--session', '--model', '--model-path', '--max-message-bytes', '--store-dir', '--store-id',
                '--rendezvous', '--advertise', '--tls-dir', '--tls-ca', '--tls-cert', '--tls-key', '--token-file'}
 BOOL_FLAGS = {'--strict', '--no-parent-watch', '--verbose'}
 
@@ -28,7 +28,7 @@ class UsageError(Exception):
 
 
 def parse_args(argv: list[str]) -> dict:
-    values: dict = {'--model': []}
+    values: dict = {'--model': [], '--model-path': []}
     i = 0
     while i < len(argv):
         arg = argv[i]
@@ -43,7 +43,7 @@ def parse_args(argv: list[str]) -> dict:
                 value = argv[i]
             else:
                 raise UsageError(f"Option '{name} <value>' argument missing")
-            if name == '--model':
+            if name in ('--model', '--model-path'):
                 values[name].append(value)
             else:
                 values[name] = value
@@ -87,6 +87,9 @@ def read_options(v: dict) -> dict:
         module, _, cls = spec.removeprefix('python:').partition(':')
         if not spec.startswith('python:') or not module or not cls:
             raise InputError('struct_unknown_model', f'--model {json.dumps(spec)}: a Python model is named python:package.module:Class')
+    for path in v['--model-path']:
+        if not os.path.isabs(path):
+            raise InputError('struct_invalid_field', f'--model-path {json.dumps(path)} is not an absolute path')
     store_dir = v.get('--store-dir')
     if store_dir is not None and not os.path.isabs(store_dir):
         raise InputError('struct_invalid_field', f'--store-dir {json.dumps(store_dir)} is not an absolute path')
@@ -99,6 +102,7 @@ def read_options(v: dict) -> dict:
     check_advertise(listen, rendezvous, v.get('--advertise'))
     return {'listen': listen, 'role': role, 'worker_id': worker_id, 'session': session, 'strict': v.get('--strict', False),
             'max_message_bytes': max_bytes, 'models': sorted(set(v['--model'])), 'store_dir': store_dir,
+            'model_paths': list(v['--model-path']),
             'store_id': store_id,
             'parent_watch': not v.get('--no-parent-watch', False), 'verbose': v.get('--verbose', False),
             'rendezvous': rendezvous, 'advertise': v.get('--advertise'),
@@ -156,6 +160,8 @@ def main(argv: list[str]) -> int:
     from .model_call import include_tracebacks
     from .runtime import WorkerRuntime
     include_tracebacks(options['verbose'])
+    # Where the run's own models are imported from (the config file's directory), ahead of the rest.
+    sys.path[:0] = [p for p in options['model_paths'] if p not in sys.path]
     from .server import remove_stale_socket, start_server
     runtime = WorkerRuntime(options['role'], options['worker_id'], options['session'], options['strict'],
                             options['max_message_bytes'], options['models'], usable_store_dir(options))

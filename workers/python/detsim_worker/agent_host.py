@@ -443,7 +443,8 @@ class AgentHost:
         except ValueError as e:
             raise ProtocolRefusal('INCOMPATIBLE_STATE', f'agent {agent_id}: {e}') from None
         observation = payload['observation']
-        state = call_model(ident.strict, f'agent {agent_id}', 'restore', 'none', lambda: ident.model.restore(
+        where = f"restore at boundary {payload.get('committedStep')}"
+        state = call_model(ident.strict, f'agent {agent_id}', where, 'none', lambda: ident.model.restore(
             payload.get('state'), AgentInitContext(agent_id, ident.seed, ident.params, observation)))
         return AgentSlot(ident, state, clock, observation, scope['epoch'], int(scope['step']))
 

@@ -299,7 +299,7 @@ class EnvironmentHost:
             raise ProtocolRefusal('INCOMPATIBLE_STATE', f'environment: {mismatch}')
         if ident.compatibility_digest != staged.compatibility_digest:
             raise ProtocolRefusal('INCOMPATIBLE_STATE', f'environment: compatibilityDigest {staged.compatibility_digest} differs from the recomputed {ident.compatibility_digest} (seed {ident.seed})')
-        state = call_model(ident.strict, f'environment {ident.environment_id}', 'restore', 'none',
+        state = call_model(ident.strict, f'environment {ident.environment_id}', f"restore at boundary {payload.get('committedStep')}", 'none',
                            lambda: ident.model.restore(payload.get('state'), ident.init_context()))
         token = restore_token(staged.checkpoint_id, scope, staged.digest, self.ctx.incarnation_id)
         self.staged = Staged(token, staged.checkpoint_id, scope, EnvSlot(ident, state, scope['epoch'], int(scope['step'])))

@@ -1,0 +1,128 @@
+// The Python worker runtime as the coordinator finds and checks it: which interpreter runs Python
+// workers ($DETSIM_PYTHON, else detsim's own venv workers/python/.venv when it exists, else python3),
+// and the one plan-time probe (a single interpreter spawn, before any run directory is made) that
+// refuses a missing interpreter or package and a Python user model whose module cannot be found, and
+// returns each user model module's source digest (model-source.ts records it; a recorded run's digest
+// that no longer matches is refused as "model source changed"). NOT the launch of workers (launcher.ts).
+import { spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { DetsimError } from '../core/formats/errors.js';
+import { isPythonUserModel, type RunPlan } from './config.js';
+
+const here = dirname(fileURLToPath(import.meta.url));
+/** detsim's package root (the checkout, or node_modules/detsim), from source or from dist/. */
+export const PACKAGE_ROOT = import.meta.url.endsWith('.ts') ? resolve(here, '..') : resolve(here, '..', '..');
+/** The venv `bash scripts/test-python.sh` makes (also found by the tests). */
+export const OWN_VENV_PYTHON = join(PACKAGE_ROOT, 'workers', 'python', '.venv', 'bin', 'python');
+
+/** The interpreter that runs Python workers, and why that one. */
+export function pythonChoice(): { python: string; why: string } {
+  if (process.env.DETSIM_PYTHON) return { python: process.env.DETSIM_PYTHON, why: '$DETSIM_PYTHON' };
+  if (existsSync(OWN_VENV_PYTHON))
+    return { python: OWN_VENV_PYTHON, why: "detsim's venv (bash scripts/test-python.sh)" };
+  return { python: 'python3', why: 'python3 on PATH (no $DETSIM_PYTHON, no detsim venv)' };
+}
+
+/** The interpreter that runs Python workers: $DETSIM_PYTHON, else detsim's venv if it exists, else python3. */
+export function pythonInterpreter(): string {
+  return pythonChoice().python;
+}
+
+/** The command that installs the detsim_worker package into `python`. */
+export function pythonWorkerInstallCommand(python = pythonInterpreter()): string {
+  return `${python} -m pip install ${join(PACKAGE_ROOT, 'workers', 'python')}`;
+}
+
+/** The command that makes detsim's own venv (a checkout has the script; an installed package may not). */
+export function makeVenvCommand(): string | null {
+  const script = join(PACKAGE_ROOT, 'scripts', 'test-python.sh');
+  return existsSync(script) ? `bash ${script}` : null;
+}
+
+const venvHint = (): string => {
+  const make = makeVenvCommand();
+  return make === null ? '' : ` (or make detsim's venv, used without DETSIM_PYTHON: ${make})`;
+};
+
+// Run by the interpreter: argv[1] = JSON {dirs, models}; prints {"digests": {...}, "missing": [...]}.
+const PROBE = `
+import hashlib, importlib.util, json, os, sys
+arg = json.loads(sys.argv[1])
+sys.path[:0] = arg['dirs']
+import detsim_worker
+digests, missing = {}, []
+for spec in arg['models']:
+    module = spec[len('python:'):].partition(':')[0]
+    try:
+        found = importlib.util.find_spec(module)
+    except Exception:
+        found = None
+    if found is None or not found.origin or not os.path.isfile(found.origin):
+        missing.append(spec)
+        continue
+    with open(found.origin, 'rb') as f:
+        digests[spec] = hashlib.sha256(f.read()).hexdigest()
+print(json.dumps({'digests': digests, 'missing': missing}))
+`;
+
+/**
+ * Refuse a plan that puts workers on Python when the interpreter, the detsim_worker package or a user
+ * model's module is missing, before anything starts (the message names the field and the fix); a
+ * recorded digest (plan.modelDigests from run.json) that the module no longer has is refused as
+ * "model source changed". Sets plan.modelDigests to the digests found.
+ */
+export function checkPythonWorker(plan: RunPlan): void {
+  const onPython = plan.workers.filter((w) => w.runtime === 'python');
+  if (onPython.length === 0) return;
+  const field = onPython.some((w) => w.role === 'agent') ? 'workers.runtime' : 'environment.runtime';
+  const { python, why } = pythonChoice();
+  const models = [plan.environment.model, ...plan.agents.map((a) => a.model)].filter(isPythonUserModel);
+  const arg = JSON.stringify({ dirs: plan.modelDirs ?? [], models: [...new Set(models)].sort() });
+  const probe = spawnSync(python, ['-c', PROBE, arg], { encoding: 'utf8', timeout: 60_000 });
+  if (probe.error)
+    throw new DetsimError(
+      'struct_invalid_field',
+      `${field}: python needs a Python interpreter (>= 3.10), and ${JSON.stringify(python)} (${why}) cannot be run; set DETSIM_PYTHON to one${venvHint()}`,
+      field,
+    );
+  if (probe.status !== 0)
+    throw new DetsimError(
+      'struct_invalid_field',
+      `${field}: python needs the detsim_worker package, which ${JSON.stringify(python)} (${why}) cannot import; install it with: ${pythonWorkerInstallCommand(python)}${venvHint()}`,
+      field,
+    );
+  const found = JSON.parse(probe.stdout) as { digests: Record<string, string>; missing: string[] };
+  refuseMissing(plan, found.missing);
+  refuseChanged(plan, found.digests);
+  if (Object.keys(found.digests).length) plan.modelDigests = found.digests;
+}
+
+function fieldOf(plan: RunPlan, model: string): string {
+  if (plan.environment.model === model) return 'environment.model';
+  return `agents[${plan.agents.findIndex((a) => a.model === model)}].model`;
+}
+
+function refuseMissing(plan: RunPlan, missing: readonly string[]): void {
+  const model = missing[0];
+  if (model === undefined) return;
+  const module = model.slice('python:'.length).split(':')[0]!;
+  const where = (plan.modelDirs ?? []).join(', ') || "the interpreter's path";
+  throw new DetsimError(
+    'struct_unknown_model',
+    `${fieldOf(plan, model)}: ${model}: module ${module} is not importable (looked in ${where} and the interpreter's path)`,
+    fieldOf(plan, model),
+  );
+}
+
+function refuseChanged(plan: RunPlan, now: Record<string, string>): void {
+  for (const [model, recorded] of Object.entries(plan.modelDigests ?? {})) {
+    if (now[model] === undefined || now[model] === recorded) continue;
+    throw new DetsimError(
+      'ident_model_source_changed',
+      `${fieldOf(plan, model)}: model source changed: ${model} was sha256 ${recorded}, its module is now sha256 ${now[model]}`,
+      fieldOf(plan, model),
+    );
+  }
+}
