@@ -35,6 +35,7 @@ import { probeReason, probeWorker } from './worker-probe.js';
 import { StderrTail, type WorkerInstance } from './worker-instance.js';
 import { ensureStoreId } from './store/store-id.js';
 import { checkPythonWorker, pythonInterpreter } from './python-runtime.js';
+import { checkModuleParams } from './module-probe.js';
 
 export { pythonInterpreter, pythonWorkerInstallCommand } from './python-runtime.js';
 
@@ -147,6 +148,7 @@ export function rustWorkerPath(): string {
  */
 export function checkWorkerBinaries(plan: RunPlan): void {
   checkPythonWorker(plan);
+  checkModuleParams(plan, defaultWorkerCommand());
   if (!plan.workers.some((w) => w.runtime === 'rust')) return;
   const path = rustWorkerPath();
   if (!existsSync(path)) {
@@ -687,7 +689,10 @@ async function introduce(
  */
 export async function launchFleet(plan: RunPlan, opts: LaunchOptions): Promise<Fleet> {
   const { logger } = opts;
-  checkWorkerBinaries({ ...plan, workers: plan.workers.filter((w) => !opts.existing?.has(w.workerId)) });
+  const checked = { ...plan, workers: plan.workers.filter((w) => !opts.existing?.has(w.workerId)) };
+  checkWorkerBinaries(checked);
+  // The probe's Python model digests go into run.json (model-source.ts): keep them on the run's plan.
+  if (checked.modelDigests) plan.modelDigests = checked.modelDigests;
   const tls = checkWorkerTls(plan);
   const needsSockets = plan.transport !== 'tcp' && plan.workers.some((w) => !runsOnThread(plan, w));
   const socketDir = needsSockets ? socketDirFor(logger) : undefined;

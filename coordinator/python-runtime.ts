@@ -46,13 +46,14 @@ const venvHint = (): string => {
   return make === null ? '' : ` (or make detsim's venv, used without DETSIM_PYTHON: ${make})`;
 };
 
-// Run by the interpreter: argv[1] = JSON {dirs, models}; prints {"digests": {...}, "missing": [...]}.
+// Run by the interpreter: argv[1] = JSON {dirs, models, checks}; prints {"digests", "missing", "refused"}.
+// checks: [{model, params, field}]: the model's resolve_params on its params (imports the module).
 const PROBE = `
-import hashlib, importlib.util, json, os, sys
+import hashlib, importlib, importlib.util, json, os, sys
 arg = json.loads(sys.argv[1])
 sys.path[:0] = arg['dirs']
 import detsim_worker
-digests, missing = {}, []
+digests, missing, refused = {}, [], []
 for spec in arg['models']:
     module = spec[len('python:'):].partition(':')[0]
     try:
@@ -64,7 +65,19 @@ for spec in arg['models']:
         continue
     with open(found.origin, 'rb') as f:
         digests[spec] = hashlib.sha256(f.read()).hexdigest()
-print(json.dumps({'digests': digests, 'missing': missing}))
+for check in arg['checks']:
+    if check['model'] in missing:
+        continue
+    module, _, name = check['model'][len('python:'):].partition(':')
+    try:
+        target = importlib.import_module(module)
+        for part in name.split('.'):
+            target = getattr(target, part)
+        (target() if isinstance(target, type) else target).resolve_params(dict(check['params']))
+    except Exception as e:
+        refused.append({'field': check['field'], 'param': getattr(e, 'param', None), 'message': str(e),
+                        'unknown': bool(getattr(e, 'unknown', False))})
+print(json.dumps({'digests': digests, 'missing': missing, 'refused': refused}))
 `;
 
 /**
@@ -79,7 +92,11 @@ export function checkPythonWorker(plan: RunPlan): void {
   const field = onPython.some((w) => w.role === 'agent') ? 'workers.runtime' : 'environment.runtime';
   const { python, why } = pythonChoice();
   const models = [plan.environment.model, ...plan.agents.map((a) => a.model)].filter(isPythonUserModel);
-  const arg = JSON.stringify({ dirs: plan.modelDirs ?? [], models: [...new Set(models)].sort() });
+  const arg = JSON.stringify({
+    dirs: plan.modelDirs ?? [],
+    models: [...new Set(models)].sort(),
+    checks: paramChecks(plan),
+  });
   const probe = spawnSync(python, ['-c', PROBE, arg], { encoding: 'utf8', timeout: 60_000 });
   if (probe.error)
     throw new DetsimError(
@@ -93,10 +110,44 @@ export function checkPythonWorker(plan: RunPlan): void {
       `${field}: python needs the detsim_worker package, which ${JSON.stringify(python)} (${why}) cannot import; install it with: ${pythonWorkerInstallCommand(python)}${venvHint()}`,
       field,
     );
-  const found = JSON.parse(probe.stdout) as { digests: Record<string, string>; missing: string[] };
+  const found = JSON.parse(probe.stdout) as { digests: Record<string, string>; missing: string[]; refused: Refused[] };
   refuseMissing(plan, found.missing);
+  refuseParams(found.refused);
   refuseChanged(plan, found.digests);
   if (Object.keys(found.digests).length) plan.modelDigests = found.digests;
+}
+
+/** A model's refusal of its params, as a probe reports it (Python's ParamError or TypeScript's). */
+export interface Refused {
+  field: string;
+  param: string | null;
+  message: string;
+  unknown: boolean;
+}
+
+/** The first refused param as the plan-time refusal: the field and param named, no run directory made. */
+export function refuseParams(refused: readonly Refused[]): void {
+  const r = refused[0];
+  if (r === undefined) return;
+  throw new DetsimError(
+    r.param === null ? 'struct_invalid_field' : r.unknown ? 'struct_unknown_field' : 'struct_invalid_field',
+    r.param === null ? `${r.field}.params: ${r.message}` : `${r.field}.${r.message}`,
+    r.param === null ? `${r.field}.params` : `${r.field}.${r.param}`,
+  );
+}
+
+/** The params each participant with a Python user model gets (strict split off): the probe checks them. */
+function paramChecks(plan: RunPlan): { model: string; params: Record<string, unknown>; field: string }[] {
+  const all = [
+    { model: plan.environment.model, params: plan.environment.params, field: 'environment' },
+    ...plan.agents.map((a, i) => ({ model: a.model, params: a.params, field: `agents[${i}]` })),
+  ];
+  return all
+    .filter((c) => isPythonUserModel(c.model))
+    .map(({ model, params, field }) => {
+      const { strict: _strict, ...rest } = params;
+      return { model, params: rest, field };
+    });
 }
 
 function fieldOf(plan: RunPlan, model: string): string {

@@ -78,8 +78,13 @@ export interface AgentModel<S = unknown> {
   datasetDigest?: string;
   /** Tick duration in ns; default 1 ms. */
   tickDuration?: RationalNsJson;
-  /** Validate params and fill defaults; the result is what the profile digest covers. Default: params as given. */
+  /** Validate params and fill defaults; the result is what the profile digest covers. Default: see acceptedParams. */
   resolveParams?(params: JsonObject): JsonObject;
+  /**
+   * Without resolveParams: the params this model reads; any other param is refused at load, naming it
+   * (a model that declares neither takes no params), so a param given in a config is never silently ignored.
+   */
+  acceptedParams?: readonly string[];
   initialize(ctx: AgentInitContext): S;
   prepare(state: S, ctx: AgentPrepareContext): JsonObject;
   commit(state: S, ctx: AgentCommitContext): void;
@@ -143,7 +148,10 @@ export interface AdvanceOutcome {
 export interface EnvironmentModel<S = unknown> {
   kind: 'environment';
   modelVersion: string;
+  /** As for agents: validate params and fill defaults; default: see acceptedParams. */
   resolveParams?(params: JsonObject): JsonObject;
+  /** As for agents: the params this model reads when it has no resolveParams; any other is refused. */
+  acceptedParams?: readonly string[];
   initialize(ctx: EnvironmentInitContext): S;
   /** Refuse a malformed action before anything mutates: return a message naming the field, or undefined. */
   checkAction?(action: JsonObject, portId: string): string | undefined;

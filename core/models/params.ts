@@ -75,6 +75,8 @@ export function forageParams(params: ParamObject): { width: number; height: numb
 /** A model that can resolve its own params (fill defaults, refuse bad ones). */
 export interface ResolvableModel {
   resolveParams?(params: ParamObject): ParamObject;
+  /** Without resolveParams: the params the model reads; any other is refused (none declared: none taken). */
+  acceptedParams?: readonly string[];
 }
 
 /** The built-in models' param rules by role and name (the models themselves use the same functions). */
@@ -96,6 +98,7 @@ export function resolveModelParams(model: ResolvableModel | undefined, raw: Para
   if ('strict' in raw && typeof strict !== 'boolean')
     throw new ParamError('params.strict', 'params.strict must be true or false');
   const params = 'strict' in raw ? rest : raw;
+  if (model !== undefined && !model.resolveParams) onlyParams(params, model.acceptedParams ?? []);
   return { params: model?.resolveParams ? model.resolveParams(params) : params, strict: strict as boolean | undefined };
 }
 

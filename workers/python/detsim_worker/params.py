@@ -26,7 +26,10 @@ def int_param(params: dict, name: str, default: int, lo: int, hi: int) -> int:
     return int(v)
 
 
-def only_params(params: dict, allowed: list[str]) -> None:
+def only_params(params: dict, allowed: list[str] | None) -> None:
+    """Refuse a param not in `allowed`, naming it (None allows any)."""
+    if allowed is None:
+        return
     for key in sorted(params, key=utf16_key):
         if key not in allowed:
             raise ParamError(f'params.{key}', f"params: unknown field {js_stringify(key)} (allowed: {', '.join(allowed) or 'none'})", True)

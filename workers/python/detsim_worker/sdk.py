@@ -139,8 +139,13 @@ class AgentModel:
     plasticity_version = 'none-v1'
     dataset_digest = NO_DATASET_DIGEST
     tick_duration = ONE_MS
+    # The params this model reads; any other is refused, naming it (a model that declares none takes none).
+    accepted_params: tuple = ()
 
     def resolve_params(self, params: dict) -> dict:
+        """Check params and fill defaults; the result is what the profile digest covers. The default
+        refuses any param not in accepted_params: override it to validate values too."""
+        only_params(params, list(self.accepted_params))
         return params
 
     def initialize(self, ctx: AgentInitContext) -> Any:
@@ -166,8 +171,12 @@ class EnvironmentModel:
 
     kind = 'environment'
     model_version = 'unversioned'
+    # The params this model reads; any other is refused, naming it (a model that declares none takes none).
+    accepted_params: tuple = ()
 
     def resolve_params(self, params: dict) -> dict:
+        """As AgentModel.resolve_params: refuses any param not in accepted_params."""
+        only_params(params, list(self.accepted_params))
         return params
 
     def check_action(self, action: dict, port_id: str) -> str | None:

@@ -54,6 +54,7 @@ class NotAnObject(_Base):
 class Shared(_Base):
     """Every agent gets the one class-level state (params shared: false: its own), and each prepare moves it."""
     counter = {'n': 0}
+    accepted_params = ('shared',)
 
     def initialize(self, ctx):
         return self.counter if ctx.params.get('shared', True) else {'n': 0}

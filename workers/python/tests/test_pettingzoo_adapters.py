@@ -129,3 +129,21 @@ def test_json_data_converts_numpy_and_refuses_non_finite_numbers():
         to_json_data(np.array([1.0, math.nan]), 'obs')
     with pytest.raises(ValueError, match='obs: a object is not JSON data'):
         to_json_data(object(), 'obs')
+
+
+def test_env_params_are_the_factorys_arguments_or_refused_by_name():
+    from detsim_worker.adapters.pettingzoo import ParallelEnvAdapter
+    from detsim_worker.params import ParamError
+
+    def no_args():
+        raise AssertionError('never called')
+
+    def sized(size=3, *, mode='a'):
+        raise AssertionError('never called')
+
+    with pytest.raises(ParamError, match=r'params: unknown field "food" \(allowed: none\)'):
+        ParallelEnvAdapter(no_args, model_version='x').resolve_params({'food': 12})
+    assert ParallelEnvAdapter(sized, model_version='x').resolve_params({'size': 5, 'mode': 'b'}) == {'size': 5, 'mode': 'b'}
+    with pytest.raises(ParamError, match=r'unknown field "sise"'):
+        ParallelEnvAdapter(sized, model_version='x').resolve_params({'sise': 5})
+    assert ParallelEnvAdapter(lambda **kw: None, model_version='x').resolve_params({'any': 1}) == {'any': 1}

@@ -20,15 +20,26 @@
 # holds the episode number and this episode's actions, and restore resets and re-steps them.
 from __future__ import annotations
 
+import inspect
 import math
 from typing import Any, Callable
 
 import numpy as np
 
+from ..params import only_params
 from ..sdk import AgentModel, EnvironmentModel, restore_rng, rng_state
 
-ParallelEnvFactory = Callable[[], Any]
+ParallelEnvFactory = Callable[..., Any]
 Policy = Callable[[Any, np.random.Generator], Any]
+
+
+def factory_params(factory: Callable[..., Any]) -> list[str] | None:
+    """The keyword arguments `factory` takes (None: any, it has **kwargs)."""
+    parameters = inspect.signature(factory).parameters.values()
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+        return None
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return [p.name for p in parameters if p.kind in kinds]
 
 
 def unsigned_seed(seed: int) -> int:
@@ -93,13 +104,19 @@ class ParallelEnvAdapter(EnvironmentModel):
         self.action_decoder = action_decoder
 
     # --- lifecycle -------------------------------------------------------------------------
+    def resolve_params(self, params: dict) -> dict:
+        """The env's params are the factory's keyword arguments: a param it does not take is refused,
+        naming it (a factory that takes none accepts no params), so a sweep over params is never ignored."""
+        only_params(params, factory_params(self.factory))
+        return params
+
     def initialize(self, ctx):
         s = self._fresh(ctx)
         self._reset(s)
         return s
 
     def _fresh(self, ctx) -> _EnvState:
-        env = self.factory()
+        env = self.factory(**ctx.params)
         possible = list(env.possible_agents)
         if len(ctx.ports) != len(possible):
             raise ValueError(f'ports: the env has {len(possible)} agents ({", ".join(possible)}); '
