@@ -16,6 +16,7 @@ import { registerDiff } from './diff-command.js';
 import { registerWorker } from './worker-command.js';
 import { registerCerts } from './certs-command.js';
 import { registerSlurm } from './slurm-command.js';
+import { registerDoctor } from './doctor-command.js';
 
 const program = new Command();
 program
@@ -41,6 +42,7 @@ registerDiff(program);
 registerWorker(program);
 registerCerts(program);
 registerSlurm(program);
+registerDoctor(program);
 
 try {
   await program.parseAsync(process.argv);
