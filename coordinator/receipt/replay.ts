@@ -6,6 +6,7 @@ import { canonicalize, type JsonValue } from '../../core/formats/canonical-json.
 import { loadConfig, type RunPlan, type Transport } from '../config.js';
 import { planFromRunJson } from '../checkpoint/run-record.js';
 import { searchDirsFor } from '../model-source.js';
+import { checkWorkerBinaries } from '../launcher.js';
 import { DetsimError } from '../../core/formats/errors.js';
 import { type Check, makeCheck } from './check.js';
 import type { Dispatch } from '../lockstep.js';
@@ -271,6 +272,8 @@ export async function replay(source: string | RunPlan, opts: ReplayOptions = {})
   if (typeof source === 'string' && isRunDir(source)) {
     const files = readRunFiles(source);
     plan = planFromRunRecord(files.run, source);
+    // Before any replay starts: a model whose source changed since the recorded run is refused by name.
+    checkWorkerBinaries(plan);
     // The recorded run's receipt is rebuilt from its files (a receipt.json on disk is not trusted);
     // a resumed run's later epochs are rebased onto its first (only epoch-derived fields change).
     reference = { runDir: source, receipt: rebasedReceipt(buildReceipt(files)) };

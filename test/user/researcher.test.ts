@@ -1,0 +1,218 @@
+// Plays the researcher of issue #27, outside the checkout: detsim installed from the packed tarball
+// into a fresh project; a Python model whose state holds a numpy Generator (128-bit PCG64 state) and
+// a numpy array, and a TypeScript model importing detsim/sdk, both beside the config; a run, the same
+// run SIGKILLed after a checkpoint and resumed (DIFF=0 with the uninterrupted one); the config, models
+// and run directory (without its store) copied to a colleague's directory with another HOME and replayed
+// there (DIFF=0). And the variants that must fail by name: a lossy capture (strict mode), a model
+// whose behaviour depends on its own path (DIFF≠0 naming the field), a changed model source.
+import { spawn, spawnSync } from 'node:child_process';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { committedIds } from '../checkpoint/cli.js';
+import { REPO_ROOT } from '../workers/harness.js';
+
+const PY_MODEL = `import numpy as np
+from detsim_worker.sdk import AgentModel, restore_rng, rng_state
+
+
+class Forager(AgentModel):
+    """Draws with a numpy Generator (uint32 draws use its half-word buffer) and learns a weight array."""
+    model_version = 'forager-v1'
+    accepted_params = ('rate',)
+
+    def initialize(self, ctx):
+        return {'rng': ctx.numpy_rng(), 'w': np.zeros((2, 2)), 'rate': float(ctx.params.get('rate', 0.5))}
+
+    def prepare(self, state, ctx):
+        x = int(state['rng'].integers(0, 2**32, dtype=np.uint32))
+        state['w'][x % 2, (x >> 1) % 2] += state['rate']
+        return {'move': ['north', 'south', 'east', 'west'][(x + int(state['w'].sum())) % 4]}
+
+    def commit(self, state, ctx):
+        state['w'] *= 0.99
+
+    def capture(self, state):
+        return {'rng': rng_state(state['rng']), 'w': state['w'], 'rate': state['rate']}
+
+    def restore(self, data, ctx):
+        return {'rng': restore_rng(data['rng']), 'w': data['w'], 'rate': data['rate']}
+
+
+class Lossy(Forager):
+    def capture(self, state):
+        s = rng_state(state['rng'])
+        return {'rng': {**s, 'state': {k: float(v) for k, v in s['state'].items()}}, 'w': state['w'], 'rate': state['rate']}
+
+    def restore(self, data, ctx):
+        s = data['rng']
+        return {'rng': restore_rng({**s, 'state': {k: int(v) for k, v in s['state'].items()}}), 'w': data['w'],
+                'rate': data['rate']}
+`;
+
+const TS_MODEL = (decide: string) => `import { defineAgentModel, Xorshift32 } from 'detsim/sdk';
+export default defineAgentModel({
+  modelVersion: 'walker-js-v1',
+  initialize: ({ seed }) => ({ rng: new Xorshift32(seed || 1), steps: 0n }),
+  prepare: (s) => { s.steps += 1n; return { move: ${decide} }; },
+  commit: () => {},
+  capture: (s) => ({ rng: s.rng.state, steps: s.steps }),
+  restore: (d) => { const rng = new Xorshift32(1); rng.state = d.rng; return { rng, steps: d.steps }; },
+});
+`;
+const MOVES = "['north', 'south', 'east', 'west'][s.rng.nextUint() % 4]";
+// Path-dependent: the decision depends on where the module file lives.
+const BY_PATH = "['north', 'south', 'east', 'west'][(s.rng.nextUint() + import.meta.url.length) % 4]";
+
+const CONFIG = (py: string, ts: string, extra = '') => `sessionId: study
+masterSeed: "20261205"
+steps: 300
+stepHz: 60
+environment: { id: forage, model: forage, params: { width: 12, height: 12, food: 8 } }
+agents:
+  - { id: py-0, model: "${py}", params: { rate: 0.25${extra} } }
+  - { id: py-1, model: "${py}" }
+  - { id: js-0, model: ${ts} }
+  - { id: js-1, model: ${ts} }
+workers: { agentsPerWorker: 2, runtime: [python, typescript] }
+`;
+
+const home = mkdtempSync(join(tmpdir(), 'detsim-researcher-'));
+const lab = join(home, 'lab');
+const colleague = join(home, 'colleague');
+let cli = '';
+let python = '';
+
+const detsim = (args: string[], cwd: string, env: Record<string, string> = {}) =>
+  spawnSync(process.execPath, [cli, ...args], {
+    cwd,
+    encoding: 'utf8',
+    timeout: 240_000,
+    env: { ...process.env, DETSIM_PYTHON: python, ...env },
+  });
+const reproHash = (stdout: string) => /repro hash +([0-9a-f]{16})/.exec(stdout)?.[1];
+
+/** A project as the researcher sets it up: detsim from the tarball, the models beside the config. */
+function makeProject(dir: string, tarball: string, ts = MOVES): void {
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'study', version: '1.0.0', type: 'module' }));
+  const r = spawnSync('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', tarball], {
+    cwd: dir,
+    encoding: 'utf8',
+  });
+  expect(r.status, r.stderr).toBe(0);
+  writeFileSync(join(dir, 'forager.py'), PY_MODEL);
+  writeFileSync(join(dir, 'walker.mjs'), TS_MODEL(ts));
+  writeFileSync(join(dir, 'study.yaml'), CONFIG('python:forager:Forager', './walker.mjs'));
+}
+
+describe('a researcher’s own models, outside the checkout, reproduced by a colleague', () => {
+  let tarball = '';
+  beforeAll(() => {
+    const pack = join(home, 'pack');
+    mkdirSync(pack);
+    spawnSync('npm', ['pack', '--ignore-scripts', '--pack-destination', pack], { cwd: REPO_ROOT });
+    tarball = join(
+      pack,
+      readdirSync(pack).find((f) => f.endsWith('.tgz'))!,
+    );
+    makeProject(lab, tarball);
+    cli = join(lab, 'node_modules/detsim/dist/coordinator/cli/main.js');
+    // The Python worker as the researcher installs it, from the package: pip install node_modules/detsim/workers/python.
+    const venv = join(home, 'venv');
+    expect(spawnSync('python3', ['-m', 'venv', venv]).status).toBe(0);
+    const pkg = join(lab, 'node_modules/detsim/workers/python');
+    const pip = spawnSync(join(venv, 'bin/pip'), ['install', '-q', '--disable-pip-version-check', pkg], {
+      encoding: 'utf8',
+    });
+    expect(pip.status, pip.stderr).toBe(0);
+    python = join(venv, 'bin/python');
+  }, 300_000);
+
+  it('runs; a run SIGKILLed after a checkpoint resumes to the same run (DIFF=0)', async () => {
+    const whole = detsim(['run', 'study.yaml', '--checkpoint-every', '50', '--out', 'runs'], lab);
+    expect(whole.status, whole.stderr).toBe(0);
+    expect(whole.stdout).toContain('checkpoints      6 committed of 6 captured');
+    const runDir = join(lab, 'killed', 'study-1');
+    const child = spawn(process.execPath, [cli, 'run', 'study.yaml', '--checkpoint-every', '50', '--out', 'killed'], {
+      cwd: lab,
+      stdio: 'ignore',
+      env: { ...process.env, DETSIM_PYTHON: python },
+    });
+    const exited = new Promise((r) => child.once('exit', r));
+    while (committedIds(runDir).length < 2 && child.exitCode === null) await new Promise((r) => setTimeout(r, 20));
+    child.kill('SIGKILL');
+    await exited;
+    expect(committedIds(runDir).length).toBeGreaterThanOrEqual(2);
+    const resumed = detsim(['resume', runDir], lab);
+    expect(resumed.status, resumed.stderr).toBe(0);
+    const diff = detsim(['diff', join(lab, 'runs/study-1'), runDir], lab);
+    expect(diff.stdout, diff.stderr).toMatch(/^DIFF=0: the same run \(ReproHash [0-9a-f]{16}, 300 steps\)/);
+  }, 240_000);
+
+  it('a colleague with the config, the models and the run directory (no store), elsewhere and with another HOME, replays it: DIFF=0', () => {
+    mkdirSync(join(colleague, 'runs'), { recursive: true });
+    for (const f of ['study.yaml', 'forager.py', 'walker.mjs', 'package.json', 'node_modules'])
+      cpSync(join(lab, f), join(colleague, f), { recursive: true });
+    cpSync(join(lab, 'runs/study-1'), join(colleague, 'runs/study-1'), {
+      recursive: true,
+      filter: (src) => !src.endsWith('/store'),
+    });
+    // As on another machine: the recorded path is gone, the module is found by name and digest beside the run.
+    rmSync(join(lab, 'walker.mjs'));
+    const otherHome = mkdtempSync(join(tmpdir(), 'detsim-home-'));
+    const replay = detsim(['replay', 'runs/study-1', '--out', 'replays'], colleague, { HOME: otherHome });
+    expect(replay.status, replay.stdout + replay.stderr).toBe(0);
+    expect(replay.stdout).toMatch(/PASS replay/);
+  }, 240_000);
+
+  it('a changed model source is refused by name before any worker starts', () => {
+    writeFileSync(join(colleague, 'walker.mjs'), TS_MODEL(MOVES) + '// tuned\n');
+    const r = detsim(['replay', 'runs/study-1', '--out', 'changed'], colleague);
+    expect(r.status).toBe(2);
+    expect(r.stderr).toMatch(
+      /^detsim: \[ident_model_source_changed\] run\.json: agents\[2\]\.model: model source changed: module:walker\.mjs@sha256:[0-9a-f]{64} is recorded, and .*walker\.mjs has sha256 [0-9a-f]{64}\n$/,
+    );
+    writeFileSync(join(colleague, 'forager.py'), PY_MODEL + '# tuned\n');
+    writeFileSync(join(colleague, 'walker.mjs'), TS_MODEL(MOVES));
+    const py = detsim(['replay', 'runs/study-1', '--out', 'changed-py'], colleague);
+    expect(py.stderr).toMatch(
+      /\[ident_model_source_changed\] agents\[0\]\.model: model source changed: python:forager:Forager was sha256 [0-9a-f]{64}, its module is now sha256 [0-9a-f]{64}/,
+    );
+    writeFileSync(join(colleague, 'forager.py'), PY_MODEL);
+    writeFileSync(join(lab, 'walker.mjs'), TS_MODEL(MOVES)); // back for the tests below
+  }, 240_000);
+
+  it('a lossy capture fails by name under strict mode and never commits', () => {
+    writeFileSync(join(lab, 'lossy.yaml'), CONFIG('python:forager:Lossy', './walker.mjs', ', strict: true'));
+    const r = detsim(['run', 'lossy.yaml', '--checkpoint-every', '100', '--out', 'lossy'], lab);
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout).toContain('checkpoints      0 committed of 0 captured');
+    expect(r.stdout).toMatch(
+      /agent py-0: capture is not exact: state \$\.rng\.bit_generator\.state\.state\.(inc|state) differs after a restore/,
+    );
+  }, 240_000);
+
+  it('a model whose behaviour depends on its own path gives DIFF≠0 elsewhere, naming step, agent and field', () => {
+    const a = join(home, 'path-a');
+    const b = join(home, 'path-b-longer');
+    for (const dir of [a, b]) {
+      mkdirSync(dir);
+      cpSync(join(lab, 'node_modules'), join(dir, 'node_modules'), { recursive: true });
+      writeFileSync(join(dir, 'package.json'), JSON.stringify({ type: 'module' }));
+      writeFileSync(join(dir, 'forager.py'), PY_MODEL);
+      writeFileSync(join(dir, 'walker.mjs'), TS_MODEL(BY_PATH));
+      writeFileSync(join(dir, 'study.yaml'), CONFIG('python:forager:Forager', './walker.mjs'));
+      expect(detsim(['run', 'study.yaml', '--out', 'runs'], dir).status).toBe(0);
+    }
+    const diff = detsim(['diff', join(a, 'runs/study-1'), join(b, 'runs/study-1')], home);
+    expect(diff.status).toBe(1);
+    expect(diff.stdout).toMatch(/first divergence at step 0 \(agent js-0\): .*move/);
+  }, 240_000);
+});
+
+it('the researcher’s home is outside the checkout', () => {
+  expect(home.startsWith(REPO_ROOT)).toBe(false);
+  expect(existsSync(home)).toBe(true);
+});
