@@ -115,8 +115,18 @@ export function checkModel(
   const chosen = options.boundaries ?? restoreBoundaries(steps, seed, options.window, options.randomBoundaries);
   const marks = new Set(chosen.filter((k) => k >= 1 && k < steps));
   const params = model.resolveParams ? model.resolveParams(options.params ?? {}) : (options.params ?? {});
-  if (model.kind === 'agent') checkAgent(model, params, steps, seed, marks, options);
-  else checkEnvironment(model, params, steps, seed, marks, options);
+  const run: CheckRun = { params, steps, seed, marks, o: options };
+  if (model.kind === 'agent') checkAgent(model, run);
+  else checkEnvironment(model, run);
+}
+
+/** One check's resolved inputs. */
+interface CheckRun {
+  params: JsonObject;
+  steps: number;
+  seed: number;
+  marks: Set<number>;
+  o: CheckModelOptions;
 }
 
 interface AgentRun {
@@ -125,14 +135,7 @@ interface AgentRun {
   obs: JsonObject;
 }
 
-function checkAgent(
-  model: AgentModel<unknown>,
-  params: JsonObject,
-  steps: number,
-  seed: number,
-  marks: Set<number>,
-  o: CheckModelOptions,
-): void {
+function checkAgent(model: AgentModel<unknown>, { params, steps, seed, marks, o }: CheckRun): void {
   const observe = o.observation ?? ((k: number) => ({ foodDx: (k % 5) - 2, foodDy: 1 - (k % 3) }));
   const stepNs = RationalNs.readDuration(STEP_60HZ, 'stepDuration');
   const tickNs = RationalNs.readDuration(model.tickDuration ?? ONE_MS, 'tickDuration');
@@ -191,14 +194,7 @@ function checkAgent(
   }
 }
 
-function checkEnvironment(
-  model: EnvironmentModel<unknown>,
-  params: JsonObject,
-  steps: number,
-  seed: number,
-  marks: Set<number>,
-  o: CheckModelOptions,
-): void {
+function checkEnvironment(model: EnvironmentModel<unknown>, { params, steps, seed, marks, o }: CheckRun): void {
   const ports = o.ports ?? [
     { portId: 'p0', agentId: 'a0' },
     { portId: 'p1', agentId: 'a1' },

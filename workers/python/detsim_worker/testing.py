@@ -15,7 +15,7 @@ from typing import Any, Callable
 import random
 
 from .canonical_json import canonical_digest, canonicalize
-from .capture_check import live_difference, shown
+from .capture_check import first_difference, live_difference, shown
 from .scalars import RationalNs
 from .sdk import (ONE_MS, AgentCommitContext, AgentInitContext, AgentPrepareContext, EnvironmentAdvanceContext,
                   EnvironmentInitContext)
@@ -38,29 +38,10 @@ def _shared_state_error(step: int) -> ModelCheckError:
         'captured state (agents must not share mutable state: give each agent its own in initialize and restore)'))
 
 
-def _first_difference(a: Any, b: Any, path: str) -> str | None:
-    if isinstance(a, dict) and isinstance(b, dict):
-        for key in sorted(set(a) | set(b)):
-            if key not in a or key not in b:
-                return f'{path}.{key}'
-            found = _first_difference(a[key], b[key], f'{path}.{key}')
-            if found:
-                return found
-        return None
-    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
-        for i, (x, y) in enumerate(zip(a, b)):
-            found = _first_difference(x, y, f'{path}[{i}]')
-            if found:
-                return found
-        return None
-    same = (encode_state(a) == encode_state(b)) if not isinstance(a, (dict, list)) else False
-    return None if same else path
-
-
 def _compare(step: int, what: str, a: Any, b: Any) -> None:
     if encode_state(a) == encode_state(b):
         return
-    field = _first_difference(a, b, what) or what
+    field = first_difference(a, b, what) or what
     raise ModelCheckError(step, field, f'{_show(a, field, what)} vs {_show(b, field, what)}')
 
 
