@@ -27,6 +27,7 @@ export class ModelCheckError extends Error {
   }
 }
 
+/** What checkModel runs: params, length, seed, where it restores, and the inputs it feeds the model. */
 export interface CheckModelOptions {
   params?: JsonObject;
   /** Steps of the run (default 200). */

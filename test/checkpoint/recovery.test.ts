@@ -21,7 +21,7 @@ import { runSession } from '../../coordinator/run.js';
 import { verifyLedger } from '../../coordinator/store/ledger.js';
 import { checkReceiptBinding, readReceipt } from '../../coordinator/receipt/receipt.js';
 import { readReproTexts, readTraceIndex, traceFormatOf } from '../../coordinator/trace-store.js';
-import { detsimCli, expectCliRefusal } from '../cli-refusal.js';
+import { expectCliRefusal } from '../cli-refusal.js';
 import { FAULT_CONFIG, fault, referenceHash } from './fault-once-harness.js';
 import { traceOf, traceStepsOf } from '../trace-read.js';
 
@@ -237,7 +237,7 @@ describe('recovery from a lost worker (--max-restarts)', () => {
     // A resume that takes no checkpoints has nothing to recover to: refused before anything changes.
     const ledger = readFileSync(join(runDir, 'ledger.jsonl'), 'utf8');
     expectCliRefusal(
-      detsimCli(['resume', runDir, '--checkpoint-every', '0', '--max-restarts', '1']),
+      detsimFrom(['resume', runDir, '--checkpoint-every', '0', '--max-restarts', '1'], {}),
       'struct_invalid_field',
       '--max-restarts',
     );
@@ -258,12 +258,12 @@ describe('recovery from a lost worker (--max-restarts)', () => {
     const out = mkdtempSync(join(tmpdir(), 'detsim-recover-'));
     const flags = ['--out', join(out, 'runs')];
     expectCliRefusal(
-      detsimCli(['run', FAULT_CONFIG, ...flags, '--max-restarts', '2']),
+      detsimFrom(['run', FAULT_CONFIG, ...flags, '--max-restarts', '2'], {}),
       'struct_invalid_field',
       '--max-restarts',
     );
     expectCliRefusal(
-      detsimCli(['run', FAULT_CONFIG, ...flags, '--checkpoint-every', '2', '--max-restarts', 'two']),
+      detsimFrom(['run', FAULT_CONFIG, ...flags, '--checkpoint-every', '2', '--max-restarts', 'two'], {}),
       'struct_invalid_field',
       '--max-restarts',
     );
@@ -272,12 +272,12 @@ describe('recovery from a lost worker (--max-restarts)', () => {
     const f = fault({ faultStep: 3 });
     const configured = ['--out', f.out];
     expectCliRefusal(
-      detsimCli(['run', withRecovery(f, 2), ...configured]),
+      detsimFrom(['run', withRecovery(f, 2), ...configured], {}),
       'struct_invalid_field',
       'recovery.maxRestarts',
     );
     expectCliRefusal(
-      detsimCli(['run', withRecovery(f, -1), ...configured]),
+      detsimFrom(['run', withRecovery(f, -1), ...configured], {}),
       'struct_invalid_field',
       'recovery.maxRestarts',
     );

@@ -91,7 +91,6 @@ const detsim = (args: string[], cwd: string, env: Record<string, string> = {}) =
     timeout: 240_000,
     env: { ...process.env, DETSIM_PYTHON: python, ...env },
   });
-const reproHash = (stdout: string) => /repro hash +([0-9a-f]{16})/.exec(stdout)?.[1];
 
 /** A project as the researcher sets it up: detsim from the tarball, the models beside the config. */
 function makeProject(dir: string, tarball: string, ts = MOVES): void {

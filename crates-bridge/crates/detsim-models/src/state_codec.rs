@@ -20,7 +20,11 @@ pub enum StateValue {
     /// a whole number of 64-bit chunks).
     BigInt(Vec<u8>),
     /// An n-dimensional array: numpy typestr (e.g. "<f8"), shape, little-endian C-order bytes.
-    NdArray { dtype: String, shape: Vec<u32>, data: Vec<u8> },
+    NdArray {
+        dtype: String,
+        shape: Vec<u32>,
+        data: Vec<u8>,
+    },
     Str(String),
     Bin(Vec<u8>),
     Array(Vec<StateValue>),
@@ -315,7 +319,9 @@ impl Reader<'_> {
         match ext_type {
             BIGINT_EXT if n > 0 => Ok(StateValue::BigInt(data.to_vec())),
             NDARRAY_EXT => read_ndarray(data),
-            other => Err(codec_error(format!("state payload: unsupported msgpack ext type {other}"))),
+            other => Err(codec_error(format!(
+                "state payload: unsupported msgpack ext type {other}"
+            ))),
         }
     }
 
@@ -365,17 +371,30 @@ fn read_ndarray(data: &[u8]) -> Result<StateValue, DetsimError> {
     let bad = |why: &str| codec_error(format!("state payload: an ndarray ext {why}"));
     let len = *data.first().ok_or_else(|| bad("is empty"))? as usize;
     let dtype = data.get(1..1 + len).ok_or_else(|| bad("is truncated"))?;
-    let dtype = std::str::from_utf8(dtype).map_err(|_| bad("has an unknown dtype"))?.to_string();
-    let size = NDARRAY_DTYPES.iter().find(|(t, _)| *t == dtype).ok_or_else(|| bad("has an unknown dtype"))?.1;
+    let dtype = std::str::from_utf8(dtype)
+        .map_err(|_| bad("has an unknown dtype"))?
+        .to_string();
+    let size = NDARRAY_DTYPES
+        .iter()
+        .find(|(t, _)| *t == dtype)
+        .ok_or_else(|| bad("has an unknown dtype"))?
+        .1;
     let ndim = *data.get(1 + len).ok_or_else(|| bad("is truncated"))? as usize;
     let at = 2 + len + 4 * ndim;
     let dims = data.get(2 + len..at).ok_or_else(|| bad("is truncated"))?;
-    let shape: Vec<u32> = dims.chunks(4).map(|c| u32::from_be_bytes(c.try_into().unwrap())).collect();
+    let shape: Vec<u32> = dims
+        .chunks(4)
+        .map(|c| u32::from_be_bytes(c.try_into().unwrap()))
+        .collect();
     let count = shape.iter().try_fold(size as u64, |n, &d| n.checked_mul(d as u64));
     if count != Some((data.len() - at) as u64) {
         return Err(bad("does not hold its shape"));
     }
-    Ok(StateValue::NdArray { dtype, shape, data: data[at..].to_vec() })
+    Ok(StateValue::NdArray {
+        dtype,
+        shape,
+        data: data[at..].to_vec(),
+    })
 }
 
 pub fn decode_state(bytes: &[u8]) -> Result<StateValue, DetsimError> {

@@ -64,7 +64,10 @@ fn from_state(v: &StateValue) -> Value {
         StateValue::BigInt(b) => obj(vec![("$bigint", B64.encode(b).into())]),
         StateValue::NdArray { dtype, shape, data } => obj(vec![
             ("$dtype", dtype.as_str().into()),
-            ("$shape", Value::Array(shape.iter().map(|&d| Value::Number(d as f64)).collect())),
+            (
+                "$shape",
+                Value::Array(shape.iter().map(|&d| Value::Number(d as f64)).collect()),
+            ),
             ("$data", B64.encode(data).into()),
         ]),
         StateValue::Array(items) => Value::Array(items.iter().map(from_state).collect()),
