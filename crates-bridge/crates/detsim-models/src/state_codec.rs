@@ -417,7 +417,8 @@ mod tests {
     #[test]
     fn numbers_use_msgpackr_forms() {
         assert_eq!(n(0.0), [0x00]);
-        assert_eq!(n(-0.0), [0x00]);
+        // -0 is a float64 -0 (lossless; the TypeScript and Python codecs write it so too).
+        assert_eq!(n(-0.0), [0xcb, 0x80, 0, 0, 0, 0, 0, 0, 0]);
         assert_eq!(n(127.0), [0x7f]);
         assert_eq!(n(128.0), [0xcc, 0x80]);
         assert_eq!(n(65536.0), [0xce, 0, 1, 0, 0]);
@@ -426,6 +427,24 @@ mod tests {
         assert_eq!(n(-2147483648.0), [0xd2, 0x80, 0, 0, 0]);
         assert_eq!(n(4294967296.0), [0xcb, 0x41, 0xf0, 0, 0, 0, 0, 0, 0]);
         assert_eq!(n(0.5), [0xcb, 0x3f, 0xe0, 0, 0, 0, 0, 0, 0]);
+    }
+
+    #[test]
+    fn wide_integers_and_arrays_round_trip_byte_for_byte() {
+        for bytes in [
+            vec![0xd3, 0, 0, 1, 0, 0, 0, 0, 0],
+            vec![0xcf, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff],
+            [vec![0xd8, 0x42, 0, 0, 0, 0x10], vec![0; 12]].concat(),
+            vec![0xc7, 0x0b, 0x6e, 3, b'|', b'b', b'1', 1, 0, 0, 0, 2, 1, 0],
+        ] {
+            assert_eq!(encode_state(&decode_state(&bytes).unwrap()).unwrap(), bytes);
+        }
+        assert_eq!(
+            decode_state(&[0xd3, 0, 0, 0, 0, 0, 0, 0, 5]).unwrap(),
+            StateValue::Int(5)
+        );
+        let short = [0xc7, 0x0a, 0x6e, 3, b'|', b'b', b'1', 1, 0, 0, 0, 2, 1];
+        assert!(decode_state(&short[..]).is_err());
     }
 
     #[test]
