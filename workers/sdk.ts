@@ -16,6 +16,11 @@ export type { RationalNsJson } from '../core/formats/scalars.js';
 /** A plain JSON object (params, observations, decisions, actions). */
 export type JsonObject = Record<string, unknown>;
 
+/** A seed's 32 bits as an unsigned integer (0 … 2^32 − 1): what most random libraries take. */
+export function seedU32(seed: number): number {
+  return seed >>> 0;
+}
+
 /** Dataset digest of a model without a dataset: SHA-256 of the text `detsim/no-dataset-v1`. */
 export const NO_DATASET_DIGEST = createHash('sha256').update('detsim/no-dataset-v1').digest('hex');
 /** Default tick: 1 ms. */
@@ -24,7 +29,10 @@ export const ONE_MS: RationalNsJson = { numerator: '1000000', denominator: '1' }
 /** What an agent model's `initialize` (and `restore`) gets: its id, seed, params and first observation. */
 export interface AgentInitContext {
   agentId: string;
-  /** The agent's derived i32 seed. */
+  /**
+   * The agent's derived seed as seed-derivation-v1 defines it: a signed 32-bit integer (it may be
+   * negative; `seedU32(seed)` is its unsigned view, for a library that wants a non-negative seed).
+   */
   seed: number;
   /** The model's params from the config (the runtime's own `strict` flag removed). */
   params: JsonObject;

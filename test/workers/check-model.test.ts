@@ -9,6 +9,7 @@ import {
   ModelCheckError,
   restoreBoundaries,
   Xorshift32,
+  seedU32,
   type StateValue,
 } from '../../workers/sdk.js';
 import { forage } from '../../workers/models/forage.js';
@@ -114,5 +115,14 @@ describe('checkModel', () => {
     });
     const e = thrown(() => checkModel(broken, { steps: 10 }));
     expect(e.message).toBe('step 1: restore failed on the copy restored at boundary 1: bad payload');
+  });
+
+  it('seedU32 is the unsigned view of the signed 32-bit seed', () => {
+    expect([seedU32(-5), seedU32(0), seedU32(2147483647), seedU32(-2147483648)]).toEqual([
+      2 ** 32 - 5,
+      0,
+      2147483647,
+      2 ** 31,
+    ]);
   });
 });
