@@ -455,7 +455,7 @@ function checkModuleFile(path: string, shown: string, field: string): void {
   if (!isFile) refuse('is not a file');
   if (!(MODEL_MODULE_EXTENSIONS as readonly string[]).includes(extname(path)))
     refuse(`is not a module (${MODEL_MODULE_EXTENSIONS.join(', ')})`);
-  if (!FROM_SOURCE && TYPESCRIPT_EXTENSIONS.includes(extname(path))) {
+  if (!FROM_SOURCE && !WORKERS_LOAD_TYPESCRIPT() && TYPESCRIPT_EXTENSIONS.includes(extname(path))) {
     const js = path.replace(/\.(m|c)?ts$/, (_m, k: string | undefined) => `.${k ?? ''}js`);
     refuse(
       `is TypeScript, which the built CLI does not load (Node 20 runs JavaScript): compile it first with \`npx tsc --module nodenext --target es2022 ${basename(path)}\` and name ./${basename(js)} in the config`,
@@ -467,6 +467,9 @@ function checkModuleFile(path: string, shown: string, field: string): void {
 const TYPESCRIPT_EXTENSIONS: readonly string[] = ['.ts', '.mts', '.cts'];
 /** Whether this coordinator runs from its TypeScript source (tsx, the tests) rather than dist/. */
 const FROM_SOURCE = import.meta.url.endsWith('.ts');
+/** Whether TypeScript workers start with a module loader of their own (DETSIM_WORKER_NODE_ARGS, e.g. `--import tsx`). */
+const WORKERS_LOAD_TYPESCRIPT = (): boolean =>
+  /(^|\s)--(import|loader|experimental-loader)\b/.test(process.env.DETSIM_WORKER_NODE_ARGS ?? '');
 
 /** The worker's own param check (core/models/params.ts), run before anything starts. */
 function checkParams(
