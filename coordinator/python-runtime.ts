@@ -49,7 +49,7 @@ const venvHint = (): string => {
 // Run by the interpreter: argv[1] = JSON {dirs, models, checks}; prints {"digests", "missing", "refused"}.
 // checks: [{model, params, field}]: the model's resolve_params on its params (imports the module).
 const PROBE = `
-import hashlib, importlib, importlib.util, json, os, sys
+import hashlib, importlib, importlib.metadata, importlib.util, json, os, sys
 arg = json.loads(sys.argv[1])
 sys.path[:0] = arg['dirs']
 import detsim_worker
@@ -64,7 +64,11 @@ for spec in arg['models']:
         missing.append(spec)
         continue
     with open(found.origin, 'rb') as f:
-        digests[spec] = hashlib.sha256(f.read()).hexdigest()
+        h = hashlib.sha256(f.read())
+    top = module.split('.')[0]
+    for dist in sorted(importlib.metadata.packages_distributions().get(top, [])):
+        h.update(f'\\n{dist}=={importlib.metadata.version(dist)}'.encode())
+    digests[spec] = h.hexdigest()
 for check in arg['checks']:
     if check['model'] in missing:
         continue
