@@ -109,7 +109,9 @@ function rustWorker(): DoctorItem {
   const path = rustWorkerPath();
   const ok = existsSync(path);
   const script = join(PACKAGE_ROOT, 'scripts', 'build-rust-worker.sh');
-  const fix = existsSync(script) ? `bash ${script}` : RUST_WORKER_BUILD_COMMAND;
+  const fix = existsSync(script)
+    ? `bash ${script}`
+    : `build it in a detsim checkout (${RUST_WORKER_BUILD_COMMAND}) and set DETSIM_RUST_WORKER to the binary`;
   return {
     item: 'rust-worker',
     ok,
