@@ -4,7 +4,7 @@
 // where to connect. Records are read in worker-id order; fs.watch wakes the wait early, a poll
 // covers filesystems that send no events (NFS). A timeout names every missing worker.
 // Not the record format (core/protocol/rendezvous.ts) nor the connection (launcher.ts).
-import { readFileSync, watch, type FSWatcher } from 'node:fs';
+import { closeSync, constants, fstatSync, openSync, readSync, watch, type FSWatcher } from 'node:fs';
 import { join } from 'node:path';
 import type { RendezvousPlacement, RunPlan } from './config.js';
 import { DetsimError } from '../core/formats/errors.js';
@@ -63,22 +63,44 @@ export async function awaitRendezvous(
   }
 }
 
+/** A record is a few hundred bytes; anything larger is refused before it is read. */
+export const MAX_RECORD_BYTES = 64 * 1024;
+
 /** One worker's record, or undefined while there is none (a record appears whole: renamed into place). */
 function readRecordOf(dir: string, workerId: Id): RendezvousRecord | undefined {
   const source = join(dir, rendezvousFileName(workerId));
-  let bytes: Buffer;
+  const bytes = readRecordBytes(source);
+  return bytes === undefined ? undefined : readRendezvousRecord(bytes, source);
+}
+
+/**
+ * The bytes of a record file, or undefined when there is none. Opened non-blocking (a FIFO cannot
+ * stall the coordinator), refused unless fstat says it is a regular file of at most MAX_RECORD_BYTES
+ * (a symlink to a device is not), and never read past that limit (a file that grows meanwhile).
+ */
+function readRecordBytes(source: string): Buffer | undefined {
+  const refuse = (why: string): never => {
+    throw new DetsimError('struct_invalid_field', `${source}: ${why}`, 'workers.rendezvous.dir');
+  };
+  let fd: number;
   try {
-    bytes = readFileSync(source);
+    fd = openSync(source, constants.O_RDONLY | constants.O_NONBLOCK);
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
     if (code === 'ENOENT') return undefined;
-    throw new DetsimError(
-      'struct_invalid_field',
-      `${source}: cannot read this rendezvous record (${code ?? 'error'})`,
-      'workers.rendezvous.dir',
-    );
+    return refuse(`cannot read this rendezvous record (${code ?? 'error'})`);
   }
-  return readRendezvousRecord(bytes, source);
+  try {
+    const stat = fstatSync(fd);
+    if (!stat.isFile()) refuse('a rendezvous record must be a regular file, and this is not');
+    if (stat.size > MAX_RECORD_BYTES) refuse(`a rendezvous record is at most ${MAX_RECORD_BYTES} bytes`);
+    const buf = Buffer.alloc(MAX_RECORD_BYTES + 1);
+    const n = readSync(fd, buf, 0, buf.length, 0);
+    if (n > MAX_RECORD_BYTES) refuse(`a rendezvous record is at most ${MAX_RECORD_BYTES} bytes`);
+    return buf.subarray(0, n);
+  } finally {
+    closeSync(fd);
+  }
 }
 
 /** Check a record against the worker the plan needs in its place; a mismatch names the field. */

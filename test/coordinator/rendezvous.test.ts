@@ -8,12 +8,13 @@
 // 2, no run directory); a missing rendezvous directory is refused alike by coordinator and worker.
 // The multi-host case (network namespaces) is rendezvous-netns.test.ts.
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { resolveConfig, type RunPlan } from '../../coordinator/config.js';
 import { runSession } from '../../coordinator/run.js';
+import { MAX_RECORD_BYTES } from '../../coordinator/rendezvous.js';
 import { canonicalize } from '../../core/formats/canonical-json.js';
 import { CONTRACT_DIGEST, certificateFingerprint, readRendezvousRecord } from '../../core/protocol/index.js';
 import { refusal } from '../refusal.js';
@@ -367,6 +368,34 @@ describe('workers.placement: rendezvous', () => {
     expect([garbage.reason, garbage.message]).toEqual([
       'struct_invalid_json',
       `${where}: not a rendezvous record (not strict JSON)`,
+    ]);
+  });
+
+  it('a record that is a FIFO, a symlink to /dev/zero or too large is refused at once by name, never read whole', async () => {
+    const plan = (dir: string) =>
+      resolveConfig(rendezvousConfig('examples/lif-pair.yaml', dir, 30), { baseDir: REPO_ROOT });
+    const refusedAt = async (make: (where: string) => void) => {
+      const dir = tempDir('ds-rv-');
+      const where = join(dir, 'worker-0.json');
+      make(where);
+      const started = Date.now();
+      const e = await runSession(plan(dir), { outDir: tempDir('ds-rv-out-') }).then(
+        () => undefined,
+        (err: unknown) => err as { reason: string; message: string },
+      );
+      // Before the fix a FIFO blocked open() for good and /dev/zero was read until memory ran out.
+      expect(Date.now() - started).toBeLessThan(10_000);
+      return [e?.reason, e?.message.replace(where, '<record>')];
+    };
+    const notRegular = [
+      'struct_invalid_field',
+      '<record>: a rendezvous record must be a regular file, and this is not',
+    ];
+    expect(await refusedAt((where) => expect(spawnSync('mkfifo', [where]).status).toBe(0))).toEqual(notRegular);
+    expect(await refusedAt((where) => symlinkSync('/dev/zero', where))).toEqual(notRegular);
+    expect(await refusedAt((where) => writeFileSync(where, ' '.repeat(MAX_RECORD_BYTES + 1)))).toEqual([
+      'struct_invalid_field',
+      `<record>: a rendezvous record is at most ${MAX_RECORD_BYTES} bytes`,
     ]);
   });
 
