@@ -8,7 +8,7 @@ import { closeSync, fsyncSync, openSync, readFileSync, renameSync, rmSync, write
 import { join } from 'node:path';
 import { canonicalize, parseStrict } from '../formats/canonical-json.js';
 import { DetsimError } from '../formats/errors.js';
-import { isId, refuseUnknownFields, type Id } from '../formats/scalars.js';
+import { isId, type Id } from '../formats/scalars.js';
 import type { Role } from './bodies.js';
 import { parseAddress } from './contract.js';
 
@@ -118,7 +118,13 @@ export function readRendezvousRecord(bytes: Uint8Array, source: string): Rendezv
     throw new DetsimError('struct_invalid_field', `${source}: not a rendezvous record (not an object)`, source);
   const obj = value as Record<string, unknown>;
   const field = (name: string): string => `${source}: ${name}`;
-  refuseUnknownFields(obj, FIELDS, source);
+  // An unknown field is refused without echoing its name: a record's bytes are never repeated (docs/security.md).
+  if (Object.keys(obj).some((k) => !(FIELDS as readonly string[]).includes(k)))
+    throw new DetsimError(
+      'struct_unknown_field',
+      `${source}: not a rendezvous record (a field this format does not define; fields: ${FIELDS.join(', ')})`,
+      source,
+    );
   for (const name of FIELDS)
     if (!(name in obj))
       throw new DetsimError('struct_missing_field', `${field(name)}: required field is missing`, name);

@@ -364,6 +364,13 @@ describe('workers.placement: rendezvous', () => {
       'ident_rendezvous_mismatch',
       `${where}: session: the worker is bound to another session, not lif-pair`,
     ]);
+    // An unknown field is refused without its name: record bytes are never echoed (docs/security.md).
+    const extra = await refusedWith(JSON.stringify(record({ 'secret-3f9a': 1 })));
+    expect(extra.reason).toBe('struct_unknown_field');
+    expect(extra.message).toBe(
+      `${where}: not a rendezvous record (a field this format does not define; fields: format, workerId, role, address, session, contractDigest, certificateFingerprint)`,
+    );
+    expect(extra.message).not.toContain('secret-3f9a');
     const garbage = await refusedWith('{"format": ');
     expect([garbage.reason, garbage.message]).toEqual([
       'struct_invalid_json',
