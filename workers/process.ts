@@ -3,7 +3,7 @@
 // runtime one at a time (replies in request order, each stream Hello-first) and exits on
 // Shutdown, SIGTERM/SIGINT, or when its parent goes away. Not the protocol semantics (runtime.ts).
 import { fstatSync, statSync } from 'node:fs';
-import { isAbsolute, resolve } from 'node:path';
+import { dirname, isAbsolute, resolve } from 'node:path';
 import { DetsimError } from '../core/formats/errors.js';
 import { requireExistingDirectory } from '../core/formats/existing-dir.js';
 import { isId } from '../core/formats/scalars.js';
@@ -83,12 +83,31 @@ export interface RawWorkerOptions {
   tokenFile?: unknown;
 }
 
+/** A unix socket's directory must exist: gRPC would otherwise fail the bind with a raw line and a stack trace. */
+function refuseMissingSocketDir(target: string): void {
+  const socket = target.replace(/^unix:/, '');
+  const dir = dirname(socket);
+  let isDir = false;
+  try {
+    isDir = statSync(dir).isDirectory();
+  } catch {
+    // missing or unreadable: refused below
+  }
+  if (!isDir)
+    throw new DetsimError(
+      'struct_invalid_field',
+      `--listen unix:${socket}: the directory ${dir} does not exist`,
+      '--listen',
+    );
+}
+
 /** Validate CLI options; a refusal names the flag. */
 export function readWorkerOptions(raw: RawWorkerOptions): WorkerProcessOptions {
   if (typeof raw.listen !== 'string')
     throw new DetsimError('struct_missing_field', '--listen unix:/abs/path|host:port is required', '--listen');
   const tlsPaths = readTlsFlags(raw);
   const listen = parseListenAddress(raw.listen, '--listen', tlsPaths !== undefined);
+  if (listen.kind === 'unix') refuseMissingSocketDir(listen.target);
   if (tlsPaths && listen.kind !== 'tcp')
     throw new DetsimError(
       'struct_invalid_field',

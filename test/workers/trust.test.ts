@@ -11,6 +11,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { resolveConfig } from '../../coordinator/config.js';
 import { launchedModelsFor } from '../../coordinator/launcher.js';
 import { CONTRACT_DIGEST, METHODS, WorkerClient } from '../../core/protocol/index.js';
+import { CLI_MAIN } from '../cli-refusal.js';
 import { REPO_ROOT, SESSION, STEP_60HZ, errorOf, resultOf, scope, spawnWorker, stopAll } from './harness.js';
 
 afterAll(stopAll);
@@ -226,5 +227,18 @@ describe('model modules', () => {
     expect(r.stderr).toBe(
       'detsim: [struct_unknown_model] --model "/nonexistent/model.ts": no such model module file (/nonexistent/model.ts)\n',
     );
+  });
+
+  it('refuses a unix socket in a directory that does not exist: one line naming --listen, exit 2, no stack trace', () => {
+    const r = spawnSync(
+      process.execPath,
+      [CLI_MAIN, 'worker', '--listen', 'unix:/no/such/dir/s.sock', '--role', 'agent', '--worker-id', 'w1'],
+      { cwd: REPO_ROOT, encoding: 'utf8', timeout: 30_000 },
+    );
+    expect([r.status, r.stdout, r.stderr]).toEqual([
+      2,
+      '',
+      'detsim: [struct_invalid_field] --listen unix:/no/such/dir/s.sock: the directory /no/such/dir does not exist\n',
+    ]);
   });
 });
