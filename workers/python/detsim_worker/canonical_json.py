@@ -111,6 +111,10 @@ def _write(value: Any, stack: list[str | int], out: list[str]) -> None:
         if isinstance(value, float) and not math.isfinite(value):
             shown = 'NaN' if math.isnan(value) else ('Infinity' if value > 0 else '-Infinity')
             raise CanonicalJsonError('struct_non_finite_number', f'{shown} at {_render_path(stack)} is not a finite number')
+        if isinstance(value, int) and abs(value) > MAX_SAFE_INTEGER:
+            # Every reader (the coordinator's strict parser first) refuses such a literal: refuse it here, by path.
+            raise CanonicalJsonError('struct_invalid_json', f'the integer at {_render_path(stack)} is beyond ±(2^53−1), '
+                                     'which JSON cannot carry exactly (send it as a string)')
         out.append(format_number(value))
     elif isinstance(value, str):
         out.append(format_string(value, stack))

@@ -46,6 +46,16 @@ class NotJsonSet(_Base):
         return {'x': {1, 2}}
 
 
+class HugeInt(_Base):
+    def prepare(self, state, ctx):
+        return {'move': 'east', 'scores': [1, 10**400]}
+
+
+class BeyondInt64(_Base):
+    def prepare(self, state, ctx):
+        return {'move': 'east', 'id': 2**63 + 1}
+
+
 class NotAnObject(_Base):
     def prepare(self, state, ctx):
         return 'east'

@@ -50,6 +50,13 @@ def test_a_raising_model_and_a_non_json_decision_fail_by_name():
     assert nan['code'] == 'BACKEND_FAILURE' and nan['message'].startswith('agent a-1: prepare returned a decision that is not JSON')
     a_set = prepared('NotJsonSet', strict=False)['error']
     assert a_set['code'] == 'BACKEND_FAILURE' and a_set['message'].startswith('agent a-1: prepare returned a decision that is not JSON')
+    # Integers JSON cannot carry exactly are refused in the worker, by agent and path (not INTERNAL, not rounded).
+    huge = prepared('HugeInt', strict=False)['error']
+    assert huge['code'] == 'BACKEND_FAILURE' and huge['message'] == (
+        'agent a-1: prepare returned a decision that is not JSON: the integer at $.scores[1] is beyond ±(2^53−1), '
+        'which JSON cannot carry exactly (send it as a string)')
+    wide = prepared('BeyondInt64', strict=False)['error']
+    assert wide['code'] == 'BACKEND_FAILURE' and 'the integer at $.id is beyond' in wide['message']
     not_object = prepared('NotAnObject', strict=False)['error']
     assert not_object == {'code': 'BACKEND_FAILURE', 'message': 'agent a-1: prepare returned no decision object', 'mutation': 'unknown'}
 
