@@ -6,6 +6,7 @@
 // Not reading the set (core/formats/tls-dir.ts) and not the gRPC credentials (core/protocol/tls.ts).
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { checkRunsParent } from './run-dir.js';
 import { chmodSync, existsSync, linkSync, mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { join } from 'node:path';
@@ -65,6 +66,8 @@ function readHosts(hosts: readonly string[]): string[] {
 /** Create `dir` 0700, or accept an existing one that no other user can open and that holds none of the files. */
 function prepareTargetDir(dir: string): void {
   if (!existsSync(dir)) {
+    // A recursive mkdir under /proc never returns: the nearest existing ancestor is checked first.
+    checkRunsParent(dir, 'dir', 'a TLS set');
     mkdirSync(dir, { recursive: true, mode: 0o700 });
     chmodSync(dir, 0o700);
     return;

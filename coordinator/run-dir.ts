@@ -39,7 +39,7 @@ const KERNEL_FS_ROOTS = ['/proc', '/sys'];
  * Refuse a parent directory that cannot hold run directories, before anything is created: the
  * nearest existing ancestor must be a writable directory outside /proc and /sys.
  */
-export function checkRunsParent(parent: string, flag = '--out'): void {
+export function checkRunsParent(parent: string, flag = '--out', what = 'run directories'): void {
   const refuse = (why: string): never => {
     throw new DetsimError('perm_out_dir_unwritable', `${flag}: ${parent} ${why}`, flag);
   };
@@ -55,7 +55,7 @@ export function checkRunsParent(parent: string, flag = '--out'): void {
     return refuse(`cannot be checked (${(e as NodeJS.ErrnoException).code ?? 'error'})`);
   }
   if (KERNEL_FS_ROOTS.some((root) => real === root || real.startsWith(`${root}${sep}`)))
-    refuse(`is on a kernel filesystem (${real}), not a place for run directories`);
+    refuse(`is on a kernel filesystem (${real}), not a place for ${what}`);
   try {
     accessSync(real, constants.W_OK | constants.X_OK);
   } catch (e) {

@@ -86,6 +86,14 @@ describe('detsim certs', () => {
     );
     expect(snapshotDir(dir)).toEqual(before);
   });
+
+  it('refuses a target on a kernel filesystem at once (a recursive mkdir under /proc never returns)', () => {
+    const r = detsimCli(['certs', '/proc/x'], 10_000);
+    expect(r.error, 'detsim certs /proc/x did not return').toBeUndefined();
+    expect(expectCliRefusal(r, 'perm_out_dir_unwritable', 'dir')).toBe(
+      'detsim: [perm_out_dir_unwritable] dir: /proc/x is on a kernel filesystem (/proc), not a place for a TLS set',
+    );
+  });
 });
 
 describe('a TLS run', () => {
