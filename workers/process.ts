@@ -1,7 +1,7 @@
 // A worker process: validates its options (a loopback or unix listen address, or any TCP address
 // with mutual TLS and a bearer token; the model modules it may load), binds the gRPC server, prints the one ready line, feeds requests through the
 // runtime one at a time (replies in request order, each stream Hello-first) and exits on
-// Shutdown, SIGTERM/SIGINT, or when its parent goes away. Not the protocol semantics (runtime.ts).
+// Shutdown, SIGTERM/SIGINT/SIGHUP, or when its parent goes away. Not the protocol semantics (runtime.ts).
 import { fstatSync, statSync } from 'node:fs';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import { DetsimError } from '../core/formats/errors.js';
@@ -353,6 +353,8 @@ export async function runWorkerProcess(
   }
   process.once('SIGTERM', () => exit(0));
   process.once('SIGINT', () => exit(0));
+  // A terminal closed under a hand-started worker: leave as on SIGTERM (its rendezvous record goes too).
+  process.once('SIGHUP', () => exit(0));
   if (options.parentWatch !== false) {
     watchParent(() => exit(0));
     // The loop above is deaf while model code blocks it; the watchdog thread is not.

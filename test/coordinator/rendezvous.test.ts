@@ -89,6 +89,20 @@ describe('detsim worker --rendezvous', () => {
     expect(readdirSync(dir)).toEqual([]);
   });
 
+  it('a hand-started worker whose terminal closes (SIGHUP) leaves cleanly and removes its record: TypeScript, Python, Rust', async () => {
+    ensureRustWorker();
+    const runtimes = [{}, { python: ensurePythonWorker() }, { rust: RUST_WORKER }];
+    for (const runtime of runtimes) {
+      const dir = tempDir('ds-rv-');
+      const w = startHandWorker({ workerId: 'worker-0', role: 'agent', rendezvous: dir, ...runtime });
+      await w.ready;
+      expect(readdirSync(dir)).toEqual(['worker-0.json']);
+      w.child.kill('SIGHUP');
+      expect(await w.exited, JSON.stringify(runtime)).toBe(0);
+      expect(readdirSync(dir), JSON.stringify(runtime)).toEqual([]);
+    }
+  }, 120_000);
+
   it('--advertise HOST:0 announces that host with the bound port; --advertise alone is refused', async () => {
     const dir = tempDir('ds-rv-');
     const w = startHandWorker({

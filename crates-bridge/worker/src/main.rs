@@ -138,6 +138,8 @@ async fn serve(options: Options) -> Result<(), Box<dyn std::error::Error>> {
     // must stop the worker cleanly (exit 0), not kill it with the default action.
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
     let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).expect("SIGINT handler");
+    // SIGHUP: the terminal of a hand-started worker closed; leave as on SIGTERM (the record goes too).
+    let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).expect("SIGHUP handler");
     let shutdown = {
         let stop = stop.clone();
         async move {
@@ -145,6 +147,7 @@ async fn serve(options: Options) -> Result<(), Box<dyn std::error::Error>> {
                 _ = stop.notified() => {}
                 _ = term.recv() => {}
                 _ = int.recv() => {}
+                _ = hup.recv() => {}
             }
         }
     };

@@ -3,7 +3,7 @@
 # [--no-parent-watch] [--store-dir <abs path> [--store-id <token>]] [--verbose]
 # [--tls-dir DIR | --tls-ca F --tls-cert F --tls-key F --token-file F] (mutual TLS + bearer token)` (--verbose: a model's failure carries its
 # traceback). Flag checks worded as workers/main.ts + process.ts;
-# prints the one ready line; exits 0 on Shutdown, SIGTERM/SIGINT, or when its parent goes away.
+# prints the one ready line; exits 0 on Shutdown, SIGTERM/SIGINT/SIGHUP, or when its parent goes away.
 from __future__ import annotations
 
 import errno
@@ -175,7 +175,7 @@ def main(argv: list[str]) -> int:
         return 1
     # The threads server.start() began (gRPC's serving loop): when one ends, nobody answers any more.
     serving = [t for t in threading.enumerate() if t not in before]
-    for sig in (signal.SIGTERM, signal.SIGINT):
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):  # SIGHUP: the terminal of a hand-started worker closed
         signal.signal(sig, lambda *_: stop_event.set())
     if options['parent_watch']:
         watch_parent(stop_event.set)
