@@ -7,7 +7,17 @@
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { checkRunsParent } from './run-dir.js';
-import { chmodSync, existsSync, linkSync, mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  existsSync,
+  linkSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { isIP } from 'node:net';
 import { join } from 'node:path';
 import { DetsimError } from '../core/formats/errors.js';
@@ -38,16 +48,44 @@ export function makeCertSet(dir: string, options: CertsOptions = {}): string[] {
   const hosts = readHosts(options.hosts ?? []);
   const days = options.days ?? DEFAULT_DAYS;
   prepareTargetDir(dir);
-  // Staged inside the target (same file system, so linking is atomic), 0700 from its creation.
-  const staging = mkdtempSync(join(dir, '.certs-staging-'));
+  sweepStaleStaging(dir);
+  // Staged inside the target (same file system, so linking is atomic), 0700 from its creation; named
+  // with this pid, so that a later run can tell a killed run's leftovers (a CA key among them) apart.
+  const staging = mkdtempSync(join(dir, `${STAGING_PREFIX}${process.pid}-`));
+  // While openssl runs, a signal must not end detsim before the staging directory (a CA key in it) is
+  // removed: with a listener, Node does not die at once; Ctrl-C ends openssl, and the finally cleans up.
+  const hold = (): void => undefined;
+  for (const signal of HELD_SIGNALS) process.on(signal, hold);
   try {
     issueInto(staging, hosts, days);
     for (const name of CERT_SET_FILES) chmodSync(join(staging, name), SECRET_FILES.has(name) ? 0o600 : 0o644);
     publish(staging, dir);
   } finally {
     rmSync(staging, { recursive: true, force: true });
+    for (const signal of HELD_SIGNALS) process.off(signal, hold);
   }
   return [...CERT_SET_FILES];
+}
+
+const STAGING_PREFIX = '.certs-staging-';
+const HELD_SIGNALS: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
+
+/** Remove staging directories a killed `detsim certs` left (its pid is gone): they may hold a CA key. */
+function sweepStaleStaging(dir: string): void {
+  for (const name of readdirSync(dir)) {
+    const m = /^\.certs-staging-(\d+)-/.exec(name);
+    if (m === null || isAlive(Number(m[1]))) continue;
+    rmSync(join(dir, name), { recursive: true, force: true });
+  }
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
+  }
 }
 
 /** Each --host is a DNS name or an IP address: it goes into the worker certificate's SANs. */

@@ -6,6 +6,7 @@
 // a set mixed from two and an expired set; no DEP0123 warning (the TLS server name is never an IP address);
 // `detsim certs` writes the set with
 // private modes and refuses to overwrite, naming the files.
+import { spawn } from 'node:child_process';
 import { X509Certificate } from 'node:crypto';
 import {
   copyFileSync,
@@ -29,7 +30,8 @@ import { runSession } from '../../coordinator/run.js';
 import { WorkerCallError, WorkerClient } from '../../core/protocol/index.js';
 import { DetsimError } from '../../core/formats/errors.js';
 import { DEFAULT_GOLDEN_DIR, readGolden } from '../../coordinator/receipt/goldens.js';
-import { detsimCli, expectCliRefusal } from '../cli-refusal.js';
+import { CLI_MAIN, detsimCli, expectCliRefusal } from '../cli-refusal.js';
+import { REPO_ROOT } from '../workers/harness.js';
 import { snapshotDir } from '../dir-snapshot.js';
 import { makeExpiredTlsSet } from '../expired-tls-set.js';
 import { ensureRustWorker, rustWorkerSkip } from '../cross-lang/rust-worker.js';
@@ -86,6 +88,29 @@ describe('detsim certs', () => {
     );
     expect(snapshotDir(dir)).toEqual(before);
   });
+
+  it("a certs run killed midway (SIGTERM or SIGKILL) leaves no CA key: the next run sweeps the dead run's staging", async () => {
+    const stagingLeft = (dir: string) => readdirSync(dir).filter((n) => n.startsWith('.certs-staging-'));
+    for (const [signal, delayMs] of [
+      ['SIGTERM', 60],
+      ['SIGKILL', 60],
+      ['SIGKILL', 150],
+    ] as const) {
+      const dir = join(root, `killed-${signal}-${delayMs}`);
+      const child = spawn(process.execPath, [join(REPO_ROOT, CLI_MAIN), 'certs', dir], { stdio: 'ignore' });
+      const exited = new Promise((r) => child.once('exit', r));
+      await new Promise((r) => setTimeout(r, delayMs));
+      child.kill(signal);
+      await exited;
+      // SIGTERM: detsim outlives openssl's end and removes its staging itself.
+      if (signal === 'SIGTERM' && existsSync(dir)) expect(stagingLeft(dir)).toEqual([]);
+      if (existsSync(dir) && existsSync(join(dir, 'ca.pem'))) continue; // it finished before the signal
+      // A later run in the same directory removes what a killed one left (its pid is gone).
+      expect(detsimCli(['certs', dir]).status).toBe(0);
+      expect(stagingLeft(dir)).toEqual([]);
+      expect(readdirSync(dir).sort()).toEqual([...FILES].sort());
+    }
+  }, 60_000);
 
   it('refuses a target on a kernel filesystem at once (a recursive mkdir under /proc never returns)', () => {
     const r = detsimCli(['certs', '/proc/x'], 10_000);
