@@ -7,6 +7,7 @@
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { checkRunsParent } from './run-dir.js';
+import { processExists } from './socket-dir.js';
 import {
   chmodSync,
   existsSync,
@@ -74,17 +75,8 @@ const HELD_SIGNALS: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
 function sweepStaleStaging(dir: string): void {
   for (const name of readdirSync(dir)) {
     const m = /^\.certs-staging-(\d+)-/.exec(name);
-    if (m === null || isAlive(Number(m[1]))) continue;
+    if (m === null || processExists(Number(m[1]))) continue;
     rmSync(join(dir, name), { recursive: true, force: true });
-  }
-}
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === 'EPERM';
   }
 }
 

@@ -10,7 +10,7 @@ export const SOCKET_DIR_PARENT = '/tmp';
 const NAME = /^ds-([1-9][0-9]*)-[A-Za-z0-9]{6}$/;
 
 /** Is `pid` a process that exists (signal 0: ESRCH means gone, EPERM means alive but not ours)? */
-function processExists(pid: number): boolean {
+export function processExists(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;
