@@ -31,7 +31,7 @@ import {
   writeSync,
 } from 'node:fs';
 import { hostname } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { DetsimError } from '../core/formats/errors.js';
 
 export const RUN_LOCK_FILE = 'run.lock';
@@ -104,6 +104,9 @@ export function acquireRunLock(runDir: string, command: string): RunLock {
   return lock;
 }
 
+/** The run directories whose lock this process holds (withRunLock), with the locks taken alongside. */
+const heldRuns = new Map<string, { command: string; alongside: Map<string, RunLock> }>();
+
 /** Run `work` holding `<runDir>/run.lock`; released however it ends. `onTakeOver` hears of a stale lock replaced. */
 export async function withRunLock<T>(
   runDir: string,
@@ -113,11 +116,29 @@ export async function withRunLock<T>(
 ): Promise<T> {
   const lock = acquireRunLock(runDir, command);
   if (lock.tookOver) onTakeOver?.(lock.tookOver);
+  const key = resolve(runDir);
+  const alongside = new Map<string, RunLock>();
+  heldRuns.set(key, { command, alongside });
   try {
     return await work();
   } finally {
+    heldRuns.delete(key);
+    for (const l of alongside.values()) l.release();
     lock.release();
   }
+}
+
+/**
+ * While this process holds `runDir`'s lock, hold `<dir>/run.lock` too until that lock is released:
+ * the run's store is locked in the store itself, so `detsim store gc` through any path to it (a
+ * symlink, a bind mount of the store alone) meets the same lock file (the same device and inode).
+ * Does nothing when `runDir` is not locked by this process (a store opened outside a run).
+ */
+export function lockAlongsideRun(runDir: string, dir: string): void {
+  const run = heldRuns.get(resolve(runDir));
+  const key = resolve(dir);
+  if (run === undefined || run.alongside.has(key)) return;
+  run.alongside.set(key, acquireRunLock(dir, run.command));
 }
 
 /** Link the draft to run.lock, or rename it over a stale lock (taking it over). Returns the stale owner replaced. */

@@ -6,8 +6,7 @@
 // (prefix digest + a check of every reported payload digest, then the footer) and commits it.
 // The file is byte-identical to the streamed path's. NOT the capture order or reply checks
 // (capture.ts), NOT the seal pass (store/file-seal.ts), NOT the commit (store.ts).
-import { constants } from 'node:fs';
-import { open, unlink, type FileHandle } from 'node:fs/promises';
+import { type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
   layoutEnvelopeHead,
@@ -21,8 +20,9 @@ import { CAPABILITIES, METHODS } from '../../core/protocol/index.js';
 import type { LaunchedWorker } from '../launcher.js';
 import { type DeclaredRange, type FileSealOptions } from '../store/file-seal.js';
 import { sealFileOffLoop } from '../store/seal-thread.js';
-import { generationTemp } from '../store/store.js';
+import { generationTemp, type WrittenEnvelope } from '../store/store.js';
 import type { DeferredEnvelope } from '../store/writer.js';
+import { CaptureTemp } from './capture-temp.js';
 import { writeRange, type SpillOptions, type StreamedPayloads } from './capture-spill.js';
 import type { CheckpointGroup } from './group.js';
 import { CheckpointRefusal, type Participant } from './refusal.js';
@@ -86,29 +86,41 @@ export async function writeEnvelopeFile(
       'checkpointId',
     );
   const planned = layoutEnvelopeHead(manifest, payloads);
-  const path = join(writer.store.dir, generationTemp(id));
-  const discard = (): Promise<void> => unlink(path).catch(() => undefined);
+  const temp = await CaptureTemp.create(join(writer.store.dir, generationTemp(id)), id);
   let draft: EnvelopeHead;
   let laidOut: readonly LayoutPayloadInput[];
   try {
-    await writeOwnPayloads(path, planned, payloads, streamed);
-    const atWrite = await writeHeldPayloads(group, scope, path, planned, held);
+    await writeOwnPayloads(temp.handle, planned, payloads, streamed);
+    const atWrite = await writeHeldPayloads(group, scope, temp.path, planned, held);
     laidOut = payloads.map((p) => (atWrite.has(p.name) ? { ...p, digest: atWrite.get(p.name)! } : p));
     draft = atWrite.size > 0 ? relaidOut(planned, manifest, laidOut) : planned;
-    await writeHead(path, draft);
+    await writeRange(temp.handle, draft.head, 0);
+    await temp.stillThere();
   } catch (e) {
-    await discard();
-    throw e;
+    const why = await temp.explain(e);
+    await temp.discard();
+    throw why;
   }
   // Every payload a producer reported a digest for is checked at seal, as on the streamed path.
   const declared: DeclaredRange[] = draft.layout.entries.filter((_, i) => laidOut[i]!.digest !== undefined);
+  const seal = async (): Promise<WrittenEnvelope> => {
+    try {
+      const sealed = await sealFileOffLoop(temp.path, draft.layout, declared, hooks);
+      await temp.stillThere();
+      return sealed;
+    } catch (e) {
+      throw await temp.explain(e);
+    } finally {
+      await temp.close();
+    }
+  };
   return {
     draft,
     envelope: {
       byteLength: draft.layout.totalBytes,
       memoryBytes: draft.head.byteLength,
-      seal: () => sealFileOffLoop(path, draft.layout, declared, hooks),
-      discard,
+      seal,
+      discard: () => temp.discard(),
     },
   };
 }
@@ -130,36 +142,21 @@ function relaidOut(
 }
 
 /**
- * Create the temp file at its final length (holes read as the zero padding) with the payloads in
- * memory and the spilled streamed payloads; the head comes last (writeHead), once every digest is known.
+ * Give the temp file its final length (holes read as the zero padding) and write the payloads in
+ * memory and the spilled streamed payloads; the head comes last, once every digest is known.
  */
 async function writeOwnPayloads(
-  path: string,
+  fh: FileHandle,
   draft: EnvelopeHead,
   payloads: readonly LayoutPayloadInput[],
   streamed: StreamedPayloads,
 ): Promise<void> {
-  const fh: FileHandle = await open(path, constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC, 0o644);
-  try {
-    await fh.truncate(draft.layout.footerOffset);
-    for (const [i, entry] of draft.layout.entries.entries()) {
-      const p = payloads[i]!;
-      if ('bytes' in p) await writeRange(fh, p.bytes, entry.offset);
-    }
-    await streamed.copyInto(fh, draft.layout.entries);
-  } finally {
-    await fh.close();
+  await fh.truncate(draft.layout.footerOffset);
+  for (const [i, entry] of draft.layout.entries.entries()) {
+    const p = payloads[i]!;
+    if ('bytes' in p) await writeRange(fh, p.bytes, entry.offset);
   }
-}
-
-/** Write the head (header, manifest, table) at the start of the temp file. */
-async function writeHead(path: string, draft: EnvelopeHead): Promise<void> {
-  const fh: FileHandle = await open(path, constants.O_WRONLY);
-  try {
-    await writeRange(fh, draft.head, 0);
-  } finally {
-    await fh.close();
-  }
+  await streamed.copyInto(fh, draft.layout.entries);
 }
 
 /**

@@ -71,7 +71,7 @@ export class StreamedPayloads {
     }
     if (!this.fh) {
       this.created = true;
-      this.fh = await open(this.path, constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC, 0o600);
+      this.fh = await open(this.path, constants.O_RDWR | constants.O_CREAT | constants.O_TRUNC, 0o600);
     }
     await writeRange(this.fh, bytes, this.end);
     this.spilled.set(name, { at: this.end, byteLength: bytes.byteLength });
@@ -82,16 +82,13 @@ export class StreamedPayloads {
 
   /** Copy every spilled payload into the envelope file at the offset its entry was laid out at. */
   async copyInto(envelope: FileHandle, entries: readonly EnvelopeEntry[]): Promise<void> {
-    if (!this.spilled.size) return;
-    const from = await open(this.path, 'r');
-    try {
-      const chunk = Buffer.allocUnsafe(SPILL_COPY_CHUNK_BYTES);
-      for (const entry of entries) {
-        const range = this.spilled.get(entry.name);
-        if (range) await copyRange(from, envelope, chunk, range, entry.offset);
-      }
-    } finally {
-      await from.close();
+    // Read back through the descriptor it was written by: a spill file removed meanwhile by another
+    // process still holds every byte, and nothing else can be read in its place.
+    if (!this.spilled.size || !this.fh) return;
+    const chunk = Buffer.allocUnsafe(SPILL_COPY_CHUNK_BYTES);
+    for (const entry of entries) {
+      const range = this.spilled.get(entry.name);
+      if (range) await copyRange(this.fh, envelope, chunk, range, entry.offset);
     }
   }
 

@@ -2,6 +2,7 @@
 // writer queue in front of it and the hash-chained `<runDir>/ledger.jsonl`, with writer events
 // wired into the ledger. NOT capture/restore, and it never decides when to checkpoint.
 import { join } from 'node:path';
+import { lockAlongsideRun } from '../run-lock.js';
 import type { DurableFs } from '../store/durable-fs.js';
 import { ledgerEventOfWriter, Ledger } from '../store/ledger.js';
 import { CheckpointStore } from '../store/store.js';
@@ -34,6 +35,8 @@ export async function openCheckpointing(runDir: string, opts: CheckpointingOptio
     ...(opts.keep !== undefined ? { keep: opts.keep } : {}),
     ...(opts.fs ? { fs: opts.fs } : {}),
   });
+  // The store is locked in itself for as long as the run's lock is held (gc through any path meets it).
+  lockAlongsideRun(runDir, store.dir);
   const writer = new CheckpointWriter(store, {
     ...(opts.capacity !== undefined ? { capacity: opts.capacity } : {}),
     ...(opts.maxQueuedBytes !== undefined ? { maxQueuedBytes: opts.maxQueuedBytes } : {}),

@@ -83,10 +83,14 @@ async function gc(dir: string): Promise<void> {
   // Holding the run lock, no run or resume writes the store while gc deletes: the manifest cannot
   // change under it (CheckpointStore.gc also re-reads it before each deletion, for stores of no run).
   // The real path is cleaned, so a symlink changed meanwhile cannot point gc at another store.
+  // A run also holds the lock inside its store (run-lock.ts lockAlongsideRun), and so does gc:
+  // reached through a bind mount of the store alone, where no run directory is its parent, the
+  // lock file is still the same file (same device and inode) and a live run refuses gc.
   const run = runStoreOf(dir);
-  await (run !== null
-    ? withRunLock(run.runDir, 'detsim store gc', () => gcUnlocked(run.store, dir))
-    : gcUnlocked(dir, dir));
+  const store = run?.store ?? dir;
+  const inStore = (): Promise<void> =>
+    existsSync(store) ? withRunLock(store, 'detsim store gc', () => gcUnlocked(store, dir)) : gcUnlocked(store, dir);
+  await (run !== null ? withRunLock(run.runDir, 'detsim store gc', inStore) : inStore());
 }
 
 async function gcUnlocked(dir: string, shownAs: string): Promise<void> {

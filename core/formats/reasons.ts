@@ -283,6 +283,11 @@ export const REASONS = {
     layer: 'L7',
     summary: 'a participant refused a capture, stage or activation (attributed); the group is tainted',
   },
+  audit_checkpoint_temp_vanished: {
+    layer: 'L7',
+    summary:
+      'a checkpoint temporary file was removed or replaced by another process while its capture was in flight (not durable)',
+  },
   audit_coordinator_payload: {
     layer: 'L7',
     summary: 'a coordinator-owned checkpoint payload is malformed or disagrees with the manifest',
