@@ -49,7 +49,8 @@ export function sealSegment(input: SealInput): SealOutput {
   return input.repro && input.behaviour.length > 0 ? { gz, to: hashed, repro: reproOf(input) } : { gz, to: hashed };
 }
 
-function advanceHashes(input: SealInput): TraceHashState {
+/** The running chain and digest after the behaviour texts of `input` (the seal's hashing without the gzip). */
+export function advanceHashes(input: Pick<SealInput, 'from' | 'behaviour'>): TraceHashState {
   let chain = input.from.chain;
   const digest = Sha256Stream.from(input.from.digest);
   digest.update(input.behaviour);

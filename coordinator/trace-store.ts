@@ -10,7 +10,7 @@
 // it never points past durable trace. The reader detects the format, checks every segment against
 // the digest the index (or a receipt) binds, and yields the steps in order.
 // NOT the meaning of a step (trace.ts), the receipt (receipt/receipt.ts) or the step loop.
-import { createHash } from 'node:crypto';
+import { createHash, type Hash } from 'node:crypto';
 import {
   closeSync,
   existsSync,
@@ -31,6 +31,7 @@ import { discardStaged, fsyncDir, publishStaged, stageFileDurable, writeAll, typ
 import { canonicalBehaviour, type TransitionTrace } from './trace.js';
 import type { UnknownField } from './receipt/canonical.js';
 import {
+  advanceHashes,
   genesisHashes,
   sealSegment,
   sealSegmentOffLoop,
@@ -104,6 +105,8 @@ export interface TraceSink {
   sync(): void | Promise<void>;
   /** sync, then release the files; safe to call twice. */
   close(): void | Promise<void>;
+  /** A segmented trace: the digest of its index so far (indexDigestOf), recorded by each capture. */
+  indexDigest?(): string;
 }
 
 const segmentName = (seq: number) => `${String(seq).padStart(6, '0')}.jsonl.gz`;
@@ -139,6 +142,8 @@ export class SegmentedTraceWriter implements TraceSink {
   private inFlight = 0;
   private failure: unknown;
   private indexFd: number | undefined;
+  /** SHA-256 over the index lines written so far (indexDigestOf), continued as lines are appended. */
+  private readonly indexHash: Hash;
   private closed = false;
 
   constructor(
@@ -154,6 +159,8 @@ export class SegmentedTraceWriter implements TraceSink {
     this.firstOfOpen = this.nextStep;
     this.hashes = last ? (last.after ?? null) : genesisHashes();
     this.hashing = this.hashes !== null;
+    this.indexHash = createHash('sha256');
+    for (const e of index) this.indexHash.update(`${canonicalize(e)}\n`, 'utf8');
     const path = join(this.dir, TRACE_INDEX);
     this.indexFd = guardWrite(path, () => openSync(path, 'a'));
   }
@@ -161,6 +168,11 @@ export class SegmentedTraceWriter implements TraceSink {
   /** A new writer appending to the same trace with the same options (after a recovery cut it back). */
   reopen(): SegmentedTraceWriter {
     return new SegmentedTraceWriter(this.runDir, this.opts);
+  }
+
+  /** indexDigestOf the index as written so far (after `sync()`: every step appended; a capture records it). */
+  indexDigest(): string {
+    return this.indexHash.copy().digest('hex');
   }
 
   /** The step the next appended line must carry. */
@@ -262,8 +274,21 @@ export class SegmentedTraceWriter implements TraceSink {
       ...(this.hashes ? { after: this.hashes } : {}),
       ...(repro ? { repro: repro.entry } : {}),
     };
-    writeAll(this.indexFd!, Buffer.from(`${canonicalize(line)}\n`, 'utf8'));
+    const text = `${canonicalize(line)}\n`;
+    writeAll(this.indexFd!, Buffer.from(text, 'utf8'));
+    this.indexHash.update(text, 'utf8');
   }
+}
+
+/**
+ * The digest of a list of index entries: SHA-256 over each one's canonical line and "\n". A
+ * capture records the index's digest in its ledger event (traceIndex), and resume checks the
+ * entries it keeps against it, so an index entry edited, moved or dropped since is refused.
+ */
+export function indexDigestOf(entries: readonly SegmentEntry[]): string {
+  const h = createHash('sha256');
+  for (const e of entries) h.update(`${canonicalize(e)}\n`, 'utf8');
+  return h.digest('hex');
 }
 
 const bufferOf = (b: Uint8Array) => Buffer.from(b.buffer, b.byteOffset, b.byteLength);
@@ -409,6 +434,17 @@ export interface ReadTraceOptions {
   fromStep?: bigint;
   /** Called with each file the reader opens (instrumentation: resume must open only the last segments). */
   onOpen?: (path: string) => void;
+  /**
+   * stageSegmentedCut (resume): check every kept segment before its index entry is trusted —
+   * `bytes`: in its place and its bytes those the index binds (the kept entries are then checked
+   * against `keptIndexDigest`, recorded when the checkpoint was captured); `full`: also its steps
+   * hashed again to the running hashes its entry records (a run whose ledger recorded no digest).
+   */
+  verifyKept?: 'bytes' | 'full';
+  /** The indexDigestOf the entries before the boundary, as the checkpoint's capture recorded it. */
+  keptIndexDigest?: string;
+  /** Names the recording in a refusal (e.g. "ledger.jsonl when ckpt-e1-4 was captured"). */
+  keptIndexSource?: string;
 }
 
 /** The canonical lines of a run's trace, in step order, checked against the index; a jsonl trace as it is. */
@@ -582,6 +618,7 @@ export function stageSegmentedCut(
     const end = first + BigInt(s.steps);
     if (end <= k) {
       if (!s.after) throw noHashes(dir, s);
+      if (opts.verifyKept) checkKeptSegment(dir, index, i, opts.verifyKept === 'full' ? hashes : null, rebased, opts);
       kept.push(s);
       hashes = s.after;
       continue;
@@ -590,6 +627,7 @@ export function stageSegmentedCut(
     abandonedFrom ??= first >= k ? first : k;
     abandonedSteps += Number(end - (first >= k ? first : k));
     if (first >= k) continue;
+    if (opts.verifyKept) checkPlace(dir, index, i);
     opts.onOpen?.(join(dir, s.segment));
     const lines = gunzipSync(checkSegmentFile(dir, s, i, new Map(), TRACE_INDEX))
       .toString('utf8')
@@ -609,6 +647,12 @@ export function stageSegmentedCut(
     resealed = { entry: { ...entry, sha256: sha256(gz), after: hashes, ...(repro ? { repro: repro.entry } : {}) }, gz };
     resealedRepro = repro;
   }
+  if (opts.keptIndexDigest !== undefined && indexDigestOf(kept) !== opts.keptIndexDigest)
+    throw new DetsimError(
+      'audit_trace_segment_tampered',
+      `${join(dir, TRACE_INDEX)}: its ${kept.length} entries before step ${k} differ from those recorded in ${opts.keptIndexSource ?? 'the checkpoint'}`,
+      TRACE_INDEX,
+    );
   const keptSteps = kept.reduce((n, s) => n + BigInt(s.steps), 0n) + BigInt(resealed?.entry.steps ?? 0);
   const staged: StagedFile[] = [];
   try {
@@ -623,6 +667,53 @@ export function stageSegmentedCut(
   const abandoned =
     abandonedFrom === null ? null : { from: abandonedFrom, to: abandonedFrom + BigInt(abandonedSteps) - 1n };
   return { hashes, keptSteps, abandoned, abandonedSteps, staged, leaving };
+}
+
+/**
+ * A segment kept by a resume, checked before anything is trusted from its index entry: in its place
+ * (its firstStep continues the previous entry, its name is listed once) and its bytes those the
+ * index binds (one read of the segment). With `from` (no recorded index digest to bind the entries)
+ * also: it holds `steps` lines, and the running hashes over its lines, continued from `from`, are
+ * the `after` the index records, so an entry edited, moved or swapped is refused too (every step
+ * hashed again: ~250 µs a 16-agent step). Repro files are checked where they are used (a receipt
+ * walks the trace when one differs).
+ */
+function checkKeptSegment(
+  dir: string,
+  index: readonly SegmentEntry[],
+  i: number,
+  from: TraceHashState | null,
+  rebased: (line: string) => string,
+  opts: ReadTraceOptions,
+): void {
+  const s = index[i]!;
+  const at = `trace.segments[${i}]`;
+  checkPlace(dir, index, i);
+  opts.onOpen?.(join(dir, s.segment));
+  const byDigest = new Map(index.map((x, j) => [x.sha256, j]));
+  const bytes = checkSegmentFile(dir, s, i, byDigest, TRACE_INDEX);
+  if (from === null) return;
+  const lines = gunzipSync(bytes).toString('utf8').split('\n');
+  if (lines[lines.length - 1] === '') lines.pop();
+  const tampered = (why: string): DetsimError =>
+    new DetsimError('audit_trace_segment_tampered', `${join(dir, s.segment)}: ${why}`, at);
+  if (lines.length !== s.steps) throw tampered(`holds ${lines.length} lines, ${TRACE_INDEX} says ${s.steps}`);
+  const after = advanceHashes({ from, behaviour: lines.map((l) => `${rebased(l)}\n`).join('') });
+  if (canonicalize(after) !== canonicalize(s.after!))
+    throw tampered(`its steps do not give the running hashes ${TRACE_INDEX} records after it`);
+}
+
+/** Index entry `i` continues the one before it (the first starts at step 0) and names a segment listed once. */
+function checkPlace(dir: string, index: readonly SegmentEntry[], i: number): void {
+  const s = index[i]!;
+  const prev = index[i - 1];
+  const expectFirst = prev === undefined ? 0n : BigInt(prev.firstStep) + BigInt(prev.steps);
+  if (BigInt(s.firstStep) !== expectFirst || index.findIndex((x) => x.segment === s.segment) !== i)
+    throw new DetsimError(
+      'audit_trace_segment_reordered',
+      `${join(dir, TRACE_INDEX)}: entry ${i} (${s.segment}, from step ${s.firstStep}) is out of place in the index`,
+      `trace.segments[${i}]`,
+    );
 }
 
 function noHashes(dir: string, s: SegmentEntry): DetsimError {

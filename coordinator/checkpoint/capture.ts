@@ -39,6 +39,8 @@ export interface CaptureOptions {
   replaceable?: boolean;
   /** Test hooks of the file path: seal chunk size, allocation probe, spill budget and probe. */
   fileHooks?: CaptureFileHooks;
+  /** The digest of the run's trace index at this boundary (segmented trace), kept in the ledger's captured event. */
+  traceIndex?: string;
 }
 
 export interface CaptureReceipt {
@@ -238,7 +240,11 @@ export async function captureGroup(group: CheckpointGroup, opts: CaptureOptions)
       boundary,
       epoch: group.epoch,
       sessionId: group.plan.sessionId,
-      detail: { byteLength: String(byteLength), durable: !opts.replaceable },
+      detail: {
+        byteLength: String(byteLength),
+        durable: !opts.replaceable,
+        ...(opts.traceIndex !== undefined ? { traceIndex: opts.traceIndex } : {}),
+      },
     });
     let ticket: SaveTicket;
     try {

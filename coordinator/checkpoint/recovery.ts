@@ -102,7 +102,7 @@ export class LostWorkerRecovery implements SessionRecovery {
     const ck = this.checkpoints.ck!;
     const ctx = this.checkpoints.context;
     const baseEpoch = this.checkpoints.baseEpoch;
-    const cut = stageRecoveryCut(ctx.runDir, BigInt(record.boundary), baseEpoch, live.traces);
+    const cut = stageRecoveryCut(ctx.runDir, record, baseEpoch, live.traces);
     try {
       await ck.ledger.flush();
       const fromEpoch = live.lockstep.epoch;
@@ -192,9 +192,15 @@ interface RecoveryCut {
  * segment that straddles k (the chain and digest continue from the index's saved hashes, as
  * resume does); trace.jsonl is split whole and the chain rebuilt from its kept lines.
  */
-function stageRecoveryCut(runDir: string, k: bigint, baseEpoch: Id, closed: TraceSink): RecoveryCut {
+function stageRecoveryCut(
+  runDir: string,
+  record: { boundary: string; checkpointId: Id },
+  baseEpoch: Id,
+  closed: TraceSink,
+): RecoveryCut {
+  const k = BigInt(record.boundary);
   if (traceFormatOf(runDir) === 'segments') {
-    const { cut, split, chain } = stageSegmentedResume(runDir, k, baseEpoch);
+    const { cut, split, chain } = stageSegmentedResume(runDir, k, baseEpoch, record.checkpointId);
     return {
       expectBehaviour: chain.prefix(),
       epochs: split.epochs,

@@ -204,6 +204,25 @@ function isCoordinatorPayload(name: string): boolean {
 }
 
 /** The coordinator's own payloads (every one but the participants' states), read into memory: they are small. */
+/**
+ * Refuse (audit_trace_prefix_mismatch) unless the run's trace before the checkpoint's boundary
+ * gives the behaviour chain the checkpoint recorded: resume asks before any worker starts.
+ */
+export async function checkTracePrefix(loaded: LoadedCheckpoint, expect: BehaviourPrefix): Promise<void> {
+  const m = loaded.envelope.manifest;
+  checkBehaviourPrefix(m, readCoordinatorPayloads(m, await coordinatorPayloads(loaded)).behaviour, expect);
+}
+
+function checkBehaviourPrefix(m: EnvelopeManifest, recorded: BehaviourPrefix, expect: BehaviourPrefix): void {
+  if (canonicalize(expect) === canonicalize(recorded)) return;
+  throw new CheckpointRefusal(
+    'INCOMPATIBLE_STATE',
+    'audit_trace_prefix_mismatch',
+    `checkpoint refused: the run's trace before boundary ${m.sourceScope.step} gives behaviour chain ${canonicalize(expect)}, the checkpoint recorded ${canonicalize(recorded)}`,
+    { field: 'task-ledger.behaviour' },
+  );
+}
+
 async function coordinatorPayloads(loaded: LoadedCheckpoint): Promise<Map<string, Uint8Array>> {
   const m = loaded.envelope.manifest;
   const participants = new Set([PAYLOAD_NAMES.world, ...m.agents.map((a) => PAYLOAD_NAMES.agent(a.agentId as Id))]);
@@ -244,14 +263,7 @@ async function restoreLoaded(
   checkIdentity(m, group.live());
   const names = new Set(loaded.envelope.layout.entries.map((e) => e.name));
   const coord = readCoordinatorPayloads(m, await coordinatorPayloads(loaded));
-  if (opts.expectBehaviour && canonicalize(opts.expectBehaviour) !== canonicalize(coord.behaviour)) {
-    throw new CheckpointRefusal(
-      'INCOMPATIBLE_STATE',
-      'audit_trace_prefix_mismatch',
-      `checkpoint refused: the run's trace before boundary ${m.sourceScope.step} gives behaviour chain ${canonicalize(opts.expectBehaviour)}, the checkpoint recorded ${canonicalize(coord.behaviour)}`,
-      { field: 'task-ledger.behaviour' },
-    );
-  }
+  if (opts.expectBehaviour) checkBehaviourPrefix(m, coord.behaviour, opts.expectBehaviour);
   const plan = stagePlan(m);
   for (const p of plan) {
     const want = p.agentId === null ? PAYLOAD_NAMES.world : PAYLOAD_NAMES.agent(p.agentId);

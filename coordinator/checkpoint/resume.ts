@@ -45,7 +45,7 @@ import { canonicalBehaviour, EpochRebase, type TraceBehaviour, type TransitionTr
 import { publishSegmentedCut, SegmentedTraceWriter, stageSegmentedCut, traceFormatOf } from '../trace-store.js';
 import { openCheckpointing, storeDirOf } from './checkpointing.js';
 import { CheckpointGroup, RollingBehaviour } from './group.js';
-import { loadCheckpoint, restoreGroup, type RestoreReport } from './restore.js';
+import { checkTracePrefix, loadCheckpoint, restoreGroup, type RestoreReport } from './restore.js';
 import { checkRecordedComposition } from './recorded-composition.js';
 import { readRunRecord } from './run-record.js';
 import { CheckpointRun, DEFAULT_KEEP, type CheckpointRunReport } from './run-checkpoints.js';
@@ -147,12 +147,27 @@ export function splitTrace(text: string, k: bigint, path: string): TraceSplit {
  * chain at k from the index's running hashes (no earlier segment is read), the abandoned steps for
  * the ledger (`split` holds no kept lines: only counts). Refuses a trace that does not reach k.
  */
-export function stageSegmentedResume(runDir: string, k: bigint, baseEpoch: Id) {
+export function stageSegmentedResume(runDir: string, k: bigint, baseEpoch: Id, checkpointId: Id) {
   const rebasedText = (line: string) => {
     const b = (parseStrict(line) as unknown as TransitionTrace).behaviour;
     return canonicalBehaviour(b.scope.epoch === baseEpoch ? b : new EpochRebase(b.scope.epoch, baseEpoch).apply(b));
   };
-  const cut = stageSegmentedCut(runDir, k, rebasedText);
+  // Every kept segment is read once and checked against its index entry, and the kept entries
+  // against the index digest the capture recorded in the ledger (bench/README.md measures it); a
+  // run whose ledger has none gets every kept step hashed again. The chain then meets the checkpoint's.
+  const recorded = capturedTraceIndex(runDir, checkpointId);
+  const cut = stageSegmentedCut(
+    runDir,
+    k,
+    rebasedText,
+    recorded === null
+      ? { verifyKept: 'full' }
+      : {
+          verifyKept: 'bytes',
+          keptIndexDigest: recorded,
+          keptIndexSource: `${LEDGER_FILE} when ${checkpointId} was captured`,
+        },
+  );
   if (cut.keptSteps !== k) {
     discardStaged(cut.staged);
     refuse(
@@ -230,11 +245,15 @@ async function resumeLocked(runDir: string, opts: ResumeOptions): Promise<Resume
   const total = opts.steps ?? rec.steps;
   checkTotal(total, opts.steps !== undefined, k, record.checkpointId, runDir);
   // A segmented trace is cut reading only the segment that straddles k (trace-store.ts); trace.jsonl whole.
-  const segCut = segmented ? stageSegmentedResume(runDir, k, rec.epoch) : null;
+  const segCut = segmented ? stageSegmentedResume(runDir, k, rec.epoch, record.checkpointId) : null;
   const split = segCut?.split ?? splitTrace(readFileSync(tracePath, 'utf8'), k, tracePath);
   const baseEpoch = segCut ? rec.epoch : (split.keptBehaviours[0]?.scope.epoch ?? rec.epoch);
   const chain = segCut?.chain ?? new RollingBehaviour(baseEpoch);
   if (!segCut) for (const b of split.keptBehaviours) chain.add(b);
+  await checkTracePrefix(loaded, chain.prefix()).catch((e: unknown) => {
+    if (segCut) discardStaged(segCut.cut.staged);
+    throw e;
+  });
   const epoch = epochId(epochsSeen(runDir, rec.epoch, split.epochs) + 1);
   const runEvent = lastRunEvent(runDir);
   const every = opts.checkpointEvery ?? runEvent.every;
@@ -440,6 +459,24 @@ function checkTotal(total: number, fromFlag: boolean, k: bigint, checkpointId: I
 }
 
 /** The checkpoint interval and keep count the run recorded in its ledger (the last `run` event). */
+/** The trace index digest the ledger's `captured` event of `checkpointId` recorded, or null (none, or an older run). */
+function capturedTraceIndex(runDir: string, checkpointId: Id): string | null {
+  const path = join(runDir, LEDGER_FILE);
+  if (!existsSync(path)) return null;
+  let found: string | null = null;
+  for (const line of readFileSync(path, 'utf8').split('\n')) {
+    if (!line.includes('"event":"captured"') || !line.includes(`"checkpointId":${JSON.stringify(checkpointId)}`))
+      continue;
+    try {
+      const d = (JSON.parse(line) as { detail?: { traceIndex?: unknown } }).detail;
+      if (typeof d?.traceIndex === 'string') found = d.traceIndex;
+    } catch {
+      // a torn last line carries nothing
+    }
+  }
+  return found;
+}
+
 function lastRunEvent(runDir: string): { every: number; keep: number } {
   let every = 0;
   let keep = DEFAULT_KEEP;

@@ -181,8 +181,13 @@ export class CheckpointRun implements RunExtension {
     // The trace lines of every step before k reach the disk before a checkpoint at k can.
     await this.ctx!.traces.sync();
     const checkpointId = checkpointIdFor(group.epoch, k);
+    const traceIndex = this.ctx!.traces.indexDigest?.();
     try {
-      const rec = await captureGroup(group, { checkpointId, replaceable: this.opts.hot ?? false });
+      const rec = await captureGroup(group, {
+        checkpointId,
+        replaceable: this.opts.hot ?? false,
+        ...(traceIndex !== undefined ? { traceIndex } : {}),
+      });
       this.report.captured.push(checkpointId);
       this.outcomes.set(checkpointId, null);
       this.waits.push(rec.ticket.wait().then((o) => this.settle(o)));

@@ -11,6 +11,9 @@ import { cpSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { resumeRun } from '../../coordinator/checkpoint/resume.js';
+import { CheckpointRun } from '../../coordinator/checkpoint/run-checkpoints.js';
+import { runSession } from '../../coordinator/run.js';
+import { loadPlan } from '../coordinator/helpers.js';
 import { canonicalize, parseStrict } from '../../core/formats/canonical-json.js';
 import { BehaviourDigest, EpochRebase } from '../../coordinator/trace.js';
 import { snapshotDir } from '../dir-snapshot.js';
@@ -151,19 +154,30 @@ describe('resume checks run.json against the checkpoint before any worker starts
 
   it(
     'a resume refused after its workers started leaves run.log and every other file untouched',
-    () => {
-      const dir = join(out, 'edited-trace');
-      cpSync(base, dir, { recursive: true });
-      // The segmented trace's index saves the behaviour chain at each segment's end, which resume
-      // continues from instead of re-reading the kept segments: edited, it disagrees with the checkpoint.
-      const index = join(dir, 'trace', 'index.jsonl');
-      const zeros = `"chain":"${'0'.repeat(64)}"`;
-      writeFileSync(index, readFileSync(index, 'utf8').replace(/"chain":"[0-9a-f]{64}"/g, zeros));
-      const r = refusedLine(dir, ['--checkpoint', 'ckpt-e1-4']);
-      expect(r.status).toBe(1);
-      expect(r.line).toMatch(
-        /^detsim: \[audit_trace_prefix_mismatch\] checkpoint refused: the run's trace before boundary 4/,
+    async () => {
+      // A user model whose restore throws: everything before the workers passes (the trace, the
+      // checkpoint, run.json), the workers start, and the restore is refused by the participant.
+      const r = await runSession(loadPlan(join('test', 'checkpoint', 'fixtures', 'restore-refuse.yaml')), {
+        outDir: join(out, 'restore-refuse'),
+        steps: 6,
+        extension: new CheckpointRun({ every: 2, keep: 3 }),
+        onWarning: () => undefined,
+        logLevel: 'warn',
+      });
+      const before = snapshotDir(r.runDir);
+      const spawned: string[] = [];
+      const e = await resumeRun(r.runDir, {
+        checkpointId: 'ckpt-e1-4',
+        logLevel: 'error',
+        commandFor: (w) => void spawned.push(w.workerId),
+      }).then(
+        () => null,
+        (x: unknown) => x as { reason: string; message: string },
       );
+      expect(spawned.length).toBeGreaterThan(0);
+      expect(e?.reason).toBe('audit_participant_refused');
+      expect(e?.message).toContain('this model refuses every restore');
+      expect(snapshotDir(r.runDir)).toEqual(before);
     },
     T,
   );

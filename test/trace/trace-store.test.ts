@@ -21,6 +21,7 @@ import { BehaviourDigest, canonicalBehaviour, type TraceBehaviour } from '../../
 import { CHAIN_GENESIS } from '../../coordinator/trace-seal-thread.js';
 import {
   checkTraceBinding,
+  indexDigestOf,
   readTrace,
   readReproTexts,
   readTraceIndex,
@@ -145,6 +146,49 @@ describe('segmented trace: writer and reader', () => {
     opened.length = 0;
     expect([...readTraceSync(dir, { fromStep: boundary, onOpen })].length).toBe(last.steps);
     expect(opened.length).toBe(1);
+  });
+
+  it("resume's check of the kept segments: their bytes and the index digest a capture recorded; without one, every kept step hashed again", async () => {
+    const dir = tmpDir('detsim-trace-');
+    await writeSteps(dir, 40, 4);
+    const text = (l: string) => canonicalBehaviour((JSON.parse(l) as { behaviour: TraceBehaviour }).behaviour);
+    const boundary = BigInt(readTraceIndex(dir).at(-1)!.firstStep);
+    const kept = readTraceIndex(dir).filter((s) => BigInt(s.firstStep) + BigInt(s.steps) <= boundary);
+    // What a capture records is the writer's running digest, the same as one computed from the file.
+    const w = new SegmentedTraceWriter(dir);
+    expect(w.indexDigest()).toBe(indexDigestOf(readTraceIndex(dir)));
+    await w.close();
+    const recorded = indexDigestOf(kept);
+    const cut = (opts: Parameters<typeof stageSegmentedCut>[3]) => {
+      const c = stageSegmentedCut(dir, boundary, text, opts);
+      for (const f of c.staged) rmSync(f.tmp, { force: true });
+      return c.keptSteps;
+    };
+    const opened: string[] = [];
+    expect(cut({ verifyKept: 'bytes', keptIndexDigest: recorded, onOpen: (p) => opened.push(p) })).toBe(boundary);
+    expect(opened.length).toBe(kept.length);
+    expect(cut({ verifyKept: 'full' })).toBe(boundary);
+    // An entry's running hashes edited (its bytes still match): the recorded digest, or hashing the steps again, refuses it.
+    const path = join(dir, 'trace', 'index.jsonl');
+    const original = readFileSync(path, 'utf8');
+    const lines = original.split('\n');
+    const e = JSON.parse(lines[1]!) as { after: { chain: string } };
+    e.after.chain = 'c'.repeat(64);
+    writeFileSync(path, [lines[0], JSON.stringify(e), ...lines.slice(2)].join('\n'));
+    expect(refusal(() => cut({ verifyKept: 'bytes', keptIndexDigest: recorded }))).toMatchObject({
+      reason: 'audit_trace_segment_tampered',
+      message: expect.stringMatching(
+        /index\.jsonl: its [0-9]+ entries before step [0-9]+ differ from those recorded in the checkpoint$/,
+      ),
+    });
+    expect(refusal(() => cut({ verifyKept: 'full' }))).toMatchObject({
+      reason: 'audit_trace_segment_tampered',
+      message: expect.stringMatching(
+        /000001\.jsonl\.gz: its steps do not give the running hashes index\.jsonl records after it$/,
+      ),
+    });
+    writeFileSync(path, original);
+    expect(cut({ verifyKept: 'full' })).toBe(boundary);
   });
 
   it('truncateSegmentedTrace rewinds to a step; a writer then continues the same hashes', async () => {
@@ -273,7 +317,7 @@ describe('segmented trace in a real run', () => {
     checkReceiptFromReproFiles(r.runDir, out, golden.reproHash);
   }, 240_000);
 
-  it('a segmented run resumed from a checkpoint reproduces the lif-pair golden, reading no earlier segment', async () => {
+  it('a segmented run resumed from a checkpoint reproduces the lif-pair golden, its earlier segments kept as they are', async () => {
     const golden = JSON.parse(readFileSync('fixtures/golden/lif-pair.json', 'utf8')) as {
       steps: number;
       reproHash: string;
