@@ -24,6 +24,7 @@ import {
   rendezvousRecordBytes,
   writeRendezvousRecord,
   startWorkerServer,
+  checkListenResolves,
   STORE_ID_PATTERN,
   storeHoldsId,
 } from '../core/protocol/index.js';
@@ -295,6 +296,8 @@ export async function runWorkerProcess(
     maxMessageBytes: options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES,
   };
   if (options.sessionId) runtimeOptions.sessionId = options.sessionId;
+  // A host name is judged by what it resolves to, before anything listens (named as the flag).
+  await checkListenResolves(options.listen, '--listen', options.tls !== undefined);
   const storeDir = usableStoreDir(options);
   if (storeDir) runtimeOptions.storeDir = storeDir;
   const runtime = new WorkerRuntime(runtimeOptions);

@@ -1,17 +1,21 @@
 // The worker's end of the transport: a gRPC server bound to one address whose Session streams
 // deliver reassembled messages to a handler and send its replies back in order with backpressure.
 // Transport only: what a request means is the worker runtime's business (workers/runtime.ts).
+import { lookup } from 'node:dns/promises';
 import type { EventEmitter } from 'node:events';
+import { isIP } from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
 import {
   DEFAULT_MAX_MESSAGE_BYTES,
   type Frame,
+  LOCAL_LISTEN_RULE,
   channelOptions,
   parseListenAddress,
   removeStaleSocket,
   workerServiceDefinition,
 } from './contract.js';
+import { DetsimError } from '../formats/errors.js';
 import { type AssembledMessage, FrameAssembler, FrameWriter } from './frames.js';
 import {
   TOKEN_METADATA_KEY,
@@ -21,6 +25,30 @@ import {
   checkBearer,
   workerServerCredentials,
 } from './tls.js';
+
+/** True for an IP address on the loopback interface: 127.0.0.0/8, ::1, or 127.x mapped into IPv6. */
+function isLoopbackIp(ip: string): boolean {
+  const v4 = /^(?:::ffff:)?127\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}$/i;
+  return v4.test(ip) || ip === '::1';
+}
+
+/**
+ * A plaintext TCP listen address that is a host name (`localhost`) is checked by what it resolves
+ * to, not by its name: every address must be loopback (a `localhost` that /etc/hosts maps to a LAN
+ * address would otherwise serve plaintext to the network). IP literals were checked by parsing.
+ */
+export async function checkListenResolves(listen: string, field: string, tls: boolean): Promise<void> {
+  const address = parseListenAddress(listen, field, tls);
+  if (tls || address.kind !== 'tcp' || isIP(address.host.replace(/^\[(.*)\]$/, '$1')) !== 0) return;
+  const found = await lookup(address.host, { all: true }).catch(() => []);
+  const beyond = found.find((a) => !isLoopbackIp(a.address));
+  if (found.length > 0 && beyond === undefined) return;
+  throw new DetsimError(
+    'perm_listen_not_local',
+    `${field}: ${JSON.stringify(address.host)} ${beyond ? `resolves to ${beyond.address}, which is not a loopback address` : 'resolves to no address'}; ${LOCAL_LISTEN_RULE}`,
+    field,
+  );
+}
 
 /** One open session stream as seen by the handler. */
 export interface SessionConnection {
@@ -69,6 +97,7 @@ export async function startWorkerServer(
 ): Promise<StartedServer> {
   // The transport itself refuses a non-loopback plaintext TCP address, whoever asks for it.
   const address = parseListenAddress(listen, 'listen', tls !== undefined);
+  await checkListenResolves(listen, 'listen', tls !== undefined);
   if (address.kind === 'unix') removeStaleSocket(address.path);
   const server = new grpc.Server(channelOptions(maxMessageBytes));
   const streams = new Set<grpc.ServerDuplexStream<Frame, Frame>>();

@@ -133,7 +133,43 @@ pub fn parse_listen_address(text: &str, field: &str, authenticated: bool) -> Res
             field,
         ));
     }
+    if let Address::Tcp(host, _) = &address
+        && !authenticated
+    {
+        check_resolves_to_loopback(host, field)?;
+    }
     Ok(address)
+}
+
+/// A host name (`localhost`) is judged by every address it resolves to, not by its name (as
+/// server.ts checkListenResolves): a `localhost` that /etc/hosts maps elsewhere is refused.
+fn check_resolves_to_loopback(host: &str, field: &str) -> Result<(), DetsimError> {
+    use std::net::{IpAddr, ToSocketAddrs};
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    if bare.parse::<IpAddr>().is_ok() {
+        return Ok(()); // a literal: checked by is_loopback_host
+    }
+    let found: Vec<IpAddr> = (bare, 0)
+        .to_socket_addrs()
+        .map(|a| a.map(|s| s.ip()).collect())
+        .unwrap_or_default();
+    let loopback = |ip: &IpAddr| match ip {
+        IpAddr::V4(v4) => v4.is_loopback(),
+        IpAddr::V6(v6) => v6.is_loopback() || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback()),
+    };
+    let beyond = found.iter().find(|ip| !loopback(ip));
+    if !found.is_empty() && beyond.is_none() {
+        return Ok(());
+    }
+    let what = match beyond {
+        Some(ip) => format!("resolves to {ip}, which is not a loopback address"),
+        None => "resolves to no address".to_string(),
+    };
+    Err(DetsimError::at(
+        Reason::PermListenNotLocal,
+        format!("{field}: {} {what}; {LOCAL_LISTEN_RULE}", quoted(Some(host))),
+        field,
+    ))
 }
 
 /// Remove a stale socket file before bind (a leftover file fails bind with EADDRINUSE).

@@ -4,8 +4,10 @@
 # the replies back as frames. Not the protocol semantics (runtime.py).
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
+import socket
 import stat
 import sys
 import threading
@@ -56,7 +58,34 @@ def parse_listen_address(text: str, field: str = 'listen', authenticated: bool =
     host = m.group(1)
     if not authenticated and not is_loopback_host(host):
         raise InputError('perm_listen_not_local', f'{field}: {_q(host)} is not a loopback address; {LOCAL_LISTEN_RULE}')
+    if not authenticated:
+        _check_resolves_to_loopback(host, field)
     return ListenAddress('tcp', host=host, port=int(m.group(2)))
+
+
+def _check_resolves_to_loopback(host: str, field: str) -> None:
+    """A host name (localhost) is judged by every address it resolves to, not by its name (as server.ts)."""
+    bare = host[1:-1] if host.startswith('[') and host.endswith(']') else host
+    try:
+        ipaddress.ip_address(bare)
+        return  # a literal: checked by is_loopback_host
+    except ValueError:
+        pass
+    try:
+        found = [info[4][0] for info in socket.getaddrinfo(bare, None)]
+    except OSError:
+        found = []
+    beyond = next((a for a in found if not ipaddress.ip_address(a.split('%')[0]).is_loopback
+                   and not _mapped_loopback(a)), None)
+    if found and beyond is None:
+        return
+    what = f'resolves to {beyond}, which is not a loopback address' if beyond else 'resolves to no address'
+    raise InputError('perm_listen_not_local', f'{field}: {_q(host)} {what}; {LOCAL_LISTEN_RULE}')
+
+
+def _mapped_loopback(a: str) -> bool:
+    ip = ipaddress.ip_address(a.split('%')[0])
+    return isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None and ip.ipv4_mapped.is_loopback
 
 
 def is_loopback_host(host: str) -> bool:
