@@ -643,7 +643,7 @@ function connectExisting(worker: PlannedWorker, ctx: StartContext, found: Existi
       if (!(e instanceof GrpcConnectError)) throw e;
       throw new RunFailure(
         'never-ready',
-        `${remote.describe()} (its rendezvous record) never connected within ${timeoutMs} ms`,
+        `${remote.describe()} (its rendezvous record) never connected within ${Math.round(timeoutMs)} ms`,
         { workerId: worker.workerId, agentIds: worker.agentIds, step: null, phase: 'startup' },
       );
     }

@@ -31,6 +31,11 @@ export function probeReason(kind: ProbeFailureKind): ReasonCode {
   return kind === 'unreachable' ? 'ident_worker_unreachable' : 'ident_foreign_certificate';
 }
 
+/** An HTTP/2 frame header whose type is SETTINGS (0x4): what a gRPC server sends first on a connection. */
+function isHttp2Settings(first: Buffer): boolean {
+  return first.length >= 9 && first[3] === 0x04;
+}
+
 /** How long a TLS probe waits for the worker's first bytes after the handshake (a refusal closes at once). */
 const PROBE_SETTLE_MS = 2_000;
 
@@ -87,7 +92,21 @@ export function probeWorker(
       fail('unreachable', e.code ?? 'connection error');
     });
     if (!material) {
-      socket.once('connect', () => settle({ ok: true, certificate: undefined }));
+      // A connect is not enough: a listener that accepts and never answers (a black hole) is not a
+      // worker. Every detsim worker (gRPC over HTTP/2) speaks first: its SETTINGS frame.
+      socket.once('data', (first: Buffer) =>
+        isHttp2Settings(first)
+          ? settle({ ok: true, certificate: undefined })
+          : fail('unreachable', 'what answers there is not a detsim worker (no HTTP/2 SETTINGS frame)'),
+      );
+      socket.once('close', () => fail('unreachable', 'the connection closed before a word was said'));
+      socket.once('connect', () => {
+        clearTimeout(timer);
+        timer = setTimeout(
+          () => fail('unreachable', `connected, but nothing answered within ${Math.round(timeoutMs)} ms (no worker there)`),
+          timeoutMs,
+        );
+      });
       return;
     }
     const tls = socket as TLSSocket;

@@ -11,6 +11,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { resolveConfig, type RunPlan } from '../../coordinator/config.js';
 import { runSession } from '../../coordinator/run.js';
@@ -319,6 +320,34 @@ describe('workers.placement: rendezvous', () => {
         ' a stale record if its worker is gone (remove the record and start the worker again)',
     );
     expect(readdirSync(out)).toEqual([]);
+  });
+
+  it('a record pointing at a TCP black hole (it connects, never answers): one line, exit 2, no run directory', async () => {
+    const dir = tempDir('ds-rv-');
+    const out = tempDir('ds-rv-out-');
+    await startLifPairWorkers(dir);
+    // A listener that accepts and never says a word: the connect succeeds, no HTTP/2 ever comes.
+    const held: Socket[] = [];
+    const hole = createServer((s) => void held.push(s));
+    await new Promise<void>((r) => hole.listen(0, '127.0.0.1', r));
+    const address = `127.0.0.1:${(hole.address() as AddressInfo).port}`;
+    const where = join(dir, 'worker-0.json');
+    writeFileSync(where, canonicalize({ ...readRendezvousRecord(readFileSync(where), where), address }));
+    const cfg = lifPairConfigFile(dir, 5);
+    const edited = JSON.parse(readFileSync(cfg, 'utf8')) as Record<string, any>;
+    writeFileSync(cfg, JSON.stringify({ ...edited, deadlines: { ...edited.deadlines, startupMs: 2000 } }));
+    try {
+      const r = await detsimRun([cfg, '--out', out]);
+      expect(expectCliRefusal(asSpawnResult(r), 'ident_worker_unreachable', where)).toMatch(
+        new RegExp(
+          `^detsim: \\[ident_worker_unreachable\\] ${where}: address: worker worker-0 is unreachable at ${address} \\(`,
+        ),
+      );
+      expect(readdirSync(out)).toEqual([]);
+    } finally {
+      for (const s of held) s.destroy();
+      hole.close();
+    }
   });
 
   it('a worker that answers Hello as another worker is refused before stepping: exit 2, no run directory', async () => {
