@@ -33,6 +33,7 @@ import {
 import { hostname } from 'node:os';
 import { join, resolve } from 'node:path';
 import { DetsimError } from '../core/formats/errors.js';
+import { asWriteFailure, guardWrite } from './write-failure.js';
 
 export const RUN_LOCK_FILE = 'run.lock';
 
@@ -222,14 +223,15 @@ function lockedError(runDir: string, path: string, owner: LockOwner | null): Det
 /** Write and fsync our owner record under a name no other process uses. */
 function writeDraft(runDir: string, me: OwnerRecord): Draft {
   const path = join(runDir, `${RUN_LOCK_FILE}.${me.token}.tmp`);
-  const fd = openSync(path, 'wx');
+  // A full disk (or a read-only one) is named by the file it could not write.
+  const fd = guardWrite(path, () => openSync(path, 'wx'));
   try {
     writeSync(fd, `${JSON.stringify(me)}\n`);
     fsyncSync(fd);
     return { path, mtimeMs: fstatSync(fd).mtimeMs };
   } catch (e) {
     unlinkQuietly(path);
-    throw e;
+    throw asWriteFailure(e, path);
   } finally {
     closeSync(fd);
   }

@@ -22,6 +22,7 @@ import { type DeclaredRange, type FileSealOptions } from '../store/file-seal.js'
 import { sealFileOffLoop } from '../store/seal-thread.js';
 import { generationTemp, type WrittenEnvelope } from '../store/store.js';
 import type { DeferredEnvelope } from '../store/writer.js';
+import { asWriteFailure } from '../write-failure.js';
 import { CaptureTemp } from './capture-temp.js';
 import { writeRange, type SpillOptions, type StreamedPayloads } from './capture-spill.js';
 import type { CheckpointGroup } from './group.js';
@@ -86,7 +87,11 @@ export async function writeEnvelopeFile(
       'checkpointId',
     );
   const planned = layoutEnvelopeHead(manifest, payloads);
-  const temp = await CaptureTemp.create(join(writer.store.dir, generationTemp(id)), id);
+  const path = join(writer.store.dir, generationTemp(id));
+  // A failed write (a full disk) is named by its file: capture.ts refuses the capture with it.
+  const temp = await CaptureTemp.create(path, id).catch((e: unknown) => {
+    throw asWriteFailure(e, path);
+  });
   let draft: EnvelopeHead;
   let laidOut: readonly LayoutPayloadInput[];
   try {
@@ -99,7 +104,7 @@ export async function writeEnvelopeFile(
   } catch (e) {
     const why = await temp.explain(e);
     await temp.discard();
-    throw why;
+    throw asWriteFailure(why, path);
   }
   // Every payload a producer reported a digest for is checked at seal, as on the streamed path.
   const declared: DeclaredRange[] = draft.layout.entries.filter((_, i) => laidOut[i]!.digest !== undefined);

@@ -14,6 +14,7 @@
 import { constants } from 'node:fs';
 import { open, unlink, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
+import { asWriteFailure } from '../write-failure.js';
 import type { EnvelopeEntry } from '../../core/formats/envelope.js';
 import type { Digest, Id } from '../../core/formats/scalars.js';
 import type { CapturedPayload } from './manifest.js';
@@ -69,11 +70,15 @@ export class StreamedPayloads {
       this.options.onKept?.(this.kept);
       return { bytes, digest };
     }
-    if (!this.fh) {
-      this.created = true;
-      this.fh = await open(this.path, constants.O_RDWR | constants.O_CREAT | constants.O_TRUNC, 0o600);
+    try {
+      if (!this.fh) {
+        this.created = true;
+        this.fh = await open(this.path, constants.O_RDWR | constants.O_CREAT | constants.O_TRUNC, 0o600);
+      }
+      await writeRange(this.fh, bytes, this.end);
+    } catch (e) {
+      throw asWriteFailure(e, this.path); // a full disk names the spill file
     }
-    await writeRange(this.fh, bytes, this.end);
     this.spilled.set(name, { at: this.end, byteLength: bytes.byteLength });
     this.end += bytes.byteLength;
     this.options.onKept?.(this.kept);

@@ -24,6 +24,7 @@ import {
   type Id,
   type U64,
 } from '../../core/formats/scalars.js';
+import { asWriteFailure, isWriteFailure } from '../write-failure.js';
 import { DurableFs } from './durable-fs.js';
 import type { WriterEvent } from './writer.js';
 
@@ -320,16 +321,18 @@ export class Ledger {
   }
 
   private async appendLine(event: LedgerEventInput): Promise<LedgerLine> {
-    if (this.broken) throw new Error(`ledger ${this.runDir} is unusable after a failed append: ${this.broken.message}`);
+    this.throwIfBroken();
     const line = buildLine(event, this.lines + 1, this.lastHash);
     const bytes = canonicalBytes(line);
+    const path = join(this.runDir, LEDGER_FILE);
     try {
-      await this.fs.appendSynced(join(this.runDir, LEDGER_FILE), Buffer.concat([bytes, Buffer.from('\n')]));
+      await this.fs.appendSynced(path, Buffer.concat([bytes, Buffer.from('\n')]));
       if (this.lines === 0) await this.fs.fsyncDir(this.runDir);
     } catch (e) {
       // The file may now end in a torn line; only a re-open (which cuts it off) may append again.
-      this.broken = e as Error;
-      throw e;
+      // A failed write names ledger.jsonl (a full disk's last line says which file it could not write).
+      this.broken = asWriteFailure(e, path) as Error;
+      throw this.broken;
     }
     this.lines += 1;
     this.lastHash = sha256Hex(bytes);
@@ -339,14 +342,25 @@ export class Ledger {
   /** Replace the head durably with the present line count and last hash. */
   private async writeHead(): Promise<void> {
     const head: LedgerHead = { lastHash: this.lastHash, ledgerVersion: LEDGER_VERSION, lines: String(this.lines) };
-    await this.fs.writeTemp(join(this.runDir, LEDGER_HEAD_TMP), { parts: [canonicalBytes(head)] }, 'other', '');
-    await this.fs.publish(this.runDir, LEDGER_HEAD_TMP, LEDGER_HEAD_FILE, 'other', '');
+    try {
+      await this.fs.writeTemp(join(this.runDir, LEDGER_HEAD_TMP), { parts: [canonicalBytes(head)] }, 'other', '');
+      await this.fs.publish(this.runDir, LEDGER_HEAD_TMP, LEDGER_HEAD_FILE, 'other', '');
+    } catch (e) {
+      throw asWriteFailure(e, join(this.runDir, LEDGER_HEAD_FILE));
+    }
+  }
+
+  /** A failed append leaves the ledger unusable: its write failure again (named), or why it broke. */
+  private throwIfBroken(): void {
+    if (this.broken === null) return;
+    if (isWriteFailure(this.broken)) throw this.broken;
+    throw new Error(`ledger ${this.runDir} is unusable after a failed append: ${this.broken.message}`);
   }
 
   /** Wait for every append issued so far and the head after the last; throws if one failed. */
   async flush(): Promise<void> {
     await this.tail;
-    if (this.broken) throw new Error(`ledger ${this.runDir} is unusable after a failed append: ${this.broken.message}`);
+    this.throwIfBroken();
   }
 }
 

@@ -103,6 +103,46 @@ describe.skipIf(fullDiskUnavailable !== null)('a full disk under detsim run', ()
   );
 });
 
+describe.skipIf(fullDiskUnavailable !== null)('a full disk at any moment of a checkpointed run', () => {
+  it(
+    'disks from 20 KiB to 160 KiB: every last line names the file it could not write, and a capture that did not fit is named too',
+    () => {
+      // Each size runs out at another moment: the lock, run.json, the ledger, a capture's temporary,
+      // a trace segment. None may end in an unnamed "file of the run directory".
+      const seen = new Set<string>();
+      for (let kib = 20; kib <= 160; kib += 10) {
+        const d = small(kib * 1024);
+        const r = detsim([
+          'run',
+          'examples/forage-walkers.yaml',
+          '--steps',
+          '300',
+          '--checkpoint-every',
+          '50',
+          '--out',
+          d.dir,
+        ]);
+        const line = lastLine(r.stderr);
+        expect(line, `${kib} KiB`).not.toMatch(/a file of the run directory/);
+        if (r.status === 0) continue;
+        expect(r.status, `${kib} KiB: ${line}`).toBe(1);
+        expect(line, `${kib} KiB`).toMatch(
+          /^detsim: \[size_no_space\] .*cannot write \/[^:]+: no space left on the device \(ENOSPC\)/,
+        );
+        seen.add(/cannot write \/[^:]*\/([^/:]+):/.exec(line)![1]!.replace(/[0-9a-f-]{36}/, 'TOKEN'));
+        for (const notTaken of r.stderr
+          .split('\n')
+          .filter((l) => /^checkpoint .* not taken: \[size_no_space\]/.test(l)))
+          expect(notTaken).toMatch(/cannot write \/.*\/store\/tmp-ckpt-e1-[0-9]+(\+spill)?\.flysess: no space left/);
+        d.unmount();
+        disk = undefined;
+      }
+      expect(seen.size, [...seen].join(', ')).toBeGreaterThanOrEqual(2);
+    },
+    T,
+  );
+});
+
 describe.skipIf(fullDiskUnavailable !== null)('write primitives on a full disk', () => {
   it('the trace writer cuts a line it could not finish and names the file', () => {
     const d = small(16 * 1024);
