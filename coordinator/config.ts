@@ -146,6 +146,8 @@ const TopSchema = z.strictObject({
             .positive()
             .max(MAX_DEADLINE_MS / 1000, `must be at most ${MAX_DEADLINE_MS / 1000}`)
             .optional(),
+          /** The per-run secret file plaintext TCP workers were started with (`--token-file`). */
+          tokenFile: z.string().min(1).optional(),
         })
         .optional(),
       /**
@@ -256,6 +258,11 @@ export interface RendezvousPlacement {
   /** Absolute (a relative config value resolves against the config file's directory). */
   dir: string;
   timeoutMs: number;
+  /**
+   * Absolute: the secret the hand-started plaintext TCP workers hold (`--token-file`), presented on
+   * every stream. A path, never the secret, is recorded (launch.json).
+   */
+  tokenFile?: string;
 }
 
 export const ENVIRONMENT_WORKER_ID = 'worker-env';
@@ -803,5 +810,9 @@ function resolvePlacement(cfg: RunConfigInput, baseDir: string): RendezvousPlace
       'workers.transport',
     );
   const seconds = block.timeoutSeconds ?? DEFAULT_RENDEZVOUS_TIMEOUT_SECONDS;
-  return { dir: resolve(baseDir, block.dir), timeoutMs: Math.ceil(seconds * 1000) };
+  return {
+    dir: resolve(baseDir, block.dir),
+    timeoutMs: Math.ceil(seconds * 1000),
+    ...(block.tokenFile !== undefined ? { tokenFile: resolve(baseDir, block.tokenFile) } : {}),
+  };
 }

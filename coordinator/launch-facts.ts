@@ -27,7 +27,12 @@ const LAUNCH_JSON_SCHEMA = z.strictObject({
   launcher: z.strictObject({ kind: z.enum(LAUNCHERS), srunArgs: z.array(z.string()) }),
   placement: z.union([
     z.strictObject({ kind: z.literal('local') }),
-    z.strictObject({ kind: z.literal('rendezvous'), dir: z.string().min(1), timeoutMs: z.number().positive() }),
+    z.strictObject({
+      kind: z.literal('rendezvous'),
+      dir: z.string().min(1),
+      timeoutMs: z.number().positive(),
+      tokenFile: z.string().min(1).optional(),
+    }),
   ]),
   tls: z.union([z.null(), z.strictObject({ dir: z.string().min(1), perRun: z.boolean() })]),
 });
@@ -116,7 +121,11 @@ export function relaunchPlan(
   if (kind === 'slurm') out.launcher = { kind, srunArgs: facts.launcher.srunArgs };
   const rendezvousWasSlurms = facts.launcher.kind === 'slurm';
   if (facts.placement.kind === 'rendezvous' && (kind === 'slurm' || !rendezvousWasSlurms))
-    out.rendezvous = { dir: facts.placement.dir, timeoutMs: facts.placement.timeoutMs };
+    out.rendezvous = {
+      dir: facts.placement.dir,
+      timeoutMs: facts.placement.timeoutMs,
+      ...(facts.placement.tokenFile !== undefined ? { tokenFile: facts.placement.tokenFile } : {}),
+    };
   // A per-run set is the run directory's own, wherever the directory has moved since.
   if (facts.tls?.perRun) return withPerRunTls({ ...out, perRunTls: true }, runDir);
   if (facts.tls) out.tls = { dir: facts.tls.dir };

@@ -5,13 +5,15 @@
 // thread. The starter is a parameter (LaunchOptions.startWorker); workers already running elsewhere
 // (rendezvous: LaunchOptions.existing) are connected to instead, and never killed. NOT the step loop.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, rmSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { existsSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
 import type { PlannedWorker, RunPlan } from './config.js';
 import { DetsimError } from '../core/formats/errors.js';
+import { readTokenFile } from '../core/formats/tls-dir.js';
 import type { Id } from '../core/formats/scalars.js';
 import {
   CONTRACT_DIGEST,
@@ -95,6 +97,38 @@ export interface StartContext {
   tls?: CoordinatorTls;
   /** The address a process worker is to listen on (a Unix socket in the run's socket dir, or loopback TCP). */
   listen?: string;
+  /** A plaintext TCP run's per-run secret: what its workers require on every stream. */
+  secret?: PlainSecret;
+}
+
+/**
+ * The per-run secret of plaintext TCP workers (docs/security.md): a loopback port is open to every
+ * local user, so each worker requires this bearer token on every stream. The launcher makes it
+ * (random, in a 0600 file of the run's private 0700 directory, handed over as `--token-file`, never
+ * in argv or the environment); hand-started workers get it from `workers.rendezvous.tokenFile`.
+ */
+export interface PlainSecret {
+  /** Secret: never logged. */
+  token: string;
+  /** The file the launcher wrote it to (absent: a hand-started worker's file, given in the config). */
+  file?: string;
+}
+
+/** A plaintext TCP run's secret: made for the workers the launcher starts, read for rendezvous ones. */
+function plainSecretFor(
+  plan: RunPlan,
+  tls: CoordinatorTls | undefined,
+  privateDir: string | undefined,
+): PlainSecret | undefined {
+  if (tls !== undefined || plan.transport !== 'tcp') return undefined;
+  if (privateDir === undefined)
+    return plan.rendezvous?.tokenFile === undefined
+      ? undefined
+      : { token: readTokenFile(plan.rendezvous.tokenFile, 'workers.rendezvous.tokenFile') };
+  const token = randomBytes(32).toString('hex');
+  const file = join(privateDir, 'token');
+  writeFileSync(file, `${token}\n`, { mode: 0o600 });
+  return { token, file };
 }
 
 /** A worker being started: its instance at once, its connected client once it is up. */
@@ -169,6 +203,11 @@ export function withStore(cmd: WorkerCommand, ctx: Pick<StartContext, 'storeDir'
   if (ctx.storeDir === undefined) return cmd;
   const id = ctx.storeId === undefined ? [] : ['--store-id', ctx.storeId];
   return { command: cmd.command, args: [...cmd.args, '--store-dir', resolve(ctx.storeDir), ...id] };
+}
+
+/** `cmd` with `--token-file <file>` appended on a plaintext TCP run: the worker requires the run's secret. */
+export function withSecret(cmd: WorkerCommand, secret: PlainSecret | undefined): WorkerCommand {
+  return secret?.file === undefined ? cmd : { command: cmd.command, args: [...cmd.args, '--token-file', secret.file] };
 }
 
 /** `cmd` with `--tls-dir <dir>` appended on a TLS run: the worker serves mutual TLS with the run's token. */
@@ -570,7 +609,7 @@ export function startProcess(
 ): StartingWorker {
   const proc = new WorkerProcess(
     worker,
-    withTlsDir(withStore(cmd, ctx), ctx.plan),
+    withSecret(withTlsDir(withStore(cmd, ctx), ctx.plan), ctx.secret),
     listen,
     ctx.plan.sessionId,
     ctx.logger,
@@ -585,6 +624,7 @@ export function startProcess(
         label: worker.workerId,
         connectTimeoutMs: Math.max(1, ctx.deadlineAt - performance.now()),
         ...(ctx.tls ? tlsChannelTo(ctx.tls, address) : {}),
+        ...(ctx.secret ? { token: ctx.secret.token } : {}),
         ...(ctx.maxAttachmentBytes !== undefined ? { maxAttachmentBytes: ctx.maxAttachmentBytes } : {}),
       });
       return { client, address };
@@ -636,6 +676,7 @@ function connectExisting(worker: PlannedWorker, ctx: StartContext, found: Existi
       const link = await connectGrpcLink(found.address, {
         connectTimeoutMs: timeoutMs,
         ...(ctx.tls ? tlsChannelTo(ctx.tls, found.address) : {}),
+        ...(ctx.secret ? { token: ctx.secret.token } : {}),
       });
       const client = new WorkerClient(remote.watch(link), { processExit: remote.exited, label: worker.workerId });
       return { client, address: found.address };
@@ -694,8 +735,12 @@ export async function launchFleet(plan: RunPlan, opts: LaunchOptions): Promise<F
   // The probe's Python model digests go into run.json (model-source.ts): keep them on the run's plan.
   if (checked.modelDigests) plan.modelDigests = checked.modelDigests;
   const tls = checkWorkerTls(plan);
+  const spawns = plan.workers.some((w) => !runsOnThread(plan, w) && !opts.existing?.has(w.workerId));
   const needsSockets = plan.transport !== 'tcp' && plan.workers.some((w) => !runsOnThread(plan, w));
-  const socketDir = needsSockets ? socketDirFor(logger) : undefined;
+  // The run's private 0700 directory: its Unix sockets, or a plaintext TCP run's secret file.
+  const needsSecretFile = plan.transport === 'tcp' && tls === undefined && spawns;
+  const socketDir = needsSockets || needsSecretFile ? socketDirFor(logger) : undefined;
+  const secret = plainSecretFor(plan, tls, needsSecretFile ? socketDir : undefined);
   const base = defaultWorkerCommand();
   const deadlineAt = performance.now() + plan.deadlines.startupMs;
   const storeId = opts.storeDir === undefined ? undefined : ensureStoreId(opts.storeDir);
@@ -707,6 +752,7 @@ export async function launchFleet(plan: RunPlan, opts: LaunchOptions): Promise<F
     if (storeId !== undefined) ctx.storeId = storeId;
     if (opts.maxAttachmentBytes !== undefined) ctx.maxAttachmentBytes = opts.maxAttachmentBytes;
     if (tls) ctx.tls = tls;
+    if (secret) ctx.secret = secret;
     const custom = opts.startWorker?.(w, ctx);
     if (custom) return custom;
     const found = opts.existing?.get(w.workerId);

@@ -103,7 +103,8 @@ export function probeWorker(
       socket.once('connect', () => {
         clearTimeout(timer);
         timer = setTimeout(
-          () => fail('unreachable', `connected, but nothing answered within ${Math.round(timeoutMs)} ms (no worker there)`),
+          () =>
+            fail('unreachable', `connected, but nothing answered within ${Math.round(timeoutMs)} ms (no worker there)`),
           timeoutMs,
         );
       });

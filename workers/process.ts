@@ -7,7 +7,13 @@ import { dirname, isAbsolute, resolve } from 'node:path';
 import { DetsimError } from '../core/formats/errors.js';
 import { requireExistingDirectory } from '../core/formats/existing-dir.js';
 import { isId } from '../core/formats/scalars.js';
-import { type TlsMaterial, type TlsPaths, readTlsMaterial, tlsPathsIn } from '../core/formats/tls-dir.js';
+import {
+  type TlsMaterial,
+  type TlsPaths,
+  readTlsMaterial,
+  readTokenFile,
+  tlsPathsIn,
+} from '../core/formats/tls-dir.js';
 import {
   DEFAULT_MAX_MESSAGE_BYTES,
   type Role,
@@ -60,6 +66,11 @@ export interface WorkerProcessOptions {
   advertise?: string;
   /** Mutual TLS and the bearer token (TCP only; required on a non-loopback host). Secret: never logged. */
   tls?: TlsMaterial;
+  /**
+   * A plaintext TCP worker's per-run secret (`--token-file` without TLS): every stream must carry it
+   * as its bearer token before its first frame is read. Secret: never logged.
+   */
+  token?: string;
 }
 
 export interface RawWorkerOptions {
@@ -115,6 +126,8 @@ export function readWorkerOptions(raw: RawWorkerOptions): WorkerProcessOptions {
       '--tls-dir: TLS is for TCP workers; a unix socket is reachable only from this machine',
       '--tls-dir',
     );
+  const plainToken = tlsPaths === undefined ? readPlainToken(raw) : undefined;
+  if (listen.kind === 'tcp' && tlsPaths === undefined) requireSecret(raw, plainToken);
   if (raw.role !== 'agent' && raw.role !== 'environment')
     throw new DetsimError(
       'struct_invalid_field',
@@ -159,7 +172,30 @@ export function readWorkerOptions(raw: RawWorkerOptions): WorkerProcessOptions {
   if (raw.storeId !== undefined) out.storeId = readStoreId(raw.storeId, out.storeDir);
   readRendezvousFlags(raw, out);
   if (tlsPaths) out.tls = readTlsMaterial(tlsPaths, tlsField(raw));
+  if (plainToken !== undefined) out.token = plainToken;
   return out;
+}
+
+/** `--token-file F` alone (no TLS flag): a plaintext TCP worker's per-run secret, read and checked now. */
+function readPlainToken(raw: RawWorkerOptions): string | undefined {
+  if (raw.tokenFile === undefined) return undefined;
+  if (typeof raw.tokenFile !== 'string' || raw.tokenFile === '')
+    throw new DetsimError('struct_invalid_field', '--token-file takes a path', '--token-file');
+  return readTokenFile(raw.tokenFile, '--token-file');
+}
+
+/**
+ * Plaintext TCP is reachable by every local user: a worker serves it only bound to one session and
+ * holding a per-run secret every stream must present (the launcher gives both; a hand-started
+ * worker is given them with --session and --token-file). Unix sockets keep their 0700 directory.
+ */
+function requireSecret(raw: RawWorkerOptions, token: string | undefined): void {
+  if (raw.session !== undefined && token !== undefined) return;
+  throw new DetsimError(
+    'perm_plaintext_tcp_unbound',
+    `--listen: a plaintext TCP worker needs --session and --token-file (a per-run secret every stream must present; any local user can reach a loopback port); or listen on unix:/abs/path, or serve TLS (--tls-dir)`,
+    '--listen',
+  );
 }
 
 /** `--rendezvous DIR` (an existing directory) and `--advertise HOST:PORT` (only with it). */
@@ -196,7 +232,8 @@ function tlsField(raw: RawWorkerOptions): string {
  */
 function readTlsFlags(raw: RawWorkerOptions): TlsPaths | undefined {
   const given = TLS_FILE_FLAGS.filter(([key]) => raw[key] !== undefined);
-  if (raw.tlsDir === undefined && given.length === 0) return undefined;
+  // --token-file alone is a plaintext TCP worker's per-run secret (readPlainToken), not TLS.
+  if (raw.tlsDir === undefined && given.every(([key]) => key === 'tokenFile')) return undefined;
   for (const [key, flag] of [['tlsDir', '--tls-dir'], ...TLS_FILE_FLAGS] as const) {
     const value = raw[key];
     if (value !== undefined && (typeof value !== 'string' || value === ''))
@@ -344,6 +381,7 @@ export async function runWorkerProcess(
     },
     options.maxMessageBytes,
     options.tls,
+    options.token,
   );
   if (options.rendezvous !== undefined) {
     try {

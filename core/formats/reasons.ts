@@ -163,6 +163,11 @@ export const REASONS = {
     layer: 'L4',
     summary: 'the run directory is in use by a live process (its run.lock): one run, resume or store gc at a time',
   },
+  perm_plaintext_tcp_unbound: {
+    layer: 'L4',
+    summary:
+      'a plaintext TCP worker without --session and --token-file (a per-run secret): any local user can reach a loopback port',
+  },
   perm_listen_not_local: {
     layer: 'L4',
     summary:

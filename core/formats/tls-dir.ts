@@ -60,19 +60,29 @@ export function readTlsMaterial(paths: TlsPaths, field: string): TlsMaterial {
     return bytes;
   };
   const certificate = /-----BEGIN CERTIFICATE-----/;
-  const token = readTlsFile(paths.token, 'token', field).toString('utf8').trim();
-  if (!TOKEN_FORM.test(token))
-    throw new DetsimError(
-      'perm_tls_unreadable',
-      `${field}: token ${paths.token} must hold one line of 32 to 256 URL-safe characters`,
-      field,
-    );
+  const token = readTokenFile(paths.token, field);
   return {
     ca: pem(paths.ca, 'CA certificate', certificate),
     cert: pem(paths.cert, 'certificate', certificate),
     key: pem(paths.key, 'private key', /-----BEGIN (EC |RSA )?PRIVATE KEY-----/),
     token,
   };
+}
+
+/**
+ * A run's bearer token from its file (a TLS set's `token`, or a plaintext TCP run's per-run secret
+ * given with --token-file): one line of 32 to 256 URL-safe characters, refused naming the path, never
+ * echoing the content.
+ */
+export function readTokenFile(path: string, field: string): string {
+  const token = readTlsFile(path, 'token', field).toString('utf8').trim();
+  if (!TOKEN_FORM.test(token))
+    throw new DetsimError(
+      'perm_tls_unreadable',
+      `${field}: token ${path} must hold one line of 32 to 256 URL-safe characters`,
+      field,
+    );
+  return token;
 }
 
 function readTlsFile(path: string, what: string, field: string): Buffer {

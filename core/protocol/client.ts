@@ -72,6 +72,8 @@ export interface ConnectOptions extends ClientOptions {
   serverName?: string;
   /** The longest reply attachment received (GrpcLinkOptions.maxAttachmentBytes; tests lower it). */
   maxAttachmentBytes?: number;
+  /** A plaintext TCP worker's per-run secret (GrpcLinkOptions.token). */
+  token?: string;
 }
 
 export interface CallOptions {
@@ -180,6 +182,7 @@ export class WorkerClient {
         ...(options.credentials ? { credentials: options.credentials } : {}),
         ...(options.serverName !== undefined ? { serverName: options.serverName } : {}),
         ...(options.maxAttachmentBytes !== undefined ? { maxAttachmentBytes: options.maxAttachmentBytes } : {}),
+        ...(options.token !== undefined ? { token: options.token } : {}),
       });
     } catch (e) {
       if (!(e instanceof GrpcConnectError)) throw e;

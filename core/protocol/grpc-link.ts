@@ -11,6 +11,7 @@ import {
 } from './contract.js';
 import { DEFAULT_MAX_ATTACHMENT_BYTES, FrameAssembler, FrameWriter } from './frames.js';
 import type { Link, LinkReceiver } from './link.js';
+import { TOKEN_METADATA_KEY } from './tls.js';
 
 type SessionStream = grpc.ClientDuplexStream<Frame, Frame>;
 
@@ -27,6 +28,8 @@ export interface GrpcLinkOptions {
   serverName?: string;
   /** The longest reply attachment received (default 2 GiB − 1); tests lower it. */
   maxAttachmentBytes?: number;
+  /** A plaintext TCP worker's per-run secret, sent as the stream's bearer token (TLS sends its own). */
+  token?: string;
 }
 
 /** Why a gRPC link could not be opened: the channel never became ready in time. */
@@ -52,7 +55,9 @@ export async function connectGrpcLink(address: string, options: GrpcLinkOptions)
       reject(new GrpcConnectError(options.connectTimeoutMs));
     });
   });
-  const stream = (client as unknown as { Session(): SessionStream }).Session();
+  const metadata = new grpc.Metadata();
+  if (options.token !== undefined) metadata.set(TOKEN_METADATA_KEY, `Bearer ${options.token}`);
+  const stream = (client as unknown as { Session(m: grpc.Metadata): SessionStream }).Session(metadata);
   return new GrpcLink(address, client, stream, options.maxAttachmentBytes ?? DEFAULT_MAX_ATTACHMENT_BYTES);
 }
 

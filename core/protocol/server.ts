@@ -87,14 +87,18 @@ export interface StartedServer {
 /**
  * Bind a worker server on `listen`. With `tls`, the handshake requires a client certificate signed
  * by `tls.ca` and every stream must carry `tls.token` before its first frame is read; without it,
- * the address must be a unix socket or loopback.
+ * the address must be a unix socket or loopback, and with `plainToken` (a plaintext TCP worker's
+ * per-run secret) every stream must carry that as its bearer token.
  */
 export async function startWorkerServer(
   listen: string,
   handler: SessionHandler,
   maxMessageBytes = DEFAULT_MAX_MESSAGE_BYTES,
   tls?: TlsCredentialsInput,
+  plainToken?: string,
 ): Promise<StartedServer> {
+  // A TLS worker's token, or a plaintext TCP worker's per-run secret: every stream must carry it.
+  const token = tls?.token ?? plainToken;
   // The transport itself refuses a non-loopback plaintext TCP address, whoever asks for it.
   const address = parseListenAddress(listen, 'listen', tls !== undefined);
   await checkListenResolves(listen, 'listen', tls !== undefined);
@@ -103,7 +107,7 @@ export async function startWorkerServer(
   const streams = new Set<grpc.ServerDuplexStream<Frame, Frame>>();
   server.addService(workerServiceDefinition(), {
     Session: (call: grpc.ServerDuplexStream<Frame, Frame>) => {
-      if (tls && refuseUnauthorized(call, tls.token, handler)) return;
+      if (token !== undefined && refuseUnauthorized(call, token, handler)) return;
       streams.add(call);
       const assembler = new FrameAssembler();
       const writer = new FrameWriter(call);

@@ -1,9 +1,14 @@
 // Test harness for rendezvous: start workers "by hand" (`detsim worker … --rendezvous DIR`, or the
 // Python or the Rust worker), optionally inside a network namespace (a command prefix such as
 // `ip netns exec NS`), wait for their ready lines, and stop whatever is still running at the end.
-// Also a config for an example with `workers.placement: rendezvous`. Not a test.
+// Also a config for an example with `workers.placement: rendezvous`. A plaintext TCP worker is
+// started as a user must start one (docs/security.md): bound to a session (`--session`, lif-pair
+// unless the spec says otherwise) and holding the per-run secret HAND_SECRET (`--token-file`), which
+// the config names as workers.rendezvous.tokenFile. Not a test.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { parseConfigText } from '../../coordinator/config.js';
@@ -36,6 +41,23 @@ export interface HandWorkerSpec {
 
 const live = new Set<ChildProcess>();
 
+/** A per-run secret file as a user makes one: 64 hex digits, mode 0600, in a directory of its own. */
+export function secretFile(): string {
+  const path = join(mkdtempSync(join(tmpdir(), 'detsim-secret-')), 'token');
+  writeFileSync(path, `${randomBytes(32).toString('hex')}\n`, { mode: 0o600 });
+  return path;
+}
+
+/** The secret every hand-started plaintext TCP worker of these tests holds (and the configs name). */
+export const HAND_SECRET = secretFile();
+
+/** `--token-file` (and `--session`, unless given) for a plaintext TCP worker; nothing for unix or TLS. */
+function secretFlags(spec: HandWorkerSpec): string[] {
+  const extra = spec.extra ?? [];
+  if ((spec.listen ?? '').startsWith('unix:') || extra.some((a) => a.startsWith('--tls'))) return [];
+  return ['--token-file', HAND_SECRET, ...(extra.includes('--session') ? [] : ['--session', 'lif-pair'])];
+}
+
 /** The `detsim worker` command line (or the Python worker's) for one spec. */
 function commandOf(spec: HandWorkerSpec): string[] {
   const flags = [
@@ -48,6 +70,7 @@ function commandOf(spec: HandWorkerSpec): string[] {
     '--rendezvous',
     spec.rendezvous,
     ...(spec.extra ?? []),
+    ...secretFlags(spec),
   ];
   const worker = spec.python
     ? [spec.python, '-m', 'detsim_worker', ...flags]
@@ -95,5 +118,8 @@ export async function stopAll(): Promise<void> {
 export function rendezvousConfig(example: string, dir: string, timeoutSeconds: number): Record<string, any> {
   const cfg = parseConfigText(readFileSync(join(REPO_ROOT, example), 'utf8'), example) as Record<string, any>;
   const { transport: _local, ...workers } = (cfg.workers ?? {}) as Record<string, unknown>;
-  return { ...cfg, workers: { ...workers, placement: 'rendezvous', rendezvous: { dir, timeoutSeconds } } };
+  return {
+    ...cfg,
+    workers: { ...workers, placement: 'rendezvous', rendezvous: { dir, timeoutSeconds, tokenFile: HAND_SECRET } },
+  };
 }

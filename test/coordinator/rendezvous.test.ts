@@ -23,7 +23,10 @@ import { CLI_MAIN, expectCliRefusal } from '../cli-refusal.js';
 import { ensurePythonWorker, pythonWorkerSkip } from '../cross-lang/python-worker.js';
 import { RUST_WORKER, ensureRustWorker, rustWorkerSkip } from '../cross-lang/rust-worker.js';
 import { REPO_ROOT } from '../workers/harness.js';
-import { type HandWorker, rendezvousConfig, startHandWorker, stopAll } from './hand-workers.js';
+import { type HandWorker, HAND_SECRET, rendezvousConfig, startHandWorker, stopAll } from './hand-workers.js';
+
+/** What a hand-started plaintext TCP worker must be given (docs/security.md). */
+const SECRET = ['--session', 'lif-pair', '--token-file', HAND_SECRET];
 
 const tempDir = (prefix: string): string => mkdtempSync(join(tmpdir(), prefix));
 const golden = (name: string): { reproHash: string; steps: number } =>
@@ -117,7 +120,19 @@ describe('detsim worker --rendezvous', () => {
     expect(record.address).toBe(`192.0.2.7:${port}`);
     const r = spawnSync(
       process.execPath,
-      [CLI_MAIN, 'worker', '--listen', '127.0.0.1:0', '--role', 'agent', '--worker-id', 'w', '--advertise', 'h:1'],
+      [
+        CLI_MAIN,
+        'worker',
+        '--listen',
+        '127.0.0.1:0',
+        ...SECRET,
+        '--role',
+        'agent',
+        '--worker-id',
+        'w',
+        '--advertise',
+        'h:1',
+      ],
       { encoding: 'utf8', cwd: REPO_ROOT },
     );
     expect(r.status).toBe(2);
@@ -145,7 +160,7 @@ describe('detsim worker --rendezvous', () => {
       expect(await py.exited).toBe(0);
       expect(readdirSync(pyDir)).toEqual([]);
       // The flag refusals are worded alike too.
-      const flags = ['--listen', '127.0.0.1:0', '--role', 'agent', '--worker-id', 'w'];
+      const flags = ['--listen', '127.0.0.1:0', ...SECRET, '--role', 'agent', '--worker-id', 'w'];
       // A record that cannot be written (here: a directory is in its place) stops the worker, no temporary left.
       const blocked = tempDir('ds-rv-blocked-');
       mkdirSync(join(blocked, 'w.json'));
@@ -212,7 +227,7 @@ describe('the Rust worker with --rendezvous', () => {
         workerId: 'worker-4',
         role: 'agent',
         address: `192.0.2.7:${port}`,
-        session: null,
+        session: 'lif-pair',
         contractDigest: CONTRACT_DIGEST,
         certificateFingerprint: null,
       });
@@ -220,7 +235,7 @@ describe('the Rust worker with --rendezvous', () => {
       expect(await zero.exited).toBe(0);
       expect(readdirSync(rsDir)).toEqual([]);
       // The flag refusals are worded alike too; a record that cannot be written stops the worker.
-      const flags = ['--listen', '127.0.0.1:0', '--role', 'agent', '--worker-id', 'w'];
+      const flags = ['--listen', '127.0.0.1:0', ...SECRET, '--role', 'agent', '--worker-id', 'w'];
       const blocked = tempDir('ds-rv-blocked-');
       mkdirSync(join(blocked, 'w.json'));
       for (const extra of [
@@ -500,7 +515,17 @@ describe('workers.placement: rendezvous', () => {
       message: `workers.rendezvous.dir: ${missing} is not an existing directory`,
     });
     expect(readdirSync(out)).toEqual([]);
-    const flags = ['--listen', '127.0.0.1:0', '--role', 'agent', '--worker-id', 'w', '--rendezvous', missing];
+    const flags = [
+      '--listen',
+      '127.0.0.1:0',
+      ...SECRET,
+      '--role',
+      'agent',
+      '--worker-id',
+      'w',
+      '--rendezvous',
+      missing,
+    ];
     const r = spawnSync(process.execPath, [CLI_MAIN, 'worker', ...flags], { encoding: 'utf8', cwd: REPO_ROOT });
     expect([r.status, r.stderr.trim()]).toEqual([
       2,

@@ -24,6 +24,13 @@ function namespaceUnavailable(): string | null {
 }
 const noNamespace = namespaceUnavailable();
 
+/** What a plaintext TCP worker must hold to start (docs/security.md): a session and the run secret. */
+const SECRET = (() => {
+  const file = join(mkdtempSync(join(tmpdir(), 'detsim-secret-')), 'token');
+  writeFileSync(file, `${'d'.repeat(64)}\n`, { mode: 0o600 });
+  return ['--session', 's1', '--token-file', file];
+})();
+
 /** A hosts file with these lines. */
 function hostsFile(lines: string): string {
   const path = join(mkdtempSync(join(tmpdir(), 'detsim-hosts-')), 'hosts');
@@ -34,7 +41,7 @@ function hostsFile(lines: string): string {
 /** The three workers' commands, each given `--listen localhost:0`. */
 function workers(): { name: string; argv: string[] }[] {
   ensureRustWorker();
-  const tail = ['--listen', 'localhost:0', '--role', 'agent', '--worker-id', 'w1', '--no-parent-watch'];
+  const tail = ['--listen', 'localhost:0', '--role', 'agent', '--worker-id', 'w1', '--no-parent-watch', ...SECRET];
   return [
     { name: 'TypeScript', argv: [process.execPath, join(REPO_ROOT, 'dist/workers/main.js'), ...tail] },
     { name: 'Rust', argv: [RUST_WORKER, ...tail] },

@@ -731,8 +731,13 @@ for (const other of OTHERS)
 describe.skipIf(rustWorkerSkip !== null)('Rust worker process: TCP, signals, orphan guard, bad flags', () => {
   beforeAll(() => ensureRustWorker(), 1_500_000);
 
-  it('listens on TCP host:0, announces the bound port, and answers Hello', async () => {
-    const proc = spawn(RUST_WORKER, ['--listen', '127.0.0.1:0', '--role', 'agent', '--worker-id', 'w-tcp'], {
+  it('listens on TCP host:0, announces the bound port, and answers Hello (with the run secret)', async () => {
+    // A plaintext TCP worker is bound to a session and holds the run's secret (docs/security.md).
+    const token = 'c'.repeat(64);
+    const tokenFile = join(mkdtempSync(join(tmpdir(), 'detsim-secret-')), 'token');
+    writeFileSync(tokenFile, `${token}\n`, { mode: 0o600 });
+    const secret = ['--session', SESSION, '--token-file', tokenFile];
+    const proc = spawn(RUST_WORKER, ['--listen', '127.0.0.1:0', '--role', 'agent', '--worker-id', 'w-tcp', ...secret], {
       stdio: ['pipe', 'pipe', 'pipe'],
     });
     const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((res) =>
@@ -741,7 +746,7 @@ describe.skipIf(rustWorkerSkip !== null)('Rust worker process: TCP, signals, orp
     const line = await new Promise<string>((res) => createInterface({ input: proc.stdout! }).once('line', res));
     const listen = (JSON.parse(line) as { listen: string }).listen;
     expect(listen).toMatch(/^127\.0\.0\.1:[1-9][0-9]*$/);
-    const client = await WorkerClient.connect(listen, { processExit: exited, label: 'w-tcp' });
+    const client = await WorkerClient.connect(listen, { processExit: exited, label: 'w-tcp', token });
     const hello = await client.hello({ sessionId: SESSION, workerId: 'w-tcp', role: 'agent' });
     expect(hello.runtime).toMatch(/^detsim-rs\//);
     client.close();

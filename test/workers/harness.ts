@@ -1,7 +1,8 @@
 // Test harness: spawn a real worker process (`node --import tsx workers/main.ts`) on a short
 // Unix socket, wait for its ready line, connect a WorkerClient wired to its exit, and say Hello.
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -24,6 +25,8 @@ export const STEP_60HZ = { numerator: '50000000', denominator: '3' };
 export interface SpawnedWorker {
   proc: ChildProcess;
   listen: string;
+  /** A plaintext TCP worker's per-run secret (its --token-file), which `client` presents. */
+  token?: string;
   client: WorkerClient;
   exited: Promise<ProcessExitInfo>;
   readyLine: string;
@@ -64,9 +67,20 @@ export async function launchWorker(
   const dir = mkdtempSync(join(tmpdir(), 'dsw-'));
   dirs.push(dir);
   const requested = opts.listenAt ?? `unix:${join(dir, 'w.sock')}`;
+  // A plaintext TCP worker is started as it must be (docs/security.md): bound to a session and
+  // holding a per-run secret, which the client presents on its stream.
+  const extra = opts.extra ?? [];
+  const plainTcp = !requested.startsWith('unix:') && !extra.some((a) => a.startsWith('--tls'));
+  const token = plainTcp ? randomBytes(32).toString('hex') : undefined;
+  const secret: string[] = [];
+  if (token !== undefined) {
+    const file = join(dir, 'token');
+    writeFileSync(file, `${token}\n`, { mode: 0o600 });
+    secret.push('--token-file', file, ...(extra.includes('--session') ? [] : ['--session', SESSION]));
+  }
   const proc = spawn(
     command,
-    [...args, '--listen', requested, '--role', opts.role, '--worker-id', opts.workerId, ...(opts.extra ?? [])],
+    [...args, '--listen', requested, '--role', opts.role, '--worker-id', opts.workerId, ...extra, ...secret],
     {
       cwd: REPO_ROOT,
       stdio: ['pipe', 'pipe', 'pipe'],
@@ -87,10 +101,12 @@ export async function launchWorker(
     processExit: exited,
     label: opts.workerId,
     ...(opts.credentials ? { credentials: opts.credentials } : {}),
+    ...(token !== undefined ? { token } : {}),
   });
   const w: SpawnedWorker = {
     proc,
     listen,
+    ...(token !== undefined ? { token } : {}),
     client,
     exited,
     readyLine,

@@ -31,7 +31,9 @@ const NOT_HELLO: [string, ReturnType<typeof scope> | null, Record<string, unknow
 
 describe('a stranger on a live worker’s socket', () => {
   it('is refused every method before its own Hello although the coordinator’s stream said Hello; the worker keeps serving', async () => {
-    const w = await spawnWorker('agent', 'w-live', ['--session', SESSION], true, '127.0.0.1:0');
+    // On its Unix socket (a plaintext TCP worker refuses a stranger even sooner: no run secret, no
+    // stream at all — test/workers/plaintext-secret.test.ts).
+    const w = await spawnWorker('agent', 'w-live', ['--session', SESSION], true);
     resultOf(await w.client.call(METHODS.agentInitialize, scope(0), { agents: [WALKER] }));
     const stranger = await WorkerClient.connect(w.listen, { processExit: w.exited, label: 'stranger' });
     for (const [method, sc, params] of NOT_HELLO) {

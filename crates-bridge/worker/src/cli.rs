@@ -30,6 +30,8 @@ pub struct Options {
     pub store_id: Option<String>,
     /// Mutual TLS and the bearer token (`--tls-dir` or the file flags; TCP only). Secret: never logged.
     pub tls: Option<WorkerTls>,
+    /// A plaintext TCP worker's per-run secret (`--token-file` without TLS): every stream must carry it.
+    pub token: Option<String>,
     /// `--rendezvous DIR`: once listening, write this worker's record there (removed again on exit).
     pub rendezvous: Option<std::path::PathBuf>,
     /// `--advertise HOST:PORT`: the address the record announces (port 0: the bound port).
@@ -249,6 +251,10 @@ pub fn parse(args: &[String]) -> Result<Options, CliError> {
             "--tls-dir",
         ));
     }
+    let token = match &tls_paths {
+        None => read_plain_token(&values, matches!(listen, Address::Tcp(..))).map_err(CliError::Refused)?,
+        Some(_) => None,
+    };
     match values.get("role").map(String::as_str) {
         Some("agent") => {}
         Some("environment") => {
@@ -350,9 +356,37 @@ pub fn parse(args: &[String]) -> Result<Options, CliError> {
         store_dir,
         store_id,
         tls,
+        token,
         rendezvous,
         advertise: values.get("advertise").cloned(),
     })
+}
+
+/// `--token-file F` alone: a plaintext TCP worker's per-run secret; a plaintext TCP worker needs it
+/// and `--session` (requireSecret in process.ts), since any local user can reach a loopback port.
+fn read_plain_token(
+    values: &std::collections::HashMap<&str, String>,
+    tcp: bool,
+) -> Result<Option<String>, DetsimError> {
+    let token = match values.get("token-file") {
+        Some(path) if path.is_empty() => {
+            return Err(DetsimError::at(
+                Reason::StructInvalidField,
+                "--token-file takes a path".to_string(),
+                "--token-file",
+            ));
+        }
+        Some(path) => Some(crate::tls::read_token_file(path, "--token-file")?),
+        None => None,
+    };
+    if tcp && (token.is_none() || !values.contains_key("session")) {
+        return Err(DetsimError::at(
+            Reason::PermPlaintextTcpUnbound,
+            "--listen: a plaintext TCP worker needs --session and --token-file (a per-run secret every stream must present; any local user can reach a loopback port); or listen on unix:/abs/path, or serve TLS (--tls-dir)".to_string(),
+            "--listen",
+        ));
+    }
+    Ok(token)
 }
 
 /// Where this worker's TLS files are (readTlsFlags in process.ts): `--tls-dir DIR`, each file
@@ -360,7 +394,8 @@ pub fn parse(args: &[String]) -> Result<Options, CliError> {
 fn read_tls_flags(values: &std::collections::HashMap<&str, String>) -> Result<Option<TlsPaths>, DetsimError> {
     let given: Vec<&str> = TLS_FILE_FLAGS.into_iter().filter(|f| values.contains_key(f)).collect();
     let dir = values.get("tls-dir");
-    if dir.is_none() && given.is_empty() {
+    // --token-file alone is a plaintext TCP worker's per-run secret (read_plain_token), not TLS.
+    if dir.is_none() && given.iter().all(|f| *f == "token-file") {
         return Ok(None);
     }
     for flag in std::iter::once("tls-dir").chain(TLS_FILE_FLAGS) {

@@ -128,7 +128,11 @@ async fn serve(options: Options) -> Result<(), Box<dyn std::error::Error>> {
         runtime: Arc::new(Mutex::new(runtime)),
         stop: stop.clone(),
         worker_id: options.worker_id.clone(),
-        token: options.tls.as_ref().map(|t| t.token.clone()),
+        token: options
+            .tls
+            .as_ref()
+            .map(|t| t.token.clone())
+            .or_else(|| options.token.clone()),
     };
     let max = options.max_message_bytes as usize;
     let svc = pb::worker_server::WorkerServer::new(service)

@@ -95,19 +95,23 @@ fn contains(bytes: &[u8], marker: &str) -> bool {
     bytes.windows(marker.len()).any(|w| w == marker.as_bytes())
 }
 
-/// Read the files at `paths` in tls-dir.ts's order (token, CA, certificate, key); `field` names the flag.
-pub fn read_tls_material(paths: &TlsPaths, field: &str) -> Result<TlsMaterial, DetsimError> {
-    let token_bytes = read_tls_file(&paths.token, "token", field)?;
-    let token = String::from_utf8_lossy(&token_bytes).trim().to_string();
+/// A run's bearer token from its file (readTokenFile in tls-dir.ts): a TLS set's `token`, or a
+/// plaintext TCP worker's per-run secret; refused naming the path, never echoing the content.
+pub fn read_token_file(path: &str, field: &str) -> Result<String, DetsimError> {
+    let bytes = read_tls_file(path, "token", field)?;
+    let token = String::from_utf8_lossy(&bytes).trim().to_string();
     if !is_token_form(&token) {
         return Err(unreadable(
             field,
-            format!(
-                "token {} must hold one line of 32 to 256 URL-safe characters",
-                paths.token
-            ),
+            format!("token {path} must hold one line of 32 to 256 URL-safe characters"),
         ));
     }
+    Ok(token)
+}
+
+/// Read the files at `paths` in tls-dir.ts's order (token, CA, certificate, key); `field` names the flag.
+pub fn read_tls_material(paths: &TlsPaths, field: &str) -> Result<TlsMaterial, DetsimError> {
+    let token = read_token_file(&paths.token, field)?;
     let pem = |path: &str, what: &str, markers: &[&str]| -> Result<Vec<u8>, DetsimError> {
         let bytes = read_tls_file(path, what, field)?;
         if !markers.iter().any(|m| contains(&bytes, m)) {

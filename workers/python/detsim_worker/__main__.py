@@ -58,14 +58,16 @@ def parse_args(argv: list[str]) -> dict:
 def read_options(v: dict) -> dict:
     from .protocol import DEFAULT_MAX_MESSAGE_BYTES
     from .server import parse_listen_address
-    from .tls import describe_field, read_tls_flags, read_tls_material
+    from .tls import describe_field, read_plain_token, read_tls_flags, read_tls_material
     listen = v.get('--listen')
     if listen is None:
         raise InputError('struct_missing_field', '--listen unix:/abs/path|host:port is required')
     tls_paths = read_tls_flags(v)
-    if parse_listen_address(listen, '--listen', tls_paths is not None).kind != 'tcp' and tls_paths is not None:
+    tcp = parse_listen_address(listen, '--listen', tls_paths is not None).kind == 'tcp'
+    if not tcp and tls_paths is not None:
         raise InputError('struct_invalid_field',
                          '--tls-dir: TLS is for TCP workers; a unix socket is reachable only from this machine')
+    plain_token = read_plain_token(v, tcp) if tls_paths is None else None
     role = v.get('--role')
     if role not in ('agent', 'environment'):
         raise InputError('struct_invalid_field', f'--role must be agent or environment, not {json.dumps(role)}')
@@ -106,7 +108,8 @@ def read_options(v: dict) -> dict:
             'store_id': store_id,
             'parent_watch': not v.get('--no-parent-watch', False), 'verbose': v.get('--verbose', False),
             'rendezvous': rendezvous, 'advertise': v.get('--advertise'),
-            'tls': read_tls_material(tls_paths, describe_field(v)) if tls_paths is not None else None}
+            'tls': read_tls_material(tls_paths, describe_field(v)) if tls_paths is not None else None,
+            'token': plain_token}
 
 
 def watch_parent(on_gone) -> None:
@@ -169,7 +172,7 @@ def main(argv: list[str]) -> int:
     before = set(threading.enumerate())
     try:
         server, bound = start_server(options['listen'], runtime, lambda: threading.Timer(0.05, stop_event.set).start(),
-                                     options['tls'])
+                                     options['tls'], options['token'])
     except (OSError, RuntimeError) as e:
         sys.stderr.write(f'detsim worker: cannot start: {e}\n')
         return 1

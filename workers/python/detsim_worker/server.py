@@ -143,7 +143,7 @@ class WorkerService(worker_pb2_grpc.WorkerServicer):
     def __init__(self, runtime: WorkerRuntime, on_stop: Callable[[], None], token: str | None = None) -> None:
         self.runtime = runtime
         self.on_stop = on_stop
-        self.token = token  # a TLS worker's run token: every stream must carry it
+        self.token = token  # a TLS worker's run token or a plaintext TCP worker's secret: every stream must carry it
         self.lock = threading.Lock()  # one request at a time across every stream, as the TS worker
 
     def Session(self, request_iterator, context):  # noqa: N802 (the gRPC method name)
@@ -178,8 +178,9 @@ class WorkerService(worker_pb2_grpc.WorkerServicer):
 
 
 def start_server(listen: str, runtime: WorkerRuntime, on_stop: Callable[[], None],
-                 tls: TlsMaterial | None = None) -> tuple[grpc.Server, str]:
-    """Bind and start; with `tls`, mutual TLS (a client certificate of tls.ca required) and the token on every stream."""
+                 tls: TlsMaterial | None = None, plain_token: str | None = None) -> tuple[grpc.Server, str]:
+    """Bind and start; with `tls`, mutual TLS (a client certificate of tls.ca required) and the token on every
+    stream; with `plain_token` (a plaintext TCP worker's per-run secret), that token on every stream."""
     address = parse_listen_address(listen, '--listen', tls is not None)
     options = [('grpc.max_receive_message_length', runtime.max_message_bytes),
                ('grpc.max_send_message_length', runtime.max_message_bytes),
@@ -187,7 +188,8 @@ def start_server(listen: str, runtime: WorkerRuntime, on_stop: Callable[[], None
     # Enough threads for the coordinator's stream plus strangers; the lock serializes the work.
     from concurrent.futures import ThreadPoolExecutor
     server = grpc.server(ThreadPoolExecutor(max_workers=8), options=options)
-    worker_pb2_grpc.add_WorkerServicer_to_server(WorkerService(runtime, on_stop, tls.token if tls else None), server)
+    token = tls.token if tls else plain_token
+    worker_pb2_grpc.add_WorkerServicer_to_server(WorkerService(runtime, on_stop, token), server)
     if address.kind == 'unix':
         remove_stale_socket(address.path)
         target = f'unix:{address.path}'

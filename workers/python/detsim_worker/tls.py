@@ -34,7 +34,8 @@ class TlsMaterial:
 def read_tls_flags(v: dict) -> dict | None:
     """The paths of this worker's TLS files (as readTlsFlags in workers/process.ts); None without TLS."""
     given = [(key, flag) for key, flag in FILE_FLAGS if flag in v]
-    if '--tls-dir' not in v and not given:
+    # --token-file alone is a plaintext TCP worker's per-run secret (read_plain_token), not TLS.
+    if '--tls-dir' not in v and all(key == 'token' for key, _ in given):
         return None
     for flag in ('--tls-dir', *(f for _, f in FILE_FLAGS)):
         if flag in v and v[flag] == '':
@@ -48,12 +49,33 @@ def read_tls_flags(v: dict) -> dict | None:
     return {key: v.get(flag) or os.path.join(base, WORKER_FILES[key]) for key, flag in FILE_FLAGS}
 
 
+def read_token_file(path: str, field: str) -> str:
+    """A run's bearer token from its file (tls-dir.ts readTokenFile), refused naming the path, never its content."""
+    token = _read(path, 'token', field).decode('utf-8', 'replace').strip()
+    if not _TOKEN_FORM.fullmatch(token):
+        raise InputError('perm_tls_unreadable', f'{field}: token {path} must hold one line of 32 to 256 URL-safe characters')
+    return token
+
+
+PLAINTEXT_TCP_UNBOUND = ('--listen: a plaintext TCP worker needs --session and --token-file (a per-run secret every stream '
+                         'must present; any local user can reach a loopback port); or listen on unix:/abs/path, or serve '
+                         'TLS (--tls-dir)')
+
+
+def read_plain_token(v: dict, tcp: bool) -> str | None:
+    """--token-file alone: a plaintext TCP worker's per-run secret; a plaintext TCP worker needs it and --session (process.ts)."""
+    path = v.get('--token-file')
+    if path == '':
+        raise InputError('struct_invalid_field', '--token-file takes a path')
+    token = read_token_file(path, '--token-file') if path is not None else None
+    if tcp and (token is None or v.get('--session') is None):
+        raise InputError('perm_plaintext_tcp_unbound', PLAINTEXT_TCP_UNBOUND)
+    return token
+
+
 def read_tls_material(paths: dict, field: str) -> TlsMaterial:
     """Read the files; a missing, unreadable or malformed one is refused naming its path (readTlsMaterial)."""
-    token = _read(paths['token'], 'token', field).decode('utf-8', 'replace').strip()
-    if not _TOKEN_FORM.fullmatch(token):
-        raise InputError('perm_tls_unreadable',
-                         f"{field}: token {paths['token']} must hold one line of 32 to 256 URL-safe characters")
+    token = read_token_file(paths['token'], field)
     certificate = re.compile(rb'-----BEGIN CERTIFICATE-----')
     return TlsMaterial(
         ca=_pem(paths['ca'], 'CA certificate', field, certificate),

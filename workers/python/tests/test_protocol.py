@@ -46,7 +46,9 @@ class Worker:
                 if item is None:
                     return
                 yield from item
-        replies = worker_pb2_grpc.WorkerStub(self.channel).Session(frames(), timeout=timeout)
+        # A plaintext TCP worker's run secret, when it holds one, goes with every stream.
+        metadata = [('authorization', f'Bearer {self.token}')] if getattr(self, 'token', None) else None
+        replies = worker_pb2_grpc.WorkerStub(self.channel).Session(frames(), timeout=timeout, metadata=metadata)
         return requests, replies
 
     def call(self, method, scope, params, attachment=None, request_id=None, stream=None):
@@ -396,8 +398,14 @@ def test_bad_flags_are_refused_in_one_line_exit_2(args, stderr):
 
 def test_an_environment_worker_on_loopback_tcp_initializes_advances_and_caches():
     w = Worker.__new__(Worker)
+    # On TCP it is bound to a session and holds a run secret (docs/security.md), which the stream presents.
+    w.token = 'e' * 64
+    secret_dir = tempfile.mkdtemp(prefix='dpw-secret-', dir='/tmp')
+    with open(os.path.join(secret_dir, 'token'), 'w', opener=lambda p, f: os.open(p, f, 0o600)) as f:
+        f.write(w.token + '\n')
     w.proc = subprocess.Popen([sys.executable, '-m', 'detsim_worker', '--listen', '127.0.0.1:0', '--role', 'environment',
-                               '--worker-id', 'w-env'], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                               '--worker-id', 'w-env', '--session', SESSION, '--token-file', os.path.join(secret_dir, 'token')],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     w.ready = json.loads(w.proc.stdout.readline())
     assert w.ready['listen'].startswith('127.0.0.1:') and not w.ready['listen'].endswith(':0')
     w.channel = grpc.insecure_channel(w.ready['listen'])

@@ -36,6 +36,7 @@ reasons! {
     IdentTokenMissing => "ident_token_missing",
     IdentTokenWrong => "ident_token_wrong",
     PermListenNotLocal => "perm_listen_not_local",
+    PermPlaintextTcpUnbound => "perm_plaintext_tcp_unbound",
     PermTlsUnreadable => "perm_tls_unreadable",
     PermWriteFailed => "perm_write_failed",
     SizeAgentsOver60 => "size_agents_over_60",
