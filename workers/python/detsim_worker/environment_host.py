@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from .capture_check import exact_capture
 from .canonical_json import canonical_digest, canonicalize, js_stringify, utf16_key
 from .checks import (PAYLOAD_VERSION, read_payload_header, capture_reply, check_epoch, check_session, check_step, environment_compatibility_digest, first_mismatch, profile_digest,
                      read_stage_params, require_scope, restore_token, sha256, staged_payload)

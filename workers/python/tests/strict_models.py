@@ -1,7 +1,9 @@
-# Deliberately bad agent models for test_strict.py (loaded as python:strict_models:<Class>). Not tests.
+# Deliberately bad agent models for test_strict.py (loaded as python:strict_models:<Class>), and a user's
+# Python environment model for strict capture (PyForage). Not tests.
 import random
 import time
 
+from detsim_worker.models.forage import Forage
 from detsim_worker.sdk import AgentModel
 
 
@@ -106,3 +108,9 @@ class BreaksTheServer(_Base):
 
     def prepare(self, state, ctx):
         return {'move': 'stay'}
+
+
+class PyForage(Forage):
+    """The built-in forage, loaded as a user's Python environment model (python:strict_models:PyForage)."""
+
+    model_version = 'py-forage-test-v1'

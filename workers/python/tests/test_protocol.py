@@ -426,3 +426,20 @@ def test_an_environment_worker_on_loopback_tcp_initializes_advances_and_caches()
         assert w.call('Environment.Advance', sc(1), bad)[0]['error']['message'] == 'actions[p0].move: "up" is not one of stay, north, east, south, west'
     finally:
         w.stop()
+
+
+def test_a_strict_python_environment_model_is_captured_after_the_exactness_check():
+    # The strict capture check of a user's Python environment model (capture_check.exact_capture) once
+    # failed with NameError (never imported there), so every strict capture of one was INTERNAL.
+    spec = 'python:strict_models:PyForage'
+    w = Worker(role='environment', worker_id='w-env', extra=['--model', spec, '--strict'], cwd=Path(__file__).parent)
+    try:
+        w.hello(role='environment', worker_id='w-env')
+        ports = [{'portId': 'p0', 'agentId': 'a'}]
+        init = {'environmentId': 'forage', 'model': spec, 'params': {'width': 5, 'height': 4, 'food': 3}, 'seed': 7}
+        assert code(w.call('Environment.Initialize', sc(0), {**init, 'stepDuration': STEP, 'ports': ports})[0]) == 'ok'
+        reply, attachment = w.call('State.Capture', sc(0), {'checkpointId': 'ck-1', 'agentId': None})
+        assert code(reply) == 'ok', reply
+        assert attachment
+    finally:
+        w.stop()
