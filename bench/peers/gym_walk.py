@@ -16,10 +16,10 @@ from gymnasium import spaces
 from gymnasium.vector import AsyncVectorEnv, SyncVectorEnv
 
 # forage-v1's moves and walker-v1's direction order (workers/models/moves.ts): y points down.
-MOVE_DX = {"stay": 0, "north": 0, "east": 1, "south": 0, "west": -1}
-MOVE_DY = {"stay": 0, "north": -1, "east": 0, "south": 1, "west": 0}
-DIRECTIONS = ("north", "east", "south", "west")
-ACTIONS = ("stay",) + DIRECTIONS  # the Discrete(5) action index
+MOVE_DX = {'stay': 0, 'north': 0, 'east': 1, 'south': 0, 'west': -1}
+MOVE_DY = {'stay': 0, 'north': -1, 'east': 0, 'south': 1, 'west': 0}
+DIRECTIONS = ('north', 'east', 'south', 'west')
+ACTIONS = ('stay',) + DIRECTIONS  # the Discrete(5) action index
 ZERO_SEED_SUBSTITUTE = 0x2545F491
 
 
@@ -48,7 +48,7 @@ class TorusForage(gymnasium.Env):
     env's own Xorshift32; a step moves the agent one cell and eats food there (reward 1); the
     observation is (x, y, foodDx, foodDy, score) with the nearest food by torus Manhattan distance."""
 
-    metadata = {"render_modes": []}
+    metadata = {'render_modes': []}
 
     def __init__(self, width: int, height: int, food: int) -> None:
         self.width, self.height, self.food_count = width, height, food
@@ -117,11 +117,11 @@ class Walker:
         if r % self.explore == 0:
             move = DIRECTIONS[(r >> 3) % 4]
         elif dx == 0 and dy == 0:
-            move = "stay"
+            move = 'stay'
         elif abs(dx) >= abs(dy):
-            move = "east" if dx > 0 else "west"
+            move = 'east' if dx > 0 else 'west'
         else:
-            move = "south" if dy > 0 else "north"
+            move = 'south' if dy > 0 else 'north'
         return ACTIONS.index(move)
 
 
@@ -129,7 +129,7 @@ def make_env(width: int, height: int, food: int):
     return lambda: TorusForage(width, height, food)
 
 
-VECTORS = {"async": AsyncVectorEnv, "sync": SyncVectorEnv}
+VECTORS = {'async': AsyncVectorEnv, 'sync': SyncVectorEnv}
 
 
 def measure(n: int, vector: str, args) -> dict:
@@ -154,37 +154,45 @@ def measure(n: int, vector: str, args) -> dict:
     finally:
         envs.close()
     return {
-        "n": n,
-        "vector": vector,
-        "processes": n if vector == "async" else 0,
-        "steps": args.steps,
-        "warmupSteps": args.warmup,
-        "seconds": seconds,
-        "envStepsPerSec": args.steps * n / seconds,
-        "foodEaten": eaten,
+        'n': n,
+        'vector': vector,
+        'processes': n if vector == 'async' else 0,
+        'steps': args.steps,
+        'warmupSteps': args.warmup,
+        'seconds': seconds,
+        'envStepsPerSec': args.steps * n / seconds,
+        'foodEaten': eaten,
     }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--n", type=int, action="append", required=True, help="vector size; repeat")
-    parser.add_argument("--vector", choices=sorted(VECTORS), action="append", help="async (default), sync; repeat")
-    parser.add_argument("--steps", type=int, required=True)
-    parser.add_argument("--warmup", type=int, required=True)
-    parser.add_argument("--width", type=int, default=32)
-    parser.add_argument("--height", type=int, default=32)
-    parser.add_argument("--food", type=int, default=16)
-    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument('--n', type=int, action='append', required=True, help='vector size; repeat')
+    parser.add_argument('--vector', choices=sorted(VECTORS), action='append', help='async (default), sync; repeat')
+    parser.add_argument('--steps', type=int, required=True)
+    parser.add_argument('--warmup', type=int, required=True)
+    parser.add_argument('--width', type=int, default=32)
+    parser.add_argument('--height', type=int, default=32)
+    parser.add_argument('--food', type=int, default=16)
+    parser.add_argument('--seed', type=int, default=42)
     args = parser.parse_args()
-    results = [measure(n, v, args) for n in args.n for v in (args.vector or ["async"])]
-    print(json.dumps({
-        "peer": "gymnasium.vector",
-        "versions": {"gymnasium": gymnasium.__version__, "numpy": np.__version__, "python": platform.python_version()},
-        "env": {"width": args.width, "height": args.height, "food": args.food, "seed": args.seed},
-        "results": results,
-    }))
+    results = [measure(n, v, args) for n in args.n for v in (args.vector or ['async'])]
+    print(
+        json.dumps(
+            {
+                'peer': 'gymnasium.vector',
+                'versions': {
+                    'gymnasium': gymnasium.__version__,
+                    'numpy': np.__version__,
+                    'python': platform.python_version(),
+                },
+                'env': {'width': args.width, 'height': args.height, 'food': args.food, 'seed': args.seed},
+                'results': results,
+            }
+        )
+    )
     sys.stdout.flush()
 
 
-if __name__ == "__main__":
+if __name__ == '__main__':
     main()

@@ -1,8 +1,9 @@
 # Worker process entry: `python -m detsim_worker --listen unix:/path|host:port --role agent|environment
-# --worker-id <Id> [--session <Id>] [--model python:pkg.mod:Class]… [--model-path DIR]… [--strict] [--max-message-bytes N]
-# [--no-parent-watch] [--store-dir <abs path> [--store-id <token>]] [--verbose]
-# [--tls-dir DIR | --tls-ca F --tls-cert F --tls-key F --token-file F] (mutual TLS + bearer token)` (--verbose: a model's failure carries its
-# traceback). Flag checks worded as workers/main.ts + process.ts;
+# --worker-id <Id> [--session <Id>] [--model python:pkg.mod:Class]… [--model-path DIR]… [--strict]
+# [--max-message-bytes N] [--no-parent-watch] [--store-dir <abs path> [--store-id <token>]] [--verbose]
+# [--tls-dir DIR | --tls-ca F --tls-cert F --tls-key F --token-file F] (mutual TLS + bearer token)
+# [--token-file F] (plaintext TCP: the run's secret)` (--verbose: a model's failure carries its traceback).
+# Flag checks worded as workers/main.ts + process.ts;
 # prints the one ready line; exits 0 on Shutdown, SIGTERM/SIGINT/SIGHUP, or when its parent goes away.
 from __future__ import annotations
 
@@ -14,12 +15,35 @@ import stat
 import sys
 import threading
 
-from .rendezvous import advertised_address, certificate_fingerprint, check_advertise, check_rendezvous_dir, remove_record, write_record
+from .rendezvous import (
+    advertised_address,
+    certificate_fingerprint,
+    check_advertise,
+    check_rendezvous_dir,
+    remove_record,
+    write_record,
+)
 from .scalars import InputError, is_id
 from .store_id import STORE_ID_PATTERN, store_holds_id
 
-VALUE_FLAGS = {'--listen', '--role', '--worker-id', '--session', '--model', '--model-path', '--max-message-bytes', '--store-dir', '--store-id',
-               '--rendezvous', '--advertise', '--tls-dir', '--tls-ca', '--tls-cert', '--tls-key', '--token-file'}
+VALUE_FLAGS = {
+    '--listen',
+    '--role',
+    '--worker-id',
+    '--session',
+    '--model',
+    '--model-path',
+    '--max-message-bytes',
+    '--store-dir',
+    '--store-id',
+    '--rendezvous',
+    '--advertise',
+    '--tls-dir',
+    '--tls-ca',
+    '--tls-cert',
+    '--tls-key',
+    '--token-file',
+}
 BOOL_FLAGS = {'--strict', '--no-parent-watch', '--verbose'}
 
 
@@ -59,14 +83,17 @@ def read_options(v: dict) -> dict:
     from .protocol import DEFAULT_MAX_MESSAGE_BYTES
     from .server import parse_listen_address
     from .tls import describe_field, read_plain_token, read_tls_flags, read_tls_material
+
     listen = v.get('--listen')
     if listen is None:
         raise InputError('struct_missing_field', '--listen unix:/abs/path|host:port is required')
     tls_paths = read_tls_flags(v)
     tcp = parse_listen_address(listen, '--listen', tls_paths is not None).kind == 'tcp'
     if not tcp and tls_paths is not None:
-        raise InputError('struct_invalid_field',
-                         '--tls-dir: TLS is for TCP workers; a unix socket is reachable only from this machine')
+        raise InputError(
+            'struct_invalid_field',
+            '--tls-dir: TLS is for TCP workers; a unix socket is reachable only from this machine',
+        )
     plain_token = read_plain_token(v, tcp) if tls_paths is None else None
     role = v.get('--role')
     if role not in ('agent', 'environment'):
@@ -84,11 +111,16 @@ def read_options(v: dict) -> dict:
         except ValueError:
             max_bytes = -1
         if not 2 * 1024 * 1024 <= max_bytes <= 1024 * 1024 * 1024:
-            raise InputError('struct_invalid_field', '--max-message-bytes must be an integer from 2 MiB to 1 GiB (chunks are 1 MiB)')
+            raise InputError(
+                'struct_invalid_field', '--max-message-bytes must be an integer from 2 MiB to 1 GiB (chunks are 1 MiB)'
+            )
     for spec in v['--model']:
         module, _, cls = spec.removeprefix('python:').partition(':')
         if not spec.startswith('python:') or not module or not cls:
-            raise InputError('struct_unknown_model', f'--model {json.dumps(spec)}: a Python model is named python:package.module:Class')
+            raise InputError(
+                'struct_unknown_model',
+                f'--model {json.dumps(spec)}: a Python model is named python:package.module:Class',
+            )
     for path in v['--model-path']:
         if not os.path.isabs(path):
             raise InputError('struct_invalid_field', f'--model-path {json.dumps(path)} is not an absolute path')
@@ -102,14 +134,24 @@ def read_options(v: dict) -> dict:
         raise InputError('struct_invalid_field', '--store-id names the token of a --store-dir; give both')
     rendezvous = check_rendezvous_dir(v.get('--rendezvous'))
     check_advertise(listen, rendezvous, v.get('--advertise'))
-    return {'listen': listen, 'role': role, 'worker_id': worker_id, 'session': session, 'strict': v.get('--strict', False),
-            'max_message_bytes': max_bytes, 'models': sorted(set(v['--model'])), 'store_dir': store_dir,
-            'model_paths': list(v['--model-path']),
-            'store_id': store_id,
-            'parent_watch': not v.get('--no-parent-watch', False), 'verbose': v.get('--verbose', False),
-            'rendezvous': rendezvous, 'advertise': v.get('--advertise'),
-            'tls': read_tls_material(tls_paths, describe_field(v)) if tls_paths is not None else None,
-            'token': plain_token}
+    return {
+        'listen': listen,
+        'role': role,
+        'worker_id': worker_id,
+        'session': session,
+        'strict': v.get('--strict', False),
+        'max_message_bytes': max_bytes,
+        'models': sorted(set(v['--model'])),
+        'store_dir': store_dir,
+        'model_paths': list(v['--model-path']),
+        'store_id': store_id,
+        'parent_watch': not v.get('--no-parent-watch', False),
+        'verbose': v.get('--verbose', False),
+        'rendezvous': rendezvous,
+        'advertise': v.get('--advertise'),
+        'tls': read_tls_material(tls_paths, describe_field(v)) if tls_paths is not None else None,
+        'token': plain_token,
+    }
 
 
 def watch_parent(on_gone) -> None:
@@ -120,6 +162,7 @@ def watch_parent(on_gone) -> None:
     except OSError:
         stdin_is_pipe = False
     if stdin_is_pipe:
+
         def drain() -> None:
             try:
                 while os.read(0, 65536):
@@ -127,6 +170,7 @@ def watch_parent(on_gone) -> None:
             except OSError:
                 pass
             on_gone()
+
         threading.Thread(target=drain, daemon=True, name='stdin-watch').start()
     parent = os.getppid()
 
@@ -135,6 +179,7 @@ def watch_parent(on_gone) -> None:
             if os.getppid() != parent:
                 on_gone()
                 return
+
     threading.Thread(target=poll, daemon=True, name='ppid-watch').start()
 
 
@@ -142,12 +187,15 @@ stop_event = threading.Event()
 
 
 def usable_store_dir(options: dict) -> str | None:
-    """--store-dir, unless --store-id was given and the directory does not hold it (workers/process.ts usableStoreDir)."""
+    """--store-dir, unless --store-id was given and the directory does not hold it (workers/process.ts "
+    "usableStoreDir)."""
     store_dir, store_id = options['store_dir'], options['store_id']
     if store_dir is None or store_id is None or store_holds_id(store_dir, store_id):
         return store_dir
-    sys.stderr.write(f"detsim worker {options['worker_id']}: --store-dir {store_dir} does not hold this run's store id "
-                     "(not the coordinator's store here); checkpoint payloads travel as attachments\n")
+    sys.stderr.write(
+        f"detsim worker {options['worker_id']}: --store-dir {store_dir} does not hold this run's store id "
+        "(not the coordinator's store here); checkpoint payloads travel as attachments\n"
+    )
     return None
 
 
@@ -162,17 +210,31 @@ def main(argv: list[str]) -> int:
         return 2
     from .model_call import include_tracebacks
     from .runtime import WorkerRuntime
+
     include_tracebacks(options['verbose'])
     # Where the run's own models are imported from (the config file's directory), ahead of the rest.
     sys.path[:0] = [p for p in options['model_paths'] if p not in sys.path]
     from .server import remove_stale_socket, start_server
-    runtime = WorkerRuntime(options['role'], options['worker_id'], options['session'], options['strict'],
-                            options['max_message_bytes'], options['models'], usable_store_dir(options))
+
+    runtime = WorkerRuntime(
+        options['role'],
+        options['worker_id'],
+        options['session'],
+        options['strict'],
+        options['max_message_bytes'],
+        options['models'],
+        usable_store_dir(options),
+    )
     # The Shutdown reply is yielded before this fires; the grace period below lets it reach the caller.
     before = set(threading.enumerate())
     try:
-        server, bound = start_server(options['listen'], runtime, lambda: threading.Timer(0.05, stop_event.set).start(),
-                                     options['tls'], options['token'])
+        server, bound = start_server(
+            options['listen'],
+            runtime,
+            lambda: threading.Timer(0.05, stop_event.set).start(),
+            options['tls'],
+            options['token'],
+        )
     except (OSError, RuntimeError) as e:
         sys.stderr.write(f'detsim worker: cannot start: {e}\n')
         return 1
@@ -185,11 +247,18 @@ def main(argv: list[str]) -> int:
     joined = None
     if options['rendezvous'] is not None:
         from .runtime import CONTRACT_DIGEST
+
         # A TLS worker names the certificate it serves, so the coordinator can pin it; null in plaintext.
         try:
-            joined = write_record(options['rendezvous'], options['worker_id'], options['role'],
-                                  advertised_address(bound, options['advertise']), options['session'], CONTRACT_DIGEST,
-                                  certificate_fingerprint(options['tls'].cert) if options['tls'] is not None else None)
+            joined = write_record(
+                options['rendezvous'],
+                options['worker_id'],
+                options['role'],
+                advertised_address(bound, options['advertise']),
+                options['session'],
+                CONTRACT_DIGEST,
+                certificate_fingerprint(options['tls'].cert) if options['tls'] is not None else None,
+            )
         except OSError as e:
             code = errno.errorcode.get(e.errno or 0, 'error')
             sys.stderr.write(f"detsim: [perm_write_failed] --rendezvous: cannot write this worker's record ({code})\n")
@@ -201,13 +270,15 @@ def main(argv: list[str]) -> int:
     if ended is not None:
         # A worker that can no longer answer leaves at once, so its coordinator sees it die instead
         # of waiting out a deadline on a process that is alive and silent.
-        sys.stderr.write(f"detsim worker {options['worker_id']}: gRPC's serving thread {ended.name!r} ended; "
-                         'this worker can no longer answer and exits\n')
+        sys.stderr.write(
+            f"detsim worker {options['worker_id']}: gRPC's serving thread {ended.name!r} ended; "
+            'this worker can no longer answer and exits\n'
+        )
     if joined is not None:
         remove_record(*joined)
     server.stop(0.5).wait(2)
     if bound.startswith('unix:'):
-        remove_stale_socket(bound[len('unix:'):])
+        remove_stale_socket(bound[len('unix:') :])
     return 0 if ended is None else 1
 
 

@@ -9,19 +9,39 @@ from typing import Any
 
 from .canonical_json import canonical_digest, canonicalize, is_number, js_stringify
 from .capture_check import exact_capture
-from .checks import (PAYLOAD_VERSION, read_payload_header, capture_reply, agent_compatibility_digest, check_epoch, check_session, check_step, first_mismatch, profile_digest,
-                     read_stage_params, require_scope, restore_token, sha256, staged_payload)
+from .checks import (
+    PAYLOAD_VERSION,
+    agent_compatibility_digest,
+    capture_reply,
+    check_epoch,
+    check_session,
+    check_step,
+    first_mismatch,
+    profile_digest,
+    read_payload_header,
+    read_stage_params,
+    require_scope,
+    restore_token,
+    staged_payload,
+)
 from .model_call import call_model, invalid, load_model
 from .op_cache import StepCache, StepEntry, op_key
 from .prepare_guard import PrepareStateGuard
 from .protocol import ProtocolRefusal, Request
 from .registry import resolve_model
-from .scalars import (MISSING, InputError, RationalNs, read_i32, read_id, read_object, read_request_id, read_u64,
-                      refuse_unknown_fields)
+from .scalars import (
+    MISSING,
+    InputError,
+    RationalNs,
+    read_i32,
+    read_id,
+    read_object,
+    read_request_id,
+    read_u64,
+    refuse_unknown_fields,
+)
 from .sdk import NO_DATASET_DIGEST, ONE_MS, AgentCommitContext, AgentInitContext, AgentPrepareContext
-from .state_codec import encode_state
 from .tick_clock import TickClock
-
 
 
 @dataclass
@@ -42,8 +62,12 @@ class AgentIdentity:
     builtin: bool = False  # a built-in model: the shared-state guard (strict user models only) skips it
 
     def as_record(self) -> dict:
-        return {'modelVersion': self.model_version, 'plasticityVersion': self.plasticity_version,
-                'datasetDigest': self.dataset_digest, 'profileDigest': self.profile_digest}
+        return {
+            'modelVersion': self.model_version,
+            'plasticityVersion': self.plasticity_version,
+            'datasetDigest': self.dataset_digest,
+            'profileDigest': self.profile_digest,
+        }
 
 
 @dataclass
@@ -99,8 +123,13 @@ def read_rewards(value: Any, fld: str) -> list[dict]:
         refuse_unknown_fields(r, ['eventId', 'ruleId', 'value'], f'{fld}[{i}]')
         if not is_number(r.get('value')):
             raise ProtocolRefusal('INVALID_ARGUMENT', f'{fld}[{i}].value must be a finite number')
-        out.append({'eventId': read_id(r.get('eventId', MISSING), f'{fld}[{i}].eventId'),
-                    'ruleId': read_id(r.get('ruleId', MISSING), f'{fld}[{i}].ruleId'), 'value': r['value']})
+        out.append(
+            {
+                'eventId': read_id(r.get('eventId', MISSING), f'{fld}[{i}].eventId'),
+                'ruleId': read_id(r.get('ruleId', MISSING), f'{fld}[{i}].ruleId'),
+                'value': r['value'],
+            }
+        )
     return out
 
 
@@ -138,9 +167,13 @@ class AgentHost:
         scope = require_scope(req)
         check_session(scope, self.ctx.session_id)
         if scope['step'] != '0':
-            raise ProtocolRefusal('INVALID_ARGUMENT', f"Agent.Initialize: scope.step must be \"0\", not {js_stringify(scope['step'])}")
+            raise ProtocolRefusal(
+                'INVALID_ARGUMENT', f'Agent.Initialize: scope.step must be "0", not {js_stringify(scope["step"])}'
+            )
         try:
-            entries = read_entries(req.params, ['agentId', 'model', 'params', 'seed', 'stepDuration', 'observation'], req.method)
+            entries = read_entries(
+                req.params, ['agentId', 'model', 'params', 'seed', 'stepDuration', 'observation'], req.method
+            )
         except InputError as e:
             raise invalid(e) from None
         built: list[AgentSlot] = []
@@ -152,7 +185,10 @@ class AgentHost:
                 if existing.init_digest == digest and existing.epoch == scope['epoch']:
                     results.append(existing.init_result)
                     continue
-                raise ProtocolRefusal('CONFLICT', f"Agent.Initialize: agent {e['agentId']} is already initialized with a different request")
+                raise ProtocolRefusal(
+                    'CONFLICT',
+                    f'Agent.Initialize: agent {e["agentId"]} is already initialized with a different request',
+                )
             slot = self._build_agent(e, i, scope, digest)
             built.append(slot)
             results.append(slot.init_result)
@@ -177,20 +213,48 @@ class AgentHost:
         except InputError as err:
             raise invalid(err) from None
         ident = self._identity_for(agent_id, model_spec, raw_params, seed, step_duration, fld)
-        state = call_model(ident.strict, f'agent {agent_id}', 'initialize', 'none',
-                           lambda: ident.model.initialize(AgentInitContext(agent_id, seed, ident.params, observation)))
-        init_result = {'agentId': agent_id, 'modelVersion': ident.model_version, 'plasticityVersion': ident.plasticity_version,
-                       'profileDigest': ident.profile_digest, 'datasetDigest': ident.dataset_digest,
-                       'tickDuration': ident.tick_duration.to_json(), 'committedStep': '0'}
-        return AgentSlot(ident, state, TickClock(step_duration, ident.tick_duration), observation, scope['epoch'], 0,
-                         init_digest=init_digest, init_result=init_result)
+        state = call_model(
+            ident.strict,
+            f'agent {agent_id}',
+            'initialize',
+            'none',
+            lambda: ident.model.initialize(AgentInitContext(agent_id, seed, ident.params, observation)),
+        )
+        init_result = {
+            'agentId': agent_id,
+            'modelVersion': ident.model_version,
+            'plasticityVersion': ident.plasticity_version,
+            'profileDigest': ident.profile_digest,
+            'datasetDigest': ident.dataset_digest,
+            'tickDuration': ident.tick_duration.to_json(),
+            'committedStep': '0',
+        }
+        return AgentSlot(
+            ident,
+            state,
+            TickClock(step_duration, ident.tick_duration),
+            observation,
+            scope['epoch'],
+            0,
+            init_digest=init_digest,
+            init_result=init_result,
+        )
 
-    def _identity_for(self, agent_id: str, model_spec: str, raw_params: dict, seed: int, step_duration: RationalNs, fld: str) -> AgentIdentity:
-        loaded = load_model(lambda spec: resolve_model(spec, 'agent', self.ctx.launched_models), model_spec, raw_params, fld,
-                            self.ctx.strict_user_models)
+    def _identity_for(
+        self, agent_id: str, model_spec: str, raw_params: dict, seed: int, step_duration: RationalNs, fld: str
+    ) -> AgentIdentity:
+        loaded = load_model(
+            lambda spec: resolve_model(spec, 'agent', self.ctx.launched_models),
+            model_spec,
+            raw_params,
+            fld,
+            self.ctx.strict_user_models,
+        )
         model = loaded.model
         try:
-            tick = RationalNs.read_duration(getattr(model, 'tick_duration', None) or ONE_MS, f'model {model_spec} tickDuration')
+            tick = RationalNs.read_duration(
+                getattr(model, 'tick_duration', None) or ONE_MS, f'model {model_spec} tickDuration'
+            )
         except InputError as err:
             raise invalid(err) from None
         model_version = model.model_version
@@ -198,8 +262,22 @@ class AgentHost:
         dataset = getattr(model, 'dataset_digest', None) or NO_DATASET_DIGEST
         profile = profile_digest(model_spec, model_version, loaded.params)
         compat = agent_compatibility_digest(agent_id, profile, dataset, model_version, plasticity, seed)
-        return AgentIdentity(agent_id, model_spec, model, loaded.strict, loaded.params, seed, step_duration, tick, model_version,
-                             plasticity, profile, dataset, compat, loaded.builtin)
+        return AgentIdentity(
+            agent_id,
+            model_spec,
+            model,
+            loaded.strict,
+            loaded.params,
+            seed,
+            step_duration,
+            tick,
+            model_version,
+            plasticity,
+            profile,
+            dataset,
+            compat,
+            loaded.builtin,
+        )
 
     # ---- Agent.Prepare --------------------------------------------------------------------------
 
@@ -213,7 +291,10 @@ class AgentHost:
 
         def phase_check(slot: AgentSlot) -> None:
             if slot.phase != 'ready':
-                raise ProtocolRefusal('INVALID_PHASE', f"agent {slot.agent_id} is {slot.phase}, not ready, at step {scope['step']}")
+                raise ProtocolRefusal(
+                    'INVALID_PHASE', f'agent {slot.agent_id} is {slot.phase}, not ready, at step {scope["step"]}'
+                )
+
         plan = self._plan_step(req, scope, entries, phase_check)
         out = []
         guard = PrepareStateGuard()
@@ -226,19 +307,37 @@ class AgentHost:
                 ticks = slot.clock.advance()
             except OverflowError as e:
                 slot.phase = 'failed'
-                raise ProtocolRefusal('BACKEND_FAILURE', f'agent {slot.agent_id}: prepare failed: {e}', 'unknown') from None
-            decision = self._run_model(slot, 'prepare', lambda: slot.identity.model.prepare(
-                slot.state, AgentPrepareContext(slot.agent_id, slot.committed_step, ticks, slot.observation)))
+                raise ProtocolRefusal(
+                    'BACKEND_FAILURE', f'agent {slot.agent_id}: prepare failed: {e}', 'unknown'
+                ) from None
+            decision = self._run_model(
+                slot,
+                'prepare',
+                lambda: slot.identity.model.prepare(
+                    slot.state, AgentPrepareContext(slot.agent_id, slot.committed_step, ticks, slot.observation)
+                ),
+            )
             if not isinstance(decision, dict):
                 slot.phase = 'failed'
-                raise ProtocolRefusal('BACKEND_FAILURE', f'agent {slot.agent_id}: prepare returned no decision object', 'unknown')
+                raise ProtocolRefusal(
+                    'BACKEND_FAILURE', f'agent {slot.agent_id}: prepare returned no decision object', 'unknown'
+                )
             try:
                 canonicalize(decision)
             except ValueError as e:
                 slot.phase = 'failed'
-                raise ProtocolRefusal('BACKEND_FAILURE', f'agent {slot.agent_id}: prepare returned a decision that is not JSON: {e}', 'unknown') from None
-            result = {'agentId': slot.agent_id, 'brainTicks': str(slot.clock.brain_ticks), 'decision': decision,
-                      'remainder': slot.clock.remainder.to_json(), 'ticksAdvanced': str(ticks)}
+                raise ProtocolRefusal(
+                    'BACKEND_FAILURE',
+                    f'agent {slot.agent_id}: prepare returned a decision that is not JSON: {e}',
+                    'unknown',
+                ) from None
+            result = {
+                'agentId': slot.agent_id,
+                'brainTicks': str(slot.clock.brain_ticks),
+                'decision': decision,
+                'remainder': slot.clock.remainder.to_json(),
+                'ticksAdvanced': str(ticks),
+            }
             slot.phase = 'prepared'
             slot.prepared_ids = {req.request_id}
             self.cache.put(key, slot.committed_step, StepEntry(digest, result, req.request_id))
@@ -273,10 +372,17 @@ class AgentHost:
 
         def phase_check(slot: AgentSlot) -> None:
             if slot.phase != 'prepared':
-                raise ProtocolRefusal('INVALID_PHASE', f"agent {slot.agent_id} is {slot.phase}, not prepared, at step {scope['step']}")
+                raise ProtocolRefusal(
+                    'INVALID_PHASE', f'agent {slot.agent_id} is {slot.phase}, not prepared, at step {scope["step"]}'
+                )
             prep = parsed[slot.agent_id]['prepared']
             if prep not in slot.prepared_ids:
-                raise ProtocolRefusal('CONFLICT', f"agent {slot.agent_id}: preparedRequestId {prep} is not the Prepare that prepared step {scope['step']}")
+                raise ProtocolRefusal(
+                    'CONFLICT',
+                    f'agent {slot.agent_id}: preparedRequestId {prep} is not the Prepare that prepared step '
+                    f'{scope["step"]}',
+                )
+
         plan = self._plan_step(req, scope, entries, phase_check)
         out = []
         for slot, key, digest, cached in plan:
@@ -285,8 +391,13 @@ class AgentHost:
                 continue
             c = parsed[slot.agent_id]
             step = slot.committed_step
-            self._run_model(slot, 'commit', lambda: slot.identity.model.commit(
-                slot.state, AgentCommitContext(slot.agent_id, step, c['observation'], c['rewards'])))
+            self._run_model(
+                slot,
+                'commit',
+                lambda: slot.identity.model.commit(
+                    slot.state, AgentCommitContext(slot.agent_id, step, c['observation'], c['rewards'])
+                ),
+            )
             slot.observation = c['observation']
             slot.committed_step = step + 1
             slot.phase = 'ready'
@@ -310,11 +421,20 @@ class AgentHost:
             hit = self.cache.get(key)
             if hit:
                 if hit.digest != digest:
-                    raise ProtocolRefusal('CONFLICT', f"agent {slot.agent_id}: {req.method} for step {scope['step']} was already answered for a different body")
+                    raise ProtocolRefusal(
+                        'CONFLICT',
+                        f'agent {slot.agent_id}: {req.method} for step {scope["step"]} was already answered for a '
+                        'different body',
+                    )
                 plan.append((slot, key, digest, hit.result))
                 continue
             if int(scope['step']) < slot.committed_step and self.cache.has_expired(req.request_id):
-                raise ProtocolRefusal('RESULT_EXPIRED', f"agent {slot.agent_id}: the result of {req.request_id} ({req.method}, step {scope['step']}) is no longer kept", 'applied')
+                raise ProtocolRefusal(
+                    'RESULT_EXPIRED',
+                    f'agent {slot.agent_id}: the result of {req.request_id} ({req.method}, step {scope["step"]}) is '
+                    'no longer kept',
+                    'applied',
+                )
             check_step(scope, slot.committed_step, f'agent {slot.agent_id}')
             phase_check(slot)
             plan.append((slot, key, digest, None))
@@ -341,7 +461,9 @@ class AgentHost:
         refuse_unknown_fields(params, allowed, 'params')
         value = read_id(params.get(first, MISSING), f'params.{first}')
         if params.get('agentId', MISSING) is None:
-            raise ProtocolRefusal('INVALID_ARGUMENT', 'params.agentId is null but this worker hosts agents, not the environment')
+            raise ProtocolRefusal(
+                'INVALID_ARGUMENT', 'params.agentId is null but this worker hosts agents, not the environment'
+            )
         return value, read_id(params.get('agentId', MISSING), 'params.agentId')
 
     # ---- State.Capture --------------------------------------------------------------------------
@@ -357,23 +479,43 @@ class AgentHost:
         check_epoch(scope, slot.epoch, f'agent {agent_id}')
         boundary = check_step(scope, slot.committed_step, f'agent {agent_id}')
         if slot.phase != 'ready':
-            raise ProtocolRefusal('INVALID_PHASE', f'agent {agent_id} is {slot.phase}: capture only at a committed boundary')
+            raise ProtocolRefusal(
+                'INVALID_PHASE', f'agent {agent_id} is {slot.phase}: capture only at a committed boundary'
+            )
         ident = slot.identity
-        model_state = call_model(ident.strict, f'agent {agent_id}', 'capture', 'none', lambda: ident.model.capture(slot.state))
+        model_state = call_model(
+            ident.strict, f'agent {agent_id}', 'capture', 'none', lambda: ident.model.capture(slot.state)
+        )
         if ident.strict and not ident.builtin:
             ctx = AgentInitContext(agent_id, ident.seed, ident.params, slot.observation)
             exact_capture(ident.model, model_state, ctx, ident.strict, f'agent {agent_id}', slot.state)
         payload = {
-            'payloadVersion': PAYLOAD_VERSION, 'kind': 'agent', 'agentId': agent_id, 'checkpointId': checkpoint_id,
-            'sourceScope': scope, 'committedStep': str(boundary), 'model': ident.model_spec, 'params': ident.params,
-            'strict': ident.strict, 'seed': ident.seed, 'stepDuration': ident.step_duration.to_json(),
-            'modelVersion': ident.model_version, 'plasticityVersion': ident.plasticity_version,
-            'profileDigest': ident.profile_digest, 'datasetDigest': ident.dataset_digest,
-            'accumulator': {'tickDuration': ident.tick_duration.to_json(), 'remainder': slot.clock.remainder.to_json(),
-                            'brainTicks': str(slot.clock.brain_ticks)},
-            'observation': slot.observation, 'state': model_state,
+            'payloadVersion': PAYLOAD_VERSION,
+            'kind': 'agent',
+            'agentId': agent_id,
+            'checkpointId': checkpoint_id,
+            'sourceScope': scope,
+            'committedStep': str(boundary),
+            'model': ident.model_spec,
+            'params': ident.params,
+            'strict': ident.strict,
+            'seed': ident.seed,
+            'stepDuration': ident.step_duration.to_json(),
+            'modelVersion': ident.model_version,
+            'plasticityVersion': ident.plasticity_version,
+            'profileDigest': ident.profile_digest,
+            'datasetDigest': ident.dataset_digest,
+            'accumulator': {
+                'tickDuration': ident.tick_duration.to_json(),
+                'remainder': slot.clock.remainder.to_json(),
+                'brainTicks': str(slot.clock.brain_ticks),
+            },
+            'observation': slot.observation,
+            'state': model_state,
         }
-        return capture_reply(payload, f'agent {agent_id}', checkpoint_id, agent_id, boundary, ident.compatibility_digest, hold)
+        return capture_reply(
+            payload, f'agent {agent_id}', checkpoint_id, agent_id, boundary, ident.compatibility_digest, hold
+        )
 
     # ---- State.StageRestore ---------------------------------------------------------------------
 
@@ -388,17 +530,32 @@ class AgentHost:
         live = self.agents.get(agent_id)
         if live:
             if live.phase == 'prepared':
-                raise ProtocolRefusal('INVALID_PHASE', f'agent {agent_id} is prepared: restore only from ready or uninitialized')
+                raise ProtocolRefusal(
+                    'INVALID_PHASE', f'agent {agent_id} is prepared: restore only from ready or uninitialized'
+                )
             if scope['epoch'] == live.epoch:
-                raise ProtocolRefusal('STALE_EPOCH', f"agent {agent_id}: the restore epoch {scope['epoch']} must be new (it is the current epoch)")
+                raise ProtocolRefusal(
+                    'STALE_EPOCH',
+                    f'agent {agent_id}: the restore epoch {scope["epoch"]} must be new (it is the current epoch)',
+                )
         if agent_id in self.staged:
             raise ProtocolRefusal('CONFLICT', f'agent {agent_id} already has a staged restore')
-        payload = self._read_payload(staged_payload(attachment, staged, self.ctx.store_dir, self.ctx.prefetched), agent_id, staged.checkpoint_id, staged.source_scope)
+        payload = self._read_payload(
+            staged_payload(attachment, staged, self.ctx.store_dir, self.ctx.prefetched),
+            agent_id,
+            staged.checkpoint_id,
+            staged.source_scope,
+        )
         seed = payload['seed']
         if live:
             li = live.identity
-            ident = replace(li, seed=seed, compatibility_digest=agent_compatibility_digest(
-                agent_id, li.profile_digest, li.dataset_digest, li.model_version, li.plasticity_version, seed))
+            ident = replace(
+                li,
+                seed=seed,
+                compatibility_digest=agent_compatibility_digest(
+                    agent_id, li.profile_digest, li.dataset_digest, li.model_version, li.plasticity_version, seed
+                ),
+            )
         else:
             try:
                 step_duration = RationalNs.read(payload.get('stepDuration', MISSING), 'payload.stepDuration')
@@ -406,11 +563,17 @@ class AgentHost:
                 raise invalid(e) from None
             ident = self._identity_for(agent_id, payload['model'], payload['params'], seed, step_duration, 'payload')
             ident.strict = payload['strict']
-        mismatch = first_mismatch(payload, ident.as_record(), ['modelVersion', 'plasticityVersion', 'datasetDigest', 'profileDigest'])
+        mismatch = first_mismatch(
+            payload, ident.as_record(), ['modelVersion', 'plasticityVersion', 'datasetDigest', 'profileDigest']
+        )
         if mismatch:
             raise ProtocolRefusal('INCOMPATIBLE_STATE', f'agent {agent_id}: {mismatch}')
         if ident.compatibility_digest != staged.compatibility_digest:
-            raise ProtocolRefusal('INCOMPATIBLE_STATE', f'agent {agent_id}: compatibilityDigest {staged.compatibility_digest} differs from the recomputed {ident.compatibility_digest} (seed {ident.seed})')
+            raise ProtocolRefusal(
+                'INCOMPATIBLE_STATE',
+                f'agent {agent_id}: compatibilityDigest {staged.compatibility_digest} differs from the recomputed '
+                f'{ident.compatibility_digest} (seed {ident.seed})',
+            )
         slot = self._timeline_from(payload, ident, scope)
         token = restore_token(staged.checkpoint_id, scope, staged.digest, self.ctx.incarnation_id)
         self.staged[agent_id] = StagedRestore(token, staged.checkpoint_id, scope, slot)
@@ -438,14 +601,25 @@ class AgentHost:
             step = RationalNs.read_duration(payload.get('stepDuration', MISSING), 'payload.stepDuration')
             if step != ident.step_duration:
                 raise ValueError(f"payload stepDuration {step} differs from this agent's {ident.step_duration}")
-            clock = TickClock(step, tick, RationalNs.read(acc.get('remainder', MISSING), 'payload.accumulator.remainder'),
-                              int(read_u64(acc.get('brainTicks', MISSING), 'payload.accumulator.brainTicks')))
+            clock = TickClock(
+                step,
+                tick,
+                RationalNs.read(acc.get('remainder', MISSING), 'payload.accumulator.remainder'),
+                int(read_u64(acc.get('brainTicks', MISSING), 'payload.accumulator.brainTicks')),
+            )
         except ValueError as e:
             raise ProtocolRefusal('INCOMPATIBLE_STATE', f'agent {agent_id}: {e}') from None
         observation = payload['observation']
-        where = f"restore at boundary {payload.get('committedStep')}"
-        state = call_model(ident.strict, f'agent {agent_id}', where, 'none', lambda: ident.model.restore(
-            payload.get('state'), AgentInitContext(agent_id, ident.seed, ident.params, observation)))
+        where = f'restore at boundary {payload.get("committedStep")}'
+        state = call_model(
+            ident.strict,
+            f'agent {agent_id}',
+            where,
+            'none',
+            lambda: ident.model.restore(
+                payload.get('state'), AgentInitContext(agent_id, ident.seed, ident.params, observation)
+            ),
+        )
         return AgentSlot(ident, state, clock, observation, scope['epoch'], int(scope['step']))
 
     # ---- State.ActivateRestore ------------------------------------------------------------------
@@ -463,9 +637,16 @@ class AgentHost:
         if staged is None:
             raise ProtocolRefusal('INVALID_PHASE', f'agent {agent_id}: nothing is staged to activate')
         if staged.token != token:
-            raise ProtocolRefusal('IDENTITY_MISMATCH', f'agent {agent_id}: restore token {token} is not the staged one (the staged restore is kept)')
+            raise ProtocolRefusal(
+                'IDENTITY_MISMATCH',
+                f'agent {agent_id}: restore token {token} is not the staged one (the staged restore is kept)',
+            )
         if staged.scope['epoch'] != scope['epoch'] or staged.scope['step'] != scope['step']:
-            raise ProtocolRefusal('IDENTITY_MISMATCH', f"agent {agent_id}: scope {scope['epoch']}/{scope['step']} differs from the staged {staged.scope['epoch']}/{staged.scope['step']}")
+            raise ProtocolRefusal(
+                'IDENTITY_MISMATCH',
+                f'agent {agent_id}: scope {scope["epoch"]}/{scope["step"]} differs from the staged '
+                f'{staged.scope["epoch"]}/{staged.scope["step"]}',
+            )
         old = self.agents.get(agent_id)
         slot = staged.slot
         slot.init_digest = old.init_digest if old else ''
@@ -476,7 +657,14 @@ class AgentHost:
         self.cache.evict_agent(agent_id)
         self.current_epoch = scope['epoch']
         self.ctx.progress(req.request_id)
-        return {'result': {'checkpointId': staged.checkpoint_id, 'agentId': agent_id, 'committedStep': scope['step'], 'observation': None}}
+        return {
+            'result': {
+                'checkpointId': staged.checkpoint_id,
+                'agentId': agent_id,
+                'committedStep': scope['step'],
+                'observation': None,
+            }
+        }
 
 
 __all__ = ['AgentHost', 'copy']

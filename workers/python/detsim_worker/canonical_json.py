@@ -66,7 +66,7 @@ def _es_layout(digits: str, n: int) -> str:
         return '0.' + '0' * (-n) + digits
     e = n - 1
     mantissa = digits if k == 1 else f'{digits[0]}.{digits[1:]}'
-    return f"{mantissa}e{'+' if e >= 0 else '-'}{abs(e)}"
+    return f'{mantissa}e{"+" if e >= 0 else "-"}{abs(e)}'
 
 
 _ESCAPES = {'"': '\\"', '\\': '\\\\', '\b': '\\b', '\f': '\\f', '\n': '\\n', '\r': '\\r', '\t': '\\t'}
@@ -86,7 +86,9 @@ def format_string(s: str, stack: list[str | int] | None = None) -> str:
         elif code < 0x20:
             out.append(f'\\u{code:04x}')
         elif 0xD800 <= code <= 0xDFFF:
-            raise CanonicalJsonError('struct_invalid_json', f'lone surrogate in a string at {_render_path(stack or [])}')
+            raise CanonicalJsonError(
+                'struct_invalid_json', f'lone surrogate in a string at {_render_path(stack or [])}'
+            )
         else:
             out.append(ch)
     out.append('"')
@@ -100,7 +102,9 @@ def utf16_key(s: str) -> bytes:
 
 def _write(value: Any, stack: list[str | int], out: list[str]) -> None:
     if len(stack) > MAX_DEPTH:
-        raise CanonicalJsonError('struct_invalid_json', f'nesting deeper than {MAX_DEPTH} (or a cycle) at {_render_path(stack)}')
+        raise CanonicalJsonError(
+            'struct_invalid_json', f'nesting deeper than {MAX_DEPTH} (or a cycle) at {_render_path(stack)}'
+        )
     if value is None:
         out.append('null')
     elif value is True:
@@ -110,11 +114,16 @@ def _write(value: Any, stack: list[str | int], out: list[str]) -> None:
     elif is_number(value):
         if isinstance(value, float) and not math.isfinite(value):
             shown = 'NaN' if math.isnan(value) else ('Infinity' if value > 0 else '-Infinity')
-            raise CanonicalJsonError('struct_non_finite_number', f'{shown} at {_render_path(stack)} is not a finite number')
+            raise CanonicalJsonError(
+                'struct_non_finite_number', f'{shown} at {_render_path(stack)} is not a finite number'
+            )
         if isinstance(value, int) and abs(value) > MAX_SAFE_INTEGER:
             # Every reader (the coordinator's strict parser first) refuses such a literal: refuse it here, by path.
-            raise CanonicalJsonError('struct_invalid_json', f'the integer at {_render_path(stack)} is beyond ±(2^53−1), '
-                                     'which JSON cannot carry exactly (send it as a string)')
+            raise CanonicalJsonError(
+                'struct_invalid_json',
+                f'the integer at {_render_path(stack)} is beyond ±(2^53−1), '
+                'which JSON cannot carry exactly (send it as a string)',
+            )
         out.append(format_number(value))
     elif isinstance(value, str):
         out.append(format_string(value, stack))
@@ -141,7 +150,9 @@ def _write(value: Any, stack: list[str | int], out: list[str]) -> None:
             stack.pop()
         out.append('}')
     else:
-        raise CanonicalJsonError('struct_unsupported_value', f'{type(value).__name__} at {_render_path(stack)} cannot be written as JSON')
+        raise CanonicalJsonError(
+            'struct_unsupported_value', f'{type(value).__name__} at {_render_path(stack)} cannot be written as JSON'
+        )
 
 
 def canonicalize(value: Any) -> str:
@@ -177,6 +188,7 @@ def js_stringify(value: Any) -> str:
 
 
 # ---- strict parser ---------------------------------------------------------------------------
+
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
@@ -214,8 +226,10 @@ def _unsafe_integer(text: str, literal: str) -> CanonicalJsonError:
     offset = len(text[:start].encode('utf-16-le')) // 2
     if not math.isfinite(float(literal)):  # beyond a double altogether: refused as not a number first
         return CanonicalJsonError('struct_invalid_json', f'number {literal} is out of range at offset {offset}')
-    return CanonicalJsonError('struct_unsafe_integer',
-                              f'integer {literal} is beyond ±(2^53−1); write counters as U64 strings at offset {offset}')
+    return CanonicalJsonError(
+        'struct_unsafe_integer',
+        f'integer {literal} is beyond ±(2^53−1); write counters as U64 strings at offset {offset}',
+    )
 
 
 def _parse_float(text: str) -> float:
@@ -262,8 +276,13 @@ def parse_strict(data: bytes | str) -> Any:
     if text.startswith('\ufeff'):
         raise CanonicalJsonError('struct_invalid_json', 'a byte order mark is not JSON')
     try:
-        value = json.loads(text, object_pairs_hook=_no_duplicates, parse_int=_parse_int,
-                           parse_float=_parse_float, parse_constant=_refuse_constant)
+        value = json.loads(
+            text,
+            object_pairs_hook=_no_duplicates,
+            parse_int=_parse_int,
+            parse_float=_parse_float,
+            parse_constant=_refuse_constant,
+        )
     except CanonicalJsonError:
         raise
     except _UnsafeInteger as e:

@@ -16,6 +16,7 @@ from .model_call import call_model
 from .protocol import ProtocolRefusal
 from .state_codec import StateCodecError, decode_state, encode_state
 
+
 class CaptureNotExact(ValueError):
     pass
 
@@ -92,11 +93,14 @@ def _object_difference(a: Any, b: Any, path: str, depth: int) -> tuple[str, Any,
     module = type(a).__module__ or ''
     if module.startswith('numpy'):
         import numpy as np
+
         if isinstance(a, np.ndarray):
             same = a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b, equal_nan=a.dtype.kind in 'fc')
             return None if same else (path, f'{a.dtype}{list(a.shape)} {a!r}', f'{b.dtype}{list(b.shape)} {b!r}')
         if isinstance(a, np.random.Generator):
-            return live_difference(_bits(a.bit_generator), _bits(b.bit_generator), f'{path}.bit_generator.state', depth + 1)
+            return live_difference(
+                _bits(a.bit_generator), _bits(b.bit_generator), f'{path}.bit_generator.state', depth + 1
+            )
         if isinstance(a, np.random.BitGenerator):
             return live_difference(_bits(a), _bits(b), f'{path}.state', depth + 1)
         if isinstance(a, np.generic):
@@ -120,8 +124,10 @@ def check_exact(state: Any, restore: Callable[[Any], Any], capture: Callable[[An
         found = live_difference(live, copy)
         if found:
             where, was, now = found
-            raise CaptureNotExact(f'state {where} differs after a restore: {shown(was)} live, {shown(now)} restored '
-                                  '(capture must return everything restore needs, exactly)')
+            raise CaptureNotExact(
+                f'state {where} differs after a restore: {shown(was)} live, {shown(now)} restored '
+                '(capture must return everything restore needs, exactly)'
+            )
     again = encode_state(capture(copy))
     if again == data:
         return
@@ -132,17 +138,20 @@ def check_exact(state: Any, restore: Callable[[Any], Any], capture: Callable[[An
         detail = f': {shown(_at(held, where))} captured, {shown(_at(other, where))} after a restore'
     except (KeyError, IndexError, TypeError):
         pass
-    raise CaptureNotExact(f'state {where} does not survive restore{detail} '
-                          '(capture must return everything restore needs, exactly)')
+    raise CaptureNotExact(
+        f'state {where} does not survive restore{detail} (capture must return everything restore needs, exactly)'
+    )
 
 
 def exact_capture(model: Any, state: Any, ctx: Any, strict: bool, who: str, live: Any = None) -> None:
     """check_exact for a hosted model: any failure is the capture's BACKEND_FAILURE refusal naming `who`."""
+
     def restore(data: Any) -> Any:
         return call_model(strict, who, 'restore (capture check)', 'none', lambda: model.restore(data, ctx))
 
     def capture(restored: Any) -> Any:
         return call_model(strict, who, 'capture (capture check)', 'none', lambda: model.capture(restored))
+
     try:
         check_exact(state, restore, capture, live)
     except StateCodecError as e:

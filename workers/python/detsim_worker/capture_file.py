@@ -13,9 +13,11 @@ from .payload_file import WRITE_REFUSALS, write_store_temp
 from .protocol import ProtocolRefusal, Request, as_invalid
 from .scalars import MISSING, InputError, read_object, read_request_id, read_u64, refuse_unknown_fields
 
+
 def capture_hold_of(req: Request, store_dir: str | None) -> str:
     """How this Capture keeps its payload: sent as the attachment ('none'), held with its digest
-    ('hashed', v1), or held with its digest left to State.WritePayload ('at-write', v2). `hold` must be exactly true when present, and only a worker with a store directory accepts it;
+    ('hashed', v1), or held with its digest left to State.WritePayload ('at-write', v2). `hold` must be
+    exactly true when present, and only a worker with a store directory accepts it;
     `hashAtWrite` must be exactly true when present, and only beside `hold`."""
     at_write = 'hashAtWrite' in req.params
     if at_write and req.params['hashAtWrite'] is not True:
@@ -41,15 +43,19 @@ def write_held_payload(req: Request, lifecycle: LifecycleCache, store_dir: str |
     capture_request_id, path, offset = _read_write_params(req.params)
     entry = lifecycle.get(capture_request_id)
     if entry is None or entry.get('held') is None:
-        raise ProtocolRefusal('INVALID_ARGUMENT',
-                              'params.captureRequestId names no held capture awaiting acknowledgment on this worker')
+        raise ProtocolRefusal(
+            'INVALID_ARGUMENT', 'params.captureRequestId names no held capture awaiting acknowledgment on this worker'
+        )
     held: bytes = entry['held']
     seen_changes: int | None = entry.get('hash_at_write')
     # v1 reported the digest at Capture, so the seal sees a state that moved since; v2 hashes what it
     # writes, so it must refuse a state that may have moved (the coordinator never steps in between).
     if seen_changes is not None and seen_changes != state_changes:
-        raise ProtocolRefusal('INVALID_PHASE', 'params.captureRequestId: this worker has served a state-changing call '
-                                               'since that capture (held with hashAtWrite); capture again')
+        raise ProtocolRefusal(
+            'INVALID_PHASE',
+            'params.captureRequestId: this worker has served a state-changing call '
+            'since that capture (held with hashAtWrite); capture again',
+        )
     digest = write_store_temp(store_dir, path, offset, held, seen_changes is not None)
     result = {'byteLength': str(len(held))}
     return {'result': result if digest is None else {**result, 'digest': digest}}

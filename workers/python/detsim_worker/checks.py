@@ -12,8 +12,8 @@ from .canonical_json import canonical_digest, js_stringify
 from .payload_file import read_store_range
 from .protocol import ProtocolRefusal, Request
 from .restore_prefetch import PrefetchedPayloads
-from .state_codec import StateCodecError, decode_state, encode_state
 from .scalars import MISSING, InputError, read_digest, read_id, read_object, read_scope, read_u64, refuse_unknown_fields
+from .state_codec import StateCodecError, decode_state, encode_state
 
 
 def require_scope(req: Request) -> dict:
@@ -24,12 +24,19 @@ def require_scope(req: Request) -> dict:
 
 def check_session(scope: dict, session_id: str) -> None:
     if scope['sessionId'] != session_id:
-        raise ProtocolRefusal('IDENTITY_MISMATCH', f"scope.sessionId {js_stringify(scope['sessionId'])} is not this worker's session {js_stringify(session_id)}")
+        raise ProtocolRefusal(
+            'IDENTITY_MISMATCH',
+            f"scope.sessionId {js_stringify(scope['sessionId'])} is not this worker's session "
+            f'{js_stringify(session_id)}',
+        )
 
 
 def check_epoch(scope: dict, current: str, who: str) -> None:
     if scope['epoch'] != current:
-        raise ProtocolRefusal('STALE_EPOCH', f"{who}: scope.epoch {js_stringify(scope['epoch'])} is not the current epoch {js_stringify(current)}")
+        raise ProtocolRefusal(
+            'STALE_EPOCH',
+            f'{who}: scope.epoch {js_stringify(scope["epoch"])} is not the current epoch {js_stringify(current)}',
+        )
 
 
 def check_step(scope: dict, boundary: int, who: str) -> int:
@@ -51,22 +58,42 @@ def _payload_name(agent_id: str | None) -> str:
 
 def _check_digest(data: bytes, digest: str, name: str) -> None:
     if sha256(data) != digest:
-        raise ProtocolRefusal('BUFFER_INVALID', f'params.payload.digest: the payload digest check failed for payload {name}')
+        raise ProtocolRefusal(
+            'BUFFER_INVALID', f'params.payload.digest: the payload digest check failed for payload {name}'
+        )
 
 
 def restore_token(checkpoint_id: str, scope: dict, payload_digest: str, incarnation_id: str) -> str:
-    text = f"detsim/restore-token-v1\n{checkpoint_id}\n{scope['sessionId']}\n{scope['epoch']}\n{scope['step']}\n{payload_digest}\n{incarnation_id}\n"
+    fields = [checkpoint_id, scope['sessionId'], scope['epoch'], scope['step'], payload_digest, incarnation_id]
+    text = 'detsim/restore-token-v1\n' + ''.join(f'{x}\n' for x in fields)
     return 'rt-' + sha256(text)[:32]
 
 
-def agent_compatibility_digest(agent_id, profile_digest, dataset_digest, model_version, plasticity_version, seed) -> str:
-    return canonical_digest({'agentId': agent_id, 'profileDigest': profile_digest, 'datasetDigest': dataset_digest,
-                             'modelVersion': model_version, 'plasticityVersion': plasticity_version, 'seed': seed})
+def agent_compatibility_digest(
+    agent_id, profile_digest, dataset_digest, model_version, plasticity_version, seed
+) -> str:
+    return canonical_digest(
+        {
+            'agentId': agent_id,
+            'profileDigest': profile_digest,
+            'datasetDigest': dataset_digest,
+            'modelVersion': model_version,
+            'plasticityVersion': plasticity_version,
+            'seed': seed,
+        }
+    )
 
 
 def environment_compatibility_digest(environment_id, profile_digest, model_version, seed, ports) -> str:
-    return canonical_digest({'environmentId': environment_id, 'profileDigest': profile_digest, 'modelVersion': model_version,
-                             'seed': seed, 'ports': [{'portId': p['portId'], 'agentId': p['agentId']} for p in ports]})
+    return canonical_digest(
+        {
+            'environmentId': environment_id,
+            'profileDigest': profile_digest,
+            'modelVersion': model_version,
+            'seed': seed,
+            'ports': [{'portId': p['portId'], 'agentId': p['agentId']} for p in ports],
+        }
+    )
 
 
 def profile_digest(model: str, model_version: str, params: dict) -> str:
@@ -79,9 +106,9 @@ def _shown(value: Any) -> str:
 
 def first_mismatch(recorded: dict, live: dict, order: list[str]) -> str | None:
     for f in order:
-        r, l = recorded.get(f, MISSING), live.get(f, MISSING)
-        if canonical_digest(None if r is MISSING else r) != canonical_digest(None if l is MISSING else l):
-            return f'{f}: payload has {_shown(r)}, this worker has {_shown(l)}'
+        r, here = recorded.get(f, MISSING), live.get(f, MISSING)
+        if canonical_digest(None if r is MISSING else r) != canonical_digest(None if here is MISSING else here):
+            return f'{f}: payload has {_shown(r)}, this worker has {_shown(here)}'
     return None
 
 
@@ -97,11 +124,15 @@ class StageParams:
 
 
 def read_stage_params(params: dict, scope: dict, host: str) -> StageParams:
-    refuse_unknown_fields(params, ['checkpointId', 'agentId', 'sourceScope', 'compatibilityDigest', 'payload'], 'params')
+    refuse_unknown_fields(
+        params, ['checkpointId', 'agentId', 'sourceScope', 'compatibilityDigest', 'payload'], 'params'
+    )
     checkpoint_id = read_id(params.get('checkpointId', MISSING), 'params.checkpointId')
     agent_raw = params.get('agentId', MISSING)
     if host == 'agent' and agent_raw is None:
-        raise ProtocolRefusal('INVALID_ARGUMENT', 'params.agentId is null but this worker hosts agents, not the environment')
+        raise ProtocolRefusal(
+            'INVALID_ARGUMENT', 'params.agentId is null but this worker hosts agents, not the environment'
+        )
     if host == 'environment' and agent_raw is not None:
         raise ProtocolRefusal('INVALID_ARGUMENT', 'params.agentId must be null: this worker hosts the environment')
     agent_id = read_id(agent_raw, 'params.agentId') if host == 'agent' else None
@@ -113,9 +144,14 @@ def read_stage_params(params: dict, scope: dict, host: str) -> StageParams:
     byte_length = read_u64(p.get('byteLength', MISSING), 'params.payload.byteLength')
     file = None if 'file' not in p else _read_payload_file(p['file'])
     if source_scope['sessionId'] != scope['sessionId']:
-        raise ProtocolRefusal('IDENTITY_MISMATCH', f"params.sourceScope.sessionId {source_scope['sessionId']} is not this session {scope['sessionId']}")
+        raise ProtocolRefusal(
+            'IDENTITY_MISMATCH',
+            f'params.sourceScope.sessionId {source_scope["sessionId"]} is not this session {scope["sessionId"]}',
+        )
     if source_scope['step'] != scope['step']:
-        raise ProtocolRefusal('INVALID_ARGUMENT', f"scope.step {scope['step']} must equal params.sourceScope.step {source_scope['step']}")
+        raise ProtocolRefusal(
+            'INVALID_ARGUMENT', f'scope.step {scope["step"]} must equal params.sourceScope.step {source_scope["step"]}'
+        )
     return StageParams(checkpoint_id, agent_id, source_scope, compat, digest, byte_length, file)
 
 
@@ -124,12 +160,16 @@ def _read_payload_file(value: Any) -> tuple[str, int]:
     refuse_unknown_fields(f, ['path', 'offset'], 'params.payload.file')
     path = f.get('path', MISSING)
     if not isinstance(path, str) or not os.path.isabs(path):
-        raise ProtocolRefusal('INVALID_ARGUMENT', f"params.payload.file.path {js_stringify(None if path is MISSING else path)} is not an absolute path")
+        raise ProtocolRefusal(
+            'INVALID_ARGUMENT',
+            f'params.payload.file.path {js_stringify(None if path is MISSING else path)} is not an absolute path',
+        )
     return path, int(read_u64(f.get('offset', MISSING), 'params.payload.file.offset'))
 
 
-def staged_payload(attachment: bytes | None, staged: StageParams, store_dir: str | None,
-                   prefetched: PrefetchedPayloads | None = None) -> bytes:
+def staged_payload(
+    attachment: bytes | None, staged: StageParams, store_dir: str | None, prefetched: PrefetchedPayloads | None = None
+) -> bytes:
     name = _payload_name(staged.agent_id)
     # restore-prefetch-v1: bytes read and hashed against exactly this reference while the coordinator verified.
     early = prefetched.take(staged.agent_id, staged.file, staged.byte_length, staged.digest) if prefetched else None
@@ -139,19 +179,31 @@ def staged_payload(attachment: bytes | None, staged: StageParams, store_dir: str
         if attachment is None:
             raise ProtocolRefusal('BUFFER_INVALID', 'StageRestore carries no payload attachment')
         if str(len(attachment)) != staged.byte_length:
-            raise ProtocolRefusal('BUFFER_INVALID', f'payload attachment is {len(attachment)} bytes; payload.byteLength says {staged.byte_length}')
+            raise ProtocolRefusal(
+                'BUFFER_INVALID',
+                f'payload attachment is {len(attachment)} bytes; payload.byteLength says {staged.byte_length}',
+            )
         _check_digest(attachment, staged.digest, name)
         return attachment
     if attachment is not None:
-        raise ProtocolRefusal('INVALID_ARGUMENT', 'StageRestore carries both an attachment and params.payload.file: send one')
+        raise ProtocolRefusal(
+            'INVALID_ARGUMENT', 'StageRestore carries both an attachment and params.payload.file: send one'
+        )
     path, offset = staged.file
     data = read_store_range(store_dir, path, offset, int(staged.byte_length))
     _check_digest(data, staged.digest, name)
     return data
 
 
-def capture_reply(payload: dict, who: str, checkpoint_id: str, agent_id: str | None, boundary: int,
-                  compatibility_digest: str, hold: str = 'none') -> dict:
+def capture_reply(
+    payload: dict,
+    who: str,
+    checkpoint_id: str,
+    agent_id: str | None,
+    boundary: int,
+    compatibility_digest: str,
+    hold: str = 'none',
+) -> dict:
     """One participant's State.Capture reply (agent or environment alike): its payload encoded as the
     attachment, with the digest and length the coordinator checks when it seals the envelope. A held
     capture (capture_file.py) keeps the bytes as 'held' instead of sending them; held 'at-write'
@@ -160,9 +212,16 @@ def capture_reply(payload: dict, who: str, checkpoint_id: str, agent_id: str | N
         data = encode_state(payload)
     except StateCodecError as e:
         raise ProtocolRefusal('BACKEND_FAILURE', f'{who}: capture state cannot be encoded: {e}', 'none') from None
-    ref = {'byteLength': str(len(data))} if hold == 'at-write' else {'digest': sha256(data), 'byteLength': str(len(data))}
-    result = {'checkpointId': checkpoint_id, 'agentId': agent_id, 'boundary': str(boundary),
-              'compatibilityDigest': compatibility_digest, 'payload': ref}
+    ref = (
+        {'byteLength': str(len(data))} if hold == 'at-write' else {'digest': sha256(data), 'byteLength': str(len(data))}
+    )
+    result = {
+        'checkpointId': checkpoint_id,
+        'agentId': agent_id,
+        'boundary': str(boundary),
+        'compatibilityDigest': compatibility_digest,
+        'payload': ref,
+    }
     return {'result': result, 'attachment': data} if hold == 'none' else {'result': result, 'held': data}
 
 
@@ -177,8 +236,9 @@ def _same_canonical(a: Any, b: Any) -> bool:
         return False
 
 
-def read_payload_header(data: bytes, who: str, kind: str, checkpoint_id: str, source_scope: dict,
-                        agent_id: str | None = None) -> tuple[dict, Any]:
+def read_payload_header(
+    data: bytes, who: str, kind: str, checkpoint_id: str, source_scope: dict, agent_id: str | None = None
+) -> tuple[dict, Any]:
     """Decode a state payload and check the header both hosts share, in this order: payloadVersion,
     kind, the agent id (agents only), checkpointId, sourceScope, committedStep. Returns the payload
     and the field check (`expect`) for the host's own fields, so every refusal reads the same way."""
@@ -193,13 +253,18 @@ def read_payload_header(data: bytes, who: str, kind: str, checkpoint_id: str, so
 
     def shown(k: str) -> str:
         return 'undefined' if k not in payload else js_stringify(payload[k])
+
     expect('payloadVersion', payload.get('payloadVersion') == PAYLOAD_VERSION, f'must be {PAYLOAD_VERSION}')
     expect('kind', payload.get('kind') == kind, f'must be "{kind}"')
     if agent_id is not None:
         expect('agentId', payload.get('agentId') == agent_id, f'is {shown("agentId")}, not {agent_id}')
-    expect('checkpointId', payload.get('checkpointId') == checkpoint_id, f'is {shown("checkpointId")}, not {checkpoint_id}')
+    expect(
+        'checkpointId', payload.get('checkpointId') == checkpoint_id, f'is {shown("checkpointId")}, not {checkpoint_id}'
+    )
     expect('sourceScope', _same_canonical(payload.get('sourceScope'), source_scope), 'differs from params.sourceScope')
-    expect('committedStep', payload.get('committedStep') == source_scope['step'],
-           f"is {shown('committedStep')}, not {source_scope['step']}")
+    expect(
+        'committedStep',
+        payload.get('committedStep') == source_scope['step'],
+        f'is {shown("committedStep")}, not {source_scope["step"]}',
+    )
     return payload, expect
-

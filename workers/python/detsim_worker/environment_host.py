@@ -6,18 +6,29 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .capture_check import exact_capture
 from .canonical_json import canonical_digest, canonicalize, js_stringify, utf16_key
-from .checks import (PAYLOAD_VERSION, read_payload_header, capture_reply, check_epoch, check_session, check_step, environment_compatibility_digest, first_mismatch, profile_digest,
-                     read_stage_params, require_scope, restore_token, sha256, staged_payload)
+from .capture_check import exact_capture
+from .checks import (
+    PAYLOAD_VERSION,
+    capture_reply,
+    check_epoch,
+    check_session,
+    check_step,
+    environment_compatibility_digest,
+    first_mismatch,
+    profile_digest,
+    read_payload_header,
+    read_stage_params,
+    require_scope,
+    restore_token,
+    staged_payload,
+)
 from .model_call import call_model, invalid, load_model
 from .op_cache import StepCache, StepEntry, op_key
 from .protocol import ProtocolRefusal, Request
 from .registry import resolve_model
 from .scalars import MISSING, InputError, RationalNs, read_i32, read_id, read_object, refuse_unknown_fields
 from .sdk import EnvironmentAdvanceContext, EnvironmentInitContext
-from .state_codec import encode_state
-
 
 
 @dataclass
@@ -35,11 +46,17 @@ class EnvIdentity:
     compatibility_digest: str
 
     def as_record(self) -> dict:
-        return {'environmentId': self.environment_id, 'modelVersion': self.model_version, 'profileDigest': self.profile_digest,
-                'ports': self.ports}
+        return {
+            'environmentId': self.environment_id,
+            'modelVersion': self.model_version,
+            'profileDigest': self.profile_digest,
+            'ports': self.ports,
+        }
 
     def init_context(self) -> EnvironmentInitContext:
-        return EnvironmentInitContext(self.environment_id, self.seed, self.params, self.ports, self.step_duration.to_json())
+        return EnvironmentInitContext(
+            self.environment_id, self.seed, self.params, self.ports, self.step_duration.to_json()
+        )
 
 
 @dataclass
@@ -116,12 +133,16 @@ class EnvironmentHost:
         scope = require_scope(req)
         check_session(scope, self.ctx.session_id)
         if scope['step'] != '0':
-            raise ProtocolRefusal('INVALID_ARGUMENT', f"Environment.Initialize: scope.step must be \"0\", not {js_stringify(scope['step'])}")
+            raise ProtocolRefusal(
+                'INVALID_ARGUMENT', f'Environment.Initialize: scope.step must be "0", not {js_stringify(scope["step"])}'
+            )
         digest = canonical_digest({'method': req.method, 'scope': scope, 'params': req.params})
         if self.env:
             if self.env.init_digest == digest and self.env.epoch == scope['epoch']:
                 return {'result': self.env.init_result}
-            raise ProtocolRefusal('CONFLICT', 'Environment.Initialize: the environment is already initialized with a different request')
+            raise ProtocolRefusal(
+                'CONFLICT', 'Environment.Initialize: the environment is already initialized with a different request'
+            )
         p = req.params
         try:
             refuse_unknown_fields(p, ['environmentId', 'model', 'params', 'seed', 'stepDuration', 'ports'], 'params')
@@ -137,29 +158,58 @@ class EnvironmentHost:
             raise invalid(e) from None
         ident = self._identity_for(environment_id, model_spec, raw_params, seed, step_duration, ports, 'params')
         who = f'environment {environment_id}'
-        state = call_model(ident.strict, who, 'initialize', 'none', lambda: ident.model.initialize(ident.init_context()))
+        state = call_model(
+            ident.strict, who, 'initialize', 'none', lambda: ident.model.initialize(ident.init_context())
+        )
         observations = self._observe(ident, state, 'none')
-        init_result = {'environmentId': environment_id, 'modelVersion': ident.model_version, 'profileDigest': ident.profile_digest,
-                       'boundary': '0', 'observations': by_agent_id(observations)}
+        init_result = {
+            'environmentId': environment_id,
+            'modelVersion': ident.model_version,
+            'profileDigest': ident.profile_digest,
+            'boundary': '0',
+            'observations': by_agent_id(observations),
+        }
         self.env = EnvSlot(ident, state, scope['epoch'], 0, False, digest, init_result)
         self.ctx.progress(req.request_id)
         return {'result': init_result}
 
     def _identity_for(self, environment_id, model_spec, raw_params, seed, step_duration, ports, fld) -> EnvIdentity:
-        loaded = load_model(lambda spec: resolve_model(spec, 'environment', self.ctx.launched_models), model_spec, raw_params, fld,
-                            self.ctx.strict_user_models)
+        loaded = load_model(
+            lambda spec: resolve_model(spec, 'environment', self.ctx.launched_models),
+            model_spec,
+            raw_params,
+            fld,
+            self.ctx.strict_user_models,
+        )
         version = loaded.model.model_version
         profile = profile_digest(model_spec, version, loaded.params)
         compat = environment_compatibility_digest(environment_id, profile, version, seed, ports)
-        return EnvIdentity(environment_id, model_spec, loaded.model, loaded.strict, loaded.params, seed, step_duration, ports,
-                           version, profile, compat)
+        return EnvIdentity(
+            environment_id,
+            model_spec,
+            loaded.model,
+            loaded.strict,
+            loaded.params,
+            seed,
+            step_duration,
+            ports,
+            version,
+            profile,
+            compat,
+        )
 
     def _observe(self, ident: EnvIdentity, state: Any, mutation: str) -> dict:
-        observations = call_model(ident.strict, f'environment {ident.environment_id}', 'observe', mutation, lambda: ident.model.observe(state))
+        observations = call_model(
+            ident.strict, f'environment {ident.environment_id}', 'observe', mutation, lambda: ident.model.observe(state)
+        )
         try:
             canonicalize(observations)
         except ValueError as e:
-            raise ProtocolRefusal('BACKEND_FAILURE', f'environment {ident.environment_id}: observe returned a value that is not JSON: {e}', mutation) from None
+            raise ProtocolRefusal(
+                'BACKEND_FAILURE',
+                f'environment {ident.environment_id}: observe returned a value that is not JSON: {e}',
+                mutation,
+            ) from None
         return observations
 
     def _live(self) -> EnvSlot:
@@ -182,10 +232,17 @@ class EnvironmentHost:
         hit = self.cache.get(key)
         if hit:
             if hit.digest != digest:
-                raise ProtocolRefusal('CONFLICT', f"Environment.Advance for step {scope['step']} was already answered for a different body")
+                raise ProtocolRefusal(
+                    'CONFLICT',
+                    f'Environment.Advance for step {scope["step"]} was already answered for a different body',
+                )
             return {'result': hit.result}
         if int(scope['step']) < env.boundary and self.cache.has_expired(req.request_id):
-            raise ProtocolRefusal('RESULT_EXPIRED', f"environment: the result of {req.request_id} (step {scope['step']}) is no longer kept", 'applied')
+            raise ProtocolRefusal(
+                'RESULT_EXPIRED',
+                f'environment: the result of {req.request_id} (step {scope["step"]}) is no longer kept',
+                'applied',
+            )
         step = check_step(scope, env.boundary, f'environment {ident.environment_id}')
         actions = []
         try:
@@ -193,14 +250,21 @@ class EnvironmentHost:
             batch_id = read_id(req.params.get('batchId', MISSING), 'params.batchId')
             entries = req.params.get('actions')
             if not isinstance(entries, list) or len(entries) != len(ident.ports):
-                raise ProtocolRefusal('INVALID_ARGUMENT', f'params.actions must hold one action per port ({len(ident.ports)}), in port order')
+                raise ProtocolRefusal(
+                    'INVALID_ARGUMENT',
+                    f'params.actions must hold one action per port ({len(ident.ports)}), in port order',
+                )
             for i, raw in enumerate(entries):
                 a = read_object(raw, f'params.actions[{i}]')
                 refuse_unknown_fields(a, ['portId', 'agentId', 'action'], f'params.actions[{i}]')
                 port = ident.ports[i]
                 if a.get('portId') != port['portId'] or a.get('agentId') != port['agentId']:
                     shown = lambda k: js_stringify(a[k]) if k in a else 'undefined'  # noqa: E731
-                    raise ProtocolRefusal('INVALID_ARGUMENT', f"params.actions[{i}] is {shown('portId')}/{shown('agentId')}; port order expects {port['portId']}/{port['agentId']}")
+                    raise ProtocolRefusal(
+                        'INVALID_ARGUMENT',
+                        f'params.actions[{i}] is {shown("portId")}/{shown("agentId")}; port order expects '
+                        f'{port["portId"]}/{port["agentId"]}',
+                    )
                 action = read_object(a.get('action', MISSING), f'params.actions[{i}].action')
                 bad = ident.model.check_action(action, port['portId'])
                 if bad:
@@ -210,14 +274,22 @@ class EnvironmentHost:
             raise invalid(e) from None
         who = f'environment {ident.environment_id}'
         try:
-            outcome = call_model(ident.strict, who, 'advance', 'unknown', lambda: ident.model.advance(env.state, EnvironmentAdvanceContext(step, actions)))
+            outcome = call_model(
+                ident.strict,
+                who,
+                'advance',
+                'unknown',
+                lambda: ident.model.advance(env.state, EnvironmentAdvanceContext(step, actions)),
+            )
             observations = self._observe(ident, env.state, 'unknown')
             world = call_model(ident.strict, who, 'digest', 'unknown', lambda: ident.model.digest(env.state))
             world_digest = canonical_digest(world)
             canonicalize(outcome)
         except ValueError as e:
             env.failed = True
-            raise ProtocolRefusal('BACKEND_FAILURE', f'{who}: advance returned a value that is not JSON: {e}', 'unknown') from None
+            raise ProtocolRefusal(
+                'BACKEND_FAILURE', f'{who}: advance returned a value that is not JSON: {e}', 'unknown'
+            ) from None
         except Exception:
             env.failed = True
             raise
@@ -247,25 +319,57 @@ class EnvironmentHost:
             refuse_unknown_fields(req.params, ['checkpointId', 'agentId'], 'params')
             checkpoint_id = read_id(req.params.get('checkpointId', MISSING), 'params.checkpointId')
             if req.params.get('agentId', MISSING) is not None:
-                raise ProtocolRefusal('INVALID_ARGUMENT', 'params.agentId must be null: this worker hosts the environment')
+                raise ProtocolRefusal(
+                    'INVALID_ARGUMENT', 'params.agentId must be null: this worker hosts the environment'
+                )
         except InputError as e:
             raise invalid(e) from None
         env = self._live()
         ident = env.identity
         check_epoch(scope, env.epoch, f'environment {ident.environment_id}')
         boundary = check_step(scope, env.boundary, f'environment {ident.environment_id}')
-        model_state = call_model(ident.strict, f'environment {ident.environment_id}', 'capture', 'none', lambda: ident.model.capture(env.state))
+        model_state = call_model(
+            ident.strict,
+            f'environment {ident.environment_id}',
+            'capture',
+            'none',
+            lambda: ident.model.capture(env.state),
+        )
         if ident.strict and ident.model_spec.startswith('python:'):
-            exact_capture(ident.model, model_state, ident.init_context(), ident.strict,
-                          f'environment {ident.environment_id}', env.state)
+            exact_capture(
+                ident.model,
+                model_state,
+                ident.init_context(),
+                ident.strict,
+                f'environment {ident.environment_id}',
+                env.state,
+            )
         payload = {
-            'payloadVersion': PAYLOAD_VERSION, 'kind': 'environment', 'environmentId': ident.environment_id,
-            'checkpointId': checkpoint_id, 'sourceScope': scope, 'committedStep': str(boundary), 'model': ident.model_spec,
-            'params': ident.params, 'strict': ident.strict, 'seed': ident.seed, 'stepDuration': ident.step_duration.to_json(),
-            'ports': ident.ports, 'modelVersion': ident.model_version, 'profileDigest': ident.profile_digest, 'state': model_state,
+            'payloadVersion': PAYLOAD_VERSION,
+            'kind': 'environment',
+            'environmentId': ident.environment_id,
+            'checkpointId': checkpoint_id,
+            'sourceScope': scope,
+            'committedStep': str(boundary),
+            'model': ident.model_spec,
+            'params': ident.params,
+            'strict': ident.strict,
+            'seed': ident.seed,
+            'stepDuration': ident.step_duration.to_json(),
+            'ports': ident.ports,
+            'modelVersion': ident.model_version,
+            'profileDigest': ident.profile_digest,
+            'state': model_state,
         }
-        return capture_reply(payload, f'environment {ident.environment_id}', checkpoint_id, None, boundary,
-                             ident.compatibility_digest, hold)
+        return capture_reply(
+            payload,
+            f'environment {ident.environment_id}',
+            checkpoint_id,
+            None,
+            boundary,
+            ident.compatibility_digest,
+            hold,
+        )
 
     # ---- State.StageRestore ---------------------------------------------------------------------
 
@@ -278,32 +382,58 @@ class EnvironmentHost:
             raise invalid(e) from None
         live = self.env
         if live and scope['epoch'] == live.epoch:
-            raise ProtocolRefusal('STALE_EPOCH', f"environment: the restore epoch {scope['epoch']} must be new (it is the current epoch)")
+            raise ProtocolRefusal(
+                'STALE_EPOCH', f'environment: the restore epoch {scope["epoch"]} must be new (it is the current epoch)'
+            )
         if self.staged:
             raise ProtocolRefusal('CONFLICT', 'the environment already has a staged restore')
-        payload = self._read_payload(staged_payload(attachment, staged, self.ctx.store_dir, self.ctx.prefetched), staged.checkpoint_id, staged.source_scope)
+        payload = self._read_payload(
+            staged_payload(attachment, staged, self.ctx.store_dir, self.ctx.prefetched),
+            staged.checkpoint_id,
+            staged.source_scope,
+        )
         seed = payload['seed']
         if live:
             li = live.identity
-            ident = replace(li, seed=seed, compatibility_digest=environment_compatibility_digest(
-                li.environment_id, li.profile_digest, li.model_version, seed, li.ports))
+            ident = replace(
+                li,
+                seed=seed,
+                compatibility_digest=environment_compatibility_digest(
+                    li.environment_id, li.profile_digest, li.model_version, seed, li.ports
+                ),
+            )
         else:
             try:
                 ports = read_ports(payload.get('ports', MISSING), 'payload.ports')
                 step_duration = RationalNs.read_duration(payload.get('stepDuration', MISSING), 'payload.stepDuration')
             except (InputError, ProtocolRefusal) as e:
                 raise ProtocolRefusal('INCOMPATIBLE_STATE', f'environment: {e}') from None
-            ident = self._identity_for(payload['environmentId'], payload['model'], payload['params'], seed, step_duration, ports, 'payload')
+            ident = self._identity_for(
+                payload['environmentId'], payload['model'], payload['params'], seed, step_duration, ports, 'payload'
+            )
             ident.strict = payload['strict']
-        mismatch = first_mismatch(payload, ident.as_record(), ['environmentId', 'modelVersion', 'profileDigest', 'ports'])
+        mismatch = first_mismatch(
+            payload, ident.as_record(), ['environmentId', 'modelVersion', 'profileDigest', 'ports']
+        )
         if mismatch:
             raise ProtocolRefusal('INCOMPATIBLE_STATE', f'environment: {mismatch}')
         if ident.compatibility_digest != staged.compatibility_digest:
-            raise ProtocolRefusal('INCOMPATIBLE_STATE', f'environment: compatibilityDigest {staged.compatibility_digest} differs from the recomputed {ident.compatibility_digest} (seed {ident.seed})')
-        state = call_model(ident.strict, f'environment {ident.environment_id}', f"restore at boundary {payload.get('committedStep')}", 'none',
-                           lambda: ident.model.restore(payload.get('state'), ident.init_context()))
+            raise ProtocolRefusal(
+                'INCOMPATIBLE_STATE',
+                f'environment: compatibilityDigest {staged.compatibility_digest} differs from the recomputed '
+                f'{ident.compatibility_digest} (seed {ident.seed})',
+            )
+        state = call_model(
+            ident.strict,
+            f'environment {ident.environment_id}',
+            f'restore at boundary {payload.get("committedStep")}',
+            'none',
+            lambda: ident.model.restore(payload.get('state'), ident.init_context()),
+        )
         token = restore_token(staged.checkpoint_id, scope, staged.digest, self.ctx.incarnation_id)
-        self.staged = Staged(token, staged.checkpoint_id, scope, EnvSlot(ident, state, scope['epoch'], int(scope['step'])))
+        self.staged = Staged(
+            token, staged.checkpoint_id, scope, EnvSlot(ident, state, scope['epoch'], int(scope['step']))
+        )
         return {'result': {'checkpointId': staged.checkpoint_id, 'agentId': None, 'restoreToken': token}}
 
     def _read_payload(self, data: bytes, checkpoint_id: str, source_scope: dict) -> dict:
@@ -312,7 +442,11 @@ class EnvironmentHost:
         expect('model', isinstance(payload.get('model'), str), 'must be a string')
         expect('params', isinstance(payload.get('params'), (dict, list)), 'must be an object')
         seed = payload.get('seed')
-        expect('seed', isinstance(seed, (int, float)) and not isinstance(seed, bool) and float(seed).is_integer(), 'must be an i32')
+        expect(
+            'seed',
+            isinstance(seed, (int, float)) and not isinstance(seed, bool) and float(seed).is_integer(),
+            'must be an i32',
+        )
         payload['seed'] = int(seed)
         expect('strict', isinstance(payload.get('strict'), bool), 'must be a boolean')
         return payload
@@ -326,7 +460,9 @@ class EnvironmentHost:
             refuse_unknown_fields(req.params, ['restoreToken', 'agentId'], 'params')
             token = read_id(req.params.get('restoreToken', MISSING), 'params.restoreToken')
             if req.params.get('agentId', MISSING) is not None:
-                raise ProtocolRefusal('INVALID_ARGUMENT', 'params.agentId must be null: this worker hosts the environment')
+                raise ProtocolRefusal(
+                    'INVALID_ARGUMENT', 'params.agentId must be null: this worker hosts the environment'
+                )
         except InputError as e:
             raise invalid(e) from None
         if token in self.used_tokens:
@@ -335,9 +471,16 @@ class EnvironmentHost:
         if staged is None:
             raise ProtocolRefusal('INVALID_PHASE', 'environment: nothing is staged to activate')
         if staged.token != token:
-            raise ProtocolRefusal('IDENTITY_MISMATCH', f'environment: restore token {token} is not the staged one (the staged restore is kept)')
+            raise ProtocolRefusal(
+                'IDENTITY_MISMATCH',
+                f'environment: restore token {token} is not the staged one (the staged restore is kept)',
+            )
         if staged.scope['epoch'] != scope['epoch'] or staged.scope['step'] != scope['step']:
-            raise ProtocolRefusal('IDENTITY_MISMATCH', f"environment: scope {scope['epoch']}/{scope['step']} differs from the staged {staged.scope['epoch']}/{staged.scope['step']}")
+            raise ProtocolRefusal(
+                'IDENTITY_MISMATCH',
+                f'environment: scope {scope["epoch"]}/{scope["step"]} differs from the staged '
+                f'{staged.scope["epoch"]}/{staged.scope["step"]}',
+            )
         slot = staged.slot
         observations = self._observe(slot.identity, slot.state, 'none')
         old = self.env
@@ -348,5 +491,11 @@ class EnvironmentHost:
         self.used_tokens.add(token)
         self.cache.evict_agent(None)
         self.ctx.progress(req.request_id)
-        return {'result': {'checkpointId': staged.checkpoint_id, 'agentId': None, 'committedStep': scope['step'],
-                           'observation': {'observations': by_agent_id(observations)}}}
+        return {
+            'result': {
+                'checkpointId': staged.checkpoint_id,
+                'agentId': None,
+                'committedStep': scope['step'],
+                'observation': {'observations': by_agent_id(observations)},
+            }
+        }

@@ -13,7 +13,6 @@ from .protocol import ProtocolRefusal
 from .scalars import InputError
 from .strict import guarded
 
-
 _tracebacks = False
 
 
@@ -40,7 +39,9 @@ def call_model(strict: bool, participant: str, callback: str, mutation: str, fn:
     except ProtocolRefusal:
         raise
     except Exception as e:  # a model's own failure, reported in-band (never a traceback on the wire)
-        raise ProtocolRefusal('BACKEND_FAILURE', f'{participant}: {callback} failed: {model_failure_text(e)}', mutation) from None
+        raise ProtocolRefusal(
+            'BACKEND_FAILURE', f'{participant}: {callback} failed: {model_failure_text(e)}', mutation
+        ) from None
 
 
 def invalid(e: Exception) -> Exception:
@@ -55,7 +56,9 @@ class LoadedModel:
     builtin: bool = False  # trusted code: checks aimed at a researcher's model skip it
 
 
-def load_model(resolve: Callable[[str], tuple[Any, bool]], spec: str, raw_params: dict, field: str, strict_user_models: bool) -> LoadedModel:
+def load_model(
+    resolve: Callable[[str], tuple[Any, bool]], spec: str, raw_params: dict, field: str, strict_user_models: bool
+) -> LoadedModel:
     try:
         model, builtin = resolve(spec)
     except Exception as e:
@@ -66,4 +69,6 @@ def load_model(resolve: Callable[[str], tuple[Any, bool]], spec: str, raw_params
         raise ProtocolRefusal('INVALID_ARGUMENT', f'{field}.{e}') from None
     except Exception as e:
         raise ProtocolRefusal('INVALID_ARGUMENT', f'{field}.params: {e}') from None
-    return LoadedModel(model, strict if strict is not None else (True if builtin else strict_user_models), params, builtin)
+    return LoadedModel(
+        model, strict if strict is not None else (True if builtin else strict_user_models), params, builtin
+    )

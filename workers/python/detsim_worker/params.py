@@ -32,7 +32,11 @@ def only_params(params: dict, allowed: list[str] | None) -> None:
         return
     for key in sorted(params, key=utf16_key):
         if key not in allowed:
-            raise ParamError(f'params.{key}', f"params: unknown field {js_stringify(key)} (allowed: {', '.join(allowed) or 'none'})", True)
+            raise ParamError(
+                f'params.{key}',
+                f'params: unknown field {js_stringify(key)} (allowed: {", ".join(allowed) or "none"})',
+                True,
+            )
 
 
 def walker_params(params: dict) -> dict:

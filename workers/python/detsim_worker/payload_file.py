@@ -15,7 +15,8 @@ from concurrent.futures import ThreadPoolExecutor
 from .protocol import ProtocolRefusal
 
 REFUSALS = {
-    'no_store': 'params.payload.file: this worker was started without --store-dir and reads no payload files (send the payload as an attachment)',
+    'no_store': 'params.payload.file: this worker was started without --store-dir and reads no payload files (send '
+    'the payload as an attachment)',
     'outside': "params.payload.file.path is not a regular file inside this worker's store directory",
     'past_end': 'params.payload.file: offset + byteLength run past the end of the payload file',
     'unreadable': 'params.payload.file: the payload file cannot be read',
@@ -24,7 +25,8 @@ REFUSALS = {
 # Refusal texts of State.WritePayload, word for word the TypeScript worker's (CAPTURE_FILE_REFUSALS).
 WRITE_REFUSALS = {
     'no_store': 'params.file: this worker was started without --store-dir and writes no checkpoint files',
-    'not_temp': "params.file.path is not a checkpoint temporary file (tmp-<checkpointId>.flysess) inside this worker's store directory",
+    'not_temp': 'params.file.path is not a checkpoint temporary file (tmp-<checkpointId>.flysess) '
+    "inside this worker's store directory",
     'unwritable': 'params.file: the checkpoint temporary file cannot be written',
 }
 # The only files State.WritePayload writes: the store's checkpoint temporaries.
@@ -58,7 +60,7 @@ def read_store_range(store_dir: str | None, path: str, offset: int, byte_length:
         while done < byte_length:
             try:
                 # Linux moves at most 0x7ffff000 bytes a call; most ranges come back in one piece.
-                got = os.pread(fd, min(byte_length - done, 0x7ffff000), offset + done)
+                got = os.pread(fd, min(byte_length - done, 0x7FFFF000), offset + done)
             except OSError:
                 raise ProtocolRefusal('BUFFER_INVALID', REFUSALS['unreadable']) from None
             if not got:
@@ -100,7 +102,7 @@ def _write_hashed(fd: int, offset: int, data: memoryview, hash_it: bool) -> str 
     digest = hashlib.sha256()
     with ThreadPoolExecutor(max_workers=1) as hasher:
         for at in range(0, len(data), HASHED_WRITE_BYTES):
-            part = data[at:at + HASHED_WRITE_BYTES]
+            part = data[at : at + HASHED_WRITE_BYTES]
             hashing = hasher.submit(digest.update, part)
             wrote = _write_all(fd, part, offset + at)
             hashing.result()
@@ -141,7 +143,11 @@ def _open_inside_store(store_dir: str, path: str, flags: int, refusal: str) -> i
         opened = os.fstat(fd)
         again = _realpath(path)
         there = os.stat(again) if again is not None and _is_under(root, again) else None
-        if not stat.S_ISREG(opened.st_mode) or there is None or (there.st_dev, there.st_ino) != (opened.st_dev, opened.st_ino):
+        if (
+            not stat.S_ISREG(opened.st_mode)
+            or there is None
+            or (there.st_dev, there.st_ino) != (opened.st_dev, opened.st_ino)
+        ):
             raise outside
         return fd
     except BaseException:

@@ -16,8 +16,10 @@ from .state_codec import encode_state
 
 def shared_state_message(agent_id: str) -> str:
     """The refusal text for an agent whose state another agent's prepare changed (the same in TypeScript)."""
-    return (f"agent {agent_id}: another agent's prepare changed this agent's state "
-            '(agents on one worker must not share mutable state: give each agent its own in initialize and restore)')
+    return (
+        f"agent {agent_id}: another agent's prepare changed this agent's state "
+        '(agents on one worker must not share mutable state: give each agent its own in initialize and restore)'
+    )
 
 
 def _encoded(capture: Callable[[], Any]) -> bytes | None:

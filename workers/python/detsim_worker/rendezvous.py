@@ -33,8 +33,10 @@ def check_advertise(listen: str, rendezvous: str | None, advertise: str | None) 
         return
     address = _tcp_address(listen)
     if rendezvous is not None and address is not None and address[0] in WILDCARD_HOSTS:
-        raise InputError('struct_missing_field', f'--advertise HOST:PORT is required with --rendezvous when listening '
-                                                 f'on {address[0]} (no peer can dial it)')
+        raise InputError(
+            'struct_missing_field',
+            f'--advertise HOST:PORT is required with --rendezvous when listening on {address[0]} (no peer can dial it)',
+        )
 
 
 def check_rendezvous_dir(path: str | None) -> str | None:
@@ -42,6 +44,7 @@ def check_rendezvous_dir(path: str | None) -> str | None:
         return None
     if not os.path.isdir(path):
         from .canonical_json import js_stringify
+
         raise InputError('struct_invalid_field', f'--rendezvous {js_stringify(path)} is not an existing directory')
     return os.path.abspath(path)
 
@@ -60,6 +63,7 @@ def certificate_fingerprint(pem: bytes) -> str:
     """Lowercase hex SHA-256 of the DER certificate (core/protocol/tls.ts certificateFingerprint)."""
     import hashlib
     import ssl
+
     return hashlib.sha256(ssl.PEM_cert_to_DER_cert(pem.decode('ascii'))).hexdigest()
 
 
@@ -67,11 +71,25 @@ def record_bytes(record: dict) -> bytes:
     return canonical_bytes(record) + b'\n'
 
 
-def write_record(directory: str, worker_id: str, role: str, address: str, session: str | None,
-                 contract_digest: str, fingerprint: str | None = None) -> tuple[str, bytes]:
+def write_record(
+    directory: str,
+    worker_id: str,
+    role: str,
+    address: str,
+    session: str | None,
+    contract_digest: str,
+    fingerprint: str | None = None,
+) -> tuple[str, bytes]:
     """Write this worker's record atomically; returns its path and bytes (for remove_record)."""
-    record = {'format': RENDEZVOUS_FORMAT, 'workerId': worker_id, 'role': role, 'address': address,
-              'session': session, 'contractDigest': contract_digest, 'certificateFingerprint': fingerprint}
+    record = {
+        'format': RENDEZVOUS_FORMAT,
+        'workerId': worker_id,
+        'role': role,
+        'address': address,
+        'session': session,
+        'contractDigest': contract_digest,
+        'certificateFingerprint': fingerprint,
+    }
     data = record_bytes(record)
     path = os.path.join(directory, f'{worker_id}.json')
     tmp = os.path.join(directory, f'.{worker_id}.json.tmp-{os.getpid()}')
@@ -80,7 +98,7 @@ def write_record(directory: str, worker_id: str, role: str, address: str, sessio
         try:
             view = memoryview(data)
             while view:
-                view = view[os.write(fd, view):]
+                view = view[os.write(fd, view) :]
             os.fsync(fd)
         finally:
             os.close(fd)

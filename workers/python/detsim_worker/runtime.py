@@ -15,8 +15,8 @@ from typing import Any
 
 from . import protocol as P
 from .agent_host import AgentHost
-from .capture_file import capture_hold_of, without_hold, write_held_payload
 from .canonical_json import canonical_bytes, canonical_digest, parse_strict, sha256_hex
+from .capture_file import capture_hold_of, without_hold, write_held_payload
 from .environment_host import EnvironmentHost
 from .op_cache import LifecycleCache
 from .protocol import ProtocolRefusal, Request, read_request
@@ -26,8 +26,14 @@ from .scalars import MISSING, InputError, is_int, read_digest, read_id, read_req
 LIFECYCLE = {P.AGENT_INITIALIZE, P.ENV_INITIALIZE, P.CAPTURE, P.STAGE_RESTORE, P.ACTIVATE_RESTORE}
 # Calls that may change a participant's live state: a capture held with hashAtWrite refuses its write
 # once any of these was served after it (its digest would be of a state past the boundary).
-STATE_CHANGING = {P.AGENT_INITIALIZE, P.ENV_INITIALIZE, P.AGENT_PREPARE, P.AGENT_COMMIT, P.ENV_ADVANCE,
-                  P.ACTIVATE_RESTORE}
+STATE_CHANGING = {
+    P.AGENT_INITIALIZE,
+    P.ENV_INITIALIZE,
+    P.AGENT_PREPARE,
+    P.AGENT_COMMIT,
+    P.ENV_ADVANCE,
+    P.ACTIVATE_RESTORE,
+}
 MAX_AGENTS_PER_WORKER = 64
 RUNTIME_NAME = f'detsim-py/{platform.python_version()}'
 
@@ -38,7 +44,9 @@ def contract_digest() -> str:
 
 
 CONTRACT_DIGEST = contract_digest()
-BUILD_DIGEST = canonical_digest({'implementation': 'detsim-py-worker', 'version': '0.1.0', 'contractDigest': CONTRACT_DIGEST})
+BUILD_DIGEST = canonical_digest(
+    {'implementation': 'detsim-py-worker', 'version': '0.1.0', 'contractDigest': CONTRACT_DIGEST}
+)
 CAPABILITIES = {'agent': 'agent-step-v1', 'environment': 'world-step-v1'}
 
 
@@ -55,9 +63,17 @@ class Outcome:
 
 
 class WorkerRuntime:
-    def __init__(self, role: str, worker_id: str, session_id: str | None = None, strict: bool = False,
-                 max_message_bytes: int = P.DEFAULT_MAX_MESSAGE_BYTES, models: list[str] | None = None,
-                 store_dir: str | None = None, incarnation_id: str | None = None) -> None:
+    def __init__(
+        self,
+        role: str,
+        worker_id: str,
+        session_id: str | None = None,
+        strict: bool = False,
+        max_message_bytes: int = P.DEFAULT_MAX_MESSAGE_BYTES,
+        models: list[str] | None = None,
+        store_dir: str | None = None,
+        incarnation_id: str | None = None,
+    ) -> None:
         self.role = role
         self.worker_id = worker_id
         self.bound_session = session_id
@@ -89,8 +105,13 @@ class WorkerRuntime:
         try:
             req = read_request(parse_strict(body))
         except ValueError as e:
-            return Outcome(self._error_envelope(salvage_request_id(body), None,
-                                                {'code': 'INVALID_ARGUMENT', 'message': f'malformed request: {e}', 'mutation': 'none'}))
+            return Outcome(
+                self._error_envelope(
+                    salvage_request_id(body),
+                    None,
+                    {'code': 'INVALID_ARGUMENT', 'message': f'malformed request: {e}', 'mutation': 'none'},
+                )
+            )
         try:
             reply = self._dispatch(req, attachment, stream)
             out = Outcome(self._result_envelope(req, reply['result']), reply.get('attachment'))
@@ -123,10 +144,14 @@ class WorkerRuntime:
         cached = self.lifecycle.get(req.request_id)
         if cached:
             if cached['digest'] != digest:
-                raise ProtocolRefusal('CONFLICT', f'{req.request_id} was already used for a different {req.method} request')
+                raise ProtocolRefusal(
+                    'CONFLICT', f'{req.request_id} was already used for a different {req.method} request'
+                )
             return cached
         if self.lifecycle.full:
-            raise ProtocolRefusal('BUSY', f'{LifecycleCache.LIMIT} lifecycle replies await Worker.Acknowledge; acknowledge them first')
+            raise ProtocolRefusal(
+                'BUSY', f'{LifecycleCache.LIMIT} lifecycle replies await Worker.Acknowledge; acknowledge them first'
+            )
         if hold == 'none':
             reply = self._route(req, attachment)
         else:  # held (capture-file-v1/v2): the bytes stay in the cache until Worker.Acknowledge, never sent
@@ -167,7 +192,9 @@ class WorkerRuntime:
             raise ProtocolRefusal('INVALID_ARGUMENT', 'Worker.Hello takes scope null')
         p = req.params
         try:
-            refuse_unknown_fields(p, ['sessionId', 'expectedWorkerId', 'role', 'supportedMajors', 'contractDigest'], 'params')
+            refuse_unknown_fields(
+                p, ['sessionId', 'expectedWorkerId', 'role', 'supportedMajors', 'contractDigest'], 'params'
+            )
             session_id = read_id(p.get('sessionId', MISSING), 'params.sessionId')
             expected = read_id(p.get('expectedWorkerId', MISSING), 'params.expectedWorkerId')
             digest = read_digest(p.get('contractDigest', MISSING), 'params.contractDigest')
@@ -177,27 +204,43 @@ class WorkerRuntime:
         if not isinstance(majors, list) or not all(is_int(m) for m in majors):
             raise ProtocolRefusal('INVALID_ARGUMENT', 'params.supportedMajors must be a list of integers')
         if digest != CONTRACT_DIGEST:
-            raise ProtocolRefusal('IDENTITY_MISMATCH', f'contractDigest: the caller has {digest}, this worker speaks {CONTRACT_DIGEST}')
+            raise ProtocolRefusal(
+                'IDENTITY_MISMATCH', f'contractDigest: the caller has {digest}, this worker speaks {CONTRACT_DIGEST}'
+            )
         if expected != self.worker_id:
             raise ProtocolRefusal('IDENTITY_MISMATCH', 'workerId: params.expectedWorkerId does not name this worker')
         role = p.get('role', MISSING)
         if role not in ('agent', 'environment'):
-            raise ProtocolRefusal('UNSUPPORTED', f"role: {'undefined' if role is MISSING else _js(role)} is not a worker role")
+            raise ProtocolRefusal(
+                'UNSUPPORTED', f'role: {"undefined" if role is MISSING else _js(role)} is not a worker role'
+            )
         if role != self.role:
             raise ProtocolRefusal('UNSUPPORTED', f'role: the caller asks for {role}, this worker runs as {self.role}')
         if P.PROTOCOL_MAJOR not in majors:
             raise ProtocolRefusal('UNSUPPORTED', f'supportedMajors: {_js(majors)} does not include {P.PROTOCOL_MAJOR}')
         if self.bound_session is not None and self.bound_session != session_id:
-            raise ProtocolRefusal('IDENTITY_MISMATCH', 'sessionId: params.sessionId is not the session this worker is bound to')
+            raise ProtocolRefusal(
+                'IDENTITY_MISMATCH', 'sessionId: params.sessionId is not the session this worker is bound to'
+            )
         self.bound_session = session_id
-        return {'result': {
-            'selectedMajor': P.PROTOCOL_MAJOR, 'selectedMinor': P.PROTOCOL_MINOR, 'workerId': self.worker_id,
-            'incarnationId': self.incarnation_id, 'role': self.role, 'runtime': RUNTIME_NAME, 'buildDigest': BUILD_DIGEST,
-            'contractDigest': CONTRACT_DIGEST,
-            'capabilities': sorted([CAPABILITIES[self.role], 'checkpoint-v1', *self._store_capabilities()]),
-            'limits': {'maxAgents': MAX_AGENTS_PER_WORKER if self.role == 'agent' else 0,
-                       'maxMessageBytes': self.max_message_bytes, 'workerThreads': 1},
-        }}
+        return {
+            'result': {
+                'selectedMajor': P.PROTOCOL_MAJOR,
+                'selectedMinor': P.PROTOCOL_MINOR,
+                'workerId': self.worker_id,
+                'incarnationId': self.incarnation_id,
+                'role': self.role,
+                'runtime': RUNTIME_NAME,
+                'buildDigest': BUILD_DIGEST,
+                'contractDigest': CONTRACT_DIGEST,
+                'capabilities': sorted([CAPABILITIES[self.role], 'checkpoint-v1', *self._store_capabilities()]),
+                'limits': {
+                    'maxAgents': MAX_AGENTS_PER_WORKER if self.role == 'agent' else 0,
+                    'maxMessageBytes': self.max_message_bytes,
+                    'workerThreads': 1,
+                },
+            }
+        }
 
     def _store_capabilities(self) -> list[str]:
         """payload-file-v1, capture-file-v1/v2 and restore-prefetch-v1: only a worker given the run's store
@@ -213,10 +256,19 @@ class WorkerRuntime:
             raise P.as_invalid(e) from None
         host: Any = self.agents if self.agents is not None else self.environment
         epoch, boundary = host.current_epoch, host.boundary
-        current = ({'epoch': epoch, 'sessionId': self.bound_session, 'step': str(boundary)}
-                   if self.bound_session and epoch is not None and boundary is not None else None)
-        return {'result': {'state': 'stopping' if self.stopping else host.state, 'currentScope': current,
-                           'lastCompletedRequestId': self.last_completed_request_id, 'progressCounter': str(self.progress_counter)}}
+        current = (
+            {'epoch': epoch, 'sessionId': self.bound_session, 'step': str(boundary)}
+            if self.bound_session and epoch is not None and boundary is not None
+            else None
+        )
+        return {
+            'result': {
+                'state': 'stopping' if self.stopping else host.state,
+                'currentScope': current,
+                'lastCompletedRequestId': self.last_completed_request_id,
+                'progressCounter': str(self.progress_counter),
+            }
+        }
 
     def _acknowledge(self, req: Request) -> dict:
         ids = req.params.get('requestIds')
@@ -242,16 +294,33 @@ class WorkerRuntime:
     # ---- envelopes ------------------------------------------------------------------------------
 
     def _result_envelope(self, req: Request, result: dict) -> bytes:
-        return canonical_bytes({'incarnationId': self.incarnation_id, 'requestId': req.request_id, 'result': result,
-                                'scope': req.scope, 'type': 'result', 'workerId': self.worker_id})
+        return canonical_bytes(
+            {
+                'incarnationId': self.incarnation_id,
+                'requestId': req.request_id,
+                'result': result,
+                'scope': req.scope,
+                'type': 'result',
+                'workerId': self.worker_id,
+            }
+        )
 
     def _error_envelope(self, request_id: str, scope: dict | None, error: dict) -> bytes:
-        return canonical_bytes({'type': 'error', 'requestId': request_id, 'workerId': self.worker_id,
-                                'incarnationId': self.incarnation_id, 'scope': scope, 'error': error})
+        return canonical_bytes(
+            {
+                'type': 'error',
+                'requestId': request_id,
+                'workerId': self.worker_id,
+                'incarnationId': self.incarnation_id,
+                'scope': scope,
+                'error': error,
+            }
+        )
 
 
 def _js(value: Any) -> str:
     from .canonical_json import js_stringify
+
     return js_stringify(value)
 
 

@@ -57,7 +57,10 @@ def is_id(value: Any) -> bool:
 
 def read_id(value: Any, field: str) -> str:
     if not is_id(value):
-        raise InputError('struct_invalid_id', f'{field}: {describe(value)} is not an Id (1-64 of a-z 0-9 . _ -, starting with a letter or digit)')
+        raise InputError(
+            'struct_invalid_id',
+            f'{field}: {describe(value)} is not an Id (1-64 of a-z 0-9 . _ -, starting with a letter or digit)',
+        )
     return value
 
 
@@ -67,13 +70,19 @@ def is_u64(value: Any) -> bool:
 
 def read_u64(value: Any, field: str) -> str:
     if not is_u64(value):
-        raise InputError('struct_invalid_u64', f'{field}: {describe(value)} is not a U64 (a decimal string, "0" or no leading zero, at most 18446744073709551615)')
+        raise InputError(
+            'struct_invalid_u64',
+            f'{field}: {describe(value)} is not a U64 (a decimal string, "0" or no leading zero, at most '
+            '18446744073709551615)',
+        )
     return value
 
 
 def read_digest(value: Any, field: str) -> str:
     if not isinstance(value, str) or DIGEST_RE.fullmatch(value) is None:
-        raise InputError('struct_invalid_digest', f'{field}: {describe(value)} is not a SHA-256 digest (64 lowercase hex)')
+        raise InputError(
+            'struct_invalid_digest', f'{field}: {describe(value)} is not a SHA-256 digest (64 lowercase hex)'
+        )
     return value
 
 

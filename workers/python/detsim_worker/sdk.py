@@ -49,7 +49,11 @@ def restore_rng(data: Any, field: str = 'rng') -> Any:
 
     name = data.get('bit_generator') if isinstance(data, dict) else None
     bit_generator = getattr(np.random, name, None) if isinstance(name, str) else None
-    if bit_generator is None or not isinstance(bit_generator, type) or not issubclass(bit_generator, np.random.BitGenerator):
+    if (
+        bit_generator is None
+        or not isinstance(bit_generator, type)
+        or not issubclass(bit_generator, np.random.BitGenerator)
+    ):
         raise ValueError(f'{field}.bit_generator: {name!r} is not a numpy bit generator')
     _refuse_floats(data, field)
     bits = bit_generator()
@@ -65,8 +69,9 @@ def _refuse_floats(value: Any, field: str) -> None:
         for key, v in value.items():
             _refuse_floats(v, f'{field}.{key}')
     elif isinstance(value, float):
-        raise ValueError(f'{field}: {value!r} is a float where the bit generator state holds an integer '
-                         '(a lossy capture?)')
+        raise ValueError(
+            f'{field}: {value!r} is a float where the bit generator state holds an integer (a lossy capture?)'
+        )
 
 
 def set_rng_state(gen: Any, data: Any, field: str = 'rng') -> None:
@@ -93,6 +98,7 @@ class _Seeded:
 class AgentInitContext(_Seeded):
     """What initialize (and restore) get. seed: the derived seed, a signed 32-bit integer (seed-derivation-v1);
     seed_u32 / numpy_rng() for libraries that want a non-negative seed."""
+
     agent_id: str
     seed: int
     params: dict
@@ -118,6 +124,7 @@ class AgentCommitContext:
 @dataclass
 class EnvironmentInitContext(_Seeded):
     """What initialize (and restore) get; seed as in AgentInitContext (signed 32-bit; seed_u32, numpy_rng())."""
+
     environment_id: str
     seed: int
     params: dict

@@ -1,5 +1,6 @@
 # The worker's end of the transport (core/protocol/server.ts + frames.ts): a gRPC server bound to
-# one loopback or unix address (any TCP address with mutual TLS and the run's token) whose Session streams reassemble chunk+body frames into messages,
+# one loopback or unix address (any TCP address with mutual TLS and the run's token) whose Session
+# streams reassemble chunk+body frames into messages,
 # hand them to the runtime one at a time (a process-wide lock: replies in request order) and send
 # the replies back as frames. Not the protocol semantics (runtime.py).
 from __future__ import annotations
@@ -24,8 +25,10 @@ from .tls import TOKEN_METADATA_KEY, TOKEN_REFUSALS, TlsMaterial, check_bearer
 
 MAX_SOCKET_PATH_BYTES = 100
 MAX_ATTACHMENT_BYTES = 2 * 1024 * 1024 * 1024 - 1
-LOCAL_LISTEN_RULE = ('without TLS a worker listens only on unix:/abs/path or a loopback host (127.0.0.0/8, ::1, '
-                     'localhost); any other host needs TLS and a bearer token (--tls-dir)')
+LOCAL_LISTEN_RULE = (
+    'without TLS a worker listens only on unix:/abs/path or a loopback host (127.0.0.0/8, ::1, '
+    'localhost); any other host needs TLS and a bearer token (--tls-dir)'
+)
 ATTACHMENT_BEFORE_HELLO = 'an attachment chunk before Worker.Hello on this stream'
 
 
@@ -39,18 +42,24 @@ class ListenAddress:
 
 def _q(text: str) -> str:
     from .canonical_json import js_stringify
+
     return js_stringify(text)
 
 
 def parse_listen_address(text: str, field: str = 'listen', authenticated: bool = False) -> ListenAddress:
     """unix:/abs/path, a loopback host:port, or (authenticated: TLS + token) any host:port; worded as contract.ts."""
     if text.startswith('unix:'):
-        path = text[len('unix:'):]
+        path = text[len('unix:') :]
         if not os.path.isabs(path):
-            raise InputError('struct_invalid_field', f'{field}: unix socket path {_q(path)} must be absolute (unix:/abs/path)')
+            raise InputError(
+                'struct_invalid_field', f'{field}: unix socket path {_q(path)} must be absolute (unix:/abs/path)'
+            )
         size = len(path.encode('utf-8'))
         if size >= MAX_SOCKET_PATH_BYTES:
-            raise InputError('struct_invalid_field', f'{field}: unix socket path is {size} bytes; it must be under {MAX_SOCKET_PATH_BYTES}')
+            raise InputError(
+                'struct_invalid_field',
+                f'{field}: unix socket path is {size} bytes; it must be under {MAX_SOCKET_PATH_BYTES}',
+            )
         return ListenAddress('unix', path=path)
     m = re.fullmatch(r'(.+):([0-9]{1,5})', text, re.S)
     if not m or int(m.group(2)) > 65535:
@@ -75,8 +84,9 @@ def _check_resolves_to_loopback(host: str, field: str) -> None:
         found = [info[4][0] for info in socket.getaddrinfo(bare, None)]
     except OSError:
         found = []
-    beyond = next((a for a in found if not ipaddress.ip_address(a.split('%')[0]).is_loopback
-                   and not _mapped_loopback(a)), None)
+    beyond = next(
+        (a for a in found if not ipaddress.ip_address(a.split('%')[0]).is_loopback and not _mapped_loopback(a)), None
+    )
     if found and beyond is None:
         return
     what = f'resolves to {beyond}, which is not a loopback address' if beyond else 'resolves to no address'
@@ -135,7 +145,7 @@ def encode_frames(body: bytes, attachment: bytes | None) -> Iterator[worker_pb2.
     if attachment:
         view = memoryview(attachment)
         for off in range(0, len(attachment), MAX_CHUNK_BYTES):
-            yield worker_pb2.Frame(chunk=bytes(view[off:off + MAX_CHUNK_BYTES]))
+            yield worker_pb2.Frame(chunk=bytes(view[off : off + MAX_CHUNK_BYTES]))
     yield worker_pb2.Frame(body=body)
 
 
@@ -167,9 +177,9 @@ class WorkerService(worker_pb2_grpc.WorkerServicer):
             if out.stop:
                 self.on_stop()
 
-
     def _refuse_unauthorized(self, context) -> None:
-        """End a stream without the run's token with UNAUTHENTICATED before reading a frame (server.ts refuseUnauthorized)."""
+        """End a stream without the run's token with UNAUTHENTICATED before reading a frame (server.ts "
+        "refuseUnauthorized)."""
         presented = next((value for key, value in context.invocation_metadata() if key == TOKEN_METADATA_KEY), None)
         refusal = check_bearer(self.token, presented)
         if refusal is not None:
@@ -177,16 +187,24 @@ class WorkerService(worker_pb2_grpc.WorkerServicer):
             context.abort(grpc.StatusCode.UNAUTHENTICATED, f'[{refusal}] {TOKEN_REFUSALS[refusal]}')
 
 
-def start_server(listen: str, runtime: WorkerRuntime, on_stop: Callable[[], None],
-                 tls: TlsMaterial | None = None, plain_token: str | None = None) -> tuple[grpc.Server, str]:
+def start_server(
+    listen: str,
+    runtime: WorkerRuntime,
+    on_stop: Callable[[], None],
+    tls: TlsMaterial | None = None,
+    plain_token: str | None = None,
+) -> tuple[grpc.Server, str]:
     """Bind and start; with `tls`, mutual TLS (a client certificate of tls.ca required) and the token on every
     stream; with `plain_token` (a plaintext TCP worker's per-run secret), that token on every stream."""
     address = parse_listen_address(listen, '--listen', tls is not None)
-    options = [('grpc.max_receive_message_length', runtime.max_message_bytes),
-               ('grpc.max_send_message_length', runtime.max_message_bytes),
-               ('grpc.so_reuseport', 0)]
+    options = [
+        ('grpc.max_receive_message_length', runtime.max_message_bytes),
+        ('grpc.max_send_message_length', runtime.max_message_bytes),
+        ('grpc.so_reuseport', 0),
+    ]
     # Enough threads for the coordinator's stream plus strangers; the lock serializes the work.
     from concurrent.futures import ThreadPoolExecutor
+
     server = grpc.server(ThreadPoolExecutor(max_workers=8), options=options)
     token = tls.token if tls else plain_token
     worker_pb2_grpc.add_WorkerServicer_to_server(WorkerService(runtime, on_stop, token), server)
@@ -196,10 +214,19 @@ def start_server(listen: str, runtime: WorkerRuntime, on_stop: Callable[[], None
         server.add_insecure_port(target)
         bound = target
     else:
-        host = address.host if not address.host.startswith('[') and ':' not in address.host else f"[{address.host.strip('[]')}]"
-        port = (server.add_secure_port(f'{host}:{address.port}', grpc.ssl_server_credentials(
-            [(tls.key, tls.cert)], root_certificates=tls.ca, require_client_auth=True)) if tls
-            else server.add_insecure_port(f'{host}:{address.port}'))
+        host = (
+            address.host
+            if not address.host.startswith('[') and ':' not in address.host
+            else f'[{address.host.strip("[]")}]'
+        )
+        port = (
+            server.add_secure_port(
+                f'{host}:{address.port}',
+                grpc.ssl_server_credentials([(tls.key, tls.cert)], root_certificates=tls.ca, require_client_auth=True),
+            )
+            if tls
+            else server.add_insecure_port(f'{host}:{address.port}')
+        )
         if port == 0:
             raise OSError(f'cannot bind {address.host}:{address.port}')
         bound = f'{address.host}:{port}'

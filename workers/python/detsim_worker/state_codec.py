@@ -50,7 +50,7 @@ def _write_ext(ext_type: int, data: bytes, out: bytearray) -> None:
 def _write_wide_int(n: int, path: str, out: bytearray) -> None:
     """An int outside the 32-bit forms: int64, uint64, or msgpackr's big-integer ext (two's complement,
     big-endian, in the fewest whole 64-bit chunks that hold it signed)."""
-    if -2**63 <= n < 2**63:
+    if -(2**63) <= n < 2**63:
         out += b'\xd3' + n.to_bytes(8, 'big', signed=True)
     elif 0 < n < 2**64:
         out += b'\xcf' + n.to_bytes(8, 'big')
@@ -64,10 +64,10 @@ def _write_wide_int(n: int, path: str, out: bytearray) -> None:
 
 
 def _write_number(n: int | float, path: str, out: bytearray) -> None:
-    if isinstance(n, int) and not (-2**31 <= n <= 2**32 - 1):
+    if isinstance(n, int) and not (-(2**31) <= n <= 2**32 - 1):
         _write_wide_int(n, path, out)
         return
-    if isinstance(n, float) and n.is_integer() and -2**31 <= n <= 2**32 - 1 and not _negative_zero(n):
+    if isinstance(n, float) and n.is_integer() and -(2**31) <= n <= 2**32 - 1 and not _negative_zero(n):
         n = int(n)
     if isinstance(n, int):
         if n >= 0:
@@ -147,8 +147,10 @@ def _write(value: Any, path: str, out: bytearray) -> None:
             _write(key, path, out)
             _write(value[key], f'{path}.{key}', out)
     else:
-        raise StateCodecError(f'state {path}: {type(value).__name__} cannot be captured exactly '
-                              '(plain data only: None, bool, int, float, str, bytes, list, dict, numpy arrays)')
+        raise StateCodecError(
+            f'state {path}: {type(value).__name__} cannot be captured exactly '
+            '(plain data only: None, bool, int, float, str, bytes, list, dict, numpy arrays)'
+        )
 
 
 def _is_ndarray(value: Any) -> bool:
@@ -164,8 +166,10 @@ def _numpy_scalar(value: Any, path: str) -> Any:
     kind = value.dtype.kind
     if kind in 'biu' or (kind == 'f' and value.dtype.itemsize == 8):
         return value.item()
-    raise StateCodecError(f'state {path}: a numpy {value.dtype} scalar cannot be captured exactly '
-                          '(use a Python float, or a numpy array of that dtype)')
+    raise StateCodecError(
+        f'state {path}: a numpy {value.dtype} scalar cannot be captured exactly '
+        '(use a Python float, or a numpy array of that dtype)'
+    )
 
 
 def _ndarray_ext(array: Any, path: str) -> bytes:
@@ -173,8 +177,10 @@ def _ndarray_ext(array: Any, path: str) -> bytes:
     big-endian, then the elements little-endian in C order."""
     typestr = array.dtype.newbyteorder('<').str
     if typestr not in NDARRAY_DTYPES:
-        raise StateCodecError(f'state {path}: a numpy array of dtype {array.dtype} cannot be captured '
-                              f"(dtypes: {', '.join(NDARRAY_DTYPES)})")
+        raise StateCodecError(
+            f'state {path}: a numpy array of dtype {array.dtype} cannot be captured '
+            f'(dtypes: {", ".join(NDARRAY_DTYPES)})'
+        )
     if array.ndim > 255 or any(d > 0xFFFFFFFF for d in array.shape):
         raise StateCodecError(f'state {path}: a numpy array of shape {array.shape} cannot be captured')
     head = bytes([len(typestr)]) + typestr.encode('ascii') + bytes([array.ndim])
@@ -186,13 +192,13 @@ def _ndarray_from_ext(data: bytes) -> Any:
     import numpy as np
 
     length = data[0] if data else 0
-    typestr = data[1:1 + length].decode('ascii', 'replace')
+    typestr = data[1 : 1 + length].decode('ascii', 'replace')
     if typestr not in NDARRAY_DTYPES or len(data) < 2 + length:
         raise StateCodecError('state payload: an ndarray ext has an unknown dtype')
     ndim = data[1 + length]
     at = 2 + length
-    shape = tuple(int.from_bytes(data[at + 4 * i:at + 4 * i + 4], 'big') for i in range(ndim))
-    body = data[at + 4 * ndim:]
+    shape = tuple(int.from_bytes(data[at + 4 * i : at + 4 * i + 4], 'big') for i in range(ndim))
+    body = data[at + 4 * ndim :]
     dtype = np.dtype(typestr)
     if len(data) < at + 4 * ndim or len(body) != dtype.itemsize * math.prod(shape):
         raise StateCodecError('state payload: an ndarray ext does not hold its shape')
@@ -214,7 +220,7 @@ class _Reader:
         end = self.pos + n
         if end > len(self.data):
             raise StateCodecError('state payload is truncated')
-        chunk = self.data[self.pos:end]
+        chunk = self.data[self.pos : end]
         self.pos = end
         return chunk
 

@@ -13,16 +13,46 @@ import time
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
-_RANDOM_FUNCS = ('random', 'randint', 'randrange', 'choice', 'choices', 'shuffle', 'sample', 'uniform', 'gauss',
-                 'normalvariate', 'getrandbits', 'randbytes', 'seed')
-_NUMPY_FUNCS = ('rand', 'randn', 'random', 'random_sample', 'randint', 'choice', 'shuffle', 'permutation', 'normal',
-                'uniform', 'seed', 'integers', 'bytes', 'standard_normal', 'default_rng')
+_RANDOM_FUNCS = (
+    'random',
+    'randint',
+    'randrange',
+    'choice',
+    'choices',
+    'shuffle',
+    'sample',
+    'uniform',
+    'gauss',
+    'normalvariate',
+    'getrandbits',
+    'randbytes',
+    'seed',
+)
+_NUMPY_FUNCS = (
+    'rand',
+    'randn',
+    'random',
+    'random_sample',
+    'randint',
+    'choice',
+    'shuffle',
+    'permutation',
+    'normal',
+    'uniform',
+    'seed',
+    'integers',
+    'bytes',
+    'standard_normal',
+    'default_rng',
+)
 
 
 class StrictModeViolation(RuntimeError):
     def __init__(self, participant: str, call_name: str, callback: str) -> None:
-        super().__init__(f'strict mode: {participant} called {call_name} inside {callback} '
-                         '(nondeterministic; derive randomness from the seed and time from the step)')
+        super().__init__(
+            f'strict mode: {participant} called {call_name} inside {callback} '
+            '(nondeterministic; derive randomness from the seed and time from the step)'
+        )
         self.participant = participant
         self.call_name = call_name
         self.callback = callback
@@ -39,6 +69,7 @@ def _trap(name: str, real: Callable[..., Any]) -> Callable[..., Any]:
             return real(*args, **kwargs)
         participant, callback = _current[-1]
         raise StrictModeViolation(participant, name, callback)
+
     return refuse
 
 
@@ -71,6 +102,7 @@ def guarded(strict: bool, participant: str, callback: str) -> Iterator[None]:
             setattr(module, name, _trap(shown, real))
         try:
             import numpy.random as npr
+
             real_default_rng = npr.default_rng
             saved.append((npr, 'default_rng', real_default_rng))
             unseeded = _trap('numpy.random.default_rng() without a seed', real_default_rng)
@@ -79,6 +111,7 @@ def guarded(strict: bool, participant: str, callback: str) -> Iterator[None]:
                 if seed is None:
                     return unseeded(seed, *args, **kwargs)
                 return real_default_rng(seed, *args, **kwargs)
+
             npr.default_rng = default_rng
         except ImportError:  # pragma: no cover
             pass

@@ -10,15 +10,20 @@
 # the protocol: no worker process, no gRPC.
 from __future__ import annotations
 
-from typing import Any, Callable
-
 import random
+from typing import Any, Callable
 
 from .canonical_json import canonical_digest, canonicalize
 from .capture_check import first_difference, live_difference, shown
 from .scalars import RationalNs
-from .sdk import (ONE_MS, AgentCommitContext, AgentInitContext, AgentPrepareContext, EnvironmentAdvanceContext,
-                  EnvironmentInitContext)
+from .sdk import (
+    ONE_MS,
+    AgentCommitContext,
+    AgentInitContext,
+    AgentPrepareContext,
+    EnvironmentAdvanceContext,
+    EnvironmentInitContext,
+)
 from .state_codec import decode_state, encode_state
 from .tick_clock import TickClock
 
@@ -33,9 +38,15 @@ class ModelCheckError(AssertionError):
 
 
 def _shared_state_error(step: int) -> ModelCheckError:
-    return ModelCheckError(step, 'state', '', (
-        f"step {step}: prepare changed another agent's state: the second copy's prepare changed the first copy's "
-        'captured state (agents must not share mutable state: give each agent its own in initialize and restore)'))
+    return ModelCheckError(
+        step,
+        'state',
+        '',
+        (
+            f"step {step}: prepare changed another agent's state: the second copy's prepare changed the first copy's "
+            'captured state (agents must not share mutable state: give each agent its own in initialize and restore)'
+        ),
+    )
 
 
 def _compare(step: int, what: str, a: Any, b: Any) -> None:
@@ -66,11 +77,19 @@ def restore_boundaries(steps: int, seed: int, window: int = 20, random_boundarie
     return sorted(first | set(random.Random(seed).sample(rest, min(random_boundaries, len(rest)))))
 
 
-def check_model(model: Any, params: dict | None = None, steps: int = 200, seed: int = 12345,
-                observation: Callable[[int], dict] | None = None,
-                actions: Callable[[int, dict], dict] | None = None,
-                ports: list[dict] | None = None, boundaries: list[int] | None = None,
-                step_duration: dict = STEP_60HZ, window: int = 20, random_boundaries: int = 10) -> None:
+def check_model(
+    model: Any,
+    params: dict | None = None,
+    steps: int = 200,
+    seed: int = 12345,
+    observation: Callable[[int], dict] | None = None,
+    actions: Callable[[int, dict], dict] | None = None,
+    ports: list[dict] | None = None,
+    boundaries: list[int] | None = None,
+    step_duration: dict = STEP_60HZ,
+    window: int = 20,
+    random_boundaries: int = 10,
+) -> None:
     """Raise ModelCheckError at the first nondeterministic step or field; return None when the model passes.
     Restores at `boundaries` when given, else at restore_boundaries(steps, seed, window, random_boundaries)."""
     model = model() if isinstance(model, type) else model
@@ -78,10 +97,26 @@ def check_model(model: Any, params: dict | None = None, steps: int = 200, seed: 
     chosen = boundaries if boundaries is not None else restore_boundaries(steps, seed, window, random_boundaries)
     marks = sorted(set(chosen) & set(range(1, steps)))
     if model.kind == 'agent':
-        _check_agent(model, resolved, steps, seed, observation or (lambda k: {'foodDx': k % 5 - 2, 'foodDy': 1 - k % 3}), marks, step_duration)
+        _check_agent(
+            model,
+            resolved,
+            steps,
+            seed,
+            observation or (lambda k: {'foodDx': k % 5 - 2, 'foodDy': 1 - k % 3}),
+            marks,
+            step_duration,
+        )
     else:
-        _check_environment(model, resolved, steps, seed, actions or (lambda k, port: {}),
-                           ports or [{'portId': 'p0', 'agentId': 'a0'}, {'portId': 'p1', 'agentId': 'a1'}], marks, step_duration)
+        _check_environment(
+            model,
+            resolved,
+            steps,
+            seed,
+            actions or (lambda k, port: {}),
+            ports or [{'portId': 'p0', 'agentId': 'a0'}, {'portId': 'p1', 'agentId': 'a1'}],
+            marks,
+            step_duration,
+        )
 
 
 def _restore(model: Any, boundary: int, state: Any, ctx: Any) -> Any:
@@ -90,7 +125,9 @@ def _restore(model: Any, boundary: int, state: Any, ctx: Any) -> Any:
     try:
         return model.restore(data, ctx)
     except Exception as e:
-        raise ModelCheckError(boundary, 'restore', '', f'boundary {boundary}: restore failed: {type(e).__name__}: {e}') from e
+        raise ModelCheckError(
+            boundary, 'restore', '', f'boundary {boundary}: restore failed: {type(e).__name__}: {e}'
+        ) from e
 
 
 def _after_restore(since: int, step: int, phase: str, fn: Callable[[], Any]) -> Any:
@@ -100,8 +137,12 @@ def _after_restore(since: int, step: int, phase: str, fn: Callable[[], Any]) -> 
     except ModelCheckError:
         raise
     except Exception as e:
-        raise ModelCheckError(step, phase, '', (
-            f'step {step}: {phase} failed on the copy restored at boundary {since}: {type(e).__name__}: {e}')) from e
+        raise ModelCheckError(
+            step,
+            phase,
+            '',
+            (f'step {step}: {phase} failed on the copy restored at boundary {since}: {type(e).__name__}: {e}'),
+        ) from e
 
 
 def _same_live(boundary: int, live: Any, copy: Any) -> None:
@@ -109,9 +150,15 @@ def _same_live(boundary: int, live: Any, copy: Any) -> None:
     if found:
         where, was, now = found
         field = f'state{where[1:]}'
-        raise ModelCheckError(boundary, field, '', (
-            f'boundary {boundary}: {field} differs right after a restore: {shown(was)} live, {shown(now)} restored '
-            '(capture must return everything restore needs, exactly)'))
+        raise ModelCheckError(
+            boundary,
+            field,
+            '',
+            (
+                f'boundary {boundary}: {field} differs right after a restore: {shown(was)} live, {shown(now)} restored '
+                '(capture must return everything restore needs, exactly)'
+            ),
+        )
 
 
 def _check_agent(model, params, steps, seed, observation, marks, step_duration) -> None:
@@ -130,7 +177,12 @@ def _check_agent(model, params, steps, seed, observation, marks, step_duration) 
 
     def commit(run, k):
         run['obs'] = observation(k + 1)
-        model.commit(run['state'], AgentCommitContext('agent-0', k, run['obs'], [{'eventId': f'r-{k}', 'ruleId': 'r', 'value': (k % 3) * 0.5}]))
+        model.commit(
+            run['state'],
+            AgentCommitContext(
+                'agent-0', k, run['obs'], [{'eventId': f'r-{k}', 'ruleId': 'r', 'value': (k % 3) * 0.5}]
+            ),
+        )
 
     def advance(run, k):
         decision = prepare(run, k)
@@ -152,8 +204,11 @@ def _check_agent(model, params, steps, seed, observation, marks, step_duration) 
     restored: list[tuple[int, dict]] = []
     for k in range(steps):
         if k in marks:
-            copy = {'state': _restore(model, k, a['state'], AgentInitContext('agent-0', seed, params, a['obs'])),
-                    'clock': TickClock(step, tick, a['clock'].remainder, a['clock'].brain_ticks), 'obs': a['obs']}
+            copy = {
+                'state': _restore(model, k, a['state'], AgentInitContext('agent-0', seed, params, a['obs'])),
+                'clock': TickClock(step, tick, a['clock'].remainder, a['clock'].brain_ticks),
+                'obs': a['obs'],
+            }
             _same_live(k, a['state'], copy['state'])
             restored.append((k, copy))
         da, db = prepare_both(k)
@@ -162,7 +217,9 @@ def _check_agent(model, params, steps, seed, observation, marks, step_duration) 
         for since, copy in restored:
             dc = _after_restore(since, k, 'prepare or commit', lambda: advance(copy, k))
             _compare(k, f'decision (restored at boundary {since})', da, dc)
-            _compare(k, f'state (restored at boundary {since})', _state(model, a['state']), _state(model, copy['state']))
+            _compare(
+                k, f'state (restored at boundary {since})', _state(model, a['state']), _state(model, copy['state'])
+            )
 
 
 def _check_environment(model, params, steps, seed, actions, ports, marks, step_duration) -> None:
@@ -172,7 +229,11 @@ def _check_environment(model, params, steps, seed, actions, ports, marks, step_d
     def advance(state, k):
         acts = [{'portId': p['portId'], 'agentId': p['agentId'], 'action': actions(k, p)} for p in ports]
         outcome = model.advance(state, EnvironmentAdvanceContext(k, acts))
-        return {'outcome': outcome, 'observations': model.observe(state), 'world': canonical_digest(model.digest(state))}
+        return {
+            'outcome': outcome,
+            'observations': model.observe(state),
+            'world': canonical_digest(model.digest(state)),
+        }
 
     a, b = model.initialize(init_ctx()), model.initialize(init_ctx())
     _compare(0, 'observations', model.observe(a), model.observe(b))
@@ -186,5 +247,9 @@ def _check_environment(model, params, steps, seed, actions, ports, marks, step_d
         _compare(k, 'step', ra, rb)
         _compare(k, 'state', _state(model, a), _state(model, b))
         for since, copy in restored:
-            _compare(k, f'step (restored at boundary {since})', ra,
-                     _after_restore(since, k, 'advance', lambda: advance(copy, k)))
+            _compare(
+                k,
+                f'step (restored at boundary {since})',
+                ra,
+                _after_restore(since, k, 'advance', lambda: advance(copy, k)),
+            )

@@ -12,7 +12,9 @@ def _lcm(a: int, b: int) -> int:
 
 
 class TickClock:
-    def __init__(self, step: RationalNs, tick: RationalNs, remainder: RationalNs = RationalNs(0, 1), brain_ticks: int = 0) -> None:
+    def __init__(
+        self, step: RationalNs, tick: RationalNs, remainder: RationalNs = RationalNs(0, 1), brain_ticks: int = 0
+    ) -> None:
         self.step_duration = step
         self.tick_duration = tick
         self.den = _lcm(_lcm(step.den, tick.den), remainder.den)

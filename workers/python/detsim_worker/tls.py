@@ -43,8 +43,10 @@ def read_tls_flags(v: dict) -> dict | None:
     if '--tls-dir' not in v:
         missing = next(((k, f) for k, f in FILE_FLAGS if f not in v), None)
         if missing:
-            raise InputError('struct_missing_field',
-                             f'{missing[1]} is required with {given[0][1]} (or give --tls-dir DIR made by detsim certs)')
+            raise InputError(
+                'struct_missing_field',
+                f'{missing[1]} is required with {given[0][1]} (or give --tls-dir DIR made by detsim certs)',
+            )
     base = v.get('--tls-dir')
     return {key: v.get(flag) or os.path.join(base, WORKER_FILES[key]) for key, flag in FILE_FLAGS}
 
@@ -53,17 +55,22 @@ def read_token_file(path: str, field: str) -> str:
     """A run's bearer token from its file (tls-dir.ts readTokenFile), refused naming the path, never its content."""
     token = _read(path, 'token', field).decode('utf-8', 'replace').strip()
     if not _TOKEN_FORM.fullmatch(token):
-        raise InputError('perm_tls_unreadable', f'{field}: token {path} must hold one line of 32 to 256 URL-safe characters')
+        raise InputError(
+            'perm_tls_unreadable', f'{field}: token {path} must hold one line of 32 to 256 URL-safe characters'
+        )
     return token
 
 
-PLAINTEXT_TCP_UNBOUND = ('--listen: a plaintext TCP worker needs --session and --token-file (a per-run secret every stream '
-                         'must present; any local user can reach a loopback port); or listen on unix:/abs/path, or serve '
-                         'TLS (--tls-dir)')
+PLAINTEXT_TCP_UNBOUND = (
+    '--listen: a plaintext TCP worker needs --session and --token-file (a per-run secret every stream '
+    'must present; any local user can reach a loopback port); or listen on unix:/abs/path, or serve '
+    'TLS (--tls-dir)'
+)
 
 
 def read_plain_token(v: dict, tcp: bool) -> str | None:
-    """--token-file alone: a plaintext TCP worker's per-run secret; a plaintext TCP worker needs it and --session (process.ts)."""
+    """--token-file alone: a plaintext TCP worker's per-run secret; a plaintext TCP worker needs it and --session "
+    "(process.ts)."""
     path = v.get('--token-file')
     if path == '':
         raise InputError('struct_invalid_field', '--token-file takes a path')
@@ -101,13 +108,13 @@ def _read(path: str, what: str, field: str) -> bytes:
         raise InputError('perm_tls_unreadable', f'{field}: {what} {path} cannot be read ({code})') from None
 
 
-
 def check_bearer(expected: str, presented: str | None) -> str | None:
-    """None when `presented` is `Bearer <expected>`, else the refusal code; compared as SHA-256 digests in constant time."""
+    """None when `presented` is `Bearer <expected>`, else the refusal code; compared as SHA-256 digests in constant "
+    "time."""
     if not isinstance(presented, str) or not presented.startswith('Bearer ') or len(presented) == len('Bearer '):
         return 'ident_token_missing'
     digest = lambda text: hashlib.sha256(text.encode('utf-8')).digest()  # noqa: E731
-    return None if hmac.compare_digest(digest(presented[len('Bearer '):]), digest(expected)) else 'ident_token_wrong'
+    return None if hmac.compare_digest(digest(presented[len('Bearer ') :]), digest(expected)) else 'ident_token_wrong'
 
 
 def describe_field(v: dict) -> str:
@@ -115,5 +122,12 @@ def describe_field(v: dict) -> str:
     return '--tls-dir' if '--tls-dir' in v else '--tls-cert'
 
 
-__all__ = ['TOKEN_METADATA_KEY', 'TOKEN_REFUSALS', 'TlsMaterial', 'check_bearer', 'read_tls_flags',
-           'read_tls_material', 'describe_field']
+__all__ = [
+    'TOKEN_METADATA_KEY',
+    'TOKEN_REFUSALS',
+    'TlsMaterial',
+    'check_bearer',
+    'read_tls_flags',
+    'read_tls_material',
+    'describe_field',
+]

@@ -65,6 +65,7 @@ class NotAnObject(_Base):
 
 class Shared(_Base):
     """Every agent gets the one class-level state (params shared: false: its own), and each prepare moves it."""
+
     counter = {'n': 0}
     accepted_params = ('shared',)
 
@@ -87,6 +88,7 @@ class Slow(_Base):
 
     def initialize(self, ctx):
         import threading
+
         threading.Event().wait(1.5)
         return {}
 
@@ -103,6 +105,7 @@ class BreaksTheServer(_Base):
 
         def broken():
             raise RuntimeError('time.time is broken by this model')
+
         time.time = broken
         return {}
 

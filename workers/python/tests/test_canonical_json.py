@@ -4,12 +4,10 @@
 import hashlib
 import json
 import struct
+from pathlib import Path
 
 import pytest
-
 from detsim_worker.canonical_json import CanonicalJsonError, canonicalize, format_number, parse_strict
-
-from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 
@@ -34,7 +32,7 @@ def test_official_vector(case):
 
 
 def test_es6_numbers_first_10000():
-    lines = [l for l in (JCS / 'es6testfile100m-first10000.txt').read_text().split('\n') if l]
+    lines = [x for x in (JCS / 'es6testfile100m-first10000.txt').read_text().split('\n') if x]
     assert len(lines) == 10_000
     for line in lines:
         bits, expected = line.split(',')
@@ -72,7 +70,9 @@ def test_an_unsafe_integer_literal_is_refused_as_typescript_and_rust_refuse_it(l
     offset = 2 * len(literal) + 17  # what the TypeScript parser reports for this text
     if len(literal) < 309:
         assert e.value.reason == 'struct_unsafe_integer'
-        assert str(e.value) == f'integer {literal} is beyond ±(2^53−1); write counters as U64 strings at offset {offset}'
+        assert (
+            str(e.value) == f'integer {literal} is beyond ±(2^53−1); write counters as U64 strings at offset {offset}'
+        )
     else:  # beyond a double: TypeScript and Rust call it out of range
         assert e.value.reason == 'struct_invalid_json'
         assert str(e.value) == f'number {literal} is out of range at offset {offset}'

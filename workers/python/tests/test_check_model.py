@@ -5,7 +5,6 @@
 import random
 
 import pytest
-
 from detsim_worker.examples import Coin
 from detsim_worker.models.forage import Forage
 from detsim_worker.models.lif import Lif
@@ -18,7 +17,12 @@ def test_the_built_ins_and_the_example_pass():
     check_model(Walker, {'explore': 3}, steps=40)
     check_model(Lif, {'neurons': 32}, steps=12)
     check_model(Coin, steps=20)
-    check_model(Forage, {'width': 6, 'height': 5, 'food': 4}, steps=30, actions=lambda k, p: {'move': ['north', 'east', 'south', 'west', 'stay'][k % 5]})
+    check_model(
+        Forage,
+        {'width': 6, 'height': 5, 'food': 4},
+        steps=30,
+        actions=lambda k, p: {'move': ['north', 'east', 'south', 'west', 'stay'][k % 5]},
+    )
 
 
 class Unseeded(AgentModel):
@@ -98,4 +102,5 @@ def test_a_model_whose_agents_share_state_fails_naming_the_step_and_prepare():
     assert (e.value.step, e.value.field) == (0, 'state')
     assert str(e.value) == (
         "step 0: prepare changed another agent's state: the second copy's prepare changed the first copy's captured "
-        'state (agents must not share mutable state: give each agent its own in initialize and restore)')
+        'state (agents must not share mutable state: give each agent its own in initialize and restore)'
+    )

@@ -5,7 +5,6 @@
 # misses the late defect. Also: seeds (seed_u32, numpy_rng) and restore_rng's refusals.
 import numpy as np
 import pytest
-
 from detsim_worker.sdk import AgentInitContext, AgentModel, restore_rng, rng_state
 from detsim_worker.testing import ModelCheckError, check_model, restore_boundaries
 
@@ -13,6 +12,7 @@ from detsim_worker.testing import ModelCheckError, check_model, restore_boundari
 class Drawer(AgentModel):
     """Draws one uint32 per step in steps 60-99 (elsewhere float draws only): has_uint32 is 1 only at the odd
     boundaries between 61 and 99, so a restore anywhere else cannot see a dropped half word."""
+
     model_version = 'drawer-v1'
 
     def initialize(self, ctx):
@@ -58,7 +58,9 @@ def test_the_model_written_with_rng_state_passes():
 
 
 def test_a_capture_that_drops_has_uint32_is_named_by_path():
-    with pytest.raises(ModelCheckError, match=r'state\.rng\.bit_generator\.state\.has_uint32 differs right after a restore'):
+    with pytest.raises(
+        ModelCheckError, match=r'state\.rng\.bit_generator\.state\.has_uint32 differs right after a restore'
+    ):
         check_model(DropsHalfWord, steps=120)
 
 
@@ -85,7 +87,9 @@ def test_seeds_fit_numpy():
 
 def test_restore_rng_refuses_a_state_that_does_not_fit():
     state = rng_state(np.random.default_rng(3))
-    with pytest.raises(ValueError, match=r'rng\.state\.state: .* is a float where the bit generator state holds an integer'):
+    with pytest.raises(
+        ValueError, match=r'rng\.state\.state: .* is a float where the bit generator state holds an integer'
+    ):
         restore_rng({**state, 'state': {**state['state'], 'state': 1.5}})
     with pytest.raises(ValueError, match=r"rng\.bit_generator: 'Nope' is not a numpy bit generator"):
         restore_rng({**state, 'bit_generator': 'Nope'})

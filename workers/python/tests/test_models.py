@@ -6,13 +6,18 @@ import json
 from pathlib import Path
 
 import pytest
-
 from detsim_worker.canonical_json import canonical_digest
 from detsim_worker.models.forage import forage
 from detsim_worker.models.lif import lif
 from detsim_worker.models.walker import walker
-from detsim_worker.sdk import AgentCommitContext, AgentInitContext, AgentPrepareContext, EnvironmentAdvanceContext, EnvironmentInitContext
 from detsim_worker.scalars import U64_MAX, RationalNs
+from detsim_worker.sdk import (
+    AgentCommitContext,
+    AgentInitContext,
+    AgentPrepareContext,
+    EnvironmentAdvanceContext,
+    EnvironmentInitContext,
+)
 from detsim_worker.state_codec import decode_state, encode_state
 from detsim_worker.tick_clock import TickClock
 
@@ -45,7 +50,10 @@ def test_forage_observations_rewards_and_world_digests_match_the_vectors():
     s = forage.initialize(ctx)
     assert forage.observe(s) == v['initialObservations']
     for k, step in enumerate(v['steps']):
-        actions = [{'portId': p['portId'], 'agentId': p['agentId'], 'action': {'move': m}} for p, m in zip(v['ports'], step['moves'])]
+        actions = [
+            {'portId': p['portId'], 'agentId': p['agentId'], 'action': {'move': m}}
+            for p, m in zip(v['ports'], step['moves'])
+        ]
         out = forage.advance(s, EnvironmentAdvanceContext(k, actions))
         assert out['rewards'] == step['rewards'], f'step {k}'
         assert canonical_digest(forage.digest(s)) == step['worldDigest'], f'step {k}'

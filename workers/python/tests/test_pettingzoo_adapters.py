@@ -7,12 +7,10 @@ import math
 
 import numpy as np
 import pytest
-from pettingzoo import ParallelEnv
-
-from detsim_worker.adapters.pettingzoo import ParallelEnvAdapter, PolicyAgentAdapter, to_json_data
+from detsim_worker.adapters.pettingzoo import ParallelEnvAdapter, to_json_data
 from detsim_worker.examples_pettingzoo import BeatLastPlayer, RandomPlayer, Rps
-from detsim_worker.sdk import (AgentInitContext, AgentPrepareContext, EnvironmentAdvanceContext,
-                               EnvironmentInitContext)
+from detsim_worker.sdk import AgentInitContext, AgentPrepareContext, EnvironmentAdvanceContext, EnvironmentInitContext
+from pettingzoo import ParallelEnv
 
 PORTS = [{'portId': 'p0', 'agentId': 'alice'}, {'portId': 'p1', 'agentId': 'bob'}]
 
@@ -55,11 +53,15 @@ def test_rps_replay_checkpoint_resumes_across_episode_ends():
 def test_rps_observations_and_rewards_are_json_data_mapped_in_port_order():
     env = Rps()
     s = env.initialize(env_ctx())
-    assert env.observe(s) == {'alice': {'observation': 3, 'reward': 0, 'done': False},
-                              'bob': {'observation': 3, 'reward': 0, 'done': False}}
+    assert env.observe(s) == {
+        'alice': {'observation': 3, 'reward': 0, 'done': False},
+        'bob': {'observation': 3, 'reward': 0, 'done': False},
+    }
     outcome = step_with(env, s, 0, [1, 0])  # alice (player_0) paper beats bob (player_1) rock
-    assert outcome['rewards'] == [{'agentId': 'alice', 'eventId': 'reward-0-alice', 'ruleId': 'reward', 'value': 1},
-                                  {'agentId': 'bob', 'eventId': 'reward-0-bob', 'ruleId': 'reward', 'value': -1}]
+    assert outcome['rewards'] == [
+        {'agentId': 'alice', 'eventId': 'reward-0-alice', 'ruleId': 'reward', 'value': 1},
+        {'agentId': 'bob', 'eventId': 'reward-0-bob', 'ruleId': 'reward', 'value': -1},
+    ]
     assert env.observe(s)['alice']['observation'] == 0 and env.observe(s)['bob']['observation'] == 1
     missing = 'actions[p0].action: missing (a PettingZoo action travels as {"action": value})'
     assert env.check_action({'move': 1}, 'p0') == missing
@@ -83,15 +85,23 @@ class Counter(ParallelEnv):
     def step(self, actions):
         self.total += sum(actions.values())
         obs = {a: np.array([self.total]) for a in self.agents}
-        return obs, {a: np.float64(0.5) for a in self.agents}, {a: False for a in self.agents}, \
-            {a: False for a in self.agents}, {a: {} for a in self.agents}
+        return (
+            obs,
+            {a: np.float64(0.5) for a in self.agents},
+            {a: False for a in self.agents},
+            {a: False for a in self.agents},
+            {a: {} for a in self.agents},
+        )
 
 
 def test_user_state_hooks_capture_and_restore_without_replay():
     captured = []
-    env = ParallelEnvAdapter(Counter, model_version='counter-v0',
-                             capture_state=lambda e: captured.append(e.total) or {'total': e.total},
-                             restore_state=lambda e, d: setattr(e, 'total', d['total']))
+    env = ParallelEnvAdapter(
+        Counter,
+        model_version='counter-v0',
+        capture_state=lambda e: captured.append(e.total) or {'total': e.total},
+        restore_state=lambda e, d: setattr(e, 'total', d['total']),
+    )
     s = env.initialize(env_ctx(seed=12))
     play(env, s, 4)
     payload = through_json(env.capture(s))
@@ -112,8 +122,10 @@ def test_ports_must_match_the_env_agents():
 def test_policy_rng_checkpoint_through_json_repeats_the_decisions(player):
     agent = player()
     state = agent.initialize(AgentInitContext('alice', -99, {}, {}))  # detsim seeds are signed 32-bit
+
     def decide(st, step, obs):
         return agent.prepare(st, AgentPrepareContext('alice', step, 1, {'observation': obs}))
+
     [decide(state, i, i % 4) for i in range(5)]
     payload = through_json(agent.capture(state))
     expected = [decide(state, i, i % 4) for i in range(5, 30)]
@@ -143,7 +155,10 @@ def test_env_params_are_the_factorys_arguments_or_refused_by_name():
 
     with pytest.raises(ParamError, match=r'params: unknown field "food" \(allowed: none\)'):
         ParallelEnvAdapter(no_args, model_version='x').resolve_params({'food': 12})
-    assert ParallelEnvAdapter(sized, model_version='x').resolve_params({'size': 5, 'mode': 'b'}) == {'size': 5, 'mode': 'b'}
+    assert ParallelEnvAdapter(sized, model_version='x').resolve_params({'size': 5, 'mode': 'b'}) == {
+        'size': 5,
+        'mode': 'b',
+    }
     with pytest.raises(ParamError, match=r'unknown field "sise"'):
         ParallelEnvAdapter(sized, model_version='x').resolve_params({'sise': 5})
     assert ParallelEnvAdapter(lambda **kw: None, model_version='x').resolve_params({'any': 1}) == {'any': 1}

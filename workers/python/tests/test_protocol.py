@@ -13,7 +13,6 @@ from pathlib import Path
 
 import grpc
 import pytest
-
 from detsim_worker._generated import worker_pb2, worker_pb2_grpc
 from detsim_worker.canonical_json import canonical_bytes, parse_strict, sha256_hex
 from detsim_worker.runtime import CONTRACT_DIGEST
@@ -28,9 +27,25 @@ class Worker:
 
     def __init__(self, role='agent', worker_id='w-1', extra=(), cwd=None, stderr=None):
         self.dir = tempfile.mkdtemp(prefix='dpw-', dir='/tmp')
-        self.proc = subprocess.Popen([sys.executable, '-m', 'detsim_worker', '--listen', f'unix:{self.dir}/w.sock', '--role', role,
-                                      '--worker-id', worker_id, *extra], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                                     cwd=cwd, stderr=stderr)
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                '-m',
+                'detsim_worker',
+                '--listen',
+                f'unix:{self.dir}/w.sock',
+                '--role',
+                role,
+                '--worker-id',
+                worker_id,
+                *extra,
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=cwd,
+            stderr=stderr,
+        )
         self.ready = json.loads(self.proc.stdout.readline())
         self.channel = grpc.insecure_channel(self.ready['listen'])
         self.next_id = 0
@@ -38,6 +53,7 @@ class Worker:
 
     def open_stream(self, timeout=None):
         import queue
+
         requests = queue.Queue()
 
         def frames():
@@ -46,6 +62,7 @@ class Worker:
                 if item is None:
                     return
                 yield from item
+
         # A plaintext TCP worker's run secret, when it holds one, goes with every stream.
         metadata = [('authorization', f'Bearer {self.token}')] if getattr(self, 'token', None) else None
         replies = worker_pb2_grpc.WorkerStub(self.channel).Session(frames(), timeout=timeout, metadata=metadata)
@@ -75,8 +92,17 @@ class Worker:
         return parse_strict(next(replies).body)
 
     def hello(self, role='agent', worker_id='w-1'):
-        return self.call('Worker.Hello', None, {'sessionId': SESSION, 'expectedWorkerId': worker_id, 'role': role,
-                                                'supportedMajors': [1], 'contractDigest': CONTRACT_DIGEST})[0]
+        return self.call(
+            'Worker.Hello',
+            None,
+            {
+                'sessionId': SESSION,
+                'expectedWorkerId': worker_id,
+                'role': role,
+                'supportedMajors': [1],
+                'contractDigest': CONTRACT_DIGEST,
+            },
+        )[0]
 
     def stop(self):
         self.stream[0].put(None)
@@ -89,8 +115,24 @@ def sc(step, epoch='e1'):
     return {'sessionId': SESSION, 'epoch': epoch, 'step': str(step)}
 
 
-AGENTS = [{'agentId': 'a-walk', 'model': 'walker', 'params': {'explore': 3}, 'seed': 4242, 'stepDuration': STEP, 'observation': {}},
-          {'agentId': 'a-lif', 'model': 'lif', 'params': {'neurons': 16}, 'seed': -9, 'stepDuration': STEP, 'observation': {}}]
+AGENTS = [
+    {
+        'agentId': 'a-walk',
+        'model': 'walker',
+        'params': {'explore': 3},
+        'seed': 4242,
+        'stepDuration': STEP,
+        'observation': {},
+    },
+    {
+        'agentId': 'a-lif',
+        'model': 'lif',
+        'params': {'neurons': 16},
+        'seed': -9,
+        'stepDuration': STEP,
+        'observation': {},
+    },
+]
 IDS = [{'agentId': a['agentId']} for a in AGENTS]
 
 
@@ -113,14 +155,25 @@ def test_the_packaged_proto_is_the_repository_contract():
 def test_ready_line_hello_first_and_hello_refusals(worker):
     assert list(worker.ready) == ['ready', 'listen', 'pid'] and worker.ready['pid'] == worker.proc.pid
     reply, _ = worker.call('Worker.Status', None, {})
-    assert reply['error'] == {'code': 'INVALID_PHASE', 'message': 'Worker.Status before Worker.Hello', 'mutation': 'none'}
+    assert reply['error'] == {
+        'code': 'INVALID_PHASE',
+        'message': 'Worker.Status before Worker.Hello',
+        'mutation': 'none',
+    }
     assert code(worker.hello(worker_id='w-2')) == 'IDENTITY_MISMATCH'
     assert code(worker.hello(role='environment')) == 'UNSUPPORTED'
     hello = worker.hello()
     assert hello['result']['runtime'].startswith('detsim-py/')
-    # capture-file-v1/v2 and restore-prefetch-v1 come with --store-dir (the fixture's); a worker without a store offers none.
-    assert hello['result']['capabilities'] == ['agent-step-v1', 'capture-file-v1', 'capture-file-v2', 'checkpoint-v1', 'payload-file-v1',
-                                               'restore-prefetch-v1']
+    # capture-file-v1/v2 and restore-prefetch-v1 come with --store-dir (the fixture's); a worker without a
+    # store offers none.
+    assert hello['result']['capabilities'] == [
+        'agent-step-v1',
+        'capture-file-v1',
+        'capture-file-v2',
+        'checkpoint-v1',
+        'payload-file-v1',
+        'restore-prefetch-v1',
+    ]
     # Hello-first is per stream: a second stream is served nothing until its own Hello.
     other = worker.open_stream()
     assert code(worker.call('Worker.Status', None, {}, stream=other)[0]) == 'INVALID_PHASE'
@@ -133,8 +186,14 @@ def test_a_request_body_with_an_unsafe_integer_is_refused_as_typescript_refuses_
     body = b'{"method":"Worker.Status","params":{"n":9007199254740992},"requestId":"req-70","scope":null}'
     reply = worker.call_raw(body)
     assert reply['requestId'] == 'req-70'
-    assert reply['error'] == {'code': 'INVALID_ARGUMENT', 'mutation': 'none', 'message': (
-        'malformed request: integer 9007199254740992 is beyond ±(2^53−1); write counters as U64 strings at offset 40')}
+    assert reply['error'] == {
+        'code': 'INVALID_ARGUMENT',
+        'mutation': 'none',
+        'message': (
+            'malformed request: integer 9007199254740992 is beyond ±(2^53−1); write counters as U64 strings at '
+            'offset 40'
+        ),
+    }
 
 
 def test_steps_idempotency_epochs_and_conflicts(worker):
@@ -146,15 +205,34 @@ def test_steps_idempotency_epochs_and_conflicts(worker):
     assert again == prep
     assert code(worker.call('Agent.Prepare', sc(0, 'e0'), {'agents': IDS})[0]) == 'STALE_EPOCH'
     assert code(worker.call('Agent.Prepare', sc(3), {'agents': IDS})[0]) == 'FUTURE_STEP'
-    commit = {'agents': [{'agentId': a['agentId'], 'preparedRequestId': prep['requestId'], 'observation': {'foodDx': 1, 'foodDy': 0},
-                          'rewards': []} for a in IDS]}
+    commit = {
+        'agents': [
+            {
+                'agentId': a['agentId'],
+                'preparedRequestId': prep['requestId'],
+                'observation': {'foodDx': 1, 'foodDy': 0},
+                'rewards': [],
+            }
+            for a in IDS
+        ]
+    }
     assert code(worker.call('Agent.Commit', sc(0), commit)[0]) == 'ok'
     assert code(worker.call('Agent.Commit', sc(0), commit)[0]) == 'ok'
     commit['agents'][0]['observation'] = {'foodDx': 2}
     assert code(worker.call('Agent.Commit', sc(0), commit)[0]) == 'CONFLICT'
     # A lifecycle request id reused for a different body is CONFLICT too.
-    assert code(worker.call('State.Capture', sc(1), {'checkpointId': 'ck-1', 'agentId': 'a-walk'}, request_id='req-900')[0]) == 'ok'
-    assert code(worker.call('State.Capture', sc(1), {'checkpointId': 'ck-2', 'agentId': 'a-walk'}, request_id='req-900')[0]) == 'CONFLICT'
+    assert (
+        code(
+            worker.call('State.Capture', sc(1), {'checkpointId': 'ck-1', 'agentId': 'a-walk'}, request_id='req-900')[0]
+        )
+        == 'ok'
+    )
+    assert (
+        code(
+            worker.call('State.Capture', sc(1), {'checkpointId': 'ck-2', 'agentId': 'a-walk'}, request_id='req-900')[0]
+        )
+        == 'CONFLICT'
+    )
 
 
 def test_capture_restores_into_a_fresh_worker_and_continues_identically(worker):
@@ -162,22 +240,45 @@ def test_capture_restores_into_a_fresh_worker_and_continues_identically(worker):
     worker.call('Agent.Initialize', sc(0), {'agents': AGENTS})
     for k in range(3):
         p, _ = worker.call('Agent.Prepare', sc(k), {'agents': IDS})
-        worker.call('Agent.Commit', sc(k), {'agents': [{'agentId': a['agentId'], 'preparedRequestId': p['requestId'],
-                                                        'observation': {'foodDx': k, 'foodDy': -1}, 'rewards': []} for a in IDS]})
+        worker.call(
+            'Agent.Commit',
+            sc(k),
+            {
+                'agents': [
+                    {
+                        'agentId': a['agentId'],
+                        'preparedRequestId': p['requestId'],
+                        'observation': {'foodDx': k, 'foodDy': -1},
+                        'rewards': [],
+                    }
+                    for a in IDS
+                ]
+            },
+        )
     fresh = Worker(worker_id='w-2')
     try:
         fresh.hello(worker_id='w-2')
         for agent in IDS:
             cap, data = worker.call('State.Capture', sc(3), {'checkpointId': 'ck-3', **agent})
             result = cap['result']
-            stage = {'checkpointId': 'ck-3', **agent, 'sourceScope': sc(3), 'compatibilityDigest': result['compatibilityDigest'], 'payload': result['payload']}
+            stage = {
+                'checkpointId': 'ck-3',
+                **agent,
+                'sourceScope': sc(3),
+                'compatibilityDigest': result['compatibilityDigest'],
+                'payload': result['payload'],
+            }
             bad = dict(stage, payload=dict(result['payload'], byteLength=str(len(data) + 1)))
             assert code(fresh.call('State.StageRestore', sc(3, 'e2'), bad, attachment=data)[0]) == 'BUFFER_INVALID'
             staged, _ = fresh.call('State.StageRestore', sc(3, 'e2'), stage, attachment=data)
             token = staged['result']['restoreToken']
             assert code(fresh.call('State.ActivateRestore', sc(3, 'e2'), {'restoreToken': token, **agent})[0]) == 'ok'
         # payload-file-v1: the fresh worker has no --store-dir and reads no files.
-        refused, _ = fresh.call('State.StageRestore', sc(3, 'e3'), dict(stage, payload=dict(result['payload'], file={'path': '/etc/passwd', 'offset': '0'})))
+        refused, _ = fresh.call(
+            'State.StageRestore',
+            sc(3, 'e3'),
+            dict(stage, payload=dict(result['payload'], file={'path': '/etc/passwd', 'offset': '0'})),
+        )
         assert refused['error']['code'] == 'UNSUPPORTED'
         worker.call('Worker.Shutdown', None, {'reason': 'done'})
         decisions = []
@@ -192,16 +293,38 @@ def test_capture_restores_into_a_fresh_worker_and_continues_identically(worker):
 def test_payload_file_outside_the_store_is_refused_alike(worker):
     worker.hello()
     worker.call('Agent.Initialize', sc(0), {'agents': AGENTS})
-    stage = {'checkpointId': 'ck-x', 'agentId': 'a-walk', 'sourceScope': sc(0), 'compatibilityDigest': 'a' * 64,
-             'payload': {'digest': 'b' * 64, 'byteLength': '4', 'file': {'path': '/etc/passwd', 'offset': '0'}}}
+    stage = {
+        'checkpointId': 'ck-x',
+        'agentId': 'a-walk',
+        'sourceScope': sc(0),
+        'compatibilityDigest': 'a' * 64,
+        'payload': {'digest': 'b' * 64, 'byteLength': '4', 'file': {'path': '/etc/passwd', 'offset': '0'}},
+    }
     reply, _ = worker.call('State.StageRestore', sc(0, 'e2'), stage)
-    assert reply['error'] == {'code': 'INVALID_ARGUMENT', 'message': "params.payload.file.path is not a regular file inside this worker's store directory", 'mutation': 'none'}
+    assert reply['error'] == {
+        'code': 'INVALID_ARGUMENT',
+        'message': "params.payload.file.path is not a regular file inside this worker's store directory",
+        'mutation': 'none',
+    }
 
 
 def _step(w, k):
     p, _ = w.call('Agent.Prepare', sc(k), {'agents': IDS})
-    w.call('Agent.Commit', sc(k), {'agents': [{'agentId': a['agentId'], 'preparedRequestId': p['requestId'],
-                                               'observation': {'foodDx': k, 'foodDy': 1}, 'rewards': []} for a in IDS]})
+    w.call(
+        'Agent.Commit',
+        sc(k),
+        {
+            'agents': [
+                {
+                    'agentId': a['agentId'],
+                    'preparedRequestId': p['requestId'],
+                    'observation': {'foodDx': k, 'foodDy': 1},
+                    'rewards': [],
+                }
+                for a in IDS
+            ]
+        },
+    )
 
 
 @pytest.fixture()
@@ -220,6 +343,7 @@ def stepped():
 
 def test_a_held_capture_is_written_into_a_checkpoint_temp_file_v1_with_its_digest_v2_hashed_at_write(stepped):
     import hashlib
+
     w, store = stepped
     ref = {'checkpointId': 'ck-1', 'agentId': 'a-lif'}
     streamed, data = w.call('State.Capture', sc(1), ref)
@@ -235,7 +359,11 @@ def test_a_held_capture_is_written_into_a_checkpoint_temp_file_v1_with_its_diges
         f.write(bytes(2 * len(data) + 16))
 
     def write(capture, path=tmp, offset='8'):
-        return w.call('State.WritePayload', None, {'captureRequestId': capture['requestId'], 'file': {'path': path, 'offset': offset}})[0]
+        return w.call(
+            'State.WritePayload',
+            None,
+            {'captureRequestId': capture['requestId'], 'file': {'path': path, 'offset': offset}},
+        )[0]
 
     assert write(v1)['result'] == {'byteLength': str(len(data))}
     got = write(v2, offset=str(8 + len(data)))['result']
@@ -251,18 +379,47 @@ def test_a_held_capture_is_written_into_a_checkpoint_temp_file_v1_with_its_diges
     with open(os.path.join(store, 'ck-1.flysess'), 'wb') as f:
         f.write(bytes(len(data)))
     os.symlink(os.path.join(store, 'ck-1.flysess'), os.path.join(store, 'tmp-ck-7.flysess'))
-    not_temp = {'code': 'INVALID_ARGUMENT', 'mutation': 'none', 'message': (
-        "params.file.path is not a checkpoint temporary file (tmp-<checkpointId>.flysess) inside this worker's store directory")}
-    for path in (os.path.join(store, 'ck-1.flysess'), victim, os.path.join(store, 'tmp-ck-8.flysess'),
-                 os.path.join(store, 'tmp-ck-7.flysess'), os.path.join(store, 'tmp-missing.flysess'), store):
+    not_temp = {
+        'code': 'INVALID_ARGUMENT',
+        'mutation': 'none',
+        'message': (
+            "params.file.path is not a checkpoint temporary file (tmp-<checkpointId>.flysess) inside this worker's "
+            'store directory'
+        ),
+    }
+    for path in (
+        os.path.join(store, 'ck-1.flysess'),
+        victim,
+        os.path.join(store, 'tmp-ck-8.flysess'),
+        os.path.join(store, 'tmp-ck-7.flysess'),
+        os.path.join(store, 'tmp-missing.flysess'),
+        store,
+    ):
         assert write(v1, path=path)['error'] == not_temp, path
     with open(victim, 'rb') as f:
         assert f.read() == b'keep'
     # Strict params; an unknown or streamed capture is not writable.
     assert write({'requestId': streamed['requestId']})['error']['message'] == (
-        'params.captureRequestId names no held capture awaiting acknowledgment on this worker')
-    assert code(w.call('State.WritePayload', None, {'captureRequestId': v1['requestId'], 'file': {'path': tmp, 'offset': '0', 'x': 1}})[0]) == 'INVALID_ARGUMENT'
-    assert code(w.call('State.WritePayload', None, {'captureRequestId': v1['requestId'], 'file': {'path': '', 'offset': '0'}})[0]) == 'INVALID_ARGUMENT'
+        'params.captureRequestId names no held capture awaiting acknowledgment on this worker'
+    )
+    assert (
+        code(
+            w.call(
+                'State.WritePayload',
+                None,
+                {'captureRequestId': v1['requestId'], 'file': {'path': tmp, 'offset': '0', 'x': 1}},
+            )[0]
+        )
+        == 'INVALID_ARGUMENT'
+    )
+    assert (
+        code(
+            w.call(
+                'State.WritePayload', None, {'captureRequestId': v1['requestId'], 'file': {'path': '', 'offset': '0'}}
+            )[0]
+        )
+        == 'INVALID_ARGUMENT'
+    )
     for bad in ({'hold': False}, {'hashAtWrite': True}, {'hold': True, 'hashAtWrite': 1}):
         assert code(w.call('State.Capture', sc(1), {**ref, **bad})[0]) == 'INVALID_ARGUMENT', bad
     # After a state-changing call, v2 refuses to hash a state that may have moved; v1 (digest at
@@ -279,11 +436,17 @@ def test_a_held_capture_is_written_into_a_checkpoint_temp_file_v1_with_its_diges
 def test_a_worker_without_a_store_refuses_to_hold_a_capture():
     w = Worker()
     try:
-        assert w.hello()['result']['capabilities'] == ['agent-step-v1', 'checkpoint-v1']  # no payload files without a store
+        assert w.hello()['result']['capabilities'] == [
+            'agent-step-v1',
+            'checkpoint-v1',
+        ]  # no payload files without a store
         w.call('Agent.Initialize', sc(0), {'agents': AGENTS})
         reply, _ = w.call('State.Capture', sc(0), {'checkpointId': 'ck-0', 'agentId': 'a-walk', 'hold': True})
-        assert reply['error'] == {'code': 'UNSUPPORTED', 'mutation': 'none', 'message': (
-            'params.file: this worker was started without --store-dir and writes no checkpoint files')}
+        assert reply['error'] == {
+            'code': 'UNSUPPORTED',
+            'mutation': 'none',
+            'message': ('params.file: this worker was started without --store-dir and writes no checkpoint files'),
+        }
     finally:
         w.stop()
 
@@ -304,14 +467,21 @@ def test_a_prefetched_payload_is_confirmed_and_staged_and_a_file_changed_since_i
     assert prefetch(None)['result'] == {'matched': False}
     assert code(prefetch(dict(ref, extra=1))) == 'INVALID_ARGUMENT'
     assert prefetch(dict(ref, file={'path': '/etc/passwd', 'offset': '0'}))['error']['message'] == (
-        "params.payload.file.path is not a regular file inside this worker's store directory")
-    stage = {'checkpointId': 'ck-1', 'agentId': 'a-lif', 'sourceScope': sc(1), 'compatibilityDigest': result['compatibilityDigest'], 'payload': ref}
+        "params.payload.file.path is not a regular file inside this worker's store directory"
+    )
+    stage = {
+        'checkpointId': 'ck-1',
+        'agentId': 'a-lif',
+        'sourceScope': sc(1),
+        'compatibilityDigest': result['compatibilityDigest'],
+        'payload': ref,
+    }
     # Prefetched, then the file changes: the stage reads it again, and its digest check refuses.
     assert prefetch(ref)['result'] == {'matched': True}
     at = 3 + len(data) // 2
     with open(path, 'r+b') as f:
         f.seek(at)
-        f.write(bytes([data[at - 3] ^ 0xff]))
+        f.write(bytes([data[at - 3] ^ 0xFF]))
     refused = w.call('State.StageRestore', sc(1, 'e2'), stage)[0]
     assert refused['error']['code'] == 'BUFFER_INVALID'
     # Repaired and prefetched again: the stage of that very range goes through.
@@ -324,6 +494,7 @@ def test_a_prefetched_payload_is_confirmed_and_staged_and_a_file_changed_since_i
 
 def test_a_stage_takes_prefetched_bytes_only_for_the_very_range_and_digest_and_uses_them_up():
     from detsim_worker.restore_prefetch import PrefetchedPayloads
+
     store = tempfile.mkdtemp(prefix='dpw-store-', dir='/tmp')
     path = os.path.join(store, 'ck.flysess')
     with open(path, 'wb') as f:
@@ -367,7 +538,9 @@ def test_a_worker_whose_grpc_serving_thread_ends_exits_1_naming_it():
         assert code(w.call('Agent.Initialize', sc(0), {'agents': [agent]})[0]) == 'ok'
         assert w.proc.wait(timeout=20) == 1
         assert w.proc.stderr.read().splitlines()[-1] == (
-            "detsim worker w-1: gRPC's serving thread 'Thread-1 (_serve)' ended; this worker can no longer answer and exits")
+            "detsim worker w-1: gRPC's serving thread 'Thread-1 (_serve)' ended; this worker can no longer answer "
+            'and exits'
+        )
     finally:
         if w.proc.poll() is None:
             w.stop()
@@ -381,16 +554,26 @@ def test_shutdown_exits_0_and_a_closed_stdin_too():
     orphan = Worker()
     orphan.proc.stdin.close()
     assert orphan.proc.wait(timeout=10) == 0
-    assert not os.path.exists(orphan.ready['listen'][len('unix:'):])
+    assert not os.path.exists(orphan.ready['listen'][len('unix:') :])
 
 
-@pytest.mark.parametrize('args,stderr', [
-    (['--bogus'], "detsim worker: Unknown option '--bogus'\n"),
-    (['--listen', '0.0.0.0:0', '--role', 'agent', '--worker-id', 'w'],
-     'detsim: [perm_listen_not_local] --listen: "0.0.0.0" is not a loopback address; without TLS a worker listens only on '
-     'unix:/abs/path or a loopback host (127.0.0.0/8, ::1, localhost); any other host needs TLS and a bearer token (--tls-dir)\n'),
-    (['--listen', 'unix:/tmp/x.sock', '--role', 'agent', '--worker-id', 'Bad'], 'detsim: [struct_invalid_id] --worker-id "Bad" is not an Id\n'),
-])
+@pytest.mark.parametrize(
+    'args,stderr',
+    [
+        (['--bogus'], "detsim worker: Unknown option '--bogus'\n"),
+        (
+            ['--listen', '0.0.0.0:0', '--role', 'agent', '--worker-id', 'w'],
+            'detsim: [perm_listen_not_local] --listen: "0.0.0.0" is not a loopback address; without TLS a worker '
+            'listens only on '
+            'unix:/abs/path or a loopback host (127.0.0.0/8, ::1, localhost); any other host needs TLS and a bearer '
+            'token (--tls-dir)\n',
+        ),
+        (
+            ['--listen', 'unix:/tmp/x.sock', '--role', 'agent', '--worker-id', 'Bad'],
+            'detsim: [struct_invalid_id] --worker-id "Bad" is not an Id\n',
+        ),
+    ],
+)
 def test_bad_flags_are_refused_in_one_line_exit_2(args, stderr):
     r = subprocess.run([sys.executable, '-m', 'detsim_worker', *args], capture_output=True, text=True, timeout=30)
     assert (r.returncode, r.stderr, r.stdout) == (2, stderr, '')
@@ -403,19 +586,49 @@ def test_an_environment_worker_on_loopback_tcp_initializes_advances_and_caches()
     secret_dir = tempfile.mkdtemp(prefix='dpw-secret-', dir='/tmp')
     with open(os.path.join(secret_dir, 'token'), 'w', opener=lambda p, f: os.open(p, f, 0o600)) as f:
         f.write(w.token + '\n')
-    w.proc = subprocess.Popen([sys.executable, '-m', 'detsim_worker', '--listen', '127.0.0.1:0', '--role', 'environment',
-                               '--worker-id', 'w-env', '--session', SESSION, '--token-file', os.path.join(secret_dir, 'token')],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    w.proc = subprocess.Popen(
+        [
+            sys.executable,
+            '-m',
+            'detsim_worker',
+            '--listen',
+            '127.0.0.1:0',
+            '--role',
+            'environment',
+            '--worker-id',
+            'w-env',
+            '--session',
+            SESSION,
+            '--token-file',
+            os.path.join(secret_dir, 'token'),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     w.ready = json.loads(w.proc.stdout.readline())
     assert w.ready['listen'].startswith('127.0.0.1:') and not w.ready['listen'].endswith(':0')
     w.channel = grpc.insecure_channel(w.ready['listen'])
     w.next_id = 0
     w.stream = w.open_stream()
     try:
-        assert w.hello(role='environment', worker_id='w-env')['result']['capabilities'] == ['checkpoint-v1', 'world-step-v1']
+        assert w.hello(role='environment', worker_id='w-env')['result']['capabilities'] == [
+            'checkpoint-v1',
+            'world-step-v1',
+        ]
         ports = [{'portId': 'p0', 'agentId': 'z'}, {'portId': 'p1', 'agentId': 'a'}]
-        init, _ = w.call('Environment.Initialize', sc(0), {'environmentId': 'forage', 'model': 'forage', 'params': {'width': 5, 'height': 4, 'food': 3},
-                                                           'seed': 7, 'stepDuration': STEP, 'ports': ports})
+        init, _ = w.call(
+            'Environment.Initialize',
+            sc(0),
+            {
+                'environmentId': 'forage',
+                'model': 'forage',
+                'params': {'width': 5, 'height': 4, 'food': 3},
+                'seed': 7,
+                'stepDuration': STEP,
+                'ports': ports,
+            },
+        )
         assert [o['agentId'] for o in init['result']['observations']] == ['a', 'z']
         advance = {'batchId': 'b-0', 'actions': [{**p, 'action': {'move': 'east'}} for p in ports]}
         first, _ = w.call('Environment.Advance', sc(0), advance)
@@ -423,7 +636,10 @@ def test_an_environment_worker_on_loopback_tcp_initializes_advances_and_caches()
         assert w.call('Environment.Advance', sc(0), advance, request_id=first['requestId'])[0] == first
         assert code(w.call('Environment.Advance', sc(0), dict(advance, batchId='b-x'))[0]) == 'CONFLICT'
         bad = {'batchId': 'b-1', 'actions': [{**p, 'action': {'move': 'up'}} for p in ports]}
-        assert w.call('Environment.Advance', sc(1), bad)[0]['error']['message'] == 'actions[p0].move: "up" is not one of stay, north, east, south, west'
+        assert (
+            w.call('Environment.Advance', sc(1), bad)[0]['error']['message']
+            == 'actions[p0].move: "up" is not one of stay, north, east, south, west'
+        )
     finally:
         w.stop()
 

@@ -5,9 +5,7 @@
 import os
 
 import pytest
-
-from detsim_worker.rendezvous import (advertised_address, check_advertise, record_bytes, remove_record,
-                                      write_record)
+from detsim_worker.rendezvous import advertised_address, check_advertise, record_bytes, remove_record, write_record
 from detsim_worker.scalars import InputError
 
 DIGEST = 'ab' * 32
@@ -32,8 +30,11 @@ def test_check_advertise_refusals():
 def test_write_is_canonical_atomic_and_removal_spares_a_newer_record(tmp_path):
     path, data = write_record(str(tmp_path), 'worker-0', 'agent', '10.0.0.2:7000', None, DIGEST)
     assert os.listdir(tmp_path) == ['worker-0.json']
-    assert data == (b'{"address":"10.0.0.2:7000","certificateFingerprint":null,"contractDigest":"' + DIGEST.encode()
-                    + b'","format":"detsim-rendezvous-v1","role":"agent","session":null,"workerId":"worker-0"}\n')
+    assert data == (
+        b'{"address":"10.0.0.2:7000","certificateFingerprint":null,"contractDigest":"'
+        + DIGEST.encode()
+        + b'","format":"detsim-rendezvous-v1","role":"agent","session":null,"workerId":"worker-0"}\n'
+    )
     assert record_bytes({'b': 1, 'a': 2}) == b'{"a":2,"b":1}\n'
     newer, _ = write_record(str(tmp_path), 'worker-0', 'agent', '10.0.0.3:7000', 's', DIGEST)
     remove_record(path, data)

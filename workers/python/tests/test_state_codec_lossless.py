@@ -8,7 +8,6 @@ import pathlib
 
 import numpy as np
 import pytest
-
 from detsim_worker.state_codec import StateCodecError, decode_state, encode_state
 
 VECTORS = json.loads((pathlib.Path(__file__).parents[3] / 'test/workers/vectors/state-codec-lossless.json').read_text())
@@ -67,8 +66,14 @@ def test_control_the_old_float_conversion_of_wide_ints_loses_the_generator():
 
 
 def test_arrays_keep_dtype_and_shape_and_come_back_writable():
-    for array in (np.arange(12, dtype='>i4').reshape(3, 4), np.zeros((2, 0)), np.array(7.5), np.arange(6)[::2],
-                  np.array([True, False, True]), np.arange(4, dtype=np.uint16)):
+    for array in (
+        np.arange(12, dtype='>i4').reshape(3, 4),
+        np.zeros((2, 0)),
+        np.array(7.5),
+        np.arange(6)[::2],
+        np.array([True, False, True]),
+        np.arange(4, dtype=np.uint16),
+    ):
         back = decode_state(encode_state({'a': array}))['a']
         assert back.dtype == array.dtype.newbyteorder('<') and back.shape == array.shape
         assert np.array_equal(back, array) and back.flags.writeable
@@ -82,13 +87,16 @@ def test_negative_zero_wide_ints_and_numpy_scalars_round_trip():
     assert back['f'] == 0.1 and back['i'] == -3 and back['b'] is True
 
 
-@pytest.mark.parametrize('value, path', [
-    ({'a': {1, 2}}, r'state \$\.a: set cannot be captured exactly'),
-    ({'a': [np.float32(0.1)]}, r'state \$\.a\[0\]: a numpy float32 scalar cannot be captured exactly'),
-    ({'a': np.array(['x'], dtype=object)}, r'state \$\.a: a numpy array of dtype object cannot be captured'),
-    ({'a': 2**70000}, r'state \$\.a: an integer of 70001 bits is too large to capture'),
-    ({'a': float('nan')}, r'state \$\.a: NaN is not a finite number'),
-])
+@pytest.mark.parametrize(
+    'value, path',
+    [
+        ({'a': {1, 2}}, r'state \$\.a: set cannot be captured exactly'),
+        ({'a': [np.float32(0.1)]}, r'state \$\.a\[0\]: a numpy float32 scalar cannot be captured exactly'),
+        ({'a': np.array(['x'], dtype=object)}, r'state \$\.a: a numpy array of dtype object cannot be captured'),
+        ({'a': 2**70000}, r'state \$\.a: an integer of 70001 bits is too large to capture'),
+        ({'a': float('nan')}, r'state \$\.a: NaN is not a finite number'),
+    ],
+)
 def test_what_cannot_be_kept_exactly_is_refused_naming_its_path(value, path):
     with pytest.raises(StateCodecError, match=path):
         encode_state(value)

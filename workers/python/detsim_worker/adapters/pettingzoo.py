@@ -91,10 +91,15 @@ class _EnvState:
 class ParallelEnvAdapter(EnvironmentModel):
     """A detsim environment running a PettingZoo ParallelEnv made by `factory`; see the module comment."""
 
-    def __init__(self, factory: ParallelEnvFactory, *, model_version: str,
-                 capture_state: Callable[[Any], Any] | None = None,
-                 restore_state: Callable[[Any, Any], None] | None = None,
-                 action_decoder: Callable[[Any], Any] = lambda v: v):
+    def __init__(
+        self,
+        factory: ParallelEnvFactory,
+        *,
+        model_version: str,
+        capture_state: Callable[[Any], Any] | None = None,
+        restore_state: Callable[[Any, Any], None] | None = None,
+        action_decoder: Callable[[Any], Any] = lambda v: v,
+    ):
         if (capture_state is None) != (restore_state is None):
             raise ValueError('ParallelEnvAdapter: give both capture_state and restore_state, or neither (replay)')
         self.factory = factory
@@ -119,8 +124,10 @@ class ParallelEnvAdapter(EnvironmentModel):
         env = self.factory(**ctx.params)
         possible = list(env.possible_agents)
         if len(ctx.ports) != len(possible):
-            raise ValueError(f'ports: the env has {len(possible)} agents ({", ".join(possible)}); '
-                             f'the run configures {len(ctx.ports)}')
+            raise ValueError(
+                f'ports: the env has {len(possible)} agents ({", ".join(possible)}); '
+                f'the run configures {len(ctx.ports)}'
+            )
         return _EnvState(env, {p['agentId']: possible[i] for i, p in enumerate(ctx.ports)}, unsigned_seed(ctx.seed))
 
     def _reset(self, s: _EnvState) -> None:
@@ -129,8 +136,11 @@ class ParallelEnvAdapter(EnvironmentModel):
         s.last = {aid: self._observation(obs, {}, {}, pz) for aid, pz in s.port_agents.items()}
 
     def _observation(self, obs: dict, rewards: dict, done: dict, pz: str) -> dict:
-        return {'observation': to_json_data(obs.get(pz), f'observation of {pz}'),
-                'reward': to_json_data(rewards.get(pz, 0), f'reward of {pz}'), 'done': bool(done.get(pz, False))}
+        return {
+            'observation': to_json_data(obs.get(pz), f'observation of {pz}'),
+            'reward': to_json_data(rewards.get(pz, 0), f'reward of {pz}'),
+            'done': bool(done.get(pz, False)),
+        }
 
     def check_action(self, action, port_id):
         extra = sorted(k for k in action if k != 'action')
@@ -148,7 +158,7 @@ class ParallelEnvAdapter(EnvironmentModel):
         for a in ctx.actions:
             value = s.last[a['agentId']]['reward']
             if value != 0:
-                event_id = f"reward-{ctx.step}-{a['agentId']}"
+                event_id = f'reward-{ctx.step}-{a["agentId"]}'
                 rewards.append({'agentId': a['agentId'], 'eventId': event_id, 'ruleId': 'reward', 'value': value})
                 event_ids.append(event_id)
         return {'rewards': rewards, 'eventIds': event_ids}
@@ -171,8 +181,7 @@ class ParallelEnvAdapter(EnvironmentModel):
     def capture(self, s):
         if self.capture_state is None:
             return {'replay': ReplayState.capture(s.episode, [list(j) for j in s.history]), 'last': s.last}
-        return {'episode': s.episode, 'env': self.capture_state(s.env), 'last': s.last,
-                'steps': len(s.history)}
+        return {'episode': s.episode, 'env': self.capture_state(s.env), 'last': s.last, 'steps': len(s.history)}
 
     def restore(self, data, ctx):
         s = self._fresh(ctx)
@@ -194,10 +203,12 @@ class ParallelEnvAdapter(EnvironmentModel):
 def _rng_from_capture(data: Any) -> np.random.Generator:
     """The policy rng from its capture: rng_state's plain data, or (checkpoints written before the SDK
     had rng_state) the same dict with its integers as decimal strings."""
+
     def dec(v):
         if isinstance(v, dict):
             return {k: dec(x) for k, x in v.items()}
         return int(v) if isinstance(v, str) and v.lstrip('-').isdigit() else v
+
     return restore_rng(dec(data), 'state.rng')
 
 

@@ -6,8 +6,8 @@ from bisect import insort
 
 from ..canonical_json import js_stringify, utf16_key
 from ..params import forage_params
-from ..sdk import EnvironmentModel, Xorshift32, rng_seed
 from ..scalars import is_int
+from ..sdk import EnvironmentModel, Xorshift32, rng_seed
 from .moves import MOVE_DX, MOVE_DY, MOVES
 
 
@@ -89,7 +89,7 @@ class Forage(EnvironmentModel):
                 s.has_food[c] = 0
                 s.food.remove(c)
                 a['score'] += 1
-                event_id = f"eat-{ctx.step}-{a['agentId']}"
+                event_id = f'eat-{ctx.step}-{a["agentId"]}'
                 rewards.append({'agentId': a['agentId'], 'eventId': event_id, 'ruleId': 'eat', 'value': 1})
                 event_ids.append(event_id)
                 place(s, c)
@@ -99,11 +99,18 @@ class Forage(EnvironmentModel):
         return {a['agentId']: observe_agent(s, a) for a in s.agents}
 
     def digest(self, s):
-        return {'agents': [[a['agentId'], a['x'], a['y'], a['score']] for a in s.agents], 'food': list(s.food), 'rng': s.rng.state}
+        return {
+            'agents': [[a['agentId'], a['x'], a['y'], a['score']] for a in s.agents],
+            'food': list(s.food),
+            'rng': s.rng.state,
+        }
 
     def capture(self, s):
         return {
-            'agents': [{'agentId': a['agentId'], 'portId': a['portId'], 'score': a['score'], 'x': a['x'], 'y': a['y']} for a in s.agents],
+            'agents': [
+                {'agentId': a['agentId'], 'portId': a['portId'], 'score': a['score'], 'x': a['x'], 'y': a['y']}
+                for a in s.agents
+            ],
             'food': list(s.food),
             'height': s.height,
             'rng': s.rng.state,
@@ -114,11 +121,26 @@ class Forage(EnvironmentModel):
         p = forage_params(ctx.params)
         if data.get('width') != p['width'] or data.get('height') != p['height']:
             raise ValueError('forage payload: width/height differ from params')
-        if not is_int(data.get('rng')) or not isinstance(data.get('food'), list) or not isinstance(data.get('agents'), list):
+        if (
+            not is_int(data.get('rng'))
+            or not isinstance(data.get('food'), list)
+            or not isinstance(data.get('agents'), list)
+        ):
             raise ValueError('forage payload: rng, food and agents are required')
-        agents = [{'agentId': a.get('agentId'), 'portId': a.get('portId'), 'x': a.get('x'), 'y': a.get('y'), 'score': a.get('score')} for a in data['agents']]
+        agents = [
+            {
+                'agentId': a.get('agentId'),
+                'portId': a.get('portId'),
+                'x': a.get('x'),
+                'y': a.get('y'),
+                'score': a.get('score'),
+            }
+            for a in data['agents']
+        ]
         ports = ctx.ports
-        if len(agents) != len(ports) or any(a['agentId'] != ports[i]['agentId'] or a['portId'] != ports[i]['portId'] for i, a in enumerate(agents)):
+        if len(agents) != len(ports) or any(
+            a['agentId'] != ports[i]['agentId'] or a['portId'] != ports[i]['portId'] for i, a in enumerate(agents)
+        ):
             raise ValueError('forage payload: agents differ from the configured ports')
         cells = p['width'] * p['height']
         has_food = bytearray(cells)

@@ -28,7 +28,9 @@ def run_ticks(s: LifState, ticks: int, drive: np.ndarray, spikes: list[int]) -> 
     n, rng, membrane = s.n, s.rng, s.membrane
     drive_per_neuron = np.resize(drive, n)  # drive[i & 3]
     for _ in range(ticks):
-        kicks = np.fromiter((rng.next_uint() % n for _ in range(LIF_KICKS_PER_TICK)), dtype=np.int64, count=LIF_KICKS_PER_TICK)
+        kicks = np.fromiter(
+            (rng.next_uint() % n for _ in range(LIF_KICKS_PER_TICK)), dtype=np.int64, count=LIF_KICKS_PER_TICK
+        )
         np.add.at(membrane, kicks, 0.42)
         m = membrane * 0.9
         m += s.baseline64
@@ -59,7 +61,12 @@ class Lif(AgentModel):
         food = food_offset(ctx.observation)
         if food is not None:
             dx, dy = food
-            drive[:] = [0.05 if dy < 0 else 0.0, 0.05 if dx > 0 else 0.0, 0.05 if dy > 0 else 0.0, 0.05 if dx < 0 else 0.0]
+            drive[:] = [
+                0.05 if dy < 0 else 0.0,
+                0.05 if dx > 0 else 0.0,
+                0.05 if dy > 0 else 0.0,
+                0.05 if dx < 0 else 0.0,
+            ]
         spikes = [0, 0, 0, 0]
         run_ticks(state, ctx.ticks, drive, spikes)
         best = 0
@@ -84,7 +91,7 @@ class Lif(AgentModel):
     def restore(self, data, ctx):
         n = lif_params(ctx.params)['neurons']
         if data.get('neurons') != n:
-            raise ValueError(f"lif payload: neurons {data.get('neurons')} differs from params.neurons {n}")
+            raise ValueError(f'lif payload: neurons {data.get("neurons")} differs from params.neurons {n}')
         membrane, baseline = data.get('membrane'), data.get('baseline')
         if not isinstance(membrane, bytes) or len(membrane) != n * 8:
             raise ValueError('lif payload: membrane must be n * 8 bytes')
@@ -93,8 +100,13 @@ class Lif(AgentModel):
         total, rng_state = data.get('rewardTotal'), data.get('rng')
         if not isinstance(total, (int, float)) or isinstance(total, bool) or not isinstance(rng_state, (int, float)):
             raise ValueError('lif payload: rewardTotal and rng must be numbers')
-        return LifState(n, Xorshift32(int(rng_state)), np.frombuffer(membrane, dtype='<f8').astype(np.float64),
-                        np.frombuffer(baseline, dtype='<f4').astype(np.float32), total)
+        return LifState(
+            n,
+            Xorshift32(int(rng_state)),
+            np.frombuffer(membrane, dtype='<f8').astype(np.float64),
+            np.frombuffer(baseline, dtype='<f4').astype(np.float32),
+            total,
+        )
 
 
 lif = Lif()

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from ..params import walker_params
-from ..sdk import AgentModel, Xorshift32, rng_seed
 from ..scalars import is_int
+from ..sdk import AgentModel, Xorshift32, rng_seed
 from .moves import DIRECTIONS, food_offset
 
 
