@@ -1,7 +1,7 @@
 // The public API is a deliberate, documented surface: `npm run docs` (TypeDoc over `detsim` =
 // coordinator/index.ts and `detsim/sdk` = workers/sdk.ts, typedoc.json) succeeds with warnings as
 // errors, refuses an exported signature that names an unexported type, and every export (function,
-// class, constant, type) of the two entry points carries a TSDoc comment, and the README's
+// class, constant, type) of the two entry points carries a TSDoc comment, and the user guide's
 // Library section names only what `detsim` exports. NOT a check of the rendered HTML (docs/api/
 // is generated and not committed).
 import { spawnSync } from 'node:child_process';
@@ -38,10 +38,12 @@ function undocumentedValues(program: ts.Program, entry: string): string[] {
   return missing;
 }
 
-/** Names the README's Library section imports from 'detsim' or lists in its table (backquoted identifiers). */
+/** Names the user guide's Library section imports from 'detsim' or lists in its table (backquoted identifiers). */
 function readmeLibraryNames(): string[] {
-  const readme = readFileSync(join(REPO_ROOT, 'README.md'), 'utf8');
-  const section = readme.slice(readme.indexOf('## Library\n'), readme.indexOf('## Layout\n'));
+  const guide = readFileSync(join(REPO_ROOT, 'docs', 'guide.md'), 'utf8');
+  const start = guide.indexOf('## Library\n');
+  const next = guide.indexOf('\n## ', start + 1);
+  const section = guide.slice(start, next === -1 ? undefined : next);
   const imported = [...section.matchAll(/import \{([^}]*)\} from 'detsim'/g)].flatMap((m) => (m[1] ?? '').split(','));
   const isBodyRow = (l: string) => l.startsWith('| ') && !l.startsWith('| group') && !l.startsWith('| ---');
   const namesIn = (cell: string) => [...cell.matchAll(/`([A-Za-z_][A-Za-z0-9_]*)`/g)].map((m) => m[1] ?? '');

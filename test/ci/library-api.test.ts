@@ -1,4 +1,4 @@
-// The README's Library example works through the public entry point alone: a script that imports
+// The user guide's Library example (docs/guide.md) works through the public entry point alone: a script that imports
 // only from `detsim` (coordinator/index.ts) loads a config, runs it with checkpoints, writes the
 // receipt, resumes from the store's high-water mark, and reads the receipt back with the same
 // ReproHash. Real worker processes, few steps. NOT a test of the run loop itself (test/coordinator/).

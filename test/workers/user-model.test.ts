@@ -1,4 +1,4 @@
-// A user model named by path (the README's SDK example, given to the worker with --model) runs in
+// A user model named by path (the user guide's SDK example, docs/guide.md; given to the worker with --model) runs in
 // a real worker process: its own modelVersion is reported, its decisions are exactly the draws of
 // its Xorshift32 (computed here independently of the worker), its capture holds its RNG state, and
 // a fresh worker restores it and continues the same sequence. An unknown model name is refused at
