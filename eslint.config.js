@@ -24,6 +24,49 @@ const layering = {
       from: ['./workers', './test', './bench'],
       message: 'coordinator/ imports core/, never workers/ (only the CLI, the composition root, may).',
     },
+    // The order inside coordinator/ (bottom first): store/ (the checkpoint store) and trace/ (the
+    // trace on disk) know nothing of runs; launch/ starts workers; session/ steps them; checkpoint/
+    // captures and restores a session; receipt/ and slurm/ sit above; cli/ is the root.
+    {
+      target: './coordinator/store',
+      from: [
+        './coordinator/launch',
+        './coordinator/session',
+        './coordinator/trace',
+        './coordinator/checkpoint',
+        './coordinator/receipt',
+        './coordinator/slurm',
+        './coordinator/cli',
+      ],
+      message: 'coordinator/store/ is the bottom: it knows nothing of workers, sessions, traces or checkpoints.',
+    },
+    {
+      target: './coordinator/trace',
+      from: [
+        './coordinator/launch',
+        './coordinator/session',
+        './coordinator/store',
+        './coordinator/checkpoint',
+        './coordinator/slurm',
+        './coordinator/cli',
+      ],
+      message: 'coordinator/trace/ is the trace on disk: it knows nothing of workers, sessions or checkpoints.',
+    },
+    {
+      target: './coordinator/launch',
+      from: ['./coordinator/trace', './coordinator/checkpoint', './coordinator/receipt', './coordinator/cli'],
+      message: 'coordinator/launch/ starts workers: it knows nothing of traces, checkpoints or receipts.',
+    },
+    {
+      target: './coordinator/session',
+      from: ['./coordinator/checkpoint', './coordinator/cli'],
+      message: 'coordinator/session/ steps a session; checkpoints plug in from above (RunExtension).',
+    },
+    {
+      target: './coordinator/checkpoint',
+      from: ['./coordinator/receipt', './coordinator/cli'],
+      message: 'coordinator/checkpoint/ never imports receipt/ or the CLI.',
+    },
   ],
 };
 

@@ -24,8 +24,8 @@ import { openCheckpointing, storeDirOf } from '../coordinator/checkpoint/checkpo
 import { CheckpointGroup } from '../coordinator/checkpoint/group.js';
 import { restoreGroup } from '../coordinator/checkpoint/restore.js';
 import { parseConfigText, resolveConfig } from '../coordinator/config.js';
-import { launchFleet } from '../coordinator/launcher.js';
-import { Lockstep } from '../coordinator/lockstep.js';
+import { launchFleet } from '../coordinator/launch/launcher.js';
+import { Lockstep } from '../coordinator/session/lockstep.js';
 import { MAX_BALLAST_BYTES } from './models/ballast.js';
 
 /** "5GiB", "2.5GiB", "64MiB", "4096" → bytes. */

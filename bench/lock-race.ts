@@ -21,7 +21,7 @@ import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { isDetsimError } from '../core/formats/errors.js';
-import { acquireRunLock, RUN_LOCK_FILE } from '../coordinator/run-lock.js';
+import { acquireRunLock, RUN_LOCK_FILE } from '../coordinator/session/run-lock.js';
 import { flagValue, reportLoop, startedAsScript } from './lib/loop-report.js';
 
 const SELF = fileURLToPath(import.meta.url);

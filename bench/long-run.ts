@@ -14,8 +14,8 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { CheckpointRun } from '../coordinator/checkpoint/run-checkpoints.js';
 import { writeReceipt } from '../coordinator/receipt/receipt.js';
-import { runSession } from '../coordinator/run.js';
-import { readTraceIndex, traceBytesOnDisk } from '../coordinator/trace-store.js';
+import { runSession } from '../coordinator/session/run.js';
+import { readTraceIndex, traceBytesOnDisk } from '../coordinator/trace/trace-store.js';
 
 const ROOT = join(fileURLToPath(import.meta.url), '..', '..');
 const DEFAULT_CONFIG = join(ROOT, 'examples', 'forage-walkers.yaml');

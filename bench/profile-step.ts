@@ -16,7 +16,7 @@
 //
 // --profile DIR (after `npm run build`) re-runs this script once as a child on dist/ under
 // `node --cpu-prof` (profiles in DIR/coordinator) with DETSIM_WORKER_NODE_ARGS set so every TypeScript worker writes its own
-// profile to DIR/workers (coordinator/launcher.ts passes those flags on), then summarizes both.
+// profile to DIR/workers (coordinator/launch/launcher.ts passes those flags on), then summarizes both.
 // The machine is shared: run each measurement 2-3 times and read the median.
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -25,15 +25,15 @@ import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { pino } from 'pino';
 import { resolveConfig, type RunPlan } from '../coordinator/config.js';
-import type { Fleet } from '../coordinator/launcher.js';
-import * as lockstepSource from '../coordinator/lockstep.js';
-import * as runDirSource from '../coordinator/run-dir.js';
-import * as traceSource from '../coordinator/trace.js';
+import type { Fleet } from '../coordinator/launch/launcher.js';
+import * as lockstepSource from '../coordinator/session/lockstep.js';
+import * as runDirSource from '../coordinator/session/run-dir.js';
+import * as traceSource from '../coordinator/trace/trace.js';
 import type { Scope } from '../core/formats/scalars.js';
 import * as protocolSource from '../core/protocol/index.js';
 import type { Params } from '../core/protocol/index.js';
 import * as runtimeSource from '../workers/runtime.js';
-import { runSession as runFromSource } from '../coordinator/run.js';
+import { runSession as runFromSource } from '../coordinator/session/run.js';
 import { readRunTraces } from './suites/lockstep-read.js';
 
 interface Config {
@@ -112,9 +112,9 @@ function planFor(c: Config, steps: number): RunPlan {
  */
 async function measureInline(plan: RunPlan, c: Config, args: Args): Promise<Measured> {
   const { Lockstep, TraceWriter, BehaviourDigest, canonicalBehaviour, traceLine } = {
-    ...(await load('coordinator/lockstep.js', lockstepSource, args)),
-    ...(await load('coordinator/run-dir.js', runDirSource, args)),
-    ...(await load('coordinator/trace.js', traceSource, args)),
+    ...(await load('coordinator/session/lockstep.js', lockstepSource, args)),
+    ...(await load('coordinator/session/run-dir.js', runDirSource, args)),
+    ...(await load('coordinator/trace/trace.js', traceSource, args)),
   };
   const { decodeBody, encodeBody, readReply } = await load('core/protocol/index.js', protocolSource, args);
   const { WorkerRuntime } = await load('workers/runtime.js', runtimeSource, args);
@@ -201,7 +201,7 @@ function procCpuSeconds(pid: number): number {
  */
 async function measure(c: Config, args: Args): Promise<Measured> {
   const { steps, warmup } = args;
-  const { runSession } = await load('coordinator/run.js', { runSession: runFromSource }, args);
+  const { runSession } = await load('coordinator/session/run.js', { runSession: runFromSource }, args);
   const plan = planFor(c, steps);
   if (args.inline) return measureInline(plan, c, args);
   const out = mkdtempSync(join(tmpdir(), 'profile-step-'));

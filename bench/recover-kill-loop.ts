@@ -13,9 +13,9 @@ import { fileURLToPath } from 'node:url';
 import { loadConfig, type RunPlan, type Transport } from '../coordinator/config.js';
 import { recoveryWith } from '../coordinator/checkpoint/recovery.js';
 import { CheckpointRun } from '../coordinator/checkpoint/run-checkpoints.js';
-import type { Fleet } from '../coordinator/launcher.js';
-import type { RunPhase } from '../coordinator/run-failure.js';
-import { runSession, type RunOptions, type RunResult } from '../coordinator/run.js';
+import type { Fleet } from '../coordinator/launch/launcher.js';
+import type { RunPhase } from '../coordinator/session/run-failure.js';
+import { runSession, type RunOptions, type RunResult } from '../coordinator/session/run.js';
 import { Xorshift32 } from '../core/formats/xorshift.js';
 import { flagValue, reportLoop, startedAsScript } from './lib/loop-report.js';
 

@@ -18,8 +18,8 @@ import {
   describeDifference,
   EpochRebase,
   type TraceBehaviour,
-} from '../coordinator/trace.js';
-import { readTraceSync } from '../coordinator/trace-store.js';
+} from '../coordinator/trace/trace.js';
+import { readTraceSync } from '../coordinator/trace/trace-store.js';
 import { flagValue, reportLoop, startedAsScript } from './lib/loop-report.js';
 
 const ROOT = join(fileURLToPath(import.meta.url), '..', '..');

@@ -240,13 +240,13 @@ export interface RunPlan {
   rendezvous?: RendezvousPlacement;
   /**
    * Mutual TLS + bearer token for the workers (`workers.tls.dir` or `detsim run --tls-dir`, absolute):
-   * physical like the transport, never in run.json, a hash or a trace (coordinator/tls.ts).
+   * physical like the transport, never in run.json, a hash or a trace (coordinator/launch/tls.ts).
    */
   tls?: { dir: string };
   /**
    * TLS with a per-run set the coordinator makes into the run directory before any worker starts
    * (`workers.tls: {}`, or launcher: slurm with placement rendezvous and no workers.tls): it becomes
-   * `tls` once made (coordinator/launch-facts.ts). Physical, like `tls`.
+   * `tls` once made (coordinator/launch/launch-facts.ts). Physical, like `tls`.
    */
   perRunTls?: true;
   /** `recovery.maxRestarts` when the config sets it (a run-time policy, never in run.json). */

@@ -49,12 +49,12 @@ export type { ReasonCode, Layer, Action, Decision } from '../core/formats/reason
 export { loadConfig, resolveConfig, WORKER_RUNTIMES } from './config.js';
 export type { LauncherPlan, RunPlan, PlannedAgent, PlannedWorker, Transport, WorkerRuntimeName } from './config.js';
 export type { RendezvousPlacement } from './config.js';
-export type { ExistingWorker } from './launcher.js';
-export { runSession } from './run.js';
-export type { RunOptions, RunResult, RunProgress, RunExtension, RunExtensionContext } from './run.js';
-export type { SessionOptions, SessionResult } from './session.js';
-export type { Dispatch } from './lockstep.js';
-export type { TransitionTrace, TraceBehaviour, TraceOperational, TraceAgent, TraceReward } from './trace.js';
+export type { ExistingWorker } from './launch/launcher.js';
+export { runSession } from './session/run.js';
+export type { RunOptions, RunResult, RunProgress, RunExtension, RunExtensionContext } from './session/run.js';
+export type { SessionOptions, SessionResult } from './session/session.js';
+export type { Dispatch } from './session/lockstep.js';
+export type { TransitionTrace, TraceBehaviour, TraceOperational, TraceAgent, TraceReward } from './trace/trace.js';
 // The trace on disk (trace.jsonl or trace/ segments): THE reader, the segmented writer, the receipt binding.
 export {
   readTrace,
@@ -67,7 +67,7 @@ export {
   SegmentedTraceWriter,
   DEFAULT_SEGMENT_STEPS,
   TRACE_FORMATS,
-} from './trace-store.js';
+} from './trace/trace-store.js';
 export type {
   TraceSink,
   TraceBinding,
@@ -75,17 +75,17 @@ export type {
   ReproEntry,
   ReadTraceOptions,
   TraceFormat,
-} from './trace-store.js';
-export type { TraceHashState } from './trace-seal-thread.js';
-export type { Sha256State } from './sha256-state.js';
-export { RunFailure, isRunFailure } from './run-failure.js';
-export type { RunFailureKind, RunPhase, RunFailureContext } from './run-failure.js';
+} from './trace/trace-store.js';
+export type { TraceHashState } from './trace/trace-seal-thread.js';
+export type { Sha256State } from './trace/sha256-state.js';
+export { RunFailure, isRunFailure } from './session/run-failure.js';
+export type { RunFailureKind, RunPhase, RunFailureContext } from './session/run-failure.js';
 export { CheckpointRun } from './checkpoint/run-checkpoints.js';
 export type { CheckpointRunOptions, CheckpointRunReport } from './checkpoint/run-checkpoints.js';
 export { resumeRun } from './checkpoint/resume.js';
 export { recoveryWith, RECOVERABLE_KINDS } from './checkpoint/recovery.js';
 export type { RecoveryOptions, RecoveryFactory, RecoveryRecord } from './checkpoint/recovery.js';
-export type { SessionRecovery, RecoveryTarget, Recovered, LiveSession } from './session.js';
+export type { SessionRecovery, RecoveryTarget, Recovered, LiveSession } from './session/session.js';
 export type { ResumeOptions, ResumeResult, ResumeProgress } from './checkpoint/resume.js';
 
 // DIFF=0: receipts and their ReproHash, diagnosis, replay, verify.

@@ -6,7 +6,7 @@
 import { execFileSync } from 'node:child_process';
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { opensslConfig } from '../coordinator/certs.js';
+import { opensslConfig } from '../coordinator/launch/certs.js';
 import { TLS_FILES } from '../core/formats/tls-dir.js';
 
 const START = '20200101000000Z';

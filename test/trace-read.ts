@@ -16,8 +16,8 @@ import {
   TRACE_INDEX,
   TRACE_JSONL,
   traceFormatOf,
-} from '../coordinator/trace-store.js';
-import type { TransitionTrace } from '../coordinator/trace.js';
+} from '../coordinator/trace/trace-store.js';
+import type { TransitionTrace } from '../coordinator/trace/trace.js';
 
 /** The trace's steps in order, parsed (either format). */
 export function traceOf(runDir: string): TransitionTrace[] {

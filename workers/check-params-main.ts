@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // Plan-time param check of TypeScript/JavaScript model modules, in a child process the coordinator
-// starts before any run directory is made (it never imports user code itself; coordinator/module-probe.ts):
+// starts before any run directory is made (it never imports user code itself; coordinator/launch/module-probe.ts):
 // argv[2] = JSON [{kind, path, params, field}]; for each, the module is loaded as a worker loads it and
 // its params go through the same resolveModelParams (resolveParams, or acceptedParams). Prints one JSON
 // line, the refusals [{field, param, message, unknown}] (a module that fails to load: param "model").

@@ -3,7 +3,7 @@
 // like any stream; an attachment before Hello ends the thread, as it ends a gRPC stream.
 // Options arrive as workerData, checked as the process checks its flags (a refusal: exit 2); once
 // it listens the thread posts THREAD_READY, its ready line. Not the coordinator's
-// side of the thread (coordinator/thread-worker.ts).
+// side of the thread (coordinator/launch/thread-worker.ts).
 import { parentPort, workerData } from 'node:worker_threads';
 import { DetsimError } from '../core/formats/errors.js';
 import {

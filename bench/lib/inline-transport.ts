@@ -4,8 +4,8 @@
 // same envelopes, checks and hashing as every transport: what is left is detsim's own work.
 // Bench only: no isolation (a model that spins hangs the coordinator), never a run option.
 import type { PlannedWorker } from '../../coordinator/config.js';
-import type { StartContext, StartingWorker } from '../../coordinator/launcher.js';
-import type { WorkerInstance } from '../../coordinator/worker-instance.js';
+import type { StartContext, StartingWorker } from '../../coordinator/launch/launcher.js';
+import type { WorkerInstance } from '../../coordinator/launch/worker-instance.js';
 import { WorkerClient, type Link, type LinkReceiver, type ProcessExitInfo } from '../../core/protocol/index.js';
 import { RequestQueue } from '../../workers/request-queue.js';
 import { WorkerRuntime, type StreamState } from '../../workers/runtime.js';

@@ -2,7 +2,7 @@
 // options each transport needs, or why this build cannot run it. Shared by the lockstep and peers
 // suites so that a transport is wired once. NOT a transport and never a measurement.
 import { resolveConfig } from '../../coordinator/config.js';
-import type { RunOptions } from '../../coordinator/run.js';
+import type { RunOptions } from '../../coordinator/session/run.js';
 import { startInline } from './inline-transport.js';
 
 /**

@@ -6,9 +6,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { resolveConfig } from '../../coordinator/config.js';
-import { runSession } from '../../coordinator/run.js';
-import { parseTraceLines } from '../../coordinator/trace.js';
-import { readTraceLinesSync } from '../../coordinator/trace-store.js';
+import { runSession } from '../../coordinator/session/run.js';
+import { parseTraceLines } from '../../coordinator/trace/trace.js';
+import { readTraceLinesSync } from '../../coordinator/trace/trace-store.js';
 import { transportPlan, type BenchTransport, type TransportSetup } from '../lib/transports.js';
 
 export interface LockstepCase {

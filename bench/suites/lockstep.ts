@@ -8,7 +8,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { resolveConfig } from '../../coordinator/config.js';
-import { runSession } from '../../coordinator/run.js';
+import { runSession } from '../../coordinator/session/run.js';
 import { cpuBetween, cpuSnapshot, otherProcesses, type CpuSnapshot, type CpuSpent } from '../lib/cpu.js';
 import { percentile } from '../lib/measure.js';
 import type { BenchSuite, Figure } from '../lib/suite.js';

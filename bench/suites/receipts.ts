@@ -6,7 +6,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { canonicalize } from '../../core/formats/canonical-json.js';
 import { buildReceipt, readRunFiles, sealReceipt, writeReceipt } from '../../coordinator/receipt/receipt.js';
-import { runSession } from '../../coordinator/run.js';
+import { runSession } from '../../coordinator/session/run.js';
 import { measure } from '../lib/measure.js';
 import { withLimit, type BenchSuite, type Figure } from '../lib/suite.js';
 import { walkerBenchPlan } from '../lib/walkers.js';

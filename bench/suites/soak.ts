@@ -4,7 +4,7 @@
 // Reports first-quarter vs last-quarter means and a verdict; the figure, NOT an assertion.
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { runSession } from '../../coordinator/run.js';
+import { runSession } from '../../coordinator/session/run.js';
 import { withLimit, type BenchSuite, type Figure } from '../lib/suite.js';
 import { walkerBenchPlan } from '../lib/walkers.js';
 

@@ -14,8 +14,8 @@ import {
   pythonInterpreter,
   pythonWorkerInstallCommand,
   rustWorkerPath,
-} from '../../coordinator/launcher.js';
-import { runSession } from '../../coordinator/run.js';
+} from '../../coordinator/launch/launcher.js';
+import { runSession } from '../../coordinator/session/run.js';
 import type { BenchSuite, Figure } from '../lib/suite.js';
 import { withLimit } from '../lib/suite.js';
 import { readRunTraces } from './lockstep-read.js';

@@ -17,7 +17,7 @@ import {
 import { DetsimError } from '../../core/formats/errors.js';
 import { readDigest, type Digest, type Id, type Scope } from '../../core/formats/scalars.js';
 import { CAPABILITIES, METHODS } from '../../core/protocol/index.js';
-import type { LaunchedWorker } from '../launcher.js';
+import type { LaunchedWorker } from '../launch/launcher.js';
 import { type DeclaredRange, type FileSealOptions } from '../store/file-seal.js';
 import { sealFileOffLoop } from '../store/seal-thread.js';
 import { generationTemp, type WrittenEnvelope } from '../store/store.js';

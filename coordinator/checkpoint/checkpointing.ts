@@ -2,7 +2,7 @@
 // writer queue in front of it and the hash-chained `<runDir>/ledger.jsonl`, with writer events
 // wired into the ledger. NOT capture/restore, and it never decides when to checkpoint.
 import { join } from 'node:path';
-import { lockAlongsideRun } from '../run-lock.js';
+import { lockAlongsideRun } from '../session/run-lock.js';
 import type { DurableFs } from '../store/durable-fs.js';
 import { ledgerEventOfWriter, Ledger } from '../store/ledger.js';
 import { CheckpointStore } from '../store/store.js';

@@ -6,7 +6,7 @@ import { createHash } from 'node:crypto';
 import type { RunPlan } from '../config.js';
 import { canonicalDigest } from '../../core/formats/canonical-json.js';
 import type { Digest, Id } from '../../core/formats/scalars.js';
-import type { Identities } from '../lockstep.js';
+import type { Identities } from '../session/lockstep.js';
 import { CONTRACT_DIGEST } from '../../core/protocol/index.js';
 import { STATE_FORMAT_ID } from '../store/store.js';
 

@@ -6,9 +6,9 @@ import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { RunPlan } from '../config.js';
 import type { Id, Scope } from '../../core/formats/scalars.js';
-import { EXIT_DIAGNOSIS_MS, exitWithin, type Fleet, type LaunchedWorker } from '../launcher.js';
-import type { Lockstep } from '../lockstep.js';
-import { IllegalTransition } from '../illegal-transition.js';
+import { EXIT_DIAGNOSIS_MS, exitWithin, type Fleet, type LaunchedWorker } from '../launch/launcher.js';
+import type { Lockstep } from '../session/lockstep.js';
+import { IllegalTransition } from '../session/illegal-transition.js';
 import {
   describeExit,
   LIFECYCLE_REPLY_LIMIT,
@@ -21,7 +21,7 @@ import {
 } from '../../core/protocol/index.js';
 import type { Ledger } from '../store/ledger.js';
 import type { CheckpointWriter } from '../store/writer.js';
-import { canonicalBehaviour, EpochRebase, type TraceBehaviour, type TransitionTrace } from '../trace.js';
+import { canonicalBehaviour, EpochRebase, type TraceBehaviour, type TransitionTrace } from '../trace/trace.js';
 import type { LiveComposition } from './compatibility.js';
 import type { AgentClock, BehaviourPrefix, CoordinatorState, RestoredCoordinatorState } from './manifest.js';
 import { CheckpointRefusal, type CheckpointStatus, type Participant } from './refusal.js';

@@ -6,7 +6,7 @@
 // slot until it is written, so the last free slot is never given to one.
 // NOT the calls themselves (group.ts) and NOT the worker's cache (workers/op-cache.ts).
 import { LIFECYCLE_REPLY_LIMIT } from '../../core/protocol/index.js';
-import type { LaunchedWorker } from '../launcher.js';
+import type { LaunchedWorker } from '../launch/launcher.js';
 
 interface Cached {
   requestId: string;

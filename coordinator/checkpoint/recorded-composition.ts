@@ -9,7 +9,7 @@
 import { join } from 'node:path';
 import type { EnvelopeManifest } from '../../core/formats/envelope.js';
 import { deriveSeed, SEED_ALGORITHM } from '../../core/formats/seed.js';
-import { RUN_FILES } from '../run-dir.js';
+import { RUN_FILES } from '../session/run-dir.js';
 import { CheckpointRefusal } from './refusal.js';
 import { checkIdentity } from './restore-identity.js';
 import type { RecordedRun } from './run-record.js';

@@ -23,15 +23,15 @@ import { join, resolve } from 'node:path';
 import { parseStrict, type JsonValue } from '../../core/formats/canonical-json.js';
 import { DetsimError } from '../../core/formats/errors.js';
 import type { Id } from '../../core/formats/scalars.js';
-import type { WorkerCommand } from '../launcher.js';
-import { epochId } from '../lockstep.js';
+import type { WorkerCommand } from '../launch/launcher.js';
+import { epochId } from '../session/lockstep.js';
 import type { LauncherKind, PlannedWorker, RunPlan, Transport } from '../config.js';
-import { readLaunchFacts, relaunchPlan } from '../launch-facts.js';
-import { findExistingWorkers } from '../run.js';
+import { readLaunchFacts, relaunchPlan } from '../launch/launch-facts.js';
+import { findExistingWorkers } from '../session/run.js';
 import { checkSlurmLauncher } from '../slurm/srun.js';
-import { checkWorkerTls } from '../tls.js';
-import { RUN_FILES, RunLog, TraceWriter } from '../run-dir.js';
-import { withRunLock } from '../run-lock.js';
+import { checkWorkerTls } from '../launch/tls.js';
+import { RUN_FILES, RunLog, TraceWriter } from '../session/run-dir.js';
+import { withRunLock } from '../session/run-lock.js';
 import {
   runLoop,
   type RunProgress,
@@ -39,10 +39,10 @@ import {
   type SessionRecovery,
   type SessionResult,
   type SessionStart,
-} from '../session.js';
+} from '../session/session.js';
 import { LEDGER_FILE } from '../store/ledger.js';
-import { canonicalBehaviour, EpochRebase, type TraceBehaviour, type TransitionTrace } from '../trace.js';
-import { publishSegmentedCut, SegmentedTraceWriter, stageSegmentedCut, traceFormatOf } from '../trace-store.js';
+import { canonicalBehaviour, EpochRebase, type TraceBehaviour, type TransitionTrace } from '../trace/trace.js';
+import { publishSegmentedCut, SegmentedTraceWriter, stageSegmentedCut, traceFormatOf } from '../trace/trace-store.js';
 import { openCheckpointing, storeDirOf } from './checkpointing.js';
 import { CheckpointGroup, RollingBehaviour } from './group.js';
 import { checkTracePrefix, loadCheckpoint, restoreGroup, type RestoreReport } from './restore.js';

@@ -4,11 +4,11 @@
 // became durable. Failure policy: continue — a refused or failed capture is reported and recorded
 // in the ledger, never reported as durable, and the run carries on. NOT the capture flow itself.
 import type { Id } from '../../core/formats/scalars.js';
-import type { RunExtension, RunExtensionContext, SessionRecovery } from '../run.js';
-import type { RunFailure } from '../run-failure.js';
+import type { RunExtension, RunExtensionContext, SessionRecovery } from '../session/run.js';
+import type { RunFailure } from '../session/run-failure.js';
 import type { DurableFs } from '../store/durable-fs.js';
 import type { SaveOutcome } from '../store/writer.js';
-import type { TransitionTrace } from '../trace.js';
+import type { TransitionTrace } from '../trace/trace.js';
 import { captureGroup, checkpointIdFor } from './capture.js';
 import { openCheckpointing, storeDirOf, STORE_DIR, type Checkpointing } from './checkpointing.js';
 import { CheckpointGroup } from './group.js';

@@ -10,11 +10,11 @@ import { canonicalize, parseStrict } from '../../core/formats/canonical-json.js'
 import { DetsimError, isDetsimError } from '../../core/formats/errors.js';
 import { readId, readObject, type Id } from '../../core/formats/scalars.js';
 import { SEED_ALGORITHM } from '../../core/formats/seed.js';
-import type { Identities } from '../lockstep.js';
+import type { Identities } from '../session/lockstep.js';
 import type { AgentInitializeResultEntry } from '../../core/protocol/index.js';
-import { RUN_FILES } from '../run-dir.js';
-import { locateRecordedModels, searchDirsFor } from '../model-source.js';
-import { readRunJson, RUN_FORMAT, type RunJson } from '../run-json.js';
+import { RUN_FILES } from '../session/run-dir.js';
+import { locateRecordedModels, searchDirsFor } from '../launch/model-source.js';
+import { readRunJson, RUN_FORMAT, type RunJson } from '../session/run-json.js';
 
 export interface RecordedRun {
   plan: RunPlan;

@@ -1,7 +1,7 @@
-// `detsim certs <dir>`: make a per-run TLS set for hand-started or remote workers (coordinator/certs.ts).
+// `detsim certs <dir>`: make a per-run TLS set for hand-started or remote workers (coordinator/launch/certs.ts).
 // Only flag handling and the listing live here. Prints file names, never a key or the token.
 import type { Command } from 'commander';
-import { makeCertSet } from '../certs.js';
+import { makeCertSet } from '../launch/certs.js';
 import { DetsimError } from '../../core/formats/errors.js';
 import { action, writeStdout } from './common.js';
 

@@ -1,7 +1,7 @@
 // Shared CLI plumbing: one readable line and a non-zero exit for refused input, never a stack
 // trace for a user mistake. Exit 1 = a file failed verification; exit 2 = usage or input error.
 import { TRANSPORTS, checkSteps, type Transport } from '../config.js';
-import { DISPATCH_MODES, type Dispatch } from '../lockstep.js';
+import { DISPATCH_MODES, type Dispatch } from '../session/lockstep.js';
 import { DetsimError } from '../../core/formats/errors.js';
 
 /** Ends a command with an exit code and one line on stderr. */

@@ -1,8 +1,8 @@
-// `detsim doctor [--json]`: what each runtime will use and what is missing, with the fix (coordinator/doctor.ts).
+// `detsim doctor [--json]`: what each runtime will use and what is missing, with the fix (coordinator/launch/doctor.ts).
 // Exit 0 when the core (Node, the TypeScript worker) is fine, 1 otherwise. Formatting only.
 import type { Command } from 'commander';
 import { canonicalize } from '../../core/formats/canonical-json.js';
-import { doctor, formatDoctor } from '../doctor.js';
+import { doctor, formatDoctor } from '../launch/doctor.js';
 import { action, writeStdout } from './common.js';
 
 export function registerDoctor(program: Command): void {

@@ -4,8 +4,8 @@
 // (or a file could not be written), 2 yellow.
 import type { Command } from 'commander';
 import { canonicalize } from '../../core/formats/canonical-json.js';
-import { DISPATCH_MODES } from '../lockstep.js';
-import { isRunFailure } from '../run-failure.js';
+import { DISPATCH_MODES } from '../session/lockstep.js';
+import { isRunFailure } from '../session/run-failure.js';
 import { describeDivergence } from '../receipt/diagnosis.js';
 import { type Check, type ReplayReport, replay } from '../receipt/replay.js';
 import {

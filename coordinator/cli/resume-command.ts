@@ -6,7 +6,7 @@ import { LAUNCHERS, type LauncherKind } from '../config.js';
 import { isCheckpointRefusal } from '../checkpoint/refusal.js';
 import { resumeRun, type ResumeProgress } from '../checkpoint/resume.js';
 import { canonicalize } from '../../core/formats/canonical-json.js';
-import { DetsimError } from '../../core/formats/errors.js';
+import { DetsimError, isDetsimError } from '../../core/formats/errors.js';
 import { readId } from '../../core/formats/scalars.js';
 import { MAX_RESTARTS_HELP, checkpointSummaryLines, recoverFromFlag } from './checkpoint-flags.js';
 import {
@@ -109,8 +109,10 @@ export function registerResume(program: Command): void {
             if (r.checkpoints) for (const line of checkpointSummaryLines(r.checkpoints)) writeStdout(line);
           }
         } catch (e) {
-          // A refused checkpoint failed verification: exit 1 with the check named, nothing changed.
-          if (isCheckpointRefusal(e)) throw new ExitError(1, formatError(e));
+          // A refused checkpoint, or a trace that failed its check, failed verification: exit 1 with
+          // the check named, nothing changed.
+          if (isCheckpointRefusal(e) || (isDetsimError(e) && e.reason.startsWith('audit_')))
+            throw new ExitError(1, formatError(e));
           throw runFailureExit(e, 'resume');
         }
       }),

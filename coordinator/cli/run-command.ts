@@ -6,10 +6,10 @@ import type { Command } from 'commander';
 import { resolve } from 'node:path';
 import { LAUNCHERS, loadConfig, type LauncherKind, type RunPlan } from '../config.js';
 import { canonicalize } from '../../core/formats/canonical-json.js';
-import { checkWorkerBinaries } from '../launcher.js';
-import { checkWorkerTls } from '../tls.js';
-import { DISPATCH_MODES } from '../lockstep.js';
-import { runSession, type RunProgress } from '../run.js';
+import { checkWorkerBinaries } from '../launch/launcher.js';
+import { checkWorkerTls } from '../launch/tls.js';
+import { DISPATCH_MODES } from '../session/lockstep.js';
+import { runSession, type RunProgress } from '../session/run.js';
 import { checkSlurmLauncher } from '../slurm/srun.js';
 import {
   TRANSPORT_HELP,

@@ -3,9 +3,9 @@
 // (RunFailure kind io, a WriteFailure, or receipt.json not written on a full disk: ReceiptNotWritten)
 // becomes ONE line `detsim: [reason] …` and exit 1 (for replay and verify too); the receipt's warnings go to stderr.
 // NOT the run itself (the session loop writes receipt.json) and not input refusals (common.ts, exit 2).
-import { isRunFailure } from '../run-failure.js';
+import { isRunFailure } from '../session/run-failure.js';
 import { receiptWarnings } from '../receipt/receipt.js';
-import { ReceiptNotWritten, type SessionResult } from '../session.js';
+import { ReceiptNotWritten, type SessionResult } from '../session/session.js';
 import { isWriteFailure } from '../write-failure.js';
 import { ExitError, formatError } from './common.js';
 

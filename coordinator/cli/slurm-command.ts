@@ -8,12 +8,12 @@ import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Command } from 'commander';
 import { loadConfig, type RunPlan } from '../config.js';
-import { checkWorkerBinaries } from '../launcher.js';
-import { DEFAULT_RUNS_DIR } from '../run.js';
+import { checkWorkerBinaries } from '../launch/launcher.js';
+import { DEFAULT_RUNS_DIR } from '../session/run.js';
 import { batchScript, jobOutputPattern } from '../slurm/batch-script.js';
 import { checkSlurmTransport, requireSlurmCommand } from '../slurm/srun.js';
 import { submitBatchScript } from '../slurm/submit.js';
-import { checkWorkerTls } from '../tls.js';
+import { checkWorkerTls } from '../launch/tls.js';
 import { checkpointRunFromFlags } from './checkpoint-flags.js';
 import { action, readStepsFlag, writeStdout } from './common.js';
 

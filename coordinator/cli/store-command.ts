@@ -4,8 +4,8 @@ import { existsSync, realpathSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { Command } from 'commander';
 import { canonicalize } from '../../core/formats/canonical-json.js';
-import { RUN_FILES } from '../run-dir.js';
-import { withRunLock } from '../run-lock.js';
+import { RUN_FILES } from '../session/run-dir.js';
+import { withRunLock } from '../session/run-lock.js';
 import { CheckpointStore, STORE_MANIFEST_FILE } from '../store/store.js';
 import { action, ExitError, writeStdout } from './common.js';
 

@@ -3,7 +3,7 @@
 // and display only; the checks are coordinator/receipt/verify.ts. Exit 0 green, 1 red
 // (or a file could not be written), 2 yellow.
 import type { Command } from 'commander';
-import { isRunFailure } from '../run-failure.js';
+import { isRunFailure } from '../session/run-failure.js';
 import { readFieldTableFile, verify } from '../receipt/verify.js';
 import { action, ExitError, readStepsFlag, readWhole, writeStdout } from './common.js';
 import { writeFailureExit } from './run-outcome.js';

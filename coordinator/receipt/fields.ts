@@ -81,7 +81,7 @@ const RECEIPT_ROWS: FieldRule[] = [
   O('finalStateDigests[].digest', 'SHA-256 of the state payload bytes'),
 ];
 
-// run.json — the resolved composition (coordinator/run.ts runRecord).
+// run.json — the resolved composition (coordinator/session/run.ts runRecord).
 const RUN_ROWS: FieldRule[] = [
   R('run.format', 'run.json format id'),
   R('run.sessionId', 'session id'),
@@ -172,7 +172,7 @@ const TRACE_ROWS: FieldRule[] = [
   P('steps[].operational.pids', 'worker process ids', { subtree: true }),
 ];
 
-// summary.json (coordinator/run.ts)
+// summary.json (coordinator/session/run.ts)
 const SUMMARY_ROWS: FieldRule[] = [
   R('summary.format', 'summary.json format id'),
   R('summary.sessionId', 'session id'),

@@ -2,7 +2,7 @@
 // another epoch in exactly the epoch-derived fields (scope.epoch, batchId, event ids). Rewriting
 // those onto the run's first epoch (EpochRebase, which refuses anything else) makes a resumed
 // run's ReproCore comparable with an uninterrupted one's. A no-op for a single-epoch run.
-import { EpochRebase, type TraceBehaviour } from '../trace.js';
+import { EpochRebase, type TraceBehaviour } from '../trace/trace.js';
 import type { Receipt } from './receipt.js';
 
 export function rebasedReceipt<R extends Pick<Receipt, 'steps'>>(r: R): R {

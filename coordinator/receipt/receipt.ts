@@ -22,7 +22,7 @@ import {
   ReproFileUnusable,
   traceBindingOf,
   type TraceBinding,
-} from '../trace-store.js';
+} from '../trace/trace-store.js';
 
 /** The receipt's file name inside a run directory. */
 export const RECEIPT_FILE = 'receipt.json';

@@ -5,12 +5,12 @@
 import { canonicalize, type JsonValue } from '../../core/formats/canonical-json.js';
 import { loadConfig, type RunPlan, type Transport } from '../config.js';
 import { planFromRunJson } from '../checkpoint/run-record.js';
-import { searchDirsFor } from '../model-source.js';
-import { checkWorkerBinaries } from '../launcher.js';
+import { searchDirsFor } from '../launch/model-source.js';
+import { checkWorkerBinaries } from '../launch/launcher.js';
 import { DetsimError } from '../../core/formats/errors.js';
 import { type Check, makeCheck } from './check.js';
-import type { Dispatch } from '../lockstep.js';
-import { runSession, type RunOptions } from '../run.js';
+import type { Dispatch } from '../session/lockstep.js';
+import { runSession, type RunOptions } from '../session/run.js';
 import { type CanonicalOptions, type UnknownField, canonicalSplit } from './canonical.js';
 import type { FieldRule } from './fields.js';
 import { type Divergence, describeDivergence, diagnose } from './diagnosis.js';

@@ -4,7 +4,7 @@
 // trace's sealing thread makes them ahead of time into each segment's repro file (trace-store.ts),
 // so sealing a receipt re-walks no step. NOT the hash (streamed.ts) nor the files (trace-store.ts).
 import { canonicalize, type JsonValue } from '../../core/formats/canonical-json.js';
-import { EpochRebase, type TraceBehaviour } from '../trace.js';
+import { EpochRebase, type TraceBehaviour } from '../trace/trace.js';
 import { canonicalSplit, type UnknownField } from './canonical.js';
 
 /** A step's repro text and the unknown fields found in it. */

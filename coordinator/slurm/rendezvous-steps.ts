@@ -24,10 +24,10 @@ import {
   WorkerProcess,
   withStore,
   withTlsDir,
-} from '../launcher.js';
-import { awaitRendezvous } from '../rendezvous.js';
-import { checkRendezvousCertificates } from '../rendezvous-tls.js';
-import { RunFailure } from '../run-failure.js';
+} from '../launch/launcher.js';
+import { awaitRendezvous } from '../launch/rendezvous.js';
+import { checkRendezvousCertificates } from '../launch/rendezvous-tls.js';
+import { RunFailure } from '../session/run-failure.js';
 
 /** Where an srun step listens: every interface, a port the OS picks (its record says where it is). */
 export const STEP_LISTEN = '0.0.0.0:0';

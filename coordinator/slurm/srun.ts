@@ -19,7 +19,7 @@ import {
   workerCommandFor,
   type LaunchOptions,
   type WorkerCommand,
-} from '../launcher.js';
+} from '../launch/launcher.js';
 
 /** The first executable `name` on `path` ($PATH by default), or null. */
 export function findOnPath(name: string, path = process.env.PATH ?? ''): string | null {

@@ -1,6 +1,6 @@
 // The one "is this an existing directory?" check of paths given as input (a rendezvous directory:
 // the coordinator's workers.rendezvous.dir, a worker's --rendezvous), and its refusal. Not creating
-// or locking directories (coordinator/run-dir.ts) and nothing about what goes in them.
+// or locking directories (coordinator/session/run-dir.ts) and nothing about what goes in them.
 import { statSync } from 'node:fs';
 import { DetsimError } from './errors.js';
 

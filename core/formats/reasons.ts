@@ -173,7 +173,7 @@ export const REASONS = {
     summary:
       'a worker listen address is TCP on a non-loopback host (e.g. 0.0.0.0) without TLS and a bearer token: plaintext only on unix sockets and 127.0.0.0/8, ::1, localhost',
   },
-  // Authenticated remote workers (core/protocol/tls.ts, core/formats/tls-dir.ts, coordinator/certs.ts)
+  // Authenticated remote workers (core/protocol/tls.ts, core/formats/tls-dir.ts, coordinator/launch/certs.ts)
   perm_tls_unreadable: {
     layer: 'L4',
     summary: 'a TLS file (CA certificate, certificate, private key, token) is missing, unreadable or malformed',
@@ -306,7 +306,7 @@ export const REASONS = {
     summary:
       'the run trace before the checkpoint boundary is missing or differs from the behaviour the checkpoint recorded',
   },
-  // The trace a receipt (or a segmented trace's index) binds by digest (coordinator/trace-store.ts)
+  // The trace a receipt (or a segmented trace's index) binds by digest (coordinator/trace/trace-store.ts)
   audit_trace_segment_missing: {
     layer: 'L7',
     summary: 'a trace segment that a receipt or the trace index binds is not in the run directory',

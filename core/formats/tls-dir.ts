@@ -1,6 +1,6 @@
 // The layout of a TLS directory made by `detsim certs` (per-run CA certificate, the coordinator's
 // client pair, the workers' server pair, the bearer token) and reading one side's files from it,
-// each missing or unreadable file refused by name. Not generation (coordinator/certs.ts) and not
+// each missing or unreadable file refused by name. Not generation (coordinator/launch/certs.ts) and not
 // credentials or the token check (core/protocol/tls.ts). Never echoes a file's bytes.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';

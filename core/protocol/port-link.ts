@@ -4,7 +4,7 @@
 // canonical JSON, which every encoder here prints as valid UTF-8, so the text is the bytes). An
 // attachment crosses as one copy into a fresh buffer that is then transferred (moved, not cloned):
 // the sender keeps its own bytes, because a worker's idempotency cache may have to replay them.
-// Not the thread's lifecycle (coordinator/thread-worker.ts) and not request tracking (client.ts).
+// Not the thread's lifecycle (coordinator/launch/thread-worker.ts) and not request tracking (client.ts).
 import type { Link, LinkReceiver } from './link.js';
 
 /** One message as it crosses a port. */

@@ -3,7 +3,7 @@
 // address it is reachable at, session, contract digest and TLS certificate fingerprint, as canonical
 // JSON written atomically (temp + fsync + rename + directory fsync). The TypeScript and the Python
 // worker write the same bytes for the same facts. Physical: a record never enters a ReproHash.
-// Not the coordinator's waiting and checking (coordinator/rendezvous.ts).
+// Not the coordinator's waiting and checking (coordinator/launch/rendezvous.ts).
 import { closeSync, fsyncSync, openSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { canonicalize, parseStrict } from '../formats/canonical-json.js';

@@ -53,8 +53,8 @@ describe('detsim run --checkpoint-every / detsim resume (CLI)', () => {
     expect(readFileSync(join(damaged, 'summary.json'), 'utf8')).toBe(summary);
     expect(readdirSync(join(damaged, 'trace')).filter((f) => f.startsWith('abandoned-'))).toEqual([]);
 
-    // A trace whose kept steps differ from the behaviour the checkpoint recorded: refused, untouched.
-    // (Resume continues from the behaviour chain the segmented trace's index saved per segment.)
+    // A trace index whose saved behaviour chains were edited: refused, untouched (the kept entries
+    // no longer hash to the index digest the checkpoint's capture recorded in the ledger).
     const edited = join(out, 'edited');
     cpSync(runDir, edited, { recursive: true });
     const index = join(edited, 'trace', 'index.jsonl');
@@ -63,7 +63,7 @@ describe('detsim run --checkpoint-every / detsim resume (CLI)', () => {
     const mismatch = detsim(['resume', edited, '--checkpoint', 'ckpt-e1-3']);
     expect(mismatch.status).toBe(1);
     expect(mismatch.stderr.trim().split('\n').at(-1)).toMatch(
-      /^detsim: \[audit_trace_prefix_mismatch\] checkpoint refused: the run's trace before boundary 3/,
+      /^detsim: \[audit_trace_segment_tampered\] .*index\.jsonl: its [0-9]+ entries before step 3 differ from those recorded in ledger\.jsonl when ckpt-e1-3 was captured$/,
     );
     expect(traceFingerprint(edited)).toBe(editedTrace);
 

@@ -6,7 +6,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseStrict } from '../../core/formats/canonical-json.js';
-import type { TransitionTrace } from '../../coordinator/trace.js';
+import type { TransitionTrace } from '../../coordinator/trace/trace.js';
 import { traceOf } from '../trace-read.js';
 import { CLI_MAIN } from '../cli-refusal.js';
 

@@ -12,8 +12,8 @@ import {
   type Checkpointing,
   type CheckpointingOptions,
 } from '../../coordinator/checkpoint/checkpointing.js';
-import { launchFleet, type Fleet, type WorkerCommand } from '../../coordinator/launcher.js';
-import { Lockstep, type Identities } from '../../coordinator/lockstep.js';
+import { launchFleet, type Fleet, type WorkerCommand } from '../../coordinator/launch/launcher.js';
+import { Lockstep, type Identities } from '../../coordinator/session/lockstep.js';
 import { builtWorkersFor } from '../coordinator/helpers.js';
 
 export const logger = pino({ level: 'silent' });

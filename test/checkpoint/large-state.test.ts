@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { captureGroup } from '../../coordinator/checkpoint/capture.js';
 import { restoreGroup } from '../../coordinator/checkpoint/restore.js';
-import { compareBehaviours } from '../../coordinator/trace.js';
+import { compareBehaviours } from '../../coordinator/trace/trace.js';
 import { planOf, startSession } from './harness.js';
 
 export const BIG_NEURONS = 2_800_000;

@@ -15,12 +15,12 @@ import { killAtSteps, runRecoverKillLoop } from '../../bench/recover-kill-loop.j
 import { loadConfig } from '../../coordinator/config.js';
 import { recoveryWith } from '../../coordinator/checkpoint/recovery.js';
 import { CheckpointRun } from '../../coordinator/checkpoint/run-checkpoints.js';
-import type { Fleet } from '../../coordinator/launcher.js';
-import { RunFailure } from '../../coordinator/run-failure.js';
-import { runSession } from '../../coordinator/run.js';
+import type { Fleet } from '../../coordinator/launch/launcher.js';
+import { RunFailure } from '../../coordinator/session/run-failure.js';
+import { runSession } from '../../coordinator/session/run.js';
 import { verifyLedger } from '../../coordinator/store/ledger.js';
 import { checkReceiptBinding, readReceipt } from '../../coordinator/receipt/receipt.js';
-import { readReproTexts, readTraceIndex, traceFormatOf } from '../../coordinator/trace-store.js';
+import { readReproTexts, readTraceIndex, traceFormatOf } from '../../coordinator/trace/trace-store.js';
 import { expectCliRefusal } from '../cli-refusal.js';
 import { FAULT_CONFIG, fault, referenceHash } from './fault-once-harness.js';
 import { traceOf, traceStepsOf } from '../trace-read.js';

@@ -11,7 +11,7 @@ import { describe, expect, it } from 'vitest';
 import { CheckpointRun } from '../../coordinator/checkpoint/run-checkpoints.js';
 import { parseStrict } from '../../core/formats/canonical-json.js';
 import { resumeCheck } from '../../coordinator/receipt/resume-check.js';
-import { runSession } from '../../coordinator/run.js';
+import { runSession } from '../../coordinator/session/run.js';
 import { loadPlan } from '../coordinator/helpers.js';
 import { tmpDir } from './harness.js';
 

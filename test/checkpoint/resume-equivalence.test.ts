@@ -6,7 +6,7 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { canonicalBehaviour, compareBehaviours } from '../../coordinator/trace.js';
+import { canonicalBehaviour, compareBehaviours } from '../../coordinator/trace/trace.js';
 import { committedIds, detsim, runAndKill, summary, traces } from './cli.js';
 import { tmpDir } from './harness.js';
 

@@ -45,7 +45,7 @@ function editIndex(trace: string, edit: (entries: Record<string, any>[]) => Reco
 function refused(dir: string, reason: string, detail: RegExp): void {
   const before = snapshotDir(dir);
   const r = detsim(['resume', dir, '--checkpoint', 'ckpt-e1-4']);
-  expect(r.status, r.stderr).not.toBe(0);
+  expect(r.status, r.stderr).toBe(1);
   expect(r.stderr).not.toMatch(/\n\s+at /);
   const line = r.stderr.trim().split('\n').at(-1)!;
   expect(line).toMatch(new RegExp(`^detsim: \\[${reason}\\] `));

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { CheckpointRun } from '../../coordinator/checkpoint/run-checkpoints.js';
 import { parseStrict } from '../../core/formats/canonical-json.js';
-import { runSession } from '../../coordinator/run.js';
+import { runSession } from '../../coordinator/session/run.js';
 import { DurableFs, errnoError } from '../../coordinator/store/durable-fs.js';
 import { verifyLedger } from '../../coordinator/store/ledger.js';
 import { CheckpointStore } from '../../coordinator/store/store.js';

@@ -1,4 +1,4 @@
-// run.lock (coordinator/run-lock.ts): one writer per run directory. A live holder is refused with
+// run.lock (coordinator/session/run-lock.ts): one writer per run directory. A live holder is refused with
 // perm_run_dir_locked naming it; a holder that is gone (SIGKILL) or a torn lock file is taken over;
 // release never removes another process's lock; `detsim resume` and `detsim store gc` refuse a
 // run directory in use without changing it, and a finished `detsim run` leaves no lock behind.
@@ -10,7 +10,7 @@ import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { runLockRace } from '../../bench/lock-race.js';
-import { acquireRunLock, RUN_LOCK_FILE } from '../../coordinator/run-lock.js';
+import { acquireRunLock, RUN_LOCK_FILE } from '../../coordinator/session/run-lock.js';
 import { refusal as refused } from '../refusal.js';
 import { detsim, detsimAsync } from './cli.js';
 import { tmpDir } from './harness.js';

@@ -4,8 +4,8 @@
 // A real fleet (worker processes over gRPC) under a real initialized lockstep; no step is run.
 // NOT the capture/restore flows (capture.test.ts, restore tests) that drive these transitions.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { IllegalTransition } from '../../coordinator/illegal-transition.js';
-import { Lockstep } from '../../coordinator/lockstep.js';
+import { IllegalTransition } from '../../coordinator/session/illegal-transition.js';
+import { Lockstep } from '../../coordinator/session/lockstep.js';
 import { CheckpointRefusal } from '../../coordinator/checkpoint/refusal.js';
 import { LIF, logger, startSession, type Session } from './harness.js';
 

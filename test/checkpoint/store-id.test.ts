@@ -12,7 +12,7 @@ import { captureGroup } from '../../coordinator/checkpoint/capture.js';
 import { storeDirOf } from '../../coordinator/checkpoint/checkpointing.js';
 import { restoreGroup } from '../../coordinator/checkpoint/restore.js';
 import { STORE_ID_FILE, STORE_ID_PATTERN } from '../../core/protocol/index.js';
-import type { WorkerCommand } from '../../coordinator/launcher.js';
+import type { WorkerCommand } from '../../coordinator/launch/launcher.js';
 import { LIF, startSession, tmpDir, type Session } from './harness.js';
 
 const WRAPPER = fileURLToPath(new URL('./fixtures/store-elsewhere.sh', import.meta.url));

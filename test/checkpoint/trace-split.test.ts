@@ -7,7 +7,7 @@ import { BEHAVIOUR_CHAIN_GENESIS, RollingBehaviour } from '../../coordinator/che
 import { splitTrace } from '../../coordinator/checkpoint/resume.js';
 import { canonicalize } from '../../core/formats/canonical-json.js';
 import { DetsimError } from '../../core/formats/errors.js';
-import { batchIdFor, type TraceBehaviour } from '../../coordinator/trace.js';
+import { batchIdFor, type TraceBehaviour } from '../../coordinator/trace/trace.js';
 
 function behaviour(step: number, epoch = 'e1', move = 'north'): TraceBehaviour {
   return {

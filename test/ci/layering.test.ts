@@ -21,7 +21,7 @@ describe('layering', () => {
     expect(
       await ruleIdsFor(
         'core/formats/probe.ts',
-        "import { RUN_FORMAT } from '../../coordinator/run.js';\nexport const X = RUN_FORMAT;\n",
+        "import { RUN_FORMAT } from '../../coordinator/session/run.js';\nexport const X = RUN_FORMAT;\n",
       ),
     ).toContain('import-x/no-restricted-paths');
     expect(
@@ -42,7 +42,7 @@ describe('layering', () => {
     expect(
       await ruleIdsFor(
         'workers/probe.ts',
-        "import { RUN_FORMAT } from '../coordinator/run.js';\nexport const X = RUN_FORMAT;\n",
+        "import { RUN_FORMAT } from '../coordinator/session/run.js';\nexport const X = RUN_FORMAT;\n",
       ),
     ).toContain('import-x/no-restricted-paths');
     expect(
@@ -51,6 +51,26 @@ describe('layering', () => {
         "import { canonicalize } from '../core/formats/canonical-json.js';\nexport const X = canonicalize;\n",
       ),
     ).toEqual([]);
+  });
+});
+
+describe('the order inside coordinator/', () => {
+  const probe = (from: string, what: string) => `import { ${what} } from '${from}';\nexport const X = ${what};\n`;
+  it('store/ and trace/ import no launch/, session/ or checkpoint/; launch/ no trace/ or checkpoint/', async () => {
+    const session = probe('../session/run-json.js', 'RUN_FORMAT');
+    expect(await ruleIdsFor('coordinator/store/probe.ts', session)).toContain('import-x/no-restricted-paths');
+    expect(await ruleIdsFor('coordinator/trace/probe.ts', session)).toContain('import-x/no-restricted-paths');
+    const trace = probe('../trace/trace-store.js', 'TRACE_DIR');
+    expect(await ruleIdsFor('coordinator/launch/probe.ts', trace)).toContain('import-x/no-restricted-paths');
+    expect(await ruleIdsFor('coordinator/session/probe.ts', trace)).toEqual([]);
+  });
+
+  it('session/ imports no checkpoint/, checkpoint/ no receipt/; from above both are fine', async () => {
+    const checkpoint = probe('../checkpoint/checkpointing.js', 'STORE_DIR');
+    expect(await ruleIdsFor('coordinator/session/probe.ts', checkpoint)).toContain('import-x/no-restricted-paths');
+    expect(await ruleIdsFor('coordinator/receipt/probe.ts', checkpoint)).toEqual([]);
+    const receipt = probe('../receipt/receipt.js', 'writeReceipt');
+    expect(await ruleIdsFor('coordinator/checkpoint/probe.ts', receipt)).toContain('import-x/no-restricted-paths');
   });
 });
 

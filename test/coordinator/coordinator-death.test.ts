@@ -3,7 +3,7 @@
 // could not remove is swept by the next launch, while a live coordinator's directory is untouched.
 import { existsSync, readdirSync, rmSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
-import { runSession } from '../../coordinator/run.js';
+import { runSession } from '../../coordinator/session/run.js';
 import {
   killLeftovers,
   readyWorkers,

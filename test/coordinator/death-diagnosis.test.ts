@@ -6,10 +6,10 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { resolveConfig, type RunPlan, type Transport } from '../../coordinator/config.js';
-import type { Fleet } from '../../coordinator/launcher.js';
-import type { RunPhase } from '../../coordinator/run-failure.js';
-import { RunFailure } from '../../coordinator/run-failure.js';
-import { runSession, type RunOptions } from '../../coordinator/run.js';
+import type { Fleet } from '../../coordinator/launch/launcher.js';
+import type { RunPhase } from '../../coordinator/session/run-failure.js';
+import { RunFailure } from '../../coordinator/session/run-failure.js';
+import { runSession, type RunOptions } from '../../coordinator/session/run.js';
 import { BUILT_WORKER, builtWorkersFor, childPids, tmpOut } from './helpers.js';
 
 function plan(transport: Transport = 'unix'): RunPlan {

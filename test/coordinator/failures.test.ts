@@ -4,9 +4,9 @@
 // worker, agents, step and phase, records the failure, and leaves no process behind.
 import { describe, expect, it } from 'vitest';
 import { resolveConfig, type RunPlan, type Transport } from '../../coordinator/config.js';
-import { whoRanOutOfStartup, type Fleet } from '../../coordinator/launcher.js';
-import { RunFailure } from '../../coordinator/run-failure.js';
-import { runSession, type RunOptions } from '../../coordinator/run.js';
+import { whoRanOutOfStartup, type Fleet } from '../../coordinator/launch/launcher.js';
+import { RunFailure } from '../../coordinator/session/run-failure.js';
+import { runSession, type RunOptions } from '../../coordinator/session/run.js';
 import { childPids, isAlive, readRun, tmpOut } from './helpers.js';
 
 function plan(deadlines: Record<string, number>, transport: Transport = 'unix'): RunPlan {

@@ -6,9 +6,9 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { loadConfig, type PlannedWorker, type RunPlan } from '../../coordinator/config.js';
 import { parseStrict } from '../../core/formats/canonical-json.js';
-import type { TransitionTrace } from '../../coordinator/trace.js';
+import type { TransitionTrace } from '../../coordinator/trace/trace.js';
 import type { Scope } from '../../core/formats/scalars.js';
-import { launchedModelsFor, runsOnThread, type Fleet, type WorkerCommand } from '../../coordinator/launcher.js';
+import { launchedModelsFor, runsOnThread, type Fleet, type WorkerCommand } from '../../coordinator/launch/launcher.js';
 import { traceLinesOf } from '../trace-read.js';
 
 /**

@@ -5,9 +5,9 @@
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { resolveConfig, type RunPlan } from '../../coordinator/config.js';
-import type { Fleet } from '../../coordinator/launcher.js';
-import { Lockstep } from '../../coordinator/lockstep.js';
-import { RunFailure } from '../../coordinator/run-failure.js';
+import type { Fleet } from '../../coordinator/launch/launcher.js';
+import { Lockstep } from '../../coordinator/session/lockstep.js';
+import { RunFailure } from '../../coordinator/session/run-failure.js';
 import type { Scope } from '../../core/formats/scalars.js';
 import { decodeBody, encodeBody, readReply, type Params, type Reply } from '../../core/protocol/index.js';
 import { WorkerRuntime } from '../../workers/runtime.js';

@@ -5,10 +5,10 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { parseConfigText, resolveConfig, type RunPlan } from '../../coordinator/config.js';
 import { canonicalize, sha256Hex } from '../../core/formats/canonical-json.js';
-import type { Fleet } from '../../coordinator/launcher.js';
-import { runSession } from '../../coordinator/run.js';
-import { compareBehaviours, describeDifference } from '../../coordinator/trace.js';
-import { traceFormatOf } from '../../coordinator/trace-store.js';
+import type { Fleet } from '../../coordinator/launch/launcher.js';
+import { runSession } from '../../coordinator/session/run.js';
+import { compareBehaviours, describeDifference } from '../../coordinator/trace/trace.js';
+import { traceFormatOf } from '../../coordinator/trace/trace-store.js';
 import { builtWorkersFor, childPids, loadPlan, readRun, tmpOut } from './helpers.js';
 
 const behaviourLines = (dir: string) => readRun(dir).traces.map((t) => canonicalize(t.behaviour));

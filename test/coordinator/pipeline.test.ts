@@ -7,11 +7,11 @@ import { describe, expect, it } from 'vitest';
 import { CheckpointRun } from '../../coordinator/checkpoint/run-checkpoints.js';
 import { parseConfigText, resolveConfig } from '../../coordinator/config.js';
 import { canonicalize } from '../../core/formats/canonical-json.js';
-import type { Fleet } from '../../coordinator/launcher.js';
+import type { Fleet } from '../../coordinator/launch/launcher.js';
 import { METHODS } from '../../core/protocol/index.js';
-import { RunFailure } from '../../coordinator/run-failure.js';
-import { runSession, type RunOptions } from '../../coordinator/run.js';
-import type { TransitionTrace } from '../../coordinator/trace.js';
+import { RunFailure } from '../../coordinator/session/run-failure.js';
+import { runSession, type RunOptions } from '../../coordinator/session/run.js';
+import type { TransitionTrace } from '../../coordinator/trace/trace.js';
 import { at, childPids, loadPlan, readRun, recordCalls, tmpOut, type CallEvent as Event } from './helpers.js';
 
 const behaviourLines = (dir: string) => readRun(dir).traces.map((t) => canonicalize(t.behaviour));

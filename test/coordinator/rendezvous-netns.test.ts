@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { resolveConfig } from '../../coordinator/config.js';
-import { runSession } from '../../coordinator/run.js';
+import { runSession } from '../../coordinator/session/run.js';
 import { certificateFingerprint, readRendezvousRecord } from '../../core/protocol/index.js';
 import { CLI_MAIN } from '../cli-refusal.js';
 import { REPO_ROOT } from '../workers/harness.js';

@@ -1,4 +1,4 @@
-// run.json's one schema (coordinator/run-json.ts): what a real run writes (runRecord) reads back
+// run.json's one schema (coordinator/session/run-json.ts): what a real run writes (runRecord) reads back
 // through the same schema unchanged, and a record that does not fit is refused naming the field
 // (struct_invalid_field), before any rebuild. Not the plan rebuild itself (run-record-plan.test.ts).
 import { mkdtempSync, readFileSync } from 'node:fs';
@@ -6,8 +6,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { planFromRunJson } from '../../coordinator/checkpoint/run-record.js';
-import { readRunJson } from '../../coordinator/run-json.js';
-import { runSession } from '../../coordinator/run.js';
+import { readRunJson } from '../../coordinator/session/run-json.js';
+import { runSession } from '../../coordinator/session/run.js';
 import { parseStrict } from '../../core/formats/canonical-json.js';
 import { sampleReceipt } from '../receipt/sample.js';
 import { refusal } from '../refusal.js';

@@ -1,4 +1,4 @@
-// The one session loop (coordinator/session.ts) that run and resume share: a library call to
+// The one session loop (coordinator/session/session.ts) that run and resume share: a library call to
 // runSession writes receipt.json as the run's last act (the ReproHash `detsim run` prints for the
 // same config); a resumed run steps through the same loop (pipelining and lockstep hooks reach it,
 // its receipt is written, its ReproHash equals the uninterrupted run's); and one abort wiring stops
@@ -9,8 +9,8 @@ import { describe, expect, it } from 'vitest';
 import { resumeRun } from '../../coordinator/checkpoint/resume.js';
 import { CheckpointRun } from '../../coordinator/checkpoint/run-checkpoints.js';
 import { readReceipt } from '../../coordinator/receipt/receipt.js';
-import { isRunFailure } from '../../coordinator/run-failure.js';
-import { runSession, type RunOptions } from '../../coordinator/run.js';
+import { isRunFailure } from '../../coordinator/session/run-failure.js';
+import { runSession, type RunOptions } from '../../coordinator/session/run.js';
 import { parseStrict } from '../../core/formats/canonical-json.js';
 import { METHODS } from '../../core/protocol/index.js';
 import { detsimCli } from '../cli-refusal.js';

@@ -5,7 +5,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { createSocketDir, sweepStaleSocketDirs } from '../../coordinator/socket-dir.js';
+import { createSocketDir, sweepStaleSocketDirs } from '../../coordinator/launch/socket-dir.js';
 import { tmpOut } from './helpers.js';
 
 const parents: string[] = [];

@@ -7,9 +7,9 @@ import { copyFileSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { resolveConfig, type RunPlan, type Transport } from '../../coordinator/config.js';
-import type { Fleet } from '../../coordinator/launcher.js';
-import { RunFailure } from '../../coordinator/run-failure.js';
-import { runSession } from '../../coordinator/run.js';
+import type { Fleet } from '../../coordinator/launch/launcher.js';
+import { RunFailure } from '../../coordinator/session/run-failure.js';
+import { runSession } from '../../coordinator/session/run.js';
 import { detsimTimed, SOURCE_CLI } from '../checkpoint/cli.js';
 import { childPids, osThreadCount, readRun, tmpOut } from './helpers.js';
 

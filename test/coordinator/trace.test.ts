@@ -13,7 +13,7 @@ import {
   compareBehaviours,
   normalizeBehaviour,
   type TraceBehaviour,
-} from '../../coordinator/trace.js';
+} from '../../coordinator/trace/trace.js';
 
 const D = (c: string) => c.repeat(64);
 
@@ -135,7 +135,7 @@ describe('EpochRebase', () => {
 
 describe('traceLine', () => {
   it('equals canonicalize of the whole trace with the behaviour normalized', async () => {
-    const { canonicalBehaviour, traceLine } = await import('../../coordinator/trace.js');
+    const { canonicalBehaviour, traceLine } = await import('../../coordinator/trace/trace.js');
     const behaviour = step('e1', 3);
     const operational = {
       wallTimeNs: '12',

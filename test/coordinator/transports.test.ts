@@ -10,7 +10,7 @@ import { describe, expect, it } from 'vitest';
 import { TRANSPORTS, type Transport } from '../../coordinator/config.js';
 import { DEFAULT_GOLDEN_DIR, exampleName, readGolden } from '../../coordinator/receipt/goldens.js';
 import { defaultConfigs } from '../../coordinator/receipt/verify.js';
-import { runSession } from '../../coordinator/run.js';
+import { runSession } from '../../coordinator/session/run.js';
 import { committedIds, detsim, detsimTimed, runAndKill } from '../checkpoint/cli.js';
 import { prepareRuntimesFor } from '../cross-lang/example-runtimes.js';
 import { builtWorkersFor, loadPlan, loggedWorkerRuns, osThreadCount, readRun, tmpOut } from './helpers.js';

@@ -6,7 +6,7 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { rustWorkerPath } from '../../coordinator/launcher.js';
+import { rustWorkerPath } from '../../coordinator/launch/launcher.js';
 import { refuseStaleBinary } from './rust-binary.js';
 import { pythonCommand } from './python-worker.js';
 import { cargo } from './rust-cli.js';

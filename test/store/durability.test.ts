@@ -10,7 +10,7 @@
 import { basename, join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { CheckpointRun } from '../../coordinator/checkpoint/run-checkpoints.js';
-import { runSession } from '../../coordinator/run.js';
+import { runSession } from '../../coordinator/session/run.js';
 import { CheckpointStore } from '../../coordinator/store/store.js';
 import { loadPlan, tmpOut } from '../coordinator/helpers.js';
 import { type RealOp, FsRecorder, durabilityViolations } from './fs-recorder.js';

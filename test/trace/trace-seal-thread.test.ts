@@ -1,4 +1,4 @@
-// The trace's sealing thread (coordinator/trace-seal-thread.ts): a segment large enough to be sealed
+// The trace's sealing thread (coordinator/trace/trace-seal-thread.ts): a segment large enough to be sealed
 // on the thread gives exactly what sealing it here gives (gzip bytes, chain, digest state).
 import { describe, expect, it } from 'vitest';
 import {
@@ -6,7 +6,7 @@ import {
   sealSegment,
   sealSegmentOffLoop,
   THREAD_SEAL_MIN_CHARS,
-} from '../../coordinator/trace-seal-thread.js';
+} from '../../coordinator/trace/trace-seal-thread.js';
 
 describe('sealSegmentOffLoop', () => {
   it('a segment over the thread threshold: the same gzip bytes and running hashes as sealing here', async () => {

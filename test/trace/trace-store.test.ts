@@ -1,4 +1,4 @@
-// The trace on disk (coordinator/trace-store.ts): the segmented writer rotates and compresses, the
+// The trace on disk (coordinator/trace/trace-store.ts): the segmented writer rotates and compresses, the
 // one reader reads both formats and checks each segment's digest, a receipt binds its trace by
 // digest (tampered / missing / reordered segments refused with their reason codes), the saved
 // SHA-256 state continues the behaviour digest, and a resume near the end opens only the last
@@ -13,12 +13,12 @@ import { canonicalize, sha256Hex } from '../../core/formats/canonical-json.js';
 import { describe, expect, it } from 'vitest';
 import { BEHAVIOUR_CHAIN_GENESIS, RollingBehaviour } from '../../coordinator/checkpoint/group.js';
 import { readReceipt, writeReceipt } from '../../coordinator/receipt/receipt.js';
-import { runSession } from '../../coordinator/run.js';
+import { runSession } from '../../coordinator/session/run.js';
 import { CheckpointRun } from '../../coordinator/checkpoint/run-checkpoints.js';
 import { resumeRun } from '../../coordinator/checkpoint/resume.js';
-import { Sha256Stream } from '../../coordinator/sha256-state.js';
-import { BehaviourDigest, canonicalBehaviour, type TraceBehaviour } from '../../coordinator/trace.js';
-import { CHAIN_GENESIS } from '../../coordinator/trace-seal-thread.js';
+import { Sha256Stream } from '../../coordinator/trace/sha256-state.js';
+import { BehaviourDigest, canonicalBehaviour, type TraceBehaviour } from '../../coordinator/trace/trace.js';
+import { CHAIN_GENESIS } from '../../coordinator/trace/trace-seal-thread.js';
 import {
   checkTraceBinding,
   indexDigestOf,
@@ -32,7 +32,7 @@ import {
   traceBytesOnDisk,
   traceFormatOf,
   truncateSegmentedTrace,
-} from '../../coordinator/trace-store.js';
+} from '../../coordinator/trace/trace-store.js';
 import { detsim } from '../checkpoint/cli.js';
 import { tmpDir } from '../checkpoint/harness.js';
 import { refusal } from '../refusal.js';

@@ -11,7 +11,7 @@ import { dirname } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { afterAll, describe, expect, it } from 'vitest';
 import { type Frame, channelOptions, workerServiceDefinition } from '../../core/protocol/index.js';
-import { launchFleet } from '../../coordinator/launcher.js';
+import { launchFleet } from '../../coordinator/launch/launcher.js';
 import { logger, planOf } from '../checkpoint/harness.js';
 import { pythonCommand, pythonWorkerSkip } from '../cross-lang/python-worker.js';
 import { RUST_WORKER, ensureRustWorker, rustWorkerSkip } from '../cross-lang/rust-worker.js';

@@ -21,8 +21,8 @@ import {
   checkBearer,
   workerServiceDefinition,
 } from '../../core/protocol/index.js';
-import { makeCertSet } from '../../coordinator/certs.js';
-import { coordinatorCredentials } from '../../coordinator/tls.js';
+import { makeCertSet } from '../../coordinator/launch/certs.js';
+import { coordinatorCredentials } from '../../coordinator/launch/tls.js';
 import { pythonCommand, pythonWorkerSkip } from '../cross-lang/python-worker.js';
 import { RUST_WORKER, ensureRustWorker, rustWorkerSkip } from '../cross-lang/rust-worker.js';
 import { REPO_ROOT, type SpawnedWorker, errorOf, launchWorker, resultOf, stopAll } from './harness.js';

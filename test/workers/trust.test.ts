@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { resolveConfig } from '../../coordinator/config.js';
-import { launchedModelsFor } from '../../coordinator/launcher.js';
+import { launchedModelsFor } from '../../coordinator/launch/launcher.js';
 import { CONTRACT_DIGEST, METHODS, WorkerClient } from '../../core/protocol/index.js';
 import { CLI_MAIN } from '../cli-refusal.js';
 import { REPO_ROOT, SESSION, STEP_60HZ, errorOf, resultOf, scope, spawnWorker, stopAll } from './harness.js';

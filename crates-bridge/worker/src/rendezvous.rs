@@ -3,7 +3,7 @@
 // bytes as the TypeScript and Python workers for the same facts, written atomically (temp + fsync +
 // rename + directory fsync) once the worker listens, and removed on exit while it is still ours.
 // Also the flag checks (checkAdvertise). Physical: a record never enters a ReproHash.
-// Not the coordinator's waiting and checking (coordinator/rendezvous.ts).
+// Not the coordinator's waiting and checking (coordinator/launch/rendezvous.ts).
 use crate::cli::{Address, parse_address};
 use crate::refusal::quoted;
 use detsim_formats::{DetsimError, Reason, Value, canonicalize};

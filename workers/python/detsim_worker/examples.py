@@ -1,4 +1,5 @@
-# Small example models written with the SDK (docs/guide.md and workers/python/README.md), runnable as `python:detsim_worker.examples:Coin`:
+# Small example models written with the SDK (workers/python/README.md), runnable as
+# `python:detsim_worker.examples:Coin`:
 # what a Python model class looks like. Not built-ins: a worker loads them only when launched with them.
 from __future__ import annotations
 

@@ -3,8 +3,8 @@
 // It counts as gone once its link ends (the worker left, or its host or network did) or once the
 // coordinator closes the link (released: the worker itself exits on the coordinator's Shutdown).
 // Not how it is found (rendezvous.ts) nor how it is connected and introduced (launcher.ts).
-import type { PlannedWorker } from './config.js';
-import type { Link, LinkReceiver, ProcessExitInfo } from '../core/protocol/index.js';
+import type { PlannedWorker } from '../config.js';
+import type { Link, LinkReceiver, ProcessExitInfo } from '../../core/protocol/index.js';
 import type { WorkerInstance } from './worker-instance.js';
 
 /** Why a remote worker counts as gone: its exit code is on its own host, not observable here. */

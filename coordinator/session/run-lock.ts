@@ -32,8 +32,8 @@ import {
 } from 'node:fs';
 import { hostname } from 'node:os';
 import { join, resolve } from 'node:path';
-import { DetsimError } from '../core/formats/errors.js';
-import { asWriteFailure, guardWrite } from './write-failure.js';
+import { DetsimError } from '../../core/formats/errors.js';
+import { asWriteFailure, guardWrite } from '../write-failure.js';
 
 export const RUN_LOCK_FILE = 'run.lock';
 

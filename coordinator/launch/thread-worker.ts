@@ -3,19 +3,17 @@
 // thread's lifecycle: its heap limit (resourceLimits), its exit, crash or out-of-memory as a
 // named death, its stderr tail, and terminate() as the kill that works even on a spinning model.
 // Not the worker's code (workers/thread-main.ts) and not request tracking (core/protocol/client.ts).
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { createInterface } from 'node:readline';
 import { inspect } from 'node:util';
 import { Worker } from 'node:worker_threads';
 import type { Logger } from 'pino';
-import type { PlannedWorker } from './config.js';
-import type { Id } from '../core/formats/scalars.js';
-import { PortLink, isThreadReady, type ProcessExitInfo } from '../core/protocol/index.js';
+import type { PlannedWorker } from '../config.js';
+import type { Id } from '../../core/formats/scalars.js';
+import { PortLink, isThreadReady, type ProcessExitInfo } from '../../core/protocol/index.js';
 import { StderrTail, type WorkerInstance } from './worker-instance.js';
-
-const here = dirname(fileURLToPath(import.meta.url));
-const fromSource = import.meta.url.endsWith('.ts');
+import { FROM_SOURCE, PACKAGE_ROOT } from './package-root.js';
 
 /**
  * What the thread runs: compiled, dist/workers/thread-main.js itself. From TS source (tsx, vitest)
@@ -25,8 +23,8 @@ const fromSource = import.meta.url.endsWith('.ts');
  * directory without package.json (CommonJS by Node's rules) would fail to load on a thread only.
  */
 function threadEntry(): { entry: URL | string; evaluated: boolean } {
-  if (fromSource) {
-    const main = pathToFileURL(join(resolve(here, '..'), 'workers', 'thread-main.ts')).href;
+  if (FROM_SOURCE) {
+    const main = pathToFileURL(join(PACKAGE_ROOT, 'workers', 'thread-main.ts')).href;
     const [esm, cjs] = [import.meta.resolve('tsx/esm/api'), import.meta.resolve('tsx/cjs/api')];
     return {
       entry: `Promise.all([import(${JSON.stringify(esm)}), import(${JSON.stringify(cjs)})]).then(([esm, cjs]) => { esm.register(); cjs.register(); return import(${JSON.stringify(main)}); });`,
@@ -34,7 +32,7 @@ function threadEntry(): { entry: URL | string; evaluated: boolean } {
     };
   }
   return {
-    entry: pathToFileURL(join(resolve(here, '..', '..'), 'dist', 'workers', 'thread-main.js')),
+    entry: pathToFileURL(join(PACKAGE_ROOT, 'dist', 'workers', 'thread-main.js')),
     evaluated: false,
   };
 }

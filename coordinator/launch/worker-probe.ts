@@ -7,9 +7,9 @@
 // Not the gRPC credentials (tls.ts) and not what a caller makes of a failure (its refusal).
 import { connect as netConnect, type Socket } from 'node:net';
 import { checkServerIdentity, connect as tlsConnect, type PeerCertificate, type TLSSocket } from 'node:tls';
-import type { ReasonCode } from '../core/formats/reasons.js';
-import type { TlsMaterial } from '../core/formats/tls-dir.js';
-import { parseAddress } from '../core/protocol/index.js';
+import type { ReasonCode } from '../../core/formats/reasons.js';
+import type { TlsMaterial } from '../../core/formats/tls-dir.js';
+import { parseAddress } from '../../core/protocol/index.js';
 
 /** Why a probe failed. */
 export type ProbeFailureKind =

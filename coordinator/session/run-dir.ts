@@ -18,12 +18,12 @@ import {
   statSync,
 } from 'node:fs';
 import { dirname, join, resolve, sep } from 'node:path';
-import { writeAll, writeFileDurable } from './durable-file.js';
-import { asWriteFailure, guardWrite, type WriteFailure } from './write-failure.js';
-import { canonicalize } from '../core/formats/canonical-json.js';
-import { DetsimError } from '../core/formats/errors.js';
-import type { Id } from '../core/formats/scalars.js';
-import type { TransitionTrace } from './trace.js';
+import { writeAll, writeFileDurable } from '../durable-file.js';
+import { asWriteFailure, guardWrite, type WriteFailure } from '../write-failure.js';
+import { canonicalize } from '../../core/formats/canonical-json.js';
+import { DetsimError } from '../../core/formats/errors.js';
+import type { Id } from '../../core/formats/scalars.js';
+import type { TransitionTrace } from '../trace/trace.js';
 
 export const RUN_FILES = {
   run: 'run.json',

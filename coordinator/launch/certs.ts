@@ -6,7 +6,7 @@
 // Not reading the set (core/formats/tls-dir.ts) and not the gRPC credentials (core/protocol/tls.ts).
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { checkRunsParent } from './run-dir.js';
+import { checkRunsParent } from '../session/run-dir.js';
 import { processExists } from './socket-dir.js';
 import {
   chmodSync,
@@ -21,8 +21,8 @@ import {
 } from 'node:fs';
 import { isIP } from 'node:net';
 import { join } from 'node:path';
-import { DetsimError } from '../core/formats/errors.js';
-import { TLS_FILES } from '../core/formats/tls-dir.js';
+import { DetsimError } from '../../core/formats/errors.js';
+import { TLS_FILES } from '../../core/formats/tls-dir.js';
 
 export interface CertsOptions {
   /** Extra worker host names or IP addresses for the server certificate's SANs (repeatable --host). */

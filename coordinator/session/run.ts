@@ -5,22 +5,22 @@
 // process handling (launcher.ts).
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { loadConfig, type RunPlan } from './config.js';
-import type { Id } from '../core/formats/scalars.js';
-import { collisionWarning } from '../core/formats/seed.js';
-import type { Fleet } from './launcher.js';
+import { loadConfig, type RunPlan } from '../config.js';
+import type { Id } from '../../core/formats/scalars.js';
+import { collisionWarning } from '../../core/formats/seed.js';
+import type { Fleet } from '../launch/launcher.js';
 import { epochId, type Dispatch, type Identities } from './lockstep.js';
-import { CONTRACT_DIGEST, PROTOCOL_MAJOR, PROTOCOL_MINOR } from '../core/protocol/index.js';
+import { CONTRACT_DIGEST, PROTOCOL_MAJOR, PROTOCOL_MINOR } from '../../core/protocol/index.js';
 import { allocateRunDir, RUN_FILES, RunLog, TraceWriter, writeJsonDurable } from './run-dir.js';
 import { withRunLock } from './run-lock.js';
 import { WorkerIdentityRefusal, isStartupIdentityFailure, type RunFailure } from './run-failure.js';
 import { RUN_FORMAT, type RunJson } from './run-json.js';
-import { recordedModel } from './model-source.js';
-import { prepareLaunch } from './launch-facts.js';
-import { awaitRendezvous } from './rendezvous.js';
-import { checkRendezvousCertificates } from './rendezvous-tls.js';
+import { recordedModel } from '../launch/model-source.js';
+import { prepareLaunch } from '../launch/launch-facts.js';
+import { awaitRendezvous } from '../launch/rendezvous.js';
+import { checkRendezvousCertificates } from '../launch/rendezvous-tls.js';
 import { abortWiring, runLoop, type SessionOptions, type SessionResult, type SessionStart } from './session.js';
-import { SegmentedTraceWriter, type TraceSink } from './trace-store.js';
+import { SegmentedTraceWriter, type TraceSink } from '../trace/trace-store.js';
 
 export { RUN_FORMAT } from './run-json.js';
 export { closeNoting, failureOf, SUMMARY_FORMAT, writeSummary } from './session.js';

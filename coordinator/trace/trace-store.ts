@@ -25,11 +25,18 @@ import {
 import { open as openAsync } from 'node:fs/promises';
 import { join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
-import { canonicalize, parseExpectedCanonical, parseStrict } from '../core/formats/canonical-json.js';
-import { DetsimError } from '../core/formats/errors.js';
-import { discardStaged, fsyncDir, publishStaged, stageFileDurable, writeAll, type StagedFile } from './durable-file.js';
+import { canonicalize, parseExpectedCanonical, parseStrict } from '../../core/formats/canonical-json.js';
+import { DetsimError } from '../../core/formats/errors.js';
+import {
+  discardStaged,
+  fsyncDir,
+  publishStaged,
+  stageFileDurable,
+  writeAll,
+  type StagedFile,
+} from '../durable-file.js';
 import { canonicalBehaviour, type TransitionTrace } from './trace.js';
-import type { UnknownField } from './receipt/canonical.js';
+import type { UnknownField } from '../receipt/canonical.js';
 import {
   advanceHashes,
   genesisHashes,
@@ -39,7 +46,7 @@ import {
   type SealOutput,
   type TraceHashState,
 } from './trace-seal-thread.js';
-import { asWriteFailure, guardWrite } from './write-failure.js';
+import { asWriteFailure, guardWrite } from '../write-failure.js';
 
 /** The old single-file trace (one canonical line per step). */
 export const TRACE_JSONL = 'trace.jsonl';

@@ -6,8 +6,8 @@
 import type { Readable } from 'node:stream';
 import { createInterface } from 'node:readline';
 import type { Logger } from 'pino';
-import type { PlannedWorker } from './config.js';
-import type { ProcessExitInfo } from '../core/protocol/index.js';
+import type { PlannedWorker } from '../config.js';
+import type { ProcessExitInfo } from '../../core/protocol/index.js';
 
 export interface WorkerInstance {
   readonly plan: PlannedWorker;

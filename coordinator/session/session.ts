@@ -10,17 +10,17 @@
 import { existsSync, rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { pino, type Logger } from 'pino';
-import type { PlannedWorker, RunPlan } from './config.js';
-import { DetsimError } from '../core/formats/errors.js';
-import type { Digest, Id } from '../core/formats/scalars.js';
-import { launchFleet, type Fleet, type LaunchOptions, type WorkerCommand } from './launcher.js';
+import type { PlannedWorker, RunPlan } from '../config.js';
+import { DetsimError } from '../../core/formats/errors.js';
+import type { Digest, Id } from '../../core/formats/scalars.js';
+import { launchFleet, type Fleet, type LaunchOptions, type WorkerCommand } from '../launch/launcher.js';
 import { Lockstep, type Dispatch, type LockstepHooks } from './lockstep.js';
-import { starterForPlan } from './slurm/srun.js';
+import { starterForPlan } from '../slurm/srun.js';
 import { RUN_FILES, writeJsonDurable, type RunLog } from './run-dir.js';
-import type { TraceSink } from './trace-store.js';
-import type { Sha256State } from './sha256-state.js';
+import type { TraceSink } from '../trace/trace-store.js';
+import type { Sha256State } from '../trace/sha256-state.js';
 import { RunFailure, type RunPhase } from './run-failure.js';
-import { isWriteFailure, writeFailureOfErrno, type WriteFailure } from './write-failure.js';
+import { isWriteFailure, writeFailureOfErrno, type WriteFailure } from '../write-failure.js';
 import {
   BehaviourDigest,
   canonicalBehaviour,
@@ -28,8 +28,8 @@ import {
   traceLine,
   type TraceBehaviour,
   type TransitionTrace,
-} from './trace.js';
-import { writeReceipt, type ReceiptResult } from './receipt/receipt.js';
+} from '../trace/trace.js';
+import { writeReceipt, type ReceiptResult } from '../receipt/receipt.js';
 
 export const SUMMARY_FORMAT = 'detsim-summary-v1';
 

@@ -4,9 +4,9 @@
 // fails the epoch: the next step never starts on a half-commit (opt-in pipelining relaxes that to
 // "the next Advance never follows a half-commit", see StepOptions). NOT process handling, NOT files.
 import type { Logger } from 'pino';
-import type { RunPlan } from './config.js';
-import { canonicalDigest, canonicalize, sha256Hex, type JsonValue } from '../core/formats/canonical-json.js';
-import { DetsimError } from '../core/formats/errors.js';
+import type { RunPlan } from '../config.js';
+import { canonicalDigest, canonicalize, sha256Hex, type JsonValue } from '../../core/formats/canonical-json.js';
+import { DetsimError } from '../../core/formats/errors.js';
 import {
   RationalNs,
   isId,
@@ -16,8 +16,8 @@ import {
   type Digest,
   type Id,
   type Scope,
-} from '../core/formats/scalars.js';
-import { diagnoseCallFailure, type Fleet, type LaunchedWorker } from './launcher.js';
+} from '../../core/formats/scalars.js';
+import { diagnoseCallFailure, type Fleet, type LaunchedWorker } from '../launch/launcher.js';
 import {
   METHODS,
   WorkerCallError,
@@ -29,10 +29,10 @@ import {
   type ParamsOf,
   type PreparedDecision,
   type ResultOf,
-} from '../core/protocol/index.js';
+} from '../../core/protocol/index.js';
 import { IllegalTransition } from './illegal-transition.js';
 import { RunFailure, type RunPhase } from './run-failure.js';
-import { batchIdFor, type TraceAgent, type TraceReward, type TransitionTrace } from './trace.js';
+import { batchIdFor, type TraceAgent, type TraceReward, type TransitionTrace } from '../trace/trace.js';
 
 /** The order in which one phase's worker messages are sent. Traces must not depend on it. */
 export type Dispatch = 'sequential' | 'concurrent' | 'reversed';

@@ -6,10 +6,10 @@
 // run directory, its parent, or the current directory; a file there with another digest is refused as
 // "model source changed". NOT model loading (the workers) and NOT the config schema (config.ts).
 import { dirname, resolve } from 'node:path';
-import { DetsimError } from '../core/formats/errors.js';
-import { findModule, moduleIdentity, parseModuleIdentity } from '../core/models/identity.js';
-import { isPythonUserModel } from './config.js';
-import type { RunJson } from './run-json.js';
+import { DetsimError } from '../../core/formats/errors.js';
+import { findModule, moduleIdentity, parseModuleIdentity } from '../../core/models/identity.js';
+import { isPythonUserModel } from '../config.js';
+import type { RunJson } from '../session/run-json.js';
 
 /** How run.json records a planned model: a module's identity (+ physical path), a Python model's spec@digest. */
 export function recordedModel(

@@ -9,13 +9,13 @@ import { isIP } from 'node:net';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type * as grpc from '@grpc/grpc-js';
-import type { RunPlan } from './config.js';
-import { DetsimError } from '../core/formats/errors.js';
-import { TLS_FILES, type TlsMaterial, readTlsMaterial, tlsPathsIn } from '../core/formats/tls-dir.js';
-import { parseAddress } from '../core/protocol/contract.js';
-import { certificateDnsName, coordinatorChannelCredentials, verifyDialledHost } from '../core/protocol/tls.js';
+import type { RunPlan } from '../config.js';
+import { DetsimError } from '../../core/formats/errors.js';
+import { TLS_FILES, type TlsMaterial, readTlsMaterial, tlsPathsIn } from '../../core/formats/tls-dir.js';
+import { parseAddress } from '../../core/protocol/contract.js';
+import { certificateDnsName, coordinatorChannelCredentials, verifyDialledHost } from '../../core/protocol/tls.js';
 
-export { certificateFingerprint } from '../core/protocol/tls.js';
+export { certificateFingerprint } from '../../core/protocol/tls.js';
 
 /** The field a TLS refusal names. */
 export const TLS_FIELD = 'workers.tls.dir';

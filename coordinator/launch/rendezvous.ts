@@ -6,18 +6,18 @@
 // Not the record format (core/protocol/rendezvous.ts) nor the connection (launcher.ts).
 import { closeSync, constants, fstatSync, openSync, readSync, watch, type FSWatcher } from 'node:fs';
 import { join } from 'node:path';
-import type { RendezvousPlacement, RunPlan } from './config.js';
-import { DetsimError } from '../core/formats/errors.js';
-import { requireExistingDirectory } from '../core/formats/existing-dir.js';
-import type { Id } from '../core/formats/scalars.js';
+import type { RendezvousPlacement, RunPlan } from '../config.js';
+import { DetsimError } from '../../core/formats/errors.js';
+import { requireExistingDirectory } from '../../core/formats/existing-dir.js';
+import type { Id } from '../../core/formats/scalars.js';
 import {
   CONTRACT_DIGEST,
   readRendezvousRecord,
   rendezvousFileName,
   type RendezvousRecord,
-} from '../core/protocol/index.js';
+} from '../../core/protocol/index.js';
 import type { ExistingWorker } from './launcher.js';
-import { RunFailure } from './run-failure.js';
+import { RunFailure } from '../session/run-failure.js';
 
 /** How often the directory is read when no watch event comes. */
 export const RENDEZVOUS_POLL_MS = 250;

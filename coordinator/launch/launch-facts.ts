@@ -10,11 +10,11 @@ import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { makeCertSet } from './certs.js';
-import { LAUNCHERS, type LauncherKind, type RunPlan } from './config.js';
-import { parseStrict } from '../core/formats/canonical-json.js';
-import { DetsimError } from '../core/formats/errors.js';
-import { TLS_FILES } from '../core/formats/tls-dir.js';
-import { writeJsonDurable } from './run-dir.js';
+import { LAUNCHERS, type LauncherKind, type RunPlan } from '../config.js';
+import { parseStrict } from '../../core/formats/canonical-json.js';
+import { DetsimError } from '../../core/formats/errors.js';
+import { TLS_FILES } from '../../core/formats/tls-dir.js';
+import { writeJsonDurable } from '../session/run-dir.js';
 import { checkWorkerTls, setExpiresWithin } from './tls.js';
 
 export const LAUNCH_FILE = 'launch.json';

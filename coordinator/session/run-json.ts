@@ -4,8 +4,8 @@
 // refuses a record that does not have it, naming the field. NOT the rebuild of a RunPlan from the
 // record (run-record.ts) and not the checks of what the values mean (config.ts, seeds, layout).
 import { z } from 'zod';
-import { DetsimError } from '../core/formats/errors.js';
-import { DEFAULT_THREAD_HEAP_MB, TRANSPORTS } from './config.js';
+import { DetsimError } from '../../core/formats/errors.js';
+import { DEFAULT_THREAD_HEAP_MB, TRANSPORTS } from '../config.js';
 import { DISPATCH_MODES } from './lockstep.js';
 
 export const RUN_FORMAT = 'detsim-run-v1';

@@ -5,11 +5,11 @@
 // names a certificate. One probe (worker-probe.ts) per record.
 // Not the record format (core/protocol/rendezvous.ts) nor the gRPC credentials (tls.ts).
 import { join } from 'node:path';
-import type { RendezvousPlacement, RunPlan } from './config.js';
-import { DetsimError } from '../core/formats/errors.js';
-import type { Id } from '../core/formats/scalars.js';
-import { rendezvousFileName } from '../core/protocol/index.js';
-import { derFingerprint } from '../core/protocol/tls.js';
+import type { RendezvousPlacement, RunPlan } from '../config.js';
+import { DetsimError } from '../../core/formats/errors.js';
+import type { Id } from '../../core/formats/scalars.js';
+import { rendezvousFileName } from '../../core/protocol/index.js';
+import { derFingerprint } from '../../core/protocol/tls.js';
 import type { ExistingWorker } from './launcher.js';
 import { readCoordinatorTls } from './tls.js';
 import { probeReason, probeWorker } from './worker-probe.js';

@@ -2,10 +2,10 @@
 // identical across runs; hashed) and operational (wall time, request ids, pids; recorded, never
 // hashed). Also the behaviour digest and the EpochRebase comparison. NOT the step loop itself.
 import { createHash, type Hash } from 'node:crypto';
-import { canonicalDigest, canonicalize, parseStrict, type JsonValue } from '../core/formats/canonical-json.js';
-import { DetsimError } from '../core/formats/errors.js';
+import { canonicalDigest, canonicalize, parseStrict, type JsonValue } from '../../core/formats/canonical-json.js';
+import { DetsimError } from '../../core/formats/errors.js';
 import { Sha256Stream, type Sha256State } from './sha256-state.js';
-import type { Digest, Id, RationalNsJson, Scope, U64 } from '../core/formats/scalars.js';
+import type { Digest, Id, RationalNsJson, Scope, U64 } from '../../core/formats/scalars.js';
 
 /** One agent's part of a step's behaviour: ticks, remainder, decision digest, committed step. */
 export interface TraceAgent {

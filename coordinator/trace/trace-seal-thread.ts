@@ -5,10 +5,10 @@
 // none of that CPU work runs on the event loop the step loop shares. Small segments (tests)
 // are sealed on the calling thread. NOT the file writing or the index (trace-store.ts).
 import { createHash } from 'node:crypto';
-import { ModuleThreadRpc, onModuleThread, serveModuleThread } from './module-thread.js';
+import { ModuleThreadRpc, onModuleThread, serveModuleThread } from '../module-thread.js';
 import { gzipSync } from 'node:zlib';
-import type { UnknownField } from './receipt/canonical.js';
-import { stepRepro, UnknownTally } from './receipt/step-repro.js';
+import type { UnknownField } from '../receipt/canonical.js';
+import { stepRepro, UnknownTally } from '../receipt/step-repro.js';
 import { Sha256Stream, type Sha256State } from './sha256-state.js';
 import type { TraceBehaviour } from './trace.js';
 

@@ -6,14 +6,12 @@
 // that no longer matches is refused as "model source changed"). NOT the launch of workers (launcher.ts).
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { DetsimError } from '../core/formats/errors.js';
-import { isPythonUserModel, type RunPlan } from './config.js';
+import { join } from 'node:path';
+import { DetsimError } from '../../core/formats/errors.js';
+import { isPythonUserModel, type RunPlan } from '../config.js';
+import { PACKAGE_ROOT } from './package-root.js';
 
-const here = dirname(fileURLToPath(import.meta.url));
-/** detsim's package root (the checkout, or node_modules/detsim), from source or from dist/. */
-export const PACKAGE_ROOT = import.meta.url.endsWith('.ts') ? resolve(here, '..') : resolve(here, '..', '..');
+export { PACKAGE_ROOT };
 /** The venv `bash scripts/test-python.sh` makes (also found by the tests). */
 export const OWN_VENV_PYTHON = join(PACKAGE_ROOT, 'workers', 'python', '.venv', 'bin', 'python');
 

@@ -7,14 +7,13 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, rmSync, writeFileSync } from 'node:fs';
-import { dirname, isAbsolute, join, resolve } from 'node:path';
+import { isAbsolute, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
-import type { PlannedWorker, RunPlan } from './config.js';
-import { DetsimError } from '../core/formats/errors.js';
-import { readTokenFile } from '../core/formats/tls-dir.js';
-import type { Id } from '../core/formats/scalars.js';
+import type { PlannedWorker, RunPlan } from '../config.js';
+import { DetsimError } from '../../core/formats/errors.js';
+import { readTokenFile } from '../../core/formats/tls-dir.js';
+import type { Id } from '../../core/formats/scalars.js';
 import {
   CONTRACT_DIGEST,
   HelloRefusedError,
@@ -26,16 +25,17 @@ import {
   describeExit,
   type HelloResult,
   type ProcessExitInfo,
-} from '../core/protocol/index.js';
+} from '../../core/protocol/index.js';
 import { dieWithCoordinator } from './parent-death.js';
 import { RemoteWorker } from './remote-worker.js';
-import { RunFailure, type RunPhase } from './run-failure.js';
+import { RunFailure, type RunPhase } from '../session/run-failure.js';
 import { createSocketDir } from './socket-dir.js';
 import { ThreadWorker } from './thread-worker.js';
 import { type CoordinatorTls, checkWorkerTls, tlsChannelTo } from './tls.js';
 import { probeReason, probeWorker } from './worker-probe.js';
 import { StderrTail, type WorkerInstance } from './worker-instance.js';
-import { ensureStoreId } from './store/store-id.js';
+import { ensureStoreId } from '../store/store-id.js';
+import { FROM_SOURCE, PACKAGE_ROOT } from './package-root.js';
 import { checkPythonWorker, pythonInterpreter } from './python-runtime.js';
 import { checkModuleParams } from './module-probe.js';
 
@@ -62,7 +62,7 @@ export interface LaunchOptions {
   /** `--verbose`: Python workers include a model's traceback in its failure (never without it). */
   verbose?: boolean;
   /**
-   * Workers that are already running (started by hand, found by rendezvous: coordinator/rendezvous.ts),
+   * Workers that are already running (started by hand, found by rendezvous: coordinator/launch/rendezvous.ts),
    * by worker id: the launcher connects to them instead of starting them, and never kills them.
    */
   existing?: ReadonlyMap<Id, ExistingWorker>;
@@ -137,24 +137,20 @@ export interface StartingWorker {
   connected: Promise<{ client: WorkerClient; address: string }>;
 }
 
-const here = dirname(fileURLToPath(import.meta.url));
-const fromSource = import.meta.url.endsWith('.ts');
-
 /**
  * The default worker command: `node <pkg>/dist/workers/main.js` from compiled code, or
  * `node --import tsx <pkg>/workers/main.ts` when the coordinator itself runs from TS source.
  */
 export function defaultWorkerCommand(): WorkerCommand {
   const extra = nodeArgsFromEnv();
-  if (fromSource) {
-    const root = resolve(here, '..');
+  if (FROM_SOURCE) {
+    const root = PACKAGE_ROOT;
     return {
       command: process.execPath,
       args: [...extra, '--import', import.meta.resolve('tsx'), join(root, 'workers', 'main.ts')],
     };
   }
-  const root = resolve(here, '..', '..');
-  return { command: process.execPath, args: [...extra, join(root, 'dist', 'workers', 'main.js')] };
+  return { command: process.execPath, args: [...extra, join(PACKAGE_ROOT, 'dist', 'workers', 'main.js')] };
 }
 
 /**
@@ -172,7 +168,7 @@ export const RUST_WORKER_BUILD_COMMAND = 'bash scripts/build-rust-worker.sh';
 export function rustWorkerPath(): string {
   const fromEnv = process.env.DETSIM_RUST_WORKER;
   if (fromEnv) return resolve(fromEnv);
-  const root = fromSource ? resolve(here, '..') : resolve(here, '..', '..');
+  const root = PACKAGE_ROOT;
   return join(root, 'crates-bridge', 'worker', 'target', 'release', 'detsim-worker-rs');
 }
 

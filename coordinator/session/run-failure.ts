@@ -1,10 +1,10 @@
 // RunFailure: why a run stopped, naming the worker, its agents, the step and the phase. Kinds keep
 // "never became ready", "no reply within the step deadline" and "the process died" apart.
 // NOT an input refusal (that is DetsimError, exit 2): a RunFailure is a run that went wrong.
-import { DetsimError } from '../core/formats/errors.js';
-import type { ReasonCode } from '../core/formats/reasons.js';
-import type { Id } from '../core/formats/scalars.js';
-import type { WriteFailure } from './write-failure.js';
+import { DetsimError } from '../../core/formats/errors.js';
+import type { ReasonCode } from '../../core/formats/reasons.js';
+import type { Id } from '../../core/formats/scalars.js';
+import type { WriteFailure } from '../write-failure.js';
 
 /** The phase of a run in which a {@link RunFailure} happened. */
 export type RunPhase =

@@ -5,8 +5,8 @@
 // model params pay its start-up (~0.1 s). NOT the built-in models' rules (config.ts checks those itself).
 import { spawnSync } from 'node:child_process';
 import { basename, dirname, join } from 'node:path';
-import { DetsimError } from '../core/formats/errors.js';
-import type { RunPlan } from './config.js';
+import { DetsimError } from '../../core/formats/errors.js';
+import type { RunPlan } from '../config.js';
 import { refuseParams, type Refused } from './python-runtime.js';
 
 /** Each module model given params (strict aside): what the child checks. */
