@@ -10,32 +10,18 @@ import { existsSync, readFileSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { afterAll, describe, expect, it } from 'vitest';
-import { type Frame, channelOptions, workerServiceDefinition } from '../../core/protocol/index.js';
 import { launchFleet } from '../../coordinator/launch/launcher.js';
 import { logger, planOf } from '../checkpoint/harness.js';
 import { pythonCommand, pythonWorkerSkip } from '../cross-lang/python-worker.js';
 import { RUST_WORKER, ensureRustWorker, rustWorkerSkip } from '../cross-lang/rust-worker.js';
 import { REPO_ROOT, type SpawnedWorker, launchWorker, stopAll } from './harness.js';
+import { stranger } from './stranger.js';
 
 afterAll(stopAll);
 
-/** A stranger's own grpc-js client: a Session with `token` (if any), one Hello body (or Shutdown); what came back. */
-async function stranger(address: string, token?: string, method = 'Worker.Hello') {
-  const Client = grpc.makeGenericClientConstructor(workerServiceDefinition(), 'Worker');
-  const client = new Client(address, grpc.credentials.createInsecure(), channelOptions());
-  const metadata = new grpc.Metadata();
-  if (token !== undefined) metadata.set('authorization', `Bearer ${token}`);
-  const call = (client as unknown as { Session(m: grpc.Metadata): grpc.ClientDuplexStream<Frame, Frame> }).Session(
-    metadata,
-  );
-  let frames = 0;
-  call.on('data', () => frames++);
-  const params = method === 'Worker.Hello' ? { sessionId: 's1', expectedWorkerId: 'w1', role: 'agent' } : {};
-  call.write({ body: Buffer.from(JSON.stringify({ requestId: 'r1', method, params })) });
-  const status = await new Promise<grpc.ServiceError>((res) => call.on('error', res));
-  client.close();
-  return { code: status.code, details: status.details, frames };
-}
+/** A stranger without TLS (stranger.ts): `token` if any, one request body. */
+const plainStranger = (address: string, token?: string, method?: string) =>
+  stranger(address, grpc.credentials.createInsecure(), token, method);
 
 const runtimes: [string, () => { command: string; args: string[] }, boolean][] = [
   ['typescript', () => ({ command: process.execPath, args: [`${REPO_ROOT}/dist/workers/main.js`] }), false],
@@ -67,13 +53,13 @@ describe.each(runtimes)('a plaintext TCP worker (%s) and a local stranger', (_ru
   it.skipIf(skip)(
     'refuses a stream without the secret, or with a wrong one: UNAUTHENTICATED, no body, no Shutdown',
     async () => {
-      expect(await stranger(w.listen)).toEqual({
+      expect(await plainStranger(w.listen)).toEqual({
         code: grpc.status.UNAUTHENTICATED,
         details:
           '[ident_token_missing] authorization: the call carries no bearer token; this worker serves only its run',
         frames: 0,
       });
-      expect(await stranger(w.listen, 'f'.repeat(64), 'Worker.Shutdown')).toEqual({
+      expect(await plainStranger(w.listen, 'f'.repeat(64), 'Worker.Shutdown')).toEqual({
         code: grpc.status.UNAUTHENTICATED,
         details: "[ident_token_wrong] authorization: the bearer token is not this worker's run token",
         frames: 0,
@@ -114,7 +100,7 @@ describe('the launcher and a transport: tcp run', () => {
         expect(argv.join(' ')).not.toContain(token);
         expect(readFileSync(`/proc/${pid}/environ`, 'utf8')).not.toContain(token);
         // A stranger on its port without the secret gets nothing.
-        expect((await stranger(w.address)).code).toBe(grpc.status.UNAUTHENTICATED);
+        expect((await plainStranger(w.address)).code).toBe(grpc.status.UNAUTHENTICATED);
       }
       // The coordinator's own streams carry it: the fleet said Hello and steps.
       expect(fleet.all().every((w) => w.hello.workerId === w.plan.workerId)).toBe(true);

@@ -12,20 +12,13 @@ import { createInterface } from 'node:readline';
 import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readTlsMaterial, tlsPathsIn } from '../../core/formats/tls-dir.js';
-import {
-  CONTRACT_DIGEST,
-  METHODS,
-  WorkerClient,
-  type Frame,
-  channelOptions,
-  checkBearer,
-  workerServiceDefinition,
-} from '../../core/protocol/index.js';
+import { CONTRACT_DIGEST, METHODS, WorkerClient, checkBearer } from '../../core/protocol/index.js';
 import { makeCertSet } from '../../coordinator/launch/certs.js';
 import { coordinatorCredentials } from '../../coordinator/launch/tls.js';
 import { pythonCommand, pythonWorkerSkip } from '../cross-lang/python-worker.js';
 import { RUST_WORKER, ensureRustWorker, rustWorkerSkip } from '../cross-lang/rust-worker.js';
 import { REPO_ROOT, type SpawnedWorker, errorOf, launchWorker, resultOf, stopAll } from './harness.js';
+import { stranger } from './stranger.js';
 
 const root = mkdtempSync(join(tmpdir(), 'detsim-tls-'));
 const RUN = join(root, 'run');
@@ -38,30 +31,6 @@ afterAll(async () => {
   await stopAll();
   rmSync(root, { recursive: true, force: true });
 });
-
-interface StrangerOutcome {
-  code: number;
-  details: string;
-  frames: number;
-}
-
-/** A stranger: its own grpc-js client opens a Session, sends a Hello body, and reports what came back. */
-async function stranger(address: string, creds: grpc.ChannelCredentials, token?: string): Promise<StrangerOutcome> {
-  const Client = grpc.makeGenericClientConstructor(workerServiceDefinition(), 'Worker');
-  const client = new Client(address, creds, channelOptions());
-  const metadata = new grpc.Metadata();
-  if (token !== undefined) metadata.set('authorization', `Bearer ${token}`);
-  const call = (client as unknown as { Session(m: grpc.Metadata): grpc.ClientDuplexStream<Frame, Frame> }).Session(
-    metadata,
-  );
-  let frames = 0;
-  call.on('data', () => frames++);
-  const hello = { sessionId: 's1', expectedWorkerId: 'w1', role: 'agent', supportedMajors: [1] };
-  call.write({ body: Buffer.from(JSON.stringify({ requestId: 'r1', method: 'Worker.Hello', params: hello })) });
-  const status = await new Promise<grpc.ServiceError>((res) => call.on('error', res));
-  client.close();
-  return { code: status.code, details: status.details, frames };
-}
 
 const material = (dir: string) => readTlsMaterial(tlsPathsIn(dir, 'coordinator'), 'test');
 const tsWorker = { command: process.execPath, args: ['--import', 'tsx', 'workers/main.ts'] };
