@@ -74,13 +74,17 @@ if (existsSync(pytest)) {
     failed += 1;
   } else {
     for (const [, n, what] of closing[1].matchAll(/(\d+) (\w+)/g)) {
-      if (what === 'passed' || what === 'xfailed') passed += Number(n);
+      if (what === 'passed') passed += Number(n);
       else if (what === 'failed' || what === 'error' || what === 'errors' || what === 'xpassed') failed += Number(n);
-      else if (what === 'skipped' || what === 'deselected') skipped += Number(n);
+      // An expected failure asserts nothing that passes: it counts as a skip (allow-listed, or CI fails).
+      else if (what === 'skipped' || what === 'deselected' || what === 'xfailed') skipped += Number(n);
     }
   }
-  // -rs names each skip: "SKIPPED [1] tests/test_x.py:12: reason".
-  const named = [...log.matchAll(/^SKIPPED \[\d+\] (\S+?):\d+: /gm)].map((m) => m[1]);
+  // -rsx names each skip, "SKIPPED [1] tests/test_x.py:12: reason", and expected failure, "XFAIL tests/test_x.py::t - why".
+  const named = [
+    ...[...log.matchAll(/^SKIPPED \[\d+\] (\S+?):\d+: /gm)].map((m) => m[1]),
+    ...[...log.matchAll(/^XFAIL (\S+?)(?:::\S+)?(?: |$)/gm)].map((m) => m[1]),
+  ];
   for (const name of named) skips.push({ name: `pytest ${name}`, why: allowedPytest.get(name) ?? null });
   for (let i = named.length; i < skipped; i++)
     skips.push({ name: `(an unnamed skipped pytest test in ${pytest})`, why: null });

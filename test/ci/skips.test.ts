@@ -106,6 +106,15 @@ describe('test-summary: skips fail CI unless expected', () => {
     expect(skipped.stderr).toContain(
       'unexpected skip (not in scripts/expected-skips.json): pytest tests/test_models.py',
     );
+    // An expected failure (xfail) asserts nothing that passes: a skip, named, and CI fails on it.
+    const xfailed = summary([ok], {
+      pytest: 'x.\nXFAIL tests/test_models.py::test_walker - not yet\n1 passed, 1 xfailed in 0.10s\n',
+    });
+    expect(xfailed.status).toBe(1);
+    expect(xfailed.stdout).toContain('2 passed, 0 failed, 1 skipped');
+    expect(xfailed.stderr).toContain(
+      'unexpected skip (not in scripts/expected-skips.json): pytest tests/test_models.py',
+    );
     // A log with no closing line (pytest crashed) is a failure, never nothing.
     expect(summary([ok], { pytest: 'Traceback (most recent call last):\n' }).status).toBe(1);
   });
