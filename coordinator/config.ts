@@ -688,20 +688,7 @@ export function resolveConfig(value: unknown, opts: { baseDir?: string } = {}): 
   const agentsPerWorker = cfg.workers?.agentsPerWorker ?? 4;
   const workers: PlannedWorker[] = [{ workerId: ENVIRONMENT_WORKER_ID, role: 'environment', agentIds: [] }];
   if (cfg.environment.runtime !== undefined) workers[0]!.runtime = cfg.environment.runtime;
-  if (isPythonModel(envModel) && cfg.environment.runtime !== 'python') {
-    throw new DetsimError(
-      'struct_invalid_field',
-      `environment.runtime: the model ${envModel} needs runtime python`,
-      'environment.runtime',
-    );
-  }
-  if (cfg.environment.runtime === 'python' && isAbsolute(envModel)) {
-    throw new DetsimError(
-      'struct_invalid_field',
-      `environment.runtime: python hosts only the built-in models and python:package.module:Class models; the environment uses ${envModel}`,
-      'environment.runtime',
-    );
-  }
+  checkEnvironmentRuntime(envModel, cfg.environment.runtime);
   const planned: PlannedAgent[] = agents.map((a, i) => {
     const w = Math.floor(i / agentsPerWorker);
     const workerId = `worker-${w}`;
@@ -745,6 +732,22 @@ export function resolveConfig(value: unknown, opts: { baseDir?: string } = {}): 
     ...(cfg.recovery ? { recovery: { maxRestarts: cfg.recovery.maxRestarts } } : {}),
     ...(hasPythonUserModel([envModel, ...planned.map((a) => a.model)]) ? { modelDirs: [baseDir] } : {}),
   };
+}
+
+/** The environment's model must fit its runtime: a python: model needs python, which hosts no module path. */
+function checkEnvironmentRuntime(envModel: string, runtime: string | undefined): void {
+  if (isPythonModel(envModel) && runtime !== 'python')
+    throw new DetsimError(
+      'struct_invalid_field',
+      `environment.runtime: the model ${envModel} needs runtime python`,
+      'environment.runtime',
+    );
+  if (runtime === 'python' && isAbsolute(envModel))
+    throw new DetsimError(
+      'struct_invalid_field',
+      `environment.runtime: python hosts only the built-in models and python:package.module:Class models; the environment uses ${envModel}`,
+      'environment.runtime',
+    );
 }
 
 /** A `python:` model of the user's own (not one the detsim_worker package ships). */

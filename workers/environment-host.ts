@@ -409,6 +409,37 @@ export class EnvironmentHost {
       checkpointId,
       sourceScope,
     );
+    const identity = await this.restoredIdentity(payload, live, compatibilityDigest);
+    const where = `restore at boundary ${String(payload.committedStep)}`;
+    const state = callModel(identity.strict, `environment ${identity.environmentId}`, where, 'none', () =>
+      identity.model.restore(payload.state, {
+        environmentId: identity.environmentId,
+        seed: identity.seed,
+        params: identity.params,
+        ports: identity.ports,
+        stepDuration: identity.stepDuration.toJSON(),
+      }),
+    );
+    const token = restoreToken(checkpointId, scope, ref.digest, this.ctx.incarnationId);
+    this.staged = {
+      token,
+      checkpointId,
+      scope,
+      identity,
+      timeline: { state, epoch: scope.epoch, boundary: BigInt(scope.step) },
+    };
+    return { result: { checkpointId, agentId: null, restoreToken: token } };
+  }
+
+  /**
+   * The identity the payload restores into: the live environment's with the payload's seed, or (a
+   * fresh worker) one built from the payload; either must be the payload's and give `expectDigest`.
+   */
+  private async restoredIdentity(
+    payload: JsonObject,
+    live: EnvSlot | undefined,
+    expectDigest: string,
+  ): Promise<EnvIdentity> {
     let identity: EnvIdentity;
     if (live) {
       const seed = payload.seed as number;
@@ -439,31 +470,12 @@ export class EnvironmentHost {
       'ports',
     ]);
     if (mismatch) throw new ProtocolRefusal('INCOMPATIBLE_STATE', `environment: ${mismatch}`);
-    if (identity.compatibilityDigest !== compatibilityDigest) {
+    if (identity.compatibilityDigest !== expectDigest)
       throw new ProtocolRefusal(
         'INCOMPATIBLE_STATE',
-        `environment: compatibilityDigest ${compatibilityDigest} differs from the recomputed ${identity.compatibilityDigest} (seed ${identity.seed})`,
+        `environment: compatibilityDigest ${expectDigest} differs from the recomputed ${identity.compatibilityDigest} (seed ${identity.seed})`,
       );
-    }
-    const where = `restore at boundary ${String(payload.committedStep)}`;
-    const state = callModel(identity.strict, `environment ${identity.environmentId}`, where, 'none', () =>
-      identity.model.restore(payload.state, {
-        environmentId: identity.environmentId,
-        seed: identity.seed,
-        params: identity.params,
-        ports: identity.ports,
-        stepDuration: identity.stepDuration.toJSON(),
-      }),
-    );
-    const token = restoreToken(checkpointId, scope, ref.digest, this.ctx.incarnationId);
-    this.staged = {
-      token,
-      checkpointId,
-      scope,
-      identity,
-      timeline: { state, epoch: scope.epoch, boundary: BigInt(scope.step) },
-    };
-    return { result: { checkpointId, agentId: null, restoreToken: token } };
+    return identity;
   }
 
   private readPayload(bytes: Uint8Array, checkpointId: string, sourceScope: Scope): JsonObject {

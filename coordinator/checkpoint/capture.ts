@@ -13,7 +13,7 @@ import {
   type LayoutPayloadInput,
 } from '../../core/formats/envelope.js';
 import { isDetsimError } from '../../core/formats/errors.js';
-import { readDigest, readU64, type Digest, type Id, type U64 } from '../../core/formats/scalars.js';
+import { readDigest, readU64, type Digest, type Id, type Scope, type U64 } from '../../core/formats/scalars.js';
 import { METHODS, type CaptureResult } from '../../core/protocol/index.js';
 import { sealOffLoop } from '../store/seal-thread.js';
 import { generationIdentityOf } from '../store/store.js';
@@ -188,81 +188,27 @@ export async function captureGroup(group: CheckpointGroup, opts: CaptureOptions)
   const reservation = reserve(group);
   group.beginCapture();
   const k = group.boundary;
-  const boundary = k.toString();
-  const scope = group.scope(group.epoch, k);
   const { checkpointId } = opts;
-  const slots = new LifecycleSlots((byWorker) => group.acknowledge(byWorker));
-  const held = new Map<string, HeldPayload>();
-  const streamed = new StreamedPayloads(group.writer!.store.dir, checkpointId, opts.fileHooks);
-  // One participant's Capture: held (capture-file-v1) or streamed, and its reply checked.
-  const captureOne = async (agentId: Id | null, compatibilityDigest: Digest): Promise<CapturedPayload> => {
-    const who = participantOf(agentId);
-    const worker = group.workerOf(agentId);
-    const hold = capturesToFile(group, worker) && slots.mayHold(worker);
-    const hashAtWrite = hold && hashesAtWrite(worker);
-    await slots.reserve(worker);
-    const params = hold
-      ? { checkpointId, agentId, hold: true as const, ...(hashAtWrite ? { hashAtWrite: true as const } : {}) }
-      : { checkpointId, agentId };
-    const rep = await group.call(agentId, who, METHODS.capture, scope, params).catch((e: unknown) => {
-      slots.cancel(worker);
-      throw e;
-    });
-    slots.fill(worker, rep.requestId, hold);
-    const payload = checkReply(rep.result, rep.attachment, rep.droppedAttachmentBytes, {
-      checkpointId,
-      agentId,
-      boundary,
-      compatibilityDigest,
-      held: hold,
-      hashAtWrite,
-    });
-    const name = agentId === null ? PAYLOAD_NAMES.world : PAYLOAD_NAMES.agent(agentId);
-    if (hold) held.set(name, { agentId, participant: who, captureRequestId: rep.requestId, hashAtWrite });
-    return 'bytes' in payload ? streamed.add(name, payload.bytes, payload.digest) : payload;
+  const c: CaptureContext = {
+    group,
+    checkpointId,
+    boundary: k.toString(),
+    scope: group.scope(group.epoch, k),
+    slots: new LifecycleSlots((byWorker) => group.acknowledge(byWorker)),
+    held: new Map<string, HeldPayload>(),
+    streamed: new StreamedPayloads(group.writer!.store.dir, checkpointId, opts.fileHooks),
   };
   try {
     // The environment first, then agents sorted by id; each agent's payload separately.
-    const world = await captureOne(null, liveEnvironment(live).compatibilityDigest);
+    const world = await captureOne(c, null, liveEnvironment(live).compatibilityDigest);
     const agents: ({ agentId: Id } & CapturedPayload)[] = [];
     for (const row of liveAgentRows(live))
-      agents.push({ agentId: row.agentId, ...(await captureOne(row.agentId, row.compatibilityDigest)) });
-    const { manifest, payloads } = buildCheckpoint(live, checkpointId, group.coordinatorState(), { world, agents });
-    // Held and spilled payloads go straight into the envelope file; otherwise the writer seals the bytes in memory.
-    const { draft, envelope } =
-      held.size > 0 || streamed.spills
-        ? await writeEnvelopeFile(group, manifest, payloads, held, scope, streamed, opts.fileHooks)
-        : inMemoryEnvelope(manifest, payloads);
-    const byteLength = draft.layout.totalBytes;
-    await group.ledger?.append({
-      event: 'captured',
-      checkpointId,
-      boundary,
-      epoch: group.epoch,
-      sessionId: group.plan.sessionId,
-      detail: {
-        byteLength: String(byteLength),
-        durable: !opts.replaceable,
-        ...(opts.traceIndex !== undefined ? { traceIndex: opts.traceIndex } : {}),
-      },
-    });
-    let ticket: SaveTicket;
-    try {
-      ticket = group.writer!.submit(reservation, {
-        identity: generationIdentityOf(draft.manifest),
-        envelope,
-        replaceable: opts.replaceable ?? false,
-      });
-    } catch (e) {
-      await envelope.discard?.();
-      throw e;
-    }
-    // The writer owns the bytes now: release the workers' cached capture replies.
-    await slots.releaseAll();
-    return { checkpointId, epoch: group.epoch, boundary, byteLength, ticket };
+      agents.push({ agentId: row.agentId, ...(await captureOne(c, row.agentId, row.compatibilityDigest)) });
+    const built = buildCheckpoint(live, checkpointId, group.coordinatorState(), { world, agents });
+    return await submitCapture(c, reservation, built, opts);
   } catch (e) {
     reservation.release();
-    await slots.releaseAll();
+    await c.slots.releaseAll();
     if (e instanceof CheckpointRefusal) throw e;
     if (isDetsimError(e))
       throw new CheckpointRefusal(
@@ -273,7 +219,95 @@ export async function captureGroup(group: CheckpointGroup, opts: CaptureOptions)
       );
     throw e;
   } finally {
-    await streamed.discard();
+    await c.streamed.discard();
     group.endCapture();
   }
+}
+
+/** One capture in flight: where it is, and what its participants hold or streamed so far. */
+interface CaptureContext {
+  readonly group: CheckpointGroup;
+  readonly checkpointId: Id;
+  readonly boundary: U64;
+  readonly scope: Scope;
+  readonly slots: LifecycleSlots;
+  readonly held: Map<string, HeldPayload>;
+  readonly streamed: StreamedPayloads;
+}
+
+/** One participant's Capture: held (capture-file-v1) or streamed, and its reply checked. */
+async function captureOne(
+  c: CaptureContext,
+  agentId: Id | null,
+  compatibilityDigest: Digest,
+): Promise<CapturedPayload> {
+  const { group, slots, checkpointId } = c;
+  const who = participantOf(agentId);
+  const worker = group.workerOf(agentId);
+  const hold = capturesToFile(group, worker) && slots.mayHold(worker);
+  const hashAtWrite = hold && hashesAtWrite(worker);
+  await slots.reserve(worker);
+  const params = hold
+    ? { checkpointId, agentId, hold: true as const, ...(hashAtWrite ? { hashAtWrite: true as const } : {}) }
+    : { checkpointId, agentId };
+  const rep = await group.call(agentId, who, METHODS.capture, c.scope, params).catch((e: unknown) => {
+    slots.cancel(worker);
+    throw e;
+  });
+  slots.fill(worker, rep.requestId, hold);
+  const payload = checkReply(rep.result, rep.attachment, rep.droppedAttachmentBytes, {
+    checkpointId,
+    agentId,
+    boundary: c.boundary,
+    compatibilityDigest,
+    held: hold,
+    hashAtWrite,
+  });
+  const name = agentId === null ? PAYLOAD_NAMES.world : PAYLOAD_NAMES.agent(agentId);
+  if (hold) c.held.set(name, { agentId, participant: who, captureRequestId: rep.requestId, hashAtWrite });
+  return 'bytes' in payload ? c.streamed.add(name, payload.bytes, payload.digest) : payload;
+}
+
+/**
+ * Lay the envelope out (in its temp file when payloads are held or spilled; otherwise the writer
+ * seals the bytes in memory), record `captured` in the ledger, and hand the job to the writer.
+ */
+async function submitCapture(
+  c: CaptureContext,
+  reservation: Reservation,
+  { manifest, payloads }: ReturnType<typeof buildCheckpoint>,
+  opts: CaptureOptions,
+): Promise<CaptureReceipt> {
+  const { group, checkpointId, boundary } = c;
+  const { draft, envelope } =
+    c.held.size > 0 || c.streamed.spills
+      ? await writeEnvelopeFile(group, manifest, payloads, c.held, c.scope, c.streamed, opts.fileHooks)
+      : inMemoryEnvelope(manifest, payloads);
+  const byteLength = draft.layout.totalBytes;
+  await group.ledger?.append({
+    event: 'captured',
+    checkpointId,
+    boundary,
+    epoch: group.epoch,
+    sessionId: group.plan.sessionId,
+    detail: {
+      byteLength: String(byteLength),
+      durable: !opts.replaceable,
+      ...(opts.traceIndex !== undefined ? { traceIndex: opts.traceIndex } : {}),
+    },
+  });
+  let ticket: SaveTicket;
+  try {
+    ticket = group.writer!.submit(reservation, {
+      identity: generationIdentityOf(draft.manifest),
+      envelope,
+      replaceable: opts.replaceable ?? false,
+    });
+  } catch (e) {
+    await envelope.discard?.();
+    throw e;
+  }
+  // The writer owns the bytes now: release the workers' cached capture replies.
+  await c.slots.releaseAll();
+  return { checkpointId, epoch: group.epoch, boundary, byteLength, ticket };
 }

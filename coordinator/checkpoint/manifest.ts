@@ -262,36 +262,8 @@ export function readCoordinatorPayloads(
       bad(name, `covers agents [${got.join(', ')}], the manifest lists [${agentIds.join(', ')}]`);
   };
   try {
-    const ledger = readPayloadJson(payloads, PAYLOAD_NAMES.taskLedger, 'task-ledger', k);
-    const totals = ledger.rewardTotals as unknown as { agentId: Id; total: number }[];
-    if (!Array.isArray(totals) || totals.some((t) => typeof t.total !== 'number'))
-      bad(PAYLOAD_NAMES.taskLedger, 'rewardTotals is not a list of {agentId, total}');
-    sameIds(
-      totals.map((t) => t.agentId),
-      PAYLOAD_NAMES.taskLedger,
-    );
-    const b = readObject(ledger.behaviour, 'behaviour');
-    const behaviour: BehaviourPrefix = {
-      baseEpoch: readId(b.baseEpoch, 'behaviour.baseEpoch'),
-      steps: readU64(b.steps, 'behaviour.steps'),
-      digest: readDigest(b.digest, 'behaviour.digest'),
-    };
-    if (behaviour.steps !== k)
-      bad(PAYLOAD_NAMES.taskLedger, `behaviour covers ${behaviour.steps} steps, the boundary is ${k}`);
-
-    const prior = readPayloadJson(payloads, PAYLOAD_NAMES.priorInspection, 'prior-inspection', k);
-    if (prior.inspectionSchema !== INSPECTION_SCHEMA)
-      bad(
-        PAYLOAD_NAMES.priorInspection,
-        `inspectionSchema is ${JSON.stringify(prior.inspectionSchema)}, not ${INSPECTION_SCHEMA}`,
-      );
-    const observations = prior.observations as unknown as { agentId: Id; observation: JsonObject }[];
-    if (!Array.isArray(observations)) bad(PAYLOAD_NAMES.priorInspection, 'observations is not a list');
-    sameIds(
-      observations.map((o) => o.agentId),
-      PAYLOAD_NAMES.priorInspection,
-    );
-
+    const { ledger, totals, behaviour } = readTaskLedger(payloads, k, sameIds);
+    const observations = readPriorInspection(payloads, k, sameIds);
     for (const id of agentIds) {
       const ex = readPayloadJson(payloads, PAYLOAD_NAMES.executor(id), 'executor', k);
       if (ex.agentId !== id || ex.executor !== EXECUTOR_ID)
@@ -300,30 +272,7 @@ export function readCoordinatorPayloads(
           `is for ${JSON.stringify(ex.agentId)} with executor ${JSON.stringify(ex.executor)}`,
         );
     }
-
-    const adm = readPayloadJson(payloads, PAYLOAD_NAMES.admission, 'coordinator', k);
-    const admAgents = adm.agents as unknown as {
-      agentId: Id;
-      seed: number;
-      brainTicks: U64;
-      remainder: RationalNsJson;
-    }[];
-    if (!Array.isArray(admAgents)) bad(PAYLOAD_NAMES.admission, 'agents is not a list');
-    sameIds(
-      admAgents.map((a) => a.agentId),
-      PAYLOAD_NAMES.admission,
-    );
-    const clocks = new Map<Id, AgentClock>();
-    admAgents.forEach((a, i) => {
-      const row = manifest.agents[i]!;
-      if (a.seed !== row.seed)
-        bad(
-          PAYLOAD_NAMES.admission,
-          `agent ${a.agentId} seed ${a.seed} differs from the manifest's ${JSON.stringify(row.seed)}`,
-        );
-      RationalNs.read(a.remainder, `agents[${i}].remainder`);
-      clocks.set(a.agentId, { brainTicks: readU64(a.brainTicks, `agents[${i}].brainTicks`), remainder: a.remainder });
-    });
+    const clocks = readAdmissionClocks(manifest, payloads, k, sameIds);
     return {
       boundary: BigInt(k),
       observations,
@@ -343,4 +292,77 @@ export function readCoordinatorPayloads(
       );
     throw e;
   }
+}
+
+type SameIds = (got: Id[], name: string) => void;
+
+/** The task ledger: reward totals for the manifest's agents and the behaviour chain up to the boundary. */
+function readTaskLedger(payloads: Map<string, Uint8Array>, k: U64, sameIds: SameIds) {
+  const ledger = readPayloadJson(payloads, PAYLOAD_NAMES.taskLedger, 'task-ledger', k);
+  const totals = ledger.rewardTotals as unknown as { agentId: Id; total: number }[];
+  if (!Array.isArray(totals) || totals.some((t) => typeof t.total !== 'number'))
+    bad(PAYLOAD_NAMES.taskLedger, 'rewardTotals is not a list of {agentId, total}');
+  sameIds(
+    totals.map((t) => t.agentId),
+    PAYLOAD_NAMES.taskLedger,
+  );
+  const b = readObject(ledger.behaviour, 'behaviour');
+  const behaviour: BehaviourPrefix = {
+    baseEpoch: readId(b.baseEpoch, 'behaviour.baseEpoch'),
+    steps: readU64(b.steps, 'behaviour.steps'),
+    digest: readDigest(b.digest, 'behaviour.digest'),
+  };
+  if (behaviour.steps !== k)
+    bad(PAYLOAD_NAMES.taskLedger, `behaviour covers ${behaviour.steps} steps, the boundary is ${k}`);
+  return { ledger, totals, behaviour };
+}
+
+/** The prior inspection: each agent's last observation, for the manifest's agents. */
+function readPriorInspection(payloads: Map<string, Uint8Array>, k: U64, sameIds: SameIds) {
+  const prior = readPayloadJson(payloads, PAYLOAD_NAMES.priorInspection, 'prior-inspection', k);
+  if (prior.inspectionSchema !== INSPECTION_SCHEMA)
+    bad(
+      PAYLOAD_NAMES.priorInspection,
+      `inspectionSchema is ${JSON.stringify(prior.inspectionSchema)}, not ${INSPECTION_SCHEMA}`,
+    );
+  const observations = prior.observations as unknown as { agentId: Id; observation: JsonObject }[];
+  if (!Array.isArray(observations)) bad(PAYLOAD_NAMES.priorInspection, 'observations is not a list');
+  sameIds(
+    observations.map((o) => o.agentId),
+    PAYLOAD_NAMES.priorInspection,
+  );
+  return observations;
+}
+
+/** The admission payload: each agent's seed (the manifest's) and tick clock. */
+function readAdmissionClocks(
+  manifest: EnvelopeManifest,
+  payloads: Map<string, Uint8Array>,
+  k: U64,
+  sameIds: SameIds,
+): Map<Id, AgentClock> {
+  const adm = readPayloadJson(payloads, PAYLOAD_NAMES.admission, 'coordinator', k);
+  const admAgents = adm.agents as unknown as {
+    agentId: Id;
+    seed: number;
+    brainTicks: U64;
+    remainder: RationalNsJson;
+  }[];
+  if (!Array.isArray(admAgents)) bad(PAYLOAD_NAMES.admission, 'agents is not a list');
+  sameIds(
+    admAgents.map((a) => a.agentId),
+    PAYLOAD_NAMES.admission,
+  );
+  const clocks = new Map<Id, AgentClock>();
+  admAgents.forEach((a, i) => {
+    const row = manifest.agents[i]!;
+    if (a.seed !== row.seed)
+      bad(
+        PAYLOAD_NAMES.admission,
+        `agent ${a.agentId} seed ${a.seed} differs from the manifest's ${JSON.stringify(row.seed)}`,
+      );
+    RationalNs.read(a.remainder, `agents[${i}].remainder`);
+    clocks.set(a.agentId, { brainTicks: readU64(a.brainTicks, `agents[${i}].brainTicks`), remainder: a.remainder });
+  });
+  return clocks;
 }

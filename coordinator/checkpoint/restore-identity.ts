@@ -58,6 +58,33 @@ export function checkIdentity(m: EnvelopeManifest, live: LiveComposition, opts: 
       `scheduler ${show(m.schedulerId)}, detsim runs ${SCHEDULER_ID}`,
     );
 
+  checkCompatibility(m, live, the, opts);
+
+  const ports = portMapOf(plan);
+  if (canonicalize(m.portMap) !== canonicalize(ports))
+    refuse(
+      'IDENTITY_MISMATCH',
+      'ident_port_map_mismatch',
+      'portMap',
+      `port map ${show(m.portMap)} differs from ${the} ${show(ports)}`,
+    );
+
+  checkEnvironment(m, live, the);
+  checkAgents(m, live, the);
+
+  // Everything above in one digest (and the protocol contract): a last guard, never the first named.
+  const comp = compositionDigest(live, m.sourceScope.epoch);
+  if (m.compositionDigest !== comp)
+    refuse(
+      'IDENTITY_MISMATCH',
+      'ident_composition_mismatch',
+      'compositionDigest',
+      `composition digest ${m.compositionDigest} differs from ${the} ${comp}`,
+    );
+}
+
+/** The compatibility block field by field (the backend digest unless left out), and no unknown field. */
+function checkCompatibility(m: EnvelopeManifest, live: LiveComposition, the: string, opts: IdentityCheckOptions): void {
   const block = compatibilityBlock(live);
   for (const f of COMPATIBILITY_FIELDS) {
     if (opts.withoutBackend && f === 'backendDigest') continue;
@@ -79,16 +106,10 @@ export function checkIdentity(m: EnvelopeManifest, live: LiveComposition, opts: 
       `compatibility.${extra[0]}`,
       `compatibility has an unknown field ${show(extra[0])}`,
     );
+}
 
-  const ports = portMapOf(plan);
-  if (canonicalize(m.portMap) !== canonicalize(ports))
-    refuse(
-      'IDENTITY_MISMATCH',
-      'ident_port_map_mismatch',
-      'portMap',
-      `port map ${show(m.portMap)} differs from ${the} ${show(ports)}`,
-    );
-
+/** The environment's identity fields and its seed. */
+function checkEnvironment(m: EnvelopeManifest, live: LiveComposition, the: string): void {
   const env = liveEnvironment(live);
   const menv = m.environment as Record<string, unknown>;
   for (const f of ['workerId', 'environmentId', 'modelVersion', 'profileDigest'] as const) {
@@ -107,7 +128,10 @@ export function checkIdentity(m: EnvelopeManifest, live: LiveComposition, opts: 
       'environment.seed',
       `environment seed ${show(menv.seed)} differs from ${the} seed ${env.seed}`,
     );
+}
 
+/** The agent set, then each agent's profile fields and seed, in manifest order. */
+function checkAgents(m: EnvelopeManifest, live: LiveComposition, the: string): void {
   const rows = liveAgentRows(live);
   const got = m.agents.map((a) => a.agentId);
   const want = rows.map((r) => r.agentId);
@@ -137,14 +161,4 @@ export function checkIdentity(m: EnvelopeManifest, live: LiveComposition, opts: 
         `agent ${r.agentId} seed ${show(a.seed)} differs from ${the} slot's ${r.seed}`,
       );
   });
-
-  // Everything above in one digest (and the protocol contract): a last guard, never the first named.
-  const comp = compositionDigest(live, m.sourceScope.epoch);
-  if (m.compositionDigest !== comp)
-    refuse(
-      'IDENTITY_MISMATCH',
-      'ident_composition_mismatch',
-      'compositionDigest',
-      `composition digest ${m.compositionDigest} differs from ${the} ${comp}`,
-    );
 }

@@ -260,139 +260,24 @@ async function restoreLoaded(
   opts: RestoreOptions,
 ): Promise<RestoreReport> {
   const m = loaded.envelope.manifest;
-  checkIdentity(m, group.live());
-  const names = new Set(loaded.envelope.layout.entries.map((e) => e.name));
-  const coord = readCoordinatorPayloads(m, await coordinatorPayloads(loaded));
-  if (opts.expectBehaviour) checkBehaviourPrefix(m, coord.behaviour, opts.expectBehaviour);
-  const plan = stagePlan(m);
-  for (const p of plan) {
-    const want = p.agentId === null ? PAYLOAD_NAMES.world : PAYLOAD_NAMES.agent(p.agentId);
-    if (p.payloadName !== want || !names.has(want)) {
-      throw new CheckpointRefusal(
-        'INCOMPATIBLE_STATE',
-        'audit_coordinator_payload',
-        `checkpoint refused: ${p.participant} payload ${JSON.stringify(p.payloadName)} is not the envelope's ${want}`,
-        { field: 'payloads' },
-      );
-    }
-  }
-
-  refuseUnsendable(group, loaded, plan, opts.hooks?.maxAttachmentBytes ?? DEFAULT_MAX_ATTACHMENT_BYTES);
-
+  const { coord, plan } = await checkRestorable(group, loaded, opts);
   const k = BigInt(m.sourceScope.step);
-  const scope: Scope = group.scope(opts.epoch, k);
   group.beginRestore();
-  const slots = new LifecycleSlots((byWorker) => group.acknowledge(byWorker));
-  // One lifecycle call on the worker of `agentId`, its reply counted until acknowledged.
-  const counted = async <T extends { requestId: string }>(agentId: Id | null, call: () => Promise<T>): Promise<T> => {
-    const worker = group.workerOf(agentId);
-    await slots.reserve(worker);
-    const rep = await call().catch((e: unknown) => {
-      slots.cancel(worker);
-      throw e;
-    });
-    slots.fill(worker, rep.requestId);
-    return rep;
+  const r: RestoreContext = {
+    group,
+    loaded,
+    m,
+    opts,
+    scope: group.scope(opts.epoch, k),
+    slots: new LifecycleSlots((byWorker) => group.acknowledge(byWorker)),
   };
-
-  // Stage the environment first, then the agents side by side (bounded), each independent of the
-  // others; every agent is asked and awaited, so who staged does not depend on timing. Any refusal
-  // taints every stager and nothing activates; the refusal reported is the first in reference
-  // order (environment, then agents by id), whatever order the replies came in. A refusing
-  // environment leaves nobody staged, so the same workers can retry with intact bytes.
-  const stageOne = async (p: StagePlan): Promise<{ requestId: string; restoreToken: Id }> => {
-    let params: StageRestoreParams = {
-      checkpointId: m.checkpointId,
-      agentId: p.agentId,
-      sourceScope: m.sourceScope,
-      compatibilityDigest: p.compatibilityDigest,
-      payload: payloadRef(loaded, p.payloadName, group.workerOf(p.agentId).hello.capabilities),
-    };
-    params = opts.hooks?.beforeStage?.(p.participant, params) ?? params;
-    // A worker that reads the verified file itself gets no attachment (no copy through the transport);
-    // any other gets this one payload, read from the file for its call only.
-    const attachment = 'file' in params.payload ? undefined : await loaded.readPayload(p.payloadName);
-    const rep = await counted(p.agentId, () =>
-      group.call(p.agentId, p.participant, METHODS.stageRestore, scope, params, attachment ? { attachment } : {}),
-    );
-    return { requestId: rep.requestId, restoreToken: rep.result.restoreToken };
-  };
-  const settled = await settleFirstThenRest(plan, stageOne);
-  const staged: RestoredParticipant[] = [];
-  settled.forEach((r, i) => {
-    if (r.status !== 'fulfilled') return;
-    const p = plan[i]!;
-    staged.push({
-      participant: p.participant,
-      agentId: p.agentId,
-      workerId: group.workerOf(p.agentId).plan.workerId,
-      restoreToken: r.value.restoreToken,
-    });
-  });
-  const failed = firstRejection(settled);
-  if (failed) {
-    if (staged.length > 0) group.fence(staged.map((s) => s.participant));
-    else group.abandonRestore();
-    await slots.releaseAll();
-    throw annotate(
-      failed.reason,
-      `stage failed; nothing activates${staged.length > 0 ? `; tainted: ${staged.map((s) => s.participant).join(', ')}` : '; nothing was staged'}`,
-    );
-  }
-
-  // Activate the environment, then the agents side by side (bounded), in the same reference order
-  // as staging. Any failure fences the group (every stager tainted: nothing steps until a restore
-  // over replaced participants); the failure reported is the first in reference order, whatever
-  // order the replies came in. An environment that fails to activate is the only one asked.
-  let observations: { agentId: Id; observation: JsonObject }[] | undefined;
-  const fence = async (e: unknown, what: string): Promise<never> => {
-    group.fence(staged.map((s) => s.participant));
-    await slots.releaseAll();
-    throw annotate(e, `${what}; the group is fenced (tainted: ${staged.map((s) => s.participant).join(', ')})`);
-  };
-  const activateOne = async (s: RestoredParticipant): Promise<void> => {
-    let params: ActivateRestoreParams = { restoreToken: s.restoreToken, agentId: s.agentId };
-    params = opts.hooks?.beforeActivate?.(s.participant, params) ?? params;
-    const rep = await counted(s.agentId, () =>
-      group.call(s.agentId, s.participant, METHODS.activateRestore, scope, params),
-    );
-    const r = rep.result;
-    if (r.checkpointId !== m.checkpointId || r.committedStep !== m.sourceScope.step) {
-      throw new CheckpointRefusal(
-        'IDENTITY_MISMATCH',
-        'audit_restored_state',
-        `${s.participant} activated checkpoint ${JSON.stringify(r.checkpointId)} at step ${JSON.stringify(r.committedStep)}, expected ${m.checkpointId} at ${m.sourceScope.step}`,
-        { participant: s.participant },
-      );
-    }
-    if (s.agentId === null) {
-      const obs = (r.observation as { observations?: unknown } | null)?.observations;
-      if (!Array.isArray(obs))
-        throw new CheckpointRefusal(
-          'INCOMPATIBLE_STATE',
-          'audit_restored_state',
-          'environment activation returned no observations',
-          { participant: s.participant },
-        );
-      observations = obs as { agentId: Id; observation: JsonObject }[];
-    } else if (r.observation !== null) {
-      throw new CheckpointRefusal(
-        'INCOMPATIBLE_STATE',
-        'audit_restored_state',
-        `${s.participant} activation returned an observation (agents return null)`,
-        { participant: s.participant },
-      );
-    }
-  };
-  const activated = await settleFirstThenRest(staged, activateOne);
-  const activationFailed = firstRejection(activated);
-  if (activationFailed) {
-    const who = staged[activated.indexOf(activationFailed)]!.participant;
-    await fence(activationFailed.reason, `activation of ${who} failed`);
-  }
+  const staged = await stageAll(r, plan);
+  const observations = await activateAll(r, staged);
   // The environment's restored view must be the one the coordinator sealed at capture.
   if (canonicalize(observations) !== canonicalize(coord.observations)) {
-    await fence(
+    await fenceAll(
+      r,
+      staged,
       new CheckpointRefusal(
         'INCOMPATIBLE_STATE',
         'audit_restored_state',
@@ -402,11 +287,10 @@ async function restoreLoaded(
       'install refused',
     );
   }
-
   // Install the coordinator state: observations at k, clocks, reward ledger, behaviour chain; Paused(k).
   group.install(opts.epoch, k, observations!, coord);
   // The acknowledgements (best effort, they never throw) go out while the ledger line is made durable.
-  const released = slots.releaseAll();
+  const released = r.slots.releaseAll();
   try {
     await group.ledger?.append({
       event: 'restored',
@@ -430,6 +314,182 @@ async function restoreLoaded(
     behaviour: coord.behaviour,
     manifest: m,
   };
+}
+
+/** One restore in flight: the group, the checkpoint, the scope it restores into, the counted replies. */
+interface RestoreContext {
+  readonly group: CheckpointGroup;
+  readonly loaded: LoadedCheckpoint;
+  readonly m: EnvelopeManifest;
+  readonly opts: RestoreOptions;
+  readonly scope: Scope;
+  readonly slots: LifecycleSlots;
+}
+
+/**
+ * Everything checked before any participant is asked: identity, the coordinator payloads (and the
+ * behaviour chain the caller expects), one participant payload per stager, and that each can be sent.
+ */
+async function checkRestorable(group: CheckpointGroup, loaded: LoadedCheckpoint, opts: RestoreOptions) {
+  const m = loaded.envelope.manifest;
+  checkIdentity(m, group.live());
+  const names = new Set(loaded.envelope.layout.entries.map((e) => e.name));
+  const coord = readCoordinatorPayloads(m, await coordinatorPayloads(loaded));
+  if (opts.expectBehaviour) checkBehaviourPrefix(m, coord.behaviour, opts.expectBehaviour);
+  const plan = stagePlan(m);
+  for (const p of plan) {
+    const want = p.agentId === null ? PAYLOAD_NAMES.world : PAYLOAD_NAMES.agent(p.agentId);
+    if (p.payloadName !== want || !names.has(want)) {
+      throw new CheckpointRefusal(
+        'INCOMPATIBLE_STATE',
+        'audit_coordinator_payload',
+        `checkpoint refused: ${p.participant} payload ${JSON.stringify(p.payloadName)} is not the envelope's ${want}`,
+        { field: 'payloads' },
+      );
+    }
+  }
+  refuseUnsendable(group, loaded, plan, opts.hooks?.maxAttachmentBytes ?? DEFAULT_MAX_ATTACHMENT_BYTES);
+  return { coord, plan };
+}
+
+/** One lifecycle call on the worker of `agentId`, its reply counted until acknowledged. */
+async function counted<T extends { requestId: string }>(
+  r: RestoreContext,
+  agentId: Id | null,
+  call: () => Promise<T>,
+): Promise<T> {
+  const worker = r.group.workerOf(agentId);
+  await r.slots.reserve(worker);
+  const rep = await call().catch((e: unknown) => {
+    r.slots.cancel(worker);
+    throw e;
+  });
+  r.slots.fill(worker, rep.requestId);
+  return rep;
+}
+
+/**
+ * Stage the environment first, then the agents side by side (bounded), each independent of the
+ * others; every agent is asked and awaited, so who staged does not depend on timing. Any refusal
+ * taints every stager and nothing activates; the refusal reported is the first in reference
+ * order (environment, then agents by id), whatever order the replies came in. A refusing
+ * environment leaves nobody staged, so the same workers can retry with intact bytes.
+ */
+async function stageAll(r: RestoreContext, plan: readonly StagePlan[]): Promise<RestoredParticipant[]> {
+  const { group, loaded, m, opts } = r;
+  const stageOne = async (p: StagePlan): Promise<{ requestId: string; restoreToken: Id }> => {
+    let params: StageRestoreParams = {
+      checkpointId: m.checkpointId,
+      agentId: p.agentId,
+      sourceScope: m.sourceScope,
+      compatibilityDigest: p.compatibilityDigest,
+      payload: payloadRef(loaded, p.payloadName, group.workerOf(p.agentId).hello.capabilities),
+    };
+    params = opts.hooks?.beforeStage?.(p.participant, params) ?? params;
+    // A worker that reads the verified file itself gets no attachment (no copy through the transport);
+    // any other gets this one payload, read from the file for its call only.
+    const attachment = 'file' in params.payload ? undefined : await loaded.readPayload(p.payloadName);
+    const rep = await counted(r, p.agentId, () =>
+      group.call(p.agentId, p.participant, METHODS.stageRestore, r.scope, params, attachment ? { attachment } : {}),
+    );
+    return { requestId: rep.requestId, restoreToken: rep.result.restoreToken };
+  };
+  const settled = await settleFirstThenRest(plan, stageOne);
+  const staged: RestoredParticipant[] = [];
+  settled.forEach((res, i) => {
+    if (res.status !== 'fulfilled') return;
+    const p = plan[i]!;
+    staged.push({
+      participant: p.participant,
+      agentId: p.agentId,
+      workerId: group.workerOf(p.agentId).plan.workerId,
+      restoreToken: res.value.restoreToken,
+    });
+  });
+  const failed = firstRejection(settled);
+  if (!failed) return staged;
+  if (staged.length > 0) group.fence(staged.map((s) => s.participant));
+  else group.abandonRestore();
+  await r.slots.releaseAll();
+  throw annotate(
+    failed.reason,
+    `stage failed; nothing activates${staged.length > 0 ? `; tainted: ${staged.map((s) => s.participant).join(', ')}` : '; nothing was staged'}`,
+  );
+}
+
+/** Fence the group (every stager tainted: nothing steps until a restore over replaced participants) and throw. */
+async function fenceAll(r: RestoreContext, staged: RestoredParticipant[], e: unknown, what: string): Promise<never> {
+  r.group.fence(staged.map((s) => s.participant));
+  await r.slots.releaseAll();
+  throw annotate(e, `${what}; the group is fenced (tainted: ${staged.map((s) => s.participant).join(', ')})`);
+}
+
+/**
+ * Activate the environment, then the agents side by side (bounded), in the same reference order
+ * as staging. Any failure fences the group; the failure reported is the first in reference order,
+ * whatever order the replies came in. An environment that fails to activate is the only one asked.
+ * Returns the environment's observations at the boundary.
+ */
+async function activateAll(
+  r: RestoreContext,
+  staged: RestoredParticipant[],
+): Promise<{ agentId: Id; observation: JsonObject }[] | undefined> {
+  const { group, m, opts } = r;
+  let observations: { agentId: Id; observation: JsonObject }[] | undefined;
+  const activateOne = async (s: RestoredParticipant): Promise<void> => {
+    let params: ActivateRestoreParams = { restoreToken: s.restoreToken, agentId: s.agentId };
+    params = opts.hooks?.beforeActivate?.(s.participant, params) ?? params;
+    const rep = await counted(r, s.agentId, () =>
+      group.call(s.agentId, s.participant, METHODS.activateRestore, r.scope, params),
+    );
+    const obs = checkActivation(m, s, rep.result);
+    if (s.agentId === null) observations = obs;
+  };
+  const activated = await settleFirstThenRest(staged, activateOne);
+  const activationFailed = firstRejection(activated);
+  if (activationFailed) {
+    const who = staged[activated.indexOf(activationFailed)]!.participant;
+    await fenceAll(r, staged, activationFailed.reason, `activation of ${who} failed`);
+  }
+  return observations;
+}
+
+/**
+ * An activation reply: the checkpoint and step restored must be the manifest's; the environment
+ * returns its observations, an agent none. Returns the environment's observations.
+ */
+function checkActivation(
+  m: EnvelopeManifest,
+  s: RestoredParticipant,
+  r: { checkpointId: unknown; committedStep: unknown; observation: unknown },
+): { agentId: Id; observation: JsonObject }[] | undefined {
+  if (r.checkpointId !== m.checkpointId || r.committedStep !== m.sourceScope.step) {
+    throw new CheckpointRefusal(
+      'IDENTITY_MISMATCH',
+      'audit_restored_state',
+      `${s.participant} activated checkpoint ${JSON.stringify(r.checkpointId)} at step ${JSON.stringify(r.committedStep)}, expected ${m.checkpointId} at ${m.sourceScope.step}`,
+      { participant: s.participant },
+    );
+  }
+  if (s.agentId === null) {
+    const obs = (r.observation as { observations?: unknown } | null)?.observations;
+    if (!Array.isArray(obs))
+      throw new CheckpointRefusal(
+        'INCOMPATIBLE_STATE',
+        'audit_restored_state',
+        'environment activation returned no observations',
+        { participant: s.participant },
+      );
+    return obs as { agentId: Id; observation: JsonObject }[];
+  }
+  if (r.observation !== null)
+    throw new CheckpointRefusal(
+      'INCOMPATIBLE_STATE',
+      'audit_restored_state',
+      `${s.participant} activation returned an observation (agents return null)`,
+      { participant: s.participant },
+    );
+  return undefined;
 }
 
 /**

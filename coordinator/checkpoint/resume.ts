@@ -228,15 +228,54 @@ export async function resumeRun(runDirArg: string, opts: ResumeOptions = {}): Pr
 }
 
 async function resumeLocked(runDir: string, opts: ResumeOptions): Promise<ResumeResult> {
+  const p = await prepareResume(runDir, opts);
+  // Workers started by hand announce themselves again (launch.json recorded a rendezvous placement).
+  const existingWorkers = await findExistingWorkers(p.plan, opts);
+  // The cut trace is written (and fsynced) now, beside the files it replaces: running out of space
+  // here refuses the resume with nothing changed; after the restore only renames remain.
+  const cut = p.segCut?.cut.staged ?? stageTraceCut(runDir, p.split);
+  const checkpoints =
+    p.every > 0
+      ? new CheckpointRun({
+          every: p.every,
+          keep: p.keep,
+          baseEpoch: p.baseEpoch,
+          resumedFrom: p.record.checkpointId,
+          ...(opts.onEvent ? { onEvent: opts.onEvent } : {}),
+        })
+      : undefined;
+  if (checkpoints && opts.recover) checkpoints.recovery = opts.recover(checkpoints);
+  const state: { restored?: RestoreReport } = {};
+  const start = resumeStart(runDir, p, cut, checkpoints, state);
+  const hooks = { ...opts.hooks, ...(opts.commandFor ? { commandFor: opts.commandFor } : {}) };
+  const result = await runLoop(start, {
+    ...opts,
+    hooks,
+    ...(checkpoints ? { extension: checkpoints } : {}),
+    ...(existingWorkers ? { existingWorkers } : {}),
+  });
+  return {
+    ...result,
+    checkpointId: state.restored!.checkpointId,
+    boundary: Number(state.restored!.boundary),
+    epoch: p.epoch,
+    abandonedSteps: p.split.abandonedSteps.length,
+    checkpoints: checkpoints?.result ?? null,
+  };
+}
+
+/**
+ * Everything a resume checks before any worker starts: the checkpoint is read and verified,
+ * run.json must be its composition, the boundary must fit the steps, the trace must hold every kept
+ * step unchanged and give the checkpoint's behaviour chain. What the resume then needs.
+ */
+async function prepareResume(runDir: string, opts: ResumeOptions) {
   const rec = readRunRecord(runDir);
   const plan = relaunchPlanFor(runDir, rec.plan, opts);
   requireStore(runDir);
   const tracePath = join(runDir, RUN_FILES.trace);
   const segmented = traceFormatOf(runDir) === 'segments';
   if (!segmented && !existsSync(tracePath)) refuse('struct_run_record', `${tracePath}: missing`, 'trace.jsonl');
-
-  // Everything is checked before any worker starts: the checkpoint is read and verified, run.json
-  // must be its composition, the boundary must fit the steps, the trace must match the chain.
   const ck = await openCheckpointing(runDir, { keep: DEFAULT_KEEP });
   const record = selectCheckpoint(ck.store, opts.checkpointId, runDir);
   const loaded = await loadCheckpoint({ store: ck.store, checkpointId: record.checkpointId });
@@ -263,42 +302,57 @@ async function resumeLocked(runDir: string, opts: ResumeOptions): Promise<Resume
       '--max-restarts: a recovery returns to a checkpoint, and this resume takes none (the run recorded no interval, or --checkpoint-every 0)',
       '--max-restarts',
     );
-  // Workers started by hand announce themselves again (launch.json recorded a rendezvous placement).
-  const existingWorkers = await findExistingWorkers(plan, opts);
-  // The cut trace is written (and fsynced) now, beside the files it replaces: running out of space
-  // here refuses the resume with nothing changed; after the restore only renames remain.
-  const cut = segCut?.cut.staged ?? stageTraceCut(runDir, split);
+  return {
+    rec,
+    plan,
+    tracePath,
+    ck,
+    record,
+    loaded,
+    k,
+    total,
+    segCut,
+    split,
+    baseEpoch,
+    chain,
+    epoch,
+    every,
+    keep: runEvent.keep,
+  };
+}
 
+type PreparedResume = Awaited<ReturnType<typeof prepareResume>>;
+
+/**
+ * The session start of a resume: fresh workers restore the checkpoint into the new epoch, and only
+ * then does the run directory change (run.log accepted, the trace cut published by renames).
+ */
+function resumeStart(
+  runDir: string,
+  p: PreparedResume,
+  cut: StagedFile[],
+  checkpoints: CheckpointRun | undefined,
+  state: { restored?: RestoreReport },
+): SessionStart {
+  const { rec, plan, ck, record, split, segCut, epoch, k } = p;
   // run.log is held in memory until the restore is accepted: a refused resume leaves it untouched.
   const log = new RunLog(join(runDir, RUN_FILES.log), { deferred: true });
-  const checkpoints =
-    every > 0
-      ? new CheckpointRun({
-          every,
-          keep: runEvent.keep,
-          baseEpoch,
-          resumedFrom: record.checkpointId,
-          ...(opts.onEvent ? { onEvent: opts.onEvent } : {}),
-        })
-      : undefined;
-  if (checkpoints && opts.recover) checkpoints.recovery = opts.recover(checkpoints);
-  let restored: RestoreReport | undefined;
-  const start: SessionStart = {
+  return {
     kind: 'resume',
     plan,
     runDir,
-    steps: total,
+    steps: p.total,
     dispatch: rec.dispatch,
     log,
     // Fresh workers hold no epoch yet; the loop starts in the checkpoint's epoch and the restore moves it to the new one.
     lockstepEpoch: record.epoch,
     epoch,
-    baseEpoch,
+    baseEpoch: p.baseEpoch,
     keptBehaviours: split.keptBehaviours,
     ...(segCut ? { keptDigest: { state: segCut.cut.hashes.digest, steps: Number(k) } } : {}),
-    startedFields: { checkpointId: record.checkpointId, boundary: record.boundary, epoch, total },
+    startedFields: { checkpointId: record.checkpointId, boundary: record.boundary, epoch, total: p.total },
     storeDir: storeDirOf(runDir),
-    accepted: () => restored !== undefined,
+    accepted: () => state.restored !== undefined,
     begin: async ({ fleet, lockstep, logger }) => {
       lockstep.adoptIdentities(rec.identities);
       const group = new CheckpointGroup({
@@ -308,40 +362,24 @@ async function resumeLocked(runDir: string, opts: ResumeOptions): Promise<Resume
         logger,
         writer: ck.writer,
         ledger: ck.ledger,
-        baseEpoch,
+        baseEpoch: p.baseEpoch,
       });
-      const ledgerDetail: Record<string, JsonValue> = {
-        tornLines: String(split.abandoned.length - split.abandonedSteps.length),
-      };
-      if (split.abandonedSteps.length > 0)
-        ledgerDetail.abandonedSteps = {
-          from: split.abandonedSteps[0]!.toString(),
-          to: split.abandonedSteps[split.abandonedSteps.length - 1]!.toString(),
-        };
-      restored = await restoreGroup(
+      const restored = await restoreGroup(
         group,
-        { store: ck.store, checkpointId: record.checkpointId, loaded },
-        { epoch, expectBehaviour: chain.prefix(), ledgerDetail },
+        { store: ck.store, checkpointId: record.checkpointId, loaded: p.loaded },
+        { epoch, expectBehaviour: p.chain.prefix(), ledgerDetail: abandonedDetail(split) },
       );
+      state.restored = restored;
       // The restore succeeded: only now does the run directory change (log, then the trace cut by renames).
       log.accept();
       if (segCut) publishSegmentedCut(runDir, segCut.cut, epoch);
       else publishStaged(cut);
       group.resume();
-      logger.info(
-        {
-          restored: {
-            checkpointId: restored.checkpointId,
-            boundary: String(restored.boundary),
-            epoch,
-            abandoned: split.abandoned.length,
-          },
-        },
-        'restored',
-      );
+      const shown = { checkpointId: restored.checkpointId, boundary: String(restored.boundary), epoch };
+      logger.info({ restored: { ...shown, abandoned: split.abandoned.length } }, 'restored');
       // The checkpoint extension continues on the restored group (and its store) instead of a new one.
       checkpoints?.adopt(group, ck);
-      return segCut ? new SegmentedTraceWriter(runDir) : new TraceWriter(tracePath);
+      return segCut ? new SegmentedTraceWriter(runDir) : new TraceWriter(p.tracePath);
     },
     refused: (e) => {
       // Refused before anything in the run directory changed: drop the held log and the staged
@@ -353,9 +391,9 @@ async function resumeLocked(runDir: string, opts: ResumeOptions): Promise<Resume
     },
     summaryFields: () => ({
       resume: {
-        checkpointId: restored!.checkpointId,
-        boundary: restored!.boundary.toString(),
-        fromEpoch: restored!.fromEpoch,
+        checkpointId: state.restored!.checkpointId,
+        boundary: state.restored!.boundary.toString(),
+        fromEpoch: state.restored!.fromEpoch,
         epoch,
         abandonedLines: split.abandoned.length,
         abandonedFile:
@@ -368,21 +406,17 @@ async function resumeLocked(runDir: string, opts: ResumeOptions): Promise<Resume
       await ck.ledger.flush().catch(() => undefined);
     },
   };
-  const hooks = { ...opts.hooks, ...(opts.commandFor ? { commandFor: opts.commandFor } : {}) };
-  const result = await runLoop(start, {
-    ...opts,
-    hooks,
-    ...(checkpoints ? { extension: checkpoints } : {}),
-    ...(existingWorkers ? { existingWorkers } : {}),
-  });
-  return {
-    ...result,
-    checkpointId: restored!.checkpointId,
-    boundary: Number(restored!.boundary),
-    epoch,
-    abandonedSteps: split.abandonedSteps.length,
-    checkpoints: checkpoints?.result ?? null,
-  };
+}
+
+/** The ledger detail of a restore: torn lines dropped, and the steps of the killed run abandoned. */
+function abandonedDetail(split: TraceSplit): Record<string, JsonValue> {
+  const detail: Record<string, JsonValue> = { tornLines: String(split.abandoned.length - split.abandonedSteps.length) };
+  if (split.abandonedSteps.length > 0)
+    detail.abandonedSteps = {
+      from: split.abandonedSteps[0]!.toString(),
+      to: split.abandonedSteps[split.abandonedSteps.length - 1]!.toString(),
+    };
+  return detail;
 }
 
 /**

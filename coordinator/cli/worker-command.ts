@@ -41,50 +41,35 @@ export function registerWorker(program: Command): void {
     .option('--tls-ca <file>', "the run's CA certificate (overrides --tls-dir's)")
     .option('--tls-cert <file>', "this worker's certificate (overrides --tls-dir's)")
     .option('--tls-key <file>', "this worker's private key (overrides --tls-dir's)")
-    .option('--token-file <file>', "the run's bearer token (overrides --tls-dir's)")
-    .action(
-      action(
-        async (opts: {
-          listen: string;
-          role: string;
-          workerId: string;
-          session?: string;
-          model: string[];
-          strict?: boolean;
-          maxMessageBytes?: string;
-          parentWatch: boolean;
-          storeDir?: string;
-          storeId?: string;
-          rendezvous?: string;
-          advertise?: string;
-          tlsDir?: string;
-          tlsCa?: string;
-          tlsCert?: string;
-          tlsKey?: string;
-          tokenFile?: string;
-        }) => {
-          await runWorkerProcess(
-            readWorkerOptions({
-              listen: opts.listen,
-              role: opts.role,
-              workerId: opts.workerId,
-              session: opts.session,
-              models: opts.model,
-              strict: opts.strict === true,
-              maxMessageBytes: opts.maxMessageBytes,
-              parentWatch: opts.parentWatch,
-              storeDir: opts.storeDir,
-              storeId: opts.storeId,
-              rendezvous: opts.rendezvous,
-              advertise: opts.advertise,
-              tlsDir: opts.tlsDir,
-              tlsCa: opts.tlsCa,
-              tlsCert: opts.tlsCert,
-              tlsKey: opts.tlsKey,
-              tokenFile: opts.tokenFile,
-            }),
-          );
-        },
-      ),
-    );
+    .option(
+      '--token-file <file>',
+      "the run's bearer token (overrides --tls-dir's); alone, a plaintext TCP worker's per-run secret",
+    )
+    .action(action((opts: WorkerFlags) => runWorker(opts)));
+}
+
+/** The flags as commander gives them (`--model` collected, `--no-parent-watch` as parentWatch). */
+interface WorkerFlags {
+  listen: string;
+  role: string;
+  workerId: string;
+  session?: string;
+  model: string[];
+  strict?: boolean;
+  maxMessageBytes?: string;
+  parentWatch: boolean;
+  storeDir?: string;
+  storeId?: string;
+  rendezvous?: string;
+  advertise?: string;
+  tlsDir?: string;
+  tlsCa?: string;
+  tlsCert?: string;
+  tlsKey?: string;
+  tokenFile?: string;
+}
+
+async function runWorker(opts: WorkerFlags): Promise<void> {
+  const { model, strict, ...rest } = opts;
+  await runWorkerProcess(readWorkerOptions({ ...rest, models: model, strict: strict === true }));
 }

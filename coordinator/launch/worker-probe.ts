@@ -56,7 +56,6 @@ export function probeWorker(
   const host = target.kind === 'tcp' ? target.host.replace(/^\[(.*)\]$/, '$1') : undefined;
   const where = target.kind === 'tcp' ? { host: host!, port: target.port } : { path: target.path };
   return new Promise((resolve) => {
-    let timer: NodeJS.Timeout | undefined;
     const socket: Socket | TLSSocket = material
       ? tlsConnect({
           ...where,
@@ -69,65 +68,95 @@ export function probeWorker(
           checkServerIdentity: () => undefined,
         })
       : netConnect(where);
-    const settle = (outcome: WorkerProbe): void => {
-      clearTimeout(timer);
-      socket.removeAllListeners();
-      socket.on('error', () => undefined);
-      socket.destroy();
-      resolve(outcome);
-    };
-    const fail = (kind: ProbeFailureKind, message: string): void => settle({ ok: false, kind, message });
-    const refusedOurs = (): void =>
-      fail(
-        'refused-ours',
-        "the worker refused this coordinator's certificate: it trusts another CA (another run's set?)",
-      );
-    timer = setTimeout(
-      () => fail('unreachable', `no ${material ? 'TLS handshake' : 'connection'} within ${timeoutMs} ms`),
-      timeoutMs,
-    );
+    const probe = new ProbeAttempt(socket, resolve);
+    probe.deadline(timeoutMs, `no ${material ? 'TLS handshake' : 'connection'} within ${Math.round(timeoutMs)} ms`);
     socket.once('error', (e: NodeJS.ErrnoException) => {
       // A TLS alert or a reset is the worker refusing us; anything else means nobody answered.
-      if (material && (e.code?.startsWith('ERR_SSL') || e.code === 'ECONNRESET')) return refusedOurs();
-      fail('unreachable', e.code ?? 'connection error');
+      if (material && (e.code?.startsWith('ERR_SSL') || e.code === 'ECONNRESET')) return probe.refusedOurs();
+      probe.fail('unreachable', e.code ?? 'connection error');
     });
-    if (!material) {
-      // A connect is not enough: a listener that accepts and never answers (a black hole) is not a
-      // worker. Every detsim worker (gRPC over HTTP/2) speaks first: its SETTINGS frame.
-      socket.once('data', (first: Buffer) =>
-        isHttp2Settings(first)
-          ? settle({ ok: true, certificate: undefined })
-          : fail('unreachable', 'what answers there is not a detsim worker (no HTTP/2 SETTINGS frame)'),
+    if (material) awaitHandshake(probe, socket as TLSSocket, checkHost ? host : undefined);
+    else awaitSettings(probe, timeoutMs);
+  });
+}
+
+/** One probe in flight: its socket, its one outcome, and the timer that ends it. */
+class ProbeAttempt {
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    readonly socket: Socket | TLSSocket,
+    private readonly resolve: (outcome: WorkerProbe) => void,
+  ) {}
+
+  /** Fail as unreachable with `why` unless something settles the probe within `ms` (replaces the last timer). */
+  deadline(ms: number, why: string): void {
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => this.fail('unreachable', why), ms);
+  }
+
+  /** Settle with `outcome` after `ms` unless something settles the probe first (replaces the last timer). */
+  settleAfter(ms: number, outcome: WorkerProbe): void {
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => this.settle(outcome), ms);
+  }
+
+  settle(outcome: WorkerProbe): void {
+    clearTimeout(this.timer);
+    this.socket.removeAllListeners();
+    this.socket.on('error', () => undefined);
+    this.socket.destroy();
+    this.resolve(outcome);
+  }
+
+  fail(kind: ProbeFailureKind, message: string): void {
+    this.settle({ ok: false, kind, message });
+  }
+
+  refusedOurs(): void {
+    this.fail(
+      'refused-ours',
+      "the worker refused this coordinator's certificate: it trusts another CA (another run's set?)",
+    );
+  }
+}
+
+/**
+ * Plaintext: a connect is not enough, since a listener that accepts and never answers (a black hole)
+ * is not a worker. Every detsim worker (gRPC over HTTP/2) speaks first: its SETTINGS frame.
+ */
+function awaitSettings(probe: ProbeAttempt, timeoutMs: number): void {
+  probe.socket.once('data', (first: Buffer) =>
+    isHttp2Settings(first)
+      ? probe.settle({ ok: true, certificate: undefined })
+      : probe.fail('unreachable', 'what answers there is not a detsim worker (no HTTP/2 SETTINGS frame)'),
+  );
+  probe.socket.once('close', () => probe.fail('unreachable', 'the connection closed before a word was said'));
+  probe.socket.once('connect', () =>
+    probe.deadline(timeoutMs, `connected, but nothing answered within ${Math.round(timeoutMs)} ms (no worker there)`),
+  );
+}
+
+/**
+ * TLS: the worker's certificate must chain to the run's CA and (given `host`) name the host dialled;
+ * then the worker must accept ours: an HTTP/2 server speaks first, a refusing one closes.
+ */
+function awaitHandshake(probe: ProbeAttempt, tls: TLSSocket, host: string | undefined): void {
+  tls.once('secureConnect', () => {
+    const peer = tls.getPeerCertificate();
+    if (!tls.authorized)
+      return probe.fail(
+        'foreign-certificate',
+        `the worker's certificate is not signed by this run's CA (${String(tls.authorizationError)})`,
       );
-      socket.once('close', () => fail('unreachable', 'the connection closed before a word was said'));
-      socket.once('connect', () => {
-        clearTimeout(timer);
-        timer = setTimeout(
-          () =>
-            fail('unreachable', `connected, but nothing answered within ${Math.round(timeoutMs)} ms (no worker there)`),
-          timeoutMs,
-        );
-      });
-      return;
-    }
-    const tls = socket as TLSSocket;
-    tls.once('secureConnect', () => {
-      clearTimeout(timer);
-      const peer = tls.getPeerCertificate();
-      if (!tls.authorized)
-        return fail(
-          'foreign-certificate',
-          `the worker's certificate is not signed by this run's CA (${String(tls.authorizationError)})`,
-        );
-      if (checkHost && host !== undefined && checkServerIdentity(host, peer) !== undefined)
-        return fail(
-          'wrong-host',
-          `the worker's certificate does not name ${host} (make the set with detsim certs --host ${host})`,
-        );
-      const accepted = (): void => settle({ ok: true, certificate: peer });
-      tls.once('data', accepted);
-      tls.once('close', refusedOurs);
-      timer = setTimeout(accepted, PROBE_SETTLE_MS);
-    });
+    if (host !== undefined && checkServerIdentity(host, peer) !== undefined)
+      return probe.fail(
+        'wrong-host',
+        `the worker's certificate does not name ${host} (make the set with detsim certs --host ${host})`,
+      );
+    const accepted: WorkerProbe = { ok: true, certificate: peer };
+    tls.once('data', () => probe.settle(accepted));
+    tls.once('close', () => probe.refusedOurs());
+    probe.settleAfter(PROBE_SETTLE_MS, accepted);
   });
 }

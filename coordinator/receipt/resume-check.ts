@@ -53,40 +53,8 @@ export async function resumeCheck(
   // Each run and the resume write their receipt.json as their last act (the session loop).
   const u = hydrateReceipt(plain.runDir, plain.receipt.receipt);
 
-  // The interrupted run: checkpoint every K steps; before step K+1 runs, wait for ckpt-e1-K to be durable, then interrupt.
   const checkpointId = checkpointIdFor(epochId(1), k);
-  let committed!: () => void;
-  const isCommitted = new Promise<void>((res) => (committed = res));
-  const controller = new AbortController();
-  const extension = new CheckpointRun({
-    every: k,
-    keep: 3,
-    onEvent: (line) => (line.startsWith(`checkpoint ${checkpointId} committed`) ? committed() : undefined),
-  });
-  let interruptedDir: string | undefined;
-  try {
-    await runSession(plan, {
-      outDir,
-      steps: n,
-      dispatch: 'concurrent',
-      onWarning: silent,
-      verbose,
-      signal: controller.signal,
-      extension,
-      hooks: {
-        beforePhase: async (step, phase) => {
-          if (step !== BigInt(k + 1) || phase !== 'prepare' || controller.signal.aborted) return;
-          let timer: NodeJS.Timeout | undefined;
-          await Promise.race([isCommitted, new Promise((res) => (timer = setTimeout(res, COMMIT_WAIT_MS)))]);
-          clearTimeout(timer); // a pending timer would keep the process alive for a minute
-          controller.abort();
-        },
-      },
-    });
-  } catch (e) {
-    if (!(isRunFailure(e) && e.kind === 'aborted')) throw e;
-    interruptedDir = e.runDir;
-  }
+  const interruptedDir = await interruptedAt(plan, k, { outDir, steps: n, verbose });
   if (interruptedDir === undefined) {
     const check = makeCheck('resume', plan.sessionId, 'fail', 'audit_run_failed', {
       resumeAt: k,
@@ -125,4 +93,48 @@ export async function resumeCheck(
           { uninterrupted: plain.runDir, resumed: interruptedDir },
         );
   return { check, uninterruptedDir: plain.runDir, resumedDir: interruptedDir, checkpointId, divergence };
+}
+
+/**
+ * The interrupted run: checkpoint every K steps; before step K+1 runs, wait for ckpt-e1-K to be
+ * durable, then interrupt. Its run directory, or undefined when it was not interrupted.
+ */
+async function interruptedAt(
+  plan: RunPlan,
+  k: number,
+  opts: { outDir: string; steps: number; verbose: boolean },
+): Promise<string | undefined> {
+  const checkpointId = checkpointIdFor(epochId(1), k);
+  let committed!: () => void;
+  const isCommitted = new Promise<void>((res) => (committed = res));
+  const controller = new AbortController();
+  const extension = new CheckpointRun({
+    every: k,
+    keep: 3,
+    onEvent: (line) => (line.startsWith(`checkpoint ${checkpointId} committed`) ? committed() : undefined),
+  });
+  try {
+    await runSession(plan, {
+      outDir: opts.outDir,
+      steps: opts.steps,
+      dispatch: 'concurrent',
+      onWarning: () => undefined,
+      verbose: opts.verbose,
+      signal: controller.signal,
+      extension,
+      hooks: {
+        beforePhase: async (step, phase) => {
+          if (step !== BigInt(k + 1) || phase !== 'prepare' || controller.signal.aborted) return;
+          let timer: NodeJS.Timeout | undefined;
+          await Promise.race([isCommitted, new Promise((res) => (timer = setTimeout(res, COMMIT_WAIT_MS)))]);
+          clearTimeout(timer); // a pending timer would keep the process alive for a minute
+          controller.abort();
+        },
+      },
+    });
+  } catch (e) {
+    if (!(isRunFailure(e) && e.kind === 'aborted')) throw e;
+    return e.runDir;
+  }
+  return undefined;
 }

@@ -313,15 +313,36 @@ export async function runLoop(start: SessionStart, opts: SessionOptions): Promis
     await fleet?.shutdown(stopped ? 'run-failed' : 'run-complete', stopped ? 500 : 2_000);
   }
   if (refusal) throw await start.refused(refusal.e);
-  failure = await closeNotingAsync(() => traces?.close(), failure, String(digest.steps));
+  return conclude(start, opts, { failure, traces, digest, epoch: lastEpoch, startedWall, logger });
+}
+
+/**
+ * The end of a session that began: close the trace, let the extension finish, write summary.json,
+ * and (a completed one) receipt.json as the very last act; a failure is thrown with its run directory.
+ */
+async function conclude(
+  start: SessionStart,
+  opts: SessionOptions,
+  s: {
+    failure: RunFailure | undefined;
+    traces: TraceSink | undefined;
+    digest: ReturnType<typeof digestOf>;
+    epoch: Id;
+    startedWall: number;
+    logger: Logger;
+  },
+): Promise<SessionResult> {
+  const { runDir, log, kind } = start;
+  const { digest, logger } = s;
+  let failure = await closeNotingAsync(() => s.traces?.close(), s.failure, String(digest.steps));
   const extensionFields = opts.extension ? await opts.extension.finish(failure) : {};
   await start.end();
 
   const summary = summaryOf(start, {
     failure,
     digest,
-    epoch: lastEpoch,
-    wallTimeMs: Date.now() - startedWall,
+    epoch: s.epoch,
+    wallTimeMs: Date.now() - s.startedWall,
     extensionFields,
   });
   failure = writeSummary(runDir, summary, failure, String(digest.steps));

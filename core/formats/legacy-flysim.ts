@@ -116,35 +116,13 @@ export function decodeLegacyFlysim(bytes: Uint8Array, magic: string = LEGACY_FLY
       `CRC32 of the first ${checksumOffset} bytes is ${hex32(actual)}, the file records ${hex32(recorded)}`,
       'audit_legacy_crc',
     );
-  // 7. chunk names.
-  const names = manifest.chunks;
-  if (!Array.isArray(names)) refuse(magic, 'chunks', 'manifest.chunks is not an array');
-  const seen = new Set<string>();
-  names.forEach((n, i) => {
-    if (typeof n !== 'string' || !CHUNK_NAME_RE.test(n))
-      refuse(magic, 'chunks', `manifest.chunks[${i}] ${JSON.stringify(n)} is not a chunk name (ASCII letters)`);
-    if (seen.has(n)) refuse(magic, 'chunks', `manifest.chunks[${i}] ${JSON.stringify(n)} repeats an earlier chunk`);
-    seen.add(n);
-  });
-  // 8. each chunk within the file, in manifest order.
-  const chunks: LegacyChunk[] = [];
-  const layoutChunks: LegacyLayout['chunks'] = [];
-  let pos = manifestOffset + manifestBytes;
-  for (const name of names as string[]) {
-    if (pos + 4 > checksumOffset)
-      refuse(magic, 'chunk length', `chunk ${JSON.stringify(name)}: no room for its length at ${pos}`);
-    const byteLength = buf.readUInt32LE(pos);
-    const offset = pos + 4;
-    if (offset + byteLength > checksumOffset)
-      refuse(
-        magic,
-        'chunk length',
-        `chunk ${JSON.stringify(name)}: ${byteLength} bytes at ${offset} run past the checksum (${checksumOffset})`,
-      );
-    chunks.push({ name, bytes: buf.subarray(offset, offset + byteLength), offset, byteLength });
-    layoutChunks.push({ name, lengthOffset: pos, offset, byteLength });
-    pos = offset + byteLength;
-  }
+  // 7-8. chunk names, and each chunk within the file in manifest order.
+  const names = chunkNames(magic, manifest.chunks);
+  const {
+    chunks,
+    layoutChunks,
+    end: pos,
+  } = readChunks(magic, buf, names, manifestOffset + manifestBytes, checksumOffset);
   // 9. exactly the CRC remains.
   if (pos !== checksumOffset)
     refuse(magic, 'trailing data', `${checksumOffset - pos} bytes after the last chunk, before the checksum`);
@@ -162,6 +140,47 @@ export function decodeLegacyFlysim(bytes: Uint8Array, magic: string = LEGACY_FLY
       totalBytes: buf.length,
     },
   };
+}
+
+/** Check 7: manifest.chunks is an array of distinct chunk names (ASCII letters). */
+function chunkNames(magic: string, names: JsonValue | undefined): string[] {
+  if (!Array.isArray(names)) refuse(magic, 'chunks', 'manifest.chunks is not an array');
+  const seen = new Set<string>();
+  names.forEach((n, i) => {
+    if (typeof n !== 'string' || !CHUNK_NAME_RE.test(n))
+      refuse(magic, 'chunks', `manifest.chunks[${i}] ${JSON.stringify(n)} is not a chunk name (ASCII letters)`);
+    if (seen.has(n)) refuse(magic, 'chunks', `manifest.chunks[${i}] ${JSON.stringify(n)} repeats an earlier chunk`);
+    seen.add(n);
+  });
+  return names as string[];
+}
+
+/** Check 8: each chunk (u32 length, bytes) from `pos`, in manifest order, before the checksum. */
+function readChunks(
+  magic: string,
+  buf: Buffer,
+  names: readonly string[],
+  pos: number,
+  checksumOffset: number,
+): { chunks: LegacyChunk[]; layoutChunks: LegacyLayout['chunks']; end: number } {
+  const chunks: LegacyChunk[] = [];
+  const layoutChunks: LegacyLayout['chunks'] = [];
+  for (const name of names) {
+    if (pos + 4 > checksumOffset)
+      refuse(magic, 'chunk length', `chunk ${JSON.stringify(name)}: no room for its length at ${pos}`);
+    const byteLength = buf.readUInt32LE(pos);
+    const offset = pos + 4;
+    if (offset + byteLength > checksumOffset)
+      refuse(
+        magic,
+        'chunk length',
+        `chunk ${JSON.stringify(name)}: ${byteLength} bytes at ${offset} run past the checksum (${checksumOffset})`,
+      );
+    chunks.push({ name, bytes: buf.subarray(offset, offset + byteLength), offset, byteLength });
+    layoutChunks.push({ name, lengthOffset: pos, offset, byteLength });
+    pos = offset + byteLength;
+  }
+  return { chunks, layoutChunks, end: pos };
 }
 
 function hex32(n: number): string {

@@ -74,6 +74,17 @@ describe('the order inside coordinator/', () => {
   });
 });
 
+describe('the function budget', () => {
+  it('a function over 80 lines of code is refused in the product code, not in tests', async () => {
+    const body = Array.from({ length: 85 }, (_, i) => `  const v${i} = ${i};`).join('\n');
+    const sums = Array.from({ length: 85 }, (_, i) => `v${i}`).join(' + ');
+    const code = `export function long(): number {\n${body}\n  return ${sums};\n}\n`;
+    expect(await ruleIdsFor('coordinator/session/probe.ts', code)).toContain('max-lines-per-function');
+    expect(await ruleIdsFor('workers/probe.ts', code)).toContain('max-lines-per-function');
+    expect(await ruleIdsFor('test/ci/probe.ts', code)).not.toContain('max-lines-per-function');
+  });
+});
+
 describe('import cycles', () => {
   const dir = mkdtempSync(join(REPO_ROOT, 'test', 'ci', 'cycle-probe-'));
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
