@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // CI guard for golden values (docs/spec/diff0.md D6): refuses (exit 1) when a commit in the range
-// changes a file under fixtures/golden/ without "[golden]" in its subject. It is not the golden
+// changes a file under fixtures/golden/ without "[golden]" in its subject, or moves a frozen
+// behaviourDigest (replaces a value; adding one is no move) without "[golden:behaviour]" too. It is not the golden
 // comparison itself (coordinator/receipt/goldens.ts) and never edits history.
 //
 //   node scripts/check-goldens.mjs [RANGE] [--require-git]
@@ -16,6 +17,22 @@ import { existsSync, readFileSync } from 'node:fs';
 
 const GOLDEN_DIR = 'fixtures/golden/';
 const MARKER = '[golden]';
+/** A commit that changes a frozen behaviourDigest (not only adds one) needs this marker too. */
+const BEHAVIOUR_MARKER = '[golden:behaviour]';
+
+/** Whether commit `sha` replaces a behaviourDigest value a golden file held (an addition is not a move). */
+function movesBehaviourDigest(sha) {
+  const diff = tryGit(['show', '--format=', '--unified=0', '--no-color', sha, '--', GOLDEN_DIR]).out ?? '';
+  const values = (sign) =>
+    new Set(
+      diff
+        .split('\n')
+        .filter((l) => l.startsWith(sign) && !l.startsWith(`${sign}${sign}${sign}`))
+        .flatMap((l) => [...l.matchAll(/"behaviourDigest":"([0-9a-f]{64})"/g)].map((m) => m[1])),
+    );
+  const added = values('+');
+  return [...values('-')].some((v) => !added.has(v));
+}
 const INCOMPLETE = 'meta_golden_history_incomplete';
 
 function git(args) {
@@ -86,6 +103,7 @@ if (unknown.length > 0) {
 const out = git(['log', '--format=%x01%H%x02%s', '--name-only', '--cc', range, '--', GOLDEN_DIR]);
 let checked = 0;
 const offenders = [];
+const behaviourMoves = [];
 for (const record of out.split('\x01').slice(1)) {
   const [head, ...rest] = record.split('\n');
   const [sha, subject] = head.split('\x02');
@@ -93,7 +111,14 @@ for (const record of out.split('\x01').slice(1)) {
   if (files.length === 0) continue;
   checked++;
   if (!subject.includes(MARKER)) offenders.push({ sha, subject, files });
+  else if (!subject.includes(BEHAVIOUR_MARKER) && movesBehaviourDigest(sha)) behaviourMoves.push({ sha, subject });
 }
+for (const o of behaviourMoves) {
+  console.error(
+    `check-goldens: [audit_golden_unmarked] ${o.sha.slice(0, 12)} ${JSON.stringify(o.subject)} moves a behaviourDigest without ${BEHAVIOUR_MARKER} in its subject (a ReproHash re-freeze must not carry a behaviour change along)`,
+  );
+}
+if (behaviourMoves.length > 0) process.exit(1);
 for (const o of offenders) {
   console.error(
     `check-goldens: [audit_golden_unmarked] ${o.sha.slice(0, 12)} ${JSON.stringify(o.subject)} changes ${o.files.join(', ')} without ${MARKER} in its subject`,

@@ -102,6 +102,23 @@ describe('check-goldens (D6)', () => {
     );
   });
 
+  it('a [golden] commit that moves a behaviourDigest needs [golden:behaviour] too; adding one does not', () => {
+    const repo = mkdtempSync(join(tmpdir(), 'detsim-golden-'));
+    git(repo, 'init', '-q', '-b', 'main');
+    const golden = (b: string, r: string) => `{"behaviourDigest":"${b.repeat(64)}","reproHash":"${r.repeat(16)}"}\n`;
+    commit(repo, 'fixtures/golden/a.json', golden('a', '0'), '[golden] freeze a');
+    commit(repo, 'fixtures/golden/a.json', golden('a', '1'), '[golden] re-freeze the ReproHash only');
+    expect(check(repo).status, 'a ReproHash re-freeze with the behaviour unchanged').toBe(0);
+    commit(repo, 'fixtures/golden/a.json', golden('b', '2'), '[golden] walker v3');
+    const r = check(repo);
+    expect(r.status).toBe(1);
+    expect(r.stderr).toMatch(
+      /\[audit_golden_unmarked\] [0-9a-f]{12} "\[golden\] walker v3" moves a behaviourDigest without \[golden:behaviour\]/,
+    );
+    git(repo, 'commit', '-q', '--amend', '-m', '[golden] [golden:behaviour] walker v3 changes what walkers do');
+    expect(check(repo).status).toBe(0);
+  });
+
   it('an explicit range (argument or DETSIM_GOLDEN_RANGE) checks only that range', () => {
     const repo = repoWithHistory(true);
     expect(check(repo, 'HEAD~1..HEAD').status).toBe(0); // the offending commit is outside
