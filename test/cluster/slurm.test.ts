@@ -1,6 +1,7 @@
 // `launcher: slurm` and `detsim slurm submit` against the real single-node Slurm that
 // scripts/slurm-up.sh brings up (CI runs it before npm test): a submitted forage-walkers run
-// reproduces its golden ReproHash with every worker an srun job step; `scancel` ends a run like
+// reproduces its golden ReproHash with every worker an srun job step (squeue -s lists them while the
+// run lives); `scancel` ends a run like
 // Ctrl-C (summary.json aborted, the checkpoint store verifies); sbatch refusing a job or missing
 // from PATH, and launcher: slurm outside an allocation, are one-line refusals that leave nothing.
 // The Slurm cases skip, saying why, only when no Slurm node is idle here (test-summary then fails CI).
@@ -50,6 +51,17 @@ describe.skipIf(down !== null)('detsim slurm submit on the local Slurm', { timeo
     const runDir = join(out, 'forage-walkers-1');
     // Cancel early in the run (~45 steps/s here): once two checkpoints (and their trace segments) are durable.
     await until('10 steps in the trace', () => stepsOnDisk(runDir) >= 10);
+    // The workers really run as job steps of this job (Slurm's own view, not the coordinator's log):
+    // squeue -s lists one step per worker, named by its worker id.
+    const steps = spawnSync('squeue', ['-h', '-s', '-j', jobId, '-o', '%j'], { encoding: 'utf8' });
+    expect(steps.status, steps.stderr).toBe(0);
+    expect(
+      steps.stdout
+        .split('\n')
+        .map((l) => l.trim())
+        .filter((n) => /^worker-/.test(n))
+        .sort(),
+    ).toEqual(['worker-0', 'worker-1', 'worker-2', 'worker-3', 'worker-env']);
     expect(spawnSync('scancel', [jobId]).status).toBe(0);
     await until(`job ${jobId} to end`, () => !jobListed(jobId));
     const summary = readJson(join(runDir, 'summary.json'));
