@@ -162,4 +162,66 @@ describe('durability: the real fs calls of a commit', () => {
       expect(ops.slice(firstLedgerWrite).some((o) => o.kind === 'fsync' && o.path === runDir)).toBe(true);
     },
   );
+
+  it(
+    'a segmented trace: before each checkpoint is published, its segment, repro file, index and trace/ directory are fsynced, in that order',
+    { timeout: 120_000 },
+    async () => {
+      const out = tmpOut('detsim-durable-seg-');
+      recorder = await FsRecorder.start();
+      const plan = loadPlan(join('test', 'receipt', 'fixtures', 'tiny-walkers.yaml'));
+      const result = await runSession(plan, {
+        outDir: out,
+        steps: 5,
+        onWarning: () => undefined,
+        logLevel: 'warn',
+        extension: new CheckpointRun({ every: 2, keep: 1 }),
+      });
+      recorder.stop();
+      const ops = recorder.under(result.runDir);
+      const traceDir = join(result.runDir, 'trace');
+      let from = 0;
+      for (const step of [2, 4]) {
+        const at = ops.findIndex(
+          (o) => o.kind === 'rename' && o.to !== undefined && basename(o.to) === `ckpt-e1-${step}.flysess`,
+        );
+        expect(segmentSyncedBefore(ops.slice(from, at), traceDir), `ckpt-e1-${step}`).toEqual([]);
+        from = at + 1;
+      }
+      // The control: the same record without the directory fsync, or without the index fsync, is caught.
+      const first = ops.slice(
+        0,
+        ops.findIndex((o) => o.kind === 'rename' && o.to !== undefined && basename(o.to) === 'ckpt-e1-2.flysess'),
+      );
+      const without = (kind: string, path: string) => first.filter((o) => !(o.kind === kind && o.path === path));
+      expect(segmentSyncedBefore(without('fsync', traceDir), traceDir)).toEqual([
+        'trace/ not fsynced after the index line',
+      ]);
+      expect(segmentSyncedBefore(without('fsync', join(traceDir, 'index.jsonl')), traceDir)).toContain(
+        'index.jsonl not fsynced after its line',
+      );
+    },
+  );
 });
+
+/**
+ * What is missing, in the ops before a checkpoint is published, for the segmented trace to be
+ * durable: a segment and its repro file fsynced, then the index line written and fsynced, then the
+ * trace/ directory fsynced (so the new names survive a power cut).
+ */
+function segmentSyncedBefore(ops: readonly RealOp[], traceDir: string): string[] {
+  const missing: string[] = [];
+  const last = (pred: (o: RealOp) => boolean) => ops.reduce((n, o, i) => (pred(o) ? i : n), -1);
+  const segment = last((o) => o.kind === 'fsync' && /\/trace\/[0-9]{6}\.jsonl\.gz$/.test(o.path));
+  const repro = last((o) => o.kind === 'fsync' && /\/trace\/[0-9]{6}\.repro\.gz$/.test(o.path));
+  const index = join(traceDir, 'index.jsonl');
+  const line = last((o) => o.kind === 'write' && o.path === index);
+  const indexSync = last((o) => o.kind === 'fsync' && o.path === index);
+  const dirSync = last((o) => o.kind === 'fsync' && o.path === traceDir);
+  if (segment < 0) missing.push('no segment fsynced');
+  if (repro < 0) missing.push('no repro file fsynced');
+  if (line < 0 || line < Math.max(segment, repro)) missing.push('no index line after the segment');
+  if (indexSync < line) missing.push('index.jsonl not fsynced after its line');
+  if (dirSync < Math.max(line, 0)) missing.push('trace/ not fsynced after the index line');
+  return missing;
+}
