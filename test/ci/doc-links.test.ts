@@ -13,7 +13,15 @@ function documents(): string[] {
   const docs = readdirSync(join(REPO_ROOT, 'docs'))
     .filter((f) => f.endsWith('.md'))
     .map((f) => join('docs', f));
-  return ['README.md', 'CONTRIBUTING.md', 'workers/python/README.md', 'bench/README.md', ...docs];
+  return [
+    'README.md',
+    'CONTRIBUTING.md',
+    'workers/README.md',
+    'workers/python/README.md',
+    'crates-bridge/README.md',
+    'bench/README.md',
+    ...docs,
+  ];
 }
 
 /** GitHub's anchor for each heading of a markdown text (code fences skipped). */
