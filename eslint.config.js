@@ -26,7 +26,8 @@ const layering = {
     },
     // The order inside coordinator/ (bottom first): store/ (the checkpoint store) and trace/ (the
     // trace on disk) know nothing of runs; launch/ starts workers; session/ steps them; checkpoint/
-    // captures and restores a session; receipt/ and slurm/ sit above; cli/ is the root.
+    // captures and restores a session; receipt/ is the receipt format (beside trace/); diff0/
+    // (replay, verify, attestation) and slurm/ sit above; cli/ is the root.
     {
       target: './coordinator/store',
       from: [
@@ -37,6 +38,7 @@ const layering = {
         './coordinator/receipt',
         './coordinator/slurm',
         './coordinator/cli',
+        './coordinator/diff0',
       ],
       message: 'coordinator/store/ is the bottom: it knows nothing of workers, sessions, traces or checkpoints.',
     },
@@ -49,22 +51,42 @@ const layering = {
         './coordinator/checkpoint',
         './coordinator/slurm',
         './coordinator/cli',
+        './coordinator/diff0',
       ],
       message: 'coordinator/trace/ is the trace on disk: it knows nothing of workers, sessions or checkpoints.',
     },
     {
       target: './coordinator/launch',
-      from: ['./coordinator/trace', './coordinator/checkpoint', './coordinator/receipt', './coordinator/cli'],
+      from: [
+        './coordinator/trace',
+        './coordinator/checkpoint',
+        './coordinator/receipt',
+        './coordinator/cli',
+        './coordinator/diff0',
+      ],
       message: 'coordinator/launch/ starts workers: it knows nothing of traces, checkpoints or receipts.',
     },
     {
       target: './coordinator/session',
-      from: ['./coordinator/checkpoint', './coordinator/cli'],
+      from: ['./coordinator/checkpoint', './coordinator/cli', './coordinator/diff0'],
       message: 'coordinator/session/ steps a session; checkpoints plug in from above (RunExtension).',
     },
     {
+      target: './coordinator/receipt',
+      from: [
+        './coordinator/launch',
+        './coordinator/session',
+        './coordinator/store',
+        './coordinator/checkpoint',
+        './coordinator/diff0',
+        './coordinator/slurm',
+        './coordinator/cli',
+      ],
+      message: 'coordinator/receipt/ is the receipt format and the ReproHash; replay and verify are diff0/.',
+    },
+    {
       target: './coordinator/checkpoint',
-      from: ['./coordinator/receipt', './coordinator/cli'],
+      from: ['./coordinator/receipt', './coordinator/cli', './coordinator/diff0'],
       message: 'coordinator/checkpoint/ never imports receipt/ or the CLI.',
     },
   ],

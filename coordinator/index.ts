@@ -105,13 +105,13 @@ export type { CanonicalOptions, UnknownField } from './receipt/canonical.js';
 export type { FieldRule, FieldClass } from './receipt/fields.js';
 export { EVIDENCE_CLASSES } from './receipt/honesty.js';
 export type { Evidence, EvidenceClass, HonestyWarning } from './receipt/honesty.js';
-export { diagnoseRunDirs, describeDivergence } from './receipt/diagnosis.js';
-export type { Divergence } from './receipt/diagnosis.js';
-export { replay } from './receipt/replay.js';
-export type { Check, CheckStatus, ReplayReport, ReplayRun, ReplayOptions, SensitivityProbe } from './receipt/replay.js';
-export { verify } from './receipt/verify.js';
-export type { VerifyOptions, VerifyResult } from './receipt/verify.js';
-export type { Attestation, Grade, Verdict, ChecklistItem } from './receipt/attestation.js';
+export { diagnoseRunDirs, describeDivergence } from './diff0/diagnosis.js';
+export type { Divergence } from './diff0/diagnosis.js';
+export { replay } from './diff0/replay.js';
+export type { Check, CheckStatus, ReplayReport, ReplayRun, ReplayOptions, SensitivityProbe } from './diff0/replay.js';
+export { verify } from './diff0/verify.js';
+export type { VerifyOptions, VerifyResult } from './diff0/verify.js';
+export type { Attestation, Grade, Verdict, ChecklistItem } from './diff0/attestation.js';
 
 // Checkpoints on disk: the STATE-01 store, the async writer queue, the hash-chained run ledger.
 export { CheckpointStore, StoreCommitError } from './store/store.js';

@@ -2,7 +2,7 @@
 // CI guard for golden values (docs/spec/diff0.md D6): refuses (exit 1) when a commit in the range
 // changes a file under fixtures/golden/ without "[golden]" in its subject, or moves a frozen
 // behaviourDigest (replaces a value; adding one is no move) without "[golden:behaviour]" too. It is not the golden
-// comparison itself (coordinator/receipt/goldens.ts) and never edits history.
+// comparison itself (coordinator/diff0/goldens.ts) and never edits history.
 //
 //   node scripts/check-goldens.mjs [RANGE] [--require-git]
 //

@@ -3,7 +3,7 @@
 // they differ, names the first diverging step, field, agent and both values. Runs nothing.
 import type { Command } from 'commander';
 import { canonicalize } from '../../core/formats/canonical-json.js';
-import { describeDivergence, diagnose } from '../receipt/diagnosis.js';
+import { describeDivergence, diagnose } from '../diff0/diagnosis.js';
 import { rebasedReceipt } from '../receipt/rebase.js';
 import { buildReceipt, readRunFiles, receiptWarnings, sealReceipt } from '../receipt/receipt.js';
 import { action, ExitError, writeStdout } from './common.js';

@@ -1,13 +1,13 @@
 // `detsim replay <config|run-dir>`: run a configuration N ≥ 2 times with fresh workers and check
 // DIFF=0 (equal ReproHashes, sensitivity, physical diff). Argument handling and display only;
-// the checks are coordinator/receipt/replay.ts. Exit 0 green, 1 red
+// the checks are coordinator/diff0/replay.ts. Exit 0 green, 1 red
 // (or a file could not be written), 2 yellow.
 import type { Command } from 'commander';
 import { canonicalize } from '../../core/formats/canonical-json.js';
 import { DISPATCH_MODES } from '../session/lockstep.js';
 import { isRunFailure } from '../session/run-failure.js';
-import { describeDivergence } from '../receipt/diagnosis.js';
-import { type Check, type ReplayReport, replay } from '../receipt/replay.js';
+import { describeDivergence } from '../diff0/diagnosis.js';
+import { type Check, type ReplayReport, replay } from '../diff0/replay.js';
 import {
   TRANSPORT_HELP,
   action,

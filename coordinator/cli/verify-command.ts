@@ -1,10 +1,10 @@
 // `detsim verify [--config FILE…] [--out DIR]`: the single CI entry for DIFF=0 — replay,
 // goldens, sensitivity, field table, honesty — writing attestation.md/.jsonl. Argument handling
-// and display only; the checks are coordinator/receipt/verify.ts. Exit 0 green, 1 red
+// and display only; the checks are coordinator/diff0/verify.ts. Exit 0 green, 1 red
 // (or a file could not be written), 2 yellow.
 import type { Command } from 'commander';
 import { isRunFailure } from '../session/run-failure.js';
-import { readFieldTableFile, verify } from '../receipt/verify.js';
+import { readFieldTableFile, verify } from '../diff0/verify.js';
 import { action, ExitError, readStepsFlag, readWhole, writeStdout } from './common.js';
 import { writeFailureExit } from './run-outcome.js';
 

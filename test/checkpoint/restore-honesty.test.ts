@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { CheckpointRun } from '../../coordinator/checkpoint/run-checkpoints.js';
 import { parseStrict } from '../../core/formats/canonical-json.js';
-import { resumeCheck } from '../../coordinator/receipt/resume-check.js';
+import { resumeCheck } from '../../coordinator/diff0/resume-check.js';
 import { runSession } from '../../coordinator/session/run.js';
 import { loadPlan } from '../coordinator/helpers.js';
 import { tmpDir } from './harness.js';

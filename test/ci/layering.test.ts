@@ -68,9 +68,16 @@ describe('the order inside coordinator/', () => {
   it('session/ imports no checkpoint/, checkpoint/ no receipt/; from above both are fine', async () => {
     const checkpoint = probe('../checkpoint/checkpointing.js', 'STORE_DIR');
     expect(await ruleIdsFor('coordinator/session/probe.ts', checkpoint)).toContain('import-x/no-restricted-paths');
-    expect(await ruleIdsFor('coordinator/receipt/probe.ts', checkpoint)).toEqual([]);
+    expect(await ruleIdsFor('coordinator/diff0/probe.ts', checkpoint)).toEqual([]);
     const receipt = probe('../receipt/receipt.js', 'writeReceipt');
     expect(await ruleIdsFor('coordinator/checkpoint/probe.ts', receipt)).toContain('import-x/no-restricted-paths');
+  });
+
+  it('receipt/ (the format) imports no diff0/ (replay, verify); diff0/ may import receipt/', async () => {
+    const fromDiff0 = probe('../diff0/verify.js', 'verify');
+    expect(await ruleIdsFor('coordinator/receipt/probe.ts', fromDiff0)).toContain('import-x/no-restricted-paths');
+    const receipt = probe('../receipt/receipt.js', 'writeReceipt');
+    expect(await ruleIdsFor('coordinator/diff0/probe.ts', receipt)).toEqual([]);
   });
 });
 

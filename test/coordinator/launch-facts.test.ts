@@ -23,7 +23,7 @@ import { spawnSync } from 'node:child_process';
 import { afterAll, describe, expect, it } from 'vitest';
 import { resolveConfig, type RunPlan } from '../../coordinator/config.js';
 import { PER_RUN_TLS_RENEW_MS, relaunchPlan, type LaunchFacts } from '../../coordinator/launch/launch-facts.js';
-import { DEFAULT_GOLDEN_DIR, readGolden } from '../../coordinator/receipt/goldens.js';
+import { DEFAULT_GOLDEN_DIR, readGolden } from '../../coordinator/diff0/goldens.js';
 import { CLI_MAIN, detsimCli } from '../cli-refusal.js';
 import { makeExpiredTlsSet } from '../expired-tls-set.js';
 

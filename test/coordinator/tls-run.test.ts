@@ -29,7 +29,7 @@ import { isRunFailure } from '../../coordinator/session/run-failure.js';
 import { runSession } from '../../coordinator/session/run.js';
 import { WorkerCallError, WorkerClient } from '../../core/protocol/index.js';
 import { DetsimError } from '../../core/formats/errors.js';
-import { DEFAULT_GOLDEN_DIR, readGolden } from '../../coordinator/receipt/goldens.js';
+import { DEFAULT_GOLDEN_DIR, readGolden } from '../../coordinator/diff0/goldens.js';
 import { CLI_MAIN, detsimCli, expectCliRefusal } from '../cli-refusal.js';
 import { REPO_ROOT } from '../workers/harness.js';
 import { snapshotDir } from '../dir-snapshot.js';

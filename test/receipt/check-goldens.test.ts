@@ -7,7 +7,7 @@ import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { goldenMarkerCheck } from '../../coordinator/receipt/verify.js';
+import { goldenMarkerCheck } from '../../coordinator/diff0/verify.js';
 
 const SCRIPT = join(process.cwd(), 'scripts', 'check-goldens.mjs');
 const ENV = {

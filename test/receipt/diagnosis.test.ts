@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { canonicalize } from '../../core/formats/canonical-json.js';
-import { describeDivergence, diagnose, diagnoseRunDirs } from '../../coordinator/receipt/diagnosis.js';
+import { describeDivergence, diagnose, diagnoseRunDirs } from '../../coordinator/diff0/diagnosis.js';
 import { sampleReceipt } from './sample.js';
 
 type Mutable = {

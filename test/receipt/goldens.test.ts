@@ -18,10 +18,10 @@ import {
   exampleName,
   goldenCheck,
   readGolden,
-} from '../../coordinator/receipt/goldens.js';
+} from '../../coordinator/diff0/goldens.js';
 import { refusal } from '../refusal.js';
 import { writeReceipt } from '../../coordinator/receipt/receipt.js';
-import { defaultConfigs } from '../../coordinator/receipt/verify.js';
+import { defaultConfigs } from '../../coordinator/diff0/verify.js';
 import { runSession } from '../../coordinator/session/run.js';
 import { traceFormatOf } from '../../coordinator/trace/trace-store.js';
 import { traceLinesOf } from '../trace-read.js';

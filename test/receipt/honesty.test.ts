@@ -5,10 +5,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { canonicalize } from '../../core/formats/canonical-json.js';
-import { buildAttestation } from '../../coordinator/receipt/attestation.js';
+import { buildAttestation } from '../../coordinator/diff0/attestation.js';
 import { honestyWarnings, measured } from '../../coordinator/receipt/honesty.js';
 import { readReceipt, writeReceipt } from '../../coordinator/receipt/receipt.js';
-import { replayChecks } from '../../coordinator/receipt/replay.js';
+import { replayChecks } from '../../coordinator/diff0/replay.js';
 import { sampleReceipt } from './sample.js';
 
 function runDirFromSample(): string {

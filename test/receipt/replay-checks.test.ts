@@ -2,7 +2,7 @@
 // fails on the injected fault it exists to catch.
 import { describe, expect, it } from 'vitest';
 import { FIELD_TABLE, type FieldRule } from '../../coordinator/receipt/fields.js';
-import { planFromRunRecord, replayChecks, sensitivityProbes } from '../../coordinator/receipt/replay.js';
+import { planFromRunRecord, replayChecks, sensitivityProbes } from '../../coordinator/diff0/replay.js';
 import { deriveSeed } from '../../core/formats/seed.js';
 import { sampleReceipt } from './sample.js';
 

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { hydrateReceipt, readReceipt } from '../../coordinator/receipt/receipt.js';
-import { type ReplayReport, replay, replayChecks } from '../../coordinator/receipt/replay.js';
+import { type ReplayReport, replay, replayChecks } from '../../coordinator/diff0/replay.js';
 import { reproHash } from '../../coordinator/receipt/reprohash.js';
 import { traceOf } from '../trace-read.js';
 

@@ -6,10 +6,10 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { diagnose } from '../../coordinator/receipt/diagnosis.js';
+import { diagnose } from '../../coordinator/diff0/diagnosis.js';
 import { hydrateReceipt, readReceipt } from '../../coordinator/receipt/receipt.js';
 import { reproHash } from '../../coordinator/receipt/reprohash.js';
-import { rebasedReceipt } from '../../coordinator/receipt/resume-check.js';
+import { rebasedReceipt } from '../../coordinator/diff0/resume-check.js';
 import { parseStrict } from '../../core/formats/canonical-json.js';
 
 const CONFIG = join('test', 'receipt', 'fixtures', 'tiny-walkers.yaml');

@@ -7,7 +7,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { buildAttestation, writeAttestation } from '../../coordinator/receipt/attestation.js';
+import { buildAttestation, writeAttestation } from '../../coordinator/diff0/attestation.js';
 import { WriteFailure } from '../../coordinator/write-failure.js';
 import { detsimCli } from '../cli-refusal.js';
 import { fullDiskUnavailable, mountSmallDisk, PAGE, type SmallDisk } from '../full-disk.js';

@@ -7,9 +7,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { canonicalize, parseStrict } from '../../core/formats/canonical-json.js';
-import { buildAttestation, gradeOf } from '../../coordinator/receipt/attestation.js';
+import { buildAttestation, gradeOf } from '../../coordinator/diff0/attestation.js';
 import { FIELD_TABLE } from '../../coordinator/receipt/fields.js';
-import { makeCheck } from '../../coordinator/receipt/replay.js';
+import { makeCheck } from '../../coordinator/diff0/replay.js';
 import { CLI_MAIN } from '../cli-refusal.js';
 
 const CONFIG = join('test', 'receipt', 'fixtures', 'tiny-walkers.yaml');

@@ -6,7 +6,7 @@ import { dirname, join, resolve } from 'node:path';
 import { existsSync, lstatSync, mkdirSync, mkdtempSync, rmdirSync, statSync } from 'node:fs';
 import { canonicalize, sha256Hex, type JsonValue } from '../../core/formats/canonical-json.js';
 import { REASONS } from '../../core/formats/reasons.js';
-import { writeFileDurable } from './receipt.js';
+import { writeFileDurable } from '../receipt/receipt.js';
 import { guardWrite, WriteFailure } from '../write-failure.js';
 import type { Check, CheckStatus } from './replay.js';
 

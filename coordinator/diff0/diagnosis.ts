@@ -2,8 +2,8 @@
 // field path, both values and the agent — never only "hashes differ". It compares the ReproCore
 // views (canonical.ts), so physical fields can never be blamed. It runs nothing (replay.ts).
 import type { JsonValue } from '../../core/formats/canonical-json.js';
-import { type CanonicalOptions, canonicalSplit } from './canonical.js';
-import { buildReceipt, readRunFiles } from './receipt.js';
+import { type CanonicalOptions, canonicalSplit } from '../receipt/canonical.js';
+import { buildReceipt, readRunFiles } from '../receipt/receipt.js';
 
 /** Where two runs first differ: the part, step, field path, agent and both values. */
 export interface Divergence {

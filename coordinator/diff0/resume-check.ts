@@ -11,12 +11,12 @@ import { DetsimError } from '../../core/formats/errors.js';
 import { epochId } from '../session/lockstep.js';
 import { isRunFailure } from '../session/run-failure.js';
 import { runSession } from '../session/run.js';
-import { rebasedReceipt } from './rebase.js';
-import type { CanonicalOptions } from './canonical.js';
+import { rebasedReceipt } from '../receipt/rebase.js';
+import type { CanonicalOptions } from '../receipt/canonical.js';
 import { type Divergence, describeDivergence, diagnose } from './diagnosis.js';
 import { type Check, makeCheck } from './check.js';
-import { reproHash } from './reprohash.js';
-import { hydrateReceipt } from './receipt.js';
+import { reproHash } from '../receipt/reprohash.js';
+import { hydrateReceipt } from '../receipt/receipt.js';
 
 export interface ResumeCheckResult {
   readonly check: Check;
@@ -29,7 +29,7 @@ export interface ResumeCheckResult {
 /** How long to wait for the checkpoint at K to become durable before interrupting anyway. */
 const COMMIT_WAIT_MS = 60_000;
 
-export { rebasedReceipt } from './rebase.js';
+export { rebasedReceipt } from '../receipt/rebase.js';
 
 /** Run uninterrupted and interrupted-at-K-then-resumed, and compare their (rebased) ReproHashes. */
 export async function resumeCheck(

@@ -8,7 +8,7 @@ import type { RunPlan } from '../config.js';
 import { loadConfig } from '../config.js';
 import { DetsimError } from '../../core/formats/errors.js';
 import { type Attestation, buildAttestation, checkAttestationWritable, writeAttestation } from './attestation.js';
-import { FIELD_TABLE, type FieldRule, validateFieldTable } from './fields.js';
+import { FIELD_TABLE, type FieldRule, validateFieldTable } from '../receipt/fields.js';
 import {
   DEFAULT_GOLDEN_DIR,
   type Golden,
@@ -18,9 +18,9 @@ import {
   readGolden,
   writeGolden,
 } from './goldens.js';
-import type { Receipt } from './receipt.js';
+import type { Receipt } from '../receipt/receipt.js';
 import { type Check, makeCheck, replay } from './replay.js';
-import { reproHash } from './reprohash.js';
+import { reproHash } from '../receipt/reprohash.js';
 
 /** Options of {@link verify}. */
 export interface VerifyOptions {

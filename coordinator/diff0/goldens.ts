@@ -9,7 +9,7 @@ import { basename, extname, join } from 'node:path';
 import { canonicalize, parseStrict } from '../../core/formats/canonical-json.js';
 import { DetsimError } from '../../core/formats/errors.js';
 import { type Check, makeCheck } from './check.js';
-import { writeFileDurable } from './receipt.js';
+import { writeFileDurable } from '../receipt/receipt.js';
 
 export const DEFAULT_GOLDEN_DIR = 'fixtures/golden';
 
