@@ -541,6 +541,14 @@ export function callFailure(
   if (e instanceof HelloRefusedError) return RunFailure.ofIdentity('ident_worker_mismatch', e.message, ctx);
   if (e instanceof WorkerCallError) {
     const exit = w.instance.exitInfo;
+    // A hand-started worker that refused this run's token: an identity refusal (nothing written).
+    const token = /^\[(ident_token_missing|ident_token_wrong)\] /.exec(exit?.error ?? '');
+    if (token)
+      return RunFailure.ofIdentity(
+        token[1] as 'ident_token_missing' | 'ident_token_wrong',
+        `${w.instance.describe()} refused this coordinator: ${exit!.error!.slice(token[0].length)} (give the run the secret the worker was started with: workers.rendezvous.tokenFile)`,
+        ctx,
+      );
     if (e.kind === 'process-exited' || (exit && e.kind !== 'deadline')) {
       return new RunFailure(
         'worker-exited',

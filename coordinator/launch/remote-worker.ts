@@ -11,6 +11,14 @@ import type { WorkerInstance } from './worker-instance.js';
 export const REMOTE_LINK_ENDED = 'its connection ended; a remote worker’s exit status is not visible from here';
 export const REMOTE_RELEASED = 'released by the coordinator (a remote worker is not ours to kill)';
 
+/**
+ * The worker's own refusal of this coordinator's bearer token (`[ident_token_missing] …` or
+ * `[ident_token_wrong] …`, the stream's UNAUTHENTICATED details), when that is why the link ended.
+ */
+export function tokenRefusalIn(why: string): string | undefined {
+  return /\[ident_token_(missing|wrong)\] [^\n]*/.exec(why)?.[0];
+}
+
 export class RemoteWorker implements WorkerInstance {
   readonly kind = 'remote' as const;
   readonly pid = -1;
@@ -51,7 +59,7 @@ export class RemoteWorker implements WorkerInstance {
         link.open({
           message: (body, attachment) => receiver.message(body, attachment),
           ended: (kind, why) => {
-            this.gone(REMOTE_LINK_ENDED);
+            this.gone(tokenRefusalIn(why) ?? REMOTE_LINK_ENDED);
             receiver.ended(kind, why);
           },
         }),

@@ -23,7 +23,14 @@ import { CLI_MAIN, expectCliRefusal } from '../cli-refusal.js';
 import { ensurePythonWorker, pythonWorkerSkip } from '../cross-lang/python-worker.js';
 import { RUST_WORKER, ensureRustWorker, rustWorkerSkip } from '../cross-lang/rust-worker.js';
 import { REPO_ROOT } from '../workers/harness.js';
-import { type HandWorker, HAND_SECRET, rendezvousConfig, startHandWorker, stopAll } from './hand-workers.js';
+import {
+  type HandWorker,
+  HAND_SECRET,
+  rendezvousConfig,
+  secretFile,
+  startHandWorker,
+  stopAll,
+} from './hand-workers.js';
 
 /** What a hand-started plaintext TCP worker must be given (docs/security.md). */
 const SECRET = ['--session', 'lif-pair', '--token-file', HAND_SECRET];
@@ -363,6 +370,34 @@ describe('workers.placement: rendezvous', () => {
       for (const s of held) s.destroy();
       hole.close();
     }
+  });
+
+  it('plaintext workers holding a secret the run lacks, or another one: refused by name, exit 2, no run directory', async () => {
+    const dir = tempDir('ds-rv-');
+    const out = tempDir('ds-rv-out-');
+    await startLifPairWorkers(dir);
+    const cfg = lifPairConfigFile(dir, 5);
+    const base = JSON.parse(readFileSync(cfg, 'utf8')) as Record<string, any>;
+    const withToken = (tokenFile: string | undefined) => {
+      const { tokenFile: _t, ...rendezvous } = base.workers.rendezvous as Record<string, unknown>;
+      writeFileSync(
+        cfg,
+        JSON.stringify({
+          ...base,
+          workers: { ...base.workers, rendezvous: tokenFile ? { ...rendezvous, tokenFile } : rendezvous },
+        }),
+      );
+      return cfg;
+    };
+    const missing = await detsimRun([withToken(undefined), '--out', out]);
+    expect(expectCliRefusal(asSpawnResult(missing), 'ident_token_missing', 'worker worker-')).toMatch(
+      /refused this coordinator: authorization: the call carries no bearer token; this worker serves only its run \(give the run the secret the worker was started with: workers\.rendezvous\.tokenFile\); refused before the run started, nothing was written$/,
+    );
+    const wrong = await detsimRun([withToken(secretFile()), '--out', out]);
+    expect(expectCliRefusal(asSpawnResult(wrong), 'ident_token_wrong', 'worker worker-')).toMatch(
+      /refused this coordinator: authorization: the bearer token is not this worker's run token/,
+    );
+    expect(readdirSync(out)).toEqual([]);
   });
 
   it('a worker that answers Hello as another worker is refused before stepping: exit 2, no run directory', async () => {
