@@ -34,6 +34,8 @@ import {
 
 /** What a hand-started plaintext TCP worker must be given (docs/security.md). */
 const SECRET = ['--session', 'lif-pair', '--token-file', HAND_SECRET];
+/** A plaintext TCP agent worker `w`, as a user must start one. */
+const AGENT_W = ['--listen', '127.0.0.1:0', ...SECRET, '--role', 'agent', '--worker-id', 'w'];
 
 const tempDir = (prefix: string): string => mkdtempSync(join(tmpdir(), prefix));
 const golden = (name: string): { reproHash: string; steps: number } =>
@@ -125,23 +127,10 @@ describe('detsim worker --rendezvous', () => {
     const port = (await w.ready).split(':')[1];
     const record = readRendezvousRecord(readFileSync(join(dir, 'worker-env.json')), 'worker-env.json');
     expect(record.address).toBe(`192.0.2.7:${port}`);
-    const r = spawnSync(
-      process.execPath,
-      [
-        CLI_MAIN,
-        'worker',
-        '--listen',
-        '127.0.0.1:0',
-        ...SECRET,
-        '--role',
-        'agent',
-        '--worker-id',
-        'w',
-        '--advertise',
-        'h:1',
-      ],
-      { encoding: 'utf8', cwd: REPO_ROOT },
-    );
+    const r = spawnSync(process.execPath, [CLI_MAIN, 'worker', ...AGENT_W, '--advertise', 'h:1'], {
+      encoding: 'utf8',
+      cwd: REPO_ROOT,
+    });
     expect(r.status).toBe(2);
     expect(r.stderr.trim()).toBe('detsim: [struct_invalid_field] --advertise is only used with --rendezvous DIR');
   });
@@ -167,7 +156,7 @@ describe('detsim worker --rendezvous', () => {
       expect(await py.exited).toBe(0);
       expect(readdirSync(pyDir)).toEqual([]);
       // The flag refusals are worded alike too.
-      const flags = ['--listen', '127.0.0.1:0', ...SECRET, '--role', 'agent', '--worker-id', 'w'];
+      const flags = [...AGENT_W];
       // A record that cannot be written (here: a directory is in its place) stops the worker, no temporary left.
       const blocked = tempDir('ds-rv-blocked-');
       mkdirSync(join(blocked, 'w.json'));
@@ -242,7 +231,7 @@ describe('the Rust worker with --rendezvous', () => {
       expect(await zero.exited).toBe(0);
       expect(readdirSync(rsDir)).toEqual([]);
       // The flag refusals are worded alike too; a record that cannot be written stops the worker.
-      const flags = ['--listen', '127.0.0.1:0', ...SECRET, '--role', 'agent', '--worker-id', 'w'];
+      const flags = [...AGENT_W];
       const blocked = tempDir('ds-rv-blocked-');
       mkdirSync(join(blocked, 'w.json'));
       for (const extra of [
@@ -550,17 +539,7 @@ describe('workers.placement: rendezvous', () => {
       message: `workers.rendezvous.dir: ${missing} is not an existing directory`,
     });
     expect(readdirSync(out)).toEqual([]);
-    const flags = [
-      '--listen',
-      '127.0.0.1:0',
-      ...SECRET,
-      '--role',
-      'agent',
-      '--worker-id',
-      'w',
-      '--rendezvous',
-      missing,
-    ];
+    const flags = [...AGENT_W, '--rendezvous', missing];
     const r = spawnSync(process.execPath, [CLI_MAIN, 'worker', ...flags], { encoding: 'utf8', cwd: REPO_ROOT });
     expect([r.status, r.stderr.trim()]).toEqual([
       2,

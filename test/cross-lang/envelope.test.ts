@@ -9,6 +9,7 @@ import { canonicalize } from '../../core/formats/canonical-json.js';
 import { decodeEnvelope, encodeEnvelope, type EnvelopePayloadInput } from '../../core/formats/envelope.js';
 import { RationalNs } from '../../core/formats/scalars.js';
 import { buildRustCli, rustBatch, rustCommand, skipReason, tsOutcome, type Outcome } from './rust-cli.js';
+import { MINIMAL_MANIFEST } from '../formats/envelope-raw.js';
 
 type Payload = { name: string; bytes: Uint8Array };
 const b64 = (b: Uint8Array): string => Buffer.from(b).toString('base64');
@@ -340,7 +341,7 @@ describe.skipIf(skipReason !== null)('FLYSESS1: TypeScript and Rust agree', () =
   });
 
   it('decode-envelope exits 1 with one line naming the check; the legacy magic is named', () => {
-    const good = encodeEnvelope({ ...minimalManifest }, [{ name: 'a', bytes: Buffer.from('x') }]);
+    const good = encodeEnvelope({ ...MINIMAL_MANIFEST }, [{ name: 'a', bytes: Buffer.from('x') }]);
     expect(rustCommand('decode-envelope', good).status).toBe(0);
     const legacy = Buffer.from(good);
     legacy.write('FLYSIM01', 0, 'latin1');
@@ -352,25 +353,9 @@ describe.skipIf(skipReason !== null)('FLYSESS1: TypeScript and Rust agree', () =
     );
     const enc = rustCommand(
       'encode-envelope',
-      JSON.stringify({ manifest: minimalManifest, payloads: [{ name: 'a', base64: 'eA==' }] }),
+      JSON.stringify({ manifest: MINIMAL_MANIFEST, payloads: [{ name: 'a', base64: 'eA==' }] }),
     );
     expect(enc.status).toBe(0);
     expect(enc.stdout.equals(good)).toBe(true);
   });
 });
-
-const minimalManifest = {
-  envelopeVersion: 1,
-  checkpointId: 'c',
-  sourceScope: { sessionId: 's', epoch: 'e', step: '0' },
-  episodeId: 'e',
-  worldTime: { numerator: '0', denominator: '1' },
-  schedulerId: 'lockstep-v1',
-  compositionDigest: '0'.repeat(64),
-  portMap: [],
-  compatibility: {},
-  agents: [],
-  coordinator: {},
-  environment: {},
-  helperState: [],
-};

@@ -93,3 +93,20 @@ export function seal(prefix: Buffer): Buffer {
 export function reseal(envelope: Buffer): Buffer {
   return seal(envelope.subarray(0, envelope.length - 48));
 }
+
+/** The smallest manifest the FLYSESS1 encoder accepts: no agents, no coordinator payloads. */
+export const MINIMAL_MANIFEST = {
+  envelopeVersion: 1,
+  checkpointId: 'c',
+  sourceScope: { sessionId: 's', epoch: 'e', step: '0' },
+  episodeId: 'e',
+  worldTime: { numerator: '0', denominator: '1' },
+  schedulerId: 'lockstep-v1',
+  compositionDigest: '0'.repeat(64),
+  portMap: [],
+  compatibility: {},
+  agents: [],
+  coordinator: {},
+  environment: {},
+  helperState: [],
+};

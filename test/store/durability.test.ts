@@ -111,21 +111,8 @@ describe('durability: the real fs calls of a commit', () => {
     'a real checkpointed run: run.json, summary.json, every generation and manifest, the trace and the ledger are synced in order',
     { timeout: 120_000 },
     async () => {
-      const out = tmpOut('detsim-durable-run-');
-      recorder = await FsRecorder.start();
-      const plan = loadPlan(join('test', 'receipt', 'fixtures', 'tiny-walkers.yaml'));
-      const result = await runSession(plan, {
-        outDir: out,
-        steps: 5,
-        onWarning: () => undefined,
-        logLevel: 'warn',
-        extension: new CheckpointRun({ every: 2, keep: 1 }),
-        // trace.jsonl pinned: this checks its line-by-line writes (segments are written per sync).
-        traceFormat: 'jsonl',
-      });
-      recorder.stop();
-      const runDir = result.runDir;
-      const ops = recorder.under(runDir);
+      // trace.jsonl pinned: this checks its line-by-line writes (segments are written per sync).
+      const { runDir, ops } = await recordedRun('jsonl');
       const trace = join(runDir, 'trace.jsonl');
       const ledger = join(runDir, 'ledger.jsonl');
       expect(durabilityViolations(ops, [trace, ledger])).toEqual([]);
@@ -167,19 +154,8 @@ describe('durability: the real fs calls of a commit', () => {
     'a segmented trace: before each checkpoint is published, its segment, repro file, index and trace/ directory are fsynced, in that order',
     { timeout: 120_000 },
     async () => {
-      const out = tmpOut('detsim-durable-seg-');
-      recorder = await FsRecorder.start();
-      const plan = loadPlan(join('test', 'receipt', 'fixtures', 'tiny-walkers.yaml'));
-      const result = await runSession(plan, {
-        outDir: out,
-        steps: 5,
-        onWarning: () => undefined,
-        logLevel: 'warn',
-        extension: new CheckpointRun({ every: 2, keep: 1 }),
-      });
-      recorder.stop();
-      const ops = recorder.under(result.runDir);
-      const traceDir = join(result.runDir, 'trace');
+      const { runDir, ops } = await recordedRun('segments');
+      const traceDir = join(runDir, 'trace');
       let from = 0;
       for (const step of [2, 4]) {
         const at = ops.findIndex(
@@ -203,6 +179,23 @@ describe('durability: the real fs calls of a commit', () => {
     },
   );
 });
+
+/** A real 5-step run checkpointed every 2 steps (keep 1), with its real fs calls recorded. */
+async function recordedRun(traceFormat: 'jsonl' | 'segments'): Promise<{ runDir: string; ops: RealOp[] }> {
+  const out = tmpOut(`detsim-durable-${traceFormat}-`);
+  recorder = await FsRecorder.start();
+  const plan = loadPlan(join('test', 'receipt', 'fixtures', 'tiny-walkers.yaml'));
+  const result = await runSession(plan, {
+    outDir: out,
+    steps: 5,
+    onWarning: () => undefined,
+    logLevel: 'warn',
+    extension: new CheckpointRun({ every: 2, keep: 1 }),
+    traceFormat,
+  });
+  recorder.stop();
+  return { runDir: result.runDir, ops: [...recorder.under(result.runDir)] };
+}
 
 /**
  * What is missing, in the ops before a checkpoint is published, for the segmented trace to be

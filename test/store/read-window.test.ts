@@ -14,6 +14,7 @@ import {
   type ReadEnvelopeOptions,
 } from '../../coordinator/store/generation-reader.js';
 import { encodeEnvelope } from '../../core/formats/envelope.js';
+import { MINIMAL_MANIFEST } from '../formats/envelope-raw.js';
 
 const reads = vi.hoisted(() => ({ largest: 0 }));
 vi.mock('node:fs', async (original) => {
@@ -31,22 +32,6 @@ vi.mock('node:fs', async (original) => {
 
 const dir = mkdtempSync(join(tmpdir(), 'detsim-read-window-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
-
-const manifest = {
-  envelopeVersion: 1,
-  checkpointId: 'c',
-  sourceScope: { sessionId: 's', epoch: 'e', step: '0' },
-  episodeId: 'e',
-  worldTime: { numerator: '0', denominator: '1' },
-  schedulerId: 'lockstep-v1',
-  compositionDigest: '0'.repeat(64),
-  portMap: [],
-  compatibility: {},
-  agents: [],
-  coordinator: {},
-  environment: {},
-  helperState: [],
-};
 
 /** The handle's own reads (the head, the footer), as the requested length. */
 function spied(fh: FileHandle): FileHandle {
@@ -67,7 +52,7 @@ function spied(fh: FileHandle): FileHandle {
 /** The largest single read while verifying an envelope whose one payload is `size` bytes. */
 async function largestRead(size: number, options: ReadEnvelopeOptions = {}): Promise<number> {
   const path = join(dir, `big-${size}.flysess`);
-  writeFileSync(path, encodeEnvelope(manifest, [{ name: 'p', bytes: Buffer.alloc(size, 7) }]));
+  writeFileSync(path, encodeEnvelope(MINIMAL_MANIFEST, [{ name: 'p', bytes: Buffer.alloc(size, 7) }]));
   const fh = await open(path, 'r');
   reads.largest = 0;
   try {
