@@ -27,7 +27,7 @@ import {
   type ProcessExitInfo,
 } from '../../core/protocol/index.js';
 import { dieWithCoordinator } from './parent-death.js';
-import { RemoteWorker } from './remote-worker.js';
+import { RemoteWorker, tokenRefusalOf } from './remote-worker.js';
 import { RunFailure, type RunPhase } from '../session/run-failure.js';
 import { createSocketDir } from './socket-dir.js';
 import { ThreadWorker } from './thread-worker.js';
@@ -542,11 +542,11 @@ export function callFailure(
   if (e instanceof WorkerCallError) {
     const exit = w.instance.exitInfo;
     // A hand-started worker that refused this run's token: an identity refusal (nothing written).
-    const token = /^\[(ident_token_missing|ident_token_wrong)\] /.exec(exit?.error ?? '');
+    const token = tokenRefusalOf(exit);
     if (token)
       return RunFailure.ofIdentity(
-        token[1] as 'ident_token_missing' | 'ident_token_wrong',
-        `${w.instance.describe()} refused this coordinator: ${exit!.error!.slice(token[0].length)} (give the run the secret the worker was started with: workers.rendezvous.tokenFile)`,
+        token.reason,
+        `${w.instance.describe()} refused this coordinator: ${token.text} (give the run the secret the worker was started with: workers.rendezvous.tokenFile)`,
         ctx,
       );
     if (e.kind === 'process-exited' || (exit && e.kind !== 'deadline')) {

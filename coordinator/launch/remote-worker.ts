@@ -19,6 +19,14 @@ export function tokenRefusalIn(why: string): string | undefined {
   return /\[ident_token_(missing|wrong)\] [^\n]*/.exec(why)?.[0];
 }
 
+/** A remote worker gone because it refused the token: the reason code and the worker's words. */
+export function tokenRefusalOf(
+  exit: ProcessExitInfo | undefined,
+): { reason: 'ident_token_missing' | 'ident_token_wrong'; text: string } | undefined {
+  const m = /^\[(ident_token_missing|ident_token_wrong)\] (.*)$/.exec(exit?.error ?? '');
+  return m ? { reason: m[1] as 'ident_token_missing' | 'ident_token_wrong', text: m[2]! } : undefined;
+}
+
 export class RemoteWorker implements WorkerInstance {
   readonly kind = 'remote' as const;
   readonly pid = -1;

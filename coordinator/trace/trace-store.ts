@@ -620,12 +620,15 @@ export function stageSegmentedCut(
   let resealed: { entry: SegmentEntry; gz: Buffer } | null = null;
   let resealedRepro: { entry: ReproEntry; bytes: Buffer } | undefined;
   let nextSeq = nextSegmentSeq(dir, index);
+  let looked: IndexLookup | undefined;
+  const lookup = (): IndexLookup => (looked ??= indexLookup(index));
   for (const [i, s] of index.entries()) {
     const first = BigInt(s.firstStep);
     const end = first + BigInt(s.steps);
     if (end <= k) {
       if (!s.after) throw noHashes(dir, s);
-      if (opts.verifyKept) checkKeptSegment(dir, index, i, opts.verifyKept === 'full' ? hashes : null, rebased, opts);
+      if (opts.verifyKept)
+        checkKeptSegment(dir, lookup(), i, opts.verifyKept === 'full' ? hashes : null, rebased, opts);
       kept.push(s);
       hashes = s.after;
       continue;
@@ -634,7 +637,7 @@ export function stageSegmentedCut(
     abandonedFrom ??= first >= k ? first : k;
     abandonedSteps += Number(end - (first >= k ? first : k));
     if (first >= k) continue;
-    if (opts.verifyKept) checkPlace(dir, index, i);
+    if (opts.verifyKept) checkPlace(dir, lookup(), i);
     opts.onOpen?.(join(dir, s.segment));
     const lines = gunzipSync(checkSegmentFile(dir, s, i, new Map(), TRACE_INDEX))
       .toString('utf8')
@@ -687,18 +690,17 @@ export function stageSegmentedCut(
  */
 function checkKeptSegment(
   dir: string,
-  index: readonly SegmentEntry[],
+  lookup: IndexLookup,
   i: number,
   from: TraceHashState | null,
   rebased: (line: string) => string,
   opts: ReadTraceOptions,
 ): void {
-  const s = index[i]!;
+  const s = lookup.index[i]!;
   const at = `trace.segments[${i}]`;
-  checkPlace(dir, index, i);
+  checkPlace(dir, lookup, i);
   opts.onOpen?.(join(dir, s.segment));
-  const byDigest = new Map(index.map((x, j) => [x.sha256, j]));
-  const bytes = checkSegmentFile(dir, s, i, byDigest, TRACE_INDEX);
+  const bytes = checkSegmentFile(dir, s, i, lookup.byDigest, TRACE_INDEX);
   if (from === null) return;
   const lines = gunzipSync(bytes).toString('utf8').split('\n');
   if (lines[lines.length - 1] === '') lines.pop();
@@ -710,12 +712,25 @@ function checkKeptSegment(
     throw tampered(`its steps do not give the running hashes ${TRACE_INDEX} records after it`);
 }
 
+/** An index with its entries found by digest and by segment name (first listing), built once per cut. */
+interface IndexLookup {
+  readonly index: readonly SegmentEntry[];
+  readonly byDigest: ReadonlyMap<string, number>;
+  readonly firstByName: ReadonlyMap<string, number>;
+}
+
+function indexLookup(index: readonly SegmentEntry[]): IndexLookup {
+  const firstByName = new Map<string, number>();
+  index.forEach((e, i) => firstByName.has(e.segment) || firstByName.set(e.segment, i));
+  return { index, byDigest: new Map(index.map((e, i) => [e.sha256, i])), firstByName };
+}
+
 /** Index entry `i` continues the one before it (the first starts at step 0) and names a segment listed once. */
-function checkPlace(dir: string, index: readonly SegmentEntry[], i: number): void {
+function checkPlace(dir: string, { index, firstByName }: IndexLookup, i: number): void {
   const s = index[i]!;
   const prev = index[i - 1];
   const expectFirst = prev === undefined ? 0n : BigInt(prev.firstStep) + BigInt(prev.steps);
-  if (BigInt(s.firstStep) !== expectFirst || index.findIndex((x) => x.segment === s.segment) !== i)
+  if (BigInt(s.firstStep) !== expectFirst || firstByName.get(s.segment) !== i)
     throw new DetsimError(
       'audit_trace_segment_reordered',
       `${join(dir, TRACE_INDEX)}: entry ${i} (${s.segment}, from step ${s.firstStep}) is out of place in the index`,
