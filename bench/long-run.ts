@@ -74,7 +74,6 @@ async function main(): Promise<void> {
   const r = await runSession(o.config, {
     outDir: o.out,
     steps: o.steps,
-    traceFormat: 'segments',
     segmentSteps: o.segmentSteps,
     pipeline: true,
     logLevel: 'warn',

@@ -27,7 +27,7 @@ import { pino } from 'pino';
 import { resolveConfig, type RunPlan } from '../coordinator/config.js';
 import type { Fleet } from '../coordinator/launch/launcher.js';
 import * as lockstepSource from '../coordinator/session/lockstep.js';
-import * as runDirSource from '../coordinator/session/run-dir.js';
+import * as traceStoreSource from '../coordinator/trace/trace-store.js';
 import * as traceSource from '../coordinator/trace/trace.js';
 import type { Scope } from '../core/formats/scalars.js';
 import * as protocolSource from '../core/protocol/index.js';
@@ -105,15 +105,15 @@ function planFor(c: Config, steps: number): RunPlan {
 }
 
 /**
- * The same lockstep and per-step session work (trace line, behaviour digest, trace.jsonl append) with
+ * The same lockstep and per-step session work (trace line, behaviour digest, trace segment append) with
  * every worker's runtime in this process: each message is still encoded, decoded and checked on both
  * sides exactly as over gRPC (client.ts's encode/decode/readReply, the worker runtime's handle), only
  * the transport is gone. The cost of detsim's own work alone, one thread.
  */
 async function measureInline(plan: RunPlan, c: Config, args: Args): Promise<Measured> {
-  const { Lockstep, TraceWriter, BehaviourDigest, canonicalBehaviour, traceLine } = {
+  const { Lockstep, SegmentedTraceWriter, BehaviourDigest, canonicalBehaviour, traceLine } = {
     ...(await load('coordinator/session/lockstep.js', lockstepSource, args)),
-    ...(await load('coordinator/session/run-dir.js', runDirSource, args)),
+    ...(await load('coordinator/trace/trace-store.js', traceStoreSource, args)),
     ...(await load('coordinator/trace/trace.js', traceSource, args)),
   };
   const { decodeBody, encodeBody, readReply } = await load('core/protocol/index.js', protocolSource, args);
@@ -141,7 +141,7 @@ async function measureInline(plan: RunPlan, c: Config, args: Args): Promise<Meas
     const logger = pino({ level: 'info' }, { write: () => undefined });
     const lockstep = new Lockstep(plan, fleet, { dispatch: 'concurrent', epoch: 'e1', startedAt, logger });
     await lockstep.initialize();
-    const traces = new TraceWriter(join(out, 'trace.jsonl'));
+    const traces = new SegmentedTraceWriter(out);
     const digest = new BehaviourDigest();
     let t0 = 0n;
     let cpu0 = 0;
@@ -154,12 +154,13 @@ async function measureInline(plan: RunPlan, c: Config, args: Args): Promise<Meas
       // The session loop's per-step work (session.ts stepLoop).
       const trace = await lockstep.step();
       const behaviourText = canonicalBehaviour(trace.behaviour);
-      traces.appendLine(traceLine(behaviourText, trace.operational));
+      const appended = traces.appendLine(traceLine(behaviourText, trace.operational), behaviourText);
+      if (appended) await appended;
       digest.addCanonical(behaviourText);
     }
     const t1 = process.hrtime.bigint();
     const cpu1 = procCpuSeconds(process.pid);
-    traces.close();
+    await traces.close();
     if (args.window)
       writeFileSync(args.window, JSON.stringify({ startUs: Number(t0 / 1000n), endUs: Number(t1 / 1000n) }));
     const n = args.steps - args.warmup;

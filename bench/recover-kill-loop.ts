@@ -48,8 +48,8 @@ export async function killAtSteps(
     kills: Kill[];
     outDir: string;
     log?: (l: string) => void;
-    /** The trace's format and segment size (default: the run's default, segments of DEFAULT_SEGMENT_STEPS). */
-    trace?: Pick<RunOptions, 'traceFormat' | 'segmentSteps'>;
+    /** The trace's segment size (default DEFAULT_SEGMENT_STEPS). */
+    trace?: Pick<RunOptions, 'segmentSteps'>;
   },
 ): Promise<RunResult> {
   const log = opts.log ?? (() => undefined);

@@ -1,9 +1,10 @@
 // Test helper: a run directory's trace read through the library's one reader (trace-store.ts
-// readTraceSync / readTraceLinesSync), whatever its on-disk format (segments by default, trace.jsonl
-// when pinned), so tests see what every command sees; and `editTrace`, which rewrites a trace's
+// readTraceSync / readTraceLinesSync), whatever its on-disk format (segments, or the trace.jsonl of
+// an older detsim), so tests see what every command sees; `editTrace`, which rewrites a trace's
 // lines in place in either format, as a hand edit would (segment files and index re-bound, the
-// saved running hashes left as they were). NOT a reader of its own, and not for production code.
-import { readFileSync, writeFileSync } from 'node:fs';
+// saved digest states left as they were); and `asOlderRun`, which turns a run directory into what
+// an older detsim wrote (one trace.jsonl). NOT a reader of its own, and not for production code.
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import { join } from 'node:path';
 import { gunzipSync, gzipSync } from 'node:zlib';
@@ -18,6 +19,7 @@ import {
   traceFormatOf,
 } from '../coordinator/trace/trace-store.js';
 import type { TransitionTrace } from '../coordinator/trace/trace.js';
+import { writeReceipt } from '../coordinator/receipt/receipt.js';
 
 /** The trace's steps in order, parsed (either format). */
 export function traceOf(runDir: string): TransitionTrace[] {
@@ -77,4 +79,16 @@ export function editTrace(runDir: string, edit: (lines: string[]) => string[]): 
     return { ...s, bytes: gz.byteLength, sha256: createHash('sha256').update(gz).digest('hex') };
   });
   writeFileSync(join(dir, TRACE_INDEX), index.map((s) => `${canonicalize(s)}\n`).join(''));
+}
+
+/**
+ * The run directory as an older detsim wrote it: the same lines in one trace.jsonl (trace/ gone)
+ * and, when the run had one, receipt.json sealed again over it by the product's receipt writer.
+ * Returns that receipt's ReproHash (null without a receipt).
+ */
+export function asOlderRun(runDir: string): string | null {
+  const lines = traceLinesOf(runDir);
+  writeFileSync(join(runDir, TRACE_JSONL), lines.map((l) => `${l}\n`).join(''));
+  rmSync(join(runDir, TRACE_DIR), { recursive: true });
+  return existsSync(join(runDir, 'receipt.json')) ? writeReceipt(runDir).reproHash : null;
 }

@@ -2,7 +2,6 @@
 // capturing, restoring, fenced), tainted participants, the per-boundary facts a capture seals
 // (clocks, reward totals, behaviour so far) and attributed calls to workers.
 // NOT the capture or restore flows themselves (capture.ts, restore.ts) and not the step protocol.
-import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { RunPlan } from '../config.js';
 import type { Id, Scope } from '../../core/formats/scalars.js';
@@ -21,6 +20,7 @@ import {
 } from '../../core/protocol/index.js';
 import type { Ledger } from '../store/ledger.js';
 import type { CheckpointWriter } from '../store/writer.js';
+import { Sha256Stream } from '../trace/sha256-state.js';
 import { canonicalBehaviour, EpochRebase, type TraceBehaviour, type TransitionTrace } from '../trace/trace.js';
 import type { LiveComposition } from './compatibility.js';
 import type { AgentClock, BehaviourPrefix, CoordinatorState, RestoredCoordinatorState } from './manifest.js';
@@ -40,29 +40,25 @@ const STATUSES: readonly string[] = [
 ];
 
 /**
- * The run's behaviour so far, rebased to its first epoch, as a hash chain: d0 = SHA-256 of
- * "detsim/behaviour-chain-v1\n", d(k+1) = SHA-256 of `${dk}\n${canonical behaviour of step k}\n`.
- * A chain (unlike one running hash) continues from its value alone, so a checkpoint can carry it
- * and a resumed run can check the trace lines it keeps against it.
+ * The run's behaviour so far, rebased to its first epoch, as the behaviour digest's SHA-256 state
+ * (the one running behaviour hash: summary.behaviourDigest is its digest). A group stepped on its
+ * own hashes here, on the calling thread; a run's group takes the state from its trace writer
+ * instead (GroupOptions.behaviourAt), which hashes off the step loop.
  */
-export const BEHAVIOUR_CHAIN_GENESIS = createHash('sha256').update('detsim/behaviour-chain-v1\n').digest('hex');
-
-export class RollingBehaviour {
-  private value: string;
+export class HashedBehaviour {
+  private readonly stream: Sha256Stream;
   private count: bigint;
   constructor(
     readonly baseEpoch: Id,
     from?: BehaviourPrefix,
   ) {
-    this.value = from?.digest ?? BEHAVIOUR_CHAIN_GENESIS;
+    this.stream = from ? Sha256Stream.from(from.state) : new Sha256Stream();
     this.count = from ? BigInt(from.steps) : 0n;
   }
 
   add(b: TraceBehaviour): void {
     const rebased = b.scope.epoch === this.baseEpoch ? b : new EpochRebase(b.scope.epoch, this.baseEpoch).apply(b);
-    this.value = createHash('sha256')
-      .update(`${this.value}\n${canonicalBehaviour(rebased)}\n`, 'utf8')
-      .digest('hex');
+    this.stream.update(`${canonicalBehaviour(rebased)}\n`);
     this.count++;
   }
 
@@ -71,7 +67,7 @@ export class RollingBehaviour {
   }
 
   prefix(): BehaviourPrefix {
-    return { baseEpoch: this.baseEpoch, steps: this.count.toString(), digest: this.value };
+    return { baseEpoch: this.baseEpoch, steps: this.count.toString(), state: this.stream.state() };
   }
 }
 
@@ -94,6 +90,11 @@ export interface GroupOptions {
   baseEpoch?: Id;
   /** Deadline for capture/stage/activate calls (default plan.deadlines.captureMs). */
   captureDeadlineMs?: number;
+  /**
+   * The behaviour digest's state at a boundary, from elsewhere (a run: its trace writer, synced);
+   * without it the group hashes every step it notes itself (HashedBehaviour).
+   */
+  behaviourAt?: (boundary: bigint) => BehaviourPrefix;
 }
 
 /**
@@ -121,7 +122,9 @@ export class CheckpointGroup {
   readonly writer: CheckpointWriter | undefined;
   readonly ledger: Ledger | undefined;
   readonly deadlineMs: number;
-  private behaviour: RollingBehaviour;
+  /** Null when GroupOptions.behaviourAt gives the state. */
+  private behaviour: HashedBehaviour | null;
+  private readonly behaviourAt: ((boundary: bigint) => BehaviourPrefix) | undefined;
   private clocks = new Map<Id, AgentClock>();
   private rewardTotals = new Map<Id, number>();
   private eventsIssued = 0n;
@@ -135,7 +138,8 @@ export class CheckpointGroup {
     this.writer = opts.writer;
     this.ledger = opts.ledger;
     this.deadlineMs = opts.captureDeadlineMs ?? opts.plan.deadlines.captureMs;
-    this.behaviour = new RollingBehaviour(opts.baseEpoch ?? opts.lockstep.epoch);
+    this.behaviourAt = opts.behaviourAt;
+    this.behaviour = opts.behaviourAt ? null : new HashedBehaviour(opts.baseEpoch ?? opts.lockstep.epoch);
     for (const w of opts.fleet.agents) for (const id of w.plan.agentIds) this.agentWorkers.set(id, w);
   }
 
@@ -209,7 +213,7 @@ export class CheckpointGroup {
     this.clocks = state.clocks;
     this.rewardTotals = state.rewardTotals;
     this.eventsIssued = state.eventsIssued;
-    this.behaviour = new RollingBehaviour(state.behaviour.baseEpoch, state.behaviour);
+    if (this.behaviour) this.behaviour = new HashedBehaviour(state.behaviour.baseEpoch, state.behaviour);
     this.currentPhase = 'paused';
     this.phaseBefore = undefined;
   }
@@ -248,7 +252,7 @@ export class CheckpointGroup {
     for (const a of b.agents) this.clocks.set(a.agentId, { brainTicks: a.brainTicks, remainder: a.remainder });
     for (const r of b.rewards) this.rewardTotals.set(r.agentId, (this.rewardTotals.get(r.agentId) ?? 0) + r.value);
     this.eventsIssued += BigInt(b.eventIds.length);
-    this.behaviour.add(b);
+    this.behaviour?.add(b);
   }
 
   /** One lockstep step through the group: refused unless Ready (paused needs resume(), fenced a restore). */
@@ -285,7 +289,7 @@ export class CheckpointGroup {
       clocks: this.clocks,
       rewardTotals: this.rewardTotals,
       eventsIssued: this.eventsIssued,
-      behaviour: this.behaviour.prefix(),
+      behaviour: this.behaviour?.prefix() ?? this.behaviourAt!(this.boundary),
     };
   }
 

@@ -12,7 +12,6 @@ import type {
 import { DetsimError } from '../../core/formats/errors.js';
 import {
   RationalNs,
-  readDigest,
   readId,
   readObject,
   readU64,
@@ -23,6 +22,7 @@ import {
   type U64,
 } from '../../core/formats/scalars.js';
 import type { JsonObject } from '../../core/protocol/index.js';
+import { readSha256State, type Sha256State } from '../trace/sha256-state.js';
 import { CheckpointRefusal } from './refusal.js';
 import {
   compatibilityBlock,
@@ -53,11 +53,15 @@ export interface AgentClock {
   remainder: RationalNsJson;
 }
 
-/** Behaviour of the run before the boundary: lets resume check the trace it keeps (rebased to baseEpoch). */
+/**
+ * Behaviour of the run before the boundary, rebased to baseEpoch: the behaviour digest's SHA-256
+ * state after `steps` steps (trace/sha256-state.ts). Resume checks the trace it keeps against it
+ * and the digest continues from it.
+ */
 export interface BehaviourPrefix {
   baseEpoch: Id;
   steps: U64;
-  digest: Digest;
+  state: Sha256State;
 }
 
 /** What the coordinator knows at a committed boundary and seals into its payloads. */
@@ -296,7 +300,7 @@ export function readCoordinatorPayloads(
 
 type SameIds = (got: Id[], name: string) => void;
 
-/** The task ledger: reward totals for the manifest's agents and the behaviour chain up to the boundary. */
+/** The task ledger: reward totals for the manifest's agents and the behaviour digest's state at the boundary. */
 function readTaskLedger(payloads: Map<string, Uint8Array>, k: U64, sameIds: SameIds) {
   const ledger = readPayloadJson(payloads, PAYLOAD_NAMES.taskLedger, 'task-ledger', k);
   const totals = ledger.rewardTotals as unknown as { agentId: Id; total: number }[];
@@ -307,10 +311,17 @@ function readTaskLedger(payloads: Map<string, Uint8Array>, k: U64, sameIds: Same
     PAYLOAD_NAMES.taskLedger,
   );
   const b = readObject(ledger.behaviour, 'behaviour');
+  if (b.state === undefined && b.digest !== undefined)
+    throw new CheckpointRefusal(
+      'INCOMPATIBLE_STATE',
+      'struct_legacy_run',
+      `payload ${PAYLOAD_NAMES.taskLedger}: records the behaviour chain of an older detsim, not the behaviour digest's state; this detsim does not resume it (verify, diff and replay still read the run)`,
+      { field: `payloads.${PAYLOAD_NAMES.taskLedger}.behaviour` },
+    );
   const behaviour: BehaviourPrefix = {
     baseEpoch: readId(b.baseEpoch, 'behaviour.baseEpoch'),
     steps: readU64(b.steps, 'behaviour.steps'),
-    digest: readDigest(b.digest, 'behaviour.digest'),
+    state: readSha256State(b.state, 'behaviour.state'),
   };
   if (behaviour.steps !== k)
     bad(PAYLOAD_NAMES.taskLedger, `behaviour covers ${behaviour.steps} steps, the boundary is ${k}`);

@@ -4,28 +4,23 @@
 // left, a committed checkpoint to return to) and restores the whole replacement group from the
 // store's high-water checkpoint into a new epoch with the resume code (restore.ts, group.ts), after
 // cutting the trace back to the checkpoint's boundary exactly as `detsim resume` does (the steps
-// re-executed are never in the trace twice). A segmented trace (the default) is cut reading only
-// the segment that straddles the boundary: the behaviour chain and digest continue from the
-// running hashes its index saved per segment, and the cut-off segments move to
-// trace/abandoned-<epoch>-*; trace.jsonl is split whole and its cut-off lines move to
-// trace.abandoned.jsonl. The ledger records each recovery (`recovery`, after the restore's own
+// re-executed are never in the trace twice). The trace is cut reading only the segment that
+// straddles the boundary: the behaviour digest continues from the state its index saved per
+// segment, and the cut-off segments move to trace/abandoned-<epoch>-*. The ledger records each recovery (`recovery`, after the restore's own
 // `restored`); summary.json counts them. NOT the fencing or launching (session.ts, launcher.ts),
 // not the restore flow itself, not the trace formats (trace-store.ts).
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import type { Id } from '../../core/formats/scalars.js';
-import { discardStaged, publishStaged } from '../durable-file.js';
+import { discardStaged } from '../durable-file.js';
 import { epochId } from '../session/lockstep.js';
-import { RUN_FILES, TraceWriter } from '../session/run-dir.js';
-import { publishSegmentedCut, SegmentedTraceWriter, traceFormatOf, type TraceSink } from '../trace/trace-store.js';
+import { publishSegmentedCut, SegmentedTraceWriter, type TraceSink } from '../trace/trace-store.js';
 import { RunFailure, type RunFailureKind } from '../session/run-failure.js';
 import type { LiveSession, Recovered, RecoveryTarget, SessionRecovery } from '../session/session.js';
 import type { GenerationRecord } from '../store/store.js';
 import type { BehaviourPrefix } from './manifest.js';
 import { storeDirOf } from './checkpointing.js';
-import { CheckpointGroup, RollingBehaviour } from './group.js';
+import { CheckpointGroup } from './group.js';
 import { restoreGroup } from './restore.js';
-import { epochsSeen, splitTrace, stageSegmentedResume, stageTraceCut } from './resume.js';
+import { epochsSeen, stageSegmentedResume } from './resume.js';
 import type { CheckpointRun } from './run-checkpoints.js';
 
 /** The losses a recovery answers: the worker died, its stream broke, or it stalled past its deadline. */
@@ -106,8 +101,15 @@ export class LostWorkerRecovery implements SessionRecovery {
     try {
       await ck.ledger.flush();
       const fromEpoch = live.lockstep.epoch;
-      const epoch = epochId(Math.max(epochsSeen(ctx.runDir, baseEpoch, cut.epochs), epochNumber(fromEpoch)) + 1);
-      const group = new CheckpointGroup({ ...live, plan: ctx.plan, writer: ck.writer, ledger: ck.ledger, baseEpoch });
+      const epoch = epochId(Math.max(epochsSeen(ctx.runDir, baseEpoch), epochNumber(fromEpoch)) + 1);
+      const group = new CheckpointGroup({
+        ...live,
+        plan: ctx.plan,
+        writer: ck.writer,
+        ledger: ck.ledger,
+        baseEpoch,
+        behaviourAt: this.checkpoints.behaviourAt,
+      });
       await restoreGroup(
         group,
         { store: ck.store, checkpointId: record.checkpointId },
@@ -130,7 +132,7 @@ export class LostWorkerRecovery implements SessionRecovery {
       };
       this.done.push(done);
       await this.note(done, ctx.plan.sessionId, live);
-      return { epoch, ...cut.kept, traces };
+      return { epoch, keptDigest: cut.keptDigest, traces };
     } finally {
       cut.discard();
     }
@@ -171,26 +173,23 @@ export class LostWorkerRecovery implements SessionRecovery {
 
 /** The trace cut back to a checkpoint's boundary, staged (nothing in the run directory changed yet). */
 interface RecoveryCut {
-  /** The behaviour chain over the kept steps: the checkpoint's recorded chain must equal it. */
+  /** The behaviour digest's state over the kept steps: the checkpoint's recorded state must equal it. */
   readonly expectBehaviour: BehaviourPrefix;
-  /** Epochs the kept trace lines name (empty for a segmented trace: its index names none). */
-  readonly epochs: Set<Id>;
   /** Steps after the boundary that are cut off and executed again. */
   readonly stepsRepeated: number;
-  /** What the behaviour digest continues from: the kept behaviours, or the digest state saved at k. */
-  readonly kept: Pick<Recovered, 'keptBehaviours' | 'keptDigest'>;
+  /** What the session's behaviour digest continues from: the state saved at k. */
+  readonly keptDigest: Recovered['keptDigest'];
   /** Put the cut trace in place (renames only), the cut-off part moved aside under the new epoch. */
   publish(epoch: Id): void;
   /** Drop whatever was staged and not published; safe after publish. */
   discard(): void;
-  /** The writer new steps are appended with, in the trace's format. */
+  /** The writer new steps are appended with. */
   reopen(): TraceSink;
 }
 
 /**
- * Stage the cut of the run's trace at boundary k, in its format: a segmented trace reads only the
- * segment that straddles k (the chain and digest continue from the index's saved hashes, as
- * resume does); trace.jsonl is split whole and the chain rebuilt from its kept lines.
+ * Stage the cut of the run's trace at boundary k: only the segment that straddles k is read (the
+ * digest continues from the index's saved states, as resume does).
  */
 function stageRecoveryCut(
   runDir: string,
@@ -199,32 +198,21 @@ function stageRecoveryCut(
   closed: TraceSink,
 ): RecoveryCut {
   const k = BigInt(record.boundary);
-  if (traceFormatOf(runDir) === 'segments') {
-    const { cut, split, chain } = stageSegmentedResume(runDir, k, baseEpoch, record.checkpointId);
-    return {
-      expectBehaviour: chain.prefix(),
-      epochs: split.epochs,
-      stepsRepeated: cut.abandonedSteps,
-      kept: { keptBehaviours: [], keptDigest: { state: cut.hashes.digest, steps: Number(k) } },
-      publish: (epoch) => publishSegmentedCut(runDir, cut, epoch),
-      discard: () => discardStaged(cut.staged),
-      // The same segment size as the writer it replaces.
-      reopen: () => (closed instanceof SegmentedTraceWriter ? closed.reopen() : new SegmentedTraceWriter(runDir)),
-    };
-  }
-  const tracePath = join(runDir, RUN_FILES.trace);
-  const split = splitTrace(readFileSync(tracePath, 'utf8'), k, tracePath);
-  const chain = new RollingBehaviour(baseEpoch);
-  for (const b of split.keptBehaviours) chain.add(b);
-  const staged = stageTraceCut(runDir, split, 'the recovery stopped before the restore');
+  const { cut, expect } = stageSegmentedResume(
+    runDir,
+    k,
+    baseEpoch,
+    record.checkpointId,
+    'the recovery stopped before the restore',
+  );
   return {
-    expectBehaviour: chain.prefix(),
-    epochs: split.epochs,
-    stepsRepeated: split.abandonedSteps.length,
-    kept: { keptBehaviours: split.keptBehaviours },
-    publish: () => publishStaged(staged),
-    discard: () => discardStaged(staged),
-    reopen: () => new TraceWriter(tracePath),
+    expectBehaviour: expect,
+    stepsRepeated: cut.abandonedSteps,
+    keptDigest: { state: cut.hashes.digest, steps: Number(k) },
+    publish: (epoch) => publishSegmentedCut(runDir, cut, epoch),
+    discard: () => discardStaged(cut.staged),
+    // The same segment size as the writer it replaces.
+    reopen: () => (closed instanceof SegmentedTraceWriter ? closed.reopen() : new SegmentedTraceWriter(runDir)),
   };
 }
 

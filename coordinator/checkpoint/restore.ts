@@ -52,7 +52,7 @@ export interface RestoreHooks {
 export interface RestoreOptions {
   /** The new epoch to restore into; never the current one. */
   epoch: Id;
-  /** The behaviour chain the caller recomputed from the trace it keeps: must equal the checkpoint's. */
+  /** The behaviour digest's state the caller took from the trace it keeps: must equal the checkpoint's. */
   expectBehaviour?: BehaviourPrefix;
   hooks?: RestoreHooks;
   /** Extra fields for the ledger's `restored` event (e.g. the abandoned step range). */
@@ -206,19 +206,22 @@ function isCoordinatorPayload(name: string): boolean {
 /** The coordinator's own payloads (every one but the participants' states), read into memory: they are small. */
 /**
  * Refuse (audit_trace_prefix_mismatch) unless the run's trace before the checkpoint's boundary
- * gives the behaviour chain the checkpoint recorded: resume asks before any worker starts.
+ * gives the behaviour digest state the checkpoint recorded: resume asks before any worker starts.
  */
 export async function checkTracePrefix(loaded: LoadedCheckpoint, expect: BehaviourPrefix): Promise<void> {
   const m = loaded.envelope.manifest;
   checkBehaviourPrefix(m, readCoordinatorPayloads(m, await coordinatorPayloads(loaded)).behaviour, expect);
 }
 
+const prefixText = (p: BehaviourPrefix) =>
+  `${p.state.h} over ${p.state.length} bytes of ${p.steps} steps (rebased to ${p.baseEpoch})`;
+
 function checkBehaviourPrefix(m: EnvelopeManifest, recorded: BehaviourPrefix, expect: BehaviourPrefix): void {
   if (canonicalize(expect) === canonicalize(recorded)) return;
   throw new CheckpointRefusal(
     'INCOMPATIBLE_STATE',
     'audit_trace_prefix_mismatch',
-    `checkpoint refused: the run's trace before boundary ${m.sourceScope.step} gives behaviour chain ${canonicalize(expect)}, the checkpoint recorded ${canonicalize(recorded)}`,
+    `checkpoint refused: the run's trace before boundary ${m.sourceScope.step} gives the behaviour digest state ${prefixText(expect)}, the checkpoint recorded ${prefixText(recorded)}`,
     { field: 'task-ledger.behaviour' },
   );
 }
@@ -287,7 +290,7 @@ async function restoreLoaded(
       'install refused',
     );
   }
-  // Install the coordinator state: observations at k, clocks, reward ledger, behaviour chain; Paused(k).
+  // Install the coordinator state: observations at k, clocks, reward ledger, behaviour digest state; Paused(k).
   group.install(opts.epoch, k, observations!, coord);
   // The acknowledgements (best effort, they never throw) go out while the ledger line is made durable.
   const released = r.slots.releaseAll();
@@ -328,7 +331,7 @@ interface RestoreContext {
 
 /**
  * Everything checked before any participant is asked: identity, the coordinator payloads (and the
- * behaviour chain the caller expects), one participant payload per stager, and that each can be sent.
+ * behaviour digest state the caller expects), one participant payload per stager, and that each can be sent.
  */
 async function checkRestorable(group: CheckpointGroup, loaded: LoadedCheckpoint, opts: RestoreOptions) {
   const m = loaded.envelope.manifest;

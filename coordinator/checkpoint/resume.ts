@@ -2,22 +2,23 @@
 // Reads run.json (the recorded composition), selects and verifies a checkpoint from
 // `<runDir>/store/`, checks run.json against the checkpoint (seeds re-derived from masterSeed),
 // the boundary against the steps and the trace kept before the boundary against the behaviour
-// chain the checkpoint recorded — all before any worker starts — then launches fresh workers,
+// digest state the checkpoint recorded — all before any worker starts — then launches fresh workers,
 // restores the group (identity checks again, against the live workers, before staging), steps to
 // the run's total and rewrites summary.json (and receipt.json) for the whole run. The launch,
 // step loop, abort wiring, summary and receipt are the session loop's (session.ts), the same as a
 // run's: this file only prepares and checks the restored start.
 //
 // A refused resume leaves the run directory as it was: run.log is held in memory until the
-// restore is accepted, and the trace cut is only staged. trace.jsonl is cut all-or-nothing: before
-// launch the new trace.jsonl (exactly the lines of steps 0..k-1) and trace.abandoned.jsonl (what it
-// held plus every line of the killed run beyond the boundary, a torn last line included) are
-// written and fsynced as temporaries — a full disk refuses here, naming the file — and once the
-// restore succeeded both are renamed into place. The ledger's `restored` event records the
-// abandoned step range. New steps are appended in the new epoch. summary.json's behaviourDigest is
-// taken over all lines rebased to the run's first epoch (EpochRebase), so it equals the
-// uninterrupted run's. A write that fails after the restore ends the resume as an io failure
-// naming the file. NOT the restore flow (restore.ts).
+// restore is accepted, and the trace cut is only staged. The trace is cut all-or-nothing
+// (trace-store.ts stageSegmentedCut): before launch the segment that straddles the boundary is
+// resealed with its earlier lines and the new index written and fsynced as temporaries — a full
+// disk refuses here, naming the file — and once the restore succeeded they are renamed into place
+// and the segments beyond the boundary move to trace/abandoned-<epoch>-*. The ledger's `restored`
+// event records the abandoned step range. New steps are appended in the new epoch. summary.json's
+// behaviourDigest continues from the digest state at the boundary over steps rebased to the run's
+// first epoch (EpochRebase), so it equals the uninterrupted run's. A run of an older detsim
+// (trace.jsonl) is refused by name. A write that fails after the restore ends the resume as an io
+// failure naming the file. NOT the restore flow (restore.ts).
 import { existsSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { parseStrict, type JsonValue } from '../../core/formats/canonical-json.js';
@@ -30,7 +31,7 @@ import { readLaunchFacts, relaunchPlan } from '../launch/launch-facts.js';
 import { findExistingWorkers } from '../session/run.js';
 import { checkSlurmLauncher } from '../slurm/srun.js';
 import { checkWorkerTls } from '../launch/tls.js';
-import { RUN_FILES, RunLog, TraceWriter } from '../session/run-dir.js';
+import { RUN_FILES, RunLog } from '../session/run-dir.js';
 import { withRunLock } from '../session/run-lock.js';
 import {
   runLoop,
@@ -41,19 +42,27 @@ import {
   type SessionStart,
 } from '../session/session.js';
 import { LEDGER_FILE } from '../store/ledger.js';
-import { canonicalBehaviour, EpochRebase, type TraceBehaviour, type TransitionTrace } from '../trace/trace.js';
-import { publishSegmentedCut, SegmentedTraceWriter, stageSegmentedCut, traceFormatOf } from '../trace/trace-store.js';
+import { canonicalBehaviour, EpochRebase, type TransitionTrace } from '../trace/trace.js';
+import {
+  publishSegmentedCut,
+  SegmentedTraceWriter,
+  stageSegmentedCut,
+  TRACE_DIR,
+  TRACE_INDEX,
+  TRACE_JSONL,
+  traceFormatOf,
+  type SegmentedCut,
+} from '../trace/trace-store.js';
 import { openCheckpointing, storeDirOf } from './checkpointing.js';
-import { CheckpointGroup, RollingBehaviour } from './group.js';
+import { CheckpointGroup } from './group.js';
+import type { BehaviourPrefix } from './manifest.js';
 import { checkTracePrefix, loadCheckpoint, restoreGroup, type RestoreReport } from './restore.js';
 import { checkRecordedComposition } from './recorded-composition.js';
 import { readRunRecord } from './run-record.js';
 import { CheckpointRun, DEFAULT_KEEP, type CheckpointRunReport } from './run-checkpoints.js';
-import { discardStaged, publishStaged, stageFileDurable, type StagedFile } from '../durable-file.js';
+import { discardStaged } from '../durable-file.js';
 import { isWriteFailure, writeFailureOfErrno } from '../write-failure.js';
 import type { CheckpointStore, GenerationRecord } from '../store/store.js';
-
-export const ABANDONED_TRACE_FILE = 'trace.abandoned.jsonl';
 
 /** Progress of a resumed run, as passed to `onProgress` (the same shape as a run's). */
 export type ResumeProgress = RunProgress;
@@ -86,88 +95,50 @@ export interface ResumeResult extends SessionResult {
   checkpoints: CheckpointRunReport | null;
 }
 
-export interface TraceSplit {
-  kept: string[];
-  keptBehaviours: TraceBehaviour[];
-  abandoned: string[];
-  /** Step numbers of abandoned complete lines (for the ledger). */
-  abandonedSteps: bigint[];
-  epochs: Set<Id>;
-}
-
 function refuse(reason: 'struct_run_record' | 'audit_trace_prefix_mismatch', message: string, field?: string): never {
   throw new DetsimError(reason, message, field);
 }
 
-/** Split trace.jsonl at the boundary: lines of steps < k are kept (must be exactly 0..k-1), the rest abandoned. */
-export function splitTrace(text: string, k: bigint, path: string): TraceSplit {
-  const lines = text.split('\n');
-  if (lines[lines.length - 1] === '') lines.pop();
-  const out: TraceSplit = { kept: [], keptBehaviours: [], abandoned: [], abandonedSteps: [], epochs: new Set() };
-  lines.forEach((line, i) => {
-    let t: TransitionTrace;
-    try {
-      t = parseStrict(line) as unknown as TransitionTrace;
-    } catch (e) {
-      // Only the last line may be torn by a kill mid-append; anything else is damage.
-      if (i === lines.length - 1) return void out.abandoned.push(line);
-      refuse(
-        'audit_trace_prefix_mismatch',
-        `${path} line ${i + 1} is not a trace line: ${(e as Error).message}`,
-        `line ${i + 1}`,
-      );
-    }
-    const step = BigInt(t.behaviour.scope.step);
-    out.epochs.add(t.behaviour.scope.epoch);
-    if (step < k) {
-      if (step !== BigInt(out.kept.length))
-        refuse(
-          'audit_trace_prefix_mismatch',
-          `${path} line ${i + 1} is step ${step}, expected step ${out.kept.length}`,
-          `line ${i + 1}`,
-        );
-      out.kept.push(line);
-      out.keptBehaviours.push(t.behaviour);
-    } else {
-      out.abandoned.push(line);
-      out.abandonedSteps.push(step);
-    }
-  });
-  if (BigInt(out.kept.length) !== k)
-    refuse(
-      'audit_trace_prefix_mismatch',
-      `${path} holds ${out.kept.length} steps before the checkpoint boundary ${k}; the run's trace is incomplete`,
-      'trace.jsonl',
+/** The run's trace must be segments: a trace.jsonl run of an older detsim is refused by name, a missing trace as one. */
+function requireSegmentedTrace(runDir: string): void {
+  const format = traceFormatOf(runDir);
+  if (format === 'segments') return;
+  if (format === 'jsonl')
+    throw new DetsimError(
+      'struct_legacy_run',
+      `${join(runDir, TRACE_JSONL)}: a run of an older detsim (one trace.jsonl); this detsim resumes only trace/ segments (verify, diff and replay still read it)`,
+      TRACE_JSONL,
     );
-  return out;
+  refuse('struct_run_record', `${join(runDir, TRACE_DIR, TRACE_INDEX)}: missing (the run has no trace)`, 'trace');
 }
 
 /**
- * The cut of a segmented trace at k, staged, and what a resume (or a recovery) needs from it: the
- * chain at k from the index's running hashes (no earlier segment is read), the abandoned steps for
- * the ledger (`split` holds no kept lines: only counts). Refuses a trace that does not reach k.
+ * The cut of the trace at k, staged, and the behaviour digest's state at k that the checkpoint must
+ * carry (from the index's saved states and the straddling segment: no earlier segment is hashed
+ * again). Refuses a trace that does not reach k.
  */
-export function stageSegmentedResume(runDir: string, k: bigint, baseEpoch: Id, checkpointId: Id) {
+export function stageSegmentedResume(
+  runDir: string,
+  k: bigint,
+  baseEpoch: Id,
+  checkpointId: Id,
+  note = 'resume refused before any worker started; nothing in the run directory changed',
+): { cut: SegmentedCut; expect: BehaviourPrefix } {
   const rebasedText = (line: string) => {
     const b = (parseStrict(line) as unknown as TransitionTrace).behaviour;
     return canonicalBehaviour(b.scope.epoch === baseEpoch ? b : new EpochRebase(b.scope.epoch, baseEpoch).apply(b));
   };
   // Every kept segment is read once and checked against its index entry, and the kept entries
   // against the index digest the capture recorded in the ledger (bench/README.md measures it); a
-  // run whose ledger has none gets every kept step hashed again. The chain then meets the checkpoint's.
+  // run whose ledger has none gets every kept step hashed again. The digest state then meets the checkpoint's.
   const recorded = capturedTraceIndex(runDir, checkpointId);
-  const cut = stageSegmentedCut(
-    runDir,
-    k,
-    rebasedText,
-    recorded === null
-      ? { verifyKept: 'full' }
-      : {
-          verifyKept: 'bytes',
-          keptIndexDigest: recorded,
-          keptIndexSource: `${LEDGER_FILE} when ${checkpointId} was captured`,
-        },
-  );
+  const check = recorded === null ? ({ verifyKept: 'full' } as const) : keptBytesCheck(recorded, checkpointId);
+  let cut: SegmentedCut;
+  try {
+    cut = stageSegmentedCut(runDir, k, rebasedText, check);
+  } catch (e) {
+    throw isWriteFailure(e) ? e.withNote(note) : e;
+  }
   if (cut.keptSteps !== k) {
     discardStaged(cut.staged);
     refuse(
@@ -176,23 +147,21 @@ export function stageSegmentedResume(runDir: string, k: bigint, baseEpoch: Id, c
       'trace',
     );
   }
-  const abandonedSteps: bigint[] = [];
-  for (let x = cut.abandoned?.from ?? 1n; x <= (cut.abandoned?.to ?? 0n); x++) abandonedSteps.push(x);
-  // Only counts: no kept line is held (the session continues the digest from the saved state).
-  const split: TraceSplit = {
-    kept: [],
-    keptBehaviours: [],
-    abandoned: new Array<string>(abandonedSteps.length).fill(''),
-    abandonedSteps,
-    epochs: new Set(),
-  };
-  const chain = new RollingBehaviour(baseEpoch, { baseEpoch, steps: k.toString(), digest: cut.hashes.chain });
-  return { cut, split, chain };
+  return { cut, expect: { baseEpoch, steps: k.toString(), state: cut.hashes.digest } };
 }
 
-/** Every epoch id the run directory mentions (run.json, trace lines, ledger lines). */
-export function epochsSeen(runDir: string, first: Id, traceEpochs: Set<Id>): number {
-  const nums = [first, ...traceEpochs]
+/** The cut's check of the kept segments: their bytes, and their entries against the digest the capture recorded. */
+function keptBytesCheck(recorded: string, checkpointId: Id) {
+  return {
+    verifyKept: 'bytes',
+    keptIndexDigest: recorded,
+    keptIndexSource: `${LEDGER_FILE} when ${checkpointId} was captured`,
+  } as const;
+}
+
+/** Every epoch id the run directory mentions (run.json, ledger lines). */
+export function epochsSeen(runDir: string, first: Id): number {
+  const nums = [first]
     .map((e) => /^e([0-9]+)$/.exec(e)?.[1])
     .filter((x): x is string => x !== undefined)
     .map(Number);
@@ -231,9 +200,6 @@ async function resumeLocked(runDir: string, opts: ResumeOptions): Promise<Resume
   const p = await prepareResume(runDir, opts);
   // Workers started by hand announce themselves again (launch.json recorded a rendezvous placement).
   const existingWorkers = await findExistingWorkers(p.plan, opts);
-  // The cut trace is written (and fsynced) now, beside the files it replaces: running out of space
-  // here refuses the resume with nothing changed; after the restore only renames remain.
-  const cut = p.segCut?.cut.staged ?? stageTraceCut(runDir, p.split);
   const checkpoints =
     p.every > 0
       ? new CheckpointRun({
@@ -246,7 +212,7 @@ async function resumeLocked(runDir: string, opts: ResumeOptions): Promise<Resume
       : undefined;
   if (checkpoints && opts.recover) checkpoints.recovery = opts.recover(checkpoints);
   const state: { restored?: RestoreReport } = {};
-  const start = resumeStart(runDir, p, cut, checkpoints, state);
+  const start = resumeStart(runDir, p, checkpoints, state);
   const hooks = { ...opts.hooks, ...(opts.commandFor ? { commandFor: opts.commandFor } : {}) };
   const result = await runLoop(start, {
     ...opts,
@@ -259,7 +225,7 @@ async function resumeLocked(runDir: string, opts: ResumeOptions): Promise<Resume
     checkpointId: state.restored!.checkpointId,
     boundary: Number(state.restored!.boundary),
     epoch: p.epoch,
-    abandonedSteps: p.split.abandonedSteps.length,
+    abandonedSteps: p.cut.abandonedSteps,
     checkpoints: checkpoints?.result ?? null,
   };
 }
@@ -267,15 +233,15 @@ async function resumeLocked(runDir: string, opts: ResumeOptions): Promise<Resume
 /**
  * Everything a resume checks before any worker starts: the checkpoint is read and verified,
  * run.json must be its composition, the boundary must fit the steps, the trace must hold every kept
- * step unchanged and give the checkpoint's behaviour chain. What the resume then needs.
+ * step unchanged and give the checkpoint's behaviour digest state. The cut trace is written (and
+ * fsynced) beside the files it replaces: running out of space refuses the resume with nothing
+ * changed; after the restore only renames remain. What the resume then needs.
  */
 async function prepareResume(runDir: string, opts: ResumeOptions) {
   const rec = readRunRecord(runDir);
   const plan = relaunchPlanFor(runDir, rec.plan, opts);
   requireStore(runDir);
-  const tracePath = join(runDir, RUN_FILES.trace);
-  const segmented = traceFormatOf(runDir) === 'segments';
-  if (!segmented && !existsSync(tracePath)) refuse('struct_run_record', `${tracePath}: missing`, 'trace.jsonl');
+  requireSegmentedTrace(runDir);
   const ck = await openCheckpointing(runDir, { keep: DEFAULT_KEEP });
   const record = selectCheckpoint(ck.store, opts.checkpointId, runDir);
   const loaded = await loadCheckpoint({ store: ck.store, checkpointId: record.checkpointId });
@@ -283,17 +249,13 @@ async function prepareResume(runDir: string, opts: ResumeOptions) {
   const k = BigInt(record.boundary);
   const total = opts.steps ?? rec.steps;
   checkTotal(total, opts.steps !== undefined, k, record.checkpointId, runDir);
-  // A segmented trace is cut reading only the segment that straddles k (trace-store.ts); trace.jsonl whole.
-  const segCut = segmented ? stageSegmentedResume(runDir, k, rec.epoch, record.checkpointId) : null;
-  const split = segCut?.split ?? splitTrace(readFileSync(tracePath, 'utf8'), k, tracePath);
-  const baseEpoch = segCut ? rec.epoch : (split.keptBehaviours[0]?.scope.epoch ?? rec.epoch);
-  const chain = segCut?.chain ?? new RollingBehaviour(baseEpoch);
-  if (!segCut) for (const b of split.keptBehaviours) chain.add(b);
-  await checkTracePrefix(loaded, chain.prefix()).catch((e: unknown) => {
-    if (segCut) discardStaged(segCut.cut.staged);
+  // The trace is cut reading only the segment that straddles k (trace-store.ts).
+  const { cut, expect } = stageSegmentedResume(runDir, k, rec.epoch, record.checkpointId);
+  await checkTracePrefix(loaded, expect).catch((e: unknown) => {
+    discardStaged(cut.staged);
     throw e;
   });
-  const epoch = epochId(epochsSeen(runDir, rec.epoch, split.epochs) + 1);
+  const epoch = epochId(epochsSeen(runDir, rec.epoch) + 1);
   const runEvent = lastRunEvent(runDir);
   const every = opts.checkpointEvery ?? runEvent.every;
   if (opts.recover && every === 0)
@@ -305,16 +267,14 @@ async function prepareResume(runDir: string, opts: ResumeOptions) {
   return {
     rec,
     plan,
-    tracePath,
     ck,
     record,
     loaded,
     k,
     total,
-    segCut,
-    split,
-    baseEpoch,
-    chain,
+    cut,
+    expect,
+    baseEpoch: rec.epoch,
     epoch,
     every,
     keep: runEvent.keep,
@@ -330,11 +290,10 @@ type PreparedResume = Awaited<ReturnType<typeof prepareResume>>;
 function resumeStart(
   runDir: string,
   p: PreparedResume,
-  cut: StagedFile[],
   checkpoints: CheckpointRun | undefined,
   state: { restored?: RestoreReport },
 ): SessionStart {
-  const { rec, plan, ck, record, split, segCut, epoch, k } = p;
+  const { rec, plan, ck, record, cut, epoch, k } = p;
   // run.log is held in memory until the restore is accepted: a refused resume leaves it untouched.
   const log = new RunLog(join(runDir, RUN_FILES.log), { deferred: true });
   return {
@@ -348,8 +307,7 @@ function resumeStart(
     lockstepEpoch: record.epoch,
     epoch,
     baseEpoch: p.baseEpoch,
-    keptBehaviours: split.keptBehaviours,
-    ...(segCut ? { keptDigest: { state: segCut.cut.hashes.digest, steps: Number(k) } } : {}),
+    keptDigest: { state: cut.hashes.digest, steps: Number(k) },
     startedFields: { checkpointId: record.checkpointId, boundary: record.boundary, epoch, total: p.total },
     storeDir: storeDirOf(runDir),
     accepted: () => state.restored !== undefined,
@@ -363,30 +321,30 @@ function resumeStart(
         writer: ck.writer,
         ledger: ck.ledger,
         baseEpoch: p.baseEpoch,
+        ...(checkpoints ? { behaviourAt: checkpoints.behaviourAt } : {}),
       });
       const restored = await restoreGroup(
         group,
         { store: ck.store, checkpointId: record.checkpointId, loaded: p.loaded },
-        { epoch, expectBehaviour: p.chain.prefix(), ledgerDetail: abandonedDetail(split) },
+        { epoch, expectBehaviour: p.expect, ledgerDetail: abandonedDetail(cut) },
       );
       state.restored = restored;
       // The restore succeeded: only now does the run directory change (log, then the trace cut by renames).
       log.accept();
-      if (segCut) publishSegmentedCut(runDir, segCut.cut, epoch);
-      else publishStaged(cut);
+      publishSegmentedCut(runDir, cut, epoch);
       group.resume();
       const shown = { checkpointId: restored.checkpointId, boundary: String(restored.boundary), epoch };
-      logger.info({ restored: { ...shown, abandoned: split.abandoned.length } }, 'restored');
+      logger.info({ restored: { ...shown, abandoned: cut.abandonedSteps } }, 'restored');
       // The checkpoint extension continues on the restored group (and its store) instead of a new one.
       checkpoints?.adopt(group, ck);
-      return segCut ? new SegmentedTraceWriter(runDir) : new TraceWriter(p.tracePath);
+      return new SegmentedTraceWriter(runDir);
     },
     refused: (e) => {
       // Refused before anything in the run directory changed: drop the held log and the staged
       // trace cut, and pass the refusal on (a failed write named as one).
       log.discard();
       log.close();
-      discardStaged(cut);
+      discardStaged(cut.staged);
       return writeFailureOfErrno(e) ?? e;
     },
     summaryFields: () => ({
@@ -395,57 +353,23 @@ function resumeStart(
         boundary: state.restored!.boundary.toString(),
         fromEpoch: state.restored!.fromEpoch,
         epoch,
-        abandonedLines: split.abandoned.length,
-        abandonedFile:
-          split.abandoned.length === 0 ? null : segCut ? `trace/abandoned-${epoch}-*` : ABANDONED_TRACE_FILE,
+        abandonedLines: cut.abandonedSteps,
+        abandonedFile: cut.abandonedSteps === 0 ? null : `trace/abandoned-${epoch}-*`,
       },
     }),
     end: async () => {
       // A trace cut that was never published (its rename failed) leaves nothing behind.
-      discardStaged(cut);
+      discardStaged(cut.staged);
       await ck.ledger.flush().catch(() => undefined);
     },
   };
 }
 
-/** The ledger detail of a restore: torn lines dropped, and the steps of the killed run abandoned. */
-function abandonedDetail(split: TraceSplit): Record<string, JsonValue> {
-  const detail: Record<string, JsonValue> = { tornLines: String(split.abandoned.length - split.abandonedSteps.length) };
-  if (split.abandonedSteps.length > 0)
-    detail.abandonedSteps = {
-      from: split.abandonedSteps[0]!.toString(),
-      to: split.abandonedSteps[split.abandonedSteps.length - 1]!.toString(),
-    };
+/** The ledger detail of a restore: the steps of the killed run abandoned. */
+function abandonedDetail(cut: SegmentedCut): Record<string, JsonValue> {
+  const detail: Record<string, JsonValue> = {};
+  if (cut.abandoned) detail.abandonedSteps = { from: cut.abandoned.from.toString(), to: cut.abandoned.to.toString() };
   return detail;
-}
-
-/**
- * The files of the trace cut, staged (written and fsynced as temporaries, not yet in place):
- * trace.jsonl with exactly the steps before the boundary, and trace.abandoned.jsonl with what it
- * held plus every line beyond the boundary. Publishing them is renames only, so the cut is
- * all-or-nothing against a full disk; a failure to stage removes what was staged and names the file.
- */
-export function stageTraceCut(
-  runDir: string,
-  split: TraceSplit,
-  note = 'resume refused before any worker started; nothing in the run directory changed',
-): StagedFile[] {
-  const staged: StagedFile[] = [];
-  try {
-    if (split.abandoned.length > 0) {
-      const path = join(runDir, ABANDONED_TRACE_FILE);
-      const before = existsSync(path) ? readFileSync(path, 'utf8') : '';
-      const sep = before === '' || before.endsWith('\n') ? '' : '\n';
-      staged.push(stageFileDurable(path, `${before}${sep}${split.abandoned.join('\n')}\n`));
-    }
-    staged.push(
-      stageFileDurable(join(runDir, RUN_FILES.trace), split.kept.length > 0 ? `${split.kept.join('\n')}\n` : ''),
-    );
-    return staged;
-  } catch (e) {
-    discardStaged(staged);
-    throw isWriteFailure(e) ? e.withNote(note) : e;
-  }
 }
 
 /** The run must have a checkpoint store; a run that checkpoints but never committed one is told so. */

@@ -12,6 +12,7 @@ import type { TransitionTrace } from '../trace/trace.js';
 import { captureGroup, checkpointIdFor } from './capture.js';
 import { openCheckpointing, storeDirOf, STORE_DIR, type Checkpointing } from './checkpointing.js';
 import { CheckpointGroup } from './group.js';
+import type { BehaviourPrefix } from './manifest.js';
 import { isCheckpointRefusal } from './refusal.js';
 
 export const DEFAULT_KEEP = 3;
@@ -118,6 +119,7 @@ export class CheckpointRun implements RunExtension {
       writer: ck.writer,
       ledger: ck.ledger,
       baseEpoch: this.opts.baseEpoch ?? ctx.epoch,
+      behaviourAt: this.behaviourAt,
     });
     const resumed: Record<string, string> =
       this.opts.resumedFrom === undefined ? {} : { resumedFrom: this.opts.resumedFrom };
@@ -150,6 +152,16 @@ export class CheckpointRun implements RunExtension {
     return this.base ?? this.opts.baseEpoch ?? this.context.epoch;
   }
 
+  /**
+   * The behaviour digest's state at the boundary, from the run's trace writer (synced before each
+   * capture; it hashes off the step loop): this run's groups take it instead of hashing each step.
+   */
+  readonly behaviourAt = (boundary: bigint): BehaviourPrefix => {
+    const { state, steps } = this.context.traces.hashState();
+    if (steps !== boundary) throw new Error(`checkpoints: the trace holds ${steps} steps at boundary ${boundary}`);
+    return { baseEpoch: this.baseEpoch, steps: boundary.toString(), state };
+  };
+
   /** Go on capturing a recovered session: its restored group, fleet, lockstep, trace writer and epoch. */
   rebind(group: CheckpointGroup, live: Pick<RunExtensionContext, 'fleet' | 'lockstep' | 'traces' | 'epoch'>): void {
     this.group = group;
@@ -181,7 +193,7 @@ export class CheckpointRun implements RunExtension {
     // The trace lines of every step before k reach the disk before a checkpoint at k can.
     await this.ctx!.traces.sync();
     const checkpointId = checkpointIdFor(group.epoch, k);
-    const traceIndex = this.ctx!.traces.indexDigest?.();
+    const traceIndex = this.ctx!.traces.indexDigest();
     try {
       const rec = await captureGroup(group, {
         checkpointId,

@@ -11,11 +11,13 @@ import { checkWorkerTls } from '../launch/tls.js';
 import { DISPATCH_MODES } from '../session/lockstep.js';
 import { runSession, type RunProgress } from '../session/run.js';
 import { checkSlurmLauncher } from '../slurm/srun.js';
+import { DEFAULT_SEGMENT_STEPS } from '../trace/trace-store.js';
 import {
   TRANSPORT_HELP,
   action,
   readChoiceFlag,
   readStepsFlag,
+  readWhole,
   readTransportFlag,
   readDispatchFlag,
   writeStdout,
@@ -35,7 +37,7 @@ interface RunCommandOptions {
   json?: boolean;
   verbose?: boolean;
   tlsDir?: string;
-  traceFormat?: string;
+  segmentSteps?: string;
 }
 
 /** Exit codes: 0 done, 1 the run failed (a worker died, stalled or misbehaved, a file could not be written), 2 bad input, 130 interrupted. */
@@ -126,12 +128,12 @@ export function registerRun(program: Command): void {
     .option('--max-restarts <n>', `${MAX_RESTARTS_HELP}; needs --checkpoint-every`)
     .option('--verbose', "a Python model's failure carries its Python traceback")
     .option('--tls-dir <dir>', 'mutual TLS + bearer token for tcp workers from a `detsim certs` directory')
-    .option('--trace-format <f>', 'trace on disk: segments (trace/*.jsonl.gz, compact; default) | jsonl (trace.jsonl)')
+    .option('--segment-steps <n>', `steps per trace segment, trace/NNNNNN.jsonl.gz (default ${DEFAULT_SEGMENT_STEPS})`)
     .action(
       action(async (configPath: string, opts: RunCommandOptions) => {
         const steps = readStepsFlag(opts.steps);
         const dispatch = readDispatchFlag(opts.dispatch);
-        const traceFormat = readChoiceFlag(opts.traceFormat, ['jsonl', 'segments'] as const, '--trace-format');
+        const segmentSteps = readWhole(opts.segmentSteps, '--segment-steps', 1);
         // Every check on the config happens here, before any process starts.
         const transport = readTransportFlag(opts.transport);
         const loaded = loadConfig(configPath);
@@ -152,7 +154,7 @@ export function registerRun(program: Command): void {
             onProgress: progress.update,
             handleSignals: true,
             verbose: opts.verbose === true,
-            traceFormat,
+            ...(segmentSteps !== undefined ? { segmentSteps } : {}),
             ...(checkpoints ? { extension: checkpoints } : {}),
           });
           progress.stop();

@@ -1,5 +1,5 @@
 // The run directory `runs/<session>-<n>/`: allocation of the first free n, durable JSON files
-// (temp → fsync → rename → fsync dir), the append-only trace.jsonl writer and the run.log sink,
+// (temp → fsync → rename → fsync dir) and the run.log sink,
 // and the check that an --out parent can hold run directories at all (before anything is created).
 // Every write goes through write-failure.ts, so a full disk is a named WriteFailure and
 // trace.jsonl never keeps half a line. NOT what goes into the files (run.ts decides) and nothing
@@ -9,9 +9,7 @@ import {
   closeSync,
   constants,
   existsSync,
-  fstatSync,
   fsyncSync,
-  ftruncateSync,
   mkdirSync,
   openSync,
   realpathSync,
@@ -23,11 +21,9 @@ import { asWriteFailure, guardWrite, type WriteFailure } from '../write-failure.
 import { canonicalize } from '../../core/formats/canonical-json.js';
 import { DetsimError } from '../../core/formats/errors.js';
 import type { Id } from '../../core/formats/scalars.js';
-import type { TransitionTrace } from '../trace/trace.js';
 
 export const RUN_FILES = {
   run: 'run.json',
-  trace: 'trace.jsonl',
   log: 'run.log',
   summary: 'summary.json',
 } as const;
@@ -82,62 +78,6 @@ export function allocateRunDir(parent: string, sessionId: Id): string {
 /** Write canonical JSON durably: a reader sees the old file or the whole new one, never half. */
 export function writeJsonDurable(dir: string, name: string, value: unknown): void {
   writeFileDurable(join(dir, name), `${canonicalize(value)}\n`);
-}
-
-/**
- * Appends one canonical JSON line per step to trace.jsonl. A line that cannot be written whole is
- * cut back off (truncating needs no space), so the file holds complete lines only.
- */
-export class TraceWriter {
-  private fd: number | undefined;
-  /** Bytes of complete lines in the file. */
-  private length: number;
-
-  constructor(readonly path: string) {
-    const fd = guardWrite(path, () => openSync(path, 'a'));
-    this.fd = fd;
-    this.length = fstatSync(fd).size;
-  }
-
-  append(trace: TransitionTrace): void {
-    this.appendLine(canonicalize(trace));
-  }
-
-  /** Append an already canonical line (see trace.ts traceLine). */
-  appendLine(line: string): void {
-    if (this.fd === undefined) throw new Error('trace writer closed');
-    const fd = this.fd;
-    const bytes = Buffer.from(`${line}\n`, 'utf8');
-    try {
-      writeAll(fd, bytes);
-    } catch (e) {
-      try {
-        ftruncateSync(fd, this.length);
-      } catch {
-        // the file keeps a torn last line, which every reader of trace.jsonl already tolerates
-      }
-      throw asWriteFailure(e, this.path);
-    }
-    this.length += bytes.byteLength;
-  }
-
-  /** fsync what was appended so far (a checkpoint at this boundary must not outlive its trace lines). */
-  sync(): void {
-    const fd = this.fd;
-    if (fd !== undefined) guardWrite(this.path, () => fsyncSync(fd));
-  }
-
-  /** fsync and close; safe to call twice. */
-  close(): void {
-    if (this.fd === undefined) return;
-    const fd = this.fd;
-    this.fd = undefined;
-    try {
-      guardWrite(this.path, () => fsyncSync(fd));
-    } finally {
-      closeSync(fd);
-    }
-  }
 }
 
 /**

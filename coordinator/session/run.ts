@@ -11,7 +11,7 @@ import { collisionWarning } from '../../core/formats/seed.js';
 import type { Fleet } from '../launch/launcher.js';
 import { epochId, type Dispatch, type Identities } from './lockstep.js';
 import { CONTRACT_DIGEST, PROTOCOL_MAJOR, PROTOCOL_MINOR } from '../../core/protocol/index.js';
-import { allocateRunDir, RUN_FILES, RunLog, TraceWriter, writeJsonDurable } from './run-dir.js';
+import { allocateRunDir, RUN_FILES, RunLog, writeJsonDurable } from './run-dir.js';
 import { withRunLock } from './run-lock.js';
 import { WorkerIdentityRefusal, isStartupIdentityFailure, type RunFailure } from './run-failure.js';
 import { RUN_FORMAT, type RunJson } from './run-json.js';
@@ -44,12 +44,7 @@ export interface RunOptions extends SessionOptions {
   dispatch?: Dispatch;
   /** Warnings (seed collisions) as one line each; default: stderr. */
   onWarning?: (line: string) => void;
-  /**
-   * The trace's on-disk format: `segments` (the default: trace/NNNNNN.jsonl.gz + index, compressed
-   * off the step loop; docs/spec/trace-store.md) or `jsonl` (the old uncompressed trace.jsonl).
-   */
-  traceFormat?: 'jsonl' | 'segments';
-  /** Steps per trace segment (`segments` only; default DEFAULT_SEGMENT_STEPS). */
+  /** Steps per trace segment (trace/NNNNNN.jsonl.gz, docs/spec/trace-store.md; default DEFAULT_SEGMENT_STEPS). */
   segmentSteps?: number;
 }
 
@@ -182,17 +177,14 @@ function freshStart(
   runDir: string,
   steps: number,
   dispatch: Dispatch,
-  trace: Pick<RunOptions, 'traceFormat' | 'segmentSteps'> = {},
+  trace: Pick<RunOptions, 'segmentSteps'> = {},
 ): SessionStart {
   const log = new RunLog(join(runDir, RUN_FILES.log));
   // A run.log that cannot even be created stops the run before any worker starts.
   log.throwIfFailed();
   let traces: TraceSink;
   try {
-    traces =
-      trace.traceFormat === 'jsonl'
-        ? new TraceWriter(join(runDir, RUN_FILES.trace))
-        : new SegmentedTraceWriter(runDir, { segmentSteps: trace.segmentSteps });
+    traces = new SegmentedTraceWriter(runDir, { segmentSteps: trace.segmentSteps });
   } catch (e) {
     log.close();
     throw e;
@@ -210,7 +202,6 @@ function freshStart(
     lockstepEpoch: epoch,
     epoch,
     baseEpoch: epoch,
-    keptBehaviours: [],
     startedFields: { runDir, steps, dispatch, agents: plan.agents.length, workers: plan.workers.length },
     accepted: (e) => began || !isStartupIdentityFailure(e),
     begin: async ({ fleet, lockstep, logger }) => {

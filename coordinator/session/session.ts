@@ -88,9 +88,8 @@ export interface RecoveryTarget {
 /** What the loop continues from after a recovery: the new epoch, the trace steps kept, the writer for new steps. */
 export interface Recovered {
   readonly epoch: Id;
-  readonly keptBehaviours: readonly TraceBehaviour[];
-  /** The behaviour digest's state after the kept steps, when they are not given (a segmented trace's saved state). */
-  readonly keptDigest?: { state: Sha256State; steps: number };
+  /** The behaviour digest's state after the kept steps (the trace's saved state at the boundary). */
+  readonly keptDigest: { state: Sha256State; steps: number };
   readonly traces: TraceSink;
 }
 
@@ -161,9 +160,7 @@ export interface SessionStart {
   readonly epoch: Id;
   /** The run's first epoch: summary.json's behaviourDigest is over every step rebased onto it. */
   readonly baseEpoch: Id;
-  /** Behaviours of the steps the trace already holds before the loop (a restored start's kept prefix). */
-  readonly keptBehaviours: readonly TraceBehaviour[];
-  /** Or, for a segmented trace, the behaviour digest's saved state after them (nothing re-read). */
+  /** A restored start: the behaviour digest's saved state after the steps the trace keeps (nothing re-read). */
   readonly keptDigest?: { state: Sha256State; steps: number };
   /** Fields of the "started" log line. */
   readonly startedFields: Record<string, unknown>;
@@ -249,7 +246,7 @@ export async function runLoop(start: SessionStart, opts: SessionOptions): Promis
   const logger: Logger = pino({ level: opts.logLevel ?? 'info', base: { sessionId: plan.sessionId } }, log);
   const startedAt = process.hrtime.bigint();
   const startedWall = Date.now();
-  let digest = digestOf(start.keptBehaviours, start.baseEpoch, start.keptDigest);
+  let digest = new BehaviourDigest(start.keptDigest);
   const { signal, release } = abortWiring(opts);
   let fleet: Fleet | undefined;
   let traces = start.traces;
@@ -298,7 +295,7 @@ export async function runLoop(start: SessionStart, opts: SessionOptions): Promis
         });
         ({ lockstep, traces, epoch } = next);
         lastEpoch = epoch;
-        digest = digestOf(next.keptBehaviours, start.baseEpoch, next.keptDigest);
+        digest = new BehaviourDigest(next.keptDigest);
       }
     }
   } catch (e) {
@@ -326,15 +323,18 @@ async function conclude(
   s: {
     failure: RunFailure | undefined;
     traces: TraceSink | undefined;
-    digest: ReturnType<typeof digestOf>;
+    digest: BehaviourDigest;
     epoch: Id;
     startedWall: number;
     logger: Logger;
   },
 ): Promise<SessionResult> {
   const { runDir, log, kind } = start;
-  const { digest, logger } = s;
-  let failure = await closeNotingAsync(() => s.traces?.close(), s.failure, String(digest.steps));
+  const { logger } = s;
+  let failure = await closeNotingAsync(() => s.traces?.close(), s.failure, String(s.digest.steps));
+  // summary.json describes the trace on disk: when the trace could not take every step, its steps.
+  const onDisk = s.traces?.durable();
+  const digest = onDisk && onDisk.steps !== s.digest.steps ? new BehaviourDigest(onDisk) : s.digest;
   const extensionFields = opts.extension ? await opts.extension.finish(failure) : {};
   await start.end();
 
@@ -431,17 +431,6 @@ async function replaceGroup(
   } catch (e) {
     throw recoveryFailed(lost, e);
   }
-}
-
-/** The running behaviour digest over steps already in the trace, each rebased onto the run's first epoch. */
-function digestOf(
-  kept: readonly TraceBehaviour[],
-  baseEpoch: Id,
-  from?: { state: Sha256State; steps: number },
-): BehaviourDigest {
-  const digest = new BehaviourDigest(from);
-  for (const b of kept) digest.add(rebase(b, baseEpoch));
-  return digest;
 }
 
 /** A recovery that itself failed ends the run as the loss it tried to recover from, saying how it failed. */

@@ -1,8 +1,9 @@
 // SHA-256 (FIPS 180-4) in TypeScript whose running state can be saved and restored: node:crypto
 // cannot export a hash's midstate, and the run's behaviour digest (SHA-256 over every step's
 // canonical behaviour) must continue from a checkpoint without re-reading the trace before it.
-// The segmented trace records this state at each segment's end (trace-store.ts). Slower than
+// The trace records this state at each segment's end (trace-store.ts), a checkpoint at its boundary. Slower than
 // node:crypto; used only where a state must outlive the process. NOT a general crypto library.
+import { DetsimError } from '../../core/formats/errors.js';
 
 const K = new Uint32Array([
   0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5, 0xd807aa98,
@@ -21,6 +22,33 @@ export interface Sha256State {
   h: string;
   length: string;
   tail: string;
+}
+
+/**
+ * A saved state read from a file (a checkpoint's task ledger), checked: 64 hex characters of
+ * chaining words, a U64 length, and a tail of `length mod 64` bytes. Throws a DetsimError naming `field`.
+ */
+export function readSha256State(v: unknown, field: string): Sha256State {
+  const o = (v ?? {}) as Partial<Record<keyof Sha256State, unknown>>;
+  const ok =
+    typeof v === 'object' &&
+    v !== null &&
+    Object.keys(v).length === 3 &&
+    typeof o.h === 'string' &&
+    /^[0-9a-f]{64}$/.test(o.h) &&
+    typeof o.length === 'string' &&
+    /^(0|[1-9][0-9]{0,19})$/.test(o.length) &&
+    BigInt(o.length) < 1n << 64n &&
+    typeof o.tail === 'string' &&
+    /^(?:[0-9a-f]{2})*$/.test(o.tail) &&
+    BigInt(o.tail.length / 2) === BigInt(o.length) % 64n;
+  if (!ok)
+    throw new DetsimError(
+      'struct_invalid_field',
+      `${field}: not a SHA-256 state {h: 64 hex, length: U64, tail: hex of length mod 64 bytes}`,
+      field,
+    );
+  return { h: o.h as string, length: o.length as string, tail: o.tail as string };
 }
 
 const rotr = (x: number, n: number) => (x >>> n) | (x << (32 - n));

@@ -1,10 +1,8 @@
-// The trace's sealing thread: for one segment of a segmented trace it gzips the lines, advances
-// the two running hashes the index records at the segment's end — the behaviour chain
-// (checkpoint/group.ts RollingBehaviour) and the behaviour digest's SHA-256 state (sha256-state.ts)
-// — and makes the segment's repro file (each step's ReproHash text, receipt/step-repro.ts), so
+// The trace's sealing thread: for one segment of the trace it gzips the lines, advances the
+// behaviour digest's SHA-256 state (sha256-state.ts) that the index records at the segment's end
+// and a checkpoint carries, and makes the segment's repro file (each step's ReproHash text, receipt/step-repro.ts), so
 // none of that CPU work runs on the event loop the step loop shares. Small segments (tests)
 // are sealed on the calling thread. NOT the file writing or the index (trace-store.ts).
-import { createHash } from 'node:crypto';
 import { ModuleThreadRpc, onModuleThread, serveModuleThread } from '../module-thread.js';
 import { gzipSync } from 'node:zlib';
 import type { UnknownField } from '../receipt/canonical.js';
@@ -12,9 +10,11 @@ import { stepRepro, UnknownTally } from '../receipt/step-repro.js';
 import { Sha256Stream, type Sha256State } from './sha256-state.js';
 import type { TraceBehaviour } from './trace.js';
 
-/** The running hashes at a segment boundary: the chain value and the behaviour digest's state. */
+/**
+ * The running hash at a segment boundary: the behaviour digest's SHA-256 state (the index's
+ * `after`; an older index also holds `chain`, the behaviour chain detsim no longer keeps or reads).
+ */
 export interface TraceHashState {
-  chain: string;
   digest: Sha256State;
 }
 
@@ -42,26 +42,18 @@ export interface SealOutput {
   repro?: SealedRepro;
 }
 
-/** The pure work: gzip the lines, run the chain and the digest over the behaviour texts, make the repro file. */
+/** The pure work: gzip the lines, run the digest over the behaviour texts, make the repro file. */
 export function sealSegment(input: SealInput): SealOutput {
   const hashed = advanceHashes(input);
   const gz = gzipSync(Buffer.from(input.text, 'utf8'));
   return input.repro && input.behaviour.length > 0 ? { gz, to: hashed, repro: reproOf(input) } : { gz, to: hashed };
 }
 
-/** The running chain and digest after the behaviour texts of `input` (the seal's hashing without the gzip). */
+/** The digest's state after the behaviour texts of `input` (the seal's hashing without the gzip). */
 export function advanceHashes(input: Pick<SealInput, 'from' | 'behaviour'>): TraceHashState {
-  let chain = input.from.chain;
   const digest = Sha256Stream.from(input.from.digest);
   digest.update(input.behaviour);
-  let start = 0;
-  for (let end = input.behaviour.indexOf('\n'); end >= 0; end = input.behaviour.indexOf('\n', start)) {
-    chain = createHash('sha256')
-      .update(`${chain}\n${input.behaviour.slice(start, end + 1)}`, 'utf8')
-      .digest('hex');
-    start = end + 1;
-  }
-  return { chain, digest: digest.state() };
+  return { digest: digest.state() };
 }
 
 /**
@@ -85,12 +77,9 @@ function reproOf(input: SealInput): SealedRepro {
   return { gz: gzipSync(Buffer.from(texts.join(','), 'utf8')), base, unknownFields: unknown.list() };
 }
 
-/** The behaviour chain's value before any step (checkpoint/group.ts BEHAVIOUR_CHAIN_GENESIS; a test holds them equal). */
-export const CHAIN_GENESIS = createHash('sha256').update('detsim/behaviour-chain-v1\n').digest('hex');
-
-/** The running hashes before step 0. */
+/** The running hash before step 0. */
 export function genesisHashes(): TraceHashState {
-  return { chain: CHAIN_GENESIS, digest: new Sha256Stream().state() };
+  return { digest: new Sha256Stream().state() };
 }
 
 /** Segments with fewer characters are sealed on the calling thread (a thread hop costs more). */

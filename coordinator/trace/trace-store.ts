@@ -1,9 +1,10 @@
-// The trace on disk and its one reader (docs/spec/trace-store.md). Two formats:
-//   - `jsonl` (the old one): <runDir>/trace.jsonl, one canonical TransitionTrace per line.
-//   - `segments`: <runDir>/trace/NNNNNN.jsonl.gz, each a gzip of the same canonical lines for a
-//     run of consecutive steps, beside it NNNNNN.repro.gz (each step's ReproHash text, made when it
-//     was sealed, so a receipt walks no step again), and <runDir>/trace/index.jsonl, one canonical
-//     line per segment {segment, firstStep, steps, bytes, sha256, after, repro} appended once both are durable.
+// The trace on disk and its one reader (docs/spec/trace-store.md). Runs write one format,
+// `segments`: <runDir>/trace/NNNNNN.jsonl.gz, each a gzip of the canonical TransitionTrace lines of a
+// run of consecutive steps, beside it NNNNNN.repro.gz (each step's ReproHash text, made when it was
+// sealed, so a receipt walks no step again), and <runDir>/trace/index.jsonl, one canonical line per
+// segment {segment, firstStep, steps, bytes, sha256, after, repro} appended once both are durable.
+// Runs of older versions wrote `jsonl`, <runDir>/trace.jsonl (one canonical line per step): the
+// reader still reads it (verify, diff, replay), resume and recovery refuse it by name.
 // The segmented writer compresses off the step loop (zlib's thread pool), keeps at most a few
 // sealed segments in flight (back-pressure: append returns a promise to await), and `sync()`
 // seals the open segment and fsyncs segments, index and directory, so a checkpoint committed after
@@ -47,8 +48,9 @@ import {
   type TraceHashState,
 } from './trace-seal-thread.js';
 import { asWriteFailure, guardWrite } from '../write-failure.js';
+import type { Sha256State } from './sha256-state.js';
 
-/** The old single-file trace (one canonical line per step). */
+/** The old single-file trace (one canonical line per step): read, never written. */
 export const TRACE_JSONL = 'trace.jsonl';
 /** The directory of a segmented trace and its index file. */
 export const TRACE_DIR = 'trace';
@@ -74,7 +76,7 @@ export interface SegmentEntry {
   bytes: number;
   /** SHA-256 of the file's bytes. */
   sha256: string;
-  /** The running hashes after its last step (what resume continues from without reading earlier segments). */
+  /** The behaviour digest's state after its last step (what resume continues from without reading earlier segments). */
   after?: TraceHashState;
   /** Its repro file: each step's ReproHash text made when the segment was sealed (a receipt hashes these). */
   repro?: ReproEntry;
@@ -101,19 +103,23 @@ export interface TraceBinding {
   segments: SegmentEntry[];
 }
 
-/** The writer a session appends to: the old TraceWriter (sync) and SegmentedTraceWriter (async) both fit. */
+/** The writer a session appends to (SegmentedTraceWriter; the bus is a parameter). */
 export interface TraceSink {
   /**
-   * Append one canonical trace line (and, for a segmented trace, the step's behaviour text as the
-   * behaviour digest hashes it); a returned promise means "wait before the next step" (back-pressure).
+   * Append one canonical trace line and the step's behaviour text as the behaviour digest hashes
+   * it; a returned promise means "wait before the next step" (back-pressure).
    */
-  appendLine(line: string, behaviourText?: string): void | Promise<void>;
+  appendLine(line: string, behaviourText: string): void | Promise<void>;
   /** Make every appended line durable (before a checkpoint at this boundary is committed). */
   sync(): void | Promise<void>;
   /** sync, then release the files; safe to call twice. */
   close(): void | Promise<void>;
-  /** A segmented trace: the digest of its index so far (indexDigestOf), recorded by each capture. */
-  indexDigest?(): string;
+  /** After sync(): the digest of the index so far (indexDigestOf), recorded by each capture. */
+  indexDigest(): string;
+  /** After sync(): the behaviour digest's state over every step in the trace, which a checkpoint carries. */
+  hashState(): { state: Sha256State; steps: bigint };
+  /** The digest's state over the steps whose index line is written (all of them after a sync that did not fail). */
+  durable(): { state: Sha256State; steps: number };
 }
 
 const segmentName = (seq: number) => `${String(seq).padStart(6, '0')}.jsonl.gz`;
@@ -138,10 +144,10 @@ export class SegmentedTraceWriter implements TraceSink {
   readonly dir: string;
   private lines: string[] = [];
   private behaviours: string[] = [];
-  /** The running hashes at the end of the last sealed segment (null: a line came without its behaviour text). */
-  private hashes: TraceHashState | null;
-  /** False once a line came without its behaviour text: the index then records no hashes. */
-  private hashing: boolean;
+  /** The behaviour digest's state at the end of the last sealed segment. */
+  private hashes: TraceHashState;
+  /** The digest's state and step count at the end of the last segment whose index line is written. */
+  private written: { state: Sha256State; steps: number };
   private nextSeq: number;
   private nextStep: bigint;
   private firstOfOpen: bigint;
@@ -164,8 +170,9 @@ export class SegmentedTraceWriter implements TraceSink {
     this.nextSeq = nextSegmentSeq(this.dir, index);
     this.nextStep = last ? BigInt(last.firstStep) + BigInt(last.steps) : 0n;
     this.firstOfOpen = this.nextStep;
-    this.hashes = last ? (last.after ?? null) : genesisHashes();
-    this.hashing = this.hashes !== null;
+    if (last && !last.after) throw noHashes(this.dir, last);
+    this.hashes = last?.after ? { digest: last.after.digest } : genesisHashes();
+    this.written = { state: this.hashes.digest, steps: Number(this.nextStep) };
     this.indexHash = createHash('sha256');
     for (const e of index) this.indexHash.update(`${canonicalize(e)}\n`, 'utf8');
     const path = join(this.dir, TRACE_INDEX);
@@ -182,17 +189,25 @@ export class SegmentedTraceWriter implements TraceSink {
     return this.indexHash.copy().digest('hex');
   }
 
+  hashState(): { state: Sha256State; steps: bigint } {
+    if (this.lines.length > 0 || this.inFlight > 0) throw new Error('trace writer: hashState() before sync()');
+    return { state: this.hashes.digest, steps: this.nextStep };
+  }
+
+  durable(): { state: Sha256State; steps: number } {
+    return this.written;
+  }
+
   /** The step the next appended line must carry. */
   get step(): bigint {
     return this.nextStep;
   }
 
-  appendLine(line: string, behaviourText?: string): void | Promise<void> {
+  appendLine(line: string, behaviourText: string): void | Promise<void> {
     this.throwIfFailed();
     if (this.closed) throw new Error('trace writer closed');
     this.lines.push(line);
-    if (behaviourText === undefined) this.hashing = false;
-    else this.behaviours.push(behaviourText);
+    this.behaviours.push(behaviourText);
     this.nextStep++;
     if (this.lines.length < (this.opts.segmentSteps ?? DEFAULT_SEGMENT_STEPS)) return;
     this.seal();
@@ -233,13 +248,13 @@ export class SegmentedTraceWriter implements TraceSink {
   }
 
   /**
-   * Hand the open lines to the sealing thread: it gzips them and advances the running hashes from
+   * Hand the open lines to the sealing thread: it gzips them and advances the digest's state from
    * the previous segment's end, so segments are sealed one after another, each written, fsynced
    * and recorded in the index in step order.
    */
   private seal(): void {
     const text = `${this.lines.join('\n')}\n`;
-    const behaviour = this.behaviours.length > 0 ? `${this.behaviours.join('\n')}\n` : '';
+    const behaviour = `${this.behaviours.join('\n')}\n`;
     const entry = { seq: this.nextSeq++, firstStep: this.firstOfOpen, steps: this.lines.length };
     this.lines = [];
     this.behaviours = [];
@@ -248,14 +263,8 @@ export class SegmentedTraceWriter implements TraceSink {
     this.tail = this.tail.then(async () => {
       try {
         if (this.failure !== undefined) return;
-        const from = this.hashing ? this.hashes : null;
-        const sealed = await sealSegmentOffLoop({
-          text,
-          behaviour: from ? behaviour : '',
-          from: from ?? genesisHashes(),
-          repro: from !== null,
-        });
-        this.hashes = from && this.hashing ? sealed.to : null;
+        const sealed = await sealSegmentOffLoop({ text, behaviour, from: this.hashes, repro: true });
+        this.hashes = sealed.to;
         await this.writeSegment(entry, sealed);
       } catch (e) {
         this.failure ??= asWriteFailure(e, join(this.dir, segmentName(entry.seq)));
@@ -270,7 +279,7 @@ export class SegmentedTraceWriter implements TraceSink {
     const name = segmentName(e.seq);
     const bytes = bufferOf(sealed.gz);
     await writeFileSynced(join(this.dir, name), bytes);
-    const repro = this.hashes && sealed.repro ? reproEntryOf(name, sealed.repro) : undefined;
+    const repro = sealed.repro ? reproEntryOf(name, sealed.repro) : undefined;
     if (repro) await writeFileSynced(join(this.dir, repro.entry.file), repro.bytes);
     const line: SegmentEntry = {
       segment: name,
@@ -278,12 +287,13 @@ export class SegmentedTraceWriter implements TraceSink {
       steps: e.steps,
       bytes: bytes.byteLength,
       sha256: sha256(bytes),
-      ...(this.hashes ? { after: this.hashes } : {}),
+      after: this.hashes,
       ...(repro ? { repro: repro.entry } : {}),
     };
     const text = `${canonicalize(line)}\n`;
     writeAll(this.indexFd!, Buffer.from(text, 'utf8'));
     this.indexHash.update(text, 'utf8');
+    this.written = { state: sealed.to.digest, steps: Number(e.firstStep) + e.steps };
   }
 }
 
@@ -445,7 +455,7 @@ export interface ReadTraceOptions {
    * stageSegmentedCut (resume): check every kept segment before its index entry is trusted —
    * `bytes`: in its place and its bytes those the index binds (the kept entries are then checked
    * against `keptIndexDigest`, recorded when the checkpoint was captured); `full`: also its steps
-   * hashed again to the running hashes its entry records (a run whose ledger recorded no digest).
+   * hashed again to the digest state its entry records (a run whose ledger recorded no digest).
    */
   verifyKept?: 'bytes' | 'full';
   /** The indexDigestOf the entries before the boundary, as the checkpoint's capture recorded it. */
@@ -587,7 +597,7 @@ export function truncateSegmentedTrace(
 
 /** A segmented trace cut at a checkpoint boundary, staged: publishing it is renames only. */
 export interface SegmentedCut {
-  /** The running hashes after the kept steps (the checkpoint's chain must equal `chain`). */
+  /** The behaviour digest's state after the kept steps (the checkpoint's must equal it). */
   hashes: TraceHashState;
   keptSteps: bigint;
   /** Steps of the killed run beyond the boundary (first and last), or null. */
@@ -600,8 +610,8 @@ export interface SegmentedCut {
 
 /**
  * Stage the cut of a segmented trace at boundary `k` reading only what it must: whole segments
- * before k are kept by their index entries (their running hashes say where the chain and digest
- * stand), a segment that straddles k is read and resealed with its earlier lines (`rebased`
+ * before k are kept by their index entries (their saved digest states say where the digest
+ * stands), a segment that straddles k is read and resealed with its earlier lines (`rebased`
  * gives each kept line's behaviour text as the digest hashes it), later segments are abandoned.
  */
 export function stageSegmentedCut(
@@ -630,7 +640,7 @@ export function stageSegmentedCut(
       if (opts.verifyKept)
         checkKeptSegment(dir, lookup(), i, opts.verifyKept === 'full' ? hashes : null, rebased, opts);
       kept.push(s);
-      hashes = s.after;
+      hashes = { digest: s.after.digest };
       continue;
     }
     leaving.push(s.segment, ...(s.repro ? [s.repro.file] : []));
@@ -683,7 +693,7 @@ export function stageSegmentedCut(
  * A segment kept by a resume, checked before anything is trusted from its index entry: in its place
  * (its firstStep continues the previous entry, its name is listed once) and its bytes those the
  * index binds (one read of the segment). With `from` (no recorded index digest to bind the entries)
- * also: it holds `steps` lines, and the running hashes over its lines, continued from `from`, are
+ * also: it holds `steps` lines, and the digest state over its lines, continued from `from`, are
  * the `after` the index records, so an entry edited, moved or swapped is refused too (every step
  * hashed again: ~250 µs a 16-agent step). Repro files are checked where they are used (a receipt
  * walks the trace when one differs).
@@ -708,8 +718,8 @@ function checkKeptSegment(
     new DetsimError('audit_trace_segment_tampered', `${join(dir, s.segment)}: ${why}`, at);
   if (lines.length !== s.steps) throw tampered(`holds ${lines.length} lines, ${TRACE_INDEX} says ${s.steps}`);
   const after = advanceHashes({ from, behaviour: lines.map((l) => `${rebased(l)}\n`).join('') });
-  if (canonicalize(after) !== canonicalize(s.after!))
-    throw tampered(`its steps do not give the running hashes ${TRACE_INDEX} records after it`);
+  if (canonicalize(after.digest) !== canonicalize(s.after!.digest))
+    throw tampered(`its steps do not give the digest state ${TRACE_INDEX} records after it`);
 }
 
 /** An index with its entries found by digest and by segment name (first listing), built once per cut. */
@@ -741,7 +751,7 @@ function checkPlace(dir: string, { index, firstByName }: IndexLookup, i: number)
 function noHashes(dir: string, s: SegmentEntry): DetsimError {
   return new DetsimError(
     'struct_run_record',
-    `${join(dir, TRACE_INDEX)}: segment ${s.segment} records no running hashes; this trace cannot be resumed`,
+    `${join(dir, TRACE_INDEX)}: segment ${s.segment} records no digest state; this trace cannot be resumed`,
     TRACE_INDEX,
   );
 }

@@ -70,6 +70,11 @@ export const REASONS = {
     summary: 'envelope check 7: a required manifest field is missing or wrong',
   },
   struct_legacy_envelope: { layer: 'L1', summary: 'a FLYSIM01 legacy file is malformed' },
+  struct_legacy_run: {
+    layer: 'L1',
+    summary:
+      'a run of an older detsim (trace.jsonl, or checkpoints that record the behaviour chain): verify, diff and replay read it; resume does not',
+  },
   struct_seed_all_zero: { layer: 'L1', summary: 'seed derivation found only zero lanes after four rounds' },
   struct_unknown_model: {
     layer: 'L1',

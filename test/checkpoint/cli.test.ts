@@ -53,12 +53,12 @@ describe('detsim run --checkpoint-every / detsim resume (CLI)', () => {
     expect(readFileSync(join(damaged, 'summary.json'), 'utf8')).toBe(summary);
     expect(readdirSync(join(damaged, 'trace')).filter((f) => f.startsWith('abandoned-'))).toEqual([]);
 
-    // A trace index whose saved behaviour chains were edited: refused, untouched (the kept entries
+    // A trace index whose saved digest states were edited: refused, untouched (the kept entries
     // no longer hash to the index digest the checkpoint's capture recorded in the ledger).
     const edited = join(out, 'edited');
     cpSync(runDir, edited, { recursive: true });
     const index = join(edited, 'trace', 'index.jsonl');
-    writeFileSync(index, readFileSync(index, 'utf8').replace(/"chain":"[0-9a-f]{64}"/g, `"chain":"${'0'.repeat(64)}"`));
+    writeFileSync(index, readFileSync(index, 'utf8').replace(/"h":"[0-9a-f]{64}"/g, `"h":"${'0'.repeat(64)}"`));
     const editedTrace = traceFingerprint(edited);
     const mismatch = detsim(['resume', edited, '--checkpoint', 'ckpt-e1-3']);
     expect(mismatch.status).toBe(1);

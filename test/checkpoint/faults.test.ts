@@ -3,6 +3,7 @@
 // mid-capture, a participant refusing StageRestore, half activation (fenced),
 // token activates once, stale epochs after restore, another compatibility field, capture only at
 // a committed boundary, and queue stress (third capture BUSY while the run keeps stepping).
+import { canonicalize } from '../../core/formats/canonical-json.js';
 import { closeSync, openSync, readFileSync, readSync, writeSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -90,6 +91,21 @@ function corrupt(bytes: Buffer, name: string): Buffer {
   );
 }
 
+/** Re-encode with one JSON payload replaced by `edit` of it (canonical again; digests agree with the new bytes). */
+function editPayload(bytes: Buffer, name: string, edit: (v: Record<string, any>) => void): Buffer {
+  const d = decodeEnvelope(bytes);
+  const { payloads: _drop, ...manifest } = d.manifest;
+  return encodeEnvelope(
+    manifest,
+    d.payloads.map((p) => {
+      if (p.name !== name) return { name: p.name, bytes: p.bytes };
+      const v = JSON.parse(Buffer.from(p.bytes).toString('utf8')) as Record<string, any>;
+      edit(v);
+      return { name: p.name, bytes: Buffer.from(canonicalize(v), 'utf8') };
+    }),
+  );
+}
+
 /** Re-encode with the manifest edited. */
 function editManifest(bytes: Buffer, edit: (m: Record<string, any>) => void): Buffer {
   const d = decodeEnvelope(bytes);
@@ -124,6 +140,15 @@ describe.each(['unix', 'thread'] as const)('STATE-01 fault cases over real worke
       const before = sent.length;
       const t = await refusal(restoreGroup(s.group, { bytes: corrupt(good, 'task-ledger') }, { epoch: 'e2' }));
       expect(t.reason).toBe('audit_coordinator_payload');
+      // A task ledger as an older detsim sealed it (the behaviour chain, not the digest state): refused by name.
+      const older = editPayload(good, 'task-ledger', (v) => {
+        v.behaviour = { baseEpoch: v.behaviour.baseEpoch, steps: v.behaviour.steps, digest: 'a'.repeat(64) };
+      });
+      const o = await refusal(restoreGroup(s.group, { bytes: older }, { epoch: 'e2' }));
+      expect([o.reason, o.message]).toEqual([
+        'struct_legacy_run',
+        expect.stringMatching(/^payload task-ledger: records the behaviour chain of an older detsim/),
+      ]);
       expect(sent.slice(before).filter((m) => m.includes('State.'))).toEqual([]);
       expect(Object.values(await epochs(s)).every((e) => e === 'e1')).toBe(true);
       // Intact bytes restore on the same workers.

@@ -4,8 +4,7 @@
 // go on), restarts exhausted, no committed checkpoint, the flags' refusals, a resume that recovers,
 // and the short version of bench/recover-kill-loop.ts. Each recovered run must end with the
 // ReproHash and behaviour digest of an uninterrupted run (the golden, or the same config again).
-// Runs use the default segmented trace (the cut continues from the hashes its index saved per
-// segment), except one that pins trace.jsonl.
+// The cut of the trace continues from the digest state its index saved per segment.
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -69,9 +68,8 @@ function detsimFrom(args: string[], env: Record<string, string>) {
 }
 
 describe('recovery from a lost worker (--max-restarts)', () => {
-  it('trace.jsonl (pinned): workers SIGKILLed by pid at steps 17 and 43 (an agent worker, then the environment): the run recovers twice and ends with the golden ReproHash', async () => {
+  it('workers SIGKILLed by pid at steps 17 and 43 (an agent worker, then the environment): the run recovers twice and ends with the golden ReproHash', async () => {
     const r = await killAtSteps(loadConfig('examples/lif-pair.yaml'), {
-      trace: { traceFormat: 'jsonl' },
       steps: GOLDEN.steps,
       every: 10,
       maxRestarts: 2,
@@ -97,13 +95,15 @@ describe('recovery from a lost worker (--max-restarts)', () => {
       ['worker-env', 'worker-exited', '40', 'e3'],
     ]);
     expect((await verifyLedger(r.runDir)).ok).toBe(true);
-    // The repeated steps' first lines were moved aside, never kept twice.
-    expect(existsSync(join(r.runDir, 'trace.abandoned.jsonl'))).toBe(true);
+    // The repeated steps' first segments were moved aside under each new epoch, never kept twice.
+    const aside = readdirSync(join(r.runDir, 'trace')).filter((f) => f.startsWith('abandoned-'));
+    expect(aside.some((f) => f.startsWith('abandoned-e2-'))).toBe(true);
+    expect(aside.some((f) => f.startsWith('abandoned-e3-'))).toBe(true);
   }, 240_000);
 
   it('segmented trace (4 steps a segment): a worker SIGKILLed at step 17 recovers to the golden; the cut keeps the segments before the checkpoint as they are and sets the later ones aside', async () => {
     const r = await killAtSteps(loadConfig('examples/lif-pair.yaml'), {
-      trace: { traceFormat: 'segments', segmentSteps: 4 },
+      trace: { segmentSteps: 4 },
       steps: GOLDEN.steps,
       every: 10,
       maxRestarts: 1,
@@ -138,9 +138,9 @@ describe('recovery from a lost worker (--max-restarts)', () => {
     expect(existsSync(join(r.runDir, 'trace.jsonl'))).toBe(false);
   }, 240_000);
 
-  it('fault-once: a worker process that SIGKILLs itself at step 7 with --trace-format segments recovers to the uninterrupted ReproHash', async () => {
+  it('fault-once: a worker process that SIGKILLs itself at step 7 recovers to the uninterrupted ReproHash', async () => {
     const f = fault({ faultStep: 7, mode: 'kill' });
-    const r = run(f, ['--trace-format', 'segments', '--checkpoint-every', '3', '--max-restarts', '1']);
+    const r = run(f, ['--checkpoint-every', '3', '--max-restarts', '1']);
     expect(r.status, r.stderr).toBe(0);
     expect(existsSync(f.marker)).toBe(true);
     expect(r.stderr).toMatch(

@@ -5,9 +5,10 @@
 // that never committed a checkpoint is told so; a resume refused after its workers started leaves
 // run.log (and every other file) byte for byte as it was; and a disk too full for the trace cut
 // refuses the resume as the I/O failure it is, changing nothing; a disk that fills after the
-// restore is an I/O failure too, with the trace cut whole (a real full tmpfs; trace.jsonl pinned).
-// The run resumed is in the default (segmented) trace format unless pinned.
-import { cpSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+// restore is an I/O failure too, with the trace cut whole (a real full tmpfs); a run of an older
+// detsim (one trace.jsonl) is refused by name.
+import { cpSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { gunzipSync } from 'node:zlib';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { resumeRun } from '../../coordinator/checkpoint/resume.js';
@@ -18,6 +19,7 @@ import { canonicalize, parseStrict } from '../../core/formats/canonical-json.js'
 import { BehaviourDigest, EpochRebase } from '../../coordinator/trace/trace.js';
 import { snapshotDir } from '../dir-snapshot.js';
 import { fullDiskUnavailable, mountSmallDisk, PAGE, type SmallDisk } from '../full-disk.js';
+import { asOlderRun, traceLinesOf } from '../trace-read.js';
 import { detsim, summary, traces } from './cli.js';
 import { tmpDir } from './harness.js';
 
@@ -183,18 +185,41 @@ describe('resume checks run.json against the checkpoint before any worker starts
   );
 });
 
-describe.skipIf(fullDiskUnavailable !== null)('resume on a full disk (trace.jsonl pinned)', () => {
+describe('a run of an older detsim', () => {
+  it('one trace.jsonl: refused by name before any worker starts, nothing changed', () => {
+    const dir = join(out, 'older');
+    cpSync(base, dir, { recursive: true });
+    asOlderRun(dir);
+    const r = refusedLine(dir);
+    expect(r.status).toBe(2);
+    expect(r.line).toMatch(
+      /^detsim: \[struct_legacy_run\] .*\/older\/trace\.jsonl: a run of an older detsim \(one trace\.jsonl\); this detsim resumes only trace\/ segments \(verify, diff and replay still read it\)$/,
+    );
+    // The control: the same run as written is resumed.
+    const control = join(out, 'not-older');
+    cpSync(base, control, { recursive: true });
+    const c = detsim(['resume', control]);
+    expect(c.status, c.stderr).toBe(0);
+  });
+});
+
+describe.skipIf(fullDiskUnavailable !== null)('resume on a full disk', () => {
   let disk: SmallDisk;
-  /** The same checkpointed run with the old trace.jsonl format: these tests check its cut's files. */
-  let jsonlBase: string;
+  /** A run of 40 steps checkpointed every 2: its trace index (20 segments) is over two pages. */
+  let longBase: string;
   beforeAll(() => {
     const r = detsim([
       'run',
       'examples/lif-pair.yaml',
-      ...['--steps', '6', '--checkpoint-every', '2', '--trace-format', 'jsonl', '--out', join(out, 'jsonl')],
+      '--steps',
+      '40',
+      '--checkpoint-every',
+      '2',
+      '--out',
+      join(out, 'long'),
     ]);
     expect(r.status, r.stderr).toBe(0);
-    jsonlBase = join(out, 'jsonl', 'lif-pair-1');
+    longBase = join(out, 'long', 'lif-pair-1');
   }, T);
   afterAll(() => disk?.unmount());
 
@@ -203,13 +228,14 @@ describe.skipIf(fullDiskUnavailable !== null)('resume on a full disk (trace.json
     () => {
       disk = mountSmallDisk(1024 * 1024);
       const dir = join(disk.dir, 'run');
-      cpSync(jsonlBase, dir, { recursive: true });
-      // Two pages free: room for run.lock, not for trace.abandoned.jsonl and the cut trace.jsonl.
+      cpSync(longBase, dir, { recursive: true });
+      expect(readFileSync(join(dir, 'trace', 'index.jsonl')).byteLength).toBeGreaterThan(2 * PAGE);
+      // Two pages free: room for run.lock, not for the cut's new index.
       disk.fillLeaving(2 * PAGE);
-      const r = refusedLine(dir, ['--checkpoint', 'ckpt-e1-4']);
+      const r = refusedLine(dir, ['--checkpoint', 'ckpt-e1-38']);
       expect(r.status).toBe(1);
       expect(r.line).toMatch(
-        /^detsim: \[size_no_space\] cannot write .*\/trace(\.abandoned)?\.jsonl: no space left on the device \(ENOSPC\); resume refused before any worker started; nothing in the run directory changed$/,
+        /^detsim: \[size_no_space\] cannot write .*\/trace\/[^ ]*: no space left on the device \(ENOSPC\); resume refused before any worker started; nothing in the run directory changed$/,
       );
     },
     T,
@@ -221,8 +247,8 @@ describe.skipIf(fullDiskUnavailable !== null)('resume on a full disk (trace.json
       disk?.unmount();
       disk = mountSmallDisk(1024 * 1024);
       const dir = join(disk.dir, 'run');
-      cpSync(jsonlBase, dir, { recursive: true });
-      const original = readFileSync(join(dir, 'trace.jsonl'), 'utf8').split('\n');
+      cpSync(base, dir, { recursive: true });
+      const original = traceLinesOf(dir);
       // Room for the lock and the trace cut, then a few steps more.
       disk.fillLeaving(8 * PAGE);
       const r = detsim(['resume', dir, '--checkpoint', 'ckpt-e1-4', '--steps', '400', '--checkpoint-every', '0']);
@@ -230,16 +256,18 @@ describe.skipIf(fullDiskUnavailable !== null)('resume on a full disk (trace.json
       expect(r.stderr).not.toMatch(/\n\s+at /);
       const line = r.stderr.trim().split('\n').at(-1)!;
       expect(line).toMatch(
-        /^detsim: \[size_no_space\] resume failed: the run could not write its files at step [0-9]+, phase [a-z-]+: cannot write .*\/run\/(trace\.jsonl|run\.log): no space left on the device \(ENOSPC\)/,
+        /^detsim: \[size_no_space\] resume failed: the run could not write its files at step [0-9]+, phase [a-z-]+: cannot write .*\/run\/(trace\/[0-9]{6}\.(jsonl|repro)\.gz|trace\/index\.jsonl|run\.log): no space left on the device \(ENOSPC\)/,
       );
       expect(line).not.toMatch(/broke the protocol/);
-      // The cut happened whole: steps 0..3 as they were, the killed run's 4 and 5 only in the abandoned file.
-      expect(readFileSync(join(dir, 'trace.abandoned.jsonl'), 'utf8')).toBe(`${original.slice(4, 6).join('\n')}\n`);
+      // The cut happened whole: steps 0..3 as they were, the killed run's 4 and 5 only in the segment set aside.
+      const aside = readdirSync(join(dir, 'trace')).filter((f) => /^abandoned-e2-[0-9]{6}\.jsonl\.gz$/.test(f));
+      expect(aside.length).toBe(1);
+      expect(gunzipSync(readFileSync(join(dir, 'trace', aside[0]!))).toString('utf8')).toBe(
+        `${original.slice(4, 6).join('\n')}\n`,
+      );
       const kept = traces(dir);
       expect(kept.map((t) => t.behaviour.scope.step)).toEqual(kept.map((_, i) => String(i)));
-      expect(readFileSync(join(dir, 'trace.jsonl'), 'utf8').startsWith(`${original.slice(0, 4).join('\n')}\n`)).toBe(
-        true,
-      );
+      expect(traceLinesOf(dir).slice(0, 4)).toEqual(original.slice(0, 4));
       expect(kept.slice(4).every((t) => t.behaviour.scope.epoch === 'e2')).toBe(true);
       // The killed run's summary.json no longer describes the directory: it is replaced (the room it
       // held is enough), never left stale.

@@ -27,7 +27,7 @@ describe('workers die with a SIGKILLed coordinator', () => {
   }, 180_000);
 
   it('a stopped (SIGSTOP) worker dies with it', async () => {
-    const c = startCoordinator('test/coordinator/fixtures/long-walkers.yaml', 'long-walkers', { jsonlTrace: true });
+    const c = startCoordinator('test/coordinator/fixtures/long-walkers.yaml', 'long-walkers', { stepByStep: true });
     const { pids } = await readyWorkers(c, 3);
     await stepsCommitted(c, 2);
     process.kill(pids[0]!, 'SIGSTOP');

@@ -4,6 +4,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
+import { stepsOnDisk } from '../trace-read.js';
 import { isRunning, loggedWorkerPids, tmpOut } from './helpers.js';
 
 const CLI = ['--import', 'tsx', 'coordinator/cli/main.ts'];
@@ -27,14 +28,14 @@ const started: Coordinator[] = [];
 const workerPids: number[] = [];
 
 /**
- * Start `detsim run <config>` as its own process, like a user would. `jsonlTrace` pins the old
- * trace.jsonl, whose lines appear on disk as steps commit (a segment appears only once sealed):
- * for tests that wait for steps to commit before they strike.
+ * Start `detsim run <config>` as its own process, like a user would. `stepByStep` seals a trace
+ * segment per step (`--segment-steps 1`; a segment appears on disk only once sealed), for tests
+ * that wait for steps to commit before they strike.
  */
-export function startCoordinator(config: string, session: string, opts: { jsonlTrace?: boolean } = {}): Coordinator {
+export function startCoordinator(config: string, session: string, opts: { stepByStep?: boolean } = {}): Coordinator {
   const out = tmpOut();
-  const format = opts.jsonlTrace ? ['--trace-format', 'jsonl'] : [];
-  const child = spawn(process.execPath, [...CLI, 'run', config, '--out', out, ...format], {
+  const segments = opts.stepByStep ? ['--segment-steps', '1'] : [];
+  const child = spawn(process.execPath, [...CLI, 'run', config, '--out', out, ...segments], {
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   child.stderr!.resume();
@@ -46,11 +47,9 @@ export function startCoordinator(config: string, session: string, opts: { jsonlT
   return c;
 }
 
-/** Wait until more than `steps` steps are in trace.jsonl (a coordinator started with `jsonlTrace`). */
+/** Wait until more than `steps` steps are in the trace on disk (a coordinator started with `stepByStep`). */
 export async function stepsCommitted(c: Coordinator, steps: number): Promise<void> {
-  const path = join(c.runDir, 'trace.jsonl');
-  const lines = () => (existsSync(path) ? readFileSync(path, 'utf8').split('\n').length - 1 : 0);
-  await waitFor('steps to commit', () => lines() > steps, 60_000);
+  await waitFor('steps to commit', () => stepsOnDisk(c.runDir) > steps, 60_000);
 }
 
 /** Wait until every worker said Hello; returns their pids and socket addresses (from run.log). */

@@ -1,16 +1,17 @@
 // A full disk under a run directory, for real (a tiny tmpfs): every failed write is one line
 // `detsim: [size_no_space] …`, a non-zero exit and no stack trace, and the files already written
-// stay consistent — trace.jsonl (pinned with --trace-format jsonl: the compact default would fit
-// the tiny disk) holds whole lines only, summary.json is either whole and agrees
-// with the trace or absent and said to be, receipt.json is never half written. Also the write
-// primitives themselves (trace writer, durable replace) on a full disk.
+// stay consistent — the trace (a segment per step with --segment-steps 1: the default would fit
+// the tiny disk) reads back whole, summary.json is either whole and agrees with the trace or
+// absent and said to be, receipt.json is never half written. Also the write primitives themselves
+// (trace writer, durable replace) on a full disk.
 import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { writeFileDurable } from '../../coordinator/durable-file.js';
 import { parseStrict } from '../../core/formats/canonical-json.js';
-import { TraceWriter } from '../../coordinator/session/run-dir.js';
-import { BehaviourDigest, type TransitionTrace } from '../../coordinator/trace/trace.js';
+import { SegmentedTraceWriter } from '../../coordinator/trace/trace-store.js';
+import { BehaviourDigest, canonicalBehaviour, type TraceBehaviour } from '../../coordinator/trace/trace.js';
+import { traceLinesOf, traceOf } from '../trace-read.js';
 import { WriteFailure } from '../../coordinator/write-failure.js';
 import { detsim } from '../checkpoint/cli.js';
 import { fullDiskUnavailable, mountSmallDisk, PAGE, type SmallDisk } from '../full-disk.js';
@@ -35,22 +36,18 @@ function lastLine(stderr: string): string {
 
 describe.skipIf(fullDiskUnavailable !== null)('a full disk under detsim run', () => {
   it(
-    'trace.jsonl fills the disk mid-run: one named line, exit 1, whole trace lines, summary whole and consistent or said to be missing',
+    'the trace fills the disk mid-run: one named line, exit 1, a trace that reads back whole, summary whole and consistent or said to be missing',
     () => {
       const d = small(64 * 1024);
-      const r = detsim(['run', 'examples/lif-pair.yaml', '--steps', '400', '--trace-format', 'jsonl', '--out', d.dir]);
+      const r = detsim(['run', 'examples/lif-pair.yaml', '--steps', '400', '--segment-steps', '1', '--out', d.dir]);
       expect(r.status).toBe(1);
       const line = lastLine(r.stderr);
       expect(line).toMatch(
-        /^detsim: \[size_no_space\] run failed: the run could not write its files at step [0-9]+, phase [a-z-]+: cannot write .*\/lif-pair-1\/(trace\.jsonl|run\.log): no space left on the device \(ENOSPC\)/,
+        /^detsim: \[size_no_space\] run failed: the run could not write its files at step [0-9]+, phase [a-z-]+: cannot write .*\/lif-pair-1\/(trace\/[0-9]{6}\.(jsonl|repro)\.gz|trace\/index\.jsonl|run\.log): no space left on the device \(ENOSPC\)/,
       );
       const dir = join(d.dir, 'lif-pair-1');
-      const text = readFileSync(join(dir, 'trace.jsonl'), 'utf8');
-      expect(text === '' || text.endsWith('\n')).toBe(true);
-      const traces = text
-        .split('\n')
-        .filter((l) => l !== '')
-        .map((l) => parseStrict(l) as unknown as TransitionTrace);
+      const traces = traceOf(dir);
+      expect(traces.length).toBeGreaterThan(0);
       expect(traces.map((t) => t.behaviour.scope.step)).toEqual(traces.map((_, i) => String(i)));
       expect(readdirSync(dir).filter((f) => f.startsWith('tmp-'))).toEqual([]);
       if (existsSync(join(dir, 'summary.json'))) {
@@ -145,25 +142,45 @@ describe.skipIf(fullDiskUnavailable !== null)('a full disk at any moment of a ch
 });
 
 describe.skipIf(fullDiskUnavailable !== null)('write primitives on a full disk', () => {
-  it('the trace writer cuts a line it could not finish and names the file', () => {
-    const d = small(16 * 1024);
-    const path = join(d.dir, 'trace.jsonl');
-    const w = new TraceWriter(path);
-    const line = `{"step":"${'x'.repeat(3000)}"}`;
-    let written = 0;
+  it('the trace writer fails naming the file; the index lists only whole segments, and says which steps are durable', async () => {
+    const d = small(32 * 1024);
+    const w = new SegmentedTraceWriter(d.dir, { segmentSteps: 1 });
+    const behaviour = (k: number) =>
+      ({
+        scope: { sessionId: 's', epoch: 'e1', step: String(k) },
+        agents: [],
+        batchId: `batch-e1-${k}`,
+        controlDigest: 'c',
+        acknowledgedBoundary: String(k),
+        observationDigest: 'o',
+        worldDigest: `${k}`.padEnd(3000, 'x'),
+        rewards: [],
+        eventIds: [],
+        publishedBoundary: String(k + 1),
+      }) as unknown as TraceBehaviour;
+    const digest = new BehaviourDigest();
     let error: unknown;
     try {
-      for (;;) {
-        w.appendLine(line);
-        written++;
+      for (let k = 0; ; k++) {
+        const text = canonicalBehaviour(behaviour(k));
+        await w.appendLine(`{"behaviour":${text},"operational":{"wallTimeNs":"1"}}`, text);
+        digest.addCanonical(text);
       }
     } catch (e) {
       error = e;
     }
-    w.close();
+    await w.close().catch(() => undefined);
     expect(error).toBeInstanceOf(WriteFailure);
-    expect(error).toMatchObject({ reason: 'size_no_space', code: 'ENOSPC', path });
-    expect(readFileSync(path, 'utf8')).toBe(`${line}\n`.repeat(written));
+    expect(error).toMatchObject({ reason: 'size_no_space', code: 'ENOSPC' });
+    expect((error as WriteFailure).path).toMatch(/\/trace\/([0-9]{6}\.(jsonl|repro)\.gz|index\.jsonl)$/);
+    const lines = traceLinesOf(d.dir);
+    expect(lines.length).toBeGreaterThan(0);
+    expect(lines.length).toBeLessThan(digest.steps);
+    const onDisk = new BehaviourDigest();
+    for (const l of lines)
+      onDisk.addCanonical(canonicalBehaviour((parseStrict(l) as unknown as { behaviour: TraceBehaviour }).behaviour));
+    expect(w.durable().steps).toBe(lines.length);
+    expect(new BehaviourDigest(w.durable()).digest()).toBe(onDisk.digest());
   });
 
   it('a durable replace that does not fit leaves the old file and no temporary', () => {

@@ -20,7 +20,7 @@ describe.skipIf(rustWorkerSkip !== null)('a Rust worker dies with its coordinato
   beforeAll(() => ensureRustWorker(), 1_500_000);
 
   it('a stopped (SIGSTOP) Rust worker dies when its coordinator is SIGKILLed', async () => {
-    const c = startCoordinator('test/coordinator/fixtures/long-mixed.yaml', 'long-mixed', { jsonlTrace: true });
+    const c = startCoordinator('test/coordinator/fixtures/long-mixed.yaml', 'long-mixed', { stepByStep: true });
     const { pids } = await readyWorkers(c, 3);
     const rust = pids.find((pid) => readFileSync(`/proc/${pid}/cmdline`, 'utf8').startsWith(RUST_WORKER));
     if (rust === undefined) throw new Error(`no worker runs ${RUST_WORKER}`);

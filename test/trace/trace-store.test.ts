@@ -11,14 +11,13 @@ import { join } from 'node:path';
 import { gunzipSync, gzipSync } from 'node:zlib';
 import { canonicalize, sha256Hex } from '../../core/formats/canonical-json.js';
 import { describe, expect, it } from 'vitest';
-import { BEHAVIOUR_CHAIN_GENESIS, RollingBehaviour } from '../../coordinator/checkpoint/group.js';
+import { HashedBehaviour } from '../../coordinator/checkpoint/group.js';
 import { readReceipt, writeReceipt } from '../../coordinator/receipt/receipt.js';
 import { runSession } from '../../coordinator/session/run.js';
 import { CheckpointRun } from '../../coordinator/checkpoint/run-checkpoints.js';
 import { resumeRun } from '../../coordinator/checkpoint/resume.js';
 import { Sha256Stream } from '../../coordinator/trace/sha256-state.js';
 import { BehaviourDigest, canonicalBehaviour, type TraceBehaviour } from '../../coordinator/trace/trace.js';
-import { CHAIN_GENESIS } from '../../coordinator/trace/trace-seal-thread.js';
 import {
   checkTraceBinding,
   indexDigestOf,
@@ -79,10 +78,6 @@ describe('SHA-256 with a saved state', () => {
       expect(resumed.update(bytes.slice(n >> 1)).digest()).toBe(createHash('sha256').update(bytes).digest('hex'));
     }
   });
-
-  it('the trace writer starts the chain where the checkpoint group does', () => {
-    expect(CHAIN_GENESIS).toBe(BEHAVIOUR_CHAIN_GENESIS);
-  });
 });
 
 describe('segmented trace: writer and reader', () => {
@@ -105,15 +100,15 @@ describe('segmented trace: writer and reader', () => {
     const viaAsync: string[] = [];
     for await (const t of readTrace(dir)) viaAsync.push(t.behaviour.scope.step);
     expect(viaAsync).toEqual(steps);
-    // The index's running hashes are the chain and the behaviour digest over the steps so far.
-    const chain = new RollingBehaviour('e1');
+    // The index's saved state is the behaviour digest's over the steps so far, as a group hashes it.
+    const hashed = new HashedBehaviour('e1');
     const digest = new BehaviourDigest();
     for (let k = 0; k < 23; k++) {
-      chain.add(behaviour(k));
+      hashed.add(behaviour(k));
       digest.add(behaviour(k));
     }
     const last = index[index.length - 1]!.after!;
-    expect(last.chain).toBe(chain.prefix().digest);
+    expect(last).toEqual({ digest: hashed.prefix().state });
     expect(new BehaviourDigest({ state: last.digest, steps: 23 }).digest()).toBe(digest.digest());
   });
 
@@ -138,9 +133,9 @@ describe('segmented trace: writer and reader', () => {
     expect(atBoundary.keptSteps).toBe(boundary);
     const straddling = stageSegmentedCut(dir, boundary + 1n, text, { onOpen });
     expect(opened.map((p) => p.split('/').pop())).toEqual([last.segment]);
-    const chain = new RollingBehaviour('e1');
-    for (let k = 0n; k <= boundary; k++) chain.add(behaviour(Number(k)));
-    expect(straddling.hashes.chain).toBe(chain.prefix().digest);
+    const hashed = new HashedBehaviour('e1');
+    for (let k = 0n; k <= boundary; k++) hashed.add(behaviour(Number(k)));
+    expect(straddling.hashes.digest).toEqual(hashed.prefix().state);
     for (const c of [atBoundary, straddling]) for (const f of c.staged) rmSync(f.tmp, { force: true });
     // Reading from a step skips whole earlier segments too.
     opened.length = 0;
@@ -168,12 +163,12 @@ describe('segmented trace: writer and reader', () => {
     expect(cut({ verifyKept: 'bytes', keptIndexDigest: recorded, onOpen: (p) => opened.push(p) })).toBe(boundary);
     expect(opened.length).toBe(kept.length);
     expect(cut({ verifyKept: 'full' })).toBe(boundary);
-    // An entry's running hashes edited (its bytes still match): the recorded digest, or hashing the steps again, refuses it.
+    // An entry's saved digest state edited (its bytes still match): the recorded digest, or hashing the steps again, refuses it.
     const path = join(dir, 'trace', 'index.jsonl');
     const original = readFileSync(path, 'utf8');
     const lines = original.split('\n');
-    const e = JSON.parse(lines[1]!) as { after: { chain: string } };
-    e.after.chain = 'c'.repeat(64);
+    const e = JSON.parse(lines[1]!) as { after: { digest: { h: string } } };
+    e.after.digest.h = 'c'.repeat(64);
     writeFileSync(path, [lines[0], JSON.stringify(e), ...lines.slice(2)].join('\n'));
     expect(refusal(() => cut({ verifyKept: 'bytes', keptIndexDigest: recorded }))).toMatchObject({
       reason: 'audit_trace_segment_tampered',
@@ -184,7 +179,7 @@ describe('segmented trace: writer and reader', () => {
     expect(refusal(() => cut({ verifyKept: 'full' }))).toMatchObject({
       reason: 'audit_trace_segment_tampered',
       message: expect.stringMatching(
-        /000001\.jsonl\.gz: its steps do not give the running hashes index\.jsonl records after it$/,
+        /000001\.jsonl\.gz: its steps do not give the digest state index\.jsonl records after it$/,
       ),
     });
     writeFileSync(path, original);
@@ -290,7 +285,6 @@ describe('segmented trace in a real run', () => {
     const r = await runSession('examples/forage-walkers.yaml', {
       outDir: out,
       steps: golden.steps,
-      traceFormat: 'segments',
       segmentSteps: 32,
       onWarning: () => undefined,
       logLevel: 'warn',
@@ -327,7 +321,6 @@ describe('segmented trace in a real run', () => {
     const r = await runSession('examples/lif-pair.yaml', {
       outDir: out,
       steps: golden.steps,
-      traceFormat: 'segments',
       segmentSteps: 8,
       extension: new CheckpointRun({ every: 20, keep: 5 }),
       onWarning: () => undefined,
