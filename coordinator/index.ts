@@ -82,6 +82,7 @@ export { RunFailure, isRunFailure } from './session/run-failure.js';
 export type { RunFailureKind, RunPhase, RunFailureContext } from './session/run-failure.js';
 export { CheckpointRun } from './checkpoint/run-checkpoints.js';
 export type { CheckpointRunOptions, CheckpointRunReport } from './checkpoint/run-checkpoints.js';
+export type { BehaviourPrefix } from './checkpoint/manifest.js';
 export { resumeRun } from './checkpoint/resume.js';
 export { recoveryWith, RECOVERABLE_KINDS } from './checkpoint/recovery.js';
 export type { RecoveryOptions, RecoveryFactory, RecoveryRecord } from './checkpoint/recovery.js';
