@@ -18,7 +18,7 @@ import { Lockstep, type Dispatch, type LockstepHooks } from './lockstep.js';
 import { starterForPlan } from '../slurm/srun.js';
 import { RUN_FILES, writeJsonDurable, type RunLog } from './run-dir.js';
 import type { TraceSink } from '../trace/trace-store.js';
-import type { Sha256State } from '../trace/sha256-state.js';
+import { Sha256Stream, type Sha256State } from '../trace/sha256-state.js';
 import { RunFailure, type RunPhase } from './run-failure.js';
 import { isWriteFailure, writeFailureOfErrno, type WriteFailure } from '../write-failure.js';
 import {
@@ -246,7 +246,8 @@ export async function runLoop(start: SessionStart, opts: SessionOptions): Promis
   const logger: Logger = pino({ level: opts.logLevel ?? 'info', base: { sessionId: plan.sessionId } }, log);
   const startedAt = process.hrtime.bigint();
   const startedWall = Date.now();
-  let digest = new BehaviourDigest(start.keptDigest);
+  // Steps in the trace so far; the behaviour digest itself is hashed off the loop by the trace writer.
+  let done: StepCount = { steps: start.keptDigest?.steps ?? 0 };
   const { signal, release } = abortWiring(opts);
   let fleet: Fleet | undefined;
   let traces = start.traces;
@@ -277,12 +278,12 @@ export async function runLoop(start: SessionStart, opts: SessionOptions): Promis
     await opts.extension?.started({ plan, runDir, fleet, lockstep, traces, logger, epoch, steps, signal });
     for (;;) {
       try {
-        await stepLoop(start, { lockstep, traces, logger, digest, signal, epoch }, opts);
+        await stepLoop(start, { lockstep, traces, logger, done, signal, epoch }, opts);
         break;
       } catch (e) {
         // A lost worker: fence the old group, start replacements the same way, restore, continue.
         // Unless the death is the first sign of a Ctrl-C or scancel: never relaunch into that.
-        const lost = failureOf(e, String(digest.steps), 'prepare');
+        const lost = failureOf(e, String(done.steps), 'prepare');
         await graceForInterruption(lost, signal);
         const recovery = signal.aborted ? undefined : opts.extension?.recovery;
         const target = await recovery?.consider(lost);
@@ -295,13 +296,13 @@ export async function runLoop(start: SessionStart, opts: SessionOptions): Promis
         });
         ({ lockstep, traces, epoch } = next);
         lastEpoch = epoch;
-        digest = new BehaviourDigest(next.keptDigest);
+        done = { steps: next.keptDigest.steps };
       }
     }
   } catch (e) {
     if (!start.accepted(e)) refusal = { e };
     else {
-      failure = await interruptedOr(failureOf(e, String(digest.steps), 'prepare'), signal, kind);
+      failure = await interruptedOr(failureOf(e, String(done.steps), 'prepare'), signal, kind);
       logger.error({ failure: failure.toJSON() }, `${kind} failed`);
     }
   } finally {
@@ -310,7 +311,7 @@ export async function runLoop(start: SessionStart, opts: SessionOptions): Promis
     await fleet?.shutdown(stopped ? 'run-failed' : 'run-complete', stopped ? 500 : 2_000);
   }
   if (refusal) throw await start.refused(refusal.e);
-  return conclude(start, opts, { failure, traces, digest, epoch: lastEpoch, startedWall, logger });
+  return conclude(start, opts, { failure, traces, done, epoch: lastEpoch, startedWall, logger });
 }
 
 /**
@@ -323,7 +324,7 @@ async function conclude(
   s: {
     failure: RunFailure | undefined;
     traces: TraceSink | undefined;
-    digest: BehaviourDigest;
+    done: StepCount;
     epoch: Id;
     startedWall: number;
     logger: Logger;
@@ -331,10 +332,11 @@ async function conclude(
 ): Promise<SessionResult> {
   const { runDir, log, kind } = start;
   const { logger } = s;
-  let failure = await closeNotingAsync(() => s.traces?.close(), s.failure, String(s.digest.steps));
-  // summary.json describes the trace on disk: when the trace could not take every step, its steps.
-  const onDisk = s.traces?.durable();
-  const digest = onDisk && onDisk.steps !== s.digest.steps ? new BehaviourDigest(onDisk) : s.digest;
+  let failure = await closeNotingAsync(() => s.traces?.close(), s.failure, String(s.done.steps));
+  // summary.json describes the trace on disk (when the trace could not take every step, its
+  // steps): the behaviour digest from the state the trace writer hashed off the loop.
+  const onDisk = s.traces?.durable() ?? start.keptDigest ?? { state: new Sha256Stream().state(), steps: 0 };
+  const digest = new BehaviourDigest(onDisk);
   const extensionFields = opts.extension ? await opts.extension.finish(failure) : {};
   await start.end();
 
@@ -373,20 +375,20 @@ async function stepLoop(
     lockstep: Lockstep;
     traces: TraceSink;
     logger: Logger;
-    digest: BehaviourDigest;
+    done: StepCount;
     signal: AbortSignal;
     /** The epoch new steps are taken in (a recovery moves it on). */
     epoch: Id;
   },
   opts: SessionOptions,
 ): Promise<void> {
-  const { lockstep, traces, logger, digest, signal, epoch } = live;
+  const { lockstep, traces, logger, done, signal, epoch } = live;
   const { steps, kind, log } = start;
   // Progress rates count stepping only, from here (start-up is not a step).
   const loopStart = Date.now();
-  opts.onProgress?.({ step: digest.steps, steps, elapsedMs: 0 });
-  while (digest.steps < steps) {
-    const k = digest.steps;
+  opts.onProgress?.({ step: done.steps, steps, elapsedMs: 0 });
+  while (done.steps < steps) {
+    const k = done.steps;
     if (signal.aborted)
       throw new RunFailure('aborted', `the ${kind} was interrupted`, { step: String(k), phase: 'prepare' });
     // Prepare(k+1) may ride behind Commit(k) unless k+1 is the end or the extension captures there.
@@ -396,10 +398,10 @@ async function stepLoop(
     const behaviourText = canonicalBehaviour(trace.behaviour);
     const digestText =
       epoch === start.baseEpoch ? behaviourText : canonicalBehaviour(rebase(trace.behaviour, start.baseEpoch));
-    // A segmented trace seals off the loop (and hashes digestText there); a promise here is its back-pressure.
+    // The trace seals off the loop (and hashes digestText there); a promise here is its back-pressure.
     const appended = traces.appendLine(traceLine(behaviourText, trace.operational), digestText);
     if (appended) await appended;
-    digest.addCanonical(digestText);
+    done.steps++;
     logger.debug({ step: k, wallTimeNs: trace.operational.wallTimeNs }, 'step committed');
     await opts.extension?.afterStep(trace);
     log.throwIfFailed();
@@ -493,6 +495,11 @@ function abortWithin(signal: AbortSignal, ms: number): Promise<void> {
     const timer = setTimeout(done, ms);
     signal.addEventListener('abort', done, { once: true });
   });
+}
+
+/** Steps taken so far (kept steps of a restored start included). */
+interface StepCount {
+  steps: number;
 }
 
 /** The one summary.json builder: status, steps, the (rebased) behaviour digest, failure, extension and start fields. */
