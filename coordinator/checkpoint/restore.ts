@@ -24,7 +24,12 @@ import {
   type JsonObject,
   type StageRestoreParams,
 } from '../../core/protocol/index.js';
-import { readFileRange, type DelegatedDigests, type ReadEnvelopeOptions } from '../store/generation-reader.js';
+import {
+  readClaimedRanges,
+  readFileRange,
+  type DelegatedDigests,
+  type ReadEnvelopeOptions,
+} from '../store/generation-reader.js';
 import { verifyGeneration, type CheckpointStore } from '../store/store.js';
 import { expectedAgentDigest, expectedEnvironmentDigest } from './compatibility.js';
 import type { CheckpointGroup } from './group.js';
@@ -245,6 +250,8 @@ export async function restoreGroup(
   opts: RestoreOptions,
 ): Promise<RestoreReport> {
   preconditions(group, opts.epoch);
+  const sendable = opts.hooks?.maxAttachmentBytes ?? DEFAULT_MAX_ATTACHMENT_BYTES;
+  await refuseUnsendableLayout(group, source, sendable);
   const prefetch = new Prefetch(group, source);
   try {
     const read: ReadEnvelopeOptions = { ...prefetch.readOptions(), keep: (r) => isCoordinatorPayload(r.name) };
@@ -570,9 +577,31 @@ class Prefetch {
 }
 
 /**
+ * Layout only, before the verify pass reads a payload byte: a store generation whose table claims,
+ * for a participant sent its payload as an attachment, more than a worker receives is refused now
+ * (as refuseUnsendable refuses it after the checks, which would first read and hash all of it),
+ * naming the first such participant in reference order: the environment, then agents by id. A file
+ * that cannot be read, or claims no such range, is left to the checks, which refuse it by name.
+ */
+async function refuseUnsendableLayout(group: CheckpointGroup, source: RestoreSource, sendable: number): Promise<void> {
+  if (!('store' in source) || source.loaded) return;
+  const record = source.store.lookup(source.checkpointId ?? source.store.snapshot().highWater ?? '');
+  if (!record) return;
+  const claimed = (await readClaimedRanges(resolve(source.store.dir, record.file))) ?? [];
+  const ids: (Id | null)[] = [null, ...group.plan.agents.map((a) => a.agentId).sort()];
+  for (const agentId of ids) {
+    const name = agentId === null ? PAYLOAD_NAMES.world : PAYLOAD_NAMES.agent(agentId);
+    if (group.workerOf(agentId).hello.capabilities.includes(CAPABILITIES.payloadFile)) continue;
+    const longest = Math.max(0, ...claimed.filter((r) => r.name === name).map((r) => r.length));
+    if (longest > sendable) throw tooLargeToStream(participantOf(agentId), longest);
+  }
+}
+
+/**
  * Before anything is staged: a payload that would have to travel as an attachment longer than a
  * worker receives (2 GiB − 1) refuses the restore, naming the first such participant in reference
- * order. Sent anyway, it would end the worker's stream mid-restore.
+ * order. Sent anyway, it would end the worker's stream mid-restore. (A store generation's layout was
+ * already judged before it was read: refuseUnsendableLayout; this covers every source, verified.)
  */
 function refuseUnsendable(
   group: CheckpointGroup,

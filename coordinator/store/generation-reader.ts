@@ -6,6 +6,7 @@
 // verdict and this reader hashes that range only if the worker did not confirm it. Ranges the
 // caller will use (`keep`, e.g. restore's small coordinator payloads) are copied out of the pass's
 // chunks, so they are the very bytes that were hashed and the file is not opened again for them.
+// readClaimedRanges reads the table alone, for a decision taken on the layout before the pass.
 // NOT the store's record checks (store.ts) and NOT restore.
 import { createHash, type Hash } from 'node:crypto';
 import { readSync } from 'node:fs';
@@ -186,6 +187,27 @@ async function eachChunk(
 ): Promise<void> {
   const reached = await eachWindow(fh, start, end, use, chunkBytes);
   if (reached < end) throw new Error(`the file shrank while it was read (at ${reached})`);
+}
+
+/**
+ * The payload ranges the table of the file at `path` claims, read from its head alone (header and
+ * table, never a payload byte) and leniently, as claimedRanges reads them: the checks judge them
+ * later. Null when the file cannot be opened or read (its verification then refuses it by name).
+ */
+export async function readClaimedRanges(path: string): Promise<ClaimedRange[] | null> {
+  let fh: FileHandle;
+  try {
+    fh = await open(path, 'r');
+  } catch {
+    return null;
+  }
+  try {
+    return claimedRanges(await fileSource(fh, (await fh.stat()).size));
+  } catch {
+    return null;
+  } finally {
+    await fh.close().catch(() => undefined);
+  }
 }
 
 /** The bytes [offset, offset + length) of a verified file, read in chunks into one buffer (one payload). */
