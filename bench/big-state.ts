@@ -1,7 +1,7 @@
 // Big-state checkpoint script (issue 16): a group of `ballast` agents (bench/models/ballast.ts)
 // whose states add up to --total (default 0.25 GiB) with no payload above --max-payload, captured
 // (co-located workers write into the envelope file; with --streamed they are taken as lacking
-// capture-file and send their payloads through the coordinator), committed durably, verified and restored on real
+// store-files-v1 for the capture and send their payloads through the coordinator), committed durably, verified and restored on real
 // worker processes, then stepped once more. With --runtime python or rust the agents are the
 // built-in lif on workers of that language instead (12 bytes of state per neuron). Prints each phase's time, MB/s, the
 // coordinator's peak RSS, and the ratios against a raw write + fsync / read + SHA-256 of the same
@@ -26,6 +26,7 @@ import { restoreGroup } from '../coordinator/checkpoint/restore.js';
 import { parseConfigText, resolveConfig } from '../coordinator/config.js';
 import { launchFleet } from '../coordinator/launch/launcher.js';
 import { Lockstep } from '../coordinator/session/lockstep.js';
+import { CAPABILITIES } from '../core/protocol/index.js';
 import { MAX_BALLAST_BYTES } from './models/ballast.js';
 
 /** "5GiB", "2.5GiB", "64MiB", "4096" → bytes. */
@@ -137,11 +138,12 @@ console.log(
   `${sizes.length} ${runtime === 'typescript' ? 'ballast' : 'lif'} agents of ${sizes.map(GiB).join(', ')} = ${GiB(total)} of state on ${runtime} workers, payloads ${values.streamed ? 'streamed through the coordinator' : 'written into the envelope file'}; run dir ${runDir}`,
 );
 const fleet = await launchFleet(plan, { logger, storeDir: storeDirOf(runDir) });
-// --streamed: the workers keep their store (restore reads the file as usual) but are taken as
-// lacking capture-file, so their capture payloads travel through the coordinator.
+// --streamed: the workers keep their store, but for the capture they are taken as lacking
+// store-files-v1, so their capture payloads travel through the coordinator; the restore reads the
+// file as usual (the capability is given back before it).
+const offered = new Map(fleet.all().map((w) => [w, w.hello.capabilities]));
 if (values.streamed)
-  for (const w of fleet.all())
-    w.hello.capabilities = w.hello.capabilities.filter((c) => !c.startsWith('capture-file-'));
+  for (const w of fleet.all()) w.hello.capabilities = w.hello.capabilities.filter((c) => c !== CAPABILITIES.storeFiles);
 let failed = false;
 const step = async <T>(name: string, fn: () => Promise<T> | T): Promise<T | undefined> => {
   if (failed) return undefined;
@@ -180,6 +182,7 @@ try {
       console.log(`verify: FAILED: ${g.checkpointId}: ${g.check} [${g.reason}] ${g.message}`);
     failed = true;
   }
+  for (const [w, capabilities] of offered) w.hello.capabilities = capabilities;
   await step('restore', () => restoreGroup(group, { store: ck.store }, { epoch: 'e2' }));
   if (!failed) group.resume();
   await step('step after restore', () => group.step());

@@ -46,7 +46,7 @@ import { modulePathOf, resolveAgentModel } from './models/registry.js';
 import { ONE_MS, NO_DATASET_DIGEST, type AgentModel, type AgentReward, type JsonObject } from './sdk.js';
 import { moduleIdentity } from '../core/models/identity.js';
 import { exactCapture } from './capture-check.js';
-import { capturedBytes, capturedPayload, encodeCapture, type CaptureHold } from './capture-encode.js';
+import { capturedBytes, capturedPayload, encodeCapture } from './capture-encode.js';
 import { StepCache, bodyKey, opKey } from './op-cache.js';
 import { TickClock } from './tick-clock.js';
 
@@ -88,7 +88,7 @@ interface StagedRestore {
   timeline: AgentTimeline;
 }
 
-/** A model state restored ahead of its stage (restore-prefetch-v1), with the inputs it was restored from. */
+/** A model state restored ahead of its stage (the restore prefetch, store-files-v1), with the inputs it came from. */
 interface WarmedState {
   model: AgentModel<unknown>;
   params: JsonObject;
@@ -161,7 +161,7 @@ export class AgentHost {
   private readonly staged = new Map<string, StagedRestore>();
   private readonly usedTokens = new Set<string>();
   private readonly cache = new StepCache<JsonObject>();
-  /** restore-prefetch-v1: model state restored from a prefetched payload ahead of its stage, by that payload. */
+  /** The restore prefetch (store-files-v1): model state restored from a prefetched payload ahead of its stage. */
   private readonly warmed = new WeakMap<object, WarmedState>();
   /** The epoch of the last Initialize or activation (for Status). */
   currentEpoch: string | undefined;
@@ -539,8 +539,8 @@ export class AgentHost {
 
   // ---- State.Capture --------------------------------------------------------------------------
 
-  /** State.Capture; held (capture-file-v1/v2): the payload is kept as pieces for State.WritePayload. */
-  capture(req: Request, hold: CaptureHold = 'none'): HostReply<ResultOf<typeof METHODS.capture>> {
+  /** State.Capture; held (store-files-v1): the payload is kept as pieces for State.WritePayload, unhashed. */
+  capture(req: Request, held = false): HostReply<ResultOf<typeof METHODS.capture>> {
     const scope = requireScope(req);
     checkSession(scope, this.ctx.sessionId);
     let checkpointId: string, agentId: string;
@@ -602,7 +602,7 @@ export class AgentHost {
       observation: slot.observation,
       state: modelState,
     };
-    const encoded = encodeCapture(payload, `agent ${agentId}`, hold);
+    const encoded = encodeCapture(payload, `agent ${agentId}`, held);
     return {
       result: {
         checkpointId,
@@ -618,10 +618,11 @@ export class AgentHost {
   // ---- State.StageRestore ---------------------------------------------------------------------
 
   /**
-   * restore-prefetch-v1: while the coordinator still verifies the file, run a live agent's model
-   * restore on the prefetched payload into new state (the live agent is untouched). The stage of
-   * that very payload takes the result only if its identity gives the model the same inputs; any
-   * error here is dropped, so the stage restores again and refuses exactly as it would have.
+   * The restore prefetch (store-files-v1): while the coordinator still verifies the file, run a
+   * live agent's model restore on the prefetched payload into new state (the live agent is
+   * untouched). The stage of that very payload takes the result only if its identity gives the
+   * model the same inputs; any error here is dropped, so the stage restores again and refuses
+   * exactly as it would have.
    */
   warmRestore(agentId: string | null, decoded: unknown): void {
     const live = agentId === null ? undefined : this.agents.get(agentId);

@@ -1,39 +1,30 @@
-// capture-file-v1 and v2 on the worker side (docs/spec/capture-file.md): a Capture with `hold: true`
-// keeps its payload in the lifecycle cache and replies with size and digest only (v2, with
-// `hashAtWrite: true`: the size only); State.WritePayload then writes the held bytes into the
-// coordinator's checkpoint temporary at the offset it assigns (v2: hashing them as it goes, and
-// replying with the digest).
-// A held payload is pieces (capture-encode.ts): its large bins are the model's own arrays, written
-// before the group steps again; if they changed meanwhile, the file seal's digest check refuses it.
+// Held captures on the worker side (store-files-v1, docs/spec/capture-file.md): a Capture with
+// `hold: true` keeps its payload in the lifecycle cache and replies with its size only;
+// State.WritePayload then writes the held bytes into the coordinator's checkpoint temporary at the
+// offset it assigns, hashing them as it goes, and replies with their digest. It refuses once the
+// worker has served a state-changing call since the capture (the digest would be of a moved state).
+// A held payload is pieces (capture-encode.ts): its large bins are the model's own arrays.
 // NOT the capture itself (the hosts encode the state) and NOT the file confinement (payload-file.ts).
 import { readObject, readRequestId, readU64, refuseUnknownFields } from '../core/formats/scalars.js';
 import { ProtocolRefusal, type Request, type WritePayloadResult } from '../core/protocol/index.js';
-import type { CaptureHold } from './capture-encode.js';
 import type { HostReply } from './host-context.js';
 import type { LifecycleCache } from './op-cache.js';
 import { CAPTURE_FILE_REFUSALS, writeStoreTemp } from './payload-file.js';
 
 /**
- * How this Capture asks to keep its payload. `hold` must be exactly `true` when present, and only a
- * worker with a store directory (the one that offers capture-file-v1 and v2) accepts it;
- * `hashAtWrite` (v2) must be exactly `true` when present, and only beside `hold`.
+ * Whether this Capture asks to hold its payload. `hold` must be exactly `true` when present, and
+ * only a worker with a store directory (the one that offers store-files-v1) accepts it.
  */
-export function captureHoldOf(req: Request, storeDir: string | undefined): CaptureHold {
-  const atWrite = Object.hasOwn(req.params, 'hashAtWrite');
-  if (atWrite && req.params.hashAtWrite !== true)
-    throw new ProtocolRefusal('INVALID_ARGUMENT', 'params.hashAtWrite must be true when present');
-  if (!Object.hasOwn(req.params, 'hold')) {
-    if (atWrite) throw new ProtocolRefusal('INVALID_ARGUMENT', 'params.hashAtWrite is only valid with params.hold');
-    return 'none';
-  }
+export function captureHoldOf(req: Request, storeDir: string | undefined): boolean {
+  if (!Object.hasOwn(req.params, 'hold')) return false;
   if (req.params.hold !== true) throw new ProtocolRefusal('INVALID_ARGUMENT', 'params.hold must be true when present');
   if (storeDir === undefined) throw new ProtocolRefusal('UNSUPPORTED', CAPTURE_FILE_REFUSALS.noStore);
-  return atWrite ? 'at-write' : 'hashed';
+  return true;
 }
 
-/** The request the host sees: the same Capture without `hold` and `hashAtWrite` (its own field checks stay as they are). */
+/** The request the host sees: the same Capture without `hold` (its own field checks stay as they are). */
 export function withoutHold(req: Request): Request {
-  const { hold: _hold, hashAtWrite: _atWrite, ...params } = req.params;
+  const { hold: _hold, ...params } = req.params;
   return { ...req, params };
 }
 
@@ -58,21 +49,20 @@ export async function writeHeldPayload(
     if (e instanceof ProtocolRefusal) throw e;
     throw new ProtocolRefusal('INVALID_ARGUMENT', (e as Error).message);
   }
-  const entry = lifecycle.get(captureRequestId);
-  const held = entry?.held;
+  const held = lifecycle.get(captureRequestId)?.held;
   if (!held)
     throw new ProtocolRefusal(
       'INVALID_ARGUMENT',
       'params.captureRequestId names no held capture awaiting acknowledgment on this worker',
     );
-  // v1 reported the digest at Capture, so the seal sees a state that moved since; v2 hashes what it
-  // writes, so it must refuse a state that may have moved (the coordinator never steps in between).
-  if (entry.hashAtWrite && entry.hashAtWrite.stateChanges !== stateChanges)
+  // The write hashes what it writes, so it must refuse a state that may have moved since the
+  // capture (the coordinator never steps the group in between).
+  if (held.stateChanges !== stateChanges)
     throw new ProtocolRefusal(
       'INVALID_PHASE',
-      'params.captureRequestId: this worker has served a state-changing call since that capture (held with hashAtWrite); capture again',
+      'params.captureRequestId: this worker has served a state-changing call since that capture; capture again',
     );
-  const digest = await writeStoreTemp(storeDir, path, offset, held, { hash: entry.hashAtWrite !== undefined });
-  const byteLength = String(held.reduce((n, p) => n + p.byteLength, 0));
-  return { result: digest === null ? { byteLength } : { byteLength, digest } };
+  const digest = await writeStoreTemp(storeDir, path, offset, held.pieces);
+  const byteLength = String(held.pieces.reduce((n, p) => n + p.byteLength, 0));
+  return { result: { byteLength, digest } };
 }

@@ -81,7 +81,7 @@ export function checkAttachment(attachment: Uint8Array | undefined, ref: Payload
   checkDigest(attachment, ref, payloadName);
 }
 
-/** Never echo the digest of what was read: with payload-file-v1 that would be an oracle on a file's bytes. */
+/** Never echo the digest of what was read: with store-files-v1 that would be an oracle on a file's bytes. */
 function checkDigest(bytes: Uint8Array, ref: PayloadRef, payloadName: string, digest = sha256(bytes)): void {
   if (digest !== ref.digest)
     throw new ProtocolRefusal(
@@ -166,7 +166,7 @@ export interface StageParams {
   sourceScope: Scope;
   compatibilityDigest: string;
   ref: PayloadRef;
-  /** Capability payload-file-v1: read the payload from this range of a local file, not an attachment. */
+  /** Capability store-files-v1: read the payload from this range of a local file, not an attachment. */
   file: PayloadFile | null;
 }
 
@@ -224,7 +224,7 @@ function readPayloadFile(value: unknown): PayloadFile {
 
 /**
  * The bytes to stage, exactly the referenced ones (length, then digest): the request's attachment,
- * or with payload-file-v1 a range of a checkpoint file in the run's store (`storeDir`, given at
+ * or with store-files-v1 a range of a checkpoint file in the run's store (`storeDir`, given at
  * launch; without it every payload file is refused). The worker hashes what it read, so a file
  * changed since the coordinator verified it is refused, never staged.
  */
@@ -235,7 +235,8 @@ export async function stagedPayload(
   prefetched?: PrefetchedPayloads,
 ): Promise<Uint8Array> {
   const name = payloadNameOf(staged.agentId);
-  // restore-prefetch-v1: bytes read and hashed against exactly this reference while the coordinator verified.
+  // The restore prefetch (store-files-v1): bytes read and hashed against exactly this reference
+  // while the coordinator verified.
   const early = await prefetched?.take(staged);
   if (early && !attachment) return early;
   if (!staged.file) {
@@ -269,7 +270,7 @@ export async function readStorePayload(
   return { bytes: standIn, digest: read.digest };
 }
 
-/** Payloads decoded ahead of their stage (restore-prefetch-v1), by the very bytes they were decoded from. */
+/** Payloads decoded ahead of their stage (the restore prefetch, store-files-v1), by the bytes they were decoded from. */
 const predecoded = new WeakMap<Uint8Array, unknown>();
 
 /**

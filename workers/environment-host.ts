@@ -35,7 +35,7 @@ import { StepCache, bodyKey, opKey } from './op-cache.js';
 import type { EnvironmentModel, JsonObject, PortAction, PortBinding } from './sdk.js';
 import { moduleIdentity } from '../core/models/identity.js';
 import { exactCapture } from './capture-check.js';
-import { capturedBytes, capturedPayload, encodeCapture, type CaptureHold } from './capture-encode.js';
+import { capturedBytes, capturedPayload, encodeCapture } from './capture-encode.js';
 
 interface EnvIdentity {
   environmentId: string;
@@ -316,8 +316,8 @@ export class EnvironmentHost {
 
   // ---- State.Capture --------------------------------------------------------------------------
 
-  /** State.Capture; held (capture-file-v1/v2): the payload is kept as pieces for State.WritePayload. */
-  capture(req: Request, hold: CaptureHold = 'none'): HostReply<ResultOf<typeof METHODS.capture>> {
+  /** State.Capture; held (store-files-v1): the payload is kept as pieces for State.WritePayload, unhashed. */
+  capture(req: Request, held = false): HostReply<ResultOf<typeof METHODS.capture>> {
     const scope = requireScope(req);
     checkSession(scope, this.ctx.sessionId);
     let checkpointId: string;
@@ -369,7 +369,7 @@ export class EnvironmentHost {
       profileDigest: env.profileDigest,
       state: modelState,
     };
-    const encoded = encodeCapture(payload, `environment ${env.environmentId}`, hold);
+    const encoded = encodeCapture(payload, `environment ${env.environmentId}`, held);
     return {
       result: {
         checkpointId,

@@ -11,9 +11,9 @@ export interface HostContext {
   readonly strictUserModels: boolean;
   /** The absolute model module paths this worker was launched with; no other module is loaded. */
   readonly launchedModels: readonly string[];
-  /** The run's checkpoint store (`--store-dir`): the only place payload-file-v1 may read; none: no payload files. */
+  /** The run's checkpoint store (`--store-dir`): the only place store-files-v1 may read or write; none: no payload files. */
   readonly storeDir?: string | undefined;
-  /** restore-prefetch-v1: payloads read and hashed ahead of their StageRestore (runtime.ts owns them). */
+  /** The restore prefetch (store-files-v1): payloads read and hashed ahead of their StageRestore (runtime.ts owns them). */
   readonly prefetched?: PrefetchedPayloads;
   /** Record real progress: bumps progressCounter and lastCompletedRequestId. */
   progress(requestId: string): void;
@@ -23,6 +23,6 @@ export interface HostContext {
 export interface HostReply<R extends object = object> {
   result: R;
   attachment?: Uint8Array;
-  /** A held capture's payload (capture-file-v1), in order, kept for State.WritePayload; never sent. */
+  /** A held capture's payload (store-files-v1), in order, kept for State.WritePayload; never sent. */
   pieces?: readonly Uint8Array[];
 }

@@ -102,13 +102,12 @@ export interface LifecycleReply {
   digest: string;
   result: object;
   attachment?: Uint8Array;
-  /** capture-file-v1: the payload held for State.WritePayload (in order), never sent in a reply. */
-  held?: readonly Uint8Array[];
   /**
-   * capture-file-v2: the held payload was not hashed at Capture; State.WritePayload hashes it, and
-   * only while the worker has served no state-changing call since (`stateChanges` then).
+   * store-files-v1: the payload a held Capture keeps for State.WritePayload (`pieces`, in order),
+   * never sent in a reply and not hashed yet; the write hashes it, and only while the worker has
+   * served no state-changing call since (`stateChanges`, the count at the capture).
    */
-  hashAtWrite?: { stateChanges: number };
+  held?: { readonly pieces: readonly Uint8Array[]; readonly stateChanges: number };
 }
 
 /** Lifecycle replies by request id, held until acknowledged; at LIMIT outstanding, new ones are BUSY. */

@@ -1,10 +1,10 @@
-// payload-file-v1 on the worker side: read a payload's byte range from a checkpoint file inside
-// the run's store directory, the one directory the launcher gave this worker (`--store-dir`).
-// Every other path is refused, and the refusals are the same for a missing file, a file outside
-// the store and an unreadable one, so they reveal nothing about files the worker cannot read.
-// capture-file-v1 writes the other way: a held capture payload into a checkpoint TEMP file of the
-// same store (writeStoreTemp, which for v2 also hashes what it writes); a committed generation or
-// the store manifest is never writable.
+// The store confinement of store-files-v1 on the worker side: read a payload's byte range from a
+// checkpoint file inside the run's store directory, the one directory the launcher gave this worker
+// (`--store-dir`). Every other path is refused, and the refusals are the same for a missing file, a
+// file outside the store and an unreadable one, so they reveal nothing about files the worker
+// cannot read. A held capture's payload goes the other way: into a checkpoint TEMP file of the same
+// store (writeStoreTemp, which hashes what it writes); a committed generation or the store manifest
+// is never writable.
 // Not the digest check (checks.ts stagedPayload) and not the coordinator's store.
 import { createHash } from 'node:crypto';
 import { constants } from 'node:fs';
@@ -26,7 +26,7 @@ export const PAYLOAD_FILE_REFUSALS = {
   unreadable: 'params.payload.file: the payload file cannot be read',
 } as const;
 
-/** Refusal texts of State.WritePayload (capture-file-v1). */
+/** Refusal texts of State.WritePayload. */
 export const CAPTURE_FILE_REFUSALS = {
   noStore: 'params.file: this worker was started without --store-dir and writes no checkpoint files',
   notTemp:
@@ -36,8 +36,8 @@ export const CAPTURE_FILE_REFUSALS = {
 
 /** The only files State.WritePayload writes: the store's checkpoint temporaries. */
 const TEMP_GENERATION = /^tmp-[a-z0-9][a-z0-9._-]{0,63}\.flysess$/;
-/** One read() or write() call moves at most this much (a single fs call is capped below 2 GiB). */
-const MAX_WRITE_BYTES = 1024 * 1024 * 1024;
+/** One read() call moves at most this much (a single fs call is capped below 2 GiB). */
+const MAX_READ_BYTES = 1024 * 1024 * 1024;
 
 const refuse = (code: 'UNSUPPORTED' | 'INVALID_ARGUMENT' | 'BUFFER_INVALID', message: string): ProtocolRefusal =>
   new ProtocolRefusal(code, message);
@@ -110,22 +110,21 @@ export async function readHashed(
   return hash.digest('hex');
 }
 
-/** A hashed write moves this much per call: the next slice is hashed while this one is written. */
+/** A write moves this much per call: the next slice is hashed while this one is written. */
 const HASHED_WRITE_BYTES = 4 * 1024 * 1024;
 
 /**
  * Write `pieces`, one after the other, from `offset` of `path`, which must resolve to an existing regular file under
  * `storeDir` named like a checkpoint temporary (the coordinator created it; nothing else is writable).
- * With `hash`, returns the SHA-256 of the bytes written (capture-file-v2): each slice is hashed on
- * this thread while the thread pool writes it, so the hash costs no time beyond the write's own.
+ * Returns the SHA-256 of the bytes written: each slice is hashed on this thread while the thread
+ * pool writes it, so the hash costs no time beyond the write's own.
  */
 export async function writeStoreTemp(
   storeDir: string | undefined,
   path: string,
   offset: bigint,
   pieces: readonly Uint8Array[],
-  options: { hash?: boolean } = {},
-): Promise<string | null> {
+): Promise<string> {
   if (storeDir === undefined) throw refuse('UNSUPPORTED', CAPTURE_FILE_REFUSALS.noStore);
   if (!TEMP_GENERATION.test(basename(path))) throw refuse('INVALID_ARGUMENT', CAPTURE_FILE_REFUSALS.notTemp);
   const fh = await openInsideStore(storeDir, path, constants.O_WRONLY, CAPTURE_FILE_REFUSALS.notTemp);
@@ -135,19 +134,18 @@ export async function writeStoreTemp(
     const real = await realpath(path).catch(() => null);
     if (real === null || !TEMP_GENERATION.test(basename(real)))
       throw refuse('INVALID_ARGUMENT', CAPTURE_FILE_REFUSALS.notTemp);
-    const hash = options.hash ? createHash('sha256') : null;
-    const slice = hash ? HASHED_WRITE_BYTES : MAX_WRITE_BYTES;
+    const hash = createHash('sha256');
     let position = Number(offset);
     for (const bytes of pieces) {
-      for (let at = 0; at < bytes.byteLength; at += slice) {
-        const part = bytes.subarray(at, Math.min(bytes.byteLength, at + slice));
+      for (let at = 0; at < bytes.byteLength; at += HASHED_WRITE_BYTES) {
+        const part = bytes.subarray(at, Math.min(bytes.byteLength, at + HASHED_WRITE_BYTES));
         const writing = writeAll(fh, part, position + at);
-        hash?.update(part);
+        hash.update(part);
         if (!(await writing)) throw refuse('BUFFER_INVALID', CAPTURE_FILE_REFUSALS.unwritable);
       }
       position += bytes.byteLength;
     }
-    return hash ? hash.digest('hex') : null;
+    return hash.digest('hex');
   } finally {
     await fh.close().catch(() => undefined);
   }
@@ -211,8 +209,8 @@ async function readFully<B extends Uint8Array>(fh: FileHandle, out: B, offset: n
   const length = out.length;
   let at = 0;
   while (at < length) {
-    // One read() moves at most MAX_WRITE_BYTES (a single fs call stops below 2 GiB).
-    const got = await fh.read(out, at, Math.min(length - at, MAX_WRITE_BYTES), offset + at).then(
+    // One read() moves at most MAX_READ_BYTES (a single fs call stops below 2 GiB).
+    const got = await fh.read(out, at, Math.min(length - at, MAX_READ_BYTES), offset + at).then(
       (r) => r.bytesRead,
       () => -1,
     );

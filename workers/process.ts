@@ -53,7 +53,7 @@ export interface WorkerProcessOptions {
    * while model code blocks the event loop (a watchdog thread then SIGKILLs the process). Default true.
    */
   parentWatch?: boolean;
-  /** The run's checkpoint store: payload-file-v1 reads only files under it (absent: none). */
+  /** The run's checkpoint store: store-files-v1 reads and writes only files under it (absent: none). */
   storeDir?: string;
   /**
    * `--store-id`: the token the coordinator keeps in its store (core/protocol/store-id.ts). With it,
@@ -309,8 +309,8 @@ function readStoreId(value: unknown, storeDir: string | undefined): string {
 /**
  * The store directory this worker may use: `--store-dir`, unless `--store-id` was given and the
  * directory does not hold that token (another node's directory of the same name, or none). Then
- * the worker says so once on stderr and offers no capability that names store files: its payloads
- * travel as attachments.
+ * the worker says so once on stderr and does not offer store-files-v1: its payloads travel as
+ * attachments.
  */
 function usableStoreDir(options: WorkerProcessOptions): string | undefined {
   const dir = options.storeDir;

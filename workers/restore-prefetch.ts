@@ -1,6 +1,6 @@
-// restore-prefetch-v1 on the worker side: State.PrefetchPayload reads a participant's payload range
-// of a committed checkpoint file (in the run's store only) and hashes it in the same pass, while the
-// coordinator verifies that file; bytes that hash to the referenced digest are kept, one set per
+// The restore prefetch of store-files-v1 on the worker side: State.PrefetchPayload reads a
+// participant's payload range of a committed checkpoint file (in the run's store only) and hashes it
+// in the same pass, while the coordinator verifies that file; bytes that hash to the referenced digest are kept, one set per
 // participant, for the StageRestore naming the very same range, which then neither reads nor hashes
 // again. Nothing is staged here and nothing changes state: a prefetch that is never used is dropped
 // by the next one, by a StageRestore, or by a prefetch with `payload: null`.

@@ -25,7 +25,6 @@ import {
   readRequest,
 } from '../core/protocol/index.js';
 import { AgentHost } from './agent-host.js';
-import type { CaptureHold } from './capture-encode.js';
 import { captureHoldOf, withoutHold, writeHeldPayload } from './capture-file.js';
 import { PrefetchedPayloads } from './restore-prefetch.js';
 import { EnvironmentHost } from './environment-host.js';
@@ -44,7 +43,7 @@ export interface RuntimeOptions {
   incarnationId?: string;
   /** Model module paths this worker may load besides the built-ins (`--model`); absolute. */
   models?: readonly string[];
-  /** The run's checkpoint store directory (payload-file-v1 reads only under it). */
+  /** The run's checkpoint store directory (store-files-v1 reads and writes only under it). */
   storeDir?: string;
 }
 
@@ -83,8 +82,8 @@ const LIFECYCLE = new Set<string>([
   METHODS.activateRestore,
 ]);
 /**
- * Calls that may change a participant's live state: a capture held with hashAtWrite refuses its
- * write once any of these was served after it (its digest would be of a state past the boundary).
+ * Calls that may change a participant's live state: a held capture refuses its write once any of
+ * these was served after it (the digest it gives would be of a state past the boundary).
  */
 const STATE_CHANGING = new Set<string>([
   METHODS.agentInitialize,
@@ -112,12 +111,12 @@ export class WorkerRuntime implements HostContext {
   readonly storeDir: string | undefined;
   private boundSession: string | undefined;
   private progressCounter = 0n;
-  /** State-changing calls served so far (STATE_CHANGING): a hashAtWrite capture notes the count it saw. */
+  /** State-changing calls served so far (STATE_CHANGING): a held capture notes the count it saw. */
   private stateChanges = 0;
   private lastCompletedRequestId: string | null = null;
   private stopping = false;
   private readonly lifecycle = new LifecycleCache();
-  /** restore-prefetch-v1: payloads read and hashed while the coordinator verifies their file. */
+  /** store-files-v1: payloads read and hashed ahead (State.PrefetchPayload) while the coordinator verifies their file. */
   readonly prefetched = new PrefetchedPayloads((agentId, decoded) => this.agents?.warmRestore(agentId, decoded));
   private readonly maxMessageBytes: number;
   readonly agents: AgentHost | undefined;
@@ -218,8 +217,7 @@ export class WorkerRuntime implements HostContext {
     // The attachment is not hashed here: StageRestore's params name its digest and the host verifies
     // it, so the params already identify the request (and a 256 MiB payload is hashed only once).
     const digest = canonicalDigest({ method: req.method, scope: req.scope, params: req.params });
-    const hold = req.method === METHODS.capture ? captureHoldOf(req, this.storeDir) : 'none';
-    const held = hold !== 'none';
+    const held = req.method === METHODS.capture && captureHoldOf(req, this.storeDir);
     const cached = this.lifecycle.get(req.requestId);
     if (cached) {
       if (cached.digest !== digest)
@@ -235,16 +233,11 @@ export class WorkerRuntime implements HostContext {
         `${LifecycleCache.LIMIT} lifecycle replies await Worker.Acknowledge; acknowledge them first`,
       );
     }
-    const reply = await (held ? this.captureHeld(withoutHold(req), hold) : this.route(req, attachment));
+    const reply = await (held ? this.captureHeld(withoutHold(req)) : this.route(req, attachment));
     this.lifecycle.put(
       req.requestId,
       reply.pieces
-        ? {
-            digest,
-            result: reply.result,
-            held: reply.pieces,
-            ...(hold === 'at-write' ? { hashAtWrite: { stateChanges: this.stateChanges } } : {}),
-          }
+        ? { digest, result: reply.result, held: { pieces: reply.pieces, stateChanges: this.stateChanges } }
         : reply.attachment
           ? { digest, result: reply.result, attachment: reply.attachment }
           : { digest, result: reply.result },
@@ -253,9 +246,9 @@ export class WorkerRuntime implements HostContext {
     return held ? { result: reply.result } : reply;
   }
 
-  /** A Capture whose payload is held (capture-file-v1/v2): the host keeps it as pieces, not one buffer. */
-  private captureHeld(req: Request, hold: CaptureHold): HostReply {
-    return this.agents ? this.agents.capture(req, hold) : this.environment!.capture(req, hold);
+  /** A Capture whose payload is held (store-files-v1): the host keeps it as pieces, not one buffer. */
+  private captureHeld(req: Request): HostReply {
+    return this.agents ? this.agents.capture(req, true) : this.environment!.capture(req, true);
   }
 
   private route(req: Request, attachment: Uint8Array | undefined): HostReply | Promise<HostReply> {
@@ -321,15 +314,8 @@ export class WorkerRuntime implements HostContext {
           this.role === 'agent' ? CAPABILITIES.agentStep : CAPABILITIES.worldStep,
           CAPABILITIES.checkpoint,
           // Only a worker given the run's store reads, writes and prefetches payload files in it; one
-          // without (a hand-started worker) is sent its restore payloads as attachments instead.
-          ...(this.storeDir !== undefined
-            ? [
-                CAPABILITIES.payloadFile,
-                CAPABILITIES.captureFile,
-                CAPABILITIES.captureFileHashAtWrite,
-                CAPABILITIES.restorePrefetch,
-              ]
-            : []),
+          // without (a hand-started worker) streams its capture and restore payloads instead.
+          ...(this.storeDir !== undefined ? [CAPABILITIES.storeFiles] : []),
         ].sort(),
         limits: {
           maxAgents: this.role === 'agent' ? MAX_AGENTS_PER_WORKER : 0,

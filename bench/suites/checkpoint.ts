@@ -43,7 +43,7 @@ export function lifPlan(neuronsA: number, neuronsB: number): RunPlan {
 
 /** A lif-pair group over real worker processes, initialized, with checkpointing into `runDir`. */
 export async function group(plan: RunPlan, runDir: string, capacity = 2) {
-  // The workers may read payload files of this run's store only (payload-file-v1 restores).
+  // The workers may read payload files of this run's store only (store-files-v1 restores).
   const fleet = await launchFleet(plan, { logger, storeDir: storeDirOf(runDir) });
   const lockstep = new Lockstep(plan, fleet, {
     dispatch: 'concurrent',
@@ -295,7 +295,7 @@ async function measureBig(
     // The read limit, on the same bytes: raw read + one SHA-256 (the write limit ran before the capture).
     const generation = join(b.ck.store.dir, 'ckpt-e1-1.flysess');
     const rawReadS = (await rawRead.time(generation)) / 1000;
-    const colocated = b.g.fleet.all().filter((w) => w.hello.capabilities.includes(CAPABILITIES.captureFile)).length;
+    const colocated = b.g.fleet.all().filter((w) => w.hello.capabilities.includes(CAPABILITIES.storeFiles)).length;
     details[big.key] = {
       neurons: big.neurons,
       envelopeBytes: rec.byteLength,

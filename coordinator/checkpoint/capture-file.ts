@@ -1,8 +1,8 @@
-// Co-located capture (capture-file-v1/v2, docs/spec/capture-file.md): participants whose worker
-// offers the capability hold their payload at Capture and write it themselves into the envelope's
-// temp file at the offset the layout assigns (v2: hashing it as they write, and replying with the
-// digest); the coordinator writes the payloads it holds and then the head (header, manifest,
-// table), and hands the writer a job that seals the file in place
+// Co-located capture (store-files-v1, docs/spec/capture-file.md): participants whose worker offers
+// the capability hold their payload at Capture and write it themselves into the envelope's temp
+// file at the offset the layout assigns, hashing it as they write and replying with the digest;
+// the coordinator writes the payloads it holds and then the head (header, manifest, table, with
+// the digests the writes reported), and hands the writer a job that seals the file in place
 // (prefix digest + a check of every reported payload digest, then the footer) and commits it.
 // The file is byte-identical to the streamed path's. NOT the capture order or reply checks
 // (capture.ts), NOT the seal pass (store/file-seal.ts), NOT the commit (store.ts).
@@ -33,30 +33,23 @@ import { firstRejection, settleSideBySide } from './side-by-side.js';
 export interface HeldPayload {
   readonly agentId: Id | null;
   readonly participant: Participant;
-  /** The Capture request whose held reply keeps the bytes (until acknowledged). */
+  /** The Capture request whose held reply keeps the bytes (until acknowledged); the digest comes with the write. */
   readonly captureRequestId: string;
-  /** capture-file-v2: its digest comes with State.WritePayload's reply, not the Capture's. */
-  readonly hashAtWrite: boolean;
 }
 
 /**
- * Stands for the digest of a payload held with `hashAtWrite` until its write reports it: lays the
- * envelope out (a digest's text has one length), never written (writeEnvelopeFile replaces it).
+ * Stands for the digest of a held payload until its write reports it: lays the envelope out (a
+ * digest's text has one length), never written (writeEnvelopeFile replaces it).
  */
 export const DIGEST_AT_WRITE = '0'.repeat(64);
 
 /**
- * Whether this worker writes its payload into the envelope file: it offers capture-file-v1 (a TS
- * worker started with the run's --store-dir; the launcher spawned it on this machine) and the run
+ * Whether this worker writes its payload into the envelope file: it offers store-files-v1 (a worker
+ * started with the run's --store-dir whose --store-id matched: it shares this store) and the run
  * has a store. Remote workers and workers without the capability stream their payload.
  */
 export function capturesToFile(group: CheckpointGroup, worker: LaunchedWorker): boolean {
-  return group.writer !== undefined && worker.hello.capabilities.includes(CAPABILITIES.captureFile);
-}
-
-/** Whether this worker (which captures to the file) hashes its payload as it writes it (capture-file-v2). */
-export function hashesAtWrite(worker: LaunchedWorker): boolean {
-  return worker.hello.capabilities.includes(CAPABILITIES.captureFileHashAtWrite);
+  return group.writer !== undefined && worker.hello.capabilities.includes(CAPABILITIES.storeFiles);
 }
 
 /** Test hooks of the file path: the seal's chunk size and probe, the streamed-payload spill budget and probe. */
@@ -66,8 +59,8 @@ export type CaptureFileHooks = FileSealOptions & SpillOptions;
  * Lay out the envelope; write its in-memory payloads and the streamed payloads that were spilled
  * (capture-spill.ts) into `tmp-<id>.flysess`; have every holder write its payload (side by side;
  * the failure reported is the first in envelope order); then write the head, with the digests
- * holders gave at write (capture-file-v2). Returns the writer's deferred job. On any failure the
- * temp file is removed and the refusal names the participant.
+ * holders gave at write. Returns the writer's deferred job. On any failure the temp file is
+ * removed and the refusal names the participant.
  */
 export async function writeEnvelopeFile(
   group: CheckpointGroup,
@@ -167,7 +160,7 @@ async function writeOwnPayloads(
 /**
  * State.WritePayload to the holders side by side (bounded; distinct workers write in parallel); all
  * are awaited, and the refusal reported is the first in envelope order, whatever order they
- * finished in. Returns the digests of the payloads held with `hashAtWrite`, by payload name.
+ * finished in. Returns the digests the holders reported, by payload name.
  */
 async function writeHeldPayloads(
   group: CheckpointGroup,
@@ -192,7 +185,6 @@ async function writeHeldPayloads(
       });
     if (rep.result.byteLength !== String(entry.byteLength))
       throw refuse(`wrote ${JSON.stringify(rep.result.byteLength)} bytes, the capture reply said ${entry.byteLength}`);
-    if (!h.hashAtWrite) return;
     try {
       atWrite.set(entry.name, readDigest(rep.result.digest, 'digest'));
     } catch (e) {

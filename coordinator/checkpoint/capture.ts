@@ -21,7 +21,6 @@ import { WriterBusyError, type DeferredEnvelope, type Reservation, type SaveTick
 import {
   capturesToFile,
   DIGEST_AT_WRITE,
-  hashesAtWrite,
   writeEnvelopeFile,
   type CaptureFileHooks,
   type HeldPayload,
@@ -73,7 +72,6 @@ function checkReply(
     boundary: U64;
     compatibilityDigest: Digest;
     held: boolean;
-    hashAtWrite: boolean;
   },
 ): CapturedPayload & { digest: Digest } {
   const who = participantOf(want.agentId);
@@ -95,10 +93,10 @@ function checkReply(
   }
   let digest: Digest, byteLength: U64;
   try {
-    // capture-file-v2: no digest yet (the write reports it); DIGEST_AT_WRITE holds its place.
-    if (want.hashAtWrite && r.payload !== null && typeof r.payload === 'object' && 'digest' in r.payload)
-      throw new Error('payload.digest must be absent: this capture was held with hashAtWrite');
-    digest = want.hashAtWrite ? DIGEST_AT_WRITE : readDigest(r.payload?.digest, 'payload.digest');
+    // Held: no digest yet (the write reports it); DIGEST_AT_WRITE holds its place.
+    if (want.held && r.payload !== null && typeof r.payload === 'object' && 'digest' in r.payload)
+      throw new Error('payload.digest must be absent: this capture was held');
+    digest = want.held ? DIGEST_AT_WRITE : readDigest(r.payload?.digest, 'payload.digest');
     byteLength = readU64(r.payload?.byteLength, 'payload.byteLength');
   } catch (e) {
     throw new CheckpointRefusal('BUFFER_INVALID', 'audit_capture_buffer', `${who}: ${(e as Error).message}`, {
@@ -106,7 +104,7 @@ function checkReply(
     });
   }
   if (want.held) {
-    // capture-file-v1: the bytes stay with the participant; they are checked once written (file-seal.ts).
+    // store-files-v1: the bytes stay with the participant; they are checked once written (file-seal.ts).
     if (attachment)
       throw new CheckpointRefusal(
         'BUFFER_INVALID',
@@ -235,7 +233,7 @@ interface CaptureContext {
   readonly streamed: StreamedPayloads;
 }
 
-/** One participant's Capture: held (capture-file-v1) or streamed, and its reply checked. */
+/** One participant's Capture: held (store-files-v1) or streamed, and its reply checked. */
 async function captureOne(
   c: CaptureContext,
   agentId: Id | null,
@@ -245,11 +243,8 @@ async function captureOne(
   const who = participantOf(agentId);
   const worker = group.workerOf(agentId);
   const hold = capturesToFile(group, worker) && slots.mayHold(worker);
-  const hashAtWrite = hold && hashesAtWrite(worker);
   await slots.reserve(worker);
-  const params = hold
-    ? { checkpointId, agentId, hold: true as const, ...(hashAtWrite ? { hashAtWrite: true as const } : {}) }
-    : { checkpointId, agentId };
+  const params = hold ? { checkpointId, agentId, hold: true as const } : { checkpointId, agentId };
   const rep = await group.call(agentId, who, METHODS.capture, c.scope, params).catch((e: unknown) => {
     slots.cancel(worker);
     throw e;
@@ -261,10 +256,9 @@ async function captureOne(
     boundary: c.boundary,
     compatibilityDigest,
     held: hold,
-    hashAtWrite,
   });
   const name = agentId === null ? PAYLOAD_NAMES.world : PAYLOAD_NAMES.agent(agentId);
-  if (hold) c.held.set(name, { agentId, participant: who, captureRequestId: rep.requestId, hashAtWrite });
+  if (hold) c.held.set(name, { agentId, participant: who, captureRequestId: rep.requestId });
   return 'bytes' in payload ? c.streamed.add(name, payload.bytes, payload.digest) : payload;
 }
 

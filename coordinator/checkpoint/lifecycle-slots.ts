@@ -2,7 +2,7 @@
 // ActivateRestore) each worker still caches for one capture or restore. A worker keeps at most
 // LIFECYCLE_REPLY_LIMIT of them unacknowledged and refuses one more BUSY (session-protocol §3),
 // while one worker may host more agents than that: before a call would overflow a worker's cache,
-// its releasable replies are acknowledged. A held capture payload (capture-file-v1) keeps its
+// its releasable replies are acknowledged. A held capture payload (store-files-v1) keeps its
 // slot until it is written, so the last free slot is never given to one.
 // NOT the calls themselves (group.ts) and NOT the worker's cache (workers/op-cache.ts).
 import { LIFECYCLE_REPLY_LIMIT } from '../../core/protocol/index.js';

@@ -80,7 +80,7 @@ export interface CoordinatorState {
 /** One participant's captured state and the SHA-256 it reported (checked when the envelope is sealed). */
 export type CapturedPayload =
   | { bytes: Uint8Array; digest?: Digest }
-  /** capture-file-v1: the participant holds the bytes and writes them into the envelope file itself. */
+  /** store-files-v1: the participant holds the bytes and writes them into the envelope file itself. */
   | Omit<SizedPayloadInput, 'name'>;
 
 export interface ParticipantPayloads {

@@ -503,12 +503,12 @@ function checkActivation(
 }
 
 /**
- * restore-prefetch-v1: while the coordinator reads the generation for its checks, each co-located
- * participant whose worker offers it reads and hashes its own payload range (a second process, so
- * the two SHA-256 passes run side by side). Its verdict stands in for check 5's hash of that range
- * (a range it does not confirm is hashed by the coordinator, so refusals read as before), and the
- * StageRestore that follows the verification uses the bytes it read. Nothing is staged early:
- * staging, activation and their order are unchanged.
+ * The restore prefetch (store-files-v1): while the coordinator reads the generation for its
+ * checks, each co-located participant whose worker offers it reads and hashes its own payload
+ * range (a second process, so the two SHA-256 passes run side by side). Its verdict stands in for
+ * check 5's hash of that range (a range it does not confirm is hashed by the coordinator, so
+ * refusals read as before), and the StageRestore that follows the verification uses the bytes it
+ * read. Nothing is staged early: staging, activation and their order are unchanged.
  */
 class Prefetch {
   private readonly asked: { agentId: Id | null; participant: Participant }[] = [];
@@ -557,8 +557,7 @@ class Prefetch {
   }
 
   private offered(agentId: Id | null): boolean {
-    const caps = this.group.workerOf(agentId).hello.capabilities;
-    return caps.includes(CAPABILITIES.payloadFile) && caps.includes(CAPABILITIES.restorePrefetch);
+    return this.group.workerOf(agentId).hello.capabilities.includes(CAPABILITIES.storeFiles);
   }
 
   /** The group's present scope: a prefetch belongs to no restore epoch (it stages nothing). */
@@ -591,7 +590,7 @@ async function refuseUnsendableLayout(group: CheckpointGroup, source: RestoreSou
   const ids: (Id | null)[] = [null, ...group.plan.agents.map((a) => a.agentId).sort()];
   for (const agentId of ids) {
     const name = agentId === null ? PAYLOAD_NAMES.world : PAYLOAD_NAMES.agent(agentId);
-    if (group.workerOf(agentId).hello.capabilities.includes(CAPABILITIES.payloadFile)) continue;
+    if (group.workerOf(agentId).hello.capabilities.includes(CAPABILITIES.storeFiles)) continue;
     const longest = Math.max(0, ...claimed.filter((r) => r.name === name).map((r) => r.length));
     if (longest > sendable) throw tooLargeToStream(participantOf(agentId), longest);
   }
@@ -625,7 +624,7 @@ function payloadRef(
   const entry = loaded.envelope.layout.entries.find((e) => e.name === name)!;
   const ref: StageRestoreParams['payload'] = { digest: entry.digest, byteLength: String(entry.byteLength) };
   // Every worker of a fleet runs on this machine (the launcher spawned it), so the path is valid there.
-  if (loaded.path !== null && capabilities.includes(CAPABILITIES.payloadFile))
+  if (loaded.path !== null && capabilities.includes(CAPABILITIES.storeFiles))
     ref.file = { path: loaded.path, offset: String(entry.offset) };
   return ref;
 }

@@ -97,7 +97,7 @@ export class CheckpointRun implements RunExtension {
     this.ck = ck;
   }
 
-  /** Workers get the run's store so that co-located ones write capture payloads into it (capture-file-v1). */
+  /** Workers get the run's store so that co-located ones write capture payloads into it (store-files-v1). */
   storeDirFor(runDir: string): string {
     return storeDirOf(runDir);
   }

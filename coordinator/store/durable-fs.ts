@@ -109,7 +109,7 @@ export class DurableFs {
   }
 
   /**
-   * Step 2 of a durable replace for a temp file already written in full (capture-file-v1: the
+   * Step 2 of a durable replace for a temp file already written in full (store-files-v1: the
    * workers and the sealer wrote it): fsync it and report its length. On failure it is abandoned.
    */
   async syncWritten(path: string, checkpointId: string): Promise<WrittenFile> {

@@ -1,4 +1,4 @@
-// Sealing an envelope that is already in its temp file (capture-file-v1): the prefix SHA-256 over
+// Sealing an envelope that is already in its temp file (store-files-v1): the prefix SHA-256 over
 // the file, a check of every producer-reported payload digest, then the footer at its offset. One
 // streaming pass with both hashes (on the event loop, or the sealing thread), or for very large
 // files the two halves as separate passes that two threads run side by side. Memory

@@ -72,7 +72,7 @@ export interface EnvelopeBytes extends ByteParts {
 
 /**
  * An envelope already written in full to the store's temp file `tmp-<checkpointId>.flysess`
- * (capture-file-v1: workers wrote their payloads, the sealer hashed it and wrote the footer).
+ * (store-files-v1: workers wrote their payloads, the sealer hashed it and wrote the footer).
  * The store fsyncs and commits that file as it is; `envelopeDigest` is what the sealer computed.
  */
 export interface WrittenEnvelope {

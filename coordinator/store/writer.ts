@@ -117,7 +117,7 @@ export class Reservation {
 export interface DeferredEnvelope {
   readonly byteLength: number;
   /**
-   * Bytes this job holds in memory while queued, when not `byteLength` (capture-file-v1: the
+   * Bytes this job holds in memory while queued, when not `byteLength` (store-files-v1: the
    * payloads are already in the temp file, only the head is in memory). Counts against the budget.
    */
   readonly memoryBytes?: number;

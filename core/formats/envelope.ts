@@ -258,7 +258,7 @@ function checkPayloadList(listed: JsonValue[], entries: readonly EnvelopePayload
 
 /**
  * A payload known by its size and digest only: laid out like any other, its bytes are written into
- * the file by their producer (capture-file-v1) and checked against `digest` when the file is sealed.
+ * the file by their producer (store-files-v1) and checked against `digest` when the file is sealed.
  */
 export interface SizedPayloadInput {
   name: string;

@@ -9,26 +9,15 @@ export const CAPABILITIES = {
   agentStep: 'agent-step-v1',
   worldStep: 'world-step-v1',
   checkpoint: 'checkpoint-v1',
-  /** StageRestore may name a range of a local file instead of carrying the payload. */
-  payloadFile: 'payload-file-v1',
   /**
-   * Capture may hold the payload (`hold: true`: the reply carries size and digest, no attachment)
-   * and State.WritePayload then writes it into a checkpoint temp file in the worker's store
-   * directory (docs/spec/capture-file.md). Offered only by a worker started with --store-dir.
+   * The worker shares the run's checkpoint store (docs/spec/capture-file.md): StageRestore may name
+   * a range of a checkpoint file in it instead of carrying the payload; State.PrefetchPayload reads
+   * and hashes such a range while the coordinator verifies the file; a Capture may hold its payload
+   * (`hold: true`: the reply gives the size only, no attachment) and State.WritePayload then writes
+   * it into a checkpoint temp file of the store, hashing it as it goes (the reply gives the digest).
+   * Offered exactly when the worker was given the store (`--store-dir`, and `--store-id` matched).
    */
-  captureFile: 'capture-file-v1',
-  /**
-   * capture-file-v1, and a held Capture may leave its digest to the write (`hashAtWrite: true`):
-   * the reply gives only the size, and State.WritePayload hashes each piece while the previous one
-   * is being written and replies with the digest (docs/spec/capture-file.md, "Hashing at write").
-   */
-  captureFileHashAtWrite: 'capture-file-v2',
-  /**
-   * State.PrefetchPayload reads and hashes a payload's range of a committed checkpoint file while
-   * the coordinator verifies that file; the StageRestore naming the same range then uses those
-   * bytes. Offered only by a worker started with --store-dir (the TypeScript worker).
-   */
-  restorePrefetch: 'restore-prefetch-v1',
+  storeFiles: 'store-files-v1',
 } as const;
 
 export interface HelloParams {
@@ -201,33 +190,31 @@ export interface PayloadRef {
 export interface CaptureParams {
   checkpointId: Id;
   agentId: Id | null;
-  /** capture-file-v1: keep the payload until acknowledged and reply without an attachment. */
+  /** store-files-v1: keep the payload until acknowledged, reply with its size only (HeldCaptureResult). */
   hold?: true;
-  /** capture-file-v2 (only with `hold`): no digest now; State.WritePayload's reply carries it. */
-  hashAtWrite?: true;
 }
 export interface CaptureResult {
   checkpointId: Id;
   agentId: Id | null;
   boundary: U64;
   compatibilityDigest: Digest;
-  /** A `hashAtWrite` capture replies with the size alone (SizedCaptureResult). */
+  /** A held capture replies with the size alone (HeldCaptureResult). */
   payload: PayloadRef;
 }
-/** capture-file-v2: the reply to a Capture held with `hashAtWrite`: the digest comes with State.WritePayload. */
-export type SizedCaptureResult = Omit<CaptureResult, 'payload'> & { payload: { byteLength: U64 } };
-/** capture-file-v1: write the payload a held Capture (its request id) keeps at `offset` of `path`. */
+/** store-files-v1: the reply to a held Capture: the digest comes with State.WritePayload. */
+export type HeldCaptureResult = Omit<CaptureResult, 'payload'> & { payload: { byteLength: U64 } };
+/** store-files-v1: write the payload a held Capture (its request id) keeps at `offset` of `path`. */
 export interface WritePayloadParams {
   captureRequestId: string;
   file: { path: string; offset: U64 };
 }
 export interface WritePayloadResult {
   byteLength: U64;
-  /** capture-file-v2: the SHA-256 of the bytes written, for a capture held with `hashAtWrite`. */
-  digest?: Digest;
+  /** The SHA-256 of the bytes written (hashed as they were written). */
+  digest: Digest;
 }
 /**
- * restore-prefetch-v1: read the range `payload.file` names and check it against `payload` (null:
+ * store-files-v1: read the range `payload.file` names and check it against `payload` (null:
  * drop what was prefetched for this participant). `matched` only says whether the bytes hash to
  * `payload.digest`, never what they hash to.
  */

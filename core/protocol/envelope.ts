@@ -25,9 +25,9 @@ export const METHODS = {
   capture: 'State.Capture',
   stageRestore: 'State.StageRestore',
   activateRestore: 'State.ActivateRestore',
-  /** capture-file-v1 only (a minor addition: no proto message changes, a worker without it never gets it). */
+  /** store-files-v1 only (a minor addition: no proto message changes, a worker without it never gets it). */
   writePayload: 'State.WritePayload',
-  /** restore-prefetch-v1 only (same kind of minor addition as State.WritePayload). */
+  /** store-files-v1 only (same kind of minor addition as State.WritePayload). */
   prefetchPayload: 'State.PrefetchPayload',
 } as const;
 export type Method = (typeof METHODS)[keyof typeof METHODS];

@@ -1,8 +1,8 @@
 // The store id file (docs/spec/capture-file.md, "Which workers are co-located"): the coordinator
 // keeps a random token in `<store>/store-id` and starts each worker process with `--store-dir
 // <store> --store-id <token>`; a worker takes the directory as the coordinator's store, and offers
-// the capabilities that name its files, only if the directory holds that very token. The
-// TypeScript, Python and Rust workers read it alike. Physical: the token never enters a hash.
+// store-files-v1, only if the directory holds that very token. The TypeScript, Python and Rust
+// workers read it alike. Physical: the token never enters a hash.
 // NOT the coordinator's writing of the token (coordinator/store/store-id.ts), NOT authentication.
 import { closeSync, constants, fstatSync, openSync, readSync } from 'node:fs';
 import { join } from 'node:path';

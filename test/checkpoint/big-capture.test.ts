@@ -85,7 +85,7 @@ describe('big states at CI size', () => {
     expect(spilled.file.equals(reference)).toBe(true);
     expect(spilled.file.equals(local.file)).toBe(true);
     // The same generation restores and decides like the run that kept going (restored on the
-    // co-located fleet: a TypeScript worker without --store-dir offers payload-file-v1 but refuses it).
+    // co-located fleet, whose workers read their payload ranges from the store file: store-files-v1).
     const s = local.s;
     const next = [];
     for (let i = 0; i < 2; i++) next.push((await s.group.step()).behaviour);

@@ -1,8 +1,9 @@
-// Co-located capture (capture-file-v1, and v2 where the workers hash as they write) over real worker
-// processes: the envelope the workers write
-// straight into the store's temp file is byte-identical to the streamed path's; no payload byte
-// travels through the coordinator; the seal pass reads in bounded chunks; a fleet of TypeScript,
-// Rust and Python workers writes the same bytes (also when one language streams) and restores.
+// Co-located capture (store-files-v1: the workers hold their payload and hash it as they write it)
+// over real worker processes: the envelope the workers write straight into the store's temp file is
+// byte-identical to the streamed path's; no payload byte travels through the coordinator; the seal
+// pass reads in bounded chunks and still refuses a payload damaged after its write; a write reply
+// without its digest refuses the capture; a fleet of TypeScript, Rust and Python workers writes the
+// same bytes (also when one language streams) and restores.
 import { closeSync, openSync, readFileSync, readSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -43,19 +44,16 @@ async function committedAt(
   plan: RunPlan,
   k: number,
   id: string,
-  opts: { streamed?: boolean; chunkBytes?: number; v1Only?: boolean; streamFrom?: RegExp } = {},
+  opts: { streamed?: boolean; chunkBytes?: number; streamFrom?: RegExp } = {},
 ): Promise<{ s: Session; file: Buffer; seen: ReturnType<typeof countAttachments>; maxAlloc: number }> {
   const s = await startSession(plan, opts.streamed ? { streamed: true } : {});
   open.push(s);
-  // A worker that offers capture-file-v1 only (as a v1 worker's Hello would say).
-  if (opts.v1Only)
-    for (const w of s.fleet.all())
-      w.hello.capabilities = w.hello.capabilities.filter((c) => c !== CAPABILITIES.captureFileHashAtWrite);
-  // Workers whose runtime matches `streamFrom` say they lack capture-file, so they stream (a mixed capture).
+  // Workers whose runtime matches `streamFrom` say they lack store-files-v1, so they stream (a mixed
+  // capture, as with workers on another node).
   if (opts.streamFrom)
     for (const w of s.fleet.all())
       if (opts.streamFrom.test(w.hello.runtime))
-        w.hello.capabilities = w.hello.capabilities.filter((c) => !c.startsWith('capture-file-'));
+        w.hello.capabilities = w.hello.capabilities.filter((c) => c !== CAPABILITIES.storeFiles);
   for (let i = 0; i < k; i++) await s.group.step();
   const seen = countAttachments(s);
   let maxAlloc = 0;
@@ -69,23 +67,19 @@ async function committedAt(
   return { s, file, seen, maxAlloc };
 }
 
-describe('co-located capture (capture-file-v1)', () => {
+describe('co-located capture (store-files-v1)', () => {
   it('TypeScript workers write their payloads into the envelope file: byte-identical to the streamed path, no payload through the coordinator, seal pass in bounded chunks', async () => {
     const plan = LIF(4096);
     const chunk = 8 * 1024;
     const local = await committedAt(plan, 3, 'ckpt-e1-3', { chunkBytes: chunk });
     const streamed = await committedAt(plan, 3, 'ckpt-e1-3', { streamed: true });
-    for (const w of local.s.fleet.all()) expect(w.hello.capabilities).toContain(CAPABILITIES.captureFile);
-    for (const w of streamed.s.fleet.all()) expect(w.hello.capabilities).not.toContain(CAPABILITIES.captureFile);
-    // environment + two agents, none streamed, each hashing as it wrote (capture-file-v2)
+    for (const w of local.s.fleet.all()) expect(w.hello.capabilities).toContain(CAPABILITIES.storeFiles);
+    for (const w of streamed.s.fleet.all()) expect(w.hello.capabilities).not.toContain(CAPABILITIES.storeFiles);
+    // environment + two agents, none streamed, each hashing as it wrote
     expect(local.seen).toEqual({ bytes: 0, writes: 3, digestsAtWrite: 3 });
     expect(streamed.seen.writes).toBe(0);
     expect(streamed.seen.bytes).toBeGreaterThan(chunk * 4);
     expect(local.file.equals(streamed.file)).toBe(true);
-    // Workers that offer v1 only: digests at Capture, none at write; the same bytes.
-    const v1 = await committedAt(plan, 3, 'ckpt-e1-3', { v1Only: true });
-    expect(v1.seen).toEqual({ bytes: 0, writes: 3, digestsAtWrite: 0 });
-    expect(v1.file.equals(streamed.file)).toBe(true);
     // The seal pass read the many-chunk file a chunk at a time: never a buffer the size of a payload.
     const largest = Math.max(...decodeEnvelope(local.file).layout.entries.map((e) => e.byteLength));
     expect(largest).toBeGreaterThan(chunk * 2);
@@ -127,7 +121,7 @@ describe('co-located capture (capture-file-v1)', () => {
     expect(s.ck.store.highWater()?.checkpointId).toBe('ckpt-e1-1');
   }, 180_000);
 
-  it('capture-file-v2: a WritePayload reply without the digest refuses the capture naming the participant, and leaves no temp file', async () => {
+  it('a WritePayload reply without the digest refuses the capture naming the participant, and leaves no temp file', async () => {
     const s = await startSession(LIF(64));
     open.push(s);
     await s.group.step();
@@ -181,7 +175,7 @@ describe('co-located capture (capture-file-v1)', () => {
     const streamed = await committedAt(plan, 4, 'ckpt-e1-4', { streamed: true });
     const runtimes = local.s.fleet.all().map((w) => w.hello.runtime.split('/')[0]);
     expect(new Set(runtimes)).toEqual(new Set(['detsim-ts', 'detsim-rs', 'detsim-py']));
-    for (const w of local.s.fleet.all()) expect(w.hello.capabilities).toContain(CAPABILITIES.captureFileHashAtWrite);
+    for (const w of local.s.fleet.all()) expect(w.hello.capabilities).toContain(CAPABILITIES.storeFiles);
     // The environment and six agents: every payload written by its own worker, hashed as it was written.
     expect(local.seen).toEqual({ bytes: 0, writes: 7, digestsAtWrite: 7 });
     // The Python workers (the environment and two agents) stream; the others write.

@@ -397,7 +397,7 @@ describe.each(['unix', 'thread'] as const)('STATE-01 fault cases over real worke
       let damaged = 0;
       victim.client.call = async (method, scope, params, o) => {
         const rep = await orig(method, scope, params, o);
-        // Streamed: damaged in transit. Co-located (capture-file-v1): damaged in the file after the write.
+        // Streamed: damaged in transit. Co-located (store-files-v1): damaged in the file after the write.
         if (method === METHODS.capture && rep.attachment) rep.attachment[0]! ^= 0xff;
         if (method === METHODS.writePayload && rep.reply.type === 'result') {
           const { path, offset } = (params as { file: { path: string; offset: string } }).file;

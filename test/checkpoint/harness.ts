@@ -57,7 +57,7 @@ export async function startSession(
     epoch?: string;
     identities?: Identities;
     checkpointing?: CheckpointingOptions;
-    /** Workers without --store-dir: no capture-file-v1, every payload streams through the coordinator. */
+    /** Workers without --store-dir: no store-files-v1, every payload streams through the coordinator. */
     streamed?: boolean;
     /** How each built TypeScript worker process is started, given its command (default: as it is). */
     wrapCommand?: (cmd: WorkerCommand) => WorkerCommand;

@@ -1,9 +1,9 @@
-// Restore with restore-prefetch-v1 over real worker processes: co-located workers (TypeScript, Rust,
-// Python) read and hash their own payload range while the coordinator verifies the generation, and
-// the restored group steps exactly as the streamed path's (workers without the capability) and as an
-// uninterrupted run, for a TypeScript-only and two mixed fleets; a damaged payload (footer resealed so
-// that check 5 is the one to fail) is refused with the same reason and message on both paths,
-// before anyone is staged.
+// Restore with the prefetch of store-files-v1 over real worker processes: co-located workers
+// (TypeScript, Rust, Python) read and hash their own payload range while the coordinator verifies
+// the generation, and the restored group steps exactly as the streamed path's (workers without the
+// capability) and as an uninterrupted run, for a TypeScript-only and two mixed fleets; a damaged
+// payload (footer resealed so that check 5 is the one to fail) is refused with the same reason and
+// message on both paths, before anyone is staged.
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -22,14 +22,18 @@ afterEach(async () => {
   for (const s of open.splice(0)) await s.close();
 });
 
-/** Record every State.PrefetchPayload reply (`matched`, or null for a release) and every StageRestore. */
-function watch(s: Session): { prefetched: (boolean | null)[]; staged: number } {
-  const seen = { prefetched: [] as (boolean | null)[], staged: 0 };
+/**
+ * Record every State.PrefetchPayload reply (`matched`, or null for a release) and every StageRestore
+ * (and those that named a range of the store file instead of sending the payload).
+ */
+function watch(s: Session): { prefetched: (boolean | null)[]; staged: number; fromFile: number } {
+  const seen = { prefetched: [] as (boolean | null)[], staged: 0, fromFile: 0 };
   for (const w of s.fleet.all()) {
     const orig = w.client.call.bind(w.client);
     w.client.call = async (method, scope, params, o) => {
       const rep = await orig(method, scope, params, o);
       if (method === METHODS.stageRestore) seen.staged++;
+      if (method === METHODS.stageRestore && 'file' in (params as { payload: object }).payload) seen.fromFile++;
       if (method === METHODS.prefetchPayload && rep.reply.type === 'result')
         seen.prefetched.push(
           (params as { payload: unknown }).payload === null ? null : (rep.reply.result as { matched: boolean }).matched,
@@ -40,10 +44,10 @@ function watch(s: Session): { prefetched: (boolean | null)[]; staged: number } {
   return seen;
 }
 
-/** Take restore-prefetch-v1 away from every worker: the coordinator then streams as before. */
-function withoutPrefetch(s: Session): void {
+/** Take store-files-v1 away from every worker (as for workers on another node): the coordinator then streams. */
+function withoutStoreFiles(s: Session): void {
   for (const w of s.fleet.all())
-    w.hello = { ...w.hello, capabilities: w.hello.capabilities.filter((c) => c !== CAPABILITIES.restorePrefetch) };
+    w.hello = { ...w.hello, capabilities: w.hello.capabilities.filter((c) => c !== CAPABILITIES.storeFiles) };
 }
 
 /**
@@ -78,7 +82,7 @@ async function restoredSteps(s: Session, epoch: string): Promise<unknown[]> {
 async function bothPathsAgree(plan: RunPlan): Promise<Session> {
   const { s, after } = await checkpointed(plan);
   // Every worker of these fleets is co-located and given the store: all of them offer it.
-  const offering = s.fleet.all().filter((w) => w.hello.capabilities.includes(CAPABILITIES.restorePrefetch));
+  const offering = s.fleet.all().filter((w) => w.hello.capabilities.includes(CAPABILITIES.storeFiles));
   expect(offering).toHaveLength(s.fleet.all().length);
   const seen = watch(s);
   expect(await restoredSteps(s, 'e2')).toEqual(after);
@@ -86,14 +90,20 @@ async function bothPathsAgree(plan: RunPlan): Promise<Session> {
   const hosted = offering.reduce((n, w) => n + Math.max(1, w.plan.agentIds.length), 0);
   expect(seen.prefetched.filter((m) => m === true)).toHaveLength(hosted);
   expect(seen.prefetched.filter((m) => m === false)).toHaveLength(0);
-  withoutPrefetch(s);
-  const before = seen.prefetched.length;
+  expect({ staged: seen.staged, fromFile: seen.fromFile }).toEqual({ staged: hosted, fromFile: hosted });
+  withoutStoreFiles(s);
+  const before = { ...seen, prefetched: seen.prefetched.length };
   expect(await restoredSteps(s, 'e3')).toEqual(after);
-  expect(seen.prefetched).toHaveLength(before);
+  expect(seen.prefetched).toHaveLength(before.prefetched);
+  // Every payload staged again, each sent as an attachment.
+  expect({ staged: seen.staged - before.staged, fromFile: seen.fromFile - before.fromFile }).toEqual({
+    staged: hosted,
+    fromFile: 0,
+  });
   return s;
 }
 
-describe('restore with restore-prefetch-v1', () => {
+describe('restore with the prefetch of store-files-v1', () => {
   it('TypeScript workers: the same restored behaviour as the streamed path and an uninterrupted run', async () => {
     await bothPathsAgree(LIF(4096));
   }, 180_000);
@@ -113,11 +123,11 @@ describe('restore with restore-prefetch-v1', () => {
     const skip = prepareRuntimesFor(config);
     if (skip) return ctx.skip(skip);
     const { s, after } = await checkpointed(planOf(config), true);
-    for (const w of s.fleet.all()) expect(w.hello.capabilities).not.toContain(CAPABILITIES.payloadFile);
+    for (const w of s.fleet.all()) expect(w.hello.capabilities).not.toContain(CAPABILITIES.storeFiles);
     const seen = watch(s);
     expect(await restoredSteps(s, 'e2')).toEqual(after);
     expect(seen.prefetched).toEqual([]);
-    expect(seen.staged).toBe(7); // the environment and six agents, each from an attachment
+    expect({ staged: seen.staged, fromFile: seen.fromFile }).toEqual({ staged: 7, fromFile: 0 }); // each from an attachment
   }, 240_000);
 
   it('a damaged payload behind a resealed footer: the same check-5 refusal on both paths, nobody staged', async () => {
@@ -138,7 +148,7 @@ describe('restore with restore-prefetch-v1', () => {
     };
     const prefetched = await refused('e2');
     expect(seen.prefetched).toContain(false); // lif-b's worker did not confirm its range
-    withoutPrefetch(s);
+    withoutStoreFiles(s);
     const streamed = await refused('e3');
     expect(prefetched.reason).toBe('audit_payload_digest_mismatch');
     expect(prefetched.message).toMatch(/check 5 \(payload entry\): entry \d+ "agent-lif-b"/);

@@ -1,7 +1,7 @@
 // The store id end to end (docs/spec/capture-file.md, "Which workers are co-located"): the launcher
 // keeps a token in `<store>/store-id` and passes it beside --store-dir. Workers that see another
-// directory at the store's path (another node; here a wrapper swaps the path) offer no file
-// capability, so their payloads stream and the checkpoint commits with the very bytes of a
+// directory at the store's path (another node; here a wrapper swaps the path) do not offer
+// store-files-v1, so their payloads stream and the checkpoint commits with the very bytes of a
 // co-located one, and restores. Without the token (as before it existed) the same workers took the
 // directory for the store, and every capture failed on a temp file they could not see.
 import { mkdirSync, readFileSync } from 'node:fs';
@@ -11,12 +11,11 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { captureGroup } from '../../coordinator/checkpoint/capture.js';
 import { storeDirOf } from '../../coordinator/checkpoint/checkpointing.js';
 import { restoreGroup } from '../../coordinator/checkpoint/restore.js';
-import { STORE_ID_FILE, STORE_ID_PATTERN } from '../../core/protocol/index.js';
+import { CAPABILITIES, STORE_ID_FILE, STORE_ID_PATTERN } from '../../core/protocol/index.js';
 import type { WorkerCommand } from '../../coordinator/launch/launcher.js';
 import { LIF, startSession, tmpDir, type Session } from './harness.js';
 
 const WRAPPER = fileURLToPath(new URL('./fixtures/store-elsewhere.sh', import.meta.url));
-const FILE_CAPABILITY = /^(capture-file|payload-file|restore-prefetch)-/;
 
 const open: Session[] = [];
 afterEach(async () => {
@@ -49,12 +48,11 @@ describe('the store id', () => {
     open.push(here);
     const token = readFileSync(join(storeDirOf(here.runDir), STORE_ID_FILE), 'latin1');
     expect(token).toMatch(STORE_ID_PATTERN);
-    for (const w of here.fleet.all())
-      expect(w.hello.capabilities.filter((c) => FILE_CAPABILITY.test(c))).not.toEqual([]);
+    for (const w of here.fleet.all()) expect(w.hello.capabilities).toContain(CAPABILITIES.storeFiles);
     expect(await commit(here, 'ckpt-e1-1')).toMatchObject({ kind: 'Committed' });
 
     const away = await sessionElsewhere('keep');
-    for (const w of away.fleet.all()) expect(w.hello.capabilities.filter((c) => FILE_CAPABILITY.test(c))).toEqual([]);
+    for (const w of away.fleet.all()) expect(w.hello.capabilities).not.toContain(CAPABILITIES.storeFiles);
     expect(await commit(away, 'ckpt-e1-1')).toMatchObject({ kind: 'Committed' });
     const file = (s: Session): Buffer => readFileSync(join(storeDirOf(s.runDir), 'ckpt-e1-1.flysess'));
     expect(file(away).equals(file(here))).toBe(true);
@@ -71,8 +69,7 @@ describe('the store id', () => {
 
   it('without the store id (the launch before it), the same workers took that directory for the store and the capture failed', async () => {
     const away = await sessionElsewhere('drop-id');
-    for (const w of away.fleet.all())
-      expect(w.hello.capabilities.filter((c) => FILE_CAPABILITY.test(c))).not.toEqual([]);
+    for (const w of away.fleet.all()) expect(w.hello.capabilities).toContain(CAPABILITIES.storeFiles);
     const outcome = await commit(away, 'ckpt-e1-1');
     expect(outcome.kind).not.toBe('Committed');
     expect(outcome.message).toContain('State.WritePayload');

@@ -12,7 +12,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { captureGroup } from '../../coordinator/checkpoint/capture.js';
 import { storeDirOf } from '../../coordinator/checkpoint/checkpointing.js';
 import { isCheckpointRefusal } from '../../coordinator/checkpoint/refusal.js';
-import { METHODS } from '../../core/protocol/index.js';
+import { CAPABILITIES, METHODS } from '../../core/protocol/index.js';
 import { CLI_MAIN } from '../cli-refusal.js';
 import { detsim } from './cli.js';
 import { LIF, startSession, tmpDir, type Session } from './harness.js';
@@ -26,7 +26,7 @@ type Moment = 'before-first-write' | 'after-last-write';
 
 /** Do `act` on the capture's temp file at `moment` of its State.WritePayload calls. */
 function interfere(s: Session, moment: Moment, act: (temp: string) => void): void {
-  const writers = s.fleet.all().filter((w) => w.hello.capabilities.some((c) => c.startsWith('capture-file-')));
+  const writers = s.fleet.all().filter((w) => w.hello.capabilities.includes(CAPABILITIES.storeFiles));
   let pending = 0;
   let done = false;
   for (const w of s.fleet.all()) {

@@ -1,6 +1,6 @@
 // The store id (core/protocol/store-id.ts) in all three workers, alike: started with `--store-dir S
-// --store-id T`, a worker offers the capabilities that name store files (capture-file-v1/v2,
-// payload-file-v1, restore-prefetch-v1) only when S/store-id is a regular file holding exactly T.
+// --store-id T`, a worker offers store-files-v1 (it reads and writes the store's files) only when
+// S/store-id is a regular file holding exactly T.
 // Otherwise (no file, another token, a trailing newline, a symlink to the right token) it runs as
 // if it had no store and says so in one stderr line. Bad flags are one line and exit 2.
 // The end-to-end fallback (a fleet whose workers see another directory) is in
@@ -18,12 +18,9 @@ import { commandOf, ensureRustWorker, rustWorkerSkip, spawnAgentWorker, stopAllW
 afterAll(stopAllWorkers);
 
 const TOKEN = '0123456789abcdef0123456789abcdef';
-const FILE_CAPABILITIES = [
-  CAPABILITIES.payloadFile,
-  CAPABILITIES.captureFile,
-  CAPABILITIES.captureFileHashAtWrite,
-  CAPABILITIES.restorePrefetch,
-];
+/** A worker's capabilities with the run's store, and without (the others are the same). */
+const WITH_STORE = [CAPABILITIES.agentStep, CAPABILITIES.checkpoint, CAPABILITIES.storeFiles];
+const WITHOUT_STORE = [CAPABILITIES.agentStep, CAPABILITIES.checkpoint];
 const RUNTIMES = [
   { runtime: 'typescript', skip: null, ensure: () => undefined },
   { runtime: 'rust', skip: rustWorkerSkip, ensure: ensureRustWorker },
@@ -48,24 +45,22 @@ for (const r of RUNTIMES)
   describe.skipIf(r.skip !== null)(`the ${r.runtime} worker and --store-id`, () => {
     beforeAll(() => r.ensure(), 1_500_000);
 
-    async function helloWith(extra: string[]): Promise<{ file: string[]; stderr: string }> {
+    async function helloWith(extra: string[]): Promise<{ capabilities: string[]; stderr: string }> {
       const w = await spawnAgentWorker(r.runtime, 'w-1', extra);
       const hello = await w.client.hello({ sessionId: SESSION, workerId: 'w-1', role: 'agent' });
       const stderr = w.stderr();
       await w.stop();
-      return { file: hello.capabilities.filter((c) => (FILE_CAPABILITIES as string[]).includes(c)).sort(), stderr };
+      return { capabilities: hello.capabilities, stderr };
     }
 
     it('uses the store only when its store-id file holds exactly the token', async () => {
       const right = storeWith(`${r.runtime}-right`, (f) => writeFileSync(f, TOKEN));
       expect(await helloWith(['--store-dir', right, '--store-id', TOKEN])).toEqual({
-        file: [...FILE_CAPABILITIES].sort(),
+        capabilities: WITH_STORE,
         stderr: '',
       });
       // Without --store-id the worker trusts --store-dir as given (a worker started by hand).
-      expect((await helloWith(['--store-dir', storeWith(`${r.runtime}-bare`)])).file).toEqual(
-        [...FILE_CAPABILITIES].sort(),
-      );
+      expect((await helloWith(['--store-dir', storeWith(`${r.runtime}-bare`)])).capabilities).toEqual(WITH_STORE);
       const elsewhere = join(root, `${r.runtime}-token-elsewhere`);
       writeFileSync(elsewhere, TOKEN);
       const notIt = {
@@ -77,7 +72,7 @@ for (const r of RUNTIMES)
       };
       for (const [what, dir] of Object.entries(notIt)) {
         const got = await helloWith(['--store-dir', dir, '--store-id', TOKEN]);
-        expect(got.file, what).toEqual([]);
+        expect(got.capabilities, what).toEqual(WITHOUT_STORE);
         expect(got.stderr.trim().split('\n'), what).toEqual([
           `detsim worker w-1: --store-dir ${dir} does not hold this run's store id (not the coordinator's store here); checkpoint payloads travel as attachments`,
         ]);

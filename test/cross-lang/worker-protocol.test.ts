@@ -81,7 +81,7 @@ for (const other of OTHERS)
   describe.skipIf(other.skip !== null)(`${other.name} worker speaks proto/detsim/v1 like the TypeScript worker`, () => {
     let ts: Spawned;
     let rs: Spawned;
-    /** Both workers' --store-dir: the one directory payload-file-v1 may read. */
+    /** Both workers' --store-dir: the one directory store-files-v1 may read and write. */
     let store: string;
 
     beforeAll(async () => {
@@ -173,15 +173,9 @@ for (const other of OTHERS)
       if (t.reply.type !== 'result' || r.reply.type !== 'result') throw new Error('Hello refused');
       const { runtime, buildDigest, incarnationId, ...rest } = r.reply.result as Record<string, unknown>;
       const { runtime: _r, buildDigest: _b, incarnationId: _i, ...tsRest } = t.reply.result as Record<string, unknown>;
-      // Everything is shared, the capabilities that come with --store-dir included: capture-file-v1/v2
-      // and restore-prefetch-v1 (docs/spec/capture-file.md, docs/spec/checkpoint-store.md).
-      expect(tsRest.capabilities).toEqual(
-        expect.arrayContaining([
-          CAPABILITIES.captureFile,
-          CAPABILITIES.captureFileHashAtWrite,
-          CAPABILITIES.restorePrefetch,
-        ]),
-      );
+      // Everything is shared, the capability that comes with --store-dir included: store-files-v1
+      // (docs/spec/capture-file.md).
+      expect(tsRest.capabilities).toEqual([CAPABILITIES.agentStep, CAPABILITIES.checkpoint, CAPABILITIES.storeFiles]);
       expect(rest).toEqual(tsRest);
       expect(rest.contractDigest).toBe(
         createHash('sha256')
@@ -447,7 +441,7 @@ for (const other of OTHERS)
         },
         'BUFFER_INVALID',
       );
-      // payload-file-v1 refuses alike: a relative path, both sources, a range whose bytes differ, a short
+      // A payload range of a store file (store-files-v1) is refused alike: a relative path, both sources, a range whose bytes differ, a short
       // file, a huge byteLength, and every path that is not a regular file in the store (missing, outside,
       // a symlink out of it, a `..` escape, the store itself).
       const dir = mkdtempSync(join(tmpdir(), 'detsim-xlang-file-'));
@@ -602,7 +596,7 @@ for (const other of OTHERS)
       expect(rsDecisions).not.toEqual(tsDecisions);
     });
 
-    it('capture-file-v1/v2: a held capture sends no bytes; State.WritePayload writes the same bytes into a checkpoint temp file, and refuses alike', async () => {
+    it('store-files-v1: a held capture sends no bytes; State.WritePayload writes the same bytes into a checkpoint temp file, hashing them, and refuses alike', async () => {
       const k = 21; // the boundary both live workers reached in e2 (the test above)
       const ref = { checkpointId: 'ck-held', agentId: 'a-lif' };
       // The tests above left lifecycle replies unacknowledged: release them all (the cache holds 16).
@@ -613,14 +607,16 @@ for (const other of OTHERS)
       }
       const streamed = await both(METHODS.capture, sc(k, 'e2'), ref, 'ok');
       const data = streamed.t.attachment!;
-      const v1 = await both(METHODS.capture, sc(k, 'e2'), { ...ref, hold: true }, 'ok');
-      const v2 = await both(METHODS.capture, sc(k, 'e2'), { ...ref, hold: true, hashAtWrite: true }, 'ok');
-      expect(v1.t.attachment).toBeUndefined();
-      expect(v1.t.reply).toMatchObject({ result: (streamed.t.reply as { result: object }).result });
-      expect((v2.t.reply as unknown as { result: { payload: unknown } }).result.payload).toEqual({
-        byteLength: String(data.length),
+      const held = await both(METHODS.capture, sc(k, 'e2'), { ...ref, hold: true }, 'ok');
+      expect(held.t.attachment).toBeUndefined();
+      // The streamed reply's fields, but the payload's size alone: the write gives the digest.
+      const { payload: _payload, ...fields } = (streamed.t.reply as { result: Record<string, unknown> }).result;
+      expect((held.t.reply as { result: object }).result).toEqual({
+        ...fields,
+        payload: { byteLength: String(data.length) },
       });
-      for (const bad of [{ hold: false }, { hashAtWrite: true }, { hold: true, hashAtWrite: 1 }])
+      // `hold` is exactly true; no other Capture param is known (hashAtWrite included).
+      for (const bad of [{ hold: false }, { hashAtWrite: true }, { hold: true, hashAtWrite: true }])
         await both(METHODS.capture, sc(k, 'e2'), { ...ref, ...bad }, 'INVALID_ARGUMENT');
       // Each side writes its own temporary (the store is shared); replies and bytes must agree.
       const temp = { ts: join(store, 'tmp-ck-ts.flysess'), other: join(store, 'tmp-ck-other.flysess') };
@@ -638,9 +634,11 @@ for (const other of OTHERS)
         expect(norm(r)).toBe(norm(t));
         return t;
       };
-      expect((await writeEach(v1.t, 8, 'ok')).reply).toMatchObject({ result: { byteLength: String(data.length) } });
-      const digest = createHash('sha256').update(data).digest('hex');
-      expect((await writeEach(v2.t, 8 + data.length, 'ok')).reply).toMatchObject({ result: { digest } });
+      const wrote = { byteLength: String(data.length), digest: createHash('sha256').update(data).digest('hex') };
+      const resultOf = (r: CallReply): unknown => (r.reply as { result: unknown }).result;
+      expect(resultOf(await writeEach(held.t, 8, 'ok'))).toEqual(wrote);
+      // Not a lifecycle call: the same bytes may be written again, elsewhere.
+      expect(resultOf(await writeEach(held.t, 8 + data.length, 'ok'))).toEqual(wrote);
       const expectedFile = Buffer.concat([Buffer.alloc(8), data, data, Buffer.alloc(8)]);
       expect(readFileSync(temp.ts).equals(expectedFile)).toBe(true);
       expect(readFileSync(temp.other).equals(expectedFile)).toBe(true);
@@ -648,10 +646,10 @@ for (const other of OTHERS)
       // checkpoint temporary inside the store (one text for all of them).
       const write = (params: Params, expected: Expected) => both(METHODS.writePayload, null, params, expected);
       const file = { path: temp.ts, offset: '0' };
-      await write({ captureRequestId: v1.t.requestId, file: { ...file, extra: 1 } }, 'INVALID_ARGUMENT');
-      await write({ captureRequestId: v1.t.requestId, file: { path: '', offset: '0' } }, 'INVALID_ARGUMENT');
-      await write({ captureRequestId: v1.t.requestId, file: { path: temp.ts, offset: '-1' } }, 'INVALID_ARGUMENT');
-      await write({ captureRequestId: v1.t.requestId }, 'INVALID_ARGUMENT');
+      await write({ captureRequestId: held.t.requestId, file: { ...file, extra: 1 } }, 'INVALID_ARGUMENT');
+      await write({ captureRequestId: held.t.requestId, file: { path: '', offset: '0' } }, 'INVALID_ARGUMENT');
+      await write({ captureRequestId: held.t.requestId, file: { path: temp.ts, offset: '-1' } }, 'INVALID_ARGUMENT');
+      await write({ captureRequestId: held.t.requestId }, 'INVALID_ARGUMENT');
       await write({ captureRequestId: streamed.t.requestId, file }, 'INVALID_ARGUMENT');
       const outside = mkdtempSync(join(tmpdir(), 'detsim-xlang-out-'));
       writeFileSync(join(outside, 'tmp-ck-out.flysess'), 'keep');
@@ -667,7 +665,7 @@ for (const other of OTHERS)
         store,
       ]) {
         const { t } = await write(
-          { captureRequestId: v1.t.requestId, file: { path, offset: '0' } },
+          { captureRequestId: held.t.requestId, file: { path, offset: '0' } },
           'INVALID_ARGUMENT',
         );
         expect((t.reply as { error: { message: string } }).error.message, path).toBe(
@@ -676,22 +674,21 @@ for (const other of OTHERS)
       }
       expect(readFileSync(join(outside, 'tmp-ck-out.flysess'), 'utf8')).toBe('keep');
       rmSync(outside, { recursive: true, force: true });
-      // After a state-changing call a v2 hold refuses (its digest would be of a moved state); a v1
-      // hold still writes (the seal checks its bytes against the digest given at Capture).
+      // After a state-changing call the write refuses (its digest would be of a moved state), and
+      // writes nothing.
       await stepBoth(k, 'e2');
-      await writeEach(v2.t, 8, 'INVALID_PHASE');
-      await writeEach(v1.t, 8, 'ok');
-      // Acknowledged, the held bytes are gone.
-      await both(
-        METHODS.acknowledge,
-        null,
-        { requestIds: [v1.t.requestId, v2.t.requestId, streamed.t.requestId] },
-        'ok',
+      for (const path of Object.values(temp)) writeFileSync(path, Buffer.alloc(2 * data.length + 16));
+      const moved = await writeEach(held.t, 8, 'INVALID_PHASE');
+      expect((moved.reply as { error: { message: string } }).error.message).toBe(
+        'params.captureRequestId: this worker has served a state-changing call since that capture; capture again',
       );
-      await writeEach(v1.t, 8, 'INVALID_ARGUMENT');
+      for (const path of Object.values(temp)) expect(readFileSync(path).every((b) => b === 0)).toBe(true);
+      // Acknowledged, the held bytes are gone.
+      await both(METHODS.acknowledge, null, { requestIds: [held.t.requestId, streamed.t.requestId] }, 'ok');
+      await writeEach(held.t, 8, 'INVALID_ARGUMENT');
     });
 
-    it('restore-prefetch-v1: State.PrefetchPayload confirms a range of a store file by its digest, and refuses alike', async () => {
+    it('store-files-v1: State.PrefetchPayload confirms a range of a store file by its digest, and refuses alike', async () => {
       const k = 22; // the boundary both live workers reached in e2 (the tests above)
       const { t } = await both(METHODS.capture, sc(k, 'e2'), { checkpointId: 'ck-pre', agentId: 'a-walk' }, 'ok');
       const data = t.attachment!;

@@ -306,21 +306,21 @@ describe('agent capture and restore', () => {
     await a.stop();
   });
 
-  it('payload-file-v1: stages from a range of a file in its store (no attachment) and refuses a bad range, changed bytes or both sources', async () => {
+  it('store-files-v1: stages from a range of a file in its store (no attachment) and refuses a bad range, changed bytes or both sources', async () => {
     const a = await bootAgents('w-file');
     for (let k = 0; k < K; k++) await step(a.client, k, 'e1');
     const cap = await capture(a.client, 'ck-f', 'a-walk', K);
     const expected: unknown[] = [];
     for (let k = K; k < M; k++) expected.push(await step(a.client, k, 'e1'));
     // Only a worker given a store offers it (one without is sent its payloads as attachments).
-    expect(a.client.identity!.capabilities).not.toContain('payload-file-v1');
+    expect(a.client.identity!.capabilities).not.toContain('store-files-v1');
     // The payload sits at an offset inside a bigger file, as in a FLYSESS1 envelope.
     const dir = mkdtempSync(join(tmpdir(), 'detsim-payload-file-'));
     const path = join(dir, 'ckpt.flysess');
     const offset = 40;
     writeFileSync(path, Buffer.concat([Buffer.alloc(offset, 7), cap.payload, Buffer.alloc(9, 7)]));
     const b = await spawnWorker('agent', 'w-file-b', ['--store-dir', dir]);
-    expect(b.client.identity!.capabilities).toContain('payload-file-v1');
+    expect(b.client.identity!.capabilities).toContain('store-files-v1');
     const stage = (file: Record<string, unknown>, attachment?: Buffer) => {
       const params = stageParams(cap.result, 'e1', K);
       return b.client.callUnchecked(

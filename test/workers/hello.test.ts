@@ -24,7 +24,7 @@ describe('Worker.Hello', () => {
       role: 'agent',
       contractDigest: CONTRACT_DIGEST,
     });
-    // Without --store-dir: no payload files (read, written or prefetched), so none of their capabilities.
+    // Without --store-dir: no payload files (read, written or prefetched), so no store-files-v1.
     expect(hello.capabilities).toEqual(['agent-step-v1', 'checkpoint-v1']);
     expect(hello.incarnationId).toMatch(/^inc-[0-9a-f]{16}$/);
     expect(hello.limits.maxMessageBytes).toBe(8 * 1024 * 1024);

@@ -1,5 +1,5 @@
-// payload-file-v1 is confined to the run's store (issue 11 item 3), for the TypeScript and the Rust
-// worker alike, over real gRPC: a worker reads a StageRestore payload only from a regular file under
+// Payload ranges of store files (store-files-v1) are confined to the run's store (issue 11 item 3),
+// for the TypeScript and the Rust worker alike, over real gRPC: a worker reads a StageRestore payload only from a regular file under
 // the directory it was launched with (`--store-dir`), after resolving symlinks and `..`; without
 // that flag it reads none; byteLength is bounded by the file before anything is allocated; and no
 // refusal carries a digest of what was read, a size, or whether a file outside the store exists.
@@ -81,7 +81,7 @@ function vmPeakKiB(pid: number): number {
 
 for (const runtime of ['typescript', 'rust'] as const) {
   describe.skipIf(runtime === 'rust' && rustWorkerSkip !== null)(
-    `payload-file-v1 reads only the run's store (${runtime} worker)`,
+    `store-files-v1 reads payload ranges from the run's store only (${runtime} worker)`,
     () => {
       let root: string;
       let store: string;

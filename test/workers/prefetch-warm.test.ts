@@ -1,7 +1,7 @@
-// restore-prefetch-v1 on a real TypeScript worker: a live agent's model restore runs while its
-// payload is prefetched (the coordinator would still be verifying the file), and the StageRestore
-// of that very range takes the restored state instead of restoring again — one model restore in
-// all, before the stage — and the activated agent steps on from the captured state.
+// The restore prefetch (store-files-v1) on a real TypeScript worker: a live agent's model restore
+// runs while its payload is prefetched (the coordinator would still be verifying the file), and the
+// StageRestore of that very range takes the restored state instead of restoring again — one model
+// restore in all, before the stage — and the activated agent steps on from the captured state.
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -16,7 +16,7 @@ afterAll(async () => {
   rmSync(store, { recursive: true, force: true });
 });
 
-describe('restore-prefetch-v1 warms the model restore', () => {
+describe('the restore prefetch (store-files-v1) warms the model restore', () => {
   it('the model restores during the prefetch and the stage of the same range does not restore again', async () => {
     const countFile = join(store, 'restores.txt');
     writeFileSync(countFile, '');

@@ -2,7 +2,7 @@
 // batched Agent.Initialize / Prepare / Commit with per-entry idempotency, and the agent side of
 // State.Capture / StageRestore / ActivateRestore. Not Worker.* nor the transport (runtime.rs, server.rs),
 // nor the request checks it shares (checks.rs).
-use crate::capture_file::{CaptureHold, captured_payload};
+use crate::capture_file::captured_payload;
 use crate::checks::{
     AgentCompatibility, agent_compatibility_digest, check_epoch, check_step, digest_of, first_mismatch, member,
     profile_digest, read_agent_id, read_stage_params, restore_token, session_scope, staged_payload,
@@ -96,9 +96,9 @@ fn reply(result: Value) -> HostReply {
 pub struct Ctx<'a> {
     pub session_id: &'a str,
     pub incarnation_id: &'a str,
-    /// The run's checkpoint store (`--store-dir`): the only place payload-file-v1 may read; None: no payload files.
+    /// The run's checkpoint store (`--store-dir`): the only place store-files-v1 may read; None: no payload files.
     pub store_dir: Option<&'a str>,
-    /// restore-prefetch-v1: payloads read and hashed ahead of their StageRestore (runtime.rs owns them).
+    /// store-files-v1: payloads read and hashed ahead of their StageRestore (runtime.rs owns them).
     pub prefetched: &'a mut PrefetchedPayloads,
     pub progress: &'a mut dyn FnMut(),
 }
@@ -581,15 +581,15 @@ impl AgentHost {
 
     // ---- State.Capture --------------------------------------------------------------------------
 
-    /// State.Capture. The payload is always the reply's attachment; for a held capture (capture-file-v1/v2)
-    /// the runtime keeps it for State.WritePayload instead of sending it, and with `CaptureHold::AtWrite`
-    /// nothing is hashed here (the reply's payload is the size alone).
+    /// State.Capture. The payload is always the reply's attachment; for a held capture (store-files-v1)
+    /// the runtime keeps it for State.WritePayload instead of sending it, and nothing is hashed here
+    /// (the reply's payload is the size alone: the write gives the digest).
     pub fn capture(
         &mut self,
         method: &str,
         scope: &Option<Scope>,
         params: &[(String, Value)],
-        hold: CaptureHold,
+        held: bool,
         ctx: &mut Ctx,
     ) -> Outcome<HostReply> {
         let scope = session_scope(scope, method, ctx.session_id)?;
@@ -657,8 +657,8 @@ impl AgentHost {
                 format!("agent {agent_id}: capture state cannot be encoded: {}", e.message),
             )
         })?;
-        // Hash exactly the bytes that travel (or are written); never re-encode to verify.
-        let digest = (hold != CaptureHold::AtWrite).then(|| sha256_hex(&bytes));
+        // Hash exactly the bytes that travel; never re-encode to verify.
+        let digest = (!held).then(|| sha256_hex(&bytes));
         let result = obj(vec![
             ("checkpointId", s(&checkpoint_id)),
             ("agentId", s(&agent_id)),

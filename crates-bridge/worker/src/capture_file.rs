@@ -1,9 +1,9 @@
-// capture-file-v1 and v2 on the Rust worker's side, as workers/capture-file.ts (docs/spec/capture-file.md):
-// a Capture with `hold: true` keeps its payload in the lifecycle cache and replies with size and
-// digest only (v2, with `hashAtWrite: true`: the size only); State.WritePayload then writes the held
-// bytes into the coordinator's checkpoint temporary at the offset it assigns (v2: hashing them as it
-// goes, and replying with the digest). Refusals are the TypeScript worker's, word for word and in
-// the same order.
+// Held captures on the Rust worker's side (store-files-v1), as workers/capture-file.ts
+// (docs/spec/capture-file.md): a Capture with `hold: true` keeps its payload in the lifecycle cache
+// and replies with its size only; State.WritePayload then writes the held bytes into the
+// coordinator's checkpoint temporary at the offset it assigns, hashing them as it goes, and replies
+// with their digest. It refuses once the worker has served a state-changing call since the capture.
+// Refusals are the TypeScript worker's, word for word and in the same order.
 // NOT the capture itself (agent_host.rs encodes the state), NOT the lifecycle cache (runtime.rs)
 // and NOT the file confinement (payload_file.rs).
 use crate::agent_host::HostReply;
@@ -13,63 +13,39 @@ use crate::refusal::{ErrorCode, Outcome, Refusal, obj, s};
 use detsim_formats::Value;
 use detsim_formats::scalars::{read_object, read_request_id, read_u64, refuse_unknown_fields};
 
-/// How a Capture keeps its payload: sent as the reply's attachment, held with its digest
-/// (capture-file-v1), or held with its digest left to State.WritePayload (capture-file-v2).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CaptureHold {
-    None,
-    Hashed,
-    AtWrite,
-}
-
 /// A held capture payload, kept with its cached Capture reply until Worker.Acknowledge.
 pub struct Held {
     pub bytes: Vec<u8>,
-    /// capture-file-v2: the count of state-changing calls served when it was captured; its write
-    /// is refused once that count has moved (the digest would be of a state past the boundary).
-    pub hash_at_write: Option<u64>,
+    /// The count of state-changing calls served when it was captured; its write is refused once
+    /// that count has moved (the digest it gives would be of a state past the boundary).
+    pub state_changes: u64,
 }
 
-/// How this Capture asks to keep its payload. `hold` must be exactly `true` when present, and only a
-/// worker with a store directory (the one that offers capture-file-v1 and v2) accepts it;
-/// `hashAtWrite` (v2) must be exactly `true` when present, and only beside `hold`.
-pub fn capture_hold_of(params: &[(String, Value)], has_store: bool) -> Outcome<CaptureHold> {
-    let invalid = |m: &str| Err(Refusal::new(ErrorCode::InvalidArgument, m));
-    let at_write = member(params, "hashAtWrite");
-    if at_write.is_some_and(|v| *v != Value::Bool(true)) {
-        return invalid("params.hashAtWrite must be true when present");
-    }
+/// Whether this Capture asks to hold its payload. `hold` must be exactly `true` when present, and
+/// only a worker with a store directory (the one that offers store-files-v1) accepts it.
+pub fn capture_hold_of(params: &[(String, Value)], has_store: bool) -> Outcome<bool> {
     let Some(hold) = member(params, "hold") else {
-        if at_write.is_some() {
-            return invalid("params.hashAtWrite is only valid with params.hold");
-        }
-        return Ok(CaptureHold::None);
+        return Ok(false);
     };
     if *hold != Value::Bool(true) {
-        return invalid("params.hold must be true when present");
+        return Err(Refusal::new(
+            ErrorCode::InvalidArgument,
+            "params.hold must be true when present",
+        ));
     }
     if !has_store {
         return Err(Refusal::new(ErrorCode::Unsupported, CAPTURE_NO_STORE));
     }
-    Ok(if at_write.is_some() {
-        CaptureHold::AtWrite
-    } else {
-        CaptureHold::Hashed
-    })
+    Ok(true)
 }
 
-/// The params the host sees: the same Capture without `hold` and `hashAtWrite` (its own field
-/// checks stay as they are).
+/// The params the host sees: the same Capture without `hold` (its own field checks stay as they are).
 pub fn without_hold(params: &[(String, Value)]) -> Vec<(String, Value)> {
-    params
-        .iter()
-        .filter(|(k, _)| k != "hold" && k != "hashAtWrite")
-        .cloned()
-        .collect()
+    params.iter().filter(|(k, _)| k != "hold").cloned().collect()
 }
 
-/// The Capture reply's `payload`: digest and size, or the size alone for a capture whose digest
-/// the write gives (capture-encode.ts capturedPayload).
+/// The Capture reply's `payload`: digest and size, or the size alone for a held capture, whose
+/// digest the write gives (capture-encode.ts capturedPayload).
 pub fn captured_payload(digest: Option<String>, byte_length: usize) -> Value {
     let byte_length = s(&byte_length.to_string());
     match digest {
@@ -115,22 +91,20 @@ pub fn write_held_payload<'a>(
             "params.captureRequestId names no held capture awaiting acknowledgment on this worker",
         ));
     };
-    // v1 reported the digest at Capture, so the seal sees a state that moved since; v2 hashes what it
-    // writes, so it must refuse a state that may have moved (the coordinator never steps in between).
-    if held.hash_at_write.is_some_and(|seen| seen != state_changes) {
+    // The write hashes what it writes, so it must refuse a state that may have moved since the
+    // capture (the coordinator never steps the group in between).
+    if held.state_changes != state_changes {
         return Err(Refusal::new(
             ErrorCode::InvalidPhase,
-            "params.captureRequestId: this worker has served a state-changing call since that capture (held with hashAtWrite); capture again",
+            "params.captureRequestId: this worker has served a state-changing call since that capture; capture again",
         ));
     }
-    let digest = write_store_temp(store_dir, &p.path, p.offset, &held.bytes, held.hash_at_write.is_some())?;
-    let byte_length = s(&held.bytes.len().to_string());
-    let result = match digest {
-        Some(d) => obj(vec![("byteLength", byte_length), ("digest", s(&d))]),
-        None => obj(vec![("byteLength", byte_length)]),
-    };
+    let digest = write_store_temp(store_dir, &p.path, p.offset, &held.bytes)?;
     Ok(HostReply {
-        result,
+        result: obj(vec![
+            ("byteLength", s(&held.bytes.len().to_string())),
+            ("digest", s(&digest)),
+        ]),
         attachment: None,
     })
 }
@@ -155,25 +129,10 @@ mod tests {
     }
 
     #[test]
-    fn hold_and_hash_at_write_are_only_true_hash_at_write_only_beside_hold_and_hold_needs_a_store() {
+    fn hold_is_only_true_and_needs_a_store() {
         let hold = |json: &str, store: bool| capture_hold_of(&params(json), store);
-        assert_eq!(hold(r#"{"agentId":"a"}"#, false).unwrap(), CaptureHold::None);
-        assert_eq!(hold(r#"{"hold":true}"#, true).unwrap(), CaptureHold::Hashed);
-        assert_eq!(
-            hold(r#"{"hashAtWrite":true,"hold":true}"#, true).unwrap(),
-            CaptureHold::AtWrite
-        );
-        let must_be_true = invalid("params.hashAtWrite must be true when present");
-        assert_eq!(
-            refused(hold(r#"{"hashAtWrite":false,"hold":true}"#, true)),
-            must_be_true
-        );
-        // The hashAtWrite value is checked first, before hold is looked at.
-        assert_eq!(refused(hold(r#"{"hashAtWrite":"yes","hold":1}"#, false)), must_be_true);
-        assert_eq!(
-            refused(hold(r#"{"hashAtWrite":true}"#, true)),
-            invalid("params.hashAtWrite is only valid with params.hold")
-        );
+        assert!(!hold(r#"{"agentId":"a"}"#, false).unwrap());
+        assert!(hold(r#"{"hold":true}"#, true).unwrap());
         for bad in [r#"{"hold":false}"#, r#"{"hold":null}"#, r#"{"hold":"true"}"#] {
             assert_eq!(
                 refused(hold(bad, true)),
@@ -184,8 +143,9 @@ mod tests {
             refused(hold(r#"{"hold":true}"#, false)),
             ("UNSUPPORTED", CAPTURE_NO_STORE.to_string())
         );
+        // The host sees every other param, and refuses any it does not know (hashAtWrite included).
         let host_sees = without_hold(&params(r#"{"agentId":"a","hashAtWrite":true,"hold":true}"#));
-        assert_eq!(host_sees, params(r#"{"agentId":"a"}"#));
+        assert_eq!(host_sees, params(r#"{"agentId":"a","hashAtWrite":true}"#));
     }
 
     #[test]
@@ -247,7 +207,7 @@ mod tests {
     }
 
     #[test]
-    fn an_unknown_capture_is_refused_and_a_hash_at_write_capture_only_while_no_state_changed() {
+    fn an_unknown_capture_is_refused_and_a_held_capture_is_written_only_while_no_state_changed() {
         let store = TempDir::new("held");
         let temp = store.at("tmp-c1.flysess");
         std::fs::write(&temp, b"").unwrap();
@@ -256,34 +216,25 @@ mod tests {
             refused(write(&p, None, Some(store.text()), 0)),
             invalid("params.captureRequestId names no held capture awaiting acknowledgment on this worker")
         );
-        let v1 = Held {
+        let held = Held {
             bytes: b"abc".to_vec(),
-            hash_at_write: None,
+            state_changes: 4,
         };
-        let v2 = Held {
-            bytes: b"abc".to_vec(),
-            hash_at_write: Some(4),
-        };
-        // v1 writes whatever was served since (the seal checks the bytes against the Capture's digest).
-        let reply = write(&p, Some(&v1), Some(store.text()), 9).unwrap();
-        assert_eq!(
-            detsim_formats::json::js_stringify(&reply.result),
-            r#"{"byteLength":"3"}"#
-        );
-        assert!(reply.attachment.is_none());
-        let phase = refused(write(&p, Some(&v2), Some(store.text()), 5));
+        let phase = refused(write(&p, Some(&held), Some(store.text()), 5));
         assert_eq!(phase.0, "INVALID_PHASE");
         assert_eq!(
             phase.1,
-            "params.captureRequestId: this worker has served a state-changing call since that capture (held with hashAtWrite); capture again"
+            "params.captureRequestId: this worker has served a state-changing call since that capture; capture again"
         );
-        let reply = write(&p, Some(&v2), Some(store.text()), 4).unwrap();
+        assert_eq!(std::fs::read(&temp).unwrap(), b"");
+        let reply = write(&p, Some(&held), Some(store.text()), 4).unwrap();
         assert_eq!(
             detsim_formats::json::js_stringify(&reply.result),
             format!(r#"{{"byteLength":"3","digest":"{}"}}"#, sha256_hex(b"abc"))
         );
+        assert!(reply.attachment.is_none());
         assert_eq!(std::fs::read(&temp).unwrap(), b"\0\0abc");
         // The hold is checked before the store: without one, the write itself is refused UNSUPPORTED.
-        assert_eq!(refused(write(&p, Some(&v1), None, 0)).0, "UNSUPPORTED");
+        assert_eq!(refused(write(&p, Some(&held), None, 4)).0, "UNSUPPORTED");
     }
 }

@@ -1,7 +1,7 @@
 // Refusal checks shared by the request handlers, as workers/checks.ts: scope/session/epoch/step
 // rules, the agentId of State.* params, State.StageRestore's params and payload bytes (attachment,
-// payload-file-v1, or the bytes restore-prefetch-v1 read ahead), restore tokens and compatibility
-// digests. Each returns a Refusal with the protocol's code and the TypeScript worker's message word
+// or with store-files-v1 a range of a store file or the bytes a prefetch read ahead), restore tokens
+// and compatibility digests. Each returns a Refusal with the protocol's code and the TypeScript worker's message word
 // for word; none of them mutates anything (beyond using up a prefetch, as checks.ts).
 // Not the hosts' state machines (agent_host.rs) nor Worker.* (runtime.rs).
 use crate::payload_file;
@@ -163,7 +163,7 @@ pub fn first_mismatch(recorded: impl Fn(&str) -> Option<Value>, live: &[(&str, V
     })
 }
 
-/// payload-file-v1: `{path: absolute, offset: U64}`, a range of a checkpoint file on this machine.
+/// store-files-v1: `{path: absolute, offset: U64}`, a range of a checkpoint file on this machine.
 pub struct PayloadFile {
     pub path: String,
     pub offset: u64,
@@ -177,7 +177,7 @@ pub struct StageParams {
     pub compatibility_digest: String,
     pub payload_digest: String,
     pub payload_length: u64,
-    /// Capability payload-file-v1: read the payload from this range of a local file, not an attachment.
+    /// Capability store-files-v1: read the payload from this range of a local file, not an attachment.
     pub file: Option<PayloadFile>,
 }
 
@@ -251,10 +251,10 @@ fn read_payload_file(value: &Value) -> Outcome<PayloadFile> {
 }
 
 /// The bytes to stage, exactly the referenced ones (length, then digest): the request's attachment,
-/// or with payload-file-v1 a range of a checkpoint file in the run's store (`store_dir`; without it
+/// or with store-files-v1 a range of a checkpoint file in the run's store (`store_dir`; without it
 /// every payload file is refused). The bytes read are hashed here, so a file changed since the
-/// coordinator verified it is refused, never staged. With restore-prefetch-v1, the bytes a prefetch
-/// of exactly this reference read and hashed (the file unchanged since) are staged without reading
+/// coordinator verified it is refused, never staged. The bytes a prefetch (store-files-v1) of
+/// exactly this reference read and hashed (the file unchanged since) are staged without reading
 /// again; this participant's prefetch is used up by every stage that gets here, used or not.
 pub fn staged_payload<'a>(
     attachment: Option<&'a [u8]>,
@@ -304,7 +304,7 @@ fn check_attachment<'a>(attachment: Option<&'a [u8]>, staged: &StageParams, payl
     Ok(bytes)
 }
 
-/// Never echo the digest of what was read: with payload-file-v1 that would be an oracle on a file's bytes.
+/// Never echo the digest of what was read: with store-files-v1 that would be an oracle on a file's bytes.
 fn check_digest(bytes: &[u8], digest: &str, payload_name: &str) -> Outcome<()> {
     if sha256_hex(bytes) != digest {
         return Err(Refusal::new(

@@ -24,7 +24,7 @@ pub struct Options {
     pub session: Option<String>,
     pub max_message_bytes: u64,
     pub parent_watch: bool,
-    /// The run's checkpoint store: payload-file-v1 reads only files under it (None: none).
+    /// The run's checkpoint store: store-files-v1 reads and writes only files under it (None: none).
     pub store_dir: Option<String>,
     /// `--store-id`: the token the coordinator keeps in its store; without it there, `store_dir` is not used.
     pub store_id: Option<String>,

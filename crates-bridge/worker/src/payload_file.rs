@@ -1,9 +1,9 @@
-// payload-file-v1 on the worker side, as workers/payload-file.ts: read a payload's byte range from
-// a checkpoint file inside the run's store directory (`--store-dir`), the only directory this worker
-// may read from. The refusals are the same for a missing file, a file outside the store and an
-// unreadable one (word for word the TypeScript worker's), so they reveal nothing about other files.
-// capture-file-v1/v2 writes the other way: a held capture payload into a checkpoint TEMP file of the
-// same store (write_store_temp, which for v2 also hashes what it writes), behind the same
+// The store confinement of store-files-v1 on the worker side, as workers/payload-file.ts: read a
+// payload's byte range from a checkpoint file inside the run's store directory (`--store-dir`), the
+// only directory this worker may read from. The refusals are the same for a missing file, a file
+// outside the store and an unreadable one (word for word the TypeScript worker's), so they reveal
+// nothing about other files. A held capture's payload goes the other way: into a checkpoint TEMP
+// file of the same store (write_store_temp, which hashes what it writes), behind the same
 // confinement; a committed generation or the store manifest is never writable.
 // Not the digest check (agent_host.rs), not the held captures (capture_file.rs) and not the
 // coordinator's store.
@@ -26,9 +26,7 @@ pub const CAPTURE_NO_STORE: &str =
 const NOT_TEMP: &str = "params.file.path is not a checkpoint temporary file (tmp-<checkpointId>.flysess) inside this worker's store directory";
 const UNWRITABLE: &str = "params.file: the checkpoint temporary file cannot be written";
 
-/// One write() moves at most this much, as MAX_WRITE_BYTES in payload-file.ts.
-const MAX_WRITE_BYTES: usize = 1024 * 1024 * 1024;
-/// A hashed write (capture-file-v2) hashes and writes this much at a time, as HASHED_WRITE_BYTES.
+/// A write hashes and writes this much at a time, as HASHED_WRITE_BYTES in payload-file.ts.
 const HASHED_WRITE_BYTES: usize = 4 * 1024 * 1024;
 
 /// The `length` bytes at `offset` of `path`, which must resolve (symlinks and `..` followed) to a
@@ -47,14 +45,8 @@ pub fn read_store_range(store_dir: Option<&str>, path: &str, offset: u64, length
 
 /// Write `bytes` at `offset` of `path`, which must resolve to an existing regular file under
 /// `store_dir` named like a checkpoint temporary (the coordinator created it; nothing else is
-/// writable). With `hash`, returns the SHA-256 (hex) of the bytes written (capture-file-v2).
-pub fn write_store_temp(
-    store_dir: Option<&str>,
-    path: &str,
-    offset: u64,
-    bytes: &[u8],
-    hash: bool,
-) -> Outcome<Option<String>> {
+/// writable), and return the SHA-256 (hex) of the bytes written.
+pub fn write_store_temp(store_dir: Option<&str>, path: &str, offset: u64, bytes: &[u8]) -> Outcome<String> {
     let Some(store_dir) = store_dir else {
         return Err(Refusal::new(ErrorCode::Unsupported, CAPTURE_NO_STORE));
     };
@@ -68,7 +60,7 @@ pub fn write_store_temp(
     if !real.file_name().and_then(|n| n.to_str()).is_some_and(is_temp_name) {
         return Err(not_temp());
     }
-    write_slices(&file, bytes, offset, hash)
+    write_slices(&file, bytes, offset)
 }
 
 /// TEMP_GENERATION of payload-file.ts, `^tmp-[a-z0-9][a-z0-9._-]{0,63}\.flysess$`: `tmp-`, an Id, `.flysess`.
@@ -85,24 +77,21 @@ fn basename(path: &str) -> &str {
     trimmed.rsplit('/').next().unwrap_or_default()
 }
 
-/// Positioned writes of `bytes` from `offset`, in slices; with `hash`, 4 MiB slices each hashed
-/// as it is written. The Rust worker's payloads (walker, lif) are small, so the hash is not moved
-/// to a second thread to overlap the write as the TypeScript worker does: it would buy nothing.
-fn write_slices(file: &File, bytes: &[u8], offset: u64, hash: bool) -> Outcome<Option<String>> {
+/// Positioned writes of `bytes` from `offset`, in 4 MiB slices each hashed as it is written. The
+/// Rust worker's payloads (walker, lif) are small, so the hash is not moved to a second thread to
+/// overlap the write as the TypeScript worker does: it would buy nothing.
+fn write_slices(file: &File, bytes: &[u8], offset: u64) -> Outcome<String> {
     let unwritable = || Refusal::new(ErrorCode::BufferInvalid, UNWRITABLE);
     // An end past u64 cannot be written (the TypeScript worker's write fails there too).
     offset.checked_add(bytes.len() as u64).ok_or_else(unwritable)?;
-    let mut hasher = hash.then(Sha256::new);
-    let slice = if hash { HASHED_WRITE_BYTES } else { MAX_WRITE_BYTES };
+    let mut hasher = Sha256::new();
     let mut position = offset;
-    for part in bytes.chunks(slice) {
-        if let Some(h) = hasher.as_mut() {
-            h.update(part);
-        }
+    for part in bytes.chunks(HASHED_WRITE_BYTES) {
+        hasher.update(part);
         file.write_all_at(part, position).map_err(|_| unwritable())?;
         position += part.len() as u64;
     }
-    Ok(hasher.map(|h| hex(&h.finalize())))
+    Ok(hex(&hasher.finalize()))
 }
 
 /// The canonical path under the canonical store root, or None (missing, unresolvable or outside).
@@ -229,25 +218,21 @@ pub mod tests {
     }
 
     #[test]
-    fn a_temp_write_puts_the_exact_bytes_at_the_offset_and_hashes_them_when_asked() {
+    fn a_temp_write_puts_the_exact_bytes_at_the_offset_and_hashes_them() {
         let store = TempDir::new("write");
         let temp = store.at("tmp-c1.flysess");
         std::fs::write(&temp, vec![0u8; 16]).unwrap();
         let bytes = b"held payload";
-        assert_eq!(
-            write_store_temp(Some(store.text()), &temp, 3, bytes, false).unwrap(),
-            None
-        );
-        let digest = write_store_temp(Some(store.text()), &temp, 3, bytes, true).unwrap();
-        assert_eq!(digest, Some(sha256_hex(bytes)));
+        let digest = write_store_temp(Some(store.text()), &temp, 3, bytes).unwrap();
+        assert_eq!(digest, sha256_hex(bytes));
         let written = std::fs::read(&temp).unwrap();
         assert_eq!(&written[..3], &[0, 0, 0]);
         assert_eq!(&written[3..15], bytes);
         assert_eq!(written[15], 0);
         // Past the end: the file grows (the coordinator sized it; a hole is no refusal).
         let big: Vec<u8> = (0..(HASHED_WRITE_BYTES + 5)).map(|i| (i % 251) as u8).collect();
-        let digest = write_store_temp(Some(store.text()), &temp, 16, &big, true).unwrap();
-        assert_eq!(digest, Some(sha256_hex(&big)));
+        let digest = write_store_temp(Some(store.text()), &temp, 16, &big).unwrap();
+        assert_eq!(digest, sha256_hex(&big));
         assert_eq!(std::fs::read(&temp).unwrap()[16..], big[..]);
     }
 
@@ -261,7 +246,7 @@ pub mod tests {
         symlink(&generation, store.at("tmp-x.flysess")).unwrap();
         symlink(elsewhere.at("tmp-c2.flysess"), store.at("tmp-out.flysess")).unwrap();
         std::fs::create_dir(store.at("tmp-dir.flysess")).unwrap();
-        let write = |path: &str| write_store_temp(Some(store.text()), path, 0, b"x", false);
+        let write = |path: &str| write_store_temp(Some(store.text()), path, 0, b"x");
         assert_eq!(refused(write(&generation)), not_temp());
         assert_eq!(refused(write(&store.at("tmp-x.flysess"))), not_temp());
         assert_eq!(refused(write(&store.at("tmp-out.flysess"))), not_temp());
@@ -272,7 +257,7 @@ pub mod tests {
         assert_eq!(std::fs::read(&generation).unwrap(), b"committed");
         assert_eq!(std::fs::read(elsewhere.at("tmp-c2.flysess")).unwrap(), b"outside");
         assert_eq!(
-            refused(write_store_temp(None, &store.at("tmp-c1.flysess"), 0, b"x", false)),
+            refused(write_store_temp(None, &store.at("tmp-c1.flysess"), 0, b"x")),
             ("UNSUPPORTED", CAPTURE_NO_STORE.to_string())
         );
     }
@@ -283,7 +268,7 @@ pub mod tests {
         let temp = store.at("tmp-c1.flysess");
         std::fs::write(&temp, b"").unwrap();
         assert_eq!(
-            refused(write_store_temp(Some(store.text()), &temp, u64::MAX, b"xy", true)),
+            refused(write_store_temp(Some(store.text()), &temp, u64::MAX, b"xy")),
             ("BUFFER_INVALID", UNWRITABLE.to_string())
         );
     }

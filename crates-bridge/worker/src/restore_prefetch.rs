@@ -1,5 +1,5 @@
-// restore-prefetch-v1 on the Rust worker's side, as workers/restore-prefetch.ts: State.PrefetchPayload
-// reads a participant's payload range of a committed checkpoint file (in the run's store only) and
+// The restore prefetch of store-files-v1 on the Rust worker's side, as workers/restore-prefetch.ts:
+// State.PrefetchPayload reads a participant's payload range of a committed checkpoint file (in the run's store only) and
 // hashes it, while the coordinator verifies that file; bytes that hash to the referenced digest are
 // kept, one set per participant, for the StageRestore naming the very same range, which then neither
 // reads nor hashes again. Nothing is staged here and nothing changes state: a prefetch that is never
@@ -283,7 +283,7 @@ mod tests {
             assert_eq!(refusal, ("INVALID_ARGUMENT", message.to_string()), "{json}");
         }
         // Well-formed params (a relative path, the environment's null id too) reach the read: without
-        // a store it is payload-file-v1's refusal.
+        // a store it is the payload range's refusal.
         for agent in [r#""a""#, "null"] {
             let ok = prefetch_params(agent, "relative/path", 0, b"x");
             let refusal = refused(PrefetchedPayloads::default().prefetch(&ok, None));
@@ -292,7 +292,7 @@ mod tests {
     }
 
     #[test]
-    fn the_read_is_refused_as_payload_file_v1_refuses_it() {
+    fn the_read_is_refused_as_a_staged_payload_range_read_is() {
         let store = TempDir::new("pf-refuse");
         let path = store.at("c1.flysess");
         std::fs::write(&path, b"header|payload").unwrap();

@@ -1,12 +1,12 @@
 // The Rust worker runtime, as workers/runtime.ts: turns one request message into exactly one
 // reply. Owns Worker.Hello / Status / Acknowledge / Shutdown, session binding, the Hello-first
 // gate (a stream is served nothing until it said a successful Hello), the lifecycle reply cache
-// (with the payloads of held captures, capture-file-v1/v2), the payloads prefetched for restores
-// (restore-prefetch-v1) and the envelopes; dispatches Agent.* and State.* to the agent host,
+// (with the payloads of held captures, store-files-v1), the payloads prefetched for restores
+// (store-files-v1) and the envelopes; dispatches Agent.* and State.* to the agent host,
 // State.WritePayload to capture_file.rs and State.PrefetchPayload to restore_prefetch.rs.
 // Not the transport.
 use crate::agent_host::{AgentHost, Ctx, HostReply};
-use crate::capture_file::{CaptureHold, Held, capture_hold_of, without_hold, write_held_payload};
+use crate::capture_file::{Held, capture_hold_of, without_hold, write_held_payload};
 use crate::checks::member;
 use crate::refusal::{ErrorCode, Outcome, Refusal, obj, s, shown};
 use crate::restore_prefetch::PrefetchedPayloads;
@@ -29,8 +29,8 @@ const LIFECYCLE: [&str; 5] = [
     "State.ActivateRestore",
 ];
 /// Calls that may change a participant's live state (STATE_CHANGING in runtime.ts, the environment's
-/// included even though this worker refuses them): a capture held with hashAtWrite refuses its write
-/// once any of these was served after it.
+/// included even though this worker refuses them): a held capture refuses its write once any of
+/// these was served after it.
 const STATE_CHANGING: [&str; 6] = [
     "Agent.Initialize",
     "Environment.Initialize",
@@ -73,7 +73,7 @@ struct Lifecycle {
     digest: String,
     result: Value,
     attachment: Option<Vec<u8>>,
-    /// capture-file-v1/v2: the payload held for State.WritePayload, never sent in a reply.
+    /// store-files-v1: the payload held for State.WritePayload, never sent in a reply.
     held: Option<Held>,
 }
 
@@ -84,15 +84,15 @@ pub struct WorkerRuntime {
     progress_counter: u64,
     last_completed: Option<String>,
     stopping: bool,
-    /// State-changing calls served so far (STATE_CHANGING): a hashAtWrite capture notes the count it saw.
+    /// State-changing calls served so far (STATE_CHANGING): a held capture notes the count it saw.
     state_changes: u64,
     lifecycle: HashMap<String, Lifecycle>,
-    /// restore-prefetch-v1: payloads read and hashed while the coordinator verifies their file.
+    /// store-files-v1: payloads read and hashed ahead (State.PrefetchPayload) while the coordinator verifies their file.
     prefetched: PrefetchedPayloads,
     max_message_bytes: u64,
     agents: AgentHost,
-    /// The run's checkpoint store (`--store-dir`): the only directory payload-file-v1 may read and
-    /// capture-file-v1/v2 may write (its checkpoint temporaries only) and restore-prefetch-v1 may read ahead.
+    /// The run's checkpoint store (`--store-dir`): the only directory store-files-v1 may read (payload
+    /// ranges, prefetches) and write (its checkpoint temporaries only).
     pub store_dir: Option<String>,
 }
 
@@ -271,10 +271,7 @@ impl WorkerRuntime {
         ]))
         .expect("parsed values");
         // Before the cache lookup, as runtime.ts: a malformed hold is refused even on a replay.
-        let hold = match req.method.as_str() {
-            "State.Capture" => capture_hold_of(&req.params, self.store_dir.is_some())?,
-            _ => CaptureHold::None,
-        };
+        let held = req.method == "State.Capture" && capture_hold_of(&req.params, self.store_dir.is_some())?;
         if let Some(cached) = self.lifecycle.get(&req.request_id) {
             if cached.digest != digest {
                 return Err(Refusal::new(
@@ -297,31 +294,29 @@ impl WorkerRuntime {
                 format!("{LIFECYCLE_LIMIT} lifecycle replies await Worker.Acknowledge; acknowledge them first"),
             ));
         }
-        let reply = match hold {
-            CaptureHold::None => self.route(req, attachment)?,
-            _ => self.capture_held(req, hold)?,
+        let reply = if held {
+            self.capture_held(req)?
+        } else {
+            self.route(req, attachment)?
         };
-        Ok(self.remember(&req.request_id, digest, reply, hold))
+        Ok(self.remember(&req.request_id, digest, reply, held))
     }
 
-    /// A held Capture (capture-file-v1/v2): the host sees the request without `hold` and `hashAtWrite`.
-    fn capture_held(&mut self, req: &Request, hold: CaptureHold) -> Outcome<HostReply> {
+    /// A held Capture (store-files-v1): the host sees the request without `hold`.
+    fn capture_held(&mut self, req: &Request) -> Outcome<HostReply> {
         let params = without_hold(&req.params);
         self.host(&req.request_id, |agents, ctx| {
-            agents.capture(&req.method, &req.scope, &params, hold, ctx)
+            agents.capture(&req.method, &req.scope, &params, true, ctx)
         })
     }
 
     /// Cache a lifecycle reply until Worker.Acknowledge; a held payload stays here (State.WritePayload
     /// writes it to a file) and the reply sent goes without it.
-    fn remember(&mut self, request_id: &str, digest: String, mut reply: HostReply, hold: CaptureHold) -> HostReply {
-        let held = match hold {
-            CaptureHold::None => None,
-            _ => Some(Held {
-                bytes: reply.attachment.take().unwrap_or_default(),
-                hash_at_write: (hold == CaptureHold::AtWrite).then_some(self.state_changes),
-            }),
-        };
+    fn remember(&mut self, request_id: &str, digest: String, mut reply: HostReply, held: bool) -> HostReply {
+        let held = held.then(|| Held {
+            bytes: reply.attachment.take().unwrap_or_default(),
+            state_changes: self.state_changes,
+        });
         self.lifecycle.insert(
             request_id.to_string(),
             Lifecycle {
@@ -355,7 +350,7 @@ impl WorkerRuntime {
                 ErrorCode::Unsupported,
                 format!("{m}: this worker hosts agents"),
             )),
-            "State.Capture" => agents.capture(m, sc, p, CaptureHold::None, ctx),
+            "State.Capture" => agents.capture(m, sc, p, false, ctx),
             "State.StageRestore" => agents.stage_restore(m, sc, p, attachment, ctx),
             "State.ActivateRestore" => agents.activate_restore(m, sc, p, ctx),
             _ => Err(Refusal::new(
@@ -493,18 +488,12 @@ impl WorkerRuntime {
         })
     }
 
-    /// Sorted as runtime.ts sorts them; payload-file-v1 needs a store to read from, capture-file-v1/v2
-    /// one to write into and restore-prefetch-v1 one to read ahead from (`--store-dir`): a worker
-    /// without one is sent its restore payloads as attachments.
+    /// Sorted as runtime.ts sorts them; store-files-v1 needs a store to read from and write into
+    /// (`--store-dir`): a worker without one streams its capture and restore payloads as attachments.
     fn capabilities(&self) -> Vec<Value> {
         let mut names = vec!["agent-step-v1", "checkpoint-v1"];
         if self.store_dir.is_some() {
-            names.extend([
-                "payload-file-v1",
-                "capture-file-v1",
-                "capture-file-v2",
-                "restore-prefetch-v1",
-            ]);
+            names.push("store-files-v1");
         }
         names.sort_unstable();
         names.into_iter().map(s).collect()
@@ -708,7 +697,7 @@ mod tests {
         assert!(!stream);
     }
 
-    // ---- capture-file-v1/v2 ---------------------------------------------------------------------
+    // ---- store-files-v1: held captures ----------------------------------------------------------
 
     use crate::payload_file::tests::TempDir;
 
@@ -785,8 +774,7 @@ mod tests {
     }
 
     const CAPTURE: &str = r#"{"agentId":"a-walk","checkpointId":"c1"HOLD}"#;
-    const HOLD_V1: &str = r#","hold":true"#;
-    const HOLD_V2: &str = r#","hashAtWrite":true,"hold":true"#;
+    const HOLD: &str = r#","hold":true"#;
 
     fn capture(hold: &str) -> String {
         CAPTURE.replace("HOLD", hold)
@@ -806,9 +794,11 @@ mod tests {
     }
 
     const NO_HELD: &str = "params.captureRequestId names no held capture awaiting acknowledgment on this worker";
+    const MOVED: &str =
+        "params.captureRequestId: this worker has served a state-changing call since that capture; capture again";
 
     #[test]
-    fn hello_offers_payload_file_capture_file_and_restore_prefetch_only_with_a_store_dir_sorted_as_typescript() {
+    fn hello_offers_store_files_only_with_a_store_dir_sorted_as_typescript() {
         let capabilities = |store: Option<&str>| {
             let mut r = rt();
             r.store_dir = store.map(str::to_string);
@@ -818,40 +808,37 @@ mod tests {
         assert_eq!(capabilities(None), r#"["agent-step-v1","checkpoint-v1"]"#);
         assert_eq!(
             capabilities(Some("/store")),
-            r#"["agent-step-v1","capture-file-v1","capture-file-v2","checkpoint-v1","payload-file-v1","restore-prefetch-v1"]"#
+            r#"["agent-step-v1","checkpoint-v1","store-files-v1"]"#
         );
     }
 
     #[test]
-    fn a_held_capture_replies_without_attachment_v1_with_digest_and_size_v2_with_the_size_alone() {
+    fn a_held_capture_replies_without_attachment_and_with_the_size_alone() {
         let store = TempDir::new("rt-hold");
         let mut w = Worker::new(Some(store.text()));
         let (_, streamed, bytes) = w.ok("State.Capture", Some(0), &capture(""));
         let bytes = bytes.expect("a streamed capture carries its payload");
-        let (v1_id, v1, attachment) = w.ok("State.Capture", Some(0), &capture(HOLD_V1));
-        assert!(attachment.is_none());
-        assert_eq!(payload_of(&v1), payload_of(&streamed));
         assert_eq!(
-            payload_of(&v1),
+            payload_of(&streamed),
             format!(
                 r#"{{"byteLength":"{}","digest":"{}"}}"#,
                 bytes.len(),
                 detsim_formats::sha256_hex(&bytes)
             )
         );
-        let (_, v2, attachment) = w.ok("State.Capture", Some(0), &capture(HOLD_V2));
+        let (held_id, held, attachment) = w.ok("State.Capture", Some(0), &capture(HOLD));
         assert!(attachment.is_none());
-        assert_eq!(payload_of(&v2), format!(r#"{{"byteLength":"{}"}}"#, bytes.len()));
+        assert_eq!(payload_of(&held), format!(r#"{{"byteLength":"{}"}}"#, bytes.len()));
         // A replay of the held capture is the cached reply, again without the payload.
-        let (_, replay, attachment) = w.call_as(&v1_id, "State.Capture", Some(0), &capture(HOLD_V1));
+        let (_, replay, attachment) = w.call_as(&held_id, "State.Capture", Some(0), &capture(HOLD));
         assert!(attachment.is_none());
-        assert_eq!(result_of(&replay), result_of(&v1));
+        assert_eq!(result_of(&replay), result_of(&held));
     }
 
     #[test]
     fn hold_refusals_come_before_the_lifecycle_cache_and_without_a_store_a_hold_is_unsupported() {
         let mut w = Worker::new(None);
-        let (code, message) = w.refused("State.Capture", Some(0), &capture(HOLD_V1));
+        let (code, message) = w.refused("State.Capture", Some(0), &capture(HOLD));
         assert_eq!(code, "UNSUPPORTED");
         assert_eq!(
             message,
@@ -863,34 +850,33 @@ mod tests {
             js_stringify(replay.get("error").unwrap()),
             r#"{"code":"INVALID_ARGUMENT","message":"params.hold must be true when present","mutation":"none"}"#
         );
+        // No other Capture param is known (the host refuses it).
         assert_eq!(
-            w.refused("State.Capture", Some(0), &capture(r#","hashAtWrite":true"#))
-                .1,
-            "params.hashAtWrite is only valid with params.hold"
+            w.refused("State.Capture", Some(0), &capture(r#","hashAtWrite":true"#)),
+            (
+                "INVALID_ARGUMENT".into(),
+                r#"params: unknown field "hashAtWrite""#.into()
+            )
         );
     }
 
     #[test]
-    fn write_payload_writes_the_held_bytes_at_the_offset_v1_with_the_size_v2_with_the_digest_too() {
+    fn write_payload_writes_the_held_bytes_at_the_offset_and_replies_with_their_digest() {
         let store = TempDir::new("rt-write");
         let temp = store.at("tmp-c1.flysess");
         std::fs::write(&temp, b"").unwrap();
         let mut w = Worker::new(Some(store.text()));
         let (_, streamed, bytes) = w.ok("State.Capture", Some(0), &capture(""));
         let bytes = bytes.unwrap();
-        let (v1, _, _) = w.ok("State.Capture", Some(0), &capture(HOLD_V1));
-        let (v2, _, _) = w.ok("State.Capture", Some(0), &capture(HOLD_V2));
-        let at = 5 + bytes.len() as u64;
-        let (_, r1, attachment) = w.ok("State.WritePayload", None, &write_payload(&v1, &temp, 5));
+        let (held, _, _) = w.ok("State.Capture", Some(0), &capture(HOLD));
+        let (_, wrote, attachment) = w.ok("State.WritePayload", None, &write_payload(&held, &temp, 5));
         assert!(attachment.is_none());
-        assert_eq!(result_of(&r1), format!(r#"{{"byteLength":"{}"}}"#, bytes.len()));
-        let (_, r2, _) = w.ok("State.WritePayload", None, &write_payload(&v2, &temp, at));
         let digest = streamed
             .get("result")
             .and_then(|r| r.get("payload"))
             .and_then(|p| p.get("digest"));
         assert_eq!(
-            result_of(&r2),
+            result_of(&wrote),
             format!(
                 r#"{{"byteLength":"{}","digest":{}}}"#,
                 bytes.len(),
@@ -899,43 +885,37 @@ mod tests {
         );
         let file = std::fs::read(&temp).unwrap();
         assert_eq!(&file[..5], &[0; 5]);
-        assert_eq!(file[5..at as usize], bytes[..]);
-        assert_eq!(file[at as usize..], bytes[..]);
+        assert_eq!(file[5..], bytes[..]);
         // Writing the same bytes twice is harmless: not a lifecycle call.
-        w.ok("State.WritePayload", None, &write_payload(&v1, &temp, 5));
+        let (_, again, _) = w.ok("State.WritePayload", None, &write_payload(&held, &temp, 5));
+        assert_eq!(result_of(&again), result_of(&wrote));
         assert_eq!(std::fs::read(&temp).unwrap(), file);
         let (code, _) = w.refused(
             "State.WritePayload",
             None,
-            &write_payload(&v1, &store.at("c1.flysess"), 0),
+            &write_payload(&held, &store.at("c1.flysess"), 0),
         );
         assert_eq!(code, "INVALID_ARGUMENT");
     }
 
     #[test]
-    fn only_a_held_unacknowledged_capture_is_writable_and_v2_only_before_any_state_changing_call() {
+    fn only_a_held_unacknowledged_capture_is_writable_and_only_before_any_state_changing_call() {
         let store = TempDir::new("rt-which");
         let temp = store.at("tmp-c1.flysess");
         std::fs::write(&temp, b"").unwrap();
         let mut w = Worker::new(Some(store.text()));
         let (streamed, _, _) = w.ok("State.Capture", Some(0), &capture(""));
-        let (v1, _, _) = w.ok("State.Capture", Some(0), &capture(HOLD_V1));
-        let (v2, _, _) = w.ok("State.Capture", Some(0), &capture(HOLD_V2));
+        let (held, _, _) = w.ok("State.Capture", Some(0), &capture(HOLD));
         for id in [streamed.as_str(), "req-99999"] {
             let refusal = w.refused("State.WritePayload", None, &write_payload(id, &temp, 0));
             assert_eq!(refusal, ("INVALID_ARGUMENT".into(), NO_HELD.into()));
         }
         w.ok("Agent.Prepare", Some(0), r#"{"agents":[{"agentId":"a-walk"}]}"#);
-        let (code, message) = w.refused("State.WritePayload", None, &write_payload(&v2, &temp, 0));
-        assert_eq!(code, "INVALID_PHASE");
-        assert_eq!(
-            message,
-            "params.captureRequestId: this worker has served a state-changing call since that capture (held with hashAtWrite); capture again"
-        );
-        // v1 reported its digest at Capture (the seal checks the bytes against it): still written.
-        w.ok("State.WritePayload", None, &write_payload(&v1, &temp, 0));
-        w.ok("Worker.Acknowledge", None, &format!(r#"{{"requestIds":["{v1}"]}}"#));
-        let refusal = w.refused("State.WritePayload", None, &write_payload(&v1, &temp, 0));
+        let refusal = w.refused("State.WritePayload", None, &write_payload(&held, &temp, 0));
+        assert_eq!(refusal, ("INVALID_PHASE".into(), MOVED.into()));
+        assert_eq!(std::fs::read(&temp).unwrap(), b"");
+        w.ok("Worker.Acknowledge", None, &format!(r#"{{"requestIds":["{held}"]}}"#));
+        let refusal = w.refused("State.WritePayload", None, &write_payload(&held, &temp, 0));
         assert_eq!(refusal, ("INVALID_ARGUMENT".into(), NO_HELD.into()));
     }
 
@@ -945,17 +925,17 @@ mod tests {
         let temp = store.at("tmp-c1.flysess");
         std::fs::write(&temp, b"").unwrap();
         let mut w = Worker::new(Some(store.text()));
-        let (v2, _, _) = w.ok("State.Capture", Some(0), &capture(HOLD_V2));
+        let (held, _, _) = w.ok("State.Capture", Some(0), &capture(HOLD));
         // This worker hosts no environment, but the call still counts, as in runtime.ts.
         w.refused("Environment.Advance", Some(0), "{}");
         assert_eq!(
-            w.refused("State.WritePayload", None, &write_payload(&v2, &temp, 0)).0,
+            w.refused("State.WritePayload", None, &write_payload(&held, &temp, 0)).0,
             "INVALID_PHASE"
         );
-        let (v2, _, _) = w.ok("State.Capture", Some(0), &capture(HOLD_V2));
+        let (held, _, _) = w.ok("State.Capture", Some(0), &capture(HOLD));
         w.ok("Worker.Shutdown", None, r#"{"reason":"done"}"#);
         assert_eq!(
-            w.refused("State.WritePayload", None, &write_payload(&v2, &temp, 0)),
+            w.refused("State.WritePayload", None, &write_payload(&held, &temp, 0)),
             ("INVALID_PHASE".into(), "the worker is stopping".into())
         );
         let body = br#"{"method":"State.WritePayload","params":{},"requestId":"req-1","scope":null}"#;
@@ -965,7 +945,7 @@ mod tests {
         );
     }
 
-    // ---- restore-prefetch-v1 --------------------------------------------------------------------
+    // ---- store-files-v1: restore prefetch -------------------------------------------------------
 
     /// A worker (its scopes now in the new epoch e2) whose agent's captured payload lies in the
     /// store's `c1.flysess` at offset 16, followed by as many other bytes.
@@ -1062,7 +1042,7 @@ mod tests {
         // Without a store the stage could read no file: these are the prefetched bytes.
         r.w.rt.store_dir = None;
         assert!(r.stage(AT).unwrap().starts_with("rt-"));
-        // The same stage without a prefetch is refused for want of a store, as payload-file-v1.
+        // The same stage without a prefetch is refused for want of a store, as a payload range is.
         let mut r = Restore::new("rt-pf-none");
         r.w.rt.store_dir = None;
         assert_eq!(r.stage(AT), Err(("UNSUPPORTED".into(), NO_STORE_READ.into())));
@@ -1135,7 +1115,7 @@ mod tests {
         // Another session's scope, no scope at all: served (runtime.ts checks neither for this method).
         let out = r.w.rt.handle(&body("req-2", "s-other"), None, &mut true);
         assert_eq!(result_of(&reply(&out)), MATCHED);
-        let (v2, _, _) = r.w.ok("State.Capture", Some(0), &capture(HOLD_V2));
+        let (held, _, _) = r.w.ok("State.Capture", Some(0), &capture(HOLD));
         // Not a lifecycle call: an id used again is no CONFLICT, and more than 16 never make the worker BUSY.
         for _ in 0..LIFECYCLE_LIMIT + 1 {
             let (_, v, _) = r.w.call_as("req-7", "State.PrefetchPayload", None, &params);
@@ -1148,10 +1128,10 @@ mod tests {
             r#"{"agentId":"a-walk","payload":null}"#,
         );
         assert_eq!(result_of(&v), NOT_MATCHED);
-        // Not state-changing (a v2 write still goes) and no progress counted.
+        // Not state-changing (the held capture's write still goes) and no progress counted.
         let temp = r.store.at("tmp-c2.flysess");
         std::fs::write(&temp, b"").unwrap();
-        r.w.ok("State.WritePayload", None, &write_payload(&v2, &temp, 0));
+        r.w.ok("State.WritePayload", None, &write_payload(&held, &temp, 0));
         assert_eq!(status(&mut r.w), before);
         r.w.ok("Worker.Shutdown", None, r#"{"reason":"done"}"#);
         assert_eq!(

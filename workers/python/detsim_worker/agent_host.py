@@ -468,7 +468,7 @@ class AgentHost:
 
     # ---- State.Capture --------------------------------------------------------------------------
 
-    def capture(self, req: Request, hold: str = 'none') -> dict:
+    def capture(self, req: Request, held: bool = False) -> dict:
         scope = require_scope(req)
         check_session(scope, self.ctx.session_id)
         try:
@@ -514,7 +514,7 @@ class AgentHost:
             'state': model_state,
         }
         return capture_reply(
-            payload, f'agent {agent_id}', checkpoint_id, agent_id, boundary, ident.compatibility_digest, hold
+            payload, f'agent {agent_id}', checkpoint_id, agent_id, boundary, ident.compatibility_digest, held
         )
 
     # ---- State.StageRestore ---------------------------------------------------------------------

@@ -171,7 +171,8 @@ def staged_payload(
     attachment: bytes | None, staged: StageParams, store_dir: str | None, prefetched: PrefetchedPayloads | None = None
 ) -> bytes:
     name = _payload_name(staged.agent_id)
-    # restore-prefetch-v1: bytes read and hashed against exactly this reference while the coordinator verified.
+    # The restore prefetch (store-files-v1): bytes read and hashed against exactly this reference
+    # while the coordinator verified.
     early = prefetched.take(staged.agent_id, staged.file, staged.byte_length, staged.digest) if prefetched else None
     if early is not None and attachment is None:
         return early
@@ -202,19 +203,17 @@ def capture_reply(
     agent_id: str | None,
     boundary: int,
     compatibility_digest: str,
-    hold: str = 'none',
+    held: bool = False,
 ) -> dict:
     """One participant's State.Capture reply (agent or environment alike): its payload encoded as the
     attachment, with the digest and length the coordinator checks when it seals the envelope. A held
-    capture (capture_file.py) keeps the bytes as 'held' instead of sending them; held 'at-write'
-    (capture-file-v2) it is not hashed here, State.WritePayload hashes what it writes."""
+    capture (store-files-v1, capture_file.py) keeps the bytes as 'held' instead of sending them and
+    does not hash them here: State.WritePayload hashes what it writes."""
     try:
         data = encode_state(payload)
     except StateCodecError as e:
         raise ProtocolRefusal('BACKEND_FAILURE', f'{who}: capture state cannot be encoded: {e}', 'none') from None
-    ref = (
-        {'byteLength': str(len(data))} if hold == 'at-write' else {'digest': sha256(data), 'byteLength': str(len(data))}
-    )
+    ref = {'byteLength': str(len(data))} if held else {'digest': sha256(data), 'byteLength': str(len(data))}
     result = {
         'checkpointId': checkpoint_id,
         'agentId': agent_id,
@@ -222,7 +221,7 @@ def capture_reply(
         'compatibilityDigest': compatibility_digest,
         'payload': ref,
     }
-    return {'result': result, 'attachment': data} if hold == 'none' else {'result': result, 'held': data}
+    return {'result': result, 'held': data} if held else {'result': result, 'attachment': data}
 
 
 # The version of the state payload both hosts write and read (payloadVersion).

@@ -312,7 +312,7 @@ class EnvironmentHost:
 
     # ---- State.Capture --------------------------------------------------------------------------
 
-    def capture(self, req: Request, hold: str = 'none') -> dict:
+    def capture(self, req: Request, held: bool = False) -> dict:
         scope = require_scope(req)
         check_session(scope, self.ctx.session_id)
         try:
@@ -368,7 +368,7 @@ class EnvironmentHost:
             None,
             boundary,
             ident.compatibility_digest,
-            hold,
+            held,
         )
 
     # ---- State.StageRestore ---------------------------------------------------------------------

@@ -1,7 +1,7 @@
-# payload-file-v1 on the worker side (workers/payload-file.ts): read a payload's byte range from a
-# checkpoint file inside --store-dir; every other path gets the same refusal, so the refusals
-# reveal nothing about files the worker cannot read. capture-file-v1 writes the other way: a held
-# capture payload into a checkpoint TEMP file of the same store (write_store_temp, which for v2 also
+# The store confinement of store-files-v1 on the worker side (workers/payload-file.ts): read a
+# payload's byte range from a checkpoint file inside --store-dir; every other path gets the same
+# refusal, so the refusals reveal nothing about files the worker cannot read. A held capture's
+# payload goes the other way: into a checkpoint TEMP file of the same store (write_store_temp, which
 # hashes what it writes); a committed generation or the store manifest is never writable.
 # Not the digest check (checks.py) and not the held capture (capture_file.py).
 from __future__ import annotations
@@ -31,7 +31,7 @@ WRITE_REFUSALS = {
 }
 # The only files State.WritePayload writes: the store's checkpoint temporaries.
 TEMP_GENERATION = re.compile(r'^tmp-[a-z0-9][a-z0-9._-]{0,63}\.flysess\Z')
-# A hashed write moves this much per call: the next slice is hashed while this one is written.
+# A write moves this much per call: the next slice is hashed while this one is written.
 HASHED_WRITE_BYTES = 4 * 1024 * 1024
 
 
@@ -73,12 +73,11 @@ def read_store_range(store_dir: str | None, path: str, offset: int, byte_length:
         os.close(fd)
 
 
-def write_store_temp(store_dir: str | None, path: str, offset: int, data: bytes, hash_it: bool) -> str | None:
+def write_store_temp(store_dir: str | None, path: str, offset: int, data: bytes) -> str:
     """Write `data` at `offset` of `path`, which must resolve to an existing regular file under the store
-    named like a checkpoint temporary (the coordinator created it; nothing else is writable). With
-    `hash_it` (capture-file-v2), the SHA-256 of the bytes written: each 4 MiB slice is hashed on a
-    helper thread while this one writes it (both release the GIL), so the hash costs no time beyond
-    the write's own."""
+    named like a checkpoint temporary (the coordinator created it; nothing else is writable), and
+    return the SHA-256 of the bytes written: each 4 MiB slice is hashed on a helper thread while
+    this one writes it (both release the GIL), so the hash costs no time beyond the write's own."""
     if store_dir is None:
         raise ProtocolRefusal('UNSUPPORTED', WRITE_REFUSALS['no_store'])
     if not TEMP_GENERATION.match(os.path.basename(path)):
@@ -89,16 +88,12 @@ def write_store_temp(store_dir: str | None, path: str, offset: int, data: bytes,
         real = _realpath(path)
         if real is None or not TEMP_GENERATION.match(os.path.basename(real)):
             raise ProtocolRefusal('INVALID_ARGUMENT', WRITE_REFUSALS['not_temp'])
-        return _write_hashed(fd, offset, memoryview(data), hash_it)
+        return _write_hashed(fd, offset, memoryview(data))
     finally:
         os.close(fd)
 
 
-def _write_hashed(fd: int, offset: int, data: memoryview, hash_it: bool) -> str | None:
-    if not hash_it:
-        if not _write_all(fd, data, offset):
-            raise ProtocolRefusal('BUFFER_INVALID', WRITE_REFUSALS['unwritable'])
-        return None
+def _write_hashed(fd: int, offset: int, data: memoryview) -> str:
     digest = hashlib.sha256()
     with ThreadPoolExecutor(max_workers=1) as hasher:
         for at in range(0, len(data), HASHED_WRITE_BYTES):

@@ -1,10 +1,10 @@
-# restore-prefetch-v1 on the worker side (workers/restore-prefetch.ts): State.PrefetchPayload reads a
-# participant's payload range of a committed checkpoint file (in the run's store only) and hashes it
-# in the same pass, while the coordinator verifies that file; bytes that hash to the referenced
-# digest are kept, one set per participant, for the StageRestore naming the very same range, which
-# then neither reads nor hashes again. Nothing is staged here and nothing changes state: a prefetch
-# that is never used is dropped by the next one, by a StageRestore, or by a prefetch with
-# `payload: null`. Replies and refusals word for word the TypeScript worker's.
+# The restore prefetch of store-files-v1 on the worker side (workers/restore-prefetch.ts):
+# State.PrefetchPayload reads a participant's payload range of a committed checkpoint file (in the
+# run's store only) and hashes it in the same pass, while the coordinator verifies that file; bytes
+# that hash to the referenced digest are kept, one set per participant, for the StageRestore naming
+# the very same range, which then neither reads nor hashes again. Nothing is staged here and nothing
+# changes state: a prefetch that is never used is dropped by the next one, by a StageRestore, or by
+# a prefetch with `payload: null`. Replies and refusals word for word the TypeScript worker's.
 # NOT staging (the hosts, checks.py staged_payload), NOT the file confinement (payload_file.py).
 from __future__ import annotations
 

@@ -24,8 +24,8 @@ from .restore_prefetch import PrefetchedPayloads
 from .scalars import MISSING, InputError, is_int, read_digest, read_id, read_request_id, refuse_unknown_fields
 
 LIFECYCLE = {P.AGENT_INITIALIZE, P.ENV_INITIALIZE, P.CAPTURE, P.STAGE_RESTORE, P.ACTIVATE_RESTORE}
-# Calls that may change a participant's live state: a capture held with hashAtWrite refuses its write
-# once any of these was served after it (its digest would be of a state past the boundary).
+# Calls that may change a participant's live state: a held capture refuses its write once any of
+# these was served after it (the digest it gives would be of a state past the boundary).
 STATE_CHANGING = {
     P.AGENT_INITIALIZE,
     P.ENV_INITIALIZE,
@@ -83,12 +83,12 @@ class WorkerRuntime:
         self.max_message_bytes = max_message_bytes
         self.incarnation_id = incarnation_id or f'inc-{os.urandom(8).hex()}'
         self.progress_counter = 0
-        # State-changing calls served so far (STATE_CHANGING): a hashAtWrite capture notes the count it saw.
+        # State-changing calls served so far (STATE_CHANGING): a held capture notes the count it saw.
         self.state_changes = 0
         self.last_completed_request_id: str | None = None
         self.stopping = False
         self.lifecycle = LifecycleCache()
-        # restore-prefetch-v1: payloads read and hashed while the coordinator verifies their file.
+        # The restore prefetch (store-files-v1): payloads read and hashed while the coordinator verifies their file.
         self.prefetched = PrefetchedPayloads()
         self.agents = AgentHost(self) if role == 'agent' else None
         self.environment = EnvironmentHost(self) if role == 'environment' else None
@@ -140,7 +140,7 @@ class WorkerRuntime:
         if req.method not in LIFECYCLE:
             return self._route(req, attachment)
         digest = canonical_digest({'method': req.method, 'scope': req.scope, 'params': req.params})
-        hold = capture_hold_of(req, self.store_dir) if req.method == P.CAPTURE else 'none'
+        held = req.method == P.CAPTURE and capture_hold_of(req, self.store_dir)
         cached = self.lifecycle.get(req.request_id)
         if cached:
             if cached['digest'] != digest:
@@ -152,13 +152,14 @@ class WorkerRuntime:
             raise ProtocolRefusal(
                 'BUSY', f'{LifecycleCache.LIMIT} lifecycle replies await Worker.Acknowledge; acknowledge them first'
             )
-        if hold == 'none':
+        if not held:
             reply = self._route(req, attachment)
-        else:  # held (capture-file-v1/v2): the bytes stay in the cache until Worker.Acknowledge, never sent
+        else:  # held (store-files-v1): the bytes stay in the cache until Worker.Acknowledge, never sent
             host: Any = self.agents if self.agents is not None else self.environment
-            reply = host.capture(without_hold(req), hold)
-        at_write = {'hash_at_write': self.state_changes} if hold == 'at-write' else {}
-        self.lifecycle.put(req.request_id, {'digest': digest, **reply, **at_write})
+            reply = host.capture(without_hold(req), held=True)
+        # A held capture's write is refused once the count of state-changing calls has moved.
+        seen = {'state_changes': self.state_changes} if held else {}
+        self.lifecycle.put(req.request_id, {'digest': digest, **reply, **seen})
         return reply
 
     def _route(self, req: Request, attachment: bytes | None) -> dict:
@@ -243,11 +244,9 @@ class WorkerRuntime:
         }
 
     def _store_capabilities(self) -> list[str]:
-        """payload-file-v1, capture-file-v1/v2 and restore-prefetch-v1: only a worker given the run's store
-        reads, writes and prefetches payload files in it (one without is sent restore payloads as attachments)."""
-        if self.store_dir is None:
-            return []
-        return ['payload-file-v1', 'capture-file-v1', 'capture-file-v2', 'restore-prefetch-v1']
+        """store-files-v1: only a worker given the run's store reads, writes and prefetches payload files
+        in it (one without streams its capture and restore payloads as attachments)."""
+        return [] if self.store_dir is None else ['store-files-v1']
 
     def _status(self, req: Request) -> dict:
         try:

@@ -1,6 +1,6 @@
 # The Python worker process over real gRPC (a Unix socket): the ready line, Hello-first, Hello
 # refusals, idempotency (same key + body: the cached reply; a different body: CONFLICT), epochs and
-# steps, capture -> restore into a fresh worker, payload-file-v1 confinement, flag refusals, an
+# steps, capture -> restore into a fresh worker, store-files-v1 confinement, flag refusals, an
 # unsafe integer literal in a request body, the contract digest. The message-for-message comparison
 # with the TypeScript worker is vitest's (test/cross-lang/worker-protocol.test.ts); this suite runs
 # without Node.
@@ -164,16 +164,8 @@ def test_ready_line_hello_first_and_hello_refusals(worker):
     assert code(worker.hello(role='environment')) == 'UNSUPPORTED'
     hello = worker.hello()
     assert hello['result']['runtime'].startswith('detsim-py/')
-    # capture-file-v1/v2 and restore-prefetch-v1 come with --store-dir (the fixture's); a worker without a
-    # store offers none.
-    assert hello['result']['capabilities'] == [
-        'agent-step-v1',
-        'capture-file-v1',
-        'capture-file-v2',
-        'checkpoint-v1',
-        'payload-file-v1',
-        'restore-prefetch-v1',
-    ]
+    # store-files-v1 comes with --store-dir (the fixture's); a worker without a store does not offer it.
+    assert hello['result']['capabilities'] == ['agent-step-v1', 'checkpoint-v1', 'store-files-v1']
     # Hello-first is per stream: a second stream is served nothing until its own Hello.
     other = worker.open_stream()
     assert code(worker.call('Worker.Status', None, {}, stream=other)[0]) == 'INVALID_PHASE'
@@ -273,7 +265,7 @@ def test_capture_restores_into_a_fresh_worker_and_continues_identically(worker):
             staged, _ = fresh.call('State.StageRestore', sc(3, 'e2'), stage, attachment=data)
             token = staged['result']['restoreToken']
             assert code(fresh.call('State.ActivateRestore', sc(3, 'e2'), {'restoreToken': token, **agent})[0]) == 'ok'
-        # payload-file-v1: the fresh worker has no --store-dir and reads no files.
+        # store-files-v1: the fresh worker has no --store-dir and reads no files.
         refused, _ = fresh.call(
             'State.StageRestore',
             sc(3, 'e3'),
@@ -341,19 +333,18 @@ def stepped():
         w.stop()
 
 
-def test_a_held_capture_is_written_into_a_checkpoint_temp_file_v1_with_its_digest_v2_hashed_at_write(stepped):
+def test_a_held_capture_is_written_into_a_checkpoint_temp_file_and_hashed_as_it_is_written(stepped):
     import hashlib
 
     w, store = stepped
     ref = {'checkpointId': 'ck-1', 'agentId': 'a-lif'}
     streamed, data = w.call('State.Capture', sc(1), ref)
-    v1, none1 = w.call('State.Capture', sc(1), {**ref, 'hold': True})
-    v2, none2 = w.call('State.Capture', sc(1), {**ref, 'hold': True, 'hashAtWrite': True})
-    assert none1 is None and none2 is None and data
-    assert v1['result'] == streamed['result']
-    assert v2['result']['payload'] == {'byteLength': str(len(data))}
+    held, none = w.call('State.Capture', sc(1), {**ref, 'hold': True})
+    assert none is None and data
+    # The streamed reply's fields, but the payload's size alone: the write gives the digest.
+    assert held['result'] == {**streamed['result'], 'payload': {'byteLength': str(len(data))}}
     # A replay of a held capture also carries no attachment.
-    assert w.call('State.Capture', sc(1), {**ref, 'hold': True}, request_id=v1['requestId']) == (v1, None)
+    assert w.call('State.Capture', sc(1), {**ref, 'hold': True}, request_id=held['requestId']) == (held, None)
     tmp = os.path.join(store, 'tmp-ck-1.flysess')
     with open(tmp, 'wb') as f:
         f.write(bytes(2 * len(data) + 16))
@@ -365,9 +356,10 @@ def test_a_held_capture_is_written_into_a_checkpoint_temp_file_v1_with_its_diges
             {'captureRequestId': capture['requestId'], 'file': {'path': path, 'offset': offset}},
         )[0]
 
-    assert write(v1)['result'] == {'byteLength': str(len(data))}
-    got = write(v2, offset=str(8 + len(data)))['result']
-    assert got == {'byteLength': str(len(data)), 'digest': hashlib.sha256(data).hexdigest()}
+    wrote = {'byteLength': str(len(data)), 'digest': hashlib.sha256(data).hexdigest()}
+    assert write(held)['result'] == wrote
+    # Not a lifecycle call: the same bytes may be written again, elsewhere.
+    assert write(held, offset=str(8 + len(data)))['result'] == wrote
     with open(tmp, 'rb') as f:
         assert f.read() == bytes(8) + data + data + bytes(8)
     # Only a checkpoint temporary inside the store is writable, with one text for every other path.
@@ -395,7 +387,7 @@ def test_a_held_capture_is_written_into_a_checkpoint_temp_file_v1_with_its_diges
         os.path.join(store, 'tmp-missing.flysess'),
         store,
     ):
-        assert write(v1, path=path)['error'] == not_temp, path
+        assert write(held, path=path)['error'] == not_temp, path
     with open(victim, 'rb') as f:
         assert f.read() == b'keep'
     # Strict params; an unknown or streamed capture is not writable.
@@ -407,7 +399,7 @@ def test_a_held_capture_is_written_into_a_checkpoint_temp_file_v1_with_its_diges
             w.call(
                 'State.WritePayload',
                 None,
-                {'captureRequestId': v1['requestId'], 'file': {'path': tmp, 'offset': '0', 'x': 1}},
+                {'captureRequestId': held['requestId'], 'file': {'path': tmp, 'offset': '0', 'x': 1}},
             )[0]
         )
         == 'INVALID_ARGUMENT'
@@ -415,22 +407,27 @@ def test_a_held_capture_is_written_into_a_checkpoint_temp_file_v1_with_its_diges
     assert (
         code(
             w.call(
-                'State.WritePayload', None, {'captureRequestId': v1['requestId'], 'file': {'path': '', 'offset': '0'}}
+                'State.WritePayload', None, {'captureRequestId': held['requestId'], 'file': {'path': '', 'offset': '0'}}
             )[0]
         )
         == 'INVALID_ARGUMENT'
     )
-    for bad in ({'hold': False}, {'hashAtWrite': True}, {'hold': True, 'hashAtWrite': 1}):
+    # `hold` is exactly true; no other Capture param is known (hashAtWrite included).
+    for bad in ({'hold': False}, {'hashAtWrite': True}, {'hold': True, 'hashAtWrite': True}):
         assert code(w.call('State.Capture', sc(1), {**ref, **bad})[0]) == 'INVALID_ARGUMENT', bad
-    # After a state-changing call, v2 refuses to hash a state that may have moved; v1 (digest at
-    # Capture, checked by the seal) still writes.
+    # After a state-changing call the write refuses (it would hash a state that may have moved).
     _step(w, 1)
-    moved = write(v2)['error']
-    assert moved['code'] == 'INVALID_PHASE' and 'state-changing call since that capture' in moved['message']
-    assert code(write(v1)) == 'ok'
+    assert write(held)['error'] == {
+        'code': 'INVALID_PHASE',
+        'mutation': 'none',
+        'message': 'params.captureRequestId: this worker has served a state-changing call since that capture; '
+        'capture again',
+    }
     # Acknowledged: the held bytes are gone.
-    w.call('Worker.Acknowledge', None, {'requestIds': [v1['requestId'], v2['requestId']]})
-    assert code(write(v1)) == 'INVALID_ARGUMENT'
+    w.call('Worker.Acknowledge', None, {'requestIds': [held['requestId']]})
+    assert write(held)['error']['message'] == (
+        'params.captureRequestId names no held capture awaiting acknowledgment on this worker'
+    )
 
 
 def test_a_worker_without_a_store_refuses_to_hold_a_capture():
