@@ -3,7 +3,7 @@
 // suites so that a transport is wired once. NOT a transport and never a measurement.
 import { resolveConfig } from '../../coordinator/config.js';
 import type { RunOptions } from '../../coordinator/session/run.js';
-import { startInline } from './inline-transport.js';
+import { startInline } from '../../test/inline-transport.js';
 
 /**
  * `unix`: gRPC worker processes over Unix sockets (the default). `thread`: TypeScript workers in
@@ -48,7 +48,7 @@ function configTransport(transport: 'unix' | 'thread'): TransportPlan {
   return { available: true, setup: { workers, runOptions: {} } };
 }
 
-/** The inline ceiling: every worker hosted in the coordinator's thread (bench/lib/inline-transport.ts). */
+/** The inline ceiling: every worker hosted in the coordinator's thread (test/inline-transport.ts). */
 export function inlineTransport(): TransportPlan {
   return { available: true, setup: { workers: {}, runOptions: { hooks: { startWorker: startInline } } } };
 }

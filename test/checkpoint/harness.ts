@@ -1,5 +1,6 @@
-// Test harness for checkpoint tests: a real fleet (worker processes over gRPC on Unix sockets)
-// initialized in lockstep, a CheckpointGroup with a real store/writer/ledger in a temp run dir.
+// Test harness for checkpoint tests: a real fleet (worker processes over gRPC on Unix sockets, or
+// with `inline` every worker in this thread through the in-process test transport) initialized in
+// lockstep, a CheckpointGroup with a real store/writer/ledger in a temp run dir.
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -15,6 +16,7 @@ import {
 import { launchFleet, type Fleet, type WorkerCommand } from '../../coordinator/launch/launcher.js';
 import { Lockstep, type Identities } from '../../coordinator/session/lockstep.js';
 import { builtWorkersFor } from '../coordinator/helpers.js';
+import { startInline } from '../inline-transport.js';
 
 export const logger = pino({ level: 'silent' });
 
@@ -63,6 +65,8 @@ export async function startSession(
     wrapCommand?: (cmd: WorkerCommand) => WorkerCommand;
     /** The longest reply attachment the workers' links receive (LaunchOptions.maxAttachmentBytes). */
     maxAttachmentBytes?: number;
+    /** Every worker in this thread (test/inline-transport.ts): for logic that does not depend on processes. */
+    inline?: boolean;
   } = {},
 ): Promise<Session> {
   const runDir = opts.runDir ?? tmpDir();
@@ -79,6 +83,7 @@ export async function startSession(
       : built,
     ...(opts.streamed ? {} : { storeDir: storeDirOf(runDir) }),
     ...(opts.maxAttachmentBytes !== undefined ? { maxAttachmentBytes: opts.maxAttachmentBytes } : {}),
+    ...(opts.inline ? { startWorker: startInline } : {}),
   });
   const lockstep = new Lockstep(plan, fleet, {
     dispatch: 'concurrent',

@@ -1,6 +1,7 @@
 // Files a restore must refuse with the check named and nothing staged: a FLYSIM01 legacy file, a
 // truncated file, a checkpoint of another composition, and one of another master seed (all real
-// captures from real workers). Also the store path: an unlisted id is never a candidate.
+// captures, from workers on the in-process test transport: the refusals are the coordinator's,
+// before any participant is staged). Also the store path: an unlisted id is never a candidate.
 import { describe, expect, it } from 'vitest';
 import { captureGroup } from '../../coordinator/checkpoint/capture.js';
 import { CheckpointRefusal } from '../../coordinator/checkpoint/refusal.js';
@@ -44,9 +45,9 @@ async function refused(s: Session, source: Parameters<typeof restoreGroup>[1]): 
 
 describe('restore refuses foreign and damaged files before staging anyone', () => {
   it('FLYSIM01, truncated, another composition, another seed, unlisted id', async () => {
-    const live = await startSession(lif(16));
-    const other = await startSession(lif(24));
-    const seeded = await startSession(lif(16, '8'));
+    const live = await startSession(lif(16), { inline: true });
+    const other = await startSession(lif(24), { inline: true });
+    const seeded = await startSession(lif(16, '8'), { inline: true });
     try {
       const own = await captured(live, 'ckpt-e1-1');
       const foreignComposition = await captured(other, 'ckpt-e1-1');

@@ -1,7 +1,7 @@
 // The transport is physical (issue #13): every example run on Unix sockets, loopback TCP and worker
 // threads gives one ReproHash and one behaviour digest, the golden ones; a run checkpointed on one
 // transport resumes on another with the uninterrupted run's ReproHash; replay, diff and verify work
-// on thread runs; and a thread run's coordinator exits as soon as it has printed its result (no
+// on thread runs; the in-process test transport gives the goldens too; and a thread run's coordinator exits as soon as it has printed its result (no
 // worker thread keeps it alive). Real workers, real threads, real files. Not the thread failure
 // cases (thread-isolation.test.ts).
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -13,6 +13,7 @@ import { defaultConfigs } from '../../coordinator/diff0/verify.js';
 import { runSession } from '../../coordinator/session/run.js';
 import { committedIds, detsim, detsimTimed, runAndKill } from '../checkpoint/cli.js';
 import { prepareRuntimesFor } from '../cross-lang/example-runtimes.js';
+import { startInline } from '../inline-transport.js';
 import { builtWorkersFor, loadPlan, loggedWorkerRuns, osThreadCount, readRun, tmpOut } from './helpers.js';
 
 const examples = defaultConfigs('examples');
@@ -72,6 +73,25 @@ describe('one ReproHash across transports', () => {
         }
       },
     );
+  }
+});
+
+describe('the in-process test transport (test/inline-transport.ts)', () => {
+  for (const config of [LIF, 'examples/forage-walkers.yaml']) {
+    it(`${config}: every worker in the coordinator's thread gives its golden ReproHash and behaviour digest`, async () => {
+      const g = readGolden(DEFAULT_GOLDEN_DIR, exampleName(config))!;
+      const r = await runSession(config, {
+        outDir: tmpOut(),
+        steps: g.steps,
+        onWarning: () => undefined,
+        hooks: { startWorker: startInline },
+      });
+      expect([r.reproHash, r.behaviourDigest]).toEqual([g.reproHash, g.behaviourDigest]);
+      // It was really inline: run.log says so of every worker (no process, no thread).
+      const runs = loggedWorkerRuns(readFileSync(join(r.runDir, 'run.log'), 'utf8'));
+      expect(Object.keys(runs).length).toBe(loadPlan(config).workers.length);
+      expect(new Set(Object.values(runs))).toEqual(new Set(['inline']));
+    });
   }
 });
 

@@ -1,14 +1,16 @@
-// The bench's inline ceiling: agents and the environment stepped in the coordinator's own thread,
-// with no transport at all. A worker is a WorkerRuntime in this process; its Link hands each
-// request straight to the runtime's queue and each reply straight back (one microtask hop). The
-// same envelopes, checks and hashing as every transport: what is left is detsim's own work.
-// Bench only: no isolation (a model that spins hangs the coordinator), never a run option.
-import type { PlannedWorker } from '../../coordinator/config.js';
-import type { StartContext, StartingWorker } from '../../coordinator/launch/launcher.js';
-import type { WorkerInstance } from '../../coordinator/launch/worker-instance.js';
-import { WorkerClient, type Link, type LinkReceiver, type ProcessExitInfo } from '../../core/protocol/index.js';
-import { RequestQueue } from '../../workers/request-queue.js';
-import { WorkerRuntime, type StreamState } from '../../workers/runtime.js';
+// The in-process test transport (and the bench's inline ceiling): agents and the environment
+// stepped in the coordinator's own thread, with no transport at all. A worker is a WorkerRuntime in
+// this process; its Link hands each request straight to the runtime's queue and each reply straight
+// back (one microtask hop). The same envelopes, checks and hashing as every transport, so tests of
+// lockstep, capture and restore logic run it without starting a process or a thread
+// (test/coordinator/transports.test.ts holds it to the goldens). No isolation (a model that spins
+// hangs the coordinator), TypeScript built-in models only, never a run option.
+import type { PlannedWorker } from '../coordinator/config.js';
+import type { StartContext, StartingWorker } from '../coordinator/launch/launcher.js';
+import type { WorkerInstance } from '../coordinator/launch/worker-instance.js';
+import { WorkerClient, type Link, type LinkReceiver, type ProcessExitInfo } from '../core/protocol/index.js';
+import { RequestQueue } from '../workers/request-queue.js';
+import { WorkerRuntime, type StreamState } from '../workers/runtime.js';
 
 class InlineLink implements Link {
   private receiver: LinkReceiver | undefined;
