@@ -98,7 +98,9 @@ const WorkerRuntimeSchema = z.custom<WorkerRuntimeName | WorkerRuntimeName[]>(
   },
 );
 
-export const TRANSPORTS = ['unix', 'tcp', 'thread'] as const satisfies readonly Transport[];
+export const TRANSPORTS = ['unix', 'tcp', 'thread', 'inline'] as const satisfies readonly Transport[];
+/** The transports that host TypeScript workers in the coordinator's process (a thread, or its own thread). */
+export const IN_COORDINATOR: readonly Transport[] = ['thread', 'inline'];
 /** Where workers come from: started by the launcher (local) or found in a rendezvous directory. */
 export const PLACEMENTS = ['local', 'rendezvous'] as const;
 /** How long a rendezvous waits for its records unless workers.rendezvous.timeoutSeconds says otherwise. */
@@ -176,10 +178,11 @@ export type RunConfigInput = z.infer<typeof TopSchema>;
 
 /**
  * How the coordinator reaches a worker: gRPC over a Unix socket or loopback TCP to a worker
- * process, or a worker thread in the coordinator's process (TypeScript workers; Rust and Python
- * workers of such a run stay processes on Unix sockets). Physical: never part of a ReproHash.
+ * process, a worker thread in the coordinator's process, or `inline` in the coordinator's own
+ * thread with no isolation (trusted models only). The last two host TypeScript workers; Rust and
+ * Python workers of such a run stay processes on Unix sockets. Physical: never part of a ReproHash.
  */
-export type Transport = 'unix' | 'tcp' | 'thread';
+export type Transport = 'unix' | 'tcp' | 'thread' | 'inline';
 
 /** One agent of a resolved plan: id, port, model, params, derived seed, worker and action fields. */
 export interface PlannedAgent {
@@ -289,10 +292,10 @@ function resolveLauncher(
       );
     return { kind };
   }
-  if (workers?.transport === 'thread')
+  if (workers?.transport !== undefined && IN_COORDINATOR.includes(workers.transport))
     throw new DetsimError(
       'struct_invalid_field',
-      'launcher: slurm starts worker processes with srun; workers.transport: thread runs them in the coordinator',
+      `launcher: slurm starts worker processes with srun; workers.transport: ${workers.transport} runs them in the coordinator`,
       'launcher',
     );
   // srun steps on other nodes register in the rendezvous directory and are reached over TCP (TLS).
@@ -806,10 +809,10 @@ function resolvePlacement(cfg: RunConfigInput, baseDir: string): RendezvousPlace
       'workers.rendezvous: required with workers.placement: rendezvous ({ dir, timeoutSeconds })',
       'workers.rendezvous',
     );
-  if (cfg.workers?.transport === 'thread')
+  if (cfg.workers?.transport !== undefined && IN_COORDINATOR.includes(cfg.workers.transport))
     throw new DetsimError(
       'struct_invalid_field',
-      'workers.transport: thread cannot reach workers found by rendezvous (they are processes, possibly elsewhere)',
+      `workers.transport: ${cfg.workers.transport} cannot reach workers found by rendezvous (they are processes, possibly elsewhere)`,
       'workers.transport',
     );
   const seconds = block.timeoutSeconds ?? DEFAULT_RENDEZVOUS_TIMEOUT_SECONDS;

@@ -3,12 +3,11 @@
 // suites so that a transport is wired once. NOT a transport and never a measurement.
 import { resolveConfig } from '../../coordinator/config.js';
 import type { RunOptions } from '../../coordinator/session/run.js';
-import { startInline } from '../../test/inline-transport.js';
 
 /**
  * `unix`: gRPC worker processes over Unix sockets (the default). `thread`: TypeScript workers in
  * worker_threads of the coordinator's process (`workers.transport: thread`). `inline`: agents and
- * environment stepped in the coordinator's own thread, no transport (a runSession option, not config).
+ * environment stepped in the coordinator's own thread, no transport (`workers.transport: inline`).
  */
 export type BenchTransport = 'unix' | 'thread' | 'inline';
 
@@ -41,21 +40,16 @@ export function configRefusal(workers: Record<string, unknown>): string | null {
 }
 
 /** A transport selected through config: available exactly when this build's config accepts it. */
-function configTransport(transport: 'unix' | 'thread'): TransportPlan {
+function configTransport(transport: BenchTransport): TransportPlan {
   const workers = { transport };
   const refused = configRefusal(workers);
   if (refused !== null) return { available: false, reason: `${NOT_AVAILABLE} (config refuses it: ${refused})` };
   return { available: true, setup: { workers, runOptions: {} } };
 }
 
-/** The inline ceiling: every worker hosted in the coordinator's thread (test/inline-transport.ts). */
-export function inlineTransport(): TransportPlan {
-  return { available: true, setup: { workers: {}, runOptions: { hooks: { startWorker: startInline } } } };
-}
-
 /** The config `workers` fields and runSession options of a transport, or why it cannot run here. */
 export function transportPlan(transport: BenchTransport): TransportPlan {
-  return transport === 'inline' ? inlineTransport() : configTransport(transport);
+  return configTransport(transport);
 }
 
 /** How a row names where its agents run, e.g. "4 agent processes", "4 agent threads", "inline". */

@@ -31,6 +31,7 @@ import { RemoteWorker, tokenRefusalOf } from './remote-worker.js';
 import { RunFailure, type RunPhase } from '../session/run-failure.js';
 import { createSocketDir } from './socket-dir.js';
 import { ThreadWorker } from './thread-worker.js';
+import { startInlineWorker } from './inline-worker.js';
 import { type CoordinatorTls, checkWorkerTls, tlsChannelTo } from './tls.js';
 import { probeReason, probeWorker } from './worker-probe.js';
 import { StderrTail, type WorkerInstance } from './worker-instance.js';
@@ -528,6 +529,16 @@ export function runsOnThread(plan: RunPlan, worker: PlannedWorker): boolean {
   return plan.transport === 'thread' && (worker.runtime ?? 'typescript') === 'typescript';
 }
 
+/** Whether `worker` runs inline, in the coordinator's own thread (TypeScript workers of an inline run). */
+export function runsInline(plan: RunPlan, worker: PlannedWorker): boolean {
+  return plan.transport === 'inline' && (worker.runtime ?? 'typescript') === 'typescript';
+}
+
+/** Whether `worker` runs in the coordinator's process at all (a thread or inline): no socket, no process. */
+function runsInCoordinator(plan: RunPlan, worker: PlannedWorker): boolean {
+  return runsOnThread(plan, worker) || runsInline(plan, worker);
+}
+
 /** Translate a client failure into a RunFailure naming the worker, its agents, step and phase. */
 export function callFailure(
   e: unknown,
@@ -651,6 +662,14 @@ async function refuseForeignWorker(address: string, ctx: StartContext, worker: P
 }
 
 /** Start one TypeScript worker as a thread of this process: a client over its port once it is ready. */
+function inlineContext(ctx: StartContext) {
+  return {
+    sessionId: ctx.plan.sessionId,
+    models: ctx.models,
+    ...(ctx.storeDir !== undefined ? { storeDir: ctx.storeDir } : {}),
+  };
+}
+
 function startThread(worker: PlannedWorker, ctx: StartContext): StartingWorker {
   const thread = new ThreadWorker(worker, {
     sessionId: ctx.plan.sessionId,
@@ -739,8 +758,8 @@ export async function launchFleet(plan: RunPlan, opts: LaunchOptions): Promise<F
   // The probe's Python model digests go into run.json (model-source.ts): keep them on the run's plan.
   if (checked.modelDigests) plan.modelDigests = checked.modelDigests;
   const tls = checkWorkerTls(plan);
-  const spawns = plan.workers.some((w) => !runsOnThread(plan, w) && !opts.existing?.has(w.workerId));
-  const needsSockets = plan.transport !== 'tcp' && plan.workers.some((w) => !runsOnThread(plan, w));
+  const spawns = plan.workers.some((w) => !runsInCoordinator(plan, w) && !opts.existing?.has(w.workerId));
+  const needsSockets = plan.transport !== 'tcp' && plan.workers.some((w) => !runsInCoordinator(plan, w));
   // The run's private 0700 directory: its Unix sockets, or a plaintext TCP run's secret file.
   const needsSecretFile = plan.transport === 'tcp' && tls === undefined && spawns;
   const socketDir = needsSockets || needsSecretFile ? socketDirFor(logger) : undefined;
@@ -762,6 +781,7 @@ export async function launchFleet(plan: RunPlan, opts: LaunchOptions): Promise<F
     const found = opts.existing?.get(w.workerId);
     if (found) return connectExisting(w, ctx, found);
     if (runsOnThread(plan, w) && !opts.commandFor?.(w)) return startThread(w, ctx);
+    if (runsInline(plan, w) && !opts.commandFor?.(w)) return startInlineWorker(w, inlineContext(ctx));
     const cmd = opts.commandFor?.(w) ?? workerCommandFor(w, base, opts.verbose, plan.modelDirs);
     return startProcess(w, ctx, cmd, listenAddress(plan, socketDir, i));
   });

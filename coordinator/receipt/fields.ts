@@ -131,7 +131,7 @@ const RUN_ROWS: FieldRule[] = [
   P('run.agents[].workerId', 'worker process hosting the agent (process layout, not behaviour)'),
   P('run.workers', 'worker processes: layout, runtime and build of the host (not behaviour)', { subtree: true }),
   P('run.agentsPerWorker', 'process layout'),
-  P('run.transport', 'unix | tcp | thread'),
+  P('run.transport', 'unix | tcp | thread | inline'),
   P('run.threadHeapMb', 'heap limit of each worker thread, MiB (resource policy)'),
   P('run.deadlines', 'step/startup/capture deadlines (wall-clock policy)', { subtree: true }),
   R('run.seedCollisions', 'agent ids whose derived seeds collide', { subtree: true }),

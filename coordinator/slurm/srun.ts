@@ -10,7 +10,7 @@
 // NOT the batch script (batch-script.ts), NOT sbatch.
 import { accessSync, constants } from 'node:fs';
 import { delimiter, join } from 'node:path';
-import type { LauncherPlan, PlannedWorker, RunPlan } from '../config.js';
+import { IN_COORDINATOR, type LauncherPlan, type PlannedWorker, type RunPlan } from '../config.js';
 import { DetsimError } from '../../core/formats/errors.js';
 import { srunRendezvousStarter } from './rendezvous-steps.js';
 import {
@@ -80,10 +80,10 @@ export function checkSlurmTransport(plan: RunPlan): void {
       'workers.tls: srun steps found by rendezvous listen beyond loopback and need TLS (workers.tls: {} makes a per-run set)',
       'workers.tls',
     );
-  if (plan.transport === 'thread')
+  if (IN_COORDINATOR.includes(plan.transport))
     throw new DetsimError(
       'struct_invalid_field',
-      'launcher: slurm starts worker processes with srun; --transport thread runs them in the coordinator',
+      `launcher: slurm starts worker processes with srun; --transport ${plan.transport} runs them in the coordinator`,
       'launcher',
     );
 }

@@ -1,6 +1,5 @@
 // Test harness for checkpoint tests: a real fleet (worker processes over gRPC on Unix sockets, or
-// with `inline` every worker in this thread through the in-process test transport) initialized in
-// lockstep, a CheckpointGroup with a real store/writer/ledger in a temp run dir.
+// with `inline` every worker in this thread: workers.transport inline) initialized in lockstep, a CheckpointGroup with a real store/writer/ledger in a temp run dir.
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -16,7 +15,6 @@ import {
 import { launchFleet, type Fleet, type WorkerCommand } from '../../coordinator/launch/launcher.js';
 import { Lockstep, type Identities } from '../../coordinator/session/lockstep.js';
 import { builtWorkersFor } from '../coordinator/helpers.js';
-import { startInline } from '../inline-transport.js';
 
 export const logger = pino({ level: 'silent' });
 
@@ -53,7 +51,7 @@ export interface Session {
 
 /** Launch and (unless `identities` is given: a fresh fleet for a restore) initialize a session. */
 export async function startSession(
-  plan: RunPlan,
+  planned: RunPlan,
   opts: {
     runDir?: string;
     epoch?: string;
@@ -65,25 +63,27 @@ export async function startSession(
     wrapCommand?: (cmd: WorkerCommand) => WorkerCommand;
     /** The longest reply attachment the workers' links receive (LaunchOptions.maxAttachmentBytes). */
     maxAttachmentBytes?: number;
-    /** Every worker in this thread (test/inline-transport.ts): for logic that does not depend on processes. */
+    /** Every worker in this thread (`workers.transport: inline`): for logic that does not depend on processes. */
     inline?: boolean;
   } = {},
 ): Promise<Session> {
+  const plan: RunPlan = opts.inline ? { ...planned, transport: 'inline' } : planned;
   const runDir = opts.runDir ?? tmpDir();
   // Built TypeScript worker processes where they fit (not tsx from source: ~0.5 s of CPU a start).
   const built = builtWorkersFor(plan);
   const wrap = opts.wrapCommand;
   const fleet = await launchFleet(plan, {
     logger,
-    commandFor: wrap
-      ? (w) => {
-          const cmd = built(w);
-          return cmd && wrap(cmd);
-        }
-      : built,
+    commandFor: opts.inline
+      ? undefined
+      : wrap
+        ? (w) => {
+            const cmd = built(w);
+            return cmd && wrap(cmd);
+          }
+        : built,
     ...(opts.streamed ? {} : { storeDir: storeDirOf(runDir) }),
     ...(opts.maxAttachmentBytes !== undefined ? { maxAttachmentBytes: opts.maxAttachmentBytes } : {}),
-    ...(opts.inline ? { startWorker: startInline } : {}),
   });
   const lockstep = new Lockstep(plan, fleet, {
     dispatch: 'concurrent',

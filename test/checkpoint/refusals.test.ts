@@ -1,6 +1,6 @@
 // Files a restore must refuse with the check named and nothing staged: a FLYSIM01 legacy file, a
 // truncated file, a checkpoint of another composition, and one of another master seed (all real
-// captures, from workers on the in-process test transport: the refusals are the coordinator's,
+// captures, from inline workers (workers.transport: inline): the refusals are the coordinator's,
 // before any participant is staged). Also the store path: an unlisted id is never a candidate.
 import { describe, expect, it } from 'vitest';
 import { captureGroup } from '../../coordinator/checkpoint/capture.js';

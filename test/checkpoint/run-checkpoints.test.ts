@@ -2,7 +2,7 @@
 // rotation keeps the newest N, the ledger records captured/queued/committed, and an injected write
 // error (ENOSPC through the store's file layer) fails that capture only: it is reported as not
 // durable, the last committed generation stays intact, and the run carries on (policy continue).
-// Workers on the in-process test transport: the writer and the policy are the coordinator's.
+// Workers inline (workers.transport: inline): the writer and the policy are the coordinator's.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -12,7 +12,6 @@ import { runSession } from '../../coordinator/session/run.js';
 import { DurableFs, errnoError } from '../../coordinator/store/durable-fs.js';
 import { verifyLedger } from '../../coordinator/store/ledger.js';
 import { CheckpointStore } from '../../coordinator/store/store.js';
-import { startInline } from '../inline-transport.js';
 import { LIF, tmpDir } from './harness.js';
 
 describe('run with --checkpoint-every', () => {
@@ -23,13 +22,10 @@ describe('run with --checkpoint-every', () => {
       },
     });
     const ext = new CheckpointRun({ every: 1, keep: 2, fs });
-    const r = await runSession(LIF(16), {
-      outDir: tmpDir(),
-      steps: 4,
-      extension: ext,
-      logLevel: 'error',
-      hooks: { startWorker: startInline },
-    });
+    const r = await runSession(
+      { ...LIF(16), transport: 'inline' },
+      { outDir: tmpDir(), steps: 4, extension: ext, logLevel: 'error' },
+    );
     const rep = ext.result;
     expect(rep.captured).toEqual(['ckpt-e1-1', 'ckpt-e1-2', 'ckpt-e1-3', 'ckpt-e1-4']);
     expect(rep.committed).toEqual(['ckpt-e1-1', 'ckpt-e1-3', 'ckpt-e1-4']);

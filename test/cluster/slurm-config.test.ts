@@ -49,8 +49,14 @@ describe('config: launcher', () => {
     expect(refusal(() => resolveConfig(base({ launcher: 'pbs' }))).field).toBe('launcher');
     const local = refusal(() => resolveConfig(base({ launcher: { kind: 'local', srunArgs: ['-x'] } })));
     expect([local.reason, local.field]).toEqual(['struct_invalid_field', 'launcher.srunArgs']);
-    const thread = refusal(() => resolveConfig(base({ launcher: 'slurm', workers: { transport: 'thread' } })));
-    expect([thread.reason, thread.field]).toEqual(['struct_invalid_field', 'launcher']);
+    for (const transport of ['thread', 'inline']) {
+      const inside = refusal(() => resolveConfig(base({ launcher: 'slurm', workers: { transport } })));
+      expect([inside.reason, inside.field, inside.message]).toEqual([
+        'struct_invalid_field',
+        'launcher',
+        `launcher: slurm starts worker processes with srun; workers.transport: ${transport} runs them in the coordinator`,
+      ]);
+    }
     const rv = refusal(() =>
       resolveConfig(
         base({
@@ -68,11 +74,13 @@ describe('config: launcher', () => {
 describe('launcher: slurm checks and commands', () => {
   const slurmPlan = (): RunPlan => resolveConfig(base({ launcher: 'slurm' }));
 
-  it('is refused outside an allocation (SLURM_JOB_ID unset), and with --transport thread inside one', () => {
+  it('is refused outside an allocation (SLURM_JOB_ID unset), and with --transport thread or inline inside one', () => {
     const e = refusal(() => checkSlurmLauncher(slurmPlan(), {}));
     expect([e.reason, e.field]).toEqual(['perm_slurm_no_allocation', 'launcher']);
-    const t = refusal(() => checkSlurmLauncher({ ...slurmPlan(), transport: 'thread' }, { SLURM_JOB_ID: '7' }));
-    expect([t.reason, t.field]).toEqual(['struct_invalid_field', 'launcher']);
+    for (const transport of ['thread', 'inline'] as const) {
+      const t = refusal(() => checkSlurmLauncher({ ...slurmPlan(), transport }, { SLURM_JOB_ID: '7' }));
+      expect([t.reason, t.field]).toEqual(['struct_invalid_field', 'launcher']);
+    }
     // A local plan needs nothing from Slurm.
     expect(() => checkSlurmLauncher(resolveConfig(base()), {})).not.toThrow();
   });

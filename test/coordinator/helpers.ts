@@ -8,7 +8,13 @@ import { loadConfig, type PlannedWorker, type RunPlan } from '../../coordinator/
 import { parseStrict } from '../../core/formats/canonical-json.js';
 import type { TransitionTrace } from '../../coordinator/trace/trace.js';
 import type { Scope } from '../../core/formats/scalars.js';
-import { launchedModelsFor, runsOnThread, type Fleet, type WorkerCommand } from '../../coordinator/launch/launcher.js';
+import {
+  launchedModelsFor,
+  runsInline,
+  runsOnThread,
+  type Fleet,
+  type WorkerCommand,
+} from '../../coordinator/launch/launcher.js';
 import { traceLinesOf } from '../trace-read.js';
 
 /**
@@ -29,7 +35,10 @@ export const BUILT_WORKER: WorkerCommand = {
  */
 export function builtWorkersFor(plan: RunPlan): (w: PlannedWorker) => WorkerCommand | undefined {
   return (w) =>
-    runsOnThread(plan, w) || (w.runtime ?? 'typescript') !== 'typescript' || launchedModelsFor(plan, w).length > 0
+    runsOnThread(plan, w) ||
+    runsInline(plan, w) ||
+    (w.runtime ?? 'typescript') !== 'typescript' ||
+    launchedModelsFor(plan, w).length > 0
       ? undefined
       : BUILT_WORKER;
 }

@@ -555,8 +555,10 @@ describe('workers.placement: rendezvous', () => {
     );
     const local = { ...cfg, workers: { ...cfg.workers, placement: 'local' } };
     expect(refusal(() => resolveConfig(local)).field).toBe('workers.rendezvous');
-    const thread = { ...cfg, workers: { ...cfg.workers, transport: 'thread' } };
-    expect(refusal(() => resolveConfig(thread)).field).toBe('workers.transport');
+    for (const transport of ['thread', 'inline']) {
+      const inside = { ...cfg, workers: { ...cfg.workers, transport } };
+      expect(refusal(() => resolveConfig(inside)).field).toBe('workers.transport');
+    }
     const plan = resolveConfig({ ...cfg, workers: { ...cfg.workers, rendezvous: { dir: 'rv' } } }, { baseDir: '/x' });
     expect(plan.rendezvous).toEqual({ dir: '/x/rv', timeoutMs: 120_000 });
     expect(plan.transport).toBe('tcp');

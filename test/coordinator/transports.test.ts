@@ -1,7 +1,8 @@
-// The transport is physical (issue #13): every example run on Unix sockets, loopback TCP and worker
-// threads gives one ReproHash and one behaviour digest, the golden ones; a run checkpointed on one
+// The transport is physical (issue #13): every example run on Unix sockets, loopback TCP, worker
+// threads and inline (the coordinator's own thread) gives one ReproHash and one behaviour digest,
+// the golden ones; a run checkpointed on one
 // transport resumes on another with the uninterrupted run's ReproHash; replay, diff and verify work
-// on thread runs; the in-process test transport gives the goldens too; and a thread run's coordinator exits as soon as it has printed its result (no
+// on thread runs; and a thread run's coordinator exits as soon as it has printed its result (no
 // worker thread keeps it alive). Real workers, real threads, real files. Not the thread failure
 // cases (thread-isolation.test.ts).
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -13,7 +14,6 @@ import { defaultConfigs } from '../../coordinator/diff0/verify.js';
 import { runSession } from '../../coordinator/session/run.js';
 import { committedIds, detsim, detsimTimed, runAndKill } from '../checkpoint/cli.js';
 import { prepareRuntimesFor } from '../cross-lang/example-runtimes.js';
-import { startInline } from '../inline-transport.js';
 import { builtWorkersFor, loadPlan, loggedWorkerRuns, osThreadCount, readRun, tmpOut } from './helpers.js';
 
 const examples = defaultConfigs('examples');
@@ -44,11 +44,11 @@ async function runOn(config: string, transport: Transport, steps: number) {
 const reproHashOf = (stdout: string) => /repro hash\s+([0-9a-f]{16})/.exec(stdout)?.[1];
 
 describe('one ReproHash across transports', () => {
-  expect(TRANSPORTS).toEqual(['unix', 'tcp', 'thread']);
+  expect(TRANSPORTS).toEqual(['unix', 'tcp', 'thread', 'inline']);
 
   for (const config of examples) {
     it(
-      `${config}: unix, tcp and thread each give its golden ReproHash and behaviour digest`,
+      `${config}: unix, tcp, thread and inline each give its golden ReproHash and behaviour digest`,
       { timeout: 600_000 },
       async (ctx) => {
         const skip = prepareRuntimesFor(config);
@@ -62,11 +62,12 @@ describe('one ReproHash across transports', () => {
             reproHash: g.reproHash,
             behaviourDigest: g.behaviourDigest,
           });
-          // The transport was really used: TypeScript workers on threads, the others in processes.
+          // The transport was really used: TypeScript workers on threads or inline, the others in processes.
+          const hosted = (transport === 'thread' || transport === 'inline') && transport;
           const expected = Object.fromEntries(
             plan.workers.map((w) => [
               w.workerId,
-              transport === 'thread' && (w.runtime ?? 'typescript') === 'typescript' ? 'thread' : 'process',
+              hosted && (w.runtime ?? 'typescript') === 'typescript' ? hosted : 'process',
             ]),
           );
           expect(r.runs).toEqual(expected);
@@ -76,28 +77,10 @@ describe('one ReproHash across transports', () => {
   }
 });
 
-describe('the in-process test transport (test/inline-transport.ts)', () => {
-  for (const config of [LIF, 'examples/forage-walkers.yaml']) {
-    it(`${config}: every worker in the coordinator's thread gives its golden ReproHash and behaviour digest`, async () => {
-      const g = readGolden(DEFAULT_GOLDEN_DIR, exampleName(config))!;
-      const r = await runSession(config, {
-        outDir: tmpOut(),
-        steps: g.steps,
-        onWarning: () => undefined,
-        hooks: { startWorker: startInline },
-      });
-      expect([r.reproHash, r.behaviourDigest]).toEqual([g.reproHash, g.behaviourDigest]);
-      // It was really inline: run.log says so of every worker (no process, no thread).
-      const runs = loggedWorkerRuns(readFileSync(join(r.runDir, 'run.log'), 'utf8'));
-      expect(Object.keys(runs).length).toBe(loadPlan(config).workers.length);
-      expect(new Set(Object.values(runs))).toEqual(new Set(['inline']));
-    });
-  }
-});
-
 describe.each([
   ['thread', 'unix'],
   ['unix', 'thread'],
+  ['inline', 'unix'],
 ] as const)('resume across transports: checkpointed on %s, resumed on %s', (from, to) => {
   it(
     "SIGKILLed after a committed checkpoint, resumed on the other transport: the uninterrupted run's (golden) ReproHash",
@@ -126,7 +109,7 @@ describe.each([
         .filter((l) => l.includes('"workers spawned"'));
       expect(spawned).toHaveLength(2);
       const kinds = (line: string) => [...new Set(Object.values(loggedWorkerRuns(line)))];
-      const kind = (t: Transport) => (t === 'thread' ? 'thread' : 'process');
+      const kind = (t: Transport) => (t === 'thread' || t === 'inline' ? t : 'process');
       expect(spawned.map(kinds)).toEqual([[kind(from)], [kind(to)]]);
     },
   );
