@@ -275,6 +275,18 @@ function checkReceiptFromReproFiles(runDir: string, scratch: string, golden: str
 }
 
 describe('segmented trace in a real run', () => {
+  it('detsim run --segment-steps N seals a segment every N steps; 0 or a non-number is refused naming the flag', () => {
+    const out = tmpDir('detsim-segment-steps-');
+    const r = detsim(['run', 'examples/lif-pair.yaml', '--steps', '10', '--segment-steps', '4', '--out', out]);
+    expect(r.status, r.stderr).toBe(0);
+    expect(readTraceIndex(join(out, 'lif-pair-1')).map((s) => s.steps)).toEqual([4, 4, 2]);
+    for (const bad of ['0', 'four']) {
+      const refused = detsim(['run', 'examples/lif-pair.yaml', '--segment-steps', bad, '--out', out]);
+      expect(refused.status).toBe(2);
+      expect(refused.stderr.trim()).toMatch(/^detsim: \[struct_invalid_field\] --segment-steps: /);
+    }
+  }, 120_000);
+
   it('the forage-walkers golden reproduces; the receipt binds, not copies, and hashes the repro files; diff refuses a damaged segment', async () => {
     const golden = JSON.parse(readFileSync('fixtures/golden/forage-walkers.json', 'utf8')) as {
       steps: number;

@@ -3,8 +3,9 @@
 // a numpy array, and a TypeScript model importing detsim/sdk, both beside the config; a run, the same
 // run SIGKILLed after a checkpoint and resumed (DIFF=0 with the uninterrupted one); the config, models
 // and run directory (without its store) copied to a colleague's directory with another HOME and replayed
-// there (DIFF=0). And the variants that must fail by name: a lossy capture (strict mode), a model
-// whose behaviour depends on its own path (DIFF≠0 naming the field), a changed model source.
+// there (DIFF=0); the same study on the inline transport (DIFF=0). And the variants that must fail
+// by name: a lossy capture (strict mode), a model whose behaviour depends on its own path (DIFF≠0
+// naming the field), a changed model source.
 import { spawn, spawnSync } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -148,6 +149,13 @@ describe('a researcher’s own models, outside the checkout, reproduced by a col
     expect(resumed.status, resumed.stderr).toBe(0);
     const diff = detsim(['diff', join(lab, 'runs/study-1'), runDir], lab);
     expect(diff.stdout, diff.stderr).toMatch(/^DIFF=0: the same run \(ReproHash [0-9a-f]{16}, 300 steps\)/);
+  }, 240_000);
+
+  it('the same study with --transport inline (its TypeScript model in the coordinator thread, Python still a process): DIFF=0', () => {
+    const inline = detsim(['run', 'study.yaml', '--transport', 'inline', '--out', 'inline'], lab);
+    expect(inline.status, inline.stderr).toBe(0);
+    const diff = detsim(['diff', join(lab, 'runs/study-1'), join(lab, 'inline/study-1')], lab);
+    expect(diff.stdout, diff.stderr).toMatch(/^DIFF=0: the same run/);
   }, 240_000);
 
   it('a colleague with the config, the models and the run directory (no store), elsewhere and with another HOME, replays it: DIFF=0', () => {
