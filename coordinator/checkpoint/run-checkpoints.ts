@@ -157,8 +157,9 @@ export class CheckpointRun implements RunExtension {
    * capture; it hashes off the step loop): this run's groups take it instead of hashing each step.
    */
   readonly behaviourAt = (boundary: bigint): BehaviourPrefix => {
-    const { state, steps } = this.context.traces.hashState();
-    if (steps !== boundary) throw new Error(`checkpoints: the trace holds ${steps} steps at boundary ${boundary}`);
+    const { state, steps } = this.context.traces.durable();
+    if (BigInt(steps) !== boundary)
+      throw new Error(`checkpoints: the trace holds ${steps} durable steps at boundary ${boundary}`);
     return { baseEpoch: this.baseEpoch, steps: boundary.toString(), state };
   };
 

@@ -116,9 +116,10 @@ export interface TraceSink {
   close(): void | Promise<void>;
   /** After sync(): the digest of the index so far (indexDigestOf), recorded by each capture. */
   indexDigest(): string;
-  /** After sync(): the behaviour digest's state over every step in the trace, which a checkpoint carries. */
-  hashState(): { state: Sha256State; steps: bigint };
-  /** The digest's state over the steps whose index line is written (all of them after a sync that did not fail). */
+  /**
+   * The behaviour digest's state over the steps whose index line is written: after a sync that did
+   * not fail, every appended step (what a checkpoint at that boundary carries).
+   */
   durable(): { state: Sha256State; steps: number };
 }
 
@@ -187,11 +188,6 @@ export class SegmentedTraceWriter implements TraceSink {
   /** indexDigestOf the index as written so far (after `sync()`: every step appended; a capture records it). */
   indexDigest(): string {
     return this.indexHash.copy().digest('hex');
-  }
-
-  hashState(): { state: Sha256State; steps: bigint } {
-    if (this.lines.length > 0 || this.inFlight > 0) throw new Error('trace writer: hashState() before sync()');
-    return { state: this.hashes.digest, steps: this.nextStep };
   }
 
   durable(): { state: Sha256State; steps: number } {

@@ -76,34 +76,31 @@ async function checkpointAt2(s: Session): Promise<Buffer> {
   return (await s.ck.store.load(rec.checkpointId)).bytes;
 }
 
-/** Re-encode an envelope with one payload's last byte XOR 0xff (digests agree with the new bytes). */
-function corrupt(bytes: Buffer, name: string): Buffer {
+/** Re-encode an envelope with one payload's bytes replaced by `change` of them (digests agree with the new bytes). */
+function withPayload(bytes: Buffer, name: string, change: (b: Buffer) => Buffer): Buffer {
   const d = decodeEnvelope(bytes);
   const { payloads: _drop, ...manifest } = d.manifest;
   return encodeEnvelope(
     manifest,
-    d.payloads.map((p) => {
-      if (p.name !== name) return { name: p.name, bytes: p.bytes };
-      const b = Buffer.from(p.bytes);
-      b[b.length - 1]! ^= 0xff;
-      return { name: p.name, bytes: b };
-    }),
+    d.payloads.map((p) => ({ name: p.name, bytes: p.name === name ? change(Buffer.from(p.bytes)) : p.bytes })),
   );
 }
 
-/** Re-encode with one JSON payload replaced by `edit` of it (canonical again; digests agree with the new bytes). */
+/** One payload's last byte XOR 0xff. */
+function corrupt(bytes: Buffer, name: string): Buffer {
+  return withPayload(bytes, name, (b) => {
+    b[b.length - 1]! ^= 0xff;
+    return b;
+  });
+}
+
+/** One JSON payload replaced by `edit` of it, canonical again. */
 function editPayload(bytes: Buffer, name: string, edit: (v: Record<string, any>) => void): Buffer {
-  const d = decodeEnvelope(bytes);
-  const { payloads: _drop, ...manifest } = d.manifest;
-  return encodeEnvelope(
-    manifest,
-    d.payloads.map((p) => {
-      if (p.name !== name) return { name: p.name, bytes: p.bytes };
-      const v = JSON.parse(Buffer.from(p.bytes).toString('utf8')) as Record<string, any>;
-      edit(v);
-      return { name: p.name, bytes: Buffer.from(canonicalize(v), 'utf8') };
-    }),
-  );
+  return withPayload(bytes, name, (b) => {
+    const v = JSON.parse(b.toString('utf8')) as Record<string, any>;
+    edit(v);
+    return Buffer.from(canonicalize(v), 'utf8');
+  });
 }
 
 /** Re-encode with the manifest edited. */
