@@ -218,12 +218,7 @@ function stageRecoveryCut(
 
 /** The loss as it is, saying why it was not recovered from. */
 function cannot(lost: RunFailure, why: string): RunFailure {
-  return new RunFailure(lost.kind, `${lost.detail}; ${why}`, {
-    workerId: lost.workerId,
-    agentIds: lost.agentIds,
-    step: lost.step,
-    phase: lost.phase,
-  });
+  return lost.withDetail(`${lost.detail}; ${why}`);
 }
 
 function epochNumber(epoch: Id): number {

@@ -56,9 +56,11 @@ export interface StepOptions {
    * time in arrival order, so Prepare(k+1) runs after its own Commit(k). Still, Advance(k+1) is
    * only ever sent after every Commit(k) succeeded; a failed Commit fails the epoch with the
    * pipelined Prepares left unawaited. The caller must not ask for it past the run's last step, or
-   * when it needs every agent Ready at boundary k+1 (a capture). Default false: lockstep-v1's
-   * Phase D (docs/spec/lockstep.md) allows the next Prepare only after every Commit succeeded, which
-   * pipelining relaxes (agents on other workers may have prepared k+1 when one Commit fails).
+   * when it needs every agent Ready at boundary k+1 (a capture). Lockstep-v1's Phase D
+   * (docs/spec/lockstep.md) allows the next Prepare only after every Commit succeeded, which
+   * pipelining relaxes (agents on other workers may have prepared k+1 when one Commit fails): a
+   * failed Commit then names the Prepare that rode behind it (RunFailure.pipelinedPrepare). The
+   * session loop asks for it by default (SessionOptions.pipeline).
    */
   prepareNext?: boolean;
 }
@@ -131,7 +133,7 @@ interface Committed {
 }
 
 /** The worker, phase and step a failure names (a RunFailure's context). */
-type Site = { workerId: Id; agentIds: Id[]; step: string; phase: RunPhase };
+type Site = { workerId: Id; agentIds: Id[]; step: string; phase: RunPhase; pipelinedPrepare?: string };
 
 /**
  * Something that went wrong inside a step, before it is a RunFailure: a reply that breaks the
@@ -169,7 +171,8 @@ async function runFailureOf(e: unknown, call?: CallSite): Promise<unknown> {
   if (e instanceof StepFault) return e.toRunFailure();
   if (!call || e instanceof RunFailure) return e;
   if (e instanceof DetsimError) return new RunFailure('protocol', e.message, call.site);
-  return diagnoseCallFailure(e, call.worker, call.site.step, call.site.phase, call.deadlineMs);
+  const f = await diagnoseCallFailure(e, call.worker, call.site.step, call.site.phase, call.deadlineMs);
+  return call.site.pipelinedPrepare === undefined ? f : f.withPipelinedPrepare(call.site.pipelinedPrepare);
 }
 
 export function epochId(n: number): Id {
@@ -602,6 +605,8 @@ export class Lockstep {
     const pending: PendingPrepare = { step: k + 1n, replies: [], order: [] };
     const byWorker = new Map<Id, Promise<Reply<AgentPrepareResult>>>();
     const committed = await this.dispatch(this.fleet.agents, hooks, async (w) => {
+      // Never after an abort: the run is stopping.
+      const behind = prepareNext && !this.opts.signal?.aborted;
       const commit = this.call(
         w,
         METHODS.agentCommit,
@@ -616,9 +621,9 @@ export class Lockstep {
         },
         'commit',
         this.plan.deadlines.stepMs,
+        behind ? next : undefined,
       );
-      // Never after an abort: the run is stopping.
-      if (prepareNext && !this.opts.signal?.aborted) {
+      if (behind) {
         const p = this.sendPrepare(w, k + 1n, pending.order);
         p.catch(() => undefined); // observed by step k+1, or dropped with a failed epoch
         byWorker.set(w.plan.workerId, p);
@@ -819,9 +824,11 @@ export class Lockstep {
     params: ParamsOf<M>,
     phase: RunPhase,
     deadlineMs: number,
+    pipelinedPrepare?: string,
   ): Promise<Reply<ResultOf<M>>> {
     // scope.step is this.scope(k).step, already the decimal string a Site carries.
     const ctx: Site = { workerId: w.plan.workerId, agentIds: w.plan.agentIds, step: scope.step, phase };
+    if (pipelinedPrepare !== undefined) ctx.pipelinedPrepare = pipelinedPrepare;
     let requestId: string | undefined;
     for (let attempt = 0; ; attempt++) {
       try {

@@ -47,6 +47,11 @@ export interface RunFailureContext {
   agentIds?: readonly Id[];
   step?: string | null;
   phase: RunPhase;
+  /**
+   * A Commit's failure while the same worker's Prepare of the next step rode behind it on the
+   * stream (pipelining, lockstep StepOptions.prepareNext): that next step, named in the message.
+   */
+  pipelinedPrepare?: string;
 }
 
 /**
@@ -60,6 +65,8 @@ export class RunFailure extends Error {
   readonly step: string | null;
   readonly phase: RunPhase;
   readonly detail: string;
+  /** Set when the failed call was a Commit with this next step's Prepare pipelined behind it. */
+  readonly pipelinedPrepare: string | undefined;
   /** The run directory whose summary.json records this failure, once written. */
   runDir: string | undefined;
   /**
@@ -77,13 +84,37 @@ export class RunFailure extends Error {
     this.step = ctx.step ?? null;
     this.phase = ctx.phase;
     this.detail = detail;
+    this.pipelinedPrepare = ctx.pipelinedPrepare;
+  }
+
+  /** Who and where this failure concerns, as given to its constructor. */
+  context(): RunFailureContext {
+    const ctx = { workerId: this.workerId, agentIds: this.agentIds, step: this.step, phase: this.phase };
+    return this.pipelinedPrepare === undefined ? ctx : { ...ctx, pipelinedPrepare: this.pipelinedPrepare };
+  }
+
+  /** The same failure (kind, worker, step, phase, reason) with another detail, e.g. more said after `;`. */
+  withDetail(detail: string): RunFailure {
+    return this.copy(detail, this.context());
+  }
+
+  /** The same failure, saying that the Prepare of step `next` was in flight behind the failed call. */
+  withPipelinedPrepare(next: string): RunFailure {
+    return this.copy(this.detail, { ...this.context(), pipelinedPrepare: next });
+  }
+
+  private copy(detail: string, ctx: RunFailureContext): RunFailure {
+    const f = new RunFailure(this.kind, detail, ctx);
+    f.reason = this.reason;
+    return f;
   }
 
   private static describe(kind: RunFailureKind, detail: string, ctx: RunFailureContext): string {
     const who = ctx.workerId
       ? `worker ${ctx.workerId}${ctx.agentIds && ctx.agentIds.length > 0 ? ` (agents ${ctx.agentIds.join(', ')})` : ctx.workerId === 'worker-env' ? ' (environment)' : ''}`
       : 'the run';
-    const where = `${ctx.step !== undefined && ctx.step !== null ? `step ${ctx.step}, ` : ''}phase ${ctx.phase}`;
+    const behind = ctx.pipelinedPrepare ? ` (the Prepare of step ${ctx.pipelinedPrepare} pipelined behind it)` : '';
+    const where = `${ctx.step !== undefined && ctx.step !== null ? `step ${ctx.step}, ` : ''}phase ${ctx.phase}${behind}`;
     const what: Record<RunFailureKind, string> = {
       'never-ready': 'never became ready',
       'worker-exited': 'died',

@@ -121,11 +121,12 @@ export interface SessionOptions {
   /** Optional plug-in around the step loop (checkpoints: coordinator/checkpoint/run-checkpoints.ts). */
   extension?: RunExtension;
   /**
-   * Opt-in, default false: pipeline each step's Prepare behind the previous step's Commits
-   * (lockstep StepOptions.prepareNext); never past the last step nor into a boundary the extension
-   * needs Ready. Behaviour traces are the same either way, but it relaxes lockstep-v1's Phase D
+   * Default true: pipeline each step's Prepare behind the previous step's Commits (lockstep
+   * StepOptions.prepareNext); never past the last step nor into a boundary the extension needs
+   * Ready (a capture). Behaviour traces are the same either way; it relaxes lockstep-v1's Phase D
    * rule (the next Prepare only after every Commit succeeded): when one Commit fails, agents on
-   * other workers may already have prepared the next step. The session fails either way.
+   * other workers may already have prepared the next step, and the failure says so. The epoch
+   * fails either way. `false`: Phase D exactly, one more dependent round trip per step.
    */
   pipeline?: boolean;
   /** `--verbose`: Python workers put a model's traceback in its failure message. */
@@ -393,7 +394,7 @@ async function stepLoop(
       throw new RunFailure('aborted', `the ${kind} was interrupted`, { step: String(k), phase: 'prepare' });
     // Prepare(k+1) may ride behind Commit(k) unless k+1 is the end or the extension captures there.
     const prepareNext =
-      (opts.pipeline ?? false) && k + 1 < steps && !(opts.extension?.needsReadyAt?.(BigInt(k + 1)) ?? false);
+      (opts.pipeline ?? true) && k + 1 < steps && !(opts.extension?.needsReadyAt?.(BigInt(k + 1)) ?? false);
     const trace = await lockstep.step({ prepareNext });
     const behaviourText = canonicalBehaviour(trace.behaviour);
     const digestText =
@@ -438,12 +439,7 @@ async function replaceGroup(
 /** A recovery that itself failed ends the run as the loss it tried to recover from, saying how it failed. */
 function recoveryFailed(lost: RunFailure, e: unknown): RunFailure {
   const why = e instanceof Error ? e.message : String(e);
-  return new RunFailure(lost.kind, `${lost.detail}; recovery failed: ${why}`, {
-    workerId: lost.workerId,
-    agentIds: lost.agentIds,
-    step: lost.step,
-    phase: lost.phase,
-  });
+  return lost.withDetail(`${lost.detail}; recovery failed: ${why}`);
 }
 
 /** How long a worker death that looks like an interruption waits for that interruption to reach us. */
@@ -600,11 +596,7 @@ export function writeSummary(
   } catch (e) {
     if (!isWriteFailure(e)) throw e;
     if (!failure) return RunFailure.ofWrite(e, { step, phase: 'shutdown' });
-    const folded = new RunFailure(
-      failure.kind,
-      `${failure.detail}; ${RUN_FILES.summary} was not written either (${e.code})`,
-      { workerId: failure.workerId, agentIds: failure.agentIds, step: failure.step, phase: failure.phase },
-    );
+    const folded = failure.withDetail(`${failure.detail}; ${RUN_FILES.summary} was not written either (${e.code})`);
     folded.reason = failure.reason ?? e.reason;
     return folded;
   }

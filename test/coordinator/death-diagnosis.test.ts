@@ -35,6 +35,17 @@ async function failingRun(opts: RunOptions, transport: Transport = 'unix'): Prom
   throw new Error('the run succeeded');
 }
 
+/**
+ * Where an agent worker killed just before `phase` of step 2 is found dead: Prepare(k+1) rides
+ * behind Commit(k) (pipelining, the default), so its hook (2, prepare) runs as step 1's Commits go
+ * out, and a worker killed before them fails its Commit(1); killed before (or during) step 2's
+ * Advance or Commit, it fails its Commit(2). Each names the Prepare in flight behind it.
+ */
+function pipelinedCommitAt(phase: RunPhase): string {
+  const k = phase === 'prepare' ? 1 : 2;
+  return `step ${k}, phase commit \\(the Prepare of step ${k + 1} pipelined behind it\\)`;
+}
+
 type Victim = (fleet: Fleet) => number;
 const environment: Victim = (fleet) => fleet.environment.instance.pid;
 const firstAgent: Victim = (fleet) => fleet.agents[0]!.instance.pid;
@@ -88,7 +99,9 @@ describe('death diagnosis', () => {
       const failure = await killAt(phase, firstAgent);
       expect(failure.kind, failure.message).toBe('worker-exited');
       expect(failure.message).toMatch(
-        /^worker worker-0 \(agents d-0\) died at step [23], phase (prepare|commit): process \d+ exited \(signal SIGKILL\)/,
+        new RegExp(
+          `^worker worker-0 \\(agents d-0\\) died at ${pipelinedCommitAt(phase)}: process \\d+ exited \\(signal SIGKILL\\)`,
+        ),
       );
     }
     expect(childPids()).toEqual([]);
@@ -143,7 +156,9 @@ describe('death diagnosis on the thread transport', () => {
       expect(failure.message).toMatch(
         who === 'environment'
           ? /^worker worker-env \(environment\) died at step [23], phase advance: thread \d+ exited \(terminated by the coordinator\)$/
-          : /^worker worker-0 \(agents d-0\) died at step [23], phase (prepare|commit): thread \d+ exited \(terminated by the coordinator\)$/,
+          : new RegExp(
+              `^worker worker-0 \\(agents d-0\\) died at ${pipelinedCommitAt(phase)}: thread \\d+ exited \\(terminated by the coordinator\\)$`,
+            ),
       );
       for (const w of fleet!.all()) expect(w.instance.exitInfo, w.plan.workerId).toBeDefined();
     }

@@ -63,7 +63,11 @@ describe.each(['unix', 'thread'] as const)('run failures (%s)', (transport) => {
     expect(failure.agentIds).toEqual(['w-2', 'w-3']);
     expect(failure.step).toBe('2');
     expect(failure.phase).toBe('commit');
-    expect(failure.message).toMatch(/^worker worker-1 \(agents w-2, w-3\) died at step 2, phase commit: /);
+    // Its Prepare(3) rode behind the Commit(2) it never answered (pipelining): the failure says so.
+    expect(failure.pipelinedPrepare).toBe('3');
+    expect(failure.message).toMatch(
+      /^worker worker-1 \(agents w-2, w-3\) died at step 2, phase commit \(the Prepare of step 3 pipelined behind it\): /,
+    );
     expect(failure.message).toMatch(KILLED[transport]);
     expect(elapsedMs).toBeLessThan(stepMs);
     // Nothing was committed past the failed step: two full steps in the trace, the failure recorded.

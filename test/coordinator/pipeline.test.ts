@@ -1,7 +1,8 @@
-// Pipelined Prepare (lockstep StepOptions.prepareNext, runSession's opt-in `pipeline`): Prepare(k+1)
-// really leaves behind Commit(k) before that Commit's reply, the behaviour traces equal an
-// unpipelined run's, and a boundary that a checkpoint captures is reached with every agent Ready.
-// By default (lockstep-v1 Phase D) no worker gets Prepare(k+1) before every Commit(k) replied.
+// Pipelined Prepare (lockstep StepOptions.prepareNext, runSession's `pipeline`, on by default):
+// Prepare(k+1) really leaves behind Commit(k) before that Commit's reply, the behaviour traces equal
+// an unpipelined run's, and a boundary that a checkpoint captures is reached with every agent Ready.
+// With `pipeline: false` (lockstep-v1 Phase D exactly) no worker gets Prepare(k+1) before every
+// Commit(k) replied.
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { CheckpointRun } from '../../coordinator/checkpoint/run-checkpoints.js';
@@ -32,8 +33,8 @@ describe('pipelined Prepare', () => {
       };
       return { r: await runSession(plan, opts), events };
     };
-    const piped = await run(true);
-    const plain = await run(undefined); // the default
+    const piped = await run(undefined); // the default
+    const plain = await run(false);
     const workers = plan.workers.filter((w) => w.role === 'agent').map((w) => w.workerId);
     expect(workers).toHaveLength(4);
     for (const worker of workers) {
@@ -42,7 +43,7 @@ describe('pipelined Prepare', () => {
         const commitSent = at(piped.events, worker, 'send', METHODS.agentCommit, k);
         expect(prepareNext).toBeGreaterThan(commitSent);
         expect(prepareNext).toBeLessThan(at(piped.events, worker, 'reply', METHODS.agentCommit, k));
-        // By default the same Prepare waits for EVERY worker's Commit reply (the check can fail: piped fails it).
+        // Unpipelined, the same Prepare waits for EVERY worker's Commit reply (the check can fail: piped fails it).
         const lastCommitReply = Math.max(...workers.map((w) => at(plain.events, w, 'reply', METHODS.agentCommit, k)));
         expect(at(plain.events, worker, 'send', METHODS.agentPrepare, k + 1)).toBeGreaterThan(lastCommitReply);
       }

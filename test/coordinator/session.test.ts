@@ -106,12 +106,15 @@ describe('one session loop for run and resume', () => {
       const whole = await checkpointedRun(tmpOut());
       const baseline = { int: process.listenerCount('SIGINT'), term: process.listenerCount('SIGTERM') };
       const during: { int: number; term: number }[] = [];
-      /** Hooks that note the signal listeners and abort before the Prepare of step `at`. */
+      /**
+       * Hooks that note the signal listeners and abort before the Advance of step `at` (its Prepare
+       * rode behind the Commits of step `at` - 1, so steps before `at` are all committed).
+       */
       const abortAt = (stepAt: number) => {
         const controller = new AbortController();
         const hooks = {
           beforePhase: (step: bigint, phase: string) => {
-            if (phase !== 'prepare' || step !== BigInt(stepAt)) return;
+            if (phase !== 'advance' || step !== BigInt(stepAt)) return;
             during.push({ int: process.listenerCount('SIGINT'), term: process.listenerCount('SIGTERM') });
             controller.abort();
           },

@@ -133,23 +133,28 @@ describe('durability: the real fs calls of a commit', () => {
   );
 
   it(
-    'a segmented trace: before each checkpoint is published, its segment, repro file, index and trace/ directory are fsynced, in that order',
+    'a segmented trace: before each checkpoint is written (so before it is published), its segment, repro file, index and trace/ directory are fsynced, in that order',
     { timeout: 120_000 },
     async () => {
       const { runDir, ops } = await recordedOnce();
       const traceDir = join(runDir, 'trace');
       let from = 0;
       for (const step of [2, 4]) {
-        const at = ops.findIndex(
+        // Cut where the generation is first written (after the capture, so before it is published):
+        // the run steps on while the store writes it, so a later segment may be sealed before its rename.
+        const at = ops.findIndex((o) => basename(o.path) === `tmp-ckpt-e1-${step}.flysess`);
+        const renamed = ops.findIndex(
           (o) => o.kind === 'rename' && o.to !== undefined && basename(o.to) === `ckpt-e1-${step}.flysess`,
         );
+        expect(at, `ckpt-e1-${step}`).toBeGreaterThan(from);
+        expect(renamed).toBeGreaterThan(at);
         expect(segmentSyncedBefore(ops.slice(from, at), traceDir), `ckpt-e1-${step}`).toEqual([]);
         from = at + 1;
       }
       // The control: the same record without the directory fsync, or without the index fsync, is caught.
       const first = ops.slice(
         0,
-        ops.findIndex((o) => o.kind === 'rename' && o.to !== undefined && basename(o.to) === 'ckpt-e1-2.flysess'),
+        ops.findIndex((o) => basename(o.path) === 'tmp-ckpt-e1-2.flysess'),
       );
       const without = (kind: string, path: string) => first.filter((o) => !(o.kind === kind && o.path === path));
       expect(segmentSyncedBefore(without('fsync', traceDir), traceDir)).toEqual([
