@@ -87,6 +87,11 @@ const AgentGroupSchema = z.strictObject({
 export const WORKER_RUNTIMES = ['typescript', 'rust', 'python'] as const;
 /** Runtimes the environment worker can run on (the Rust worker hosts agents only). */
 export const ENVIRONMENT_RUNTIMES = ['typescript', 'python'] as const;
+/**
+ * `environment.transport`: `inline` hosts the (TypeScript) environment in the coordinator's own
+ * thread whatever `workers.transport` says; absent, the environment uses `workers.transport`.
+ */
+export const ENVIRONMENT_TRANSPORTS = ['inline'] as const;
 /** The runtime of one worker process: the TypeScript, Rust or Python worker. */
 export type WorkerRuntimeName = (typeof WORKER_RUNTIMES)[number];
 const isRuntime = (v: unknown): v is WorkerRuntimeName => (WORKER_RUNTIMES as readonly unknown[]).includes(v);
@@ -128,6 +133,8 @@ const TopSchema = z.strictObject({
     model: ModelSchema,
     params: ParamsSchema.optional(),
     runtime: z.enum(ENVIRONMENT_RUNTIMES).optional(),
+    /** `inline`: the environment in the coordinator's thread, the agents on workers.transport (physical). */
+    transport: z.enum(ENVIRONMENT_TRANSPORTS).optional(),
   }),
   agents: z.union([z.array(z.unknown()).min(1), z.record(z.string(), z.unknown())]),
   workers: z
@@ -222,6 +229,12 @@ export interface RunPlan {
   workers: PlannedWorker[];
   agentsPerWorker: number;
   transport: Transport;
+  /**
+   * `inline` (`environment.transport: inline`): the environment worker runs in the coordinator's own
+   * thread, no isolation (trusted models only), while the agent workers use `transport`. TypeScript
+   * environments only. Physical like `transport`: recorded in launch.json, never in run.json or a hash.
+   */
+  environmentTransport?: 'inline';
   /** Heap limit of each worker thread (MiB) when the transport is thread. */
   threadHeapMb: number;
   deadlines: { startupMs: number; stepMs: number; captureMs: number };
@@ -692,6 +705,7 @@ export function resolveConfig(value: unknown, opts: { baseDir?: string } = {}): 
   const workers: PlannedWorker[] = [{ workerId: ENVIRONMENT_WORKER_ID, role: 'environment', agentIds: [] }];
   if (cfg.environment.runtime !== undefined) workers[0]!.runtime = cfg.environment.runtime;
   checkEnvironmentRuntime(envModel, cfg.environment.runtime);
+  checkEnvironmentTransport(cfg.environment.transport, cfg.environment.runtime);
   const planned: PlannedAgent[] = agents.map((a, i) => {
     const w = Math.floor(i / agentsPerWorker);
     const workerId = `worker-${w}`;
@@ -726,6 +740,7 @@ export function resolveConfig(value: unknown, opts: { baseDir?: string } = {}): 
     workers,
     agentsPerWorker,
     transport: cfg.workers?.transport ?? (rendezvous ? 'tcp' : 'unix'),
+    ...(cfg.environment.transport ? { environmentTransport: cfg.environment.transport } : {}),
     threadHeapMb: cfg.workers?.threadHeapMb ?? DEFAULT_THREAD_HEAP_MB,
     deadlines: { ...DEFAULT_DEADLINES, ...cfg.deadlines },
     seedCollisions: collisions,
@@ -750,6 +765,24 @@ function checkEnvironmentRuntime(envModel: string, runtime: string | undefined):
       'struct_invalid_field',
       `environment.runtime: python hosts only the built-in models and python:package.module:Class models; the environment uses ${envModel}`,
       'environment.runtime',
+    );
+}
+
+/**
+ * `environment.transport: inline` hosts the environment's TypeScript runtime in the coordinator's
+ * thread: an environment on another runtime (Python) cannot be hosted so, and is refused by name.
+ * Also checked on a resume's plan (its `--environment-transport` override: checkpoint/resume.ts).
+ */
+export function checkEnvironmentTransport(
+  transport: 'inline' | undefined,
+  runtime: string | undefined,
+  field = 'environment.transport',
+): void {
+  if (transport === 'inline' && runtime !== undefined && runtime !== 'typescript')
+    throw new DetsimError(
+      'struct_invalid_field',
+      `${field}: inline hosts a TypeScript environment in the coordinator's thread; environment.runtime is ${runtime}`,
+      field,
     );
 }
 

@@ -26,7 +26,13 @@ import { DetsimError } from '../../core/formats/errors.js';
 import type { Id } from '../../core/formats/scalars.js';
 import type { WorkerCommand } from '../launch/launcher.js';
 import { epochId } from '../session/lockstep.js';
-import type { LauncherKind, PlannedWorker, RunPlan, Transport } from '../config.js';
+import {
+  checkEnvironmentTransport,
+  type LauncherKind,
+  type PlannedWorker,
+  type RunPlan,
+  type Transport,
+} from '../config.js';
 import { readLaunchFacts, relaunchPlan } from '../launch/launch-facts.js';
 import { findExistingWorkers } from '../session/run.js';
 import { checkSlurmLauncher } from '../slurm/srun.js';
@@ -80,6 +86,11 @@ export interface ResumeOptions extends Omit<SessionOptions, 'extension'> {
   transport?: Transport;
   /** Start the workers this way instead of the launcher launch.json records (physical, like the transport). */
   launcher?: LauncherKind;
+  /**
+   * Host the environment inline in this thread (`inline`) or on the workers' transport (`workers`)
+   * instead of what launch.json records (physical, like the transport: the ReproHash is the same).
+   */
+  environmentTransport?: 'inline' | 'workers';
   /** Test hook: replace some workers' command. */
   commandFor?: (w: PlannedWorker) => WorkerCommand | undefined;
   /** Recover lost workers from the resumed run's checkpoints (`--max-restarts N`: recovery.ts recoveryWith). */
@@ -173,11 +184,16 @@ export function epochsSeen(runDir: string, first: Id): number {
 
 /**
  * The plan a resume launches: run.json's composition, started the way launch.json records (launcher,
- * placement, TLS; `--launcher`/`--transport` override), checked before anything starts.
+ * placement, TLS, inline environment; `--launcher`/`--transport`/`--environment-transport` override),
+ * checked before anything starts.
  */
 function relaunchPlanFor(runDir: string, recorded: RunPlan, opts: ResumeOptions): RunPlan {
   const relaunched = relaunchPlan(recorded, readLaunchFacts(runDir), runDir, opts.launcher);
-  const plan = opts.transport ? { ...relaunched, transport: opts.transport } : relaunched;
+  const plan: RunPlan = { ...relaunched, ...(opts.transport ? { transport: opts.transport } : {}) };
+  if (opts.environmentTransport === 'workers') delete plan.environmentTransport;
+  if (opts.environmentTransport === 'inline') plan.environmentTransport = 'inline';
+  const envRuntime = plan.workers.find((w) => w.role === 'environment')?.runtime;
+  checkEnvironmentTransport(plan.environmentTransport, envRuntime, '--environment-transport');
   checkWorkerTls(plan);
   checkSlurmLauncher(plan);
   return plan;

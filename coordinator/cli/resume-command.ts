@@ -10,11 +10,13 @@ import { DetsimError, isDetsimError } from '../../core/formats/errors.js';
 import { readId } from '../../core/formats/scalars.js';
 import { MAX_RESTARTS_HELP, checkpointSummaryLines, recoverFromFlag } from './checkpoint-flags.js';
 import {
+  ENVIRONMENT_TRANSPORT_HELP,
   TRANSPORT_HELP,
   action,
   ExitError,
   formatError,
   readChoiceFlag,
+  readEnvironmentTransportFlag,
   readStepsFlag,
   readTransportFlag,
   writeStdout,
@@ -27,6 +29,7 @@ interface ResumeCommandOptions {
   checkpointEvery?: string;
   maxRestarts?: string;
   transport?: string;
+  environmentTransport?: string;
   launcher?: string;
   json?: boolean;
   verbose?: boolean;
@@ -66,6 +69,7 @@ export function registerResume(program: Command): void {
     )
     .option('--max-restarts <n>', MAX_RESTARTS_HELP)
     .option('--transport <t>', TRANSPORT_HELP)
+    .option('--environment-transport <t>', `${ENVIRONMENT_TRANSPORT_HELP} (default: as launch.json records)`)
     .option(
       '--launcher <kind>',
       `how workers start: ${LAUNCHERS.join(' | ')} (default: as the run recorded in launch.json; slurm needs an allocation)`,
@@ -75,6 +79,7 @@ export function registerResume(program: Command): void {
     .action(
       action(async (runDir: string, opts: ResumeCommandOptions) => {
         const transport = readTransportFlag(opts.transport);
+        const environmentTransport = readEnvironmentTransportFlag(opts.environmentTransport);
         const launcher = readChoiceFlag<LauncherKind>(opts.launcher, LAUNCHERS, '--launcher');
         const checkpointId = opts.checkpoint === undefined ? undefined : readId(opts.checkpoint, '--checkpoint');
         const steps = readStepsFlag(opts.steps);
@@ -89,6 +94,7 @@ export function registerResume(program: Command): void {
             ...(steps !== undefined ? { steps } : {}),
             ...(every !== undefined ? { checkpointEvery: every } : {}),
             ...(transport ? { transport } : {}),
+            ...(environmentTransport ? { environmentTransport } : {}),
             ...(launcher ? { launcher } : {}),
             ...recover,
             onProgress: progressLine(),

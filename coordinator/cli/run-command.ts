@@ -4,7 +4,7 @@
 import cliProgress from 'cli-progress';
 import type { Command } from 'commander';
 import { resolve } from 'node:path';
-import { LAUNCHERS, loadConfig, type LauncherKind, type RunPlan } from '../config.js';
+import { LAUNCHERS, checkEnvironmentTransport, loadConfig, type LauncherKind, type RunPlan } from '../config.js';
 import { canonicalize } from '../../core/formats/canonical-json.js';
 import { checkWorkerBinaries } from '../launch/launcher.js';
 import { checkWorkerTls } from '../launch/tls.js';
@@ -13,11 +13,13 @@ import { runSession, type RunProgress } from '../session/run.js';
 import { checkSlurmLauncher } from '../slurm/srun.js';
 import { DEFAULT_SEGMENT_STEPS } from '../trace/trace-store.js';
 import {
+  ENVIRONMENT_TRANSPORT_HELP,
   TRANSPORT_HELP,
   action,
   readChoiceFlag,
   readStepsFlag,
   readWhole,
+  readEnvironmentTransportFlag,
   readTransportFlag,
   readDispatchFlag,
   writeStdout,
@@ -33,6 +35,7 @@ interface RunCommandOptions {
   out?: string;
   dispatch?: string;
   transport?: string;
+  environmentTransport?: string;
   launcher?: string;
   json?: boolean;
   verbose?: boolean;
@@ -103,6 +106,20 @@ function withLauncherFlag(plan: RunPlan, text: string | undefined): RunPlan {
   return { ...plan, launcher: kind === 'slurm' ? { kind, srunArgs: [] } : { kind } };
 }
 
+/** `--environment-transport`: the environment inline (or not) whatever the config says; checked like the config. */
+function withEnvironmentTransportFlag(plan: RunPlan, text: string | undefined): RunPlan {
+  const chosen = readEnvironmentTransportFlag(text);
+  if (chosen === undefined) return plan;
+  const { environmentTransport: _configured, ...rest } = plan;
+  const out: RunPlan = chosen === 'inline' ? { ...rest, environmentTransport: 'inline' } : rest;
+  checkEnvironmentTransport(
+    out.environmentTransport,
+    out.workers.find((w) => w.role === 'environment')?.runtime,
+    '--environment-transport',
+  );
+  return out;
+}
+
 export function registerRun(program: Command): void {
   program
     .command('run')
@@ -115,6 +132,7 @@ export function registerRun(program: Command): void {
       `order of worker messages within a phase: ${DISPATCH_MODES.join(' | ')} (default concurrent)`,
     )
     .option('--transport <t>', TRANSPORT_HELP)
+    .option('--environment-transport <t>', ENVIRONMENT_TRANSPORT_HELP)
     .option(
       '--launcher <kind>',
       `how workers start: ${LAUNCHERS.join(' | ')} (slurm: one srun job step each, inside an allocation; overrides launcher)`,
@@ -137,9 +155,9 @@ export function registerRun(program: Command): void {
         // Every check on the config happens here, before any process starts.
         const transport = readTransportFlag(opts.transport);
         const loaded = loadConfig(configPath);
-        const plan = withLauncherFlag(
-          withTlsFlag(transport ? { ...loaded, transport } : loaded, opts.tlsDir),
-          opts.launcher,
+        const plan = withEnvironmentTransportFlag(
+          withLauncherFlag(withTlsFlag(transport ? { ...loaded, transport } : loaded, opts.tlsDir), opts.launcher),
+          opts.environmentTransport,
         );
         checkWorkerBinaries(plan);
         checkWorkerTls(plan);

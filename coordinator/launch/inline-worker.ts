@@ -3,13 +3,23 @@
 // path: the coordinator never imports workers/), reached through a Link with no thread hop. The
 // fastest transport and the only one without isolation: a model that spins hangs the coordinator,
 // one that exits ends it, one that corrupts shared state corrupts the run — for trusted models
-// only (docs/security.md). Its "death" is only ever a kill or a Shutdown. NOT the runtime itself.
+// only (docs/security.md). Its "death" is only ever a kill or a Shutdown. Also the environment alone
+// (`environment.transport: inline`), its agents on any transport or placement. NOT the runtime itself.
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import type { PlannedWorker } from '../config.js';
+import type { PlannedWorker, RunPlan } from '../config.js';
 import { WorkerClient, type Link, type ProcessExitInfo } from '../../core/protocol/index.js';
 import type { WorkerInstance } from './worker-instance.js';
 import { FROM_SOURCE, PACKAGE_ROOT } from './package-root.js';
+
+/**
+ * Whether `worker` runs inline, in the coordinator's own thread: every TypeScript worker of an inline
+ * run (`workers.transport: inline`), and a TypeScript environment with `environment.transport: inline`.
+ */
+export function runsInline(plan: RunPlan, worker: PlannedWorker): boolean {
+  if ((worker.runtime ?? 'typescript') !== 'typescript') return false;
+  return plan.transport === 'inline' || (worker.role === 'environment' && plan.environmentTransport === 'inline');
+}
 
 /** workers/inline-host.ts's entry, as the coordinator may see it (by path, structurally typed). */
 interface InlineHostModule {

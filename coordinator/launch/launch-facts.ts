@@ -1,6 +1,7 @@
 // launch.json: the physical launch facts of one run — how its workers were started (launcher kind
 // and srun flags), where they came from (placement: local, or a rendezvous directory) and whether
-// they served TLS (and where the set is, and whether it is the run's own per-run set) — written into
+// they served TLS (and where the set is, and whether it is the run's own per-run set), and whether the
+// environment ran inline in the coordinator's thread (`environment.transport: inline`) — written into
 // the run directory before any worker starts, so `detsim resume` relaunches the run the same way
 // instead of starting local plaintext workers. A file of its own beside run.json: the receipt binds
 // run.json, trace and summary only, so nothing here can reach a ReproHash or a golden.
@@ -35,6 +36,8 @@ const LAUNCH_JSON_SCHEMA = z.strictObject({
     }),
   ]),
   tls: z.union([z.null(), z.strictObject({ dir: z.string().min(1), perRun: z.boolean() })]),
+  /** `inline`: the environment ran in the coordinator's thread (absent: on the workers' transport). */
+  environmentTransport: z.literal('inline').optional(),
 });
 
 export type LaunchFacts = z.output<typeof LAUNCH_JSON_SCHEMA>;
@@ -47,6 +50,7 @@ export function launchFactsOf(plan: RunPlan, perRun: boolean): LaunchFacts {
     launcher: { kind: launcher.kind, srunArgs: launcher.srunArgs },
     placement: plan.rendezvous ? { kind: 'rendezvous', ...plan.rendezvous } : { kind: 'local' },
     tls: plan.tls ? { dir: plan.tls.dir, perRun } : null,
+    ...(plan.environmentTransport ? { environmentTransport: plan.environmentTransport } : {}),
   };
 }
 
@@ -105,9 +109,9 @@ export function readLaunchFacts(runDir: string): LaunchFacts | undefined {
 
 /**
  * The plan a resume launches with: the plan run.json rebuilds, with the recorded launcher,
- * placement and TLS (a per-run set missing from the run directory, or expiring, is made again there).
- * `launcher` overrides the recorded kind: `local` starts the workers here (dropping a rendezvous
- * placement that was Slurm's), keeping TLS. Without launch.json the plan is unchanged.
+ * placement, TLS (a per-run set missing from the run directory, or expiring, is made again there)
+ * and inline environment. `launcher` overrides the recorded kind: `local` starts the workers here
+ * (dropping a rendezvous placement that was Slurm's), keeping TLS. Without launch.json the plan is unchanged.
  */
 export function relaunchPlan(
   plan: RunPlan,
@@ -118,6 +122,7 @@ export function relaunchPlan(
   if (!facts) return launcher === 'slurm' ? { ...plan, launcher: { kind: 'slurm', srunArgs: [] } } : plan;
   const kind = launcher ?? facts.launcher.kind;
   const out: RunPlan = { ...plan };
+  if (facts.environmentTransport) out.environmentTransport = facts.environmentTransport;
   if (kind === 'slurm') out.launcher = { kind, srunArgs: facts.launcher.srunArgs };
   const rendezvousWasSlurms = facts.launcher.kind === 'slurm';
   if (facts.placement.kind === 'rendezvous' && (kind === 'slurm' || !rendezvousWasSlurms))

@@ -31,7 +31,7 @@ import { RemoteWorker, tokenRefusalOf } from './remote-worker.js';
 import { RunFailure, type RunPhase } from '../session/run-failure.js';
 import { createSocketDir } from './socket-dir.js';
 import { ThreadWorker } from './thread-worker.js';
-import { startInlineWorker } from './inline-worker.js';
+import { runsInline, startInlineWorker } from './inline-worker.js';
 import { type CoordinatorTls, checkWorkerTls, tlsChannelTo } from './tls.js';
 import { probeReason, probeWorker } from './worker-probe.js';
 import { StderrTail, type WorkerInstance } from './worker-instance.js';
@@ -41,6 +41,7 @@ import { checkPythonWorker, pythonInterpreter } from './python-runtime.js';
 import { checkModuleParams } from './module-probe.js';
 
 export { pythonInterpreter, pythonWorkerInstallCommand } from './python-runtime.js';
+export { runsInline } from './inline-worker.js';
 
 /** How to start one worker process: the command and its arguments before the worker flags. */
 export interface WorkerCommand {
@@ -524,14 +525,12 @@ function listenAddress(plan: RunPlan, socketDir: string | undefined, index: numb
   return `unix:${join(socketDir!, `w${index}.sock`)}`;
 }
 
-/** Whether `worker` runs as a thread: the thread transport hosts TypeScript workers; Rust and Python keep processes. */
+/**
+ * Whether `worker` runs as a thread: the thread transport hosts TypeScript workers (but an inline
+ * environment: runsInline); Rust and Python keep processes.
+ */
 export function runsOnThread(plan: RunPlan, worker: PlannedWorker): boolean {
-  return plan.transport === 'thread' && (worker.runtime ?? 'typescript') === 'typescript';
-}
-
-/** Whether `worker` runs inline, in the coordinator's own thread (TypeScript workers of an inline run). */
-export function runsInline(plan: RunPlan, worker: PlannedWorker): boolean {
-  return plan.transport === 'inline' && (worker.runtime ?? 'typescript') === 'typescript';
+  return plan.transport === 'thread' && (worker.runtime ?? 'typescript') === 'typescript' && !runsInline(plan, worker);
 }
 
 /** Whether `worker` runs in the coordinator's process at all (a thread or inline): no socket, no process. */
@@ -776,12 +775,13 @@ export async function launchFleet(plan: RunPlan, opts: LaunchOptions): Promise<F
     if (opts.maxAttachmentBytes !== undefined) ctx.maxAttachmentBytes = opts.maxAttachmentBytes;
     if (tls) ctx.tls = tls;
     if (secret) ctx.secret = secret;
+    // Before any starter: an inline environment stays in this thread under Slurm or rendezvous too.
+    if (runsInline(plan, w) && !opts.commandFor?.(w)) return startInlineWorker(w, inlineContext(ctx));
     const custom = opts.startWorker?.(w, ctx);
     if (custom) return custom;
     const found = opts.existing?.get(w.workerId);
     if (found) return connectExisting(w, ctx, found);
     if (runsOnThread(plan, w) && !opts.commandFor?.(w)) return startThread(w, ctx);
-    if (runsInline(plan, w) && !opts.commandFor?.(w)) return startInlineWorker(w, inlineContext(ctx));
     const cmd = opts.commandFor?.(w) ?? workerCommandFor(w, base, opts.verbose, plan.modelDirs);
     return startProcess(w, ctx, cmd, listenAddress(plan, socketDir, i));
   });

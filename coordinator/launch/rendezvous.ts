@@ -1,5 +1,6 @@
 // Worker placement by rendezvous (`workers.placement: rendezvous`): before anything is written,
-// wait until every worker of the plan has announced itself in the rendezvous directory, check each
+// wait until every worker of the plan (but an inline environment, hosted in the coordinator's thread:
+// inline-worker.ts) has announced itself in the rendezvous directory, check each
 // record (form; worker id, role, session and contract against the plan), and hand the launcher
 // where to connect. Records are read in worker-id order; fs.watch wakes the wait early, a poll
 // covers filesystems that send no events (NFS). A timeout names every missing worker.
@@ -17,6 +18,7 @@ import {
   type RendezvousRecord,
 } from '../../core/protocol/index.js';
 import type { ExistingWorker } from './launcher.js';
+import { runsInline } from './inline-worker.js';
 import { RunFailure } from '../session/run-failure.js';
 
 /** How often the directory is read when no watch event comes. */
@@ -33,7 +35,10 @@ export async function awaitRendezvous(
   signal?: AbortSignal,
 ): Promise<Map<Id, ExistingWorker>> {
   requireExistingDirectory(placement.dir, `workers.rendezvous.dir: ${placement.dir}`, 'workers.rendezvous.dir');
-  const needed = plan.workers.map((w) => w.workerId).sort();
+  const needed = plan.workers
+    .filter((w) => !runsInline(plan, w))
+    .map((w) => w.workerId)
+    .sort();
   const found = new Map<Id, ExistingWorker>();
   const deadline = performance.now() + placement.timeoutMs;
   const wake = new Wake(placement.dir);
