@@ -28,13 +28,18 @@ interface LockstepRowLike {
   /** Absent in receipts from before the transport rows: those were all unix. */
   transport?: string;
   pipeline?: boolean;
+  /** e.g. n16.p4; a side row ends in .phase-d (older receipts: .pipelined, the opt-in mode then). */
+  label?: string;
   agentStepsPerSec: number;
   echoAgentStepsPerSec: number | null;
 }
 
-/** One line per transport and worker count (pipelined rows left out), dashed: its echo. */
+/** A row beside the main grid: the Phase-D-exact row (or, in older receipts, the opt-in pipelined one). */
+const sideRow = (x: LockstepRowLike): boolean => /\.(phase-d|pipelined)$/.test(x.label ?? '');
+
+/** One line per transport and worker count (side rows left out), dashed: its echo. */
 function lockstepChart(s: SuiteReceipt, r: Receipt): string {
-  const rows = ((s.details?.rows as LockstepRowLike[] | undefined) ?? []).filter((x) => !x.pipeline);
+  const rows = ((s.details?.rows as LockstepRowLike[] | undefined) ?? []).filter((x) => !sideRow(x));
   const key = (x: LockstepRowLike): string => `${x.transport ?? 'unix'} ${x.transport === 'inline' ? 0 : x.processes}`;
   const keys = [...new Set(rows.map(key))].sort();
   const series: LineSeries[] = [];

@@ -8,12 +8,16 @@ import type { RunOptions } from '../../coordinator/session/run.js';
  * `unix`: gRPC worker processes over Unix sockets (the default). `thread`: TypeScript workers in
  * worker_threads of the coordinator's process (`workers.transport: thread`). `inline`: agents and
  * environment stepped in the coordinator's own thread, no transport (`workers.transport: inline`).
+ * `thread-env-inline`: agents on threads, the environment in the coordinator's thread
+ * (`environment.transport: inline`; the peers suite's rows).
  */
-export type BenchTransport = 'unix' | 'thread' | 'inline';
+export type BenchTransport = 'unix' | 'thread' | 'inline' | 'thread-env-inline';
 
-/** What a run on a transport needs: merged into the config's `workers` and into runSession's options. */
+/** What a run on a transport needs: merged into the config's `workers` (and `environment`) and into runSession's options. */
 export interface TransportSetup {
   workers: Record<string, unknown>;
+  /** Fields merged into the config's `environment` (e.g. its transport). */
+  environment?: Record<string, unknown>;
   runOptions: Partial<RunOptions>;
 }
 
@@ -22,14 +26,17 @@ export type TransportPlan = { available: true; setup: TransportSetup } | { avail
 /** The prefix of every skip reason, so receipts and tests can tell a skip from a failure. */
 export const NOT_AVAILABLE = 'transport not available in this build';
 
-/** Why resolveConfig refuses these `workers` fields, or null when it accepts them (a probe, no run). */
-export function configRefusal(workers: Record<string, unknown>): string | null {
+/** Why resolveConfig refuses these `workers` (and `environment`) fields, or null when it accepts them (a probe, no run). */
+export function configRefusal(
+  workers: Record<string, unknown>,
+  environment: Record<string, unknown> = {},
+): string | null {
   try {
     resolveConfig({
       sessionId: 'transport-probe',
       masterSeed: '1',
       steps: 1,
-      environment: { id: 'world', model: 'forage' },
+      environment: { id: 'world', model: 'forage', ...environment },
       agents: { count: 1, prefix: 'walker-', model: 'walker' },
       workers,
     });
@@ -41,10 +48,12 @@ export function configRefusal(workers: Record<string, unknown>): string | null {
 
 /** A transport selected through config: available exactly when this build's config accepts it. */
 function configTransport(transport: BenchTransport): TransportPlan {
-  const workers = { transport };
-  const refused = configRefusal(workers);
+  const split = transport === 'thread-env-inline';
+  const workers = { transport: split ? 'thread' : transport };
+  const environment = split ? { transport: 'inline' } : {};
+  const refused = configRefusal(workers, environment);
   if (refused !== null) return { available: false, reason: `${NOT_AVAILABLE} (config refuses it: ${refused})` };
-  return { available: true, setup: { workers, runOptions: {} } };
+  return { available: true, setup: { workers, ...(split ? { environment } : {}), runOptions: {} } };
 }
 
 /** The config `workers` fields and runSession options of a transport, or why it cannot run here. */
@@ -55,6 +64,8 @@ export function transportPlan(transport: BenchTransport): TransportPlan {
 /** How a row names where its agents run, e.g. "4 agent processes", "4 agent threads", "inline". */
 export function placement(transport: BenchTransport, workers: number): string {
   if (transport === 'inline') return "inline (the coordinator's thread, no transport)";
-  const noun = transport === 'thread' ? 'thread' : 'process';
-  return `${workers} agent ${noun}${workers === 1 ? '' : transport === 'thread' ? 's' : 'es'}`;
+  const threads = transport !== 'unix';
+  const noun = threads ? 'thread' : 'process';
+  const agents = `${workers} agent ${noun}${workers === 1 ? '' : threads ? 's' : 'es'}`;
+  return transport === 'thread-env-inline' ? `${agents}, environment inline` : agents;
 }

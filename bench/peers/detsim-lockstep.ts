@@ -45,7 +45,12 @@ export function walkerConfig(
     masterSeed: '42',
     steps: c.warmupSteps + c.steps,
     stepHz: 60,
-    environment: { id: 'world', model: 'forage', params: { width: c.width, height: c.height, food: c.food } },
+    environment: {
+      id: 'world',
+      model: 'forage',
+      params: { width: c.width, height: c.height, food: c.food },
+      ...setup.environment,
+    },
     agents: { count: c.n, prefix: 'walker-', model: 'walker' },
     workers: { agentsPerWorker: c.agentsPerWorker, ...setup.workers },
     // The machine is shared: generous deadlines so a busy neighbour slows the run, not fails it.

@@ -14,7 +14,7 @@ import { percentile } from '../lib/measure.js';
 import type { BenchSuite, Figure } from '../lib/suite.js';
 import { withLimit } from '../lib/suite.js';
 import { placement, transportPlan, type BenchTransport } from '../lib/transports.js';
-import { echoName, measureEcho, type EchoMeasure } from './lockstep-echo.js';
+import { echoName, measureEcho, type EchoMeasure, type EchoTransport } from './lockstep-echo.js';
 import { readRunTraces } from './lockstep-read.js';
 
 /** One row of the suite: where N walkers run. */
@@ -25,7 +25,7 @@ export interface LockstepRowSpec {
   /** Agent workers: processes (unix) or threads (thread); 1 for inline. */
   processes: number;
   transport: BenchTransport;
-  /** The opt-in pipelined mode (Prepare(k+1) behind Commit(k); relaxes Phase D). */
+  /** Pipelined (Prepare(k+1) behind Commit(k); the product's default) or lockstep-v1 Phase D exactly. */
   pipeline: boolean;
 }
 
@@ -34,11 +34,11 @@ export function rowSpec(
   agents: number,
   processes: number,
   transport: BenchTransport,
-  pipeline = false,
+  pipeline = true,
 ): LockstepRowSpec {
   const where = transport === 'unix' ? `p${processes}` : transport === 'thread' ? `thread${processes}` : 'inline';
   return {
-    label: `n${agents}.${where}${pipeline ? '.pipelined' : ''}`,
+    label: `n${agents}.${where}${pipeline ? '' : '.phase-d'}`,
     agents,
     processes: transport === 'inline' ? 1 : processes,
     transport,
@@ -54,7 +54,7 @@ function grid(agents: number[], processes: number[], transport: BenchTransport):
 
 export const FULL_ROWS: readonly LockstepRowSpec[] = [
   ...grid([1, 4, 16, 60], [1, 2, 4, 8], 'unix'),
-  rowSpec(16, 4, 'unix', true),
+  rowSpec(16, 4, 'unix', false),
   ...grid([1, 4, 16, 60], [1, 4], 'thread'),
   ...[1, 4, 16, 60].map((n) => rowSpec(n, 1, 'inline')),
 ];
@@ -62,7 +62,7 @@ export const FULL_ROWS: readonly LockstepRowSpec[] = [
 export const QUICK_ROWS: readonly LockstepRowSpec[] = [
   rowSpec(1, 1, 'unix'),
   rowSpec(16, 4, 'unix'),
-  rowSpec(16, 4, 'unix', true),
+  rowSpec(16, 4, 'unix', false),
   rowSpec(1, 1, 'thread'),
   rowSpec(16, 4, 'thread'),
   rowSpec(1, 1, 'inline'),
@@ -142,7 +142,7 @@ export async function measureLockstep(
   steps: number,
   warmup: number,
   tmp = tmpdir(),
-  pipeline = false,
+  pipeline = true,
   transport: BenchTransport = 'unix',
 ): Promise<LockstepMeasure> {
   const t = transportPlan(transport);
@@ -214,13 +214,19 @@ function stepFigures(m: EchoMeasure, agents: number): StepFigures {
   };
 }
 
+/** The raw echo a row's messages are compared with: the agents' transport (none inline). */
+function echoTransport(t: BenchTransport): EchoTransport | null {
+  return t === 'inline' ? null : t === 'unix' ? 'unix' : 'thread';
+}
+
 async function measureRow(spec: LockstepRowSpec, steps: number, warmup: number, tmp?: string): Promise<LockstepRow> {
   const { agents, processes, transport, pipeline } = spec;
   const run = await measureLockstep(agents, processes, steps, warmup, tmp, pipeline, transport);
+  const echoOver = echoTransport(transport);
   const echo =
-    transport === 'inline'
+    echoOver === null
       ? null
-      : stepFigures(await measureEcho(agents, processes, steps, warmup, pipeline, transport), agents);
+      : stepFigures(await measureEcho(agents, processes, steps, warmup, pipeline, echoOver), agents);
   const mine = stepFigures(run, agents);
   return {
     ...spec,
@@ -316,7 +322,9 @@ export function lockstepTable(rows: LockstepRow[], skipped: SkippedRow[] = []): 
 }
 
 function rowName(r: LockstepRowSpec): string {
-  const pipe = r.pipeline ? ', opt-in pipeline (Prepare(k+1) behind Commit(k); relaxes Phase D)' : '';
+  const pipe = r.pipeline
+    ? ''
+    : ', lockstep-v1 Phase D exactly (pipeline: false; the next Prepare after every Commit reply)';
   return `${r.agents} walker${r.agents === 1 ? '' : 's'}, ${placement(r.transport, r.processes)}${pipe}`;
 }
 
@@ -341,14 +349,16 @@ function pairFigure(
       higherIsBetter,
       samples: r.steps - r.warmup,
     },
-    limit === null || r.transport === 'inline' ? null : { name: echoName(r.transport, r.pipeline), value: limit },
+    limit === null || echoTransport(r.transport) === null
+      ? null
+      : { name: echoName(echoTransport(r.transport)!, r.pipeline), value: limit },
   );
 }
 
 /**
  * Per row: agent-steps/s, p50 and p99 step latency, CPU per agent-step of the coordinator thread,
  * of the bench process and of all processes — each beside its echo. Per row with an inline row at
- * the same N (not pipelined): its agent-steps/s beside that inline ceiling.
+ * the same N (pipelined, as the product runs; not the Phase-D-exact row): its agent-steps/s beside that inline ceiling.
  */
 export function lockstepFigures(rows: LockstepRow[]): Figure[] {
   const figures: Figure[] = [];
@@ -384,7 +394,7 @@ export function lockstepFigures(rows: LockstepRow[]): Figure[] {
     ];
     figures.push(...pairs.filter((f): f is Figure => f !== null));
     const ceiling = rows.find((x) => x.transport === 'inline' && x.agents === r.agents);
-    if (r.transport !== 'inline' && !r.pipeline && ceiling)
+    if (r.transport !== 'inline' && r.pipeline && ceiling)
       figures.push(
         withLimit(
           {

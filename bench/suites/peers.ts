@@ -1,5 +1,5 @@
 // Suite `peers`: detsim beside what researchers use instead, same machine, same run — walker agents
-// on forage on each transport (unix, thread, inline) beside Gymnasium AsyncVectorEnv and
+// on forage on each transport (unix, thread, thread with the environment inline, inline) beside Gymnasium AsyncVectorEnv and
 // SyncVectorEnv (N = 1, 4, 16), and a 256 MiB durable checkpoint commit and restore beside
 // safetensors. NOT the peers themselves (bench/peers/) and never a made-up figure.
 import { placement } from '../lib/transports.js';
@@ -110,7 +110,7 @@ export function detsimFailures(r: PeersReport): { comparison: string; reason: st
 export const peers: BenchSuite = {
   name: 'peers',
   description:
-    'detsim beside its peers in the same run: walker/forage on each transport (unix, thread, inline) vs ' +
+    'detsim beside its peers in the same run: walker/forage on each transport (unix, thread, thread with the environment inline, inline) vs ' +
     'Gymnasium AsyncVectorEnv and SyncVectorEnv (N = 1, 4, 16); 256 MiB durable commit and restore vs ' +
     'safetensors save/load (peers from bench/.venv, pinned in bench/peers/requirements.txt)',
   async run(ctx) {

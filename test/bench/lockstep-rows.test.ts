@@ -21,12 +21,7 @@ const figures = (rate: number): StepFigures => ({
   cpuUsPerAgentStep: { coordinatorThread: 50, process: 60, workerProcesses: 40, all: 100 },
 });
 
-function row(
-  agents: number,
-  processes: number,
-  transport: 'unix' | 'thread' | 'inline',
-  pipeline = false,
-): LockstepRow {
+function row(agents: number, processes: number, transport: 'unix' | 'thread' | 'inline', pipeline = true): LockstepRow {
   const echo = transport === 'inline' ? null : figures(4000);
   return {
     ...rowSpec(agents, processes, transport, pipeline),
@@ -61,11 +56,11 @@ describe('lockstep bench: transports', () => {
     expect(table).toContain(NOT_AVAILABLE);
   });
 
-  it('labels name N, where the agents run, and the pipelined mode; the tables hold every transport', () => {
+  it('labels name N, where the agents run, and the Phase-D-exact mode; the tables hold every transport', () => {
     expect(rowSpec(16, 4, 'unix').label).toBe('n16.p4');
     expect(rowSpec(16, 4, 'thread').label).toBe('n16.thread4');
     expect(rowSpec(16, 4, 'inline')).toMatchObject({ label: 'n16.inline', processes: 1 });
-    expect(rowSpec(16, 4, 'unix', true).label).toBe('n16.p4.pipelined');
+    expect(rowSpec(16, 4, 'unix', false).label).toBe('n16.p4.phase-d');
     for (const table of [QUICK_ROWS, FULL_ROWS]) {
       expect(new Set(table.map((r) => r.transport))).toEqual(new Set(['unix', 'thread', 'inline']));
       expect(new Set(table.map((r) => r.label)).size).toBe(table.length);
@@ -74,13 +69,13 @@ describe('lockstep bench: transports', () => {
 });
 
 describe('lockstep bench: figures', () => {
-  const rows = [row(16, 4, 'unix'), row(16, 4, 'unix', true), row(16, 4, 'thread'), row(16, 1, 'inline')];
+  const rows = [row(16, 4, 'unix'), row(16, 4, 'unix', false), row(16, 4, 'thread'), row(16, 1, 'inline')];
   const byId = new Map(lockstepFigures(rows).map((f) => [f.id, f]));
 
   it('a transport row: rate, p50, p99 and three CPU figures, each beside the same measure of its echo', () => {
     for (const suffix of ['', '.p50', '.p99', '.cpu.coordinator', '.cpu.process', '.cpu.all']) {
       const f = byId.get(`lockstep.n16.thread4${suffix}`)!;
-      expect(f.limit?.name).toBe('raw worker_threads postMessage echo, same messages per step');
+      expect(f.limit?.name).toBe('raw worker_threads postMessage echo, same pipelined messages per step');
       expect(f.ratio).toBeCloseTo(f.value / f.limit!.value, 12);
     }
     expect(byId.get('lockstep.n16.p4')).toMatchObject({ value: 2000, ratio: 0.5, higherIsBetter: true });
@@ -88,11 +83,11 @@ describe('lockstep bench: figures', () => {
     expect(byId.get('lockstep.n16.p4.cpu.all')?.limit?.name).toMatch(/^raw grpc-js stream echo/);
   });
 
-  it('the inline ceiling has no echo; the other rows at its N are also figured beside it, pipelined ones not', () => {
+  it('the inline ceiling has no echo; the other rows at its N are also figured beside it, Phase-D-exact ones not', () => {
     expect(byId.get('lockstep.n16.inline')).toMatchObject({ limit: null, ratio: null });
     expect(byId.get('lockstep.n16.thread4.vs-inline')).toMatchObject({ value: 2000, ratio: 0.25 });
     expect(byId.get('lockstep.n16.p4.vs-inline')?.limit?.value).toBe(8000);
-    expect(byId.has('lockstep.n16.p4.pipelined.vs-inline')).toBe(false);
+    expect(byId.has('lockstep.n16.p4.phase-d.vs-inline')).toBe(false);
     expect(byId.has('lockstep.n16.inline.vs-inline')).toBe(false);
   });
 
