@@ -56,7 +56,7 @@ const hexWords = (h: Int32Array) => [...h].map((x) => (x >>> 0).toString(16).pad
 
 export class Sha256Stream {
   private readonly h = new Int32Array(INIT);
-  private readonly w = new Int32Array(64);
+  private readonly w = new Int32Array(16);
   private readonly block = new Uint8Array(64);
   private fill = 0;
   private length = 0n;
@@ -114,35 +114,34 @@ export class Sha256Stream {
  * FIPS 180-4's compression over every whole 64-byte block of `b[off, end)`, into `h`; returns the
  * offset after the last block. Signed 32-bit arithmetic throughout (an Int32Array, `| 0` after
  * each sum, rotations written out): V8 keeps it all in small integers, where a Uint32Array's words
- * above 2^31 would be doubles.
+ * above 2^31 would be doubles. The message schedule is made as the rounds need it, in a ring of
+ * 16 words (`w`), from big-endian words read through a DataView.
  */
 function compressBlocks(h: Int32Array, w: Int32Array, b: Uint8Array, off: number, end: number): number {
-  let a, c1, c2, d, e, f, g, hh, t1, t2, x, y;
+  const view = new DataView(b.buffer, b.byteOffset, b.byteLength);
   for (; off + 64 <= end; off += 64) {
-    for (let i = 0, j = off; i < 16; i++, j += 4)
-      w[i] = (b[j]! << 24) | (b[j + 1]! << 16) | (b[j + 2]! << 8) | b[j + 3]!;
-    for (let i = 16; i < 64; i++) {
-      x = w[i - 15]!;
-      y = w[i - 2]!;
-      t1 = ((x >>> 7) | (x << 25)) ^ ((x >>> 18) | (x << 14)) ^ (x >>> 3);
-      t2 = ((y >>> 17) | (y << 15)) ^ ((y >>> 19) | (y << 13)) ^ (y >>> 10);
-      w[i] = (((t1 + w[i - 16]!) | 0) + ((t2 + w[i - 7]!) | 0)) | 0;
-    }
-    a = h[0]!;
-    c1 = h[1]!;
-    c2 = h[2]!;
-    d = h[3]!;
-    e = h[4]!;
-    f = h[5]!;
-    g = h[6]!;
-    hh = h[7]!;
+    let a = h[0]!,
+      c1 = h[1]!,
+      c2 = h[2]!,
+      d = h[3]!,
+      e = h[4]!,
+      f = h[5]!,
+      g = h[6]!,
+      hh = h[7]!;
     for (let i = 0; i < 64; i++) {
-      t1 = (((e >>> 6) | (e << 26)) ^ ((e >>> 11) | (e << 21)) ^ ((e >>> 25) | (e << 7))) + ((e & f) ^ (~e & g));
-      t1 = ((((t1 | 0) + hh) | 0) + ((K[i]! + w[i]!) | 0)) | 0;
-      t2 =
-        ((((a >>> 2) | (a << 30)) ^ ((a >>> 13) | (a << 19)) ^ ((a >>> 22) | (a << 10))) +
-          ((a & c1) ^ (a & c2) ^ (c1 & c2))) |
-        0;
+      let wi: number;
+      if (i < 16) wi = w[i] = view.getInt32(off + 4 * i);
+      else {
+        const x = w[(i - 15) & 15]!;
+        const y = w[(i - 2) & 15]!;
+        const s0 = ((x >>> 7) | (x << 25)) ^ ((x >>> 18) | (x << 14)) ^ (x >>> 3);
+        const s1 = ((y >>> 17) | (y << 15)) ^ ((y >>> 19) | (y << 13)) ^ (y >>> 10);
+        wi = w[i & 15] = (((s0 + w[i & 15]!) | 0) + ((s1 + w[(i - 7) & 15]!) | 0)) | 0;
+      }
+      const S1 = ((e >>> 6) | (e << 26)) ^ ((e >>> 11) | (e << 21)) ^ ((e >>> 25) | (e << 7));
+      const t1 = (((((S1 + ((e & f) ^ (~e & g))) | 0) + hh) | 0) + ((K[i]! + wi) | 0)) | 0;
+      const S0 = ((a >>> 2) | (a << 30)) ^ ((a >>> 13) | (a << 19)) ^ ((a >>> 22) | (a << 10));
+      const t2 = (S0 + ((a & c1) ^ (a & c2) ^ (c1 & c2))) | 0;
       hh = g;
       g = f;
       f = e;
