@@ -38,7 +38,7 @@ interface Ctx {
 }
 
 /** A classification table prepared for walking: its rules by path, direct children, and child paths memoised. */
-interface TableIndex {
+export interface TableIndex {
   readonly lookup: (path: string) => FieldRule | undefined;
   readonly children: Map<string, FieldRule[]>;
   /** pattern → key → childPath(pattern, key): a receipt repeats the same few thousand paths millions of times. */
@@ -47,7 +47,8 @@ interface TableIndex {
 
 const tableIndexes = new WeakMap<readonly FieldRule[], TableIndex>();
 
-function tableIndexOf(table: readonly FieldRule[]): TableIndex {
+/** The prepared form of a table, made once per table. */
+export function tableIndexOf(table: readonly FieldRule[]): TableIndex {
   let t = tableIndexes.get(table);
   if (t === undefined) {
     t = { lookup: fieldLookup(table), children: directChildren(table), paths: new Map() };
@@ -109,7 +110,13 @@ export function compareKeyValues(a: unknown, b: unknown): number {
   return ta < tb ? -1 : ta > tb ? 1 : 0;
 }
 
-function getPath(v: unknown, keyPath: string): unknown {
+/** The value at a dotted key path inside `v` (undefined when a step of the path is not an object). */
+export function getPath(v: unknown, keyPath: string): unknown {
+  // One key (the usual sort key, agentId): no split.
+  if (!keyPath.includes('.'))
+    return v === null || typeof v !== 'object' || Array.isArray(v)
+      ? undefined
+      : (v as Record<string, unknown>)[keyPath];
   let cur: unknown = v;
   for (const k of keyPath.split('.')) {
     if (cur === null || typeof cur !== 'object' || Array.isArray(cur)) return undefined;
@@ -123,7 +130,7 @@ function isPlainObject(v: unknown): v is Record<string, unknown> {
 }
 
 /** The sort key of a list of objects: the table's, else the first stable key every element has. */
-function sortKeyFor(list: unknown[], rule: FieldRule | undefined): string | undefined {
+export function sortKeyFor(list: unknown[], rule: FieldRule | undefined): string | undefined {
   if (rule?.order) return rule.order === 'as-written' ? undefined : rule.order;
   if (list.length === 0 || !list.every(isPlainObject)) return undefined;
   return STABLE_KEYS.find((k) => list.every((e) => (e as Record<string, unknown>)[k] !== undefined));

@@ -5,7 +5,7 @@
 // node:crypto; used only where a state must outlive the process. NOT a general crypto library.
 import { DetsimError } from '../../core/formats/errors.js';
 
-const K = new Uint32Array([
+const K = new Int32Array([
   0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5, 0xd807aa98,
   0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786,
   0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da, 0x983e5152, 0xa831c66d, 0xb00327c8,
@@ -51,11 +51,12 @@ export function readSha256State(v: unknown, field: string): Sha256State {
   return { h: o.h as string, length: o.length as string, tail: o.tail as string };
 }
 
-const rotr = (x: number, n: number) => (x >>> n) | (x << (32 - n));
+/** Eight chaining words as 64 hex digits (the words are kept as signed 32-bit integers). */
+const hexWords = (h: Int32Array) => [...h].map((x) => (x >>> 0).toString(16).padStart(8, '0')).join('');
 
 export class Sha256Stream {
-  private readonly h = new Uint32Array(INIT);
-  private readonly w = new Uint32Array(64);
+  private readonly h = new Int32Array(INIT);
+  private readonly w = new Int32Array(16);
   private readonly block = new Uint8Array(64);
   private fill = 0;
   private length = 0n;
@@ -80,10 +81,10 @@ export class Sha256Stream {
       this.fill += take;
       off = take;
       if (this.fill < 64) return this;
-      this.compress(this.block, 0);
+      compressBlocks(this.h, this.w, this.block, 0, 64);
       this.fill = 0;
     }
-    for (; off + 64 <= bytes.byteLength; off += 64) this.compress(bytes, off);
+    off = compressBlocks(this.h, this.w, bytes, off, bytes.byteLength);
     this.block.set(bytes.subarray(off), 0);
     this.fill = bytes.byteLength - off;
     return this;
@@ -91,7 +92,7 @@ export class Sha256Stream {
 
   state(): Sha256State {
     return {
-      h: [...this.h].map((x) => x.toString(16).padStart(8, '0')).join(''),
+      h: hexWords(this.h),
       length: this.length.toString(),
       tail: Buffer.from(this.block.subarray(0, this.fill)).toString('hex'),
     };
@@ -105,21 +106,20 @@ export class Sha256Stream {
     pad[0] = 0x80;
     for (let i = 0; i < 8; i++) pad[pad.length - 1 - i] = Number((bits >> BigInt(i * 8)) & 0xffn);
     copy.update(pad);
-    return [...copy.h].map((x) => x.toString(16).padStart(8, '0')).join('');
+    return hexWords(copy.h);
   }
+}
 
-  private compress(b: Uint8Array, off: number): void {
-    const w = this.w;
-    for (let i = 0; i < 16; i++)
-      w[i] = (b[off + 4 * i]! << 24) | (b[off + 4 * i + 1]! << 16) | (b[off + 4 * i + 2]! << 8) | b[off + 4 * i + 3]!;
-    for (let i = 16; i < 64; i++) {
-      const x = w[i - 15]!;
-      const y = w[i - 2]!;
-      const s0 = rotr(x, 7) ^ rotr(x, 18) ^ (x >>> 3);
-      const s1 = rotr(y, 17) ^ rotr(y, 19) ^ (y >>> 10);
-      w[i] = (w[i - 16]! + s0 + w[i - 7]! + s1) | 0;
-    }
-    const h = this.h;
+/**
+ * FIPS 180-4's compression over every whole 64-byte block of `b[off, end)`, into `h`; returns the
+ * offset after the last block. Signed 32-bit arithmetic throughout (an Int32Array, `| 0` after
+ * each sum, rotations written out): V8 keeps it all in small integers, where a Uint32Array's words
+ * above 2^31 would be doubles. The message schedule is made as the rounds need it, in a ring of
+ * 16 words (`w`), from big-endian words read through a DataView.
+ */
+function compressBlocks(h: Int32Array, w: Int32Array, b: Uint8Array, off: number, end: number): number {
+  const view = new DataView(b.buffer, b.byteOffset, b.byteLength);
+  for (; off + 64 <= end; off += 64) {
     let a = h[0]!,
       c1 = h[1]!,
       c2 = h[2]!,
@@ -129,12 +129,19 @@ export class Sha256Stream {
       g = h[6]!,
       hh = h[7]!;
     for (let i = 0; i < 64; i++) {
-      const S1 = rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25);
-      const ch = (e & f) ^ (~e & g);
-      const t1 = (hh + S1 + ch + K[i]! + w[i]!) | 0;
-      const S0 = rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22);
-      const maj = (a & c1) ^ (a & c2) ^ (c1 & c2);
-      const t2 = (S0 + maj) | 0;
+      let wi: number;
+      if (i < 16) wi = w[i] = view.getInt32(off + 4 * i);
+      else {
+        const x = w[(i - 15) & 15]!;
+        const y = w[(i - 2) & 15]!;
+        const s0 = ((x >>> 7) | (x << 25)) ^ ((x >>> 18) | (x << 14)) ^ (x >>> 3);
+        const s1 = ((y >>> 17) | (y << 15)) ^ ((y >>> 19) | (y << 13)) ^ (y >>> 10);
+        wi = w[i & 15] = (((s0 + w[i & 15]!) | 0) + ((s1 + w[(i - 7) & 15]!) | 0)) | 0;
+      }
+      const S1 = ((e >>> 6) | (e << 26)) ^ ((e >>> 11) | (e << 21)) ^ ((e >>> 25) | (e << 7));
+      const t1 = (((((S1 + ((e & f) ^ (~e & g))) | 0) + hh) | 0) + ((K[i]! + wi) | 0)) | 0;
+      const S0 = ((a >>> 2) | (a << 30)) ^ ((a >>> 13) | (a << 19)) ^ ((a >>> 22) | (a << 10));
+      const t2 = (S0 + ((a & c1) ^ (a & c2) ^ (c1 & c2))) | 0;
       hh = g;
       g = f;
       f = e;
@@ -153,4 +160,5 @@ export class Sha256Stream {
     h[6] = (h[6]! + g) | 0;
     h[7] = (h[7]! + hh) | 0;
   }
+  return off;
 }

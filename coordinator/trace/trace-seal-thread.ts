@@ -7,6 +7,7 @@ import { ModuleThreadRpc, onModuleThread, serveModuleThread } from '../module-th
 import { gzipSync } from 'node:zlib';
 import type { UnknownField } from '../receipt/canonical.js';
 import { stepRepro, UnknownTally } from '../receipt/step-repro.js';
+import { fastStepReproText } from '../receipt/step-repro-fast.js';
 import { Sha256Stream, type Sha256State } from './sha256-state.js';
 import type { TraceBehaviour } from './trace.js';
 
@@ -58,7 +59,8 @@ export function advanceHashes(input: Pick<SealInput, 'from' | 'behaviour'>): Tra
 
 /**
  * Each step's repro text: the trace line with its behaviour replaced by the rebased one (exactly
- * what streamed.ts walks when it reads the trace), so a receipt can hash these instead.
+ * what streamed.ts walks when it reads the trace), so a receipt can hash these instead. The usual
+ * step takes the proven fast path (step-repro-fast.ts), any other the general walk.
  */
 function reproOf(input: SealInput): SealedRepro {
   const lines = input.text.split('\n');
@@ -68,13 +70,45 @@ function reproOf(input: SealInput): SealedRepro {
   let base = '';
   for (let i = 0; i < behaviours.length - 1; i++) {
     const behaviour = JSON.parse(behaviours[i]!) as TraceBehaviour;
-    const step = { ...(JSON.parse(lines[i]!) as object), behaviour };
+    const rest = lineRest(lines[i]!, behaviours[i]!);
     base ||= behaviour.scope.epoch;
-    const r = stepRepro(step);
+    const fast = fastStepReproText(rest, behaviour);
+    if (fast !== undefined) {
+      texts.push(fast);
+      continue;
+    }
+    const r = stepRepro({ ...rest, behaviour });
     texts.push(r.text);
     unknown.add(r.unknownFields);
   }
   return { gz: gzipSync(Buffer.from(texts.join(','), 'utf8')), base, unknownFields: unknown.list() };
+}
+
+const BEHAVIOUR_KEY = '{"behaviour":';
+const OPERATIONAL_KEY = ',"operational":';
+
+/**
+ * A trace line's fields, as JSON.parse gives them, for a step whose behaviour is then replaced.
+ * The usual line is `{"behaviour":` + the behaviour text itself + `,"operational":` + X + `}`: the
+ * behaviour text is one complete JSON value (it was parsed), so when X parses the line is exactly
+ * `{behaviour, operational: X}`, and only X is parsed again. Any other line is parsed whole.
+ */
+export function lineRest(line: string, behaviourText: string): Record<string, unknown> {
+  const at = BEHAVIOUR_KEY.length + behaviourText.length;
+  if (
+    line.startsWith(BEHAVIOUR_KEY) &&
+    // slice + === compares as memory; startsWith at an offset goes character by character.
+    line.slice(BEHAVIOUR_KEY.length, at) === behaviourText &&
+    line.startsWith(OPERATIONAL_KEY, at) &&
+    line.endsWith('}')
+  ) {
+    try {
+      return { operational: JSON.parse(line.slice(at + OPERATIONAL_KEY.length, -1)) as unknown };
+    } catch {
+      // not that shape after all: the whole line's parse accepts or refuses it
+    }
+  }
+  return { ...(JSON.parse(line) as object) } as Record<string, unknown>;
 }
 
 /** The running hash before step 0. */
