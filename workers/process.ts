@@ -361,6 +361,7 @@ export async function runWorkerProcess(
     runtime,
     () => exit(0),
     (why) => process.stderr.write(`detsim worker ${options.workerId}: reply failed: ${why}\n`),
+    true,
   );
   server = await startWorkerServer(
     options.listen,

@@ -57,7 +57,11 @@ export interface ProcessExitInfo {
 export interface ClientOptions {
   /** Resolves when the worker's process (or thread) exits; pending calls then fail as 'process-exited'. */
   processExit?: Promise<ProcessExitInfo>;
-  /** After the link ends, wait this long for processExit before calling it 'stream-ended'. */
+  /**
+   * After the link ends, wait this long for processExit before calling it 'stream-ended'; and after
+   * the process exits, this long for the link to end (delivering the replies the worker sent before
+   * it exited) before the calls still waiting fail as 'process-exited'.
+   */
   exitGraceMs?: number;
   /** A label for messages (e.g. the worker id); defaults to the address. */
   label?: string;
@@ -146,6 +150,10 @@ export class WorkerClient {
   private failure: WorkerCallError | undefined;
   private exitInfo: ProcessExitInfo | undefined;
   private endTimer: NodeJS.Timeout | undefined;
+  /** Set when the link ended (everything the worker sent has been delivered). */
+  private linkEnded = false;
+  /** Running from the process's exit until the link ends, at most exitGraceMs. */
+  private exitTimer: NodeJS.Timeout | undefined;
   private helloResult: HelloResult | undefined;
   private readonly exitGraceMs: number;
   /** One timer for all of this client's deadlines, not one per call (a step sends several calls). */
@@ -306,10 +314,20 @@ export class WorkerClient {
   /** Tell the client its worker's process exited: pending calls fail as 'process-exited'. */
   notifyProcessExit(info: ProcessExitInfo): void {
     this.exitInfo = info;
+    // Replies the worker sent before it exited may still be on their way (a socket read after the
+    // exit was seen): let the link deliver them, so a Commit answered before the worker died in
+    // the Prepare pipelined behind it succeeds, and the failure names that Prepare.
+    if (this.linkEnded || this.pending.length === 0 || this.exitGraceMs === 0) return this.failExited();
+    this.exitTimer ??= setTimeout(() => this.failExited(), this.exitGraceMs);
+  }
+
+  private failExited(): void {
+    if (this.exitTimer) clearTimeout(this.exitTimer);
+    this.exitTimer = undefined;
     this.failAll(
       new WorkerCallError(
         'process-exited',
-        `worker ${this.label}: process exited (${describeExit(info)})`,
+        `worker ${this.label}: process exited (${describeExit(this.exitInfo!)})`,
         this.address,
         undefined,
         undefined,
@@ -395,7 +413,9 @@ export class WorkerClient {
   }
 
   private onLinkEnd(kind: LinkEndKind, why: string): void {
+    this.linkEnded = true;
     if (kind === 'protocol') return this.protocolFailure(why);
+    if (this.exitTimer) return this.failExited(); // the process had exited: everything it sent is in
     if (this.failure || this.endTimer) return;
     const fail = (): void => {
       this.endTimer = undefined;
@@ -427,6 +447,10 @@ export class WorkerClient {
     if (this.endTimer) {
       clearTimeout(this.endTimer);
       this.endTimer = undefined;
+    }
+    if (this.exitTimer) {
+      clearTimeout(this.exitTimer);
+      this.exitTimer = undefined;
     }
     if (!this.failure) this.failure = error;
     const entries = this.pending.splice(0);
