@@ -224,6 +224,18 @@ export function hydrateReceipt(runDir: string, file: Omit<Receipt, 'steps'> & { 
   return { ...file, steps: [...readTraceSync(runDir)] as unknown as JsonValue[] };
 }
 
+/**
+ * Recompute a receipt.json's ReproHash from the trace it binds in `runDir`: the binding is checked
+ * first (a missing, tampered or reordered segment is refused, named), then every step is read and
+ * walked, not taken from the repro files. What `detsim evidence verify` re-checks a claim with.
+ */
+export function recomputeReproHash(runDir: string, file: ReceiptFile): string {
+  const { trace, reproHash: _h, unknownFields: _u, ...head } = file;
+  if (trace === undefined) return sealReceipt({ ...head, steps: [] }).reproHash;
+  checkTraceBinding(runDir, trace, RECEIPT_FILE);
+  return sealedByWalkingTrace(head, runDir).reproHash;
+}
+
 /** One line per unclassified field or honesty warning of a written receipt (for stderr). */
 export function receiptWarnings(r: Pick<ReceiptResult, 'unknownFields' | 'honesty'>): string[] {
   return [

@@ -389,6 +389,51 @@ export const REASONS = {
     layer: 'L8',
     summary: 'reordering lists or float jitter below the precision changed the ReproHash (R2, R3 broken)',
   },
+  // Portable Evidence Bundles (coordinator/evidence/: `detsim evidence export` and `verify`)
+  struct_evidence_schema: {
+    layer: 'L1',
+    summary: 'a bundle record (manifest, index, claim, evidence, source, …) breaks its PEBv1 JSON Schema',
+  },
+  size_evidence_file: {
+    layer: 'L2',
+    summary: 'a bundle content file or file count beyond what a record file may hold',
+  },
+  danger_evidence_path: {
+    layer: 'L3',
+    summary: 'a bundle holds a symbolic link or non-regular file, or names a path outside itself',
+  },
+  perm_evidence_bundle_exists: {
+    layer: 'L4',
+    summary: 'the export destination exists and is not empty: a bundle is written whole or not at all',
+  },
+  audit_evidence_content_hash: {
+    layer: 'L7',
+    summary: 'bundle.content_hash is not the SHA-256 of the canonical manifest (with it zeroed)',
+  },
+  audit_evidence_file_hash: {
+    layer: 'L7',
+    summary: 'a bundled or referenced file is present and its SHA-256 is not the recorded one',
+  },
+  audit_evidence_file_missing: { layer: 'L7', summary: 'a file integrity.file_hashes lists is not in the bundle' },
+  audit_evidence_unlisted_file: { layer: 'L7', summary: 'the bundle holds a file integrity.file_hashes does not list' },
+  audit_evidence_not_present: {
+    layer: 'L7',
+    summary: 'a claim needs a file the bundle references by digest only, and no run directory supplies it',
+  },
+  audit_evidence_dangling_ref: {
+    layer: 'L8',
+    summary: 'a claim, evidence or index record names a record the bundle does not hold',
+  },
+  audit_evidence_unsupported: {
+    layer: 'L8',
+    summary: 'a claim is conflicted, unknown, unsupported or only partially supported',
+  },
+  audit_evidence_stale: { layer: 'L8', summary: "a claim's evidence is not current (its freshness status says why)" },
+  audit_evidence_truncated: { layer: 'L8', summary: "a claim's evidence is a truncated view of its content" },
+  audit_evidence_recheck_failed: {
+    layer: 'L8',
+    summary: "re-checking a claim from the bundled files gives another value than the claim's",
+  },
 } as const satisfies Record<string, ReasonInfo>;
 
 /** A stable reason code from the registry {@link REASONS} (published in docs/reasons.md). */

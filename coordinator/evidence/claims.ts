@@ -1,0 +1,137 @@
+// What detsim claims about a run in a Portable Evidence Bundle, and how each claim is re-checked
+// from files: `facts` recomputes the values (ReproHash from the receipt and the trace it binds, the
+// ledger's chain, the committed checkpoints, a verify attestation), export states them and verify
+// compares them. Each claim carries its check and expected values in `extensions.detsim`. Not the
+// PEBv1 records around them (records.ts) nor file resolution (run-view.ts).
+import { parseStrict } from '../../core/formats/canonical-json.js';
+import { DetsimError } from '../../core/formats/errors.js';
+import { type ReceiptFile, recomputeReproHash } from '../receipt/receipt.js';
+import { verifyLedgerBytes } from '../store/ledger.js';
+import type { AttestationFacts } from './attestation-facts.js';
+import type { RunView } from './run-view.js';
+
+export type CheckName = 'reprohash' | 'ledger' | 'checkpoints' | 'replay';
+
+/** The machine-checkable part of a detsim claim (claim.extensions.detsim). */
+export interface ClaimCheck {
+  check: CheckName;
+  /** The run's folder in the bundle, e.g. `runs/forage-walkers-1`. */
+  run: string;
+  expected: Record<string, unknown>;
+}
+
+export interface ReproFacts {
+  reproHash: string;
+  behaviourDigest: string;
+  sessionId: string;
+  steps: string;
+  masterSeed: string;
+}
+
+/** The receipt's ReproHash recomputed from its trace, refusing a receipt that records another. */
+export function reproFacts(view: RunView): ReproFacts {
+  const receipt = view.json('receipt.json') as unknown as ReceiptFile;
+  const recomputed = recomputeReproHash(view.traceDir(), receipt);
+  if (receipt.reproHash !== recomputed)
+    throw new DetsimError(
+      'audit_evidence_recheck_failed',
+      `${view.bundlePath}/receipt.json records ReproHash ${String(receipt.reproHash)}, its trace recomputes to ${recomputed}`,
+      'reproHash',
+    );
+  const summary = receipt.summary as Record<string, unknown>;
+  const run = receipt.run as Record<string, unknown>;
+  return {
+    reproHash: recomputed,
+    behaviourDigest: String(summary.behaviourDigest),
+    sessionId: String(run.sessionId),
+    steps: String(summary.stepsDone),
+    masterSeed: String(run.masterSeed),
+  };
+}
+
+export interface LedgerFacts {
+  lines: number;
+  lastHash: string;
+}
+
+/** The run ledger's chain and head, refusing a broken one naming its line. */
+export function ledgerFacts(view: RunView): LedgerFacts {
+  const r = verifyLedgerBytes(
+    view.bytes('ledger.jsonl'),
+    view.has('ledger.head.json') ? view.bytes('ledger.head.json') : null,
+  );
+  if (!r.ok)
+    throw new DetsimError(
+      'audit_evidence_recheck_failed',
+      `${view.bundlePath}/ledger.jsonl line ${r.problem!.line}: ${r.problem!.message}`,
+      'ledger.jsonl',
+    );
+  return { lines: r.lines, lastHash: r.lastHash };
+}
+
+export interface CheckpointFact {
+  checkpointId: string;
+  file: string;
+  envelopeDigest: string;
+  byteLength: string;
+}
+
+/**
+ * The generations the store keeps, each matched to the ledger's `committed` entry with the same
+ * envelope digest; a generation file that is present (bundled, or in the run directory given) must
+ * hash to it. A file referenced only is left to its digest (the ledger chain binds it).
+ */
+export function checkpointFacts(view: RunView): CheckpointFact[] {
+  const manifest = view.json('store/manifest.json') as { generations?: CheckpointFact[] };
+  const committed = committedDigests(view.bytes('ledger.jsonl'));
+  return (manifest.generations ?? []).map((g) => {
+    const fact = {
+      checkpointId: g.checkpointId,
+      file: g.file,
+      envelopeDigest: g.envelopeDigest,
+      byteLength: g.byteLength,
+    };
+    if (committed.get(g.checkpointId) !== g.envelopeDigest)
+      throw new DetsimError(
+        'audit_evidence_recheck_failed',
+        `${view.bundlePath}/store/manifest.json: ${g.checkpointId} has envelope digest ${g.envelopeDigest}, the ledger commits ${committed.get(g.checkpointId) ?? 'no such checkpoint'}`,
+        'store/manifest.json',
+      );
+    view.checkIfPresent(`store/${g.file}`, g.envelopeDigest);
+    return fact;
+  });
+}
+
+function committedDigests(ledger: Uint8Array): Map<string, string> {
+  const out = new Map<string, string>();
+  for (const line of Buffer.from(ledger).toString('utf8').split('\n')) {
+    if (line === '') continue;
+    const e = parseStrict(line) as { event?: string; checkpointId?: string; detail?: { envelopeDigest?: string } };
+    if (e.event === 'committed' && e.checkpointId && e.detail?.envelopeDigest)
+      out.set(e.checkpointId, e.detail.envelopeDigest);
+  }
+  return out;
+}
+
+/** The facts a check recomputes, as the values its claim states. */
+export function factsOf(check: CheckName, view: RunView): Record<string, unknown> {
+  switch (check) {
+    case 'reprohash':
+      return { ...reproFacts(view) };
+    case 'ledger':
+      return { ...ledgerFacts(view) };
+    case 'checkpoints':
+      return { generations: checkpointFacts(view) };
+    case 'replay':
+      return replayFacts(view.attestation());
+  }
+}
+
+function replayFacts(a: AttestationFacts | null): Record<string, unknown> {
+  if (a === null)
+    throw new DetsimError(
+      'audit_evidence_not_present',
+      'the replay claim needs the attestation, which the bundle does not hold',
+    );
+  return { ...a };
+}

@@ -1,0 +1,350 @@
+// `detsim evidence export`: plan the files of a run directory (or of the runs a verify attestation
+// names), recompute every claim from them (a damaged receipt, trace or ledger is refused before
+// anything is written), then write the bundle into a temporary sibling and rename it into place, so
+// it appears whole or not at all. Not the records (records.ts) nor the checks (claims.ts).
+import { createHash } from 'node:crypto';
+import {
+  closeSync,
+  copyFileSync,
+  existsSync,
+  fsyncSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmdirSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
+import { basename, dirname, join, resolve } from 'node:path';
+import { canonicalize } from '../../core/formats/canonical-json.js';
+import { DetsimError } from '../../core/formats/errors.js';
+import { findPackageRoot } from '../../core/protocol/contract.js';
+import { fsyncDir } from '../durable-file.js';
+import { replayedSubjects } from './attestation-facts.js';
+import { fileDigest } from './bundle-reader.js';
+import { factsOf, type CheckName } from './claims.js';
+import { CONTENTS, MANIFEST_FILE, manifestContentHash, PEB_PRODUCER_NAME, PEB_PROTOCOL, ZERO_HASH } from './pebv1.js';
+import {
+  type FileRole,
+  type PlannedClaim,
+  type PlannedFile,
+  type PlannedRun,
+  CONSUMER_GUIDE,
+  indexRecord,
+  POLICY,
+  renderReport,
+  runRecords,
+  SCHEMA_URI,
+  sourceRecords,
+} from './records.js';
+import { type AttestationRef, DirView } from './run-view.js';
+
+/** Without --include, the trace is copied when it is at most this large, else referenced by digest. */
+export const AUTO_INCLUDE_TRACE_BYTES = 64 * 1024 * 1024;
+export const ATTESTATION_PATH = 'attestation/attestation.jsonl';
+
+export interface ExportOptions {
+  /** What to copy besides the small files; undefined: the trace when ≤ AUTO_INCLUDE_TRACE_BYTES. */
+  include?: { trace: boolean; checkpoints: boolean };
+  /** The export time (physical): created_at, checked_at. */
+  exportedAt?: string;
+  /** Extra files written into the bundle before it is sealed (e.g. ro-crate-metadata.json). */
+  extra?: (plan: ExportPlan) => { rel: string; text: string }[];
+}
+
+export interface ExportPlan {
+  runs: PlannedRun[];
+  sources: { dir: string; bundlePath: string }[];
+  files: PlannedFile[];
+  exportedAt: string;
+  version: string;
+}
+
+export interface ExportResult {
+  bundleDir: string;
+  bundleId: string;
+  files: number;
+  referenced: PlannedFile[];
+  claims: { id: string; statement: string }[];
+}
+
+export function detsimVersion(): string {
+  return (JSON.parse(readFileSync(join(findPackageRoot(), 'package.json'), 'utf8')) as { version: string }).version;
+}
+
+/** Refuse a destination that exists and is not an empty directory (nothing is written then). */
+function checkDestination(dest: string): void {
+  if (!existsSync(dest)) return;
+  if (!statSync(dest).isDirectory() || readdirSync(dest).length > 0)
+    throw new DetsimError(
+      'perm_evidence_bundle_exists',
+      `${dest} exists and is not empty: a bundle is written into a new directory`,
+      'bundle-dir',
+    );
+}
+
+/** The runs a source names: itself (a run directory) or the first run of each replayed configuration. */
+function runsOf(source: string): { dir: string; attested: AttestationRef | null; attestationFile: string | null }[] {
+  if (existsSync(join(source, 'receipt.json'))) return [{ dir: source, attested: null, attestationFile: null }];
+  const file = join(source, 'attestation.jsonl');
+  if (!existsSync(file))
+    throw new DetsimError(
+      'struct_invalid_field',
+      `${source} is neither a run directory (receipt.json) nor a verify output directory (attestation.jsonl)`,
+      'source',
+    );
+  const bytes = readFileSync(file);
+  const subjects = replayedSubjects(bytes);
+  if (subjects.length === 0)
+    throw new DetsimError(
+      'audit_evidence_recheck_failed',
+      `${file} records no passing replay to export`,
+      'attestation.jsonl',
+    );
+  return subjects.map((s) => {
+    const dir = s.runDirs.find((d) => existsSync(join(d, 'receipt.json')));
+    if (dir === undefined)
+      throw new DetsimError(
+        'audit_evidence_not_present',
+        `${file}: the runs of ${s.subject} (${s.runDirs.join(', ')}) are gone; export a run directory instead`,
+        s.subject,
+      );
+    return { dir, attested: { bytes, path: ATTESTATION_PATH, subject: s.subject }, attestationFile: file };
+  });
+}
+
+function planFile(dir: string, bundlePath: string, rel: string, role: FileRole, copy: boolean): PlannedFile {
+  const from = join(dir, rel);
+  const d = fileDigest(from);
+  return { rel: `${bundlePath}/${rel}`, from, sha256: d.sha256, bytes: d.bytes, copy, role };
+}
+
+interface TraceSegment {
+  segment: string;
+  repro?: { file: string };
+}
+
+/** The files of one run: the small ones always copied, the trace and checkpoints as `include` says. */
+function planRunFiles(dir: string, bundlePath: string, include: ExportOptions['include']): PlannedFile[] {
+  const small: [string, FileRole][] = [
+    ['receipt.json', 'receipt'],
+    ['run.json', 'run-record'],
+    ['summary.json', 'summary'],
+    ['ledger.jsonl', 'ledger'],
+    ['ledger.head.json', 'ledger-head'],
+    ['trace/index.jsonl', 'trace-index'],
+    ['store/manifest.json', 'store-manifest'],
+  ];
+  const files = small
+    .filter(([rel]) => existsSync(join(dir, rel)))
+    .map(([rel, role]) => planFile(dir, bundlePath, rel, role, true));
+  const receipt = JSON.parse(readFileSync(join(dir, 'receipt.json'), 'utf8')) as {
+    trace?: { segments?: TraceSegment[] };
+  };
+  const traceRels = (receipt.trace?.segments ?? []).flatMap((s) => [s.segment, ...(s.repro ? [s.repro.file] : [])]);
+  const trace = traceRels.map((f) => planFile(dir, bundlePath, `trace/${f}`, 'trace-segment', false));
+  const traceBytes = trace.reduce((n, f) => n + f.bytes, 0);
+  const copyTrace = include?.trace ?? traceBytes <= AUTO_INCLUDE_TRACE_BYTES;
+  const store = existsSync(join(dir, 'store/manifest.json'))
+    ? ((JSON.parse(readFileSync(join(dir, 'store/manifest.json'), 'utf8')) as { generations?: { file: string }[] })
+        .generations ?? [])
+    : [];
+  const checkpoints = store.map((g) =>
+    planFile(dir, bundlePath, `store/${g.file}`, 'checkpoint', include?.checkpoints ?? false),
+  );
+  return [...files, ...trace.map((f) => ({ ...f, copy: copyTrace })), ...checkpoints];
+}
+
+const ROLES: Record<CheckName, FileRole[]> = {
+  reprohash: ['receipt', 'run-record', 'summary', 'trace-index', 'trace-segment'],
+  ledger: ['ledger', 'ledger-head'],
+  checkpoints: ['store-manifest', 'ledger', 'checkpoint'],
+  replay: ['attestation', 'receipt'],
+};
+
+function statementOf(check: CheckName, name: string, f: Record<string, unknown>): string {
+  switch (check) {
+    case 'reprohash':
+      return `Run ${name} (session ${String(f.sessionId)}, ${String(f.steps)} steps, master seed ${String(f.masterSeed)}) has ReproHash ${String(f.reproHash)} and behaviour digest ${String(f.behaviourDigest)}.`;
+    case 'ledger':
+      return `The ledger of run ${name} is one unbroken SHA-256 chain of ${String(f.lines)} entries ending in ${String(f.lastHash)}.`;
+    case 'checkpoints':
+      return `Run ${name} committed checkpoints ${(f.generations as { checkpointId: string }[]).map((g) => g.checkpointId).join(', ')} durably, with the envelope digests its ledger records.`;
+    case 'replay':
+      return `detsim verify replayed configuration ${String(f.subject)} in ${String(f.runs)} fresh runs with DIFF=0 at ReproHash ${String(f.reproHash)} (verdict ${String(f.verdict)}, verdict hash ${String(f.verdictHash)}).`;
+  }
+}
+
+/** Recompute every claim of one run from its files (export refuses what does not recompute). */
+function planRun(
+  src: ReturnType<typeof runsOf>[number],
+  bundlePath: string,
+  include: ExportOptions['include'],
+): PlannedRun {
+  const name = basename(src.dir);
+  const files = planRunFiles(src.dir, bundlePath, include);
+  if (src.attestationFile)
+    files.push({
+      ...planFile(dirname(src.attestationFile), 'attestation', 'attestation.jsonl', 'attestation', true),
+      rel: ATTESTATION_PATH,
+    });
+  const view = new DirView(src.dir, bundlePath, src.attested);
+  const checks: CheckName[] = ['reprohash', 'ledger'];
+  if (files.some((f) => f.role === 'store-manifest')) checks.push('checkpoints');
+  if (src.attested) checks.push('replay');
+  const claims: PlannedClaim[] = checks
+    .filter((c) => c !== 'ledger' || view.has('ledger.jsonl'))
+    .map((check) => {
+      const facts = factsOf(check, view);
+      return { check, facts, statement: statementOf(check, name, facts), roles: ROLES[check] };
+    });
+  const repro = claims[0]!.facts;
+  return {
+    name,
+    bundlePath,
+    files,
+    claims,
+    summary: `Run ${name}: session ${String(repro.sessionId)}, master seed ${String(repro.masterSeed)}, ${String(repro.steps)} steps (runs/${name}/run.json).`,
+  };
+}
+
+export function planExport(source: string, opts: ExportOptions = {}): ExportPlan {
+  const srcs = runsOf(resolve(source));
+  const names = new Set<string>();
+  const runs = srcs.map((s) => {
+    let name = basename(s.dir);
+    for (let i = 2; names.has(name); i++) name = `${basename(s.dir)}-${i}`;
+    names.add(name);
+    return planRun(s, `runs/${name}`, opts.include);
+  });
+  const files = [...new Map(runs.flatMap((r) => r.files).map((f) => [f.rel, f])).values()].sort((a, b) =>
+    a.rel < b.rel ? -1 : a.rel > b.rel ? 1 : 0,
+  );
+  const exportedAt = opts.exportedAt ?? new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
+  return {
+    runs,
+    sources: srcs.map((s, i) => ({ dir: s.dir, bundlePath: runs[i]!.bundlePath })),
+    files,
+    exportedAt,
+    version: detsimVersion(),
+  };
+}
+
+/** The content files and the manifest of a plan, as text by bundle path. */
+function renderBundle(
+  plan: ExportPlan,
+  opts: ExportOptions,
+): { texts: Map<string, string>; manifest: Record<string, unknown>; bundleId: string; question: string } {
+  const recs = runRecords(plan.runs, plan.files, plan.exportedAt);
+  const first = plan.runs[0]!.claims[0]!.facts;
+  const bundleId = `detsim-${String(first.sessionId)}-${String(first.reproHash)}${plan.runs.length > 1 ? `-${plan.runs.length}runs` : ''}`;
+  const question = `Do the recorded runs (${plan.runs.map((r) => r.name).join(', ')}) recompute to the ReproHash, ledger, checkpoints and replay outcome they state?`;
+  const referenced = plan.files.filter((f) => !f.copy).length;
+  const jsonl = (rows: unknown[]) => (rows.length === 0 ? '\n' : rows.map((r) => `${canonicalize(r)}\n`).join(''));
+  const texts = new Map<string, string>([
+    [CONTENTS.index, `${canonicalize(indexRecord(bundleId, question, recs, referenced))}\n`],
+    [CONTENTS.claims, jsonl(recs.claims)],
+    [CONTENTS.evidence, jsonl(recs.evidence)],
+    [CONTENTS.observations, jsonl(recs.observations)],
+    [CONTENTS.sources, jsonl(sourceRecords(plan.files))],
+    [CONTENTS.diagnostics, '\n'],
+    [CONTENTS.conflicts, '\n'],
+    [CONTENTS.ledger, jsonl(recs.ledger)],
+    [CONTENTS.policy, `${canonicalize(POLICY)}\n`],
+    [CONTENTS.consumer_guide, CONSUMER_GUIDE],
+    [CONTENTS.report, renderReport(question, recs.claims)],
+  ]);
+  for (const e of opts.extra?.(plan) ?? []) texts.set(e.rel, e.text);
+  return { texts, manifest: manifestOf(plan, bundleId, question, texts), bundleId, question };
+}
+
+function manifestOf(
+  plan: ExportPlan,
+  bundleId: string,
+  question: string,
+  texts: Map<string, string>,
+): Record<string, unknown> {
+  const hashes: [string, string][] = [...texts].map(([rel, text]) => [rel, fileDigestOfText(text)]);
+  for (const f of plan.files) if (f.copy) hashes.push([f.rel, f.sha256]);
+  hashes.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+  const manifest = {
+    protocol: { ...PEB_PROTOCOL, schema_uri: SCHEMA_URI },
+    bundle: { id: bundleId, created_at: plan.exportedAt, content_hash: ZERO_HASH },
+    task: { task_id: bundleId, request: question },
+    producer: { name: PEB_PRODUCER_NAME, version: `1.0 (written by detsim ${plan.version})` },
+    investigation: {
+      investigation_id: `inv-${bundleId}`,
+      investigation_type: 'verification',
+      question,
+      scope: plan.runs.map((r) => r.bundlePath),
+      limitations: plan.files.some((f) => !f.copy)
+        ? ['Some run files are referenced by SHA-256 and not copied (see archive/sources.jsonl).']
+        : [],
+      completed: true,
+    },
+    contents: { ...CONTENTS },
+    integrity: { algorithm: 'sha256', file_hashes: Object.fromEntries(hashes) },
+    extensions: {
+      detsim: { exporter: 'detsim', version: plan.version, referenced: plan.files.filter((f) => !f.copy).length },
+    },
+  };
+  return { ...manifest, bundle: { ...manifest.bundle, content_hash: manifestContentHash(manifest) } };
+}
+
+function fileDigestOfText(text: string): string {
+  return createHash('sha256').update(text, 'utf8').digest('hex');
+}
+
+function writeSynced(path: string, write: () => void): void {
+  mkdirSync(dirname(path), { recursive: true });
+  write();
+  const fd = openSync(path, 'r');
+  try {
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** Write the bundle into `<dest>.partial-<pid>`, fsync every file and folder, then rename it to `dest`. */
+export function exportBundle(source: string, dest: string, opts: ExportOptions = {}): ExportResult {
+  checkDestination(dest);
+  const plan = planExport(source, opts);
+  const { texts, manifest, bundleId } = renderBundle(plan, opts);
+  const tmp = `${resolve(dest)}.partial-${process.pid}`;
+  rmSync(tmp, { recursive: true, force: true });
+  try {
+    for (const [rel, text] of texts) writeSynced(join(tmp, rel), () => writeFileSync(join(tmp, rel), text));
+    for (const f of plan.files) if (f.copy) writeSynced(join(tmp, f.rel), () => copyFileSync(f.from, join(tmp, f.rel)));
+    writeSynced(join(tmp, MANIFEST_FILE), () =>
+      writeFileSync(join(tmp, MANIFEST_FILE), `${JSON.stringify(manifest, null, 2)}\n`),
+    );
+    syncDirs(tmp);
+    if (existsSync(dest)) rmdirSync(dest);
+    renameSync(tmp, dest);
+    fsyncDir(dirname(resolve(dest)));
+  } catch (e) {
+    rmSync(tmp, { recursive: true, force: true });
+    throw e;
+  }
+  const recs = texts
+    .get(CONTENTS.claims)!
+    .split('\n')
+    .filter((l) => l !== '')
+    .map((l) => JSON.parse(l) as { id: string; statement: string });
+  return {
+    bundleDir: dest,
+    bundleId,
+    files: texts.size + plan.files.filter((f) => f.copy).length + 1,
+    referenced: plan.files.filter((f) => !f.copy),
+    claims: recs.map((c) => ({ id: c.id, statement: c.statement })),
+  };
+}
+
+function syncDirs(dir: string): void {
+  for (const e of readdirSync(dir, { withFileTypes: true })) if (e.isDirectory()) syncDirs(join(dir, e.name));
+  fsyncDir(dir);
+}

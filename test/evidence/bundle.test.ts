@@ -1,0 +1,453 @@
+// Portable Evidence Bundles end to end: the shipped golden bundle verifies and its content hash is
+// reproduced; its four scenario variants and every kind of damage are refused by name; a bundle
+// exported from a real run verifies (in another directory too) and validates with Python's
+// jsonschema against the same schemas; referenced files are told apart from wrong ones.
+import { spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import {
+  appendFileSync,
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DetsimError } from '../../core/formats/errors.js';
+import { exportBundle } from '../../coordinator/evidence/export.js';
+import { manifestContentHash } from '../../coordinator/evidence/pebv1.js';
+import { verifyBundle } from '../../coordinator/evidence/verify.js';
+import { detsimCli } from '../cli-refusal.js';
+
+const SHARED = join(__dirname, '..', '..', '..', 'shared', 'aet-pebv1');
+const MINIMAL = join(SHARED, 'fixtures', 'minimal');
+const PYTHON = join(__dirname, '..', '..', 'workers', 'python', '.venv', 'bin', 'python');
+const GOLDEN_CONTENT_HASH = 'ff13afda689f4b31751f885ff41bb78bf71a8267b2487dfe7984215ba831a244';
+
+let tmp: string;
+let runDir: string;
+
+beforeAll(() => {
+  tmp = mkdtempSync(join(tmpdir(), 'detsim-evidence-'));
+  const r = detsimCli(
+    ['run', 'examples/forage-walkers.yaml', '--steps', '240', '--checkpoint-every', '80', '--out', join(tmp, 'runs')],
+    120_000,
+  );
+  expect(r.status, r.stderr).toBe(0);
+  runDir = join(tmp, 'runs', readdirSync(join(tmp, 'runs'))[0]!);
+}, 150_000);
+afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+
+/** The first failing check's reason code and message (null: verified). */
+function refusal(bundle: string, runs: string[] = []): { reason: string; message: string } | null {
+  try {
+    verifyBundle(bundle, runs);
+    return null;
+  } catch (e) {
+    if (!(e instanceof DetsimError)) throw e;
+    return { reason: e.reason, message: e.message };
+  }
+}
+
+const readJson = (p: string) => JSON.parse(readFileSync(p, 'utf8')) as Record<string, unknown>;
+const readLines = (p: string) =>
+  readFileSync(p, 'utf8')
+    .split('\n')
+    .filter((l) => l.trim() !== '')
+    .map((l) => JSON.parse(l) as Record<string, unknown>);
+const writeLines = (p: string, rows: unknown[]) =>
+  writeFileSync(p, rows.map((r) => `${JSON.stringify(r)}\n`).join('') || '\n');
+const sha = (b: Buffer | string) => createHash('sha256').update(b).digest('hex');
+
+/** Re-list every file's hash and the content hash after a deliberate edit (as a producer would). */
+function reseal(bundle: string): void {
+  const manifest = readJson(join(bundle, 'manifest.json'));
+  const walk = (rel: string): string[] =>
+    readdirSync(join(bundle, rel), { withFileTypes: true }).flatMap((e) => {
+      const p = rel ? `${rel}/${e.name}` : e.name;
+      return e.isDirectory() ? walk(p) : p === 'manifest.json' ? [] : [p];
+    });
+  (manifest.integrity as Record<string, unknown>).file_hashes = Object.fromEntries(
+    walk('')
+      .sort()
+      .map((p) => [p, sha(readFileSync(join(bundle, p)))]),
+  );
+  (manifest.bundle as Record<string, unknown>).content_hash = manifestContentHash(manifest);
+  writeFileSync(join(bundle, 'manifest.json'), `${JSON.stringify(manifest, null, 2)}\n`);
+}
+
+function copyOf(src: string, name: string): string {
+  const dest = join(tmp, name);
+  cpSync(src, dest, { recursive: true });
+  return dest;
+}
+
+let exported: string;
+function freshExport(name: string, include?: { trace: boolean; checkpoints: boolean }): string {
+  const dest = join(tmp, name);
+  exportBundle(runDir, dest, { include });
+  return dest;
+}
+
+describe('the golden PEBv1 bundle (../shared/aet-pebv1/fixtures/minimal)', () => {
+  it('verifies as is, and its content_hash is reproduced exactly', () => {
+    expect(refusal(MINIMAL)).toBeNull();
+    expect(manifestContentHash(readJson(join(MINIMAL, 'manifest.json')))).toBe(GOLDEN_CONTENT_HASH);
+  });
+
+  it('the schemas detsim ships are the published ones, byte for byte', () => {
+    const ours = join(__dirname, '..', '..', 'fixtures', 'pebv1', 'schemas');
+    const theirs = join(SHARED, 'schemas');
+    expect(readdirSync(ours).sort()).toEqual(readdirSync(theirs).sort());
+    for (const f of readdirSync(theirs))
+      expect(sha(readFileSync(join(ours, f))), f).toBe(sha(readFileSync(join(theirs, f))));
+  });
+
+  // The four variants of fixtures/scenarios.json, built from the minimal bundle as upstream's tests build them.
+  const variants: Record<string, (b: string) => void> = {
+    conflicted: (b) => {
+      const claims = readLines(join(b, 'core/claims.jsonl'));
+      Object.assign(claims[0]!, {
+        status: 'conflicted',
+        counter_evidence_refs: ['ev-002'],
+        basis: { type: 'mixed', explanation: 'both' },
+      });
+      writeLines(join(b, 'core/claims.jsonl'), claims);
+      const ev = readLines(join(b, 'core/evidence.jsonl'));
+      ev.push({
+        ...ev[0]!,
+        id: 'ev-002',
+        kind: 'freshness_fact',
+        strength: 'corroborated',
+        supports: [],
+        contradicts: ['claim-001'],
+      });
+      writeLines(join(b, 'core/evidence.jsonl'), ev);
+      writeLines(join(b, 'archive/conflicts.jsonl'), [
+        {
+          id: 'conflict-001',
+          proposition: 'p',
+          evidence_refs: ['ev-001', 'ev-002'],
+          conflict_type: 'workspace_conflict',
+          resolution_status: 'unresolved',
+          explanation: 'e',
+        },
+      ]);
+    },
+    unknown: (b) => {
+      const claims = readLines(join(b, 'core/claims.jsonl'));
+      Object.assign(claims[0]!, { status: 'unknown', basis: { type: 'observational', explanation: 'x' } });
+      writeLines(join(b, 'core/claims.jsonl'), claims);
+      const ev = readLines(join(b, 'core/evidence.jsonl'));
+      ev[0]!.freshness = { status: 'unknown', explanation: 'cannot read', effect: 'not current' };
+      writeLines(join(b, 'core/evidence.jsonl'), ev);
+    },
+    stale: (b) => {
+      const claims = readLines(join(b, 'core/claims.jsonl'));
+      Object.assign(claims[0]!, { status: 'partially_supported' });
+      writeLines(join(b, 'core/claims.jsonl'), claims);
+      const ev = readLines(join(b, 'core/evidence.jsonl'));
+      ev[0]!.freshness = {
+        status: 'relevant_files_changed',
+        checked_at: '2026-01-02T03:06:00Z',
+        explanation: 'changed',
+        effect: 'historic only',
+      };
+      writeLines(join(b, 'core/evidence.jsonl'), ev);
+    },
+    truncated: (b) => {
+      const raw = Buffer.from('前置输出\n完整结果：1 项通过\n');
+      const digest = sha(raw);
+      mkdirSync(join(b, 'blobs'));
+      writeFileSync(join(b, 'blobs', `sha256-${digest}`), raw);
+      const ev = readLines(join(b, 'core/evidence.jsonl'));
+      Object.assign(ev[0]!, {
+        strength: 'observed',
+        integrity: {
+          content_hash: digest,
+          blob_ref: `blobs/sha256-${digest}`,
+          truncated: true,
+          original_bytes: raw.length,
+        },
+      });
+      writeLines(join(b, 'core/evidence.jsonl'), ev);
+      const claims = readLines(join(b, 'core/claims.jsonl'));
+      Object.assign(claims[0]!, {
+        status: 'partially_supported',
+        basis: { type: 'observational', explanation: 'truncated view' },
+      });
+      writeLines(join(b, 'core/claims.jsonl'), claims);
+    },
+  };
+  const scenarios = (
+    JSON.parse(readFileSync(join(SHARED, 'fixtures', 'scenarios.json'), 'utf8')) as { cases: { id: string }[] }
+  ).cases;
+  const expected: Record<string, [string, RegExp]> = {
+    conflicted: ['audit_evidence_unsupported', /claim claim-001 is conflicted \(counter-evidence ev-002\)/],
+    unknown: ['audit_evidence_unsupported', /claim claim-001 is unknown/],
+    stale: ['audit_evidence_stale', /evidence ev-001 of claim claim-001 is relevant_files_changed/],
+    truncated: ['audit_evidence_truncated', /evidence ev-001 of claim claim-001 is truncated/],
+  };
+  it.each(scenarios.map((s) => s.id))('the %s variant is refused by name', (id) => {
+    const b = copyOf(MINIMAL, `variant-${id}`);
+    variants[id]!(b);
+    reseal(b);
+    const r = refusal(b);
+    expect(r?.reason).toBe(expected[id]![0]);
+    expect(r?.message).toMatch(expected[id]![1]);
+  });
+});
+
+describe('a bundle exported from a real run', () => {
+  beforeAll(() => {
+    exported = freshExport('exported');
+  });
+
+  it('verifies: every claim recomputed, the trace bundled, the checkpoints referenced', () => {
+    const out = verifyBundle(exported);
+    expect(out.claims.map((c) => [c.id, c.how])).toEqual([
+      ['claim-1-reprohash', 'rechecked'],
+      ['claim-1-ledger', 'rechecked'],
+      ['claim-1-checkpoints', 'rechecked'],
+    ]);
+    const receipt = readJson(join(runDir, 'receipt.json'));
+    expect(out.claims[0]!.statement).toContain(`ReproHash ${String(receipt.reproHash)}`);
+    expect(out.notPresent.every((p) => p.endsWith('.flysess'))).toBe(true);
+    expect(out.notPresent.length).toBeGreaterThan(0);
+  });
+
+  it('verifies from another directory through the CLI (nothing depends on where it was written)', () => {
+    const moved = join(tmp, 'elsewhere', 'bundle');
+    mkdirSync(join(tmp, 'elsewhere'));
+    cpSync(exported, moved, { recursive: true });
+    const r = spawnSync(
+      process.execPath,
+      [join(process.cwd(), 'dist/coordinator/cli/main.js'), 'evidence', 'verify', 'bundle'],
+      {
+        cwd: join(tmp, 'elsewhere'),
+        encoding: 'utf8',
+      },
+    );
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/detsim evidence verify: verified/);
+  });
+
+  it.skipIf(!existsSync(PYTHON))(
+    "validates with Python's jsonschema (Draft 2020-12) and hashes the same in Python",
+    () => {
+      const script = `
+import hashlib, json, os, sys
+from jsonschema import Draft202012Validator
+from jsonschema import FormatChecker
+root, schemas = sys.argv[1], sys.argv[2]
+def schema(name): return Draft202012Validator(json.load(open(os.path.join(schemas, name + '.schema.json'))), format_checker=FormatChecker())
+m = json.load(open(os.path.join(root, 'manifest.json')))
+schema('manifest').validate(m)
+kinds = {'index':'index','claims':'claim','evidence':'evidence','observations':'observation','sources':'source','diagnostics':'diagnostic','conflicts':'conflict','ledger':'ledger-entry','policy':'policy'}
+n = 0
+for key, name in kinds.items():
+    path = os.path.join(root, m['contents'][key])
+    rows = [json.load(open(path))] if key in ('index', 'policy') else [json.loads(l) for l in open(path, encoding='utf-8') if l.strip()]
+    for r in rows: schema(name).validate(r); n += 1
+for rel, h in m['integrity']['file_hashes'].items():
+    assert hashlib.sha256(open(os.path.join(root, rel), 'rb').read()).hexdigest() == h, rel
+c = json.loads(json.dumps(m)); c['bundle']['content_hash'] = '0' * 64
+body = json.dumps(c, ensure_ascii=False, sort_keys=True, separators=(',', ':')).encode()
+assert hashlib.sha256(body).hexdigest() == m['bundle']['content_hash'], 'content hash'
+print('records', n)
+`;
+      const r = spawnSync(PYTHON, ['-c', script, exported, join(SHARED, 'schemas')], { encoding: 'utf8' });
+      expect(r.status, r.stderr).toBe(0);
+      expect(Number(/records (\d+)/.exec(r.stdout)![1])).toBeGreaterThan(10);
+    },
+  );
+
+  it('a one-byte change to any bundled file is refused naming that file', () => {
+    const listed = Object.keys(
+      (readJson(join(exported, 'manifest.json')).integrity as { file_hashes: object }).file_hashes,
+    );
+    expect(listed.length).toBeGreaterThan(15);
+    for (const rel of listed) {
+      const b = copyOf(exported, `flip-${rel.replace(/\W/g, '_')}`);
+      const bytes = readFileSync(join(b, rel));
+      const at = bytes.length >> 1;
+      bytes.writeUInt8(bytes[at]! ^ 0x01, at);
+      writeFileSync(join(b, rel), bytes);
+      const r = refusal(b);
+      expect(r?.reason, rel).toBe('audit_evidence_file_hash');
+      expect(r?.message.startsWith(`${rel}: present, wrong`), r?.message).toBe(true);
+      rmSync(b, { recursive: true });
+    }
+  });
+
+  it('a changed manifest, a missing file, an extra file and a symbolic link are refused by name', () => {
+    const m = copyOf(exported, 'manifest-edit');
+    const manifest = readJson(join(m, 'manifest.json'));
+    (manifest.task as Record<string, unknown>).request = 'something else';
+    writeFileSync(join(m, 'manifest.json'), JSON.stringify(manifest));
+    expect(refusal(m)?.reason).toBe('audit_evidence_content_hash');
+    const gone = copyOf(exported, 'missing-file');
+    rmSync(join(gone, 'core/evidence.jsonl'));
+    expect(refusal(gone)).toEqual({
+      reason: 'audit_evidence_file_missing',
+      message: 'core/evidence.jsonl is listed in integrity.file_hashes and missing from the bundle',
+    });
+    const extra = copyOf(exported, 'extra-file');
+    writeFileSync(join(extra, 'notes.txt'), 'unlisted');
+    expect(refusal(extra)).toEqual({
+      reason: 'audit_evidence_unlisted_file',
+      message: 'notes.txt is in the bundle and not listed in integrity.file_hashes',
+    });
+    const link = copyOf(exported, 'symlink');
+    symlinkSync('/etc/passwd', join(link, 'core', 'escape'));
+    expect(refusal(link)).toEqual({
+      reason: 'danger_evidence_path',
+      message: 'core/escape is a symbolic link: a bundle holds regular files only',
+    });
+  });
+
+  it('a claim whose evidence is missing, a schema-invalid record and deep nesting are refused by name', () => {
+    const dangling = copyOf(exported, 'dangling');
+    writeLines(join(dangling, 'core/evidence.jsonl'), readLines(join(dangling, 'core/evidence.jsonl')).slice(1));
+    reseal(dangling);
+    expect(refusal(dangling)).toEqual({
+      reason: 'audit_evidence_dangling_ref',
+      message: 'claim claim-1-reprohash: evidence ev-1-reprohash is not in the bundle',
+    });
+    const invalid = copyOf(exported, 'schema-invalid');
+    const claims = readLines(join(invalid, 'core/claims.jsonl'));
+    claims[1]!.status = 'proven';
+    writeLines(join(invalid, 'core/claims.jsonl'), claims);
+    reseal(invalid);
+    expect(refusal(invalid)?.message).toMatch(
+      /^core\/claims\.jsonl line 2: \/status must be equal to one of the allowed values/,
+    );
+    const deep = copyOf(exported, 'deep');
+    writeFileSync(join(deep, 'policy.json'), `${'['.repeat(2000)}${']'.repeat(2000)}`);
+    reseal(deep);
+    const r = refusal(deep);
+    expect(r?.reason).toBe('struct_invalid_json');
+    expect(r?.message).toMatch(/^policy\.json: nesting deeper than 512/);
+  });
+
+  it('a claim that no longer recomputes is refused naming the field and both values', () => {
+    const b = copyOf(exported, 'forged-claim');
+    const claims = readLines(join(b, 'core/claims.jsonl'));
+    (claims[0]!.extensions as { detsim: { expected: Record<string, unknown> } }).detsim.expected.reproHash =
+      '0000000000000000';
+    writeLines(join(b, 'core/claims.jsonl'), claims);
+    reseal(b);
+    const r = refusal(b);
+    expect(r?.reason).toBe('audit_evidence_recheck_failed');
+    expect(r?.message).toMatch(
+      /^claim claim-1-reprohash: reproHash recomputes to "[0-9a-f]{16}", the claim states "0000000000000000"$/,
+    );
+  });
+});
+
+describe('files referenced by digest, not copied', () => {
+  it('tells "referenced, not present" from "present, wrong", and --run supplies them', () => {
+    const b = freshExport('referenced', { trace: false, checkpoints: false });
+    const r = refusal(b);
+    expect(r?.reason).toBe('audit_evidence_not_present');
+    expect(r?.message).toMatch(
+      /^runs\/[^/]+\/trace\/000000\.jsonl\.gz: referenced, not present \(give the run directory with --run/,
+    );
+    expect(refusal(b, [runDir])).toBeNull();
+    const wrongRun = copyOf(runDir, 'wrong-run');
+    appendFileSync(
+      join(
+        wrongRun,
+        'store',
+        readdirSync(join(wrongRun, 'store')).find((f) => f.endsWith('.flysess'))!,
+      ),
+      'x',
+    );
+    const w = refusal(b, [wrongRun]);
+    expect(w?.reason).toBe('audit_evidence_file_hash');
+    expect(w?.message).toMatch(/\.flysess \(from .*\): present, wrong/);
+  });
+
+  it('--include trace,checkpoints copies them and verifies alone', () => {
+    const b = freshExport('everything', { trace: true, checkpoints: true });
+    expect(
+      readdirSync(join(b, 'runs', readdirSync(join(b, 'runs'))[0]!, 'store')).some((f) => f.endsWith('.flysess')),
+    ).toBe(true);
+    expect(verifyBundle(b).notPresent).toEqual([]);
+  });
+});
+
+describe('export refuses bad input and writes nothing', () => {
+  it('a damaged receipt or trace, or a destination that is not empty', () => {
+    const damaged = copyOf(runDir, 'damaged-receipt');
+    const receipt = readJson(join(damaged, 'receipt.json'));
+    receipt.reproHash = 'ffffffffffffffff';
+    writeFileSync(join(damaged, 'receipt.json'), JSON.stringify(receipt));
+    const c1 = detsimCli(['evidence', 'export', damaged, join(tmp, 'never-1')]);
+    expect(c1.status).toBe(1);
+    expect(c1.stderr).toMatch(
+      /^detsim: \[audit_evidence_recheck_failed\] .*receipt\.json records ReproHash ffffffffffffffff, its trace recomputes to [0-9a-f]{16}\n$/,
+    );
+    const torn = copyOf(runDir, 'damaged-trace');
+    appendFileSync(join(torn, 'trace', '000001.jsonl.gz'), 'x');
+    const c2 = detsimCli(['evidence', 'export', torn, join(tmp, 'never-2')]);
+    expect(c2.status).toBe(1);
+    expect(c2.stderr).toMatch(/^detsim: \[audit_trace_segment_tampered\]/);
+    const full = join(tmp, 'not-empty');
+    mkdirSync(full);
+    writeFileSync(join(full, 'keep.txt'), 'mine');
+    const c3 = detsimCli(['evidence', 'export', runDir, full]);
+    expect(c3.status).toBe(1);
+    expect(c3.stderr).toBe(
+      `detsim: [perm_evidence_bundle_exists] ${full} exists and is not empty: a bundle is written into a new directory\n`,
+    );
+    expect(readdirSync(full)).toEqual(['keep.txt']);
+    for (const d of ['never-1', 'never-2']) expect(existsSync(join(tmp, d))).toBe(false);
+    expect(readdirSync(tmp).some((f) => f.includes('.partial-'))).toBe(false);
+  });
+
+  it('verify: exit 2 for a bundle directory that does not exist, 1 naming the check', () => {
+    const u = detsimCli(['evidence', 'verify', join(tmp, 'no-such-bundle')]);
+    expect(u.status).toBe(2);
+    expect(u.stderr).toMatch(
+      /^detsim: \[struct_invalid_field\] .*no-such-bundle is not an existing bundle directory\n$/,
+    );
+    const b = copyOf(exported, 'cli-extra');
+    writeFileSync(join(b, 'x.json'), '{}');
+    const r = detsimCli(['evidence', 'verify', b]);
+    expect(r.status).toBe(1);
+    expect(r.stderr.split('\n')[0]).toBe(
+      'detsim: [audit_evidence_unlisted_file] x.json is in the bundle and not listed in integrity.file_hashes',
+    );
+  });
+});
+
+describe('a verify attestation', () => {
+  it('exports with a replay claim that verifies; a changed check breaks the verdict hash', () => {
+    const out = join(tmp, 'vout');
+    const v = detsimCli(
+      ['verify', '--config', 'examples/forage-walkers.yaml', '--out', out, '--runs-dir', join(out, 'runs')],
+      150_000,
+    );
+    expect([0, 2]).toContain(v.status);
+    const b = join(tmp, 'attested');
+    exportBundle(out, b);
+    const res = verifyBundle(b);
+    expect(res.claims.map((c) => c.id)).toContain('claim-1-replay');
+    const att = join(b, 'attestation', 'attestation.jsonl');
+    const lines = readFileSync(att, 'utf8').split('\n');
+    const i = lines.findIndex((l) => l.includes('"check":"golden"'));
+    lines[i] = lines[i]!.replace('"status":"pass"', '"status":"warn"');
+    writeFileSync(att, lines.join('\n'));
+    reseal(b);
+    const r = refusal(b);
+    expect(r?.reason).toBe('audit_evidence_recheck_failed');
+    expect(r?.message).toMatch(/^attestation\/attestation\.jsonl: verdict_hash [0-9a-f]{64} does not bind its checks/);
+  }, 180_000);
+});
