@@ -10,7 +10,7 @@ import { verifyLedgerBytes } from '../store/ledger.js';
 import type { AttestationFacts } from './attestation-facts.js';
 import type { RunView } from './run-view.js';
 
-export type CheckName = 'reprohash' | 'ledger' | 'checkpoints' | 'replay';
+export type CheckName = 'reprohash' | 'ledger' | 'checkpoints' | 'replay' | 'same-run';
 
 /** The machine-checkable part of a detsim claim (claim.extensions.detsim). */
 export interface ClaimCheck {
@@ -113,9 +113,11 @@ function committedDigests(ledger: Uint8Array): Map<string, string> {
   return out;
 }
 
-/** The facts a check recomputes, as the values its claim states. */
-export function factsOf(check: CheckName, view: RunView): Record<string, unknown> {
+/** The facts a check recomputes, as the values its claim states (`other`: the run a same-run claim compares with). */
+export function factsOf(check: CheckName, view: RunView, other?: RunView): Record<string, unknown> {
   switch (check) {
+    case 'same-run':
+      return sameRunFacts(view, other!);
     case 'reprohash':
       return { ...reproFacts(view) };
     case 'ledger':
@@ -134,4 +136,45 @@ function replayFacts(a: AttestationFacts | null): Record<string, unknown> {
       'the replay claim needs the attestation, which the bundle does not hold',
     );
   return { ...a };
+}
+
+export interface RestoredFact {
+  checkpointId: string;
+  envelopeDigest: string;
+  epoch: string;
+}
+
+/** The checkpoints a run was resumed from, as its ledger's `restored` entries record them. */
+function restoredFrom(view: RunView): RestoredFact[] {
+  if (!view.has('ledger.jsonl')) return [];
+  const out: RestoredFact[] = [];
+  for (const line of view.bytes('ledger.jsonl').toString('utf8').split('\n')) {
+    if (line === '') continue;
+    const e = parseStrict(line) as {
+      event?: string;
+      checkpointId?: string;
+      epoch?: string;
+      detail?: { envelopeDigest?: string };
+    };
+    if (e.event === 'restored')
+      out.push({
+        checkpointId: String(e.checkpointId),
+        envelopeDigest: String(e.detail?.envelopeDigest),
+        epoch: String(e.epoch),
+      });
+  }
+  return out;
+}
+
+/** Two runs recompute to one ReproHash (e.g. a resumed run and the uninterrupted one): DIFF=0. */
+function sameRunFacts(view: RunView, other: RunView): Record<string, unknown> {
+  const a = reproFacts(view);
+  const b = reproFacts(other);
+  if (a.reproHash !== b.reproHash)
+    throw new DetsimError(
+      'audit_evidence_recheck_failed',
+      `${view.bundlePath} (ReproHash ${a.reproHash}) and ${other.bundlePath} (${b.reproHash}) are not the same run: \`detsim diff\` names where they part`,
+      'reproHash',
+    );
+  return { reproHash: a.reproHash, other: other.bundlePath, resumedFrom: restoredFrom(view) };
 }

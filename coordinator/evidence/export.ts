@@ -49,6 +49,8 @@ export const ATTESTATION_PATH = 'attestation/attestation.jsonl';
 export interface ExportOptions {
   /** What to copy besides the small files; undefined: the trace when ≤ AUTO_INCLUDE_TRACE_BYTES. */
   include?: { trace: boolean; checkpoints: boolean };
+  /** Another run directory of the same run (e.g. the uninterrupted one): bundled with a same-run claim. */
+  sameAs?: string;
   /** The export time (physical): created_at, checked_at. */
   exportedAt?: string;
   /** Extra files written into the bundle before it is sealed (e.g. ro-crate-metadata.json). */
@@ -163,6 +165,7 @@ const ROLES: Record<CheckName, FileRole[]> = {
   ledger: ['ledger', 'ledger-head'],
   checkpoints: ['store-manifest', 'ledger', 'checkpoint'],
   replay: ['attestation', 'receipt'],
+  'same-run': ['receipt', 'ledger', 'trace-index', 'trace-segment'],
 };
 
 function statementOf(check: CheckName, name: string, f: Record<string, unknown>): string {
@@ -173,9 +176,19 @@ function statementOf(check: CheckName, name: string, f: Record<string, unknown>)
       return `The ledger of run ${name} is one unbroken SHA-256 chain of ${String(f.lines)} entries ending in ${String(f.lastHash)}.`;
     case 'checkpoints':
       return `Run ${name} committed checkpoints ${(f.generations as { checkpointId: string }[]).map((g) => g.checkpointId).join(', ')} durably, with the envelope digests its ledger records.`;
+    case 'same-run':
+      return sameRunStatement(name, f);
     case 'replay':
       return `detsim verify replayed configuration ${String(f.subject)} in ${String(f.runs)} fresh runs with DIFF=0 at ReproHash ${String(f.reproHash)} (verdict ${String(f.verdict)}, verdict hash ${String(f.verdictHash)}).`;
   }
+}
+
+function sameRunStatement(name: string, f: Record<string, unknown>): string {
+  const from = (f.resumedFrom as { checkpointId: string; envelopeDigest: string; epoch: string }[]).map(
+    (r) => `resumed from checkpoint ${r.checkpointId} (envelope digest ${r.envelopeDigest}) in epoch ${r.epoch}`,
+  );
+  const other = String(f.other).replace(/^runs\//, '');
+  return `Run ${name}${from.length ? `, ${from.join(', then ')},` : ''} is the same run as run ${other}: DIFF=0 at ReproHash ${String(f.reproHash)}.`;
 }
 
 /** Recompute every claim of one run from its files (export refuses what does not recompute). */
@@ -211,8 +224,35 @@ function planRun(
   };
 }
 
+/** The same-run claim of `a` against `b`, recomputed from both run directories. */
+function addSameRun(a: PlannedRun, b: PlannedRun, aDir: string, bDir: string): void {
+  const facts = factsOf('same-run', new DirView(aDir, a.bundlePath), new DirView(bDir, b.bundlePath));
+  a.claims.push({
+    check: 'same-run',
+    facts,
+    statement: statementOf('same-run', a.name, facts),
+    roles: ROLES['same-run'],
+    also: b.files,
+  });
+}
+
 export function planExport(source: string, opts: ExportOptions = {}): ExportPlan {
   const srcs = runsOf(resolve(source));
+  if (opts.sameAs !== undefined) {
+    if (srcs.length !== 1 || srcs[0]!.attested !== null)
+      throw new DetsimError(
+        'struct_invalid_field',
+        '--same-as compares two run directories: export a run directory with it',
+        '--same-as',
+      );
+    if (!existsSync(join(opts.sameAs, 'receipt.json')))
+      throw new DetsimError(
+        'struct_invalid_field',
+        `--same-as ${opts.sameAs} is not a run directory (no receipt.json)`,
+        '--same-as',
+      );
+    srcs.push({ dir: resolve(opts.sameAs), attested: null, attestationFile: null });
+  }
   const names = new Set<string>();
   const runs = srcs.map((s) => {
     let name = basename(s.dir);
@@ -220,6 +260,7 @@ export function planExport(source: string, opts: ExportOptions = {}): ExportPlan
     names.add(name);
     return planRun(s, `runs/${name}`, opts.include);
   });
+  if (opts.sameAs !== undefined) addSameRun(runs[0]!, runs[1]!, srcs[0]!.dir, srcs[1]!.dir);
   const files = [...new Map(runs.flatMap((r) => r.files).map((f) => [f.rel, f])).values()].sort((a, b) =>
     a.rel < b.rel ? -1 : a.rel > b.rel ? 1 : 0,
   );

@@ -33,6 +33,8 @@ export interface PlannedClaim {
   statement: string;
   facts: Record<string, unknown>;
   roles: readonly FileRole[];
+  /** Files of another run the claim also rests on (a same-run claim's other run). */
+  also?: readonly PlannedFile[];
 }
 
 export interface PlannedRun {
@@ -59,6 +61,8 @@ const BASIS: Record<CheckName, string> = {
   checkpoints:
     "Each generation the store keeps has the envelope digest of the ledger's committed entry; present files hash to it.",
   replay: "The attestation's verdict hash binds its checks; its replay check names this configuration and ReproHash.",
+  'same-run':
+    "Both runs' ReproHashes recomputed from their receipts and traces are equal (a resumed run's later epochs rebased); its ledger names the checkpoint it was restored from.",
 };
 
 export function sourceRecords(files: readonly PlannedFile[]): Rec[] {
@@ -87,7 +91,7 @@ export function runRecords(runs: readonly PlannedRun[], all: readonly PlannedFil
     for (const c of run.claims) {
       const claimId = `claim-${r + 1}-${c.check}`;
       const evId = `ev-${r + 1}-${c.check}`;
-      const files = run.files.filter((f) => c.roles.includes(f.role));
+      const files = [...run.files, ...(c.also ?? [])].filter((f) => c.roles.includes(f.role));
       claims.push(claimOf(run, c, claimId, evId, obsId, files));
       evidence.push(evidenceOf(c, claimId, evId, files, idOf, at));
       ledger.push(ledgerEntryOf(ledger.length, c, evId, obsId, at));

@@ -191,15 +191,10 @@ function recheck(b: Loaded, claim: Rec, runs: readonly string[], referenced: Map
         subject: String(spec.expected.subject ?? ''),
       }
     : null;
-  const view = new BundleView(
-    b.root,
-    spec.run,
-    b.present,
-    referenced,
-    runDirFor(spec.run, runs, runPaths.size),
-    attested,
-  );
-  const actual = factsOf(spec.check, view);
+  const viewOf = (path: string) =>
+    new BundleView(b.root, path, b.present, referenced, runDirFor(path, runs, runPaths.size), attested);
+  const other = spec.check === 'same-run' ? viewOf(String(spec.expected.other)) : undefined;
+  const actual = factsOf(spec.check, viewOf(spec.run), other);
   for (const [field, want] of Object.entries(spec.expected)) {
     if (canonicalize(actual[field] ?? null) !== canonicalize(want))
       fail(

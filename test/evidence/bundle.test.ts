@@ -451,3 +451,26 @@ describe('a verify attestation', () => {
     expect(r?.message).toMatch(/^attestation\/attestation\.jsonl: verdict_hash [0-9a-f]{64} does not bind its checks/);
   }, 180_000);
 });
+
+describe('a resumed run and the uninterrupted one (--same-as)', () => {
+  it('bundles both with a same-run claim naming the checkpoint it was resumed from; another run is refused', () => {
+    const resumed = copyOf(runDir, 'resumed');
+    const r = detsimCli(['resume', resumed, '--checkpoint', 'ckpt-e1-80'], 120_000);
+    expect(r.status, r.stderr).toBe(0);
+    const b = join(tmp, 'same-run');
+    exportBundle(resumed, b, { sameAs: runDir });
+    const out = verifyBundle(b);
+    const claim = out.claims.find((c) => c.id === 'claim-1-same-run')!;
+    expect(claim.how).toBe('rechecked');
+    expect(claim.statement).toMatch(
+      /^Run resumed, resumed from checkpoint ckpt-e1-80 \(envelope digest [0-9a-f]{64}\) in epoch e2, is the same run as run /,
+    );
+    const shorter = join(tmp, 'shorter');
+    expect(detsimCli(['run', 'examples/forage-walkers.yaml', '--steps', '160', '--out', shorter], 120_000).status).toBe(
+      0,
+    );
+    const other = join(shorter, readdirSync(shorter)[0]!);
+    expect(() => exportBundle(resumed, join(tmp, 'never-same'), { sameAs: other })).toThrow(/are not the same run/);
+    expect(existsSync(join(tmp, 'never-same'))).toBe(false);
+  }, 240_000);
+});
