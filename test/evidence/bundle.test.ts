@@ -336,6 +336,16 @@ print('records', n)
     expect(r?.message).toMatch(/^policy\.json: nesting deeper than 512/);
   });
 
+  it('a huge record file is refused by its size before it is parsed', () => {
+    const huge = copyOf(exported, 'huge');
+    writeFileSync(join(huge, 'index.json'), `{"pad":"${'x'.repeat(65 * 1024 * 1024)}"}`);
+    reseal(huge);
+    const r = refusal(huge);
+    expect(r?.reason).toBe('size_evidence_file');
+    expect(r?.message).toMatch(/^index\.json is \d+ bytes, more than the 67108864 a record file may hold$/);
+    rmSync(huge, { recursive: true });
+  });
+
   it('a claim that no longer recomputes is refused naming the field and both values', () => {
     const b = copyOf(exported, 'forged-claim');
     const claims = readLines(join(b, 'core/claims.jsonl'));
