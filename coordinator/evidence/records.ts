@@ -183,7 +183,7 @@ export const POLICY: Rec = {
   allowed_tools: ['detsim.evidence.export', 'detsim.evidence.verify'],
   denied_tools: [],
   budgets: {
-    max_tool_calls: 0,
+    max_tool_calls: 1000,
     max_evidence_candidates: 0,
     max_verified_evidence: 1000,
     max_run_records_read: 1000,
