@@ -1,30 +1,88 @@
-// `detsim ledger verify <run-dir>`: check the run ledger's hash chain and head; exit 1 naming the
-// first changed, removed or reordered line. Printing only; the checks are store/ledger.ts.
+// `detsim ledger verify <dir>`: check a ledger's hash chain and head; then, when it holds the
+// predictions of `verify --predict` or `replay --predict`, that each evidence entry follows the
+// prediction it names and agrees with it; then, when an attestation.jsonl lies beside it, that the
+// entries and head it records are the ledger's and its verdict_hash recomputes. Exit 1 naming the
+// first changed, removed or reordered line (and its entry) and the check. Printing only; the checks
+// are store/ledger.ts and diff0/prediction-ledger.ts.
 import type { Command } from 'commander';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { LEDGER_FILE, verifyLedger } from '../store/ledger.js';
+import { LEDGER_FILE, ledgerEntries, verifyLedger, type LedgerProblem } from '../store/ledger.js';
+import {
+  checkAttestationBinding,
+  checkPredictionEntries,
+  describeEntry,
+  type PredictionSummary,
+} from '../diff0/prediction-ledger.js';
 import { action, ExitError, writeStdout } from './common.js';
 
-async function verify(runDir: string): Promise<void> {
-  const result = await verifyLedger(runDir);
-  const path = join(runDir, LEDGER_FILE);
-  if (!result.ok) {
-    const p = result.problem!;
-    throw new ExitError(1, `detsim: [${p.reason}] ${path} line ${p.line}: ${p.message}`);
+const ATTESTATION_FILE = 'attestation.jsonl';
+
+/** The bytes of line `n` (1-based) of a ledger, or '' past its end. */
+function lineBytes(ledger: Buffer, n: number): Buffer {
+  let start = 0;
+  for (let i = 1; i < n; i++) {
+    const nl = ledger.indexOf(10, start);
+    if (nl === -1) return Buffer.alloc(0);
+    start = nl + 1;
   }
+  const end = ledger.indexOf(10, start);
+  return ledger.subarray(start, end === -1 ? ledger.length : end);
+}
+
+/** One line naming the file, the line and (for a prediction entry) what it is, then the check's message. */
+function refusal(dir: string, ledger: Buffer, p: LedgerProblem): ExitError {
+  if (p.line === 0) return new ExitError(1, `detsim: [${p.reason}] ${join(dir, ATTESTATION_FILE)}: ${p.message}`);
+  const what = describeEntry(lineBytes(ledger, p.line));
+  return new ExitError(
+    1,
+    `detsim: [${p.reason}] ${join(dir, LEDGER_FILE)} line ${p.line}${what ? ` (${what})` : ''}: ${p.message}`,
+  );
+}
+
+function predictionNote(s: PredictionSummary): string | null {
+  if (s.predictions === 0) return null;
+  const parts = [`${s.confirmed} confirmed`, `${s.refuted} refuted`, `${s.unpredicted} without a prediction`];
+  const open = s.open > 0 ? `; ${s.open} still open (no evaluation: its verify or replay stopped)` : '';
+  return `${s.predictions} prediction(s), each before its evidence (${parts.join(', ')})${open}`;
+}
+
+async function verify(dir: string): Promise<void> {
+  const result = await verifyLedger(dir);
+  const path = join(dir, LEDGER_FILE);
+  const bytes = readFileSync(path);
+  if (!result.ok) throw refusal(dir, bytes, result.problem!);
+  const entries = ledgerEntries(bytes);
+  const predictions = checkPredictionEntries(entries);
+  if (predictions.problem) throw refusal(dir, bytes, predictions.problem);
+  const attestation = join(dir, ATTESTATION_FILE);
+  const bound = existsSync(attestation) ? checkAttestationBinding(entries, readFileSync(attestation, 'utf8')) : null;
+  if (bound?.problem) throw refusal(dir, bytes, bound.problem);
   const notes: string[] = [];
   if (!result.hasHead) notes.push('no head file: removal of final lines cannot be detected');
   if (result.hasHead && result.beyondHead > 0)
     notes.push(`${result.beyondHead} line(s) after the head (appended just before a crash)`);
   if (result.tornBytes > 0) notes.push(`${result.tornBytes} byte(s) of a line torn by a crash at the end`);
-  writeStdout(`${path}: ${result.lines} line(s), hash chain intact${notes.length ? ` (${notes.join('; ')})` : ''}`);
+  const more = [predictionNote(predictions.summary)];
+  if (bound?.binding)
+    more.push(
+      `${ATTESTATION_FILE} records ${bound.binding.entries} of its entries (head: line ${bound.binding.head.seq}) and its verdict_hash recomputes`,
+    );
+  const tail = more.filter((m) => m !== null).join('; ');
+  writeStdout(
+    `${path}: ${result.lines} line(s), hash chain intact${notes.length ? ` (${notes.join('; ')})` : ''}${tail ? `; ${tail}` : ''}`,
+  );
 }
 
 export function registerLedger(program: Command): void {
-  const ledger = program.command('ledger').description("the run directory's hash-chained ledger.jsonl");
+  const ledger = program
+    .command('ledger')
+    .description("a hash-chained ledger.jsonl: a run directory's, or the predictions of verify/replay --predict");
   ledger
     .command('verify')
-    .description('check every line links to the one before; exit 1 naming a changed, removed or reordered line')
-    .argument('<run-dir>', 'run directory holding ledger.jsonl')
-    .action(action((runDir: string) => verify(runDir)));
+    .description(
+      'check every line links to the one before, predictions precede their evidence, and an attestation.jsonl beside it records the same entries; exit 1 naming the line and the check',
+    )
+    .argument('<dir>', 'directory holding ledger.jsonl (a run directory, or the --out of verify/replay --predict)')
+    .action(action((dir: string) => verify(dir)));
 }

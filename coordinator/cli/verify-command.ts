@@ -18,6 +18,7 @@ interface VerifyCommandOptions {
   updateGoldens?: boolean;
   fieldTable?: string;
   goldenMarker?: boolean;
+  predict?: boolean;
 }
 
 export function registerVerify(program: Command): void {
@@ -35,6 +36,10 @@ export function registerVerify(program: Command): void {
     .option('--update-goldens', 'write golden values for configurations whose runs agree (commit them with [golden])')
     .option('--field-table <file>', 'check against another classification table (JSON, as `detsim fields --json`)')
     .option('--no-golden-marker', 'skip the [golden] commit-marker guard')
+    .option(
+      '--predict',
+      "before any run, append each configuration's golden ReproHash and behaviour digest to <out>/ledger.jsonl; the attestation judges prediction, outcome and order",
+    )
     .action(
       action(async (opts: VerifyCommandOptions) => {
         const table = opts.fieldTable ? readFieldTableFile(opts.fieldTable) : undefined;
@@ -50,6 +55,7 @@ export function registerVerify(program: Command): void {
             updateGoldens: opts.updateGoldens,
             table,
             goldenMarker: opts.goldenMarker,
+            predict: opts.predict,
             onProgress: (l) => process.stderr.write(`${l}\n`),
           });
         } catch (e) {

@@ -9,6 +9,7 @@ import { REASONS } from '../../core/formats/reasons.js';
 import { writeFileDurable } from '../receipt/receipt.js';
 import { guardWrite, WriteFailure } from '../write-failure.js';
 import type { Check, CheckStatus } from './replay.js';
+import { predictionSection } from './prediction-markdown.js';
 
 /** How much determinism a verification may claim (docs/spec/diff0.md "Grades"). */
 export type Grade = 'full' | 'sampled' | 'incompatible';
@@ -214,6 +215,7 @@ export function renderMarkdown(a: Attestation): string {
         `| ${c.subject} | ${c.check} | ${mark(c.status)} | ${c.action} | ${c.layer} | \`${c.reason}\` | ${canonicalize(c.detail).replace(/\|/g, '\\|')} |`,
     ),
     '',
+    ...predictionSection(a.checks),
     'Physical facts (run directories, the physical fields that differed) are in attestation.jsonl under `physical`.',
     '',
   ];

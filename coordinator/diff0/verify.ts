@@ -1,6 +1,7 @@
 // `detsim verify` as a library function: the single entry that runs every DIFF=0 check (field
 // table, canonical form, replay, sensitivity, physical diff, goldens, golden marker, honesty) on
-// the given configurations and writes the attestation. Judging and rendering are attestation.ts.
+// the given configurations and writes the attestation; with `predict`, first ledgers what each
+// configuration's golden predicts (prediction.ts). Judging and rendering are attestation.ts.
 import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
 import { join, relative } from 'node:path';
@@ -19,6 +20,7 @@ import {
   writeGolden,
 } from './goldens.js';
 import type { Receipt } from '../receipt/receipt.js';
+import { type OpenPrediction, PredictionLedger, predictionFromGolden } from './prediction.js';
 import { type Check, makeCheck, replay } from './replay.js';
 import { reproHash } from '../receipt/reprohash.js';
 
@@ -45,6 +47,11 @@ export interface VerifyOptions {
   readonly onProgress?: (line: string) => void;
   /** ts_build (physical); default now. */
   readonly tsBuild?: string;
+  /**
+   * Before any replay, append each configuration's prediction (its golden's ReproHash and behaviour
+   * digest) to `<outDir>/ledger.jsonl`; then its evidence; the attestation judges both (prediction.ts).
+   */
+  readonly predict?: boolean;
 }
 
 /** What {@link verify} wrote: the attestation and the paths of attestation.md and attestation.jsonl. */
@@ -146,16 +153,25 @@ export function goldenMarkerCheck(root = process.cwd()): Check | null {
   return makeCheck('golden-marker', 'detsim', 'fail', reason, { guard: 'scripts/check-goldens.mjs', message: first });
 }
 
-async function verifyConfig(config: string, opts: VerifyOptions, say: (l: string) => void): Promise<Check[]> {
-  const goldenDir = opts.goldenDir ?? DEFAULT_GOLDEN_DIR;
-  const name = exampleName(config);
-  let plan: RunPlan;
+/** A configuration's plan; a refusal names the config file. */
+function loadPlan(config: string): RunPlan {
   try {
-    plan = loadConfig(config);
+    return loadConfig(config);
   } catch (e) {
     if (e instanceof DetsimError) throw new DetsimError(e.reason, `${config}: ${e.message}`, e.field);
     throw e;
   }
+}
+
+async function verifyConfig(
+  config: string,
+  opts: VerifyOptions,
+  say: (l: string) => void,
+  predicted?: OpenPrediction,
+): Promise<Check[]> {
+  const goldenDir = opts.goldenDir ?? DEFAULT_GOLDEN_DIR;
+  const name = exampleName(config);
+  const plan = loadPlan(config);
   // A golden's refusals name the golden file itself (goldens.ts), not the config it belongs to.
   let golden: Golden | null = readGolden(goldenDir, name, { forUpdate: opts.updateGoldens });
   const steps = golden?.steps ?? opts.steps ?? plan.steps;
@@ -166,8 +182,12 @@ async function verifyConfig(config: string, opts: VerifyOptions, say: (l: string
     outDir: opts.runsDir ?? join('runs', 'verify'),
     stripPhysical: opts.stripPhysical,
     table: opts.table,
-    onRun: (i, r) => say(`  run ${i + 1} ${r.reproHash} ${r.dispatch} ${r.runDir}`),
+    onRun: (i, r) => {
+      say(`  run ${i + 1} ${r.reproHash} ${r.dispatch} ${r.runDir}`);
+      predicted?.observe(i, { ...r, behaviourDigest: behaviourDigestOf(r.receipt) });
+    },
   });
+  await predicted?.evaluate();
   const runDirs = report.runs.map((r) => r.runDir);
   const checks: Check[] = report.checks.map((c) =>
     c.check === 'replay' ? { ...c, subject: name, physical: { runDirs } } : { ...c, subject: name },
@@ -210,9 +230,50 @@ function behaviourDigestOf(receipt: Receipt): string | null {
   return typeof summary?.behaviourDigest === 'string' ? summary.behaviourDigest : null;
 }
 
+/**
+ * Before any replay: append one prediction per configuration (its golden's values, or "no
+ * prediction" when it has none) to `<outDir>/ledger.jsonl`, each durable before the first run.
+ */
+async function predictAll(
+  configs: readonly string[],
+  opts: VerifyOptions,
+  say: (l: string) => void,
+): Promise<{ ledger: PredictionLedger; open: OpenPrediction[] }> {
+  const goldenDir = opts.goldenDir ?? DEFAULT_GOLDEN_DIR;
+  const bases = configs.map((config) => {
+    const plan = loadPlan(config);
+    const name = exampleName(config);
+    const base = { subject: name, sessionId: plan.sessionId, command: 'verify' as const, runs: opts.runs ?? 2 };
+    return predictionFromGolden(goldenDir, name, { ...base, steps: opts.steps ?? plan.steps });
+  });
+  const ledger = await PredictionLedger.open(opts.outDir ?? 'reports', 'detsim verify --predict');
+  try {
+    const open: OpenPrediction[] = [];
+    for (const p of bases) {
+      const o = await ledger.predict(p);
+      say(
+        p.expected
+          ? `predict ${p.subject}: reproHash ${p.expected.reproHash}, behaviour ${p.expected.behaviourDigest} (${p.source!.file}) at ledger line ${o.ref.seq}`
+          : `predict ${p.subject}: no prediction (${p.why} in ${goldenDir}): recorded at ledger line ${o.ref.seq}; the prediction check warns (yellow)`,
+      );
+      open.push(o);
+    }
+    return { ledger, open };
+  } catch (e) {
+    ledger.release();
+    throw e;
+  }
+}
+
 /** Run every check and write reports/attestation.md and reports/attestation.jsonl. */
 export async function verify(opts: VerifyOptions = {}): Promise<VerifyResult> {
   const say = opts.onProgress ?? (() => undefined);
+  if (opts.predict && opts.updateGoldens)
+    throw new DetsimError(
+      'struct_invalid_field',
+      '--predict: cannot be combined with --update-goldens (a prediction is taken from the goldens before the runs that would rewrite them)',
+      '--predict',
+    );
   const configs = opts.configs && opts.configs.length > 0 ? [...opts.configs] : defaultConfigs();
   if (configs.length === 0)
     throw new DetsimError(
@@ -230,7 +291,14 @@ export async function verify(opts: VerifyOptions = {}): Promise<VerifyResult> {
     const m = goldenMarkerCheck();
     if (m) checks.push(m);
   }
-  for (const config of configs) checks.push(...(await verifyConfig(config, { ...opts, table }, say)));
+  const book = opts.predict ? await predictAll(configs, opts, say) : null;
+  try {
+    for (const [i, config] of configs.entries())
+      checks.push(...(await verifyConfig(config, { ...opts, table }, say, book?.open[i])));
+    if (book) checks.push(...(await book.ledger.finish('detsim')));
+  } finally {
+    book?.ledger.release();
+  }
   const attestation = buildAttestation(checks, opts.tsBuild ?? new Date().toISOString());
   const files = writeAttestation(opts.outDir ?? 'reports', attestation);
   return { attestation, files };

@@ -10,6 +10,9 @@
 // two writes and are accepted, fewer lines than the head means lines were removed at the end.
 // An append resolves once its line is durable; the head follows it (flush() waits for the head),
 // so a caller such as a restore waits for one fsync, not three.
+// The same format and code hold the predictions of `verify --predict` and `replay --predict`
+// (`prediction`, `observation`, `evaluation` lines in the report directory); what those lines mean
+// and how they must be ordered is checked in coordinator/diff0/prediction-ledger.ts, not here.
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { canonicalBytes, parseCanonical, sha256Hex, type JsonValue } from '../../core/formats/canonical-json.js';
@@ -48,6 +51,11 @@ export const LEDGER_EVENTS = [
   'recovered',
   // A lost worker recovered from (--max-restarts): who, why, where, from which checkpoint into which epoch.
   'recovery',
+  // verify/replay --predict (coordinator/diff0/prediction.ts): the expected ReproHash and behaviour
+  // digest before any run, each fresh run's observed values, then the evaluation of the prediction.
+  'prediction',
+  'observation',
+  'evaluation',
 ] as const;
 /** The kind of one ledger line. */
 export type LedgerEventKind = (typeof LEDGER_EVENTS)[number];
@@ -237,6 +245,28 @@ export function verifyLedgerBytes(ledger: Uint8Array, headBytes: Uint8Array | nu
     }
   }
   return result();
+}
+
+/** One complete line of a ledger: its parsed entry and the SHA-256 of its bytes (what the next line's `prev` names). */
+export interface LedgerEntry {
+  readonly line: LedgerLine;
+  readonly digest: string;
+}
+
+/**
+ * The complete lines of a ledger whose chain {@link verifyLedgerBytes} found intact, parsed, with
+ * each line's SHA-256 (a torn last line is left out). Throws on a line that is not an entry.
+ */
+export function ledgerEntries(ledger: Uint8Array): LedgerEntry[] {
+  const buf = Buffer.from(ledger.buffer, ledger.byteOffset, ledger.byteLength);
+  const out: LedgerEntry[] = [];
+  let start = 0;
+  for (let nl = buf.indexOf(10, start); nl !== -1; nl = buf.indexOf(10, start)) {
+    const bytes = buf.subarray(start, nl);
+    out.push({ line: readLine(bytes, out.length + 1), digest: sha256Hex(bytes) });
+    start = nl + 1;
+  }
+  return out;
 }
 
 async function readOptional(path: string): Promise<Buffer | null> {

@@ -434,6 +434,47 @@ export const REASONS = {
     layer: 'L8',
     summary: "re-checking a claim from the bundled files gives another value than the claim's",
   },
+  // verify/replay --predict (coordinator/diff0/prediction.ts, prediction-ledger.ts): predictions
+  // ledgered before the runs, their outcome, their order, and what binds the ledger to the attestation
+  meta_prediction_missing: {
+    layer: 'L6',
+    summary:
+      'no golden to predict a configuration from: verify records "no prediction" (yellow); replay <config> --predict is refused',
+  },
+  audit_prediction_confirmed: {
+    layer: 'L7',
+    summary: 'every fresh run gave the ReproHash and behaviour digest ledgered as the prediction before it started',
+  },
+  audit_prediction_refuted: {
+    layer: 'L7',
+    summary: 'a fresh run gave a ReproHash or behaviour digest other than the one predicted before it started',
+  },
+  audit_prediction_precedes: {
+    layer: 'L7',
+    summary: "a prediction's ledger entry precedes every evidence entry about it, each bound by its SHA-256",
+  },
+  audit_prediction_order: {
+    layer: 'L7',
+    summary:
+      'an evidence entry refers to a prediction that does not precede it, or to a line that is not that prediction (moved, removed or re-chained)',
+  },
+  audit_prediction_inconsistent: {
+    layer: 'L7',
+    summary:
+      'an evaluation entry disagrees with its prediction or its observations (a value or the result was changed)',
+  },
+  audit_ledger_intact: {
+    layer: 'L7',
+    summary: "the prediction ledger's hash chain holds; the attestation records its head (lines and last SHA-256)",
+  },
+  audit_attestation_ledger_mismatch: {
+    layer: 'L7',
+    summary: 'a ledger line differs from the SHA-256 the attestation records for it (the ledger was rewritten)',
+  },
+  audit_verdict_hash_mismatch: {
+    layer: 'L7',
+    summary: "attestation.jsonl's verdict_hash does not recompute from its own lines (the attestation was edited)",
+  },
 } as const satisfies Record<string, ReasonInfo>;
 
 /** A stable reason code from the registry {@link REASONS} (published in docs/reasons.md). */
