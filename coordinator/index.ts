@@ -100,6 +100,8 @@ export {
   RECEIPT_FILE,
 } from './receipt/receipt.js';
 export type { Receipt, ReceiptFile, ReceiptResult, RunFiles, FinalStateDigest } from './receipt/receipt.js';
+export { fingerprintDifferences } from './receipt/platform.js';
+export type { PlatformFingerprint, WorkerFingerprint, FingerprintDifference } from './receipt/platform.js';
 export { reproHash, reproHashOfText } from './receipt/reprohash.js';
 export type { ReproHashResult } from './receipt/reprohash.js';
 export type { CanonicalOptions, UnknownField } from './receipt/canonical.js';

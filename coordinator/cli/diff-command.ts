@@ -1,17 +1,49 @@
 // `detsim diff <run-a> <run-b> [--json]`: are two existing run directories the same run? Compares
 // their ReproHashes (physical fields stripped, later epochs of a resumed run rebased) and, when
-// they differ, names the first diverging step, field, agent and both values. Runs nothing.
+// they differ, names the first diverging step, field, agent and both values. When the two runs are
+// of one config (the same composition in run.json), it also shows where each was made: the platform
+// fingerprints of their receipts, side by side where they differ. Runs nothing.
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import type { Command } from 'commander';
 import { canonicalize } from '../../core/formats/canonical-json.js';
 import { describeDivergence, diagnose } from '../diff0/diagnosis.js';
+import { compareFingerprints, describeFingerprints, type FingerprintComparison } from '../receipt/platform.js';
 import { rebasedReceipt } from '../receipt/rebase.js';
-import { buildReceipt, readRunFiles, receiptWarnings, sealReceipt } from '../receipt/receipt.js';
+import {
+  buildReceipt,
+  RECEIPT_FILE,
+  readReceipt,
+  readRunFiles,
+  receiptWarnings,
+  sealReceipt,
+} from '../receipt/receipt.js';
+import { reproHash } from '../receipt/reprohash.js';
 import { action, ExitError, writeStdout } from './common.js';
 
 function receiptOf(runDir: string) {
   const receipt = buildReceipt(readRunFiles(runDir));
   const sealed = sealReceipt(receipt);
-  return { receipt, reproHash: sealed.reproHash, unknownFields: sealed.unknownFields, steps: receipt.steps.length };
+  const file = join(runDir, RECEIPT_FILE);
+  const platformFingerprint = existsSync(file) ? (readReceipt(file).platformFingerprint ?? null) : null;
+  // The composition run.json records, physical fields stripped: the same text means one config.
+  const config = reproHash({ run: receipt.run }).canonical;
+  return {
+    receipt,
+    reproHash: sealed.reproHash,
+    unknownFields: sealed.unknownFields,
+    steps: receipt.steps.length,
+    platformFingerprint,
+    config,
+  };
+}
+
+type Side = ReturnType<typeof receiptOf>;
+
+/** The two fingerprints compared, when the runs are of one config (else null: nothing to show). */
+function platformOf(left: Side, right: Side, dirs: [string, string]): FingerprintComparison | null {
+  if (left.config !== right.config) return null;
+  return compareFingerprints(left.platformFingerprint, right.platformFingerprint, dirs);
 }
 
 function diff(a: string, b: string, opts: { json?: boolean }): void {
@@ -24,13 +56,25 @@ function diff(a: string, b: string, opts: { json?: boolean }): void {
     process.stderr.write(`${w}\n`);
   const same = left.reproHash === right.reproHash;
   const divergence = same ? null : diagnose(rebasedReceipt(left.receipt), rebasedReceipt(right.receipt));
+  const platform = platformOf(left, right, [a, b]);
   if (opts.json) {
     writeStdout(
       canonicalize({
         same,
-        left: { runDir: a, reproHash: left.reproHash, steps: left.steps },
-        right: { runDir: b, reproHash: right.reproHash, steps: right.steps },
+        left: {
+          runDir: a,
+          reproHash: left.reproHash,
+          steps: left.steps,
+          platformFingerprint: left.platformFingerprint,
+        },
+        right: {
+          runDir: b,
+          reproHash: right.reproHash,
+          steps: right.steps,
+          platformFingerprint: right.platformFingerprint,
+        },
         divergence,
+        platform,
       }),
     );
   } else if (same) {
@@ -43,6 +87,7 @@ function diff(a: string, b: string, opts: { json?: boolean }): void {
         : 'no field-level divergence found in the hashed view (unclassified fields differ?)',
     );
   }
+  if (!opts.json && platform) writeStdout(describeFingerprints(platform, left.platformFingerprint, [a, b]).join('\n'));
   if (!same) throw new ExitError(1, '');
 }
 
@@ -50,7 +95,7 @@ export function registerDiff(program: Command): void {
   program
     .command('diff')
     .description(
-      'compare two run directories: exit 0 when they are the same run (DIFF=0), else 1 naming the first divergence',
+      'compare two run directories: exit 0 when they are the same run (DIFF=0), else 1 naming the first divergence; runs of one config also show their platform fingerprints',
     )
     .argument('<run-a>', 'run directory')
     .argument('<run-b>', 'run directory')

@@ -73,6 +73,11 @@ const RECEIPT_ROWS: FieldRule[] = [
   }),
   R('steps[]', 'one TransitionTrace'),
   R('summary', 'summary.json'),
+  P(
+    'platformFingerprint',
+    'where the run was finished: OS and kernel, CPU model and flags, Node and its flags, detsim version and commit, each worker runtime and build (platform.ts)',
+    { subtree: true },
+  ),
   R('finalStateDigests', 'digest of every participant state at the end (null when the run captured none)', {
     order: 'participantId',
   }),

@@ -12,6 +12,7 @@ import { DetsimError } from '../../core/formats/errors.js';
 import { type UnknownField } from './canonical.js';
 import { RECEIPT_VERSION } from './fields.js';
 import { type Evidence, type HonestyWarning, SIMULATED, honestyWarnings } from './honesty.js';
+import type { PlatformFingerprint } from './platform.js';
 import { rebasedReceipt } from './rebase.js';
 import { reproHash } from './reprohash.js';
 import { ReproStepsHasher, StepsOutOfOrder, streamedReproHash } from './streamed.js';
@@ -47,6 +48,8 @@ export interface Receipt {
   trace?: TraceBinding;
   summary: JsonValue;
   finalStateDigests: FinalStateDigest[] | null;
+  /** receipt.json (physical): the machine and software that finished the run (platform.ts); null when not given. */
+  platformFingerprint?: PlatformFingerprint | null;
   /** Derived (physical): the ReproHash of this receipt and the unclassified fields found. */
   reproHash?: string;
   unknownFields?: UnknownField[];
@@ -152,19 +155,25 @@ export function sealReceipt(receipt: Receipt): {
 
 /**
  * Build receipt.json for a finished run directory and return its ReproHash. The session loop
- * (session.ts) calls it as the last act of every completed run and resume. The steps are read
+ * (session.ts) calls it as the last act of every completed run and resume, with the platform
+ * fingerprint of the process and fleet that finished it. The steps are read
  * through the trace reader one at a time (flat memory); the file binds the trace by digest.
  */
-export function writeReceipt(runDir: string, opts: { evidence?: Evidence; generatedAt?: string } = {}): ReceiptResult {
+export function writeReceipt(
+  runDir: string,
+  opts: { evidence?: Evidence; generatedAt?: string; platform?: PlatformFingerprint } = {},
+): ReceiptResult {
   const run = readJsonFile(join(runDir, 'run.json'), 'run.json');
   const summary = readJsonFile(join(runDir, 'summary.json'), 'summary.json');
   const trace = traceBindingOf(runDir);
   // generated_at is physical: excluded from the hash, recorded for people.
-  const { steps: _none, ...head } = buildReceipt(
+  const { steps: _none, ...built } = buildReceipt(
     { run, summary, steps: [] },
     opts.evidence ?? SIMULATED,
     opts.generatedAt ?? new Date().toISOString(),
   );
+  // platformFingerprint is physical too: where the run was finished, never part of the hash.
+  const head = { ...built, platformFingerprint: opts.platform ?? null };
   const sealed = sealedFromReproFiles(head, runDir) ?? sealedByWalkingTrace(head, runDir);
   const receipt: ReceiptFile = {
     ...head,

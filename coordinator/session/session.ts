@@ -30,6 +30,8 @@ import {
   type TransitionTrace,
 } from '../trace/trace.js';
 import { writeReceipt, type ReceiptResult } from '../receipt/receipt.js';
+import { platformFingerprint, type PlatformFingerprint } from '../receipt/platform.js';
+import { PACKAGE_ROOT } from '../launch/package-root.js';
 
 export const SUMMARY_FORMAT = 'detsim-summary-v1';
 
@@ -312,7 +314,7 @@ export async function runLoop(start: SessionStart, opts: SessionOptions): Promis
     await fleet?.shutdown(stopped ? 'run-failed' : 'run-complete', stopped ? 500 : 2_000);
   }
   if (refusal) throw await start.refused(refusal.e);
-  return conclude(start, opts, { failure, traces, done, epoch: lastEpoch, startedWall, logger });
+  return conclude(start, opts, { failure, traces, done, epoch: lastEpoch, startedWall, logger, fleet });
 }
 
 /**
@@ -329,6 +331,8 @@ async function conclude(
     epoch: Id;
     startedWall: number;
     logger: Logger;
+    /** The fleet that finished the session (after a recovery, the replacement): the receipt's platform fingerprint. */
+    fleet: Fleet | undefined;
   },
 ): Promise<SessionResult> {
   const { runDir, log, kind } = start;
@@ -359,7 +363,7 @@ async function conclude(
     throw failure;
   }
   // The last act: the run files are final, so the receipt gathers exactly what they hold.
-  const receipt = receiptOf(kind, resolve(runDir));
+  const receipt = receiptOf(kind, resolve(runDir), fingerprintOf(s.fleet));
   return {
     runDir: resolve(runDir),
     behaviourDigest: summary.behaviourDigest,
@@ -535,10 +539,25 @@ function rebase(b: TraceBehaviour, base: Id): TraceBehaviour {
   return b.scope.epoch === base ? b : new EpochRebase(b.scope.epoch, base).apply(b);
 }
 
+/**
+ * The platform fingerprint of this coordinator and the fleet that finished the session, from the
+ * Hello replies already at hand. A resumed run's receipt carries the fingerprint of the machine
+ * that finished it (earlier epochs ran wherever their receipt-less sessions ran: not recorded).
+ */
+function fingerprintOf(fleet: Fleet | undefined): PlatformFingerprint {
+  const workers = (fleet?.all() ?? []).map((w) => ({
+    workerId: w.plan.workerId,
+    role: w.hello.role,
+    runtime: w.hello.runtime,
+    buildDigest: w.hello.buildDigest,
+  }));
+  return platformFingerprint(PACKAGE_ROOT, workers);
+}
+
 /** receipt.json for a completed session; a failed write is ReceiptNotWritten (the run files are complete). */
-function receiptOf(kind: SessionStart['kind'], runDir: string): ReceiptResult {
+function receiptOf(kind: SessionStart['kind'], runDir: string, platform: PlatformFingerprint): ReceiptResult {
   try {
-    return writeReceipt(runDir);
+    return writeReceipt(runDir, { platform });
   } catch (e) {
     if (!isWriteFailure(e)) throw e;
     throw new ReceiptNotWritten(e, kind, runDir);

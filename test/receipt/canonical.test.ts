@@ -197,6 +197,7 @@ const PHYSICAL_LEAF = [
   /^run\.deadlines\./,
   /^steps\.\d+\.operational\./,
   /^summary\.(wallTimeMs|failure|behaviourDigestAlgorithm)$/,
+  /^platformFingerprint\./,
 ];
 
 describe('sensitivity (D5)', () => {

@@ -142,5 +142,23 @@ export function sampleReceipt(variant: { wall?: string; pid?: number; order?: st
       wallTimeMs: Number(variant.wall ?? '3000'),
     },
     finalStateDigests: null,
+    // Physical (coordinator/receipt/platform.ts): where the run was finished.
+    platformFingerprint: {
+      format: 'detsim-platform-v1',
+      os: {
+        platform: 'linux',
+        type: 'Linux',
+        release: '6.1.0-28-amd64',
+        version: '#1 SMP',
+        arch: 'x64',
+        machine: 'x86_64',
+      },
+      cpu: { model: 'Example CPU', cores: 2, flags: ['avx2', 'fma', 'sse4_2'] },
+      node: { version: `v${variant.pid ?? 20}.0.0`, v8: '11.3', execArgv: [], nodeOptions: null },
+      detsim: { version: '0.1.0', gitCommit: 'f'.repeat(40) },
+      rust: null,
+      python: null,
+      workers: [{ workerId: 'worker-0', role: 'agent', runtime: 'detsim-ts/v20', buildDigest: D('5') }],
+    },
   } as unknown as Receipt;
 }

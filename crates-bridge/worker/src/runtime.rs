@@ -19,7 +19,14 @@ use std::collections::HashMap;
 pub const PROTO_BYTES: &[u8] = include_bytes!("../../../proto/detsim/v1/worker.proto");
 pub const PROTOCOL_MAJOR: f64 = 1.0;
 pub const MAX_AGENTS_PER_WORKER: f64 = 64.0;
-pub const RUNTIME_NAME: &str = concat!("detsim-rs/", env!("CARGO_PKG_VERSION"));
+/// "detsim-rs/<crate version> rustc/<version of the rustc that built it>" (build.rs; the receipt's
+/// platform fingerprint reads the rustc version from here).
+pub const RUNTIME_NAME: &str = concat!(
+    "detsim-rs/",
+    env!("CARGO_PKG_VERSION"),
+    " rustc/",
+    env!("DETSIM_RUSTC_VERSION")
+);
 const LIFECYCLE_LIMIT: usize = 16;
 const LIFECYCLE: [&str; 5] = [
     "Agent.Initialize",
@@ -796,6 +803,20 @@ mod tests {
     const NO_HELD: &str = "params.captureRequestId names no held capture awaiting acknowledgment on this worker";
     const MOVED: &str =
         "params.captureRequestId: this worker has served a state-changing call since that capture; capture again";
+
+    #[test]
+    fn hello_runtime_names_the_crate_version_and_the_rustc_that_built_it() {
+        let v = reply(&rt().handle(&hello_body(), None, &mut false));
+        let runtime = v.get("result").and_then(|x| x.get("runtime")).map(js_stringify);
+        let expected = format!(
+            "\"detsim-rs/{} rustc/{}\"",
+            env!("CARGO_PKG_VERSION"),
+            env!("DETSIM_RUSTC_VERSION")
+        );
+        assert_eq!(runtime, Some(expected));
+        let rustc = env!("DETSIM_RUSTC_VERSION");
+        assert!(rustc.starts_with("1."), "rustc version {rustc:?} was not read");
+    }
 
     #[test]
     fn hello_offers_store_files_only_with_a_store_dir_sorted_as_typescript() {
