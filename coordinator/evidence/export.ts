@@ -26,13 +26,21 @@ import { fsyncDir } from '../durable-file.js';
 import { replayedSubjects } from './attestation-facts.js';
 import { fileDigest } from './bundle-reader.js';
 import { factsOf, type CheckName } from './claims.js';
-import { CONTENTS, MANIFEST_FILE, manifestContentHash, PEB_PRODUCER_NAME, PEB_PROTOCOL, ZERO_HASH } from './pebv1.js';
+import {
+  CONSUMER_GUIDE,
+  CONTENTS,
+  MANIFEST_FILE,
+  manifestContentHash,
+  PEB_PRODUCER_NAME,
+  PEB_PROTOCOL,
+  ZERO_HASH,
+} from './pebv1.js';
 import {
   type FileRole,
   type PlannedClaim,
   type PlannedFile,
   type PlannedRun,
-  CONSUMER_GUIDE,
+  BUNDLE_README,
   indexRecord,
   POLICY,
   renderReport,
@@ -296,6 +304,7 @@ function renderBundle(
     [CONTENTS.ledger, jsonl(recs.ledger)],
     [CONTENTS.policy, `${canonicalize(POLICY)}\n`],
     [CONTENTS.consumer_guide, CONSUMER_GUIDE],
+    ['README.md', BUNDLE_README],
     [CONTENTS.report, renderReport(question, recs.claims)],
   ]);
   for (const e of opts.extra?.(plan) ?? []) texts.set(e.rel, e.text);

@@ -69,6 +69,11 @@ const SCHEMA_NAMES: readonly SchemaName[] = [
 
 export const SCHEMA_DIR = join(findPackageRoot(), 'fixtures', 'pebv1', 'schemas');
 export const ZERO_HASH = '0'.repeat(64);
+/** The consumer guide every v1 bundle carries: fixed text of the format (fixtures/pebv1/consumer-guide.md). */
+export const CONSUMER_GUIDE: string = readFileSync(
+  join(findPackageRoot(), 'fixtures', 'pebv1', 'consumer-guide.md'),
+  'utf8',
+);
 
 /**
  * bundle.content_hash: SHA-256 over the canonical JSON of the whole manifest with

@@ -234,7 +234,8 @@ export function indexRecord(
 
 export const SCHEMA_URI = `${SCHEMA_BASE}manifest.schema.json`;
 
-export const CONSUMER_GUIDE = `# How to read this bundle
+/** The bundle's README.md: how to check and read it (PEBv1's consumer guide is fixed text, pebv1.ts). */
+export const BUNDLE_README = `# How to read this bundle
 
 This is a Portable Evidence Bundle v1 written by \`detsim evidence export\`. It is a structured
 source for a reviewer, not a final judgement.
@@ -251,9 +252,28 @@ source for a reviewer, not a final judgement.
 A referenced file that is not present is not verified; a missing file is not evidence of absence.
 `;
 
-/** The bundle report (contents.report): the claims, one line each, in the order of core/claims.jsonl. */
+/** One claim's reference line of the report, as PEBv1's projection words it. */
+function refLine(label: string, refs: unknown): string[] {
+  const list = refs as string[];
+  return list.length === 0 ? [] : [`- ${label}：${list.map((r) => `\`${r}\``).join('、')}`];
+}
+
+/**
+ * The bundle report (contents.report) in PEBv1's deterministic projection of the claims (its
+ * headings and labels are the format's), so any PEBv1 validator can re-derive it.
+ */
 export function renderReport(question: string, claims: readonly Rec[]): string {
-  const lines = ['# Portable Evidence Bundle (detsim)', '', '## Question', '', question, '', '## Claims', ''];
-  for (const c of claims) lines.push(`- \`${String(c.id)}\` [${String(c.status)}]: ${String(c.statement)}`);
-  return `${lines.join('\n')}\n`;
+  const lines = ['# Portable Evidence Bundle', '', '## 调查问题', '', question, '', '## 调查结论', ''];
+  for (const c of claims) {
+    lines.push(`- \`${String(c.id)}\` [${String(c.status)}]：${String(c.statement)}`);
+    lines.push(
+      ...refLine('支持证据', c.evidence_refs),
+      ...refLine('反证', c.counter_evidence_refs),
+      ...refLine('观察', c.observation_refs),
+    );
+    for (const l of c.limitations as string[]) lines.push(`- 限制：${l}`);
+    if (c.smallest_next_action) lines.push(`- 最小下一步：${String(c.smallest_next_action)}`);
+    lines.push('');
+  }
+  return `${lines.join('\n').trimEnd()}\n`;
 }

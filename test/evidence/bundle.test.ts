@@ -268,6 +268,35 @@ print('records', n)
     },
   );
 
+  it.skipIf(!existsSync(PYTHON))(
+    "passes AET's own PEBv1 validator (agent-engineering-toolkit), trace and checkpoints included or not",
+    () => {
+      const full = freshExport('aet-full', { trace: true, checkpoints: true });
+      const script = `
+import sys
+from pathlib import Path
+from aet.bundle import validate_bundle
+for p in sys.argv[1:]:
+    b = validate_bundle(Path(p))
+    print(p, len(b['claims']))
+`;
+      const r = spawnSync(PYTHON, ['-c', script, exported, full], { encoding: 'utf8' });
+      expect(r.status, r.stderr).toBe(0);
+      expect(
+        r.stdout
+          .trim()
+          .split('\n')
+          .map((l) => l.split(' ')[1]),
+      ).toEqual(['3', '3']);
+    },
+  );
+
+  it('carries the fixed PEBv1 consumer guide, byte for byte', () => {
+    expect(sha(readFileSync(join(exported, 'consumer-guide.md')))).toBe(
+      sha(readFileSync(join(MINIMAL, 'consumer-guide.md'))),
+    );
+  });
+
   it('a one-byte change to any bundled file is refused naming that file', () => {
     const listed = Object.keys(
       (readJson(join(exported, 'manifest.json')).integrity as { file_hashes: object }).file_hashes,
