@@ -1,10 +1,11 @@
 // `detsim verify [--config FILE…] [--out DIR]`: the single CI entry for DIFF=0 — replay,
-// goldens, sensitivity, field table, honesty — writing attestation.md/.jsonl. Argument handling
-// and display only; the checks are coordinator/diff0/verify.ts. Exit 0 green, 1 red
-// (or a file could not be written), 2 yellow.
+// goldens, sensitivity, field table, honesty — writing attestation.md/.jsonl (with the digest of
+// the conformance file it ran with). Argument handling and display only; the checks are
+// coordinator/diff0/verify.ts. Exit 0 green, 1 red (or a file could not be written), 2 yellow.
 import type { Command } from 'commander';
 import { isRunFailure } from '../session/run-failure.js';
 import { readFieldTableFile, verify } from '../diff0/verify.js';
+import { describeConformance } from '../diff0/conformance.js';
 import { action, ExitError, readStepsFlag, readWhole, writeStdout } from './common.js';
 import { writeFailureExit } from './run-outcome.js';
 
@@ -18,6 +19,7 @@ interface VerifyCommandOptions {
   updateGoldens?: boolean;
   fieldTable?: string;
   goldenMarker?: boolean;
+  conformance?: string;
 }
 
 export function registerVerify(program: Command): void {
@@ -35,6 +37,10 @@ export function registerVerify(program: Command): void {
     .option('--update-goldens', 'write golden values for configurations whose runs agree (commit them with [golden])')
     .option('--field-table <file>', 'check against another classification table (JSON, as `detsim fields --json`)')
     .option('--no-golden-marker', 'skip the [golden] commit-marker guard')
+    .option(
+      '--conformance <file>',
+      'the conformance file whose SHA-256 and counts the attestation records (default: reports/conformance.json when it exists)',
+    )
     .action(
       action(async (opts: VerifyCommandOptions) => {
         const table = opts.fieldTable ? readFieldTableFile(opts.fieldTable) : undefined;
@@ -50,6 +56,7 @@ export function registerVerify(program: Command): void {
             updateGoldens: opts.updateGoldens,
             table,
             goldenMarker: opts.goldenMarker,
+            conformance: opts.conformance,
             onProgress: (l) => process.stderr.write(`${l}\n`),
           });
         } catch (e) {
@@ -66,6 +73,7 @@ export function registerVerify(program: Command): void {
           `grade ${a.grade}, verdict ${a.verdict}, ${a.checks.length} checks (${a.checks.filter((c) => c.status === 'pass').length} pass)`,
         );
         writeStdout(`verdict_hash ${a.verdict_hash}`);
+        if (a.conformance) writeStdout(`conformance ${describeConformance(a.conformance)}`);
         writeStdout(`report ${result.files.md} ${result.files.jsonl}`);
         if (a.exitCode !== 0) throw new ExitError(a.exitCode, '');
       }),
