@@ -115,6 +115,8 @@ export type { Check, CheckStatus, ReplayReport, ReplayRun, ReplayOptions, Sensit
 export { verify } from './diff0/verify.js';
 export type { VerifyOptions, VerifyResult } from './diff0/verify.js';
 export type { Attestation, Grade, Verdict, ChecklistItem } from './diff0/attestation.js';
+export { readConformance, CONFORMANCE_VERSION, DEFAULT_CONFORMANCE_FILE } from './diff0/conformance.js';
+export type { ConformanceDigest, ConformanceRecord, ConformanceSummary } from './diff0/conformance.js';
 
 // Checkpoints on disk: the STATE-01 store, the async writer queue, the hash-chained run ledger.
 export { CheckpointStore, StoreCommitError } from './store/store.js';

@@ -1,10 +1,11 @@
 // `detsim verify [--config FILE…] [--out DIR]`: the single CI entry for DIFF=0 — replay,
-// goldens, sensitivity, field table, honesty — writing attestation.md/.jsonl. Argument handling
-// and display only; the checks are coordinator/diff0/verify.ts. Exit 0 green, 1 red
-// (or a file could not be written), 2 yellow.
+// goldens, sensitivity, field table, honesty — writing attestation.md/.jsonl (with the digest of
+// the conformance file it ran with). Argument handling and display only; the checks are
+// coordinator/diff0/verify.ts. Exit 0 green, 1 red (or a file could not be written), 2 yellow.
 import type { Command } from 'commander';
 import { isRunFailure } from '../session/run-failure.js';
 import { readFieldTableFile, verify } from '../diff0/verify.js';
+import { describeConformance } from '../diff0/conformance.js';
 import { action, ExitError, readStepsFlag, readWhole, writeStdout } from './common.js';
 import { writeFailureExit } from './run-outcome.js';
 
@@ -19,6 +20,7 @@ interface VerifyCommandOptions {
   fieldTable?: string;
   goldenMarker?: boolean;
   predict?: boolean;
+  conformance?: string;
 }
 
 export function registerVerify(program: Command): void {
@@ -40,6 +42,10 @@ export function registerVerify(program: Command): void {
       '--predict',
       "before any run, append each configuration's golden ReproHash and behaviour digest to <out>/ledger.jsonl; the attestation judges prediction, outcome and order",
     )
+    .option(
+      '--conformance <file>',
+      'the conformance file whose SHA-256 and counts the attestation records (default: reports/conformance.json when it exists)',
+    )
     .action(
       action(async (opts: VerifyCommandOptions) => {
         const table = opts.fieldTable ? readFieldTableFile(opts.fieldTable) : undefined;
@@ -56,6 +62,7 @@ export function registerVerify(program: Command): void {
             table,
             goldenMarker: opts.goldenMarker,
             predict: opts.predict,
+            conformance: opts.conformance,
             onProgress: (l) => process.stderr.write(`${l}\n`),
           });
         } catch (e) {
@@ -72,6 +79,7 @@ export function registerVerify(program: Command): void {
           `grade ${a.grade}, verdict ${a.verdict}, ${a.checks.length} checks (${a.checks.filter((c) => c.status === 'pass').length} pass)`,
         );
         writeStdout(`verdict_hash ${a.verdict_hash}`);
+        if (a.conformance) writeStdout(`conformance ${describeConformance(a.conformance)}`);
         writeStdout(`report ${result.files.md} ${result.files.jsonl}`);
         if (a.exitCode !== 0) throw new ExitError(a.exitCode, '');
       }),

@@ -1,7 +1,8 @@
 // The self-attestation report (docs/spec/diff0.md "Attestation"): grades a list of checks
 // (full / sampled / incompatible), derives the verdict and exit code (0 green, 1 red, 2 yellow),
 // maps the checks onto the D1–D10 checklist, hashes the verdict (ts_build and every physical
-// field left out) and renders attestation.md and attestation.jsonl. It runs no check itself.
+// field left out) and renders attestation.md and attestation.jsonl, with the conformance file the
+// verification ran with beside the verdict (outside the hash). It runs no check itself.
 import { dirname, join, resolve } from 'node:path';
 import { existsSync, lstatSync, mkdirSync, mkdtempSync, rmdirSync, statSync } from 'node:fs';
 import { canonicalize, sha256Hex, type JsonValue } from '../../core/formats/canonical-json.js';
@@ -10,6 +11,7 @@ import { writeFileDurable } from '../receipt/receipt.js';
 import { guardWrite, WriteFailure } from '../write-failure.js';
 import type { Check, CheckStatus } from './replay.js';
 import { predictionSection } from './prediction-markdown.js';
+import { type ConformanceRecord, describeConformance } from './conformance.js';
 
 /** How much determinism a verification may claim (docs/spec/diff0.md "Grades"). */
 export type Grade = 'full' | 'sampled' | 'incompatible';
@@ -40,6 +42,12 @@ export interface Attestation {
   readonly verdict_hash: string;
   /** When the report was built: physical, outside the hash. */
   readonly ts_build: string;
+  /**
+   * The conformance file the verification ran with (its path, SHA-256 and counts), or that there was
+   * none: metadata beside the verdict, outside the hash (the same DIFF=0 verdict on a machine whose
+   * test run differed keeps its hash). Absent when the attestation was built without asking.
+   */
+  readonly conformance?: ConformanceRecord;
 }
 
 export const ATTESTATION_VERSION = 'detsim-attestation-v1';
@@ -173,6 +181,7 @@ export function renderJsonl(a: Attestation): string {
       measure_ts: null,
       verdict_hash: a.verdict_hash,
       ts_build: a.ts_build,
+      ...(a.conformance ? { conformance: a.conformance } : {}),
     }),
   );
   return `${lines.join('\n')}\n`;
@@ -196,6 +205,7 @@ export function renderMarkdown(a: Attestation): string {
     `- verdict_hash: \`${a.verdict_hash}\` (SHA-256 of the canonical verdict fields; excludes ts_build and every physical field)`,
     `- evidence_class: ${a.evidence_class}`,
     `- ts_build: ${a.ts_build} (physical, not hashed)`,
+    ...(a.conformance ? [`- conformance: ${describeConformance(a.conformance)} (not hashed)`] : []),
     '',
     '## Checklist',
     '',

@@ -9,6 +9,7 @@ import type { RunPlan } from '../config.js';
 import { loadConfig } from '../config.js';
 import { DetsimError } from '../../core/formats/errors.js';
 import { type Attestation, buildAttestation, checkAttestationWritable, writeAttestation } from './attestation.js';
+import { conformanceRecord } from './conformance.js';
 import { FIELD_TABLE, type FieldRule, validateFieldTable } from '../receipt/fields.js';
 import {
   DEFAULT_GOLDEN_DIR,
@@ -52,6 +53,8 @@ export interface VerifyOptions {
    * digest) to `<outDir>/ledger.jsonl`; then its evidence; the attestation judges both (prediction.ts).
    */
   readonly predict?: boolean;
+  /** The conformance file to record (conformance.ts); default reports/conformance.json when it exists. */
+  readonly conformance?: string;
 }
 
 /** What {@link verify} wrote: the attestation and the paths of attestation.md and attestation.jsonl. */
@@ -285,6 +288,8 @@ export async function verify(opts: VerifyOptions = {}): Promise<VerifyResult> {
     if (!existsSync(c)) throw new DetsimError('struct_invalid_field', `--config: ${c} does not exist`, '--config');
   // An unwritable --out is refused now, not after minutes of replays.
   checkAttestationWritable(opts.outDir ?? 'reports');
+  // Read now, before any replay: a bad --conformance costs no run, and later test runs cannot change it.
+  const conformance = conformanceRecord(opts.conformance);
   const table = opts.table ?? FIELD_TABLE;
   const checks: Check[] = [tableCheck(table)];
   if (opts.goldenMarker !== false) {
@@ -299,7 +304,7 @@ export async function verify(opts: VerifyOptions = {}): Promise<VerifyResult> {
   } finally {
     book?.ledger.release();
   }
-  const attestation = buildAttestation(checks, opts.tsBuild ?? new Date().toISOString());
+  const attestation = { ...buildAttestation(checks, opts.tsBuild ?? new Date().toISOString()), conformance };
   const files = writeAttestation(opts.outDir ?? 'reports', attestation);
   return { attestation, files };
 }

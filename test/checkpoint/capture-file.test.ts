@@ -68,7 +68,7 @@ async function committedAt(
 }
 
 describe('co-located capture (store-files-v1)', () => {
-  it('TypeScript workers write their payloads into the envelope file: byte-identical to the streamed path, no payload through the coordinator, seal pass in bounded chunks', async () => {
+  it('[STORE-15] TypeScript workers write their payloads into the envelope file: byte-identical to the streamed path, no payload through the coordinator, seal pass in bounded chunks', async () => {
     const plan = LIF(4096);
     const chunk = 8 * 1024;
     const local = await committedAt(plan, 3, 'ckpt-e1-3', { chunkBytes: chunk });
@@ -87,7 +87,7 @@ describe('co-located capture (store-files-v1)', () => {
     expect((await local.s.ck.store.scan()).temporaries).toEqual([]);
   }, 180_000);
 
-  it('an envelope of 8 MiB or more (sealed on the sealing thread) has the same bytes, and a damaged payload still fails the save naming it', async () => {
+  it('[STORE-15] an envelope of 8 MiB or more (sealed on the sealing thread) has the same bytes, and a damaged payload still fails the save naming it', async () => {
     const plan = LIF(400_000); // 2 agents x 12 bytes per neuron: a 9.6 MB envelope
     const local = await committedAt(plan, 1, 'ckpt-e1-1');
     const streamed = await committedAt(plan, 1, 'ckpt-e1-1', { streamed: true });
@@ -144,7 +144,7 @@ describe('co-located capture (store-files-v1)', () => {
     expect(s.ck.store.highWater()).toBeNull();
   }, 180_000);
 
-  it('a superseded hot capture removes its temp file; the durable one in flight and the newer hot one commit', async () => {
+  it('[STORE-10] a superseded hot capture removes its temp file; the durable one in flight and the newer hot one commit', async () => {
     const s = await startSession(LIF(64), { checkpointing: { capacity: 3 } });
     open.push(s);
     await s.group.step();
@@ -165,7 +165,7 @@ describe('co-located capture (store-files-v1)', () => {
     expect((await s.ck.store.verify()).ok).toBe(true);
   }, 120_000);
 
-  it('workers in all three languages (TypeScript, Rust, Python) write into the envelope file: the same bytes as the streamed path, also with one language streaming, and the group restores', async (ctx) => {
+  it('[STORE-15] workers in all three languages (TypeScript, Rust, Python) write into the envelope file: the same bytes as the streamed path, also with one language streaming, and the group restores', async (ctx) => {
     const config = 'examples/mixed-python.yaml';
     const skip = prepareRuntimesFor(config);
     if (skip) return ctx.skip(skip);

@@ -122,7 +122,7 @@ describe.each(['unix', 'thread'] as const)('STATE-01 fault cases over real worke
   const session = (opts: Parameters<typeof startSession>[1] = {}) => sessionOn(transport, opts);
 
   it(
-    'corrupt world or task-ledger: refused before anyone activates, nothing tainted, intact bytes then restore',
+    '[STORE-18] corrupt world or task-ledger: refused before anyone activates, nothing tainted, intact bytes then restore',
     async () => {
       const s = await session();
       const good = await checkpointAt2(s);
@@ -158,7 +158,7 @@ describe.each(['unix', 'thread'] as const)('STATE-01 fault cases over real worke
   );
 
   it(
-    'corrupt one agent payload: the group install fails, stagers tainted, nobody runs e2; replaced workers restore the intact bytes',
+    '[STORE-18] corrupt one agent payload: the group install fails, stagers tainted, nobody runs e2; replaced workers restore the intact bytes',
     async () => {
       const s = await session();
       const good = await checkpointAt2(s);
@@ -181,7 +181,7 @@ describe.each(['unix', 'thread'] as const)('STATE-01 fault cases over real worke
   );
 
   it(
-    'one participant refuses StageRestore: attributed to it, nobody activates',
+    '[STORE-18] one participant refuses StageRestore: attributed to it, nobody activates',
     async () => {
       const s = await session();
       const good = await checkpointAt2(s);
@@ -210,7 +210,7 @@ describe.each(['unix', 'thread'] as const)('STATE-01 fault cases over real worke
   );
 
   it(
-    'half activation (second agent fails ActivateRestore): fenced, stepping refused, restore over the tainted refused; replaced, it restores',
+    '[STORE-19] half activation (second agent fails ActivateRestore): fenced, stepping refused, restore over the tainted refused; replaced, it restores',
     async () => {
       const s = await session();
       const good = await checkpointAt2(s);
@@ -248,7 +248,7 @@ describe.each(['unix', 'thread'] as const)('STATE-01 fault cases over real worke
   );
 
   it(
-    'a restore token activates once (CONFLICT); old-epoch Prepare and Advance are STALE_EPOCH; restoring into the current epoch is STALE_EPOCH',
+    '[LOCK-9, STORE-19] a restore token activates once (CONFLICT); old-epoch Prepare and Advance are STALE_EPOCH; restoring into the current epoch is STALE_EPOCH',
     async () => {
       const s = await session();
       const good = await checkpointAt2(s);
@@ -290,7 +290,7 @@ describe.each(['unix', 'thread'] as const)('STATE-01 fault cases over real worke
   );
 
   it(
-    'another compatibility field (edited parserDigest) or another seed: refused naming it, nothing staged',
+    '[STORE-17] another compatibility field (edited parserDigest) or another seed: refused naming it, nothing staged',
     async () => {
       const s = await session();
       const good = await checkpointAt2(s);
@@ -317,7 +317,7 @@ describe.each(['unix', 'thread'] as const)('STATE-01 fault cases over real worke
   );
 
   it(
-    'capture only at a committed boundary: before initialization INVALID_PHASE',
+    '[LOCK-2, STORE-13] capture only at a committed boundary: before initialization INVALID_PHASE',
     async () => {
       const s = await session();
       const bare = await session({ identities: s.lockstep.identities!, runDir: tmpDir() });
@@ -331,7 +331,7 @@ describe.each(['unix', 'thread'] as const)('STATE-01 fault cases over real worke
   );
 
   it(
-    'from the store, TypeScript workers read their payloads from the verified file (no attachment); a file changed after verification is refused by the stager, nobody activates',
+    '[STORE-18] from the store, TypeScript workers read their payloads from the verified file (no attachment); a file changed after verification is refused by the stager, nobody activates',
     async () => {
       const s = await session();
       await checkpointAt2(s);
@@ -384,7 +384,7 @@ describe.each(['unix', 'thread'] as const)('STATE-01 fault cases over real worke
   );
 
   it(
-    "a payload damaged after its participant hashed it: capture returns and stepping goes on (hashing is the writer's), the save fails naming it, the last commit stays",
+    "[STORE-5, STORE-14] a payload damaged after its participant hashed it: capture returns and stepping goes on (hashing is the writer's), the save fails naming it, the last commit stays",
     async () => {
       const s = await session();
       await checkpointAt2(s);
@@ -419,7 +419,7 @@ describe.each(['unix', 'thread'] as const)('STATE-01 fault cases over real worke
   );
 
   it(
-    'a participant that dies while the group captures: the capture fails naming it and how it died, nothing is submitted, the last commit stays intact',
+    '[STORE-14] a participant that dies while the group captures: the capture fails naming it and how it died, nothing is submitted, the last commit stays intact',
     async () => {
       const s = await session();
       await checkpointAt2(s);
@@ -454,7 +454,7 @@ describe.each(['unix', 'thread'] as const)('STATE-01 fault cases over real worke
   );
 
   it(
-    'queue stress: with the writer stalled the third capture is BUSY before anyone is asked, the run keeps stepping, bounds hold, both commit later',
+    '[STORE-9] queue stress: with the writer stalled the third capture is BUSY before anyone is asked, the run keeps stepping, bounds hold, both commit later',
     async () => {
       const s = await session();
       const release = s.ck.writer.testHooks.stall();

@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { runResumeKillLoop } from '../../bench/resume-kill-loop.js';
 
 describe('resume SIGKILL loop (short)', () => {
-  it('2 iterations: store verifies, resume works, behaviour equals the uninterrupted run', async () => {
+  it('[STORE-20] 2 iterations: store verifies, resume works, behaviour equals the uninterrupted run', async () => {
     const lines: string[] = [];
     const r = await runResumeKillLoop({
       iterations: 2,

@@ -77,7 +77,7 @@ function detsimFrom(args: string[], env: Record<string, string>) {
 }
 
 describe('recovery from a lost worker (--max-restarts)', () => {
-  it('workers SIGKILLed by pid at steps 17 and 43 (an agent worker, then the environment): the run recovers twice and ends with the golden ReproHash', async () => {
+  it('[STORE-21, STORE-24] workers SIGKILLed by pid at steps 17 and 43 (an agent worker, then the environment): the run recovers twice and ends with the golden ReproHash', async () => {
     const r = await killAtSteps(loadConfig('examples/lif-pair.yaml'), {
       steps: GOLDEN.steps,
       every: 10,
@@ -110,7 +110,7 @@ describe('recovery from a lost worker (--max-restarts)', () => {
     expect(aside.some((f) => f.startsWith('abandoned-e3-'))).toBe(true);
   }, 240_000);
 
-  it('segmented trace (4 steps a segment): a worker SIGKILLed at step 17 recovers to the golden; the cut keeps the segments before the checkpoint as they are and sets the later ones aside', async () => {
+  it('[STORE-23, STORE-24] segmented trace (4 steps a segment): a worker SIGKILLed at step 17 recovers to the golden; the cut keeps the segments before the checkpoint as they are and sets the later ones aside', async () => {
     const r = await killAtSteps(loadConfig('examples/lif-pair.yaml'), {
       trace: { segmentSteps: 4 },
       steps: GOLDEN.steps,
@@ -147,7 +147,7 @@ describe('recovery from a lost worker (--max-restarts)', () => {
     expect(existsSync(join(r.runDir, 'trace.jsonl'))).toBe(false);
   }, 240_000);
 
-  it('fault-once: a worker process that SIGKILLs itself at step 7 recovers to the uninterrupted ReproHash', async () => {
+  it('[STORE-21, STORE-24] fault-once: a worker process that SIGKILLs itself at step 7 recovers to the uninterrupted ReproHash', async () => {
     const f = fault({ faultStep: 7, mode: 'kill' });
     const r = run(f, ['--checkpoint-every', '3', '--max-restarts', '1']);
     expect(r.status, r.stderr).toBe(0);
@@ -166,7 +166,7 @@ describe('recovery from a lost worker (--max-restarts)', () => {
     checkReceiptBinding(r.runDir!);
   }, 240_000);
 
-  it('thread transport: a model that calls process.exit at step 7 in its first epoch; one progress line, the uninterrupted ReproHash', async () => {
+  it('[STORE-21, STORE-24] thread transport: a model that calls process.exit at step 7 in its first epoch; one progress line, the uninterrupted ReproHash', async () => {
     const f = fault({ faultStep: 7, mode: 'exit' });
     const r = run(f, ['--transport', 'thread', '--checkpoint-every', '3', '--max-restarts', '2']);
     expect(r.status, r.stderr).toBe(0);
@@ -178,7 +178,7 @@ describe('recovery from a lost worker (--max-restarts)', () => {
     expect(r.reproHash).toBe(await referenceHash());
   }, 240_000);
 
-  it('a worker process that stalls past the step deadline is killed and replaced (recovery.maxRestarts in the config)', async () => {
+  it('[STORE-21, STORE-24] a worker process that stalls past the step deadline is killed and replaced (recovery.maxRestarts in the config)', async () => {
     const f = fault({ faultStep: 5, mode: 'spin' });
     const config = withRecovery(f, 1);
     const r = run(f, ['--checkpoint-every', '2'], config);
@@ -190,7 +190,7 @@ describe('recovery from a lost worker (--max-restarts)', () => {
     expect(r.reproHash).toBe(await referenceHash());
   }, 240_000);
 
-  it('a worker ended by SIGTERM just before the run is interrupted is not relaunched: the run says aborted, with no recovery', async () => {
+  it('[STORE-21] a worker ended by SIGTERM just before the run is interrupted is not relaunched: the run says aborted, with no recovery', async () => {
     // Ctrl-C or scancel reaches every process, and the worker may see it first: recovering from that
     // death would start new workers (new srun steps) into a run that is being stopped.
     const checkpoints = new CheckpointRun({ every: 2 });
@@ -228,7 +228,7 @@ describe('recovery from a lost worker (--max-restarts)', () => {
     expect(summary.recoveries ?? 0).toBe(0);
   }, 120_000);
 
-  it('restarts exhausted: the run fails as it would have, saying so; a resume with --max-restarts recovers and fails the same way', () => {
+  it('[STORE-22] restarts exhausted: the run fails as it would have, saying so; a resume with --max-restarts recovers and fails the same way', () => {
     const f = fault({ faultStep: 5, always: true });
     const r = run(f, ['--checkpoint-every', '2', '--max-restarts', '1']);
     expect(r.status).toBe(1);
@@ -258,7 +258,7 @@ describe('recovery from a lost worker (--max-restarts)', () => {
     expect(readFileSync(join(runDir, 'ledger.jsonl'), 'utf8')).toBe(ledger);
   }, 240_000);
 
-  it('no committed checkpoint to return to: the run fails, saying why', () => {
+  it('[STORE-22] no committed checkpoint to return to: the run fails, saying why', () => {
     const f = fault({ faultStep: 3, always: true });
     const r = run(f, ['--checkpoint-every', '10', '--max-restarts', '2']);
     expect(r.status).toBe(1);

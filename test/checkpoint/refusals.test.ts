@@ -44,7 +44,7 @@ async function refused(s: Session, source: Parameters<typeof restoreGroup>[1]): 
 }
 
 describe('restore refuses foreign and damaged files before staging anyone', () => {
-  it('FLYSIM01, truncated, another composition, another seed, unlisted id', async () => {
+  it('[STORE-16, STORE-17] FLYSIM01, truncated, another composition, another seed, unlisted id', async () => {
     const live = await startSession(lif(16), { inline: true });
     const other = await startSession(lif(24), { inline: true });
     const seeded = await startSession(lif(16, '8'), { inline: true });

@@ -61,7 +61,7 @@ async function restoreWithReversedReplies(method: string, hooks: RestoreHooks) {
 }
 
 describe('restore stages side by side', () => {
-  it('two refusing stagers answering in reverse order: the first in reference order is reported, the rest tainted, nobody activates', async () => {
+  it('[STORE-18] two refusing stagers answering in reverse order: the first in reference order is reported, the rest tainted, nobody activates', async () => {
     const bad = 'f'.repeat(64);
     const { s, a, b, sent, completed, e } = await restoreWithReversedReplies(METHODS.stageRestore, {
       beforeStage: (who, p) => (who === 'environment' ? p : { ...p, compatibilityDigest: bad }),
@@ -83,7 +83,7 @@ describe('restore stages side by side', () => {
     await expect(s.group.step()).rejects.toMatchObject({ status: 'INVALID_PHASE' });
   }, 120_000);
 
-  it('two agents refusing activation, answering in reverse order: lif-a is reported, the group is fenced', async () => {
+  it('[STORE-19] two agents refusing activation, answering in reverse order: lif-a is reported, the group is fenced', async () => {
     const forged = 'rt-00000000000000000000000000000000';
     const { s, a, b, sent, completed, e } = await restoreWithReversedReplies(METHODS.activateRestore, {
       beforeActivate: (who, p) => (who === 'environment' ? p : { ...p, restoreToken: forged }),

@@ -130,7 +130,7 @@ describe('restore with the prefetch of store-files-v1', () => {
     expect({ staged: seen.staged, fromFile: seen.fromFile }).toEqual({ staged: 7, fromFile: 0 }); // each from an attachment
   }, 240_000);
 
-  it('a damaged payload behind a resealed footer: the same check-5 refusal on both paths, nobody staged', async () => {
+  it('[STORE-16] a damaged payload behind a resealed footer: the same check-5 refusal on both paths, nobody staged', async () => {
     const { s } = await checkpointed(LIF(4096));
     const path = join(s.ck.store.dir, s.ck.store.highWater()!.file);
     const bytes = readFileSync(path);

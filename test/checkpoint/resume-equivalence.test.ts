@@ -16,7 +16,7 @@ const cases: [string, string, string, number][] = [
 ];
 
 describe.each(cases)('resume-equivalence (%s)', (_name, example, dirName, M) => {
-  it(`SIGKILL after a committed checkpoint, resume to ${M}: same behaviour after the epoch rebase, same digest`, async () => {
+  it(`[LOCK-18, STORE-20] SIGKILL after a committed checkpoint, resume to ${M}: same behaviour after the epoch rebase, same digest`, async () => {
     const a = tmpDir('detsim-eq-a-');
     const b = tmpDir('detsim-eq-b-');
     const plain = detsim(['run', example, '--steps', String(M), '--out', a]);

@@ -15,7 +15,7 @@ import { CheckpointStore } from '../../coordinator/store/store.js';
 import { LIF, tmpDir } from './harness.js';
 
 describe('run with --checkpoint-every', () => {
-  it('ENOSPC on one generation: that capture is Failed and reported, the others commit, the run completes', async () => {
+  it('[STORE-5] ENOSPC on one generation: that capture is Failed and reported, the others commit, the run completes', async () => {
     const fs = new DurableFs({
       before(op) {
         if (op.kind === 'write' && op.path.includes('ckpt-e1-2')) throw errnoError('ENOSPC', op);

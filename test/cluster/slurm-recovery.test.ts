@@ -22,7 +22,7 @@ function srunStarts(runDir: string): number {
 }
 
 describe.skipIf(down !== null)('recovery under the Slurm launcher', { timeout: 150_000 }, () => {
-  it('an srun step whose worker is SIGKILLed at step 7 is replaced: the run completes, 1 recovery, the uninterrupted ReproHash', async () => {
+  it('[STORE-21, STORE-24] an srun step whose worker is SIGKILLed at step 7 is replaced: the run completes, 1 recovery, the uninterrupted ReproHash', async () => {
     const f = fault({ faultStep: 7, mode: 'kill' });
     // The job's workers run the built CLI's worker; --import tsx lets them load the .ts fixture model.
     const env = { ...process.env, ...f.env, DETSIM_WORKER_NODE_ARGS: '--import tsx' };

@@ -39,7 +39,7 @@ const KILLED: Record<'unix' | 'thread', RegExp> = {
 };
 
 describe.each(['unix', 'thread'] as const)('run failures (%s)', (transport) => {
-  it('a worker killed mid-step: stops within the step deadline, names worker, agents, step and phase, no orphans', async () => {
+  it('[LOCK-6, LOCK-7] a worker killed mid-step: stops within the step deadline, names worker, agents, step and phase, no orphans', async () => {
     const out = tmpOut();
     let fleet: Fleet | undefined;
     let killedAt = 0n;

@@ -88,7 +88,7 @@ describe('lockstep Prepare checks after familiar values', () => {
     expect(extra!.detail).toMatch(/walker-0\.remainder: unknown field "extra"/);
   });
 
-  it('a bad tick count and a decision that is not an object are named', async () => {
+  it('[LOCK-4] a bad tick count and a decision that is not an object are named', async () => {
     const ticks = await failureOf(atStep5((e) => (e.brainTicks = '01')));
     expect(ticks!.detail).toMatch(/walker-0\.brainTicks: "01" is not a U64/);
     const decision = await failureOf(atStep5((e) => (e.decision = ['north'])));

@@ -20,7 +20,7 @@ describe('lockstep: forage-walkers (16 walkers, 4 agent workers)', () => {
   const plan = loadPlan('examples/forage-walkers.yaml');
   let first: Awaited<ReturnType<typeof runSession>>;
 
-  it('runs and writes run.json, the trace (segments by default), run.log and summary.json', async () => {
+  it('[SEED-7, LOCK-4, LOCK-8, LOCK-17] runs and writes run.json, the trace (segments by default), run.log and summary.json', async () => {
     first = await runSession(plan, { outDir: out, steps: 4, hooks: built(plan) });
     expect(first.runDir).toBe(`${out}/forage-walkers-1`);
     expect(first.steps).toBe(4);
@@ -52,7 +52,7 @@ describe('lockstep: forage-walkers (16 walkers, 4 agent workers)', () => {
     expect(childPids()).toEqual([]);
   }, 120_000);
 
-  it('a second run gives identical behaviour traces and digest, different operational data', async () => {
+  it('[LOCK-15, LOCK-16] a second run gives identical behaviour traces and digest, different operational data', async () => {
     const second = await runSession(plan, { outDir: out, steps: 4, hooks: built(plan) });
     expect(second.runDir).toBe(`${out}/forage-walkers-2`);
     expect(second.behaviourDigest).toBe(first.behaviourDigest);
@@ -61,7 +61,7 @@ describe('lockstep: forage-walkers (16 walkers, 4 agent workers)', () => {
     expect(pids(second.runDir)).not.toEqual(pids(first.runDir));
   }, 120_000);
 
-  it('Prepare and Commit replies dropped in transport are re-sent under the same request id: same behaviour, no second tick', async () => {
+  it('[LOCK-10, LOCK-14] Prepare and Commit replies dropped in transport are re-sent under the same request id: same behaviour, no second tick', async () => {
     let fleet: Fleet | undefined;
     const r = await runSession(plan, {
       outDir: out,
@@ -82,7 +82,7 @@ describe('lockstep: forage-walkers (16 walkers, 4 agent workers)', () => {
     expect(traces.map((t) => canonicalize(t.behaviour))).toEqual(behaviourLines(first.runDir));
   }, 120_000);
 
-  it('sequential, concurrent and reversed dispatch give identical traces', async () => {
+  it('[LOCK-3, LOCK-16] sequential, concurrent and reversed dispatch give identical traces', async () => {
     // Three agent workers (6 walkers) keep this cheap while every order still differs.
     const small = resolveConfig({
       ...(parseConfigText(readFileSync('examples/forage-walkers.yaml', 'utf8'), 'x') as object),
@@ -107,7 +107,7 @@ describe('lockstep: forage-walkers (16 walkers, 4 agent workers)', () => {
 });
 
 describe('lockstep: lif-pair', () => {
-  it('two runs give identical behaviour traces and digest (the second over TCP instead of Unix sockets)', async () => {
+  it('[LOCK-15, LOCK-19] two runs give identical behaviour traces and digest (the second over TCP instead of Unix sockets)', async () => {
     const out = tmpOut();
     const plan = loadPlan('examples/lif-pair.yaml');
     const a = await runSession(plan, { outDir: out, steps: 3, hooks: built(plan) });
@@ -124,7 +124,7 @@ describe('lockstep: lif-pair', () => {
 });
 
 describe('lockstep: an injected nondeterministic agent', () => {
-  it('makes two runs differ, and the comparison names the step and field', async () => {
+  it('[DIFF-4] makes two runs differ, and the comparison names the step and field', async () => {
     const out = tmpOut();
     const plan = loadPlan('test/coordinator/fixtures/pid-walkers.yaml');
     const a = await runSession(plan, { outDir: out });

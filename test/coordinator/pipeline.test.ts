@@ -21,7 +21,7 @@ describe('pipelined Prepare', () => {
   const plan = loadPlan('examples/forage-walkers.yaml');
   const steps = 6;
 
-  it('sends Prepare(k+1) before the reply to Commit(k) on every worker, never past the last step, with the traces of an unpipelined run', async () => {
+  it('[LOCK-6, LOCK-7] sends Prepare(k+1) before the reply to Commit(k) on every worker, never past the last step, with the traces of an unpipelined run', async () => {
     const out = tmpOut();
     const run = async (pipeline: boolean | undefined) => {
       const events: Event[] = [];
@@ -59,7 +59,7 @@ describe('pipelined Prepare', () => {
     expect(childPids()).toEqual([]);
   }, 240_000);
 
-  it('does not pipeline into a boundary that a checkpoint captures: every agent worker reports Ready there', async () => {
+  it('[LOCK-2, LOCK-7] does not pipeline into a boundary that a checkpoint captures: every agent worker reports Ready there', async () => {
     const out = tmpOut();
     const events: Event[] = [];
     let fleet: Fleet | undefined;

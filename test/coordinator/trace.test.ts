@@ -79,7 +79,7 @@ describe('behaviour digest', () => {
     expect(sha(`${handLine(1)}\n${handLine(0)}\n`)).toBe(STEPS_1_0_DIGEST);
   });
 
-  it('is SHA-256 over the canonical normalized behaviour lines, in step order: the literal digests', () => {
+  it('[LOCK-17] is SHA-256 over the canonical normalized behaviour lines, in step order: the literal digests', () => {
     const steps = [step('e1', 0), step('e1', 1)];
     expect(canonicalBehaviour(steps[0]!)).toBe(handLine(0));
     expect(behaviourStepDigest(steps[0]!)).toBe(STEP0_DIGEST);
@@ -87,14 +87,14 @@ describe('behaviour digest', () => {
     expect(behaviourDigest([steps[1]!, steps[0]!])).toBe(STEPS_1_0_DIGEST);
   });
 
-  it('does not depend on the order agents were listed in', () => {
+  it('[LOCK-17] does not depend on the order agents were listed in', () => {
     const s = step('e1', 0);
     expect(behaviourDigest([{ ...s, agents: [...s.agents].reverse() }])).toBe(behaviourDigest([s]));
   });
 });
 
 describe('EpochRebase', () => {
-  it('rewrites scope.epoch, batchId and epoch-token event ids (also in rewards)', () => {
+  it('[LOCK-18] rewrites scope.epoch, batchId and epoch-token event ids (also in rewards)', () => {
     const r = new EpochRebase('e2', 'e1').apply(step('e2', 5));
     expect(r).toEqual(step('e1', 5));
   });
@@ -104,17 +104,17 @@ describe('EpochRebase', () => {
     expect(new EpochRebase('e2', 'e1').apply(s).eventIds).toEqual(['food-e20-1']);
   });
 
-  it('refuses a batch id that is not batch-<epoch>-<step>', () => {
+  it('[LOCK-18] refuses a batch id that is not batch-<epoch>-<step>', () => {
     expect(() => new EpochRebase('e2', 'e1').apply(step('e2', 3, { batchId: 'batch-e2-4' }))).toThrow(/batchId/);
   });
 
-  it('a resumed sequence compares equal to the uninterrupted one after the rebase', () => {
+  it('[LOCK-18] a resumed sequence compares equal to the uninterrupted one after the rebase', () => {
     const uninterrupted = [0, 1, 2, 3].map((k) => step('e1', k));
     const resumed = [step('e1', 0), step('e1', 1), step('e2', 2), step('e2', 3)];
     expect(compareBehaviours(uninterrupted, resumed)).toBeNull();
   });
 
-  it('any other difference fails and names step and field', () => {
+  it('[LOCK-18] any other difference fails and names step and field', () => {
     const uninterrupted = [0, 1, 2].map((k) => step('e1', k));
     const resumed = [step('e1', 0), step('e2', 1), step('e2', 2, { worldDigest: D('7') })];
     const d = compareBehaviours(uninterrupted, resumed);

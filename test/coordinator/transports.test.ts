@@ -48,7 +48,7 @@ describe('one ReproHash across transports', () => {
 
   for (const config of examples) {
     it(
-      `${config}: unix, tcp, thread and inline each give its golden ReproHash and behaviour digest`,
+      `[LOCK-19] ${config}: unix, tcp, thread and inline each give its golden ReproHash and behaviour digest`,
       { timeout: 600_000 },
       async (ctx) => {
         const skip = prepareRuntimesFor(config);
@@ -83,7 +83,7 @@ describe.each([
   ['inline', 'unix'],
 ] as const)('resume across transports: checkpointed on %s, resumed on %s', (from, to) => {
   it(
-    "SIGKILLed after a committed checkpoint, resumed on the other transport: the uninterrupted run's (golden) ReproHash",
+    "[LOCK-19, STORE-20] SIGKILLed after a committed checkpoint, resumed on the other transport: the uninterrupted run's (golden) ReproHash",
     { timeout: 300_000 },
     async () => {
       // The run total is part of the ReproHash: the killed run is planned for the golden's steps.

@@ -265,7 +265,7 @@ function corrupt(good: Buffer, c: Corruption): Buffer {
 describe.skipIf(skipReason !== null)('FLYSESS1: TypeScript and Rust agree', () => {
   beforeAll(() => buildRustCli(), 600_000);
 
-  it('both writers give identical bytes for random manifests and payloads, or the same refusal', () => {
+  it('[ENV-14] both writers give identical bytes for random manifests and payloads, or the same refusal', () => {
     const seen = { ok: 0, refused: new Set<string>() };
     fc.assert(
       fc.property(
@@ -288,7 +288,7 @@ describe.skipIf(skipReason !== null)('FLYSESS1: TypeScript and Rust agree', () =
     expect(seen.refused.size).toBeGreaterThan(5);
   });
 
-  it('TypeScript bytes decode in Rust and re-encode identically, and the reverse', () => {
+  it('[ENV-14] TypeScript bytes decode in Rust and re-encode identically, and the reverse', () => {
     fc.assert(
       fc.property(fc.array(fc.tuple(manifest, payloads), { minLength: 5, maxLength: 10 }), (cases) => {
         // TypeScript → Rust: decode, compare with TypeScript's own decode, re-encode in Rust.
@@ -321,7 +321,7 @@ describe.skipIf(skipReason !== null)('FLYSESS1: TypeScript and Rust agree', () =
     );
   });
 
-  it('both readers refuse the same corruptions with the same check, reason and message', () => {
+  it('[ENV-14] both readers refuse the same corruptions with the same check, reason and message', () => {
     const checksSeen = new Set<number | null>();
     fc.assert(
       fc.property(manifest, payloads, fc.array(corruption, { minLength: 30, maxLength: 60 }), (m, ps, cs) => {
@@ -340,7 +340,7 @@ describe.skipIf(skipReason !== null)('FLYSESS1: TypeScript and Rust agree', () =
     for (const check of [1, 2, 3, 4, 5, 6, 7]) expect(checksSeen, `check ${check}`).toContain(check);
   });
 
-  it('decode-envelope exits 1 with one line naming the check; the legacy magic is named', () => {
+  it('[ENV-9] decode-envelope exits 1 with one line naming the check; the legacy magic is named', () => {
     const good = encodeEnvelope({ ...MINIMAL_MANIFEST }, [{ name: 'a', bytes: Buffer.from('x') }]);
     expect(rustCommand('decode-envelope', good).status).toBe(0);
     const legacy = Buffer.from(good);

@@ -44,7 +44,7 @@ const composition = fc
 describe.skipIf(skipReason !== null)('seeds: TypeScript and Rust agree', () => {
   beforeAll(() => buildRustCli(), 600_000);
 
-  it('random compositions derive the same seeds and collisions, or the same refusal', () => {
+  it('[SEED-10] random compositions derive the same seeds and collisions, or the same refusal', () => {
     fc.assert(
       fc.property(fc.array(fc.tuple(anyMaster, composition), { minLength: 30, maxLength: 60 }), (drawn) => {
         // One composition that always derives, so a batch the generator drew all-refused still
@@ -65,7 +65,7 @@ describe.skipIf(skipReason !== null)('seeds: TypeScript and Rust agree', () => {
     );
   });
 
-  it('a repeat before a malformed or non-string id is refused as the repeat in both languages, and the other way round', () => {
+  it('[SEED-10] a repeat before a malformed or non-string id is refused as the repeat in both languages, and the other way round', () => {
     const cases: [string, unknown[]][] = [
       ['0', ['i', 'i', '']],
       ['0', ['i', 'i', 3]],
@@ -81,7 +81,7 @@ describe.skipIf(skipReason !== null)('seeds: TypeScript and Rust agree', () => {
     expect(fields).toEqual(['agentIds[1]', 'agentIds[1]', 'agentIds[0]', 'agentIds[0]']);
   });
 
-  it('Xorshift32 draws the same values from random seeds', () => {
+  it('[SEED-10] Xorshift32 draws the same values from random seeds', () => {
     fc.assert(
       fc.property(
         fc.array(fc.tuple(fc.integer({ min: -(2 ** 31), max: 2 ** 31 - 1 }), fc.integer({ min: 0, max: 40 })), {

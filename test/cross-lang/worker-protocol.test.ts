@@ -299,7 +299,7 @@ for (const other of OTHERS)
       await both(METHODS.status, null, {}, 'ok');
     });
 
-    it('idempotency per operation key: cached replies, CONFLICT, STALE_EPOCH / STALE_STEP / FUTURE_STEP, phase refusals', async () => {
+    it('[LOCK-9, LOCK-10, LOCK-11] idempotency per operation key: cached replies, CONFLICT, STALE_EPOCH / STALE_STEP / FUTURE_STEP, phase refusals', async () => {
       const k = 12;
       const first = await both(METHODS.agentPrepare, sc(k), { agents: IDS }, 'ok');
       // The same request id and body, and a new id with the same body: the cached decisions, no new ticks.

@@ -75,17 +75,17 @@ function raw(ps: RawPayload[] = twoPayloads(), o: RawOptions = {}, extra: Record
 }
 
 describe('FLYSESS1 reference fixture', () => {
-  it('encodeEnvelope reproduces the fixture byte for byte', () => {
+  it('[ENV-10] encodeEnvelope reproduces the fixture byte for byte', () => {
     const out = encodeEnvelope(fixture.manifest, fixturePayloads());
     expect(out.length).toBe(fixture.envelope.byteLength);
     expect(out.equals(reference)).toBe(true);
   });
 
-  it('computes manifest.payloads when the caller omits it (same bytes)', () => {
+  it('[ENV-10] computes manifest.payloads when the caller omits it (same bytes)', () => {
     expect(encodeEnvelope(baseManifest, fixturePayloads()).equals(reference)).toBe(true);
   });
 
-  it('encodeEnvelopeParts: parts concatenate to the fixture, payloads are not copied, digest is the whole file', () => {
+  it('[ENV-10] encodeEnvelopeParts: parts concatenate to the fixture, payloads are not copied, digest is the whole file', () => {
     const payloads = fixturePayloads();
     const enc = encodeEnvelopeParts(baseManifest, payloads);
     expect(Buffer.concat(enc.parts).equals(reference)).toBe(true);
@@ -149,7 +149,7 @@ describe('FLYSESS1 reference fixture', () => {
   };
   it('lists exactly six corruptions', () => expect(fixture.corruption).toHaveLength(6));
   for (const c of fixture.corruption) {
-    it(`refuses ${c.name} (offset ${c.offset}: ${c.reason})`, () => {
+    it(`[ENV-${expectedCheck[c.offset]![0]}] refuses ${c.name} (offset ${c.offset}: ${c.reason})`, () => {
       const bad = Buffer.from(reference);
       bad[c.offset]! ^= 0x01;
       const [check, reason] = expectedCheck[c.offset]!;
@@ -157,13 +157,13 @@ describe('FLYSESS1 reference fixture', () => {
     });
   }
 
-  it('a flipped manifest byte with a re-sealed footer is caught by check 3', () => {
+  it('[ENV-3] a flipped manifest byte with a re-sealed footer is caught by check 3', () => {
     const bad = Buffer.from(reference);
     bad[32]! ^= 0x01; // '{' becomes 'z'
     expectRefused(reseal(bad), 3, 'struct_envelope_manifest');
   });
 
-  it('a flipped payload byte with a re-sealed footer is caught by check 5 naming the entry', () => {
+  it('[ENV-5] a flipped payload byte with a re-sealed footer is caught by check 5 naming the entry', () => {
     const bad = Buffer.from(reference);
     bad[2696]! ^= 0x01;
     expectRefused(reseal(bad), 5, 'audit_payload_digest_mismatch', /entry 0 "agent-fly-a"/);
@@ -177,38 +177,38 @@ describe('decodeEnvelope: one refusal per check', () => {
   });
 
   describe('check 1 (header)', () => {
-    it('refuses fewer than 80 bytes', () => {
+    it('[ENV-1] refuses fewer than 80 bytes', () => {
       const short = Buffer.alloc(79);
       short.write('FLYSESS1');
       expectRefused(short, 1, 'size_envelope_too_short', /79 bytes/);
     });
-    it('refuses an empty input', () => expectRefused(new Uint8Array(0), 1, 'size_envelope_too_short'));
-    it('names a FLYSIM01 file as the legacy format, even a short one', () => {
+    it('[ENV-1] refuses an empty input', () => expectRefused(new Uint8Array(0), 1, 'size_envelope_too_short'));
+    it('[ENV-1, ENV-9] names a FLYSIM01 file as the legacy format, even a short one', () => {
       const legacy = Buffer.concat([Buffer.from('FLYSIM01'), Buffer.alloc(200)]);
       expectRefused(legacy, 1, 'struct_envelope_legacy_format', /legacy FLYSIM01 format/);
       expectRefused(Buffer.from('FLYSIM01\x02\x00\x00\x00{}'), 1, 'struct_envelope_legacy_format');
     });
-    it('refuses random bytes at the magic', () =>
+    it('[ENV-1] refuses random bytes at the magic', () =>
       expectRefused(Buffer.alloc(200, 0x41), 1, 'struct_envelope_magic', /magic/));
-    it('refuses version 2', () =>
+    it('[ENV-1] refuses version 2', () =>
       expectRefused(raw(undefined, { version: 2 }), 1, 'struct_envelope_magic', /envelopeVersion 2 is not supported/));
-    it('refuses headerBytes 40', () =>
+    it('[ENV-1] refuses headerBytes 40', () =>
       expectRefused(raw(undefined, { headerBytes: 40 }), 1, 'struct_envelope_magic', /headerBytes/));
-    it('refuses a non-zero reserved field', () =>
+    it('[ENV-1] refuses a non-zero reserved field', () =>
       expectRefused(raw(undefined, { reserved: 1 }), 1, 'struct_envelope_magic', /reserved/));
   });
 
   describe('check 2 (footer)', () => {
-    it('refuses a truncated file (footer magic gone)', () =>
+    it('[ENV-2] refuses a truncated file (footer magic gone)', () =>
       expectRefused(raw().subarray(0, -1), 2, 'audit_envelope_length', /footer magic/));
-    it('refuses an extended file', () =>
+    it('[ENV-2] refuses an extended file', () =>
       expectRefused(Buffer.concat([raw(), Buffer.alloc(8)]), 2, 'audit_envelope_length'));
-    it('refuses a footer whose fileBytes disagrees with the length', () => {
+    it('[ENV-2] refuses a footer whose fileBytes disagrees with the length', () => {
       const good = raw();
       const bad = Buffer.concat([good, good.subarray(-48)]); // a valid-looking footer at the new end
       expectRefused(bad, 2, 'audit_envelope_length', /file length/);
     });
-    it('refuses a wrong prefix digest', () => {
+    it('[ENV-2] refuses a wrong prefix digest', () => {
       const bad = raw();
       bad[bad.length - 40]! ^= 0x80;
       expectRefused(bad, 2, 'audit_envelope_digest', /footer digest/);
@@ -216,7 +216,7 @@ describe('decodeEnvelope: one refusal per check', () => {
   });
 
   describe('check 3 (manifest)', () => {
-    it('refuses a manifest length past the payload area (without allocating it)', () => {
+    it('[ENV-3] refuses a manifest length past the payload area (without allocating it)', () => {
       expectRefused(
         raw(undefined, { manifestBytes: 0xffffffff }),
         3,
@@ -224,29 +224,29 @@ describe('decodeEnvelope: one refusal per check', () => {
         /past the payload area/,
       );
     });
-    it('refuses a manifest that is valid JSON but not canonical', () => {
+    it('[ENV-3] refuses a manifest that is valid JSON but not canonical', () => {
       const ps = twoPayloads();
       const pretty = Buffer.from(JSON.stringify(JSON.parse(manifestText(ps).toString()), null, 1));
       expectRefused(rawEnvelope(pretty, ps), 3, 'struct_envelope_manifest', /struct_not_canonical/);
     });
-    it('refuses a duplicate key inside the manifest', () => {
+    it('[ENV-3] refuses a duplicate key inside the manifest', () => {
       const ps = twoPayloads();
       const text = manifestText(ps).toString().replace('{"agents":', '{"agents":[],"agents":');
       expectRefused(rawEnvelope(Buffer.from(text), ps), 3, 'struct_envelope_manifest', /struct_duplicate_key/);
     });
-    it('refuses invalid UTF-8 in the manifest', () => {
+    it('[ENV-3] refuses invalid UTF-8 in the manifest', () => {
       const ps = twoPayloads();
       const bytes = manifestText(ps);
       const at = bytes.indexOf('demo');
       bytes[at] = 0xff;
       expectRefused(rawEnvelope(bytes, ps), 3, 'struct_envelope_manifest', /struct_invalid_utf8/);
     });
-    it('refuses a manifest that is not an object', () =>
+    it('[ENV-3] refuses a manifest that is not an object', () =>
       expectRefused(rawEnvelope(Buffer.from('[]'), []), 3, 'struct_envelope_manifest', /not a JSON object/));
   });
 
   describe('check 4 (payload table)', () => {
-    it('refuses a tableOffset away from its laid-out position', () => {
+    it('[ENV-4] refuses a tableOffset away from its laid-out position', () => {
       const ps = twoPayloads();
       const m = manifestText(ps);
       expectRefused(
@@ -256,14 +256,14 @@ describe('decodeEnvelope: one refusal per check', () => {
         /tableOffset/,
       );
     });
-    it('refuses a table that runs past the payload area (huge payloadCount, nothing allocated)', () => {
+    it('[ENV-4] refuses a table that runs past the payload area (huge payloadCount, nothing allocated)', () => {
       expectRefused(raw([], { payloadCount: 0xffffffff }), 4, 'struct_envelope_table', /past the payload area/);
     });
-    it('refuses 65 payloads', () => {
+    it('[ENV-4] refuses 65 payloads', () => {
       const ps = Array.from({ length: 65 }, (_, i) => P(`p${i}`, ''));
       expectRefused(raw(ps), 4, 'size_payload_count_over_64', /65/);
     });
-    it('refuses non-zero padding between manifest and table', () => {
+    it('[ENV-4] refuses non-zero padding between manifest and table', () => {
       const ps = twoPayloads();
       const m = manifestText(ps);
       expect(m.length % 8).not.toBe(0); // there is a gap to corrupt
@@ -272,33 +272,33 @@ describe('decodeEnvelope: one refusal per check', () => {
   });
 
   describe('check 5 (payload entries)', () => {
-    it('refuses a name that is not an Id', () => {
+    it('[ENV-5] refuses a name that is not an Id', () => {
       const ps = [P('world', 'abc'), P('Agent', 'x')];
       expectRefused(raw(ps), 5, 'struct_envelope_entry', /entry 1: name "Agent" is not an Id/);
     });
-    it('refuses bytes after the name NUL', () => {
+    it('[ENV-5] refuses bytes after the name NUL', () => {
       const ps = [P('world', 'abc', { nameField: Buffer.from('world\0x') })];
       expectRefused(raw(ps), 5, 'struct_envelope_entry', /entry 0 "world".*after the name's NUL/);
     });
-    it('refuses a repeated name', () => {
+    it('[ENV-5] refuses a repeated name', () => {
       expectRefused(raw([P('world', 'a'), P('world', 'b')]), 5, 'struct_envelope_entry', /entry 1 "world".*repeats/);
     });
-    it('refuses an offset that is not the aligned end of the previous payload', () => {
+    it('[ENV-5] refuses an offset that is not the aligned end of the previous payload', () => {
       const ps = twoPayloads();
       const m = manifestText(ps);
       const first = ((32 + m.length + 7) & ~7) + 2 * 112;
       ps[1]!.offset = BigInt(first + 8 + 8); // correct would be align8(first + 3) = first + 8
       expectRefused(rawEnvelope(m, ps), 5, 'struct_envelope_entry', /entry 1 "agent-fly-a": offset/);
     });
-    it('refuses a byteLength past the payload area (u64 max, nothing allocated)', () => {
+    it('[ENV-5] refuses a byteLength past the payload area (u64 max, nothing allocated)', () => {
       const ps = [P('world', 'abc', { byteLength: 0xffffffffffffffffn })];
       expectRefused(raw(ps), 5, 'struct_envelope_entry', /entry 0 "world".*past the payload area/);
     });
-    it('refuses a payload whose digest does not match', () => {
+    it('[ENV-5] refuses a payload whose digest does not match', () => {
       const ps = [P('world', 'abc'), P('agent-fly-a', 'hi', { digest: Buffer.alloc(32, 7) })];
       expectRefused(raw(ps), 5, 'audit_payload_digest_mismatch', /entry 1 "agent-fly-a"/);
     });
-    it('refuses non-zero padding before a payload', () => {
+    it('[ENV-5] refuses non-zero padding before a payload', () => {
       expectRefused(
         raw(undefined, { payloadPadByte: 9 }),
         5,
@@ -309,13 +309,13 @@ describe('decodeEnvelope: one refusal per check', () => {
   });
 
   describe('check 6 (no padding after the last payload)', () => {
-    it('refuses bytes between the last payload and the footer', () => {
+    it('[ENV-6] refuses bytes between the last payload and the footer', () => {
       expectRefused(raw(undefined, { trailing: Buffer.alloc(5) }), 6, 'struct_envelope_padding', /5 bytes/);
     });
   });
 
   describe('check 7 (manifest fields)', () => {
-    it('refuses a missing required field', () => {
+    it('[ENV-7] refuses a missing required field', () => {
       const ps = twoPayloads();
       const m: Record<string, unknown> = { ...baseManifest, payloads: refsOf(ps) };
       delete m.helperState;
@@ -326,23 +326,23 @@ describe('decodeEnvelope: one refusal per check', () => {
         /manifest\.helperState is missing/,
       );
     });
-    it('refuses an unknown top-level field', () =>
+    it('[ENV-7] refuses an unknown top-level field', () =>
       expectRefused(raw(undefined, {}, { extra: 1 }), 7, 'struct_envelope_manifest_fields', /manifest\.extra/));
-    it('refuses envelopeVersion 2 in the manifest', () =>
+    it('[ENV-7] refuses envelopeVersion 2 in the manifest', () =>
       expectRefused(
         raw(undefined, {}, { envelopeVersion: 2 }),
         7,
         'struct_envelope_manifest_fields',
         /envelopeVersion/,
       ));
-    it('refuses a checkpointId that is not an Id', () =>
+    it('[ENV-7] refuses a checkpointId that is not an Id', () =>
       expectRefused(
         raw(undefined, {}, { checkpointId: 'Ckpt 1' }),
         7,
         'struct_envelope_manifest_fields',
         /manifest\.checkpointId/,
       ));
-    it('refuses an unreduced worldTime', () => {
+    it('[ENV-7] refuses an unreduced worldTime', () => {
       expectRefused(
         raw(undefined, {}, { worldTime: { numerator: '2', denominator: '4' } }),
         7,
@@ -350,7 +350,7 @@ describe('decodeEnvelope: one refusal per check', () => {
         /manifest\.worldTime/,
       );
     });
-    it('refuses a bad sourceScope step', () => {
+    it('[ENV-7] refuses a bad sourceScope step', () => {
       expectRefused(
         raw(undefined, {}, { sourceScope: { sessionId: 'demo', epoch: 'e1', step: 42 } }),
         7,
@@ -358,11 +358,11 @@ describe('decodeEnvelope: one refusal per check', () => {
         /sourceScope\.step/,
       );
     });
-    it('refuses more than 60 agents', () => {
+    it('[ENV-7] refuses more than 60 agents', () => {
       const agents = Array.from({ length: 61 }, (_, i) => ({ agentId: `a${i}` }));
       expectRefused(raw(undefined, {}, { agents }), 7, 'size_agents_over_60');
     });
-    it('refuses manifest payloads that differ from the table', () => {
+    it('[ENV-7] refuses manifest payloads that differ from the table', () => {
       const ps = twoPayloads();
       const refs = refsOf(ps);
       refs[1]!.byteLength = '12';
@@ -374,7 +374,7 @@ describe('decodeEnvelope: one refusal per check', () => {
         /manifest\.payloads\[1\].*entry 1 "agent-fly-a"/,
       );
     });
-    it('refuses manifest payloads listing fewer entries than the table', () => {
+    it('[ENV-7] refuses manifest payloads listing fewer entries than the table', () => {
       const ps = twoPayloads();
       const m = Buffer.from(canonicalize({ ...baseManifest, payloads: refsOf(ps).slice(0, 1) }));
       expectRefused(rawEnvelope(m, ps), 7, 'audit_manifest_payloads_mismatch', /lists 1 payloads, the table has 2/);
@@ -382,16 +382,16 @@ describe('decodeEnvelope: one refusal per check', () => {
   });
 
   describe('order of the checks', () => {
-    it('reports check 3 before check 5 when both fail', () => {
+    it('[ENV-8] reports check 3 before check 5 when both fail', () => {
       const ps = [P('world', 'abc', { digest: Buffer.alloc(32) })];
       const pretty = Buffer.from(JSON.stringify(JSON.parse(manifestText(ps).toString()), null, 1));
       expectRefused(rawEnvelope(pretty, ps), 3, 'struct_envelope_manifest');
     });
-    it('reports check 5 before check 7 when both fail', () => {
+    it('[ENV-8] reports check 5 before check 7 when both fail', () => {
       const ps = [P('world', 'abc', { digest: Buffer.alloc(32) })];
       expectRefused(raw(ps, {}, { extra: true }), 5, 'audit_payload_digest_mismatch');
     });
-    it('reports check 1 before check 2 when both fail', () =>
+    it('[ENV-8] reports check 1 before check 2 when both fail', () =>
       expectRefused(raw(undefined, { version: 9 }).subarray(0, -3), 1, 'struct_envelope_magic'));
   });
 });
@@ -564,7 +564,7 @@ describe('decodeEnvelopeAsync (large payloads hashed on the thread pool beside t
 });
 
 describe('layout now, seal later (capture hands the writer a draft)', () => {
-  it('the fixture laid out with its payload digests and sealed, sync or a slice per turn, is the reference byte for byte', async () => {
+  it('[ENV-10] the fixture laid out with its payload digests and sealed, sync or a slice per turn, is the reference byte for byte', async () => {
     const declared = fixturePayloads().map((p) => ({ ...p, digest: sha256(p.bytes) }));
     const draft = layoutEnvelope(baseManifest, declared);
     expect(draft.byteLength).toBe(reference.length);
@@ -625,7 +625,7 @@ describe('FLYSESS1 properties', () => {
     );
   });
 
-  it('any single-byte flip is refused by the check that owns the byte', () => {
+  it('[ENV-8] any single-byte flip is refused by the check that owns the byte', () => {
     fc.assert(
       fc.property(envelopeArb, fc.nat(), fc.integer({ min: 1, max: 255 }), ({ bytes }, n, x) => {
         const bad = Buffer.from(bytes);
@@ -637,7 +637,7 @@ describe('FLYSESS1 properties', () => {
     );
   });
 
-  it('any truncation is refused by check 1 (too short) or check 2 (footer gone)', () => {
+  it('[ENV-1, ENV-2] any truncation is refused by check 1 (too short) or check 2 (footer gone)', () => {
     fc.assert(
       fc.property(envelopeArb, fc.nat(), ({ bytes }, n) => {
         const length = n % bytes.length;
@@ -673,7 +673,7 @@ describe('FLYSESS1 properties', () => {
     );
   });
 
-  it('random table entries behind a valid header and manifest: an honest table is accepted, a hostile one refused by the check it breaks', () => {
+  it('[ENV-4, ENV-5] random table entries behind a valid header and manifest: an honest table is accepted, a hostile one refused by the check it breaks', () => {
     // A canonical manifest that lists either no payloads or exactly what the entries claim, then
     // entries with plausible or hostile names, offsets (overlapping, out of range), lengths and
     // digests, then random payload bytes. The oracle: a table is honest when its names are
@@ -759,7 +759,7 @@ describe('FLYSESS1 properties', () => {
     expect(refused).toBeGreaterThan(100);
   });
 
-  it('any extension is refused by check 2 (the footer is no longer at the end)', () => {
+  it('[ENV-2] any extension is refused by check 2 (the footer is no longer at the end)', () => {
     fc.assert(
       fc.property(envelopeArb, fc.uint8Array({ minLength: 1, maxLength: 100 }), ({ bytes }, tail) => {
         expectRefused(Buffer.concat([bytes, tail]), 2, 'audit_envelope_length');

@@ -32,7 +32,7 @@ const good = (): Buffer => handBuilt(MANIFEST, [membrane, refractory]);
 describe('FLYSIM01 reader', () => {
   it('zlib.crc32 is the IEEE CRC32 (check value of "123456789")', () => expect(crc32('123456789')).toBe(0xcbf43926));
 
-  it('decodes hand-built bytes: manifest, chunks as views, layout', () => {
+  it('[ENV-13] decodes hand-built bytes: manifest, chunks as views, layout', () => {
     const bytes = good();
     const d = decodeLegacyFlysim(bytes);
     expect(d.format).toBe('FLYSIM01');
@@ -67,7 +67,7 @@ describe('FLYSIM01 reader', () => {
     expect(out.equals(good())).toBe(true);
   });
 
-  it('reads the same layout under FLYAGT01 and FLYENV01 when asked', () => {
+  it('[ENV-13] reads the same layout under FLYAGT01 and FLYENV01 when asked', () => {
     for (const magic of ['FLYAGT01', 'FLYENV01']) {
       const bytes = handBuilt(MANIFEST, [membrane, refractory], magic);
       expect(legacyMagicOf(bytes)).toBe(magic);
@@ -76,7 +76,7 @@ describe('FLYSIM01 reader', () => {
     }
   });
 
-  it('the FLYSESS1 reader names a FLYSIM01 file as the legacy format at check 1', () => {
+  it('[ENV-9] the FLYSESS1 reader names a FLYSIM01 file as the legacy format at check 1', () => {
     const e = refusal(() => decodeEnvelope(good()));
     expect(e.reason).toBe('struct_envelope_legacy_format');
     expect(e.message).toMatch(/^check 1 \(magic\): .*legacy FLYSIM01 format/);
@@ -167,7 +167,7 @@ describe('FLYSIM01 reader', () => {
     ],
   ];
   for (const [name, build, reason, text] of cases) {
-    it(`refuses ${name}`, () => {
+    it(`[ENV-13] refuses ${name}`, () => {
       const e = refusal(() => decodeLegacyFlysim(build()));
       expect(e.reason).toBe(reason);
       expect(e.message).toMatch(/^FLYSIM01 legacy file \(/);
@@ -175,7 +175,7 @@ describe('FLYSIM01 reader', () => {
     });
   }
 
-  it('refuses any single-byte flip by the check that owns the byte (the CRC32 for everything after the manifest)', () => {
+  it('[ENV-13] refuses any single-byte flip by the check that owns the byte (the CRC32 for everything after the manifest)', () => {
     const bytes = good();
     const manifestEnd = 12 + Buffer.byteLength(MANIFEST);
     /** The checks that may refuse a flip at `at`: the ones reading that byte before the CRC, and the CRC. */

@@ -21,7 +21,7 @@ const fixture = JSON.parse(
 describe('seed-derivation-v1 reference vectors', () => {
   it('has all 20 vectors', () => expect(fixture.vectors).toHaveLength(20));
   for (const v of fixture.vectors) {
-    it(`master ${v.masterSeed} agent ${v.agentId} → ${v.seed}`, () => {
+    it(`[SEED-2, SEED-3, SEED-4] master ${v.masterSeed} agent ${v.agentId} → ${v.seed}`, () => {
       const material = seedMaterial(v.masterSeed, v.agentId);
       expect(material.toString('utf8')).toBe(v.material);
       expect(createHash('sha256').update(material).digest('hex')).toBe(v.materialDigest);
@@ -35,7 +35,7 @@ describe('seed-derivation-v1 reference vectors', () => {
     expect(derived.seeds.map((s) => s.agentId)).toEqual(c.agentIds);
     expect(derived.collisions).toEqual([]);
   });
-  it('refuses the three invalid inputs, each with its own reason code and field', () => {
+  it('[SEED-6] refuses the three invalid inputs, each with its own reason code and field', () => {
     // Which check refused, not just that something did: an id check that wrongly fired on the
     // repeat (or a repeat check that fired on a bad id) would still throw a DetsimError.
     const expected: [ReasonCode, string][] = [
@@ -57,7 +57,7 @@ describe('seed-derivation-v1 reference vectors', () => {
 });
 
 describe('seed-derivation-v1 edge cases', () => {
-  it('refuses non-canonical master seeds rather than normalising them', () => {
+  it('[SEED-6] refuses non-canonical master seeds rather than normalising them', () => {
     for (const m of ['01', '', '-1', '+1', '1.0', '1e3', ' 1', '18446744073709551616', '0x10']) {
       const e = refusal(() => deriveSeed(m, 'fly-a'));
       expect([e.reason, e.field], m).toEqual(['struct_invalid_u64', 'masterSeed']);
@@ -65,7 +65,7 @@ describe('seed-derivation-v1 edge cases', () => {
     expect(deriveSeed('18446744073709551615', 'fly-a')).toBe(-125244523);
   });
 
-  it('skips zero lanes and rehashes with "1\\n" when all eight lanes are zero', () => {
+  it('[SEED-4, SEED-5] skips zero lanes and rehashes with "1\\n" when all eight lanes are zero', () => {
     const calls: string[] = [];
     const digest = (material: Buffer): Uint8Array => {
       calls.push(material.toString('utf8'));
@@ -78,7 +78,7 @@ describe('seed-derivation-v1 edge cases', () => {
     expect(calls).toEqual(['flybrain/seed-derivation-v1\n7\nfly-a\n', 'flybrain/seed-derivation-v1\n7\nfly-a\n1\n']);
   });
 
-  it('fails after four all-zero rounds, never a fallback seed', () => {
+  it('[SEED-5] fails after four all-zero rounds, never a fallback seed', () => {
     const seen: string[] = [];
     const zero = (m: Buffer) => (seen.push(m.toString('utf8').split('\n').slice(3).join('|')), new Uint8Array(32));
     const e = refusal(() => deriveSeed('7', 'fly-a', zero));
@@ -86,7 +86,7 @@ describe('seed-derivation-v1 edge cases', () => {
     expect(seen).toEqual(['', '1|', '2|', '3|']);
   });
 
-  it('warns naming both ids when two different ids collide', () => {
+  it('[SEED-8] warns naming both ids when two different ids collide', () => {
     const constant = () => Uint8Array.from({ length: 32 }, (_, i) => (i === 3 ? 5 : 0));
     const derived = deriveSeeds('1', ['ant', 'bee', 'cat'], constant);
     expect(derived.collisions).toEqual([
@@ -97,7 +97,7 @@ describe('seed-derivation-v1 edge cases', () => {
 });
 
 describe('Xorshift32', () => {
-  it('seed 22222 gives the reference sequence', () => {
+  it('[SEED-9] seed 22222 gives the reference sequence', () => {
     const rng = new Xorshift32(22222);
     expect([rng.nextUint(), rng.nextUint(), rng.nextUint(), rng.nextUint()]).toEqual([
       1374414818, 2413927497, 829730269, 1025812730,

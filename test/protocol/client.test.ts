@@ -173,7 +173,7 @@ describe('WorkerClient', () => {
     expect(r.attachment?.equals(att)).toBe(true);
   });
 
-  it('a deadline fails one call with mutation unknown; the late reply is discarded and the stream stays usable', async () => {
+  it('[LOCK-14] a deadline fails one call with mutation unknown; the late reply is discarded and the stream stays usable', async () => {
     client = await WorkerClient.connect(await startScripted());
     const slow = client.callUnchecked('Agent.Prepare', null, { delayMs: 300 }, { deadlineMs: 50 });
     await expect(slow).rejects.toMatchObject({ kind: 'deadline', mutation: 'unknown', requestId: 'req-1' });
@@ -182,7 +182,7 @@ describe('WorkerClient', () => {
     expect(next.reply.requestId).toBe('req-2');
   });
 
-  it('the drop-reply fault fails the call as reply-dropped; re-sending the same id gets a reply', async () => {
+  it('[LOCK-14] the drop-reply fault fails the call as reply-dropped; re-sending the same id gets a reply', async () => {
     client = await WorkerClient.connect(await startScripted());
     client.faults.dropNextReply('Agent.Prepare');
     const first = client.callUnchecked('Agent.Prepare', null, { x: 1 });

@@ -43,7 +43,7 @@ const EXPECTED =
   '"model":{"a":[3,1],"b":"0.100000000"},"opt":null,"seq":[{"kind":"save"},{"kind":"rollback"}],"steps":null}';
 
 describe('receipt canonicalisation (R1–R3)', () => {
-  it('D1: the classification table is published and consistent', () => {
+  it('[D1] the classification table is published and consistent', () => {
     const text = formatFieldTable();
     const paths = FIELD_TABLE.map((r) => r.path);
     expect(new Set(paths).size).toBe(paths.length); // no path twice
@@ -60,7 +60,7 @@ describe('receipt canonicalisation (R1–R3)', () => {
     }
   });
 
-  it('D1: an unclassified field is counted, reported and treated as physical — never silently dropped', () => {
+  it('[D1] an unclassified field is counted, reported and treated as physical — never silently dropped', () => {
     const s = canonicalSplit(input, { table: T });
     expect(s.unknownFields).toEqual([{ path: 'extra', count: 1 }]);
     expect(s.physical).toEqual({ extra: 7, ts: 'now' }); // kept, on the physical side
@@ -73,7 +73,7 @@ describe('receipt canonicalisation (R1–R3)', () => {
     expect(reproHash(sampleReceipt()).unknownFields).toEqual([]);
   });
 
-  it('R1–R3: a small receipt gives exactly the hand-written canonical text and its hash', () => {
+  it('[DIFF-2] R1–R3: a small receipt gives exactly the hand-written canonical text and its hash', () => {
     const s = canonicalSplit(input, { table: T });
     const h = reproHash(input, { table: T });
     expect(h.canonical).toBe(EXPECTED);
@@ -82,7 +82,7 @@ describe('receipt canonicalisation (R1–R3)', () => {
     expect(h.reproHash).toMatch(/^[0-9a-f]{16}$/);
   });
 
-  it('D2: lists of objects are sorted by their stable key before canonicalisation', () => {
+  it('[D2] lists of objects are sorted by their stable key before canonicalisation', () => {
     const swapped = { ...input, items: [...input.items].reverse() };
     expect(reproHash(swapped, { table: T }).canonical).toBe(EXPECTED);
     // U64 keys sort numerically: "9" before "10".
@@ -123,7 +123,7 @@ describe('receipt canonicalisation (R1–R3)', () => {
     expect(compareKeyValues('b', 'a')).toBeGreaterThan(0);
   });
 
-  it('D3: non-integers become fixed-point strings at the table precision, -0 is 0, enums by value', () => {
+  it('[D3] non-integers become fixed-point strings at the table precision, -0 is 0, enums by value', () => {
     expect(fixedPoint(0.1 + 0.2)).toBe('0.300000000');
     expect(fixedPoint(2.5)).toBe('2.500000000');
     expect(fixedPoint(1 / 3, 3)).toBe('0.333');
@@ -152,7 +152,7 @@ describe('receipt canonicalisation (R1–R3)', () => {
     );
   });
 
-  it('physical fields never reach the hash (pids, wall times, completion order, timestamps)', () => {
+  it('[DIFF-1] physical fields never reach the hash (pids, wall times, completion order, timestamps)', () => {
     const a = reproHash(sampleReceipt());
     const b = reproHash(sampleReceipt({ wall: '987654321', pid: 1, order: ['worker-1', 'worker-0'] }));
     expect(b.reproHash).toBe(a.reproHash);
@@ -201,7 +201,7 @@ const PHYSICAL_LEAF = [
 ];
 
 describe('sensitivity (D5)', () => {
-  it('D5: tampering with any ReproCore field changes the ReproHash; tampering with a physical one does not', () => {
+  it('[D5] tampering with any ReproCore field changes the ReproHash; tampering with a physical one does not', () => {
     const base = sampleReceipt();
     const h0 = reproHash(base).reproHash;
     const all = leaves(base);
@@ -220,7 +220,7 @@ describe('sensitivity (D5)', () => {
     expect(repro).toBeGreaterThan(50);
   });
 
-  it('D5: one character of one agent decision changes the hash', () => {
+  it('[D5] one character of one agent decision changes the hash', () => {
     const base = sampleReceipt() as unknown as { steps: { behaviour: { agents: { decision: { move: string } }[] } }[] };
     const h0 = reproHash(base).reproHash;
     base.steps[1]!.behaviour.agents[0]!.decision.move = 'easT';

@@ -64,7 +64,7 @@ function repoWithHistory(unmarked: boolean): string {
 }
 
 describe('check-goldens (D6)', () => {
-  it('D6: a golden change without [golden] in the subject is refused (exit 1, names the commit)', () => {
+  it('[D6] a golden change without [golden] in the subject is refused (exit 1, names the commit)', () => {
     const r = check(repoWithHistory(true));
     expect(r.status).toBe(1);
     expect(r.stderr).toMatch(
@@ -72,7 +72,7 @@ describe('check-goldens (D6)', () => {
     );
   });
 
-  it('D6: a merge that changes a golden beyond both parents is refused; a merge bringing in a marked change is not', () => {
+  it('[D6] a merge that changes a golden beyond both parents is refused; a merge bringing in a marked change is not', () => {
     const repo = repoWithHistory(false);
     git(repo, 'checkout', '-q', '-b', 'side');
     commit(repo, 'fixtures/golden/a.json', '{"reproHash":"2222222222222222"}\n', '[golden] walker v3');
@@ -94,7 +94,7 @@ describe('check-goldens (D6)', () => {
     );
   });
 
-  it('D6: golden changes that carry [golden] pass; the complete history is the default range', () => {
+  it('[D6] golden changes that carry [golden] pass; the complete history is the default range', () => {
     const r = check(repoWithHistory(false));
     expect(r.status, r.stderr).toBe(0);
     expect(r.stdout).toMatch(
@@ -102,7 +102,7 @@ describe('check-goldens (D6)', () => {
     );
   });
 
-  it('a [golden] commit that moves a behaviourDigest needs [golden:behaviour] too; adding one does not', () => {
+  it('[D6] a [golden] commit that moves a behaviourDigest needs [golden:behaviour] too; adding one does not', () => {
     const repo = mkdtempSync(join(tmpdir(), 'detsim-golden-'));
     git(repo, 'init', '-q', '-b', 'main');
     const golden = (b: string, r: string) => `{"behaviourDigest":"${b.repeat(64)}","reproHash":"${r.repeat(16)}"}\n`;

@@ -20,7 +20,7 @@ describe('divergence diagnosis', () => {
     ).toBeNull();
   });
 
-  it('names the first diverging step, the field path, both values and the agent', () => {
+  it('[DIFF-4] names the first diverging step, the field path, both values and the agent', () => {
     const b = sampleReceipt() as unknown as Mutable;
     b.steps[1]!.behaviour.agents[1]!.decision.move = 'west';
     b.steps[1]!.behaviour.worldDigest = '0'.repeat(64); // a later field of the same step
@@ -38,7 +38,7 @@ describe('divergence diagnosis', () => {
     );
   });
 
-  it('the earliest step wins, whatever the order of the trace lines', () => {
+  it('[DIFF-4] the earliest step wins, whatever the order of the trace lines', () => {
     const b = sampleReceipt() as unknown as Mutable;
     b.steps[0]!.behaviour.agents[0]!.decision.move = 'up';
     b.steps[1]!.behaviour.agents[1]!.decision.move = 'down';
@@ -74,7 +74,7 @@ describe('diagnosis of two run directories (trace.jsonl files)', () => {
     return dir;
   }
 
-  it('reads both run directories and names the first diverging step, field, agent and values', () => {
+  it('[DIFF-4] reads both run directories and names the first diverging step, field, agent and values', () => {
     const a = writeRunDir(sampleReceipt());
     const changed = sampleReceipt() as unknown as Mutable;
     changed.steps[0]!.behaviour.agents[1]!.decision.move = 'north';

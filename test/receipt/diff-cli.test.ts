@@ -10,7 +10,7 @@ import { tmpDir } from '../checkpoint/harness.js';
 import { editTrace, traceLinesOf } from '../trace-read.js';
 
 describe('detsim diff', () => {
-  it('two runs are DIFF=0; one changed decision is named; a missing run is refused', () => {
+  it('[DIFF-4] two runs are DIFF=0; one changed decision is named; a missing run is refused', () => {
     const out = tmpDir('detsim-diff-');
     for (let i = 0; i < 2; i++)
       expect(detsim(['run', 'examples/forage-walkers.yaml', '--steps', '4', '--out', out]).status).toBe(0);

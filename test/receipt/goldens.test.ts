@@ -56,7 +56,7 @@ describe('golden ReproHashes of the examples', () => {
     }
   });
 
-  it('a changed behaviour fails the golden check even when the ReproHash was re-frozen', () => {
+  it('[D6] a changed behaviour fails the golden check even when the ReproHash was re-frozen', () => {
     const g: Golden = {
       example: 'x',
       config: 'x.yaml',
@@ -108,7 +108,7 @@ describe('golden ReproHashes of the examples', () => {
 
   for (const config of examples) {
     it(
-      `D6: a fresh run of ${config} reproduces its golden ReproHash and behaviour digest`,
+      `[D6] a fresh run of ${config} reproduces its golden ReproHash and behaviour digest`,
       { timeout: 600_000 },
       async (ctx) => {
         // Rust or Python workers need their binary or interpreter: made ready when possible, else

@@ -21,7 +21,7 @@ function runDirFromSample(): string {
 }
 
 describe('evidence classes (D8)', () => {
-  it('D8: every written receipt carries evidence_class; simulated has null source and time', () => {
+  it('[D8] every written receipt carries evidence_class; simulated has null source and time', () => {
     const dir = runDirFromSample();
     const w = writeReceipt(dir);
     const r = readReceipt(w.receiptPath);
@@ -38,7 +38,7 @@ describe('evidence classes (D8)', () => {
     expect(m.honesty).toEqual([]);
   });
 
-  it('D8: H1 for measured without source or time, H2 for a missing or invalid class', () => {
+  it('[D8] H1 for measured without source or time, H2 for a missing or invalid class', () => {
     expect(
       honestyWarnings({ evidence_class: 'measured', measure_source: null, measure_ts: '2026-01-01T00:00:00Z' }),
     ).toEqual([{ check: 'H1', reason: 'hon_measured_no_source', message: 'receipt: measured without measure_source' }]);
@@ -54,7 +54,7 @@ describe('evidence classes (D8)', () => {
     expect(honestyWarnings({ evidence_class: 'third_party', measure_source: 'https://example.org/paper' })).toEqual([]);
   });
 
-  it('D8: a receipt without evidence_class makes the verdict yellow (exit 2)', () => {
+  it('[D8] a receipt without evidence_class makes the verdict yellow (exit 2)', () => {
     const strip = (r: unknown) => {
       delete (r as Record<string, unknown>).evidence_class;
       return r as never;

@@ -59,7 +59,7 @@ function decide(fn: () => unknown): Decision {
 }
 
 describe('reason codes (D7)', () => {
-  it('D7: every decision about bad input has a non-empty, registered reason naming its layer', () => {
+  it('[D7] every decision about bad input has a non-empty, registered reason naming its layer', () => {
     for (const [name, fn] of BAD) {
       const d = decide(fn);
       expect(d.action, name).toBe('block');
@@ -69,7 +69,7 @@ describe('reason codes (D7)', () => {
     }
   });
 
-  it('D7: the same input gives the same decision, with no time, pid or random value in it', () => {
+  it('[D7] the same input gives the same decision, with no time, pid or random value in it', () => {
     for (const [name, fn] of BAD) {
       const first = decide(fn);
       const again = decide(fn);
@@ -135,7 +135,7 @@ describe('publishing (detsim reasons, detsim fields)', () => {
     );
   });
 
-  it('D1: detsim fields publishes the whole classification table', () => {
+  it('[D1] detsim fields publishes the whole classification table', () => {
     const r = cli(['fields', '--json']);
     expect(r.status).toBe(0);
     const t = JSON.parse(r.stdout) as { fields: unknown[]; physicalNames: string[]; defaultPrecision: number };

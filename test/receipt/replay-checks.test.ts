@@ -10,7 +10,7 @@ const statusOf = (checks: { check: string; status: string }[]) =>
   Object.fromEntries(checks.map((c) => [c.check, c.status]));
 
 describe('replay checks', () => {
-  it('two runs whose ReproCore agrees and whose physical fields differ: all green', () => {
+  it('[D4, DIFF-3] two runs whose ReproCore agrees and whose physical fields differ: all green', () => {
     const r = replayChecks(
       's1',
       [sampleReceipt(), sampleReceipt({ wall: '5555', pid: 31, order: ['worker-1', 'worker-0'] })],
@@ -27,7 +27,7 @@ describe('replay checks', () => {
     for (const c of r.checks) expect(c.reason.length).toBeGreaterThan(0);
   });
 
-  it('the physical-diff check fails when stripping is disabled', () => {
+  it('[DIFF-3] the physical-diff check fails when stripping is disabled', () => {
     const r = replayChecks('s1', [sampleReceipt(), sampleReceipt({ wall: '5555' })], null, { stripPhysical: false });
     expect(r.checks.find((c) => c.check === 'physical-diff')).toMatchObject({
       status: 'fail',
@@ -39,12 +39,12 @@ describe('replay checks', () => {
     expect(r.checks.find((c) => c.check === 'replay')!.status).toBe('fail');
   });
 
-  it('the physical-diff check fails when the physical fields did not differ', () => {
+  it('[DIFF-3] the physical-diff check fails when the physical fields did not differ', () => {
     const r = replayChecks('s1', [sampleReceipt(), sampleReceipt()], null);
     expect(r.checks.find((c) => c.check === 'physical-diff')!.status).toBe('fail');
   });
 
-  it('a diverging run fails replay with a diagnosis naming the step, field and agent', () => {
+  it('[DIFF-4] a diverging run fails replay with a diagnosis naming the step, field and agent', () => {
     const b = sampleReceipt() as unknown as { steps: { behaviour: { agents: { decision: { move: string } }[] } }[] };
     b.steps[1]!.behaviour.agents[0]!.decision.move = 'west';
     const r = replayChecks('s1', [sampleReceipt(), b as never], null);
@@ -55,7 +55,7 @@ describe('replay checks', () => {
     );
   });
 
-  it('a table that strips the ReproCore (a vacuous DIFF=0) fails the sensitivity self-check', () => {
+  it('[D5] a table that strips the ReproCore (a vacuous DIFF=0) fails the sensitivity self-check', () => {
     const vacuous: FieldRule[] = FIELD_TABLE.map((r) =>
       r.path === 'steps' || r.path === 'run' ? { ...r, cls: 'physical', subtree: true } : r,
     );
@@ -74,7 +74,7 @@ describe('replay checks', () => {
     expect(r.checks.find((c) => c.check === 'replay')!.status).toBe('pass'); // the trap: "stable" but proves nothing
   });
 
-  it('an unclassified field is a warning, not a silent drop', () => {
+  it('[D1] an unclassified field is a warning, not a silent drop', () => {
     const b = sampleReceipt() as unknown as { run: Record<string, unknown> };
     b.run.colour = 'red';
     const r = replayChecks('s1', [sampleReceipt(), b as never], null);

@@ -23,7 +23,7 @@ describe('replay with fresh worker processes', () => {
   let tiny: ReplayReport;
 
   it(
-    'D4: two independent runs agree (fresh workers, concurrent vs reversed dispatch)',
+    '[D4] two independent runs agree (fresh workers, concurrent vs reversed dispatch)',
     { timeout: 180_000 },
     async () => {
       tiny = await replay(join(FIX, 'tiny-walkers.yaml'), { runs: 2, outDir: tmp('detsim-replay-') });
@@ -52,13 +52,13 @@ describe('replay with fresh worker processes', () => {
     },
   );
 
-  it('D5: on a real receipt, changing one character of one agent decision changes the hash', () => {
+  it('[D5] on a real receipt, changing one character of one agent decision changes the hash', () => {
     expect(tiny.sensitivity.length).toBe(3);
     for (const p of tiny.sensitivity) expect(p.after, p.field).not.toBe(p.before);
     expect(tiny.sensitivity[0]!.field).toBe('steps.0.behaviour.agents.0.decision.move');
   });
 
-  it('the physical-diff check fails on the same real runs when stripping is disabled', () => {
+  it('[DIFF-3] the physical-diff check fails on the same real runs when stripping is disabled', () => {
     const r = replayChecks(
       'tiny',
       tiny.runs.map((x) => x.receipt),
@@ -77,7 +77,7 @@ describe('replay with fresh worker processes', () => {
   });
 
   it(
-    'an agent reading the clock and Math.random (strict off) fails replay; the diagnosis names the first step, field and agent',
+    '[DIFF-4] an agent reading the clock and Math.random (strict off) fails replay; the diagnosis names the first step, field and agent',
     { timeout: 180_000 },
     async () => {
       const r = await replay(join(FIX, 'leaky.yaml'), { runs: 2, outDir: tmp('detsim-replay-') });

@@ -18,7 +18,7 @@ type Steps = { behaviour: { scope: { epoch: string }; agents: { decision: { move
 
 describe('replay --resume-at', () => {
   it(
-    'kill at K, resume into a new epoch: same ReproHash as the uninterrupted run after the rebase; the check can fail',
+    '[STORE-20] kill at K, resume into a new epoch: same ReproHash as the uninterrupted run after the rebase; the check can fail',
     { timeout: 240_000 },
     () => {
       const out = mkdtempSync(join(tmpdir(), 'detsim-resume-'));

@@ -52,7 +52,7 @@ function jsonl(out: string): Record<string, unknown>[] {
 const pass = (check: string, subject = 'x') => makeCheck(check, subject, 'pass', 'audit_replay_stable', {});
 
 describe('grading and the verdict hash (no processes)', () => {
-  it('full needs every configuration replayed with a golden hit; a missing golden is sampled; a failed replay incompatible', () => {
+  it('[DIFF-5] full needs every configuration replayed with a golden hit; a missing golden is sampled; a failed replay incompatible', () => {
     const base = [
       pass('table', 'detsim'),
       pass('replay'),
@@ -83,7 +83,7 @@ describe('grading and the verdict hash (no processes)', () => {
     ).toBe('incompatible');
   });
 
-  it('D9: the verdict hash ignores ts_build, physical facts and check order; it moves with any verdict field', () => {
+  it('[D9] the verdict hash ignores ts_build, physical facts and check order; it moves with any verdict field', () => {
     const checks = [
       makeCheck('replay', 'x', 'pass', 'audit_replay_stable', { reproHash: 'ab' }, { runDirs: ['/tmp/a'] }),
       pass('sensitivity'),
@@ -107,7 +107,7 @@ describe('detsim verify (CLI, real runs)', () => {
   let first: { out: string; hash: string };
 
   it(
-    'D10: one entry; a hit golden gives exit 0, grade full, attestation.md and one check per line',
+    '[D10, DIFF-5] one entry; a hit golden gives exit 0, grade full, attestation.md and one check per line',
     { timeout: 240_000 },
     () => {
       // The golden: two independent `detsim run`s must print the same ReproHash before it is frozen.
@@ -161,7 +161,7 @@ describe('detsim verify (CLI, real runs)', () => {
   );
 
   it(
-    'D9: verifying twice gives the same verdict_hash (ts_build and run directories differ)',
+    '[D9] verifying twice gives the same verdict_hash (ts_build and run directories differ)',
     { timeout: 240_000 },
     () => {
       const out = tmp('detsim-verify-out-');
@@ -178,7 +178,7 @@ describe('detsim verify (CLI, real runs)', () => {
     },
   );
 
-  it('D6: a tampered golden gives exit 1 (red) naming the golden and the hash', { timeout: 240_000 }, () => {
+  it('[D6] a tampered golden gives exit 1 (red) naming the golden and the hash', { timeout: 240_000 }, () => {
     const tampered = tmp('detsim-verify-golden-');
     const g = parseStrict(readFileSync(join(goldenDir, 'tiny-walkers.json'))) as { reproHash: string };
     const flipped = `${g.reproHash.slice(0, -1)}${g.reproHash.endsWith('0') ? '1' : '0'}`;
@@ -193,7 +193,7 @@ describe('detsim verify (CLI, real runs)', () => {
   });
 
   it(
-    'D6: a changed behaviour digest gives exit 1 (red) even when the ReproHash was re-frozen',
+    '[D6] a changed behaviour digest gives exit 1 (red) even when the ReproHash was re-frozen',
     { timeout: 240_000 },
     () => {
       const refrozen = tmp('detsim-verify-golden-');
@@ -211,7 +211,7 @@ describe('detsim verify (CLI, real runs)', () => {
   );
 
   it(
-    'D6: --update-goldens adds the behaviour digest to a golden frozen without one, saying so',
+    '[D6] --update-goldens adds the behaviour digest to a golden frozen without one, saying so',
     { timeout: 240_000 },
     () => {
       const old = tmp('detsim-verify-golden-');
@@ -235,7 +235,7 @@ describe('detsim verify (CLI, real runs)', () => {
     },
   );
 
-  it('D1: an unclassified field gives exit 2 (yellow), counted and named', { timeout: 240_000 }, () => {
+  it('[D1] an unclassified field gives exit 2 (yellow), counted and named', { timeout: 240_000 }, () => {
     const dir = tmp('detsim-verify-table-');
     mkdirSync(dir, { recursive: true });
     const file = join(dir, 'table.json');

@@ -41,7 +41,7 @@ const committedAt = COMMIT_STEPS.indexOf('manifest-renamed');
 describe('a process killed after each commit step', () => {
   expect(COMMIT_STEPS.length).toBeGreaterThanOrEqual(8);
   for (const [index, step] of COMMIT_STEPS.entries()) {
-    it(`after ${step}: the last committed generation is intact and every listed generation verifies`, async () => {
+    it(`[STORE-4] after ${step}: the last committed generation is intact and every listed generation verifies`, async () => {
       const base = await CheckpointStore.open(dir, { keep: 2 });
       for (const n of [1, 2]) {
         const c = makeCheckpoint(`ckpt-${n}`, n);

@@ -31,7 +31,7 @@ function sequence(ops: readonly RealOp[], dir: string): string[] {
 }
 
 describe('durability: the real fs calls of a commit', () => {
-  it('a store commit fsyncs the generation before its rename, the directory after it, then the manifest the same way, then rotation', async () => {
+  it('[STORE-3] a store commit fsyncs the generation before its rename, the directory after it, then the manifest the same way, then rotation', async () => {
     const dir = await tempDir('durable');
     try {
       const store = await CheckpointStore.open(dir, { keep: 2 });
@@ -108,7 +108,7 @@ describe('durability: the real fs calls of a commit', () => {
   });
 
   it(
-    'a real checkpointed run: run.json, summary.json, every generation and manifest, the trace and the ledger are synced in order',
+    '[STORE-3] a real checkpointed run: run.json, summary.json, every generation and manifest, the trace and the ledger are synced in order',
     { timeout: 120_000 },
     async () => {
       const { runDir, ops } = await recordedOnce();

@@ -49,7 +49,7 @@ async function commitFailure(p: Promise<unknown>): Promise<StoreCommitError> {
 }
 
 describe('commit and the store manifest', () => {
-  it('writes <id>.flysess and a canonical manifest.json naming it as highWater, no temporaries left', async () => {
+  it('[STORE-1] writes <id>.flysess and a canonical manifest.json naming it as highWater, no temporaries left', async () => {
     const store = await CheckpointStore.open(dir);
     const c = makeCheckpoint('ckpt-1', 2);
     const result = await store.commit(c.identity, c.encoded);
@@ -79,7 +79,7 @@ describe('commit and the store manifest', () => {
     expect((await readdir(dir)).sort()).toEqual(['ckpt-1.flysess', 'manifest.json']);
   });
 
-  it('a missing manifest is an empty store; reopening sees what was committed', async () => {
+  it('[STORE-2] a missing manifest is an empty store; reopening sees what was committed', async () => {
     const empty = await CheckpointStore.open(dir);
     expect(empty.generations()).toEqual([]);
     expect(empty.highWater()).toBeNull();
@@ -89,7 +89,7 @@ describe('commit and the store manifest', () => {
     expect(again.generations().map((g) => g.checkpointId)).toEqual(['ckpt-1', 'ckpt-2']);
   });
 
-  it('keeps the newest N and unlinks dropped files after the manifest commit', async () => {
+  it('[STORE-6, STORE-7] keeps the newest N and unlinks dropped files after the manifest commit', async () => {
     const store = await CheckpointStore.open(dir, { keep: 3 });
     await commitN(store, [1, 2, 3, 4, 5]);
     expect(store.generations().map((g) => g.checkpointId)).toEqual(['ckpt-3', 'ckpt-4', 'ckpt-5']);
@@ -101,7 +101,7 @@ describe('commit and the store manifest', () => {
     ]);
   });
 
-  it('highWater is the most recently committed generation, not the highest boundary', async () => {
+  it('[STORE-1] highWater is the most recently committed generation, not the highest boundary', async () => {
     const store = await CheckpointStore.open(dir);
     await commitN(store, [5]);
     const older = makeCheckpoint('ckpt-e2-2', 2, { epoch: 'e2' });
@@ -109,7 +109,7 @@ describe('commit and the store manifest', () => {
     expect(store.highWater()?.checkpointId).toBe('ckpt-e2-2');
   });
 
-  it('refuses to reuse a listed checkpoint id and leaves the committed file untouched', async () => {
+  it('[STORE-6] refuses to reuse a listed checkpoint id and leaves the committed file untouched', async () => {
     const store = await CheckpointStore.open(dir);
     await commitN(store, [1]);
     const before = await readFile(join(dir, 'ckpt-1.flysess'));
@@ -119,7 +119,7 @@ describe('commit and the store manifest', () => {
     expect((await readFile(join(dir, 'ckpt-1.flysess'))).equals(before)).toBe(true);
   });
 
-  it('with rehash, a digest that does not match the bytes fails before the rename and commits nothing', async () => {
+  it('[STORE-5] with rehash, a digest that does not match the bytes fails before the rename and commits nothing', async () => {
     const store = await CheckpointStore.open(dir, { rehash: true });
     const c = makeCheckpoint('ckpt-1', 1);
     const e = await commitFailure(store.commit(c.identity, { ...c.encoded, envelopeDigest: sha256Hex('other') }));
@@ -182,27 +182,27 @@ describe('opening a store manifest is strict', () => {
     return JSON.parse(await readFile(join(dir, STORE_MANIFEST_FILE), 'utf8'));
   };
 
-  it('refuses unreadable JSON (not an empty store)', async () => {
+  it('[STORE-2] refuses unreadable JSON (not an empty store)', async () => {
     await writeFile(join(dir, STORE_MANIFEST_FILE), '{"generations":[');
     const e = await refusal(CheckpointStore.open(dir));
     expect(e.reason).toBe('struct_invalid_json');
     expect(e.message).toContain('manifest.json');
   });
-  it('refuses storeManifestVersion 2', async () => {
+  it('[STORE-2] refuses storeManifestVersion 2', async () => {
     await writeManifest({ ...(await valid()), storeManifestVersion: 2 });
     expect((await refusal(CheckpointStore.open(dir))).reason).toBe('struct_store_manifest_version');
   });
-  it('refuses another stateFormatId', async () => {
+  it('[STORE-2] refuses another stateFormatId', async () => {
     await writeManifest({ ...(await valid()), stateFormatId: 'flysim-legacy' });
     expect((await refusal(CheckpointStore.open(dir))).reason).toBe('struct_store_format_id');
   });
-  it('refuses a highWater that names no listed generation', async () => {
+  it('[STORE-2] refuses a highWater that names no listed generation', async () => {
     await writeManifest({ ...(await valid()), highWater: 'ckpt-9' });
     const e = await refusal(CheckpointStore.open(dir));
     expect(e.reason).toBe('struct_store_high_water');
     expect(e.message).toContain('ckpt-9');
   });
-  it('refuses a record whose file is not <checkpointId>.flysess', async () => {
+  it('[STORE-2] refuses a record whose file is not <checkpointId>.flysess', async () => {
     const m = await valid();
     m.generations[0].file = '../elsewhere.flysess';
     await writeManifest(m);
@@ -210,7 +210,7 @@ describe('opening a store manifest is strict', () => {
     expect(e.reason).toBe('struct_store_manifest');
     expect(e.field).toBe('manifest.generations[0].file');
   });
-  it('refuses a record with a missing field, naming it', async () => {
+  it('[STORE-2] refuses a record with a missing field, naming it', async () => {
     const m = await valid();
     delete m.generations[0].envelopeDigest;
     await writeManifest(m);
@@ -218,14 +218,14 @@ describe('opening a store manifest is strict', () => {
     expect(e.reason).toBe('struct_missing_field');
     expect(e.field).toBe('manifest.generations[0].envelopeDigest');
   });
-  it('refuses a non-canonical manifest', async () => {
+  it('[STORE-2] refuses a non-canonical manifest', async () => {
     await writeFile(join(dir, STORE_MANIFEST_FILE), JSON.stringify(await valid(), null, 2));
     expect((await refusal(CheckpointStore.open(dir))).reason).toBe('struct_not_canonical');
   });
 });
 
 describe('selection, verify and gc', () => {
-  it('select() is the high-water generation; an unreferenced file on disk is never a candidate', async () => {
+  it('[STORE-4, STORE-8] select() is the high-water generation; an unreferenced file on disk is never a candidate', async () => {
     const store = await CheckpointStore.open(dir);
     expect((await refusal(() => store.select())).reason).toBe('ident_store_empty');
     await commitN(store, [1]);
@@ -270,7 +270,7 @@ describe('selection, verify and gc', () => {
     expect(g).toMatchObject({ ok: false, check: 'envelopeDigest', reason: 'audit_generation_digest' });
   });
 
-  it('commits never clean up; gc() removes temporaries and unreferenced generations explicitly and lists them', async () => {
+  it('[STORE-8] commits never clean up; gc() removes temporaries and unreferenced generations explicitly and lists them', async () => {
     const store = await CheckpointStore.open(dir);
     await commitN(store, [1, 2]);
     await writeFile(join(dir, 'tmp-ckpt-3.flysess'), 'half');
@@ -469,7 +469,7 @@ describe('write errors injected through the file layer', () => {
   ];
 
   for (const c of cases) {
-    it(`${c.name}: the commit fails, is not retried on that file, and the last committed generation is untouched`, async () => {
+    it(`[STORE-5] ${c.name}: the commit fails, is not retried on that file, and the last committed generation is untouched`, async () => {
       const manifestBefore = await committedBaseline();
       const genBefore = await readFile(join(dir, 'ckpt-1.flysess'));
       const { store, ops } = await faulty(c.when, c.code);
@@ -499,7 +499,7 @@ describe('write errors injected through the file layer', () => {
     });
   }
 
-  it('EIO on the directory fsync after the manifest rename is reported as uncertain, and nothing is unlinked', async () => {
+  it('[STORE-5] EIO on the directory fsync after the manifest rename is reported as uncertain, and nothing is unlinked', async () => {
     const base = await CheckpointStore.open(dir, { keep: 1 });
     await commitN(base, [1]);
     let dirSyncs = 0;
@@ -516,7 +516,7 @@ describe('write errors injected through the file layer', () => {
     expect(existsSync(join(dir, 'ckpt-1.flysess'))).toBe(true);
   });
 
-  it('an unlink failure during rotation is recorded as unrotated, never a lost checkpoint', async () => {
+  it('[STORE-7] an unlink failure during rotation is recorded as unrotated, never a lost checkpoint', async () => {
     const fs = new DurableFs({
       before(op) {
         if (op.kind === 'unlink' && op.path.endsWith('ckpt-1.flysess')) throw errnoError('EACCES', op);

@@ -53,7 +53,7 @@ function stepLoop(): { steps: () => number; stop: () => void } {
 }
 
 describe('STATE-01 store-side cases', () => {
-  it('case 3, lost save reply: ReplyLost, durable mark unmoved, then found committed and not re-saved', async () => {
+  it('[STORE-11, STORE-12] case 3, lost save reply: ReplyLost, durable mark unmoved, then found committed and not re-saved', async () => {
     const store = await CheckpointStore.open(dir);
     const writer = new CheckpointWriter(store);
     writer.testHooks.dropReplyFor('ckpt-1');
@@ -80,7 +80,7 @@ describe('STATE-01 store-side cases', () => {
     expect(store.commitCount()).toBe(1);
   });
 
-  it('case 4, renamed generation without manifest commit: Failed, the file exists, never a candidate', async () => {
+  it('[STORE-4, STORE-11] case 4, renamed generation without manifest commit: Failed, the file exists, never a candidate', async () => {
     const store = await CheckpointStore.open(dir);
     const writer = new CheckpointWriter(store);
     expect((await writer.submit(writer.reserve(), jobOf(makeCheckpoint('ckpt-1', 1))).wait()).kind).toBe('Committed');
@@ -98,7 +98,7 @@ describe('STATE-01 store-side cases', () => {
     expect((await reopened.scan()).unreferenced).toEqual(['ckpt-2.flysess']);
   });
 
-  it('case 5, writer stalled past the caller budget: DeadlineExpired (not ReplyLost), commits after release', async () => {
+  it('[STORE-11] case 5, writer stalled past the caller budget: DeadlineExpired (not ReplyLost), commits after release', async () => {
     const store = await CheckpointStore.open(dir);
     const writer = new CheckpointWriter(store);
     const release = writer.testHooks.stall();
@@ -116,7 +116,7 @@ describe('STATE-01 store-side cases', () => {
     expect(await ticket.wait(100)).toMatchObject({ kind: 'Committed', checkpointId: 'ckpt-1' });
   });
 
-  it('case 7, queue stress: capacity 2 with a stalled writer, third reservation BUSY with no mutation, bounds held, both commit later', async () => {
+  it('[STORE-9] case 7, queue stress: capacity 2 with a stalled writer, third reservation BUSY with no mutation, bounds held, both commit later', async () => {
     const store = await CheckpointStore.open(dir);
     const writer = new CheckpointWriter(store);
     expect(writer.capacity).toBe(2);
@@ -148,7 +148,7 @@ describe('STATE-01 store-side cases', () => {
     expect(store.generations().map((g) => g.checkpointId)).toEqual(['ckpt-1', 'ckpt-2']);
   });
 
-  it('case 8, hot supersede (capacity 3): durable in flight, hot queued, a newer hot supersedes it: 2 committed, 1 superseded', async () => {
+  it('[STORE-10] case 8, hot supersede (capacity 3): durable in flight, hot queued, a newer hot supersedes it: 2 committed, 1 superseded', async () => {
     const store = await CheckpointStore.open(dir);
     const events: WriterEvent[] = [];
     const writer = new CheckpointWriter(store, { capacity: 3, onEvent: (e) => void events.push(e) });
@@ -179,7 +179,7 @@ describe('STATE-01 store-side cases', () => {
 });
 
 describe('queue rules', () => {
-  it('never supersedes a durable queued job or the job being written', async () => {
+  it('[STORE-10] never supersedes a durable queued job or the job being written', async () => {
     const store = await CheckpointStore.open(dir);
     const writer = new CheckpointWriter(store, { capacity: 4 });
     const release = writer.testHooks.stall();
@@ -192,7 +192,7 @@ describe('queue rules', () => {
     expect(writer.stats().superseded).toBe(0);
   });
 
-  it('checks the byte budget at submit: over budget is BUSY and frees the slot; a superseded job’s bytes count back', async () => {
+  it('[STORE-9] checks the byte budget at submit: over budget is BUSY and frees the slot; a superseded job’s bytes count back', async () => {
     const store = await CheckpointStore.open(dir);
     const small = makeCheckpoint('ckpt-2', 2);
     const budget = small.encoded.byteLength + 10;
@@ -245,7 +245,7 @@ describe('queue rules', () => {
     expect(() => writer.reserve()).toThrow(/closed/);
   });
 
-  it('an injected ENOSPC fails the job; the last committed generation and the durable mark stay', async () => {
+  it('[STORE-5] an injected ENOSPC fails the job; the last committed generation and the durable mark stay', async () => {
     let fail = false;
     const fs = new DurableFs({
       before(op) {

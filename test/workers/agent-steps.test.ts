@@ -65,7 +65,7 @@ async function progress(c: WorkerClient): Promise<string> {
 }
 
 describe('agent worker', () => {
-  it('runs 16, 17, 17 ticks per 60 Hz step with 1 ms ticks, remainder 0 after three steps', async () => {
+  it('[LOCK-8] runs 16, 17, 17 ticks per 60 Hz step with 1 ms ticks, remainder 0 after three steps', async () => {
     const w = await boot('w-ticks');
     const seen: string[][] = [];
     for (let k = 0; k < 3; k++) {
@@ -87,7 +87,7 @@ describe('agent worker', () => {
     await w.stop();
   });
 
-  it('a duplicate Prepare after a dropped reply returns the identical decision and advances no tick or RNG draw', async () => {
+  it('[LOCK-10, LOCK-14] a duplicate Prepare after a dropped reply returns the identical decision and advances no tick or RNG draw', async () => {
     const reference = await boot('w-ref');
     const tested = await boot('w-dup');
     const STEPS = 6;
@@ -132,7 +132,7 @@ describe('agent worker', () => {
     await w.stop();
   });
 
-  it('refuses a Commit that reuses the operation key with a different body (CONFLICT), keeping the first result', async () => {
+  it('[LOCK-11] refuses a Commit that reuses the operation key with a different body (CONFLICT), keeping the first result', async () => {
     const w = await boot('w-conflict');
     const p = await prepare(w.client, 0);
     await commit(w.client, p.requestId, 0);
@@ -148,7 +148,7 @@ describe('agent worker', () => {
     await w.stop();
   });
 
-  it('refuses old epochs, old and future steps, and out-of-phase calls before mutating', async () => {
+  it('[LOCK-9, LOCK-12] refuses old epochs, old and future steps, and out-of-phase calls before mutating', async () => {
     const w = await boot('w-stale');
     const prepIds: string[] = [];
     for (let k = 0; k < 3; k++) {

@@ -353,7 +353,7 @@ describe('agent capture and restore', () => {
     await b.stop();
   });
 
-  it('captures only at the committed boundary', async () => {
+  it('[LOCK-2, STORE-13] captures only at the committed boundary', async () => {
     const a = await bootAgents('w-cap');
     await step(a.client, 0, 'e1');
     expect(
@@ -373,7 +373,7 @@ describe('agent capture and restore', () => {
     await a.stop();
   });
 
-  it('holds lifecycle replies until acknowledged: the 17th unacknowledged capture is BUSY', async () => {
+  it('[LOCK-13] holds lifecycle replies until acknowledged: the 17th unacknowledged capture is BUSY', async () => {
     const a = await bootAgents('w-busy');
     const ack = await a.client.call(METHODS.acknowledge, null, { requestIds: ['req-1', 'req-2'] }); // hello + initialize
     expect(resultOf<{ acknowledged: number }>(ack).acknowledged).toBe(1); // Hello is not a lifecycle reply

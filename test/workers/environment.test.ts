@@ -47,7 +47,7 @@ function actionsToward(obs: Obs[]): Record<string, unknown>[] {
 }
 
 describe('environment worker (forage)', () => {
-  it('initializes, advances with rewards for food eaten, and answers duplicates from its cache', async () => {
+  it('[LOCK-10] initializes, advances with rewards for food eaten, and answers duplicates from its cache', async () => {
     const w = await spawnWorker('environment', 'env');
     const init = resultOf<{ boundary: string; modelVersion: string; observations: Obs[] }>(
       await w.client.call(METHODS.environmentInitialize, scope(0), INIT),
@@ -89,7 +89,7 @@ describe('environment worker (forage)', () => {
     await w.stop();
   });
 
-  it('refuses actions out of port order, unknown moves, and stale/future steps, before mutating', async () => {
+  it('[LOCK-4, LOCK-9] refuses actions out of port order, unknown moves, and stale/future steps, before mutating', async () => {
     const w = await spawnWorker('environment', 'env2');
     await w.client.call(METHODS.environmentInitialize, scope(0), INIT);
     const ok = [

@@ -70,14 +70,14 @@ afterAll(() => {
 });
 
 describe('TickClock', () => {
-  it('60 Hz world with 1 ms ticks: 16, 17, 17, total 50, remainder 0', () => {
+  it('[LOCK-8] 60 Hz world with 1 ms ticks: 16, 17, 17, total 50, remainder 0', () => {
     const c = new TickClock(RationalNs.of(50_000_000n, 3n), MS);
     expect([c.advance(), c.advance(), c.advance()]).toEqual([16n, 17n, 17n]);
     expect(c.brainTicks).toBe(50n);
     expect(c.remainder.toJSON()).toEqual({ numerator: '0', denominator: '1' });
   });
 
-  it('matches floor((k+1)·S/T) − floor(k·S/T) for the Game Boy cadence over 1000 steps', () => {
+  it('[LOCK-8] matches floor((k+1)·S/T) − floor(k·S/T) for the Game Boy cadence over 1000 steps', () => {
     const S = { n: 8_572_265_625n, d: 512n };
     const c = new TickClock(RationalNs.of(S.n, S.d), MS);
     const T = 1_000_000n;
@@ -95,7 +95,7 @@ describe('TickClock', () => {
     expect(c.remainder.equals(rem)).toBe(true);
   });
 
-  it('resumes from a captured remainder and brainTicks exactly', () => {
+  it('[LOCK-8] resumes from a captured remainder and brainTicks exactly', () => {
     const a = new TickClock(RationalNs.of(50_000_000n, 3n), MS);
     a.advance();
     const b = new TickClock(RationalNs.of(50_000_000n, 3n), MS, a.remainder, a.brainTicks);
@@ -241,7 +241,7 @@ describe('walker follows its RULES', () => {
 });
 
 describe('lif follows its RULES', () => {
-  it('matches an independent implementation (construction, kicks, sweep, readout)', () => {
+  it('[SEED-11] matches an independent implementation (construction, kicks, sweep, readout)', () => {
     const n = 37;
     const seed = 777;
     const s = lif.initialize({ agentId: 'l', seed, params: { neurons: n }, observation: {} });

@@ -9,7 +9,7 @@ import { EXPIRED_MEMORY, StepCache, bodyKey, opKey } from '../../workers/op-cach
 const scope = (step: number) => ({ sessionId: 's', epoch: 'e1', step: String(step) });
 
 describe('StepCache', () => {
-  it('evicts whole steps before the bound, remembering their request ids, and keeps the rest', () => {
+  it('[LOCK-12] evicts whole steps before the bound, remembering their request ids, and keeps the rest', () => {
     const cache = new StepCache<string>();
     for (let step = 0; step < 4; step++)
       for (const agent of ['a', 'b'])
