@@ -10,7 +10,7 @@ import { verifyLedgerBytes } from '../store/ledger.js';
 import type { AttestationFacts } from './attestation-facts.js';
 import type { RunView } from './run-view.js';
 
-export type CheckName = 'reprohash' | 'ledger' | 'checkpoints' | 'replay' | 'same-run';
+export type CheckName = 'reprohash' | 'ledger' | 'checkpoints' | 'replay' | 'same-run' | 'prediction' | 'conformance';
 
 /** The machine-checkable part of a detsim claim (claim.extensions.detsim). */
 export interface ClaimCheck {
@@ -125,15 +125,34 @@ export function factsOf(check: CheckName, view: RunView, other?: RunView): Recor
     case 'checkpoints':
       return { generations: checkpointFacts(view) };
     case 'replay':
-      return replayFacts(view.attestation());
+      return replayFacts(view);
+    case 'prediction':
+      return present(view.prediction(), view, 'a prediction of its configuration in attestation/ledger.jsonl');
+    case 'conformance':
+      return present(view.conformance(), view, 'the conformance file the attestation records');
   }
 }
 
-function replayFacts(a: AttestationFacts | null): Record<string, unknown> {
+function present(facts: Record<string, unknown> | null, view: RunView, what: string): Record<string, unknown> {
+  if (facts === null)
+    throw new DetsimError('audit_evidence_not_present', `${view.bundlePath}: the claim needs ${what}`);
+  return facts;
+}
+
+/** The attestation's replay of this run's configuration, at the ReproHash this run's receipt records. */
+function replayFacts(view: RunView): Record<string, unknown> {
+  const a: AttestationFacts | null = view.attestation();
   if (a === null)
     throw new DetsimError(
       'audit_evidence_not_present',
-      'the replay claim needs the attestation, which the bundle does not hold',
+      `${view.bundlePath}: the replay claim needs an attestation with a passing replay of its configuration`,
+    );
+  const receipt = view.json('receipt.json') as { reproHash?: string };
+  if (receipt.reproHash !== a.reproHash)
+    throw new DetsimError(
+      'audit_evidence_recheck_failed',
+      `${view.bundlePath}/receipt.json records ReproHash ${String(receipt.reproHash)}, the attestation replayed ${a.reproHash}`,
+      'reproHash',
     );
   return { ...a };
 }

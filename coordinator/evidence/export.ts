@@ -23,7 +23,7 @@ import { canonicalize } from '../../core/formats/canonical-json.js';
 import { DetsimError } from '../../core/formats/errors.js';
 import { findPackageRoot } from '../../core/protocol/contract.js';
 import { fsyncDir } from '../durable-file.js';
-import { replayedSubjects } from './attestation-facts.js';
+import { type AttestationExtras, attestationLines, replayedSubjects } from './attestation-facts.js';
 import { fileDigest } from './bundle-reader.js';
 import { factsOf, type CheckName } from './claims.js';
 import {
@@ -96,9 +96,55 @@ function checkDestination(dest: string): void {
     );
 }
 
+interface BundleLevelFile {
+  from: string;
+  rel: string;
+  role: FileRole;
+}
+
+interface RunSource {
+  dir: string;
+  attested: AttestationRef | null;
+  /** Files of the verify output directory the bundle carries under attestation/. */
+  shared: BundleLevelFile[];
+}
+
+/** The conformance file the verdict line records: beside the attestation, or at its recorded path. */
+function conformanceFile(source: string, attestation: Uint8Array): string | null {
+  const verdict = attestationLines(attestation).find((l) => l.type === 'verdict');
+  const path = (verdict?.conformance as { present?: boolean; path?: string } | undefined)?.path;
+  if (typeof path !== 'string') return null;
+  return [join(source, basename(path)), resolve(path)].find((p) => existsSync(p)) ?? null;
+}
+
+/** attestation.jsonl, and the prediction ledger and conformance file beside it when there are. */
+function sharedFiles(source: string, attestation: Uint8Array): BundleLevelFile[] {
+  const out: BundleLevelFile[] = [
+    { from: join(source, 'attestation.jsonl'), rel: ATTESTATION_PATH, role: 'attestation' },
+  ];
+  for (const f of ['ledger.jsonl', 'ledger.head.json'])
+    if (existsSync(join(source, f)))
+      out.push({ from: join(source, f), rel: `attestation/${f}`, role: 'prediction-ledger' });
+  const conformance = conformanceFile(source, attestation);
+  if (conformance !== null) out.push({ from: conformance, rel: 'attestation/conformance.json', role: 'conformance' });
+  return out;
+}
+
+function extrasOf(shared: BundleLevelFile[]): AttestationExtras {
+  const bytes = (rel: string) => {
+    const f = shared.find((x) => x.rel === rel);
+    return f ? readFileSync(f.from) : null;
+  };
+  return {
+    ledger: bytes('attestation/ledger.jsonl'),
+    head: bytes('attestation/ledger.head.json'),
+    conformance: bytes('attestation/conformance.json'),
+  };
+}
+
 /** The runs a source names: itself (a run directory) or the first run of each replayed configuration. */
-function runsOf(source: string): { dir: string; attested: AttestationRef | null; attestationFile: string | null }[] {
-  if (existsSync(join(source, 'receipt.json'))) return [{ dir: source, attested: null, attestationFile: null }];
+function runsOf(source: string): RunSource[] {
+  if (existsSync(join(source, 'receipt.json'))) return [{ dir: source, attested: null, shared: [] }];
   const file = join(source, 'attestation.jsonl');
   if (!existsSync(file))
     throw new DetsimError(
@@ -114,6 +160,8 @@ function runsOf(source: string): { dir: string; attested: AttestationRef | null;
       `${file} records no passing replay to export`,
       'attestation.jsonl',
     );
+  const shared = sharedFiles(source, bytes);
+  const extras = extrasOf(shared);
   return subjects.map((s) => {
     const dir = s.runDirs.find((d) => existsSync(join(d, 'receipt.json')));
     if (dir === undefined)
@@ -122,7 +170,7 @@ function runsOf(source: string): { dir: string; attested: AttestationRef | null;
         `${file}: the runs of ${s.subject} (${s.runDirs.join(', ')}) are gone; export a run directory instead`,
         s.subject,
       );
-    return { dir, attested: { bytes, path: ATTESTATION_PATH, subject: s.subject }, attestationFile: file };
+    return { dir, attested: { bytes, path: ATTESTATION_PATH, subject: s.subject, extras }, shared };
   });
 }
 
@@ -174,6 +222,8 @@ const ROLES: Record<CheckName, FileRole[]> = {
   checkpoints: ['store-manifest', 'ledger', 'checkpoint'],
   replay: ['attestation', 'receipt'],
   'same-run': ['receipt', 'ledger', 'trace-index', 'trace-segment'],
+  prediction: ['prediction-ledger', 'attestation'],
+  conformance: ['conformance', 'attestation'],
 };
 
 function statementOf(check: CheckName, name: string, f: Record<string, unknown>): string {
@@ -186,6 +236,10 @@ function statementOf(check: CheckName, name: string, f: Record<string, unknown>)
       return `Run ${name} committed checkpoints ${(f.generations as { checkpointId: string }[]).map((g) => g.checkpointId).join(', ')} durably, with the envelope digests its ledger records.`;
     case 'same-run':
       return sameRunStatement(name, f);
+    case 'prediction':
+      return `Before any run, detsim verify ledgered its prediction for configuration ${String(f.subject)}: ReproHash ${String(f.predictedReproHash)} (attestation/ledger.jsonl line ${String(f.predictionLine)}, before its first evidence at line ${String(f.firstEvidenceLine)}); the runs ${String(f.result)} it.`;
+    case 'conformance':
+      return `detsim verify ran beside conformance file ${String(f.sha256)}: ${String(f.requirements)} spec requirements, ${String(f.passed)} passed, ${String(f.failed)} failed, ${String(f.untested)} untested, ${String(f.skipped)} skipped.`;
     case 'replay':
       return `detsim verify replayed configuration ${String(f.subject)} in ${String(f.runs)} fresh runs with DIFF=0 at ReproHash ${String(f.reproHash)} (verdict ${String(f.verdict)}, verdict hash ${String(f.verdictHash)}).`;
   }
@@ -200,22 +254,17 @@ function sameRunStatement(name: string, f: Record<string, unknown>): string {
 }
 
 /** Recompute every claim of one run from its files (export refuses what does not recompute). */
-function planRun(
-  src: ReturnType<typeof runsOf>[number],
-  bundlePath: string,
-  include: ExportOptions['include'],
-): PlannedRun {
+function planRun(src: RunSource, bundlePath: string, include: ExportOptions['include'], first: boolean): PlannedRun {
   const name = basename(src.dir);
   const files = planRunFiles(src.dir, bundlePath, include);
-  if (src.attestationFile)
-    files.push({
-      ...planFile(dirname(src.attestationFile), 'attestation', 'attestation.jsonl', 'attestation', true),
-      rel: ATTESTATION_PATH,
-    });
+  for (const f of src.shared)
+    files.push({ ...planFile(dirname(f.from), '', basename(f.from), f.role, true), rel: f.rel });
   const view = new DirView(src.dir, bundlePath, src.attested);
   const checks: CheckName[] = ['reprohash', 'ledger'];
   if (files.some((f) => f.role === 'store-manifest')) checks.push('checkpoints');
   if (src.attested) checks.push('replay');
+  if (src.attested && view.prediction() !== null) checks.push('prediction');
+  if (first && src.attested && view.conformance() !== null) checks.push('conformance');
   const claims: PlannedClaim[] = checks
     .filter((c) => c !== 'ledger' || view.has('ledger.jsonl'))
     .map((check) => {
@@ -259,14 +308,14 @@ export function planExport(source: string, opts: ExportOptions = {}): ExportPlan
         `--same-as ${opts.sameAs} is not a run directory (no receipt.json)`,
         '--same-as',
       );
-    srcs.push({ dir: resolve(opts.sameAs), attested: null, attestationFile: null });
+    srcs.push({ dir: resolve(opts.sameAs), attested: null, shared: [] });
   }
   const names = new Set<string>();
-  const runs = srcs.map((s) => {
+  const runs = srcs.map((s, i) => {
     let name = basename(s.dir);
     for (let i = 2; names.has(name); i++) name = `${basename(s.dir)}-${i}`;
     names.add(name);
-    return planRun(s, `runs/${name}`, opts.include);
+    return planRun(s, `runs/${name}`, opts.include, i === 0);
   });
   if (opts.sameAs !== undefined) addSameRun(runs[0]!, runs[1]!, srcs[0]!.dir, srcs[1]!.dir);
   const files = [...new Map(runs.flatMap((r) => r.files).map((f) => [f.rel, f])).values()].sort((a, b) =>

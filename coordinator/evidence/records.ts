@@ -15,7 +15,9 @@ export type FileRole =
   | 'trace-segment'
   | 'store-manifest'
   | 'checkpoint'
-  | 'attestation';
+  | 'attestation'
+  | 'prediction-ledger'
+  | 'conformance';
 
 /** One file of a run (or the attestation) as the bundle records it. */
 export interface PlannedFile {
@@ -61,6 +63,10 @@ const BASIS: Record<CheckName, string> = {
   checkpoints:
     "Each generation the store keeps has the envelope digest of the ledger's committed entry; present files hash to it.",
   replay: "The attestation's verdict hash binds its checks; its replay check names this configuration and ReproHash.",
+  prediction:
+    'The prediction ledger (verify --predict) is an intact chain; every evidence entry follows the prediction it names and agrees with it; the attestation records the same entries.',
+  conformance:
+    "The conformance file's SHA-256 is the one the attestation records; its requirement counts recomputed from it.",
   'same-run':
     "Both runs' ReproHashes recomputed from their receipts and traces are equal (a resumed run's later epochs rebased); its ledger names the checkpoint it was restored from.",
 };

@@ -6,7 +6,13 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseStrict } from '../../core/formats/canonical-json.js';
 import { DetsimError } from '../../core/formats/errors.js';
-import { attestationFacts, type AttestationFacts } from './attestation-facts.js';
+import {
+  type AttestationExtras,
+  attestationFacts,
+  type AttestationFacts,
+  conformanceFacts,
+  predictionFacts,
+} from './attestation-facts.js';
 import { fileDigest } from './bundle-reader.js';
 
 export interface RunView {
@@ -21,6 +27,10 @@ export interface RunView {
   checkIfPresent(rel: string, sha256: string): void;
   /** The verify attestation's facts about this run's configuration (null: none in the bundle). */
   attestation(): AttestationFacts | null;
+  /** The prediction verify --predict ledgered for this run's configuration (null: none). */
+  prediction(): Record<string, unknown> | null;
+  /** The conformance file the attestation records (null: none carried). */
+  conformance(): Record<string, unknown> | null;
 }
 
 /** The attestation that replayed a run: its bytes, its place in the bundle and the configuration. */
@@ -28,6 +38,7 @@ export interface AttestationRef {
   bytes: Uint8Array;
   path: string;
   subject: string;
+  extras: AttestationExtras;
 }
 
 abstract class BaseView implements RunView {
@@ -51,6 +62,14 @@ abstract class BaseView implements RunView {
   attestation(): AttestationFacts | null {
     const a = this.attested;
     return a === null ? null : attestationFacts(a.bytes, a.subject, a.path);
+  }
+  prediction(): Record<string, unknown> | null {
+    const a = this.attested;
+    return a === null ? null : predictionFacts(a.bytes, a.extras, a.subject, 'attestation/ledger.jsonl');
+  }
+  conformance(): Record<string, unknown> | null {
+    const a = this.attested;
+    return a === null ? null : conformanceFacts(a.bytes, a.extras.conformance, 'attestation/conformance.json');
   }
 }
 

@@ -176,6 +176,9 @@ function runDirFor(bundlePath: string, runs: readonly string[], runCount: number
   );
 }
 
+const bundled = (b: Loaded, rel: string): Buffer | null =>
+  b.present.has(rel) ? readFileSync(join(b.root, rel)) : null;
+
 /** Step 7: a detsim claim's values recomputed from the files. */
 function recheck(b: Loaded, claim: Rec, runs: readonly string[], referenced: Map<string, string>): void {
   const spec = (claim.extensions as { detsim: ClaimCheck }).detsim;
@@ -189,6 +192,11 @@ function recheck(b: Loaded, claim: Rec, runs: readonly string[], referenced: Map
         bytes: readFileSync(join(b.root, 'attestation/attestation.jsonl')),
         path: 'attestation/attestation.jsonl',
         subject: String(spec.expected.subject ?? ''),
+        extras: {
+          ledger: bundled(b, 'attestation/ledger.jsonl'),
+          head: bundled(b, 'attestation/ledger.head.json'),
+          conformance: bundled(b, 'attestation/conformance.json'),
+        },
       }
     : null;
   const viewOf = (path: string) =>

@@ -468,17 +468,61 @@ describe('export refuses bad input and writes nothing', () => {
 });
 
 describe('a verify attestation', () => {
-  it('exports with a replay claim that verifies; a changed check breaks the verdict hash', () => {
+  it('exports replay, prediction and conformance claims that verify; a changed check breaks the verdict hash', () => {
     const out = join(tmp, 'vout');
+    mkdirSync(out);
+    const conformance = join(out, 'conformance.json');
+    const reqs = [
+      { id: 'D1', status: 'passed' },
+      { id: 'D2', status: 'untested' },
+    ];
+    writeFileSync(
+      conformance,
+      JSON.stringify({
+        conformanceVersion: 'detsim-conformance-v1',
+        requirements: reqs,
+        summary: { passed: 1, failed: 0, untested: 1, skipped: 0 },
+      }),
+    );
     const v = detsimCli(
-      ['verify', '--config', 'examples/forage-walkers.yaml', '--out', out, '--runs-dir', join(out, 'runs')],
+      [
+        'verify',
+        '--config',
+        'examples/lif-pair.yaml',
+        '--out',
+        out,
+        '--runs-dir',
+        join(out, 'runs'),
+        '--predict',
+        '--conformance',
+        conformance,
+      ],
       150_000,
     );
-    expect([0, 2]).toContain(v.status);
+    expect(v.status, v.stderr).toBe(0);
     const b = join(tmp, 'attested');
     exportBundle(out, b);
     const res = verifyBundle(b);
-    expect(res.claims.map((c) => c.id)).toContain('claim-1-replay');
+    expect(res.claims.map((c) => c.id)).toEqual([
+      'claim-1-reprohash',
+      'claim-1-replay',
+      'claim-1-prediction',
+      'claim-1-conformance',
+    ]);
+    expect(res.claims[2]!.statement).toMatch(
+      /ledgered its prediction for configuration lif-pair: ReproHash [0-9a-f]{16} \(attestation\/ledger\.jsonl line 1, before its first evidence at line 2\); the runs confirmed it\.$/,
+    );
+    expect(res.claims[3]!.statement).toBe(
+      `detsim verify ran beside conformance file ${sha(readFileSync(conformance))}: 2 spec requirements, 1 passed, 0 failed, 1 untested, 0 skipped.`,
+    );
+    const reordered = copyOf(b, 'prediction-moved');
+    const ledger = readFileSync(join(reordered, 'attestation', 'ledger.jsonl'), 'utf8').split('\n');
+    [ledger[0], ledger[1]] = [ledger[1]!, ledger[0]!];
+    writeFileSync(join(reordered, 'attestation', 'ledger.jsonl'), ledger.join('\n'));
+    reseal(reordered);
+    const moved = refusal(reordered);
+    expect(moved?.reason).toBe('audit_evidence_recheck_failed');
+    expect(moved?.message).toMatch(/^attestation\/ledger\.jsonl line 1: /);
     const att = join(b, 'attestation', 'attestation.jsonl');
     const lines = readFileSync(att, 'utf8').split('\n');
     const i = lines.findIndex((l) => l.includes('"check":"golden"'));
@@ -490,7 +534,6 @@ describe('a verify attestation', () => {
     expect(r?.message).toMatch(/^attestation\/attestation\.jsonl: verdict_hash [0-9a-f]{64} does not bind its checks/);
   }, 180_000);
 });
-
 describe('a resumed run and the uninterrupted one (--same-as)', () => {
   it('bundles both with a same-run claim naming the checkpoint it was resumed from; another run is refused', () => {
     const resumed = copyOf(runDir, 'resumed');
