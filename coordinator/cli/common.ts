@@ -109,6 +109,18 @@ export function readDispatchFlag(text: string | undefined): Dispatch | undefined
 /** The --transport option's help text, the same on every command that starts workers. */
 export const TRANSPORT_HELP = `how to reach TypeScript workers: ${TRANSPORTS.join(' | ')} (overrides workers.transport; never changes a ReproHash)`;
 
+let stdoutGuarded = false;
+
+/**
+ * One line on stdout. A reader that closed the pipe early (`detsim … | head`) ends the output
+ * quietly (EPIPE is not an error of the command) instead of an unhandled stream error.
+ */
 export function writeStdout(text: string): void {
+  if (!stdoutGuarded) {
+    stdoutGuarded = true;
+    process.stdout.on('error', (e: NodeJS.ErrnoException) => {
+      if (e.code !== 'EPIPE') throw e;
+    });
+  }
   process.stdout.write(text.endsWith('\n') ? text : `${text}\n`);
 }

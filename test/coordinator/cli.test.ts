@@ -112,3 +112,18 @@ describe('detsim run (CLI)', () => {
     120_000,
   );
 });
+
+describe('detsim output into a pipe', () => {
+  it('a reader that closed the pipe (detsim … | head -1) ends the output quietly', async () => {
+    const minimal = join(__dirname, '..', '..', '..', 'shared', 'aet-pebv1', 'fixtures', 'minimal');
+    const child = spawn(process.execPath, [CLI_MAIN, 'evidence', 'verify', minimal], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    child.stdout.destroy(); // the reader goes away before the first line
+    let stderr = '';
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    const code = await new Promise<number | null>((res) => child.on('close', res));
+    expect(stderr).toBe('');
+    expect(code).toBe(0);
+  });
+});
