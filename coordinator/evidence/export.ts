@@ -27,7 +27,7 @@ import { type AttestationExtras, attestationLines, replayedSubjects } from './at
 import { fileDigest } from './bundle-reader.js';
 import { factsOf, type CheckName } from './claims.js';
 import {
-  CONSUMER_GUIDE,
+  consumerGuide,
   CONTENTS,
   MANIFEST_FILE,
   manifestContentHash,
@@ -352,7 +352,7 @@ function renderBundle(
     [CONTENTS.conflicts, '\n'],
     [CONTENTS.ledger, jsonl(recs.ledger)],
     [CONTENTS.policy, `${canonicalize(POLICY)}\n`],
-    [CONTENTS.consumer_guide, CONSUMER_GUIDE],
+    [CONTENTS.consumer_guide, consumerGuide()],
     ['README.md', BUNDLE_README],
     [CONTENTS.report, renderReport(question, recs.claims)],
   ]);

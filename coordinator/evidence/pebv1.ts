@@ -67,13 +67,11 @@ const SCHEMA_NAMES: readonly SchemaName[] = [
   'policy',
 ];
 
-export const SCHEMA_DIR = join(findPackageRoot(), 'fixtures', 'pebv1', 'schemas');
 export const ZERO_HASH = '0'.repeat(64);
 /** The consumer guide every v1 bundle carries: fixed text of the format (fixtures/pebv1/consumer-guide.md). */
-export const CONSUMER_GUIDE: string = readFileSync(
-  join(findPackageRoot(), 'fixtures', 'pebv1', 'consumer-guide.md'),
-  'utf8',
-);
+export function consumerGuide(): string {
+  return readFileSync(join(findPackageRoot(), 'fixtures', 'pebv1', 'consumer-guide.md'), 'utf8');
+}
 
 /**
  * bundle.content_hash: SHA-256 over the canonical JSON of the whole manifest with
@@ -100,7 +98,9 @@ function compiled(): Map<SchemaName, ValidateFunction> {
   formatsPlugin()(ajv);
   validators = new Map(
     SCHEMA_NAMES.map((name) => {
-      const schema = JSON.parse(readFileSync(join(SCHEMA_DIR, `${name}.schema.json`), 'utf8')) as object;
+      const schema = JSON.parse(
+        readFileSync(join(findPackageRoot(), 'fixtures', 'pebv1', 'schemas', `${name}.schema.json`), 'utf8'),
+      ) as object;
       return [name, ajv.compile(schema)];
     }),
   );
