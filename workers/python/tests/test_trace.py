@@ -11,7 +11,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from detsim_worker.trace import TraceError, read_table, read_trace
+from detsim_worker.trace import TraceError, read_table, read_trace, trace_lines
 
 FIXTURE = Path(__file__).parent / 'fixtures' / 'trace'
 RUN = FIXTURE / 'mixed-python-1'
@@ -139,4 +139,15 @@ def test_a_torn_last_index_line_is_not_part_of_the_trace(run_copy: Path):
     (run_copy / 'receipt.json').unlink()
     index = run_copy / 'trace' / 'index.jsonl'
     index.write_text(index.read_text() + '{"segment":"000009.jsonl.gz","firstSt')
+    assert read_trace(run_copy, frame=False) == read_trace(RUN, frame=False)
+
+
+def test_a_run_of_an_older_detsim_reads_from_trace_jsonl(run_copy: Path):
+    lines = list(trace_lines(run_copy))
+    shutil.rmtree(run_copy / 'trace')
+    (run_copy / 'trace.jsonl').write_text(''.join(line + '\n' for line in lines))
+    with pytest.raises(TraceError) as e:  # its receipt binds segments: the directory holds another format
+        read_trace(run_copy, frame=False)
+    assert e.value.reason == 'audit_trace_segment_missing'
+    (run_copy / 'receipt.json').unlink()
     assert read_trace(run_copy, frame=False) == read_trace(RUN, frame=False)
