@@ -324,6 +324,15 @@ export const REASONS = {
     layer: 'L7',
     summary: 'a trace segment holds the bytes bound to another position: segments were swapped or reordered',
   },
+  // Trace export (coordinator/export/, `detsim trace export`)
+  struct_export_source: {
+    layer: 'L1',
+    summary: 'a trace export source is neither a run directory (run.json) nor a directory of run directories',
+  },
+  perm_export_exists: {
+    layer: 'L4',
+    summary: 'the trace export --out file exists: an export never overwrites, it writes a new file whole or not at all',
+  },
   // DIFF=0 receipts, replay and attestation (coordinator/receipt/): the verify checks' outcomes
   struct_invalid_receipt: {
     layer: 'L1',
