@@ -81,6 +81,13 @@ export interface ResumeOptions extends Omit<SessionOptions, 'extension'> {
   steps?: number;
   /** Override the recorded checkpoint interval (0 = no checkpoints while resuming). */
   checkpointEvery?: number;
+  /** Override the recorded number of generations the store keeps (default: the run's `--keep`). */
+  keep?: number;
+  /**
+   * Wait for each capture to be committed before the next step, so that none is refused because the
+   * writer is busy (`detsim bisect` captures after every step and needs every one).
+   */
+  settleEachCapture?: boolean;
   onEvent?: (line: string) => void;
   /** Reach the workers this way instead of the recorded transport (physical: the ReproHash is the same). */
   transport?: Transport;
@@ -223,6 +230,7 @@ async function resumeLocked(runDir: string, opts: ResumeOptions): Promise<Resume
           keep: p.keep,
           baseEpoch: p.baseEpoch,
           resumedFrom: p.record.checkpointId,
+          ...(opts.settleEachCapture ? { settleEach: true } : {}),
           ...(opts.onEvent ? { onEvent: opts.onEvent } : {}),
         })
       : undefined;
@@ -258,7 +266,10 @@ async function prepareResume(runDir: string, opts: ResumeOptions) {
   const plan = relaunchPlanFor(runDir, rec.plan, opts);
   requireStore(runDir);
   requireSegmentedTrace(runDir);
-  const ck = await openCheckpointing(runDir, { keep: DEFAULT_KEEP });
+  const runEvent = lastRunEvent(runDir);
+  // The store rotates to the keep the run recorded (or --keep), the same the resumed run reports.
+  const keep = opts.keep ?? runEvent.keep;
+  const ck = await openCheckpointing(runDir, { keep });
   const record = selectCheckpoint(ck.store, opts.checkpointId, runDir);
   const loaded = await loadCheckpoint({ store: ck.store, checkpointId: record.checkpointId });
   checkRecordedComposition(loaded.envelope.manifest, rec, runDir);
@@ -272,7 +283,6 @@ async function prepareResume(runDir: string, opts: ResumeOptions) {
     throw e;
   });
   const epoch = epochId(epochsSeen(runDir, rec.epoch) + 1);
-  const runEvent = lastRunEvent(runDir);
   const every = opts.checkpointEvery ?? runEvent.every;
   if (opts.recover && every === 0)
     throw new DetsimError(
@@ -293,7 +303,7 @@ async function prepareResume(runDir: string, opts: ResumeOptions) {
     baseEpoch: rec.epoch,
     epoch,
     every,
-    keep: runEvent.keep,
+    keep,
   };
 }
 

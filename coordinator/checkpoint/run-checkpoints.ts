@@ -38,6 +38,11 @@ export interface CheckpointRunOptions {
   fs?: DurableFs;
   /** Called with each outcome / refusal as it happens (the CLI prints them). */
   onEvent?: (line: string) => void;
+  /**
+   * Wait for each capture's save to settle before the run steps on: every capture is taken (none
+   * refused because the writer is busy), at the price of a durable write per capture in the step loop.
+   */
+  settleEach?: boolean;
 }
 
 /** What a run's checkpoints came to: captured, committed (durable), not durable, refused. */
@@ -203,7 +208,9 @@ export class CheckpointRun implements RunExtension {
       });
       this.report.captured.push(checkpointId);
       this.outcomes.set(checkpointId, null);
-      this.waits.push(rec.ticket.wait().then((o) => this.settle(o)));
+      const settled = rec.ticket.wait().then((o) => this.settle(o));
+      this.waits.push(settled);
+      if (this.opts.settleEach) await settled;
     } catch (e) {
       if (!isCheckpointRefusal(e)) throw e;
       // Policy continue: the run goes on; the last committed generation is untouched.

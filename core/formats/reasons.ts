@@ -254,6 +254,11 @@ export const REASONS = {
     layer: 'L5',
     summary: "a recorded run's model module (by name) has another content digest than the one it recorded",
   },
+  ident_bisect_config_differs: {
+    layer: 'L5',
+    summary:
+      "bisect: the two runs are not of one config (a composition field other than a user model's content differs)",
+  },
   ident_composition_mismatch: {
     layer: 'L5',
     summary: 'the checkpoint composition digest differs from the live composition',

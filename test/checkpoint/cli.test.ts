@@ -1,7 +1,7 @@
 // The checkpoint CLI surface: `detsim run --checkpoint-every K --keep N` prints what committed;
 // bad flags are refused with one line and exit 2; `detsim resume` refuses a run without a store
 // (exit 2), an unknown checkpoint id, and a damaged generation (exit 1, the check named) without
-// changing anything in the run directory.
+// changing anything in the run directory; a resumed run's store keeps the N the run recorded.
 import { cpSync, existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -75,6 +75,14 @@ describe('detsim run --checkpoint-every / detsim resume (CLI)', () => {
     const ok = detsim(['resume', runDir, '--checkpoint', 'ckpt-e1-3']);
     expect(ok.status, ok.stderr).toBe(0);
     expect(ok.stdout).toMatch(/restored\s+ckpt-e1-3 at boundary 3 into epoch e2 \(1 later steps abandoned\)/);
+    // The resumed run's store rotates to the keep the run recorded (2), as its summary line says.
+    expect(ok.stdout).toMatch(
+      /^checkpoints\s+1 committed of 1 captured \(every 1 steps, keep 2, high-water ckpt-e2-4\)$/m,
+    );
+    const resumedStore = JSON.parse(readFileSync(join(runDir, 'store', 'manifest.json'), 'utf8')) as {
+      generations: { checkpointId: string }[];
+    };
+    expect(resumedStore.generations.map((g) => g.checkpointId)).toEqual(['ckpt-e1-4', 'ckpt-e2-4']);
   }, 300_000);
 
   it('refuses bad flags and a run directory without a store (exit 2, one line)', () => {
