@@ -23,13 +23,17 @@ function readInclude(text: string | undefined): ExportOptions['include'] {
   return { trace: parts.includes('trace'), checkpoints: parts.includes('checkpoints') };
 }
 
-function runExport(source: string, dest: string, opts: { include?: string; sameAs?: string; json?: boolean }): void {
+function runExport(
+  source: string,
+  dest: string,
+  opts: { include?: string; sameAs?: string; roCrate?: boolean; json?: boolean },
+): void {
   if (!existsSync(source) || !statSync(source).isDirectory())
     throw new ExitError(2, `detsim: [struct_invalid_field] ${source} is not an existing directory`);
   const include = readInclude(opts.include);
   let r;
   try {
-    r = exportBundle(source, dest, { include, sameAs: opts.sameAs });
+    r = exportBundle(source, dest, { include, sameAs: opts.sameAs, roCrate: opts.roCrate });
   } catch (e) {
     if (e instanceof DetsimError) throw new ExitError(e.reason === 'struct_invalid_field' ? 2 : 1, formatError(e));
     throw e;
@@ -99,6 +103,10 @@ export function registerEvidence(program: Command): void {
     .option(
       '--include <what>',
       'copy besides the small files: trace, checkpoints, both (comma-separated) or none (default: the trace when ≤ 64 MiB)',
+    )
+    .option(
+      '--ro-crate',
+      'also write ro-crate-metadata.json: the run as a Workflow Run RO-Crate (Process Run Crate 0.5) for Zenodo or WorkflowHub',
     )
     .option(
       '--same-as <run-dir>',

@@ -48,6 +48,7 @@ import {
   SCHEMA_URI,
   sourceRecords,
 } from './records.js';
+import { RO_CRATE_METADATA_FILE, roCrateMetadata } from './ro-crate.js';
 import { type AttestationRef, DirView } from './run-view.js';
 
 /** Without --include, the trace is copied when it is at most this large, else referenced by digest. */
@@ -61,8 +62,8 @@ export interface ExportOptions {
   sameAs?: string;
   /** The export time (physical): created_at, checked_at. */
   exportedAt?: string;
-  /** Extra files written into the bundle before it is sealed (e.g. ro-crate-metadata.json). */
-  extra?: (plan: ExportPlan) => { rel: string; text: string }[];
+  /** Also write ro-crate-metadata.json (a Process Run Crate of the run; one run per bundle). */
+  roCrate?: boolean;
 }
 
 export interface ExportPlan {
@@ -331,6 +332,29 @@ export function planExport(source: string, opts: ExportOptions = {}): ExportPlan
   };
 }
 
+/** ro-crate-metadata.json describing the run and every file of the bundle (manifest.json aside: it binds the crate). */
+function roCrateText(plan: ExportPlan, texts: Map<string, string>): string {
+  if (plan.runs.length !== 1)
+    throw new DetsimError(
+      'struct_invalid_field',
+      `--ro-crate describes one run; this bundle holds ${plan.runs.length}: export a run directory`,
+      '--ro-crate',
+    );
+  const own = [...texts].map(([rel, text]) => ({
+    path: rel,
+    sha256: fileDigestOfText(text),
+    bytes: Buffer.byteLength(text),
+    present: true,
+  }));
+  const run = plan.files.map((f) => ({ path: f.rel, sha256: f.sha256, bytes: f.bytes, present: f.copy }));
+  const meta = roCrateMetadata(plan.sources[0]!.dir, [...own, ...run], {
+    detsimVersion: plan.version,
+    exportedAt: plan.exportedAt,
+    runPrefix: `${plan.runs[0]!.bundlePath}/`,
+  });
+  return `${JSON.stringify(meta, null, 2)}\n`;
+}
+
 /** The content files and the manifest of a plan, as text by bundle path. */
 function renderBundle(
   plan: ExportPlan,
@@ -356,7 +380,7 @@ function renderBundle(
     ['README.md', BUNDLE_README],
     [CONTENTS.report, renderReport(question, recs.claims)],
   ]);
-  for (const e of opts.extra?.(plan) ?? []) texts.set(e.rel, e.text);
+  if (opts.roCrate) texts.set(RO_CRATE_METADATA_FILE, roCrateText(plan, texts));
   return { texts, manifest: manifestOf(plan, bundleId, question, texts), bundleId, question };
 }
 

@@ -57,6 +57,8 @@ export interface RoCrateOptions {
   license?: string;
   /** Who ran and exported the run (a Person: an ORCID URI, or a `#local` id, and a name). */
   agent?: { id: string; name: string };
+  /** The folder of the bundle that holds the run's files (default RUN_PREFIX; detsim's exporter: `runs/<run>/`). */
+  runPrefix?: string;
 }
 
 type Entity = Record<string, unknown>;
@@ -153,8 +155,8 @@ function encodingFormat(path: string): string | undefined {
   return undefined;
 }
 
-function fileEntity(f: CrateFile): Entity {
-  const rel = f.path.startsWith(RUN_PREFIX) ? f.path.slice(RUN_PREFIX.length) : undefined;
+function fileEntity(f: CrateFile, prefix: string): Entity {
+  const rel = f.path.startsWith(prefix) ? f.path.slice(prefix.length) : undefined;
   const what =
     (rel !== undefined ? describeRunFile(rel) : undefined) ??
     (rel !== undefined ? 'A file of the run directory.' : 'A file of the evidence bundle (detsim evidence export).');
@@ -438,8 +440,10 @@ function licenseEntities(opts: RoCrateOptions): { root: Entity; entities: Entity
 }
 
 const idsOf = (es: readonly Entity[]): string[] => es.map((e) => e['@id'] as string);
-const isRunFile = (f: CrateFile): boolean => f.path.startsWith(RUN_PREFIX);
-const isRunRecord = (f: CrateFile): boolean => f.path === `${RUN_PREFIX}${RUN_FILES.run}`;
+const runFileTests = (prefix: string) => ({
+  isRunFile: (f: CrateFile): boolean => f.path.startsWith(prefix),
+  isRunRecord: (f: CrateFile): boolean => f.path === `${prefix}${RUN_FILES.run}`,
+});
 
 /**
  * The JSON-LD object for ro-crate-metadata.json (RO-Crate 1.1, Process Run Crate 0.5) of an evidence
@@ -457,6 +461,8 @@ export function roCrateMetadata(
   if (exportedAt === undefined) throw new Error(`roCrateMetadata: exportedAt ${opts.exportedAt} is not a date`);
   const facts = readRunFacts(runDir);
   const listed = checkFiles(files);
+  const prefix = opts.runPrefix ?? RUN_PREFIX;
+  const { isRunFile, isRunRecord } = runFileTests(prefix);
   const runFiles = listed.filter(isRunFile);
   const inputs = inputEntities(facts.run);
   const runtimes = runtimeEntities(facts.run);
@@ -489,7 +495,7 @@ export function roCrateMetadata(
   const rest = [
     entity(PROCESS_RUN_CRATE_0_5, 'CreativeWork', { name: 'Process Run Crate', version: '0.5' }),
     ...license.entities,
-    ...listed.map(fileEntity),
+    ...listed.map((f) => fileEntity(f, prefix)),
     ...inputs,
     detsimEntity(facts.run, opts, idsOf(runtimes)),
     ...runtimes,

@@ -189,6 +189,32 @@ describe.skipIf(pythonWorkerSkip !== null || rustWorkerSkip !== null)(
       }
     });
 
+    it('detsim evidence export --ro-crate: the bundle is a valid Process Run Crate, verifies, and passes AET', () => {
+      const bundle = join(out, 'bundle-ro-crate');
+      const e = detsimCli(['evidence', 'export', runDir, bundle, '--ro-crate']);
+      expect(e.status, e.stderr).toBe(0);
+      const report = validate(bundle, cache, 'required');
+      expect(report.issues ?? [], report.output).toEqual([]);
+      expect(report.passed, report.output).toBe(true);
+      const v = detsimCli(['evidence', 'verify', bundle]);
+      expect(v.status, v.stderr).toBe(0);
+      const manifest = JSON.parse(readFileSync(join(bundle, 'manifest.json'), 'utf8'));
+      expect(Object.keys(manifest.integrity.file_hashes)).toContain('ro-crate-metadata.json');
+      const aet = spawnSync(
+        VENV_PYTHON,
+        [
+          '-c',
+          'import sys; from pathlib import Path; from aet.bundle import validate_bundle; validate_bundle(Path(sys.argv[1]))',
+          bundle,
+        ],
+        { encoding: 'utf8' },
+      );
+      expect(aet.status, aet.stderr).toBe(0);
+      const meta = JSON.parse(readFileSync(join(bundle, 'ro-crate-metadata.json'), 'utf8'));
+      const name = readdirSync(join(out, 'runs'))[0]!;
+      expect(entityOf(meta, `runs/${name}/receipt.json`)['@type']).toBe('File');
+    });
+
     it('rocrate-validator fails a crate whose root lacks its licence (the validation can fail)', () => {
       const dir = join(out, 'crate-no-licence');
       cpSync(referenced.dir, dir, { recursive: true });
