@@ -18,6 +18,7 @@ import { registerWorker } from './worker-command.js';
 import { registerCerts } from './certs-command.js';
 import { registerSlurm } from './slurm-command.js';
 import { registerDoctor } from './doctor-command.js';
+import { registerReport } from './report-command.js';
 
 const program = new Command();
 program
@@ -45,6 +46,7 @@ registerWorker(program);
 registerCerts(program);
 registerSlurm(program);
 registerDoctor(program);
+registerReport(program);
 
 try {
   await program.parseAsync(process.argv);
