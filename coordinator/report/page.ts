@@ -64,7 +64,14 @@ export function seriesOptions(s: SeriesSpec, i: number): object {
 
 /** An axis that labels integer positions with names (categorical), or a plain one. */
 export function axisOptions(label: string, categories: string[] | undefined, side: number, scale: string): object {
-  const base = { label, side, scale, stroke: '#333', grid: { stroke: '#e4e4e4' } };
+  const base = {
+    label,
+    side,
+    scale,
+    stroke: '#333',
+    grid: { stroke: '#e4e4e4', show: side !== 1 },
+    size: side === 1 ? 80 : 60,
+  };
   if (categories === undefined) return base;
   return {
     ...base,

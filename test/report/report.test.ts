@@ -7,7 +7,7 @@
 // trace segment (exit 1, the file named, nothing written), an existing --out, a foreign
 // report.html, a bad sweep.json, a path that is no run. Chromium missing: the browser cases skip
 // saying so, and CI fails on that skip (scripts/test-summary.mjs; .ci/run installs chromium).
-// DETSIM_REPORT_SHOT=<file.png> also copies the plain run's screenshot there; DETSIM_REPORT_KEEP=1 keeps
+// DETSIM_REPORT_SHOT=<file.png> also copies the recovered run's screenshot there; DETSIM_REPORT_KEEP=1 keeps
 // the temp directory (runs, pages, screenshots) instead of removing it.
 import { spawnSync } from 'node:child_process';
 import {
@@ -283,7 +283,6 @@ describe.skipIf(noBrowser !== null)('detsim report in headless Chromium', { time
     const o = await open(file, join(tmp, 'plain.png'));
     expect(o.problems).toEqual([]);
     expectRunCharts(o, plain, 1);
-    if (process.env.DETSIM_REPORT_SHOT) copyFileSync(join(tmp, 'plain.png'), process.env.DETSIM_REPORT_SHOT);
   });
 
   it('a resumed copy: two epochs, the restore on the timeline, the same ReproHash; the previous report is replaced', async () => {
@@ -307,6 +306,7 @@ describe.skipIf(noBrowser !== null)('detsim report in headless Chromium', { time
     expect(o.text).toContain('Recoveries from a lost worker: 1; resumes: 0');
     expect(o.text).toMatch(/worker worker-0 worker-exited at step 120/);
     expect(o.text).toContain('signal=SIGKILL');
+    if (process.env.DETSIM_REPORT_SHOT) copyFileSync(join(tmp, 'recovered.png'), process.env.DETSIM_REPORT_SHOT);
   });
 
   it("a run of detsim verify with its attestation: the replay that reached DIFF=0 at this run's ReproHash is named", async () => {
