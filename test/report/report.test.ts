@@ -359,6 +359,22 @@ describe('detsim report refusals', () => {
     expect(snapshotDir(damaged)).toEqual(before);
   });
 
+  it('a receipt.json whose ReproHash the run no longer gives: the page says DIFF≠0 and the command exits 1', () => {
+    const edited = join(tmp, 'edited-receipt');
+    cpSync(plain, edited, { recursive: true });
+    const path = join(edited, 'receipt.json');
+    const receipt = JSON.parse(readFileSync(path, 'utf8')) as Record<string, any>;
+    const recorded = receipt.reproHash as string;
+    writeFileSync(path, JSON.stringify({ ...receipt, reproHash: '0000000000000000' }));
+    const r = detsimCli(['report', edited]);
+    expect(r.status).toBe(1);
+    expect(r.stdout).toContain(`DIFF≠0 against receipt.json: ReproHash ${recorded}`);
+    expect(r.stderr.trim().split('\n')).toEqual([
+      `detsim: [audit_report_receipt_differs] ${edited}/receipt.json records ReproHash 0000000000000000, the run gives ${recorded}`,
+    ]);
+    expect(readFileSync(join(edited, 'report.html'), 'utf8')).toContain('<b>DIFF≠0</b> against its receipt');
+  });
+
   it('an existing --out, or a report.html detsim did not write, is never overwritten (exit 2)', () => {
     const out = join(tmp, 'mine.html');
     writeFileSync(out, 'my notes\n');
