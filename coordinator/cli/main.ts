@@ -20,6 +20,7 @@ import { registerCerts } from './certs-command.js';
 import { registerSlurm } from './slurm-command.js';
 import { registerDoctor } from './doctor-command.js';
 import { registerTrace } from './trace-command.js';
+import { registerReport } from './report-command.js';
 
 const program = new Command();
 program
@@ -49,6 +50,7 @@ registerCerts(program);
 registerSlurm(program);
 registerDoctor(program);
 registerTrace(program);
+registerReport(program);
 
 try {
   await program.parseAsync(process.argv);

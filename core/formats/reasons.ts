@@ -192,6 +192,27 @@ export const REASONS = {
     summary:
       'detsim certs: the target directory already holds one of its files (never overwritten) or is open to other users',
   },
+  // detsim report (coordinator/report/)
+  perm_report_exists: {
+    layer: 'L4',
+    summary:
+      'detsim report: the output file exists and is not the default report.html holding its own previous report (never overwritten)',
+  },
+  struct_report_source: {
+    layer: 'L1',
+    summary:
+      'detsim report: the path is neither a run directory (run.json) nor a sweep directory (sweep.json or run directories in it), or --attestation names no file',
+  },
+  audit_report_receipt_differs: {
+    layer: 'L7',
+    summary:
+      "detsim report: the ReproHash recomputed from a run's trace, run.json and summary.json is not the one its receipt.json records",
+  },
+  struct_sweep_index: {
+    layer: 'L1',
+    summary:
+      "a sweep's sweep.json does not have the shape {runs: [{dir, overrides: {path: value}, replicate}]} or lists a directory that is not a run directory",
+  },
   ident_no_client_certificate: {
     layer: 'L5',
     summary: 'a TLS worker was reached without a client certificate (mutual TLS is required)',
