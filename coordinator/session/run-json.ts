@@ -59,6 +59,9 @@ const RecordedWorker = z.object({
   capabilities: z.array(z.string()),
 });
 
+/** One `--set` override as run.json records it (coordinator/overrides.ts). */
+const RecordedOverride = z.object({ path: z.string(), value: z.unknown() });
+
 /** The schema of run.json (format detsim-run-v1). */
 export const RUN_JSON_SCHEMA = z.object({
   format: z.literal(RUN_FORMAT),
@@ -80,6 +83,8 @@ export const RUN_JSON_SCHEMA = z.object({
   threadHeapMb: z.number().default(DEFAULT_THREAD_HEAP_MB),
   deadlines: z.object({ startupMs: z.number(), stepMs: z.number(), captureMs: z.number() }),
   seedCollisions: z.array(z.object({ seed: z.number(), agentIds: z.tuple([z.string(), z.string()]) })),
+  // Only when the run was made with `--set` / `--master-seed`: the overrides, in order (physical).
+  overrides: z.array(RecordedOverride).optional(),
 });
 
 export type RunJson = z.output<typeof RUN_JSON_SCHEMA>;

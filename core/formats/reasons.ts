@@ -80,6 +80,11 @@ export const REASONS = {
     layer: 'L1',
     summary: 'a run config names a model that is neither built in nor an existing module path',
   },
+  struct_override_path: {
+    layer: 'L1',
+    summary:
+      'a --set path that is not a field of the run config (or runs through a value that is not a mapping or list)',
+  },
   // L2 size
   size_envelope_too_short: { layer: 'L2', summary: 'envelope check 1: fewer than 80 bytes' },
   size_payload_count_over_64: { layer: 'L2', summary: 'more than 64 payloads in one envelope' },
