@@ -101,6 +101,8 @@ export { recoveryWith, RECOVERABLE_KINDS } from './checkpoint/recovery.js';
 export type { RecoveryOptions, RecoveryFactory, RecoveryRecord } from './checkpoint/recovery.js';
 export type { SessionRecovery, RecoveryTarget, Recovered, LiveSession } from './session/session.js';
 export type { ResumeOptions, ResumeResult, ResumeProgress } from './checkpoint/resume.js';
+export { forkRun, checkForkOverrides } from './checkpoint/fork.js';
+export type { ForkOptions, ForkResult } from './checkpoint/fork.js';
 
 // DIFF=0: receipts and their ReproHash, diagnosis, replay, verify.
 export {

@@ -145,6 +145,11 @@ const RUN_ROWS: FieldRule[] = [
     '`--set path=value` / `--master-seed` overrides, in order (coordinator/overrides.ts): the composition they resolved to is hashed, so a run with `--set x=1` is the same run as one whose config says x: 1',
     { subtree: true },
   ),
+  P(
+    'run.fork',
+    "a fork's lineage: parent run directory, checkpoint (id, envelope digest, boundary), overrides (coordinator/checkpoint/fork.ts); a fork that changes nothing is the same run as its parent",
+    { subtree: true },
+  ),
 ];
 
 // trace.jsonl — TransitionTrace {behaviour, operational} (docs/spec/lockstep.md "The trace").
