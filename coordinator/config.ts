@@ -267,6 +267,11 @@ export interface RunPlan {
   perRunTls?: true;
   /** `recovery.maxRestarts` when the config sets it (a run-time policy, never in run.json). */
   recovery?: { maxRestarts: number };
+  /**
+   * The `--set` overrides (overrides.ts) the plan was resolved with, in order: recorded in run.json
+   * as `overrides` (physical: the resolved composition they produced is what is hashed).
+   */
+  overrides?: { path: string; value: unknown }[];
 }
 
 /** Workers found in a rendezvous directory: where, and how long to wait for all their records. */
@@ -405,9 +410,14 @@ function readConfigFile(file: string): string {
   }
 }
 
+/** A config file parsed but not resolved: the document `--set` overrides apply to (overrides.ts). */
+export function readConfigDocument(file: string): unknown {
+  return parseConfigText(readConfigFile(file), file);
+}
+
 /** Read and resolve a config file; relative model paths resolve against the file's directory. */
 export function loadConfig(file: string): RunPlan {
-  return resolveConfig(parseConfigText(readConfigFile(file), file), { baseDir: dirname(resolve(file)) });
+  return resolveConfig(readConfigDocument(file), { baseDir: dirname(resolve(file)) });
 }
 
 function isModelPath(model: string): boolean {

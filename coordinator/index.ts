@@ -50,9 +50,22 @@ export { loadConfig, resolveConfig, WORKER_RUNTIMES } from './config.js';
 export type { LauncherPlan, RunPlan, PlannedAgent, PlannedWorker, Transport, WorkerRuntimeName } from './config.js';
 export type { RendezvousPlacement } from './config.js';
 export type { ExistingWorker } from './launch/launcher.js';
+// `--set path=value` overrides of a config document, checked by the config's own schema (sweeps build on these).
+export {
+  parseOverride,
+  parseOverrides,
+  masterSeedOverride,
+  applyOverrides,
+  resolveWithOverrides,
+  loadConfigWithOverrides,
+  formatOverride,
+  MASTER_SEED_PATH,
+} from './overrides.js';
+export type { Override } from './overrides.js';
 export { runSession } from './session/run.js';
 export type { RunOptions, RunResult, RunProgress, RunExtension, RunExtensionContext } from './session/run.js';
 export type { SessionOptions, SessionResult } from './session/session.js';
+export type { SessionMetrics, RewardTotals } from './session/metrics.js';
 export type { Dispatch } from './session/lockstep.js';
 export type { TransitionTrace, TraceBehaviour, TraceOperational, TraceAgent, TraceReward } from './trace/trace.js';
 // The trace on disk (trace.jsonl or trace/ segments): THE reader, the segmented writer, the receipt binding.
@@ -88,6 +101,8 @@ export { recoveryWith, RECOVERABLE_KINDS } from './checkpoint/recovery.js';
 export type { RecoveryOptions, RecoveryFactory, RecoveryRecord } from './checkpoint/recovery.js';
 export type { SessionRecovery, RecoveryTarget, Recovered, LiveSession } from './session/session.js';
 export type { ResumeOptions, ResumeResult, ResumeProgress } from './checkpoint/resume.js';
+export { forkRun, checkForkOverrides } from './checkpoint/fork.js';
+export type { ForkOptions, ForkResult } from './checkpoint/fork.js';
 
 // DIFF=0: receipts and their ReproHash, diagnosis, replay, verify.
 export {

@@ -442,7 +442,6 @@ function checkTotal(total: number, fromFlag: boolean, k: bigint, checkpointId: I
   );
 }
 
-/** The checkpoint interval and keep count the run recorded in its ledger (the last `run` event). */
 /** The trace index digest the ledger's `captured` event of `checkpointId` recorded, or null (none, or an older run). */
 function capturedTraceIndex(runDir: string, checkpointId: Id): string | null {
   const path = join(runDir, LEDGER_FILE);
@@ -461,7 +460,8 @@ function capturedTraceIndex(runDir: string, checkpointId: Id): string | null {
   return found;
 }
 
-function lastRunEvent(runDir: string): { every: number; keep: number } {
+/** The checkpoint interval and keep count the run recorded in its ledger (the last `run` event). */
+export function lastRunEvent(runDir: string): { every: number; keep: number } {
   let every = 0;
   let keep = DEFAULT_KEEP;
   const path = join(runDir, LEDGER_FILE);

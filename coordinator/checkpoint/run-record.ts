@@ -15,6 +15,7 @@ import type { AgentInitializeResultEntry } from '../../core/protocol/index.js';
 import { RUN_FILES } from '../session/run-dir.js';
 import { locateRecordedModels, searchDirsFor } from '../launch/model-source.js';
 import { readRunJson, RUN_FORMAT, type RunJson } from '../session/run-json.js';
+import { resolveWithOverrides, type Override } from '../overrides.js';
 
 export interface RecordedRun {
   plan: RunPlan;
@@ -123,18 +124,22 @@ export function planFromRunJson(runJson: unknown, opts: PlanFromRecordOptions = 
   return planFromRecord(readRunJson(runJson), opts);
 }
 
-function planFromRecord(recorded: RunJson, opts: PlanFromRecordOptions): RunPlan {
-  const located = locateRecordedModels(recorded, opts.searchDirs ?? [process.cwd()]);
-  const r = located.record;
+/**
+ * The composition a run directory recorded with `--set` overrides applied through the config's own
+ * schema (overrides.ts): a fork's plan (checkpoint/fork.ts). Read it with readRunRecord first: this
+ * takes the record as valid, and passes a refusal of an override on as it is (naming the override).
+ */
+export function recordedPlanWith(runDir: string, overrides: readonly Override[]): RunPlan {
+  const rec = readRunJson(parseStrict(readFileSync(join(runDir, RUN_FILES.run))));
+  const located = locateRecordedModels(rec, searchDirsFor(runDir));
+  return resolveWithOverrides(recordedConfig(located.record), overrides, { baseDir: '/' });
+}
+
+/** run.json's composition as a config document (what resolveConfig takes), every planned field it holds. */
+function recordedConfig(r: RunJson) {
   const env = r.environment;
   const agentWorkers = r.workers.map((w, i) => ({ w, i })).filter(({ w }) => w.role === 'agent');
-  if (r.seedDerivation !== SEED_ALGORITHM)
-    throw new DetsimError(
-      'struct_invalid_field',
-      `run.json: seedDerivation ${JSON.stringify(r.seedDerivation)} is not ${SEED_ALGORITHM}`,
-      'seedDerivation',
-    );
-  const config = {
+  return {
     sessionId: r.sessionId,
     masterSeed: r.masterSeed,
     steps: r.steps,
@@ -155,8 +160,20 @@ function planFromRecord(recorded: RunJson, opts: PlanFromRecordOptions): RunPlan
     },
     deadlines: r.deadlines,
   };
+}
+
+function planFromRecord(recorded: RunJson, opts: PlanFromRecordOptions): RunPlan {
+  const located = locateRecordedModels(recorded, opts.searchDirs ?? [process.cwd()]);
+  const r = located.record;
+  const env = r.environment;
+  if (r.seedDerivation !== SEED_ALGORITHM)
+    throw new DetsimError(
+      'struct_invalid_field',
+      `run.json: seedDerivation ${JSON.stringify(r.seedDerivation)} is not ${SEED_ALGORITHM}`,
+      'seedDerivation',
+    );
   // Module models are located by their identity above (absolute paths); the base directory resolves nothing.
-  const plan = resolveConfig(config, { baseDir: '/' });
+  const plan = resolveConfig(recordedConfig(r), { baseDir: '/' });
   if (plan.modelDirs) plan.modelDirs = located.modelDirs;
   if (Object.keys(located.pythonDigests).length) plan.modelDigests = located.pythonDigests;
   checkLayout(plan, r.workers);

@@ -2,9 +2,10 @@
 // their ReproHashes (physical fields stripped, later epochs of a resumed run rebased) and, when
 // they differ, names the first diverging step, field, agent and both values. When the two runs are
 // of one config (the same composition in run.json), it also shows where each was made: the platform
-// fingerprints of their receipts, side by side where they differ. Runs nothing.
+// fingerprints of their receipts, side by side where they differ; when one is a fork of the other
+// (`detsim fork`, its run.json `fork`), it says at which checkpoint. Runs nothing.
 import { existsSync } from 'node:fs';
-import { join } from 'node:path';
+import { basename, join, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { canonicalize } from '../../core/formats/canonical-json.js';
 import { describeDivergence, diagnose } from '../diff0/diagnosis.js';
@@ -19,6 +20,7 @@ import {
   sealReceipt,
 } from '../receipt/receipt.js';
 import { reproHash } from '../receipt/reprohash.js';
+import type { ForkLineageJson } from '../session/run-json.js';
 import { action, ExitError, writeStdout } from './common.js';
 
 function receiptOf(runDir: string) {
@@ -40,6 +42,20 @@ function receiptOf(runDir: string) {
 
 type Side = ReturnType<typeof receiptOf>;
 
+/** When one run is a fork of the other (its run.json `fork` names the other's directory): where it forked. */
+function forkOf(left: Side, right: Side, dirs: [string, string]): string | null {
+  const lineage = (s: Side) => (s.receipt.run as { fork?: ForkLineageJson } | null)?.fork;
+  for (const [child, childDir, parentDir] of [
+    [left, dirs[0], dirs[1]],
+    [right, dirs[1], dirs[0]],
+  ] as const) {
+    const f = lineage(child);
+    if (f && f.parent === basename(resolve(parentDir)))
+      return `fork: ${childDir} is a fork of ${parentDir} at checkpoint ${f.checkpoint.id} (boundary ${f.checkpoint.boundary}; steps from ${f.checkpoint.boundary} on are its own)`;
+  }
+  return null;
+}
+
 /** The two fingerprints compared, when the runs are of one config (else null: nothing to show). */
 function platformOf(left: Side, right: Side, dirs: [string, string]): FingerprintComparison | null {
   if (left.config !== right.config) return null;
@@ -57,6 +73,7 @@ function diff(a: string, b: string, opts: { json?: boolean }): void {
   const same = left.reproHash === right.reproHash;
   const divergence = same ? null : diagnose(rebasedReceipt(left.receipt), rebasedReceipt(right.receipt));
   const platform = platformOf(left, right, [a, b]);
+  const fork = forkOf(left, right, [a, b]);
   if (opts.json) {
     writeStdout(
       canonicalize({
@@ -75,6 +92,7 @@ function diff(a: string, b: string, opts: { json?: boolean }): void {
         },
         divergence,
         platform,
+        ...(fork ? { fork } : {}),
       }),
     );
   } else if (same) {
@@ -87,6 +105,7 @@ function diff(a: string, b: string, opts: { json?: boolean }): void {
         : 'no field-level divergence found in the hashed view (unclassified fields differ?)',
     );
   }
+  if (!opts.json && fork) writeStdout(fork);
   if (!opts.json && platform) writeStdout(describeFingerprints(platform, left.platformFingerprint, [a, b]).join('\n'));
   if (!same) throw new ExitError(1, '');
 }

@@ -2,9 +2,11 @@
 // workers in a new epoch and continue it in the same run directory, with progress on stderr.
 // Only argument handling and display; the work is coordinator/checkpoint/resume.ts.
 import type { Command } from 'commander';
+import { resolve } from 'node:path';
 import { LAUNCHERS, type LauncherKind } from '../config.js';
 import { isCheckpointRefusal } from '../checkpoint/refusal.js';
-import { resumeRun, type ResumeProgress } from '../checkpoint/resume.js';
+import { resumeRun } from '../checkpoint/resume.js';
+import { metricsLines } from '../session/metrics.js';
 import { canonicalize } from '../../core/formats/canonical-json.js';
 import { DetsimError, isDetsimError } from '../../core/formats/errors.js';
 import { readId } from '../../core/formats/scalars.js';
@@ -22,6 +24,7 @@ import {
   writeStdout,
 } from './common.js';
 import { printReceiptWarnings, runFailureExit } from './run-outcome.js';
+import { progressDisplay } from './progress.js';
 
 interface ResumeCommandOptions {
   checkpoint?: string;
@@ -41,17 +44,6 @@ function whole(text: string | undefined, flag: string): number | undefined {
   if (!/^(0|[1-9][0-9]{0,8})$/.test(text))
     throw new DetsimError('struct_invalid_field', `${flag}: ${JSON.stringify(text)} is not a whole number`, flag);
   return Number(text);
-}
-
-function progressLine(): (p: ResumeProgress) => void {
-  let last = 0;
-  return (p) => {
-    const now = Date.now();
-    if (p.step !== p.steps && now - last < 1000 && p.elapsedMs !== 0) return;
-    last = now;
-    const rate = p.elapsedMs > 0 ? ((p.step * 1000) / p.elapsedMs).toFixed(1) : '-';
-    process.stderr.write(`step ${p.step}/${p.steps}  ${rate} steps/s\n`);
-  };
 }
 
 export function registerResume(program: Command): void {
@@ -85,6 +77,7 @@ export function registerResume(program: Command): void {
         const steps = readStepsFlag(opts.steps);
         const every = whole(opts.checkpointEvery, '--checkpoint-every');
         const recover = recoverFromFlag(opts.maxRestarts);
+        const progress = progressDisplay();
         try {
           const r = await resumeRun(runDir, {
             // Ctrl-C / SIGTERM stop the resumed run like `detsim run` (the session loop's one abort wiring).
@@ -97,9 +90,10 @@ export function registerResume(program: Command): void {
             ...(environmentTransport ? { environmentTransport } : {}),
             ...(launcher ? { launcher } : {}),
             ...recover,
-            onProgress: progressLine(),
+            onProgress: progress.update,
             onEvent: (line) => process.stderr.write(`${line}\n`),
           });
+          progress.stop();
           // DIFF=0 receipt (coordinator/receipt), written by the resume as its last act: hashed with later
           // epochs rebased, so it equals the uninterrupted run's.
           printReceiptWarnings(r);
@@ -113,13 +107,15 @@ export function registerResume(program: Command): void {
             writeStdout(`behaviour digest ${r.behaviourDigest}`);
             writeStdout(`repro hash       ${r.reproHash}`);
             if (r.checkpoints) for (const line of checkpointSummaryLines(r.checkpoints)) writeStdout(line);
+            for (const line of metricsLines(r.metrics)) writeStdout(line);
           }
         } catch (e) {
+          progress.stop();
           // A refused checkpoint, or a trace that failed its check, failed verification: exit 1 with
           // the check named, nothing changed.
           if (isCheckpointRefusal(e) || (isDetsimError(e) && e.reason.startsWith('audit_')))
             throw new ExitError(1, formatError(e));
-          throw runFailureExit(e, 'resume');
+          throw runFailureExit(e, 'resume', resolve(runDir));
         }
       }),
     );

@@ -1,15 +1,19 @@
-// `detsim run <config>`: load and check the config, run the session with a progress display on
-// stderr, and print the run directory and behaviour digest on stdout. Only argument handling and
-// display live here; the run itself is run.ts (runSession).
-import cliProgress from 'cli-progress';
+// `detsim run <config>`: load and check the config (with its `--set` / `--master-seed` overrides),
+// run the session with a progress display on stderr, and print the run directory, behaviour digest,
+// ReproHash, wall time, rate and reward totals on stdout. Only argument handling and display live
+// here; the run itself is run.ts (runSession), the overrides overrides.ts.
 import type { Command } from 'commander';
 import { resolve } from 'node:path';
-import { LAUNCHERS, checkEnvironmentTransport, loadConfig, type LauncherKind, type RunPlan } from '../config.js';
+import { LAUNCHERS, checkEnvironmentTransport, type LauncherKind, type RunPlan } from '../config.js';
+import { loadConfigWithOverrides, parseOverrides } from '../overrides.js';
+import { metricsLines } from '../session/metrics.js';
+import { DetsimError } from '../../core/formats/errors.js';
 import { canonicalize } from '../../core/formats/canonical-json.js';
 import { checkWorkerBinaries } from '../launch/launcher.js';
 import { checkWorkerTls } from '../launch/tls.js';
 import { DISPATCH_MODES } from '../session/lockstep.js';
-import { runSession, type RunProgress } from '../session/run.js';
+import { runSession, type RunResult } from '../session/run.js';
+import type { CheckpointRun } from '../checkpoint/run-checkpoints.js';
 import { checkSlurmLauncher } from '../slurm/srun.js';
 import { DEFAULT_SEGMENT_STEPS } from '../trace/trace-store.js';
 import {
@@ -25,6 +29,7 @@ import {
   writeStdout,
 } from './common.js';
 import { MAX_RESTARTS_HELP, checkpointRunFromFlags, checkpointSummaryLines } from './checkpoint-flags.js';
+import { progressDisplay } from './progress.js';
 import { printReceiptWarnings, runFailureExit } from './run-outcome.js';
 
 interface RunCommandOptions {
@@ -41,56 +46,12 @@ interface RunCommandOptions {
   verbose?: boolean;
   tlsDir?: string;
   segmentSteps?: string;
+  set?: string[];
+  masterSeed?: string;
 }
 
 /** Exit codes: 0 done, 1 the run failed (a worker died, stalled or misbehaved, a file could not be written), 2 bad input, 130 interrupted. */
 export { INTERRUPTED_EXIT, RUN_FAILED_EXIT } from './run-outcome.js';
-
-function formatEta(seconds: number): string {
-  if (!Number.isFinite(seconds)) return '?';
-  if (seconds < 60) return `${Math.round(seconds)}s`;
-  return `${Math.floor(seconds / 60)}m${String(Math.round(seconds % 60)).padStart(2, '0')}s`;
-}
-
-/** A cli-progress bar on a TTY; plain lines (at most one a second, plus the last) otherwise. */
-function progressDisplay(): { update: (p: RunProgress) => void; stop: () => void } {
-  if (process.stderr.isTTY) {
-    const bar = new cliProgress.SingleBar(
-      {
-        format: 'step {value}/{total} [{bar}] {rate} steps/s ETA {eta_formatted}',
-        stream: process.stderr,
-        hideCursor: true,
-        etaBuffer: 50,
-      },
-      cliProgress.Presets.shades_classic,
-    );
-    let started = false;
-    return {
-      update: (p) => {
-        const rate = p.elapsedMs > 0 ? ((p.step * 1000) / p.elapsedMs).toFixed(1) : '-';
-        if (!started) {
-          bar.start(p.steps, p.step, { rate });
-          started = true;
-        } else bar.update(p.step, { rate });
-      },
-      stop: () => {
-        if (started) bar.stop();
-      },
-    };
-  }
-  let last = 0;
-  return {
-    update: (p) => {
-      const now = Date.now();
-      if (p.step !== p.steps && p.step !== 0 && now - last < 1000) return;
-      last = now;
-      const rate = p.elapsedMs > 0 ? (p.step * 1000) / p.elapsedMs : 0;
-      const eta = rate > 0 ? (p.steps - p.step) / rate : Infinity;
-      process.stderr.write(`step ${p.step}/${p.steps}  ${rate.toFixed(1)} steps/s  ETA ${formatEta(eta)}\n`);
-    },
-    stop: () => undefined,
-  };
-}
 
 /** `--tls-dir DIR` overrides the config's workers.tls (relative to the working directory). */
 function withTlsFlag(plan: RunPlan, dir: string | undefined): RunPlan {
@@ -120,12 +81,56 @@ function withEnvironmentTransportFlag(plan: RunPlan, text: string | undefined): 
   return out;
 }
 
+/** `--set` is repeatable: each occurrence adds one override text. */
+export function collectSet(value: string, previous: string[] = []): string[] {
+  return [...previous, value];
+}
+
+/** The help texts of `--set` and `--master-seed`, the same on run and slurm submit. */
+export const SET_HELP =
+  'override one config field before it is checked, e.g. environment.params.food=24 or agents.count=8 (value read as YAML; repeatable; recorded in run.json)';
+export const MASTER_SEED_HELP = 'the master seed (U64), the same as --set masterSeed=\'"N"\'';
+
+/** The config with its overrides, and the flags on top; `--steps` and `--set steps=` together are refused. */
+function planFromFlags(configPath: string, opts: RunCommandOptions): RunPlan {
+  const overrides = parseOverrides(opts.set, opts.masterSeed);
+  if (opts.steps !== undefined && overrides.some((o) => o.path === 'steps'))
+    throw new DetsimError(
+      'struct_invalid_field',
+      '--steps: give either --steps N or --set steps=N, not both',
+      '--steps',
+    );
+  const transport = readTransportFlag(opts.transport);
+  const loaded = loadConfigWithOverrides(configPath, overrides);
+  return withEnvironmentTransportFlag(
+    withLauncherFlag(withTlsFlag(transport ? { ...loaded, transport } : loaded, opts.tlsDir), opts.launcher),
+    opts.environmentTransport,
+  );
+}
+
+/** The lines (or the one JSON object) a finished run prints on stdout. */
+function printRunResult(result: RunResult, checkpoints: CheckpointRun | undefined, json: boolean): void {
+  const { runDir, behaviourDigest, steps, reproHash, metrics } = result;
+  if (json) {
+    const shown = { runDir, behaviourDigest, steps, reproHash, ...metrics };
+    writeStdout(canonicalize(checkpoints ? { ...shown, checkpoints: checkpoints.result } : shown));
+    return;
+  }
+  writeStdout(`run directory    ${runDir}`);
+  writeStdout(`behaviour digest ${behaviourDigest}`);
+  writeStdout(`repro hash       ${reproHash}`);
+  if (checkpoints) for (const line of checkpointSummaryLines(checkpoints.result)) writeStdout(line);
+  for (const line of metricsLines(metrics)) writeStdout(line);
+}
+
 export function registerRun(program: Command): void {
   program
     .command('run')
     .description('run a session from a config (YAML or JSON) in lockstep and write runs/<session>-<n>/')
     .argument('<config>', 'run configuration file (.yaml, .yml or .json)')
     .option('--steps <n>', 'number of steps (overrides the config)')
+    .option('--set <path=value>', SET_HELP, collectSet)
+    .option('--master-seed <n>', MASTER_SEED_HELP)
     .option('--out <dir>', 'parent directory of the run directory (default: runs)')
     .option(
       '--dispatch <mode>',
@@ -137,7 +142,10 @@ export function registerRun(program: Command): void {
       '--launcher <kind>',
       `how workers start: ${LAUNCHERS.join(' | ')} (slurm: one srun job step each, inside an allocation; overrides launcher)`,
     )
-    .option('--json', 'print one canonical JSON object {behaviourDigest, runDir, steps} instead of two lines')
+    .option(
+      '--json',
+      'print one canonical JSON object {behaviourDigest, reproHash, runDir, steps, wallTimeMs, stepsPerSecond, rewards, checkpoints?} instead of lines',
+    )
     .option(
       '--checkpoint-every <k>',
       'capture a checkpoint every K committed steps into <run dir>/store/ (ledger: <run dir>/ledger.jsonl)',
@@ -153,12 +161,7 @@ export function registerRun(program: Command): void {
         const dispatch = readDispatchFlag(opts.dispatch);
         const segmentSteps = readWhole(opts.segmentSteps, '--segment-steps', 1);
         // Every check on the config happens here, before any process starts.
-        const transport = readTransportFlag(opts.transport);
-        const loaded = loadConfig(configPath);
-        const plan = withEnvironmentTransportFlag(
-          withLauncherFlag(withTlsFlag(transport ? { ...loaded, transport } : loaded, opts.tlsDir), opts.launcher),
-          opts.environmentTransport,
-        );
+        const plan = planFromFlags(configPath, opts);
         checkWorkerBinaries(plan);
         checkWorkerTls(plan);
         checkSlurmLauncher(plan);
@@ -178,23 +181,7 @@ export function registerRun(program: Command): void {
           progress.stop();
           // DIFF=0 receipt (coordinator/receipt): the run wrote receipt.json as its last act; its ReproHash printed.
           printReceiptWarnings(result);
-          const { runDir, behaviourDigest, steps: done, reproHash } = result;
-          if (opts.json)
-            writeStdout(
-              canonicalize({
-                runDir,
-                behaviourDigest,
-                steps: done,
-                reproHash,
-                ...(checkpoints ? { checkpoints: checkpoints.result } : {}),
-              }),
-            );
-          else {
-            writeStdout(`run directory    ${result.runDir}`);
-            writeStdout(`behaviour digest ${result.behaviourDigest}`);
-            writeStdout(`repro hash       ${reproHash}`);
-            if (checkpoints) for (const line of checkpointSummaryLines(checkpoints.result)) writeStdout(line);
-          }
+          printRunResult(result, checkpoints, opts.json === true);
         } catch (e) {
           progress.stop();
           throw runFailureExit(e, 'run');

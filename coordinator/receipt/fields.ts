@@ -140,6 +140,16 @@ const RUN_ROWS: FieldRule[] = [
   P('run.threadHeapMb', 'heap limit of each worker thread, MiB (resource policy)'),
   P('run.deadlines', 'step/startup/capture deadlines (wall-clock policy)', { subtree: true }),
   R('run.seedCollisions', 'agent ids whose derived seeds collide', { subtree: true }),
+  P(
+    'run.overrides',
+    '`--set path=value` / `--master-seed` overrides, in order (coordinator/overrides.ts): the composition they resolved to is hashed, so a run with `--set x=1` is the same run as one whose config says x: 1',
+    { subtree: true },
+  ),
+  P(
+    'run.fork',
+    "a fork's lineage: parent run directory, checkpoint (id, envelope digest, boundary), overrides (coordinator/checkpoint/fork.ts); a fork that changes nothing is the same run as its parent",
+    { subtree: true },
+  ),
 ];
 
 // trace.jsonl — TransitionTrace {behaviour, operational} (docs/spec/lockstep.md "The trace").
@@ -192,6 +202,12 @@ const SUMMARY_ROWS: FieldRule[] = [
   ),
   P('summary.failure', 'what failed, where (messages carry pids, paths and times)', { subtree: true }),
   P('summary.wallTimeMs', 'total wall time'),
+  P('summary.stepsPerSecond', 'mean steps per second of stepping in the last session (wall-clock)'),
+  P(
+    'summary.rewards',
+    'reward totals per agent and overall (coordinator/session/metrics.ts): behaviour, but already hashed step by step as steps[].behaviour.rewards; a repro summary field would move every recorded ReproHash',
+    { subtree: true },
+  ),
   R('summary.finalStateDigests', 'final state digests, when recorded (copied to finalStateDigests)', { subtree: true }),
   P(
     'summary.checkpoints',

@@ -59,6 +59,19 @@ const RecordedWorker = z.object({
   capabilities: z.array(z.string()),
 });
 
+/** One `--set` override as run.json records it (coordinator/overrides.ts). */
+const RecordedOverride = z.object({ path: z.string(), value: z.unknown() });
+
+/**
+ * A fork's lineage (`detsim fork`, checkpoint/fork.ts): the parent run directory's name, the
+ * checkpoint the fork started from and the overrides it applied. Physical, like `overrides`.
+ */
+const ForkLineage = z.object({
+  parent: z.string(),
+  checkpoint: z.object({ id: z.string(), envelopeDigest: z.string(), boundary: z.string() }),
+  overrides: z.array(RecordedOverride),
+});
+
 /** The schema of run.json (format detsim-run-v1). */
 export const RUN_JSON_SCHEMA = z.object({
   format: z.literal(RUN_FORMAT),
@@ -80,10 +93,15 @@ export const RUN_JSON_SCHEMA = z.object({
   threadHeapMb: z.number().default(DEFAULT_THREAD_HEAP_MB),
   deadlines: z.object({ startupMs: z.number(), stepMs: z.number(), captureMs: z.number() }),
   seedCollisions: z.array(z.object({ seed: z.number(), agentIds: z.tuple([z.string(), z.string()]) })),
+  // Only when the run was made with `--set` / `--master-seed`: the overrides, in order (physical).
+  overrides: z.array(RecordedOverride).optional(),
+  // Only in a fork's run.json: where it came from (physical).
+  fork: ForkLineage.optional(),
 });
 
 export type RunJson = z.output<typeof RUN_JSON_SCHEMA>;
 export type RecordedAgentJson = RunJson['agents'][number];
+export type ForkLineageJson = NonNullable<RunJson['fork']>;
 
 /** A field path as the refusals name it: `agents[1].seed`, `(top level)` for the record itself. */
 function fieldPath(path: readonly PropertyKey[]): string {

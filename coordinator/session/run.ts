@@ -114,6 +114,8 @@ export function runRecord(
     threadHeapMb: plan.threadHeapMb,
     deadlines: plan.deadlines,
     seedCollisions: plan.seedCollisions,
+    // Only when given: a run without overrides keeps the run.json it always had.
+    ...(plan.overrides?.length ? { overrides: plan.overrides } : {}),
   };
 }
 

@@ -3,7 +3,8 @@
 // restored (a group restored at boundary k with its kept trace prefix, in a new epoch:
 // checkpoint/resume.ts) — and the loop does the rest the same way for both: launch the workers,
 // one abort wiring (a signal, optionally SIGINT/SIGTERM), the step loop with the same extensions
-// (checkpoints) and pipelining, one summary builder, and receipt.json written as its last act.
+// (checkpoints) and pipelining, one summary builder (with the session's wall time, rate and reward
+// totals: metrics.ts), and receipt.json written as its last act.
 // A file it cannot write (a full disk) ends the session as an io failure naming the file.
 // NOT how a start is prepared or checked (run.ts, checkpoint/resume.ts), not the step protocol
 // (lockstep.ts), not process handling (launcher.ts).
@@ -32,6 +33,7 @@ import {
 import { writeReceipt, type ReceiptResult } from '../receipt/receipt.js';
 import { platformFingerprint, type PlatformFingerprint } from '../receipt/platform.js';
 import { PACKAGE_ROOT } from '../launch/package-root.js';
+import { RewardTally, rewardTotalsOnDisk, stepsPerSecond, type SessionMetrics } from './metrics.js';
 
 export const SUMMARY_FORMAT = 'detsim-summary-v1';
 
@@ -190,6 +192,8 @@ export interface SessionResult {
   /** The ReproHash of the receipt.json written as the session's last act. */
   reproHash: string;
   receipt: ReceiptResult;
+  /** Wall time, mean steps/s and reward totals (also in summary.json, physical). */
+  metrics: SessionMetrics;
 }
 
 /**
@@ -251,6 +255,8 @@ export async function runLoop(start: SessionStart, opts: SessionOptions): Promis
   const startedWall = Date.now();
   // Steps in the trace so far; the behaviour digest itself is hashed off the loop by the trace writer.
   let done: StepCount = { steps: start.keptDigest?.steps ?? 0 };
+  // Steps committed and time spent stepping in this session, and the rewards of the steps it took.
+  const pace: Pace = { steps: 0, ms: 0, recovered: false, tally: new RewardTally(plan.agents.map((a) => a.agentId)) };
   const { signal, release } = abortWiring(opts);
   let fleet: Fleet | undefined;
   let traces = start.traces;
@@ -281,7 +287,7 @@ export async function runLoop(start: SessionStart, opts: SessionOptions): Promis
     await opts.extension?.started({ plan, runDir, fleet, lockstep, traces, logger, epoch, steps, signal });
     for (;;) {
       try {
-        await stepLoop(start, { lockstep, traces, logger, done, signal, epoch }, opts);
+        await stepLoop(start, { lockstep, traces, logger, done, signal, epoch, pace }, opts);
         break;
       } catch (e) {
         // A lost worker: fence the old group, start replacements the same way, restore, continue.
@@ -299,6 +305,7 @@ export async function runLoop(start: SessionStart, opts: SessionOptions): Promis
         });
         ({ lockstep, traces, epoch } = next);
         lastEpoch = epoch;
+        pace.recovered = true;
         done = { steps: next.keptDigest.steps };
       }
     }
@@ -314,7 +321,7 @@ export async function runLoop(start: SessionStart, opts: SessionOptions): Promis
     await fleet?.shutdown(stopped ? 'run-failed' : 'run-complete', stopped ? 500 : 2_000);
   }
   if (refusal) throw await start.refused(refusal.e);
-  return conclude(start, opts, { failure, traces, done, epoch: lastEpoch, startedWall, logger, fleet });
+  return conclude(start, opts, { failure, traces, done, epoch: lastEpoch, startedWall, logger, fleet, pace });
 }
 
 /**
@@ -333,6 +340,7 @@ async function conclude(
     logger: Logger;
     /** The fleet that finished the session (after a recovery, the replacement): the receipt's platform fingerprint. */
     fleet: Fleet | undefined;
+    pace: Pace;
   },
 ): Promise<SessionResult> {
   const { runDir, log, kind } = start;
@@ -345,13 +353,8 @@ async function conclude(
   const extensionFields = opts.extension ? await opts.extension.finish(failure) : {};
   await start.end();
 
-  const summary = summaryOf(start, {
-    failure,
-    digest,
-    epoch: s.epoch,
-    wallTimeMs: Date.now() - s.startedWall,
-    extensionFields,
-  });
+  const metrics = metricsOf(start, s.pace, digest.steps, Date.now() - s.startedWall);
+  const summary = summaryOf(start, { failure, digest, epoch: s.epoch, metrics, extensionFields });
   failure = writeSummary(runDir, summary, failure, String(digest.steps));
   logger.info({ summary }, `${kind} finished`);
   log.close();
@@ -370,10 +373,34 @@ async function conclude(
     steps: digest.steps,
     reproHash: receipt.reproHash,
     receipt,
+    metrics,
   };
 }
 
-/** The step loop proper, the same for a fresh and a restored start. */
+/** Steps this session committed, its stepping time, whether it recovered, and the rewards of its steps. */
+interface Pace {
+  steps: number;
+  ms: number;
+  recovered: boolean;
+  tally: RewardTally;
+}
+
+/**
+ * The session's metrics. Its own tally covers the trace on disk when the session took every step
+ * of it; a resumed or recovered session, or one whose trace did not take every step, reads the
+ * trace back once for the rewards instead.
+ */
+function metricsOf(start: SessionStart, pace: Pace, stepsOnDisk: number, wallTimeMs: number): SessionMetrics {
+  const own = start.keptDigest === undefined && !pace.recovered && pace.steps === stepsOnDisk;
+  const agentIds = start.plan.agents.map((a) => a.agentId);
+  return {
+    wallTimeMs,
+    stepsPerSecond: stepsPerSecond(pace.steps, pace.ms),
+    rewards: own ? pace.tally.totals() : rewardTotalsOnDisk(start.runDir, agentIds),
+  };
+}
+
+/** The step loop, its stepping time added to the session's pace (steps/s counts stepping only). */
 async function stepLoop(
   start: SessionStart,
   live: {
@@ -384,13 +411,29 @@ async function stepLoop(
     signal: AbortSignal;
     /** The epoch new steps are taken in (a recovery moves it on). */
     epoch: Id;
+    pace: Pace;
   },
   opts: SessionOptions,
 ): Promise<void> {
-  const { lockstep, traces, logger, done, signal, epoch } = live;
-  const { steps, kind, log } = start;
+  const { pace } = live;
   // Progress rates count stepping only, from here (start-up is not a step).
   const loopStart = Date.now();
+  try {
+    await stepUntilDone(start, live, opts, loopStart);
+  } finally {
+    pace.ms += Date.now() - loopStart;
+  }
+}
+
+/** The step loop proper, the same for a fresh and a restored start. */
+async function stepUntilDone(
+  start: SessionStart,
+  live: Parameters<typeof stepLoop>[1],
+  opts: SessionOptions,
+  loopStart: number,
+): Promise<void> {
+  const { lockstep, traces, logger, done, signal, epoch, pace } = live;
+  const { steps, kind, log } = start;
   opts.onProgress?.({ step: done.steps, steps, elapsedMs: 0 });
   while (done.steps < steps) {
     const k = done.steps;
@@ -407,6 +450,8 @@ async function stepLoop(
     const appended = traces.appendLine(traceLine(behaviourText, trace.operational), digestText);
     if (appended) await appended;
     done.steps++;
+    pace.steps++;
+    pace.tally.add(trace.behaviour.rewards);
     logger.debug({ step: k, wallTimeNs: trace.operational.wallTimeNs }, 'step committed');
     await opts.extension?.afterStep(trace);
     log.throwIfFailed();
@@ -510,7 +555,7 @@ function summaryOf(
     digest: BehaviourDigest;
     /** The epoch the session ended in (a recovery moves it on). */
     epoch: Id;
-    wallTimeMs: number;
+    metrics: SessionMetrics;
     extensionFields: Record<string, unknown>;
   },
 ) {
@@ -529,7 +574,9 @@ function summaryOf(
     behaviourDigest: end.digest.digest(),
     behaviourDigestAlgorithm: `sha256 over canonical(behaviour)+"\\n" per step, in step order${rebased}`,
     failure: failure ? failure.toJSON() : null,
-    wallTimeMs: end.wallTimeMs,
+    wallTimeMs: end.metrics.wallTimeMs,
+    stepsPerSecond: end.metrics.stepsPerSecond,
+    ...(end.metrics.rewards ? { rewards: end.metrics.rewards } : {}),
     ...start.summaryFields(),
     ...end.extensionFields,
   };

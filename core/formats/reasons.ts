@@ -80,6 +80,16 @@ export const REASONS = {
     layer: 'L1',
     summary: 'a run config names a model that is neither built in nor an existing module path',
   },
+  struct_override_path: {
+    layer: 'L1',
+    summary:
+      'a --set path that is not a field of the run config (or runs through a value that is not a mapping or list)',
+  },
+  struct_fork_override: {
+    layer: 'L1',
+    summary:
+      'a --set that a fork cannot apply: model params, seeds and the composition are bound into the checkpoint it restores',
+  },
   // L2 size
   size_envelope_too_short: { layer: 'L2', summary: 'envelope check 1: fewer than 80 bytes' },
   size_payload_count_over_64: { layer: 'L2', summary: 'more than 64 payloads in one envelope' },
@@ -153,6 +163,10 @@ export const REASONS = {
   struct_run_record: {
     layer: 'L1',
     summary: 'a run directory cannot be resumed: run.json, the trace or the store is missing or malformed',
+  },
+  perm_fork_target_exists: {
+    layer: 'L4',
+    summary: "a fork's run directory (--out) exists: a fork is written into a new directory, never over another",
   },
   perm_out_dir_unwritable: {
     layer: 'L4',

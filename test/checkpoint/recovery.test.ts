@@ -94,6 +94,15 @@ describe('recovery from a lost worker (--max-restarts)', () => {
     const summary = json(join(r.runDir, 'summary.json'));
     expect(summary.status).toBe('completed');
     expect(summary.recoveries).toBe(2);
+    // The reward totals are the trace's (the steps run again after each recovery are not counted twice).
+    const rewards = traceOf(r.runDir).flatMap((t) => t.behaviour.rewards);
+    expect(rewards.length).toBeGreaterThan(0);
+    expect(summary.rewards).toEqual({
+      total: rewards.reduce((n, x) => n + x.value, 0),
+      perAgent: Object.fromEntries(
+        ['lif-a', 'lif-b'].map((a) => [a, rewards.filter((x) => x.agentId === a).reduce((n, x) => n + x.value, 0)]),
+      ),
+    });
     expect(summary.recovery.recovered.map((x: any) => [x.workerId, x.step, x.checkpointId, x.epoch])).toEqual([
       ['worker-1', '17', 'ckpt-e1-10', 'e2'],
       ['worker-env', '44', 'ckpt-e2-40', 'e3'],

@@ -83,7 +83,7 @@ describe('detsim run (CLI)', () => {
   }, 120_000);
 
   it.each(['unix', 'thread'])(
-    'SIGINT stops the run (%s): exit 130, summary says aborted, no worker left alive',
+    'SIGINT stops the run (%s): exit 130, one line, summary says aborted, no worker left alive',
     async (transport) => {
       const out = tmpOut();
       const child = spawn(
@@ -101,7 +101,10 @@ describe('detsim run (CLI)', () => {
       child.kill('SIGINT');
       const code = await new Promise<number | null>((res) => child.once('exit', (c) => res(c)));
       expect(code).toBe(130);
-      expect(stderr).toMatch(/run failed: .*was stopped/);
+      // One line: where it stopped, and (no checkpoints were taken) that it must start again.
+      expect(stderr.split('\n').filter((l) => l.startsWith('detsim:'))).toEqual([
+        expect.stringMatching(/^detsim: the run was interrupted at step [0-9]+; no checkpoint yet: start again$/),
+      ]);
       const dir = join(out, 'forage-walkers-1');
       const { summary, log } = readRun(dir);
       expect(summary).toMatchObject({ status: 'aborted' });
