@@ -4,20 +4,15 @@
 // may change and why), the restore and stepping the resume's.
 import type { Command } from 'commander';
 import { LAUNCHERS, type LauncherKind } from '../config.js';
-import { isCheckpointRefusal } from '../checkpoint/refusal.js';
 import { forkRun } from '../checkpoint/fork.js';
 import { formatOverride, parseOverrides } from '../overrides.js';
-import { metricsLines } from '../session/metrics.js';
 import { canonicalize } from '../../core/formats/canonical-json.js';
-import { isDetsimError } from '../../core/formats/errors.js';
 import { readId } from '../../core/formats/scalars.js';
-import { MAX_RESTARTS_HELP, checkpointSummaryLines, recoverFromFlag } from './checkpoint-flags.js';
+import { MAX_RESTARTS_HELP, recoverFromFlag } from './checkpoint-flags.js';
 import {
   ENVIRONMENT_TRANSPORT_HELP,
   TRANSPORT_HELP,
   action,
-  ExitError,
-  formatError,
   readChoiceFlag,
   readEnvironmentTransportFlag,
   readTransportFlag,
@@ -25,7 +20,7 @@ import {
   writeStdout,
 } from './common.js';
 import { progressDisplay } from './progress.js';
-import { printReceiptWarnings, runFailureExit } from './run-outcome.js';
+import { printReceiptWarnings, printRestoredOutcome, restoreFailureExit } from './run-outcome.js';
 import { collectSet } from './run-command.js';
 
 interface ForkCommandOptions {
@@ -75,20 +70,13 @@ async function fork(parentDir: string, opts: ForkCommandOptions): Promise<void> 
     const { receipt: _receipt, ...shown } = r;
     if (opts.json) return writeStdout(canonicalize(shown));
     const set = inputs.overrides.length > 0 ? `, with ${inputs.overrides.map(formatOverride).join(' ')}` : '';
-    writeStdout(`run directory    ${r.runDir}`);
-    writeStdout(
+    printRestoredOutcome(
+      r,
       `forked from      ${r.parent} at ${r.checkpointId} (boundary ${r.boundary}) into epoch ${r.epoch}${set}`,
     );
-    writeStdout(`behaviour digest ${r.behaviourDigest}`);
-    writeStdout(`repro hash       ${r.reproHash}`);
-    if (r.checkpoints) for (const line of checkpointSummaryLines(r.checkpoints)) writeStdout(line);
-    for (const line of metricsLines(r.metrics)) writeStdout(line);
   } catch (e) {
     progress.stop();
-    // A refused checkpoint, or a trace that failed its check, failed verification: exit 1, the check named.
-    if (isCheckpointRefusal(e) || (isDetsimError(e) && e.reason.startsWith('audit_')))
-      throw new ExitError(1, formatError(e));
-    throw runFailureExit(e, 'fork');
+    throw restoreFailureExit(e, 'fork');
   }
 }
 

@@ -4,26 +4,22 @@
 import type { Command } from 'commander';
 import { resolve } from 'node:path';
 import { LAUNCHERS, type LauncherKind } from '../config.js';
-import { isCheckpointRefusal } from '../checkpoint/refusal.js';
 import { resumeRun } from '../checkpoint/resume.js';
-import { metricsLines } from '../session/metrics.js';
 import { canonicalize } from '../../core/formats/canonical-json.js';
-import { DetsimError, isDetsimError } from '../../core/formats/errors.js';
+import { DetsimError } from '../../core/formats/errors.js';
 import { readId } from '../../core/formats/scalars.js';
-import { MAX_RESTARTS_HELP, checkpointSummaryLines, recoverFromFlag } from './checkpoint-flags.js';
+import { MAX_RESTARTS_HELP, recoverFromFlag } from './checkpoint-flags.js';
 import {
   ENVIRONMENT_TRANSPORT_HELP,
   TRANSPORT_HELP,
   action,
-  ExitError,
-  formatError,
   readChoiceFlag,
   readEnvironmentTransportFlag,
   readStepsFlag,
   readTransportFlag,
   writeStdout,
 } from './common.js';
-import { printReceiptWarnings, runFailureExit } from './run-outcome.js';
+import { printReceiptWarnings, printRestoredOutcome, restoreFailureExit } from './run-outcome.js';
 import { progressDisplay } from './progress.js';
 
 interface ResumeCommandOptions {
@@ -100,22 +96,14 @@ export function registerResume(program: Command): void {
           const { receipt: _receipt, ...shown } = r;
           if (opts.json) writeStdout(canonicalize(shown));
           else {
-            writeStdout(`run directory    ${r.runDir}`);
-            writeStdout(
+            printRestoredOutcome(
+              r,
               `restored         ${r.checkpointId} at boundary ${r.boundary} into epoch ${r.epoch} (${r.abandonedSteps} later steps abandoned)`,
             );
-            writeStdout(`behaviour digest ${r.behaviourDigest}`);
-            writeStdout(`repro hash       ${r.reproHash}`);
-            if (r.checkpoints) for (const line of checkpointSummaryLines(r.checkpoints)) writeStdout(line);
-            for (const line of metricsLines(r.metrics)) writeStdout(line);
           }
         } catch (e) {
           progress.stop();
-          // A refused checkpoint, or a trace that failed its check, failed verification: exit 1 with
-          // the check named, nothing changed.
-          if (isCheckpointRefusal(e) || (isDetsimError(e) && e.reason.startsWith('audit_')))
-            throw new ExitError(1, formatError(e));
-          throw runFailureExit(e, 'resume', resolve(runDir));
+          throw restoreFailureExit(e, 'resume', resolve(runDir));
         }
       }),
     );

@@ -15,7 +15,11 @@ import { parseStoreManifest, STORE_MANIFEST_FILE } from '../store/store.js';
 import { receiptWarnings } from '../receipt/receipt.js';
 import { ReceiptNotWritten, type SessionResult } from '../session/session.js';
 import { isWriteFailure } from '../write-failure.js';
-import { ExitError, formatError } from './common.js';
+import { ExitError, formatError, writeStdout } from './common.js';
+import { isCheckpointRefusal } from '../checkpoint/refusal.js';
+import { isDetsimError } from '../../core/formats/errors.js';
+import { metricsLines, type SessionMetrics } from '../session/metrics.js';
+import { checkpointSummaryLines } from './checkpoint-flags.js';
 
 export const RUN_FAILED_EXIT = 1;
 export const INTERRUPTED_EXIT = 130;
@@ -93,4 +97,33 @@ function shellWord(path: string): string {
 /** Print the warnings of the receipt.json a finished run or resume wrote (unclassified fields, honesty) on stderr. */
 export function printReceiptWarnings(result: Pick<SessionResult, 'receipt'>): void {
   for (const w of receiptWarnings(result.receipt)) process.stderr.write(`${w}\n`);
+}
+
+/** What resume and fork print after a restored run finished: its directory, how it started, digests, checkpoints, metrics. */
+export function printRestoredOutcome(
+  r: {
+    runDir: string;
+    behaviourDigest: string;
+    reproHash: string;
+    checkpoints?: Parameters<typeof checkpointSummaryLines>[0] | null;
+    metrics: SessionMetrics;
+  },
+  how: string,
+): void {
+  writeStdout(`run directory    ${r.runDir}`);
+  writeStdout(how);
+  writeStdout(`behaviour digest ${r.behaviourDigest}`);
+  writeStdout(`repro hash       ${r.reproHash}`);
+  if (r.checkpoints) for (const line of checkpointSummaryLines(r.checkpoints)) writeStdout(line);
+  for (const line of metricsLines(r.metrics)) writeStdout(line);
+}
+
+/**
+ * The exit of a resume or fork that failed: a refused checkpoint, or a trace that failed its check,
+ * failed verification (exit 1, the check named, nothing changed); anything else as a run failure.
+ */
+export function restoreFailureExit(e: unknown, command: 'resume' | 'fork', runDir?: string): unknown {
+  if (isCheckpointRefusal(e) || (isDetsimError(e) && e.reason.startsWith('audit_')))
+    return new ExitError(1, formatError(e));
+  return runFailureExit(e, command, runDir);
 }
