@@ -22,19 +22,14 @@ import {
 import { progressDisplay } from './progress.js';
 import { printReceiptWarnings, printRestoredOutcome, restoreFailureExit } from './run-outcome.js';
 import { collectSet } from './run-command.js';
+import type { ResumeCommandOptions } from './resume-command.js';
 
-interface ForkCommandOptions {
+/** resume's flags but `--steps` (a fork sets steps with `--set steps=N`), plus the overrides and where to write. */
+type ForkCommandOptions = Omit<ResumeCommandOptions, 'steps' | 'checkpoint'> & {
   checkpoint: string;
   set?: string[];
   out?: string;
-  checkpointEvery?: string;
-  maxRestarts?: string;
-  transport?: string;
-  environmentTransport?: string;
-  launcher?: string;
-  json?: boolean;
-  verbose?: boolean;
-}
+};
 
 /** Every flag read and checked before anything is read from the parent. */
 function forkInputs(opts: ForkCommandOptions) {

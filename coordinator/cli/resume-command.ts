@@ -22,7 +22,7 @@ import {
 import { printReceiptWarnings, printRestoredOutcome, restoreFailureExit } from './run-outcome.js';
 import { progressDisplay } from './progress.js';
 
-interface ResumeCommandOptions {
+export interface ResumeCommandOptions {
   checkpoint?: string;
   steps?: string;
   checkpointEvery?: string;

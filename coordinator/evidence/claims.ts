@@ -3,10 +3,9 @@
 // ledger's chain, the committed checkpoints, a verify attestation), export states them and verify
 // compares them. Each claim carries its check and expected values in `extensions.detsim`. Not the
 // PEBv1 records around them (records.ts) nor file resolution (run-view.ts).
-import { parseStrict } from '../../core/formats/canonical-json.js';
 import { DetsimError } from '../../core/formats/errors.js';
 import { type ReceiptFile, recomputeReproHash } from '../receipt/receipt.js';
-import { verifyLedgerBytes } from '../store/ledger.js';
+import { ledgerEntries, verifyLedgerBytes } from '../store/ledger.js';
 import type { AttestationFacts } from './attestation-facts.js';
 import type { RunView } from './run-view.js';
 
@@ -102,14 +101,18 @@ export function checkpointFacts(view: RunView): CheckpointFact[] {
   });
 }
 
+/** The run ledger's lines, parsed by the store's own reader. */
+function ledgerLines(ledger: Uint8Array) {
+  return ledgerEntries(ledger).map(
+    (e) => e.line as { event: string; checkpointId?: string; epoch?: string; detail?: { envelopeDigest?: string } },
+  );
+}
+
 function committedDigests(ledger: Uint8Array): Map<string, string> {
   const out = new Map<string, string>();
-  for (const line of Buffer.from(ledger).toString('utf8').split('\n')) {
-    if (line === '') continue;
-    const e = parseStrict(line) as { event?: string; checkpointId?: string; detail?: { envelopeDigest?: string } };
+  for (const e of ledgerLines(ledger))
     if (e.event === 'committed' && e.checkpointId && e.detail?.envelopeDigest)
       out.set(e.checkpointId, e.detail.envelopeDigest);
-  }
   return out;
 }
 
@@ -166,23 +169,13 @@ export interface RestoredFact {
 /** The checkpoints a run was resumed from, as its ledger's `restored` entries record them. */
 function restoredFrom(view: RunView): RestoredFact[] {
   if (!view.has('ledger.jsonl')) return [];
-  const out: RestoredFact[] = [];
-  for (const line of view.bytes('ledger.jsonl').toString('utf8').split('\n')) {
-    if (line === '') continue;
-    const e = parseStrict(line) as {
-      event?: string;
-      checkpointId?: string;
-      epoch?: string;
-      detail?: { envelopeDigest?: string };
-    };
-    if (e.event === 'restored')
-      out.push({
-        checkpointId: String(e.checkpointId),
-        envelopeDigest: String(e.detail?.envelopeDigest),
-        epoch: String(e.epoch),
-      });
-  }
-  return out;
+  return ledgerLines(view.bytes('ledger.jsonl'))
+    .filter((e) => e.event === 'restored')
+    .map((e) => ({
+      checkpointId: String(e.checkpointId),
+      envelopeDigest: String(e.detail?.envelopeDigest),
+      epoch: String(e.epoch),
+    }));
 }
 
 /** Two runs recompute to one ReproHash (e.g. a resumed run and the uninterrupted one): DIFF=0. */
