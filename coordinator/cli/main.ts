@@ -22,6 +22,7 @@ import { registerSlurm } from './slurm-command.js';
 import { registerDoctor } from './doctor-command.js';
 import { registerTrace } from './trace-command.js';
 import { registerReport } from './report-command.js';
+import { registerSweep } from './sweep-command.js';
 
 const program = new Command();
 program
@@ -53,6 +54,7 @@ registerSlurm(program);
 registerDoctor(program);
 registerTrace(program);
 registerReport(program);
+registerSweep(program);
 
 try {
   await program.parseAsync(process.argv);

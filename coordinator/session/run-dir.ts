@@ -12,6 +12,7 @@ import {
   fsyncSync,
   mkdirSync,
   openSync,
+  readdirSync,
   realpathSync,
   statSync,
 } from 'node:fs';
@@ -73,6 +74,26 @@ export function allocateRunDir(parent: string, sessionId: Id): string {
       if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw asWriteFailure(e, dir);
     }
   }
+}
+
+/**
+ * Exactly `dir` as a run directory (a sweep names each of its runs): made if absent; an existing
+ * one is taken only when empty, else refused naming it (`perm_run_dir_exists`). Its parent must exist.
+ */
+export function createRunDir(dir: string): string {
+  const path = resolve(dir);
+  try {
+    mkdirSync(path);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw asWriteFailure(e, path);
+    if (readdirSync(path).length > 0)
+      throw new DetsimError(
+        'perm_run_dir_exists',
+        `${path}: already holds files; a new run needs an empty directory`,
+        'runDir',
+      );
+  }
+  return path;
 }
 
 /** Write canonical JSON durably: a reader sees the old file or the whole new one, never half. */

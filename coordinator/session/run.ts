@@ -11,7 +11,7 @@ import { collisionWarning } from '../../core/formats/seed.js';
 import type { Fleet } from '../launch/launcher.js';
 import { epochId, type Dispatch, type Identities } from './lockstep.js';
 import { CONTRACT_DIGEST, PROTOCOL_MAJOR, PROTOCOL_MINOR } from '../../core/protocol/index.js';
-import { allocateRunDir, RUN_FILES, RunLog, writeJsonDurable } from './run-dir.js';
+import { allocateRunDir, createRunDir, RUN_FILES, RunLog, writeJsonDurable } from './run-dir.js';
 import { withRunLock } from './run-lock.js';
 import { WorkerIdentityRefusal, isStartupIdentityFailure, type RunFailure } from './run-failure.js';
 import { RUN_FORMAT, type RunJson } from './run-json.js';
@@ -39,6 +39,8 @@ export const DEFAULT_RUNS_DIR = 'runs';
 export interface RunOptions extends SessionOptions {
   /** Parent of the run directory (default `runs` in the working directory). */
   outDir?: string;
+  /** Exactly this run directory instead of `<outDir>/<session>-<n>` (a sweep's run; absent or empty). */
+  runDir?: string;
   /** Override the config's step count. */
   steps?: number;
   dispatch?: Dispatch;
@@ -133,7 +135,9 @@ export async function runSession(config: RunPlan | string, opts: RunOptions = {}
 
   // Workers placed by rendezvous are found before the run directory exists: a refusal writes nothing.
   const existingWorkers = await findExistingWorkers(plan, opts);
-  const runDir = allocateRunDir(opts.outDir ?? DEFAULT_RUNS_DIR, plan.sessionId);
+  const runDir = opts.runDir
+    ? createRunDir(opts.runDir)
+    : allocateRunDir(opts.outDir ?? DEFAULT_RUNS_DIR, plan.sessionId);
   // launch.json (and a per-run TLS set) before any worker starts: resume relaunches the same way.
   const launched = prepareLaunch(plan, runDir);
   const session = existingWorkers ? { ...opts, existingWorkers } : opts;

@@ -222,6 +222,24 @@ export const REASONS = {
     summary:
       "detsim report: the ReproHash recomputed from a run's trace, run.json and summary.json is not the one its receipt.json records",
   },
+  struct_sweep_file: {
+    layer: 'L1',
+    summary:
+      'a sweep file field is missing or wrong: base (a run config), grid (config path → non-empty list of scalars), replicates, name, checkpointEvery, keep',
+  },
+  struct_sweep_empty: {
+    layer: 'L1',
+    summary: 'a sweep file whose grid has an empty list or replicates: 0 — a sweep of zero runs',
+  },
+  struct_sweep_mismatch: {
+    layer: 'L1',
+    summary:
+      "a sweep's run directory or sweep.json belongs to another plan than the sweep file gives now (the file or its base config changed)",
+  },
+  perm_run_dir_exists: {
+    layer: 'L4',
+    summary: 'a run directory named for a new run already holds files',
+  },
   struct_sweep_index: {
     layer: 'L1',
     summary:
