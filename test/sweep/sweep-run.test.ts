@@ -1,0 +1,247 @@
+// `detsim sweep` end to end through the built CLI with real workers: a 2 × 3 grid with 2 replicates
+// (12 runs, two coordinator processes at once) is interrupted with a real SIGINT to the runner's
+// process group (what a terminal's Ctrl-C sends) while runs are in flight, ends with one line and
+// exit 130, and the same command again continues it — done runs skipped (checked by their
+// receipts), stopped ones resumed from their checkpoints — to the very runs an uninterrupted sweep
+// gives (every ReproHash equal), each of which is the plain `detsim run` with the same overrides.
+// Also: status/summary tables against the run files, an edited sweep file starting a new sweep
+// directory, a run directory holding another run refused, and the sweep report.
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { parseStrict } from '../../core/formats/canonical-json.js';
+import { CLI_MAIN } from '../cli-refusal.js';
+
+const BASE = `sessionId: sweep-test
+masterSeed: "7"
+steps: 500
+stepHz: 60
+environment:
+  id: forage
+  model: forage
+  params: { width: 12, height: 12, food: 6 }
+agents:
+  count: 2
+  prefix: w-
+  model: walker
+workers:
+  agentsPerWorker: 2
+  transport: thread
+`;
+const SWEEP = `name: food
+base: base.yaml
+replicates: 2
+grid:
+  agents.count: [2, 3]
+  environment.params.food: [3, 6, 9]
+checkpointEvery: 50
+`;
+
+function study(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'detsim-sweep-'));
+  writeFileSync(join(dir, 'base.yaml'), BASE);
+  writeFileSync(join(dir, 'food.yaml'), SWEEP);
+  return dir;
+}
+
+const cli = (cwd: string, args: string[]) =>
+  spawnSync(process.execPath, [join(process.cwd(), CLI_MAIN), ...args], { cwd, encoding: 'utf8', timeout: 300_000 });
+
+const readJson = (path: string) => parseStrict(readFileSync(path)) as Record<string, unknown>;
+
+/** Each run directory's receipt ReproHash, by run name. */
+function reproHashes(sweepDir: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const name of readdirSync(sweepDir).sort())
+    if (existsSync(join(sweepDir, name, 'receipt.json')))
+      out[name] = readJson(join(sweepDir, name, 'receipt.json')).reproHash as string;
+  return out;
+}
+
+/** Whether some run is in flight with a committed checkpoint, after at least two runs finished. */
+function midSweep(sweepDir: string): boolean {
+  if (!existsSync(sweepDir)) return false;
+  const runs = readdirSync(sweepDir).filter((n) => /^[0-9]{2}-/.test(n));
+  const done = runs.filter((n) => existsSync(join(sweepDir, n, 'receipt.json')));
+  const inFlight = runs.filter(
+    (n) => !existsSync(join(sweepDir, n, 'summary.json')) && existsSync(join(sweepDir, n, 'store', 'manifest.json')),
+  );
+  return done.length >= 2 && inFlight.length >= 1;
+}
+
+/** Start the sweep in its own process group, SIGINT the group once `midSweep`, return exit code and output. */
+async function interruptedSweep(cwd: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const child = spawn(process.execPath, [join(process.cwd(), CLI_MAIN), 'sweep', 'food.yaml', '--parallel', '2'], {
+    cwd,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout!.on('data', (d: Buffer) => (stdout += d.toString()));
+  child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+  const exited = new Promise<number | null>((res) => child.once('exit', (c) => res(c)));
+  const sweepDir = join(cwd, 'sweeps', 'food-1');
+  const deadline = Date.now() + 120_000;
+  while (!midSweep(sweepDir) && child.exitCode === null && Date.now() < deadline)
+    await new Promise((r) => setTimeout(r, 20));
+  expect(child.exitCode, `the sweep ended before it could be interrupted: ${stdout}${stderr}`).toBeNull();
+  process.kill(-child.pid!, 'SIGINT');
+  const code = await exited;
+  await new Promise((r) => setTimeout(r, 50));
+  return { code, stdout, stderr };
+}
+
+describe('detsim sweep (CLI, real workers)', { timeout: 600_000 }, () => {
+  it('a 2 × 3 grid with 2 replicates, interrupted and continued, gives the runs an uninterrupted sweep gives', async () => {
+    const a = study();
+    const cut = await interruptedSweep(a);
+    expect(cut.code, cut.stderr).toBe(130);
+    const last = cut.stderr.trim().split('\n').pop()!;
+    expect(last).toMatch(
+      /^detsim: the sweep was interrupted with ([0-9]+) of 12 runs done; run `detsim sweep food\.yaml` again to continue$/,
+    );
+    const doneAtCut = Number(/with ([0-9]+) of/.exec(last)![1]);
+    expect(doneAtCut).toBeGreaterThanOrEqual(2);
+    expect(doneAtCut).toBeLessThan(12);
+    expect(cut.stdout).toMatch(/^interrupted /m);
+    const sweepDir = join(a, 'sweeps', 'food-1');
+    // No run left locked or running: every coordinator stopped.
+    for (const n of readdirSync(sweepDir)) expect(existsSync(join(sweepDir, n, 'run.lock')), n).toBe(false);
+
+    const status = cli(a, ['sweep', 'status', 'sweeps/food-1', '--json']);
+    expect(status.status, status.stderr).toBe(0);
+    const rows = JSON.parse(status.stdout) as { run: string; status: string; note: string | null }[];
+    expect(rows.filter((r) => r.status === 'done')).toHaveLength(doneAtCut);
+    const stopped = rows.filter((r) => r.status === 'stopped');
+    expect(stopped.length).toBeGreaterThanOrEqual(1);
+    expect(stopped.some((r) => /^resumes from ckpt-e1-[0-9]+ \(step [0-9]+\)$/.test(r.note ?? ''))).toBe(true);
+
+    const again = cli(a, ['sweep', 'food.yaml', '--parallel', '2']);
+    expect(again.status, again.stderr).toBe(0);
+    expect(again.stderr).toMatch(/^sweep sweeps\/food-1: 12 runs \(continued\), at most 2 at once$/m);
+    expect(again.stdout.match(/^skipped /gm)).toHaveLength(doneAtCut);
+    expect(again.stdout).toMatch(/^resumed /m);
+    expect(again.stdout).toMatch(/^sweep sweeps\/food-1: 12 of 12 runs done in /m);
+
+    // The same sweep, uninterrupted, elsewhere: every run the same run.
+    const b = study();
+    const whole = cli(b, ['sweep', 'food.yaml', '--parallel', '2']);
+    expect(whole.status, whole.stderr).toBe(0);
+    const got = reproHashes(sweepDir);
+    expect(Object.keys(got)).toHaveLength(12);
+    expect(got).toEqual(reproHashes(join(b, 'sweeps', 'food-1')));
+    // Distinct replicates and points: 12 different runs.
+    expect(new Set(Object.values(got)).size).toBe(12);
+
+    // A sweep run is the plain run with its overrides and master seed.
+    const index = readJson(join(sweepDir, 'sweep.json')) as {
+      runs: { dir: string; masterSeed: string; overrides: Record<string, number> }[];
+    };
+    const r7 = index.runs[7]!;
+    const plain = cli(a, [
+      'run',
+      'base.yaml',
+      ...Object.entries(r7.overrides).flatMap(([p, v]) => ['--set', `${p}=${v}`]),
+      '--master-seed',
+      r7.masterSeed,
+      '--out',
+      'plain',
+      '--json',
+    ]);
+    expect(plain.status, plain.stderr).toBe(0);
+    expect((JSON.parse(plain.stdout) as { reproHash: string }).reproHash).toBe(got[r7.dir]);
+
+    checkTables(a, sweepDir);
+    checkReport(a);
+
+    // The same command once more: nothing to do, nothing changed.
+    const third = cli(a, ['sweep', 'food.yaml']);
+    expect(third.status, third.stderr).toBe(0);
+    expect(third.stdout.match(/^skipped /gm)).toHaveLength(12);
+    expect(reproHashes(sweepDir)).toEqual(got);
+  });
+
+  it('an edited sweep file is a new sweep directory; a run directory holding another run is refused by name', () => {
+    const a = study();
+    writeFileSync(join(a, 'food.yaml'), SWEEP.replace('[2, 3]', '[2]').replace('[3, 6, 9]', '[3]'));
+    writeFileSync(join(a, 'base.yaml'), BASE.replace('steps: 500', 'steps: 60'));
+    const first = cli(a, ['sweep', 'food.yaml']);
+    expect(first.status, first.stderr).toBe(0);
+    writeFileSync(join(a, 'food.yaml'), SWEEP.replace('[2, 3]', '[2]').replace('[3, 6, 9]', '[3, 4]'));
+    const second = cli(a, ['sweep', 'food.yaml']);
+    expect(second.status, second.stderr).toBe(0);
+    expect(readdirSync(join(a, 'sweeps')).sort()).toEqual(['food-1', 'food-2']);
+    // Run 1 of food-2 made to hold run 0's files: the task refuses it, naming the directory.
+    const d2 = join(a, 'sweeps', 'food-2');
+    const runs = readdirSync(d2)
+      .filter((n) => /^[0-9]{2}-/.test(n))
+      .sort();
+    spawnSync('rm', ['-rf', join(d2, runs[1]!)]);
+    spawnSync('cp', ['-a', join(d2, runs[0]!), join(d2, runs[1]!)]);
+    const refused = cli(a, ['sweep', 'task', 'sweeps/food-2', '1']);
+    expect(refused.status).toBe(2);
+    expect(refused.stderr.trim()).toMatch(
+      /^detsim: \[struct_sweep_mismatch\] \S+01-count=2-food=3-r1: holds another run/,
+    );
+    // The base config edited: continuing is refused, naming the change.
+    writeFileSync(join(a, 'base.yaml'), BASE.replace('steps: 500', 'steps: 61'));
+    const edited = cli(a, ['sweep', 'task', 'sweeps/food-2', '0']);
+    expect(edited.status).toBe(2);
+    expect(edited.stderr.trim()).toMatch(
+      /^detsim: \[struct_sweep_mismatch\] \S+food-2: the sweep file \S+food\.yaml \(or its base config\) changed/,
+    );
+  });
+});
+
+/** status and summary, JSON and CSV, against the run directories' own files. */
+function checkTables(cwd: string, sweepDir: string): void {
+  const rows = JSON.parse(cli(cwd, ['sweep', 'status', 'sweeps/food-1', '--json']).stdout) as {
+    run: string;
+    status: string;
+    stepsDone: number;
+    rewardTotal: number;
+    reproHash: string;
+    masterSeed: string;
+  }[];
+  expect(rows).toHaveLength(12);
+  for (const r of rows) {
+    const summary = readJson(join(sweepDir, r.run, 'summary.json')) as {
+      stepsDone: number;
+      rewards: { total: number };
+    };
+    expect(r).toMatchObject({ status: 'done', stepsDone: 500, rewardTotal: summary.rewards.total });
+    expect(r.reproHash).toBe(readJson(join(sweepDir, r.run, 'receipt.json')).reproHash);
+    expect(r.masterSeed).toBe(readJson(join(sweepDir, r.run, 'run.json')).masterSeed);
+  }
+  const csv = cli(cwd, ['sweep', 'status', 'sweeps/food-1', '--csv']).stdout.trim().split('\n');
+  expect(csv[0]).toBe(
+    'run,agents.count,environment.params.food,replicate,masterSeed,status,stepsDone,steps,rewardTotal,reproHash',
+  );
+  expect(csv).toHaveLength(13);
+  expect(csv[1]!.split(',').slice(0, 3)).toEqual([rows[0]!.run, '2', '3']);
+  const summary = JSON.parse(cli(cwd, ['sweep', 'summary', 'sweeps/food-1', '--json']).stdout) as {
+    overrides: Record<string, number>;
+    done: number;
+    rewardMean: number;
+    distinctReproHashes: number;
+  }[];
+  expect(summary).toHaveLength(6);
+  for (const s of summary) {
+    const mine = rows.filter((r) =>
+      r.run.includes(`count=${s.overrides['agents.count']}-food=${s.overrides['environment.params.food']}-`),
+    );
+    expect(mine).toHaveLength(2);
+    expect(s).toMatchObject({ done: 2, distinctReproHashes: 2 });
+    expect(s.rewardMean).toBeCloseTo((mine[0]!.rewardTotal + mine[1]!.rewardTotal) / 2, 9);
+  }
+}
+
+/** The sweep's report: one page, every run DIFF=0 against its receipt. */
+function checkReport(cwd: string): void {
+  const r = cli(cwd, ['report', 'sweeps/food-1', '--out', 'food.html']);
+  expect(r.status, r.stderr).toBe(0);
+  expect(r.stdout).toMatch(/12 runs, 12 DIFF=0 against their receipts/);
+}
