@@ -13,9 +13,10 @@ import { matchAttestation, type AttestationMatch, type AttestationSource } from 
 import type { ChartSpec, SeriesSpec } from './charts.js';
 import { readRun, type ReceiptVerdict } from './read-run.js';
 import { readJsonFileOrNull } from './run-facts.js';
+import { SWEEP_FORMAT, SWEEP_INDEX } from '../sweep/sweep-dir.js';
 
-/** The index a sweep writes beside its run directories. */
-export const SWEEP_INDEX = 'sweep.json';
+/** The index a sweep writes beside its run directories (coordinator/sweep/sweep-dir.ts). */
+export { SWEEP_INDEX };
 /** Groups (combinations of the other overrides) drawn per parameter chart; the rest are in the table only. */
 export const MAX_GROUPS = 8;
 
@@ -57,12 +58,16 @@ function refuse(path: string, field: string, why: string): never {
   throw new DetsimError('struct_sweep_index', `${path}: ${field}: ${why}`, field);
 }
 
-function entryOf(sweepDir: string, path: string, v: JsonValue, i: number): SweepEntry {
+/** An entry, or null for a run `detsim sweep` has not started yet (its index lists every planned run). */
+function entryOf(sweepDir: string, path: string, v: JsonValue, i: number, planned: boolean): SweepEntry | null {
   const at = `runs[${i}]`;
   if (v === null || typeof v !== 'object' || Array.isArray(v)) refuse(path, at, 'not an object');
   if (typeof v.dir !== 'string' || v.dir === '') refuse(path, `${at}.dir`, 'not a non-empty string');
   const dir = isAbsolute(v.dir) ? v.dir : resolve(sweepDir, v.dir);
-  if (!isRunDir(dir)) refuse(path, `${at}.dir`, `${dir} is not a run directory (no run.json)`);
+  if (!isRunDir(dir)) {
+    if (planned) return null;
+    refuse(path, `${at}.dir`, `${dir} is not a run directory (no run.json)`);
+  }
   const o = v.overrides ?? {};
   if (o === null || typeof o !== 'object' || Array.isArray(o)) refuse(path, `${at}.overrides`, 'not an object');
   for (const [k, x] of Object.entries(o))
@@ -80,7 +85,11 @@ export function sweepEntries(sweepDir: string): { index: string | null; entries:
   const doc = readJsonFileOrNull(path);
   if (doc !== null) {
     if (!Array.isArray(doc.runs) || doc.runs.length === 0) refuse(path, 'runs', 'not a non-empty list');
-    return { index: path, entries: doc.runs.map((v, i) => entryOf(sweepDir, path, v, i)) };
+    // A detsim sweep's own index lists runs not started yet: those are left out, not refused.
+    const planned = doc.format === SWEEP_FORMAT;
+    const entries = doc.runs.flatMap((v, i) => entryOf(sweepDir, path, v, i, planned) ?? []);
+    if (entries.length === 0) refuse(path, 'runs', 'no run of this sweep has started yet');
+    return { index: path, entries };
   }
   const dirs = readdirSync(sweepDir)
     .sort()

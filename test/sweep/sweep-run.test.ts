@@ -119,6 +119,12 @@ describe('detsim sweep (CLI, real workers)', { timeout: 600_000 }, () => {
     expect(stopped.length).toBeGreaterThanOrEqual(1);
     expect(stopped.some((r) => /^resumes from ckpt-e1-[0-9]+ \(step [0-9]+\)$/.test(r.note ?? ''))).toBe(true);
 
+    // A report of the stopped sweep draws the runs that started and leaves out the ones that did not.
+    const started = readdirSync(sweepDir).filter((n) => existsSync(join(sweepDir, n, 'run.json'))).length;
+    const partial = cli(a, ['report', 'sweeps/food-1', '--out', 'partial.html']);
+    expect(partial.status, partial.stderr).toBe(0);
+    expect(partial.stdout).toContain(`sweep: ${started} runs, ${doneAtCut} DIFF=0 against their receipts`);
+
     const again = cli(a, ['sweep', 'food.yaml', '--parallel', '2']);
     expect(again.status, again.stderr).toBe(0);
     expect(again.stderr).toMatch(/^sweep sweeps\/food-1: 12 runs \(continued\), at most 2 at once$/m);
