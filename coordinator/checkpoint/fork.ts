@@ -42,7 +42,7 @@ import { RUN_FILES, checkRunsParent, writeJsonDurable } from '../session/run-dir
 import { LAUNCH_FILE } from '../launch/launch-facts.js';
 import { Ledger } from '../store/ledger.js';
 import { CheckpointStore, generationIdentityOf, generationTemp, type GenerationRecord } from '../store/store.js';
-import { TRACE_DIR, TRACE_INDEX, readTraceIndex, traceFormatOf } from '../trace/trace-store.js';
+import { TRACE_DIR, TRACE_INDEX, observationsName, readTraceIndex, traceFormatOf } from '../trace/trace-store.js';
 import { guardWrite } from '../write-failure.js';
 import { storeDirOf } from './checkpointing.js';
 import { checkRecordedComposition } from './recorded-composition.js';
@@ -233,7 +233,7 @@ function copyDurable(from: string, to: string): void {
   });
 }
 
-/** The parent's segments that hold steps before `k` (with their repro files) and their index lines. */
+/** The parent's segments that hold steps before `k` (with their repro files and observations sidecars) and their index lines. */
 function copyTracePrefix(parent: string, stage: string, k: bigint): void {
   const from = join(parent, TRACE_DIR);
   const to = join(stage, TRACE_DIR);
@@ -242,6 +242,8 @@ function copyTracePrefix(parent: string, stage: string, k: bigint): void {
   for (const s of kept) {
     copyDurable(join(from, s.segment), join(to, s.segment));
     if (s.repro) copyDurable(join(from, s.repro.file), join(to, s.repro.file));
+    const observations = observationsName(s.segment);
+    if (existsSync(join(from, observations))) copyDurable(join(from, observations), join(to, observations));
   }
   // The index lines as the parent wrote them (canonical), the kept ones only.
   const lines = readFileSync(join(from, TRACE_INDEX), 'utf8')

@@ -363,7 +363,8 @@ function resumeStart(
       logger.info({ restored: { ...shown, abandoned: cut.abandonedSteps } }, 'restored');
       // The checkpoint extension continues on the restored group (and its store) instead of a new one.
       checkpoints?.adopt(group, ck);
-      return new SegmentedTraceWriter(runDir);
+      // The observations sidecar continues as the run recorded it (run.json `traceObservations`).
+      return new SegmentedTraceWriter(runDir, { observations: rec.traceObservations });
     },
     refused: (e) => {
       // Refused before anything in the run directory changed: drop the held log and the staged

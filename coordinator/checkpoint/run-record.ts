@@ -24,6 +24,8 @@ export interface RecordedRun {
   epoch: Id;
   dispatch: 'sequential' | 'concurrent' | 'reversed';
   steps: number;
+  /** Whether the run records its observations sidecar (run.json `traceObservations`, physical). */
+  traceObservations: boolean;
 }
 
 function fail(runDir: string, message: string, field?: string): never {
@@ -51,6 +53,7 @@ export function readRunRecord(runDir: string): RecordedRun {
       epoch: readId(rec.epoch, 'epoch'),
       dispatch: rec.dispatch,
       steps: plan.steps,
+      traceObservations: rec.traceObservations === true,
     };
   } catch (e) {
     // A seed that differs from its derivation keeps its identity code; anything else is a bad record.

@@ -46,7 +46,7 @@ export function registerResume(program: Command): void {
   program
     .command('resume')
     .description(
-      'restore a checkpointed run (store/ in its run directory) with fresh workers in a new epoch and continue it to its total steps',
+      'restore a checkpointed run (store/ in its run directory) with fresh workers in a new epoch and continue it to its total steps (a run made with --trace-observations keeps recording its observations)',
     )
     .argument('<run-dir>', 'run directory written by `detsim run --checkpoint-every K`')
     .option('--checkpoint <id>', 'checkpoint id to restore (default: the store high-water mark)')

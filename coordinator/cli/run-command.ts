@@ -46,6 +46,7 @@ interface RunCommandOptions {
   verbose?: boolean;
   tlsDir?: string;
   segmentSteps?: string;
+  traceObservations?: boolean;
   set?: string[];
   masterSeed?: string;
 }
@@ -155,6 +156,10 @@ export function registerRun(program: Command): void {
     .option('--verbose', "a Python model's failure carries its Python traceback")
     .option('--tls-dir <dir>', 'mutual TLS + bearer token for tcp workers from a `detsim certs` directory')
     .option('--segment-steps <n>', `steps per trace segment, trace/NNNNNN.jsonl.gz (default ${DEFAULT_SEGMENT_STEPS})`)
+    .option(
+      '--trace-observations',
+      "also record each step's observations beside the trace (trace/NNNNNN.observations.jsonl.gz) for `detsim trace export`'s obs.<field> columns; physical data, in no hash (resume and fork keep it on)",
+    )
     .action(
       action(async (configPath: string, opts: RunCommandOptions) => {
         const steps = readStepsFlag(opts.steps);
@@ -176,6 +181,7 @@ export function registerRun(program: Command): void {
             handleSignals: true,
             verbose: opts.verbose === true,
             ...(segmentSteps !== undefined ? { segmentSteps } : {}),
+            ...(opts.traceObservations === true ? { traceObservations: true } : {}),
             ...(checkpoints ? { extension: checkpoints } : {}),
           });
           progress.stop();

@@ -2,7 +2,7 @@
 // every run of a directory of runs, e.g. a sweep) as one table of a row per step and agent, for
 // pandas/polars (docs/guide.md "Exporting a trace as a table"). Progress on stderr every few
 // seconds, one summary line on stdout. Exit 0 written; 1 the file could not be written; 2 bad input
-// (a damaged trace, an --out that exists); 130 interrupted; nothing is left behind but on exit 0.
+// (a damaged trace or observations sidecar, an --out that exists); 130 interrupted; nothing is left behind but on exit 0.
 // The work is coordinator/export/; this file only reads the flags and prints.
 import { extname } from 'node:path';
 import type { Command } from 'commander';
@@ -82,7 +82,7 @@ export function registerTrace(program: Command): void {
   trace
     .command('export')
     .description(
-      'write the trace of a run directory (or of every run directory in a directory) as one table, a row per step and agent: run, step, epoch, agent, reward, action.<field>; abandoned segments of a resumed run never count; a damaged trace or an existing --out is refused, nothing written',
+      "write the trace of a run directory (or of every run directory in a directory) as one table, a row per step and agent: run, step, epoch, agent, reward, action.<field>, and obs.<path> (the observation's scalars) for a run made with --trace-observations, each step's observations checked against the trace's digest; abandoned segments of a resumed run never count; a damaged trace or sidecar or an existing --out is refused, nothing written",
     )
     .argument('<source>', 'a run directory, or a directory whose children are run directories (a sweep)')
     .option('--format <f>', `${EXPORT_FORMATS.join(' | ')} (default: from the --out extension)`)

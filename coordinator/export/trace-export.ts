@@ -6,16 +6,20 @@
 // --out that exists, or appears meanwhile, is refused and never overwritten). Progress is reported
 // to a callback at most every few seconds. NOT the table's rules (trace-table.ts), the file
 // formats (table-writers.ts) or the command line (cli/trace-command.ts).
+// A run whose run.json records the observations sidecar (--trace-observations) is read with it,
+// every step's observations checked against the trace's observationDigest on both passes
+// (trace/observations.ts): a mismatch is refused during the first, before a byte is written.
 import { closeSync, existsSync, fsyncSync, linkSync, openSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import { DetsimError } from '../../core/formats/errors.js';
 import { fsyncDir, tempPathOf } from '../durable-file.js';
 import { checkReceiptBinding } from '../receipt/receipt.js';
 import { readTrace, traceBindingOf } from '../trace/trace-store.js';
+import { checkedObservations, readObservationLines, recordsObservations } from '../trace/observations.js';
 import type { TransitionTrace } from '../trace/trace.js';
 import { asWriteFailure, guardWrite } from '../write-failure.js';
 import { tableWriter, type ExportFormat, type TableWriter } from './table-writers.js';
-import { ColumnSurvey, rowsOfStep, type Column, type TableLayout } from './trace-table.js';
+import { ColumnSurvey, rowsOfStep, type Column, type StepObservations, type TableLayout } from './trace-table.js';
 
 /** One run of an export: its id (the run directory's name, the `run` column) and its directory. */
 export interface ExportRun {
@@ -120,7 +124,11 @@ function progressReporter(opts: ExportOptions): (p: ExportProgress) => void {
 }
 
 /** One run's pass: `onStep` per step of its trace, progress as it goes. Returns its steps. */
-type RunPass = (run: ExportRun, runIndex: number, onStep: (t: TransitionTrace) => void) => Promise<number>;
+type RunPass = (
+  run: ExportRun,
+  runIndex: number,
+  onStep: (t: TransitionTrace, observations?: StepObservations) => void,
+) => Promise<number>;
 
 function passOver(
   runs: readonly ExportRun[],
@@ -133,9 +141,10 @@ function passOver(
     const steps = traceBindingOf(run.dir).steps;
     let step = 0;
     const at = () => ({ phase, run: run.id, runIndex: runIndex + 1, runs: runs.length, step, steps, rows: rows() });
+    const sidecar = recordsObservations(run.dir) ? readObservationLines(run.dir) : undefined;
     for await (const t of readTrace(run.dir)) {
       if (opts.signal?.aborted) throw new ExportInterrupted('trace export interrupted');
-      onStep(t);
+      onStep(t, sidecar && checkedObservations(sidecar.next().value ?? undefined, t));
       step++;
       if ((step & 255) === 0) report(at());
     }
@@ -153,7 +162,7 @@ async function survey(
   let steps = 0;
   for (const [i, run] of runs.entries()) {
     checkReceiptBinding(run.dir);
-    steps += await pass(run, i, (t) => columns.add(t));
+    steps += await pass(run, i, (t, observations) => columns.add(t, observations));
   }
   return { layout: columns.layout(), steps };
 }
@@ -168,8 +177,8 @@ async function writeRows(
   let rows = 0;
   const pass = passOver(runs, 'writing', opts, () => rows);
   for (const [i, run] of runs.entries())
-    await pass(run, i, (t) => {
-      for (const row of rowsOfStep(run.id, t, layout)) {
+    await pass(run, i, (t, observations) => {
+      for (const row of rowsOfStep(run.id, t, layout, observations)) {
         writer.add(row);
         rows++;
       }

@@ -1,6 +1,9 @@
 // The table view of a run's trace (docs/guide.md "Exporting a trace as a table"): one row per step
-// and agent — run, step, epoch, agent, reward (the agent's reward total at the step), and its
-// decision flattened into `action.<field>` columns — with the column set and each column's type
+// and agent — run, step, epoch, agent, reward (the agent's reward total at the step), its
+// decision flattened into `action.<field>` columns and, for a run with the observations sidecar
+// (--trace-observations), the scalars of the observation it received flattened into
+// `obs.<dotted.path>` columns (nested objects are walked, keys joined by '.'; lists, and
+// everything inside them, are skipped) — with the column set and each column's type
 // decided over the whole export by a survey of every step first, so rows can be streamed after it.
 // Types: a column whose values are all integers in ±(2^53−1) is int64, all numbers float64, all
 // booleans bool, all strings string; arrays, objects and a column of mixed kinds are canonical JSON
@@ -8,6 +11,10 @@
 // nor the file formats (table-writers.ts). workers/python/detsim_worker/trace.py mirrors these rules.
 import { canonicalize, type JsonValue } from '../../core/formats/canonical-json.js';
 import type { TransitionTrace } from '../trace/trace.js';
+import type { Observation } from '../trace/observations.js';
+
+/** A step's observations by agent id (a run with the sidecar), checked against the trace. */
+export type StepObservations = ReadonlyMap<string, Observation>;
 
 /** A column's type, as written to Parquet (INT64, DOUBLE, BOOLEAN, UTF8 string) and documented for CSV. */
 export type ColumnType = 'int64' | 'float64' | 'bool' | 'string';
@@ -50,6 +57,29 @@ function actionFields(decision: JsonValue): [string, JsonValue][] {
   return [['action', decision]];
 }
 
+/**
+ * The observation columns of one observation: `obs.<path>` for each scalar (number, string, boolean,
+ * null) reached through nested objects, the keys joined by '.'; lists are skipped whole.
+ */
+export function observationFields(
+  o: Observation,
+  prefix = 'obs',
+  out: [string, JsonValue][] = [],
+): [string, JsonValue][] {
+  for (const [k, v] of Object.entries(o)) {
+    const name = `${prefix}.${k}`;
+    if (v === null || typeof v !== 'object') out.push([name, v]);
+    else if (!Array.isArray(v)) observationFields(v, name, out);
+  }
+  return out;
+}
+
+/** Every field column of an agent's row: its action's, then its observation's (when the step has them). */
+function rowFields(decision: JsonValue, observation: Observation | undefined): [string, JsonValue][] {
+  const fields = actionFields(decision);
+  return observation === undefined ? fields : observationFields(observation, 'obs', fields);
+}
+
 /** Code-point order (the UTF-8 bytes' order), the same in Python's sorted(). */
 function byCodePoint(a: string, b: string): number {
   return Buffer.compare(Buffer.from(a, 'utf8'), Buffer.from(b, 'utf8'));
@@ -68,17 +98,17 @@ function typeOfKinds(kinds: ReadonlySet<Kind>): { type: ColumnType; json: boolea
 /** The columns and how each action column's values are written: the result of a survey. */
 export interface TableLayout {
   readonly columns: readonly Column[];
-  /** Action column name → its index in `columns` and whether its values are canonical JSON text. */
-  readonly action: ReadonlyMap<string, { index: number; json: boolean }>;
+  /** Action and observation column name → its index in `columns` and whether its values are canonical JSON text. */
+  readonly fields: ReadonlyMap<string, { index: number; json: boolean }>;
 }
 
-/** Pass one: every step of every run seen once, the action columns and the kinds of their values gathered. */
+/** Pass one: every step of every run seen once, the action and observation columns and the kinds of their values gathered. */
 export class ColumnSurvey {
   private readonly kinds = new Map<string, Set<Kind>>();
 
-  add(t: TransitionTrace): void {
+  add(t: TransitionTrace, observations?: StepObservations): void {
     for (const a of t.behaviour.agents)
-      for (const [name, v] of actionFields(a.decision)) {
+      for (const [name, v] of rowFields(a.decision, observations?.get(a.agentId))) {
         let set = this.kinds.get(name);
         if (!set) this.kinds.set(name, (set = new Set()));
         const k = kindOf(v);
@@ -88,14 +118,15 @@ export class ColumnSurvey {
 
   layout(): TableLayout {
     const names = [...this.kinds.keys()].sort(byCodePoint);
-    const action = new Map<string, { index: number; json: boolean }>();
+    const fields = new Map<string, { index: number; json: boolean }>();
     const columns: Column[] = [...FIXED_COLUMNS];
+    // In code-point order every action column ('action', 'action.…') comes before every 'obs.…' one.
     for (const name of names) {
       const { type, json } = typeOfKinds(this.kinds.get(name)!);
-      action.set(name, { index: columns.length, json });
+      fields.set(name, { index: columns.length, json });
       columns.push({ name, type, nullable: true });
     }
-    return { columns, action };
+    return { columns, fields };
   }
 }
 
@@ -111,7 +142,12 @@ function rewardTotals(t: TransitionTrace): Map<string, number> {
  * the survey did not see (the trace changed between the passes) is refused by the caller's reader
  * first: each segment is checked against its digest on every read.
  */
-export function rowsOfStep(run: string, t: TransitionTrace, layout: TableLayout): Cell[][] {
+export function rowsOfStep(
+  run: string,
+  t: TransitionTrace,
+  layout: TableLayout,
+  observations?: StepObservations,
+): Cell[][] {
   const b = t.behaviour;
   const step = Number(b.scope.step);
   const totals = rewardTotals(t);
@@ -122,8 +158,8 @@ export function rowsOfStep(run: string, t: TransitionTrace, layout: TableLayout)
     row[2] = b.scope.epoch;
     row[3] = a.agentId;
     row[4] = totals.get(a.agentId) ?? 0;
-    for (const [name, v] of actionFields(a.decision)) {
-      const col = layout.action.get(name);
+    for (const [name, v] of rowFields(a.decision, observations?.get(a.agentId))) {
+      const col = layout.fields.get(name);
       if (col === undefined) throw new Error(`trace export: column ${name} was not surveyed`);
       row[col.index] = v === null ? null : col.json ? canonicalize(v) : (v as Cell);
     }

@@ -150,6 +150,10 @@ const RUN_ROWS: FieldRule[] = [
     "a fork's lineage: parent run directory, checkpoint (id, envelope digest, boundary), overrides (coordinator/checkpoint/fork.ts); a fork that changes nothing is the same run as its parent",
     { subtree: true },
   ),
+  P(
+    'run.traceObservations',
+    "`--trace-observations`: the run keeps each step's observations beside its trace (trace/NNNNNN.observations.jsonl.gz), data the export reads, never hashed",
+  ),
 ];
 
 // trace.jsonl — TransitionTrace {behaviour, operational} (docs/spec/lockstep.md "The trace").

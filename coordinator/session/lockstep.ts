@@ -207,6 +207,7 @@ export class Lockstep {
   private knownIdentities: Identities | undefined;
   /** The current observation of every agent (installed at the last committed boundary). */
   private observations = new Map<Id, JsonObject>();
+  private lastObservations: string | undefined;
   private readonly agentWorker = new Map<Id, LaunchedWorker>();
   /** Set when the last step pipelined the next Prepare (see StepOptions.prepareNext). */
   private pendingPrepare: PendingPrepare | undefined;
@@ -441,6 +442,14 @@ export class Lockstep {
     return this.pendingPrepare !== undefined;
   }
 
+  /**
+   * The canonical JSON text of the observations the last committed step returned (in the
+   * environment's order): exactly what its trace's observationDigest is the SHA-256 of.
+   */
+  get lastObservationsText(): string | undefined {
+    return this.lastObservations;
+  }
+
   async step(opts: StepOptions = {}): Promise<TransitionTrace> {
     this.expectState('step', ['ready']);
     const k = this.committedBoundary;
@@ -659,6 +668,8 @@ export class Lockstep {
   ): TransitionTrace {
     const next = (k + 1n).toString();
     const a = advanced.result;
+    // The text observationDigest hashes, kept for the trace's observations sidecar (no extra work).
+    this.lastObservations = canonicalize(a.observations);
     const agents: TraceAgent[] = [...prepared.decisions.values()]
       .map(({ d }) => ({
         agentId: d.agentId,
@@ -678,7 +689,7 @@ export class Lockstep {
         batchId: advanced.batchId,
         controlDigest: advanced.controlDigest,
         eventIds: [...a.eventIds],
-        observationDigest: canonicalDigest(a.observations),
+        observationDigest: sha256Hex(this.lastObservations),
         publishedBoundary: next,
         rewards: advanced.evaluation.rewards,
         scope,

@@ -97,6 +97,8 @@ export const RUN_JSON_SCHEMA = z.object({
   overrides: z.array(RecordedOverride).optional(),
   // Only in a fork's run.json: where it came from (physical).
   fork: ForkLineage.optional(),
+  // Only when the run records its observations sidecar (`--trace-observations`; physical).
+  traceObservations: z.literal(true).optional(),
 });
 
 export type RunJson = z.output<typeof RUN_JSON_SCHEMA>;

@@ -48,6 +48,11 @@ export interface RunOptions extends SessionOptions {
   onWarning?: (line: string) => void;
   /** Steps per trace segment (trace/NNNNNN.jsonl.gz, docs/spec/trace-store.md; default DEFAULT_SEGMENT_STEPS). */
   segmentSteps?: number;
+  /**
+   * `--trace-observations`: also record each step's observations beside the trace segments
+   * (trace/NNNNNN.observations.jsonl.gz; physical: run.json `traceObservations`, in no hash).
+   */
+  traceObservations?: boolean;
 }
 
 /** runDir, behaviourDigest, steps completed, and the ReproHash of the receipt.json the run wrote. */
@@ -61,6 +66,7 @@ export function runRecord(
   steps: number,
   dispatch: Dispatch,
   epoch: Id,
+  traceObservations = false,
 ): RunJson {
   const helloOf = (workerId: Id) => fleet.all().find((w) => w.plan.workerId === workerId)!.hello;
   return {
@@ -118,6 +124,8 @@ export function runRecord(
     seedCollisions: plan.seedCollisions,
     // Only when given: a run without overrides keeps the run.json it always had.
     ...(plan.overrides?.length ? { overrides: plan.overrides } : {}),
+    // Only when on (physical): a run without the sidecar keeps the run.json it always had.
+    ...(traceObservations ? { traceObservations: true } : {}),
   };
 }
 
@@ -183,14 +191,17 @@ function freshStart(
   runDir: string,
   steps: number,
   dispatch: Dispatch,
-  trace: Pick<RunOptions, 'segmentSteps'> = {},
+  trace: Pick<RunOptions, 'segmentSteps' | 'traceObservations'> = {},
 ): SessionStart {
   const log = new RunLog(join(runDir, RUN_FILES.log));
   // A run.log that cannot even be created stops the run before any worker starts.
   log.throwIfFailed();
   let traces: TraceSink;
   try {
-    traces = new SegmentedTraceWriter(runDir, { segmentSteps: trace.segmentSteps });
+    traces = new SegmentedTraceWriter(runDir, {
+      segmentSteps: trace.segmentSteps,
+      observations: trace.traceObservations === true,
+    });
   } catch (e) {
     log.close();
     throw e;
@@ -213,7 +224,8 @@ function freshStart(
     begin: async ({ fleet, lockstep, logger }) => {
       began = true;
       const ids = await lockstep.initialize();
-      writeJsonDurable(runDir, RUN_FILES.run, runRecord(plan, ids, fleet, steps, dispatch, epoch));
+      const record = runRecord(plan, ids, fleet, steps, dispatch, epoch, trace.traceObservations);
+      writeJsonDurable(runDir, RUN_FILES.run, record);
       logger.info('initialized');
       return traces;
     },

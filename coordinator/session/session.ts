@@ -447,7 +447,11 @@ async function stepUntilDone(
     const digestText =
       epoch === start.baseEpoch ? behaviourText : canonicalBehaviour(rebase(trace.behaviour, start.baseEpoch));
     // The trace seals off the loop (and hashes digestText there); a promise here is its back-pressure.
-    const appended = traces.appendLine(traceLine(behaviourText, trace.operational), digestText);
+    const appended = traces.appendLine(
+      traceLine(behaviourText, trace.operational),
+      digestText,
+      lockstep.lastObservationsText,
+    );
     if (appended) await appended;
     done.steps++;
     pace.steps++;

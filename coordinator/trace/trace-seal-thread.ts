@@ -1,6 +1,7 @@
 // The trace's sealing thread: for one segment of the trace it gzips the lines, advances the
 // behaviour digest's SHA-256 state (sha256-state.ts) that the index records at the segment's end
-// and a checkpoint carries, and makes the segment's repro file (each step's ReproHash text, receipt/step-repro.ts), so
+// and a checkpoint carries, and makes the segment's repro file (each step's ReproHash text, receipt/step-repro.ts)
+// and, with --trace-observations, gzips its observations sidecar, so
 // none of that CPU work runs on the event loop the step loop shares. Small segments (tests)
 // are sealed on the calling thread. NOT the file writing or the index (trace-store.ts).
 import { ModuleThreadRpc, onModuleThread, serveModuleThread } from '../module-thread.js';
@@ -27,6 +28,8 @@ export interface SealInput {
   from: TraceHashState;
   /** Also make the segment's repro file (needs `behaviour`). */
   repro?: boolean;
+  /** The observations sidecar's lines (each step's canonical observations + "\n"), gzipped beside the segment. */
+  observations?: string;
 }
 
 /** A segment's repro file: the steps' ReproHash texts (step-repro.ts), comma-separated, gzipped. */
@@ -41,13 +44,18 @@ export interface SealOutput {
   gz: Uint8Array;
   to: TraceHashState;
   repro?: SealedRepro;
+  /** The gzipped observations sidecar, when `observations` was given. */
+  observationsGz?: Uint8Array;
 }
 
 /** The pure work: gzip the lines, run the digest over the behaviour texts, make the repro file. */
 export function sealSegment(input: SealInput): SealOutput {
   const hashed = advanceHashes(input);
   const gz = gzipSync(Buffer.from(input.text, 'utf8'));
-  return input.repro && input.behaviour.length > 0 ? { gz, to: hashed, repro: reproOf(input) } : { gz, to: hashed };
+  const out: SealOutput =
+    input.repro && input.behaviour.length > 0 ? { gz, to: hashed, repro: reproOf(input) } : { gz, to: hashed };
+  if (input.observations !== undefined) out.observationsGz = gzipSync(Buffer.from(input.observations, 'utf8'));
+  return out;
 }
 
 /** The digest's state after the behaviour texts of `input` (the seal's hashing without the gzip). */
@@ -124,7 +132,8 @@ const sealThread = new ModuleThreadRpc<SealInput, SealOutput>(import.meta.url, M
 
 /** Seal a segment off the event loop (on the thread when it is large). */
 export async function sealSegmentOffLoop(input: SealInput): Promise<SealOutput> {
-  if (input.text.length + input.behaviour.length < THREAD_SEAL_MIN_CHARS) return sealSegment(input);
+  const chars = input.text.length + input.behaviour.length + (input.observations?.length ?? 0);
+  if (chars < THREAD_SEAL_MIN_CHARS) return sealSegment(input);
   return sealThread.call(input);
 }
 

@@ -3,6 +3,9 @@
 // run of consecutive steps, beside it NNNNNN.repro.gz (each step's ReproHash text, made when it was
 // sealed, so a receipt walks no step again), and <runDir>/trace/index.jsonl, one canonical line per
 // segment {segment, firstStep, steps, bytes, sha256, after, repro} appended once both are durable.
+// With --trace-observations (physical: run.json's `traceObservations`, in no hash or index) each
+// segment also has NNNNNN.observations.jsonl.gz, the canonical observations of each of its steps
+// (the text its observationDigest hashes), written before the segment's index line (trace/observations.ts reads it).
 // Runs of older versions wrote `jsonl`, <runDir>/trace.jsonl (one canonical line per step): the
 // reader still reads it (verify, diff, replay), resume and recovery refuse it by name.
 // The segmented writer compresses off the step loop (zlib's thread pool), keeps at most a few
@@ -25,7 +28,7 @@ import {
 } from 'node:fs';
 import { open as openAsync } from 'node:fs/promises';
 import { join } from 'node:path';
-import { gunzipSync } from 'node:zlib';
+import { gunzipSync, gzipSync } from 'node:zlib';
 import { canonicalize, parseExpectedCanonical, parseStrict } from '../../core/formats/canonical-json.js';
 import { DetsimError } from '../../core/formats/errors.js';
 import {
@@ -107,9 +110,10 @@ export interface TraceBinding {
 export interface TraceSink {
   /**
    * Append one canonical trace line and the step's behaviour text as the behaviour digest hashes
-   * it; a returned promise means "wait before the next step" (back-pressure).
+   * it, and the step's canonical observations text (kept only by a writer with `observations`); a
+   * returned promise means "wait before the next step" (back-pressure).
    */
-  appendLine(line: string, behaviourText: string): void | Promise<void>;
+  appendLine(line: string, behaviourText: string, observationsText?: string): void | Promise<void>;
   /** Make every appended line durable (before a checkpoint at this boundary is committed). */
   sync(): void | Promise<void>;
   /** sync, then release the files; safe to call twice. */
@@ -126,6 +130,8 @@ export interface TraceSink {
 const segmentName = (seq: number) => `${String(seq).padStart(6, '0')}.jsonl.gz`;
 /** A segment's repro file name. */
 const reproName = (segment: string) => segment.replace(/\.jsonl\.gz$/, '.repro.gz');
+/** A segment's observations sidecar (--trace-observations): NNNNNN.observations.jsonl.gz. */
+export const observationsName = (segment: string) => segment.replace(/\.jsonl\.gz$/, '.observations.jsonl.gz');
 const SEGMENT_FILE = /^([0-9]{6})\.jsonl\.gz$/;
 
 /** One past the highest segment number in the index or the directory (an orphan from a crash is never overwritten). */
@@ -145,6 +151,8 @@ export class SegmentedTraceWriter implements TraceSink {
   readonly dir: string;
   private lines: string[] = [];
   private behaviours: string[] = [];
+  /** The open segment's observations texts (only with `opts.observations`). */
+  private observations: string[] = [];
   /** The behaviour digest's state at the end of the last sealed segment. */
   private hashes: TraceHashState;
   /** The digest's state and step count at the end of the last segment whose index line is written. */
@@ -162,7 +170,7 @@ export class SegmentedTraceWriter implements TraceSink {
 
   constructor(
     readonly runDir: string,
-    private readonly opts: { segmentSteps?: number; maxInFlight?: number } = {},
+    private readonly opts: { segmentSteps?: number; maxInFlight?: number; observations?: boolean } = {},
   ) {
     this.dir = join(runDir, TRACE_DIR);
     guardWrite(this.dir, () => mkdirSync(this.dir, { recursive: true }));
@@ -199,11 +207,15 @@ export class SegmentedTraceWriter implements TraceSink {
     return this.nextStep;
   }
 
-  appendLine(line: string, behaviourText: string): void | Promise<void> {
+  appendLine(line: string, behaviourText: string, observationsText?: string): void | Promise<void> {
     this.throwIfFailed();
     if (this.closed) throw new Error('trace writer closed');
     this.lines.push(line);
     this.behaviours.push(behaviourText);
+    if (this.opts.observations) {
+      if (observationsText === undefined) throw new Error('trace writer: step without its observations text');
+      this.observations.push(observationsText);
+    }
     this.nextStep++;
     if (this.lines.length < (this.opts.segmentSteps ?? DEFAULT_SEGMENT_STEPS)) return;
     this.seal();
@@ -251,15 +263,23 @@ export class SegmentedTraceWriter implements TraceSink {
   private seal(): void {
     const text = `${this.lines.join('\n')}\n`;
     const behaviour = `${this.behaviours.join('\n')}\n`;
+    const observations = this.opts.observations ? `${this.observations.join('\n')}\n` : undefined;
     const entry = { seq: this.nextSeq++, firstStep: this.firstOfOpen, steps: this.lines.length };
     this.lines = [];
     this.behaviours = [];
+    this.observations = [];
     this.firstOfOpen = this.nextStep;
     this.inFlight++;
     this.tail = this.tail.then(async () => {
       try {
         if (this.failure !== undefined) return;
-        const sealed = await sealSegmentOffLoop({ text, behaviour, from: this.hashes, repro: true });
+        const sealed = await sealSegmentOffLoop({
+          text,
+          behaviour,
+          from: this.hashes,
+          repro: true,
+          ...(observations !== undefined ? { observations } : {}),
+        });
         this.hashes = sealed.to;
         await this.writeSegment(entry, sealed);
       } catch (e) {
@@ -277,6 +297,8 @@ export class SegmentedTraceWriter implements TraceSink {
     await writeFileSynced(join(this.dir, name), bytes);
     const repro = sealed.repro ? reproEntryOf(name, sealed.repro) : undefined;
     if (repro) await writeFileSynced(join(this.dir, repro.entry.file), repro.bytes);
+    if (sealed.observationsGz)
+      await writeFileSynced(join(this.dir, observationsName(name)), bufferOf(sealed.observationsGz));
     const line: SegmentEntry = {
       segment: name,
       firstStep: e.firstStep.toString(),
@@ -625,6 +647,7 @@ export function stageSegmentedCut(
   let abandonedFrom: bigint | null = null;
   let resealed: { entry: SegmentEntry; gz: Buffer } | null = null;
   let resealedRepro: { entry: ReproEntry; bytes: Buffer } | undefined;
+  let resealedObservations: Buffer | undefined;
   let nextSeq = nextSegmentSeq(dir, index);
   let looked: IndexLookup | undefined;
   const lookup = (): IndexLookup => (looked ??= indexLookup(index));
@@ -639,7 +662,7 @@ export function stageSegmentedCut(
       hashes = { digest: s.after.digest };
       continue;
     }
-    leaving.push(s.segment, ...(s.repro ? [s.repro.file] : []));
+    leaving.push(s.segment, ...(s.repro ? [s.repro.file] : []), observationsName(s.segment));
     abandonedFrom ??= first >= k ? first : k;
     abandonedSteps += Number(end - (first >= k ? first : k));
     if (first >= k) continue;
@@ -662,6 +685,7 @@ export function stageSegmentedCut(
     const entry = { segment, firstStep: s.firstStep, steps: keep.length, bytes: gz.byteLength };
     resealed = { entry: { ...entry, sha256: sha256(gz), after: hashes, ...(repro ? { repro: repro.entry } : {}) }, gz };
     resealedRepro = repro;
+    resealedObservations = observationsPrefix(join(dir, observationsName(s.segment)), keep.length);
   }
   if (opts.keptIndexDigest !== undefined && indexDigestOf(kept) !== opts.keptIndexDigest)
     throw new DetsimError(
@@ -674,6 +698,8 @@ export function stageSegmentedCut(
   try {
     if (resealed) staged.push(stageFileDurable(join(dir, resealed.entry.segment), [resealed.gz]));
     if (resealedRepro) staged.push(stageFileDurable(join(dir, resealedRepro.entry.file), [resealedRepro.bytes]));
+    if (resealed && resealedObservations)
+      staged.push(stageFileDurable(join(dir, observationsName(resealed.entry.segment)), [resealedObservations]));
     const entries = resealed ? [...kept, resealed.entry] : kept;
     staged.push(stageFileDurable(join(dir, TRACE_INDEX), entries.map((e) => `${canonicalize(e)}\n`).join('')));
   } catch (e) {
@@ -683,6 +709,22 @@ export function stageSegmentedCut(
   const abandoned =
     abandonedFrom === null ? null : { from: abandonedFrom, to: abandonedFrom + BigInt(abandonedSteps) - 1n };
   return { hashes, keptSteps, abandoned, abandonedSteps, staged, leaving };
+}
+
+/**
+ * The first `steps` lines of an observations sidecar, gzipped again: the sidecar of a segment a
+ * cut reseals. None when the segment has no sidecar (a run without --trace-observations), it
+ * cannot be read or it holds fewer lines (the export then refuses the run's sidecar as missing).
+ */
+function observationsPrefix(path: string, steps: number): Buffer | undefined {
+  let lines: string[];
+  try {
+    lines = gunzipSync(readFileSync(path)).toString('utf8').split('\n');
+  } catch {
+    return undefined; // missing or damaged: physical data never stops a resume; the export refuses it
+  }
+  if (lines.length - 1 < steps) return undefined;
+  return gzipSync(Buffer.from(`${lines.slice(0, steps).join('\n')}\n`, 'utf8'));
 }
 
 /**

@@ -391,6 +391,16 @@ export const REASONS = {
     layer: 'L4',
     summary: 'the trace export --out file exists: an export never overwrites, it writes a new file whole or not at all',
   },
+  audit_trace_observations_mismatch: {
+    layer: 'L7',
+    summary:
+      "a step's line in the trace's observations sidecar (--trace-observations) does not hash to the trace's observationDigest, or the sidecar's steps differ from its segment's",
+  },
+  audit_trace_observations_missing: {
+    layer: 'L7',
+    summary:
+      'run.json records an observations sidecar (--trace-observations) but a segment the trace index lists has none',
+  },
   // DIFF=0 receipts, replay and attestation (coordinator/receipt/): the verify checks' outcomes
   struct_invalid_receipt: {
     layer: 'L1',

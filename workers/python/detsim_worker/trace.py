@@ -6,7 +6,10 @@
 # abandoned-* segments of a resumed run never count; a torn last index line is not part of the
 # trace), each checked against the SHA-256 and line count the index records, and the index and
 # segments against the binding in receipt.json when the run has one. It does not check that each
-# line is canonical JSON text. A pandas DataFrame when pandas is installed, else a list of dicts.
+# line is canonical JSON text. A run whose run.json records the observations sidecar
+# (`detsim run --trace-observations`) adds obs.<path> columns from trace/NNNNNN.observations.jsonl.gz,
+# each step's line checked to hash to the trace's observationDigest first, as the export does
+# (coordinator/trace/observations.ts). A pandas DataFrame when pandas is installed, else a list of dicts.
 # NOT a writer of traces or exports, and not used by the worker process.
 from __future__ import annotations
 
@@ -23,6 +26,8 @@ TRACE_INDEX = 'index.jsonl'
 TRACE_JSONL = 'trace.jsonl'
 RECEIPT_FILE = 'receipt.json'
 RUN_FILE = 'run.json'
+#: A segment's observations sidecar: NNNNNN.observations.jsonl.gz beside NNNNNN.jsonl.gz.
+OBSERVATIONS_SUFFIX = '.observations.jsonl.gz'
 TRACE_FORMATS = {'jsonl': 'detsim-trace-jsonl-v1', 'segments': 'detsim-trace-segments-v1'}
 
 #: The columns every table starts with, and their types.
@@ -171,6 +176,63 @@ def trace_lines(run_dir: Path) -> Iterator[str]:
         yield from lines
 
 
+def records_observations(run_dir: Path) -> bool:
+    """Whether run.json records the observations sidecar (`traceObservations: true`)."""
+    try:
+        return json.loads((run_dir / RUN_FILE).read_text('utf-8')).get('traceObservations') is True
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _sidecar_lines(directory: Path, entry: dict[str, Any], i: int) -> tuple[Path, list[str]]:
+    """One segment's observations sidecar: present, a readable gzip, one line per step of the segment."""
+    path = directory / (entry['segment'][: -len('.jsonl.gz')] + OBSERVATIONS_SUFFIX)
+    if not path.exists():
+        raise TraceError(
+            'audit_trace_observations_missing',
+            f'{path}: the observations of segment {entry["segment"]} are missing (run.json records traceObservations)',
+        )
+    try:
+        lines = gzip.decompress(path.read_bytes()).decode('utf-8').split('\n')
+    except (OSError, EOFError, UnicodeDecodeError) as e:
+        raise TraceError('audit_trace_observations_mismatch', f'{path}: not a readable gzip ({e})') from None
+    if lines and lines[-1] == '':
+        lines.pop()
+    if len(lines) != entry['steps']:
+        raise TraceError(
+            'audit_trace_observations_mismatch',
+            f"{path}: holds {len(lines)} steps' observations, segment {entry['segment']} holds {entry['steps']} steps",
+        )
+    return path, lines
+
+
+def observation_lines(run_dir: Path) -> Iterator[tuple[Path, str]]:
+    """(file, line) of each step's observations, over the segments the index lists, in step order."""
+    if _format_of(run_dir) != 'segments':
+        why = 'run.json records traceObservations but the trace has no segments'
+        raise TraceError('audit_trace_observations_missing', f'{run_dir}: {why}')
+    for i, entry in enumerate(read_index(run_dir)):
+        path, lines = _sidecar_lines(run_dir / TRACE_DIR, entry, i)
+        for line in lines:
+            yield path, line
+
+
+def checked_observations(at: tuple[Path, str] | None, trace: dict[str, Any]) -> dict[str, Any]:
+    """A step's observations by agent id, once its line hashes to the trace's observationDigest."""
+    step = trace['behaviour']['scope']['step']
+    if at is None:
+        raise TraceError('audit_trace_observations_mismatch', f'the observations sidecar ends before step {step}')
+    path, line = at
+    digest = hashlib.sha256(line.encode('utf-8')).hexdigest()
+    expected = trace['behaviour']['observationDigest']
+    if digest != expected:
+        raise TraceError(
+            'audit_trace_observations_mismatch',
+            f"{path}: step {step}: the observations hash to {digest}, the trace's observationDigest is {expected}",
+        )
+    return {o['agentId']: o['observation'] for o in parse_strict(line)}
+
+
 def read_steps(run_dir: str | Path) -> Iterator[dict[str, Any]]:
     """Each step's TransitionTrace {behaviour, operational}, in order, after the receipt binding is checked."""
     run = Path(run_dir)
@@ -219,6 +281,17 @@ def _action_fields(decision: Any) -> list[tuple[str, Any]]:
     return [('action', decision)]
 
 
+def _observation_fields(observation: dict[str, Any], prefix: str, out: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    """obs.<path> of each scalar reached through nested objects (keys joined by '.'); lists are skipped whole."""
+    for k, v in observation.items():
+        name = f'{prefix}.{k}'
+        if isinstance(v, dict):
+            _observation_fields(v, name, out)
+        elif not isinstance(v, list):
+            out.append((name, v))
+    return out
+
+
 def _cell(v: Any, column_type: str, as_json: bool) -> Any:
     if v is None:
         return None
@@ -232,7 +305,7 @@ def _cell(v: Any, column_type: str, as_json: bool) -> Any:
 
 
 class _Table:
-    """Columns gathered row by row (an action column first seen late is padded with None before it)."""
+    """Columns gathered row by row (an action or obs column first seen late is padded with None before it)."""
 
     def __init__(self) -> None:
         self.fixed: dict[str, list[Any]] = {name: [] for name, _ in FIXED_COLUMNS}
@@ -240,7 +313,7 @@ class _Table:
         self.kinds: dict[str, set[str]] = {}
         self.rows = 0
 
-    def add_step(self, run_id: str, trace: dict[str, Any]) -> None:
+    def add_step(self, run_id: str, trace: dict[str, Any], observations: dict[str, Any] | None = None) -> None:
         b = trace['behaviour']
         totals: dict[str, float] = {}
         for r in b['rewards']:  # summed in the trace's order (by event, then rule), as doubles
@@ -250,7 +323,10 @@ class _Table:
             row = (run_id, step, b['scope']['epoch'], a['agentId'], totals.get(a['agentId'], 0.0))
             for column, value in zip(self.fixed.values(), row):
                 column.append(value)
-            for name, v in _action_fields(a['decision']):
+            fields = _action_fields(a['decision'])
+            if observations is not None and a['agentId'] in observations:
+                _observation_fields(observations[a['agentId']], 'obs', fields)
+            for name, v in dict(fields).items():  # a path named twice (a key holding '.') keeps its last value
                 column = self.action.get(name)
                 if column is None:
                     column = self.action[name] = [None] * self.rows
@@ -279,8 +355,10 @@ def read_table(source: str | Path) -> tuple[list[tuple[str, str]], dict[str, lis
     """The export's columns [(name, type)] and each column's values (ints, floats, bools, str, None)."""
     table = _Table()
     for run_id, run_dir in runs_of(source):
+        sidecar = observation_lines(run_dir) if records_observations(run_dir) else None
         for trace in read_steps(run_dir):
-            table.add_step(run_id, trace)
+            observations = checked_observations(next(sidecar, None), trace) if sidecar is not None else None
+            table.add_step(run_id, trace, observations)
     return table.columns()
 
 

@@ -151,3 +151,33 @@ def test_a_run_of_an_older_detsim_reads_from_trace_jsonl(run_copy: Path):
     assert e.value.reason == 'audit_trace_segment_missing'
     (run_copy / 'receipt.json').unlink()
     assert read_trace(run_copy, frame=False) == read_trace(RUN, frame=False)
+
+
+def _record_observations(run: Path) -> None:
+    record = json.loads((run / 'run.json').read_text())
+    record['traceObservations'] = True
+    (run / 'run.json').write_text(json.dumps(record))
+
+
+def test_a_run_that_records_observations_needs_its_sidecar(run_copy: Path):
+    _record_observations(run_copy)
+    with pytest.raises(TraceError) as e:
+        read_trace(run_copy, frame=False)
+    assert e.value.reason == 'audit_trace_observations_missing'
+    assert str(run_copy / 'trace' / '000000.observations.jsonl.gz') in str(e.value)
+
+
+def test_a_sidecar_that_does_not_hash_to_the_trace_is_refused_naming_the_step(run_copy: Path):
+    _record_observations(run_copy)
+    trace = run_copy / 'trace'
+    for line in (trace / 'index.jsonl').read_text().splitlines():
+        entry = json.loads(line)
+        sidecar = trace / entry['segment'].replace('.jsonl.gz', '.observations.jsonl.gz')
+        sidecar.write_bytes(gzip.compress(b'[]\n' * entry['steps']))
+    with pytest.raises(TraceError) as e:
+        read_trace(run_copy, frame=False)
+    assert e.value.reason == 'audit_trace_observations_mismatch'
+    assert f'{trace / "000000.observations.jsonl.gz"}: step 0:' in str(e.value)
+    # Without the record in run.json the sidecar is not read: the table is the plain one.
+    shutil.copy(RUN / 'run.json', run_copy / 'run.json')
+    assert read_trace(run_copy, frame=False) == read_trace(RUN, frame=False)
