@@ -95,7 +95,7 @@ async function interruptedSweep(cwd: string): Promise<{ code: number | null; std
 }
 
 describe('detsim sweep (CLI, real workers)', { timeout: 600_000 }, () => {
-  it('a 2 × 3 grid with 2 replicates, interrupted and continued, gives the runs an uninterrupted sweep gives', async () => {
+  it('[SEED-13] a 2 × 3 grid with 2 replicates, interrupted and continued, gives the runs an uninterrupted sweep gives, each the plain run with its seed', async () => {
     const a = study();
     const cut = await interruptedSweep(a);
     expect(cut.code, cut.stderr).toBe(130);
