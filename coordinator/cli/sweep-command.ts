@@ -52,7 +52,9 @@ const seconds = (ms: number | null) => (ms === null ? '-' : `${(ms / 1000).toFix
 function finishedLine(f: FinishedRun): string {
   const what = f.outcome === 'started' || f.outcome === 'restarted' ? 'done' : f.outcome;
   const head = `${what.padEnd(11)} ${f.run.id}  seed ${f.run.masterSeed}`;
-  if (f.outcome === 'failed' || f.outcome === 'interrupted') return `${head}  ${f.why ?? ''}`.trimEnd();
+  // An interrupted run continues with the sweep, not with its own `detsim resume`: that advice is left out.
+  const why = (f.why ?? '').replace(/; resume with `detsim resume [^`]*` \(/, ' (');
+  if (f.outcome === 'failed' || f.outcome === 'interrupted') return `${head}  ${why}`.trimEnd();
   const reward = f.rewardTotal === null ? '-' : String(Math.round(f.rewardTotal * 1e6) / 1e6);
   return `${head}  ${f.run.plan.steps} steps  reward ${reward}  repro ${f.reproHash ?? '-'}  ${seconds(f.wallTimeMs)}`;
 }
