@@ -23,7 +23,7 @@ import {
   sweepIndexOf,
 } from '../sweep/sweep-dir.js';
 import { planSweep, readSweepFile, type SweepPlanned } from '../sweep/sweep-file.js';
-import { runSweep, taskReporter, type FinishedRun, type SweepProgress } from '../sweep/runner.js';
+import { prepareSweep, taskReporter, type FinishedRun, type SweepProgress } from '../sweep/runner.js';
 import { runStateOf } from '../sweep/run-state.js';
 import { csvOf, statusRows, statusTable, summaryRows, summaryTable, tableOf } from '../sweep/status.js';
 import { runSweepTask } from '../sweep/task.js';
@@ -114,12 +114,8 @@ async function sweepRun(file: string, opts: SweepRunOptions): Promise<void> {
   const { dir, continued } = openSweepDir(opts.out ?? DEFAULT_SWEEPS_DIR, planned);
   const index = readSweepIndex(dir)!;
   const shown = relative(process.cwd(), dir) || '.';
-  process.stderr.write(
-    `sweep ${shown}: ${planned.runs.length} runs${continued ? ' (continued)' : ''}, at most ${parallel} at once\n`,
-  );
   const display = sweepProgressDisplay();
-  const started = Date.now();
-  const outcome = await runSweep(dir, index, planned, {
+  const sweep = prepareSweep(dir, index, planned, {
     parallel,
     cli: cliEntry(),
     onProgress: display.update,
@@ -128,6 +124,11 @@ async function sweepRun(file: string, opts: SweepRunOptions): Promise<void> {
       if (!opts.json) writeStdout(finishedLine(f));
     },
   });
+  process.stderr.write(
+    `sweep ${shown}: ${planned.runs.length} runs${continued ? ' (continued)' : ''}, at most ${parallel} at once\n`,
+  );
+  const started = Date.now();
+  const outcome = await sweep.run();
   display.stop();
   endSweep(shown, file, planned, outcome.finished, outcome.interrupted, Date.now() - started, opts.json === true);
 }

@@ -93,6 +93,8 @@ function skippedOf(run: SweepRun, runDir: string, state: Extract<RunState, { kin
 /** The runs not yet done, queued in order; the done ones reported as skipped. */
 class SweepScheduler {
   private readonly finished: FinishedRun[] = [];
+  /** Runs found done before starting: reported when the sweep runs. */
+  private readonly skipped: FinishedRun[] = [];
   private readonly queue: SweepRun[] = [];
   private readonly running = new Map<number, Running>();
   private agentStepsDone = 0;
@@ -116,7 +118,7 @@ class SweepScheduler {
       if (state.kind !== 'done') this.queue.push(run);
       else {
         this.agentStepsDone += totalOf(run);
-        this.report(skippedOf(run, runDirOf(sweepDir, run), state));
+        this.skipped.push(skippedOf(run, runDirOf(sweepDir, run), state));
       }
     }
   }
@@ -124,6 +126,7 @@ class SweepScheduler {
   run(): Promise<SweepOutcome> {
     return new Promise((resolveAll) => {
       this.resolveAll = resolveAll;
+      for (const f of this.skipped) this.report(f);
       process.on('SIGINT', this.onSignal);
       process.on('SIGTERM', this.onSignal);
       this.next();
@@ -222,14 +225,19 @@ class SweepScheduler {
 
 const takenBy = (r: Running) => (r.step - (r.first ?? r.step)) * agentsOf(r.run);
 
-/** Run every run of the sweep in `sweepDir` that is not done yet. */
-export function runSweep(
+/**
+ * The sweep in `sweepDir` ready to run: every run's state read first (a done run whose receipt no
+ * longer binds its trace is refused here, naming it, before anything starts); `run()` then runs
+ * every run not yet done.
+ */
+export function prepareSweep(
   sweepDir: string,
   index: SweepIndex,
   planned: SweepPlanned,
   opts: RunnerOptions,
-): Promise<SweepOutcome> {
-  return new SweepScheduler(sweepDir, index, planned, opts).run();
+): { run: () => Promise<SweepOutcome> } {
+  const scheduler = new SweepScheduler(sweepDir, index, planned, opts);
+  return { run: () => scheduler.run() };
 }
 
 /** The IPC side of a task child: progress (at most every 250 ms, plus each restart and the end) and the outcome; a closed channel aborts the run. */

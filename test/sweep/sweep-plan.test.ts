@@ -9,6 +9,7 @@ import { join, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { planSweep, readSweepFile, runIdOf } from '../../coordinator/sweep/sweep-file.js';
 import { replicateSeed } from '../../coordinator/sweep/replicate-seed.js';
+import { arrayRanges } from '../../coordinator/sweep/array-script.js';
 import { CLI_MAIN } from '../cli-refusal.js';
 
 const BASE = resolve('examples/forage-walkers.yaml');
@@ -89,6 +90,11 @@ describe('sweep planning', () => {
       replicateSeed('2', 0),
       replicateSeed('2', 1),
     ]);
+  });
+
+  it('a job array lists the runs not done as Slurm ranges', () => {
+    expect(arrayRanges([0, 1, 2, 5, 7, 8])).toBe('0-2,5,7-8');
+    expect(arrayRanges([3])).toBe('3');
   });
 
   it('run directory names keep only safe characters', () => {

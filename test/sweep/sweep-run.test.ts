@@ -192,6 +192,26 @@ describe('detsim sweep (CLI, real workers)', { timeout: 600_000 }, () => {
     expect(refused.stderr.trim()).toMatch(
       /^detsim: \[struct_sweep_mismatch\] \S+01-count=2-food=3-r1: holds another run/,
     );
+    // A done run whose trace was changed: status says damaged, naming the check; the sweep refuses to go on.
+    const seg = join(
+      a,
+      'sweeps',
+      'food-1',
+      readdirSync(join(a, 'sweeps', 'food-1')).find((n) => n.startsWith('00-'))!,
+      'trace',
+      '000000.jsonl.gz',
+    );
+    writeFileSync(seg, Buffer.concat([readFileSync(seg), Buffer.from([0])]));
+    const st = JSON.parse(cli(a, ['sweep', 'status', 'sweeps/food-1', '--json']).stdout) as {
+      status: string;
+      note: string;
+    }[];
+    expect(st[0]!.status).toBe('damaged');
+    expect(st[0]!.note).toMatch(/^\[audit_trace_/);
+    writeFileSync(join(a, 'food.yaml'), SWEEP.replace('[2, 3]', '[2]').replace('[3, 6, 9]', '[3]'));
+    const damaged = cli(a, ['sweep', 'food.yaml']);
+    expect(damaged.status).toBe(2);
+    expect(damaged.stderr.trim()).toMatch(/^detsim: \[audit_trace_\S+\] .*000000\.jsonl\.gz/);
     // The base config edited: continuing is refused, naming the change.
     writeFileSync(join(a, 'base.yaml'), BASE.replace('steps: 500', 'steps: 61'));
     const edited = cli(a, ['sweep', 'task', 'sweeps/food-2', '0']);
