@@ -25,31 +25,39 @@ function pacer(): (p: RunProgress) => { rate: number; eta: number } {
   };
 }
 
+/** A cli-progress bar on stderr in `format`, started by its first update (`run`, `resume`, `fork`, `sweep`). */
+export function stderrBar(format: string): {
+  update: (value: number, total: number, payload: Record<string, unknown>) => void;
+  stop: () => void;
+} {
+  const bar = new cliProgress.SingleBar(
+    { format, stream: process.stderr, hideCursor: true },
+    cliProgress.Presets.shades_classic,
+  );
+  let started = false;
+  return {
+    update: (value, total, payload) => {
+      if (!started) bar.start(total, value, payload);
+      else bar.update(value, payload);
+      started = true;
+    },
+    stop: () => {
+      if (started) bar.stop();
+    },
+  };
+}
+
 /** A cli-progress bar on a TTY; plain lines (at most one a second, plus the last) otherwise. */
 export function progressDisplay(): { update: (p: RunProgress) => void; stop: () => void } {
   const pace = pacer();
   if (process.stderr.isTTY) {
-    const bar = new cliProgress.SingleBar(
-      {
-        format: 'step {value}/{total} [{bar}] {rate} steps/s ETA {eta_text}',
-        stream: process.stderr,
-        hideCursor: true,
-      },
-      cliProgress.Presets.shades_classic,
-    );
-    let started = false;
+    const bar = stderrBar('step {value}/{total} [{bar}] {rate} steps/s ETA {eta_text}');
     return {
       update: (p) => {
         const { rate, eta } = pace(p);
-        const shown = { rate: p.elapsedMs > 0 ? rate.toFixed(1) : '-', eta_text: formatEta(eta) };
-        if (!started) {
-          bar.start(p.steps, p.step, shown);
-          started = true;
-        } else bar.update(p.step, shown);
+        bar.update(p.step, p.steps, { rate: p.elapsedMs > 0 ? rate.toFixed(1) : '-', eta_text: formatEta(eta) });
       },
-      stop: () => {
-        if (started) bar.stop();
-      },
+      stop: bar.stop,
     };
   }
   let last = 0;

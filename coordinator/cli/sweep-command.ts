@@ -8,15 +8,14 @@ import { mkdirSync, rmSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import cliProgress from 'cli-progress';
 import { canonicalize } from '../../core/formats/canonical-json.js';
-import { DetsimError } from '../../core/formats/errors.js';
 import { checkWorkerBinaries } from '../launch/launcher.js';
 import { checkWorkerTls } from '../launch/tls.js';
 import { arrayOutputPattern, arrayScript } from '../sweep/array-script.js';
 import {
   chooseSweepDir,
   DEFAULT_SWEEPS_DIR,
+  requireSweepIndex,
   openSweepDir,
   readSweepIndex,
   runDirOf,
@@ -30,7 +29,7 @@ import { runSweepTask } from '../sweep/task.js';
 import { submitBatchScript } from '../slurm/submit.js';
 import { requireSlurmCommand } from '../slurm/srun.js';
 import { action, ExitError, readWhole, writeStdout } from './common.js';
-import { formatEta } from './progress.js';
+import { formatEta, stderrBar } from './progress.js';
 import { INTERRUPTED_EXIT, RUN_FAILED_EXIT, runFailureExit } from './run-outcome.js';
 
 /** This CLI's own entry file (dist/coordinator/cli/main.js beside this module), which children and jobs run. */
@@ -68,24 +67,13 @@ function sweepProgressDisplay(): { update: (p: SweepProgress) => void; clear: ()
     eta_text: formatEta(p.rate > 0 ? (p.agentSteps - p.agentStepsDone) / p.rate : Infinity),
   });
   if (process.stderr.isTTY) {
-    const bar = new cliProgress.SingleBar(
-      {
-        format: 'runs {runs} ({running} running) [{bar}] {rate} agent-steps/s ETA {eta_text}',
-        stream: process.stderr,
-        hideCursor: true,
-      },
-      cliProgress.Presets.shades_classic,
-    );
-    let started = false;
+    const bar = stderrBar('runs {runs} ({running} running) [{bar}] {rate} agent-steps/s ETA {eta_text}');
     return {
       update: (p) => {
-        if (p.running === 0) return;
-        if (!started) bar.start(p.agentSteps, p.agentStepsDone, text(p));
-        else bar.update(p.agentStepsDone, text(p));
-        started = true;
+        if (p.running > 0) bar.update(p.agentStepsDone, p.agentSteps, text(p));
       },
       clear: () => process.stderr.write('\r\x1b[K'),
-      stop: () => started && bar.stop(),
+      stop: bar.stop,
     };
   }
   let last = 0;
@@ -220,13 +208,7 @@ interface TableOptions {
 }
 
 function sweepTable(kind: 'status' | 'summary', dir: string, opts: TableOptions): void {
-  const index = readSweepIndex(dir);
-  if (index === null)
-    throw new DetsimError(
-      'struct_sweep_index',
-      `${dir}: no sweep.json (not a directory detsim sweep made)`,
-      'sweep.json',
-    );
+  const index = requireSweepIndex(dir);
   const rows = statusRows(dir, index);
   const out = kind === 'status' ? rows : summaryRows(rows);
   if (opts.json) return writeStdout(canonicalize(out));

@@ -85,6 +85,18 @@ export function readSweepIndex(sweepDir: string): SweepIndex | null {
   return d as SweepIndex;
 }
 
+/** A sweep directory's sweep.json; a directory without one is refused naming it. */
+export function requireSweepIndex(sweepDir: string): SweepIndex {
+  const index = readSweepIndex(sweepDir);
+  if (index === null)
+    throw new DetsimError(
+      'struct_sweep_index',
+      `${sweepDir}: no sweep.json (not a directory detsim sweep made)`,
+      'sweep.json',
+    );
+  return index;
+}
+
 /** `<out>/<name>-<n>` directories, highest n first. */
 function sweepDirsOf(parent: string, name: string): string[] {
   if (!existsSync(parent)) return [];

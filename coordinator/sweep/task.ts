@@ -13,7 +13,7 @@ import { resumeRun } from '../checkpoint/resume.js';
 import type { RunProgress } from '../session/session.js';
 import { runSession, type RunResult } from '../session/run.js';
 import { withRunLock, RUN_LOCK_FILE } from '../session/run-lock.js';
-import { readSweepIndex, runDirOf, type SweepIndex } from './sweep-dir.js';
+import { requireSweepIndex, runDirOf, type SweepIndex } from './sweep-dir.js';
 import { planSweep, readSweepFile, type SweepPlanned, type SweepRun } from './sweep-file.js';
 import { runStateOf, type RunState } from './run-state.js';
 
@@ -39,13 +39,7 @@ export interface TaskOutcome {
 
 /** The sweep in `sweepDir`, planned again from its sweep file and checked against its sweep.json. */
 export function loadSweep(sweepDir: string): { index: SweepIndex; planned: SweepPlanned } {
-  const index = readSweepIndex(sweepDir);
-  if (index === null)
-    throw new DetsimError(
-      'struct_sweep_index',
-      `${sweepDir}: no sweep.json (not a directory detsim sweep made)`,
-      'sweep.json',
-    );
+  const index = requireSweepIndex(sweepDir);
   const planned = planSweep(readSweepFile(index.sweepFile));
   if (planned.planDigest !== index.planDigest)
     throw new DetsimError(
