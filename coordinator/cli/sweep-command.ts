@@ -267,7 +267,9 @@ export function registerSweep(program: Command): void {
     .description('run a parameter sweep with replicates (sweep file: base, grid, replicates), locally or on Slurm');
   sweep
     .command('run', { isDefault: true })
-    .description('run every run of a sweep file not yet done (the same command again continues an interrupted sweep)')
+    .description(
+      'run every run of a sweep file not yet done; the default, `detsim sweep <file>` (the same command again continues an interrupted sweep)',
+    )
     .argument('<sweep-file>', 'sweep file (.yaml or .json): base, grid, replicates, name?, checkpointEvery?, keep?')
     .option('--out <dir>', `parent of the sweep directory <name>-<n> (default: ${DEFAULT_SWEEPS_DIR})`)
     .option(
