@@ -35,7 +35,7 @@ export interface CheckpointRunOptions {
   baseEpoch?: Id;
   /** The checkpoint a resumed run was restored from (recorded in the ledger's `run` event). */
   resumedFrom?: Id;
-  /** A fork that changed params: the rebind a recovery to its base checkpoint needs (fork-rebind.ts forkRebind). */
+  /** @internal A fork that changed params: the rebind a recovery to its base checkpoint needs (fork-rebind.ts forkRebind). */
   rebindFor?: (record: { checkpointId: Id; envelopeDigest: Digest }) => RestoreRebind | undefined;
   /** The store's file layer (tests inject write errors). */
   fs?: DurableFs;
