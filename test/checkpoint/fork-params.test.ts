@@ -3,9 +3,10 @@
 // params (the checkpoint verified under the parent's), records its lineage with the params the
 // checkpoint holds, and `detsim diff` names the first step that differs, at the boundary or later;
 // the same fork twice, or through thread workers and an inline environment, is one run; resuming a
-// fork from its base checkpoint restores with its params again. A participant on a Python or Rust
-// worker is refused naming the runtime, with nothing written. Refusals of params the model does not
-// accept, seeds and the composition: fork.test.ts.
+// fork from its base checkpoint restores with its params again. A participant on a Python worker is
+// refused naming the runtime, with nothing written (Rust agent workers:
+// test/cross-lang/fork-params.test.ts). Refusals of params the model does not accept, seeds and the
+// composition: fork.test.ts.
 import { cpSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -136,17 +137,24 @@ describe('detsim fork --set params (CLI)', () => {
     expect(o.status, o.stderr).toBe(0);
   }, 240_000);
 
-  it('a participant on the Rust worker is refused naming the runtime (checked before anything is written)', () => {
+  it('a participant on a Python worker is refused naming the runtime, one on a Rust agent worker rebinds (checked before anything is written)', () => {
     const raw = parseStrict(readFileSync(join(parent, 'run.json'))) as Record<string, unknown>;
-    const workers = (raw.workers as Record<string, unknown>[]).map((w) =>
-      w.workerId === 'worker-0' ? { ...w, runtime: 'detsim-rs/0.1.0' } : w,
-    );
+    const on = (runtime: string) => {
+      const workers = (raw.workers as Record<string, unknown>[]).map((w) =>
+        w.workerId === 'worker-0' ? { ...w, runtime } : w,
+      );
+      return { ...raw, workers } as never;
+    };
     const overrides = [{ path: 'agents[1].params.explore', value: 3 }];
     const plan = recordedPlanWith(parent, overrides);
-    const rec = { ...raw, workers } as never;
-    expect(() => rebindForFork(readRunJson(rec), rec, plan, 'ckpt-e1-200', overrides)).toThrow(
-      '--set agents[1].params.explore: a fork cannot change it: agent walker-01 runs on the Rust worker (detsim-rs/0.1.0); only TypeScript workers restore a checkpoint with new params',
+    const py = on('detsim-py/3.11.7');
+    expect(() => rebindForFork(readRunJson(py), py, plan, 'ckpt-e1-200', overrides)).toThrow(
+      '--set agents[1].params.explore: a fork cannot change it: agent walker-01 runs on the Python worker (detsim-py/3.11.7); only TypeScript workers (and Rust agent workers) restore a checkpoint with new params',
     );
+    const rs = on('detsim-rs/0.1.0 rustc/1.95.0');
+    expect(rebindForFork(readRunJson(rs), rs, plan, 'ckpt-e1-200', overrides).atCheckpoint).toEqual({
+      agents: { 'walker-01': expect.objectContaining({ params: {} }) },
+    });
   });
 });
 
