@@ -7,9 +7,10 @@
 // params (StageRestore `rebind`, workers/fork-rebind.ts), if its model lists every changed param in
 // `forkParams` (workers/sdk.ts). From there on the fork's composition is the overridden one (its
 // run.json params and profile digests, its own captures, receipts and ReproHash).
-// Supported: built-in models (their rules are core/models/params.ts) on TypeScript workers and Rust
-// agent workers (crates-bridge/worker agent_host.rs reads `rebind` too); a Python worker, or a model
-// module, is refused naming the participant and runtime (struct_fork_params_unsupported).
+// Supported: built-in models (their rules are core/models/params.ts) on TypeScript and Python workers
+// and Rust agent workers (each reads `rebind`: workers/python/detsim_worker/fork_rebind.py,
+// crates-bridge/worker agent_host.rs); a model module, or an environment on another runtime, is
+// refused naming the participant (struct_fork_params_unsupported).
 // NOT the rest of a fork (fork.ts) nor the restore flow (restore.ts).
 import { canonicalDigest, canonicalize, type JsonValue } from '../../core/formats/canonical-json.js';
 import { DetsimError } from '../../core/formats/errors.js';
@@ -100,9 +101,10 @@ function unsupported(path: string, why: string): never {
   );
 }
 
-/** Whether the participant's worker restores with new params: TypeScript, or Rust (agents only; it hosts no environment). */
+/** Whether the participant's worker restores with new params: TypeScript, Python, or Rust (agents only; it hosts no environment). */
 function rebindsParams(c: Changed): boolean {
-  return c.runtime.startsWith('detsim-ts/') || (c.kind === 'agent' && c.runtime.startsWith('detsim-rs/'));
+  if (c.runtime.startsWith('detsim-ts/') || c.runtime.startsWith('detsim-py/')) return true;
+  return c.kind === 'agent' && c.runtime.startsWith('detsim-rs/');
 }
 
 /** The worker a runtime string names, for people. */
@@ -122,7 +124,7 @@ function reboundProfile(c: Changed, checkpointId: Id, overrides: readonly Overri
   if (!rebindsParams(c))
     unsupported(
       path,
-      `${who} runs on ${runtimeName(c.runtime)}; only TypeScript workers (and Rust agent workers) restore a checkpoint with new params`,
+      `${who} runs on ${runtimeName(c.runtime)}; only TypeScript and Python workers (and Rust agent workers) restore a checkpoint with new params`,
     );
   const rules = builtinParamRules(c.kind, c.model);
   if (!rules)

@@ -3,15 +3,16 @@
 // params (the checkpoint verified under the parent's), records its lineage with the params the
 // checkpoint holds, and `detsim diff` names the first step that differs, at the boundary or later;
 // the same fork twice, or through thread workers and an inline environment, is one run; resuming a
-// fork from its base checkpoint restores with its params again. A participant on a Python worker is
-// refused naming the runtime, with nothing written (Rust agent workers:
-// test/cross-lang/fork-params.test.ts). Refusals of params the model does not accept, seeds and the
-// composition: fork.test.ts.
-import { cpSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
+// fork from its base checkpoint restores with its params again; Python workers rebind as TypeScript
+// ones do (Rust agent workers: test/cross-lang/fork-params.test.ts); a model module is refused naming
+// it. Refusals of params the model does not accept, seeds and the composition: fork.test.ts.
+import { spawnSync } from 'node:child_process';
+import { cpSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { canonicalDigest, parseStrict } from '../../core/formats/canonical-json.js';
-import { detsimCli, expectCliRefusal } from '../cli-refusal.js';
+import { CLI_MAIN, detsimCli } from '../cli-refusal.js';
+import { REPO_ROOT } from '../workers/harness.js';
 import { readRun, tmpOut } from '../coordinator/helpers.js';
 import { ensurePythonWorker, pythonWorkerSkip } from '../cross-lang/python-worker.js';
 import { rebindForFork } from '../../coordinator/checkpoint/fork-rebind.js';
@@ -137,62 +138,84 @@ describe('detsim fork --set params (CLI)', () => {
     expect(o.status, o.stderr).toBe(0);
   }, 240_000);
 
-  it('a participant on a Python worker is refused naming the runtime, one on a Rust agent worker rebinds (checked before anything is written)', () => {
+  it('a model module, or an environment on another runtime, is refused naming it; a Rust agent worker rebinds (before anything is written)', () => {
     const raw = parseStrict(readFileSync(join(parent, 'run.json'))) as Record<string, unknown>;
-    const on = (runtime: string) => {
-      const workers = (raw.workers as Record<string, unknown>[]).map((w) =>
-        w.workerId === 'worker-0' ? { ...w, runtime } : w,
-      );
-      return { ...raw, workers } as never;
+    const edited = (f: (r: Record<string, any>) => void) => {
+      const r = JSON.parse(JSON.stringify(raw)) as Record<string, any>;
+      f(r);
+      return r as never;
     };
-    const overrides = [{ path: 'agents[1].params.explore', value: 3 }];
-    const plan = recordedPlanWith(parent, overrides);
-    const py = on('detsim-py/3.11.7');
-    expect(() => rebindForFork(readRunJson(py), py, plan, 'ckpt-e1-200', overrides)).toThrow(
-      '--set agents[1].params.explore: a fork cannot change it: agent walker-01 runs on the Python worker (detsim-py/3.11.7); only TypeScript workers (and Rust agent workers) restore a checkpoint with new params',
+    const rebind = (rec: never, path: string, value: number) => {
+      const overrides = [{ path, value }];
+      return rebindForFork(readRunJson(rec), rec, recordedPlanWith(parent, overrides), 'ckpt-e1-200', overrides);
+    };
+    const module = edited((r) => (r.agents[1].model = 'module:my-walker.js@sha256:' + '0'.repeat(64)));
+    expect(() => rebind(module, 'agents[1].params.explore', 3)).toThrow(
+      '--set agents[1].params.explore: a fork cannot change it: agent walker-01 runs model module:my-walker.js@sha256:',
     );
-    const rs = on('detsim-rs/0.1.0 rustc/1.95.0');
-    expect(rebindForFork(readRunJson(rs), rs, plan, 'ckpt-e1-200', overrides).atCheckpoint).toEqual({
+    const envOnRust = edited((r) => (r.workers[0].runtime = 'detsim-rs/0.1.0'));
+    expect(() => rebind(envOnRust, 'environment.params.food', 30)).toThrow(
+      '--set environment.params.food: a fork cannot change it: the environment runs on the Rust worker (detsim-rs/0.1.0); only TypeScript and Python workers (and Rust agent workers) restore a checkpoint with new params',
+    );
+    const rs = edited((r) => (r.workers[1].runtime = 'detsim-rs/0.1.0 rustc/1.95.0'));
+    expect(rebind(rs, 'agents[1].params.explore', 3).atCheckpoint).toEqual({
       agents: { 'walker-01': expect.objectContaining({ params: {} }) },
     });
   });
 });
 
-describe.skipIf(pythonWorkerSkip !== null)('detsim fork --set params with a Python worker (CLI)', () => {
-  it('the Python participants are refused naming the runtime, nothing written; a TypeScript agent beside them forks', () => {
+/** The CLI with the Python worker run from this checkout's source (the venv may hold an installed copy of another). */
+const detsimPy = (args: string[]) =>
+  spawnSync(process.execPath, [CLI_MAIN, ...args], {
+    encoding: 'utf8',
+    timeout: 110_000,
+    env: { ...process.env, PYTHONPATH: join(REPO_ROOT, 'workers/python') },
+  });
+
+/** Two agents and a forage world, the world and walker-1 on `runtime` (walker-0 on TypeScript). */
+function mixedConfig(runtime: 'python' | 'typescript'): string {
+  const config = join(work, `mixed-${runtime}.yaml`);
+  writeFileSync(
+    config,
+    [
+      'sessionId: fork-py',
+      'masterSeed: "7"',
+      'steps: 40',
+      'stepHz: 60',
+      `environment: { id: forage, model: forage, params: { width: 12, height: 12, food: 8 }, runtime: ${runtime} }`,
+      'agents: [{ id: walker-0, model: walker }, { id: walker-1, model: walker }]',
+      `workers: { agentsPerWorker: 1, runtime: [typescript, ${runtime}] }`,
+      '',
+    ].join('\n'),
+  );
+  return config;
+}
+
+describe.skipIf(pythonWorkerSkip !== null)('detsim fork --set params with Python workers (CLI)', () => {
+  it('the environment and an agent on Python workers fork with new params: the same run as on TypeScript', () => {
     ensurePythonWorker();
-    const config = join(work, 'mixed.yaml');
-    writeFileSync(
-      config,
-      [
-        'sessionId: fork-py',
-        'masterSeed: "7"',
-        'steps: 40',
-        'stepHz: 60',
-        'environment: { id: forage, model: forage, params: { width: 12, height: 12, food: 8 }, runtime: python }',
-        'agents: [{ id: walker-0, model: walker }, { id: walker-1, model: walker }]',
-        'workers: { agentsPerWorker: 1, runtime: [typescript, python] }',
-        '',
-      ].join('\n'),
+    const forks = (['python', 'typescript'] as const).map((runtime) => {
+      const r = detsimPy(['run', mixedConfig(runtime), '--checkpoint-every', '20', '--out', join(work, runtime)]);
+      expect(r.status, r.stderr).toBe(0);
+      const out = join(work, `${runtime}-fork`);
+      const set = ['--set', 'environment.params.food=12', '--set', 'agents[1].params.explore=2'];
+      const f = detsimPy([
+        'fork',
+        join(work, runtime, 'fork-py-1'),
+        '--checkpoint',
+        'ckpt-e1-20',
+        ...set,
+        '--out',
+        out,
+      ]);
+      expect(f.status, f.stderr).toBe(0);
+      return out;
+    });
+    const runtimes = (runJson(forks[0]!).workers as unknown as { runtime: string }[]).map(
+      (w) => w.runtime.split('/')[0],
     );
-    const r = detsimCli(['run', config, '--checkpoint-every', '20', '--out', join(work, 'py')], 110_000);
-    expect(r.status, r.stderr).toBe(0);
-    const p = join(work, 'py', 'fork-py-1');
-    const out = join(work, 'py-fork');
-    const pyFork = (set: string) => detsimCli(['fork', p, '--checkpoint', 'ckpt-e1-20', '--set', set, '--out', out]);
-    expectCliRefusal(
-      pyFork('environment.params.food=10'),
-      'struct_fork_params_unsupported',
-      '--set environment.params.food: a fork cannot change it: the environment runs on the Python worker (detsim-py/',
-    );
-    expectCliRefusal(
-      pyFork('agents[1].params.explore=2'),
-      'struct_fork_params_unsupported',
-      '--set agents[1].params.explore: a fork cannot change it: agent walker-1 runs on the Python worker (detsim-py/',
-    );
-    expect(existsSync(out)).toBe(false);
-    const ts = pyFork('agents[0].params.explore=2');
-    expect(ts.status, ts.stderr).toBe(0);
-    expect(readRun(out).summary).toMatchObject({ status: 'completed', stepsDone: 40 });
+    expect(runtimes).toEqual(['detsim-py', 'detsim-ts', 'detsim-py']);
+    const same = detsimPy(['diff', forks[0]!, forks[1]!]);
+    expect(same.status, same.stdout).toBe(0);
   }, 240_000);
 });

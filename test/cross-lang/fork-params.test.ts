@@ -2,17 +2,27 @@
 // walker forked with a new `explore` (its StageRestore carries `rebind`, crates-bridge/worker
 // agent_host.rs) is the same run as the all-TypeScript fork; and a param the model does not accept
 // on restore, slipped past the coordinator by editing the fork's run.json, is refused by the worker
-// itself, TypeScript and Rust in the same words. The coordinator's own checks: test/checkpoint/fork-params.test.ts.
+// itself, TypeScript, Rust and Python in the same words. The coordinator's own checks: test/checkpoint/fork-params.test.ts.
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { canonicalize, parseStrict } from '../../core/formats/canonical-json.js';
-import { detsimCli } from '../cli-refusal.js';
+import { spawnSync } from 'node:child_process';
+import { CLI_MAIN, detsimCli } from '../cli-refusal.js';
 import { tmpOut } from '../coordinator/helpers.js';
 import { REPO_ROOT } from '../workers/harness.js';
+import { ensurePythonWorker, pythonWorkerSkip } from './python-worker.js';
 import { ensureRustWorker, rustWorkerSkip } from './rust-worker.js';
 
 let work: string;
+
+/** The CLI with a Python worker run from this checkout's source (the venv may hold an installed copy of another). */
+const detsimCheckout = (args: string[]) =>
+  spawnSync(process.execPath, [CLI_MAIN, ...args], {
+    encoding: 'utf8',
+    timeout: 110_000,
+    env: { ...process.env, PYTHONPATH: join(REPO_ROOT, 'workers/python') },
+  });
 
 /** A config file: `example` with `workers.runtime` replaced. */
 function withRuntime(example: string, runtime: string, name: string): string {
@@ -24,7 +34,16 @@ function withRuntime(example: string, runtime: string, name: string): string {
 
 /** Run `config` for `steps` steps with a checkpoint every `every`; its run directory. */
 function parentRun(config: string, out: string, steps: number, every: number): string {
-  const r = detsimCli(['run', config, '--steps', String(steps), '--checkpoint-every', String(every), '--out', out]);
+  const r = detsimCheckout([
+    'run',
+    config,
+    '--steps',
+    String(steps),
+    '--checkpoint-every',
+    String(every),
+    '--out',
+    out,
+  ]);
   expect(r.status, r.stderr).toBe(0);
   return join(out, readFileSync(config, 'utf8').match(/^sessionId: (.*)$/m)![1]! + '-1');
 }
@@ -71,8 +90,10 @@ describe.skipIf(rustWorkerSkip !== null)('detsim fork --set params on Rust agent
     );
   }, 240_000);
 
-  it('a param the model does not accept, slipped into the fork by hand, is refused by the worker: TypeScript and Rust alike', () => {
-    const lines = ['typescript', 'rust'].map((runtime) => {
+  it('a param the model does not accept, slipped into the fork by hand, is refused by the worker: TypeScript, Rust and Python alike', () => {
+    const runtimes = pythonWorkerSkip === null ? ['typescript', 'rust', 'python'] : ['typescript', 'rust'];
+    if (pythonWorkerSkip === null) ensurePythonWorker();
+    const lines = runtimes.map((runtime) => {
       const p = parentRun(
         withRuntime('examples/lif-pair.yaml', runtime, `lif-${runtime}`),
         join(work, `l-${runtime}`),
@@ -80,7 +101,7 @@ describe.skipIf(rustWorkerSkip !== null)('detsim fork --set params on Rust agent
         20,
       );
       const fork = join(work, `l-${runtime}-fork`);
-      expect(detsimCli(['fork', p, '--checkpoint', 'ckpt-e1-20', '--out', fork]).status).toBe(0);
+      expect(detsimCheckout(['fork', p, '--checkpoint', 'ckpt-e1-20', '--out', fork]).status).toBe(0);
       // What the coordinator refuses at fork time (lif takes no new neurons on restore), written by hand.
       const file = join(fork, 'run.json');
       const run = parseStrict(readFileSync(file)) as {
@@ -91,7 +112,7 @@ describe.skipIf(rustWorkerSkip !== null)('detsim fork --set params on Rust agent
       run.fork.atCheckpoint = { agents: { [a.agentId]: { params: a.params, profileDigest: a.profileDigest } } };
       a.params = { neurons: 300 };
       writeFileSync(file, canonicalize(run as never));
-      const r = detsimCli(['resume', fork, '--checkpoint', 'ckpt-e1-20']);
+      const r = detsimCheckout(['resume', fork, '--checkpoint', 'ckpt-e1-20']);
       expect(r.status, r.stderr).toBe(1);
       return r.stderr.trim();
     });
