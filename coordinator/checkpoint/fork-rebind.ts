@@ -15,7 +15,12 @@
 import { canonicalDigest, canonicalize, type JsonValue } from '../../core/formats/canonical-json.js';
 import { DetsimError } from '../../core/formats/errors.js';
 import type { Digest, Id } from '../../core/formats/scalars.js';
-import { builtinParamRules, changedParams, resolveModelParams } from '../../core/models/params.js';
+import {
+  builtinParamRules,
+  changedParams,
+  resolveModelParams,
+  type ResolvableModel,
+} from '../../core/models/params.js';
 import type { JsonObject } from '../../core/protocol/index.js';
 import type { RunPlan } from '../config.js';
 import type { Override } from '../overrides.js';
@@ -114,12 +119,8 @@ function runtimeName(runtime: string): string {
   return runtime;
 }
 
-/**
- * The new profile digest of one changed participant, once its runtime, model and every changed
- * (resolved) param are ones a fork can rebind: refused before anything is written, naming the field.
- */
-function reboundProfile(c: Changed, checkpointId: Id, overrides: readonly Override[]): Digest {
-  const path = overrides.find((o) => o.path.startsWith(`${c.field}.params`))?.path ?? `${c.field}.params`;
+/** The participant's param rules, once its runtime and model can rebind params; else refused, naming `path`. */
+function rebindableRules(c: Changed, path: string): ResolvableModel {
   const who = c.kind === 'environment' ? 'the environment' : `agent ${c.agentId}`;
   if (!rebindsParams(c))
     unsupported(
@@ -129,6 +130,16 @@ function reboundProfile(c: Changed, checkpointId: Id, overrides: readonly Overri
   const rules = builtinParamRules(c.kind, c.model);
   if (!rules)
     unsupported(path, `${who} runs model ${c.model}, not a built-in one (a fork rebinds params of walker and forage)`);
+  return rules;
+}
+
+/**
+ * The new profile digest of one changed participant, once its runtime, model and every changed
+ * (resolved) param are ones a fork can rebind: refused before anything is written, naming the field.
+ */
+function reboundProfile(c: Changed, checkpointId: Id, overrides: readonly Override[]): Digest {
+  const path = overrides.find((o) => o.path.startsWith(`${c.field}.params`))?.path ?? `${c.field}.params`;
+  const rules = rebindableRules(c, path);
   const before = resolveModelParams(rules, c.before.params);
   const after = resolveModelParams(rules, c.after);
   const profile = (params: unknown) => canonicalDigest({ model: c.model, modelVersion: c.modelVersion, params });
