@@ -39,6 +39,7 @@ import {
   PAYLOAD_VERSION,
   readPayloadHeader,
 } from './checks.js';
+import { checkRebind, type Rebind } from './fork-rebind.js';
 import type { HostContext, HostReply } from './host-context.js';
 import { callModel, invalid, loadModel, releaseState } from './model-call.js';
 import { PrepareStateGuard } from './prepare-guard.js';
@@ -724,10 +725,20 @@ export class AgentHost {
         `agent ${agentId}: compatibilityDigest ${compatibilityDigest} differs from the recomputed ${identity.compatibilityDigest} (seed ${identity.seed})`,
       );
     }
-    const timeline = this.timelineFrom(payload, identity, scope);
+    // A fork's new params: verified above under the payload's own, the state is restored with these.
+    const bound = staged.rebind ? await this.rebound(identity, staged.rebind) : identity;
+    const timeline = this.timelineFrom(payload, bound, scope);
     const token = restoreToken(checkpointId, scope, ref.digest, this.ctx.incarnationId);
-    this.staged.set(agentId, { token, checkpointId, scope, identity, timeline });
+    this.staged.set(agentId, { token, checkpointId, scope, identity: bound, timeline });
     return { result: { checkpointId, agentId, restoreToken: token } };
+  }
+
+  /** A fork's new params (fork-rebind.ts): the identity they give, once the model accepts the change. */
+  private async rebound(identity: AgentIdentity, rebind: Rebind): Promise<AgentIdentity> {
+    const { agentId, modelSpec, seed, stepDuration } = identity;
+    const next = await this.identityFor(agentId, modelSpec, rebind.params, seed, stepDuration, 'params.rebind');
+    checkRebind(`agent ${agentId}`, identity, next, rebind);
+    return { ...next, strict: identity.strict };
   }
 
   private readPayload(bytes: Uint8Array, agentId: string, checkpointId: string, sourceScope: Scope): JsonObject {

@@ -14,6 +14,7 @@ import {
   refuseUnknownFields,
 } from '../core/formats/scalars.js';
 import { type PayloadRef, ProtocolRefusal, type Request } from '../core/protocol/index.js';
+import { readRebind, type Rebind } from './fork-rebind.js';
 import type { PayloadFile } from './payload-file.js';
 import { readStorePayloadOnce } from './payload-scatter.js';
 import type { PrefetchedPayloads } from './restore-prefetch.js';
@@ -168,6 +169,8 @@ export interface StageParams {
   ref: PayloadRef;
   /** Capability store-files-v1: read the payload from this range of a local file, not an attachment. */
   file: PayloadFile | null;
+  /** A fork's new params for this participant (fork-rebind.ts), or null. */
+  rebind: Rebind | null;
 }
 
 /**
@@ -179,7 +182,11 @@ export function readStageParams(
   scope: Scope,
   host: 'agent' | 'environment',
 ): StageParams {
-  refuseUnknownFields(params, ['checkpointId', 'agentId', 'sourceScope', 'compatibilityDigest', 'payload'], 'params');
+  refuseUnknownFields(
+    params,
+    ['checkpointId', 'agentId', 'sourceScope', 'compatibilityDigest', 'payload', 'rebind'],
+    'params',
+  );
   const checkpointId = readId(params.checkpointId, 'params.checkpointId');
   if (host === 'agent' && params.agentId === null)
     throw new ProtocolRefusal(
@@ -208,7 +215,7 @@ export function readStageParams(
       'INVALID_ARGUMENT',
       `scope.step ${scope.step} must equal params.sourceScope.step ${sourceScope.step}`,
     );
-  return { checkpointId, agentId, sourceScope, compatibilityDigest, ref, file };
+  return { checkpointId, agentId, sourceScope, compatibilityDigest, ref, file, rebind: readRebind(params.rebind) };
 }
 
 function readPayloadFile(value: unknown): PayloadFile {

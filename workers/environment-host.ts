@@ -28,6 +28,7 @@ import {
   PAYLOAD_VERSION,
   readPayloadHeader,
 } from './checks.js';
+import { checkRebind, type Rebind } from './fork-rebind.js';
 import type { HostContext, HostReply } from './host-context.js';
 import { callModel, invalid, loadModel, releaseState } from './model-call.js';
 import { BUILTIN_ENVIRONMENT_MODELS, modulePathOf, resolveEnvironmentModel } from './models/registry.js';
@@ -409,7 +410,9 @@ export class EnvironmentHost {
       checkpointId,
       sourceScope,
     );
-    const identity = await this.restoredIdentity(payload, live, compatibilityDigest);
+    const verified = await this.restoredIdentity(payload, live, compatibilityDigest);
+    // A fork's new params: verified above under the payload's own, the state is restored with these.
+    const identity = staged.rebind ? await this.rebound(verified, staged.rebind) : verified;
     const where = `restore at boundary ${String(payload.committedStep)}`;
     const state = callModel(identity.strict, `environment ${identity.environmentId}`, where, 'none', () =>
       identity.model.restore(payload.state, {
@@ -429,6 +432,22 @@ export class EnvironmentHost {
       timeline: { state, epoch: scope.epoch, boundary: BigInt(scope.step) },
     };
     return { result: { checkpointId, agentId: null, restoreToken: token } };
+  }
+
+  /** A fork's new params (fork-rebind.ts): the identity they give, once the model accepts the change. */
+  private async rebound(identity: EnvIdentity, rebind: Rebind): Promise<EnvIdentity> {
+    const { environmentId, modelSpec, seed, stepDuration, ports } = identity;
+    const next = await this.identityFor(
+      environmentId,
+      modelSpec,
+      rebind.params,
+      seed,
+      stepDuration,
+      ports,
+      'params.rebind',
+    );
+    checkRebind('environment', identity, next, rebind);
+    return { ...next, strict: identity.strict };
   }
 
   /**

@@ -93,6 +93,13 @@ export interface AgentModel<S = unknown> {
    * (a model that declares neither takes no params), so a param given in a config is never silently ignored.
    */
   acceptedParams?: readonly string[];
+  /**
+   * Optional: the (resolved) params a fork (`detsim fork --set`) may change when it restores this
+   * model's state; `restore` then gets the new params in `ctx.params` and must build the state for
+   * them (the payload was verified under the params it was captured with). A param not listed, or a
+   * model that declares none, refuses the fork naming the param. See {@link EnvironmentModel.forkParams}.
+   */
+  forkParams?: readonly string[];
   initialize(ctx: AgentInitContext): S;
   prepare(state: S, ctx: AgentPrepareContext): JsonObject;
   commit(state: S, ctx: AgentCommitContext): void;
@@ -160,6 +167,12 @@ export interface EnvironmentModel<S = unknown> {
   resolveParams?(params: JsonObject): JsonObject;
   /** As for agents: the params this model reads when it has no resolveParams; any other is refused. */
   acceptedParams?: readonly string[];
+  /**
+   * Optional, as for agents: the params a fork may change on restore (`restore` gets the new ones).
+   * The restored environment must observe the boundary exactly as the checkpoint recorded it (the
+   * agents hold that observation): a change may only act from the fork's first step on.
+   */
+  forkParams?: readonly string[];
   initialize(ctx: EnvironmentInitContext): S;
   /** Refuse a malformed action before anything mutates: return a message naming the field, or undefined. */
   checkAction?(action: JsonObject, portId: string): string | undefined;

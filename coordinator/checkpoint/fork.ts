@@ -6,20 +6,24 @@
 // fork may set only `steps` and `deadlines.*`, each checked by the config's own schema) and --out
 // (it must not exist). The fork directory is then assembled under a temporary name beside its
 // final path and renamed into place whole: run.json (the parent's composition, the overrides, and
-// `fork`: the lineage {parent, checkpoint {id, envelopeDigest, boundary}, overrides}), launch.json,
-// the trace segments that hold the steps before the boundary (the segment that straddles it is cut
-// by the resume, its later lines kept under trace/abandoned-*), a store holding that one generation
-// (committed through the store's own protocol) and a ledger whose first line, `run`, names the
-// parent and the checkpoint. Then the resume machinery (resume.ts) restores the checkpoint with
-// fresh workers in a new epoch and steps on; a resume that refuses before any worker starts
-// removes the fork directory again, so nothing is left half-written.
+// `fork`: the lineage {parent, checkpoint {id, envelopeDigest, boundary}, overrides[, atCheckpoint]}),
+// launch.json, the trace segments that hold the steps before the boundary (the segment that
+// straddles it is cut by the resume, its later lines kept under trace/abandoned-*), a store holding
+// that one generation (committed through the store's own protocol) and a ledger whose first line,
+// `run`, names the parent and the checkpoint. Then the resume machinery (resume.ts) restores the
+// checkpoint with fresh workers in a new epoch and steps on; a resume that refuses before any
+// worker starts removes the fork directory again, so nothing is left half-written.
 //
-// Why model params, seeds and the composition cannot change in a fork: they are bound into the
-// checkpoint. Each participant's payload carries its params and seed; its profile digest
-// (workers/checks.ts profileDigest) is SHA-256 over {model, modelVersion, params}; the compatibility
-// block's content and patch digests and every participant's compatibility digest cover those, and
-// a restore — on the coordinator (restore-identity.ts) and again on each worker (StageRestore)
-// — refuses any difference. Such an override is refused here (`struct_fork_override`), naming it.
+// What a fork may set: `steps`, `deadlines.*`, and model params (`environment.params.*`,
+// `agents[i].params.*`) that the participant's model accepts on restore. Params are bound into the
+// checkpoint (each payload carries them; the profile digest, workers/checks.ts profileDigest, is
+// SHA-256 over {model, modelVersion, params}, and the compatibility digests cover it), so the
+// checkpoint is still verified under the parent's params, which the lineage records as
+// `atCheckpoint`, and only then restored with the new ones: fork-rebind.ts, which checks runtime,
+// model and every changed param before anything is written. Seeds and the composition (agents,
+// models, ports, workers) cannot change: the seeds' RNG states are in the payloads, and the
+// checkpoint was captured from that composition; such an override is refused
+// (`struct_fork_override`), naming it.
 // NOT the restore (restore.ts) nor the resume's checks (resume.ts), which run on the fork as on any run.
 import {
   copyFileSync,
@@ -46,6 +50,8 @@ import { TRACE_DIR, TRACE_INDEX, observationsName, readTraceIndex, traceFormatOf
 import { guardWrite } from '../write-failure.js';
 import { storeDirOf } from './checkpointing.js';
 import { checkRecordedComposition } from './recorded-composition.js';
+import { isParamOverride, rebindForFork } from './fork-rebind.js';
+import { readRunJson } from '../session/run-json.js';
 import { loadCheckpoint } from './restore.js';
 import { epochsSeen, lastRunEvent, resumeRun, type ResumeOptions, type ResumeResult } from './resume.js';
 import { FAILURE_POLICY } from './run-checkpoints.js';
@@ -53,7 +59,7 @@ import { epochId } from '../session/lockstep.js';
 import { readRunRecord, recordedPlanWith } from './run-record.js';
 import { isRunFailure } from '../session/run-failure.js';
 
-/** The config paths a fork may set: the total to step to and the (wall-clock) deadlines. */
+/** The config paths a fork may set besides model params: the total to step to and the (wall-clock) deadlines. */
 const FORK_SETTABLE = /^(steps|deadlines(\.(startupMs|stepMs|captureMs))?)$/;
 
 /** What a fork is: the parent, the checkpoint, the overrides, where it goes, and how the resume runs. */
@@ -70,23 +76,26 @@ export interface ForkResult extends ResumeResult {
   lineage: JsonValue;
 }
 
-/** A fork may set steps and deadlines; params, seeds and the composition are bound into the checkpoint. */
+/**
+ * A fork may set steps, deadlines and model params (each param then checked by fork-rebind.ts);
+ * seeds and the composition are bound into the checkpoint.
+ */
 export function checkForkOverrides(overrides: readonly Override[], checkpointId: Id): void {
   for (const o of overrides) {
-    if (FORK_SETTABLE.test(o.path)) continue;
+    if (FORK_SETTABLE.test(o.path) || isParamOverride(o.path)) continue;
     const refuse = (why: string): never => {
       throw new DetsimError('struct_fork_override', `--set ${o.path}: a fork cannot change it: ${why}`, o.path);
     };
     if (/(^|\.)params(\.|\[|$)/.test(o.path))
       refuse(
-        `model params are bound into checkpoint ${checkpointId} (each payload carries them; the profile and compatibility digests cover them, so a restore refuses any change); run the changed config from the start with \`detsim run --set\``,
+        `a fork sets the params of one participant: environment.params.<name> or agents[i].params.<name> (its run.json lists the agents one by one)`,
       );
     if (o.path === 'masterSeed')
       refuse(
         `the seeds are bound into checkpoint ${checkpointId} (compatibility digests) and the RNG states are in its payloads; run with \`detsim run --master-seed\` instead`,
       );
     refuse(
-      `a fork keeps the parent's composition, which checkpoint ${checkpointId} was captured from; it may set only steps and deadlines.startupMs|stepMs|captureMs`,
+      `a fork keeps the parent's composition, which checkpoint ${checkpointId} was captured from; it may set only steps, deadlines.startupMs|stepMs|captureMs and model params the models accept on restore`,
     );
   }
 }
@@ -134,14 +143,17 @@ async function prepareFork(parentArg: string, opts: ForkOptions) {
       `steps: ${plan.steps} is before the boundary ${record.boundary} of checkpoint ${record.checkpointId}; set --set steps=N with N ≥ ${record.boundary}`,
       'steps',
     );
+  const runJson = parseStrict(readFileSync(join(parent, RUN_FILES.run))) as Record<string, JsonValue>;
+  // Changed params: checked (runtime, model, each param) and their new profile digests, before anything is written.
+  const { patch, atCheckpoint } = rebindForFork(readRunJson(runJson), runJson, plan, record.checkpointId, overrides);
   const forkDir = forkTarget(parent, opts.out);
-  const lineage = {
+  const lineage: Record<string, JsonValue> = {
     parent: basename(parent),
     checkpoint: { id: record.checkpointId, envelopeDigest: record.envelopeDigest, boundary: record.boundary },
     overrides: overrides.map((o) => ({ path: o.path, value: o.value })),
+    ...(atCheckpoint ? { atCheckpoint: atCheckpoint as JsonValue } : {}),
   };
-  const runJson = parseStrict(readFileSync(join(parent, RUN_FILES.run))) as Record<string, JsonValue>;
-  const forkJson = { ...runJson, steps: plan.steps, deadlines: { ...plan.deadlines }, fork: lineage };
+  const forkJson = { ...runJson, ...patch, steps: plan.steps, deadlines: { ...plan.deadlines }, fork: lineage };
   return { parent, forkDir, record, manifest: loaded.envelope.manifest, lineage, forkJson, baseEpoch: rec.epoch };
 }
 
@@ -289,7 +301,7 @@ async function openLedger(p: PreparedFork, stage: string): Promise<void> {
       keep: String(keep),
       policy: FAILURE_POLICY,
       steps: String(p.forkJson.steps),
-      forkOf: p.lineage.parent,
+      forkOf: basename(p.parent),
       checkpointId: p.record.checkpointId,
     },
   });

@@ -16,6 +16,7 @@ import { publishSegmentedCut, SegmentedTraceWriter, type TraceSink } from '../tr
 import { RunFailure, type RunFailureKind } from '../session/run-failure.js';
 import type { LiveSession, Recovered, RecoveryTarget, SessionRecovery } from '../session/session.js';
 import type { GenerationRecord } from '../store/store.js';
+import type { RestoreRebind } from './fork-rebind.js';
 import type { BehaviourPrefix } from './manifest.js';
 import { storeDirOf } from './checkpointing.js';
 import { CheckpointGroup } from './group.js';
@@ -113,7 +114,12 @@ export class LostWorkerRecovery implements SessionRecovery {
       await restoreGroup(
         group,
         { store: ck.store, checkpointId: record.checkpointId },
-        { epoch, expectBehaviour: cut.expectBehaviour, ledgerDetail: { recovery: String(this.done.length + 1) } },
+        {
+          epoch,
+          expectBehaviour: cut.expectBehaviour,
+          ledgerDetail: { recovery: String(this.done.length + 1) },
+          ...this.rebind(record),
+        },
       );
       cut.publish(epoch);
       group.resume();
@@ -136,6 +142,12 @@ export class LostWorkerRecovery implements SessionRecovery {
     } finally {
       cut.discard();
     }
+  }
+
+  /** A fork's base checkpoint restored with the fork's params (fork-rebind.ts); nothing for any other. */
+  private rebind(record: GenerationRecord): { rebind?: RestoreRebind } {
+    const rebind = this.checkpoints.opts.rebindFor?.(record);
+    return rebind ? { rebind } : {};
   }
 
   /** summary.json: `recoveries` (a count) and `recovery` (the budget and each recovery); both physical. */

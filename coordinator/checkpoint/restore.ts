@@ -35,6 +35,7 @@ import { expectedAgentDigest, expectedEnvironmentDigest } from './compatibility.
 import type { CheckpointGroup } from './group.js';
 import { PAYLOAD_NAMES, readCoordinatorPayloads, type BehaviourPrefix } from './manifest.js';
 import { CheckpointRefusal, participantOf, tooLargeToStream, type Participant } from './refusal.js';
+import type { RestoreRebind } from './fork-rebind.js';
 import { checkIdentity } from './restore-identity.js';
 import { LifecycleSlots } from './lifecycle-slots.js';
 import { firstRejection, settleFirstThenRest } from './side-by-side.js';
@@ -62,6 +63,11 @@ export interface RestoreOptions {
   hooks?: RestoreHooks;
   /** Extra fields for the ledger's `restored` event (e.g. the abandoned step range). */
   ledgerDetail?: Record<string, JsonValue>;
+  /**
+   * A fork's base checkpoint restored with new params (fork-rebind.ts): the identity checks run
+   * against the composition the checkpoint holds, and the changed participants are told the new params.
+   */
+  rebind?: RestoreRebind;
 }
 
 export interface RestoredParticipant {
@@ -342,7 +348,8 @@ interface RestoreContext {
  */
 async function checkRestorable(group: CheckpointGroup, loaded: LoadedCheckpoint, opts: RestoreOptions) {
   const m = loaded.envelope.manifest;
-  checkIdentity(m, group.live());
+  const live = group.live();
+  checkIdentity(m, opts.rebind ? { ...live, ...opts.rebind.checkpointComposition } : live);
   const names = new Set(loaded.envelope.layout.entries.map((e) => e.name));
   const coord = readCoordinatorPayloads(m, await coordinatorPayloads(loaded));
   if (opts.expectBehaviour) checkBehaviourPrefix(m, coord.behaviour, opts.expectBehaviour);
@@ -395,6 +402,8 @@ async function stageAll(r: RestoreContext, plan: readonly StagePlan[]): Promise<
       compatibilityDigest: p.compatibilityDigest,
       payload: payloadRef(loaded, p.payloadName, group.workerOf(p.agentId).hello.capabilities),
     };
+    const rebind = opts.rebind?.stage(p.agentId);
+    if (rebind) params.rebind = rebind;
     params = opts.hooks?.beforeStage?.(p.participant, params) ?? params;
     // A worker that reads the verified file itself gets no attachment (no copy through the transport);
     // any other gets this one payload, read from the file for its call only.

@@ -64,6 +64,7 @@ import { CheckpointGroup } from './group.js';
 import type { BehaviourPrefix } from './manifest.js';
 import { checkTracePrefix, loadCheckpoint, restoreGroup, type RestoreReport } from './restore.js';
 import { checkRecordedComposition } from './recorded-composition.js';
+import { forkRebind } from './fork-rebind.js';
 import { readRunRecord } from './run-record.js';
 import { CheckpointRun, DEFAULT_KEEP, type CheckpointRunReport } from './run-checkpoints.js';
 import { discardStaged } from '../durable-file.js';
@@ -230,6 +231,7 @@ async function resumeLocked(runDir: string, opts: ResumeOptions): Promise<Resume
           keep: p.keep,
           baseEpoch: p.baseEpoch,
           resumedFrom: p.record.checkpointId,
+          rebindFor: (r) => forkRebind(p.rec, r),
           ...(opts.settleEachCapture ? { settleEach: true } : {}),
           ...(opts.onEvent ? { onEvent: opts.onEvent } : {}),
         })
@@ -272,7 +274,13 @@ async function prepareResume(runDir: string, opts: ResumeOptions) {
   const ck = await openCheckpointing(runDir, { keep });
   const record = selectCheckpoint(ck.store, opts.checkpointId, runDir);
   const loaded = await loadCheckpoint({ store: ck.store, checkpointId: record.checkpointId });
-  checkRecordedComposition(loaded.envelope.manifest, rec, runDir);
+  // A fork's base checkpoint, when the fork changed params, is checked against the params it holds (fork-rebind.ts).
+  const rebind = forkRebind(rec, record);
+  checkRecordedComposition(
+    loaded.envelope.manifest,
+    rebind ? { ...rec, ...rebind.checkpointComposition } : rec,
+    runDir,
+  );
   const k = BigInt(record.boundary);
   const total = opts.steps ?? rec.steps;
   checkTotal(total, opts.steps !== undefined, k, record.checkpointId, runDir);
@@ -304,6 +312,7 @@ async function prepareResume(runDir: string, opts: ResumeOptions) {
     epoch,
     every,
     keep,
+    rebind,
   };
 }
 
@@ -352,7 +361,12 @@ function resumeStart(
       const restored = await restoreGroup(
         group,
         { store: ck.store, checkpointId: record.checkpointId, loaded: p.loaded },
-        { epoch, expectBehaviour: p.expect, ledgerDetail: abandonedDetail(cut) },
+        {
+          epoch,
+          expectBehaviour: p.expect,
+          ledgerDetail: abandonedDetail(cut),
+          ...(p.rebind ? { rebind: p.rebind } : {}),
+        },
       );
       state.restored = restored;
       // The restore succeeded: only now does the run directory change (log, then the trace cut by renames).

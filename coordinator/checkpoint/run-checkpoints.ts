@@ -3,7 +3,7 @@
 // step loop, and at the end waits (bounded) for outstanding saves and reports honestly which
 // became durable. Failure policy: continue — a refused or failed capture is reported and recorded
 // in the ledger, never reported as durable, and the run carries on. NOT the capture flow itself.
-import type { Id } from '../../core/formats/scalars.js';
+import type { Digest, Id } from '../../core/formats/scalars.js';
 import type { RunExtension, RunExtensionContext, SessionRecovery } from '../session/run.js';
 import type { RunFailure } from '../session/run-failure.js';
 import type { DurableFs } from '../store/durable-fs.js';
@@ -12,6 +12,7 @@ import type { TransitionTrace } from '../trace/trace.js';
 import { captureGroup, checkpointIdFor } from './capture.js';
 import { openCheckpointing, storeDirOf, STORE_DIR, type Checkpointing } from './checkpointing.js';
 import { CheckpointGroup } from './group.js';
+import type { RestoreRebind } from './fork-rebind.js';
 import type { BehaviourPrefix } from './manifest.js';
 import { isCheckpointRefusal } from './refusal.js';
 
@@ -34,6 +35,8 @@ export interface CheckpointRunOptions {
   baseEpoch?: Id;
   /** The checkpoint a resumed run was restored from (recorded in the ledger's `run` event). */
   resumedFrom?: Id;
+  /** @internal A fork that changed params: the rebind a recovery to its base checkpoint needs (fork-rebind.ts forkRebind). */
+  rebindFor?: (record: { checkpointId: Id; envelopeDigest: Digest }) => RestoreRebind | undefined;
   /** The store's file layer (tests inject write errors). */
   fs?: DurableFs;
   /** Called with each outcome / refusal as it happens (the CLI prints them). */

@@ -14,7 +14,7 @@ import type { Identities } from '../session/lockstep.js';
 import type { AgentInitializeResultEntry } from '../../core/protocol/index.js';
 import { RUN_FILES } from '../session/run-dir.js';
 import { locateRecordedModels, searchDirsFor } from '../launch/model-source.js';
-import { readRunJson, RUN_FORMAT, type RunJson } from '../session/run-json.js';
+import { readRunJson, RUN_FORMAT, type ForkLineageJson, type RunJson } from '../session/run-json.js';
 import { resolveWithOverrides, type Override } from '../overrides.js';
 
 export interface RecordedRun {
@@ -26,6 +26,8 @@ export interface RecordedRun {
   steps: number;
   /** Whether the run records its observations sidecar (run.json `traceObservations`, physical). */
   traceObservations: boolean;
+  /** A fork's lineage (checkpoint/fork.ts), when the run is one. */
+  fork?: ForkLineageJson;
 }
 
 function fail(runDir: string, message: string, field?: string): never {
@@ -54,6 +56,7 @@ export function readRunRecord(runDir: string): RecordedRun {
       dispatch: rec.dispatch,
       steps: plan.steps,
       traceObservations: rec.traceObservations === true,
+      ...(rec.fork ? { fork: rec.fork } : {}),
     };
   } catch (e) {
     // A seed that differs from its derivation keeps its identity code; anything else is a bad record.

@@ -3,7 +3,9 @@
 // they differ, names the first diverging step, field, agent and both values. When the two runs are
 // of one config (the same composition in run.json), it also shows where each was made: the platform
 // fingerprints of their receipts, side by side where they differ; when one is a fork of the other
-// (`detsim fork`, its run.json `fork`), it says at which checkpoint. Runs nothing.
+// (`detsim fork`, its run.json `fork`), it says at which checkpoint, and for a fork that changed
+// params the first divergence named is the first step that differs (at or after the boundary),
+// the composition only after the steps. Runs nothing.
 import { existsSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
 import type { Command } from 'commander';
@@ -21,6 +23,8 @@ import {
 } from '../receipt/receipt.js';
 import { reproHash } from '../receipt/reprohash.js';
 import type { ForkLineageJson } from '../session/run-json.js';
+import { isParamOverride } from '../checkpoint/fork-rebind.js';
+import { formatOverride, type Override } from '../overrides.js';
 import { action, ExitError, writeStdout } from './common.js';
 
 function receiptOf(runDir: string) {
@@ -42,19 +46,31 @@ function receiptOf(runDir: string) {
 
 type Side = ReturnType<typeof receiptOf>;
 
-/** When one run is a fork of the other (its run.json `fork` names the other's directory): where it forked. */
-function forkOf(left: Side, right: Side, dirs: [string, string]): string | null {
+/** When one run is a fork of the other (its run.json `fork` names the other's directory): where it forked, and its lineage. */
+function forkOf(left: Side, right: Side, dirs: [string, string]): { text: string; lineage: ForkLineageJson } | null {
   const lineage = (s: Side) => (s.receipt.run as { fork?: ForkLineageJson } | null)?.fork;
   for (const [child, childDir, parentDir] of [
     [left, dirs[0], dirs[1]],
     [right, dirs[1], dirs[0]],
   ] as const) {
     const f = lineage(child);
-    if (f && f.parent === basename(resolve(parentDir)))
-      return `fork: ${childDir} is a fork of ${parentDir} at checkpoint ${f.checkpoint.id} (boundary ${f.checkpoint.boundary}; steps from ${f.checkpoint.boundary} on are its own)`;
+    if (f && f.parent === basename(resolve(parentDir))) {
+      const params = f.overrides.filter((o) => isParamOverride(o.path));
+      const set = params.length
+        ? `; its params differ by ${params.map((o) => formatOverride(o as Override)).join(' ')}`
+        : '';
+      return {
+        text: `fork: ${childDir} is a fork of ${parentDir} at checkpoint ${f.checkpoint.id} (boundary ${f.checkpoint.boundary}; steps from ${f.checkpoint.boundary} on are its own${set})`,
+        lineage: f,
+      };
+    }
   }
   return null;
 }
+
+/** A fork that changed params differs from its parent in composition by them: name the first step that differs instead. */
+const stepsFirst = (fork: { lineage: ForkLineageJson } | null): boolean =>
+  fork !== null && fork.lineage.overrides.some((o) => isParamOverride(o.path));
 
 /** The two fingerprints compared, when the runs are of one config (else null: nothing to show). */
 function platformOf(left: Side, right: Side, dirs: [string, string]): FingerprintComparison | null {
@@ -71,9 +87,12 @@ function diff(a: string, b: string, opts: { json?: boolean }): void {
   ])
     process.stderr.write(`${w}\n`);
   const same = left.reproHash === right.reproHash;
-  const divergence = same ? null : diagnose(rebasedReceipt(left.receipt), rebasedReceipt(right.receipt));
   const platform = platformOf(left, right, [a, b]);
-  const fork = forkOf(left, right, [a, b]);
+  const forked = forkOf(left, right, [a, b]);
+  const fork = forked?.text ?? null;
+  const divergence = same
+    ? null
+    : diagnose(rebasedReceipt(left.receipt), rebasedReceipt(right.receipt), { stepsFirst: stepsFirst(forked) });
   if (opts.json) {
     writeStdout(
       canonicalize({

@@ -85,7 +85,7 @@ export function registerFork(program: Command): void {
     .requiredOption('--checkpoint <id>', 'the committed checkpoint to start from (detsim store ls <run-dir>/store)')
     .option(
       '--set <path=value>',
-      'steps=N (the total to continue to) or deadlines.startupMs|stepMs|captureMs=MS; params, seeds and the composition are bound into the checkpoint and refused (repeatable)',
+      'steps=N (the total to continue to), deadlines.startupMs|stepMs|captureMs=MS, or environment.params.NAME / agents[i].params.NAME that the model accepts on restore (walker: explore; forage: food); seeds and the composition are refused (repeatable)',
       collectSet,
     )
     .option('--out <dir>', "the fork's run directory, which must not exist (default: <run-dir>-fork-<n>)")

@@ -83,15 +83,45 @@ function stepOf(s: JsonValue | undefined): string | null {
   return typeof step === 'string' || typeof step === 'number' ? String(step) : null;
 }
 
-/** The first divergence between two receipts' ReproCore, or null when their ReproCores are equal. */
-export function diagnose(left: unknown, right: unknown, opts: CanonicalOptions = {}): Divergence | null {
-  const a = canonicalSplit(left, opts).repro;
-  const b = canonicalSplit(right, opts).repro;
+/** How to diagnose: `stepsFirst` compares the steps before the composition (see {@link diagnose}). */
+export interface DiagnoseOptions extends CanonicalOptions {
+  stepsFirst?: boolean;
+}
+
+/**
+ * The first divergence between two receipts' ReproCore, or null when their ReproCores are equal.
+ * The composition is compared first (a different composition explains every later step), unless
+ * `stepsFirst`: a fork that changed params differs from its parent in composition by its own
+ * overrides, and what is asked is the first step that behaves differently (the composition then
+ * comes after the steps).
+ */
+export function diagnose(left: unknown, right: unknown, opts: DiagnoseOptions = {}): Divergence | null {
+  const { stepsFirst, ...canonical } = opts;
+  const a = canonicalSplit(left, canonical).repro;
+  const b = canonicalSplit(right, canonical).repro;
   const A = isObj(a) ? a : {};
   const B = isObj(b) ? b : {};
-  // Composition first: a different composition explains every later step.
-  const comp = firstDiff(A.run, B.run, 'run', null);
-  if (comp) return { part: 'composition', step: null, ...comp };
+  const comp = () => {
+    const d = firstDiff(A.run, B.run, 'run', null);
+    return d ? { part: 'composition' as const, step: null, ...d } : null;
+  };
+  const first = stepsFirst ? firstStepDiff(A, B) : comp();
+  if (first) return first;
+  const second = stepsFirst ? comp() : firstStepDiff(A, B);
+  if (second) return second;
+  const sum = firstDiff(A.summary, B.summary, 'summary', null);
+  if (sum) return { part: 'summary', step: null, ...sum };
+  const rest = firstDiff(
+    { ...A, run: null, steps: null, summary: null },
+    { ...B, run: null, steps: null, summary: null },
+    '',
+    null,
+  );
+  return rest ? { part: 'receipt', step: null, ...rest } : null;
+}
+
+/** The first step (or step count) where two ReproCore views differ, or null. */
+function firstStepDiff(A: Obj, B: Obj): Divergence | null {
   const sa = Array.isArray(A.steps) ? A.steps : [];
   const sb = Array.isArray(B.steps) ? B.steps : [];
   for (let i = 0; i < Math.max(sa.length, sb.length); i++) {
@@ -108,15 +138,7 @@ export function diagnose(left: unknown, right: unknown, opts: CanonicalOptions =
     const d = firstDiff(sa[i], sb[i], `steps[${i}]`, null);
     if (d) return { part: 'step', step: stepOf(sa[i]), ...d };
   }
-  const sum = firstDiff(A.summary, B.summary, 'summary', null);
-  if (sum) return { part: 'summary', step: null, ...sum };
-  const rest = firstDiff(
-    { ...A, run: null, steps: null, summary: null },
-    { ...B, run: null, steps: null, summary: null },
-    '',
-    null,
-  );
-  return rest ? { part: 'receipt', step: null, ...rest } : null;
+  return null;
 }
 
 /** Diagnose two run directories (their run.json, trace and summary.json). */

@@ -62,14 +62,22 @@ const RecordedWorker = z.object({
 /** One `--set` override as run.json records it (coordinator/overrides.ts). */
 const RecordedOverride = z.object({ path: z.string(), value: z.unknown() });
 
+/** A participant's params and profile digest as a fork's checkpoint holds them (checkpoint/fork-rebind.ts). */
+const ParamsAt = z.object({ params: Params, profileDigest: z.string() });
+
 /**
  * A fork's lineage (`detsim fork`, checkpoint/fork.ts): the parent run directory's name, the
- * checkpoint the fork started from and the overrides it applied. Physical, like `overrides`.
+ * checkpoint the fork started from and the overrides it applied; when they changed model params,
+ * `atCheckpoint`: those participants' params and profile digests as the checkpoint holds them (what
+ * a restore of it is verified against). Physical, like `overrides`.
  */
 const ForkLineage = z.object({
   parent: z.string(),
   checkpoint: z.object({ id: z.string(), envelopeDigest: z.string(), boundary: z.string() }),
   overrides: z.array(RecordedOverride),
+  atCheckpoint: z
+    .object({ environment: ParamsAt.optional(), agents: z.record(z.string(), ParamsAt).optional() })
+    .optional(),
 });
 
 /** The schema of run.json (format detsim-run-v1). */

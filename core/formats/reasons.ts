@@ -88,7 +88,12 @@ export const REASONS = {
   struct_fork_override: {
     layer: 'L1',
     summary:
-      'a --set that a fork cannot apply: model params, seeds and the composition are bound into the checkpoint it restores',
+      'a --set that a fork cannot apply: seeds, the composition and any model param the model does not accept on restore (its forkParams) are bound into the checkpoint it restores',
+  },
+  struct_fork_params_unsupported: {
+    layer: 'L1',
+    summary:
+      "a fork's param override for a participant that cannot restore a checkpoint with new params: a model other than the built-in walker and forage (a model module), or an environment on a runtime that hosts none",
   },
   // L2 size
   size_envelope_too_short: { layer: 'L2', summary: 'envelope check 1: fewer than 80 bytes' },

@@ -1,8 +1,9 @@
 // Model params, in one place for both sides of the kernel: the ParamError a refused param raises,
-// the SDK's param helpers (intParam, onlyParams), the built-in models' param rules, and the
-// `strict` split. A worker runs these when it loads a model (workers/model-call.ts); the
+// the SDK's param helpers (intParam, onlyParams), the built-in models' param rules (with the params
+// a fork may change on restore, changedParams), and the `strict` split. A worker runs these when it loads a model (workers/model-call.ts); the
 // coordinator runs the very same functions at plan time (coordinator/config.ts), so wrong params
 // are refused before any process starts. NOT model code: it never imports or runs a model.
+import { canonicalize } from '../formats/canonical-json.js';
 
 /** A model's params as plain JSON data. */
 export type ParamObject = Record<string, unknown>;
@@ -77,13 +78,38 @@ export interface ResolvableModel {
   resolveParams?(params: ParamObject): ParamObject;
   /** Without resolveParams: the params the model reads; any other is refused (none declared: none taken). */
   acceptedParams?: readonly string[];
+  /** The resolved params a fork may change when it restores the model's state (none declared: none). */
+  forkParams?: readonly string[];
 }
+
+/** walker's params a fork may change: `explore` is read at every step, the state does not hold it. */
+export const WALKER_FORK_PARAMS: readonly string[] = ['explore'];
+/** forage's params a fork may change: `food`, the count the world tops up to when food is eaten. */
+export const FORAGE_FORK_PARAMS: readonly string[] = ['food'];
 
 /** The built-in models' param rules by role and name (the models themselves use the same functions). */
 const BUILTIN_PARAM_RULES: Record<'agent' | 'environment', Record<string, ResolvableModel>> = {
-  agent: { walker: { resolveParams: walkerParams }, lif: { resolveParams: lifParams } },
-  environment: { forage: { resolveParams: forageParams } },
+  agent: {
+    walker: { resolveParams: walkerParams, forkParams: WALKER_FORK_PARAMS },
+    lif: { resolveParams: lifParams },
+  },
+  environment: { forage: { resolveParams: forageParams, forkParams: FORAGE_FORK_PARAMS } },
 };
+
+/** A built-in model's param rules (the coordinator's view of it), or undefined for any other model. */
+export function builtinParamRules(kind: 'agent' | 'environment', model: string): ResolvableModel | undefined {
+  const rules = BUILTIN_PARAM_RULES[kind];
+  return Object.hasOwn(rules, model) ? rules[model] : undefined;
+}
+
+/**
+ * The resolved params that differ between `before` and `after` (a key in either, its canonical
+ * value not the same), sorted; the first one `accepted` does not list is refused by the caller.
+ */
+export function changedParams(before: ParamObject, after: ParamObject): string[] {
+  const keys = [...new Set([...Object.keys(before), ...Object.keys(after)])].sort();
+  return keys.filter((k) => canonicalize(before[k] ?? null) !== canonicalize(after[k] ?? null));
+}
 
 export interface ResolvedParams {
   /** The params after the model resolved them (defaults filled in). */
@@ -107,6 +133,5 @@ export function resolveModelParams(model: ResolvableModel | undefined, raw: Para
  * only through the `strict` check (its own rules live in code the coordinator does not run).
  */
 export function checkModelParams(kind: 'agent' | 'environment', model: string, raw: ParamObject): void {
-  const rules = BUILTIN_PARAM_RULES[kind];
-  resolveModelParams(Object.hasOwn(rules, model) ? rules[model] : undefined, raw);
+  resolveModelParams(builtinParamRules(kind, model), raw);
 }

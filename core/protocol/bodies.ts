@@ -231,6 +231,12 @@ export interface StageRestoreParams {
   sourceScope: Scope;
   compatibilityDigest: Digest;
   payload: PayloadRef & { file?: { path: string; offset: U64 } };
+  /**
+   * Only in a fork that changes this participant's params (TypeScript workers; coordinator/checkpoint/
+   * fork-rebind.ts): the payload is verified under the params it holds, then restored with these
+   * params (as configured) if the model accepts the change; profileDigest is the one they must give.
+   */
+  rebind?: { params: JsonObject; profileDigest: Digest };
 }
 export interface StageRestoreResult {
   checkpointId: Id;

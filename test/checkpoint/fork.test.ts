@@ -1,10 +1,11 @@
 // `detsim fork <run-dir> --checkpoint ID` through the built CLI with real workers: a new run directory
 // from a committed checkpoint, its lineage in run.json, the parent untouched. A fork that changes
 // nothing is the same run as its parent (DIFF=0, the fork named by diff); one that runs on further is
-// the longer run; what a fork cannot change (params, seeds, the composition), an uncommitted,
+// the longer run; what a fork cannot change (seeds, the composition, a param the model does not
+// accept on restore; params it does accept: fork-params.test.ts), an uncommitted,
 // missing or corrupt checkpoint and an existing --out are each one line, and leave nothing behind.
 import { spawnSync } from 'node:child_process';
-import { cpSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { parseStrict } from '../../core/formats/canonical-json.js';
@@ -100,16 +101,22 @@ describe('detsim fork (CLI)', () => {
   it('what a fork cannot change is refused by name (struct_fork_override), before anything is written', () => {
     const before = readdirSync(runs).sort();
     const fork = (...args: string[]) => detsimCli(['fork', parent, '--checkpoint', 'ckpt-e1-200', ...args]);
-    const params = expectCliRefusal(
-      fork('--set', 'environment.params.food=3'),
-      'struct_fork_override',
-      '--set environment.params.food: a fork cannot change it: model params are bound into checkpoint ckpt-e1-200',
-    );
-    expect(params).toContain('profile and compatibility digests');
+    // A param the model does not accept on restore (forage takes a new `food` only): named, with what it takes.
     expectCliRefusal(
-      fork('--set', 'agents[0].params.explore=2'),
+      fork('--set', 'environment.params.width=30', '--out', join(work, 'refused')),
       'struct_fork_override',
-      '--set agents[0].params.explore',
+      '--set environment.params.width: a fork from checkpoint ckpt-e1-200 cannot change it: model forage-v1 does not accept a change of width when it restores a state (it accepts: food)',
+    );
+    expect(existsSync(join(work, 'refused'))).toBe(false);
+    expectCliRefusal(
+      fork('--set', 'agents[0].params.strict=false'),
+      'struct_fork_override',
+      "--set agents[0].params.strict: a fork from checkpoint ckpt-e1-200 cannot change it: it is the worker's strict mode",
+    );
+    expectCliRefusal(
+      fork('--set', 'agents.params.explore=2'),
+      'struct_fork_override',
+      '--set agents.params.explore: a fork cannot change it: a fork sets the params of one participant',
     );
     expectCliRefusal(
       fork('--set', 'masterSeed="7"'),

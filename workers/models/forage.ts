@@ -15,7 +15,9 @@
 //             (north = y-1, east = x+1, south = y+1, west = x-1);
 //             if hasFood[y*width + x]: hasFood = false; score += 1;
 //               reward {agentId, eventId: "eat-<k>-<agentId>", ruleId: "eat", value: 1}, event id likewise;
-//               place(that cell)   -- immediately, so later agents in the same step see the new food
+//               place(that cell) while fewer than `food` cells hold food -- immediately, so later
+//               agents in the same step see the new food (one place, as the count is always `food`
+//               but in a fork that changed it: see fork below)
 //   observe: per agent {x, y, foodDx, foodDy, score}: the food cell with the smallest torus Manhattan
 //           distance |dx| + |dy|, ties to the lowest cell index, where
 //           wrap(d, size) = ((d mod size) + size) mod size, minus size if that exceeds floor(size/2);
@@ -24,8 +26,11 @@
 //           rng: i32 state}; worldDigest = its SHA-256.
 //   capture: {agents: [{agentId, portId, score, x, y}] in port order, food: [cells ascending],
 //           height, rng: i32, width}
+//   fork:    `food` may change on restore (forkParams; TypeScript only): the restored world keeps
+//           its food cells (so the boundary's observations are the checkpoint's), and the new count
+//           is reached as food is eaten: more food placed per eaten cell, or none until it is down.
 import { Xorshift32, defineEnvironmentModel, rngSeed, type PortBinding } from '../sdk.js';
-import { forageParams } from '../../core/models/params.js';
+import { FORAGE_FORK_PARAMS, forageParams } from '../../core/models/params.js';
 import { MOVE_DX, MOVE_DY, isMove } from './moves.js';
 
 interface ForageAgent {
@@ -43,6 +48,8 @@ interface ForageState {
   hasFood: Uint8Array;
   /** Food cells, ascending. */
   food: number[];
+  /** How many cells hold food once eaten food is replaced: params.food. */
+  target: number;
   agents: ForageAgent[];
 }
 
@@ -90,6 +97,7 @@ function checkPorts(ports: PortBinding[]): void {
 export const forage = defineEnvironmentModel<ForageState>({
   modelVersion: 'forage-v1',
   resolveParams: forageParams,
+  forkParams: FORAGE_FORK_PARAMS,
   initialize(ctx) {
     const p = forageParams(ctx.params);
     checkPorts(ctx.ports);
@@ -105,6 +113,7 @@ export const forage = defineEnvironmentModel<ForageState>({
       rng,
       hasFood: new Uint8Array(p.width * p.height),
       food: [],
+      target: p.food,
       agents,
     };
     for (let f = 0; f < p.food; f++) place(s, -1);
@@ -133,7 +142,7 @@ export const forage = defineEnvironmentModel<ForageState>({
         const eventId = `eat-${ctx.step}-${a.agentId}`;
         rewards.push({ agentId: a.agentId, eventId, ruleId: 'eat', value: 1 });
         eventIds.push(eventId);
-        place(s, c);
+        while (s.food.length < s.target) place(s, c);
       }
     }
     return { rewards, eventIds };
@@ -185,7 +194,7 @@ export const forage = defineEnvironmentModel<ForageState>({
     });
     const rng = new Xorshift32(0);
     rng.state = d.rng | 0;
-    return { width: p.width, height: p.height, rng, hasFood, food, agents };
+    return { width: p.width, height: p.height, rng, hasFood, food, target: p.food, agents };
   },
 });
 export default forage;

@@ -14,8 +14,9 @@
 //            decision = {move}
 //   commit:  rewardTotal += value for each reward in the given order (f64 addition).
 //   capture: {rewardTotal: f64, rng: i32 state}   (msgpack, keys sorted)
+//   fork:    `explore` may change on restore (forkParams): the restored walker draws with the new one.
 import { Xorshift32, defineAgentModel, rngSeed } from '../sdk.js';
-import { walkerParams } from '../../core/models/params.js';
+import { WALKER_FORK_PARAMS, walkerParams } from '../../core/models/params.js';
 import { DIRECTIONS, foodOffset } from './moves.js';
 
 interface WalkerState {
@@ -28,6 +29,7 @@ export const walker = defineAgentModel<WalkerState>({
   modelVersion: 'walker-v1',
   plasticityVersion: 'none-v1',
   resolveParams: walkerParams,
+  forkParams: WALKER_FORK_PARAMS,
   initialize(ctx) {
     return { rng: new Xorshift32(rngSeed(ctx.seed)), explore: walkerParams(ctx.params).explore, rewardTotal: 0 };
   },

@@ -4,7 +4,7 @@
 // nor the request checks it shares (checks.rs).
 use crate::capture_file::captured_payload;
 use crate::checks::{
-    AgentCompatibility, agent_compatibility_digest, check_epoch, check_step, digest_of, first_mismatch, member,
+    AgentCompatibility, Rebind, agent_compatibility_digest, check_epoch, check_step, digest_of, first_mismatch, member,
     profile_digest, read_agent_id, read_stage_params, restore_token, session_scope, staged_payload,
 };
 use crate::models::{Brain, ModelKind};
@@ -773,6 +773,11 @@ impl AgentHost {
                 ),
             ));
         }
+        // A fork's new params: verified above under the payload's own, the state is restored with these.
+        let identity = match &staged.rebind {
+            Some(r) => rebound(identity, r)?,
+            None => identity,
+        };
         let timeline = timeline_from(&payload, &identity, &scope)?;
         let token = restore_token(&checkpoint_id, &scope, &staged.payload_digest, ctx.incarnation_id);
         self.staged.insert(
@@ -860,6 +865,56 @@ impl AgentHost {
             ("observation", Value::Null),
         ])))
     }
+}
+
+/// A fork's new params (workers/fork-rebind.ts): the identity they give, once the model accepts the
+/// change (every changed resolved param in its fork_params) and it is the profile the fork recorded.
+fn rebound(identity: Identity, rebind: &Rebind) -> Outcome<Identity> {
+    let agent_id = &identity.agent_id;
+    let mut next = identity_for(
+        agent_id,
+        &identity.model_spec,
+        &rebind.params,
+        identity.seed,
+        identity.step_duration,
+        "params.rebind",
+    )?;
+    next.strict = identity.strict;
+    let accepted = next.kind.fork_params();
+    let (before, after) = (
+        identity.params.as_object().unwrap_or(&[]),
+        next.params.as_object().unwrap_or(&[]),
+    );
+    let mut keys: Vec<&String> = before.iter().chain(after.iter()).map(|(k, _)| k).collect();
+    keys.sort();
+    keys.dedup();
+    let changed = keys
+        .into_iter()
+        .find(|k| member(before, k) != member(after, k) && !accepted.contains(&k.as_str()));
+    if let Some(k) = changed {
+        let list = if accepted.is_empty() {
+            "none".to_string()
+        } else {
+            accepted.join(", ")
+        };
+        return Err(Refusal::new(
+            ErrorCode::IncompatibleState,
+            format!(
+                "agent {agent_id}: params.{k}: model {} does not accept a change on restore (it accepts: {list})",
+                next.kind.model_version()
+            ),
+        ));
+    }
+    if next.profile_digest != rebind.profile_digest {
+        return Err(Refusal::new(
+            ErrorCode::IncompatibleState,
+            format!(
+                "agent {agent_id}: params.rebind.profileDigest {} differs from the recomputed {}",
+                rebind.profile_digest, next.profile_digest
+            ),
+        ));
+    }
+    Ok(next)
 }
 
 /// Resolve the model and everything the profile and compatibility digests cover.

@@ -179,6 +179,26 @@ pub struct StageParams {
     pub payload_length: u64,
     /// Capability store-files-v1: read the payload from this range of a local file, not an attachment.
     pub file: Option<PayloadFile>,
+    /// A fork's new params for this agent (workers/fork-rebind.ts), or None.
+    pub rebind: Option<Rebind>,
+}
+
+/// State.StageRestore params.rebind: the agent's new params (as configured) and its expected new profile digest.
+#[derive(Debug, Clone)]
+pub struct Rebind {
+    pub params: Vec<(String, Value)>,
+    pub profile_digest: String,
+}
+
+/// params.rebind, or None when the request has none (every restore but a fork's that changes params).
+fn read_rebind(value: Option<&Value>) -> Outcome<Option<Rebind>> {
+    let Some(value) = value else { return Ok(None) };
+    let r = read_object(Some(value), "params.rebind")?;
+    refuse_unknown_fields(r, &["params", "profileDigest"], "params.rebind")?;
+    Ok(Some(Rebind {
+        params: read_object(member(r, "params"), "params.rebind.params")?.to_vec(),
+        profile_digest: read_digest(member(r, "profileDigest"), "params.rebind.profileDigest")?.to_string(),
+    }))
 }
 
 /// Read State.StageRestore params (INVALID_ARGUMENT on a malformed field) and check them against
@@ -190,6 +210,7 @@ pub fn read_stage_params(params: &[(String, Value)], scope: &Scope) -> Outcome<S
         "sourceScope",
         "compatibilityDigest",
         "payload",
+        "rebind",
     ];
     refuse_unknown_fields(params, &allowed, "params")?;
     let checkpoint_id = read_id(member(params, "checkpointId"), "params.checkpointId")?.to_string();
@@ -202,6 +223,7 @@ pub fn read_stage_params(params: &[(String, Value)], scope: &Scope) -> Outcome<S
     let payload_digest = read_digest(member(p, "digest"), "params.payload.digest")?.to_string();
     let payload_length = read_u64(member(p, "byteLength"), "params.payload.byteLength")?;
     let file = member(p, "file").map(read_payload_file).transpose()?;
+    let rebind = read_rebind(member(params, "rebind"))?;
     if source_scope.session_id != scope.session_id {
         return Err(Refusal::new(
             ErrorCode::IdentityMismatch,
@@ -228,6 +250,7 @@ pub fn read_stage_params(params: &[(String, Value)], scope: &Scope) -> Outcome<S
         payload_digest,
         payload_length,
         file,
+        rebind,
     })
 }
 

@@ -53,6 +53,15 @@ impl ModelKind {
         RationalNs::of(1_000_000, 1, "tickDuration").expect("1 ms is a valid duration")
     }
 
+    /// The resolved params a fork may change on restore (workers/models/*.ts forkParams): walker's
+    /// `explore` (read at every step), none of lif's.
+    pub fn fork_params(self) -> &'static [&'static str] {
+        match self {
+            ModelKind::Walker => &["explore"],
+            ModelKind::Lif => &[],
+        }
+    }
+
     /// Validate params and fill defaults (the value the profile digest covers); the message is the model's.
     pub fn resolve_params(self, params: &Value) -> Result<Value, String> {
         Ok(match self {

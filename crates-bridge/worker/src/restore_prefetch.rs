@@ -197,6 +197,7 @@ mod tests {
                 path: path.into(),
                 offset,
             }),
+            rebind: None,
         }
     }
 

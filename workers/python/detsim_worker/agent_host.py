@@ -24,6 +24,7 @@ from .checks import (
     restore_token,
     staged_payload,
 )
+from .fork_rebind import Rebind, check_rebind
 from .model_call import call_model, invalid, load_model
 from .op_cache import StepCache, StepEntry, op_key
 from .prepare_guard import PrepareStateGuard
@@ -574,10 +575,21 @@ class AgentHost:
                 f'agent {agent_id}: compatibilityDigest {staged.compatibility_digest} differs from the recomputed '
                 f'{ident.compatibility_digest} (seed {ident.seed})',
             )
+        # A fork's new params: verified above under the payload's own, the state is restored with these.
+        if staged.rebind is not None:
+            ident = self._rebound(ident, staged.rebind)
         slot = self._timeline_from(payload, ident, scope)
         token = restore_token(staged.checkpoint_id, scope, staged.digest, self.ctx.incarnation_id)
         self.staged[agent_id] = StagedRestore(token, staged.checkpoint_id, scope, slot)
         return {'result': {'checkpointId': staged.checkpoint_id, 'agentId': agent_id, 'restoreToken': token}}
+
+    def _rebound(self, ident: AgentIdentity, rebind: Rebind) -> AgentIdentity:
+        """A fork's new params (fork_rebind.py): the identity they give, once the model accepts the change."""
+        nxt = self._identity_for(
+            ident.agent_id, ident.model_spec, rebind.params, ident.seed, ident.step_duration, 'params.rebind'
+        )
+        check_rebind(f'agent {ident.agent_id}', ident, nxt, rebind)
+        return replace(nxt, strict=ident.strict)
 
     def _read_payload(self, data: bytes, agent_id: str, checkpoint_id: str, source_scope: dict) -> dict:
         payload, expect = read_payload_header(data, f'agent {agent_id}', 'agent', checkpoint_id, source_scope, agent_id)

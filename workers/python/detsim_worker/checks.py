@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .canonical_json import canonical_digest, js_stringify
+from .fork_rebind import Rebind, read_rebind
 from .payload_file import read_store_range
 from .protocol import ProtocolRefusal, Request
 from .restore_prefetch import PrefetchedPayloads
@@ -121,11 +122,12 @@ class StageParams:
     digest: str
     byte_length: str
     file: tuple[str, int] | None
+    rebind: Rebind | None = None  # a fork's new params (fork_rebind.py)
 
 
 def read_stage_params(params: dict, scope: dict, host: str) -> StageParams:
     refuse_unknown_fields(
-        params, ['checkpointId', 'agentId', 'sourceScope', 'compatibilityDigest', 'payload'], 'params'
+        params, ['checkpointId', 'agentId', 'sourceScope', 'compatibilityDigest', 'payload', 'rebind'], 'params'
     )
     checkpoint_id = read_id(params.get('checkpointId', MISSING), 'params.checkpointId')
     agent_raw = params.get('agentId', MISSING)
@@ -152,7 +154,8 @@ def read_stage_params(params: dict, scope: dict, host: str) -> StageParams:
         raise ProtocolRefusal(
             'INVALID_ARGUMENT', f'scope.step {scope["step"]} must equal params.sourceScope.step {source_scope["step"]}'
         )
-    return StageParams(checkpoint_id, agent_id, source_scope, compat, digest, byte_length, file)
+    rebind = read_rebind(params.get('rebind', MISSING))
+    return StageParams(checkpoint_id, agent_id, source_scope, compat, digest, byte_length, file, rebind)
 
 
 def _read_payload_file(value: Any) -> tuple[str, int]:

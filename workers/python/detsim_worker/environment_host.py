@@ -23,6 +23,7 @@ from .checks import (
     restore_token,
     staged_payload,
 )
+from .fork_rebind import Rebind, check_rebind
 from .model_call import call_model, invalid, load_model
 from .op_cache import StepCache, StepEntry, op_key
 from .protocol import ProtocolRefusal, Request
@@ -423,6 +424,9 @@ class EnvironmentHost:
                 f'environment: compatibilityDigest {staged.compatibility_digest} differs from the recomputed '
                 f'{ident.compatibility_digest} (seed {ident.seed})',
             )
+        # A fork's new params: verified above under the payload's own, the state is restored with these.
+        if staged.rebind is not None:
+            ident = self._rebound(ident, staged.rebind)
         state = call_model(
             ident.strict,
             f'environment {ident.environment_id}',
@@ -435,6 +439,20 @@ class EnvironmentHost:
             token, staged.checkpoint_id, scope, EnvSlot(ident, state, scope['epoch'], int(scope['step']))
         )
         return {'result': {'checkpointId': staged.checkpoint_id, 'agentId': None, 'restoreToken': token}}
+
+    def _rebound(self, ident: EnvIdentity, rebind: Rebind) -> EnvIdentity:
+        """A fork's new params (fork_rebind.py): the identity they give, once the model accepts the change."""
+        nxt = self._identity_for(
+            ident.environment_id,
+            ident.model_spec,
+            rebind.params,
+            ident.seed,
+            ident.step_duration,
+            ident.ports,
+            'params.rebind',
+        )
+        check_rebind('environment', ident, nxt, rebind)
+        return replace(nxt, strict=ident.strict)
 
     def _read_payload(self, data: bytes, checkpoint_id: str, source_scope: dict) -> dict:
         payload, expect = read_payload_header(data, 'environment', 'environment', checkpoint_id, source_scope)

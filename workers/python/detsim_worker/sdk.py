@@ -148,6 +148,9 @@ class AgentModel:
     tick_duration = ONE_MS
     # The params this model reads; any other is refused, naming it (a model that declares none takes none).
     accepted_params: tuple = ()
+    # The (resolved) params a fork may change when it restores this model's state: restore() then gets the
+    # new ones in ctx.params. A param not listed (none by default) refuses the fork, naming it (workers/sdk.ts).
+    fork_params: tuple = ()
 
     def resolve_params(self, params: dict) -> dict:
         """Check params and fill defaults; the result is what the profile digest covers. The default
@@ -180,6 +183,8 @@ class EnvironmentModel:
     model_version = 'unversioned'
     # The params this model reads; any other is refused, naming it (a model that declares none takes none).
     accepted_params: tuple = ()
+    # As for agents; the restored environment must observe the boundary as the checkpoint recorded it.
+    fork_params: tuple = ()
 
     def resolve_params(self, params: dict) -> dict:
         """As AgentModel.resolve_params: refuses any param not in accepted_params."""

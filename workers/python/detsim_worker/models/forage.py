@@ -12,14 +12,15 @@ from .moves import MOVE_DX, MOVE_DY, MOVES
 
 
 class ForageState:
-    __slots__ = ('width', 'height', 'rng', 'has_food', 'food', 'agents')
+    __slots__ = ('width', 'height', 'rng', 'has_food', 'food', 'agents', 'target')
 
-    def __init__(self, width, height, rng, has_food, food, agents):
+    def __init__(self, width, height, rng, has_food, food, agents, target):
         self.width = width
         self.height = height
         self.rng = rng
         self.has_food = has_food  # bytearray, one per cell
         self.food = food  # food cells, ascending
+        self.target = target  # how many cells hold food once eaten food is replaced: params.food
         self.agents = agents  # [{agentId, portId, x, y, score}] in port order
 
 
@@ -50,6 +51,7 @@ def observe_agent(s: ForageState, a: dict) -> dict:
 
 class Forage(EnvironmentModel):
     model_version = 'forage-v1'
+    fork_params = ('food',)  # the count food is topped up (or run down) to as it is eaten (forage.ts)
 
     def resolve_params(self, params):
         return forage_params(params)
@@ -64,7 +66,7 @@ class Forage(EnvironmentModel):
             x = rng.next_uint() % p['width']
             y = rng.next_uint() % p['height']
             agents.append({'agentId': port['agentId'], 'portId': port['portId'], 'x': x, 'y': y, 'score': 0})
-        s = ForageState(p['width'], p['height'], rng, bytearray(p['width'] * p['height']), [], agents)
+        s = ForageState(p['width'], p['height'], rng, bytearray(p['width'] * p['height']), [], agents, p['food'])
         for _ in range(p['food']):
             place(s, -1)
         return s
@@ -92,7 +94,8 @@ class Forage(EnvironmentModel):
                 event_id = f'eat-{ctx.step}-{a["agentId"]}'
                 rewards.append({'agentId': a['agentId'], 'eventId': event_id, 'ruleId': 'eat', 'value': 1})
                 event_ids.append(event_id)
-                place(s, c)
+                while len(s.food) < s.target:  # once, but in a fork that changed food (forage.ts)
+                    place(s, c)
         return {'rewards': rewards, 'eventIds': event_ids}
 
     def observe(self, s):
@@ -150,7 +153,7 @@ class Forage(EnvironmentModel):
                 raise ValueError(f'forage payload: food cell {c} is outside the world')
             has_food[int(c)] = 1
             food.append(int(c))
-        return ForageState(p['width'], p['height'], Xorshift32(int(data['rng'])), has_food, food, agents)
+        return ForageState(p['width'], p['height'], Xorshift32(int(data['rng'])), has_food, food, agents, p['food'])
 
 
 forage = Forage()

@@ -20,6 +20,7 @@ class WalkerState:
 class Walker(AgentModel):
     model_version = 'walker-v1'
     plasticity_version = 'none-v1'
+    fork_params = ('explore',)  # read at every step: a fork may change it (workers/models/walker.ts)
 
     def resolve_params(self, params):
         return walker_params(params)

@@ -1,0 +1,221 @@
+// `detsim fork --set …params…` through the built CLI with real workers and files: a fork that changes
+// an environment or agent param its model accepts on restore runs from the checkpoint under the new
+// params (the checkpoint verified under the parent's), records its lineage with the params the
+// checkpoint holds, and `detsim diff` names the first step that differs, at the boundary or later;
+// the same fork twice, or through thread workers and an inline environment, is one run; resuming a
+// fork from its base checkpoint restores with its params again; Python workers rebind as TypeScript
+// ones do (Rust agent workers: test/cross-lang/fork-params.test.ts); a model module is refused naming
+// it. Refusals of params the model does not accept, seeds and the composition: fork.test.ts.
+import { spawnSync } from 'node:child_process';
+import { cpSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { canonicalDigest, parseStrict } from '../../core/formats/canonical-json.js';
+import { CLI_MAIN, detsimCli } from '../cli-refusal.js';
+import { REPO_ROOT } from '../workers/harness.js';
+import { readRun, tmpOut } from '../coordinator/helpers.js';
+import { ensurePythonWorker, pythonWorkerSkip } from '../cross-lang/python-worker.js';
+import { rebindForFork } from '../../coordinator/checkpoint/fork-rebind.js';
+import { recordedPlanWith } from '../../coordinator/checkpoint/run-record.js';
+import { readRunJson } from '../../coordinator/session/run-json.js';
+
+const EXAMPLE = 'examples/forage-walkers.yaml';
+
+let work: string;
+let parent: string;
+let food: string;
+
+/** The parent: 300 steps, a checkpoint every 100; the fork with food=48 from ckpt-e1-200. */
+beforeAll(() => {
+  work = tmpOut('detsim-fork-params-');
+  const r = detsimCli(
+    ['run', EXAMPLE, '--steps', '300', '--checkpoint-every', '100', '--out', join(work, 'runs')],
+    110_000,
+  );
+  expect(r.status, r.stderr).toBe(0);
+  parent = join(work, 'runs', 'forage-walkers-1');
+  food = join(work, 'food');
+  const f = fork(['--set', 'environment.params.food=48', '--out', food]);
+  expect(f.status, f.stderr).toBe(0);
+}, 120_000);
+
+const fork = (args: string[], from = parent) =>
+  detsimCli(['fork', from, '--checkpoint', 'ckpt-e1-200', ...args], 110_000);
+const runJson = (dir: string) => readRun(dir).run as Record<string, Record<string, unknown>>;
+const storeDigest = (dir: string, id: string) =>
+  (
+    parseStrict(readFileSync(join(dir, 'store', 'manifest.json'))) as {
+      generations: { checkpointId: string; envelopeDigest: string }[];
+    }
+  ).generations.find((g) => g.checkpointId === id)!.envelopeDigest;
+
+describe('detsim fork --set params (CLI)', () => {
+  it('an environment param: the fork runs under it from boundary 200, records its lineage, and diff names step 200', () => {
+    const run = runJson(food);
+    const was = runJson(parent).environment!;
+    expect(run.fork).toEqual({
+      parent: 'forage-walkers-1',
+      checkpoint: { id: 'ckpt-e1-200', envelopeDigest: storeDigest(parent, 'ckpt-e1-200'), boundary: '200' },
+      overrides: [{ path: 'environment.params.food', value: 48 }],
+      atCheckpoint: { environment: { params: { food: 24, height: 24, width: 24 }, profileDigest: was.profileDigest } },
+    });
+    const params = { food: 48, height: 24, width: 24 };
+    expect(run.environment!.params).toEqual(params);
+    expect(run.environment!.profileDigest).toBe(
+      canonicalDigest({ model: 'forage', modelVersion: 'forage-v1', params }),
+    );
+    expect(readRun(food).summary).toMatchObject({ status: 'completed', stepsDone: 300 });
+    // The profile digest the fork recorded is the one workers give a run of that config from the start.
+    const whole = detsimCli([
+      'run',
+      EXAMPLE,
+      '--steps',
+      '5',
+      '--set',
+      'environment.params.food=48',
+      '--out',
+      join(work, 'w'),
+    ]);
+    expect(whole.status, whole.stderr).toBe(0);
+    expect(runJson(join(work, 'w', 'forage-walkers-1')).environment!.profileDigest).toBe(
+      run.environment!.profileDigest,
+    );
+    // Step k of the trace goes from boundary k to k + 1: the fork's first step is 200, and the food
+    // it places as soon as food is eaten there changes the observations after it.
+    const diff = detsimCli(['diff', parent, food]);
+    expect(diff.status, diff.stdout).toBe(1);
+    expect(diff.stdout).toContain(`first divergence at step 200: steps[200].behaviour.observationDigest: ${parent} "`);
+    expect(diff.stdout).toContain(
+      `fork: ${food} is a fork of ${parent} at checkpoint ckpt-e1-200 (boundary 200; steps from 200 on are its own; its params differ by environment.params.food=48)`,
+    );
+  }, 120_000);
+
+  it('the same fork again, through thread workers and an inline environment, is the same run (DIFF=0)', () => {
+    const again = join(work, 'again');
+    const r = fork(['--set', 'environment.params.food=48', '--out', again, '--transport', 'thread']);
+    expect(r.status, r.stderr).toBe(0);
+    const inline = join(work, 'inline');
+    const i = fork(['--set', 'environment.params.food=48', '--out', inline, '--environment-transport', 'inline']);
+    expect(i.status, i.stderr).toBe(0);
+    for (const dir of [again, inline]) {
+      const same = detsimCli(['diff', food, dir]);
+      expect(same.status, same.stdout).toBe(0);
+      expect(same.stdout).toMatch(/^DIFF=0: the same run/);
+    }
+  }, 240_000);
+
+  it("an agent param: the agent's first decision after the boundary is named", () => {
+    const explore = join(work, 'explore');
+    const r = fork(['--set', 'agents[2].params.explore=2', '--out', explore]);
+    expect(r.status, r.stderr).toBe(0);
+    expect(runJson(explore).fork!.atCheckpoint).toEqual({
+      agents: {
+        'walker-02': {
+          params: {},
+          profileDigest: (runJson(parent).agents as unknown as { profileDigest: string }[])[2]!.profileDigest,
+        },
+      },
+    });
+    const diff = detsimCli(['diff', parent, explore]);
+    expect(diff.status, diff.stdout).toBe(1);
+    expect(diff.stdout).toContain(
+      'first divergence at step 200 (agent walker-02): steps[200].behaviour.agents[agentId=walker-02].decision.move: ',
+    );
+  }, 120_000);
+
+  it('resuming the fork from its base checkpoint restores it with its params again: the same run', () => {
+    const copy = join(work, 'resumed');
+    cpSync(food, copy, { recursive: true });
+    const r = detsimCli(['resume', copy, '--checkpoint', 'ckpt-e1-200'], 110_000);
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout).toContain('restored         ckpt-e1-200 at boundary 200');
+    const same = detsimCli(['diff', food, copy]);
+    expect(same.status, same.stdout).toBe(0);
+    // From its own checkpoint (captured under the new params) it resumes as any run does.
+    const own = join(work, 'own');
+    cpSync(food, own, { recursive: true });
+    const o = detsimCli(['resume', own, '--checkpoint', 'ckpt-e2-300', '--steps', '320'], 110_000);
+    expect(o.status, o.stderr).toBe(0);
+  }, 240_000);
+
+  it('a model module, or an environment on another runtime, is refused naming it; a Rust agent worker rebinds (before anything is written)', () => {
+    const raw = parseStrict(readFileSync(join(parent, 'run.json'))) as Record<string, unknown>;
+    const edited = (f: (r: Record<string, any>) => void) => {
+      const r = JSON.parse(JSON.stringify(raw)) as Record<string, any>;
+      f(r);
+      return r as never;
+    };
+    const rebind = (rec: never, path: string, value: number) => {
+      const overrides = [{ path, value }];
+      return rebindForFork(readRunJson(rec), rec, recordedPlanWith(parent, overrides), 'ckpt-e1-200', overrides);
+    };
+    const module = edited((r) => (r.agents[1].model = 'module:my-walker.js@sha256:' + '0'.repeat(64)));
+    expect(() => rebind(module, 'agents[1].params.explore', 3)).toThrow(
+      '--set agents[1].params.explore: a fork cannot change it: agent walker-01 runs model module:my-walker.js@sha256:',
+    );
+    const envOnRust = edited((r) => (r.workers[0].runtime = 'detsim-rs/0.1.0'));
+    expect(() => rebind(envOnRust, 'environment.params.food', 30)).toThrow(
+      '--set environment.params.food: a fork cannot change it: the environment runs on the Rust worker (detsim-rs/0.1.0); only TypeScript and Python workers (and Rust agent workers) restore a checkpoint with new params',
+    );
+    const rs = edited((r) => (r.workers[1].runtime = 'detsim-rs/0.1.0 rustc/1.95.0'));
+    expect(rebind(rs, 'agents[1].params.explore', 3).atCheckpoint).toEqual({
+      agents: { 'walker-01': expect.objectContaining({ params: {} }) },
+    });
+  });
+});
+
+/** The CLI with the Python worker run from this checkout's source (the venv may hold an installed copy of another). */
+const detsimPy = (args: string[]) =>
+  spawnSync(process.execPath, [CLI_MAIN, ...args], {
+    encoding: 'utf8',
+    timeout: 110_000,
+    env: { ...process.env, PYTHONPATH: join(REPO_ROOT, 'workers/python') },
+  });
+
+/** Two agents and a forage world, the world and walker-1 on `runtime` (walker-0 on TypeScript). */
+function mixedConfig(runtime: 'python' | 'typescript'): string {
+  const config = join(work, `mixed-${runtime}.yaml`);
+  writeFileSync(
+    config,
+    [
+      'sessionId: fork-py',
+      'masterSeed: "7"',
+      'steps: 40',
+      'stepHz: 60',
+      `environment: { id: forage, model: forage, params: { width: 12, height: 12, food: 8 }, runtime: ${runtime} }`,
+      'agents: [{ id: walker-0, model: walker }, { id: walker-1, model: walker }]',
+      `workers: { agentsPerWorker: 1, runtime: [typescript, ${runtime}] }`,
+      '',
+    ].join('\n'),
+  );
+  return config;
+}
+
+describe.skipIf(pythonWorkerSkip !== null)('detsim fork --set params with Python workers (CLI)', () => {
+  it('the environment and an agent on Python workers fork with new params: the same run as on TypeScript', () => {
+    ensurePythonWorker();
+    const forks = (['python', 'typescript'] as const).map((runtime) => {
+      const r = detsimPy(['run', mixedConfig(runtime), '--checkpoint-every', '20', '--out', join(work, runtime)]);
+      expect(r.status, r.stderr).toBe(0);
+      const out = join(work, `${runtime}-fork`);
+      const set = ['--set', 'environment.params.food=12', '--set', 'agents[1].params.explore=2'];
+      const f = detsimPy([
+        'fork',
+        join(work, runtime, 'fork-py-1'),
+        '--checkpoint',
+        'ckpt-e1-20',
+        ...set,
+        '--out',
+        out,
+      ]);
+      expect(f.status, f.stderr).toBe(0);
+      return out;
+    });
+    const runtimes = (runJson(forks[0]!).workers as unknown as { runtime: string }[]).map(
+      (w) => w.runtime.split('/')[0],
+    );
+    expect(runtimes).toEqual(['detsim-py', 'detsim-ts', 'detsim-py']);
+    const same = detsimPy(['diff', forks[0]!, forks[1]!]);
+    expect(same.status, same.stdout).toBe(0);
+  }, 240_000);
+});
