@@ -9,18 +9,16 @@
 // run.json params and profile digests, its own captures, receipts and ReproHash).
 // Supported: built-in models (their rules are core/models/params.ts) on TypeScript and Python workers
 // and Rust agent workers (each reads `rebind`: workers/python/detsim_worker/fork_rebind.py,
-// crates-bridge/worker agent_host.rs); a model module, or an environment on another runtime, is
-// refused naming the participant (struct_fork_params_unsupported).
+// crates-bridge/worker agent_host.rs), and TypeScript model modules (their own resolveParams /
+// acceptedParams and forkParams, asked in a child process: launch/module-probe.ts); a Python model,
+// or an environment on another runtime, is refused naming the participant (struct_fork_params_unsupported).
 // NOT the rest of a fork (fork.ts) nor the restore flow (restore.ts).
 import { canonicalDigest, canonicalize, type JsonValue } from '../../core/formats/canonical-json.js';
 import { DetsimError } from '../../core/formats/errors.js';
 import type { Digest, Id } from '../../core/formats/scalars.js';
-import {
-  builtinParamRules,
-  changedParams,
-  resolveModelParams,
-  type ResolvableModel,
-} from '../../core/models/params.js';
+import { builtinParamRules, changedParams, resolveModelParams, type ResolvedParams } from '../../core/models/params.js';
+import { defaultWorkerCommand } from '../launch/launcher.js';
+import { moduleForkParams } from '../launch/module-probe.js';
 import type { JsonObject } from '../../core/protocol/index.js';
 import type { RunPlan } from '../config.js';
 import type { Override } from '../overrides.js';
@@ -67,6 +65,8 @@ interface Changed {
   runtime: string;
   before: ParamsAt;
   after: Record<string, unknown>;
+  /** The plan's model: a built-in's name, a module's absolute path, or `python:…`. */
+  planModel: string;
 }
 
 /** The participants whose params the plan changes, in reference order (the environment, then port order). */
@@ -83,6 +83,7 @@ function changedParticipants(rec: RunJson, plan: RunPlan): Changed[] {
       runtime: runtimeOf(e.workerId),
       before: { params: e.params, profileDigest: e.profileDigest },
       after: plan.environment.params,
+      planModel: plan.environment.model,
     },
     ...rec.agents.map((a, i) => ({
       field: `agents[${i}]`,
@@ -93,6 +94,7 @@ function changedParticipants(rec: RunJson, plan: RunPlan): Changed[] {
       runtime: runtimeOf(a.workerId),
       before: { params: a.params, profileDigest: a.profileDigest },
       after: plan.agents[i]!.params,
+      planModel: plan.agents[i]!.model,
     })),
   ];
   return all.filter((c) => canonicalize(c.before.params) !== canonicalize(c.after));
@@ -119,43 +121,77 @@ function runtimeName(runtime: string): string {
   return runtime;
 }
 
-/** The participant's param rules, once its runtime and model can rebind params; else refused, naming `path`. */
-function rebindableRules(c: Changed, path: string): ResolvableModel {
-  const who = c.kind === 'environment' ? 'the environment' : `agent ${c.agentId}`;
-  if (!rebindsParams(c))
-    unsupported(
-      path,
-      `${who} runs on ${runtimeName(c.runtime)}; only TypeScript and Python workers (and Rust agent workers) restore a checkpoint with new params`,
-    );
+/** A participant's params resolved by its model's own rules, before and after, and what it lets a fork change. */
+interface Resolved {
+  before: ResolvedParams;
+  after: ResolvedParams;
+  forkParams: readonly string[];
+}
+
+const pathOf = (c: Changed, overrides: readonly Override[]) =>
+  overrides.find((o) => o.path.startsWith(`${c.field}.params`))?.path ?? `${c.field}.params`;
+const whoOf = (c: Changed) => (c.kind === 'environment' ? 'the environment' : `agent ${c.agentId}`);
+
+/** A built-in model's params resolved by its rules (core/models/params.ts); a model without rules refused, naming `path`. */
+function resolvedBuiltin(c: Changed, path: string): Resolved {
   const rules = builtinParamRules(c.kind, c.model);
   if (!rules)
-    unsupported(path, `${who} runs model ${c.model}, not a built-in one (a fork rebinds params of walker and forage)`);
-  return rules;
+    unsupported(
+      path,
+      `${whoOf(c)} runs model ${c.model}, neither a built-in model nor a TypeScript module (a fork rebinds the params of those)`,
+    );
+  return {
+    before: resolveModelParams(rules, c.before.params),
+    after: resolveModelParams(rules, c.after),
+    forkParams: rules.forkParams ?? [],
+  };
 }
 
 /**
- * The new profile digest of one changed participant, once its runtime, model and every changed
- * (resolved) param are ones a fork can rebind: refused before anything is written, naming the field.
+ * Every changed participant's params as its model resolves them: a built-in's by its rules here, a
+ * module's by the module itself in the plan-time check's child process (never imported here). A
+ * runtime that cannot restore with new params, or a module that refuses them, is refused by name.
  */
-function reboundProfile(c: Changed, checkpointId: Id, overrides: readonly Override[]): Digest {
-  const path = overrides.find((o) => o.path.startsWith(`${c.field}.params`))?.path ?? `${c.field}.params`;
-  const rules = rebindableRules(c, path);
-  const before = resolveModelParams(rules, c.before.params);
-  const after = resolveModelParams(rules, c.after);
+function resolveChanged(changed: readonly Changed[], checkpointId: Id, overrides: readonly Override[]): Resolved[] {
+  for (const c of changed)
+    if (!rebindsParams(c))
+      unsupported(
+        pathOf(c, overrides),
+        `${whoOf(c)} runs on ${runtimeName(c.runtime)}; only TypeScript and Python workers (and Rust agent workers) restore a checkpoint with new params`,
+      );
+  const modules = changed.filter((c) => c.planModel.startsWith('/'));
+  const fromModules = moduleForkParams(
+    modules.map((c) => ({ kind: c.kind, path: c.planModel, field: c.field, before: c.before.params, after: c.after })),
+    defaultWorkerCommand(),
+  );
+  return changed.map((c) => {
+    if (!c.planModel.startsWith('/')) return resolvedBuiltin(c, pathOf(c, overrides));
+    const m = fromModules.find((x) => x.field === c.field)!;
+    if ('refused' in m)
+      refuse(`${c.field}.params.${m.refused.param.replace(/^params\./, '')}`, checkpointId, m.refused.message);
+    return { before: m.before as ResolvedParams, after: m.after as ResolvedParams, forkParams: m.forkParams };
+  });
+}
+
+/**
+ * The new profile digest of one changed participant, once every changed (resolved) param is one
+ * its model lets a fork change: refused before anything is written, naming the field.
+ */
+function reboundProfile(c: Changed, r: Resolved, checkpointId: Id, overrides: readonly Override[]): Digest {
+  const path = pathOf(c, overrides);
   const profile = (params: unknown) => canonicalDigest({ model: c.model, modelVersion: c.modelVersion, params });
-  if (profile(before.params) !== c.before.profileDigest)
+  if (profile(r.before.params) !== c.before.profileDigest)
     unsupported(path, `the recorded profile digest is not the one model ${c.model} gives its recorded params`);
-  if (before.strict !== after.strict)
+  if (r.before.strict !== r.after.strict)
     refuse(`${c.field}.params.strict`, checkpointId, "it is the worker's strict mode, not a model param");
-  const accepted = rules.forkParams ?? [];
-  for (const k of changedParams(before.params, after.params))
-    if (!accepted.includes(k))
+  for (const k of changedParams(r.before.params, r.after.params))
+    if (!r.forkParams.includes(k))
       refuse(
         `${c.field}.params.${k}`,
         checkpointId,
-        `model ${c.modelVersion} does not accept a change of ${k} when it restores a state (it accepts: ${accepted.join(', ') || 'none'})`,
+        `model ${c.modelVersion} does not accept a change of ${k} when it restores a state (it accepts: ${r.forkParams.join(', ') || 'none'})`,
       );
-  return profile(after.params);
+  return profile(r.after.params);
 }
 
 function refuse(path: string, checkpointId: Id, why: string): never {
@@ -182,8 +218,9 @@ export function rebindForFork(
   const at: AtCheckpoint = {};
   const environment = { ...(raw.environment as Record<string, JsonValue>) };
   const agents = (raw.agents as Record<string, JsonValue>[]).map((a) => ({ ...a }));
-  for (const c of changed) {
-    const profileDigest = reboundProfile(c, checkpointId, overrides);
+  const resolved = resolveChanged(changed, checkpointId, overrides);
+  for (const [i, c] of changed.entries()) {
+    const profileDigest = reboundProfile(c, resolved[i]!, checkpointId, overrides);
     const row = c.kind === 'environment' ? environment : agents[Number(/[0-9]+/.exec(c.field)![0])]!;
     row.params = c.after as JsonValue;
     row.profileDigest = profileDigest;

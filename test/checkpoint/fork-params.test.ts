@@ -4,8 +4,10 @@
 // checkpoint holds, and `detsim diff` names the first step that differs, at the boundary or later;
 // the same fork twice, or through thread workers and an inline environment, is one run; resuming a
 // fork from its base checkpoint restores with its params again; Python workers rebind as TypeScript
-// ones do (Rust agent workers: test/cross-lang/fork-params.test.ts); a model module is refused naming
-// it. Refusals of params the model does not accept, seeds and the composition: fork.test.ts.
+// ones do (Rust agent workers: test/cross-lang/fork-params.test.ts); a researcher's own TypeScript
+// model module outside the checkout forks with the params its `forkParams` lists, and one it does not
+// list or does not take is refused naming it; a Python model is refused naming it. Refusals of params
+// the built-in models do not accept, seeds and the composition: fork.test.ts.
 import { spawnSync } from 'node:child_process';
 import { cpSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -138,7 +140,7 @@ describe('detsim fork --set params (CLI)', () => {
     expect(o.status, o.stderr).toBe(0);
   }, 240_000);
 
-  it('a model module, or an environment on another runtime, is refused naming it; a Rust agent worker rebinds (before anything is written)', () => {
+  it('a Python model, or an environment on another runtime, is refused naming it; a Rust agent worker rebinds (before anything is written)', () => {
     const raw = parseStrict(readFileSync(join(parent, 'run.json'))) as Record<string, unknown>;
     const edited = (f: (r: Record<string, any>) => void) => {
       const r = JSON.parse(JSON.stringify(raw)) as Record<string, any>;
@@ -149,9 +151,9 @@ describe('detsim fork --set params (CLI)', () => {
       const overrides = [{ path, value }];
       return rebindForFork(readRunJson(rec), rec, recordedPlanWith(parent, overrides), 'ckpt-e1-200', overrides);
     };
-    const module = edited((r) => (r.agents[1].model = 'module:my-walker.js@sha256:' + '0'.repeat(64)));
-    expect(() => rebind(module, 'agents[1].params.explore', 3)).toThrow(
-      '--set agents[1].params.explore: a fork cannot change it: agent walker-01 runs model module:my-walker.js@sha256:',
+    const python = edited((r) => (r.agents[1].model = 'python:my.walker:Walker@sha256:' + '0'.repeat(64)));
+    expect(() => rebind(python, 'agents[1].params.explore', 3)).toThrow(
+      '--set agents[1].params.explore: a fork cannot change it: agent walker-01 runs model python:my.walker:Walker@sha256:',
     );
     const envOnRust = edited((r) => (r.workers[0].runtime = 'detsim-rs/0.1.0'));
     expect(() => rebind(envOnRust, 'environment.params.food', 30)).toThrow(
@@ -218,4 +220,78 @@ describe.skipIf(pythonWorkerSkip !== null)('detsim fork --set params with Python
     const same = detsimPy(['diff', forks[0]!, forks[1]!]);
     expect(same.status, same.stdout).toBe(0);
   }, 240_000);
+});
+
+/** A model module outside the checkout: moves east with probability `east`% (a fork may change it). */
+const BIASED = `import { defineAgentModel, Xorshift32 } from 'detsim/sdk';
+export default defineAgentModel({
+  modelVersion: 'biased-v1',
+  acceptedParams: ['east', 'stubborn'],
+  forkParams: ['east'],
+  initialize: ({ seed, params }) => ({ rng: new Xorshift32(seed || 1), east: params.east ?? 50 }),
+  prepare: (s) => ({ move: s.rng.nextUint() % 100 < s.east ? 'east' : 'west' }),
+  commit: () => {},
+  capture: (s) => ({ rng: s.rng.state }),
+  restore: (d, { params }) => {
+    const rng = new Xorshift32(1);
+    rng.state = d.rng;
+    return { rng, east: params.east ?? 50 };
+  },
+});
+`;
+
+describe('detsim fork --set params of a model module outside the checkout (CLI)', () => {
+  it('forks with the params the module lists; diff names the changed agent at the boundary; the same fork twice is one run; others refused', () => {
+    const study = tmpOut('detsim-fork-module-');
+    writeFileSync(join(study, 'package.json'), '{"name":"study","private":true,"type":"module"}');
+    spawnSync('mkdir', ['-p', join(study, 'node_modules')]);
+    spawnSync('ln', ['-s', REPO_ROOT, join(study, 'node_modules', 'detsim')]);
+    writeFileSync(join(study, 'biased.js'), BIASED);
+    writeFileSync(
+      join(study, 'run.yaml'),
+      [
+        'sessionId: biased',
+        'masterSeed: "5"',
+        'steps: 300',
+        'stepHz: 60',
+        'environment: { id: forage, model: forage, params: { width: 16, height: 16, food: 12 } }',
+        'agents: { count: 4, prefix: b-, model: ./biased.js, params: { east: 50 } }',
+        'workers: { agentsPerWorker: 2, transport: thread }',
+        '',
+      ].join('\n'),
+    );
+    const cli = (args: string[]) =>
+      spawnSync(process.execPath, [join(REPO_ROOT, CLI_MAIN), ...args], {
+        cwd: study,
+        encoding: 'utf8',
+        timeout: 110_000,
+      });
+    expect(cli(['run', 'run.yaml', '--checkpoint-every', '100', '--out', 'runs']).status).toBe(0);
+    const from = ['fork', 'runs/biased-1', '--checkpoint', 'ckpt-e1-200', '--set', 'agents[1].params.east=95'];
+    const a = cli([...from, '--out', 'a']);
+    expect(a.status, a.stderr).toBe(0);
+    const diff = cli(['diff', 'runs/biased-1', 'a']);
+    expect(diff.status).toBe(1);
+    expect(diff.stdout).toMatch(/^first divergence at step 2[0-9]{2} \(agent b-1\): /m);
+    expect(Number(/^first divergence at step ([0-9]+)/m.exec(diff.stdout)![1])).toBeGreaterThanOrEqual(200);
+    expect(diff.stdout).toContain('its params differ by agents[1].params.east=95');
+    expect(cli([...from, '--out', 'b']).status).toBe(0);
+    expect(cli(['diff', 'a', 'b']).stdout).toMatch(/^DIFF=0: the same run/);
+    const lineage = (readRun(join(study, 'a')).run as { fork: { overrides: unknown } }).fork;
+    expect(lineage.overrides).toEqual([{ path: 'agents[1].params.east', value: 95 }]);
+    for (const [set, message] of [
+      [
+        'agents[1].params.stubborn=true',
+        'model biased-v1 does not accept a change of stubborn when it restores a state (it accepts: east)',
+      ],
+      ['agents[1].params.west=1', 'unknown field "west"'],
+    ] as const) {
+      const r = cli(['fork', 'runs/biased-1', '--checkpoint', 'ckpt-e1-200', '--set', set, '--out', 'refused']);
+      expect(r.status, r.stderr).toBe(2);
+      expect(r.stderr.trim().split('\n')).toHaveLength(1);
+      expect(r.stderr).toMatch(/^detsim: \[struct_fork_override\] --set agents\[1\]\.params\./);
+      expect(r.stderr).toContain(message);
+      expect(spawnSync('ls', [join(study, 'refused')]).status).not.toBe(0);
+    }
+  });
 });
