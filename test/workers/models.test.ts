@@ -191,7 +191,14 @@ const stateWithBins = fc.record({
   tiny: fc.array(fc.integer({ min: 0, max: 300 }), { maxLength: 3 }),
   extra: fc.dictionary(
     fc.string({ maxLength: 6 }),
-    fc.oneof(fc.integer(), fc.double({ noNaN: true, noDefaultInfinity: true }), fc.string(), fc.boolean()),
+    // No -0: the codec writes it as float64 -0 where msgpackr writes the int 0 (its one documented
+    // difference, workers/state-codec.ts; the lossless tests cover it), so plain msgpackr is no reference for it.
+    fc.oneof(
+      fc.integer(),
+      fc.double({ noNaN: true, noDefaultInfinity: true }).filter((x) => !Object.is(x, -0)),
+      fc.string(),
+      fc.boolean(),
+    ),
     { maxKeys: 5 },
   ),
 });
