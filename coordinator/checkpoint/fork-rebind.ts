@@ -10,15 +10,17 @@
 // Supported: built-in models (their rules are core/models/params.ts) on TypeScript and Python workers
 // and Rust agent workers (each reads `rebind`: workers/python/detsim_worker/fork_rebind.py,
 // crates-bridge/worker agent_host.rs), and TypeScript model modules (their own resolveParams /
-// acceptedParams and forkParams, asked in a child process: launch/module-probe.ts); a Python model,
-// or an environment on another runtime, is refused naming the participant (struct_fork_params_unsupported).
+// acceptedParams and forkParams, asked in a child process: launch/module-probe.ts) and Python user
+// models (resolve_params and fork_params, asked in one interpreter: launch/python-runtime.ts); an
+// environment on a runtime that hosts none is refused naming it (struct_fork_params_unsupported).
 // NOT the rest of a fork (fork.ts) nor the restore flow (restore.ts).
 import { canonicalDigest, canonicalize, type JsonValue } from '../../core/formats/canonical-json.js';
 import { DetsimError } from '../../core/formats/errors.js';
 import type { Digest, Id } from '../../core/formats/scalars.js';
 import { builtinParamRules, changedParams, resolveModelParams, type ResolvedParams } from '../../core/models/params.js';
 import { defaultWorkerCommand } from '../launch/launcher.js';
-import { moduleForkParams } from '../launch/module-probe.js';
+import { moduleForkParams, type ModuleForkParams } from '../launch/module-probe.js';
+import { pythonForkParams } from '../launch/python-runtime.js';
 import type { JsonObject } from '../../core/protocol/index.js';
 import type { RunPlan } from '../config.js';
 import type { Override } from '../overrides.js';
@@ -135,11 +137,7 @@ const whoOf = (c: Changed) => (c.kind === 'environment' ? 'the environment' : `a
 /** A built-in model's params resolved by its rules (core/models/params.ts); a model without rules refused, naming `path`. */
 function resolvedBuiltin(c: Changed, path: string): Resolved {
   const rules = builtinParamRules(c.kind, c.model);
-  if (!rules)
-    unsupported(
-      path,
-      `${whoOf(c)} runs model ${c.model}, neither a built-in model nor a TypeScript module (a fork rebinds the params of those)`,
-    );
+  if (!rules) unsupported(path, `${whoOf(c)} runs model ${c.model}, which has no param rules a fork can ask`);
   return {
     before: resolveModelParams(rules, c.before.params),
     after: resolveModelParams(rules, c.after),
@@ -152,21 +150,34 @@ function resolvedBuiltin(c: Changed, path: string): Resolved {
  * module's by the module itself in the plan-time check's child process (never imported here). A
  * runtime that cannot restore with new params, or a module that refuses them, is refused by name.
  */
-function resolveChanged(changed: readonly Changed[], checkpointId: Id, overrides: readonly Override[]): Resolved[] {
+function resolveChanged(
+  changed: readonly Changed[],
+  plan: RunPlan,
+  checkpointId: Id,
+  overrides: readonly Override[],
+): Resolved[] {
   for (const c of changed)
     if (!rebindsParams(c))
       unsupported(
         pathOf(c, overrides),
         `${whoOf(c)} runs on ${runtimeName(c.runtime)}; only TypeScript and Python workers (and Rust agent workers) restore a checkpoint with new params`,
       );
+  const asCheck = (c: Changed) => ({ field: c.field, before: c.before.params, after: c.after });
   const modules = changed.filter((c) => c.planModel.startsWith('/'));
-  const fromModules = moduleForkParams(
-    modules.map((c) => ({ kind: c.kind, path: c.planModel, field: c.field, before: c.before.params, after: c.after })),
-    defaultWorkerCommand(),
-  );
+  const pythons = changed.filter((c) => c.planModel.startsWith('python:'));
+  const answers = [
+    ...moduleForkParams(
+      modules.map((c) => ({ kind: c.kind, path: c.planModel, ...asCheck(c) })),
+      defaultWorkerCommand(),
+    ),
+    ...(pythonForkParams(
+      pythons.map((c) => ({ model: c.planModel, ...asCheck(c) })),
+      plan.modelDirs ?? [],
+    ) as ModuleForkParams[]),
+  ];
   return changed.map((c) => {
-    if (!c.planModel.startsWith('/')) return resolvedBuiltin(c, pathOf(c, overrides));
-    const m = fromModules.find((x) => x.field === c.field)!;
+    const m = answers.find((x) => x.field === c.field);
+    if (m === undefined) return resolvedBuiltin(c, pathOf(c, overrides));
     if ('refused' in m)
       refuse(`${c.field}.params.${m.refused.param.replace(/^params\./, '')}`, checkpointId, m.refused.message);
     return { before: m.before as ResolvedParams, after: m.after as ResolvedParams, forkParams: m.forkParams };
@@ -179,7 +190,9 @@ function resolveChanged(changed: readonly Changed[], checkpointId: Id, overrides
  */
 function reboundProfile(c: Changed, r: Resolved, checkpointId: Id, overrides: readonly Override[]): Digest {
   const path = pathOf(c, overrides);
-  const profile = (params: unknown) => canonicalDigest({ model: c.model, modelVersion: c.modelVersion, params });
+  // A Python user model's profile names its spec as the worker loads it (run.json adds its source digest).
+  const model = c.planModel.startsWith('python:') ? c.planModel : c.model;
+  const profile = (params: unknown) => canonicalDigest({ model, modelVersion: c.modelVersion, params });
   if (profile(r.before.params) !== c.before.profileDigest)
     unsupported(path, `the recorded profile digest is not the one model ${c.model} gives its recorded params`);
   if (r.before.strict !== r.after.strict)
@@ -218,7 +231,7 @@ export function rebindForFork(
   const at: AtCheckpoint = {};
   const environment = { ...(raw.environment as Record<string, JsonValue>) };
   const agents = (raw.agents as Record<string, JsonValue>[]).map((a) => ({ ...a }));
-  const resolved = resolveChanged(changed, checkpointId, overrides);
+  const resolved = resolveChanged(changed, plan, checkpointId, overrides);
   for (const [i, c] of changed.entries()) {
     const profileDigest = reboundProfile(c, resolved[i]!, checkpointId, overrides);
     const row = c.kind === 'environment' ? environment : agents[Number(/[0-9]+/.exec(c.field)![0])]!;

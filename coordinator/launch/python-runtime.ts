@@ -119,6 +119,60 @@ export function checkPythonWorker(plan: RunPlan): void {
   if (Object.keys(found.digests).length) plan.modelDigests = found.digests;
 }
 
+// Run by the interpreter for a fork: argv[1] = JSON {dirs, checks: [{model, field, before, after}]};
+// prints per check {field, before, after, forkParams} (params resolved by the model, strict split
+// off as detsim_worker.params does) or {field, refused: {param, message}}.
+const FORK_PROBE = `
+import importlib, json, sys
+arg = json.loads(sys.argv[1])
+sys.path[:0] = arg['dirs']
+from detsim_worker.params import resolve_model_params
+out = []
+for check in arg['checks']:
+    module, _, name = check['model'][len('python:'):].partition(':')
+    try:
+        target = importlib.import_module(module)
+        for part in name.split('.'):
+            target = getattr(target, part)
+        model = target() if isinstance(target, type) else target
+        before, bs = resolve_model_params(model, dict(check['before']))
+        after, af = resolve_model_params(model, dict(check['after']))
+        out.append({'field': check['field'], 'before': {'params': before, **({} if bs is None else {'strict': bs})},
+                    'after': {'params': after, **({} if af is None else {'strict': af})},
+                    'forkParams': list(getattr(model, 'fork_params', ()) or ())})
+    except Exception as e:
+        out.append({'field': check['field'], 'refused': {'param': getattr(e, 'param', None) or 'params', 'message': str(e)}})
+print(json.dumps(out))
+`;
+
+/** A participant of a fork whose model is a Python user model (`python:…`): its params before and after. */
+export interface PythonForkCheck {
+  model: string;
+  field: string;
+  before: Record<string, unknown>;
+  after: Record<string, unknown>;
+}
+
+/**
+ * For `detsim fork --set …params…` of Python user models: each model imported in one interpreter
+ * (from `dirs`, as its workers import it), its params resolved before and after, and its
+ * fork_params — the same answers moduleForkParams (module-probe.ts) gives for TypeScript modules.
+ */
+export function pythonForkParams(checks: readonly PythonForkCheck[], dirs: readonly string[]): unknown[] {
+  if (checks.length === 0) return [];
+  const { python, why } = pythonChoice();
+  const r = spawnSync(python, ['-c', FORK_PROBE, JSON.stringify({ dirs, checks })], {
+    encoding: 'utf8',
+    timeout: 60_000,
+  });
+  if (r.error || r.status !== 0)
+    throw new DetsimError(
+      'struct_invalid_field',
+      `model params could not be checked with ${JSON.stringify(python)} (${why}): ${(r.stderr || String(r.error)).trim().split('\n').pop()}`,
+    );
+  return JSON.parse(r.stdout) as unknown[];
+}
+
 /** A model's refusal of its params, as a probe reports it (Python's ParamError or TypeScript's). */
 export interface Refused {
   field: string;

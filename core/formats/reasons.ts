@@ -93,7 +93,7 @@ export const REASONS = {
   struct_fork_params_unsupported: {
     layer: 'L1',
     summary:
-      "a fork's param override for a participant that cannot restore a checkpoint with new params: a Python model (python:…), or an environment on a runtime that hosts none",
+      "a fork's param override for a participant that cannot restore a checkpoint with new params: an environment on a runtime that hosts none (the Rust worker), or a model whose param rules cannot be asked",
   },
   // L2 size
   size_envelope_too_short: { layer: 'L2', summary: 'envelope check 1: fewer than 80 bytes' },

@@ -6,8 +6,8 @@
 // fork from its base checkpoint restores with its params again; Python workers rebind as TypeScript
 // ones do (Rust agent workers: test/cross-lang/fork-params.test.ts); a researcher's own TypeScript
 // model module outside the checkout forks with the params its `forkParams` lists, and one it does not
-// list or does not take is refused naming it; a Python model is refused naming it. Refusals of params
-// the built-in models do not accept, seeds and the composition: fork.test.ts.
+// list or does not take is refused naming it, and so does a Python model class on Python workers.
+// Refusals of params the built-in models do not accept, seeds and the composition: fork.test.ts.
 import { spawnSync } from 'node:child_process';
 import { cpSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -140,7 +140,7 @@ describe('detsim fork --set params (CLI)', () => {
     expect(o.status, o.stderr).toBe(0);
   }, 240_000);
 
-  it('a Python model, or an environment on another runtime, is refused naming it; a Rust agent worker rebinds (before anything is written)', () => {
+  it('a model without param rules (run.json edited), or an environment on another runtime, is refused naming it; a Rust agent worker rebinds (before anything is written)', () => {
     const raw = parseStrict(readFileSync(join(parent, 'run.json'))) as Record<string, unknown>;
     const edited = (f: (r: Record<string, any>) => void) => {
       const r = JSON.parse(JSON.stringify(raw)) as Record<string, any>;
@@ -222,7 +222,7 @@ describe.skipIf(pythonWorkerSkip !== null)('detsim fork --set params with Python
   }, 240_000);
 });
 
-/** A model module outside the checkout: moves east with probability `east`% (a fork may change it). */
+/** A model module: moves east with probability `east`% (a fork may change `east`, not `stubborn`). */
 const BIASED = `import { defineAgentModel, Xorshift32 } from 'detsim/sdk';
 export default defineAgentModel({
   modelVersion: 'biased-v1',
@@ -240,58 +240,104 @@ export default defineAgentModel({
 });
 `;
 
-describe('detsim fork --set params of a model module outside the checkout (CLI)', () => {
-  it('forks with the params the module lists; diff names the changed agent at the boundary; the same fork twice is one run; others refused', () => {
-    const study = tmpOut('detsim-fork-module-');
-    writeFileSync(join(study, 'package.json'), '{"name":"study","private":true,"type":"module"}');
-    spawnSync('mkdir', ['-p', join(study, 'node_modules')]);
-    spawnSync('ln', ['-s', REPO_ROOT, join(study, 'node_modules', 'detsim')]);
-    writeFileSync(join(study, 'biased.js'), BIASED);
-    writeFileSync(
-      join(study, 'run.yaml'),
-      [
-        'sessionId: biased',
-        'masterSeed: "5"',
-        'steps: 300',
-        'stepHz: 60',
-        'environment: { id: forage, model: forage, params: { width: 16, height: 16, food: 12 } }',
-        'agents: { count: 4, prefix: b-, model: ./biased.js, params: { east: 50 } }',
-        'workers: { agentsPerWorker: 2, transport: thread }',
-        '',
-      ].join('\n'),
-    );
-    const cli = (args: string[]) =>
-      spawnSync(process.execPath, [join(REPO_ROOT, CLI_MAIN), ...args], {
-        cwd: study,
-        encoding: 'utf8',
-        timeout: 110_000,
-      });
-    expect(cli(['run', 'run.yaml', '--checkpoint-every', '100', '--out', 'runs']).status).toBe(0);
-    const from = ['fork', 'runs/biased-1', '--checkpoint', 'ckpt-e1-200', '--set', 'agents[1].params.east=95'];
-    const a = cli([...from, '--out', 'a']);
-    expect(a.status, a.stderr).toBe(0);
-    const diff = cli(['diff', 'runs/biased-1', 'a']);
-    expect(diff.status).toBe(1);
-    expect(diff.stdout).toMatch(/^first divergence at step 2[0-9]{2} \(agent b-1\): /m);
-    expect(Number(/^first divergence at step ([0-9]+)/m.exec(diff.stdout)![1])).toBeGreaterThanOrEqual(200);
-    expect(diff.stdout).toContain('its params differ by agents[1].params.east=95');
-    expect(cli([...from, '--out', 'b']).status).toBe(0);
-    expect(cli(['diff', 'a', 'b']).stdout).toMatch(/^DIFF=0: the same run/);
-    const lineage = (readRun(join(study, 'a')).run as { fork: { overrides: unknown } }).fork;
-    expect(lineage.overrides).toEqual([{ path: 'agents[1].params.east', value: 95 }]);
-    for (const [set, message] of [
-      [
-        'agents[1].params.stubborn=true',
-        'model biased-v1 does not accept a change of stubborn when it restores a state (it accepts: east)',
-      ],
-      ['agents[1].params.west=1', 'unknown field "west"'],
-    ] as const) {
-      const r = cli(['fork', 'runs/biased-1', '--checkpoint', 'ckpt-e1-200', '--set', set, '--out', 'refused']);
-      expect(r.status, r.stderr).toBe(2);
-      expect(r.stderr.trim().split('\n')).toHaveLength(1);
-      expect(r.stderr).toMatch(/^detsim: \[struct_fork_override\] --set agents\[1\]\.params\./);
-      expect(r.stderr).toContain(message);
-      expect(spawnSync('ls', [join(study, 'refused')]).status).not.toBe(0);
-    }
+/** The same model in Python (a class the Python worker imports from the study directory). */
+const BIASED_PY = `from detsim_worker.sdk import AgentModel, Xorshift32, rng_seed
+
+
+class Biased(AgentModel):
+    model_version = 'biased-py-v1'
+    accepted_params = ('east', 'stubborn')
+    fork_params = ('east',)
+
+    def initialize(self, ctx):
+        return {'rng': Xorshift32(rng_seed(ctx.seed)), 'east': ctx.params.get('east', 50)}
+
+    def prepare(self, state, ctx):
+        return {'move': 'east' if state['rng'].next_uint() % 100 < state['east'] else 'west'}
+
+    def commit(self, state, ctx):
+        pass
+
+    def capture(self, state):
+        return {'rng': state['rng'].state}
+
+    def restore(self, data, ctx):
+        rng = Xorshift32(1)
+        rng.state = data['rng']
+        return {'rng': rng, 'east': ctx.params.get('east', 50)}
+`;
+
+/**
+ * A study directory outside the checkout with the biased model as a module (`./biased.js`) or a
+ * Python class (`python:biased:Biased`): run 300 steps, fork at 200 with agents[1].params.east=95
+ * twice, and try the params the model does not let a fork change.
+ */
+function forkOwnModel(model: string, extra: string[]): void {
+  const study = tmpOut('detsim-fork-own-');
+  writeFileSync(join(study, 'package.json'), '{"name":"study","private":true,"type":"module"}');
+  spawnSync('mkdir', ['-p', join(study, 'node_modules')]);
+  spawnSync('ln', ['-s', REPO_ROOT, join(study, 'node_modules', 'detsim')]);
+  writeFileSync(join(study, 'biased.js'), BIASED);
+  writeFileSync(join(study, 'biased.py'), BIASED_PY);
+  writeFileSync(
+    join(study, 'run.yaml'),
+    [
+      'sessionId: biased',
+      'masterSeed: "5"',
+      'steps: 300',
+      'stepHz: 60',
+      'environment: { id: forage, model: forage, params: { width: 16, height: 16, food: 12 } }',
+      `agents: { count: 4, prefix: b-, model: ${model}, params: { east: 50 } }`,
+      ...extra,
+      '',
+    ].join('\n'),
+  );
+  const cli = (args: string[]) =>
+    spawnSync(process.execPath, [join(REPO_ROOT, CLI_MAIN), ...args], {
+      cwd: study,
+      encoding: 'utf8',
+      timeout: 110_000,
+      env: { ...process.env, PYTHONPATH: join(REPO_ROOT, 'workers/python') },
+    });
+  const run = cli(['run', 'run.yaml', '--checkpoint-every', '100', '--out', 'runs']);
+  expect(run.status, run.stderr).toBe(0);
+  const from = ['fork', 'runs/biased-1', '--checkpoint', 'ckpt-e1-200', '--set', 'agents[1].params.east=95'];
+  const a = cli([...from, '--out', 'a']);
+  expect(a.status, a.stderr).toBe(0);
+  const diff = cli(['diff', 'runs/biased-1', 'a']);
+  expect(diff.status).toBe(1);
+  expect(diff.stdout).toMatch(/^first divergence at step 2[0-9]{2} \(agent b-1\): /m);
+  expect(diff.stdout).toContain('its params differ by agents[1].params.east=95');
+  expect(cli([...from, '--out', 'b']).status).toBe(0);
+  expect(cli(['diff', 'a', 'b']).stdout).toMatch(/^DIFF=0: the same run/);
+  const lineage = (readRun(join(study, 'a')).run as { fork: { overrides: unknown } }).fork;
+  expect(lineage.overrides).toEqual([{ path: 'agents[1].params.east', value: 95 }]);
+  for (const [set, message] of [
+    [
+      'agents[1].params.stubborn=true',
+      'does not accept a change of stubborn when it restores a state (it accepts: east)',
+    ],
+    ['agents[1].params.west=1', 'west'],
+  ] as const) {
+    const r = cli(['fork', 'runs/biased-1', '--checkpoint', 'ckpt-e1-200', '--set', set, '--out', 'refused']);
+    expect(r.status, r.stderr).toBe(2);
+    expect(r.stderr.trim().split('\n')).toHaveLength(1);
+    expect(r.stderr).toMatch(/^detsim: \[struct_fork_override\] --set agents\[1\]\.params\.(stubborn|west)/);
+    expect(r.stderr).toContain(message);
+    expect(spawnSync('ls', [join(study, 'refused')]).status).not.toBe(0);
+  }
+}
+
+describe('detsim fork --set params of your own model outside the checkout (CLI)', () => {
+  it('a TypeScript module forks with the params it lists; diff names the agent at the boundary; twice is one run; others refused', () => {
+    forkOwnModel('./biased.js', ['workers: { agentsPerWorker: 2, transport: thread }']);
   });
+
+  it.skipIf(pythonWorkerSkip !== null)(
+    'a Python model class does the same on Python workers',
+    () => {
+      forkOwnModel('python:biased:Biased', ['workers: { agentsPerWorker: 2, runtime: python }']);
+    },
+    240_000,
+  );
 });
