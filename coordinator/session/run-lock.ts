@@ -281,6 +281,15 @@ function ownerOnly(o: LockOwner): LockOwner {
   return { pid: o.pid, hostname: o.hostname, command: o.command };
 }
 
+/**
+ * Whether someone holds `<runDir>/run.lock` now (`detsim sweep status` shows such a run as running):
+ * a live process on this host, or any owner on another host (which cannot be judged from here).
+ */
+export function runLockHeld(runDir: string): boolean {
+  const owner = readSeen(join(runDir, RUN_LOCK_FILE))?.owner;
+  return owner !== undefined && owner !== null && holds(owner);
+}
+
 /** A lock from another host cannot be judged here: it counts as held. */
 function holds(owner: LockOwner): boolean {
   if (owner.hostname !== hostname()) return true;

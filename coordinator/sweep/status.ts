@@ -4,12 +4,10 @@
 // of its replicates, reward total min/mean/max over the done ones, and whether the done replicates'
 // ReproHashes are distinct, as distinct seeds should give). Rendered as aligned text, JSON or CSV.
 // NOT the report's charts (coordinator/report/) and not run state itself (run-state.ts).
-import { existsSync, readFileSync } from 'node:fs';
-import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { canonicalize, type JsonValue } from '../../core/formats/canonical-json.js';
 import { isDetsimError } from '../../core/formats/errors.js';
-import { RUN_LOCK_FILE } from '../session/run-lock.js';
+import { runLockHeld } from '../session/run-lock.js';
 import type { SweepIndex } from './sweep-dir.js';
 import { runStateOf, type IndexedRun } from './run-state.js';
 
@@ -36,20 +34,6 @@ export interface SummaryRow {
   rewardMean: number | null;
   rewardMax: number | null;
   distinctReproHashes: number;
-}
-
-/** Whether a live process on this host holds the run's lock (a run in progress). */
-function lockedByLiveProcess(runDir: string): boolean {
-  const path = join(runDir, RUN_LOCK_FILE);
-  if (!existsSync(path)) return false;
-  try {
-    const owner = JSON.parse(readFileSync(path, 'utf8')) as { pid?: unknown; hostname?: unknown };
-    if (owner.hostname !== hostname() || typeof owner.pid !== 'number') return false;
-    process.kill(owner.pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 const numberOr = (v: JsonValue | undefined): number | null => (typeof v === 'number' ? v : null);
@@ -80,7 +64,7 @@ function rowOf(sweepDir: string, r: IndexedRun): StatusRow {
     rewardTotal: numberOr(rewards?.total),
   };
   if (state.kind === 'done') return { ...base, ...done, status: 'done', reproHash: state.reproHash, note: null };
-  const status = lockedByLiveProcess(runDir) ? 'running' : s.status === 'failed' ? 'failed' : 'stopped';
+  const status = runLockHeld(runDir) ? 'running' : s.status === 'failed' ? 'failed' : 'stopped';
   const note = state.kind === 'resumable' ? `resumes from ${state.checkpointId} (step ${state.boundary})` : state.why;
   return { ...base, ...done, status, reproHash: null, note };
 }
