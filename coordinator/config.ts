@@ -2,6 +2,7 @@
 // (every agent id, port, seed and worker assignment). Refusals name the field and a reason code.
 // NOT the run itself (run.ts) and not process handling (launcher.ts): nothing here starts anything.
 import { accessSync, constants, readFileSync, statSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import { basename, dirname, extname, isAbsolute, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parse as parseYaml } from 'yaml';
@@ -711,7 +712,7 @@ export function resolveConfig(value: unknown, opts: { baseDir?: string } = {}): 
   for (const s of derived.seeds) {
     if (s.seed === envSeed) collisions.push({ seed: envSeed, agentIds: [cfg.environment.id, s.agentId] });
   }
-  const agentsPerWorker = cfg.workers?.agentsPerWorker ?? 4;
+  const agentsPerWorker = cfg.workers?.agentsPerWorker ?? defaultAgentsPerWorker(cfg, agents.length);
   const workers: PlannedWorker[] = [{ workerId: ENVIRONMENT_WORKER_ID, role: 'environment', agentIds: [] }];
   if (cfg.environment.runtime !== undefined) workers[0]!.runtime = cfg.environment.runtime;
   checkEnvironmentRuntime(envModel, cfg.environment.runtime);
@@ -760,6 +761,26 @@ export function resolveConfig(value: unknown, opts: { baseDir?: string } = {}): 
     ...(cfg.recovery ? { recovery: { maxRestarts: cfg.recovery.maxRestarts } } : {}),
     ...(hasPythonUserModel([envModel, ...planned.map((a) => a.model)]) ? { modelDirs: [baseDir] } : {}),
   };
+}
+
+/** The layout of a config that names no agentsPerWorker, for agents grouped by fours (a list of runtimes, remote workers). */
+export const AGENTS_PER_WORKER = 4;
+
+/**
+ * Agents per worker when the config names none. Workers the launcher starts on this machine: one
+ * agent worker per core beside the coordinator's, never more than groups of AGENTS_PER_WORKER make
+ * (16 agents: 4 workers on 5 cores or more, 1 on 2 cores). Each worker costs a wake-up per message
+ * and the lockstep waits on the slowest, so on a small machine fewer, fuller workers step faster
+ * (bench/README.md, "Performance of the transports"). Physical: the layout is in run.json, never in
+ * a hash. A list of runtimes (one per worker), remote placement or Slurm keep groups of four: there
+ * the layout is the user's, not this machine's.
+ */
+export function defaultAgentsPerWorker(cfg: RunConfigInput, agents: number, cores = availableParallelism()): number {
+  const launcher = typeof cfg.launcher === 'string' ? cfg.launcher : cfg.launcher?.kind;
+  const fixed = Array.isArray(cfg.workers?.runtime) || cfg.workers?.placement === 'rendezvous' || launcher === 'slurm';
+  if (fixed) return AGENTS_PER_WORKER;
+  const workers = Math.min(Math.ceil(agents / AGENTS_PER_WORKER), Math.max(1, cores - 1));
+  return Math.max(AGENTS_PER_WORKER, Math.ceil(agents / workers));
 }
 
 /** The environment's model must fit its runtime: a python: model needs python, which hosts no module path. */

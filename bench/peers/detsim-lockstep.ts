@@ -16,7 +16,8 @@ export interface LockstepCase {
   transport: BenchTransport;
   steps: number;
   warmupSteps: number;
-  agentsPerWorker: number;
+  /** Absent: the product's default layout (coordinator/config.ts defaultAgentsPerWorker). */
+  agentsPerWorker?: number;
   width: number;
   height: number;
   food: number;
@@ -52,7 +53,7 @@ export function walkerConfig(
       ...setup.environment,
     },
     agents: { count: c.n, prefix: 'walker-', model: 'walker' },
-    workers: { agentsPerWorker: c.agentsPerWorker, ...setup.workers },
+    workers: { ...(c.agentsPerWorker === undefined ? {} : { agentsPerWorker: c.agentsPerWorker }), ...setup.workers },
     // The machine is shared: generous deadlines so a busy neighbour slows the run, not fails it.
     deadlines: { startupMs: 60_000, stepMs: 20_000 },
   };

@@ -89,7 +89,6 @@ export interface PeersReport {
     transports: BenchTransport[];
     steps: number;
     warmupSteps: number;
-    agentsPerWorker: number;
     width: number;
     height: number;
     food: number;
@@ -134,8 +133,6 @@ export const QUICK_SIZES: PeersSizes = {
 };
 /** The world both sides step: forage-v1 parameters (the Python peer mirrors its rules). */
 const TORUS = { width: 32, height: 32, food: 16 };
-/** detsim packs agents into workers (4 per process or thread, the config default); AsyncVectorEnv: a process per env. */
-const AGENTS_PER_WORKER = 4;
 
 export interface PeersOptions {
   quick: boolean;
@@ -272,12 +269,13 @@ export async function runPeers(opts: PeersOptions): Promise<PeersReport> {
 
   const rows: LockstepRow[] = [];
   for (const n of sizes.sizes) {
+    // No agentsPerWorker: detsim's default layout, as a researcher gets it (AsyncVectorEnv: its
+    // default too, a process per env).
     const c = (transport: BenchTransport): LockstepCase => ({
       n,
       transport,
       steps: sizes.steps,
       warmupSteps: sizes.warmupSteps,
-      agentsPerWorker: AGENTS_PER_WORKER,
       ...TORUS,
     });
     const detsim = new Map<BenchTransport, DetsimOutcome>();
@@ -370,7 +368,6 @@ export async function runPeers(opts: PeersOptions): Promise<PeersReport> {
       transports: sizes.transports,
       steps: sizes.steps,
       warmupSteps: sizes.warmupSteps,
-      agentsPerWorker: AGENTS_PER_WORKER,
       ...TORUS,
       rows,
     },

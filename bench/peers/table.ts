@@ -54,7 +54,7 @@ export function peersTable(r: PeersReport): string {
     const d = row.detsim.status === 'measured' ? row.detsim : null;
     const g = row.gymnasium.status === 'measured' ? row.gymnasium : null;
     const gs = row.gymnasiumSync.status === 'measured' ? row.gymnasiumSync : null;
-    const where = placement(row.transport, Math.ceil(row.n / r.lockstep.agentsPerWorker));
+    const where = d ? placement(row.transport, d.agentWorkers) : row.transport;
     const rate = d ? fmt(d.agentStepsPerSec) : row.detsim.status === 'skipped' ? 'skipped' : '—';
     lines.push(
       `| ${row.n} | ${where} | ${rate} | ${fmt(g?.envStepsPerSec ?? null)} | ${ratio(row.ratio)} | ` +

@@ -4,7 +4,8 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { loadConfig, resolveConfig } from '../../coordinator/config.js';
+import { availableParallelism } from 'node:os';
+import { defaultAgentsPerWorker, loadConfig, resolveConfig } from '../../coordinator/config.js';
 import { DetsimError } from '../../core/formats/errors.js';
 import { collisionWarning, deriveSeed } from '../../core/formats/seed.js';
 
@@ -51,6 +52,37 @@ describe('config: examples', () => {
       ['lif-a', 'lif', 'worker-0', ['move']],
       ['lif-b', 'lif', 'worker-1', ['move']],
     ]);
+  });
+
+  it('without agentsPerWorker: one agent worker per core beside the coordinator, groups of at least four', () => {
+    const layout = (agents: number, cores: number, cfg: Record<string, unknown> = base()): number[] => {
+      const per = defaultAgentsPerWorker(cfg as never, agents, cores);
+      return Array.from({ length: Math.ceil(agents / per) }, (_, w) => Math.min(per, agents - w * per));
+    };
+    expect(layout(16, 2)).toEqual([16]);
+    expect(layout(16, 1)).toEqual([16]);
+    expect(layout(16, 4)).toEqual([6, 6, 4]);
+    expect(layout(16, 5)).toEqual([4, 4, 4, 4]);
+    expect(layout(16, 64)).toEqual([4, 4, 4, 4]);
+    expect(layout(3, 2)).toEqual([3]);
+    expect(layout(60, 2)).toEqual([60]);
+    expect(layout(60, 8)).toEqual([9, 9, 9, 9, 9, 9, 6]);
+    // The layout is the user's where it is not this machine's: groups of four, whatever the cores.
+    const workers = (extra: Record<string, unknown>) => ({ ...base(), workers: extra });
+    expect(layout(16, 2, workers({ runtime: ['typescript', 'typescript', 'typescript', 'typescript'] }))).toEqual([
+      4, 4, 4, 4,
+    ]);
+    expect(layout(16, 2, workers({ placement: 'rendezvous' }))).toEqual([4, 4, 4, 4]);
+    expect(layout(16, 2, { ...base(), launcher: 'slurm' })).toEqual([4, 4, 4, 4]);
+    expect(layout(16, 2, { ...base(), launcher: { kind: 'slurm', srunArgs: [] } })).toEqual([4, 4, 4, 4]);
+    // resolveConfig applies it with this machine's cores, and an explicit agentsPerWorker wins.
+    const cfg16 = { ...base(), agents: { count: 16, prefix: 'a-', model: 'walker' } };
+    const sizes = resolveConfig(cfg16)
+      .workers.filter((w) => w.role === 'agent')
+      .map((w) => w.agentIds.length);
+    expect(sizes).toEqual(layout(16, availableParallelism()));
+    const pinned = resolveConfig({ ...cfg16, workers: { agentsPerWorker: 4 } });
+    expect(pinned.workers.filter((w) => w.role === 'agent').map((w) => w.agentIds.length)).toEqual([4, 4, 4, 4]);
   });
 
   it('worldStepNs accepts "N/D" and RationalNs; stepHz and worldStepNs together are refused', () => {
