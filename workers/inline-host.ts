@@ -6,7 +6,7 @@
 // trusted models only. Loaded by coordinator/launch/inline-worker.ts by path (the coordinator
 // never imports workers/). NOT the lifecycle of an instance (the coordinator's side) or a transport
 // between processes.
-import type { Link, LinkReceiver, Role } from '../core/protocol/index.js';
+import type { Body, Link, LinkReceiver, Role } from '../core/protocol/index.js';
 import { RequestQueue } from './request-queue.js';
 import { WorkerRuntime, type StreamState } from './runtime.js';
 
@@ -17,6 +17,10 @@ export interface InlineWorkerSpec {
   sessionId: string;
   models: readonly string[];
   storeDir?: string;
+}
+
+function own(body: Body): Body {
+  return typeof body === 'string' ? body : Buffer.from(body);
 }
 
 class InlineLink implements Link {
@@ -33,12 +37,13 @@ class InlineLink implements Link {
     this.receiver = receiver;
   }
 
-  send(body: Uint8Array, attachment?: Uint8Array): Promise<void> {
+  send(body: Body, attachment?: Uint8Array): Promise<void> {
     if (this.over) return Promise.reject(new Error('the inline link is closed'));
-    // Copies, as a transport would: neither side may see the other's later writes to a buffer.
+    // Copies, as a transport would: neither side may see the other's later writes to a buffer
+    // (a text body is immutable: it crosses as it is).
     const copy = attachment ? Buffer.from(attachment) : undefined;
-    this.queue.enqueue(Buffer.from(body), copy, this.stream, (b, a) => {
-      if (!this.over) this.receiver!.message(Buffer.from(b), a ? Buffer.from(a) : undefined);
+    this.queue.enqueue(own(body), copy, this.stream, (b, a) => {
+      if (!this.over) this.receiver!.message(own(b), a ? Buffer.from(a) : undefined);
     });
     return Promise.resolve();
   }

@@ -2,10 +2,11 @@
 // arrival order, across all of the worker's streams, and each reply goes back on the stream its
 // request came from, in request order (the protocol's correlation rule). Not the transport (the
 // gRPC server in workers/process.ts, the thread port in workers/thread-main.ts), not the semantics (runtime.ts).
+import type { Body } from '../core/protocol/index.js';
 import type { StreamState, WorkerRuntime } from './runtime.js';
 
 /** Sends one reply message back on the stream its request came from. */
-export type ReplySender = (body: Uint8Array, attachment?: Uint8Array) => void | Promise<void>;
+export type ReplySender = (body: Body, attachment?: Uint8Array) => void | Promise<void>;
 
 export class RequestQueue {
   private chain: Promise<void> = Promise.resolve();
@@ -27,7 +28,7 @@ export class RequestQueue {
   ) {}
 
   /** Queue one request that arrived on `stream`; its reply goes to `send` after every earlier reply. */
-  enqueue(body: Buffer, attachment: Uint8Array | undefined, stream: StreamState, send: ReplySender): void {
+  enqueue(body: Body, attachment: Uint8Array | undefined, stream: StreamState, send: ReplySender): void {
     this.chain = this.chain
       .then(async () => {
         if (this.unflushed) await new Promise((next) => setImmediate(next));

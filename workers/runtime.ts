@@ -4,13 +4,14 @@
 // refusals to error replies, and dispatches the rest to the agent or environment host.
 // Not the transport (core/protocol/server.ts) and not the process (workers/process.ts).
 import { randomBytes } from 'node:crypto';
-import { canonicalBytes, canonicalDigest } from '../core/formats/canonical-json.js';
+import { canonicalDigest, canonicalize } from '../core/formats/canonical-json.js';
 import { DetsimError } from '../core/formats/errors.js';
 import { readDigest, readId, readRequestId, refuseUnknownFields } from '../core/formats/scalars.js';
 import {
   CAPABILITIES,
   CONTRACT_DIGEST,
   DEFAULT_MAX_MESSAGE_BYTES,
+  type Body,
   type ErrorBody,
   METHODS,
   type Method,
@@ -57,7 +58,8 @@ export interface StreamState {
 }
 
 export interface RuntimeOutcome {
-  body: Buffer;
+  /** The reply's canonical text (a link sends it as text or bytes). */
+  body: string;
   attachment?: Uint8Array;
   /** The process should stop after this reply is sent. */
   stop?: boolean;
@@ -177,7 +179,7 @@ export class WorkerRuntime implements HostContext {
   }
 
   /** Handle one request message arriving on `stream`; always produces exactly one reply. */
-  async handle(body: Buffer, attachment: Uint8Array | undefined, stream: StreamState): Promise<RuntimeOutcome> {
+  async handle(body: Body, attachment: Uint8Array | undefined, stream: StreamState): Promise<RuntimeOutcome> {
     let req: Request;
     try {
       req = readRequest(decodeBody(body));
@@ -379,7 +381,7 @@ export class WorkerRuntime implements HostContext {
    * The result envelope, or a BACKEND_FAILURE naming the offending value when model output in the
    * result is not JSON data (NaN, Infinity, a function…): the request must still get its one reply.
    */
-  private encodeResult(req: Request, result: object): Buffer {
+  private encodeResult(req: Request, result: object): string {
     try {
       return this.resultEnvelope(req, result);
     } catch (e) {
@@ -389,8 +391,8 @@ export class WorkerRuntime implements HostContext {
   }
 
   // Keys in RFC 8785 order: with a result built the same way, canonicalBytes takes its fast path.
-  private resultEnvelope(req: Request, result: object): Buffer {
-    return canonicalBytes({
+  private resultEnvelope(req: Request, result: object): string {
+    return canonicalize({
       incarnationId: this.incarnationId,
       requestId: req.requestId,
       result,
@@ -400,8 +402,8 @@ export class WorkerRuntime implements HostContext {
     });
   }
 
-  private errorEnvelope(requestId: string, scope: Request['scope'], error: ErrorBody): Buffer {
-    return canonicalBytes({
+  private errorEnvelope(requestId: string, scope: Request['scope'], error: ErrorBody): string {
+    return canonicalize({
       type: 'error',
       requestId,
       workerId: this.workerId,
@@ -429,8 +431,10 @@ function toErrorBody(e: unknown): ErrorBody {
 }
 
 /** Best effort: the request id of an unreadable request, so the reply still correlates. */
-function salvageRequestId(body: Buffer): string {
-  const m = /"requestId":"(req-(?:0|[1-9][0-9]{0,19}))"/.exec(body.toString('utf8', 0, Math.min(body.length, 4096)));
+function salvageRequestId(body: Body): string {
+  const head =
+    typeof body === 'string' ? body.slice(0, 4096) : Buffer.from(body).toString('utf8', 0, Math.min(body.length, 4096));
+  const m = /"requestId":"(req-(?:0|[1-9][0-9]{0,19}))"/.exec(head);
   if (m) {
     try {
       return readRequestId(m[1], 'requestId');

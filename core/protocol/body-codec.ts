@@ -5,8 +5,9 @@
 // (duplicate keys, whitespace, key order, number forms, unsafe integers, invalid UTF-8, lone
 // surrogates) fails, so this is as strict as the formats parser and several times faster on
 // small messages. Not a general JSON reader.
-import { canonicalBytes, canonicalize, isCanonicalText, parseStrict } from '../formats/canonical-json.js';
+import { canonicalize, isCanonicalText, parseStrict } from '../formats/canonical-json.js';
 import { DetsimError } from '../formats/errors.js';
+import type { Body } from './link.js';
 
 /**
  * An integer literal of 16 or more digits may lie beyond 2^53: canonical JSON prints it back
@@ -15,17 +16,22 @@ import { DetsimError } from '../formats/errors.js';
  */
 const MAYBE_UNSAFE_INTEGER = /[:,[]-?[0-9]{16}/;
 
-export function encodeBody(value: unknown): Buffer {
-  return canonicalBytes(value);
+/** A body's canonical text (a link sends it as text or as its UTF-8 bytes). */
+export function encodeBody(value: unknown): string {
+  return canonicalize(value);
 }
 
-export function decodeBody(bytes: Buffer): unknown {
-  const text = bytes.toString('utf8');
+/** Read a body as text or bytes: the value, or a refusal naming why it is not canonical JSON. */
+export function decodeBody(body: Body): unknown {
+  const text =
+    typeof body === 'string' ? body : Buffer.from(body.buffer, body.byteOffset, body.length).toString('utf8');
+  // The strict parser and the byte comparison below read bytes: made only on the rare paths.
+  const bytes = (): Buffer => (typeof body === 'string' ? Buffer.from(body, 'utf8') : Buffer.from(body));
   let value: unknown;
   try {
     value = JSON.parse(text);
   } catch {
-    parseStrict(bytes); // throws the precise reason (syntax, UTF-8, ...)
+    parseStrict(bytes()); // throws the precise reason (syntax, UTF-8, ...)
     throw new DetsimError('struct_invalid_json', 'body is not JSON');
   }
   // The common case, proven on the text itself without printing the value again.
@@ -34,13 +40,14 @@ export function decodeBody(bytes: Buffer): unknown {
   try {
     again = canonicalize(value);
   } catch (e) {
-    parseStrict(bytes); // a lone surrogate or unsafe value: report it the strict parser's way
+    parseStrict(bytes()); // a lone surrogate or unsafe value: report it the strict parser's way
     throw e;
   }
   // The strict parser runs on this rare path either way: it names duplicate keys, bad UTF-8 and
   // unsafe integers (which print back unchanged, so the comparison alone would pass them).
-  parseStrict(bytes);
-  if (!sameBytes(bytes, text, again))
+  const raw = bytes();
+  parseStrict(raw);
+  if (!sameBytes(raw, text, again))
     throw new DetsimError('struct_not_canonical', 'body is not RFC 8785 canonical JSON');
   return value;
 }

@@ -10,7 +10,7 @@ import { CAPABILITIES, type HelloParams, type HelloResult, type Role } from './b
 import { CONTRACT_DIGEST, PROTOCOL_MAJOR } from './contract.js';
 import { type ErrorCode, METHODS, type Method, type Params, type Reply, readReply } from './envelope.js';
 import { GrpcConnectError, connectGrpcLink } from './grpc-link.js';
-import type { Link, LinkEndKind } from './link.js';
+import type { Body, Link, LinkEndKind } from './link.js';
 import type { ParamsOf, ReplyOf } from './methods.js';
 
 /** Why a call did not get its reply. Every kind but 'never-connected' leaves the mutation unknown. */
@@ -370,7 +370,7 @@ export class WorkerClient {
     this.link.close();
   }
 
-  private onMessage(body: Buffer, attachment: Buffer | undefined, droppedAttachmentBytes?: number): void {
+  private onMessage(body: Body, attachment: Buffer | undefined, droppedAttachmentBytes?: number): void {
     let reply: Reply;
     try {
       reply = readReply(decodeBody(body));

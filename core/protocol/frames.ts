@@ -2,6 +2,7 @@
 // by one body frame. FrameWriter sends messages in order with backpressure; FrameAssembler rebuilds
 // {body, attachment} on the receiving side. Knows nothing of envelopes or of who is calling.
 import type { Frame } from './contract.js';
+import type { Body } from './link.js';
 
 export const MAX_CHUNK_BYTES = 1024 * 1024;
 /** Upper bound on one reassembled attachment (a 256 MiB state fits with room to spare). */
@@ -133,7 +134,8 @@ export class FrameWriter {
 
   constructor(private readonly sink: FrameSink) {}
 
-  send(body: Uint8Array, attachment?: Uint8Array): Promise<void> {
+  send(text: Body, attachment?: Uint8Array): Promise<void> {
+    const body = typeof text === 'string' ? Buffer.from(text, 'utf8') : text;
     if (this.queued === 0 && (!attachment || attachment.length === 0)) {
       this.sink.write({ body });
       return Promise.resolve();

@@ -10,7 +10,7 @@ import {
   workerServiceDefinition,
 } from './contract.js';
 import { DEFAULT_MAX_ATTACHMENT_BYTES, FrameAssembler, FrameWriter } from './frames.js';
-import type { Link, LinkReceiver } from './link.js';
+import type { Body, Link, LinkReceiver } from './link.js';
 import { TOKEN_METADATA_KEY } from './tls.js';
 
 type SessionStream = grpc.ClientDuplexStream<Frame, Frame>;
@@ -86,7 +86,7 @@ class GrpcLink implements Link {
     this.stream.on('error', (e: Error) => this.end('stream-ended', `stream error: ${e.message}`));
   }
 
-  send(body: Uint8Array, attachment?: Uint8Array): Promise<void> {
+  send(body: Body, attachment?: Uint8Array): Promise<void> {
     return this.writer.send(body, attachment);
   }
 

@@ -1,8 +1,15 @@
 // The transport seam: a Link is one ordered, bidirectional channel of whole messages (a canonical
-// JSON body and an optional attachment) between the coordinator and one worker. The gRPC stream
+// JSON body, as text or bytes, and an optional attachment) between the coordinator and one worker. The gRPC stream
 // (grpc-link.ts) and a worker thread's message port (port-link.ts) are Links; request ids,
 // in-order replies, deadlines and failure naming live once above them, in client.ts.
 // Not the envelopes (envelope.ts), not the process or thread that runs the worker.
+
+/**
+ * A message body: its canonical JSON text, or that text's UTF-8 bytes. A link carries whichever
+ * suits it — a thread's port the text (no encoding on either side), a gRPC stream the bytes — and
+ * delivers what it carried; readers take both (body-codec.ts).
+ */
+export type Body = Uint8Array | string;
 
 /** Why a link ended: the peer or the carrier closed it, or it broke the framing rules. */
 export type LinkEndKind = 'stream-ended' | 'protocol';
@@ -13,7 +20,7 @@ export interface LinkReceiver {
    * One complete message, in the order the worker sent them. `droppedAttachmentBytes`: its
    * attachment was longer than the link carries (gRPC: 2 GiB − 1) and was dropped, not delivered.
    */
-  message(body: Buffer, attachment: Buffer | undefined, droppedAttachmentBytes?: number): void;
+  message(body: Body, attachment: Buffer | undefined, droppedAttachmentBytes?: number): void;
   /** The link is over; no message follows. Called at most once. */
   ended(kind: LinkEndKind, why: string): void;
 }
@@ -28,7 +35,7 @@ export interface Link {
    * synchronously. Rejects (or throws) when the link is broken. The caller keeps ownership of
    * `attachment`: a link never detaches or mutates the caller's bytes.
    */
-  send(body: Uint8Array, attachment?: Uint8Array): Promise<void>;
+  send(body: Body, attachment?: Uint8Array): Promise<void>;
   /** End the link from this side; nothing is delivered after it. */
   close(): void;
 }

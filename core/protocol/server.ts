@@ -17,6 +17,7 @@ import {
 } from './contract.js';
 import { DetsimError } from '../formats/errors.js';
 import { type AssembledMessage, FrameAssembler, FrameWriter } from './frames.js';
+import type { Body } from './link.js';
 import {
   TOKEN_METADATA_KEY,
   TOKEN_REFUSALS,
@@ -53,7 +54,7 @@ export async function checkListenResolves(listen: string, field: string, tls: bo
 /** One open session stream as seen by the handler. */
 export interface SessionConnection {
   /** Send a reply message (body + optional attachment); frames of two replies never interleave. */
-  send(body: Uint8Array, attachment?: Uint8Array): Promise<void>;
+  send(body: Body, attachment?: Uint8Array): Promise<void>;
   /** End the stream from the worker side. */
   end(): void;
 }

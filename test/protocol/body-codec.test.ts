@@ -3,9 +3,11 @@
 import { describe, expect, it } from 'vitest';
 import { decodeBody, encodeBody } from '../../core/protocol/index.js';
 
-const refuse = (text: string | Buffer) => {
+/** The reason decodeBody gives, or 'accepted'; `as` 'bytes' (a gRPC body) or 'text' (a thread port's). */
+const refuse = (text: string | Buffer, as: 'bytes' | 'text' = 'bytes') => {
   try {
-    decodeBody(Buffer.isBuffer(text) ? text : Buffer.from(text, 'utf8'));
+    if (as === 'text') decodeBody(Buffer.isBuffer(text) ? text.toString('utf8') : text);
+    else decodeBody(Buffer.isBuffer(text) ? text : Buffer.from(text, 'utf8'));
   } catch (e) {
     return (e as { reason?: string }).reason;
   }
@@ -30,5 +32,25 @@ describe('decodeBody', () => {
     expect(refuse('{"a":"\\ud800"}')).toBe('struct_invalid_json');
     expect(refuse(Buffer.from([0x7b, 0x22, 0x61, 0x22, 0x3a, 0x22, 0xff, 0x22, 0x7d]))).toBe('struct_invalid_utf8');
     expect(refuse('{"a":1}x')).toBe('struct_invalid_json');
+  });
+  it('reads a text body (a thread port delivers text) exactly as strictly as its bytes', () => {
+    const cases = [
+      '{"b":1,"a":2}',
+      '{"a": 1}',
+      '{"a":1.0}',
+      '{"a":1,"a":1}',
+      '{"a":9007199254740993}',
+      '{"a":9007199254740992}',
+      '{"a":-9007199254740991}',
+      '{"a":"\\ud800"}',
+      '{"a":1}x',
+      '{"a":"x\u00e9\\n"}',
+    ];
+    for (const c of cases) expect(refuse(c, 'text'), c).toBe(refuse(c, 'bytes'));
+    // A JS string can hold what no UTF-8 body can: a lone surrogate, refused, never replaced.
+    expect(refuse('{"a":"\ud800"}', 'text')).not.toBe('accepted');
+    expect(refuse('{"a":"\ufffd"}', 'text')).toBe('accepted');
+    expect(decodeBody(encodeBody({ a: [1, 'é'] }))).toEqual({ a: [1, 'é'] });
+    expect(typeof encodeBody({ a: 1 })).toBe('string');
   });
 });
