@@ -6,6 +6,7 @@
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { rewardTotalsOnDisk } from '../../coordinator/session/metrics.js';
 import { parseStrict } from '../../core/formats/canonical-json.js';
 import { deriveSeed } from '../../core/formats/seed.js';
 import { detsimCli, expectCliRefusal } from '../cli-refusal.js';
@@ -133,6 +134,8 @@ describe('detsim run --set (CLI)', () => {
     expect(Object.keys(perAgent)).toHaveLength(16);
     for (const [agent, v] of Object.entries(perAgent)) expect(v, agent).toBe(fromTrace.perAgent[agent] ?? 0);
     expect((summary.rewards as { total: number }).total).toBe(fromTrace.total);
+    // What a resumed run reads back (only each line's rewards array): the same totals, to the bit.
+    expect(rewardTotalsOnDisk(dir, Object.keys(perAgent))).toEqual(summary.rewards);
     expect(summary.stepsPerSecond).toBeGreaterThan(0);
     expect(summary.wallTimeMs).toBeGreaterThan(0);
     const lines = r.stdout.trim().split('\n');
