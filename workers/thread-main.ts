@@ -9,9 +9,8 @@ import { DetsimError } from '../core/formats/errors.js';
 import {
   ATTACHMENT_BEFORE_HELLO,
   THREAD_READY,
-  type Body,
   postPortMessage,
-  readPortMessages,
+  readPortMessage,
   type Role,
 } from '../core/protocol/index.js';
 import { readModelFlags } from './process.js';
@@ -62,13 +61,12 @@ const queue = new RequestQueue(
   () => process.exit(0),
   (why) => process.stderr.write(`detsim worker ${data.workerId}: reply failed: ${why}\n`),
 );
-const reply = (body: Body, attachment?: Uint8Array): void => postPortMessage(port, body, attachment);
 port.on('message', (value: unknown) => {
-  const messages = readPortMessages(value);
-  if (!messages) fail(`${data.workerId}: a message that is not {body, attachment?} or {bodies} arrived; thread ended`);
-  for (const m of messages) {
-    if (m.attachment && !stream.introduced) fail(`${data.workerId}: ${ATTACHMENT_BEFORE_HELLO}; thread ended`);
-    queue.enqueue(m.body, m.attachment, stream, reply);
-  }
+  const message = readPortMessage(value);
+  if (!message) fail(`${data.workerId}: a message that is not {body, attachment?} arrived; thread ended`);
+  if (message.attachment && !stream.introduced) fail(`${data.workerId}: ${ATTACHMENT_BEFORE_HELLO}; thread ended`);
+  queue.enqueue(message.body, message.attachment, stream, (body, attachment) =>
+    postPortMessage(port, body, attachment),
+  );
 });
 port.postMessage(THREAD_READY);

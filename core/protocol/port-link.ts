@@ -4,8 +4,6 @@
 // buffer, and neither side encodes or decodes UTF-8; bodies are canonical JSON, so the text is the bytes). An
 // attachment crosses as one copy into a fresh buffer that is then transferred (moved, not cloned):
 // the sender keeps its own bytes, because a worker's idempotency cache may have to replay them.
-// The coordinator's side posts the bodies one turn of its event loop sends as one batch, in order
-// (a Commit and the Prepare pipelined behind it wake the thread once, not twice).
 // Not the thread's lifecycle (coordinator/launch/thread-worker.ts) and not request tracking (client.ts).
 import type { Body, Link, LinkReceiver } from './link.js';
 
@@ -14,11 +12,6 @@ export interface PortMessage {
   /** The body's UTF-8 text. */
   body: string;
   attachment?: Uint8Array;
-}
-
-/** Bodies without attachments posted together, in the order they were sent. */
-export interface PortBatch {
-  bodies: string[];
 }
 
 /** What both ends of a thread offer: a worker_threads `Worker` or `MessagePort`. */
@@ -59,26 +52,15 @@ export function postPortMessage(port: MessagePortLike, body: Body, attachment?: 
   }
 }
 
-/** One message read off a port. */
-export interface PortDelivery {
-  body: string;
-  attachment: Buffer | undefined;
-}
-
-/** Read what postPortMessage or a batch posted: its messages in order; undefined for anything else. */
-export function readPortMessages(value: unknown): PortDelivery[] | undefined {
-  const m = value as Partial<PortMessage & PortBatch> | null;
-  if (typeof m !== 'object' || m === null) return undefined;
-  if (m.bodies !== undefined) {
-    const ok = Array.isArray(m.bodies) && m.bodies.length > 0 && m.bodies.every((b) => typeof b === 'string');
-    if (!ok || m.body !== undefined || m.attachment !== undefined) return undefined;
-    return m.bodies.map((body) => ({ body, attachment: undefined }));
-  }
-  if (typeof m.body !== 'string') return undefined;
+/** Read a message posted by postPortMessage; undefined for anything else. */
+export function readPortMessage(value: unknown): { body: string; attachment: Buffer | undefined } | undefined {
+  const m = value as Partial<PortMessage> | null;
+  if (typeof m !== 'object' || m === null || typeof m.body !== 'string') return undefined;
   const a = m.attachment;
-  return [
-    { body: m.body, attachment: a instanceof Uint8Array ? Buffer.from(a.buffer, a.byteOffset, a.length) : undefined },
-  ];
+  return {
+    body: m.body,
+    attachment: a instanceof Uint8Array ? Buffer.from(a.buffer, a.byteOffset, a.length) : undefined,
+  };
 }
 
 /** The coordinator's Link to a worker thread. `onGone` is how the thread's end reaches the link. */
@@ -86,8 +68,6 @@ export class PortLink implements Link {
   private receiver: LinkReceiver | undefined;
   private over = false;
   private readonly listener = (value: unknown): void => this.onMessage(value);
-  /** Bodies sent in this turn, posted together at its end (flush). */
-  private batch: string[] = [];
 
   constructor(
     readonly address: string,
@@ -101,51 +81,33 @@ export class PortLink implements Link {
 
   send(body: Body, attachment?: Uint8Array): Promise<void> {
     if (this.over) return Promise.reject(new Error('the thread link is closed'));
-    if (attachment && attachment.length > 0) {
-      this.flush(); // what was sent before it arrives before it
-      postPortMessage(this.port, body, attachment);
-    } else if (this.batch.push(textOf(body)) === 1) queueMicrotask(() => this.flush());
+    postPortMessage(this.port, body, attachment);
     return Promise.resolve();
-  }
-
-  /** Post the bodies gathered in this turn: one message, one wake-up of the thread. */
-  private flush(): void {
-    const bodies = this.batch;
-    if (bodies.length === 0) return;
-    this.batch = [];
-    if (this.over) return;
-    this.port.postMessage(
-      bodies.length === 1 ? ({ body: bodies[0]! } satisfies PortMessage) : ({ bodies } satisfies PortBatch),
-    );
   }
 
   /** The thread is gone (it exited or was terminated): the link ends. */
   threadGone(why: string): void {
     if (this.over) return;
     this.over = true;
-    this.batch = [];
     this.port.off('message', this.listener);
     this.receiver?.ended('stream-ended', why);
   }
 
   close(): void {
     if (this.over) return;
-    this.flush(); // sent before the close: still delivered
     this.over = true;
     this.port.off('message', this.listener);
   }
 
   private onMessage(value: unknown): void {
     if (this.over) return;
-    const messages = readPortMessages(value);
-    if (messages?.length !== 1) {
-      // A thread replies one message at a time: a batch from it breaks the rules as anything else does.
+    const message = readPortMessage(value);
+    if (!message) {
       this.over = true;
-      this.batch = [];
       this.port.off('message', this.listener);
       this.receiver!.ended('protocol', 'a message that is not {body, attachment?} arrived on the thread port');
       return;
     }
-    this.receiver!.message(messages[0]!.body, messages[0]!.attachment);
+    this.receiver!.message(message.body, message.attachment);
   }
 }
