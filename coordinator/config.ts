@@ -763,7 +763,7 @@ export function resolveConfig(value: unknown, opts: { baseDir?: string } = {}): 
   };
 }
 
-/** The layout of a config that names no agentsPerWorker, for agents grouped by fours (a list of runtimes, remote workers). */
+/** Agents per worker where the layout is the user's (a list of runtimes, rendezvous, Slurm); the default's least group. */
 export const AGENTS_PER_WORKER = 4;
 
 /**
