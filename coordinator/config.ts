@@ -776,11 +776,15 @@ export const AGENTS_PER_WORKER = 4;
  * the layout is the user's, not this machine's.
  */
 export function defaultAgentsPerWorker(cfg: RunConfigInput, agents: number, cores = availableParallelism()): number {
-  const launcher = typeof cfg.launcher === 'string' ? cfg.launcher : cfg.launcher?.kind;
-  const fixed = Array.isArray(cfg.workers?.runtime) || cfg.workers?.placement === 'rendezvous' || launcher === 'slurm';
+  const fixed = Array.isArray(cfg.workers?.runtime) || cfg.workers?.placement === 'rendezvous' || isSlurm(cfg);
   if (fixed) return AGENTS_PER_WORKER;
   const workers = Math.min(Math.ceil(agents / AGENTS_PER_WORKER), Math.max(1, cores - 1));
   return Math.max(AGENTS_PER_WORKER, Math.ceil(agents / workers));
+}
+
+/** Whether the config's launcher is Slurm (`launcher: slurm` or `{ kind: slurm, … }`). */
+function isSlurm(cfg: RunConfigInput): boolean {
+  return (typeof cfg.launcher === 'string' ? cfg.launcher : cfg.launcher?.kind) === 'slurm';
 }
 
 /** The environment's model must fit its runtime: a python: model needs python, which hosts no module path. */
@@ -836,8 +840,7 @@ function resolveTls(
 ): Pick<RunPlan, 'tls' | 'perRunTls'> {
   const block = cfg.workers?.tls;
   if (block?.dir !== undefined) return { tls: { dir: resolve(baseDir, block.dir) } };
-  const slurm =
-    cfg.launcher !== undefined && (typeof cfg.launcher === 'string' ? cfg.launcher : cfg.launcher.kind) === 'slurm';
+  const slurm = isSlurm(cfg);
   if (!block && !(slurm && rendezvous)) return {};
   if (rendezvous && !slurm)
     throw new DetsimError(

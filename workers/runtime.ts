@@ -21,6 +21,7 @@ import {
   type Request,
   type ResultOf,
   type Role,
+  bodyText,
   decodeBody,
   isMethod,
   readRequest,
@@ -432,8 +433,7 @@ function toErrorBody(e: unknown): ErrorBody {
 
 /** Best effort: the request id of an unreadable request, so the reply still correlates. */
 function salvageRequestId(body: Body): string {
-  const head =
-    typeof body === 'string' ? body.slice(0, 4096) : Buffer.from(body).toString('utf8', 0, Math.min(body.length, 4096));
+  const head = bodyText(typeof body === 'string' ? body.slice(0, 4096) : body.subarray(0, 4096));
   const m = /"requestId":"(req-(?:0|[1-9][0-9]{0,19}))"/.exec(head);
   if (m) {
     try {

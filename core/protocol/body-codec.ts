@@ -21,17 +21,24 @@ export function encodeBody(value: unknown): string {
   return canonicalize(value);
 }
 
+/** A body's text (bytes decoded as UTF-8; text as it is). */
+export function bodyText(body: Body): string {
+  return typeof body === 'string' ? body : Buffer.from(body.buffer, body.byteOffset, body.length).toString('utf8');
+}
+
+/** A body's bytes, for the strict parser and the byte comparison (decodeBody's rare paths only). */
+function bodyBytes(body: Body): Buffer {
+  return typeof body === 'string' ? Buffer.from(body, 'utf8') : Buffer.from(body);
+}
+
 /** Read a body as text or bytes: the value, or a refusal naming why it is not canonical JSON. */
 export function decodeBody(body: Body): unknown {
-  const text =
-    typeof body === 'string' ? body : Buffer.from(body.buffer, body.byteOffset, body.length).toString('utf8');
-  // The strict parser and the byte comparison below read bytes: made only on the rare paths.
-  const bytes = (): Buffer => (typeof body === 'string' ? Buffer.from(body, 'utf8') : Buffer.from(body));
+  const text = bodyText(body);
   let value: unknown;
   try {
     value = JSON.parse(text);
   } catch {
-    parseStrict(bytes()); // throws the precise reason (syntax, UTF-8, ...)
+    parseStrict(bodyBytes(body)); // throws the precise reason (syntax, UTF-8, ...)
     throw new DetsimError('struct_invalid_json', 'body is not JSON');
   }
   // The common case, proven on the text itself without printing the value again.
@@ -40,12 +47,12 @@ export function decodeBody(body: Body): unknown {
   try {
     again = canonicalize(value);
   } catch (e) {
-    parseStrict(bytes()); // a lone surrogate or unsafe value: report it the strict parser's way
+    parseStrict(bodyBytes(body)); // a lone surrogate or unsafe value: report it the strict parser's way
     throw e;
   }
   // The strict parser runs on this rare path either way: it names duplicate keys, bad UTF-8 and
   // unsafe integers (which print back unchanged, so the comparison alone would pass them).
-  const raw = bytes();
+  const raw = bodyBytes(body);
   parseStrict(raw);
   if (!sameBytes(raw, text, again))
     throw new DetsimError('struct_not_canonical', 'body is not RFC 8785 canonical JSON');

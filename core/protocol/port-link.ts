@@ -5,6 +5,7 @@
 // attachment crosses as one copy into a fresh buffer that is then transferred (moved, not cloned):
 // the sender keeps its own bytes, because a worker's idempotency cache may have to replay them.
 // Not the thread's lifecycle (coordinator/launch/thread-worker.ts) and not request tracking (client.ts).
+import { bodyText } from './body-codec.js';
 import type { Body, Link, LinkReceiver } from './link.js';
 
 /** One message as it crosses a port. */
@@ -38,17 +39,13 @@ function owned(bytes: Uint8Array): Uint8Array {
   return new Uint8Array(bytes);
 }
 
-function textOf(body: Body): string {
-  return typeof body === 'string' ? body : Buffer.from(body.buffer, body.byteOffset, body.length).toString('utf8');
-}
-
 /** Post one message (body text, optional attachment) on `port`, transferring the attachment's copy. */
 export function postPortMessage(port: MessagePortLike, body: Body, attachment?: Uint8Array): void {
   if (attachment && attachment.length > 0) {
     const a = owned(attachment);
-    port.postMessage({ body: textOf(body), attachment: a } satisfies PortMessage, [a.buffer as ArrayBuffer]);
+    port.postMessage({ body: bodyText(body), attachment: a } satisfies PortMessage, [a.buffer as ArrayBuffer]);
   } else {
-    port.postMessage({ body: textOf(body) } satisfies PortMessage);
+    port.postMessage({ body: bodyText(body) } satisfies PortMessage);
   }
 }
 
