@@ -141,7 +141,8 @@ const stateValue = fc.letrec((tie) => ({
     fc.oneof(
       fc.integer(),
       fc.integer({ min: -(2 ** 33), max: 2 ** 33 }),
-      fc.double({ noNaN: true, noDefaultInfinity: true }),
+      // No -0: the values reach Rust as JSON, which has no -0, so Rust would encode another value (a CI flake).
+      fc.double({ noNaN: true, noDefaultInfinity: true }).filter((x) => !Object.is(x, -0)),
     ),
     fc.string({ unit: 'binary', maxLength: 40 }),
     fc.string({ unit: 'grapheme-ascii', minLength: 25, maxLength: 300 }),
