@@ -38,8 +38,12 @@ export interface CaptureOptions {
   replaceable?: boolean;
   /** Test hooks of the file path: seal chunk size, allocation probe, spill budget and probe. */
   fileHooks?: CaptureFileHooks;
-  /** The digest of the run's trace index at this boundary (segmented trace), kept in the ledger's captured event. */
-  traceIndex?: string;
+  /**
+   * The run's trace being made durable up to this boundary while the participants are asked: the
+   * capture awaits it before building the checkpoint (whose behaviour digest state needs the synced
+   * trace) and keeps the digest it resolves to, the trace index's, in the ledger's captured event.
+   */
+  traceSynced?: Promise<string>;
 }
 
 export interface CaptureReceipt {
@@ -202,8 +206,9 @@ export async function captureGroup(group: CheckpointGroup, opts: CaptureOptions)
     const agents: ({ agentId: Id } & CapturedPayload)[] = [];
     for (const row of liveAgentRows(live))
       agents.push({ agentId: row.agentId, ...(await captureOne(c, row.agentId, row.compatibilityDigest)) });
+    const traceIndex = await opts.traceSynced;
     const built = buildCheckpoint(live, checkpointId, group.coordinatorState(), { world, agents });
-    return await submitCapture(c, reservation, built, opts);
+    return await submitCapture(c, reservation, built, opts, traceIndex);
   } catch (e) {
     reservation.release();
     await c.slots.releaseAll();
@@ -271,6 +276,7 @@ async function submitCapture(
   reservation: Reservation,
   { manifest, payloads }: ReturnType<typeof buildCheckpoint>,
   opts: CaptureOptions,
+  traceIndex: string | undefined,
 ): Promise<CaptureReceipt> {
   const { group, checkpointId, boundary } = c;
   const { draft, envelope } =
@@ -287,7 +293,7 @@ async function submitCapture(
     detail: {
       byteLength: String(byteLength),
       durable: !opts.replaceable,
-      ...(opts.traceIndex !== undefined ? { traceIndex: opts.traceIndex } : {}),
+      ...(traceIndex !== undefined ? { traceIndex } : {}),
     },
   });
   let ticket: SaveTicket;

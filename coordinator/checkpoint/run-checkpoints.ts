@@ -199,22 +199,23 @@ export class CheckpointRun implements RunExtension {
     const group = this.group!;
     const k = group.boundary;
     if (k % BigInt(this.opts.every) !== 0n) return;
-    // The trace lines of every step before k reach the disk before a checkpoint at k can.
-    await this.ctx!.traces.sync();
+    // The trace lines of every step before k reach the disk before a checkpoint at k can: the
+    // trace seals and syncs while the participants are asked, and the capture waits for it before
+    // it builds the checkpoint. A trace that cannot be made durable fails the run, whatever the
+    // capture came to (a refused capture lets the run go on; a lost trace never does).
+    const traces = this.ctx!.traces;
+    const traceSynced = Promise.resolve(traces.sync()).then(() => traces.indexDigest());
+    traceSynced.catch(() => undefined); // awaited below on every path
     const checkpointId = checkpointIdFor(group.epoch, k);
-    const traceIndex = this.ctx!.traces.indexDigest();
     try {
-      const rec = await captureGroup(group, {
-        checkpointId,
-        replaceable: this.opts.hot ?? false,
-        ...(traceIndex !== undefined ? { traceIndex } : {}),
-      });
+      const rec = await captureGroup(group, { checkpointId, replaceable: this.opts.hot ?? false, traceSynced });
       this.report.captured.push(checkpointId);
       this.outcomes.set(checkpointId, null);
       const settled = rec.ticket.wait().then((o) => this.settle(o));
       this.waits.push(settled);
       if (this.opts.settleEach) await settled;
     } catch (e) {
+      await traceSynced;
       if (!isCheckpointRefusal(e)) throw e;
       // Policy continue: the run goes on; the last committed generation is untouched.
       this.report.refused.push({ boundary: k.toString(), reason: e.reason, message: e.message });

@@ -13,6 +13,10 @@ import { DurableFs, errnoError } from '../../coordinator/store/durable-fs.js';
 import { verifyLedger } from '../../coordinator/store/ledger.js';
 import { CheckpointStore } from '../../coordinator/store/store.js';
 import { LIF, tmpDir } from './harness.js';
+import type { Fleet } from '../../coordinator/launch/launcher.js';
+import type { RunExtensionContext } from '../../coordinator/session/run.js';
+import { indexDigestOf, readTraceIndex } from '../../coordinator/trace/trace-store.js';
+import { METHODS } from '../../core/protocol/index.js';
 
 describe('run with --checkpoint-every', () => {
   it('[STORE-5] ENOSPC on one generation: that capture is Failed and reported, the others commit, the run completes', async () => {
@@ -47,5 +51,104 @@ describe('run with --checkpoint-every', () => {
     expect(ledger).toMatch(/"checkpointId":"ckpt-e1-2".*"event":"failed"/);
     expect((ledger.match(/"event":"committed"/g) ?? []).length).toBe(3);
     expect((await verifyLedger(r.runDir)).ok).toBe(true);
+  }, 180_000);
+});
+
+/** A CheckpointRun whose trace sync is slowed (and optionally failed at one boundary), logging when it starts and ends. */
+class WatchedSync extends CheckpointRun {
+  constructor(
+    every: number,
+    readonly events: string[],
+    private readonly failAt?: number,
+  ) {
+    super({ every, keep: 3 });
+  }
+
+  override async started(ctx: RunExtensionContext): Promise<void> {
+    const traces = ctx.traces;
+    let syncs = 0;
+    const sync = async (): Promise<void> => {
+      const n = ++syncs;
+      this.events.push(`sync-start ${n}`);
+      await new Promise((r) => setTimeout(r, 150));
+      if (n === this.failAt) throw new Error(`the trace disk went away at sync ${n}`);
+      await traces.sync();
+      this.events.push(`sync-done ${n}`);
+    };
+    // Everything else goes to the session's own writer, methods bound to it.
+    const watched = new Proxy(traces, { get: (target, key) => (key === 'sync' ? sync : bound(target, key)) });
+    await super.started({ ...ctx, traces: watched });
+  }
+}
+
+function bound(target: object, key: string | symbol): unknown {
+  const v = Reflect.get(target, key) as unknown;
+  return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+}
+
+/** Log every State.Capture sent to the fleet's workers (environment and agents). */
+function logCaptures(fleet: Fleet, events: string[]): void {
+  for (const w of [fleet.environment, ...fleet.agents]) {
+    const call = w.client.call.bind(w.client);
+    w.client.call = ((method, scope, params, options) => {
+      if (method === METHODS.capture) events.push(`capture ${w.plan.workerId}`);
+      return call(method, scope, params, options);
+    }) as typeof w.client.call;
+  }
+}
+
+describe('a capture and the trace sync it needs', () => {
+  it('the trace syncs while the participants are asked, and the checkpoint is built after it: every capture commits and records the synced index', async () => {
+    const events: string[] = [];
+    const ext = new WatchedSync(2, events);
+    const r = await runSession(
+      { ...LIF(16), transport: 'inline' },
+      {
+        outDir: tmpDir(),
+        steps: 4,
+        extension: ext,
+        logLevel: 'error',
+        hooks: { onLaunched: (f) => logCaptures(f, events) },
+      },
+    );
+    const asked = ['capture worker-env', 'capture worker-0', 'capture worker-1'];
+    // Each boundary: the sync starts, every participant is asked while it is still running, then it ends.
+    expect(events).toEqual(['sync-start 1', ...asked, 'sync-done 1', 'sync-start 2', ...asked, 'sync-done 2']);
+    expect(ext.result.committed).toEqual(['ckpt-e1-2', 'ckpt-e1-4']);
+    // The captured events record the index as synced at their boundary (2 and then 4 steps of trace).
+    const captured = readFileSync(join(r.runDir, 'ledger.jsonl'), 'utf8')
+      .split('\n')
+      .filter((l) => l.includes('"event":"captured"'))
+      .map((l) => (JSON.parse(l) as { detail: { traceIndex: string } }).detail.traceIndex);
+    const index = readTraceIndex(r.runDir);
+    expect(captured).toEqual([indexDigestOf(index.slice(0, 1)), indexDigestOf(index.slice(0, 2))]);
+    expect((await verifyLedger(r.runDir)).ok).toBe(true);
+  }, 180_000);
+
+  it('a trace that cannot be synced fails the run, though its capture was already asked', async () => {
+    const events: string[] = [];
+    const ext = new WatchedSync(2, events, 2);
+    const run = runSession(
+      { ...LIF(16), transport: 'inline' },
+      {
+        outDir: tmpDir(),
+        steps: 6,
+        extension: ext,
+        logLevel: 'error',
+        hooks: { onLaunched: (f) => logCaptures(f, events) },
+      },
+    );
+    await expect(run).rejects.toThrow(/the trace disk went away at sync 2/);
+    expect(events.slice(0, 6)).toEqual([
+      'sync-start 1',
+      'capture worker-env',
+      'capture worker-0',
+      'capture worker-1',
+      'sync-done 1',
+      'sync-start 2',
+    ]);
+    expect(events).toContain('capture worker-1');
+    expect(ext.result.committed).toEqual(['ckpt-e1-2']);
+    expect(ext.result.captured).toEqual(['ckpt-e1-2']);
   }, 180_000);
 });
