@@ -230,6 +230,8 @@ export interface RunPlan {
   workers: PlannedWorker[];
   agentsPerWorker: number;
   transport: Transport;
+  /** Set when the config named no workers.transport: `transport` is the local default (defaultTransport), which a Slurm launcher given later replaces (forLauncher). Not recorded. */
+  transportDefault?: true;
   /**
    * `inline` (`environment.transport: inline`): the environment worker runs in the coordinator's own
    * thread, no isolation (trusted models only), while the agent workers use `transport`. TypeScript
@@ -750,7 +752,8 @@ export function resolveConfig(value: unknown, opts: { baseDir?: string } = {}): 
     agents: planned,
     workers,
     agentsPerWorker,
-    transport: cfg.workers?.transport ?? (rendezvous ? 'tcp' : 'unix'),
+    transport: cfg.workers?.transport ?? defaultTransport(cfg),
+    ...(cfg.workers?.transport === undefined ? { transportDefault: true as const } : {}),
     ...(cfg.environment.transport ? { environmentTransport: cfg.environment.transport } : {}),
     threadHeapMb: cfg.workers?.threadHeapMb ?? DEFAULT_THREAD_HEAP_MB,
     deadlines: { ...DEFAULT_DEADLINES, ...cfg.deadlines },
@@ -780,6 +783,31 @@ export function defaultAgentsPerWorker(cfg: RunConfigInput, agents: number, core
   if (fixed) return AGENTS_PER_WORKER;
   const workers = Math.min(Math.ceil(agents / AGENTS_PER_WORKER), Math.max(1, cores - 1));
   return Math.max(AGENTS_PER_WORKER, Math.ceil(agents / workers));
+}
+
+/**
+ * The transport when the config names none: a local run puts its TypeScript workers on threads of
+ * the coordinator's process (Rust and Python workers keep processes on Unix sockets); Slurm and a TLS
+ * block keep Unix sockets (TLS then asks for tcp), a rendezvous reaches its workers over TCP. Threads
+ * step 1.4–2× faster than processes on a small machine (bench/README.md, "Performance of the
+ * transports") and hold the same isolation checks. Physical: run.json records it, no hash sees it.
+ */
+export function defaultTransport(cfg: RunConfigInput): Transport {
+  if (cfg.workers?.placement === 'rendezvous') return 'tcp';
+  return isSlurm(cfg) || cfg.workers?.tls !== undefined ? 'unix' : 'thread';
+}
+
+/**
+ * The plan started by `launcher` (a `--launcher` flag over the config's). srun starts worker
+ * processes, so under Slurm a transport the config left to the local default (threads) becomes
+ * Unix sockets, as if the config had named the launcher; a transport the config named stays (a
+ * thread or inline one is then refused by name before anything starts: checkSlurmTransport).
+ */
+export function forLauncher(plan: RunPlan, launcher: LauncherPlan): RunPlan {
+  const out: RunPlan = { ...plan, launcher };
+  if (launcher.kind === 'slurm' && plan.transportDefault && IN_COORDINATOR.includes(plan.transport))
+    out.transport = 'unix';
+  return out;
 }
 
 /** Whether the config's launcher is Slurm (`launcher: slurm` or `{ kind: slurm, … }`). */
@@ -848,7 +876,7 @@ function resolveTls(
       'workers.tls.dir: workers started by hand need their TLS set before the run (make it with detsim certs)',
       'workers.tls.dir',
     );
-  if ((cfg.workers?.transport ?? (rendezvous ? 'tcp' : 'unix')) !== 'tcp')
+  if ((cfg.workers?.transport ?? defaultTransport(cfg)) !== 'tcp')
     throw new DetsimError(
       'struct_invalid_field',
       'workers.tls: TLS is for TCP workers; set workers.transport: tcp',

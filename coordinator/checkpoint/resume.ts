@@ -28,6 +28,7 @@ import type { WorkerCommand } from '../launch/launcher.js';
 import { epochId } from '../session/lockstep.js';
 import {
   checkEnvironmentTransport,
+  IN_COORDINATOR,
   type LauncherKind,
   type PlannedWorker,
   type RunPlan,
@@ -198,6 +199,10 @@ export function epochsSeen(runDir: string, first: Id): number {
 function relaunchPlanFor(runDir: string, recorded: RunPlan, opts: ResumeOptions): RunPlan {
   const relaunched = relaunchPlan(recorded, readLaunchFacts(runDir), runDir, opts.launcher);
   const plan: RunPlan = { ...relaunched, ...(opts.transport ? { transport: opts.transport } : {}) };
+  // A local run on threads resumed under Slurm (--launcher slurm): srun starts processes, on Unix sockets
+  // unless --transport says otherwise (the recorded transport was the local launch's, not the run's).
+  if (plan.launcher?.kind === 'slurm' && !opts.transport && IN_COORDINATOR.includes(plan.transport))
+    plan.transport = 'unix';
   if (opts.environmentTransport === 'workers') delete plan.environmentTransport;
   if (opts.environmentTransport === 'inline') plan.environmentTransport = 'inline';
   const envRuntime = plan.workers.find((w) => w.role === 'environment')?.runtime;

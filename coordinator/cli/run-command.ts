@@ -4,7 +4,7 @@
 // here; the run itself is run.ts (runSession), the overrides overrides.ts.
 import type { Command } from 'commander';
 import { resolve } from 'node:path';
-import { LAUNCHERS, checkEnvironmentTransport, type LauncherKind, type RunPlan } from '../config.js';
+import { LAUNCHERS, checkEnvironmentTransport, forLauncher, type LauncherKind, type RunPlan } from '../config.js';
 import { loadConfigWithOverrides, parseOverrides } from '../overrides.js';
 import { metricsLines } from '../session/metrics.js';
 import { DetsimError } from '../../core/formats/errors.js';
@@ -65,7 +65,7 @@ function withTlsFlag(plan: RunPlan, dir: string | undefined): RunPlan {
 function withLauncherFlag(plan: RunPlan, text: string | undefined): RunPlan {
   const kind = readChoiceFlag<LauncherKind>(text, LAUNCHERS, '--launcher');
   if (kind === undefined || kind === (plan.launcher?.kind ?? 'local')) return plan;
-  return { ...plan, launcher: kind === 'slurm' ? { kind, srunArgs: [] } : { kind } };
+  return forLauncher(plan, kind === 'slurm' ? { kind, srunArgs: [] } : { kind });
 }
 
 /** `--environment-transport`: the environment inline (or not) whatever the config says; checked like the config. */
@@ -103,8 +103,10 @@ function planFromFlags(configPath: string, opts: RunCommandOptions): RunPlan {
     );
   const transport = readTransportFlag(opts.transport);
   const loaded = loadConfigWithOverrides(configPath, overrides);
+  // --transport names the transport: no launcher replaces it after that.
+  const { transportDefault: _default, ...named } = loaded;
   return withEnvironmentTransportFlag(
-    withLauncherFlag(withTlsFlag(transport ? { ...loaded, transport } : loaded, opts.tlsDir), opts.launcher),
+    withLauncherFlag(withTlsFlag(transport ? { ...named, transport } : loaded, opts.tlsDir), opts.launcher),
     opts.environmentTransport,
   );
 }

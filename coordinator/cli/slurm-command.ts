@@ -7,7 +7,7 @@ import { mkdirSync, rmSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Command } from 'commander';
-import { loadConfig, type RunPlan } from '../config.js';
+import { forLauncher, loadConfig, type RunPlan } from '../config.js';
 import { checkWorkerBinaries } from '../launch/launcher.js';
 import { DEFAULT_RUNS_DIR } from '../session/run.js';
 import { batchScript, jobOutputPattern } from '../slurm/batch-script.js';
@@ -47,7 +47,9 @@ function cliEntry(): string {
 
 async function submit(configPath: string, sbatchArgs: string[], opts: SubmitOptions): Promise<void> {
   // Every check happens before anything is written: the config, the flags, sbatch on PATH.
-  const plan = loadConfig(configPath);
+  // The batch script runs `detsim run <config> --launcher slurm`: check the plan that command makes.
+  const loaded = loadConfig(configPath);
+  const plan = loaded.launcher?.kind === 'slurm' ? loaded : forLauncher(loaded, { kind: 'slurm', srunArgs: [] });
   checkWorkerBinaries(plan);
   checkSlurmTransport(plan);
   checkWorkerTls(plan);

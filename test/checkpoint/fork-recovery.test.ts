@@ -19,11 +19,15 @@ let parent: string;
 
 beforeAll(async () => {
   work = tmpOut('detsim-fork-recover-');
-  const r = await runSession(loadConfig('examples/forage-walkers.yaml'), {
-    steps: 240,
-    outDir: join(work, 'runs'),
-    extension: new CheckpointRun({ every: 100 }),
-  });
+  // Worker processes (the fork inherits them): the test SIGKILLs one.
+  const r = await runSession(
+    { ...loadConfig('examples/forage-walkers.yaml'), transport: 'unix' },
+    {
+      steps: 240,
+      outDir: join(work, 'runs'),
+      extension: new CheckpointRun({ every: 100 }),
+    },
+  );
   parent = r.runDir;
 }, 120_000);
 

@@ -21,6 +21,8 @@ export const logger = pino({ level: 'silent' });
 /** Load an example config with edits applied to the parsed object (e.g. fewer neurons, another seed). */
 export function planOf(file: string, edit?: (cfg: Record<string, any>) => void): RunPlan {
   const cfg = parseConfigText(readFileSync(file, 'utf8'), file) as Record<string, any>;
+  // The harness's fleets are worker processes (its tests kill, wrap and watch them) unless the config says otherwise.
+  cfg.workers = { transport: 'unix', ...cfg.workers };
   edit?.(cfg);
   return resolveConfig(cfg, { baseDir: dirname(resolve(file)) });
 }

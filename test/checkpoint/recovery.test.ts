@@ -206,20 +206,24 @@ describe('recovery from a lost worker (--max-restarts)', () => {
     checkpoints.recovery = recoveryWith({ maxRestarts: 3 })(checkpoints);
     const abort = new AbortController();
     const launched: Fleet[] = [];
-    const failure = await runSession(loadConfig('examples/lif-pair.yaml'), {
-      steps: 40,
-      outDir: mkdtempSync(join(tmpdir(), 'detsim-recover-int-')),
-      extension: checkpoints,
-      signal: abort.signal,
-      hooks: {
-        onLaunched: (f) => launched.push(f),
-        beforePhase: (step, phase) => {
-          if (step !== 5n || phase !== 'commit') return;
-          process.kill(launched[0]!.agents[0]!.instance.pid, 'SIGTERM');
-          setTimeout(() => abort.abort(), 300);
+    // Worker processes: one is sent SIGTERM (a thread's pid would be this process's own).
+    const failure = await runSession(
+      { ...loadConfig('examples/lif-pair.yaml'), transport: 'unix' },
+      {
+        steps: 40,
+        outDir: mkdtempSync(join(tmpdir(), 'detsim-recover-int-')),
+        extension: checkpoints,
+        signal: abort.signal,
+        hooks: {
+          onLaunched: (f) => launched.push(f),
+          beforePhase: (step, phase) => {
+            if (step !== 5n || phase !== 'commit') return;
+            process.kill(launched[0]!.agents[0]!.instance.pid, 'SIGTERM');
+            setTimeout(() => abort.abort(), 300);
+          },
         },
       },
-    }).then(
+    ).then(
       () => null,
       (e: unknown) => e as RunFailure,
     );

@@ -129,7 +129,19 @@ describe('run.lock', () => {
   // check-then-unlink takeover deletes the other's fresh lock (both resumed, the ledger chain broke).
   it('CLI: two resumes released together on a run with a stale lock, under an unlucky schedule: one resumes, the other is refused, the ledger verifies', async () => {
     const out = tmpDir('detsim-lockresume-');
-    const r = detsim(['run', 'examples/lif-pair.yaml', '--steps', '2', '--checkpoint-every', '1', '--out', out]);
+    // Worker processes: the preload (a .ts file) is the coordinator's, which a worker thread would inherit.
+    const r = detsim([
+      'run',
+      'examples/lif-pair.yaml',
+      '--steps',
+      '2',
+      '--checkpoint-every',
+      '1',
+      '--transport',
+      'unix',
+      '--out',
+      out,
+    ]);
     expect(r.status, r.stderr).toBe(0);
     const runDir = join(out, 'lif-pair-1');
     for (const steps of [3, 4]) {

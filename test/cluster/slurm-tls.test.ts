@@ -36,7 +36,7 @@ function rendezvousConfig(): string {
   const path = join(work, 'forage-walkers-rdv.yaml');
   const base = readFileSync('examples/forage-walkers.yaml', 'utf8');
   const workers = 'transport: tcp\n  placement: rendezvous\n  rendezvous: { dir: rdv, timeoutSeconds: 60 }';
-  writeFileSync(path, `${base.replace('transport: unix', workers)}launcher: slurm\n`);
+  writeFileSync(path, `${base.replace('agentsPerWorker: 4', `agentsPerWorker: 4\n  ${workers}`)}launcher: slurm\n`);
   mkdirSync(join(work, 'rdv'), { recursive: true });
   return path;
 }

@@ -100,7 +100,10 @@ describe('Slurm refusals that need no cluster', () => {
   it('a config with thread workers is refused by slurm submit before anything is written', () => {
     const out = join(work, 'thread');
     const config = join(work, 'thread.yaml');
-    writeFileSync(config, `${readFileSync(CONFIG, 'utf8').replace('transport: unix', 'transport: thread')}`);
+    writeFileSync(
+      config,
+      `${readFileSync(CONFIG, 'utf8').replace('agentsPerWorker: 4\n', 'agentsPerWorker: 4\n  transport: thread\n')}`,
+    );
     const r = detsim(['slurm', 'submit', config, '--out', out]);
     expectCliRefusal(r, 'struct_invalid_field', 'launcher: slurm starts worker processes');
     expect(existsSync(out)).toBe(false);

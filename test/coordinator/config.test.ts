@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { availableParallelism } from 'node:os';
-import { defaultAgentsPerWorker, loadConfig, resolveConfig } from '../../coordinator/config.js';
+import { defaultAgentsPerWorker, forLauncher, loadConfig, resolveConfig } from '../../coordinator/config.js';
 import { DetsimError } from '../../core/formats/errors.js';
 import { collisionWarning, deriveSeed } from '../../core/formats/seed.js';
 
@@ -83,6 +83,35 @@ describe('config: examples', () => {
     expect(sizes).toEqual(layout(16, availableParallelism()));
     const pinned = resolveConfig({ ...cfg16, workers: { agentsPerWorker: 4 } });
     expect(pinned.workers.filter((w) => w.role === 'agent').map((w) => w.agentIds.length)).toEqual([4, 4, 4, 4]);
+  });
+
+  it('without workers.transport: threads locally, Unix sockets under Slurm or with TLS, TCP for a rendezvous', () => {
+    const transport = (cfg: Record<string, unknown>) => {
+      const p = resolveConfig(cfg);
+      return [p.transport, p.transportDefault ?? false];
+    };
+    expect(transport(base())).toEqual(['thread', true]);
+    expect(transport({ ...base(), launcher: 'slurm' })).toEqual(['unix', true]);
+    expect(transport({ ...base(), launcher: { kind: 'slurm', srunArgs: ['-N1'] } })).toEqual(['unix', true]);
+    const rdv = { placement: 'rendezvous', rendezvous: { dir: '/tmp/rv' }, tls: { dir: '/tmp/tls' } };
+    expect(transport({ ...base(), workers: rdv })).toEqual(['tcp', true]);
+    // A TLS block wants tcp: the default is not it, so the refusal names the transport to set.
+    expect(refusal({ ...base(), workers: { tls: {} } }).message).toMatch(/set workers.transport: tcp/);
+    // A named transport is the config's, whatever the launcher.
+    expect(transport({ ...base(), workers: { transport: 'unix' } })).toEqual(['unix', false]);
+    expect(transport({ ...base(), workers: { transport: 'thread' } })).toEqual(['thread', false]);
+    // The examples name none: their TypeScript workers run on threads.
+    expect(loadConfig('examples/forage-walkers.yaml').transport).toBe('thread');
+  });
+
+  it('a Slurm launcher given after the config (--launcher slurm) replaces the default threads, never a named transport', () => {
+    const slurm = { kind: 'slurm' as const, srunArgs: [] };
+    expect(forLauncher(resolveConfig(base()), slurm)).toMatchObject({ transport: 'unix', launcher: slurm });
+    expect(forLauncher(resolveConfig(base()), { kind: 'local' }).transport).toBe('thread');
+    const named = resolveConfig({ ...base(), workers: { transport: 'thread' } });
+    expect(forLauncher(named, slurm).transport).toBe('thread'); // refused by name when it starts
+    const tcp = resolveConfig({ ...base(), workers: { transport: 'tcp' } });
+    expect(forLauncher(tcp, slurm).transport).toBe('tcp');
   });
 
   it('worldStepNs accepts "N/D" and RationalNs; stepHz and worldStepNs together are refused', () => {

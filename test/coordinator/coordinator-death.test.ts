@@ -50,8 +50,8 @@ describe('socket directories', () => {
     await sigkill(dead);
     expect(existsSync(deadDir)).toBe(true);
     // Another run starts (and ends) in this process: its launch sweeps.
-    const plan = loadPlan('examples/lif-pair.yaml');
-    plan.steps = 1;
+    // On worker processes: a launch that makes a socket directory is the one that sweeps.
+    const plan = { ...loadPlan('examples/lif-pair.yaml'), steps: 1, transport: 'unix' as const };
     await runSession(plan, { outDir: tmpOut() });
     expect(existsSync(deadDir)).toBe(false);
     expect(readdirSync(liveDir).sort()).toEqual(liveSockets);

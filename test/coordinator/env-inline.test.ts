@@ -106,7 +106,7 @@ describe('environment.transport: inline gives the golden hashes', () => {
 
 describe.each([
   ['inline', undefined, 'inline'],
-  ['inline', 'workers', 'process'],
+  ['inline', 'workers', 'thread'],
   [undefined, 'inline', 'inline'],
 ] as const)(
   'checkpoint and resume: run with the environment %s, resumed with --environment-transport %s',
@@ -149,7 +149,7 @@ describe.each([
         const spawned = readFileSync(join(runDir, 'run.log'), 'utf8')
           .split('\n')
           .filter((l) => l.includes('"workers spawned"'));
-        expect(spawned.map((l) => loggedWorkerRuns(l)['worker-env'])).toEqual([from ?? 'process', resumedAs]);
+        expect(spawned.map((l) => loggedWorkerRuns(l)['worker-env'])).toEqual([from ?? 'thread', resumedAs]); // thread: the local default
       },
     );
   },

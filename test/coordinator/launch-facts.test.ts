@@ -41,7 +41,10 @@ const base = (): Record<string, unknown> => ({
 /** forage-walkers over tcp asking for TLS without a set: the run makes its own. */
 function perRunTlsConfig(): string {
   const path = join(root, 'forage-walkers-tls.yaml');
-  const text = readFileSync(golden.config, 'utf8').replace('transport: unix', 'transport: tcp\n  tls: {}');
+  const text = readFileSync(golden.config, 'utf8').replace(
+    'agentsPerWorker: 4\n',
+    'agentsPerWorker: 4\n  transport: tcp\n  tls: {}\n',
+  );
   writeFileSync(path, text);
   return path;
 }

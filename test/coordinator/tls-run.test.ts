@@ -189,7 +189,9 @@ describe('a TLS run', () => {
   };
 
   it('is refused on the unix transport: TLS is for TCP workers', () => {
-    expect(refusedBeforeStart(['--tls-dir', certs], 'struct_invalid_field', 'workers.tls.dir')).toBe(
+    expect(
+      refusedBeforeStart(['--tls-dir', certs, '--transport', 'unix'], 'struct_invalid_field', 'workers.tls.dir'),
+    ).toBe(
       "detsim: [struct_invalid_field] workers.tls.dir: TLS is for TCP workers; set workers.transport: tcp (this run's transport is unix)",
     );
   });

@@ -115,7 +115,7 @@ describe.each([
   );
 });
 
-describe('replay, diff and verify on the thread transport', () => {
+describe('replay, diff and verify on threads and processes', () => {
   it(
     'detsim replay --transport thread (a config with --resume-at, a recorded unix run) reproduces the unix ReproHash; diff of a thread and a unix run is DIFF=0',
     { timeout: 300_000 },
@@ -166,16 +166,17 @@ describe('replay, diff and verify on the thread transport', () => {
   );
 
   it(
-    'detsim verify of a config with workers.transport: thread hits the example golden (grade full, green)',
+    'detsim verify of a config with workers.transport: unix hits the example golden (grade full, green)',
     { timeout: 300_000 },
     () => {
-      // The example with its transport set to thread, under the example's own name: the golden applies.
-      const dir = tmpOut('detsim-verify-thread-');
+      // The example (threads by default) with worker processes, under the example's own name: the golden applies.
+      const dir = tmpOut('detsim-verify-unix-');
       mkdirSync(join(dir, 'cfg'));
       const config = join(dir, 'cfg', 'forage-walkers.yaml');
       const text = readFileSync('examples/forage-walkers.yaml', 'utf8');
-      expect(text).toContain('  transport: unix\n');
-      writeFileSync(config, text.replace('  transport: unix\n', '  transport: thread\n'));
+      expect(text).toContain('  agentsPerWorker: 4\n');
+      expect(text).not.toContain('transport:');
+      writeFileSync(config, text.replace('  agentsPerWorker: 4\n', '  agentsPerWorker: 4\n  transport: unix\n'));
       const r = detsim([
         'verify',
         '--config',
@@ -194,7 +195,7 @@ describe('replay, diff and verify on the thread transport', () => {
         .map((l) => JSON.parse(l) as { check?: string; status?: string; reason?: string });
       expect(checks.find((c) => c.check === 'golden')).toMatchObject({ status: 'pass', reason: 'audit_golden_hit' });
       const runDir = join(dir, 'runs', 'forage-walkers-1');
-      expect(new Set(Object.values(loggedWorkerRuns(readRun(runDir).log)))).toEqual(new Set(['thread']));
+      expect(new Set(Object.values(loggedWorkerRuns(readRun(runDir).log)))).toEqual(new Set(['process']));
     },
   );
 });

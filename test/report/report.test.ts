@@ -236,13 +236,17 @@ beforeAll(async () => {
   cpSync(plain, resumed, { recursive: true });
   const r = cli(['resume', resumed, '--checkpoint', 'ckpt-e1-200', '--checkpoint-every', '100']);
   expect(r.status, r.stderr).toBe(0);
-  const kill = await killAtSteps(loadConfig('examples/forage-walkers.yaml'), {
-    steps: 300,
-    every: 50,
-    maxRestarts: 1,
-    kills: [{ step: 120, phase: 'commit', worker: 1 }],
-    outDir: join(tmp, 'killed'),
-  });
+  // Worker processes: the test SIGKILLs one.
+  const kill = await killAtSteps(
+    { ...loadConfig('examples/forage-walkers.yaml'), transport: 'unix' },
+    {
+      steps: 300,
+      every: 50,
+      maxRestarts: 1,
+      kills: [{ step: 120, phase: 'commit', worker: 1 }],
+      outDir: join(tmp, 'killed'),
+    },
+  );
   recovered = kill.runDir;
   verifyOut = join(tmp, 'verify');
   const v = cli([
