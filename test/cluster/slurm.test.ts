@@ -3,7 +3,8 @@
 // reproduces its golden ReproHash with every worker an srun job step (squeue -s lists them while the
 // run lives); `scancel` ends a run like
 // Ctrl-C (summary.json aborted, the checkpoint store verifies); sbatch refusing a job or missing
-// from PATH, and launcher: slurm outside an allocation, are one-line refusals that leave nothing.
+// from PATH, and launcher: slurm outside an allocation, are one-line refusals that leave nothing; a
+// local run on threads resumes inside an allocation on srun job steps.
 // The Slurm cases skip, saying why, only when no Slurm node is idle here (test-summary then fails CI).
 // NOT a test of Slurm itself, nor of multi-node placement (single node: Unix sockets under /tmp).
 import { spawnSync } from 'node:child_process';
@@ -13,6 +14,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { expectCliRefusal } from '../cli-refusal.js';
 import { detsim, jobListed, readJson, slurmDownReason, submit, until } from './slurm-harness.js';
+import { CLI_MAIN } from '../cli-refusal.js';
 import { stepsOnDisk } from '../trace-read.js';
 
 const GOLDEN = JSON.parse(readFileSync('fixtures/golden/forage-walkers.json', 'utf8')) as {
@@ -76,6 +78,29 @@ describe.skipIf(down !== null)('detsim slurm submit on the local Slurm', { timeo
     const resumed = detsim(['resume', runDir, '--launcher', 'local']);
     expect(resumed.status, resumed.stderr).toBe(0);
     expect(resumed.stdout).toContain(`repro hash       ${GOLDEN.reproHash}`);
+  });
+
+  it('a local run on threads (the default), resumed inside an allocation with --launcher slurm: srun job steps, the golden', () => {
+    const out = join(work, 'local-then-slurm');
+    const run = detsim(['run', CONFIG, '--steps', String(GOLDEN.steps), '--checkpoint-every', '20', '--out', out]);
+    expect(run.status, run.stderr).toBe(0);
+    const runDir = join(out, 'forage-walkers-1');
+    const resumeArgs = ['resume', runDir, '--checkpoint', 'ckpt-e1-80', '--launcher', 'slurm'];
+    const clean = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('SLURM_')));
+    const resumed = spawnSync('salloc', ['-N1', '--quiet', process.execPath, CLI_MAIN, ...resumeArgs], {
+      encoding: 'utf8',
+      timeout: 120_000,
+      env: clean,
+    });
+    expect(resumed.status, resumed.stderr).toBe(0);
+    expect(resumed.stdout).toContain(`repro hash       ${GOLDEN.reproHash}`);
+    // The run's workers were threads; the resume's are processes started as srun job steps.
+    const log = readFileSync(join(runDir, 'run.log'), 'utf8').split('\n');
+    const runs = log
+      .filter((l) => l.includes('"workers spawned"'))
+      .map((l) => [...new Set(l.match(/"runs":"[a-z]+"/g))]);
+    expect(runs).toEqual([['"runs":"thread"'], ['"runs":"process"']]);
+    expect(log.filter((l) => l.includes('worker starts as an srun job step'))).toHaveLength(5);
   });
 
   it('a job sbatch refuses is one named line, exit 2, and leaves no script and no directory', () => {
