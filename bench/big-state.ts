@@ -129,7 +129,7 @@ cfg.agents = sizes.map((bytes, i) =>
         actionFields: ['move'],
       },
 );
-cfg.workers = { ...cfg.workers, runtime };
+cfg.workers = { ...cfg.workers, runtime, transport: 'unix' }; // worker processes, as the figures were measured
 cfg.deadlines = { startupMs: 600_000, stepMs: 3_600_000, captureMs: 3_600_000 };
 const plan = resolveConfig(cfg, { baseDir: process.cwd() });
 const runDir = mkdtempSync(join(base, 'detsim-big-state-'));

@@ -99,7 +99,7 @@ function planFor(c: Config, steps: number): RunPlan {
     stepHz: 60,
     environment: { id: 'forage', model: 'forage', params: { width: side, height: side, food: c.agents } },
     agents: { count: c.agents, prefix: 'walker-', model: 'walker' },
-    workers: { agentsPerWorker: c.perWorker },
+    workers: { agentsPerWorker: c.perWorker, transport: 'unix' }, // worker processes over gRPC
     deadlines: { startupMs: 30_000, stepMs: 10_000 },
   });
 }

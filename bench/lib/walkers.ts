@@ -10,7 +10,7 @@ export function walkerBenchPlan(sessionId: string, agents: number, processes: nu
     stepHz: 60,
     environment: { id: 'forage', model: 'forage', params: { width: 8, height: 8, food: agents } },
     agents: { count: agents, prefix: 'walker-', model: 'walker' },
-    workers: { agentsPerWorker: agents / processes },
+    workers: { agentsPerWorker: agents / processes, transport: 'unix' }, // processes, as the figures say
     deadlines: { startupMs: 30_000, stepMs: 10_000 },
   });
 }

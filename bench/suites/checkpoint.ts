@@ -38,6 +38,7 @@ export function lifPlan(neuronsA: number, neuronsB: number): RunPlan {
   cfg.agents[0].params = { neurons: neuronsA };
   cfg.agents[1].params = { neurons: neuronsB };
   cfg.deadlines = { startupMs: 60_000, stepMs: 120_000, captureMs: 300_000 };
+  cfg.workers = { ...cfg.workers, transport: 'unix' }; // worker processes, as the figures were measured
   return resolveConfig(cfg, { baseDir: process.cwd() });
 }
 

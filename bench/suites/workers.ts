@@ -71,7 +71,7 @@ export async function measureWorkers(
     stepHz: 60,
     environment: { id: 'forage', model: 'forage', params: { width: 16, height: 16, food: 12 } },
     agents: { count: c.agents, prefix: `${c.model}-`, model: c.model, params: c.params, actionFields: ['move'] },
-    workers: { agentsPerWorker: c.agentsPerWorker, runtime },
+    workers: { agentsPerWorker: c.agentsPerWorker, runtime, transport: 'unix' }, // every runtime a process
     deadlines: { startupMs: 60_000, stepMs: 30_000 },
   });
   const out = mkdtempSync(join(tmp, 'workers-'));
