@@ -97,20 +97,25 @@ function logCaptures(fleet: Fleet, events: string[]): void {
   }
 }
 
+/** The lif pair inline for `steps`, checkpointed by `ext`, every State.Capture logged into its events. */
+function watchedRun(ext: WatchedSync, steps: number): ReturnType<typeof runSession> {
+  return runSession(
+    { ...LIF(16), transport: 'inline' },
+    {
+      outDir: tmpDir(),
+      steps,
+      extension: ext,
+      logLevel: 'error',
+      hooks: { onLaunched: (f) => logCaptures(f, ext.events) },
+    },
+  );
+}
+
 describe('a capture and the trace sync it needs', () => {
   it('the trace syncs while the participants are asked, and the checkpoint is built after it: every capture commits and records the synced index', async () => {
     const events: string[] = [];
     const ext = new WatchedSync(2, events);
-    const r = await runSession(
-      { ...LIF(16), transport: 'inline' },
-      {
-        outDir: tmpDir(),
-        steps: 4,
-        extension: ext,
-        logLevel: 'error',
-        hooks: { onLaunched: (f) => logCaptures(f, events) },
-      },
-    );
+    const r = await watchedRun(ext, 4);
     const asked = ['capture worker-env', 'capture worker-0', 'capture worker-1'];
     // Each boundary: the sync starts, every participant is asked while it is still running, then it ends.
     expect(events).toEqual(['sync-start 1', ...asked, 'sync-done 1', 'sync-start 2', ...asked, 'sync-done 2']);
@@ -128,16 +133,7 @@ describe('a capture and the trace sync it needs', () => {
   it('a trace that cannot be synced fails the run, though its capture was already asked', async () => {
     const events: string[] = [];
     const ext = new WatchedSync(2, events, 2);
-    const run = runSession(
-      { ...LIF(16), transport: 'inline' },
-      {
-        outDir: tmpDir(),
-        steps: 6,
-        extension: ext,
-        logLevel: 'error',
-        hooks: { onLaunched: (f) => logCaptures(f, events) },
-      },
-    );
+    const run = watchedRun(ext, 6);
     await expect(run).rejects.toThrow(/the trace disk went away at sync 2/);
     expect(events.slice(0, 6)).toEqual([
       'sync-start 1',
