@@ -35,7 +35,9 @@ describe('run.json records the whole plan', () => {
 
   for (const config of examples) {
     it(`${config}: the plan rebuilt from its run.json equals the plan from the config`, { timeout: 600_000 }, (ctx) => {
-      const planned = loadConfig(config);
+      // transportDefault is the one planned field run.json does not carry: it says how the config
+      // chose its transport (for a --launcher given after it), a choice made before the run starts.
+      const { transportDefault: _chosen, ...planned } = loadConfig(config);
       if (planned.workers.some((w) => w.runtime === 'rust')) {
         if (rustWorkerSkip) return ctx.skip(rustWorkerSkip);
         ensureRustWorker();
