@@ -159,6 +159,32 @@ export default tseslint.config(
     rules: { 'max-lines-per-function': ['error', { max: 80, skipBlankLines: true, skipComments: true }] },
   },
   {
+    // A worker thread loads no gRPC (it would cost each thread ~0.1 s of start-up for nothing): the
+    // worker side imports core/protocol/ module by module, never the barrel, and only the process
+    // entry (workers/process.ts) reaches the gRPC server. test/workers/thread-imports.test.ts walks the graph.
+    files: ['workers/**/*.ts'],
+    ignores: ['workers/process.ts', 'workers/main.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              group: [
+                '@grpc/*',
+                '**/core/protocol/index.js',
+                '**/core/protocol/{grpc-link,grpc-service,server,tls,client,rendezvous}.js',
+                '**/process.js',
+              ],
+              message:
+                'a worker thread loads no gRPC: import core/protocol/ module by module (only workers/process.ts serves gRPC).',
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
     // Tests and benchmarks poke at untyped JSON (run directories, receipts) on purpose.
     files: ['test/**', 'bench/**'],
     rules: { '@typescript-eslint/no-explicit-any': 'off' },

@@ -15,15 +15,9 @@ import {
 } from '../core/formats/scalars.js';
 // The results below are built as JsonObject (the step cache and the slots keep them so) and cast to
 // their table type where a handler returns them: the literal that builds each one follows bodies.ts.
-import {
-  type AgentCommitResult,
-  type AgentInitializeResultEntry,
-  type METHODS,
-  type PreparedDecision,
-  ProtocolRefusal,
-  type Request,
-  type ResultOf,
-} from '../core/protocol/index.js';
+import type { AgentCommitResult, AgentInitializeResultEntry, PreparedDecision } from '../core/protocol/bodies.js';
+import { type METHODS, ProtocolRefusal, type Request } from '../core/protocol/envelope.js';
+import type { ResultOf } from '../core/protocol/methods.js';
 import {
   agentCompatibilityDigest,
   checkEpoch,

@@ -7,7 +7,7 @@
 // user model in strict mode (opt-in: the live comparison looks into any object the state holds);
 // built-in models skip it.
 // NOT the codec (state-codec.ts) and NOT the Capture reply (the hosts build it).
-import { ProtocolRefusal } from '../core/protocol/index.js';
+import { ProtocolRefusal } from '../core/protocol/envelope.js';
 import { callModel } from './model-call.js';
 import { decodeState, encodeState } from './state-codec.js';
 

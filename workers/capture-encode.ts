@@ -3,7 +3,8 @@
 // the group steps again, and hashes it as it writes) the same bytes as pieces whose large bins are
 // the model's own arrays, so a 269 MB state is not first copied into a 269 MB buffer, and not hashed
 // here. NOT the payload's fields (the hosts build them) and NOT the write (capture-file.ts).
-import { ProtocolRefusal, type CaptureResult, type PayloadRef } from '../core/protocol/index.js';
+import type { CaptureResult, PayloadRef } from '../core/protocol/bodies.js';
+import { ProtocolRefusal } from '../core/protocol/envelope.js';
 import { encodeState, encodeStatePieces } from './state-codec.js';
 import { createHash } from 'node:crypto';
 

@@ -6,7 +6,8 @@
 // A held payload is pieces (capture-encode.ts): its large bins are the model's own arrays.
 // NOT the capture itself (the hosts encode the state) and NOT the file confinement (payload-file.ts).
 import { readObject, readRequestId, readU64, refuseUnknownFields } from '../core/formats/scalars.js';
-import { ProtocolRefusal, type Request, type WritePayloadResult } from '../core/protocol/index.js';
+import type { WritePayloadResult } from '../core/protocol/bodies.js';
+import { ProtocolRefusal, type Request } from '../core/protocol/envelope.js';
 import type { HostReply } from './host-context.js';
 import type { LifecycleCache } from './op-cache.js';
 import { CAPTURE_FILE_REFUSALS, writeStoreTemp } from './payload-file.js';

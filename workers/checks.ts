@@ -13,7 +13,8 @@ import {
   readU64,
   refuseUnknownFields,
 } from '../core/formats/scalars.js';
-import { type PayloadRef, ProtocolRefusal, type Request } from '../core/protocol/index.js';
+import type { PayloadRef } from '../core/protocol/bodies.js';
+import { ProtocolRefusal, type Request } from '../core/protocol/envelope.js';
 import { readRebind, type Rebind } from './fork-rebind.js';
 import type { PayloadFile } from './payload-file.js';
 import { readStorePayloadOnce } from './payload-scatter.js';

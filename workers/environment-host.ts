@@ -5,14 +5,9 @@ import { canonicalDigest } from '../core/formats/canonical-json.js';
 import { RationalNs, type Scope, readI32, readId, readObject, refuseUnknownFields } from '../core/formats/scalars.js';
 // The step results below are built as JsonObject (the step cache keeps them so) and cast to their
 // table type where a handler returns them: the literal that builds each one follows bodies.ts.
-import {
-  type EnvironmentAdvanceResult,
-  type EnvironmentInitializeResult,
-  type METHODS,
-  ProtocolRefusal,
-  type Request,
-  type ResultOf,
-} from '../core/protocol/index.js';
+import type { EnvironmentAdvanceResult, EnvironmentInitializeResult } from '../core/protocol/bodies.js';
+import { type METHODS, ProtocolRefusal, type Request } from '../core/protocol/envelope.js';
+import type { ResultOf } from '../core/protocol/methods.js';
 import {
   checkEpoch,
   checkSession,

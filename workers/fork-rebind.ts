@@ -6,7 +6,7 @@
 // NOT the model's restore itself (the hosts call it with the new params).
 import { readDigest, readObject, refuseUnknownFields } from '../core/formats/scalars.js';
 import { changedParams } from '../core/models/params.js';
-import { ProtocolRefusal } from '../core/protocol/index.js';
+import { ProtocolRefusal } from '../core/protocol/envelope.js';
 import type { JsonObject } from './sdk.js';
 
 /** StageRestore params.rebind: the participant's new params (as configured) and its expected new profile digest. */

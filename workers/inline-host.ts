@@ -6,7 +6,8 @@
 // trusted models only. Loaded by coordinator/launch/inline-worker.ts by path (the coordinator
 // never imports workers/). NOT the lifecycle of an instance (the coordinator's side) or a transport
 // between processes.
-import type { Body, Link, LinkReceiver, Role } from '../core/protocol/index.js';
+import type { Role } from '../core/protocol/bodies.js';
+import type { Body, Link, LinkReceiver } from '../core/protocol/link.js';
 import { RequestQueue } from './request-queue.js';
 import { WorkerRuntime, type StreamState } from './runtime.js';
 

@@ -2,7 +2,8 @@
 // and translation of a model's exception into a refusal that names the participant and the
 // callback. Nothing about the protocol's phases or caches.
 import { DetsimError } from '../core/formats/errors.js';
-import { type JsonObject, type Mutation, ProtocolRefusal } from '../core/protocol/index.js';
+import type { JsonObject } from '../core/protocol/bodies.js';
+import { type Mutation, ProtocolRefusal } from '../core/protocol/envelope.js';
 import { type ResolvableModel, type ResolvedParams, resolveModelParams } from '../core/models/params.js';
 import { runGuarded } from './strict.js';
 

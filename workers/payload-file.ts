@@ -10,7 +10,7 @@ import { createHash } from 'node:crypto';
 import { constants } from 'node:fs';
 import { type FileHandle, open, realpath, stat } from 'node:fs/promises';
 import { basename, isAbsolute, relative, sep } from 'node:path';
-import { ProtocolRefusal } from '../core/protocol/index.js';
+import { ProtocolRefusal } from '../core/protocol/envelope.js';
 
 export interface PayloadFile {
   path: string;

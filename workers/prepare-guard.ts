@@ -5,7 +5,7 @@
 // grouped into processes. The guard keeps each agent's encoded capture right after its own
 // prepare and compares it once every agent of the message has prepared. Not a check of hidden
 // state a capture leaves out (check_model's restore round trip finds that), nor of commit.
-import { ProtocolRefusal } from '../core/protocol/index.js';
+import { ProtocolRefusal } from '../core/protocol/envelope.js';
 import { encodeStateTransient } from './state-codec.js';
 
 /** The refusal text for an agent whose state another agent's prepare changed (the same in Python). */

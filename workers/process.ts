@@ -34,7 +34,7 @@ import {
   STORE_ID_PATTERN,
   storeHoldsId,
 } from '../core/protocol/index.js';
-import { modulePathOf } from './models/registry.js';
+import { readModelFlags } from './models/registry.js';
 import { RequestQueue } from './request-queue.js';
 import { type StreamState, WorkerRuntime } from './runtime.js';
 import { startParentWatchdog } from './parent-watchdog.js';
@@ -255,33 +255,6 @@ function readTlsFlags(raw: RawWorkerOptions): TlsPaths | undefined {
     key: (raw.tlsKey as string | undefined) ?? base!.key,
     token: (raw.tokenFile as string | undefined) ?? base!.token,
   };
-}
-
-/** `--model <path>` values: each an existing file, kept as an absolute path (relative to the working directory). */
-export function readModelFlags(raw: unknown): string[] {
-  if (raw === undefined) return [];
-  if (!Array.isArray(raw) || !raw.every((m) => typeof m === 'string' && m !== ''))
-    throw new DetsimError('struct_invalid_field', '--model takes a model module path', '--model');
-  return [
-    ...new Set(
-      raw.map((spec: string) => {
-        const path = modulePathOf(spec);
-        let isFile = false;
-        try {
-          isFile = statSync(path).isFile();
-        } catch {
-          isFile = false;
-        }
-        if (!isFile)
-          throw new DetsimError(
-            'struct_unknown_model',
-            `--model ${JSON.stringify(spec)}: no such model module file (${path})`,
-            '--model',
-          );
-        return path;
-      }),
-    ),
-  ].sort();
 }
 
 function readStoreDir(value: unknown): string {

@@ -2,7 +2,7 @@
 // arrival order, across all of the worker's streams, and each reply goes back on the stream its
 // request came from, in request order (the protocol's correlation rule). Not the transport (the
 // gRPC server in workers/process.ts, the thread port in workers/thread-main.ts), not the semantics (runtime.ts).
-import type { Body } from '../core/protocol/index.js';
+import type { Body } from '../core/protocol/link.js';
 import type { StreamState, WorkerRuntime } from './runtime.js';
 
 /** Sends one reply message back on the stream its request came from. */

@@ -7,7 +7,8 @@
 // NOT staging (the hosts), NOT the file confinement (payload-file.ts).
 import { stat } from 'node:fs/promises';
 import { readDigest, readId, readObject, readU64, refuseUnknownFields } from '../core/formats/scalars.js';
-import { ProtocolRefusal, type PrefetchPayloadResult, type Request } from '../core/protocol/index.js';
+import type { PrefetchPayloadResult } from '../core/protocol/bodies.js';
+import { ProtocolRefusal, type Request } from '../core/protocol/envelope.js';
 import { predecode, readStorePayload, type StageParams } from './checks.js';
 import type { HostReply } from './host-context.js';
 

@@ -7,25 +7,25 @@ import { randomBytes } from 'node:crypto';
 import { canonicalDigest, canonicalize } from '../core/formats/canonical-json.js';
 import { DetsimError } from '../core/formats/errors.js';
 import { readDigest, readId, readRequestId, refuseUnknownFields } from '../core/formats/scalars.js';
+import { CAPABILITIES, type Role } from '../core/protocol/bodies.js';
+import { bodyText, decodeBody } from '../core/protocol/body-codec.js';
 import {
-  CAPABILITIES,
   CONTRACT_DIGEST,
   DEFAULT_MAX_MESSAGE_BYTES,
-  type Body,
+  PROTOCOL_MAJOR,
+  PROTOCOL_MINOR,
+} from '../core/protocol/contract.js';
+import {
   type ErrorBody,
   METHODS,
   type Method,
-  PROTOCOL_MAJOR,
-  PROTOCOL_MINOR,
   ProtocolRefusal,
   type Request,
-  type ResultOf,
-  type Role,
-  bodyText,
-  decodeBody,
   isMethod,
   readRequest,
-} from '../core/protocol/index.js';
+} from '../core/protocol/envelope.js';
+import type { Body } from '../core/protocol/link.js';
+import type { ResultOf } from '../core/protocol/methods.js';
 import { AgentHost } from './agent-host.js';
 import { captureHoldOf, withoutHold, writeHeldPayload } from './capture-file.js';
 import { PrefetchedPayloads } from './restore-prefetch.js';

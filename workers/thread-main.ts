@@ -6,14 +6,10 @@
 // side of the thread (coordinator/launch/thread-worker.ts).
 import { parentPort, workerData } from 'node:worker_threads';
 import { DetsimError } from '../core/formats/errors.js';
-import {
-  ATTACHMENT_BEFORE_HELLO,
-  THREAD_READY,
-  postPortMessage,
-  readPortMessage,
-  type Role,
-} from '../core/protocol/index.js';
-import { readModelFlags } from './process.js';
+import type { Role } from '../core/protocol/bodies.js';
+import { ATTACHMENT_BEFORE_HELLO } from '../core/protocol/link.js';
+import { THREAD_READY, postPortMessage, readPortMessage } from '../core/protocol/port-link.js';
+import { readModelFlags } from './models/registry.js';
 import { RequestQueue } from './request-queue.js';
 import { type RuntimeOptions, type StreamState, WorkerRuntime } from './runtime.js';
 

@@ -2,27 +2,6 @@
 // The `detsim` command line: wires each command module into one program. Commands live in
 // their own files under cli/; this file only assembles them and reports usage errors.
 import { Command, CommanderError } from 'commander';
-import { registerSeed } from './seed-command.js';
-import { registerEnvelope } from './envelope-command.js';
-import { registerFields } from './fields-command.js';
-import { registerReasons } from './reasons-command.js';
-import { registerReplay } from './replay-command.js';
-import { registerVerify } from './verify-command.js';
-import { registerRun } from './run-command.js';
-import { registerResume } from './resume-command.js';
-import { registerFork } from './fork-command.js';
-import { registerStore } from './store-command.js';
-import { registerLedger } from './ledger-command.js';
-import { registerDiff } from './diff-command.js';
-import { registerBisect } from './bisect-command.js';
-import { registerEvidence } from './evidence-command.js';
-import { registerWorker } from './worker-command.js';
-import { registerCerts } from './certs-command.js';
-import { registerSlurm } from './slurm-command.js';
-import { registerDoctor } from './doctor-command.js';
-import { registerTrace } from './trace-command.js';
-import { registerReport } from './report-command.js';
-import { registerSweep } from './sweep-command.js';
 
 const program = new Command();
 program
@@ -34,27 +13,36 @@ program
   .showHelpAfterError(false)
   .exitOverride();
 
-registerSeed(program);
-registerEnvelope(program);
-registerFields(program);
-registerReasons(program);
-registerReplay(program);
-registerVerify(program);
-registerRun(program);
-registerResume(program);
-registerFork(program);
-registerStore(program);
-registerLedger(program);
-registerDiff(program);
-registerBisect(program);
-registerEvidence(program);
-registerWorker(program);
-registerCerts(program);
-registerSlurm(program);
-registerDoctor(program);
-registerTrace(program);
-registerReport(program);
-registerSweep(program);
+/**
+ * Every command, by name, with the module that registers it. A command line that names one loads
+ * that command's module alone (start-up is part of every run: the others' imports cost a run ~0.1 s);
+ * help, --version and anything else load them all, in this order.
+ */
+const COMMANDS: readonly (readonly [string, () => Promise<(program: Command) => void>])[] = [
+  ['seed', async () => (await import('./seed-command.js')).registerSeed],
+  ['envelope', async () => (await import('./envelope-command.js')).registerEnvelope],
+  ['fields', async () => (await import('./fields-command.js')).registerFields],
+  ['reasons', async () => (await import('./reasons-command.js')).registerReasons],
+  ['replay', async () => (await import('./replay-command.js')).registerReplay],
+  ['verify', async () => (await import('./verify-command.js')).registerVerify],
+  ['run', async () => (await import('./run-command.js')).registerRun],
+  ['resume', async () => (await import('./resume-command.js')).registerResume],
+  ['fork', async () => (await import('./fork-command.js')).registerFork],
+  ['store', async () => (await import('./store-command.js')).registerStore],
+  ['ledger', async () => (await import('./ledger-command.js')).registerLedger],
+  ['diff', async () => (await import('./diff-command.js')).registerDiff],
+  ['bisect', async () => (await import('./bisect-command.js')).registerBisect],
+  ['evidence', async () => (await import('./evidence-command.js')).registerEvidence],
+  ['worker', async () => (await import('./worker-command.js')).registerWorker],
+  ['certs', async () => (await import('./certs-command.js')).registerCerts],
+  ['slurm', async () => (await import('./slurm-command.js')).registerSlurm],
+  ['doctor', async () => (await import('./doctor-command.js')).registerDoctor],
+  ['trace', async () => (await import('./trace-command.js')).registerTrace],
+  ['report', async () => (await import('./report-command.js')).registerReport],
+  ['sweep', async () => (await import('./sweep-command.js')).registerSweep],
+];
+const named = COMMANDS.find(([name]) => name === process.argv[2]);
+for (const register of await Promise.all((named ? [named] : COMMANDS).map(([, load]) => load()))) register(program);
 
 try {
   await program.parseAsync(process.argv);

@@ -1,11 +1,10 @@
 // The worker protocol contract as loaded at run time: the proto file, its digest (CONTRACT_DIGEST),
-// the gRPC service definition, channel options (explicit size limits, no retries) and addresses.
-// Not the envelopes (envelope.ts) nor the frame codec (frames.ts); no stream logic lives here.
+// the protocol version, size limits and addresses. Loads no gRPC: a worker thread imports it, and the
+// gRPC service definition and channel options live in grpc-service.ts. Not the envelopes
+// (envelope.ts) nor the frame codec (frames.ts); no stream logic lives here.
 import { existsSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { dirname, isAbsolute, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import * as grpc from '@grpc/grpc-js';
-import * as protoLoader from '@grpc/proto-loader';
 import { sha256Hex } from '../formats/canonical-json.js';
 import { DetsimError } from '../formats/errors.js';
 
@@ -35,28 +34,6 @@ export const CONTRACT_DIGEST: string = sha256Hex(readFileSync(PROTO_PATH));
 export interface Frame {
   body?: Buffer | Uint8Array;
   chunk?: Buffer | Uint8Array;
-}
-
-let cachedService: grpc.ServiceDefinition | undefined;
-
-/** The detsim.v1.Worker service definition, loaded with @grpc/proto-loader (cached). */
-export function workerServiceDefinition(): grpc.ServiceDefinition {
-  if (!cachedService) {
-    const pkg = protoLoader.loadSync(PROTO_PATH, { keepCase: true, defaults: false, longs: String, enums: String });
-    cachedService = pkg['detsim.v1.Worker'] as grpc.ServiceDefinition;
-    if (!cachedService || !('Session' in cachedService))
-      throw new Error(`${PROTO_PATH} does not define detsim.v1.Worker.Session`);
-  }
-  return cachedService;
-}
-
-/** Channel/server options used on both ends: explicit size limits, retries off, keepalive off. */
-export function channelOptions(maxMessageBytes = DEFAULT_MAX_MESSAGE_BYTES): grpc.ChannelOptions {
-  return {
-    'grpc.max_receive_message_length': maxMessageBytes,
-    'grpc.max_send_message_length': maxMessageBytes,
-    'grpc.enable_retries': 0,
-  };
 }
 
 export type ListenAddress =

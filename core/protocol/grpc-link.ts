@@ -2,13 +2,8 @@
 // whole messages through the frame codec. Connects, waits for the channel, opens the stream.
 // Not request tracking (client.ts) and not the worker's server side (server.ts).
 import * as grpc from '@grpc/grpc-js';
-import {
-  DEFAULT_MAX_MESSAGE_BYTES,
-  type Frame,
-  channelOptions,
-  parseAddress,
-  workerServiceDefinition,
-} from './contract.js';
+import { DEFAULT_MAX_MESSAGE_BYTES, type Frame, parseAddress } from './contract.js';
+import { channelOptions, workerServiceDefinition } from './grpc-service.js';
 import { DEFAULT_MAX_ATTACHMENT_BYTES, FrameAssembler, FrameWriter } from './frames.js';
 import type { Body, Link, LinkReceiver } from './link.js';
 import { TOKEN_METADATA_KEY } from './tls.js';

@@ -3,6 +3,7 @@
 // and the server transport.
 // Re-exports only; no logic lives here.
 export * from './contract.js';
+export * from './grpc-service.js';
 export * from './envelope.js';
 export * from './bodies.js';
 export * from './methods.js';

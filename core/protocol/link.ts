@@ -11,6 +11,9 @@
  */
 export type Body = Uint8Array | string;
 
+/** Why a stream or thread was ended when it sent a chunk before Worker.Hello (gRPC server, worker thread). */
+export const ATTACHMENT_BEFORE_HELLO = 'an attachment chunk before Worker.Hello on this stream';
+
 /** Why a link ended: the peer or the carrier closed it, or it broke the framing rules. */
 export type LinkEndKind = 'stream-ended' | 'protocol';
 

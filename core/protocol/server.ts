@@ -10,14 +10,13 @@ import {
   DEFAULT_MAX_MESSAGE_BYTES,
   type Frame,
   LOCAL_LISTEN_RULE,
-  channelOptions,
   parseListenAddress,
   removeStaleSocket,
-  workerServiceDefinition,
 } from './contract.js';
+import { channelOptions, workerServiceDefinition } from './grpc-service.js';
 import { DetsimError } from '../formats/errors.js';
 import { type AssembledMessage, FrameAssembler, FrameWriter } from './frames.js';
-import type { Body } from './link.js';
+import { ATTACHMENT_BEFORE_HELLO, type Body } from './link.js';
 import {
   TOKEN_METADATA_KEY,
   TOKEN_REFUSALS,
@@ -73,9 +72,6 @@ export interface SessionHandler {
   /** A stream or a TLS handshake was refused (TLS workers only); the peer got no body, ever. */
   onAuthRefused?(reason: AuthRefusal, why: string): void;
 }
-
-/** Why a stream was ended when it sent a chunk before it was allowed to (see mayAttach). */
-export const ATTACHMENT_BEFORE_HELLO = 'an attachment chunk before Worker.Hello on this stream';
 
 export interface StartedServer {
   /** The bound address, e.g. `unix:/tmp/x.sock` or `127.0.0.1:40123` (the real port). */

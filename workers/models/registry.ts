@@ -2,7 +2,9 @@
 // SDK (default export or `model` export) that the worker was launched with (`--model`). A module
 // path the worker was not launched with is refused before anything imports it: importing a module
 // runs its code. Not the runtime; it only finds and checks the module.
+import { statSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
+import { DetsimError } from '../../core/formats/errors.js';
 import { pathToFileURL } from 'node:url';
 import type { AgentModel, EnvironmentModel } from '../sdk.js';
 import { forage } from './forage.js';
@@ -95,4 +97,31 @@ export async function resolveEnvironmentModel(
     model: (await importModel(spec, 'environment', launched, BUILTIN_ENVIRONMENT_MODELS)) as EnvironmentModel<unknown>,
     builtin: false,
   };
+}
+
+/** `--model <path>` values: each an existing file, kept as an absolute path (relative to the working directory). */
+export function readModelFlags(raw: unknown): string[] {
+  if (raw === undefined) return [];
+  if (!Array.isArray(raw) || !raw.every((m) => typeof m === 'string' && m !== ''))
+    throw new DetsimError('struct_invalid_field', '--model takes a model module path', '--model');
+  return [
+    ...new Set(
+      raw.map((spec: string) => {
+        const path = modulePathOf(spec);
+        let isFile = false;
+        try {
+          isFile = statSync(path).isFile();
+        } catch {
+          isFile = false;
+        }
+        if (!isFile)
+          throw new DetsimError(
+            'struct_unknown_model',
+            `--model ${JSON.stringify(spec)}: no such model module file (${path})`,
+            '--model',
+          );
+        return path;
+      }),
+    ),
+  ].sort();
 }
