@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { expectCliRefusal } from '../cli-refusal.js';
-import { detsim, jobListed, readJson, slurmDownReason, submit, until } from './slurm-harness.js';
+import { detsim, fourWorkerExample, jobListed, readJson, slurmDownReason, submit, until } from './slurm-harness.js';
 import { CLI_MAIN } from '../cli-refusal.js';
 import { stepsOnDisk } from '../trace-read.js';
 
@@ -21,9 +21,10 @@ const GOLDEN = JSON.parse(readFileSync('fixtures/golden/forage-walkers.json', 'u
   reproHash: string;
   steps: number;
 };
-const CONFIG = 'examples/forage-walkers.yaml';
 const work = mkdtempSync(join(tmpdir(), 'detsim-slurm-test-'));
 afterAll(() => rmSync(work, { recursive: true, force: true }));
+/** The example with 4 agent workers: 5 srun job steps. */
+const CONFIG = fourWorkerExample(work);
 
 const down = slurmDownReason();
 if (down) process.stderr.write(`test/cluster/slurm.test.ts: Slurm cases skipped: ${down}\n`);

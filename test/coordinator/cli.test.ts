@@ -88,7 +88,12 @@ describe('detsim run (CLI)', () => {
       const out = tmpOut();
       const child = spawn(
         process.execPath,
-        [...CLI, 'run', 'examples/forage-walkers.yaml', '--steps', '1000000', '--transport', transport, '--out', out],
+        [
+          ...CLI,
+          'run',
+          'examples/forage-walkers.yaml',
+          ...['--steps', '1000000', '--transport', transport, '--set', 'workers.agentsPerWorker=4', '--out', out],
+        ],
         { stdio: ['ignore', 'pipe', 'pipe'] },
       );
       let stderr = '';

@@ -28,17 +28,16 @@ function refusal(cfg: Record<string, unknown>): DetsimError {
 }
 
 describe('config: examples', () => {
-  it('[SEED-1] forage-walkers: 16 walkers in 4 agent workers plus the environment worker, derived seeds', () => {
+  it('[SEED-1] forage-walkers: 16 walkers in the default layout plus the environment worker, derived seeds', () => {
     const plan = loadConfig('examples/forage-walkers.yaml');
     expect(plan.agents.map((a) => a.agentId)).toEqual(
       Array.from({ length: 16 }, (_, i) => `walker-${String(i).padStart(2, '0')}`),
     );
+    // The example names no layout: one agent worker per spare core (one of 16 on 2 cores).
+    const per = defaultAgentsPerWorker({} as never, 16, availableParallelism());
     expect(plan.workers.map((w) => [w.workerId, w.role, w.agentIds.length])).toEqual([
       ['worker-env', 'environment', 0],
-      ['worker-0', 'agent', 4],
-      ['worker-1', 'agent', 4],
-      ['worker-2', 'agent', 4],
-      ['worker-3', 'agent', 4],
+      ...Array.from({ length: Math.ceil(16 / per) }, (_, w) => [`worker-${w}`, 'agent', Math.min(per, 16 - w * per)]),
     ]);
     for (const a of plan.agents) expect(a.seed).toBe(deriveSeed('20261129', a.agentId));
     expect(plan.environment.seed).toBe(deriveSeed('20261129', 'forage'));

@@ -4,7 +4,13 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { loadConfig, type PlannedWorker, type RunPlan } from '../../coordinator/config.js';
+import {
+  loadConfig,
+  parseConfigText,
+  resolveConfig,
+  type PlannedWorker,
+  type RunPlan,
+} from '../../coordinator/config.js';
 import { parseStrict } from '../../core/formats/canonical-json.js';
 import type { TransitionTrace } from '../../coordinator/trace/trace.js';
 import type { Scope } from '../../core/formats/scalars.js';
@@ -121,6 +127,18 @@ export function loggedWorkerPids(log: string): number[] {
 /** Load a config for a test; the start-up deadline is raised because CI machines are shared and busy. */
 export function loadPlan(path: string): RunPlan {
   const plan = loadConfig(path);
+  plan.deadlines.startupMs = Math.max(plan.deadlines.startupMs, 60_000);
+  return plan;
+}
+
+/**
+ * examples/forage-walkers.yaml with its 16 walkers in 4 agent workers (the example itself takes the
+ * default layout: one worker on 2 cores), for tests about several workers; `workers` adds fields.
+ */
+export function fourWorkerExample(workers: Record<string, unknown> = {}): RunPlan {
+  const path = 'examples/forage-walkers.yaml';
+  const cfg = parseConfigText(readFileSync(path, 'utf8'), path) as Record<string, unknown>;
+  const plan = resolveConfig({ ...cfg, workers: { agentsPerWorker: 4, ...workers } });
   plan.deadlines.startupMs = Math.max(plan.deadlines.startupMs, 60_000);
   return plan;
 }

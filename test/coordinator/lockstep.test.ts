@@ -9,7 +9,7 @@ import type { Fleet } from '../../coordinator/launch/launcher.js';
 import { runSession } from '../../coordinator/session/run.js';
 import { compareBehaviours, describeDifference } from '../../coordinator/trace/trace.js';
 import { traceFormatOf } from '../../coordinator/trace/trace-store.js';
-import { builtWorkersFor, childPids, loadPlan, readRun, tmpOut } from './helpers.js';
+import { builtWorkersFor, childPids, fourWorkerExample, loadPlan, readRun, tmpOut } from './helpers.js';
 
 const behaviourLines = (dir: string) => readRun(dir).traces.map((t) => canonicalize(t.behaviour));
 /** Real worker processes, the built ones (helpers.ts builtWorkersFor: not tsx from source on each start). */
@@ -18,7 +18,7 @@ const built = (plan: RunPlan) => ({ commandFor: builtWorkersFor(plan) });
 describe('lockstep: forage-walkers (16 walkers, 4 agent workers)', () => {
   const out = tmpOut();
   // Worker processes: the runs are told apart by their pids, and tests below drop replies in transport.
-  const plan: RunPlan = { ...loadPlan('examples/forage-walkers.yaml'), transport: 'unix' };
+  const plan: RunPlan = fourWorkerExample({ transport: 'unix' });
   let first: Awaited<ReturnType<typeof runSession>>;
 
   it('[SEED-7, LOCK-4, LOCK-8, LOCK-17] runs and writes run.json, the trace (segments by default), run.log and summary.json', async () => {

@@ -13,12 +13,12 @@ import { METHODS } from '../../core/protocol/index.js';
 import { RunFailure } from '../../coordinator/session/run-failure.js';
 import { runSession, type RunOptions } from '../../coordinator/session/run.js';
 import type { TransitionTrace } from '../../coordinator/trace/trace.js';
-import { at, childPids, loadPlan, readRun, recordCalls, tmpOut, type CallEvent as Event } from './helpers.js';
+import { at, childPids, fourWorkerExample, readRun, recordCalls, tmpOut, type CallEvent as Event } from './helpers.js';
 
 const behaviourLines = (dir: string) => readRun(dir).traces.map((t) => canonicalize(t.behaviour));
 
 describe('pipelined Prepare', () => {
-  const plan = loadPlan('examples/forage-walkers.yaml');
+  const plan = fourWorkerExample();
   const steps = 6;
 
   it('[LOCK-6, LOCK-7] sends Prepare(k+1) before the reply to Commit(k) on every worker, never past the last step, with the traces of an unpipelined run', async () => {

@@ -91,7 +91,21 @@ describe.each([
       const out = tmpOut('detsim-cross-');
       const runDir = join(out, 'lif-pair-1');
       const { killed } = await runAndKill(
-        ['run', LIF, '--steps', String(g.steps), '--checkpoint-every', '2', '--transport', from, '--out', out],
+        // --keep: a fast run may commit past ckpt-e1-2 before the kill lands; it must still be listed.
+        [
+          'run',
+          LIF,
+          '--steps',
+          String(g.steps),
+          '--checkpoint-every',
+          '2',
+          '--keep',
+          '100',
+          '--transport',
+          from,
+          '--out',
+          out,
+        ],
         runDir,
         (d) => committedIds(d).includes('ckpt-e1-2'),
       );
@@ -174,9 +188,9 @@ describe('replay, diff and verify on threads and processes', () => {
       mkdirSync(join(dir, 'cfg'));
       const config = join(dir, 'cfg', 'forage-walkers.yaml');
       const text = readFileSync('examples/forage-walkers.yaml', 'utf8');
-      expect(text).toContain('  agentsPerWorker: 4\n');
+      expect(text).not.toContain('workers:');
       expect(text).not.toContain('transport:');
-      writeFileSync(config, text.replace('  agentsPerWorker: 4\n', '  agentsPerWorker: 4\n  transport: unix\n'));
+      writeFileSync(config, `${text}workers:\n  transport: unix\n`);
       const r = detsim([
         'verify',
         '--config',

@@ -11,6 +11,7 @@ import { spawnSync } from 'node:child_process';
 import { cpSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { loadConfig } from '../../coordinator/config.js';
 import { fingerprintDifferences, type PlatformFingerprint } from '../../coordinator/receipt/platform.js';
 import { hydrateReceipt, readReceipt, sealReceipt, writeReceipt } from '../../coordinator/receipt/receipt.js';
 import { detsim } from '../checkpoint/cli.js';
@@ -111,8 +112,13 @@ describe('platform fingerprints of two runs of one config', () => {
 
     const self = detsim(['diff', here.dir, here.dir]);
     expect(self.status).toBe(0);
+    // The example's workers: the environment's and one agent worker per spare core (the default layout).
+    const workers = loadConfig(EXAMPLE).workers.length;
     expect(self.stdout).toMatch(
-      /^platform: the same fingerprint for both runs \(the same machine and software, as far as it records\): .*node v\d+.*, 5 workers$/m,
+      new RegExp(
+        `^platform: the same fingerprint for both runs \\(the same machine and software, as far as it records\\): .*node v\\d+.*, ${workers} workers$`,
+        'm',
+      ),
     );
 
     // A DIFF≠0 names its first divergence first, then the fingerprints.
