@@ -99,23 +99,36 @@ export function onModuleThread(mark: ThreadMark): boolean {
   return parentPort !== null && Object.entries(mark).every(([k, v]) => data?.[k] === v);
 }
 
-/** On the module's own thread: answer every request with `handle` (a throw becomes the request's failure). */
-export function serveModuleThread<Req, Res>(handle: (request: Req) => ThreadAnswer<Res>): void {
+/**
+ * On the module's own thread: answer every request with `handle` (a throw or a rejection becomes the
+ * request's failure). An answer may come later (a promise); requests are still handled in arrival order.
+ */
+export function serveModuleThread<Req, Res>(
+  handle: (request: Req) => ThreadAnswer<Res> | Promise<ThreadAnswer<Res>>,
+): void {
   const port = parentPort!;
+  const fail = (id: number, e: unknown): void =>
+    port.postMessage({
+      id,
+      ok: false,
+      reason: isDetsimError(e) ? e.reason : null,
+      message: e instanceof Error ? e.message : String(e),
+      field: isDetsimError(e) ? e.field : undefined,
+    } satisfies Reply<Res>);
+  const reply = (id: number, answer: ThreadAnswer<Res>): void =>
+    port.postMessage({ id, ok: true, value: answer.value } satisfies Reply<Res>, answer.transfer ?? []);
   port.on('message', ({ id, request }: { id: number; request: Req }) => {
-    let answer: ThreadAnswer<Res>;
+    let answer: ThreadAnswer<Res> | Promise<ThreadAnswer<Res>>;
     try {
       answer = handle(request);
     } catch (e) {
-      port.postMessage({
-        id,
-        ok: false,
-        reason: isDetsimError(e) ? e.reason : null,
-        message: e instanceof Error ? e.message : String(e),
-        field: isDetsimError(e) ? e.field : undefined,
-      } satisfies Reply<Res>);
-      return;
+      return fail(id, e);
     }
-    port.postMessage({ id, ok: true, value: answer.value } satisfies Reply<Res>, answer.transfer ?? []);
+    if (answer instanceof Promise)
+      answer.then(
+        (a) => reply(id, a),
+        (e: unknown) => fail(id, e),
+      );
+    else reply(id, answer);
   });
 }

@@ -3,9 +3,13 @@
 // and a checkpoint carries, and makes the segment's repro file (each step's ReproHash text, receipt/step-repro.ts)
 // and, with --trace-observations, gzips its observations sidecar, so
 // none of that CPU work runs on the event loop the step loop shares. Small segments (tests)
-// are sealed on the calling thread. NOT the file writing or the index (trace-store.ts).
-import { ModuleThreadRpc, onModuleThread, serveModuleThread } from '../module-thread.js';
-import { gzipSync } from 'node:zlib';
+// are sealed on the calling thread. A segment may also be sealed piece by piece (ThreadSeal): its
+// steps are fed to the thread as they come (gzip streams and repro texts advance there), so that a
+// sync, e.g. a checkpoint's, finds only the last few steps and the digest left to do; the bytes
+// are the same as a one-shot seal's. NOT the file writing or the index (trace-store.ts).
+import { ModuleThreadRpc, onModuleThread, serveModuleThread, type ThreadAnswer } from '../module-thread.js';
+import { once } from 'node:events';
+import { createGzip, gzipSync, type Gzip } from 'node:zlib';
 import type { UnknownField } from '../receipt/canonical.js';
 import { stepRepro, UnknownTally } from '../receipt/step-repro.js';
 import { fastStepReproText } from '../receipt/step-repro-fast.js';
@@ -71,9 +75,15 @@ export function advanceHashes(input: Pick<SealInput, 'from' | 'behaviour'>): Tra
  * step takes the proven fast path (step-repro-fast.ts), any other the general walk.
  */
 function reproOf(input: SealInput): SealedRepro {
-  const lines = input.text.split('\n');
-  const behaviours = input.behaviour.split('\n');
   const unknown = new UnknownTally();
+  const { texts, base } = reproTexts(input.text, input.behaviour, unknown);
+  return { gz: gzipSync(Buffer.from(texts.join(','), 'utf8')), base, unknownFields: unknown.list() };
+}
+
+/** The repro texts of some consecutive steps (their lines and behaviour texts), and the epoch of the first. */
+function reproTexts(text: string, behaviourText: string, unknown: UnknownTally): { texts: string[]; base: string } {
+  const lines = text.split('\n');
+  const behaviours = behaviourText.split('\n');
   const texts: string[] = [];
   let base = '';
   for (let i = 0; i < behaviours.length - 1; i++) {
@@ -89,7 +99,7 @@ function reproOf(input: SealInput): SealedRepro {
     texts.push(r.text);
     unknown.add(r.unknownFields);
   }
-  return { gz: gzipSync(Buffer.from(texts.join(','), 'utf8')), base, unknownFields: unknown.list() };
+  return { texts, base };
 }
 
 const BEHAVIOUR_KEY = '{"behaviour":';
@@ -128,13 +138,130 @@ export function genesisHashes(): TraceHashState {
 export const THREAD_SEAL_MIN_CHARS = 1 << 20;
 
 const MARK = { detsimTraceSealThread: 1 } as const;
-const sealThread = new ModuleThreadRpc<SealInput, SealOutput>(import.meta.url, MARK, 'trace sealing');
+
+/** What the thread is asked: seal a whole segment, or feed / finish a segment sealed piece by piece. */
+type SealRequest =
+  | { op: 'seal'; input: SealInput }
+  | { op: 'feed'; key: string; piece: SealPiece }
+  | { op: 'finish'; key: string; input: SealInput; steps: number };
+
+/** Some consecutive steps of a segment: their lines, behaviour texts (and observations texts). */
+export type SealPiece = Pick<SealInput, 'text' | 'behaviour' | 'observations' | 'repro'>;
+
+const sealThread = new ModuleThreadRpc<SealRequest, SealOutput | null>(import.meta.url, MARK, 'trace sealing');
 
 /** Seal a segment off the event loop (on the thread when it is large). */
 export async function sealSegmentOffLoop(input: SealInput): Promise<SealOutput> {
   const chars = input.text.length + input.behaviour.length + (input.observations?.length ?? 0);
   if (chars < THREAD_SEAL_MIN_CHARS) return sealSegment(input);
-  return sealThread.call(input);
+  return (await sealThread.call({ op: 'seal', input }))!;
 }
 
-if (onModuleThread(MARK)) serveModuleThread((input: SealInput) => ({ value: sealSegment(input) }));
+let nextSealKey = 0;
+
+/**
+ * One segment sealed piece by piece on the thread: `feed` its steps in order as they come, then
+ * `finish` with the rest and the digest's state at its start. The output is the one-shot seal's.
+ */
+export class ThreadSeal {
+  private readonly key = `seal-${nextSealKey++}`;
+
+  feed(piece: SealPiece): Promise<void> {
+    return sealThread.call({ op: 'feed', key: this.key, piece }).then(() => undefined);
+  }
+
+  /** The last piece, with the digest's state at the segment's start; `steps` is the segment's step count, checked. */
+  async finish(input: SealInput, steps: number): Promise<SealOutput> {
+    return (await sealThread.call({ op: 'finish', key: this.key, input, steps }))!;
+  }
+}
+
+/** A gzip stream whose output is collected: the bytes gzipSync gives for everything written. */
+class GzipCollector {
+  private readonly gz: Gzip = createGzip();
+  private readonly chunks: Buffer[] = [];
+
+  constructor() {
+    this.gz.on('data', (c: Buffer) => this.chunks.push(c));
+  }
+
+  write(text: string): void {
+    if (text.length > 0) this.gz.write(Buffer.from(text, 'utf8'));
+  }
+
+  async end(): Promise<Buffer> {
+    const ended = once(this.gz, 'end');
+    this.gz.end();
+    await ended;
+    return Buffer.concat(this.chunks);
+  }
+}
+
+/** On the thread: a segment being sealed piece by piece (its gzip streams, repro texts, behaviour texts). */
+class OpenSegment {
+  private readonly lines = new GzipCollector();
+  private readonly repro = new GzipCollector();
+  private observations: GzipCollector | undefined;
+  private readonly behaviours: string[] = [];
+  private readonly unknown = new UnknownTally();
+  private base = '';
+  private reproSteps = 0;
+  /** Steps fed so far (behaviour texts). */
+  private steps = 0;
+  /** Why a piece could not be taken: the segment is then never finished. */
+  broken: unknown;
+
+  feed(piece: SealPiece): void {
+    this.steps += linesIn(piece.behaviour);
+    this.lines.write(piece.text);
+    this.behaviours.push(piece.behaviour);
+    if (piece.observations !== undefined) (this.observations ??= new GzipCollector()).write(piece.observations);
+    if (!piece.repro || piece.behaviour.length === 0) return;
+    const { texts, base } = reproTexts(piece.text, piece.behaviour, this.unknown);
+    this.base ||= base;
+    if (texts.length > 0) this.repro.write(`${this.reproSteps > 0 ? ',' : ''}${texts.join(',')}`);
+    this.reproSteps += texts.length;
+  }
+
+  async finish(input: SealInput, steps: number): Promise<SealOutput> {
+    if (this.broken !== undefined) throw this.broken;
+    this.feed(input);
+    if (this.steps !== steps) throw new Error(`the sealing thread got ${this.steps} of the segment's ${steps} steps`);
+    const to = advanceHashes({ from: input.from, behaviour: this.behaviours.join('') });
+    const out: SealOutput = { gz: await this.lines.end(), to };
+    const repro = await this.repro.end();
+    if (input.repro && this.reproSteps > 0)
+      out.repro = { gz: repro, base: this.base, unknownFields: this.unknown.list() };
+    if (this.observations) out.observationsGz = await this.observations.end();
+    return out;
+  }
+}
+
+/** How many lines `text` holds (each ends with "\n"). */
+function linesIn(text: string): number {
+  let n = 0;
+  for (let at = text.indexOf('\n'); at !== -1; at = text.indexOf('\n', at + 1)) n++;
+  return n;
+}
+
+/** The thread's side: the segments being sealed piece by piece, by key. */
+const open = new Map<string, OpenSegment>();
+
+function answer(request: SealRequest): ThreadAnswer<SealOutput | null> | Promise<ThreadAnswer<SealOutput | null>> {
+  if (request.op === 'seal') return { value: sealSegment(request.input) };
+  let segment = open.get(request.key);
+  if (request.op === 'feed') {
+    if (!segment) open.set(request.key, (segment = new OpenSegment()));
+    try {
+      segment.feed(request.piece);
+    } catch (e) {
+      segment.broken = e;
+      throw e;
+    }
+    return { value: null };
+  }
+  open.delete(request.key);
+  return (segment ?? new OpenSegment()).finish(request.input, request.steps).then((value) => ({ value }));
+}
+
+if (onModuleThread(MARK)) serveModuleThread(answer);
