@@ -1,9 +1,9 @@
 // The gRPC Link: a detsim.v1.Worker Session stream (one bidirectional stream of frames) carrying
 // whole messages through the frame codec. Connects, waits for the channel, opens the stream.
 // Not request tracking (client.ts) and not the worker's server side (server.ts).
-import * as grpc from '@grpc/grpc-js';
+import type * as grpc from '@grpc/grpc-js';
 import { DEFAULT_MAX_MESSAGE_BYTES, type Frame, parseAddress } from './contract.js';
-import { channelOptions, workerServiceDefinition } from './grpc-service.js';
+import { channelOptions, loadGrpc, workerServiceDefinition } from './grpc-service.js';
 import { DEFAULT_MAX_ATTACHMENT_BYTES, FrameAssembler, FrameWriter } from './frames.js';
 import type { Body, Link, LinkReceiver } from './link.js';
 import { TOKEN_METADATA_KEY } from './tls.js';
@@ -38,8 +38,9 @@ export class GrpcConnectError extends Error {
 /** Connect to `address` and open its Session stream; rejects with GrpcConnectError if it never comes up. */
 export async function connectGrpcLink(address: string, options: GrpcLinkOptions): Promise<Link> {
   const target = parseAddress(address, 'address').target;
-  const Ctor = grpc.makeGenericClientConstructor(workerServiceDefinition(), 'Worker');
-  const client = new Ctor(target, options.credentials ?? grpc.credentials.createInsecure(), {
+  const { credentials, makeGenericClientConstructor, Metadata } = loadGrpc();
+  const Ctor = makeGenericClientConstructor(workerServiceDefinition(), 'Worker');
+  const client = new Ctor(target, options.credentials ?? credentials.createInsecure(), {
     ...channelOptions(options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES),
     ...(options.serverName !== undefined ? { 'grpc.ssl_target_name_override': options.serverName } : {}),
   });
@@ -50,7 +51,7 @@ export async function connectGrpcLink(address: string, options: GrpcLinkOptions)
       reject(new GrpcConnectError(options.connectTimeoutMs));
     });
   });
-  const metadata = new grpc.Metadata();
+  const metadata = new Metadata();
   if (options.token !== undefined) metadata.set(TOKEN_METADATA_KEY, `Bearer ${options.token}`);
   const stream = (client as unknown as { Session(m: grpc.Metadata): SessionStream }).Session(metadata);
   return new GrpcLink(address, client, stream, options.maxAttachmentBytes ?? DEFAULT_MAX_ATTACHMENT_BYTES);

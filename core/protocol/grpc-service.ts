@@ -1,15 +1,26 @@
-// The gRPC side of the contract: the detsim.v1.Worker service definition loaded from the proto file
-// and the channel options both ends use (explicit size limits, no retries). Only the gRPC link, the
-// gRPC server and tests that speak raw gRPC import it, so a worker thread never loads gRPC.
-import * as grpc from '@grpc/grpc-js';
-import * as protoLoader from '@grpc/proto-loader';
+// The gRPC side of the contract: @grpc/grpc-js loaded on first use (loadGrpc), the detsim.v1.Worker
+// service definition loaded from the proto file and the channel options both ends use (explicit
+// size limits, no retries). A run whose workers are all threads never loads gRPC (~50 ms of every
+// start-up), and a worker thread never imports this module.
+import { createRequire } from 'node:module';
+import type * as grpc from '@grpc/grpc-js';
+import type * as ProtoLoader from '@grpc/proto-loader';
 import { DEFAULT_MAX_MESSAGE_BYTES, PROTO_PATH } from './contract.js';
+
+const requireModule = createRequire(import.meta.url);
+let grpcModule: typeof grpc | undefined;
+
+/** @grpc/grpc-js (CommonJS), loaded the first time a gRPC channel, server or credential is made. */
+export function loadGrpc(): typeof grpc {
+  return (grpcModule ??= requireModule('@grpc/grpc-js') as typeof grpc);
+}
 
 let cachedService: grpc.ServiceDefinition | undefined;
 
 /** The detsim.v1.Worker service definition, loaded with @grpc/proto-loader (cached). */
 export function workerServiceDefinition(): grpc.ServiceDefinition {
   if (!cachedService) {
+    const protoLoader = requireModule('@grpc/proto-loader') as typeof ProtoLoader;
     const pkg = protoLoader.loadSync(PROTO_PATH, { keepCase: true, defaults: false, longs: String, enums: String });
     cachedService = pkg['detsim.v1.Worker'] as grpc.ServiceDefinition;
     if (!cachedService || !('Session' in cachedService))

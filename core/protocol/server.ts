@@ -5,7 +5,7 @@ import { lookup } from 'node:dns/promises';
 import type { EventEmitter } from 'node:events';
 import { isIP } from 'node:net';
 import type { TLSSocket } from 'node:tls';
-import * as grpc from '@grpc/grpc-js';
+import type * as grpc from '@grpc/grpc-js';
 import {
   DEFAULT_MAX_MESSAGE_BYTES,
   type Frame,
@@ -13,7 +13,7 @@ import {
   parseListenAddress,
   removeStaleSocket,
 } from './contract.js';
-import { channelOptions, workerServiceDefinition } from './grpc-service.js';
+import { channelOptions, loadGrpc, workerServiceDefinition } from './grpc-service.js';
 import { DetsimError } from '../formats/errors.js';
 import { type AssembledMessage, FrameAssembler, FrameWriter } from './frames.js';
 import { ATTACHMENT_BEFORE_HELLO, type Body } from './link.js';
@@ -100,7 +100,7 @@ export async function startWorkerServer(
   const address = parseListenAddress(listen, 'listen', tls !== undefined);
   await checkListenResolves(listen, 'listen', tls !== undefined);
   if (address.kind === 'unix') removeStaleSocket(address.path);
-  const server = new grpc.Server(channelOptions(maxMessageBytes));
+  const server = new (loadGrpc().Server)(channelOptions(maxMessageBytes));
   const streams = new Set<grpc.ServerDuplexStream<Frame, Frame>>();
   server.addService(workerServiceDefinition(), {
     Session: (call: grpc.ServerDuplexStream<Frame, Frame>) => {
@@ -135,7 +135,7 @@ export async function startWorkerServer(
   });
   const bindTarget = address.kind === 'unix' ? address.target : `${address.host}:${address.port}`;
   const port = await new Promise<number>((resolve, reject) => {
-    const credentials = tls ? workerServerCredentials(tls) : grpc.ServerCredentials.createInsecure();
+    const credentials = tls ? workerServerCredentials(tls) : loadGrpc().ServerCredentials.createInsecure();
     server.bindAsync(bindTarget, credentials, (err, p) => (err ? reject(err) : resolve(p)));
   });
   if (tls) watchHandshakes(server, handler);
@@ -184,7 +184,7 @@ function refuseUnauthorized(
   const refusal = checkBearer(token, call.metadata.get(TOKEN_METADATA_KEY)[0]);
   if (refusal === undefined) return false;
   handler.onAuthRefused?.(refusal, TOKEN_REFUSALS[refusal]);
-  call.emit('error', { code: grpc.status.UNAUTHENTICATED, details: `[${refusal}] ${TOKEN_REFUSALS[refusal]}` });
+  call.emit('error', { code: loadGrpc().status.UNAUTHENTICATED, details: `[${refusal}] ${TOKEN_REFUSALS[refusal]}` });
   return true;
 }
 

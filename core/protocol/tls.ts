@@ -4,7 +4,8 @@
 // token check. Not file reading: callers pass PEM bytes and the token in (core/formats/tls-dir.ts).
 import { X509Certificate, createHash, timingSafeEqual } from 'node:crypto';
 import { checkServerIdentity, type PeerCertificate } from 'node:tls';
-import * as grpc from '@grpc/grpc-js';
+import type * as grpc from '@grpc/grpc-js';
+import { loadGrpc } from './grpc-service.js';
 import { DetsimError } from '../formats/errors.js';
 
 /**
@@ -64,7 +65,7 @@ export function checkBearer(expected: string, presented: unknown): TokenRefusal 
 
 /** The server side: mutual TLS (a client certificate signed by `ca` is required at the handshake). */
 export function workerServerCredentials(tls: TlsCredentialsInput): grpc.ServerCredentials {
-  return grpc.ServerCredentials.createSsl(tls.ca, [{ private_key: tls.key, cert_chain: tls.cert }], true);
+  return loadGrpc().ServerCredentials.createSsl(tls.ca, [{ private_key: tls.key, cert_chain: tls.cert }], true);
 }
 
 /**
@@ -76,15 +77,13 @@ export function coordinatorChannelCredentials(
   tls: TlsCredentialsInput,
   verify?: grpc.VerifyOptions,
 ): grpc.ChannelCredentials {
-  const token = grpc.credentials.createFromMetadataGenerator((_params, callback) => {
-    const metadata = new grpc.Metadata();
+  const { credentials, Metadata } = loadGrpc();
+  const token = credentials.createFromMetadataGenerator((_params, callback) => {
+    const metadata = new Metadata();
     metadata.set(TOKEN_METADATA_KEY, `Bearer ${tls.token}`);
     callback(null, metadata);
   });
-  return grpc.credentials.combineChannelCredentials(
-    grpc.credentials.createSsl(tls.ca, tls.key, tls.cert, verify),
-    token,
-  );
+  return credentials.combineChannelCredentials(credentials.createSsl(tls.ca, tls.key, tls.cert, verify), token);
 }
 
 /**

@@ -1,14 +1,21 @@
-// A worker thread's start-up: the module graph of workers/thread-main.ts (what every worker thread
-// imports before it posts its ready line) reaches no gRPC package, and the `detsim` command line
-// loads only the command it runs. Walks the real source (static imports and re-exports, following
-// relative paths), so a barrel import added anywhere on the worker side fails here (and in lint).
-import { existsSync, readFileSync } from 'node:fs';
+// Start-up: the module graph of workers/thread-main.ts (what every worker thread imports before it
+// posts its ready line) reaches no gRPC package, the `detsim` command line loads only the command it
+// runs, and a run on threads never loads @grpc/grpc-js at all (it is loaded on first use, by a
+// process worker's channel). Walks the real source (static imports and re-exports, following relative
+// paths), so a barrel import added anywhere on the worker side fails here (and in lint); the last
+// case runs the built CLI and asks Node's module cache.
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { CLI_MAIN } from '../cli-refusal.js';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const GRPC = /^(@grpc\/|protobufjs|@protobufjs\/)/;
+/** The modules of core/protocol/ that speak gRPC (they load @grpc/grpc-js when first used). */
+const GRPC_MODULES = /core\/protocol\/(grpc-service|grpc-link|server|tls|client)\.ts$/;
 
 /** Every module file reached from `entry` by static (value) imports, and the packages they import, each with who imports it. */
 function importGraph(entry: string): { files: Map<string, string | null>; packages: Map<string, string> } {
@@ -41,20 +48,22 @@ function chain(files: Map<string, string | null>, from: string): string {
 }
 
 describe('worker thread start-up', () => {
-  it('workers/thread-main.ts reaches no gRPC or protobuf package (a thread never loads them)', () => {
+  it('workers/thread-main.ts reaches no gRPC module of core/protocol/ and no gRPC or protobuf package', () => {
     const { files, packages } = importGraph(join(ROOT, 'workers', 'thread-main.ts'));
     const grpc = [...packages]
       .filter(([name]) => GRPC.test(name))
       .map(([name, by]) => `${name} via ${chain(files, by)}`);
     expect(grpc).toEqual([]);
+    const grpcModules = [...files.keys()].filter((f) => GRPC_MODULES.test(f)).map((f) => chain(files, f));
+    expect(grpcModules).toEqual([]);
     // The walk itself works: the runtime and the envelopes are on the thread's graph.
     expect(files.has(join(ROOT, 'workers', 'runtime.ts'))).toBe(true);
     expect(files.has(join(ROOT, 'core', 'protocol', 'envelope.ts'))).toBe(true);
   });
 
-  it('a worker process (workers/main.ts) does reach gRPC: the walk sees what a barrel import pulls in', () => {
-    const { packages } = importGraph(join(ROOT, 'workers', 'main.ts'));
-    expect([...packages.keys()].filter((name) => GRPC.test(name))).toContain('@grpc/grpc-js');
+  it('a worker process (workers/main.ts) does reach them: the walk sees what a barrel import pulls in', () => {
+    const { files } = importGraph(join(ROOT, 'workers', 'main.ts'));
+    expect([...files.keys()].filter((f) => GRPC_MODULES.test(f)).length).toBeGreaterThan(0);
   });
 
   it('the command line imports no command module statically (each is loaded when named)', () => {
@@ -62,5 +71,43 @@ describe('worker thread start-up', () => {
     const commands = [...files.keys()].filter((f) => f.endsWith('-command.ts')).map((f) => relative(ROOT, f));
     expect(commands).toEqual([]);
     expect(readFileSync(join(ROOT, 'coordinator', 'cli', 'main.ts'), 'utf8')).toContain("import('./run-command.js')");
+  });
+
+  it('a run on threads never loads @grpc/grpc-js; the same run on worker processes does', { timeout: 120_000 }, () => {
+    const work = mkdtempSync(join(tmpdir(), 'detsim-grpc-lazy-'));
+    try {
+      // Preloaded into the CLI's process: at exit, whether gRPC is in Node's module cache.
+      const probe = join(work, 'probe.cjs');
+      writeFileSync(
+        probe,
+        "process.on('exit', () => process.stderr.write(`grpc loaded: ${Object.keys(require.cache).some((k) => k.includes('@grpc/grpc-js'))}\\n`));\n",
+      );
+      const run = (transport: string) =>
+        spawnSync(
+          process.execPath,
+          [
+            '--require',
+            probe,
+            CLI_MAIN,
+            'run',
+            'examples/forage-walkers.yaml',
+            '--steps',
+            '2',
+            '--transport',
+            transport,
+            '--out',
+            join(work, transport),
+          ],
+          { encoding: 'utf8', cwd: ROOT },
+        );
+      const threads = run('thread');
+      expect(threads.status, threads.stderr).toBe(0);
+      expect(threads.stderr).toContain('grpc loaded: false');
+      const processes = run('unix');
+      expect(processes.status, processes.stderr).toBe(0);
+      expect(processes.stderr).toContain('grpc loaded: true');
+    } finally {
+      rmSync(work, { recursive: true, force: true });
+    }
   });
 });
