@@ -56,7 +56,7 @@ export const readJson = (path: string) => JSON.parse(readFileSync(path, 'utf8'))
  * layout, one worker on 2 cores), written into `dir`: 5 srun job steps with the environment's.
  */
 export function fourWorkerExample(dir: string): string {
-  const path = join(dir, 'forage-walkers-4w.yaml');
+  const path = join(dir, 'forage-walkers.yaml');
   writeFileSync(path, `${readFileSync('examples/forage-walkers.yaml', 'utf8')}workers:\n  agentsPerWorker: 4\n`);
   return path;
 }

@@ -41,11 +41,10 @@ const base = (): Record<string, unknown> => ({
 /** forage-walkers over tcp asking for TLS without a set: the run makes its own. */
 function perRunTlsConfig(): string {
   const path = join(root, 'forage-walkers-tls.yaml');
-  const text = readFileSync(golden.config, 'utf8').replace(
-    'agentsPerWorker: 4\n',
-    'agentsPerWorker: 4\n  transport: tcp\n  tls: {}\n',
-  );
-  writeFileSync(path, text);
+  // The example names no workers block (its layout is the default one): four agent workers over TLS here.
+  const text = readFileSync(golden.config, 'utf8');
+  expect(text).not.toMatch(/^workers:/m);
+  writeFileSync(path, `${text}workers:\n  agentsPerWorker: 4\n  transport: tcp\n  tls: {}\n`);
   return path;
 }
 
