@@ -30,7 +30,7 @@ import { liveAgentRows, liveEnvironment } from './compatibility.js';
 import type { CheckpointGroup } from './group.js';
 import { LifecycleSlots } from './lifecycle-slots.js';
 import { buildCheckpoint, PAYLOAD_NAMES, type CapturedPayload } from './manifest.js';
-import { CheckpointRefusal, participantOf, tooLargeToStream } from './refusal.js';
+import { CheckpointRefusal, participantOf, tooLargeToStream, type Participant } from './refusal.js';
 
 export interface CaptureOptions {
   checkpointId: Id;
@@ -238,6 +238,19 @@ interface CaptureContext {
   readonly streamed: StreamedPayloads;
 }
 
+/**
+ * Payloads smaller than this at a participant's previous capture in the session are sent in the
+ * Capture reply instead of held (store-files-v1): a State.WritePayload call and a file open per
+ * participant cost more than the bytes (16 walkers: ~7 ms a checkpoint for ~100-byte states).
+ */
+export const STREAM_BELOW_BYTES = 64 * 1024;
+
+/** Whether `who`'s payload is small enough to stream (its size at the last capture; unknown: hold). */
+function streamsSmall(group: CheckpointGroup, who: Participant): boolean {
+  const last = group.lastPayloadBytes(who);
+  return last !== undefined && last < STREAM_BELOW_BYTES;
+}
+
 /** One participant's Capture: held (store-files-v1) or streamed, and its reply checked. */
 async function captureOne(
   c: CaptureContext,
@@ -247,7 +260,7 @@ async function captureOne(
   const { group, slots, checkpointId } = c;
   const who = participantOf(agentId);
   const worker = group.workerOf(agentId);
-  const hold = capturesToFile(group, worker) && slots.mayHold(worker);
+  const hold = capturesToFile(group, worker) && slots.mayHold(worker) && !streamsSmall(group, who);
   await slots.reserve(worker);
   const params = hold ? { checkpointId, agentId, hold: true as const } : { checkpointId, agentId };
   const rep = await group.call(agentId, who, METHODS.capture, c.scope, params).catch((e: unknown) => {
@@ -262,6 +275,7 @@ async function captureOne(
     compatibilityDigest,
     held: hold,
   });
+  group.recordPayloadBytes(who, 'bytes' in payload ? payload.bytes.byteLength : payload.byteLength);
   const name = agentId === null ? PAYLOAD_NAMES.world : PAYLOAD_NAMES.agent(agentId);
   if (hold) c.held.set(name, { agentId, participant: who, captureRequestId: rep.requestId });
   return 'bytes' in payload ? c.streamed.add(name, payload.bytes, payload.digest) : payload;

@@ -128,6 +128,8 @@ export class CheckpointGroup {
   private clocks = new Map<Id, AgentClock>();
   private rewardTotals = new Map<Id, number>();
   private eventsIssued = 0n;
+  /** Each participant's payload size at its last capture in this session (physical: decides holding only). */
+  private readonly payloadBytes = new Map<Participant, number>();
   private readonly agentWorkers = new Map<Id, LaunchedWorker>();
 
   constructor(opts: GroupOptions) {
@@ -220,6 +222,15 @@ export class CheckpointGroup {
 
   get boundary(): bigint {
     return this.lockstep.boundary;
+  }
+
+  /** The size of `who`'s payload at its last capture in this session, if it was captured. */
+  lastPayloadBytes(who: Participant): number | undefined {
+    return this.payloadBytes.get(who);
+  }
+
+  recordPayloadBytes(who: Participant, byteLength: number): void {
+    this.payloadBytes.set(who, byteLength);
   }
 
   workerOf(agentId: Id | null): LaunchedWorker {

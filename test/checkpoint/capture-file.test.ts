@@ -7,7 +7,7 @@
 import { closeSync, openSync, readFileSync, readSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { captureGroup } from '../../coordinator/checkpoint/capture.js';
+import { captureGroup, STREAM_BELOW_BYTES } from '../../coordinator/checkpoint/capture.js';
 import { storeDirOf } from '../../coordinator/checkpoint/checkpointing.js';
 import { restoreGroup } from '../../coordinator/checkpoint/restore.js';
 import type { RunPlan } from '../../coordinator/config.js';
@@ -87,6 +87,34 @@ describe('co-located capture (store-files-v1)', () => {
     expect((await local.s.ck.store.scan()).temporaries).toEqual([]);
   }, 180_000);
 
+  it('[STORE-15] a payload under 64 KiB at its last capture is sent in the next Capture reply instead of held; a larger one is held again; the envelopes are the same bytes', async () => {
+    // Two captures in one session: the first holds every payload (sizes unknown), the second streams
+    // the small ones (a 4-neuron LIF state is a few hundred bytes; the world's too).
+    const small = await committedAt(LIF(4), 2, 'ckpt-e1-2');
+    expect(small.seen).toEqual({ bytes: 0, writes: 3, digestsAtWrite: 3 });
+    const sizes = decodeEnvelope(small.file).layout.entries.map((e) => e.byteLength);
+    expect(Math.max(...sizes)).toBeLessThan(STREAM_BELOW_BYTES);
+    await small.s.group.step();
+    const again = countAttachments(small.s);
+    const second = await captureGroup(small.s.group, { checkpointId: 'ckpt-e1-3' });
+    expect(await second.ticket.wait(60_000)).toMatchObject({ kind: 'Committed' });
+    expect(again.writes).toBe(0);
+    expect(again.bytes).toBeGreaterThan(0);
+    const streamed = await committedAt(LIF(4), 3, 'ckpt-e1-3', { streamed: true });
+    expect(readFileSync(join(storeDirOf(small.s.runDir), 'ckpt-e1-3.flysess')).equals(streamed.file)).toBe(true);
+    // A large state (65,536 neurons: the agents' payloads are MiBs) is held at every capture.
+    const large = await committedAt(LIF(65_536), 1, 'ckpt-e1-1');
+    expect(large.seen.writes).toBe(3);
+    await large.s.group.step();
+    const later = countAttachments(large.s);
+    const next = await captureGroup(large.s.group, { checkpointId: 'ckpt-e1-2' });
+    expect(await next.ticket.wait(60_000)).toMatchObject({ kind: 'Committed' });
+    const held = decodeEnvelope(readFileSync(join(storeDirOf(large.s.runDir), 'ckpt-e1-2.flysess'))).layout.entries;
+    const big = held.filter((e) => e.byteLength >= STREAM_BELOW_BYTES).length;
+    expect(big).toBeGreaterThan(0);
+    expect(later.writes).toBe(big);
+  }, 180_000);
+
   it('[STORE-15] an envelope of 8 MiB or more (sealed on the sealing thread) has the same bytes, and a damaged payload still fails the save naming it', async () => {
     const plan = LIF(400_000); // 2 agents x 12 bytes per neuron: a 9.6 MB envelope
     const local = await committedAt(plan, 1, 'ckpt-e1-1');
@@ -145,7 +173,9 @@ describe('co-located capture (store-files-v1)', () => {
   }, 180_000);
 
   it('[STORE-10] a superseded hot capture removes its temp file; the durable one in flight and the newer hot one commit', async () => {
-    const s = await startSession(LIF(64), { checkpointing: { capacity: 3 } });
+    // States of 64 KiB or more, so every capture is held and laid out in a temp file (smaller ones
+    // stream after the first capture and are sealed in memory).
+    const s = await startSession(LIF(16_384), { checkpointing: { capacity: 3 } });
     open.push(s);
     await s.group.step();
     const release = s.ck.writer.testHooks.stall();

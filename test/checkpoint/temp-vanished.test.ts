@@ -53,7 +53,9 @@ function interfere(s: Session, moment: Moment, act: (temp: string) => void): voi
 
 /** A session with one committed checkpoint at boundary 1; the temps in its store. */
 async function committedOnce(): Promise<{ s: Session; store: string; temps: () => string[] }> {
-  const s = await startSession(LIF(256));
+  // States of 64 KiB or more: every capture is held and laid out in a temp file (smaller ones stream
+  // after the first capture and are sealed in memory, with no temp file to remove).
+  const s = await startSession(LIF(16_384));
   open.push(s);
   await s.group.step();
   const first = await captureGroup(s.group, { checkpointId: 'ckpt-e1-1' });
