@@ -159,9 +159,10 @@ export default tseslint.config(
     rules: { 'max-lines-per-function': ['error', { max: 80, skipBlankLines: true, skipComments: true }] },
   },
   {
-    // A worker thread loads no gRPC (it would cost each thread ~0.1 s of start-up for nothing): the
-    // worker side imports core/protocol/ module by module, never the barrel, and only the process
-    // entry (workers/process.ts) reaches the gRPC server. test/workers/thread-imports.test.ts walks the graph.
+    // A worker thread loads no gRPC code: the worker side imports core/protocol/ module by module,
+    // never the barrel (which carries the gRPC link, server, TLS credentials and client), and only the
+    // process entry (workers/process.ts) reaches the gRPC server. test/workers/thread-imports.test.ts
+    // walks the graph; @grpc/grpc-js itself is loaded on first use (core/protocol/grpc-service.ts).
     files: ['workers/**/*.ts'],
     ignores: ['workers/process.ts', 'workers/main.ts'],
     rules: {

@@ -2,8 +2,7 @@
 // is idle, the built CLI without the caller's SLURM_ variables, `detsim slurm submit`, polling a job.
 // Test code only; NOT a Slurm client.
 import { spawnSync, type SpawnSyncReturns } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { readFileSync } from 'node:fs';
 import { expect } from 'vitest';
 import { CLI_MAIN } from '../cli-refusal.js';
 
@@ -50,13 +49,3 @@ export function jobListed(jobId: string): boolean {
 }
 
 export const readJson = (path: string) => JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>;
-
-/**
- * examples/forage-walkers.yaml with its 16 agents in 4 agent workers (the example takes the default
- * layout, one worker on 2 cores), written into `dir`: 5 srun job steps with the environment's.
- */
-export function fourWorkerExample(dir: string): string {
-  const path = join(dir, 'forage-walkers.yaml');
-  writeFileSync(path, `${readFileSync('examples/forage-walkers.yaml', 'utf8')}workers:\n  agentsPerWorker: 4\n`);
-  return path;
-}

@@ -21,7 +21,8 @@ import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { CLI_MAIN, expectCliRefusal } from '../cli-refusal.js';
-import { detsim, fourWorkerExample, jobListed, readJson, slurmDownReason, submit, until } from './slurm-harness.js';
+import { detsim, jobListed, readJson, slurmDownReason, submit, until } from './slurm-harness.js';
+import { exampleWithWorkers } from '../example-config.js';
 import { stepsOnDisk } from '../trace-read.js';
 
 const GOLDEN = JSON.parse(readFileSync('fixtures/golden/forage-walkers.json', 'utf8')) as {
@@ -33,10 +34,12 @@ afterAll(() => rmSync(work, { recursive: true, force: true }));
 
 /** forage-walkers with launcher: slurm, tcp workers found by rendezvous in `<work>/rdv`, no TLS dir given. */
 function rendezvousConfig(): string {
-  const path = join(work, 'forage-walkers-rdv.yaml');
-  const base = readFileSync(fourWorkerExample(work), 'utf8');
-  const workers = 'transport: tcp\n  placement: rendezvous\n  rendezvous: { dir: rdv, timeoutSeconds: 60 }';
-  writeFileSync(path, `${base.replace('agentsPerWorker: 4', `agentsPerWorker: 4\n  ${workers}`)}launcher: slurm\n`);
+  const workers = ['agentsPerWorker: 4', 'transport: tcp', 'placement: rendezvous'];
+  const path = exampleWithWorkers(
+    work,
+    [...workers, 'rendezvous: { dir: rdv, timeoutSeconds: 60 }'],
+    ['launcher: slurm'],
+  );
   mkdirSync(join(work, 'rdv'), { recursive: true });
   return path;
 }

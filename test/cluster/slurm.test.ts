@@ -8,12 +8,13 @@
 // The Slurm cases skip, saying why, only when no Slurm node is idle here (test-summary then fails CI).
 // NOT a test of Slurm itself, nor of multi-node placement (single node: Unix sockets under /tmp).
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { expectCliRefusal } from '../cli-refusal.js';
-import { detsim, fourWorkerExample, jobListed, readJson, slurmDownReason, submit, until } from './slurm-harness.js';
+import { detsim, jobListed, readJson, slurmDownReason, submit, until } from './slurm-harness.js';
+import { exampleWithWorkers } from '../example-config.js';
 import { CLI_MAIN } from '../cli-refusal.js';
 import { stepsOnDisk } from '../trace-read.js';
 
@@ -24,7 +25,7 @@ const GOLDEN = JSON.parse(readFileSync('fixtures/golden/forage-walkers.json', 'u
 const work = mkdtempSync(join(tmpdir(), 'detsim-slurm-test-'));
 afterAll(() => rmSync(work, { recursive: true, force: true }));
 /** The example with 4 agent workers: 5 srun job steps. */
-const CONFIG = fourWorkerExample(work);
+const CONFIG = exampleWithWorkers(work, ['agentsPerWorker: 4']);
 
 const down = slurmDownReason();
 if (down) process.stderr.write(`test/cluster/slurm.test.ts: Slurm cases skipped: ${down}\n`);
@@ -125,11 +126,7 @@ describe('Slurm refusals that need no cluster', () => {
 
   it('a config with thread workers is refused by slurm submit before anything is written', () => {
     const out = join(work, 'thread');
-    const config = join(work, 'thread.yaml');
-    writeFileSync(
-      config,
-      `${readFileSync(CONFIG, 'utf8').replace('agentsPerWorker: 4\n', 'agentsPerWorker: 4\n  transport: thread\n')}`,
-    );
+    const config = exampleWithWorkers(join(work, 'thread-cfg'), ['agentsPerWorker: 4', 'transport: thread']);
     const r = detsim(['slurm', 'submit', config, '--out', out]);
     expectCliRefusal(r, 'struct_invalid_field', 'launcher: slurm starts worker processes');
     expect(existsSync(out)).toBe(false);

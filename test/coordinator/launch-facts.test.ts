@@ -21,6 +21,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { afterAll, describe, expect, it } from 'vitest';
+import { exampleWithWorkers } from '../example-config.js';
 import { resolveConfig, type RunPlan } from '../../coordinator/config.js';
 import { PER_RUN_TLS_RENEW_MS, relaunchPlan, type LaunchFacts } from '../../coordinator/launch/launch-facts.js';
 import { DEFAULT_GOLDEN_DIR, readGolden } from '../../coordinator/diff0/goldens.js';
@@ -40,12 +41,8 @@ const base = (): Record<string, unknown> => ({
 
 /** forage-walkers over tcp asking for TLS without a set: the run makes its own. */
 function perRunTlsConfig(): string {
-  const path = join(root, 'forage-walkers-tls.yaml');
-  // The example names no workers block (its layout is the default one): four agent workers over TLS here.
-  const text = readFileSync(golden.config, 'utf8');
-  expect(text).not.toMatch(/^workers:/m);
-  writeFileSync(path, `${text}workers:\n  agentsPerWorker: 4\n  transport: tcp\n  tls: {}\n`);
-  return path;
+  expect(golden.config).toMatch(/examples\/forage-walkers\.yaml$/);
+  return exampleWithWorkers(join(root, 'tls-cfg'), ['agentsPerWorker: 4', 'transport: tcp', 'tls: {}']);
 }
 
 /** A --require hook: each TypeScript worker process writes its own argv into $SPY_DIR/<pid>.json. */

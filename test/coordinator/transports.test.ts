@@ -5,9 +5,10 @@
 // on thread runs; and a thread run's coordinator exits as soon as it has printed its result (no
 // worker thread keeps it alive). Real workers, real threads, real files. Not the thread failure
 // cases (thread-isolation.test.ts).
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { exampleWithWorkers } from '../example-config.js';
 import { TRANSPORTS, type Transport } from '../../coordinator/config.js';
 import { DEFAULT_GOLDEN_DIR, exampleName, readGolden } from '../../coordinator/diff0/goldens.js';
 import { defaultConfigs } from '../../coordinator/diff0/verify.js';
@@ -185,12 +186,7 @@ describe('replay, diff and verify on threads and processes', () => {
     () => {
       // The example (threads by default) with worker processes, under the example's own name: the golden applies.
       const dir = tmpOut('detsim-verify-unix-');
-      mkdirSync(join(dir, 'cfg'));
-      const config = join(dir, 'cfg', 'forage-walkers.yaml');
-      const text = readFileSync('examples/forage-walkers.yaml', 'utf8');
-      expect(text).not.toContain('workers:');
-      expect(text).not.toContain('transport:');
-      writeFileSync(config, `${text}workers:\n  transport: unix\n`);
+      const config = exampleWithWorkers(join(dir, 'cfg'), ['transport: unix']);
       const r = detsim([
         'verify',
         '--config',
