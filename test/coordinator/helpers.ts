@@ -4,13 +4,8 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import {
-  loadConfig,
-  parseConfigText,
-  resolveConfig,
-  type PlannedWorker,
-  type RunPlan,
-} from '../../coordinator/config.js';
+import { loadConfig, type PlannedWorker, type RunPlan } from '../../coordinator/config.js';
+import { exampleWithWorkers } from '../example-config.js';
 import { parseStrict } from '../../core/formats/canonical-json.js';
 import type { TransitionTrace } from '../../coordinator/trace/trace.js';
 import type { Scope } from '../../core/formats/scalars.js';
@@ -133,14 +128,10 @@ export function loadPlan(path: string): RunPlan {
 
 /**
  * examples/forage-walkers.yaml with its 16 walkers in 4 agent workers (the example itself takes the
- * default layout: one worker on 2 cores), for tests about several workers; `workers` adds fields.
+ * default layout: one worker on 2 cores), for tests about several workers; `workers` adds YAML lines.
  */
-export function fourWorkerExample(workers: Record<string, unknown> = {}): RunPlan {
-  const path = 'examples/forage-walkers.yaml';
-  const cfg = parseConfigText(readFileSync(path, 'utf8'), path) as Record<string, unknown>;
-  const plan = resolveConfig({ ...cfg, workers: { agentsPerWorker: 4, ...workers } });
-  plan.deadlines.startupMs = Math.max(plan.deadlines.startupMs, 60_000);
-  return plan;
+export function fourWorkerExample(workers: readonly string[] = []): RunPlan {
+  return loadPlan(exampleWithWorkers(tmpOut('detsim-4w-'), ['agentsPerWorker: 4', ...workers]));
 }
 
 /** One step request sent to, or replied by, an agent worker (recordCalls). */

@@ -18,7 +18,7 @@ const built = (plan: RunPlan) => ({ commandFor: builtWorkersFor(plan) });
 describe('lockstep: forage-walkers (16 walkers, 4 agent workers)', () => {
   const out = tmpOut();
   // Worker processes: the runs are told apart by their pids, and tests below drop replies in transport.
-  const plan: RunPlan = fourWorkerExample({ transport: 'unix' });
+  const plan: RunPlan = fourWorkerExample(['transport: unix']);
   let first: Awaited<ReturnType<typeof runSession>>;
 
   it('[SEED-7, LOCK-4, LOCK-8, LOCK-17] runs and writes run.json, the trace (segments by default), run.log and summary.json', async () => {
