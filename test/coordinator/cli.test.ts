@@ -123,7 +123,7 @@ describe('detsim run (CLI)', () => {
 
 describe('detsim output into a pipe', () => {
   it('a reader that closed the pipe (detsim … | head -1) ends the output quietly', async () => {
-    const minimal = join(__dirname, '..', '..', '..', 'shared', 'aet-pebv1', 'fixtures', 'minimal');
+    const minimal = join(__dirname, '..', '..', 'fixtures', 'pebv1', 'fixtures', 'minimal');
     const child = spawn(process.execPath, [CLI_MAIN, 'evidence', 'verify', minimal], {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
