@@ -98,7 +98,7 @@ function freshExport(name: string, include?: { trace: boolean; checkpoints: bool
   return dest;
 }
 
-describe('the golden PEBv1 bundle (../shared/aet-pebv1/fixtures/minimal)', () => {
+describe('the golden PEBv1 bundle (fixtures/pebv1/fixtures/minimal, a copy of ../shared/aet-pebv1)', () => {
   it('verifies as is, and its content_hash is reproduced exactly', () => {
     expect(refusal(MINIMAL)).toBeNull();
     expect(manifestContentHash(readJson(join(MINIMAL, 'manifest.json')))).toBe(GOLDEN_CONTENT_HASH);
