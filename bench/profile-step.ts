@@ -11,6 +11,11 @@
 //   node --import tsx bench/profile-step.ts --agents 16 --per-worker 16 --profile /tmp/prof
 //   node --import tsx bench/profile-step.ts --summarize /tmp/prof          # summarize again, no run
 //   node --import tsx bench/profile-step.ts --inline [--profile DIR]      # no transport: detsim's own work
+//   node --import tsx bench/profile-step.ts --transport thread --agents 16 --dist   # worker threads
+//   (every run also prints where a step's wall time goes between the two halves of the lockstep
+//   chain, and with --transport thread the CPU per step of each of this process's busy threads:
+//   V8's profiler charges a thread's time off the CPU to the function it was in, so a thread woken
+//   by postMessage that takes the sender's core shows up as the sender's "postMessage")
 //   (add --dist to time the compiled coordinator and workers of `npm run build`; --profile always does;
 //   --dist-dir DIR times another build, e.g. an older commit's, for an A/B run under the same load)
 //
@@ -35,6 +40,7 @@ import type { Params } from '../core/protocol/index.js';
 import * as runtimeSource from '../workers/runtime.js';
 import { runSession as runFromSource } from '../coordinator/session/run.js';
 import { readRunTraces } from './suites/lockstep-read.js';
+import { threadRunNs, threadsBetween } from './lib/cpu.js';
 
 interface Config {
   agents: number;
@@ -57,6 +63,8 @@ interface Args {
   window?: string;
   /** No processes, no transport: the hosts in this process, messages still encoded and checked. */
   inline: boolean;
+  /** The workers' transport: `unix` (processes over gRPC, the default here) or `thread`. */
+  transport: 'unix' | 'thread';
 }
 
 const DEFAULT_CONFIGS: Config[] = [
@@ -87,10 +95,11 @@ function parseArgs(argv: string[]): Args {
     distDir: flag('--dist-dir') ?? fileURLToPath(new URL('../dist', import.meta.url)),
     window: flag('--window'),
     inline: argv.includes('--inline'),
+    transport: flag('--transport') === 'thread' ? 'thread' : 'unix',
   };
 }
 
-function planFor(c: Config, steps: number): RunPlan {
+function planFor(c: Config, steps: number, transport: Args['transport']): RunPlan {
   const side = Math.max(8, Math.ceil(Math.sqrt(c.agents * 4)));
   return resolveConfig({
     sessionId: `profile-${c.agents}-${c.perWorker}`,
@@ -99,7 +108,7 @@ function planFor(c: Config, steps: number): RunPlan {
     stepHz: 60,
     environment: { id: 'forage', model: 'forage', params: { width: side, height: side, food: c.agents } },
     agents: { count: c.agents, prefix: 'walker-', model: 'walker' },
-    workers: { agentsPerWorker: c.perWorker, transport: 'unix' }, // worker processes over gRPC
+    workers: { agentsPerWorker: c.perWorker, transport },
     deadlines: { startupMs: 30_000, stepMs: 10_000 },
   });
 }
@@ -184,6 +193,46 @@ interface Measured {
   rate: number;
   coordinatorUs: number;
   workersUs: { workerId: string; us: number }[];
+  /** Wall µs per step from Advance(k) going out to Commit(k) going out, and from there to Advance(k+1). */
+  chain?: { advanceUs: number; commitUs: number };
+  /** With threads: CPU µs per step of each busy thread of this process (worker, sealing, V8 and libuv threads). */
+  threadsUs?: { main: boolean; us: number }[];
+}
+
+/**
+ * The lockstep chain's two halves, from the phase hooks: Advance(k) out → Commit(k) out is the
+ * environment's round trip and the evaluation; Commit(k) out → Advance(k+1) out is the agents'
+ * round trip, the trace, the wait for the pipelined Prepare(k+1) and the next batch.
+ */
+class ChainClock {
+  private advanceAt = 0n;
+  private commitAt = 0n;
+  private advanceNs = 0n;
+  private commitNs = 0n;
+  private steps = 0;
+
+  constructor(private readonly from: number) {}
+
+  readonly beforePhase = (step: bigint, phase: string): void => {
+    const now = process.hrtime.bigint();
+    if (step < BigInt(this.from)) return;
+    if (phase === 'advance') {
+      if (this.commitAt > 0n) this.commitNs += now - this.commitAt;
+      this.advanceAt = now;
+    } else if (phase === 'commit' && this.advanceAt > 0n) {
+      this.advanceNs += now - this.advanceAt;
+      this.commitAt = now;
+      this.steps += 1;
+    }
+  };
+
+  perStep(): { advanceUs: number; commitUs: number } {
+    const n = Math.max(1, this.steps);
+    return {
+      advanceUs: Number(this.advanceNs) / n / 1000,
+      commitUs: Number(this.commitNs) / Math.max(1, n - 1) / 1000,
+    };
+  }
 }
 
 /** CPU seconds (user + system) the main thread of a process has used so far, from /proc (ticks of 10 ms). */
@@ -203,36 +252,48 @@ function procCpuSeconds(pid: number): number {
 async function measure(c: Config, args: Args): Promise<Measured> {
   const { steps, warmup } = args;
   const { runSession } = await load('coordinator/session/run.js', { runSession: runFromSource }, args);
-  const plan = planFor(c, steps);
+  const plan = planFor(c, steps, args.transport);
   if (args.inline) return measureInline(plan, c, args);
   const out = mkdtempSync(join(tmpdir(), 'profile-step-'));
   try {
     const window: number[] = [];
-    const cpu: { coordinator: number; workers: number[] }[] = [];
+    const cpu: { coordinator: number; workers: number[]; threads: Map<number, number> }[] = [];
+    const chain = new ChainClock(warmup);
     let pids: { workerId: string; pid: number }[] = [];
     const nowUs = (): number => Number(process.hrtime.bigint() / 1000n);
     const onProgress = ({ step }: { step: number }): void => {
       if (step !== warmup && step !== steps) return;
       window.push(nowUs());
-      cpu.push({ coordinator: procCpuSeconds(process.pid), workers: pids.map((p) => procCpuSeconds(p.pid)) });
+      cpu.push({
+        coordinator: procCpuSeconds(process.pid),
+        workers: pids.map((p) => procCpuSeconds(p.pid)),
+        threads: threadRunNs(),
+      });
     };
     const r = await runSession(plan, {
       outDir: out,
       onWarning: () => undefined,
       onProgress,
-      hooks: { onLaunched: (f) => (pids = f.pids()) },
+      hooks: { onLaunched: (f) => (pids = f.pids()), beforePhase: chain.beforePhase },
     });
     if (args.window) writeFileSync(args.window, JSON.stringify({ startUs: window[0], endUs: window[1] }));
     const walls = readRunTraces(r.runDir).map((t) => BigInt(t.operational.wallTimeNs));
     const ns = Number(walls[steps - 1]! - walls[warmup - 1]!);
     const perStepUs = (seconds: number): number => (seconds * 1e6) / (steps - warmup);
+    const threads = threadsBetween(cpu[0]!.threads, cpu[1]!.threads).filter((t) => t.ns > 0);
     return {
       rate: ((steps - warmup) * c.agents * 1e9) / ns,
       coordinatorUs: perStepUs(cpu[1]!.coordinator - cpu[0]!.coordinator),
-      workersUs: pids.map((p, i) => ({
-        workerId: p.workerId,
-        us: perStepUs(cpu[1]!.workers[i]! - cpu[0]!.workers[i]!),
-      })),
+      workersUs: pids
+        .filter((p) => p.pid !== process.pid)
+        .map((p) => ({
+          workerId: p.workerId,
+          us: perStepUs(cpu[1]!.workers[pids.indexOf(p)]! - cpu[0]!.workers[pids.indexOf(p)]!),
+        })),
+      chain: chain.perStep(),
+      ...(args.transport === 'thread'
+        ? { threadsUs: threads.map((t) => ({ main: t.main, us: perStepUs(t.ns / 1e9) })) }
+        : {}),
     };
   } finally {
     rmSync(out, { recursive: true, force: true });
@@ -249,11 +310,26 @@ async function rates(args: Args): Promise<void> {
     const perStepUs = (c.agents * 1e6) / m;
     const us = (xs: number[]): string => `${Math.round(median(xs))}`;
     const workers = got[0]!.workersUs.map(({ workerId }, w) => `${workerId} ${us(got.map((g) => g.workersUs[w]!.us))}`);
+    const kind = args.inline ? 'inline hosts' : args.transport === 'thread' ? 'agent threads' : 'processes';
+    const chain = got[0]!.chain
+      ? `\n  wall µs per step (median): Advance out → Commit out ${us(got.map((g) => g.chain!.advanceUs))}, ` +
+        `Commit out → next Advance out ${us(got.map((g) => g.chain!.commitUs))}`
+      : '';
+    const threads = got[0]!.threadsUs
+      ? `\n  CPU µs per step of this process's busy threads (first run, busiest first; * the main thread): ` +
+        got[0]!.threadsUs
+          .filter((t) => t.us >= 1)
+          .map((t) => `${Math.round(t.us)}${t.main ? '*' : ''}`)
+          .join(', ')
+      : '';
     console.log(
-      `${c.agents} walkers / ${c.agents / c.perWorker} ${args.inline ? 'inline hosts' : 'processes'}: ` +
+      `${c.agents} walkers / ${c.agents / c.perWorker} ${kind}: ` +
         `${Math.round(m)} agent-steps/s ` +
         `(median of ${got.map((g) => Math.round(g.rate)).join(', ')}; ${perStepUs.toFixed(0)} µs per lockstep step)\n` +
-        `  CPU µs per step (median): coordinator ${us(got.map((g) => g.coordinatorUs))}; ${workers.join(', ')}`,
+        `  CPU µs per step (median): coordinator ${us(got.map((g) => g.coordinatorUs))}` +
+        (workers.length > 0 ? `; ${workers.join(', ')}` : '') +
+        chain +
+        threads,
     );
   }
 }

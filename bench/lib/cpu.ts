@@ -76,3 +76,21 @@ export function cpuBetween(a: CpuSnapshot, b: CpuSnapshot): CpuSpent {
     allNs: processNs + workerProcessesNs,
   };
 }
+
+/** Time each live thread of this process has run so far (ns), by thread id. */
+export function threadRunNs(): Map<number, number> {
+  const out = new Map<number, number>();
+  for (const tid of readdirSync(`/proc/${process.pid}/task`).map(Number)) {
+    const ns = taskRunNs(process.pid, tid);
+    if (ns !== null) out.set(tid, ns);
+  }
+  return out;
+}
+
+/** CPU ns each thread alive at both snapshots spent between them, busiest first; the main thread (tid = pid) marked. */
+export function threadsBetween(a: Map<number, number>, b: Map<number, number>): { main: boolean; ns: number }[] {
+  return [...b]
+    .filter(([tid]) => a.has(tid))
+    .map(([tid, ns]) => ({ main: tid === process.pid, ns: ns - a.get(tid)! }))
+    .sort((x, y) => y.ns - x.ns);
+}
