@@ -25,7 +25,7 @@ import { parseStrict, type JsonValue } from '../../core/formats/canonical-json.j
 import { DetsimError } from '../../core/formats/errors.js';
 import type { Id } from '../../core/formats/scalars.js';
 import type { WorkerCommand } from '../launch/launcher.js';
-import { epochId } from '../session/lockstep.js';
+import { epochId, type Dispatch } from '../session/lockstep.js';
 import {
   checkEnvironmentTransport,
   IN_COORDINATOR,
@@ -93,6 +93,8 @@ export interface ResumeOptions extends Omit<SessionOptions, 'extension'> {
   onEvent?: (line: string) => void;
   /** Reach the workers this way instead of the recorded transport (physical: the ReproHash is the same). */
   transport?: Transport;
+  /** Send each phase's messages in this order instead of the recorded one (physical, like the transport). */
+  dispatch?: Dispatch;
   /** Start the workers this way instead of the launcher launch.json records (physical, like the transport). */
   launcher?: LauncherKind;
   /**
@@ -243,7 +245,7 @@ async function resumeLocked(runDir: string, opts: ResumeOptions): Promise<Resume
       : undefined;
   if (checkpoints && opts.recover) checkpoints.recovery = opts.recover(checkpoints);
   const state: { restored?: RestoreReport } = {};
-  const start = resumeStart(runDir, p, checkpoints, state);
+  const start = resumeStart(runDir, p, checkpoints, state, opts.dispatch);
   const hooks = { ...opts.hooks, ...(opts.commandFor ? { commandFor: opts.commandFor } : {}) };
   const result = await runLoop(start, {
     ...opts,
@@ -332,6 +334,7 @@ function resumeStart(
   p: PreparedResume,
   checkpoints: CheckpointRun | undefined,
   state: { restored?: RestoreReport },
+  dispatch: Dispatch = p.rec.dispatch,
 ): SessionStart {
   const { rec, plan, ck, record, cut, epoch, k } = p;
   // run.log is held in memory until the restore is accepted: a refused resume leaves it untouched.
@@ -341,7 +344,7 @@ function resumeStart(
     plan,
     runDir,
     steps: p.total,
-    dispatch: rec.dispatch,
+    dispatch,
     log,
     // Fresh workers hold no epoch yet; the loop starts in the checkpoint's epoch and the restore moves it to the new one.
     lockstepEpoch: record.epoch,

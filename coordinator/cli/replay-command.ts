@@ -33,6 +33,7 @@ interface ReplayCommandOptions {
   verbose?: boolean;
   predict?: boolean;
   goldenDir?: string;
+  parent?: string;
 }
 
 /** 1 when any check failed, 2 when any warned, else 0. */
@@ -46,6 +47,7 @@ export function exitCodeOf(checks: readonly Check[]): 0 | 1 | 2 {
 export function formatReplay(r: ReplayReport, afterRuns: readonly string[] = []): string[] {
   const lines = [`replay ${r.subject}: ${r.runs.length} fresh runs`];
   if (r.reference) lines.push(`  recorded  ${r.reference.reproHash}  ${r.reference.runDir}`);
+  if (r.fork) lines.push(`  forked    again from ${r.fork.checkpointId} of ${r.fork.parentDir} for each run`);
   r.runs.forEach((run, i) =>
     lines.push(`  run ${i + 1}     ${run.reproHash}  ${run.dispatch.padEnd(10)}  ${run.runDir}`),
   );
@@ -119,6 +121,10 @@ export function registerReplay(program: Command): void {
       'also: checkpoint at step K, interrupt, resume with fresh workers in a new epoch, and compare with an uninterrupted run',
     )
     .option('--out <dir>', 'parent directory of the run directories (default: runs)')
+    .option(
+      '--parent <run-dir>',
+      "a fork's run directory replays by forking its parent again: the parent (default: beside the fork, under the name its run.json records)",
+    )
     .option('--transport <t>', TRANSPORT_HELP)
     .option(
       '--predict',
@@ -143,6 +149,7 @@ export function registerReplay(program: Command): void {
           resumeAt,
           transport,
           outDir: opts.out,
+          parent: opts.parent,
           runOptions: { verbose: opts.verbose === true },
           onRun: opts.json
             ? undefined

@@ -1,6 +1,8 @@
 // Replay (docs/spec/diff0.md "Replay"): run one configuration N ≥ 2 times, each
 // with fresh worker processes (runSession), and check that the ReproHashes agree, that the hash
 // is sensitive (self-check) and that stripping removed physical fields that really differed.
+// A fork's run directory is replayed as it was made: the same fork of its parent (the checkpoint
+// and overrides its lineage records) N times, each compared with the recorded fork.
 // It does not render reports (attestation.ts) and knows nothing of goldens (goldens.ts).
 import { canonicalize, type JsonValue } from '../../core/formats/canonical-json.js';
 import { loadConfig, type RunPlan, type Transport } from '../config.js';
@@ -19,7 +21,13 @@ import { type Receipt, buildReceipt, hydrateReceipt, readRunFiles } from '../rec
 import { reproHash } from '../receipt/reprohash.js';
 import { type ResumeCheckResult, rebasedReceipt, resumeCheck } from './resume-check.js';
 import { existsSync, statSync } from 'node:fs';
-import { join } from 'node:path';
+import { basename, dirname, join, resolve } from 'node:path';
+import { forkRun } from '../checkpoint/fork.js';
+import { storeDirOf } from '../checkpoint/checkpointing.js';
+import { CheckpointStore } from '../store/store.js';
+import type { Override } from '../overrides.js';
+import { readRunJson, type ForkLineageJson } from '../session/run-json.js';
+import type { SessionResult } from '../session/session.js';
 
 export { makeCheck } from './check.js';
 export type { Check, CheckStatus } from './check.js';
@@ -53,6 +61,8 @@ export interface ReplayReport {
   readonly checks: readonly Check[];
   /** The --resume-at comparison, when asked for. */
   readonly resume: { checkpointId: string; uninterruptedDir: string; resumedDir: string } | null;
+  /** A fork's replay: the parent run each fresh run forked again, and the checkpoint. */
+  readonly fork: { parentDir: string; checkpointId: string } | null;
 }
 
 /** Options of {@link replay}. */
@@ -74,6 +84,8 @@ export interface ReplayOptions {
   readonly onRun?: (index: number, run: ReplayRun) => void;
   /** Passed to runSession (test hooks, warnings). */
   readonly runOptions?: Omit<RunOptions, 'outDir' | 'steps' | 'dispatch'>;
+  /** A fork's parent run directory (default: beside the fork, under the name its lineage records). */
+  readonly parent?: string;
 }
 
 const DEFAULT_CYCLE: readonly Dispatch[] = ['concurrent', 'reversed', 'sequential'];
@@ -257,6 +269,93 @@ export function replayChecks(
   return { checks, divergence, sensitivity, stable };
 }
 
+/** What a replay runs again, and how each fresh run is made. */
+interface ReplaySubject {
+  subject: string;
+  plan: RunPlan;
+  reference: { runDir: string; receipt: Receipt } | null;
+  fork: { parentDir: string; checkpointId: string; lineage: ForkLineageJson } | null;
+}
+
+function replaySubject(source: string | RunPlan, opts: ReplayOptions): ReplaySubject {
+  if (typeof source !== 'string' || !isRunDir(source)) {
+    const plan = typeof source === 'string' ? loadConfig(source) : source;
+    return { subject: plan.sessionId, plan, reference: null, fork: null };
+  }
+  const files = readRunFiles(source);
+  const plan = planFromRunRecord(files.run, source);
+  // Before any replay starts: a model whose source changed since the recorded run is refused by name.
+  checkWorkerBinaries(plan);
+  // The recorded run's receipt is rebuilt from its files (a receipt.json on disk is not trusted);
+  // a resumed run's later epochs are rebased onto its first (only epoch-derived fields change).
+  const reference = { runDir: source, receipt: rebasedReceipt(buildReceipt(files)) };
+  const lineage = readRunJson(files.run).fork;
+  return { subject: plan.sessionId, plan, reference, fork: lineage ? forkParent(source, lineage, opts) : null };
+}
+
+/** A fork's parent: --parent, else the directory its lineage names beside the fork; refused by name when absent. */
+function forkParent(forkDir: string, lineage: ForkLineageJson, opts: ReplayOptions): ReplaySubject['fork'] {
+  if (opts.resumeAt !== undefined)
+    throw new DetsimError(
+      'struct_invalid_field',
+      `--resume-at: ${forkDir} is a fork, replayed from checkpoint ${lineage.checkpoint.id} of its parent; check resuming on the parent`,
+      '--resume-at',
+    );
+  const parentDir = resolve(opts.parent ?? join(dirname(resolve(forkDir)), lineage.parent));
+  if (!isRunDir(parentDir))
+    throw new DetsimError(
+      'struct_fork_parent_missing',
+      `--parent: ${forkDir} is a fork of ${lineage.parent} at checkpoint ${lineage.checkpoint.id}, and no run directory is at ${parentDir}; give the parent with --parent <run-dir>`,
+      '--parent',
+    );
+  return { parentDir, checkpointId: lineage.checkpoint.id, lineage };
+}
+
+/** The first `<outDir>/<name>-replay-<n>` that does not exist (a fork is written into a new directory). */
+function freshForkDir(outDir: string, name: string): string {
+  for (let n = 1; ; n++) {
+    const dir = join(outDir, `${name}-replay-${n}`);
+    if (!existsSync(dir)) return dir;
+  }
+}
+
+/** One fresh run: a session of the plan, or the recorded fork made again from its parent. */
+async function freshRun(s: ReplaySubject, opts: ReplayOptions, dispatch: Dispatch): Promise<SessionResult> {
+  if (!s.fork) {
+    const steps = opts.steps ?? (s.reference ? s.plan.steps : undefined);
+    return runSession(s.plan, { ...opts.runOptions, outDir: opts.outDir, steps, dispatch });
+  }
+  const { lineage } = s.fork;
+  const overrides: Override[] = lineage.overrides.map((o) => ({ path: o.path, value: o.value as JsonValue }));
+  if (opts.steps !== undefined) overrides.push({ path: 'steps', value: opts.steps });
+  return forkRun(s.fork.parentDir, {
+    ...opts.runOptions,
+    checkpointId: s.fork.checkpointId,
+    overrides,
+    out: freshForkDir(resolve(opts.outDir ?? 'runs'), basename(resolve(s.reference!.runDir))),
+    dispatch,
+    ...(opts.transport ? { transport: opts.transport } : {}),
+  });
+}
+
+/**
+ * Before any run: the parent's checkpoint under the lineage's id must be the one the fork started
+ * from (envelope digest and boundary). One the parent no longer lists is left to the fork, which
+ * refuses it by name before writing anything.
+ */
+async function checkForkParent(fork: NonNullable<ReplaySubject['fork']>): Promise<void> {
+  const dir = storeDirOf(fork.parentDir);
+  if (!existsSync(join(dir, 'manifest.json'))) return;
+  const listed = (await CheckpointStore.open(dir)).lookup(fork.checkpointId);
+  const want = fork.lineage.checkpoint;
+  if (listed && (listed.envelopeDigest !== want.envelopeDigest || listed.boundary !== want.boundary))
+    throw new DetsimError(
+      'ident_fork_parent_mismatch',
+      `--parent ${fork.parentDir}: its checkpoint ${fork.checkpointId} (boundary ${listed.boundary}, envelope ${listed.envelopeDigest.slice(0, 16)}…) is not the one the fork started from (boundary ${want.boundary}, envelope ${want.envelopeDigest.slice(0, 16)}…)`,
+      '--parent',
+    );
+}
+
 /** Run a configuration (file, plan or recorded run directory) N ≥ 2 times and check DIFF=0. */
 export async function replay(source: string | RunPlan, opts: ReplayOptions = {}): Promise<ReplayReport> {
   const n = opts.runs ?? 2;
@@ -266,33 +365,20 @@ export async function replay(source: string | RunPlan, opts: ReplayOptions = {})
       `--runs: ${n} is not a whole number ≥ 2 (one run cannot show replay)`,
       '--runs',
     );
-  let plan: RunPlan;
-  let reference: { runDir: string; receipt: Receipt } | null = null;
-  let subject: string;
-  if (typeof source === 'string' && isRunDir(source)) {
-    const files = readRunFiles(source);
-    plan = planFromRunRecord(files.run, source);
-    // Before any replay starts: a model whose source changed since the recorded run is refused by name.
-    checkWorkerBinaries(plan);
-    // The recorded run's receipt is rebuilt from its files (a receipt.json on disk is not trusted);
-    // a resumed run's later epochs are rebased onto its first (only epoch-derived fields change).
-    reference = { runDir: source, receipt: rebasedReceipt(buildReceipt(files)) };
-    subject = plan.sessionId;
-  } else {
-    plan = typeof source === 'string' ? loadConfig(source) : source;
-    subject = plan.sessionId;
-  }
-  if (opts.transport) plan = { ...plan, transport: opts.transport };
+  const s = replaySubject(source, opts);
+  if (s.fork) await checkForkParent(s.fork);
+  if (opts.transport) s.plan = { ...s.plan, transport: opts.transport };
+  const { subject, plan, reference } = s;
   const strip: CanonicalOptions = { stripPhysical: opts.stripPhysical, table: opts.table };
   const runs: ReplayRun[] = [];
   for (let i = 0; i < n; i++) {
     const dispatch = opts.dispatch ?? DEFAULT_CYCLE[i % DEFAULT_CYCLE.length]!;
-    const steps = opts.steps ?? (reference ? plan.steps : undefined);
-    const result = await runSession(plan, { ...opts.runOptions, outDir: opts.outDir, steps, dispatch });
+    const result = await freshRun(s, opts, dispatch);
     // The run wrote its receipt.json as its last act (session.ts); replay hashes it with its own options.
     // receipt.json binds the trace: its steps are read back (and the binding checked) to hash with these options.
+    // A fork's epochs are rebased onto its first, as the recorded fork's are.
     const w = result.receipt;
-    const receipt = hydrateReceipt(result.runDir, w.receipt);
+    const receipt = rebasedReceipt(hydrateReceipt(result.runDir, w.receipt));
     const h = reproHash(receipt, strip);
     const run: ReplayRun = {
       runDir: result.runDir,
@@ -334,5 +420,6 @@ export async function replay(source: string | RunPlan, opts: ReplayOptions = {})
     resume: resume
       ? { checkpointId: resume.checkpointId, uninterruptedDir: resume.uninterruptedDir, resumedDir: resume.resumedDir }
       : null,
+    fork: s.fork && { parentDir: s.fork.parentDir, checkpointId: s.fork.checkpointId },
   };
 }

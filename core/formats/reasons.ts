@@ -90,6 +90,11 @@ export const REASONS = {
     summary:
       'a --set that a fork cannot apply: seeds, the composition and any model param the model does not accept on restore (its forkParams) are bound into the checkpoint it restores',
   },
+  struct_fork_parent_missing: {
+    layer: 'L1',
+    summary:
+      "a fork's run directory is replayed by forking its parent again: the parent run is not where the lineage names it (beside the fork) and no --parent gave it",
+  },
   struct_fork_params_unsupported: {
     layer: 'L1',
     summary:
@@ -138,6 +143,11 @@ export const REASONS = {
   ident_checkpoint_unknown: {
     layer: 'L5',
     summary: 'the store manifest lists no generation with this checkpoint id (unreferenced files are never candidates)',
+  },
+  ident_fork_parent_mismatch: {
+    layer: 'L5',
+    summary:
+      "the parent run given for a fork's replay holds another checkpoint under the lineage's id (its envelope digest or boundary differs)",
   },
   ident_checkpoint_exists: {
     layer: 'L5',

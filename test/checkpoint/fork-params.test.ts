@@ -3,17 +3,18 @@
 // params (the checkpoint verified under the parent's), records its lineage with the params the
 // checkpoint holds, and `detsim diff` names the first step that differs, at the boundary or later;
 // the same fork twice, or through thread workers and an inline environment, is one run; resuming a
-// fork from its base checkpoint restores with its params again; Python workers rebind as TypeScript
+// fork from its base checkpoint restores with its params again; `detsim replay` of a fork forks its
+// parent again and compares with the recorded fork (a missing or different parent refused); Python workers rebind as TypeScript
 // ones do (Rust agent workers: test/cross-lang/fork-params.test.ts); a researcher's own TypeScript
 // model module outside the checkout forks with the params its `forkParams` lists, and one it does not
 // list or does not take is refused naming it, and so does a Python model class on Python workers.
 // Refusals of params the built-in models do not accept, seeds and the composition: fork.test.ts.
 import { spawnSync } from 'node:child_process';
-import { cpSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { canonicalDigest, parseStrict } from '../../core/formats/canonical-json.js';
-import { CLI_MAIN, detsimCli } from '../cli-refusal.js';
+import { CLI_MAIN, detsimCli, expectCliRefusal } from '../cli-refusal.js';
 import { REPO_ROOT } from '../workers/harness.js';
 import { readRun, tmpOut } from '../coordinator/helpers.js';
 import { ensurePythonWorker, pythonWorkerSkip } from '../cross-lang/python-worker.js';
@@ -192,6 +193,59 @@ function mixedConfig(runtime: 'python' | 'typescript'): string {
   );
   return config;
 }
+
+describe('detsim replay of a fork (CLI)', () => {
+  const lineageOf = (dir: string) => runJson(dir).fork;
+
+  it('forks the parent again for each run and compares with the recorded fork (DIFF=0); the parent beside it or --parent', () => {
+    const beside = fork(['--set', 'environment.params.food=48']);
+    expect(beside.status, beside.stderr).toBe(0);
+    const forkDir = `${parent}-fork-1`;
+    const out = join(work, 'replayed');
+    const r = detsimCli(['replay', forkDir, '--runs', '2', '--out', out], 240_000);
+    expect(r.status, r.stdout + r.stderr).toBe(0);
+    const recorded = /recorded {2}([0-9a-f]{16}) {2}/.exec(r.stdout)![1]!;
+    expect(r.stdout).toContain(`  forked    again from ckpt-e1-200 of ${parent} for each run\n`);
+    expect(r.stdout).toContain('PASS replay        [audit_replay_stable]');
+    for (const n of [1, 2]) {
+      const dir = join(out, `forage-walkers-1-fork-1-replay-${n}`);
+      expect(r.stdout).toMatch(new RegExp(`run ${n} {5}${recorded} {2}\\w+ +${dir}`));
+      expect(lineageOf(dir)).toEqual(lineageOf(forkDir));
+    }
+    // A fork written elsewhere (--out) names its parent with --parent; another transport is the same run.
+    const given = detsimCli(
+      ['replay', food, '--parent', parent, '--out', join(work, 'given'), '--transport', 'unix'],
+      240_000,
+    );
+    expect(given.status, given.stdout + given.stderr).toBe(0);
+    expect(given.stdout).toContain('PASS replay        [audit_replay_stable]');
+  }, 480_000);
+
+  it('a missing or different parent and --resume-at are refused before any run; a replay that differs fails', () => {
+    const out = join(work, 'refused-replays');
+    const missing = detsimCli(['replay', food, '--out', out]);
+    expectCliRefusal(missing, 'struct_fork_parent_missing', `--parent: ${food} is a fork of forage-walkers-1`);
+    const other = join(work, 'other-seed');
+    const o = detsimCli(
+      ['run', EXAMPLE, '--steps', '200', '--checkpoint-every', '100', '--master-seed', '7', '--out', other],
+      110_000,
+    );
+    expect(o.status, o.stderr).toBe(0);
+    const wrong = detsimCli(['replay', food, '--parent', join(other, 'forage-walkers-1'), '--out', out]);
+    expectCliRefusal(
+      wrong,
+      'ident_fork_parent_mismatch',
+      `--parent ${join(other, 'forage-walkers-1')}: its checkpoint ckpt-e1-200`,
+    );
+    const resumeAt = detsimCli(['replay', food, '--parent', parent, '--resume-at', '100', '--out', out]);
+    expectCliRefusal(resumeAt, 'struct_invalid_field', `--resume-at: ${food} is a fork`);
+    expect(existsSync(out)).toBe(false);
+    // The fresh forks are compared with the recorded one: stopped short at 250 steps they differ.
+    const short = detsimCli(['replay', food, '--parent', parent, '--steps', '250', '--out', out], 240_000);
+    expect(short.status, short.stdout + short.stderr).toBe(1);
+    expect(short.stdout).toContain('FAIL replay        [audit_repro_hash_mismatch]');
+  }, 480_000);
+});
 
 describe.skipIf(pythonWorkerSkip !== null)('detsim fork --set params with Python workers (CLI)', () => {
   it('the environment and an agent on Python workers fork with new params: the same run as on TypeScript', () => {
