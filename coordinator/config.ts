@@ -787,14 +787,14 @@ export function defaultAgentsPerWorker(cfg: RunConfigInput, agents: number, core
 
 /**
  * The transport when the config names none: a local run puts its TypeScript workers on threads of
- * the coordinator's process (Rust and Python workers keep processes on Unix sockets); Slurm and a TLS
- * block keep Unix sockets (TLS then asks for tcp), a rendezvous reaches its workers over TCP. Threads
+ * the coordinator's process (Rust and Python workers keep processes on Unix sockets); Slurm keeps
+ * Unix sockets; a TLS block (TLS is for TCP workers) and a rendezvous reach the workers over TCP. Threads
  * step 1.5–2.8× faster than processes on a small machine (bench/README.md, "Performance of the
  * transports") and hold the same isolation checks. Physical: run.json records it, no hash sees it.
  */
 export function defaultTransport(cfg: RunConfigInput): Transport {
-  if (cfg.workers?.placement === 'rendezvous') return 'tcp';
-  return isSlurm(cfg) || cfg.workers?.tls !== undefined ? 'unix' : 'thread';
+  if (cfg.workers?.placement === 'rendezvous' || cfg.workers?.tls !== undefined) return 'tcp';
+  return isSlurm(cfg) ? 'unix' : 'thread';
 }
 
 /**

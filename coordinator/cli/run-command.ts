@@ -54,11 +54,15 @@ interface RunCommandOptions {
 /** Exit codes: 0 done, 1 the run failed (a worker died, stalled or misbehaved, a file could not be written), 2 bad input, 130 interrupted. */
 export { INTERRUPTED_EXIT, RUN_FAILED_EXIT } from './run-outcome.js';
 
-/** `--tls-dir DIR` overrides the config's workers.tls (relative to the working directory). */
+/**
+ * `--tls-dir DIR` overrides the config's workers.tls (relative to the working directory); TLS is for
+ * TCP workers, so a transport the config left to its default becomes tcp (a named one is kept, and
+ * refused by name if it is not tcp).
+ */
 function withTlsFlag(plan: RunPlan, dir: string | undefined): RunPlan {
   if (dir === undefined) return plan;
   const { perRunTls: _given, ...rest } = plan;
-  return { ...rest, tls: { dir: resolve(dir) } };
+  return { ...rest, tls: { dir: resolve(dir) }, ...(plan.transportDefault ? { transport: 'tcp' as const } : {}) };
 }
 
 /** `--launcher local|slurm` over the config's launcher (srunArgs kept when the config names slurm). */

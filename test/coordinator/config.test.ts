@@ -84,7 +84,7 @@ describe('config: examples', () => {
     expect(pinned.workers.filter((w) => w.role === 'agent').map((w) => w.agentIds.length)).toEqual([4, 4, 4, 4]);
   });
 
-  it('without workers.transport: threads locally, Unix sockets under Slurm or with TLS, TCP for a rendezvous', () => {
+  it('without workers.transport: threads locally, Unix sockets under Slurm, TCP with TLS or for a rendezvous', () => {
     const transport = (cfg: Record<string, unknown>) => {
       const p = resolveConfig(cfg);
       return [p.transport, p.transportDefault ?? false];
@@ -94,8 +94,12 @@ describe('config: examples', () => {
     expect(transport({ ...base(), launcher: { kind: 'slurm', srunArgs: ['-N1'] } })).toEqual(['unix', true]);
     const rdv = { placement: 'rendezvous', rendezvous: { dir: '/tmp/rv' }, tls: { dir: '/tmp/tls' } };
     expect(transport({ ...base(), workers: rdv })).toEqual(['tcp', true]);
-    // A TLS block wants tcp: the default is not it, so the refusal names the transport to set.
-    expect(refusal({ ...base(), workers: { tls: {} } }).message).toMatch(/set workers.transport: tcp/);
+    // A TLS block is for TCP workers: its default is tcp, under Slurm too; a named unix is refused naming tcp.
+    expect(transport({ ...base(), workers: { tls: {} } })).toEqual(['tcp', true]);
+    expect(transport({ ...base(), launcher: 'slurm', workers: { tls: { dir: '/tmp/tls' } } })).toEqual(['tcp', true]);
+    expect(refusal({ ...base(), workers: { tls: {}, transport: 'unix' } }).message).toMatch(
+      /set workers.transport: tcp/,
+    );
     // A named transport is the config's, whatever the launcher.
     expect(transport({ ...base(), workers: { transport: 'unix' } })).toEqual(['unix', false]);
     expect(transport({ ...base(), workers: { transport: 'thread' } })).toEqual(['thread', false]);

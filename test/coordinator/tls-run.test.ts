@@ -188,6 +188,23 @@ describe('a TLS run', () => {
     return line;
   };
 
+  it('--tls-dir alone (no --transport) runs the workers over tcp with that set: the golden', () => {
+    const golden = readGolden(DEFAULT_GOLDEN_DIR, 'forage-walkers')!;
+    const out = join(root, 'runs-tls-dir-alone');
+    const r = detsimCli(
+      ['run', golden.config, '--steps', String(golden.steps), '--tls-dir', certs, '--out', out, '--json'],
+      110_000,
+    );
+    expect(r.status, r.stderr).toBe(0);
+    const result = JSON.parse(r.stdout) as { reproHash: string; runDir: string };
+    expect(result.reproHash).toBe(golden.reproHash);
+    expect(JSON.parse(readFileSync(join(result.runDir, 'run.json'), 'utf8')).transport).toBe('tcp');
+    expect(JSON.parse(readFileSync(join(result.runDir, 'launch.json'), 'utf8')).tls).toEqual({
+      dir: certs,
+      perRun: false,
+    });
+  }, 150_000);
+
   it('is refused on the unix transport: TLS is for TCP workers', () => {
     expect(
       refusedBeforeStart(['--tls-dir', certs, '--transport', 'unix'], 'struct_invalid_field', 'workers.tls.dir'),
