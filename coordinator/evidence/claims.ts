@@ -108,11 +108,21 @@ function ledgerLines(ledger: Uint8Array) {
   );
 }
 
+/**
+ * The envelope digest the ledger binds to each checkpoint id: its `committed` lines, and a fork's
+ * base checkpoint (copied from the parent, never committed by this run), which the fork's first
+ * `run` line names (`forkOf`, `checkpointId`) and its `restored` line binds by digest.
+ */
 function committedDigests(ledger: Uint8Array): Map<string, string> {
   const out = new Map<string, string>();
-  for (const e of ledgerLines(ledger))
-    if (e.event === 'committed' && e.checkpointId && e.detail?.envelopeDigest)
+  const lines = ledgerLines(ledger);
+  const first = lines[0] as { event?: string; detail?: { forkOf?: string; checkpointId?: string } } | undefined;
+  const forkBase = first?.event === 'run' && first.detail?.forkOf ? first.detail.checkpointId : undefined;
+  for (const e of lines) {
+    const bound = e.event === 'committed' || (e.event === 'restored' && e.checkpointId === forkBase);
+    if (bound && e.checkpointId && e.detail?.envelopeDigest && !out.has(e.checkpointId))
       out.set(e.checkpointId, e.detail.envelopeDigest);
+  }
   return out;
 }
 

@@ -567,3 +567,17 @@ describe('a resumed run and the uninterrupted one (--same-as)', () => {
     expect(existsSync(join(tmp, 'never-same'))).toBe(false);
   }, 240_000);
 });
+
+describe('a fork', () => {
+  it("bundles and verifies: its base checkpoint, copied from the parent, is bound by the fork's restored entry", () => {
+    const fork = join(tmp, 'fork');
+    const r = detsimCli(['fork', runDir, '--checkpoint', 'ckpt-e1-80', '--out', fork], 120_000);
+    expect(r.status, r.stderr).toBe(0);
+    const b = join(tmp, 'fork-bundle');
+    exportBundle(fork, b);
+    const out = verifyBundle(b);
+    const claim = out.claims.find((c) => c.id === 'claim-1-checkpoints')!;
+    expect(claim.how).toBe('rechecked');
+    expect(claim.statement).toMatch(/^Run fork committed checkpoints ckpt-e1-80, ckpt-e2-160, ckpt-e2-240 durably/);
+  }, 240_000);
+});
