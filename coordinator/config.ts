@@ -832,6 +832,21 @@ function checkEnvironmentRuntime(envModel: string, runtime: string | undefined):
 }
 
 /**
+ * The plan with its environment inline (`inline`) or on the workers' transport (`workers`), whatever
+ * the config said (`--environment-transport` of run and replay); checked like the config, naming `field`.
+ */
+export function withEnvironmentTransport(plan: RunPlan, chosen: 'inline' | 'workers', field: string): RunPlan {
+  const { environmentTransport: _configured, ...rest } = plan;
+  const out: RunPlan = chosen === 'inline' ? { ...rest, environmentTransport: 'inline' } : rest;
+  checkEnvironmentTransport(
+    out.environmentTransport,
+    out.workers.find((w) => w.role === 'environment')?.runtime,
+    field,
+  );
+  return out;
+}
+
+/**
  * `environment.transport: inline` hosts the environment's TypeScript runtime in the coordinator's
  * thread: an environment on another runtime (Python) cannot be hosted so, and is refused by name.
  * Also checked on a resume's plan (its `--environment-transport` override: checkpoint/resume.ts).

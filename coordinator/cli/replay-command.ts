@@ -11,12 +11,14 @@ import { type Check, type ReplayReport, type ReplayOptions, replay } from '../di
 import { type PredictedReplay, predictedReplay } from '../diff0/predicted-replay.js';
 import { DetsimError } from '../../core/formats/errors.js';
 import {
+  ENVIRONMENT_TRANSPORT_HELP,
   TRANSPORT_HELP,
   action,
   ExitError,
   readStepsFlag,
   readTransportFlag,
   readDispatchFlag,
+  readEnvironmentTransportFlag,
   readWhole,
   writeStdout,
 } from './common.js';
@@ -34,6 +36,7 @@ interface ReplayCommandOptions {
   predict?: boolean;
   goldenDir?: string;
   parent?: string;
+  environmentTransport?: string;
 }
 
 /** 1 when any check failed, 2 when any warned, else 0. */
@@ -126,6 +129,7 @@ export function registerReplay(program: Command): void {
       "a fork's run directory replays by forking its parent again: the parent (default: beside the fork, under the name its run.json records)",
     )
     .option('--transport <t>', TRANSPORT_HELP)
+    .option('--environment-transport <t>', ENVIRONMENT_TRANSPORT_HELP)
     .option(
       '--predict',
       'before the first run, append the expected ReproHash and behaviour digest (a run directory: its receipt; a config: its golden) to <out>/ledger.jsonl; then judge the outcome',
@@ -150,6 +154,7 @@ export function registerReplay(program: Command): void {
           transport,
           outDir: opts.out,
           parent: opts.parent,
+          environmentTransport: readEnvironmentTransportFlag(opts.environmentTransport),
           runOptions: { verbose: opts.verbose === true },
           onRun: opts.json
             ? undefined

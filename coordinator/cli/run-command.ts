@@ -4,7 +4,7 @@
 // here; the run itself is run.ts (runSession), the overrides overrides.ts.
 import type { Command } from 'commander';
 import { resolve } from 'node:path';
-import { LAUNCHERS, checkEnvironmentTransport, forLauncher, type LauncherKind, type RunPlan } from '../config.js';
+import { LAUNCHERS, forLauncher, withEnvironmentTransport, type LauncherKind, type RunPlan } from '../config.js';
 import { loadConfigWithOverrides, parseOverrides } from '../overrides.js';
 import { metricsLines } from '../session/metrics.js';
 import { DetsimError } from '../../core/formats/errors.js';
@@ -75,15 +75,7 @@ function withLauncherFlag(plan: RunPlan, text: string | undefined): RunPlan {
 /** `--environment-transport`: the environment inline (or not) whatever the config says; checked like the config. */
 function withEnvironmentTransportFlag(plan: RunPlan, text: string | undefined): RunPlan {
   const chosen = readEnvironmentTransportFlag(text);
-  if (chosen === undefined) return plan;
-  const { environmentTransport: _configured, ...rest } = plan;
-  const out: RunPlan = chosen === 'inline' ? { ...rest, environmentTransport: 'inline' } : rest;
-  checkEnvironmentTransport(
-    out.environmentTransport,
-    out.workers.find((w) => w.role === 'environment')?.runtime,
-    '--environment-transport',
-  );
-  return out;
+  return chosen === undefined ? plan : withEnvironmentTransport(plan, chosen, '--environment-transport');
 }
 
 /** `--set` is repeatable: each occurrence adds one override text. */

@@ -5,7 +5,7 @@
 // and overrides its lineage records) N times, each compared with the recorded fork.
 // It does not render reports (attestation.ts) and knows nothing of goldens (goldens.ts).
 import { canonicalize, type JsonValue } from '../../core/formats/canonical-json.js';
-import { loadConfig, type RunPlan, type Transport } from '../config.js';
+import { loadConfig, withEnvironmentTransport, type RunPlan, type Transport } from '../config.js';
 import { planFromRunJson } from '../checkpoint/run-record.js';
 import { searchDirsFor } from '../launch/model-source.js';
 import { checkWorkerBinaries } from '../launch/launcher.js';
@@ -86,6 +86,8 @@ export interface ReplayOptions {
   readonly runOptions?: Omit<RunOptions, 'outDir' | 'steps' | 'dispatch'>;
   /** A fork's parent run directory (default: beside the fork, under the name its lineage records). */
   readonly parent?: string;
+  /** Host the environment inline or on the workers' transport, whatever was configured (physical, like the transport). */
+  readonly environmentTransport?: 'inline' | 'workers';
 }
 
 const DEFAULT_CYCLE: readonly Dispatch[] = ['concurrent', 'reversed', 'sequential'];
@@ -335,6 +337,7 @@ async function freshRun(s: ReplaySubject, opts: ReplayOptions, dispatch: Dispatc
     out: freshForkDir(resolve(opts.outDir ?? 'runs'), basename(resolve(s.reference!.runDir))),
     dispatch,
     ...(opts.transport ? { transport: opts.transport } : {}),
+    ...(opts.environmentTransport ? { environmentTransport: opts.environmentTransport } : {}),
   });
 }
 
@@ -368,6 +371,8 @@ export async function replay(source: string | RunPlan, opts: ReplayOptions = {})
   const s = replaySubject(source, opts);
   if (s.fork) await checkForkParent(s.fork);
   if (opts.transport) s.plan = { ...s.plan, transport: opts.transport };
+  if (opts.environmentTransport)
+    s.plan = withEnvironmentTransport(s.plan, opts.environmentTransport, '--environment-transport');
   const { subject, plan, reference } = s;
   const strip: CanonicalOptions = { stripPhysical: opts.stripPhysical, table: opts.table };
   const runs: ReplayRun[] = [];

@@ -2,7 +2,7 @@
 // agree (D4), the self-check and physical-diff checks pass on real runs and fail when they must,
 // and a nondeterministic agent is caught with a diagnosis naming the step, field and agent.
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -75,6 +75,26 @@ describe('replay with fresh worker processes', () => {
     expect(r.runs.every((x) => x.reproHash === tiny.runs[0]!.reproHash && x.dispatch === 'sequential')).toBe(true);
     expect(statusOf(r).replay).toBe('pass');
   });
+
+  it(
+    '--environment-transport inline replays a recorded run with its environment in this thread: the same hash',
+    {
+      timeout: 180_000,
+    },
+    async () => {
+      const r = await replay(tiny.runs[0]!.runDir, {
+        runs: 2,
+        outDir: tmp('detsim-replay-'),
+        environmentTransport: 'inline',
+      });
+      expect(r.runs.map((x) => x.reproHash)).toEqual([tiny.runs[0]!.reproHash, tiny.runs[0]!.reproHash]);
+      for (const run of r.runs)
+        expect(JSON.parse(readFileSync(join(run.runDir, 'launch.json'), 'utf8')).environmentTransport).toBe('inline');
+      expect(
+        JSON.parse(readFileSync(join(tiny.runs[0]!.runDir, 'launch.json'), 'utf8')).environmentTransport,
+      ).toBeUndefined();
+    },
+  );
 
   it(
     '[DIFF-4] an agent reading the clock and Math.random (strict off) fails replay; the diagnosis names the first step, field and agent',
