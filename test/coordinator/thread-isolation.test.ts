@@ -12,6 +12,8 @@ import { RunFailure } from '../../coordinator/session/run-failure.js';
 import { runSession } from '../../coordinator/session/run.js';
 import { detsimTimed, SOURCE_CLI } from '../checkpoint/cli.js';
 import { childPids, osThreadCount, readRun, tmpOut } from './helpers.js';
+import { THREAD_YOUNG_GENERATION_MB } from '../../coordinator/launch/thread-worker.js';
+import { traceOf } from '../trace-read.js';
 
 const FIXTURES = resolve('test', 'coordinator', 'fixtures');
 
@@ -234,6 +236,19 @@ describe('a failing model on a thread fails the run as on a process', () => {
     expect(osThreadCount()).toBeLessThanOrEqual(threads);
     expect(childPids()).toEqual([]);
   }, 180_000);
+
+  it('a worker thread runs with its heap limits: workers.threadHeapMb old, THREAD_YOUNG_GENERATION_MB young', async () => {
+    const plan = isolationPlan(
+      'thread',
+      [{ id: 'heap', model: './heap-limits.ts', params: { strict: false }, actionFields: ['move'] }],
+      { threadHeapMb: 512 },
+    );
+    const r = await runSession(plan, { outDir: tmpOut('detsim-heap-limits-') });
+    const decision = (
+      traceOf(r.runDir)[0] as { behaviour: { agents: { agentId: string; decision: unknown }[] } }
+    ).behaviour.agents.find((a) => a.agentId === 'heap')!.decision;
+    expect(decision).toEqual({ move: 'north', oldMb: 512, youngMb: THREAD_YOUNG_GENERATION_MB });
+  }, 60_000);
 
   it('a model that exhausts its thread heap (workers.threadHeapMb: 64): worker-exited, "ran out of memory"; the coordinator goes on', async () => {
     const threads = osThreadCount();
