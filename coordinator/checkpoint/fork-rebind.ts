@@ -270,6 +270,22 @@ export function forkRebind(
   };
 }
 
+/**
+ * A fork's run.json with the changed participants' params and profile digests as its base
+ * checkpoint holds them (`atCheckpoint` put back): the composition a fork OF that checkpoint starts
+ * from, as the fork itself did.
+ */
+export function runJsonAtCheckpoint(raw: Record<string, JsonValue>, at: AtCheckpoint): Record<string, JsonValue> {
+  const env = raw.environment as Record<string, JsonValue>;
+  const put = (row: Record<string, JsonValue>, p: ParamsAt | undefined) =>
+    p ? { ...row, params: p.params as JsonValue, profileDigest: p.profileDigest } : row;
+  return {
+    ...raw,
+    environment: put(env, at.environment),
+    agents: (raw.agents as Record<string, JsonValue>[]).map((a) => put(a, at.agents?.[a.agentId as string])),
+  };
+}
+
 /** The plan with the changed participants' params as the checkpoint holds them. */
 function planAt(plan: RunPlan, at: AtCheckpoint): RunPlan {
   return {

@@ -23,7 +23,9 @@
 // model and every changed param before anything is written. Seeds and the composition (agents,
 // models, ports, workers) cannot change: the seeds' RNG states are in the payloads, and the
 // checkpoint was captured from that composition; such an override is refused
-// (`struct_fork_override`), naming it.
+// (`struct_fork_override`), naming it. A fork's own base checkpoint (still in its store) can be
+// forked again: it is checked against the params it holds (the lineage's `atCheckpoint`), and the
+// new fork starts from them as that fork did, so with no --set it is that fork again.
 // NOT the restore (restore.ts) nor the resume's checks (resume.ts), which run on the fork as on any run.
 import {
   copyFileSync,
@@ -50,7 +52,7 @@ import { TRACE_DIR, TRACE_INDEX, observationsName, readTraceIndex, traceFormatOf
 import { guardWrite } from '../write-failure.js';
 import { storeDirOf } from './checkpointing.js';
 import { checkRecordedComposition } from './recorded-composition.js';
-import { isParamOverride, rebindForFork } from './fork-rebind.js';
+import { forkRebind, isParamOverride, rebindForFork, runJsonAtCheckpoint } from './fork-rebind.js';
 import { readRunJson } from '../session/run-json.js';
 import { loadCheckpoint } from './restore.js';
 import { epochsSeen, lastRunEvent, resumeRun, type ResumeOptions, type ResumeResult } from './resume.js';
@@ -135,7 +137,10 @@ async function prepareFork(parentArg: string, opts: ForkOptions) {
     );
   const { store, record } = await committedCheckpoint(parent, opts.checkpointId);
   const loaded = await loadCheckpoint({ store, checkpointId: record.checkpointId });
-  checkRecordedComposition(loaded.envelope.manifest, rec, parent);
+  // A fork's own base checkpoint holds its parent's params (the lineage's atCheckpoint): checked
+  // against those, and a fork of it starts from them, as that fork did.
+  const base = forkRebind(rec, record);
+  checkRecordedComposition(loaded.envelope.manifest, base ? { ...rec, ...base.checkpointComposition } : rec, parent);
   const plan = overrides.length > 0 ? recordedPlanWith(parent, overrides) : rec.plan;
   if (BigInt(plan.steps) < BigInt(record.boundary))
     throw new DetsimError(
@@ -143,7 +148,8 @@ async function prepareFork(parentArg: string, opts: ForkOptions) {
       `steps: ${plan.steps} is before the boundary ${record.boundary} of checkpoint ${record.checkpointId}; set --set steps=N with N ≥ ${record.boundary}`,
       'steps',
     );
-  const runJson = parseStrict(readFileSync(join(parent, RUN_FILES.run))) as Record<string, JsonValue>;
+  const recorded = parseStrict(readFileSync(join(parent, RUN_FILES.run))) as Record<string, JsonValue>;
+  const runJson = base ? runJsonAtCheckpoint(recorded, rec.fork!.atCheckpoint!) : recorded;
   // Changed params: checked (runtime, model, each param) and their new profile digests, before anything is written.
   const { patch, atCheckpoint } = rebindForFork(readRunJson(runJson), runJson, plan, record.checkpointId, overrides);
   const forkDir = forkTarget(parent, opts.out);

@@ -50,7 +50,12 @@ export function exitCodeOf(checks: readonly Check[]): 0 | 1 | 2 {
 export function formatReplay(r: ReplayReport, afterRuns: readonly string[] = []): string[] {
   const lines = [`replay ${r.subject}: ${r.runs.length} fresh runs`];
   if (r.reference) lines.push(`  recorded  ${r.reference.reproHash}  ${r.reference.runDir}`);
-  if (r.fork) lines.push(`  forked    again from ${r.fork.checkpointId} of ${r.fork.parentDir} for each run`);
+  if (r.fork)
+    lines.push(
+      r.fork.own
+        ? `  forked    again from its own copy of ${r.fork.checkpointId} (no parent beside it) for each run`
+        : `  forked    again from ${r.fork.checkpointId} of ${r.fork.parentDir} for each run`,
+    );
   r.runs.forEach((run, i) =>
     lines.push(`  run ${i + 1}     ${run.reproHash}  ${run.dispatch.padEnd(10)}  ${run.runDir}`),
   );

@@ -61,8 +61,8 @@ export interface ReplayReport {
   readonly checks: readonly Check[];
   /** The --resume-at comparison, when asked for. */
   readonly resume: { checkpointId: string; uninterruptedDir: string; resumedDir: string } | null;
-  /** A fork's replay: the parent run each fresh run forked again, and the checkpoint. */
-  readonly fork: { parentDir: string; checkpointId: string } | null;
+  /** A fork's replay: the run each fresh run forked again (the parent, or `own`: the fork itself), and the checkpoint. */
+  readonly fork: { parentDir: string; checkpointId: string; own: boolean } | null;
 }
 
 /** Options of {@link replay}. */
@@ -276,10 +276,22 @@ interface ReplaySubject {
   subject: string;
   plan: RunPlan;
   reference: { runDir: string; receipt: Receipt } | null;
-  fork: { parentDir: string; checkpointId: string; lineage: ForkLineageJson } | null;
+  fork: ForkSource | null;
 }
 
-function replaySubject(source: string | RunPlan, opts: ReplayOptions): ReplaySubject {
+/**
+ * Where a fork's replay forks from: its parent at the lineage's checkpoint with the lineage's
+ * overrides, or (`own`: the parent is not there) the fork itself at its own copy of that
+ * checkpoint, which a fork of a fork's base reproduces with no overrides (fork.ts).
+ */
+interface ForkSource {
+  parentDir: string;
+  checkpointId: string;
+  lineage: ForkLineageJson;
+  own: boolean;
+}
+
+async function replaySubject(source: string | RunPlan, opts: ReplayOptions): Promise<ReplaySubject> {
   if (typeof source !== 'string' || !isRunDir(source)) {
     const plan = typeof source === 'string' ? loadConfig(source) : source;
     return { subject: plan.sessionId, plan, reference: null, fork: null };
@@ -292,25 +304,49 @@ function replaySubject(source: string | RunPlan, opts: ReplayOptions): ReplaySub
   // a resumed run's later epochs are rebased onto its first (only epoch-derived fields change).
   const reference = { runDir: source, receipt: rebasedReceipt(buildReceipt(files)) };
   const lineage = readRunJson(files.run).fork;
-  return { subject: plan.sessionId, plan, reference, fork: lineage ? forkParent(source, lineage, opts) : null };
+  return { subject: plan.sessionId, plan, reference, fork: lineage ? await forkSource(source, lineage, opts) : null };
 }
 
-/** A fork's parent: --parent, else the directory its lineage names beside the fork; refused by name when absent. */
-function forkParent(forkDir: string, lineage: ForkLineageJson, opts: ReplayOptions): ReplaySubject['fork'] {
+/**
+ * A fork's parent: --parent, else the directory its lineage names beside the fork; without either,
+ * the fork's own copy of its base checkpoint while its store still holds it; else refused by name.
+ */
+async function forkSource(forkDir: string, lineage: ForkLineageJson, opts: ReplayOptions): Promise<ForkSource> {
+  const checkpointId = lineage.checkpoint.id;
   if (opts.resumeAt !== undefined)
     throw new DetsimError(
       'struct_invalid_field',
-      `--resume-at: ${forkDir} is a fork, replayed from checkpoint ${lineage.checkpoint.id} of its parent; check resuming on the parent`,
+      `--resume-at: ${forkDir} is a fork, replayed from checkpoint ${checkpointId}; check resuming on its parent`,
       '--resume-at',
     );
   const parentDir = resolve(opts.parent ?? join(dirname(resolve(forkDir)), lineage.parent));
-  if (!isRunDir(parentDir))
-    throw new DetsimError(
-      'struct_fork_parent_missing',
-      `--parent: ${forkDir} is a fork of ${lineage.parent} at checkpoint ${lineage.checkpoint.id}, and no run directory is at ${parentDir}; give the parent with --parent <run-dir>`,
-      '--parent',
-    );
-  return { parentDir, checkpointId: lineage.checkpoint.id, lineage };
+  if (isRunDir(parentDir)) {
+    const listed = await listedCheckpoint(parentDir, checkpointId);
+    const want = lineage.checkpoint;
+    if (listed && (listed.envelopeDigest !== want.envelopeDigest || listed.boundary !== want.boundary))
+      throw new DetsimError(
+        'ident_fork_parent_mismatch',
+        `--parent ${parentDir}: its checkpoint ${checkpointId} (boundary ${listed.boundary}, envelope ${listed.envelopeDigest.slice(0, 16)}…) is not the one the fork started from (boundary ${want.boundary}, envelope ${want.envelopeDigest.slice(0, 16)}…)`,
+        '--parent',
+      );
+    // One the parent no longer lists is left to the fork, which refuses it by name before writing anything.
+    return { parentDir, checkpointId, lineage, own: false };
+  }
+  const own = opts.parent === undefined ? await listedCheckpoint(resolve(forkDir), checkpointId) : null;
+  if (own?.envelopeDigest === lineage.checkpoint.envelopeDigest)
+    return { parentDir: resolve(forkDir), checkpointId, lineage, own: true };
+  throw new DetsimError(
+    'struct_fork_parent_missing',
+    `--parent: ${forkDir} is a fork of ${lineage.parent} at checkpoint ${checkpointId}; no run directory is at ${parentDir}${opts.parent === undefined ? `, and its own store no longer holds ${checkpointId}` : ''}; give the parent with --parent <run-dir>`,
+    '--parent',
+  );
+}
+
+/** The store record of `checkpointId` in a run directory's store, or null. */
+async function listedCheckpoint(runDir: string, checkpointId: string) {
+  const dir = storeDirOf(runDir);
+  if (!existsSync(join(dir, 'manifest.json'))) return null;
+  return (await CheckpointStore.open(dir)).lookup(checkpointId);
 }
 
 /** The first `<outDir>/<name>-replay-<n>` that does not exist (a fork is written into a new directory). */
@@ -321,14 +357,16 @@ function freshForkDir(outDir: string, name: string): string {
   }
 }
 
-/** One fresh run: a session of the plan, or the recorded fork made again from its parent. */
+/** One fresh run: a session of the plan, or the recorded fork made again from its parent (or its own base). */
 async function freshRun(s: ReplaySubject, opts: ReplayOptions, dispatch: Dispatch): Promise<SessionResult> {
   if (!s.fork) {
     const steps = opts.steps ?? (s.reference ? s.plan.steps : undefined);
     return runSession(s.plan, { ...opts.runOptions, outDir: opts.outDir, steps, dispatch });
   }
-  const { lineage } = s.fork;
-  const overrides: Override[] = lineage.overrides.map((o) => ({ path: o.path, value: o.value as JsonValue }));
+  const { lineage, own } = s.fork;
+  const overrides: Override[] = own
+    ? []
+    : lineage.overrides.map((o) => ({ path: o.path, value: o.value as JsonValue }));
   if (opts.steps !== undefined) overrides.push({ path: 'steps', value: opts.steps });
   return forkRun(s.fork.parentDir, {
     ...opts.runOptions,
@@ -341,24 +379,6 @@ async function freshRun(s: ReplaySubject, opts: ReplayOptions, dispatch: Dispatc
   });
 }
 
-/**
- * Before any run: the parent's checkpoint under the lineage's id must be the one the fork started
- * from (envelope digest and boundary). One the parent no longer lists is left to the fork, which
- * refuses it by name before writing anything.
- */
-async function checkForkParent(fork: NonNullable<ReplaySubject['fork']>): Promise<void> {
-  const dir = storeDirOf(fork.parentDir);
-  if (!existsSync(join(dir, 'manifest.json'))) return;
-  const listed = (await CheckpointStore.open(dir)).lookup(fork.checkpointId);
-  const want = fork.lineage.checkpoint;
-  if (listed && (listed.envelopeDigest !== want.envelopeDigest || listed.boundary !== want.boundary))
-    throw new DetsimError(
-      'ident_fork_parent_mismatch',
-      `--parent ${fork.parentDir}: its checkpoint ${fork.checkpointId} (boundary ${listed.boundary}, envelope ${listed.envelopeDigest.slice(0, 16)}…) is not the one the fork started from (boundary ${want.boundary}, envelope ${want.envelopeDigest.slice(0, 16)}…)`,
-      '--parent',
-    );
-}
-
 /** Run a configuration (file, plan or recorded run directory) N ≥ 2 times and check DIFF=0. */
 export async function replay(source: string | RunPlan, opts: ReplayOptions = {}): Promise<ReplayReport> {
   const n = opts.runs ?? 2;
@@ -368,8 +388,7 @@ export async function replay(source: string | RunPlan, opts: ReplayOptions = {})
       `--runs: ${n} is not a whole number ≥ 2 (one run cannot show replay)`,
       '--runs',
     );
-  const s = replaySubject(source, opts);
-  if (s.fork) await checkForkParent(s.fork);
+  const s = await replaySubject(source, opts);
   if (opts.transport) s.plan = { ...s.plan, transport: opts.transport };
   if (opts.environmentTransport)
     s.plan = withEnvironmentTransport(s.plan, opts.environmentTransport, '--environment-transport');
@@ -425,6 +444,6 @@ export async function replay(source: string | RunPlan, opts: ReplayOptions = {})
     resume: resume
       ? { checkpointId: resume.checkpointId, uninterruptedDir: resume.uninterruptedDir, resumedDir: resume.resumedDir }
       : null,
-    fork: s.fork && { parentDir: s.fork.parentDir, checkpointId: s.fork.checkpointId },
+    fork: s.fork && { parentDir: s.fork.parentDir, checkpointId: s.fork.checkpointId, own: s.fork.own },
   };
 }

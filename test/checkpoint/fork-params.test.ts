@@ -194,6 +194,32 @@ function mixedConfig(runtime: 'python' | 'typescript'): string {
   return config;
 }
 
+describe('detsim fork of a fork (CLI)', () => {
+  it("at the fork's own base checkpoint: no --set is the fork again; another value is a sibling from the same point", () => {
+    const again = join(work, 'fork-of-fork');
+    const r = fork(['--out', again], food);
+    expect(r.status, r.stderr).toBe(0);
+    const same = detsimCli(['diff', food, again]);
+    expect(same.status, same.stdout).toBe(0);
+    expect(same.stdout).toMatch(/^DIFF=0: the same run/);
+    const sibling = join(work, 'fork-of-fork-12');
+    const s12 = fork(['--set', 'environment.params.food=12', '--out', sibling], food);
+    expect(s12.status, s12.stderr).toBe(0);
+    const lineage = runJson(sibling).fork as { parent: string; atCheckpoint: unknown };
+    expect(lineage.parent).toBe('food');
+    // The checkpoint still holds the first parent's params: that is what it is verified against.
+    expect(lineage.atCheckpoint).toEqual(runJson(food).fork!.atCheckpoint);
+    expect((runJson(sibling).environment as { params: { food: number } }).params.food).toBe(12);
+    const differs = detsimCli(['diff', food, sibling]);
+    expect(differs.status, differs.stdout).toBe(1);
+    // Resumed from that base it reaches the same run again.
+    const resumed = join(work, 'fork-of-fork-12-resumed');
+    cpSync(sibling, resumed, { recursive: true });
+    expect(detsimCli(['resume', resumed, '--checkpoint', 'ckpt-e1-200'], 110_000).status).toBe(0);
+    expect(detsimCli(['diff', sibling, resumed]).status).toBe(0);
+  }, 480_000);
+});
+
 describe('detsim replay of a fork (CLI)', () => {
   const lineageOf = (dir: string) => runJson(dir).fork;
 
@@ -221,9 +247,29 @@ describe('detsim replay of a fork (CLI)', () => {
     expect(given.stdout).toContain('PASS replay        [audit_replay_stable]');
   }, 480_000);
 
+  it('without its parent (a colleague given the fork alone), a fork replays from its own copy of the checkpoint', () => {
+    const alone = join(work, 'colleague', 'food');
+    cpSync(food, alone, { recursive: true });
+    const r = detsimCli(['replay', alone, '--out', join(work, 'colleague', 'replays')], 240_000);
+    expect(r.status, r.stdout + r.stderr).toBe(0);
+    expect(r.stdout).toContain(
+      '  forked    again from its own copy of ckpt-e1-200 (no parent beside it) for each run\n',
+    );
+    expect(r.stdout).toContain('PASS replay        [audit_replay_stable]');
+    const recorded = /recorded {2}([0-9a-f]{16}) {2}/.exec(r.stdout)![1]!;
+    expect(recorded).toBe(
+      /recorded {2}([0-9a-f]{16}) {2}/.exec(
+        detsimCli(
+          ['replay', food, '--parent', parent, '--runs', '2', '--out', join(work, 'colleague', 'again')],
+          240_000,
+        ).stdout,
+      )![1],
+    );
+  }, 480_000);
+
   it('a missing or different parent and --resume-at are refused before any run; a replay that differs fails', () => {
     const out = join(work, 'refused-replays');
-    const missing = detsimCli(['replay', food, '--out', out]);
+    const missing = detsimCli(['replay', food, '--parent', join(work, 'nowhere'), '--out', out]);
     expectCliRefusal(missing, 'struct_fork_parent_missing', `--parent: ${food} is a fork of forage-walkers-1`);
     const other = join(work, 'other-seed');
     const o = detsimCli(
