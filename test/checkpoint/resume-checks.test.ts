@@ -203,6 +203,19 @@ describe('a run of an older detsim', () => {
   });
 });
 
+/**
+ * The newest committed checkpoint before the run's last step (its trace must be cut to resume from
+ * it): read from the store, as a capture every 2 steps may be refused (writer busy) on a loaded machine.
+ */
+function beforeTheEnd(runDir: string): string {
+  const manifest = parseStrict(readFileSync(join(runDir, 'store', 'manifest.json'))) as {
+    generations: { checkpointId: string; boundary: string }[];
+  };
+  const [, ...older] = [...manifest.generations].sort((a, b) => Number(b.boundary) - Number(a.boundary));
+  expect(older.length, 'the store keeps a checkpoint before the last').toBeGreaterThan(0);
+  return older[0]!.checkpointId;
+}
+
 describe.skipIf(fullDiskUnavailable !== null)('resume on a full disk', () => {
   let disk: SmallDisk;
   /** A run of 40 steps checkpointed every 2: its trace index (20 segments) is over two pages. */
@@ -232,7 +245,7 @@ describe.skipIf(fullDiskUnavailable !== null)('resume on a full disk', () => {
       expect(readFileSync(join(dir, 'trace', 'index.jsonl')).byteLength).toBeGreaterThan(2 * PAGE);
       // Two pages free: room for run.lock, not for the cut's new index.
       disk.fillLeaving(2 * PAGE);
-      const r = refusedLine(dir, ['--checkpoint', 'ckpt-e1-38']);
+      const r = refusedLine(dir, ['--checkpoint', beforeTheEnd(dir)]);
       expect(r.status).toBe(1);
       expect(r.line).toMatch(
         /^detsim: \[size_no_space\] cannot write .*\/trace\/[^ ]*: no space left on the device \(ENOSPC\); resume refused before any worker started; nothing in the run directory changed$/,

@@ -37,7 +37,10 @@ describe('config: launcher', () => {
     expect(resolveConfig(base({ workers: { transport: 'tcp', tls: {} } })).perRunTls).toBe(true);
     const byHand = refusal(() => resolveConfig(base({ workers: { ...workers, tls: {} } })));
     expect([byHand.reason, byHand.field]).toEqual(['struct_missing_field', 'workers.tls.dir']);
-    const unixTls = refusal(() => resolveConfig(base({ workers: { tls: {} } })));
+    // A TLS block without a transport means tcp (a per-run set, locally too); a named unix is refused.
+    const local = resolveConfig(base({ workers: { tls: {} } }));
+    expect([local.transport, local.perRunTls]).toEqual(['tcp', true]);
+    const unixTls = refusal(() => resolveConfig(base({ workers: { transport: 'unix', tls: {} } })));
     expect([unixTls.reason, unixTls.field]).toEqual(['struct_invalid_field', 'workers.transport']);
     // A plaintext rendezvous config run with --launcher slurm: its steps would listen beyond loopback without TLS.
     const plain = { ...resolveConfig(base({ workers })), launcher: { kind: 'slurm' as const, srunArgs: [] } };
