@@ -264,6 +264,16 @@ def _check_string(s: str) -> None:
         raise CanonicalJsonError('struct_invalid_json', 'lone surrogate in a string') from None
 
 
+# A \uD800-\uDFFF escape: the only way a text decoded from UTF-8 can hold a lone surrogate.
+_SURROGATE_ESCAPE = re.compile(r'\\u[dD][89a-fA-F]')
+
+
+def _needs_tree_check(text: str) -> bool:
+    """Whether the parsed value must be walked for lone surrogates and depth: only when the text has
+    a surrogate escape (a valid pair passes the walk) or more opening brackets than MAX_DEPTH."""
+    return _SURROGATE_ESCAPE.search(text) is not None or text.count('[') + text.count('{') > MAX_DEPTH
+
+
 def parse_strict(data: bytes | str) -> Any:
     """Parse JSON text strictly (see the module comment); raises CanonicalJsonError."""
     if isinstance(data, (bytes, bytearray)):
@@ -273,6 +283,7 @@ def parse_strict(data: bytes | str) -> Any:
             raise CanonicalJsonError('struct_invalid_json', 'the text is not valid UTF-8') from None
     else:
         text = data
+        _check_string(text)  # a str given as is may hold a raw lone surrogate
     if text.startswith('\ufeff'):
         raise CanonicalJsonError('struct_invalid_json', 'a byte order mark is not JSON')
     try:
@@ -291,5 +302,6 @@ def parse_strict(data: bytes | str) -> Any:
         raise CanonicalJsonError('struct_invalid_json', f'nesting deeper than {MAX_DEPTH}') from None
     except ValueError as e:
         raise CanonicalJsonError('struct_invalid_json', f'invalid JSON: {e}') from None
-    _check_tree(value, 0)
+    if _needs_tree_check(text):
+        _check_tree(value, 0)
     return value
