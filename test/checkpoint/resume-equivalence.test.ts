@@ -26,7 +26,8 @@ describe.each(cases)('resume-equivalence (%s)', (_name, example, dirName, M) => 
     // The killed run is planned much longer than M so that it is still running when killed.
     const bDir = join(b, dirName);
     const { killed } = await runAndKill(
-      ['run', example, '--steps', '400', '--checkpoint-every', '2', '--out', b],
+      // --keep: a fast run may commit past ckpt-e1-2 before the kill lands; it must still be listed.
+      ['run', example, '--steps', '400', '--checkpoint-every', '2', '--keep', '100', '--out', b],
       bDir,
       (d) => committedIds(d).includes('ckpt-e1-2'),
     );

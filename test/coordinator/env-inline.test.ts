@@ -127,6 +127,8 @@ describe.each([
             String(g.steps),
             '--checkpoint-every',
             '2',
+            '--keep', // a fast run may commit past ckpt-e1-2 before the kill lands; it must still be listed
+            '100',
             '--out',
             out,
             ...runFlags,

@@ -199,7 +199,8 @@ describe.skipIf(pythonWorkerSkip !== null)('checkpoints restore between Python a
     writeFileSync(file, JSON.stringify(cfg));
     const runDir = join(dir, 'mixed-python-1');
     const { killed } = await runAndKill(
-      ['run', file, '--steps', '400', '--checkpoint-every', '2', '--out', dir],
+      // --keep: a fast run may commit past ckpt-e1-2 before the kill lands; it must still be listed.
+      ['run', file, '--steps', '400', '--checkpoint-every', '2', '--keep', '100', '--out', dir],
       runDir,
       (d) => committedIds(d).includes('ckpt-e1-2'),
     );

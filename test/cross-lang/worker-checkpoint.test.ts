@@ -48,7 +48,8 @@ describe.skipIf(rustWorkerSkip !== null)('checkpoints restore across languages',
 
     const bDir = join(dir, 'b', 'mixed-walkers-1');
     const { killed } = await runAndKill(
-      ['run', mixedFile, '--steps', '400', '--checkpoint-every', '2', '--out', join(dir, 'b')],
+      // --keep: a fast run may commit past ckpt-e1-2 before the kill lands; it must still be listed.
+      ['run', mixedFile, '--steps', '400', '--checkpoint-every', '2', '--keep', '100', '--out', join(dir, 'b')],
       bDir,
       (d) => committedIds(d).includes('ckpt-e1-2'),
     );
