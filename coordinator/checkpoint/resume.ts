@@ -27,8 +27,8 @@ import type { Id } from '../../core/formats/scalars.js';
 import type { WorkerCommand } from '../launch/launcher.js';
 import { epochId, type Dispatch } from '../session/lockstep.js';
 import {
-  checkEnvironmentTransport,
   IN_COORDINATOR,
+  withEnvironmentTransport,
   type LauncherKind,
   type PlannedWorker,
   type RunPlan,
@@ -205,13 +205,12 @@ function relaunchPlanFor(runDir: string, recorded: RunPlan, opts: ResumeOptions)
   // unless --transport says otherwise (the recorded transport was the local launch's, not the run's).
   if (plan.launcher?.kind === 'slurm' && !opts.transport && IN_COORDINATOR.includes(plan.transport))
     plan.transport = 'unix';
-  if (opts.environmentTransport === 'workers') delete plan.environmentTransport;
-  if (opts.environmentTransport === 'inline') plan.environmentTransport = 'inline';
-  const envRuntime = plan.workers.find((w) => w.role === 'environment')?.runtime;
-  checkEnvironmentTransport(plan.environmentTransport, envRuntime, '--environment-transport');
-  checkWorkerTls(plan);
-  checkSlurmLauncher(plan);
-  return plan;
+  // The recorded placement of the environment (launch.json), or --environment-transport's; checked either way.
+  const recordedPlace = plan.environmentTransport === 'inline' ? 'inline' : 'workers';
+  const placed = withEnvironmentTransport(plan, opts.environmentTransport ?? recordedPlace, '--environment-transport');
+  checkWorkerTls(placed);
+  checkSlurmLauncher(placed);
+  return placed;
 }
 
 /** Resume a run directory. Throws DetsimError/CheckpointRefusal before touching it, RunFailure after. */
