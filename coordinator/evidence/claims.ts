@@ -109,20 +109,15 @@ function ledgerLines(ledger: Uint8Array) {
 }
 
 /**
- * The envelope digest the ledger binds to each checkpoint id: its `committed` lines, and a fork's
- * base checkpoint (copied from the parent, never committed by this run), which the fork's first
- * `run` line names (`forkOf`, `checkpointId`) and its `restored` line binds by digest.
+ * The envelope digest the ledger binds to each checkpoint id: the first `committed` or `restored`
+ * entry naming it (a restore is written only after the checkpoint verified against that digest; a
+ * fork's base checkpoint, copied from its parent, is bound only so).
  */
 function committedDigests(ledger: Uint8Array): Map<string, string> {
   const out = new Map<string, string>();
-  const lines = ledgerLines(ledger);
-  const first = lines[0] as { event?: string; detail?: { forkOf?: string; checkpointId?: string } } | undefined;
-  const forkBase = first?.event === 'run' && first.detail?.forkOf ? first.detail.checkpointId : undefined;
-  for (const e of lines) {
-    const bound = e.event === 'committed' || (e.event === 'restored' && e.checkpointId === forkBase);
-    if (bound && e.checkpointId && e.detail?.envelopeDigest && !out.has(e.checkpointId))
-      out.set(e.checkpointId, e.detail.envelopeDigest);
-  }
+  for (const e of ledgerLines(ledger))
+    if ((e.event === 'committed' || e.event === 'restored') && e.checkpointId && e.detail?.envelopeDigest)
+      if (!out.has(e.checkpointId)) out.set(e.checkpointId, e.detail.envelopeDigest);
   return out;
 }
 
