@@ -1,6 +1,7 @@
 // Opening the checkpoint machinery of a run directory: the STATE-01 store in `<runDir>/store/`, the
 // writer queue in front of it and the hash-chained `<runDir>/ledger.jsonl`, with writer events
 // wired into the ledger. NOT capture/restore, and it never decides when to checkpoint.
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { lockAlongsideRun } from '../session/run-lock.js';
 import type { DurableFs } from '../store/durable-fs.js';
@@ -26,6 +27,12 @@ export interface CheckpointingOptions {
 
 export function storeDirOf(runDir: string): string {
   return join(runDir, STORE_DIR);
+}
+
+/** A run directory's store as it is, for reading; null when the run committed none (no manifest). */
+export async function committedStore(runDir: string): Promise<CheckpointStore | null> {
+  const dir = storeDirOf(runDir);
+  return existsSync(join(dir, 'manifest.json')) ? CheckpointStore.open(dir) : null;
 }
 
 export async function openCheckpointing(runDir: string, opts: CheckpointingOptions = {}): Promise<Checkpointing> {

@@ -50,7 +50,7 @@ import { Ledger } from '../store/ledger.js';
 import { CheckpointStore, generationIdentityOf, generationTemp, type GenerationRecord } from '../store/store.js';
 import { TRACE_DIR, TRACE_INDEX, observationsName, readTraceIndex, traceFormatOf } from '../trace/trace-store.js';
 import { guardWrite } from '../write-failure.js';
-import { storeDirOf } from './checkpointing.js';
+import { committedStore, storeDirOf } from './checkpointing.js';
 import { checkRecordedComposition } from './recorded-composition.js';
 import { forkRebind, isParamOverride, rebindForFork, runJsonAtCheckpoint } from './fork-rebind.js';
 import { readRunJson } from '../session/run-json.js';
@@ -171,13 +171,13 @@ async function committedCheckpoint(
   checkpointId: Id,
 ): Promise<{ store: CheckpointStore; record: GenerationRecord }> {
   const dir = storeDirOf(parent);
-  if (!existsSync(join(dir, 'manifest.json')))
+  const store = await committedStore(parent);
+  if (!store)
     throw new DetsimError(
       'ident_checkpoint_unknown',
       `checkpoint ${checkpointId}: ${dir} has no committed checkpoint (the parent ran without --checkpoint-every, or committed none)`,
       '--checkpoint',
     );
-  const store = await CheckpointStore.open(dir);
   if (store.lookup(checkpointId) === null) {
     const listed = store.generations().map((g) => g.checkpointId);
     throw new DetsimError(

@@ -23,8 +23,7 @@ import { type ResumeCheckResult, rebasedReceipt, resumeCheck } from './resume-ch
 import { existsSync, statSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import { forkRun } from '../checkpoint/fork.js';
-import { storeDirOf } from '../checkpoint/checkpointing.js';
-import { CheckpointStore } from '../store/store.js';
+import { committedStore } from '../checkpoint/checkpointing.js';
 import type { Override } from '../overrides.js';
 import { readRunJson, type ForkLineageJson } from '../session/run-json.js';
 import type { SessionResult } from '../session/session.js';
@@ -344,9 +343,7 @@ async function forkSource(forkDir: string, lineage: ForkLineageJson, opts: Repla
 
 /** The store record of `checkpointId` in a run directory's store, or null. */
 async function listedCheckpoint(runDir: string, checkpointId: string) {
-  const dir = storeDirOf(runDir);
-  if (!existsSync(join(dir, 'manifest.json'))) return null;
-  return (await CheckpointStore.open(dir)).lookup(checkpointId);
+  return (await committedStore(runDir))?.lookup(checkpointId) ?? null;
 }
 
 /** The first `<outDir>/<name>-replay-<n>` that does not exist (a fork is written into a new directory). */
