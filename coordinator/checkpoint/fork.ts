@@ -202,8 +202,13 @@ function forkTarget(parent: string, out: string | undefined): string {
     checkRunsParent(dirname(dir), '--out', 'the fork');
     return dir;
   }
+  return firstFreeDir(`${parent}-fork`);
+}
+
+/** `<base>-<n>` for the first n ≥ 1 that does not exist (a fork is written into a new directory). */
+export function firstFreeDir(base: string): string {
   for (let n = 1; ; n++) {
-    const dir = `${parent}-fork-${n}`;
+    const dir = `${base}-${n}`;
     if (!existsSync(dir)) return dir;
   }
 }

@@ -22,7 +22,7 @@ import { reproHash } from '../receipt/reprohash.js';
 import { type ResumeCheckResult, rebasedReceipt, resumeCheck } from './resume-check.js';
 import { existsSync, statSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
-import { forkRun } from '../checkpoint/fork.js';
+import { firstFreeDir, forkRun } from '../checkpoint/fork.js';
 import { committedStore } from '../checkpoint/checkpointing.js';
 import type { Override } from '../overrides.js';
 import { readRunJson, type ForkLineageJson } from '../session/run-json.js';
@@ -346,14 +346,6 @@ async function listedCheckpoint(runDir: string, checkpointId: string) {
   return (await committedStore(runDir))?.lookup(checkpointId) ?? null;
 }
 
-/** The first `<outDir>/<name>-replay-<n>` that does not exist (a fork is written into a new directory). */
-function freshForkDir(outDir: string, name: string): string {
-  for (let n = 1; ; n++) {
-    const dir = join(outDir, `${name}-replay-${n}`);
-    if (!existsSync(dir)) return dir;
-  }
-}
-
 /** One fresh run: a session of the plan, or the recorded fork made again from its parent (or its own base). */
 async function freshRun(s: ReplaySubject, opts: ReplayOptions, dispatch: Dispatch): Promise<SessionResult> {
   if (!s.fork) {
@@ -369,7 +361,7 @@ async function freshRun(s: ReplaySubject, opts: ReplayOptions, dispatch: Dispatc
     ...opts.runOptions,
     checkpointId: s.fork.checkpointId,
     overrides,
-    out: freshForkDir(resolve(opts.outDir ?? 'runs'), basename(resolve(s.reference!.runDir))),
+    out: firstFreeDir(join(resolve(opts.outDir ?? 'runs'), `${basename(resolve(s.reference!.runDir))}-replay`)),
     dispatch,
     ...(opts.transport ? { transport: opts.transport } : {}),
     ...(opts.environmentTransport ? { environmentTransport: opts.environmentTransport } : {}),
