@@ -10,35 +10,30 @@ import { existsSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { canonicalize } from '../../core/formats/canonical-json.js';
-import { describeDivergence, diagnose } from '../diff0/diagnosis.js';
+import { describeDivergence, diagnoseViews } from '../diff0/diagnosis.js';
 import { compareFingerprints, describeFingerprints, type FingerprintComparison } from '../receipt/platform.js';
-import { rebasedReceipt } from '../receipt/rebase.js';
-import {
-  buildReceipt,
-  RECEIPT_FILE,
-  readReceipt,
-  readRunFiles,
-  receiptWarnings,
-  sealReceipt,
-} from '../receipt/receipt.js';
+import { RECEIPT_FILE, readReceipt, receiptWarnings } from '../receipt/receipt.js';
+import { hashView, runReceiptView } from '../receipt/receipt-view.js';
 import { reproHash } from '../receipt/reprohash.js';
 import type { ForkLineageJson } from '../session/run-json.js';
 import { isParamOverride } from '../checkpoint/fork-rebind.js';
 import { formatOverride, type Override } from '../overrides.js';
 import { action, ExitError, writeStdout } from './common.js';
 
+/** A run directory's side of the comparison: its ReproHash recomputed from the trace in one pass (flat memory). */
 function receiptOf(runDir: string) {
-  const receipt = buildReceipt(readRunFiles(runDir));
-  const sealed = sealReceipt(receipt);
+  const view = runReceiptView(runDir);
+  const sealed = hashView(view);
   const file = join(runDir, RECEIPT_FILE);
   const platformFingerprint = existsSync(file) ? (readReceipt(file).platformFingerprint ?? null) : null;
   // The composition run.json records, physical fields stripped: the same text means one config.
-  const config = reproHash({ run: receipt.run }).canonical;
+  const config = reproHash({ run: view.head.run }).canonical;
   return {
-    receipt,
+    view,
+    run: view.head.run,
     reproHash: sealed.reproHash,
     unknownFields: sealed.unknownFields,
-    steps: receipt.steps.length,
+    steps: sealed.steps,
     platformFingerprint,
     config,
   };
@@ -48,7 +43,7 @@ type Side = ReturnType<typeof receiptOf>;
 
 /** When one run is a fork of the other (its run.json `fork` names the other's directory): where it forked, and its lineage. */
 function forkOf(left: Side, right: Side, dirs: [string, string]): { text: string; lineage: ForkLineageJson } | null {
-  const lineage = (s: Side) => (s.receipt.run as { fork?: ForkLineageJson } | null)?.fork;
+  const lineage = (s: Side) => (s.run as { fork?: ForkLineageJson } | null)?.fork;
   for (const [child, childDir, parentDir] of [
     [left, dirs[0], dirs[1]],
     [right, dirs[1], dirs[0]],
@@ -90,9 +85,7 @@ function diff(a: string, b: string, opts: { json?: boolean }): void {
   const platform = platformOf(left, right, [a, b]);
   const forked = forkOf(left, right, [a, b]);
   const fork = forked?.text ?? null;
-  const divergence = same
-    ? null
-    : diagnose(rebasedReceipt(left.receipt), rebasedReceipt(right.receipt), { stepsFirst: stepsFirst(forked) });
+  const divergence = same ? null : diagnoseViews(left.view, right.view, { stepsFirst: stepsFirst(forked) });
   if (opts.json) {
     writeStdout(
       canonicalize({

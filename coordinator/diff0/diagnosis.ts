@@ -1,9 +1,12 @@
 // Divergence diagnosis: when two receipts' ReproHashes differ, name the first diverging step, the
 // field path, both values and the agent — never only "hashes differ". It compares the ReproCore
-// views (canonical.ts), so physical fields can never be blamed. It runs nothing (replay.ts).
+// views (canonical.ts), so physical fields can never be blamed: of two receipts in memory
+// (diagnose), or of two runs of any length in flat memory (diagnoseViews, step by step). It runs
+// nothing (replay.ts).
 import type { JsonValue } from '../../core/formats/canonical-json.js';
 import { type CanonicalOptions, canonicalSplit } from '../receipt/canonical.js';
-import { buildReceipt, readRunFiles } from '../receipt/receipt.js';
+import { materialize, runReceiptView, streams, viewOf, type ReceiptSource } from '../receipt/receipt-view.js';
+import { stepRepro } from '../receipt/step-repro.js';
 
 /** Where two runs first differ: the part, step, field path, agent and both values. */
 export interface Divergence {
@@ -97,17 +100,42 @@ export interface DiagnoseOptions extends CanonicalOptions {
  */
 export function diagnose(left: unknown, right: unknown, opts: DiagnoseOptions = {}): Divergence | null {
   const { stepsFirst, ...canonical } = opts;
-  const a = canonicalSplit(left, canonical).repro;
-  const b = canonicalSplit(right, canonical).repro;
-  const A = isObj(a) ? a : {};
-  const B = isObj(b) ? b : {};
+  const A = asObj(canonicalSplit(left, canonical).repro);
+  const B = asObj(canonicalSplit(right, canonical).repro);
+  return diagnoseParts(A, B, () => firstStepDiff(A, B), stepsFirst === true);
+}
+
+/**
+ * {@link diagnose} over two receipts of any length in flat memory: the heads as diagnose compares
+ * them, the steps pairwise in step order (equal repro texts skipped; the first pair that differs
+ * walked for its field). With a classification table other than the published one, the receipts
+ * are held whole and diagnosed so.
+ */
+export function diagnoseViews(
+  left: ReceiptSource,
+  right: ReceiptSource,
+  opts: DiagnoseOptions = {},
+): Divergence | null {
+  const { stepsFirst, ...canonical } = opts;
+  const a = viewOf(left);
+  const b = viewOf(right);
+  if (!streams(canonical)) return diagnose(materialize(a), materialize(b), opts);
+  const A = asObj(canonicalSplit({ ...a.head, steps: [] }, canonical).repro);
+  const B = asObj(canonicalSplit({ ...b.head, steps: [] }, canonical).repro);
+  return diagnoseParts(A, B, () => firstStepDiffStreamed(a.steps(), b.steps(), canonical), stepsFirst === true);
+}
+
+const asObj = (v: JsonValue): Obj => (isObj(v) ? v : {});
+
+/** The order of diagnose: composition and steps (either first), then the summary, then the rest. */
+function diagnoseParts(A: Obj, B: Obj, steps: () => Divergence | null, stepsFirst: boolean): Divergence | null {
   const comp = () => {
     const d = firstDiff(A.run, B.run, 'run', null);
     return d ? { part: 'composition' as const, step: null, ...d } : null;
   };
-  const first = stepsFirst ? firstStepDiff(A, B) : comp();
+  const first = stepsFirst ? steps() : comp();
   if (first) return first;
-  const second = stepsFirst ? comp() : firstStepDiff(A, B);
+  const second = stepsFirst ? comp() : steps();
   if (second) return second;
   const sum = firstDiff(A.summary, B.summary, 'summary', null);
   if (sum) return { part: 'summary', step: null, ...sum };
@@ -125,25 +153,48 @@ function firstStepDiff(A: Obj, B: Obj): Divergence | null {
   const sa = Array.isArray(A.steps) ? A.steps : [];
   const sb = Array.isArray(B.steps) ? B.steps : [];
   for (let i = 0; i < Math.max(sa.length, sb.length); i++) {
-    if (i >= sa.length || i >= sb.length) {
-      return {
-        part: 'steps-count',
-        step: stepOf(sa[i] ?? sb[i]),
-        path: 'steps.length',
-        agentId: null,
-        left: sa.length,
-        right: sb.length,
-      };
-    }
+    if (i >= sa.length || i >= sb.length) return stepsCount(stepOf(sa[i] ?? sb[i]), sa.length, sb.length);
     const d = firstDiff(sa[i], sb[i], `steps[${i}]`, null);
     if (d) return { part: 'step', step: stepOf(sa[i]), ...d };
   }
   return null;
 }
 
-/** Diagnose two run directories (their run.json, trace and summary.json). */
+function stepsCount(step: string | null, left: number, right: number): Divergence {
+  return { part: 'steps-count', step, path: 'steps.length', agentId: null, left, right };
+}
+
+/** firstStepDiff over two step sequences (rebased, in step order), one pair at a time. */
+function firstStepDiffStreamed(
+  left: Iterable<unknown>,
+  right: Iterable<unknown>,
+  opts: CanonicalOptions,
+): Divergence | null {
+  const ia = left[Symbol.iterator]();
+  const ib = right[Symbol.iterator]();
+  for (let i = 0; ; i++) {
+    const x = ia.next();
+    const y = ib.next();
+    if (x.done && y.done) return null;
+    if (x.done || y.done) {
+      const longer = x.done ? ib : ia;
+      let total = i + 1;
+      while (!longer.next().done) total++;
+      const extra = x.done ? y.value : x.value;
+      return stepsCount(stepOf(extra as JsonValue), x.done ? i : total, y.done ? i : total);
+    }
+    const ta = stepRepro(x.value, opts).text;
+    const tb = stepRepro(y.value, opts).text;
+    if (ta === tb) continue;
+    const va = JSON.parse(ta) as JsonValue;
+    const d = firstDiff(va, JSON.parse(tb) as JsonValue, `steps[${i}]`, null);
+    if (d) return { part: 'step', step: stepOf(va), ...d };
+  }
+}
+
+/** Diagnose two run directories (their run.json, trace and summary.json), in flat memory. */
 export function diagnoseRunDirs(leftDir: string, rightDir: string, opts: CanonicalOptions = {}): Divergence | null {
-  return diagnose(buildReceipt(readRunFiles(leftDir)), buildReceipt(readRunFiles(rightDir)), opts);
+  return diagnoseViews(runReceiptView(leftDir), runReceiptView(rightDir), opts);
 }
 
 /** A divergence in a user model's content: the same model name with another digest (…@sha256:…). */

@@ -69,7 +69,7 @@ export async function predictedReplay(source: string, opts: PredictedReplayOptio
       ...opts,
       steps: prediction.steps,
       onRun: (i, run) => {
-        const summary = run.receipt.summary as { behaviourDigest?: unknown } | null;
+        const summary = run.receipt.head.summary as { behaviourDigest?: unknown } | null;
         const behaviourDigest = typeof summary?.behaviourDigest === 'string' ? summary.behaviourDigest : null;
         open.observe(i, { ...run, behaviourDigest });
         opts.onRun?.(i, run);

@@ -4,7 +4,7 @@
 // A fork's run directory is replayed as it was made: the same fork of its parent (the checkpoint
 // and overrides its lineage records) N times, each compared with the recorded fork.
 // It does not render reports (attestation.ts) and knows nothing of goldens (goldens.ts).
-import { canonicalize, type JsonValue } from '../../core/formats/canonical-json.js';
+import type { JsonValue } from '../../core/formats/canonical-json.js';
 import { loadConfig, withEnvironmentTransport, type RunPlan, type Transport } from '../config.js';
 import { planFromRunJson } from '../checkpoint/run-record.js';
 import { searchDirsFor } from '../launch/model-source.js';
@@ -13,13 +13,13 @@ import { DetsimError } from '../../core/formats/errors.js';
 import { type Check, makeCheck } from './check.js';
 import type { Dispatch } from '../session/lockstep.js';
 import { runSession, type RunOptions } from '../session/run.js';
-import { type CanonicalOptions, type UnknownField, canonicalSplit } from '../receipt/canonical.js';
+import type { CanonicalOptions, UnknownField } from '../receipt/canonical.js';
 import type { FieldRule } from '../receipt/fields.js';
-import { type Divergence, describeDivergence, diagnose } from './diagnosis.js';
+import { type Divergence, describeDivergence, diagnoseViews } from './diagnosis.js';
 import { type HonestyWarning, honestyWarnings } from '../receipt/honesty.js';
-import { type Receipt, buildReceipt, hydrateReceipt, readRunFiles } from '../receipt/receipt.js';
-import { reproHash } from '../receipt/reprohash.js';
-import { type ResumeCheckResult, rebasedReceipt, resumeCheck } from './resume-check.js';
+import { hashView, runReceiptView, viewOf, type ReceiptSource, type ReceiptView } from '../receipt/receipt-view.js';
+import { type ResumeCheckResult, resumeCheck } from './resume-check.js';
+import { hashWithProbes, physicalDifferences, type SensitivityProbe } from './self-checks.js';
 import { existsSync, statSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import { firstFreeDir, forkRun } from '../checkpoint/fork.js';
@@ -30,6 +30,7 @@ import type { SessionResult } from '../session/session.js';
 
 export { makeCheck } from './check.js';
 export type { Check, CheckStatus } from './check.js';
+export { physicalDifferences, sensitivityProbes, type SensitivityProbe } from './self-checks.js';
 
 /** One fresh run of a replay, with its receipt and ReproHash. */
 export interface ReplayRun {
@@ -38,14 +39,8 @@ export interface ReplayRun {
   readonly reproHash: string;
   readonly unknownFields: readonly UnknownField[];
   readonly honesty: readonly HonestyWarning[];
-  readonly receipt: Receipt;
-}
-
-/** One sensitivity probe: the field changed and the hashes before and after. */
-export interface SensitivityProbe {
-  readonly field: string;
-  readonly before: string;
-  readonly after: string;
+  /** Its receipt, rebased; the steps are read from the run's trace on each pass (receipt-view.ts). */
+  readonly receipt: ReceiptView;
 }
 
 /** What {@link replay} found: the runs, whether their hashes agree, the first divergence and the checks. */
@@ -96,8 +91,6 @@ export function isRunDir(path: string): boolean {
   return existsSync(path) && statSync(path).isDirectory() && existsSync(join(path, 'run.json'));
 }
 
-type Obj = Record<string, unknown>;
-
 /** Rebuild the RunPlan of a recorded run from its run.json (the one rebuild, shared with resume). */
 export function planFromRunRecord(runJson: unknown, runDir?: string): RunPlan {
   try {
@@ -110,102 +103,30 @@ export function planFromRunRecord(runJson: unknown, runDir?: string): RunPlan {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Sensitivity self-check: a hash that cannot change proves nothing.
 
-type Path = (string | number)[];
-
-function firstLeaf(v: unknown, path: Path): Path | null {
-  if (typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean') return path;
-  if (Array.isArray(v)) {
-    for (let i = 0; i < v.length; i++) {
-      const p = firstLeaf(v[i], [...path, i]);
-      if (p) return p;
-    }
-  } else if (v !== null && typeof v === 'object') {
-    for (const k of Object.keys(v).sort()) {
-      const p = firstLeaf((v as Obj)[k], [...path, k]);
-      if (p) return p;
-    }
-  }
-  return null;
-}
-
-function getAt(root: unknown, path: Path): unknown {
-  let cur = root as Obj;
-  for (const p of path) cur = (cur as Record<string | number, unknown>)[p] as Obj;
-  return cur;
-}
-
-/** Change one character (or one unit) of the leaf at `path` in a copy of the receipt. */
-export function tamperAt(receipt: unknown, path: Path): unknown {
-  const copy = structuredClone(receipt) as Obj;
-  const parent = getAt(copy, path.slice(0, -1)) as Record<string | number, unknown>;
-  const key = path[path.length - 1]!;
-  const v = parent[key];
-  if (typeof v === 'string') parent[key] = v.length === 0 ? 'x' : `${v.slice(0, -1)}${v.endsWith('x') ? 'y' : 'x'}`;
-  else if (typeof v === 'number') parent[key] = v + 1;
-  else if (typeof v === 'boolean') parent[key] = !v;
-  else parent[key] = 'x';
-  return copy;
-}
-
-/** The ReproCore fields the self-check changes: one agent's decision, the master seed, the last world digest. */
-export function sensitivityTargets(receipt: Receipt): Path[] {
-  const targets: Path[] = [];
-  const steps = Array.isArray(receipt.steps) ? receipt.steps : [];
-  const first = steps[0] as Obj | undefined;
-  const agents = (first?.behaviour as Obj | undefined)?.agents;
-  if (Array.isArray(agents) && agents.length > 0) {
-    const leaf = firstLeaf((agents[0] as Obj).decision, ['steps', 0, 'behaviour', 'agents', 0, 'decision']);
-    targets.push(leaf ?? ['steps', 0, 'behaviour', 'agents', 0, 'decisionDigest']);
-  }
-  targets.push(['run', 'masterSeed']);
-  if (steps.length > 0) targets.push(['steps', steps.length - 1, 'behaviour', 'worldDigest']);
-  return targets;
-}
-
-export function sensitivityProbes(receipt: Receipt, opts: CanonicalOptions = {}): SensitivityProbe[] {
-  const before = reproHash(receipt, opts).reproHash;
-  return sensitivityTargets(receipt).map((path) => ({
-    field: path.join('.'),
-    before,
-    after: reproHash(tamperAt(receipt, path), opts).reproHash,
-  }));
-}
-
-/** Paths (patterns) of the physical leaves that differ between two receipts. */
-export function physicalDifferences(a: Receipt, b: Receipt, opts: CanonicalOptions = {}): string[] {
-  const pa = canonicalSplit(a, opts).physical;
-  const pb = canonicalSplit(b, opts).physical;
-  const out = new Set<string>();
-  const walk = (x: unknown, y: unknown, path: string) => {
-    if (x !== null && y !== null && typeof x === 'object' && typeof y === 'object') {
-      const keys = new Set([...Object.keys(x as object), ...Object.keys(y as object)]);
-      for (const k of keys)
-        walk((x as Obj)[k], (y as Obj)[k], Array.isArray(x) ? `${path}[]` : path ? `${path}.${k}` : k);
-    } else if (canonicalize(x ?? null) !== canonicalize(y ?? null)) out.add(path);
-  };
-  if (pa !== null && pb !== null) walk(pa, pb, '');
-  return [...out].sort();
-}
-
-// ---------------------------------------------------------------------------------------------
-
-/** The replay checks on receipts already made (used by replay() and by tests on fixed receipts). */
+/**
+ * The replay checks on receipts already made (used by replay() and by tests on fixed receipts), in
+ * flat memory: each receipt is hashed in one pass (the first with its sensitivity probes), two
+ * receipts are diagnosed and compared for physical differences step by step.
+ */
 export function replayChecks(
   subject: string,
-  receipts: readonly Receipt[],
-  reference: Receipt | null,
+  sources: readonly ReceiptSource[],
+  reference: ReceiptSource | null,
   opts: CanonicalOptions = {},
 ): { checks: Check[]; divergence: Divergence | null; sensitivity: SensitivityProbe[]; stable: boolean } {
   const checks: Check[] = [];
-  const hashes = receipts.map((r) => reproHash(r, opts).reproHash);
-  const all = reference ? [reference, ...receipts] : [...receipts];
-  const allHashes = reference ? [reproHash(reference, opts).reproHash, ...hashes] : hashes;
+  const receipts = sources.map((r) => viewOf(r));
+  const probed = receipts[0] ? hashWithProbes(receipts[0], opts) : null;
+  const hashed = receipts.map((r, i) => (i === 0 && probed ? probed.hash : hashView(r, opts)));
+  const hashes = hashed.map((h) => h.reproHash);
+  const ref = reference === null ? null : viewOf(reference);
+  const all = ref ? [ref, ...receipts] : receipts;
+  const allHashes = ref ? [hashView(ref, opts).reproHash, ...hashes] : hashes;
   let divergence: Divergence | null = null;
   const mismatch = allHashes.findIndex((h) => h !== allHashes[0]);
   const stable = receipts.length >= 2 && mismatch < 0;
-  if (mismatch >= 0) divergence = diagnose(all[0], all[mismatch], opts);
+  if (mismatch >= 0) divergence = diagnoseViews(all[0]!, all[mismatch]!, opts);
   checks.push(
     stable
       ? makeCheck('replay', subject, 'pass', 'audit_replay_stable', { runs: receipts.length, reproHash: allHashes[0]! })
@@ -220,7 +141,7 @@ export function replayChecks(
               : 'hashes differ with equal ReproCore views',
         }),
   );
-  const sensitivity = receipts[0] ? sensitivityProbes(receipts[0], opts) : [];
+  const sensitivity = probed?.probes ?? [];
   const insensitive = sensitivity.filter((p) => p.before === p.after);
   checks.push(
     sensitivity.length > 0 && insensitive.length === 0
@@ -250,8 +171,7 @@ export function replayChecks(
         ),
   );
   const unknown = new Map<string, number>();
-  for (const r of receipts)
-    for (const u of canonicalSplit(r, opts).unknownFields) unknown.set(u.path, (unknown.get(u.path) ?? 0) + u.count);
+  for (const h of hashed) for (const u of h.unknownFields) unknown.set(u.path, (unknown.get(u.path) ?? 0) + u.count);
   checks.push(
     unknown.size === 0
       ? makeCheck('field-table', subject, 'pass', 'meta_field_table_ok', { unknown: 0 })
@@ -259,7 +179,7 @@ export function replayChecks(
           unknown: [...unknown.entries()].sort().map(([path, count]) => ({ path, count })),
         }),
   );
-  const honesty = receipts.flatMap((r, i) => honestyWarnings(r, `run ${i + 1} receipt`));
+  const honesty = receipts.flatMap((r, i) => honestyWarnings(r.head, `run ${i + 1} receipt`));
   checks.push(
     honesty.length === 0
       ? makeCheck('honesty', subject, 'pass', 'hon_evidence_ok', { receipts: receipts.length })
@@ -274,7 +194,7 @@ export function replayChecks(
 interface ReplaySubject {
   subject: string;
   plan: RunPlan;
-  reference: { runDir: string; receipt: Receipt } | null;
+  reference: { runDir: string; receipt: ReceiptView } | null;
   fork: ForkSource | null;
 }
 
@@ -295,14 +215,14 @@ async function replaySubject(source: string | RunPlan, opts: ReplayOptions): Pro
     const plan = typeof source === 'string' ? loadConfig(source) : source;
     return { subject: plan.sessionId, plan, reference: null, fork: null };
   }
-  const files = readRunFiles(source);
-  const plan = planFromRunRecord(files.run, source);
-  // Before any replay starts: a model whose source changed since the recorded run is refused by name.
-  checkWorkerBinaries(plan);
   // The recorded run's receipt is rebuilt from its files (a receipt.json on disk is not trusted);
   // a resumed run's later epochs are rebased onto its first (only epoch-derived fields change).
-  const reference = { runDir: source, receipt: rebasedReceipt(buildReceipt(files)) };
-  const lineage = readRunJson(files.run).fork;
+  const recorded = runReceiptView(source);
+  const plan = planFromRunRecord(recorded.head.run, source);
+  // Before any replay starts: a model whose source changed since the recorded run is refused by name.
+  checkWorkerBinaries(plan);
+  const reference = { runDir: source, receipt: recorded };
+  const lineage = readRunJson(recorded.head.run).fork;
   return { subject: plan.sessionId, plan, reference, fork: lineage ? await forkSource(source, lineage, opts) : null };
 }
 
@@ -388,11 +308,12 @@ export async function replay(source: string | RunPlan, opts: ReplayOptions = {})
     const dispatch = opts.dispatch ?? DEFAULT_CYCLE[i % DEFAULT_CYCLE.length]!;
     const result = await freshRun(s, opts, dispatch);
     // The run wrote its receipt.json as its last act (session.ts); replay hashes it with its own options.
-    // receipt.json binds the trace: its steps are read back (and the binding checked) to hash with these options.
+    // receipt.json binds the trace: its steps are read back (and the binding checked) to hash with
+    // these options, one pass and flat memory (the first run's pass also makes the sensitivity probes).
     // A fork's epochs are rebased onto its first, as the recorded fork's are.
     const w = result.receipt;
-    const receipt = rebasedReceipt(hydrateReceipt(result.runDir, w.receipt));
-    const h = reproHash(receipt, strip);
+    const receipt = runReceiptView(result.runDir);
+    const h = i === 0 ? hashWithProbes(receipt, strip).hash : hashView(receipt, strip);
     const run: ReplayRun = {
       runDir: result.runDir,
       dispatch,
@@ -423,9 +344,7 @@ export async function replay(source: string | RunPlan, opts: ReplayOptions = {})
   return {
     subject,
     runs,
-    reference: reference
-      ? { runDir: reference.runDir, reproHash: reproHash(reference.receipt, strip).reproHash }
-      : null,
+    reference: reference ? { runDir: reference.runDir, reproHash: hashView(reference.receipt, strip).reproHash } : null,
     stable,
     divergence: divergence ?? resume?.divergence ?? null,
     sensitivity,

@@ -11,12 +11,10 @@ import { DetsimError } from '../../core/formats/errors.js';
 import { epochId } from '../session/lockstep.js';
 import { isRunFailure } from '../session/run-failure.js';
 import { runSession } from '../session/run.js';
-import { rebasedReceipt } from '../receipt/rebase.js';
 import type { CanonicalOptions } from '../receipt/canonical.js';
-import { type Divergence, describeDivergence, diagnose } from './diagnosis.js';
+import { type Divergence, describeDivergence, diagnoseViews } from './diagnosis.js';
 import { type Check, makeCheck } from './check.js';
-import { reproHash } from '../receipt/reprohash.js';
-import { hydrateReceipt } from '../receipt/receipt.js';
+import { hashView, runReceiptView } from '../receipt/receipt-view.js';
 
 export interface ResumeCheckResult {
   readonly check: Check;
@@ -50,8 +48,9 @@ export async function resumeCheck(
   // `--verbose` reaches every run of the check (a Python model's failure then carries its traceback).
   const verbose = opts.verbose === true;
   const plain = await runSession(plan, { outDir, steps: n, dispatch: 'concurrent', onWarning: silent, verbose });
-  // Each run and the resume write their receipt.json as their last act (the session loop).
-  const u = hydrateReceipt(plain.runDir, plain.receipt.receipt);
+  // Each run and the resume write their receipt.json as their last act (the session loop); the
+  // receipts are read back from the traces they bind (the binding checked), rebased, in flat memory.
+  const u = runReceiptView(plain.runDir);
 
   const checkpointId = checkpointIdFor(epochId(1), k);
   const interruptedDir = await interruptedAt(plan, k, { outDir, steps: n, verbose });
@@ -64,10 +63,10 @@ export async function resumeCheck(
     return { check, uninterruptedDir: plain.runDir, resumedDir: '', checkpointId, divergence: null };
   }
   const resumed = await resumeRun(interruptedDir, { checkpointId, steps: n, logLevel: 'warn', verbose });
-  const r = hydrateReceipt(resumed.runDir, resumed.receipt.receipt);
-  const hu = reproHash(u, opts.canonical).reproHash;
-  const hr = reproHash(rebasedReceipt(r), opts.canonical).reproHash;
-  const divergence = hu === hr ? null : diagnose(u, rebasedReceipt(r), opts.canonical);
+  const r = runReceiptView(resumed.runDir);
+  const hu = hashView(u, opts.canonical).reproHash;
+  const hr = hashView(r, opts.canonical).reproHash;
+  const divergence = hu === hr ? null : diagnoseViews(u, r, opts.canonical);
   const check =
     divergence === null && hu === hr
       ? makeCheck(

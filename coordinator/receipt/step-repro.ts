@@ -5,7 +5,8 @@
 // so sealing a receipt re-walks no step. NOT the hash (streamed.ts) nor the files (trace-store.ts).
 import { canonicalize, type JsonValue } from '../../core/formats/canonical-json.js';
 import { EpochRebase, type TraceBehaviour } from '../trace/trace.js';
-import { canonicalSplit, type UnknownField } from './canonical.js';
+import { canonicalSplit, type CanonicalOptions, type UnknownField } from './canonical.js';
+import { fastStepReproText } from './step-repro-fast.js';
 
 /** A step's repro text and the unknown fields found in it. */
 export interface StepRepro {
@@ -26,8 +27,14 @@ export function rebaseStep(step: unknown, base: string | undefined): unknown {
 }
 
 /** The repro text of a step already rebased onto the run's first epoch. */
-export function stepRepro(rebasedStep: unknown): StepRepro {
-  const split = canonicalSplit({ steps: [rebasedStep] });
+export function stepRepro(rebasedStep: unknown, opts: CanonicalOptions = {}): StepRepro {
+  // A step the walk would give back as its behaviour alone is printed so (step-repro-fast.ts proves it).
+  if (opts.stripPhysical !== false && rebasedStep !== null && typeof rebasedStep === 'object') {
+    const step = rebasedStep as Record<string, unknown>;
+    const text = fastStepReproText(step, step.behaviour, opts.table);
+    if (text !== undefined) return { text, unknownFields: [] };
+  }
+  const split = canonicalSplit({ steps: [rebasedStep] }, opts);
   const view = (split.repro as { steps: JsonValue[] }).steps[0]!;
   return { text: canonicalize(view), unknownFields: split.unknownFields };
 }

@@ -5,9 +5,9 @@
 // trace's repro files). NOT the classification (canonical.ts) nor the trace format (trace-store.ts).
 import { createHash, type Hash } from 'node:crypto';
 import { canonicalize } from '../../core/formats/canonical-json.js';
-import { canonicalSplit, compareKeyValues, type UnknownField } from './canonical.js';
+import { canonicalSplit, compareKeyValues, type CanonicalOptions, type UnknownField } from './canonical.js';
 import { REPRO_HASH_HEX } from './reprohash.js';
-import { epochOf, rebaseStep, stepRepro, UnknownTally } from './step-repro.js';
+import { epochOf, rebaseStep, stepRepro, UnknownTally, type StepRepro } from './step-repro.js';
 
 /** Stands in for the step list in the head's canonical text; a NUL never occurs in canonical receipt text otherwise. */
 const STEPS_SENTINEL = '\u0000detsim-steps\u0000';
@@ -27,9 +27,12 @@ export class ReproStepsHasher {
   private base: string | undefined;
   private previousKey: unknown;
 
-  /** `head` is a receipt without steps. */
-  constructor(head: Record<string, unknown>) {
-    const headSplit = canonicalSplit({ ...head, steps: [STEPS_SENTINEL] });
+  /** `head` is a receipt without steps; `opts` classify as canonical.ts does (the published table by default). */
+  constructor(
+    head: Record<string, unknown>,
+    private readonly opts: CanonicalOptions = {},
+  ) {
+    const headSplit = canonicalSplit({ ...head, steps: [STEPS_SENTINEL] }, opts);
     const text = canonicalize(headSplit.repro);
     const marker = canonicalize([STEPS_SENTINEL]);
     const at = text.indexOf(marker);
@@ -40,14 +43,18 @@ export class ReproStepsHasher {
     this.unknown.add(headSplit.unknownFields);
   }
 
-  /** A trace step as recorded: rebased onto the first step's epoch and walked here. Throws StepsOutOfOrder. */
-  addStep(raw: unknown): void {
+  /**
+   * A trace step as recorded: rebased onto the first step's epoch and walked here; returns its repro
+   * text (for another hasher of the same steps). Throws StepsOutOfOrder.
+   */
+  addStep(raw: unknown): StepRepro {
     const step = rebaseStep(raw, (this.base ??= epochOf(raw)));
     const key = (step as { behaviour?: { scope?: { step?: unknown } } }).behaviour?.scope?.step;
     if (!this.first && compareKeyValues(this.previousKey, key) >= 0) throw new StepsOutOfOrder();
     this.previousKey = key;
-    const r = stepRepro(step);
+    const r = stepRepro(step, this.opts);
     this.addTexts(r.text, r.unknownFields);
+    return r;
   }
 
   /** Repro texts of consecutive steps made ahead of time (comma-separated, in step order), with their unknown fields. */

@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { hydrateReceipt, readReceipt } from '../../coordinator/receipt/receipt.js';
+import { materialize } from '../../coordinator/receipt/receipt-view.js';
 import { type ReplayReport, replay, replayChecks } from '../../coordinator/diff0/replay.js';
 import { reproHash } from '../../coordinator/receipt/reprohash.js';
 import { traceOf } from '../trace-read.js';
@@ -39,7 +40,7 @@ describe('replay with fresh worker processes', () => {
       });
       // Fresh processes: the recorded worker pids differ between the runs.
       const pids = tiny.runs.map((r) =>
-        JSON.stringify((r.receipt.steps[0] as { operational: { pids: unknown } }).operational.pids),
+        JSON.stringify((materialize(r.receipt).steps[0] as { operational: { pids: unknown } }).operational.pids),
       );
       expect(pids[0]).not.toBe(pids[1]);
       // receipt.json was written, binds its trace (no steps copied), and with the steps read back

@@ -1,0 +1,128 @@
+// A receipt whose steps are read one pass at a time — a run directory's (its trace, read again
+// for each pass) or one held in memory — and the passes that hash it in flat memory, so that
+// diff and replay compare runs of a million steps without holding them. With a classification
+// table other than the published one (verify's --field-table) the steps are held and hashed
+// whole, as reprohash.ts does. NOT the hash text (streamed.ts), the classification (canonical.ts)
+// nor the divergence diagnosis (diff0/diagnosis.ts).
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parseStrict, type JsonValue } from '../../core/formats/canonical-json.js';
+import { DetsimError } from '../../core/formats/errors.js';
+import { readTraceSync } from '../trace/trace-store.js';
+import { compareKeyValues, type CanonicalOptions, type UnknownField } from './canonical.js';
+import { buildReceipt, checkReceiptBinding, type Receipt } from './receipt.js';
+import { rebasedReceipt } from './rebase.js';
+import { reproHash } from './reprohash.js';
+import { ReproStepsHasher, StepsOutOfOrder } from './streamed.js';
+import { epochOf, rebaseStep, type StepRepro } from './step-repro.js';
+
+/** A receipt without its steps in memory: its head, and its steps one pass at a time. */
+export interface ReceiptView {
+  /** The receipt without `steps` (run, summary, evidence fields, final state digests). */
+  readonly head: Record<string, unknown>;
+  /** The steps in step order, later epochs rebased onto the first (rebase.ts); each call reads them again. */
+  steps(): Iterable<unknown>;
+}
+
+/** A receipt or a view of one: what the comparisons take. */
+export type ReceiptSource = Receipt | ReceiptView;
+
+const isView = (s: unknown): s is ReceiptView =>
+  s !== null && typeof s === 'object' && typeof (s as ReceiptView).steps === 'function';
+
+/** Steps rebased onto the first step's epoch, one at a time. */
+function* rebased(steps: Iterable<unknown>): Generator<unknown> {
+  let base: string | undefined;
+  let first = true;
+  for (const s of steps) {
+    if (first) base = epochOf(s);
+    first = false;
+    yield rebaseStep(s, base);
+  }
+}
+
+const stepKey = (s: unknown) => (s as { behaviour?: { scope?: { step?: unknown } } }).behaviour?.scope?.step;
+
+/** A view of a receipt held in memory (its steps put in step order, as R2 orders them). */
+export function viewOf(source: ReceiptSource | unknown): ReceiptView {
+  if (isView(source)) return source;
+  const { steps, ...head } = (source ?? {}) as { steps?: unknown };
+  const list = Array.isArray(steps) ? [...(steps as unknown[])] : [];
+  list.sort((a, b) => compareKeyValues(stepKey(a), stepKey(b)));
+  return { head, steps: () => rebased(list) };
+}
+
+function readJson(path: string, what: string): JsonValue {
+  if (!existsSync(path)) throw new DetsimError('struct_invalid_receipt', `${path}: ${what} is missing`, what);
+  try {
+    return parseStrict(readFileSync(path));
+  } catch (e) {
+    if (e instanceof DetsimError) throw new DetsimError('struct_invalid_receipt', `${path}: ${e.message}`, what);
+    throw e;
+  }
+}
+
+/**
+ * The receipt a run directory gives (buildReceipt over run.json, its trace and summary.json), its
+ * steps read from the trace on each pass. A receipt.json that binds the trace is checked first (a
+ * missing, tampered or reordered segment is refused, named); each pass checks the segments again.
+ */
+export function runReceiptView(runDir: string): ReceiptView {
+  const run = readJson(join(runDir, 'run.json'), 'run.json');
+  const summary = readJson(join(runDir, 'summary.json'), 'summary.json');
+  checkReceiptBinding(runDir);
+  const { steps: _none, ...head } = buildReceipt({ run, summary, steps: [] });
+  return { head, steps: () => rebased(readTraceSync(runDir)) };
+}
+
+/** The receipt with every step in memory (rebased): for a classification table other than the published one. */
+export function materialize(view: ReceiptView): Receipt {
+  return { ...(view.head as Omit<Receipt, 'steps'>), steps: [...view.steps()] as JsonValue[] };
+}
+
+/** Whether passes over steps can hash as the published table does (a custom table hashes whole). */
+export const streams = (opts: CanonicalOptions): boolean => opts.table === undefined;
+
+/** What one pass over a view found: its ReproHash, unclassified fields and step count. */
+export interface ViewHash {
+  readonly reproHash: string;
+  readonly unknownFields: readonly UnknownField[];
+  readonly steps: number;
+}
+
+/**
+ * One pass over a view: its ReproHash, as reprohash.ts gives for the whole receipt, with `each`
+ * called on every step and its repro text in order (another hasher of the same steps shares them;
+ * only with the published table, and a trace out of step order then throws StepsOutOfOrder).
+ */
+export function hashView(
+  source: ReceiptSource,
+  opts: CanonicalOptions = {},
+  each?: (step: unknown, repro: StepRepro, index: number) => void,
+): ViewHash {
+  const view = viewOf(source);
+  if (!streams(opts)) {
+    if (each) throw new Error('hashView: a custom classification table hashes the receipt whole');
+    return wholeHash(view, opts);
+  }
+  const hasher = new ReproStepsHasher(view.head, opts);
+  let n = 0;
+  try {
+    for (const step of view.steps()) {
+      const repro = hasher.addStep(step); // before `each?.(…)`, which would skip its arguments
+      each?.(step, repro, n);
+      n++;
+    }
+  } catch (e) {
+    // An old trace out of step order: R2 sorts it, which needs every step in memory.
+    if (e instanceof StepsOutOfOrder && each === undefined) return wholeHash(view, opts);
+    throw e;
+  }
+  return { ...hasher.finish(), steps: n };
+}
+
+function wholeHash(view: ReceiptView, opts: CanonicalOptions): ViewHash {
+  const receipt = rebasedReceipt(materialize(view));
+  const h = reproHash(receipt, opts);
+  return { reproHash: h.reproHash, unknownFields: h.unknownFields, steps: receipt.steps.length };
+}
