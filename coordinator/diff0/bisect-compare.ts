@@ -7,17 +7,18 @@
 // else the runs must agree. NOT the checkpoint states (bisect-states.ts) and runs nothing.
 import type { JsonValue } from '../../core/formats/canonical-json.js';
 import { DetsimError } from '../../core/formats/errors.js';
-import { rebasedReceipt } from '../receipt/rebase.js';
-import { buildReceipt, readRunFiles, sealReceipt, type Receipt } from '../receipt/receipt.js';
-import { diagnose, type Divergence } from './diagnosis.js';
+import { hashView, runReceiptView, type ReceiptView } from '../receipt/receipt-view.js';
+import { diagnose, diagnoseViews, type Divergence } from './diagnosis.js';
 
 type Obj = Record<string, JsonValue>;
+/** A receipt's head as bisect reads it (run.json and summary.json parsed). */
+type Head = { run: JsonValue; summary: JsonValue } & Record<string, unknown>;
 const isObj = (v: unknown): v is Obj => v !== null && typeof v === 'object' && !Array.isArray(v);
 
-/** One run directory as bisect reads it: its receipt (epochs rebased), ReproHash and step count. */
+/** One run directory as bisect reads it: its receipt (epochs rebased, steps read a pass at a time), ReproHash and step count. */
 export interface BisectSide {
   readonly runDir: string;
-  readonly receipt: Receipt;
+  readonly receipt: ReceiptView;
   readonly reproHash: string;
   readonly steps: number;
 }
@@ -32,8 +33,9 @@ export interface CodeVersion {
 
 /** Read a run directory; a missing or damaged run.json, trace or receipt is refused naming it. */
 export function readSide(runDir: string): BisectSide {
-  const receipt = rebasedReceipt(buildReceipt(readRunFiles(runDir)));
-  return { runDir, receipt, reproHash: sealReceipt(receipt).reproHash, steps: receipt.steps.length };
+  const receipt = runReceiptView(runDir);
+  const h = hashView(receipt);
+  return { runDir, receipt, reproHash: h.reproHash, steps: h.steps };
 }
 
 /** `module:x.mjs` of `module:x.mjs@sha256:…` (a user model's name), or null for a built-in model. */
@@ -50,7 +52,7 @@ function codeVersionOf(a: Obj, b: Obj, participantId: string, kind: CodeVersion[
 }
 
 /** The participants whose user model is another version (same file name, other content) in the two runs. */
-export function codeVersions(left: Receipt, right: Receipt): CodeVersion[] {
+export function codeVersions(left: Head, right: Head): CodeVersion[] {
   const found: CodeVersion[] = [];
   const [ra, rb] = [left.run, right.run];
   if (!isObj(ra) || !isObj(rb)) return found;
@@ -97,17 +99,19 @@ function maskedRun(left: Obj, right: Obj, versions: readonly CodeVersion[]): Obj
   return out;
 }
 
-/** Each step's agent profile digest that is the right model version's own becomes the left one's. */
-function maskedSteps(steps: JsonValue[], profiles: Map<string, [string, string]>): JsonValue[] {
-  return steps.map((s) => {
-    const b = isObj(s) ? s.behaviour : undefined;
-    if (!isObj(s) || !isObj(b) || !Array.isArray(b.agents)) return s;
-    const agents = b.agents.map((x) => {
-      const p = isObj(x) && typeof x.agentId === 'string' ? profiles.get(x.agentId) : undefined;
-      return p && isObj(x) && x.profileDigest === p[1] ? { ...x, profileDigest: p[0] } : x;
-    });
-    return { ...s, behaviour: { ...b, agents } };
+/** A step whose agent profile digests that are the right model version's own become the left one's. */
+function maskedStep(s: unknown, profiles: Map<string, [string, string]>): unknown {
+  const b = isObj(s) ? s.behaviour : undefined;
+  if (!isObj(s) || !isObj(b) || !Array.isArray(b.agents)) return s;
+  const agents = b.agents.map((x) => {
+    const p = isObj(x) && typeof x.agentId === 'string' ? profiles.get(x.agentId) : undefined;
+    return p && isObj(x) && x.profileDigest === p[1] ? { ...x, profileDigest: p[0] } : x;
   });
+  return { ...s, behaviour: { ...b, agents } };
+}
+
+function* mapSteps(steps: Iterable<unknown>, f: (s: unknown) => unknown): Generator<unknown> {
+  for (const s of steps) yield f(s);
 }
 
 function profileDigests(run: JsonValue): Map<string, string> {
@@ -123,22 +127,21 @@ function profileDigests(run: JsonValue): Map<string, string> {
  * versions and profile digests of the code versions taken from the left; the behaviour digest too
  * (it covers the profile digests, and the steps it digests are compared field by field first).
  */
-export function maskCodeVersions(left: Receipt, right: Receipt, versions: readonly CodeVersion[]): Receipt {
-  if (versions.length === 0 || !isObj(left.run) || !isObj(right.run)) return right;
-  const [pa, pb] = [profileDigests(left.run), profileDigests(right.run)];
+export function maskCodeVersions(left: ReceiptView, right: ReceiptView, versions: readonly CodeVersion[]): ReceiptView {
+  const [l, r] = [left.head as Head, right.head as Head];
+  if (versions.length === 0 || !isObj(l.run) || !isObj(r.run)) return right;
+  const [pa, pb] = [profileDigests(l.run), profileDigests(r.run)];
   const profiles = new Map<string, [string, string]>();
   for (const v of versions)
     if (v.kind === 'agent' && pa.has(v.participantId) && pb.has(v.participantId))
       profiles.set(v.participantId, [pa.get(v.participantId)!, pb.get(v.participantId)!]);
   const summary =
-    isObj(right.summary) && isObj(left.summary) && 'behaviourDigest' in left.summary
-      ? { ...right.summary, behaviourDigest: left.summary.behaviourDigest! }
-      : right.summary;
+    isObj(r.summary) && isObj(l.summary) && 'behaviourDigest' in l.summary
+      ? { ...r.summary, behaviourDigest: l.summary.behaviourDigest! }
+      : r.summary;
   return {
-    ...right,
-    run: maskedRun(left.run, right.run, versions),
-    steps: maskedSteps(right.steps, profiles),
-    summary,
+    head: { ...r, run: maskedRun(l.run, r.run, versions), summary },
+    steps: () => mapSteps(right.steps(), (s) => maskedStep(s, profiles)),
   };
 }
 
@@ -150,18 +153,19 @@ export function traceDivergence(
   left: BisectSide,
   right: BisectSide,
 ): { versions: CodeVersion[]; divergence: Divergence | null } {
-  const versions = codeVersions(left.receipt, right.receipt);
+  const versions = codeVersions(left.receipt.head as Head, right.receipt.head as Head);
   const masked = maskCodeVersions(left.receipt, right.receipt, versions);
-  const divergence = diagnose(left.receipt, masked);
+  const divergence = diagnoseViews(left.receipt, masked);
   if (divergence?.part === 'composition') refuseConfigs(left, right, rootOf(left.receipt, masked) ?? divergence);
   return { versions, divergence };
 }
 
 /** run.json's top-level scalars (masterSeed, steps, …): a difference there explains the derived ones (each agent's seed). */
-function rootOf(left: Receipt, right: Receipt): Divergence | null {
+function rootOf(left: ReceiptView, right: ReceiptView): Divergence | null {
   const scalars = (run: JsonValue): Obj =>
     Object.fromEntries(Object.entries(isObj(run) ? run : {}).filter(([, v]) => v === null || typeof v !== 'object'));
-  const d = diagnose({ ...left, run: scalars(left.run), steps: [] }, { ...right, run: scalars(right.run), steps: [] });
+  const [l, r] = [left.head as Head, right.head as Head];
+  const d = diagnose({ ...l, run: scalars(l.run), steps: [] }, { ...r, run: scalars(r.run), steps: [] });
   return d?.part === 'composition' ? d : null;
 }
 
