@@ -5,8 +5,9 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
-    // Builds the Rust binaries once before any test (test/global-setup.ts): never inside a test's limit.
-    globalSetup: ['test/global-setup.ts'],
+    // Builds the Rust binaries once before any test (test/global-setup.ts): never inside a test's limit;
+    // every temporary directory goes under one root removed at the end (test/temp-root.ts).
+    globalSetup: ['test/global-setup.ts', 'test/temp-root.ts'],
     pool: 'forks',
     maxWorkers: 2,
     testTimeout: 60_000,
