@@ -4,13 +4,11 @@
 // table other than the published one (verify's --field-table) the steps are held and hashed
 // whole, as reprohash.ts does. NOT the hash text (streamed.ts), the classification (canonical.ts)
 // nor the divergence diagnosis (diff0/diagnosis.ts).
-import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { parseStrict, type JsonValue } from '../../core/formats/canonical-json.js';
-import { DetsimError } from '../../core/formats/errors.js';
+import type { JsonValue } from '../../core/formats/canonical-json.js';
 import { readTraceSync } from '../trace/trace-store.js';
 import { compareKeyValues, type CanonicalOptions, type UnknownField } from './canonical.js';
-import { buildReceipt, checkReceiptBinding, type Receipt } from './receipt.js';
+import { buildReceipt, checkReceiptBinding, readJsonFile, type Receipt } from './receipt.js';
 import { rebasedReceipt } from './rebase.js';
 import { reproHash } from './reprohash.js';
 import { ReproStepsHasher, StepsOutOfOrder } from './streamed.js';
@@ -52,24 +50,14 @@ export function viewOf(source: ReceiptSource | unknown): ReceiptView {
   return { head, steps: () => rebased(list) };
 }
 
-function readJson(path: string, what: string): JsonValue {
-  if (!existsSync(path)) throw new DetsimError('struct_invalid_receipt', `${path}: ${what} is missing`, what);
-  try {
-    return parseStrict(readFileSync(path));
-  } catch (e) {
-    if (e instanceof DetsimError) throw new DetsimError('struct_invalid_receipt', `${path}: ${e.message}`, what);
-    throw e;
-  }
-}
-
 /**
  * The receipt a run directory gives (buildReceipt over run.json, its trace and summary.json), its
  * steps read from the trace on each pass. A receipt.json that binds the trace is checked first (a
  * missing, tampered or reordered segment is refused, named); each pass checks the segments again.
  */
 export function runReceiptView(runDir: string): ReceiptView {
-  const run = readJson(join(runDir, 'run.json'), 'run.json');
-  const summary = readJson(join(runDir, 'summary.json'), 'summary.json');
+  const run = readJsonFile(join(runDir, 'run.json'), 'run.json');
+  const summary = readJsonFile(join(runDir, 'summary.json'), 'summary.json');
   checkReceiptBinding(runDir);
   const { steps: _none, ...head } = buildReceipt({ run, summary, steps: [] });
   return { head, steps: () => rebased(readTraceSync(runDir)) };

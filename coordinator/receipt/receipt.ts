@@ -65,7 +65,8 @@ export interface RunFiles {
   summary: JsonValue;
 }
 
-function readJsonFile(path: string, what: string): JsonValue {
+/** A run directory's JSON file, strictly parsed; missing or damaged: `struct_invalid_receipt` naming it. */
+export function readJsonFile(path: string, what: string): JsonValue {
   if (!existsSync(path)) throw new DetsimError('struct_invalid_receipt', `${path}: ${what} is missing`, what);
   try {
     return parseStrict(readFileSync(path));
