@@ -154,6 +154,20 @@ export function hashWithProbes(
   opts: CanonicalOptions = {},
 ): { hash: ViewHash; probes: SensitivityProbe[] } {
   const view = viewOf(source);
+  const known = probed.get(view);
+  if (known?.opts === opts) return known.result;
+  const result = probesOf(view, opts);
+  probed.set(view, { opts, result });
+  return result;
+}
+
+/** Probes already made of a view (a replay's first run is probed once, in the pass that hashes it). */
+const probed = new WeakMap<
+  ReceiptView,
+  { opts: CanonicalOptions; result: { hash: ViewHash; probes: SensitivityProbe[] } }
+>();
+
+function probesOf(view: ReceiptView, opts: CanonicalOptions): { hash: ViewHash; probes: SensitivityProbe[] } {
   if (streams(opts)) {
     try {
       return streamedProbes(view, opts);

@@ -89,6 +89,24 @@ export function hashView(
   each?: (step: unknown, repro: StepRepro, index: number) => void,
 ): ViewHash {
   const view = viewOf(source);
+  const known = hashed.get(view);
+  if (each === undefined && known?.opts === opts) return known.hash;
+  const hash = passOver(view, opts, each);
+  hashed.set(view, { opts, hash });
+  return hash;
+}
+
+/**
+ * The hashes already made of a view, with the options object they were made with: a replay hashes
+ * each run once, though its report, checks and probes all ask (the trace is read once per pass).
+ */
+const hashed = new WeakMap<ReceiptView, { opts: CanonicalOptions; hash: ViewHash }>();
+
+function passOver(
+  view: ReceiptView,
+  opts: CanonicalOptions,
+  each: ((step: unknown, repro: StepRepro, index: number) => void) | undefined,
+): ViewHash {
   if (!streams(opts)) {
     if (each) throw new Error('hashView: a custom classification table hashes the receipt whole');
     return wholeHash(view, opts);
