@@ -26,7 +26,7 @@ class Worker:
     """A worker process on a Unix socket and one Session stream to it."""
 
     def __init__(self, role='agent', worker_id='w-1', extra=(), cwd=None, stderr=None):
-        self.dir = tempfile.mkdtemp(prefix='dpw-', dir='/tmp')
+        self.dir = tempfile.mkdtemp(prefix='dpw-')
         self.proc = subprocess.Popen(
             [
                 sys.executable,
@@ -322,7 +322,7 @@ def _step(w, k):
 @pytest.fixture()
 def stepped():
     """A worker with a store of its own, introduced, its agents initialized and stepped once: (worker, store)."""
-    store = tempfile.mkdtemp(prefix='dpw-store-', dir='/tmp')
+    store = tempfile.mkdtemp(prefix='dpw-store-')
     w = Worker(extra=['--store-dir', store])
     try:
         w.hello()
@@ -363,7 +363,7 @@ def test_a_held_capture_is_written_into_a_checkpoint_temp_file_and_hashed_as_it_
     with open(tmp, 'rb') as f:
         assert f.read() == bytes(8) + data + data + bytes(8)
     # Only a checkpoint temporary inside the store is writable, with one text for every other path.
-    outside = tempfile.mkdtemp(prefix='dpw-out-', dir='/tmp')
+    outside = tempfile.mkdtemp(prefix='dpw-out-')
     victim = os.path.join(outside, 'tmp-ck-9.flysess')
     with open(victim, 'wb') as f:
         f.write(b'keep')
@@ -492,7 +492,7 @@ def test_a_prefetched_payload_is_confirmed_and_staged_and_a_file_changed_since_i
 def test_a_stage_takes_prefetched_bytes_only_for_the_very_range_and_digest_and_uses_them_up():
     from detsim_worker.restore_prefetch import PrefetchedPayloads
 
-    store = tempfile.mkdtemp(prefix='dpw-store-', dir='/tmp')
+    store = tempfile.mkdtemp(prefix='dpw-store-')
     path = os.path.join(store, 'ck.flysess')
     with open(path, 'wb') as f:
         f.write(b'--payload--')
@@ -580,7 +580,7 @@ def test_an_environment_worker_on_loopback_tcp_initializes_advances_and_caches()
     w = Worker.__new__(Worker)
     # On TCP it is bound to a session and holds a run secret (docs/security.md), which the stream presents.
     w.token = 'e' * 64
-    secret_dir = tempfile.mkdtemp(prefix='dpw-secret-', dir='/tmp')
+    secret_dir = tempfile.mkdtemp(prefix='dpw-secret-')
     with open(os.path.join(secret_dir, 'token'), 'w', opener=lambda p, f: os.open(p, f, 0o600)) as f:
         f.write(w.token + '\n')
     w.proc = subprocess.Popen(
