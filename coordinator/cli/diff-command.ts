@@ -19,10 +19,11 @@ import type { ForkLineageJson } from '../session/run-json.js';
 import { isParamOverride } from '../checkpoint/fork-rebind.js';
 import { formatOverride, type Override } from '../overrides.js';
 import { action, ExitError, writeStdout } from './common.js';
+import { readingProgress } from './progress.js';
 
 /** A run directory's side of the comparison: its ReproHash recomputed from the trace in one pass (flat memory). */
 function receiptOf(runDir: string) {
-  const view = runReceiptView(runDir);
+  const view = runReceiptView(runDir, readingProgress('diff'));
   const sealed = hashView(view);
   const file = join(runDir, RECEIPT_FILE);
   const platformFingerprint = existsSync(file) ? (readReceipt(file).platformFingerprint ?? null) : null;

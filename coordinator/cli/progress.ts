@@ -72,3 +72,20 @@ export function progressDisplay(): { update: (p: RunProgress) => void; stop: () 
     stop: () => undefined,
   };
 }
+
+/**
+ * A line on stderr at most every `everyMs` (3 s) while a long read goes on (`diff`, `replay`'s
+ * checks): `<what>: reading <run dir>: step N/M`. Nothing for a read shorter than that.
+ */
+export function readingProgress(
+  what: string,
+  everyMs = 3000,
+): (p: { runDir: string; step: number; steps: number }) => void {
+  let last = Date.now();
+  return (p) => {
+    const now = Date.now();
+    if (now - last < everyMs) return;
+    last = now;
+    process.stderr.write(`${what}: reading ${p.runDir}: step ${p.step}/${p.steps}\n`);
+  };
+}

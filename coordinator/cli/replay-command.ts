@@ -23,6 +23,7 @@ import {
   writeStdout,
 } from './common.js';
 import { writeFailureExit } from './run-outcome.js';
+import { readingProgress } from './progress.js';
 
 interface ReplayCommandOptions {
   runs?: string;
@@ -164,6 +165,7 @@ export function registerReplay(program: Command): void {
           onRun: opts.json
             ? undefined
             : (i, run) => process.stderr.write(`run ${i + 1} done: ${run.reproHash} ${run.runDir}\n`),
+          onPass: readingProgress('replay'),
         });
         const predicted = 'evaluated' in result ? result : null;
         const report = predicted ? predicted.report : (result as ReplayReport);

@@ -17,7 +17,14 @@ import type { CanonicalOptions, UnknownField } from '../receipt/canonical.js';
 import type { FieldRule } from '../receipt/fields.js';
 import { type Divergence, describeDivergence, diagnoseViews } from './diagnosis.js';
 import { type HonestyWarning, honestyWarnings } from '../receipt/honesty.js';
-import { hashView, runReceiptView, viewOf, type ReceiptSource, type ReceiptView } from '../receipt/receipt-view.js';
+import {
+  hashView,
+  runReceiptView,
+  viewOf,
+  type PassProgress,
+  type ReceiptSource,
+  type ReceiptView,
+} from '../receipt/receipt-view.js';
 import { type ResumeCheckResult, resumeCheck } from './resume-check.js';
 import { hashWithProbes, physicalDifferences, type SensitivityProbe } from './self-checks.js';
 import { existsSync, statSync } from 'node:fs';
@@ -76,6 +83,8 @@ export interface ReplayOptions {
   /** Also checkpoint at K, interrupt, resume in a new epoch and compare with an uninterrupted run. */
   readonly resumeAt?: number;
   readonly onRun?: (index: number, run: ReplayRun) => void;
+  /** Told how far each pass over a run's trace has read (the checks read every run again). */
+  readonly onPass?: PassProgress;
   /** Passed to runSession (test hooks, warnings). */
   readonly runOptions?: Omit<RunOptions, 'outDir' | 'steps' | 'dispatch'>;
   /** A fork's parent run directory (default: beside the fork, under the name its lineage records). */
@@ -217,7 +226,7 @@ async function replaySubject(source: string | RunPlan, opts: ReplayOptions): Pro
   }
   // The recorded run's receipt is rebuilt from its files (a receipt.json on disk is not trusted);
   // a resumed run's later epochs are rebased onto its first (only epoch-derived fields change).
-  const recorded = runReceiptView(source);
+  const recorded = runReceiptView(source, opts.onPass);
   const plan = planFromRunRecord(recorded.head.run, source);
   // Before any replay starts: a model whose source changed since the recorded run is refused by name.
   checkWorkerBinaries(plan);
@@ -312,7 +321,7 @@ export async function replay(source: string | RunPlan, opts: ReplayOptions = {})
     // these options, one pass and flat memory (the first run's pass also makes the sensitivity probes).
     // A fork's epochs are rebased onto its first, as the recorded fork's are.
     const w = result.receipt;
-    const receipt = runReceiptView(result.runDir);
+    const receipt = runReceiptView(result.runDir, opts.onPass);
     const h = i === 0 ? hashWithProbes(receipt, strip).hash : hashView(receipt, strip);
     const run: ReplayRun = {
       runDir: result.runDir,

@@ -6,7 +6,7 @@
 // nor the divergence diagnosis (diff0/diagnosis.ts).
 import { join } from 'node:path';
 import type { JsonValue } from '../../core/formats/canonical-json.js';
-import { readTraceSync } from '../trace/trace-store.js';
+import { readTraceSync, traceBindingOf } from '../trace/trace-store.js';
 import { compareKeyValues, type CanonicalOptions, type UnknownField } from './canonical.js';
 import { buildReceipt, checkReceiptBinding, readJsonFile, type Receipt } from './receipt.js';
 import { rebasedReceipt } from './rebase.js';
@@ -50,17 +50,33 @@ export function viewOf(source: ReceiptSource | unknown): ReceiptView {
   return { head, steps: () => rebased(list) };
 }
 
+/** Told how far a pass over a run directory's trace has read: every 1,024 steps. */
+export type PassProgress = (p: { readonly runDir: string; readonly step: number; readonly steps: number }) => void;
+
 /**
  * The receipt a run directory gives (buildReceipt over run.json, its trace and summary.json), its
  * steps read from the trace on each pass. A receipt.json that binds the trace is checked first (a
  * missing, tampered or reordered segment is refused, named); each pass checks the segments again.
  */
-export function runReceiptView(runDir: string): ReceiptView {
+export function runReceiptView(runDir: string, progress?: PassProgress): ReceiptView {
   const run = readJsonFile(join(runDir, 'run.json'), 'run.json');
   const summary = readJsonFile(join(runDir, 'summary.json'), 'summary.json');
   checkReceiptBinding(runDir);
   const { steps: _none, ...head } = buildReceipt({ run, summary, steps: [] });
-  return { head, steps: () => rebased(readTraceSync(runDir)) };
+  const total = progress ? traceBindingOf(runDir).steps : 0;
+  const read = () => readTraceSync(runDir);
+  return {
+    head,
+    steps: () => rebased(progress ? reporting(read(), (step) => progress({ runDir, step, steps: total })) : read()),
+  };
+}
+
+function* reporting(steps: Iterable<unknown>, at: (step: number) => void): Generator<unknown> {
+  let n = 0;
+  for (const s of steps) {
+    yield s;
+    if ((++n & 1023) === 0) at(n);
+  }
 }
 
 /** The receipt with every step in memory (rebased): for a classification table other than the published one. */

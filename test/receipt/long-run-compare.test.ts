@@ -1,7 +1,7 @@
 // Comparing long runs in flat memory (receipt-view.ts): `detsim diff` and `detsim replay` of
 // 20,000-step runs in a 64 MiB heap, where the receipts held whole do not fit (the code before
 // this ran out of memory on them), DIFF=0 for a copy, the one changed decision named at its step;
-// and the streamed comparisons held to the whole-receipt ones (the published table passed
+// and the streamed comparisons (which tell how far they have read) held to the whole-receipt ones (the published table passed
 // explicitly takes the whole path) on the same runs: hash, divergence, sensitivity probes,
 // physical differences.
 import { spawnSync } from 'node:child_process';
@@ -100,6 +100,10 @@ describe('comparing long runs in flat memory', () => {
     const whole = { table: FIELD_TABLE };
     const [va, vc] = [runReceiptView(a), runReceiptView(changed)];
     expect(hashView(va).reproHash).toBe(sealReceipt(buildReceipt(readRunFiles(a))).reproHash);
+    // A pass tells how far it has read (diff and replay print it every few seconds).
+    const seen: [number, number][] = [];
+    hashView(runReceiptView(a, (p) => seen.push([p.step, p.steps])));
+    expect(seen).toEqual(Array.from({ length: Math.floor(STEPS / 1024) }, (_, i) => [(i + 1) * 1024, STEPS]));
     expect(hashView(va, whole).reproHash).toBe(hashView(va).reproHash);
     const streamed = diagnoseViews(va, vc);
     expect(streamed).toMatchObject({ part: 'step', step: String(CHANGED_AT), agentId: move.agentId, left: move.from });
