@@ -1,9 +1,9 @@
 // Comparing long runs in flat memory (receipt-view.ts): `detsim diff` and `detsim replay` of
 // 20,000-step runs in a 64 MiB heap, where the receipts held whole do not fit (the code before
 // this ran out of memory on them), DIFF=0 for a copy, the one changed decision named at its step;
-// and the streamed comparisons (which tell how far they have read) held to the whole-receipt ones (the published table passed
+// and the streamed comparisons held to the whole-receipt ones (the published table passed
 // explicitly takes the whole path) on the same runs: hash, divergence, sensitivity probes,
-// physical differences.
+// physical differences; a pass tells how far it has read.
 import { spawnSync } from 'node:child_process';
 import { cpSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
