@@ -55,7 +55,14 @@ import { checkRecordedComposition } from './recorded-composition.js';
 import { forkRebind, isParamOverride, rebindForFork, runJsonAtCheckpoint } from './fork-rebind.js';
 import { readRunJson } from '../session/run-json.js';
 import { loadCheckpoint } from './restore.js';
-import { epochsSeen, lastRunEvent, resumeRun, type ResumeOptions, type ResumeResult } from './resume.js';
+import {
+  capturedTraceIndex,
+  epochsSeen,
+  lastRunEvent,
+  resumeRun,
+  type ResumeOptions,
+  type ResumeResult,
+} from './resume.js';
 import { FAILURE_POLICY } from './run-checkpoints.js';
 import { epochId } from '../session/lockstep.js';
 import { readRunRecord, recordedPlanWith } from './run-record.js';
@@ -302,6 +309,10 @@ async function commitGeneration(p: PreparedFork, stage: string): Promise<void> {
 async function openLedger(p: PreparedFork, stage: string): Promise<void> {
   const ledger = await Ledger.open(stage);
   const { every, keep } = lastRunEvent(p.parent);
+  // The trace index digest the parent's ledger recorded at the capture: the fork's resume checks
+  // the copied segments' bytes against it, as a resume of the parent would, instead of re-hashing
+  // every kept step (30 s for a fork at step 190,000 of a 16-walker run).
+  const traceIndex = capturedTraceIndex(p.parent, p.record.checkpointId);
   await ledger.append({
     event: 'run',
     epoch: epochId(Math.max(1, epochsSeen(p.parent, p.baseEpoch))),
@@ -314,6 +325,7 @@ async function openLedger(p: PreparedFork, stage: string): Promise<void> {
       steps: String(p.forkJson.steps),
       forkOf: basename(p.parent),
       checkpointId: p.record.checkpointId,
+      ...(traceIndex === null ? {} : { traceIndex }),
     },
   });
   await ledger.flush();

@@ -21,7 +21,7 @@
 // failure naming the file. NOT the restore flow (restore.ts).
 import { existsSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { parseStrict, type JsonValue } from '../../core/formats/canonical-json.js';
+import { parseExpectedCanonical, type JsonValue } from '../../core/formats/canonical-json.js';
 import { DetsimError } from '../../core/formats/errors.js';
 import type { Id } from '../../core/formats/scalars.js';
 import type { WorkerCommand } from '../launch/launcher.js';
@@ -147,7 +147,7 @@ export function stageSegmentedResume(
   note = 'resume refused before any worker started; nothing in the run directory changed',
 ): { cut: SegmentedCut; expect: BehaviourPrefix } {
   const rebasedText = (line: string) => {
-    const b = (parseStrict(line) as unknown as TransitionTrace).behaviour;
+    const b = (parseExpectedCanonical(line) as unknown as TransitionTrace).behaviour;
     return canonicalBehaviour(b.scope.epoch === baseEpoch ? b : new EpochRebase(b.scope.epoch, baseEpoch).apply(b));
   };
   // Every kept segment is read once and checked against its index entry, and the kept entries
@@ -464,17 +464,23 @@ function checkTotal(total: number, fromFlag: boolean, k: bigint, checkpointId: I
   );
 }
 
-/** The trace index digest the ledger's `captured` event of `checkpointId` recorded, or null (none, or an older run). */
-function capturedTraceIndex(runDir: string, checkpointId: Id): string | null {
+/**
+ * The trace index digest the ledger recorded for `checkpointId`, or null (none, or an older run):
+ * its `captured` event's, or — in a fork's directory — the fork's opening `run` event's, which
+ * carries the digest the parent's ledger recorded when that checkpoint was captured (fork.ts).
+ */
+export function capturedTraceIndex(runDir: string, checkpointId: Id): string | null {
   const path = join(runDir, LEDGER_FILE);
   if (!existsSync(path)) return null;
   let found: string | null = null;
+  const id = `"checkpointId":${JSON.stringify(checkpointId)}`;
   for (const line of readFileSync(path, 'utf8').split('\n')) {
-    if (!line.includes('"event":"captured"') || !line.includes(`"checkpointId":${JSON.stringify(checkpointId)}`))
-      continue;
+    if (!line.includes(id) || !(line.includes('"event":"captured"') || line.includes('"event":"run"'))) continue;
     try {
-      const d = (JSON.parse(line) as { detail?: { traceIndex?: unknown } }).detail;
-      if (typeof d?.traceIndex === 'string') found = d.traceIndex;
+      const e = JSON.parse(line) as { event?: unknown; checkpointId?: unknown; detail?: Record<string, unknown> };
+      const forked = e.event === 'run' && e.detail?.checkpointId === checkpointId;
+      const captured = e.event === 'captured' && e.checkpointId === checkpointId;
+      if ((forked || captured) && typeof e.detail?.traceIndex === 'string') found = e.detail.traceIndex;
     } catch {
       // a torn last line carries nothing
     }

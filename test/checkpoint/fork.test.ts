@@ -77,6 +77,19 @@ describe('detsim fork (CLI)', () => {
     expect(diff.stdout).toContain(`fork: ${fork} is a fork of ${parent} at checkpoint ckpt-e1-200 (boundary 200;`);
     // The fork's own files hold: its ledger chain and its store.
     expect(detsimCli(['ledger', 'verify', fork]).status).toBe(0);
+    // Its ledger opens with the trace index digest the parent's ledger recorded at that capture: the
+    // fork's resume checks the copied segments' bytes against it instead of re-hashing every kept step.
+    const ledgerOf = (dir: string) =>
+      readFileSync(join(dir, 'ledger.jsonl'), 'utf8')
+        .split('\n')
+        .filter((l) => l.length > 0)
+        .map((l) => JSON.parse(l) as { event: string; checkpointId?: string; detail: Record<string, string> });
+    const captured = ledgerOf(parent).find((e) => e.event === 'captured' && e.checkpointId === 'ckpt-e1-200');
+    expect(captured?.detail.traceIndex).toMatch(/^[0-9a-f]{64}$/);
+    expect(ledgerOf(fork)[0]).toMatchObject({
+      event: 'run',
+      detail: { forkOf: 'forage-walkers-1', checkpointId: 'ckpt-e1-200', traceIndex: captured!.detail.traceIndex },
+    });
     expect(detsimCli(['store', 'verify', join(fork, 'store')]).status).toBe(0);
   }, 120_000);
 
