@@ -10,7 +10,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
-import { parseStrict, sha256Hex, type JsonValue } from '../../core/formats/canonical-json.js';
+import { parseExpectedCanonical, sha256Hex, type JsonValue } from '../../core/formats/canonical-json.js';
 import { DetsimError } from '../../core/formats/errors.js';
 import { observationsName, readTraceIndex, traceFormatOf, TRACE_DIR } from './trace-store.js';
 import type { TransitionTrace } from './trace.js';
@@ -99,7 +99,8 @@ export function checkedObservations(at: ObservationsLine | undefined, t: Transit
       `${at.file}: step ${step}: the observations hash to ${digest}, the trace's observationDigest is ${t.behaviour.observationDigest}`,
       `step ${step}`,
     );
-  const list = parseStrict(at.line) as unknown as { agentId: string; observation: JsonValue }[];
+  // The text hashes to the digest the step loop took of canonical text: the native parse, proven.
+  const list = parseExpectedCanonical(at.line) as unknown as { agentId: string; observation: JsonValue }[];
   const out = new Map<string, Observation>();
   for (const o of list) out.set(o.agentId, o.observation as Observation);
   return out;
