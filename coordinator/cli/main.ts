@@ -16,7 +16,7 @@ program
 /**
  * Every command, by name, with the module that registers it. A command line that names one loads
  * that command's module alone (start-up is part of every run: the others' imports cost a run ~0.1 s);
- * help, --version and anything else load them all, in this order.
+ * `--version` alone loads none; help and anything else load them all, in this order.
  */
 const COMMANDS: readonly (readonly [string, () => Promise<(program: Command) => void>])[] = [
   ['seed', async () => (await import('./seed-command.js')).registerSeed],
@@ -42,7 +42,9 @@ const COMMANDS: readonly (readonly [string, () => Promise<(program: Command) => 
   ['sweep', async () => (await import('./sweep-command.js')).registerSweep],
 ];
 const named = COMMANDS.find(([name]) => name === process.argv[2]);
-for (const register of await Promise.all((named ? [named] : COMMANDS).map(([, load]) => load()))) register(program);
+const versionOnly = process.argv.length === 3 && ['-V', '--version'].includes(process.argv[2]!);
+const loaded = named ? [named] : versionOnly ? [] : COMMANDS;
+for (const register of await Promise.all(loaded.map(([, load]) => load()))) register(program);
 
 try {
   await program.parseAsync(process.argv);
