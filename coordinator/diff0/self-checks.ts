@@ -16,7 +16,6 @@ import {
   type ReceiptView,
   type ViewHash,
 } from '../receipt/receipt-view.js';
-import { rebasedReceipt } from '../receipt/rebase.js';
 import { reproHash } from '../receipt/reprohash.js';
 import { ReproStepsHasher, StepsOutOfOrder } from '../receipt/streamed.js';
 import { stepRepro } from '../receipt/step-repro.js';
@@ -175,7 +174,7 @@ function probesOf(view: ReceiptView, opts: CanonicalOptions): { hash: ViewHash; 
       if (!(e instanceof StepsOutOfOrder)) throw e;
     }
   }
-  const receipt = rebasedReceipt(materialize(view));
+  const receipt = materialize(view); // its steps come rebased
   return { hash: hashView(receipt, opts), probes: wholeProbes(receipt, opts) };
 }
 

@@ -9,7 +9,6 @@ import type { JsonValue } from '../../core/formats/canonical-json.js';
 import { readTraceSync, traceBindingOf } from '../trace/trace-store.js';
 import { compareKeyValues, type CanonicalOptions, type UnknownField } from './canonical.js';
 import { buildReceipt, checkReceiptBinding, readJsonFile, type Receipt } from './receipt.js';
-import { rebasedReceipt } from './rebase.js';
 import { reproHash } from './reprohash.js';
 import { ReproStepsHasher, StepsOutOfOrder } from './streamed.js';
 import { epochOf, rebaseStep, type StepRepro } from './step-repro.js';
@@ -144,7 +143,7 @@ function passOver(
 }
 
 function wholeHash(view: ReceiptView, opts: CanonicalOptions): ViewHash {
-  const receipt = rebasedReceipt(materialize(view));
+  const receipt = materialize(view); // its steps come rebased
   const h = reproHash(receipt, opts);
   return { reproHash: h.reproHash, unknownFields: h.unknownFields, steps: receipt.steps.length };
 }
