@@ -124,7 +124,7 @@ export type { FieldRule, FieldClass } from './receipt/fields.js';
 export { EVIDENCE_CLASSES } from './receipt/honesty.js';
 export type { Evidence, EvidenceClass, HonestyWarning } from './receipt/honesty.js';
 export { runReceiptView, hashView, materialize } from './receipt/receipt-view.js';
-export type { ReceiptView, ReceiptSource, ViewHash } from './receipt/receipt-view.js';
+export type { ReceiptView, ReceiptSource, ViewHash, PassProgress } from './receipt/receipt-view.js';
 export { diagnose, diagnoseRunDirs, diagnoseViews, describeDivergence } from './diff0/diagnosis.js';
 export type { Divergence, DiagnoseOptions } from './diff0/diagnosis.js';
 export type { StepRepro } from './receipt/step-repro.js';
