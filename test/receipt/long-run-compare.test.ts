@@ -15,7 +15,7 @@ import { diagnose, diagnoseViews } from '../../coordinator/diff0/diagnosis.js';
 import { physicalDifferences, sensitivityProbes } from '../../coordinator/diff0/self-checks.js';
 import { FIELD_TABLE } from '../../coordinator/receipt/fields.js';
 import { buildReceipt, readRunFiles, sealReceipt } from '../../coordinator/receipt/receipt.js';
-import { hashView, runReceiptView } from '../../coordinator/receipt/receipt-view.js';
+import { hashView, runReceiptView, viewOf } from '../../coordinator/receipt/receipt-view.js';
 import { rebasedReceipt } from '../../coordinator/receipt/rebase.js';
 
 const STEPS = 20_000;
@@ -112,6 +112,12 @@ describe('comparing long runs in flat memory', () => {
       diagnose(rebasedReceipt(buildReceipt(readRunFiles(a))), rebasedReceipt(buildReceipt(readRunFiles(changed)))),
     ).toEqual(streamed);
     expect(diagnoseViews(va, runReceiptView(copy))).toBeNull();
+    // One run stops short: the step count is named, streamed as held whole.
+    const held = rebasedReceipt(buildReceipt(readRunFiles(a)));
+    const short = { ...held, steps: held.steps.slice(0, 100) };
+    const count = diagnoseViews(viewOf(held), viewOf(short));
+    expect(count).toMatchObject({ part: 'steps-count', step: '100', left: STEPS, right: 100 });
+    expect(count).toEqual(diagnose(held, short));
     const probes = sensitivityProbes(va);
     expect(probes.map((p) => p.field)).toEqual([
       'steps.0.behaviour.agents.0.decision.move',
