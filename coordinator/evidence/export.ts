@@ -23,6 +23,7 @@ import { canonicalize } from '../../core/formats/canonical-json.js';
 import { DetsimError } from '../../core/formats/errors.js';
 import { findPackageRoot } from '../../core/protocol/contract.js';
 import { fsyncDir } from '../durable-file.js';
+import { observationsName } from '../trace/trace-store.js';
 import { type AttestationExtras, attestationLines, replayedSubjects } from './attestation-facts.js';
 import { fileDigest } from './bundle-reader.js';
 import { factsOf, type CheckName } from './claims.js';
@@ -203,7 +204,13 @@ function planRunFiles(dir: string, bundlePath: string, include: ExportOptions['i
   const receipt = JSON.parse(readFileSync(join(dir, 'receipt.json'), 'utf8')) as {
     trace?: { segments?: TraceSegment[] };
   };
-  const traceRels = (receipt.trace?.segments ?? []).flatMap((s) => [s.segment, ...(s.repro ? [s.repro.file] : [])]);
+  // Each segment with its repro file and, for a run made with --trace-observations, its observations
+  // sidecar (every line hashes to its step's observationDigest: bound through the segment).
+  const traceRels = (receipt.trace?.segments ?? []).flatMap((s) => [
+    s.segment,
+    ...(s.repro ? [s.repro.file] : []),
+    ...(existsSync(join(dir, 'trace', observationsName(s.segment))) ? [observationsName(s.segment)] : []),
+  ]);
   const trace = traceRels.map((f) => planFile(dir, bundlePath, `trace/${f}`, 'trace-segment', false));
   const traceBytes = trace.reduce((n, f) => n + f.bytes, 0);
   const copyTrace = include?.trace ?? traceBytes <= AUTO_INCLUDE_TRACE_BYTES;

@@ -142,6 +142,8 @@ function describeRunFile(rel: string): string | undefined {
   if (/^trace\/\d+\.jsonl\.gz$/.test(rel))
     return 'A trace segment: the canonical transition lines of consecutive steps (gzip).';
   if (/^trace\/\d+\.repro\.gz$/.test(rel)) return "A trace segment's repro file: each step's ReproHash text (gzip).";
+  if (/^trace\/\d+\.observations\.jsonl\.gz$/.test(rel))
+    return "A trace segment's observations: each step's observations as canonical JSON, hashing to its observationDigest (gzip).";
   if (/^store\/[^/]+\.flysess$/.test(rel)) return 'A checkpoint (FLYSESS1 session file).';
   return undefined;
 }

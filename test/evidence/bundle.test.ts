@@ -18,7 +18,7 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DetsimError } from '../../core/formats/errors.js';
 import { exportBundle } from '../../coordinator/evidence/export.js';
@@ -579,5 +579,39 @@ describe('a fork', () => {
     const claim = out.claims.find((c) => c.id === 'claim-1-checkpoints')!;
     expect(claim.how).toBe('rechecked');
     expect(claim.statement).toMatch(/^Run fork committed checkpoints ckpt-e1-80, ckpt-e2-160, ckpt-e2-240 durably/);
+  }, 240_000);
+});
+
+describe('a run made with --trace-observations', () => {
+  it("bundles each segment's observations: the bundle verifies, and its run exports the same obs columns", () => {
+    const runs = join(tmp, 'obs-runs');
+    const r = detsimCli([
+      'run',
+      'examples/forage-walkers.yaml',
+      '--steps',
+      '100',
+      '--trace-observations',
+      '--out',
+      runs,
+    ]);
+    expect(r.status, r.stderr).toBe(0);
+    const run = join(runs, readdirSync(runs)[0]!);
+    const b = join(tmp, 'obs-bundle');
+    exportBundle(run, b, { roCrate: true });
+    const bundled = join(b, 'runs', basename(run));
+    const sidecars = readdirSync(join(bundled, 'trace')).filter((f) => f.endsWith('.observations.jsonl.gz'));
+    expect(sidecars).toEqual(readdirSync(join(run, 'trace')).filter((f) => f.endsWith('.observations.jsonl.gz')));
+    expect(sidecars.length).toBeGreaterThan(0);
+    expect(refusal(b)).toBeNull();
+    expect(readFileSync(join(b, 'ro-crate-metadata.json'), 'utf8')).toContain("A trace segment's observations");
+    const table = (dir: string, name: string) => {
+      const out = join(tmp, `${name}.csv`);
+      const e = detsimCli(['trace', 'export', dir, '--out', out]);
+      expect(e.status, e.stderr).toBe(0);
+      return readFileSync(out, 'utf8');
+    };
+    const original = table(run, 'obs-original');
+    expect(original.split('\n')[0]).toMatch(/,obs\./);
+    expect(table(bundled, 'obs-bundled')).toBe(original);
   }, 240_000);
 });
