@@ -9,8 +9,7 @@ import type { JsonValue } from '../../core/formats/canonical-json.js';
 import { readTraceSync, traceBindingOf } from '../trace/trace-store.js';
 import { compareKeyValues, type CanonicalOptions, type UnknownField } from './canonical.js';
 import { buildReceipt, checkReceiptBinding, readJsonFile, type Receipt } from './receipt.js';
-import { reproHash } from './reprohash.js';
-import { ReproStepsHasher, StepsOutOfOrder } from './streamed.js';
+import { reproHashOfSteps } from './streamed.js';
 import { epochOf, rebaseStep, type StepRepro } from './step-repro.js';
 
 /** A receipt without its steps in memory: its head, and its steps one pass at a time. */
@@ -106,7 +105,7 @@ export function hashView(
   const view = viewOf(source);
   const known = hashed.get(view);
   if (each === undefined && known?.opts === opts) return known.hash;
-  const hash = passOver(view, opts, each);
+  const hash = reproHashOfSteps(view.head, view.steps, opts, each);
   hashed.set(view, { opts, hash });
   return hash;
 }
@@ -116,34 +115,3 @@ export function hashView(
  * each run once, though its report, checks and probes all ask (the trace is read once per pass).
  */
 const hashed = new WeakMap<ReceiptView, { opts: CanonicalOptions; hash: ViewHash }>();
-
-function passOver(
-  view: ReceiptView,
-  opts: CanonicalOptions,
-  each: ((step: unknown, repro: StepRepro, index: number) => void) | undefined,
-): ViewHash {
-  if (!streams(opts)) {
-    if (each) throw new Error('hashView: a custom classification table hashes the receipt whole');
-    return wholeHash(view, opts);
-  }
-  const hasher = new ReproStepsHasher(view.head, opts);
-  let n = 0;
-  try {
-    for (const step of view.steps()) {
-      const repro = hasher.addStep(step); // before `each?.(…)`, which would skip its arguments
-      each?.(step, repro, n);
-      n++;
-    }
-  } catch (e) {
-    // An old trace out of step order: R2 sorts it, which needs every step in memory.
-    if (e instanceof StepsOutOfOrder && each === undefined) return wholeHash(view, opts);
-    throw e;
-  }
-  return { ...hasher.finish(), steps: n };
-}
-
-function wholeHash(view: ReceiptView, opts: CanonicalOptions): ViewHash {
-  const receipt = materialize(view); // its steps come rebased
-  const h = reproHash(receipt, opts);
-  return { reproHash: h.reproHash, unknownFields: h.unknownFields, steps: receipt.steps.length };
-}

@@ -15,7 +15,7 @@ import { type Evidence, type HonestyWarning, SIMULATED, honestyWarnings } from '
 import type { PlatformFingerprint } from './platform.js';
 import { rebasedReceipt } from './rebase.js';
 import { reproHash } from './reprohash.js';
-import { ReproStepsHasher, StepsOutOfOrder, streamedReproHash } from './streamed.js';
+import { ReproStepsHasher, reproHashOfSteps } from './streamed.js';
 import {
   checkTraceBinding,
   readReproTexts,
@@ -215,13 +215,7 @@ function sealedFromReproFiles(head: Omit<Receipt, 'steps'>, runDir: string): Sea
 
 /** The ReproHash by reading every step of the trace and walking it (streamed, flat memory). */
 function sealedByWalkingTrace(head: Omit<Receipt, 'steps'>, runDir: string): Sealed {
-  try {
-    return streamedReproHash(head as unknown as Record<string, unknown>, readTraceSync(runDir));
-  } catch (e) {
-    if (!(e instanceof StepsOutOfOrder)) throw e;
-    // An old trace out of step order: R2 sorts it, which needs every step in memory.
-    return sealReceipt({ ...head, steps: [...readTraceSync(runDir)] as unknown as JsonValue[] });
-  }
+  return reproHashOfSteps(head as unknown as Record<string, unknown>, () => readTraceSync(runDir));
 }
 
 /**

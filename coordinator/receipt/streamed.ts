@@ -4,9 +4,10 @@
 // trace steps (walked here, step-repro.ts) or as repro texts made ahead of time (a segmented
 // trace's repro files). NOT the classification (canonical.ts) nor the trace format (trace-store.ts).
 import { createHash, type Hash } from 'node:crypto';
-import { canonicalize } from '../../core/formats/canonical-json.js';
+import { canonicalize, type JsonValue } from '../../core/formats/canonical-json.js';
 import { canonicalSplit, compareKeyValues, type CanonicalOptions, type UnknownField } from './canonical.js';
-import { REPRO_HASH_HEX } from './reprohash.js';
+import { rebasedReceipt } from './rebase.js';
+import { REPRO_HASH_HEX, reproHash } from './reprohash.js';
 import { epochOf, rebaseStep, stepRepro, UnknownTally, type StepRepro } from './step-repro.js';
 
 /** Stands in for the step list in the head's canonical text; a NUL never occurs in canonical receipt text otherwise. */
@@ -85,4 +86,42 @@ export function streamedReproHash(
   const hasher = new ReproStepsHasher(head);
   for (const raw of steps) hasher.addStep(raw);
   return hasher.finish();
+}
+
+/**
+ * The ReproHash of `head` with the steps `steps()` gives, and their count, in one pass and flat
+ * memory, `each` told every step and its repro text. Steps out of step order (an old trace: R2 sorts
+ * them) or a classification table other than the published one hash the receipt whole instead, its
+ * steps read again (with `each`, steps out of order throw StepsOutOfOrder and a custom table an Error).
+ */
+export function reproHashOfSteps(
+  head: Record<string, unknown>,
+  steps: () => Iterable<unknown>,
+  opts: CanonicalOptions = {},
+  each?: (step: unknown, repro: StepRepro, index: number) => void,
+): { reproHash: string; unknownFields: UnknownField[]; steps: number } {
+  const whole = () => {
+    const receipt = rebasedReceipt({ ...head, steps: [...steps()] as JsonValue[] });
+    return { ...reproHash(receipt, opts), steps: receipt.steps.length };
+  };
+  if (opts.table !== undefined) {
+    if (each) throw new Error('reproHashOfSteps: a custom classification table hashes the receipt whole');
+    const h = whole();
+    return { reproHash: h.reproHash, unknownFields: [...h.unknownFields], steps: h.steps };
+  }
+  const hasher = new ReproStepsHasher(head, opts);
+  let n = 0;
+  try {
+    for (const step of steps()) {
+      // Outside `each?.(…)`, which would skip its arguments.
+      const repro = hasher.addStep(step);
+      each?.(step, repro, n);
+      n++;
+    }
+  } catch (e) {
+    if (!(e instanceof StepsOutOfOrder) || each) throw e;
+    const h = whole();
+    return { reproHash: h.reproHash, unknownFields: [...h.unknownFields], steps: h.steps };
+  }
+  return { ...hasher.finish(), steps: n };
 }
