@@ -25,7 +25,8 @@ describe('run with --checkpoint-every', () => {
         if (op.kind === 'write' && op.path.includes('ckpt-e1-2')) throw errnoError('ENOSPC', op);
       },
     });
-    const ext = new CheckpointRun({ every: 1, keep: 2, fs });
+    // settleEach: a capture every step is never refused for a busy writer on a loaded machine (seen once).
+    const ext = new CheckpointRun({ every: 1, keep: 2, fs, settleEach: true });
     const r = await runSession(
       { ...LIF(16), transport: 'inline' },
       { outDir: tmpDir(), steps: 4, extension: ext, logLevel: 'error' },
