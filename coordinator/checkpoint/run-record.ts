@@ -30,6 +30,8 @@ export interface RecordedRun {
   fork?: ForkLineageJson;
 }
 
+const KEPT_IDENTITY_CODES: ReadonlySet<string> = new Set(['ident_seed_mismatch', 'ident_model_source_changed']);
+
 function fail(runDir: string, message: string, field?: string): never {
   throw new DetsimError('struct_run_record', `${join(runDir, RUN_FILES.run)}: ${message}`, field);
 }
@@ -59,8 +61,9 @@ export function readRunRecord(runDir: string): RecordedRun {
       ...(rec.fork ? { fork: rec.fork } : {}),
     };
   } catch (e) {
-    // A seed that differs from its derivation keeps its identity code; anything else is a bad record.
-    if (isDetsimError(e) && e.reason === 'ident_seed_mismatch')
+    // A seed that differs from its derivation, or a model whose source changed, keeps its identity
+    // code (as `detsim replay` gives it); anything else is a bad record.
+    if (isDetsimError(e) && KEPT_IDENTITY_CODES.has(e.reason))
       throw new DetsimError(e.reason, `${join(runDir, RUN_FILES.run)}: ${e.message}`, e.field);
     if (isDetsimError(e) && e.reason !== 'struct_run_record') fail(runDir, e.message, e.field);
     throw e;

@@ -53,7 +53,7 @@ export function locateRecordedModels(
     if (changed)
       throw new DetsimError(
         'ident_model_source_changed',
-        `${field}: model source changed: ${p.model} is recorded, and ${changed.path} has sha256 ${changed.digest}`,
+        `${field}: model source changed: ${p.model} is recorded, and ${changed.path}${importsOf(changed.files)} has sha256 ${changed.digest}`,
         field,
       );
     throw new DetsimError(
@@ -73,4 +73,9 @@ export function locateRecordedModels(
 /** Whether a recorded run has a Python user model (its plan then needs modelDirs). */
 export function hasPythonUserModels(r: RunJson): boolean {
   return [r.environment.model, ...r.agents.map((a) => a.model)].some(isPythonUserModel);
+}
+
+/** " with the N files it imports" for a module that imports files of its own (they are in its digest). */
+function importsOf(files: number): string {
+  return files > 1 ? ` with the ${files - 1} file${files === 2 ? '' : 's'} it imports` : '';
 }

@@ -1,24 +1,93 @@
 // A user model's identity by content, not by path (issue #27): a TypeScript/JavaScript model module
-// is `module:<file name>@sha256:<SHA-256 of the file's bytes>`, the same for the same file in any
-// directory or on any machine, different for a changed file. run.json and the receipt record this
-// identity (the module's absolute path is the physical `modelPath`), workers hash it into the profile
-// digest, and resume/replay find the file again by name and digest. A model split over several
-// files is identified by its entry file only: bundle it (docs/spec/model-identity.md).
+// is `module:<file name>@sha256:<digest>`, the same for the same files in any directory or on any
+// machine, different when any of them changes. The digest is the SHA-256 of the file's bytes for a
+// module that imports no file of its own; a module that does (a relative specifier: `./policy.js`,
+// `../lib/util.js`, a literal `import()` or `require()`) is identified with every file it reaches
+// that way, as the SHA-256 of their listing (docs/spec/model-identity.md). run.json and the receipt
+// record this identity (the module's absolute path is the physical `modelPath`), workers hash it into
+// the profile digest, and resume/replay find the module again by name and digest.
 // NOT model loading (workers/models/registry.ts) and NOT the plan (coordinator/config.ts).
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync, statSync } from 'node:fs';
-import { basename, join, resolve } from 'node:path';
+import { createRequire } from 'node:module';
+import { basename, dirname, join, relative, resolve, sep } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { parse } from 'es-module-lexer/js';
 
 const IDENTITY = /^module:([^/\\@]+)@sha256:([0-9a-f]{64})$/;
 
+const sha256 = (bytes: Buffer | string): string => createHash('sha256').update(bytes).digest('hex');
+
 /** SHA-256 of a file's bytes, hex. */
 export function fileDigest(path: string): string {
-  return createHash('sha256').update(readFileSync(path)).digest('hex');
+  return sha256(readFileSync(path));
 }
 
-/** The path-free identity of the model module at `path`. */
+const RELATIVE = /^\.{1,2}\//;
+/** `require('./x')` with a literal relative specifier (CommonJS; what tsc emits for an import). */
+const REQUIRE = /\brequire\s*\(\s*(['"])(\.{1,2}\/[^'"\n]*)\1\s*\)/g;
+
+const isFile = (path: string): boolean => existsSync(path) && statSync(path).isFile();
+
+/** The files `file` (source `text`) imports with a literal relative specifier, that exist. */
+function localImports(file: string, text: string): string[] {
+  const found: string[] = [];
+  let imports: ReturnType<typeof parse>[0] = [];
+  try {
+    imports = parse(text, file)[0];
+  } catch {
+    // Not ES module syntax the lexer reads (a syntax error is the worker's to report on import).
+  }
+  for (const i of imports) {
+    if (i.type === 'import-meta' || i.specifier === undefined || !RELATIVE.test(i.specifier)) continue;
+    if (i.type === 'dynamic' ? i.glob || i.probablyTypeOnly : i.typeOnly) continue;
+    const path = fileURLToPath(new URL(i.specifier, pathToFileURL(file)));
+    if (isFile(path)) found.push(path);
+  }
+  const req = createRequire(file);
+  for (const m of text.matchAll(REQUIRE)) {
+    try {
+      found.push(req.resolve(m[2]!));
+    } catch {
+      // Not found: the worker's import reports it.
+    }
+  }
+  return found;
+}
+
+/** The model module at `entry` and every file it reaches through relative imports, each once, entry first. */
+export function moduleFiles(entry: string): { path: string; digest: string }[] {
+  const seen = new Map<string, string>();
+  const pending = [resolve(entry)];
+  while (pending.length > 0) {
+    const path = pending.pop()!;
+    if (seen.has(path)) continue;
+    const bytes = readFileSync(path);
+    seen.set(path, sha256(bytes));
+    if (/\.(?:json|node|wasm)$/.test(path)) continue;
+    pending.push(...localImports(path, bytes.toString('utf8')).reverse());
+  }
+  return [...seen].map(([path, digest]) => ({ path, digest }));
+}
+
+/**
+ * The digest of the model module at `path`: its file's SHA-256 when it imports no file of its own,
+ * else the SHA-256 of `<path>\t<sha256>\n` for it and each file it reaches, `<path>` relative to
+ * the module's directory with `/` separators, sorted by code unit.
+ */
+export function moduleDigest(path: string): string {
+  const files = moduleFiles(path);
+  if (files.length === 1) return files[0]!.digest;
+  const dir = dirname(resolve(path));
+  const lines = files
+    .map((f) => `${relative(dir, f.path).split(sep).join('/')}\t${f.digest}\n`)
+    .sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+  return sha256(lines.join(''));
+}
+
+/** The path-free identity of the model module at `path` (and the files it imports). */
 export function moduleIdentity(path: string): string {
-  return `module:${basename(path)}@sha256:${fileDigest(path)}`;
+  return `module:${basename(path)}@sha256:${moduleDigest(path)}`;
 }
 
 /** A module identity's file name and digest, or null for anything else (a built-in, a path, python:…). */
@@ -29,24 +98,24 @@ export function parseModuleIdentity(model: string): { name: string; digest: stri
 
 /** Where a module model was looked for, and what was found there. */
 export interface ModuleSearch {
-  /** The absolute path of the file with the identity's name and digest, or null. */
+  /** The absolute path of the module with the identity's name and digest, or null. */
   readonly path: string | null;
-  /** Files with the identity's name whose digest differs (the model source changed). */
-  readonly changed: readonly { path: string; digest: string }[];
+  /** Modules with the identity's name whose digest differs (the model source changed). */
+  readonly changed: readonly { path: string; digest: string; files: number }[];
   readonly looked: readonly string[];
 }
 
-/** Find the file of a module identity: `first` (its recorded path), then `<dir>/<name>` for each dir. */
+/** Find the module of an identity: `first` (its recorded path), then `<dir>/<name>` for each dir. */
 export function findModule(model: string, first: string | undefined, dirs: readonly string[]): ModuleSearch {
   const id = parseModuleIdentity(model);
   if (id === null) return { path: null, changed: [], looked: [] };
   const candidates = [...new Set([...(first ? [resolve(first)] : []), ...dirs.map((d) => resolve(join(d, id.name)))])];
-  const changed: { path: string; digest: string }[] = [];
+  const changed: { path: string; digest: string; files: number }[] = [];
   for (const path of candidates) {
-    if (!existsSync(path) || !statSync(path).isFile()) continue;
-    const digest = fileDigest(path);
+    if (!isFile(path)) continue;
+    const digest = moduleDigest(path);
     if (digest === id.digest) return { path, changed, looked: candidates };
-    changed.push({ path, digest });
+    changed.push({ path, digest, files: moduleFiles(path).length });
   }
   return { path: null, changed, looked: candidates };
 }

@@ -7,7 +7,8 @@
 // by name: a lossy capture (strict mode), a model whose behaviour depends on its own path (DIFF≠0
 // naming the field), a changed model source.
 import { spawn, spawnSync } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -189,6 +190,40 @@ describe('a researcher’s own models, outside the checkout, reproduced by a col
     );
     writeFileSync(join(colleague, 'forager.py'), PY_MODEL);
     writeFileSync(join(lab, 'walker.mjs'), TS_MODEL(MOVES)); // back for the tests below
+  }, 240_000);
+
+  it('a model split over files: an edited import is a changed model, refused by name on resume; restored, the resume is the same run', () => {
+    const policy = (mod: number) => `export const choose = (r) => ['north', 'south', 'east', 'west'][r % ${mod}];\n`;
+    writeFileSync(join(lab, 'split-policy.mjs'), policy(4));
+    writeFileSync(
+      join(lab, 'split.mjs'),
+      TS_MODEL('choose(s.rng.nextUint())').replace(/^/, "import { choose } from './split-policy.mjs';\n"),
+    );
+    writeFileSync(
+      join(lab, 'split.yaml'),
+      'sessionId: split\nmasterSeed: "7"\nsteps: 200\nstepHz: 60\nenvironment: { id: forage, model: forage, params: { width: 12, height: 12, food: 8 } }\nagents: { count: 2, prefix: s-, model: ./split.mjs }\n',
+    );
+    const whole = detsim(['run', 'split.yaml', '--checkpoint-every', '50', '--out', 'split'], lab);
+    expect(whole.status, whole.stderr).toBe(0);
+    const repro = (out: string) => /repro hash +([0-9a-f]{16})/.exec(out)?.[1];
+    const sha = (f: string) =>
+      createHash('sha256')
+        .update(readFileSync(join(lab, f)))
+        .digest('hex');
+    const listing = `split-policy.mjs\t${sha('split-policy.mjs')}\nsplit.mjs\t${sha('split.mjs')}\n`;
+    const identity = `module:split.mjs@sha256:${createHash('sha256').update(listing).digest('hex')}`;
+    expect(JSON.parse(readFileSync(join(lab, 'split/split-1/run.json'), 'utf8')).agents[0].model).toBe(identity);
+
+    writeFileSync(join(lab, 'split-policy.mjs'), policy(3)); // the researcher edits the imported file
+    const edited = detsim(['resume', 'split/split-1', '--checkpoint', 'ckpt-e1-100'], lab);
+    expect(edited.status, edited.stdout).toBe(2);
+    expect(edited.stderr).toMatch(
+      /^detsim: \[ident_model_source_changed\] .*run\.json: agents\[0\]\.model: model source changed: module:split\.mjs@sha256:[0-9a-f]{64} is recorded, and .*split\.mjs with the 1 file it imports has sha256 [0-9a-f]{64}\n$/,
+    );
+    writeFileSync(join(lab, 'split-policy.mjs'), policy(4));
+    const resumed = detsim(['resume', 'split/split-1', '--checkpoint', 'ckpt-e1-100'], lab);
+    expect(resumed.status, resumed.stderr).toBe(0);
+    expect(repro(resumed.stdout)).toBe(repro(whole.stdout));
   }, 240_000);
 
   it('a lossy capture fails by name under strict mode and never commits', () => {
