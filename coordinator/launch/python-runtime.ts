@@ -46,12 +46,60 @@ const venvHint = (): string => {
 
 // Run by the interpreter: argv[1] = JSON {dirs, models, checks}; prints {"digests", "missing", "refused"}.
 // checks: [{model, params, field}]: the model's resolve_params on its params (imports the module).
+// A model's digest (docs/spec/model-identity.md): its module's source, then "\n<path>=sha256:<digest>"
+// for each file of the researcher's own it imports (found under the directory the module's top-level
+// package is in, not in an installed environment), sorted by path, then "\n<dist>==<version>".
 const PROBE = `
-import hashlib, importlib, importlib.metadata, importlib.util, json, os, sys
+import ast, hashlib, importlib, importlib.metadata, importlib.util, json, os, sys
 arg = json.loads(sys.argv[1])
 sys.path[:0] = arg['dirs']
 import detsim_worker
 digests, missing, refused = {}, [], []
+INSTALLED = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+def own(path, root):
+    path = os.path.realpath(path)
+    parts = path.split(os.sep)
+    return (os.path.commonpath([path, root]) == root and 'site-packages' not in parts and 'dist-packages' not in parts
+            and not any(os.path.commonpath([path, p]) == p for p in INSTALLED))
+def imported(name, origin):
+    try:
+        with open(origin, 'rb') as f:
+            tree = ast.parse(f.read())
+    except Exception:
+        return
+    package = name if os.path.basename(origin) == '__init__.py' else name.rpartition('.')[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from (a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            try:
+                base = importlib.util.resolve_name('.' * node.level + (node.module or ''), package)
+            except Exception:
+                continue
+            yield base
+            yield from (base + '.' + a.name for a in node.names if a.name != '*')
+def own_files(module, origin):
+    depth = module.count('.') + (os.path.basename(origin) == '__init__.py')
+    root = os.path.realpath(origin)
+    for _ in range(depth + 1):
+        root = os.path.dirname(root)
+    seen, pending = {os.path.realpath(origin)}, [(module, origin)]
+    while pending:
+        name, path = pending.pop()
+        names = set(imported(name, path)) | {name}
+        for n in sorted({'.'.join(n.split('.')[:i]) for n in names for i in range(1, n.count('.') + 2)}):
+            try:
+                s = importlib.util.find_spec(n)
+            except Exception:
+                s = None
+            if s is None or not s.origin or not os.path.isfile(s.origin) or not own(s.origin, root):
+                continue
+            real = os.path.realpath(s.origin)
+            if real not in seen:
+                seen.add(real)
+                pending.append((n, s.origin))
+    seen.discard(os.path.realpath(origin))
+    return sorted((os.path.relpath(p, root).replace(os.sep, '/'), p) for p in seen)
 for spec in arg['models']:
     module = spec[len('python:'):].partition(':')[0]
     try:
@@ -63,6 +111,9 @@ for spec in arg['models']:
         continue
     with open(found.origin, 'rb') as f:
         h = hashlib.sha256(f.read())
+    for rel, path in own_files(module, found.origin):
+        with open(path, 'rb') as f:
+            h.update(f'\\n{rel}=sha256:{hashlib.sha256(f.read()).hexdigest()}'.encode())
     top = module.split('.')[0]
     for dist in sorted(importlib.metadata.packages_distributions().get(top, [])):
         h.update(f'\\n{dist}=={importlib.metadata.version(dist)}'.encode())

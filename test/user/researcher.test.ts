@@ -226,6 +226,36 @@ describe('a researcher’s own models, outside the checkout, reproduced by a col
     expect(repro(resumed.stdout)).toBe(repro(whole.stdout));
   }, 240_000);
 
+  it('a Python model importing modules of its own: all are in its digest, and an edited one is refused by name', () => {
+    const pkg = join(lab, 'splitpy');
+    mkdirSync(pkg, { recursive: true });
+    const files: Record<string, string> = {
+      'splitpy/__init__.py': '',
+      'splitpy/moves.py': "MOVES = ['north', 'south', 'east', 'west']\n",
+      'splitpy/model.py': PY_MODEL.replace('import numpy as np\n', 'import numpy as np\nfrom .moves import MOVES\n'),
+    };
+    for (const [f, text] of Object.entries(files)) writeFileSync(join(lab, f), text);
+    writeFileSync(
+      join(lab, 'splitpy.yaml'),
+      CONFIG('python:splitpy.model:Forager', './walker.mjs').replace('study', 'splitpy'),
+    );
+    const run = detsim(['run', 'splitpy.yaml', '--out', 'splitpy-runs'], lab);
+    expect(run.status, run.stderr).toBe(0);
+    // By hand: the module's source, then "\n<path>=sha256:<digest>" per own file by path (numpy and
+    // detsim_worker are installed packages, not the researcher's files; splitpy is no distribution).
+    const h = createHash('sha256').update(files['splitpy/model.py']!);
+    for (const f of ['splitpy/__init__.py', 'splitpy/moves.py'])
+      h.update(`\n${f}=sha256:${createHash('sha256').update(files[f]!).digest('hex')}`);
+    const recorded = JSON.parse(readFileSync(join(lab, 'splitpy-runs/splitpy-1/run.json'), 'utf8')).agents[0].model;
+    expect(recorded).toBe(`python:splitpy.model:Forager@sha256:${h.digest('hex')}`);
+    writeFileSync(join(lab, 'splitpy/moves.py'), "MOVES = ['south', 'north', 'east', 'west']\n");
+    const edited = detsim(['replay', 'splitpy-runs/splitpy-1', '--out', 'splitpy-replays'], lab);
+    expect(edited.status, edited.stdout).toBe(2);
+    expect(edited.stderr).toMatch(
+      /\[ident_model_source_changed\] agents\[0\]\.model: model source changed: python:splitpy\.model:Forager was sha256 [0-9a-f]{64}, its module is now sha256 [0-9a-f]{64}/,
+    );
+  }, 240_000);
+
   it('a lossy capture fails by name under strict mode and never commits', () => {
     writeFileSync(join(lab, 'lossy.yaml'), CONFIG('python:forager:Lossy', './walker.mjs', ', strict: true'));
     const r = detsim(['run', 'lossy.yaml', '--checkpoint-every', '100', '--out', 'lossy'], lab);
