@@ -353,7 +353,14 @@ export class CheckpointGroup {
         status,
         'audit_participant_refused',
         `${participant} (${w.plan.workerId}) refused ${method}: ${code}: ${reply.error.message}`,
-        { participant, workerCode: code, mutation: reply.error.mutation },
+        {
+          participant,
+          workerCode: code,
+          mutation: reply.error.mutation,
+          workerId: w.plan.workerId,
+          method,
+          workerMessage: reply.error.message,
+        },
       );
     }
     const out: CallResult<ResultOf<M>> = { requestId: rep.requestId, result: reply.result };

@@ -5,6 +5,7 @@
 import { DetsimError } from '../../core/formats/errors.js';
 import type { ReasonCode } from '../../core/formats/reasons.js';
 import type { Id } from '../../core/formats/scalars.js';
+import { METHODS } from '../../core/protocol/envelope.js';
 import { DEFAULT_MAX_ATTACHMENT_BYTES } from '../../core/protocol/frames.js';
 
 export type CheckpointStatus =
@@ -31,6 +32,11 @@ export class CheckpointRefusal extends DetsimError {
       participant?: Participant | null;
       mutation?: 'none' | 'applied' | 'unknown';
       workerCode?: string;
+      /** The worker and protocol method that refused, when a participant did. */
+      workerId?: Id;
+      method?: string;
+      /** The worker's own message, when a participant refused. */
+      workerMessage?: string;
     } = {},
   ) {
     super(reason, message, opts.field);
@@ -54,6 +60,16 @@ export class CheckpointRefusal extends DetsimError {
 
 export function isCheckpointRefusal(e: unknown): e is CheckpointRefusal {
   return e instanceof CheckpointRefusal;
+}
+
+/**
+ * A participant's model could not give its state (its capture threw, or returned what the state
+ * codec cannot keep exactly, or what its restore does not rebuild): the worker's BACKEND_FAILURE to
+ * State.Capture. A defect of the model that every later boundary meets again, not a refusal of the
+ * moment (a busy writer, a full disk).
+ */
+export function isModelCaptureFailure(e: CheckpointRefusal): boolean {
+  return e.workerCode === 'BACKEND_FAILURE' && e.opts.method === METHODS.capture;
 }
 
 export function participantOf(agentId: Id | null): Participant {

@@ -2,10 +2,11 @@
 // captures the group every K committed steps into `<runDir>/store/`, lets the writer commit off the
 // step loop, and at the end waits (bounded) for outstanding saves and reports honestly which
 // became durable. Failure policy: continue — a refused or failed capture is reported and recorded
-// in the ledger, never reported as durable, and the run carries on. NOT the capture flow itself.
+// in the ledger, never reported as durable, and the run carries on; but a model that cannot give
+// its state fails the run at that boundary (it would at every one). NOT the capture flow itself.
 import type { Digest, Id } from '../../core/formats/scalars.js';
 import type { RunExtension, RunExtensionContext, SessionRecovery } from '../session/run.js';
-import type { RunFailure } from '../session/run-failure.js';
+import { RunFailure } from '../session/run-failure.js';
 import type { DurableFs } from '../store/durable-fs.js';
 import type { SaveOutcome } from '../store/writer.js';
 import type { TransitionTrace } from '../trace/trace.js';
@@ -14,7 +15,7 @@ import { openCheckpointing, storeDirOf, STORE_DIR, type Checkpointing } from './
 import { CheckpointGroup } from './group.js';
 import type { RestoreRebind } from './fork-rebind.js';
 import type { BehaviourPrefix } from './manifest.js';
-import { isCheckpointRefusal } from './refusal.js';
+import { isCheckpointRefusal, isModelCaptureFailure, type CheckpointRefusal } from './refusal.js';
 
 export const DEFAULT_KEEP = 3;
 /** How long the end of a run waits for outstanding durable saves (reference durable-ack wait). */
@@ -219,8 +220,9 @@ export class CheckpointRun implements RunExtension {
       if (!isCheckpointRefusal(e)) throw e;
       // Policy continue: the run goes on; the last committed generation is untouched.
       this.report.refused.push({ boundary: k.toString(), reason: e.reason, message: e.message });
-      this.ctx!.logger.warn({ checkpointId, reason: e.reason, err: e.message }, 'capture refused; the run continues');
       this.opts.onEvent?.(`checkpoint ${checkpointId} not taken: [${e.reason}] ${e.message}`);
+      if (isModelCaptureFailure(e)) throw modelCaptureFailed(e, k);
+      this.ctx!.logger.warn({ checkpointId, reason: e.reason, err: e.message }, 'capture refused; the run continues');
     }
   }
 
@@ -266,4 +268,25 @@ export class CheckpointRun implements RunExtension {
   get result(): CheckpointRunReport {
     return this.report;
   }
+}
+
+/**
+ * A model that cannot give its state fails the run at the first boundary it meets: every later
+ * checkpoint would be refused the same way, and a run that asked for checkpoints must not go on for
+ * hours without one (the policy continue is for refusals of the moment: a busy writer, a full disk).
+ */
+function modelCaptureFailed(e: CheckpointRefusal, boundary: bigint): RunFailure {
+  const agent = e.participant?.startsWith('agent ') ? [e.participant.slice('agent '.length)] : [];
+  const f = new RunFailure(
+    'error-reply',
+    `${e.opts.workerMessage ?? e.message}; no checkpoint of this run can be taken, so it stops: make the model's capture return plain data that its restore rebuilds exactly (docs/spec/state-codec.md), or run without --checkpoint-every`,
+    {
+      ...(e.opts.workerId ? { workerId: e.opts.workerId } : {}),
+      agentIds: agent,
+      step: boundary.toString(),
+      phase: 'capture',
+    },
+  );
+  f.reason = e.reason;
+  return f;
 }

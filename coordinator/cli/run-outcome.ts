@@ -52,7 +52,8 @@ export function runFailureExit(e: unknown, command: 'run' | 'resume' | 'fork', r
   if (!isRunFailure(e)) return e;
   if (e.kind === 'aborted') return new ExitError(INTERRUPTED_EXIT, interruptedLine(e, command, e.runDir ?? runDir));
   const where = e.runDir ? `\ndetsim: run directory ${e.runDir}` : '';
-  return new ExitError(RUN_FAILED_EXIT, `detsim: ${command} failed: ${e.message}${where}`);
+  const reason = e.reason ? `[${e.reason}] ` : '';
+  return new ExitError(RUN_FAILED_EXIT, `detsim: ${reason}${command} failed: ${e.message}${where}`);
 }
 
 /**

@@ -16,6 +16,8 @@ export type RunPhase =
   | 'advance'
   | 'evaluate'
   | 'commit'
+  /** A checkpoint's capture at a boundary (a model that cannot give its state). */
+  | 'capture'
   | 'shutdown';
 
 /** Why a run stopped (the kinds keep "never ready", "no reply in time" and "process died" apart). */

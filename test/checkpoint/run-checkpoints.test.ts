@@ -9,6 +9,8 @@ import { describe, expect, it } from 'vitest';
 import { CheckpointRun } from '../../coordinator/checkpoint/run-checkpoints.js';
 import { parseStrict } from '../../core/formats/canonical-json.js';
 import { runSession } from '../../coordinator/session/run.js';
+import { RunFailure } from '../../coordinator/session/run-failure.js';
+import { resolveConfig } from '../../coordinator/config.js';
 import { DurableFs, errnoError } from '../../coordinator/store/durable-fs.js';
 import { verifyLedger } from '../../coordinator/store/ledger.js';
 import { CheckpointStore } from '../../coordinator/store/store.js';
@@ -52,6 +54,39 @@ describe('run with --checkpoint-every', () => {
     expect(ledger).toMatch(/"checkpointId":"ckpt-e1-2".*"event":"failed"/);
     expect((ledger.match(/"event":"committed"/g) ?? []).length).toBe(3);
     expect((await verifyLedger(r.runDir)).ok).toBe(true);
+  }, 180_000);
+
+  it('a model that cannot give its state fails the run at the first boundary, naming agent, step and path; nothing is committed', async () => {
+    const ext = new CheckpointRun({ every: 2, keep: 2 });
+    const plan = resolveConfig(
+      {
+        sessionId: 'map-state',
+        masterSeed: '5',
+        steps: 6,
+        stepHz: 60,
+        environment: { id: 'forage', model: 'forage', params: { width: 8, height: 8, food: 4 } },
+        agents: [
+          { id: 'walk-a', model: 'walker' },
+          { id: 'mapper', model: './map-state-agent.ts' },
+        ],
+        workers: { transport: 'inline' },
+      },
+      { baseDir: join(import.meta.dirname, 'fixtures') },
+    );
+    const outDir = tmpDir();
+    const failure = await runSession(plan, { outDir, extension: ext, logLevel: 'error' }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(failure).toBeInstanceOf(RunFailure);
+    const f = failure as RunFailure;
+    expect(f).toMatchObject({ kind: 'error-reply', phase: 'capture', step: '2', agentIds: ['mapper'] });
+    expect(f.reason).toBe('audit_participant_refused');
+    expect(f.detail).toMatch(/^agent mapper: capture state cannot be encoded: state \$\.state\.seen: Map is not plain data; /);
+    expect(ext.result.committed).toEqual([]);
+    expect(ext.result.refused).toEqual([expect.objectContaining({ boundary: '2' })]);
+    const summary = parseStrict(readFileSync(join(f.runDir!, 'summary.json'))) as { status: string; stepsDone: number };
+    expect(summary).toMatchObject({ status: 'failed', stepsDone: 2 });
   }, 180_000);
 });
 

@@ -256,14 +256,16 @@ describe('a researcher’s own models, outside the checkout, reproduced by a col
     );
   }, 240_000);
 
-  it('a lossy capture fails by name under strict mode and never commits', () => {
+  it('a lossy capture fails by name under strict mode, never commits, and stops the run at that boundary', () => {
     writeFileSync(join(lab, 'lossy.yaml'), CONFIG('python:forager:Lossy', './walker.mjs', ', strict: true'));
     const r = detsim(['run', 'lossy.yaml', '--checkpoint-every', '100', '--out', 'lossy'], lab);
-    expect(r.status, r.stderr).toBe(0);
-    expect(r.stdout).toContain('checkpoints      0 committed of 0 captured');
-    expect(r.stdout).toMatch(
-      /agent py-0: capture is not exact: state \$\.rng\.bit_generator\.state\.state\.(inc|state) differs after a restore/,
+    expect(r.status, r.stderr).toBe(1);
+    expect(r.stderr).toMatch(
+      /^detsim: \[audit_participant_refused\] run failed: worker worker-0 \(agents py-0\) answered with an error at step 100, phase capture: agent py-0: capture is not exact: state \$\.rng\.bit_generator\.state\.state\.(inc|state) differs after a restore.*; no checkpoint of this run can be taken, so it stops: .*docs\/spec\/state-codec\.md/m,
     );
+    expect(committedIds(join(lab, 'lossy/study-1'))).toEqual([]);
+    const summary = JSON.parse(readFileSync(join(lab, 'lossy/study-1/summary.json'), 'utf8'));
+    expect(summary).toMatchObject({ status: 'failed', stepsDone: 100, failure: { phase: 'capture', step: '100' } });
   }, 240_000);
 
   it('a model whose behaviour depends on its own path gives DIFF≠0 elsewhere, naming step, agent and field', () => {
