@@ -12,7 +12,7 @@ import { existsSync, readFileSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { basename, dirname, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { parse } from 'es-module-lexer/js';
+import type * as Lexer from 'es-module-lexer/js';
 
 const IDENTITY = /^module:([^/\\@]+)@sha256:([0-9a-f]{64})$/;
 
@@ -29,12 +29,20 @@ const REQUIRE = /\brequire\s*\(\s*(['"])(\.{1,2}\/[^'"\n]*)\1\s*\)/g;
 
 const isFile = (path: string): boolean => existsSync(path) && statSync(path).isFile();
 
+/** A quoted string that starts as a relative specifier: without one, a file imports none of its own. */
+const MAY_IMPORT_OWN = /['"`]\.{1,2}\//;
+
+let lexer: typeof Lexer | undefined;
+/** es-module-lexer (its synchronous asm.js build), loaded on first use: a worker hosting only built-in models never pays for it. */
+const lexerOf = (): typeof Lexer => (lexer ??= createRequire(import.meta.url)('es-module-lexer/js') as typeof Lexer);
+
 /** The files `file` (source `text`) imports with a literal relative specifier, that exist. */
 function localImports(file: string, text: string): string[] {
   const found: string[] = [];
-  let imports: ReturnType<typeof parse>[0] = [];
+  if (!MAY_IMPORT_OWN.test(text)) return found;
+  let imports: ReturnType<typeof Lexer.parse>[0] = [];
   try {
-    imports = parse(text, file)[0];
+    imports = lexerOf().parse(text, file)[0];
   } catch {
     // Not ES module syntax the lexer reads (a syntax error is the worker's to report on import).
   }
