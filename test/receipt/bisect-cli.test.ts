@@ -284,7 +284,7 @@ describe('detsim bisect', () => {
     const changed = run(same, 2);
     const rep = json(old, changed);
     expect(rep.rerun).toMatchObject({ outcome: 'failed', from: 20, to: 40 });
-    expect(rep.rerun!.message).toContain(`the re-run of ${old} failed: [struct_run_record] ${old}/run.json`);
+    expect(rep.rerun!.message).toContain(`the re-run of ${old} failed: [ident_model_source_changed] ${old}/run.json`);
     expect(rep.rerun!.message).toContain('model source changed');
     expect(rep.first).toMatchObject({ source: 'checkpoint-state', window: [20, 40], participantId: 'h-1' });
     expect(readFileSync(join(same, 'hidden.mjs'), 'utf8')).toBe(V2);
