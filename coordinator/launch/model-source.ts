@@ -53,7 +53,7 @@ export function locateRecordedModels(
     if (changed)
       throw new DetsimError(
         'ident_model_source_changed',
-        `${field}: model source changed: ${p.model} is recorded, and ${changed.path}${importsOf(changed.files)} has sha256 ${changed.digest}`,
+        `${field}: model source changed: ${p.model} is recorded, and ${changed.path}${importsOf(changed.files)} has sha256 ${changed.digest}${missingOf(changed.missing)}`,
         field,
       );
     throw new DetsimError(
@@ -78,4 +78,11 @@ export function hasPythonUserModels(r: RunJson): boolean {
 /** " with the N files it imports" for a module that imports files of its own (they are in its digest). */
 function importsOf(files: number): string {
   return files > 1 ? ` with the ${files - 1} file${files === 2 ? '' : 's'} it imports` : '';
+}
+
+/** "; it imports ./policy.js, which is not there" for the relative imports a found module names that are missing. */
+function missingOf(missing: readonly string[]): string {
+  if (missing.length === 0) return '';
+  const named = missing.map((m) => (m.startsWith('../') ? m : `./${m}`)).join(', ');
+  return `; it imports ${named}, which ${missing.length === 1 ? 'is' : 'are'} not there (copy the files it imports beside it, laid out as they were)`;
 }

@@ -36,10 +36,10 @@ let lexer: typeof Lexer | undefined;
 /** es-module-lexer (its synchronous asm.js build), loaded on first use: a worker hosting only built-in models never pays for it. */
 const lexerOf = (): typeof Lexer => (lexer ??= createRequire(import.meta.url)('es-module-lexer/js') as typeof Lexer);
 
-/** The files `file` (source `text`) imports with a literal relative specifier, that exist. */
-function localImports(file: string, text: string): string[] {
-  const found: string[] = [];
-  if (!MAY_IMPORT_OWN.test(text)) return found;
+/** What `file` (source `text`) imports with a literal relative specifier: the files found, and those not there. */
+function localImports(file: string, text: string): { found: string[]; missing: string[] } {
+  const out = { found: [] as string[], missing: [] as string[] };
+  if (!MAY_IMPORT_OWN.test(text)) return out;
   let imports: ReturnType<typeof Lexer.parse>[0] = [];
   try {
     imports = lexerOf().parse(text, file)[0];
@@ -50,22 +50,29 @@ function localImports(file: string, text: string): string[] {
     if (i.type === 'import-meta' || i.specifier === undefined || !RELATIVE.test(i.specifier)) continue;
     if (i.type === 'dynamic' ? i.glob || i.probablyTypeOnly : i.typeOnly) continue;
     const path = fileURLToPath(new URL(i.specifier, pathToFileURL(file)));
-    if (isFile(path)) found.push(path);
+    (isFile(path) ? out.found : out.missing).push(path);
   }
   const req = createRequire(file);
   for (const m of text.matchAll(REQUIRE)) {
     try {
-      found.push(req.resolve(m[2]!));
+      out.found.push(req.resolve(m[2]!));
     } catch {
-      // Not found: the worker's import reports it.
+      out.missing.push(resolve(dirname(file), m[2]!));
     }
   }
-  return found;
+  return out;
 }
 
-/** The model module at `entry` and every file it reaches through relative imports, each once, entry first. */
-export function moduleFiles(entry: string): { path: string; digest: string }[] {
+/** A model module's files: it and every file it reaches through relative imports (each once, entry first), and the imports not found. */
+export interface ModuleGraph {
+  files: { path: string; digest: string }[];
+  /** Absolute paths a relative import names that are no file (the worker's import fails on them). */
+  missing: string[];
+}
+
+export function moduleGraph(entry: string): ModuleGraph {
   const seen = new Map<string, string>();
+  const missing = new Set<string>();
   const pending = [resolve(entry)];
   while (pending.length > 0) {
     const path = pending.pop()!;
@@ -73,9 +80,16 @@ export function moduleFiles(entry: string): { path: string; digest: string }[] {
     const bytes = readFileSync(path);
     seen.set(path, sha256(bytes));
     if (/\.(?:json|node|wasm)$/.test(path)) continue;
-    pending.push(...localImports(path, bytes.toString('utf8')).reverse());
+    const imports = localImports(path, bytes.toString('utf8'));
+    pending.push(...imports.found.reverse());
+    for (const m of imports.missing) missing.add(m);
   }
-  return [...seen].map(([path, digest]) => ({ path, digest }));
+  return { files: [...seen].map(([path, digest]) => ({ path, digest })), missing: [...missing].sort() };
+}
+
+/** The model module at `entry` and every file it reaches through relative imports, each once, entry first. */
+export function moduleFiles(entry: string): { path: string; digest: string }[] {
+  return moduleGraph(entry).files;
 }
 
 /**
@@ -84,7 +98,10 @@ export function moduleFiles(entry: string): { path: string; digest: string }[] {
  * the module's directory with `/` separators, sorted by code unit.
  */
 export function moduleDigest(path: string): string {
-  const files = moduleFiles(path);
+  return digestOf(path, moduleFiles(path));
+}
+
+function digestOf(path: string, files: ModuleGraph['files']): string {
   if (files.length === 1) return files[0]!.digest;
   const dir = dirname(resolve(path));
   const lines = files
@@ -108,8 +125,11 @@ export function parseModuleIdentity(model: string): { name: string; digest: stri
 export interface ModuleSearch {
   /** The absolute path of the module with the identity's name and digest, or null. */
   readonly path: string | null;
-  /** Modules with the identity's name whose digest differs (the model source changed). */
-  readonly changed: readonly { path: string; digest: string; files: number }[];
+  /**
+   * Modules with the identity's name whose digest differs (the model source changed): how many
+   * files the digest covers, and the relative imports not found beside it (relative to its directory).
+   */
+  readonly changed: readonly { path: string; digest: string; files: number; missing: string[] }[];
   readonly looked: readonly string[];
 }
 
@@ -118,12 +138,14 @@ export function findModule(model: string, first: string | undefined, dirs: reado
   const id = parseModuleIdentity(model);
   if (id === null) return { path: null, changed: [], looked: [] };
   const candidates = [...new Set([...(first ? [resolve(first)] : []), ...dirs.map((d) => resolve(join(d, id.name)))])];
-  const changed: { path: string; digest: string; files: number }[] = [];
+  const changed: ModuleSearch['changed'][number][] = [];
   for (const path of candidates) {
     if (!isFile(path)) continue;
-    const digest = moduleDigest(path);
+    const graph = moduleGraph(path);
+    const digest = digestOf(path, graph.files);
     if (digest === id.digest) return { path, changed, looked: candidates };
-    changed.push({ path, digest, files: moduleFiles(path).length });
+    const missing = graph.missing.map((m) => relative(dirname(path), m).split(sep).join('/'));
+    changed.push({ path, digest, files: graph.files.length, missing });
   }
   return { path: null, changed, looked: candidates };
 }

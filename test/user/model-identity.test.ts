@@ -7,7 +7,7 @@ import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { findModule, moduleDigest, moduleFiles, moduleIdentity } from '../../core/models/identity.js';
+import { findModule, moduleDigest, moduleFiles, moduleGraph, moduleIdentity } from '../../core/models/identity.js';
 
 const sha = (s: string) => createHash('sha256').update(s).digest('hex');
 
@@ -82,7 +82,20 @@ describe('model identity: the module and the files it imports', () => {
     expect(moduleIdentity(join(there, 'm.js'))).not.toBe(id);
     const found = findModule(id, undefined, [there]);
     expect(found.path).toBeNull();
-    expect(found.changed).toEqual([{ path: join(there, 'm.js'), digest: moduleDigest(join(there, 'm.js')), files: 3 }]);
+    expect(found.changed).toEqual([
+      { path: join(there, 'm.js'), digest: moduleDigest(join(there, 'm.js')), files: 3, missing: [] },
+    ]);
+  });
+
+  it('an import that is not there is named: findModule lists it beside the changed digest', () => {
+    const files = { 'm.js': "import './lib/a.js';\n", 'lib/a.js': "import '../b.js';\nrequire('./c');\n", 'b.js': '' };
+    const here = project(files);
+    const id = moduleIdentity(join(here, 'm.js'));
+    const there = project({ 'm.js': files['m.js'], 'lib/a.js': files['lib/a.js'] }); // b.js and lib/c.js left behind
+    expect(moduleGraph(join(there, 'm.js')).missing).toEqual([join(there, 'b.js'), join(there, 'lib/c')]);
+    const found = findModule(id, undefined, [there]);
+    expect(found.path).toBeNull();
+    expect(found.changed[0]).toMatchObject({ files: 2, missing: ['b.js', 'lib/c'] });
   });
 
   it('a module the lexer cannot read is identified by its bytes (the worker reports the syntax error)', () => {

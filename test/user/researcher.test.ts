@@ -220,6 +220,12 @@ describe('a researcher’s own models, outside the checkout, reproduced by a col
     expect(edited.stderr).toMatch(
       /^detsim: \[ident_model_source_changed\] .*run\.json: agents\[0\]\.model: model source changed: module:split\.mjs@sha256:[0-9a-f]{64} is recorded, and .*split\.mjs with the 1 file it imports has sha256 [0-9a-f]{64}\n$/,
     );
+    rmSync(join(lab, 'split-policy.mjs')); // not copied along: named as what is missing
+    const missing = detsim(['resume', 'split/split-1', '--checkpoint', 'ckpt-e1-100'], lab);
+    expect(missing.status, missing.stdout).toBe(2);
+    expect(missing.stderr).toMatch(
+      /split\.mjs has sha256 [0-9a-f]{64}; it imports \.\/split-policy\.mjs, which is not there /,
+    );
     writeFileSync(join(lab, 'split-policy.mjs'), policy(4));
     const resumed = detsim(['resume', 'split/split-1', '--checkpoint', 'ckpt-e1-100'], lab);
     expect(resumed.status, resumed.stderr).toBe(0);
