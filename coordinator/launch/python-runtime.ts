@@ -54,7 +54,7 @@ import ast, hashlib, importlib, importlib.metadata, importlib.util, json, os, sy
 arg = json.loads(sys.argv[1])
 sys.path[:0] = arg['dirs']
 import detsim_worker
-digests, missing, refused = {}, [], []
+digests, missing, refused, unfound = {}, [], [], {}
 INSTALLED = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
 def own(path, root):
     path = os.path.realpath(path)
@@ -70,14 +70,14 @@ def imported(name, origin):
     package = name if os.path.basename(origin) == '__init__.py' else name.rpartition('.')[0]
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            yield from (a.name for a in node.names)
+            yield from ((a.name, True) for a in node.names)
         elif isinstance(node, ast.ImportFrom):
             try:
                 base = importlib.util.resolve_name('.' * node.level + (node.module or ''), package)
             except Exception:
                 continue
-            yield base
-            yield from (base + '.' + a.name for a in node.names if a.name != '*')
+            yield base, True
+            yield from ((base + '.' + a.name, False) for a in node.names if a.name != '*')
 def own_files(module, origin):
     depth = module.count('.') + (os.path.basename(origin) == '__init__.py')
     root = os.path.realpath(origin)
@@ -86,12 +86,20 @@ def own_files(module, origin):
     seen, pending = {os.path.realpath(origin)}, [(module, origin)]
     while pending:
         name, path = pending.pop()
-        names = set(imported(name, path)) | {name}
-        for n in sorted({'.'.join(n.split('.')[:i]) for n in names for i in range(1, n.count('.') + 2)}):
+        names = dict(imported(name, path))
+        names[name] = True
+        wanted = {}
+        for n, required in names.items():
+            for i in range(1, n.count('.') + 2):
+                part = '.'.join(n.split('.')[:i])
+                wanted[part] = wanted.get(part, False) or required or part != n
+        for n in sorted(wanted):
             try:
                 s = importlib.util.find_spec(n)
             except Exception:
                 s = None
+            if s is None and wanted[n]:
+                unfound.setdefault(module, set()).add(n)
             if s is None or not s.origin or not os.path.isfile(s.origin) or not own(s.origin, root):
                 continue
             real = os.path.realpath(s.origin)
@@ -130,7 +138,8 @@ for check in arg['checks']:
     except Exception as e:
         refused.append({'field': check['field'], 'param': getattr(e, 'param', None), 'message': str(e),
                         'unknown': bool(getattr(e, 'unknown', False))})
-print(json.dumps({'digests': digests, 'missing': missing, 'refused': refused}))
+print(json.dumps({'digests': digests, 'missing': missing, 'refused': refused,
+                  'unfound': {spec: sorted(unfound.get(spec[len('python:'):].partition(':')[0], ())) for spec in digests}}))
 `;
 
 /**
@@ -163,10 +172,16 @@ export function checkPythonWorker(plan: RunPlan): void {
       `${field}: python needs the detsim_worker package, which ${JSON.stringify(python)} (${why}) cannot import; install it with: ${pythonWorkerInstallCommand(python)}${venvHint()}`,
       field,
     );
-  const found = JSON.parse(probe.stdout) as { digests: Record<string, string>; missing: string[]; refused: Refused[] };
+  const found = JSON.parse(probe.stdout) as {
+    digests: Record<string, string>;
+    missing: string[];
+    refused: Refused[];
+    unfound: Record<string, string[]>;
+  };
   refuseMissing(plan, found.missing);
+  // A changed source first: a module of its own left behind also fails the params check's import.
+  refuseChanged(plan, found.digests, found.unfound);
   refuseParams(found.refused);
-  refuseChanged(plan, found.digests);
   if (Object.keys(found.digests).length) plan.modelDigests = found.digests;
 }
 
@@ -274,12 +289,16 @@ function refuseMissing(plan: RunPlan, missing: readonly string[]): void {
   );
 }
 
-function refuseChanged(plan: RunPlan, now: Record<string, string>): void {
+function refuseChanged(plan: RunPlan, now: Record<string, string>, unfound: Record<string, string[]>): void {
   for (const [model, recorded] of Object.entries(plan.modelDigests ?? {})) {
     if (now[model] === undefined || now[model] === recorded) continue;
+    const lost = unfound[model] ?? [];
+    const why = lost.length
+      ? `; it imports ${lost.join(', ')}, which Python cannot find here (a module of your own not copied along?)`
+      : '';
     throw new DetsimError(
       'ident_model_source_changed',
-      `${fieldOf(plan, model)}: model source changed: ${model} was sha256 ${recorded}, its module is now sha256 ${now[model]}`,
+      `${fieldOf(plan, model)}: model source changed: ${model} was sha256 ${recorded}, its module is now sha256 ${now[model]}${why}`,
       fieldOf(plan, model),
     );
   }

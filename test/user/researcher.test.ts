@@ -258,8 +258,12 @@ describe('a researcher’s own models, outside the checkout, reproduced by a col
     const edited = detsim(['replay', 'splitpy-runs/splitpy-1', '--out', 'splitpy-replays'], lab);
     expect(edited.status, edited.stdout).toBe(2);
     expect(edited.stderr).toMatch(
-      /\[ident_model_source_changed\] agents\[0\]\.model: model source changed: python:splitpy\.model:Forager was sha256 [0-9a-f]{64}, its module is now sha256 [0-9a-f]{64}/,
+      /\[ident_model_source_changed\] agents\[0\]\.model: model source changed: python:splitpy\.model:Forager was sha256 [0-9a-f]{64}, its module is now sha256 [0-9a-f]{64}\n/,
     );
+    rmSync(join(lab, 'splitpy/moves.py')); // not copied along: named as what Python cannot find
+    const lost = detsim(['replay', 'splitpy-runs/splitpy-1', '--out', 'splitpy-replays'], lab);
+    expect(lost.status, lost.stdout).toBe(2);
+    expect(lost.stderr).toMatch(/; it imports splitpy\.moves, which Python cannot find here /);
   }, 240_000);
 
   it('a lossy capture fails by name under strict mode, never commits, and stops the run at that boundary', () => {
