@@ -37,9 +37,8 @@ import { checkRebind, type Rebind } from './fork-rebind.js';
 import type { HostContext, HostReply } from './host-context.js';
 import { callModel, invalid, loadModel, releaseState } from './model-call.js';
 import { PrepareStateGuard } from './prepare-guard.js';
-import { modulePathOf, resolveAgentModel } from './models/registry.js';
+import { loadedModuleIdentity, resolveAgentModel } from './models/registry.js';
 import { ONE_MS, NO_DATASET_DIGEST, type AgentModel, type AgentReward, type JsonObject } from './sdk.js';
-import { moduleIdentity } from '../core/models/identity.js';
 import { exactCapture } from './capture-check.js';
 import { capturedBytes, capturedPayload, encodeCapture } from './capture-encode.js';
 import { StepCache, bodyKey, opKey } from './op-cache.js';
@@ -312,7 +311,7 @@ export class AgentHost {
     const plasticityVersion = model.plasticityVersion ?? 'none-v1';
     const datasetDigest = model.datasetDigest ?? NO_DATASET_DIGEST;
     // A module model enters by its path-free identity (name and content digest), never its path.
-    const profile = profileDigest(builtin ? modelSpec : moduleIdentity(modulePathOf(modelSpec)), modelVersion, params);
+    const profile = profileDigest(builtin ? modelSpec : loadedModuleIdentity(modelSpec), modelVersion, params);
     const compatibilityDigest = agentCompatibilityDigest({
       agentId,
       profileDigest: profile,

@@ -26,10 +26,9 @@ import {
 import { checkRebind, type Rebind } from './fork-rebind.js';
 import type { HostContext, HostReply } from './host-context.js';
 import { callModel, invalid, loadModel, releaseState } from './model-call.js';
-import { BUILTIN_ENVIRONMENT_MODELS, modulePathOf, resolveEnvironmentModel } from './models/registry.js';
+import { BUILTIN_ENVIRONMENT_MODELS, loadedModuleIdentity, resolveEnvironmentModel } from './models/registry.js';
 import { StepCache, bodyKey, opKey } from './op-cache.js';
 import type { EnvironmentModel, JsonObject, PortAction, PortBinding } from './sdk.js';
-import { moduleIdentity } from '../core/models/identity.js';
 import { exactCapture } from './capture-check.js';
 import { capturedBytes, capturedPayload, encodeCapture } from './capture-encode.js';
 
@@ -196,7 +195,7 @@ export class EnvironmentHost {
     );
     const modelVersion = model.modelVersion;
     // A module model enters by its path-free identity (name and content digest), never its path.
-    const profile = profileDigest(builtin ? modelSpec : moduleIdentity(modulePathOf(modelSpec)), modelVersion, params);
+    const profile = profileDigest(builtin ? modelSpec : loadedModuleIdentity(modelSpec), modelVersion, params);
     const compatibilityDigest = environmentCompatibilityDigest({
       environmentId,
       profileDigest: profile,

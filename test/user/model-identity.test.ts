@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { findModule, moduleDigest, moduleFiles, moduleGraph, moduleIdentity } from '../../core/models/identity.js';
+import { loadedModuleIdentity } from '../../workers/models/registry.js';
 
 const sha = (s: string) => createHash('sha256').update(s).digest('hex');
 
@@ -102,5 +103,14 @@ describe('model identity: the module and the files it imports', () => {
     const bad = 'import { from "./x.js"\n';
     const dir = project({ 'm.js': bad, 'x.js': '' });
     expect(moduleDigest(join(dir, 'm.js'))).toBe(sha(bad));
+  });
+
+  it('a worker takes a module’s identity once, as it loads the module once: later edits do not change what it reports', () => {
+    const dir = project({ 'm.js': "import './w.json';\n", 'w.json': '[1]' });
+    const first = loadedModuleIdentity(join(dir, 'm.js'));
+    expect(first).toBe(moduleIdentity(join(dir, 'm.js')));
+    writeFileSync(join(dir, 'w.json'), '[2]');
+    expect(loadedModuleIdentity(join(dir, 'm.js'))).toBe(first);
+    expect(moduleIdentity(join(dir, 'm.js'))).not.toBe(first);
   });
 });

@@ -5,6 +5,7 @@
 import { statSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 import { DetsimError } from '../../core/formats/errors.js';
+import { moduleIdentity } from '../../core/models/identity.js';
 import { pathToFileURL } from 'node:url';
 import type { AgentModel, EnvironmentModel } from '../sdk.js';
 import { forage } from './forage.js';
@@ -44,6 +45,20 @@ function requireLaunched(
   throw new Error(
     `model ${JSON.stringify(spec)} was not launched with this worker (perm_model_not_launched): a worker loads only the built-in models (${Object.keys(builtins).join(', ')}) and the model modules given to it at launch (--model); it was not loaded`,
   );
+}
+
+const identities = new Map<string, string>();
+
+/**
+ * The identity of the model module `spec` (core/models/identity.ts), taken once per module as Node
+ * caches the module itself: the code a worker runs does not change under it, and a module that
+ * imports large files is hashed once, not once per agent.
+ */
+export function loadedModuleIdentity(spec: string): string {
+  const path = modulePathOf(spec);
+  let id = identities.get(path);
+  if (id === undefined) identities.set(path, (id = moduleIdentity(path)));
+  return id;
 }
 
 async function importModel(
