@@ -56,7 +56,11 @@ sys.path[:0] = arg['dirs']
 import detsim_worker
 digests, missing, refused, unfound = {}, [], [], {}
 INSTALLED = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
-def own(path, root):
+DISTRIBUTED = importlib.metadata.packages_distributions()
+def own(path, root, name, top):
+    # Another package installed as a distribution (an editable install too) is not the model's own.
+    if name.split('.')[0] != top and name.split('.')[0] in DISTRIBUTED:
+        return False
     path = os.path.realpath(path)
     parts = path.split(os.sep)
     return (os.path.commonpath([path, root]) == root and 'site-packages' not in parts and 'dist-packages' not in parts
@@ -100,7 +104,7 @@ def own_files(module, origin):
                 s = None
             if s is None and wanted[n]:
                 unfound.setdefault(module, set()).add(n)
-            if s is None or not s.origin or not os.path.isfile(s.origin) or not own(s.origin, root):
+            if s is None or not s.origin or not os.path.isfile(s.origin) or not own(s.origin, root, n, module.split('.')[0]):
                 continue
             real = os.path.realpath(s.origin)
             if real not in seen:
