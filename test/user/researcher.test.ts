@@ -266,6 +266,39 @@ describe('a researcher’s own models, outside the checkout, reproduced by a col
     expect(lost.stderr).toMatch(/; it imports splitpy\.moves, which Python cannot find here /);
   }, 240_000);
 
+  it('a library of the project installed as a distribution (editable) is not the model’s own; a plain module beside it is', () => {
+    mkdirSync(join(lab, 'libpkg/src/edlib'), { recursive: true });
+    const lib = 'K = 3\n';
+    writeFileSync(join(lab, 'libpkg/src/edlib/__init__.py'), lib);
+    const model = PY_MODEL.replace('import numpy as np\n', 'import numpy as np\nimport edlib\n');
+    writeFileSync(join(lab, 'edmodel.py'), model);
+    writeFileSync(join(lab, 'ed.yaml'), CONFIG('python:edmodel:Forager', './walker.mjs').replace('study', 'ed'));
+    const purelib = spawnSync(python, ['-c', "import sysconfig; print(sysconfig.get_paths()['purelib'])"], {
+      encoding: 'utf8',
+    }).stdout.trim();
+    // What a legacy editable install (setup.py develop) leaves: a .pth entry, and its dist-info.
+    writeFileSync(join(purelib, 'edlib.pth'), `${join(lab, 'libpkg/src')}\n`);
+    const digestOf = (dir: string) => {
+      expect(detsim(['run', 'ed.yaml', '--steps', '5', '--out', dir], lab).status).toBe(0);
+      return JSON.parse(readFileSync(join(lab, dir, 'ed-1/run.json'), 'utf8')).agents[0].model as string;
+    };
+    const sha = (t: string) => createHash('sha256').update(t).digest('hex');
+    // On the path only, edlib is a module of the project's own: in the digest.
+    expect(digestOf('ed-plain')).toBe(
+      `python:edmodel:Forager@sha256:${sha(`${model}\nlibpkg/src/edlib/__init__.py=sha256:${sha(lib)}`)}`,
+    );
+    const info = join(purelib, 'edlib-0.1.0.dist-info');
+    mkdirSync(info);
+    writeFileSync(join(info, 'METADATA'), 'Metadata-Version: 2.1\nName: edlib\nVersion: 0.1.0\n');
+    writeFileSync(join(info, 'top_level.txt'), 'edlib\n');
+    try {
+      expect(digestOf('ed-installed')).toBe(`python:edmodel:Forager@sha256:${sha(model)}`);
+    } finally {
+      rmSync(info, { recursive: true });
+      rmSync(join(purelib, 'edlib.pth'));
+    }
+  }, 240_000);
+
   it('a lossy capture fails by name under strict mode, never commits, and stops the run at that boundary', () => {
     writeFileSync(join(lab, 'lossy.yaml'), CONFIG('python:forager:Lossy', './walker.mjs', ', strict: true'));
     const r = detsim(['run', 'lossy.yaml', '--checkpoint-every', '100', '--out', 'lossy'], lab);
