@@ -12,6 +12,7 @@ import { DetsimError } from '../core/formats/errors.js';
 import type { ReasonCode } from '../core/formats/reasons.js';
 import { RationalNs, isId, isU64, type Id, type U64 } from '../core/formats/scalars.js';
 import { deriveSeed, deriveSeeds, SEED_ALGORITHM, type SeedCollision } from '../core/formats/seed.js';
+import { asSpecifiers, moduleGraph } from '../core/models/identity.js';
 import { ParamError, checkModelParams } from '../core/models/params.js';
 
 /** The envelope v1 bound: a checkpoint holds at most 60 agents. */
@@ -497,6 +498,8 @@ function checkModuleFile(path: string, shown: string, field: string): void {
       `is TypeScript, which the built CLI does not load (Node 20 runs JavaScript): compile it first with \`npx tsc --module nodenext --target es2022 ${basename(path)}\` and name ./${basename(js)} in the config`,
     );
   }
+  const lost = asSpecifiers(path, moduleGraph(path).unloadable);
+  if (lost.length > 0) refuse(`imports ${lost.join(', ')}, which ${lost.length === 1 ? 'is' : 'are'} not there`);
 }
 
 /** TypeScript module extensions: loaded only when detsim itself runs from source (tsx). */

@@ -83,6 +83,6 @@ function importsOf(files: number): string {
 /** "; it imports ./policy.js, which is not there" for the relative imports a found module names that are missing. */
 function missingOf(missing: readonly string[]): string {
   if (missing.length === 0) return '';
-  const named = missing.map((m) => (m.startsWith('../') ? m : `./${m}`)).join(', ');
+  const named = missing.join(', ');
   return `; it imports ${named}, which ${missing.length === 1 ? 'is' : 'are'} not there (copy the files it imports beside it, laid out as they were)`;
 }

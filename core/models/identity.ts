@@ -37,8 +37,8 @@ let lexer: typeof Lexer | undefined;
 const lexerOf = (): typeof Lexer => (lexer ??= createRequire(import.meta.url)('es-module-lexer/js') as typeof Lexer);
 
 /** What `file` (source `text`) imports with a literal relative specifier: the files found, and those not there. */
-function localImports(file: string, text: string): { found: string[]; missing: string[] } {
-  const out = { found: [] as string[], missing: [] as string[] };
+function localImports(file: string, text: string): { found: string[]; missing: string[]; unloadable: string[] } {
+  const out = { found: [] as string[], missing: [] as string[], unloadable: [] as string[] };
   if (!MAY_IMPORT_OWN.test(text)) return out;
   let imports: ReturnType<typeof Lexer.parse>[0] = [];
   try {
@@ -50,7 +50,13 @@ function localImports(file: string, text: string): { found: string[]; missing: s
     if (i.type === 'import-meta' || i.specifier === undefined || !RELATIVE.test(i.specifier)) continue;
     if (i.type === 'dynamic' ? i.glob || i.probablyTypeOnly : i.typeOnly) continue;
     const path = fileURLToPath(new URL(i.specifier, pathToFileURL(file)));
-    (isFile(path) ? out.found : out.missing).push(path);
+    if (isFile(path)) out.found.push(path);
+    else {
+      out.missing.push(path);
+      // A static import that is not there fails the module's import for certain (unless tsx maps
+      // ./x.js to the ./x.ts beside it, from source).
+      if (i.type !== 'dynamic' && !isFile(path.replace(/\.([mc]?)js$/, '.$1ts'))) out.unloadable.push(path);
+    }
   }
   const req = createRequire(file);
   for (const m of text.matchAll(REQUIRE)) {
@@ -68,11 +74,14 @@ export interface ModuleGraph {
   files: { path: string; digest: string }[];
   /** Absolute paths a relative import names that are no file (the worker's import fails on them). */
   missing: string[];
+  /** Those of them named by a static import or re-export: the module cannot be imported at all. */
+  unloadable: string[];
 }
 
 export function moduleGraph(entry: string): ModuleGraph {
   const seen = new Map<string, string>();
   const missing = new Set<string>();
+  const unloadable = new Set<string>();
   const pending = [resolve(entry)];
   while (pending.length > 0) {
     const path = pending.pop()!;
@@ -83,8 +92,10 @@ export function moduleGraph(entry: string): ModuleGraph {
     const imports = localImports(path, bytes.toString('utf8'));
     pending.push(...imports.found.reverse());
     for (const m of imports.missing) missing.add(m);
+    for (const m of imports.unloadable) unloadable.add(m);
   }
-  return { files: [...seen].map(([path, digest]) => ({ path, digest })), missing: [...missing].sort() };
+  const files = [...seen].map(([path, digest]) => ({ path, digest }));
+  return { files, missing: [...missing].sort(), unloadable: [...unloadable].sort() };
 }
 
 /** The model module at `entry` and every file it reaches through relative imports, each once, entry first. */
@@ -127,7 +138,7 @@ export interface ModuleSearch {
   readonly path: string | null;
   /**
    * Modules with the identity's name whose digest differs (the model source changed): how many
-   * files the digest covers, and the relative imports not found beside it (relative to its directory).
+   * files the digest covers, and the relative imports not found beside it (as specifiers from it).
    */
   readonly changed: readonly { path: string; digest: string; files: number; missing: string[] }[];
   readonly looked: readonly string[];
@@ -144,8 +155,15 @@ export function findModule(model: string, first: string | undefined, dirs: reado
     const graph = moduleGraph(path);
     const digest = digestOf(path, graph.files);
     if (digest === id.digest) return { path, changed, looked: candidates };
-    const missing = graph.missing.map((m) => relative(dirname(path), m).split(sep).join('/'));
-    changed.push({ path, digest, files: graph.files.length, missing });
+    changed.push({ path, digest, files: graph.files.length, missing: asSpecifiers(path, graph.missing) });
   }
   return { path: null, changed, looked: candidates };
+}
+
+/** Absolute paths as relative specifiers from the module at `from` (`./lib/a.js`, `../b.js`). */
+export function asSpecifiers(from: string, paths: readonly string[]): string[] {
+  return paths.map((p) => {
+    const rel = relative(dirname(from), p).split(sep).join('/');
+    return rel.startsWith('../') ? rel : `./${rel}`;
+  });
 }

@@ -25,6 +25,7 @@ function runConfig(text: string, extra: string[] = []) {
   const dir = mkdtempSync(join(tmpdir(), 'detsim-input-'));
   writeFileSync(join(dir, 'not-a-module.txt'), 'hello\n');
   mkdirSync(join(dir, 'a-directory.ts'));
+  writeFileSync(join(dir, 'imports-missing.mjs'), "import { x } from './lib/gone.mjs';\nexport default x;\n");
   const file = join(dir, 'config.yaml');
   writeFileSync(file, text);
   const out = join(dir, 'runs');
@@ -77,6 +78,12 @@ const badConfigs: [string, string, string, string][] = [
     'agents[0].model',
   ],
   [
+    'a model module whose static import is not there',
+    variant('model: lif', 'model: ./imports-missing.mjs'),
+    'struct_unknown_model',
+    'agents[0].model',
+  ],
+  [
     'a model module file: URL naming a host',
     variant('model: lif', 'model: "file://elsewhere/m.ts"'),
     'struct_unknown_model',
@@ -114,6 +121,11 @@ describe('detsim run refuses bad input before anything starts (CLI)', () => {
       expect(existsSync(out)).toBe(false);
     });
   }
+
+  it('a model module whose import is not there is refused naming the import', () => {
+    const { r } = runConfig(variant('model: lif', 'model: ./imports-missing.mjs'));
+    expect(r.stderr).toMatch(/model module "\.\/imports-missing\.mjs" imports \.\/lib\/gone\.mjs, which is not there \(/);
+  });
 
   for (const steps of ['0', String(MAX_STEPS + 1), '1e3']) {
     it(`--steps ${steps}: exit 2 naming --steps, no run directory`, () => {
