@@ -124,7 +124,9 @@ describe('detsim run refuses bad input before anything starts (CLI)', () => {
 
   it('a model module whose import is not there is refused naming the import', () => {
     const { r } = runConfig(variant('model: lif', 'model: ./imports-missing.mjs'));
-    expect(r.stderr).toMatch(/model module "\.\/imports-missing\.mjs" imports \.\/lib\/gone\.mjs, which is not there \(/);
+    expect(r.stderr).toMatch(
+      /model module "\.\/imports-missing\.mjs" imports \.\/lib\/gone\.mjs, which is not there \(/,
+    );
   });
 
   for (const steps of ['0', String(MAX_STEPS + 1), '1e3']) {

@@ -3,7 +3,7 @@
 // model's words) as on worker processes; the coordinator survives it and no thread is left behind;
 // strict mode guards each thread on its own, its shared-state guard included. Real threads and
 // processes, user model modules from test/coordinator/fixtures. Not the happy path across transports (transports.test.ts).
-import { copyFileSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { resolveConfig, type RunPlan, type Transport } from '../../coordinator/config.js';
@@ -308,7 +308,7 @@ describe('a thread that refuses its options fails start-up as a process does', (
     for (const transport of BOTH) {
       const dir = tmpOut('detsim-gone-model-');
       const model = join(dir, 'gone.ts');
-      copyFileSync(join(FIXTURES, 'throw-in-prepare.ts'), model);
+      writeFileSync(model, "export default { kind: 'agent' };\n"); // never loaded: gone before the launch
       const plan = isolationPlan(transport, [{ id: 'gone', model }]);
       rmSync(model); // after the plan checked it, before a worker loads it
       const threads = osThreadCount();
