@@ -18,11 +18,6 @@ const IDENTITY = /^module:([^/\\@]+)@sha256:([0-9a-f]{64})$/;
 
 const sha256 = (bytes: Buffer | string): string => createHash('sha256').update(bytes).digest('hex');
 
-/** SHA-256 of a file's bytes, hex. */
-export function fileDigest(path: string): string {
-  return sha256(readFileSync(path));
-}
-
 const RELATIVE = /^\.{1,2}\//;
 /** `require('./x')` with a literal relative specifier (CommonJS; what tsc emits for an import). */
 const REQUIRE = /\brequire\s*\(\s*(['"])(\.{1,2}\/[^'"\n]*)\1\s*\)/g;
@@ -114,9 +109,8 @@ export function moduleDigest(path: string): string {
 
 function digestOf(path: string, files: ModuleGraph['files']): string {
   if (files.length === 1) return files[0]!.digest;
-  const dir = dirname(resolve(path));
   const lines = files
-    .map((f) => `${relative(dir, f.path).split(sep).join('/')}\t${f.digest}\n`)
+    .map((f) => `${posixRelative(path, f.path)}\t${f.digest}\n`)
     .sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
   return sha256(lines.join(''));
 }
@@ -163,7 +157,14 @@ export function findModule(model: string, first: string | undefined, dirs: reado
 /** Absolute paths as relative specifiers from the module at `from` (`./lib/a.js`, `../b.js`). */
 export function asSpecifiers(from: string, paths: readonly string[]): string[] {
   return paths.map((p) => {
-    const rel = relative(dirname(from), p).split(sep).join('/');
+    const rel = posixRelative(from, p);
     return rel.startsWith('../') ? rel : `./${rel}`;
   });
+}
+
+/** `path` relative to the directory of the module at `from`, with `/` separators. */
+function posixRelative(from: string, path: string): string {
+  return relative(dirname(resolve(from)), path)
+    .split(sep)
+    .join('/');
 }
