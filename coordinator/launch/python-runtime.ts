@@ -127,7 +127,7 @@ for spec in arg['models']:
         with open(path, 'rb') as f:
             h.update(f'\\n{rel}=sha256:{hashlib.sha256(f.read()).hexdigest()}'.encode())
     top = module.split('.')[0]
-    for dist in sorted(importlib.metadata.packages_distributions().get(top, [])):
+    for dist in sorted(DISTRIBUTED.get(top, [])):
         h.update(f'\\n{dist}=={importlib.metadata.version(dist)}'.encode())
     digests[spec] = h.hexdigest()
 for check in arg['checks']:

@@ -102,12 +102,12 @@ export function reproHashOfSteps(
 ): { reproHash: string; unknownFields: UnknownField[]; steps: number } {
   const whole = () => {
     const receipt = rebasedReceipt({ ...head, steps: [...steps()] as JsonValue[] });
-    return { ...reproHash(receipt, opts), steps: receipt.steps.length };
+    const h = reproHash(receipt, opts);
+    return { reproHash: h.reproHash, unknownFields: [...h.unknownFields], steps: receipt.steps.length };
   };
   if (opts.table !== undefined) {
     if (each) throw new Error('reproHashOfSteps: a custom classification table hashes the receipt whole');
-    const h = whole();
-    return { reproHash: h.reproHash, unknownFields: [...h.unknownFields], steps: h.steps };
+    return whole();
   }
   const hasher = new ReproStepsHasher(head, opts);
   let n = 0;
@@ -120,8 +120,7 @@ export function reproHashOfSteps(
     }
   } catch (e) {
     if (!(e instanceof StepsOutOfOrder) || each) throw e;
-    const h = whole();
-    return { reproHash: h.reproHash, unknownFields: [...h.unknownFields], steps: h.steps };
+    return whole();
   }
   return { ...hasher.finish(), steps: n };
 }
