@@ -37,7 +37,7 @@ import { checkRebind, type Rebind } from './fork-rebind.js';
 import type { HostContext, HostReply } from './host-context.js';
 import { callModel, invalid, loadModel, releaseState } from './model-call.js';
 import { PrepareStateGuard } from './prepare-guard.js';
-import { loadedModuleIdentity, resolveAgentModel } from './models/registry.js';
+import { loadedIdentityField, loadedModuleIdentity, mismatchMessage, resolveAgentModel } from './models/registry.js';
 import { ONE_MS, NO_DATASET_DIGEST, type AgentModel, type AgentReward, type JsonObject } from './sdk.js';
 import { exactCapture } from './capture-check.js';
 import { capturedBytes, capturedPayload, encodeCapture } from './capture-encode.js';
@@ -270,6 +270,7 @@ export class AgentHost {
       datasetDigest: identity.datasetDigest,
       tickDuration: identity.tickDuration.toJSON(),
       committedStep: '0',
+      ...loadedIdentityField(identity),
     };
     return {
       ...identity,
@@ -711,7 +712,8 @@ export class AgentHost {
     if (!live && typeof payload.strict === 'boolean') identity.strict = payload.strict;
     const order = ['modelVersion', 'plasticityVersion', 'datasetDigest', 'profileDigest'] as const;
     const mismatch = firstMismatch(payload, identity as unknown as Record<string, unknown>, order);
-    if (mismatch) throw new ProtocolRefusal('INCOMPATIBLE_STATE', `agent ${agentId}: ${mismatch}`);
+    if (mismatch)
+      throw new ProtocolRefusal('INCOMPATIBLE_STATE', mismatchMessage(`agent ${agentId}`, mismatch, identity));
     if (identity.compatibilityDigest !== compatibilityDigest) {
       throw new ProtocolRefusal(
         'INCOMPATIBLE_STATE',

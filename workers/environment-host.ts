@@ -26,7 +26,13 @@ import {
 import { checkRebind, type Rebind } from './fork-rebind.js';
 import type { HostContext, HostReply } from './host-context.js';
 import { callModel, invalid, loadModel, releaseState } from './model-call.js';
-import { BUILTIN_ENVIRONMENT_MODELS, loadedModuleIdentity, resolveEnvironmentModel } from './models/registry.js';
+import {
+  BUILTIN_ENVIRONMENT_MODELS,
+  loadedIdentityField,
+  loadedModuleIdentity,
+  mismatchMessage,
+  resolveEnvironmentModel,
+} from './models/registry.js';
 import { StepCache, bodyKey, opKey } from './op-cache.js';
 import type { EnvironmentModel, JsonObject, PortAction, PortBinding } from './sdk.js';
 import { exactCapture } from './capture-check.js';
@@ -37,6 +43,8 @@ interface EnvIdentity {
   modelSpec: string;
   model: EnvironmentModel<unknown>;
   strict: boolean;
+  /** A built-in model (no module identity to report). */
+  builtin: boolean;
   params: JsonObject;
   seed: number;
   stepDuration: RationalNs;
@@ -171,6 +179,7 @@ export class EnvironmentHost {
       profileDigest: identity.profileDigest,
       boundary: '0',
       observations: byAgentId(observations),
+      ...loadedIdentityField(identity),
     };
     this.env = { ...identity, state, epoch: scope.epoch, boundary: 0n, failed: false, initDigest: digest, initResult };
     this.ctx.progress(req.requestId);
@@ -208,6 +217,7 @@ export class EnvironmentHost {
       modelSpec,
       model,
       strict,
+      builtin,
       params,
       seed,
       stepDuration,
@@ -482,7 +492,7 @@ export class EnvironmentHost {
       'profileDigest',
       'ports',
     ]);
-    if (mismatch) throw new ProtocolRefusal('INCOMPATIBLE_STATE', `environment: ${mismatch}`);
+    if (mismatch) throw new ProtocolRefusal('INCOMPATIBLE_STATE', mismatchMessage('environment', mismatch, identity));
     if (identity.compatibilityDigest !== expectDigest)
       throw new ProtocolRefusal(
         'INCOMPATIBLE_STATE',

@@ -46,90 +46,21 @@ const venvHint = (): string => {
 
 // Run by the interpreter: argv[1] = JSON {dirs, models, checks}; prints {"digests", "missing", "refused"}.
 // checks: [{model, params, field}]: the model's resolve_params on its params (imports the module).
-// A model's digest (docs/spec/model-identity.md): its module's source, then "\n<path>=sha256:<digest>"
-// for each file of the researcher's own it imports (found under the directory the module's top-level
-// package is in, not in an installed environment), sorted by path, then "\n<dist>==<version>".
+// A model's digest (docs/spec/model-identity.md) is detsim_worker.model_source's, which the Python
+// worker reports too (its Initialize result's modelIdentity).
 const PROBE = `
-import ast, hashlib, importlib, importlib.metadata, importlib.util, json, os, sys
+import importlib, json, sys
 arg = json.loads(sys.argv[1])
 sys.path[:0] = arg['dirs']
 import detsim_worker
+from detsim_worker.model_source import source_digest
 digests, missing, refused, unfound = {}, [], [], {}
-INSTALLED = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
-DISTRIBUTED = importlib.metadata.packages_distributions()
-def own(path, root, name, top):
-    # Another package installed as a distribution (an editable install too) is not the model's own.
-    if name.split('.')[0] != top and name.split('.')[0] in DISTRIBUTED:
-        return False
-    path = os.path.realpath(path)
-    parts = path.split(os.sep)
-    return (os.path.commonpath([path, root]) == root and 'site-packages' not in parts and 'dist-packages' not in parts
-            and not any(os.path.commonpath([path, p]) == p for p in INSTALLED))
-def imported(name, origin):
-    try:
-        with open(origin, 'rb') as f:
-            tree = ast.parse(f.read())
-    except Exception:
-        return
-    package = name if os.path.basename(origin) == '__init__.py' else name.rpartition('.')[0]
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            yield from ((a.name, True) for a in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            try:
-                base = importlib.util.resolve_name('.' * node.level + (node.module or ''), package)
-            except Exception:
-                continue
-            yield base, True
-            yield from ((base + '.' + a.name, False) for a in node.names if a.name != '*')
-def own_files(module, origin):
-    depth = module.count('.') + (os.path.basename(origin) == '__init__.py')
-    root = os.path.realpath(origin)
-    for _ in range(depth + 1):
-        root = os.path.dirname(root)
-    seen, pending = {os.path.realpath(origin)}, [(module, origin)]
-    while pending:
-        name, path = pending.pop()
-        names = dict(imported(name, path))
-        names[name] = True
-        wanted = {}
-        for n, required in names.items():
-            for i in range(1, n.count('.') + 2):
-                part = '.'.join(n.split('.')[:i])
-                wanted[part] = wanted.get(part, False) or required or part != n
-        for n in sorted(wanted):
-            try:
-                s = importlib.util.find_spec(n)
-            except Exception:
-                s = None
-            if s is None and wanted[n]:
-                unfound.setdefault(module, set()).add(n)
-            if s is None or not s.origin or not os.path.isfile(s.origin) or not own(s.origin, root, n, module.split('.')[0]):
-                continue
-            real = os.path.realpath(s.origin)
-            if real not in seen:
-                seen.add(real)
-                pending.append((n, s.origin))
-    seen.discard(os.path.realpath(origin))
-    return sorted((os.path.relpath(p, root).replace(os.sep, '/'), p) for p in seen)
 for spec in arg['models']:
-    module = spec[len('python:'):].partition(':')[0]
-    try:
-        found = importlib.util.find_spec(module)
-    except Exception:
-        found = None
-    if found is None or not found.origin or not os.path.isfile(found.origin):
+    digest, unfound[spec] = source_digest(spec)
+    if digest is None:
         missing.append(spec)
-        continue
-    with open(found.origin, 'rb') as f:
-        h = hashlib.sha256(f.read())
-    for rel, path in own_files(module, found.origin):
-        with open(path, 'rb') as f:
-            h.update(f'\\n{rel}=sha256:{hashlib.sha256(f.read()).hexdigest()}'.encode())
-    top = module.split('.')[0]
-    for dist in sorted(DISTRIBUTED.get(top, [])):
-        h.update(f'\\n{dist}=={importlib.metadata.version(dist)}'.encode())
-    digests[spec] = h.hexdigest()
+    else:
+        digests[spec] = digest
 for check in arg['checks']:
     if check['model'] in missing:
         continue
@@ -143,7 +74,7 @@ for check in arg['checks']:
         refused.append({'field': check['field'], 'param': getattr(e, 'param', None), 'message': str(e),
                         'unknown': bool(getattr(e, 'unknown', False))})
 print(json.dumps({'digests': digests, 'missing': missing, 'refused': refused,
-                  'unfound': {spec: sorted(unfound.get(spec[len('python:'):].partition(':')[0], ())) for spec in digests}}))
+                  'unfound': {spec: unfound[spec] for spec in digests}}))
 `;
 
 /**
@@ -170,12 +101,15 @@ export function checkPythonWorker(plan: RunPlan): void {
       `${field}: python needs a Python interpreter (>= 3.10), and ${JSON.stringify(python)} (${why}) cannot be run; set DETSIM_PYTHON to one${venvHint()}`,
       field,
     );
-  if (probe.status !== 0)
+  if (probe.status !== 0) {
+    // Python's own last line (e.g. an installed detsim_worker older than this checkout's) says which import failed.
+    const said = probe.stderr.trim().split('\n').at(-1) ?? '';
     throw new DetsimError(
       'struct_invalid_field',
-      `${field}: python needs the detsim_worker package, which ${JSON.stringify(python)} (${why}) cannot import; install it with: ${pythonWorkerInstallCommand(python)}${venvHint()}`,
+      `${field}: python needs the detsim_worker package, which ${JSON.stringify(python)} (${why}) cannot import${said ? ` (${said})` : ''}; install it with: ${pythonWorkerInstallCommand(python)}${venvHint()}`,
       field,
     );
+  }
   const found = JSON.parse(probe.stdout) as {
     digests: Record<string, string>;
     missing: string[];

@@ -31,6 +31,7 @@ import {
   type ResultOf,
 } from '../../core/protocol/index.js';
 import { IllegalTransition } from './illegal-transition.js';
+import { PlannedModels } from './loaded-models.js';
 import { RunFailure, type RunPhase } from './run-failure.js';
 import { batchIdFor, type TraceAgent, type TraceReward, type TransitionTrace } from '../trace/trace.js';
 
@@ -358,6 +359,8 @@ export class Lockstep {
     );
     this.expect(r.boundary === '0', () => `boundary is ${JSON.stringify(r.boundary)}, expected "0"`, ctxEnv);
     this.checkDigest(r.profileDigest, 'profileDigest', ctxEnv);
+    const copies = new PlannedModels(plan);
+    this.checkLoadedModel(plan.environment.model, r.modelIdentity, 'environment model', copies, ctxEnv);
     this.observations = this.readObservations(r.observations, ctxEnv);
 
     const replies = await this.dispatch(this.fleet.agents, [['agent-initialize', 0n]], (w) =>
@@ -392,6 +395,8 @@ export class Lockstep {
           ctx,
         );
         this.checkDigest(entry.profileDigest, `${entry.agentId}.profileDigest`, ctx);
+        const model = plan.agents.find((a) => a.agentId === entry.agentId)!.model;
+        this.checkLoadedModel(model, entry.modelIdentity, `agent ${entry.agentId}'s model`, copies, ctx);
         this.checked(ctx, () => RationalNs.readDuration(entry.tickDuration, `${entry.agentId}.tickDuration`));
         agents.set(entry.agentId, entry);
       }
@@ -922,6 +927,12 @@ export class Lockstep {
       if (e instanceof DetsimError) throw new StepFault('protocol', e.message, ctx);
       throw e;
     }
+  }
+
+  /** A worker that loaded another copy of a user model than this machine's is refused (loaded-models.ts). */
+  private checkLoadedModel(planned: string, reported: unknown, who: string, copies: PlannedModels, ctx: Site): void {
+    const why = copies.mismatch(planned, reported, who);
+    if (why !== undefined) throw RunFailure.ofIdentity('ident_model_source_changed', why, ctx);
   }
 
   private checkDigest(value: unknown, field: string, ctx: Site): void {

@@ -179,7 +179,17 @@ export class WorkerIdentityRefusal extends DetsimError {
   }
 }
 
-/** Whether `e` is a worker's identity failure during the start-up (launch, Hello): a refusal while the run has not begun. */
+/**
+ * Whether `e` is a worker's identity failure during the start-up (launch, Hello), or at a fresh run's
+ * Initialize (the worker loaded another copy of a model module): a refusal while the run has not begun.
+ */
 export function isStartupIdentityFailure(e: unknown): e is RunFailure {
-  return e instanceof RunFailure && e.kind === 'identity' && (e.phase === 'startup' || e.phase === 'hello');
+  return e instanceof RunFailure && e.kind === 'identity' && STARTUP_PHASES.has(e.phase);
 }
+
+const STARTUP_PHASES: ReadonlySet<RunPhase> = new Set([
+  'startup',
+  'hello',
+  'environment-initialize',
+  'agent-initialize',
+]);

@@ -220,7 +220,8 @@ function freshStart(
     epoch,
     baseEpoch: epoch,
     startedFields: { runDir, steps, dispatch, agents: plan.agents.length, workers: plan.workers.length },
-    accepted: (e) => began || !isStartupIdentityFailure(e),
+    // A refusal until the run began, and at its Initialize (a worker's copy of a model differs): no run.json yet.
+    accepted: (e) => !isStartupIdentityFailure(e) || (began && (e.phase === 'startup' || e.phase === 'hello')),
     begin: async ({ fleet, lockstep, logger }) => {
       began = true;
       const ids = await lockstep.initialize();

@@ -100,6 +100,8 @@ export interface EnvironmentInitializeResult {
   profileDigest: Digest;
   boundary: '0';
   observations: AgentObservation[];
+  /** A model module's identity as the worker loaded it (`module:<file>@sha256:…`); absent for a built-in model. */
+  modelIdentity?: string;
 }
 export interface PortAction {
   portId: Id;
@@ -146,6 +148,8 @@ export interface AgentInitializeResultEntry {
   datasetDigest: Digest;
   tickDuration: RationalNsJson;
   committedStep: '0';
+  /** A model module's identity as the worker loaded it (`module:<file>@sha256:…`); absent for a built-in model. */
+  modelIdentity?: string;
 }
 export interface AgentInitializeResult {
   agents: AgentInitializeResultEntry[];

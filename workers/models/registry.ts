@@ -61,6 +61,27 @@ export function loadedModuleIdentity(spec: string): string {
   return id;
 }
 
+/**
+ * An Initialize result's `modelIdentity`: the identity of the module this worker loaded, which the
+ * coordinator holds against its own copy's (a worker on another host may have other files at the
+ * same path); nothing for a built-in model.
+ */
+export function loadedIdentityField(m: { builtin: boolean; modelSpec: string }): { modelIdentity?: string } {
+  return m.builtin ? {} : { modelIdentity: loadedModuleIdentity(m.modelSpec) };
+}
+
+/**
+ * A restore's identity mismatch as a refusal message: a model module's differing profile digest
+ * names the copy this worker loaded (a worker on another host may hold other files at the path).
+ */
+export function mismatchMessage(who: string, mismatch: string, m: { builtin: boolean; modelSpec: string }): string {
+  if (m.builtin || !mismatch.startsWith('profileDigest')) return `${who}: ${mismatch}`;
+  return (
+    `${who}: ${mismatch}; this worker loaded ${loadedModuleIdentity(m.modelSpec)}:` +
+    ` the checkpoint was taken with another copy of the model's files (or other params)`
+  );
+}
+
 async function importModel(
   spec: string,
   kind: 'agent' | 'environment',

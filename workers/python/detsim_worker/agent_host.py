@@ -26,6 +26,7 @@ from .checks import (
 )
 from .fork_rebind import Rebind, check_rebind
 from .model_call import call_model, invalid, load_model
+from .model_source import identity_field
 from .op_cache import StepCache, StepEntry, op_key
 from .prepare_guard import PrepareStateGuard
 from .protocol import ProtocolRefusal, Request
@@ -229,6 +230,7 @@ class AgentHost:
             'datasetDigest': ident.dataset_digest,
             'tickDuration': ident.tick_duration.to_json(),
             'committedStep': '0',
+            **identity_field(ident.model_spec),
         }
         return AgentSlot(
             ident,

@@ -25,6 +25,7 @@ from .checks import (
 )
 from .fork_rebind import Rebind, check_rebind
 from .model_call import call_model, invalid, load_model
+from .model_source import identity_field
 from .op_cache import StepCache, StepEntry, op_key
 from .protocol import ProtocolRefusal, Request
 from .registry import resolve_model
@@ -169,6 +170,7 @@ class EnvironmentHost:
             'profileDigest': ident.profile_digest,
             'boundary': '0',
             'observations': by_agent_id(observations),
+            **identity_field(ident.model_spec),
         }
         self.env = EnvSlot(ident, state, scope['epoch'], 0, False, digest, init_result)
         self.ctx.progress(req.request_id)
