@@ -229,7 +229,7 @@ export async function resumeRun(runDirArg: string, opts: ResumeOptions = {}): Pr
 async function resumeLocked(runDir: string, opts: ResumeOptions): Promise<ResumeResult> {
   const p = await prepareResume(runDir, opts);
   // Workers started by hand announce themselves again (launch.json recorded a rendezvous placement).
-  const existingWorkers = await findExistingWorkers(p.plan, opts);
+  const existingWorkers = await findExistingWorkers(p.plan, opts, opts.onEvent);
   const checkpoints =
     p.every > 0
       ? new CheckpointRun({

@@ -63,6 +63,8 @@ export function runFailureExit(e: unknown, command: 'run' | 'resume' | 'fork', r
  */
 export function interruptedLine(e: RunFailure, command: 'run' | 'resume' | 'fork', runDir: string | undefined): string {
   const what = command === 'resume' ? 'the resumed run' : command === 'fork' ? 'the fork' : 'the run';
+  if (runDir === undefined && e.step === null)
+    return `detsim: ${what} was interrupted before it started (${e.detail}); nothing was written`;
   const step = runDir === undefined ? null : stepsDone(runDir);
   const at = `detsim: ${what} was interrupted at step ${step ?? e.step ?? '?'}`;
   const last = runDir === undefined ? null : lastCheckpoint(runDir);

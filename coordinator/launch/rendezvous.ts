@@ -33,6 +33,7 @@ export async function awaitRendezvous(
   plan: RunPlan,
   placement: RendezvousPlacement,
   signal?: AbortSignal,
+  onWaiting?: (line: string) => void,
 ): Promise<Map<Id, ExistingWorker>> {
   requireExistingDirectory(placement.dir, `workers.rendezvous.dir: ${placement.dir}`, 'workers.rendezvous.dir');
   const needed = plan.workers
@@ -50,17 +51,16 @@ export async function awaitRendezvous(
         if (record) found.set(workerId, acceptRecord(plan, workerId, record, placement.dir));
       }
       if (found.size === needed.length) return new Map(needed.map((id) => [id, found.get(id)!]));
+      const missing = needed.filter((id) => !found.has(id));
       if (signal?.aborted)
-        throw new RunFailure('aborted', 'the run was interrupted while waiting for rendezvous records', {
+        throw new RunFailure('aborted', `while waiting for ${missing.join(', ')} in ${placement.dir}`, {
           step: null,
           phase: 'startup',
         });
+      if (onWaiting) onWaiting(waitingLine(placement, missing, needed.length));
+      onWaiting = undefined; // said once
       const left = deadline - performance.now();
-      if (left <= 0)
-        throw timeout(
-          placement,
-          needed.filter((id) => !found.has(id)),
-        );
+      if (left <= 0) throw timeout(placement, missing);
       await wake.next(Math.min(left, RENDEZVOUS_POLL_MS), signal);
     }
   } finally {
@@ -123,6 +123,14 @@ function acceptRecord(plan: RunPlan, workerId: Id, record: RendezvousRecord, dir
   if (record.contractDigest !== CONTRACT_DIGEST)
     mismatch('contractDigest', 'the worker speaks another protocol contract than this coordinator');
   return { address: record.address, certificateFingerprint: record.certificateFingerprint };
+}
+
+/** What a run waiting for hand-started workers says once, so a silent terminal is not a hang. */
+function waitingLine(placement: RendezvousPlacement, missing: Id[], of: number): string {
+  return (
+    `waiting up to ${placement.timeoutMs / 1000} s for ${missing.length} of ${of} workers to announce themselves` +
+    ` in ${placement.dir}: ${missing.join(', ')} (start each with: detsim worker … --rendezvous ${placement.dir})`
+  );
 }
 
 function timeout(placement: RendezvousPlacement, missing: Id[]): DetsimError {

@@ -44,7 +44,7 @@ export interface RunOptions extends SessionOptions {
   /** Override the config's step count. */
   steps?: number;
   dispatch?: Dispatch;
-  /** Warnings (seed collisions) as one line each; default: stderr. */
+  /** Lines for the user before the run starts (seed collisions, a wait for hand-started workers); default: stderr. */
   onWarning?: (line: string) => void;
   /** Steps per trace segment (trace/NNNNNN.jsonl.gz, docs/spec/trace-store.md; default DEFAULT_SEGMENT_STEPS). */
   segmentSteps?: number;
@@ -142,7 +142,7 @@ export async function runSession(config: RunPlan | string, opts: RunOptions = {}
   for (const c of plan.seedCollisions) warn(collisionWarning(c));
 
   // Workers placed by rendezvous are found before the run directory exists: a refusal writes nothing.
-  const existingWorkers = await findExistingWorkers(plan, opts);
+  const existingWorkers = await findExistingWorkers(plan, opts, warn);
   const runDir = opts.runDir
     ? createRunDir(opts.runDir)
     : allocateRunDir(opts.outDir ?? DEFAULT_RUNS_DIR, plan.sessionId);
@@ -168,11 +168,12 @@ export async function runSession(config: RunPlan | string, opts: RunOptions = {}
 export async function findExistingWorkers(
   plan: RunPlan,
   opts: Pick<RunOptions, 'signal' | 'handleSignals'>,
+  onWaiting?: (line: string) => void,
 ): Promise<SessionOptions['existingWorkers']> {
   if (!plan.rendezvous || plan.launcher?.kind === 'slurm') return undefined;
   const { signal, release } = abortWiring(opts);
   try {
-    const found = await awaitRendezvous(plan, plan.rendezvous, signal);
+    const found = await awaitRendezvous(plan, plan.rendezvous, signal, onWaiting);
     await checkRendezvousCertificates(plan, plan.rendezvous, found);
     return found;
   } finally {

@@ -308,11 +308,42 @@ describe('workers.placement: rendezvous', () => {
     const env = startHandWorker({ workerId: 'worker-env', role: 'environment', rendezvous: dir });
     await env.ready;
     const r = await detsimRun([lifPairConfigFile(dir, 1), '--out', out]);
-    const line = expectCliRefusal(asSpawnResult(r), 'ident_rendezvous_timeout', 'workers.rendezvous');
+    // First what it waits for (said once, so a quiet terminal is not a hang), then the refusal.
+    const [waiting, ...rest] = r.stderr.trim().split('\n');
+    expect(waiting).toBe(
+      `waiting up to 1 s for 2 of 3 workers to announce themselves in ${dir}: worker-0, worker-1` +
+        ` (start each with: detsim worker … --rendezvous ${dir})`,
+    );
+    const refused = { ...asSpawnResult(r), stderr: rest.join('\n') };
+    const line = expectCliRefusal(refused, 'ident_rendezvous_timeout', 'workers.rendezvous');
     expect(line).toContain(`no record from worker-0, worker-1 in ${dir} within 1 s`);
     expect(readdirSync(out)).toEqual([]);
     // The worker that did come is left alone, record and all.
     expect(readdirSync(dir)).toEqual(['worker-env.json']);
+  });
+
+  it('Ctrl-C while waiting: one line naming the workers still awaited, nothing written', async () => {
+    const dir = tempDir('ds-rv-');
+    const out = tempDir('ds-rv-out-');
+    const child = spawn(process.execPath, [CLI_MAIN, 'run', lifPairConfigFile(dir, 60), '--out', out], {
+      cwd: REPO_ROOT,
+    });
+    let stderr = '';
+    const waiting = new Promise<void>((res) =>
+      child.stderr.on('data', (d: Buffer) => {
+        stderr += d.toString();
+        if (stderr.includes('waiting up to 60 s')) res();
+      }),
+    );
+    const exited = new Promise<number | null>((res) => child.once('exit', res));
+    await waiting;
+    child.kill('SIGINT');
+    expect(await exited).toBe(130);
+    expect(stderr.trim().split('\n').at(-1)).toBe(
+      `detsim: the run was interrupted before it started (while waiting for worker-0, worker-1, worker-env in ${dir});` +
+        ' nothing was written',
+    );
+    expect(readdirSync(out)).toEqual([]);
   });
 
   it('a stale record (its worker killed with -9): one line naming the worker as unreachable, exit 2, no run directory', async () => {
