@@ -725,7 +725,7 @@ export class AgentHost {
     const timeline = this.timelineFrom(payload, bound, scope);
     const token = restoreToken(checkpointId, scope, ref.digest, this.ctx.incarnationId);
     this.staged.set(agentId, { token, checkpointId, scope, identity: bound, timeline });
-    return { result: { checkpointId, agentId, restoreToken: token } };
+    return { result: { checkpointId, agentId, restoreToken: token, ...loadedIdentityField(bound) } };
   }
 
   /** A fork's new params (fork-rebind.ts): the identity they give, once the model accepts the change. */

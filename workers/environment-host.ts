@@ -435,7 +435,7 @@ export class EnvironmentHost {
       identity,
       timeline: { state, epoch: scope.epoch, boundary: BigInt(scope.step) },
     };
-    return { result: { checkpointId, agentId: null, restoreToken: token } };
+    return { result: { checkpointId, agentId: null, restoreToken: token, ...loadedIdentityField(identity) } };
   }
 
   /** A fork's new params (fork-rebind.ts): the identity they give, once the model accepts the change. */

@@ -39,6 +39,7 @@ import type { RestoreRebind } from './fork-rebind.js';
 import { checkIdentity } from './restore-identity.js';
 import { LifecycleSlots } from './lifecycle-slots.js';
 import { firstRejection, settleFirstThenRest } from './side-by-side.js';
+import { PlannedModels } from '../session/loaded-models.js';
 
 /**
  * Where the checkpoint comes from: a store (named id or high-water; `loaded` when the caller
@@ -394,6 +395,7 @@ async function counted<T extends { requestId: string }>(
  */
 async function stageAll(r: RestoreContext, plan: readonly StagePlan[]): Promise<RestoredParticipant[]> {
   const { group, loaded, m, opts } = r;
+  const models = new PlannedModels(group.plan);
   const stageOne = async (p: StagePlan): Promise<{ requestId: string; restoreToken: Id }> => {
     let params: StageRestoreParams = {
       checkpointId: m.checkpointId,
@@ -411,6 +413,7 @@ async function stageAll(r: RestoreContext, plan: readonly StagePlan[]): Promise<
     const rep = await counted(r, p.agentId, () =>
       group.call(p.agentId, p.participant, METHODS.stageRestore, r.scope, params, attachment ? { attachment } : {}),
     );
+    checkLoadedModel(group, models, p, rep.result.modelIdentity);
     return { requestId: rep.requestId, restoreToken: rep.result.restoreToken };
   };
   const settled = await settleFirstThenRest(plan, stageOne);
@@ -433,6 +436,29 @@ async function stageAll(r: RestoreContext, plan: readonly StagePlan[]): Promise<
   throw annotate(
     failed.reason,
     `stage failed; nothing activates${staged.length > 0 ? `; tainted: ${staged.map((s) => s.participant).join(', ')}` : '; nothing was staged'}`,
+  );
+}
+
+/**
+ * A worker that staged a user model from another copy than this machine's (a hand-started worker
+ * on another host, coordinator/session/loaded-models.ts) is refused: the restore would splice
+ * another model into the run under its recorded identity.
+ */
+function checkLoadedModel(group: CheckpointGroup, models: PlannedModels, p: StagePlan, reported: unknown): void {
+  const { plan } = group;
+  const model = p.agentId === null ? plan.environment.model : plan.agents.find((a) => a.agentId === p.agentId)!.model;
+  const why = models.mismatch(model, reported, p.agentId === null ? 'environment model' : `agent ${p.agentId}'s model`);
+  if (why === undefined) return;
+  const workerId = group.workerOf(p.agentId).plan.workerId;
+  throw new CheckpointRefusal(
+    'INCOMPATIBLE_STATE',
+    'ident_model_source_changed',
+    `${p.participant} (${workerId}): ${why}`,
+    {
+      participant: p.participant,
+      workerId,
+      method: METHODS.stageRestore,
+    },
   );
 }
 

@@ -246,6 +246,8 @@ export interface StageRestoreResult {
   checkpointId: Id;
   agentId: Id | null;
   restoreToken: Id;
+  /** A user model's identity as the worker loaded it (as in the Initialize results); absent for a built-in model. */
+  modelIdentity?: string;
 }
 export interface ActivateRestoreParams {
   restoreToken: Id;

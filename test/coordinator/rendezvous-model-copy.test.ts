@@ -170,54 +170,80 @@ const pyPolicy = (dir: string) =>
   `def choose(r):\n    return '${dir}' if r % 3 == 0 else ('east' if r % 2 else 'west')\n`;
 const sha = (b: string) => createHash('sha256').update(b).digest('hex');
 
+/** The lab with a Python package model (its own module pymod/policy.py) on a hand-started Python agent worker. */
+function pyLab() {
+  const python = ensurePythonWorker();
+  const l = lab();
+  mkdirSync(join(l.dir, 'pymod'));
+  writeFileSync(join(l.dir, 'pymod', '__init__.py'), '');
+  writeFileSync(join(l.dir, 'pymod', 'agent.py'), PY_AGENT);
+  writeFileSync(join(l.dir, 'pymod', 'policy.py'), pyPolicy('north'));
+  const other = join(l.dir, 'other-policy.py');
+  writeFileSync(other, pyPolicy('south'));
+  const spec = 'python:pymod.agent:Agent';
+  const cfg = JSON.parse(readFileSync(l.config, 'utf8'));
+  cfg.agents.model = spec;
+  cfg.workers.runtime = 'python';
+  writeFileSync(l.config, JSON.stringify(cfg));
+  /** The identity docs/spec/model-identity.md defines, computed here by hand. */
+  const identity = (policyText: string) =>
+    `${spec}@sha256:${sha(`${PY_AGENT}\npymod/__init__.py=sha256:${sha('')}\npymod/policy.py=sha256:${sha(policyText)}`)}`;
+  /** The environment (TypeScript) and the Python agent worker, the latter seeing the other policy when `otherHost`. */
+  const start = async (otherHost: boolean): Promise<void> => {
+    const env = startHandWorker({
+      workerId: 'worker-env',
+      role: 'environment',
+      rendezvous: l.rv,
+      extra: ['--session', 'copy'],
+    });
+    const mount = `mount --bind "${other}" "${join(l.dir, 'pymod', 'policy.py')}" && exec "$@"`;
+    const agent = startHandWorker({
+      workerId: 'worker-0',
+      role: 'agent',
+      rendezvous: l.rv,
+      python,
+      extra: ['--session', 'copy', '--model', spec, '--model-path', l.dir],
+      ...(otherHost ? { prefix: ['unshare', '--mount', '--propagation', 'private', 'sh', '-c', mount, 'sh'] } : {}),
+    });
+    await Promise.all([env.ready, agent.ready]);
+  };
+  const cli = (args: string[]) =>
+    spawnSync(process.execPath, [join(REPO_ROOT, CLI_MAIN), ...args], {
+      cwd: l.dir,
+      encoding: 'utf8',
+      timeout: 60_000,
+      env: { ...process.env, DETSIM_PYTHON: python },
+    });
+  return { ...l, identity, start, cli, out: join(l.dir, 'runs') };
+}
+
 describe('a hand-started Python worker with another copy of the model', () => {
   it.skipIf(skip !== null)(
     'the run is refused before it starts, naming both identities (each recomputed here by hand)',
     async () => {
-      const python = ensurePythonWorker();
-      const l = lab();
-      mkdirSync(join(l.dir, 'pymod'));
-      writeFileSync(join(l.dir, 'pymod', '__init__.py'), '');
-      writeFileSync(join(l.dir, 'pymod', 'agent.py'), PY_AGENT);
-      writeFileSync(join(l.dir, 'pymod', 'policy.py'), pyPolicy('north'));
-      const other = join(l.dir, 'other-policy.py');
-      writeFileSync(other, pyPolicy('south'));
-      const spec = 'python:pymod.agent:Agent';
-      const cfg = JSON.parse(readFileSync(l.config, 'utf8'));
-      cfg.agents.model = spec;
-      cfg.workers.runtime = 'python';
-      writeFileSync(l.config, JSON.stringify(cfg));
-      const identity = (policyText: string) =>
-        `${spec}@sha256:${sha(`${PY_AGENT}\npymod/__init__.py=sha256:${sha('')}\npymod/policy.py=sha256:${sha(policyText)}`)}`;
-      const env = startHandWorker({
-        workerId: 'worker-env',
-        role: 'environment',
-        rendezvous: l.rv,
-        extra: ['--session', 'copy'],
-      });
-      const mount = `mount --bind "${other}" "${join(l.dir, 'pymod', 'policy.py')}" && exec "$@"`;
-      const agent = startHandWorker({
-        workerId: 'worker-0',
-        role: 'agent',
-        rendezvous: l.rv,
-        python,
-        extra: ['--session', 'copy', '--model', spec, '--model-path', l.dir],
-        prefix: ['unshare', '--mount', '--propagation', 'private', 'sh', '-c', mount, 'sh'],
-      });
-      await Promise.all([env.ready, agent.ready]);
-      const out = join(l.dir, 'runs');
-      const refused = spawnSync(process.execPath, [join(REPO_ROOT, CLI_MAIN), 'run', l.config, '--out', out], {
-        cwd: l.dir,
-        encoding: 'utf8',
-        timeout: 60_000,
-        env: { ...process.env, DETSIM_PYTHON: python },
-      });
+      const l = pyLab();
+      await l.start(true);
+      const refused = l.cli(['run', l.config, '--out', l.out]);
       expect(refused.status, refused.stderr).toBe(2);
       const line = refused.stderr.trim();
       expect(line).toMatch(/^detsim: \[ident_model_source_changed\] worker worker-0 \(agents w-0, w-1\)/);
-      expect(line).toContain(`the worker loaded ${identity(pyPolicy('south'))}`);
-      expect(line).toContain(`this machine's copy is ${identity(pyPolicy('north'))}`);
-      expect(readdirSync(out)).toEqual([]);
+      expect(line).toContain(`the worker loaded ${l.identity(pyPolicy('south'))}`);
+      expect(line).toContain(`this machine's copy is ${l.identity(pyPolicy('north'))}`);
+      expect(readdirSync(l.out)).toEqual([]);
     },
   );
+
+  it.skipIf(skip !== null)('a resume onto it is refused at its restore, naming both identities', async () => {
+    const l = pyLab();
+    await l.start(false);
+    const ran = l.cli(['run', l.config, '--out', l.out, '--checkpoint-every', '20', '--steps', '20']);
+    expect(ran.status, ran.stderr).toBe(0);
+    await stopAll();
+    await l.start(true);
+    const resumed = l.cli(['resume', join(l.out, 'copy-1'), '--steps', '40']);
+    expect(resumed.status, resumed.stderr).toBe(1);
+    expect(resumed.stderr).toContain('[ident_model_source_changed] agent w-0 (worker-0): agent w-0');
+    expect(resumed.stderr).toContain(`the worker loaded ${l.identity(pyPolicy('south'))}`);
+    expect(resumed.stderr).toContain(`this machine's copy is ${l.identity(pyPolicy('north'))}`);
+  });
 });

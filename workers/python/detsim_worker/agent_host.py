@@ -583,7 +583,8 @@ class AgentHost:
         slot = self._timeline_from(payload, ident, scope)
         token = restore_token(staged.checkpoint_id, scope, staged.digest, self.ctx.incarnation_id)
         self.staged[agent_id] = StagedRestore(token, staged.checkpoint_id, scope, slot)
-        return {'result': {'checkpointId': staged.checkpoint_id, 'agentId': agent_id, 'restoreToken': token}}
+        result = {'checkpointId': staged.checkpoint_id, 'agentId': agent_id, 'restoreToken': token}
+        return {'result': {**result, **identity_field(ident.model_spec)}}
 
     def _rebound(self, ident: AgentIdentity, rebind: Rebind) -> AgentIdentity:
         """A fork's new params (fork_rebind.py): the identity they give, once the model accepts the change."""

@@ -440,7 +440,8 @@ class EnvironmentHost:
         self.staged = Staged(
             token, staged.checkpoint_id, scope, EnvSlot(ident, state, scope['epoch'], int(scope['step']))
         )
-        return {'result': {'checkpointId': staged.checkpoint_id, 'agentId': None, 'restoreToken': token}}
+        result = {'checkpointId': staged.checkpoint_id, 'agentId': None, 'restoreToken': token}
+        return {'result': {**result, **identity_field(ident.model_spec)}}
 
     def _rebound(self, ident: EnvIdentity, rebind: Rebind) -> EnvIdentity:
         """A fork's new params (fork_rebind.py): the identity they give, once the model accepts the change."""
