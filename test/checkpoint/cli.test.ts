@@ -16,9 +16,9 @@ describe('detsim run --checkpoint-every / detsim resume (CLI)', () => {
       'run',
       'examples/lif-pair.yaml',
       '--steps',
-      '4',
+      '8',
       '--checkpoint-every',
-      '1',
+      '2',
       '--keep',
       '2',
       '--out',
@@ -26,28 +26,28 @@ describe('detsim run --checkpoint-every / detsim resume (CLI)', () => {
     ]);
     expect(r.status, r.stderr).toBe(0);
     expect(r.stdout).toMatch(
-      /^checkpoints\s+4 committed of 4 captured \(every 1 steps, keep 2, high-water ckpt-e1-4\)$/m,
+      /^checkpoints\s+4 committed of 4 captured \(every 2 steps, keep 2, high-water ckpt-e1-8\)$/m,
     );
-    expect(r.stderr).toMatch(/checkpoint ckpt-e1-4 committed \(boundary 4\)/);
+    expect(r.stderr).toMatch(/checkpoint ckpt-e1-8 committed \(boundary 8\)/);
     const runDir = join(out, 'lif-pair-1');
     const store = JSON.parse(readFileSync(join(runDir, 'store', 'manifest.json'), 'utf8')) as {
       generations: { checkpointId: string }[];
     };
-    expect(store.generations.map((g) => g.checkpointId)).toEqual(['ckpt-e1-3', 'ckpt-e1-4']);
+    expect(store.generations.map((g) => g.checkpointId)).toEqual(['ckpt-e1-6', 'ckpt-e1-8']);
 
     // A damaged generation: resume refuses naming the check (exit 1), nothing in the run changes.
     const damaged = join(out, 'damaged');
     cpSync(runDir, damaged, { recursive: true });
-    const gen = join(damaged, 'store', 'ckpt-e1-4.flysess');
+    const gen = join(damaged, 'store', 'ckpt-e1-8.flysess');
     const bytes = readFileSync(gen);
     bytes[200]! ^= 0x01;
     writeFileSync(gen, bytes);
     const trace = traceFingerprint(damaged);
     const summary = readFileSync(join(damaged, 'summary.json'), 'utf8');
-    const bad = detsim(['resume', damaged, '--steps', '4']);
+    const bad = detsim(['resume', damaged, '--steps', '8']);
     expect(bad.status).toBe(1);
     expect(bad.stderr.trim().split('\n').at(-1)).toMatch(
-      /^detsim: \[audit_envelope_digest\] checkpoint refused: ckpt-e1-4: .*check 2 \(footer digest\)/,
+      /^detsim: \[audit_envelope_digest\] checkpoint refused: ckpt-e1-8: .*check 2 \(footer digest\)/,
     );
     expect(traceFingerprint(damaged)).toBe(trace);
     expect(readFileSync(join(damaged, 'summary.json'), 'utf8')).toBe(summary);
@@ -60,10 +60,10 @@ describe('detsim run --checkpoint-every / detsim resume (CLI)', () => {
     const index = join(edited, 'trace', 'index.jsonl');
     writeFileSync(index, readFileSync(index, 'utf8').replace(/"h":"[0-9a-f]{64}"/g, `"h":"${'0'.repeat(64)}"`));
     const editedTrace = traceFingerprint(edited);
-    const mismatch = detsim(['resume', edited, '--checkpoint', 'ckpt-e1-3']);
+    const mismatch = detsim(['resume', edited, '--checkpoint', 'ckpt-e1-6']);
     expect(mismatch.status).toBe(1);
     expect(mismatch.stderr.trim().split('\n').at(-1)).toMatch(
-      /^detsim: \[audit_trace_segment_tampered\] .*index\.jsonl: its [0-9]+ entries before step 3 differ from those recorded in ledger\.jsonl when ckpt-e1-3 was captured$/,
+      /^detsim: \[audit_trace_segment_tampered\] .*index\.jsonl: its [0-9]+ entries before step 6 differ from those recorded in ledger\.jsonl when ckpt-e1-6 was captured$/,
     );
     expect(traceFingerprint(edited)).toBe(editedTrace);
 
@@ -72,17 +72,17 @@ describe('detsim run --checkpoint-every / detsim resume (CLI)', () => {
     expect(unknown.stderr).toMatch(/^detsim: \[ident_checkpoint_unknown\] /m);
 
     // The undamaged run resumes from its older generation.
-    const ok = detsim(['resume', runDir, '--checkpoint', 'ckpt-e1-3']);
+    const ok = detsim(['resume', runDir, '--checkpoint', 'ckpt-e1-6']);
     expect(ok.status, ok.stderr).toBe(0);
-    expect(ok.stdout).toMatch(/restored\s+ckpt-e1-3 at boundary 3 into epoch e2 \(1 later steps abandoned\)/);
+    expect(ok.stdout).toMatch(/restored\s+ckpt-e1-6 at boundary 6 into epoch e2 \(2 later steps abandoned\)/);
     // The resumed run's store rotates to the keep the run recorded (2), as its summary line says.
     expect(ok.stdout).toMatch(
-      /^checkpoints\s+1 committed of 1 captured \(every 1 steps, keep 2, high-water ckpt-e2-4\)$/m,
+      /^checkpoints\s+1 committed of 1 captured \(every 2 steps, keep 2, high-water ckpt-e2-8\)$/m,
     );
     const resumedStore = JSON.parse(readFileSync(join(runDir, 'store', 'manifest.json'), 'utf8')) as {
       generations: { checkpointId: string }[];
     };
-    expect(resumedStore.generations.map((g) => g.checkpointId)).toEqual(['ckpt-e1-4', 'ckpt-e2-4']);
+    expect(resumedStore.generations.map((g) => g.checkpointId)).toEqual(['ckpt-e1-8', 'ckpt-e2-8']);
   }, 300_000);
 
   it('refuses bad flags and a run directory without a store (exit 2, one line)', () => {

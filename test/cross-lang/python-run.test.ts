@@ -93,7 +93,7 @@ describe('environment.runtime and workers.runtime: python in a run configuration
       ],
       [
         bare,
-        `detsim: [struct_invalid_field] environment.runtime: python needs the detsim_worker package, which ${JSON.stringify(bare)} ($DETSIM_PYTHON) cannot import; install it with: ${bare} -m pip install ${join(REPO_ROOT, 'workers/python')}${venv}\n`,
+        `detsim: [struct_invalid_field] environment.runtime: python needs the detsim_worker package, which ${JSON.stringify(bare)} ($DETSIM_PYTHON) cannot import (ModuleNotFoundError: No module named 'detsim_worker'); install it with: ${bare} -m pip install ${join(REPO_ROOT, 'workers/python')}${venv}\n`,
       ],
     ] as const;
     const config = join(dir, 'py-env.json');
