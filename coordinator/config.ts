@@ -91,9 +91,11 @@ export const WORKER_RUNTIMES = ['typescript', 'rust', 'python'] as const;
 export const ENVIRONMENT_RUNTIMES = ['typescript', 'python'] as const;
 /**
  * `environment.transport`: `inline` hosts the (TypeScript) environment in the coordinator's own
- * thread whatever `workers.transport` says; absent, the environment uses `workers.transport`.
+ * thread whatever `workers.transport` says; `workers` puts it on `workers.transport`; absent, a
+ * built-in TypeScript environment of a run on threads is inline, any other on `workers.transport`
+ * (launch/inline-worker.ts environmentInline).
  */
-export const ENVIRONMENT_TRANSPORTS = ['inline'] as const;
+export const ENVIRONMENT_TRANSPORTS = ['inline', 'workers'] as const;
 /** The runtime of one worker process: the TypeScript, Rust or Python worker. */
 export type WorkerRuntimeName = (typeof WORKER_RUNTIMES)[number];
 const isRuntime = (v: unknown): v is WorkerRuntimeName => (WORKER_RUNTIMES as readonly unknown[]).includes(v);
@@ -235,10 +237,12 @@ export interface RunPlan {
   transportDefault?: true;
   /**
    * `inline` (`environment.transport: inline`): the environment worker runs in the coordinator's own
-   * thread, no isolation (trusted models only), while the agent workers use `transport`. TypeScript
-   * environments only. Physical like `transport`: recorded in launch.json, never in run.json or a hash.
+   * thread, no isolation (trusted models only), while the agent workers use `transport`; `workers`:
+   * on `transport`; absent: the default, inline for a built-in TypeScript environment on threads
+   * (environmentInline). TypeScript environments only. Physical like `transport`: recorded in
+   * launch.json, never in run.json or a hash.
    */
-  environmentTransport?: 'inline';
+  environmentTransport?: 'inline' | 'workers';
   /** Heap limit of each worker thread (MiB) when the transport is thread. */
   threadHeapMb: number;
   deadlines: { startupMs: number; stepMs: number; captureMs: number };
@@ -839,8 +843,7 @@ function checkEnvironmentRuntime(envModel: string, runtime: string | undefined):
  * the config said (`--environment-transport` of run and replay); checked like the config, naming `field`.
  */
 export function withEnvironmentTransport(plan: RunPlan, chosen: 'inline' | 'workers', field: string): RunPlan {
-  const { environmentTransport: _configured, ...rest } = plan;
-  const out: RunPlan = chosen === 'inline' ? { ...rest, environmentTransport: 'inline' } : rest;
+  const out: RunPlan = { ...plan, environmentTransport: chosen };
   checkEnvironmentTransport(
     out.environmentTransport,
     out.workers.find((w) => w.role === 'environment')?.runtime,
@@ -855,7 +858,7 @@ export function withEnvironmentTransport(plan: RunPlan, chosen: 'inline' | 'work
  * Also checked on a resume's plan (its `--environment-transport` override: checkpoint/resume.ts).
  */
 export function checkEnvironmentTransport(
-  transport: 'inline' | undefined,
+  transport: 'inline' | 'workers' | undefined,
   runtime: string | undefined,
   field = 'environment.transport',
 ): void {

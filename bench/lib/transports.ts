@@ -5,11 +5,12 @@ import { resolveConfig } from '../../coordinator/config.js';
 import type { RunOptions } from '../../coordinator/session/run.js';
 
 /**
- * `unix`: gRPC worker processes over Unix sockets (the default). `thread`: TypeScript workers in
- * worker_threads of the coordinator's process (`workers.transport: thread`). `inline`: agents and
- * environment stepped in the coordinator's own thread, no transport (`workers.transport: inline`).
- * `thread-env-inline`: agents on threads, the environment in the coordinator's thread
- * (`environment.transport: inline`; the peers suite's rows).
+ * `unix`: gRPC worker processes over Unix sockets. `thread`: TypeScript workers in worker_threads
+ * of the coordinator's process (`workers.transport: thread`), the environment on a thread of its own
+ * too (`environment.transport: workers`). `inline`: agents and environment stepped in the
+ * coordinator's own thread, no transport (`workers.transport: inline`). `thread-env-inline`: agents
+ * on threads, the environment in the coordinator's thread — a local run's default for a built-in
+ * environment (`environment.transport: inline`; the peers suite's rows).
  */
 export type BenchTransport = 'unix' | 'thread' | 'inline' | 'thread-env-inline';
 
@@ -50,10 +51,11 @@ export function configRefusal(
 function configTransport(transport: BenchTransport): TransportPlan {
   const split = transport === 'thread-env-inline';
   const workers = { transport: split ? 'thread' : transport };
-  const environment = split ? { transport: 'inline' } : {};
+  const environment = split ? { transport: 'inline' } : transport === 'thread' ? { transport: 'workers' } : {};
   const refused = configRefusal(workers, environment);
   if (refused !== null) return { available: false, reason: `${NOT_AVAILABLE} (config refuses it: ${refused})` };
-  return { available: true, setup: { workers, ...(split ? { environment } : {}), runOptions: {} } };
+  const placed = Object.keys(environment).length > 0;
+  return { available: true, setup: { workers, ...(placed ? { environment } : {}), runOptions: {} } };
 }
 
 /** The config `workers` fields and runSession options of a transport, or why it cannot run here. */
@@ -67,5 +69,6 @@ export function placement(transport: BenchTransport, workers: number): string {
   const threads = transport !== 'unix';
   const noun = threads ? 'thread' : 'process';
   const agents = `${workers} agent ${noun}${workers === 1 ? '' : threads ? 's' : 'es'}`;
-  return transport === 'thread-env-inline' ? `${agents}, environment inline` : agents;
+  if (transport === 'thread') return `${agents}, environment on a thread`;
+  return transport === 'thread-env-inline' ? `${agents}, environment inline (the default)` : agents;
 }

@@ -154,7 +154,12 @@ export async function measureLockstep(
     masterSeed: '1',
     steps,
     stepHz: 60,
-    environment: { id: 'forage', model: 'forage', params: { width: side, height: side, food: Math.max(1, agents) } },
+    environment: {
+      id: 'forage',
+      model: 'forage',
+      params: { width: side, height: side, food: Math.max(1, agents) },
+      ...t.setup.environment,
+    },
     agents: { count: agents, prefix: 'walker-', model: 'walker' },
     workers: { agentsPerWorker: perWorker, ...t.setup.workers },
     deadlines: { startupMs: 30_000, stepMs: 10_000 },

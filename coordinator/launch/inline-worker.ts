@@ -7,18 +7,37 @@
 // (`environment.transport: inline`), its agents on any transport or placement. NOT the runtime itself.
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import type { PlannedWorker, RunPlan } from '../config.js';
+import { BUILTIN_ENVIRONMENT_MODELS, type PlannedWorker, type RunPlan } from '../config.js';
 import { WorkerClient, type Link, type ProcessExitInfo } from '../../core/protocol/index.js';
 import type { WorkerInstance } from './worker-instance.js';
 import { FROM_SOURCE, PACKAGE_ROOT } from './package-root.js';
 
 /**
  * Whether `worker` runs inline, in the coordinator's own thread: every TypeScript worker of an inline
- * run (`workers.transport: inline`), and a TypeScript environment with `environment.transport: inline`.
+ * run (`workers.transport: inline`), and a TypeScript environment that environmentInline places so.
  */
 export function runsInline(plan: RunPlan, worker: PlannedWorker): boolean {
   if ((worker.runtime ?? 'typescript') !== 'typescript') return false;
-  return plan.transport === 'inline' || (worker.role === 'environment' && plan.environmentTransport === 'inline');
+  return plan.transport === 'inline' || (worker.role === 'environment' && environmentInline(plan));
+}
+
+/**
+ * Whether the environment runs in the coordinator's thread: as `environment.transport` says, and
+ * without it, when the environment is a built-in model (detsim's own code, as trusted as the
+ * coordinator) on the TypeScript runtime of a local run on threads — a round trip a step less
+ * (bench/README.md). A module of the researcher's own, a Python environment, processes, Slurm and
+ * rendezvous keep it on the workers' transport.
+ */
+export function environmentInline(plan: RunPlan): boolean {
+  if (plan.environmentTransport !== undefined) return plan.environmentTransport === 'inline';
+  const env = plan.workers.find((w) => w.role === 'environment');
+  return (
+    (env?.runtime ?? 'typescript') === 'typescript' &&
+    (BUILTIN_ENVIRONMENT_MODELS as readonly string[]).includes(plan.environment.model) &&
+    plan.transport === 'thread' &&
+    plan.launcher?.kind !== 'slurm' &&
+    plan.rendezvous === undefined
+  );
 }
 
 /** workers/inline-host.ts's entry, as the coordinator may see it (by path, structurally typed). */

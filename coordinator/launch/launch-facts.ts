@@ -16,6 +16,7 @@ import { parseStrict } from '../../core/formats/canonical-json.js';
 import { DetsimError } from '../../core/formats/errors.js';
 import { TLS_FILES } from '../../core/formats/tls-dir.js';
 import { writeJsonDurable } from '../session/run-dir.js';
+import { environmentInline } from './inline-worker.js';
 import { checkWorkerTls, setExpiresWithin } from './tls.js';
 
 export const LAUNCH_FILE = 'launch.json';
@@ -50,7 +51,7 @@ export function launchFactsOf(plan: RunPlan, perRun: boolean): LaunchFacts {
     launcher: { kind: launcher.kind, srunArgs: launcher.srunArgs },
     placement: plan.rendezvous ? { kind: 'rendezvous', ...plan.rendezvous } : { kind: 'local' },
     tls: plan.tls ? { dir: plan.tls.dir, perRun } : null,
-    ...(plan.environmentTransport ? { environmentTransport: plan.environmentTransport } : {}),
+    ...(environmentInline(plan) ? { environmentTransport: 'inline' as const } : {}),
   };
 }
 
@@ -122,7 +123,8 @@ export function relaunchPlan(
   if (!facts) return launcher === 'slurm' ? { ...plan, launcher: { kind: 'slurm', srunArgs: [] } } : plan;
   const kind = launcher ?? facts.launcher.kind;
   const out: RunPlan = { ...plan };
-  if (facts.environmentTransport) out.environmentTransport = facts.environmentTransport;
+  // What launch.json records, so a run whose environment ran on the workers stays there whatever the default.
+  out.environmentTransport = facts.environmentTransport ?? 'workers';
   if (kind === 'slurm') out.launcher = { kind, srunArgs: facts.launcher.srunArgs };
   const rendezvousWasSlurms = facts.launcher.kind === 'slurm';
   if (facts.placement.kind === 'rendezvous' && (kind === 'slurm' || !rendezvousWasSlurms))

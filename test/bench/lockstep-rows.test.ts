@@ -39,11 +39,20 @@ function row(agents: number, processes: number, transport: 'unix' | 'thread' | '
 
 describe('lockstep bench: transports', () => {
   it('every transport runs in this build, each through config (workers.transport)', () => {
-    for (const transport of ['unix', 'thread', 'inline'] as const)
+    for (const transport of ['unix', 'inline'] as const)
       expect(transportPlan(transport)).toEqual({
         available: true,
         setup: { workers: { transport }, runOptions: {} },
       });
+    // The thread rows keep the environment on a thread of its own (the default would put a built-in one inline).
+    expect(transportPlan('thread')).toEqual({
+      available: true,
+      setup: { workers: { transport: 'thread' }, environment: { transport: 'workers' }, runOptions: {} },
+    });
+    expect(transportPlan('thread-env-inline')).toEqual({
+      available: true,
+      setup: { workers: { transport: 'thread' }, environment: { transport: 'inline' }, runOptions: {} },
+    });
   });
 
   it('a transport the config refuses is named by the probe that decides skips, and a skipped row shows its reason', () => {

@@ -96,13 +96,18 @@ describe.skipIf(down !== null)('detsim slurm submit on the local Slurm', { timeo
     });
     expect(resumed.status, resumed.stderr).toBe(0);
     expect(resumed.stdout).toContain(`repro hash       ${GOLDEN.reproHash}`);
-    // The run's workers were threads; the resume's are processes started as srun job steps.
+    // The run's agent workers were threads, its built-in environment in the coordinator's thread (the
+    // default on threads, recorded in launch.json); the resume's agents are processes started as srun
+    // job steps, the environment again in the coordinator (the batch step).
     const log = readFileSync(join(runDir, 'run.log'), 'utf8').split('\n');
     const runs = log
       .filter((l) => l.includes('"workers spawned"'))
       .map((l) => [...new Set(l.match(/"runs":"[a-z]+"/g))]);
-    expect(runs).toEqual([['"runs":"thread"'], ['"runs":"process"']]);
-    expect(log.filter((l) => l.includes('worker starts as an srun job step'))).toHaveLength(5);
+    expect(runs).toEqual([
+      ['"runs":"inline"', '"runs":"thread"'],
+      ['"runs":"inline"', '"runs":"process"'],
+    ]);
+    expect(log.filter((l) => l.includes('worker starts as an srun job step'))).toHaveLength(4);
   });
 
   it('a job sbatch refuses is one named line, exit 2, and leaves no script and no directory', () => {

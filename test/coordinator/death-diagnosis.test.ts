@@ -18,7 +18,8 @@ function plan(transport: Transport = 'unix'): RunPlan {
     masterSeed: '13',
     steps: 6,
     stepHz: 60,
-    environment: { id: 'forage', model: 'forage', params: { width: 8, height: 8, food: 4 } },
+    // On a worker of its own on every transport (on threads a built-in one would run inline by default).
+    environment: { id: 'forage', model: 'forage', params: { width: 8, height: 8, food: 4 }, transport: 'workers' },
     agents: { count: 2, prefix: 'd-', model: 'walker' },
     workers: { agentsPerWorker: 1, transport },
     deadlines: { startupMs: 60_000, stepMs: 20_000 },

@@ -22,6 +22,7 @@ import { committedIds, detsim, runAndKill } from '../checkpoint/cli.js';
 import { prepareRuntimesFor } from '../cross-lang/example-runtimes.js';
 import { refusal } from '../refusal.js';
 import { REPO_ROOT } from '../workers/harness.js';
+import { runsInline } from '../../coordinator/launch/inline-worker.js';
 import { rendezvousConfig, startHandWorker, stopAll } from './hand-workers.js';
 import { builtWorkersFor, loadPlan, loggedWorkerRuns, readRun, tmpOut } from './helpers.js';
 
@@ -105,12 +106,14 @@ describe('environment.transport: inline gives the golden hashes', () => {
 });
 
 describe.each([
-  ['inline', undefined, 'inline'],
-  ['inline', 'workers', 'thread'],
-  [undefined, 'inline', 'inline'],
+  ['inline', undefined, 'inline', 'inline'],
+  ['inline', 'workers', 'inline', 'thread'],
+  ['workers', 'inline', 'thread', 'inline'],
+  // The default on threads: lif-pair's built-in environment inline, and so on resume (launch.json).
+  [undefined, undefined, 'inline', 'inline'],
 ] as const)(
   'checkpoint and resume: run with the environment %s, resumed with --environment-transport %s',
-  (from, flag, resumedAs) => {
+  (from, flag, ranAs, resumedAs) => {
     it(
       "SIGKILLed after a committed checkpoint and resumed: the uninterrupted run's (golden) ReproHash",
       { timeout: 300_000 },
@@ -151,7 +154,7 @@ describe.each([
         const spawned = readFileSync(join(runDir, 'run.log'), 'utf8')
           .split('\n')
           .filter((l) => l.includes('"workers spawned"'));
-        expect(spawned.map((l) => loggedWorkerRuns(l)['worker-env'])).toEqual([from ?? 'thread', resumedAs]); // thread: the local default
+        expect(spawned.map((l) => loggedWorkerRuns(l)['worker-env'])).toEqual([ranAs, resumedAs]);
       },
     );
   },
@@ -205,6 +208,38 @@ describe('placement: rendezvous and a Slurm-style starter leave an inline enviro
     expect(resolveConfig({ ...base, environment }).environmentTransport).toBe('inline');
     const slurm = { ...base, environment, launcher: 'slurm', workers: { ...base.workers, tls: {} } };
     expect(resolveConfig(slurm)).toMatchObject({ environmentTransport: 'inline', launcher: { kind: 'slurm' } });
+  });
+});
+
+describe('the default placement of the environment', () => {
+  const base = () => {
+    const { workers: _rv, ...rest } = rendezvousConfig('examples/lif-pair.yaml', '/tmp/rv', 5);
+    return rest as Record<string, any>;
+  };
+  const placed = (cfg: Record<string, any>) => {
+    const plan = resolveConfig(cfg, { baseDir: FIXTURES });
+    return runsInline(
+      plan,
+      plan.workers.find((w) => w.role === 'environment')!,
+    )
+      ? 'inline'
+      : 'worker';
+  };
+
+  it('a built-in TypeScript environment on threads is inline; a module of your own, Python, processes, Slurm, rendezvous and `workers` are not', () => {
+    const env = (more: Record<string, unknown>) => ({ ...base(), environment: { ...base().environment, ...more } });
+    expect(placed(base())).toBe('inline');
+    expect(placed({ ...base(), workers: { transport: 'thread' } })).toBe('inline');
+    expect(placed(env({ transport: 'workers' }))).toBe('worker');
+    expect(placed({ ...base(), workers: { transport: 'unix' } })).toBe('worker');
+    expect(placed({ ...base(), workers: { transport: 'tcp' } })).toBe('worker');
+    expect(placed(env({ runtime: 'python' }))).toBe('worker');
+    expect(placed(env({ model: './throw-in-advance.ts' }))).toBe('worker');
+    expect(placed({ ...base(), launcher: 'slurm' })).toBe('worker');
+    expect(placed(rendezvousConfig('examples/lif-pair.yaml', '/tmp/rv', 5))).toBe('worker');
+    // `inline` says so whatever the transport: processes, and a module of your own.
+    expect(placed({ ...env({ transport: 'inline' }), workers: { transport: 'unix' } })).toBe('inline');
+    expect(placed(env({ transport: 'inline', model: './throw-in-advance.ts' }))).toBe('inline');
   });
 });
 

@@ -26,8 +26,8 @@ const LIF_STEPS = 12;
  * One in-process run of `config` on `transport`: its ReproHash, behaviour digest and how its workers ran.
  * TypeScript worker processes are the built ones (not tsx from source; helpers.ts builtWorkersFor).
  */
-async function runOn(config: string, transport: Transport, steps: number) {
-  const plan = { ...loadPlan(config), transport };
+async function runOn(config: string, transport: Transport, steps: number, environment?: 'workers') {
+  const plan = { ...loadPlan(config), transport, ...(environment ? { environmentTransport: environment } : {}) };
   const result = await runSession(plan, {
     outDir: tmpOut('detsim-transport-'),
     steps,
@@ -56,8 +56,11 @@ describe('one ReproHash across transports', () => {
         if (skip) return ctx.skip(skip);
         const g = readGolden(DEFAULT_GOLDEN_DIR, exampleName(config))!;
         const plan = loadPlan(config);
-        for (const transport of TRANSPORTS) {
-          const r = await runOn(config, transport, g.steps);
+        // Each transport, and threads with the environment on a thread of its own too (the default
+        // puts a built-in TypeScript environment of a thread run in the coordinator's thread).
+        const cases = [...TRANSPORTS.map((t) => [t] as const), ['thread', 'workers'] as const];
+        for (const [transport, environment] of cases) {
+          const r = await runOn(config, transport, g.steps, environment);
           expect({ transport, reproHash: r.reproHash, behaviourDigest: r.behaviourDigest }).toEqual({
             transport,
             reproHash: g.reproHash,
@@ -65,13 +68,15 @@ describe('one ReproHash across transports', () => {
           });
           // The transport was really used: TypeScript workers on threads or inline, the others in processes.
           const hosted = (transport === 'thread' || transport === 'inline') && transport;
+          const builtInEnv = plan.environment.model === 'forage';
           const expected = Object.fromEntries(
-            plan.workers.map((w) => [
-              w.workerId,
-              hosted && (w.runtime ?? 'typescript') === 'typescript' ? hosted : 'process',
-            ]),
+            plan.workers.map((w) => {
+              const ts = (w.runtime ?? 'typescript') === 'typescript';
+              const envInline = w.role === 'environment' && ts && builtInEnv && hosted === 'thread' && !environment;
+              return [w.workerId, envInline ? 'inline' : hosted && ts ? hosted : 'process'];
+            }),
           );
-          expect(r.runs).toEqual(expected);
+          expect({ transport, environment, runs: r.runs }).toEqual({ transport, environment, runs: expected });
         }
       },
     );
@@ -123,9 +128,18 @@ describe.each([
         .split('\n')
         .filter((l) => l.includes('"workers spawned"'));
       expect(spawned).toHaveLength(2);
-      const kinds = (line: string) => [...new Set(Object.values(loggedWorkerRuns(line)))];
-      const kind = (t: Transport) => (t === 'thread' || t === 'inline' ? t : 'process');
-      expect(spawned.map(kinds)).toEqual([[kind(from)], [kind(to)]]);
+      const kinds = (line: string) => [...new Set(Object.values(loggedWorkerRuns(line)))].sort();
+      // lif-pair's forage environment: in the coordinator's thread on threads (the default), and on
+      // resume where launch.json says it ran — inline after a thread run, on the workers after another.
+      const expected: Record<string, string[][]> = {
+        'thread>unix': [
+          ['inline', 'thread'],
+          ['inline', 'process'],
+        ],
+        'unix>thread': [['process'], ['thread']],
+        'inline>unix': [['inline'], ['process']],
+      };
+      expect(spawned.map(kinds)).toEqual(expected[`${from}>${to}`]);
     },
   );
 });
@@ -157,9 +171,11 @@ describe('replay, diff and verify on threads and processes', () => {
         checks: { check: string; status: string }[];
       };
       expect(report.runs.length).toBeGreaterThanOrEqual(2);
+      // On threads lif-pair's built-in environment runs in the coordinator's thread (the default).
+      const onThreads = new Set(['inline', 'thread']);
       for (const run of report.runs) {
         expect(run.reproHash).toBe(plain.reproHash);
-        expect(new Set(Object.values(loggedWorkerRuns(readRun(run.runDir).log)))).toEqual(new Set(['thread']));
+        expect(new Set(Object.values(loggedWorkerRuns(readRun(run.runDir).log)))).toEqual(onThreads);
       }
       expect(report.checks.filter((c) => c.status !== 'pass')).toEqual([]);
       const diff = detsim(['diff', report.runs[0]!.runDir, plain.runDir]);
@@ -175,7 +191,7 @@ describe('replay, diff and verify on threads and processes', () => {
       expect(own.reference.reproHash).toBe(plain.reproHash);
       for (const run of own.runs) {
         expect(run.reproHash).toBe(plain.reproHash);
-        expect(new Set(Object.values(loggedWorkerRuns(readRun(run.runDir).log)))).toEqual(new Set(['thread']));
+        expect(new Set(Object.values(loggedWorkerRuns(readRun(run.runDir).log)))).toEqual(onThreads);
       }
     },
   );
@@ -225,7 +241,20 @@ describe('thread workers never keep the coordinator alive', () => {
   it('detsim run --transport thread exits within 3 s of printing its result', { timeout: 120_000 }, async () => {
     const out = tmpOut('detsim-thread-exit-');
     const r = await detsimTimed(
-      ['run', LIF, '--steps', '6', '--transport', 'thread', '--checkpoint-every', '2', '--out', out],
+      [
+        'run',
+        LIF,
+        '--steps',
+        '6',
+        '--transport',
+        'thread',
+        '--environment-transport',
+        'workers',
+        '--checkpoint-every',
+        '2',
+        '--out',
+        out,
+      ],
       /checkpoints\s+\d+ committed/,
     );
     expect(r.status, r.stderr).toBe(0);
