@@ -34,16 +34,25 @@ export class PlannedModels {
   mismatch(model: string, reported: unknown, who: string): string | undefined {
     const mine = this.identityOf(model);
     if (mine === null || reported === mine) return undefined;
-    const loaded = typeof reported === 'string' ? `loaded ${reported}` : 'did not say which copy it loaded';
-    const files = model.startsWith('/')
-      ? `the model's files (${asSpecifiers(
-          model,
-          moduleFiles(model).map((f) => f.path),
-        ).join(', ')})`
-      : "the model's module, the modules of its own it imports or its distribution's version";
+    if (typeof reported !== 'string')
+      return (
+        `${who}: the worker did not say which copy of ${mine} it loaded — a worker older than this` +
+        ` coordinator (for Python: reinstall detsim_worker from this detsim's workers/python)`
+      );
+    const files = model.startsWith('/') ? `the model's files (${filesOf(model)})` : PYTHON_PARTS;
     return (
-      `${who}: the worker ${loaded}, and this machine's copy is ${mine}` +
+      `${who}: the worker loaded ${reported}, and this machine's copy is ${mine}` +
       ` — ${files} differ on the worker's host: copy them there, laid out as here`
     );
   }
+}
+
+const PYTHON_PARTS = "the model's module, the modules of its own it imports or its distribution's version";
+
+/** A module's files as relative specifiers from it (`./m.mjs, ./lib.mjs`). */
+function filesOf(model: string): string {
+  return asSpecifiers(
+    model,
+    moduleFiles(model).map((f) => f.path),
+  ).join(', ');
 }
