@@ -25,12 +25,19 @@ export function checkpointRunFromFlags(
   keep: string | undefined,
   maxRestarts?: string,
   configured?: RunPlan['recovery'],
+  wait = false,
 ): CheckpointRun | undefined {
   // The flag overrides the config's recovery.maxRestarts; the refusal names whichever asked.
   const restarts = maxRestarts === undefined ? (configured?.maxRestarts ?? 0) : readMaxRestarts(maxRestarts);
   if (every === undefined) {
     if (keep !== undefined)
       throw new DetsimError('struct_invalid_field', '--keep: only meaningful with --checkpoint-every', '--keep');
+    if (wait)
+      throw new DetsimError(
+        'struct_invalid_field',
+        '--checkpoint-wait: only meaningful with --checkpoint-every',
+        '--checkpoint-wait',
+      );
     if (restarts > 0) {
       const field = maxRestarts === undefined ? 'recovery.maxRestarts' : '--max-restarts';
       throw new DetsimError(
@@ -45,6 +52,7 @@ export function checkpointRunFromFlags(
     every: positive(every, '--checkpoint-every'),
     keep: keep === undefined ? DEFAULT_KEEP : positive(keep, '--keep'),
     onEvent: printEvent,
+    ...(wait ? { settleEach: true } : {}),
   });
   if (restarts > 0) run.recovery = recoveryWith({ maxRestarts: restarts, onEvent: printEvent })(run);
   return run;

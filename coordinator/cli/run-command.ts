@@ -35,6 +35,7 @@ import { printReceiptWarnings, runFailureExit } from './run-outcome.js';
 interface RunCommandOptions {
   checkpointEvery?: string;
   keep?: string;
+  checkpointWait?: boolean;
   maxRestarts?: string;
   steps?: string;
   out?: string;
@@ -150,6 +151,10 @@ export function registerRun(program: Command): void {
       'capture a checkpoint every K committed steps into <run dir>/store/ (ledger: <run dir>/ledger.jsonl)',
     )
     .option('--keep <n>', 'checkpoint generations to keep (default 3; with --checkpoint-every)')
+    .option(
+      '--checkpoint-wait',
+      'take every checkpoint: wait for each to be durable before stepping on, instead of skipping one while the writer is still busy with two (slower; with --checkpoint-every)',
+    )
     .option('--max-restarts <n>', `${MAX_RESTARTS_HELP}; needs --checkpoint-every`)
     .option('--verbose', "a Python model's failure carries its Python traceback")
     .option('--tls-dir <dir>', 'mutual TLS + bearer token for tcp workers from a `detsim certs` directory')
@@ -168,7 +173,13 @@ export function registerRun(program: Command): void {
         checkWorkerBinaries(plan);
         checkWorkerTls(plan);
         checkSlurmLauncher(plan);
-        const checkpoints = checkpointRunFromFlags(opts.checkpointEvery, opts.keep, opts.maxRestarts, plan.recovery);
+        const checkpoints = checkpointRunFromFlags(
+          opts.checkpointEvery,
+          opts.keep,
+          opts.maxRestarts,
+          plan.recovery,
+          opts.checkpointWait === true,
+        );
         const progress = progressDisplay();
         try {
           const result = await runSession(plan, {

@@ -85,12 +85,37 @@ describe('detsim run --checkpoint-every / detsim resume (CLI)', () => {
     expect(resumedStore.generations.map((g) => g.checkpointId)).toEqual(['ckpt-e1-8', 'ckpt-e2-8']);
   }, 300_000);
 
+  it('--checkpoint-wait takes a checkpoint after every step of a fast run: each one committed, none skipped', () => {
+    const out = tmpDir('detsim-ckcli-');
+    const r = detsim([
+      'run',
+      'examples/lif-pair.yaml',
+      '--steps',
+      '12',
+      '--checkpoint-every',
+      '1',
+      '--checkpoint-wait',
+      '--out',
+      out,
+    ]);
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(
+      /^checkpoints\s+12 committed of 12 captured \(every 1 steps, keep 3, high-water ckpt-e1-12\)$/m,
+    );
+    expect(r.stdout).not.toMatch(/not taken/);
+  }, 300_000);
+
   it('refuses bad flags and a run directory without a store (exit 2, one line)', () => {
     const out = tmpDir('detsim-ckcli-');
     const keepAlone = detsim(['run', 'examples/lif-pair.yaml', '--keep', '2', '--out', out]);
     expect(keepAlone.status).toBe(2);
     expect(keepAlone.stderr.trim()).toMatch(
       /^detsim: \[struct_invalid_field\] --keep: only meaningful with --checkpoint-every$/,
+    );
+    const waitAlone = detsim(['run', 'examples/lif-pair.yaml', '--checkpoint-wait', '--out', out]);
+    expect(waitAlone.status).toBe(2);
+    expect(waitAlone.stderr.trim()).toMatch(
+      /^detsim: \[struct_invalid_field\] --checkpoint-wait: only meaningful with --checkpoint-every$/,
     );
     const zero = detsim(['run', 'examples/lif-pair.yaml', '--checkpoint-every', '0', '--out', out]);
     expect(zero.status).toBe(2);

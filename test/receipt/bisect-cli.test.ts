@@ -66,9 +66,13 @@ function checkout(name: string, model: string, seed?: string): string {
   return dir;
 }
 
-/** `detsim run` of a checkout's config into its runs/, checkpoints every 20 (all kept); the run directory. */
+/**
+ * `detsim run` of a checkout's config into its runs/, checkpoints every 20 (all kept; every one taken:
+ * --checkpoint-wait, so a writer still busy with two never skips one); the run directory.
+ */
 function run(dir: string, n: number, extra: string[] = ['--checkpoint-every', '20', '--keep', '10']): string {
-  const r = detsim(['run', join(dir, 'study.yaml'), '--out', join(dir, 'runs'), ...extra]);
+  const wait = extra.includes('--checkpoint-every') ? ['--checkpoint-wait'] : [];
+  const r = detsim(['run', join(dir, 'study.yaml'), '--out', join(dir, 'runs'), ...wait, ...extra]);
   expect(r.status, r.stderr).toBe(0);
   return join(dir, 'runs', `study-${n}`);
 }
@@ -260,7 +264,18 @@ describe('detsim bisect', () => {
     );
     const made = spawnSync(
       process.execPath,
-      [CLI_MAIN, 'run', join(e, 'study.yaml'), '--out', join(e, 'runs'), '--checkpoint-every', '20', '--keep', '10'],
+      [
+        CLI_MAIN,
+        'run',
+        join(e, 'study.yaml'),
+        '--out',
+        join(e, 'runs'),
+        '--checkpoint-every',
+        '20',
+        '--keep',
+        '10',
+        '--checkpoint-wait',
+      ],
       { encoding: 'utf8', env: { ...process.env, DETSIM_BISECT_BUMP: '2' } },
     );
     expect(made.status, made.stderr).toBe(0);
