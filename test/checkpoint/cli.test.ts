@@ -21,6 +21,7 @@ describe('detsim run --checkpoint-every / detsim resume (CLI)', () => {
       '2',
       '--keep',
       '2',
+      '--checkpoint-wait', // every boundary taken, however fast the steps and slow the fsyncs
       '--out',
       out,
     ]);
