@@ -6,7 +6,8 @@
 // run another. NOT the identities themselves (core/models/identity.ts, detsim_worker.model_source)
 // and NOT a resumed or replayed run's check of its recorded models (coordinator/launch/model-source.ts).
 import type { RunPlan } from '../config.js';
-import { asSpecifiers, moduleFiles, moduleIdentity } from '../../core/models/identity.js';
+import { asSpecifiers, moduleFiles } from '../../core/models/identity.js';
+import { recordedModel } from '../launch/model-source.js';
 
 /** This machine's identity of each user model of one start, computed once per model. */
 export class PlannedModels {
@@ -21,10 +22,10 @@ export class PlannedModels {
     return id;
   }
 
+  /** The identity run.json records (model-source.ts recordedModel); none when that is the model's own name. */
   private compute(model: string): string | null {
-    if (model.startsWith('/')) return moduleIdentity(model);
-    const digest = this.plan.modelDigests?.[model];
-    return digest === undefined ? null : `${model}@sha256:${digest}`;
+    const recorded = recordedModel(model, this.plan.modelDigests).model;
+    return recorded === model ? null : recorded;
   }
 
   /**

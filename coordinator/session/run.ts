@@ -69,6 +69,13 @@ export function runRecord(
   traceObservations = false,
 ): RunJson {
   const helloOf = (workerId: Id) => fleet.all().find((w) => w.plan.workerId === workerId)!.hello;
+  // Each model's record once: a module's identity hashes its files, and every agent of it has the same.
+  const records = new Map<string, ReturnType<typeof recordedModel>>();
+  const recorded = (model: string) => {
+    let r = records.get(model);
+    if (r === undefined) records.set(model, (r = recordedModel(model, plan.modelDigests)));
+    return r;
+  };
   return {
     format: RUN_FORMAT,
     sessionId: plan.sessionId,
@@ -81,7 +88,7 @@ export function runRecord(
     protocol: { major: PROTOCOL_MAJOR, minor: PROTOCOL_MINOR, contractDigest: CONTRACT_DIGEST },
     environment: {
       environmentId: plan.environment.environmentId,
-      ...recordedModel(plan.environment.model, plan.modelDigests),
+      ...recorded(plan.environment.model),
       modelVersion: ids.environment.modelVersion,
       profileDigest: ids.environment.profileDigest,
       params: plan.environment.params,
@@ -93,7 +100,7 @@ export function runRecord(
       return {
         agentId: a.agentId,
         portId: a.portId,
-        ...recordedModel(a.model, plan.modelDigests),
+        ...recorded(a.model),
         modelVersion: id.modelVersion,
         plasticityVersion: id.plasticityVersion,
         profileDigest: id.profileDigest,
