@@ -385,7 +385,10 @@ function resumeStart(
       // The checkpoint extension continues on the restored group (and its store) instead of a new one.
       checkpoints?.adopt(group, ck);
       // The observations sidecar continues as the run recorded it (run.json `traceObservations`).
-      return new SegmentedTraceWriter(runDir, { observations: rec.traceObservations });
+      return new SegmentedTraceWriter(runDir, {
+        observations: rec.traceObservations,
+        expectedSteps: p.total - Number(k),
+      });
     },
     refused: (e) => {
       // Refused before anything in the run directory changed: drop the held log and the staged

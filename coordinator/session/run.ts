@@ -209,6 +209,7 @@ function freshStart(
     traces = new SegmentedTraceWriter(runDir, {
       segmentSteps: trace.segmentSteps,
       observations: trace.traceObservations === true,
+      expectedSteps: steps,
     });
   } catch (e) {
     log.close();

@@ -150,6 +150,16 @@ export type SealPiece = Pick<SealInput, 'text' | 'behaviour' | 'observations' | 
 
 const sealThread = new ModuleThreadRpc<SealRequest, SealOutput | null>(import.meta.url, MARK, 'trace sealing');
 
+/** Start the sealing thread ahead of the first piece (ThreadSeal.feed): its start-up then overlaps the run's. */
+export function warmSealThread(): void {
+  sealThread.warm();
+}
+
+/** Whether the sealing thread is running (started by a piece, a large seal or warmSealThread). */
+export function sealThreadRunning(): boolean {
+  return sealThread.threadId !== undefined;
+}
+
 /** Seal a segment off the event loop (on the thread when it is large). */
 export async function sealSegmentOffLoop(input: SealInput): Promise<SealOutput> {
   const chars = input.text.length + input.behaviour.length + (input.observations?.length ?? 0);

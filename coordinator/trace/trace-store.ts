@@ -47,6 +47,7 @@ import {
   sealSegment,
   sealSegmentOffLoop,
   ThreadSeal,
+  warmSealThread,
   type SealedRepro,
   type SealOutput,
   type TraceHashState,
@@ -154,6 +155,18 @@ const sha256 = (b: Uint8Array) => createHash('sha256').update(b).digest('hex');
  * fsynced and recorded in index.jsonl in step order. At most `maxInFlight` sealed segments wait;
  * beyond that `appendLine` returns a promise that settles when the oldest is on disk.
  */
+/** How a SegmentedTraceWriter cuts, bounds and keeps its trace. */
+export interface TraceWriterOptions {
+  /** Steps per segment (DEFAULT_SEGMENT_STEPS). */
+  segmentSteps?: number;
+  /** Sealed segments in flight before append makes the loop wait (DEFAULT_MAX_IN_FLIGHT). */
+  maxInFlight?: number;
+  /** Keep each step's observations text in a sidecar (`--trace-observations`). */
+  observations?: boolean;
+  /** Steps the session means to append: more than SEAL_PIECE_STEPS starts the sealing thread at once. */
+  expectedSteps?: number;
+}
+
 export class SegmentedTraceWriter implements TraceSink {
   readonly dir: string;
   /** The open segment's steps not yet fed to the sealing thread. */
@@ -182,7 +195,7 @@ export class SegmentedTraceWriter implements TraceSink {
 
   constructor(
     readonly runDir: string,
-    private readonly opts: { segmentSteps?: number; maxInFlight?: number; observations?: boolean } = {},
+    private readonly opts: TraceWriterOptions = {},
   ) {
     this.dir = join(runDir, TRACE_DIR);
     guardWrite(this.dir, () => mkdirSync(this.dir, { recursive: true }));
@@ -198,6 +211,8 @@ export class SegmentedTraceWriter implements TraceSink {
     for (const e of index) this.indexHash.update(`${canonicalize(e)}\n`, 'utf8');
     const path = join(this.dir, TRACE_INDEX);
     this.indexFd = guardWrite(path, () => openSync(path, 'a'));
+    // A run that will feed pieces starts the sealing thread while its workers start, not mid-run.
+    if ((opts.expectedSteps ?? 0) > SEAL_PIECE_STEPS) warmSealThread();
   }
 
   /** A new writer appending to the same trace with the same options (after a recovery cut it back). */
