@@ -202,9 +202,17 @@ function reboundProfile(c: Changed, r: Resolved, checkpointId: Id, overrides: re
       refuse(
         `${c.field}.params.${k}`,
         checkpointId,
-        `model ${c.modelVersion} does not accept a change of ${k} when it restores a state (it accepts: ${r.forkParams.join(', ') || 'none'})`,
+        `model ${c.modelVersion} does not accept a change of ${k} when it restores a state (it accepts: ${r.forkParams.join(', ') || 'none'})${forkParamsHint(c)}`,
       );
   return profile(r.after.params);
+}
+
+/** Where a model of one's own lists the params a fork may change (a built-in model's are fixed). */
+function forkParamsHint(c: Changed): string {
+  if (c.planModel.startsWith('python:'))
+    return '; a Python model lists the params a fork may change in its fork_params';
+  if (c.planModel.startsWith('/')) return '; a model lists the params a fork may change in its forkParams';
+  return '';
 }
 
 function refuse(path: string, checkpointId: Id, why: string): never {

@@ -36,18 +36,25 @@ export function intParam(params: ParamObject, name: string, dflt: number, min: n
   return v;
 }
 
-/** Refuse params the model does not define (a misspelled param fails, it never defaults silently). */
-export function onlyParams(params: ParamObject, allowed: readonly string[]): void {
+/**
+ * Refuse params the model does not define (a misspelled param fails, it never defaults silently);
+ * `hint` follows the message (how the model would declare one).
+ */
+export function onlyParams(params: ParamObject, allowed: readonly string[], hint?: string): void {
   for (const key of Object.keys(params).sort()) {
     if (!allowed.includes(key)) {
       throw new ParamError(
         `params.${key}`,
-        `params: unknown field ${JSON.stringify(key)} (allowed: ${allowed.join(', ') || 'none'})`,
+        `params: unknown field ${JSON.stringify(key)} (allowed: ${allowed.join(', ') || 'none'})${hint ? `: ${hint}` : ''}`,
         true,
       );
     }
   }
 }
+
+/** What the author of a model without resolveParams and acceptedParams reads beside a refused param. */
+export const DECLARE_PARAMS_HINT =
+  'the model declares no params: list the ones it reads in its acceptedParams, or check them in resolveParams';
 
 /** The largest `neurons` a lif agent accepts (about 800 MB of state). */
 export const MAX_LIF_NEURONS = 67_108_864;
@@ -124,7 +131,10 @@ export function resolveModelParams(model: ResolvableModel | undefined, raw: Para
   if ('strict' in raw && typeof strict !== 'boolean')
     throw new ParamError('params.strict', 'params.strict must be true or false');
   const params = 'strict' in raw ? rest : raw;
-  if (model !== undefined && !model.resolveParams) onlyParams(params, model.acceptedParams ?? []);
+  if (model !== undefined && !model.resolveParams) {
+    const declared = model.acceptedParams ?? [];
+    onlyParams(params, declared, declared.length === 0 ? DECLARE_PARAMS_HINT : undefined);
+  }
   return { params: model?.resolveParams ? model.resolveParams(params) : params, strict: strict as boolean | undefined };
 }
 

@@ -413,7 +413,11 @@ function forkOwnModel(model: string, extra: string[]): void {
   for (const [set, message] of [
     [
       'agents[1].params.stubborn=true',
-      'does not accept a change of stubborn when it restores a state (it accepts: east)',
+      `does not accept a change of stubborn when it restores a state (it accepts: east); ${
+        model.startsWith('python:')
+          ? 'a Python model lists the params a fork may change in its fork_params'
+          : 'a model lists the params a fork may change in its forkParams'
+      }`,
     ],
     ['agents[1].params.west=1', 'west'],
   ] as const) {

@@ -26,15 +26,22 @@ def int_param(params: dict, name: str, default: int, lo: int, hi: int) -> int:
     return int(v)
 
 
-def only_params(params: dict, allowed: list[str] | None) -> None:
-    """Refuse a param not in `allowed`, naming it (None allows any)."""
+# What the author of a model that declares no params reads beside a refused param.
+DECLARE_PARAMS_HINT = (
+    'the model declares no params: list the ones it reads in its accepted_params, or check them in resolve_params'
+)
+
+
+def only_params(params: dict, allowed: list[str] | None, hint: str | None = None) -> None:
+    """Refuse a param not in `allowed`, naming it (None allows any); `hint` follows the message."""
     if allowed is None:
         return
     for key in sorted(params, key=utf16_key):
         if key not in allowed:
             raise ParamError(
                 f'params.{key}',
-                f'params: unknown field {js_stringify(key)} (allowed: {", ".join(allowed) or "none"})',
+                f'params: unknown field {js_stringify(key)} (allowed: {", ".join(allowed) or "none"})'
+                + (f': {hint}' if hint else ''),
                 True,
             )
 

@@ -18,7 +18,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from .params import ParamError, int_param, only_params  # noqa: F401  (re-exported for model authors)
+from .params import DECLARE_PARAMS_HINT, ParamError, int_param, only_params  # noqa: F401  (re-exported for model authors)
 from .xorshift import Xorshift32  # noqa: F401
 
 NO_DATASET_DIGEST = hashlib.sha256(b'detsim/no-dataset-v1').hexdigest()
@@ -155,7 +155,7 @@ class AgentModel:
     def resolve_params(self, params: dict) -> dict:
         """Check params and fill defaults; the result is what the profile digest covers. The default
         refuses any param not in accepted_params: override it to validate values too."""
-        only_params(params, list(self.accepted_params))
+        only_params(params, list(self.accepted_params), None if self.accepted_params else DECLARE_PARAMS_HINT)
         return params
 
     def initialize(self, ctx: AgentInitContext) -> Any:
@@ -188,7 +188,7 @@ class EnvironmentModel:
 
     def resolve_params(self, params: dict) -> dict:
         """As AgentModel.resolve_params: refuses any param not in accepted_params."""
-        only_params(params, list(self.accepted_params))
+        only_params(params, list(self.accepted_params), None if self.accepted_params else DECLARE_PARAMS_HINT)
         return params
 
     def check_action(self, action: dict, port_id: str) -> str | None:
