@@ -20,6 +20,7 @@ import {
   readSweepIndex,
   runDirOf,
   sweepIndexOf,
+  whyNotContinued,
 } from '../sweep/sweep-dir.js';
 import { planSweep, readSweepFile, type SweepPlanned } from '../sweep/sweep-file.js';
 import { prepareSweep, taskReporter, type FinishedRun, type SweepProgress } from '../sweep/runner.js';
@@ -99,9 +100,12 @@ interface SweepRunOptions {
 async function sweepRun(file: string, opts: SweepRunOptions): Promise<void> {
   const parallel = readWhole(opts.parallel, '--parallel', 1) ?? availableParallelism();
   const planned = plannedSweep(file);
-  const { dir, continued } = openSweepDir(opts.out ?? DEFAULT_SWEEPS_DIR, planned);
+  const { dir, continued, previous } = openSweepDir(opts.out ?? DEFAULT_SWEEPS_DIR, planned);
   const index = readSweepIndex(dir)!;
   const shown = relative(process.cwd(), dir) || '.';
+  const fresh = previous
+    ? ` (a new sweep: ${whyNotContinued(previous, relative(process.cwd(), previous), planned)})`
+    : '';
   const display = sweepProgressDisplay();
   const sweep = prepareSweep(dir, index, planned, {
     parallel,
@@ -113,7 +117,7 @@ async function sweepRun(file: string, opts: SweepRunOptions): Promise<void> {
     },
   });
   process.stderr.write(
-    `sweep ${shown}: ${planned.runs.length} runs${continued ? ' (continued)' : ''}, at most ${parallel} at once\n`,
+    `sweep ${shown}: ${planned.runs.length} runs${continued ? ' (continued)' : fresh}, at most ${parallel} at once\n`,
   );
   const started = Date.now();
   const outcome = await sweep.run();

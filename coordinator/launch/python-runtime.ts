@@ -87,14 +87,39 @@ export function checkPythonWorker(plan: RunPlan): void {
   const onPython = plan.workers.filter((w) => w.runtime === 'python');
   if (onPython.length === 0) return;
   const field = onPython.some((w) => w.role === 'agent') ? 'workers.runtime' : 'environment.runtime';
-  const { python, why } = pythonChoice();
   const models = [plan.environment.model, ...plan.agents.map((a) => a.model)].filter(isPythonUserModel);
-  const arg = JSON.stringify({
-    dirs: plan.modelDirs ?? [],
-    models: [...new Set(models)].sort(),
-    checks: paramChecks(plan),
-  });
-  const probe = spawnSync(python, ['-c', PROBE, arg], { encoding: 'utf8', timeout: 60_000 });
+  const found = probePython({ dirs: plan.modelDirs ?? [], models, checks: paramChecks(plan) }, field);
+  refuseMissing(plan, found.missing);
+  // A changed source first: a module of its own left behind also fails the params check's import.
+  refuseChanged(plan, found.digests, found.unfound);
+  refuseParams(found.refused);
+  if (Object.keys(found.digests).length) plan.modelDigests = found.digests;
+}
+
+/**
+ * The source digests of Python user models (`python:…` specs) imported from `dirs`, as run.json
+ * records them, in one probe; a model that cannot be found has none (checkPythonWorker refuses it).
+ */
+export function pythonModelDigests(models: readonly string[], dirs: readonly string[]): Record<string, string> {
+  return probePython({ dirs, models, checks: [] }, 'workers.runtime').digests;
+}
+
+/** What the probe found: each model's digest, the models it could not find, the params it refused. */
+interface ProbeFound {
+  digests: Record<string, string>;
+  missing: string[];
+  refused: Refused[];
+  unfound: Record<string, string[]>;
+}
+
+/** Run PROBE in the interpreter the Python workers use; a missing interpreter or package refused naming `field`. */
+function probePython(
+  arg: { dirs: readonly string[]; models: readonly string[]; checks: unknown[] },
+  field: string,
+): ProbeFound {
+  const { python, why } = pythonChoice();
+  const text = JSON.stringify({ ...arg, models: [...new Set(arg.models)].sort() });
+  const probe = spawnSync(python, ['-c', PROBE, text], { encoding: 'utf8', timeout: 60_000 });
   if (probe.error)
     throw new DetsimError(
       'struct_invalid_field',
@@ -110,17 +135,7 @@ export function checkPythonWorker(plan: RunPlan): void {
       field,
     );
   }
-  const found = JSON.parse(probe.stdout) as {
-    digests: Record<string, string>;
-    missing: string[];
-    refused: Refused[];
-    unfound: Record<string, string[]>;
-  };
-  refuseMissing(plan, found.missing);
-  // A changed source first: a module of its own left behind also fails the params check's import.
-  refuseChanged(plan, found.digests, found.unfound);
-  refuseParams(found.refused);
-  if (Object.keys(found.digests).length) plan.modelDigests = found.digests;
+  return JSON.parse(probe.stdout) as ProbeFound;
 }
 
 // Run by the interpreter for a fork: argv[1] = JSON {dirs, checks: [{model, field, before, after}]};

@@ -24,6 +24,8 @@ export interface SweepIndex {
   format: typeof SWEEP_FORMAT;
   name: string;
   planDigest: string;
+  /** The runs' own models by identity (present when there are any; SweepPlanned.ownModels). */
+  ownModels?: string[];
   seedDerivation: typeof REPLICATE_SEED_ALGORITHM;
   /** Physical: where the sweep file and its base config were when the sweep began. */
   sweepFile: string;
@@ -47,6 +49,7 @@ export function sweepIndexOf(p: SweepPlanned): SweepIndex {
     format: SWEEP_FORMAT,
     name: p.spec.name,
     planDigest: p.planDigest,
+    ...(p.ownModels.length > 0 ? { ownModels: p.ownModels } : {}),
     seedDerivation: REPLICATE_SEED_ALGORITHM,
     sweepFile: p.spec.file,
     base: p.spec.base,
@@ -112,20 +115,40 @@ function sweepDirsOf(parent: string, name: string): string[] {
  * The directory this sweep runs in, without creating it: the newest `<out>/<name>-<n>` whose
  * sweep.json has this plan digest (continued), else the next free `<name>-<n>`.
  */
-export function chooseSweepDir(outArg: string, p: SweepPlanned): { dir: string; continued: boolean } {
+export function chooseSweepDir(outArg: string, p: SweepPlanned): ChosenSweepDir {
   checkRunsParent(outArg);
   const parent = resolve(outArg);
   const dirs = sweepDirsOf(parent, p.spec.name);
   for (const dir of dirs) if (readSweepIndex(dir)?.planDigest === p.planDigest) return { dir, continued: true };
   const next = dirs.length === 0 ? 1 : Number(/-([0-9]+)$/.exec(dirs[0]!)![1]) + 1;
-  return { dir: join(parent, `${p.spec.name}-${next}`), continued: false };
+  return { dir: join(parent, `${p.spec.name}-${next}`), continued: false, ...(dirs[0] ? { previous: dirs[0] } : {}) };
+}
+
+/** Where a sweep runs: a continued directory, or a new one (and the newest earlier one of its name). */
+export interface ChosenSweepDir {
+  dir: string;
+  continued: boolean;
+  /** A new sweep's newest earlier directory of the same name, whose plan differs. */
+  previous?: string;
+}
+
+/**
+ * Why a sweep is not `previous`'s continued: its own models' content changed (named), or another
+ * plan (sweep file, base config, grid, replicates, checkpoints). `shown` is how to name `previous`.
+ */
+export function whyNotContinued(previous: string, shown: string, p: SweepPlanned): string {
+  const before = readSweepIndex(previous)?.ownModels ?? [];
+  const nameOf = (identity: string) => identity.replace(/@sha256:[0-9a-f]+$/, '');
+  const changed = p.ownModels.filter((m) => !before.includes(m) && before.some((b) => nameOf(b) === nameOf(m)));
+  if (changed.length > 0) return `${changed.map(nameOf).join(', ')} changed since ${shown} ran`;
+  return `its sweep file, base config or models differ from ${shown}'s`;
 }
 
 /**
  * The directory this sweep runs in (chooseSweepDir): a continued one as it is, a new one made with
  * sweep.json written durably before any run (a name taken meanwhile moves on to the next n).
  */
-export function openSweepDir(outArg: string, p: SweepPlanned): { dir: string; continued: boolean } {
+export function openSweepDir(outArg: string, p: SweepPlanned): ChosenSweepDir {
   const chosen = chooseSweepDir(outArg, p);
   if (chosen.continued) return chosen;
   const parent = dirname(chosen.dir);
@@ -139,7 +162,7 @@ export function openSweepDir(outArg: string, p: SweepPlanned): { dir: string; co
       throw asWriteFailure(e, dir);
     }
     writeJsonDurable(dir, SWEEP_INDEX, sweepIndexOf(p));
-    return { dir, continued: false };
+    return { ...chosen, dir };
   }
 }
 

@@ -4,13 +4,16 @@
 // a fixed order (grid paths as written, values as listed, replicates innermost); replicate r of a
 // grid point runs with the master seed sweep-replicate-seed-v1 derives from that point's own master
 // seed (replicate-seed.ts). Every run's overrides are resolved against the base config here, so a
-// bad path or value is refused naming it before any run starts. NOT where runs go (sweep-dir.ts)
+// bad path or value is refused naming it before any run starts; the plan's digest binds the
+// content of the runs' own models, so an edited model makes a new sweep, never a continued one. NOT where runs go (sweep-dir.ts)
 // nor how they run (task.ts, runner.ts).
 import { basename, dirname, extname, resolve } from 'node:path';
 import { canonicalDigest, type JsonValue } from '../../core/formats/canonical-json.js';
 import { DetsimError } from '../../core/formats/errors.js';
 import { isId, type U64 } from '../../core/formats/scalars.js';
-import { readConfigDocument, type RunPlan } from '../config.js';
+import { isPythonUserModel, readConfigDocument, type RunPlan } from '../config.js';
+import { recordedModel } from '../launch/model-source.js';
+import { pythonModelDigests } from '../launch/python-runtime.js';
 import { MASTER_SEED_PATH, pathSegments, resolveWithOverrides, type Override } from '../overrides.js';
 import { REPLICATE_SEED_ALGORITHM, replicateSeed } from './replicate-seed.js';
 
@@ -55,8 +58,13 @@ export interface SweepRun {
 export interface SweepPlanned {
   spec: SweepSpec;
   runs: SweepRun[];
-  /** SHA-256 over what decides the runs (base config document, grid, replicates, checkpoints, name). */
+  /**
+   * SHA-256 over what decides the runs (base config document, grid, replicates, checkpoints, name)
+   * and, when its runs use models of one's own, their identities: an edited model is another sweep.
+   */
   planDigest: string;
+  /** The identities of the runs' own models as run.json records them (modules, Python models), sorted. */
+  ownModels: string[];
 }
 
 const FIELDS = ['name', 'base', 'grid', 'replicates', 'checkpointEvery', 'keep'];
@@ -208,10 +216,25 @@ export function planSweep(spec: SweepSpec): SweepPlanned {
       });
     }
   }
-  return { spec, runs, planDigest: planDigestOf(spec) };
+  const ownModels = ownModelsOf(runs);
+  return { spec, runs, planDigest: planDigestOf(spec, ownModels), ownModels };
 }
 
-function planDigestOf(spec: SweepSpec): string {
+/**
+ * The runs' models of one's own by identity: a module by its path-free content identity, a Python
+ * model with its source digest (one probe for all); built-in models are their names and left out.
+ */
+function ownModelsOf(runs: readonly SweepRun[]): string[] {
+  const own = new Set<string>();
+  for (const { plan } of runs)
+    for (const model of [plan.environment.model, ...plan.agents.map((a) => a.model)])
+      if (model.startsWith('/') || isPythonUserModel(model)) own.add(model);
+  const python = [...own].filter(isPythonUserModel);
+  const digests = python.length > 0 ? pythonModelDigests(python, runs[0]!.plan.modelDirs ?? []) : {};
+  return [...new Set([...own].map((m) => recordedModel(m, digests).model))].sort();
+}
+
+function planDigestOf(spec: SweepSpec, ownModels: readonly string[]): string {
   return canonicalDigest({
     seedDerivation: REPLICATE_SEED_ALGORITHM,
     name: spec.name,
@@ -220,5 +243,7 @@ function planDigestOf(spec: SweepSpec): string {
     replicates: spec.replicates,
     checkpointEvery: spec.checkpointEvery ?? null,
     keep: spec.keep,
+    // Only when there are any: a sweep of built-in models keeps the digest it always had.
+    ...(ownModels.length > 0 ? { ownModels } : {}),
   });
 }

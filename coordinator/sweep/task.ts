@@ -44,7 +44,7 @@ export function loadSweep(sweepDir: string): { index: SweepIndex; planned: Sweep
   if (planned.planDigest !== index.planDigest)
     throw new DetsimError(
       'struct_sweep_mismatch',
-      `${sweepDir}: the sweep file ${index.sweepFile} (or its base config) changed since this sweep began; run it as a new sweep`,
+      `${sweepDir}: the sweep file ${index.sweepFile} (or its base config, or a model of its own) changed since this sweep began; run it as a new sweep`,
       'sweep.json',
     );
   return { index, planned };

@@ -217,7 +217,7 @@ describe('detsim sweep (CLI, real workers)', { timeout: 600_000 }, () => {
     const edited = cli(a, ['sweep', 'task', 'sweeps/food-2', '0']);
     expect(edited.status).toBe(2);
     expect(edited.stderr.trim()).toMatch(
-      /^detsim: \[struct_sweep_mismatch\] \S+food-2: the sweep file \S+food\.yaml \(or its base config\) changed/,
+      /^detsim: \[struct_sweep_mismatch\] \S+food-2: the sweep file \S+food\.yaml \(or its base config, or a model of its own\) changed/,
     );
   });
 });
