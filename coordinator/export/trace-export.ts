@@ -9,8 +9,19 @@
 // A run whose run.json records the observations sidecar (--trace-observations) is read with it,
 // every step's observations checked against the trace's observationDigest on both passes
 // (trace/observations.ts): a mismatch is refused during the first, before a byte is written.
-import { closeSync, existsSync, fsyncSync, linkSync, openSync, readdirSync, rmSync, statSync } from 'node:fs';
+import {
+  closeSync,
+  existsSync,
+  fsyncSync,
+  linkSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+} from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
+import { parseStrict } from '../../core/formats/canonical-json.js';
 import { DetsimError } from '../../core/formats/errors.js';
 import { fsyncDir, tempPathOf } from '../durable-file.js';
 import { checkReceiptBinding } from '../receipt/receipt.js';
@@ -19,12 +30,25 @@ import { checkedObservations, readObservationLines, recordsObservations } from '
 import type { TransitionTrace } from '../trace/trace.js';
 import { asWriteFailure, guardWrite } from '../write-failure.js';
 import { tableWriter, type ExportFormat, type TableWriter } from './table-writers.js';
-import { ColumnSurvey, rowsOfStep, type Column, type StepObservations, type TableLayout } from './trace-table.js';
+import {
+  ColumnSurvey,
+  overrideFields,
+  rowsOfStep,
+  type Column,
+  type RunFields,
+  type StepObservations,
+  type TableLayout,
+} from './trace-table.js';
 
 /** One run of an export: its id (the run directory's name, the `run` column) and its directory. */
 export interface ExportRun {
   readonly id: string;
   readonly dir: string;
+}
+
+/** A run's `set.<path>` columns, from its run.json's overrides. */
+function runFieldsOf(run: ExportRun): RunFields {
+  return overrideFields((parseStrict(readFileSync(join(run.dir, RUN_FILE))) as { overrides?: unknown }).overrides);
 }
 
 /** Where an export stands (for a progress line). */
@@ -162,7 +186,8 @@ async function survey(
   let steps = 0;
   for (const [i, run] of runs.entries()) {
     checkReceiptBinding(run.dir);
-    steps += await pass(run, i, (t, observations) => columns.add(t, observations));
+    const fields = runFieldsOf(run);
+    steps += await pass(run, i, (t, observations) => columns.add(t, observations, fields));
   }
   return { layout: columns.layout(), steps };
 }
@@ -176,13 +201,15 @@ async function writeRows(
 ): Promise<number> {
   let rows = 0;
   const pass = passOver(runs, 'writing', opts, () => rows);
-  for (const [i, run] of runs.entries())
+  for (const [i, run] of runs.entries()) {
+    const fields = runFieldsOf(run);
     await pass(run, i, (t, observations) => {
-      for (const row of rowsOfStep(run.id, t, layout, observations)) {
+      for (const row of rowsOfStep(run.id, t, layout, observations, fields)) {
         writer.add(row);
         rows++;
       }
     });
+  }
   writer.finish();
   return rows;
 }

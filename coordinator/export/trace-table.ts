@@ -3,7 +3,8 @@
 // decision flattened into `action.<field>` columns and, for a run with the observations sidecar
 // (--trace-observations), the scalars of the observation it received flattened into
 // `obs.<dotted.path>` columns (nested objects are walked, keys joined by '.'; lists, and
-// everything inside them, are skipped) — with the column set and each column's type
+// everything inside them, are skipped), and the run's `--set` overrides as `set.<path>` columns
+// (a sweep's grid values and replicate seed) — with the column set and each column's type
 // decided over the whole export by a survey of every step first, so rows can be streamed after it.
 // Types: a column whose values are all integers in ±(2^53−1) is int64, all numbers float64, all
 // booleans bool, all strings string; arrays, objects and a column of mixed kinds are canonical JSON
@@ -74,10 +75,31 @@ export function observationFields(
   return out;
 }
 
-/** Every field column of an agent's row: its action's, then its observation's (when the step has them). */
-function rowFields(decision: JsonValue, observation: Observation | undefined): [string, JsonValue][] {
+/** A run's own columns, the same on each of its rows: `set.<path>` per override its run.json records. */
+export type RunFields = readonly [string, JsonValue][];
+
+/**
+ * The `set.<path>` columns of a run from its run.json `overrides` ([{path, value}]: `detsim run --set`
+ * and `--master-seed`, a sweep's grid point and replicate seed); none when it has no overrides.
+ */
+export function overrideFields(overrides: unknown): RunFields {
+  if (!Array.isArray(overrides)) return [];
+  return overrides.flatMap((o: unknown) => {
+    const { path, value } = (o ?? {}) as { path?: unknown; value?: JsonValue };
+    return typeof path === 'string' && value !== undefined ? [[`set.${path}`, value] as [string, JsonValue]] : [];
+  });
+}
+
+/** Every field column of an agent's row: its action's, its observation's (when the step has them), its run's. */
+function rowFields(
+  decision: JsonValue,
+  observation: Observation | undefined,
+  run: RunFields = [],
+): [string, JsonValue][] {
   const fields = actionFields(decision);
-  return observation === undefined ? fields : observationFields(observation, 'obs', fields);
+  if (observation !== undefined) observationFields(observation, 'obs', fields);
+  fields.push(...run);
+  return fields;
 }
 
 /** Code-point order (the UTF-8 bytes' order), the same in Python's sorted(). */
@@ -106,9 +128,9 @@ export interface TableLayout {
 export class ColumnSurvey {
   private readonly kinds = new Map<string, Set<Kind>>();
 
-  add(t: TransitionTrace, observations?: StepObservations): void {
+  add(t: TransitionTrace, observations?: StepObservations, run?: RunFields): void {
     for (const a of t.behaviour.agents)
-      for (const [name, v] of rowFields(a.decision, observations?.get(a.agentId))) {
+      for (const [name, v] of rowFields(a.decision, observations?.get(a.agentId), run)) {
         let set = this.kinds.get(name);
         if (!set) this.kinds.set(name, (set = new Set()));
         const k = kindOf(v);
@@ -120,7 +142,7 @@ export class ColumnSurvey {
     const names = [...this.kinds.keys()].sort(byCodePoint);
     const fields = new Map<string, { index: number; json: boolean }>();
     const columns: Column[] = [...FIXED_COLUMNS];
-    // In code-point order every action column ('action', 'action.…') comes before every 'obs.…' one.
+    // In code-point order the action columns ('action', 'action.…') come first, then 'obs.…', then 'set.…'.
     for (const name of names) {
       const { type, json } = typeOfKinds(this.kinds.get(name)!);
       fields.set(name, { index: columns.length, json });
@@ -147,6 +169,7 @@ export function rowsOfStep(
   t: TransitionTrace,
   layout: TableLayout,
   observations?: StepObservations,
+  runFields?: RunFields,
 ): Cell[][] {
   const b = t.behaviour;
   const step = Number(b.scope.step);
@@ -158,7 +181,7 @@ export function rowsOfStep(
     row[2] = b.scope.epoch;
     row[3] = a.agentId;
     row[4] = totals.get(a.agentId) ?? 0;
-    for (const [name, v] of rowFields(a.decision, observations?.get(a.agentId))) {
+    for (const [name, v] of rowFields(a.decision, observations?.get(a.agentId), runFields)) {
       const col = layout.fields.get(name);
       if (col === undefined) throw new Error(`trace export: column ${name} was not surveyed`);
       row[col.index] = v === null ? null : col.json ? canonicalize(v) : (v as Cell);

@@ -197,6 +197,38 @@ describe('detsim trace export: real runs read back by pyarrow, pandas and read_t
   });
 });
 
+describe('detsim trace export: the overrides a run was made with', () => {
+  it('each --set path (and --master-seed) is a set.<path> column, typed by its values; a run without it has null', () => {
+    const parent = join(ROOT, 'overrides');
+    const short = ['run', 'examples/forage-walkers.yaml', '--steps', '20', '--out', parent];
+    run([...short, '--set', 'environment.params.food=12', '--master-seed', '5']);
+    run([...short, '--set', 'environment.params.food=30']);
+    run(short);
+    const runs = [1, 2, 3].map((i) => ({ id: `forage-walkers-${i}`, dir: join(parent, `forage-walkers-${i}`) }));
+    const set: Record<string, Row> = {
+      'forage-walkers-1': { 'set.environment.params.food': 12, 'set.masterSeed': '5' },
+      'forage-walkers-2': { 'set.environment.params.food': 30, 'set.masterSeed': null },
+      'forage-walkers-3': { 'set.environment.params.food': null, 'set.masterSeed': null },
+    };
+    const rows = expectedRows(runs, ['action.move']).map((r) => ({ ...r, ...set[r.run as string] }));
+    const columns = [...FIXED, 'action.move', 'set.environment.params.food', 'set.masterSeed'];
+
+    const pq = join(OUT, 'overrides.parquet');
+    const p = exportCli(parent, pq, 'parquet');
+    expect(p.status, p.stderr).toBe(0);
+    const fromPq = readBack('parquet', pq);
+    expectTable(fromPq, columns, rows);
+    expect(fromPq.types.slice(5)).toEqual(['string', 'int64', 'string']);
+    expectTable(readBack('frame', parent), columns, rows);
+    expectTable(readBack('list', parent), columns, rows);
+    const csv = join(OUT, 'overrides.csv');
+    expect(exportCli(parent, csv).status).toBe(0);
+    const lines = readFileSync(csv, 'utf8').split('\n');
+    expect(lines[0]).toBe(columns.join(','));
+    expect(lines[1]).toMatch(/^forage-walkers-1,0,e1,walker-00,[0-9.]+,[a-z]+,12,5$/);
+  });
+});
+
 describe('detsim trace export: refusals leave nothing behind', () => {
   const damaged = (name: string) => {
     const dir = join(ROOT, name, 'forage-walkers-1');

@@ -9,7 +9,8 @@
 # line is canonical JSON text. A run whose run.json records the observations sidecar
 # (`detsim run --trace-observations`) adds obs.<path> columns from trace/NNNNNN.observations.jsonl.gz,
 # each step's line checked to hash to the trace's observationDigest first, as the export does
-# (coordinator/trace/observations.ts). A pandas DataFrame when pandas is installed, else a list of dicts.
+# (coordinator/trace/observations.ts). The overrides a run's run.json records (`--set`, a sweep's grid
+# point and seed) are set.<path> columns. A pandas DataFrame when pandas is installed, else a list of dicts.
 # NOT a writer of traces or exports, and not used by the worker process.
 from __future__ import annotations
 
@@ -292,6 +293,18 @@ def _observation_fields(observation: dict[str, Any], prefix: str, out: list[tupl
     return out
 
 
+def _set_fields(run_dir: Path) -> list[tuple[str, Any]]:
+    """set.<path> of each override run.json records (--set, --master-seed, a sweep's grid point and seed)."""
+    overrides = parse_strict((run_dir / RUN_FILE).read_bytes()).get('overrides')
+    if not isinstance(overrides, list):
+        return []
+    return [
+        (f'set.{o["path"]}', o['value'])
+        for o in overrides
+        if isinstance(o, dict) and isinstance(o.get('path'), str) and 'value' in o
+    ]
+
+
 def _cell(v: Any, column_type: str, as_json: bool) -> Any:
     if v is None:
         return None
@@ -313,7 +326,13 @@ class _Table:
         self.kinds: dict[str, set[str]] = {}
         self.rows = 0
 
-    def add_step(self, run_id: str, trace: dict[str, Any], observations: dict[str, Any] | None = None) -> None:
+    def add_step(
+        self,
+        run_id: str,
+        trace: dict[str, Any],
+        observations: dict[str, Any] | None = None,
+        run_fields: list[tuple[str, Any]] | None = None,
+    ) -> None:
         b = trace['behaviour']
         totals: dict[str, float] = {}
         for r in b['rewards']:  # summed in the trace's order (by event, then rule), as doubles
@@ -326,6 +345,7 @@ class _Table:
             fields = _action_fields(a['decision'])
             if observations is not None and a['agentId'] in observations:
                 _observation_fields(observations[a['agentId']], 'obs', fields)
+            fields.extend(run_fields or [])
             for name, v in dict(fields).items():  # a path named twice (a key holding '.') keeps its last value
                 column = self.action.get(name)
                 if column is None:
@@ -356,9 +376,10 @@ def read_table(source: str | Path) -> tuple[list[tuple[str, str]], dict[str, lis
     table = _Table()
     for run_id, run_dir in runs_of(source):
         sidecar = observation_lines(run_dir) if records_observations(run_dir) else None
+        run_fields = _set_fields(run_dir)
         for trace in read_steps(run_dir):
             observations = checked_observations(next(sidecar, None), trace) if sidecar is not None else None
-            table.add_step(run_id, trace, observations)
+            table.add_step(run_id, trace, observations, run_fields)
     return table.columns()
 
 
