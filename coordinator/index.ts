@@ -88,6 +88,7 @@ export type {
   ReproEntry,
   ReadTraceOptions,
   TraceFormat,
+  TraceWriterOptions,
 } from './trace/trace-store.js';
 export type { TraceHashState } from './trace/trace-seal-thread.js';
 export type { Sha256State } from './trace/sha256-state.js';

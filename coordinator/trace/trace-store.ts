@@ -149,12 +149,6 @@ function nextSegmentSeq(dir: string, index: readonly SegmentEntry[]): number {
 }
 const sha256 = (b: Uint8Array) => createHash('sha256').update(b).digest('hex');
 
-/**
- * Writes a segmented trace: lines are gathered in memory until `segmentSteps` of them (or a
- * `sync()`), then sealed: gzip runs in zlib's thread pool, and the segment file is written,
- * fsynced and recorded in index.jsonl in step order. At most `maxInFlight` sealed segments wait;
- * beyond that `appendLine` returns a promise that settles when the oldest is on disk.
- */
 /** How a SegmentedTraceWriter cuts, bounds and keeps its trace. */
 export interface TraceWriterOptions {
   /** Steps per segment (DEFAULT_SEGMENT_STEPS). */
@@ -167,6 +161,12 @@ export interface TraceWriterOptions {
   expectedSteps?: number;
 }
 
+/**
+ * Writes a segmented trace: lines are gathered in memory until `segmentSteps` of them (or a
+ * `sync()`), then sealed: gzip runs in zlib's thread pool, and the segment file is written,
+ * fsynced and recorded in index.jsonl in step order. At most `maxInFlight` sealed segments wait;
+ * beyond that `appendLine` returns a promise that settles when the oldest is on disk.
+ */
 export class SegmentedTraceWriter implements TraceSink {
   readonly dir: string;
   /** The open segment's steps not yet fed to the sealing thread. */
