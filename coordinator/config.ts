@@ -92,7 +92,8 @@ export const ENVIRONMENT_RUNTIMES = ['typescript', 'python'] as const;
 /**
  * `environment.transport`: `inline` hosts the (TypeScript) environment in the coordinator's own
  * thread whatever `workers.transport` says; `workers` puts it on `workers.transport`; absent, a
- * built-in TypeScript environment of a run on threads is inline, any other on `workers.transport`
+ * built-in TypeScript environment of a local run on threads or Unix-socket processes is inline, any
+ * other on `workers.transport`
  * (launch/inline-worker.ts environmentInline).
  */
 export const ENVIRONMENT_TRANSPORTS = ['inline', 'workers'] as const;
@@ -238,8 +239,8 @@ export interface RunPlan {
   /**
    * `inline` (`environment.transport: inline`): the environment worker runs in the coordinator's own
    * thread, no isolation (trusted models only), while the agent workers use `transport`; `workers`:
-   * on `transport`; absent: the default, inline for a built-in TypeScript environment on threads
-   * (environmentInline). TypeScript environments only. Physical like `transport`: recorded in
+   * on `transport`; absent: the default, inline for a built-in TypeScript environment of a local run on
+   * threads or Unix-socket processes (environmentInline). TypeScript environments only. Physical like `transport`: recorded in
    * launch.json, never in run.json or a hash.
    */
   environmentTransport?: 'inline' | 'workers';

@@ -5,14 +5,15 @@ import { resolveConfig } from '../../coordinator/config.js';
 import type { RunOptions } from '../../coordinator/session/run.js';
 
 /**
- * `unix`: gRPC worker processes over Unix sockets. `thread`: TypeScript workers in worker_threads
- * of the coordinator's process (`workers.transport: thread`), the environment on a thread of its own
- * too (`environment.transport: workers`). `inline`: agents and environment stepped in the
- * coordinator's own thread, no transport (`workers.transport: inline`). `thread-env-inline`: agents
- * on threads, the environment in the coordinator's thread — a local run's default for a built-in
+ * `unix`: gRPC worker processes over Unix sockets, the environment in a process of its own too
+ * (`environment.transport: workers`). `thread`: TypeScript workers in worker_threads of the
+ * coordinator's process (`workers.transport: thread`), the environment on a thread of its own too.
+ * `inline`: agents and environment stepped in the coordinator's own thread, no transport
+ * (`workers.transport: inline`). `unix-env-inline` and `thread-env-inline`: the agents on processes
+ * or threads, the environment in the coordinator's thread — a local run's default for a built-in
  * environment (`environment.transport: inline`; the peers suite's rows).
  */
-export type BenchTransport = 'unix' | 'thread' | 'inline' | 'thread-env-inline';
+export type BenchTransport = 'unix' | 'thread' | 'inline' | 'unix-env-inline' | 'thread-env-inline';
 
 /** What a run on a transport needs: merged into the config's `workers` (and `environment`) and into runSession's options. */
 export interface TransportSetup {
@@ -49,9 +50,10 @@ export function configRefusal(
 
 /** A transport selected through config: available exactly when this build's config accepts it. */
 function configTransport(transport: BenchTransport): TransportPlan {
-  const split = transport === 'thread-env-inline';
-  const workers = { transport: split ? 'thread' : transport };
-  const environment = split ? { transport: 'inline' } : transport === 'thread' ? { transport: 'workers' } : {};
+  const split = transport.endsWith('-env-inline');
+  const workers = { transport: split ? transport.slice(0, -'-env-inline'.length) : transport };
+  // Without `-env-inline` the environment stays on the workers' transport (the default would put a built-in one inline).
+  const environment = transport === 'inline' ? {} : { transport: split ? 'inline' : 'workers' };
   const refused = configRefusal(workers, environment);
   if (refused !== null) return { available: false, reason: `${NOT_AVAILABLE} (config refuses it: ${refused})` };
   const placed = Object.keys(environment).length > 0;
@@ -66,9 +68,10 @@ export function transportPlan(transport: BenchTransport): TransportPlan {
 /** How a row names where its agents run, e.g. "4 agent processes", "4 agent threads", "inline". */
 export function placement(transport: BenchTransport, workers: number): string {
   if (transport === 'inline') return "inline (the coordinator's thread, no transport)";
-  const threads = transport !== 'unix';
+  const threads = transport.startsWith('thread');
   const noun = threads ? 'thread' : 'process';
   const agents = `${workers} agent ${noun}${workers === 1 ? '' : threads ? 's' : 'es'}`;
-  if (transport === 'thread') return `${agents}, environment on a thread`;
-  return transport === 'thread-env-inline' ? `${agents}, environment inline (the default)` : agents;
+  return transport.endsWith('-env-inline')
+    ? `${agents}, environment inline (the default)`
+    : `${agents}, environment on a ${noun}`;
 }

@@ -117,7 +117,7 @@ export interface PeersSizes {
 
 export const FULL_SIZES: PeersSizes = {
   sizes: [1, 4, 16],
-  transports: ['unix', 'thread', 'thread-env-inline', 'inline'],
+  transports: ['unix', 'unix-env-inline', 'thread', 'thread-env-inline', 'inline'],
   steps: 3000,
   warmupSteps: 200,
   stateBytes: 256 * 1024 * 1024,
@@ -125,7 +125,7 @@ export const FULL_SIZES: PeersSizes = {
 };
 export const QUICK_SIZES: PeersSizes = {
   sizes: [1],
-  transports: ['unix', 'thread', 'thread-env-inline', 'inline'],
+  transports: ['unix', 'unix-env-inline', 'thread', 'thread-env-inline', 'inline'],
   steps: 40,
   warmupSteps: 10,
   stateBytes: 1024 * 1024,

@@ -96,7 +96,7 @@ export function readTransportFlag(text: string | undefined): Transport | undefin
 /** `--environment-transport inline|workers`: the environment in the coordinator's thread, or on the workers' transport. */
 export const ENVIRONMENT_TRANSPORT_CHOICES = ['inline', 'workers'] as const;
 export const ENVIRONMENT_TRANSPORT_HELP =
-  "inline: host the (TypeScript) environment in the coordinator's thread, trusted models only; workers: on the workers' transport (overrides environment.transport; default: inline for a built-in environment on threads; never changes a ReproHash)";
+  "inline: host the (TypeScript) environment in the coordinator's thread, trusted models only; workers: on the workers' transport (overrides environment.transport; default: inline for a built-in environment on threads or local processes; never changes a ReproHash)";
 export function readEnvironmentTransportFlag(text: string | undefined): 'inline' | 'workers' | undefined {
   return readChoiceFlag(text, ENVIRONMENT_TRANSPORT_CHOICES, '--environment-transport');
 }

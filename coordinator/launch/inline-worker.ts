@@ -24,9 +24,9 @@ export function runsInline(plan: RunPlan, worker: PlannedWorker): boolean {
 /**
  * Whether the environment runs in the coordinator's thread: as `environment.transport` says, and
  * without it, when the environment is a built-in model (detsim's own code, as trusted as the
- * coordinator) on the TypeScript runtime of a local run on threads — a round trip a step less
- * (bench/README.md). A module of the researcher's own, a Python environment, processes, Slurm and
- * rendezvous keep it on the workers' transport.
+ * coordinator) on the TypeScript runtime of a local run on threads or worker processes over Unix
+ * sockets — a round trip a step less (bench/README.md). A module of the researcher's own, a Python
+ * environment, TCP, Slurm and rendezvous keep it on the workers' transport.
  */
 export function environmentInline(plan: RunPlan): boolean {
   if (plan.environmentTransport !== undefined) return plan.environmentTransport === 'inline';
@@ -34,7 +34,7 @@ export function environmentInline(plan: RunPlan): boolean {
   return (
     (env?.runtime ?? 'typescript') === 'typescript' &&
     (BUILTIN_ENVIRONMENT_MODELS as readonly string[]).includes(plan.environment.model) &&
-    plan.transport === 'thread' &&
+    (plan.transport === 'thread' || plan.transport === 'unix') &&
     plan.launcher?.kind !== 'slurm' &&
     plan.rendezvous === undefined
   );

@@ -54,7 +54,7 @@ function quickPeers(env: Record<string, string | undefined>): {
   return { status: r.status, stderr: r.stderr, receipt: JSON.parse(readFileSync(join(out, files[0]!), 'utf8')) };
 }
 
-const TRANSPORTS: BenchTransport[] = ['unix', 'thread', 'thread-env-inline', 'inline'];
+const TRANSPORTS: BenchTransport[] = ['unix', 'unix-env-inline', 'thread', 'thread-env-inline', 'inline'];
 /** The transports this build runs: each gets a figure beside each Gymnasium vector env; the others a skip. */
 const RUNNABLE = TRANSPORTS.filter((t) => transportPlan(t).available);
 const GYM_FIGURES = RUNNABLE.flatMap((t) => [`gymnasium.n1.${t}`, `gymnasium-sync.n1.${t}`]);

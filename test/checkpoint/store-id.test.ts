@@ -30,7 +30,8 @@ async function sessionElsewhere(mode: 'keep' | 'drop-id'): Promise<Session> {
     command: 'bash',
     args: [WRAPPER, elsewhere, mode, cmd.command, ...cmd.args],
   });
-  const s = await startSession(LIF(4096), { wrapCommand });
+  // Every worker a process (the environment too: by default forage would run in this process, which sees the store).
+  const s = await startSession({ ...LIF(4096), environmentTransport: 'workers' }, { wrapCommand });
   open.push(s);
   return s;
 }

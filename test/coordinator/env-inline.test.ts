@@ -226,12 +226,12 @@ describe('the default placement of the environment', () => {
       : 'worker';
   };
 
-  it('a built-in TypeScript environment on threads is inline; a module of your own, Python, processes, Slurm, rendezvous and `workers` are not', () => {
+  it('a built-in TypeScript environment on threads or Unix-socket processes is inline; a module of your own, Python, TCP, Slurm, rendezvous and `workers` are not', () => {
     const env = (more: Record<string, unknown>) => ({ ...base(), environment: { ...base().environment, ...more } });
     expect(placed(base())).toBe('inline');
     expect(placed({ ...base(), workers: { transport: 'thread' } })).toBe('inline');
     expect(placed(env({ transport: 'workers' }))).toBe('worker');
-    expect(placed({ ...base(), workers: { transport: 'unix' } })).toBe('worker');
+    expect(placed({ ...base(), workers: { transport: 'unix' } })).toBe('inline');
     expect(placed({ ...base(), workers: { transport: 'tcp' } })).toBe('worker');
     expect(placed(env({ runtime: 'python' }))).toBe('worker');
     expect(placed(env({ model: './throw-in-advance.ts' }))).toBe('worker');

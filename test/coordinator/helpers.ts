@@ -2,7 +2,7 @@
 // directory back, and checking that no worker process outlived its run.
 import { existsSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { loadConfig, type PlannedWorker, type RunPlan } from '../../coordinator/config.js';
 import { exampleWithWorkers } from '../example-config.js';
@@ -92,7 +92,11 @@ export function isRunning(pid: number): boolean {
   }
 }
 
-/** Live (non-zombie) child processes of this process, from /proc. */
+/**
+ * Live (non-zombie) child processes of this process, from /proc — but for the TypeScript loader's
+ * own esbuild service: a thread started from source (a seal thread, a worker thread) registers tsx,
+ * whose esbuild process is this process's child for its whole life and is no worker.
+ */
 export function childPids(parent = process.pid): number[] {
   const out: number[] = [];
   for (const name of readdirSync('/proc')) {
@@ -101,7 +105,9 @@ export function childPids(parent = process.pid): number[] {
       const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
       // pid (comm) state ppid ...: comm may contain spaces, so split after the last ')'
       const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      if (Number(rest[1]) === parent && rest[0] !== 'Z') out.push(Number(name));
+      if (Number(rest[1]) !== parent || rest[0] === 'Z') continue;
+      const argv = readFileSync(`/proc/${name}/cmdline`, 'utf8').split('\0');
+      if (!(basename(argv[0]!) === 'esbuild' && argv[1]?.startsWith('--service='))) out.push(Number(name));
     } catch {
       // the process went away while we looked
     }

@@ -56,9 +56,13 @@ describe('one ReproHash across transports', () => {
         if (skip) return ctx.skip(skip);
         const g = readGolden(DEFAULT_GOLDEN_DIR, exampleName(config))!;
         const plan = loadPlan(config);
-        // Each transport, and threads with the environment on a thread of its own too (the default
-        // puts a built-in TypeScript environment of a thread run in the coordinator's thread).
-        const cases = [...TRANSPORTS.map((t) => [t] as const), ['thread', 'workers'] as const];
+        // Each transport, and threads and processes with the environment on a worker of its own too
+        // (the default puts a built-in TypeScript environment of a thread or unix run in the coordinator's thread).
+        const cases = [
+          ...TRANSPORTS.map((t) => [t] as const),
+          ['thread', 'workers'] as const,
+          ['unix', 'workers'] as const,
+        ];
         for (const [transport, environment] of cases) {
           const r = await runOn(config, transport, g.steps, environment);
           expect({ transport, reproHash: r.reproHash, behaviourDigest: r.behaviourDigest }).toEqual({
@@ -72,7 +76,8 @@ describe('one ReproHash across transports', () => {
           const expected = Object.fromEntries(
             plan.workers.map((w) => {
               const ts = (w.runtime ?? 'typescript') === 'typescript';
-              const envInline = w.role === 'environment' && ts && builtInEnv && hosted === 'thread' && !environment;
+              const local = transport === 'thread' || transport === 'unix';
+              const envInline = w.role === 'environment' && ts && builtInEnv && local && !environment;
               return [w.workerId, envInline ? 'inline' : hosted && ts ? hosted : 'process'];
             }),
           );
@@ -129,14 +134,18 @@ describe.each([
         .filter((l) => l.includes('"workers spawned"'));
       expect(spawned).toHaveLength(2);
       const kinds = (line: string) => [...new Set(Object.values(loggedWorkerRuns(line)))].sort();
-      // lif-pair's forage environment: in the coordinator's thread on threads (the default), and on
-      // resume where launch.json says it ran — inline after a thread run, on the workers after another.
+      // lif-pair's forage environment: in the coordinator's thread on threads and unix processes (the
+      // default), and on resume where launch.json says it ran — inline after a thread or unix run, on
+      // the workers after an all-inline one (whose launch.json records no environment placement).
       const expected: Record<string, string[][]> = {
         'thread>unix': [
           ['inline', 'thread'],
           ['inline', 'process'],
         ],
-        'unix>thread': [['process'], ['thread']],
+        'unix>thread': [
+          ['inline', 'process'],
+          ['inline', 'thread'],
+        ],
         'inline>unix': [['inline'], ['process']],
       };
       expect(spawned.map(kinds)).toEqual(expected[`${from}>${to}`]);
@@ -221,7 +230,8 @@ describe('replay, diff and verify on threads and processes', () => {
         .map((l) => JSON.parse(l) as { check?: string; status?: string; reason?: string });
       expect(checks.find((c) => c.check === 'golden')).toMatchObject({ status: 'pass', reason: 'audit_golden_hit' });
       const runDir = join(dir, 'runs', 'forage-walkers-1');
-      expect(new Set(Object.values(loggedWorkerRuns(readRun(runDir).log)))).toEqual(new Set(['process']));
+      // The agents in processes; forage, a built-in environment, in the coordinator's thread (the default).
+      expect(loggedWorkerRuns(readRun(runDir).log)).toEqual({ 'worker-0': 'process', 'worker-env': 'inline' });
     },
   );
 });
