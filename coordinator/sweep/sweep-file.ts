@@ -5,8 +5,8 @@
 // grid point runs with the master seed sweep-replicate-seed-v1 derives from that point's own master
 // seed (replicate-seed.ts). Every run's overrides are resolved against the base config here, so a
 // bad path or value is refused naming it before any run starts; the plan's digest binds the
-// content of the runs' own models, so an edited model makes a new sweep, never a continued one. NOT where runs go (sweep-dir.ts)
-// nor how they run (task.ts, runner.ts).
+// content of the runs' own models, so an edited model makes a new sweep, never a continued one.
+// NOT where runs go (sweep-dir.ts) nor how they run (task.ts, runner.ts).
 import { basename, dirname, extname, resolve } from 'node:path';
 import { canonicalDigest, type JsonValue } from '../../core/formats/canonical-json.js';
 import { DetsimError } from '../../core/formats/errors.js';
