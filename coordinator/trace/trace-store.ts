@@ -157,7 +157,10 @@ export interface TraceWriterOptions {
   maxInFlight?: number;
   /** Keep each step's observations text in a sidecar (`--trace-observations`). */
   observations?: boolean;
-  /** Steps the session means to append: more than SEAL_PIECE_STEPS starts the sealing thread at once. */
+  /**
+   * Steps the session means to append: more than SEAL_PIECE_STEPS, in segments longer than that,
+   * starts the sealing thread at once.
+   */
   expectedSteps?: number;
 }
 
@@ -212,7 +215,8 @@ export class SegmentedTraceWriter implements TraceSink {
     const path = join(this.dir, TRACE_INDEX);
     this.indexFd = guardWrite(path, () => openSync(path, 'a'));
     // A run that will feed pieces starts the sealing thread while its workers start, not mid-run.
-    if ((opts.expectedSteps ?? 0) > SEAL_PIECE_STEPS) warmSealThread();
+    const pieces = Math.min(opts.expectedSteps ?? 0, opts.segmentSteps ?? DEFAULT_SEGMENT_STEPS);
+    if (pieces > SEAL_PIECE_STEPS) warmSealThread();
   }
 
   /** A new writer appending to the same trace with the same options (after a recovery cut it back). */
