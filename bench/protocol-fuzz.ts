@@ -499,6 +499,14 @@ async function expectReply(s: RawSession, what: string, report: FuzzReport): Pro
   return n.reply;
 }
 
+/**
+ * How a case names its envelope's method in a finding: a generated method may be any JSON value,
+ * an object with a `toString` key too (String() of that throws), so never through String().
+ */
+function methodText(method: unknown): string {
+  return typeof method === 'string' ? method : (JSON.stringify(method) ?? typeof method);
+}
+
 async function runCase(target: Target, role: Role, actions: Action[], report: FuzzReport): Promise<void> {
   const s = new RawSession(target.grpcClient);
   try {
@@ -527,7 +535,7 @@ async function runCase(target: Target, role: Role, actions: Action[], report: Fu
       const what =
         a.kind === 'bytes'
           ? `${a.bytes.length} non-envelope bytes`
-          : `${String(a.value.method).slice(0, 40)} (${JSON.stringify(a.value).slice(0, 160)})`;
+          : `${methodText(a.value.method).slice(0, 40)} (${JSON.stringify(a.value).slice(0, 160)})`;
       const attachment =
         a.kind === 'envelope' && a.attachmentBytes !== undefined
           ? new Uint8Array(a.attachmentBytes).fill(a.attachmentBytes & 0xff)
