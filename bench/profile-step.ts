@@ -1,5 +1,5 @@
 // Profile of the lockstep step path (issue 13 part 3): runs real sessions (runSession: walkers on
-// forage, real worker processes over gRPC on Unix sockets, a real run directory) and prints
+// forage, real worker processes on Unix sockets (the socket wire), a real run directory) and prints
 // agent-steps/s (from trace wallTimeNs after a warm-up, median of --runs) with the CPU time per
 // step of the main thread of the coordinator and of each worker process (/proc: GC and compiler
 // helper threads left out, they inflate under load), and with --profile a
@@ -12,6 +12,7 @@
 //   node --import tsx bench/profile-step.ts --summarize /tmp/prof          # summarize again, no run
 //   node --import tsx bench/profile-step.ts --inline [--profile DIR]      # no transport: detsim's own work
 //   node --import tsx bench/profile-step.ts --transport thread --agents 16 --dist   # worker threads
+//   node --import tsx bench/profile-step.ts --agents 16 --dist --environment-transport inline  # as a run's default
 //   (every run also prints where a step's wall time goes between the two halves of the lockstep
 //   chain, and with --transport thread the CPU per step of each of this process's busy threads:
 //   V8's profiler charges a thread's time off the CPU to the function it was in, so a thread woken
@@ -63,8 +64,10 @@ interface Args {
   window?: string;
   /** No processes, no transport: the hosts in this process, messages still encoded and checked. */
   inline: boolean;
-  /** The workers' transport: `unix` (processes over gRPC, the default here) or `thread`. */
+  /** The workers' transport: `unix` (processes on Unix sockets, the default here) or `thread`. */
   transport: 'unix' | 'thread';
+  /** The environment in the coordinator's thread (`inline`) or on a worker of its own (the default here). */
+  environmentTransport: 'inline' | 'workers';
 }
 
 const DEFAULT_CONFIGS: Config[] = [
@@ -96,22 +99,28 @@ function parseArgs(argv: string[]): Args {
     window: flag('--window'),
     inline: argv.includes('--inline'),
     transport: flag('--transport') === 'thread' ? 'thread' : 'unix',
+    environmentTransport: flag('--environment-transport') === 'inline' ? 'inline' : 'workers',
   };
 }
 
-function planFor(c: Config, steps: number, transport: Args['transport']): RunPlan {
+function planFor(
+  c: Config,
+  steps: number,
+  transport: Args['transport'],
+  envTransport: Args['environmentTransport'],
+): RunPlan {
   const side = Math.max(8, Math.ceil(Math.sqrt(c.agents * 4)));
   return resolveConfig({
     sessionId: `profile-${c.agents}-${c.perWorker}`,
     masterSeed: '1',
     steps,
     stepHz: 60,
-    // The environment on a worker of its own (as the figures in bench/README were taken), whatever the default.
+    // The environment on a worker of its own unless --environment-transport inline (a local run's default for forage).
     environment: {
       id: 'forage',
       model: 'forage',
       params: { width: side, height: side, food: c.agents },
-      transport: 'workers',
+      transport: envTransport,
     },
     agents: { count: c.agents, prefix: 'walker-', model: 'walker' },
     workers: { agentsPerWorker: c.perWorker, transport },
@@ -258,7 +267,7 @@ function procCpuSeconds(pid: number): number {
 async function measure(c: Config, args: Args): Promise<Measured> {
   const { steps, warmup } = args;
   const { runSession } = await load('coordinator/session/run.js', { runSession: runFromSource }, args);
-  const plan = planFor(c, steps, args.transport);
+  const plan = planFor(c, steps, args.transport, args.environmentTransport);
   if (args.inline) return measureInline(plan, c, args);
   const out = mkdtempSync(join(tmpdir(), 'profile-step-'));
   try {
@@ -450,6 +459,7 @@ function profile(args: Args, dir: string): void {
       ...['--steps', String(args.steps), '--warmup', String(args.warmup)],
       ...['--dist', '--window', join(dir, 'window.json')],
       ...(args.inline ? ['--inline'] : []),
+      ...['--transport', args.transport, '--environment-transport', args.environmentTransport],
     ],
     {
       stdio: 'inherit',

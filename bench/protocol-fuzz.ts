@@ -1,16 +1,19 @@
-// Protocol fuzz against a real TypeScript worker process over its real transport (gRPC Session
-// streams on a Unix socket, raw frames through grpc-js): random and mutated request envelopes
-// (wrong fields, huge numbers, wrong scopes, hostile model paths), deep nesting, non-JSON and
-// non-canonical bodies, bad framing (both body and chunk, empty frames, oversized chunks, chunks
-// never followed by a body, frames past the message limit). Properties: every request message
+// Protocol fuzz against a real TypeScript worker process over its real transport, either wire: gRPC
+// Session streams on a Unix socket (raw frames through grpc-js), or the socket wire (raw bytes on
+// the socket, `--wire socket`): random and mutated request envelopes (wrong fields, huge numbers,
+// wrong scopes, hostile model paths), deep nesting, non-JSON and non-canonical bodies, bad framing
+// (gRPC: both body and chunk, empty frames, oversized chunks, chunks never followed by a body,
+// frames past the message limit; socket wire: headers announcing an empty or oversized body, an
+// oversized attachment, or more bytes than come before the client ends). Properties: every request message
 // gets exactly one reply, a result or a named error (a code of ERROR_CODES); bad framing ends only
 // that stream; the worker never exits or hangs, its peak RSS stays bounded, and no module named
 // by a client is ever executed (a marker module's import would write a file).
-// Usage: node --import tsx bench/protocol-fuzz.ts [--cases N] [--seed S] [--role agent|environment]
+// Usage: node --import tsx bench/protocol-fuzz.ts [--cases N] [--seed S] [--role agent|environment] [--wire grpc|socket]
 // (test/protocol/fuzz.test.ts runs a bounded number of cases through runProtocolFuzz). Not a benchmark.
 import * as grpc from '@grpc/grpc-js';
 import fc from 'fast-check';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { type Socket, connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -27,10 +30,12 @@ import {
   METHODS,
   type Reply,
   type Role,
+  SocketReader,
   channelOptions,
   decodeBody,
   parseAddress,
   readReply,
+  socketMessageHead,
   workerServiceDefinition,
 } from '../core/protocol/index.js';
 import { type SpawnedWorker, launchWorker } from '../test/workers/harness.js';
@@ -40,9 +45,13 @@ const WORKER_ID = 'w-fuzz';
 /** A reply (or the end of a stream that must end) slower than this is a hang. */
 const REPLY_TIMEOUT_MS = 10_000;
 
+export type Wire = 'grpc' | 'socket';
+
 export interface FuzzOptions {
   cases: number;
   role?: Role;
+  /** The wire the worker speaks (default gRPC). */
+  wire?: Wire;
   /** fast-check seed; default random (printed on failure so a finding can be replayed). */
   seed?: number;
   /** Peak resident set (VmHWM) the worker may reach, in MiB. */
@@ -65,14 +74,16 @@ export interface FuzzReport {
 
 interface Target {
   worker: SpawnedWorker;
-  grpcClient: grpc.Client;
+  wire: Wire;
+  /** gRPC only: the channel every Session stream of the fuzz opens on. */
+  grpcClient: grpc.Client | undefined;
   /** Importing this module writes `markerFile`: it must never exist. */
   markerModule: string;
   markerFile: string;
   dir: string;
 }
 
-async function startTarget(role: Role): Promise<Target> {
+async function startTarget(role: Role, wire: Wire): Promise<Target> {
   const dir = mkdtempSync(join(tmpdir(), 'detsim-fuzz-'));
   const markerFile = join(dir, 'IMPORTED');
   const markerModule = join(dir, 'marker-model.mjs');
@@ -83,41 +94,48 @@ async function startTarget(role: Role): Promise<Target> {
   const worker = await launchWorker(process.execPath, ['--import', 'tsx', 'workers/main.ts'], {
     role,
     workerId: WORKER_ID,
+    extra: wire === 'socket' ? ['--wire', 'socket'] : [],
   });
+  if (wire === 'socket') return { worker, wire, grpcClient: undefined, markerModule, markerFile, dir };
   const Ctor = grpc.makeGenericClientConstructor(workerServiceDefinition(), 'Worker');
   const grpcClient = new Ctor(
     parseAddress(worker.listen).target,
     grpc.credentials.createInsecure(),
     channelOptions(DEFAULT_MAX_MESSAGE_BYTES * 2),
   );
-  return { worker, grpcClient, markerModule, markerFile, dir };
+  return { worker, wire, grpcClient, markerModule, markerFile, dir };
+}
+
+/** A new raw session to the target on its wire. */
+function sessionTo(target: Target): RawSession {
+  return target.grpcClient ? new GrpcSession(target.grpcClient) : new SocketSession(target.worker.listen);
 }
 
 type Next = { kind: 'reply'; reply: Reply } | { kind: 'ended'; why: string } | { kind: 'timeout' };
 
-/** One Session stream with raw frame access: write any frame, read reassembled replies in order. */
-class RawSession {
-  private readonly stream: grpc.ClientDuplexStream<Frame, Frame>;
-  private readonly assembler = new FrameAssembler();
+/** One raw session (a gRPC Session stream, or a socket-wire connection): replies in order, or its end. */
+abstract class RawSession {
   private readonly queue: Next[] = [];
   private waiter: ((n: Next) => void) | undefined;
   ended = false;
 
-  constructor(client: grpc.Client) {
-    this.stream = (client as unknown as { Session(): grpc.ClientDuplexStream<Frame, Frame> }).Session();
-    this.stream.on('data', (frame: Frame) => {
-      try {
-        const m = this.assembler.push(frame);
-        if (m) this.deliver({ kind: 'reply', reply: readReply(decodeBody(m.body)) });
-      } catch (e) {
-        this.finish(`an unreadable reply: ${(e as Error).message}`);
-      }
-    });
-    this.stream.on('end', () => this.finish('the worker ended the stream'));
-    this.stream.on('error', (e: Error) => this.finish(`stream error: ${e.message}`));
+  /** Send one well-framed message. */
+  abstract send(body: Uint8Array, attachment?: Uint8Array): void;
+  /** Send a bad-framing action's frames or bytes as they are. */
+  abstract sendBad(a: BadFrame): void;
+  /** End our half: the worker must then end its half. */
+  abstract halfClose(): void;
+  abstract close(): void;
+
+  protected reply(body: Uint8Array): void {
+    try {
+      this.deliver({ kind: 'reply', reply: readReply(decodeBody(body)) });
+    } catch (e) {
+      this.finish(`an unreadable reply: ${(e as Error).message}`);
+    }
   }
 
-  private finish(why: string): void {
+  protected finish(why: string): void {
     if (this.ended) return;
     this.ended = true;
     this.deliver({ kind: 'ended', why });
@@ -130,11 +148,7 @@ class RawSession {
     else this.queue.push(n);
   }
 
-  write(frame: Frame): void {
-    if (!this.ended) this.stream.write(frame);
-  }
-
-  /** The next reply or the stream's end, or 'timeout' if neither comes in time. */
+  /** The next reply or the session's end, or 'timeout' if neither comes in time. */
   next(timeoutMs = REPLY_TIMEOUT_MS): Promise<Next> {
     const queued = this.queue.shift();
     if (queued) return Promise.resolve(queued);
@@ -149,8 +163,50 @@ class RawSession {
       };
     });
   }
+}
 
-  /** End our half: the worker must then end its half. */
+/** A Session stream with raw frame access: write any frame, read reassembled replies in order. */
+class GrpcSession extends RawSession {
+  private readonly stream: grpc.ClientDuplexStream<Frame, Frame>;
+  private readonly assembler = new FrameAssembler();
+
+  constructor(client: grpc.Client) {
+    super();
+    this.stream = (client as unknown as { Session(): grpc.ClientDuplexStream<Frame, Frame> }).Session();
+    this.stream.on('data', (frame: Frame) => {
+      try {
+        const m = this.assembler.push(frame);
+        if (m) this.reply(m.body);
+      } catch (e) {
+        this.finish(`an unreadable reply: ${(e as Error).message}`);
+      }
+    });
+    this.stream.on('end', () => this.finish('the worker ended the stream'));
+    this.stream.on('error', (e: Error) => this.finish(`stream error: ${e.message}`));
+  }
+
+  private write(frame: Frame): void {
+    if (!this.ended) this.stream.write(frame);
+  }
+
+  send(body: Uint8Array, attachment?: Uint8Array): void {
+    if (attachment)
+      for (let off = 0; off < attachment.length; off += MAX_CHUNK_BYTES)
+        this.write({ chunk: attachment.subarray(off, off + MAX_CHUNK_BYTES) });
+    this.write({ body });
+  }
+
+  sendBad(a: BadFrame): void {
+    for (const f of a.frames ?? [])
+      this.write(
+        a.size === undefined
+          ? f
+          : f.body
+            ? { body: new Uint8Array(a.size).fill(0x20) }
+            : { chunk: new Uint8Array(a.size) },
+      );
+  }
+
   halfClose(): void {
     this.stream.end();
   }
@@ -161,18 +217,69 @@ class RawSession {
   }
 }
 
+/** A socket-wire connection: write any bytes, read the worker's messages in order. */
+class SocketSession extends RawSession {
+  private readonly socket: Socket;
+  private readonly reader = new SocketReader({
+    maxBodyBytes: DEFAULT_MAX_MESSAGE_BYTES,
+    maxAttachmentBytes: DEFAULT_MAX_MESSAGE_BYTES,
+  });
+
+  constructor(listen: string) {
+    super();
+    this.socket = connect(parseAddress(listen).target.replace(/^unix:/, ''));
+    this.socket.on('data', (chunk: Buffer) => {
+      try {
+        for (const m of this.reader.push(chunk)) this.reply(m.body);
+      } catch (e) {
+        this.finish(`an unreadable reply: ${(e as Error).message}`);
+      }
+    });
+    this.socket.on('end', () => this.finish('the worker ended the connection'));
+    this.socket.on('close', () => this.finish('the worker closed the connection'));
+    this.socket.on('error', (e: Error) => this.finish(`socket error: ${e.message}`));
+  }
+
+  send(body: Uint8Array, attachment?: Uint8Array): void {
+    if (this.ended) return;
+    this.socket.write(socketMessageHead(body, attachment?.length ?? 0));
+    if (attachment) this.socket.write(attachment);
+  }
+
+  sendBad(a: BadFrame): void {
+    if (!this.ended && a.raw) this.socket.write(a.raw);
+  }
+
+  halfClose(): void {
+    this.socket.end();
+  }
+
+  close(): void {
+    this.socket.destroy();
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // What the fuzz sends.
+
+/** Framing the worker must refuse by ending the stream or connection. */
+interface BadFrame {
+  kind: 'badFrame';
+  what: string;
+  /** gRPC: the frames to send. */
+  frames?: Frame[];
+  /** gRPC: grow the one frame's empty field to this many bytes when sent (keeps counterexamples printable). */
+  size?: number;
+  /** The socket wire: the bytes to send. */
+  raw?: Uint8Array;
+  /** End our half after sending (what was announced never comes). */
+  thenEnd?: boolean;
+}
 
 type Action =
   | { kind: 'envelope'; value: Record<string, unknown>; attachmentBytes?: number }
   | { kind: 'bytes'; bytes: Uint8Array }
-  | {
-      kind: 'badFrame';
-      frames: Frame[];
-      what: string;
-      /** Grow the one frame's empty field to this many bytes when sent (keeps counterexamples printable). */ size?: number;
-    };
+  | BadFrame;
 
 const scopeOf = (step = '0', epoch = 'e1', sessionId = SESSION) => ({ sessionId, epoch, step });
 const WALKER = {
@@ -398,7 +505,7 @@ function bytesAction(): fc.Arbitrary<Action> {
     .map((bytes) => ({ kind: 'bytes', bytes }) as Action);
 }
 
-/** Framing the server must refuse by ending the stream. */
+/** Framing a gRPC worker must refuse by ending the stream. */
 function badFrameAction(): fc.Arbitrary<Action> {
   const body = text('{"method":"Worker.Status","params":{},"requestId":"req-1","scope":null}');
   return fc.constantFrom<Action>(
@@ -415,15 +522,50 @@ function badFrameAction(): fc.Arbitrary<Action> {
       kind: 'badFrame',
       what: 'chunks with no body, then the client ends',
       frames: [{ chunk: new Uint8Array(1000) }, { chunk: new Uint8Array(1000) }],
+      thenEnd: true,
     },
   );
 }
 
-function caseArbitrary(marker: string): fc.Arbitrary<Action[]> {
+/** A socket-wire header: the body's and the attachment's lengths. */
+function wireHead(body: number, attachment: number): Uint8Array {
+  const b = Buffer.alloc(8);
+  b.writeUInt32BE(body, 0);
+  b.writeUInt32BE(attachment, 4);
+  return b;
+}
+
+/** Framing a socket-wire worker must refuse by ending the connection. */
+function badWireAction(): fc.Arbitrary<Action> {
+  const body = text('{"method":"Worker.Status","params":{},"requestId":"req-1","scope":null}');
+  return fc.oneof(
+    fc.constantFrom<Action>(
+      { kind: 'badFrame', what: 'a header with an empty body', raw: wireHead(0, 0) },
+      {
+        kind: 'badFrame',
+        what: 'a header with a body over the message limit',
+        raw: wireHead(DEFAULT_MAX_MESSAGE_BYTES + 1, 0),
+      },
+      { kind: 'badFrame', what: 'a header with an attachment over 2 GiB', raw: wireHead(body.length, 0xffffffff) },
+    ),
+    // A header announcing more than comes: the worker must not wait for it once the client ends.
+    fc.integer({ min: 1, max: body.length + 1000 }).map(
+      (announced) =>
+        ({
+          kind: 'badFrame',
+          what: `a header announcing ${announced} body bytes, ${Math.min(announced - 1, body.length)} sent, then the client ends`,
+          raw: Buffer.concat([wireHead(announced, 0), body.subarray(0, Math.min(announced - 1, body.length))]),
+          thenEnd: true,
+        }) as Action,
+    ),
+  );
+}
+
+function caseArbitrary(marker: string, wire: Wire): fc.Arbitrary<Action[]> {
   const action = fc.oneof(
     { arbitrary: envelopeAction(marker), weight: 6 },
     { arbitrary: bytesAction(), weight: 3 },
-    { arbitrary: badFrameAction(), weight: 1 },
+    { arbitrary: wire === 'socket' ? badWireAction() : badFrameAction(), weight: 1 },
   );
   return fc.array(action, { minLength: 1, maxLength: 6 });
 }
@@ -457,18 +599,10 @@ function encodeEnvelope(value: Record<string, unknown>): Uint8Array {
   }
 }
 
-function sendMessage(s: RawSession, body: Uint8Array, attachment?: Uint8Array): void {
-  if (attachment)
-    for (let off = 0; off < attachment.length; off += MAX_CHUNK_BYTES)
-      s.write({ chunk: attachment.subarray(off, off + MAX_CHUNK_BYTES) });
-  s.write({ body });
-}
-
 class Finding extends Error {}
 
 function helloOn(s: RawSession, role: Role): void {
-  sendMessage(
-    s,
+  s.send(
     canonicalBytes({
       method: METHODS.hello,
       params: {
@@ -508,7 +642,7 @@ function methodText(method: unknown): string {
 }
 
 async function runCase(target: Target, role: Role, actions: Action[], report: FuzzReport): Promise<void> {
-  const s = new RawSession(target.grpcClient);
+  const s = sessionTo(target);
   try {
     helloOn(s, role);
     const hello = await expectReply(s, 'Hello', report);
@@ -516,15 +650,8 @@ async function runCase(target: Target, role: Role, actions: Action[], report: Fu
       throw new Finding(`a valid Hello was refused: ${hello.error.code} ${hello.error.message}`);
     for (const a of actions) {
       if (a.kind === 'badFrame') {
-        for (const f of a.frames)
-          s.write(
-            a.size === undefined
-              ? f
-              : f.body
-                ? { body: new Uint8Array(a.size).fill(0x20) }
-                : { chunk: new Uint8Array(a.size) },
-          );
-        if (a.what.startsWith('chunks')) s.halfClose();
+        s.sendBad(a);
+        if (a.thenEnd) s.halfClose();
         const n = await s.next();
         if (n.kind === 'timeout')
           throw new Finding(`the worker neither replied to nor ended the stream after ${a.what}`);
@@ -540,7 +667,7 @@ async function runCase(target: Target, role: Role, actions: Action[], report: Fu
         a.kind === 'envelope' && a.attachmentBytes !== undefined
           ? new Uint8Array(a.attachmentBytes).fill(a.attachmentBytes & 0xff)
           : undefined;
-      sendMessage(s, a.kind === 'bytes' ? a.bytes : encodeEnvelope(a.value), attachment);
+      s.send(a.kind === 'bytes' ? a.bytes : encodeEnvelope(a.value), attachment);
       await expectReply(s, what, report);
     }
   } finally {
@@ -557,12 +684,12 @@ export function rssMiB(pid: number): { peak: number; now: number } {
 
 /** After the fuzz: a fresh stream still gets Hello and Status answered. */
 async function checkAlive(target: Target, role: Role, report: FuzzReport): Promise<void> {
-  const s = new RawSession(target.grpcClient);
+  const s = sessionTo(target);
   try {
     helloOn(s, role);
     if ((await expectReply(s, 'the final Hello', report)).type !== 'result')
       throw new Finding('the final Hello was refused');
-    sendMessage(s, canonicalBytes({ method: METHODS.status, params: {}, requestId: 'req-1', scope: null }));
+    s.send(canonicalBytes({ method: METHODS.status, params: {}, requestId: 'req-1', scope: null }));
     if ((await expectReply(s, 'the final Status', report)).type !== 'result')
       throw new Finding('the final Status was refused');
   } finally {
@@ -573,7 +700,7 @@ async function checkAlive(target: Target, role: Role, report: FuzzReport): Promi
 export async function runProtocolFuzz(options: FuzzOptions): Promise<FuzzReport> {
   const role = options.role ?? 'agent';
   const maxPeak = options.maxPeakRssMiB ?? 768;
-  const target = await startTarget(role);
+  const target = await startTarget(role, options.wire ?? 'grpc');
   const report: FuzzReport = {
     cases: 0,
     seed: options.seed,
@@ -586,7 +713,7 @@ export async function runProtocolFuzz(options: FuzzOptions): Promise<FuzzReport>
   const pid = target.worker.proc.pid!;
   try {
     await fc.assert(
-      fc.asyncProperty(caseArbitrary(target.markerModule), async (actions) => {
+      fc.asyncProperty(caseArbitrary(target.markerModule, target.wire), async (actions) => {
         report.cases++;
         await runCase(target, role, actions, report);
         if (target.worker.proc.exitCode !== null || target.worker.proc.signalCode !== null)
@@ -608,7 +735,7 @@ export async function runProtocolFuzz(options: FuzzOptions): Promise<FuzzReport>
     await checkAlive(target, role, report);
     return report;
   } finally {
-    target.grpcClient.close();
+    target.grpcClient?.close();
     await target.worker.stop();
     rmSync(target.dir, { recursive: true, force: true });
   }
@@ -618,12 +745,18 @@ export async function runProtocolFuzz(options: FuzzOptions): Promise<FuzzReport>
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const { values } = parseArgs({
-    options: { cases: { type: 'string' }, seed: { type: 'string' }, role: { type: 'string' } },
+    options: {
+      cases: { type: 'string' },
+      seed: { type: 'string' },
+      role: { type: 'string' },
+      wire: { type: 'string' },
+    },
   });
   const role = values.role === 'environment' ? 'environment' : 'agent';
   const report = await runProtocolFuzz({
     cases: Number(values.cases ?? 2000),
     role,
+    wire: values.wire === 'socket' ? 'socket' : 'grpc',
     ...(values.seed !== undefined ? { seed: Number(values.seed) } : {}),
   });
   process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);

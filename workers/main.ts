@@ -2,7 +2,7 @@
 // Worker process entry: `node workers/main.js --listen unix:/path|host:port --role agent|environment
 // --worker-id <Id> [--session <Id>] [--model <path>]… [--strict] [--max-message-bytes N] [--no-parent-watch]
 // [--store-dir <abs path> [--store-id <token>]] [--tls-dir DIR | --tls-ca F --tls-cert F --tls-key F --token-file F]
-// [--rendezvous DIR [--advertise HOST:PORT]]`.
+// [--rendezvous DIR [--advertise HOST:PORT]] [--wire grpc|socket]`.
 // Argument parsing only; everything else is workers/process.ts.
 import { parseArgs } from 'node:util';
 import { DetsimError } from '../core/formats/errors.js';
@@ -28,6 +28,7 @@ try {
       'tls-cert': { type: 'string' },
       'tls-key': { type: 'string' },
       'token-file': { type: 'string' },
+      wire: { type: 'string' },
     },
     strict: true,
     allowPositionals: false,
@@ -50,6 +51,7 @@ try {
     tlsCert: values['tls-cert'],
     tlsKey: values['tls-key'],
     tokenFile: values['token-file'],
+    wire: values.wire,
   });
   await runWorkerProcess(options);
 } catch (e) {

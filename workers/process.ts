@@ -18,6 +18,7 @@ import {
   DEFAULT_MAX_MESSAGE_BYTES,
   type Role,
   type SessionConnection,
+  type SessionHandler,
   type StartedServer,
   CONTRACT_DIGEST,
   RENDEZVOUS_FORMAT,
@@ -30,6 +31,7 @@ import {
   rendezvousRecordBytes,
   writeRendezvousRecord,
   startWorkerServer,
+  startSocketServer,
   checkListenResolves,
   STORE_ID_PATTERN,
   storeHoldsId,
@@ -71,6 +73,11 @@ export interface WorkerProcessOptions {
    * as its bearer token before its first frame is read. Secret: never logged.
    */
   token?: string;
+  /**
+   * `--wire socket`: speak the socket wire (core/protocol/socket-wire.ts) instead of gRPC — what the
+   * coordinator asks of the TypeScript worker processes it starts on its own Unix sockets. Default gRPC.
+   */
+  wire?: 'grpc' | 'socket';
 }
 
 export interface RawWorkerOptions {
@@ -93,6 +100,7 @@ export interface RawWorkerOptions {
   tlsKey?: unknown;
   tlsCa?: unknown;
   tokenFile?: unknown;
+  wire?: unknown;
 }
 
 /** A unix socket's directory must exist: gRPC would otherwise fail the bind with a raw line and a stack trace. */
@@ -111,6 +119,23 @@ function refuseMissingSocketDir(target: string): void {
       `--listen unix:${socket}: the directory ${dir} does not exist`,
       '--listen',
     );
+}
+
+/** `--wire grpc|socket`: the socket wire only on a unix socket, and never for a worker found by rendezvous. */
+function readWire(wire: unknown, kind: 'unix' | 'tcp', rendezvous: boolean): 'grpc' | 'socket' {
+  if (wire !== 'grpc' && wire !== 'socket')
+    throw new DetsimError(
+      'struct_invalid_field',
+      `--wire must be grpc or socket, not ${JSON.stringify(wire)}`,
+      '--wire',
+    );
+  if (wire === 'socket' && (kind !== 'unix' || rendezvous))
+    throw new DetsimError(
+      'struct_invalid_field',
+      '--wire socket is for a worker its coordinator starts on a unix socket (no TCP, no --rendezvous)',
+      '--wire',
+    );
+  return wire;
 }
 
 /** Validate CLI options; a refusal names the flag. */
@@ -173,6 +198,7 @@ export function readWorkerOptions(raw: RawWorkerOptions): WorkerProcessOptions {
   readRendezvousFlags(raw, out);
   if (tlsPaths) out.tls = readTlsMaterial(tlsPaths, tlsField(raw));
   if (plainToken !== undefined) out.token = plainToken;
+  if (raw.wire !== undefined) out.wire = readWire(raw.wire, listen.kind, raw.rendezvous !== undefined);
   return out;
 }
 
@@ -336,27 +362,25 @@ export async function runWorkerProcess(
     (why) => process.stderr.write(`detsim worker ${options.workerId}: reply failed: ${why}\n`),
     true,
   );
-  server = await startWorkerServer(
-    options.listen,
-    {
-      onMessage(message, connection) {
-        queue.enqueue(message.body, message.attachment, streamOf(connection), (body, attachment) =>
-          connection.send(body, attachment),
-        );
-      },
-      onProtocolError(why) {
-        process.stderr.write(`detsim worker ${options.workerId}: framing error, stream ended: ${why}\n`);
-      },
-      // State attachments only make sense after this stream's own Hello (docs/security.md).
-      mayAttach: (connection) => streamOf(connection).introduced,
-      onAuthRefused(reason, why) {
-        process.stderr.write(`detsim worker ${options.workerId}: [${reason}] refused ${why}\n`);
-      },
+  const handler: SessionHandler = {
+    onMessage(message, connection) {
+      queue.enqueue(message.body, message.attachment, streamOf(connection), (body, attachment) =>
+        connection.send(body, attachment),
+      );
     },
-    options.maxMessageBytes,
-    options.tls,
-    options.token,
-  );
+    onProtocolError(why) {
+      process.stderr.write(`detsim worker ${options.workerId}: framing error, stream ended: ${why}\n`);
+    },
+    // State attachments only make sense after this stream's own Hello (docs/security.md).
+    mayAttach: (connection) => streamOf(connection).introduced,
+    onAuthRefused(reason, why) {
+      process.stderr.write(`detsim worker ${options.workerId}: [${reason}] refused ${why}\n`);
+    },
+  };
+  server =
+    options.wire === 'socket'
+      ? await startSocketServer(options.listen, handler, options.maxMessageBytes)
+      : await startWorkerServer(options.listen, handler, options.maxMessageBytes, options.tls, options.token);
   if (options.rendezvous !== undefined) {
     try {
       leaveRendezvous = joinRendezvous(options, server.listen);

@@ -1,5 +1,5 @@
 // Bench suite `lockstep`: real lockstep runs (walker agents on forage through runSession) for N
-// agents in P agent workers on a transport (unix: gRPC worker processes; thread: worker_threads;
+// agents in P agent workers on a transport (unix: worker processes on the socket wire; thread: worker_threads;
 // inline: no transport, the ceiling), each beside the limit measured in the same run — a raw echo
 // with the same messages per step over the same transport. Per row: agent-steps/s, p50/p99 step
 // latency, CPU per agent-step (coordinator thread, bench process, all processes), peak RSS.
@@ -450,7 +450,7 @@ function rssFigures(rows: LockstepRow[]): Figure[] {
 export const lockstep: BenchSuite = {
   name: 'lockstep',
   description:
-    'real lockstep runs (walker on forage) per transport — unix gRPC worker processes, worker threads, ' +
+    'real lockstep runs (walker on forage) per transport — unix worker processes (the socket wire), worker threads, ' +
     'inline ceiling — beside a raw echo with the same messages per step over the same transport: ' +
     'agent-steps/s, p50/p99 step latency, CPU per agent-step, peak RSS',
   async run(ctx) {

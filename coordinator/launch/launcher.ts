@@ -614,16 +614,27 @@ export async function diagnoseCallFailure(
   return callFailure(e, w, step, phase, deadlineMs);
 }
 
-/** Start one worker as a child process on its socket: ready line, then a gRPC client. */
+/**
+ * Whether a worker process speaks the socket wire (core/protocol/socket-wire.ts) instead of gRPC: a
+ * TypeScript worker this coordinator starts with its own command on a Unix socket of the run's
+ * private directory. Rust and Python workers, TCP, TLS and hand-started workers speak gRPC.
+ */
+export function speaksSocketWire(worker: PlannedWorker, listen: string, ctx: Pick<StartContext, 'tls'>): boolean {
+  return (worker.runtime ?? 'typescript') === 'typescript' && listen.startsWith('unix:') && ctx.tls === undefined;
+}
+
+/** Start one worker as a child process on its socket: ready line, then a client over gRPC or the socket wire. */
 export function startProcess(
   worker: PlannedWorker,
   ctx: StartContext,
   cmd: WorkerCommand,
   listen: string,
+  socketWire = false,
 ): StartingWorker {
+  const wired = socketWire ? { command: cmd.command, args: [...cmd.args, '--wire', 'socket'] } : cmd;
   const proc = new WorkerProcess(
     worker,
-    withSecret(withTlsDir(withStore(cmd, ctx), ctx.plan), ctx.secret),
+    withSecret(withTlsDir(withStore(wired, ctx), ctx.plan), ctx.secret),
     listen,
     ctx.plan.sessionId,
     ctx.logger,
@@ -637,6 +648,7 @@ export function startProcess(
         processExit: proc.exited,
         label: worker.workerId,
         connectTimeoutMs: Math.max(1, ctx.deadlineAt - performance.now()),
+        ...(socketWire ? { wire: 'socket' as const } : {}),
         ...(ctx.tls ? tlsChannelTo(ctx.tls, address) : {}),
         ...(ctx.secret ? { token: ctx.secret.token } : {}),
         ...(ctx.maxAttachmentBytes !== undefined ? { maxAttachmentBytes: ctx.maxAttachmentBytes } : {}),
@@ -782,8 +794,10 @@ export async function launchFleet(plan: RunPlan, opts: LaunchOptions): Promise<F
     const found = opts.existing?.get(w.workerId);
     if (found) return connectExisting(w, ctx, found);
     if (runsOnThread(plan, w) && !opts.commandFor?.(w)) return startThread(w, ctx);
-    const cmd = opts.commandFor?.(w) ?? workerCommandFor(w, base, opts.verbose, plan.modelDirs);
-    return startProcess(w, ctx, cmd, listenAddress(plan, socketDir, i));
+    const own = opts.commandFor?.(w);
+    const cmd = own ?? workerCommandFor(w, base, opts.verbose, plan.modelDirs);
+    const listen = listenAddress(plan, socketDir, i);
+    return startProcess(w, ctx, cmd, listen, own === undefined && speaksSocketWire(w, listen, ctx));
   });
   const instances = starting.map((s) => s.instance);
   logger.info(

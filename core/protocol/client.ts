@@ -10,6 +10,7 @@ import { CAPABILITIES, type HelloParams, type HelloResult, type Role } from './b
 import { CONTRACT_DIGEST, PROTOCOL_MAJOR } from './contract.js';
 import { type ErrorCode, METHODS, type Method, type Params, type Reply, readReply } from './envelope.js';
 import { GrpcConnectError, connectGrpcLink } from './grpc-link.js';
+import { SocketConnectError, connectSocketLink } from './socket-link.js';
 import type { Body, Link, LinkEndKind } from './link.js';
 import type { ParamsOf, ReplyOf } from './methods.js';
 
@@ -78,6 +79,8 @@ export interface ConnectOptions extends ClientOptions {
   maxAttachmentBytes?: number;
   /** A plaintext TCP worker's per-run secret (GrpcLinkOptions.token). */
   token?: string;
+  /** `socket`: the worker speaks the socket wire on its unix socket (socket-link.ts), not gRPC. */
+  wire?: 'grpc' | 'socket';
 }
 
 export interface CallOptions {
@@ -141,6 +144,23 @@ export class ClientFaults {
   }
 }
 
+/** Open the link `options.wire` names to the worker at `address`. */
+function connectLink(address: string, options: ConnectOptions & { connectTimeoutMs: number }): Promise<Link> {
+  const limits = {
+    ...(options.maxMessageBytes !== undefined ? { maxMessageBytes: options.maxMessageBytes } : {}),
+    ...(options.maxAttachmentBytes !== undefined ? { maxAttachmentBytes: options.maxAttachmentBytes } : {}),
+  };
+  if (options.wire === 'socket')
+    return connectSocketLink(address, { connectTimeoutMs: options.connectTimeoutMs, ...limits });
+  return connectGrpcLink(address, {
+    connectTimeoutMs: options.connectTimeoutMs,
+    ...limits,
+    ...(options.credentials ? { credentials: options.credentials } : {}),
+    ...(options.serverName !== undefined ? { serverName: options.serverName } : {}),
+    ...(options.token !== undefined ? { token: options.token } : {}),
+  });
+}
+
 export class WorkerClient {
   readonly faults = new ClientFaults();
   readonly address: string;
@@ -184,17 +204,14 @@ export class WorkerClient {
     });
     let link: Link;
     try {
-      link = await connectGrpcLink(address, {
-        connectTimeoutMs: timeout,
-        ...(options.maxMessageBytes !== undefined ? { maxMessageBytes: options.maxMessageBytes } : {}),
-        ...(options.credentials ? { credentials: options.credentials } : {}),
-        ...(options.serverName !== undefined ? { serverName: options.serverName } : {}),
-        ...(options.maxAttachmentBytes !== undefined ? { maxAttachmentBytes: options.maxAttachmentBytes } : {}),
-        ...(options.token !== undefined ? { token: options.token } : {}),
-      });
+      link = await connectLink(address, { ...options, connectTimeoutMs: timeout });
     } catch (e) {
-      if (!(e instanceof GrpcConnectError)) throw e;
-      const why = exited ? `its process exited (${describeExit(exited)})` : `not ready within ${timeout} ms`;
+      if (!(e instanceof GrpcConnectError || e instanceof SocketConnectError)) throw e;
+      const why = exited
+        ? `its process exited (${describeExit(exited)})`
+        : e instanceof SocketConnectError
+          ? e.why
+          : `not ready within ${timeout} ms`;
       throw new WorkerCallError(
         'never-connected',
         `worker ${label} at ${address} never connected: ${why}`,

@@ -76,7 +76,6 @@ export interface SessionHandler {
 export interface StartedServer {
   /** The bound address, e.g. `unix:/tmp/x.sock` or `127.0.0.1:40123` (the real port). */
   listen: string;
-  server: grpc.Server;
   /** Stop accepting, end open streams, release the socket. */
   close(): Promise<void>;
 }
@@ -142,7 +141,6 @@ export async function startWorkerServer(
   const bound = address.kind === 'unix' ? address.target : `${address.host}:${port}`;
   return {
     listen: bound,
-    server,
     close: () =>
       new Promise<void>((resolve) => {
         for (const s of streams) {

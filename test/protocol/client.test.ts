@@ -1,6 +1,7 @@
-// WorkerClient and the frame codec over a real gRPC Unix socket, against a small scripted server
-// (the real worker is exercised in test/workers). Checks correlation, attachments, deadlines,
-// the drop-reply fault hook, Hello refusals and the distinct failure kinds.
+// WorkerClient and the frame codec over a real Unix socket, against a small scripted server (the
+// real worker is exercised in test/workers), on both wires a worker process speaks: gRPC and the
+// socket wire. Checks correlation, attachments, deadlines, the drop-reply fault hook, Hello refusals
+// and the distinct failure kinds — the same cases, the same outcomes, on either wire.
 import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -20,8 +21,12 @@ import {
   encodeFrames,
   readReply,
   readRequest,
+  type SessionHandler,
+  startSocketServer,
   startWorkerServer,
 } from '../../core/protocol/index.js';
+
+type Wire = 'grpc' | 'socket';
 
 let dir: string;
 let server: StartedServer | undefined;
@@ -52,10 +57,12 @@ afterEach(async () => {
 });
 
 /** A scripted worker: echoes params and attachment; `delayMs` delays the reply (replies stay in order); `end` ends the stream. */
-async function startScripted(): Promise<string> {
+async function startScripted(wire: Wire): Promise<string> {
   const listen = `unix:${join(dir, 'w.sock')}`;
   let queue: Promise<void> = Promise.resolve();
-  server = await startWorkerServer(listen, {
+  const start = (h: SessionHandler) =>
+    wire === 'socket' ? startSocketServer(listen, h) : startWorkerServer(listen, h);
+  server = await start({
     onMessage(message, conn) {
       const req = readRequest(parseStrict(message.body));
       if (req.method === 'end') return conn.end();
@@ -151,9 +158,11 @@ describe('frames', () => {
   });
 });
 
-describe('WorkerClient', () => {
+describe.each<Wire>(['grpc', 'socket'])('WorkerClient over %s', (wire) => {
+  const connect = (listen: string, options: Parameters<typeof WorkerClient.connect>[1] = {}) =>
+    WorkerClient.connect(listen, { ...options, wire });
   it('correlates replies in order with req-<n> ids from a per-client counter', async () => {
-    client = await WorkerClient.connect(await startScripted());
+    client = await connect(await startScripted(wire));
     const [a, b, c] = await Promise.all([
       client.callUnchecked('Worker.Status', null, { delayMs: 30 }),
       client.callUnchecked('Worker.Status', null, { n: 2 }),
@@ -165,7 +174,7 @@ describe('WorkerClient', () => {
   });
 
   it('carries a multi-MiB attachment both ways in chunks', async () => {
-    client = await WorkerClient.connect(await startScripted());
+    client = await connect(await startScripted(wire));
     const att = Buffer.alloc(9 * 1024 * 1024 + 7, 0xab); // above the 8 MiB message limit: only chunking gets it through
     att[12345] = 1;
     const r = await client.callUnchecked('State.StageRestore', null, {}, { attachment: att });
@@ -174,7 +183,7 @@ describe('WorkerClient', () => {
   });
 
   it('[LOCK-14] a deadline fails one call with mutation unknown; the late reply is discarded and the stream stays usable', async () => {
-    client = await WorkerClient.connect(await startScripted());
+    client = await connect(await startScripted(wire));
     const slow = client.callUnchecked('Agent.Prepare', null, { delayMs: 300 }, { deadlineMs: 50 });
     await expect(slow).rejects.toMatchObject({ kind: 'deadline', mutation: 'unknown', requestId: 'req-1' });
     const next = await client.call('Worker.Status', null, {});
@@ -183,7 +192,7 @@ describe('WorkerClient', () => {
   });
 
   it('[LOCK-14] the drop-reply fault fails the call as reply-dropped; re-sending the same id gets a reply', async () => {
-    client = await WorkerClient.connect(await startScripted());
+    client = await connect(await startScripted(wire));
     client.faults.dropNextReply('Agent.Prepare');
     const first = client.callUnchecked('Agent.Prepare', null, { x: 1 });
     await expect(first).rejects.toMatchObject({ kind: 'reply-dropped', mutation: 'unknown', requestId: 'req-1' });
@@ -193,7 +202,7 @@ describe('WorkerClient', () => {
   });
 
   it('hello accepts the expected worker and refuses mismatches naming the field', async () => {
-    client = await WorkerClient.connect(await startScripted());
+    client = await connect(await startScripted(wire));
     const ok = await client.hello({ sessionId: 's1', workerId: 'w1', role: 'agent' });
     expect(ok.incarnationId).toBe('inc-1');
     await expect(client.hello({ sessionId: 's1', workerId: 'w2', role: 'agent' })).rejects.toMatchObject({
@@ -215,8 +224,8 @@ describe('WorkerClient', () => {
   });
 
   it('reports a stream ended by the worker as stream-ended, and a process exit as process-exited', async () => {
-    const listen = await startScripted();
-    client = await WorkerClient.connect(listen, { exitGraceMs: 0 });
+    const listen = await startScripted(wire);
+    client = await connect(listen, { exitGraceMs: 0 });
     const pending = client.callUnchecked('Agent.Prepare', null, { delayMs: 10_000 });
     void client.callUnchecked('end', null, {}).catch(() => undefined);
     await expect(pending).rejects.toMatchObject({ kind: 'stream-ended', mutation: 'unknown' });
@@ -224,7 +233,7 @@ describe('WorkerClient', () => {
     client.close();
 
     let exit!: (i: { code: number | null; signal: string | null }) => void;
-    client = await WorkerClient.connect(listen, {
+    client = await connect(listen, {
       processExit: new Promise((r) => {
         exit = r;
       }),
@@ -236,8 +245,9 @@ describe('WorkerClient', () => {
   });
 
   it('a worker that never comes up is never-connected, distinct from a stall', async () => {
-    await expect(
-      WorkerClient.connect(`unix:${join(dir, 'none.sock')}`, { connectTimeoutMs: 200 }),
-    ).rejects.toMatchObject({ kind: 'never-connected', mutation: 'none' });
+    await expect(connect(`unix:${join(dir, 'none.sock')}`, { connectTimeoutMs: 200 })).rejects.toMatchObject({
+      kind: 'never-connected',
+      mutation: 'none',
+    });
   });
 });

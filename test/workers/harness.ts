@@ -102,6 +102,8 @@ export async function launchWorker(
     label: opts.workerId,
     ...(opts.credentials ? { credentials: opts.credentials } : {}),
     ...(token !== undefined ? { token } : {}),
+    // A worker started with `--wire socket` speaks the socket wire, as its coordinator would.
+    ...(extra.join(' ').includes('--wire socket') ? { wire: 'socket' as const } : {}),
   });
   const w: SpawnedWorker = {
     proc,

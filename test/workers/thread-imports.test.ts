@@ -1,7 +1,7 @@
 // Start-up: the module graph of workers/thread-main.ts (what every worker thread imports before it
 // posts its ready line) reaches no gRPC package, the `detsim` command line loads only the command it
-// runs, and a run on threads never loads @grpc/grpc-js at all (it is loaded on first use, by a
-// process worker's channel). Walks the real source (static imports and re-exports, following relative
+// runs, and a run on threads or on its own worker processes never loads @grpc/grpc-js at all (it is
+// loaded on first use, by a gRPC channel or server: TCP, Rust, Python, hand-started workers). Walks the real source (static imports and re-exports, following relative
 // paths), so a barrel import added anywhere on the worker side fails here (and in lint); the last
 // case runs the built CLI and asks Node's module cache.
 import { spawnSync } from 'node:child_process';
@@ -73,41 +73,42 @@ describe('worker thread start-up', () => {
     expect(readFileSync(join(ROOT, 'coordinator', 'cli', 'main.ts'), 'utf8')).toContain("import('./run-command.js')");
   });
 
-  it('a run on threads never loads @grpc/grpc-js; the same run on worker processes does', { timeout: 120_000 }, () => {
-    const work = mkdtempSync(join(tmpdir(), 'detsim-grpc-lazy-'));
-    try {
-      // Preloaded into the CLI's process: at exit, whether gRPC is in Node's module cache.
-      const probe = join(work, 'probe.cjs');
-      writeFileSync(
-        probe,
-        "process.on('exit', () => process.stderr.write(`grpc loaded: ${Object.keys(require.cache).some((k) => k.includes('@grpc/grpc-js'))}\\n`));\n",
-      );
-      const run = (transport: string) =>
-        spawnSync(
-          process.execPath,
-          [
-            '--require',
-            probe,
-            CLI_MAIN,
-            'run',
-            'examples/forage-walkers.yaml',
-            '--steps',
-            '2',
-            '--transport',
-            transport,
-            '--out',
-            join(work, transport),
-          ],
-          { encoding: 'utf8', cwd: ROOT },
+  it(
+    'a run on threads or on its own worker processes (the socket wire) never loads @grpc/grpc-js; on TCP both ends do',
+    { timeout: 120_000 },
+    () => {
+      const work = mkdtempSync(join(tmpdir(), 'detsim-grpc-lazy-'));
+      try {
+        // Preloaded into the CLI's process and every worker process: at exit, whether gRPC is in Node's
+        // module cache, one line per process (the coordinator's first).
+        const probe = join(work, 'probe.cjs');
+        writeFileSync(
+          probe,
+          `if (require('node:worker_threads').isMainThread) process.on('exit', () => require('node:fs').appendFileSync(${JSON.stringify(join(work, 'loaded'))}, \`\${process.argv.some((a) => a.includes('workers/main')) ? 'worker' : 'cli'} \${Object.keys(require.cache).some((k) => k.includes('@grpc/grpc-js'))}\\n\`));\n`,
         );
-      const threads = run('thread');
-      expect(threads.status, threads.stderr).toBe(0);
-      expect(threads.stderr).toContain('grpc loaded: false');
-      const processes = run('unix');
-      expect(processes.status, processes.stderr).toBe(0);
-      expect(processes.stderr).toContain('grpc loaded: true');
-    } finally {
-      rmSync(work, { recursive: true, force: true });
-    }
-  });
+        const run = (transport: string) => {
+          rmSync(join(work, 'loaded'), { force: true });
+          const r = spawnSync(
+            process.execPath,
+            ['--require', probe, CLI_MAIN, 'run', 'examples/forage-walkers.yaml', '--steps', '2'].concat([
+              '--transport',
+              transport,
+              '--environment-transport',
+              'workers',
+              '--out',
+              join(work, transport),
+            ]),
+            { encoding: 'utf8', cwd: ROOT, env: { ...process.env, DETSIM_WORKER_NODE_ARGS: `--require ${probe}` } },
+          );
+          expect(r.status, r.stderr).toBe(0);
+          return readFileSync(join(work, 'loaded'), 'utf8').trim().split('\n').sort();
+        };
+        expect(run('thread')).toEqual(['cli false']);
+        expect(run('unix')).toEqual(['cli false', 'worker false', 'worker false']);
+        expect(run('tcp')).toEqual(['cli true', 'worker true', 'worker true']);
+      } finally {
+        rmSync(work, { recursive: true, force: true });
+      }
+    },
+  );
 });

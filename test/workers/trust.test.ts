@@ -4,7 +4,8 @@
 // model module it was not launched with; a worker refuses a non-loopback listen address.
 // Not the Hello field checks (hello.test.ts) nor the Rust worker (test/cross-lang/).
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { connect } from 'node:net';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -29,13 +30,17 @@ const NOT_HELLO: [string, ReturnType<typeof scope> | null, Record<string, unknow
   [METHODS.capture, scope(0), { checkpointId: 'ck-x', agentId: 'a-walk' }],
 ];
 
-describe('a stranger on a live worker’s socket', () => {
+describe.each([
+  ['gRPC', [] as string[]],
+  ['the socket wire', ['--wire', 'socket']],
+])('a stranger on a live worker’s socket (%s)', (_wire, wireFlags) => {
+  const wire = wireFlags.length > 0 ? ('socket' as const) : ('grpc' as const);
   it('is refused every method before its own Hello although the coordinator’s stream said Hello; the worker keeps serving', async () => {
     // On its Unix socket (a plaintext TCP worker refuses a stranger even sooner: no run secret, no
     // stream at all — test/workers/plaintext-secret.test.ts).
-    const w = await spawnWorker('agent', 'w-live', ['--session', SESSION], true);
+    const w = await spawnWorker('agent', 'w-live', ['--session', SESSION, ...wireFlags], true);
     resultOf(await w.client.call(METHODS.agentInitialize, scope(0), { agents: [WALKER] }));
-    const stranger = await WorkerClient.connect(w.listen, { processExit: w.exited, label: 'stranger' });
+    const stranger = await WorkerClient.connect(w.listen, { processExit: w.exited, label: 'stranger', wire });
     for (const [method, sc, params] of NOT_HELLO) {
       expect(errorOf(await stranger.callUnchecked(method, sc, params)), method).toEqual({
         code: 'INVALID_PHASE',
@@ -54,8 +59,8 @@ describe('a stranger on a live worker’s socket', () => {
   });
 
   it('learns neither the worker id nor the bound session from a refused Hello', async () => {
-    const w = await spawnWorker('agent', 'w-secret-7', ['--session', 's-secret-9'], false);
-    const stranger = await WorkerClient.connect(w.listen, { processExit: w.exited, label: 'stranger' });
+    const w = await spawnWorker('agent', 'w-secret-7', ['--session', 's-secret-9', ...wireFlags], false);
+    const stranger = await WorkerClient.connect(w.listen, { processExit: w.exited, label: 'stranger', wire });
     const hello = {
       sessionId: 's-guess',
       expectedWorkerId: 'w-guess',
@@ -82,6 +87,63 @@ describe('a stranger on a live worker’s socket', () => {
     expect(errorOf(await stranger.call(METHODS.status, null, {})).code).toBe('INVALID_PHASE');
     stranger.close();
     await w.stop();
+  });
+});
+
+describe('the socket wire against raw bytes', () => {
+  /** Connect a raw socket to `listen`, write `bytes`; resolves once the worker closes it. */
+  const rawSend = (listen: string, bytes: Buffer) =>
+    new Promise<void>((resolve, reject) => {
+      const s = connect(listen.replace(/^unix:/, ''));
+      s.on('error', reject);
+      s.on('connect', () => s.write(bytes));
+      s.on('data', () => reject(new Error('the worker answered a stranger')));
+      s.on('close', () => resolve());
+    });
+  const head = (body: number, attachment: number) => {
+    const b = Buffer.alloc(8);
+    b.writeUInt32BE(body, 0);
+    b.writeUInt32BE(attachment, 4);
+    return b;
+  };
+
+  it('an attachment before Hello, or a body past the limit, ends that connection from its header; the worker keeps serving its coordinator', async () => {
+    const w = await spawnWorker('agent', 'w-raw', ['--session', SESSION, '--wire', 'socket'], true);
+    // 1 GiB announced, 4 bytes sent: the worker must not wait for (or buffer) what the header claims.
+    await rawSend(w.listen, Buffer.concat([head(7, 1024 * 1024 * 1024), Buffer.from('{"a":1}')]));
+    await rawSend(w.listen, head(8 * 1024 * 1024 + 1, 0));
+    expect(w.stderr()).toContain('framing error, stream ended: an attachment chunk before Worker.Hello on this stream');
+    expect(w.stderr()).toContain('framing error, stream ended: a body of 8388609 bytes exceeds 8388608');
+    expect(w.proc.exitCode).toBeNull();
+    expect(resultOf<{ state: string }>(await w.client.call(METHODS.status, null, {})).state).toBe('uninitialized');
+    await w.stop();
+  });
+
+  it('--wire socket is refused on TCP and with --rendezvous, and --wire must be grpc or socket: one named line, exit 2', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'dsw-wire-'));
+    try {
+      const run = (...args: string[]) =>
+        spawnSync(
+          process.execPath,
+          ['--import', 'tsx', 'workers/main.ts', '--role', 'agent', '--worker-id', 'w1', '--no-parent-watch', ...args],
+          { cwd: REPO_ROOT, encoding: 'utf8', timeout: 30_000 },
+        );
+      const unix = `unix:${join(dir, 'w.sock')}`;
+      writeFileSync(join(dir, 't'), `${'ab'.repeat(32)}\n`, { mode: 0o600 });
+      const socketOnly =
+        'detsim: [struct_invalid_field] --wire socket is for a worker its coordinator starts on a unix socket (no TCP, no --rendezvous)\n';
+      const tcp = run('--listen', '127.0.0.1:0', '--session', 's1', '--token-file', join(dir, 't'), '--wire', 'socket');
+      expect([tcp.status, tcp.stderr]).toEqual([2, socketOnly]);
+      const rdv = run('--listen', unix, '--rendezvous', dir, '--wire', 'socket');
+      expect([rdv.status, rdv.stderr]).toEqual([2, socketOnly]);
+      const bad = run('--listen', unix, '--wire', 'http2');
+      expect([bad.status, bad.stderr]).toEqual([
+        2,
+        'detsim: [struct_invalid_field] --wire must be grpc or socket, not "http2"\n',
+      ]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 
