@@ -1,25 +1,29 @@
-// Bench helper process: a raw grpc-js server for the detsim.v1.Worker service that echoes every
-// frame straight back. It is the transport limit the lockstep suite compares against: the same
-// stream, the same messages per step, no worker runtime, no models. NOT a worker.
-import * as grpc from '@grpc/grpc-js';
-import { channelOptions, removeStaleSocket, workerServiceDefinition, type Frame } from '../../core/protocol/index.js';
+// Bench helper process: a raw socket-wire echo (core/protocol/socket-wire.ts) on a Unix socket that
+// sends every message straight back. It is the transport limit the lockstep suite compares the unix
+// rows against: the same socket, the same framing and messages per step, no worker runtime, no
+// models. NOT a worker.
+import { createServer } from 'node:net';
+import {
+  DEFAULT_MAX_MESSAGE_BYTES,
+  SocketReader,
+  removeStaleSocket,
+  socketMessageHead,
+} from '../../core/protocol/index.js';
 
 const listen = process.argv[process.argv.indexOf('--listen') + 1]!;
 const path = listen.slice('unix:'.length);
 removeStaleSocket(path);
-const server = new grpc.Server(channelOptions());
-server.addService(workerServiceDefinition(), {
-  Session: (call: grpc.ServerDuplexStream<Frame, Frame>) => {
-    call.on('data', (frame: Frame) => call.write(frame));
-    call.on('end', () => call.end());
-  },
+const server = createServer((socket) => {
+  const reader = new SocketReader({ maxBodyBytes: DEFAULT_MAX_MESSAGE_BYTES, maxAttachmentBytes: 0 });
+  socket.on('data', (chunk: Buffer) => {
+    for (const m of reader.push(chunk)) socket.write(socketMessageHead(m.body, 0));
+  });
+  socket.on('end', () => socket.end());
 });
-server.bindAsync(listen, grpc.ServerCredentials.createInsecure(), (err) => {
-  if (err) {
-    process.stderr.write(`echo worker: ${err.message}\n`);
-    process.exit(1);
-  }
-  process.stdout.write(`${JSON.stringify({ ready: true, listen, pid: process.pid })}\n`);
+server.on('error', (err) => {
+  process.stderr.write(`echo worker: ${err.message}\n`);
+  process.exit(1);
 });
+server.listen(path, () => process.stdout.write(`${JSON.stringify({ ready: true, listen, pid: process.pid })}\n`));
 process.stdin.on('end', () => process.exit(0));
 process.stdin.resume();

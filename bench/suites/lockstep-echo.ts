@@ -1,15 +1,15 @@
 // The lockstep suite's transport limits: a raw echo driven with the same messages and the same
-// dependent round trips per step as a lockstep run, over the transport a row uses — grpc-js
-// streams to echo processes (unix rows) or plain worker_threads postMessage to echo threads
-// (thread rows). Rate, per-step times and CPU, measured like the runs. NOT a worker, NOT a run.
+// dependent round trips per step as a lockstep run, over the transport a row uses — the socket
+// wire to echo processes (unix rows, as detsim's own worker processes speak it) or plain
+// worker_threads postMessage to echo threads (thread rows). Rate, per-step times and CPU, measured like the runs. NOT a worker, NOT a run.
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { Worker } from 'node:worker_threads';
-import * as grpc from '@grpc/grpc-js';
+import { connect } from 'node:net';
 import { canonicalBytes } from '../../core/formats/canonical-json.js';
-import { channelOptions, workerServiceDefinition, type Frame } from '../../core/protocol/index.js';
+import { DEFAULT_MAX_MESSAGE_BYTES, SocketReader, socketMessageHead } from '../../core/protocol/index.js';
 import { cpuBetween, cpuSnapshot, type CpuSpent } from '../lib/cpu.js';
 
 /** The transports that have an echo: the inline ceiling has no transport to echo over. */
@@ -43,7 +43,7 @@ function fifo(): { wait(send: () => void): Promise<unknown>; deliver(reply: unkn
   };
 }
 
-async function startGrpcEcho(dir: string, i: number): Promise<EchoPeer> {
+async function startSocketEcho(dir: string, i: number): Promise<EchoPeer> {
   const listen = `unix:${join(dir, `e${i}.sock`)}`;
   const child = spawn(
     process.execPath,
@@ -54,18 +54,22 @@ async function startGrpcEcho(dir: string, i: number): Promise<EchoPeer> {
     createInterface({ input: child.stdout! }).once('line', () => res());
     child.once('exit', (c) => rej(new Error(`echo worker exited ${c}`)));
   });
-  const Ctor = grpc.makeGenericClientConstructor(workerServiceDefinition(), 'Worker');
-  const client = new Ctor(listen, grpc.credentials.createInsecure(), channelOptions());
-  const stream = (client as unknown as { Session(): grpc.ClientDuplexStream<Frame, Frame> }).Session();
+  const socket = connect(listen.slice('unix:'.length));
+  await new Promise<void>((res, rej) => {
+    socket.once('connect', res);
+    socket.once('error', rej);
+  });
+  const reader = new SocketReader({ maxBodyBytes: DEFAULT_MAX_MESSAGE_BYTES, maxAttachmentBytes: 0 });
   const replies = fifo();
-  stream.on('data', (f: Frame) => replies.deliver(f));
-  stream.on('error', () => undefined); // ended by the kill below
+  socket.on('data', (chunk: Buffer) => {
+    for (const m of reader.push(chunk)) replies.deliver(m);
+  });
+  socket.on('error', () => undefined); // ended by the kill below
   return {
     pid: child.pid ?? null,
-    roundTrip: (body) => replies.wait(() => stream.write({ body })),
+    roundTrip: (body) => replies.wait(() => socket.write(socketMessageHead(body, 0))),
     close: async () => {
-      stream.end();
-      client.close();
+      socket.destroy();
       child.kill('SIGKILL');
     },
   };
@@ -191,7 +195,7 @@ export async function measureEcho(
   try {
     const started = await Promise.allSettled(
       Array.from({ length: processes + 1 }, (_, i) =>
-        transport === 'unix' ? startGrpcEcho(dir, i) : startThreadEcho(),
+        transport === 'unix' ? startSocketEcho(dir, i) : startThreadEcho(),
       ),
     );
     for (const s of started) if (s.status === 'fulfilled') peers.push(s.value);
@@ -206,6 +210,6 @@ export async function measureEcho(
 
 /** What each echo is, as the limit's name in the receipt. */
 export function echoName(transport: EchoTransport, pipelined: boolean): string {
-  const what = transport === 'unix' ? 'raw grpc-js stream echo' : 'raw worker_threads postMessage echo';
+  const what = transport === 'unix' ? 'raw socket-wire echo' : 'raw worker_threads postMessage echo';
   return `${what}, same ${pipelined ? 'pipelined ' : ''}messages per step`;
 }

@@ -91,7 +91,7 @@ describe('lockstep bench: figures', () => {
     }
     expect(byId.get('lockstep.n16.p4')).toMatchObject({ value: 2000, ratio: 0.5, higherIsBetter: true });
     expect(byId.get('lockstep.n16.p4.p99')).toMatchObject({ unit: 'ms/step', higherIsBetter: false });
-    expect(byId.get('lockstep.n16.p4.cpu.all')?.limit?.name).toMatch(/^raw grpc-js stream echo/);
+    expect(byId.get('lockstep.n16.p4.cpu.all')?.limit?.name).toMatch(/^raw socket-wire echo/);
   });
 
   it('the inline ceiling has no echo; the other rows at its N are also figured beside it, Phase-D-exact ones not', () => {
