@@ -7,7 +7,6 @@ import { createServer, type Server, type Socket } from 'node:net';
 import { DEFAULT_MAX_MESSAGE_BYTES, parseAddress, removeStaleSocket } from './contract.js';
 import { DetsimError } from '../formats/errors.js';
 import { DEFAULT_MAX_ATTACHMENT_BYTES } from './frames.js';
-import { ATTACHMENT_BEFORE_HELLO } from './link.js';
 import type { SessionConnection, SessionHandler, StartedServer } from './server.js';
 import { writeMessage } from './socket-link.js';
 import { SocketReader } from './socket-wire.js';
@@ -54,8 +53,7 @@ function serveConnection(socket: Socket, handler: SessionHandler, maxMessageByte
     try {
       messages = reader.push(chunk);
     } catch (e) {
-      const why = (e as Error).message;
-      handler.onProtocolError?.(why === 'an attachment before Worker.Hello' ? ATTACHMENT_BEFORE_HELLO : why);
+      handler.onProtocolError?.((e as Error).message);
       socket.destroy();
       return;
     }

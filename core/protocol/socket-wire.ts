@@ -4,7 +4,7 @@
 // bytes, then the attachment bytes. The same envelopes as the gRPC Session stream carries, without
 // HTTP/2 or protobuf around them (bench/README.md: a step's four messages cost both processes less).
 // Not the Link or the server (socket-link.ts, socket-server.ts); no envelope logic lives here.
-import type { Body } from './link.js';
+import { ATTACHMENT_BEFORE_HELLO, type Body } from './link.js';
 
 /** The header of every message: the body length and the attachment length, 4 bytes each. */
 export const SOCKET_HEADER_BYTES = 8;
@@ -119,7 +119,7 @@ export class SocketReader {
     const { maxBodyBytes, maxAttachmentBytes, dropOversized, mayAttach } = this.limits;
     if (body === 0) throw new SocketWireError('a message without a body');
     if (body > maxBodyBytes) throw new SocketWireError(`a body of ${body} bytes exceeds ${maxBodyBytes}`);
-    if (attachment > 0 && mayAttach?.() === false) throw new SocketWireError('an attachment before Worker.Hello');
+    if (attachment > 0 && mayAttach?.() === false) throw new SocketWireError(ATTACHMENT_BEFORE_HELLO);
     const over = attachment > maxAttachmentBytes;
     if (over && !dropOversized) throw new SocketWireError(`attachment exceeds ${maxAttachmentBytes} bytes`);
     return { body, attachment, drop: over };
