@@ -1,7 +1,8 @@
-// WorkerClient: the coordinator's end of one worker's link (a gRPC stream or a thread's port: any
-// Link). Request tracking lives here once for every transport: request ids, replies correlated in
-// request order, a deadline per call (one timer per client), and link end, worker exit and
-// deadlines reported as distinct failures. Not the transport (link.ts and its implementations), not the lockstep logic.
+// WorkerClient: the coordinator's end of one worker's link (a gRPC stream, the socket wire or a
+// thread's port: any Link). Request tracking lives here once for every transport: request ids,
+// replies correlated in request order, a deadline per call (one timer per client), and link end,
+// worker exit and deadlines reported as distinct failures. Not the transport (link.ts and its
+// implementations), not the lockstep logic.
 import type * as grpc from '@grpc/grpc-js';
 import { DetsimError } from '../formats/errors.js';
 import type { Id, Scope } from '../formats/scalars.js';
