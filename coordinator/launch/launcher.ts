@@ -616,11 +616,11 @@ export async function diagnoseCallFailure(
 
 /**
  * Whether a worker process speaks the socket wire (core/protocol/socket-wire.ts) instead of gRPC: a
- * TypeScript worker this coordinator starts with its own command on a Unix socket of the run's
- * private directory. Rust and Python workers, TCP, TLS and hand-started workers speak gRPC.
+ * TypeScript or Python worker this coordinator starts with its own command on a Unix socket of the
+ * run's private directory. The Rust worker, TCP, TLS and hand-started workers speak gRPC.
  */
 export function speaksSocketWire(worker: PlannedWorker, listen: string, ctx: Pick<StartContext, 'tls'>): boolean {
-  return (worker.runtime ?? 'typescript') === 'typescript' && listen.startsWith('unix:') && ctx.tls === undefined;
+  return (worker.runtime ?? 'typescript') !== 'rust' && listen.startsWith('unix:') && ctx.tls === undefined;
 }
 
 /** Start one worker as a child process on its socket: ready line, then a client over gRPC or the socket wire. */

@@ -2,7 +2,8 @@
 # --worker-id <Id> [--session <Id>] [--model python:pkg.mod:Class]… [--model-path DIR]… [--strict]
 # [--max-message-bytes N] [--no-parent-watch] [--store-dir <abs path> [--store-id <token>]] [--verbose]
 # [--tls-dir DIR | --tls-ca F --tls-cert F --tls-key F --token-file F] (mutual TLS + bearer token)
-# [--token-file F] (plaintext TCP: the run's secret)` (--verbose: a model's failure carries its traceback).
+# [--token-file F] (plaintext TCP: the run's secret) [--wire grpc|socket]` (--verbose: a model's failure
+# carries its traceback; --wire socket: the socket wire of socket_wire.py, for a worker its coordinator starts).
 # Flag checks worded as workers/main.ts + process.ts;
 # prints the one ready line; exits 0 on Shutdown, SIGTERM/SIGINT/SIGHUP, or when its parent goes away.
 from __future__ import annotations
@@ -43,6 +44,7 @@ VALUE_FLAGS = {
     '--tls-cert',
     '--tls-key',
     '--token-file',
+    '--wire',
 }
 BOOL_FLAGS = {'--strict', '--no-parent-watch', '--verbose'}
 
@@ -134,7 +136,9 @@ def read_options(v: dict) -> dict:
         raise InputError('struct_invalid_field', '--store-id names the token of a --store-dir; give both')
     rendezvous = check_rendezvous_dir(v.get('--rendezvous'))
     check_advertise(listen, rendezvous, v.get('--advertise'))
+    wire = read_wire(v.get('--wire', 'grpc'), tcp, rendezvous is not None)
     return {
+        'wire': wire,
         'listen': listen,
         'role': role,
         'worker_id': worker_id,
@@ -152,6 +156,18 @@ def read_options(v: dict) -> dict:
         'tls': read_tls_material(tls_paths, describe_field(v)) if tls_paths is not None else None,
         'token': plain_token,
     }
+
+
+def read_wire(wire: str, tcp: bool, rendezvous: bool) -> str:
+    """`--wire grpc|socket`: the socket wire only on a unix socket, never with --rendezvous (as process.ts)."""
+    if wire not in ('grpc', 'socket'):
+        raise InputError('struct_invalid_field', f'--wire must be grpc or socket, not {json.dumps(wire)}')
+    if wire == 'socket' and (tcp or rendezvous):
+        raise InputError(
+            'struct_invalid_field',
+            '--wire socket is for a worker its coordinator starts on a unix socket (no TCP, no --rendezvous)',
+        )
+    return wire
 
 
 def watch_parent(on_gone) -> None:
@@ -227,18 +243,20 @@ def main(argv: list[str]) -> int:
     )
     # The Shutdown reply is yielded before this fires; the grace period below lets it reach the caller.
     before = set(threading.enumerate())
+    on_stop = lambda: threading.Timer(0.05, stop_event.set).start()  # noqa: E731
     try:
-        server, bound = start_server(
-            options['listen'],
-            runtime,
-            lambda: threading.Timer(0.05, stop_event.set).start(),
-            options['tls'],
-            options['token'],
-        )
+        if options['wire'] == 'socket':
+            from .socket_wire import start_socket_server
+
+            bound = options['listen']
+            server = start_socket_server(bound[len('unix:') :], runtime, on_stop)
+        else:
+            server, bound = start_server(options['listen'], runtime, on_stop, options['tls'], options['token'])
     except (OSError, RuntimeError) as e:
         sys.stderr.write(f'detsim worker: cannot start: {e}\n')
         return 1
-    # The threads server.start() began (gRPC's serving loop): when one ends, nobody answers any more.
+    # The threads the server began (gRPC's serving loop, the socket wire's accept loop): when one ends,
+    # nobody answers any more.
     serving = [t for t in threading.enumerate() if t not in before]
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):  # SIGHUP: the terminal of a hand-started worker closed
         signal.signal(sig, lambda *_: stop_event.set())
@@ -271,7 +289,7 @@ def main(argv: list[str]) -> int:
         # A worker that can no longer answer leaves at once, so its coordinator sees it die instead
         # of waiting out a deadline on a process that is alive and silent.
         sys.stderr.write(
-            f"detsim worker {options['worker_id']}: gRPC's serving thread {ended.name!r} ended; "
+            f'detsim worker {options["worker_id"]}: the serving thread {ended.name!r} ended; '
             'this worker can no longer answer and exits\n'
         )
     if joined is not None:

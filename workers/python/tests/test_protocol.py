@@ -535,7 +535,7 @@ def test_a_worker_whose_grpc_serving_thread_ends_exits_1_naming_it():
         assert code(w.call('Agent.Initialize', sc(0), {'agents': [agent]})[0]) == 'ok'
         assert w.proc.wait(timeout=20) == 1
         assert w.proc.stderr.read().splitlines()[-1] == (
-            "detsim worker w-1: gRPC's serving thread 'Thread-1 (_serve)' ended; this worker can no longer answer "
+            "detsim worker w-1: the serving thread 'Thread-1 (_serve)' ended; this worker can no longer answer "
             'and exits'
         )
     finally:
