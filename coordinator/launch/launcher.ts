@@ -616,11 +616,11 @@ export async function diagnoseCallFailure(
 
 /**
  * Whether a worker process speaks the socket wire (core/protocol/socket-wire.ts) instead of gRPC: a
- * TypeScript or Python worker this coordinator starts with its own command on a Unix socket of the
- * run's private directory. The Rust worker, TCP, TLS and hand-started workers speak gRPC.
+ * worker (TypeScript, Python or Rust) this coordinator starts with its own command on a Unix socket
+ * of the run's private directory. TCP, TLS, hand-started and rendezvous workers speak gRPC.
  */
-export function speaksSocketWire(worker: PlannedWorker, listen: string, ctx: Pick<StartContext, 'tls'>): boolean {
-  return (worker.runtime ?? 'typescript') !== 'rust' && listen.startsWith('unix:') && ctx.tls === undefined;
+export function speaksSocketWire(listen: string, ctx: Pick<StartContext, 'tls'>): boolean {
+  return listen.startsWith('unix:') && ctx.tls === undefined;
 }
 
 /** Start one worker as a child process on its socket: ready line, then a client over gRPC or the socket wire. */
@@ -797,7 +797,7 @@ export async function launchFleet(plan: RunPlan, opts: LaunchOptions): Promise<F
     const own = opts.commandFor?.(w);
     const cmd = own ?? workerCommandFor(w, base, opts.verbose, plan.modelDirs);
     const listen = listenAddress(plan, socketDir, i);
-    return startProcess(w, ctx, cmd, listen, own === undefined && speaksSocketWire(w, listen, ctx));
+    return startProcess(w, ctx, cmd, listen, own === undefined && speaksSocketWire(listen, ctx));
   });
   const instances = starting.map((s) => s.instance);
   logger.info(

@@ -36,6 +36,9 @@ pub struct Options {
     pub rendezvous: Option<std::path::PathBuf>,
     /// `--advertise HOST:PORT`: the address the record announces (port 0: the bound port).
     pub advertise: Option<String>,
+    /// `--wire socket`: serve the socket wire (socket_wire.rs) instead of gRPC, as a worker its
+    /// coordinator starts on its own Unix socket (workers/process.ts readWire).
+    pub socket_wire: bool,
 }
 
 pub enum CliError {
@@ -201,6 +204,7 @@ pub fn parse(args: &[String]) -> Result<Options, CliError> {
         "token-file",
         "rendezvous",
         "advertise",
+        "wire",
     ];
     let boolean = ["strict", "no-parent-watch"];
     let mut i = 0;
@@ -337,6 +341,8 @@ pub fn parse(args: &[String]) -> Result<Options, CliError> {
     }
     let rendezvous = crate::rendezvous::read_flags(&listen, values.get("rendezvous"), values.get("advertise"))
         .map_err(CliError::Refused)?;
+    let socket_wire =
+        read_wire(values.get("wire").map(String::as_str), &listen, rendezvous.is_some()).map_err(CliError::Refused)?;
     // The files are read last, as readWorkerOptions does: every flag is checked before any file.
     let tls_field = if values.contains_key("tls-dir") {
         "--tls-dir"
@@ -359,7 +365,27 @@ pub fn parse(args: &[String]) -> Result<Options, CliError> {
         token,
         rendezvous,
         advertise: values.get("advertise").cloned(),
+        socket_wire,
     })
+}
+
+/// `--wire grpc|socket` (default gRPC): the socket wire only on a unix socket, never with
+/// `--rendezvous`, refused in the words of workers/process.ts readWire.
+fn read_wire(wire: Option<&str>, listen: &Address, rendezvous: bool) -> Result<bool, DetsimError> {
+    match wire {
+        None | Some("grpc") => Ok(false),
+        Some("socket") if matches!(listen, Address::Unix(_)) && !rendezvous => Ok(true),
+        Some("socket") => Err(DetsimError::at(
+            Reason::StructInvalidField,
+            "--wire socket is for a worker its coordinator starts on a unix socket (no TCP, no --rendezvous)",
+            "--wire",
+        )),
+        Some(other) => Err(DetsimError::at(
+            Reason::StructInvalidField,
+            format!("--wire must be grpc or socket, not {}", quoted(Some(other))),
+            "--wire",
+        )),
+    }
 }
 
 /// `--token-file F` alone: a plaintext TCP worker's per-run secret; a plaintext TCP worker needs it
@@ -612,5 +638,21 @@ mod tests {
         .ok()
         .unwrap();
         assert_eq!(o.store_dir.as_deref(), Some("/r/store"));
+    }
+
+    #[test]
+    fn wire_as_read_wire_in_process_ts() {
+        let unix = Address::Unix("/tmp/w.sock".into());
+        let tcp = Address::Tcp("127.0.0.1".into(), 0);
+        assert_eq!(read_wire(None, &unix, false).ok(), Some(false));
+        assert_eq!(read_wire(Some("grpc"), &tcp, false).ok(), Some(false));
+        assert_eq!(read_wire(Some("socket"), &unix, false).ok(), Some(true));
+        let only = "--wire socket is for a worker its coordinator starts on a unix socket (no TCP, no --rendezvous)";
+        assert_eq!(read_wire(Some("socket"), &tcp, false).unwrap_err().message, only);
+        assert_eq!(read_wire(Some("socket"), &unix, true).unwrap_err().message, only);
+        assert_eq!(
+            read_wire(Some("http2"), &unix, false).unwrap_err().message,
+            "--wire must be grpc or socket, not \"http2\""
+        );
     }
 }

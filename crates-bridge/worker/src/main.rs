@@ -1,6 +1,6 @@
 // detsim-worker-rs: a detsim agent worker in Rust (`--listen unix:/path|host:port --role agent
 // --worker-id <Id> [--session <Id>] [--store-dir <abs path> [--store-id <token>]] [--tls-dir DIR | --tls-ca F --tls-cert F
-// --tls-key F --token-file F] [--rendezvous DIR [--advertise HOST:PORT]]`), the same flags and ready
+// --tls-key F --token-file F] [--rendezvous DIR [--advertise HOST:PORT]] [--wire grpc|socket]`), the same flags and ready
 // line as workers/main.ts, hosting the walker and lif models over proto/detsim/v1. Process concerns
 // only; semantics are runtime.rs, TLS is tls.rs, the rendezvous record rendezvous.rs.
 mod agent_host;
@@ -15,6 +15,7 @@ mod rendezvous;
 mod restore_prefetch;
 mod runtime;
 mod server;
+mod socket_wire;
 mod store_id;
 mod tls;
 
@@ -123,9 +124,16 @@ async fn serve(options: Options) -> Result<(), Box<dyn std::error::Error>> {
         options.max_message_bytes,
     );
     runtime.store_dir = usable_store_dir(&options);
+    let runtime = Arc::new(Mutex::new(runtime));
     let stop = Arc::new(Notify::new());
+    let wire = socket_wire::Shared {
+        runtime: runtime.clone(),
+        stop: stop.clone(),
+        worker_id: options.worker_id.clone(),
+        max_body: options.max_message_bytes as usize,
+    };
     let service = WorkerService {
-        runtime: Arc::new(Mutex::new(runtime)),
+        runtime,
         stop: stop.clone(),
         worker_id: options.worker_id.clone(),
         token: options
@@ -199,11 +207,21 @@ async fn serve(options: Options) -> Result<(), Box<dyn std::error::Error>> {
                 if options.parent_watch {
                     watch_parent(address.clone());
                 }
-                Box::pin(server.serve_with_incoming_shutdown(
-                    svc,
-                    tokio_stream::wrappers::UnixListenerStream::new(listener),
-                    signal,
-                ))
+                if options.socket_wire {
+                    Box::pin(async move {
+                        tokio::select! {
+                            _ = socket_wire::serve(listener, wire) => {}
+                            _ = signal => {}
+                        }
+                        Ok(())
+                    })
+                } else {
+                    Box::pin(server.serve_with_incoming_shutdown(
+                        svc,
+                        tokio_stream::wrappers::UnixListenerStream::new(listener),
+                        signal,
+                    ))
+                }
             }
             Address::Tcp(host, port) => {
                 let listener = tokio::net::TcpListener::bind((host.as_str(), *port)).await?;
