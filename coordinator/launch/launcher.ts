@@ -258,6 +258,8 @@ function guardChild(child: ChildProcess): void {
 /** One spawned worker process: its ready line, exit, and the tail of its stderr for diagnosis. */
 export class WorkerProcess implements WorkerInstance {
   readonly kind = 'process' as const;
+  /** What it speaks on its socket (physical, logged with the spawned workers): gRPC unless told `--wire socket`. */
+  readonly wire: 'grpc' | 'socket';
   readonly child: ChildProcess;
   readonly exited: Promise<ProcessExitInfo>;
   exitInfo: ProcessExitInfo | undefined;
@@ -273,6 +275,7 @@ export class WorkerProcess implements WorkerInstance {
     models: readonly string[] = [],
   ) {
     const modelFlags = models.flatMap((m) => ['--model', m]);
+    this.wire = cmd.args.join(' ').includes('--wire socket') ? 'socket' : 'grpc';
     const args = [
       ...cmd.args,
       '--listen',
@@ -806,6 +809,7 @@ export async function launchFleet(plan: RunPlan, opts: LaunchOptions): Promise<F
         workerId: p.plan.workerId,
         pid: p.pid,
         runs: p.kind,
+        ...(p instanceof WorkerProcess ? { wire: p.wire } : {}),
         agents: p.plan.agentIds,
       })),
     },

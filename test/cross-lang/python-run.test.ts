@@ -2,7 +2,8 @@
 // coordinator: examples/mixed-python.yaml (TypeScript, Rust and Python agent workers, a Python
 // environment) has the all-TypeScript run's traces, behaviourDigest and ReproHash; a checkpoint
 // captured by Python workers resumes on TypeScript workers and the reverse, matching the
-// TypeScript run; a missing interpreter or package is refused before any worker starts.
+// TypeScript run; on unix every language speaks the socket wire (tcp: gRPC), one run either way; a
+// missing interpreter or package is refused before any worker starts.
 import { spawnSync } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -147,6 +148,32 @@ describe.skipIf(pythonWorkerSkip !== null || rustWorkerSkip !== null)(
       expect(behaviourLines(mixed.dir)).toEqual(behaviourLines(ts.dir));
       expect(mixed.digest).toBe(ts.digest);
       expect(mixed.repro).toBe(ts.repro);
+    }, 300_000);
+
+    it('on unix every language speaks the socket wire, on tcp gRPC: run.log names each process’s wire, and the runs are one run', async () => {
+      const out = tmpOut('detsim-pywire-');
+      /** The wire of each spawned worker process, from run.log's `workers spawned` line. */
+      const wires = (dir: string): string[][] => {
+        const line = readFileSync(join(dir, 'run.log'), 'utf8')
+          .split('\n')
+          .find((l) => l.includes('"msg":"workers spawned"'))!;
+        const { workers } = JSON.parse(line) as { workers: { workerId: string; runs: string; wire?: string }[] };
+        return workers.filter((w) => w.runs === 'process').map((w) => [w.workerId, w.wire ?? '?']);
+      };
+      const run = async (transport: 'unix' | 'tcp') => {
+        const r = await runSession(planOf({ ...example(), workers: { ...example().workers, transport } }), {
+          outDir: out,
+          steps: 40,
+          onWarning: () => undefined,
+        });
+        return { dir: r.runDir, repro: writeReceipt(r.runDir).reproHash };
+      };
+      const unix = await run('unix');
+      const tcp = await run('tcp');
+      const all = (wire: string) => ['worker-env', 'worker-0', 'worker-1', 'worker-2'].map((id) => [id, wire]);
+      expect(wires(unix.dir)).toEqual(all('socket'));
+      expect(wires(tcp.dir)).toEqual(all('grpc'));
+      expect(unix.repro).toBe(tcp.repro);
     }, 300_000);
   },
 );
