@@ -82,8 +82,8 @@ def parse_args(argv: list[str]) -> dict:
 
 
 def read_options(v: dict) -> dict:
+    from .listen import parse_listen_address
     from .protocol import DEFAULT_MAX_MESSAGE_BYTES
-    from .server import parse_listen_address
     from .tls import describe_field, read_plain_token, read_tls_flags, read_tls_material
 
     listen = v.get('--listen')
@@ -230,7 +230,7 @@ def main(argv: list[str]) -> int:
     include_tracebacks(options['verbose'])
     # Where the run's own models are imported from (the config file's directory), ahead of the rest.
     sys.path[:0] = [p for p in options['model_paths'] if p not in sys.path]
-    from .server import remove_stale_socket, start_server
+    from .listen import remove_stale_socket
 
     runtime = WorkerRuntime(
         options['role'],
@@ -251,6 +251,8 @@ def main(argv: list[str]) -> int:
             bound = options['listen']
             server = start_socket_server(bound[len('unix:') :], runtime, on_stop)
         else:
+            from .server import start_server  # grpcio: only a worker that serves gRPC loads it
+
             server, bound = start_server(options['listen'], runtime, on_stop, options['tls'], options['token'])
     except (OSError, RuntimeError) as e:
         sys.stderr.write(f'detsim worker: cannot start: {e}\n')

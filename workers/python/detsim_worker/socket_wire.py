@@ -14,8 +14,8 @@ import sys
 import threading
 from typing import Callable
 
+from .listen import ATTACHMENT_BEFORE_HELLO, MAX_ATTACHMENT_BYTES, remove_stale_socket
 from .runtime import StreamState, WorkerRuntime
-from .server import ATTACHMENT_BEFORE_HELLO, MAX_ATTACHMENT_BYTES, remove_stale_socket
 
 HEADER = struct.Struct('>II')
 

@@ -44,10 +44,11 @@ def ended(conn):
 class Wire:
     """A worker started with --wire socket and raw connections to it."""
 
-    def __init__(self, extra=()):
+    def __init__(self, extra=(), python_flags=()):
         self.dir = tempfile.mkdtemp(prefix='dpws-')
         self.proc = subprocess.Popen(
-            [sys.executable, '-m', 'detsim_worker', '--listen', f'unix:{self.dir}/w.sock', '--role', 'agent']
+            [sys.executable, *python_flags, '-m', 'detsim_worker', '--listen', f'unix:{self.dir}/w.sock']
+            + ['--role', 'agent']
             + ['--worker-id', 'w-1', '--wire', 'socket', *extra],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -149,6 +150,22 @@ def test_hello_first_per_connection_and_bad_headers_end_only_their_connection():
         )
         assert 'detsim worker w-1: framing error, stream ended: a body of 8388609 bytes exceeds 8388608' in lines
         assert 'detsim worker w-1: framing error, stream ended: a message without a body' in lines
+    finally:
+        if w.proc.poll() is None:
+            w.stop()
+
+
+def test_a_worker_on_the_socket_wire_never_imports_grpc():
+    # -X importtime lists every module imported on stderr; grpcio costs ~0.1 s of every start.
+    w = Wire(python_flags=('-X', 'importtime'))
+    try:
+        conn = w.connect()
+        assert w.hello(conn)['type'] == 'result'
+        assert w.call(conn, 'Agent.Initialize', sc(0), {'agents': [WALKER]})[0]['type'] == 'result'
+        w.stop()
+        imported = [line.rsplit('|', 1)[-1].strip() for line in w.proc.stderr.read().splitlines() if '|' in line]
+        assert 'detsim_worker.socket_wire' in imported
+        assert not [m for m in imported if m == 'grpc' or m.startswith('grpc.')]
     finally:
         if w.proc.poll() is None:
             w.stop()
