@@ -53,6 +53,7 @@ import importlib, json, sys
 arg = json.loads(sys.argv[1])
 sys.path[:0] = arg['dirs']
 import detsim_worker
+import detsim_worker.socket_wire  # the wire detsim run speaks to the workers it starts (older packages lack it)
 from detsim_worker.model_source import source_digest
 digests, missing, refused, unfound = {}, [], [], {}
 for spec in arg['models']:

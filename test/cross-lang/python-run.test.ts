@@ -5,7 +5,7 @@
 // TypeScript run; on unix every language speaks the socket wire (tcp: gRPC), one run either way; a
 // missing interpreter or package is refused before any worker starts.
 import { spawnSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, cpSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { parseConfigText, resolveConfig, type RunPlan } from '../../coordinator/config.js';
@@ -80,13 +80,23 @@ describe('environment.runtime and workers.runtime: python in a run configuration
     ]);
   });
 
-  it('detsim run refuses a missing interpreter and a missing package before starting anything: one line naming the fix, exit 2', () => {
+  it('detsim run refuses a missing interpreter, a missing package and one older than this detsim before starting anything: one line naming the fix, exit 2', () => {
     const dir = tmpOut('detsim-pymissing-');
     // An interpreter that exists but sees no site-packages: detsim_worker cannot be imported.
     const bare = join(dir, 'bare-python');
     writeFileSync(bare, '#!/bin/sh\nexec python3 -I -S "$@"\n');
     chmodSync(bare, 0o755);
     const venv = ` (or make detsim's venv, used without DETSIM_PYTHON: bash ${join(REPO_ROOT, 'scripts/test-python.sh')})`;
+    // A package installed from an older detsim (here: this one without its socket wire) before the
+    // npm package was upgraded: refused at plan time with the command that reinstalls it.
+    const old = join(dir, 'old');
+    cpSync(join(REPO_ROOT, 'workers/python/detsim_worker'), join(old, 'detsim_worker'), { recursive: true });
+    rmSync(join(old, 'detsim_worker', 'socket_wire.py'));
+    const stale = join(dir, 'stale-python');
+    // (Without a Python worker interpreter here, outside CI, the stale case runs on python3 alone.)
+    const interpreter = pythonWorkerSkip === null ? ensurePythonWorker() : 'python3';
+    writeFileSync(stale, `#!/bin/sh\nPYTHONPATH=${old} exec ${interpreter} "$@"\n`);
+    chmodSync(stale, 0o755);
     const cases = [
       [
         '/nonexistent/python3',
@@ -95,6 +105,10 @@ describe('environment.runtime and workers.runtime: python in a run configuration
       [
         bare,
         `detsim: [struct_invalid_field] environment.runtime: python needs the detsim_worker package, which ${JSON.stringify(bare)} ($DETSIM_PYTHON) cannot import (ModuleNotFoundError: No module named 'detsim_worker'); install it with: ${bare} -m pip install ${join(REPO_ROOT, 'workers/python')}${venv}\n`,
+      ],
+      [
+        stale,
+        `detsim: [struct_invalid_field] environment.runtime: python needs the detsim_worker package, which ${JSON.stringify(stale)} ($DETSIM_PYTHON) cannot import (ModuleNotFoundError: No module named 'detsim_worker.socket_wire'); install it with: ${stale} -m pip install ${join(REPO_ROOT, 'workers/python')}${venv}\n`,
       ],
     ] as const;
     const config = join(dir, 'py-env.json');
