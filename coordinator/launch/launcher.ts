@@ -39,6 +39,7 @@ import { ensureStoreId } from '../store/store-id.js';
 import { FROM_SOURCE, PACKAGE_ROOT } from './package-root.js';
 import { checkPythonWorker, pythonInterpreter } from './python-runtime.js';
 import { checkModuleParams } from './module-probe.js';
+import { binaryStaleness } from './rust-binary.js';
 
 export { pythonInterpreter, pythonWorkerInstallCommand } from './python-runtime.js';
 export { runsInline } from './inline-worker.js';
@@ -175,8 +176,9 @@ export function rustWorkerPath(): string {
 }
 
 /**
- * Refuse a plan that puts workers on Rust when the binary is missing, before anything starts;
- * the message names the path and the one command that builds it.
+ * Refuse a plan that puts workers on Rust when the binary is missing, or is not a build of this
+ * detsim's sources (built before an upgrade: it would speak an older protocol), before anything
+ * starts; the message names the path, why, and the one command that builds it.
  */
 export function checkWorkerBinaries(plan: RunPlan): void {
   checkPythonWorker(plan);
@@ -190,6 +192,14 @@ export function checkWorkerBinaries(plan: RunPlan): void {
       'workers.runtime',
     );
   }
+  // Without cargo's dep-info beside it (a binary copied elsewhere) there is nothing to compare.
+  const stale = existsSync(`${path}.d`) ? binaryStaleness(path) : null;
+  if (stale !== null)
+    throw new DetsimError(
+      'struct_invalid_field',
+      `workers.runtime: rust: the Rust worker binary is not a build of this detsim's sources (${stale}); rebuild it with: ${RUST_WORKER_BUILD_COMMAND}`,
+      'workers.runtime',
+    );
 }
 
 /**

@@ -5,8 +5,8 @@
 // trace entries (the comparison can fail on the Rust side alone). Config refusals
 // of workers.runtime and the missing-binary refusal run without the binary.
 import { spawnSync } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync, mkdirSync, readdirSync, readFileSync, utimesSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { parseConfigText, resolveConfig, type RunPlan } from '../../coordinator/config.js';
 import { canonicalize } from '../../core/formats/canonical-json.js';
@@ -102,6 +102,31 @@ describe('workers.runtime in a run configuration', () => {
       'detsim: [struct_invalid_field] workers.runtime: rust needs the Rust worker binary, which is missing (/nonexistent/detsim-worker-rs); build it once with: bash scripts/build-rust-worker.sh\n',
     );
     expect(r.stdout).toBe('');
+    expect(existsSync(out)).toBe(false);
+  });
+
+  it('detsim run refuses a Rust worker binary older than its sources (built before an upgrade) the same way, naming why', () => {
+    // A fake build: cargo's dep-info beside the binary lists a source changed after the build.
+    const tree = tmpOut('detsim-stale-rs-');
+    const binary = join(tree, 'crates-bridge/worker/target/release/detsim-worker-rs');
+    const source = join(tree, 'crates-bridge/worker/src/main.rs');
+    mkdirSync(dirname(binary), { recursive: true });
+    mkdirSync(dirname(source), { recursive: true });
+    writeFileSync(binary, '#!/bin/sh\nexit 1\n', { mode: 0o755 });
+    writeFileSync(`${binary}.d`, `${binary}: ${source}\n`);
+    writeFileSync(source, 'fn main() {}\n');
+    utimesSync(binary, new Date(Date.now() - 60_000), new Date(Date.now() - 60_000));
+    const out = join(tree, 'runs');
+    const r = spawnSync(
+      process.execPath,
+      ['--import', 'tsx', 'coordinator/cli/main.ts', 'run', 'examples/mixed-walkers.yaml', '--out', out],
+      { cwd: REPO_ROOT, encoding: 'utf8', env: { ...process.env, DETSIM_RUST_WORKER: binary }, timeout: 60_000 },
+    );
+    expect({ status: r.status, stderr: r.stderr, stdout: r.stdout }).toEqual({
+      status: 2,
+      stderr: `detsim: [struct_invalid_field] workers.runtime: rust: the Rust worker binary is not a build of this detsim's sources (its source ${source} changed after it was built); rebuild it with: bash scripts/build-rust-worker.sh\n`,
+      stdout: '',
+    });
     expect(existsSync(out)).toBe(false);
   });
 });
