@@ -268,7 +268,7 @@ function guardChild(child: ChildProcess): void {
 /** One spawned worker process: its ready line, exit, and the tail of its stderr for diagnosis. */
 export class WorkerProcess implements WorkerInstance {
   readonly kind = 'process' as const;
-  /** What it speaks on its socket (physical, logged with the spawned workers): gRPC unless told `--wire socket`. */
+  /** What it speaks on its socket (physical, logged with the spawned workers): started with `--wire socket`, or gRPC. */
   readonly wire: 'grpc' | 'socket';
   readonly child: ChildProcess;
   readonly exited: Promise<ProcessExitInfo>;
@@ -283,9 +283,10 @@ export class WorkerProcess implements WorkerInstance {
     sessionId: Id,
     logger: Logger,
     models: readonly string[] = [],
+    wire: 'grpc' | 'socket' = 'grpc',
   ) {
     const modelFlags = models.flatMap((m) => ['--model', m]);
-    this.wire = cmd.args.join(' ').includes('--wire socket') ? 'socket' : 'grpc';
+    this.wire = wire;
     const args = [
       ...cmd.args,
       '--listen',
@@ -297,6 +298,7 @@ export class WorkerProcess implements WorkerInstance {
       '--session',
       sessionId,
       ...modelFlags,
+      ...(wire === 'socket' ? ['--wire', 'socket'] : []),
     ];
     // stdin stays a pipe: a worker can treat its end as "the coordinator is gone"; and the kernel
     // kills it when the coordinator dies, even while it spins or is stopped.
@@ -644,14 +646,14 @@ export function startProcess(
   listen: string,
   socketWire = false,
 ): StartingWorker {
-  const wired = socketWire ? { command: cmd.command, args: [...cmd.args, '--wire', 'socket'] } : cmd;
   const proc = new WorkerProcess(
     worker,
-    withSecret(withTlsDir(withStore(wired, ctx), ctx.plan), ctx.secret),
+    withSecret(withTlsDir(withStore(cmd, ctx), ctx.plan), ctx.secret),
     listen,
     ctx.plan.sessionId,
     ctx.logger,
     ctx.models,
+    socketWire ? 'socket' : 'grpc',
   );
   const connected = (async () => {
     const address = await proc.ready(ctx.plan.deadlines.startupMs, ctx.signal);

@@ -6,7 +6,7 @@ import { connect, type Socket } from 'node:net';
 import { DEFAULT_MAX_MESSAGE_BYTES, parseAddress } from './contract.js';
 import { DEFAULT_MAX_ATTACHMENT_BYTES } from './frames.js';
 import type { Body, Link, LinkReceiver } from './link.js';
-import { SocketReader, socketMessageHead } from './socket-wire.js';
+import { SocketReader, writeMessage } from './socket-wire.js';
 
 export interface SocketLinkOptions {
   /** How long to wait for the connection. */
@@ -101,21 +101,4 @@ class SocketLink implements Link {
     this.over = true;
     this.receiver!.ended(kind, why);
   }
-}
-
-/**
- * Write one message: header and body in one write, the attachment (not copied) in a second. Settles
- * once the last write is handed to the kernel, so the sender may reuse its bytes after awaiting it.
- */
-export function writeMessage(socket: Socket, body: Body, attachment?: Uint8Array): Promise<void> {
-  const length = attachment?.length ?? 0;
-  const head = socketMessageHead(body, length);
-  if (length === 0) {
-    socket.write(head);
-    return Promise.resolve();
-  }
-  return new Promise<void>((resolve, reject) => {
-    socket.write(head);
-    socket.write(attachment!, (e) => (e ? reject(e) : resolve()));
-  });
 }

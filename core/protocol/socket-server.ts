@@ -8,8 +8,7 @@ import { DEFAULT_MAX_MESSAGE_BYTES, parseAddress, removeStaleSocket } from './co
 import { DetsimError } from '../formats/errors.js';
 import { DEFAULT_MAX_ATTACHMENT_BYTES } from './frames.js';
 import type { SessionConnection, SessionHandler, StartedServer } from './server.js';
-import { writeMessage } from './socket-link.js';
-import { SocketReader } from './socket-wire.js';
+import { SocketReader, writeMessage } from './socket-wire.js';
 
 /** Bind a socket-wire server on `listen` (a unix socket only). */
 export async function startSocketServer(

@@ -1,9 +1,12 @@
 // The socket wire: whole messages (a body and an optional attachment) framed directly on a Unix
-// stream socket, for the TypeScript worker processes the coordinator starts itself. A message is an
+// stream socket, for the worker processes the coordinator starts itself (this is the TypeScript end;
+// workers/python and crates-bridge/worker have theirs). A message is an
 // 8-byte header — the body's length and the attachment's, unsigned 32-bit big-endian — then the body
 // bytes, then the attachment bytes. The same envelopes as the gRPC Session stream carries, without
 // HTTP/2 or protobuf around them (bench/README.md: a step's four messages cost both processes less).
-// Not the Link or the server (socket-link.ts, socket-server.ts); no envelope logic lives here.
+// Its reader and writer serve both ends; not the Link or the server (socket-link.ts,
+// socket-server.ts), and no envelope logic lives here.
+import type { Socket } from 'node:net';
 import { ATTACHMENT_BEFORE_HELLO, type Body } from './link.js';
 
 /** The header of every message: the body length and the attachment length, 4 bytes each. */
@@ -147,4 +150,21 @@ export class SocketReader {
     this.pendingBytes -= n;
     return out;
   }
+}
+
+/**
+ * Write one message: header and body in one write, the attachment (not copied) in a second. Settles
+ * once the last write is handed to the kernel, so the sender may reuse its bytes after awaiting it.
+ */
+export function writeMessage(socket: Socket, body: Body, attachment?: Uint8Array): Promise<void> {
+  const length = attachment?.length ?? 0;
+  const head = socketMessageHead(body, length);
+  if (length === 0) {
+    socket.write(head);
+    return Promise.resolve();
+  }
+  return new Promise<void>((resolve, reject) => {
+    socket.write(head);
+    socket.write(attachment!, (e) => (e ? reject(e) : resolve()));
+  });
 }

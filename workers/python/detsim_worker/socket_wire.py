@@ -7,7 +7,6 @@
 # connection before anything it announces is read. Not the protocol semantics (runtime.py).
 from __future__ import annotations
 
-import os
 import socket
 import struct
 import sys
@@ -123,8 +122,7 @@ class SocketWireServer:
                 conn.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
-        if os.path.exists(self.path):
-            remove_stale_socket(self.path)
+        remove_stale_socket(self.path)
         done.set()
         return done
 
