@@ -534,8 +534,11 @@ export class AgentHost {
 
   // ---- State.Capture --------------------------------------------------------------------------
 
-  /** State.Capture; held (store-files-v1): the payload is kept as pieces for State.WritePayload, unhashed. */
-  capture(req: Request, held = false): HostReply<ResultOf<typeof METHODS.capture>> {
+  /**
+   * State.Capture; with `holdFrom` (store-files-v1) a payload of at least that many bytes is held:
+   * kept as pieces for State.WritePayload, unhashed.
+   */
+  capture(req: Request, holdFrom?: number): HostReply<ResultOf<typeof METHODS.capture>> {
     const scope = requireScope(req);
     checkSession(scope, this.ctx.sessionId);
     let checkpointId: string, agentId: string;
@@ -597,7 +600,7 @@ export class AgentHost {
       observation: slot.observation,
       state: modelState,
     };
-    const encoded = encodeCapture(payload, `agent ${agentId}`, held);
+    const encoded = encodeCapture(payload, `agent ${agentId}`, holdFrom);
     return {
       result: {
         checkpointId,

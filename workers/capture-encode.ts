@@ -17,11 +17,15 @@ export interface EncodedCapture {
   readonly pieces?: readonly Uint8Array[];
 }
 
-/** Encode `payload` (held: as pieces); a state the codec refuses is a BACKEND_FAILURE naming `who`. */
-export function encodeCapture(payload: unknown, who: string, held: boolean): EncodedCapture {
+/**
+ * Encode `payload`; with `holdFrom` (a held capture) as pieces, kept as such when they add up to
+ * at least `holdFrom` bytes, else joined and sent like an unheld capture's. A state the codec
+ * refuses is a BACKEND_FAILURE naming `who`.
+ */
+export function encodeCapture(payload: unknown, who: string, holdFrom: number | undefined): EncodedCapture {
   let pieces: Uint8Array[];
   try {
-    pieces = held ? encodeStatePieces(payload) : [encodeState(payload)];
+    pieces = holdFrom !== undefined ? encodeStatePieces(payload) : [encodeState(payload)];
   } catch (e) {
     throw new ProtocolRefusal(
       'BACKEND_FAILURE',
@@ -30,9 +34,9 @@ export function encodeCapture(payload: unknown, who: string, held: boolean): Enc
     );
   }
   const byteLength = pieces.reduce((n, p) => n + p.byteLength, 0);
-  if (held) return { byteLength, pieces };
+  if (holdFrom !== undefined && byteLength >= holdFrom) return { byteLength, pieces };
   // Hash exactly the bytes that travel; never re-encode to verify.
-  const attachment = pieces[0]!;
+  const attachment = pieces.length === 1 ? pieces[0]! : Buffer.concat(pieces);
   return { digest: createHash('sha256').update(attachment).digest('hex'), byteLength, attachment };
 }
 

@@ -1,5 +1,6 @@
 // Held captures on the worker side (store-files-v1, docs/spec/capture-file.md): a Capture with
-// `hold: true` keeps its payload in the lifecycle cache and replies with its size only;
+// `hold: true` (and at least `holdFrom` bytes, when it names that) keeps its payload in the
+// lifecycle cache and replies with its size only;
 // State.WritePayload then writes the held bytes into the coordinator's checkpoint temporary at the
 // offset it assigns, hashing them as it goes, and replies with their digest. It refuses once the
 // worker has served a state-changing call since the capture (the digest would be of a moved state).
@@ -13,19 +14,31 @@ import type { LifecycleCache } from './op-cache.js';
 import { CAPTURE_FILE_REFUSALS, writeStoreTemp } from './payload-file.js';
 
 /**
- * Whether this Capture asks to hold its payload. `hold` must be exactly `true` when present, and
- * only a worker with a store directory (the one that offers store-files-v1) accepts it.
+ * Whether this Capture asks to hold its payload, and from what size: undefined when it does not,
+ * else the size from which it is held (0 for `hold: true` alone; `holdFrom` names another,
+ * capture-hold-from-v1). `hold` must be exactly `true` when present, `holdFrom` only beside it, and
+ * only a worker with a store directory (the one that offers store-files-v1) accepts them.
  */
-export function captureHoldOf(req: Request, storeDir: string | undefined): boolean {
-  if (!Object.hasOwn(req.params, 'hold')) return false;
+export function captureHoldOf(req: Request, storeDir: string | undefined): number | undefined {
+  if (!Object.hasOwn(req.params, 'hold')) {
+    if (Object.hasOwn(req.params, 'holdFrom'))
+      throw new ProtocolRefusal('INVALID_ARGUMENT', 'params.holdFrom is allowed only with params.hold');
+    return undefined;
+  }
   if (req.params.hold !== true) throw new ProtocolRefusal('INVALID_ARGUMENT', 'params.hold must be true when present');
   if (storeDir === undefined) throw new ProtocolRefusal('UNSUPPORTED', CAPTURE_FILE_REFUSALS.noStore);
-  return true;
+  if (!Object.hasOwn(req.params, 'holdFrom')) return 0;
+  try {
+    // A size past 2^53 holds nothing a worker can encode, which Number's rounding keeps true.
+    return Number(readU64(req.params.holdFrom, 'params.holdFrom'));
+  } catch (e) {
+    throw new ProtocolRefusal('INVALID_ARGUMENT', (e as Error).message);
+  }
 }
 
-/** The request the host sees: the same Capture without `hold` (its own field checks stay as they are). */
+/** The request the host sees: the same Capture without `hold` and `holdFrom` (its own field checks stay as they are). */
 export function withoutHold(req: Request): Request {
-  const { hold: _hold, ...params } = req.params;
+  const { hold: _hold, holdFrom: _holdFrom, ...params } = req.params;
   return { ...req, params };
 }
 

@@ -321,8 +321,11 @@ export class EnvironmentHost {
 
   // ---- State.Capture --------------------------------------------------------------------------
 
-  /** State.Capture; held (store-files-v1): the payload is kept as pieces for State.WritePayload, unhashed. */
-  capture(req: Request, held = false): HostReply<ResultOf<typeof METHODS.capture>> {
+  /**
+   * State.Capture; with `holdFrom` (store-files-v1) a payload of at least that many bytes is held:
+   * kept as pieces for State.WritePayload, unhashed.
+   */
+  capture(req: Request, holdFrom?: number): HostReply<ResultOf<typeof METHODS.capture>> {
     const scope = requireScope(req);
     checkSession(scope, this.ctx.sessionId);
     let checkpointId: string;
@@ -374,7 +377,7 @@ export class EnvironmentHost {
       profileDigest: env.profileDigest,
       state: modelState,
     };
-    const encoded = encodeCapture(payload, `environment ${env.environmentId}`, held);
+    const encoded = encodeCapture(payload, `environment ${env.environmentId}`, holdFrom);
     return {
       result: {
         checkpointId,

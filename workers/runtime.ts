@@ -220,7 +220,7 @@ export class WorkerRuntime implements HostContext {
     // The attachment is not hashed here: StageRestore's params name its digest and the host verifies
     // it, so the params already identify the request (and a 256 MiB payload is hashed only once).
     const digest = canonicalDigest({ method: req.method, scope: req.scope, params: req.params });
-    const held = req.method === METHODS.capture && captureHoldOf(req, this.storeDir);
+    const holdFrom = req.method === METHODS.capture ? captureHoldOf(req, this.storeDir) : undefined;
     const cached = this.lifecycle.get(req.requestId);
     if (cached) {
       if (cached.digest !== digest)
@@ -236,7 +236,9 @@ export class WorkerRuntime implements HostContext {
         `${LifecycleCache.LIMIT} lifecycle replies await Worker.Acknowledge; acknowledge them first`,
       );
     }
-    const reply = await (held ? this.captureHeld(withoutHold(req)) : this.route(req, attachment));
+    const reply = await (holdFrom !== undefined
+      ? this.captureHeld(withoutHold(req), holdFrom)
+      : this.route(req, attachment));
     this.lifecycle.put(
       req.requestId,
       reply.pieces
@@ -246,12 +248,12 @@ export class WorkerRuntime implements HostContext {
           : { digest, result: reply.result },
     );
     // A held payload stays here until Worker.Acknowledge; State.WritePayload writes it to a file.
-    return held ? { result: reply.result } : reply;
+    return reply.pieces ? { result: reply.result } : reply;
   }
 
-  /** A Capture whose payload is held (store-files-v1): the host keeps it as pieces, not one buffer. */
-  private captureHeld(req: Request): HostReply {
-    return this.agents ? this.agents.capture(req, true) : this.environment!.capture(req, true);
+  /** A Capture that may hold its payload (store-files-v1): a held one the host keeps as pieces, not one buffer. */
+  private captureHeld(req: Request, holdFrom: number): HostReply {
+    return this.agents ? this.agents.capture(req, holdFrom) : this.environment!.capture(req, holdFrom);
   }
 
   private route(req: Request, attachment: Uint8Array | undefined): HostReply | Promise<HostReply> {
@@ -318,7 +320,7 @@ export class WorkerRuntime implements HostContext {
           CAPABILITIES.checkpoint,
           // Only a worker given the run's store reads, writes and prefetches payload files in it; one
           // without (a hand-started worker) streams its capture and restore payloads instead.
-          ...(this.storeDir !== undefined ? [CAPABILITIES.storeFiles] : []),
+          ...(this.storeDir !== undefined ? [CAPABILITIES.storeFiles, CAPABILITIES.captureHoldFrom] : []),
         ].sort(),
         limits: {
           maxAgents: this.role === 'agent' ? MAX_AGENTS_PER_WORKER : 0,

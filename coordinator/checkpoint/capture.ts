@@ -14,7 +14,7 @@ import {
 } from '../../core/formats/envelope.js';
 import { isDetsimError } from '../../core/formats/errors.js';
 import { readDigest, readU64, type Digest, type Id, type Scope, type U64 } from '../../core/formats/scalars.js';
-import { METHODS, type CaptureResult } from '../../core/protocol/index.js';
+import { CAPABILITIES, METHODS, type CaptureParams, type CaptureResult } from '../../core/protocol/index.js';
 import { sealOffLoop } from '../store/seal-thread.js';
 import { generationIdentityOf } from '../store/store.js';
 import { WriterBusyError, type DeferredEnvelope, type Reservation, type SaveTicket } from '../store/writer.js';
@@ -28,6 +28,7 @@ import {
 import { StreamedPayloads } from './capture-spill.js';
 import { liveAgentRows, liveEnvironment } from './compatibility.js';
 import type { CheckpointGroup } from './group.js';
+import type { LaunchedWorker } from '../launch/launcher.js';
 import { LifecycleSlots } from './lifecycle-slots.js';
 import { buildCheckpoint, PAYLOAD_NAMES, type CapturedPayload } from './manifest.js';
 import { CheckpointRefusal, participantOf, tooLargeToStream, type Participant } from './refusal.js';
@@ -137,6 +138,11 @@ function checkReply(
   return { bytes: attachment, digest };
 }
 
+/** Whether a Capture reply's payload names a digest (an unheld capture's; a held one gives the size alone). */
+function hasDigest(payload: unknown): boolean {
+  return payload !== null && typeof payload === 'object' && 'digest' in payload;
+}
+
 /** A held payload's length as a number: a state this large cannot be laid out past 2^53 bytes. */
 function byteLengthOf(byteLength: U64, who: string): number {
   const n = Number(byteLength);
@@ -239,16 +245,27 @@ interface CaptureContext {
 }
 
 /**
- * Payloads smaller than this at a participant's previous capture in the session are sent in the
- * Capture reply instead of held (store-files-v1): a State.WritePayload call and a file open per
- * participant cost more than the bytes (16 walkers: ~7 ms a checkpoint for ~100-byte states).
+ * Payloads smaller than this are sent in the Capture reply instead of held (store-files-v1): a
+ * State.WritePayload call and a file open per participant cost more than the bytes (16 walkers:
+ * ~7 ms a checkpoint for ~100-byte states). A worker offering capture-hold-from-v1 is told so and
+ * decides by the payload's size; another is asked to hold unless the participant's payload was
+ * smaller than this at its previous capture in the session.
  */
 export const STREAM_BELOW_BYTES = 64 * 1024;
 
-/** Whether `who`'s payload is small enough to stream (its size at the last capture; unknown: hold). */
-function streamsSmall(group: CheckpointGroup, who: Participant): boolean {
-  const last = group.lastPayloadBytes(who);
-  return last !== undefined && last < STREAM_BELOW_BYTES;
+/** How to ask a participant on `worker`: hold (from a size, when it decides) or stream. */
+function holdFor(c: CaptureContext, worker: LaunchedWorker, who: Participant): 'stream' | 'hold' | 'sized' {
+  if (!capturesToFile(c.group, worker) || !c.slots.mayHold(worker)) return 'stream';
+  if (worker.hello.capabilities.includes(CAPABILITIES.captureHoldFrom)) return 'sized';
+  const last = c.group.lastPayloadBytes(who);
+  return last !== undefined && last < STREAM_BELOW_BYTES ? 'stream' : 'hold';
+}
+
+/** The Capture params for that way of asking. */
+function captureParams(checkpointId: Id, agentId: Id | null, ask: 'stream' | 'hold' | 'sized'): CaptureParams {
+  if (ask === 'stream') return { checkpointId, agentId };
+  if (ask === 'hold') return { checkpointId, agentId, hold: true };
+  return { checkpointId, agentId, hold: true, holdFrom: String(STREAM_BELOW_BYTES) };
 }
 
 /** One participant's Capture: held (store-files-v1) or streamed, and its reply checked. */
@@ -260,13 +277,16 @@ async function captureOne(
   const { group, slots, checkpointId } = c;
   const who = participantOf(agentId);
   const worker = group.workerOf(agentId);
-  const hold = capturesToFile(group, worker) && slots.mayHold(worker) && !streamsSmall(group, who);
+  const ask = holdFor(c, worker, who);
   await slots.reserve(worker);
-  const params = hold ? { checkpointId, agentId, hold: true as const } : { checkpointId, agentId };
-  const rep = await group.call(agentId, who, METHODS.capture, c.scope, params).catch((e: unknown) => {
-    slots.cancel(worker);
-    throw e;
-  });
+  const rep = await group
+    .call(agentId, who, METHODS.capture, c.scope, captureParams(checkpointId, agentId, ask))
+    .catch((e: unknown) => {
+      slots.cancel(worker);
+      throw e;
+    });
+  // Asked from a size, the reply's shape says which it was: the size alone is a held payload.
+  const hold = ask === 'hold' || (ask === 'sized' && !hasDigest(rep.result.payload));
   slots.fill(worker, rep.requestId, hold);
   const payload = checkReply(rep.result, rep.attachment, rep.droppedAttachmentBytes, {
     checkpointId,

@@ -18,6 +18,12 @@ export const CAPABILITIES = {
    * Offered exactly when the worker was given the store (`--store-dir`, and `--store-id` matched).
    */
   storeFiles: 'store-files-v1',
+  /**
+   * A held Capture may name `holdFrom` (docs/spec/capture-file.md): the payload is held only when
+   * it is at least that many bytes, else sent in the reply as an unheld capture's. Offered with
+   * store-files-v1.
+   */
+  captureHoldFrom: 'capture-hold-from-v1',
 } as const;
 
 export interface HelloParams {
@@ -196,6 +202,8 @@ export interface CaptureParams {
   agentId: Id | null;
   /** store-files-v1: keep the payload until acknowledged, reply with its size only (HeldCaptureResult). */
   hold?: true;
+  /** capture-hold-from-v1, only with `hold`: hold only a payload of at least this many bytes. */
+  holdFrom?: U64;
 }
 export interface CaptureResult {
   checkpointId: Id;

@@ -44,7 +44,7 @@ async function committedAt(
   plan: RunPlan,
   k: number,
   id: string,
-  opts: { streamed?: boolean; chunkBytes?: number; streamFrom?: RegExp } = {},
+  opts: { streamed?: boolean; chunkBytes?: number; streamFrom?: RegExp; withoutHoldFrom?: boolean } = {},
 ): Promise<{ s: Session; file: Buffer; seen: ReturnType<typeof countAttachments>; maxAlloc: number }> {
   const s = await startSession(plan, opts.streamed ? { streamed: true } : {});
   open.push(s);
@@ -54,6 +54,11 @@ async function committedAt(
     for (const w of s.fleet.all())
       if (opts.streamFrom.test(w.hello.runtime))
         w.hello.capabilities = w.hello.capabilities.filter((c) => c !== CAPABILITIES.storeFiles);
+  // Workers that say they lack capture-hold-from-v1 (as an older worker would) are asked to hold
+  // every payload at the first capture of a session, whatever its size.
+  if (opts.withoutHoldFrom)
+    for (const w of s.fleet.all())
+      w.hello.capabilities = w.hello.capabilities.filter((c) => c !== CAPABILITIES.captureHoldFrom);
   for (let i = 0; i < k; i++) await s.group.step();
   const seen = countAttachments(s);
   let maxAlloc = 0;
@@ -71,7 +76,7 @@ describe('co-located capture (store-files-v1)', () => {
   it('[STORE-15] TypeScript workers write their payloads into the envelope file: byte-identical to the streamed path, no payload through the coordinator, seal pass in bounded chunks', async () => {
     const plan = LIF(4096);
     const chunk = 8 * 1024;
-    const local = await committedAt(plan, 3, 'ckpt-e1-3', { chunkBytes: chunk });
+    const local = await committedAt(plan, 3, 'ckpt-e1-3', { chunkBytes: chunk, withoutHoldFrom: true });
     const streamed = await committedAt(plan, 3, 'ckpt-e1-3', { streamed: true });
     for (const w of local.s.fleet.all()) expect(w.hello.capabilities).toContain(CAPABILITIES.storeFiles);
     for (const w of streamed.s.fleet.all()) expect(w.hello.capabilities).not.toContain(CAPABILITIES.storeFiles);
@@ -87,13 +92,33 @@ describe('co-located capture (store-files-v1)', () => {
     expect((await local.s.ck.store.scan()).temporaries).toEqual([]);
   }, 180_000);
 
-  it('[STORE-15] a payload under 64 KiB at its last capture is sent in the next Capture reply instead of held; a larger one is held again; the envelopes are the same bytes', async () => {
-    // Two captures in one session: the first holds every payload (sizes unknown), the second streams
-    // the small ones (a 4-neuron LIF state is a few hundred bytes; the world's too).
+  it('[STORE-15] asked to hold from 64 KiB (capture-hold-from-v1), each worker sends a smaller payload in its Capture reply at the first capture of a session and holds a larger one; the envelopes are the same bytes', async () => {
+    // A 4-neuron LIF state is a few hundred bytes, the world's too: nothing is held, nothing written.
     const small = await committedAt(LIF(4), 2, 'ckpt-e1-2');
-    expect(small.seen).toEqual({ bytes: 0, writes: 3, digestsAtWrite: 3 });
+    for (const w of small.s.fleet.all()) expect(w.hello.capabilities).toContain(CAPABILITIES.captureHoldFrom);
+    expect(small.seen.writes).toBe(0);
     const sizes = decodeEnvelope(small.file).layout.entries.map((e) => e.byteLength);
     expect(Math.max(...sizes)).toBeLessThan(STREAM_BELOW_BYTES);
+    const streamed = await committedAt(LIF(4), 2, 'ckpt-e1-2', { streamed: true });
+    expect(small.seen.bytes).toBe(streamed.seen.bytes);
+    expect(small.file.equals(streamed.file)).toBe(true);
+    // 8,192 neurons: each agent's payload is past 64 KiB and held at once; the world's is streamed.
+    const mixed = await committedAt(LIF(8192), 1, 'ckpt-e1-1');
+    const all = await committedAt(LIF(8192), 1, 'ckpt-e1-1', { streamed: true });
+    const big = decodeEnvelope(mixed.file).layout.entries.filter((e) => e.byteLength >= STREAM_BELOW_BYTES);
+    expect(big.length).toBe(2);
+    expect(mixed.seen).toEqual({
+      bytes: all.seen.bytes - big.reduce((n, e) => n + e.byteLength, 0),
+      writes: 2,
+      digestsAtWrite: 2,
+    });
+    expect(mixed.seen.bytes).toBeGreaterThan(0);
+    expect(mixed.file.equals(all.file)).toBe(true);
+  }, 180_000);
+
+  it('[STORE-15] a worker without capture-hold-from-v1 holds every payload at the first capture, then streams one that was under 64 KiB at its last capture and holds a larger one again', async () => {
+    const small = await committedAt(LIF(4), 2, 'ckpt-e1-2', { withoutHoldFrom: true });
+    expect(small.seen).toEqual({ bytes: 0, writes: 3, digestsAtWrite: 3 });
     await small.s.group.step();
     const again = countAttachments(small.s);
     const second = await captureGroup(small.s.group, { checkpointId: 'ckpt-e1-3' });
@@ -103,7 +128,7 @@ describe('co-located capture (store-files-v1)', () => {
     const streamed = await committedAt(LIF(4), 3, 'ckpt-e1-3', { streamed: true });
     expect(readFileSync(join(storeDirOf(small.s.runDir), 'ckpt-e1-3.flysess')).equals(streamed.file)).toBe(true);
     // A large state (65,536 neurons: the agents' payloads are MiBs) is held at every capture.
-    const large = await committedAt(LIF(65_536), 1, 'ckpt-e1-1');
+    const large = await committedAt(LIF(65_536), 1, 'ckpt-e1-1', { withoutHoldFrom: true });
     expect(large.seen.writes).toBe(3);
     await large.s.group.step();
     const later = countAttachments(large.s);
@@ -150,7 +175,7 @@ describe('co-located capture (store-files-v1)', () => {
   }, 180_000);
 
   it('a WritePayload reply without the digest refuses the capture naming the participant, and leaves no temp file', async () => {
-    const s = await startSession(LIF(64));
+    const s = await startSession(LIF(8192)); // payloads past 64 KiB: held
     open.push(s);
     await s.group.step();
     const victim = s.fleet.agents[1]!;
@@ -200,8 +225,11 @@ describe('co-located capture (store-files-v1)', () => {
     const skip = prepareRuntimesFor(config);
     if (skip) return ctx.skip(skip);
     const plan = planOf(config);
-    const local = await committedAt(plan, 4, 'ckpt-e1-4', { chunkBytes: 4096 });
-    const mixed = await committedAt(plan, 4, 'ckpt-e1-4', { streamFrom: /^detsim-py\// });
+    // Walkers' states are small: asked to hold them all (as a worker without capture-hold-from-v1 is
+    // at a session's first capture), every language writes its own; asked from 64 KiB, each sends them.
+    const local = await committedAt(plan, 4, 'ckpt-e1-4', { chunkBytes: 4096, withoutHoldFrom: true });
+    const mixed = await committedAt(plan, 4, 'ckpt-e1-4', { streamFrom: /^detsim-py\//, withoutHoldFrom: true });
+    const sized = await committedAt(plan, 4, 'ckpt-e1-4');
     const streamed = await committedAt(plan, 4, 'ckpt-e1-4', { streamed: true });
     const runtimes = local.s.fleet.all().map((w) => w.hello.runtime.split('/')[0]);
     expect(new Set(runtimes)).toEqual(new Set(['detsim-ts', 'detsim-rs', 'detsim-py']));
@@ -211,8 +239,12 @@ describe('co-located capture (store-files-v1)', () => {
     // The Python workers (the environment and two agents) stream; the others write.
     expect(mixed.seen.writes).toBe(4);
     expect(mixed.seen.bytes).toBeGreaterThan(0);
+    for (const w of sized.s.fleet.all()) expect(w.hello.capabilities).toContain(CAPABILITIES.captureHoldFrom);
+    expect(sized.seen.writes).toBe(0);
+    expect(sized.seen.bytes).toBe(streamed.seen.bytes);
     expect(local.file.equals(streamed.file)).toBe(true);
     expect(mixed.file.equals(streamed.file)).toBe(true);
+    expect(sized.file.equals(streamed.file)).toBe(true);
     const traces = [];
     for (let i = 0; i < 2; i++) traces.push((await local.s.group.step()).behaviour);
     await restoreGroup(local.s.group, { store: local.s.ck.store }, { epoch: 'e2' });

@@ -19,7 +19,12 @@ afterAll(stopAllWorkers);
 
 const TOKEN = '0123456789abcdef0123456789abcdef';
 /** A worker's capabilities with the run's store, and without (the others are the same). */
-const WITH_STORE = [CAPABILITIES.agentStep, CAPABILITIES.checkpoint, CAPABILITIES.storeFiles];
+const WITH_STORE = [
+  CAPABILITIES.agentStep,
+  CAPABILITIES.captureHoldFrom,
+  CAPABILITIES.checkpoint,
+  CAPABILITIES.storeFiles,
+];
 const WITHOUT_STORE = [CAPABILITIES.agentStep, CAPABILITIES.checkpoint];
 const RUNTIMES = [
   { runtime: 'typescript', skip: null, ensure: () => undefined },

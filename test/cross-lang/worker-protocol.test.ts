@@ -190,10 +190,11 @@ for (const other of OTHERS)
             incarnationId: _i,
             ...tsRest
           } = t.reply.result as Record<string, unknown>;
-          // Everything is shared, the capability that comes with --store-dir included: store-files-v1
-          // (docs/spec/capture-file.md).
+          // Everything is shared, the capabilities that come with --store-dir included: store-files-v1
+          // and capture-hold-from-v1 (docs/spec/capture-file.md).
           expect(tsRest.capabilities).toEqual([
             CAPABILITIES.agentStep,
+            CAPABILITIES.captureHoldFrom,
             CAPABILITIES.checkpoint,
             CAPABILITIES.storeFiles,
           ]);
@@ -646,6 +647,32 @@ for (const other of OTHERS)
           // `hold` is exactly true; no other Capture param is known (hashAtWrite included).
           for (const bad of [{ hold: false }, { hashAtWrite: true }, { hold: true, hashAtWrite: true }])
             await both(METHODS.capture, sc(k, 'e2'), { ...ref, ...bad }, 'INVALID_ARGUMENT');
+          // capture-hold-from-v1: held only from `holdFrom` bytes on; a shorter payload comes in the
+          // reply as an unheld capture's, and its write is refused like a streamed one's (below).
+          const under = await both(
+            METHODS.capture,
+            sc(k, 'e2'),
+            { ...ref, hold: true, holdFrom: String(data.length + 1) },
+            'ok',
+          );
+          expect((under.t.reply as { result: object }).result).toEqual((streamed.t.reply as { result: object }).result);
+          expect(under.t.attachment?.equals(data)).toBe(true);
+          const from = await both(
+            METHODS.capture,
+            sc(k, 'e2'),
+            { ...ref, hold: true, holdFrom: String(data.length) },
+            'ok',
+          );
+          expect(from.t.attachment).toBeUndefined();
+          expect((from.t.reply as { result: object }).result).toEqual((held.t.reply as { result: object }).result);
+          for (const bad of [
+            { holdFrom: '0' },
+            { hold: false, holdFrom: '0' },
+            { hold: true, holdFrom: 65536 },
+            { hold: true, holdFrom: '01' },
+            { hold: true, holdFrom: '18446744073709551616' },
+          ])
+            await both(METHODS.capture, sc(k, 'e2'), { ...ref, ...bad }, 'INVALID_ARGUMENT');
           // Each side writes its own temporary (the store is shared); replies and bytes must agree.
           const temp = { ts: join(store, 'tmp-ck-ts.flysess'), other: join(store, 'tmp-ck-other.flysess') };
           for (const path of Object.values(temp)) writeFileSync(path, Buffer.alloc(2 * data.length + 16));
@@ -685,6 +712,7 @@ for (const other of OTHERS)
           );
           await write({ captureRequestId: held.t.requestId }, 'INVALID_ARGUMENT');
           await write({ captureRequestId: streamed.t.requestId, file }, 'INVALID_ARGUMENT');
+          await write({ captureRequestId: under.t.requestId, file }, 'INVALID_ARGUMENT');
           const outside = mkdtempSync(join(tmpdir(), 'detsim-xlang-out-'));
           writeFileSync(join(outside, 'tmp-ck-out.flysess'), 'keep');
           symlinkSync(join(outside, 'tmp-ck-out.flysess'), join(store, 'tmp-ck-link.flysess'));

@@ -112,6 +112,64 @@ describe('held captures, store-files-v1 (TypeScript worker)', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
+  it('capture-hold-from-v1: held only from `holdFrom` bytes on, else the unheld reply (cached, replayed, not writable); holdFrom only beside hold, a U64, part of the request', async () => {
+    const bare = await boot('w-cf-from-bare');
+    expect(bare.client.identity!.capabilities).not.toContain('capture-hold-from-v1');
+    await bare.stop();
+    const dir = mkdtempSync(join(tmpdir(), 'detsim-capture-from-'));
+    const w = await boot('w-cf-from', dir);
+    expect(w.client.identity!.capabilities).toContain('capture-hold-from-v1');
+    const ref = { checkpointId: 'ck-f', agentId: 'a-walk' };
+    const streamed = await w.client.call(METHODS.capture, scope(0), ref);
+    const bytes = streamed.attachment!;
+    // Shorter than holdFrom: exactly the unheld capture's reply and bytes, and a replay carries them.
+    const small = { ...ref, hold: true as const, holdFrom: String(bytes.byteLength + 1) };
+    const under = await w.client.call(METHODS.capture, scope(0), small);
+    expect(resultOf<CaptureResult>(under)).toEqual(resultOf<CaptureResult>(streamed));
+    expect(Buffer.from(under.attachment!).equals(Buffer.from(bytes))).toBe(true);
+    const replay = await w.client.call(METHODS.capture, scope(0), small, { requestId: under.requestId });
+    expect(Buffer.from(replay.attachment!).equals(Buffer.from(bytes))).toBe(true);
+    const tmp = join(dir, 'tmp-ck-f.flysess');
+    writeFileSync(tmp, Buffer.alloc(bytes.byteLength));
+    const write = (captureRequestId: string) =>
+      w.client.callUnchecked(METHODS.writePayload, scope(0), { captureRequestId, file: { path: tmp, offset: '0' } });
+    expect(errorOf(await write(under.requestId)).message).toMatch(/no held capture/);
+    // At least holdFrom: held, the size alone; its write gives the unheld capture's digest.
+    for (const holdFrom of ['0', String(bytes.byteLength)]) {
+      const held = await w.client.call(METHODS.capture, scope(0), { ...ref, hold: true, holdFrom });
+      expect(held.attachment, holdFrom).toBeUndefined();
+      expect(resultOf<CaptureResult>(held).payload).toEqual({ byteLength: String(bytes.byteLength) });
+      expect(resultOf(await write(held.requestId))).toEqual({
+        byteLength: String(bytes.byteLength),
+        digest: createHash('sha256').update(bytes).digest('hex'),
+      });
+    }
+    // The same request id with another holdFrom is another request.
+    const other = await w.client.callUnchecked(
+      METHODS.capture,
+      scope(0),
+      { ...small, holdFrom: '0' },
+      { requestId: under.requestId },
+    );
+    expect(errorOf(other).code).toBe('CONFLICT');
+    const refused = async (params: Record<string, unknown>) =>
+      errorOf(await w.client.callUnchecked(METHODS.capture, scope(0), { ...ref, ...params }));
+    expect(await refused({ holdFrom: '0' })).toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      message: 'params.holdFrom is allowed only with params.hold',
+    });
+    expect((await refused({ hold: false, holdFrom: '0' })).message).toBe('params.hold must be true when present');
+    expect(await refused({ hold: true, holdFrom: 65536 })).toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      message:
+        'params.holdFrom: 65536 is not a U64 (a decimal string, "0" or no leading zero, at most 18446744073709551615)',
+    });
+    for (const bad of ['01', 'x', '-1', '18446744073709551616'])
+      expect((await refused({ hold: true, holdFrom: bad })).message, bad).toMatch(/^params.holdFrom: .* is not a U64/);
+    await w.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
   it("a large state is held as the model's own arrays: WritePayload writes the streamed capture's bytes over several slices and gives their digest; after a step it refuses and writes nothing", async () => {
     const dir = mkdtempSync(join(tmpdir(), 'detsim-capture-pieces-'));
     // 900k neurons: a payload of ~10.8 MB, so the write hashes it over several 4 MiB slices.

@@ -581,17 +581,20 @@ impl AgentHost {
 
     // ---- State.Capture --------------------------------------------------------------------------
 
-    /// State.Capture. The payload is always the reply's attachment; for a held capture (store-files-v1)
-    /// the runtime keeps it for State.WritePayload instead of sending it, and nothing is hashed here
-    /// (the reply's payload is the size alone: the write gives the digest).
+    /// State.Capture, and whether it came out held. The payload is always the reply's attachment.
+    /// `hold_from` is the size from which the capture is held (store-files-v1; capture-hold-from-v1
+    /// names it, `hold: true` alone is 0): a held capture's payload the runtime keeps for
+    /// State.WritePayload instead of sending it, and nothing is hashed here (the reply's payload is
+    /// the size alone: the write gives the digest). A shorter payload, or no `hold_from`, is an
+    /// ordinary capture: digest and size, the attachment sent.
     pub fn capture(
         &mut self,
         method: &str,
         scope: &Option<Scope>,
         params: &[(String, Value)],
-        held: bool,
+        hold_from: Option<u64>,
         ctx: &mut Ctx,
-    ) -> Outcome<HostReply> {
+    ) -> Outcome<(HostReply, bool)> {
         let scope = session_scope(scope, method, ctx.session_id)?;
         refuse_unknown_fields(params, &["checkpointId", "agentId"], "params")?;
         let checkpoint_id = read_id(member(params, "checkpointId"), "params.checkpointId")?.to_string();
@@ -657,6 +660,8 @@ impl AgentHost {
                 format!("agent {agent_id}: capture state cannot be encoded: {}", e.message),
             )
         })?;
+        // Held or not is decided here, where the size is known, at every capture.
+        let held = hold_from.is_some_and(|from| bytes.len() as u64 >= from);
         // Hash exactly the bytes that travel; never re-encode to verify.
         let digest = (!held).then(|| sha256_hex(&bytes));
         let result = obj(vec![
@@ -666,10 +671,11 @@ impl AgentHost {
             ("compatibilityDigest", s(&id.compatibility_digest)),
             ("payload", captured_payload(digest, bytes.len())),
         ]);
-        Ok(HostReply {
+        let reply = HostReply {
             result,
             attachment: Some(bytes),
-        })
+        };
+        Ok((reply, held))
     }
 
     // ---- State.StageRestore ---------------------------------------------------------------------

@@ -1,8 +1,10 @@
 // Held captures on the Rust worker's side (store-files-v1), as workers/capture-file.ts
 // (docs/spec/capture-file.md): a Capture with `hold: true` keeps its payload in the lifecycle cache
-// and replies with its size only; State.WritePayload then writes the held bytes into the
-// coordinator's checkpoint temporary at the offset it assigns, hashing them as it goes, and replies
-// with their digest. It refuses once the worker has served a state-changing call since the capture.
+// and replies with its size only; with `holdFrom` beside it (capture-hold-from-v1) only a payload
+// at least that many bytes long is held, a shorter one is replied and cached as an unheld capture.
+// State.WritePayload then writes the held bytes into the coordinator's checkpoint temporary at the
+// offset it assigns, hashing them as it goes, and replies with their digest. It refuses once the
+// worker has served a state-changing call since the capture.
 // Refusals are the TypeScript worker's, word for word and in the same order.
 // NOT the capture itself (agent_host.rs encodes the state), NOT the lifecycle cache (runtime.rs)
 // and NOT the file confinement (payload_file.rs).
@@ -21,11 +23,21 @@ pub struct Held {
     pub state_changes: u64,
 }
 
-/// Whether this Capture asks to hold its payload. `hold` must be exactly `true` when present, and
-/// only a worker with a store directory (the one that offers store-files-v1) accepts it.
-pub fn capture_hold_of(params: &[(String, Value)], has_store: bool) -> Outcome<bool> {
+/// Whether this Capture asks to hold its payload, and from which size: None is not held; Some(n)
+/// holds a payload of at least n bytes (`hold: true` alone is Some(0), always held). `hold` must be
+/// exactly `true` when present, `holdFrom` (a U64, capture-hold-from-v1) is allowed only beside it,
+/// and only a worker with a store directory (the one that offers store-files-v1) accepts a hold.
+/// The checks run in this order, as the TypeScript and Python workers'.
+pub fn capture_hold_of(params: &[(String, Value)], has_store: bool) -> Outcome<Option<u64>> {
+    let hold_from = member(params, "holdFrom");
     let Some(hold) = member(params, "hold") else {
-        return Ok(false);
+        if hold_from.is_some() {
+            return Err(Refusal::new(
+                ErrorCode::InvalidArgument,
+                "params.holdFrom is allowed only with params.hold",
+            ));
+        }
+        return Ok(None);
     };
     if *hold != Value::Bool(true) {
         return Err(Refusal::new(
@@ -36,12 +48,20 @@ pub fn capture_hold_of(params: &[(String, Value)], has_store: bool) -> Outcome<b
     if !has_store {
         return Err(Refusal::new(ErrorCode::Unsupported, CAPTURE_NO_STORE));
     }
-    Ok(true)
+    match hold_from {
+        Some(from) => Ok(Some(read_u64(Some(from), "params.holdFrom")?)),
+        None => Ok(Some(0)),
+    }
 }
 
-/// The params the host sees: the same Capture without `hold` (its own field checks stay as they are).
+/// The params the host sees: the same Capture without `hold` and `holdFrom` (its own field checks
+/// stay as they are).
 pub fn without_hold(params: &[(String, Value)]) -> Vec<(String, Value)> {
-    params.iter().filter(|(k, _)| k != "hold").cloned().collect()
+    params
+        .iter()
+        .filter(|(k, _)| k != "hold" && k != "holdFrom")
+        .cloned()
+        .collect()
 }
 
 /// The Capture reply's `payload`: digest and size, or the size alone for a held capture, whose
@@ -131,8 +151,8 @@ mod tests {
     #[test]
     fn hold_is_only_true_and_needs_a_store() {
         let hold = |json: &str, store: bool| capture_hold_of(&params(json), store);
-        assert!(!hold(r#"{"agentId":"a"}"#, false).unwrap());
-        assert!(hold(r#"{"hold":true}"#, true).unwrap());
+        assert_eq!(hold(r#"{"agentId":"a"}"#, false).unwrap(), None);
+        assert_eq!(hold(r#"{"hold":true}"#, true).unwrap(), Some(0));
         for bad in [r#"{"hold":false}"#, r#"{"hold":null}"#, r#"{"hold":"true"}"#] {
             assert_eq!(
                 refused(hold(bad, true)),
@@ -146,6 +166,61 @@ mod tests {
         // The host sees every other param, and refuses any it does not know (hashAtWrite included).
         let host_sees = without_hold(&params(r#"{"agentId":"a","hashAtWrite":true,"hold":true}"#));
         assert_eq!(host_sees, params(r#"{"agentId":"a","hashAtWrite":true}"#));
+    }
+
+    const U64_TEXT: &str = r#"(a decimal string, "0" or no leading zero, at most 18446744073709551615)"#;
+
+    #[test]
+    fn hold_from_is_a_u64_only_beside_hold_checked_after_hold_and_the_store() {
+        let hold = |json: &str, store: bool| capture_hold_of(&params(json), store);
+        // Without `hold`, even on a worker without a store, and whatever its value.
+        for json in [r#"{"holdFrom":"65536"}"#, r#"{"holdFrom":"x"}"#] {
+            for store in [true, false] {
+                assert_eq!(
+                    refused(hold(json, store)),
+                    invalid("params.holdFrom is allowed only with params.hold"),
+                    "{json}"
+                );
+            }
+        }
+        // `hold` is checked before `holdFrom`.
+        assert_eq!(
+            refused(hold(r#"{"hold":false,"holdFrom":"x"}"#, true)),
+            invalid("params.hold must be true when present")
+        );
+        // The store before the value of `holdFrom`.
+        assert_eq!(
+            refused(hold(r#"{"hold":true,"holdFrom":"x"}"#, false)),
+            ("UNSUPPORTED", CAPTURE_NO_STORE.to_string())
+        );
+        assert_eq!(
+            refused(hold(r#"{"hold":true,"holdFrom":"65536"}"#, false)),
+            ("UNSUPPORTED", CAPTURE_NO_STORE.to_string())
+        );
+        for (value, shown) in [
+            (r#""x""#, r#""x""#),
+            (r#""01""#, r#""01""#),
+            ("65536", "65536"),
+            (r#""-1""#, r#""-1""#),
+            (r#""18446744073709551616""#, r#""18446744073709551616""#),
+            ("null", "null"),
+        ] {
+            let json = format!(r#"{{"hold":true,"holdFrom":{value}}}"#);
+            assert_eq!(
+                refused(hold(&json, true)),
+                invalid(&format!("params.holdFrom: {shown} is not a U64 {U64_TEXT}")),
+                "{json}"
+            );
+        }
+        assert_eq!(hold(r#"{"hold":true,"holdFrom":"65536"}"#, true).unwrap(), Some(65536));
+        assert_eq!(hold(r#"{"hold":true,"holdFrom":"0"}"#, true).unwrap(), Some(0));
+        assert_eq!(
+            hold(r#"{"hold":true,"holdFrom":"18446744073709551615"}"#, true).unwrap(),
+            Some(u64::MAX)
+        );
+        // The host sees neither.
+        let host_sees = without_hold(&params(r#"{"agentId":"a","hold":true,"holdFrom":"65536"}"#));
+        assert_eq!(host_sees, params(r#"{"agentId":"a"}"#));
     }
 
     #[test]

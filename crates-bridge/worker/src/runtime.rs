@@ -1,9 +1,10 @@
 // The Rust worker runtime, as workers/runtime.ts: turns one request message into exactly one
 // reply. Owns Worker.Hello / Status / Acknowledge / Shutdown, session binding, the Hello-first
 // gate (a stream is served nothing until it said a successful Hello), the lifecycle reply cache
-// (with the payloads of held captures, store-files-v1), the payloads prefetched for restores
-// (store-files-v1) and the envelopes; dispatches Agent.* and State.* to the agent host,
-// State.WritePayload to capture_file.rs and State.PrefetchPayload to restore_prefetch.rs.
+// (with the payloads of held captures, store-files-v1, and which of them came out held,
+// capture-hold-from-v1), the payloads prefetched for restores (store-files-v1) and the envelopes;
+// dispatches Agent.* and State.* to the agent host, State.WritePayload to capture_file.rs and
+// State.PrefetchPayload to restore_prefetch.rs.
 // Not the transport.
 use crate::agent_host::{AgentHost, Ctx, HostReply};
 use crate::capture_file::{Held, capture_hold_of, without_hold, write_held_payload};
@@ -277,8 +278,13 @@ impl WorkerRuntime {
             ("params", Value::Object(req.params.clone())),
         ]))
         .expect("parsed values");
-        // Before the cache lookup, as runtime.ts: a malformed hold is refused even on a replay.
-        let held = req.method == "State.Capture" && capture_hold_of(&req.params, self.store_dir.is_some())?;
+        // Before the cache lookup, as runtime.ts: a malformed hold or holdFrom is refused even on a
+        // replay. Some(size from which the capture is held): `hold: true` alone is Some(0).
+        let hold_from = if req.method == "State.Capture" {
+            capture_hold_of(&req.params, self.store_dir.is_some())?
+        } else {
+            None
+        };
         if let Some(cached) = self.lifecycle.get(&req.request_id) {
             if cached.digest != digest {
                 return Err(Refusal::new(
@@ -290,6 +296,7 @@ impl WorkerRuntime {
                 ));
             }
             // A held capture has no attachment to replay: its payload goes to a file, not the reply.
+            // One that asked holdFrom but came out shorter replays its attachment like any other.
             return Ok(HostReply {
                 result: cached.result.clone(),
                 attachment: cached.attachment.clone(),
@@ -301,24 +308,25 @@ impl WorkerRuntime {
                 format!("{LIFECYCLE_LIMIT} lifecycle replies await Worker.Acknowledge; acknowledge them first"),
             ));
         }
-        let reply = if held {
-            self.capture_held(req)?
-        } else {
-            self.route(req, attachment)?
+        let (reply, held) = match hold_from {
+            Some(from) => self.capture_held(req, from)?,
+            None => (self.route(req, attachment)?, false),
         };
         Ok(self.remember(&req.request_id, digest, reply, held))
     }
 
-    /// A held Capture (store-files-v1): the host sees the request without `hold`.
-    fn capture_held(&mut self, req: &Request) -> Outcome<HostReply> {
+    /// A Capture that asked to be held (store-files-v1), from `hold_from` bytes on
+    /// (capture-hold-from-v1; 0 for `hold: true` alone): the host sees the request without `hold`
+    /// and `holdFrom`, and tells whether the payload came out held.
+    fn capture_held(&mut self, req: &Request, hold_from: u64) -> Outcome<(HostReply, bool)> {
         let params = without_hold(&req.params);
         self.host(&req.request_id, |agents, ctx| {
-            agents.capture(&req.method, &req.scope, &params, true, ctx)
+            agents.capture(&req.method, &req.scope, &params, Some(hold_from), ctx)
         })
     }
 
-    /// Cache a lifecycle reply until Worker.Acknowledge; a held payload stays here (State.WritePayload
-    /// writes it to a file) and the reply sent goes without it.
+    /// Cache a lifecycle reply until Worker.Acknowledge; the payload of a capture that came out held
+    /// stays here (State.WritePayload writes it to a file) and the reply sent goes without it.
     fn remember(&mut self, request_id: &str, digest: String, mut reply: HostReply, held: bool) -> HostReply {
         let held = held.then(|| Held {
             bytes: reply.attachment.take().unwrap_or_default(),
@@ -357,7 +365,7 @@ impl WorkerRuntime {
                 ErrorCode::Unsupported,
                 format!("{m}: this worker hosts agents"),
             )),
-            "State.Capture" => agents.capture(m, sc, p, false, ctx),
+            "State.Capture" => agents.capture(m, sc, p, None, ctx).map(|(reply, _)| reply),
             "State.StageRestore" => agents.stage_restore(m, sc, p, attachment, ctx),
             "State.ActivateRestore" => agents.activate_restore(m, sc, p, ctx),
             _ => Err(Refusal::new(
@@ -497,10 +505,12 @@ impl WorkerRuntime {
 
     /// Sorted as runtime.ts sorts them; store-files-v1 needs a store to read from and write into
     /// (`--store-dir`): a worker without one streams its capture and restore payloads as attachments.
+    /// capture-hold-from-v1 (`holdFrom` beside a Capture's `hold`) comes exactly with it.
     fn capabilities(&self) -> Vec<Value> {
         let mut names = vec!["agent-step-v1", "checkpoint-v1"];
         if self.store_dir.is_some() {
             names.push("store-files-v1");
+            names.push("capture-hold-from-v1");
         }
         names.sort_unstable();
         names.into_iter().map(s).collect()
@@ -819,7 +829,7 @@ mod tests {
     }
 
     #[test]
-    fn hello_offers_store_files_only_with_a_store_dir_sorted_as_typescript() {
+    fn hello_offers_store_files_and_capture_hold_from_only_with_a_store_dir_sorted_as_typescript() {
         let capabilities = |store: Option<&str>| {
             let mut r = rt();
             r.store_dir = store.map(str::to_string);
@@ -829,7 +839,7 @@ mod tests {
         assert_eq!(capabilities(None), r#"["agent-step-v1","checkpoint-v1"]"#);
         assert_eq!(
             capabilities(Some("/store")),
-            r#"["agent-step-v1","checkpoint-v1","store-files-v1"]"#
+            r#"["agent-step-v1","capture-hold-from-v1","checkpoint-v1","store-files-v1"]"#
         );
     }
 
@@ -877,6 +887,117 @@ mod tests {
             (
                 "INVALID_ARGUMENT".into(),
                 r#"params: unknown field "hashAtWrite""#.into()
+            )
+        );
+    }
+
+    fn hold_from(size: u64) -> String {
+        capture(&format!(r#"{HOLD},"holdFrom":"{size}""#))
+    }
+
+    #[test]
+    fn a_capture_shorter_than_hold_from_is_an_ordinary_unheld_capture_cached_with_its_attachment() {
+        let store = TempDir::new("rt-hold-from-small");
+        let temp = store.at("tmp-c1.flysess");
+        std::fs::write(&temp, b"").unwrap();
+        let mut w = Worker::new(Some(store.text()));
+        let (_, streamed, bytes) = w.ok("State.Capture", Some(0), &capture(""));
+        let bytes = bytes.unwrap();
+        let size = bytes.len() as u64;
+        let (small, reply, attachment) = w.ok("State.Capture", Some(0), &hold_from(size + 1));
+        assert_eq!(attachment.as_deref(), Some(&bytes[..]));
+        assert_eq!(result_of(&reply), result_of(&streamed));
+        assert_eq!(
+            payload_of(&reply),
+            format!(
+                r#"{{"byteLength":"{size}","digest":"{}"}}"#,
+                detsim_formats::sha256_hex(&bytes)
+            )
+        );
+        // Replayed as any unheld capture: the same reply and its attachment.
+        let (_, replay, attachment) = w.call_as(&small, "State.Capture", Some(0), &hold_from(size + 1));
+        assert_eq!(attachment.as_deref(), Some(&bytes[..]));
+        assert_eq!(result_of(&replay), result_of(&reply));
+        // The same id with another holdFrom is another request.
+        let (_, other, _) = w.call_as(&small, "State.Capture", Some(0), &hold_from(size));
+        assert_eq!(
+            other.get("error").and_then(|e| e.get("code")).and_then(Value::as_str),
+            Some("CONFLICT")
+        );
+        // Nothing is held for it to write.
+        let refusal = w.refused("State.WritePayload", None, &write_payload(&small, &temp, 0));
+        assert_eq!(refusal, ("INVALID_ARGUMENT".into(), NO_HELD.into()));
+        assert_eq!(std::fs::read(&temp).unwrap(), b"");
+        let (_, huge, attachment) = w.ok("State.Capture", Some(0), &hold_from(u64::MAX));
+        assert_eq!(attachment.as_deref(), Some(&bytes[..]));
+        assert_eq!(result_of(&huge), result_of(&streamed));
+    }
+
+    #[test]
+    fn a_capture_at_least_hold_from_long_is_held_as_with_hold_alone() {
+        let store = TempDir::new("rt-hold-from-large");
+        let temp = store.at("tmp-c1.flysess");
+        std::fs::write(&temp, b"").unwrap();
+        let mut w = Worker::new(Some(store.text()));
+        let (_, _, bytes) = w.ok("State.Capture", Some(0), &capture(""));
+        let bytes = bytes.unwrap();
+        let size = bytes.len() as u64;
+        let (_, plain, _) = w.ok("State.Capture", Some(0), &capture(HOLD));
+        for from in [0, size] {
+            let (id, held, attachment) = w.ok("State.Capture", Some(0), &hold_from(from));
+            assert!(attachment.is_none(), "holdFrom {from}");
+            assert_eq!(result_of(&held), result_of(&plain));
+            assert_eq!(payload_of(&held), format!(r#"{{"byteLength":"{size}"}}"#));
+            let (_, replay, attachment) = w.call_as(&id, "State.Capture", Some(0), &hold_from(from));
+            assert!(attachment.is_none());
+            assert_eq!(result_of(&replay), result_of(&held));
+            let (_, wrote, _) = w.ok("State.WritePayload", None, &write_payload(&id, &temp, 0));
+            assert_eq!(
+                result_of(&wrote),
+                format!(
+                    r#"{{"byteLength":"{size}","digest":"{}"}}"#,
+                    detsim_formats::sha256_hex(&bytes)
+                )
+            );
+            assert_eq!(std::fs::read(&temp).unwrap(), bytes);
+        }
+    }
+
+    #[test]
+    fn hold_from_refusals_come_before_the_lifecycle_cache_in_order() {
+        let mut w = Worker::new(None);
+        let only_with_hold = (
+            "INVALID_ARGUMENT".to_string(),
+            "params.holdFrom is allowed only with params.hold".to_string(),
+        );
+        assert_eq!(
+            w.refused("State.Capture", Some(0), &capture(r#","holdFrom":"1""#)),
+            only_with_hold
+        );
+        let (id, _, _) = w.ok("State.Capture", Some(0), &capture(""));
+        let (_, replay, attachment) = w.call_as(&id, "State.Capture", Some(0), &capture(r#","holdFrom":"1""#));
+        assert!(attachment.is_none());
+        assert_eq!(
+            js_stringify(replay.get("error").unwrap()),
+            r#"{"code":"INVALID_ARGUMENT","message":"params.holdFrom is allowed only with params.hold","mutation":"none"}"#
+        );
+        // Without a store, the hold is unsupported whatever holdFrom is.
+        assert_eq!(w.refused("State.Capture", Some(0), &hold_from(1)).0, "UNSUPPORTED");
+        let store = TempDir::new("rt-hold-from-refused");
+        let mut w = Worker::new(Some(store.text()));
+        assert_eq!(
+            w.refused("State.Capture", Some(0), &capture(r#","hold":false,"holdFrom":"1""#)),
+            (
+                "INVALID_ARGUMENT".into(),
+                "params.hold must be true when present".into()
+            )
+        );
+        assert_eq!(
+            w.refused("State.Capture", Some(0), &capture(r#","hold":true,"holdFrom":65536"#)),
+            (
+                "INVALID_ARGUMENT".into(),
+                r#"params.holdFrom: 65536 is not a U64 (a decimal string, "0" or no leading zero, at most 18446744073709551615)"#
+                    .into()
             )
         );
     }

@@ -471,7 +471,7 @@ class AgentHost:
 
     # ---- State.Capture --------------------------------------------------------------------------
 
-    def capture(self, req: Request, held: bool = False) -> dict:
+    def capture(self, req: Request, hold_from: int | None = None) -> dict:
         scope = require_scope(req)
         check_session(scope, self.ctx.session_id)
         try:
@@ -517,7 +517,7 @@ class AgentHost:
             'state': model_state,
         }
         return capture_reply(
-            payload, f'agent {agent_id}', checkpoint_id, agent_id, boundary, ident.compatibility_digest, held
+            payload, f'agent {agent_id}', checkpoint_id, agent_id, boundary, ident.compatibility_digest, hold_from
         )
 
     # ---- State.StageRestore ---------------------------------------------------------------------

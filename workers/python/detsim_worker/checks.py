@@ -206,16 +206,18 @@ def capture_reply(
     agent_id: str | None,
     boundary: int,
     compatibility_digest: str,
-    held: bool = False,
+    hold_from: int | None = None,
 ) -> dict:
     """One participant's State.Capture reply (agent or environment alike): its payload encoded as the
-    attachment, with the digest and length the coordinator checks when it seals the envelope. A held
-    capture (store-files-v1, capture_file.py) keeps the bytes as 'held' instead of sending them and
-    does not hash them here: State.WritePayload hashes what it writes."""
+    attachment, with the digest and length the coordinator checks when it seals the envelope. A capture
+    asked to hold from a size (store-files-v1, capture_file.py) whose payload is at least `hold_from`
+    bytes keeps the bytes as 'held' instead of sending them and does not hash them here:
+    State.WritePayload hashes what it writes. A shorter payload is replied as an unheld one."""
     try:
         data = encode_state(payload)
     except StateCodecError as e:
         raise ProtocolRefusal('BACKEND_FAILURE', f'{who}: capture state cannot be encoded: {e}', 'none') from None
+    held = hold_from is not None and len(data) >= hold_from
     ref = {'byteLength': str(len(data))} if held else {'digest': sha256(data), 'byteLength': str(len(data))}
     result = {
         'checkpointId': checkpoint_id,

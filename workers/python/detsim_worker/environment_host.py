@@ -315,7 +315,7 @@ class EnvironmentHost:
 
     # ---- State.Capture --------------------------------------------------------------------------
 
-    def capture(self, req: Request, held: bool = False) -> dict:
+    def capture(self, req: Request, hold_from: int | None = None) -> dict:
         scope = require_scope(req)
         check_session(scope, self.ctx.session_id)
         try:
@@ -371,7 +371,7 @@ class EnvironmentHost:
             None,
             boundary,
             ident.compatibility_digest,
-            held,
+            hold_from,
         )
 
     # ---- State.StageRestore ---------------------------------------------------------------------

@@ -140,7 +140,7 @@ class WorkerRuntime:
         if req.method not in LIFECYCLE:
             return self._route(req, attachment)
         digest = canonical_digest({'method': req.method, 'scope': req.scope, 'params': req.params})
-        held = req.method == P.CAPTURE and capture_hold_of(req, self.store_dir)
+        hold_from = capture_hold_of(req, self.store_dir) if req.method == P.CAPTURE else None
         cached = self.lifecycle.get(req.request_id)
         if cached:
             if cached['digest'] != digest:
@@ -152,13 +152,14 @@ class WorkerRuntime:
             raise ProtocolRefusal(
                 'BUSY', f'{LifecycleCache.LIMIT} lifecycle replies await Worker.Acknowledge; acknowledge them first'
             )
-        if not held:
+        if hold_from is None:
             reply = self._route(req, attachment)
-        else:  # held (store-files-v1): the bytes stay in the cache until Worker.Acknowledge, never sent
+        else:  # hold (store-files-v1): a payload of at least hold_from bytes stays in the cache until
+            # Worker.Acknowledge, never sent; a shorter one is replied and cached like any unheld capture
             host: Any = self.agents if self.agents is not None else self.environment
-            reply = host.capture(without_hold(req), held=True)
+            reply = host.capture(without_hold(req), hold_from=hold_from)
         # A held capture's write is refused once the count of state-changing calls has moved.
-        seen = {'state_changes': self.state_changes} if held else {}
+        seen = {'state_changes': self.state_changes} if 'held' in reply else {}
         self.lifecycle.put(req.request_id, {'digest': digest, **reply, **seen})
         return reply
 
@@ -245,8 +246,9 @@ class WorkerRuntime:
 
     def _store_capabilities(self) -> list[str]:
         """store-files-v1: only a worker given the run's store reads, writes and prefetches payload files
-        in it (one without streams its capture and restore payloads as attachments)."""
-        return [] if self.store_dir is None else ['store-files-v1']
+        in it (one without streams its capture and restore payloads as attachments); with it,
+        capture-hold-from-v1 (a held Capture may name the size from which it holds, `holdFrom`)."""
+        return [] if self.store_dir is None else ['store-files-v1', 'capture-hold-from-v1']
 
     def _status(self, req: Request) -> dict:
         try:

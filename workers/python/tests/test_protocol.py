@@ -1,9 +1,9 @@
 # The Python worker process over real gRPC (a Unix socket): the ready line, Hello-first, Hello
 # refusals, idempotency (same key + body: the cached reply; a different body: CONFLICT), epochs and
-# steps, capture -> restore into a fresh worker, store-files-v1 confinement, flag refusals, an
-# unsafe integer literal in a request body, the contract digest. The message-for-message comparison
-# with the TypeScript worker is vitest's (test/cross-lang/worker-protocol.test.ts); this suite runs
-# without Node.
+# steps, capture -> restore into a fresh worker, store-files-v1 confinement, held captures (`hold`,
+# and `holdFrom` of capture-hold-from-v1), flag refusals, an unsafe integer literal in a request
+# body, the contract digest. The message-for-message comparison with the TypeScript worker is
+# vitest's (test/cross-lang/worker-protocol.test.ts); this suite runs without Node.
 import json
 import os
 import subprocess
@@ -164,8 +164,14 @@ def test_ready_line_hello_first_and_hello_refusals(worker):
     assert code(worker.hello(role='environment')) == 'UNSUPPORTED'
     hello = worker.hello()
     assert hello['result']['runtime'].startswith('detsim-py/')
-    # store-files-v1 comes with --store-dir (the fixture's); a worker without a store does not offer it.
-    assert hello['result']['capabilities'] == ['agent-step-v1', 'checkpoint-v1', 'store-files-v1']
+    # store-files-v1 and capture-hold-from-v1 come with --store-dir (the fixture's); a worker without a
+    # store offers neither.
+    assert hello['result']['capabilities'] == [
+        'agent-step-v1',
+        'capture-hold-from-v1',
+        'checkpoint-v1',
+        'store-files-v1',
+    ]
     # Hello-first is per stream: a second stream is served nothing until its own Hello.
     other = worker.open_stream()
     assert code(worker.call('Worker.Status', None, {}, stream=other)[0]) == 'INVALID_PHASE'
@@ -430,19 +436,180 @@ def test_a_held_capture_is_written_into_a_checkpoint_temp_file_and_hashed_as_it_
     )
 
 
+def _u64_refusal(field, shown):
+    return {
+        'code': 'INVALID_ARGUMENT',
+        'mutation': 'none',
+        'message': (
+            f'{field}: {shown} is not a U64 (a decimal string, "0" or no leading zero, at most 18446744073709551615)'
+        ),
+    }
+
+
+def test_hold_from_is_a_u64_only_beside_hold_true_and_is_checked_before_the_cache(stepped):
+    w, _ = stepped
+    ref = {'checkpointId': 'ck-1', 'agentId': 'a-lif'}
+    assert w.call('State.Capture', sc(1), {**ref, 'holdFrom': '0'})[0]['error'] == {
+        'code': 'INVALID_ARGUMENT',
+        'mutation': 'none',
+        'message': 'params.holdFrom is allowed only with params.hold',
+    }
+    for hold in (False, None, 1, 'true'):
+        assert w.call('State.Capture', sc(1), {**ref, 'hold': hold, 'holdFrom': '0'})[0]['error'] == {
+            'code': 'INVALID_ARGUMENT',
+            'mutation': 'none',
+            'message': 'params.hold must be true when present',
+        }, hold
+    for bad, shown in (
+        (65536, '65536'),
+        ('01', '"01"'),
+        ('x', '"x"'),
+        ('', '""'),
+        ('-1', '"-1"'),
+        ('18446744073709551616', '"18446744073709551616"'),
+        (None, 'null'),
+        (True, 'true'),
+    ):
+        reply, _ = w.call('State.Capture', sc(1), {**ref, 'hold': True, 'holdFrom': bad})
+        assert reply['error'] == _u64_refusal('params.holdFrom', shown), bad
+    # The largest U64 is a valid holdFrom (nothing is that long: the capture streams).
+    big, data = w.call('State.Capture', sc(1), {**ref, 'hold': True, 'holdFrom': '18446744073709551615'})
+    assert code(big) == 'ok' and data
+    # Refused before the cache lookup: a cached request id with a bad holdFrom is INVALID_ARGUMENT, not
+    # CONFLICT nor the cached reply.
+    reply, _ = w.call('State.Capture', sc(1), {**ref, 'hold': True, 'holdFrom': 'x'}, request_id=big['requestId'])
+    assert reply['error'] == _u64_refusal('params.holdFrom', '"x"')
+    reply, _ = w.call('State.Capture', sc(1), {**ref, 'holdFrom': '1'}, request_id=big['requestId'])
+    assert reply['error']['message'] == 'params.holdFrom is allowed only with params.hold'
+
+
+def test_a_capture_held_from_a_size_is_held_only_when_its_payload_is_at_least_that_long(stepped):
+    import hashlib
+
+    w, store = stepped
+    ref = {'checkpointId': 'ck-1', 'agentId': 'a-lif'}
+    streamed, data = w.call('State.Capture', sc(1), ref)
+    size = len(data)
+    tmp = os.path.join(store, 'tmp-ck-1.flysess')
+    with open(tmp, 'wb') as f:
+        f.write(bytes(size + 8))
+
+    def write(capture):
+        return w.call(
+            'State.WritePayload', None, {'captureRequestId': capture['requestId'], 'file': {'path': tmp, 'offset': '4'}}
+        )[0]
+
+    # Shorter than holdFrom: the unheld reply (digest and size, the attachment), replayed as such.
+    small_params = {**ref, 'hold': True, 'holdFrom': str(size + 1)}
+    small, attachment = w.call('State.Capture', sc(1), small_params)
+    assert attachment == data
+    assert small['result'] == streamed['result']
+    assert small['result']['payload'] == {'digest': hashlib.sha256(data).hexdigest(), 'byteLength': str(size)}
+    assert w.call('State.Capture', sc(1), small_params, request_id=small['requestId']) == (small, data)
+    # Nothing is held for it: WritePayload refuses it as any streamed capture.
+    assert write(small)['error'] == {
+        'code': 'INVALID_ARGUMENT',
+        'mutation': 'none',
+        'message': 'params.captureRequestId names no held capture awaiting acknowledgment on this worker',
+    }
+    # Another holdFrom (or plain hold) under the same request id is another request.
+    for other in ({**ref, 'hold': True, 'holdFrom': '0'}, {**ref, 'hold': True}, ref):
+        reply, _ = w.call('State.Capture', sc(1), other, request_id=small['requestId'])
+        assert reply['error'] == {
+            'code': 'CONFLICT',
+            'mutation': 'none',
+            'message': f'{small["requestId"]} was already used for a different State.Capture request',
+        }, other
+    # At least holdFrom long ("0", and exactly the size): held, the size alone and no attachment; the
+    # write gives the digest of the very bytes the unheld capture sent.
+    for hold_from in ('0', str(size)):
+        params = {**ref, 'hold': True, 'holdFrom': hold_from}
+        held, none = w.call('State.Capture', sc(1), params)
+        assert none is None
+        assert held['result'] == {**streamed['result'], 'payload': {'byteLength': str(size)}}
+        assert w.call('State.Capture', sc(1), params, request_id=held['requestId']) == (held, None)
+        reply, _ = w.call('State.Capture', sc(1), {**params, 'holdFrom': str(size + 1)}, request_id=held['requestId'])
+        assert code(reply) == 'CONFLICT'
+        assert write(held)['result'] == {'byteLength': str(size), 'digest': hashlib.sha256(data).hexdigest()}
+        with open(tmp, 'rb') as f:
+            assert f.read() == bytes(4) + data + bytes(4)
+        with open(tmp, 'wb') as f:
+            f.write(bytes(size + 8))
+    # A held-from capture's write refuses after a state-changing call, as a plain held one's.
+    held, _ = w.call('State.Capture', sc(1), {**ref, 'hold': True, 'holdFrom': '1'})
+    _step(w, 1)
+    assert code(write(held)) == 'INVALID_PHASE'
+
+
+def test_an_environment_capture_held_from_a_size_is_held_or_streamed_by_its_size():
+    import hashlib
+
+    store = tempfile.mkdtemp(prefix='dpw-store-')
+    w = Worker(role='environment', worker_id='w-env', extra=['--store-dir', store])
+    try:
+        assert w.hello(role='environment', worker_id='w-env')['result']['capabilities'] == [
+            'capture-hold-from-v1',
+            'checkpoint-v1',
+            'store-files-v1',
+            'world-step-v1',
+        ]
+        ports = [{'portId': 'p0', 'agentId': 'a'}]
+        init = {
+            'environmentId': 'forage',
+            'model': 'forage',
+            'params': {'width': 5, 'height': 4, 'food': 3},
+            'seed': 7,
+            'stepDuration': STEP,
+            'ports': ports,
+        }
+        assert code(w.call('Environment.Initialize', sc(0), init)[0]) == 'ok'
+        ref = {'checkpointId': 'ck-1', 'agentId': None}
+        streamed, data = w.call('State.Capture', sc(0), ref)
+        small, attachment = w.call('State.Capture', sc(0), {**ref, 'hold': True, 'holdFrom': str(len(data) + 1)})
+        assert (small['result'], attachment) == (streamed['result'], data)
+        held, none = w.call('State.Capture', sc(0), {**ref, 'hold': True, 'holdFrom': str(len(data))})
+        assert none is None
+        assert held['result'] == {**streamed['result'], 'payload': {'byteLength': str(len(data))}}
+        tmp = os.path.join(store, 'tmp-ck-1.flysess')
+        with open(tmp, 'wb') as f:
+            f.write(bytes(len(data)))
+        wrote, _ = w.call(
+            'State.WritePayload', None, {'captureRequestId': held['requestId'], 'file': {'path': tmp, 'offset': '0'}}
+        )
+        assert wrote['result'] == {'byteLength': str(len(data)), 'digest': hashlib.sha256(data).hexdigest()}
+        with open(tmp, 'rb') as f:
+            assert f.read() == data
+    finally:
+        w.stop()
+
+
 def test_a_worker_without_a_store_refuses_to_hold_a_capture():
     w = Worker()
     try:
         assert w.hello()['result']['capabilities'] == [
             'agent-step-v1',
             'checkpoint-v1',
-        ]  # no payload files without a store
+        ]  # no payload files without a store: neither store-files-v1 nor capture-hold-from-v1
         w.call('Agent.Initialize', sc(0), {'agents': AGENTS})
-        reply, _ = w.call('State.Capture', sc(0), {'checkpointId': 'ck-0', 'agentId': 'a-walk', 'hold': True})
-        assert reply['error'] == {
+        no_store = {
             'code': 'UNSUPPORTED',
             'mutation': 'none',
             'message': ('params.file: this worker was started without --store-dir and writes no checkpoint files'),
+        }
+        ref = {'checkpointId': 'ck-0', 'agentId': 'a-walk'}
+        for hold in ({'hold': True}, {'hold': True, 'holdFrom': '0'}, {'hold': True, 'holdFrom': '65536'}):
+            reply, _ = w.call('State.Capture', sc(0), {**ref, **hold})
+            assert reply['error'] == no_store, hold
+        # The params' own refusals come first: holdFrom without hold, and hold other than true.
+        assert w.call('State.Capture', sc(0), {**ref, 'holdFrom': '0'})[0]['error'] == {
+            'code': 'INVALID_ARGUMENT',
+            'mutation': 'none',
+            'message': 'params.holdFrom is allowed only with params.hold',
+        }
+        assert w.call('State.Capture', sc(0), {**ref, 'hold': False, 'holdFrom': '0'})[0]['error'] == {
+            'code': 'INVALID_ARGUMENT',
+            'mutation': 'none',
+            'message': 'params.hold must be true when present',
         }
     finally:
         w.stop()
