@@ -27,7 +27,9 @@ function own(body: Body): Body {
 class InlineLink implements Link {
   private receiver: LinkReceiver | undefined;
   private over = false;
-  private readonly stream: StreamState = { introduced: false };
+  private readonly stream: StreamState = { introduced: false, printedHere: true };
+  /** Both sides print with canonicalize in this thread (link.ts). */
+  readonly printedHere = true as const;
 
   constructor(
     readonly address: string,

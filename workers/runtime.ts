@@ -56,6 +56,12 @@ export interface RuntimeOptions {
  */
 export interface StreamState {
   introduced: boolean;
+  /**
+   * Requests on this stream were printed by the coordinator's canonicalize in this process and
+   * nobody else writes to it (a worker thread's port, an inline link): they are not proven
+   * canonical again (body-codec.ts decodeBody). Never set for a socket or gRPC stream.
+   */
+  readonly printedHere?: true;
 }
 
 export interface RuntimeOutcome {
@@ -183,7 +189,7 @@ export class WorkerRuntime implements HostContext {
   async handle(body: Body, attachment: Uint8Array | undefined, stream: StreamState): Promise<RuntimeOutcome> {
     let req: Request;
     try {
-      req = readRequest(decodeBody(body));
+      req = readRequest(decodeBody(body, stream.printedHere === true));
     } catch (e) {
       return {
         body: this.errorEnvelope(salvageRequestId(body), null, {

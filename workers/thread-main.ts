@@ -51,7 +51,8 @@ const port = parentPort ?? fail('not started as a worker thread');
 const data = workerData as ThreadWorkerData;
 const options = readOptions(data);
 const runtime = new WorkerRuntime(options);
-const stream: StreamState = { introduced: false };
+// The parent port carries only the coordinator's requests, printed by its canonicalize.
+const stream: StreamState = { introduced: false, printedHere: true };
 const queue = new RequestQueue(
   runtime,
   () => process.exit(0),

@@ -31,8 +31,14 @@ function bodyBytes(body: Body): Buffer {
   return typeof body === 'string' ? Buffer.from(body, 'utf8') : Buffer.from(body);
 }
 
-/** Read a body as text or bytes: the value, or a refusal naming why it is not canonical JSON. */
-export function decodeBody(body: Body): unknown {
+/**
+ * Read a body as text or bytes: the value, or a refusal naming why it is not canonical JSON.
+ * `printedHere`: the body was printed by canonicalize in this process and reached us over a
+ * channel nobody else writes to (a worker thread's requests from its coordinator, both ways of an
+ * inline worker), so its canonical form is not proven again — it cannot fail the proof — and only
+ * the unsafe-integer check stays (canonicalize prints such an integer; the protocol refuses it).
+ */
+export function decodeBody(body: Body, printedHere = false): unknown {
   const text = bodyText(body);
   let value: unknown;
   try {
@@ -42,7 +48,7 @@ export function decodeBody(body: Body): unknown {
     throw new DetsimError('struct_invalid_json', 'body is not JSON');
   }
   // The common case, proven on the text itself without printing the value again.
-  if (isCanonicalText(text) && !MAYBE_UNSAFE_INTEGER.test(text)) return value;
+  if ((printedHere || isCanonicalText(text)) && !MAYBE_UNSAFE_INTEGER.test(text)) return value;
   let again: string;
   try {
     again = canonicalize(value);

@@ -391,7 +391,7 @@ export class WorkerClient {
   private onMessage(body: Body, attachment: Buffer | undefined, droppedAttachmentBytes?: number): void {
     let reply: Reply;
     try {
-      reply = readReply(decodeBody(body));
+      reply = readReply(decodeBody(body, this.link.printedHere === true));
     } catch (e) {
       return this.protocolFailure(`bad reply: ${e instanceof DetsimError ? e.message : String(e)}`);
     }

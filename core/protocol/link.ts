@@ -31,6 +31,12 @@ export interface LinkReceiver {
 export interface Link {
   /** Where the worker is, for messages: `unix:/…`, `127.0.0.1:40123`, `thread:worker-0`. */
   readonly address: string;
+  /**
+   * The worker's replies are printed by canonicalize in this very thread (the inline link): they
+   * are not proven canonical again (body-codec.ts decodeBody). Never set for a link whose peer runs
+   * elsewhere — a worker thread's replies are proven like a process's (its user models share its isolate).
+   */
+  readonly printedHere?: true;
   /** Start delivering to `receiver`; called once, before the first send. */
   open(receiver: LinkReceiver): void;
   /**

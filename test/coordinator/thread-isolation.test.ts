@@ -95,6 +95,20 @@ describe('a failing model on a thread fails the run as on a process', () => {
     expect(seen[1]).toEqual(seen[0]);
   }, 180_000);
 
+  it("a model that makes its worker print non-canonical replies (it replaces its isolate's JSON.stringify): the coordinator refuses the reply on both transports", async () => {
+    const seen: ReturnType<typeof named>[] = [];
+    for (const transport of BOTH) {
+      const { failure, fleet } = await failingRun(
+        isolationPlan(transport, [{ id: 'pretty', model: './pretty-printer.ts' }]),
+      );
+      expect(failure.message, transport).toMatch(/bad reply: body is not RFC 8785 canonical JSON/);
+      seen.push(named(failure));
+      nothingLeft(fleet);
+    }
+    expect(seen[0]).toMatchObject({ workerId: 'worker-1', step: '2', phase: 'prepare' });
+    expect(seen[1]).toEqual(seen[0]);
+  }, 180_000);
+
   it('a model that calls process.exit(7) in Prepare: worker-exited with exit code 7 at the same step and phase on both', async () => {
     const seen: ReturnType<typeof named>[] = [];
     for (const transport of BOTH) {

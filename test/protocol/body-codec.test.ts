@@ -53,4 +53,30 @@ describe('decodeBody', () => {
     expect(decodeBody(encodeBody({ a: [1, 'é'] }))).toEqual({ a: [1, 'é'] });
     expect(typeof encodeBody({ a: 1 })).toBe('string');
   });
+  it("a body printed here (a worker thread's requests, an inline worker) is not proven canonical again, but an unsafe integer is still refused; what canonicalize prints reads the same either way", () => {
+    const printed = (text: string) => {
+      try {
+        decodeBody(text, true);
+      } catch (e) {
+        return (e as { reason?: string }).reason;
+      }
+      return 'accepted';
+    };
+    // The proof is skipped (the flag has an effect): texts canonicalize never prints pass unproven.
+    expect(refuse('{"b":1,"a":2}', 'text')).toBe('struct_not_canonical');
+    expect(printed('{"b":1,"a":2}')).toBe('accepted');
+    // canonicalize prints an integer past 2^53 unchanged; the protocol still refuses it.
+    expect(printed('{"a":9007199254740993}')).toBe('struct_unsafe_integer');
+    expect(printed('{"a":[-9007199254740992]}')).toBe('struct_unsafe_integer');
+    expect(printed('{"a":1}x')).toBe('struct_invalid_json');
+    const values = [
+      { b: [1, 2.5, 'x\u00e9\n'], a: { z: null, y: true }, n: -0.001, big: 9007199254740991 },
+      {
+        method: 'Agent.Commit',
+        params: { agents: [{ agentId: 'w-00', observation: { '\u00e9': 1, a: [0.1, 1e21] } }] },
+      },
+      [[[[{ deep: ['\u2028', '"', '\\'] }]]]],
+    ];
+    for (const v of values) expect(decodeBody(encodeBody(v), true)).toEqual(decodeBody(encodeBody(v)));
+  });
 });
