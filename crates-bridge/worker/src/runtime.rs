@@ -895,14 +895,19 @@ mod tests {
         capture(&format!(r#"{HOLD},"holdFrom":"{size}""#))
     }
 
-    #[test]
-    fn a_capture_shorter_than_hold_from_is_an_ordinary_unheld_capture_cached_with_its_attachment() {
-        let store = TempDir::new("rt-hold-from-small");
+    /// A worker with a store (an empty checkpoint temporary in it) and a plain capture's reply and bytes.
+    fn store_with_capture(name: &str) -> (TempDir, String, Worker, Value, Vec<u8>) {
+        let store = TempDir::new(name);
         let temp = store.at("tmp-c1.flysess");
         std::fs::write(&temp, b"").unwrap();
         let mut w = Worker::new(Some(store.text()));
         let (_, streamed, bytes) = w.ok("State.Capture", Some(0), &capture(""));
-        let bytes = bytes.unwrap();
+        (store, temp, w, streamed, bytes.unwrap())
+    }
+
+    #[test]
+    fn a_capture_shorter_than_hold_from_is_an_ordinary_unheld_capture_cached_with_its_attachment() {
+        let (_store, temp, mut w, streamed, bytes) = store_with_capture("rt-hold-from-small");
         let size = bytes.len() as u64;
         let (small, reply, attachment) = w.ok("State.Capture", Some(0), &hold_from(size + 1));
         assert_eq!(attachment.as_deref(), Some(&bytes[..]));
@@ -935,12 +940,7 @@ mod tests {
 
     #[test]
     fn a_capture_at_least_hold_from_long_is_held_as_with_hold_alone() {
-        let store = TempDir::new("rt-hold-from-large");
-        let temp = store.at("tmp-c1.flysess");
-        std::fs::write(&temp, b"").unwrap();
-        let mut w = Worker::new(Some(store.text()));
-        let (_, _, bytes) = w.ok("State.Capture", Some(0), &capture(""));
-        let bytes = bytes.unwrap();
+        let (_store, temp, mut w, _, bytes) = store_with_capture("rt-hold-from-large");
         let size = bytes.len() as u64;
         let (_, plain, _) = w.ok("State.Capture", Some(0), &capture(HOLD));
         for from in [0, size] {

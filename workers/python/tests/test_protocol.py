@@ -136,6 +136,18 @@ AGENTS = [
 IDS = [{'agentId': a['agentId']} for a in AGENTS]
 
 
+def forage_init(ports):
+    """Environment.Initialize params of a small built-in forage world on `ports`."""
+    return {
+        'environmentId': 'forage',
+        'model': 'forage',
+        'params': {'width': 5, 'height': 4, 'food': 3},
+        'seed': 7,
+        'stepDuration': STEP,
+        'ports': ports,
+    }
+
+
 def code(reply):
     return 'ok' if reply['type'] == 'result' else reply['error']['code']
 
@@ -554,15 +566,7 @@ def test_an_environment_capture_held_from_a_size_is_held_or_streamed_by_its_size
             'world-step-v1',
         ]
         ports = [{'portId': 'p0', 'agentId': 'a'}]
-        init = {
-            'environmentId': 'forage',
-            'model': 'forage',
-            'params': {'width': 5, 'height': 4, 'food': 3},
-            'seed': 7,
-            'stepDuration': STEP,
-            'ports': ports,
-        }
-        assert code(w.call('Environment.Initialize', sc(0), init)[0]) == 'ok'
+        assert code(w.call('Environment.Initialize', sc(0), forage_init(ports))[0]) == 'ok'
         ref = {'checkpointId': 'ck-1', 'agentId': None}
         streamed, data = w.call('State.Capture', sc(0), ref)
         small, attachment = w.call('State.Capture', sc(0), {**ref, 'hold': True, 'holdFrom': str(len(data) + 1)})
@@ -781,18 +785,7 @@ def test_an_environment_worker_on_loopback_tcp_initializes_advances_and_caches()
             'world-step-v1',
         ]
         ports = [{'portId': 'p0', 'agentId': 'z'}, {'portId': 'p1', 'agentId': 'a'}]
-        init, _ = w.call(
-            'Environment.Initialize',
-            sc(0),
-            {
-                'environmentId': 'forage',
-                'model': 'forage',
-                'params': {'width': 5, 'height': 4, 'food': 3},
-                'seed': 7,
-                'stepDuration': STEP,
-                'ports': ports,
-            },
-        )
+        init, _ = w.call('Environment.Initialize', sc(0), forage_init(ports))
         assert [o['agentId'] for o in init['result']['observations']] == ['a', 'z']
         advance = {'batchId': 'b-0', 'actions': [{**p, 'action': {'move': 'east'}} for p in ports]}
         first, _ = w.call('Environment.Advance', sc(0), advance)
