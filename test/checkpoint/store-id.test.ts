@@ -31,7 +31,8 @@ async function sessionElsewhere(mode: 'keep' | 'drop-id'): Promise<Session> {
     args: [WRAPPER, elsewhere, mode, cmd.command, ...cmd.args],
   });
   // Every worker a process (the environment too: by default forage would run in this process, which sees the store).
-  const s = await startSession({ ...LIF(4096), environmentTransport: 'workers' }, { wrapCommand });
+  // 8,192 neurons: the agents' payloads pass 64 KiB, so co-located workers hold them (capture-hold-from-v1).
+  const s = await startSession({ ...LIF(8192), environmentTransport: 'workers' }, { wrapCommand });
   open.push(s);
   return s;
 }
@@ -45,7 +46,7 @@ async function commit(s: Session, id: string): Promise<{ kind: string; message?:
 
 describe('the store id', () => {
   it('workers that see another directory at the store path stream their payloads: the same committed bytes, and the group restores', async () => {
-    const here = await startSession(LIF(4096));
+    const here = await startSession(LIF(8192));
     open.push(here);
     const token = readFileSync(join(storeDirOf(here.runDir), STORE_ID_FILE), 'latin1');
     expect(token).toMatch(STORE_ID_PATTERN);
