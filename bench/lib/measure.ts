@@ -52,7 +52,9 @@ export async function measure(tasks: Record<string, () => unknown>, o: MeasureOp
       const r = task.result;
       if (r.state === 'errored') throw r.error;
       if (r.state !== 'completed') throw new Error(`bench task ${task.name} ended ${r.state}`);
-      samples[task.name]!.push(...(r.latency.samples ?? []));
+      // Not push(...samples): a fast task leaves more samples than a call may take arguments.
+      const into = samples[task.name]!;
+      for (const x of r.latency.samples ?? []) into.push(x);
     }
   }
   const out: Record<string, Rate> = {};
