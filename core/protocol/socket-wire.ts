@@ -7,7 +7,10 @@
 // Its reader and writer serve both ends; not the Link or the server (socket-link.ts,
 // socket-server.ts), and no envelope logic lives here.
 import type { Socket } from 'node:net';
-import { ATTACHMENT_BEFORE_HELLO, type Body } from './link.js';
+import type { Body } from './link.js';
+
+/** Why a connection is ended when its header announces an attachment before that connection's Hello (no chunks on this wire). */
+export const SOCKET_ATTACHMENT_BEFORE_HELLO = 'an attachment before Worker.Hello on this connection';
 
 /** The header of every message: the body length and the attachment length, 4 bytes each. */
 export const SOCKET_HEADER_BYTES = 8;
@@ -122,7 +125,7 @@ export class SocketReader {
     const { maxBodyBytes, maxAttachmentBytes, dropOversized, mayAttach } = this.limits;
     if (body === 0) throw new SocketWireError('a message without a body');
     if (body > maxBodyBytes) throw new SocketWireError(`a body of ${body} bytes exceeds ${maxBodyBytes}`);
-    if (attachment > 0 && mayAttach?.() === false) throw new SocketWireError(ATTACHMENT_BEFORE_HELLO);
+    if (attachment > 0 && mayAttach?.() === false) throw new SocketWireError(SOCKET_ATTACHMENT_BEFORE_HELLO);
     const over = attachment > maxAttachmentBytes;
     if (over && !dropOversized) throw new SocketWireError(`attachment exceeds ${maxAttachmentBytes} bytes`);
     return { body, attachment, drop: over };

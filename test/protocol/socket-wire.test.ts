@@ -63,7 +63,7 @@ describe('socket wire', () => {
     ]);
     const early = new SocketReader({ ...LIMITS, mayAttach: () => introduced });
     expect(() => early.push(wire('{"x":1}', Buffer.alloc(3)).subarray(0, SOCKET_HEADER_BYTES))).toThrow(
-      'an attachment chunk before Worker.Hello on this stream',
+      'an attachment before Worker.Hello on this connection',
     );
     introduced = true;
     expect(reader.push(wire('{"x":1}', Buffer.alloc(3, 9))).map(simple)[0]!.attachment).toBe('090909');

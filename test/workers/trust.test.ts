@@ -112,7 +112,7 @@ describe('the socket wire against raw bytes', () => {
     // 1 GiB announced, 4 bytes sent: the worker must not wait for (or buffer) what the header claims.
     await rawSend(w.listen, Buffer.concat([head(7, 1024 * 1024 * 1024), Buffer.from('{"a":1}')]));
     await rawSend(w.listen, head(8 * 1024 * 1024 + 1, 0));
-    expect(w.stderr()).toContain('framing error, stream ended: an attachment chunk before Worker.Hello on this stream');
+    expect(w.stderr()).toContain('framing error, stream ended: an attachment before Worker.Hello on this connection');
     expect(w.stderr()).toContain('framing error, stream ended: a body of 8388609 bytes exceeds 8388608');
     expect(w.proc.exitCode).toBeNull();
     expect(resultOf<{ state: string }>(await w.client.call(METHODS.status, null, {})).state).toBe('uninitialized');

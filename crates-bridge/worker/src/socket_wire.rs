@@ -13,7 +13,7 @@ use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::Notify;
 
 /// Why a connection is ended when its header announces an attachment before its own Hello.
-const ATTACHMENT_BEFORE_HELLO: &str = "an attachment chunk before Worker.Hello on this stream";
+const ATTACHMENT_BEFORE_HELLO: &str = "an attachment before Worker.Hello on this connection";
 
 /// The body and attachment lengths a header announces, refused as socket-wire.ts refuses them.
 pub fn read_head(head: [u8; 8], max_body: usize, may_attach: bool) -> Result<(usize, usize), String> {

@@ -13,8 +13,12 @@ import sys
 import threading
 from typing import Callable
 
-from .listen import ATTACHMENT_BEFORE_HELLO, MAX_ATTACHMENT_BYTES, remove_stale_socket
+from .listen import MAX_ATTACHMENT_BYTES, remove_stale_socket
 from .runtime import StreamState, WorkerRuntime
+
+# Why a connection is ended when its header announces an attachment before that connection's Hello
+# (socket-wire.ts SOCKET_ATTACHMENT_BEFORE_HELLO; no chunks on this wire).
+SOCKET_ATTACHMENT_BEFORE_HELLO = 'an attachment before Worker.Hello on this connection'
 
 HEADER = struct.Struct('>II')
 
@@ -43,7 +47,7 @@ def read_head(head: bytes, max_body: int, may_attach: bool) -> tuple[int, int]:
     if body > max_body:
         raise WireError(f'a body of {body} bytes exceeds {max_body}')
     if attachment > 0 and not may_attach:
-        raise WireError(ATTACHMENT_BEFORE_HELLO)
+        raise WireError(SOCKET_ATTACHMENT_BEFORE_HELLO)
     if attachment > MAX_ATTACHMENT_BYTES:
         raise WireError(f'attachment exceeds {MAX_ATTACHMENT_BYTES} bytes')
     return body, attachment

@@ -145,7 +145,7 @@ def test_hello_first_per_connection_and_bad_headers_end_only_their_connection():
         w.stop()
         lines = w.proc.stderr.read().splitlines()
         assert (
-            'detsim worker w-1: framing error, stream ended: an attachment chunk before Worker.Hello on this stream'
+            'detsim worker w-1: framing error, stream ended: an attachment before Worker.Hello on this connection'
             in lines
         )
         assert 'detsim worker w-1: framing error, stream ended: a body of 8388609 bytes exceeds 8388608' in lines
