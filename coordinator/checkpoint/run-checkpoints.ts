@@ -204,6 +204,9 @@ export class CheckpointRun implements RunExtension {
     // trace seals and syncs while the participants are asked, and the capture waits for it before
     // it builds the checkpoint. A trace that cannot be made durable fails the run, whatever the
     // capture came to (a refused capture lets the run go on; a lost trace never does).
+    // The run's last boundary: the saves in flight settle first (the run waits for them at its end
+    // anyway), so its last checkpoint is never refused because the writer is still busy.
+    if (k >= BigInt(this.ctx!.steps)) await this.savesSettled(this.opts.durableWaitMs ?? DEFAULT_DURABLE_WAIT_MS);
     const traces = this.ctx!.traces;
     const traceSynced = Promise.resolve(traces.sync()).then(() => traces.indexDigest());
     traceSynced.catch(() => undefined); // awaited below on every path

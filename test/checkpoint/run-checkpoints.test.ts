@@ -149,6 +149,31 @@ function watchedRun(ext: WatchedSync, steps: number): ReturnType<typeof runSessi
   );
 }
 
+describe('the writer full at a boundary', () => {
+  it("[STORE-9] a capture is refused BUSY while two saves are in flight, but the run's last boundary waits for them: its checkpoint is always taken", async () => {
+    // Every save takes 400 ms (its temp file's fsync is held): boundaries 1 and 2 fill the writer's
+    // two slots, 3 and 4 find it full (refused, the run keeps stepping), the last one, 5, waits.
+    const fs = new DurableFs({
+      reached: async (step) => {
+        if (step === 'generation-temp-synced') await new Promise((r) => setTimeout(r, 400));
+      },
+    });
+    const ext = new CheckpointRun({ every: 1, keep: 5, fs });
+    await runSession(
+      { ...LIF(16), transport: 'inline' },
+      { outDir: tmpDir(), steps: 5, extension: ext, logLevel: 'error' },
+    );
+    const rep = ext.result;
+    expect(rep.refused.map((r) => [r.boundary, r.reason])).toEqual([
+      ['3', 'size_writer_queue_full'],
+      ['4', 'size_writer_queue_full'],
+    ]);
+    expect(rep.captured).toEqual(['ckpt-e1-1', 'ckpt-e1-2', 'ckpt-e1-5']);
+    expect(rep.committed).toEqual(['ckpt-e1-1', 'ckpt-e1-2', 'ckpt-e1-5']);
+    expect(rep.highWater).toBe('ckpt-e1-5');
+  }, 180_000);
+});
+
 describe('a capture and the trace sync it needs', () => {
   it('the trace syncs while the participants are asked, and the checkpoint is built after it: every capture commits and records the synced index', async () => {
     const events: string[] = [];
