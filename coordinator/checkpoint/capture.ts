@@ -15,6 +15,7 @@ import {
 import { isDetsimError } from '../../core/formats/errors.js';
 import { readDigest, readU64, type Digest, type Id, type Scope, type U64 } from '../../core/formats/scalars.js';
 import { CAPABILITIES, METHODS, type CaptureParams, type CaptureResult } from '../../core/protocol/index.js';
+import type { LaunchedWorker } from '../launch/launcher.js';
 import { sealOffLoop } from '../store/seal-thread.js';
 import { generationIdentityOf } from '../store/store.js';
 import { WriterBusyError, type DeferredEnvelope, type Reservation, type SaveTicket } from '../store/writer.js';
@@ -28,7 +29,6 @@ import {
 import { StreamedPayloads } from './capture-spill.js';
 import { liveAgentRows, liveEnvironment } from './compatibility.js';
 import type { CheckpointGroup } from './group.js';
-import type { LaunchedWorker } from '../launch/launcher.js';
 import { LifecycleSlots } from './lifecycle-slots.js';
 import { buildCheckpoint, PAYLOAD_NAMES, type CapturedPayload } from './manifest.js';
 import { CheckpointRefusal, participantOf, tooLargeToStream, type Participant } from './refusal.js';

@@ -178,6 +178,11 @@ export class CheckpointRun implements RunExtension {
     this.ctx = { ...this.context, ...live };
   }
 
+  /** How long the run waits for outstanding durable saves (at its last boundary and at its end). */
+  private get durableWaitMs(): number {
+    return this.opts.durableWaitMs ?? DEFAULT_DURABLE_WAIT_MS;
+  }
+
   /** Wait (at most budgetMs) for the saves submitted so far to settle, so the store's high-water is current. */
   async savesSettled(budgetMs: number): Promise<void> {
     let timer: NodeJS.Timeout | undefined;
@@ -206,7 +211,7 @@ export class CheckpointRun implements RunExtension {
     // capture came to (a refused capture lets the run go on; a lost trace never does).
     // The run's last boundary: the saves in flight settle first (the run waits for them at its end
     // anyway), so its last checkpoint is never refused because the writer is still busy.
-    if (k >= BigInt(this.ctx!.steps)) await this.savesSettled(this.opts.durableWaitMs ?? DEFAULT_DURABLE_WAIT_MS);
+    if (k >= BigInt(this.ctx!.steps)) await this.savesSettled(this.durableWaitMs);
     const traces = this.ctx!.traces;
     const traceSynced = Promise.resolve(traces.sync()).then(() => traces.indexDigest());
     traceSynced.catch(() => undefined); // awaited below on every path
@@ -243,7 +248,7 @@ export class CheckpointRun implements RunExtension {
   /** Wait (bounded) for outstanding saves; the report says exactly which became durable. */
   async finish(_failure: RunFailure | undefined): Promise<Record<string, unknown>> {
     if (!this.ck) return {};
-    const budget = this.opts.durableWaitMs ?? DEFAULT_DURABLE_WAIT_MS;
+    const budget = this.durableWaitMs;
     await this.savesSettled(budget);
     for (const id of this.report.captured) {
       let o = this.outcomes.get(id) ?? null;
