@@ -5,7 +5,7 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { defaultWorkerCommand, rustWorkerPath, RUST_WORKER_BUILD_COMMAND } from './launcher.js';
+import { defaultWorkerCommand, NODE_POOL_FLAG, rustWorkerPath, RUST_WORKER_BUILD_COMMAND } from './launcher.js';
 import { PACKAGE_ROOT, makeVenvCommand, pythonChoice, pythonWorkerInstallCommand } from './python-runtime.js';
 
 export interface DoctorItem {
@@ -22,6 +22,12 @@ export interface DoctorItem {
 const run = (command: string, args: string[]) => spawnSync(command, args, { encoding: 'utf8', timeout: 30_000 });
 const firstLine = (text: string | null | undefined): string => (text ?? '').trim().split('\n')[0] ?? '';
 
+/** Whether this process got the flag the `detsim` command starts Node with (a hint when it did not). */
+const poolNote = (): string =>
+  process.execArgv.includes(NODE_POOL_FLAG)
+    ? `, started with ${NODE_POOL_FLAG}`
+    : `; not started with ${NODE_POOL_FLAG} (run \`detsim\`, not \`node …/main.js\`, for it)`;
+
 function node(): DoctorItem {
   const [major, minor] = process.versions.node.split('.').map(Number) as [number, number];
   const ok = major > 20 || (major === 20 && minor >= 19);
@@ -29,7 +35,7 @@ function node(): DoctorItem {
     item: 'node',
     ok,
     core: true,
-    detail: `${process.execPath} v${process.versions.node} (needs >= 20.19)`,
+    detail: `${process.execPath} v${process.versions.node} (needs >= 20.19)${poolNote()}`,
     ...(ok ? {} : { fix: 'install Node 20.19 or later' }),
   };
 }
