@@ -41,7 +41,16 @@ describe('the Node flag detsim starts with', () => {
     );
     const r = spawnSync(
       bin,
-      ['run', 'examples/forage-walkers.yaml', '--steps', '3', '--set', 'workers.transport=unix', '--out', join(root, 'runs')],
+      [
+        'run',
+        'examples/forage-walkers.yaml',
+        '--steps',
+        '3',
+        '--set',
+        'workers.transport=unix',
+        '--out',
+        join(root, 'runs'),
+      ],
       {
         encoding: 'utf8',
         cwd: REPO_ROOT,
