@@ -6,7 +6,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gunzipSync, gzipSync } from 'node:zlib';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { resolveConfig } from '../../coordinator/config.js';
 import { runSession } from '../../coordinator/session/run.js';
 import {
@@ -20,6 +20,7 @@ import {
 import {
   readTraceIndex,
   readTraceLinesSync,
+  SEAL_PIECE_CHARS,
   SEAL_PIECE_STEPS,
   SegmentedTraceWriter,
 } from '../../coordinator/trace/trace-store.js';
@@ -105,7 +106,7 @@ describe('a segment sealed piece by piece', () => {
     );
   });
 
-  it(`the segment writer feeds every ${SEAL_PIECE_STEPS} steps: a sync after 100 writes the one-shot segment and repro file`, async () => {
+  it(`the segment writer feeds pieces (at most ${SEAL_PIECE_STEPS} steps): a sync after 100 writes the one-shot segment and repro file`, async () => {
     const dir = join(work, 'writer');
     const w = new SegmentedTraceWriter(dir);
     for (const s of steps) await w.appendLine(s.line, s.behaviour);
@@ -120,5 +121,34 @@ describe('a segment sealed piece by piece', () => {
     expect(readFileSync(join(dir, 'trace', entry!.repro!.file)).equals(Buffer.from(one.repro!.gz))).toBe(true);
     expect(entry!.after).toEqual(one.to);
     expect(entry!.steps).toBe(100);
+  });
+
+  it(`a piece also goes once its texts reach ${SEAL_PIECE_CHARS} characters: the same segment`, async () => {
+    const dir = join(work, 'by-chars');
+    const feed = vi.spyOn(ThreadSeal.prototype, 'feed');
+    try {
+      const w = new SegmentedTraceWriter(dir);
+      for (const s of steps) await w.appendLine(s.line, s.behaviour);
+      await w.sync();
+      await w.close();
+      const pieces = feed.mock.calls.map(([p]) => p);
+      // These steps are ~4 k characters each: the character budget cuts before the step count.
+      expect(pieces.length).toBeGreaterThan(Math.floor(100 / SEAL_PIECE_STEPS));
+      for (const p of pieces) {
+        const lines = p.text.split('\n').length - 1;
+        const chars = p.text.length + p.behaviour.length;
+        const last = steps.find((s) => p.text.endsWith(`${s.line}\n`))!;
+        expect(lines).toBeLessThan(SEAL_PIECE_STEPS);
+        expect(chars).toBeGreaterThanOrEqual(SEAL_PIECE_CHARS);
+        expect(chars - last.line.length - last.behaviour.length - 2).toBeLessThan(SEAL_PIECE_CHARS);
+      }
+    } finally {
+      feed.mockRestore();
+    }
+    const [entry] = readTraceIndex(dir);
+    const one = sealSegment({ ...joined(0, 100), from: genesisHashes(), repro: true });
+    expect(readFileSync(join(dir, 'trace', entry!.segment)).equals(Buffer.from(one.gz))).toBe(true);
+    expect(readFileSync(join(dir, 'trace', entry!.repro!.file)).equals(Buffer.from(one.repro!.gz))).toBe(true);
+    expect(entry!.after).toEqual(one.to);
   });
 });
