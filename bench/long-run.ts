@@ -3,7 +3,7 @@
 // over time (they must stay flat), the trace and receipt bytes on disk (per agent-step, per step),
 // and the time of `detsim resume` from the last checkpoint before the end (which reads no earlier
 // segment; its receipt hashes the segments' repro files, no step walked again, and is timed apart). Usage:
-//   node --import tsx bench/long-run.ts [--steps 1000000] [--segment-steps 4096] [--checkpoint-every K]
+//   node --v8-pool-size=0 --import tsx bench/long-run.ts [--steps 1000000] [--segment-steps 4096] [--checkpoint-every K]
 //     [--out DIR] [--samples 20] [--config FILE (a 16-walker config, e.g. one on Rust workers)]
 // The short version is test/trace/trace-store.test.ts. NOT a CI test: it runs for a long time.
 import { spawnSync } from 'node:child_process';
