@@ -1,10 +1,11 @@
 // The batch script `detsim slurm submit` writes: #SBATCH lines asking for one task per worker
 // (environment + agent workers; one node unless the workers are found by rendezvous, which lets them
 // run on any node: comment lines then show the worker step and where its TLS set is), the output
-// file, then `exec node detsim run <config> --launcher slurm …` so the coordinator is the batch step's own process: `scancel` reaches it as
+// file, then `exec node --v8-pool-size=0 detsim run <config> --launcher slurm …` so the coordinator is the batch step's own process: `scancel` reaches it as
 // SIGTERM (the Ctrl-C path) and the job's exit status is the run's. Text only: NOT its submission
 // (submit.ts) and not the srun steps (srun.ts), which `detsim run` starts inside the allocation.
 import { join } from 'node:path';
+import { NODE_POOL_FLAG } from '../launch/launcher.js';
 
 /** Everything one batch script says; every path absolute (the job may start in another directory). */
 export interface BatchScriptInput {
@@ -56,7 +57,18 @@ function rendezvousLines(i: BatchScriptInput, r: NonNullable<BatchScriptInput['r
 
 /** The batch script's text. Command-line sbatch options given to `detsim slurm submit` override its #SBATCH lines. */
 export function batchScript(i: BatchScriptInput): string {
-  const run = [i.node, i.cli, 'run', i.configPath, '--launcher', 'slurm', '--out', i.outDir, ...i.runArgs];
+  const run = [
+    i.node,
+    NODE_POOL_FLAG,
+    i.cli,
+    'run',
+    i.configPath,
+    '--launcher',
+    'slurm',
+    '--out',
+    i.outDir,
+    ...i.runArgs,
+  ];
   return [
     '#!/bin/bash',
     `# Written by \`detsim slurm submit\`: runs ${i.sessionId} in this allocation with launcher: slurm.`,
