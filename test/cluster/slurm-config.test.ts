@@ -120,6 +120,8 @@ describe('launcher: slurm checks and commands', () => {
       cli: '/m.js',
       runArgs: ['--steps', '4'],
     });
-    expect(script.split('\n').at(-2)).toBe("exec /n --v8-pool-size=0 /m.js run '/c/my run.yaml' --launcher slurm --out /o --steps 4");
+    expect(script.split('\n').at(-2)).toBe(
+      "exec /n --v8-pool-size=0 /m.js run '/c/my run.yaml' --launcher slurm --out /o --steps 4",
+    );
   });
 });
