@@ -1,8 +1,9 @@
-#!/usr/bin/env -S node --v8-pool-size=0
+#!/usr/bin/env node
 // The `detsim` command line: wires each command module into one program. Commands live in
 // their own files under cli/; this file only assembles them and reports usage errors.
-// The first line starts Node with V8's background pool sized to the machine (NODE_POOL_FLAG,
-// launch/launcher.ts): `npx detsim` and an installed `detsim` get it; `node …/main.js` does not.
+// The build replaces the first line (scripts/postbuild.mjs) so the compiled command starts Node
+// with V8's background pool sized to the machine (NODE_POOL_FLAG, launch/launcher.ts): `npx
+// detsim` and an installed `detsim` get it; `node …/main.js` does not.
 import { Command, CommanderError } from 'commander';
 
 const program = new Command();
