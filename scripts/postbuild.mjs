@@ -19,6 +19,7 @@ const binDir = fileURLToPath(new URL('../node_modules/.bin/', import.meta.url));
 /** Replace tsc's hashbang with the preamble; the source map gets the extra line (a leading ';'). */
 function startWithFlag() {
   const text = readFileSync(cli, 'utf8');
+  if (text.startsWith(PREAMBLE)) return; // this script ran already on this output
   if (!text.startsWith(TSC_HASHBANG)) throw new Error(`${cli}: expected tsc's "#!/usr/bin/env node" first line`);
   writeFileSync(cli, PREAMBLE + text.slice(TSC_HASHBANG.length));
   const mapFile = `${cli}.map`;
