@@ -2,7 +2,7 @@
 // The `detsim` command line: wires each command module into one program. Commands live in
 // their own files under cli/; this file only assembles them and reports usage errors.
 // The build replaces the first line (scripts/postbuild.mjs) so the compiled command starts Node
-// with V8's background pool sized to the machine (NODE_POOL_FLAG, launch/launcher.ts): `npx
+// with V8's background pool sized to the machine (NODE_POOL_FLAG, launch/node-flag.ts): `npx
 // detsim` and an installed `detsim` get it; `node …/main.js` does not.
 import { Command, CommanderError } from 'commander';
 

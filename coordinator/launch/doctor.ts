@@ -5,7 +5,8 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { defaultWorkerCommand, NODE_POOL_FLAG, rustWorkerPath, RUST_WORKER_BUILD_COMMAND } from './launcher.js';
+import { defaultWorkerCommand, rustWorkerPath, RUST_WORKER_BUILD_COMMAND } from './launcher.js';
+import { NODE_POOL_FLAG } from './node-flag.js';
 import { PACKAGE_ROOT, makeVenvCommand, pythonChoice, pythonWorkerInstallCommand } from './python-runtime.js';
 
 export interface DoctorItem {

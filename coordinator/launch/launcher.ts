@@ -40,6 +40,7 @@ import { FROM_SOURCE, PACKAGE_ROOT } from './package-root.js';
 import { checkPythonWorker, pythonInterpreter } from './python-runtime.js';
 import { checkModuleParams } from './module-probe.js';
 import { binaryStaleness } from './rust-binary.js';
+import { NODE_POOL_FLAG } from './node-flag.js';
 
 export { pythonInterpreter, pythonWorkerInstallCommand } from './python-runtime.js';
 export { runsInline } from './inline-worker.js';
@@ -139,15 +140,6 @@ export interface StartingWorker {
   instance: WorkerInstance;
   connected: Promise<{ client: WorkerClient; address: string }>;
 }
-
-/**
- * The Node flag every detsim process starts with (the CLI's first line, TypeScript worker
- * processes): V8's background pool (optimizing compiles, GC helpers) sized to the machine's
- * parallelism minus one instead of Node's fixed 4. A run is several isolates at once (the
- * coordinator, agent threads, the sealing thread); on 2 cores four compile threads per process took
- * the CPU the step needs — the README job ran 15–20% faster with it, and 1 walker on a thread too.
- */
-export const NODE_POOL_FLAG = '--v8-pool-size=0';
 
 /**
  * The default worker command: `node --v8-pool-size=0 <pkg>/dist/workers/main.js` from compiled code, or

@@ -5,7 +5,7 @@
 // SIGTERM (the Ctrl-C path) and the job's exit status is the run's. Text only: NOT its submission
 // (submit.ts) and not the srun steps (srun.ts), which `detsim run` starts inside the allocation.
 import { join } from 'node:path';
-import { NODE_POOL_FLAG } from '../launch/launcher.js';
+import { NODE_POOL_FLAG } from '../launch/node-flag.js';
 
 /** Everything one batch script says; every path absolute (the job may start in another directory). */
 export interface BatchScriptInput {

@@ -1,4 +1,4 @@
-// The Node flag detsim's processes start with (NODE_POOL_FLAG, launch/launcher.ts): the `detsim`
+// The Node flag detsim's processes start with (NODE_POOL_FLAG, launch/node-flag.ts): the `detsim`
 // command (the link npx runs, whose first line starts Node) and the TypeScript worker processes a run
 // starts get it; `node …/main.js` does not, and `detsim doctor` says which it was.
 import { spawnSync } from 'node:child_process';
@@ -6,7 +6,7 @@ import { mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { NODE_POOL_FLAG } from '../../coordinator/launch/launcher.js';
+import { NODE_POOL_FLAG } from '../../coordinator/launch/node-flag.js';
 import { CLI_MAIN } from '../cli-refusal.js';
 import { REPO_ROOT } from '../workers/harness.js';
 
