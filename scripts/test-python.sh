@@ -23,7 +23,7 @@ fi
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check './workers/python[test,pettingzoo]' || exit 1
 # The tests' temporary directories (tempfile, pytest's tmp_path) go under one root, removed after.
 tmp_root=$(mktemp -d "${TMPDIR:-/tmp}/detsim-pytest-XXXXXX")
-(cd workers/python && TMPDIR="$tmp_root" .venv/bin/python -m pytest -q -rsx -p no:cacheprovider tests) 2>&1 | tee reports/pytest.txt
+(cd workers/python && TMPDIR="$tmp_root" .venv/bin/python -m pytest -q -rfEsx -p no:cacheprovider tests) 2>&1 | tee reports/pytest.txt
 status=${PIPESTATUS[0]}
 rm -rf "$tmp_root"
 if [ "$status" -eq 5 ]; then echo "test-python: pytest collected no tests (exit 5): that is a failure" >&2; status=1; fi

@@ -1,7 +1,8 @@
 // Prints the plain closing line CI reads, "N passed, N failed, N skipped", summed over the vitest
 // JSON report, the cargo test log (when the Rust workspace ran) and the pytest log (when the Python
-// worker's suite ran), then names every skipped test. Failures count tests (a test file that failed
-// to run at all counts as one, named), never the suites around a failing test.
+// worker's suite ran), then names every failed test (with its message's first line, so a log's tail
+// shows it) and every skipped test. Failures count tests (a test file that failed to run at all counts
+// as one, named), never the suites around a failing test.
 // Exits 1 if anything failed, or if any test was skipped (vitest, pytest) or ignored (cargo) that is not on
 // the documented allow-list scripts/expected-skips.json: a skipped test never fails, so an
 // unexpected skip is a failure here. Reads reports only; runs nothing.
@@ -14,10 +15,21 @@ const allowedVitest = new Map(allow.vitest.map((e) => [`${e.file} > ${e.fullName
 const allowedCargo = new Map(allow.cargo.map((e) => [e.test, e.why]));
 const allowedPytest = new Map((allow.pytest ?? []).map((e) => [e.test, e.why]));
 
+/** A message's first non-empty line, at most 300 characters. */
+function firstLine(message) {
+  const line =
+    String(message ?? '')
+      .split('\n')
+      .find((l) => l.trim() !== '') ?? '(no message)';
+  return line.length > 300 ? `${line.slice(0, 300)}…` : line;
+}
+
 let passed = 0;
 let failed = 0;
 /** Every skipped test: {name, why (null when not allowed)}. */
 const skips = [];
+/** Every failed test, named with the first line of its message (printed after the count, where a log's tail shows it). */
+const failures = [];
 
 const vitest = 'reports/vitest.json';
 if (existsSync(vitest)) {
@@ -32,8 +44,10 @@ if (existsSync(vitest)) {
       failed += 1;
       const why = String(file.message ?? '').split('\n')[0];
       console.error(`test-summary: ${rel} failed to run (counted as 1 failed): ${why}`);
+      failures.push(`${rel} (failed to run): ${why}`);
     }
     for (const t of file.assertionResults ?? []) {
+      if (t.status === 'failed') failures.push(`${rel} > ${t.fullName}: ${firstLine(t.failureMessages?.[0])}`);
       if (!SKIPPED.has(t.status)) continue;
       const name = `${rel} > ${t.fullName}`;
       skips.push({ name, why: allowedVitest.get(name) ?? null });
@@ -57,6 +71,7 @@ if (existsSync(cargo)) {
     failed += Number(m[2]);
     ignored += Number(m[3]);
   }
+  for (const m of log.matchAll(/^test (.+?) \.\.\. FAILED\b/gm)) failures.push(`cargo ${m[1]}`);
   // Names may hold spaces (doc-tests: "src/lib.rs - f (line 3)"); an ignore reason may follow.
   const named = [...log.matchAll(/^test (.+?) \.\.\. ignored\b/gm)].map((m) => m[1]);
   for (const name of named) skips.push({ name: `cargo ${name}`, why: allowedCargo.get(name) ?? null });
@@ -80,6 +95,9 @@ if (existsSync(pytest)) {
       else if (what === 'skipped' || what === 'deselected' || what === 'xfailed') skipped += Number(n);
     }
   }
+  // pytest's short summary names each failure: "FAILED tests/test_x.py::t - AssertionError: …".
+  for (const m of log.matchAll(/^(?:FAILED|ERROR) (\S+)(?: - (.*))?$/gm))
+    failures.push(`pytest ${m[1]}${m[2] ? `: ${firstLine(m[2])}` : ''}`);
   // -rsx names each skip, "SKIPPED [1] tests/test_x.py:12: reason", and expected failure, "XFAIL tests/test_x.py::t - why".
   const named = [
     ...[...log.matchAll(/^SKIPPED \[\d+\] (\S+?):\d+: /gm)].map((m) => m[1]),
@@ -90,6 +108,7 @@ if (existsSync(pytest)) {
     skips.push({ name: `(an unnamed skipped pytest test in ${pytest})`, why: null });
 }
 console.log(`${passed} passed, ${failed} failed, ${skips.length} skipped`);
+for (const f of failures) console.log(`failed: ${f}`);
 const unexpected = skips.filter((s) => s.why === null);
 for (const s of skips) {
   if (s.why !== null) console.log(`skipped (expected: ${s.why}): ${s.name}`);

@@ -145,12 +145,31 @@ describe('test-summary: the closing line counts failed tests, not suites', () =>
     const r = summarize({ ...REPORT, numFailedTestSuites: 3, testResults: REPORT.testResults.slice(0, 1) });
     expect(r.status).toBe(1);
     expect(r.stdout.split('\n')[0]).toBe('1 passed, 1 failed, 0 skipped');
+    // Named right after the count, with its message's first line: a CI log's tail shows which test failed.
+    expect(r.stdout.split('\n')[1]).toBe(
+      'failed: test/a.test.ts > outer inner breaks: AssertionError: expected 1 to be 2 // Object.is equality',
+    );
+  });
+
+  it('failed cargo and pytest tests are named after the count too', () => {
+    const r = summary([ok], {
+      cargo:
+        'test walk::turns ... FAILED\ntest walk::moves ... ok\ntest result: FAILED. 1 passed; 1 failed; 0 ignored\n',
+      pytest: 'FAILED tests/test_walk.py::test_turns - assert 1 == 2\n1 failed, 3 passed in 0.52s\n',
+    });
+    expect(r.status).toBe(1);
+    expect(r.stdout.split('\n').slice(0, 3)).toEqual([
+      '5 passed, 2 failed, 0 skipped',
+      'failed: cargo walk::turns',
+      'failed: pytest tests/test_walk.py::test_turns: assert 1 == 2',
+    ]);
   });
 
   it('a test file that failed to run counts as one failure, named with its error', () => {
     const r = summarize(REPORT);
     expect(r.status).toBe(1);
     expect(r.stdout.split('\n')[0]).toBe('1 passed, 2 failed, 0 skipped');
+    expect(r.stdout).toContain("failed: test/b.test.ts (failed to run): Cannot find module './does-not-exist.js'");
     expect(r.stderr).toContain(
       "test-summary: test/b.test.ts failed to run (counted as 1 failed): Cannot find module './does-not-exist.js'",
     );
