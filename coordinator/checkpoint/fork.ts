@@ -60,6 +60,7 @@ import {
   epochsSeen,
   lastRunEvent,
   resumeRun,
+  storeGone,
   type ResumeOptions,
   type ResumeResult,
 } from './resume.js';
@@ -179,6 +180,9 @@ async function committedCheckpoint(
 ): Promise<{ store: CheckpointStore; record: GenerationRecord }> {
   const dir = storeDirOf(parent);
   const store = await committedStore(parent);
+  const gone = storeGone(parent);
+  if (gone !== null)
+    throw new DetsimError('ident_checkpoint_unknown', `checkpoint ${checkpointId}: ${gone}`, '--checkpoint');
   if (!store)
     throw new DetsimError(
       'ident_checkpoint_unknown',

@@ -423,10 +423,16 @@ function abandonedDetail(cut: SegmentedCut): Record<string, JsonValue> {
   return detail;
 }
 
-/** The run must have a checkpoint store; a run that checkpoints but never committed one is told so. */
+/**
+ * The run must have a checkpoint store; a run that checkpoints but never committed one is told so, and
+ * a run whose ledger records commits but whose store is gone (a copy without store/) is told that.
+ */
 function requireStore(runDir: string): void {
   const store = storeDirOf(runDir);
   if (existsSync(join(store, 'manifest.json'))) return;
+  const gone = storeGone(runDir);
+  if (gone !== null)
+    refuse('struct_run_record', `${gone} Copy it with store/ to resume (replay and diff need no store)`, 'store');
   if (existsSync(store) || lastRunEvent(runDir).every > 0) refuseNoCommit(runDir);
   refuse(
     'struct_run_record',
@@ -489,6 +495,34 @@ export function capturedTraceIndex(runDir: string, checkpointId: Id): string | n
     }
   }
   return found;
+}
+
+/**
+ * When the run's store/ is missing though its ledger records committed checkpoints (a run directory
+ * copied without it), the sentence that says so; else null.
+ */
+export function storeGone(runDir: string): string | null {
+  const store = storeDirOf(runDir);
+  const last = existsSync(store) ? null : lastCommitted(runDir);
+  if (last === null) return null;
+  return `${store}: missing, though the run's ledger records committed checkpoints (the last ${last}): was the run copied without its store/?`;
+}
+
+/** The last checkpoint the run's ledger records as committed, or null (no ledger, none committed). */
+function lastCommitted(runDir: string): Id | null {
+  const path = join(runDir, LEDGER_FILE);
+  if (!existsSync(path)) return null;
+  let last: Id | null = null;
+  for (const line of readFileSync(path, 'utf8').split('\n')) {
+    if (!line.includes('"event":"committed"')) continue;
+    try {
+      const e = JSON.parse(line) as { event?: unknown; checkpointId?: unknown };
+      if (e.event === 'committed' && typeof e.checkpointId === 'string') last = e.checkpointId;
+    } catch {
+      // a torn last line carries nothing
+    }
+  }
+  return last;
 }
 
 /** The checkpoint interval and keep count the run recorded in its ledger (the last `run` event). */

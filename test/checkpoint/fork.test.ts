@@ -5,7 +5,7 @@
 // accept on restore; params it does accept: fork-params.test.ts), an uncommitted,
 // missing or corrupt checkpoint and an existing --out are each one line, and leave nothing behind.
 import { spawnSync } from 'node:child_process';
-import { cpSync, existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { parseStrict } from '../../core/formats/canonical-json.js';
@@ -183,6 +183,17 @@ describe('detsim fork (CLI)', () => {
       },
     );
     expectCliRefusal(slurm, 'perm_slurm_no_allocation', 'launcher:');
+    expect(readdirSync(copy)).toEqual(['p']);
+    // The parent copied without its store/ (as a colleague copies a run to replay it): said so, not "committed none".
+    rmSync(join(p, 'store'), { recursive: true });
+    const gone = expectCliRefusal(
+      detsimCli(['fork', p, '--checkpoint', 'ckpt-e1-200']),
+      'ident_checkpoint_unknown',
+      'checkpoint ckpt-e1-200:',
+    );
+    expect(gone).toContain(
+      "store: missing, though the run's ledger records committed checkpoints (the last ckpt-e1-300): was the run copied without its store/?",
+    );
     expect(readdirSync(copy)).toEqual(['p']);
   }, 120_000);
 });

@@ -122,7 +122,7 @@ describe('resume checks run.json against the checkpoint before any worker starts
   );
 
   it(
-    'a run that never committed a checkpoint is told so; a run without a store keeps the hint',
+    'a run that never committed a checkpoint is told so; a copy without its store is told that; a run without a store keeps the hint',
     () => {
       const r = detsim([
         'run',
@@ -141,6 +141,16 @@ describe('resume checks run.json against the checkpoint before any worker starts
         /^detsim: \[ident_store_empty\] .*store: no checkpoint was committed yet \(the run checkpoints every 1000 steps and it stopped before its first checkpoint was committed\)/,
       );
       expect(never.line).not.toMatch(/run with --checkpoint-every/);
+
+      // Copied without store/ (as a colleague copies a run to replay it): the ledger still lists commits.
+      const copied = join(out, 'copied-without-store');
+      cpSync(base, copied, { recursive: true });
+      rmSync(join(copied, 'store'), { recursive: true });
+      const gone = refusedLine(copied);
+      expect(gone.status).toBe(2);
+      expect(gone.line).toMatch(
+        /^detsim: \[struct_run_record\] .*store: missing, though the run's ledger records committed checkpoints \(the last ckpt-e1-6\): was the run copied without its store\/\? Copy it with store\/ to resume \(replay and diff need no store\)$/,
+      );
 
       const plain = join(out, 'no-store');
       cpSync(base, plain, { recursive: true });
