@@ -44,7 +44,19 @@ function sorted(value: unknown, path: string): unknown {
     if ((ndarrayClasses as readonly unknown[]).includes(value.constructor)) return value;
     throw new Error(`state ${path}: a ${value.constructor.name} cannot be captured (use one of the typed arrays)`);
   }
-  if (Array.isArray(value)) return value.map((v, i) => sorted(v, `${path}[${i}]`));
+  if (Array.isArray(value)) {
+    // A for loop, not map: map skips the empty slots of a sparse array, which would come back as null.
+    const out = new Array<unknown>(value.length);
+    for (let i = 0; i < value.length; i++) {
+      const v: unknown = value[i];
+      if (v === undefined && !(i in value))
+        throw new Error(
+          `state ${path}[${i}]: an empty slot of a sparse array cannot be captured (fill it, e.g. with null)`,
+        );
+      out[i] = sorted(v, `${path}[${i}]`);
+    }
+    return out;
+  }
   if (typeof value === 'object') {
     const proto = Object.getPrototypeOf(value);
     if (proto !== Object.prototype && proto !== null)

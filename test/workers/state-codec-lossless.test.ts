@@ -101,6 +101,13 @@ describe('TypeScript state round trips', () => {
     );
     expect(() => encodeState({ a: NaN })).toThrow('state $.a: NaN is not a finite number');
     expect(() => encodeState({ a: new Map() })).toThrow('state $.a: Map is not plain data');
+    // An empty slot (new Array(3), [1, , 3]) would come back as null: refused, naming it.
+    // eslint-disable-next-line no-sparse-arrays
+    expect(() => encodeState({ a: [1, , 3] })).toThrow(
+      'state $.a[1]: an empty slot of a sparse array cannot be captured (fill it, e.g. with null)',
+    );
+    expect(() => encodeState(new Array(2))).toThrow('state $[0]: an empty slot of a sparse array cannot be captured');
+    expect(() => encodeState({ a: [1, undefined] })).toThrow('state $.a[1]: undefined cannot be captured');
   });
 
   it('a control: msgpackr alone writes -0 as the int 0 (what the codec would lose without its marker)', async () => {

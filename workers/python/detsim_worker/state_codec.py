@@ -128,13 +128,20 @@ def _write(value: Any, path: str, out: bytearray) -> None:
         data = value.encode('utf-8')
         _write_len(len(data), 0xA0, 0x20, [(0xD9, 1), (0xDA, 2), (0xDB, 4)], out)
         out += data
-    elif isinstance(value, (bytes, bytearray, memoryview)):
-        data = bytes(value)
+    elif isinstance(value, bytes):
+        data = value
         _write_len(len(data), None, 0, [(0xC4, 1), (0xC5, 2), (0xC6, 4)], out)
         out += data
     elif _is_ndarray(value):
         _write_ext(NDARRAY_EXT, _ndarray_ext(value, path), out)
-    elif isinstance(value, (list, tuple)):
+    elif isinstance(value, (tuple, bytearray, memoryview)):
+        # Each would come back as another type (a list, bytes): refused, not committed lossy.
+        back = 'a list' if isinstance(value, tuple) else 'bytes'
+        raise StateCodecError(
+            f'state {path}: a {type(value).__name__} would come back as {back} '
+            f'(capture {back.split()[-1]}(...) and rebuild the {type(value).__name__} in restore)'
+        )
+    elif isinstance(value, list):
         _write_len(len(value), 0x90, 0x10, [(0xDC, 2), (0xDD, 4)], out)
         for i, item in enumerate(value):
             _write(item, f'{path}[{i}]', out)

@@ -95,6 +95,10 @@ def test_negative_zero_wide_ints_and_numpy_scalars_round_trip():
         ({'a': np.array(['x'], dtype=object)}, r'state \$\.a: a numpy array of dtype object cannot be captured'),
         ({'a': 2**70000}, r'state \$\.a: an integer of 70001 bits is too large to capture'),
         ({'a': float('nan')}, r'state \$\.a: NaN is not a finite number'),
+        # Would come back as another type: a tuple as a list (unequal, unhashable), a bytearray as bytes.
+        ({'a': [(1, 2)]}, r'state \$\.a\[0\]: a tuple would come back as a list \(capture list\(\.\.\.\) and'),
+        ({'a': bytearray(b'x')}, r'state \$\.a: a bytearray would come back as bytes \(capture bytes\(\.\.\.\) and'),
+        ({'a': memoryview(b'x')}, r'state \$\.a: a memoryview would come back as bytes'),
     ],
 )
 def test_what_cannot_be_kept_exactly_is_refused_naming_its_path(value, path):
