@@ -1,7 +1,7 @@
 // Bench suite `soak`: memory over a long lockstep run — 16 walkers in 4 agent processes for
 // 1,000,000 agent-steps (62,500 steps; 4,000 agent-steps with --quick), sampling the coordinator's
 // RSS and heap (process.memoryUsage) and the workers' RSS (/proc/<pid>/status VmRSS) at 100 points.
-// Reports first-quarter vs last-quarter means and a verdict; the figure, NOT an assertion.
+// Reports first-quarter vs last-quarter means and a verdict (flat, settled, growing); the figure, NOT an assertion.
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { runSession } from '../../coordinator/session/run.js';
@@ -13,6 +13,8 @@ const PROCESSES = 4;
 const SAMPLES = 100;
 /** "flat": the last quarter's mean is less than this much above the first quarter's. */
 export const FLAT_GROWTH = 0.1;
+/** "settled": not flat, but the last quarter's mean is less than this much above the third's (a start-up climb, then a plateau). */
+export const SETTLED_GROWTH = 0.025;
 const MiB = 1024 * 1024;
 
 export interface MemorySample {
@@ -31,12 +33,24 @@ function vmRssBytes(pid: number): number {
   }
 }
 
-/** Means of the first and last quarter of the samples for one quantity (the warm-up sample 0 excluded). */
-function quarters(samples: MemorySample[], pick: (s: MemorySample) => number): { first: number; last: number } {
+/** Means of the first, third and last quarter of the samples for one quantity (the warm-up sample 0 excluded). */
+function quarters(
+  samples: MemorySample[],
+  pick: (s: MemorySample) => number,
+): { first: number; third: number; last: number } {
   const xs = samples.slice(1).map(pick);
   const q = Math.max(1, Math.floor(xs.length / 4));
   const mean = (a: number[]): number => a.reduce((s, x) => s + x, 0) / a.length;
-  return { first: mean(xs.slice(0, q)), last: mean(xs.slice(-q)) };
+  return { first: mean(xs.slice(0, q)), third: mean(xs.slice(-2 * q, -q)), last: mean(xs.slice(-q)) };
+}
+
+/**
+ * flat: the last quarter within FLAT_GROWTH of the first; settled: above that, but within SETTLED_GROWTH
+ * of the third (memory climbed at start-up and stopped); growing: still climbing at the end.
+ */
+export function soakVerdict(q: { first: number; third: number; last: number }): 'flat' | 'settled' | 'growing' {
+  if (q.last / q.first - 1 < FLAT_GROWTH) return 'flat';
+  return q.last / q.third - 1 < SETTLED_GROWTH ? 'settled' : 'growing';
 }
 
 export const soak: BenchSuite = {
@@ -88,9 +102,10 @@ export const soak: BenchSuite = {
     ];
     const verdicts: Record<string, string> = {};
     for (const [id, name, pick] of quantities) {
-      const { first, last } = quarters(samples, pick);
+      const q = quarters(samples, pick);
+      const { first, third, last } = q;
       const growth = last / first - 1;
-      const verdict = growth < FLAT_GROWTH ? 'flat' : 'growing';
+      const verdict = soakVerdict(q);
       verdicts[id] = verdict;
       figures.push({
         ...withLimit(
@@ -104,7 +119,7 @@ export const soak: BenchSuite = {
           },
           { name: 'mean of the first quarter, same run', value: Math.round((10 * first) / MiB) / 10 },
         ),
-        note: `${verdict}: ${(100 * growth).toFixed(1)}% last vs first quarter (flat = growth < ${FLAT_GROWTH * 100}%)`,
+        note: `${verdict}: ${(100 * growth).toFixed(1)}% last vs first quarter, ${(100 * (last / third - 1)).toFixed(1)}% last vs third (flat = < ${FLAT_GROWTH * 100}% vs first; settled = < ${SETTLED_GROWTH * 100}% vs third)`,
       });
     }
     ctx.log(`soak: ${figures.map((f) => `${f.id} ${f.note}`).join('; ')}`);
@@ -117,6 +132,7 @@ export const soak: BenchSuite = {
         agentSteps,
         sampleEvery: every,
         flatGrowth: FLAT_GROWTH,
+        settledGrowth: SETTLED_GROWTH,
         seconds,
         agentStepsPerSec: Math.round(agentSteps / seconds),
         verdicts,
