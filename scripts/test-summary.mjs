@@ -98,7 +98,7 @@ if (existsSync(pytest)) {
   // pytest's short summary names each failure: "FAILED tests/test_x.py::t - AssertionError: …".
   for (const m of log.matchAll(/^(?:FAILED|ERROR) (\S+)(?: - (.*))?$/gm))
     failures.push(`pytest ${m[1]}${m[2] ? `: ${firstLine(m[2])}` : ''}`);
-  // -rsx names each skip, "SKIPPED [1] tests/test_x.py:12: reason", and expected failure, "XFAIL tests/test_x.py::t - why".
+  // -rfEsx (scripts/test-python.sh) names each skip, "SKIPPED [1] tests/test_x.py:12: reason", and expected failure, "XFAIL tests/test_x.py::t - why".
   const named = [
     ...[...log.matchAll(/^SKIPPED \[\d+\] (\S+?):\d+: /gm)].map((m) => m[1]),
     ...[...log.matchAll(/^XFAIL (\S+?)(?:::\S+)?(?: |$)/gm)].map((m) => m[1]),
