@@ -1,13 +1,32 @@
 // `detsim store ls|verify|gc <dir>`: inspect, re-verify and explicitly clean a STATE-01 store
-// directory. Only argument handling and printing live here; the store itself is store/store.ts.
+// directory, named directly or by its run directory (as every other command takes a run).
+// Only argument handling and printing live here; the store itself is store/store.ts.
 import { existsSync, realpathSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { Command } from 'commander';
+import { DetsimError } from '../../core/formats/errors.js';
 import { canonicalize } from '../../core/formats/canonical-json.js';
+import { storeDirOf } from '../checkpoint/checkpointing.js';
+import { storeGone } from '../checkpoint/resume.js';
 import { RUN_FILES } from '../session/run-dir.js';
 import { withRunLock } from '../session/run-lock.js';
 import { CheckpointStore, STORE_MANIFEST_FILE } from '../store/store.js';
-import { action, ExitError, writeStdout } from './common.js';
+import { action, ExitError, formatError, writeStdout } from './common.js';
+
+/**
+ * The store a `<dir>` argument names: a run directory (it holds run.json) names its own store/, so
+ * `detsim store verify runs/x` never reports "0 generation(s) verified" for a directory that is no
+ * store; a run directory without one is refused by name.
+ */
+function storeArg(dir: string): string {
+  if (!existsSync(join(dir, RUN_FILES.run))) return dir;
+  const store = storeDirOf(dir);
+  if (existsSync(store)) return store;
+  const why =
+    storeGone(dir) ?? `${dir}: a run directory without a checkpoint store (run with --checkpoint-every K to make one)`;
+  // An input error (exit 2) for verify too, whose other refusals are verification failures (exit 1).
+  throw new ExitError(2, formatError(new DetsimError('struct_run_record', why, '<dir>')));
+}
 
 async function ls(dir: string, opts: { json?: boolean }): Promise<void> {
   const store = await CheckpointStore.open(dir);
@@ -109,22 +128,22 @@ export function registerStore(program: Command): void {
   store
     .command('ls')
     .description('list committed generations (high-water marked *), unreferenced files and temporaries')
-    .argument('<dir>', 'store directory')
+    .argument('<dir>', 'store directory, or a run directory (its store/)')
     .option('--json', 'print one canonical JSON object')
-    .action(action((dir: string, opts: { json?: boolean }) => ls(dir, opts)));
+    .action(action((dir: string, opts: { json?: boolean }) => ls(storeArg(dir), opts)));
   store
     .command('verify')
     .description(
       're-read and fully verify every listed generation; exit 1 on any failure, or on generation files without a manifest',
     )
-    .argument('<dir>', 'store directory')
+    .argument('<dir>', 'store directory, or a run directory (its store/)')
     // An unreadable store manifest is a verification failure too.
-    .action(action((dir: string) => verify(dir), 1));
+    .action(action((dir: string) => verify(storeArg(dir)), 1));
   store
     .command('gc')
     .description(
       "remove temporaries and unreferenced generations (never automatic), listing each; a run's store only under its run lock",
     )
-    .argument('<dir>', 'store directory')
-    .action(action((dir: string) => gc(dir)));
+    .argument('<dir>', 'store directory, or a run directory (its store/)')
+    .action(action((dir: string) => gc(storeArg(dir))));
 }

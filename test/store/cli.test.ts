@@ -131,6 +131,45 @@ describe('detsim store: a lost manifest, and gc of a live run through another pa
   });
 });
 
+describe('detsim store <run-dir>: a run directory names its store/', () => {
+  it('ls, verify and gc of a run directory act on its store/; a run without one, or copied without it, is refused by name', async () => {
+    const runDir = await tempDir('cli-run-arg');
+    await rename(dir, join(runDir, 'store'));
+    await writeFile(join(runDir, 'run.json'), '{}');
+    await writeFile(join(runDir, 'store', 'tmp-ckpt-3.flysess'), 'left over');
+    dir = runDir;
+    const ls = detsim('store', 'ls', runDir);
+    expect(ls.status, ls.stderr).toBe(0);
+    expect(ls.stdout).toContain(`store ${join(runDir, 'store')}: 2 generation(s), high-water ckpt-2\n`);
+    const v = detsim('store', 'verify', runDir);
+    expect([v.status, v.stderr]).toEqual([0, '']);
+    expect(v.stdout).toContain(`store ${join(runDir, 'store')}: 2 generation(s) verified`);
+    const gc = detsim('store', 'gc', runDir);
+    expect(gc.status, gc.stderr).toBe(0);
+    expect(gc.stdout).toContain('removed\ttmp-ckpt-3.flysess');
+    expect((await readdir(runDir)).sort()).toEqual(['run.json', 'store']);
+    // Without store/: refused (exit 2, verify too), not "0 generation(s) verified".
+    await rm(join(runDir, 'store'), { recursive: true });
+    for (const cmd of ['ls', 'verify', 'gc']) {
+      const r = detsim('store', cmd, runDir);
+      expect([r.status, r.stdout]).toEqual([2, '']);
+      expect(r.stderr.trim()).toBe(
+        `detsim: [struct_run_record] ${runDir}: a run directory without a checkpoint store (run with --checkpoint-every K to make one)`,
+      );
+    }
+    // Its ledger records a commit: the run was copied without its store, and the refusal says so.
+    await writeFile(
+      join(runDir, LEDGER_FILE),
+      `${JSON.stringify({ event: 'committed', checkpointId: 'ckpt-e1-2', seq: '1' })}\n`,
+    );
+    const gone = detsim('store', 'verify', runDir);
+    expect(gone.status).toBe(2);
+    expect(gone.stderr).toContain(
+      "store: missing, though the run's ledger records committed checkpoints (the last ckpt-e1-2): was the run copied without its store/?",
+    );
+  });
+});
+
 describe('detsim ledger verify', () => {
   it('exits 0 on an intact ledger, 1 naming a changed line, 2 without a ledger', async () => {
     const ledger = await Ledger.open(dir);
