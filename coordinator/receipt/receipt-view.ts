@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import type { JsonValue } from '../../core/formats/canonical-json.js';
 import { readTraceSync, traceBindingOf } from '../trace/trace-store.js';
 import { compareKeyValues, type CanonicalOptions, type UnknownField } from './canonical.js';
-import { buildReceipt, checkReceiptBinding, readJsonFile, type Receipt } from './receipt.js';
+import { buildReceipt, checkReceiptBinding, readJsonFile, readSummary, type Receipt } from './receipt.js';
 import { reproHashOfSteps } from './streamed.js';
 import { epochOf, rebaseStep, type StepRepro } from './step-repro.js';
 
@@ -58,7 +58,7 @@ export type PassProgress = (p: { readonly runDir: string; readonly step: number;
  */
 export function runReceiptView(runDir: string, progress?: PassProgress): ReceiptView {
   const run = readJsonFile(join(runDir, 'run.json'), 'run.json');
-  const summary = readJsonFile(join(runDir, 'summary.json'), 'summary.json');
+  const summary = readSummary(runDir);
   checkReceiptBinding(runDir);
   const { steps: _none, ...head } = buildReceipt({ run, summary, steps: [] });
   const total = progress ? traceBindingOf(runDir).steps : 0;

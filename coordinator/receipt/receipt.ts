@@ -83,10 +83,22 @@ export function readJsonFile(path: string, what: string): JsonValue {
  */
 export function readRunFiles(runDir: string): RunFiles {
   const run = readJsonFile(join(runDir, 'run.json'), 'run.json');
-  const summary = readJsonFile(join(runDir, 'summary.json'), 'summary.json');
+  const summary = readSummary(runDir);
   checkReceiptBinding(runDir);
   const steps = [...readTraceSync(runDir)] as unknown as JsonValue[];
   return { run, steps, summary };
+}
+
+/** A run's summary.json; without one (run.json is there) the run has not ended, and the refusal says what to do. */
+export function readSummary(runDir: string): JsonValue {
+  const path = join(runDir, 'summary.json');
+  if (!existsSync(path))
+    throw new DetsimError(
+      'struct_invalid_receipt',
+      `${path}: summary.json is missing: the run has not ended (it is still running, or it was killed: \`detsim resume ${runDir}\` finishes it from its last checkpoint)`,
+      'summary.json',
+    );
+  return readJsonFile(path, 'summary.json');
 }
 
 /** A run directory's receipt.json and its trace verify together: the binding must hold (no-op without one). */

@@ -52,5 +52,14 @@ describe('detsim diff', () => {
     const missing = detsim(['diff', a, join(out, 'nope')]);
     expect(missing.status).toBe(2);
     expect(missing.stderr).toMatch(/^detsim: \[struct_invalid_receipt\] .*nope\/run.json: run.json is missing$/m);
+    // A run that has not ended (still running, or killed) has no summary.json: said so, with the way on.
+    const unended = join(out, 'unended');
+    cpSync(a, unended, { recursive: true });
+    rmSync(join(unended, 'summary.json'));
+    const live = detsim(['diff', a, unended]);
+    expect(live.status).toBe(2);
+    expect(live.stderr.trim()).toBe(
+      `detsim: [struct_invalid_receipt] ${join(unended, 'summary.json')}: summary.json is missing: the run has not ended (it is still running, or it was killed: \`detsim resume ${unended}\` finishes it from its last checkpoint)`,
+    );
   }, 240_000);
 });
