@@ -349,15 +349,67 @@ function joinPath(prefix: string, path: readonly PropertyKey[]): string {
   return rest.startsWith('[') ? `${prefix}${rest}` : `${prefix}.${rest}`;
 }
 
+/**
+ * A field of the object schema at `parent` spelled within two edits of the unknown `key` and not
+ * given (`agent` for `agents`, `worker` for `workers`), or undefined.
+ */
+function nearField(
+  schema: z.ZodType,
+  parent: readonly PropertyKey[],
+  key: string,
+  object: unknown,
+): string | undefined {
+  const given = (name: string) => typeof object === 'object' && object !== null && name in object;
+  const near = [...keysAt(schema, parent)]
+    .filter((name) => !given(name))
+    .map((name) => ({ name, d: editDistance(key.toLowerCase(), name.toLowerCase()) }))
+    .filter((c) => c.d <= 2)
+    .sort((a, b) => a.d - b.d || (a.name < b.name ? -1 : 1));
+  return near[0]?.name;
+}
+
+/** The keys of the object schema(s) at `path` inside `schema` (through optional, array and union). */
+function keysAt(schema: z.ZodType, path: readonly PropertyKey[]): Set<string> {
+  const keys = new Set<string>();
+  const walk = (s: z.ZodType, rest: readonly PropertyKey[]): void => {
+    if (s instanceof z.ZodOptional || s instanceof z.ZodNullable || s instanceof z.ZodDefault)
+      return walk(s.unwrap() as z.ZodType, rest);
+    if (s instanceof z.ZodUnion) return (s.options as z.ZodType[]).forEach((o) => walk(o, rest));
+    if (s instanceof z.ZodArray)
+      return typeof rest[0] === 'number' ? walk(s.element as z.ZodType, rest.slice(1)) : undefined;
+    if (!(s instanceof z.ZodObject)) return;
+    const shape = s.shape as Record<string, z.ZodType>;
+    const next = typeof rest[0] === 'string' ? shape[rest[0]] : undefined;
+    if (rest.length === 0) Object.keys(shape).forEach((k) => keys.add(k));
+    else if (next) walk(next, rest.slice(1));
+  };
+  walk(schema, path);
+  return keys;
+}
+
+/** Levenshtein distance (insert, delete, substitute), for short field names. */
+function editDistance(a: string, b: string): number {
+  let row = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const next = [i];
+    for (let j = 1; j <= b.length; j++)
+      next[j] = Math.min(row[j]! + 1, next[j - 1]! + 1, row[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    row = next;
+  }
+  return row[b.length]!;
+}
+
 /** The first zod issue as a DetsimError naming the field path. */
-function refusal(error: z.ZodError, prefix: string): DetsimError {
+function refusal(error: z.ZodError, prefix: string, schema: z.ZodType): DetsimError {
   // A misspelled field is the likeliest cause of a missing one: report unknown fields first.
   const issue = error.issues.find((i) => i.code === 'unrecognized_keys') ?? error.issues[0]!;
   const at = (path: readonly PropertyKey[]) => (prefix ? joinPath(prefix, path) : pathText(path));
   if (issue.code === 'unrecognized_keys') {
     const key = issue.keys[0]!;
     const field = at([...issue.path, key]);
-    return new DetsimError('struct_unknown_field', `${field}: unknown field ${JSON.stringify(key)}`, field);
+    const meant = nearField(schema, issue.path, key, (issue as { input?: unknown }).input);
+    const hint = meant === undefined ? '' : ` (did you mean ${JSON.stringify(meant)}?)`;
+    return new DetsimError('struct_unknown_field', `${field}: unknown field ${JSON.stringify(key)}${hint}`, field);
   }
   const field = at(issue.path);
   if (issue.code === 'invalid_type' && (issue as { input?: unknown }).input === undefined) {
@@ -371,7 +423,7 @@ function refusal(error: z.ZodError, prefix: string): DetsimError {
 
 function check<T>(schema: z.ZodType<T>, value: unknown, prefix: string): T {
   const r = schema.safeParse(value, { reportInput: true });
-  if (!r.success) throw refusal(r.error, prefix);
+  if (!r.success) throw refusal(r.error, prefix, schema);
   return r.data;
 }
 

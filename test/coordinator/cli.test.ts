@@ -45,7 +45,22 @@ describe('detsim run (CLI)', () => {
     [
       'unknown field',
       'sessionId: s\nmasterSeed: "1"\nsteps: 2\nenvironment: { id: env, model: forage }\nagents: { count: 2, prefix: a-, model: walker }\nworkerz: {}\n',
-      /^detsim: \[struct_unknown_field\] workerz: unknown field "workerz"$/,
+      /^detsim: \[struct_unknown_field\] workerz: unknown field "workerz" \(did you mean "workers"\?\)$/,
+    ],
+    [
+      'a required field misspelled',
+      'sessionId: s\nmasterSeed: "1"\nsteps: 2\nenvironment: { id: env, model: forage }\nagent: { count: 2, prefix: a-, model: walker }\n',
+      /^detsim: \[struct_unknown_field\] agent: unknown field "agent" \(did you mean "agents"\?\)$/,
+    ],
+    [
+      'a nested field misspelled',
+      'sessionId: s\nmasterSeed: "1"\nsteps: 2\nenvironment: { id: env, model: forage }\nagents: [{ id: a, model: walker, parms: {} }]\n',
+      /^detsim: \[struct_unknown_field\] agents\[0\]\.parms: unknown field "parms" \(did you mean "params"\?\)$/,
+    ],
+    [
+      'an unknown field like none',
+      'sessionId: s\nmasterSeed: "1"\nsteps: 2\nenvironment: { id: env, model: forage }\nagents: { count: 2, prefix: a-, model: walker }\nzzzz: {}\n',
+      /^detsim: \[struct_unknown_field\] zzzz: unknown field "zzzz"$/,
     ],
     [
       '61 agents',
