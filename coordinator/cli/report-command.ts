@@ -31,7 +31,7 @@ function build(dir: string, opts: ReportOptions): { html: string; lines: string[
     const { html } = runPage(d, matchAttestation(attestation, v.receiptReproHash));
     const line =
       v.status === 'none'
-        ? `no receipt.json: no DIFF=0 verdict (${d.series.steps} steps read)`
+        ? `no receipt.json: no DIFF=0 verdict (${d.series.steps} steps read${existsSync(join(dir, 'summary.json')) ? '' : '; the run has not ended: still running, or killed'})`
         : `${v.status === 'diff0' ? 'DIFF=0' : 'DIFF≠0'} against receipt.json: ReproHash ${v.recomputedReproHash} (${d.series.steps} steps)`;
     const failed =
       v.status === 'differs'

@@ -379,6 +379,19 @@ describe('detsim report refusals', () => {
     expect(readFileSync(join(edited, 'report.html'), 'utf8')).toContain('<b>DIFF≠0</b> against its receipt');
   });
 
+  it('a run that has not ended (no receipt.json, no summary.json): a page without a verdict, and the line says why', () => {
+    const unended = join(tmp, 'unended');
+    cpSync(plain, unended, { recursive: true });
+    rmSync(join(unended, 'receipt.json'));
+    rmSync(join(unended, 'summary.json'));
+    const r = detsimCli(['report', unended]);
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(
+      /^no receipt\.json: no DIFF=0 verdict \(\d+ steps read; the run has not ended: still running, or killed\)$/m,
+    );
+    expect(existsSync(join(unended, 'report.html'))).toBe(true);
+  });
+
   it('an existing --out, or a report.html detsim did not write, is never overwritten (exit 2)', () => {
     const out = join(tmp, 'mine.html');
     writeFileSync(out, 'my notes\n');
