@@ -19,30 +19,31 @@ program
 /**
  * Every command, by name, with the module that registers it. A command line that names one loads
  * that command's module alone (start-up is part of every run: the others' imports cost a run ~0.1 s);
- * `--version` alone loads none; help and anything else load them all, in this order.
+ * `--version` alone loads none; help and anything else load them all, in this order (the README's:
+ * what a researcher types first).
  */
 const COMMANDS: readonly (readonly [string, () => Promise<(program: Command) => void>])[] = [
-  ['seed', async () => (await import('./seed-command.js')).registerSeed],
-  ['envelope', async () => (await import('./envelope-command.js')).registerEnvelope],
-  ['fields', async () => (await import('./fields-command.js')).registerFields],
-  ['reasons', async () => (await import('./reasons-command.js')).registerReasons],
-  ['replay', async () => (await import('./replay-command.js')).registerReplay],
-  ['verify', async () => (await import('./verify-command.js')).registerVerify],
   ['run', async () => (await import('./run-command.js')).registerRun],
   ['resume', async () => (await import('./resume-command.js')).registerResume],
   ['fork', async () => (await import('./fork-command.js')).registerFork],
+  ['sweep', async () => (await import('./sweep-command.js')).registerSweep],
+  ['diff', async () => (await import('./diff-command.js')).registerDiff],
+  ['trace', async () => (await import('./trace-command.js')).registerTrace],
+  ['bisect', async () => (await import('./bisect-command.js')).registerBisect],
+  ['report', async () => (await import('./report-command.js')).registerReport],
+  ['replay', async () => (await import('./replay-command.js')).registerReplay],
+  ['verify', async () => (await import('./verify-command.js')).registerVerify],
+  ['doctor', async () => (await import('./doctor-command.js')).registerDoctor],
   ['store', async () => (await import('./store-command.js')).registerStore],
   ['ledger', async () => (await import('./ledger-command.js')).registerLedger],
-  ['diff', async () => (await import('./diff-command.js')).registerDiff],
-  ['bisect', async () => (await import('./bisect-command.js')).registerBisect],
   ['evidence', async () => (await import('./evidence-command.js')).registerEvidence],
+  ['envelope', async () => (await import('./envelope-command.js')).registerEnvelope],
+  ['seed', async () => (await import('./seed-command.js')).registerSeed],
   ['worker', async () => (await import('./worker-command.js')).registerWorker],
   ['certs', async () => (await import('./certs-command.js')).registerCerts],
   ['slurm', async () => (await import('./slurm-command.js')).registerSlurm],
-  ['doctor', async () => (await import('./doctor-command.js')).registerDoctor],
-  ['trace', async () => (await import('./trace-command.js')).registerTrace],
-  ['report', async () => (await import('./report-command.js')).registerReport],
-  ['sweep', async () => (await import('./sweep-command.js')).registerSweep],
+  ['fields', async () => (await import('./fields-command.js')).registerFields],
+  ['reasons', async () => (await import('./reasons-command.js')).registerReasons],
 ];
 const named = COMMANDS.find(([name]) => name === process.argv[2]);
 const versionOnly = process.argv.length === 3 && ['-V', '--version'].includes(process.argv[2]!);

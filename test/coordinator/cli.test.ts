@@ -32,6 +32,13 @@ describe('detsim run (CLI)', () => {
     expect(readRun(join(out, 'forage-walkers-1')).traces).toHaveLength(3);
   }, 120_000);
 
+  it("--help lists the commands in the README's order: run, resume, fork, sweep, diff first", () => {
+    const r = detsim(['--help']);
+    expect(r.status).toBe(0);
+    const names = [...r.stdout.matchAll(/^ {2}([a-z]+)\b/gm)].map((m) => m[1]);
+    expect(names.slice(0, 5)).toEqual(['run', 'resume', 'fork', 'sweep', 'diff']);
+  });
+
   it('--json prints one canonical object', () => {
     const out = tmpOut();
     const r = detsim(['run', 'examples/lif-pair.yaml', '--steps', '2', '--out', out, '--json']);
