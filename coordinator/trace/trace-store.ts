@@ -252,11 +252,12 @@ export class SegmentedTraceWriter implements TraceSink {
     if (this.closed) throw new Error('trace writer closed');
     this.lines.push(line);
     this.behaviours.push(behaviourText);
-    this.pieceChars += line.length + behaviourText.length;
+    // The characters posted: each text and its newline.
+    this.pieceChars += line.length + behaviourText.length + 2;
     if (this.opts.observations) {
       if (observationsText === undefined) throw new Error('trace writer: step without its observations text');
       this.observations.push(observationsText);
-      this.pieceChars += observationsText.length;
+      this.pieceChars += observationsText.length + 1;
     }
     this.nextStep++;
     this.openSteps++;
