@@ -166,6 +166,8 @@ async function prepareFork(parentArg: string, opts: ForkOptions) {
     checkpoint: { id: record.checkpointId, envelopeDigest: record.envelopeDigest, boundary: record.boundary },
     overrides: overrides.map((o) => ({ path: o.path, value: o.value })),
     ...(atCheckpoint ? { atCheckpoint: atCheckpoint as JsonValue } : {}),
+    // A fork of a fork keeps its parent's lineage (the export's set.<path> values per step).
+    ...(recorded.fork !== undefined ? { parentFork: recorded.fork } : {}),
   };
   const forkJson = { ...runJson, ...patch, steps: plan.steps, deadlines: { ...plan.deadlines }, fork: lineage };
   return { parent, forkDir, record, manifest: loaded.envelope.manifest, lineage, forkJson, baseEpoch: rec.epoch };

@@ -46,9 +46,32 @@ export interface ExportRun {
   readonly dir: string;
 }
 
-/** A run's `set.<path>` columns, from its run.json's overrides. */
-function runFieldsOf(run: ExportRun): RunFields {
-  return overrideFields((parseStrict(readFileSync(join(run.dir, RUN_FILE))) as { overrides?: unknown }).overrides);
+/**
+ * A run's `set.<path>` columns at a step: its run.json's overrides and, for a fork, from each fork's
+ * boundary on, that fork's own overrides (its lineage, the oldest fork first: run.json `fork`,
+ * its `parentFork`, …), so a fork's steps carry the values they ran with and its parent's steps
+ * the parent's.
+ */
+function runFieldsOf(run: ExportRun): (step: string) => RunFields {
+  const json = parseStrict(readFileSync(join(run.dir, RUN_FILE))) as { overrides?: unknown; fork?: unknown };
+  const levels: { from: bigint; fields: RunFields }[] = [{ from: 0n, fields: overrideFields(json.overrides) }];
+  for (const fork of forkChain(json.fork)) {
+    const fields = new Map(levels.at(-1)!.fields);
+    for (const [name, value] of overrideFields(fork.overrides)) fields.set(name, value);
+    levels.push({ from: BigInt(fork.boundary), fields: [...fields] });
+  }
+  if (levels.length === 1) return () => levels[0]!.fields;
+  return (step) => levels.findLast((l) => BigInt(step) >= l.from)!.fields;
+}
+
+/** The forks of a lineage, the oldest first: each one's boundary and its own overrides. */
+function forkChain(fork: unknown): { boundary: string; overrides: unknown }[] {
+  const chain: { boundary: string; overrides: unknown }[] = [];
+  for (let f = fork; typeof f === 'object' && f !== null; f = (f as { parentFork?: unknown }).parentFork) {
+    const { checkpoint, overrides } = f as { checkpoint?: { boundary?: unknown }; overrides?: unknown };
+    if (typeof checkpoint?.boundary === 'string') chain.unshift({ boundary: checkpoint.boundary, overrides });
+  }
+  return chain;
 }
 
 /** Where an export stands (for a progress line). */
@@ -187,7 +210,7 @@ async function survey(
   for (const [i, run] of runs.entries()) {
     checkReceiptBinding(run.dir);
     const fields = runFieldsOf(run);
-    steps += await pass(run, i, (t, observations) => columns.add(t, observations, fields));
+    steps += await pass(run, i, (t, observations) => columns.add(t, observations, fields(t.behaviour.scope.step)));
   }
   return { layout: columns.layout(), steps };
 }
@@ -204,7 +227,7 @@ async function writeRows(
   for (const [i, run] of runs.entries()) {
     const fields = runFieldsOf(run);
     await pass(run, i, (t, observations) => {
-      for (const row of rowsOfStep(run.id, t, layout, observations, fields)) {
+      for (const row of rowsOfStep(run.id, t, layout, observations, fields(t.behaviour.scope.step))) {
         writer.add(row);
         rows++;
       }

@@ -78,6 +78,8 @@ const ForkLineage = z.object({
   atCheckpoint: z
     .object({ environment: ParamsAt.optional(), agents: z.record(z.string(), ParamsAt).optional() })
     .optional(),
+  // A fork of a fork: the parent's own lineage, nested (the trace export reads each fork's overrides from it).
+  parentFork: z.unknown().optional(),
 });
 
 /** The schema of run.json (format detsim-run-v1). */

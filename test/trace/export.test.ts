@@ -229,6 +229,42 @@ describe('detsim trace export: the overrides a run was made with', () => {
   });
 });
 
+describe('detsim trace export: a fork of a fork', () => {
+  it("each step's set.<path> is what it ran with: the parent's, then each fork's own --set from its boundary on", () => {
+    const dir = join(ROOT, 'forks');
+    run(['run', 'examples/forage-walkers.yaml', '--steps', '60', '--checkpoint-every', '20', '--out', dir]);
+    const parent = join(dir, 'forage-walkers-1');
+    run([
+      'fork',
+      parent,
+      '--checkpoint',
+      'ckpt-e1-20',
+      '--set',
+      'environment.params.food=48',
+      '--out',
+      join(dir, 'f1'),
+    ]);
+    const f1 = join(dir, 'f1');
+    // f1's checkpoints are epoch e2 from its boundary on: ckpt-e2-40 is its own.
+    run(['fork', f1, '--checkpoint', 'ckpt-e2-40', '--set', 'environment.params.food=24', '--out', join(dir, 'f2')]);
+    const f2 = join(dir, 'f2');
+    const food = (step: number) => (step >= 40 ? 24 : step >= 20 ? 48 : null);
+    const rows = expectedRows([{ id: 'f2', dir: f2 }], ['action.move']).map((r) => ({
+      ...r,
+      'set.environment.params.food': food(r.step as number),
+    }));
+    expect(new Set(rows.map((r) => r['set.environment.params.food']))).toEqual(new Set([null, 48, 24]));
+    const columns = [...FIXED, 'action.move', 'set.environment.params.food'];
+    const csv = join(OUT, 'forks.csv');
+    expect(exportCli(f2, csv).status).toBe(0);
+    expectTable(readBack('csv', csv), columns, rows);
+    const pq = join(OUT, 'forks.parquet');
+    expect(exportCli(f2, pq, 'parquet').status).toBe(0);
+    expectTable(readBack('parquet', pq), columns, rows);
+    expectTable(readBack('list', f2), columns, rows);
+  });
+});
+
 describe('detsim trace export: refusals leave nothing behind', () => {
   const damaged = (name: string) => {
     const dir = join(ROOT, name, 'forage-walkers-1');

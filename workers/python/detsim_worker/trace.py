@@ -10,7 +10,8 @@
 # (`detsim run --trace-observations`) adds obs.<path> columns from trace/NNNNNN.observations.jsonl.gz,
 # each step's line checked to hash to the trace's observationDigest first, as the export does
 # (coordinator/trace/observations.ts). The overrides a run's run.json records (`--set`, a sweep's grid
-# point and seed) are set.<path> columns. A pandas DataFrame when pandas is installed, else a list of dicts.
+# point and seed) are set.<path> columns, and a fork's own overrides from its boundary on. A pandas
+# DataFrame when pandas is installed, else a list of dicts.
 # NOT a writer of traces or exports, and not used by the worker process.
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import gzip
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from .canonical_json import MAX_SAFE_INTEGER, canonicalize, parse_strict
 
@@ -293,9 +294,7 @@ def _observation_fields(observation: dict[str, Any], prefix: str, out: list[tupl
     return out
 
 
-def _set_fields(run_dir: Path) -> list[tuple[str, Any]]:
-    """set.<path> of each override run.json records (--set, --master-seed, a sweep's grid point and seed)."""
-    overrides = parse_strict((run_dir / RUN_FILE).read_bytes()).get('overrides')
+def _override_fields(overrides: Any) -> list[tuple[str, Any]]:
     if not isinstance(overrides, list):
         return []
     return [
@@ -303,6 +302,26 @@ def _set_fields(run_dir: Path) -> list[tuple[str, Any]]:
         for o in overrides
         if isinstance(o, dict) and isinstance(o.get('path'), str) and 'value' in o
     ]
+
+
+def _set_fields(run_dir: Path) -> Callable[[str], list[tuple[str, Any]]]:
+    """set.<path> at a step: each override run.json records (--set, --master-seed, a sweep's grid point and
+    seed) and, for a fork, from each fork's boundary on, that fork's own overrides (its lineage: run.json
+    fork, its parentFork, ...; the oldest fork first), as the export (coordinator/export/trace-export.ts)."""
+    run = parse_strict((run_dir / RUN_FILE).read_bytes())
+    chain = []
+    fork = run.get('fork')
+    while isinstance(fork, dict):
+        boundary = (fork.get('checkpoint') or {}).get('boundary')
+        if isinstance(boundary, str):
+            chain.insert(0, (int(boundary), fork.get('overrides')))
+        fork = fork.get('parentFork')
+    levels = [(0, _override_fields(run.get('overrides')))]
+    for start, overrides in chain:
+        fields = dict(levels[-1][1])
+        fields.update(_override_fields(overrides))
+        levels.append((start, list(fields.items())))
+    return lambda step: next(f for start, f in reversed(levels) if int(step) >= start)
 
 
 def _cell(v: Any, column_type: str, as_json: bool) -> Any:
@@ -379,7 +398,7 @@ def read_table(source: str | Path) -> tuple[list[tuple[str, str]], dict[str, lis
         run_fields = _set_fields(run_dir)
         for trace in read_steps(run_dir):
             observations = checked_observations(next(sidecar, None), trace) if sidecar is not None else None
-            table.add_step(run_id, trace, observations, run_fields)
+            table.add_step(run_id, trace, observations, run_fields(trace['behaviour']['scope']['step']))
     return table.columns()
 
 
