@@ -8,6 +8,7 @@ import { DetsimError } from '../../core/formats/errors.js';
 import { moduleIdentity } from '../../core/models/identity.js';
 import { pathToFileURL } from 'node:url';
 import type { AgentModel, EnvironmentModel } from '../sdk.js';
+import { importFailure } from './import-error.js';
 import { forage } from './forage.js';
 import { lif } from './lif.js';
 import { walker } from './walker.js';
@@ -90,7 +91,12 @@ async function importModel(
 ): Promise<unknown> {
   const path = modulePathOf(spec);
   requireLaunched(spec, path, launched, builtins);
-  const mod = (await import(pathToFileURL(path).href)) as { default?: unknown; model?: unknown };
+  let mod: { default?: unknown; model?: unknown };
+  try {
+    mod = (await import(pathToFileURL(path).href)) as { default?: unknown; model?: unknown };
+  } catch (e) {
+    throw importFailure(path, e);
+  }
   // A CommonJS module compiled by tsc holds its exports under `default` (module.exports.default).
   const cjs = mod.default as { default?: unknown; model?: unknown; __esModule?: boolean } | undefined;
   const model = cjs?.__esModule ? (cjs.default ?? cjs.model) : (mod.default ?? mod.model);
