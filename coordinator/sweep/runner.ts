@@ -108,7 +108,7 @@ class SweepScheduler {
 
   constructor(
     private readonly sweepDir: string,
-    index: SweepIndex,
+    private readonly index: SweepIndex,
     private readonly planned: SweepPlanned,
     private readonly opts: RunnerOptions,
   ) {
@@ -200,15 +200,33 @@ class SweepScheduler {
     child.on('close', (code) => this.ended(r, code));
   }
 
+  /** The run's state as its directory holds it; null when it cannot be read (the task's own error says why). */
+  private stateOnDisk(run: SweepRun, runDir: string): RunState | null {
+    try {
+      return runStateOf(runDir, this.index.runs[run.index]!);
+    } catch {
+      return null;
+    }
+  }
+
   private ended(r: Running, code: number | null): void {
     this.running.delete(r.run.index);
+    const runDir = runDirOf(this.sweepDir, r.run);
+    // Interrupted after its last step was written (receipt and summary on disk): the run is done.
+    const state = code === 0 && r.done !== null ? null : this.stateOnDisk(r.run, runDir);
+    if (state?.kind === 'done') {
+      this.agentStepsDone += totalOf(r.run);
+      this.takenDone += takenBy(r);
+      this.report({ ...skippedOf(r.run, runDir, state), outcome: 'started' });
+      return this.next();
+    }
     const ok = code === 0 && r.done !== null;
     if (ok) this.agentStepsDone += totalOf(r.run);
     this.takenDone += takenBy(r);
     const last = r.stderr.filter((l) => l.trim() !== '').pop() ?? `exit ${code}`;
     this.report({
       run: r.run,
-      runDir: runDirOf(this.sweepDir, r.run),
+      runDir,
       outcome: ok
         ? (r.done!.action as FinishedRun['outcome'])
         : code === 130 || this.interrupted
