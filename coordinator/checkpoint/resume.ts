@@ -479,22 +479,35 @@ function checkTotal(total: number, fromFlag: boolean, k: bigint, checkpointId: I
  * carries the digest the parent's ledger recorded when that checkpoint was captured (fork.ts).
  */
 export function capturedTraceIndex(runDir: string, checkpointId: Id): string | null {
-  const path = join(runDir, LEDGER_FILE);
-  if (!existsSync(path)) return null;
   let found: string | null = null;
   const id = `"checkpointId":${JSON.stringify(checkpointId)}`;
+  for (const e of ledgerEvents(runDir, (line) => line.includes(id) && /"event":"(captured|run)"/.test(line))) {
+    const forked = e.event === 'run' && e.detail?.checkpointId === checkpointId;
+    const captured = e.event === 'captured' && e.checkpointId === checkpointId;
+    if ((forked || captured) && typeof e.detail?.traceIndex === 'string') found = e.detail.traceIndex;
+  }
+  return found;
+}
+
+/** A ledger line, parsed as far as the readers here look into it. */
+interface LedgerLine {
+  event?: unknown;
+  checkpointId?: unknown;
+  detail?: Record<string, unknown>;
+}
+
+/** The run ledger's lines that `wanted` picks (a cheap text test before parsing), parsed; a torn line is skipped. */
+function* ledgerEvents(runDir: string, wanted: (line: string) => boolean): Generator<LedgerLine> {
+  const path = join(runDir, LEDGER_FILE);
+  if (!existsSync(path)) return;
   for (const line of readFileSync(path, 'utf8').split('\n')) {
-    if (!line.includes(id) || !(line.includes('"event":"captured"') || line.includes('"event":"run"'))) continue;
+    if (!wanted(line)) continue;
     try {
-      const e = JSON.parse(line) as { event?: unknown; checkpointId?: unknown; detail?: Record<string, unknown> };
-      const forked = e.event === 'run' && e.detail?.checkpointId === checkpointId;
-      const captured = e.event === 'captured' && e.checkpointId === checkpointId;
-      if ((forked || captured) && typeof e.detail?.traceIndex === 'string') found = e.detail.traceIndex;
+      yield JSON.parse(line) as LedgerLine;
     } catch {
       // a torn last line carries nothing
     }
   }
-  return found;
 }
 
 /**
@@ -510,18 +523,9 @@ export function storeGone(runDir: string): string | null {
 
 /** The last checkpoint the run's ledger records as committed, or null (no ledger, none committed). */
 function lastCommitted(runDir: string): Id | null {
-  const path = join(runDir, LEDGER_FILE);
-  if (!existsSync(path)) return null;
   let last: Id | null = null;
-  for (const line of readFileSync(path, 'utf8').split('\n')) {
-    if (!line.includes('"event":"committed"')) continue;
-    try {
-      const e = JSON.parse(line) as { event?: unknown; checkpointId?: unknown };
-      if (e.event === 'committed' && typeof e.checkpointId === 'string') last = e.checkpointId;
-    } catch {
-      // a torn last line carries nothing
-    }
-  }
+  for (const e of ledgerEvents(runDir, (line) => line.includes('"event":"committed"')))
+    if (e.event === 'committed' && typeof e.checkpointId === 'string') last = e.checkpointId;
   return last;
 }
 
@@ -529,17 +533,9 @@ function lastCommitted(runDir: string): Id | null {
 export function lastRunEvent(runDir: string): { every: number; keep: number } {
   let every = 0;
   let keep = DEFAULT_KEEP;
-  const path = join(runDir, LEDGER_FILE);
-  if (!existsSync(path)) return { every, keep };
-  for (const line of readFileSync(path, 'utf8').split('\n')) {
-    if (!line.includes('"event":"run"')) continue;
-    try {
-      const d = (JSON.parse(line) as { detail?: { checkpointEvery?: string; keep?: string } }).detail;
-      if (d?.checkpointEvery) every = Number(d.checkpointEvery);
-      if (d?.keep) keep = Number(d.keep);
-    } catch {
-      // a torn last line carries nothing
-    }
+  for (const { detail: d } of ledgerEvents(runDir, (line) => line.includes('"event":"run"'))) {
+    if (d?.checkpointEvery) every = Number(d.checkpointEvery);
+    if (d?.keep) keep = Number(d.keep);
   }
   return { every, keep };
 }

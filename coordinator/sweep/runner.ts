@@ -212,15 +212,15 @@ class SweepScheduler {
   private ended(r: Running, code: number | null): void {
     this.running.delete(r.run.index);
     const runDir = runDirOf(this.sweepDir, r.run);
+    const ok = code === 0 && r.done !== null;
     // Interrupted after its last step was written (receipt and summary on disk): the run is done.
-    const state = code === 0 && r.done !== null ? null : this.stateOnDisk(r.run, runDir);
+    const state = ok ? null : this.stateOnDisk(r.run, runDir);
     if (state?.kind === 'done') {
       this.agentStepsDone += totalOf(r.run);
       this.takenDone += takenBy(r);
       this.report({ ...skippedOf(r.run, runDir, state), outcome: 'started' });
       return this.next();
     }
-    const ok = code === 0 && r.done !== null;
     if (ok) this.agentStepsDone += totalOf(r.run);
     this.takenDone += takenBy(r);
     const last = r.stderr.filter((l) => l.trim() !== '').pop() ?? `exit ${code}`;
