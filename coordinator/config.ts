@@ -412,11 +412,12 @@ function refusal(error: z.ZodError, prefix: string, schema: z.ZodType): DetsimEr
     return new DetsimError('struct_unknown_field', `${field}: unknown field ${JSON.stringify(key)}${hint}`, field);
   }
   const field = at(issue.path);
-  if (issue.code === 'invalid_type' && (issue as { input?: unknown }).input === undefined) {
+  const input = (issue as { input?: unknown }).input;
+  // A required field that is not there: an Id or U64 (a custom check) says so too, not "is not an Id".
+  if (input === undefined && (issue.code === 'invalid_type' || issue.code === 'custom')) {
     return new DetsimError('struct_missing_field', `${field}: required field is missing`, field);
   }
   const r = (issue as { params?: { reason?: ReasonCode } }).params?.reason ?? 'struct_invalid_field';
-  const input = (issue as { input?: unknown }).input;
   const shown = r === 'struct_invalid_field' || input === undefined ? '' : `${JSON.stringify(input)} `;
   return new DetsimError(r, `${field}: ${shown}${issue.message}`, field);
 }

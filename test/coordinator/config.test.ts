@@ -207,6 +207,11 @@ describe('config: bad configs are refused naming the field', () => {
       'agents[1].count',
     ],
     ['a missing field', { steps: undefined }, 'struct_missing_field', 'steps'],
+    // An Id or U64 left out is missing, not "is not an Id" (a custom check's message).
+    ['a missing Id', { sessionId: undefined }, 'struct_missing_field', 'sessionId'],
+    ['a missing U64', { masterSeed: undefined }, 'struct_missing_field', 'masterSeed'],
+    ['a missing environment id', { environment: { model: 'forage' } }, 'struct_missing_field', 'environment.id'],
+    ['an Id that is no Id', { sessionId: 'Bad Id' }, 'struct_invalid_id', 'sessionId'],
     ['a bad transport', { workers: { transport: 'carrier-pigeon' } }, 'struct_invalid_field', 'workers.transport'],
     [
       'an empty actionFields list',
@@ -222,6 +227,7 @@ describe('config: bad configs are refused naming the field', () => {
       expect(e.reason).toBe(reason);
       expect(e.field).toBe(field);
       expect(e.message.startsWith(`${field}:`)).toBe(true);
+      if (reason === 'struct_missing_field') expect(e.message).toBe(`${field}: required field is missing`);
       expect(e.message).not.toContain('\n');
     });
   }
