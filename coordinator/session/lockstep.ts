@@ -26,6 +26,7 @@ import {
   type EnvironmentAdvanceResult,
   type JsonObject,
   type Method,
+  type Mutation,
   type ParamsOf,
   type PreparedDecision,
   type ResultOf,
@@ -181,6 +182,12 @@ export function epochId(n: number): Id {
 }
 
 const byString = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+/** An error reply's `mutation` as a run failure says it: whether the failed call changed the worker's state. */
+const MUTATION_SAID: Record<Mutation, string> = {
+  none: 'nothing changed',
+  applied: 'the call took effect',
+  unknown: "the worker's state may have changed",
+};
 /** How many distinct valid remainders the memo holds before it starts over. */
 const REMAINDER_MEMO = 1024;
 /** How many distinct decision texts the digest memo holds before it starts over. */
@@ -856,7 +863,7 @@ export class Lockstep {
         if (reply.type === 'error') {
           throw new StepFault(
             'error-reply',
-            `${method} ${rep.requestId}: ${reply.error.code}: ${reply.error.message} (mutation ${reply.error.mutation})`,
+            `${method} ${rep.requestId}: ${reply.error.code}: ${reply.error.message} (${MUTATION_SAID[reply.error.mutation]})`,
             ctx,
           );
         }

@@ -111,7 +111,7 @@ describe.skipIf(pythonWorkerSkip !== null)('a Python model that raises, with and
           'Agent.Prepare req-4: BACKEND_FAILURE: agent bad-0: prepare failed: the model broke',
       );
     }
-    expect(plain.stderr).toContain('prepare failed: the model broke (mutation unknown)\n');
+    expect(plain.stderr).toContain("prepare failed: the model broke (the worker's state may have changed)\n");
     expect(plain.stderr).not.toMatch(/Traceback|raising_model\.py/);
     expect(verbose.stderr).toMatch(/Traceback \(most recent call last\)/);
     expect(verbose.stderr).toMatch(/raising_model\.py", line \d+, in explode/);
