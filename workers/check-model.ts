@@ -7,7 +7,7 @@
 // ModelCheckError naming the step, the first differing field by path and both values. Agents: the two
 // copies prepare one after the other, as two agents on one worker do, and a copy whose prepare changed
 // the other's state (shared mutable state) fails. NOT the worker protocol: no process, no gRPC.
-import { canonicalDigest, canonicalize } from '../core/formats/canonical-json.js';
+import { canonicalDigest, canonicalize, type JsonValue } from '../core/formats/canonical-json.js';
 import { RationalNs } from '../core/formats/scalars.js';
 import { Xorshift32 } from '../core/formats/xorshift.js';
 import { firstDifference, liveDifference } from './capture-check.js';
@@ -25,6 +25,16 @@ export class ModelCheckError extends Error {
     super(message);
     this.name = 'ModelCheckError';
   }
+}
+
+/** `value` when it is JSON as a run sends it (a run refuses anything else at that step), else ModelCheckError. */
+function asJson<T>(step: number, what: string, value: T): T {
+  try {
+    canonicalize(value as JsonValue);
+  } catch (e) {
+    throw new ModelCheckError(step, what, `step ${step}: ${what} is not JSON: ${(e as Error).message}`);
+  }
+  return value;
 }
 
 /** What checkModel runs: params, length, seed, where it restores, and the inputs it feeds the model. */
@@ -149,8 +159,7 @@ function checkAgent(model: AgentModel<unknown>, { params, steps, seed, marks, o 
   const prepare = (run: AgentRun, k: number): JsonObject => {
     const ticks = Number(run.clock.advance());
     const decision = model.prepare(run.state, { agentId: 'agent-0', step: BigInt(k), ticks, observation: run.obs });
-    canonicalDigest(decision); // a decision must be JSON
-    return decision;
+    return asJson(k, 'the decision prepare returned', decision);
   };
   const commit = (run: AgentRun, k: number): void => {
     run.obs = observe(k + 1);
@@ -204,12 +213,13 @@ function checkEnvironment(model: EnvironmentModel<unknown>, { params, steps, see
   const ctx = { environmentId: 'env-0', seed, params, ports, stepDuration: STEP_60HZ };
   const advance = (state: unknown, k: number) => {
     const actions = ports.map((p) => ({ portId: p.portId, agentId: p.agentId, action: action(k, p) }));
-    const outcome = model.advance(state, { step: BigInt(k), actions });
-    return { outcome, observations: model.observe(state), world: canonicalDigest(model.digest(state)) };
+    const outcome = asJson(k, 'what advance returned', model.advance(state, { step: BigInt(k), actions }));
+    const observations = asJson(k, 'what observe returned', model.observe(state));
+    return { outcome, observations, world: canonicalDigest(asJson(k, 'what digest returned', model.digest(state))) };
   };
   const a = model.initialize(ctx);
   const b = model.initialize(ctx);
-  compare(0, 'observations', model.observe(a), model.observe(b));
+  compare(0, 'observations', asJson(0, 'what observe returned', model.observe(a)), model.observe(b));
   const restored: [number, unknown][] = [];
   for (let k = 0; k < steps; k++) {
     if (marks.has(k)) {

@@ -117,6 +117,28 @@ describe('checkModel', () => {
     expect(e.message).toBe('step 1: restore failed on the copy restored at boundary 1: bad payload');
   });
 
+  it('what a run would refuse as not JSON (observations, rewards, decisions) fails the check, naming the step', () => {
+    const forageParams = { params: { width: 6, height: 5, food: 4 }, steps: 5, action: () => ({ move: 'east' }) };
+    const nanObserve = { ...forage, observe: (s: never) => ({ ...forage.observe(s), a0: { x: Number.NaN } }) };
+    expect(thrown(() => checkModel(nanObserve, forageParams)).message).toMatch(
+      /^step 0: what observe returned is not JSON: .*NaN/,
+    );
+    const badReward = {
+      ...forage,
+      advance: (s: never, ctx: never) => {
+        const out = forage.advance(s, ctx);
+        return { ...out, rewards: [{ agentId: 'a0', eventId: 'e', ruleId: 'r', value: Number.POSITIVE_INFINITY }] };
+      },
+    };
+    expect(thrown(() => checkModel(badReward, forageParams)).message).toMatch(
+      /^step 0: what advance returned is not JSON: .*Infinity/,
+    );
+    const badDecision = defineAgentModel({ ...good, prepare: () => ({ move: 'east', n: Number.NaN }) });
+    expect(thrown(() => checkModel(badDecision, { steps: 5 })).message).toMatch(
+      /^step 0: the decision prepare returned is not JSON: .*NaN/,
+    );
+  });
+
   it('seedU32 is the unsigned view of the signed 32-bit seed', () => {
     expect([seedU32(-5), seedU32(0), seedU32(2147483647), seedU32(-2147483648)]).toEqual([
       2 ** 32 - 5,

@@ -30,7 +30,7 @@ def format_number(value: int | float) -> str:
     """ECMAScript Number::toString (what RFC 8785 adopts); -0 prints as 0."""
     if isinstance(value, int):
         if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
-            return str(value)
+            return int.__repr__(value)  # the digits, also of an int subclass (an IntEnum's str is its name)
         value = float(value)  # JavaScript holds it as the nearest double
     if not math.isfinite(value):
         shown = 'NaN' if math.isnan(value) else ('Infinity' if value > 0 else '-Infinity')
@@ -44,7 +44,8 @@ def format_number(value: int | float) -> str:
 
 def _shortest_digits(x: float) -> tuple[str, int]:
     """Shortest round-trip digits d1..dk and n such that x = 0.d1..dk * 10^n (repr is shortest)."""
-    text = repr(x)
+    # float's own repr, also for a float subclass: numpy's float64 is one, and its repr is "np.float64(…)".
+    text = float.__repr__(x)
     exp = 0
     if 'e' in text:
         text, e = text.split('e')

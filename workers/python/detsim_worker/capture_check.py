@@ -46,6 +46,13 @@ def shown(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + '...'
 
 
+def restore_hint(live: Any, restored: Any) -> str:
+    """What to do about a live value that came back as `restored`: the advice of every refusal of it."""
+    if isinstance(live, float) and isinstance(restored, int) and not isinstance(restored, bool):
+        return 'a float with an integral value comes back as an int: rebuild it with float() in restore'
+    return 'capture must return everything restore needs, exactly'
+
+
 def live_difference(a: Any, b: Any, path: str = '$', depth: int = 0) -> tuple[str, Any, Any] | None:
     """The first place where two live model states differ as data: (path, a's value, b's value), or None.
     Objects it cannot look into (no attributes) are not compared."""
@@ -54,7 +61,10 @@ def live_difference(a: Any, b: Any, path: str = '$', depth: int = 0) -> tuple[st
     if type(a) is not type(b) and not (_is_number(a) and _is_number(b)):
         return (path, type(a).__name__, type(b).__name__)
     if _is_number(a):
-        same = a == b and (not isinstance(a, float) or not isinstance(b, float) or str(a) == str(b))
+        # An int where a float was is a difference (3 // 2 is not 3.0 // 2 in effect, nor its repr).
+        same = (
+            a == b and isinstance(a, float) == isinstance(b, float) and (not isinstance(a, float) or str(a) == str(b))
+        )
         return None if same else (path, a, b)
     if isinstance(a, (str, bytes, bytearray, bool)) or a is None:
         return None if a == b else (path, a, b)
@@ -126,7 +136,7 @@ def check_exact(state: Any, restore: Callable[[Any], Any], capture: Callable[[An
             where, was, now = found
             raise CaptureNotExact(
                 f'state {where} differs after a restore: {shown(was)} live, {shown(now)} restored '
-                '(capture must return everything restore needs, exactly)'
+                f'({restore_hint(was, now)})'
             )
     again = encode_state(capture(copy))
     if again == data:

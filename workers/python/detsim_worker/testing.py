@@ -13,8 +13,8 @@ from __future__ import annotations
 import random
 from typing import Any, Callable
 
-from .canonical_json import canonical_digest, canonicalize
-from .capture_check import first_difference, live_difference, shown
+from .canonical_json import CanonicalJsonError, canonical_digest, canonicalize
+from .capture_check import first_difference, live_difference, restore_hint, shown
 from .scalars import RationalNs
 from .sdk import (
     ONE_MS,
@@ -54,6 +54,15 @@ def _compare(step: int, what: str, a: Any, b: Any) -> None:
         return
     field = first_difference(a, b, what) or what
     raise ModelCheckError(step, field, f'{_show(a, field, what)} vs {_show(b, field, what)}')
+
+
+def _json(step: int, what: str, value: Any) -> Any:
+    """`value` when it is JSON as a run sends it (a run refuses anything else at that step), else ModelCheckError."""
+    try:
+        canonicalize(value)
+    except CanonicalJsonError as e:
+        raise ModelCheckError(step, what, '', f'step {step}: {what} is not JSON: {e}') from e
+    return value
 
 
 def _show(value: Any, field: str, root: str) -> str:
@@ -156,7 +165,7 @@ def _same_live(boundary: int, live: Any, copy: Any) -> None:
             '',
             (
                 f'boundary {boundary}: {field} differs right after a restore: {shown(was)} live, {shown(now)} restored '
-                '(capture must return everything restore needs, exactly)'
+                f'({restore_hint(was, now)})'
             ),
         )
 
@@ -172,8 +181,7 @@ def _check_agent(model, params, steps, seed, observation, marks, step_duration) 
     def prepare(run, k):
         ticks = run['clock'].advance()
         decision = model.prepare(run['state'], AgentPrepareContext('agent-0', k, ticks, run['obs']))
-        canonical_digest(decision)  # a decision must be JSON
-        return decision
+        return _json(k, 'the decision prepare returned', decision)
 
     def commit(run, k):
         run['obs'] = observation(k + 1)
@@ -228,15 +236,15 @@ def _check_environment(model, params, steps, seed, actions, ports, marks, step_d
 
     def advance(state, k):
         acts = [{'portId': p['portId'], 'agentId': p['agentId'], 'action': actions(k, p)} for p in ports]
-        outcome = model.advance(state, EnvironmentAdvanceContext(k, acts))
+        outcome = _json(k, 'what advance returned', model.advance(state, EnvironmentAdvanceContext(k, acts)))
         return {
             'outcome': outcome,
-            'observations': model.observe(state),
-            'world': canonical_digest(model.digest(state)),
+            'observations': _json(k, 'what observe returned', model.observe(state)),
+            'world': canonical_digest(_json(k, 'what digest returned', model.digest(state))),
         }
 
     a, b = model.initialize(init_ctx()), model.initialize(init_ctx())
-    _compare(0, 'observations', model.observe(a), model.observe(b))
+    _compare(0, 'observations', _json(0, 'what observe returned', model.observe(a)), model.observe(b))
     restored: list[tuple[int, Any]] = []
     for k in range(steps):
         if k in marks:

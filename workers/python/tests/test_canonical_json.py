@@ -80,3 +80,22 @@ def test_an_unsafe_integer_literal_is_refused_as_typescript_and_rust_refuse_it(l
 
 def test_the_largest_safe_integers_parse():
     assert parse_strict(b'[9007199254740991,-9007199254740991,0]') == [9007199254740991, -9007199254740991, 0]
+
+
+def test_a_numpy_float64_is_written_as_the_float_it_is():
+    # numpy's float64 is a float subclass whose repr is "np.float64(…)": the writer printed that
+    # into decisions, observations and world digests (not JSON, and hashed as such).
+    np = pytest.importorskip('numpy')
+    for x in [0.25, 0.1 + 0.2, -1.5e-7, 1e21, 123456789.0, 3.0, -0.0, 5e-324]:
+        assert canonicalize({'a': np.float64(x)}) == canonicalize({'a': x}), x
+        assert format_number(np.float64(x)) == format_number(x)
+    assert canonicalize([np.float64(0.25), np.float64(2.0)]) == '[0.25,2]'
+
+
+def test_an_int_subclass_is_written_as_its_digits():
+    import enum
+
+    class Level(enum.IntEnum):
+        HIGH = 3
+
+    assert canonicalize({'level': Level.HIGH}) == '{"level":3}'

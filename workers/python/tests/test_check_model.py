@@ -104,3 +104,79 @@ def test_a_model_whose_agents_share_state_fails_naming_the_step_and_prepare():
         "step 0: prepare changed another agent's state: the second copy's prepare changed the first copy's captured "
         'state (agents must not share mutable state: give each agent its own in initialize and restore)'
     )
+
+
+class NumpyObservationForage(Forage):
+    """Forage whose observations carry a numpy int64 (a run refuses it at Environment.Initialize)."""
+
+    def observe(self, state):
+        import numpy as np
+
+        return {a: {**o, 'food': np.int64(1)} for a, o in super().observe(state).items()}
+
+
+class NumpyRewardForage(Forage):
+    """Forage whose rewards carry numpy float32 values (a run refuses them at the first Advance)."""
+
+    def advance(self, state, ctx):
+        import numpy as np
+
+        out = super().advance(state, ctx)
+        return {**out, 'rewards': [{**r, 'value': np.float32(r['value'])} for r in out['rewards']]}
+
+
+class NumpyDecision(Unseeded):
+    def prepare(self, state, ctx):
+        import numpy as np
+
+        return {'move': 'east', 'k': np.int64(ctx.step)}
+
+
+def test_what_a_run_would_refuse_as_not_json_fails_the_check_naming_the_step():
+    pytest.importorskip('numpy')
+    forage = {'width': 6, 'height': 5, 'food': 4}
+    act = {'actions': lambda k, p: {'move': 'east'}}
+    with pytest.raises(ModelCheckError, match=r'^step 0: what observe returned is not JSON: int64 at \$\.'):
+        check_model(NumpyObservationForage, forage, steps=5, **act)
+    with pytest.raises(
+        ModelCheckError, match=r'^step [0-9]+: what advance returned is not JSON: float32 at \$\.rewards\[0\]\.value'
+    ):
+        check_model(NumpyRewardForage, {**forage, 'food': 12}, steps=30, **act)
+    with pytest.raises(ModelCheckError, match=r'^step 0: the decision prepare returned is not JSON: int64 at \$\.k'):
+        check_model(NumpyDecision, steps=5)
+
+
+class HalvesAFloat(Unseeded):
+    """State f = 3.0; its decision depends on f being a float: 3.0 / 2 and 3 // 2 differ."""
+
+    def initialize(self, ctx):
+        return {'f': 3.0}
+
+    def prepare(self, state, ctx):
+        f = state['f']
+        return {'half': repr(f / 2 if isinstance(f, float) else f // 2)}
+
+    def commit(self, state, ctx):
+        pass
+
+
+class HalvesAFloatRestored(HalvesAFloat):
+    def restore(self, data, ctx):
+        return {'f': float(data['f'])}
+
+
+def test_a_float_that_comes_back_as_an_int_is_named_at_the_first_boundary_with_the_fix():
+    # The codec gives a float with an integral value back as an int (as JavaScript holds it); a
+    # restore that keeps the int is a different state, and strict mode's capture check says so too.
+    from detsim_worker.capture_check import CaptureNotExact, check_exact
+
+    with pytest.raises(ModelCheckError) as e:
+        check_model(HalvesAFloat, steps=5)
+    assert str(e.value) == (
+        'boundary 1: state.f differs right after a restore: 3.0 live, 3 restored '
+        '(a float with an integral value comes back as an int: rebuild it with float() in restore)'
+    )
+    with pytest.raises(CaptureNotExact, match=r'state \$\.f differs after a restore: 3\.0 live, 3 restored \(a float'):
+        check_exact({'f': 3.0}, lambda d: dict(d), lambda s: dict(s), live={'f': 3.0})
+    check_model(HalvesAFloatRestored, steps=5)  # control: float() in restore passes
+    check_exact({'f': 3.0}, lambda d: {'f': float(d['f'])}, lambda s: dict(s), live={'f': 3.0})

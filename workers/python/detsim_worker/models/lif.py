@@ -105,7 +105,7 @@ class Lif(AgentModel):
             Xorshift32(int(rng_state)),
             np.frombuffer(membrane, dtype='<f8').astype(np.float64),
             np.frombuffer(baseline, dtype='<f4').astype(np.float32),
-            total,
+            float(total),  # a float with an integral value comes back as an int
         )
 
 

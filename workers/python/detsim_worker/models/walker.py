@@ -55,7 +55,7 @@ class Walker(AgentModel):
         if not isinstance(total, (int, float)) or isinstance(total, bool) or not is_int(rng_state):
             raise ValueError('walker payload: rewardTotal and rng must be numbers')
         rng = Xorshift32(int(rng_state))
-        return WalkerState(rng, walker_params(ctx.params)['explore'], total)
+        return WalkerState(rng, walker_params(ctx.params)['explore'], float(total))  # 0.0 comes back as 0
 
 
 walker = Walker()
