@@ -49,7 +49,7 @@ const venvHint = (): string => {
 // A model's digest (docs/spec/model-identity.md) is detsim_worker.model_source's, which the Python
 // worker reports too (its Initialize result's modelIdentity).
 const PROBE = `
-import importlib, json, sys
+import importlib, json, os, sys, sysconfig, traceback
 arg = json.loads(sys.argv[1])
 sys.path[:0] = arg['dirs']
 import detsim_worker
@@ -62,14 +62,37 @@ for spec in arg['models']:
         missing.append(spec)
     else:
         digests[spec] = digest
+def shown(path):
+    for d in arg['dirs']:
+        if path.startswith(os.path.join(d, '')):
+            return os.path.relpath(path, d)
+    return path
+def installed(path):
+    return any(path.startswith(os.path.join(p, '')) for p in {sysconfig.get_path(k) for k in ('stdlib', 'purelib', 'platlib')})
+def located(e):
+    # Where an import failed: the file and line of the researcher's own code, as the TypeScript worker says it.
+    if isinstance(e, SyntaxError) and e.filename:
+        return f'{shown(e.filename)}:{e.lineno}: {type(e).__name__}: {e.msg}'
+    own = [f for f in traceback.extract_tb(e.__traceback__) if not f.filename.startswith('<') and not installed(f.filename)]
+    return (f'{shown(own[-1].filename)}:{own[-1].lineno}: ' if own else '') + f'{type(e).__name__}: {e}'
 for check in arg['checks']:
     if check['model'] in missing:
         continue
     module, _, name = check['model'][len('python:'):].partition(':')
     try:
         target = importlib.import_module(module)
+    except Exception as e:
+        refused.append({'field': check['field'], 'param': 'model', 'message': f'model: {located(e)}', 'unknown': False})
+        continue
+    try:
         for part in name.split('.'):
             target = getattr(target, part)
+    except AttributeError:
+        where = shown(getattr(sys.modules.get(module), '__file__', None) or module)
+        refused.append({'field': check['field'], 'param': 'model', 'unknown': False,
+                        'message': f'model: {check["model"]}: {where} has no {name!r}'})
+        continue
+    try:
         (target() if isinstance(target, type) else target).resolve_params(dict(check['params']))
     except Exception as e:
         refused.append({'field': check['field'], 'param': getattr(e, 'param', None), 'message': str(e),

@@ -266,6 +266,39 @@ describe('a researcher’s own models, outside the checkout, reproduced by a col
     expect(lost.stderr).toMatch(/; it imports splitpy\.moves, which Python cannot find here /);
   }, 240_000);
 
+  it('a Python model that cannot be imported is named at its file and line, as the model field (no run directory)', () => {
+    const cases: [string, Record<string, string>, string, RegExp][] = [
+      [
+        'a syntax error in a module it imports',
+        { '__init__.py': '', 'moves.py': 'MOVES = [,,]\n', 'model.py': 'from .moves import MOVES\n' },
+        'model:Forager',
+        /^detsim: \[struct_invalid_field\] agents\[0\]\.model: brokenpy\/moves\.py:1: SyntaxError: invalid syntax\n$/,
+      ],
+      [
+        'an error at its top level',
+        { '__init__.py': '', 'model.py': 'import os\nSCALE = 1 / 0\n' },
+        'model:Forager',
+        /^detsim: \[struct_invalid_field\] agents\[0\]\.model: brokenpy\/model\.py:2: ZeroDivisionError: division by zero\n$/,
+      ],
+      [
+        'a class it does not have',
+        { '__init__.py': '', 'model.py': PY_MODEL },
+        'model:Foragr',
+        /^detsim: \[struct_invalid_field\] agents\[0\]\.model: python:brokenpy\.model:Foragr: brokenpy\/model\.py has no 'Foragr'\n$/,
+      ],
+    ];
+    for (const [what, files, spec, expected] of cases) {
+      rmSync(join(lab, 'brokenpy'), { recursive: true, force: true });
+      mkdirSync(join(lab, 'brokenpy'));
+      for (const [f, text] of Object.entries(files)) writeFileSync(join(lab, 'brokenpy', f), text);
+      writeFileSync(join(lab, 'broken.yaml'), CONFIG(`python:brokenpy.${spec}`, './walker.mjs'));
+      const r = detsim(['run', 'broken.yaml', '--out', 'broken-runs'], lab);
+      expect(r.status, what).toBe(2);
+      expect(r.stderr, what).toMatch(expected);
+      expect(existsSync(join(lab, 'broken-runs')), what).toBe(false);
+    }
+  }, 240_000);
+
   it('a library of the project installed as a distribution (editable) is not the model’s own; a plain module beside it is', () => {
     mkdirSync(join(lab, 'libpkg/src/edlib'), { recursive: true });
     const lib = 'K = 3\n';
