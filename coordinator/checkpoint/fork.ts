@@ -56,9 +56,11 @@ import { forkRebind, isParamOverride, rebindForFork, runJsonAtCheckpoint } from 
 import { readRunJson } from '../session/run-json.js';
 import { loadCheckpoint } from './restore.js';
 import {
+  abandonedCheckpoints,
   capturedTraceIndex,
   epochsSeen,
   lastRunEvent,
+  refuseAbandoned,
   resumeRun,
   storeGone,
   type ResumeOptions,
@@ -199,6 +201,7 @@ async function committedCheckpoint(
       '--checkpoint',
     );
   }
+  refuseAbandoned(checkpointId, abandonedCheckpoints(parent, store), store, '--checkpoint');
   return { store, record: store.select(checkpointId) };
 }
 

@@ -451,10 +451,80 @@ function refuseNoCommit(runDir: string): never {
   );
 }
 
-/** The named checkpoint, or the store's high-water mark; an empty store is "no checkpoint committed yet". */
+/**
+ * The named checkpoint, or the last one of the run's current history: the store's high-water mark
+ * unless a later resume abandoned its steps (then the last committed checkpoint it did not); an
+ * empty store is "no checkpoint committed yet". A named checkpoint of abandoned steps is refused.
+ */
 function selectCheckpoint(store: CheckpointStore, checkpointId: Id | undefined, runDir: string): GenerationRecord {
   if (checkpointId === undefined && store.highWater() === null) refuseNoCommit(runDir);
-  return store.select(checkpointId);
+  const abandoned = abandonedCheckpoints(runDir, store);
+  if (checkpointId !== undefined) {
+    refuseAbandoned(checkpointId, abandoned, store, '--checkpoint');
+    return store.select(checkpointId);
+  }
+  const last = store
+    .generations()
+    .filter((g) => !abandoned.has(g.checkpointId))
+    .at(-1);
+  if (last !== undefined) return last;
+  refuseAbandoned(store.highWater()!.checkpointId, abandoned, store, 'store');
+  return store.select(undefined);
+}
+
+/** A checkpoint a restore abandoned: the restore's checkpoint and epoch, and the abandoned steps' first. */
+interface Abandoned {
+  restored: Id;
+  epoch: Id;
+}
+
+/**
+ * The run's committed checkpoints whose steps a later resume abandoned (restored from an earlier
+ * boundary, the trace beyond it moved to trace/abandoned-*): by id, what abandoned them. Read from
+ * the ledger's `committed` and `restored` events, in order; boundaries from the store's records.
+ */
+export function abandonedCheckpoints(runDir: string, store: CheckpointStore): Map<Id, Abandoned> {
+  const out = new Map<Id, Abandoned>();
+  const committed: Id[] = [];
+  const boundary = (id: Id): bigint | null => {
+    const r = store.lookup(id);
+    return r === null ? null : BigInt(r.boundary);
+  };
+  for (const e of ledgerEvents(runDir, (line) => /"event":"(committed|restored)"/.test(line))) {
+    if (typeof e.checkpointId !== 'string') continue;
+    if (e.event === 'committed') committed.push(e.checkpointId);
+    if (e.event !== 'restored') continue;
+    // The boundary restored to: where the steps it abandoned begin (none abandoned: nothing to mark).
+    const steps = e.detail?.abandonedSteps as { from?: unknown } | undefined;
+    if (typeof steps?.from !== 'string' || !/^[0-9]+$/.test(steps.from)) continue;
+    const from = BigInt(steps.from);
+    for (const id of committed) {
+      const b = boundary(id);
+      if (b !== null && b > from && !out.has(id))
+        out.set(id, { restored: e.checkpointId, epoch: typeof e.epoch === 'string' ? e.epoch : '?' });
+    }
+  }
+  return out;
+}
+
+/** Refuse a checkpoint whose steps a later resume abandoned, naming the resume and what to use instead. */
+export function refuseAbandoned(
+  checkpointId: Id,
+  abandoned: ReadonlyMap<Id, Abandoned>,
+  store: CheckpointStore,
+  field: string,
+): void {
+  const a = abandoned.get(checkpointId);
+  if (a === undefined) return;
+  const current = store
+    .generations()
+    .filter((g) => !abandoned.has(g.checkpointId))
+    .map((g) => g.checkpointId);
+  throw new DetsimError(
+    'ident_checkpoint_unknown',
+    `checkpoint ${checkpointId} belongs to steps a resume from ${a.restored} (into epoch ${a.epoch}) abandoned: their trace is in trace/abandoned-${a.epoch}-*, not this run's; use a checkpoint of its current history (${current.join(', ') || 'none committed'})`,
+    field,
+  );
 }
 
 /** The boundary must not lie beyond the steps to continue to; the message names where that total came from. */
@@ -493,6 +563,7 @@ export function capturedTraceIndex(runDir: string, checkpointId: Id): string | n
 interface LedgerLine {
   event?: unknown;
   checkpointId?: unknown;
+  epoch?: unknown;
   detail?: Record<string, unknown>;
 }
 

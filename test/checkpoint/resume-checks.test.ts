@@ -195,6 +195,38 @@ describe('resume checks run.json against the checkpoint before any worker starts
   );
 });
 
+describe('a resume from an earlier checkpoint abandons the later ones', () => {
+  it(
+    'after one that committed none, a plain resume continues from it (not the abandoned high-water mark); the abandoned are refused by name',
+    () => {
+      const dir = join(out, 'abandon');
+      cpSync(base, dir, { recursive: true });
+      const reproOf = (stdout: string) => /repro hash +([0-9a-f]{16})/.exec(stdout)?.[1];
+      const original = JSON.parse(readFileSync(join(base, 'receipt.json'), 'utf8')).reproHash as string;
+      // Back to ckpt-e1-2 and only to step 3: the next checkpoint (4) is never reached, ckpt-e1-6 stays high-water.
+      const back = detsim(['resume', dir, '--checkpoint', 'ckpt-e1-2', '--steps', '3']);
+      expect(back.status, back.stderr).toBe(0);
+      expect(back.stdout).toMatch(/restored +ckpt-e1-2 at boundary 2 into epoch e2 \(4 later steps abandoned\)/);
+      const why =
+        'belongs to steps a resume from ckpt-e1-2 (into epoch e2) abandoned: their trace is in trace/abandoned-e2-*, ' +
+        "not this run's; use a checkpoint of its current history (ckpt-e1-2)";
+      expect(refusedLine(dir, ['--checkpoint', 'ckpt-e1-6'])).toEqual({
+        status: 2,
+        line: `detsim: [ident_checkpoint_unknown] checkpoint ckpt-e1-6 ${why}`,
+      });
+      const fork = detsim(['fork', dir, '--checkpoint', 'ckpt-e1-4', '--out', join(out, 'abandon-fork')]);
+      expect(fork.status).toBe(2);
+      expect(fork.stderr.trim()).toBe(`detsim: [ident_checkpoint_unknown] checkpoint ckpt-e1-4 ${why}`);
+      // The plain resume: from ckpt-e1-2, the last checkpoint of the run's history, to the run's 6 steps.
+      const plain = detsim(['resume', dir]);
+      expect(plain.status, plain.stderr).toBe(0);
+      expect(plain.stdout).toMatch(/restored +ckpt-e1-2 at boundary 2 into epoch e3 \(1 later steps abandoned\)/);
+      expect(reproOf(plain.stdout)).toBe(original);
+    },
+    T,
+  );
+});
+
 describe('a run of an older detsim', () => {
   it('one trace.jsonl: refused by name before any worker starts, nothing changed', () => {
     const dir = join(out, 'older');
