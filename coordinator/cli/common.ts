@@ -18,7 +18,7 @@ export function formatError(e: DetsimError): string {
   return `detsim: [${e.reason}] ${e.message}`;
 }
 
-/** Wrap a command action: DetsimError → exit 2 (or `refusalExit`), ExitError → its code. */
+/** Wrap a command action: DetsimError → exit 2 (or `refusalExit`; an `audit_…` one exit 1), ExitError → its code. */
 export function action<A extends unknown[]>(
   fn: (...args: A) => Promise<void> | void,
   refusalExit = 2,
@@ -34,7 +34,8 @@ export function action<A extends unknown[]>(
       }
       if (e instanceof DetsimError) {
         process.stderr.write(`${formatError(e)}\n`);
-        process.exitCode = refusalExit;
+        // A file (or participant) that failed verification is exit 1 whichever command met it.
+        process.exitCode = e.reason.startsWith('audit_') ? 1 : refusalExit;
         return;
       }
       const err = e as NodeJS.ErrnoException;

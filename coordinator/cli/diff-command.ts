@@ -10,9 +10,10 @@ import { existsSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { canonicalize } from '../../core/formats/canonical-json.js';
+import { DetsimError } from '../../core/formats/errors.js';
 import { describeDivergence, diagnoseViews } from '../diff0/diagnosis.js';
 import { compareFingerprints, describeFingerprints, type FingerprintComparison } from '../receipt/platform.js';
-import { RECEIPT_FILE, readReceipt, receiptWarnings } from '../receipt/receipt.js';
+import { RECEIPT_FILE, readReceipt, receiptDisagreement, receiptWarnings } from '../receipt/receipt.js';
 import { hashView, runReceiptView } from '../receipt/receipt-view.js';
 import { reproHash } from '../receipt/reprohash.js';
 import type { ForkLineageJson } from '../session/run-json.js';
@@ -25,6 +26,8 @@ import { readingProgress } from './progress.js';
 function receiptOf(runDir: string) {
   const view = runReceiptView(runDir, readingProgress('diff'));
   const sealed = hashView(view);
+  const disagrees = receiptDisagreement(runDir, sealed.reproHash);
+  if (disagrees) throw new DetsimError('audit_report_receipt_differs', disagrees.message, RECEIPT_FILE);
   const file = join(runDir, RECEIPT_FILE);
   const platformFingerprint = existsSync(file) ? (readReceipt(file).platformFingerprint ?? null) : null;
   // The composition run.json records, physical fields stripped: the same text means one config.

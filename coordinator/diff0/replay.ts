@@ -17,6 +17,7 @@ import type { CanonicalOptions, UnknownField } from '../receipt/canonical.js';
 import type { FieldRule } from '../receipt/fields.js';
 import { type Divergence, describeDivergence, diagnoseViews } from './diagnosis.js';
 import { type HonestyWarning, honestyWarnings } from '../receipt/honesty.js';
+import { receiptDisagreement } from '../receipt/receipt.js';
 import {
   hashView,
   runReceiptView,
@@ -350,10 +351,24 @@ export async function replay(source: string | RunPlan, opts: ReplayOptions = {})
     });
     checks.push(resume.check);
   }
+  const recorded = reference ? hashView(reference.receipt, strip).reproHash : null;
+  // The recorded run's receipt.json must say what its files give (with the published table's stripping).
+  const disagrees =
+    reference && recorded !== null && opts.stripPhysical === undefined && opts.table === undefined
+      ? receiptDisagreement(reference.runDir, recorded)
+      : null;
+  if (disagrees)
+    checks.push(
+      makeCheck('receipt', subject, 'fail', 'audit_report_receipt_differs', {
+        file: disagrees.file,
+        recorded: disagrees.recorded,
+        recomputed: disagrees.recomputed,
+      }),
+    );
   return {
     subject,
     runs,
-    reference: reference ? { runDir: reference.runDir, reproHash: hashView(reference.receipt, strip).reproHash } : null,
+    reference: reference && recorded !== null ? { runDir: reference.runDir, reproHash: recorded } : null,
     stable,
     divergence: divergence ?? resume?.divergence ?? null,
     sensitivity,

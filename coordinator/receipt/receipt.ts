@@ -92,6 +92,12 @@ export function readRunFiles(runDir: string): RunFiles {
 /** A run's summary.json; without one (run.json is there) the run has not ended, and the refusal says what to do. */
 export function readSummary(runDir: string): JsonValue {
   const path = join(runDir, 'summary.json');
+  if (!existsSync(path) && existsSync(join(runDir, RECEIPT_FILE)))
+    throw new DetsimError(
+      'struct_invalid_receipt',
+      `${path}: summary.json is missing, though receipt.json says the run ended: it was removed or not copied along (copy it back from where the run was made)`,
+      'summary.json',
+    );
   if (!existsSync(path))
     throw new DetsimError(
       'struct_invalid_receipt',
@@ -264,6 +270,27 @@ export function receiptWarnings(r: Pick<ReceiptResult, 'unknownFields' | 'honest
 }
 
 /** Read receipt.json back (strict). A receipt that binds its trace has no steps: see {@link hydrateReceipt}. */
+/**
+ * When the run's receipt.json records another ReproHash than `recomputed` (what its trace, run.json
+ * and summary.json give now): the file, both hashes and what that means; null when they agree or
+ * there is no receipt. diff and replay rebuild a run's receipt from its files, and say so.
+ */
+export function receiptDisagreement(
+  runDir: string,
+  recomputed: string,
+): { file: string; recorded: string; recomputed: string; message: string } | null {
+  const file = join(runDir, RECEIPT_FILE);
+  if (!existsSync(file)) return null;
+  const recorded = readReceipt(file).reproHash;
+  if (recorded === recomputed) return null;
+  return {
+    file,
+    recorded: String(recorded),
+    recomputed,
+    message: `${file} records ReproHash ${String(recorded)}, and the run's trace, run.json and summary.json give ${recomputed}: a file of the run was changed after its receipt was written (or a resume of it has not ended)`,
+  };
+}
+
 export function readReceipt(path: string): Receipt {
   const v = readJsonFile(path, RECEIPT_FILE);
   if (v === null || typeof v !== 'object' || Array.isArray(v))

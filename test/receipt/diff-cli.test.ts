@@ -1,8 +1,9 @@
 // `detsim diff` over real run directories: two runs of one config are DIFF=0 (exit 0); a run whose
 // trace was changed in one decision is DIFF≠0 (exit 1) naming the step, agent, field and both
 // values; physical differences (pids, times) never count; a missing directory is refused (exit 2).
-// A changed trace beside the receipt.json that binds it is refused as tampered (exit 2) before any diff.
-import { cpSync, rmSync } from 'node:fs';
+// A changed trace beside the receipt.json that binds it is refused as tampered (exit 1) before any diff;
+// a receipt.json that records another ReproHash than its files give is refused (diff) or fails replay.
+import { cpSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { detsim } from '../checkpoint/cli.js';
@@ -32,7 +33,7 @@ describe('detsim diff', () => {
       lines.map((l, i) => (i === 2 ? l.replace(m![0], m![0].replace(`"move":"${m![2]}"`, `"move":"${other}"`)) : l)),
     );
     const bound = detsim(['diff', a, changed]);
-    expect(bound.status).toBe(2);
+    expect(bound.status).toBe(1); // a file that failed verification
     expect(bound.stderr).toMatch(
       /^detsim: \[audit_trace_segment_tampered\] .*trace\/000000\.jsonl\.gz: segment 0's bytes differ/m,
     );
@@ -56,10 +57,46 @@ describe('detsim diff', () => {
     const unended = join(out, 'unended');
     cpSync(a, unended, { recursive: true });
     rmSync(join(unended, 'summary.json'));
+    // With its receipt.json still there the run did end: summary.json was lost, and that is what is said.
+    const lost = detsim(['diff', a, unended]);
+    expect(lost.status).toBe(2);
+    expect(lost.stderr.trim()).toBe(
+      `detsim: [struct_invalid_receipt] ${join(unended, 'summary.json')}: summary.json is missing, though receipt.json says the run ended: it was removed or not copied along (copy it back from where the run was made)`,
+    );
+    rmSync(join(unended, 'receipt.json'));
     const live = detsim(['diff', a, unended]);
     expect(live.status).toBe(2);
     expect(live.stderr.trim()).toBe(
       `detsim: [struct_invalid_receipt] ${join(unended, 'summary.json')}: summary.json is missing: the run has not ended (it is still running, or it was killed: \`detsim resume ${unended}\` finishes it from its last checkpoint)`,
+    );
+  }, 240_000);
+
+  it('a receipt.json that records another ReproHash than its run gives is refused (diff, exit 1) and fails replay', () => {
+    const out = tmpDir('detsim-diff-receipt-');
+    expect(detsim(['run', 'examples/forage-walkers.yaml', '--steps', '4', '--out', out]).status).toBe(0);
+    const a = join(out, 'forage-walkers-1');
+    const edited = join(out, 'edited');
+    cpSync(a, edited, { recursive: true });
+    const file = join(edited, 'receipt.json');
+    const receipt = JSON.parse(readFileSync(file, 'utf8')) as { reproHash: string };
+    const real = receipt.reproHash;
+    const fake = `${real.slice(0, 15)}${real.endsWith('0') ? '1' : '0'}`;
+    writeFileSync(file, readFileSync(file, 'utf8').replace(real, fake));
+    const said = `${file} records ReproHash ${fake}, and the run's trace, run.json and summary.json give ${real}: a file of the run was changed after its receipt was written (or a resume of it has not ended)`;
+    for (const args of [
+      [edited, a],
+      [a, edited],
+    ]) {
+      const r = detsim(['diff', ...args]);
+      expect(r.status).toBe(1);
+      expect(r.stdout).toBe('');
+      expect(r.stderr.trim()).toBe(`detsim: [audit_report_receipt_differs] ${said}`);
+    }
+    expect(detsim(['diff', a, a]).status).toBe(0); // control: an unedited receipt agrees
+    const replay = detsim(['replay', edited, '--out', join(out, 'replays')]);
+    expect(replay.status).toBe(1);
+    expect(replay.stdout).toContain(
+      `FAIL receipt       [audit_report_receipt_differs] {"file":${JSON.stringify(file)},"recomputed":"${real}","recorded":"${fake}"}`,
     );
   }, 240_000);
 });
