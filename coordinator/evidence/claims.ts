@@ -3,6 +3,7 @@
 // ledger's chain, the committed checkpoints, a verify attestation), export states them and verify
 // compares them. Each claim carries its check and expected values in `extensions.detsim`. Not the
 // PEBv1 records around them (records.ts) nor file resolution (run-view.ts).
+import { canonicalize, type JsonValue } from '../../core/formats/canonical-json.js';
 import { DetsimError } from '../../core/formats/errors.js';
 import { type ReceiptFile, recomputeReproHash } from '../receipt/receipt.js';
 import { ledgerEntries, verifyLedgerBytes } from '../store/ledger.js';
@@ -39,6 +40,9 @@ export function reproFacts(view: RunView): ReproFacts {
     );
   const summary = receipt.summary as Record<string, unknown>;
   const run = receipt.run as Record<string, unknown>;
+  // The receipt holds run.json and summary.json as they were: the files beside it must say the same.
+  sameAsReceipt(view, 'run.json', run);
+  sameAsReceipt(view, 'summary.json', summary);
   return {
     reproHash: recomputed,
     behaviourDigest: String(summary.behaviourDigest),
@@ -46,6 +50,23 @@ export function reproFacts(view: RunView): ReproFacts {
     steps: String(summary.stepsDone),
     masterSeed: String(run.masterSeed),
   };
+}
+
+/** A run file the receipt embeds (run.json, summary.json), when present, must be the receipt's copy. */
+function sameAsReceipt(view: RunView, rel: string, embedded: unknown): void {
+  if (!view.has(rel)) return;
+  let same = false;
+  try {
+    same = canonicalize(view.json(rel) as JsonValue) === canonicalize(embedded as JsonValue);
+  } catch (e) {
+    if (!(e instanceof DetsimError)) throw e;
+  }
+  if (!same)
+    throw new DetsimError(
+      'audit_evidence_recheck_failed',
+      `${view.bundlePath}/${rel} is not the ${rel} its receipt.json records (changed or damaged after the run)`,
+      rel,
+    );
 }
 
 export interface LedgerFacts {

@@ -24,6 +24,7 @@ import { DetsimError } from '../../core/formats/errors.js';
 import { findPackageRoot } from '../../core/protocol/contract.js';
 import { fsyncDir } from '../durable-file.js';
 import { observationsName } from '../trace/trace-store.js';
+import { readJsonFile } from '../receipt/receipt.js';
 import { type AttestationExtras, attestationLines, replayedSubjects } from './attestation-facts.js';
 import { fileDigest } from './bundle-reader.js';
 import { factsOf, type CheckName } from './claims.js';
@@ -201,7 +202,7 @@ function planRunFiles(dir: string, bundlePath: string, include: ExportOptions['i
   const files = small
     .filter(([rel]) => existsSync(join(dir, rel)))
     .map(([rel, role]) => planFile(dir, bundlePath, rel, role, true));
-  const receipt = JSON.parse(readFileSync(join(dir, 'receipt.json'), 'utf8')) as {
+  const receipt = readJsonFile(join(dir, 'receipt.json'), 'receipt.json') as {
     trace?: { segments?: TraceSegment[] };
   };
   // Each segment with its repro file and, for a run made with --trace-observations, its observations
@@ -215,13 +216,30 @@ function planRunFiles(dir: string, bundlePath: string, include: ExportOptions['i
   const traceBytes = trace.reduce((n, f) => n + f.bytes, 0);
   const copyTrace = include?.trace ?? traceBytes <= AUTO_INCLUDE_TRACE_BYTES;
   const store = existsSync(join(dir, 'store/manifest.json'))
-    ? ((JSON.parse(readFileSync(join(dir, 'store/manifest.json'), 'utf8')) as { generations?: { file: string }[] })
+    ? ((readJsonFile(join(dir, 'store/manifest.json'), 'store/manifest.json') as { generations?: { file: string }[] })
         .generations ?? [])
-    : [];
+    : storeWithoutManifest(dir);
   const checkpoints = store.map((g) =>
     planFile(dir, bundlePath, `store/${g.file}`, 'checkpoint', include?.checkpoints ?? false),
   );
   return [...files, ...trace.map((f) => ({ ...f, copy: copyTrace })), ...checkpoints];
+}
+
+/**
+ * No store/manifest.json: a run without checkpoints, or one copied without its store/ (no checkpoint
+ * claim, as the bundle then has nothing to show for them); a store/ holding generation files
+ * without its manifest is damaged, and refused as `store verify` refuses it.
+ */
+function storeWithoutManifest(dir: string): [] {
+  const store = join(dir, 'store');
+  const files = existsSync(store) ? readdirSync(store).filter((f) => f.endsWith('.flysess')) : [];
+  if (files.length > 0)
+    throw new DetsimError(
+      'audit_store_manifest_missing',
+      `${join(store, 'manifest.json')}: missing, while ${files.length} generation file(s) remain in ${store}: the store is damaged (\`detsim store verify ${dir}\`)`,
+      'store/manifest.json',
+    );
+  return [];
 }
 
 const ROLES: Record<CheckName, FileRole[]> = {

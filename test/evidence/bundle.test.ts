@@ -462,6 +462,49 @@ describe('export refuses bad input and writes nothing', () => {
     expect(readdirSync(tmp).some((f) => f.includes('.partial-'))).toBe(false);
   });
 
+  it("a run.json or summary.json that is not the receipt's, or a store without its manifest, is refused by name", () => {
+    const cases: [string, (d: string) => void, RegExp][] = [
+      [
+        'run-json-garbage',
+        (d) => writeFileSync(join(d, 'run.json'), '{broken'),
+        /^detsim: \[audit_evidence_recheck_failed\] runs\/run-json-garbage\/run\.json is not the run\.json its receipt\.json records \(changed or damaged after the run\)\n$/,
+      ],
+      [
+        'run-json-no-seed',
+        (d) => {
+          const run = readJson(join(d, 'run.json'));
+          delete run.masterSeed;
+          writeFileSync(join(d, 'run.json'), JSON.stringify(run));
+        },
+        /^detsim: \[audit_evidence_recheck_failed\] runs\/run-json-no-seed\/run\.json is not the run\.json/,
+      ],
+      [
+        'summary-edited',
+        (d) => writeFileSync(join(d, 'summary.json'), '{"status":"completed"}'),
+        /^detsim: \[audit_evidence_recheck_failed\] runs\/summary-edited\/summary\.json is not the summary\.json/,
+      ],
+      [
+        'store-no-manifest',
+        (d) => rmSync(join(d, 'store', 'manifest.json')),
+        /^detsim: \[audit_store_manifest_missing\] .*store\/manifest\.json: missing, while [0-9]+ generation file\(s\) remain/,
+      ],
+      [
+        'store-manifest-garbage',
+        (d) => writeFileSync(join(d, 'store', 'manifest.json'), '{oops'),
+        /^detsim: \[struct_invalid_receipt\] .*store\/manifest\.json: /,
+      ],
+    ];
+    for (const [name, damage, expected] of cases) {
+      const d = copyOf(runDir, name);
+      damage(d);
+      const r = detsimCli(['evidence', 'export', d, join(tmp, `never-${name}`)]);
+      expect(r.status, name).toBe(1);
+      expect(r.stderr, name).toMatch(expected);
+      expect(r.stderr, name).not.toMatch(/\n\s+at /);
+      expect(existsSync(join(tmp, `never-${name}`)), name).toBe(false);
+    }
+  });
+
   it('verify: exit 2 for a bundle directory that does not exist, 1 naming the check', () => {
     const u = detsimCli(['evidence', 'verify', join(tmp, 'no-such-bundle')]);
     expect(u.status).toBe(2);
