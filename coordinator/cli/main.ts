@@ -14,7 +14,14 @@ program
   )
   .version('0.1.0')
   .showHelpAfterError(false)
+  // A usage error is one line like every refusal: `detsim: [struct_usage] unknown option '--bogus'`.
+  .configureOutput({ outputError: (text, write) => write(usageLine(text)) })
   .exitOverride();
+
+/** commander's "error: …" text (and its "(Did you mean …?)" line) as one refusal line. */
+function usageLine(text: string): string {
+  return `detsim: [struct_usage] ${text.replace(/^error: /, '').replace(/\s*\n\s*/g, ' ').trim()}\n`;
+}
 
 /**
  * Every command, by name, with the module that registers it. A command line that names one loads

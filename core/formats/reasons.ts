@@ -48,6 +48,10 @@ export const REASONS = {
   struct_invalid_field: { layer: 'L1', summary: 'a field has the wrong type or value' },
   struct_missing_field: { layer: 'L1', summary: 'a required field is absent' },
   struct_unknown_field: { layer: 'L1', summary: 'a field that the schema does not define' },
+  struct_usage: {
+    layer: 'L1',
+    summary: 'a command line the detsim command does not take (unknown command or option, missing argument)',
+  },
   struct_duplicate_agent_id: { layer: 'L1', summary: 'a composition repeats an agent id' },
   struct_rational_overflow: { layer: 'L1', summary: 'rational arithmetic left the U64 range' },
   struct_envelope_magic: {

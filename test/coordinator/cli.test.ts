@@ -39,6 +39,23 @@ describe('detsim run (CLI)', () => {
     expect(names.slice(0, 5)).toEqual(['run', 'resume', 'fork', 'sweep', 'diff']);
   });
 
+  it('a command line detsim does not take is one refusal line [struct_usage], exit 2', () => {
+    const cases: [string[], string][] = [
+      [['run', 'examples/lif-pair.yaml', '--bogus'], "unknown option '--bogus'"],
+      [['run'], "missing required argument 'config'"],
+      [['frok'], "unknown command 'frok' (Did you mean fork?)"],
+      [['fork', 'runs/x'], "required option '--checkpoint <id>' not specified"],
+      [['store', 'lss', 'x'], "unknown command 'lss' (Did you mean ls?)"],
+      [['run', 'examples/lif-pair.yaml', '--checkpoint-every'], "option '--checkpoint-every <k>' argument missing"],
+    ];
+    for (const [args, said] of cases) {
+      const r = detsim(args);
+      expect(r.status, args.join(' ')).toBe(2);
+      expect(r.stderr, args.join(' ')).toBe(`detsim: [struct_usage] ${said}\n`);
+    }
+    expect(detsim(['--version']).status).toBe(0); // help and version stay exit 0
+  });
+
   it('--json prints one canonical object', () => {
     const out = tmpOut();
     const r = detsim(['run', 'examples/lif-pair.yaml', '--steps', '2', '--out', out, '--json']);
