@@ -206,6 +206,10 @@ export const REASONS = {
     summary:
       'a plaintext TCP worker without --session and --token-file (a per-run secret): any local user can reach a loopback port',
   },
+  perm_listen_failed: {
+    layer: 'L4',
+    summary: 'a worker cannot listen on its address (already in use, or not an address of this host)',
+  },
   perm_listen_not_local: {
     layer: 'L4',
     summary:

@@ -133,10 +133,7 @@ export async function startWorkerServer(
     },
   });
   const bindTarget = address.kind === 'unix' ? address.target : `${address.host}:${address.port}`;
-  const port = await new Promise<number>((resolve, reject) => {
-    const credentials = tls ? workerServerCredentials(tls) : loadGrpc().ServerCredentials.createInsecure();
-    server.bindAsync(bindTarget, credentials, (err, p) => (err ? reject(err) : resolve(p)));
-  });
+  const port = await bindServer(server, bindTarget, tls);
   if (tls) watchHandshakes(server, handler);
   const bound = address.kind === 'unix' ? address.target : `${address.host}:${port}`;
   return {
@@ -223,4 +220,34 @@ function watchHandshakes(server: grpc.Server, handler: SessionHandler): void {
       handler.onAuthRefused?.(reason, why);
     });
   }
+}
+
+/** Bind `server` to `target` (a unix path or host:port); the port bound, or the refusal of a failed bind. */
+async function bindServer(server: grpc.Server, target: string, tls: TlsCredentialsInput | undefined): Promise<number> {
+  const g = loadGrpc();
+  // grpc-js logs a failed bind itself ("E No address added …"); the refusal says it in one line
+  // (unless the user asked grpc-js for its own logs with GRPC_VERBOSITY).
+  const quiet = process.env.GRPC_VERBOSITY === undefined;
+  if (quiet) g.setLogVerbosity(g.logVerbosity.NONE);
+  try {
+    return await new Promise<number>((resolve, reject) => {
+      const credentials = tls ? workerServerCredentials(tls) : g.ServerCredentials.createInsecure();
+      server.bindAsync(target, credentials, (err: Error | null, p: number) =>
+        err ? reject(bindFailure(target, err)) : resolve(p),
+      );
+    });
+  } finally {
+    if (quiet) g.setLogVerbosity(g.logVerbosity.ERROR);
+  }
+}
+
+/** A failed bind as the one-line refusal it is (grpc-js says "No address added … errors: [listen EADDRINUSE …]"). */
+function bindFailure(target: string, err: Error): Error {
+  const why = /\[([^\]]*)\]/.exec(err.message)?.[1] ?? err.message;
+  const inUse = /EADDRINUSE/.test(why);
+  return new DetsimError(
+    'perm_listen_failed',
+    `--listen ${target}: cannot listen there: ${inUse ? 'the address is already in use (another worker, or another program, listens on it; pick another port)' : why}`,
+    '--listen',
+  );
 }
