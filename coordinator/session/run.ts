@@ -19,6 +19,7 @@ import { recordedModel } from '../launch/model-source.js';
 import { prepareLaunch } from '../launch/launch-facts.js';
 import { awaitRendezvous } from '../launch/rendezvous.js';
 import { checkRendezvousCertificates } from '../launch/rendezvous-tls.js';
+import { readTokenFile } from '../../core/formats/tls-dir.js';
 import { abortWiring, runLoop, type SessionOptions, type SessionResult, type SessionStart } from './session.js';
 import { SegmentedTraceWriter, type TraceSink } from '../trace/trace-store.js';
 
@@ -178,6 +179,8 @@ export async function findExistingWorkers(
   onWaiting?: (line: string) => void,
 ): Promise<SessionOptions['existingWorkers']> {
   if (!plan.rendezvous || plan.launcher?.kind === 'slurm') return undefined;
+  // The token the hand-started workers hold: unreadable, the run is refused before anything is written.
+  if (plan.rendezvous.tokenFile !== undefined) readTokenFile(plan.rendezvous.tokenFile, 'workers.rendezvous.tokenFile');
   const { signal, release } = abortWiring(opts);
   try {
     const found = await awaitRendezvous(plan, plan.rendezvous, signal, onWaiting);

@@ -417,6 +417,12 @@ describe('workers.placement: rendezvous', () => {
     expect(expectCliRefusal(asSpawnResult(wrong), 'ident_token_wrong', 'worker worker-')).toMatch(
       /refused this coordinator: authorization: the bearer token is not this worker's run token/,
     );
+    // A token file that is not there: refused before anything is written, as a missing TLS set is.
+    const gone = await detsimRun([withToken(join(dir, 'no-such-token')), '--out', out]);
+    expect(gone.status).toBe(2);
+    expect(gone.stderr.trim()).toBe(
+      `detsim: [perm_tls_unreadable] workers.rendezvous.tokenFile: token ${join(dir, 'no-such-token')} cannot be read (ENOENT)`,
+    );
     expect(readdirSync(out)).toEqual([]);
   });
 
