@@ -2,8 +2,9 @@
 // with mutual TLS and a bearer token; the model modules it may load), binds the gRPC server, prints the one ready line, feeds requests through the
 // runtime one at a time (replies in request order, each stream Hello-first) and exits on
 // Shutdown, SIGTERM/SIGINT/SIGHUP, or when its parent goes away. Not the protocol semantics (runtime.ts).
-import { fstatSync, statSync } from 'node:fs';
-import { dirname, isAbsolute, resolve } from 'node:path';
+import { fstatSync, readFileSync, statSync } from 'node:fs';
+import { connect } from 'node:net';
+import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { DetsimError } from '../core/formats/errors.js';
 import { requireExistingDirectory } from '../core/formats/existing-dir.js';
 import { isId } from '../core/formats/scalars.js';
@@ -26,8 +27,11 @@ import {
   type RendezvousRecord,
   advertisedAddress,
   checkAdvertise,
+  parseAddress,
   parseListenAddress,
+  readRendezvousRecord,
   removeRendezvousRecord,
+  rendezvousFileName,
   rendezvousRecordBytes,
   writeRendezvousRecord,
   startWorkerServer,
@@ -334,6 +338,7 @@ export async function runWorkerProcess(
   if (options.sessionId) runtimeOptions.sessionId = options.sessionId;
   // A host name is judged by what it resolves to, before anything listens (named as the flag).
   await checkListenResolves(options.listen, '--listen', options.tls !== undefined);
+  await refuseLiveNamesake(options);
   const storeDir = usableStoreDir(options);
   if (storeDir) runtimeOptions.storeDir = storeDir;
   const runtime = new WorkerRuntime(runtimeOptions);
@@ -401,6 +406,43 @@ export async function runWorkerProcess(
   }
   process.stdout.write(`${JSON.stringify({ ready: true, listen: server.listen, pid: process.pid })}\n`);
   return { server, runtime };
+}
+
+/**
+ * A worker of this id whose rendezvous record is there and who answers at its address: this one
+ * is refused rather than replace it (and take its record away on exit); a record nobody answers
+ * at is stale (a worker that crashed) and is replaced.
+ */
+async function refuseLiveNamesake(options: WorkerProcessOptions): Promise<void> {
+  if (options.rendezvous === undefined) return;
+  const path = join(options.rendezvous, rendezvousFileName(options.workerId));
+  let address: string;
+  try {
+    address = readRendezvousRecord(readFileSync(path), path).address;
+  } catch {
+    return; // no record, or not one a coordinator would read: this worker's replaces it
+  }
+  if (!(await answersAt(address))) return;
+  throw new DetsimError(
+    'ident_rendezvous_taken',
+    `--worker-id ${options.workerId}: ${path} names a worker of this id that answers at ${address}; stop it first, or start this one with another --worker-id`,
+    '--worker-id',
+  );
+}
+
+/** Whether something accepts a connection at a rendezvous address (unix:/path or host:port) within a second. */
+function answersAt(address: string): Promise<boolean> {
+  const a = parseAddress(address, 'address');
+  return new Promise((resolve) => {
+    const socket = a.kind === 'unix' ? connect(a.path) : connect(a.port, a.host);
+    const done = (up: boolean): void => {
+      socket.destroy();
+      resolve(up);
+    };
+    socket.setTimeout(1_000, () => done(false));
+    socket.once('connect', () => done(true));
+    socket.once('error', () => done(false));
+  });
 }
 
 /**

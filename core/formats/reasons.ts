@@ -343,6 +343,10 @@ export const REASONS = {
     layer: 'L5',
     summary: 'a worker the plan needs left no record in the rendezvous directory before the timeout',
   },
+  ident_rendezvous_taken: {
+    layer: 'L5',
+    summary: 'a worker started with the id of one whose rendezvous record is there and that still answers at its address',
+  },
   ident_rendezvous_mismatch: {
     layer: 'L5',
     summary:

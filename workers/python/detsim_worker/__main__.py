@@ -21,6 +21,7 @@ from .rendezvous import (
     certificate_fingerprint,
     check_advertise,
     check_rendezvous_dir,
+    live_namesake,
     remove_record,
     write_record,
 )
@@ -136,6 +137,13 @@ def read_options(v: dict) -> dict:
         raise InputError('struct_invalid_field', '--store-id names the token of a --store-dir; give both')
     rendezvous = check_rendezvous_dir(v.get('--rendezvous'))
     check_advertise(listen, rendezvous, v.get('--advertise'))
+    taken = live_namesake(rendezvous, worker_id) if rendezvous is not None else None
+    if taken is not None:
+        raise InputError(
+            'ident_rendezvous_taken',
+            f'--worker-id {worker_id}: {taken[0]} names a worker of this id that answers at {taken[1]}; '
+            'stop it first, or start this one with another --worker-id',
+        )
     wire = read_wire(v.get('--wire', 'grpc'), tcp, rendezvous is not None)
     return {
         'wire': wire,

@@ -5,6 +5,7 @@
 # Not the coordinator's waiting and checking.
 from __future__ import annotations
 
+import json
 import os
 import re
 
@@ -123,3 +124,33 @@ def remove_record(path: str, written: bytes) -> None:
                 os.remove(path)
     except OSError:
         pass
+
+
+def live_namesake(directory: str, worker_id: str) -> tuple[str, str] | None:
+    """(path, address) of a record of this worker id whose worker answers at its address, else None:
+    a worker of a live one's id is refused rather than replace its record (process.ts refuseLiveNamesake);
+    a record nobody answers at is stale and is replaced."""
+    path = os.path.join(directory, f'{worker_id}.json')
+    try:
+        with open(path, 'rb') as f:
+            address = json.loads(f.read())['address']
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return (path, address) if isinstance(address, str) and _answers_at(address) else None
+
+
+def _answers_at(address: str) -> bool:
+    """Whether something accepts a connection at unix:/path or host:port within a second."""
+    import socket
+
+    try:
+        if address.startswith('unix:'):
+            with socket.socket(socket.AF_UNIX) as s:
+                s.settimeout(1)
+                s.connect(address[len('unix:') :])
+            return True
+        host, _, port = address.rpartition(':')
+        with socket.create_connection((host.strip('[]'), int(port)), timeout=1):
+            return True
+    except (OSError, ValueError):
+        return False
