@@ -63,6 +63,7 @@ import {
   refuseAbandoned,
   resumeRun,
   storeGone,
+  storeManifestGone,
   type ResumeOptions,
   type ResumeResult,
 } from './resume.js';
@@ -187,6 +188,8 @@ async function committedCheckpoint(
   const gone = storeGone(parent);
   if (gone !== null)
     throw new DetsimError('ident_checkpoint_unknown', `checkpoint ${checkpointId}: ${gone}`, '--checkpoint');
+  const damaged = storeManifestGone(parent);
+  if (damaged !== null) throw new DetsimError('audit_store_manifest_missing', damaged, 'store/manifest.json');
   if (!store)
     throw new DetsimError(
       'ident_checkpoint_unknown',

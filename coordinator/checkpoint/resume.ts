@@ -19,7 +19,7 @@
 // first epoch (EpochRebase), so it equals the uninterrupted run's. A run of an older detsim
 // (trace.jsonl) is refused by name. A write that fails after the restore ends the resume as an io
 // failure naming the file. NOT the restore flow (restore.ts).
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { parseExpectedCanonical, type JsonValue } from '../../core/formats/canonical-json.js';
 import { DetsimError } from '../../core/formats/errors.js';
@@ -433,6 +433,8 @@ function requireStore(runDir: string): void {
   const gone = storeGone(runDir);
   if (gone !== null)
     refuse('struct_run_record', `${gone} Copy it with store/ to resume (replay and diff need no store)`, 'store');
+  const damaged = storeManifestGone(runDir);
+  if (damaged !== null) throw new DetsimError('audit_store_manifest_missing', damaged, 'store/manifest.json');
   if (existsSync(store) || lastRunEvent(runDir).every > 0) refuseNoCommit(runDir);
   refuse(
     'struct_run_record',
@@ -590,6 +592,22 @@ export function storeGone(runDir: string): string | null {
   const last = existsSync(store) ? null : lastCommitted(runDir);
   if (last === null) return null;
   return `${store}: missing, though the run's ledger records committed checkpoints (the last ${last}): was the run copied without its store/?`;
+}
+
+/**
+ * When the run's store/ is there without its manifest.json though the ledger records committed
+ * checkpoints (a damaged store: its generations are unreferenced, never restore candidates), the
+ * sentence that says so; else null.
+ */
+export function storeManifestGone(runDir: string): string | null {
+  const store = storeDirOf(runDir);
+  const manifest = join(store, 'manifest.json');
+  if (!existsSync(store) || existsSync(manifest)) return null;
+  const last = lastCommitted(runDir);
+  if (last === null) return null;
+  const files = readdirSync(store).filter((f) => f.endsWith('.flysess')).length;
+  const remain = files > 0 ? ` and ${files} generation file(s) remain beside it` : '';
+  return `${manifest}: missing, though the run's ledger records committed checkpoints (the last ${last})${remain}: the store is damaged (\`detsim store verify ${runDir}\` names what is there)`;
 }
 
 /** The last checkpoint the run's ledger records as committed, or null (no ledger, none committed). */

@@ -195,6 +195,25 @@ describe('resume checks run.json against the checkpoint before any worker starts
   );
 });
 
+describe('a store without its manifest', () => {
+  it(
+    'resume and fork say the store is damaged (audit_store_manifest_missing, exit 1), not that nothing was committed',
+    () => {
+      const dir = join(out, 'no-manifest');
+      cpSync(base, dir, { recursive: true });
+      rmSync(join(dir, 'store', 'manifest.json'));
+      const said =
+        `${join(dir, 'store', 'manifest.json')}: missing, though the run's ledger records committed checkpoints (the last ckpt-e1-6) ` +
+        `and 3 generation file(s) remain beside it: the store is damaged (\`detsim store verify ${dir}\` names what is there)`;
+      expect(refusedLine(dir)).toEqual({ status: 1, line: `detsim: [audit_store_manifest_missing] ${said}` });
+      const fork = detsim(['fork', dir, '--checkpoint', 'ckpt-e1-4', '--out', join(out, 'no-manifest-fork')]);
+      expect(fork.status).toBe(1);
+      expect(fork.stderr.trim()).toBe(`detsim: [audit_store_manifest_missing] ${said}`);
+    },
+    T,
+  );
+});
+
 describe('a resume from an earlier checkpoint abandons the later ones', () => {
   it(
     'after one that committed none, a plain resume continues from it (not the abandoned high-water mark); the abandoned are refused by name',
