@@ -39,7 +39,7 @@ import { findExistingWorkers } from '../session/run.js';
 import { checkSlurmLauncher } from '../slurm/srun.js';
 import { checkWorkerTls } from '../launch/tls.js';
 import { RUN_FILES, RunLog } from '../session/run-dir.js';
-import { withRunLock } from '../session/run-lock.js';
+import { runLockHeld, withRunLock } from '../session/run-lock.js';
 import {
   runLoop,
   type RunProgress,
@@ -608,6 +608,27 @@ export function storeManifestGone(runDir: string): string | null {
   const files = readdirSync(store).filter((f) => f.endsWith('.flysess')).length;
   const remain = files > 0 ? ` and ${files} generation file(s) remain beside it` : '';
   return `${manifest}: missing, though the run's ledger records committed checkpoints (the last ${last})${remain}: the store is damaged (\`detsim store verify ${runDir}\` names what is there)`;
+}
+
+/**
+ * Why the run directory's receipt.json and summary.json may be of the run before its last resume:
+ * a run or resume holds its lock now, or the ledger records a restore into an epoch summary.json
+ * does not (that resume was killed); null when neither.
+ */
+export function unendedResume(runDir: string): string | null {
+  if (runLockHeld(runDir)) return `a detsim run or resume is writing it now (${join(runDir, 'run.lock')}): wait until it ends`;
+  let restoredInto: unknown;
+  for (const e of ledgerEvents(runDir, (line) => line.includes('"event":"restored"')))
+    if (e.event === 'restored') restoredInto = e.epoch;
+  if (typeof restoredInto !== 'string') return null;
+  let summaryEpoch: unknown;
+  try {
+    summaryEpoch = (JSON.parse(readFileSync(join(runDir, 'summary.json'), 'utf8')) as { epoch?: unknown }).epoch;
+  } catch {
+    return null;
+  }
+  if (summaryEpoch === restoredInto) return null;
+  return `a resume of it into epoch ${restoredInto} did not end (killed?): \`detsim resume ${runDir}\` finishes it`;
 }
 
 /** The last checkpoint the run's ledger records as committed, or null (no ledger, none committed). */

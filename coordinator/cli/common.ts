@@ -2,6 +2,8 @@
 // trace for a user mistake. Exit 1 = a file failed verification; exit 2 = usage or input error.
 import { TRANSPORTS, checkSteps, type Transport } from '../config.js';
 import { DISPATCH_MODES, type Dispatch } from '../session/lockstep.js';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import { DetsimError } from '../../core/formats/errors.js';
 
 /** Ends a command with an exit code and one line on stderr. */
@@ -33,9 +35,10 @@ export function action<A extends unknown[]>(
         return;
       }
       if (e instanceof DetsimError) {
-        process.stderr.write(`${formatError(e)}\n`);
+        const refusal = (await unendedRunRefusal(e, args)) ?? e;
+        process.stderr.write(`${formatError(refusal)}\n`);
         // A file (or participant) that failed verification is exit 1 whichever command met it.
-        process.exitCode = e.reason.startsWith('audit_') ? 1 : refusalExit;
+        process.exitCode = refusal.reason.startsWith('audit_') ? 1 : refusalExit;
         return;
       }
       const err = e as NodeJS.ErrnoException;
@@ -47,6 +50,28 @@ export function action<A extends unknown[]>(
       throw e;
     }
   };
+}
+
+/**
+ * A trace that no longer matches its run's receipt.json because a resume of the run is writing it
+ * (or was killed) is not a damaged file: the refusal says which, for the run directory among the
+ * command's arguments; undefined for any other refusal.
+ */
+export async function unendedRunRefusal(e: DetsimError, args: readonly unknown[]): Promise<DetsimError | undefined> {
+  if (!e.reason.startsWith('audit_trace_')) return undefined;
+  // Loaded only here: every command imports this file, few ever refuse a trace.
+  const { unendedResume } = await import('../checkpoint/resume.js');
+  for (const dir of args) {
+    if (typeof dir !== 'string' || !existsSync(join(dir, 'run.json'))) continue;
+    const why = unendedResume(dir);
+    if (why !== null)
+      return new DetsimError(
+        'struct_invalid_receipt',
+        `${join(dir, 'receipt.json')}: is the receipt of the run before its last resume, which no longer binds its trace: ${why}`,
+        'receipt.json',
+      );
+  }
+  return undefined;
 }
 
 /** A `--steps N` flag: digits only, then the same bound as a config's `steps` (config.ts checkSteps). */

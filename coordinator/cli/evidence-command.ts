@@ -7,7 +7,7 @@ import { canonicalize } from '../../core/formats/canonical-json.js';
 import { DetsimError } from '../../core/formats/errors.js';
 import { exportBundle, type ExportOptions } from '../evidence/export.js';
 import { verifyBundle } from '../evidence/verify.js';
-import { action, ExitError, formatError, writeStdout } from './common.js';
+import { action, ExitError, formatError, unendedRunRefusal, writeStdout } from './common.js';
 
 const INCLUDE_CHOICES = ['trace', 'checkpoints', 'none'];
 
@@ -23,11 +23,11 @@ function readInclude(text: string | undefined): ExportOptions['include'] {
   return { trace: parts.includes('trace'), checkpoints: parts.includes('checkpoints') };
 }
 
-function runExport(
+async function runExport(
   source: string,
   dest: string,
   opts: { include?: string; sameAs?: string; roCrate?: boolean; json?: boolean },
-): void {
+): Promise<void> {
   if (!existsSync(source) || !statSync(source).isDirectory())
     throw new ExitError(2, `detsim: [struct_invalid_field] ${source} is not an existing directory`);
   const include = readInclude(opts.include);
@@ -35,6 +35,8 @@ function runExport(
   try {
     r = exportBundle(source, dest, { include, sameAs: opts.sameAs, roCrate: opts.roCrate });
   } catch (e) {
+    const unended = e instanceof DetsimError ? await unendedRunRefusal(e, [source]) : undefined;
+    if (unended) throw new ExitError(2, formatError(unended));
     if (e instanceof DetsimError) throw new ExitError(e.reason === 'struct_invalid_field' ? 2 : 1, formatError(e));
     throw e;
   }

@@ -15,7 +15,7 @@ import { runPage } from '../report/run-page.js';
 import { readSweep } from '../report/sweep.js';
 import { sweepPage } from '../report/sweep-page.js';
 import { reportTarget, writeReport } from '../report/write.js';
-import { action, ExitError, formatError, writeStdout } from './common.js';
+import { action, ExitError, formatError, unendedRunRefusal, writeStdout } from './common.js';
 
 interface ReportOptions {
   out?: string;
@@ -49,7 +49,7 @@ function build(dir: string, opts: ReportOptions): { html: string; lines: string[
   };
 }
 
-function report(dir: string, opts: ReportOptions): void {
+async function report(dir: string, opts: ReportOptions): Promise<void> {
   if (!existsSync(dir) || !statSync(dir).isDirectory())
     throw new DetsimError('struct_report_source', `${dir} is not a directory`, 'source');
   const target = reportTarget(dir, opts.out);
@@ -57,7 +57,10 @@ function report(dir: string, opts: ReportOptions): void {
   try {
     built = build(dir, opts);
   } catch (e) {
-    // A file that failed verification (a tampered trace segment, a changed attestation): exit 1.
+    // A file that failed verification (a tampered trace segment, a changed attestation): exit 1;
+    // a trace a resume is writing (or was killed writing) is said to be that, exit 2.
+    const unended = e instanceof DetsimError ? await unendedRunRefusal(e, [dir]) : undefined;
+    if (unended) throw unended;
     if (e instanceof DetsimError && e.reason.startsWith('audit_')) throw new ExitError(1, formatError(e));
     throw e;
   }

@@ -20,7 +20,7 @@ import { BehaviourDigest, EpochRebase } from '../../coordinator/trace/trace.js';
 import { snapshotDir } from '../dir-snapshot.js';
 import { fullDiskUnavailable, mountSmallDisk, PAGE, type SmallDisk } from '../full-disk.js';
 import { asOlderRun, traceLinesOf } from '../trace-read.js';
-import { detsim, summary, traces } from './cli.js';
+import { committedIds, detsim, runAndKill, summary, traces } from './cli.js';
 import { tmpDir } from './harness.js';
 
 const T = 300_000;
@@ -190,6 +190,35 @@ describe('resume checks run.json against the checkpoint before any worker starts
       expect(e?.reason).toBe('audit_participant_refused');
       expect(e?.message).toContain('this model refuses every restore');
       expect(snapshotDir(r.runDir)).toEqual(before);
+    },
+    T,
+  );
+});
+
+describe('a run whose resume was killed', () => {
+  it(
+    'diff and report say the resume did not end (struct_invalid_receipt, exit 2), not that the trace was tampered',
+    async () => {
+      const dir = join(out, 'killed-resume');
+      cpSync(base, dir, { recursive: true });
+      // Killed once the resume committed a checkpoint of its own: its trace has moved on past the receipt's.
+      const { killed } = await runAndKill(
+        ['resume', dir, '--checkpoint', 'ckpt-e1-4', '--steps', '100000', '--checkpoint-every', '2'],
+        dir,
+        (d) => committedIds(d).some((id) => id.startsWith('ckpt-e2-')),
+        300,
+      );
+      expect(killed).toBe(true);
+      const said = `detsim: [struct_invalid_receipt] ${join(dir, 'receipt.json')}: is the receipt of the run before its last resume, which no longer binds its trace: a resume of it into epoch e2 did not end (killed?): \`detsim resume ${dir}\` finishes it`;
+      for (const args of [
+        ['diff', dir, base],
+        ['report', dir],
+        ['trace', 'export', dir, '--out', join(out, 'k.csv')],
+      ]) {
+        const r = detsim(args);
+        expect(r.status, args.join(' ')).toBe(2);
+        expect(r.stderr.trim(), args.join(' ')).toBe(said);
+      }
     },
     T,
   );
