@@ -572,7 +572,7 @@ export function callFailure(
     if (token)
       return RunFailure.ofIdentity(
         token.reason,
-        `${w.instance.describe()} refused this coordinator: ${token.text} (give the run the secret the worker was started with: workers.rendezvous.tokenFile)`,
+        `${w.instance.describe()} refused this coordinator: ${token.text} (give the run the secret the worker was started with: in plaintext workers.rendezvous.tokenFile, with TLS the token file of workers.tls.dir)`,
         ctx,
       );
     if (e.kind === 'process-exited' || (exit && e.kind !== 'deadline')) {

@@ -56,7 +56,7 @@ export function checkSlurmLauncher(plan: RunPlan, env: NodeJS.ProcessEnv = proce
   if (!env.SLURM_JOB_ID)
     throw new DetsimError(
       'perm_slurm_no_allocation',
-      'launcher: slurm starts workers as job steps of a Slurm allocation, and SLURM_JOB_ID is not set; submit the run with `detsim slurm submit <config>` (or run it inside salloc)',
+      `launcher: slurm starts workers as job steps of a Slurm allocation, and SLURM_JOB_ID is not set; run the command inside one (\`salloc --ntasks=${plan.workers.length} detsim …\`: a resume of a Slurm run too), or submit a new run with \`detsim slurm submit <config>\``,
       'launcher',
     );
   checkSlurmTransport(plan);

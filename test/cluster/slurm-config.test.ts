@@ -80,6 +80,10 @@ describe('launcher: slurm checks and commands', () => {
   it('is refused outside an allocation (SLURM_JOB_ID unset), and with --transport thread or inline inside one', () => {
     const e = refusal(() => checkSlurmLauncher(slurmPlan(), {}));
     expect([e.reason, e.field]).toEqual(['perm_slurm_no_allocation', 'launcher']);
+    // The way on for a resume too (its job was cancelled): inside an allocation of the plan's workers.
+    expect(e.message).toContain(
+      `salloc --ntasks=${slurmPlan().workers.length} detsim …\`: a resume of a Slurm run too`,
+    );
     for (const transport of ['thread', 'inline'] as const) {
       const t = refusal(() => checkSlurmLauncher({ ...slurmPlan(), transport }, { SLURM_JOB_ID: '7' }));
       expect([t.reason, t.field]).toEqual(['struct_invalid_field', 'launcher']);

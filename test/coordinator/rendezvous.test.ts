@@ -411,7 +411,7 @@ describe('workers.placement: rendezvous', () => {
     };
     const missing = await detsimRun([withToken(undefined), '--out', out]);
     expect(expectCliRefusal(asSpawnResult(missing), 'ident_token_missing', 'worker worker-')).toMatch(
-      /refused this coordinator: authorization: the call carries no bearer token; this worker serves only its run \(give the run the secret the worker was started with: workers\.rendezvous\.tokenFile\); refused before the run started, nothing was written$/,
+      /refused this coordinator: authorization: the call carries no bearer token; this worker serves only its run \(give the run the secret the worker was started with: in plaintext workers\.rendezvous\.tokenFile, with TLS the token file of workers\.tls\.dir\); refused before the run started, nothing was written$/,
     );
     const wrong = await detsimRun([withToken(secretFile()), '--out', out]);
     expect(expectCliRefusal(asSpawnResult(wrong), 'ident_token_wrong', 'worker worker-')).toMatch(
