@@ -180,6 +180,7 @@ export function registerRun(program: Command): void {
           plan.recovery,
           opts.checkpointWait === true,
         );
+        refuseRecoveryByHand(plan, checkpoints, opts.maxRestarts !== undefined);
         const progress = progressDisplay();
         try {
           const result = await runSession(plan, {
@@ -203,4 +204,18 @@ export function registerRun(program: Command): void {
         }
       }),
     );
+}
+
+/**
+ * A recovery starts replacement workers; workers placed by rendezvous and started by hand (not
+ * Slurm's steps) cannot be replaced by the coordinator, so asking for one is refused up front.
+ */
+function refuseRecoveryByHand(plan: RunPlan, checkpoints: CheckpointRun | undefined, fromFlag: boolean): void {
+  if (checkpoints?.recovery === undefined || !plan.rendezvous || plan.launcher?.kind === 'slurm') return;
+  const field = fromFlag ? '--max-restarts' : 'recovery.maxRestarts';
+  throw new DetsimError(
+    'struct_invalid_field',
+    `${field}: a recovery starts replacement workers, and this run's workers are started by hand (workers.placement: rendezvous); run without it, and after a lost worker start fresh workers and \`detsim resume\` the run`,
+    field,
+  );
 }

@@ -322,6 +322,25 @@ describe('workers.placement: rendezvous', () => {
     expect(readdirSync(dir)).toEqual(['worker-env.json']);
   });
 
+  it('--max-restarts with workers started by hand is refused before anything waits or is written', async () => {
+    const dir = tempDir('ds-rv-');
+    const out = tempDir('ds-rv-out-');
+    const r = await detsimRun([
+      lifPairConfigFile(dir, 1),
+      '--out',
+      out,
+      '--checkpoint-every',
+      '2',
+      '--max-restarts',
+      '1',
+    ]);
+    expect(r.status).toBe(2);
+    expect(r.stderr).toBe(
+      "detsim: [struct_invalid_field] --max-restarts: a recovery starts replacement workers, and this run's workers are started by hand (workers.placement: rendezvous); run without it, and after a lost worker start fresh workers and `detsim resume` the run\n",
+    );
+    expect(readdirSync(out)).toEqual([]);
+  });
+
   it('Ctrl-C while waiting: one line naming the workers still awaited, nothing written', async () => {
     const dir = tempDir('ds-rv-');
     const out = tempDir('ds-rv-out-');
