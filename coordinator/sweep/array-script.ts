@@ -5,6 +5,7 @@
 // submission (slurm/submit.ts) and not the task (task.ts).
 import { join } from 'node:path';
 import { shellWord } from '../slurm/batch-script.js';
+import { NODE_POOL_FLAG } from '../launch/node-flag.js';
 
 export interface ArrayScriptInput {
   name: string;
@@ -37,7 +38,8 @@ export function arrayRanges(indexes: readonly number[]): string {
 export const arrayOutputPattern = (sweepDir: string): string => join(sweepDir, 'slurm', '%A_%a.out');
 
 export function arrayScript(i: ArrayScriptInput): string {
-  const task = [i.node, i.cli, 'sweep', 'task', i.sweepDir];
+  // Node's background pool sized to the task's cores, as `detsim` and a Slurm run's batch step start it.
+  const task = [i.node, NODE_POOL_FLAG, i.cli, 'sweep', 'task', i.sweepDir];
   return [
     '#!/bin/bash',
     `# Written by \`detsim sweep submit\`: sweep ${i.name}, one array task per run not yet done (${i.indexes.length}).`,

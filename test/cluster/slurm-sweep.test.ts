@@ -96,7 +96,7 @@ describe('sweep submit without a cluster', () => {
     expect(r.status, r.stderr).toBe(0);
     expect(r.stdout).toContain('#SBATCH --array=0-3%3\n');
     expect(r.stdout).toContain(`#SBATCH --output=${join(out, 'arr-1', 'slurm', '%A_%a.out')}\n`);
-    expect(r.stdout).toMatch(/^exec \S+ \S+main\.js sweep task \S+arr-1 "\$SLURM_ARRAY_TASK_ID"$/m);
+    expect(r.stdout).toMatch(/^exec \S+ --v8-pool-size=0 \S+main\.js sweep task \S+arr-1 "\$SLURM_ARRAY_TASK_ID"$/m);
     expect(existsSync(out)).toBe(false);
   });
 
