@@ -205,7 +205,25 @@ export function resolveWithOverrides(
   }
 }
 
-/** Read a config file, apply the overrides, resolve: config.ts loadConfig with `--set`. */
-export function loadConfigWithOverrides(file: string, overrides: readonly Override[]): RunPlan {
-  return resolveWithOverrides(readConfigDocument(file), overrides, { baseDir: dirname(resolve(file)) });
+/**
+ * Read a config file, apply the overrides, resolve: config.ts loadConfig with `--set`. With
+ * `launcher: 'slurm'` (`--launcher slurm`, `detsim slurm submit`) the config is read as if it named
+ * Slurm (a launcher it names as `{ kind: slurm, … }` kept), so the defaults that follow from the
+ * launcher — Unix sockets, groups of four agents — are the ones a config naming Slurm gets, and
+ * the layout never depends on the cores of the machine that submitted it.
+ */
+export function loadConfigWithOverrides(
+  file: string,
+  overrides: readonly Override[],
+  launcher?: 'slurm',
+): RunPlan {
+  const doc = readConfigDocument(file);
+  const named = (doc as { launcher?: unknown } | null)?.launcher;
+  const asSlurm =
+    launcher === 'slurm' && typeof doc === 'object' && doc !== null && !Array.isArray(doc) && named !== 'slurm'
+      ? (named as { kind?: unknown } | undefined)?.kind === 'slurm'
+        ? doc
+        : { ...doc, launcher: 'slurm' }
+      : doc;
+  return resolveWithOverrides(asSlurm, overrides, { baseDir: dirname(resolve(file)) });
 }

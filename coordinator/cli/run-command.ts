@@ -99,7 +99,7 @@ function planFromFlags(configPath: string, opts: RunCommandOptions): RunPlan {
       '--steps',
     );
   const transport = readTransportFlag(opts.transport);
-  const loaded = loadConfigWithOverrides(configPath, overrides);
+  const loaded = loadConfigWithOverrides(configPath, overrides, opts.launcher === 'slurm' ? 'slurm' : undefined);
   // --transport names the transport: no launcher replaces it after that.
   const { transportDefault: _default, ...named } = loaded;
   return withEnvironmentTransportFlag(

@@ -7,7 +7,8 @@ import { mkdirSync, rmSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Command } from 'commander';
-import { forLauncher, loadConfig, type RunPlan } from '../config.js';
+import type { RunPlan } from '../config.js';
+import { loadConfigWithOverrides } from '../overrides.js';
 import { checkWorkerBinaries } from '../launch/launcher.js';
 import { DEFAULT_RUNS_DIR } from '../session/run.js';
 import { batchScript, jobOutputPattern } from '../slurm/batch-script.js';
@@ -48,8 +49,7 @@ function cliEntry(): string {
 async function submit(configPath: string, sbatchArgs: string[], opts: SubmitOptions): Promise<void> {
   // Every check happens before anything is written: the config, the flags, sbatch on PATH.
   // The batch script runs `detsim run <config> --launcher slurm`: check the plan that command makes.
-  const loaded = loadConfig(configPath);
-  const plan = loaded.launcher?.kind === 'slurm' ? loaded : forLauncher(loaded, { kind: 'slurm', srunArgs: [] });
+  const plan = loadConfigWithOverrides(configPath, [], 'slurm');
   checkWorkerBinaries(plan);
   checkSlurmTransport(plan);
   checkWorkerTls(plan);

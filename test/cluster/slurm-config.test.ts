@@ -2,7 +2,10 @@
 // (pure: no Slurm needed), plus the srun command one worker step runs and the batch script's quoting.
 // NOT the real launch (test/cluster/slurm.test.ts runs it against the local Slurm).
 import { describe, expect, it } from 'vitest';
-import { resolveConfig, type RunPlan } from '../../coordinator/config.js';
+import { join } from 'node:path';
+import { defaultAgentsPerWorker, resolveConfig, type RunPlan } from '../../coordinator/config.js';
+import { loadConfigWithOverrides } from '../../coordinator/overrides.js';
+import { REPO_ROOT } from '../workers/harness.js';
 import { batchScript, shellWord } from '../../coordinator/slurm/batch-script.js';
 import { checkSlurmLauncher, srunCommand } from '../../coordinator/slurm/srun.js';
 import { refusal } from '../refusal.js';
@@ -126,6 +129,21 @@ describe('launcher: slurm checks and commands', () => {
     });
     expect(script.split('\n').at(-2)).toBe(
       "exec /n --v8-pool-size=0 /m.js run '/c/my run.yaml' --launcher slurm --out /o --steps 4",
+    );
+  });
+});
+
+describe('--launcher slurm and detsim slurm submit read the config as if it named Slurm', () => {
+  it("the example's 16 agents go in groups of four, whatever the submitting machine's cores", () => {
+    const example = join(REPO_ROOT, 'examples', 'forage-walkers.yaml');
+    const asSlurm = loadConfigWithOverrides(example, [], 'slurm');
+    expect(asSlurm.launcher?.kind).toBe('slurm');
+    expect(asSlurm.transport).toBe('unix');
+    expect(asSlurm.workers.filter((w) => w.role === 'agent').map((w) => w.agentIds.length)).toEqual([4, 4, 4, 4]);
+    // Control: read plainly, the layout is this machine's (one agent worker per spare core, at least groups of 4).
+    const local = loadConfigWithOverrides(example, []);
+    expect(local.workers.filter((w) => w.role === 'agent').length).toBe(
+      Math.ceil(16 / defaultAgentsPerWorker({} as never, 16)),
     );
   });
 });
