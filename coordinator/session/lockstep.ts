@@ -861,6 +861,7 @@ export class Lockstep {
         );
         const reply = rep.reply;
         if (reply.type === 'error') {
+          notLaunched(reply.error.message, ctx);
           throw new StepFault(
             'error-reply',
             `${method} ${rep.requestId}: ${reply.error.code}: ${reply.error.message} (${MUTATION_SAID[reply.error.mutation]})`,
@@ -996,6 +997,19 @@ export class Lockstep {
     );
     return out;
   }
+}
+
+/**
+ * A worker that refuses to initialize a model it was not launched with is not the worker this run
+ * needs (a hand-started one given other --model paths): an identity refusal, so nothing is written.
+ */
+function notLaunched(message: string, ctx: Site): void {
+  if (!/^(agent|environment)-initialize$/.test(ctx.phase) || !message.includes('(perm_model_not_launched)')) return;
+  throw RunFailure.ofIdentity(
+    'perm_model_not_launched',
+    `worker ${ctx.workerId} refused its models: ${message}; a worker started by hand must be given each model with --model at the path this coordinator names (the same files there)`,
+    ctx,
+  );
 }
 
 /** `numerator/denominator` of a plain {denominator, numerator} object of two strings, else undefined. */

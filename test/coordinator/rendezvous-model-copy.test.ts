@@ -7,6 +7,7 @@
 // directory), never run one model under the other's identity; a resume onto such a worker is
 // refused by the restore naming the copy the worker loaded. The same workers with the same files
 // run (the control). Skips (saying why) only when not root or without util-linux's unshare.
+// A worker given the model at another path than the coordinator names is refused before the run too.
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
@@ -119,6 +120,39 @@ describe('a hand-started worker with another copy of the model', () => {
       expect(runJson.agents.map((a: { model: string }) => a.model)).toEqual([mine, mine]);
     },
   );
+
+  it('a worker given the model at another path is refused before the run starts (exit 2, no run directory)', async () => {
+    const l = lab();
+    const elsewhere = join(l.dir, 'elsewhere');
+    mkdirSync(elsewhere);
+    writeFileSync(join(elsewhere, 'my-model.mjs'), MODEL);
+    writeFileSync(join(elsewhere, 'policy.mjs'), policy('north'));
+    const extra = ['--session', 'copy'];
+    const workers = [
+      startHandWorker({ workerId: 'worker-env', role: 'environment', rendezvous: l.rv, extra }),
+      startHandWorker({
+        workerId: 'worker-0',
+        role: 'agent',
+        rendezvous: l.rv,
+        extra: [...extra, '--model', join(elsewhere, 'my-model.mjs')],
+      }),
+    ];
+    await Promise.all(workers.map((w) => w.ready));
+    const out = join(l.dir, 'runs');
+    const refused = detsim(['run', l.config, '--out', out], l.dir);
+    expect(refused.status, refused.stderr).toBe(2);
+    const line = refused.stderr.trim();
+    expect(line.split('\n')).toHaveLength(1);
+    expect(line).toMatch(
+      /^detsim: \[perm_model_not_launched\] worker worker-0 \(agents w-0, w-1\) is not the expected worker at step 0, phase agent-initialize: /,
+    );
+    expect(line).toContain(`model "${join(l.dir, 'my-model.mjs')}" was not launched with this worker`);
+    expect(line).toContain(
+      'a worker started by hand must be given each model with --model at the path this coordinator names',
+    );
+    expect(line).toMatch(/nothing was written$/);
+    expect(readdirSync(out)).toEqual([]);
+  });
 
   it.skipIf(skip !== null)(
     'a resume onto such a worker is refused by the restore, naming the copy the worker loaded',
