@@ -195,15 +195,23 @@ class EnvironmentModel:
         return None
 
     def initialize(self, ctx: EnvironmentInitContext) -> Any:
+        """The world at boundary 0 from ctx.seed, ctx.params and ctx.ports ([{'portId', 'agentId'}], in the
+        order actions are applied); what observe(state) returns then is each agent's first observation."""
         raise NotImplementedError
 
     def advance(self, state: Any, ctx: EnvironmentAdvanceContext) -> dict:
+        """Apply ctx.actions ([{'portId', 'agentId', 'action'}], port order) for step ctx.step, changing state
+        in place; return {'rewards': [{'agentId', 'eventId', 'ruleId', 'value'}], 'eventIds': [...]}: the
+        rewards of the step (value a finite number) and the ids of its events in the order they happened
+        (unique within the step; every reward's eventId among them)."""
         raise NotImplementedError
 
     def observe(self, state: Any) -> dict:
+        """Every agent's observation at the current boundary: {agentId: {...JSON...}}, one per agent."""
         raise NotImplementedError
 
     def digest(self, state: Any) -> Any:
+        """A small JSON value that determines the world state (its canonical SHA-256 is the step's worldDigest)."""
         raise NotImplementedError
 
     def capture(self, state: Any) -> Any:
