@@ -2,9 +2,11 @@
 // workers in a new epoch and continue it in the same run directory, with progress on stderr.
 // Only argument handling and display; the work is coordinator/checkpoint/resume.ts.
 import type { Command } from 'commander';
-import { resolve } from 'node:path';
+import { existsSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 import { LAUNCHERS, type LauncherKind } from '../config.js';
-import { resumeRun } from '../checkpoint/resume.js';
+import { resumeRun, type ResumeResult } from '../checkpoint/resume.js';
+import { readReceipt } from '../receipt/receipt.js';
 import { canonicalize } from '../../core/formats/canonical-json.js';
 import { DetsimError } from '../../core/formats/errors.js';
 import { readId } from '../../core/formats/scalars.js';
@@ -13,6 +15,8 @@ import {
   ENVIRONMENT_TRANSPORT_HELP,
   TRANSPORT_HELP,
   action,
+  ExitError,
+  formatError,
   readChoiceFlag,
   readEnvironmentTransportFlag,
   readStepsFlag,
@@ -73,6 +77,7 @@ export function registerResume(program: Command): void {
         const steps = readStepsFlag(opts.steps);
         const every = whole(opts.checkpointEvery, '--checkpoint-every');
         const recover = recoverFromFlag(opts.maxRestarts);
+        const before = recordedOutcome(runDir);
         const progress = progressDisplay();
         try {
           const r = await resumeRun(runDir, {
@@ -101,10 +106,48 @@ export function registerResume(program: Command): void {
               `restored         ${r.checkpointId} at boundary ${r.boundary} into epoch ${r.epoch} (${r.abandonedSteps} later steps abandoned)`,
             );
           }
+          refuseChangedOutcome(before, r, runDir);
         } catch (e) {
           progress.stop();
           throw restoreFailureExit(e, 'resume', resolve(runDir));
         }
       }),
     );
+}
+
+/** The ReproHash and steps of the receipt.json a run directory holds before a resume, if any. */
+function recordedOutcome(runDir: string): { reproHash: string; steps: number } | null {
+  const file = join(runDir, 'receipt.json');
+  if (!existsSync(file)) return null;
+  try {
+    const r = readReceipt(file) as unknown as { reproHash?: unknown; summary?: { stepsDone?: unknown } };
+    return typeof r.reproHash === 'string' && typeof r.summary?.stepsDone === 'number'
+      ? { reproHash: r.reproHash, steps: r.summary.stepsDone }
+      : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * A resume that ends at the steps the run had already completed must give the ReproHash its receipt
+ * recorded: the steps it ran again came out otherwise (a model that is not deterministic across a
+ * restore). The new receipt stays (it is what the directory now holds); the command says so, exit 1.
+ */
+function refuseChangedOutcome(
+  before: { reproHash: string; steps: number } | null,
+  r: ResumeResult,
+  runDir: string,
+): void {
+  if (before === null || before.steps !== r.steps || before.reproHash === r.reproHash) return;
+  throw new ExitError(
+    1,
+    formatError(
+      new DetsimError(
+        'audit_repro_hash_mismatch',
+        `the run's ReproHash changed: its receipt.json recorded ${before.reproHash} for these ${r.steps} steps before this resume, and the steps run again from ${r.checkpointId} give ${r.reproHash}: the model is not deterministic across a restore (\`detsim replay ${runDir} --resume-at ${r.boundary}\` names the first divergence)`,
+        'receipt.json',
+      ),
+    ),
+  );
 }

@@ -7,7 +7,7 @@
 // refuses the resume as the I/O failure it is, changing nothing; a disk that fills after the
 // restore is an I/O failure too, with the trace cut whole (a real full tmpfs); a run of an older
 // detsim (one trace.jsonl) is refused by name.
-import { cpSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { gunzipSync } from 'node:zlib';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -22,6 +22,7 @@ import { fullDiskUnavailable, mountSmallDisk, PAGE, type SmallDisk } from '../fu
 import { asOlderRun, traceLinesOf } from '../trace-read.js';
 import { committedIds, detsim, runAndKill, summary, traces } from './cli.js';
 import { tmpDir } from './harness.js';
+import { REPO_ROOT } from '../workers/harness.js';
 
 const T = 300_000;
 let base: string;
@@ -190,6 +191,52 @@ describe('resume checks run.json against the checkpoint before any worker starts
       expect(e?.reason).toBe('audit_participant_refused');
       expect(e?.message).toContain('this model refuses every restore');
       expect(snapshotDir(r.runDir)).toEqual(before);
+    },
+    T,
+  );
+});
+
+describe('a resume that runs completed steps again', () => {
+  it(
+    'with a model that restores lossily: the changed ReproHash is said (audit_repro_hash_mismatch, exit 1)',
+    () => {
+      const lab = join(out, 'lossy-lab');
+      mkdirSync(join(lab, 'node_modules'), { recursive: true });
+      symlinkSync(REPO_ROOT, join(lab, 'node_modules', 'detsim'));
+      // Deterministic from its seed, but restore starts the generator over: after a restore it draws otherwise.
+      writeFileSync(
+        join(lab, 'forgetful.mjs'),
+        `import { defineAgentModel, Xorshift32 } from 'detsim/sdk';
+export default defineAgentModel({
+  modelVersion: 'forgetful-v1',
+  initialize: ({ seed }) => ({ rng: new Xorshift32(seed || 1) }),
+  prepare: (s) => ({ move: ['north', 'south', 'east', 'west'][s.rng.nextUint() % 4] }),
+  commit: () => {},
+  capture: () => ({}),
+  restore: () => ({ rng: new Xorshift32(12345) }),
+});
+`,
+      );
+      writeFileSync(
+        join(lab, 'study.yaml'),
+        'sessionId: forgetful\nmasterSeed: "9"\nsteps: 40\nenvironment: { id: forage, model: forage, params: { width: 8, height: 8, food: 4 } }\nagents: { count: 2, prefix: a-, model: ./forgetful.mjs }\n',
+      );
+      const run = detsim(['run', join(lab, 'study.yaml'), '--checkpoint-every', '10', '--out', join(lab, 'runs')]);
+      expect(run.status, run.stderr).toBe(0);
+      const dir = join(lab, 'runs', 'forgetful-1');
+      const before = JSON.parse(readFileSync(join(dir, 'receipt.json'), 'utf8')).reproHash as string;
+      const again = detsim(['resume', dir, '--checkpoint', 'ckpt-e1-20']);
+      expect(again.status).toBe(1);
+      const after = JSON.parse(readFileSync(join(dir, 'receipt.json'), 'utf8')).reproHash as string;
+      expect(after).not.toBe(before);
+      expect(again.stderr.trim().split('\n').at(-1)).toBe(
+        `detsim: [audit_repro_hash_mismatch] the run's ReproHash changed: its receipt.json recorded ${before} for these 40 steps before this resume, and the steps run again from ckpt-e1-20 give ${after}: the model is not deterministic across a restore (\`detsim replay ${dir} --resume-at 20\` names the first divergence)`,
+      );
+      // Control: the built-in models restore exactly, and a resume of the same steps keeps the ReproHash.
+      const exact = join(out, 'exact-again');
+      cpSync(base, exact, { recursive: true });
+      const ok = detsim(['resume', exact, '--checkpoint', 'ckpt-e1-2']);
+      expect(ok.status, ok.stderr).toBe(0);
     },
     T,
   );
