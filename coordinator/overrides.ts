@@ -212,11 +212,7 @@ export function resolveWithOverrides(
  * launcher — Unix sockets, groups of four agents — are the ones a config naming Slurm gets, and
  * the layout never depends on the cores of the machine that submitted it.
  */
-export function loadConfigWithOverrides(
-  file: string,
-  overrides: readonly Override[],
-  launcher?: 'slurm',
-): RunPlan {
+export function loadConfigWithOverrides(file: string, overrides: readonly Override[], launcher?: 'slurm'): RunPlan {
   const doc = readConfigDocument(file);
   const named = (doc as { launcher?: unknown } | null)?.launcher;
   const asSlurm =

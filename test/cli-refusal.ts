@@ -1,6 +1,7 @@
 // Test helper: run the built CLI (`node dist/coordinator/cli/main.js`, as an installed detsim runs)
-// and assert a refusal the way the README promises it: exit 2, nothing on stdout, and exactly one
-// stderr line `detsim: [reason] <field>: …` naming the field. Not a test itself.
+// and assert a refusal the way the README promises it: exit 2 (1 for a file that failed
+// verification: an audit_… reason), nothing on stdout, and exactly one stderr line
+// `detsim: [reason] <field>: …` naming the field. Not a test itself.
 import { spawnSync, type SpawnSyncReturns } from 'node:child_process';
 import { expect } from 'vitest';
 
@@ -17,6 +18,7 @@ export function expectCliRefusal(r: SpawnSyncReturns<string>, reason: string, fi
   expect(lines, r.stderr).toHaveLength(1);
   expect(lines[0]!.startsWith(`detsim: [${reason}] ${field}`), lines[0]).toBe(true);
   expect(r.stdout).toBe('');
-  expect(r.status).toBe(2);
+  // A file (or participant) that failed verification exits 1; bad input exits 2 (README, "exit").
+  expect(r.status).toBe(reason.startsWith('audit_') ? 1 : 2);
   return lines[0]!;
 }

@@ -76,7 +76,10 @@ export function editTrace(runDir: string, edit: (lines: string[]) => string[]): 
     if (text === old) return s;
     const gz = gzipSync(text);
     writeFileSync(join(dir, s.segment), gz);
-    return { ...s, bytes: gz.byteLength, sha256: createHash('sha256').update(gz).digest('hex') };
+    // The segment's repro file was made from its old lines: gone with them (a receipt then walks the lines).
+    const { repro, ...rest } = s;
+    if (repro) rmSync(join(dir, repro.file), { force: true });
+    return { ...rest, bytes: gz.byteLength, sha256: createHash('sha256').update(gz).digest('hex') };
   });
   writeFileSync(join(dir, TRACE_INDEX), index.map((s) => `${canonicalize(s)}\n`).join(''));
 }

@@ -616,7 +616,8 @@ export function storeManifestGone(runDir: string): string | null {
  * does not (that resume was killed); null when neither.
  */
 export function unendedResume(runDir: string): string | null {
-  if (runLockHeld(runDir)) return `a detsim run or resume is writing it now (${join(runDir, 'run.lock')}): wait until it ends`;
+  if (runLockHeld(runDir))
+    return `a detsim run or resume is writing it now (${join(runDir, 'run.lock')}): wait until it ends`;
   let restoredInto: unknown;
   for (const e of ledgerEvents(runDir, (line) => line.includes('"event":"restored"')))
     if (e.event === 'restored') restoredInto = e.epoch;

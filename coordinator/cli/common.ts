@@ -20,10 +20,14 @@ export function formatError(e: DetsimError): string {
   return `detsim: [${e.reason}] ${e.message}`;
 }
 
-/** Wrap a command action: DetsimError → exit 2 (or `refusalExit`; an `audit_…` one exit 1), ExitError → its code. */
+/**
+ * Wrap a command action: DetsimError → exit 2 (or `refusalExit`; an `audit_…` one exit 1, or
+ * `auditExit` for a command whose checks judge its own input), ExitError → its code.
+ */
 export function action<A extends unknown[]>(
   fn: (...args: A) => Promise<void> | void,
   refusalExit = 2,
+  auditExit = 1,
 ): (...args: A) => Promise<void> {
   return async (...args: A) => {
     try {
@@ -38,7 +42,7 @@ export function action<A extends unknown[]>(
         const refusal = (await unendedRunRefusal(e, args)) ?? e;
         process.stderr.write(`${formatError(refusal)}\n`);
         // A file (or participant) that failed verification is exit 1 whichever command met it.
-        process.exitCode = refusal.reason.startsWith('audit_') ? 1 : refusalExit;
+        process.exitCode = refusal.reason.startsWith('audit_') ? auditExit : refusalExit;
         return;
       }
       const err = e as NodeJS.ErrnoException;

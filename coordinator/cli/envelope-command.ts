@@ -225,7 +225,8 @@ export function registerEnvelope(program: Command): void {
     )
     .argument('<spec.json>', 'the spec file')
     .argument('<out.flysess>', 'the envelope to write (atomically: temp file, fsync, rename)')
-    .action(action((spec: string, out: string) => pack(spec, out)));
+    // A spec whose manifest.payloads disagree with its payloads is bad input (exit 2), not a bad file.
+    .action(action((spec: string, out: string) => pack(spec, out), 2, 2));
   envelope
     .command('inspect')
     .description(

@@ -20,7 +20,10 @@ program
 
 /** commander's "error: …" text (and its "(Did you mean …?)" line) as one refusal line. */
 function usageLine(text: string): string {
-  return `detsim: [struct_usage] ${text.replace(/^error: /, '').replace(/\s*\n\s*/g, ' ').trim()}\n`;
+  return `detsim: [struct_usage] ${text
+    .replace(/^error: /, '')
+    .replace(/\s*\n\s*/g, ' ')
+    .trim()}\n`;
 }
 
 /**

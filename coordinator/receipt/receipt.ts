@@ -269,7 +269,6 @@ export function receiptWarnings(r: Pick<ReceiptResult, 'unknownFields' | 'honest
   ];
 }
 
-/** Read receipt.json back (strict). A receipt that binds its trace has no steps: see {@link hydrateReceipt}. */
 /**
  * When the run's receipt.json records another ReproHash than `recomputed` (what its trace, run.json
  * and summary.json give now): the file, both hashes and what that means; null when they agree or
@@ -291,6 +290,7 @@ export function receiptDisagreement(
   };
 }
 
+/** Read receipt.json back (strict). A receipt that binds its trace has no steps: see {@link hydrateReceipt}. */
 export function readReceipt(path: string): Receipt {
   const v = readJsonFile(path, RECEIPT_FILE);
   if (v === null || typeof v !== 'object' || Array.isArray(v))

@@ -345,7 +345,8 @@ export const REASONS = {
   },
   ident_rendezvous_taken: {
     layer: 'L5',
-    summary: 'a worker started with the id of one whose rendezvous record is there and that still answers at its address',
+    summary:
+      'a worker started with the id of one whose rendezvous record is there and that still answers at its address',
   },
   ident_rendezvous_mismatch: {
     layer: 'L5',
