@@ -16,7 +16,7 @@ import { compareFingerprints, describeFingerprints, type FingerprintComparison }
 import { RECEIPT_FILE, readReceipt, receiptDisagreement, receiptWarnings } from '../receipt/receipt.js';
 import { hashView, runReceiptView } from '../receipt/receipt-view.js';
 import { reproHash } from '../receipt/reprohash.js';
-import type { ForkLineageJson } from '../session/run-json.js';
+import { readRunJson, type ForkLineageJson } from '../session/run-json.js';
 import { isParamOverride } from '../checkpoint/fork-rebind.js';
 import { formatOverride, type Override } from '../overrides.js';
 import { action, ExitError, writeStdout } from './common.js';
@@ -25,6 +25,13 @@ import { readingProgress } from './progress.js';
 /** A run directory's side of the comparison: its ReproHash recomputed from the trace in one pass (flat memory). */
 function receiptOf(runDir: string) {
   const view = runReceiptView(runDir, readingProgress('diff'));
+  // A run.json that is no run record (a field removed, edited) is refused naming it, as resume and replay do.
+  try {
+    readRunJson(view.head.run);
+  } catch (e) {
+    if (e instanceof DetsimError) throw new DetsimError(e.reason, `${join(runDir, 'run.json')}: ${e.message}`, e.field);
+    throw e;
+  }
   const sealed = hashView(view);
   const disagrees = receiptDisagreement(runDir, sealed.reproHash);
   if (disagrees) throw new DetsimError('audit_report_receipt_differs', disagrees.message, RECEIPT_FILE);

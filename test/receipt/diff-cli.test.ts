@@ -93,6 +93,17 @@ describe('detsim diff', () => {
       expect(r.stderr.trim()).toBe(`detsim: [audit_report_receipt_differs] ${said}`);
     }
     expect(detsim(['diff', a, a]).status).toBe(0); // control: an unedited receipt agrees
+    // A run.json that is no run record (a field removed) is refused naming it, not compared.
+    const broken = join(out, 'broken');
+    cpSync(a, broken, { recursive: true });
+    const run = JSON.parse(readFileSync(join(broken, 'run.json'), 'utf8')) as Record<string, unknown>;
+    delete run.masterSeed;
+    writeFileSync(join(broken, 'run.json'), JSON.stringify(run));
+    const refused = detsim(['diff', a, broken]);
+    expect(refused.status).toBe(2);
+    expect(refused.stderr.trim()).toMatch(
+      new RegExp(`^detsim: \\[struct_invalid_field\\] ${join(broken, 'run.json')}: masterSeed: `),
+    );
     const replay = detsim(['replay', edited, '--out', join(out, 'replays')]);
     expect(replay.status).toBe(1);
     expect(replay.stdout).toContain(
