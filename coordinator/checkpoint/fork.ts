@@ -27,6 +27,7 @@
 // forked again: it is checked against the params it holds (the lineage's `atCheckpoint`), and the
 // new fork starts from them as that fork did, so with no --set it is that fork again.
 // NOT the restore (restore.ts) nor the resume's checks (resume.ts), which run on the fork as on any run.
+import { createHash } from 'node:crypto';
 import {
   copyFileSync,
   existsSync,
@@ -281,8 +282,11 @@ function copyTracePrefix(parent: string, stage: string, k: bigint): void {
   const to = join(stage, TRACE_DIR);
   guardWrite(to, () => mkdirSync(to));
   const kept = readTraceIndex(parent).filter((s) => BigInt(s.firstStep) < k);
-  for (const s of kept) {
+  for (const [i, s] of kept.entries()) {
+    // The parent's files as its index binds them: a refusal names the parent's file, not the copy's.
+    parentFile(join(from, s.segment), s.sha256, `segment ${i} (steps from ${s.firstStep})`);
     copyDurable(join(from, s.segment), join(to, s.segment));
+    if (s.repro) parentFile(join(from, s.repro.file), s.repro.sha256, `segment ${i}'s repro file`);
     if (s.repro) copyDurable(join(from, s.repro.file), join(to, s.repro.file));
     const observations = observationsName(s.segment);
     if (existsSync(join(from, observations))) copyDurable(join(from, observations), join(to, observations));
@@ -299,6 +303,22 @@ function copyTracePrefix(parent: string, stage: string, k: bigint): void {
       .join(''),
   );
   fsyncDir(to);
+}
+
+/** A parent's trace file must be there with the SHA-256 its index records, else the fork is refused naming it. */
+function parentFile(path: string, sha256: string, what: string): void {
+  if (!existsSync(path))
+    throw new DetsimError(
+      'audit_trace_segment_missing',
+      `${path}: ${what} of the parent, listed in its trace index, is missing`,
+      'trace',
+    );
+  if (createHash('sha256').update(readFileSync(path)).digest('hex') !== sha256)
+    throw new DetsimError(
+      'audit_trace_segment_tampered',
+      `${path}: ${what} of the parent differs from the SHA-256 its trace index records`,
+      'trace',
+    );
 }
 
 /** The fork's store: the checkpoint's generation file copied in and committed by the store's own protocol. */

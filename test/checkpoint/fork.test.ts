@@ -196,4 +196,27 @@ describe('detsim fork (CLI)', () => {
     );
     expect(readdirSync(copy)).toEqual(['p']);
   }, 120_000);
+
+  it("a parent's damaged or missing trace file is refused naming the parent's file (not the fork's copy), nothing left", () => {
+    const copy = join(work, 'damaged-parent');
+    cpSync(parent, join(copy, 'p'), { recursive: true });
+    const p = join(copy, 'p');
+    const segment = join(p, 'trace', '000001.jsonl.gz');
+    const bytes = readFileSync(segment);
+    bytes[bytes.length >> 1] = bytes[bytes.length >> 1]! ^ 0xff;
+    writeFileSync(segment, bytes);
+    expectCliRefusal(
+      detsimCli(['fork', p, '--checkpoint', 'ckpt-e1-200', '--out', join(copy, 'f1')]),
+      'audit_trace_segment_tampered',
+      `${segment}: segment 1 (steps from 64) of the parent differs from the SHA-256 its trace index records`,
+    );
+    cpSync(join(parent, 'trace', '000001.jsonl.gz'), segment);
+    rmSync(join(p, 'trace', '000000.repro.gz'));
+    expectCliRefusal(
+      detsimCli(['fork', p, '--checkpoint', 'ckpt-e1-200', '--out', join(copy, 'f2')]),
+      'audit_trace_segment_missing',
+      `${join(p, 'trace', '000000.repro.gz')}: segment 0's repro file of the parent, listed in its trace index, is missing`,
+    );
+    expect(readdirSync(copy)).toEqual(['p']);
+  }, 120_000);
 });
