@@ -23,6 +23,7 @@ import { progressDisplay } from './progress.js';
 import { printReceiptWarnings, printRestoredOutcome, restoreFailureExit } from './run-outcome.js';
 import { collectSet } from './run-command.js';
 import type { ResumeCommandOptions } from './resume-command.js';
+import { requireExistingDirectory } from '../../core/formats/existing-dir.js';
 
 /** resume's flags but `--steps` (a fork sets steps with `--set steps=N`), plus the overrides and where to write. */
 type ForkCommandOptions = Omit<ResumeCommandOptions, 'steps' | 'checkpoint'> & {
@@ -50,6 +51,7 @@ function forkInputs(opts: ForkCommandOptions) {
 }
 
 async function fork(parentDir: string, opts: ForkCommandOptions): Promise<void> {
+  requireExistingDirectory(parentDir, parentDir, '<run-dir>');
   const inputs = forkInputs(opts);
   const progress = progressDisplay();
   try {

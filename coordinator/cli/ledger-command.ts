@@ -15,6 +15,7 @@ import {
   type PredictionSummary,
 } from '../diff0/prediction-ledger.js';
 import { action, ExitError, writeStdout } from './common.js';
+import { requireExistingDirectory } from '../../core/formats/existing-dir.js';
 
 const ATTESTATION_FILE = 'attestation.jsonl';
 
@@ -48,6 +49,7 @@ function predictionNote(s: PredictionSummary): string | null {
 }
 
 async function verify(dir: string): Promise<void> {
+  requireExistingDirectory(dir, dir, '<dir>');
   const result = await verifyLedger(dir);
   const path = join(dir, LEDGER_FILE);
   const bytes = readFileSync(path);

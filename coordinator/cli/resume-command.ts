@@ -10,6 +10,7 @@ import { readReceipt } from '../receipt/receipt.js';
 import { canonicalize } from '../../core/formats/canonical-json.js';
 import { DetsimError } from '../../core/formats/errors.js';
 import { readId } from '../../core/formats/scalars.js';
+import { requireExistingDirectory } from '../../core/formats/existing-dir.js';
 import { MAX_RESTARTS_HELP, recoverFromFlag } from './checkpoint-flags.js';
 import {
   ENVIRONMENT_TRANSPORT_HELP,
@@ -70,6 +71,7 @@ export function registerResume(program: Command): void {
     .option('--verbose', "a Python model's failure carries its Python traceback")
     .action(
       action(async (runDir: string, opts: ResumeCommandOptions) => {
+        requireExistingDirectory(runDir, runDir, '<run-dir>');
         const transport = readTransportFlag(opts.transport);
         const environmentTransport = readEnvironmentTransportFlag(opts.environmentTransport);
         const launcher = readChoiceFlag<LauncherKind>(opts.launcher, LAUNCHERS, '--launcher');

@@ -8,6 +8,7 @@ import { DetsimError } from '../../core/formats/errors.js';
 import { canonicalize } from '../../core/formats/canonical-json.js';
 import { storeDirOf } from '../checkpoint/checkpointing.js';
 import { storeGone } from '../checkpoint/resume.js';
+import { isExistingDirectory } from '../../core/formats/existing-dir.js';
 import { RUN_FILES } from '../session/run-dir.js';
 import { withRunLock } from '../session/run-lock.js';
 import { CheckpointStore, STORE_MANIFEST_FILE } from '../store/store.js';
@@ -19,6 +20,9 @@ import { action, ExitError, formatError, writeStdout } from './common.js';
  * store; a run directory without one is refused by name.
  */
 function storeArg(dir: string): string {
+  // Not a directory at all (a file, a typo): input, exit 2 for every subcommand.
+  if (existsSync(dir) && !isExistingDirectory(dir))
+    throw new ExitError(2, formatError(new DetsimError('struct_invalid_field', `${dir} is not a directory`, '<dir>')));
   if (!existsSync(join(dir, RUN_FILES.run))) return dir;
   const store = storeDirOf(dir);
   if (existsSync(store)) return store;

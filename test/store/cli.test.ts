@@ -171,6 +171,26 @@ describe('detsim store <run-dir>: a run directory names its store/', () => {
 });
 
 describe('detsim ledger verify', () => {
+  it('a run directory that is a file: resume, fork, store and ledger refuse it as input in one line, exit 2', async () => {
+    const file = join(dir, 'afile');
+    await writeFile(file, 'not a run\n');
+    for (const args of [
+      ['resume', file],
+      ['fork', file, '--checkpoint', 'ckpt-e1-1'],
+      ['store', 'gc', file],
+      ['store', 'verify', file],
+      ['store', 'ls', file],
+      ['ledger', 'verify', file],
+    ]) {
+      const r = detsim(...args);
+      expect(r.status, args.join(' ')).toBe(2);
+      expect(r.stderr, args.join(' ')).toMatch(
+        new RegExp(`^detsim: \\[struct_invalid_field\\] ${file} is not (an existing|a) directory\\n$`),
+      );
+    }
+    expect(await readFile(file, 'utf8')).toBe('not a run\n');
+  });
+
   it('exits 0 on an intact ledger, 1 naming a changed line, 2 without a ledger', async () => {
     const ledger = await Ledger.open(dir);
     for (const n of [1, 2, 3])
