@@ -47,7 +47,7 @@ export function action<A extends unknown[]>(
       }
       const err = e as NodeJS.ErrnoException;
       if (err && typeof err.code === 'string' && typeof err.path === 'string') {
-        process.stderr.write(`detsim: cannot access ${err.path}: ${err.code}\n`);
+        process.stderr.write(`detsim: [perm_file_unreachable] cannot access ${err.path}: ${err.code}\n`);
         process.exitCode = 2;
         return;
       }

@@ -197,6 +197,11 @@ export const REASONS = {
     summary:
       'a run directory file could not be written: the system refused or failed the write (EIO, EROFS, EACCES, …); files written before stay as they were',
   },
+  perm_file_unreachable: {
+    layer: 'L4',
+    summary:
+      'a file or directory a command needs cannot be reached: missing (ENOENT), a path through a file (ENOTDIR), not permitted (EACCES)',
+  },
   perm_run_dir_locked: {
     layer: 'L4',
     summary: 'the run directory is in use by a live process (its run.lock): one run, resume or store gc at a time',

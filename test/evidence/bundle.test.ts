@@ -494,6 +494,15 @@ describe('export refuses bad input and writes nothing', () => {
         /^detsim: \[struct_invalid_receipt\] .*store\/manifest\.json: /,
       ],
     ];
+    // A file the export must read that is gone: one line with a reason code, exit 2 (not a verification).
+    const noRepro = copyOf(runDir, 'no-repro');
+    const repro = readdirSync(join(noRepro, 'trace')).find((f) => f.endsWith('.repro.gz'))!;
+    rmSync(join(noRepro, 'trace', repro));
+    const gone = detsimCli(['evidence', 'export', noRepro, join(tmp, 'never-no-repro')]);
+    expect(gone.status).toBe(2);
+    expect(gone.stderr).toBe(
+      `detsim: [perm_file_unreachable] cannot access ${join(noRepro, 'trace', repro)}: ENOENT\n`,
+    );
     for (const [name, damage, expected] of cases) {
       const d = copyOf(runDir, name);
       damage(d);
