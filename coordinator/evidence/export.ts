@@ -52,6 +52,7 @@ import {
 } from './records.js';
 import { RO_CRATE_METADATA_FILE, roCrateMetadata } from './ro-crate.js';
 import { type AttestationRef, DirView } from './run-view.js';
+import { checkRunsParent } from '../session/run-dir.js';
 
 /** Without --include, the trace is copied when it is at most this large, else referenced by digest. */
 export const AUTO_INCLUDE_TRACE_BYTES = 64 * 1024 * 1024;
@@ -90,6 +91,8 @@ export function detsimVersion(): string {
 
 /** Refuse a destination that exists and is not an empty directory (nothing is written then). */
 function checkDestination(dest: string): void {
+  // Its parent must be a writable directory off /proc and /sys (a write there may never return).
+  checkRunsParent(dirname(resolve(dest)), '<bundle-dir>', 'evidence bundles');
   if (!existsSync(dest)) return;
   if (!statSync(dest).isDirectory() || readdirSync(dest).length > 0)
     throw new DetsimError(

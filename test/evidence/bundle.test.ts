@@ -494,6 +494,11 @@ describe('export refuses bad input and writes nothing', () => {
         /^detsim: \[struct_invalid_receipt\] .*store\/manifest\.json: /,
       ],
     ];
+    // A destination on a kernel filesystem is refused at once (a write under /proc spun forever).
+    const proc = detsimCli(['evidence', 'export', runDir, '/proc/detsim-bundle']);
+    expect(proc.stderr).toBe(
+      'detsim: [perm_out_dir_unwritable] <bundle-dir>: /proc is on a kernel filesystem (/proc), not a place for evidence bundles\n',
+    );
     // A file the export must read that is gone: one line with a reason code, exit 2 (not a verification).
     const noRepro = copyOf(runDir, 'no-repro');
     const repro = readdirSync(join(noRepro, 'trace')).find((f) => f.endsWith('.repro.gz'))!;
