@@ -23,7 +23,7 @@ interface ReportOptions {
 }
 
 /** Build the page of a run or a sweep directory; lines for stdout and whether a verdict failed. */
-function build(dir: string, opts: ReportOptions): { html: string; lines: string[]; failed: string | null } {
+function build(dir: string, opts: ReportOptions): { html: string; lines: string[]; failed: DetsimError | null } {
   const attestation = loadAttestation(opts.attestation);
   if (existsSync(join(dir, 'run.json'))) {
     const d = readRun(dir);
@@ -37,7 +37,20 @@ function build(dir: string, opts: ReportOptions): { html: string; lines: string[
       v.status === 'differs'
         ? `${dir}/receipt.json records ReproHash ${v.receiptReproHash}, the run gives ${v.recomputedReproHash}`
         : null;
-    return { html, lines: [line], failed };
+    // A broken ledger chain is said on the terminal too (the page shows it), and fails the command.
+    const ledger = d.ledger.chain;
+    const broken = ledger.ok
+      ? null
+      : new DetsimError(
+          'audit_ledger_chain',
+          `${join(dir, 'ledger.jsonl')} ${(ledger.problem ?? '').replace(/: \[[a-z_]+\] /, ': ')}`.trim(),
+          'ledger.jsonl',
+        );
+    return {
+      html,
+      lines: [line],
+      failed: failed === null ? broken : new DetsimError('audit_report_receipt_differs', failed, 'receipt.json'),
+    };
   }
   const s = readSweep(dir, attestation);
   const differs = s.runs.filter((r) => r.verdict === 'differs').map((r) => r.runId);
@@ -45,7 +58,14 @@ function build(dir: string, opts: ReportOptions): { html: string; lines: string[
   return {
     html: sweepPage(s).html,
     lines: [`sweep: ${s.runs.length} runs, ${diff0} DIFF=0 against their receipts`],
-    failed: differs.length > 0 ? `runs whose receipt.json records another ReproHash: ${differs.join(', ')}` : null,
+    failed:
+      differs.length > 0
+        ? new DetsimError(
+            'audit_report_receipt_differs',
+            `runs whose receipt.json records another ReproHash: ${differs.join(', ')}`,
+            'receipt.json',
+          )
+        : null,
   };
 }
 
@@ -67,8 +87,7 @@ async function report(dir: string, opts: ReportOptions): Promise<void> {
   writeReport(target, built.html);
   for (const l of built.lines) writeStdout(l);
   writeStdout(`report ${target.path}${target.replace ? ' (replaced the previous report)' : ''}`);
-  if (built.failed !== null)
-    throw new ExitError(1, formatError(new DetsimError('audit_report_receipt_differs', built.failed, 'receipt.json')));
+  if (built.failed !== null) throw new ExitError(1, formatError(built.failed));
 }
 
 export function registerReport(program: Command): void {

@@ -379,6 +379,20 @@ describe('detsim report refusals', () => {
     expect(readFileSync(join(edited, 'report.html'), 'utf8')).toContain('<b>DIFF≠0</b> against its receipt');
   });
 
+  it('a ledger whose chain is broken: the page is written, the terminal names the line, exit 1', () => {
+    const edited = join(tmp, 'edited-ledger');
+    cpSync(plain, edited, { recursive: true });
+    const path = join(edited, 'ledger.jsonl');
+    const lines = readFileSync(path, 'utf8').split('\n');
+    lines[1] = lines[1]!.replace(/"epoch":"e1"/, '"epoch":"e9"');
+    writeFileSync(path, lines.join('\n'));
+    const r = detsimCli(['report', edited]);
+    expect(r.status).toBe(1);
+    expect(r.stdout).toMatch(/^DIFF=0 against receipt\.json/m);
+    expect(r.stderr.trim()).toMatch(new RegExp(`^detsim: \\[audit_ledger_chain\\] ${path} line 2: line 2 was changed`));
+    expect(existsSync(join(edited, 'report.html'))).toBe(true);
+  });
+
   it('a run that has not ended (no receipt.json, no summary.json): a page without a verdict, and the line says why', () => {
     const unended = join(tmp, 'unended');
     cpSync(plain, unended, { recursive: true });
