@@ -276,6 +276,7 @@ class EnvironmentHost:
         except InputError as e:
             raise invalid(e) from None
         who = f'environment {ident.environment_id}'
+        returned = 'advance'  # the callback whose value a JSON refusal names
         try:
             outcome = call_model(
                 ident.strict,
@@ -286,12 +287,13 @@ class EnvironmentHost:
             )
             observations = self._observe(ident, env.state, 'unknown')
             world = call_model(ident.strict, who, 'digest', 'unknown', lambda: ident.model.digest(env.state))
-            world_digest = canonical_digest(world)
             canonicalize(outcome)
+            returned = 'digest'
+            world_digest = canonical_digest(world)
         except ValueError as e:
             env.failed = True
             raise ProtocolRefusal(
-                'BACKEND_FAILURE', f'{who}: advance returned a value that is not JSON: {e}', 'unknown'
+                'BACKEND_FAILURE', f'{who}: {returned} returned a value that is not JSON: {e}', 'unknown'
             ) from None
         except Exception:
             env.failed = True

@@ -117,3 +117,12 @@ class PyForage(Forage):
     """The built-in forage, loaded as a user's Python environment model (python:strict_models:PyForage)."""
 
     model_version = 'py-forage-test-v1'
+
+
+class Int32Digest(Forage):
+    """A user's environment whose digest holds a numpy int32 (not JSON): the refusal names digest."""
+
+    def digest(self, state):
+        import numpy as np
+
+        return {**super().digest(state), 'n': np.int32(1)}

@@ -816,3 +816,21 @@ def test_a_strict_python_environment_model_is_captured_after_the_exactness_check
         assert attachment
     finally:
         w.stop()
+
+
+def test_a_digest_that_is_not_json_is_refused_naming_digest_not_advance():
+    spec = 'python:strict_models:Int32Digest'
+    w = Worker(role='environment', worker_id='w-env', extra=['--model', spec], cwd=Path(__file__).parent)
+    try:
+        w.hello(role='environment', worker_id='w-env')
+        ports = [{'portId': 'p0', 'agentId': 'a'}]
+        init = {'environmentId': 'forage', 'model': spec, 'params': {'width': 5, 'height': 4, 'food': 3}, 'seed': 7}
+        assert code(w.call('Environment.Initialize', sc(0), {**init, 'stepDuration': STEP, 'ports': ports})[0]) == 'ok'
+        advance = {'batchId': 'b-0', 'actions': [{**p, 'action': {'move': 'east'}} for p in ports]}
+        message = w.call('Environment.Advance', sc(0), advance)[0]['error']['message']
+        assert (
+            message
+            == 'environment forage: digest returned a value that is not JSON: int32 at $.n cannot be written as JSON'
+        )
+    finally:
+        w.stop()
