@@ -22,14 +22,24 @@ def include_tracebacks(on: bool) -> None:
     _tracebacks = on
 
 
+# Exceptions whose text alone does not say what went wrong (a KeyError's is the key: 'missing').
+_NAMED = (LookupError, AttributeError, TypeError, ArithmeticError, AssertionError, NameError)
+
+
+def _text(e: Exception) -> str:
+    """The error's text, with its type where the text alone does not say what happened."""
+    said = str(e)
+    return f'{type(e).__name__}: {said}' if isinstance(e, _NAMED) or not said else said
+
+
 def model_failure_text(e: Exception) -> str:
     """The model's error text; under --verbose followed by its traceback (the worker's own frames left out)."""
     if not _tracebacks:
-        return str(e)
+        return _text(e)
     tb = e.__traceback__
     while tb is not None and tb.tb_frame.f_globals.get('__name__', '').startswith('detsim_worker.'):
         tb = tb.tb_next
-    return f'{e}\n' + ''.join(traceback.format_exception(type(e), e, tb)).rstrip('\n')
+    return f'{_text(e)}\n' + ''.join(traceback.format_exception(type(e), e, tb)).rstrip('\n')
 
 
 def call_model(strict: bool, participant: str, callback: str, mutation: str, fn: Callable[[], Any]) -> Any:

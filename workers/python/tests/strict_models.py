@@ -126,3 +126,8 @@ class Int32Digest(Forage):
         import numpy as np
 
         return {**super().digest(state), 'n': np.int32(1)}
+
+
+class MissingKey(_Base):
+    def prepare(self, state, ctx):
+        return {'move': state['missing']}

@@ -73,6 +73,8 @@ def test_a_raising_model_and_a_non_json_decision_fail_by_name():
         'message': 'agent a-1: prepare failed: the model broke',
         'mutation': 'unknown',
     }
+    # A KeyError's own text is only the key: its type is said with it.
+    assert prepared('MissingKey', strict=False)['error']['message'] == "agent a-1: prepare failed: KeyError: 'missing'"
     nan = prepared('NotJson', strict=False)['error']
     assert nan['code'] == 'BACKEND_FAILURE' and nan['message'].startswith(
         'agent a-1: prepare returned a decision that is not JSON'
