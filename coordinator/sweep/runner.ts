@@ -197,7 +197,7 @@ class SweepScheduler {
         this.progress();
       }
     });
-    child.on('close', (code) => this.ended(r, code));
+    child.on('close', (code, signal) => this.ended(r, code, signal));
   }
 
   /** The run's state as its directory holds it; null when it cannot be read (the task's own error says why). */
@@ -209,7 +209,7 @@ class SweepScheduler {
     }
   }
 
-  private ended(r: Running, code: number | null): void {
+  private ended(r: Running, code: number | null, signal: NodeJS.Signals | null = null): void {
     this.running.delete(r.run.index);
     const runDir = runDirOf(this.sweepDir, r.run);
     const ok = code === 0 && r.done !== null;
@@ -223,7 +223,10 @@ class SweepScheduler {
     }
     if (ok) this.agentStepsDone += totalOf(r.run);
     this.takenDone += takenBy(r);
-    const last = r.stderr.filter((l) => l.trim() !== '').pop() ?? `exit ${code}`;
+    // A task that said nothing: how it ended (a signal has no exit code).
+    const last =
+      r.stderr.filter((l) => l.trim() !== '').pop() ??
+      (code === null ? `ended by ${signal ?? 'a signal'}` : `exit ${code}`);
     this.report({
       run: r.run,
       runDir,

@@ -60,4 +60,9 @@ describe('a sweep task interrupted after its run was written whole', () => {
     const control = await sweepThrough('process.exit(130);\n');
     expect(control.finished.map((x) => x.outcome)).toEqual(['interrupted']);
   }, 120_000);
+
+  it('a task killed by a signal before it said anything: failed, "ended by SIGKILL" (not "exit null")', async () => {
+    const killed = await sweepThrough("process.kill(process.pid, 'SIGKILL');\n");
+    expect(killed.finished.map((x) => [x.outcome, x.why])).toEqual([['failed', 'ended by SIGKILL']]);
+  }, 120_000);
 });
