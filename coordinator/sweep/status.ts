@@ -124,11 +124,19 @@ const valueCell = (v: JsonValue | undefined): Cell =>
   v === undefined ? null : typeof v === 'string' || typeof v === 'number' ? v : JSON.stringify(v);
 const round = (x: number | null) => (x === null ? null : Math.round(x * 1e6) / 1e6);
 
+const STATUS_COLUMNS = ['replicate', 'masterSeed', 'status', 'stepsDone', 'steps', 'rewardTotal', 'reproHash'];
+
+/** A grid path's column name: the path, or `set.<path>` where a column of the table has its name (`steps`). */
+const gridColumn =
+  (taken: readonly string[]) =>
+  (path: string): string =>
+    taken.includes(path) ? `set.${path}` : path;
+
 /** The status table: header and cells, one column per grid path. */
 export function statusTable(rows: readonly StatusRow[]): { header: string[]; cells: Cell[][] } {
   const paths = gridPaths(rows);
   return {
-    header: ['run', ...paths, 'replicate', 'masterSeed', 'status', 'stepsDone', 'steps', 'rewardTotal', 'reproHash'],
+    header: ['run', ...paths.map(gridColumn(['run', ...STATUS_COLUMNS])), ...STATUS_COLUMNS],
     cells: rows.map((r) => [
       r.run,
       ...paths.map((p) => valueCell(r.overrides[p])),
@@ -143,11 +151,13 @@ export function statusTable(rows: readonly StatusRow[]): { header: string[]; cel
   };
 }
 
+const SUMMARY_COLUMNS = ['done', 'rewardMin', 'rewardMean', 'rewardMax', 'distinctReproHashes'];
+
 /** The summary table: header and cells, one column per grid path. */
 export function summaryTable(rows: readonly SummaryRow[]): { header: string[]; cells: Cell[][] } {
   const paths = gridPaths(rows);
   return {
-    header: [...paths, 'done', 'rewardMin', 'rewardMean', 'rewardMax', 'distinctReproHashes'],
+    header: [...paths.map(gridColumn(SUMMARY_COLUMNS)), ...SUMMARY_COLUMNS],
     cells: rows.map((r) => [
       ...paths.map((p) => valueCell(r.overrides[p])),
       `${r.done}/${r.replicates}`,

@@ -10,6 +10,7 @@ import { describe, expect, it } from 'vitest';
 import { planSweep, readSweepFile, runIdOf } from '../../coordinator/sweep/sweep-file.js';
 import { replicateSeed } from '../../coordinator/sweep/replicate-seed.js';
 import { arrayRanges } from '../../coordinator/sweep/array-script.js';
+import { statusTable, summaryTable } from '../../coordinator/sweep/status.js';
 import { CLI_MAIN } from '../cli-refusal.js';
 
 const BASE = resolve('examples/forage-walkers.yaml');
@@ -99,6 +100,36 @@ describe('sweep planning', () => {
 
   it('run directory names keep only safe characters', () => {
     expect(runIdOf(3, 3, { 'agents[0].params.mode': 'a/b c' }, 1)).toBe('003-mode=a_b_c-r1');
+  });
+});
+
+describe('sweep tables', () => {
+  it('a grid path named like a column of the table (steps) is headed set.<path>; others keep their path', () => {
+    const row = {
+      run: 'r0',
+      overrides: { steps: 200, 'environment.params.food': 6 },
+      replicate: 0,
+      masterSeed: '1',
+      status: 'done',
+      stepsDone: 200,
+      steps: 200,
+      rewardTotal: 1,
+      reproHash: 'x',
+    };
+    expect(statusTable([row as never]).header).toEqual([
+      'run',
+      'set.steps',
+      'environment.params.food',
+      'replicate',
+      'masterSeed',
+      'status',
+      'stepsDone',
+      'steps',
+      'rewardTotal',
+      'reproHash',
+    ]);
+    const sum = { overrides: { done: 1 }, done: 1, replicates: 1, rewardMin: 0, rewardMean: 0, rewardMax: 0 };
+    expect(summaryTable([{ ...sum, distinctReproHashes: 1 } as never]).header[0]).toBe('set.done');
   });
 });
 
