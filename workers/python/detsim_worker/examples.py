@@ -23,7 +23,8 @@ class Coin(AgentModel):
         state['rewards'] = np.append(state['rewards'], [r['value'] for r in ctx.rewards])
 
     def capture(self, state):
-        return {'rewards': state['rewards'], 'rng': state['rng'].state}  # the array travels as f64 LE bytes
+        return {'rewards': state['rewards'], 'rng': state['rng'].state}  # a numpy array as it is
 
     def restore(self, data, ctx):
-        return {'rng': Xorshift32(data['rng']), 'rewards': np.frombuffer(data['rewards'], dtype='<f8').copy()}
+        # A numpy array comes back a numpy array: the same dtype and shape, writable.
+        return {'rng': Xorshift32(data['rng']), 'rewards': data['rewards']}
