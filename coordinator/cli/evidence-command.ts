@@ -37,7 +37,10 @@ async function runExport(
   } catch (e) {
     const unended = e instanceof DetsimError ? await unendedRunRefusal(e, [source]) : undefined;
     if (unended) throw new ExitError(2, formatError(unended));
-    if (e instanceof DetsimError) throw new ExitError(e.reason === 'struct_invalid_field' ? 2 : 1, formatError(e));
+    // The README's rule: 1 for a file that failed verification (or a bundle that could not be
+    // written), 2 for input (a destination that exists, a malformed run file, a bad flag).
+    if (e instanceof DetsimError)
+      throw new ExitError(e.reason.startsWith('audit_') || e.reason === 'perm_write_failed' ? 1 : 2, formatError(e));
     throw e;
   }
   if (opts.json) {
