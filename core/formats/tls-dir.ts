@@ -2,8 +2,8 @@
 // client pair, the workers' server pair, the bearer token) and reading one side's files from it,
 // each missing or unreadable file refused by name. Not generation (coordinator/launch/certs.ts) and not
 // credentials or the token check (core/protocol/tls.ts). Never echoes a file's bytes.
-import { existsSync, readFileSync } from 'node:fs';
-import { basename, dirname, join } from 'node:path';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { DetsimError } from './errors.js';
 
 /** The files of a TLS directory. The CA's private key is never kept: the set cannot be extended. */
@@ -90,16 +90,6 @@ function readTlsFile(path: string, what: string, field: string): Buffer {
     return readFileSync(path);
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code ?? 'unreadable';
-    // A set's directory that is not there at all: said so, rather than its first file.
-    const dir = dirname(path);
-    if (code === 'ENOENT' && !existsSync(dir)) {
-      const ofSet = (Object.values(TLS_FILES) as string[]).includes(basename(path));
-      throw new DetsimError(
-        'perm_tls_unreadable',
-        `${field}: ${dir} does not exist${ofSet ? ` (make a TLS set there with: detsim certs ${dir})` : ''}`,
-        field,
-      );
-    }
     throw new DetsimError('perm_tls_unreadable', `${field}: ${what} ${path} cannot be read (${code})`, field);
   }
 }

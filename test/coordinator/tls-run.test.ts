@@ -339,21 +339,5 @@ describe('detsim worker --tls-dir (the CLI)', () => {
     expect(expectCliRefusal(r, 'perm_tls_unreadable', '--tls-dir')).toBe(
       `detsim: [perm_tls_unreadable] --tls-dir: token ${join(root, 'token')} cannot be read (ENOENT)`,
     );
-    // A set directory that is not there at all is said to be missing, with the way to make one.
-    const nowhere = join(root, 'no-such-set');
-    const gone = detsimCli([
-      'worker',
-      '--listen',
-      '0.0.0.0:0',
-      '--role',
-      'agent',
-      '--worker-id',
-      'w1',
-      '--tls-dir',
-      nowhere,
-    ]);
-    expect(expectCliRefusal(gone, 'perm_tls_unreadable', '--tls-dir')).toBe(
-      `detsim: [perm_tls_unreadable] --tls-dir: ${nowhere} does not exist (make a TLS set there with: detsim certs ${nowhere})`,
-    );
   });
 });
