@@ -51,8 +51,8 @@ function forkInputs(opts: ForkCommandOptions) {
 }
 
 async function fork(parentDir: string, opts: ForkCommandOptions): Promise<void> {
-  requireExistingDirectory(parentDir, parentDir, '<run-dir>');
   const inputs = forkInputs(opts);
+  requireExistingDirectory(parentDir, parentDir, '<run-dir>');
   const progress = progressDisplay();
   try {
     const r = await forkRun(parentDir, {

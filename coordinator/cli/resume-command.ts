@@ -71,7 +71,6 @@ export function registerResume(program: Command): void {
     .option('--verbose', "a Python model's failure carries its Python traceback")
     .action(
       action(async (runDir: string, opts: ResumeCommandOptions) => {
-        requireExistingDirectory(runDir, runDir, '<run-dir>');
         const transport = readTransportFlag(opts.transport);
         const environmentTransport = readEnvironmentTransportFlag(opts.environmentTransport);
         const launcher = readChoiceFlag<LauncherKind>(opts.launcher, LAUNCHERS, '--launcher');
@@ -79,6 +78,8 @@ export function registerResume(program: Command): void {
         const steps = readStepsFlag(opts.steps);
         const every = whole(opts.checkpointEvery, '--checkpoint-every');
         const recover = recoverFromFlag(opts.maxRestarts);
+        // The flags first (as replay and verify check them), then the directory.
+        requireExistingDirectory(runDir, runDir, '<run-dir>');
         const before = recordedOutcome(runDir);
         const progress = progressDisplay();
         try {
