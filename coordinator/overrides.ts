@@ -214,12 +214,15 @@ export function resolveWithOverrides(
  */
 export function loadConfigWithOverrides(file: string, overrides: readonly Override[], launcher?: 'slurm'): RunPlan {
   const doc = readConfigDocument(file);
-  const named = (doc as { launcher?: unknown } | null)?.launcher;
-  const asSlurm =
-    launcher === 'slurm' && typeof doc === 'object' && doc !== null && !Array.isArray(doc) && named !== 'slurm'
-      ? (named as { kind?: unknown } | undefined)?.kind === 'slurm'
-        ? doc
-        : { ...doc, launcher: 'slurm' }
-      : doc;
-  return resolveWithOverrides(asSlurm, overrides, { baseDir: dirname(resolve(file)) });
+  return resolveWithOverrides(launcher === 'slurm' ? namingSlurm(doc) : doc, overrides, {
+    baseDir: dirname(resolve(file)),
+  });
+}
+
+/** A config document that names Slurm as its launcher: as it is when it does, else with `launcher: slurm`. */
+function namingSlurm(doc: unknown): unknown {
+  if (typeof doc !== 'object' || doc === null || Array.isArray(doc)) return doc; // refused as it is
+  const named = (doc as { launcher?: unknown }).launcher;
+  const kind = typeof named === 'string' ? named : (named as { kind?: unknown } | undefined)?.kind;
+  return kind === 'slurm' ? doc : { ...doc, launcher: 'slurm' };
 }
