@@ -19,7 +19,7 @@
 // first epoch (EpochRebase), so it equals the uninterrupted run's. A run of an older detsim
 // (trace.jsonl) is refused by name. A write that fails after the restore ends the resume as an io
 // failure naming the file. NOT the restore flow (restore.ts).
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { parseExpectedCanonical, type JsonValue } from '../../core/formats/canonical-json.js';
 import { DetsimError } from '../../core/formats/errors.js';
@@ -70,7 +70,7 @@ import { readRunRecord } from './run-record.js';
 import { CheckpointRun, DEFAULT_KEEP, type CheckpointRunReport } from './run-checkpoints.js';
 import { discardStaged } from '../durable-file.js';
 import { isWriteFailure, writeFailureOfErrno } from '../write-failure.js';
-import type { CheckpointStore, GenerationRecord } from '../store/store.js';
+import { orphanedGenerationFiles, type CheckpointStore, type GenerationRecord } from '../store/store.js';
 
 /** Progress of a resumed run, as passed to `onProgress` (the same shape as a run's). */
 export type ResumeProgress = RunProgress;
@@ -605,7 +605,7 @@ export function storeManifestGone(runDir: string): string | null {
   if (!existsSync(store) || existsSync(manifest)) return null;
   const last = lastCommitted(runDir);
   if (last === null) return null;
-  const files = readdirSync(store).filter((f) => f.endsWith('.flysess')).length;
+  const files = orphanedGenerationFiles(store).length;
   const remain = files > 0 ? ` and ${files} generation file(s) remain beside it` : '';
   return `${manifest}: missing, though the run's ledger records committed checkpoints (the last ${last})${remain}: the store is damaged (\`detsim store verify ${runDir}\` names what is there)`;
 }

@@ -114,6 +114,16 @@ export function planFromRunRecord(runJson: unknown, runDir?: string): RunPlan {
 
 // ---------------------------------------------------------------------------------------------
 
+/** What replayChecks found. */
+export interface ReplayChecked {
+  checks: Check[];
+  divergence: Divergence | null;
+  sensitivity: SensitivityProbe[];
+  stable: boolean;
+  /** The reference's ReproHash with these options (null without one): hashed once, here. */
+  referenceHash: string | null;
+}
+
 /**
  * The replay checks on receipts already made (used by replay() and by tests on fixed receipts), in
  * flat memory: each receipt is hashed in one pass (the first with its sensitivity probes), two
@@ -124,7 +134,7 @@ export function replayChecks(
   sources: readonly ReceiptSource[],
   reference: ReceiptSource | null,
   opts: CanonicalOptions = {},
-): { checks: Check[]; divergence: Divergence | null; sensitivity: SensitivityProbe[]; stable: boolean } {
+): ReplayChecked {
   const checks: Check[] = [];
   const receipts = sources.map((r) => viewOf(r));
   const probed = receipts[0] ? hashWithProbes(receipts[0], opts) : null;
@@ -132,11 +142,11 @@ export function replayChecks(
   const hashes = hashed.map((h) => h.reproHash);
   const ref = reference === null ? null : viewOf(reference);
   const all = ref ? [ref, ...receipts] : receipts;
-  const allHashes = ref ? [hashView(ref, opts).reproHash, ...hashes] : hashes;
-  let divergence: Divergence | null = null;
+  const referenceHash = ref ? hashView(ref, opts).reproHash : null;
+  const allHashes = referenceHash !== null ? [referenceHash, ...hashes] : hashes;
   const mismatch = allHashes.findIndex((h) => h !== allHashes[0]);
   const stable = receipts.length >= 2 && mismatch < 0;
-  if (mismatch >= 0) divergence = diagnoseViews(all[0]!, all[mismatch]!, opts);
+  const divergence = mismatch >= 0 ? diagnoseViews(all[0]!, all[mismatch]!, opts) : null;
   checks.push(
     stable
       ? makeCheck('replay', subject, 'pass', 'audit_replay_stable', { runs: receipts.length, reproHash: allHashes[0]! })
@@ -197,7 +207,7 @@ export function replayChecks(
           warnings: honesty.map((h) => ({ check: h.check, reason: h.reason, message: h.message })),
         }),
   );
-  return { checks, divergence, sensitivity, stable };
+  return { checks, divergence, sensitivity, stable, referenceHash };
 }
 
 /** What a replay runs again, and how each fresh run is made. */
@@ -335,7 +345,13 @@ export async function replay(source: string | RunPlan, opts: ReplayOptions = {})
     runs.push(run);
     opts.onRun?.(i, run);
   }
-  const { checks, divergence, sensitivity, stable } = replayChecks(
+  const {
+    checks,
+    divergence,
+    sensitivity,
+    stable,
+    referenceHash: recorded,
+  } = replayChecks(
     subject,
     runs.map((r) => r.receipt),
     reference?.receipt ?? null,
@@ -351,7 +367,6 @@ export async function replay(source: string | RunPlan, opts: ReplayOptions = {})
     });
     checks.push(resume.check);
   }
-  const recorded = reference ? hashView(reference.receipt, strip).reproHash : null;
   // The recorded run's receipt.json must say what its files give (with the published table's stripping).
   const disagrees =
     reference && recorded !== null && opts.stripPhysical === undefined && opts.table === undefined

@@ -53,6 +53,7 @@ import {
 import { RO_CRATE_METADATA_FILE, roCrateMetadata } from './ro-crate.js';
 import { type AttestationRef, DirView } from './run-view.js';
 import { checkRunsParent } from '../session/run-dir.js';
+import { orphanedGenerationFiles } from '../store/store.js';
 
 /** Without --include, the trace is copied when it is at most this large, else referenced by digest. */
 export const AUTO_INCLUDE_TRACE_BYTES = 64 * 1024 * 1024;
@@ -235,7 +236,7 @@ function planRunFiles(dir: string, bundlePath: string, include: ExportOptions['i
  */
 function storeWithoutManifest(dir: string): [] {
   const store = join(dir, 'store');
-  const files = existsSync(store) ? readdirSync(store).filter((f) => f.endsWith('.flysess')) : [];
+  const files = orphanedGenerationFiles(store);
   if (files.length > 0)
     throw new DetsimError(
       'audit_store_manifest_missing',

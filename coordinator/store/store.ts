@@ -1,6 +1,7 @@
 // The STATE-01 checkpoint store: one flat directory of FLYSESS1 generations and the canonical
 // store manifest that commits them (docs/spec/checkpoint-store.md). It knows envelopes only as bytes plus a
 // record; it is NOT the writer queue (writer.ts), nor capture/restore, nor any transport.
+import { existsSync, readdirSync } from 'node:fs';
 import { mkdir, open, readdir, readFile, stat, type FileHandle } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { canonicalBytes, canonicalDigest, parseCanonical, type JsonValue } from '../../core/formats/canonical-json.js';
@@ -683,6 +684,18 @@ export class CheckpointStore {
 async function ensureDir(dir: string, fs: DurableFs): Promise<void> {
   const made = await mkdir(dir, { recursive: true });
   if (made !== undefined) await fs.fsyncDir(dirname(made));
+}
+
+/**
+ * The generation files in `dir` while it holds no store manifest (a lost manifest: every one is
+ * unreferenced, never a restore candidate), sorted; [] when it has one, or none, or is not there.
+ * The synchronous form of what `verify` reports as orphaned, for callers that check before opening.
+ */
+export function orphanedGenerationFiles(dir: string): string[] {
+  if (!existsSync(dir) || existsSync(join(dir, STORE_MANIFEST_FILE))) return [];
+  return readdirSync(dir)
+    .filter((n) => n.endsWith(GENERATION_SUFFIX) && !n.startsWith('tmp-'))
+    .sort();
 }
 
 async function manifestExists(dir: string): Promise<boolean> {
