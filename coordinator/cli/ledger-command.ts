@@ -7,7 +7,8 @@
 import type { Command } from 'commander';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { LEDGER_FILE, ledgerEntries, verifyLedger, type LedgerProblem } from '../store/ledger.js';
+import { LEDGER_FILE, LEDGER_HEAD_FILE, ledgerEntries, verifyLedger, type LedgerProblem } from '../store/ledger.js';
+import { isDetsimError } from '../../core/formats/errors.js';
 import {
   checkAttestationBinding,
   checkPredictionEntries,
@@ -48,9 +49,23 @@ function predictionNote(s: PredictionSummary): string | null {
   return `${s.predictions} prediction(s), each before its evidence (${parts.join(', ')})${open}`;
 }
 
+/**
+ * The ledger's verification, a damaged head (not JSON, not a head) a failed verification too:
+ * exit 1 naming the file, like a changed line, not 2 (the input exists and was read).
+ */
+async function verifyOrRefuse(dir: string): Promise<Awaited<ReturnType<typeof verifyLedger>>> {
+  try {
+    return await verifyLedger(dir);
+  } catch (e) {
+    if (isDetsimError(e) && e.reason === 'struct_ledger_line' && e.field === LEDGER_HEAD_FILE)
+      throw new ExitError(1, `detsim: [${e.reason}] ${join(dir, LEDGER_HEAD_FILE)}${e.message.slice(LEDGER_HEAD_FILE.length)}`);
+    throw e;
+  }
+}
+
 async function verify(dir: string): Promise<void> {
   requireExistingDirectory(dir, dir, '<dir>');
-  const result = await verifyLedger(dir);
+  const result = await verifyOrRefuse(dir);
   const path = join(dir, LEDGER_FILE);
   const bytes = readFileSync(path);
   if (!result.ok) throw refusal(dir, bytes, result.problem!);

@@ -5,7 +5,7 @@ import { copyFile, readdir, readFile, rename, rm, symlink, writeFile } from 'nod
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { Ledger, LEDGER_FILE } from '../../coordinator/store/ledger.js';
+import { Ledger, LEDGER_FILE, LEDGER_HEAD_FILE } from '../../coordinator/store/ledger.js';
 import { CheckpointStore } from '../../coordinator/store/store.js';
 import { makeCheckpoint, removeDir, tempDir } from './helpers.js';
 import { CLI_MAIN } from '../cli-refusal.js';
@@ -208,5 +208,17 @@ describe('detsim ledger verify', () => {
     expect(bad.stderr).toMatch(/^detsim: \[audit_ledger_chain\] .*ledger\.jsonl line 2: line 2 was changed/);
     const none = detsim('ledger', 'verify', join(dir, 'elsewhere'));
     expect(none.status).toBe(2);
+  });
+
+  it('a damaged head is a failed verification: exit 1 naming the head file, like a changed line', async () => {
+    const ledger = await Ledger.open(dir);
+    await ledger.append({ event: 'committed', checkpointId: 'ckpt-1', boundary: '1', epoch: 'e1' });
+    await ledger.flush();
+    await writeFile(join(dir, LEDGER_HEAD_FILE), 'garbage\n');
+    const r = detsim('ledger', 'verify', dir);
+    expect(r.status).toBe(1);
+    expect(r.stderr).toBe(
+      `detsim: [struct_ledger_line] ${join(dir, LEDGER_HEAD_FILE)}: unexpected character "g" at offset 0 [struct_invalid_json]\n`,
+    );
   });
 });
