@@ -37,7 +37,14 @@ import { checkRebind, type Rebind } from './fork-rebind.js';
 import type { HostContext, HostReply } from './host-context.js';
 import { callModel, invalid, loadModel, releaseState } from './model-call.js';
 import { PrepareStateGuard } from './prepare-guard.js';
-import { loadedIdentityField, loadedModuleIdentity, mismatchMessage, resolveAgentModel } from './models/registry.js';
+import {
+  loadedIdentityField,
+  loadedModuleIdentity,
+  mismatchMessage,
+  payloadModel,
+  resolveAgentModel,
+  restoreSpecOf,
+} from './models/registry.js';
 import { ONE_MS, NO_DATASET_DIGEST, type AgentModel, type AgentReward, type JsonObject } from './sdk.js';
 import { exactCapture } from './capture-check.js';
 import { capturedBytes, capturedPayload, encodeCapture } from './capture-encode.js';
@@ -583,7 +590,7 @@ export class AgentHost {
       checkpointId,
       sourceScope: scope,
       committedStep: boundary.toString(),
-      model: slot.modelSpec,
+      model: payloadModel(slot),
       params: slot.params,
       strict: slot.strict,
       seed: slot.seed,
@@ -706,7 +713,7 @@ export class AgentHost {
         }
       : await this.identityFor(
           agentId,
-          payload.model as string,
+          this.restoreSpec(payload.model as string, `agent ${agentId}`),
           payload.params as JsonObject,
           payload.seed as number,
           RationalNs.read(payload.stepDuration, 'payload.stepDuration'),
@@ -729,6 +736,15 @@ export class AgentHost {
     const token = restoreToken(checkpointId, scope, ref.digest, this.ctx.incarnationId);
     this.staged.set(agentId, { token, checkpointId, scope, identity: bound, timeline });
     return { result: { checkpointId, agentId, restoreToken: token, ...loadedIdentityField(bound) } };
+  }
+
+  /** The spec a fresh worker restores a payload's model with (models/registry.ts restoreSpecOf), or a refusal. */
+  private restoreSpec(model: string, who: string): string {
+    try {
+      return restoreSpecOf(model, this.ctx.launchedModels);
+    } catch (e) {
+      throw new ProtocolRefusal('INCOMPATIBLE_STATE', `${who}: ${(e as Error).message}`);
+    }
   }
 
   /** A fork's new params (fork-rebind.ts): the identity they give, once the model accepts the change. */

@@ -31,7 +31,9 @@ import {
   loadedIdentityField,
   loadedModuleIdentity,
   mismatchMessage,
+  payloadModel,
   resolveEnvironmentModel,
+  restoreSpecOf,
 } from './models/registry.js';
 import { StepCache, bodyKey, opKey } from './op-cache.js';
 import type { EnvironmentModel, JsonObject, PortAction, PortBinding } from './sdk.js';
@@ -367,7 +369,7 @@ export class EnvironmentHost {
       checkpointId,
       sourceScope: scope,
       committedStep: boundary.toString(),
-      model: env.modelSpec,
+      model: payloadModel(env),
       params: env.params,
       strict: env.strict,
       seed: env.seed,
@@ -478,9 +480,15 @@ export class EnvironmentHost {
       } catch (e) {
         throw new ProtocolRefusal('INCOMPATIBLE_STATE', `environment: ${(e as Error).message}`);
       }
+      let spec: string;
+      try {
+        spec = restoreSpecOf(payload.model as string, this.ctx.launchedModels);
+      } catch (e) {
+        throw new ProtocolRefusal('INCOMPATIBLE_STATE', `environment: ${(e as Error).message}`);
+      }
       identity = await this.identityFor(
         payload.environmentId as string,
-        payload.model as string,
+        spec,
         payload.params as JsonObject,
         payload.seed as number,
         stepDuration,

@@ -9,6 +9,7 @@ import type { Digest, Id } from '../../core/formats/scalars.js';
 import type { Identities } from '../session/lockstep.js';
 import { CONTRACT_DIGEST } from '../../core/protocol/index.js';
 import { STATE_FORMAT_ID } from '../store/store.js';
+import { moduleIdentity } from '../../core/models/identity.js';
 
 export const SCHEDULER_ID = 'lockstep-v1';
 /** One episode per run in detsim (no resets). */
@@ -46,8 +47,31 @@ export function portMapOf(plan: RunPlan): { portId: Id; agentId: Id }[] {
   return plan.agents.map((a) => ({ portId: a.portId, agentId: a.agentId }));
 }
 
-export function compatibilityBlock(live: LiveComposition): CompatibilityBlock {
+/** Each plan's model names, computed once per plan (a module's identity hashes its files). */
+const namesByPlan = new WeakMap<RunPlan, Map<string, string>>();
+
+/**
+ * How a checkpoint names a planned model: a module by its path-free identity, as run.json does
+ * (model-source.ts recordedModel), never its absolute path — a checkpoint's bytes and digests do not
+ * depend on where the researcher's files live, and a colleague's copy elsewhere resumes it. A
+ * built-in's or a Python model's name as it is.
+ */
+export function checkpointModelName(plan: RunPlan, model: string): string {
+  let names = namesByPlan.get(plan);
+  if (names === undefined) namesByPlan.set(plan, (names = new Map()));
+  let name = names.get(model);
+  if (name === undefined) names.set(model, (name = model.startsWith('/') ? moduleIdentity(model) : model));
+  return name;
+}
+
+/**
+ * The block a checkpoint of this composition carries. `modelsByPath`: as an older detsim's
+ * checkpoints of a module model computed it, naming the module by its absolute path (their restore
+ * on the machine that took them stays possible; restore-identity.ts).
+ */
+export function compatibilityBlock(live: LiveComposition, modelsByPath = false): CompatibilityBlock {
   const { plan, identities } = live;
+  const named = (model: string) => (modelsByPath ? model : checkpointModelName(plan, model));
   const uniq = (xs: string[]) => [...new Set(xs)].sort();
   return {
     // The code that computes: the worker protocol and every worker implementation/runtime.
@@ -59,7 +83,7 @@ export function compatibilityBlock(live: LiveComposition): CompatibilityBlock {
     // What is simulated: the models and versions of every participant.
     contentDigest: canonicalDigest({
       environment: {
-        model: plan.environment.model,
+        model: named(plan.environment.model),
         modelVersion: identities.environment.modelVersion,
         profileDigest: identities.environment.profileDigest,
       },
@@ -67,7 +91,7 @@ export function compatibilityBlock(live: LiveComposition): CompatibilityBlock {
         const id = identities.agents.get(a.agentId)!;
         return {
           agentId: a.agentId,
-          model: a.model,
+          model: named(a.model),
           modelVersion: id.modelVersion,
           plasticityVersion: id.plasticityVersion,
           profileDigest: id.profileDigest,
@@ -82,10 +106,10 @@ export function compatibilityBlock(live: LiveComposition): CompatibilityBlock {
       stepDuration: plan.stepDuration.toJSON(),
       environment: {
         environmentId: plan.environment.environmentId,
-        model: plan.environment.model,
+        model: named(plan.environment.model),
         params: plan.environment.params,
       },
-      agents: plan.agents.map((a) => ({ agentId: a.agentId, portId: a.portId, model: a.model, params: a.params })),
+      agents: plan.agents.map((a) => ({ agentId: a.agentId, portId: a.portId, model: named(a.model), params: a.params })),
     }),
     // How decisions reach ports: [{portId, controls}] in port order.
     controllerDigest: canonicalDigest(
@@ -203,7 +227,7 @@ export function liveEnvironment(live: LiveComposition): {
   return {
     workerId: plan.environment.workerId,
     environmentId: row.environmentId,
-    model: plan.environment.model,
+    model: checkpointModelName(plan, plan.environment.model),
     modelVersion: row.modelVersion,
     profileDigest: row.profileDigest,
     seed: row.seed,

@@ -15,6 +15,7 @@ import {
   liveEnvironment,
   portMapOf,
   SCHEDULER_ID,
+  type CompatibilityBlock,
   type LiveComposition,
 } from './compatibility.js';
 import { CheckpointRefusal, type CheckpointStatus } from './refusal.js';
@@ -83,9 +84,21 @@ export function checkIdentity(m: EnvelopeManifest, live: LiveComposition, opts: 
     );
 }
 
+/**
+ * The block to hold a checkpoint against: the composition's, or — for a checkpoint an older detsim
+ * took, which named a module model by its absolute path in the content and patch digests — the
+ * same block computed that way, when the checkpoint has exactly those two (compatibility.ts).
+ */
+function byPathIfTakenSo(m: EnvelopeManifest, live: LiveComposition, block: CompatibilityBlock): CompatibilityBlock {
+  const got = m.compatibility as Record<string, unknown>;
+  if (got.contentDigest === block.contentDigest && got.patchDigest === block.patchDigest) return block;
+  const byPath = compatibilityBlock(live, true);
+  return got.contentDigest === byPath.contentDigest && got.patchDigest === byPath.patchDigest ? byPath : block;
+}
+
 /** The compatibility block field by field (the backend digest unless left out), and no unknown field. */
 function checkCompatibility(m: EnvelopeManifest, live: LiveComposition, the: string, opts: IdentityCheckOptions): void {
-  const block = compatibilityBlock(live);
+  const block = byPathIfTakenSo(m, live, compatibilityBlock(live));
   for (const f of COMPATIBILITY_FIELDS) {
     if (opts.withoutBackend && f === 'backendDigest') continue;
     const got = (m.compatibility as Record<string, unknown>)[f];

@@ -94,6 +94,10 @@ const detsim = (args: string[], cwd: string, env: Record<string, string> = {}) =
     env: { ...process.env, DETSIM_PYTHON: python, ...env },
   });
 
+/** The ReproHash a run's receipt records. */
+const reproHashOf = (runDir: string) =>
+  (JSON.parse(readFileSync(join(runDir, 'receipt.json'), 'utf8')) as { reproHash: string }).reproHash;
+
 /** A project as the researcher sets it up: detsim from the tarball, the models beside the config. */
 function makeProject(dir: string, tarball: string, ts = MOVES): void {
   mkdirSync(dir, { recursive: true });
@@ -173,6 +177,22 @@ describe('a researcher’s own models, outside the checkout, reproduced by a col
     const replay = detsim(['replay', 'runs/study-1', '--out', 'replays'], colleague, { HOME: otherHome });
     expect(replay.status, replay.stdout + replay.stderr).toBe(0);
     expect(replay.stdout).toMatch(/PASS replay/);
+  }, 240_000);
+
+  it('a colleague given the store too, the lab\'s files gone, resumes and forks it: checkpoints name no path, DIFF=0', () => {
+    // The checkpoint bytes name a module by its identity, never the lab's path (the colleague's copy
+    // has other paths, and the recorded one is gone: walker.mjs was removed above).
+    const store = join(lab, 'runs/study-1/store');
+    for (const f of readdirSync(store).filter((n) => n.endsWith('.flysess')))
+      expect(readFileSync(join(store, f)).includes(Buffer.from(lab)), f).toBe(false);
+    cpSync(join(lab, 'runs/study-1'), join(colleague, 'withstore/study-1'), { recursive: true });
+    const resumed = detsim(['resume', 'withstore/study-1', '--checkpoint', 'ckpt-e1-250'], colleague);
+    expect(resumed.status, resumed.stderr).toBe(0);
+    const diff = detsim(['diff', join(lab, 'runs/study-1'), 'withstore/study-1'], colleague);
+    expect(diff.stdout, diff.stderr).toMatch(/^DIFF=0: the same run/);
+    const fork = detsim(['fork', 'withstore/study-1', '--checkpoint', 'ckpt-e1-250', '--out', 'forked'], colleague);
+    expect(fork.status, fork.stderr).toBe(0);
+    expect(fork.stdout).toContain(`repro hash       ${reproHashOf(join(lab, 'runs/study-1'))}`);
   }, 240_000);
 
   it('a changed model source is refused by name before any worker starts', () => {

@@ -5,7 +5,7 @@
 import { statSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 import { DetsimError } from '../../core/formats/errors.js';
-import { moduleIdentity } from '../../core/models/identity.js';
+import { moduleIdentity, parseModuleIdentity } from '../../core/models/identity.js';
 import { pathToFileURL } from 'node:url';
 import type { AgentModel, EnvironmentModel } from '../sdk.js';
 import { importFailure } from './import-error.js';
@@ -69,6 +69,35 @@ export function loadedModuleIdentity(spec: string): string {
  */
 export function loadedIdentityField(m: { builtin: boolean; modelSpec: string }): { modelIdentity?: string } {
   return m.builtin ? {} : { modelIdentity: loadedModuleIdentity(m.modelSpec) };
+}
+
+/**
+ * How a checkpoint payload names its model: a built-in by name, a module by its path-free identity
+ * (never its path: a checkpoint's bytes do not depend on where the researcher's files live).
+ */
+export function payloadModel(m: { builtin: boolean; modelSpec: string }): string {
+  return m.builtin ? m.modelSpec : loadedModuleIdentity(m.modelSpec);
+}
+
+/**
+ * The model spec a fresh worker restores a payload's `model` with: for a module identity, the module
+ * among those it was launched with that has it; a built-in's name (or an older checkpoint's path) as
+ * it is — loading it refuses what the worker was not launched with.
+ */
+export function restoreSpecOf(model: string, launched: readonly string[]): string {
+  if (parseModuleIdentity(model) === null) return model;
+  const found = launched.find((path) => {
+    try {
+      return loadedModuleIdentity(path) === model;
+    } catch {
+      return false; // a launched file gone: not this one
+    }
+  });
+  if (found === undefined)
+    throw new Error(
+      `the checkpoint's model ${model} is none of the model modules this worker was launched with (another copy of the model's files?)`,
+    );
+  return found;
 }
 
 /**
