@@ -84,9 +84,11 @@ function runVerify(bundle: string, opts: { run: string[]; json?: boolean }): voi
   writeStdout(`bundle ${bundle} (${out.bundleId}): schemas, ${out.files} file hashes and the content hash check`);
   for (const c of out.claims)
     writeStdout(`  ${c.id} ${c.how === 'rechecked' ? 'recomputed' : 'status and evidence checked'}: ${c.statement}`);
-  if (opts.run.length === 0 && out.notPresent.length > 0)
+  if (out.notPresent.length > 0)
     writeStdout(
-      `  ${out.notPresent.length} file(s) referenced, not present: bound by digest; no claim above needed their bytes`,
+      opts.run.length === 0
+        ? `  ${out.notPresent.length} file(s) referenced, not present: bound by digest; no claim above needed their bytes`
+        : `  ${out.notPresent.length} file(s) referenced, not present here nor in --run: bound by digest, not checked (${out.notPresent.join(', ')})`,
     );
   writeStdout('detsim evidence verify: verified');
 }

@@ -216,3 +216,34 @@ function sameRunFacts(view: RunView, other: RunView): Record<string, unknown> {
     );
   return { reproHash: a.reproHash, other: other.bundlePath, resumedFrom: restoredFrom(view) };
 }
+
+/**
+ * A claim's statement: the sentence a reviewer reads, a function of the run's name in the bundle
+ * (`runs/<name>`) and the claim's values only, so verify re-derives it from the recomputed values.
+ */
+export function statementOf(check: CheckName, name: string, f: Record<string, unknown>): string {
+  switch (check) {
+    case 'reprohash':
+      return `Run ${name} (session ${String(f.sessionId)}, ${String(f.steps)} steps, master seed ${String(f.masterSeed)}) has ReproHash ${String(f.reproHash)} and behaviour digest ${String(f.behaviourDigest)}.`;
+    case 'ledger':
+      return `The ledger of run ${name} is one unbroken SHA-256 chain of ${String(f.lines)} entries ending in ${String(f.lastHash)}.`;
+    case 'checkpoints':
+      return `Run ${name} committed checkpoints ${(f.generations as { checkpointId: string }[]).map((g) => g.checkpointId).join(', ')} durably, with the envelope digests its ledger records.`;
+    case 'same-run':
+      return sameRunStatement(name, f);
+    case 'prediction':
+      return `Before any run, detsim verify ledgered its prediction for configuration ${String(f.subject)}: ReproHash ${String(f.predictedReproHash)} (attestation/ledger.jsonl line ${String(f.predictionLine)}, before its first evidence at line ${String(f.firstEvidenceLine)}); the runs ${String(f.result)} it.`;
+    case 'conformance':
+      return `detsim verify ran beside conformance file ${String(f.sha256)}: ${String(f.requirements)} spec requirements, ${String(f.passed)} passed, ${String(f.failed)} failed, ${String(f.untested)} untested, ${String(f.skipped)} skipped.`;
+    case 'replay':
+      return `detsim verify replayed configuration ${String(f.subject)} in ${String(f.runs)} fresh runs with DIFF=0 at ReproHash ${String(f.reproHash)} (verdict ${String(f.verdict)}, verdict hash ${String(f.verdictHash)}).`;
+  }
+}
+
+function sameRunStatement(name: string, f: Record<string, unknown>): string {
+  const from = (f.resumedFrom as { checkpointId: string; envelopeDigest: string; epoch: string }[]).map(
+    (r) => `resumed from checkpoint ${r.checkpointId} (envelope digest ${r.envelopeDigest}) in epoch ${r.epoch}`,
+  );
+  const other = String(f.other).replace(/^runs\//, '');
+  return `Run ${name}${from.length ? `, ${from.join(', then ')},` : ''} is the same run as run ${other}: DIFF=0 at ReproHash ${String(f.reproHash)}.`;
+}

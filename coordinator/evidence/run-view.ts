@@ -102,8 +102,14 @@ export class DirView extends BaseView {
   }
 }
 
-/** One referenced file: its recorded digest (the bundle's source record). */
-export type Referenced = ReadonlyMap<string, string>;
+/**
+ * The files a bundle references only: each one's recorded digest (its source record), and the
+ * set of those this verify read from a --run directory and found to have it.
+ */
+export interface Referenced {
+  readonly referenced: ReadonlyMap<string, string>;
+  readonly checked: Set<string>;
+}
 
 /** A run inside a bundle, with the run directory given by --run for the files it references only. */
 export class BundleView extends BaseView {
@@ -111,7 +117,7 @@ export class BundleView extends BaseView {
     private readonly root: string,
     bundlePath: string,
     private readonly present: ReadonlySet<string>,
-    private readonly referenced: Referenced,
+    private readonly files: Referenced,
     private readonly runDir: string | null,
     attested: AttestationRef | null,
   ) {
@@ -121,18 +127,19 @@ export class BundleView extends BaseView {
     return `${this.bundlePath}/${rel}`;
   }
   has(rel: string): boolean {
-    return this.present.has(this.full(rel)) || this.referenced.has(this.full(rel));
+    return this.present.has(this.full(rel)) || this.files.referenced.has(this.full(rel));
   }
   /** Where the bytes of `rel` are, checked: the bundle's copy, or the --run directory's against the digest. */
   private locate(rel: string): string {
     const full = this.full(rel);
     if (this.present.has(full)) return join(this.root, full);
-    const digest = this.referenced.get(full);
+    const digest = this.files.referenced.get(full);
     const hint = this.runDir === null ? ' (give the run directory with --run, or export with --include)' : '';
     const local = this.runDir === null ? null : join(this.runDir, rel);
     if (digest === undefined || local === null || !existsSync(local))
       throw new DetsimError('audit_evidence_not_present', `${full}: referenced, not present${hint}`, full);
     checkDigest(local, digest, `${full} (from ${local})`);
+    this.files.checked.add(full);
     return local;
   }
   bytes(rel: string): Buffer {
@@ -140,16 +147,25 @@ export class BundleView extends BaseView {
   }
   traceDir(): string {
     const prefix = this.full('trace/');
-    const files = [...this.present, ...this.referenced.keys()].filter((p) => p.startsWith(prefix));
+    const files = [...this.present, ...this.files.referenced.keys()].filter((p) => p.startsWith(prefix));
     const all = files.every((p) => this.present.has(p));
     for (const p of files) this.locate(p.slice(this.bundlePath.length + 1));
     return all ? join(this.root, this.bundlePath) : this.runDir!;
   }
   checkIfPresent(rel: string, sha256: string): void {
     const full = this.full(rel);
+    const recorded = this.files.referenced.get(full);
+    if (recorded !== undefined && recorded !== sha256)
+      throw new DetsimError(
+        'audit_evidence_file_hash',
+        `${full}: archive/sources.jsonl records SHA-256 ${recorded}, the run binds ${sha256}`,
+        full,
+      );
     if (this.present.has(full)) checkDigest(join(this.root, full), sha256, full);
-    else if (this.runDir !== null && existsSync(join(this.runDir, rel)))
+    else if (this.runDir !== null && existsSync(join(this.runDir, rel))) {
       checkDigest(join(this.runDir, rel), sha256, `${full} (from ${join(this.runDir, rel)})`);
+      this.files.checked.add(full);
+    }
   }
 }
 

@@ -7,7 +7,8 @@ import { basename } from 'node:path';
 import { canonicalize } from '../../core/formats/canonical-json.js';
 import { DetsimError } from '../../core/formats/errors.js';
 import { checkRelativePath, fileDigest, listBundleFiles, readJsonLines, readJsonObject } from './bundle-reader.js';
-import { type ClaimCheck, factsOf } from './claims.js';
+import { type ClaimCheck, factsOf, statementOf } from './claims.js';
+import { renderReport } from './records.js';
 import {
   CONTENTS,
   type ContentKey,
@@ -33,7 +34,7 @@ export interface VerifyOutcome {
   bundleId: string;
   files: number;
   claims: ClaimOutcome[];
-  /** Referenced files that the claims did not need and no --run supplied. */
+  /** Referenced files not checked: no claim needed their bytes, or no --run directory had them. */
   notPresent: string[];
 }
 
@@ -180,7 +181,12 @@ const bundled = (b: Loaded, rel: string): Buffer | null =>
   b.present.has(rel) ? readFileSync(join(b.root, rel)) : null;
 
 /** Step 7: a detsim claim's values recomputed from the files. */
-function recheck(b: Loaded, claim: Rec, runs: readonly string[], referenced: Map<string, string>): void {
+function recheck(
+  b: Loaded,
+  claim: Rec,
+  runs: readonly string[],
+  files: { referenced: Map<string, string>; checked: Set<string> },
+): void {
   const spec = (claim.extensions as { detsim: ClaimCheck }).detsim;
   const runPaths = new Set(
     (b.records.claims ?? [])
@@ -200,7 +206,7 @@ function recheck(b: Loaded, claim: Rec, runs: readonly string[], referenced: Map
       }
     : null;
   const viewOf = (path: string) =>
-    new BundleView(b.root, path, b.present, referenced, runDirFor(path, runs, runPaths.size), attested);
+    new BundleView(b.root, path, b.present, files, runDirFor(path, runs, runPaths.size), attested);
   const other = spec.check === 'same-run' ? viewOf(String(spec.expected.other)) : undefined;
   const actual = factsOf(spec.check, viewOf(spec.run), other);
   for (const [field, want] of Object.entries(spec.expected)) {
@@ -211,11 +217,62 @@ function recheck(b: Loaded, claim: Rec, runs: readonly string[], referenced: Map
         `claim ${String(claim.id)}`,
       );
   }
+  // The sentence a reviewer reads is the one these values give, not text beside them.
+  const stated = statementOf(spec.check, spec.run.replace(/^runs\//, ''), actual);
+  if (claim.statement !== stated)
+    fail(
+      'audit_evidence_recheck_failed',
+      `claim ${String(claim.id)}: its statement is not the one its recomputed values give: ${JSON.stringify(stated)}`,
+      `claim ${String(claim.id)}`,
+    );
+}
+
+/**
+ * The report of a detsim bundle is PEBv1's deterministic projection of its claims (records.ts
+ * renderReport): a report that says something else is refused, as a PEBv1 validator refuses it.
+ */
+function checkReport(b: Loaded): void {
+  const rel = (b.manifest.contents as Record<string, string>).report;
+  if (rel === undefined || !b.present.has(rel)) return;
+  const question = String(b.records.index![0]!.question);
+  if (readFileSync(join(b.root, rel), 'utf8') !== renderReport(question, b.records.claims ?? []))
+    fail(
+      'audit_evidence_recheck_failed',
+      `${rel} is not the projection of ${CONTENTS.claims} and the index's question (PEBv1's deterministic report)`,
+      rel,
+    );
+}
+
+/**
+ * archive/sources.jsonl against the bundle: a source recorded as included is there with the
+ * SHA-256 and size it records; one referenced only is not, and its digest is what the run binds
+ * (a checkpoint's: the envelope digest its ledger records, held in BundleView.checkIfPresent).
+ */
+function checkSources(b: Loaded): void {
+  const listed = (b.manifest.integrity as { file_hashes: Record<string, string> }).file_hashes;
+  for (const s of b.records.sources ?? []) {
+    const path = (s.locator as Rec).path;
+    const hash = (s.integrity as Rec).content_hash;
+    const own = (s.extensions as { detsim?: { included?: unknown } } | undefined)?.detsim;
+    if (typeof path !== 'string' || own === undefined) continue;
+    const where = `${CONTENTS.sources} ${String(s.id)} (${path})`;
+    if (own.included === true && !b.present.has(path))
+      fail('audit_evidence_file_missing', `${where}: recorded as included, missing from the bundle`, path);
+    if (own.included === false && b.present.has(path))
+      fail('audit_evidence_unlisted_file', `${where}: recorded as referenced only, and in the bundle`, path);
+    if (b.present.has(path) && listed[path] !== hash)
+      fail(
+        'audit_evidence_file_hash',
+        `${where}: records SHA-256 ${String(hash)}, the file has ${listed[path]}`,
+        path,
+      );
+  }
 }
 
 /** Every check, in order; returns what was verified or throws the first failure. */
 export function verifyBundle(root: string, runs: readonly string[] = []): VerifyOutcome {
   const b = load(root);
+  checkSources(b);
   const referenced = new Map<string, string>();
   for (const s of b.records.sources ?? []) {
     const path = (s.locator as Rec).path;
@@ -224,12 +281,17 @@ export function verifyBundle(root: string, runs: readonly string[] = []): Verify
   }
   const evidence = new Map((b.records.evidence ?? []).map((e) => [String(e.id), e]));
   const claims: ClaimOutcome[] = [];
+  const checked = new Set<string>();
   for (const claim of b.records.claims ?? []) {
     checkClaimStatus(claim, evidence);
     const detsim = (claim.extensions as { detsim?: unknown } | undefined)?.detsim !== undefined;
-    if (detsim) recheck(b, claim, runs, referenced);
+    if (detsim) recheck(b, claim, runs, { referenced, checked });
     claims.push({ id: String(claim.id), statement: String(claim.statement), how: detsim ? 'rechecked' : 'checked' });
   }
-  const notPresent = [...referenced.keys()].filter((p) => p.startsWith('runs/')).sort();
+  if (claims.some((c) => c.how === 'rechecked')) checkReport(b);
+  // Referenced files no --run directory supplied (those it did were read and hashed above).
+  const notPresent = [...referenced.keys()]
+    .filter((p) => p.startsWith('runs/') && !checked.has(p))
+    .sort();
   return { bundleId: String((b.manifest.bundle as Rec).id), files: b.present.size + 1, claims, notPresent };
 }

@@ -237,11 +237,13 @@ export function verifyLedgerBytes(ledger: Uint8Array, headBytes: Uint8Array | nu
       });
     }
     if (headLines > 0 && hashes[headLines - 1] !== head.lastHash) {
-      return result({
-        line: headLines,
-        reason: 'audit_ledger_chain',
-        message: `line ${headLines} was changed: its SHA-256 differs from the one ${LEDGER_HEAD_FILE} records`,
-      });
+      // The chain above is whole: a line after the head's that links to the head's line proves that
+      // line unchanged, so it is the head that was.
+      const message =
+        headLines < raw.length
+          ? `${LEDGER_HEAD_FILE} was changed: it records ${headLines} lines ending in ${head.lastHash.slice(0, 16)}…, and line ${headLines}, which line ${headLines + 1} links to as it is, has SHA-256 ${hashes[headLines - 1]!.slice(0, 16)}…`
+          : `line ${headLines} was changed: its SHA-256 differs from the one ${LEDGER_HEAD_FILE} records`;
+      return result({ line: headLines, reason: 'audit_ledger_chain', message });
     }
   }
   return result();

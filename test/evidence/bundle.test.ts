@@ -68,8 +68,20 @@ const writeLines = (p: string, rows: unknown[]) =>
   writeFileSync(p, rows.map((r) => `${JSON.stringify(r)}\n`).join('') || '\n');
 const sha = (b: Buffer | string) => createHash('sha256').update(b).digest('hex');
 
-/** Re-list every file's hash and the content hash after a deliberate edit (as a producer would). */
+/**
+ * Re-list every file's hash and the content hash after a deliberate edit (as a producer would), and
+ * each bundled file's SHA-256 in archive/sources.jsonl (a forger who knows the format does too).
+ */
 function reseal(bundle: string): void {
+  const sourcesFile = join(bundle, 'archive/sources.jsonl');
+  if (existsSync(sourcesFile)) {
+    const sources = readLines(sourcesFile);
+    for (const src of sources) {
+      const at = join(bundle, String((src.locator as { path?: string }).path));
+      if (existsSync(at)) (src.integrity as { content_hash: string }).content_hash = sha(readFileSync(at));
+    }
+    writeLines(sourcesFile, sources);
+  }
   const manifest = readJson(join(bundle, 'manifest.json'));
   const walk = (rel: string): string[] =>
     readdirSync(join(bundle, rel), { withFileTypes: true }).flatMap((e) => {
@@ -399,6 +411,31 @@ for p in sys.argv[1:]:
       /^claim claim-1-reprohash: reproHash recomputes to "[0-9a-f]{16}", the claim states "0000000000000000"$/,
     );
   });
+
+  it('a claim statement or a report that says other than the recomputed values is refused, resealed or not', () => {
+    const b = copyOf(exported, 'forged-statement');
+    const claims = readLines(join(b, 'core/claims.jsonl'));
+    const said = String(claims[0]!.statement);
+    claims[0]!.statement = said.replace(/has ReproHash [0-9a-f]{16}/, 'has ReproHash ffffffffffffffff');
+    expect(claims[0]!.statement).not.toBe(said);
+    writeLines(join(b, 'core/claims.jsonl'), claims);
+    reseal(b);
+    const r = refusal(b);
+    expect(r?.reason).toBe('audit_evidence_recheck_failed');
+    expect(r?.message).toBe(
+      `claim claim-1-reprohash: its statement is not the one its recomputed values give: ${JSON.stringify(said)}`,
+    );
+
+    const report = copyOf(exported, 'forged-report');
+    const text = readFileSync(join(report, 'report.md'), 'utf8');
+    writeFileSync(join(report, 'report.md'), text.replace(/\[supported\]/, '[supported, and more]'));
+    reseal(report);
+    const rr = refusal(report);
+    expect(rr?.reason).toBe('audit_evidence_recheck_failed');
+    expect(rr?.message).toBe(
+      "report.md is not the projection of core/claims.jsonl and the index's question (PEBv1's deterministic report)",
+    );
+  });
 });
 
 describe('files referenced by digest, not copied', () => {
@@ -422,6 +459,37 @@ describe('files referenced by digest, not copied', () => {
     const w = refusal(b, [wrongRun]);
     expect(w?.reason).toBe('audit_evidence_file_hash');
     expect(w?.message).toMatch(/\.flysess \(from .*\): present, wrong/);
+    // With --run, a file read from it is not "not present"; one the run directory lacks still is.
+    expect(verifyBundle(b, [runDir]).notPresent).toEqual([]);
+    const lacking = copyOf(runDir, 'lacking-run');
+    const gone = readdirSync(join(lacking, 'store')).find((f) => f.endsWith('.flysess'))!;
+    rmSync(join(lacking, 'store', gone));
+    expect(verifyBundle(b, [lacking]).notPresent).toEqual([`runs/${basename(runDir)}/store/${gone}`]);
+  });
+
+  it('archive/sources.jsonl holds: an included file gone, or a referenced digest changed, is refused resealed', () => {
+    const b = freshExport('sources-included', { trace: true, checkpoints: true });
+    const store = join(b, 'runs', basename(runDir), 'store');
+    const gone = readdirSync(store).find((f) => f.endsWith('.flysess'))!;
+    rmSync(join(store, gone));
+    reseal(b);
+    const r = refusal(b);
+    expect(r?.reason).toBe('audit_evidence_file_missing');
+    expect(r?.message).toMatch(
+      new RegExp(`^archive/sources\\.jsonl src-\\d+ \\(runs/[^ ]+/store/${gone.replace('.', '\\.')}\\): recorded as included, missing from the bundle$`),
+    );
+
+    const ref = freshExport('sources-referenced', { trace: true, checkpoints: false });
+    const sources = readLines(join(ref, 'archive/sources.jsonl'));
+    const ckpt = sources.find((x) => String((x.locator as { path: string }).path).endsWith('.flysess'))!;
+    (ckpt.integrity as { content_hash: string }).content_hash = '0'.repeat(64);
+    writeLines(join(ref, 'archive/sources.jsonl'), sources);
+    reseal(ref);
+    for (const runs of [[], [runDir]]) {
+      const x = refusal(ref, runs);
+      expect(x?.reason).toBe('audit_evidence_file_hash');
+      expect(x?.message).toMatch(/\.flysess: archive\/sources\.jsonl records SHA-256 0{64}, the run binds [0-9a-f]{64}$/);
+    }
   });
 
   it('--include trace,checkpoints copies them and verifies alone', () => {

@@ -219,6 +219,25 @@ describe('ledger tamper detection (property)', () => {
       { numRuns: 300 },
     );
   });
+
+  it('a head edited to an earlier line count is named as the head, not as an unchanged line', async () => {
+    const ledger = await Ledger.open(dir);
+    for (const n of [1, 2, 3])
+      await ledger.append({ event: 'committed', checkpointId: `ckpt-${n}`, boundary: String(n), epoch: 'e1' });
+    await ledger.flush();
+    const ledgerBytes = await readFile(join(dir, LEDGER_FILE));
+    const head = (await readFile(join(dir, LEDGER_HEAD_FILE), 'utf8')).replace('"lines":"3"', '"lines":"2"');
+    const r = verifyLedgerBytes(ledgerBytes, Buffer.from(head));
+    expect(r.ok).toBe(false);
+    expect(r.problem!.message).toMatch(
+      /^ledger\.head\.json was changed: it records 2 lines ending in [0-9a-f]{16}…, and line 2, which line 3 links to as it is, has SHA-256 [0-9a-f]{16}…$/,
+    );
+    // The last line changed in place (the head names it, nothing links to it): still that line.
+    const lines = ledgerBytes.toString('utf8').split('\n');
+    lines[2] = lines[2]!.replace('"boundary":"3"', '"boundary":"4"');
+    const last = verifyLedgerBytes(Buffer.from(lines.join('\n')), await readFile(join(dir, LEDGER_HEAD_FILE)));
+    expect(last.problem!.message).toBe('line 3 was changed: its SHA-256 differs from the one ledger.head.json records');
+  });
 });
 
 describe('the head follows the line', () => {
