@@ -40,10 +40,13 @@ function checkPlanned(runDir: string, run: IndexedRun, record: Obj): void {
   const set = Object.fromEntries(
     overrides.map((o) => [(o as Obj).path as string, (o as Obj).value]).filter(([p]) => p !== 'masterSeed'),
   );
-  if (record.masterSeed !== run.masterSeed || canonicalize(set) !== canonicalize(run.overrides))
+  // The master seed is held on its own: a grid's masterSeed value is the point's seed, the run's is
+  // its replicate's (replicate-seed.ts), which run.json's overrides record.
+  const planned = Object.fromEntries(Object.entries(run.overrides).filter(([p]) => p !== 'masterSeed'));
+  if (record.masterSeed !== run.masterSeed || canonicalize(set) !== canonicalize(planned))
     throw new DetsimError(
       'struct_sweep_mismatch',
-      `${runDir}: holds another run (master seed ${String(record.masterSeed)}, overrides ${canonicalize(set)}) than sweep.json plans (master seed ${run.masterSeed}, overrides ${canonicalize(run.overrides)})`,
+      `${runDir}: holds another run (master seed ${String(record.masterSeed)}, overrides ${canonicalize(set)}) than sweep.json plans (master seed ${run.masterSeed}, overrides ${canonicalize(planned)})`,
       'run.json',
     );
 }

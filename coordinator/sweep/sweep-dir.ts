@@ -27,7 +27,7 @@ export interface SweepIndex {
   /** The runs' own models by identity (present when there are any; SweepPlanned.ownModels). */
   ownModels?: string[];
   seedDerivation: typeof REPLICATE_SEED_ALGORITHM;
-  /** Physical: where the sweep file and its base config were when the sweep began. */
+  /** Physical: where the sweep file and its base config were when the sweep began or last continued. */
   sweepFile: string;
   base: string;
   replicates: number;
@@ -150,7 +150,14 @@ export function whyNotContinued(previous: string, shown: string, p: SweepPlanned
  */
 export function openSweepDir(outArg: string, p: SweepPlanned): ChosenSweepDir {
   const chosen = chooseSweepDir(outArg, p);
-  if (chosen.continued) return chosen;
+  if (chosen.continued) {
+    // The same plan from a sweep file that has moved (or a project moved whole): its tasks plan
+    // again from the file sweep.json names, so it names where the file is now.
+    const index = readSweepIndex(chosen.dir)!;
+    if (index.sweepFile !== p.spec.file || index.base !== p.spec.base)
+      writeJsonDurable(chosen.dir, SWEEP_INDEX, { ...index, sweepFile: p.spec.file, base: p.spec.base });
+    return chosen;
+  }
   const parent = dirname(chosen.dir);
   guardWrite(parent, () => mkdirSync(parent, { recursive: true }));
   for (let n = Number(/-([0-9]+)$/.exec(chosen.dir)![1]); ; n++) {

@@ -7,7 +7,7 @@
 // Also: status/summary tables against the run files, an edited sweep file starting a new sweep
 // directory, a run directory holding another run refused, and the sweep report.
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -219,6 +219,40 @@ describe('detsim sweep (CLI, real workers)', { timeout: 600_000 }, () => {
     expect(edited.stderr.trim()).toMatch(
       /^detsim: \[struct_sweep_mismatch\] \S+food-2: the sweep file \S+food\.yaml \(or its base config, or a model of its own\) changed/,
     );
+  });
+});
+
+describe('detsim sweep: a masterSeed grid, and a sweep file that moved', { timeout: 600_000 }, () => {
+  it('a grid over masterSeed reads back done and continues as done; moved with its base, it continues', () => {
+    const a = study();
+    writeFileSync(
+      join(a, 'seeds.yaml'),
+      'base: base.yaml\nreplicates: 2\ngrid:\n  masterSeed: ["1", "2"]\n  steps: [30]\n',
+    );
+    const first = cli(a, ['sweep', 'seeds.yaml']);
+    expect(first.status, first.stderr).toBe(0);
+    const status = () =>
+      (JSON.parse(cli(a, ['sweep', 'status', 'sweeps/seeds-1', '--json']).stdout) as { status: string }[]).map(
+        (r) => r.status,
+      );
+    expect(status()).toEqual(['done', 'done', 'done', 'done']);
+    const again = cli(a, ['sweep', 'seeds.yaml']);
+    expect(again.status, again.stderr).toBe(0);
+    // One run gone, the sweep file moved into a folder of its own (its base named from there).
+    const dir = join(a, 'sweeps', 'seeds-1');
+    const gone = readdirSync(dir).find((n) => n.startsWith('01-'))!;
+    spawnSync('rm', ['-rf', join(dir, gone)]);
+    mkdirSync(join(a, 'defs'));
+    writeFileSync(
+      join(a, 'defs', 'seeds.yaml'),
+      readFileSync(join(a, 'seeds.yaml'), 'utf8').replace('base: base.yaml', 'base: ../base.yaml'),
+    );
+    rmSync(join(a, 'seeds.yaml'));
+    const moved = cli(a, ['sweep', 'defs/seeds.yaml', '--out', 'sweeps']);
+    expect(moved.status, moved.stdout + moved.stderr).toBe(0);
+    expect(moved.stdout + moved.stderr).toContain('(continued)');
+    expect(status()).toEqual(['done', 'done', 'done', 'done']);
+    expect(readJson(join(dir, 'sweep.json')).sweepFile).toBe(join(a, 'defs', 'seeds.yaml'));
   });
 });
 
