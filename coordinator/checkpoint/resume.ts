@@ -102,6 +102,11 @@ export interface ResumeOptions extends Omit<SessionOptions, 'extension'> {
    * instead of what launch.json records (physical, like the transport: the ReproHash is the same).
    */
   environmentTransport?: 'inline' | 'workers';
+  /**
+   * Find the run's model modules as for this run directory, not the one resumed: a copy resumed
+   * elsewhere (`detsim bisect`'s scratch copy) looks beside the run it was copied from.
+   */
+  modelsBeside?: string;
   /** Test hook: replace some workers' command. */
   commandFor?: (w: PlannedWorker) => WorkerCommand | undefined;
   /** Recover lost workers from the resumed run's checkpoints (`--max-restarts N`: recovery.ts recoveryWith). */
@@ -270,7 +275,7 @@ async function resumeLocked(runDir: string, opts: ResumeOptions): Promise<Resume
  * changed; after the restore only renames remain. What the resume then needs.
  */
 async function prepareResume(runDir: string, opts: ResumeOptions) {
-  const rec = readRunRecord(runDir);
+  const rec = readRunRecord(runDir, opts.modelsBeside);
   const plan = relaunchPlanFor(runDir, rec.plan, opts);
   requireStore(runDir);
   requireSegmentedTrace(runDir);

@@ -36,7 +36,7 @@ function fail(runDir: string, message: string, field?: string): never {
   throw new DetsimError('struct_run_record', `${join(runDir, RUN_FILES.run)}: ${message}`, field);
 }
 
-export function readRunRecord(runDir: string): RecordedRun {
+export function readRunRecord(runDir: string, modelsBeside = runDir): RecordedRun {
   let raw: Record<string, unknown>;
   try {
     raw = readObject(parseStrict(readFileSync(join(runDir, RUN_FILES.run))), 'run.json');
@@ -50,7 +50,7 @@ export function readRunRecord(runDir: string): RecordedRun {
     if (raw.format !== RUN_FORMAT) fail(runDir, `format is ${JSON.stringify(raw.format)}, not ${RUN_FORMAT}`, 'format');
     const rec = readRunJson(raw);
     // Resume checks the recorded seeds itself (recorded-composition.ts names masterSeed or the seed).
-    const plan = planFromRecord(rec, { keepRecordedSeeds: true, searchDirs: searchDirsFor(runDir) });
+    const plan = planFromRecord(rec, { keepRecordedSeeds: true, searchDirs: searchDirsFor(modelsBeside) });
     return {
       plan,
       identities: identitiesOf(rec),

@@ -79,6 +79,7 @@ export async function rerunWindow(from: RerunFrom, end: number, scratch: string)
       checkpointEvery: 1,
       keep: end - start + 1,
       settleEachCapture: true,
+      modelsBeside: from.runDir,
     });
     return dest;
   }

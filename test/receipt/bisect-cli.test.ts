@@ -10,7 +10,7 @@
 // between two runs cannot re-run the older one, and a run that depended on an input outside it (an
 // environment variable) is not reproduced by its re-run: bisect says so and names only the window.
 import { spawnSync } from 'node:child_process';
-import { cpSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { detsim } from '../checkpoint/cli.js';
@@ -290,6 +290,14 @@ describe('detsim bisect', () => {
     });
     expect(rep.rerun!.message).toContain('so no step is named');
     expect(rep.first).toMatchObject({ source: 'checkpoint-state', window: [20, 40], participantId: 'h-1' });
+  }, 240_000);
+
+  it('finds a model file moved beside its run directory, as replay does (not beside the scratch copy)', () => {
+    const moved = checkout('moved', V2);
+    const r = run(moved, 1);
+    renameSync(join(moved, 'hidden.mjs'), join(moved, 'runs', 'hidden.mjs'));
+    const rep = json(a1, r);
+    expect(rep.rerun).toMatchObject({ outcome: 'found', from: 20, to: 40, boundary: 31 });
   }, 240_000);
 
   it('cannot re-run a version whose model file was overwritten, and says so with the window', () => {
