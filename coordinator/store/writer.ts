@@ -269,7 +269,10 @@ export class CheckpointWriter {
         'checkpointId',
       );
     }
-    const bytes = job.envelope.byteLength;
+    // What the job holds in memory while queued (budgetBytesOf): added here, taken off by pump or
+    // supersede — the same figure both ways, or the budget leaks a little every checkpoint.
+    const entry = makeJob(job);
+    const bytes = entry.bytes;
     const victim = job.replaceable ? this.queue.find((j) => j.replaceable) : undefined;
     // A job the idle writer takes at once is never queued, so it does not count against the budget.
     const startsNow = this.active === null && this.queue.length === 0;
@@ -282,7 +285,6 @@ export class CheckpointWriter {
       );
     }
     if (victim) this.supersede(victim, id);
-    const entry = makeJob(job);
     this.queue.push(entry);
     this.queuedBytes += bytes;
     this.counts.queued += 1;

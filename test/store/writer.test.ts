@@ -215,6 +215,28 @@ describe('queue rules', () => {
     expect(writer.stats().peak_bytes).toBeLessThanOrEqual(budget);
   });
 
+  it('a deferred envelope counts its memory bytes both ways: queued many times, the budget never leaks', async () => {
+    const store = await CheckpointStore.open(dir);
+    const c = (n: number) => makeCheckpoint(`ckpt-${n}`, n, { payloadBytes: 4096 });
+    // Its file is ~4 KiB; only a 64-byte head is held in memory while it is queued (capture-file.ts).
+    const deferred = (n: number) => {
+      const job = deferredJobOf(c(n));
+      return { ...job, envelope: { ...job.envelope, memoryBytes: 64 } };
+    };
+    const budget = 2 * c(1).encoded.byteLength;
+    const writer = new CheckpointWriter(store, { capacity: 4, maxQueuedBytes: budget });
+    // Each one queued behind a stalled writer, then written: ten times the budget's worth of files.
+    for (let n = 1; n <= 20; n++) {
+      const release = writer.testHooks.stall();
+      const held = writer.submit(writer.reserve(), deferred(2 * n - 1));
+      const queued = writer.submit(writer.reserve(), deferred(2 * n));
+      release();
+      expect((await held.wait()).kind).toBe('Committed');
+      expect((await queued.wait()).kind).toBe('Committed');
+      expect(writer.stats().queued_bytes).toBe(0);
+    }
+  });
+
   it('a released reservation frees its slot; a used one cannot be submitted twice', async () => {
     const store = await CheckpointStore.open(dir);
     const writer = new CheckpointWriter(store, { capacity: 1 });
