@@ -27,11 +27,10 @@ export function encodeCapture(payload: unknown, who: string, holdFrom: number | 
   try {
     pieces = holdFrom !== undefined ? encodeStatePieces(payload) : [encodeState(payload)];
   } catch (e) {
-    throw new ProtocolRefusal(
-      'BACKEND_FAILURE',
-      `${who}: capture state cannot be encoded: ${(e as Error).message}`,
-      'none',
-    );
+    // The codec names paths from the payload's root; the model's state is its `state` field, and a
+    // researcher reads paths from their state's root (docs/spec/state-codec.md: `state $.a.b[3]`).
+    const message = (e as Error).message.replace(/\$\.state\b/g, '$');
+    throw new ProtocolRefusal('BACKEND_FAILURE', `${who}: capture state cannot be encoded: ${message}`, 'none');
   }
   const byteLength = pieces.reduce((n, p) => n + p.byteLength, 0);
   if (holdFrom !== undefined && byteLength >= holdFrom) return { byteLength, pieces };

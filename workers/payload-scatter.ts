@@ -13,7 +13,7 @@ import type { FileHandle } from 'node:fs/promises';
 import { allocate, readHashed, withStoreRange, type HashedPiece, type PayloadFile } from './payload-file.js';
 import { handOver } from './owned-bytes.js';
 import { reuse } from './recycled-bytes.js';
-import { decodeState } from './state-codec.js';
+import { decodeState, plainBytes } from './state-codec.js';
 import { scanLayout, type BinField, type LayoutSource } from './state-layout.js';
 
 /** Payloads below this size are read whole: a field of their own would save little. */
@@ -192,7 +192,7 @@ function decodeWithout(skeleton: Buffer, fields: readonly BinField[], parts: rea
     const empty: unknown = isContainer(holder) ? holder[last as never] : undefined;
     if (!(empty instanceof Uint8Array) || empty.byteLength !== 0 || !Object.hasOwn(holder as object, last))
       return undefined;
-    (holder as Record<string | number, unknown>)[last] = part.into;
+    (holder as Record<string | number, unknown>)[last] = plainBytes(part.into);
     handOver(part.into);
   }
   return decoded;

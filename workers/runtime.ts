@@ -418,7 +418,9 @@ export class WorkerRuntime implements HostContext {
       workerId: this.workerId,
       incarnationId: this.incarnationId,
       scope,
-      error,
+      // A message may quote a model's value: a lone surrogate in it would make the reply itself
+      // unprintable (and the request go without its one reply), so it is shown as U+FFFD.
+      error: { ...error, message: (error.message as unknown as { toWellFormed(): string }).toWellFormed() },
     });
   }
 

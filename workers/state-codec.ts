@@ -28,8 +28,12 @@ const decoder = new Packr(OPTIONS);
 
 export type { StateArray, StateValue } from './state-value.js';
 
-function sorted(value: unknown, path: string): unknown {
-  if (value === null || typeof value === 'boolean' || typeof value === 'string') return value;
+/** Objects and arrays on the path from the root to the value being sorted: a cycle is named, not overflowed. */
+type Ancestors = Map<object, string>;
+
+function sorted(value: unknown, path: string, ancestors: Ancestors = new Map()): unknown {
+  if (value === null || typeof value === 'boolean') return value;
+  if (typeof value === 'string') return wellFormed(value, path);
   if (typeof value === 'number') {
     if (!Number.isFinite(value)) throw new Error(`state ${path}: ${value} is not a finite number`);
     return Object.is(value, -0) ? NEGATIVE_ZERO : value;
@@ -44,29 +48,62 @@ function sorted(value: unknown, path: string): unknown {
     if ((ndarrayClasses as readonly unknown[]).includes(value.constructor)) return value;
     throw new Error(`state ${path}: a ${value.constructor.name} cannot be captured (use one of the typed arrays)`);
   }
-  if (Array.isArray(value)) {
-    // A for loop, not map: map skips the empty slots of a sparse array, which would come back as null.
-    const out = new Array<unknown>(value.length);
-    for (let i = 0; i < value.length; i++) {
-      const v: unknown = value[i];
-      if (v === undefined && !(i in value))
-        throw new Error(
-          `state ${path}[${i}]: an empty slot of a sparse array cannot be captured (fill it, e.g. with null)`,
-        );
-      out[i] = sorted(v, `${path}[${i}]`);
+  if (Array.isArray(value) || typeof value === 'object') {
+    const seen = ancestors.get(value);
+    if (seen !== undefined) throw new Error(`state ${path}: a cycle (it is ${seen}), which cannot be captured`);
+    ancestors.set(value, path);
+    try {
+      return Array.isArray(value) ? sortedArray(value, path, ancestors) : sortedObject(value, path, ancestors);
+    } finally {
+      ancestors.delete(value);
     }
-    return out;
-  }
-  if (typeof value === 'object') {
-    const proto = Object.getPrototypeOf(value);
-    if (proto !== Object.prototype && proto !== null)
-      throw new Error(`state ${path}: ${proto?.constructor?.name ?? 'object'} is not plain data`);
-    const m = new Map<string, unknown>();
-    for (const key of Object.keys(value).sort())
-      m.set(key, sorted((value as Record<string, unknown>)[key], `${path}.${key}`));
-    return m;
   }
   throw new Error(`state ${path}: ${typeof value} cannot be captured`);
+}
+
+/** A string as it is, or refused: a lone surrogate would come back as U+FFFD (msgpack strings are UTF-8). */
+function wellFormed(s: string, path: string): string {
+  if (!(s as unknown as { isWellFormed(): boolean }).isWellFormed())
+    throw new Error(`state ${path}: a string with a lone surrogate cannot be captured (it would come back as U+FFFD)`);
+  return s;
+}
+
+function sortedArray(value: unknown[], path: string, ancestors: Ancestors): unknown[] {
+  // A for loop, not map: map skips the empty slots of a sparse array, which would come back as null.
+  const out = new Array<unknown>(value.length);
+  for (let i = 0; i < value.length; i++) {
+    const v: unknown = value[i];
+    if (v === undefined && !(i in value))
+      throw new Error(`state ${path}[${i}]: an empty slot of a sparse array cannot be captured (fill it, e.g. with null)`);
+    out[i] = sorted(v, `${path}[${i}]`, ancestors);
+  }
+  // An own property beside the elements (arr.total = 3) would be dropped: the codec writes the elements.
+  if (Object.getOwnPropertyNames(value).length !== value.length + 1) {
+    const extra = Object.getOwnPropertyNames(value).find((k) => k !== 'length' && String(Number(k) >>> 0) !== k);
+    throw new Error(`state ${path}.${extra}: a property beside an array's elements cannot be captured`);
+  }
+  return out;
+}
+
+function sortedObject(value: object, path: string, ancestors: Ancestors): Map<string, unknown> {
+  const proto = Object.getPrototypeOf(value);
+  if (proto !== Object.prototype && proto !== null)
+    throw new Error(`state ${path}: ${proto?.constructor?.name ?? 'object'} is not plain data`);
+  const keys = Object.keys(value);
+  if (Object.getOwnPropertySymbols(value).length > 0)
+    throw new Error(`state ${path}: a Symbol-keyed property cannot be captured (it would be dropped)`);
+  if (Object.getOwnPropertyNames(value).length !== keys.length) {
+    const hidden = Object.getOwnPropertyNames(value).find((k) => !keys.includes(k));
+    throw new Error(`state ${path}.${hidden}: a non-enumerable property cannot be captured (it would be dropped)`);
+  }
+  const m = new Map<string, unknown>();
+  for (const key of keys.sort()) {
+    if (key === '__proto__')
+      throw new Error(`state ${path}: the key __proto__ cannot be captured (it would come back renamed)`);
+    wellFormed(key, `${path} (a key)`);
+    m.set(key, sorted((value as Record<string, unknown>)[key], `${path}.${key}`, ancestors));
+  }
+  return m;
 }
 
 const NEGATIVE_ZERO = new NegativeZero();
@@ -193,7 +230,22 @@ export function encodeStateTransient(value: unknown): Buffer {
   return transient.pack(sorted(value, '$'));
 }
 
-/** Decode payload bytes back to plain data (maps become objects, bin becomes Buffer/Uint8Array). */
+/** Decode payload bytes back to plain data (maps become objects, bin a Uint8Array, as it was captured). */
 export function decodeState(bytes: Uint8Array): unknown {
-  return decoder.unpack(bytes);
+  return plainBytes(decoder.unpack(bytes));
+}
+
+/**
+ * A bin as the Uint8Array a model captured, not the Buffer msgpackr decodes it to (the same memory):
+ * a Buffer's slice() is a view where a Uint8Array's is a copy, and its toString() differs.
+ */
+export function plainBytes(v: unknown): unknown {
+  if (Buffer.isBuffer(v)) return new Uint8Array(v.buffer, v.byteOffset, v.byteLength);
+  if (Array.isArray(v)) {
+    for (let i = 0; i < v.length; i++) v[i] = plainBytes(v[i]);
+  } else if (v !== null && typeof v === 'object' && !ArrayBuffer.isView(v)) {
+    const o = v as Record<string, unknown>;
+    for (const k of Object.keys(o)) o[k] = plainBytes(o[k]);
+  }
+  return v;
 }

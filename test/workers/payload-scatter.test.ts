@@ -88,10 +88,16 @@ describe('state layout', () => {
   });
 
   it('gives null for a layout it cannot name exactly', () => {
+    const withKey = (b: Buffer) => {
+      const at = b.indexOf('_________');
+      b.write('__proto__', at, 'latin1');
+      return b;
+    };
     const big = filled(MIN_FIELD_BYTES, 3);
     const cases: [string, Uint8Array][] = [
       ['a large bin as the whole payload', encodeState(big)],
-      ['a large bin under __proto__ (the codec renames the key)', encodeState({ ['__proto__']: big, a: 1 })],
+      // The TypeScript codec refuses to write the key (it would come back renamed); another worker's may.
+      ['a large bin under __proto__ (the codec renames the key)', withKey(encodeState({ _________: big, a: 1 }))],
       ['a large bin under a non-ASCII key', encodeState({ ['é']: big })],
       [
         'a large bin in a map with an integer key',

@@ -84,9 +84,12 @@ describe('TypeScript state round trips', () => {
       number: 2 ** 40,
     };
     const back = decodeState(encodeState(state)) as typeof state;
-    // bin comes back as a Buffer (a Uint8Array), as before: compared as bytes.
-    expect({ ...back, bytes: [...back.bytes] }).toStrictEqual({ ...state, bytes: [1, 2, 3] });
-    expect(back.bytes).toBeInstanceOf(Uint8Array);
+    // bin comes back as a Uint8Array, not a Buffer (whose slice() is a view, not a copy).
+    expect(back).toStrictEqual(state);
+    expect(back.bytes.constructor).toBe(Uint8Array);
+    const copy = back.bytes.slice();
+    copy[0] = 9;
+    expect(back.bytes[0]).toBe(1);
     expect(Object.is(back.zero, -0)).toBe(true);
     expect(back.f32.buffer.byteLength).toBe(8);
     expect(encodeState(back).equals(encodeState(state))).toBe(true);
@@ -108,6 +111,34 @@ describe('TypeScript state round trips', () => {
     );
     expect(() => encodeState(new Array(2))).toThrow('state $[0]: an empty slot of a sparse array cannot be captured');
     expect(() => encodeState({ a: [1, undefined] })).toThrow('state $.a[1]: undefined cannot be captured');
+  });
+
+  it('refuses what would come back other than it went in: lone surrogates, __proto__, hidden keys, cycles', () => {
+    expect(() => encodeState({ s: 'x\uD800y' })).toThrow(
+      'state $.s: a string with a lone surrogate cannot be captured (it would come back as U+FFFD)',
+    );
+    expect(() => encodeState({ k: { 'k\uDC00': 1, 'k\uDC01': 2 } })).toThrow(
+      'state $.k (a key): a string with a lone surrogate cannot be captured',
+    );
+    expect(() => encodeState({ o: JSON.parse('{"__proto__":1,"x":2}') })).toThrow(
+      'state $.o: the key __proto__ cannot be captured (it would come back renamed)',
+    );
+    expect(() => encodeState({ o: { [Symbol.for('k')]: 7 } })).toThrow(
+      'state $.o: a Symbol-keyed property cannot be captured (it would be dropped)',
+    );
+    const hidden = Object.defineProperty({ a: 1 }, 'h', { value: 2, enumerable: false });
+    expect(() => encodeState({ o: hidden })).toThrow(
+      'state $.o.h: a non-enumerable property cannot be captured (it would be dropped)',
+    );
+    expect(() => encodeState({ a: Object.assign([1, 2], { total: 3 }) })).toThrow(
+      'state $.a.total: a property beside an array\'s elements cannot be captured',
+    );
+    const o: Record<string, unknown> = { a: { b: {} } };
+    (o.a as { b: Record<string, unknown> }).b.up = o.a;
+    expect(() => encodeState(o)).toThrow('state $.a.b.up: a cycle (it is $.a), which cannot be captured');
+    // The same object twice, not in a cycle, is plain data (it comes back as two equal copies).
+    const shared = [1];
+    expect(decodeState(encodeState({ a: shared, b: shared }))).toStrictEqual({ a: [1], b: [1] });
   });
 
   it('a control: msgpackr alone writes -0 as the int 0 (what the codec would lose without its marker)', async () => {
