@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -216,7 +217,9 @@ def capture_reply(
     try:
         data = encode_state(payload)
     except StateCodecError as e:
-        raise ProtocolRefusal('BACKEND_FAILURE', f'{who}: capture state cannot be encoded: {e}', 'none') from None
+        # Paths from the model's state (its payload's `state` field), as the TypeScript worker names them.
+        message = re.sub(r'\$\.state\b', '$', str(e))
+        raise ProtocolRefusal('BACKEND_FAILURE', f'{who}: capture state cannot be encoded: {message}', 'none') from None
     held = hold_from is not None and len(data) >= hold_from
     ref = {'byteLength': str(len(data))} if held else {'digest': sha256(data), 'byteLength': str(len(data))}
     result = {

@@ -314,9 +314,15 @@ class WorkerRuntime:
                 'workerId': self.worker_id,
                 'incarnationId': self.incarnation_id,
                 'scope': scope,
-                'error': error,
+                # A message may quote a model's value: a lone surrogate in it is shown as U+FFFD, or the
+                # reply itself could not be printed and the request would go without its one reply.
+                'error': {**error, 'message': _well_formed(str(error.get('message', '')))},
             }
         )
+
+
+def _well_formed(text: str) -> str:
+    return ''.join('\ufffd' if '\ud800' <= c <= '\udfff' else c for c in text)
 
 
 def _js(value: Any) -> str:

@@ -111,7 +111,27 @@ def _negative_zero(n: float) -> bool:
     return n == 0 and math.copysign(1.0, n) < 0
 
 
-def _write(value: Any, path: str, out: bytearray) -> None:
+def _utf8(text: str, path: str) -> bytes:
+    try:
+        return text.encode('utf-8')
+    except UnicodeEncodeError:
+        raise StateCodecError(
+            f'state {path}: a string with a lone surrogate cannot be captured (it would not come back as it is)'
+        ) from None
+
+
+def _write(value: Any, path: str, out: bytearray, ancestors: dict[int, str] | None = None) -> None:
+    if isinstance(value, (list, dict)):
+        ancestors = {} if ancestors is None else ancestors
+        seen = ancestors.get(id(value))
+        if seen is not None:
+            raise StateCodecError(f'state {path}: a cycle (it is {seen}), which cannot be captured')
+        ancestors[id(value)] = path
+        try:
+            _write_container(value, path, out, ancestors)
+        finally:
+            del ancestors[id(value)]
+        return
     if value is None:
         out.append(0xC0)
     elif value is True:
@@ -125,7 +145,7 @@ def _write(value: Any, path: str, out: bytearray) -> None:
     elif _is_numpy_scalar(value):
         _write(_numpy_scalar(value, path), path, out)
     elif isinstance(value, str):
-        data = value.encode('utf-8')
+        data = _utf8(value, path)
         _write_len(len(data), 0xA0, 0x20, [(0xD9, 1), (0xDA, 2), (0xDB, 4)], out)
         out += data
     elif isinstance(value, bytes):
@@ -141,23 +161,31 @@ def _write(value: Any, path: str, out: bytearray) -> None:
             f'state {path}: a {type(value).__name__} would come back as {back} '
             f'(capture {back.split()[-1]}(...) and rebuild the {type(value).__name__} in restore)'
         )
-    elif isinstance(value, list):
-        _write_len(len(value), 0x90, 0x10, [(0xDC, 2), (0xDD, 4)], out)
-        for i, item in enumerate(value):
-            _write(item, f'{path}[{i}]', out)
-    elif isinstance(value, dict):
-        keys = sorted(value, key=utf16_key)
-        _write_len(len(keys), 0x80, 0x10, [(0xDE, 2), (0xDF, 4)], out)
-        for key in keys:
-            if not isinstance(key, str):
-                raise StateCodecError(f'state {path}: key {key!r} is not a string')
-            _write(key, path, out)
-            _write(value[key], f'{path}.{key}', out)
     else:
         raise StateCodecError(
             f'state {path}: {type(value).__name__} cannot be captured exactly '
             '(plain data only: None, bool, int, float, str, bytes, list, dict, numpy arrays)'
         )
+
+
+def _write_container(value: list | dict, path: str, out: bytearray, ancestors: dict[int, str]) -> None:
+    if isinstance(value, list):
+        _write_len(len(value), 0x90, 0x10, [(0xDC, 2), (0xDD, 4)], out)
+        for i, item in enumerate(value):
+            _write(item, f'{path}[{i}]', out, ancestors)
+        return
+    for key in value:
+        if not isinstance(key, str):
+            raise StateCodecError(
+                f'state {path}: key {key!r} is not a string '
+                f'(a key of type {type(key).__name__} would come back as a string)'
+            )
+        _utf8(key, f'{path} (a key)')
+    keys = sorted(value, key=utf16_key)
+    _write_len(len(keys), 0x80, 0x10, [(0xDE, 2), (0xDF, 4)], out)
+    for key in keys:
+        _write(key, path, out)
+        _write(value[key], f'{path}.{key}', out, ancestors)
 
 
 def _is_ndarray(value: Any) -> bool:

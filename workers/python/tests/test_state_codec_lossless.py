@@ -87,6 +87,12 @@ def test_negative_zero_wide_ints_and_numpy_scalars_round_trip():
     assert back['f'] == 0.1 and back['i'] == -3 and back['b'] is True
 
 
+def _cycle() -> dict:
+    o: dict = {}
+    o['self'] = o
+    return {'o': o}
+
+
 @pytest.mark.parametrize(
     'value, path',
     [
@@ -99,6 +105,11 @@ def test_negative_zero_wide_ints_and_numpy_scalars_round_trip():
         ({'a': [(1, 2)]}, r'state \$\.a\[0\]: a tuple would come back as a list \(capture list\(\.\.\.\) and'),
         ({'a': bytearray(b'x')}, r'state \$\.a: a bytearray would come back as bytes \(capture bytes\(\.\.\.\) and'),
         ({'a': memoryview(b'x')}, r'state \$\.a: a memoryview would come back as bytes'),
+        # Each was an INTERNAL error (no path) before: an int key, a lone surrogate, a cycle.
+        ({'m': {1: 10}}, r'state \$\.m: key 1 is not a string \(a key of type int would come back as a string\)'),
+        ({'s': 'x\ud800y'}, r'state \$\.s: a string with a lone surrogate cannot be captured'),
+        ({'k': {'k\udc00': 1}}, r'state \$\.k \(a key\): a string with a lone surrogate'),
+        (_cycle(), r'state \$\.o\.self: a cycle \(it is \$\.o\), which cannot be captured'),
     ],
 )
 def test_what_cannot_be_kept_exactly_is_refused_naming_its_path(value, path):
