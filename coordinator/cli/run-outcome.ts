@@ -18,6 +18,7 @@ import { isWriteFailure } from '../write-failure.js';
 import { ExitError, formatError, writeStdout } from './common.js';
 import { isCheckpointRefusal } from '../checkpoint/refusal.js';
 import { isDetsimError } from '../../core/formats/errors.js';
+import type { ReasonCode } from '../../core/formats/reasons.js';
 import { metricsLines, type SessionMetrics } from '../session/metrics.js';
 import { checkpointSummaryLines } from './checkpoint-flags.js';
 
@@ -52,8 +53,24 @@ export function runFailureExit(e: unknown, command: 'run' | 'resume' | 'fork', r
   if (!isRunFailure(e)) return e;
   if (e.kind === 'aborted') return new ExitError(INTERRUPTED_EXIT, interruptedLine(e, command, e.runDir ?? runDir));
   const where = e.runDir ? `\ndetsim: run directory ${e.runDir}` : '';
-  const reason = e.reason ? `[${e.reason}] ` : '';
-  return new ExitError(RUN_FAILED_EXIT, `detsim: ${reason}${command} failed: ${e.message}${where}`);
+  return new ExitError(RUN_FAILED_EXIT, `detsim: [${reasonOf(e)}] ${command} failed: ${e.message}${where}`);
+}
+
+/** A run failure's stable reason code: its own (identity, io, a refused capture), else its kind's. */
+function reasonOf(e: RunFailure): ReasonCode {
+  if (e.reason) return e.reason;
+  const byKind: Record<Exclude<RunFailure['kind'], 'aborted'>, ReasonCode> = {
+    'never-ready': 'audit_worker_never_ready',
+    'worker-exited': 'audit_worker_exited',
+    deadline: 'audit_worker_deadline',
+    'stream-ended': 'audit_worker_stream_ended',
+    'error-reply': 'audit_model_error',
+    protocol: 'audit_worker_protocol',
+    identity: 'ident_worker_mismatch',
+    io: 'perm_write_failed',
+    internal: 'audit_run_internal',
+  };
+  return byKind[e.kind as Exclude<RunFailure['kind'], 'aborted'>];
 }
 
 /**

@@ -487,6 +487,17 @@ export const REASONS = {
     summary: 'the stripped physical fields of the runs are identical or empty: stripping proves nothing',
   },
   audit_run_failed: { layer: 'L8', summary: 'a replay run did not complete' },
+  // Why a run stopped, by its kind (coordinator/cli/run-outcome.ts): one code each, so a script can tell them apart.
+  audit_worker_never_ready: { layer: 'L7', summary: 'a worker was not ready within the start-up deadline' },
+  audit_worker_exited: { layer: 'L7', summary: "a worker's process or thread ended during the run" },
+  audit_worker_deadline: { layer: 'L7', summary: 'a worker did not reply within the step deadline' },
+  audit_worker_stream_ended: { layer: 'L7', summary: "a worker's stream ended while its process was alive" },
+  audit_model_error: {
+    layer: 'L7',
+    summary: 'a worker answered with an error: the model failed (its prepare, commit, advance or restore threw)',
+  },
+  audit_worker_protocol: { layer: 'L7', summary: 'a worker broke the protocol (a reply that was not the one due)' },
+  audit_run_internal: { layer: 'L7', summary: 'the coordinator itself failed (an unexpected error)' },
   audit_golden_marked: {
     layer: 'L7',
     summary: 'every commit that changes fixtures/golden/ carries [golden] in its subject',

@@ -212,10 +212,14 @@ describe('a failing model on a thread fails the run as on a process', () => {
       }),
     );
     // From source: the spinning model is a .ts module, which only a worker under tsx can load.
-    const r = await detsimTimed(['run', config, '--out', dir], /detsim: run failed/, SOURCE_CLI);
+    const r = await detsimTimed(
+      ['run', config, '--out', dir],
+      /detsim: \[audit_worker_deadline\] run failed/,
+      SOURCE_CLI,
+    );
     expect(r.status).toBe(1);
     expect(r.stderr).toMatch(
-      /detsim: run failed: worker worker-1 \(agents spin-b\) sent no reply within the deadline at step \d+, phase prepare/,
+      /detsim: \[audit_worker_deadline\] run failed: worker worker-1 \(agents spin-b\) sent no reply within the deadline at step \d+, phase prepare/,
     );
     expect(r.exitAfterResultMs).not.toBeNull();
     expect(r.exitAfterResultMs!).toBeLessThan(5_000);

@@ -107,7 +107,7 @@ describe.skipIf(pythonWorkerSkip !== null)('a Python model that raises, with and
     for (const r of [plain, verbose]) {
       expect(r.status, r.stderr).toBe(1);
       expect(r.stderr).toContain(
-        'detsim: run failed: worker worker-0 (agents bad-0) answered with an error at step 0, phase prepare: ' +
+        'detsim: [audit_model_error] run failed: worker worker-0 (agents bad-0) answered with an error at step 0, phase prepare: ' +
           'Agent.Prepare req-4: BACKEND_FAILURE: agent bad-0: prepare failed: the model broke',
       );
     }
@@ -124,7 +124,7 @@ describe.skipIf(pythonWorkerSkip !== null)('a Python model that raises, with and
     const r = await detsimAsync(['run', config, '--out', out], { env: { PYTHONPATH: modules } });
     expect(r.status, r.stderr).toBe(1);
     expect(r.stderr).toContain(
-      'detsim: run failed: worker worker-0 (agents bad-0) answered with an error at step 0, phase prepare: ' +
+      'detsim: [audit_model_error] run failed: worker worker-0 (agents bad-0) answered with an error at step 0, phase prepare: ' +
         'Agent.Prepare req-4: BACKEND_FAILURE: agent bad-0: prepare returned a decision that is not JSON',
     );
     expect(r.stderr).not.toMatch(/Traceback/);
@@ -151,7 +151,7 @@ describe.skipIf(pythonWorkerSkip !== null)('a Python model that raises, with and
     const r = await detsimAsync(['run', config, '--out', out], { env: { PYTHONPATH: modules } });
     expect(r.status, r.stderr).toBe(1);
     expect(r.stderr).toContain(
-      'detsim: run failed: worker worker-0 (agents bad-0, bad-1) answered with an error at step 0, phase prepare: ' +
+      'detsim: [audit_model_error] run failed: worker worker-0 (agents bad-0, bad-1) answered with an error at step 0, phase prepare: ' +
         "Agent.Prepare req-4: BACKEND_FAILURE: agent bad-0: another agent's prepare changed this agent's state " +
         '(agents on one worker must not share mutable state: give each agent its own in initialize and restore)',
     );
