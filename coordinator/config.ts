@@ -463,18 +463,30 @@ export function checkSteps(steps: number, field: string): number {
 function readConfigFile(file: string): string {
   try {
     if (statSync(file).isDirectory())
-      throw new DetsimError('struct_invalid_field', `<config>: ${file} is a directory, not a config file`, '<config>');
+      throw new DetsimError('struct_invalid_field', `${file} is a directory, not a config file`, '(file)');
     return readFileSync(file, 'utf8');
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
     if (typeof code !== 'string') throw e;
-    throw new DetsimError('struct_invalid_field', `<config>: cannot read ${file} (${code})`, '<config>');
+    const why = code === 'ENOENT' ? 'no such file' : code === 'EACCES' ? 'permission denied' : code;
+    throw new DetsimError('struct_invalid_field', `${file}: cannot read it (${why})`, '(file)');
   }
 }
 
 /** A config file parsed but not resolved: the document `--set` overrides apply to (overrides.ts). */
-export function readConfigDocument(file: string): unknown {
-  return parseConfigText(readConfigFile(file), file);
+export function readConfigDocument(
+  file: string,
+  what = 'a config (a mapping with sessionId, steps, environment and agents)',
+): unknown {
+  const doc = parseConfigText(readConfigFile(file), file);
+  // Not a mapping at all (a wrong file, e.g. a text file or a list): named by the file, not "(top level)".
+  if (doc === null || typeof doc !== 'object' || Array.isArray(doc))
+    throw new DetsimError(
+      'struct_invalid_field',
+      `${file}: not ${what}, but ${doc === null ? 'empty' : Array.isArray(doc) ? 'a list' : `a ${typeof doc}`}`,
+      '(file)',
+    );
+  return doc;
 }
 
 /** Read and resolve a config file; relative model paths resolve against the file's directory. */
@@ -553,7 +565,7 @@ function checkModuleFile(path: string, shown: string, field: string): void {
   if (!FROM_SOURCE && !WORKERS_LOAD_TYPESCRIPT() && TYPESCRIPT_EXTENSIONS.includes(extname(path))) {
     const js = path.replace(/\.(m|c)?ts$/, (_m, k: string | undefined) => `.${k ?? ''}js`);
     refuse(
-      `is TypeScript, which the built CLI does not load (Node 20 runs JavaScript): compile it first with \`npx tsc --module nodenext --target es2022 ${basename(path)}\` and name ./${basename(js)} in the config`,
+      `is TypeScript, which the built CLI does not load (Node 20 runs JavaScript): compile it first with \`npx -p typescript tsc --module nodenext --target es2022 ${basename(path)}\` and name ./${basename(js)} in the config`,
     );
   }
   const lost = asSpecifiers(path, moduleGraph(path).unloadable);

@@ -3,6 +3,7 @@
 // failing check, 2 usage (no such bundle directory, bad flag).
 import type { Command } from 'commander';
 import { existsSync, statSync } from 'node:fs';
+import { join } from 'node:path';
 import { canonicalize } from '../../core/formats/canonical-json.js';
 import { DetsimError } from '../../core/formats/errors.js';
 import { exportBundle, type ExportOptions } from '../evidence/export.js';
@@ -67,6 +68,12 @@ async function runExport(
 function runVerify(bundle: string, opts: { run: string[]; json?: boolean }): void {
   if (!existsSync(bundle) || !statSync(bundle).isDirectory())
     throw new ExitError(2, `detsim: [struct_invalid_field] ${bundle} is not an existing bundle directory`);
+  // A run directory (or a verify output) named by mistake: input, with the command that makes a bundle of it.
+  if (!existsSync(join(bundle, 'manifest.json')) && existsSync(join(bundle, 'receipt.json')))
+    throw new ExitError(
+      2,
+      `detsim: [struct_invalid_field] ${bundle} is a run directory, not a bundle: make one with detsim evidence export ${bundle} <bundle>`,
+    );
   for (const r of opts.run)
     if (!existsSync(r) || !statSync(r).isDirectory())
       throw new ExitError(2, `detsim: [struct_invalid_field] --run ${r} is not an existing directory`);

@@ -1,17 +1,18 @@
 // `detsim store ls|verify|gc <dir>`: inspect, re-verify and explicitly clean a STATE-01 store
 // directory, named directly or by its run directory (as every other command takes a run).
 // Only argument handling and printing live here; the store itself is store/store.ts.
-import { existsSync, realpathSync } from 'node:fs';
+import { existsSync, readdirSync, realpathSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { Command } from 'commander';
 import { DetsimError } from '../../core/formats/errors.js';
+import { STORE_ID_FILE } from '../../core/protocol/store-id.js';
 import { canonicalize } from '../../core/formats/canonical-json.js';
 import { storeDirOf } from '../checkpoint/checkpointing.js';
 import { storeGone } from '../checkpoint/resume.js';
 import { isExistingDirectory } from '../../core/formats/existing-dir.js';
 import { RUN_FILES } from '../session/run-dir.js';
 import { withRunLock } from '../session/run-lock.js';
-import { CheckpointStore, STORE_MANIFEST_FILE } from '../store/store.js';
+import { CheckpointStore, GENERATION_SUFFIX, STORE_MANIFEST_FILE } from '../store/store.js';
 import { action, ExitError, formatError, writeStdout } from './common.js';
 
 /**
@@ -60,7 +61,28 @@ async function ls(dir: string, opts: { json?: boolean }): Promise<void> {
   if (scan.temporaries.length > 0) writeStdout(`temporaries: ${scan.temporaries.join(' ')}`);
 }
 
+/**
+ * A directory with no manifest, no store id and no generation file is not a store (an empty or mistyped path):
+ * refused as input, not "0 generation(s) verified". A store that lost its manifest has generation
+ * files, and verify names them as orphaned.
+ */
+function requireStoreContent(dir: string): void {
+  if (existsSync(join(dir, STORE_MANIFEST_FILE)) || existsSync(join(dir, STORE_ID_FILE))) return;
+  if (readdirSync(dir).some((f) => f.endsWith(GENERATION_SUFFIX))) return;
+  throw new ExitError(
+    2,
+    formatError(
+      new DetsimError(
+        'struct_invalid_field',
+        `${dir} is not a checkpoint store (no ${STORE_MANIFEST_FILE}, no generation file): name a run directory or its store/`,
+        '<dir>',
+      ),
+    ),
+  );
+}
+
 async function verify(dir: string): Promise<void> {
+  if (isExistingDirectory(dir)) requireStoreContent(dir);
   const store = await CheckpointStore.open(dir);
   const report = await store.verify();
   for (const g of report.generations) {

@@ -60,7 +60,7 @@ function typescriptWorker(): DoctorItem[] {
       core: false,
       detail: fromSource
         ? '.js/.mjs/.cjs and .ts model modules (detsim runs from source, with tsx)'
-        : '.js/.mjs/.cjs model modules; a .ts model is compiled first: npx tsc --module nodenext --target es2022 my-model.ts',
+        : '.js/.mjs/.cjs model modules; a .ts model is compiled first: npx -p typescript tsc --module nodenext --target es2022 my-model.ts',
     },
   ];
 }

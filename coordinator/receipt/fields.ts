@@ -78,9 +78,13 @@ const RECEIPT_ROWS: FieldRule[] = [
     'where the run was finished: OS and kernel, CPU model and flags, Node and its flags, detsim version and commit, each worker runtime and build (platform.ts)',
     { subtree: true },
   ),
-  R('finalStateDigests', 'digest of every participant state at the end (null when the run captured none)', {
-    order: 'participantId',
-  }),
+  R(
+    'finalStateDigests',
+    'reserved: null in this version (a run must hash alike with and without checkpoints; its end state is bound by the behaviour digest, each checkpoint by the ledger)',
+    {
+      order: 'participantId',
+    },
+  ),
   R('finalStateDigests[]', 'one participant'),
   R('finalStateDigests[].participantId', 'environment id or agent id'),
   O('finalStateDigests[].digest', 'SHA-256 of the state payload bytes'),
@@ -212,7 +216,9 @@ const SUMMARY_ROWS: FieldRule[] = [
     'reward totals per agent and overall (coordinator/session/metrics.ts): behaviour, but already hashed step by step as steps[].behaviour.rewards; a repro summary field would move every recorded ReproHash',
     { subtree: true },
   ),
-  R('summary.finalStateDigests', 'final state digests, when recorded (copied to finalStateDigests)', { subtree: true }),
+  R('summary.finalStateDigests', 'reserved, not written in this version (finalStateDigests is null)', {
+    subtree: true,
+  }),
   P(
     'summary.checkpoints',
     'checkpoint schedule and durability outcomes (coordinator/checkpoint; which saves became durable is physical)',

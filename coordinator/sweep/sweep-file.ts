@@ -133,7 +133,7 @@ function nameOf(file: string, v: unknown): string {
 /** Read and check a sweep file (YAML or JSON) and its base config document. */
 export function readSweepFile(path: string): SweepSpec {
   const file = resolve(path);
-  const doc = readConfigDocument(file);
+  const doc = readConfigDocument(file, 'a sweep file (a mapping with base, grid and replicates)');
   if (!isMapping(doc)) refuse(file, '(top level)', 'not a mapping with base, grid and replicates');
   for (const k of Object.keys(doc))
     if (!FIELDS.includes(k)) refuse(file, k, `unknown field (a sweep file has ${FIELDS.join(', ')})`);

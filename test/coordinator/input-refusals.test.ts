@@ -162,13 +162,37 @@ describe('detsim run refuses bad input before anything starts (CLI)', () => {
   it('a directory as the config: a named one-line refusal, not an EISDIR stack trace (item 19)', () => {
     const dir = mkdtempSync(join(tmpdir(), 'detsim-input-'));
     const out = join(dir, 'runs');
-    const line = expectCliRefusal(detsimCli(['run', 'examples', '--out', out]), 'struct_invalid_field', '<config>');
-    expect(line).toContain('is a directory');
+    const line = expectCliRefusal(detsimCli(['run', 'examples', '--out', out]), 'struct_invalid_field', 'examples');
+    expect(line).toContain('examples is a directory, not a config file');
     expect(existsSync(out)).toBe(false);
   });
 
   it('a missing config file: a named refusal', () => {
-    expectCliRefusal(detsimCli(['run', 'examples/no-such.yaml']), 'struct_invalid_field', '<config>');
+    const line = expectCliRefusal(
+      detsimCli(['run', 'examples/no-such.yaml']),
+      'struct_invalid_field',
+      'examples/no-such.yaml',
+    );
+    expect(line).toBe('detsim: [struct_invalid_field] examples/no-such.yaml: cannot read it (no such file)');
+  });
+
+  it('a file that is not a config (text, a list, empty) is refused naming the file', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'detsim-input-'));
+    for (const [text, what] of [
+      ['hello\n', 'a string'],
+      ['- 1\n- 2\n', 'a list'],
+      ['', 'empty'],
+    ]) {
+      writeFileSync(join(dir, 'c.yaml'), text);
+      const line = expectCliRefusal(
+        detsimCli(['run', join(dir, 'c.yaml')]),
+        'struct_invalid_field',
+        join(dir, 'c.yaml'),
+      );
+      expect(line).toBe(
+        `detsim: [struct_invalid_field] ${join(dir, 'c.yaml')}: not a config (a mapping with sessionId, steps, environment and agents), but ${what}`,
+      );
+    }
   });
 });
 

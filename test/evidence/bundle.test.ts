@@ -594,6 +594,11 @@ describe('export refuses bad input and writes nothing', () => {
     expect(u.stderr).toMatch(
       /^detsim: \[struct_invalid_field\] .*no-such-bundle is not an existing bundle directory\n$/,
     );
+    const run = detsimCli(['evidence', 'verify', runDir]);
+    expect(run.status).toBe(2);
+    expect(run.stderr).toBe(
+      `detsim: [struct_invalid_field] ${runDir} is a run directory, not a bundle: make one with detsim evidence export ${runDir} <bundle>\n`,
+    );
     const b = copyOf(exported, 'cli-extra');
     writeFileSync(join(b, 'x.json'), '{}');
     const r = detsimCli(['evidence', 'verify', b]);

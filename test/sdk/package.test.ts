@@ -112,7 +112,7 @@ checkModel(model, { steps: 30 });
     const ts = sh('npx', ['detsim', 'run', 'ts.yaml', '--out', 'ts-runs']);
     expect(ts.status).toBe(2);
     expect(ts.stderr).toContain(
-      'is TypeScript, which the built CLI does not load (Node 20 runs JavaScript): compile it first with `npx tsc --module nodenext --target es2022 walk2.ts` and name ./walk2.js in the config',
+      'is TypeScript, which the built CLI does not load (Node 20 runs JavaScript): compile it first with `npx -p typescript tsc --module nodenext --target es2022 walk2.ts` and name ./walk2.js in the config',
     );
     expect(existsSync(join(project, 'ts-runs'))).toBe(false);
   });

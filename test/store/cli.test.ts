@@ -80,6 +80,15 @@ describe('detsim store', () => {
     expect(missing.stderr.trim().split('\n')).toHaveLength(1);
     expect(missing.stderr).toContain('ENOENT');
   });
+
+  it('verify of a directory that holds no store is an input error (exit 2), not "0 generation(s) verified"', async () => {
+    const empty = await tempDir('cli-empty');
+    const r = detsim('store', 'verify', empty);
+    expect(r.status).toBe(2);
+    expect(r.stderr).toBe(
+      `detsim: [struct_invalid_field] ${empty} is not a checkpoint store (no manifest.json, no generation file): name a run directory or its store/\n`,
+    );
+  });
 });
 
 describe('detsim store: a lost manifest, and gc of a live run through another path (issue 11 items 12, 5)', () => {
