@@ -223,9 +223,13 @@ class SweepScheduler {
     }
     if (ok) this.agentStepsDone += totalOf(r.run);
     this.takenDone += takenBy(r);
-    // A task that said nothing: how it ended (a signal has no exit code).
+    // Why it failed: its refusal line ("detsim: [reason] …"; the "run directory" line after it
+    // says nothing the sweep's line does not), else its last line; a task that said nothing: how
+    // it ended (a signal has no exit code).
+    const said = r.stderr.filter((l) => l.trim() !== '');
     const last =
-      r.stderr.filter((l) => l.trim() !== '').pop() ??
+      said.filter((l) => l.startsWith('detsim: [')).pop() ??
+      said.pop() ??
       (code === null ? `ended by ${signal ?? 'a signal'}` : `exit ${code}`);
     this.report({
       run: r.run,

@@ -256,6 +256,25 @@ describe('detsim sweep: a masterSeed grid, and a sweep file that moved', { timeo
   });
 });
 
+describe('detsim sweep: a run that fails', { timeout: 600_000 }, () => {
+  it('its line names why (the refusal, not the run directory line after it); the sweep exits 1', () => {
+    const a = study();
+    writeFileSync(
+      join(a, 'boom.mjs'),
+      `export default { kind: 'agent', modelVersion: 'boom-v1', initialize: () => ({}),
+  prepare(s, ctx) { if (Number(ctx.step) === 5) throw new Error('boom at 5'); return { move: 'north' }; },
+  commit() {}, capture: () => ({}), restore: () => ({}) };\n`,
+    );
+    writeFileSync(join(a, 'boom.yaml'), BASE.replace('model: walker', 'model: ./boom.mjs'));
+    writeFileSync(join(a, 'fails.yaml'), 'base: boom.yaml\ngrid:\n  steps: [20]\n');
+    const r = cli(a, ['sweep', 'fails.yaml']);
+    expect(r.status).toBe(1);
+    expect(r.stdout).toMatch(
+      /^failed {6}00-steps=20-r0 {2}seed \d+ {2}\[audit_model_error\] run failed: worker worker-0 .* prepare failed: boom at 5/m,
+    );
+  });
+});
+
 /** status and summary, JSON and CSV, against the run directories' own files. */
 function checkTables(cwd: string, sweepDir: string): void {
   const rows = JSON.parse(cli(cwd, ['sweep', 'status', 'sweeps/food-1', '--json']).stdout) as {
