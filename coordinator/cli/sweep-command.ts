@@ -4,6 +4,7 @@
 // `sweep status|summary` (tables), `sweep submit` (one Slurm job array). Only argument handling
 // and display: the sweep is coordinator/sweep/.
 import type { Command } from 'commander';
+import { DetsimError } from '../../core/formats/errors.js';
 import { mkdirSync, rmSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { relative } from 'node:path';
@@ -281,7 +282,19 @@ export function registerSweep(program: Command): void {
       `runs at once, each its own coordinator process (default: the cores, ${availableParallelism()} here)`,
     )
     .option('--json', 'print one canonical JSON object at the end instead of one line per run')
-    .action(action(sweepRun));
+    .allowExcessArguments(true)
+    .action(
+      action((file: string, opts: SweepRunOptions, cmd: Command) => {
+        // `detsim sweep stauts <dir>`: a mistyped command, not a sweep file with one argument too many.
+        if (cmd.args.length > 1)
+          throw new DetsimError(
+            'struct_usage',
+            `unknown sweep command ${JSON.stringify(file)}: the commands are run, status, summary, submit and task (detsim sweep <sweep-file> runs one)`,
+            '<sweep-file>',
+          );
+        return sweepRun(file, opts);
+      }),
+    );
   sweep
     .command('task')
     .description('run, resume or skip one run of a sweep directory (what each Slurm array task runs)')

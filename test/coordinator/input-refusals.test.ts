@@ -182,7 +182,7 @@ describe('detsim run refuses bad input before anything starts (CLI)', () => {
       ['hello\n', 'a string'],
       ['- 1\n- 2\n', 'a list'],
       ['', 'empty'],
-    ]) {
+    ] as const) {
       writeFileSync(join(dir, 'c.yaml'), text);
       const line = expectCliRefusal(
         detsimCli(['run', join(dir, 'c.yaml')]),

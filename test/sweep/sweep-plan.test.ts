@@ -177,4 +177,12 @@ describe('bad sweep files (CLI)', () => {
       expect(existsSync(out)).toBe(false);
       expect(readdirSync(dir)).toEqual(['food.yaml']);
     });
+
+  it('a mistyped command (sweep stauts <dir>) is named as such, not as too many arguments for run', () => {
+    const r = spawnSync(process.execPath, [CLI_MAIN, 'sweep', 'stauts', 'sweeps/food-1'], { encoding: 'utf8' });
+    expect(r.status).toBe(2);
+    expect(r.stderr).toBe(
+      'detsim: [struct_usage] unknown sweep command "stauts": the commands are run, status, summary, submit and task (detsim sweep <sweep-file> runs one)\n',
+    );
+  });
 });
