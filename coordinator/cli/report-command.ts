@@ -57,7 +57,9 @@ function build(dir: string, opts: ReportOptions): { html: string; lines: string[
   const diff0 = s.runs.filter((r) => r.verdict === 'diff0').length;
   return {
     html: sweepPage(s).html,
-    lines: [`sweep: ${s.runs.length} runs, ${diff0} DIFF=0 against their receipts`],
+    lines: [
+      `sweep: ${s.runs.length} runs${s.planned !== null && s.planned > s.runs.length ? ` of the ${s.planned} planned (${s.planned - s.runs.length} without a run directory)` : ''}, ${diff0} DIFF=0 against their receipts`,
+    ],
     failed:
       differs.length > 0
         ? new DetsimError(

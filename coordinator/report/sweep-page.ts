@@ -13,7 +13,12 @@ function summaryBox(s: SweepData): string {
   const differs = s.runs.filter((r) => r.verdict === 'differs').length;
   const completed = s.runs.filter((r) => r.status === 'completed').length;
   const cls = differs > 0 ? 'red' : diff0 === n ? 'green' : 'grey';
-  return `<div class="verdict ${cls}"><b>${diff0} of ${n} runs DIFF=0 against their receipts</b> (each trace checked against the SHA-256 its receipt binds, its ReproHash recomputed)${differs > 0 ? `; <b>${differs} DIFF≠0</b>` : ''}; ${completed} of ${n} completed.</div>`;
+  const missing = s.planned === null ? 0 : s.planned - n;
+  const planned =
+    missing > 0
+      ? ` <b>${missing} of the ${s.planned} runs sweep.json plans have no run directory</b> (not started, or removed).`
+      : '';
+  return `<div class="verdict ${cls}"><b>${diff0} of ${n} runs DIFF=0 against their receipts</b> (each trace checked against the SHA-256 its receipt binds, its ReproHash recomputed)${differs > 0 ? `; <b>${differs} DIFF≠0</b>` : ''}; ${completed} of ${s.planned ?? n} completed.${planned}</div>`;
 }
 
 function runsTable(s: SweepData): string {

@@ -48,6 +48,8 @@ export interface SweepData {
   sweepDir: string;
   index: string | null;
   runs: SweepRun[];
+  /** How many runs the sweep's own sweep.json plans (null: no detsim sweep index); runs has those with a run directory. */
+  planned: number | null;
   paths: string[];
   charts: ChartSpec[];
 }
@@ -80,7 +82,11 @@ function entryOf(sweepDir: string, path: string, v: JsonValue, i: number, planne
 }
 
 /** The runs of a sweep directory: sweep.json's list, else every run directory in it by name. */
-export function sweepEntries(sweepDir: string): { index: string | null; entries: SweepEntry[] } {
+export function sweepEntries(sweepDir: string): {
+  index: string | null;
+  entries: SweepEntry[];
+  planned: number | null;
+} {
   const path = join(sweepDir, SWEEP_INDEX);
   const doc = readJsonFileOrNull(path);
   if (doc !== null) {
@@ -89,7 +95,7 @@ export function sweepEntries(sweepDir: string): { index: string | null; entries:
     const planned = doc.format === SWEEP_FORMAT;
     const entries = doc.runs.flatMap((v, i) => entryOf(sweepDir, path, v, i, planned) ?? []);
     if (entries.length === 0) refuse(path, 'runs', 'no run of this sweep has started yet');
-    return { index: path, entries };
+    return { index: path, entries, planned: planned ? doc.runs.length : null };
   }
   const dirs = readdirSync(sweepDir)
     .sort()
@@ -101,7 +107,7 @@ export function sweepEntries(sweepDir: string): { index: string | null; entries:
       `${sweepDir}: neither a run directory (run.json) nor a sweep directory (${SWEEP_INDEX} or run directories in it)`,
       'source',
     );
-  return { index: null, entries: dirs.map((dir) => ({ dir, overrides: {}, replicate: null })) };
+  return { index: null, entries: dirs.map((dir) => ({ dir, overrides: {}, replicate: null })), planned: null };
 }
 
 function readSweepRun(sweepDir: string, entry: SweepEntry, attestation: AttestationSource | null): SweepRun {
@@ -203,11 +209,11 @@ function outcomeChart(runs: SweepRun[]): ChartSpec {
 
 /** Read a sweep directory for a report (see the file comment). */
 export function readSweep(sweepDir: string, attestation: AttestationSource | null): SweepData {
-  const { index, entries } = sweepEntries(sweepDir);
+  const { index, entries, planned } = sweepEntries(sweepDir);
   const runs = entries.map((e) => readSweepRun(sweepDir, e, attestation));
   const paths = [...new Set(entries.flatMap((e) => Object.keys(e.overrides)))].sort();
   const charts = paths.flatMap((p, i) => paramChart(p, runs, i) ?? []);
-  return { sweepDir, index, runs, paths, charts: [...charts, outcomeChart(runs)] };
+  return { sweepDir, index, runs, planned, paths, charts: [...charts, outcomeChart(runs)] };
 }
 
 /** A directory's name for the page title. */

@@ -27,6 +27,7 @@ import puppeteer, { type Browser } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { killAtSteps } from '../../bench/recover-kill-loop.js';
 import { loadConfig } from '../../coordinator/config.js';
+import { SWEEP_FORMAT } from '../../coordinator/sweep/sweep-dir.js';
 import { CLI_MAIN, detsimCli, expectCliRefusal } from '../cli-refusal.js';
 import { snapshotDir } from '../dir-snapshot.js';
 
@@ -416,6 +417,22 @@ describe('detsim report refusals', () => {
     writeFileSync(join(foreign, 'report.html'), '<!DOCTYPE html>\n<p>not a detsim report</p>\n');
     expectCliRefusal(detsimCli(['report', foreign]), 'perm_report_exists', join(foreign, 'report.html'));
     expect(readFileSync(join(foreign, 'report.html'), 'utf8')).toContain('not a detsim report');
+  });
+
+  it('a sweep with a planned run missing says so, on the page and the terminal (not "N of N completed")', () => {
+    const partial = join(tmp, 'sweep-partial');
+    cpSync(sweep, partial, { recursive: true });
+    rmSync(join(partial, 'report.html'), { force: true });
+    // As detsim sweep writes it: its own format lists every planned run, started or not.
+    const index = JSON.parse(readFileSync(join(partial, 'sweep.json'), 'utf8')) as { runs: { dir: string }[] };
+    writeFileSync(join(partial, 'sweep.json'), JSON.stringify({ format: SWEEP_FORMAT, ...index }));
+    rmSync(join(partial, index.runs[1]!.dir), { recursive: true });
+    const r = detsimCli(['report', partial]);
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout).toContain('sweep: 2 runs of the 3 planned (1 without a run directory), 2 DIFF=0');
+    const html = readFileSync(join(partial, 'report.html'), 'utf8');
+    expect(html).toContain('of 3 completed.');
+    expect(html).toContain('<b>1 of the 3 runs sweep.json plans have no run directory</b>');
   });
 
   it('a path that is no run, a sweep.json of the wrong shape and a changed attestation are refused, naming them', () => {
