@@ -8,7 +8,7 @@ import { extname } from 'node:path';
 import type { Command } from 'commander';
 import { DetsimError } from '../../core/formats/errors.js';
 import { EXPORT_FORMATS, type ExportFormat } from '../export/table-writers.js';
-import { exportTrace, ExportInterrupted, type ExportProgress } from '../export/trace-export.js';
+import { exportTrace, ExportInterrupted, type ExportProgress, unfinishedRuns } from '../export/trace-export.js';
 import { isWriteFailure } from '../write-failure.js';
 import { action, ExitError, formatError, readChoiceFlag, writeStdout } from './common.js';
 import { INTERRUPTED_EXIT, RUN_FAILED_EXIT } from './run-outcome.js';
@@ -69,6 +69,11 @@ async function exportCommand(source: string, flags: ExportFlags): Promise<void> 
     writeStdout(
       `${out}: ${r.rows} rows (${r.steps} steps of ${runs}), ${format}, ${r.columns.length} columns: ${r.columns.map((c) => `${c.name} ${c.type}`).join(', ')}`,
     );
+    const partial = unfinishedRuns(r.runs);
+    if (partial.length > 0)
+      process.stderr.write(
+        `note: ${partial.length} of ${r.runs.length} run(s) did not complete, their rows stop where they did: ${partial.map((p) => `${p.id} (${p.why})`).join('; ')}\n`,
+      );
   } catch (e) {
     if (e instanceof ExportInterrupted)
       throw new ExitError(INTERRUPTED_EXIT, `detsim: trace export interrupted; ${out} not written`);

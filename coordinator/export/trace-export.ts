@@ -141,6 +141,26 @@ export function runsOf(source: string): ExportRun[] {
   return runs;
 }
 
+/**
+ * The runs whose rows stop short: no summary.json (still running, or killed) or one whose status is
+ * not `completed` (failed, aborted), each with where it stopped — a table mixing them with whole
+ * runs would average partial rewards in with the rest, so the command says so.
+ */
+export function unfinishedRuns(runs: readonly ExportRun[]): { id: string; why: string }[] {
+  return runs.flatMap((r) => {
+    const path = join(r.dir, 'summary.json');
+    if (!existsSync(path)) return [{ id: r.id, why: 'not ended (no summary.json: still running, or killed)' }];
+    let s: { status?: unknown; stepsDone?: unknown; stepsPlanned?: unknown };
+    try {
+      s = parseStrict(readFileSync(path)) as typeof s;
+    } catch {
+      return [{ id: r.id, why: 'summary.json unreadable' }];
+    }
+    if (s.status === 'completed') return [];
+    return [{ id: r.id, why: `${String(s.status)} at ${String(s.stepsDone)} of ${String(s.stepsPlanned)} steps` }];
+  });
+}
+
 /** --out must not exist and its directory must. */
 function checkOut(out: string): void {
   if (existsSync(out))

@@ -190,10 +190,26 @@ describe('detsim trace export: real runs read back by pyarrow, pandas and read_t
     const r = exportCli(RUNS, pq);
     expect(r.status, r.stderr).toBe(0);
     expect(r.stdout).toContain('10400 rows (650 steps of 2 runs)');
+    expect(r.stderr).not.toContain('note:');
     const read = readBack('parquet', pq);
     expectTable(read, [...FIXED, 'action.move'], rows);
     expect(read.rowGroups).toBe(1);
     expectTable(readBack('list', RUNS), [...FIXED, 'action.move'], rows);
+  });
+
+  it('a run that did not complete is exported with the others, and the command says its rows stop short', () => {
+    const mixed = join(OUT, 'partial-runs');
+    mkdirSync(mixed);
+    cpSync(FW, join(mixed, 'whole'), { recursive: true });
+    cpSync(FW_SHORT, join(mixed, 'cut'), { recursive: true });
+    rmSync(join(mixed, 'cut', 'summary.json'));
+    rmSync(join(mixed, 'cut', 'receipt.json'));
+    const r = exportCli(mixed, join(OUT, 'partial.csv'));
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout).toContain('(650 steps of 2 runs)');
+    expect(r.stderr).toContain(
+      'note: 1 of 2 run(s) did not complete, their rows stop where they did: cut (not ended (no summary.json: still running, or killed))',
+    );
   });
 });
 
