@@ -39,6 +39,8 @@ const LAUNCH_JSON_SCHEMA = z.strictObject({
   tls: z.union([z.null(), z.strictObject({ dir: z.string().min(1), perRun: z.boolean() })]),
   /** `inline`: the environment ran in the coordinator's thread (absent: on the workers' transport). */
   environmentTransport: z.literal('inline').optional(),
+  /** Where the run's Python models were imported from (the config's directory): looked in last on resume. */
+  modelDirs: z.array(z.string().min(1)).optional(),
 });
 
 export type LaunchFacts = z.output<typeof LAUNCH_JSON_SCHEMA>;
@@ -52,6 +54,7 @@ export function launchFactsOf(plan: RunPlan, perRun: boolean): LaunchFacts {
     placement: plan.rendezvous ? { kind: 'rendezvous', ...plan.rendezvous } : { kind: 'local' },
     tls: plan.tls ? { dir: plan.tls.dir, perRun } : null,
     ...(environmentInline(plan) ? { environmentTransport: 'inline' as const } : {}),
+    ...(plan.modelDirs && plan.modelDirs.length > 0 ? { modelDirs: [...plan.modelDirs] } : {}),
   };
 }
 

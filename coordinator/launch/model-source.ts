@@ -5,7 +5,9 @@
 // A recorded run's modules are found again by name and digest: at the recorded path, else beside the
 // run directory, its parent, or the current directory; a file there with another digest is refused as
 // "model source changed". NOT model loading (the workers) and NOT the config schema (config.ts).
+import { existsSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
+import { readLaunchFacts } from './launch-facts.js';
 import { DetsimError } from '../../core/formats/errors.js';
 import { findModule, moduleIdentity, parseModuleIdentity } from '../../core/models/identity.js';
 import { isPythonUserModel } from '../config.js';
@@ -23,10 +25,20 @@ export function recordedModel(
 
 const PYTHON_IDENTITY = /^(python:[^@]+)@sha256:([0-9a-f]{64})$/;
 
-/** The directories a recorded run's models are looked for in, after their recorded places. */
+/**
+ * The directories a recorded run's models are looked for in, after their recorded places: beside
+ * the run directory, its parent, the current directory, then where its Python models were imported
+ * from when it ran (launch.json, physical: a run written with --out elsewhere still finds them).
+ */
 export function searchDirsFor(runDir: string): string[] {
   const dir = resolve(runDir);
-  return [...new Set([dirname(dir), dirname(dirname(dir)), process.cwd()])];
+  let recorded: string[] = [];
+  try {
+    recorded = (readLaunchFacts(dir)?.modelDirs ?? []).filter((d) => existsSync(d));
+  } catch {
+    // A damaged launch.json is refused where the launch is read (resume); here it only adds places.
+  }
+  return [...new Set([dirname(dir), dirname(dirname(dir)), process.cwd(), ...recorded])];
 }
 
 /**

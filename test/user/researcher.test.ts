@@ -156,6 +156,16 @@ describe('a researcher’s own models, outside the checkout, reproduced by a col
     expect(diff.stdout, diff.stderr).toMatch(/^DIFF=0: the same run \(ReproHash [0-9a-f]{16}, 300 steps\)/);
   }, 240_000);
 
+  it('a run written with --out outside the lab resumes from anywhere: its Python model is found where it ran', () => {
+    const elsewhere = mkdtempSync(join(tmpdir(), 'detsim-out-elsewhere-'));
+    const r = detsim(['run', join(lab, 'study.yaml'), '--checkpoint-every', '50', '--out', elsewhere], home);
+    expect(r.status, r.stderr).toBe(0);
+    const runDir = join(elsewhere, 'study-1');
+    const resumed = detsim(['resume', runDir, '--checkpoint', 'ckpt-e1-200'], tmpdir());
+    expect(resumed.status, resumed.stderr).toBe(0);
+    expect(reproHashOf(runDir)).toBe(reproHashOf(join(lab, 'runs/study-1')));
+  }, 240_000);
+
   it('the same study with --transport inline (its TypeScript model in the coordinator thread, Python still a process): DIFF=0', () => {
     const inline = detsim(['run', 'study.yaml', '--transport', 'inline', '--out', 'inline'], lab);
     expect(inline.status, inline.stderr).toBe(0);
