@@ -23,6 +23,13 @@ interface VerifyCommandOptions {
   conformance?: string;
 }
 
+/** What a researcher does about a warning verify gives every config of their own. */
+function hintOf(reason: string): string {
+  return reason === 'meta_golden_missing'
+    ? ' (no golden for this config: the runs agreed with each other, which is DIFF=0 — a config of your own is checked so by detsim replay; --update-goldens records a golden, and verify then holds later runs to it)'
+    : '';
+}
+
 export function registerVerify(program: Command): void {
   program
     .command('verify')
@@ -74,7 +81,9 @@ export function registerVerify(program: Command): void {
         const a = result.attestation;
         for (const c of a.checks)
           if (c.status !== 'pass')
-            writeStdout(`${c.status.toUpperCase()} ${c.subject} ${c.check} [${c.reason}] ${JSON.stringify(c.detail)}`);
+            writeStdout(
+              `${c.status.toUpperCase()} ${c.subject} ${c.check} [${c.reason}] ${JSON.stringify(c.detail)}${hintOf(c.reason)}`,
+            );
         writeStdout(
           `grade ${a.grade}, verdict ${a.verdict}, ${a.checks.length} checks (${a.checks.filter((c) => c.status === 'pass').length} pass)`,
         );

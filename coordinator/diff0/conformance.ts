@@ -117,7 +117,11 @@ export function conformanceRecord(file?: string): ConformanceRecord {
 
 /** One line for people (attestation.md, the CLI): the file, its digest and counts, or that there was none. */
 export function describeConformance(c: ConformanceRecord): string {
-  if (!c.present) return `none (no ${c.path}; run node scripts/conformance.mjs after the tests)`;
+  // The script is the checkout's (CI runs it after the tests); an installed package has none.
+  if (!c.present)
+    return existsSync('scripts/conformance.mjs')
+      ? `none (no ${c.path}; run node scripts/conformance.mjs after the tests)`
+      : `none (no ${c.path})`;
   const s = c.summary;
   return `${c.path} sha256 ${c.sha256} (${c.requirements} requirements: ${s.passed} passed, ${s.failed} failed, ${s.untested} untested, ${s.skipped} skipped)`;
 }

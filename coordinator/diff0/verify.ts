@@ -283,7 +283,7 @@ export async function verify(opts: VerifyOptions = {}): Promise<VerifyResult> {
   if (configs.length === 0)
     throw new DetsimError(
       'struct_missing_field',
-      'no configuration to verify: give --config FILE or add examples/*.yaml',
+      'no configuration to verify: give --config FILE (here is no examples/ directory, as in a checkout of detsim)',
       '--config',
     );
   for (const c of configs)

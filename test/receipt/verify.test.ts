@@ -107,6 +107,20 @@ describe('detsim verify (CLI, real runs)', () => {
   let first: { out: string; hash: string };
 
   it(
+    "a config without a golden (a researcher's own): yellow, exit 2, and the warning says what to do",
+    { timeout: 240_000 },
+    () => {
+      const out = tmp('detsim-verify-nogolden-');
+      const r = verifyCli(out, [], tmp('detsim-verify-no-goldens-'));
+      expect(r.status, r.stdout + r.stderr).toBe(2);
+      expect(r.stdout).toMatch(
+        /^WARN tiny-walkers golden \[meta_golden_missing\] .* \(no golden for this config: the runs agreed with each other, which is DIFF=0 — a config of your own is checked so by detsim replay; --update-goldens records a golden/m,
+      );
+      expect(r.stdout).toMatch(/grade sampled, verdict yellow/);
+    },
+  );
+
+  it(
     '[D10, DIFF-5] one entry; a hit golden gives exit 0, grade full, attestation.md and one check per line',
     { timeout: 240_000 },
     () => {
