@@ -627,14 +627,18 @@ export function unendedResume(runDir: string): string | null {
   for (const e of ledgerEvents(runDir, (line) => line.includes('"event":"restored"')))
     if (e.event === 'restored') restoredInto = e.epoch;
   if (typeof restoredInto !== 'string') return null;
-  let summaryEpoch: unknown;
+  let summary: { epoch?: unknown; status?: unknown; resume?: { epoch?: unknown }; failure?: { step?: unknown } };
   try {
-    summaryEpoch = (JSON.parse(readFileSync(join(runDir, 'summary.json'), 'utf8')) as { epoch?: unknown }).epoch;
+    summary = JSON.parse(readFileSync(join(runDir, 'summary.json'), 'utf8')) as typeof summary;
   } catch {
     return null;
   }
-  if (summaryEpoch === restoredInto) return null;
-  return `a resume of it into epoch ${restoredInto} did not end (killed?): \`detsim resume ${runDir}\` finishes it`;
+  // A resumed run's summary names the epoch it resumed into (resume.epoch); its epoch is the run's first.
+  if ((summary.resume?.epoch ?? summary.epoch) !== restoredInto)
+    return `a resume of it into epoch ${restoredInto} did not end (killed?): \`detsim resume ${runDir}\` finishes it`;
+  if (summary.status === 'completed') return null;
+  const at = summary.failure?.step === undefined ? '' : ` at step ${String(summary.failure.step)}`;
+  return `its last resume, into epoch ${restoredInto}, ${String(summary.status)}${at} (summary.json says why): \`detsim resume ${runDir}\` tries again from its last checkpoint`;
 }
 
 /** The last checkpoint the run's ledger records as committed, or null (no ledger, none committed). */

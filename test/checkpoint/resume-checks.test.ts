@@ -271,6 +271,51 @@ describe('a run whose resume was killed', () => {
   );
 });
 
+describe('a run whose resume failed', () => {
+  it(
+    'diff says that resume failed, where, and that resume tries again (not "killed?")',
+    () => {
+      const lab = join(out, 'flaky-lab');
+      mkdirSync(lab, { recursive: true });
+      // Fails only once restored, at step 30: the run completes, its resume from step 20 fails.
+      writeFileSync(
+        join(lab, 'flaky.mjs'),
+        `export default {
+  kind: 'agent', modelVersion: 'flaky-v1',
+  initialize: ({ seed }) => ({ rng: (seed >>> 0) || 1, restored: false }),
+  prepare(s, ctx) {
+    if (s.restored && Number(ctx.step) === 30) throw new Error('restored, it fails at 30');
+    s.rng = (s.rng * 1103515245 + 12345) >>> 0;
+    return { move: ['north', 'south', 'east', 'west'][s.rng % 4] };
+  },
+  commit() {},
+  capture: (s) => ({ rng: s.rng }),
+  restore: (d) => ({ rng: d.rng, restored: true }),
+};
+`,
+      );
+      writeFileSync(
+        join(lab, 'study.yaml'),
+        'sessionId: flaky\nmasterSeed: "9"\nsteps: 40\nenvironment: { id: forage, model: forage, params: { width: 8, height: 8, food: 4 } }\nagents: { count: 1, prefix: a-, model: ./flaky.mjs }\n',
+      );
+      const run = detsim(['run', join(lab, 'study.yaml'), '--checkpoint-every', '10', '--out', join(lab, 'runs')]);
+      expect(run.status, run.stderr).toBe(0);
+      const dir = join(lab, 'runs', 'flaky-1');
+      const copy = join(lab, 'copy');
+      cpSync(dir, copy, { recursive: true });
+      const resumed = detsim(['resume', dir, '--checkpoint', 'ckpt-e1-20']);
+      expect(resumed.status).toBe(1);
+      expect(resumed.stderr).toContain('[audit_model_error] resume failed:');
+      const r = detsim(['diff', copy, dir]);
+      expect(r.status).toBe(2);
+      expect(r.stderr.trim()).toBe(
+        `detsim: [struct_invalid_receipt] ${join(dir, 'receipt.json')}: is the receipt of the run before its last resume, which no longer binds its trace: its last resume, into epoch e2, failed at step 30 (summary.json says why): \`detsim resume ${dir}\` tries again from its last checkpoint`,
+      );
+    },
+    T,
+  );
+});
+
 describe('a store without its manifest', () => {
   it(
     'resume and fork say the store is damaged (audit_store_manifest_missing, exit 1), not that nothing was committed',
