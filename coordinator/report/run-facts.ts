@@ -140,7 +140,16 @@ export interface LogEvent {
 
 /** run.log lines kept for the page (the first ones; the rest are counted). */
 export const MAX_LOG_EVENTS = 200;
-const NOTABLE = new Set(['run started', 'resume started', 'restored', 'recovered from a lost worker', 'run finished']);
+const NOTABLE = new Set([
+  'run started',
+  'resume started',
+  'restored',
+  'recovered from a lost worker',
+  'run finished',
+  'resume finished',
+  'run interrupted',
+  'resume interrupted',
+]);
 
 function notable(o: Obj): LogEvent | null {
   const msg = str(o.msg) ?? '';

@@ -313,7 +313,9 @@ export async function runLoop(start: SessionStart, opts: SessionOptions): Promis
     if (!start.accepted(e)) refusal = { e };
     else {
       failure = await interruptedOr(failureOf(e, String(done.steps), 'prepare'), signal, kind);
-      logger.error({ failure: failure.toJSON() }, `${kind} failed`);
+      // An interrupt (Ctrl-C, SIGTERM) is not a failure: run.log (and the report's timeline) says which.
+      if (failure.kind === 'aborted') logger.warn({ failure: failure.toJSON() }, `${kind} interrupted`);
+      else logger.error({ failure: failure.toJSON() }, `${kind} failed`);
     }
   } finally {
     release();

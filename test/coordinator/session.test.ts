@@ -9,6 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { resumeRun } from '../../coordinator/checkpoint/resume.js';
 import { CheckpointRun } from '../../coordinator/checkpoint/run-checkpoints.js';
 import { readReceipt } from '../../coordinator/receipt/receipt.js';
+import { readLogEvents } from '../../coordinator/report/run-facts.js';
 import { isRunFailure } from '../../coordinator/session/run-failure.js';
 import { runSession, type RunOptions } from '../../coordinator/session/run.js';
 import { parseStrict } from '../../core/formats/canonical-json.js';
@@ -146,6 +147,12 @@ describe('one session loop for run and resume', () => {
         { int: baseline.int + 1, term: baseline.term + 1 },
       ]);
       expect({ int: process.listenerCount('SIGINT'), term: process.listenerCount('SIGTERM') }).toEqual(baseline);
+      // run.log (and so the report's timeline) says each was interrupted, not that it failed.
+      const said = (dir: string) => readLogEvents(dir).events.map((e) => e.msg);
+      expect(said(run.runDir!)).toContain('run interrupted');
+      expect(said(run.runDir!)).not.toContain('run failed');
+      expect(said(resumed.runDir!)).toContain('resume interrupted');
+      expect(said(resumed.runDir!)).not.toContain('resume failed');
     },
     T,
   );
