@@ -83,7 +83,7 @@ describe('run with --checkpoint-every', () => {
     expect(f).toMatchObject({ kind: 'error-reply', phase: 'capture', step: '2', agentIds: ['mapper'] });
     expect(f.reason).toBe('audit_participant_refused');
     expect(f.detail).toMatch(
-      /^agent mapper: capture state cannot be encoded: state \$\.state\.seen: Map is not plain data; /,
+      /^agent mapper: capture state cannot be encoded: state \$\.seen: Map is not plain data; /,
     );
     expect(ext.result.committed).toEqual([]);
     expect(ext.result.refused).toEqual([expect.objectContaining({ boundary: '2' })]);

@@ -123,7 +123,9 @@ describe('detsim sweep (CLI, real workers)', { timeout: 600_000 }, () => {
     const started = readdirSync(sweepDir).filter((n) => existsSync(join(sweepDir, n, 'run.json'))).length;
     const partial = cli(a, ['report', 'sweeps/food-1', '--out', 'partial.html']);
     expect(partial.status, partial.stderr).toBe(0);
-    expect(partial.stdout).toContain(`sweep: ${started} runs, ${doneAtCut} DIFF=0 against their receipts`);
+    expect(partial.stdout).toContain(
+      `sweep: ${started} runs of the 12 planned (${12 - started} without a run directory), ${doneAtCut} DIFF=0 against their receipts`,
+    );
 
     const again = cli(a, ['sweep', 'food.yaml', '--parallel', '2']);
     expect(again.status, again.stderr).toBe(0);

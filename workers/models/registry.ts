@@ -85,19 +85,23 @@ export function payloadModel(m: { builtin: boolean; modelSpec: string }): string
  * it is — loading it refuses what the worker was not launched with.
  */
 export function restoreSpecOf(model: string, launched: readonly string[]): string {
-  if (parseModuleIdentity(model) === null) return model;
-  const found = launched.find((path) => {
+  const wanted = parseModuleIdentity(model);
+  if (wanted === null) return model;
+  const identityOf = (path: string): string | null => {
     try {
-      return loadedModuleIdentity(path) === model;
+      return loadedModuleIdentity(path);
     } catch {
-      return false; // a launched file gone: not this one
+      return null; // a launched file gone: not this one
     }
-  });
-  if (found === undefined)
-    throw new Error(
-      `the checkpoint's model ${model} is none of the model modules this worker was launched with (another copy of the model's files?)`,
-    );
-  return found;
+  };
+  const found = launched.find((path) => identityOf(path) === model);
+  if (found !== undefined) return found;
+  // The same file name with other content: the copy this worker holds, named as a profile mismatch is.
+  const copies = launched.map(identityOf).filter((id) => id !== null && parseModuleIdentity(id)?.name === wanted.name);
+  const loaded = copies.length > 0 ? `this worker loaded ${copies.join(', ')}: ` : '';
+  throw new Error(
+    `the checkpoint's model is ${model}; ${loaded}the checkpoint was taken with another copy of the model's files (or this worker was not launched with it)`,
+  );
 }
 
 /**
