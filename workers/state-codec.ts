@@ -74,7 +74,9 @@ function sortedArray(value: unknown[], path: string, ancestors: Ancestors): unkn
   for (let i = 0; i < value.length; i++) {
     const v: unknown = value[i];
     if (v === undefined && !(i in value))
-      throw new Error(`state ${path}[${i}]: an empty slot of a sparse array cannot be captured (fill it, e.g. with null)`);
+      throw new Error(
+        `state ${path}[${i}]: an empty slot of a sparse array cannot be captured (fill it, e.g. with null)`,
+      );
     out[i] = sorted(v, `${path}[${i}]`, ancestors);
   }
   // An own property beside the elements (arr.total = 3) would be dropped: the codec writes the elements.

@@ -109,7 +109,12 @@ export function compatibilityBlock(live: LiveComposition, modelsByPath = false):
         model: named(plan.environment.model),
         params: plan.environment.params,
       },
-      agents: plan.agents.map((a) => ({ agentId: a.agentId, portId: a.portId, model: named(a.model), params: a.params })),
+      agents: plan.agents.map((a) => ({
+        agentId: a.agentId,
+        portId: a.portId,
+        model: named(a.model),
+        params: a.params,
+      })),
     }),
     // How decisions reach ports: [{portId, controls}] in port order.
     controllerDigest: canonicalDigest(

@@ -58,7 +58,10 @@ async function verifyOrRefuse(dir: string): Promise<Awaited<ReturnType<typeof ve
     return await verifyLedger(dir);
   } catch (e) {
     if (isDetsimError(e) && e.reason === 'struct_ledger_line' && e.field === LEDGER_HEAD_FILE)
-      throw new ExitError(1, `detsim: [${e.reason}] ${join(dir, LEDGER_HEAD_FILE)}${e.message.slice(LEDGER_HEAD_FILE.length)}`);
+      throw new ExitError(
+        1,
+        `detsim: [${e.reason}] ${join(dir, LEDGER_HEAD_FILE)}${e.message.slice(LEDGER_HEAD_FILE.length)}`,
+      );
     throw e;
   }
 }

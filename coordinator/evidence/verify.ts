@@ -261,11 +261,7 @@ function checkSources(b: Loaded): void {
     if (own.included === false && b.present.has(path))
       fail('audit_evidence_unlisted_file', `${where}: recorded as referenced only, and in the bundle`, path);
     if (b.present.has(path) && listed[path] !== hash)
-      fail(
-        'audit_evidence_file_hash',
-        `${where}: records SHA-256 ${String(hash)}, the file has ${listed[path]}`,
-        path,
-      );
+      fail('audit_evidence_file_hash', `${where}: records SHA-256 ${String(hash)}, the file has ${listed[path]}`, path);
   }
 }
 
@@ -290,8 +286,6 @@ export function verifyBundle(root: string, runs: readonly string[] = []): Verify
   }
   if (claims.some((c) => c.how === 'rechecked')) checkReport(b);
   // Referenced files no --run directory supplied (those it did were read and hashed above).
-  const notPresent = [...referenced.keys()]
-    .filter((p) => p.startsWith('runs/') && !checked.has(p))
-    .sort();
+  const notPresent = [...referenced.keys()].filter((p) => p.startsWith('runs/') && !checked.has(p)).sort();
   return { bundleId: String((b.manifest.bundle as Rec).id), files: b.present.size + 1, claims, notPresent };
 }

@@ -82,9 +82,7 @@ describe('run with --checkpoint-every', () => {
     const f = failure as RunFailure;
     expect(f).toMatchObject({ kind: 'error-reply', phase: 'capture', step: '2', agentIds: ['mapper'] });
     expect(f.reason).toBe('audit_participant_refused');
-    expect(f.detail).toMatch(
-      /^agent mapper: capture state cannot be encoded: state \$\.seen: Map is not plain data; /,
-    );
+    expect(f.detail).toMatch(/^agent mapper: capture state cannot be encoded: state \$\.seen: Map is not plain data; /);
     expect(ext.result.committed).toEqual([]);
     expect(ext.result.refused).toEqual([expect.objectContaining({ boundary: '2' })]);
     const summary = parseStrict(readFileSync(join(f.runDir!, 'summary.json'))) as { status: string; stepsDone: number };

@@ -476,7 +476,9 @@ describe('files referenced by digest, not copied', () => {
     const r = refusal(b);
     expect(r?.reason).toBe('audit_evidence_file_missing');
     expect(r?.message).toMatch(
-      new RegExp(`^archive/sources\\.jsonl src-\\d+ \\(runs/[^ ]+/store/${gone.replace('.', '\\.')}\\): recorded as included, missing from the bundle$`),
+      new RegExp(
+        `^archive/sources\\.jsonl src-\\d+ \\(runs/[^ ]+/store/${gone.replace('.', '\\.')}\\): recorded as included, missing from the bundle$`,
+      ),
     );
 
     const ref = freshExport('sources-referenced', { trace: true, checkpoints: false });
@@ -488,7 +490,9 @@ describe('files referenced by digest, not copied', () => {
     for (const runs of [[], [runDir]]) {
       const x = refusal(ref, runs);
       expect(x?.reason).toBe('audit_evidence_file_hash');
-      expect(x?.message).toMatch(/\.flysess: archive\/sources\.jsonl records SHA-256 0{64}, the run binds [0-9a-f]{64}$/);
+      expect(x?.message).toMatch(
+        /\.flysess: archive\/sources\.jsonl records SHA-256 0{64}, the run binds [0-9a-f]{64}$/,
+      );
     }
   });
 

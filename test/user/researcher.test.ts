@@ -189,7 +189,7 @@ describe('a researcher’s own models, outside the checkout, reproduced by a col
     expect(replay.stdout).toMatch(/PASS replay/);
   }, 240_000);
 
-  it('a colleague given the store too, the lab\'s files gone, resumes and forks it: checkpoints name no path, DIFF=0', () => {
+  it("a colleague given the store too, the lab's files gone, resumes and forks it: checkpoints name no path, DIFF=0", () => {
     // The checkpoint bytes name a module by its identity, never the lab's path (the colleague's copy
     // has other paths, and the recorded one is gone: walker.mjs was removed above).
     const store = join(lab, 'runs/study-1/store');

@@ -131,7 +131,7 @@ describe('TypeScript state round trips', () => {
       'state $.o.h: a non-enumerable property cannot be captured (it would be dropped)',
     );
     expect(() => encodeState({ a: Object.assign([1, 2], { total: 3 }) })).toThrow(
-      'state $.a.total: a property beside an array\'s elements cannot be captured',
+      "state $.a.total: a property beside an array's elements cannot be captured",
     );
     const o: Record<string, unknown> = { a: { b: {} } };
     (o.a as { b: Record<string, unknown> }).b.up = o.a;
