@@ -1,6 +1,7 @@
-// Strict mode for model callbacks: while a callback runs, Math.random, Date.now and new Date()
-// (no arguments) throw an error naming the agent and the call. Not a sandbox: it catches the
-// common sources of hidden nondeterminism, nothing more.
+// Strict mode for model callbacks: while a callback runs, Math.random, Date.now, new Date() (no
+// arguments), performance.now, crypto.getRandomValues and crypto.randomUUID throw an error naming
+// the agent and the call. Not a sandbox: it catches the common sources of hidden nondeterminism
+// (not node:crypto imported by a model, nor process.hrtime), nothing more.
 
 const RealDate = Date;
 const realRandom = Math.random;
@@ -43,8 +44,27 @@ Object.setPrototypeOf(StrictDate, RealDate);
 (StrictDate as unknown as { prototype: Date }).prototype = RealDate.prototype;
 Object.defineProperty(StrictDate, 'now', { value: strictNow, writable: true, configurable: true });
 
+/** The clock and the randomness on global objects, refused as own properties and given back by deleting them. */
+const OWN_TRAPS: { target: object; key: string; callName: string }[] = [
+  { target: globalThis.performance, key: 'now', callName: 'performance.now()' },
+  { target: globalThis.crypto, key: 'getRandomValues', callName: 'crypto.getRandomValues()' },
+  { target: globalThis.crypto, key: 'randomUUID', callName: 'crypto.randomUUID()' },
+];
+
+function trapOwn(on: boolean): void {
+  for (const t of OWN_TRAPS) {
+    if (on)
+      Object.defineProperty(t.target, t.key, {
+        value: () => violation(t.callName),
+        writable: true,
+        configurable: true,
+      });
+    else delete (t.target as Record<string, unknown>)[t.key];
+  }
+}
+
 /**
- * Run `fn` with the clock and Math.random refused when `strict`; the globals are restored
+ * Run `fn` with the clock and randomness refused when `strict`; the globals are restored
  * afterwards whatever happens. `participant` is e.g. `agent walker-3`.
  */
 export function runGuarded<T>(strict: boolean, participant: string, callback: string, fn: () => T): T {
@@ -52,8 +72,11 @@ export function runGuarded<T>(strict: boolean, participant: string, callback: st
   const outer = current;
   current = { participant, callback };
   const g = globalThis as { Date: DateConstructor };
-  Math.random = strictRandom;
-  g.Date = StrictDate;
+  if (!outer) {
+    Math.random = strictRandom;
+    g.Date = StrictDate;
+    trapOwn(true);
+  }
   try {
     return fn();
   } finally {
@@ -61,6 +84,7 @@ export function runGuarded<T>(strict: boolean, participant: string, callback: st
     if (!outer) {
       Math.random = realRandom;
       g.Date = RealDate;
+      trapOwn(false);
     }
   }
 }

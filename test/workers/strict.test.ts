@@ -96,4 +96,20 @@ describe('strict mode', () => {
     expect(typeof Date.now()).toBe('number');
     expect(runGuarded(false, 'agent x', 'prepare', () => typeof Math.random())).toBe('number');
   });
+
+  it('refuses performance.now, crypto.getRandomValues and crypto.randomUUID too, and gives them back', () => {
+    const now = performance.now;
+    const fill = crypto.getRandomValues;
+    const calls: [string, () => unknown][] = [
+      ['performance.now()', () => performance.now()],
+      ['crypto.getRandomValues()', () => crypto.getRandomValues(new Uint8Array(4))],
+      ['crypto.randomUUID()', () => crypto.randomUUID()],
+    ];
+    for (const [call, fn] of calls)
+      expect(() => runGuarded(true, 'agent x', 'prepare', fn)).toThrow(`agent x called ${call} inside prepare`);
+    expect(performance.now).toBe(now);
+    expect(crypto.getRandomValues).toBe(fill);
+    expect(Object.hasOwn(performance, 'now')).toBe(false);
+    expect(typeof crypto.randomUUID()).toBe('string');
+  });
 });

@@ -1,5 +1,6 @@
 # Strict mode for model callbacks (workers/strict.ts in Python): while a callback runs, the global
-# `random` functions, time.time/time_ns, os.urandom and numpy.random's global-state functions raise
+# `random` functions and an unseeded random.Random(), time.time/time_ns/perf_counter/monotonic, os.urandom
+# and numpy.random's global-state functions raise
 # StrictModeViolation naming the participant and the call, on the thread that runs the callback
 # only: every other thread of the process (gRPC's server loop calls time.time() every second) gets
 # the real functions. Not a sandbox: it catches the common sources of hidden nondeterminism,
@@ -73,9 +74,28 @@ def _trap(name: str, real: Callable[..., Any]) -> Callable[..., Any]:
     return refuse
 
 
+# The clocks a callback might read (perf_counter and monotonic as much as the wall clock).
+_TIME_FUNCS = ('time', 'time_ns', 'perf_counter', 'perf_counter_ns', 'monotonic', 'monotonic_ns')
+
+
+def _unseeded_refused(real: type) -> type:
+    """random.Random as it is, except that one made without a seed (OS entropy) is refused."""
+    refuse = _trap('random.Random() without a seed', lambda: None)
+
+    class Random(real):  # type: ignore[misc, valid-type]
+        def __init__(self, x: Any = None) -> None:
+            if x is None:
+                refuse()
+            super().__init__(x)
+
+    Random.__name__ = Random.__qualname__ = 'Random'
+    return Random
+
+
 def _targets() -> list[tuple[Any, str, str]]:
     targets = [(random, f, f'random.{f}()') for f in _RANDOM_FUNCS if hasattr(random, f)]
-    targets += [(time, 'time', 'time.time()'), (time, 'time_ns', 'time.time_ns()'), (os, 'urandom', 'os.urandom()')]
+    targets += [(time, f, f'time.{f}()') for f in _TIME_FUNCS]
+    targets += [(os, 'urandom', 'os.urandom()')]
     try:
         import numpy.random as npr
     except ImportError:  # pragma: no cover - numpy is a dependency
@@ -115,6 +135,8 @@ def guarded(strict: bool, participant: str, callback: str) -> Iterator[None]:
             npr.default_rng = default_rng
         except ImportError:  # pragma: no cover
             pass
+        saved.append((random, 'Random', random.Random))
+        random.Random = _unseeded_refused(random.Random)
     try:
         yield
     finally:

@@ -33,6 +33,21 @@ class Clock(_Base):
         return {'t': time.time()}
 
 
+class PerfClock(_Base):
+    def prepare(self, state, ctx):
+        return {'t': time.perf_counter()}
+
+
+class UnseededRandom(_Base):
+    def prepare(self, state, ctx):
+        return {'move': 'east' if random.Random().random() < 0.5 else 'west'}
+
+
+class SeededRandom(_Base):
+    def prepare(self, state, ctx):
+        return {'move': 'east' if random.Random(7).random() < 0.5 else 'west'}
+
+
 class Raises(_Base):
     def prepare(self, state, ctx):
         raise ValueError('the model broke')

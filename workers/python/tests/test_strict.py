@@ -53,7 +53,15 @@ def prepared(model, strict):
     return call(rt, stream, 'Agent.Prepare', SCOPE, {'agents': [{'agentId': 'a-1'}]})
 
 
-@pytest.mark.parametrize('model,call_name', [('Dice', 'random.random()'), ('Clock', 'time.time()')])
+@pytest.mark.parametrize(
+    'model,call_name',
+    [
+        ('Dice', 'random.random()'),
+        ('Clock', 'time.time()'),
+        ('PerfClock', 'time.perf_counter()'),
+        ('UnseededRandom', 'random.Random() without a seed'),
+    ],
+)
 def test_strict_mode_traps_nondeterminism_naming_the_agent_and_call(model, call_name):
     real = (random.random, time.time)
     reply = prepared(model, strict=True)
@@ -64,6 +72,12 @@ def test_strict_mode_traps_nondeterminism_naming_the_agent_and_call(model, call_
     )
     assert (random.random, time.time) == real
     assert prepared(model, strict=False)['type'] == 'result'
+
+
+def test_strict_mode_lets_a_seeded_random_random_through_and_gives_the_class_back():
+    real = random.Random
+    assert prepared('SeededRandom', strict=True)['type'] == 'result'
+    assert random.Random is real
 
 
 def test_a_raising_model_and_a_non_json_decision_fail_by_name():
