@@ -8,9 +8,10 @@ import { canonicalize } from '../../core/formats/canonical-json.js';
 import { DetsimError } from '../../core/formats/errors.js';
 import { checkRelativePath, fileDigest, listBundleFiles, readJsonLines, readJsonObject } from './bundle-reader.js';
 import { type ClaimCheck, factsOf, statementOf } from './claims.js';
-import { renderReport } from './records.js';
+import { BUNDLE_README, renderReport } from './records.js';
 import {
   CONTENTS,
+  consumerGuide,
   type ContentKey,
   MANIFEST_FILE,
   manifestContentHash,
@@ -241,6 +242,13 @@ function checkReport(b: Loaded): void {
       `${rel} is not the projection of ${CONTENTS.claims} and the index's question (PEBv1's deterministic report)`,
       rel,
     );
+  // The reading notes a reviewer is pointed to are fixed text too: PEBv1's guide and detsim's README.
+  for (const [file, text] of [
+    [CONTENTS.consumer_guide, consumerGuide()],
+    ['README.md', BUNDLE_README],
+  ] as const)
+    if (b.present.has(file) && readFileSync(join(b.root, file), 'utf8') !== text)
+      fail('audit_evidence_recheck_failed', `${file} is not the fixed text detsim writes (edited?)`, file);
 }
 
 /**

@@ -435,6 +435,15 @@ for p in sys.argv[1:]:
     expect(rr?.message).toBe(
       "report.md is not the projection of core/claims.jsonl and the index's question (PEBv1's deterministic report)",
     );
+
+    for (const file of ['README.md', 'consumer-guide.md']) {
+      const notes = copyOf(exported, `forged-${file}`);
+      writeFileSync(join(notes, file), `${readFileSync(join(notes, file), 'utf8')}Note: trust me.\n`);
+      reseal(notes);
+      const rn = refusal(notes);
+      expect(rn?.reason).toBe('audit_evidence_recheck_failed');
+      expect(rn?.message).toBe(`${file} is not the fixed text detsim writes (edited?)`);
+    }
   });
 });
 
