@@ -9,7 +9,7 @@ import type { Digest, Id } from '../../core/formats/scalars.js';
 import type { Identities } from '../session/lockstep.js';
 import { CONTRACT_DIGEST } from '../../core/protocol/index.js';
 import { STATE_FORMAT_ID } from '../store/store.js';
-import { moduleIdentity } from '../../core/models/identity.js';
+import { recordedModel } from '../launch/model-source.js';
 
 export const SCHEDULER_ID = 'lockstep-v1';
 /** One episode per run in detsim (no resets). */
@@ -60,7 +60,8 @@ export function checkpointModelName(plan: RunPlan, model: string): string {
   let names = namesByPlan.get(plan);
   if (names === undefined) namesByPlan.set(plan, (names = new Map()));
   let name = names.get(model);
-  if (name === undefined) names.set(model, (name = model.startsWith('/') ? moduleIdentity(model) : model));
+  // run.json's own naming (recordedModel), without a Python model's digest: its name already binds.
+  if (name === undefined) names.set(model, (name = recordedModel(model, undefined).model));
   return name;
 }
 

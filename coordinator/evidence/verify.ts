@@ -18,7 +18,7 @@ import {
   RECORD_SCHEMA,
   schemaProblem,
 } from './pebv1.js';
-import { type AttestationRef, BundleView } from './run-view.js';
+import { type AttestationRef, BundleView, type Referenced } from './run-view.js';
 import { join } from 'node:path';
 import { readFileSync } from 'node:fs';
 
@@ -182,12 +182,7 @@ const bundled = (b: Loaded, rel: string): Buffer | null =>
   b.present.has(rel) ? readFileSync(join(b.root, rel)) : null;
 
 /** Step 7: a detsim claim's values recomputed from the files. */
-function recheck(
-  b: Loaded,
-  claim: Rec,
-  runs: readonly string[],
-  files: { referenced: Map<string, string>; checked: Set<string> },
-): void {
+function recheck(b: Loaded, claim: Rec, runs: readonly string[], files: Referenced): void {
   const spec = (claim.extensions as { detsim: ClaimCheck }).detsim;
   const runPaths = new Set(
     (b.records.claims ?? [])
@@ -253,7 +248,7 @@ function checkReport(b: Loaded): void {
 
 /**
  * archive/sources.jsonl against the bundle: a source recorded as included is there with the
- * SHA-256 and size it records; one referenced only is not, and its digest is what the run binds
+ * SHA-256 it records; one referenced only is not, and its digest is what the run binds
  * (a checkpoint's: the envelope digest its ledger records, held in BundleView.checkIfPresent).
  */
 function checkSources(b: Loaded): void {
