@@ -148,7 +148,12 @@ let browser: Browser | undefined;
 
 /** Open a report page in Chromium: what it drew, console errors and foreign requests, its text; a full-page screenshot. */
 async function open(file: string, shot: string): Promise<Opened> {
-  browser ??= await puppeteer.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox'] });
+  browser ??= await puppeteer.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ['--no-sandbox'],
+    timeout: 90_000,
+  });
   const page = await browser.newPage();
   const problems: string[] = [];
   page.on('console', (m) => {
