@@ -87,10 +87,25 @@ export function threadRunNs(): Map<number, number> {
   return out;
 }
 
-/** CPU ns each thread alive at both snapshots spent between them, busiest first; the main thread (tid = pid) marked. */
-export function threadsBetween(a: Map<number, number>, b: Map<number, number>): { main: boolean; ns: number }[] {
+/** A thread's name as the kernel has it (/proc comm: libuv's `libuv-worker`, V8's `V8 DefaultWorke`, …). */
+function threadName(tid: number): string {
+  try {
+    return readFileSync(`/proc/${process.pid}/task/${tid}/comm`, 'utf8').trim();
+  } catch {
+    return '?';
+  }
+}
+
+/**
+ * CPU ns each thread alive at both snapshots spent between them, busiest first; the main thread
+ * (tid = pid) marked, each with its tid and kernel name.
+ */
+export function threadsBetween(
+  a: Map<number, number>,
+  b: Map<number, number>,
+): { main: boolean; ns: number; tid: number; name: string }[] {
   return [...b]
     .filter(([tid]) => a.has(tid))
-    .map(([tid, ns]) => ({ main: tid === process.pid, ns: ns - a.get(tid)! }))
+    .map(([tid, ns]) => ({ main: tid === process.pid, ns: ns - a.get(tid)!, tid, name: threadName(tid) }))
     .sort((x, y) => y.ns - x.ns);
 }
