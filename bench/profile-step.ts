@@ -211,7 +211,7 @@ interface Measured {
   /** Wall µs per step from Advance(k) going out to Commit(k) going out, and from there to Advance(k+1). */
   chain?: { advanceUs: number; commitUs: number };
   /** With threads: CPU µs per step of each busy thread of this process (worker, sealing, V8 and libuv threads). */
-  threadsUs?: { main: boolean; name: string; us: number }[];
+  threadsUs?: { main: boolean; name: string; tid: number; us: number }[];
 }
 
 /**
@@ -307,7 +307,7 @@ async function measure(c: Config, args: Args): Promise<Measured> {
         })),
       chain: chain.perStep(),
       ...(args.transport === 'thread'
-        ? { threadsUs: threads.map((t) => ({ main: t.main, name: t.name, us: perStepUs(t.ns / 1e9) })) }
+        ? { threadsUs: threads.map((t) => ({ main: t.main, name: t.name, tid: t.tid, us: perStepUs(t.ns / 1e9) })) }
         : {}),
     };
   } finally {
@@ -334,7 +334,7 @@ async function rates(args: Args): Promise<void> {
       ? `\n  CPU µs per step of this process's busy threads (first run, busiest first; * the main thread): ` +
         got[0]!.threadsUs
           .filter((t) => t.us >= 1)
-          .map((t) => `${Math.round(t.us)}${t.main ? '*' : ''} (${t.name})`)
+          .map((t) => `${Math.round(t.us)}${t.main ? '*' : ''} (${t.name} ${t.tid})`)
           .join(', ')
       : '';
     console.log(

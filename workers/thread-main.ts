@@ -7,8 +7,9 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { DetsimError } from '../core/formats/errors.js';
 import type { Role } from '../core/protocol/bodies.js';
+import type { Body } from '../core/protocol/link.js';
 import { ATTACHMENT_BEFORE_HELLO } from '../core/protocol/link.js';
-import { THREAD_READY, postPortMessage, readPortMessage } from '../core/protocol/port-link.js';
+import { THREAD_READY, postPortMessage, readPortBatch, readPortMessage } from '../core/protocol/port-link.js';
 import { readModelFlags } from './models/registry.js';
 import { RequestQueue } from './request-queue.js';
 import { type RuntimeOptions, type StreamState, WorkerRuntime } from './runtime.js';
@@ -58,7 +59,13 @@ const queue = new RequestQueue(
   () => process.exit(0),
   (why) => process.stderr.write(`detsim worker ${data.workerId}: reply failed: ${why}\n`),
 );
+const reply = (body: Body, attachment?: Uint8Array): void => postPortMessage(port, body, attachment);
 port.on('message', (value: unknown) => {
+  const batch = readPortBatch(value);
+  if (batch) {
+    for (const body of batch) queue.enqueue(body, undefined, stream, reply);
+    return;
+  }
   const message = readPortMessage(value);
   if (!message) fail(`${data.workerId}: a message that is not {body, attachment?} arrived; thread ended`);
   if (message.attachment && !stream.introduced) fail(`${data.workerId}: ${ATTACHMENT_BEFORE_HELLO}; thread ended`);

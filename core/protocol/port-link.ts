@@ -4,6 +4,8 @@
 // buffer, and neither side encodes or decodes UTF-8; bodies are canonical JSON, so the text is the bytes). An
 // attachment crosses as one copy into a fresh buffer that is then transferred (moved, not cloned):
 // the sender keeps its own bytes, because a worker's idempotency cache may have to replay them.
+// The coordinator's bodies sent in one synchronous run (a Commit and the Prepare pipelined behind
+// it) cross as one message: waking a sleeping thread is what a message costs on a small machine.
 // Not the thread's lifecycle (coordinator/launch/thread-worker.ts) and not request tracking (client.ts).
 import { bodyText } from './body-codec.js';
 import type { Body, Link, LinkReceiver } from './link.js';
@@ -49,6 +51,21 @@ export function postPortMessage(port: MessagePortLike, body: Body, attachment?: 
   }
 }
 
+/**
+ * Bodies without attachment sent in one synchronous run (a Commit and the Prepare pipelined behind
+ * it) cross as one port message: the receiving thread is woken once for them.
+ */
+export interface PortBatch {
+  bodies: string[];
+}
+
+/** The bodies of a batch posted by a PortLink; undefined for anything else. */
+export function readPortBatch(value: unknown): string[] | undefined {
+  const m = value as Partial<PortBatch> | null;
+  if (typeof m !== 'object' || m === null || !Array.isArray(m.bodies)) return undefined;
+  return m.bodies.every((b) => typeof b === 'string') ? m.bodies : undefined;
+}
+
 /** Read a message posted by postPortMessage; undefined for anything else. */
 export function readPortMessage(value: unknown): { body: string; attachment: Buffer | undefined } | undefined {
   const m = value as Partial<PortMessage> | null;
@@ -76,10 +93,27 @@ export class PortLink implements Link {
     this.port.on('message', this.listener);
   }
 
+  /** Bodies waiting for the end of this synchronous run, to cross as one message (PortBatch). */
+  private batch: string[] = [];
+
   send(body: Body, attachment?: Uint8Array): Promise<void> {
     if (this.over) return Promise.reject(new Error('the thread link is closed'));
-    postPortMessage(this.port, body, attachment);
+    if (attachment && attachment.length > 0) {
+      this.flush();
+      postPortMessage(this.port, body, attachment);
+      return Promise.resolve();
+    }
+    if (this.batch.push(bodyText(body)) === 1) queueMicrotask(() => this.flush());
     return Promise.resolve();
+  }
+
+  private flush(): void {
+    const bodies = this.batch;
+    if (bodies.length === 0 || this.over) return;
+    this.batch = [];
+    this.port.postMessage(
+      bodies.length === 1 ? ({ body: bodies[0]! } satisfies PortMessage) : ({ bodies } satisfies PortBatch),
+    );
   }
 
   /** The thread is gone (it exited or was terminated): the link ends. */
