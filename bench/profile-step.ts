@@ -140,7 +140,7 @@ async function measureInline(plan: RunPlan, c: Config, args: Args): Promise<Meas
     ...(await load('coordinator/trace/trace-store.js', traceStoreSource, args)),
     ...(await load('coordinator/trace/trace.js', traceSource, args)),
   };
-  const { decodeBody, encodeBody, readReply } = await load('core/protocol/index.js', protocolSource, args);
+  const { decodeBody, encodeBody, readReply, replyBody } = await load('core/protocol/index.js', protocolSource, args);
   const { WorkerRuntime } = await load('workers/runtime.js', runtimeSource, args);
   let nextId = 1;
   const workerOf = (w: RunPlan['workers'][number]) => {
@@ -149,7 +149,7 @@ async function measureInline(plan: RunPlan, c: Config, args: Args): Promise<Meas
     const call = async (method: string, scope: Scope | null, params: Params, o: { requestId?: string } = {}) => {
       const requestId = o.requestId ?? `req-${nextId++}`;
       const out = await runtime.handle(encodeBody({ method, params, requestId, scope }), undefined, stream);
-      return { requestId, reply: readReply(decodeBody(out.body)) };
+      return { requestId, reply: readReply(decodeBody(replyBody(out.body))) };
     };
     return { plan: w, client: { call } };
   };

@@ -7,7 +7,7 @@
 // never imports workers/). NOT the lifecycle of an instance (the coordinator's side) or a transport
 // between processes.
 import type { Role } from '../core/protocol/bodies.js';
-import type { Body, Link, LinkReceiver } from '../core/protocol/link.js';
+import { isReplyValue, type Body, type Link, type LinkReceiver } from '../core/protocol/link.js';
 import { RequestQueue } from './request-queue.js';
 import { WorkerRuntime, type StreamState } from './runtime.js';
 
@@ -27,7 +27,7 @@ function own(body: Body): Body {
 class InlineLink implements Link {
   private receiver: LinkReceiver | undefined;
   private over = false;
-  private readonly stream: StreamState = { introduced: false, printedHere: true };
+  private readonly stream: StreamState = { introduced: false, printedHere: true, valueReplies: true };
   /** Both sides print with canonicalize in this thread (link.ts). */
   readonly printedHere = true as const;
 
@@ -46,7 +46,8 @@ class InlineLink implements Link {
     // (a text body is immutable: it crosses as it is).
     const copy = attachment ? Buffer.from(attachment) : undefined;
     this.queue.enqueue(own(body), copy, this.stream, (b, a) => {
-      if (!this.over) this.receiver!.message(own(b), a ? Buffer.from(a) : undefined);
+      // A ReplyValue is already the runtime's own copy (canonicalCopy): it crosses as it is.
+      if (!this.over) this.receiver!.message(isReplyValue(b) ? b : own(b), a ? Buffer.from(a) : undefined);
     });
     return Promise.resolve();
   }

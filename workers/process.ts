@@ -40,6 +40,7 @@ import {
   STORE_ID_PATTERN,
   storeHoldsId,
 } from '../core/protocol/index.js';
+import { replyBody } from '../core/protocol/body-codec.js';
 import { readModelFlags } from './models/registry.js';
 import { RequestQueue } from './request-queue.js';
 import { type StreamState, WorkerRuntime } from './runtime.js';
@@ -370,7 +371,7 @@ export async function runWorkerProcess(
   const handler: SessionHandler = {
     onMessage(message, connection) {
       queue.enqueue(message.body, message.attachment, streamOf(connection), (body, attachment) =>
-        connection.send(body, attachment),
+        connection.send(replyBody(body), attachment),
       );
     },
     onProtocolError(why) {

@@ -2,11 +2,14 @@
 // arrival order, across all of the worker's streams, and each reply goes back on the stream its
 // request came from, in request order (the protocol's correlation rule). Not the transport (the
 // gRPC server in workers/process.ts, the thread port in workers/thread-main.ts), not the semantics (runtime.ts).
-import type { Body } from '../core/protocol/link.js';
+import type { Body, ReplyValue } from '../core/protocol/link.js';
 import type { StreamState, WorkerRuntime } from './runtime.js';
 
-/** Sends one reply message back on the stream its request came from. */
-export type ReplySender = (body: Body, attachment?: Uint8Array) => void | Promise<void>;
+/**
+ * Sends one reply message back on the stream its request came from: a ReplyValue only on a stream
+ * that asked for them (runtime.ts valueReplies); other links print it (body-codec.ts replyBody).
+ */
+export type ReplySender = (body: Body | ReplyValue, attachment?: Uint8Array) => void | Promise<void>;
 
 export class RequestQueue {
   private chain: Promise<void> = Promise.resolve();

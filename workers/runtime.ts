@@ -4,7 +4,7 @@
 // refusals to error replies, and dispatches the rest to the agent or environment host.
 // Not the transport (core/protocol/server.ts) and not the process (workers/process.ts).
 import { randomBytes } from 'node:crypto';
-import { canonicalDigest, canonicalize } from '../core/formats/canonical-json.js';
+import { canonicalCopy, canonicalDigest, canonicalize } from '../core/formats/canonical-json.js';
 import { DetsimError } from '../core/formats/errors.js';
 import { readDigest, readId, readRequestId, refuseUnknownFields } from '../core/formats/scalars.js';
 import { CAPABILITIES, type Role } from '../core/protocol/bodies.js';
@@ -24,7 +24,7 @@ import {
   isMethod,
   readRequest,
 } from '../core/protocol/envelope.js';
-import type { Body } from '../core/protocol/link.js';
+import type { Body, ReplyValue } from '../core/protocol/link.js';
 import type { ResultOf } from '../core/protocol/methods.js';
 import { AgentHost } from './agent-host.js';
 import { captureHoldOf, withoutHold, writeHeldPayload } from './capture-file.js';
@@ -62,11 +62,16 @@ export interface StreamState {
    * canonical again (body-codec.ts decodeBody). Never set for a socket or gRPC stream.
    */
   readonly printedHere?: true;
+  /**
+   * The stream's peer is the coordinator in this very thread (an inline link): a result reply is
+   * handed over as a ReplyValue (link.ts) instead of its text, when it is plain JSON data.
+   */
+  readonly valueReplies?: true;
 }
 
 export interface RuntimeOutcome {
-  /** The reply's canonical text (a link sends it as text or bytes). */
-  body: string;
+  /** The reply's canonical text (a link sends it as text or bytes), or its value on a valueReplies stream. */
+  body: string | ReplyValue;
   attachment?: Uint8Array;
   /** The process should stop after this reply is sent. */
   stop?: boolean;
@@ -201,7 +206,10 @@ export class WorkerRuntime implements HostContext {
     }
     try {
       const reply = await this.dispatch(req, attachment, stream);
-      const out: RuntimeOutcome = { body: this.encodeResult(req, reply.result) };
+      const out: RuntimeOutcome = {
+        body:
+          (stream.valueReplies === true && this.valueReply(req, reply.result)) || this.encodeResult(req, reply.result),
+      };
       if (reply.attachment) out.attachment = reply.attachment;
       if (req.method === METHODS.shutdown) out.stop = true;
       return out;
@@ -399,16 +407,26 @@ export class WorkerRuntime implements HostContext {
     }
   }
 
-  // Keys in RFC 8785 order: with a result built the same way, canonicalBytes takes its fast path.
-  private resultEnvelope(req: Request, result: object): string {
-    return canonicalize({
+  /** The result envelope as a ReplyValue, or undefined when it is not plain JSON data (the text path then prints or refuses it). */
+  private valueReply(req: Request, result: object): ReplyValue | undefined {
+    const envelope = canonicalCopy(this.envelopeOf(req, result));
+    return envelope === undefined ? undefined : { envelope: envelope as object };
+  }
+
+  // Keys in RFC 8785 order: with a result built the same way, canonicalize takes its fast path.
+  private envelopeOf(req: Request, result: object): object {
+    return {
       incarnationId: this.incarnationId,
       requestId: req.requestId,
       result,
       scope: req.scope,
       type: 'result',
       workerId: this.workerId,
-    });
+    };
+  }
+
+  private resultEnvelope(req: Request, result: object): string {
+    return canonicalize(this.envelopeOf(req, result));
   }
 
   private errorEnvelope(requestId: string, scope: Request['scope'], error: ErrorBody): string {

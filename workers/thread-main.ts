@@ -7,7 +7,8 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { DetsimError } from '../core/formats/errors.js';
 import type { Role } from '../core/protocol/bodies.js';
-import type { Body } from '../core/protocol/link.js';
+import { replyBody } from '../core/protocol/body-codec.js';
+import type { Body, ReplyValue } from '../core/protocol/link.js';
 import { ATTACHMENT_BEFORE_HELLO } from '../core/protocol/link.js';
 import { THREAD_READY, postPortMessage, readPortBatch, readPortMessage } from '../core/protocol/port-link.js';
 import { readModelFlags } from './models/registry.js';
@@ -59,7 +60,8 @@ const queue = new RequestQueue(
   () => process.exit(0),
   (why) => process.stderr.write(`detsim worker ${data.workerId}: reply failed: ${why}\n`),
 );
-const reply = (body: Body, attachment?: Uint8Array): void => postPortMessage(port, body, attachment);
+const reply = (body: Body | ReplyValue, attachment?: Uint8Array): void =>
+  postPortMessage(port, replyBody(body), attachment);
 port.on('message', (value: unknown) => {
   const batch = readPortBatch(value);
   if (batch) {
@@ -69,8 +71,6 @@ port.on('message', (value: unknown) => {
   const message = readPortMessage(value);
   if (!message) fail(`${data.workerId}: a message that is not {body, attachment?} arrived; thread ended`);
   if (message.attachment && !stream.introduced) fail(`${data.workerId}: ${ATTACHMENT_BEFORE_HELLO}; thread ended`);
-  queue.enqueue(message.body, message.attachment, stream, (body, attachment) =>
-    postPortMessage(port, body, attachment),
-  );
+  queue.enqueue(message.body, message.attachment, stream, reply);
 });
 port.postMessage(THREAD_READY);

@@ -149,6 +149,61 @@ function stringifiesCanonically(value: unknown, depth: number): boolean {
   return true;
 }
 
+/** Integers past this print as integer literals the strict parser refuses (below 1e21 they print without an exponent). */
+const UNSAFE_BELOW = 1e21;
+
+/**
+ * A deep copy of plain JSON data equal to what JSON.parse(canonicalize(value)) gives back, with
+ * every object's keys in RFC 8785 order (so canonicalize prints it on its fast path) — or
+ * undefined when `value` is anything else: a class instance, a typed array, a lone surrogate, an
+ * integer beyond ±(2^53−1) the strict parser refuses, undefined, a non-finite number, or nesting
+ * deeper than the writer takes (a cycle). The caller then takes the text path, which prints or
+ * refuses such a value exactly as before. For a reply built in this thread (an inline worker's): it
+ * checks what printing would check, and the copy is the snapshot printing would make, without
+ * printing and parsing.
+ */
+export function canonicalCopy(value: unknown, depth = 0): unknown {
+  if (value === null || typeof value === 'boolean') return value;
+  if (typeof value === 'string') return value.isWellFormed() ? value : undefined;
+  if (typeof value === 'number') {
+    if (!Number.isFinite(value)) return undefined;
+    if (Number.isInteger(value) && !Number.isSafeInteger(value) && Math.abs(value) < UNSAFE_BELOW) return undefined;
+    return value === 0 ? 0 : value; // -0 prints and parses back as 0
+  }
+  if (typeof value !== 'object' || depth >= MAX_DEPTH) return undefined;
+  const proto = Object.getPrototypeOf(value);
+  if (proto === Array.prototype) {
+    const list = value as unknown[];
+    const out: unknown[] = new Array(list.length);
+    for (let i = 0; i < list.length; i++) {
+      const v = canonicalCopy(list[i], depth + 1);
+      if (v === undefined) return undefined;
+      out[i] = v;
+    }
+    return out;
+  }
+  if (proto !== Object.prototype && proto !== null) return undefined;
+  const keys = Object.keys(value);
+  if (keys.length > 1 && !keysSorted(keys)) keys.sort();
+  const out: Record<string, unknown> = {};
+  for (const key of keys) {
+    if (!key.isWellFormed()) return undefined;
+    const v = canonicalCopy((value as Record<string, unknown>)[key], depth + 1);
+    if (v === undefined) return undefined;
+    // An own "__proto__" (as JSON.parse makes one) is defined, not assigned: assigning sets the prototype.
+    if (key === '__proto__')
+      Object.defineProperty(out, key, { value: v, enumerable: true, writable: true, configurable: true });
+    else out[key] = v;
+  }
+  // (An integer-like key such as "10" is listed before "9" whatever the order: as JSON.parse lists it.)
+  return out;
+}
+
+function keysSorted(keys: readonly string[]): boolean {
+  for (let i = 1; i < keys.length; i++) if (!(keys[i - 1]! < keys[i]!)) return false;
+  return true;
+}
+
 /** The RFC 8785 canonical text of a JSON value. */
 export function canonicalize(value: unknown): string {
   // Fast path: already-canonical data (e.g. parsed from a canonical body) is JSON.stringify's output,

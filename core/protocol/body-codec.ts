@@ -7,7 +7,7 @@
 // small messages. Not a general JSON reader.
 import { canonicalize, isCanonicalText, parseStrict } from '../formats/canonical-json.js';
 import { DetsimError } from '../formats/errors.js';
-import type { Body } from './link.js';
+import { isReplyValue, type Body, type ReplyValue } from './link.js';
 
 /**
  * An integer literal of 16 or more digits may lie beyond 2^53: canonical JSON prints it back
@@ -19,6 +19,11 @@ const MAYBE_UNSAFE_INTEGER = /[:,[]-?[0-9]{16}/;
 /** A body's canonical text (a link sends it as text or as its UTF-8 bytes). */
 export function encodeBody(value: unknown): string {
   return canonicalize(value);
+}
+
+/** A reply as a link that carries only text or bytes sends it: a ReplyValue printed (link.ts). */
+export function replyBody(reply: Body | ReplyValue): Body {
+  return isReplyValue(reply) ? encodeBody(reply.envelope) : reply;
 }
 
 /** A body's text (bytes decoded as UTF-8; text as it is). */

@@ -12,7 +12,7 @@ import { CONTRACT_DIGEST, PROTOCOL_MAJOR } from './contract.js';
 import { type ErrorCode, METHODS, type Method, type Params, type Reply, readReply } from './envelope.js';
 import { GrpcConnectError, connectGrpcLink } from './grpc-link.js';
 import { SocketConnectError, connectSocketLink } from './socket-link.js';
-import type { Body, Link, LinkEndKind } from './link.js';
+import { isReplyValue, type Body, type Link, type LinkEndKind, type ReplyValue } from './link.js';
 import type { ParamsOf, ReplyOf } from './methods.js';
 
 /** Why a call did not get its reply. Every kind but 'never-connected' leaves the mutation unknown. */
@@ -388,10 +388,11 @@ export class WorkerClient {
     this.link.close();
   }
 
-  private onMessage(body: Body, attachment: Buffer | undefined, droppedAttachmentBytes?: number): void {
+  private onMessage(body: Body | ReplyValue, attachment: Buffer | undefined, droppedAttachmentBytes?: number): void {
     let reply: Reply;
     try {
-      reply = readReply(decodeBody(body, this.link.printedHere === true));
+      // A ReplyValue comes only from a worker runtime in this thread, already checked as plain data (link.ts).
+      reply = readReply(isReplyValue(body) ? body.envelope : decodeBody(body, this.link.printedHere === true));
     } catch (e) {
       return this.protocolFailure(`bad reply: ${e instanceof DetsimError ? e.message : String(e)}`);
     }

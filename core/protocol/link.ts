@@ -11,6 +11,20 @@
  */
 export type Body = Uint8Array | string;
 
+/**
+ * A reply handed over as the value its worker built, never printed: only from a worker runtime in
+ * the coordinator's own thread (an inline link, `valueReplies`). The envelope is a canonicalCopy
+ * (core/formats/canonical-json.ts): plain data, checked as printing would check it, and a snapshot
+ * the worker's models cannot reach. A reply that is not such data crosses as text, as on any link.
+ */
+export interface ReplyValue {
+  readonly envelope: object;
+}
+
+export function isReplyValue(body: Body | ReplyValue): body is ReplyValue {
+  return typeof body === 'object' && !(body instanceof Uint8Array);
+}
+
 /** Why a stream or thread was ended when it sent a chunk before Worker.Hello (gRPC server, worker thread). */
 export const ATTACHMENT_BEFORE_HELLO = 'an attachment chunk before Worker.Hello on this stream';
 
@@ -23,7 +37,7 @@ export interface LinkReceiver {
    * One complete message, in the order the worker sent them. `droppedAttachmentBytes`: its
    * attachment was longer than the link carries (gRPC: 2 GiB − 1) and was dropped, not delivered.
    */
-  message(body: Body, attachment: Buffer | undefined, droppedAttachmentBytes?: number): void;
+  message(body: Body | ReplyValue, attachment: Buffer | undefined, droppedAttachmentBytes?: number): void;
   /** The link is over; no message follows. Called at most once. */
   ended(kind: LinkEndKind, why: string): void;
 }
