@@ -37,7 +37,7 @@ import * as traceStoreSource from '../coordinator/trace/trace-store.js';
 import * as traceSource from '../coordinator/trace/trace.js';
 import type { Scope } from '../core/formats/scalars.js';
 import * as protocolSource from '../core/protocol/index.js';
-import type { Params } from '../core/protocol/index.js';
+import type { Params, PrintedParams } from '../core/protocol/index.js';
 import * as runtimeSource from '../workers/runtime.js';
 import { runSession as runFromSource } from '../coordinator/session/run.js';
 import { readRunTraces } from './suites/lockstep-read.js';
@@ -140,15 +140,20 @@ async function measureInline(plan: RunPlan, c: Config, args: Args): Promise<Meas
     ...(await load('coordinator/trace/trace-store.js', traceStoreSource, args)),
     ...(await load('coordinator/trace/trace.js', traceSource, args)),
   };
-  const { decodeBody, encodeBody, readReply, replyBody } = await load('core/protocol/index.js', protocolSource, args);
+  const { decodeBody, readReply, replyBody, requestText } = await load('core/protocol/index.js', protocolSource, args);
   const { WorkerRuntime } = await load('workers/runtime.js', runtimeSource, args);
   let nextId = 1;
   const workerOf = (w: RunPlan['workers'][number]) => {
     const runtime = new WorkerRuntime({ role: w.role, workerId: w.workerId, sessionId: plan.sessionId });
     const stream = { introduced: true };
-    const call = async (method: string, scope: Scope | null, params: Params, o: { requestId?: string } = {}) => {
+    const call = async (
+      method: string,
+      scope: Scope | null,
+      params: Params | PrintedParams,
+      o: { requestId?: string } = {},
+    ) => {
       const requestId = o.requestId ?? `req-${nextId++}`;
-      const out = await runtime.handle(encodeBody({ method, params, requestId, scope }), undefined, stream);
+      const out = await runtime.handle(requestText(method, params, requestId, scope), undefined, stream);
       return { requestId, reply: readReply(decodeBody(replyBody(out.body))) };
     };
     return { plan: w, client: { call } };

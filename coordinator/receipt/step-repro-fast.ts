@@ -207,12 +207,15 @@ function clean(t: FastTable, v: unknown, node: PathNode, inSubtree: boolean, dep
 /**
  * The repro text of the step `{...rest, behaviour}` (stepRepro's text, with no unknown fields), or
  * undefined when that is not proven here. `rest` is the trace line's other fields (its own
- * `behaviour`, if any, is replaced, as in the general path).
+ * `behaviour`, if any, is replaced, as in the general path). `behaviourText`: the canonical text
+ * `behaviour` was parsed from, when the caller has it (the trace's sealing thread); once kept() holds,
+ * JSON.stringify would print exactly that text again, so it is used as it is.
  */
 export function fastStepReproText(
   rest: Record<string, unknown>,
   behaviour: unknown,
   table: readonly FieldRule[] = FIELD_TABLE,
+  behaviourText?: string,
 ): string | undefined {
   const t = fastTableOf(table);
   const step = t.step;
@@ -228,6 +231,6 @@ export function fastStepReproText(
   if (b.rule === undefined || b.rule.cls === 'physical' || !kept(t, behaviour, b, 0)) return undefined;
   // kept() checked what canonicalize's own fast path checks (plain data, sorted keys, finite
   // numbers); JSON.stringify then prints the canonical text unless a lone surrogate was escaped.
-  const text = JSON.stringify(behaviour);
+  const text = behaviourText ?? JSON.stringify(behaviour);
   return text.includes('\\ud') ? undefined : `{"behaviour":${text}}`;
 }

@@ -5,7 +5,7 @@
 // "the next Advance never follows a half-commit", see StepOptions). NOT process handling, NOT files.
 import type { Logger } from 'pino';
 import type { RunPlan } from '../config.js';
-import { canonicalDigest, canonicalize, sha256Hex, type JsonValue } from '../../core/formats/canonical-json.js';
+import { canonicalize, sha256Hex, type JsonValue } from '../../core/formats/canonical-json.js';
 import { DetsimError } from '../../core/formats/errors.js';
 import {
   RationalNs,
@@ -20,6 +20,7 @@ import {
 import { diagnoseCallFailure, type Fleet, type LaunchedWorker } from '../launch/launcher.js';
 import {
   METHODS,
+  PrintedParams,
   WorkerCallError,
   type AgentInitializeResultEntry,
   type AgentPrepareResult,
@@ -118,6 +119,10 @@ interface Advanced {
   batchId: Id;
   controlDigest: Digest;
   observations: Map<Id, JsonObject>;
+  /** Each observation's canonical text, printed once: for the observation digest and the Commits. */
+  observationTexts: Map<Id, string>;
+  /** The canonical text of the observations list as the environment returned it (what observationDigest hashes). */
+  observationsText: string;
   evaluation: Evaluation;
 }
 
@@ -562,14 +567,16 @@ export class Lockstep {
       agentId: a.agentId,
       portId: a.portId,
     }));
-    const controlDigest = canonicalDigest(actions);
+    // The batch is printed once: its digest and the Advance carry the same text.
+    const actionsText = canonicalize(actions);
+    const controlDigest = sha256Hex(actionsText);
     const batchId = batchIdFor(this.epoch, k);
     await this.opts.hooks?.beforePhase?.(k, 'advance');
     const adv = await this.call(
       this.fleet.environment,
       METHODS.environmentAdvance,
       scope,
-      { actions, batchId },
+      new PrintedParams(`{"actions":${actionsText},"batchId":${JSON.stringify(batchId)}}`),
       'advance',
       plan.deadlines.stepMs,
     );
@@ -598,8 +605,36 @@ export class Lockstep {
     );
     this.checkDigest(a.worldDigest, 'worldDigest', envCtx);
     const observations = this.readObservations(a.observations, envCtx);
+    const printed = this.printObservations(a.observations, envCtx);
     const evaluation = this.evaluate(a, envCtx);
-    return { requestId: adv.requestId, result: a, batchId, controlDigest, observations, evaluation };
+    return { requestId: adv.requestId, result: a, batchId, controlDigest, observations, ...printed, evaluation };
+  }
+
+  /**
+   * Print each observation once (the list checked by readObservations): its canonical text for the
+   * Commit that carries it, and the list's text in the environment's order — an entry of exactly
+   * {agentId, observation} built from them, any other entry printed whole — which is
+   * canonicalize(list), what observationDigest hashes.
+   */
+  private printObservations(
+    list: { agentId: Id; observation: JsonObject }[],
+    ctx: Site,
+  ): { observationTexts: Map<Id, string>; observationsText: string } {
+    const observationTexts = new Map<Id, string>();
+    let observationsText = '[';
+    this.checked(ctx, () => {
+      for (let i = 0; i < list.length; i++) {
+        const o = list[i]!;
+        const text = canonicalize(o.observation);
+        observationTexts.set(o.agentId, text);
+        if (i > 0) observationsText += ',';
+        observationsText +=
+          Object.keys(o).length === 2
+            ? `{"agentId":${JSON.stringify(o.agentId)},"observation":${text}}`
+            : canonicalize(o);
+      }
+    });
+    return { observationTexts, observationsText: `${observationsText}]` };
   }
 
   /**
@@ -632,14 +667,7 @@ export class Lockstep {
         w,
         METHODS.agentCommit,
         scope,
-        {
-          agents: w.plan.agentIds.map((agentId) => ({
-            agentId,
-            observation: advanced.observations.get(agentId)!,
-            preparedRequestId: decisions.get(agentId)!.requestId,
-            rewards: advanced.evaluation.byAgent.get(agentId) ?? [],
-          })),
-        },
+        commitParams(w.plan.agentIds, decisions, advanced),
         'commit',
         this.plan.deadlines.stepMs,
         behind ? next : undefined,
@@ -681,7 +709,7 @@ export class Lockstep {
     const next = (k + 1n).toString();
     const a = advanced.result;
     // The text observationDigest hashes, kept for the trace's observations sidecar (no extra work).
-    this.lastObservations = canonicalize(a.observations);
+    this.lastObservations = advanced.observationsText;
     const agents: TraceAgent[] = [...prepared.decisions.values()]
       .map(({ d }) => ({
         agentId: d.agentId,
@@ -844,7 +872,7 @@ export class Lockstep {
     w: LaunchedWorker,
     method: M,
     scope: Scope,
-    params: ParamsOf<M>,
+    params: ParamsOf<M> | PrintedParams,
     phase: RunPhase,
     deadlineMs: number,
     pipelinedPrepare?: string,
@@ -1010,6 +1038,21 @@ function notLaunched(message: string, ctx: Site): void {
     `worker ${ctx.workerId} refused its models: ${message}; a worker started by hand must be given each model with --model at the path this coordinator names (the same files there)`,
     ctx,
   );
+}
+
+/**
+ * One worker's Commit params, printed: each entry {agentId, observation, preparedRequestId,
+ * rewards} in RFC 8785 key order with the observation's text as printed for the step (ids are Ids
+ * and request ids, which JSON.stringify prints canonically).
+ */
+function commitParams(agentIds: readonly Id[], decisions: Map<Id, Decision>, advanced: Advanced): PrintedParams {
+  const entries = agentIds.map(
+    (agentId) =>
+      `{"agentId":${JSON.stringify(agentId)},"observation":${advanced.observationTexts.get(agentId)!},` +
+      `"preparedRequestId":${JSON.stringify(decisions.get(agentId)!.requestId)},` +
+      `"rewards":${canonicalize(advanced.evaluation.byAgent.get(agentId) ?? [])}}`,
+  );
+  return new PrintedParams(`{"agents":[${entries.join(',')}]}`);
 }
 
 /** `numerator/denominator` of a plain {denominator, numerator} object of two strings, else undefined. */

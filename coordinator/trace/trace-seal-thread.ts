@@ -90,7 +90,7 @@ function reproTexts(text: string, behaviourText: string, unknown: UnknownTally):
     const behaviour = JSON.parse(behaviours[i]!) as TraceBehaviour;
     const rest = lineRest(lines[i]!, behaviours[i]!);
     base ||= behaviour.scope.epoch;
-    const fast = fastStepReproText(rest, behaviour);
+    const fast = fastStepReproText(rest, behaviour, undefined, behaviours[i]);
     if (fast !== undefined) {
       texts.push(fast);
       continue;

@@ -35,6 +35,29 @@ export class WorkerCallError extends Error {
   }
 }
 
+/**
+ * A call's params printed by the caller: the RFC 8785 canonical text of the params object, sent as
+ * it is (the lockstep prints each observation once, for its digest and for the Commits that carry
+ * it). The caller vouches for the text; a worker proves it like any body it did not print.
+ */
+export class PrintedParams {
+  constructor(readonly text: string) {}
+}
+
+/**
+ * A request envelope's canonical text. Around printed params the keys are written in the order
+ * canonicalize gives them (method < params < requestId < scope).
+ */
+export function requestText(
+  method: string,
+  params: Params | PrintedParams,
+  requestId: string,
+  scope: Scope | null,
+): string {
+  if (!(params instanceof PrintedParams)) return encodeBody({ method, params, requestId, scope });
+  return `{"method":${JSON.stringify(method)},"params":${params.text},"requestId":${JSON.stringify(requestId)},"scope":${scope === null ? 'null' : encodeBody(scope)}}`;
+}
+
 /** Hello was answered but the worker is not the one expected (or refused the hello itself). */
 export class HelloRefusedError extends Error {
   constructor(
@@ -237,14 +260,19 @@ export class WorkerClient {
   call<M extends Method>(
     method: M,
     scope: Scope | null,
-    params: ParamsOf<M>,
+    params: ParamsOf<M> | PrintedParams,
     options: CallOptions = {},
   ): Promise<Typed<M>> {
     return this.callUnchecked(method, scope, params as unknown as Params, options) as Promise<Typed<M>>;
   }
 
   /** call() for any method name and params, unchecked: for tests that send what a real caller never would. */
-  callUnchecked(method: string, scope: Scope | null, params: Params, options: CallOptions = {}): Promise<CallReply> {
+  callUnchecked(
+    method: string,
+    scope: Scope | null,
+    params: Params | PrintedParams,
+    options: CallOptions = {},
+  ): Promise<CallReply> {
     const requestId = options.requestId ?? `req-${this.nextId++}`;
     if (this.failure) {
       return Promise.reject(
@@ -252,7 +280,7 @@ export class WorkerClient {
       );
     }
     // Keys in RFC 8785 order: with canonical params the encoder takes its fast path.
-    const body = encodeBody({ method, params, requestId, scope });
+    const body = requestText(method, params, requestId, scope);
     return new Promise<CallReply>((resolve, reject) => {
       const { deadlineMs } = options;
       const deadlineAt = deadlineMs === undefined ? undefined : performance.now() + deadlineMs;

@@ -9,7 +9,15 @@ import type { Fleet } from '../../coordinator/launch/launcher.js';
 import { Lockstep } from '../../coordinator/session/lockstep.js';
 import { RunFailure } from '../../coordinator/session/run-failure.js';
 import type { Scope } from '../../core/formats/scalars.js';
-import { decodeBody, encodeBody, readReply, replyBody, type Params, type Reply } from '../../core/protocol/index.js';
+import {
+  decodeBody,
+  readReply,
+  replyBody,
+  requestText,
+  type Params,
+  type PrintedParams,
+  type Reply,
+} from '../../core/protocol/index.js';
 import { WorkerRuntime } from '../../workers/runtime.js';
 
 type Tamper = (method: string, step: string, reply: Reply) => void;
@@ -20,9 +28,14 @@ function inProcessFleet(plan: RunPlan, tamper: Tamper): Fleet {
   const workers = plan.workers.map((w) => {
     const runtime = new WorkerRuntime({ role: w.role, workerId: w.workerId, sessionId: plan.sessionId });
     const stream = { introduced: true };
-    const call = async (method: string, scope: Scope | null, params: Params, o: { requestId?: string } = {}) => {
+    const call = async (
+      method: string,
+      scope: Scope | null,
+      params: Params | PrintedParams,
+      o: { requestId?: string } = {},
+    ) => {
       const requestId = o.requestId ?? `req-${nextId++}`;
-      const out = await runtime.handle(encodeBody({ method, params, requestId, scope }), undefined, stream);
+      const out = await runtime.handle(requestText(method, params, requestId, scope), undefined, stream);
       const reply = readReply(decodeBody(replyBody(out.body)));
       tamper(method, scope?.step ?? '', reply);
       return { requestId, reply };

@@ -149,8 +149,16 @@ function general(line: string, behaviourText: string): { text: string; unknown: 
   }
 }
 
+/** The fast path as the sealing thread takes it (with the behaviour's text), checked against the one without. */
 function fast(line: string, behaviourText: string): string | undefined {
-  return fastStepReproText(lineRest(line, behaviourText), JSON.parse(behaviourText));
+  const withText = fastStepReproText(
+    lineRest(line, behaviourText),
+    JSON.parse(behaviourText),
+    undefined,
+    behaviourText,
+  );
+  expect(withText).toBe(fastStepReproText(lineRest(line, behaviourText), JSON.parse(behaviourText)));
+  return withText;
 }
 
 /** A step with the named changes: its trace line and its behaviour text (rebased to `e0` when asked). */
